@@ -1,0 +1,475 @@
+"""Real XLA (jaxlib 0.10.2 CPU wheel) as a test oracle, always in a child process.
+
+Why a child process: jaxlib's HLO parser and verifier hit C++ ``CHECK`` failures on some malformed
+inputs (for example a reshape whose element counts differ), which abort the whole interpreter. Every
+function here therefore runs XLA in ``python -c <script>`` with
+``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (8 fake CPU devices) and a timeout, and returns
+plain Python data (bool, str, list, dict, numpy arrays).
+
+Public functions:
+
+* :func:`parse_hlo` / :func:`parse_many` -- does ``hlo_module_from_text`` accept the text (no verifier).
+* :func:`shardings_from_strings` -- what ``xla_client.HloSharding.from_string`` makes of sharding strings.
+* :func:`compile_spmd` -- parse -> StableHLO -> compile for ``num_partitions`` CPU devices with GSPMD
+  (Shardy silently drops plain ``sharding={...}`` on hand-written HLO, see shared/reference/xla_oracle.md).
+* :func:`spmd_partition` -- the RAW HLO right after XLA's ``spmd-partitioning`` pass (read from the
+  ``xla_dump_to`` dump), i.e. before the CPU backend combines all-reduces or decomposes all-to-all.
+* :func:`collectives` -- the collectives of an HLO text (regex parser; replica groups expanded from the
+  explicit, iota ``[2,4]<=[8]`` and ``mesh[...] {...}`` forms).
+* :func:`run_sharded` -- compile, execute on sharded inputs and gather every output to a global array.
+
+Failures of the oracle itself (timeout, interpreter abort, XLA error where a result was required) raise
+:class:`OracleError` with XLA's message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from typing import Any, Sequence
+
+import numpy as np
+
+DEFAULT_TIMEOUT = 120.0
+
+
+class OracleError(RuntimeError):
+    """XLA failed where the caller needed a result, or the child process died / timed out."""
+
+
+# --------------------------------------------------------------------------------------------------
+# child process
+# --------------------------------------------------------------------------------------------------
+
+# The script run in the child. It reads one JSON request on stdin and writes one JSON answer (a single
+# line starting with the marker) on stdout. Arrays travel through .npz files in a temporary directory.
+_CHILD = r'''
+import json, os, sys, glob, traceback
+req = json.loads(sys.stdin.read())
+import numpy as np
+import jax, jax.extend, jax.extend.mlir, jax.extend.backend
+from jax._src.lib import xla_client as xc
+MARK = "@@ORACLE@@"
+
+def answer(obj):
+    sys.stdout.write(MARK + json.dumps(obj) + "\n"); sys.stdout.flush()
+
+def err(exc):
+    return f"{type(exc).__name__}: {exc}"
+
+def describe(h, other=None):
+    d = {"str": str(h)}
+    elems = h.tuple_elements()
+    d["is_tuple"] = bool(elems)
+    if elems:
+        d["tuple_elements"] = [describe(e) for e in elems]
+    else:
+        d["is_replicated"] = h.is_replicated(); d["is_maximal"] = h.is_maximal()
+        d["is_manual"] = h.is_manual(); d["is_tiled"] = h.is_tiled(); d["is_unknown"] = h.is_unknown()
+        d["tile_assignment_dimensions"] = list(h.tile_assignment_dimensions())
+        d["tile_assignment_devices"] = list(h.tile_assignment_devices())
+        d["replicate_on_last_tile_dim"] = h.replicate_on_last_tile_dim()
+        d["subgroup_types"] = [str(t).split(".")[-1] for t in h.subgroup_types()]
+        d["num_devices"] = h.num_devices()
+        d["is_tile_assignment_iota"] = h.is_tile_assignment_iota() if h.is_tiled() else False
+    if other is not None:
+        d["equal"] = (h == other)
+    return d
+
+def compile_text(text, n, dump_dir=None, propagate_to_output=False):
+    mod = xc.hlo.hlo_module_from_text(text)
+    mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    backend = jax.extend.backend.get_backend("cpu")
+    opts = jax.extend.backend.get_compile_options(
+        num_replicas=1, num_partitions=n,
+        device_assignment=np.arange(n).reshape(1, n), backend=backend)
+    b = opts.executable_build_options
+    b.use_shardy_partitioner = False
+    b.allow_spmd_sharding_propagation_to_output = [bool(propagate_to_output)]
+    b.allow_spmd_sharding_propagation_to_parameters = [False]
+    if dump_dir:
+        b.debug_options.xla_dump_to = dump_dir
+        b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
+    devs = backend.devices()[:n]
+    exe = backend.compile_and_load(mlir, xc.DeviceList(tuple(devs)), opts)
+    return exe, devs
+
+op = req["op"]
+try:
+    if op == "parse":
+        out = []
+        for t in req["texts"]:
+            try:
+                m = xc.hlo.hlo_module_from_text(t)
+                out.append([True, m.to_string()])
+            except Exception as e:
+                out.append([False, err(e)])
+        answer(out)
+    elif op == "shardings":
+        out = []
+        others = req.get("others") or [None] * len(req["strings"])
+        for s, o in zip(req["strings"], others):
+            try:
+                h = xc.HloSharding.from_string(s)
+                ho = xc.HloSharding.from_string(o) if o is not None else None
+                out.append(describe(h, ho))
+            except Exception as e:
+                out.append({"error": err(e)})
+        answer(out)
+    elif op == "compile":
+        try:
+            exe, _ = compile_text(req["text"], req["n"], propagate_to_output=req.get("propagate_to_output", False))
+            answer([True, exe.hlo_modules()[0].to_string()])
+        except Exception as e:
+            answer([False, err(e)])
+    elif op == "partition":
+        try:
+            compile_text(req["text"], req["n"], dump_dir=req["dump"],
+                         propagate_to_output=req.get("propagate_to_output", False))
+        except Exception as e:
+            answer({"error": err(e)}); sys.exit(0)
+        files = sorted(glob.glob(os.path.join(req["dump"], "*after_spmd-partitioning*.txt")))
+        if not files:
+            answer({"error": "no after_spmd-partitioning dump was written"}); sys.exit(0)
+        with open(files[-1]) as f:
+            answer({"text": f.read()})
+    elif op == "run":
+        from jax._src.sharding_impls import GSPMDSharding
+        n = req["n"]
+        try:
+            exe, devs = compile_text(req["text"], n, propagate_to_output=req.get("propagate_to_output", False))
+        except Exception as e:
+            answer({"error": err(e)}); sys.exit(0)
+        data = np.load(req["inputs"])
+        inputs = [data[f"a{i}"] for i in range(len(data.files))]
+        param_sh = [xc.HloSharding.from_proto(p) for p in exe.get_parameter_shardings()]
+        given = req.get("shardings") or [None] * len(inputs)
+        if len(param_sh) != len(inputs):
+            answer({"error": f"module has {len(param_sh)} parameters, got {len(inputs)} inputs"}); sys.exit(0)
+        arrays = []
+        for x, s, ps in zip(inputs, given, param_sh):
+            h = xc.HloSharding.from_string(s) if s else ps
+            if h != ps:
+                answer({"error": f"input sharding {h} differs from the compiled parameter sharding {ps}"}); sys.exit(0)
+            sh = GSPMDSharding(tuple(devs), h)
+            arrays.append(jax.make_array_from_callback(x.shape, sh, lambda idx, x=x: x[idx]))
+        results = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
+        out_sh = [xc.HloSharding.from_proto(p) for p in exe.get_output_shardings()]
+        if len(out_sh) == 1 and len(results) > 1:
+            elems = out_sh[0].tuple_elements()
+            out_sh = list(elems) if elems else out_sh * len(results)
+        shape_text = exe.hlo_modules()[0].to_string()
+        outs = {}
+        mismatch = []
+        for k, (per_dev, h) in enumerate(zip(results, out_sh)):
+            sample = np.asarray(per_dev[0])
+            # global shape: from the replicated case or by tiling (XLA pads evenly; we use the index map)
+            gshape = req["out_shapes"][k] if req.get("out_shapes") else None
+            if gshape is None:
+                dims = h.tile_assignment_dimensions() if h.is_tiled() else []
+                rank = sample.ndim
+                gshape = [sample.shape[d] * (dims[d] if d < len(dims) else 1) for d in range(rank)]
+            gshape = tuple(gshape)
+            idx_map = GSPMDSharding(tuple(devs), h).devices_indices_map(gshape)
+            full = np.zeros(gshape, dtype=sample.dtype)
+            seen = np.zeros(gshape, dtype=bool)
+            for arr in per_dev:
+                a = np.asarray(arr)
+                idx = idx_map[arr.devices().pop() if hasattr(arr, "devices") else arr.device]
+                region = full[idx]
+                a = a[tuple(slice(0, s) for s in region.shape)]
+                prev = seen[idx]
+                if prev.any() and not np.array_equal(region[prev], a[prev], equal_nan=True):
+                    mismatch.append(k)
+                full[idx] = a
+                seen[idx] = True
+            outs[f"o{k}"] = full
+        np.savez(req["outputs"], **outs)
+        answer({"n": len(outs), "replica_mismatch": mismatch,
+                "output_shardings": [str(h) for h in out_sh]})
+    else:
+        answer({"error": f"unknown op {op}"})
+except Exception:
+    answer({"error": traceback.format_exc()})
+'''
+
+_MARK = "@@ORACLE@@"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "")
+    flags = " ".join(f for f in flags.split() if not f.startswith(("--xla_force_host_platform_device_count",
+                                                                    "--xla_dump")))
+    env["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    return env
+
+
+def _child(request: dict, timeout: float = DEFAULT_TIMEOUT) -> Any:
+    """Run one request in a fresh interpreter; returns the decoded answer or raises OracleError."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(request),
+                              capture_output=True, text=True, env=_env(), timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise OracleError(f"XLA child timed out after {timeout:.0f} s") from exc
+    for line in proc.stdout.splitlines():
+        if line.startswith(_MARK):
+            return json.loads(line[len(_MARK):])
+    tail = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
+    raise OracleError(f"XLA child died (exit code {proc.returncode}): {tail}")
+
+
+# --------------------------------------------------------------------------------------------------
+# parsing
+# --------------------------------------------------------------------------------------------------
+
+def parse_hlo(text: str, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, str]:
+    """Does jaxlib's ``hlo_module_from_text`` (ParseAndReturnUnverifiedModule) accept ``text``?
+
+    Returns ``(True, XLA's re-printed module)`` or ``(False, error message)``; a C++ abort in the parser
+    counts as ``(False, "XLA child died ...")``.
+    """
+    return parse_many([text], timeout=timeout)[0]
+
+
+def parse_many(texts: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> list[tuple[bool, str]]:
+    """:func:`parse_hlo` for many texts in one child process (falls back to one child per text when
+    some text aborts the interpreter, so every result is still reported)."""
+    texts = list(texts)
+    if not texts:
+        return []
+    try:
+        res = _child({"op": "parse", "texts": texts}, timeout=timeout)
+        return [(bool(ok), msg) for ok, msg in res]
+    except OracleError as exc:
+        if len(texts) == 1:
+            return [(False, str(exc))]
+    out = []
+    for t in texts:
+        try:
+            ok, msg = _child({"op": "parse", "texts": [t]}, timeout=timeout)[0]
+            out.append((bool(ok), msg))
+        except OracleError as exc:
+            out.append((False, str(exc)))
+    return out
+
+
+def shardings_from_strings(strings: Sequence[str], others: Sequence[str | None] | None = None,
+                           timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
+    """What ``xla_client.HloSharding.from_string`` makes of each string.
+
+    Each dict has ``str`` (XLA's print), ``is_tuple`` and, for tuples, ``tuple_elements`` (dicts); for
+    non-tuples ``is_replicated``, ``is_maximal``, ``is_manual``, ``is_tiled``, ``is_unknown``,
+    ``tile_assignment_dimensions`` (incl. replicate/subgroup dims), ``tile_assignment_devices``
+    (iota expanded), ``replicate_on_last_tile_dim``, ``subgroup_types`` (e.g. ``['MANUAL']``),
+    ``num_devices``, ``is_tile_assignment_iota``. When ``others[i]`` is a string, ``equal`` says whether
+    XLA considers the two shardings equal. A string XLA rejects gives ``{"error": message}``.
+    Note XLA's from_string is lenient (pads missing device ids with 0).
+    """
+    strings = list(strings)
+    req = {"op": "shardings", "strings": strings}
+    if others is not None:
+        req["others"] = list(others)
+    return _child(req, timeout=timeout)
+
+
+# --------------------------------------------------------------------------------------------------
+# compiling / partitioning
+# --------------------------------------------------------------------------------------------------
+
+def compile_spmd(text: str, num_partitions: int = 8, propagate_to_output: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, str]:
+    """Compile ``text`` for ``num_partitions`` CPU devices with GSPMD (the real verifier).
+
+    Returns ``(True, final per-device HLO)`` or ``(False, XLA's error)``; an interpreter abort is
+    ``(False, "XLA child died ...")``.
+    """
+    try:
+        ok, msg = _child({"op": "compile", "text": text, "n": num_partitions,
+                          "propagate_to_output": propagate_to_output}, timeout=timeout)
+        return bool(ok), msg
+    except OracleError as exc:
+        return False, str(exc)
+
+
+def spmd_partition(text: str, num_partitions: int = 8, propagate_to_output: bool = False,
+                   timeout: float = DEFAULT_TIMEOUT) -> str:
+    """The raw HLO right after XLA's ``spmd-partitioning`` pass (GSPMD) for ``num_partitions`` devices.
+
+    Raises :class:`OracleError` when XLA rejects the module.
+    """
+    with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as dump:
+        res = _child({"op": "partition", "text": text, "n": num_partitions, "dump": dump,
+                      "propagate_to_output": propagate_to_output}, timeout=timeout)
+    if "error" in res:
+        raise OracleError(res["error"])
+    return res["text"]
+
+
+def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequence[str | None] | None = None,
+                num_partitions: int = 8, out_shapes: Sequence[Sequence[int]] | None = None,
+                propagate_to_output: bool = False, timeout: float = DEFAULT_TIMEOUT) -> list[np.ndarray]:
+    """Compile ``text`` for ``num_partitions`` devices, execute it on ``inputs`` and gather the outputs.
+
+    ``inputs`` are global arrays, one per entry parameter; each is split by its sharding
+    (``input_shardings[i]``, a sharding string, or the parameter's own sharding when None: it must equal
+    the compiled parameter sharding). Outputs are reassembled to global arrays with the compiled output
+    shardings (a tuple root gives one array per element). ``out_shapes`` gives the global output shapes
+    when shards are uneven (otherwise shard shape x tile count). Raises :class:`OracleError` when XLA
+    rejects the module, or when replicated copies of an output disagree between devices.
+    """
+    with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as tmp:
+        inp = os.path.join(tmp, "in.npz")
+        outp = os.path.join(tmp, "out.npz")
+        np.savez(inp, **{f"a{i}": np.asarray(x) for i, x in enumerate(inputs)})
+        req = {"op": "run", "text": text, "n": num_partitions, "inputs": inp, "outputs": outp,
+               "shardings": list(input_shardings) if input_shardings is not None else None,
+               "out_shapes": [list(s) for s in out_shapes] if out_shapes is not None else None,
+               "propagate_to_output": propagate_to_output}
+        res = _child(req, timeout=timeout)
+        if "error" in res:
+            raise OracleError(res["error"])
+        if res["replica_mismatch"]:
+            raise OracleError(f"replicated copies disagree for outputs {res['replica_mismatch']}")
+        data = np.load(outp)
+        return [np.array(data[f"o{k}"]) for k in range(res["n"])]
+
+
+# --------------------------------------------------------------------------------------------------
+# collectives of an HLO text (small regex parser: a test helper, not the project's parser)
+# --------------------------------------------------------------------------------------------------
+
+COLLECTIVE_OPCODES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
+                      "collective-broadcast", "ragged-all-to-all")
+
+_INSTR_RE = re.compile(
+    r"^\s*(?:ROOT\s+)?%?(?P<name>[\w.\-]+)\s*=\s*(?P<shape>.+?)\s+(?P<opcode>[a-z][a-z0-9\-]*)\((?P<rest>.*)$")
+
+
+def _split_top(s: str, sep: str = ",") -> list[str]:
+    out, depth, cur = [], 0, []
+    for ch in s:
+        if ch in "{[(":
+            depth += 1
+        elif ch in "}])":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return [x.strip() for x in out]
+
+
+def _iota_list(dims: list[int], reshape: list[int] | None, perm: list[int] | None) -> np.ndarray:
+    n = int(np.prod(dims))
+    a = np.arange(n)
+    if reshape:
+        a = a.reshape(reshape)
+        if perm:
+            a = a.transpose(perm)
+    return a.reshape(dims)
+
+
+def expand_replica_groups(text: str) -> list[list[int]]:
+    """Replica groups as a list of lists from any of XLA's three printed forms.
+
+    ``{{0,1},{2,3}}`` (explicit), ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` (iota: each row one group) and
+    ``mesh['axis_0'=2,'axis_1'=4] {'axis_1'}`` (devices that differ only along the listed mesh axes; the
+    mesh's devices are iota-numbered). Raises ValueError for anything else.
+    """
+    t = text.strip()
+    if t.startswith("{"):
+        inner = t[1:-1].strip()
+        if not inner:
+            return []
+        groups = []
+        for g in _split_top(inner):
+            g = g.strip()[1:-1].strip()
+            groups.append([int(x) for x in g.split(",")] if g else [])
+        return groups
+    m = re.fullmatch(r"\[([\d,\s]+)\]<=\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?", t)
+    if m:
+        dims = [int(x) for x in m.group(1).split(",")]
+        rs = [int(x) for x in m.group(2).split(",")]
+        perm = [int(x) for x in m.group(3).split(",")] if m.group(3) else None
+        arr = _iota_list(dims, rs, perm)
+        return arr.reshape(dims[0], -1).tolist()
+    m = re.fullmatch(r"mesh\[(.*?)\]\s*\{(.*?)\}", t)
+    if m:
+        axes = []
+        for part in _split_top(m.group(1)):
+            am = re.fullmatch(r"'([^']+)'\s*=\s*(\d+)", part)
+            if not am:
+                raise ValueError(f"unsupported mesh replica-group axis {part!r}")
+            axes.append((am.group(1), int(am.group(2))))
+        names = [a for a, _ in axes]
+        sizes = [s for _, s in axes]
+        chosen = [x.strip().strip("'") for x in m.group(2).split(",") if x.strip()]
+        for c in chosen:
+            if c not in names:
+                raise ValueError(f"unsupported mesh replica-group axis selector {c!r}")
+        ids = np.arange(int(np.prod(sizes))).reshape(sizes)
+        sel = [names.index(c) for c in chosen]
+        rest = [i for i in range(len(sizes)) if i not in sel]
+        arr = ids.transpose(rest + sel)
+        group_size = int(np.prod([sizes[i] for i in sel])) if sel else 1
+        return arr.reshape(-1, group_size).tolist()
+    raise ValueError(f"unsupported replica_groups form {text!r}")
+
+
+def _attr(rest: str, key: str) -> str | None:
+    """Value text of ``key=...`` in an instruction's attribute list (top-level comma split)."""
+    # drop operand list: rest starts right after 'opcode('
+    depth, i = 1, 0
+    while i < len(rest) and depth:
+        if rest[i] == "(":
+            depth += 1
+        elif rest[i] == ")":
+            depth -= 1
+        i += 1
+    for part in _split_top(rest[i:].lstrip(", ")):
+        if part.startswith(key + "="):
+            return part[len(key) + 1:]
+    return None
+
+
+def collectives(text: str) -> list[dict]:
+    """The collectives of an HLO text, in text order.
+
+    Each dict: ``name``, ``kind`` (opcode without ``-start``), ``shape`` (the result shape text),
+    ``replica_groups`` (list of lists, or None when absent), ``dimensions`` (list or None),
+    ``channel_id`` (int or None), ``source_target_pairs`` (list of pairs, collective-permute only).
+    """
+    out = []
+    for line in text.splitlines():
+        m = _INSTR_RE.match(line)
+        if not m:
+            continue
+        op = m.group("opcode")
+        kind = op[:-6] if op.endswith("-start") else op
+        if kind not in COLLECTIVE_OPCODES:
+            continue
+        rest = m.group("rest")
+        rg = _attr(rest, "replica_groups")
+        dims = _attr(rest, "dimensions")
+        ch = _attr(rest, "channel_id")
+        stp = _attr(rest, "source_target_pairs")
+        out.append({
+            "name": m.group("name"),
+            "kind": kind,
+            "shape": m.group("shape").strip(),
+            "replica_groups": expand_replica_groups(rg) if rg is not None else None,
+            "dimensions": [int(x) for x in dims.strip("{}").split(",") if x.strip()] if dims is not None else None,
+            "channel_id": int(ch) if ch is not None else None,
+            "source_target_pairs": expand_replica_groups(stp) if stp is not None else None,
+        })
+    return out
