@@ -1,0 +1,32 @@
+"""``hloshard fmt FILE [-o OUT]``: parse HLO text and print it canonically.
+
+``-`` reads standard input / writes standard output. The output file is written atomically, and
+not at all when the input does not parse (the error goes to stderr, exit code 2).
+"""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("fmt")
+@click.argument("file", type=str)
+@click.option("-o", "--output", "output", default="-", show_default=True, metavar="OUT",
+              help="where to write the formatted module ('-' = standard output)")
+@click.option("--check", is_flag=True, help="write nothing; exit 1 when FILE is not already formatted")
+def command(file: str, output: str, check: bool) -> None:
+    """Parse FILE (HLO text, '-' for stdin) and print it in canonical form."""
+    from ..hlo import parse_file, print_module
+    from ..io import read_text, write_text_atomic
+
+    if check:
+        text = read_text(file)
+        from ..hlo import parse_module
+
+        out = print_module(parse_module(text, "<stdin>" if file == "-" else file))
+        if out != text:
+            click.echo(f"{file}: would be reformatted", err=True)
+            raise SystemExit(1)
+        return
+    module = parse_file(file)
+    write_text_atomic(output, print_module(module))

@@ -1,0 +1,582 @@
+"""HLO text -> IR (:class:`~hloshard.hlo.ir.Module`).
+
+The grammar is ``hloshard/grammars/hlo.lark`` (LALR(1), contextual lexer). Lark calls the
+``_Builder`` callbacks while it parses (``transformer=``), so no parse tree is built: instructions
+are created as soon as they are reduced, operands are resolved against the instructions defined
+before them in the same computation, and coarse tokens (shapes, ``key=value`` attributes,
+``constant(...)`` payloads) are decoded by cached functions.
+
+Errors: every problem, lexical, syntactic or semantic (undefined operand or computation, duplicate
+names, two ROOTs, a malformed attribute value, an invalid sharding), raises
+:class:`~hloshard.errors.HloSyntaxError` with file, line, column, the source line and what was
+expected. The parser is iterative (LALR stack, bottom-up construction): deep nesting cannot raise
+RecursionError. Tuple shapes nest at most :data:`MAX_TUPLE_DEPTH` deep and brace blobs 9 deep.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import threading
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from ..errors import HloSyntaxError
+from ..io import read_text
+from .attributes import AttrError, InlineBody, NameRef, decode_attr
+from .ir import Computation, Instruction, Module
+from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY, is_known_opcode
+from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
+
+__all__ = ["parse_module", "parse_file", "grammar_text", "MAX_TUPLE_DEPTH"]
+
+#: deepest tuple-shape nesting accepted (XLA dumps never exceed a handful).
+MAX_TUPLE_DEPTH = 64
+
+#: header attributes XLA's parser accepts (hlo_syntax.md §1.1)
+HEADER_KEYS = frozenset({
+    "is_scheduled", "input_output_alias", "buffer_donor", "alias_passthrough_params",
+    "entry_computation_layout", "allow_spmd_sharding_propagation_to_parameters",
+    "allow_spmd_sharding_propagation_to_output", "replica_count", "num_partitions",
+    "frontend_attributes", "origin_recovery_table",
+})
+
+_KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROOT", "maximal", "replicated",
+                       "manual", "last_tile_dim_replicate", "shard_as", "shard_like", "unknown", "unreduced",
+                       "FileNames", "FunctionNames", "FileLocations", "StackFrames"})
+
+_HUMAN = {
+    "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
+    "STRING": "a string", "BLOB": "a {...} block", "SHAPE": "a shape such as f32[8,16]{1,0}",
+    "CONSTANT": "constant(...)", "ATTR": "an attribute key=value", "IGNORE_COMMENT": "a comment",
+    "ENTRY": "ENTRY", "ROOT": "ROOT", "HLOMODULE": "HloModule", "$END": "end of input",
+    "FILENAMES": "FileNames", "FUNCTIONNAMES": "FunctionNames", "FILELOCATIONS": "FileLocations",
+    "STACKFRAMES": "StackFrames",
+}
+
+
+def grammar_text() -> str:
+    """The text of the bundled grammar (read through importlib.resources: works when installed)."""
+    return importlib.resources.files("hloshard").joinpath("grammars/hlo.lark").read_text(encoding="utf-8")
+
+
+class _OpCall:
+    """A reduced ``opcode(args)``: resolved operands, or the integer of ``parameter(N)``."""
+
+    __slots__ = ("tok", "operands", "ints")
+
+    def __init__(self, tok, operands, ints):
+        self.tok = tok
+        self.operands = operands
+        self.ints = ints
+
+
+class _Ctx:
+    """Per-parse state (the parser object itself is shared)."""
+
+    def __init__(self, text: str, filename: str, module: Module, offset: int = 0, full_text: str | None = None):
+        self.text = text
+        self.filename = filename
+        self.module = module
+        self.offset = offset
+        self.full_text = full_text if full_text is not None else text
+        self.comp: Computation | None = None
+        self.entry_seen: Token | None = None
+        self.pct = 0
+        self.bare = 0
+        self.depth: dict[int, int] = {}
+        self.inline_count = 0
+
+    # -- errors ----------------------------------------------------------------------------------
+    def error_at(self, message: str, pos: int):
+        """Raise HloSyntaxError at 0-based offset ``pos`` of ``self.text``."""
+        raise make_error(message, self.full_text, self.filename, self.offset + pos)
+
+    def error_tok(self, message: str, tok: Token, extra: int = 0):
+        self.error_at(message, tok.start_pos + extra)
+
+
+def make_error(message: str, text: str, filename: str, pos: int) -> HloSyntaxError:
+    pos = max(0, min(pos, len(text)))
+    line = text.count("\n", 0, pos) + 1
+    start = text.rfind("\n", 0, pos) + 1
+    end = text.find("\n", pos)
+    if end < 0:
+        end = len(text)
+    return HloSyntaxError(message, filename, line, pos - start + 1, text[start:end].rstrip("\r"))
+
+
+def _name_of(tok: Token) -> str:
+    v = tok.value
+    return v[1:] if v[0] == "%" else v
+
+
+class _Builder(Transformer):
+    """Lark callbacks (called during the LALR parse). ``ctx`` is set per parse."""
+
+    ctx: _Ctx
+
+    # -- shapes ----------------------------------------------------------------------------------
+    def _decode_shape(self, item) -> Shape:
+        if isinstance(item, Shape):
+            return item
+        try:
+            return parse_array_shape(item.value)
+        except _ShapeError as exc:
+            self.ctx.error_tok(str(exc), item, exc.offset)
+
+    def tuple_shape(self, children):
+        shapes = [self._decode_shape(c) for c in children]
+        depth = 1 + max((self.ctx.depth.get(id(s), 0) for s in shapes), default=0)
+        if depth > MAX_TUPLE_DEPTH:
+            tok = next((c for c in children if isinstance(c, Token)), None)
+            raise _DepthError(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep", tok)
+        s = Shape.tuple(shapes)
+        if depth > 1:
+            self.ctx.depth[id(s)] = depth
+            self.ctx.depth_keep = getattr(self.ctx, "depth_keep", [])
+            self.ctx.depth_keep.append(s)
+        return s
+
+    # -- names -----------------------------------------------------------------------------------
+    def _check_name(self, tok: Token, kind: str = "instruction") -> str:
+        name = _name_of(tok)
+        if name in ELEMENT_BITS or name in _KEYWORDS:
+            self.ctx.error_tok(f"illegal {kind} name {name!r}: it is a type name or keyword", tok)
+        if name.startswith("__") and not name.startswith("__xla_"):
+            self.ctx.error_tok(f"illegal {kind} name {name!r}: names starting with '__' are reserved", tok)
+        if tok.type == "PNAME":
+            self.ctx.pct += 1
+        else:
+            self.ctx.bare += 1
+        return name
+
+    # -- computations ----------------------------------------------------------------------------
+    def comp_head(self, children):
+        ctx = self.ctx
+        is_entry = False
+        i = 0
+        if isinstance(children[0], Token) and children[0].type == "ENTRY":
+            is_entry = True
+            if ctx.entry_seen is not None:
+                ctx.error_tok("a module has only one ENTRY computation", children[0])
+            ctx.entry_seen = children[0]
+            i = 1
+        tok = children[i]
+        name = self._check_name(tok, "computation")
+        if name in ctx.module._by_name:
+            prev = ctx.module._by_name[name]
+            ctx.error_tok(f"computation {name!r} is already defined (line {prev.line})", tok)
+        comp = Computation(name, is_entry)
+        comp.line, comp.column = tok.line, tok.column
+        comp.has_signature = len(children) > i + 1
+        ctx.comp = comp
+        return comp
+
+    def signature(self, children):
+        return children
+
+    def param(self, children):
+        return children
+
+    def computation(self, children):
+        ctx = self.ctx
+        comp: Computation = children[0]
+        self._finish_computation(comp, children[1:])
+        ctx.module.add_computation(comp)
+        ctx.comp = None
+        return comp
+
+    def _finish_computation(self, comp: Computation, rest):
+        if comp.root is None:
+            top = [c for c in rest if isinstance(c, Instruction)]
+            comp.root = top[-1] if top else comp.instructions[-1]
+        for tok in rest:
+            if isinstance(tok, Token) and tok.type == "ATTR":
+                key, _, val = tok.value.partition("=")
+                if key != "execution_thread":
+                    self.ctx.error_tok(f"unexpected attribute {key!r} after a computation "
+                                       "(only execution_thread=\"...\")", tok)
+                try:
+                    comp.execution_thread = decode_attr(key, val.strip())
+                except AttrError as exc:
+                    self.ctx.error_tok(str(exc), tok, len(key) + 1)
+
+    def inline_body(self, children):
+        comp = self.ctx.comp
+        self._finish_computation(comp, children)
+        return comp
+
+    # -- instructions ----------------------------------------------------------------------------
+    def op_call(self, children):
+        ctx = self.ctx
+        comp = ctx.comp
+        operands = []
+        ints = []
+        pending = None
+        for c in children[1:]:
+            if isinstance(c, Token):
+                t = c.type
+                if t == "IDENT" or t == "PNAME":
+                    name = _name_of(c)
+                    op = comp._by_name.get(name)
+                    if op is None:
+                        ctx.error_tok(f"instruction {name!r} is not defined before this use in "
+                                      f"computation {comp.name!r}", c)
+                    if pending is not None:
+                        shape = self._decode_shape(pending)
+                        if not shape.compatible(op.shape):
+                            ctx.error_tok(f"the declared operand shape {shape} is not compatible with the "
+                                          f"shape of operand {name!r} {op.shape}", c)
+                        pending = None
+                    operands.append(op)
+                    continue
+                if t == "INT":
+                    ints.append(c)
+                    continue
+                if t == "SHAPE":
+                    pending = c
+                    continue
+                if t == "CONSTANT":
+                    operands.append(self._nested(pending, c))
+                    pending = None
+                    continue
+            elif isinstance(c, Shape):
+                pending = c
+            elif isinstance(c, _OpCall):
+                operands.append(self._nested(pending, c))
+                pending = None
+        return _OpCall(children[0], operands, ints)
+
+    def _nested(self, shape_item, call) -> Instruction:
+        """A nested anonymous instruction ``shape opcode(...)`` inside an operand list."""
+        tok = call.tok if isinstance(call, _OpCall) else call
+        opcode = tok.value if isinstance(call, _OpCall) else "constant"
+        comp = self.ctx.comp
+        name = comp.unique_name(f"{opcode}.anon")
+        shape = self._decode_shape(shape_item) if shape_item is not None else None
+        instr = self._make(name, tok, shape, call, ())
+        instr.line, instr.column = tok.line, tok.column
+        comp.add_instruction(instr)
+        return instr
+
+    def instruction(self, children):
+        ctx = self.ctx
+        comp = ctx.comp
+        i = 0
+        first = children[0]
+        is_root = first.type == "ROOT" if isinstance(first, Token) else False
+        if is_root:
+            i = 1
+        name_tok = children[i]
+        i += 1
+        name = self._check_name(name_tok)
+        if name in comp._by_name:
+            prev = comp._by_name[name]
+            ctx.error_tok(f"instruction {name!r} is already defined in computation {comp.name!r} "
+                          f"(line {prev.line})", name_tok)
+        shape = None
+        c = children[i]
+        if isinstance(c, Shape) or (isinstance(c, Token) and c.type == "SHAPE"):
+            shape = self._decode_shape(c)
+            i += 1
+        call = children[i]
+        i += 1
+        rest = children[i:]
+        ignore = ()
+        if rest and rest[-1].type == "IGNORE_COMMENT":
+            body = rest[-1].value
+            codes = body[body.index("[") + 1: body.rindex("]")]
+            ignore = tuple(c.strip() for c in codes.split(",") if c.strip())
+            rest = rest[:-1]
+        instr = self._make(name, name_tok, shape, call, rest)
+        instr.line, instr.column = name_tok.line, name_tok.column
+        instr.ignore_codes = ignore
+        comp.add_instruction(instr)
+        if is_root:
+            if comp.root is not None:
+                ctx.error_tok(f"computation {comp.name!r} has two ROOT instructions "
+                              f"({comp.root.name!r} and {name!r})", first)
+            comp.root = instr
+        return instr
+
+    def _make(self, name: str, at: Token, shape: Shape | None, call, attr_toks) -> Instruction:
+        ctx = self.ctx
+        literal = None
+        pnum = None
+        if isinstance(call, _OpCall):
+            opcode = call.tok.value
+            if not is_known_opcode(opcode):
+                ctx.error_tok(f"unknown opcode {opcode!r}", call.tok)
+            operands = call.operands
+            if call.ints:
+                if opcode != "parameter" or len(call.ints) != 1 or operands:
+                    ctx.error_tok("expected an operand name (only parameter(N) takes a number)", call.ints[0])
+                pnum = int(call.ints[0].value)
+                if pnum < 0:
+                    ctx.error_tok("parameter number must be non-negative", call.ints[0])
+                for other in ctx.comp.instructions:
+                    if other._parameter_number == pnum and other.opcode == "parameter":
+                        ctx.error_tok(f"parameter({pnum}) is defined twice (also {other.name!r})", call.ints[0])
+            elif opcode == "parameter":
+                ctx.error_tok("parameter needs its number: parameter(N)", call.tok)
+        else:  # CONSTANT token
+            opcode = "constant"
+            operands = []
+            v = call.value
+            lit = v[v.index("(") + 1: v.rindex(")")].strip()
+            if not lit:
+                ctx.error_tok("constant needs a literal: constant(1), constant({1, 2})", call)
+            literal = lit
+        attrs = {}
+        for tok in attr_toks:
+            key, _, val = tok.value.partition("=")
+            if key in attrs:
+                ctx.error_tok(f"attribute {key!r} is given twice", tok)
+            vstrip = val.strip()
+            try:
+                value = decode_attr(key, vstrip)
+            except AttrError as exc:
+                lead = len(val) - len(val.lstrip())
+                ctx.error_tok(f"{key}: {exc}", tok, len(key) + 1 + lead + exc.offset)
+            if type(value) is tuple and key == "frontend_attributes":
+                value = dict(value)
+            elif isinstance(value, (NameRef, InlineBody)):
+                value = self._computation(value, tok, key)
+            elif key == "control-predecessors":
+                comp = ctx.comp
+                preds = []
+                for n in value:
+                    p = comp._by_name.get(n)
+                    if p is None:
+                        ctx.error_tok(f"control predecessor {n!r} is not defined before this use", tok)
+                    preds.append(p)
+                value = preds
+            elif type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
+                value = [self._computation(v, tok, key) for v in value]
+            attrs[key] = value
+        if shape is None:
+            shape = self._infer_shape(opcode, operands, attrs, at)
+        return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
+
+    def _computation(self, ref, tok: Token, key: str) -> Computation:
+        ctx = self.ctx
+        if isinstance(ref, InlineBody):
+            return self._inline(ref, tok, key)
+        comp = ctx.module._by_name.get(ref)
+        if comp is None:
+            ctx.error_tok(f"{key}: computation {str(ref)!r} is not defined (a computation must be defined "
+                          "before it is used)", tok)
+        return comp
+
+    def _inline(self, body: InlineBody, tok: Token, key: str) -> Computation:
+        """Parse an inline ``{ ... }`` computation body into a new computation of the module."""
+        ctx = self.ctx
+        start = tok.value.index(body) if body in tok.value else 0
+        inner_off = tok.start_pos + start + 1
+        ctx.inline_count += 1
+        base = f"{ctx.comp.name if ctx.comp else 'inline'}.{key}"
+        name = base
+        n = 1
+        while name in ctx.module._by_name:
+            name = f"{base}.{n}"
+            n += 1
+        comp = Computation(name)
+        comp.line, comp.column = tok.line, tok.column
+        sub = _Ctx(body[1:-1], ctx.filename, ctx.module, ctx.offset + inner_off, ctx.full_text)
+        sub.comp = comp
+        saved = self.ctx
+        self.ctx = sub
+        try:
+            _run(sub, "inline_body")
+        finally:
+            self.ctx = saved
+        ctx.module.add_computation(comp, before=None)
+        return comp
+
+    def _infer_shape(self, opcode: str, operands, attrs, at: Token) -> Shape:
+        """XLA infers omitted result shapes for some ops; hloshard infers the common ones."""
+        shapes = [o.shape for o in operands]
+        if opcode in ELEMENTWISE_UNARY or opcode in ELEMENTWISE_BINARY or opcode in ("clamp", "add-dependency",
+                                                                                    "opt-barrier"):
+            if shapes:
+                return shapes[0] if opcode != "clamp" else shapes[1]
+        if opcode == "select" and len(shapes) == 3:
+            return shapes[1]
+        if opcode == "compare" and shapes:
+            return Shape("pred", shapes[0].dims, shapes[0].dynamic, shapes[0].layout)
+        if opcode == "tuple":
+            return Shape.tuple(shapes)
+        if opcode == "get-tuple-element" and shapes and shapes[0].is_tuple and "index" in attrs:
+            idx = attrs["index"]
+            if 0 <= idx < len(shapes[0].tuple_shapes):
+                return shapes[0].tuple_shapes[idx]
+        if opcode in ("after-all",):
+            return Shape("token")
+        if opcode in ("partition-id", "replica-id"):
+            return Shape("u32")
+        if opcode == "call" and isinstance(attrs.get("to_apply"), Computation):
+            return attrs["to_apply"].root.shape
+        if opcode == "while" and shapes:
+            return shapes[0]
+        self.ctx.error_tok(f"a result shape is required before {opcode!r} here "
+                           "(hloshard infers it only for elementwise ops, compare, tuple, "
+                           "get-tuple-element, call, while)", at)
+
+    # -- module ----------------------------------------------------------------------------------
+    def header(self, children):
+        ctx = self.ctx
+        tok = children[0]
+        name = tok.value
+        if name.startswith("%"):
+            name = name[1:]
+        if name.endswith(":"):
+            name = name[:-1]
+        ctx.module.name = name
+        for a in children[1:]:
+            key, _, val = a.value.partition("=")
+            if key not in HEADER_KEYS:
+                ctx.error_tok(f"unexpected module attribute {key!r}; expected one of: "
+                              + ", ".join(sorted(HEADER_KEYS)), a)
+            if key in ctx.module.attrs:
+                ctx.error_tok(f"module attribute {key!r} is given twice", a)
+            val = val.strip()
+            if key in ("num_partitions", "replica_count"):
+                try:
+                    int(val)
+                except ValueError:
+                    ctx.error_tok(f"{key} must be an integer", a, len(key) + 1)
+            if key == "is_scheduled" and val not in ("true", "false"):
+                ctx.error_tok("is_scheduled must be true or false", a, len(key) + 1)
+            ctx.module.attrs[key] = val
+        return None
+
+    def stack_frames(self, children):
+        first, last = children[0], children[-1]
+        self.ctx.module.stack_frames = self.ctx.text[first.start_pos:last.end_pos]
+        return None
+
+    def module(self, children):
+        return self.ctx.module
+
+    def start(self, children):
+        return children[0]
+
+
+class _DepthError(Exception):
+    def __init__(self, message, tok):
+        super().__init__(message)
+        self.message = message
+        self.tok = tok
+
+
+_LOCK = threading.RLock()
+_BUILDER = _Builder()
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Lark:
+    return Lark(grammar_text(), parser="lalr", lexer="contextual", start=["start", "inline_body"],
+                transformer=_BUILDER, maybe_placeholders=False, propagate_positions=False)
+
+
+def _expected(names) -> str:
+    parser = _parser()
+    out = []
+    for n in sorted(set(names)):
+        if n in _HUMAN:
+            out.append(_HUMAN[n])
+            continue
+        try:
+            pat = parser.get_terminal(n).pattern
+            out.append(f"'{pat.value}'" if pat.type == "str" else n)
+        except KeyError:
+            out.append(n)
+    out = sorted(set(out))
+    return ", ".join(out) if len(out) <= 8 else ", ".join(out[:8]) + ", ..."
+
+
+def _run(ctx: _Ctx, start: str):
+    import re
+
+    text = ctx.text
+    try:
+        return _parser().parse(text, start=start)
+    except _DepthError as exc:
+        if exc.tok is not None:
+            ctx.error_tok(exc.message, exc.tok)
+        ctx.error_at(exc.message, 0)
+    except UnexpectedCharacters as exc:
+        pos = exc.pos_in_stream
+        ch = text[pos] if pos < len(text) else ""
+        if text.startswith("/*", pos):
+            ctx.error_at("unterminated /* comment", pos)
+        m = re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*=", text[pos:pos + 200])
+        if m and "ATTR" in (exc.allowed or ()):
+            ctx.error_at(f"malformed value of attribute {m.group(0)[:-1]!r} (unbalanced braces or "
+                         "brackets, an unterminated string, or nesting deeper than 9 levels)", pos)
+        if ch == "\0":
+            ctx.error_at("NUL character in the input", pos)
+        ctx.error_at(f"unexpected character {ch!r}; expected {_expected(exc.allowed or ())}", pos)
+    except UnexpectedToken as exc:
+        tok = exc.token
+        if tok.type == "$END":
+            ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
+        desc = tok.value if len(tok.value) <= 40 else tok.value[:37] + "..."
+        if tok.type in ("IDENT", "PNAME") and "ATTR" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
+            nxt = text[tok.end_pos:].lstrip()[:1]
+            if nxt == "=":
+                ctx.error_at(f"attribute name {tok.value!r} must touch its '=' (write {tok.value}=...)",
+                             tok.start_pos)
+        ctx.error_at(f"unexpected {desc!r}; expected {_expected(exc.expected)}", tok.start_pos)
+    except UnexpectedEOF as exc:
+        ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
+    except VisitError as exc:  # a callback raised: unwrap
+        orig = exc.orig_exc
+        if isinstance(orig, HloSyntaxError):
+            raise orig from None
+        if isinstance(orig, _DepthError):
+            if orig.tok is not None:
+                ctx.error_tok(orig.message, orig.tok)
+            ctx.error_at(orig.message, 0)
+        raise
+    except UnexpectedInput as exc:  # pragma: no cover - other lark errors
+        ctx.error_at(str(exc).splitlines()[0], getattr(exc, "pos_in_stream", 0) or 0)
+
+
+def parse_module(text: str, filename: str = "<string>") -> Module:
+    """Parse HLO module text into a :class:`Module`.
+
+    Accepts everything in ``shared/reference/hlo_syntax.md`` that a dump can contain: with or
+    without the ``HloModule`` header, ``%`` names or bare names, operand shapes or not, nested
+    anonymous instructions, inline computation bodies. Raises :class:`HloSyntaxError`.
+    """
+    if "\0" in text:
+        pos = text.index("\0")
+        raise make_error("NUL character in the input", text, filename, pos)
+    module = Module("module")
+    ctx = _Ctx(text, filename, module)
+    with _LOCK:
+        _BUILDER.ctx = ctx
+        try:
+            _run(ctx, "start")
+        finally:
+            _BUILDER.ctx = None
+    if not module.computations:
+        raise make_error("no computation in the module", text, filename, len(text))
+    entries = [c for c in module.computations if c.is_entry]
+    module.entry = entries[0] if entries else module.computations[-1]
+    module.entry.is_entry = True
+    module.has_header = bool(text.lstrip().startswith("HloModule") or module.name != "module")
+    if not module.has_header:
+        module.name = f"module_{module.entry.name}"
+    module.percent_names = ctx.pct >= ctx.bare
+    return module
+
+
+def parse_file(path: str) -> Module:
+    """Read and parse an HLO text file (``-`` reads standard input). Raises HloSyntaxError /
+    UsageError (unreadable file)."""
+    text = read_text(path)
+    return parse_module(text, "<stdin>" if path == "-" else path)

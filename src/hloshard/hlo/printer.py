@@ -1,0 +1,75 @@
+"""IR -> HLO text that XLA's parser accepts.
+
+Canonical form: the module header with its attributes in written order, computations in module order
+(callees before callers, as parsed), each instruction on one line as
+``[ROOT ]%name = shape opcode(%a, %b), attr=value, ...`` with operands written without their shapes,
+attributes in the instruction's order, and a trailing ``/* hloshard: ignore[...] */`` comment when
+the instruction has ignore codes. Names carry ``%`` when the source used them (``Module.percent_names``).
+``print_module(parse_module(print_module(m)))`` equals ``print_module(m)`` (a fixed point).
+"""
+
+from __future__ import annotations
+
+from .attributes import format_attr
+from .ir import Computation, Instruction, Module
+
+
+def _pfx(module: Module | None) -> str:
+    return "%" if module is None or module.percent_names else ""
+
+
+def format_instruction(instr: Instruction, pct: str = "%") -> str:
+    """One instruction line (without indentation)."""
+    parts = []
+    if instr.is_root:
+        parts.append("ROOT ")
+    parts.append(f"{pct}{instr.name} = {instr.shape} ")
+    if instr.opcode == "constant" and instr.literal is not None:
+        parts.append(f"constant({instr.literal})")
+    elif instr.opcode == "parameter" and instr.parameter_number is not None:
+        parts.append(f"parameter({instr.parameter_number})")
+    else:
+        ops = []
+        for i, o in enumerate(instr.operands):
+            ops.append(f"/*index={i}*/{pct}{o.name}" if i and i % 5 == 0 else f"{pct}{o.name}")
+        parts.append(f"{instr.opcode}({', '.join(ops)})")
+
+    def name_of(obj) -> str:
+        return f"{pct}{obj.name}"
+
+    for key, value in instr.attrs.items():
+        parts.append(f", {key}={format_attr(key, value, name_of)}")
+    if instr.ignore_codes:
+        parts.append(f" /* hloshard: ignore[{','.join(instr.ignore_codes)}] */")
+    return "".join(parts)
+
+
+def format_computation(comp: Computation, pct: str = "%") -> str:
+    head = "ENTRY " if comp.is_entry else ""
+    head += f"{pct}{comp.name}"
+    if comp.has_signature:
+        params = ", ".join(f"{p.name}: {p.shape.to_string(layout=False)}" for p in comp.parameters)
+        head += f" ({params}) -> {comp.root.shape.to_string(layout=False)}"
+    lines = [head + " {"]
+    for instr in comp.instructions:
+        lines.append("  " + format_instruction(instr, pct))
+    tail = "}"
+    if comp.execution_thread is not None:
+        tail += f", execution_thread={format_attr('execution_thread', comp.execution_thread, str)}"
+    lines.append(tail)
+    return "\n".join(lines)
+
+
+def print_module(module: Module) -> str:
+    """The module as HLO text (ends with a newline). XLA's parser accepts it."""
+    pct = _pfx(module)
+    header = f"HloModule {module.name}"
+    for key, value in module.attrs.items():
+        header += f", {key}={value}"
+    out = [header, ""]
+    if module.stack_frames:
+        out += [module.stack_frames, ""]
+    for comp in module.computations:
+        out.append(format_computation(comp, pct))
+        out.append("")
+    return "\n".join(out)
