@@ -499,11 +499,10 @@ class HloSharding:
 
     def with_metadata(self, metadata: str | None) -> "HloSharding":
         """A copy with ``metadata`` replaced (None drops it)."""
-        s = HloSharding(self.kind, tile_assignment=self._ta, iota=self._iota,
-                        last_tile_dim_replicate=self.last_tile_dim_replicate,
-                        subgroup_types=self.subgroup_types, maximal_device=self.maximal_device,
-                        tuple_elements=self.tuple_elements, shard_as=self.shard_as,
-                        shard_like=self.shard_like, metadata=metadata, raw=self.raw)
+        s = object.__new__(HloSharding)
+        for name in HloSharding.__slots__:
+            setattr(s, name, getattr(self, name))
+        s.metadata = metadata
         return s
 
     def without_metadata(self) -> "HloSharding":
@@ -786,6 +785,7 @@ def _parse_single(sc: _Scanner) -> HloSharding:
             sc.expect("{")
             tl = []
             while True:
+                sc.ws()
                 tp = sc.pos
                 t = sc.word()
                 if t not in _TYPE_ORDER:
@@ -843,10 +843,36 @@ def _parse_single(sc: _Scanner) -> HloSharding:
     return HloSharding._make_tiled(ta, form, ltdr, types, metadata, shard_as, shard_like, detect_iota=False)
 
 
+# one metadata block: {...} with strings, or {{...}, {...}} (two levels of braces)
+_META_BLOCK = r'\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+"|\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\})*+\}'
+_META_RE = re.compile(r"\s*metadata=(" + _META_BLOCK + ")")
+_SINGLE_START = re.compile(r"\s*\{\s*(?![{}\s]|mesh\b|maximal_mesh\b)")
+
+
 @functools.lru_cache(maxsize=65536)
 def _parse_cached(text: str) -> HloSharding:
     if not isinstance(text, str):
         raise TypeError("HloSharding.parse expects a str")
+    # Fast path: metadata makes nearly every sharding text of a module distinct, so parse the text
+    # without it through a second cache and attach the raw metadata (single shardings only).
+    if "metadata=" in text and _SINGLE_START.match(text):
+        m = _META_RE.search(text)
+        if m is not None and text.find("metadata=", m.end()) < 0:
+            try:
+                core = _parse_core(text[:m.start()] + text[m.end():])
+            except HloSyntaxError:
+                core = None  # report the error with the right column below
+            if core is not None and core.kind != "tuple" and core.metadata is None:
+                return core.with_metadata(m.group(1))
+    return _parse_full(text)
+
+
+@functools.lru_cache(maxsize=16384)
+def _parse_core(text: str) -> HloSharding:
+    return _parse_full(text)
+
+
+def _parse_full(text: str) -> HloSharding:
     sc = _Scanner(text)
     sc.ws()
     start = sc.pos
