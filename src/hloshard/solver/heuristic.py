@@ -1,0 +1,221 @@
+"""Fast heuristics on a reduced problem: a greedy first solution and a local search.
+
+Works on :class:`~hloshard.solver.presolve.Reduced` problems; a solution is one strategy *position*
+per reduced node.  Memory is always respected: the search starts from a feasible assignment (each
+node at its smallest usage, which presolve proved feasible) and only makes moves that keep every
+liveness point of the memory model within its capacity.
+
+* :meth:`LocalSearch.greedy`: nodes in breadth-first order, each picks its cheapest strategy given
+  the already chosen neighbours (the rest count at their minimum usage for memory).
+* :meth:`LocalSearch.improve`: iterated conditional modes -- single-node moves to the best strategy
+  given all neighbours -- then joint moves of both ends of each edge (the best pair given the rest),
+  until no move improves or the deadline passes.  Each move is exact (numpy over the strategy
+  vectors); the objective never increases.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+import numpy as np
+
+from ..costgraph import INFINITY
+from .presolve import Reduced
+
+INF = np.int64(INFINITY)
+
+
+class LocalSearch:
+    """Neighbourhood structure of a reduced problem plus a current solution and memory loads."""
+
+    def __init__(self, red: Reduced, seed: int = 0):
+        self.red = red
+        n = red.num_nodes
+        self.n = n
+        self.rng = np.random.default_rng(seed)
+        self.nbrs: list[list] = [[] for _ in range(n)]  # (j, M oriented (i, j))
+        for (u, v), m in zip(red.edges.tolist(), red.edge_costs):
+            self.nbrs[u].append((v, m))
+            self.nbrs[v].append((u, m.T))
+        self.costs = red.costs
+        self.usages = red.usages
+        mem = red.memory
+        self.node_points: list = [None] * n
+        if mem is not None:
+            lists: list[list] = [[] for _ in range(n)]
+            for p, nodes in enumerate(mem.points):
+                for i in nodes.tolist():
+                    lists[i].append(p)
+            self.node_points = [np.array(x, dtype=np.int64) if x else None for x in lists]
+            self.caps = mem.caps.astype(np.int64)
+        else:
+            self.caps = np.zeros(0, dtype=np.int64)
+        self.s = np.array([int(np.argmin(u)) for u in self.usages], dtype=np.int64)
+        self.load = self._loads(self.s)
+
+    # -- evaluation ----------------------------------------------------------------------------
+    def _loads(self, s):
+        load = np.zeros(len(self.caps), dtype=np.int64)
+        for i, pts in enumerate(self.node_points):
+            if pts is not None:
+                load[pts] += self.usages[i][s[i]]
+        return load
+
+    def objective(self, s=None) -> int:
+        """Objective of the reduced problem (without the presolve offset), a Python int."""
+        s = self.s if s is None else s
+        total = sum(int(c[k]) for c, k in zip(self.costs, s.tolist()))
+        for (u, v), m in zip(self.red.edges.tolist(), self.red.edge_costs):
+            total += int(m[s[u], s[v]])
+        return total
+
+    def feasible(self, s=None) -> bool:
+        s = self.s if s is None else s
+        if len(self.caps) and (self._loads(s) > self.caps).any():
+            return False
+        for (u, v), m in zip(self.red.edges.tolist(), self.red.edge_costs):
+            if m[s[u], s[v]] >= INF:
+                return False
+        return all(c[k] < INF for c, k in zip(self.costs, s.tolist()))
+
+    def local_cost(self, i, s=None, exclude=-1):
+        """Cost vector of node i's strategies given the neighbours' current strategies."""
+        s = self.s if s is None else s
+        c = self.costs[i].copy()
+        for j, m in self.nbrs[i]:
+            if j != exclude:
+                c = np.minimum(c + m[:, s[j]], INF)
+        return c
+
+    def _allowed(self, i):
+        pts = self.node_points[i]
+        if pts is None:
+            return None
+        slack = (self.caps[pts] - self.load[pts]).min() + self.usages[i][self.s[i]]
+        return self.usages[i] <= slack
+
+    def _move(self, i, k):
+        pts = self.node_points[i]
+        if pts is not None:
+            self.load[pts] += self.usages[i][k] - self.usages[i][self.s[i]]
+        self.s[i] = k
+
+    def set_solution(self, s):
+        self.s = np.asarray(s, dtype=np.int64).copy()
+        self.load = self._loads(self.s)
+
+    # -- construction --------------------------------------------------------------------------
+    def greedy(self) -> np.ndarray:
+        """Breadth-first greedy assignment (see module docstring); returns and keeps it."""
+        n = self.n
+        assigned = np.zeros(n, dtype=bool)
+        s = self.s  # starts at minimum usage: memory-feasible
+        order = []
+        seen = np.zeros(n, dtype=bool)
+        degree = np.array([len(x) for x in self.nbrs])
+        for root in np.argsort(-degree, kind="stable").tolist():
+            if seen[root]:
+                continue
+            seen[root] = True
+            dq = deque([root])
+            while dq:
+                i = dq.popleft()
+                order.append(i)
+                for j, _ in self.nbrs[i]:
+                    if not seen[j]:
+                        seen[j] = True
+                        dq.append(j)
+        for i in order:
+            c = self.costs[i].copy()
+            for j, m in self.nbrs[i]:
+                if assigned[j]:
+                    c = np.minimum(c + m[:, s[j]], INF)
+                else:  # optimistic: the best the neighbour could do against each of our strategies
+                    c = np.minimum(c + m.min(axis=1), INF)
+            ok = self._allowed(i)
+            if ok is not None:
+                c = np.where(ok, c, INF)
+            k = int(np.argmin(c))
+            if c[k] < INF or ok is None:
+                self._move(i, k)
+            assigned[i] = True
+        return self.s.copy()
+
+    # -- improvement ---------------------------------------------------------------------------
+    def improve(self, deadline: float, pairs: bool = True) -> np.ndarray:
+        """Local search to a local optimum (or the deadline); returns the solution."""
+        n = self.n
+        dirty = np.ones(n, dtype=bool)
+        while time.monotonic() < deadline:
+            improved = False
+            for i in np.nonzero(dirty)[0].tolist():
+                dirty[i] = False
+                if len(self.costs[i]) == 1:
+                    continue
+                c = self.local_cost(i)
+                ok = self._allowed(i)
+                if ok is not None:
+                    c = np.where(ok, c, INF)
+                k = int(np.argmin(c))
+                cur = self.s[i]
+                if c[k] < c[cur]:
+                    self._move(i, k)
+                    improved = True
+                    for j, _ in self.nbrs[i]:
+                        dirty[j] = True
+                if (i & 255) == 0 and time.monotonic() > deadline:
+                    break
+            if improved:
+                continue
+            if not pairs:
+                break
+            moved = self._pair_sweep(deadline, dirty)
+            if not moved:
+                break
+        return self.s.copy()
+
+    def _pair_sweep(self, deadline, dirty) -> bool:
+        moved = False
+        for e, ((u, v), m) in enumerate(zip(self.red.edges.tolist(), self.red.edge_costs)):
+            if (e & 127) == 0 and time.monotonic() > deadline:
+                break
+            cu = self.local_cost(u, exclude=v)
+            cv = self.local_cost(v, exclude=u)
+            joint = np.minimum(cu[:, None] + cv[None, :], INF)
+            joint = np.minimum(joint + m, INF)
+            cur = joint[self.s[u], self.s[v]]
+            flat = np.argsort(joint, axis=None, kind="stable")
+            for f in flat[:16].tolist():
+                a, b = divmod(f, joint.shape[1])
+                if joint[a, b] >= cur:
+                    break
+                if self._pair_fits(u, a, v, b):
+                    self._move(u, a)
+                    self._move(v, b)
+                    moved = True
+                    for j, _ in self.nbrs[u]:
+                        dirty[j] = True
+                    for j, _ in self.nbrs[v]:
+                        dirty[j] = True
+                    break
+        return moved
+
+    def _pair_fits(self, u, a, v, b) -> bool:
+        pu, pv = self.node_points[u], self.node_points[v]
+        if pu is None and pv is None:
+            return True
+        load = self.load
+        delta_u = self.usages[u][a] - self.usages[u][self.s[u]]
+        delta_v = self.usages[v][b] - self.usages[v][self.s[v]]
+        change = {}
+        if pu is not None:
+            for p in pu.tolist():
+                change[p] = change.get(p, 0) + delta_u
+        if pv is not None:
+            for p in pv.tolist():
+                change[p] = change.get(p, 0) + delta_v
+        for p, d in change.items():
+            if d > 0 and load[p] + d > self.caps[p]:
+                return False
+        return True

@@ -1,0 +1,533 @@
+"""Exact reductions of an IOPDDL cost graph before it reaches the heuristics and CP-SAT.
+
+Every reduction keeps at least one optimal solution (they are exact, not heuristic) and is recorded so
+that a solution of the reduced problem expands back to one of the original problem with the same
+objective (:meth:`Reduced.expand`).  Reductions, applied to a fixed point from a work list:
+
+* **forbidden choices** (cost >= INFINITY): a strategy with an infinite node cost, or whose row of
+  some edge matrix is infinite against every remaining strategy of the neighbour, is removed (arc
+  consistency); so is a strategy whose usage alone would exceed the memory limit at some liveness
+  point, given the minimum usage of everything else live there;
+* **parallel edges** are summed, edges are stored once per node pair;
+* **edge normalisation**: the row minima of an edge matrix move into the first node's costs and the
+  column minima into the second's; a matrix that becomes all zero (and has no forbidden pair) is
+  dropped;
+* **single-strategy nodes** are fixed and their edges folded into the neighbours' node costs;
+* **dominated strategies**: strategy ``a`` is removed when another ``a'`` costs no more at the node
+  and on every incident edge (row-wise), and uses no more memory when memory matters for the node;
+  of identical strategies the lowest index is kept;
+* **degree-one nodes** are collapsed into their neighbour (for each neighbour strategy the best own
+  strategy; its cost goes onto the neighbour), **isolated nodes** are fixed to their best strategy,
+  and **degree-two nodes** are eliminated into an edge between their neighbours (min-plus product)
+  when that does not grow the model.  A node whose memory matters is only eliminated when every
+  choice the elimination makes has its minimum usage (then its usage is a constant).
+
+Memory: a liveness point (a time ``t``) *can be violated* when the chosen usages live at ``t`` could
+exceed the limit.  Nodes never live at such a point are free of memory concerns.  The reduced memory
+model keeps one constraint per remaining point that can be violated, after dropping points whose set
+of live variable nodes is contained in a neighbouring point's set with no larger capacity (maximal
+cliques of the interval graph).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..costgraph import INFINITY, Problem
+
+INF = np.int64(INFINITY)
+
+
+class Infeasible(Exception):
+    """The problem has no feasible solution; ``explanation`` says why (a liveness point and its nodes,
+    or a node whose every strategy is forbidden)."""
+
+    def __init__(self, explanation: str, detail: dict | None = None):
+        super().__init__(explanation)
+        self.explanation = explanation
+        self.detail = detail or {}
+
+
+@dataclass
+class MemoryModel:
+    """Memory constraints of a reduced problem.
+
+    ``points[k]``: reduced node ids live at liveness point ``times[k]`` (only nodes whose usage varies);
+    ``caps[k]``: bytes per device available to them there (the limit minus the constant usage of all
+    other nodes live there).  Constraint: ``sum(usage[i][x_i] for i in points[k]) <= caps[k]``.
+    """
+
+    times: np.ndarray
+    points: list
+    caps: np.ndarray
+
+
+@dataclass
+class Reduced:
+    """A reduced problem and the way back.
+
+    Node ``i`` of the reduced problem is original node ``orig[i]``; its strategy ``k`` is original
+    strategy ``strat[i][k]``.  ``costs``/``usages`` per reduced node; ``edges``/``edge_costs`` as in
+    :class:`~hloshard.costgraph.Problem` (``|S_u| x |S_v|`` over the reduced strategies);
+    ``offset``: constant cost (a Python int) added to every solution's objective.
+    """
+
+    num_original: int
+    orig: np.ndarray
+    strat: list
+    costs: list
+    usages: list
+    edges: np.ndarray
+    edge_costs: list
+    offset: int
+    memory: MemoryModel | None
+    intervals: np.ndarray
+    steps: list = field(default_factory=list)  # reconstruction records, in elimination order
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.orig)
+
+    def expand(self, choice) -> np.ndarray:
+        """Original strategies (one per original node) from reduced strategy positions ``choice``."""
+        out = np.full(self.num_original, -1, dtype=np.int64)
+        for i, k in enumerate(choice):
+            out[self.orig[i]] = self.strat[i][int(k)]
+        for rec in reversed(self.steps):
+            kind = rec[0]
+            if kind == "fix":
+                _, v, s = rec
+                out[v] = s
+            elif kind == "leaf":
+                _, v, u, ustrat, table = rec
+                out[v] = table[np.searchsorted(ustrat, out[u])]
+            else:  # series
+                _, v, u, w, ustrat, wstrat, table = rec
+                out[v] = table[np.searchsorted(ustrat, out[u]), np.searchsorted(wstrat, out[w])]
+        return out
+
+    def reduce_choice(self, strategies) -> np.ndarray | None:
+        """Reduced positions of an original solution, or None when it uses a removed strategy."""
+        s = np.asarray(strategies, dtype=np.int64)
+        out = np.empty(self.num_nodes, dtype=np.int64)
+        for i in range(self.num_nodes):
+            pos = np.searchsorted(self.strat[i], s[self.orig[i]])
+            if pos >= len(self.strat[i]) or self.strat[i][pos] != s[self.orig[i]]:
+                return None
+            out[i] = pos
+        return out
+
+
+def _add(a, b):
+    """Saturating int64 addition (inputs <= INFINITY)."""
+    return np.minimum(a + b, INF)
+
+
+class _Graph:
+    """Mutable working graph of the presolve."""
+
+    def __init__(self, problem: Problem):
+        n = problem.num_nodes
+        self.n = n
+        self.strat = [np.arange(len(c), dtype=np.int64) for c in problem.node_costs]
+        self.cost = [np.minimum(c, INF).astype(np.int64) for c in problem.node_costs]
+        self.usage = [u.astype(np.int64) for u in problem.node_usages]
+        self.alive = np.ones(n, dtype=bool)
+        self.adj: list[dict] = [dict() for _ in range(n)]  # neighbour -> matrix oriented (self, nbr)
+        self.steps: list = []
+        self.offset = 0
+        self.elim_usage = np.zeros(n, dtype=np.int64)  # usage of eliminated nodes (constant)
+        self.mem_node = np.zeros(n, dtype=bool)  # live at a point that can be violated
+
+    # -- edges -------------------------------------------------------------------------------
+    def get(self, u, v):
+        return self.adj[u].get(v)
+
+    def set_edge(self, u, v, m):
+        """Store matrix m (|S_u| x |S_v|), normalised; drop it if it is all zero."""
+        m = m.astype(np.int64, copy=False)
+        fin = m < INF
+        if fin.all():
+            r = m.min(axis=1)
+            if r.any():
+                m = m - r[:, None]
+                self.cost[u] = _add(self.cost[u], r)
+            c = m.min(axis=0)
+            if c.any():
+                m = m - c[None, :]
+                self.cost[v] = _add(self.cost[v], c)
+            if not m.any():
+                self.adj[u].pop(v, None)
+                self.adj[v].pop(u, None)
+                return
+        else:
+            mm = np.where(fin, m, INF)
+            r = mm.min(axis=1)
+            r = np.where(r >= INF, 0, r)
+            if r.any():
+                m = np.where(fin, m - r[:, None], INF)
+                self.cost[u] = _add(self.cost[u], r)
+            c = np.where(fin, m, INF).min(axis=0)
+            c = np.where(c >= INF, 0, c)
+            if c.any():
+                m = np.where(fin, m - c[None, :], INF)
+                self.cost[v] = _add(self.cost[v], c)
+        self.adj[u][v] = m
+        self.adj[v][u] = m.T
+
+    def add_edge(self, u, v, m):
+        old = self.adj[u].get(v)
+        if old is not None:
+            m = _add(old, m)
+        self.set_edge(u, v, m)
+
+    # -- strategies ----------------------------------------------------------------------------
+    def keep(self, i, mask):
+        """Keep only the strategies of node i where mask is True (re-slicing its edges)."""
+        self.strat[i] = self.strat[i][mask]
+        self.cost[i] = self.cost[i][mask]
+        self.usage[i] = self.usage[i][mask]
+        for j, m in list(self.adj[i].items()):
+            self.set_edge(i, j, m[mask])
+
+    def forbidden_mask(self, i):
+        bad = self.cost[i] >= INF
+        for m in self.adj[i].values():
+            bad |= (m >= INF).all(axis=1)
+        return bad
+
+    def mem_matters(self, i):
+        if not self.mem_node[i]:
+            return False
+        u = self.usage[i]
+        return bool(u.min() != u.max())
+
+
+def _interval_points(intervals):
+    lo, hi = intervals[:, 0], intervals[:, 1]
+    live = hi > lo
+    times = np.unique(lo[live])
+    start = np.searchsorted(times, lo)
+    end = np.searchsorted(times, hi)
+    start[~live] = 0
+    end[~live] = 0
+    return times, start, end
+
+
+def _profile(num_points, start, end, values):
+    diff = np.zeros(num_points + 1, dtype=np.int64)
+    np.add.at(diff, start, values)
+    np.add.at(diff, end, -values)
+    return np.cumsum(diff)[:-1]
+
+
+def _explain_memory(problem, g, times, start, end, minuse, point, limit):
+    live = np.nonzero((start <= point) & (end > point))[0]
+    contrib = minuse[live]
+    order = np.argsort(-contrib, kind="stable")
+    top = [(int(live[k]), int(contrib[k])) for k in order[:10] if contrib[k] > 0]
+    total = int(contrib.sum())
+    text = (f"memory limit {limit} cannot be met at liveness point t={int(times[point])}: the "
+            f"{len(live)} nodes live there need at least {total} even with their smallest strategies "
+            f"(largest minimum usages: " + ", ".join(f"node {n}: {u}" for n, u in top) + ")")
+    return Infeasible(text, {"time": int(times[point]), "limit": int(limit), "minimum_usage": total,
+                             "nodes": [{"node": n, "minimum_usage": u} for n, u in top]})
+
+
+def presolve(problem: Problem, deadline: float | None = None, series_limit: int = 2_000_000,
+             reductions: bool = True) -> Reduced:
+    """Reduce ``problem`` (see the module docstring).  Raises :class:`Infeasible` with an explanation
+    when a node has no allowed strategy or memory cannot fit at some liveness point.
+
+    ``deadline`` (a ``time.monotonic()`` value): stop reducing (the result stays exact) after it.
+    ``series_limit``: largest ``|S_u|*|S_v|*|S_w|`` for a degree-two elimination.
+    ``reductions=False`` keeps only the forbidden-choice removal and parallel-edge merging (for
+    testing the other reductions against it).
+    """
+    t0 = time.monotonic()
+    g = _Graph(problem)
+    n = g.n
+    for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
+        if u == v:
+            g.cost[u] = _add(g.cost[u], np.minimum(np.diagonal(m), INF))
+            continue
+        g.add_edge(u, v, np.minimum(m, INF))
+    for u, v, allowed in problem.aliases:
+        m = np.where(allowed, 0, INF).astype(np.int64)
+        if u == v:
+            g.cost[u] = _add(g.cost[u], np.diagonal(m).copy())
+        else:
+            g.add_edge(u, v, m)
+
+    limit = problem.usage_limit
+    times, start, end = _interval_points(problem.intervals)
+    npts = len(times)
+    live = start < end
+    if limit is not None and npts:
+        # strategies forbidden by memory alone; then which points can be violated at all
+        for _ in range(2):
+            minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
+                               for u, c in zip(g.usage, g.cost)], dtype=np.int64)
+            minprof = _profile(npts, start[live], end[live], minuse[live])
+            if minprof.max() > limit:
+                p = int(np.argmax(minprof))
+                raise _explain_memory(problem, g, times, start, end, minuse, p, limit)
+            # max of the min-profile over each node's interval (sparse table over points)
+            slack_max = _range_max(minprof, start, end)
+            changed = False
+            for i in np.nonzero(live)[0]:
+                over = g.usage[i] - minuse[i] + slack_max[i] > limit
+                if over.any():
+                    g.cost[i] = np.where(over, INF, g.cost[i])
+                    changed = True
+            if not changed:
+                break
+        maxuse = np.array([u[c < INF].max() if (c < INF).any() else u.max()
+                           for u, c in zip(g.usage, g.cost)], dtype=np.int64)
+        maxprof = _profile(npts, start[live], end[live], maxuse[live])
+        crit = maxprof > limit
+        if crit.any():
+            ccount = np.concatenate([[0], np.cumsum(crit)])
+            g.mem_node = live & (ccount[end] - ccount[start] > 0)
+
+    # -- work list ---------------------------------------------------------------------------
+    queue = deque(range(n))
+    queued = np.ones(n, dtype=bool)
+    counters = dict(fixed=0, leaf=0, series=0, dominated=0, forbidden=0)
+
+    def push(j):
+        if g.alive[j] and not queued[j]:
+            queued[j] = True
+            queue.append(j)
+
+    def eliminate_fixed(i, k):
+        s = int(g.strat[i][k])
+        for j, m in list(g.adj[i].items()):
+            g.adj[j].pop(i, None)
+            g.cost[j] = _add(g.cost[j], m[k])
+            push(j)
+        g.adj[i].clear()
+        g.offset += int(g.cost[i][k])
+        g.elim_usage[i] = g.usage[i][k]
+        g.steps.append(("fix", i, s))
+        g.alive[i] = False
+        counters["fixed"] += 1
+
+    steps_done = 0
+    while queue:
+        i = queue.popleft()
+        queued[i] = False
+        if not g.alive[i]:
+            continue
+        steps_done += 1
+        if deadline is not None and steps_done % 256 == 0 and time.monotonic() > deadline:
+            break
+        bad = g.forbidden_mask(i)
+        if bad.any():
+            if bad.all():
+                raise Infeasible(f"node {i}: every strategy is forbidden (infinite cost) given its "
+                                 f"neighbours' allowed strategies",
+                                 {"node": int(i)})
+            counters["forbidden"] += int(bad.sum())
+            nbrs = list(g.adj[i])
+            g.keep(i, ~bad)
+            for j in nbrs:
+                push(j)
+            push(i)
+            continue
+        k = len(g.strat[i])
+        if not reductions:
+            continue
+        if k == 1:
+            eliminate_fixed(i, 0)
+            continue
+        # dominance
+        mem = g.mem_matters(i)
+        if k <= 512:
+            cols = [g.cost[i][:, None]] + [m for m in g.adj[i].values()]
+            if mem:
+                cols.append(g.usage[i][:, None])
+            R = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
+            if R.shape[1] * k * k <= 20_000_000:
+                le = (R[:, None, :] <= R[None, :, :]).all(axis=2)  # le[a2, a]: a2 dominates-or-equals a
+                eq = le & le.T
+                idx = np.arange(k)
+                strictly = le & ~eq
+                tie = eq & (idx[:, None] < idx[None, :])
+                dominated = (strictly | tie).any(axis=0)
+                if dominated.any():
+                    counters["dominated"] += int(dominated.sum())
+                    nbrs = list(g.adj[i])
+                    g.keep(i, ~dominated)
+                    for j in nbrs:
+                        push(j)
+                    push(i)
+                    continue
+        deg = len(g.adj[i])
+        if deg == 0:
+            c = g.cost[i]
+            if mem:
+                best = np.lexsort((g.usage[i], c))[0]
+                if g.usage[i][best] != g.usage[i].min():
+                    continue
+            else:
+                best = int(np.argmin(c))
+            eliminate_fixed(i, int(best))
+            continue
+        if deg == 1:
+            (u, m), = g.adj[i].items()  # m: |S_i| x |S_u|
+            T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
+            if mem:
+                # prefer lower usage among ties
+                order = np.lexsort((g.usage[i],))
+                Tsorted = T[order]
+                arg = order[np.argmin(Tsorted, axis=0)]
+                if (g.usage[i][arg] != g.usage[i].min()).any():
+                    continue
+            else:
+                arg = np.argmin(T, axis=0)
+            best = T[arg, np.arange(T.shape[1])]
+            g.adj[u].pop(i)
+            g.adj[i].clear()
+            g.cost[u] = _add(g.cost[u], best)
+            g.elim_usage[i] = g.usage[i].min()
+            g.steps.append(("leaf", i, u, g.strat[u].copy(), g.strat[i][arg]))
+            g.alive[i] = False
+            counters["leaf"] += 1
+            push(u)
+            continue
+        if deg == 2:
+            (u, mu), (w, mw) = g.adj[i].items()  # mu: k_i x k_u ; mw: k_i x k_w
+            ku, kw = mu.shape[1], mw.shape[1]
+            old = g.get(u, w)
+            old_size = old.size if old is not None else 0
+            if ku * k * kw <= series_limit and ku * kw <= ku * k + k * kw + old_size:
+                T = _add(_add(mu.T[:, :, None], g.cost[i][None, :, None]), mw[None, :, :])  # (ku, k, kw)
+                if mem:
+                    order = np.argsort(g.usage[i], kind="stable")
+                    arg = order[np.argmin(T[:, order, :], axis=1)]
+                    if (g.usage[i][arg] != g.usage[i].min()).any():
+                        continue
+                else:
+                    arg = np.argmin(T, axis=1)
+                best = np.take_along_axis(T, arg[:, None, :], axis=1)[:, 0, :]
+                g.adj[u].pop(i)
+                g.adj[w].pop(i)
+                g.adj[i].clear()
+                g.elim_usage[i] = g.usage[i].min()
+                g.steps.append(("series", i, u, w, g.strat[u].copy(), g.strat[w].copy(), g.strat[i][arg]))
+                g.alive[i] = False
+                counters["series"] += 1
+                g.add_edge(u, w, best)
+                push(u)
+                push(w)
+                continue
+
+    # -- build the reduced problem -------------------------------------------------------------
+    alive = np.nonzero(g.alive)[0]
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[alive] = np.arange(len(alive))
+    edges, edge_costs = [], []
+    for i in alive.tolist():
+        for j, m in sorted(g.adj[i].items()):
+            if i < j:
+                edges.append((pos[i], pos[j]))
+                edge_costs.append(np.ascontiguousarray(m))
+    memory = None
+    if limit is not None and npts and g.mem_node.any():
+        memory = _memory_model(g, alive, pos, times, start, end, limit)
+    red = Reduced(num_original=n, orig=alive.astype(np.int64), strat=[g.strat[i] for i in alive],
+                  costs=[g.cost[i] for i in alive], usages=[g.usage[i] for i in alive],
+                  edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs,
+                  offset=int(g.offset), memory=memory, intervals=problem.intervals[alive],
+                  steps=g.steps)
+    red.stats = dict(counters, nodes=len(alive), edges=len(edges),
+                     edge_entries=int(sum(m.size for m in edge_costs)),
+                     strategies=int(sum(len(s) for s in red.strat)),
+                     memory_points=0 if memory is None else len(memory.points),
+                     seconds=round(time.monotonic() - t0, 3))
+    return red
+
+
+def _range_max(values, start, end):
+    """For each (start, end) index range, max(values[start:end]) (0 for empty ranges)."""
+    n = len(values)
+    out = np.zeros(len(start), dtype=np.int64)
+    if n == 0:
+        return out
+    table = [values.astype(np.int64)]
+    j = 1
+    while (1 << j) <= n:
+        prev = table[-1]
+        half = 1 << (j - 1)
+        table.append(np.maximum(prev[:-half], prev[half:]))
+        j += 1
+    length = end - start
+    ok = length > 0
+    lvl = np.zeros(len(start), dtype=np.int64)
+    lvl[ok] = np.floor(np.log2(length[ok])).astype(np.int64)
+    for level in np.unique(lvl[ok]):
+        sel = ok & (lvl == level)
+        t = table[level]
+        a = start[sel]
+        b = end[sel] - (1 << level)
+        out[sel] = np.maximum(t[a], t[b])
+    return out
+
+
+def _memory_model(g, alive, pos, times, start, end, limit):
+    n = g.n
+    npts = len(times)
+    live = start < end
+    var = np.zeros(n, dtype=bool)
+    for i in alive:
+        if g.mem_node[i] and g.usage[i].min() != g.usage[i].max():
+            var[i] = True
+    const = np.zeros(n, dtype=np.int64)
+    for i in np.nonzero(live & ~var)[0]:
+        const[i] = g.usage[i].min() if g.alive[i] else g.elim_usage[i]
+    base = _profile(npts, start[live], end[live], const[live])
+    maxuse = np.zeros(n, dtype=np.int64)
+    for i in np.nonzero(var)[0]:
+        maxuse[i] = g.usage[i].max()
+    vidx = np.nonzero(var & live)[0]
+    maxprof = _profile(npts, start[vidx], end[vidx], maxuse[vidx])
+    caps = limit - base
+    cand = np.nonzero(maxprof > caps)[0]
+    if len(cand) == 0:
+        return None
+    # drop points dominated by a neighbouring candidate (subset of live variable nodes, no larger cap)
+    starts_at = np.zeros(npts + 1, dtype=np.int64)
+    ends_at = np.zeros(npts + 1, dtype=np.int64)
+    np.add.at(starts_at, start[vidx], 1)
+    np.add.at(ends_at, end[vidx], 1)
+    cs = np.cumsum(starts_at)
+    ce = np.cumsum(ends_at)
+    keep = []
+    for p in cand.tolist():
+        # compare with the previous kept point q < p
+        if keep:
+            q = keep[-1]
+            # S_q subset of S_p when no variable interval ends in (q, p]
+            no_end = ce[p] - ce[q] == 0
+            no_start = cs[p] - cs[q] == 0  # S_p subset of S_q when nothing starts in (q, p]
+            if no_end and caps[p] <= caps[q]:
+                keep.pop()
+            elif no_start and caps[q] <= caps[p]:
+                continue
+        keep.append(p)
+    points, capl = [], []
+    order = np.argsort(start[vidx], kind="stable")
+    vs, ve = start[vidx][order], end[vidx][order]
+    vnodes = vidx[order]
+    for p in keep:
+        sel = (vs <= p) & (ve > p)
+        points.append(np.sort(pos[vnodes[sel]]))
+        capl.append(caps[p])
+    return MemoryModel(times=times[np.array(keep, dtype=np.int64)], points=points,
+                       caps=np.array(capl, dtype=np.int64))
