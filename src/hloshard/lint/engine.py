@@ -1,0 +1,132 @@
+"""Run the lint rules over HLO files.
+
+Per file: read the text, scan its ``sharding=`` attributes and suppression comments
+(:mod:`hloshard.lint.source`), blank out shardings whose tile assignment cannot be built (so that the
+parser accepts the rest, positions unchanged), parse, then run every selected rule and drop the
+findings a ``/* hloshard: ignore[CODE] */`` comment suppresses. A file that does not parse gives an
+HS001 finding (plus the text-only rules' findings); the other files are still linted.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from ..errors import HloSyntaxError, UsageError
+from .context import LintContext, LintOptions
+from .registry import select_rules
+from .rule import SEVERITY_RANK, Finding, Rule
+from .source import sanitize, scan
+
+#: file name suffixes linted when a directory is given
+LINT_SUFFIXES = (".hlo", ".txt")
+
+
+@dataclass
+class LintResult:
+    """Findings of a run (sorted by path, line, column, code), the files linted, and the inputs that
+    could not be read (``path: reason``)."""
+
+    findings: list[Finding] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def exit_code(self, fail_on: str) -> int:
+        """2 when an input could not be read, 1 when a finding is at or above ``fail_on``, else 0."""
+        if self.unreadable:
+            return 2
+        return 1 if failing(self.findings, fail_on) else 0
+
+
+def failing(findings: Iterable[Finding], fail_on: str) -> bool:
+    limit = SEVERITY_RANK[fail_on]
+    return any(SEVERITY_RANK[f.severity] <= limit for f in findings)
+
+
+def _parse(text: str, path: str):
+    from ..hlo import parse_module
+
+    try:
+        return parse_module(text, path), None
+    except HloSyntaxError as exc:
+        return None, exc
+    except RecursionError:
+        return None, HloSyntaxError("input nested too deeply", path, 1, 1)
+
+
+def build_context(text: str, path: str, options: LintOptions) -> LintContext:
+    """Scan, sanitize and parse one file's text into a :class:`LintContext` (never raises on bad
+    HLO: the syntax error is kept on the context)."""
+    source = scan(text)
+    module, error = _parse(sanitize(text, source.sites), path)
+    return LintContext(path, source, module, error, options)
+
+
+def lint_text(text: str, path: str = "<string>", options: LintOptions | None = None,
+              rules: Sequence[type[Rule]] | None = None) -> list[Finding]:
+    """Lint one file's text. ``rules`` defaults to the options' selection. Returns the unsuppressed
+    findings sorted by (line, column, code)."""
+    options = options or LintOptions()
+    if rules is None:
+        rules = select_rules(options.select, options.ignore)
+    context = build_context(text, path, options)
+    out: list[Finding] = []
+    seen: set[tuple] = set()
+    for rule_cls in rules:
+        if context.module is None and not rule_cls.text_only:
+            continue
+        for f in rule_cls().evaluate(context):
+            if context.is_suppressed(f.code, f.line, f.anchor if f.anchor is not None else (f.line, f.column)):
+                continue
+            ident = (f.line, f.column, f.code, f.message)
+            if ident not in seen:
+                seen.add(ident)
+                out.append(f)
+    out.sort(key=Finding.sort_key)
+    return out
+
+
+def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Expand the command-line paths: files as given; directories recursively, keeping ``*.hlo``
+    and ``*.txt`` files, skipping hidden directories, sorted. Returns (files, unreadable messages)."""
+    files: list[str] = []
+    missing: list[str] = []
+    for p in paths:
+        if p == "-":
+            files.append(p)
+        elif os.path.isdir(p):
+            found = []
+            for root, dirs, names in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for n in names:
+                    if n.endswith(LINT_SUFFIXES) and not n.startswith("."):
+                        found.append(os.path.join(root, n))
+            files.extend(sorted(found))
+        elif os.path.exists(p):
+            files.append(p)
+        else:
+            missing.append(f"{p}: no such file or directory")
+    # keep the first occurrence of each file
+    unique = list(dict.fromkeys(files))
+    return unique, missing
+
+
+def lint_paths(paths: Sequence[str], options: LintOptions | None = None) -> LintResult:
+    """Lint files and directories. Unreadable inputs are recorded (exit 2) and the rest linted."""
+    from ..io import read_text
+
+    options = options or LintOptions()
+    rules = select_rules(options.select, options.ignore)
+    files, unreadable = collect_paths(paths)
+    result = LintResult(unreadable=unreadable)
+    for path in files:
+        try:
+            text = read_text(path)
+        except UsageError as exc:
+            result.unreadable.append(str(exc))
+            continue
+        result.files.append(path)
+        result.findings.extend(lint_text(text, "<stdin>" if path == "-" else path, options, rules))
+    result.findings.sort(key=Finding.sort_key)
+    return result

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+from ..geometry import uneven_splits
+from ..rule import Rule
+
+
+class UnevenSharding(Rule):
+    """A tensor dim is not divisible by the number of ways it is split, so shards are padded.
+
+    With XLA's ceil tiling every device allocates ``ceil(N/d)`` elements along a dim of size N
+    split d ways; the short trailing shards are padded, the partitioner inserts masking (pads,
+    selects) around reductions and halo exchanges, and collectives move the padding too. The
+    finding says how many elements each shard holds and how much padding each short shard
+    carries. (Shards left completely empty are reported by HS201 instead.)
+
+    **Bad**::
+
+        ENTRY e {
+          ROOT p = f32[10,128] parameter(0), sharding={devices=[4,1]<=[4]}
+        }
+
+    **Good**::
+
+        ENTRY e {
+          ROOT p = f32[12,128] parameter(0), sharding={devices=[4,1]<=[4]}
+        }
+    """
+
+    code = "HS202"
+    name = "uneven-sharding"
+    severity = "warning"
+    groups = ("divisibility",)
+
+    def evaluate(self, context):
+        for site in context.sites:
+            for leaf_shape, split in uneven_splits(context, site):
+                if split.empty:
+                    continue
+                where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
+                short = [(i, split.per_shard - s) for i, s in enumerate(split.sizes) if s < split.per_shard]
+                pads = ", ".join(f"shard {i} pads {p}" for i, p in short)
+                yield self.finding(
+                    context, site,
+                    f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is not divisible "
+                    f"by {split.ways}; every shard is padded to {split.per_shard} "
+                    f"(held: {','.join(map(str, split.sizes))}; {pads}; {split.padding} padding elements in all)",
+                    key=f"{split.leaf}:{split.dim}")

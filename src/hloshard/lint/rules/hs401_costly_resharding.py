@@ -1,0 +1,192 @@
+from __future__ import annotations
+
+import numpy as np
+
+from ...units import format_bytes
+from ..rule import Rule
+
+#: element-wise opcodes: the user needs each operand sharded exactly like its result
+ELEMENTWISE = frozenset({
+    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "copy",
+    "cosine", "count-leading-zeros", "divide", "erf", "exponential", "exponential-minus-one", "floor",
+    "imag", "is-finite", "log", "log-plus-one", "logistic", "maximum", "minimum", "multiply", "negate",
+    "not", "or", "popcnt", "power", "real", "reduce-precision", "remainder", "round-nearest-afz",
+    "round-nearest-even", "rsqrt", "select", "shift-left", "shift-right-arithmetic",
+    "shift-right-logical", "sign", "sine", "sqrt", "subtract", "tan", "tanh", "xor",
+})
+
+
+def _usable(sharding) -> bool:
+    return sharding is not None and sharding.kind in ("tiled", "replicated")
+
+
+def _transposed(sharding, perm):
+    """The sharding of transpose(x, dimensions=perm)'s operand when the result has ``sharding``:
+    result dim i is operand dim perm[i], so operand tile axis j is result tile axis perm^-1(j)."""
+    from ...hlo.sharding import HloSharding
+
+    if sharding.kind != "tiled":
+        return sharding
+    ta = sharding.tile_assignment
+    rank = len(perm)
+    inv = [0] * rank
+    for i, p in enumerate(perm):
+        inv[p] = i
+    axes = inv + list(range(rank, ta.ndim))
+    return HloSharding.tiled(np.transpose(ta, axes), last_tile_dim_replicate=sharding.last_tile_dim_replicate,
+                             last_tile_dims=sharding.subgroup_types)
+
+
+def _forward_transposed(sharding, perm):
+    """Result sharding of transpose(x, perm) when x has ``sharding`` (no communication)."""
+    from ...hlo.sharding import HloSharding
+
+    if sharding.kind != "tiled":
+        return sharding
+    ta = sharding.tile_assignment
+    axes = list(perm) + list(range(len(perm), ta.ndim))
+    return HloSharding.tiled(np.transpose(ta, axes), last_tile_dim_replicate=sharding.last_tile_dim_replicate,
+                             last_tile_dims=sharding.subgroup_types)
+
+
+def _describe(step) -> str:
+    where = f" dim {','.join(map(str, step.dims))}" if step.dims else ""
+    group = f" in groups of {step.group_size}" if step.group_size else ""
+    axes = f" (mesh axis {','.join(map(str, step.mesh_axes))})" if step.mesh_axes and step.exact_mesh_axes else ""
+    return f"{step.kind}{where}{group}{axes}: {format_bytes(step.bytes_per_device)}/device"
+
+
+class CostlyResharding(Rule):
+    """An operand's sharding differs from the one its user needs, and fixing that moves a lot of data.
+
+    When an instruction's operand is sharded differently from what the instruction needs (an
+    element-wise op needs its operands sharded like its result; a transpose needs the permuted
+    sharding; a reshape needs the operand sharding its output sharding implies), the SPMD
+    partitioner silently inserts collectives in between -- an all-gather hidden in a reshape is
+    the classic example. The rule asks the resharding planner which collectives those are and
+    reports edges that receive more than ``--reshard-threshold`` bytes per device (default
+    64 MiB), with the cheaper alternative when one is known: a sharding for the user that needs no
+    communication, or resharding the (smaller) result instead. The mesh is ``--mesh``, else
+    num_partitions (or the module's device count) as a 1-D mesh. Dot, convolution, reduce and
+    the other ops with several valid strategies are left to ``hloshard cost``.
+
+    **Bad**::
+
+        HloModule m, num_partitions=8
+        ENTRY e {
+          p = f16[32,16,1000,256] parameter(0), sharding={devices=[2,4,1,1]<=[8]}
+          ROOT r = f16[512,1000,256] reshape(p), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+        }
+
+    **Good**::
+
+        HloModule m, num_partitions=8
+        ENTRY e {
+          p = f16[32,16,1000,256] parameter(0), sharding={devices=[2,4,1,1]<=[8]}
+          ROOT r = f16[512,1000,256] reshape(p), sharding={devices=[8,1,1]<=[8]}
+        }
+    """
+
+    code = "HS401"
+    name = "costly-resharding"
+    severity = "warning"
+    groups = ("cost",)
+
+    def evaluate(self, context):
+        mesh = context.mesh
+        if mesh is None:
+            return
+        threshold = context.options.reshard_threshold
+        cache = {}
+        for comp in context.partitioned_computations:
+            for user in comp.instructions:
+                if user.shape.is_tuple or not _usable(user.sharding) or not context.sharding_is_sound(user):
+                    continue
+                for k, operand in enumerate(user.operands):
+                    if operand.shape.is_tuple or not _usable(operand.sharding):
+                        continue
+                    if not context.sharding_is_sound(operand):
+                        continue
+                    edge = self._required(user, operand, mesh)
+                    if edge is None:
+                        continue
+                    required, alternative = edge
+                    src = operand.sharding
+                    if required is None or required == src:
+                        continue
+                    key = (str(operand.shape), src, required)
+                    if key not in cache:
+                        cache[key] = self._plan(operand.shape, src, required, mesh)
+                    plan = cache[key]
+                    if plan is None or plan.bytes_per_device <= threshold:
+                        continue
+                    steps = "; ".join(_describe(s) for s in plan.collectives) or "local slicing only"
+                    msg = (f"%{user.name} ({user.opcode}) needs operand {k} %{operand.name} {operand.shape} "
+                           f"as {required.to_string(False)} but it is {src.to_string(False)}: resharding "
+                           f"receives {format_bytes(plan.bytes_per_device)} per device (threshold "
+                           f"{format_bytes(threshold)}) via {steps}")
+                    hint = self._alternative(user, operand, alternative, plan, mesh)
+                    if hint:
+                        msg += f"; {hint}"
+                    yield self.finding(context, user, msg, key=str(k))
+
+    @staticmethod
+    def _plan(shape, src, dst, mesh):
+        from ...cost import reshard
+        from ...errors import HloshardError
+
+        try:
+            return reshard.plan(shape, src, dst, mesh)
+        except (HloshardError, ValueError):
+            return None
+
+    @staticmethod
+    def _required(user, operand, mesh):
+        """(sharding the user needs for the operand, a user sharding that needs no communication)
+        or None when this rule does not model the user's opcode."""
+        from ...errors import HloshardError
+
+        out = user.sharding
+        op = user.opcode
+        if op in ELEMENTWISE:
+            if tuple(operand.shape.dims) != tuple(user.shape.dims):
+                return None  # scalar predicate of select, implicit broadcast: not modelled
+            return out, operand.sharding
+        if op == "transpose":
+            perm = user.dimensions
+            if not perm or sorted(perm) != list(range(operand.shape.rank)):
+                return None
+            try:
+                return _transposed(out, perm), _forward_transposed(operand.sharding, perm)
+            except ValueError:
+                return None
+        if op == "reshape":
+            try:
+                from ...cost import reshape as rs
+            except ImportError:  # pragma: no cover - layer not available
+                return None
+            try:
+                required = rs.required_operand_sharding(operand.shape, user.shape, out, mesh)
+            except (HloshardError, ValueError):
+                return None
+            alternative = None
+            try:
+                options = rs.output_shardings_without_communication(operand.shape, user.shape,
+                                                                    operand.sharding, mesh)
+                alternative = options[0] if options else None
+            except (HloshardError, ValueError):
+                pass
+            return required, alternative
+        return None
+
+    def _alternative(self, user, operand, alternative, plan, mesh) -> str:
+        if alternative is None or alternative == user.sharding:
+            return ""
+        # resharding the result instead of the operand
+        after = self._plan(user.shape, alternative, user.sharding, mesh)
+        if after is not None and after.bytes_per_device < plan.bytes_per_device:
+            return (f"cheaper: compute %{user.name} as {alternative.to_string(False)} (no communication) and "
+                    f"reshard its result instead ({format_bytes(after.bytes_per_device)} per device, cost "
+                    f"{after.total_cost:.4g} vs {plan.total_cost:.4g})")
+        return (f"alternative: annotate %{user.name} with {alternative.to_string(False)}, which needs no "
+                f"communication on this edge")

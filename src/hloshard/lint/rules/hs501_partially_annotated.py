@@ -1,0 +1,51 @@
+from __future__ import annotations
+
+from ..rule import Rule
+
+#: share of annotated instructions above which the unannotated rest is reported
+MOSTLY = 0.5
+
+
+class PartiallyAnnotated(Rule):
+    """Most instructions of a computation carry a sharding, but this one does not.
+
+    When a module is (almost) fully annotated, a missing sharding is usually an oversight: the
+    partitioner then propagates one from the neighbours, and which neighbour wins depends on
+    propagation order -- a frequent source of unexpected resharding. Reported (as info) for every
+    unannotated instruction of a computation where more than half of the instructions are
+    annotated; only the entry and the computations it reaches through while / conditional / call
+    are considered (fusion bodies and reducers are never annotated).
+
+    **Bad**::
+
+        ENTRY e {
+          a = f32[8] parameter(0), sharding={devices=[2]<=[2]}
+          b = f32[8] parameter(1), sharding={devices=[2]<=[2]}
+          ROOT c = f32[8] add(a, b)
+        }
+
+    **Good**::
+
+        ENTRY e {
+          a = f32[8] parameter(0), sharding={devices=[2]<=[2]}
+          b = f32[8] parameter(1), sharding={devices=[2]<=[2]}
+          ROOT c = f32[8] add(a, b), sharding={devices=[2]<=[2]}
+        }
+    """
+
+    code = "HS501"
+    name = "partially-annotated"
+    severity = "info"
+    groups = ("consistency",)
+
+    def evaluate(self, context):
+        for comp in context.partitioned_computations:
+            instrs = comp.instructions
+            missing = [i for i in instrs if i.sharding is None]
+            annotated = len(instrs) - len(missing)
+            if not missing or annotated <= MOSTLY * len(instrs):
+                continue
+            for instr in missing:
+                yield self.finding(context, instr,
+                                   f"%{instr.name} ({instr.opcode}) has no sharding while {annotated} of "
+                                   f"{len(instrs)} instructions in %{comp.name} have one")

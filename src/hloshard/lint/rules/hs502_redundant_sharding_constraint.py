@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from ..rule import Rule
+
+
+class RedundantShardingConstraint(Rule):
+    """A ``Sharding`` custom-call constrains its operand to the sharding it already has.
+
+    ``custom-call(x), custom_call_target="Sharding"`` (``with_sharding_constraint`` in JAX) pins
+    a sharding at that point of the program. When ``x`` is already annotated with the very same
+    sharding the constraint does nothing but add an instruction -- often a leftover from an
+    earlier layout, or a constraint that was meant to say something else.
+
+    **Bad**::
+
+        ENTRY e {
+          a = f32[8,8] parameter(0), sharding={devices=[2,1]<=[2]}
+          ROOT c = f32[8,8] custom-call(a), custom_call_target="Sharding", sharding={devices=[2,1]<=[2]}
+        }
+
+    **Good**::
+
+        ENTRY e {
+          a = f32[8,8] parameter(0), sharding={devices=[2,1]<=[2]}
+          ROOT c = f32[8,8] custom-call(a), custom_call_target="Sharding", sharding={devices=[1,2]<=[2]}
+        }
+    """
+
+    code = "HS502"
+    name = "redundant-sharding-constraint"
+    severity = "info"
+    groups = ("consistency",)
+
+    def evaluate(self, context):
+        for instr in context.instructions():
+            if instr.opcode != "custom-call" or str(instr.attr("custom_call_target", "")) != "Sharding":
+                continue
+            if len(instr.operands) != 1 or instr.sharding is None:
+                continue
+            operand = instr.operands[0]
+            if operand.sharding is None or not context.sharding_is_sound(instr):
+                continue
+            if operand.sharding == instr.sharding:
+                yield self.finding(context, instr,
+                                   f"%{instr.name} constrains %{operand.name} to "
+                                   f"{instr.sharding.to_string(False)}, the sharding it already has")
