@@ -1,0 +1,115 @@
+"""``hloshard solve-problem``: solve an IOPDDL auto-sharding problem file.
+
+The time limit covers the whole command (loading, solving, writing): the solver gets what is left
+after loading.  Exit codes: 0 with a solution, 3 when there is none (infeasible, or no solution
+before the time limit), 2 for a bad file or bad options.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from ..errors import SolveFailed, UsageError
+
+
+def _format_int(v):
+    return "-" if v is None else f"{v:,}"
+
+
+class _Progress:
+    """Live status line on stderr (rich) while the solver runs; silent when stderr is not a TTY."""
+
+    def __init__(self, enabled: bool, time_limit: float, t0: float):
+        self.enabled = enabled
+        self.t0 = t0
+        self.time_limit = time_limit
+        self.best = None
+        self.bound = None
+        self.phase = "loading"
+        self.live = None
+        if enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.console = Console(stderr=True)
+            self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
+
+    def _render(self):
+        from rich.text import Text
+
+        gap = ""
+        if self.best is not None and self.bound is not None and self.best > 0:
+            gap = f"  gap {max(0.0, (self.best - self.bound) / self.best):.2%}"
+        return Text(f"[{time.monotonic() - self.t0:6.1f}s / {self.time_limit:.0f}s] {self.phase:<9} "
+                    f"objective {_format_int(self.best)}  bound {_format_int(self.bound)}{gap}")
+
+    def __enter__(self):
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def __call__(self, event: dict):
+        self.phase = event.get("phase", self.phase)
+        if event.get("objective") is not None and (self.best is None or event["objective"] < self.best):
+            self.best = event["objective"]
+        if event.get("bound") is not None:
+            self.bound = max(self.bound or event["bound"], event["bound"])
+        if self.live is not None:
+            self.live.update(self._render())
+
+
+@click.command("solve-problem")
+@click.argument("problem_file", metavar="PROBLEM.json[.gz]", type=click.Path(dir_okay=False))
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Wall-clock seconds for the whole command, loading included.")
+@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (CP-SAT and LNS).")
+@click.option("--deterministic", is_flag=True,
+              help="Reproducible result for a given seed and worker count (deterministic time limits).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the solution JSON here (default: stdout).")
+@click.option("--quiet", is_flag=True, help="No progress display and no summary on stderr.")
+def command(problem_file, time_limit, workers, seed, deterministic, output, quiet):
+    """Solve an IOPDDL problem file (JSON or gzip JSON).
+
+    The solution JSON holds strategies (one index per node), objective, bound, status
+    (optimal / feasible / infeasible / timeout) and seconds.
+    """
+    t0 = time.monotonic()
+    if time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    from ..costgraph import load_problem
+    from ..io import write_text_atomic
+    from ..solver import solve_problem
+
+    problem = load_problem(problem_file)
+    show = not quiet and sys.stderr.isatty()
+    with _Progress(show, time_limit, t0) as progress:
+        progress.phase = "solving"
+        remaining = time_limit - (time.monotonic() - t0) - 0.2 - 0.002 * problem.num_nodes ** 0.5
+        solution = solve_problem(problem, time_limit=max(0.5, remaining), workers=workers, seed=seed,
+                                 deterministic=deterministic, progress=progress)
+    data = solution.to_json()
+    data["seconds"] = round(time.monotonic() - t0, 3)
+    if solution.status in ("infeasible", "timeout"):
+        reason = solution.explanation or ("no solution found within the time limit"
+                                          if solution.status == "timeout" else "infeasible")
+        raise SolveFailed(f"{problem_file}: no feasible solution ({solution.status}): {reason}")
+    text = json.dumps(data, separators=(",", ":")) + "\n"
+    write_text_atomic(output or "-", text)
+    if not quiet:
+        gap = ""
+        if solution.bound is not None and solution.objective:
+            gap = f", gap {max(0.0, (solution.objective - solution.bound) / solution.objective):.2%}"
+        click.echo(f"{problem.name or problem_file}: {solution.status}, objective {solution.objective:,}, "
+                   f"bound {_format_int(solution.bound)}{gap}, {data['seconds']:.1f} s", err=True)
