@@ -1,0 +1,233 @@
+"""Alpha-beta costs of collectives on a logical device mesh.
+
+The default model is the one of XLA's (experimental, since deleted) auto-sharding pass,
+``cluster_environment.cc``, reproduced from its formulas (see
+``../shared/reference/xla_autosharding.md`` section 1.2) so our numbers are comparable with XLA's
+``communication_resharding_costs``:
+
+=====================  ===================================================================
+collective             cost (``n`` = devices in one group, ``B`` = bytes, see each function)
+=====================  ===================================================================
+all-gather             ``round(alpha + beta * (n-1)/n * B) + 0.1``
+all-reduce             ``round(alpha + beta * 2(n-1)/n * B) + 0.01``
+reduce-scatter         ``round(alpha + beta * (n-1)/n * B) + 0.001``
+all-to-all             ``round(alpha + beta * (n-1)/n/n * B * n/2) + 0.001``
+collective-permute     ``max over (src, dst) pairs of sum over the mesh axes where the two
+                       devices' coordinates differ of (alpha_i + beta_i * B)``  (no rounding)
+=====================  ===================================================================
+
+``round`` is C ``std::round`` (halves away from zero, :func:`round_half_away`), not Python's
+banker's rounding. The constants 0.1 / 0.01 / 0.001 are XLA's tie-breakers (an all-gather is a hair
+dearer than a reduce-scatter or an all-to-all moving the same bytes).
+
+Units: byte counts are bytes **per device**; alpha is in cost units per collective (latency), beta
+in cost units per byte (inverse bandwidth); every function returns cost units (floats).
+
+Several mesh axes at once (a tensor dim split over mesh axes 0 and 1, gathered in one collective):
+XLA's model defines this only for all-reduce (``AllReduceCost(B, d, d')``: alpha = max alpha,
+beta = max beta, n = product of the axis sizes); we apply the same rule to every collective.
+``group_size`` (optional on every function): devices per replica group when the groups cover only a
+sub-axis of the named mesh axes (e.g. pairs along an axis of size 4); n is then the group size.
+
+Variadic (tuple) collectives, e.g. ``all-reduce((f32[8], f32[16]))``: pass a sequence of byte counts;
+they pay one alpha and beta over the summed bytes (that saving is why variadic collectives exist,
+see ``../shared/seeds/003_52935072611a13a9.txt``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Protocol, Union
+
+#: XLA's tie-break constants (cluster_environment.cc), added after rounding.
+ALL_GATHER_TIE_BREAK = 0.1
+ALL_REDUCE_TIE_BREAK = 0.01
+REDUCE_SCATTER_TIE_BREAK = 0.001
+ALL_TO_ALL_TIE_BREAK = 0.001
+
+Bytes = Union[int, float, Sequence[Union[int, float]]]
+Axes = Union[int, Iterable[int]]
+
+
+class MeshLike(Protocol):  # what the cost functions need from hloshard.mesh.DeviceMesh
+    shape: tuple[int, ...]
+    alpha: tuple[float, ...]
+    beta: tuple[float, ...]
+
+
+def round_half_away(x: float) -> float:
+    """C ``std::round``: round to the nearest integer, halves away from zero (2.5 -> 3, -2.5 -> -3).
+
+    Python's ``round`` rounds halves to even (2.5 -> 2), which would change XLA's numbers.
+    """
+    if x >= 0:
+        return float(math.floor(x + 0.5))
+    return -float(math.floor(-x + 0.5))
+
+
+def total_bytes(nbytes: Bytes) -> float:
+    """Bytes of one (possibly variadic) collective: an int/float, or the sum of a sequence of them."""
+    if isinstance(nbytes, (int, float)):
+        b = float(nbytes)
+    else:
+        b = float(sum(nbytes))
+    if b < 0 or math.isnan(b):
+        raise ValueError(f"byte count must be >= 0, got {nbytes!r}")
+    return b
+
+
+def _axes(axes: Axes) -> tuple[int, ...]:
+    if isinstance(axes, int):
+        return (axes,)
+    return tuple(int(a) for a in axes)
+
+
+def axis_params(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tuple[float, float, int]:
+    """``(alpha, beta, n)`` for one collective over ``axes`` of ``mesh``.
+
+    One axis: that axis's alpha, beta and size. Several axes: max alpha, max beta and the product of
+    the sizes (XLA's rule for ``AllReduceCost`` over two mesh dims). ``group_size`` overrides ``n``
+    when the replica groups span only part of those axes (a sub-axis, e.g. groups of 2 along a mesh
+    axis of size 4). Raises ValueError for an empty or out-of-range axis list.
+    """
+    ax = _axes(axes)
+    if not ax:
+        raise ValueError("a collective needs at least one mesh axis")
+    for a in ax:
+        if not 0 <= a < len(mesh.shape):
+            raise ValueError(f"mesh axis {a} out of range for a mesh of shape {tuple(mesh.shape)}")
+    alpha = max(float(mesh.alpha[a]) for a in ax)
+    beta = max(float(mesh.beta[a]) for a in ax)
+    n = 1
+    for a in ax:
+        n *= int(mesh.shape[a])
+    if group_size is not None:
+        n = int(group_size)
+    if n < 1:
+        raise ValueError(f"group size must be >= 1, got {n}")
+    return alpha, beta, n
+
+
+def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
+    """Cost of an all-gather over ``axes``: ``round(alpha + beta*(n-1)/n*B) + 0.1``.
+
+    ``nbytes``: the **gathered (output) bytes per device** (XLA passes the result size), or a sequence
+    of them for a variadic all-gather. Returns cost units. Source: XLA ``ClusterEnvironment::AllGatherCost``.
+    """
+    alpha, beta, n = axis_params(mesh, axes, group_size)
+    b = total_bytes(nbytes)
+    return round_half_away(alpha + beta * (n - 1) / n * b) + ALL_GATHER_TIE_BREAK
+
+
+def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
+    """Cost of an all-reduce over ``axes``: ``round(alpha + beta*2(n-1)/n*B) + 0.01``.
+
+    ``nbytes``: bytes per device of the reduced buffer (input = output size), or a sequence for a
+    variadic all-reduce. Several axes: max alpha, max beta, n = product of sizes (XLA's two-dim form).
+    Returns cost units. Source: XLA ``ClusterEnvironment::AllReduceCost``.
+    """
+    alpha, beta, n = axis_params(mesh, axes, group_size)
+    b = total_bytes(nbytes)
+    return round_half_away(alpha + beta * 2 * (n - 1) / n * b) + ALL_REDUCE_TIE_BREAK
+
+
+def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
+    """Cost of a reduce-scatter over ``axes``: ``round(alpha + beta*(n-1)/n*B) + 0.001``.
+
+    ``nbytes``: the **input (unscattered) bytes per device**. Returns cost units.
+    Source: XLA ``ClusterEnvironment::ReduceScatterCost``.
+    """
+    alpha, beta, n = axis_params(mesh, axes, group_size)
+    b = total_bytes(nbytes)
+    return round_half_away(alpha + beta * (n - 1) / n * b) + REDUCE_SCATTER_TIE_BREAK
+
+
+def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
+    """Cost of an all-to-all over ``axes``: ``round(alpha + beta*(n-1)/n/n*B*(n/2)) + 0.001``.
+
+    ``nbytes``: bytes per device of the buffer being exchanged (XLA's resharding cost passes the
+    **full unsharded** tensor bytes here; the planner passes what its callers document). The factor
+    ``n/2`` is XLA's "penalty factor to match v100+nvlink". Returns cost units.
+    Source: XLA ``ClusterEnvironment::AllToAllCostUtil``.
+    """
+    alpha, beta, n = axis_params(mesh, axes, group_size)
+    b = total_bytes(nbytes)
+    penalty = n / 2.0
+    return round_half_away(alpha + beta * (n - 1) / n / n * b * penalty) + ALL_TO_ALL_TIE_BREAK
+
+
+def mesh_coordinates(mesh, device: int) -> tuple[int, ...]:
+    """Coordinates of ``device`` in ``mesh.device_ids``. Raises ValueError if absent."""
+    import numpy as np
+
+    hits = np.argwhere(np.asarray(mesh.device_ids) == device)
+    if len(hits) != 1:
+        raise ValueError(f"device {device} is not in the mesh")
+    return tuple(int(c) for c in hits[0])
+
+
+def collective_permute_cost(mesh, nbytes: Bytes, pairs: Iterable[tuple[int, int]]) -> float:
+    """Cost of a collective-permute that moves ``nbytes`` per (source, target) pair.
+
+    For each pair: the sum, over the mesh axes along which source and target coordinates differ,
+    of ``alpha_i + beta_i * B``; the cost is the max over pairs (pairs run in parallel). A pair with
+    source == target costs 0; no pairs cost 0. No rounding, no tie-break (as in XLA's
+    ``ClusterEnvironment::CollectivePermuteCost``). ``mesh`` must have ``device_ids``. Returns cost units.
+    """
+    b = total_bytes(nbytes)
+    coords = _coordinate_table(mesh)
+    best = 0.0
+    for src, dst in pairs:
+        cs, cd = coords.get(int(src)), coords.get(int(dst))
+        if cs is None or cd is None:
+            raise ValueError(f"collective-permute pair ({src}, {dst}) names a device outside the mesh")
+        cost = 0.0
+        for i, (a, c) in enumerate(zip(cs, cd)):
+            if a != c:
+                cost += float(mesh.alpha[i]) + float(mesh.beta[i]) * b
+        best = max(best, cost)
+    return best
+
+
+def _coordinate_table(mesh) -> dict[int, tuple[int, ...]]:
+    import numpy as np
+
+    ids = np.asarray(mesh.device_ids)
+    return {int(ids[idx]): tuple(int(i) for i in idx) for idx in np.ndindex(*ids.shape)}
+
+
+def replicated_penalty(mesh: MeshLike) -> float:
+    """XLA's ``GetDefaultReplicatedPenalty``: ``round(sum over mesh axes of all_reduce_cost(1 byte, axis))``.
+
+    E.g. 2x4 with alpha (1,1), beta (0.01,1): round(1.01 + 3.01) = 4. Size-1 axes are skipped
+    (XLA drops them from the mesh). Returns cost units.
+    """
+    total = 0.0
+    for axis, size in enumerate(mesh.shape):
+        if int(size) > 1:
+            total += all_reduce_cost(mesh, 1, axis)
+    return round_half_away(total)
+
+
+COST_FUNCTIONS = {
+    "all-gather": all_gather_cost,
+    "all-reduce": all_reduce_cost,
+    "reduce-scatter": reduce_scatter_cost,
+    "all-to-all": all_to_all_cost,
+}
+
+
+def collective_cost(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(),
+                    group_size: int | None = None) -> float:
+    """Dispatch by HLO opcode name (``all-gather``, ``all-reduce``, ``reduce-scatter``, ``all-to-all``,
+    ``collective-permute``); ``dynamic-slice`` and other local ops cost 0. Raises ValueError for an
+    unknown collective kind."""
+    if kind == "collective-permute":
+        return collective_permute_cost(mesh, nbytes, pairs)
+    if kind in ("dynamic-slice", "slice", "reshape", "copy", "transpose"):
+        return 0.0
+    fn = COST_FUNCTIONS.get(kind)
+    if fn is None:
+        raise ValueError(f"unknown collective {kind!r}")
+    return fn(mesh, nbytes, axes, group_size)

@@ -1,0 +1,53 @@
+"""Bytes each device holds for a tensor under a sharding (XLA's ceil tiling).
+
+A tensor dim of size N split into t tiles occupies ``ceil(N / t)`` elements on every device (the last
+tiles are padded: XLA allocates the padded tile), so the per-device size is
+``ceil(bits * prod(ceil(N_i / t_i)) / 8)`` bytes. This is the strategy memory cost of XLA's
+auto-sharding (``auto_sharding_memory``: "bytes of the tile shape"), without the 8-byte pointer XLA
+adds per tuple. Replicated, maximal, manual and unknown shardings hold the full tensor.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ..hlo.shape import Shape, element_byte_size
+from ..hlo.sharding import HloSharding
+
+
+def tile_bytes(element_type: str, tile_shape: Sequence[int]) -> int:
+    """Bytes of one padded tile of ``tile_shape`` elements of ``element_type`` (sub-byte types round
+    up per tile: ``ceil(bits * n / 8)``)."""
+    bits = round(element_byte_size(element_type) * 8)
+    return (bits * math.prod(int(d) for d in tile_shape) + 7) // 8
+
+
+def bytes_per_device(shape: Shape, sharding: HloSharding | None) -> int:
+    """Bytes one device holds for ``shape`` under ``sharding`` (the largest, padded tile).
+
+    Tuples: the sum over leaves with the matching leaf sharding (a non-tuple sharding applies to every
+    leaf). ``None`` means replicated. Raises ValueError when a tiled sharding's rank differs from the
+    shape's.
+    """
+    if shape.is_tuple:
+        leaves = shape.leaves()
+        total = 0
+        for i, leaf in enumerate(leaves):
+            s = None if sharding is None else sharding.leaf(i) if sharding.is_tuple else sharding
+            total += bytes_per_device(leaf, s)
+        return total
+    if sharding is None or not sharding.is_tiled:
+        return shape.byte_size
+    if sharding.tiled_rank != len(shape.dims):
+        raise ValueError(f"sharding {sharding} has {sharding.tiled_rank} tiled dims but {shape} has rank "
+                         f"{len(shape.dims)}")
+    return tile_bytes(shape.element_type, sharding.tile_shape(shape.dims))
+
+
+def total_bytes(shape: Shape, sharding: HloSharding | None) -> int:
+    """Bytes summed over every device holding a copy or tile (replication counts every copy):
+    per-device bytes times the devices of a tiled sharding; the full size for non-tiled shardings."""
+    if sharding is None or shape.is_tuple or not sharding.is_tiled:
+        return bytes_per_device(shape, sharding)
+    return bytes_per_device(shape, sharding) * sharding.num_devices

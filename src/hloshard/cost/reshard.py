@@ -1,0 +1,789 @@
+"""The resharding planner: which collectives turn one sharding of a tensor into another.
+
+``plan(shape, src, dst, mesh)`` returns a :class:`ReshardPlan`: the ordered steps XLA's SPMD
+partitioner (GSPMD, ``PartitionedHlo::Reshard``) inserts for the same resharding, each with tensor
+dims, mesh axes, explicit replica groups, bytes per device and an alpha-beta cost
+(:mod:`hloshard.cost.collectives`), plus the memory each device holds before, at the peak and after.
+
+How the planner decides (our own formulation of the behaviour measured on jaxlib 0.10.2's raw
+``after_spmd-partitioning`` output, see ``tests/test_reshard_oracle.py``). A sharding is normalised to a
+device array of shape ``tiles + (R,)`` (tiles per tensor dim, then the R devices holding each tile);
+two shardings are *equivalent* when every device holds the same tile. Then, first match wins:
+
+1. equivalent: nothing to do;
+2. the source is replicated: every device slices its tile locally (``dynamic-slice``, no traffic);
+3. same tile counts, different devices: one ``collective-permute`` (pairs by tile-assignment position);
+4. one tensor dim loses a factor k of its tiles and one other dim gains k (a *dim move*): one
+   ``all-to-all`` over the devices that differ only in the minor k-factor of the source dim; the
+   factor becomes the minor factor of the target dim; a ``collective-permute`` follows when the
+   resulting device order differs from the target's;
+5. the target is coarser on every dim (tiled -> replicated / partially replicated): one
+   ``all-gather`` per gathered dim, **last dim first**, each within the devices that differ only in
+   that dim's gathered (minor) factor; a ``collective-permute`` goes first when the devices of a target
+   tile are not the ones whose source tiles make it up;
+6. the target is finer on every dim (partially replicated -> more tiled): a local ``dynamic-slice``,
+   after a ``collective-permute`` when a device's target tile is not inside its source tile;
+7. otherwise: gather the dims the target does not refine (as in 5), then slice (as in 6).
+
+Shardings that do not describe the mesh's devices (another device count or set, manual subgroups,
+named shardings) get a conservative plan: all-gather to replicated, then slice; ``plan.conservative``
+is True and ``plan.notes`` says why. ``{unknown}`` on either side costs nothing (like XLA's
+auto-sharding, an undefined sharding is not resharded).
+
+Costs: all-gather ``B`` = gathered (output) bytes per device; all-to-all ``B`` = the bytes the group
+holds together (per-device tile bytes x group size, i.e. the full tensor on a 1-D mesh, as in XLA's
+``ReshardingCost``); collective-permute ``B`` = per-device tile bytes; dynamic-slice 0. A group that
+spans only part of a mesh axis is costed with that axis's alpha/beta and n = group size.
+Uneven dims (size not divisible by the tile count) use XLA's padded tiles (``ceil``); where XLA
+re-pads with extra collective-permutes the plan says so in ``notes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from ..hlo.shape import Shape, parse_shape
+from ..hlo.sharding import HloSharding
+from . import collectives as C
+from .memory import tile_bytes
+
+STEP_KINDS = ("all-gather", "all-to-all", "collective-permute", "reduce-scatter", "all-reduce",
+              "dynamic-slice")
+
+
+# ------------------------------------------------------------------------------------------------
+# public data
+
+
+@dataclasses.dataclass
+class ReshardStep:
+    """One step of a resharding plan.
+
+    kind: ``'all-gather' | 'all-to-all' | 'collective-permute' | 'reduce-scatter' | 'all-reduce' |
+      'dynamic-slice'``.
+    dims: tensor dims the step acts on (gathered dim; (source, target) dims of an all-to-all;
+      sliced dims of a dynamic-slice; () for a collective-permute).
+    mesh_axes: mesh axes the replica groups (or permutation pairs) span.
+    replica_groups: explicit groups (list of lists of device ids, each group ordered by the tile
+      index it contributes); [] for collective-permute and dynamic-slice.
+    source_target_pairs: (source, target) device pairs of a collective-permute (identity pairs
+      included, as XLA prints them), else [].
+    bytes_per_device: bytes each device **receives** (the most any device receives).
+    bytes_sent: bytes each device sends (the most any device sends).
+    input_bytes / output_bytes: per-device buffer before / after the step (padded tiles).
+    input_shape / output_shape: per-device (padded) shapes.
+    cost: cost units under the mesh's alpha-beta model; cost_bytes: the ``B`` passed to the formula.
+    group_size: devices per replica group (0 when not a grouped collective).
+    exact_mesh_axes: the groups are whole mesh axes (False: a sub-axis, or devices off the mesh).
+    sharding_after: the (normalised) sharding the tensor has after the step.
+    leaf: tuple leaf index (0 for arrays).
+    note: a short human remark ('' when none).
+    """
+
+    kind: str
+    dims: tuple[int, ...]
+    mesh_axes: tuple[int, ...]
+    replica_groups: list[list[int]]
+    bytes_per_device: int
+    cost: float
+    source_target_pairs: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    bytes_sent: int = 0
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_shape: tuple[int, ...] = ()
+    output_shape: tuple[int, ...] = ()
+    cost_bytes: int = 0
+    group_size: int = 0
+    exact_mesh_axes: bool = True
+    sharding_after: HloSharding | None = None
+    leaf: int = 0
+    note: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready dict (stable keys, see ``docs/explain-reshape.md``)."""
+        return {
+            "kind": self.kind,
+            "dims": list(self.dims),
+            "mesh_axes": list(self.mesh_axes),
+            "replica_groups": [list(g) for g in self.replica_groups],
+            "source_target_pairs": [list(p) for p in self.source_target_pairs],
+            "bytes_per_device": int(self.bytes_per_device),
+            "bytes_sent": int(self.bytes_sent),
+            "input_bytes": int(self.input_bytes),
+            "output_bytes": int(self.output_bytes),
+            "input_shape": list(self.input_shape),
+            "output_shape": list(self.output_shape),
+            "cost_bytes": int(self.cost_bytes),
+            "cost": self.cost,
+            "group_size": self.group_size,
+            "exact_mesh_axes": self.exact_mesh_axes,
+            "sharding_after": None if self.sharding_after is None else str(self.sharding_after),
+            "leaf": self.leaf,
+            "note": self.note,
+        }
+
+
+@dataclasses.dataclass
+class ReshardPlan:
+    """The steps that reshard ``shape`` from ``src`` to ``dst`` on ``mesh``.
+
+    steps: ordered :class:`ReshardStep` list ([] when nothing moves).
+    total_cost: sum of the step costs (cost units).
+    memory_before / memory_peak / memory_after: bytes per device: the source tile, the most held at
+      once during the plan (a step's input and output together), the destination tile.
+    conservative: True when the plan is the fallback (all-gather to replicated, then slice) because a
+      sharding does not describe the mesh's devices; ``notes`` says why.
+    notes: human-readable remarks (uneven dims, fallbacks), deterministic order.
+    """
+
+    shape: Shape
+    src: HloSharding
+    dst: HloSharding
+    steps: list[ReshardStep]
+    total_cost: float
+    memory_before: int
+    memory_peak: int
+    memory_after: int
+    conservative: bool = False
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def collectives(self) -> list[ReshardStep]:
+        """The steps that communicate (everything but dynamic-slice)."""
+        return [s for s in self.steps if s.kind != "dynamic-slice"]
+
+    @property
+    def bytes_per_device(self) -> int:
+        """Bytes received per device over the whole plan."""
+        return sum(s.bytes_per_device for s in self.steps)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "shape": str(self.shape),
+            "src": str(self.src),
+            "dst": str(self.dst),
+            "steps": [s.to_json() for s in self.steps],
+            "total_cost": self.total_cost,
+            "bytes_per_device": self.bytes_per_device,
+            "memory_per_device": {"before": self.memory_before, "peak": self.memory_peak,
+                                  "after": self.memory_after},
+            "conservative": self.conservative,
+            "notes": list(self.notes),
+        }
+
+
+# ------------------------------------------------------------------------------------------------
+# normalised layouts
+
+
+class _Unsupported(Exception):
+    """A sharding the planner cannot describe device by device (-> conservative plan)."""
+
+
+@dataclasses.dataclass
+class _Layout:
+    tiles: tuple[int, ...]
+    devs: np.ndarray  # shape tiles + (R,)
+
+    @property
+    def rep(self) -> int:
+        return int(self.devs.shape[-1])
+
+    def positions(self) -> dict[int, tuple[int, ...]]:
+        out: dict[int, tuple[int, ...]] = {}
+        for idx, d in np.ndenumerate(self.devs):
+            out[int(d)] = idx[:-1]
+        return out
+
+    def is_replicated(self) -> bool:
+        return all(t == 1 for t in self.tiles)
+
+    def sharding(self) -> HloSharding:
+        if self.is_replicated():
+            return HloSharding.replicated()
+        if self.rep == 1:
+            return HloSharding.tiled(self.devs.reshape(self.tiles))
+        return HloSharding.tiled(self.devs, last_tile_dim_replicate=True)
+
+
+def _equivalent(a: _Layout, b: _Layout) -> bool:
+    if a.tiles != b.tiles or a.rep != b.rep:
+        return False
+    return bool(np.array_equal(np.sort(a.devs, axis=-1), np.sort(b.devs, axis=-1)))
+
+
+def _mesh_devices(mesh) -> np.ndarray:
+    return np.sort(np.asarray(mesh.device_ids).ravel())
+
+
+def _layout(sharding: HloSharding, rank: int, mesh) -> _Layout:
+    devices = _mesh_devices(mesh)
+    if sharding.kind == "replicated":
+        return _Layout((1,) * rank, devices.reshape((1,) * rank + (-1,)).copy())
+    if sharding.kind != "tiled":
+        raise _Unsupported(f"{sharding.kind} sharding {sharding}")
+    if any(t != "replicated" for t in sharding.subgroup_types):
+        raise _Unsupported(f"sharding {sharding} has {'/'.join(sharding.subgroup_types)} subgroups")
+    tiles = tuple(int(t) for t in sharding.tile_dims)
+    ta = np.asarray(sharding.tile_assignment)
+    if ta.size != devices.size or not np.array_equal(np.sort(ta.ravel()), devices):
+        raise _Unsupported(f"sharding {sharding} uses {ta.size} devices "
+                           f"{'that are not the mesh devices' if ta.size == devices.size else ''}"
+                           f"{'' if ta.size == devices.size else f'but the mesh has {devices.size}'}".strip())
+    return _Layout(tiles, ta.reshape(tiles + (-1,)).copy())
+
+
+# ---- layout transformations ---------------------------------------------------------------------
+
+
+def _split(devs: np.ndarray, dim: int, factor: int) -> np.ndarray:
+    """Split tile dim ``dim`` (size t) into (t/factor, factor): the factor is the minor part."""
+    shape = devs.shape
+    return devs.reshape(shape[:dim] + (shape[dim] // factor, factor) + shape[dim + 1:])
+
+
+def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[int]], _Layout]:
+    """Groups gathering the minor ``factor`` of ``dim``, and the layout afterwards (the factor joins the
+    replication dim as its minor part)."""
+    sp = _split(layout.devs, dim, factor)
+    moved = np.moveaxis(sp, dim + 1, -1)  # (..., R, factor)
+    groups = moved.reshape(-1, factor).tolist()
+    new_tiles = layout.tiles[:dim] + (layout.tiles[dim] // factor,) + layout.tiles[dim + 1:]
+    return groups, _Layout(new_tiles, moved.reshape(new_tiles + (-1,)))
+
+
+def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[list[list[int]], _Layout]:
+    """All-to-all moving the minor ``k``-factor of ``src_dim`` to the minor end of ``dst_dim``."""
+    sp = _split(layout.devs, src_dim, k)
+    groups = np.moveaxis(sp, src_dim + 1, -1).reshape(-1, k).tolist()
+    moved = np.moveaxis(sp, src_dim + 1, dst_dim + 1)
+    tiles = list(layout.tiles)
+    tiles[src_dim] //= k
+    tiles[dst_dim] *= k
+    return groups, _Layout(tuple(tiles), moved.reshape(tuple(tiles) + (layout.rep,)))
+
+
+def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+    """Source tiles re-assigned so that gathering ``factors`` lands exactly on ``dst``: the sorted
+    devices of each destination tile take its sub-tiles in row-major (factor digits, source replica)."""
+    dst_sorted = np.sort(dst.devs, axis=-1)
+    out = np.empty_like(src.devs)
+    sub_shape = tuple(factors) + (src.rep,)
+    for idx in np.ndindex(*src.devs.shape):
+        tile, r = idx[:-1], idx[-1]
+        t_dst = tuple(i // f for i, f in zip(tile, factors))
+        digits = tuple(i % f for i, f in zip(tile, factors)) + (r,)
+        p = int(np.ravel_multi_index(digits, sub_shape))
+        out[idx] = dst_sorted[t_dst][p]
+    return _Layout(src.tiles, out)
+
+
+def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+    """Source tiles re-assigned so that every device's destination tile lies in its source tile: the
+    devices of source tile i are those of the destination sub-tiles of i (sub-tile major, replica minor)."""
+    out = np.empty_like(src.devs)
+    for tile in np.ndindex(*src.tiles):
+        devs = []
+        for sub in np.ndindex(*factors):
+            t_dst = tuple(i * f + s for i, f, s in zip(tile, factors, sub))
+            devs.extend(int(d) for d in dst.devs[t_dst])
+        out[tile] = devs
+    return _Layout(src.tiles, out)
+
+
+def _slice_is_local(src: _Layout, dst: _Layout, factors: Sequence[int]) -> bool:
+    ps = src.positions()
+    for d, tdst in dst.positions().items():
+        tsrc = ps[d]
+        if any(i // f != j for i, f, j in zip(tdst, factors, tsrc)):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# the planner
+
+
+class _Builder:
+    def __init__(self, shape: Shape, mesh, leaf: int):
+        self.shape = shape
+        self.dims = tuple(int(d) for d in shape.dims)
+        self.mesh = mesh
+        self.leaf = leaf
+        self.steps: list[ReshardStep] = []
+        self.notes: list[str] = []
+        self._coords = C._coordinate_table(mesh)
+
+    # geometry
+    def tile_shape(self, layout: _Layout) -> tuple[int, ...]:
+        return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
+
+    def nbytes(self, tile_shape: Sequence[int]) -> int:
+        return tile_bytes(self.shape.element_type, tile_shape)
+
+    def axes_of(self, device_sets: Sequence[Sequence[int]]) -> tuple[tuple[int, ...], bool]:
+        axes: set[int] = set()
+        for g in device_sets:
+            cs = [self._coords.get(int(d)) for d in g]
+            if any(c is None for c in cs):
+                return tuple(range(len(self.mesh.shape))), False
+            for a in range(len(self.mesh.shape)):
+                if len({c[a] for c in cs}) > 1:
+                    axes.add(a)
+        ax = tuple(sorted(axes))
+        return ax, True
+
+    def group_axes(self, groups: list[list[int]]) -> tuple[tuple[int, ...], bool]:
+        ax, ok = self.axes_of(groups)
+        n = len(groups[0]) if groups else 1
+        exact = ok and n == math.prod(int(self.mesh.shape[a]) for a in ax)
+        return ax, exact
+
+    def repads(self, dim: int, a: int, b: int) -> bool:
+        """Going from a to b tiles on ``dim`` changes the padded size (both split): GSPMD then moves
+        the padding with extra collective-permutes (halo exchange) that this plan does not list."""
+        n = self.dims[dim]
+        return a > 1 and b > 1 and -(-n // a) * a != -(-n // b) * b
+
+    # steps
+    def add(self, **kw) -> None:
+        kw.setdefault("leaf", self.leaf)
+        self.steps.append(ReshardStep(**kw))
+
+    def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
+        groups, nxt = _gather_groups(cur, dim, factor)
+        in_shape = self.tile_shape(cur)
+        out_shape = list(in_shape)
+        out_shape[dim] *= factor  # XLA gathers padded tiles
+        in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
+        axes, exact = self.group_axes(groups)
+        cost = C.all_gather_cost(self.mesh, out_b, axes, group_size=factor) if axes else 0.0
+        note = ""
+        if self.repads(dim, cur.tiles[dim], nxt.tiles[dim]):
+            note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
+                    f"exchanges padding with collective-permutes")
+            self.notes.append(f"step {len(self.steps) + 1}: {note}")
+        self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=_sorted_groups(groups),
+                 bytes_per_device=out_b - in_b, bytes_sent=(factor - 1) * in_b, input_bytes=in_b,
+                 output_bytes=out_b, input_shape=in_shape, output_shape=tuple(out_shape), cost=cost,
+                 cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt.sharding(),
+                 note=note)
+        return nxt
+
+    def all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
+        groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
+        in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
+        in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
+        axes, exact = self.group_axes(groups)
+        cost_b = in_b * k
+        cost = C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k) if axes else 0.0
+        moved = in_b - in_b // k
+        note = ""
+        bad = [d for d in (src_dim, dst_dim) if self.repads(d, cur.tiles[d], nxt.tiles[d])]
+        if bad:
+            note = f"uneven dim(s) {sorted(set(bad))}: XLA pads and may add collective-permutes"
+            self.notes.append(f"step {len(self.steps) + 1}: {note}")
+        self.add(kind="all-to-all", dims=(src_dim, dst_dim), mesh_axes=axes,
+                 replica_groups=_sorted_groups(groups), bytes_per_device=moved, bytes_sent=moved,
+                 input_bytes=in_b, output_bytes=out_b, input_shape=in_shape, output_shape=out_shape,
+                 cost=cost, cost_bytes=cost_b, group_size=k, exact_mesh_axes=exact,
+                 sharding_after=nxt.sharding(), note=note)
+        return nxt
+
+    def permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
+        moving = [(a, b) for a, b in pairs if a != b]
+        shape = self.tile_shape(cur)
+        b = self.nbytes(shape)
+        axes, ok = self.axes_of(moving)
+        cost = C.collective_permute_cost(self.mesh, b, moving) if ok else _flat_permute_cost(self.mesh, b)
+        self.add(kind="collective-permute", dims=(), mesh_axes=axes, replica_groups=[],
+                 source_target_pairs=pairs, bytes_per_device=b if moving else 0,
+                 bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
+                 output_shape=shape, cost=cost, cost_bytes=b, exact_mesh_axes=ok,
+                 sharding_after=nxt.sharding())
+        return nxt
+
+    def dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
+        dims = tuple(d for d in range(len(self.dims)) if nxt.tiles[d] != cur.tiles[d])
+        self.add(kind="dynamic-slice", dims=dims, mesh_axes=(), replica_groups=[], bytes_per_device=0,
+                 input_bytes=self.nbytes(in_shape), output_bytes=self.nbytes(out_shape),
+                 input_shape=in_shape, output_shape=out_shape, cost=0.0, sharding_after=nxt.sharding(),
+                 note="local: each device keeps its part of the data it already holds")
+        return nxt
+
+    # plans
+    def gather_to(self, cur: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+        natural = cur
+        for d in reversed(range(len(factors))):
+            if factors[d] > 1:
+                _, natural = _gather_groups(natural, d, factors[d])
+        if not _equivalent(natural, dst):
+            cur = self.permute(cur, _arrange_for_gather(cur, dst, factors))
+        for d in reversed(range(len(factors))):
+            if factors[d] > 1:
+                cur = self.all_gather(cur, d, factors[d])
+        return cur
+
+    def slice_to(self, cur: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+        if not _slice_is_local(cur, dst, factors):
+            cur = self.permute(cur, _arrange_for_slice(cur, dst, factors))
+        return self.dynamic_slice(cur, dst)
+
+    def moves(self, cur: _Layout, seq: Sequence[tuple[int, int, int]]) -> _Layout:
+        for i, j, k in seq:
+            cur = self.all_to_all(cur, i, j, k)
+        return cur
+
+    def run(self, src: _Layout, dst: _Layout) -> None:
+        if _equivalent(src, dst):
+            return
+        if src.is_replicated():
+            self.dynamic_slice(src, dst)
+            return
+        if src.tiles == dst.tiles and src.rep == dst.rep:
+            self.permute(src, dst)
+            return
+        if src.rep == dst.rep:
+            move = _dim_move(src.tiles, dst.tiles)
+            seq = [move] if move is not None else _swap_moves(src.tiles, dst.tiles)
+            if seq:
+                cur = self.moves(src, seq)
+                if not _equivalent(cur, dst):
+                    self.permute(cur, dst)
+                return
+        n = len(src.tiles)
+        if all(s % t == 0 for s, t in zip(src.tiles, dst.tiles)):
+            self.gather_to(src, dst, [s // t for s, t in zip(src.tiles, dst.tiles)])
+            return
+        if all(t % s == 0 for s, t in zip(src.tiles, dst.tiles)):
+            self.slice_to(src, dst, [t // s for s, t in zip(src.tiles, dst.tiles)])
+            return
+        if src.rep < dst.rep and dst.rep % src.rep == 0:
+            # gather just enough that the remaining tile counts are a permutation of the target's
+            for gathers in _gather_choices(src.tiles, dst.tiles, dst.rep // src.rep):
+                mid = tuple(t // g for t, g in zip(src.tiles, gathers))
+                seq = _swap_moves(mid, dst.tiles)
+                if seq is None:
+                    continue
+                cur = src
+                for d in reversed(range(n)):
+                    if gathers[d] > 1:
+                        cur = self.all_gather(cur, d, gathers[d])
+                cur = self.moves(cur, seq)
+                if not _equivalent(cur, dst):
+                    self.permute(cur, dst)
+                return
+        if src.rep > dst.rep and src.rep % dst.rep == 0:
+            # slice part of the replication into dims the target splits more, then move factors
+            for slices in _split_choices(src.tiles, dst.tiles, src.rep // dst.rep):
+                mid = tuple(t * g for t, g in zip(src.tiles, slices))
+                move = _dim_move(mid, dst.tiles)
+                seq = [move] if move is not None else _swap_moves(mid, dst.tiles)
+                if not seq:
+                    continue
+                cur = self.dynamic_slice(src, _slice_replication(src, slices))
+                cur = self.moves(cur, seq)
+                if not _equivalent(cur, dst):
+                    self.permute(cur, dst)
+                return
+        # otherwise: gather what the target does not refine, then slice
+        mid_tiles = []
+        for s, t in zip(src.tiles, dst.tiles):
+            if s % t == 0:
+                mid_tiles.append(t)
+            elif t % s == 0:
+                mid_tiles.append(s)
+            else:
+                mid_tiles.append(1)
+        cur = src
+        for d in reversed(range(n)):
+            f = src.tiles[d] // mid_tiles[d]
+            if f > 1:
+                cur = self.all_gather(cur, d, f)
+        if not _equivalent(cur, dst):
+            self.slice_to(cur, dst, [t // m for m, t in zip(mid_tiles, dst.tiles)])
+
+    def run_any(self, src: HloSharding, dst: HloSharding) -> None:
+        """Plan between any two array shardings (maximal included); raises _Unsupported."""
+        rank = len(self.dims)
+        devices = _mesh_devices(self.mesh)
+        if src.kind == "maximal" and dst.kind == "maximal" and src.maximal_device == dst.maximal_device:
+            return
+        if src.kind == "maximal":
+            m = src.maximal_device
+            if m not in set(devices.tolist()):
+                raise _Unsupported(f"device {m} of {src} is not in the mesh")
+            full = self.nbytes(self.dims)
+            groups = [devices.tolist()]
+            axes, exact = self.group_axes(groups)
+            cost = C.all_reduce_cost(self.mesh, full, axes, group_size=len(groups[0])) if axes else 0.0
+            self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=groups,
+                     bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
+                     input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full,
+                     group_size=len(groups[0]), exact_mesh_axes=exact,
+                     sharding_after=HloSharding.replicated(),
+                     note=f"broadcast from device {m}: GSPMD zeroes the other devices' buffers and "
+                          f"all-reduces")
+            if dst.kind == "maximal":
+                return
+            self.run(_layout(HloSharding.replicated(), rank, self.mesh), _layout(dst, rank, self.mesh))
+            return
+        if dst.kind == "maximal":
+            if dst.maximal_device not in set(devices.tolist()):
+                raise _Unsupported(f"device {dst.maximal_device} of {dst} is not in the mesh")
+            self.notes.append(f"to {dst}: GSPMD replicates the tensor; device {dst.maximal_device} "
+                              f"keeps its copy")
+            self.run(_layout(src, rank, self.mesh), _layout(HloSharding.replicated(), rank, self.mesh))
+            return
+        self.run(_layout(src, rank, self.mesh), _layout(dst, rank, self.mesh))
+
+    def conservative(self, src: HloSharding, dst: HloSharding, reason: str) -> None:
+        """All-gather to replicated over the whole mesh, then slice: always valid, never cheaper."""
+        self.notes.append(f"conservative plan: {reason}; assuming an all-gather to replicated and a "
+                          f"local slice")
+        full = self.nbytes(self.dims)
+        axes = tuple(a for a, s in enumerate(self.mesh.shape) if int(s) > 1)
+        if src.kind == "tiled" and src.num_tiles > 1:
+            src_shape = src.tile_shape(self.dims) if src.tiled_rank == len(self.dims) else self.dims
+            in_b = self.nbytes(src_shape)
+            n = int(src.num_tiles)
+            cost = C.all_gather_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            self.add(kind="all-gather", dims=tuple(d for d, t in enumerate(src.tile_dims) if t > 1),
+                     mesh_axes=axes, replica_groups=[], bytes_per_device=max(full - in_b, 0),
+                     bytes_sent=in_b * (n - 1), input_bytes=in_b, output_bytes=full,
+                     input_shape=tuple(src_shape), output_shape=self.dims, cost=cost, cost_bytes=full,
+                     group_size=n, exact_mesh_axes=False, sharding_after=HloSharding.replicated(),
+                     note="conservative (sharding does not map onto the mesh)")
+        elif src.kind == "maximal":
+            cost = C.all_reduce_cost(self.mesh, full, axes) if axes else 0.0
+            self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[], bytes_per_device=full,
+                     input_bytes=full, output_bytes=full, input_shape=self.dims, output_shape=self.dims,
+                     cost=cost, cost_bytes=full, group_size=int(np.asarray(self.mesh.device_ids).size),
+                     exact_mesh_axes=False, sharding_after=HloSharding.replicated(),
+                     note=f"broadcast from device {src.maximal_device} (masked all-reduce)")
+        if dst.kind == "tiled" and dst.num_tiles > 1 and dst.tiled_rank == len(self.dims):
+            out_shape = dst.tile_shape(self.dims)
+            self.add(kind="dynamic-slice", dims=tuple(d for d, t in enumerate(dst.tile_dims) if t > 1),
+                     mesh_axes=(), replica_groups=[], bytes_per_device=0, input_bytes=full,
+                     output_bytes=self.nbytes(out_shape), input_shape=self.dims, output_shape=out_shape,
+                     cost=0.0, sharding_after=dst, note="local slice")
+
+
+def _flat_permute_cost(mesh, nbytes: int) -> float:
+    return max(float(a) for a in mesh.alpha) + max(float(b) for b in mesh.beta) * nbytes
+
+
+def _sorted_groups(groups: list[list[int]]) -> list[list[int]]:
+    return sorted(([int(d) for d in g] for g in groups), key=lambda g: (min(g), g))
+
+
+def _dim_move(src: Sequence[int], dst: Sequence[int]) -> tuple[int, int, int] | None:
+    """(source dim, target dim, k) when exactly one dim loses a factor k and one other gains it."""
+    down = [d for d, (s, t) in enumerate(zip(src, dst)) if t < s]
+    up = [d for d, (s, t) in enumerate(zip(src, dst)) if t > s]
+    if len(down) != 1 or len(up) != 1:
+        return None
+    i, j = down[0], up[0]
+    if src[i] % dst[i] or dst[j] % src[j]:
+        return None
+    k = src[i] // dst[i]
+    if dst[j] // src[j] != k:
+        return None
+    return i, j, k
+
+
+def _swap_moves(src: Sequence[int], dst: Sequence[int]) -> list[tuple[int, int, int]] | None:
+    """All-to-alls that turn tile counts ``src`` into ``dst`` when the counts of the differing dims are
+    a permutation of each other: each all-to-all swaps the counts of two dims (the larger count's
+    dim hands its extra factor to the other). Greedy, smallest current count first (as GSPMD orders
+    them). None when not a permutation or a swap is not a whole factor."""
+    diff = [d for d in range(len(src)) if src[d] != dst[d]]
+    if not diff or sorted(src[d] for d in diff) != sorted(dst[d] for d in diff):
+        return None
+    cur = list(src)
+    out: list[tuple[int, int, int]] = []
+    for _ in range(4 * len(src)):
+        pend = [d for d in range(len(cur)) if cur[d] != dst[d]]
+        if not pend:
+            return out
+        smallest = min(cur[d] for d in pend)
+        i = max(d for d in pend if cur[d] == smallest)
+        cands = [d for d in pend if d != i and cur[d] == dst[i]]
+        if not cands:
+            return None
+        if smallest == 1:
+            cands = [d for d in cands if dst[d] != 1] or cands
+        j = cands[0]
+        a, b = cur[j], cur[i]
+        if a > b:
+            if a % b:
+                return None
+            out.append((j, i, a // b))
+        else:
+            if b % a:
+                return None
+            out.append((i, j, b // a))
+        cur[i], cur[j] = cur[j], cur[i]
+    return None
+
+
+def _gather_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
+    """Per-dim gather factors whose product is ``total``, only on dims the target splits at least as
+    much (GSPMD gathers such a dim and re-splits it with an all-to-all), minor dims first."""
+    n = len(tiles)
+
+    def rec(d: int, left: int):
+        if d < 0:
+            if left == 1:
+                yield ()
+            return
+        top = tiles[d] if dst[d] >= tiles[d] else 1
+        for f in range(1, top + 1):
+            if tiles[d] % f == 0 and left % f == 0:
+                for rest in rec(d - 1, left // f):
+                    yield rest + (f,)
+
+    yield from rec(n - 1, total)
+
+
+def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
+    """Per-dim factors to slice out of the replication (product ``total``), only on dims the target
+    splits more, each dividing what that dim still lacks."""
+    n = len(tiles)
+
+    def rec(d: int, left: int):
+        if d == n:
+            if left == 1:
+                yield ()
+            return
+        need = dst[d] // tiles[d] if dst[d] > tiles[d] and dst[d] % tiles[d] == 0 else 1
+        for f in range(1, need + 1):
+            if need % f == 0 and left % f == 0:
+                for rest in rec(d + 1, left // f):
+                    yield (f,) + rest
+
+    yield from rec(0, total)
+
+
+def _slice_replication(src: _Layout, slices: Sequence[int]) -> _Layout:
+    """The layout after each device slices the minor part of its replica index into ``slices``."""
+    devs = src.devs
+    tiles = list(src.tiles)
+    for d, g in enumerate(slices):
+        if g == 1:
+            continue
+        r = devs.shape[-1]
+        sp = devs.reshape(devs.shape[:-1] + (r // g, g))
+        sp = np.moveaxis(sp, -1, d + 1)  # right after dim d: the minor factor of dim d
+        tiles[d] *= g
+        devs = sp.reshape(tuple(tiles) + (r // g,))
+    return _Layout(tuple(tiles), devs)
+
+
+def _as_shape(shape: Shape | str) -> Shape:
+    if isinstance(shape, Shape):
+        return shape
+    return parse_shape(str(shape))
+
+
+def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> ReshardPlan:
+    """Plan the resharding of a tensor of ``shape`` from ``src`` to ``dst`` on ``mesh``.
+
+    ``shape``: a :class:`Shape` or its text (``'f16[32,16,1000,256]'``); tuple shapes are planned leaf
+    by leaf (``step.leaf``). ``mesh``: a :class:`hloshard.mesh.DeviceMesh` (needs ``shape``,
+    ``device_ids``, ``alpha``, ``beta``). Returns a :class:`ReshardPlan` (bytes per device, cost units).
+
+    Raises InputError when a tiled sharding's rank differs from the tensor's rank. Shardings that do
+    not describe the mesh's devices never raise: they get a conservative plan (``plan.conservative``).
+    """
+    shape = _as_shape(shape)
+    leaves = shape.leaves() if shape.is_tuple else [shape]
+    steps: list[ReshardStep] = []
+    notes: list[str] = []
+    conservative = False
+    before = peak = after = 0
+    for i, leaf in enumerate(leaves):
+        s = src.leaf(i) if src.is_tuple else src
+        d = dst.leaf(i) if dst.is_tuple else dst
+        for sh, what in ((s, "source"), (d, "destination")):
+            if sh.kind == "tiled" and sh.tiled_rank != leaf.rank:
+                raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {leaf} has "
+                                 f"rank {leaf.rank}")
+        b = _Builder(leaf, mesh, i)
+        leaf_before = _bytes(leaf, s)
+        leaf_after = _bytes(leaf, d)
+        if s.kind == "unknown" or d.kind == "unknown":
+            b.notes.append("an {unknown} sharding is not resharded (cost 0)")
+            leaf_after = leaf_before
+        else:
+            try:
+                b.run_any(s, d)
+            except _Unsupported as exc:
+                b.steps.clear()
+                b.conservative(s, d, str(exc))
+                conservative = True
+        leaf_peak = max([leaf_before, leaf_after] + [st.input_bytes + st.output_bytes for st in b.steps])
+        before += leaf_before
+        after += leaf_after
+        peak += leaf_peak  # leaves are resharded one after another, but all stay live: sum is an upper bound
+        steps.extend(b.steps)
+        prefix = f"leaf {i}: " if len(leaves) > 1 else ""
+        notes.extend(prefix + n for n in b.notes)
+    total = float(sum(st.cost for st in steps))
+    return ReshardPlan(shape=shape, src=src, dst=dst, steps=steps, total_cost=total,
+                       memory_before=before, memory_peak=peak, memory_after=after,
+                       conservative=conservative, notes=notes)
+
+
+def _bytes(leaf: Shape, sharding: HloSharding) -> int:
+    if sharding.kind == "tiled" and sharding.tiled_rank == leaf.rank:
+        return tile_bytes(leaf.element_type, sharding.tile_shape(leaf.dims))
+    return leaf.byte_size
+
+
+# ------------------------------------------------------------------------------------------------
+# cached cost
+
+
+def _mesh_key(mesh) -> tuple:
+    ids = np.asarray(mesh.device_ids)
+    return (tuple(int(s) for s in mesh.shape), tuple(int(d) for d in ids.ravel()),
+            tuple(float(a) for a in mesh.alpha), tuple(float(b) for b in mesh.beta))
+
+
+_COST_CACHE: dict[tuple, float] = {}
+_CACHE_LIMIT = 1 << 16
+
+
+def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
+    """``plan(shape, src, dst, mesh).total_cost``, cached on (shape, src, dst, mesh) (cost units).
+
+    Equal shardings cost 0 without planning. The cache keys on the shape's type and dims, the semantic
+    sharding (metadata ignored) and the mesh's shape, device ids, alpha and beta; it holds up to 65,536
+    entries (cleared when full). Raises InputError as :func:`plan`.
+    """
+    if src == dst:
+        return 0.0
+    shape = _as_shape(shape)
+    key = (str(shape.without_layout()) if hasattr(shape, "without_layout") else str(shape), src, dst,
+           _mesh_key(mesh))
+    hit = _COST_CACHE.get(key)
+    if hit is not None:
+        return hit
+    value = plan(shape, src, dst, mesh).total_cost
+    if len(_COST_CACHE) >= _CACHE_LIMIT:
+        _COST_CACHE.clear()
+    _COST_CACHE[key] = value
+    return value
+
+
+def clear_cache() -> None:
+    """Forget every cached :func:`resharding_cost`."""
+    _COST_CACHE.clear()

@@ -1,0 +1,292 @@
+"""Ask real XLA (jaxlib's SPMD partitioner) which collectives it inserts, in a child process.
+
+Used by ``hloshard explain-reshape --xla`` to put XLA's own answer beside our plan. jax is **never**
+imported in the calling process: :func:`spmd_collectives` starts ``python -m hloshard.xla_check``,
+which sets ``XLA_FLAGS=--xla_force_host_platform_device_count=N`` before importing jax, parses each
+HLO text with ``hlo_module_from_text``, converts it to StableHLO, compiles it for N partitions with
+the GSPMD partitioner (Shardy off: hand-written ``sharding={...}`` is GSPMD's input) and reads the HLO
+dumped **right after the ``spmd-partitioning`` pass** (the raw partitioner output, before the CPU
+backend rewrites all-to-all into tuples or combines all-reduces; see
+``../shared/reference/xla_oracle.md`` section 3). A crash in XLA (C++ CHECK) kills only the child.
+
+Public API::
+
+    jax_available() -> bool                          # is jax importable (checked in a child)
+    spmd_collectives(texts, num_partitions) -> list[XlaResult]
+    parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
+    expand_replica_groups(text) -> list[list[int]]
+
+Raises :class:`hloshard.errors.InputError` when jax is missing or the child fails as a whole;
+a per-module compile error is reported in ``XlaResult.error``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+
+from .errors import InputError
+
+COLLECTIVE_OPCODES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
+                      "all-gather-start", "all-reduce-start", "collective-permute-start",
+                      "collective-broadcast", "ragged-all-to-all")
+
+
+@dataclasses.dataclass
+class XlaCollective:
+    """One collective in partitioned HLO: opcode, result shape text, ``dimensions``, expanded
+    ``replica_groups`` (list of lists, [] when absent) and ``source_target_pairs``."""
+
+    kind: str
+    shape: str
+    dims: tuple[int, ...]
+    replica_groups: list[list[int]]
+    source_target_pairs: list[tuple[int, int]]
+    line: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "shape": self.shape, "dims": list(self.dims),
+                "replica_groups": [list(g) for g in self.replica_groups],
+                "source_target_pairs": [list(p) for p in self.source_target_pairs]}
+
+
+@dataclasses.dataclass
+class XlaResult:
+    """XLA's answer for one module: the raw partitioned text, its collectives, or an error."""
+
+    partitioned: str | None
+    collectives: list[XlaCollective]
+    error: str | None = None
+    has_dynamic_slice: bool = False
+
+
+# --------------------------------------------------------------------------------------------
+# text scanning (no jax)
+
+_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<shape>.+?)\s+(?P<op>[a-z][a-z0-9\-]*)\((?P<rest>.*)$")
+
+
+def _balanced(text: str, start: int) -> str:
+    """The ``{...}`` group starting at ``text[start] == '{'`` (inclusive)."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start:i + 1]
+    return text[start:]
+
+
+def _iota_groups(dims: list[int], reshape: list[int], perm: list[int] | None) -> list[list[int]]:
+    arr = np.arange(int(np.prod(reshape))).reshape(reshape)
+    if perm is not None:
+        arr = arr.transpose(perm)
+    return arr.reshape(dims).tolist()
+
+
+def expand_replica_groups(text: str) -> list[list[int]]:
+    """Expand the three replica-group syntaxes XLA prints into explicit groups:
+
+    * ``{{0,1},{2,3}}`` (explicit),
+    * ``[2,4]<=[8]`` / ``[4,2]<=[2,4]T(1,0)`` (iota: rows are groups),
+    * ``mesh['a'=2,'b'=4] {'b'}`` (devices that differ only along the named axes; optional
+      ``device_ids=...`` not supported: raises ValueError).
+    """
+    text = text.strip()
+    if text.startswith("{"):
+        inner = text[1:-1].strip()
+        if not inner:
+            return []
+        return [[int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([^{}]*)\}", inner)]
+    m = re.match(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
+    if m:
+        dims = [int(x) for x in m.group(1).split(",")]
+        reshape = [int(x) for x in m.group(2).split(",")]
+        perm = [int(x) for x in m.group(3).split(",")] if m.group(3) else None
+        return _iota_groups(dims, reshape, perm)
+    m = re.match(r"mesh\[(.*?)\]\s*(?:,\s*device_ids=\((.*?)\))?\s*\{(.*?)\}", text)
+    if m:
+        axes = re.findall(r"'([^']*)'\s*=\s*(\d+)", m.group(1))
+        names = [a for a, _ in axes]
+        sizes = [int(s) for _, s in axes]
+        total = int(np.prod(sizes)) if sizes else 1
+        ids = np.arange(total)
+        if m.group(2):
+            d = m.group(2).strip()
+            im = re.match(r"\[([\d,]+)\](?:T\(([\d,]+)\))?$", d)
+            if im:
+                shp = [int(x) for x in im.group(1).split(",")]
+                arr = np.arange(total).reshape(shp)
+                if im.group(2):
+                    arr = arr.transpose([int(x) for x in im.group(2).split(",")])
+                ids = arr.reshape(-1)
+            else:
+                ids = np.array([int(x) for x in re.findall(r"\d+", d)])
+        # split every axis into (major, chosen sub-axis, minor) factors
+        chosen = re.findall(r"'([^']*)'(?::\((\d+)\)(\d+))?", m.group(3))
+        factors: list[int] = []
+        pick: list[int] = []
+        for i, (name, size) in enumerate(zip(names, sizes)):
+            subs = [(int(p), int(s)) for n2, p, s in chosen if n2 == name and p]
+            whole = any(n2 == name and not p for n2, p, s in chosen)
+            if subs:
+                pre, sz = subs[0]
+                factors += [pre, sz, size // (pre * sz)]
+                pick.append(len(factors) - 2)
+            else:
+                factors.append(size)
+                if whole:
+                    pick.append(len(factors) - 1)
+        arr = ids.reshape(factors)
+        rest = [i for i in range(len(factors)) if i not in pick]
+        arr = arr.transpose(rest + pick)
+        k = int(np.prod([factors[i] for i in pick])) if pick else 1
+        return arr.reshape(-1, k).tolist()
+    raise ValueError(f"unrecognised replica_groups {text!r}")
+
+
+def _attr(rest: str, key: str) -> str | None:
+    m = re.search(r"(?:^|[\s,])" + re.escape(key) + r"=", rest)
+    if not m:
+        return None
+    i = m.end()
+    if rest[i] == "{":
+        return _balanced(rest, i)
+    if rest.startswith("mesh[", i):
+        j = rest.index("]", i)
+        k = rest.index("{", j)
+        return rest[i:k] + _balanced(rest, k)
+    m2 = re.match(r"\[[\d,]*\]<=\[[\d,]*\](?:T\([\d,]*\))?|[^\s,]+", rest[i:])
+    return m2.group(0) if m2 else None
+
+
+def parse_collectives(hlo_text: str) -> list[XlaCollective]:
+    """The collectives in ``hlo_text`` (entry and other computations), in text order."""
+    out: list[XlaCollective] = []
+    for line in hlo_text.splitlines():
+        m = _INSTR.match(line)
+        if not m or m.group("op") not in COLLECTIVE_OPCODES:
+            continue
+        rest = m.group("rest")
+        dims_text = _attr(rest, "dimensions")
+        dims = tuple(int(x) for x in re.findall(r"\d+", dims_text)) if dims_text else ()
+        rg = _attr(rest, "replica_groups")
+        groups = expand_replica_groups(rg) if rg else []
+        stp = _attr(rest, "source_target_pairs")
+        pairs = [tuple(int(x) for x in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", stp)] if stp else []
+        out.append(XlaCollective(kind=m.group("op").replace("-start", ""), shape=m.group("shape"),
+                                 dims=dims, replica_groups=groups, source_target_pairs=pairs,
+                                 line=line.strip()))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the child process (jax imported only there)
+
+def _child_main() -> int:  # pragma: no cover - runs in the subprocess
+    request = json.load(sys.stdin)
+    n = int(request["num_partitions"])
+    os.environ["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(n, 1)}"
+    import glob
+    import tempfile
+
+    import jax
+    import jax.extend  # noqa: F401
+    import jax.extend.backend
+    import jax.extend.mlir
+    from jax._src.lib import xla_client as xc
+
+    backend = jax.extend.backend.get_backend("cpu")
+    results = []
+    for text in request["texts"]:
+        try:
+            with tempfile.TemporaryDirectory(prefix="hloshard-xla-") as dump:
+                mod = xc.hlo.hlo_module_from_text(text)
+                mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+                opts = jax.extend.backend.get_compile_options(
+                    num_replicas=1, num_partitions=n,
+                    device_assignment=np.arange(n).reshape(1, n), backend=backend)
+                b = opts.executable_build_options
+                b.use_shardy_partitioner = False
+                b.allow_spmd_sharding_propagation_to_output = [False]
+                b.allow_spmd_sharding_propagation_to_parameters = [False]
+                b.debug_options.xla_dump_to = dump
+                b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
+                b.debug_options.xla_backend_optimization_level = 0
+                b.debug_options.xla_llvm_disable_expensive_passes = True
+                backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+                files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+                raw = open(files[0]).read() if files else None
+                results.append({"partitioned": raw, "error": None if raw else "no spmd-partitioning dump"})
+        except Exception as exc:  # one bad module must not hide the others
+            results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+    json.dump({"results": results}, sys.stdout)
+    return 0
+
+
+def _python() -> str:
+    return sys.executable or "python3"
+
+
+def jax_available() -> bool:
+    """True when ``import jax`` works for this interpreter (checked in a child, cached)."""
+    global _JAX_OK
+    if _JAX_OK is None:
+        try:
+            r = subprocess.run([_python(), "-c", "import jax, jaxlib, jax.extend"], capture_output=True,
+                               timeout=120)
+            _JAX_OK = r.returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            _JAX_OK = False
+    return _JAX_OK
+
+
+_JAX_OK: bool | None = None
+
+
+def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0) -> list[XlaResult]:
+    """Partition each HLO module text with XLA for ``num_partitions`` devices, in one child process.
+
+    Returns one :class:`XlaResult` per text (same order), with the raw after-spmd-partitioning HLO and
+    its collectives. Raises InputError when jax cannot be imported or the child dies (e.g. an XLA
+    CHECK failure on malformed input).
+    """
+    if not texts:
+        return []
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_partitions}"
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    payload = json.dumps({"num_partitions": num_partitions, "texts": list(texts)})
+    try:
+        proc = subprocess.run([_python(), "-m", "hloshard.xla_check"], input=payload, capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"XLA check timed out after {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()
+        if any("No module named 'jax" in t for t in tail):
+            raise InputError("--xla needs jax and jaxlib (pip install 'hloshard[xla]')")
+        msg = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise InputError(f"XLA check failed: {msg}")
+    data = json.loads(proc.stdout)
+    out = []
+    for r in data["results"]:
+        text = r.get("partitioned")
+        out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
+                             error=r.get("error"),
+                             has_dynamic_slice=bool(text and re.search(r"\bdynamic-slice\(", text))))
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_child_main())
