@@ -261,10 +261,9 @@ class HloSharding:
             keep = [i for i, d in enumerate(sub_dims) if d != 1]
             kept_types = [types[i] for i in keep]
             data_product = math.prod(ta.shape[:ndata])
-            if kept_types and data_product == 1 and all(t == kept_types[0] for t in kept_types):
-                t = kept_types[0]
-                if t in _SIMPLE_KINDS:
-                    return cls(t, **extra)
+            # XLA checks "one type, no data tiling" before dropping the size-1 subgroup dims
+            if data_product == 1 and all(t == types[0] for t in types) and types[0] in _SIMPLE_KINDS:
+                return cls(types[0], **extra)
             # drop size-1 subgroup dims; order by type (stable: dims of one type keep their order),
             # then merge the adjacent dims of one type
             kept = ta.reshape(tuple(ta.shape[:ndata]) + tuple(sub_dims[i] for i in keep))
@@ -285,8 +284,15 @@ class HloSharding:
             types = tuple(new_types)
             if types == ("replicated",):
                 types, ltdr = (), True
-            elif not types:
-                ltdr = False
+            elif types == ("manual",) and data_product == 1:
+                return cls("manual", **extra)
+            elif types and types[-1] == "replicated":
+                # the devices inside each replicated subgroup are sorted, as for last_tile_dim_replicate
+                sorted_ta = np.sort(ta, axis=-1)
+                if not np.array_equal(sorted_ta, ta):
+                    ta = sorted_ta
+                    if form is not None:
+                        form = iota_form(ta)
         if ltdr:
             if ta.ndim == 1 or ta.shape[-1] == ta.size:
                 return cls("replicated", **extra)
