@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import re
 import threading
 
 from lark import Lark, Token, Transformer
@@ -49,7 +50,7 @@ _KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROO
 _HUMAN = {
     "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
     "STRING": "a string", "BLOB": "a {...} block", "SHAPE": "a shape such as f32[8,16]{1,0}",
-    "CONSTANT": "constant(...)", "ATTR": "an attribute key=value", "IGNORE_COMMENT": "a comment",
+    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction 'name = '", "OPERANDS": "an operand list", "IGNORE_COMMENT": "a comment",
     "ENTRY": "ENTRY", "ROOT": "ROOT", "HLOMODULE": "HloModule", "$END": "end of input",
     "FILENAMES": "FileNames", "FUNCTIONNAMES": "FunctionNames", "FILELOCATIONS": "FileLocations",
     "STACKFRAMES": "StackFrames",
@@ -193,15 +194,15 @@ class _Builder(Transformer):
             top = [c for c in rest if isinstance(c, Instruction)]
             comp.root = top[-1] if top else comp.instructions[-1]
         for tok in rest:
-            if isinstance(tok, Token) and tok.type == "ATTR":
-                key, _, val = tok.value.partition("=")
-                if key != "execution_thread":
-                    self.ctx.error_tok(f"unexpected attribute {key!r} after a computation "
-                                       "(only execution_thread=\"...\")", tok)
-                try:
-                    comp.execution_thread = decode_attr(key, val.strip())
-                except AttrError as exc:
-                    self.ctx.error_tok(str(exc), tok, len(key) + 1)
+            if isinstance(tok, Token) and tok.type == "ATTRS":
+                for key, val, off in _split_attrs(tok.value):
+                    if key != "execution_thread":
+                        self.ctx.error_tok(f"unexpected attribute {key!r} after a computation "
+                                           "(only execution_thread=\"...\")", tok, off)
+                    try:
+                        comp.execution_thread = decode_attr(key, val)
+                    except AttrError as exc:
+                        self.ctx.error_tok(str(exc), tok, off + len(key) + 1)
 
     def inline_body(self, children):
         comp = self.ctx.comp
@@ -209,6 +210,38 @@ class _Builder(Transformer):
         return comp
 
     # -- instructions ----------------------------------------------------------------------------
+    def plain_call(self, children):
+        return self._plain(children[0], children[1])
+
+    def _plain(self, ident: Token, tok: Token) -> _OpCall:
+        """``opcode(%a, %b)`` / ``opcode(0)`` from an OPERANDS token."""
+        ctx = self.ctx
+        comp = ctx.comp
+        operands = []
+        ints = []
+        if True:
+            children = (ident, tok)
+            body = tok.value[1:-1]
+            if "/*" in body:
+                body = _INDEX_COMMENT_RE.sub(" ", body)
+            body = body.strip()
+            if not body:
+                return _OpCall(children[0], operands, ints)
+            if body[0].isdigit() or body[0] == "-":
+                ints.append(Token("INT", body, tok.start_pos + 1, tok.line, tok.column + 1))
+                return _OpCall(children[0], operands, ints)
+            by_name = comp._by_name
+            for part in body.split(","):
+                part = part.strip()
+                name = part[1:] if part[0] == "%" else part
+                op = by_name.get(name)
+                if op is None:
+                    off = tok.value.find(part)
+                    ctx.error_tok(f"instruction {name!r} is not defined before this use in "
+                                  f"computation {comp.name!r}", tok, max(off, 0))
+                operands.append(op)
+            return _OpCall(children[0], operands, ints)
+
     def op_call(self, children):
         ctx = self.ctx
         comp = ctx.comp
@@ -256,7 +289,7 @@ class _Builder(Transformer):
         comp = self.ctx.comp
         name = comp.unique_name(f"{opcode}.anon")
         shape = self._decode_shape(shape_item) if shape_item is not None else None
-        instr = self._make(name, tok, shape, call, ())
+        instr = self._make(name, tok, shape, call, None)
         instr.line, instr.column = tok.line, tok.column
         comp.add_instruction(instr)
         return instr
@@ -264,18 +297,23 @@ class _Builder(Transformer):
     def instruction(self, children):
         ctx = self.ctx
         comp = ctx.comp
-        i = 0
-        first = children[0]
-        is_root = first.type == "ROOT" if isinstance(first, Token) else False
-        if is_root:
-            i = 1
-        name_tok = children[i]
-        i += 1
-        name = self._check_name(name_tok)
+        head = children[0]
+        m = _HEAD_RE.match(head.value)
+        is_root = m.group(1) is not None
+        name = m.group(3)
+        name_off = m.start(2)
+        name_tok = Token("PNAME" if m.group(2) else "IDENT", m.group(2) + name, head.start_pos + name_off,
+                         head.line, head.column + name_off)
+        if "\n" in head.value[:name_off]:
+            name_tok = Token(name_tok.type, name_tok.value, name_tok.start_pos,
+                             head.line + head.value.count("\n", 0, name_off),
+                             name_off - head.value.rfind("\n", 0, name_off))
+        self._check_name(name_tok)
         if name in comp._by_name:
             prev = comp._by_name[name]
             ctx.error_tok(f"instruction {name!r} is already defined in computation {comp.name!r} "
                           f"(line {prev.line})", name_tok)
+        i = 1
         shape = None
         c = children[i]
         if isinstance(c, Shape) or (isinstance(c, Token) and c.type == "SHAPE"):
@@ -283,6 +321,9 @@ class _Builder(Transformer):
             i += 1
         call = children[i]
         i += 1
+        if isinstance(call, Token) and call.type == "IDENT":
+            call = self._plain(call, children[i])
+            i += 1
         rest = children[i:]
         ignore = ()
         if rest and rest[-1].type == "IGNORE_COMMENT":
@@ -290,18 +331,18 @@ class _Builder(Transformer):
             codes = body[body.index("[") + 1: body.rindex("]")]
             ignore = tuple(c.strip() for c in codes.split(",") if c.strip())
             rest = rest[:-1]
-        instr = self._make(name, name_tok, shape, call, rest)
+        instr = self._make(name, name_tok, shape, call, rest[0] if rest else None)
         instr.line, instr.column = name_tok.line, name_tok.column
         instr.ignore_codes = ignore
         comp.add_instruction(instr)
         if is_root:
             if comp.root is not None:
                 ctx.error_tok(f"computation {comp.name!r} has two ROOT instructions "
-                              f"({comp.root.name!r} and {name!r})", first)
+                              f"({comp.root.name!r} and {name!r})", head)
             comp.root = instr
         return instr
 
-    def _make(self, name: str, at: Token, shape: Shape | None, call, attr_toks) -> Instruction:
+    def _make(self, name: str, at: Token, shape: Shape | None, call, attrs_tok: Token | None) -> Instruction:
         ctx = self.ctx
         literal = None
         pnum = None
@@ -330,16 +371,19 @@ class _Builder(Transformer):
                 ctx.error_tok("constant needs a literal: constant(1), constant({1, 2})", call)
             literal = lit
         attrs = {}
-        for tok in attr_toks:
-            key, _, val = tok.value.partition("=")
+        if attrs_tok is not None:
+            tok = attrs_tok
+            items = _split_attrs(tok.value)
+        else:
+            items = ()
+        for key, vstrip, kstart in items:
             if key in attrs:
-                ctx.error_tok(f"attribute {key!r} is given twice", tok)
-            vstrip = val.strip()
+                ctx.error_tok(f"attribute {key!r} is given twice", tok, kstart)
             try:
                 value = decode_attr(key, vstrip)
             except AttrError as exc:
-                lead = len(val) - len(val.lstrip())
-                ctx.error_tok(f"{key}: {exc}", tok, len(key) + 1 + lead + exc.offset)
+                lead = tok.value.find(vstrip, kstart + len(key)) - kstart - len(key) - 1
+                ctx.error_tok(f"{key}: {exc}", tok, kstart + len(key) + 1 + max(lead, 0) + exc.offset)
             if type(value) is tuple and key == "frontend_attributes":
                 value = dict(value)
             elif isinstance(value, (NameRef, InlineBody)):
@@ -434,21 +478,20 @@ class _Builder(Transformer):
         if name.endswith(":"):
             name = name[:-1]
         ctx.module.name = name
-        for a in children[1:]:
-            key, _, val = a.value.partition("=")
+        for key, val, off in (_split_attrs(children[1].value) if len(children) > 1 else ()):
+            a = children[1]
             if key not in HEADER_KEYS:
                 ctx.error_tok(f"unexpected module attribute {key!r}; expected one of: "
-                              + ", ".join(sorted(HEADER_KEYS)), a)
+                              + ", ".join(sorted(HEADER_KEYS)), a, off)
             if key in ctx.module.attrs:
-                ctx.error_tok(f"module attribute {key!r} is given twice", a)
-            val = val.strip()
+                ctx.error_tok(f"module attribute {key!r} is given twice", a, off)
             if key in ("num_partitions", "replica_count"):
                 try:
                     int(val)
                 except ValueError:
-                    ctx.error_tok(f"{key} must be an integer", a, len(key) + 1)
+                    ctx.error_tok(f"{key} must be an integer", a, off + len(key) + 1)
             if key == "is_scheduled" and val not in ("true", "false"):
-                ctx.error_tok("is_scheduled must be true or false", a, len(key) + 1)
+                ctx.error_tok("is_scheduled must be true or false", a, off + len(key) + 1)
             ctx.module.attrs[key] = val
         return None
 
@@ -472,6 +515,8 @@ class _DepthError(Exception):
 
 
 _LOCK = threading.RLock()
+_HEAD_RE = re.compile(r"(ROOT\s+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)")
+_INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
 _BUILDER = _Builder()
 
 
@@ -498,8 +543,6 @@ def _expected(names) -> str:
 
 
 def _run(ctx: _Ctx, start: str):
-    import re
-
     text = ctx.text
     try:
         return _parser().parse(text, start=start)
@@ -512,9 +555,9 @@ def _run(ctx: _Ctx, start: str):
         ch = text[pos] if pos < len(text) else ""
         if text.startswith("/*", pos):
             ctx.error_at("unterminated /* comment", pos)
-        m = re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*=", text[pos:pos + 200])
-        if m and "ATTR" in (exc.allowed or ()):
-            ctx.error_at(f"malformed value of attribute {m.group(0)[:-1]!r} (unbalanced braces or "
+        m = re.match(r",?\s*([A-Za-z_][A-Za-z0-9_.\-]*)=", text[pos:pos + 200])
+        if m and "ATTRS" in (exc.allowed or ()):
+            ctx.error_at(f"malformed value of attribute {m.group(1)!r} (unbalanced braces or "
                          "brackets, an unterminated string, or nesting deeper than 9 levels)", pos)
         if ch == "\0":
             ctx.error_at("NUL character in the input", pos)
@@ -524,7 +567,7 @@ def _run(ctx: _Ctx, start: str):
         if tok.type == "$END":
             ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
         desc = tok.value if len(tok.value) <= 40 else tok.value[:37] + "..."
-        if tok.type in ("IDENT", "PNAME") and "ATTR" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
+        if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
             nxt = text[tok.end_pos:].lstrip()[:1]
             if nxt == "=":
                 ctx.error_at(f"attribute name {tok.value!r} must touch its '=' (write {tok.value}=...)",
@@ -543,6 +586,32 @@ def _run(ctx: _Ctx, start: str):
         raise
     except UnexpectedInput as exc:  # pragma: no cover - other lark errors
         ctx.error_at(str(exc).splitlines()[0], getattr(exc, "pos_in_stream", 0) or 0)
+
+
+@functools.lru_cache(maxsize=1)
+def _cattr_re() -> re.Pattern:
+    rx = _parser().get_terminal("ATTRS").pattern.to_regexp()
+    assert rx.startswith("(?:") and rx.endswith(")+"), rx
+    return re.compile(rx[3:-2])
+
+
+def _split_attrs(text: str) -> list[tuple[str, str, int]]:
+    """Split an ATTRS token into ``(key, value_text, offset_of_key)`` (value stripped)."""
+    out = []
+    match = _cattr_re().match
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = match(text, pos)
+        if m is None:  # cannot happen for a token the lexer produced
+            break
+        seg = m.group(0)
+        body = seg[1:].lstrip()
+        kstart = pos + len(seg) - len(body)
+        key, _, val = body.partition("=")
+        out.append((key, val.strip(), kstart))
+        pos = m.end()
+    return out
 
 
 def parse_module(text: str, filename: str = "<string>") -> Module:
