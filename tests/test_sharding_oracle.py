@@ -185,8 +185,9 @@ def _corpus() -> list[str]:
         "{devices=[4,2,2]<=[2,2,2,2]T(3,1,0,2) last_tile_dim_replicate}",
         "{devices=[3,2]<=[6]}", "{devices=[2,3]<=[3,2]T(1,0)}",
     ]
+    texts += sample_sharding_texts()   # every distinct sharding of the real jax/XLA samples
     seen = set(texts)
-    while len(texts) < 400:
+    while len(texts) < 450:
         t = random_sharding_text(rnd)
         if t not in seen:
             seen.add(t)
@@ -285,3 +286,50 @@ def test_axes_to_sharding_matches_jax_named_sharding():
     for c, t in zip(cases, theirs):
         mesh = DeviceMesh(c["shape"])
         assert [list(d) for d in mesh.sharding_to_axes(P(t), c["rank"])] == c["spec"]
+
+
+# ----------------------------------------------------------------------------------- real samples
+def sample_sharding_texts() -> list[str]:
+    """Every distinct ``sharding={...}`` text in samples/*.hlo (balanced-brace extraction), sorted."""
+    from tests.conftest import SAMPLES
+
+    found = set()
+    for path in sorted(SAMPLES.glob("*.hlo")):
+        text = path.read_text()
+        start = 0
+        while True:
+            i = text.find("sharding={", start)
+            if i < 0:
+                break
+            j = i + len("sharding=")
+            depth = 0
+            k = j
+            while k < len(text):
+                if text[k] == "{":
+                    depth += 1
+                elif text[k] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                k += 1
+            found.add(text[j:k + 1])
+            start = k + 1
+    return sorted(found)
+
+
+def test_sample_shardings_parse_and_map_onto_the_2x4_mesh():
+    texts = sample_sharding_texts()
+    if not texts:
+        pytest.skip("no samples/*.hlo in this checkout")
+    mesh = DeviceMesh.parse("2x4")
+    mapped = 0
+    for t in texts:
+        s = P(t)
+        assert str(P(str(s))) == str(s)
+        for e in (s.tuple_elements if s.is_tuple else (s,)):
+            if e.is_tiled:
+                axes = mesh.sharding_to_axes(e, e.tiled_rank)   # the samples use a 2x4 mesh
+                assert mesh.axes_to_sharding(axes) == e
+                mapped += 1
+    assert mapped >= 10
+
