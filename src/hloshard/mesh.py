@@ -92,7 +92,7 @@ class DeviceMesh:
       beta: per mesh axis, the inverse-bandwidth term (cost units per byte).
     """
 
-    __slots__ = ("shape", "device_ids", "alpha", "beta", "_is_iota", "_coords", "_map_cache")
+    __slots__ = ("shape", "device_ids", "alpha", "beta", "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
                  beta: Sequence[float] | None = None):
@@ -120,6 +120,7 @@ class DeviceMesh:
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
+        self._build_cache = {}
 
     def _per_axis(self, values, what: str, desc: str) -> tuple[float, ...]:
         if values is None:
@@ -252,6 +253,15 @@ class DeviceMesh:
         ``<=[mesh]T(order)`` (canonicalized). No axis used -> ``{replicated}``.
         Raises ValueError on an out-of-range or repeated axis.
         """
+        key = tuple(tuple(d) for d in dim_axes)
+        hit = self._build_cache.get(key)
+        if hit is None:
+            hit = self._axes_to_sharding(key)
+            if len(self._build_cache) < 100000:
+                self._build_cache[key] = hit
+        return hit
+
+    def _axes_to_sharding(self, dim_axes) -> HloSharding:
         dims = [self._check_axes(d, "axes_to_sharding") for d in dim_axes]
         used = [a for d in dims for a in d]
         self._check_axes(used, "axes_to_sharding")

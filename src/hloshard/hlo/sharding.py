@@ -488,6 +488,11 @@ class HloSharding:
             out.append(min((i + 1) * c, n) - min(i * c, n))
         return tuple(out)
 
+    def shard_slices(self, dims: Sequence[int], device: int) -> tuple[slice, ...]:
+        """``device``'s shard as numpy slices of the full tensor (offsets + :meth:`shard_shape`)."""
+        return tuple(slice(o, o + n) for o, n in zip(self.shard_offsets(dims, device),
+                                                       self.shard_shape(dims, device)))
+
     # ---------------------------------------------------------------- tuples
     def leaf(self, index: int) -> "HloSharding":
         """The sharding of tuple leaf ``index``: the element of a tuple sharding, or ``self`` (a single
