@@ -53,6 +53,9 @@ def _parse(text: str, path: str):
         return None, exc
     except RecursionError:
         return None, HloSyntaxError("input nested too deeply", path, 1, 1)
+    except Exception as exc:  # noqa: BLE001 - a parser bug must not crash a CI lint run
+        return None, HloSyntaxError(f"the HLO parser failed unexpectedly ({type(exc).__name__}: {exc}); "
+                                    f"please report this", path, 1, 1)
 
 
 def build_context(text: str, path: str, options: LintOptions) -> LintContext:
@@ -101,7 +104,7 @@ def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
                 for n in names:
                     if n.endswith(LINT_SUFFIXES) and not n.startswith("."):
-                        found.append(os.path.join(root, n))
+                        found.append(os.path.normpath(os.path.join(root, n)))
             files.extend(sorted(found))
         elif os.path.exists(p):
             files.append(p)

@@ -22,18 +22,28 @@ class CollectiveResultShape(Rule):
 
     **Bad**::
 
+        sum {
+          x = f32[] parameter(0)
+          y = f32[] parameter(1)
+          ROOT s = f32[] add(x, y)
+        }
         ENTRY e {
           a = f32[4,8] parameter(0)
-          b = bf16[6] parameter(1)
-          ROOT rs = (f32[2,8], bf16[2]) reduce-scatter(a, b), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}, to_apply=sum
+          b = f32[6] parameter(1)
+          ROOT rs = (f32[2,8], f32[2]) reduce-scatter(a, b), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}, to_apply=sum
         }
 
     **Good**::
 
+        sum {
+          x = f32[] parameter(0)
+          y = f32[] parameter(1)
+          ROOT s = f32[] add(x, y)
+        }
         ENTRY e {
           a = f32[4,8] parameter(0)
-          b = bf16[6] parameter(1)
-          ROOT rs = (f32[2,8], bf16[3]) reduce-scatter(a, b), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}, to_apply=sum
+          b = f32[6] parameter(1)
+          ROOT rs = (f32[2,8], f32[3]) reduce-scatter(a, b), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}, to_apply=sum
         }
     """
 

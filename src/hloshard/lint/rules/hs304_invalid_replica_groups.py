@@ -7,8 +7,7 @@ from ..rule import Rule
 
 
 class InvalidReplicaGroups(Rule):
-    """A collective's replica groups are empty, of different sizes, repeat an id, or name an id out
-    of range.
+    """Replica groups that are empty, unequal in size, repeat an id or name an id out of range.
 
     ``replica_groups={}`` means one group of all participants; otherwise every group must be
     non-empty and all groups equally large (all-gather and reduce-scatter multiply / divide by
@@ -20,6 +19,11 @@ class InvalidReplicaGroups(Rule):
     **Bad**::
 
         HloModule m, num_partitions=4
+        sum {
+          x = f32[] parameter(0)
+          y = f32[] parameter(1)
+          ROOT s = f32[] add(x, y)
+        }
         ENTRY e {
           a = f32[4] parameter(0)
           ROOT ar = f32[4] all-reduce(a), channel_id=1, replica_groups={{0,1,2},{3}}, use_global_device_ids=true, to_apply=sum
@@ -28,6 +32,11 @@ class InvalidReplicaGroups(Rule):
     **Good**::
 
         HloModule m, num_partitions=4
+        sum {
+          x = f32[] parameter(0)
+          y = f32[] parameter(1)
+          ROOT s = f32[] add(x, y)
+        }
         ENTRY e {
           a = f32[4] parameter(0)
           ROOT ar = f32[4] all-reduce(a), channel_id=1, replica_groups={{0,1},{2,3}}, use_global_device_ids=true, to_apply=sum

@@ -6,6 +6,10 @@ from ..rule import Rule
 MOSTLY = 0.5
 
 
+def _scalar_constant(instr) -> bool:
+    return instr.opcode == "constant" and not instr.shape.is_tuple and instr.shape.rank == 0
+
+
 class PartiallyAnnotated(Rule):
     """Most instructions of a computation carry a sharding, but this one does not.
 
@@ -14,7 +18,9 @@ class PartiallyAnnotated(Rule):
     propagation order -- a frequent source of unexpected resharding. Reported (as info) for every
     unannotated instruction of a computation where more than half of the instructions are
     annotated; only the entry and the computations it reaches through while / conditional / call
-    are considered (fusion bodies and reducers are never annotated).
+    are considered (fusion bodies and reducers are never annotated). Scalar constants are left
+    out: XLA's own propagation leaves them unannotated (e.g. the init value of a reduce), and a
+    scalar is replicated whatever its sharding says.
 
     **Bad**::
 
@@ -40,7 +46,7 @@ class PartiallyAnnotated(Rule):
 
     def evaluate(self, context):
         for comp in context.partitioned_computations:
-            instrs = comp.instructions
+            instrs = [i for i in comp.instructions if not _scalar_constant(i)]
             missing = [i for i in instrs if i.sharding is None]
             annotated = len(instrs) - len(missing)
             if not missing or annotated <= MOSTLY * len(instrs):

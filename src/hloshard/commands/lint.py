@@ -1,0 +1,112 @@
+"""``hloshard lint``: check the sharding annotations of HLO files (CI-friendly).
+
+Exit status: 0 clean, 1 when a finding is at or above ``--fail-on``, 2 for a usage error or an
+input that cannot be read (the readable inputs are still linted and reported).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import UsageError
+from ..io import write_text_atomic
+from .options import BYTE_SIZE, mesh_from_options, mesh_options
+
+_FORMATS = ("text", "json", "sarif", "github")
+_SEVERITIES = ("error", "warning", "info")
+
+
+def _split(values) -> tuple[str, ...]:
+    out = []
+    for v in values or ():
+        out.extend(p.strip() for p in v.split(",") if p.strip())
+    return tuple(out)
+
+
+def _explain(code: str) -> str:
+    from ..lint.registry import get_rule
+
+    rule = get_rule(code)
+    head = f"{rule.code} {rule.name} ({rule.severity}; {', '.join(rule.groups)})"
+    return f"{head}\n{'=' * len(head)}\n\n{rule.explanation()}\n"
+
+
+def _list_rules() -> str:
+    from ..lint.registry import all_rules
+
+    rules = all_rules()
+    width = max(len(r.name) for r in rules)
+    lines = [f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {r.summary()}" for r in rules]
+    return "\n".join(lines) + "\n"
+
+
+@click.command("lint", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("paths", nargs=-1, metavar="[PATH]...")
+@click.option("--select", multiple=True, metavar="CODES",
+              help="Rules to run: codes, prefixes (HS1) or names, comma-separated or repeated. Default: all.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rules to skip (codes, prefixes or names).")
+@click.option("--format", "fmt", type=click.Choice(_FORMATS), default="text", show_default=True,
+              help="Output format.")
+@click.option("--fail-on", type=click.Choice(_SEVERITIES), default=None,
+              help="Exit 1 when a finding has this severity or a worse one. Default: error.")
+@click.option("--num-partitions", type=click.IntRange(min=1), default=None,
+              help="Partitions every tiled sharding must cover (overrides the HloModule header).")
+@mesh_options
+@click.option("--reshard-threshold", type=BYTE_SIZE, default=None, metavar="BYTES",
+              help="Report resharding edges receiving more than this per device (HS401). Default 64MiB.")
+@click.option("-o", "--output", default="-", metavar="FILE", help="Write the report here (default stdout).")
+@click.option("--config", "config_path", default=None, metavar="PYPROJECT",
+              help="Read [tool.hloshard.lint] from this file instead of the nearest pyproject.toml.")
+@click.option("--no-config", is_flag=True, help="Ignore pyproject.toml.")
+@click.option("--explain", metavar="CODE", default=None, help="Explain a rule (rationale, bad/good example).")
+@click.option("--list-rules", is_flag=True, help="List every rule with its code, name and severity.")
+def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_ids, alpha, beta,
+            reshard_threshold, output, config_path, no_config, explain, list_rules):
+    """Check sharding annotations in HLO files and directories (recursing into *.hlo and *.txt).
+
+    \b
+    Rule groups: HS0xx syntax, HS1xx validity, HS2xx divisibility, HS3xx collectives,
+    HS4xx cost, HS5xx consistency.  Suppress one finding with a trailing comment on the
+    instruction:  /* hloshard: ignore[HS201] */
+    Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input.
+    """
+    from ..lint.config import load_config
+    from ..lint.context import LintOptions
+    from ..lint.engine import lint_paths
+    from ..lint.registry import select_rules
+    from ..lint.reporters import render
+
+    if explain:
+        write_text_atomic(output, _explain(explain))
+        return
+    if list_rules:
+        write_text_atomic(output, _list_rules())
+        return
+    if not paths:
+        raise UsageError("no input: give HLO files or directories (or --list-rules / --explain CODE)")
+    cfg = {} if no_config else load_config(path=config_path)
+    sel = _split(select) or cfg.get("select") or ("HS",)
+    ign = _split(ignore) or cfg.get("ignore") or ()
+    mesh = mesh if mesh is not None else cfg.get("mesh")
+    if mesh is not None or device_ids is not None or alpha is not None or beta is not None:
+        mesh_from_options(None, mesh, device_ids, alpha, beta)  # validate now: UsageError, exit 2
+    options = LintOptions(
+        select=sel,
+        ignore=ign,
+        fail_on=fail_on or cfg.get("fail_on") or "error",
+        reshard_threshold=reshard_threshold if reshard_threshold is not None
+        else cfg.get("reshard_threshold", 64 * 2**20),
+        num_partitions=num_partitions or cfg.get("num_partitions"),
+        mesh=mesh, device_ids=device_ids, alpha=alpha, beta=beta,
+    )
+    rules = select_rules(options.select, options.ignore)
+    result = lint_paths(paths, options)
+    color = fmt == "text" and output == "-" and sys.stdout.isatty()
+    write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color))
+    for message in result.unreadable:
+        click.echo(f"hloshard: error: {message}", err=True)
+    code = result.exit_code(options.fail_on)
+    if code:
+        click.get_current_context().exit(code)
