@@ -221,7 +221,6 @@ def test_shard_shape_and_offsets_ceil_tiling():
 
 
 def test_shards_cover_the_tensor_exactly():
-    rng = np.random.default_rng(0)
     for text, dims in [("{devices=[4,2]<=[2,4]T(1,0)}", (7, 3)), ("{devices=[3,1,2]<=[6] last_tile_dim_replicate}", (5, 4)),
                        ("{devices=[2,2,2]<=[2,2,2]T(2,0,1)}", (3, 9, 1))]:
         s = P(text)
@@ -229,7 +228,6 @@ def test_shards_cover_the_tensor_exactly():
         for d in s.devices:
             count[s.shard_slices(dims, d)] += 1
         assert (count == s.replication_factor).all()
-    del rng
 
 
 def test_tuple_helpers():

@@ -534,7 +534,7 @@ class HloSharding:
             elif k == "maximal":
                 key = ("maximal", self.maximal_device, self.shard_as, self.shard_like)
             elif k == "named":
-                key = ("named", _strip_named_metadata(self.raw))
+                key = ("named", _named_key(self.raw))
             else:
                 key = (k, self.shard_as, self.shard_like)
             self._key = key
@@ -601,8 +601,8 @@ _NOT_TILED = np.zeros((1,), dtype=np.int64)
 _NOT_TILED.flags.writeable = False
 
 
-def _strip_named_metadata(raw: str) -> str:
-    """Equality key of a named sharding: the raw text without whitespace (metadata kept: rare)."""
+def _named_key(raw: str) -> str:
+    """Equality key of a named sharding: its raw text without whitespace."""
     return re.sub(r"\s+", "", raw)
 
 
@@ -819,6 +819,8 @@ def _parse_single(sc: _Scanner) -> HloSharding:
             if shard_as is not None and shard_like is not None:
                 raise sc.error("a sharding cannot be both shard_as and shard_like", wpos)
         elif w == "metadata":
+            if metadata is not None:
+                raise sc.error("'metadata=' given twice", wpos)
             sc.expect("=")
             metadata = sc.balanced()
         else:
