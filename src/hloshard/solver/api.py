@@ -22,8 +22,11 @@ import numpy as np
 
 from ..costgraph import Problem, evaluate
 from . import cpsat
-from .heuristic import LocalSearch
+from .heuristic import LocalSearch, penalty_search
 from .presolve import Infeasible, presolve
+
+PENALTY_ROUNDS = 40  # memory-penalty rounds (each: min-sum, repair, local search)
+LNS_SHARE = 0.5  # fraction of the time after the full CP-SAT model's start given to LNS
 
 
 @dataclass
@@ -93,21 +96,29 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         return Solution(strategies.tolist(), obj if feas else None, obj if feas else None, status, elapsed(),
                         stats=stats)
 
-    # 2. heuristic
+    # 2. heuristics: greedy + local search, then memory penalties (min-sum + repair + local search)
     ls = LocalSearch(red, seed=seed)
     ls.greedy()
     heur_deadline = t0 + min(0.35 * time_limit, elapsed() + 0.15 * time_limit)
     ls.improve(heur_deadline)
-    best = ls.s.copy()
-    best_obj = ls.objective(best) if ls.feasible(best) else None
+    best, best_obj = None, None
+    if ls.feasible():
+        best, best_obj = ls.s.copy(), ls.objective()
     if hint is not None:
         hp = red.reduce_choice(hint)
         if hp is not None and ls.feasible(hp):
-            ho = ls.objective(hp)
-            if best_obj is None or ho < best_obj:
-                ls.set_solution(hp)
-                ls.improve(heur_deadline)
+            ls.set_solution(hp)
+            ls.improve(heur_deadline)
+            if best_obj is None or ls.objective() < best_obj:
                 best, best_obj = ls.s.copy(), ls.objective()
+    pen_deadline = t0 + min(0.5 * time_limit, elapsed() + 0.2 * time_limit)
+    ps, po = penalty_search(ls, pen_deadline, rng, max_rounds=PENALTY_ROUNDS,
+                            progress=lambda o: _emit(progress, phase="penalty", objective=o + red.offset,
+                                                     elapsed=elapsed()))
+    if po is not None and (best_obj is None or po < best_obj):
+        best, best_obj = ps, po
+    if best is not None:
+        ls.set_solution(best)
     stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
                           "seconds": round(elapsed(), 3)}
     if best_obj is not None:
@@ -122,7 +133,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                           "build_seconds": round(elapsed(), 3)}
         remaining = deadline - time.monotonic()
-        lns_share = 0.0 if red.num_nodes < 50 else 0.5
+        lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
         full_time = max(0.1, remaining * (1.0 - lns_share))
         if remaining > 0.1:
             res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=deterministic,
@@ -160,10 +171,45 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
 
 
-def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, progress, t0, stats):
-    """Large-neighbourhood search with CP-SAT on breadth-first balls; returns (best, best_obj)."""
+def _neighbourhood(red, ls, rng, size):
+    """LNS neighbourhood (reduced node ids): a breadth-first ball around a random node, or -- when
+    memory binds -- the nodes live at a tight liveness point plus their graph neighbours (so that
+    memory can be traded between the nodes that compete for it)."""
     n = red.num_nodes
     nbrs = ls.nbrs
+    mem = red.memory
+    if mem is not None and len(mem.points) and rng.random() < 0.6:
+        slack = mem.caps - ls.load
+        tight = np.argsort(slack, kind="stable")[:max(1, min(len(slack), 8))]
+        p = int(tight[rng.integers(len(tight))])
+        start = mem.points[p].tolist()
+        rng.shuffle(start)
+        start = start[:max(1, size // 2)]
+    else:
+        start = [int(rng.integers(n))]
+    seen = set(start)
+    order = list(start)
+    frontier = list(start)
+    while frontier and len(order) < size:
+        nxt = []
+        for i in frontier:
+            for j, _ in nbrs[i]:
+                if j not in seen:
+                    seen.add(j)
+                    nxt.append(j)
+        rng.shuffle(nxt)
+        for j in nxt:
+            if len(order) >= size:
+                break
+            order.append(j)
+        frontier = nxt
+    return np.array(sorted(order), dtype=np.int64)
+
+
+def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, progress, t0, stats,
+         sub_time=2.0):
+    """Large-neighbourhood search with CP-SAT on subgraphs; returns (best, best_obj)."""
+    n = red.num_nodes
     size = min(n, 60)
     rounds = improved = 0
     ls.set_solution(best)
@@ -172,27 +218,9 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
         if remaining < 0.3:
             break
         rounds += 1
-        # pick a ball around a random node
-        root = int(rng.integers(n))
-        seen = {root}
-        frontier = [root]
-        order = [root]
-        while frontier and len(order) < size:
-            nxt = []
-            for i in frontier:
-                for j, _ in nbrs[i]:
-                    if j not in seen:
-                        seen.add(j)
-                        nxt.append(j)
-            rng.shuffle(nxt)
-            for j in nxt:
-                if len(order) >= size:
-                    break
-                order.append(j)
-            frontier = nxt
-        subset = np.array(sorted(order), dtype=np.int64)
+        subset = _neighbourhood(red, ls, rng, size)
         mdl = cpsat.build_model(red, subset=subset, current=best)
-        sub_limit = min(remaining - 0.2, 2.0)
+        sub_limit = min(remaining - 0.2, sub_time)
         res = cpsat.solve(mdl, sub_limit, workers=1, seed=seed + rounds, deterministic=deterministic,
                           deterministic_limit=sub_limit, hint=best[subset])
         if res.positions is not None:
@@ -202,12 +230,13 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
                 o = ls.objective(cand)
                 if o < best_obj:
                     best, best_obj = cand, o
+                    ls.set_solution(best)
                     improved += 1
                     _emit(progress, phase="lns", objective=best_obj + red.offset, elapsed=time.monotonic() - t0)
-        # adapt the neighbourhood size: grow when solved to optimality quickly
+        # adapt the neighbourhood size: grow when solved to optimality quickly, shrink otherwise
         if res.status == "optimal" and res.wall < 0.5 * sub_limit:
-            size = min(n, int(size * 1.2) + 1)
+            size = min(n, int(size * 1.15) + 1)
         elif res.status != "optimal":
-            size = max(10, int(size * 0.8))
+            size = max(10, int(size * 0.85))
     stats["lns"] = {"rounds": rounds, "improved": improved, "final_size": size}
     return best, best_obj

@@ -96,7 +96,16 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     costs = [red.costs[i].copy() for i in nodes.tolist()]
 
     inner = []  # (ul, vl, matrix)
-    for (u, v), m in zip(red.edges.tolist(), red.edge_costs):
+    if subset is None:
+        edge_ids = range(len(red.edge_costs))
+        point_ids = range(len(red.memory.points)) if red.memory is not None else range(0)
+    else:
+        node_edges, node_points = red.incidence()
+        edge_ids = sorted({e for i in nodes.tolist() for e in node_edges[i]})
+        point_ids = sorted({p for i in nodes.tolist() for p in node_points[i]})
+    for e in edge_ids:
+        u, v = (int(x) for x in red.edges[e])
+        m = red.edge_costs[e]
         fu, fv = free[u], free[v]
         if fu and fv:
             inner.append((int(local[u]), int(local[v]), m))
@@ -178,11 +187,8 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     # memory
     mem = red.memory
     if mem is not None:
-        if subset is None:
-            outside = None
-        else:
-            outside = np.zeros(len(mem.caps), dtype=np.int64)
-        for p, pnodes in enumerate(mem.points):
+        for p in point_ids:
+            pnodes = mem.points[p]
             if subset is None:
                 inside = pnodes
                 cap = int(mem.caps[p])

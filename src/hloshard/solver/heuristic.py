@@ -219,3 +219,186 @@ class LocalSearch:
             if d > 0 and load[p] + d > self.caps[p]:
                 return False
         return True
+
+
+# -- min-sum message passing and the memory penalty loop -----------------------------------------
+
+class MinSum:
+    """Min-sum belief propagation (sequential forward/backward sweeps) for the problem without
+    memory constraints, with per-node cost overrides.  Exact on trees; a strong heuristic on the
+    sparse, nearly tree-shaped cost graphs of auto-sharding.  Floats (costs < 1e18 are exact
+    enough for ranking)."""
+
+    def __init__(self, ls: "LocalSearch"):
+        self.ls = ls
+        n = ls.n
+        self.n = n
+        self.nbrs_f = [[(j, np.minimum(m, INF).astype(np.float64)) for j, m in ls.nbrs[i]] for i in range(n)]
+        # message from j to i lives at msg[i][slot of j in nbrs[i]]
+        self.slot = [dict() for _ in range(n)]
+        for i in range(n):
+            for k, (j, _) in enumerate(self.nbrs_f[i]):
+                self.slot[i][j] = k
+        degree = np.array([len(x) for x in self.nbrs_f])
+        self.order = np.argsort(-degree, kind="stable")
+        self.order = self._bfs_order()
+
+    def _bfs_order(self):
+        n = self.n
+        seen = np.zeros(n, dtype=bool)
+        order = []
+        for root in range(n):
+            if seen[root]:
+                continue
+            seen[root] = True
+            dq = deque([root])
+            while dq:
+                i = dq.popleft()
+                order.append(i)
+                for j, _ in self.nbrs_f[i]:
+                    if not seen[j]:
+                        seen[j] = True
+                        dq.append(j)
+        return order
+
+    def run(self, costs, sweeps: int = 6, deadline: float = float("inf"), damping: float = 0.0):
+        """Return strategy positions minimising (heuristically) node costs ``costs`` + edge costs."""
+        n = self.n
+        msgs = [[np.zeros(len(costs[i])) for _ in self.nbrs_f[i]] for i in range(n)]
+        cf = [np.asarray(c, dtype=np.float64) for c in costs]
+        order = self.order
+        for sweep in range(sweeps):
+            seq = order if sweep % 2 == 0 else order[::-1]
+            for i in seq:
+                nb = self.nbrs_f[i]
+                if not nb:
+                    continue
+                belief = cf[i] + sum(msgs[i]) if len(msgs[i]) > 1 else cf[i] + msgs[i][0]
+                mi = msgs[i]
+                for k, (j, m) in enumerate(nb):
+                    h = belief - mi[k]
+                    out = (h[:, None] + m).min(axis=0)
+                    out -= out.min()
+                    slot = self.slot[j][i]
+                    if damping:
+                        out = damping * msgs[j][slot] + (1 - damping) * out
+                    msgs[j][slot] = out
+            if time.monotonic() > deadline:
+                break
+        s = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            b = cf[i] + (sum(msgs[i]) if msgs[i] else 0.0)
+            s[i] = int(np.argmin(b))
+        return s
+
+
+def repair_memory(ls: "LocalSearch", costs=None):
+    """Make ``ls.s`` memory-feasible by lowering usages greedily: at the most violated point, the
+    change with the smallest cost increase per byte saved.  Terminates (all-minimum usage fits)."""
+    if not len(ls.caps):
+        return
+    usages = ls.usages
+    for _ in range(10 * ls.n + 10):
+        excess = ls.load - ls.caps
+        p = int(np.argmax(excess))
+        if excess[p] <= 0:
+            return
+        best = None
+        for i in ls.red.memory.points[p].tolist():
+            cur = ls.s[i]
+            u = usages[i]
+            lower = u < u[cur]
+            if not lower.any():
+                continue
+            c = ls.local_cost(i) if costs is None else _local_cost_with(ls, i, costs)
+            dc = np.maximum(c - c[cur], 0).astype(np.float64)
+            du = (u[cur] - u).astype(np.float64)
+            # prefer changes that clear the excess; among them the cheapest per byte
+            ratio = np.where(lower, (dc + 1.0) / np.minimum(du, float(excess[p])), np.inf)
+            a = int(np.argmin(ratio))
+            if best is None or ratio[a] < best[0]:
+                best = (ratio[a], i, a)
+        if best is None:  # cannot happen when the minimum-usage assignment is feasible
+            return
+        ls._move(best[1], best[2])
+
+
+def _local_cost_with(ls, i, costs):
+    c = costs[i].copy()
+    for j, m in ls.nbrs[i]:
+        c = np.minimum(c + m[:, ls.s[j]], INF)
+    return c
+
+
+def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_rounds: int = 1000):
+    """Lagrangian-style memory penalties: solve the problem without memory limits with per-node
+    penalties ``lambda_i * (usage - min usage)`` added to the node costs (min-sum + local search),
+    raise the penalties of the nodes live at violated liveness points, repair each candidate to
+    feasibility and polish it with the memory-aware local search.  Returns (best positions, best
+    objective) over all rounds (feasible), or (None, None)."""
+    red = ls.red
+    n = ls.n
+    ms = MinSum(ls)
+    mem = red.memory
+    base_costs = [c.astype(np.int64) for c in red.costs]
+    urange = [u - u.min() for u in red.usages]
+    best_s, best_obj = None, None
+    lam = np.zeros(n)
+    # initial penalty scale: cost per byte of the typical trade-off
+    spans = []
+    for i in range(n):
+        du = urange[i].max()
+        if du > 0:
+            c = base_costs[i][base_costs[i] < INF]
+            if len(c):
+                spans.append((c.max() - c.min() + 1) / du)
+    unit = float(np.median(spans)) if spans else 1.0
+    unit = max(unit, 1e-9)
+    rounds = 0
+    while time.monotonic() < deadline and rounds < max_rounds:
+        rounds += 1
+        costs = [np.minimum(base_costs[i] + np.round(lam[i] * urange[i]).astype(np.int64), INF)
+                 if lam[i] > 0 else base_costs[i] for i in range(n)]
+        s = ms.run(costs, sweeps=6, deadline=deadline)
+        ls.set_solution(s)
+        # unconstrained polish on penalised costs (single moves, memory ignored)
+        _icm_free(ls, costs, deadline)
+        viol = None
+        if mem is not None:
+            excess = ls.load - ls.caps
+            viol = np.nonzero(excess > 0)[0]
+        if viol is not None and len(viol):
+            bump = np.zeros(n, dtype=bool)
+            for p in viol.tolist():
+                bump[mem.points[p]] = True
+            bump &= np.array([urange[i][ls.s[i]] > 0 for i in range(n)])
+            lam[bump] = lam[bump] * 1.6 + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
+            repair_memory(ls)
+        else:
+            lam *= 0.8
+        ls.improve(deadline)
+        if ls.feasible():
+            o = ls.objective()
+            if best_obj is None or o < best_obj:
+                best_s, best_obj = ls.s.copy(), o
+                if progress is not None:
+                    progress(best_obj)
+        if mem is None:
+            break
+    return best_s, best_obj
+
+
+def _icm_free(ls, costs, deadline, max_sweeps: int = 5):
+    n = ls.n
+    for _ in range(max_sweeps):
+        moved = False
+        for i in range(n):
+            if len(costs[i]) == 1:
+                continue
+            c = _local_cost_with(ls, i, costs)
+            k = int(np.argmin(c))
+            if c[k] < c[ls.s[i]]:
+                ls._move(i, k)
+                moved = True
+        if not moved or time.monotonic() > deadline:
+            break

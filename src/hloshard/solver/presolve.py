@@ -111,6 +111,23 @@ class Reduced:
                 out[v] = table[np.searchsorted(ustrat, out[u]), np.searchsorted(wstrat, out[w])]
         return out
 
+    def incidence(self):
+        """``(node_edges, node_points)``: per reduced node the ids of its edges and of the memory
+        points it appears in (cached)."""
+        cached = getattr(self, "_incidence", None)
+        if cached is None:
+            ne: list[list] = [[] for _ in range(self.num_nodes)]
+            for e, (u, v) in enumerate(self.edges.tolist()):
+                ne[u].append(e)
+                ne[v].append(e)
+            npnt: list[list] = [[] for _ in range(self.num_nodes)]
+            if self.memory is not None:
+                for p, nodes in enumerate(self.memory.points):
+                    for i in nodes.tolist():
+                        npnt[i].append(p)
+            cached = self._incidence = (ne, npnt)
+        return cached
+
     def reduce_choice(self, strategies) -> np.ndarray | None:
         """Reduced positions of an original solution, or None when it uses a removed strategy."""
         s = np.asarray(strategies, dtype=np.int64)
@@ -521,13 +538,17 @@ def _memory_model(g, alive, pos, times, start, end, limit):
             elif no_start and caps[q] <= caps[p]:
                 continue
         keep.append(p)
-    points, capl = [], []
-    order = np.argsort(start[vidx], kind="stable")
-    vs, ve = start[vidx][order], end[vidx][order]
-    vnodes = vidx[order]
-    for p in keep:
-        sel = (vs <= p) & (ve > p)
-        points.append(np.sort(pos[vnodes[sel]]))
-        capl.append(caps[p])
+    kept = np.array(keep, dtype=np.int64)
+    lo_k = np.searchsorted(kept, start[vidx])
+    hi_k = np.searchsorted(kept, end[vidx])
+    cnt = np.maximum(hi_k - lo_k, 0)
+    node_rep = np.repeat(pos[vidx], cnt)
+    first = np.repeat(lo_k - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
+    point_of = np.arange(int(cnt.sum()), dtype=np.int64) + first
+    order = np.lexsort((node_rep, point_of))
+    node_rep, point_of = node_rep[order], point_of[order]
+    bounds = np.searchsorted(point_of, np.arange(len(kept) + 1))
+    points = [node_rep[bounds[k]:bounds[k + 1]] for k in range(len(kept))]
+    capl = caps[kept]
     return MemoryModel(times=times[np.array(keep, dtype=np.int64)], points=points,
                        caps=np.array(capl, dtype=np.int64))
