@@ -1,0 +1,488 @@
+"""``explain-reshape``: what resharding around a reshape costs, and who pays for it.
+
+Given an operand (shape + sharding), the reshape's output shape and (optionally) its output sharding on
+a device mesh, :func:`explain_reshape` builds an :class:`ExplainReport`:
+
+* the operand and output shardings with per-device shapes and bytes, and the mesh axes each tensor dim
+  is split over (or why it needs a sub-axis);
+* the operand sharding the output requires (:func:`hloshard.cost.reshape.required_operand_sharding`);
+* the resharding plan from the operand's sharding to that one (:func:`hloshard.cost.reshard.plan`),
+  its total cost and the memory per device before / at the peak / after;
+* the *accounting*: XLA's auto-sharding charges this cost as a resharding cost on the operand edge
+  (operand -> required sharding), and an accounting that derives the reshape's strategy from the
+  operand's strategy (``ReshapeSharding`` of the operand sharding, required input = the operand's own
+  sharding) sees zero edge cost and zero op cost: the gather is then charged nowhere (openxla/xla
+  issue #12392, ``../shared/seeds/000_b639b7df27fa914f.txt``);
+* alternatives: other output shardings on the mesh, each with the operand plan it needs, ranked by
+  cost (e.g. an all-to-all that keeps the data sharded);
+* optionally XLA's own answer (:mod:`hloshard.xla_check`).
+
+:func:`report_to_json` gives the stable JSON schema documented in ``docs/explain-reshape.md``;
+:func:`render_text` the rich text report (with tile maps: which device holds which tile).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from .cost import reshape as R
+from .cost.memory import bytes_per_device
+from .cost.reshard import ReshardPlan, plan as make_plan
+from .errors import InputError
+from .hlo.shape import Shape
+from .hlo.sharding import HloSharding
+
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass
+class Alternative:
+    """One candidate output sharding: the operand sharding it requires and the plan to get there."""
+
+    result_sharding: HloSharding
+    required_operand_sharding: HloSharding
+    plan: ReshardPlan
+    exact: bool  # the output's splits all carry over to the operand (else: local slice after reshape)
+    is_requested: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "result_sharding": str(self.result_sharding),
+            "required_operand_sharding": str(self.required_operand_sharding),
+            "total_cost": self.plan.total_cost,
+            "collectives": [s.kind for s in self.plan.collectives],
+            "plan": [s.to_json() for s in self.plan.steps],
+            "memory_per_device": {"before": self.plan.memory_before, "peak": self.plan.memory_peak,
+                                  "after": self.plan.memory_after},
+            "slice_after_reshape": not self.exact,
+            "is_requested": self.is_requested,
+        }
+
+
+@dataclasses.dataclass
+class ExplainReport:
+    """Everything ``explain-reshape`` reports (see the module docstring)."""
+
+    operand_shape: Shape
+    result_shape: Shape
+    operand_sharding: HloSharding
+    result_sharding: HloSharding
+    result_given: bool
+    required: R.ReshapeInference
+    plan: ReshardPlan
+    mesh: Any
+    alternatives: list[Alternative]
+    instruction: str | None = None
+    operand_name: str | None = None
+    xla: dict[str, Any] | None = None
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def required_operand_sharding(self) -> HloSharding:
+        return self.required.sharding
+
+    def accounting(self) -> dict[str, Any]:
+        """Where an XLA-style auto-sharding accounting charges the plan, and where a follow-the-operand
+        accounting would (not)."""
+        src, req = self.operand_sharding, self.required.sharding
+        mem_edge = max(self.plan.memory_before, self.plan.memory_after) - self.plan.memory_before
+        derived = R.infer_output(self.operand_shape, self.result_shape, src)
+        hidden = make_plan(self.operand_shape, src, derived.source_needed, self.mesh)
+        matches = derived.sharding == self.result_sharding
+        cost = self.plan.total_cost
+        if cost > 0:
+            where = (f"as a communication resharding cost on the operand edge (operand {src} -> required "
+                     f"{req}): {_num(cost)}; the reshape itself then moves no data (communication cost 0)")
+        else:
+            where = "nothing to charge: the operand already has the sharding the output requires"
+        if hidden.total_cost > 0:
+            follow = (f"deriving the reshape's strategy from the operand's sharding {src} yields {derived.sharding} "
+                      f"with required input = the operand's own sharding, so the edge cost is 0 and the op's "
+                      f"communication cost is 0, yet the reshape needs {_kinds(hidden)} costing "
+                      f"{_num(hidden.total_cost)}: it is charged nowhere")
+        else:
+            follow = (f"deriving the reshape's strategy from the operand's sharding yields {derived.sharding} "
+                      f"and that needs no communication: nothing is missed")
+        return {
+            "model": "xla-auto-sharding",
+            "charged_on": "operand_edge" if cost > 0 else "none",
+            "operand_edge": {
+                "from": str(src), "to": str(req),
+                "communication_cost": cost,
+                "memory_cost": mem_edge,
+            },
+            "inside_op": {"communication_cost": 0.0},
+            "derived_from_operand": {
+                "result_sharding": str(derived.sharding),
+                "input_sharding": str(src),
+                "edge_cost": 0.0,
+                "communication_cost": 0.0,
+                "actual_cost": hidden.total_cost,
+                "actual_collectives": [s.kind for s in hidden.collectives],
+                "charged_nowhere": hidden.total_cost > 0,
+                "matches_result": matches,
+            },
+            "explanation": [where, follow],
+        }
+
+
+def _kinds(p: ReshardPlan) -> str:
+    ks = [s.kind for s in p.collectives]
+    return " + ".join(ks) if ks else "no collective"
+
+
+def _num(x: float) -> str:
+    """Cost for display: thousands separators, up to 3 decimals, no trailing zeros (98,304,001.1)."""
+    if x == int(x):
+        return f"{int(x):,}"
+    return f"{x:,.3f}".rstrip("0").rstrip(".")
+
+
+# ------------------------------------------------------------------------------------------------
+# building the report
+
+
+def _check_sharding(sharding: HloSharding, shape: Shape, mesh, what: str) -> None:
+    if sharding.kind == "tuple":
+        raise InputError(f"{what} sharding {sharding} is a tuple sharding; a reshape takes one array")
+    if sharding.kind == "tiled":
+        if sharding.tiled_rank != shape.rank:
+            raise InputError(f"{what} sharding {sharding} has {sharding.tiled_rank} tiled dims but the {what} "
+                             f"{shape} has rank {shape.rank}")
+        if sharding.num_devices != mesh.num_devices:
+            raise InputError(f"{what} sharding {sharding} uses {sharding.num_devices} devices but the mesh "
+                             f"{mesh} has {mesh.num_devices}")
+    if sharding.kind == "maximal" and not 0 <= int(sharding.maximal_device) < mesh.num_devices:
+        raise InputError(f"{what} sharding {sharding} names device {sharding.maximal_device}, not in the mesh "
+                         f"{mesh}")
+
+
+def candidate_output_shardings(result_shape: Shape, mesh, divisible_only: bool = True) -> list[HloSharding]:
+    """Every output sharding that splits dims over whole mesh axes (each axis used once, any order
+    within a dim), plus replicated; deterministic order. ``divisible_only`` skips splits that do not
+    divide the dim."""
+    axes = [a for a in range(len(mesh.shape)) if int(mesh.shape[a]) > 1]
+    rank = result_shape.rank
+    out: list[HloSharding] = []
+    seen: set[HloSharding] = set()
+
+    def add(s: HloSharding) -> None:
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+
+    # assign each axis to a dim or to nothing, then order the axes within each dim
+    for assign in itertools.product(range(-1, rank), repeat=len(axes)):
+        per_dim: list[list[int]] = [[] for _ in range(rank)]
+        for a, d in zip(axes, assign):
+            if d >= 0:
+                per_dim[d].append(a)
+        orders = [list(itertools.permutations(p)) for p in per_dim]
+        for combo in itertools.product(*orders):
+            tiles = [math.prod(int(mesh.shape[a]) for a in c) for c in combo]
+            if divisible_only and any(result_shape.dims[d] % t for d, t in enumerate(tiles)):
+                continue
+            if any(t > result_shape.dims[d] for d, t in enumerate(tiles)):
+                continue
+            add(mesh.axes_to_sharding([list(c) for c in combo]))
+    return out
+
+
+def explain_reshape(operand_shape: Shape, result_shape: Shape, operand_sharding: HloSharding | None,
+                    result_sharding: HloSharding | None, mesh, *, instruction: str | None = None,
+                    operand_name: str | None = None, max_alternatives: int = 5) -> ExplainReport:
+    """Build the report. ``operand_sharding`` None means replicated (noted); ``result_sharding`` None:
+    the cheapest candidate output sharding is reported and the rest listed as alternatives.
+
+    Raises InputError on a tuple / non-array shape, a rank mismatch, a sharding whose device count is
+    not the mesh size, or an element count that changes across the reshape.
+    """
+    notes: list[str] = []
+    for shp, what in ((operand_shape, "operand"), (result_shape, "result")):
+        if not shp.is_array:
+            raise InputError(f"the {what} shape {shp} is not an array")
+    if operand_shape.element_type != result_shape.element_type:
+        raise InputError(f"a reshape keeps the element type: operand {operand_shape} but result {result_shape}")
+    R.reshape_groups(operand_shape.dims, result_shape.dims)  # element count check
+    if operand_sharding is None:
+        operand_sharding = HloSharding.replicated()
+        notes.append("the operand has no sharding: treated as replicated")
+    _check_sharding(operand_sharding, operand_shape, mesh, "operand")
+    if result_sharding is not None:
+        _check_sharding(result_sharding, result_shape, mesh, "result")
+
+    candidates: list[Alternative] = []
+    for cand in candidate_output_shardings(result_shape, mesh):
+        inf = R.infer_operand(operand_shape, result_shape, cand)
+        p = make_plan(operand_shape, operand_sharding, inf.sharding, mesh)
+        candidates.append(Alternative(cand, inf.sharding, p, inf.exact,
+                                      result_sharding is not None and cand == result_sharding))
+    candidates.sort(key=lambda a: (a.plan.total_cost, -_splits(a.result_sharding), a.plan.memory_after,
+                                   str(a.result_sharding)))
+    given = result_sharding is not None
+    if not given:
+        if not candidates:
+            raise InputError(f"no output sharding of {result_shape} fits the mesh {mesh}")
+        best = candidates[0]
+        result_sharding = best.result_sharding
+        best.is_requested = True
+        notes.append("no output sharding given: reporting the cheapest candidate, alternatives below")
+    required = R.infer_operand(operand_shape, result_shape, result_sharding)
+    p = make_plan(operand_shape, operand_sharding, required.sharding, mesh)
+    if not required.exact:
+        notes.append("the output splits more than the operand can express: after the reshape each device "
+                     "slices its part locally (dynamic-slice, no communication)")
+    alts = [a for a in candidates if not (a.result_sharding == result_sharding)]
+    return ExplainReport(operand_shape=operand_shape, result_shape=result_shape,
+                         operand_sharding=operand_sharding, result_sharding=result_sharding, result_given=given,
+                         required=required, plan=p, mesh=mesh, alternatives=alts[:max(0, max_alternatives)],
+                         instruction=instruction, operand_name=operand_name, notes=notes)
+
+
+def _splits(s: HloSharding) -> int:
+    return s.num_tiles if s.kind == "tiled" else 1
+
+
+# ------------------------------------------------------------------------------------------------
+# XLA comparison
+
+
+def xla_module_text(report: ExplainReport) -> str:
+    """The tiny module XLA partitions for ``--xla``: parameter (operand sharding) -> reshape (output
+    sharding)."""
+    return (f"HloModule explain_reshape, num_partitions={report.mesh.num_devices}\n\n"
+            f"ENTRY %main {{\n"
+            f"  %operand = {report.operand_shape.to_string(False)} parameter(0), sharding={report.operand_sharding}\n"
+            f"  ROOT %reshape = {report.result_shape.to_string(False)} reshape(%operand), "
+            f"sharding={report.result_sharding}\n}}\n")
+
+
+def attach_xla(report: ExplainReport) -> None:
+    """Run XLA's SPMD partitioner on :func:`xla_module_text` in a child process and record its
+    collectives beside the plan's (``report.xla``). Raises InputError when jax is not installed."""
+    from . import xla_check
+
+    if not xla_check.jax_available():
+        raise InputError("--xla needs jax and jaxlib in this Python (pip install 'hloshard[xla]')")
+    res = xla_check.spmd_collectives([xla_module_text(report)], report.mesh.num_devices)[0]
+    if res.error:
+        report.xla = {"error": res.error, "collectives": [], "agrees": False, "differences": [res.error]}
+        return
+    xla_ops = [(c.kind, sorted(sorted(g) for g in c.replica_groups), sorted(c.source_target_pairs))
+               for c in res.collectives]
+    mine = [(s.kind, sorted(sorted(g) for g in s.replica_groups), sorted(s.source_target_pairs))
+            for s in report.plan.collectives]
+    diffs = []
+    if [k for k, _, _ in xla_ops] != [k for k, _, _ in mine]:
+        diffs.append(f"collectives differ: XLA {[k for k, _, _ in xla_ops] or 'none'}, plan "
+                     f"{[k for k, _, _ in mine] or 'none'}")
+    else:
+        for i, (x, m) in enumerate(zip(xla_ops, mine)):
+            if x[1] != m[1]:
+                diffs.append(f"step {i + 1} ({x[0]}): replica groups differ: XLA {x[1]}, plan {m[1]}")
+            if x[2] != m[2]:
+                diffs.append(f"step {i + 1} ({x[0]}): source_target_pairs differ: XLA {x[2]}, plan {m[2]}")
+    report.xla = {"collectives": [c.to_json() for c in res.collectives], "agrees": not diffs,
+                  "differences": diffs, "dynamic_slice": res.has_dynamic_slice}
+
+
+# ------------------------------------------------------------------------------------------------
+# JSON
+
+
+def _side(shape: Shape, sharding: HloSharding, mesh, name: str | None) -> dict[str, Any]:
+    tile = list(sharding.tile_shape(shape.dims)) if sharding.kind == "tiled" else list(shape.dims)
+    axes, why = R.mesh_axes_report(sharding, shape.rank, mesh) if sharding.kind in ("tiled", "replicated") \
+        else (None, f"{sharding.kind} sharding")
+    return {
+        "name": name,
+        "shape": shape.to_string(False),
+        "sharding": str(sharding),
+        "per_device_shape": tile,
+        "bytes_per_device": bytes_per_device(shape, sharding),
+        "total_bytes": shape.byte_size,
+        "mesh_axes": axes,
+        "mesh_axes_note": why,
+        "tiles": tile_map(shape, sharding, mesh),
+    }
+
+
+def tile_map(shape: Shape, sharding: HloSharding, mesh) -> list[dict[str, Any]]:
+    """Which devices hold which tile: one entry per tile (row-major tile index) with its element
+    ranges ``[start, stop)`` per dim and the devices holding it (ascending)."""
+    dims = [int(d) for d in shape.dims]
+    if sharding.kind != "tiled":
+        devs = sorted(int(d) for d in np.asarray(mesh.device_ids).ravel())
+        if sharding.kind == "maximal":
+            devs = [int(sharding.maximal_device)]
+        return [{"index": [0] * len(dims), "ranges": [[0, d] for d in dims], "devices": devs}]
+    tiles = sharding.tile_dims
+    ta = np.asarray(sharding.tile_assignment).reshape(tuple(tiles) + (-1,))
+    out = []
+    for idx in np.ndindex(*tiles):
+        ranges = []
+        for n, t, i in zip(dims, tiles, idx):
+            c = -(-n // t)
+            ranges.append([min(i * c, n), min((i + 1) * c, n)])
+        out.append({"index": list(idx), "ranges": ranges, "devices": sorted(int(d) for d in ta[idx])})
+    return out
+
+
+def report_to_json(report: ExplainReport) -> dict[str, Any]:
+    """The stable JSON document (schema version 1, see ``docs/explain-reshape.md``)."""
+    p = report.plan
+    data = {
+        "schema_version": SCHEMA_VERSION,
+        "instruction": report.instruction,
+        "mesh": _mesh_json(report.mesh),
+        "operand": _side(report.operand_shape, report.operand_sharding, report.mesh, report.operand_name),
+        "result": dict(_side(report.result_shape, report.result_sharding, report.mesh, report.instruction),
+                       given=report.result_given),
+        "required_operand_sharding": str(report.required.sharding),
+        "required_operand": _side(report.operand_shape, report.required.sharding, report.mesh, None),
+        "reshape_groups": [{"operand_dims": list(g.group.in_dims), "result_dims": list(g.group.out_dims),
+                            "status": g.status, "detail": g.detail} for g in
+                           R.infer_output(report.operand_shape, report.result_shape,
+                                          report.operand_sharding).groups],
+        "slice_after_reshape": not report.required.exact,
+        "plan": [s.to_json() for s in p.steps],
+        "total_cost": p.total_cost,
+        "bytes_per_device": p.bytes_per_device,
+        "memory_per_device": {"before": p.memory_before, "peak": p.memory_peak, "after": p.memory_after},
+        "conservative": p.conservative,
+        "accounting": report.accounting(),
+        "alternatives": [a.to_json() for a in report.alternatives],
+        "xla": report.xla,
+        "notes": list(report.notes) + list(p.notes),
+    }
+    return data
+
+
+def _mesh_json(mesh) -> dict[str, Any]:
+    return {"shape": [int(s) for s in mesh.shape],
+            "device_ids": [int(d) for d in np.asarray(mesh.device_ids).ravel()],
+            "alpha": [float(a) for a in mesh.alpha], "beta": [float(b) for b in mesh.beta]}
+
+
+# ------------------------------------------------------------------------------------------------
+# rich text
+
+
+def _tile_table(title: str, shape: Shape, sharding: HloSharding, mesh):
+    """A grid: rows = tile indices of every split dim but the last, columns = the last split dim's
+    tiles; each cell lists the devices holding that tile."""
+    from rich.table import Table
+
+    tiles = sharding.tile_dims if sharding.kind == "tiled" else tuple(1 for _ in shape.dims)
+    split = [d for d, t in enumerate(tiles) if t > 1]
+    entries = {tuple(e["index"]): e for e in tile_map(shape, sharding, mesh)}
+    table = Table(title=title, show_lines=False, title_justify="left", pad_edge=False)
+    dims = [int(d) for d in shape.dims]
+    if not split:
+        table.add_column("whole tensor")
+        e = next(iter(entries.values()))
+        table.add_row("devices " + _devs(e["devices"]))
+        return table
+    col_dim = split[-1]
+    row_dims = split[:-1]
+    c = -(-dims[col_dim] // tiles[col_dim])
+    table.add_column(", ".join(f"dim {d}" for d in row_dims) if row_dims else "")
+    for j in range(tiles[col_dim]):
+        table.add_column(f"dim {col_dim} [{min(j * c, dims[col_dim])}:{min((j + 1) * c, dims[col_dim])})",
+                         justify="center")
+    for ridx in itertools.product(*[range(tiles[d]) for d in row_dims]):
+        label = ", ".join(
+            f"[{min(i * -(-dims[d] // tiles[d]), dims[d])}:{min((i + 1) * -(-dims[d] // tiles[d]), dims[d])})"
+            for d, i in zip(row_dims, ridx))
+        cells = []
+        for j in range(tiles[col_dim]):
+            idx = [0] * len(dims)
+            for d, i in zip(row_dims, ridx):
+                idx[d] = i
+            idx[col_dim] = j
+            cells.append(_devs(entries[tuple(idx)]["devices"]))
+        table.add_row(label or "all", *cells)
+    return table
+
+
+def _devs(devs: list[int]) -> str:
+    if len(devs) > 2 and devs == list(range(devs[0], devs[-1] + 1)):
+        return f"d{devs[0]}-d{devs[-1]}"
+    return ",".join(f"d{d}" for d in devs)
+
+
+def render_text(report: ExplainReport, console) -> None:
+    """Print the report on a rich ``Console``."""
+    from rich.table import Table
+
+    data = report_to_json(report)
+    mesh = data["mesh"]
+    head = f"explain-reshape{(' ' + report.instruction) if report.instruction else ''}"
+    console.print(f"[bold]{head}[/bold]  mesh {'x'.join(map(str, mesh['shape']))}  "
+                  f"alpha {mesh['alpha']}  beta {mesh['beta']}")
+    console.print()
+    for key, label in (("operand", "operand"), ("result", "result"), ("required_operand", "required operand")):
+        side = data[key]
+        axes = side["mesh_axes"]
+        axes_txt = ("mesh axes per dim " + str(axes)) if axes is not None else f"not on whole mesh axes ({side['mesh_axes_note']})"
+        console.print(f"[bold]{label}[/bold] {side['shape']} sharding={side['sharding']}")
+        console.print(f"  per device {side['per_device_shape']}  {side['bytes_per_device']:,} bytes  ({axes_txt})")
+    console.print()
+    console.print(_tile_table("before: operand tiles (which device holds which tile)", report.operand_shape,
+                              report.operand_sharding, report.mesh))
+    console.print(_tile_table("after: required operand tiles", report.operand_shape, report.required.sharding,
+                              report.mesh))
+    console.print(_tile_table("result tiles", report.result_shape, report.result_sharding, report.mesh))
+    console.print()
+    for g in data["reshape_groups"]:
+        if g["status"] != "unsplit":
+            console.print(f"reshape group {g['operand_dims']} -> {g['result_dims']}: {g['status']}: {g['detail']}")
+    console.print()
+    if data["plan"]:
+        t = Table(title="plan (operand -> required operand sharding)", title_justify="left")
+        for col in ("#", "kind", "dims", "mesh axes", "replica groups / pairs", "bytes/device", "cost"):
+            t.add_column(col, justify="right" if col in ("#", "bytes/device", "cost") else "left")
+        for i, s in enumerate(data["plan"], 1):
+            groups = s["replica_groups"] or s["source_target_pairs"]
+            t.add_row(str(i), s["kind"], str(s["dims"]), str(s["mesh_axes"]), str(groups),
+                      f"{s['bytes_per_device']:,}", _num(s["cost"]))
+        console.print(t)
+    else:
+        console.print("plan: no communication (the operand already has the required sharding)")
+    mem = data["memory_per_device"]
+    console.print(f"[bold]total cost[/bold] {_num(data['total_cost'])}   bytes received per device "
+                  f"{data['bytes_per_device']:,}")
+    console.print(f"memory per device: before {mem['before']:,}  peak {mem['peak']:,}  after {mem['after']:,}")
+    console.print()
+    acc = data["accounting"]
+    console.print("[bold]accounting[/bold] (XLA auto-sharding style)")
+    for line in acc["explanation"]:
+        console.print(f"  - {line}")
+    console.print()
+    if data["alternatives"]:
+        t = Table(title="alternatives (other output shardings, ranked by cost)", title_justify="left")
+        for col in ("result sharding", "operand needs", "collectives", "cost", "memory after"):
+            t.add_column(col, justify="right" if col in ("cost", "memory after") else "left")
+        for a in data["alternatives"]:
+            t.add_row(a["result_sharding"], a["required_operand_sharding"], " + ".join(a["collectives"]) or "none",
+                      _num(a["total_cost"]), f"{a['memory_per_device']['after']:,}")
+        console.print(t)
+    if data["xla"] is not None:
+        x = data["xla"]
+        console.print("[bold]XLA (SPMD partitioner, raw after spmd-partitioning)[/bold]")
+        if x.get("error"):
+            console.print(f"  XLA failed: {x['error']}")
+        for c in x["collectives"]:
+            groups = c["replica_groups"] or c["source_target_pairs"]
+            console.print(f"  {c['kind']} {c['shape']} dimensions={c['dims']} groups {groups}")
+        if not x["collectives"]:
+            console.print("  no collectives")
+        console.print("  agrees with the plan" if x["agrees"] else
+                      "  [bold red]DISAGREES[/bold red] with the plan: " + "; ".join(x["differences"]))
+    for n in data["notes"]:
+        console.print(f"note: {n}")
