@@ -143,7 +143,7 @@ class _Builder(Transformer):
     # -- names -----------------------------------------------------------------------------------
     def _check_name(self, tok: Token, kind: str = "instruction") -> str:
         name = _name_of(tok)
-        if name in ELEMENT_BITS or name in _KEYWORDS:
+        if name in ELEMENT_BITS or (tok.type != "PNAME" and name in _KEYWORDS):
             self.ctx.error_tok(f"illegal {kind} name {name!r}: it is a type name or keyword", tok)
         if name.startswith("__") and not name.startswith("__xla_"):
             self.ctx.error_tok(f"illegal {kind} name {name!r}: names starting with '__' are reserved", tok)
