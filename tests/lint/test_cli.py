@@ -1,0 +1,149 @@
+"""``hloshard lint`` on the command line: exit codes, formats, options, pyproject configuration."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+
+CASES = pathlib.Path(__file__).parent / "cases"
+WARN_ONLY = "HloModule m, num_partitions=4\nENTRY e {\n  ROOT a = f32[10] parameter(0), sharding={devices=[4]<=[4]}\n}\n"
+CLEAN = (CASES / "hs202_good.hlo").read_text()
+ERROR = (CASES / "hs103_bad.hlo").read_text()
+
+
+def run(args):
+    result = CliRunner().invoke(main, ["lint", *args], catch_exceptions=False)
+    return result
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml above tmp
+    (tmp_path / "clean.hlo").write_text(CLEAN)
+    (tmp_path / "warn.hlo").write_text(WARN_ONLY)
+    (tmp_path / "error.hlo").write_text(ERROR)
+    return tmp_path
+
+
+def test_exit_codes(files):
+    assert run(["clean.hlo"]).exit_code == 0
+    assert run(["warn.hlo"]).exit_code == 0                      # default --fail-on error
+    assert run(["warn.hlo", "--fail-on", "warning"]).exit_code == 1
+    assert run(["warn.hlo", "--fail-on", "info"]).exit_code == 1
+    assert run(["error.hlo"]).exit_code == 1
+    assert run(["error.hlo", "--ignore", "HS103"]).exit_code == 0
+    assert run(["clean.hlo", "--select", "HS1,HS2", "--select", "HS501"]).exit_code == 0
+
+
+def test_usage_errors_exit_2(files):
+    for args in (["--format", "xml", "clean.hlo"], ["--select", "HS999", "clean.hlo"], [],
+                 ["--reshard-threshold", "lots", "clean.hlo"], ["--mesh", "2xq", "clean.hlo"],
+                 ["--num-partitions", "0", "clean.hlo"], ["--explain", "HS999"],
+                 ["--device-ids", "0,1", "clean.hlo"]):
+        result = run(args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_unreadable_input_exits_2_but_lints_the_rest(files):
+    result = run(["missing.hlo", "error.hlo", "--format", "json"])
+    assert result.exit_code == 2
+    data = json.loads(result.stdout)
+    assert [d["code"] for d in data] == ["HS103"]
+    assert "missing.hlo: no such file or directory" in result.stderr
+
+
+def test_syntax_error_file_is_a_finding_and_other_files_are_linted(files):
+    (files / "broken.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = f32[8] bogus-op(\n}\n")
+    result = run([".", "--format", "json"])
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert [(d["path"], d["code"]) for d in data] == [("broken.hlo", "HS001"), ("error.hlo", "HS103"),
+                                                      ("warn.hlo", "HS202")]
+    assert data[0]["line"] >= 3 and data[0]["column"] > 0
+
+
+def test_text_output_format(files):
+    result = run(["error.hlo"])
+    assert result.stdout.splitlines()[0] == (
+        "error.hlo:4:35: HS103 device id 1 (2 times) appears more than once in the tile assignment")
+
+
+def test_sarif_and_github_formats_and_output_file(files):
+    assert run(["error.hlo", "warn.hlo", "--format", "sarif", "-o", "out.sarif"]).exit_code == 1
+    log = json.loads((files / "out.sarif").read_text())
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["HS103", "HS202"]
+    gh = run(["warn.hlo", "error.hlo", "--format", "github"]).stdout.splitlines()
+    assert gh[0].startswith("::error file=error.hlo,line=4,col=35,title=HS103::")
+    assert gh[1].startswith("::warning file=warn.hlo,line=3,col=34,title=HS202::")
+
+
+def test_explain_and_list_rules(files):
+    result = run(["--explain", "hs201"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("HS201 empty-shards (warning; divisibility)")
+    assert "**Bad**" in result.stdout and "**Good**" in result.stdout
+    listing = run(["--list-rules"]).stdout.splitlines()
+    assert listing[0].split()[:3] == ["HS001", "syntax-error", "error"]
+    assert len(listing) == len({line.split()[0] for line in listing}) >= 20
+
+
+def test_num_partitions_option_overrides_header(files):
+    (files / "np.hlo").write_text(WARN_ONLY.replace(", num_partitions=4", ""))
+    assert run(["np.hlo", "--select", "HS101"]).exit_code == 0
+    result = run(["np.hlo", "--select", "HS101", "--num-partitions", "8"])
+    assert result.exit_code == 1 and "--num-partitions=8" in result.stdout
+
+
+def test_reshard_threshold_option(files):
+    (files / "seed.hlo").write_text((CASES / "hs401_bad.hlo").read_text())
+    out = run(["seed.hlo", "--select", "HS401", "--format", "json"]).stdout
+    assert [d["line"] for d in json.loads(out)] == [7, 8]
+    out = run(["seed.hlo", "--select", "HS401", "--format", "json", "--reshard-threshold", "100MiB"]).stdout
+    assert [d["line"] for d in json.loads(out)] == [8]
+    out = run(["seed.hlo", "--select", "HS401", "--format", "json", "--reshard-threshold", "1GiB"]).stdout
+    assert json.loads(out) == []
+
+
+def test_config_from_nearest_pyproject(files, monkeypatch):
+    (files / "pyproject.toml").write_text(
+        '[tool.hloshard.lint]\nselect = ["HS2"]\nfail-on = "warning"\nreshard-threshold = "1GiB"\n')
+    sub = files / "sub" / "deeper"
+    sub.mkdir(parents=True)
+    (sub / "warn.hlo").write_text(WARN_ONLY)
+    (sub / "error.hlo").write_text(ERROR)
+    monkeypatch.chdir(sub)
+    result = run(["."])
+    assert result.exit_code == 1  # warning fails under fail-on=warning
+    assert "HS202" in result.stdout and "HS103" not in result.stdout  # select = HS2 only
+    # the command line wins over the file
+    assert run([".", "--fail-on", "error"]).exit_code == 0
+    assert "HS103" in run([".", "--select", "HS1"]).stdout
+    # --no-config ignores it
+    assert "HS103" in run([".", "--no-config"]).stdout
+    # a nearer pyproject.toml without the section means defaults
+    (files / "sub" / "pyproject.toml").write_text("[project]\nname='x'\n")
+    assert "HS103" in run(["."]).stdout
+
+
+def test_config_errors_exit_2(files):
+    for body in ('[tool.hloshard.lint]\nselct = ["HS1"]\n', '[tool.hloshard.lint]\nfail-on = "fatal"\n',
+                 '[tool.hloshard.lint]\nnum-partitions = -1\n', '[tool.hloshard.lint\n',
+                 '[tool.hloshard.lint]\nselect = ["HS77"]\n'):
+        (files / "pyproject.toml").write_text(body)
+        result = run(["clean.hlo"])
+        assert result.exit_code == 2, body
+        assert "Traceback" not in result.output
+
+
+def test_config_mesh_and_num_partitions(files):
+    (files / "pyproject.toml").write_text('[tool.hloshard.lint]\nnum-partitions = 8\nselect = ["HS101"]\n')
+    (files / "np.hlo").write_text(WARN_ONLY.replace(", num_partitions=4", ""))
+    assert run(["np.hlo"]).exit_code == 1
+    (files / "pyproject.toml").write_text('[tool.hloshard.lint]\nmesh = "2x2"\nselect = ["HS101"]\n')
+    assert run(["np.hlo"]).exit_code == 0

@@ -1,0 +1,138 @@
+"""Engine behaviour: suppression comments, rule selection, files that do not parse, the lenient
+sharding reader and the sanitizer that keeps positions."""
+
+from __future__ import annotations
+
+import pytest
+
+from hloshard.errors import UsageError
+from hloshard.lint.context import LintOptions
+from hloshard.lint.engine import collect_paths, lint_paths, lint_text
+from hloshard.lint.registry import get_rule, select_rules
+from hloshard.lint.source import parse_sharding_text, sanitize, scan
+
+UNEVEN = """HloModule m, num_partitions=4
+ENTRY e {
+  a = f32[10] parameter(0), sharding={devices=[4]<=[4]}{comment_a}
+  b = f32[10] parameter(1), sharding={devices=[4]<=[4]}
+  ROOT c = f32[10] add(a, b), sharding={devices=[4]<=[4]}
+}
+"""
+
+
+def _lint(text, **kw):
+    return [(f.code, f.line, f.column) for f in lint_text(text, "x.hlo", LintOptions(**kw))]
+
+
+def test_suppression_comment_by_code_and_prefix_only_on_its_instruction():
+    base = _lint(UNEVEN.replace("{comment_a}", ""))
+    assert base == [("HS202", 3, 29), ("HS202", 4, 29), ("HS202", 5, 31)]
+    for codes in ("HS202", "HS2", "hs202", "HS101, HS202"):
+        got = _lint(UNEVEN.replace("{comment_a}", f" /* hloshard: ignore[{codes}] */"))
+        assert got == [("HS202", 4, 29), ("HS202", 5, 31)], codes
+    # another code does not suppress
+    assert _lint(UNEVEN.replace("{comment_a}", " /* hloshard: ignore[HS201] */")) == base
+
+
+def test_suppression_of_a_multi_line_instruction():
+    text = """HloModule m, num_partitions=4
+ENTRY e {
+  ROOT a = f32[10] parameter(0),
+      sharding={devices=[4]<=[4]} /* hloshard: ignore[HS202] */
+}
+"""
+    assert _lint(text) == []
+    assert _lint(text.replace(" /* hloshard: ignore[HS202] */", "")) == [("HS202", 4, 7)]
+
+
+def test_suppression_of_a_syntax_error_on_its_line():
+    text = "HloModule m\nENTRY e {\n  ROOT r = f32[8] add(p, q) /* hloshard: ignore[HS001] */\n}\n"
+    assert _lint(text) == []
+    assert _lint(text.replace("/* hloshard: ignore[HS001] */", "")) == [("HS001", 3, 23)]
+
+
+def test_selection_by_prefix_name_and_specificity():
+    codes = lambda rules: [r.code for r in rules]  # noqa: E731
+    assert codes(select_rules(("HS1",))) == [f"HS10{i}" for i in range(1, 10)]
+    assert codes(select_rules(("HS2",), ("empty-shards",))) == ["HS202"]
+    assert codes(select_rules(("HS",), ("HS1", "HS2", "HS3", "HS4", "HS5"))) == ["HS001"]
+    # the more specific selector wins
+    assert codes(select_rules(("HS", "HS101"), ("HS1",))) == ["HS001", "HS101"] + [
+        r.code for r in select_rules(("HS2", "HS3", "HS4", "HS5"))]
+    assert "HS501" in codes(select_rules(("ALL",)))
+    with pytest.raises(UsageError, match="HS9"):
+        select_rules(("HS9",))
+    with pytest.raises(UsageError):
+        select_rules(("HS",), ("nonexistent-rule",))
+    assert get_rule("hs201").name == "empty-shards"
+    assert get_rule("empty-shards").code == "HS201"
+
+
+def test_file_that_does_not_parse_is_hs001_and_others_are_linted(tmp_path):
+    (tmp_path / "a_broken.hlo").write_text("HloModule m\nENTRY e {\n  ROOT p = f32[8 parameter(0)\n}\n")
+    (tmp_path / "b_uneven.txt").write_text(UNEVEN.replace("{comment_a}", ""))
+    (tmp_path / "notes.md").write_text("not HLO")
+    result = lint_paths([str(tmp_path)], LintOptions())
+    assert [(f.path.rsplit("/", 1)[1], f.code, f.line) for f in result.findings] == [
+        ("a_broken.hlo", "HS001", 3), ("b_uneven.txt", "HS202", 3), ("b_uneven.txt", "HS202", 4),
+        ("b_uneven.txt", "HS202", 5)]
+    assert result.exit_code("error") == 1
+    assert result.exit_code("warning") == 1
+
+
+def test_text_rules_still_run_on_a_file_that_does_not_parse():
+    text = "HloModule m, num_partitions=4\nENTRY e {\n  a = f32[8] parameter(0), sharding={devices=[4]0,1,1,2}\n  ROOT b = f32[8] add(a, zz)\n}\n"
+    assert _lint(text) == [("HS103", 3, 28), ("HS001", 4, 26)]
+
+
+def test_parser_rejected_sharding_is_reported_with_its_own_code_and_rest_is_linted():
+    # the parser rejects an iota whose product is wrong; lint reports HS102 and still sees the
+    # uneven split on the next line (positions unchanged by the sanitizer)
+    text = """HloModule m, num_partitions=4
+ENTRY e {
+  a = f32[8] parameter(0), sharding={devices=[4]<=[2,3]T(1,0)}
+  ROOT b = f32[10] parameter(1), sharding={devices=[4]<=[4]}
+}
+"""
+    assert _lint(text) == [("HS102", 3, 28), ("HS202", 4, 34)]
+
+
+def test_sanitize_keeps_every_position():
+    text = "HloModule m\nENTRY e {\n  a = f32[8] parameter(0), sharding={devices=[4]<=[3]}, metadata={op_name=\"x\"}\n  ROOT b = f32[8] negate(a)\n}\n"
+    s = scan(text)
+    clean = sanitize(text, s.sites)
+    assert len(clean) == len(text)
+    assert clean.splitlines()[2].startswith("  a = f32[8] parameter(0), sharding={unknown}")
+    assert [len(x) for x in clean.splitlines()] == [len(x) for x in text.splitlines()]
+    assert clean.splitlines()[3] == text.splitlines()[3]
+
+
+def test_scan_ignores_sharding_text_in_strings_and_comments():
+    text = ('HloModule m\nENTRY e {\n  // sharding={devices=[3]0,1,2}\n'
+            '  ROOT a = f32[8] parameter(0), frontend_attributes={xla.sdy.sharding="sharding={x}"}, '
+            'metadata={op_name="sharding={devices=[2]0,0}"} /* sharding={maximal device=9} */\n}\n')
+    assert scan(text).sites == []
+
+
+def test_lenient_reader_forms():
+    spec = parse_sharding_text("{devices=[2,2,2]<=[2,4]T(1,0) last_tile_dims={manual} metadata={op_name=\"}\"}}")
+    assert spec.kind == "tiled" and spec.devices == (0, 4, 1, 5, 2, 6, 3, 7) and spec.num_subgroup_dims == 1
+    assert parse_sharding_text("{{replicated}, /*index=1*/{maximal device=3}}").leaves()[1].maximal_device == 3
+    assert parse_sharding_text("{devices=[4]<=[2,2]}").problems  # T(...) required with 2 reshape dims
+    assert parse_sharding_text("{bogus}").kind == "unparsed"
+    assert parse_sharding_text("{mesh[x=2], [{x}]}").kind == "named"
+
+
+def test_collect_paths_recurses_sorted_and_skips_hidden(tmp_path):
+    (tmp_path / "z").mkdir()
+    (tmp_path / ".git").mkdir()
+    for p in ("z/b.hlo", "a.txt", "c.py", ".git/x.hlo", "z/.hidden.hlo"):
+        (tmp_path / p).write_text("x")
+    files, missing = collect_paths([str(tmp_path), str(tmp_path / "missing.hlo")])
+    assert [f[len(str(tmp_path)) + 1:] for f in files] == ["a.txt", "z/b.hlo"]
+    assert missing and "missing.hlo" in missing[0]
+
+
+def test_lint_is_deterministic():
+    text = UNEVEN.replace("{comment_a}", "")
+    assert lint_text(text, "x.hlo") == lint_text(text, "x.hlo")
