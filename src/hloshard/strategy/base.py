@@ -1,0 +1,362 @@
+"""Strategy data model and the shared machinery every op handler uses.
+
+Vocabulary (Alpa / XLA auto-sharding, see ``shared/reference/xla_autosharding.md`` §2):
+
+* A **spec** is how one array is laid out on the :class:`~hloshard.mesh.DeviceMesh`: a tuple with one
+  entry per tensor dimension, each entry the tuple of mesh axes that dimension is split over
+  (major -> minor).  Mesh axes used by no dimension are replicated (partial replication,
+  ``last_tile_dim_replicate``).  ``((), ())`` is the replicated spec of a rank-2 array.  A spec may
+  also be a raw :class:`~hloshard.hlo.sharding.HloSharding` when a user sharding is not a mesh
+  layout (maximal, manual, an unusual device order): such specs are costed through the planner.
+* A **Strategy** is one candidate for an instruction: its output spec (a tuple of specs, one per leaf,
+  for a multi-output node), the spec it requires of every operand (``None``: no requirement, no edge),
+  its compute cost, its communication cost (e.g. the all-reduce of a dot with a split contracting dim)
+  and its memory per device in bytes.  All costs are in the mesh's cost units (alpha-beta model of
+  :mod:`hloshard.cost.collectives`; ``beta`` is cost per byte).
+* A **StrategyGroup** is the set of strategies of one cost-graph node.  A group may *follow* an
+  operand (elementwise ops, transpose, reduce ...): then its strategy ``p`` is derived from the
+  operand node's strategy ``p`` and the cost graph forbids every other pairing (XLA's "following",
+  which keeps the model small).  A :class:`TupleGroup` has no node of its own: each leaf is either
+  a child group or an alias (:class:`LeafRef`) of another instruction's leaf (tuple,
+  get-tuple-element, while-body parameters ...).
+
+Compute cost model (our own, documented; XLA's open-source pass has none, only penalties):
+``COMPUTE_COST_PER_FLOP`` cost units per floating-point operation per device, i.e. a device does
+``1 / COMPUTE_COST_PER_FLOP`` flops in the time a mesh axis with ``beta = 1`` moves one byte.  It
+makes replicated (recomputed) work cost what it costs instead of XLA's flat ``replicated_penalty``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Callable, Iterable, Sequence
+
+#: cost units per flop per device (see module docstring)
+COMPUTE_COST_PER_FLOP = 1.0 / 512.0
+
+#: a forbidden choice (mirrors hloshard.costgraph.INFINITY, kept as float here)
+INF = float("inf")
+
+Spec = tuple  # tuple[tuple[int, ...], ...]  or an HloSharding for non-mesh layouts
+
+
+@dataclass(eq=False)
+class Strategy:
+    """One sharding candidate of a node.
+
+    ``out``: Spec (array node) or tuple of Specs (multi-output node, one per leaf).
+    ``inputs``: per operand of the group (``StrategyGroup.operands``) the required Spec, a tuple of
+    Specs/None (one per leaf) for a tuple-shaped operand, or None (no requirement).
+    ``compute`` / ``comm``: cost units, already for one execution (loop scaling happens in the graph).
+    ``memory``: bytes per device of the node's output under ``out``.
+    """
+
+    name: str
+    out: object
+    inputs: tuple
+    compute: float = 0.0
+    comm: float = 0.0
+    memory: int = 0
+
+
+@dataclass(eq=False)
+class StrategyGroup:
+    """The strategies of one cost-graph node (one instruction, or one leaf of a while loop).
+
+    ``follow``: (instruction, leaf) whose node this group follows, or None; when set, strategy ``p``
+    pairs only with the followee node's strategy ``p`` (``len(strategies)`` equals the followee's).
+    ``operands``: instructions the ``Strategy.inputs`` refer to (default ``instr.operands``).
+    ``operand_weights``: multiplier of each operand edge (loop back-edges carry the trip count).
+    ``multi``: strategies' ``out`` is a tuple of per-leaf specs.
+    """
+
+    instr: object
+    strategies: list
+    follow: tuple | None = None
+    operands: list | None = None
+    operand_weights: list | None = None
+    multi: bool = False
+    leaf_shapes: tuple = ()
+    node: int = -1
+    fixed: bool = False
+    seq: int = -1
+
+    def ops(self) -> list:
+        return list(self.instr.operands) if self.operands is None else self.operands
+
+
+@dataclass(frozen=True, eq=False)
+class LeafRef:
+    """Leaf ``leaf`` (flat index) of instruction ``instr``: an alias, no node of its own."""
+
+    instr: object
+    leaf: int
+
+
+@dataclass(eq=False)
+class TupleGroup:
+    """A tuple-shaped instruction whose leaves are child groups or aliases (``LeafRef``)."""
+
+    instr: object
+    children: list = field(default_factory=list)
+
+
+class TokenLeaf:
+    """A token (or empty) leaf: always replicated, never a node, no memory."""
+
+
+TOKEN = TokenLeaf()
+
+
+# ---------------------------------------------------------------------------------------------
+# small helpers
+# ---------------------------------------------------------------------------------------------
+
+_INT_RE = re.compile(r"-?\d+")
+
+
+def int_list(value) -> list[int] | None:
+    """Attribute value (typed list, or raw text such as ``'{0,1}'``) -> list of ints, None when absent."""
+    if value is None:
+        return None
+    if isinstance(value, (list, tuple)):
+        out = []
+        for v in value:
+            if isinstance(v, (list, tuple)):
+                out.extend(int(x) for x in v)
+            else:
+                out.append(int(v))
+        return out
+    if isinstance(value, int):
+        return [value]
+    return [int(x) for x in _INT_RE.findall(str(value))]
+
+
+def attr_ints(instr, key: str) -> list[int]:
+    """``instr.attrs[key]`` as a list of ints ([] when absent)."""
+    v = instr.attrs.get(key) if hasattr(instr, "attrs") else None
+    return int_list(v) or []
+
+
+def replicated_spec(rank: int) -> Spec:
+    return ((),) * rank
+
+
+def is_mesh_spec(spec) -> bool:
+    """True for an axis-tuple spec, False for a raw HloSharding (or None)."""
+    return type(spec) is tuple
+
+
+def spec_axes(spec: Spec) -> set:
+    return {a for d in spec for a in d}
+
+
+def spec_name(spec) -> str:
+    """Short human name: 'S0:1,S1:0' style (``R`` when replicated)."""
+    if not is_mesh_spec(spec):
+        return str(spec)
+    parts = [f"S{d}@{''.join(str(a) for a in ax)}" for d, ax in enumerate(spec) if ax]
+    return ",".join(parts) if parts else "R"
+
+
+def leaf_shapes(shape) -> list:
+    """Flat list of leaf shapes of ``shape`` (tokens included, in pre-order)."""
+    if shape.is_tuple:
+        out = []
+        for s in shape.tuple_shapes:
+            out.extend(leaf_shapes(s))
+        return out
+    return [shape]
+
+
+def leaf_range(shape, index: int) -> range:
+    """Flat leaf indices of tuple element ``index`` of ``shape``."""
+    start = 0
+    for i, s in enumerate(shape.tuple_shapes):
+        n = len(leaf_shapes(s))
+        if i == index:
+            return range(start, start + n)
+        start += n
+    raise IndexError(index)
+
+
+def is_array(shape) -> bool:
+    return not shape.is_tuple and not getattr(shape, "is_token", False) and shape.element_type not in ("token", "opaque")
+
+
+def element_bytes(shape) -> float:
+    from ..hlo.shape import element_byte_size
+
+    return element_byte_size(shape.element_type)
+
+
+# ---------------------------------------------------------------------------------------------
+# mesh helpers (pure functions of the mesh shape; cached)
+# ---------------------------------------------------------------------------------------------
+
+
+class MeshInfo:
+    """Cached facts about a DeviceMesh used by every handler."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self.shape = tuple(int(n) for n in mesh.shape)
+        self.axes = tuple(a for a, n in enumerate(self.shape) if n > 1)
+        self.num_devices = int(math.prod(self.shape))
+        self._enum_cache: dict = {}
+        self._sharding_cache: dict = {}
+
+    def split(self, axes: Iterable[int]) -> int:
+        n = 1
+        for a in axes:
+            n *= self.shape[a]
+        return n
+
+    def fits(self, dims: Sequence[int], spec: Spec) -> bool:
+        """Every split dim is divisible by (and at least) its number of shards."""
+        for d, ax in zip(dims, spec):
+            if ax:
+                n = self.split(ax)
+                if d < n or d % n:
+                    return False
+        return True
+
+    def tile_dims(self, dims: Sequence[int], spec) -> tuple[int, ...]:
+        if is_mesh_spec(spec):
+            return tuple(-(-d // self.split(ax)) if ax else d for d, ax in zip(dims, spec))
+        try:
+            return tuple(spec.tile_shape(dims))
+        except Exception:
+            return tuple(dims)
+
+    def bytes_per_device(self, shape, spec) -> int:
+        """Bytes of the per-device tile of an array ``shape`` under ``spec`` (ceil tiling)."""
+        if not is_array(shape):
+            return 0
+        if not is_mesh_spec(spec) and getattr(spec, "is_manual", False):
+            n = math.prod(shape.dims)
+        else:
+            n = math.prod(self.tile_dims(shape.dims, spec))
+        return int(math.ceil(n * element_bytes(shape)))
+
+    def enumerate(self, dims: Sequence[int]) -> list[Spec]:
+        """All mesh layouts of an array with ``dims``: every assignment of each non-trivial mesh axis
+        to one tensor dim or to none.  This covers replicated, 1-D splits with partial replication,
+        N-D splits and flattened-mesh splits (several axes on one dim, major -> minor in axis order).
+        Only layouts where each split dim is divisible by its shard count are produced.
+        Order: most devices used first, then lexicographic (deterministic)."""
+        key = tuple(dims)
+        hit = self._enum_cache.get(key)
+        if hit is not None:
+            return hit
+        rank = len(dims)
+        specs = []
+        choices = [None] + list(range(rank))
+
+        def rec(i, assign):
+            if i == len(self.axes):
+                per = [[] for _ in range(rank)]
+                for ax, d in zip(self.axes, assign):
+                    if d is not None:
+                        per[d].append(ax)
+                spec = tuple(tuple(p) for p in per)
+                if self.fits(dims, spec):
+                    specs.append(spec)
+                return
+            for c in choices:
+                rec(i + 1, assign + [c])
+
+        rec(0, [])
+        specs = sorted(set(specs), key=lambda s: (-self.split(spec_axes(s)), s))
+        self._enum_cache[key] = specs
+        return specs
+
+    def to_sharding(self, spec, rank: int | None = None):
+        """Spec -> HloSharding (mesh.axes_to_sharding, cached); raw HloShardings pass through."""
+        if not is_mesh_spec(spec):
+            return spec
+        hit = self._sharding_cache.get(spec)
+        if hit is None:
+            if not spec_axes(spec):
+                from ..hlo.sharding import HloSharding
+
+                hit = HloSharding.replicated()
+            else:
+                hit = self.mesh.axes_to_sharding(spec)
+            self._sharding_cache[spec] = hit
+        return hit
+
+    def from_sharding(self, sharding, rank: int):
+        """HloSharding -> Spec.  Mesh-expressible shardings become axis tuples; anything else is
+        returned as the HloSharding itself (raw spec).  Raises nothing."""
+        if sharding is None:
+            return None
+        if sharding.is_replicated:
+            return replicated_spec(rank)
+        if sharding.is_manual or sharding.is_maximal or sharding.is_tuple or sharding.is_unknown:
+            return sharding
+        try:
+            dim_axes = self.mesh.sharding_to_axes(sharding, rank)
+        except Exception:
+            return sharding
+        dims = _dimaxes_dims(dim_axes)
+        if dims is None or len(dims) != rank:
+            return sharding
+        spec = tuple(tuple(int(a) for a in ax) for ax in dims)
+        # drop size-1 axes for a canonical form
+        spec = tuple(tuple(a for a in ax if self.shape[a] > 1) for ax in spec)
+        return spec
+
+
+def _dimaxes_dims(dim_axes):
+    """Per-dim axes of a ``mesh.DimAxes`` (a tuple of tuples)."""
+    try:
+        return tuple(tuple(int(a) for a in x) for x in dim_axes)
+    except TypeError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------
+# spec transforms shared by several handlers
+# ---------------------------------------------------------------------------------------------
+
+
+def drop_dims(spec: Spec, dims: Iterable[int]) -> Spec:
+    """Remove tensor dims (e.g. reduced dims) from a spec."""
+    s = set(dims)
+    return tuple(ax for d, ax in enumerate(spec) if d not in s)
+
+
+def unshard_dims(spec: Spec, dims: Iterable[int]) -> Spec:
+    """The same spec with ``dims`` replicated."""
+    s = set(dims)
+    return tuple(() if d in s else ax for d, ax in enumerate(spec))
+
+
+def permute(spec: Spec, perm: Sequence[int]) -> Spec:
+    """Output spec of a transpose: output dim i is operand dim perm[i]."""
+    return tuple(spec[p] for p in perm)
+
+
+def inverse_permute(spec: Spec, perm: Sequence[int]) -> Spec:
+    out = [()] * len(perm)
+    for i, p in enumerate(perm):
+        out[p] = spec[i]
+    return tuple(out)
+
+
+def compute_cost(flops: float) -> float:
+    return flops * COMPUTE_COST_PER_FLOP
+
+
+def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_per_element: float = 1.0) -> Strategy:
+    """A strategy whose compute is ``flops_per_element`` per output element on the device."""
+    mem = minfo.bytes_per_device(shape, out_spec)
+    if is_array(shape):
+        elems = math.prod(minfo.tile_dims(shape.dims, out_spec)) if shape.dims else 1
+    else:
+        elems = 0
+    return Strategy(name, out_spec, tuple(inputs), compute=compute_cost(elems * flops_per_element), memory=mem)

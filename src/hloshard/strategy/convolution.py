@@ -1,0 +1,78 @@
+"""convolution: batch, output-feature and input-feature (contracting) splits; spatial dims unsplit.
+
+Dimension roles come from ``dim_labels`` (e.g. ``b01f_01io->b01f``): 'b' batch, 'f' feature on the
+input/output, 'i'/'o' kernel input/output feature, digits spatial.  Mesh axes go to the batch
+(lhs + output), the output feature (kernel 'o' + output 'f') or the input feature (lhs 'f' + kernel
+'i', all-reduce over those axes of the per-device output bytes), as for dot (the same enumerator,
+including reduce-scatter variants).  With feature_group_count or batch_group_count > 1 only batch
+splits are offered.  Compute: 2 * output elements * kernel spatial size * input features per group.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from .base import StrategyGroup, is_array
+from .dot import dot_strategies
+from .registry import register, register_backward
+
+
+def parse_dim_labels(text):
+    m = re.match(r"\s*([0-9a-z]+)_([0-9a-z]+)->([0-9a-z]+)", str(text or ""))
+    if not m:
+        return None
+    return m.group(1), m.group(2), m.group(3)
+
+
+def conv_roles(instr):
+    labels = parse_dim_labels(instr.attrs.get("dim_labels"))
+    if labels is None:
+        return None
+    lhs_l, rhs_l, out_l = labels
+    groups = int(str(instr.attrs.get("feature_group_count", 1)).strip("\"") or 1)
+    bgroups = int(str(instr.attrs.get("batch_group_count", 1)).strip("\"") or 1)
+    roles = [("b", out_l.index("b"), lhs_l.index("b"), None)]
+    if groups == 1 and bgroups == 1:
+        roles.append(("r", out_l.index("f"), None, rhs_l.index("o")))
+        roles.append(("c", None, lhs_l.index("f"), rhs_l.index("i")))
+    return roles, labels, groups
+
+
+@register("convolution")
+def handle_convolution(instr, ctx):
+    if not is_array(instr.shape) or len(instr.operands) < 2:
+        return None
+    r = conv_roles(instr)
+    if r is None:
+        return None
+    roles, (lhs_l, rhs_l, out_l), groups = r
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    kernel_spatial = math.prod(rhs.shape.dims[i] for i, c in enumerate(rhs_l) if c.isdigit())
+    in_feat = rhs.shape.dims[rhs_l.index("i")]
+    flops = 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
+    strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
+                                len(rhs.shape.dims), flops)
+    return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+@register_backward("convolution")
+def backward_convolution(instr, out_spec, ctx):
+    r = conv_roles(instr)
+    if r is None:
+        return None
+    roles = r[0]
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    ls = [()] * len(lhs.shape.dims)
+    rs = [()] * len(rhs.shape.dims)
+    for kind, od, ld, rd in roles:
+        if od is None:
+            continue
+        if ld is not None:
+            ls[ld] = out_spec[od]
+        if rd is not None:
+            rs[rd] = out_spec[od]
+    for d, ax in enumerate(out_spec):
+        if ax and not any(od == d for _, od, _, _ in roles):
+            return None  # spatial split: not local
+    return (tuple(ls), tuple(rs))

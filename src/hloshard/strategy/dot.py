@@ -1,0 +1,140 @@
+"""dot: batch, contracting and free dims; all-reduce and reduce-scatter variants.
+
+Every non-trivial mesh axis is assigned to one role or to none (replicated along it):
+a batch dim (split in both operands and the output), an lhs free dim (lhs + output), an rhs free
+dim (rhs + output) or a contracting dim (both operands; the partial sums need an all-reduce over
+that axis of the per-device output bytes).  Several axes on one dim give the flattened-mesh
+splits.  For each strategy with split contracting dims a reduce-scatter variant is added as well:
+the contracting axes scatter the largest output dim that divides evenly, at reduce-scatter cost.
+Only layouts where every split dim divides evenly are kept.
+Compute: 2 * (product of all batch, free and contracting sizes) / devices splitting them, in flops
+(``base.COMPUTE_COST_PER_FLOP``).  Memory: per-device output bytes.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
+from .registry import register, register_backward
+
+
+def dot_dims(instr):
+    """(lhs_batch, rhs_batch, lhs_contract, rhs_contract, lhs_free, rhs_free) dim index lists."""
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    lb = attr_ints(instr, "lhs_batch_dims")
+    rb = attr_ints(instr, "rhs_batch_dims")
+    lc = attr_ints(instr, "lhs_contracting_dims")
+    rc = attr_ints(instr, "rhs_contracting_dims")
+    lf = [d for d in range(len(lhs.shape.dims)) if d not in lb and d not in lc]
+    rf = [d for d in range(len(rhs.shape.dims)) if d not in rb and d not in rc]
+    return lb, rb, lc, rc, lf, rf
+
+
+def _roles(instr):
+    """Roles: (kind, out_dim or None, lhs_dim or None, rhs_dim or None)."""
+    lb, rb, lc, rc, lf, rf = dot_dims(instr)
+    roles = []
+    for j, (a, b) in enumerate(zip(lb, rb)):
+        roles.append(("b", j, a, b))
+    nb = len(lb)
+    for k, a in enumerate(lf):
+        roles.append(("l", nb + k, a, None))
+    for k, b in enumerate(rf):
+        roles.append(("r", nb + len(lf) + k, None, b))
+    for a, b in zip(lc, rc):
+        roles.append(("c", None, a, b))
+    return roles
+
+
+def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix=""):
+    from ..cost import collectives
+
+    minfo = ctx.minfo
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    strategies = []
+    seen = set()
+    for assign in itertools.product([None] + list(range(len(roles))), repeat=len(minfo.axes)):
+        out = [[] for _ in range(out_rank)]
+        ls = [[] for _ in range(lhs_rank)]
+        rs = [[] for _ in range(rhs_rank)]
+        caxes = []
+        for ax, ri in zip(minfo.axes, assign):
+            if ri is None:
+                continue
+            kind, od, ld, rd = roles[ri]
+            if od is not None:
+                out[od].append(ax)
+            if ld is not None:
+                ls[ld].append(ax)
+            if rd is not None:
+                rs[rd].append(ax)
+            if kind == "c":
+                caxes.append(ax)
+        out_s = tuple(map(tuple, out))
+        l_s = tuple(map(tuple, ls))
+        r_s = tuple(map(tuple, rs))
+        if not (minfo.fits(instr.shape.dims, out_s) and minfo.fits(lhs.shape.dims, l_s)
+                and minfo.fits(rhs.shape.dims, r_s)):
+            continue
+        used = [a for a, ri in zip(minfo.axes, assign) if ri is not None]
+        flops = flops_total / minfo.split(used)
+        extra = (None,) * (len(instr.operands) - 2)
+        mem = minfo.bytes_per_device(instr.shape, out_s)
+        comm = collectives.all_reduce_cost(ctx.mesh, mem, tuple(caxes)) if caxes else 0.0
+        key = (out_s, l_s, r_s)
+        if key in seen:
+            continue
+        seen.add(key)
+        name = name_prefix + spec_name(out_s) + ("|allreduce" if caxes else "")
+        strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem))
+        if caxes:
+            # reduce-scatter variant: scatter the partial sums over the largest output dim that divides
+            best = None
+            for d in range(out_rank):
+                cand = list(out_s)
+                cand[d] = tuple(out_s[d]) + tuple(caxes)
+                cand = tuple(cand)
+                if minfo.fits(instr.shape.dims, cand):
+                    size = instr.shape.dims[d] // minfo.split(out_s[d])
+                    if best is None or size > best[0]:
+                        best = (size, cand)
+            if best is not None:
+                rs_out = best[1]
+                rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
+                rs_comm = collectives.reduce_scatter_cost(ctx.mesh, mem, tuple(caxes))
+                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|reducescatter", rs_out,
+                                           (l_s, r_s) + extra, compute=compute_cost(flops), comm=rs_comm,
+                                           memory=rs_mem))
+    return strategies
+
+
+@register("dot")
+def handle_dot(instr, ctx):
+    if not is_array(instr.shape) or len(instr.operands) < 2:
+        return None
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    lb, rb, lc, rc, lf, rf = dot_dims(instr)
+    if len(lb) + len(lf) + len(rf) != len(instr.shape.dims):
+        return None  # not a dot we understand: replicated fallback
+    roles = _roles(instr)
+    flops = 2.0 * math.prod(lhs.shape.dims) * math.prod(rhs.shape.dims[d] for d in rf)
+    strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
+                                len(rhs.shape.dims), flops)
+    return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+@register_backward("dot")
+def backward_dot(instr, out_spec, ctx):
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    ls = [()] * len(lhs.shape.dims)
+    rs = [()] * len(rhs.shape.dims)
+    for kind, od, ld, rd in _roles(instr):
+        if od is None:
+            continue
+        if ld is not None:
+            ls[ld] = out_spec[od]
+        if rd is not None:
+            rs[rd] = out_spec[od]
+    return (tuple(ls), tuple(rs)) + (None,) * (len(instr.operands) - 2)

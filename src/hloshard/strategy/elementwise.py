@@ -1,0 +1,133 @@
+"""Elementwise ops (unary, binary, compare, select, clamp, convert, copy, map ...): follow an operand.
+
+The op follows one operand (XLA's "following"): strategy ``p`` has the followed operand's layout
+``p`` as output and requires it of every operand of the same shape; scalar operands (clamp bounds,
+select predicate of rank 0) are required replicated.  The followed operand is the one whose node
+has the most strategies (a node pinned to one layout is followed only when every operand is);
+ties go to the operand produced last (closest in the schedule, like XLA's depth priority).
+When no operand offers more than one layout the op enumerates its own layouts instead.
+Compute: one flop per output element on each device.
+"""
+
+from __future__ import annotations
+
+from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
+from .registry import register, register_backward
+
+UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-plus-one logistic negate not popcnt "
+         "round-nearest-afz round-nearest-even rsqrt sqrt cbrt sign tanh erf is-finite real imag copy convert "
+         "count-leading-zeros clz reduce-precision erf-inv domain").split()
+BINARY = ("add subtract multiply divide remainder power maximum minimum and or xor shift-left "
+          "shift-right-arithmetic shift-right-logical atan2 complex compare stochastic-convert").split()
+TERNARY = ["select", "clamp", "map"]
+ELEMENTWISE = UNARY + BINARY + TERNARY
+
+
+def choose_followee(instr, ctx, candidates=None):
+    """Index of the operand to follow, or None when none offers more than one layout."""
+    best = None
+    best_key = None
+    idx = candidates if candidates is not None else range(len(instr.operands))
+    for i in idx:
+        op = instr.operands[i]
+        if not is_array(op.shape) or tuple(op.shape.dims) != tuple(instr.shape.dims):
+            continue
+        r = ctx.resolve(op, 0)
+        if not isinstance(r, tuple):
+            continue
+        n = len(r[0].strategies)
+        key = (n, r[0].seq)
+        if best_key is None or key > best_key:
+            best, best_key = i, key
+    if best is None or best_key[0] <= 1:
+        return None
+    return best
+
+
+def same_dims_inputs(instr, spec):
+    out = []
+    for op in instr.operands:
+        if not is_array(op.shape):
+            out.append(None)
+        elif tuple(op.shape.dims) == tuple(instr.shape.dims):
+            out.append(spec)
+        else:
+            out.append(replicated_spec(len(op.shape.dims)))
+    return tuple(out)
+
+
+def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: float = 1.0, multi_shapes=None):
+    """Follower group: ``transform(spec) -> (out, inputs, comm)`` for each strategy of the followed
+    operand's node.  ``out`` may be a tuple of specs when ``multi_shapes`` (leaf shapes) is given."""
+    minfo = ctx.minfo
+    op = instr.operands[operand_index]
+    specs = ctx.leaf_specs(op, 0)
+    strategies = []
+    for p, spec in enumerate(specs):
+        out, inputs, comm = transform(spec)
+        if multi_shapes is not None:
+            mem = sum(minfo.bytes_per_device(s, o) for s, o in zip(multi_shapes, out) if o is not None)
+            elems = 0
+            for s, o in zip(multi_shapes, out):
+                if o is not None and is_array(s):
+                    n = 1
+                    for d in minfo.tile_dims(s.dims, o):
+                        n *= d
+                    elems += n
+            from .base import compute_cost
+            st = Strategy(f"follow{p}", out, tuple(inputs), compute=compute_cost(elems * flops_per_element),
+                          comm=comm, memory=mem)
+        else:
+            st = elementwise_strategy(f"follow{p}:{spec_name(out)}", out, inputs, instr.shape, minfo, flops_per_element)
+            st.comm = comm
+        strategies.append(st)
+    g = StrategyGroup(instr, strategies, follow=(op, 0), multi=multi_shapes is not None,
+                      leaf_shapes=tuple(multi_shapes) if multi_shapes is not None else (instr.shape,))
+    return g
+
+
+def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
+    """Enumerate every layout of the (array) output; ``inputs_for(spec)`` gives the operand specs."""
+    minfo = ctx.minfo
+    strategies = []
+    for spec in minfo.enumerate(instr.shape.dims):
+        inputs = inputs_for(spec)
+        if inputs is None:
+            continue
+        strategies.append(elementwise_strategy(spec_name(spec), spec, inputs, instr.shape, minfo, flops_per_element))
+    return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+@register(*ELEMENTWISE, "bitcast", "add-dependency", "optimization-barrier-array")
+def handle_elementwise(instr, ctx):
+    if not is_array(instr.shape):
+        return None
+    if instr.opcode == "bitcast" and (not instr.operands or
+                                      tuple(instr.operands[0].shape.dims) != tuple(instr.shape.dims)):
+        from .reshape import handle_reshape
+
+        return handle_reshape(instr, ctx)
+    if instr.opcode == "add-dependency":
+        i = 0
+        if len(instr.operands) and choose_followee(instr, ctx, [0]) is None:
+            return free_group(instr, ctx, lambda s: (s,) + (None,) * (len(instr.operands) - 1))
+        return follow_group(instr, ctx, 0, lambda s: (s, (s,) + (None,) * (len(instr.operands) - 1), 0.0), 0.0)
+    i = choose_followee(instr, ctx)
+    if i is None:
+        return free_group(instr, ctx, lambda s: same_dims_inputs(instr, s))
+
+    def transform(spec):
+        if spec is None:
+            spec = replicated_spec(len(instr.shape.dims))
+        return spec, same_dims_inputs(instr, spec), 0.0
+
+    return follow_group(instr, ctx, i, transform)
+
+
+@register_backward(*ELEMENTWISE, "bitcast", "copy")
+def backward_elementwise(instr, out_spec, ctx):
+    if instr.opcode == "bitcast" and tuple(instr.operands[0].shape.dims) != tuple(instr.shape.dims):
+        from .reshape import backward_reshape
+
+        return backward_reshape(instr, out_spec, ctx)
+    return same_dims_inputs(instr, out_spec)

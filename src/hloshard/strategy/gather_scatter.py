@@ -1,0 +1,97 @@
+"""gather and scatter.
+
+gather: every layout of the output is a candidate when it can be produced locally: the output's
+batch dims (those not in ``offset_dims``) take their axes from the matching indices dims; an offset
+dim may be split only when it is a full slice of its operand dim (the operand is then split the same
+way, any start index clamps to 0 there); operand batching dims follow the indices batching dims; the
+index vector dim is never split; every other operand dim is replicated.  The resharding planner
+charges whatever moving the operand / indices to those layouts costs.
+
+scatter (one operand): the output (= operand) may take any layout; an update window dim that spans
+its whole operand dim is split like it, other update dims and the indices are replicated (each
+device applies the updates that land in its shard).  Operand batching dims stay unsplit.
+Compute: one flop per output (gather) / update (scatter) element per device.
+"""
+
+from __future__ import annotations
+
+from .base import attr_ints, is_array, replicated_spec
+from .elementwise import free_group
+from .registry import register, register_backward
+
+
+def _gather_inputs(instr, out_spec):
+    op, idx = instr.operands[0], instr.operands[1]
+    offset = attr_ints(instr, "offset_dims")
+    collapsed = attr_ints(instr, "collapsed_slice_dims")
+    obatch = attr_ints(instr, "operand_batching_dims")
+    ibatch = attr_ints(instr, "start_indices_batching_dims")
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = int(str(ivd)) if ivd is not None else len(idx.shape.dims)
+    sizes = attr_ints(instr, "slice_sizes")
+    orank, irank = len(op.shape.dims), len(idx.shape.dims)
+    ospec = [()] * orank
+    ispec = [()] * irank
+    idx_batch_dims = [d for d in range(irank) if d != ivd]
+    out_batch = [d for d in range(len(instr.shape.dims)) if d not in offset]
+    if len(out_batch) != len(idx_batch_dims):
+        return None
+    for od, idd in zip(out_batch, idx_batch_dims):
+        ispec[idd] = out_spec[od]
+    window_operand_dims = [d for d in range(orank) if d not in collapsed and d not in obatch]
+    if len(window_operand_dims) != len(offset):
+        return None
+    for k, od in enumerate(offset):
+        ax = out_spec[od]
+        if not ax:
+            continue
+        d = window_operand_dims[k]
+        if d >= len(sizes) or sizes[d] != op.shape.dims[d]:
+            return None
+        ospec[d] = ax
+    for ob, ib in zip(obatch, ibatch):
+        ospec[ob] = ispec[ib]
+    return (tuple(ospec), tuple(ispec))
+
+
+@register("gather")
+def handle_gather(instr, ctx):
+    if not is_array(instr.shape) or len(instr.operands) != 2:
+        return None
+    return free_group(instr, ctx, lambda s: _gather_inputs(instr, s))
+
+
+@register_backward("gather")
+def backward_gather(instr, out_spec, ctx):
+    return _gather_inputs(instr, out_spec)
+
+
+def _scatter_inputs(instr, out_spec):
+    op, idx, upd = instr.operands[0], instr.operands[1], instr.operands[2]
+    window = attr_ints(instr, "update_window_dims")
+    inserted = attr_ints(instr, "inserted_window_dims")
+    ibatch = attr_ints(instr, "input_batching_dims")
+    if any(out_spec[d] for d in ibatch):
+        return None
+    op_window = [d for d in range(len(op.shape.dims)) if d not in inserted and d not in ibatch]
+    uspec = [()] * len(upd.shape.dims)
+    for k, ud in enumerate(window):
+        if k < len(op_window):
+            d = op_window[k]
+            if upd.shape.dims[ud] == op.shape.dims[d]:
+                uspec[ud] = out_spec[d]
+    return (out_spec, replicated_spec(len(idx.shape.dims)), tuple(uspec))
+
+
+@register("scatter")
+def handle_scatter(instr, ctx):
+    if not is_array(instr.shape) or len(instr.operands) != 3:
+        return None
+    return free_group(instr, ctx, lambda s: _scatter_inputs(instr, s))
+
+
+@register_backward("scatter")
+def backward_scatter(instr, out_spec, ctx):
+    if len(instr.operands) != 3:
+        return None
+    return _scatter_inputs(instr, out_spec)

@@ -1,0 +1,267 @@
+"""Opcode -> strategy handler registry, and the build context handlers share.
+
+A handler is ``fn(instr, ctx) -> StrategyGroup | TupleGroup``; a *backward* function is
+``fn(instr, out_spec, ctx) -> tuple | None`` giving the operand specs an instruction needs to
+produce ``out_spec`` without communication (used for user-fixed outputs and inside fusions).
+Handlers register with :func:`register` / :func:`register_backward`; :func:`build_group` dispatches,
+applies user shardings (trimming, or generating the one strategy that matches), falls back to a
+replicated strategy for unknown opcodes, and guarantees that no instruction ends up without a
+strategy.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import InputError
+from .base import (
+    TOKEN, LeafRef, MeshInfo, Strategy, StrategyGroup, TupleGroup, is_array, is_mesh_spec, leaf_shapes,
+    replicated_spec, elementwise_strategy,
+)
+
+HANDLERS: dict[str, Callable] = {}
+BACKWARD: dict[str, Callable] = {}
+
+
+def register(*opcodes: str):
+    def deco(fn):
+        for op in opcodes:
+            HANDLERS[op] = fn
+        return fn
+    return deco
+
+
+def register_backward(*opcodes: str):
+    def deco(fn):
+        for op in opcodes:
+            BACKWARD[op] = fn
+        return fn
+    return deco
+
+
+class BuildContext:
+    """State shared while building strategy groups for one module.
+
+    ``minfo``: :class:`MeshInfo`; ``groups``: instruction -> group; ``fixed``: instruction -> the
+    user HloSharding it must keep (per ``--keep-shardings``); ``weights``: instruction -> execution
+    count (product of enclosing while trip counts); ``extra_edges`` are added by control flow.
+    """
+
+    def __init__(self, mesh, fixed: dict | None = None):
+        self.mesh = mesh
+        self.minfo = MeshInfo(mesh)
+        self.groups: dict = {}
+        self.fixed: dict = fixed or {}
+        self.weights: dict = {}
+        self.manual_nodes: set = set()
+        self.seq = 0
+        #: set by the graph builder: visit(computation, weight) builds every instruction of a
+        #: called computation (while body, call, conditional branch) after its parameters were aliased
+        self.visit = None
+
+    # --- leaf resolution ------------------------------------------------------------------
+    def resolve(self, instr, leaf: int = 0):
+        """(StrategyGroup, k) owning leaf ``leaf`` of ``instr`` (k None for a single-leaf node), or
+        TOKEN for token leaves.  Follows aliases."""
+        seen = 0
+        while True:
+            g = self.groups[instr]
+            if isinstance(g, StrategyGroup):
+                return (g, leaf) if g.multi else (g, None)
+            child = g.children[leaf]
+            if child is TOKEN:
+                return TOKEN
+            if isinstance(child, LeafRef):
+                instr, leaf = child.instr, child.leaf
+                seen += 1
+                if seen > 100000:
+                    raise InputError(f"{instr.name}: cyclic tuple aliasing")
+                continue
+            return (child, None) if not child.multi else (child, 0)
+
+    def leaf_specs(self, instr, leaf: int = 0) -> list:
+        """Spec of ``instr``'s leaf under each strategy of the node that owns it."""
+        r = self.resolve(instr, leaf)
+        if r is TOKEN:
+            return [None]
+        g, k = r
+        if k is None:
+            return [s.out for s in g.strategies]
+        return [s.out[k] for s in g.strategies]
+
+    def is_manual_leaf(self, instr, leaf: int = 0) -> bool:
+        r = self.resolve(instr, leaf)
+        if r is TOKEN:
+            return False
+        return id(r[0]) in self.manual_nodes
+
+    def set_group(self, instr, group) -> None:
+        """Record ``group`` for ``instr`` and number its node groups in creation order."""
+        self.groups[instr] = group
+        for g in ([group] if isinstance(group, StrategyGroup) else group.children):
+            if isinstance(g, StrategyGroup) and g.seq < 0:
+                self.seq += 1
+                g.seq = self.seq
+
+    def weight(self, instr) -> float:
+        return self.weights.get(instr, 1.0)
+
+
+def _spec_key(spec):
+    return spec if is_mesh_spec(spec) else ("raw", str(spec))
+
+
+def _same(a, b) -> bool:
+    if is_mesh_spec(a) and is_mesh_spec(b):
+        return a == b
+    if is_mesh_spec(a) or is_mesh_spec(b):
+        return False
+    return a == b
+
+
+def replicated_group(instr, ctx: BuildContext, name: str = "replicated", require_replicated_inputs: bool = True):
+    """The fallback: output replicated (every leaf), every operand leaf required replicated."""
+    minfo = ctx.minfo
+    inputs = []
+    for op in instr.operands:
+        if op.shape.is_tuple:
+            inputs.append(tuple(replicated_spec(len(s.dims)) if is_array(s) else None for s in leaf_shapes(op.shape)))
+        else:
+            inputs.append(replicated_spec(len(op.shape.dims)) if (is_array(op.shape) and require_replicated_inputs) else None)
+    shape = instr.shape
+    if shape.is_tuple:
+        leaves = leaf_shapes(shape)
+        out = tuple(replicated_spec(len(s.dims)) if is_array(s) else None for s in leaves)
+        mem = sum(minfo.bytes_per_device(s, o) for s, o in zip(leaves, out) if o is not None)
+        st = Strategy(name, out, tuple(inputs), memory=mem)
+        return StrategyGroup(instr, [st], multi=True, leaf_shapes=tuple(leaves))
+    out = replicated_spec(len(shape.dims)) if is_array(shape) else None
+    st = elementwise_strategy(name, out, inputs, shape, minfo) if out is not None else Strategy(name, None, tuple(inputs))
+    return StrategyGroup(instr, [st], leaf_shapes=(shape,))
+
+
+def _fixed_specs(instr, ctx: BuildContext):
+    """Per leaf the Spec the user sharding fixes (None for token leaves)."""
+    sh = ctx.fixed[instr]
+    leaves = leaf_shapes(instr.shape)
+    if instr.shape.is_tuple:
+        elems = list(sh.tuple_elements) if sh.is_tuple else [sh] * len(leaves)
+        if len(elems) != len(leaves):
+            raise InputError(f"{instr.name}: sharding has {len(elems)} elements but the shape has {len(leaves)} leaves")
+    else:
+        elems = [sh]
+    out = []
+    for s, e in zip(leaves, elems):
+        out.append(ctx.minfo.from_sharding(e, len(s.dims)) if is_array(s) else None)
+    return out
+
+
+def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
+    """One strategy producing ``out_spec`` (array instr): backward inference when the opcode has it,
+    else every operand replicated (always correct: compute locally, keep the required shard)."""
+    fn = BACKWARD.get(instr.opcode)
+    inputs = None
+    if fn is not None and is_mesh_spec(out_spec):
+        try:
+            inputs = fn(instr, out_spec, ctx)
+        except (KeyError, IndexError, ValueError):
+            inputs = None
+    if inputs is None:
+        inputs = tuple(replicated_spec(len(op.shape.dims)) if is_array(op.shape) else None for op in instr.operands)
+    return elementwise_strategy("user", out_spec, inputs, instr.shape, ctx.minfo)
+
+
+def apply_fixed(group, instr, ctx: BuildContext):
+    """Restrict ``group`` to the user sharding of ``instr`` (trim, else generate a matching strategy)."""
+    specs = _fixed_specs(instr, ctx)
+    if isinstance(group, TupleGroup):
+        children = []
+        for leaf, (child, spec) in enumerate(zip(group.children, specs)):
+            if child is TOKEN or spec is None:
+                children.append(child)
+                continue
+            if isinstance(child, StrategyGroup):
+                children.append(_trim(child, [spec], ctx, leaf_shape=leaf_shapes(instr.shape)[leaf]))
+                continue
+            # alias: insert a copy node that pins the sharding; the edge pays the resharding
+            shape = leaf_shapes(instr.shape)[leaf]
+            st = Strategy("user", spec, (spec,), memory=ctx.minfo.bytes_per_device(shape, spec))
+            g = StrategyGroup(instr, [st], operands=[LeafRef(child.instr, child.leaf)], leaf_shapes=(shape,), fixed=True)
+            children.append(g)
+        group.children = children
+        return group
+    return _trim(group, specs, ctx)
+
+
+def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None) -> StrategyGroup:
+    want = tuple(specs) if group.multi else specs[0]
+    keep = []
+    for st in group.strategies:
+        if group.multi:
+            ok = all(w is None or _same(o, w) for o, w in zip(st.out, want))
+        else:
+            ok = _same(st.out, want)
+        if ok:
+            keep.append(st)
+    if not keep:
+        if group.multi:
+            base = group.strategies[0]
+            mem = sum(ctx.minfo.bytes_per_device(s, o) for s, o in zip(group.leaf_shapes, want) if o is not None)
+            keep = [Strategy("user", want, tuple(None for _ in base.inputs) if group.operands is not None
+                             else _replicated_inputs(group.instr), memory=mem)]
+        elif group.operands is not None:
+            # a while/conditional leaf: requires the same spec of each of its operand leaves
+            st0 = group.strategies[0]
+            keep = [Strategy("user", want, tuple(want if x is not None else None for x in st0.inputs),
+                             memory=ctx.minfo.bytes_per_device(leaf_shape or group.instr.shape, want))]
+        else:
+            keep = [_generate_for_output(group.instr, want, ctx)]
+    # dedupe identical strategies (same inputs) keeping the cheapest
+    group.strategies = keep
+    group.follow = None
+    group.fixed = True
+    return group
+
+
+def _replicated_inputs(instr):
+    out = []
+    for op in instr.operands:
+        if op.shape.is_tuple:
+            out.append(tuple(replicated_spec(len(s.dims)) if is_array(s) else None for s in leaf_shapes(op.shape)))
+        else:
+            out.append(replicated_spec(len(op.shape.dims)) if is_array(op.shape) else None)
+    return tuple(out)
+
+
+def build_group(instr, ctx: BuildContext):
+    """Build (and record in ``ctx.groups``) the strategy group of ``instr``."""
+    from . import handlers_all  # noqa: F401  (registers every handler module)
+    from .custom_call import manual_group, is_manual_instruction
+
+    if is_manual_instruction(instr, ctx):
+        group = manual_group(instr, ctx)
+    else:
+        fn = HANDLERS.get(instr.opcode)
+        group = fn(instr, ctx) if fn is not None else None
+        if group is None:
+            group = replicated_group(instr, ctx)
+        if instr in ctx.fixed:
+            group = apply_fixed(group, instr, ctx)
+    _check_nonempty(group, instr, ctx)
+    ctx.set_group(instr, group)
+    return group
+
+
+def _check_nonempty(group, instr, ctx):
+    if isinstance(group, StrategyGroup):
+        if not group.strategies:
+            fb = replicated_group(instr, ctx)
+            group.strategies = fb.strategies
+            group.multi = fb.multi
+            group.leaf_shapes = fb.leaf_shapes
+            group.follow = None
+            group.operands = None
+    else:
+        for c in group.children:
+            if isinstance(c, StrategyGroup) and not c.strategies:
+                raise InputError(f"{instr.name}: no sharding strategy for a tuple element")
