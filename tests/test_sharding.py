@@ -41,6 +41,9 @@ NORMALIZED = [
      "{devices=[2,2,2]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}"),
     ("{devices=[2,2,2]<=[2,2,2]T(2,0,1) last_tile_dims={replicated}}",
      "{devices=[2,2,2]<=[4,2]T(1,0) last_tile_dim_replicate}"),
+    # an iota whose replica groups do not align with its transposed dims falls back to explicit
+    ("{devices=[1,1,4,3]<=[3,2,2]T(1,0,2) last_tile_dim_replicate}",
+     "{devices=[1,1,4,3]0,1,4,5,8,9,2,3,6,7,10,11 last_tile_dim_replicate}"),
     ("{devices=[2,2,2]<=[8] last_tile_dims={replicated, manual}}",
      "{devices=[2,2,2]<=[2,2,2]T(0,2,1) last_tile_dims={manual, replicated}}"),
     ("{devices=[2,2,2,2]<=[16] last_tile_dims={replicated, manual, replicated}}",

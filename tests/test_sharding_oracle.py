@@ -187,7 +187,7 @@ def _corpus() -> list[str]:
     ]
     texts += sample_sharding_texts()   # every distinct sharding of the real jax/XLA samples
     seen = set(texts)
-    while len(texts) < 450:
+    while len(texts) < 600:
         t = random_sharding_text(rnd)
         if t not in seen:
             seen.add(t)

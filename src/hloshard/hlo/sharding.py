@@ -101,6 +101,44 @@ def iota_form(devices: np.ndarray | Sequence[int]) -> tuple[tuple[int, ...], tup
     return reshape, perm
 
 
+def _iota_groups_sortable(form: tuple[tuple[int, ...], tuple[int, ...]], group: int) -> bool:
+    """Whether XLA keeps the iota form when it sorts replica groups of size ``group`` (the minor tile
+    dim) of the iota ``form`` (``HloSharding::PartialTile``): walking the transposed iota dims from the
+    minor end, whole dims must divide the remaining group size, and the dim that is larger than what
+    remains must be a multiple of it (it is split). Otherwise XLA falls back to an explicit device list.
+    """
+    reshape, perm = form
+    g = group
+    for p in reversed(perm):
+        size = reshape[p]
+        if g == 1:
+            return True
+        if size <= g:
+            if g % size:
+                return False
+            g //= size
+        else:
+            return size % g == 0
+    return True
+
+
+def _sort_replica_groups(ta: np.ndarray, form):
+    """Sort the devices inside each replica group (the minor tile dim), as XLA's ``PartialTile`` does.
+
+    Returns ``(tile_assignment, iota form or None)``: an iota stays an iota when XLA can express the
+    sorted groups as one (:func:`_iota_groups_sortable`), else the result is an explicit list (also for
+    explicit input, even when the sorted list happens to be an iota).
+    """
+    sorted_ta = np.sort(ta, axis=-1)
+    if form is None:
+        return sorted_ta, None
+    if not _iota_groups_sortable(form, int(ta.shape[-1])):
+        return sorted_ta, None
+    if np.array_equal(sorted_ta, ta):
+        return ta, form
+    return sorted_ta, iota_form(sorted_ta)
+
+
 def _canonical_iota(reshape_dims: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Canonical (minimal) iota form of ``<=[reshape_dims]T(perm)`` (see :func:`iota_form`)."""
     form = iota_form(_iota_array(reshape_dims, perm))
@@ -288,11 +326,7 @@ class HloSharding:
                 return cls("manual", **extra)
             elif types and types[-1] == "replicated":
                 # the devices inside each replicated subgroup are sorted, as for last_tile_dim_replicate
-                sorted_ta = np.sort(ta, axis=-1)
-                if not np.array_equal(sorted_ta, ta):
-                    ta = sorted_ta
-                    if form is not None:
-                        form = iota_form(ta)
+                ta, form = _sort_replica_groups(ta, form)
         if ltdr:
             if ta.ndim == 1 or ta.shape[-1] == ta.size:
                 return cls("replicated", **extra)
@@ -300,11 +334,7 @@ class HloSharding:
                 ta = ta.reshape(ta.shape[:-1])
                 ltdr = False
             else:
-                sorted_ta = np.sort(ta, axis=-1)
-                if not np.array_equal(sorted_ta, ta):
-                    ta = sorted_ta
-                    if form is not None:
-                        form = iota_form(ta)
+                ta, form = _sort_replica_groups(ta, form)
         if detect_iota and form is None:
             form = iota_form(ta)
         return cls("tiled", tile_assignment=ta, iota=form, last_tile_dim_replicate=ltdr,
