@@ -1,0 +1,203 @@
+"""``hloshard solve``: choose a sharding for every instruction with CP-SAT and write annotated HLO.
+
+Reads MODULE.hlo (``-`` for stdin), builds the cost graph on the ``--mesh`` (strategies, resharding
+edges, liveness; :mod:`hloshard.autoshard`), solves it (:func:`hloshard.solver.solve_problem`) and
+writes the module with a ``sharding=`` on every instruction of the entry computation and of the
+computations it calls through while / call / conditional, to ``-o`` or to stdout.  The summary (cost
+split into compute, communication and resharding; peak memory per device; solver status, bound, gap,
+time; the most expensive resharding edges) goes to stderr: a rich table with ``--format text``, the
+report JSON with ``--format json``.  ``--report FILE.json`` writes the report JSON to a file.
+Timing figures live in the report only, never in the HLO: the same input and options give
+byte-identical HLO when the solve is proven optimal, and always with ``--deterministic``.
+
+Exit codes: 0 solved; 2 bad input or options (nothing written); 3 no feasible solution (an infeasible
+memory budget, named by liveness point and tensors, or no solution before the time limit).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from ..errors import UsageError
+from .options import BYTE_SIZE, mesh_from_options, mesh_options
+
+
+class _Budget(click.ParamType):
+    name = "bytes|none"
+
+    def convert(self, value, param, ctx):
+        if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+            return None
+        return BYTE_SIZE.convert(value, param, ctx)
+
+
+class Progress:
+    """Live solver status on stderr (rich); a no-op when disabled."""
+
+    def __init__(self, enabled: bool, time_limit: float, scale: float = 1.0):
+        self.enabled = enabled
+        self.t0 = time.monotonic()
+        self.time_limit = time_limit
+        self.scale = scale
+        self.best = self.bound = None
+        self.phase = "building"
+        self.live = None
+        if enabled:
+            from rich.console import Console
+            from rich.live import Live
+
+            self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=True)
+
+    def _render(self):
+        from rich.text import Text
+
+        def fmt(v):
+            return "-" if v is None else f"{v * self.scale:,.1f}"
+
+        gap = ""
+        if self.best and self.bound is not None:
+            gap = f"  gap {max(0.0, (self.best - self.bound) / self.best):.2%}"
+        return Text(f"[{time.monotonic() - self.t0:6.1f}s / {self.time_limit:.0f}s] {self.phase:<10} "
+                    f"objective {fmt(self.best)}  bound {fmt(self.bound)}{gap}")
+
+    def __enter__(self):
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+    def __call__(self, event: dict):
+        self.phase = event.get("phase", self.phase)
+        if event.get("objective") is not None and (self.best is None or event["objective"] < self.best):
+            self.best = event["objective"]
+        if event.get("bound") is not None:
+            self.bound = event["bound"] if self.bound is None else max(self.bound, event["bound"])
+        if self.live is not None:
+            self.live.update(self._render())
+
+
+def build_report(result, mesh, keep: str, memory_budget) -> dict:
+    """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
+    from ..autoshard import top_edges
+
+    g, sol, ev = result.graph, result.solution, result.evaluation
+    gap = result.gap
+    return {
+        "status": sol.status,
+        "objective": round(ev.total, 6),
+        "bound": None if result.bound is None else round(result.bound, 6),
+        "gap": None if gap is None else round(gap, 6),
+        "seconds": round(result.seconds_build + result.seconds_solve, 3),
+        "seconds_build": round(result.seconds_build, 3),
+        "seconds_solve": round(result.seconds_solve, 3),
+        "breakdown": {"compute": round(ev.compute, 6), "communication": round(ev.communication, 6),
+                      "resharding": round(ev.resharding, 6)},
+        "peak_memory_per_device": int(ev.peak_memory),
+        "peak_memory_at": g.schedule[ev.peak_time].name if ev.peak_time < len(g.schedule) else None,
+        "memory_budget": memory_budget,
+        "keep_shardings": keep,
+        "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+        "nodes": g.problem.num_nodes,
+        "edges": g.problem.num_edges,
+        "solver_nodes": g.solver_problem.num_nodes,
+        "solver_edges": g.solver_problem.num_edges,
+        "strategies": int(sum(len(c) for c in g.problem.node_costs)),
+        "cost_scale": g.cost_scale,
+        "objective_int": sol.objective,
+        "top_edges": top_edges(g, result.choice, ev),
+        "warnings": list(g.warnings),
+    }
+
+
+def print_summary(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..units import format_bytes
+
+    con = Console(stderr=True)
+    t = Table(title="hloshard solve", show_header=True, header_style="bold")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    b = report["breakdown"]
+    t.add_row("objective (cost units)", f"{report['objective']:,.2f}")
+    t.add_row("  compute", f"{b['compute']:,.2f}")
+    t.add_row("  communication", f"{b['communication']:,.2f}")
+    t.add_row("  resharding", f"{b['resharding']:,.2f}")
+    t.add_row("bound", "-" if report["bound"] is None else f"{report['bound']:,.2f}")
+    t.add_row("gap", "-" if report["gap"] is None else f"{report['gap']:.2%}")
+    t.add_row("status", report["status"])
+    t.add_row("peak memory / device", format_bytes(report["peak_memory_per_device"]))
+    t.add_row("nodes / edges", f"{report['nodes']:,} / {report['edges']:,} "
+                               f"(solver {report['solver_nodes']:,} / {report['solver_edges']:,})")
+    t.add_row("time (build + solve)", f"{report['seconds_build']:.1f} s + {report['seconds_solve']:.1f} s")
+    con.print(t)
+    if report["top_edges"]:
+        e = Table(title="most expensive resharding edges", header_style="bold")
+        e.add_column("from")
+        e.add_column("to")
+        e.add_column("cost", justify="right")
+        e.add_column("source sharding")
+        for row in report["top_edges"]:
+            e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
+        con.print(e)
+    for w in report["warnings"]:
+        con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+@click.command("solve")
+@click.argument("module_file", metavar="MODULE.hlo", type=click.Path(dir_okay=False, allow_dash=True))
+@mesh_options
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the annotated HLO here (default: stdout).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Summary on stderr: a table (text) or the report JSON (json).")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here.")
+@click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
+              help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
+@click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
+              help="Bytes per device (e.g. 64MiB) or 'none' (default: no budget).")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock seconds.")
+@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
+@click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
+              help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
+@click.option("--quiet", is_flag=True, help="No progress display and no summary.")
+def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
+            workers, seed, deterministic, export_problem, quiet):
+    """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
+    from ..autoshard import solve_module
+    from ..hlo import parse_module, print_module
+    from ..io import read_text, write_text_atomic
+
+    if time_limit <= 0:
+        raise UsageError("--time-limit must be positive")
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
+    text = read_text(module_file)
+    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    show = not quiet and sys.stderr.isatty()
+    with Progress(show, time_limit) as progress:
+        result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
+                              workers=workers, seed=seed, deterministic=deterministic,
+                              progress=progress if show else None, export_problem=export_problem)
+    report = build_report(result, dmesh, keep, memory_budget)
+    out_text = print_module(module)
+    if report_file:
+        write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(output or "-", out_text)
+    if not quiet:
+        if fmt == "json":
+            click.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
+        else:
+            print_summary(report)
