@@ -401,7 +401,14 @@ class _Builder(Transformer):
                 value = [self._computation(v, tok, key) for v in value]
             attrs[key] = value
         if shape is None:
+            if literal is not None:
+                ctx.error_tok("constant needs its shape: f32[2] constant({1, 2})", call)
             shape = self._infer_shape(opcode, operands, attrs, at)
+        if literal is not None and not shape.is_tuple:
+            lead = _LEAD_BRACES_RE.match(literal)
+            depth = lead.group(0).count("{") if lead else 0
+            if depth > max(shape.rank, 1):
+                ctx.error_tok(f"literal nested {depth} deep for the rank-{shape.rank} shape {shape}", call)
         return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
 
     def _computation(self, ref, tok: Token, key: str) -> Computation:
@@ -516,6 +523,7 @@ class _DepthError(Exception):
 
 _LOCK = threading.RLock()
 _HEAD_RE = re.compile(r"(ROOT\s+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)")
+_LEAD_BRACES_RE = re.compile(r"(?:\{\s*)+")
 _INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
 _BUILDER = _Builder()
 

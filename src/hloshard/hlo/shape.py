@@ -249,6 +249,7 @@ class Shape:
 
 _ARRAY_RE = re.compile(r"\s*(b\s*\(\s*)?(" + "|".join(ELEMENT_TYPES) + r")\s*\[([^\[\]{}()]*)\]"
                        r"(?:\s*\{\s*([0-9][0-9,\s]*|)\s*(?::([^{}]*))?\})?\s*(\))?\s*")
+_SHAPE_TOKEN_RE = re.compile(r"b\s*\(\s*" + ARRAY_SHAPE_RE + r"\s*\)|" + ARRAY_SHAPE_RE)
 _DIM_RE = re.compile(r"\s*(?:(<=)\s*(\d+)|(\?)|(\d+))\s*$")
 
 
@@ -316,7 +317,7 @@ def parse_shape(text: str) -> Shape:
     def fail(msg: str, at: int):
         raise HloSyntaxError(msg, "<shape>", 1, at + 1, text)
 
-    arr_re = re.compile(ARRAY_SHAPE_RE.replace("(?:", "(?:b\\s*\\(\\s*)?(?:", 1) + r"(?:\s*\))?")
+    arr_re = _SHAPE_TOKEN_RE
     while True:
         while pos < n and src[pos].isspace():
             pos += 1
