@@ -473,3 +473,32 @@ def collectives(text: str) -> list[dict]:
             "source_target_pairs": expand_replica_groups(stp) if stp is not None else None,
         })
     return out
+
+
+def strip_variadic_collective_shardings(text: str) -> str:
+    """Drop ``sharding={...}`` from collectives with a tuple result (variadic all-gather / all-reduce /
+    reduce-scatter), leaving every other line alone.
+
+    Why: jaxlib 0.10.2's HLO -> StableHLO -> HLO compile path fails on a tuple sharding on a multi-result
+    collective (``error: Failed to get shape`` at ``func.return``), although XLA itself writes such
+    shardings. The get-tuple-element users keep their shardings, so the partitioner sees the same
+    manual region; only the oracle's compile input is changed, never what hloshard writes.
+    """
+    out = []
+    for line in text.splitlines(keepends=True):
+        m = _INSTR_RE.match(line)
+        if m and m.group("opcode") in COLLECTIVE_OPCODES and m.group("shape").lstrip().startswith("("):
+            k = line.find(", sharding={")
+            if k >= 0:
+                depth, j = 0, k + len(", sharding=")
+                while j < len(line):
+                    if line[j] == "{":
+                        depth += 1
+                    elif line[j] == "}":
+                        depth -= 1
+                        if depth == 0:
+                            break
+                    j += 1
+                line = line[:k] + line[j + 1:]
+        out.append(line)
+    return "".join(out)

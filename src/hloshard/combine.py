@@ -1,0 +1,620 @@
+"""Combine small collectives into variadic ones (``hloshard combine``).
+
+FSDP-style programs all-gather every layer's weights and reduce-scatter every layer's gradients, one
+collective per tensor; each pays the collective's latency (alpha). Since openxla/xla PR 5740
+(``../shared/seeds/003_52935072611a13a9.txt``) all-gather and reduce-scatter, like all-reduce, take N
+operands and return an N-tuple, so several small tensors can move in one collective (the idea behind
+DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
+
+* **Which collectives combine**: same computation, same opcode (``all-gather``, ``reduce-scatter``,
+  ``all-reduce``; synchronous forms only: async ``-start``/``-done`` pairs are already scheduled and
+  are left alone), same replica groups (compared as expanded lists), same ``dimensions``, same
+  channel mode (``channel_id`` present or not, ``use_global_device_ids``), for reductions a
+  structurally identical reduction computation (names ignored), equal remaining attributes
+  (``constrain_layout``, ``frontend_attributes``, ``backend_config`` ...), all or none annotated
+  with a sharding, and no control dependencies. Already variadic collectives are flattened in.
+* **Buckets**: in program (post) order, each key keeps one open bucket; a collective joins it while the
+  bucket's bytes stay within ``bucket_bytes`` and it does not depend on the bucket. Bytes are the ones
+  the cost model charges (all-gather: gathered result bytes; reduce-scatter and all-reduce: operand
+  bytes), per device.
+* **Never combine dependent collectives**, directly or through any path, *including paths created by
+  other combinations*: merging a bucket into one node contracts the graph, and two buckets can be
+  mutually dependent even when no two members of one bucket are (a1 -> b2 and b1 -> a2). Each
+  instruction's set of buckets it depends on is kept as a bitset; the check follows bucket-to-bucket
+  dependencies transitively, so the contracted graph stays acyclic by construction.
+* **Rewrite**: the variadic op takes the members' operands in member order; each single-operand member
+  becomes a ``get-tuple-element`` of it carrying the member's name, shape, sharding and metadata (so
+  users need no change); users of a variadic member's GTEs are re-indexed, any other user of its tuple
+  gets a ``tuple`` of GTEs. The combined op's sharding is the tuple of the members' (leaf) shardings.
+  Its channel_id is the first member's.
+* **Order**: the computation is re-sorted topologically with a stable priority (an instruction's old
+  position; a combined op takes its first member's position), so the combined op is emitted as soon as
+  all its operands are available and before its first user, and everything else keeps its relative
+  order as far as the dependencies allow.
+
+Costs come from :mod:`hloshard.cost.collectives` (alpha-beta, XLA auto-sharding formulas): a variadic
+collective pays one latency over the summed bytes, so combining k collectives saves about (k-1)
+alpha. Invalid collectives of the selected kinds (zero operands, a dimension out of range, result
+shapes or element types that do not match the operands, element types that differ from a typed
+reduction's) raise :class:`~hloshard.errors.InputError` naming each one; the module is not touched.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .errors import InputError, UsageError
+from .hlo.ir import Computation, Instruction, Module
+from .hlo.shape import Shape
+
+#: the collective opcodes that can be combined
+COMBINABLE_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
+DEFAULT_BUCKET_BYTES = 25 * 2**20
+
+_KEY_EXCLUDED_ATTRS = frozenset({"channel_id", "replica_groups", "dimensions", "use_global_device_ids",
+                                 "to_apply", "sharding", "metadata"})
+
+
+# --------------------------------------------------------------------------------------------------
+# report
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class CombinedGroup:
+    """One variadic collective made from ``members`` (their names, in operand order)."""
+
+    name: str
+    kind: str
+    computation: str
+    members: list[str]
+    operands: int
+    bytes: int                         # per device, as charged by the cost model
+    cost_before: float | None = None   # sum of the members' costs (cost units)
+    cost_after: float | None = None    # the combined collective's cost (cost units)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "computation": self.computation,
+                "members": list(self.members), "operands": self.operands, "bytes": self.bytes,
+                "cost_before": self.cost_before, "cost_after": self.cost_after}
+
+
+@dataclass
+class CombineReport:
+    """What :func:`combine_module` did. Costs are in cost units (None without a mesh)."""
+
+    module: str
+    kinds: list[str]
+    bucket_bytes: int
+    mesh: str | None
+    collectives_before: int            # collectives of the selected kinds before
+    collectives_after: int
+    groups: list[CombinedGroup] = field(default_factory=list)
+    cost_before: float | None = None   # all collectives of the selected kinds, before
+    cost_after: float | None = None
+    uncosted: int = 0                  # collectives whose replica groups the mesh cannot cost
+
+    @property
+    def merged(self) -> int:
+        """How many original collectives were folded into variadic ones."""
+        return sum(len(g.members) for g in self.groups)
+
+    @property
+    def latency_saved(self) -> float | None:
+        """Cost before minus cost after (cost units), None without a mesh."""
+        if self.cost_before is None or self.cost_after is None:
+            return None
+        return round(self.cost_before - self.cost_after, 6)
+
+    def to_json(self) -> dict:
+        return {"module": self.module, "kinds": list(self.kinds), "bucket_bytes": self.bucket_bytes,
+                "mesh": self.mesh, "collectives_before": self.collectives_before,
+                "collectives_after": self.collectives_after, "merged": self.merged,
+                "combined": len(self.groups), "cost_before": self.cost_before, "cost_after": self.cost_after,
+                "latency_saved": self.latency_saved, "uncosted": self.uncosted,
+                "groups": [g.to_json() for g in self.groups]}
+
+    def to_text(self) -> str:
+        from .units import format_bytes
+
+        lines = [f"module {self.module}: {self.collectives_before} collectives "
+                 f"({', '.join(self.kinds)}) -> {self.collectives_after}; merged {self.merged} into "
+                 f"{len(self.groups)} variadic collectives (bucket {format_bytes(self.bucket_bytes)})"]
+        if self.latency_saved is None:
+            lines.append("latency saved: unknown (no device mesh: pass --mesh or set num_partitions)")
+        else:
+            lines.append(f"cost on mesh {self.mesh}: {_fmt(self.cost_before)} -> {_fmt(self.cost_after)} "
+                         f"cost units; latency saved {_fmt(self.latency_saved)}")
+            if self.uncosted:
+                lines.append(f"({self.uncosted} collectives have replica groups the mesh cannot cost; "
+                             "left out of the totals)")
+        for g in self.groups:
+            cost = "" if g.cost_before is None else f"  cost {_fmt(g.cost_before)} -> {_fmt(g.cost_after)}"
+            lines.append(f"  {g.name} = {g.kind} of {len(g.members)} ({g.operands} operands, "
+                         f"{format_bytes(g.bytes)}) in {g.computation}{cost}: {', '.join(g.members)}")
+        return "\n".join(lines) + "\n"
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "?"
+    return f"{x:.3f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+
+
+# --------------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------------
+
+def _leaves(shape: Shape) -> list[Shape]:
+    return list(shape.tuple_shapes) if shape.is_tuple else [shape]
+
+
+def _group_size(instr: Instruction, num_devices: int | None) -> int | None:
+    groups = instr.replica_groups
+    if groups:
+        return len(groups[0])
+    return num_devices
+
+
+def collective_problems(instr: Instruction, num_devices: int | None = None) -> list[str]:
+    """What is wrong with a (possibly variadic) all-gather / reduce-scatter / all-reduce; ``[]`` if valid.
+
+    Checks: at least one operand; one result leaf per operand (an N-tuple for N operands, or one array);
+    equal replica-group sizes; for all-gather / reduce-scatter exactly one ``dimensions`` entry within
+    every operand's rank; per operand, the result has the operand's element type and shape except along
+    the dimension (all-gather: times the group size; reduce-scatter: divided by it; all-reduce: equal);
+    for reductions a ``to_apply`` whose parameters have each operand's element type.
+    ``num_devices`` is the group size when ``replica_groups`` is empty (all devices); unknown -> the
+    group-size factor is only checked for divisibility.
+    """
+    kind = instr.opcode
+    out: list[str] = []
+    ops = instr.operands
+    if not ops:
+        return [f"{kind} has no operands"]
+    leaves = _leaves(instr.shape)
+    if len(leaves) != len(ops):
+        return [f"{kind} has {len(ops)} operands but its result has {len(leaves)} "
+                f"{'element' if len(leaves) == 1 else 'elements'}"]
+    if instr.shape.is_tuple and len(ops) == 1 and kind == "all-reduce":
+        pass  # (f32[8]) all-reduce(x): a one-tuple is accepted by XLA
+    groups = instr.replica_groups
+    if groups and len({len(g) for g in groups}) > 1:
+        out.append(f"{kind} has replica groups of different sizes {sorted({len(g) for g in groups})}")
+    g = _group_size(instr, num_devices)
+    dim = None
+    if kind in ("all-gather", "reduce-scatter"):
+        dims = instr.dimensions
+        if not dims or len(dims) != 1:
+            out.append(f"{kind} needs exactly one dimension in dimensions={{...}}, got {dims}")
+            return out
+        dim = dims[0]
+    for i, (op, res) in enumerate(zip(ops, leaves)):
+        what = f"operand {i} ({op.name}: {op.shape.to_string(layout=False)})"
+        if not op.shape.is_array or not res.is_array:
+            out.append(f"{what}: {kind} operands and results must be arrays")
+            continue
+        if op.shape.element_type != res.element_type:
+            out.append(f"{what}: result element type {res.element_type} differs from the operand's")
+        if dim is not None and not 0 <= dim < op.shape.rank:
+            out.append(f"{what}: dimension {dim} is out of range for rank {op.shape.rank}")
+            continue
+        if res.rank != op.shape.rank:
+            out.append(f"{what}: result {res.to_string(layout=False)} has a different rank")
+            continue
+        for d, (a, r) in enumerate(zip(op.shape.dims, res.dims)):
+            if d != dim:
+                if a != r:
+                    out.append(f"{what}: result {res.to_string(layout=False)} differs in dimension {d}")
+                    break
+            elif kind == "all-gather":
+                ok = (r == a * g) if g else (a > 0 and r % a == 0) or (a == 0 and r == 0)
+                if not ok:
+                    out.append(f"{what}: all-gather result dimension {d} is {r}, expected "
+                               f"{a * g if g else 'a multiple of ' + str(a)}")
+            else:  # reduce-scatter
+                ok = (a == r * g) if g else (r > 0 and a % r == 0) or (r == 0 and a == 0)
+                if not ok:
+                    out.append(f"{what}: reduce-scatter result dimension {d} is {r}, expected "
+                               f"{a // g if g and a % g == 0 else 'operand / group size'}")
+    if kind in ("all-reduce", "reduce-scatter"):
+        red = instr.attrs.get("to_apply")
+        if not isinstance(red, Computation):
+            out.append(f"{kind} has no reduction computation (to_apply)")
+        else:
+            ptypes = {p.shape.element_type for p in red.parameters}
+            if len(ptypes) == 1:
+                ptype = next(iter(ptypes))
+                bad = [f"{o.name}: {o.shape.element_type}" for o in ops
+                       if o.shape.is_array and o.shape.element_type != ptype]
+                if bad:
+                    out.append(f"reduction {red.name} is typed {ptype} but operands are {', '.join(bad)}")
+    return out
+
+
+def validate_collectives(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
+                         num_devices: int | None = None) -> None:
+    """Raise :class:`InputError` listing every invalid collective of ``kinds`` (with its line)."""
+    problems = []
+    for instr in module.all_instructions():
+        if instr.opcode in kinds:
+            for p in collective_problems(instr, num_devices):
+                loc = f"line {instr.line}: " if instr.line else ""
+                problems.append(f"{loc}%{instr.name}: {p}")
+    if problems:
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        raise InputError("refusing to combine: invalid collectives\n  " + "\n  ".join(problems[:20]) + more)
+
+
+# --------------------------------------------------------------------------------------------------
+# grouping keys and bytes
+# --------------------------------------------------------------------------------------------------
+
+def _computation_signature(comp: Computation, _cache: dict) -> tuple:
+    """Structural identity of a reduction computation (instruction names ignored)."""
+    sig = _cache.get(id(comp))
+    if sig is not None:
+        return sig
+    order = comp.post_order()
+    index = {id(i): k for k, i in enumerate(order)}
+    rows = []
+    for i in order:
+        attrs = tuple((k, str(v)) for k, v in i.attrs.items() if k not in ("metadata", "sharding"))
+        rows.append((i.opcode, i.shape.to_string(layout=False), tuple(index.get(id(o), -1) for o in i.operands),
+                     i.parameter_number, i.literal, attrs, i is comp.root))
+    sig = tuple(rows)
+    _cache[id(comp)] = sig
+    return sig
+
+
+def _key(instr: Instruction, sig_cache: dict) -> tuple:
+    groups = instr.replica_groups
+    rg = None if groups is None else tuple(tuple(g) for g in groups)
+    red = instr.attrs.get("to_apply")
+    red_sig = _computation_signature(red, sig_cache) if isinstance(red, Computation) else None
+    rest = tuple((k, str(v)) for k, v in instr.attrs.items() if k not in _KEY_EXCLUDED_ATTRS)
+    return (instr.opcode, rg, tuple(instr.dimensions or ()), instr.channel_id is not None,
+            bool(instr.attrs.get("use_global_device_ids", False)), red_sig, rest, instr.sharding is not None)
+
+
+def collective_bytes(instr: Instruction) -> int:
+    """Per-device bytes the cost model charges: all-gather -> result bytes (gathered), reduce-scatter and
+    all-reduce -> operand bytes. Sums the leaves of variadic collectives."""
+    if instr.opcode == "all-gather":
+        return int(instr.shape.byte_size)
+    return int(sum(o.shape.byte_size for o in instr.operands))
+
+
+# --------------------------------------------------------------------------------------------------
+# costs
+# --------------------------------------------------------------------------------------------------
+
+class _Coster:
+    """Costs of collectives on a mesh, by replica groups (cached)."""
+
+    def __init__(self, mesh):
+        self.mesh = mesh
+        self._axes: dict = {}
+
+    def axes(self, instr: Instruction):
+        groups = instr.replica_groups
+        key = None if groups is None else tuple(tuple(g) for g in groups)
+        if key in self._axes:
+            return self._axes[key]
+        res = None
+        try:
+            if not groups:
+                ax = tuple(a for a in range(self.mesh.ndim) if self.mesh.shape[a] > 1)
+                res = (ax, self.mesh.num_devices) if ax else None
+            else:
+                ax = self.mesh.axes_for_replica_groups(groups)
+                if ax is not None and len(ax) > 0:
+                    res = (ax, None)
+                else:
+                    # groups covering part of some axes: charge the axes they vary along, n = group size
+                    coords = [self.mesh.coords(d) for d in groups[0]]
+                    ax = tuple(a for a in range(self.mesh.ndim) if len({c[a] for c in coords}) > 1)
+                    res = (ax, len(groups[0])) if ax else None
+        except (ValueError, IndexError):
+            res = None
+        self._axes[key] = res
+        return res
+
+    def cost(self, kind: str, instr: Instruction, nbytes: int) -> float | None:
+        from .cost.collectives import collective_cost
+
+        ax = self.axes(instr)
+        if ax is None:
+            return None
+        axes, gsize = ax
+        return collective_cost(kind, self.mesh, nbytes, axes, group_size=gsize)
+
+
+# --------------------------------------------------------------------------------------------------
+# bucketing
+# --------------------------------------------------------------------------------------------------
+
+def _bits(x: int) -> Iterable[int]:
+    while x:
+        low = x & -x
+        yield low.bit_length() - 1
+        x ^= low
+
+
+class _Buckets:
+    """Bucket assignment in program order with a contraction-aware dependency check."""
+
+    def __init__(self):
+        self.members: list[list[Instruction]] = []
+        self.bytes: list[int] = []
+        self.deps: list[int] = []      # per bucket: bitset of buckets its members' operands depend on
+
+    def depends_on(self, dep_bits: int, target: int) -> bool:
+        """Does something with direct bucket dependencies ``dep_bits`` reach bucket ``target``?"""
+        tbit = 1 << target
+        if dep_bits & tbit:
+            return True
+        seen = dep_bits
+        frontier = dep_bits
+        while frontier:
+            nxt = 0
+            for b in _bits(frontier):
+                nxt |= self.deps[b]
+            nxt &= ~seen
+            if nxt & tbit:
+                return True
+            seen |= nxt
+            frontier = nxt
+        return False
+
+
+def _plan_computation(comp: Computation, kinds: frozenset, bucket_bytes: int, sig_cache: dict
+                      ) -> tuple[list[list[Instruction]], list[Instruction]]:
+    """Buckets (lists of >= 2 members) for one computation, and its post order."""
+    order = comp.post_order()
+    control_involved: set[int] = set()
+    for i in order:
+        cps = i.attrs.get("control-predecessors")
+        if cps:
+            control_involved.add(id(i))
+            control_involved.update(id(p) for p in cps)
+    bk = _Buckets()
+    bucket_of: dict[int, int] = {}
+    dep: dict[int, int] = {}
+    open_bucket: dict[tuple, int] = {}
+    for v in order:
+        d = 0
+        preds = v.operands
+        cps = v.attrs.get("control-predecessors")
+        if cps:
+            preds = list(preds) + list(cps)
+        for o in preds:
+            d |= dep.get(id(o), 0)
+            b = bucket_of.get(id(o))
+            if b is not None:
+                d |= 1 << b
+        dep[id(v)] = d
+        if v.opcode not in kinds or id(v) in control_involved:
+            continue
+        key = _key(v, sig_cache)
+        nbytes = collective_bytes(v)
+        b = open_bucket.get(key)
+        if (b is not None and bk.bytes[b] + nbytes <= bucket_bytes and not bk.depends_on(d, b)):
+            bk.members[b].append(v)
+            bk.bytes[b] += nbytes
+            bk.deps[b] |= d
+            bucket_of[id(v)] = b
+            continue
+        b = len(bk.members)
+        bk.members.append([v])
+        bk.bytes.append(nbytes)
+        bk.deps.append(d)
+        bucket_of[id(v)] = b
+        open_bucket[key] = b
+    return [m for m in bk.members if len(m) > 1], order
+
+
+# --------------------------------------------------------------------------------------------------
+# rewriting
+# --------------------------------------------------------------------------------------------------
+
+def _leaf_shardings(instr: Instruction) -> list:
+    s = instr.sharding
+    n = len(_leaves(instr.shape))
+    if s is None:
+        return [None] * n
+    if instr.shape.is_tuple:
+        elems = list(s.tuple_elements) if s.is_tuple else [s] * n
+        return elems
+    return [s]
+
+
+def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[int, float]) -> Instruction:
+    from .hlo.sharding import HloSharding
+
+    first = members[0]
+    operands: list[Instruction] = []
+    leaves: list[Shape] = []
+    shardings: list = []
+    for m in members:
+        operands.extend(m.operands)
+        leaves.extend(_leaves(m.shape))
+        shardings.extend(_leaf_shardings(m))
+    attrs = {k: v for k, v in first.attrs.items() if k not in ("metadata",)}
+    if first.sharding is not None:
+        attrs["sharding"] = HloSharding.tuple(shardings)
+    combined = Instruction(comp.unique_name(f"{first.opcode}-combined"), first.opcode, Shape.tuple(leaves),
+                           operands, attrs)
+    comp.add_instruction(combined)
+    prio[id(combined)] = min(prio[id(m)] for m in members)
+    offset = 0
+    for m in members:
+        n = len(_leaves(m.shape))
+        mprio = prio[id(m)]
+        if not m.shape.is_tuple:
+            gte = _gte(comp, combined, offset, m.shape, m.sharding, m.attrs.get("metadata"), m.name)
+            prio[id(gte)] = mprio
+            comp.replace_all_uses(m, gte)
+            _drop(comp, m)
+            comp.rename(gte, m.name)
+        else:
+            msh = _leaf_shardings(m)
+            for user in list(m.users):
+                if user.opcode == "get-tuple-element":
+                    idx = user.attrs["index"]
+                    user.set_operands([combined])
+                    user.attrs["index"] = offset + idx
+            if m.users or m.is_root:
+                parts = []
+                for k in range(n):
+                    g = _gte(comp, combined, offset + k, m.shape.tuple_shapes[k], msh[k], None,
+                             f"{m.name}.element{k}")
+                    prio[id(g)] = mprio
+                    parts.append(g)
+                tup = Instruction(comp.unique_name(m.name + ".tuple"), "tuple", m.shape, parts,
+                                  {"sharding": m.sharding} if m.sharding is not None else None)
+                comp.add_instruction(tup)
+                prio[id(tup)] = mprio
+                comp.replace_all_uses(m, tup)
+                _drop(comp, m)
+                comp.rename(tup, m.name)
+            else:
+                _drop(comp, m)
+        offset += n
+    return combined
+
+
+def _gte(comp, tup, index, shape, sharding, metadata, name) -> Instruction:
+    attrs = {"index": index}
+    if sharding is not None:
+        attrs["sharding"] = sharding
+    if metadata is not None:
+        attrs["metadata"] = metadata
+    g = Instruction(comp.unique_name(name + ".gte"), "get-tuple-element", shape, [tup], attrs)
+    return comp.add_instruction(g)
+
+
+def _drop(comp: Computation, instr: Instruction) -> None:
+    """Remove a user-less, non-root instruction that is in no control-predecessor list (combine only
+    picks such collectives). Local fast path of ``Computation.remove_instruction``, which scans every
+    instruction's control predecessors (quadratic over a thousand removals); the instruction list
+    itself is rebuilt by :func:`_reorder`."""
+    assert not instr.users and instr is not comp.root
+    instr.set_operands([])
+    comp._by_name.pop(instr.name, None)
+    instr.parent = None
+
+
+def _reorder(comp: Computation, prio: dict[int, float]) -> None:
+    """Stable topological order: among ready instructions, the smallest priority first."""
+    live = [i for i in comp.instructions if i.parent is comp]
+    indeg: dict[int, int] = {}
+    succ: dict[int, list[Instruction]] = {id(i): [] for i in live}
+    for i in live:
+        preds = {id(o): o for o in i.operands if o.parent is comp}
+        for p in i.attrs.get("control-predecessors", ()) or ():
+            if p.parent is comp:
+                preds[id(p)] = p
+        indeg[id(i)] = len(preds)
+        for p in preds.values():
+            succ[id(p)].append(i)
+    heap = []
+    seq = {id(i): k for k, i in enumerate(live)}
+    for i in live:
+        if indeg[id(i)] == 0:
+            heapq.heappush(heap, (prio.get(id(i), seq[id(i)]), seq[id(i)], i))
+    out: list[Instruction] = []
+    while heap:
+        _, _, i = heapq.heappop(heap)
+        out.append(i)
+        for s in succ[id(i)]:
+            indeg[id(s)] -= 1
+            if indeg[id(s)] == 0:
+                heapq.heappush(heap, (prio.get(id(s), seq[id(s)]), seq[id(s)], s))
+    if len(out) != len(live):  # pragma: no cover - the bucketing keeps the graph acyclic
+        raise RuntimeError(f"combine produced a cycle in {comp.name}")
+    comp.instructions[:] = out
+
+
+# --------------------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------------------
+
+def parse_kinds(text: str | Sequence[str] | None) -> list[str]:
+    """``'all-gather,reduce-scatter'`` -> list of kinds; None -> all three. Raises UsageError."""
+    if text is None:
+        return list(COMBINABLE_KINDS)
+    items = text.split(",") if isinstance(text, str) else list(text)
+    kinds = []
+    for k in (x.strip() for x in items):
+        if not k:
+            continue
+        if k not in COMBINABLE_KINDS:
+            raise UsageError(f"--kinds: unknown collective {k!r}; expected some of {', '.join(COMBINABLE_KINDS)}")
+        if k not in kinds:
+            kinds.append(k)
+    if not kinds:
+        raise UsageError("--kinds is empty")
+    return kinds
+
+
+def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
+                   bucket_bytes: int = DEFAULT_BUCKET_BYTES, mesh=None) -> CombineReport:
+    """Combine the collectives of ``kinds`` in every computation of ``module`` (mutated in place).
+
+    ``bucket_bytes``: the most bytes per device one combined collective may move (see
+    :func:`collective_bytes`); ``mesh``: a :class:`~hloshard.mesh.DeviceMesh` for the cost report
+    (None: no costs). Raises InputError (invalid collectives, module untouched) or UsageError
+    (unknown kind, negative bucket).
+    """
+    kinds = parse_kinds(list(kinds))
+    if bucket_bytes < 0:
+        raise UsageError(f"--bucket-bytes must be >= 0, got {bucket_bytes}")
+    num_devices = mesh.num_devices if mesh is not None else module.num_partitions
+    validate_collectives(module, kinds, num_devices)
+    kindset = frozenset(kinds)
+    coster = _Coster(mesh) if mesh is not None else None
+    report = CombineReport(module=module.name, kinds=list(kinds), bucket_bytes=int(bucket_bytes),
+                           mesh=str(mesh) if mesh is not None else None, collectives_before=0,
+                           collectives_after=0)
+
+    def total_cost() -> tuple[float | None, int]:
+        if coster is None:
+            return None, 0
+        tot, unc = 0.0, 0
+        for i in module.all_instructions():
+            if i.opcode in kindset:
+                c = coster.cost(i.opcode, i, collective_bytes(i))
+                if c is None:
+                    unc += 1
+                else:
+                    tot += c
+        return round(tot, 6), unc
+
+    report.collectives_before = sum(1 for i in module.all_instructions() if i.opcode in kindset)
+    report.cost_before, report.uncosted = total_cost()
+    sig_cache: dict = {}
+    for comp in list(module.computations):
+        buckets, order = _plan_computation(comp, kindset, bucket_bytes, sig_cache)
+        if not buckets:
+            continue
+        prio = {id(i): float(k) for k, i in enumerate(order)}
+        for members in buckets:
+            nbytes = sum(collective_bytes(m) for m in members)
+            before = after = None
+            if coster is not None:
+                costs = [coster.cost(m.opcode, m, collective_bytes(m)) for m in members]
+                if all(c is not None for c in costs):
+                    before = round(sum(costs), 6)
+            names = [m.name for m in members]
+            combined = _combine_bucket(comp, members, prio)
+            if coster is not None and before is not None:
+                after = coster.cost(combined.opcode, combined, nbytes)
+            report.groups.append(CombinedGroup(name=combined.name, kind=combined.opcode, computation=comp.name,
+                                               members=names, operands=len(combined.operands), bytes=nbytes,
+                                               cost_before=before, cost_after=after))
+        _reorder(comp, prio)
+    report.collectives_after = sum(1 for i in module.all_instructions() if i.opcode in kindset)
+    report.cost_after, _ = total_cost()
+    return report

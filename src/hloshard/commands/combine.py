@@ -1,0 +1,58 @@
+"""``hloshard combine MODULE.hlo``: merge small collectives into variadic ones (see :mod:`hloshard.combine`).
+
+The combined module goes to ``-o`` (default: standard output); the report goes to standard output when
+the module is written to a file, to standard error when the module is on standard output, and alone
+to standard output with ``--report-only``. Exit 2 for a syntax error, an invalid collective (nothing
+is written) or bad options.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .options import BYTE_SIZE, mesh_options
+
+
+@click.command("combine")
+@click.argument("file", type=str)
+@click.option("--kinds", default="all-gather,reduce-scatter,all-reduce", show_default=True, metavar="K1,K2",
+              help="collective kinds to combine (comma-separated: all-gather, reduce-scatter, all-reduce)")
+@click.option("--bucket-bytes", type=BYTE_SIZE, default="25MiB", show_default=True, metavar="SIZE",
+              help="most bytes per device one combined collective may move (e.g. 4MiB, 0 = no combining)")
+@click.option("-o", "--output", "output", default="-", show_default=True, metavar="OUT",
+              help="where to write the combined module ('-' = standard output)")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="report format")
+@click.option("--report-only", is_flag=True, help="print only the report; write no module")
+@mesh_options
+def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_ids, alpha, beta) -> None:
+    """Combine same-kind collectives of FILE (HLO text, '-' for stdin) into variadic ones.
+
+    Collectives combine when they have the same kind, replica groups, dimension, channel mode and
+    reduction, do not depend on each other (through any path), and fit in --bucket-bytes. The report
+    gives how many were merged and the latency saved under the alpha-beta cost model on --mesh (or the
+    module's num_partitions; without either, costs are left out).
+    """
+    from ..combine import combine_module, parse_kinds
+    from ..errors import UsageError
+    from ..hlo import parse_file, print_module
+    from ..io import write_text_atomic
+
+    kind_list = parse_kinds(kinds)
+    module = parse_file(file)
+    dev_mesh = None
+    if mesh is not None or (module.num_partitions or 0) > 1:
+        from .options import mesh_from_options
+
+        dev_mesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    elif device_ids is not None or alpha is not None or beta is not None:
+        raise UsageError("--device-ids / --alpha / --beta need --mesh (the module states no num_partitions)")
+    report = combine_module(module, kind_list, bucket_bytes, dev_mesh)
+    text = (json.dumps(report.to_json(), indent=2, sort_keys=True) + "\n") if fmt == "json" else report.to_text()
+    if report_only:
+        click.echo(text, nl=False)
+        return
+    write_text_atomic(output, print_module(module))
+    click.echo(text, nl=False, err=(output == "-"))
