@@ -190,11 +190,22 @@ def collective_permute_cost(mesh, nbytes: Bytes, pairs: Iterable[tuple[int, int]
     return best
 
 
+_COORD_CACHE: dict[int, tuple[object, dict[int, tuple[int, ...]]]] = {}
+
+
 def _coordinate_table(mesh) -> dict[int, tuple[int, ...]]:
+    """device id -> mesh coordinates (cached per mesh object; do not mutate the result)."""
+    hit = _COORD_CACHE.get(id(mesh))
+    if hit is not None and hit[0] is mesh:
+        return hit[1]
     import numpy as np
 
     ids = np.asarray(mesh.device_ids)
-    return {int(ids[idx]): tuple(int(i) for i in idx) for idx in np.ndindex(*ids.shape)}
+    table = {int(ids[idx]): tuple(int(i) for i in idx) for idx in np.ndindex(*ids.shape)}
+    if len(_COORD_CACHE) > 256:
+        _COORD_CACHE.clear()
+    _COORD_CACHE[id(mesh)] = (mesh, table)  # keeps the mesh alive so its id is not reused
+    return table
 
 
 def replicated_penalty(mesh: MeshLike) -> float:

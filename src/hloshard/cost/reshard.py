@@ -310,7 +310,8 @@ def _slice_is_local(src: _Layout, dst: _Layout, factors: Sequence[int]) -> bool:
 
 
 class _Builder:
-    def __init__(self, shape: Shape, mesh, leaf: int):
+    def __init__(self, shape: Shape, mesh, leaf: int, describe: bool = True):
+        self.describe = describe
         self.shape = shape
         self.dims = tuple(int(d) for d in shape.dims)
         self.mesh = mesh
@@ -353,6 +354,11 @@ class _Builder:
     # steps
     def add(self, **kw) -> None:
         kw.setdefault("leaf", self.leaf)
+        if not self.describe:
+            kw["sharding_after"] = None
+        after = kw.get("sharding_after")
+        if isinstance(after, _Layout):
+            kw["sharding_after"] = after.sharding()
         self.steps.append(ReshardStep(**kw))
 
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
@@ -371,7 +377,7 @@ class _Builder:
         self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=_sorted_groups(groups),
                  bytes_per_device=out_b - in_b, bytes_sent=(factor - 1) * in_b, input_bytes=in_b,
                  output_bytes=out_b, input_shape=in_shape, output_shape=tuple(out_shape), cost=cost,
-                 cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt.sharding(),
+                 cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt,
                  note=note)
         return nxt
 
@@ -392,7 +398,7 @@ class _Builder:
                  replica_groups=_sorted_groups(groups), bytes_per_device=moved, bytes_sent=moved,
                  input_bytes=in_b, output_bytes=out_b, input_shape=in_shape, output_shape=out_shape,
                  cost=cost, cost_bytes=cost_b, group_size=k, exact_mesh_axes=exact,
-                 sharding_after=nxt.sharding(), note=note)
+                 sharding_after=nxt, note=note)
         return nxt
 
     def permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
@@ -406,7 +412,7 @@ class _Builder:
                  source_target_pairs=pairs, bytes_per_device=b if moving else 0,
                  bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
                  output_shape=shape, cost=cost, cost_bytes=b, exact_mesh_axes=ok,
-                 sharding_after=nxt.sharding())
+                 sharding_after=nxt)
         return nxt
 
     def dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
@@ -414,7 +420,7 @@ class _Builder:
         dims = tuple(d for d in range(len(self.dims)) if nxt.tiles[d] != cur.tiles[d])
         self.add(kind="dynamic-slice", dims=dims, mesh_axes=(), replica_groups=[], bytes_per_device=0,
                  input_bytes=self.nbytes(in_shape), output_bytes=self.nbytes(out_shape),
-                 input_shape=in_shape, output_shape=out_shape, cost=0.0, sharding_after=nxt.sharding(),
+                 input_shape=in_shape, output_shape=out_shape, cost=0.0, sharding_after=nxt,
                  note="local: each device keeps its part of the data it already holds")
         return nxt
 
@@ -703,6 +709,11 @@ def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> Reshar
     Raises InputError when a tiled sharding's rank differs from the tensor's rank. Shardings that do
     not describe the mesh's devices never raise: they get a conservative plan (``plan.conservative``).
     """
+    return _plan(shape, src, dst, mesh, True)
+
+
+def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool) -> ReshardPlan:
+    """:func:`plan`; ``describe=False`` skips building ``sharding_after`` (cost-only callers)."""
     shape = _as_shape(shape)
     leaves = shape.leaves() if shape.is_tuple else [shape]
     steps: list[ReshardStep] = []
@@ -716,7 +727,7 @@ def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> Reshar
             if sh.kind == "tiled" and sh.tiled_rank != leaf.rank:
                 raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {leaf} has "
                                  f"rank {leaf.rank}")
-        b = _Builder(leaf, mesh, i)
+        b = _Builder(leaf, mesh, i, describe)
         leaf_before = _bytes(leaf, s)
         leaf_after = _bytes(leaf, d)
         if s.kind == "unknown" or d.kind == "unknown":
@@ -772,12 +783,16 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
     if src == dst:
         return 0.0
     shape = _as_shape(shape)
-    key = (str(shape.without_layout()) if hasattr(shape, "without_layout") else str(shape), src, dst,
-           _mesh_key(mesh))
+    skey = (shape.element_type, shape.dims) if not shape.is_tuple else str(shape.without_layout())
+    try:
+        mkey = hash(mesh) and mesh  # DeviceMesh hashes on shape, ids, alpha, beta
+    except TypeError:
+        mkey = _mesh_key(mesh)
+    key = (skey, src, dst, mkey)
     hit = _COST_CACHE.get(key)
     if hit is not None:
         return hit
-    value = plan(shape, src, dst, mesh).total_cost
+    value = _plan(shape, src, dst, mesh, False).total_cost
     if len(_COST_CACHE) >= _CACHE_LIMIT:
         _COST_CACHE.clear()
     _COST_CACHE[key] = value
