@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from types import SimpleNamespace
 
 import click
@@ -233,3 +234,44 @@ def test_mesh_from_options():
     with pytest.raises(UsageError, match="num_partitions=4"):
         mesh_from_options(mod, "2x4", None, None, None)
     assert np.array_equal(mesh_from_options(mod, "2x2", None, None, None).device_ids, [[0, 1], [2, 3]])
+
+
+# ------------------------------------------------------------------------------------ real modules
+@pytest.mark.parametrize("name", ["mlp_train_step", "transformer_block", "transformer_train_step", "conv_layer"])
+def test_every_sharding_of_a_propagated_sample_maps_onto_its_mesh(name):
+    """XLA's GSPMD propagation dumps (made on a 2x4 mesh): every array leaf's sharding maps onto the
+    2x4 mesh for its tensor rank, rebuilds itself from the mesh axes, and its shards tile the tensor."""
+    from tests.conftest import SAMPLES
+
+    path = SAMPLES / f"{name}.propagated.hlo"
+    if not path.exists():
+        pytest.skip(f"{path.name} not generated in this checkout")
+    from hloshard.hlo.parser import parse_file
+
+    module = parse_file(str(path))
+    assert module.num_partitions == 8
+    assert DeviceMesh.for_module(module).shape == (8,)          # the num_partitions fallback
+    mesh = DeviceMesh.for_module(module, "2x4")
+    checked = split = 0
+    for instr in module.all_instructions():
+        sharding = instr.sharding
+        if sharding is None:
+            continue
+        leaves = instr.shape.leaves() if instr.shape.is_tuple else [instr.shape]
+        if sharding.is_tuple and len(sharding.tuple_elements) != len(leaves):
+            continue
+        for i, leaf in enumerate(leaves):
+            s = sharding.leaf(i)
+            axes = mesh.sharding_to_axes(s, leaf.rank)
+            assert mesh.axes_to_sharding(axes) == s, (instr.name, str(s))
+            if s.is_tiled:
+                split += 1
+                if math.prod(leaf.dims) > 1 << 18:
+                    assert s.tile_shape(leaf.dims) == tuple(-(-n // t) for n, t in zip(leaf.dims, s.tile_dims))
+                    continue
+                count = np.zeros(leaf.dims, dtype=np.int32)
+                for d in s.devices:
+                    count[s.shard_slices(leaf.dims, d)] += 1
+                assert (count == s.replication_factor).all()
+            checked += 1
+    assert checked >= 10 and split >= 5
