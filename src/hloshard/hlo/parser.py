@@ -86,7 +86,8 @@ class _Ctx:
         self.entry_seen: Token | None = None
         self.pct = 0
         self.bare = 0
-        self.depth: dict[int, int] = {}
+        self.depth: dict[int, tuple] = {}
+        self.keep: list = []
         self.inline_count = 0
 
     # -- errors ----------------------------------------------------------------------------------
@@ -129,15 +130,18 @@ class _Builder(Transformer):
 
     def tuple_shape(self, children):
         shapes = [self._decode_shape(c) for c in children]
-        depth = 1 + max((self.ctx.depth.get(id(s), 0) for s in shapes), default=0)
+        depths = self.ctx.depth
+        depth = 1 + max((depths.get(id(s), (0, None))[0] for s in shapes), default=0)
+        at = None
+        for c in children:
+            at = c if isinstance(c, Token) else depths.get(id(c), (0, None))[1]
+            if at is not None:
+                break
         if depth > MAX_TUPLE_DEPTH:
-            tok = next((c for c in children if isinstance(c, Token)), None)
-            raise _DepthError(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep", tok)
+            raise _DepthError(f"tuple shape nested more than {MAX_TUPLE_DEPTH} deep", at)
         s = Shape.tuple(shapes)
-        if depth > 1:
-            self.ctx.depth[id(s)] = depth
-            self.ctx.depth_keep = getattr(self.ctx, "depth_keep", [])
-            self.ctx.depth_keep.append(s)
+        depths[id(s)] = (depth, at)
+        self.ctx.keep.append(s)   # keeps ids unique while the parse runs
         return s
 
     # -- names -----------------------------------------------------------------------------------
@@ -387,18 +391,20 @@ class _Builder(Transformer):
             if type(value) is tuple and key == "frontend_attributes":
                 value = dict(value)
             elif isinstance(value, (NameRef, InlineBody)):
-                value = self._computation(value, tok, key)
+                value = self._computation(value, tok, key, kstart + len(key) + 1)
             elif key == "control-predecessors":
                 comp = ctx.comp
                 preds = []
                 for n in value:
                     p = comp._by_name.get(n)
                     if p is None:
-                        ctx.error_tok(f"control predecessor {n!r} is not defined before this use", tok)
+                        off = tok.value.find(n, kstart)
+                        ctx.error_tok(f"control predecessor {n!r} is not defined before this use", tok,
+                                      off if off >= 0 else kstart)
                     preds.append(p)
                 value = preds
             elif type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
-                value = [self._computation(v, tok, key) for v in value]
+                value = [self._computation(v, tok, key, kstart + len(key) + 1) for v in value]
             attrs[key] = value
         if shape is None:
             if literal is not None:
@@ -411,14 +417,15 @@ class _Builder(Transformer):
                 ctx.error_tok(f"literal nested {depth} deep for the rank-{shape.rank} shape {shape}", call)
         return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
 
-    def _computation(self, ref, tok: Token, key: str) -> Computation:
+    def _computation(self, ref, tok: Token, key: str, off: int = 0) -> Computation:
         ctx = self.ctx
         if isinstance(ref, InlineBody):
             return self._inline(ref, tok, key)
         comp = ctx.module._by_name.get(ref)
         if comp is None:
+            at = tok.value.find(str(ref), off)
             ctx.error_tok(f"{key}: computation {str(ref)!r} is not defined (a computation must be defined "
-                          "before it is used)", tok)
+                          "before it is used)", tok, at if at >= 0 else off)
         return comp
 
     def _inline(self, body: InlineBody, tok: Token, key: str) -> Computation:
@@ -550,6 +557,20 @@ def _expected(names) -> str:
     return ", ".join(out) if len(out) <= 8 else ", ".join(out[:8]) + ", ..."
 
 
+_ATTR_START_RE = re.compile(r",?\s*([A-Za-z_][A-Za-z0-9_.\-]*)(\s*)=")
+
+
+def _attr_error(ctx: _Ctx, text: str, pos: int) -> None:
+    """Explain why ``, key=value`` at ``pos`` did not lex (raises), or return when it is not one."""
+    m = _ATTR_START_RE.match(text, pos)
+    if m is None:
+        return
+    if m.group(2):
+        ctx.error_at(f"attribute name {m.group(1)!r} must touch its '=' (write {m.group(1)}=...)", m.start(1))
+    ctx.error_at(f"malformed value of attribute {m.group(1)!r} (unbalanced braces or brackets, an "
+                 "unterminated string, or nesting deeper than 9 levels)", m.start(1))
+
+
 def _run(ctx: _Ctx, start: str):
     text = ctx.text
     try:
@@ -563,10 +584,8 @@ def _run(ctx: _Ctx, start: str):
         ch = text[pos] if pos < len(text) else ""
         if text.startswith("/*", pos):
             ctx.error_at("unterminated /* comment", pos)
-        m = re.match(r",?\s*([A-Za-z_][A-Za-z0-9_.\-]*)=", text[pos:pos + 200])
-        if m and "ATTRS" in (exc.allowed or ()):
-            ctx.error_at(f"malformed value of attribute {m.group(1)!r} (unbalanced braces or "
-                         "brackets, an unterminated string, or nesting deeper than 9 levels)", pos)
+        if "ATTRS" in (exc.allowed or ()):
+            _attr_error(ctx, text, pos)
         if ch == "\0":
             ctx.error_at("NUL character in the input", pos)
         ctx.error_at(f"unexpected character {ch!r}; expected {_expected(exc.allowed or ())}", pos)
@@ -574,6 +593,8 @@ def _run(ctx: _Ctx, start: str):
         tok = exc.token
         if tok.type == "$END":
             ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
+        if tok.value == "," and "ATTRS" in exc.expected:
+            _attr_error(ctx, text, tok.start_pos)
         desc = tok.value if len(tok.value) <= 40 else tok.value[:37] + "..."
         if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
             nxt = text[tok.end_pos:].lstrip()[:1]
