@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from hloshard.errors import HloSyntaxError
-from hloshard.hlo.sharding import HloSharding, iota_form, parse_sharding
+from hloshard.hlo.sharding import HloSharding, _canonical_iota, iota_form, parse_sharding
 
 P = HloSharding.parse
 
@@ -191,6 +191,8 @@ def test_iota_form_is_minimal_and_exact():
         assert 1 not in reshape or reshape == (1,)
         # minimal: no two reshape dims consecutive (ascending) in the permutation
         assert all(p[i + 1] != p[i] + 1 for i in range(len(p) - 1))
+        # the symbolic canonicalization of the parser agrees with detection on the expanded list
+        assert _canonical_iota(dims, perm) == form
         seen += 1
     assert seen > 100
     assert iota_form([1, 0, 2, 3]) is None

@@ -140,10 +140,31 @@ def _sort_replica_groups(ta: np.ndarray, form):
 
 
 def _canonical_iota(reshape_dims: Sequence[int], perm: Sequence[int]) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Canonical (minimal) iota form of ``<=[reshape_dims]T(perm)`` (see :func:`iota_form`)."""
-    form = iota_form(_iota_array(reshape_dims, perm))
-    assert form is not None
-    return form
+    """Canonical (minimal) iota form of ``<=[reshape_dims]T(perm)``, computed symbolically: reshape dims
+    of size 1 are dropped, and two reshape dims that are adjacent and consecutive (ascending) in the
+    permutation are merged, until no such pair remains. Equals :func:`iota_form` of the expanded list.
+    """
+    dims = [int(d) for d in reshape_dims]
+    order = [int(p) for p in perm]
+    keep = [i for i, d in enumerate(dims) if d != 1]
+    if not keep:
+        return (1,), (0,)
+    new_index = {old: new for new, old in enumerate(keep)}
+    dims = [dims[i] for i in keep]
+    order = [new_index[p] for p in order if p in new_index]
+    merged = True
+    while merged:
+        merged = False
+        for k in range(len(order) - 1):
+            a = order[k]
+            if order[k + 1] == a + 1:
+                dims[a] *= dims[a + 1]
+                del dims[a + 1]
+                del order[k + 1]
+                order = [p - 1 if p > a else p for p in order]
+                merged = True
+                break
+    return tuple(dims), tuple(order)
 
 
 # --------------------------------------------------------------------------------------------------
