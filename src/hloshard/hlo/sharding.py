@@ -823,9 +823,9 @@ def _parse_single(sc: _Scanner) -> HloSharding:
                         raise sc.error(f"iota transpose T({','.join(map(str, perm))}) is not a "
                                        f"permutation of 0..{len(reshape) - 1}", tpos)
                 if math.prod(reshape) != math.prod(dims):
-                    raise sc.error(f"iota product {math.prod(reshape)} ({'x'.join(map(str, reshape))}) "
+                    raise sc.error(f"iota product {math.prod(reshape)} (<=[{','.join(map(str, reshape))}]) "
                                    f"differs from the tile product {math.prod(dims)} "
-                                   f"({'x'.join(map(str, dims))})", rpos)
+                                   f"([{','.join(map(str, dims))}])", rpos)
                 iota = (reshape, perm)
             else:
                 lpos = sc.pos
