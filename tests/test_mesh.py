@@ -33,6 +33,11 @@ def test_parse_specs():
     assert m.coords(6) == (0, 3)
     assert str(m) == "2x4" and m.to_json()["device_ids"] == [0, 2, 4, 6, 1, 3, 5, 7]
     assert DeviceMesh.parse("2x4") == DeviceMesh((2, 4)) != m
+    assert DeviceMesh.from_json(m.to_json()) == m
+    with pytest.raises(UsageError):
+        DeviceMesh.from_json({"shape": [2, 2], "device_ids": [0, 1]})
+    with pytest.raises(UsageError):
+        DeviceMesh.from_json({"device_ids": [0, 1]})
 
 
 @pytest.mark.parametrize("kwargs,message", [

@@ -234,6 +234,14 @@ class DeviceMesh:
         return {"shape": list(self.shape), "device_ids": self.device_ids.ravel().tolist(),
                 "alpha": list(self.alpha), "beta": list(self.beta)}
 
+    @classmethod
+    def from_json(cls, data: dict) -> "DeviceMesh":
+        """Inverse of :meth:`to_json`. Raises UsageError on inconsistent data."""
+        try:
+            return cls(data["shape"], data.get("device_ids"), data.get("alpha"), data.get("beta"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise UsageError(f"invalid device mesh description {data!r}: {exc}") from None
+
     # ---------------------------------------------------------------- sharding <-> axes
     def _check_axes(self, axes: Iterable[int], what: str) -> tuple[int, ...]:
         out = tuple(int(a) for a in axes)
