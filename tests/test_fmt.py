@@ -1,0 +1,84 @@
+"""``hloshard fmt``: canonical printing from files or stdin, atomic output, clean errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from hloshard.hlo import parse_file, print_module
+from tests.conftest import ROOT, SAMPLES
+
+DATA = ROOT / "tests" / "data" / "hlo"
+BAD = "HloModule m\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT q = f32[8] add(p, missing)\n}\n"
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+
+
+def test_fmt_prints_canonical_text_to_stdout():
+    path = DATA / "nested.hlo"
+    res = run("fmt", str(path))
+    assert res.exit_code == 0
+    assert res.output == print_module(parse_file(str(path)))
+    assert "negate.anon = f32[10] negate(p2)" in res.output
+
+
+def test_fmt_output_file_and_idempotence(tmp_path):
+    out = tmp_path / "out.hlo"
+    res = run("fmt", str(SAMPLES / "mlp_train_step.propagated.hlo"), "-o", str(out))
+    assert res.exit_code == 0 and res.output == ""
+    first = out.read_text()
+    again = tmp_path / "again.hlo"
+    assert run("fmt", str(out), "-o", str(again)).exit_code == 0
+    assert again.read_text() == first
+    assert run("fmt", "--check", str(out)).exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.hlo", "out.hlo"]   # no temp files left
+
+
+def test_fmt_reads_stdin_with_dash():
+    text = (DATA / "inline.hlo").read_text()
+    res = run("fmt", "-", input=text)
+    assert res.exit_code == 0
+    assert res.output.startswith("HloModule module_e\n")
+    assert "to_apply=e.to_apply" in res.output
+
+
+def test_fmt_check_reports_unformatted(tmp_path):
+    res = run("fmt", "--check", str(DATA / "basics.hlo"))
+    assert res.exit_code == 1
+    assert "would be reformatted" in res.output
+
+
+def test_fmt_bad_input_exits_2_with_one_block_and_writes_nothing(tmp_path):
+    src = tmp_path / "bad.hlo"
+    src.write_text(BAD)
+    out = tmp_path / "out.hlo"
+    out.write_text("previous content\n")
+    res = CliRunner().invoke(main, ["fmt", str(src), "-o", str(out)])
+    assert res.exit_code == 2
+    assert f"{src}:4:26: error: instruction 'missing' is not defined" in res.output
+    assert "^" in res.output and "Traceback" not in res.output
+    assert out.read_text() == "previous content\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.hlo", "out.hlo"]
+
+
+def test_fmt_missing_file_is_a_usage_error(tmp_path):
+    res = CliRunner().invoke(main, ["fmt", str(tmp_path / "nope.hlo")])
+    assert res.exit_code == 2 and "cannot read" in res.output and "Traceback" not in res.output
+
+
+def test_installed_tool_finds_its_grammar_from_any_directory(tmp_path):
+    """The grammar is package data: run the CLI from an unrelated directory, grammar cache cold."""
+    src = tmp_path / "in.hlo"
+    src.write_text((DATA / "collectives.hlo").read_text())
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    proc = subprocess.run([sys.executable, "-m", "hloshard.cli", "fmt", str(src)], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == print_module(parse_file(str(src)))
