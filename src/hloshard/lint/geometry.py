@@ -42,7 +42,14 @@ def uneven_splits(context, site):
     if instr is None or id(site) in context.unsound_sites:
         return
     shape = instr.shape
-    spec = site.spec
+    cache = context.__dict__.setdefault("_uneven_split_cache", {})
+    key = (site.text, str(shape))
+    if key not in cache:
+        cache[key] = list(_splits(shape, site.spec))
+    yield from cache[key]
+
+
+def _splits(shape, spec):
     if spec.kind == "tuple":
         if not shape.is_tuple or len(spec.elements) != sharding_arity(shape):
             return

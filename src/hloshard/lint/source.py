@@ -17,21 +17,27 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional
 
 import numpy as np
 
-# one pass: strings and comments are skipped, `sharding=` attributes and suppression comments kept
-_SCAN = re.compile(
-    r'"(?:[^"\\]|\\.)*"'
-    r"|'(?:[^'\\\n]|\\.)*'"
-    r"|(?P<comment>/\*.*?\*/)"
-    r"|//[^\n\r]*"
-    r"|(?<![A-Za-z0-9_.\-])(?P<sharding>sharding=)",
-    re.S,
-)
+# one pass: strings and comments are skipped, `sharding=` attributes and suppression comments kept.
+_STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"' + r"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
+_BLOCK = r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/"
+_SHARDING_KEY = r"(?<![A-Za-z0-9_.\-])sharding="
+if sys.version_info >= (3, 11):
+    # Each match swallows everything uninteresting (code, strings) up to the next comment,
+    # `sharding=` or the end of the text with a possessive loop, so the Python-level iteration
+    # count is the number of sharding attributes plus comments, not the number of strings.
+    _SCAN = re.compile(
+        r"(?:[^\"'/s]+|s(?!harding=)|(?<=[A-Za-z0-9_.\-])sharding=|/(?![*/])|" + _STRING + r"|[\"'])*+"
+        r"(?:(?P<comment>" + _BLOCK + r")|//[^\n\r]*|/\*|(?P<sharding>sharding=)|\Z)"
+    )
+else:  # pragma: no cover - Python 3.10 has no possessive quantifiers: one match per token
+    _SCAN = re.compile(_STRING + r"|(?P<comment>" + _BLOCK + r")|//[^\n\r]*|(?P<sharding>" + _SHARDING_KEY + ")")
 _IGNORE = re.compile(r"/\*\s*hloshard\s*:\s*ignore\s*\[([^\]]*)\]\s*\*/", re.I)
 _HEADER = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*HloModule\b([^\n]*)", re.S)
 _HEADER_INT = re.compile(r"(?<![\w.\-])(num_partitions|replica_count)=(\d+)")
@@ -402,9 +408,11 @@ def scan(text: str) -> SourceScan:
         if m.lastgroup == "comment":
             ig = _IGNORE.fullmatch(m.group("comment"))
             if ig:
-                line, _ = result.linecol(m.start())
-                result.ignores.append(IgnoreComment(m.start(), line, parse_codes(ig.group(1))))
+                start = m.start("comment")
+                line, _ = result.linecol(start)
+                result.ignores.append(IgnoreComment(start, line, parse_codes(ig.group(1))))
         elif m.lastgroup == "sharding":
+            key_start = m.start("sharding")
             pos = m.end()
             while pos < len(text) and text[pos] in " \t":
                 pos += 1
@@ -414,8 +422,8 @@ def scan(text: str) -> SourceScan:
             if end < 0:
                 continue
             value = text[pos:end]
-            line, column = result.linecol(m.start())
-            result.sites.append(ShardingSite(m.start(), line, column, pos, end, value, parse_sharding_text(value)))
+            line, column = result.linecol(key_start)
+            result.sites.append(ShardingSite(key_start, line, column, pos, end, value, parse_sharding_text(value)))
     return result
 
 

@@ -89,11 +89,12 @@ def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) ->
 def site_problems(ctx: "LintContext", site: ShardingSite) -> list[tuple[str, str]]:
     """All (code, message) validity problems of one written sharding; cached on the context."""
     cache = ctx.__dict__.setdefault("_site_problem_cache", {})
-    key = id(site)
+    shape = site.instruction.shape if site.instruction is not None else None
+    # the problems depend only on the sharding text and the shape: big dumps repeat both a lot
+    key = (site.text, None if shape is None else str(shape))
     if key in cache:
         return cache[key]
     spec = site.spec
-    shape = site.instruction.shape if site.instruction is not None else None
     out: list[tuple[str, str]] = []
     if spec.kind == "tuple":
         leaves = None

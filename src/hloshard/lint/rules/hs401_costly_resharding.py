@@ -98,6 +98,7 @@ class CostlyResharding(Rule):
             return
         threshold = context.options.reshard_threshold
         cache = {}
+        memo = {}
         for comp in context.partitioned_computations:
             for user in comp.instructions:
                 if user.shape.is_tuple or not _usable(user.sharding) or not context.sharding_is_sound(user):
@@ -107,7 +108,7 @@ class CostlyResharding(Rule):
                         continue
                     if not context.sharding_is_sound(operand):
                         continue
-                    edge = self._required(user, operand, mesh)
+                    edge = self._required(user, operand, mesh, memo)
                     if edge is None:
                         continue
                     required, alternative = edge
@@ -125,7 +126,8 @@ class CostlyResharding(Rule):
                            f"as {required.to_string(False)} but it is {src.to_string(False)}: resharding "
                            f"receives {format_bytes(plan.bytes_per_device)} per device (threshold "
                            f"{format_bytes(threshold)}) via {steps}")
-                    hint = self._alternative(user, operand, alternative, plan, mesh)
+                    hint = self._alternative(user, operand, alternative() if callable(alternative)
+                                             else alternative, plan, mesh)
                     if hint:
                         msg += f"; {hint}"
                     yield self.finding(context, user, msg, key=str(k))
@@ -141,9 +143,10 @@ class CostlyResharding(Rule):
             return None
 
     @staticmethod
-    def _required(user, operand, mesh):
-        """(sharding the user needs for the operand, a user sharding that needs no communication)
-        or None when this rule does not model the user's opcode."""
+    def _required(user, operand, mesh, memo):
+        """(sharding the user needs for the operand, a user sharding that needs no communication --
+        or a function computing it lazily) or None when this rule does not model the user's opcode.
+        ``memo`` caches the inference across edges with the same shapes and shardings."""
         from ...errors import HloshardError
 
         out = user.sharding
@@ -156,26 +159,36 @@ class CostlyResharding(Rule):
             perm = user.dimensions
             if not perm or sorted(perm) != list(range(operand.shape.rank)):
                 return None
-            try:
-                return _transposed(out, perm), _forward_transposed(operand.sharding, perm)
-            except ValueError:
-                return None
+            key = ("transpose", tuple(perm), out, operand.sharding)
+            if key not in memo:
+                try:
+                    memo[key] = (_transposed(out, perm), _forward_transposed(operand.sharding, perm))
+                except ValueError:
+                    memo[key] = None
+            return memo[key]
         if op == "reshape":
             try:
                 from ...cost import reshape as rs
             except ImportError:  # pragma: no cover - layer not available
                 return None
-            try:
-                required = rs.required_operand_sharding(operand.shape, user.shape, out, mesh)
-            except (HloshardError, ValueError):
+            in_shape, out_shape, src = operand.shape, user.shape, operand.sharding
+            key = ("reshape", tuple(in_shape.dims), tuple(out_shape.dims), out)
+            if key not in memo:
+                try:
+                    memo[key] = rs.required_operand_sharding(in_shape, out_shape, out, mesh)
+                except (HloshardError, ValueError):
+                    memo[key] = None
+            required = memo[key]
+            if required is None:
                 return None
-            alternative = None
-            try:
-                options = rs.output_shardings_without_communication(operand.shape, user.shape,
-                                                                    operand.sharding, mesh)
-                alternative = options[0] if options else None
-            except (HloshardError, ValueError):
-                pass
+
+            def alternative():
+                try:
+                    options = rs.output_shardings_without_communication(in_shape, out_shape, src, mesh)
+                except (HloshardError, ValueError):
+                    return None
+                return options[0] if options else None
+
             return required, alternative
         return None
 
