@@ -56,10 +56,11 @@ def test_collectives_regex_parser():
 @pytest.mark.oracle
 def test_parse_many_good_bad_and_abort():
     require_jax()
-    res = xo.parse_many([SEED, "HloModule x\nENTRY e { ROOT r = f32[2] add(nope, nope) }", BAD_RESHAPE])
+    res = xo.parse_many([SEED, "HloModule x\nENTRY e { ROOT r = f32[2] add(nope, nope) }", BAD_RESHAPE, SEED])
     assert res[0][0] is True and "reshape" in res[0][1]
     assert res[1][0] is False and "nope" in res[1][1]
-    assert res[2][0] is False  # C++ CHECK abort in the parser is contained in the child
+    assert res[2][0] is False and "died" in res[2][1]  # C++ CHECK abort in the parser, contained
+    assert res[3][0] is True                            # and a fresh child carries on after it
 
 
 @pytest.mark.oracle
@@ -95,8 +96,7 @@ def test_compile_spmd_rejects_bad_sharding_and_runs_seed():
     bad = SEED.replace("devices=[2,4,1,1]0,1,2,3,4,5,6,7", "devices=[2,4,1,1]0,1,2,3,4,5,6,9")
     ok, msg = xo.compile_spmd(bad)
     assert not ok and "9" in msg
-    ok, msg = xo.compile_spmd(SEED)
-    assert ok and "all-gather" in msg
     x = np.arange(8 * 4 * 10 * 16, dtype=np.float32).reshape(8, 4, 10, 16)
-    (out,) = xo.run_sharded(SEED, [x])
+    (out,), final = xo.run_sharded(SEED, [x], return_hlo=True)
     np.testing.assert_array_equal(out, x.reshape(32, 10, 16))
+    assert [c["kind"] for c in xo.collectives(final)] == ["all-gather"]

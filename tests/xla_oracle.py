@@ -91,6 +91,9 @@ def compile_text(text, n, dump_dir=None, propagate_to_output=False):
     b.use_shardy_partitioner = False
     b.allow_spmd_sharding_propagation_to_output = [bool(propagate_to_output)]
     b.allow_spmd_sharding_propagation_to_parameters = [False]
+    # the oracle needs partitioning and correct numerics, not fast code: skip LLVM's expensive passes
+    b.debug_options.xla_backend_optimization_level = 0
+    b.debug_options.xla_llvm_disable_expensive_passes = True
     if dump_dir:
         b.debug_options.xla_dump_to = dump_dir
         b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
@@ -101,14 +104,16 @@ def compile_text(text, n, dump_dir=None, propagate_to_output=False):
 op = req["op"]
 try:
     if op == "parse":
-        out = []
+        # one line per text as soon as it is done: if a later text aborts the interpreter, the parent
+        # keeps these results and knows which text killed the child
         for t in req["texts"]:
             try:
                 m = xc.hlo.hlo_module_from_text(t)
-                out.append([True, m.to_string()])
+                item = [True, m.to_string()]
             except Exception as e:
-                out.append([False, err(e)])
-        answer(out)
+                item = [False, err(e)]
+            sys.stdout.write("@@ITEM@@" + json.dumps(item) + "\n"); sys.stdout.flush()
+        answer("done")
     elif op == "shardings":
         out = []
         others = req.get("others") or [None] * len(req["strings"])
@@ -145,7 +150,12 @@ try:
         except Exception as e:
             answer({"error": err(e)}); sys.exit(0)
         data = np.load(req["inputs"])
-        inputs = [data[f"a{i}"] for i in range(len(data.files))]
+        def fix(a, name):
+            if a.dtype.kind == "V":   # npz stores ml_dtypes (bfloat16, float8...) as raw void
+                import ml_dtypes
+                a = a.view(np.dtype(getattr(ml_dtypes, name)))
+            return a
+        inputs = [fix(data[f"a{i}"], req["dtypes"][i]) for i in range(len(data.files))]
         param_sh = [xc.HloSharding.from_proto(p) for p in exe.get_parameter_shardings()]
         given = req.get("shardings") or [None] * len(inputs)
         if len(param_sh) != len(inputs):
@@ -189,7 +199,8 @@ try:
                 seen[idx] = True
             outs[f"o{k}"] = full
         np.savez(req["outputs"], **outs)
-        answer({"n": len(outs), "replica_mismatch": mismatch,
+        answer({"n": len(outs), "replica_mismatch": mismatch, "hlo": shape_text,
+                "dtypes": [str(outs[f"o{k}"].dtype) for k in range(len(outs))],
                 "output_shardings": [str(h) for h in out_sh]})
     else:
         answer({"error": f"unknown op {op}"})
@@ -239,24 +250,23 @@ def parse_hlo(text: str, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, str]:
 
 
 def parse_many(texts: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> list[tuple[bool, str]]:
-    """:func:`parse_hlo` for many texts in one child process (falls back to one child per text when
-    some text aborts the interpreter, so every result is still reported)."""
+    """:func:`parse_hlo` for many texts in one child process. A text that aborts the interpreter gets
+    ``(False, "XLA child died ...")`` and a new child carries on with the texts after it."""
     texts = list(texts)
-    if not texts:
-        return []
-    try:
-        res = _child({"op": "parse", "texts": texts}, timeout=timeout)
-        return [(bool(ok), msg) for ok, msg in res]
-    except OracleError as exc:
-        if len(texts) == 1:
-            return [(False, str(exc))]
-    out = []
-    for t in texts:
+    out: list[tuple[bool, str]] = []
+    while len(out) < len(texts):
+        rest = texts[len(out):]
         try:
-            ok, msg = _child({"op": "parse", "texts": [t]}, timeout=timeout)[0]
-            out.append((bool(ok), msg))
-        except OracleError as exc:
-            out.append((False, str(exc)))
+            proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps({"op": "parse", "texts": rest}),
+                                  capture_output=True, text=True, env=_env(), timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out.append((False, f"XLA child timed out after {timeout:.0f} s"))
+            continue
+        items = [json.loads(ln[len("@@ITEM@@"):]) for ln in proc.stdout.splitlines() if ln.startswith("@@ITEM@@")]
+        out.extend((bool(ok), msg) for ok, msg in items)
+        if len(items) < len(rest):
+            tail = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
+            out.append((False, f"XLA child died (exit code {proc.returncode}): {tail}"))
     return out
 
 
@@ -314,7 +324,8 @@ def spmd_partition(text: str, num_partitions: int = 8, propagate_to_output: bool
 
 def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequence[str | None] | None = None,
                 num_partitions: int = 8, out_shapes: Sequence[Sequence[int]] | None = None,
-                propagate_to_output: bool = False, timeout: float = DEFAULT_TIMEOUT) -> list[np.ndarray]:
+                propagate_to_output: bool = False, timeout: float = DEFAULT_TIMEOUT,
+                return_hlo: bool = False):
     """Compile ``text`` for ``num_partitions`` devices, execute it on ``inputs`` and gather the outputs.
 
     ``inputs`` are global arrays, one per entry parameter; each is split by its sharding
@@ -323,6 +334,7 @@ def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequen
     shardings (a tuple root gives one array per element). ``out_shapes`` gives the global output shapes
     when shards are uneven (otherwise shard shape x tile count). Raises :class:`OracleError` when XLA
     rejects the module, or when replicated copies of an output disagree between devices.
+    With ``return_hlo=True`` returns ``(outputs, final per-device HLO text)``.
     """
     with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as tmp:
         inp = os.path.join(tmp, "in.npz")
@@ -331,14 +343,23 @@ def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequen
         req = {"op": "run", "text": text, "n": num_partitions, "inputs": inp, "outputs": outp,
                "shardings": list(input_shardings) if input_shardings is not None else None,
                "out_shapes": [list(s) for s in out_shapes] if out_shapes is not None else None,
-               "propagate_to_output": propagate_to_output}
+               "propagate_to_output": propagate_to_output,
+               "dtypes": [str(np.asarray(x).dtype) for x in inputs]}
         res = _child(req, timeout=timeout)
         if "error" in res:
             raise OracleError(res["error"])
         if res["replica_mismatch"]:
             raise OracleError(f"replicated copies disagree for outputs {res['replica_mismatch']}")
         data = np.load(outp)
-        return [np.array(data[f"o{k}"]) for k in range(res["n"])]
+        outs = []
+        for k in range(res["n"]):
+            a = np.array(data[f"o{k}"])
+            if a.dtype.kind == "V":
+                import ml_dtypes
+
+                a = a.view(np.dtype(getattr(ml_dtypes, res["dtypes"][k])))
+            outs.append(a)
+        return (outs, res["hlo"]) if return_hlo else outs
 
 
 # --------------------------------------------------------------------------------------------------
