@@ -41,12 +41,76 @@ SCHEMA_VERSION = 1
 
 
 @dataclasses.dataclass
+class ReshapePlan:
+    """How the reshape gets its output sharding, as GSPMD partitions it:
+
+    * ``tensor == 'operand'``: reshard the operand to the sharding the output requires, then reshape
+      locally (and slice locally when the output splits more than the operand can express);
+    * ``tensor == 'result'``: when the output's splits cannot be expressed on the operand but the
+      operand's own sharding carries over exactly, reshape locally into ``natural_result`` and reshard
+      the result (GSPMD does this: e.g. an all-to-all instead of an all-gather).
+
+    ``plan`` is the :class:`ReshardPlan` on that tensor; memory figures are bytes per device.
+    """
+
+    tensor: str
+    plan: ReshardPlan
+    natural_result: HloSharding | None
+    memory_before: int
+    memory_peak: int
+    memory_after: int
+
+    @property
+    def steps(self):
+        return self.plan.steps
+
+    @property
+    def collectives(self):
+        return self.plan.collectives
+
+    @property
+    def total_cost(self) -> float:
+        return self.plan.total_cost
+
+    @property
+    def bytes_per_device(self) -> int:
+        return self.plan.bytes_per_device
+
+    @property
+    def conservative(self) -> bool:
+        return self.plan.conservative
+
+    @property
+    def notes(self) -> list[str]:
+        return self.plan.notes
+
+
+def reshape_plan(operand_shape: Shape, result_shape: Shape, src: HloSharding, out: HloSharding, mesh,
+                 required: R.ReshapeInference | None = None) -> ReshapePlan:
+    """The resharding a reshape ``operand_shape -> result_shape`` needs to turn an operand sharded
+    ``src`` into an output sharded ``out`` (see :class:`ReshapePlan`)."""
+    if required is None:
+        required = R.infer_operand(operand_shape, result_shape, out)
+    if not required.exact:
+        natural = R.infer_output(operand_shape, result_shape, src)
+        if natural.exact and natural.sharding.kind in ("tiled", "replicated"):
+            p = make_plan(result_shape, natural.sharding, out, mesh)
+            before = bytes_per_device(operand_shape, src)
+            mid = bytes_per_device(result_shape, natural.sharding)
+            return ReshapePlan("result", p, natural.sharding, before, max(before + mid, p.memory_peak),
+                               p.memory_after)
+    p = make_plan(operand_shape, src, required.sharding, mesh)
+    after = bytes_per_device(result_shape, out) if not required.exact else p.memory_after
+    return ReshapePlan("operand", p, None, p.memory_before, p.memory_peak, after)
+
+
+@dataclasses.dataclass
 class Alternative:
     """One candidate output sharding: the operand sharding it requires and the plan to get there."""
 
     result_sharding: HloSharding
     required_operand_sharding: HloSharding
-    plan: ReshardPlan
+    plan: ReshapePlan
     exact: bool  # the output's splits all carry over to the operand (else: local slice after reshape)
     is_requested: bool
 
@@ -56,6 +120,7 @@ class Alternative:
             "required_operand_sharding": str(self.required_operand_sharding),
             "total_cost": self.plan.total_cost,
             "collectives": [s.kind for s in self.plan.collectives],
+            "plan_tensor": self.plan.tensor,
             "plan": [s.to_json() for s in self.plan.steps],
             "memory_per_device": {"before": self.plan.memory_before, "peak": self.plan.memory_peak,
                                   "after": self.plan.memory_after},
@@ -74,7 +139,8 @@ class ExplainReport:
     result_sharding: HloSharding
     result_given: bool
     required: R.ReshapeInference
-    plan: ReshardPlan
+    plan: ReshapePlan
+    operand_plan: ReshardPlan
     mesh: Any
     alternatives: list[Alternative]
     instruction: str | None = None
@@ -90,11 +156,12 @@ class ExplainReport:
         """Where an XLA-style auto-sharding accounting charges the plan, and where a follow-the-operand
         accounting would (not)."""
         src, req = self.operand_sharding, self.required.sharding
-        mem_edge = max(self.plan.memory_before, self.plan.memory_after) - self.plan.memory_before
+        op = self.operand_plan
+        mem_edge = max(op.memory_before, op.memory_after) - op.memory_before
         derived = R.infer_output(self.operand_shape, self.result_shape, src)
         hidden = make_plan(self.operand_shape, src, derived.source_needed, self.mesh)
         matches = derived.sharding == self.result_sharding
-        cost = self.plan.total_cost
+        cost = op.total_cost
         if cost > 0:
             where = (f"as a communication resharding cost on the operand edge (operand {src} -> required "
                      f"{req}): {_num(cost)}; the reshape itself then moves no data (communication cost 0)")
@@ -127,7 +194,11 @@ class ExplainReport:
                 "charged_nowhere": hidden.total_cost > 0,
                 "matches_result": matches,
             },
-            "explanation": [where, follow],
+            "partitioner_plan_tensor": self.plan.tensor,
+            "explanation": [where, follow] + ([
+                f"GSPMD itself avoids that: it reshapes into {self.plan.natural_result} and reshards the result "
+                f"({_kinds(self.plan.plan)}, {_num(self.plan.total_cost)}); an auto-sharding edge cost of "
+                f"{_num(cost)} overestimates it"] if self.plan.tensor == "result" else []),
         }
 
 
@@ -219,7 +290,7 @@ def explain_reshape(operand_shape: Shape, result_shape: Shape, operand_sharding:
     candidates: list[Alternative] = []
     for cand in candidate_output_shardings(result_shape, mesh):
         inf = R.infer_operand(operand_shape, result_shape, cand)
-        p = make_plan(operand_shape, operand_sharding, inf.sharding, mesh)
+        p = reshape_plan(operand_shape, result_shape, operand_sharding, cand, mesh, inf)
         candidates.append(Alternative(cand, inf.sharding, p, inf.exact,
                                       result_sharding is not None and cand == result_sharding))
     candidates.sort(key=lambda a: (a.plan.total_cost, -_splits(a.result_sharding), a.plan.memory_after,
@@ -233,14 +304,18 @@ def explain_reshape(operand_shape: Shape, result_shape: Shape, operand_sharding:
         best.is_requested = True
         notes.append("no output sharding given: reporting the cheapest candidate, alternatives below")
     required = R.infer_operand(operand_shape, result_shape, result_sharding)
-    p = make_plan(operand_shape, operand_sharding, required.sharding, mesh)
-    if not required.exact:
+    op_plan = make_plan(operand_shape, operand_sharding, required.sharding, mesh)
+    p = reshape_plan(operand_shape, result_shape, operand_sharding, result_sharding, mesh, required)
+    if not required.exact and p.tensor == "operand":
         notes.append("the output splits more than the operand can express: after the reshape each device "
                      "slices its part locally (dynamic-slice, no communication)")
+    if p.tensor == "result":
+        notes.append(f"the output's splits cannot be expressed on the operand, but the operand's sharding carries "
+                     f"over: the reshape produces {p.natural_result} locally and the plan reshards the result")
     alts = [a for a in candidates if not (a.result_sharding == result_sharding)]
     return ExplainReport(operand_shape=operand_shape, result_shape=result_shape,
                          operand_sharding=operand_sharding, result_sharding=result_sharding, result_given=given,
-                         required=required, plan=p, mesh=mesh, alternatives=alts[:max(0, max_alternatives)],
+                         required=required, plan=p, operand_plan=op_plan, mesh=mesh, alternatives=alts[:max(0, max_alternatives)],
                          instruction=instruction, operand_name=operand_name, notes=notes)
 
 
@@ -349,7 +424,9 @@ def report_to_json(report: ExplainReport) -> dict[str, Any]:
                             "status": g.status, "detail": g.detail} for g in
                            R.infer_output(report.operand_shape, report.result_shape,
                                           report.operand_sharding).groups],
-        "slice_after_reshape": not report.required.exact,
+        "slice_after_reshape": not report.required.exact and p.tensor == "operand",
+        "plan_tensor": p.tensor,
+        "natural_result_sharding": None if p.natural_result is None else str(p.natural_result),
         "plan": [s.to_json() for s in p.steps],
         "total_cost": p.total_cost,
         "bytes_per_device": p.bytes_per_device,
@@ -444,7 +521,9 @@ def render_text(report: ExplainReport, console) -> None:
             console.print(f"reshape group {g['operand_dims']} -> {g['result_dims']}: {g['status']}: {g['detail']}")
     console.print()
     if data["plan"]:
-        t = Table(title="plan (operand -> required operand sharding)", title_justify="left")
+        title = ("plan (operand -> required operand sharding)" if data["plan_tensor"] == "operand" else
+                 f"plan (on the result: {data['natural_result_sharding']} -> {data['result']['sharding']})")
+        t = Table(title=title, title_justify="left")
         for col in ("#", "kind", "dims", "mesh axes", "replica groups / pairs", "bytes/device", "cost"):
             t.add_column(col, justify="right" if col in ("#", "bytes/device", "cost") else "left")
         for i, s in enumerate(data["plan"], 1):

@@ -50,9 +50,10 @@ class XlaCollective:
     replica_groups: list[list[int]]
     source_target_pairs: list[tuple[int, int]]
     line: str
+    op_name: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "shape": self.shape, "dims": list(self.dims),
+        return {"kind": self.kind, "shape": self.shape, "dims": list(self.dims), "op_name": self.op_name,
                 "replica_groups": [list(g) for g in self.replica_groups],
                 "source_target_pairs": [list(p) for p in self.source_target_pairs]}
 
@@ -65,6 +66,14 @@ class XlaResult:
     collectives: list[XlaCollective]
     error: str | None = None
     has_dynamic_slice: bool = False
+    dynamic_slices: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
+
+    def for_op(self, op_name: str) -> tuple[list[XlaCollective], bool]:
+        """The collectives (and whether a data dynamic-slice exists) XLA created for the instruction
+        whose ``metadata={op_name=...}`` is ``op_name``: lets one module hold many cases."""
+        cols = [c for c in self.collectives if c.op_name == op_name]
+        ds = any(o == op_name for _, o in self.dynamic_slices)
+        return cols, ds
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +194,27 @@ def parse_collectives(hlo_text: str) -> list[XlaCollective]:
         pairs = [tuple(int(x) for x in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", stp)] if stp else []
         out.append(XlaCollective(kind=m.group("op").replace("-start", ""), shape=m.group("shape"),
                                  dims=dims, replica_groups=groups, source_target_pairs=pairs,
-                                 line=line.strip()))
+                                 line=line.strip(), op_name=_op_name(rest)))
+    return out
+
+
+def _op_name(rest: str) -> str | None:
+    m = re.search(r'op_name="([^"]*)"', rest)
+    return m.group(1) if m else None
+
+
+def data_dynamic_slices(hlo_text: str) -> list[tuple[str, str | None]]:
+    """(result shape, op_name) of every dynamic-slice that slices data: the partitioner's own
+    one-element offset-table lookups (``s32[1] dynamic-slice(constant, partition-id)``) are skipped."""
+    out = []
+    for line in hlo_text.splitlines():
+        m = _INSTR.match(line)
+        if not m or m.group("op") != "dynamic-slice":
+            continue
+        shape = m.group("shape")
+        if re.fullmatch(r"[su](8|16|32|64)\[1?\](\{[^}]*\})?", shape.strip()):
+            continue
+        out.append((shape, _op_name(m.group("rest"))))
     return out
 
 
@@ -282,9 +311,9 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
     out = []
     for r in data["results"]:
         text = r.get("partitioned")
+        dss = data_dynamic_slices(text) if text else []
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
-                             error=r.get("error"),
-                             has_dynamic_slice=bool(text and re.search(r"\bdynamic-slice\(", text))))
+                             error=r.get("error"), has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
 
 
