@@ -10,9 +10,11 @@ class MalformedTileAssignment(Rule):
     ``devices=[d0,...]`` needs ``prod(d)`` device ids. The iota form ``<=[r0,...]T(p...)`` means
     ``arange(prod(r)).reshape(r).transpose(p).reshape(d)``, so ``prod(r)`` must equal ``prod(d)``,
     ``p`` must be a permutation of ``0..len(r)-1``, and ``T(...)`` is required when ``r`` has more
-    than one entry. XLA rejects such text when it loads the module; hloshard reads the sharding
-    leniently, reports it here, and lints the rest of the file as if the sharding were
-    ``{unknown}``.
+    than one entry. XLA's text parser lets some of these through (jaxlib 0.10.2 pads a short
+    explicit list with device 0 and accepts a bad transpose), so the mistake surfaces only when the
+    module is compiled (a RET_CHECK in HloSharding) -- or as a silently wrong device order.
+    hloshard's parser rejects them; lint reads the sharding leniently, reports it here, and lints
+    the rest of the file as if the sharding were ``{unknown}``.
 
     **Bad**::
 
