@@ -186,6 +186,7 @@ class ExplainReport:
             "inside_op": {"communication_cost": 0.0},
             "derived_from_operand": {
                 "result_sharding": str(derived.sharding),
+                "result_tile_assignment_dims": _ta_dims(derived.sharding),
                 "input_sharding": str(src),
                 "edge_cost": 0.0,
                 "communication_cost": 0.0,
@@ -200,6 +201,11 @@ class ExplainReport:
                 f"({_kinds(self.plan.plan)}, {_num(self.plan.total_cost)}); an auto-sharding edge cost of "
                 f"{_num(cost)} overestimates it"] if self.plan.tensor == "result" else []),
         }
+
+
+def _ta_dims(s: HloSharding) -> list[int]:
+    """The tile-assignment dims (incl. the replication dim), e.g. [2,1,1,4]; [] when not tiled."""
+    return [int(d) for d in s.tile_assignment_dims] if s.kind == "tiled" else []
 
 
 def _kinds(p: ReshardPlan) -> str:
@@ -378,6 +384,7 @@ def _side(shape: Shape, sharding: HloSharding, mesh, name: str | None) -> dict[s
         "name": name,
         "shape": shape.to_string(False),
         "sharding": str(sharding),
+        "tile_assignment_dims": _ta_dims(sharding),
         "per_device_shape": tile,
         "bytes_per_device": bytes_per_device(shape, sharding),
         "total_bytes": shape.byte_size,
@@ -565,3 +572,116 @@ def render_text(report: ExplainReport, console) -> None:
                       "  [bold red]DISAGREES[/bold red] with the plan: " + "; ".join(x["differences"]))
     for n in data["notes"]:
         console.print(f"note: {n}")
+
+
+# ------------------------------------------------------------------------------------------------
+# JSON schema (draft 2020-12) of report_to_json: documented in docs/explain-reshape.md
+
+_INT = {"type": "integer", "minimum": 0}
+_NUM = {"type": "number", "minimum": 0}
+_STR = {"type": "string"}
+_INTS = {"type": "array", "items": {"type": "integer"}}
+_GROUPS = {"type": "array", "items": _INTS}
+_MEMORY = {"type": "object", "required": ["before", "peak", "after"], "additionalProperties": False,
+           "properties": {"before": _INT, "peak": _INT, "after": _INT}}
+_STEP = {
+    "type": "object",
+    "required": ["kind", "dims", "mesh_axes", "replica_groups", "source_target_pairs", "bytes_per_device",
+                 "bytes_sent", "input_bytes", "output_bytes", "input_shape", "output_shape", "cost_bytes", "cost",
+                 "group_size", "exact_mesh_axes", "sharding_after", "leaf", "note"],
+    "properties": {
+        "kind": {"enum": ["all-gather", "all-to-all", "collective-permute", "reduce-scatter", "all-reduce",
+                          "dynamic-slice"]},
+        "dims": _INTS, "mesh_axes": _INTS, "replica_groups": _GROUPS,
+        "source_target_pairs": {"type": "array", "items": {"type": "array", "items": {"type": "integer"},
+                                                            "minItems": 2, "maxItems": 2}},
+        "bytes_per_device": _INT, "bytes_sent": _INT, "input_bytes": _INT, "output_bytes": _INT,
+        "input_shape": _INTS, "output_shape": _INTS, "cost_bytes": _INT, "cost": _NUM, "group_size": _INT,
+        "exact_mesh_axes": {"type": "boolean"}, "sharding_after": {"type": ["string", "null"]},
+        "leaf": _INT, "note": _STR,
+    },
+}
+_SIDE = {
+    "type": "object",
+    "required": ["name", "shape", "sharding", "tile_assignment_dims", "per_device_shape", "bytes_per_device", "total_bytes", "mesh_axes",
+                 "mesh_axes_note", "tiles"],
+    "properties": {
+        "name": {"type": ["string", "null"]}, "shape": _STR, "sharding": _STR, "tile_assignment_dims": _INTS,
+        "per_device_shape": _INTS,
+        "bytes_per_device": _INT, "total_bytes": _INT,
+        "mesh_axes": {"oneOf": [{"type": "null"}, {"type": "array", "items": _INTS}]},
+        "mesh_axes_note": _STR,
+        "tiles": {"type": "array", "items": {
+            "type": "object", "required": ["index", "ranges", "devices"],
+            "properties": {"index": _INTS, "ranges": _GROUPS, "devices": _INTS}}},
+        "given": {"type": "boolean"},
+    },
+}
+JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "hloshard explain-reshape report",
+    "type": "object",
+    "required": ["schema_version", "instruction", "mesh", "operand", "result", "required_operand_sharding",
+                 "required_operand", "reshape_groups", "slice_after_reshape", "plan_tensor",
+                 "natural_result_sharding", "plan", "total_cost", "bytes_per_device", "memory_per_device",
+                 "conservative", "accounting", "alternatives", "xla", "notes"],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "instruction": {"type": ["string", "null"]},
+        "mesh": {"type": "object", "required": ["shape", "device_ids", "alpha", "beta"],
+                 "properties": {"shape": _INTS, "device_ids": _INTS,
+                                "alpha": {"type": "array", "items": _NUM}, "beta": {"type": "array", "items": _NUM}}},
+        "operand": _SIDE, "result": _SIDE, "required_operand": _SIDE,
+        "required_operand_sharding": _STR,
+        "reshape_groups": {"type": "array", "items": {
+            "type": "object", "required": ["operand_dims", "result_dims", "status", "detail"],
+            "properties": {"operand_dims": _INTS, "result_dims": _INTS,
+                           "status": {"enum": ["unsplit", "carried", "dropped", "uneven"]}, "detail": _STR}}},
+        "slice_after_reshape": {"type": "boolean"},
+        "plan_tensor": {"enum": ["operand", "result"]},
+        "natural_result_sharding": {"type": ["string", "null"]},
+        "plan": {"type": "array", "items": _STEP},
+        "total_cost": _NUM, "bytes_per_device": _INT, "memory_per_device": _MEMORY,
+        "conservative": {"type": "boolean"},
+        "accounting": {
+            "type": "object",
+            "required": ["model", "charged_on", "operand_edge", "inside_op", "derived_from_operand",
+                         "partitioner_plan_tensor", "explanation"],
+            "properties": {
+                "model": {"const": "xla-auto-sharding"},
+                "charged_on": {"enum": ["operand_edge", "none"]},
+                "operand_edge": {"type": "object", "required": ["from", "to", "communication_cost", "memory_cost"],
+                                 "properties": {"from": _STR, "to": _STR, "communication_cost": _NUM,
+                                                "memory_cost": _INT}},
+                "inside_op": {"type": "object", "required": ["communication_cost"],
+                              "properties": {"communication_cost": _NUM}},
+                "derived_from_operand": {
+                    "type": "object",
+                    "required": ["result_sharding", "result_tile_assignment_dims", "input_sharding", "edge_cost", "communication_cost", "actual_cost",
+                                 "actual_collectives", "charged_nowhere", "matches_result"],
+                    "properties": {"result_sharding": _STR, "result_tile_assignment_dims": _INTS,
+                                   "input_sharding": _STR, "edge_cost": _NUM,
+                                   "communication_cost": _NUM, "actual_cost": _NUM,
+                                   "actual_collectives": {"type": "array", "items": _STR},
+                                   "charged_nowhere": {"type": "boolean"}, "matches_result": {"type": "boolean"}}},
+                "partitioner_plan_tensor": {"enum": ["operand", "result"]},
+                "explanation": {"type": "array", "items": _STR},
+            },
+        },
+        "alternatives": {"type": "array", "items": {
+            "type": "object",
+            "required": ["result_sharding", "required_operand_sharding", "total_cost", "collectives", "plan_tensor",
+                         "plan", "memory_per_device", "slice_after_reshape", "is_requested"],
+            "properties": {"result_sharding": _STR, "required_operand_sharding": _STR, "total_cost": _NUM,
+                           "collectives": {"type": "array", "items": _STR},
+                           "plan_tensor": {"enum": ["operand", "result"]},
+                           "plan": {"type": "array", "items": _STEP}, "memory_per_device": _MEMORY,
+                           "slice_after_reshape": {"type": "boolean"}, "is_requested": {"type": "boolean"}}}},
+        "xla": {"oneOf": [{"type": "null"}, {
+            "type": "object", "required": ["collectives", "agrees", "differences"],
+            "properties": {"collectives": {"type": "array"}, "agrees": {"type": "boolean"},
+                           "differences": {"type": "array", "items": _STR}, "error": _STR,
+                           "dynamic_slice": {"type": "boolean"}}}]},
+        "notes": {"type": "array", "items": _STR},
+    },
+}

@@ -91,7 +91,7 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
         if instr is None:
             raise InputError(f"no instruction named {instruction!r} in {module_file}")
         if instr.opcode != "reshape":
-            raise InputError(f"{instr.name} is a {instr.opcode}, not a reshape")
+            raise InputError(f"{instr.name} is not a reshape (its opcode is {instr.opcode})")
         if len(instr.operands) != 1:
             raise InputError(f"{instr.name} has {len(instr.operands)} operands; a reshape has one")
         op = instr.operands[0]

@@ -1,0 +1,195 @@
+"""``hloshard explain-reshape`` end to end through the CLI: the seed (openxla/xla issue #12392) in text
+and JSON (validated against the documented schema), the module form, listing output shardings, the
+accounting, alternatives, ``--xla`` and one-line errors (exit 2) on bad input."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from hloshard.explain import JSON_SCHEMA
+from tests.conftest import require_jax
+
+SEED_FLAGS = ["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,4,1,1]0,1,2,3,4,5,6,7}",
+              "--shape", "f16[512,1000,256]",
+              "--sharding", "{devices=[2,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}",
+              "--mesh", "2x4", "--alpha", "1,1", "--beta", "0.01,1"]
+
+SEED_MODULE = """HloModule module, num_partitions=8
+
+ENTRY %entry {
+  %parameter1 = f16[32,16,1000,256]{3,1,2,0} parameter(0), sharding={devices=[2,4,1,1]0,1,2,3,4,5,6,7}
+  %add = f16[32,16,1000,256]{3,1,2,0} add(%parameter1, %parameter1), sharding={devices=[2,4,1,1]0,1,2,3,4,5,6,7}
+  ROOT %reshape = f16[512,1000,256] reshape(%add), sharding={devices=[2,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}
+}
+"""
+
+
+def run(args, **kw):
+    return CliRunner().invoke(main, ["explain-reshape", *args], catch_exceptions=False, **kw)
+
+
+def check_seed_json(data):
+    jsonschema.validate(data, JSON_SCHEMA)
+    assert data["required_operand_sharding"] in (
+        "{devices=[2,1,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}",
+        "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}")
+    assert data["required_operand"]["tile_assignment_dims"] == [2, 1, 1, 1, 4]
+    (step,) = data["plan"]
+    assert step["kind"] == "all-gather"
+    assert step["dims"] == [1] and step["mesh_axes"] == [1]
+    assert step["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert step["bytes_per_device"] == 98_304_000
+    assert step["cost"] == pytest.approx(98_304_001.1)
+    assert data["total_cost"] == pytest.approx(98_304_001.1)
+    assert data["memory_per_device"] == {"before": 32_768_000, "peak": 163_840_000, "after": 131_072_000}
+    assert data["operand"]["bytes_per_device"] == 32_768_000 and data["operand"]["per_device_shape"] == [16, 4, 1000, 256]
+    assert data["result"]["bytes_per_device"] == 131_072_000
+    acc = data["accounting"]
+    assert acc["charged_on"] == "operand_edge"
+    assert acc["operand_edge"]["communication_cost"] == pytest.approx(98_304_001.1)
+    assert acc["operand_edge"]["memory_cost"] == 98_304_000
+    der = acc["derived_from_operand"]
+    assert der["result_tile_assignment_dims"] == [2, 1, 1, 4]
+    assert der["edge_cost"] == 0 and der["communication_cost"] == 0
+    assert der["actual_cost"] == pytest.approx(98_304_001.1) and der["charged_nowhere"] is True
+    assert der["matches_result"] is True
+    alts = data["alternatives"]
+    assert alts and all(a["result_sharding"] != data["result"]["sharding"] for a in alts)
+    costs = [a["total_cost"] for a in alts]
+    assert costs == sorted(costs)
+    # an all-to-all that keeps the data sharded is cheaper than the all-gather
+    assert alts[0]["collectives"] == ["all-to-all"] and alts[0]["total_cost"] < data["total_cost"]
+    assert alts[0]["memory_per_device"]["after"] == 32_768_000
+
+
+def test_seed_json():
+    r = run([*SEED_FLAGS, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    check_seed_json(json.loads(r.output))
+
+
+def test_seed_text():
+    r = run(SEED_FLAGS)
+    assert r.exit_code == 0, r.output
+    out = r.output
+    assert "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}" in out
+    assert "all-gather" in out and "[[0, 1, 2, 3], [4, 5, 6, 7]]" in out
+    assert "98,304,000" in out and "98,304,001.1" in out
+    assert "before 32,768,000  peak 163,840,000  after 131,072,000" in out
+    assert "operand edge" in out and "charged nowhere" in out
+    # tile maps: before, every device holds its own quarter of dim 1; after, groups of 4 hold dim 1 whole
+    assert "d0-d3" in out and "dim 1 [12:16)" in out
+
+
+def test_seed_module_form(tmp_path):
+    f = tmp_path / "seed.hlo"
+    f.write_text(SEED_MODULE)
+    out = tmp_path / "report.json"
+    r = run([str(f), "--instruction", "reshape", "--mesh", "2x4", "--alpha", "1,1", "--beta", "0.01,1",
+             "--format", "json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    data = json.loads(out.read_text())
+    check_seed_json(data)
+    assert data["instruction"] == "reshape" and data["operand"]["name"] == "add"
+
+
+def test_module_form_default_mesh_is_num_partitions(tmp_path):
+    f = tmp_path / "seed.hlo"
+    f.write_text(SEED_MODULE)
+    r = run([str(f), "--instruction", "%reshape", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["mesh"]["shape"] == [8]
+    assert [s["kind"] for s in data["plan"]] == ["all-gather"]
+    assert data["plan"][0]["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_without_sharding_lists_best_outputs():
+    flags = SEED_FLAGS[:SEED_FLAGS.index("--sharding")] + SEED_FLAGS[SEED_FLAGS.index("--mesh"):]
+    r = run([*flags, "--format", "json", "--alternatives", "3"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    jsonschema.validate(data, JSON_SCHEMA)
+    assert data["result"]["given"] is False
+    assert len(data["alternatives"]) == 3
+    assert all(a["total_cost"] >= data["total_cost"] for a in data["alternatives"])
+    assert data["total_cost"] < 98_304_001.1  # cheaper than the seed's requested output
+
+
+def test_reshard_after_reshape_when_gspmd_does():
+    r = run(["--operand", "f32[2048]", "--operand-sharding", "{devices=[8]<=[8]}", "--shape", "f32[64,32]",
+             "--sharding", "{devices=[1,8]<=[8]}", "--mesh", "8", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["plan_tensor"] == "result" and data["natural_result_sharding"] == "{devices=[8,1]<=[8]}"
+    assert [s["kind"] for s in data["plan"]] == ["all-to-all"]
+    assert data["accounting"]["operand_edge"]["communication_cost"] > data["total_cost"]
+
+
+def test_deterministic_output():
+    a = run([*SEED_FLAGS, "--format", "json"]).output
+    b = run([*SEED_FLAGS, "--format", "json"]).output
+    assert a == b
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,4,1]0,1,2,3,4,5,6,7}",
+      "--shape", "f16[512,1000,256]", "--mesh", "2x4"], "rank"),
+    (["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,2,1,1]0,1,2,3}",
+      "--shape", "f16[512,1000,256]", "--mesh", "2x4"], "devices but the mesh"),
+    (["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,4,1,1]<=[8]}",
+      "--shape", "f16[512,1000,255]", "--mesh", "2x4"], "element count"),
+    (["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,4,1,1]<=[8]}",
+      "--shape", "f16[512,1000,256]", "--sharding", "{devices=[2,1,4]<=[8]}", "--mesh", "2x2"], "devices but the mesh"),
+    (["--operand", "f16[32,16", "--operand-sharding", "{replicated}", "--shape", "f16[512]", "--mesh", "2x4"],
+     "--operand"),
+    (["--operand", "f16[32]", "--operand-sharding", "{devices=[2", "--shape", "f16[32]", "--mesh", "2x4"],
+     "--operand-sharding"),
+    (["--operand", "f16[32]", "--shape", "f16[32]", "--mesh", "2x4"], "--operand-sharding"),
+    (["--operand", "f16[32]", "--operand-sharding", "{replicated}", "--shape", "f16[32]"], "--mesh"),
+])
+def test_bad_input_one_line_exit_2(args, needle):
+    r = CliRunner().invoke(main, ["explain-reshape", *args])
+    assert r.exit_code == 2, r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
+    lines = [line for line in r.output.strip().splitlines() if line]
+    assert len(lines) == 1 and lines[0].startswith("hloshard: error:"), r.output
+    assert needle in lines[0]
+    assert "Traceback" not in r.output
+
+
+@pytest.mark.parametrize("instr,needle", [("nope", "no instruction named"), ("add", "is not a reshape (its opcode is add)")])
+def test_bad_instruction(tmp_path, instr, needle):
+    f = tmp_path / "seed.hlo"
+    f.write_text(SEED_MODULE)
+    r = CliRunner().invoke(main, ["explain-reshape", str(f), "--instruction", instr, "--mesh", "2x4"])
+    assert r.exit_code == 2
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0]
+
+
+def test_module_form_rejects_direct_flags(tmp_path):
+    f = tmp_path / "seed.hlo"
+    f.write_text(SEED_MODULE)
+    r = CliRunner().invoke(main, ["explain-reshape", str(f), "--instruction", "reshape", "--shape", "f16[8]"])
+    assert r.exit_code == 2 and "cannot be combined" in r.output
+
+
+@pytest.mark.oracle
+def test_xla_agrees_on_the_seed():
+    require_jax()
+    r = run([*SEED_FLAGS, "--format", "json", "--xla"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    jsonschema.validate(data, JSON_SCHEMA)
+    x = data["xla"]
+    assert x["agrees"] is True and x["differences"] == []
+    assert [(c["kind"], c["replica_groups"]) for c in x["collectives"]] == \
+        [("all-gather", [[0, 1, 2, 3], [4, 5, 6, 7]])]
+    r = run([*SEED_FLAGS, "--xla"])
+    assert "agrees with the plan" in r.output

@@ -1,0 +1,128 @@
+"""Reshape sharding inference in both directions, with merges, splits, dropped splits, uneven and
+non-divisible dims, partial replication, and the seed (openxla/xla issue #12392)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hloshard.cost import reshape as R
+from hloshard.errors import InputError
+from hloshard.hlo.sharding import HloSharding as H
+from hloshard.mesh import DeviceMesh
+
+MESH = DeviceMesh.parse("2x4", alpha="1,1", beta="0.01,1")
+
+
+def test_groups():
+    g = R.reshape_groups([32, 16, 1000, 256], [512, 1000, 256])
+    assert [(x.in_dims, x.out_dims) for x in g] == [((0, 1), (0,)), ((2,), (1,)), ((3,), (2,))]
+    g = R.reshape_groups([6, 1, 4], [2, 3, 4, 1])
+    assert [(x.in_dims, x.out_dims) for x in g] == [((0,), (0, 1)), ((1,), ()), ((2,), (2,)), ((), (3,))]
+    with pytest.raises(InputError, match="element count"):
+        R.reshape_groups([4, 4], [3, 5])
+
+
+def test_seed_forward_drops_the_minor_split():
+    # [2,4,1,1] on [32,16,...] -> the 16-dim split cannot merge into 512 (32 is not fully split):
+    # XLA's ReshapeSharding keeps [2] and replicates the 4 -> [2,1,1,4] last_tile_dim_replicate
+    inf = R.infer_output("f16[32,16,1000,256]", "f16[512,1000,256]", H.parse("{devices=[2,4,1,1]0,1,2,3,4,5,6,7}"))
+    assert inf.sharding == H.parse("{devices=[2,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}")
+    assert not inf.exact
+    assert inf.source_needed == H.parse("{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}")
+    assert inf.groups[0].status == "dropped" and inf.groups[0].dropped == 4 and inf.groups[0].kept_tiles == 2
+    assert "gathered" in inf.notes[0]
+    assert R.xla_reshape_sharding("f16[32,16,1000,256]", "f16[512,1000,256]",
+                                  H.parse("{devices=[2,4,1,1]<=[8]}")) == inf.sharding
+    assert R.output_shardings_without_communication("f16[32,16,1000,256]", "f16[512,1000,256]",
+                                                    H.parse("{devices=[2,4,1,1]<=[8]}"), MESH) == []
+
+
+def test_seed_backward_required_operand():
+    out = H.parse("{devices=[2,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}")
+    req = R.required_operand_sharding("f16[32,16,1000,256]", "f16[512,1000,256]", out, MESH)
+    assert req == H.parse("{devices=[2,1,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}")
+    assert str(req) == "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"
+    assert R.infer_operand("f16[32,16,1000,256]", "f16[512,1000,256]", out).exact
+
+
+@pytest.mark.parametrize("a,b,src,want", [
+    # merge: the major dim fully split lets the minor one continue
+    ("f32[2,16]", "f32[32]", "{devices=[2,4]<=[8]}", "{devices=[8]<=[8]}"),
+    # merge: only the major dim split
+    ("f32[8,4]", "f32[32]", "{devices=[8,1]<=[8]}", "{devices=[8]<=[8]}"),
+    # split: 8 tiles over (2,16): dim 2 fully split, the rest (4) on 16
+    ("f32[32]", "f32[2,16]", "{devices=[8]<=[8]}", "{devices=[2,4]<=[8]}"),
+    # split: 8 tiles over (16,2): all on the major dim
+    ("f32[32]", "f32[16,2]", "{devices=[8]<=[8]}", "{devices=[8,1]<=[8]}"),
+    # partial replication passes through (device order kept)
+    ("f32[32,10,16]", "f32[8,4,10,16]", "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}",
+     "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"),
+    # explicit device order carries over
+    ("f32[16,4]", "f32[64]", "{devices=[8,1]7,6,5,4,3,2,1,0}", "{devices=[8]7,6,5,4,3,2,1,0}"),
+    # untouched dims keep their split
+    ("f32[4,6,10]", "f32[4,60]", "{devices=[4,1,1,2]<=[8] last_tile_dim_replicate}",
+     "{devices=[4,1,2]<=[8] last_tile_dim_replicate}"),
+])
+def test_exact_carry_over(a, b, src, want):
+    inf = R.infer_output(a, b, H.parse(src))
+    assert inf.exact
+    assert inf.sharding == H.parse(want)
+    assert R.output_shardings_without_communication(a, b, H.parse(src), MESH)[0] == H.parse(want)
+    # and back: the output sharding requires exactly the source sharding
+    back = R.infer_operand(a, b, H.parse(want))
+    assert back.exact and back.sharding == H.parse(src)
+
+
+def test_uneven_split_is_reported():
+    # 6 rows over 4 tiles: ceil tiles of 2 rows (the last empty) are not contiguous blocks of [24]
+    inf = R.infer_output("f32[6,4]", "f32[24]", H.parse("{devices=[4,2]<=[8]}"))
+    assert not inf.exact and inf.groups[0].status == "uneven"
+    assert "uneven" in inf.groups[0].detail
+    assert inf.sharding == H.replicated()
+
+
+def test_non_divisible_factorisation_is_reported():
+    # 8 blocks of 3 elements do not land on rows of [6,4]; the largest factor that does (2) is kept
+    inf = R.infer_output("f32[24]", "f32[6,4]", H.parse("{devices=[8]<=[8]}"))
+    assert not inf.exact and inf.groups[0].status == "uneven"
+    assert "non-divisible" in inf.groups[0].detail
+    assert inf.sharding.tile_dims == (2, 1) and inf.sharding.last_tile_dim_replicate
+    assert inf.source_needed == H.parse("{devices=[2,4]<=[8] last_tile_dim_replicate}")
+
+
+def test_sub_axis_split_is_reported():
+    # dim 8 split 4 ways over mesh axis 1, reshaped to (2,4): tiles [2,2] split mesh axis 1 into sub-axes
+    src = H.parse("{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}")
+    inf = R.infer_output("f32[2,8]", "f32[2,2,4]", src)
+    assert inf.exact
+    assert inf.sharding.tile_dims == (1, 2, 2)
+    axes, why = R.mesh_axes_report(inf.sharding, 3, MESH)
+    assert axes is None and "axes" in why
+    axes, why = R.mesh_axes_report(src, 2, MESH)
+    assert axes == [[], [1]] and why == ""
+
+
+def test_replication_can_be_sliced_without_communication():
+    outs = R.output_shardings_without_communication("f32[32,10,16]", "f32[8,4,10,16]",
+                                                    H.parse("{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}"), MESH)
+    assert outs[0] == H.parse("{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}")
+    assert H.parse("{devices=[2,4,1,1]<=[8]}") in outs  # the 4 replicas each slice a quarter of dim 1
+    assert len(outs) == len(set(outs))
+
+
+def test_required_operand_when_output_splits_more():
+    # [1,8] on [64,32] cannot be expressed on [2048] (the minor dim is split): the operand must be
+    # replicated and each device slices after the reshape
+    inf = R.infer_operand("f32[2048]", "f32[64,32]", H.parse("{devices=[1,8]<=[8]}"))
+    assert not inf.exact and inf.sharding == H.replicated()
+
+
+def test_errors():
+    with pytest.raises(InputError, match="rank"):
+        R.infer_output("f32[4,4]", "f32[16]", H.parse("{devices=[2,2,2]<=[8]}"))
+    with pytest.raises(InputError, match="element count"):
+        R.infer_operand("f32[4,4]", "f32[15]", H.parse("{devices=[8]<=[8]}"))
+    with pytest.raises(InputError, match="manual"):
+        R.infer_output("f32[4,4]", "f32[16]", H.parse("{devices=[2,2,2]<=[8] last_tile_dims={manual}}"))
+    # replicated / maximal pass through
+    assert R.infer_output("f32[4,4]", "f32[16]", H.replicated()).sharding == H.replicated()
