@@ -58,8 +58,10 @@ class Instruction:
             if self in op.users:
                 op.users.remove(self)
         self.operands = list(operands)
+        seen: set[int] = set()
         for op in self.operands:
-            if self not in op.users:
+            if id(op) not in seen:
+                seen.add(id(op))
                 op.users.append(self)
 
     def replace_operand(self, old: "Instruction", new: "Instruction") -> None:

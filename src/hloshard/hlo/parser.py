@@ -27,7 +27,7 @@ from ..errors import HloSyntaxError
 from ..io import read_text
 from .attributes import AttrError, InlineBody, NameRef, decode_attr
 from .ir import Computation, Instruction, Module
-from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY, is_known_opcode
+from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
 
 __all__ = ["parse_module", "parse_file", "grammar_text", "MAX_TUPLE_DEPTH"]
@@ -47,10 +47,12 @@ _KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROO
                        "manual", "last_tile_dim_replicate", "shard_as", "shard_like", "unknown", "unreduced",
                        "FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 
+_NAME_CHECK = frozenset(ELEMENT_BITS) | _KEYWORDS
+
 _HUMAN = {
     "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
     "STRING": "a string", "BLOB": "a {...} block", "SHAPE": "a shape such as f32[8,16]{1,0}",
-    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction 'name = '", "OPERANDS": "an operand list", "IGNORE_COMMENT": "a comment",
+    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction 'name = '", "OPERANDS": "an operand list", "INSTRUCTION": "an instruction", "IGNORE_COMMENT": "a comment",
     "ENTRY": "ENTRY", "ROOT": "ROOT", "HLOMODULE": "HloModule", "$END": "end of input",
     "FILENAMES": "FileNames", "FUNCTIONNAMES": "FunctionNames", "FILELOCATIONS": "FileLocations",
     "STACKFRAMES": "StackFrames",
@@ -60,6 +62,11 @@ _HUMAN = {
 def grammar_text() -> str:
     """The text of the bundled grammar (read through importlib.resources: works when installed)."""
     return importlib.resources.files("hloshard").joinpath("grammars/hlo.lark").read_text(encoding="utf-8")
+
+
+def _ignore_codes(comment: str) -> tuple[str, ...]:
+    codes = comment[comment.index("[") + 1: comment.rindex("]")]
+    return tuple(c.strip() for c in codes.split(",") if c.strip())
 
 
 class _OpCall:
@@ -83,6 +90,7 @@ class _Ctx:
         self.offset = offset
         self.full_text = full_text if full_text is not None else text
         self.comp: Computation | None = None
+        self.comp_params: dict[int, int] = {}
         self.entry_seen: Token | None = None
         self.pct = 0
         self.bare = 0
@@ -177,6 +185,7 @@ class _Builder(Transformer):
         comp.line, comp.column = tok.line, tok.column
         comp.has_signature = len(children) > i + 1
         ctx.comp = comp
+        ctx.comp_params = {}
         return comp
 
     def signature(self, children):
@@ -302,6 +311,8 @@ class _Builder(Transformer):
         ctx = self.ctx
         comp = ctx.comp
         head = children[0]
+        if head.type == "INSTRUCTION":
+            return self._fast_instruction(head, children[1] if len(children) > 1 else None)
         m = _HEAD_RE.match(head.value)
         is_root = m.group(1) is not None
         name = m.group(3)
@@ -331,9 +342,7 @@ class _Builder(Transformer):
         rest = children[i:]
         ignore = ()
         if rest and rest[-1].type == "IGNORE_COMMENT":
-            body = rest[-1].value
-            codes = body[body.index("[") + 1: body.rindex("]")]
-            ignore = tuple(c.strip() for c in codes.split(",") if c.strip())
+            ignore = _ignore_codes(rest[-1].value)
             rest = rest[:-1]
         instr = self._make(name, name_tok, shape, call, rest[0] if rest else None)
         instr.line, instr.column = name_tok.line, name_tok.column
@@ -345,6 +354,86 @@ class _Builder(Transformer):
                               f"({comp.root.name!r} and {name!r})", head)
             comp.root = instr
         return instr
+
+    def _fast_instruction(self, tok: Token, ignore_tok: Token | None) -> Instruction:
+        """The INSTRUCTION token: ``name = f32[..]{..} opcode(%a, %b), attrs`` in one piece."""
+        ctx = self.ctx
+        comp = ctx.comp
+        v = tok.value
+        sp = tok.start_pos
+        fm = _instr_re().match(v)
+        hm = _HEAD_RE.match(v)
+        name = hm.group(3)
+        name_off = hm.start(2)
+        if name_off and "\n" in v[:name_off]:
+            line = tok.line + v.count("\n", 0, name_off)
+            column = name_off - v.rfind("\n", 0, name_off)
+        else:
+            line, column = tok.line, tok.column + name_off
+        pct = hm.group(2)
+        if name in _NAME_CHECK or name.startswith("__"):
+            self._check_name(Token("PNAME" if pct else "IDENT", pct + name, sp + name_off, line, column))
+        elif pct:
+            ctx.pct += 1
+        else:
+            ctx.bare += 1
+        by_name = comp._by_name
+        if name in by_name:
+            ctx.error_at(f"instruction {name!r} is already defined in computation {comp.name!r} "
+                         f"(line {by_name[name].line})", sp + name_off)
+        try:
+            shape = parse_array_shape(fm.group(2))
+        except _ShapeError as exc:
+            ctx.error_at(str(exc), sp + fm.start(2) + exc.offset)
+        opcode = fm.group(3)
+        if opcode not in OPCODES and not is_known_opcode(opcode):
+            ctx.error_at(f"unknown opcode {opcode!r}", sp + fm.start(3))
+        body = fm.group(4)[1:-1]
+        if "/*" in body:
+            body = _INDEX_COMMENT_RE.sub(" ", body)
+        body = body.strip()
+        operands = []
+        pnum = None
+        if body:
+            if body[0].isdigit() or body[0] == "-":
+                if opcode != "parameter":
+                    ctx.error_at("expected an operand name (only parameter(N) takes a number)", sp + fm.start(4) + 1)
+                pnum = int(body)
+                self._check_parameter(pnum, sp + fm.start(4) + 1)
+            else:
+                for part in body.split(","):
+                    part = part.strip()
+                    op = by_name.get(part[1:] if part[0] == "%" else part)
+                    if op is None:
+                        name_ = part[1:] if part[0] == "%" else part
+                        ctx.error_at(f"instruction {name_!r} is not defined before this use in "
+                                     f"computation {comp.name!r}", sp + fm.start(4) + max(fm.group(4).find(part), 0))
+                    operands.append(op)
+        elif opcode == "parameter":
+            ctx.error_at("parameter needs its number: parameter(N)", sp + fm.start(3))
+        attrs_text = fm.group(5)
+        attrs = self._decode_attrs(attrs_text, sp + fm.start(5)) if attrs_text else {}
+        instr = Instruction(name, opcode, shape, operands, attrs, parameter_number=pnum,
+                            line=line, column=column)
+        if ignore_tok is not None:
+            instr.ignore_codes = _ignore_codes(ignore_tok.value)
+        instr.parent = comp
+        comp.instructions.append(instr)
+        by_name[name] = instr
+        if hm.group(1) is not None:
+            if comp.root is not None:
+                ctx.error_at(f"computation {comp.name!r} has two ROOT instructions "
+                             f"({comp.root.name!r} and {name!r})", sp)
+            comp.root = instr
+        return instr
+
+    def _check_parameter(self, pnum: int, pos: int) -> None:
+        ctx = self.ctx
+        if pnum < 0:
+            ctx.error_at("parameter number must be non-negative", pos)
+        if pnum in ctx.comp_params:
+            ctx.error_at(f"parameter({pnum}) is defined twice in computation {ctx.comp.name!r}", pos)
+        ctx.comp_params[pnum] = pos
 
     def _make(self, name: str, at: Token, shape: Shape | None, call, attrs_tok: Token | None) -> Instruction:
         ctx = self.ctx
@@ -359,11 +448,7 @@ class _Builder(Transformer):
                 if opcode != "parameter" or len(call.ints) != 1 or operands:
                     ctx.error_tok("expected an operand name (only parameter(N) takes a number)", call.ints[0])
                 pnum = int(call.ints[0].value)
-                if pnum < 0:
-                    ctx.error_tok("parameter number must be non-negative", call.ints[0])
-                for other in ctx.comp.instructions:
-                    if other._parameter_number == pnum and other.opcode == "parameter":
-                        ctx.error_tok(f"parameter({pnum}) is defined twice (also {other.name!r})", call.ints[0])
+                self._check_parameter(pnum, call.ints[0].start_pos)
             elif opcode == "parameter":
                 ctx.error_tok("parameter needs its number: parameter(N)", call.tok)
         else:  # CONSTANT token
@@ -374,38 +459,7 @@ class _Builder(Transformer):
             if not lit:
                 ctx.error_tok("constant needs a literal: constant(1), constant({1, 2})", call)
             literal = lit
-        attrs = {}
-        if attrs_tok is not None:
-            tok = attrs_tok
-            items = _split_attrs(tok.value)
-        else:
-            items = ()
-        for key, vstrip, kstart in items:
-            if key in attrs:
-                ctx.error_tok(f"attribute {key!r} is given twice", tok, kstart)
-            try:
-                value = decode_attr(key, vstrip)
-            except AttrError as exc:
-                lead = tok.value.find(vstrip, kstart + len(key)) - kstart - len(key) - 1
-                ctx.error_tok(f"{key}: {exc}", tok, kstart + len(key) + 1 + max(lead, 0) + exc.offset)
-            if type(value) is tuple and key == "frontend_attributes":
-                value = dict(value)
-            elif isinstance(value, (NameRef, InlineBody)):
-                value = self._computation(value, tok, key, kstart + len(key) + 1)
-            elif key == "control-predecessors":
-                comp = ctx.comp
-                preds = []
-                for n in value:
-                    p = comp._by_name.get(n)
-                    if p is None:
-                        off = tok.value.find(n, kstart)
-                        ctx.error_tok(f"control predecessor {n!r} is not defined before this use", tok,
-                                      off if off >= 0 else kstart)
-                    preds.append(p)
-                value = preds
-            elif type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
-                value = [self._computation(v, tok, key, kstart + len(key) + 1) for v in value]
-            attrs[key] = value
+        attrs = self._decode_attrs(attrs_tok.value, attrs_tok.start_pos) if attrs_tok is not None else {}
         if shape is None:
             if literal is not None:
                 ctx.error_tok("constant needs its shape: f32[2] constant({1, 2})", call)
@@ -417,22 +471,55 @@ class _Builder(Transformer):
                 ctx.error_tok(f"literal nested {depth} deep for the rank-{shape.rank} shape {shape}", call)
         return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
 
-    def _computation(self, ref, tok: Token, key: str, off: int = 0) -> Computation:
+    def _decode_attrs(self, text: str, pos: int) -> dict:
+        """Decode an ATTRS text (``, key=value, ...``) found at absolute offset ``pos``."""
+        ctx = self.ctx
+        attrs = {}
+        for key, vstrip, kstart in _split_attrs(text):
+            if key in attrs:
+                ctx.error_at(f"attribute {key!r} is given twice", pos + kstart)
+            voff = text.find(vstrip, kstart + len(key))
+            try:
+                value = decode_attr(key, vstrip)
+            except AttrError as exc:
+                ctx.error_at(f"{key}: {exc}", pos + voff + exc.offset)
+            if type(value) is tuple and key == "frontend_attributes":
+                value = dict(value)
+            elif isinstance(value, (NameRef, InlineBody)):
+                value = self._computation(value, key, pos + voff)
+            elif key == "control-predecessors":
+                comp = ctx.comp
+                preds = []
+                for n in value:
+                    p = comp._by_name.get(n)
+                    if p is None:
+                        off = text.find(n, voff)
+                        ctx.error_at(f"control predecessor {n!r} is not defined before this use", pos + off)
+                    preds.append(p)
+                value = preds
+            elif type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
+                offs = [text.find(str(v), voff) for v in value]
+                value = [self._computation(v, key, pos + (o if o >= 0 else voff)) for v, o in zip(value, offs)]
+            attrs[key] = value
+        return attrs
+
+    def _computation(self, ref, key: str, pos: int) -> Computation:
+        """Resolve a computation reference (``pos``: absolute offset of its text)."""
         ctx = self.ctx
         if isinstance(ref, InlineBody):
-            return self._inline(ref, tok, key)
+            return self._inline(ref, key, pos)
         comp = ctx.module._by_name.get(ref)
         if comp is None:
-            at = tok.value.find(str(ref), off)
-            ctx.error_tok(f"{key}: computation {str(ref)!r} is not defined (a computation must be defined "
-                          "before it is used)", tok, at if at >= 0 else off)
+            ctx.error_at(f"{key}: computation {str(ref)!r} is not defined (a computation must be defined "
+                         "before it is used)", pos)
         return comp
 
-    def _inline(self, body: InlineBody, tok: Token, key: str) -> Computation:
-        """Parse an inline ``{ ... }`` computation body into a new computation of the module."""
+    def _inline(self, body: InlineBody, key: str, pos: int) -> Computation:
+        """Parse an inline ``{ ... }`` computation body (at absolute offset ``pos``) into a new
+        computation of the module."""
         ctx = self.ctx
-        start = tok.value.index(body) if body in tok.value else 0
-        inner_off = tok.start_pos + start + 1
+        inner_off = pos + 1
+        line = ctx.text.count("\n", 0, pos) + 1
         ctx.inline_count += 1
         base = f"{ctx.comp.name if ctx.comp else 'inline'}.{key}"
         name = base
@@ -441,9 +528,10 @@ class _Builder(Transformer):
             name = f"{base}.{n}"
             n += 1
         comp = Computation(name)
-        comp.line, comp.column = tok.line, tok.column
+        comp.line, comp.column = line, pos - ctx.text.rfind("\n", 0, pos)
         sub = _Ctx(body[1:-1], ctx.filename, ctx.module, ctx.offset + inner_off, ctx.full_text)
         sub.comp = comp
+        sub.comp_params = {}
         saved = self.ctx
         self.ctx = sub
         try:
@@ -584,7 +672,7 @@ def _run(ctx: _Ctx, start: str):
         ch = text[pos] if pos < len(text) else ""
         if text.startswith("/*", pos):
             ctx.error_at("unterminated /* comment", pos)
-        if "ATTRS" in (exc.allowed or ()):
+        if "ATTRS" in (exc.allowed or ()) or "IGNORE_COMMENT" in (exc.allowed or ()):
             _attr_error(ctx, text, pos)
         if ch == "\0":
             ctx.error_at("NUL character in the input", pos)
@@ -593,7 +681,7 @@ def _run(ctx: _Ctx, start: str):
         tok = exc.token
         if tok.type == "$END":
             ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
-        if tok.value == "," and "ATTRS" in exc.expected:
+        if tok.value == "," and ("ATTRS" in exc.expected or "IGNORE_COMMENT" in exc.expected):
             _attr_error(ctx, text, tok.start_pos)
         desc = tok.value if len(tok.value) <= 40 else tok.value[:37] + "..."
         if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
@@ -615,6 +703,13 @@ def _run(ctx: _Ctx, start: str):
         raise
     except UnexpectedInput as exc:  # pragma: no cover - other lark errors
         ctx.error_at(str(exc).splitlines()[0], getattr(exc, "pos_in_stream", 0) or 0)
+
+
+@functools.lru_cache(maxsize=1)
+def _instr_re() -> re.Pattern:
+    """INSTRUCTION with groups: head, shape, opcode, operands, attributes (same pieces as the grammar)."""
+    rx = {n: _parser().get_terminal(n).pattern.to_regexp() for n in ("HEAD", "SHAPE", "IDENT", "OPERANDS", "ATTRS")}
+    return re.compile(f"({rx['HEAD']})({rx['SHAPE']})({rx['IDENT']})({rx['OPERANDS']})\\s*({rx['ATTRS']})?")
 
 
 @functools.lru_cache(maxsize=1)
