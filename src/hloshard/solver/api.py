@@ -26,6 +26,7 @@ from .heuristic import LocalSearch, penalty_search
 from .presolve import Infeasible, presolve
 
 PENALTY_ROUNDS = 40  # memory-penalty rounds (each: min-sum, repair, local search)
+FULL_MODEL_LIMIT = 1_500_000  # edge entries + memory terms; larger models only get LNS
 LNS_SHARE = 0.5  # fraction of the time after the full CP-SAT model's start given to LNS
 
 
@@ -128,7 +129,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     bound = None
     cp_status = "unknown"
     remaining = deadline - time.monotonic()
-    if remaining > 0.2:
+    model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
+    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT:
         mdl = cpsat.build_model(red)
         stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                           "build_seconds": round(elapsed(), 3)}
@@ -178,11 +180,11 @@ def _neighbourhood(red, ls, rng, size):
     n = red.num_nodes
     nbrs = ls.nbrs
     mem = red.memory
-    if mem is not None and len(mem.points) and rng.random() < 0.6:
+    if mem is not None and mem.num_points and rng.random() < 0.6:
         slack = mem.caps - ls.load
         tight = np.argsort(slack, kind="stable")[:max(1, min(len(slack), 8))]
         p = int(tight[rng.integers(len(tight))])
-        start = mem.points[p].tolist()
+        start = mem.nodes_at(p).tolist()
         rng.shuffle(start)
         start = start[:max(1, size // 2)]
     else:

@@ -98,11 +98,9 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     inner = []  # (ul, vl, matrix)
     if subset is None:
         edge_ids = range(len(red.edge_costs))
-        point_ids = range(len(red.memory.points)) if red.memory is not None else range(0)
     else:
-        node_edges, node_points = red.incidence()
+        node_edges = red.incidence()
         edge_ids = sorted({e for i in nodes.tolist() for e in node_edges[i]})
-        point_ids = sorted({p for i in nodes.tolist() for p in node_points[i]})
     for e in edge_ids:
         u, v = (int(x) for x in red.edges[e])
         m = red.edge_costs[e]
@@ -187,39 +185,7 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     # memory
     mem = red.memory
     if mem is not None:
-        for p in point_ids:
-            pnodes = mem.points[p]
-            if subset is None:
-                inside = pnodes
-                cap = int(mem.caps[p])
-            else:
-                sel = free[pnodes]
-                if not sel.any():
-                    continue
-                inside = pnodes[sel]
-                cap = int(mem.caps[p]) - int(sum(int(red.usages[j][current[j]]) for j in pnodes[~sel].tolist()))
-            vs, cf = [], []
-            base = 0
-            slack_need = 0
-            for i in inside.tolist():
-                u = red.usages[i]
-                mn = int(u.min())
-                base += mn
-                d = u - mn
-                nzk = np.nonzero(d)[0]
-                if len(nzk):
-                    slack_need += int(d.max())
-                    li = local[i] if subset is not None else i
-                    vs.append(xoff[li] + nzk)
-                    cf.append(d[nzk])
-            rhs = cap - base
-            if slack_need <= rhs:
-                continue  # cannot be violated
-            lin = cons.add().linear
-            if vs:
-                lin.vars.extend(np.concatenate(vs).tolist())
-                lin.coeffs.extend(np.concatenate(cf).tolist())
-            lin.domain.extend([-(2**62), rhs])
+        _memory_constraints(red, mem, nodes, xoff, subset, current, free, cons)
     # objective
     nzx = np.nonzero((node_cost != 0) & ~forbidden_x)[0]
     allv = [nzx] + obj_vars
@@ -233,6 +199,52 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     obj.coeffs.extend(oc.tolist())
     return Model(model=model, nodes=nodes, xoff=xoff, sizes=sizes, edge_vars=edge_vars, scale=scale,
                  num_terms=len(nodes) + len(inner), num_vars=nvars)
+
+
+def _memory_constraints(red, mem, nodes, xoff, subset, current, free, cons):
+    """One linear constraint per memory point touched by the model's nodes that can be violated
+    (memory terms of the free nodes; fixed nodes lower the capacity)."""
+    local = np.full(red.num_nodes, -1, dtype=np.int64)
+    local[nodes] = np.arange(len(nodes))
+    tsel = np.nonzero(free[mem.term_node])[0]
+    if len(tsel) == 0:
+        return
+    npts = mem.num_points
+    caps = mem.caps.astype(np.int64)
+    if subset is not None:
+        caps = caps - mem.loads(current, exclude=free)
+    r = mem.term_range[tsel]
+    mins = np.array([int(mem.term_usage[t].min()) for t in tsel.tolist()], dtype=np.int64)
+    maxs = np.array([int(mem.term_usage[t].max()) for t in tsel.tolist()], dtype=np.int64)
+    diff_min = np.zeros(npts + 1, dtype=np.int64)
+    diff_ex = np.zeros(npts + 1, dtype=np.int64)
+    np.add.at(diff_min, r[:, 0], mins)
+    np.add.at(diff_min, r[:, 1], -mins)
+    np.add.at(diff_ex, r[:, 0], maxs - mins)
+    np.add.at(diff_ex, r[:, 1], -(maxs - mins))
+    base = np.cumsum(diff_min)[:-1]
+    excess = np.cumsum(diff_ex)[:-1]
+    rhs = caps - base
+    active = np.nonzero(excess > rhs)[0]
+    if len(active) == 0:
+        return
+    vary = maxs > mins
+    tv, rv = tsel[vary], r[vary]
+    mv = mins[vary]
+    ids_of, coefs_of = [], []
+    for t, mn in zip(tv.tolist(), mv.tolist()):
+        d = mem.term_usage[t] - mn
+        nz = np.nonzero(d)[0]
+        k = local[mem.term_node[t]]
+        ids_of.append((xoff[k] + nz).tolist())
+        coefs_of.append(d[nz].tolist())
+    for p in active.tolist():
+        at = np.nonzero((rv[:, 0] <= p) & (rv[:, 1] > p))[0]
+        lin = cons.add().linear
+        for q in at.tolist():
+            lin.vars.extend(ids_of[q])
+            lin.coeffs.extend(coefs_of[q])
+        lin.domain.extend([-(2**62), int(rhs[p])])
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):

@@ -41,26 +41,34 @@ class LocalSearch:
         self.costs = red.costs
         self.usages = red.usages
         mem = red.memory
-        self.node_points: list = [None] * n
+        self.mem = mem
+        self.has_mem = np.zeros(n, dtype=bool)
+        self.span = np.zeros((n, 2), dtype=np.int64)
+        self.mterms: list = [()] * n  # per node: tuple of (lo, hi, usage vector) in constraint indices
         if mem is not None:
-            lists: list[list] = [[] for _ in range(n)]
-            for p, nodes in enumerate(mem.points):
-                for i in nodes.tolist():
-                    lists[i].append(p)
-            self.node_points = [np.array(x, dtype=np.int64) if x else None for x in lists]
+            for i, ts in enumerate(mem.node_terms()):
+                if ts:
+                    self.has_mem[i] = True
+                    self.mterms[i] = tuple((int(mem.term_range[t, 0]), int(mem.term_range[t, 1]),
+                                            mem.term_usage[t]) for t in ts)
+                    self.span[i] = (min(x[0] for x in self.mterms[i]), max(x[1] for x in self.mterms[i]))
             self.caps = mem.caps.astype(np.int64)
         else:
             self.caps = np.zeros(0, dtype=np.int64)
-        self.s = np.array([int(np.argmin(u)) for u in self.usages], dtype=np.int64)
+        # start: per node the strategy with the least usage over its memory terms
+        self.s = np.array([int(np.argmin(self._usage_key(i))) for i in range(n)], dtype=np.int64)
         self.load = self._loads(self.s)
+
+    def _usage_key(self, i):
+        if not self.mterms[i]:
+            return np.zeros(len(self.costs[i]), dtype=np.int64)
+        return np.sum([u for _, _, u in self.mterms[i]], axis=0)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _loads(self, s):
-        load = np.zeros(len(self.caps), dtype=np.int64)
-        for i, pts in enumerate(self.node_points):
-            if pts is not None:
-                load[pts] += self.usages[i][s[i]]
-        return load
+        if self.mem is None:
+            return np.zeros(0, dtype=np.int64)
+        return self.mem.loads(s)
 
     def objective(self, s=None) -> int:
         """Objective of the reduced problem (without the presolve offset), a Python int."""
@@ -89,16 +97,50 @@ class LocalSearch:
         return c
 
     def _allowed(self, i):
-        pts = self.node_points[i]
-        if pts is None:
+        """Boolean per strategy of node i: fits in memory given the others (None: no memory terms).
+        Exact for single-term nodes; multi-term nodes are checked per candidate by :meth:`_fits`."""
+        if not self.has_mem[i]:
             return None
-        slack = (self.caps[pts] - self.load[pts]).min() + self.usages[i][self.s[i]]
-        return self.usages[i] <= slack
+        terms = self.mterms[i]
+        if len(terms) == 1:
+            a, b, u = terms[0]
+            slack = (self.caps[a:b] - self.load[a:b]).min() + u[self.s[i]]
+            return u <= slack
+        return None
+
+    def _fits(self, i, k) -> bool:
+        if not self.has_mem[i]:
+            return True
+        a0, b0 = self.span[i]
+        load = self.load[a0:b0].copy()
+        cur = self.s[i]
+        for a, b, u in self.mterms[i]:
+            load[a - a0:b - a0] += u[k] - u[cur]
+        return bool((load <= self.caps[a0:b0]).all())
+
+    def _choose(self, i, c, improve=True):
+        """Best strategy of node i by cost vector c that fits in memory (None when none improves)."""
+        ok = self._allowed(i)
+        if ok is not None or not self.has_mem[i] or len(self.mterms[i]) == 1:
+            if ok is not None:
+                c = np.where(ok, c, INF)
+            k = int(np.argmin(c))
+            if improve and c[k] >= c[self.s[i]]:
+                return None
+            return k
+        cur = self.s[i]
+        for k in np.argsort(c, kind="stable")[:8].tolist():
+            if improve and c[k] >= c[cur]:
+                return None
+            if k == cur or self._fits(i, k):
+                return k
+        return None
 
     def _move(self, i, k):
-        pts = self.node_points[i]
-        if pts is not None:
-            self.load[pts] += self.usages[i][k] - self.usages[i][self.s[i]]
+        if self.has_mem[i]:
+            cur = self.s[i]
+            for a, b, u in self.mterms[i]:
+                self.load[a:b] += u[k] - u[cur]
         self.s[i] = k
 
     def set_solution(self, s):
@@ -133,11 +175,8 @@ class LocalSearch:
                     c = np.minimum(c + m[:, s[j]], INF)
                 else:  # optimistic: the best the neighbour could do against each of our strategies
                     c = np.minimum(c + m.min(axis=1), INF)
-            ok = self._allowed(i)
-            if ok is not None:
-                c = np.where(ok, c, INF)
-            k = int(np.argmin(c))
-            if c[k] < INF or ok is None:
+            k = self._choose(i, c, improve=False)
+            if k is not None:
                 self._move(i, k)
             assigned[i] = True
         return self.s.copy()
@@ -154,12 +193,8 @@ class LocalSearch:
                 if len(self.costs[i]) == 1:
                     continue
                 c = self.local_cost(i)
-                ok = self._allowed(i)
-                if ok is not None:
-                    c = np.where(ok, c, INF)
-                k = int(np.argmin(c))
-                cur = self.s[i]
-                if c[k] < c[cur]:
+                k = self._choose(i, c)
+                if k is not None:
                     self._move(i, k)
                     improved = True
                     for j, _ in self.nbrs[i]:
@@ -202,23 +237,17 @@ class LocalSearch:
         return moved
 
     def _pair_fits(self, u, a, v, b) -> bool:
-        pu, pv = self.node_points[u], self.node_points[v]
-        if pu is None and pv is None:
+        if not (self.has_mem[u] or self.has_mem[v]):
             return True
-        load = self.load
-        delta_u = self.usages[u][a] - self.usages[u][self.s[u]]
-        delta_v = self.usages[v][b] - self.usages[v][self.s[v]]
-        change = {}
-        if pu is not None:
-            for p in pu.tolist():
-                change[p] = change.get(p, 0) + delta_u
-        if pv is not None:
-            for p in pv.tolist():
-                change[p] = change.get(p, 0) + delta_v
-        for p, d in change.items():
-            if d > 0 and load[p] + d > self.caps[p]:
-                return False
-        return True
+        spans = [self.span[x] for x in (u, v) if self.has_mem[x]]
+        lo = min(sp[0] for sp in spans)
+        hi = max(sp[1] for sp in spans)
+        load = self.load[lo:hi].copy()
+        for x, k in ((u, a), (v, b)):
+            cur = self.s[x]
+            for a0, b0, us in self.mterms[x]:
+                load[a0 - lo:b0 - lo] += us[k] - us[cur]
+        return bool((load <= self.caps[lo:hi]).all())
 
 
 # -- min-sum message passing and the memory penalty loop -----------------------------------------
@@ -292,35 +321,46 @@ class MinSum:
         return s
 
 
-def repair_memory(ls: "LocalSearch", costs=None):
+def repair_memory(ls: "LocalSearch", deadline: float = float("inf")):
     """Make ``ls.s`` memory-feasible by lowering usages greedily: at the most violated point, the
-    change with the smallest cost increase per byte saved.  Terminates (all-minimum usage fits)."""
+    changes with the smallest cost increase per byte saved there, in that order, until the point
+    fits; then the next violated point.  Stops at the deadline (the caller checks feasibility)."""
     if not len(ls.caps):
         return
-    usages = ls.usages
-    for _ in range(10 * ls.n + 10):
+    mem = ls.mem
+    for _ in range(4 * mem.num_points + 10):
         excess = ls.load - ls.caps
         p = int(np.argmax(excess))
-        if excess[p] <= 0:
+        if excess[p] <= 0 or time.monotonic() > deadline:
             return
-        best = None
-        for i in ls.red.memory.points[p].tolist():
+        tids = mem.terms_at(p)
+        at_p: dict = {}
+        for t in tids.tolist():
+            i = int(mem.term_node[t])
+            at_p[i] = at_p.get(i, 0) + mem.term_usage[t]
+        moves = []
+        for i, u in at_p.items():
             cur = ls.s[i]
-            u = usages[i]
             lower = u < u[cur]
             if not lower.any():
                 continue
-            c = ls.local_cost(i) if costs is None else _local_cost_with(ls, i, costs)
+            c = ls.local_cost(i)
             dc = np.maximum(c - c[cur], 0).astype(np.float64)
             du = (u[cur] - u).astype(np.float64)
-            # prefer changes that clear the excess; among them the cheapest per byte
-            ratio = np.where(lower, (dc + 1.0) / np.minimum(du, float(excess[p])), np.inf)
+            ratio = np.where(lower & (c < INF), (dc + 1.0) / np.minimum(np.maximum(du, 1.0), float(excess[p])),
+                             np.inf)
             a = int(np.argmin(ratio))
-            if best is None or ratio[a] < best[0]:
-                best = (ratio[a], i, a)
-        if best is None:  # cannot happen when the minimum-usage assignment is feasible
+            if np.isfinite(ratio[a]):
+                moves.append((ratio[a], i, a, du[a]))
+        if not moves:
             return
-        ls._move(best[1], best[2])
+        moves.sort(key=lambda x: (x[0], x[1]))
+        need = float(excess[p])
+        for _, i, a, du in moves:
+            ls._move(i, a)
+            need -= du
+            if need <= 0:
+                break
 
 
 def _local_cost_with(ls, i, costs):
@@ -341,7 +381,8 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
     ms = MinSum(ls)
     mem = red.memory
     base_costs = [c.astype(np.int64) for c in red.costs]
-    urange = [u - u.min() for u in red.usages]
+    urange = [np.sum([u - u.min() for _, _, u in ls.mterms[i]], axis=0) if ls.mterms[i]
+              else np.zeros(len(red.costs[i]), dtype=np.int64) for i in range(n)]
     best_s, best_obj = None, None
     lam = np.zeros(n)
     # initial penalty scale: cost per byte of the typical trade-off
@@ -368,12 +409,12 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
             excess = ls.load - ls.caps
             viol = np.nonzero(excess > 0)[0]
         if viol is not None and len(viol):
-            bump = np.zeros(n, dtype=bool)
-            for p in viol.tolist():
-                bump[mem.points[p]] = True
+            vmask = np.zeros(mem.num_points, dtype=bool)
+            vmask[viol] = True
+            bump = mem.nodes_touching(vmask)
             bump &= np.array([urange[i][ls.s[i]] > 0 for i in range(n)])
             lam[bump] = lam[bump] * 1.6 + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
-            repair_memory(ls)
+            repair_memory(ls, deadline)
         else:
             lam *= 0.8
         ls.improve(deadline)

@@ -54,16 +54,76 @@ class Infeasible(Exception):
 
 @dataclass
 class MemoryModel:
-    """Memory constraints of a reduced problem.
+    """Memory constraints of a reduced problem, as *terms*.
 
-    ``points[k]``: reduced node ids live at liveness point ``times[k]`` (only nodes whose usage varies);
-    ``caps[k]``: bytes per device available to them there (the limit minus the constant usage of all
-    other nodes live there).  Constraint: ``sum(usage[i][x_i] for i in points[k]) <= caps[k]``.
+    ``times[k]``: the liveness point (schedule step) of constraint ``k``; ``caps[k]``: bytes per
+    device available there to the terms (the limit minus the constant usage of everything else live
+    there).  Term ``t`` belongs to reduced node ``term_node[t]`` (a node merged from several
+    original nodes has one term per member whose usage matters), is live at the contiguous
+    constraint range ``term_range[t, 0] <= k < term_range[t, 1]`` and uses ``term_usage[t][a]``
+    bytes when its node takes strategy ``a``.
+    Constraint ``k``: ``sum(term_usage[t][x[term_node[t]]] for t live at k) <= caps[k]``.
     """
 
     times: np.ndarray
-    points: list
     caps: np.ndarray
+    term_node: np.ndarray
+    term_range: np.ndarray
+    term_usage: list
+    num_nodes: int = 0
+
+    @property
+    def num_points(self) -> int:
+        return len(self.caps)
+
+    def node_terms(self):
+        """Per reduced node, the list of its term ids (cached)."""
+        cached = getattr(self, "_node_terms", None)
+        if cached is None:
+            cached = [[] for _ in range(self.num_nodes)]
+            for t, i in enumerate(self.term_node.tolist()):
+                cached[i].append(t)
+            self._node_terms = cached
+        return cached
+
+    def terms_at(self, k: int) -> np.ndarray:
+        r = self.term_range
+        return np.nonzero((r[:, 0] <= k) & (r[:, 1] > k))[0]
+
+    def nodes_at(self, k: int) -> np.ndarray:
+        """Reduced node ids with a term live at constraint ``k``."""
+        return np.unique(self.term_node[self.terms_at(k)])
+
+    def nodes_touching(self, mask: np.ndarray) -> np.ndarray:
+        """Boolean per reduced node: has a term live at some constraint where ``mask`` is True."""
+        c = np.concatenate([[0], np.cumsum(mask.astype(np.int64))])
+        r = self.term_range
+        hit = c[r[:, 1]] - c[r[:, 0]] > 0
+        out = np.zeros(self.num_nodes, dtype=bool)
+        out[self.term_node[hit]] = True
+        return out
+
+    def term_values(self, s) -> np.ndarray:
+        """Usage of every term under strategy positions ``s`` (per reduced node)."""
+        s = np.asarray(s)
+        return np.fromiter((u[s[i]] for u, i in zip(self.term_usage, self.term_node.tolist())),
+                           dtype=np.int64, count=len(self.term_usage))
+
+    def loads(self, s, exclude: np.ndarray | None = None) -> np.ndarray:
+        """Total term usage at each constraint under positions ``s``; nodes where ``exclude`` is
+        True count zero."""
+        vals = self.term_values(s)
+        if exclude is not None:
+            vals = np.where(exclude[self.term_node], 0, vals)
+        diff = np.zeros(self.num_points + 1, dtype=np.int64)
+        r = self.term_range
+        np.add.at(diff, r[:, 0], vals)
+        np.add.at(diff, r[:, 1], -vals)
+        return np.cumsum(diff)[:-1]
+
+    @property
+    def num_terms(self) -> int:
+        return int(np.maximum(self.term_range[:, 1] - self.term_range[:, 0], 0).sum())
 
 
 @dataclass
@@ -112,20 +172,14 @@ class Reduced:
         return out
 
     def incidence(self):
-        """``(node_edges, node_points)``: per reduced node the ids of its edges and of the memory
-        points it appears in (cached)."""
+        """Per reduced node the ids of its edges (cached)."""
         cached = getattr(self, "_incidence", None)
         if cached is None:
             ne: list[list] = [[] for _ in range(self.num_nodes)]
             for e, (u, v) in enumerate(self.edges.tolist()):
                 ne[u].append(e)
                 ne[v].append(e)
-            npnt: list[list] = [[] for _ in range(self.num_nodes)]
-            if self.memory is not None:
-                for p, nodes in enumerate(self.memory.points):
-                    for i in nodes.tolist():
-                        npnt[i].append(p)
-            cached = self._incidence = (ne, npnt)
+            cached = self._incidence = ne
         return cached
 
     def reduce_choice(self, strategies) -> np.ndarray | None:
@@ -153,7 +207,8 @@ class _Graph:
         self.n = n
         self.strat = [np.arange(len(c), dtype=np.int64) for c in problem.node_costs]
         self.cost = [np.minimum(c, INF).astype(np.int64) for c in problem.node_costs]
-        self.usage = [u.astype(np.int64) for u in problem.node_usages]
+        # memory terms of each (group) node: [original node whose interval it is, usage per strategy]
+        self.terms = [[(i, u.astype(np.int64))] for i, u in enumerate(problem.node_usages)]
         self.alive = np.ones(n, dtype=bool)
         self.adj: list[dict] = [dict() for _ in range(n)]  # neighbour -> matrix oriented (self, nbr)
         self.steps: list = []
@@ -208,7 +263,7 @@ class _Graph:
         """Keep only the strategies of node i where mask is True (re-slicing its edges)."""
         self.strat[i] = self.strat[i][mask]
         self.cost[i] = self.cost[i][mask]
-        self.usage[i] = self.usage[i][mask]
+        self.terms[i] = [(j, u[mask]) for j, u in self.terms[i]]
         for j, m in list(self.adj[i].items()):
             self.set_edge(i, j, m[mask])
 
@@ -218,11 +273,30 @@ class _Graph:
             bad |= (m >= INF).all(axis=1)
         return bad
 
+    def mem_terms(self, i):
+        """The memory terms of node i that matter: live at a point that can be violated, varying."""
+        return [(j, u) for j, u in self.terms[i] if self.mem_node[j] and u.min() != u.max()]
+
     def mem_matters(self, i):
-        if not self.mem_node[i]:
-            return False
-        u = self.usage[i]
-        return bool(u.min() != u.max())
+        return bool(self.mem_terms(i))
+
+    def mem_key(self, i):
+        """Per strategy, the total usage of the terms that matter (for tie-breaking to low usage)."""
+        t = self.mem_terms(i)
+        if not t:
+            return np.zeros(len(self.strat[i]), dtype=np.int64)
+        return np.sum([u for _, u in t], axis=0)
+
+    def min_usage_ok(self, i, arg):
+        """True when every strategy in ``arg`` has the minimum usage in every term that matters."""
+        return all((u[arg] == u.min()).all() for _, u in self.mem_terms(i))
+
+    def retire(self, i, k=None):
+        """Record the constant usage of node i's terms once it is eliminated (strategy k, or the
+        minimum usage when its choice is made later with minimum usage)."""
+        for j, u in self.terms[i]:
+            self.elim_usage[j] = u[k] if k is not None else u.min()
+        self.alive[i] = False
 
 
 def _interval_points(intervals):
@@ -289,7 +363,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         # strategies forbidden by memory alone; then which points can be violated at all
         for _ in range(2):
             minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
-                               for u, c in zip(g.usage, g.cost)], dtype=np.int64)
+                               for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
             minprof = _profile(npts, start[live], end[live], minuse[live])
             if minprof.max() > limit:
                 p = int(np.argmax(minprof))
@@ -298,14 +372,14 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             slack_max = _range_max(minprof, start, end)
             changed = False
             for i in np.nonzero(live)[0]:
-                over = g.usage[i] - minuse[i] + slack_max[i] > limit
+                over = problem.node_usages[i] - minuse[i] + slack_max[i] > limit
                 if over.any():
                     g.cost[i] = np.where(over, INF, g.cost[i])
                     changed = True
             if not changed:
                 break
         maxuse = np.array([u[c < INF].max() if (c < INF).any() else u.max()
-                           for u, c in zip(g.usage, g.cost)], dtype=np.int64)
+                           for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
         maxprof = _profile(npts, start[live], end[live], maxuse[live])
         crit = maxprof > limit
         if crit.any():
@@ -315,7 +389,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     # -- work list ---------------------------------------------------------------------------
     queue = deque(range(n))
     queued = np.ones(n, dtype=bool)
-    counters = dict(fixed=0, leaf=0, series=0, dominated=0, forbidden=0)
+    counters = dict(fixed=0, leaf=0, series=0, dominated=0, forbidden=0, merged=0)
 
     def push(j):
         if g.alive[j] and not queued[j]:
@@ -330,9 +404,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             push(j)
         g.adj[i].clear()
         g.offset += int(g.cost[i][k])
-        g.elim_usage[i] = g.usage[i][k]
         g.steps.append(("fix", i, s))
-        g.alive[i] = False
+        g.retire(i, k)
         counters["fixed"] += 1
 
     steps_done = 0
@@ -363,12 +436,26 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         if k == 1:
             eliminate_fixed(i, 0)
             continue
+        # a neighbour whose strategy is a function of ours (each row of the edge has exactly one
+        # allowed entry: XLA's "follow" / alias edges): merge it into this node
+        merged = False
+        for j, m in list(g.adj[i].items()):
+            fin = m < INF
+            if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
+                for w in _merge(g, i, j, m, fin):
+                    push(w)
+                counters["merged"] += 1
+                merged = True
+                break
+        if merged:
+            push(i)
+            continue
         # dominance
         mem = g.mem_matters(i)
         if k <= 512:
             cols = [g.cost[i][:, None]] + [m for m in g.adj[i].values()]
             if mem:
-                cols.append(g.usage[i][:, None])
+                cols.extend(u[:, None] for _, u in g.mem_terms(i))
             R = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
             if R.shape[1] * k * k <= 20_000_000:
                 le = (R[:, None, :] <= R[None, :, :]).all(axis=2)  # le[a2, a]: a2 dominates-or-equals a
@@ -389,8 +476,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         if deg == 0:
             c = g.cost[i]
             if mem:
-                best = np.lexsort((g.usage[i], c))[0]
-                if g.usage[i][best] != g.usage[i].min():
+                best = np.lexsort((g.mem_key(i), c))[0]
+                if not g.min_usage_ok(i, np.array([best])):
                     continue
             else:
                 best = int(np.argmin(c))
@@ -401,10 +488,9 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
             if mem:
                 # prefer lower usage among ties
-                order = np.lexsort((g.usage[i],))
-                Tsorted = T[order]
-                arg = order[np.argmin(Tsorted, axis=0)]
-                if (g.usage[i][arg] != g.usage[i].min()).any():
+                order = np.argsort(g.mem_key(i), kind="stable")
+                arg = order[np.argmin(T[order], axis=0)]
+                if not g.min_usage_ok(i, arg):
                     continue
             else:
                 arg = np.argmin(T, axis=0)
@@ -412,9 +498,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             g.adj[u].pop(i)
             g.adj[i].clear()
             g.cost[u] = _add(g.cost[u], best)
-            g.elim_usage[i] = g.usage[i].min()
             g.steps.append(("leaf", i, u, g.strat[u].copy(), g.strat[i][arg]))
-            g.alive[i] = False
+            g.retire(i)
             counters["leaf"] += 1
             push(u)
             continue
@@ -426,9 +511,9 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             if ku * k * kw <= series_limit and ku * kw <= ku * k + k * kw + old_size:
                 T = _add(_add(mu.T[:, :, None], g.cost[i][None, :, None]), mw[None, :, :])  # (ku, k, kw)
                 if mem:
-                    order = np.argsort(g.usage[i], kind="stable")
+                    order = np.argsort(g.mem_key(i), kind="stable")
                     arg = order[np.argmin(T[:, order, :], axis=1)]
-                    if (g.usage[i][arg] != g.usage[i].min()).any():
+                    if not g.min_usage_ok(i, arg):
                         continue
                 else:
                     arg = np.argmin(T, axis=1)
@@ -436,9 +521,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 g.adj[u].pop(i)
                 g.adj[w].pop(i)
                 g.adj[i].clear()
-                g.elim_usage[i] = g.usage[i].min()
                 g.steps.append(("series", i, u, w, g.strat[u].copy(), g.strat[w].copy(), g.strat[i][arg]))
-                g.alive[i] = False
+                g.retire(i)
                 counters["series"] += 1
                 g.add_edge(u, w, best)
                 push(u)
@@ -459,16 +543,37 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     if limit is not None and npts and g.mem_node.any():
         memory = _memory_model(g, alive, pos, times, start, end, limit)
     red = Reduced(num_original=n, orig=alive.astype(np.int64), strat=[g.strat[i] for i in alive],
-                  costs=[g.cost[i] for i in alive], usages=[g.usage[i] for i in alive],
+                  costs=[g.cost[i] for i in alive], usages=[np.sum([u for _, u in g.terms[i]], axis=0) for i in alive],
                   edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs,
                   offset=int(g.offset), memory=memory, intervals=problem.intervals[alive],
                   steps=g.steps)
     red.stats = dict(counters, nodes=len(alive), edges=len(edges),
                      edge_entries=int(sum(m.size for m in edge_costs)),
                      strategies=int(sum(len(s) for s in red.strat)),
-                     memory_points=0 if memory is None else len(memory.points),
+                     memory_points=0 if memory is None else memory.num_points,
+                     memory_terms=0 if memory is None else memory.num_terms,
                      seconds=round(time.monotonic() - t0, 3))
     return red
+
+
+def _merge(g, i, j, m, fin):
+    """Merge node j into node i along edge matrix m (|S_i| x |S_j|) whose rows each allow exactly
+    one strategy of j: j's strategy becomes f(a) = the allowed column of row a."""
+    f = np.argmax(fin, axis=1)
+    rowcost = m[np.arange(len(f)), f]
+    g.adj[i].pop(j)
+    g.adj[j].pop(i)
+    g.cost[i] = _add(_add(g.cost[i], g.cost[j][f]), rowcost)
+    g.terms[i] = g.terms[i] + [(jj, u[f]) for jj, u in g.terms[j]]
+    touched = list(g.adj[j])
+    for w, mw in list(g.adj[j].items()):  # mw: |S_j| x |S_w|
+        g.adj[w].pop(j, None)
+        g.add_edge(i, w, mw[f])
+    g.adj[j].clear()
+    g.steps.append(("leaf", j, i, g.strat[i].copy(), g.strat[j][f]))
+    g.terms[j] = []
+    g.alive[j] = False
+    return touched
 
 
 def _range_max(values, start, end):
@@ -501,54 +606,55 @@ def _memory_model(g, alive, pos, times, start, end, limit):
     n = g.n
     npts = len(times)
     live = start < end
+    # variable terms: (reduced node, original node, usage vector)
+    tnode, torig, tuse = [], [], []
     var = np.zeros(n, dtype=bool)
-    for i in alive:
-        if g.mem_node[i] and g.usage[i].min() != g.usage[i].max():
-            var[i] = True
+    for i in alive.tolist():
+        for j, u in g.terms[i]:
+            if g.mem_node[j] and u.min() != u.max() and live[j]:
+                tnode.append(pos[i])
+                torig.append(j)
+                tuse.append(u)
+                var[j] = True
     const = np.zeros(n, dtype=np.int64)
-    for i in np.nonzero(live & ~var)[0]:
-        const[i] = g.usage[i].min() if g.alive[i] else g.elim_usage[i]
+    for i in alive.tolist():
+        for j, u in g.terms[i]:
+            if not var[j]:
+                const[j] = u.min()
+    dead = ~g.alive
+    const[dead] = g.elim_usage[dead]
+    const[var] = 0
     base = _profile(npts, start[live], end[live], const[live])
-    maxuse = np.zeros(n, dtype=np.int64)
-    for i in np.nonzero(var)[0]:
-        maxuse[i] = g.usage[i].max()
-    vidx = np.nonzero(var & live)[0]
-    maxprof = _profile(npts, start[vidx], end[vidx], maxuse[vidx])
+    if not tnode:
+        return None
+    torig = np.array(torig, dtype=np.int64)
+    tmax = np.array([u.max() for u in tuse], dtype=np.int64)
+    maxprof = _profile(npts, start[torig], end[torig], tmax)
     caps = limit - base
     cand = np.nonzero(maxprof > caps)[0]
     if len(cand) == 0:
         return None
-    # drop points dominated by a neighbouring candidate (subset of live variable nodes, no larger cap)
+    # drop points dominated by a neighbouring candidate (subset of live terms, no larger cap)
     starts_at = np.zeros(npts + 1, dtype=np.int64)
     ends_at = np.zeros(npts + 1, dtype=np.int64)
-    np.add.at(starts_at, start[vidx], 1)
-    np.add.at(ends_at, end[vidx], 1)
+    np.add.at(starts_at, start[torig], 1)
+    np.add.at(ends_at, end[torig], 1)
     cs = np.cumsum(starts_at)
     ce = np.cumsum(ends_at)
     keep = []
     for p in cand.tolist():
-        # compare with the previous kept point q < p
         if keep:
             q = keep[-1]
-            # S_q subset of S_p when no variable interval ends in (q, p]
-            no_end = ce[p] - ce[q] == 0
-            no_start = cs[p] - cs[q] == 0  # S_p subset of S_q when nothing starts in (q, p]
+            no_end = ce[p] - ce[q] == 0      # terms live at q are all still live at p
+            no_start = cs[p] - cs[q] == 0    # terms live at p were all live at q
             if no_end and caps[p] <= caps[q]:
                 keep.pop()
             elif no_start and caps[q] <= caps[p]:
                 continue
         keep.append(p)
     kept = np.array(keep, dtype=np.int64)
-    lo_k = np.searchsorted(kept, start[vidx])
-    hi_k = np.searchsorted(kept, end[vidx])
-    cnt = np.maximum(hi_k - lo_k, 0)
-    node_rep = np.repeat(pos[vidx], cnt)
-    first = np.repeat(lo_k - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
-    point_of = np.arange(int(cnt.sum()), dtype=np.int64) + first
-    order = np.lexsort((node_rep, point_of))
-    node_rep, point_of = node_rep[order], point_of[order]
-    bounds = np.searchsorted(point_of, np.arange(len(kept) + 1))
-    points = [node_rep[bounds[k]:bounds[k + 1]] for k in range(len(kept))]
-    capl = caps[kept]
-    return MemoryModel(times=times[np.array(keep, dtype=np.int64)], points=points,
-                       caps=np.array(capl, dtype=np.int64))
+    rng = np.stack([np.searchsorted(kept, start[torig]), np.searchsorted(kept, end[torig])], axis=1)
+    useful = rng[:, 1] > rng[:, 0]
+    return MemoryModel(times=times[kept], caps=caps[kept].astype(np.int64),
+                       term_node=np.array(tnode, dtype=np.int64)[useful], term_range=rng[useful],
+                       term_usage=[u for u, ok in zip(tuse, useful) if ok], num_nodes=len(alive))
