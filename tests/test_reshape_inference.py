@@ -126,3 +126,80 @@ def test_errors():
         R.infer_output("f32[4,4]", "f32[16]", H.parse("{devices=[2,2,2]<=[8] last_tile_dims={manual}}"))
     # replicated / maximal pass through
     assert R.infer_output("f32[4,4]", "f32[16]", H.replicated()).sharding == H.replicated()
+
+
+# ------------------------------------------------------------------------------------------------
+# property: an exact inference means every device holds the same elements on both sides
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _elements(dims, sharding, device):
+    """Flat (row-major) indices of the elements ``device`` holds."""
+    x = np.arange(int(np.prod(dims))).reshape(dims)
+    if sharding.kind != "tiled":
+        return set(x.ravel().tolist())
+    off = sharding.shard_offsets(dims, device)
+    shp = sharding.shard_shape(dims, device)
+    return set(x[tuple(slice(o, o + s) for o, s in zip(off, shp))].ravel().tolist())
+
+
+@st.composite
+def reshapes(draw):
+    # groups of factors: each group is split differently on the two sides
+    factors = draw(st.lists(st.sampled_from([1, 2, 2, 4, 3]), min_size=1, max_size=4))
+    a, b = [], []
+    for f in factors:
+        x = draw(st.sampled_from([1, 2, 4]))
+        if draw(st.booleans()):
+            a += [f, x]
+            b += [f * x]
+        else:
+            a += [f * x]
+            b += [f, x]
+    return a, b
+
+
+@st.composite
+def sharding_for(draw, rank):
+    n = 8
+    tiles = [1] * rank
+    left = n
+    for d in draw(st.permutations(list(range(rank)))):
+        f = draw(st.sampled_from([1, 2, 4, 8]))
+        if left % f == 0:
+            tiles[d] = f
+            left //= f
+    perm = np.arange(n) if draw(st.booleans()) else np.array(draw(st.permutations(list(range(n)))))
+    if left == n:
+        return H.replicated()
+    if left == 1:
+        return H.tiled(perm.reshape(tiles))
+    return H.tiled(perm.reshape(tiles + [left]), last_tile_dim_replicate=True)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_inference_keeps_every_devices_elements(data):
+    a, b = data.draw(reshapes())
+    src = data.draw(sharding_for(len(a)))
+    fwd = R.infer_output(a, b, src)
+    # what the operand must look like before the reshape holds the output's elements on every device
+    for d in range(8):
+        got = _elements(b, fwd.sharding, d)
+        need = _elements(a, fwd.source_needed, d)
+        if fwd.exact:
+            assert fwd.source_needed == src
+            assert got == _elements(a, src, d)
+        else:
+            assert got == need  # after the gather the reshape is exact again
+            assert _elements(a, src, d) <= need  # gathering only adds data
+    back = R.infer_operand(a, b, fwd.sharding)
+    for d in range(8):
+        # the required operand holds at least what the device's output tile needs (a local slice)
+        assert _elements(b, fwd.sharding, d) <= _elements(a, back.sharding, d)
+        if back.exact:
+            assert _elements(b, fwd.sharding, d) == _elements(a, back.sharding, d)
