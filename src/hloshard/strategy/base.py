@@ -154,12 +154,17 @@ def spec_axes(spec: Spec) -> set:
     return {a for d in spec for a in d}
 
 
+@lru_cache(maxsize=65536)
+def _spec_name(spec) -> str:
+    parts = [f"S{d}@{''.join(str(a) for a in ax)}" for d, ax in enumerate(spec) if ax]
+    return ",".join(parts) if parts else "R"
+
+
 def spec_name(spec) -> str:
     """Short human name: 'S0:1,S1:0' style (``R`` when replicated)."""
     if not is_mesh_spec(spec):
         return str(spec)
-    parts = [f"S{d}@{''.join(str(a) for a in ax)}" for d, ax in enumerate(spec) if ax]
-    return ",".join(parts) if parts else "R"
+    return _spec_name(spec)
 
 
 def leaf_shapes(shape) -> list:
@@ -208,6 +213,8 @@ class MeshInfo:
         self.num_devices = int(math.prod(self.shape))
         self._enum_cache: dict = {}
         self._sharding_cache: dict = {}
+        self._bytes_cache: dict = {}
+        self._vol_cache: dict = {}
 
     def split(self, axes: Iterable[int]) -> int:
         n = 1
@@ -233,7 +240,26 @@ class MeshInfo:
             return tuple(dims)
 
     def bytes_per_device(self, shape, spec) -> int:
-        """Bytes of the per-device tile of an array ``shape`` under ``spec`` (ceil tiling)."""
+        """Bytes of the per-device tile of an array ``shape`` under ``spec`` (ceil tiling); cached."""
+        if type(spec) is tuple:
+            key = (shape.element_type, shape.dims, spec)
+            hit = self._bytes_cache.get(key)
+            if hit is None:
+                hit = self._bytes_per_device(shape, spec)
+                self._bytes_cache[key] = hit
+            return hit
+        return self._bytes_per_device(shape, spec)
+
+    def tile_volume(self, dims, spec) -> int:
+        """Elements of the per-device tile (ceil tiling); cached for axis specs."""
+        key = (tuple(dims), spec)
+        hit = self._vol_cache.get(key)
+        if hit is None:
+            hit = math.prod(self.tile_dims(dims, spec)) if dims else 1
+            self._vol_cache[key] = hit
+        return hit
+
+    def _bytes_per_device(self, shape, spec) -> int:
         if not is_array(shape):
             return 0
         if not is_mesh_spec(spec) and getattr(spec, "is_manual", False):
@@ -356,7 +382,8 @@ def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_p
     """A strategy whose compute is ``flops_per_element`` per output element on the device."""
     mem = minfo.bytes_per_device(shape, out_spec)
     if is_array(shape):
-        elems = math.prod(minfo.tile_dims(shape.dims, out_spec)) if shape.dims else 1
+        elems = minfo.tile_volume(shape.dims, out_spec) if type(out_spec) is tuple else \
+            math.prod(minfo.tile_dims(shape.dims, out_spec))
     else:
         elems = 0
     return Strategy(name, out_spec, tuple(inputs), compute=compute_cost(elems * flops_per_element), memory=mem)

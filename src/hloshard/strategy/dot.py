@@ -6,7 +6,9 @@ dim (rhs + output) or a contracting dim (both operands; the partial sums need an
 that axis of the per-device output bytes).  Several axes on one dim give the flattened-mesh
 splits.  For each strategy with split contracting dims a reduce-scatter variant is added as well:
 the contracting axes scatter the largest output dim that divides evenly, at reduce-scatter cost.
-Only layouts where every split dim divides evenly are kept.
+Like XLA, a strategy either uses every non-trivial mesh axis (on an output or a contracting dim) or
+none (replicated): leaving one axis idle only recomputes the dot along it, and dropping those keeps
+the model small.  Only layouts where every split dim divides evenly are kept.
 Compute: 2 * (product of all batch, free and contracting sizes) / devices splitting them, in flops
 (``base.COMPUTE_COST_PER_FLOP``).  Memory: per-device output bytes.
 """
@@ -79,6 +81,9 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
                 and minfo.fits(rhs.shape.dims, r_s)):
             continue
         used = [a for a, ri in zip(minfo.axes, assign) if ri is not None]
+        if used and len(used) != len(minfo.axes):
+            # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
+            continue
         flops = flops_total / minfo.split(used)
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
