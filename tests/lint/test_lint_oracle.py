@@ -47,3 +47,56 @@ def test_xla_does_not_compile_what_lint_reports_and_compiles_the_fix(name):
     good_ok, good_msg = xla_oracle.compile_spmd(good, num_partitions=n)
     assert not bad_ok, bad_msg
     assert good_ok, good_msg
+
+
+REDUCE_BF16_WITH_F32 = """HloModule m, num_partitions=2
+sum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  b = bf16[8] parameter(0), sharding={replicated}
+  ROOT ar = bf16[8] all-reduce(b), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=sum
+}
+"""
+
+
+@pytest.mark.oracle
+def test_reduction_type_mismatch_is_what_xla_rejects():
+    require_jax()
+    from hloshard.lint.context import LintOptions
+    from hloshard.lint.engine import lint_text
+    from tests import xla_oracle
+
+    fixed = REDUCE_BF16_WITH_F32.replace("f32", "bf16")
+    assert [f.code for f in lint_text(REDUCE_BF16_WITH_F32, "x.hlo", LintOptions())] == ["HS305"]
+    assert lint_text(fixed, "x.hlo", LintOptions()) == []
+    bad_ok, bad_msg = xla_oracle.compile_spmd(REDUCE_BF16_WITH_F32, num_partitions=2)
+    assert not bad_ok and "incompatible" in bad_msg
+    good_ok, good_msg = xla_oracle.compile_spmd(fixed, num_partitions=2)
+    assert good_ok, good_msg
+
+
+SEED_SMALL = """HloModule m, num_partitions=8
+ENTRY e {
+  p = f16[32,16,10,8] parameter(0), sharding={devices=[2,4,1,1]<=[8]}
+  ROOT r = f16[512,10,8] reshape(p), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+}
+"""
+
+
+@pytest.mark.oracle
+def test_costly_resharding_names_the_collective_xla_inserts():
+    """The seed reshape at a small size: lint (threshold 0) reports an all-gather of dim 1 in groups
+    of 4, and XLA's SPMD partitioner inserts exactly that all-gather."""
+    require_jax()
+    from hloshard.lint.context import LintOptions
+    from hloshard.lint.engine import lint_text
+    from tests import xla_oracle
+
+    [finding] = lint_text(SEED_SMALL, "x.hlo", LintOptions(select=("HS401",), reshard_threshold=0))
+    assert "via all-gather dim 1 in groups of 4:" in finding.message
+    [ag] = xla_oracle.collectives(xla_oracle.spmd_partition(SEED_SMALL, 8))
+    assert ag["kind"] == "all-gather" and ag["dimensions"] == [1]
+    assert {len(g) for g in ag["replica_groups"]} == {4}
