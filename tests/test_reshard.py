@@ -247,6 +247,37 @@ def test_conservative_fallback_never_crashes():
     assert p.conservative and [s.kind for s in p.steps] == ["all-gather", "dynamic-slice"]
 
 
+def test_sub_axis_groups_are_noted():
+    p = plan("f32[64,64]", H.parse("{devices=[2,4]<=[8]}"), H.parse("{devices=[4,2]<=[8]}"), MESH24)
+    a2a = p.steps[0]
+    assert a2a.kind == "all-to-all" and a2a.group_size == 2 and not a2a.exact_mesh_axes and a2a.mesh_axes == (1,)
+    # n = 2 on axis 1: round(1 + 1 * 1/2/2 * (2048*2) * 1) + 0.001
+    assert a2a.cost == pytest.approx(round(1 + 0.25 * 4096) + 0.001)
+    assert any("sub-axis" in n for n in p.notes)
+    seed = plan("f16[32,16,1000,256]", H.parse("{devices=[2,4,1,1]<=[8]}"),
+                H.parse("{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"), MESH24)
+    assert seed.notes == []
+
+
+def test_memory_bytes_per_device():
+    from hloshard.cost.memory import bytes_per_device, total_bytes
+
+    assert bytes_per_device(parse_shape("f16[32,16,1000,256]"), H.parse("{devices=[2,4,1,1]<=[8]}")) == 32_768_000
+    # ceil tiling: 10 rows over 4 tiles -> 3 rows each (padded)
+    assert bytes_per_device(parse_shape("f32[10,64]"), H.parse("{devices=[4,1,2]<=[8] last_tile_dim_replicate}")) \
+        == 3 * 64 * 4
+    assert bytes_per_device(parse_shape("f32[10,64]"), H.replicated()) == 2560
+    assert bytes_per_device(parse_shape("f32[10,64]"), None) == 2560
+    # sub-byte types round up per tile: s4[5] over 2 tiles -> 3 elements -> 2 bytes
+    assert bytes_per_device(parse_shape("s4[5]"), H.parse("{devices=[2,4]<=[8] last_tile_dim_replicate}")) == 2
+    # tuples: per leaf
+    assert bytes_per_device(parse_shape("(f32[8], f32[16])"),
+                            H.parse("{{devices=[8]<=[8]}, {replicated}}")) == 4 + 64
+    assert total_bytes(parse_shape("f32[64]"), H.parse("{devices=[2,4]<=[8] last_tile_dim_replicate}")) == 128 * 8
+    with pytest.raises(ValueError):
+        bytes_per_device(parse_shape("f32[8]"), H.parse("{devices=[2,4]<=[8]}"))
+
+
 def test_unknown_costs_nothing():
     p = plan("f32[64,64]", H.parse("{unknown}"), H.parse("{devices=[8,1]<=[8]}"), MESH24)
     assert p.steps == [] and p.total_cost == 0

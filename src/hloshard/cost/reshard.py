@@ -740,6 +740,9 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
                 b.steps.clear()
                 b.conservative(s, d, str(exc))
                 conservative = True
+        if any(not st.exact_mesh_axes for st in b.steps if st.kind != "dynamic-slice") and not conservative:
+            b.notes.append("some replica groups do not span whole mesh axes (a sub-axis or a device order the "
+                           "mesh does not have): costed with that axis' alpha/beta and n = group size")
         leaf_peak = max([leaf_before, leaf_after] + [st.input_bytes + st.output_bytes for st in b.steps])
         before += leaf_before
         after += leaf_after
