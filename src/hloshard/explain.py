@@ -294,7 +294,11 @@ def explain_reshape(operand_shape: Shape, result_shape: Shape, operand_sharding:
         _check_sharding(result_sharding, result_shape, mesh, "result")
 
     candidates: list[Alternative] = []
-    for cand in candidate_output_shardings(result_shape, mesh):
+    pool = candidate_output_shardings(result_shape, mesh)
+    for extra in R.output_shardings_without_communication(operand_shape, result_shape, operand_sharding, mesh)[:1]:
+        if extra not in pool:  # the free carry-over, even off the mesh axes (e.g. a sub-axis split)
+            pool.insert(0, extra)
+    for cand in pool:
         inf = R.infer_operand(operand_shape, result_shape, cand)
         p = reshape_plan(operand_shape, result_shape, operand_sharding, cand, mesh, inf)
         candidates.append(Alternative(cand, inf.sharding, p, inf.exact,
