@@ -626,7 +626,7 @@ _BUILDER = _Builder()
 @functools.lru_cache(maxsize=1)
 def _parser() -> Lark:
     return Lark(grammar_text(), parser="lalr", lexer="contextual", start=["start", "inline_body"],
-                transformer=_BUILDER, maybe_placeholders=False, propagate_positions=False)
+                transformer=_BUILDER, maybe_placeholders=False, propagate_positions=False, cache=True)
 
 
 def _expected(names) -> str:
