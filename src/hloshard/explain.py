@@ -32,7 +32,7 @@ import numpy as np
 
 from .cost import reshape as R
 from .cost.memory import bytes_per_device
-from .cost.reshard import ReshardPlan, plan as make_plan
+from .cost.reshard import ReshardPlan, autosharding_resharding_cost, plan as make_plan
 from .errors import InputError
 from .hlo.shape import Shape
 from .hlo.sharding import HloSharding
@@ -181,6 +181,7 @@ class ExplainReport:
             "operand_edge": {
                 "from": str(src), "to": str(req),
                 "communication_cost": cost,
+                "xla_estimate": autosharding_resharding_cost(self.operand_shape, src, req, self.mesh),
                 "memory_cost": mem_edge,
             },
             "inside_op": {"communication_cost": 0.0},
@@ -654,9 +655,10 @@ JSON_SCHEMA: dict[str, Any] = {
             "properties": {
                 "model": {"const": "xla-auto-sharding"},
                 "charged_on": {"enum": ["operand_edge", "none"]},
-                "operand_edge": {"type": "object", "required": ["from", "to", "communication_cost", "memory_cost"],
+                "operand_edge": {"type": "object",
+                                 "required": ["from", "to", "communication_cost", "xla_estimate", "memory_cost"],
                                  "properties": {"from": _STR, "to": _STR, "communication_cost": _NUM,
-                                                "memory_cost": _INT}},
+                                                "xla_estimate": _NUM, "memory_cost": _INT}},
                 "inside_op": {"type": "object", "required": ["communication_cost"],
                               "properties": {"communication_cost": _NUM}},
                 "derived_from_operand": {

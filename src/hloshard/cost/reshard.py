@@ -805,3 +805,117 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
 def clear_cache() -> None:
     """Forget every cached :func:`resharding_cost`."""
     _COST_CACHE.clear()
+
+
+# ------------------------------------------------------------------------------------------------
+# XLA auto-sharding's own estimate
+
+
+def autosharding_resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
+    """What XLA's auto-sharding pass charges for resharding ``src -> dst`` (its ``ReshardingCost``), in
+    cost units, from the rules paraphrased in ``../shared/reference/xla_autosharding.md`` section 1.3.
+
+    Unlike :func:`plan` (what the SPMD partitioner really inserts), this is the solver's estimate, for
+    comparing with XLA's ``communication_resharding_costs``:
+
+    * 0 when equal, or when ``src`` is replicated / unknown (a local slice);
+    * each tensor dim is mapped to the mesh axes it is split over (:meth:`DeviceMesh.sharding_to_axes`);
+      a dim split over several axes, or tile-dim counts that differ, take the mixed-mesh rule (per
+      dropped axis: an all-to-all of the full bytes over all devices when ``dst`` still splits on that
+      axis, else an all-gather of the full bytes);
+    * dims that only lose their axis form a chain of all-gathers in tensor-dim order, each with B =
+      the per-device bytes grown by the axes gathered so far;
+    * exactly one dim losing an axis and one gaining one: an all-to-all of the full bytes on a mesh
+      with one non-trivial axis, else (as XLA) the collective-permute / over-estimate path;
+    * the same tile counts in a different device order: a collective-permute of the per-device bytes;
+    * anything else (shardings off the mesh, axis swaps): XLA's ``OverestimateReplicationCost``
+      (an all-gather per mesh axis, B = per-device bytes grown axis by axis).
+
+    Known approximation: XLA maps a sharding with a single split dim onto a flattened 1-D mesh; we map
+    it onto the axes it really uses. Tuples: the sum over leaves. Raises InputError on a rank mismatch.
+    """
+    shape = _as_shape(shape)
+    if shape.is_tuple:
+        return sum(autosharding_resharding_cost(leaf, src.leaf(i) if src.is_tuple else src,
+                                                dst.leaf(i) if dst.is_tuple else dst, mesh)
+                   for i, leaf in enumerate(shape.leaves()))
+    rank = shape.rank
+    for sh, what in ((src, "source"), (dst, "destination")):
+        if sh.kind == "tiled" and sh.tiled_rank != rank:
+            raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {shape} has rank {rank}")
+    if src == dst or src.kind in ("replicated", "unknown") or dst.kind == "unknown":
+        return 0.0
+    per = _bytes(shape, src)
+    full = shape.byte_size
+    axes_big = [a for a, s in enumerate(mesh.shape) if int(s) > 1]
+
+    def overestimate() -> float:
+        b, total = float(per), 0.0
+        for a in axes_big:
+            total += (C.all_reduce_cost if src.kind == "maximal" else C.all_gather_cost)(mesh, b, a)
+            b *= int(mesh.shape[a])
+        return total
+
+    def try_permute() -> float:
+        if src.kind == "tiled" and dst.kind == "tiled" and src.tile_dims == dst.tile_dims \
+                and src.replication_factor == dst.replication_factor:
+            pairs = [(int(a), int(b)) for a, b in zip(np.asarray(src.tile_assignment).ravel(),
+                                                      np.asarray(dst.tile_assignment).ravel()) if a != b]
+            return C.collective_permute_cost(mesh, per, pairs)
+        return overestimate()
+
+    if src.kind != "tiled" or dst.kind not in ("tiled", "replicated"):
+        return overestimate()
+    from ..mesh import ShardingMeshMismatch
+
+    try:
+        s_axes = mesh.sharding_to_axes(src, rank)
+        d_axes = mesh.sharding_to_axes(dst, rank)
+    except (ShardingMeshMismatch, AttributeError):
+        return try_permute()
+    s_tiled = sum(1 for t in src.tile_dims if t > 1) + (1 if src.replication_factor > 1 else 0)
+    d_tiled = -1 if dst.kind == "replicated" else \
+        sum(1 for t in dst.tile_dims if t > 1) + (1 if dst.replication_factor > 1 else 0)
+    multi = any(len(x) > 1 for x in s_axes) or any(len(x) > 1 for x in d_axes)
+    if multi or (d_tiled != -1 and s_tiled != d_tiled):
+        # mixed mesh shape: compare the axis sets per dim
+        collective_axes: list[int] = []
+        for sa, da in zip(s_axes, d_axes):
+            ss, ds = set(sa), set(da)
+            if ss == ds or ds >= ss:
+                continue
+            if not ds <= ss:
+                return overestimate()
+            collective_axes.extend(a for a in sa if a not in ds)
+        d_used = {a for x in d_axes for a in x}
+        total = 0.0
+        n_all = int(np.asarray(mesh.device_ids).size)
+        for a in collective_axes:
+            if a in d_used:
+                total += C.all_to_all_cost(mesh, full, a, group_size=n_all)
+            else:
+                total += C.all_gather_cost(mesh, full, a)
+        return total
+    slice_dims, gather_axes = [], []
+    for sa, da in zip(s_axes, d_axes):
+        if sa == da:
+            continue
+        if not sa:
+            slice_dims.append(da[0])
+        elif not da:
+            gather_axes.append(sa[0])
+        else:
+            return try_permute()
+    if not gather_axes:
+        return 0.0
+    if len(slice_dims) > 1 and len(gather_axes) > 1:
+        return try_permute()
+    if len(slice_dims) == 1 and len(gather_axes) == 1:
+        if len(axes_big) > 1:
+            return try_permute()
+        return C.all_to_all_cost(mesh, full, gather_axes[0])
+    b, total = float(per), 0.0
+    for a in gather_axes:
+        b *= int(mesh.shape[a])
+        total += C.all_gather_cost(mesh, b, a)
+    return total
