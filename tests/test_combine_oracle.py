@@ -110,21 +110,28 @@ ENTRY %main {
 
 
 def test_every_sample_and_its_partitioned_form_combine_to_valid_hlo():
+    """Samples (no collectives before partitioning) pass through; the raw SPMD-partitioned samples
+    carry real Megatron/data-parallel all-reduces, and combining them reproduces exactly the variadic
+    all-reduces that XLA's own CPU all-reduce combiner makes (same operand counts)."""
     require_jax()
     texts, names = [], []
     for path in sorted(SAMPLES.glob("*.hlo")):
         combined, rep = _combine(path.read_text())
+        assert rep.collectives_before == 0 and rep.groups == []
         texts.append(combined)
         names.append(path.name)
-    # the raw SPMD-partitioned samples carry real collectives (Megatron all-reduces)
-    total = 0
-    for name in ["mlp_train_step.pre.hlo", "transformer_block.pre.hlo"]:
-        raw = xo.spmd_partition((SAMPLES / name).read_text(), propagate_to_output=True)
-        combined, rep = _combine(raw)
-        total += rep.collectives_before
+    expected = {"mlp_train_step.pre.hlo": [1, 5],
+                "transformer_train_step.pre.hlo": [1] * 9 + [3, 3, 3, 31]}
+    for name, want in expected.items():
+        raw, final = xo.spmd_partition((SAMPLES / name).read_text(), propagate_to_output=True, with_final=True)
+        xla_combined = sorted(c["shape"].count("[") for c in xo.collectives(final) if c["kind"] == "all-reduce")
+        assert xla_combined == want
+        combined, rep = _combine(raw, kinds=["all-reduce"])
+        ours = sorted(len(i.operands) for i in parse_module(combined).all_instructions()
+                      if i.opcode == "all-reduce")
+        assert ours == xla_combined, name
         texts.append(combined)
         names.append("partitioned " + name)
-    assert total > 0
     results = xo.parse_many(texts)
     bad = [(n, m[:300]) for n, (ok, m) in zip(names, results) if not ok]
     assert bad == []

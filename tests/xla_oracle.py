@@ -133,15 +133,15 @@ try:
             answer([False, err(e)])
     elif op == "partition":
         try:
-            compile_text(req["text"], req["n"], dump_dir=req["dump"],
-                         propagate_to_output=req.get("propagate_to_output", False))
+            exe, _ = compile_text(req["text"], req["n"], dump_dir=req["dump"],
+                                  propagate_to_output=req.get("propagate_to_output", False))
         except Exception as e:
             answer({"error": err(e)}); sys.exit(0)
         files = sorted(glob.glob(os.path.join(req["dump"], "*after_spmd-partitioning*.txt")))
         if not files:
             answer({"error": "no after_spmd-partitioning dump was written"}); sys.exit(0)
         with open(files[-1]) as f:
-            answer({"text": f.read()})
+            answer({"text": f.read(), "final": exe.hlo_modules()[0].to_string()})
     elif op == "run":
         from jax._src.sharding_impls import GSPMDSharding
         n = req["n"]
@@ -309,17 +309,19 @@ def compile_spmd(text: str, num_partitions: int = 8, propagate_to_output: bool =
 
 
 def spmd_partition(text: str, num_partitions: int = 8, propagate_to_output: bool = False,
-                   timeout: float = DEFAULT_TIMEOUT) -> str:
+                   timeout: float = DEFAULT_TIMEOUT, with_final: bool = False):
     """The raw HLO right after XLA's ``spmd-partitioning`` pass (GSPMD) for ``num_partitions`` devices.
 
-    Raises :class:`OracleError` when XLA rejects the module.
+    With ``with_final=True`` returns ``(raw, final per-device HLO after all CPU passes)`` (the final
+    form has, e.g., XLA's own all-reduce combiner applied). Raises :class:`OracleError` when XLA
+    rejects the module.
     """
     with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as dump:
         res = _child({"op": "partition", "text": text, "n": num_partitions, "dump": dump,
                       "propagate_to_output": propagate_to_output}, timeout=timeout)
     if "error" in res:
         raise OracleError(res["error"])
-    return res["text"]
+    return (res["text"], res["final"]) if with_final else res["text"]
 
 
 def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequence[str | None] | None = None,
