@@ -23,10 +23,16 @@ def xla_results():
     require_jax()
     from tests import xla_oracle
 
+    from tests.test_printer import build_module
+
     originals = [p.read_text() for p in FILES]
     ours = [print_module(parse_file(str(p))) for p in FILES]
-    return dict(zip([p.name for p in FILES],
-                    zip(xla_oracle.parse_many(originals), xla_oracle.parse_many(ours), ours)))
+    built = print_module(build_module())
+    res_orig = xla_oracle.parse_many(originals)
+    res_ours = xla_oracle.parse_many(ours + [built])
+    out = dict(zip([p.name for p in FILES], zip(res_orig, res_ours, ours)))
+    out["<built in Python>"] = (None, res_ours[-1], built)
+    return out
 
 
 @pytest.mark.oracle
@@ -39,6 +45,12 @@ def test_xla_accepts_our_text_and_sees_the_same_module(xla_results, name):
         # XLA names an inline body '_'; hloshard gives it a unique name
         xla_ours = xla_ours.replace("%e.to_apply", "%_")
     assert xla_ours == xla_orig
+
+
+@pytest.mark.oracle
+def test_xla_accepts_a_module_built_in_python(xla_results):
+    _, (ok, msg), _ = xla_results["<built in Python>"]
+    assert ok, msg
 
 
 def _source_shardings(text: str) -> list[str]:
