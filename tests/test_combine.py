@@ -355,3 +355,45 @@ def test_no_mesh_reports_unknown_latency():
     _, rep, _ = run(text)
     assert rep.latency_saved is None and rep.merged == 2
     assert "unknown" in rep.to_text()
+
+
+def test_collectives_in_a_while_body_combine_there_only():
+    text = f"""HloModule w, num_partitions=8
+
+{ADD}
+%cond (s: (s32[], f32[2,8], f32[4,8])) -> pred[] {{
+  %s = (s32[], f32[2,8], f32[4,8]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(%i, %n), direction=LT
+}}
+
+%body (s: (s32[], f32[2,8], f32[4,8])) -> (s32[], f32[2,8], f32[4,8]) {{
+  %s = (s32[], f32[2,8], f32[4,8]) parameter(0)
+  %i = s32[] get-tuple-element(%s), index=0
+  %one = s32[] constant(1)
+  %i2 = s32[] add(%i, %one)
+  %x = f32[2,8] get-tuple-element(%s), index=1
+  %y = f32[4,8] get-tuple-element(%s), index=2
+  %rx = f32[2,8] all-reduce(%x), channel_id=1, {G8}, use_global_device_ids=true, to_apply=%add
+  %ry = f32[4,8] all-reduce(%y), channel_id=2, {G8}, use_global_device_ids=true, to_apply=%add
+  ROOT %t = (s32[], f32[2,8], f32[4,8]) tuple(%i2, %rx, %ry)
+}}
+
+ENTRY %main {{
+  %x0 = f32[2,8] parameter(0)
+  %y0 = f32[4,8] parameter(1)
+  %z = s32[] constant(0)
+  %init = (s32[], f32[2,8], f32[4,8]) tuple(%z, %x0, %y0)
+  %w = (s32[], f32[2,8], f32[4,8]) while(%init), condition=%cond, body=%body
+  %wx = f32[2,8] get-tuple-element(%w), index=1
+  %r0 = f32[2,8] all-reduce(%wx), channel_id=3, {G8}, use_global_device_ids=true, to_apply=%add
+  ROOT %out = (f32[2,8], (s32[], f32[2,8], f32[4,8])) tuple(%r0, %w)
+}}
+"""
+    mod, rep, out = run(text)
+    assert [(g.computation, g.members) for g in rep.groups] == [("body", ["rx", "ry"])]
+    body = mod.get_computation("body")
+    (c,) = [i for i in body.instructions if i.opcode == "all-reduce"]
+    assert [o.name for o in c.operands] == ["x", "y"]
+    assert mod.entry.get("r0").opcode == "all-reduce"
