@@ -25,7 +25,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import HloSyntaxError
 from ..io import read_text
-from .attributes import AttrError, InlineBody, NameRef, decode_attr
+from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, AttrError, InlineBody, NameRef, decode_attr
 from .ir import Computation, Instruction, Module
 from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
@@ -48,6 +48,7 @@ _KEYWORDS = frozenset({"true", "false", "inf", "nan", "HloModule", "ENTRY", "ROO
                        "FileNames", "FunctionNames", "FileLocations", "StackFrames"})
 
 _NAME_CHECK = frozenset(ELEMENT_BITS) | _KEYWORDS
+_RESOLVE_KEYS = frozenset({"frontend_attributes", "control-predecessors"}) | COMPUTATION_KEYS | COMPUTATION_LIST_KEYS
 
 _HUMAN = {
     "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
@@ -473,35 +474,45 @@ class _Builder(Transformer):
 
     def _decode_attrs(self, text: str, pos: int) -> dict:
         """Decode an ATTRS text (``, key=value, ...``) found at absolute offset ``pos``."""
-        ctx = self.ctx
         attrs = {}
-        for key, vstrip, kstart in _split_attrs(text):
+        for m in _cattr_re().finditer(text):
+            seg = m.group(0)
+            eq = seg.index("=")
+            key = seg[1:eq].lstrip()
+            vstrip = seg[eq + 1:].strip()
             if key in attrs:
-                ctx.error_at(f"attribute {key!r} is given twice", pos + kstart)
-            voff = text.find(vstrip, kstart + len(key))
+                self.ctx.error_at(f"attribute {key!r} is given twice", pos + m.start() + eq - len(key))
             try:
                 value = decode_attr(key, vstrip)
             except AttrError as exc:
-                ctx.error_at(f"{key}: {exc}", pos + voff + exc.offset)
-            if type(value) is tuple and key == "frontend_attributes":
-                value = dict(value)
-            elif isinstance(value, (NameRef, InlineBody)):
-                value = self._computation(value, key, pos + voff)
-            elif key == "control-predecessors":
-                comp = ctx.comp
-                preds = []
-                for n in value:
-                    p = comp._by_name.get(n)
-                    if p is None:
-                        off = text.find(n, voff)
-                        ctx.error_at(f"control predecessor {n!r} is not defined before this use", pos + off)
-                    preds.append(p)
-                value = preds
-            elif type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
-                offs = [text.find(str(v), voff) for v in value]
-                value = [self._computation(v, key, pos + (o if o >= 0 else voff)) for v, o in zip(value, offs)]
+                voff = text.find(vstrip, m.start() + eq)
+                self.ctx.error_at(f"{key}: {exc}", pos + voff + exc.offset)
+            if key in _RESOLVE_KEYS:
+                value = self._resolve(key, value, text, text.find(vstrip, m.start() + eq), pos)
             attrs[key] = value
         return attrs
+
+    def _resolve(self, key: str, value, text: str, voff: int, pos: int):
+        """Attribute values that refer to computations or instructions (or need a fresh dict)."""
+        ctx = self.ctx
+        if key == "frontend_attributes":
+            return dict(value)
+        if isinstance(value, (NameRef, InlineBody)):
+            return self._computation(value, key, pos + voff)
+        if key == "control-predecessors":
+            comp = ctx.comp
+            preds = []
+            for n in value:
+                p = comp._by_name.get(n)
+                if p is None:
+                    off = text.find(n, voff)
+                    ctx.error_at(f"control predecessor {n!r} is not defined before this use", pos + off)
+                preds.append(p)
+            return preds
+        if type(value) is tuple and value and isinstance(value[0], (NameRef, InlineBody)):
+            offs = [text.find(str(v), voff) for v in value]
+            return [self._computation(v, key, pos + (o if o >= 0 else voff)) for v, o in zip(value, offs)]
+        return value
 
     def _computation(self, ref, key: str, pos: int) -> Computation:
         """Resolve a computation reference (``pos``: absolute offset of its text)."""
