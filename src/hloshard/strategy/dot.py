@@ -50,7 +50,10 @@ def _roles(instr):
     return roles
 
 
-def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix=""):
+def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix="", full=False):
+    """Strategies of a dot-like op (dot, convolution) from its dimension ``roles``; ``full``: also the
+    strategies leaving some mesh axis idle (used when the output sharding is fixed by the user, so that
+    any layout the user wrote is matched by an exact strategy)."""
     from ..cost import collectives
 
     minfo = ctx.minfo
@@ -81,7 +84,7 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
                 and minfo.fits(rhs.shape.dims, r_s)):
             continue
         used = [a for a, ri in zip(minfo.axes, assign) if ri is not None]
-        if used and len(used) != len(minfo.axes):
+        if used and len(used) != len(minfo.axes) and not full:
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
         flops = flops_total / minfo.split(used)
@@ -126,7 +129,7 @@ def handle_dot(instr, ctx):
     roles = _roles(instr)
     flops = 2.0 * math.prod(lhs.shape.dims) * math.prod(rhs.shape.dims[d] for d in rf)
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
-                                len(rhs.shape.dims), flops)
+                                len(rhs.shape.dims), flops, full=instr in ctx.fixed)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
