@@ -33,6 +33,12 @@ def test_expand_replica_groups_forms():
     assert xo.expand_replica_groups(mesh) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert xo.expand_replica_groups("mesh['a'=2,'b'=4] {'a'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert xo.expand_replica_groups("{}") == []
+    # device_ids and sub-axes (shared/reference/hlo_syntax.md, mesh replica groups)
+    assert xo.expand_replica_groups("mesh['a'=2,'b'=4], device_ids=(0,2,1,3,4,6,5,7) {'a'}") == \
+        [[0, 4], [2, 6], [1, 5], [3, 7]]
+    assert xo.expand_replica_groups("mesh['x'=2,'y'=4] {'y':(2)2}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert xo.expand_replica_groups("mesh['axis_0'=4,'axis_1'=2], device_ids=([2,2,2]T(0,2,1)) "
+                                    "{'axis_0':(2)2}") == [[0, 1], [2, 3], [4, 5], [6, 7]]
     with pytest.raises(ValueError):
         xo.expand_replica_groups("nonsense")
 
@@ -88,6 +94,27 @@ def test_seed_reshape_partitions_to_one_all_gather():
     assert cs[0]["kind"] == "all-gather" and cs[0]["dimensions"] == [1]
     assert cs[0]["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert cs[0]["shape"].startswith("f32[4,4,10,16]")
+
+
+@pytest.mark.oracle
+def test_mesh_groups_with_device_ids_from_real_xla():
+    """[2,4] -> [4,2] needs an all-to-all within pairs; XLA prints its groups as a mesh with
+    device_ids and a sub-axis (shared/reference/xla_oracle.md: groups {{0,1},{2,3},..})."""
+    require_jax()
+    text = """HloModule m, num_partitions=8
+
+ENTRY %e {
+  %p = f32[64,64] parameter(0), sharding={devices=[2,4]<=[8]}
+  ROOT %c = f32[64,64] copy(%p), sharding={devices=[4,2]<=[8]}
+}
+"""
+    cs = xo.collectives(xo.spmd_partition(text))
+    kinds = {c["kind"]: c for c in cs}
+    assert set(kinds) == {"all-to-all", "collective-permute"}
+    assert kinds["all-to-all"]["replica_groups"] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert kinds["all-to-all"]["dimensions"] == [0]
+    assert sorted(map(tuple, kinds["collective-permute"]["source_target_pairs"])) == \
+        [(0, 0), (1, 2), (2, 1), (3, 3), (4, 4), (5, 6), (6, 5), (7, 7)]
 
 
 @pytest.mark.oracle

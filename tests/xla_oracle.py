@@ -426,27 +426,70 @@ def expand_replica_groups(text: str) -> list[list[int]]:
         perm = [int(x) for x in m.group(3).split(",")] if m.group(3) else None
         arr = _iota_list(dims, rs, perm)
         return arr.reshape(dims[0], -1).tolist()
-    m = re.fullmatch(r"mesh\[(.*?)\]\s*\{(.*?)\}", t)
+    m = re.fullmatch(r"mesh\[(.*?)\]\s*(?:,\s*device_ids\s*=\s*\((.*?)\))?\s*\{(.*?)\}", t, re.S)
     if m:
-        axes = []
-        for part in _split_top(m.group(1)):
-            am = re.fullmatch(r"'([^']+)'\s*=\s*(\d+)", part)
-            if not am:
-                raise ValueError(f"unsupported mesh replica-group axis {part!r}")
-            axes.append((am.group(1), int(am.group(2))))
-        names = [a for a, _ in axes]
-        sizes = [s for _, s in axes]
-        chosen = [x.strip().strip("'") for x in m.group(2).split(",") if x.strip()]
-        for c in chosen:
-            if c not in names:
-                raise ValueError(f"unsupported mesh replica-group axis selector {c!r}")
-        ids = np.arange(int(np.prod(sizes))).reshape(sizes)
-        sel = [names.index(c) for c in chosen]
-        rest = [i for i in range(len(sizes)) if i not in sel]
-        arr = ids.transpose(rest + sel)
-        group_size = int(np.prod([sizes[i] for i in sel])) if sel else 1
-        return arr.reshape(-1, group_size).tolist()
+        return _expand_mesh_groups(m.group(1), m.group(2), m.group(3))
     raise ValueError(f"unsupported replica_groups form {text!r}")
+
+
+def _expand_mesh_groups(axes_text: str, device_ids: str | None, refs_text: str) -> list[list[int]]:
+    """Groups of ``mesh[...][, device_ids=(...)] {refs}``: devices varying only along the referenced
+    axes or sub-axes (``'y':(pre)size``: the size-``size`` piece of axis y whose more-major pieces
+    multiply to ``pre``); every combination of the other (pieces of) axes is one group, in row-major
+    order. ``device_ids`` is an explicit list or an iota ``[dims]T(perm)``; absent means 0..N-1."""
+    names, sizes = [], []
+    for part in _split_top(axes_text):
+        am = re.fullmatch(r"'([^']+)'\s*=\s*(\d+)", part)
+        if not am:
+            raise ValueError(f"unsupported mesh replica-group axis {part!r}")
+        names.append(am.group(1))
+        sizes.append(int(am.group(2)))
+    n = int(np.prod(sizes))
+    if device_ids is None or not device_ids.strip():
+        ids = np.arange(n)
+    else:
+        dm = re.fullmatch(r"\s*\[([\d,\s]+)\](?:T\(([\d,\s]+)\))?\s*", device_ids)
+        if dm:
+            dims = [int(x) for x in dm.group(1).split(",")]
+            ids = np.arange(int(np.prod(dims))).reshape(dims)
+            if dm.group(2):
+                ids = ids.transpose([int(x) for x in dm.group(2).split(",")])
+            ids = ids.reshape(-1)
+        else:
+            ids = np.array([int(x) for x in device_ids.split(",")])
+    if ids.size != n:
+        raise ValueError(f"mesh replica groups: {ids.size} device ids for {n} devices")
+    # split every axis into (pre, size, rest) pieces where a sub-axis is referenced
+    pieces: list[list[int]] = [[sz] for sz in sizes]     # piece sizes per axis
+    refs = []                                            # (axis, piece index)
+    for ref in [x.strip() for x in _split_top(refs_text) if x.strip()]:
+        rm = re.fullmatch(r"(?:'([^']+)'|(\d+))(?::\((\d+)\)(\d+))?", ref)
+        if not rm:
+            raise ValueError(f"unsupported mesh replica-group axis selector {ref!r}")
+        ax = names.index(rm.group(1)) if rm.group(1) is not None else int(rm.group(2))
+        if rm.group(3) is None:
+            refs.append((ax, None))
+            continue
+        pre, size = int(rm.group(3)), int(rm.group(4))
+        if len(pieces[ax]) != 1 or sizes[ax] % (pre * size):
+            raise ValueError(f"unsupported sub-axis {ref!r}")
+        pieces[ax] = [pre, size, sizes[ax] // (pre * size)]
+        refs.append((ax, 1))
+    flat_sizes, index = [], {}
+    for ax, ps in enumerate(pieces):
+        for k, sz in enumerate(ps):
+            index[(ax, k)] = len(flat_sizes)
+            flat_sizes.append(sz)
+    arr = ids.reshape(flat_sizes)
+    varying = []
+    for ax, k in refs:
+        if k is None:
+            varying += [index[(ax, j)] for j in range(len(pieces[ax]))]
+        else:
+            varying.append(index[(ax, k)])
+    rest = [d for d in range(len(flat_sizes)) if d not in varying]
+    size = int(np.prod([flat_sizes[d] for d in varying])) if varying else 1
+    return arr.transpose(rest + varying).reshape(-1, size).tolist()
 
 
 def _attr(rest: str, key: str) -> str | None:
@@ -459,9 +502,15 @@ def _attr(rest: str, key: str) -> str | None:
         elif rest[i] == ")":
             depth -= 1
         i += 1
-    for part in _split_top(rest[i:].lstrip(", ")):
+    parts = _split_top(rest[i:].lstrip(", "))
+    for k, part in enumerate(parts):
         if part.startswith(key + "="):
-            return part[len(key) + 1:]
+            value = part[len(key) + 1:]
+            # mesh replica groups: "mesh[...], device_ids=(...) {...}" spans a top-level comma
+            if value.startswith("mesh[") and "{" not in value and k + 1 < len(parts) \
+                    and parts[k + 1].startswith("device_ids="):
+                value += ", " + parts[k + 1]
+            return value
     return None
 
 
