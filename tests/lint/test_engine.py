@@ -136,3 +136,20 @@ def test_collect_paths_recurses_sorted_and_skips_hidden(tmp_path):
 def test_lint_is_deterministic():
     text = UNEVEN.replace("{comment_a}", "")
     assert lint_text(text, "x.hlo") == lint_text(text, "x.hlo")
+
+
+def test_a_sharding_the_parser_rejects_is_hs001_at_the_sharding_and_the_rest_is_linted():
+    text = """HloModule m, num_partitions=2
+ENTRY e {
+  a = f32[8] parameter(0), sharding={devices=[1]0}
+  ROOT b = f32[7] parameter(1), sharding={devices=[2]0,1}
+}
+"""
+    findings = lint_text(text, "x.hlo", LintOptions())
+    assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 28), ("HS101", 3, 28), ("HS202", 4, 33)]
+    assert "more than one device" in findings[0].message
+    assert "holds 1 device id but num_partitions=2" in findings[1].message
+    # a real syntax error elsewhere is its own HS001 (and the IR rules cannot run)
+    broken = text.replace("parameter(1)", "parameter(1")
+    assert [(f.code, f.line) for f in lint_text(broken, "x.hlo", LintOptions())] == [
+        ("HS001", 3), ("HS101", 3), ("HS001", 4)]

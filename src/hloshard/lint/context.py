@@ -72,6 +72,9 @@ class LintContext:
         self.module = module
         self.syntax_error = syntax_error
         self.options = options
+        #: (ShardingSite, HloSyntaxError) for shardings the parser rejected; they were replaced by
+        #: {unknown} and the file parsed again (HS001 reports them unless HS102 explains them)
+        self.rejected_shardings: list = []
         self._instr_offsets: list[int] = []
         self._instrs: list = []
         self._site_of: dict[int, ShardingSite] = {}

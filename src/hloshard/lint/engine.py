@@ -62,8 +62,35 @@ def build_context(text: str, path: str, options: LintOptions) -> LintContext:
     """Scan, sanitize and parse one file's text into a :class:`LintContext` (never raises on bad
     HLO: the syntax error is kept on the context)."""
     source = scan(text)
-    module, error = _parse(sanitize(text, source.sites), path)
-    return LintContext(path, source, module, error, options)
+    rejected: list = []          # (site, error): shardings the parser refused, blanked and retried
+    while True:
+        module, error = _parse(sanitize(text, source.sites, [s for s, _ in rejected]), path)
+        if error is None or len(rejected) >= MAX_SHARDING_RETRIES:
+            break
+        site = _site_at(source, error)
+        if (site is None or not site.spec.structurally_valid or any(s is site for s, _ in rejected)
+                or site.value_end - site.value_start < len("{unknown}")):
+            break
+        rejected.append((site, error))
+    context = LintContext(path, source, module, error, options)
+    context.rejected_shardings = rejected
+    return context
+
+
+#: how many shardings the parser may reject (each is blanked and the file re-parsed) before the
+#: file is reported as one syntax error
+MAX_SHARDING_RETRIES = 16
+
+
+def _site_at(source, error):
+    """The sharding site whose ``{...}`` value contains the error position, or None."""
+    if not error.line:
+        return None
+    offset = source.offset(error.line, error.column)
+    for site in source.sites:
+        if site.value_start <= offset < site.value_end:
+            return site
+    return None
 
 
 def lint_text(text: str, path: str = "<string>", options: LintOptions | None = None,

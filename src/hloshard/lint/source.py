@@ -427,10 +427,12 @@ def scan(text: str) -> SourceScan:
     return result
 
 
-def sanitize(text: str, sites: list[ShardingSite]) -> str:
-    """Replace every sharding whose tile assignment cannot be built by ``{unknown}`` padded with
-    spaces (newlines kept), so that the parser accepts the rest and all positions are unchanged."""
-    bad = [s for s in sites if not s.spec.structurally_valid]
+def sanitize(text: str, sites: list[ShardingSite], extra: list[ShardingSite] = ()) -> str:
+    """Replace every sharding whose tile assignment cannot be built (and every site in ``extra``)
+    by ``{unknown}`` padded with spaces (newlines kept), so that the parser accepts the rest and all
+    positions are unchanged."""
+    chosen = {id(s) for s in extra}
+    bad = [s for s in sites if not s.spec.structurally_valid or id(s) in chosen]
     if not bad:
         return text
     parts = []

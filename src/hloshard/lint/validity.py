@@ -50,10 +50,10 @@ def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) ->
                 if n != ctx.num_partitions:
                     src = ("--num-partitions" if ctx.options.num_partitions
                            else "num_partitions" if ctx.header_num_partitions else "the mesh")
-                    out.append(("HS101", f"{where}the tile assignment holds {n} device ids but "
-                                         f"{src}={ctx.num_partitions}"))
+                    out.append(("HS101", f"{where}the tile assignment holds {n} device id{'s' if n != 1 else ''} "
+                                         f"but {src}={ctx.num_partitions}"))
             elif ctx.consistent_device_count and n != ctx.consistent_device_count:
-                out.append(("HS101", f"{where}the tile assignment holds {n} device ids but most shardings "
+                out.append(("HS101", f"{where}the tile assignment holds {n} device id{'s' if n != 1 else ''} but most shardings "
                                      f"in this module hold {ctx.consistent_device_count} (num_partitions is "
                                      f"not given)"))
             limit = ctx.device_count

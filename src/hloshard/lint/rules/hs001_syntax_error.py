@@ -8,9 +8,10 @@ class SyntaxErrorRule(Rule):
 
     XLA's parser would reject the file, so it would fail at load time long before any sharding is
     looked at. The finding points at the first token the parser could not accept and says what it
-    expected. Other files given on the same command line are still linted. (Shardings whose tile
-    assignment cannot be built are reported under HS102 instead, and the rest of the file is
-    linted as usual.)
+    expected. Other files given on the same command line are still linted. A sharding the parser
+    rejects does not stop the rest of the file from being linted: it is reported here at its
+    ``sharding=`` and read as ``{unknown}`` (and shardings whose tile assignment cannot be built
+    at all are reported under HS102 instead).
 
     **Bad**::
 
@@ -34,6 +35,9 @@ class SyntaxErrorRule(Rule):
     text_only = True
 
     def evaluate(self, context):
+        for site, err in context.rejected_shardings:
+            yield self.finding(context, site, f"{err.message} (this sharding is read as {{unknown}} "
+                                              f"for the other rules)", key=err.message)
         err = context.syntax_error
         if err is None:
             return
