@@ -208,3 +208,32 @@ def test_op_coverage_module_compiles_with_xla(solved_ops):
     m, _ = solved_ops
     ok, msg = xla_oracle.compile_spmd(print_module(m), 8)
     assert ok, msg[:2000]
+
+
+MANUAL = pathlib.Path(__file__).resolve().parent / "data" / "solve" / "manual.hlo"
+
+
+def test_manual_region_left_as_is_and_alias_pair_shares_a_sharding(tmp_path):
+    m = parse_module(MANUAL.read_text(), str(MANUAL))
+    res = solve_module(m, DeviceMesh.parse("2x4"), keep="none", time_limit=5, deterministic=True)
+    e = m.entry
+    for name in ("m", "n", "sh2"):
+        assert e.get(name).sharding.is_manual, name
+    assert str(e.get("f").sharding) == "{devices=[8,1]<=[8]}"      # ShardToFull keeps its layout
+    assert str(e.get("s").sharding) == "{devices=[8,1]<=[8]}"      # constraint feeding FullToShard kept
+    # input_output_alias {1}: (1, {}): output leaf 1 and parameter 1 on one sharding
+    assert e.root.sharding.tuple_elements[1] == e.get("y").sharding
+    assert res.graph.problem.aliases
+
+
+def test_export_problem_round_trips(tmp_path):
+    from hloshard.costgraph import evaluate, load_problem
+
+    path = tmp_path / "p.json.gz"
+    m = parse_module(BUDGET)
+    res = solve_module(m, DeviceMesh.parse("2x4"), time_limit=5, deterministic=True, export_problem=str(path))
+    p = load_problem(str(path))
+    assert p.num_nodes == res.graph.problem.num_nodes and p.cost_scale == res.graph.cost_scale
+    obj, feasible = evaluate(p, res.choice)
+    assert feasible
+    assert obj * p.cost_scale == pytest.approx(res.objective, rel=1e-6, abs=p.cost_scale * p.num_nodes)
