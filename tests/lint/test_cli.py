@@ -147,3 +147,27 @@ def test_config_mesh_and_num_partitions(files):
     assert run(["np.hlo"]).exit_code == 1
     (files / "pyproject.toml").write_text('[tool.hloshard.lint]\nmesh = "2x2"\nselect = ["HS101"]\n')
     assert run(["np.hlo"]).exit_code == 0
+
+
+def test_unreadable_only_prints_no_success_line(files):
+    (files / "bin.hlo").write_bytes(b"\xff\xfe")
+    result = run(["bin.hlo"])
+    assert result.exit_code == 2
+    assert result.stdout == "" and "bin.hlo: cannot read" in result.stderr
+
+
+def test_pre_commit_hook_definition_runs_the_linter(files):
+    import re
+    import shlex
+
+    hooks = (pathlib.Path(__file__).parents[2] / ".pre-commit-hooks.yaml").read_text()
+    assert re.search(r"^- id: hloshard-lint$", hooks, re.M)
+    entry = shlex.split(re.search(r"^  entry: (.+)$", hooks, re.M).group(1))
+    files_re = re.compile(re.search(r"^  files: (.+)$", hooks, re.M).group(1))
+    assert entry[0] == "hloshard" and re.search(r"^  language: python$", hooks, re.M)
+    staged = [p for p in ("clean.hlo", "warn.hlo", "error.hlo", "notes.md", "dump.txt") if files_re.search(p)]
+    assert staged == ["clean.hlo", "warn.hlo", "error.hlo", "dump.txt"]
+    (files / "dump.txt").write_text(CLEAN)
+    # pre-commit appends the staged file names to the entry
+    result = CliRunner().invoke(main, entry[1:] + staged)
+    assert result.exit_code == 1 and "error.hlo:4:35: HS103" in result.stdout

@@ -104,7 +104,8 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
     rules = select_rules(options.select, options.ignore)
     result = lint_paths(paths, options)
     color = fmt == "text" and output == "-" and sys.stdout.isatty()
-    write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color))
+    if result.files or fmt != "text":  # no "All checks passed" when nothing could be read
+        write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color))
     for message in result.unreadable:
         click.echo(f"hloshard: error: {message}", err=True)
     code = result.exit_code(options.fail_on)
