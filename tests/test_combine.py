@@ -397,3 +397,21 @@ ENTRY %main {{
     (c,) = [i for i in body.instructions if i.opcode == "all-reduce"]
     assert [o.name for o in c.operands] == ["x", "y"]
     assert mod.entry.get("r0").opcode == "all-reduce"
+
+
+@pytest.mark.parametrize("line,ok", [
+    ("%c = f32[16] all-gather(%p), channel_id=1, replica_groups={}, dimensions={0}", True),   # 8 partitions
+    ("%c = f32[8] all-gather(%p), channel_id=1, replica_groups={}, dimensions={0}", False),
+    ("%c = f32[16] all-gather(%p), channel_id=1, replica_groups={}, dimensions={0}, use_global_device_ids=true",
+     True),
+    ("%c = f32[6] all-gather(%p), replica_groups={}, dimensions={0}", True),    # replicas unknown: a multiple
+    ("%c = f32[5] all-gather(%p), replica_groups={}, dimensions={0}", False),
+])
+def test_empty_replica_groups_follow_the_collective_mode(line, ok):
+    text = module(f"%p = f32[2] parameter(0)\n{line}\nROOT %t = (f32[2]) tuple(%p)")
+    mod = parse_module(text)
+    if ok:
+        combine_module(mod)
+    else:
+        with pytest.raises(InputError, match="all-gather result dimension 0"):
+            combine_module(mod)

@@ -151,9 +151,18 @@ def _leaves(shape: Shape) -> list[Shape]:
 
 
 def _group_size(instr: Instruction, num_devices: int | None) -> int | None:
+    """Participants per group. Empty ``replica_groups`` mean everyone in the collective's mode: all
+    replicas (no channel_id; known only when the module states replica_count), all partitions
+    (channel_id; ``num_devices``), or replicas x partitions (``use_global_device_ids``)."""
     groups = instr.replica_groups
     if groups:
         return len(groups[0])
+    module = instr.parent.parent if instr.parent is not None else None
+    replicas = module.num_replicas if module is not None else None
+    if instr.channel_id is None:
+        return replicas
+    if instr.attrs.get("use_global_device_ids"):
+        return None if num_devices is None else num_devices * (replicas or 1)
     return num_devices
 
 
