@@ -51,6 +51,32 @@ class Instruction:
         self._parameter_number = parameter_number
         self.set_operands(operands)
 
+    @classmethod
+    def _fast(cls, name, opcode, shape, operands, attrs, parameter_number, line, column, parent):
+        """Parser fast path: a new instruction in ``parent`` (not yet in its instruction list)."""
+        self = cls.__new__(cls)
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands = operands
+        self.users = []
+        self.parent = parent
+        self.attrs = attrs
+        self.literal = None
+        self.line = line
+        self.column = column
+        self.ignore_codes = ()
+        self._parameter_number = parameter_number
+        if len(operands) == 1:
+            operands[0].users.append(self)
+        elif operands:
+            seen = set()
+            for op in operands:
+                if id(op) not in seen:
+                    seen.add(id(op))
+                    op.users.append(self)
+        return self
+
     # -- operands and users -----------------------------------------------------------------
     def set_operands(self, operands: Sequence["Instruction"]) -> None:
         """Replace the operand list, keeping every operand's ``users`` in sync."""

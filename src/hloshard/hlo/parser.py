@@ -363,15 +363,13 @@ class _Builder(Transformer):
         v = tok.value
         sp = tok.start_pos
         fm = _instr_re().match(v)
-        hm = _HEAD_RE.match(v)
-        name = hm.group(3)
-        name_off = hm.start(2)
+        root, pct, name, shape_text, opcode, ops_text, attrs_text = fm.groups()
+        name_off = fm.start(2)
         if name_off and "\n" in v[:name_off]:
             line = tok.line + v.count("\n", 0, name_off)
             column = name_off - v.rfind("\n", 0, name_off)
         else:
             line, column = tok.line, tok.column + name_off
-        pct = hm.group(2)
         if name in _NAME_CHECK or name.startswith("__"):
             self._check_name(Token("PNAME" if pct else "IDENT", pct + name, sp + name_off, line, column))
         elif pct:
@@ -383,45 +381,38 @@ class _Builder(Transformer):
             ctx.error_at(f"instruction {name!r} is already defined in computation {comp.name!r} "
                          f"(line {by_name[name].line})", sp + name_off)
         try:
-            shape = parse_array_shape(fm.group(2))
+            shape = parse_array_shape(shape_text)
         except _ShapeError as exc:
-            ctx.error_at(str(exc), sp + fm.start(2) + exc.offset)
-        opcode = fm.group(3)
+            ctx.error_at(str(exc), sp + fm.start(4) + exc.offset)
         if opcode not in OPCODES and not is_known_opcode(opcode):
-            ctx.error_at(f"unknown opcode {opcode!r}", sp + fm.start(3))
-        body = fm.group(4)[1:-1]
-        if "/*" in body:
-            body = _INDEX_COMMENT_RE.sub(" ", body)
-        body = body.strip()
+            ctx.error_at(f"unknown opcode {opcode!r}", sp + fm.start(5))
         operands = []
         pnum = None
-        if body:
-            if body[0].isdigit() or body[0] == "-":
-                if opcode != "parameter":
-                    ctx.error_at("expected an operand name (only parameter(N) takes a number)", sp + fm.start(4) + 1)
-                pnum = int(body)
-                self._check_parameter(pnum, sp + fm.start(4) + 1)
-            else:
-                for part in body.split(","):
-                    part = part.strip()
-                    op = by_name.get(part[1:] if part[0] == "%" else part)
-                    if op is None:
-                        name_ = part[1:] if part[0] == "%" else part
-                        ctx.error_at(f"instruction {name_!r} is not defined before this use in "
-                                     f"computation {comp.name!r}", sp + fm.start(4) + max(fm.group(4).find(part), 0))
-                    operands.append(op)
+        if "/*" in ops_text:
+            ops_text = _INDEX_COMMENT_RE.sub(" ", ops_text)
+        names = _OPERAND_NAME_RE.findall(ops_text)
+        if names:
+            for n in names:
+                op = by_name.get(n)
+                if op is None:
+                    at = re.search(r"%?" + re.escape(n) + r"(?![A-Za-z0-9_.\-])", fm.group(6))
+                    ctx.error_at(f"instruction {n!r} is not defined before this use in computation "
+                                 f"{comp.name!r}", sp + fm.start(6) + (at.start() if at else 0))
+                operands.append(op)
+        elif len(ops_text) > 2 and ops_text[1:-1].strip():
+            if opcode != "parameter":
+                ctx.error_at("expected an operand name (only parameter(N) takes a number)", sp + fm.start(6) + 1)
+            pnum = int(ops_text[1:-1])
+            self._check_parameter(pnum, sp + fm.start(6) + 1)
         elif opcode == "parameter":
-            ctx.error_at("parameter needs its number: parameter(N)", sp + fm.start(3))
-        attrs_text = fm.group(5)
-        attrs = self._decode_attrs(attrs_text, sp + fm.start(5)) if attrs_text else {}
-        instr = Instruction(name, opcode, shape, operands, attrs, parameter_number=pnum,
-                            line=line, column=column)
+            ctx.error_at("parameter needs its number: parameter(N)", sp + fm.start(5))
+        attrs = self._decode_attrs(attrs_text, sp + fm.start(7)) if attrs_text else {}
+        instr = Instruction._fast(name, opcode, shape, operands, attrs, pnum, line, column, comp)
         if ignore_tok is not None:
             instr.ignore_codes = _ignore_codes(ignore_tok.value)
-        instr.parent = comp
         comp.instructions.append(instr)
         by_name[name] = instr
-        if hm.group(1) is not None:
+        if root is not None:
             if comp.root is not None:
                 ctx.error_at(f"computation {comp.name!r} has two ROOT instructions "
                              f"({comp.root.name!r} and {name!r})", sp)
@@ -630,6 +621,7 @@ class _DepthError(Exception):
 _LOCK = threading.RLock()
 _HEAD_RE = re.compile(r"(ROOT\s+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)")
 _LEAD_BRACES_RE = re.compile(r"(?:\{\s*)+")
+_OPERAND_NAME_RE = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
 _BUILDER = _Builder()
 
@@ -718,9 +710,11 @@ def _run(ctx: _Ctx, start: str):
 
 @functools.lru_cache(maxsize=1)
 def _instr_re() -> re.Pattern:
-    """INSTRUCTION with groups: head, shape, opcode, operands, attributes (same pieces as the grammar)."""
-    rx = {n: _parser().get_terminal(n).pattern.to_regexp() for n in ("HEAD", "SHAPE", "IDENT", "OPERANDS", "ATTRS")}
-    return re.compile(f"({rx['HEAD']})({rx['SHAPE']})({rx['IDENT']})({rx['OPERANDS']})\\s*({rx['ATTRS']})?")
+    """INSTRUCTION with groups: ROOT, '%', name, shape, opcode, operands, attributes (the same pieces
+    as the grammar's terminal; it only runs on text the lexer already matched)."""
+    rx = {n: _parser().get_terminal(n).pattern.to_regexp() for n in ("SHAPE", "IDENT", "OPERANDS", "ATTRS")}
+    return re.compile(r"(ROOT\s+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*"
+                      f"({rx['SHAPE']})({rx['IDENT']})({rx['OPERANDS']})\\s*({rx['ATTRS']})?")
 
 
 @functools.lru_cache(maxsize=1)
