@@ -7,10 +7,12 @@ from ..validity import site_findings
 class ShardingOnToken(Rule):
     """A token (or a token leaf of a tuple) carries a tiled sharding.
 
-    Tokens order side effects; they hold no data, so there is nothing to tile. XLA only accepts
-    shardings that place a token (``{replicated}``, ``{maximal device=N}``, ``{manual}``). A tiled
-    sharding on a tuple that contains a token (``infeed``, ``recv``) usually means the sharding
-    was written for the data leaf only and must be a tuple sharding instead.
+    Tokens only order side effects; they hold no data and have no dimensions to tile, so a tiled
+    sharding on one is meaningless -- XLA does not use it (jaxlib 0.10.2 drops it on import and
+    compiles the module). It is still a mistake worth an error: on an ``infeed`` / ``recv``
+    tuple it usually means the sharding was written for the data leaf alone, and a single tiled
+    sharding on the whole tuple then also "tiles" the token. Place tokens with
+    ``{replicated}``, ``{maximal device=N}`` or ``{manual}``, and give tuples a tuple sharding.
 
     **Bad**::
 

@@ -26,8 +26,9 @@ class SideEffectWithoutSharding(Rule):
     Sharding propagation decides where ordinary instructions run, but an instruction with a side
     effect (``rng-get-and-update-state``, ``infeed``/``outfeed``, ``send``/``recv`` and their
     ``-done``, a ``custom-call`` with ``custom_call_has_side_effect=true``) must not be duplicated
-    or moved freely: without an explicit sharding, the partitioner has to guess whether every
-    device performs the effect or only one does, and its guess differs between XLA versions. The
+    or moved freely: without an explicit sharding the partitioner picks a placement itself
+    (sharding propagation may make it replicated -- every device performs the effect -- or copy a
+    neighbour's), which for an infeed, an outfeed or a send changes what the program does. The
     module counts as SPMD when num_partitions > 1 or when any instruction carries a sharding. Only
     the entry and the computations it reaches through while / conditional / call are checked.
 
