@@ -153,3 +153,15 @@ ENTRY e {
     broken = text.replace("parameter(1)", "parameter(1")
     assert [(f.code, f.line) for f in lint_text(broken, "x.hlo", LintOptions())] == [
         ("HS001", 3), ("HS101", 3), ("HS001", 4)]
+
+
+def test_repeated_rejected_sharding_is_reported_at_every_use():
+    text = """HloModule m, num_partitions=2
+ENTRY e {
+  a = f32[8] parameter(0), sharding={devices=[1]0}
+  b = f32[8] parameter(1), sharding={devices=[1]0}
+  ROOT c = f32[8] add(a, b), sharding={devices=[2]0,1}
+}
+"""
+    findings = lint_text(text, "x.hlo", LintOptions(select=("HS001",)))
+    assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 28), ("HS001", 4, 28)]

@@ -62,23 +62,26 @@ def build_context(text: str, path: str, options: LintOptions) -> LintContext:
     """Scan, sanitize and parse one file's text into a :class:`LintContext` (never raises on bad
     HLO: the syntax error is kept on the context)."""
     source = scan(text)
-    rejected: list = []          # (site, error): shardings the parser refused, blanked and retried
+    # shardings the parser refused: blanked and the file parsed again (identical sharding texts are
+    # blanked together, so a dump that repeats one bad sharding is re-parsed once, not per use)
+    rejected: dict[str, object] = {}
     while True:
-        module, error = _parse(sanitize(text, source.sites, [s for s, _ in rejected]), path)
+        extra = [s for s in source.sites if s.text in rejected] if rejected else []
+        module, error = _parse(sanitize(text, source.sites, extra), path)
         if error is None or len(rejected) >= MAX_SHARDING_RETRIES:
             break
         site = _site_at(source, error)
-        if (site is None or not site.spec.structurally_valid or any(s is site for s, _ in rejected)
+        if (site is None or not site.spec.structurally_valid or site.text in rejected
                 or site.value_end - site.value_start < len("{unknown}")):
             break
-        rejected.append((site, error))
+        rejected[site.text] = error
     context = LintContext(path, source, module, error, options)
-    context.rejected_shardings = rejected
+    context.rejected_shardings = [(s, rejected[s.text]) for s in source.sites if s.text in rejected]
     return context
 
 
-#: how many shardings the parser may reject (each is blanked and the file re-parsed) before the
-#: file is reported as one syntax error
+#: how many distinct sharding texts the parser may reject (each is blanked and the file re-parsed)
+#: before the file is reported as one syntax error
 MAX_SHARDING_RETRIES = 16
 
 
