@@ -376,3 +376,49 @@ def test_shape_parser():
     assert parse_shape("bf16[3,5]").with_dims((15,)) == parse_shape("bf16[15]")
     six = parse_shape("(f32[], f32[], f32[], f32[], f32[], f32[])")
     assert str(six) == "(f32[], f32[], f32[], f32[], f32[], /*index=5*/f32[])"
+
+
+# -- literals ---------------------------------------------------------------------------------------
+
+def test_literal_values_decode_to_numpy():
+    import numpy as np
+
+    e = parse_file(str(DATA / "basics.hlo")).entry
+    v = e.get("nan").literal_value()
+    assert v.dtype == np.float32 and np.isnan(v[0]) and v[1] == 7 and np.isnan(v[2]) and v[3] == np.inf and v[4] == -np.inf
+    assert e.get("cplx").literal_value().tolist()[0] == 1 + 2j
+    assert e.get("preds").literal_value().tolist() == [[False, True], [True, False]]
+    assert e.get("empty").literal_value().shape == (0,)
+    assert int(e.get("big.u64").literal_value()) == 2**64 - 1
+    assert float(e.get("exp").literal_value()) == 300.0
+    a, b = e.get("tup").literal_value()
+    assert a.tolist() == [1.0, 2.0] and int(b) == 3
+    big = e.get("big").literal_value()
+    assert big.shape == (3, 2, 2, 1) and big[2, 1, 1, 0] == 12
+    assert e.get("Arg_0.1").literal_value() is None
+
+
+@pytest.mark.parametrize("shape,text,message", [
+    ("s32[3]", "{1, 2}", "expected 3 elements"),
+    ("s32[2,2]", "{1, 2, 3, 4}", "nested array"),
+    ("s32[]", "1.5", "expected an integer"),
+    ("s4[]", "8", "out of range"),
+    ("u8[]", "-1", "out of range"),
+    ("c64[]", "1", "(re, im)"),
+    ("pred[]", "2", "pred literal"),
+    ("f32[2]", "{1, 2} 3", "after the literal"),
+    ("(f32[], s32[])", "( 1 )", "expected ','"),
+])
+def test_bad_literals_are_reported(shape, text, message):
+    from hloshard.hlo.literal import LiteralError, parse_literal
+
+    with pytest.raises(LiteralError) as info:
+        parse_literal(text, parse_shape(shape))
+    assert message in str(info.value)
+
+
+def test_elided_large_constant_reads_as_zeros():
+    m = parse_module("HloModule m\nENTRY e {\n  ROOT c = f32[67,89] constant({...})\n}\n")
+    v = m.entry.root.literal_value()
+    assert v.shape == (67, 89) and not v.any()
+    assert "constant({...})" in print_module(m)

@@ -157,6 +157,16 @@ class Instruction:
     def parameter_number(self) -> int | None:
         return self._parameter_number
 
+    def literal_value(self):
+        """The decoded literal of a constant (numpy array, 0-d for scalars; tuple for tuple
+        shapes), see :func:`hloshard.hlo.literal.parse_literal`; None for other opcodes.
+        Raises :class:`~hloshard.hlo.literal.LiteralError` when the literal does not fit the shape."""
+        if self.literal is None:
+            return None
+        from .literal import parse_literal
+
+        return parse_literal(self.literal, self.shape)
+
     @property
     def called_computations(self) -> list["Computation"]:
         """Computations this instruction calls, in attribute order (to_apply, calls, condition, body,
