@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import require_jax
 
 CASES = pathlib.Path(__file__).parent / "cases"
-COMPILE_CHECKED = ["hs101", "hs102", "hs103", "hs104", "hs105", "hs106", "hs107"]
+COMPILE_CHECKED = ["hs101", "hs102", "hs103", "hs104", "hs105", "hs106", "hs107", "hs307"]
 COMPILE_GOOD = {"hs101", "hs103", "hs106"}
 
 
