@@ -1,9 +1,11 @@
 """The lint cases against real XLA (jaxlib, in a child process).
 
-Every passing case is HLO that XLA's parser accepts; HS001's failing case is rejected by it. The
-sharding errors lint reports statically (HS101 device count, HS102 malformed tile assignment, HS103
-duplicate device, HS105 tile rank) pass XLA's *parser* -- which is the point of linting -- and are
-rejected only when XLA compiles the module for its partitions; their fixed versions compile.
+Every passing case is HLO that XLA's parser accepts; HS001's failing case is rejected by it. The errors
+lint reports statically for HS101 (device count), HS102 (malformed tile assignment), HS103 (duplicate
+device), HS104 (device out of range), HS105 (tile rank), HS106 (tuple arity), HS107 (maximal device out
+of range) and HS307 (repeated collective-permute source) pass XLA's *parser* -- which is the point of
+linting -- and are rejected only when XLA compiles the module for its partitions (some fixed versions
+are compiled too). HS305 and HS401 are checked against XLA below as well.
 """
 
 from __future__ import annotations
