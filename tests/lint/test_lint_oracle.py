@@ -104,3 +104,28 @@ def test_costly_resharding_names_the_collective_xla_inserts():
     [ag] = xla_oracle.collectives(xla_oracle.spmd_partition(SEED_SMALL, 8))
     assert ag["kind"] == "all-gather" and ag["dimensions"] == [1]
     assert {len(g) for g in ag["replica_groups"]} == {4}
+
+
+CRP_ALL_GATHER = """HloModule m, num_partitions=4
+ENTRY e {
+  a = f32[2] parameter(0), sharding={replicated}
+  ROOT ag = f32[8] all-gather(a), channel_id=1, replica_groups={{0}}, dimensions={0}, sharding={replicated}
+}
+"""
+
+
+@pytest.mark.oracle
+def test_cross_replica_and_partition_group_size_agrees_with_xla():
+    """channel_id without use_global_device_ids: a replica group {0} spans all 4 partitions, so the
+    all-gather multiplies by 4 -- lint and XLA's verifier agree on both the right and a wrong shape."""
+    require_jax()
+    from hloshard.lint.context import LintOptions
+    from hloshard.lint.engine import lint_text
+    from tests import xla_oracle
+
+    wrong = CRP_ALL_GATHER.replace("f32[8] all-gather", "f32[2] all-gather")
+    assert lint_text(CRP_ALL_GATHER, "x.hlo", LintOptions(select=("HS3",))) == []
+    assert [f.code for f in lint_text(wrong, "x.hlo", LintOptions(select=("HS3",)))] == ["HS303"]
+    assert xla_oracle.compile_spmd(CRP_ALL_GATHER, num_partitions=4)[0]
+    ok, msg = xla_oracle.compile_spmd(wrong, num_partitions=4)
+    assert not ok and "subgroup_size" in msg
