@@ -422,3 +422,13 @@ def test_elided_large_constant_reads_as_zeros():
     v = m.entry.root.literal_value()
     assert v.shape == (67, 89) and not v.any()
     assert "constant({...})" in print_module(m)
+
+
+def test_comments_anywhere_between_tokens():
+    m = parse_file(str(DATA / "comments.hlo"))
+    e = m.entry
+    assert m.num_partitions == 2
+    p = e.get("p")
+    assert list(p.attrs) == ["sharding", "metadata"] and p.ignore_codes == ("HS1",)
+    assert e.get("q").attrs["frontend_attributes"] == {"k": "v"}
+    assert e.root.operands == [p, e.get("q")]

@@ -303,7 +303,7 @@ class _Builder(Transformer):
         comp = self.ctx.comp
         name = comp.unique_name(f"{opcode}.anon")
         shape = self._decode_shape(shape_item) if shape_item is not None else None
-        instr = self._make(name, tok, shape, call, None)
+        instr = self._make(name, tok, shape, call, ())
         instr.line, instr.column = tok.line, tok.column
         comp.add_instruction(instr)
         return instr
@@ -313,7 +313,7 @@ class _Builder(Transformer):
         comp = ctx.comp
         head = children[0]
         if head.type == "INSTRUCTION":
-            return self._fast_instruction(head, children[1] if len(children) > 1 else None)
+            return self._fast_instruction(head, children[1:])
         m = _HEAD_RE.match(head.value)
         is_root = m.group(1) is not None
         name = m.group(3)
@@ -345,7 +345,7 @@ class _Builder(Transformer):
         if rest and rest[-1].type == "IGNORE_COMMENT":
             ignore = _ignore_codes(rest[-1].value)
             rest = rest[:-1]
-        instr = self._make(name, name_tok, shape, call, rest[0] if rest else None)
+        instr = self._make(name, name_tok, shape, call, rest)
         instr.line, instr.column = name_tok.line, name_tok.column
         instr.ignore_codes = ignore
         comp.add_instruction(instr)
@@ -356,7 +356,7 @@ class _Builder(Transformer):
             comp.root = instr
         return instr
 
-    def _fast_instruction(self, tok: Token, ignore_tok: Token | None) -> Instruction:
+    def _fast_instruction(self, tok: Token, rest) -> Instruction:
         """The INSTRUCTION token: ``name = f32[..]{..} opcode(%a, %b), attrs`` in one piece."""
         ctx = self.ctx
         comp = ctx.comp
@@ -407,9 +407,14 @@ class _Builder(Transformer):
         elif opcode == "parameter":
             ctx.error_at("parameter needs its number: parameter(N)", sp + fm.start(5))
         attrs = self._decode_attrs(attrs_text, sp + fm.start(7)) if attrs_text else {}
+        ignore = ()
+        for t in rest:
+            if t.type == "ATTRS":
+                self._decode_attrs(t.value, t.start_pos, attrs)
+            else:
+                ignore = _ignore_codes(t.value)
         instr = Instruction._fast(name, opcode, shape, operands, attrs, pnum, line, column, comp)
-        if ignore_tok is not None:
-            instr.ignore_codes = _ignore_codes(ignore_tok.value)
+        instr.ignore_codes = ignore
         comp.instructions.append(instr)
         by_name[name] = instr
         if root is not None:
@@ -427,7 +432,7 @@ class _Builder(Transformer):
             ctx.error_at(f"parameter({pnum}) is defined twice in computation {ctx.comp.name!r}", pos)
         ctx.comp_params[pnum] = pos
 
-    def _make(self, name: str, at: Token, shape: Shape | None, call, attrs_tok: Token | None) -> Instruction:
+    def _make(self, name: str, at: Token, shape: Shape | None, call, attrs_toks) -> Instruction:
         ctx = self.ctx
         literal = None
         pnum = None
@@ -451,7 +456,9 @@ class _Builder(Transformer):
             if not lit:
                 ctx.error_tok("constant needs a literal: constant(1), constant({1, 2})", call)
             literal = lit
-        attrs = self._decode_attrs(attrs_tok.value, attrs_tok.start_pos) if attrs_tok is not None else {}
+        attrs: dict = {}
+        for t in attrs_toks or ():
+            self._decode_attrs(t.value, t.start_pos, attrs)
         if shape is None:
             if literal is not None:
                 ctx.error_tok("constant needs its shape: f32[2] constant({1, 2})", call)
@@ -463,11 +470,15 @@ class _Builder(Transformer):
                 ctx.error_tok(f"literal nested {depth} deep for the rank-{shape.rank} shape {shape}", call)
         return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
 
-    def _decode_attrs(self, text: str, pos: int) -> dict:
-        """Decode an ATTRS text (``, key=value, ...``) found at absolute offset ``pos``."""
-        attrs = {}
+    def _decode_attrs(self, text: str, pos: int, attrs: dict | None = None) -> dict:
+        """Decode an ATTRS text (``, key=value, ...``) found at absolute offset ``pos`` (into
+        ``attrs`` when given)."""
+        if attrs is None:
+            attrs = {}
         for m in _cattr_re().finditer(text):
             seg = m.group(0)
+            if "/*" in seg:   # comments between the comma, the key and the value
+                seg = _SEP_COMMENT_RE.sub(lambda c: " " * len(c.group(0)), seg)
             eq = seg.index("=")
             key = seg[1:eq].lstrip()
             vstrip = seg[eq + 1:].strip()
@@ -582,8 +593,7 @@ class _Builder(Transformer):
         if name.endswith(":"):
             name = name[:-1]
         ctx.module.name = name
-        for key, val, off in (_split_attrs(children[1].value) if len(children) > 1 else ()):
-            a = children[1]
+        for a, (key, val, off) in ((a, item) for a in children[1:] for item in _split_attrs(a.value)):
             if key not in HEADER_KEYS:
                 ctx.error_tok(f"unexpected module attribute {key!r}; expected one of: "
                               + ", ".join(sorted(HEADER_KEYS)), a, off)
@@ -621,6 +631,7 @@ class _DepthError(Exception):
 _LOCK = threading.RLock()
 _HEAD_RE = re.compile(r"(ROOT\s+)?(%?)([A-Za-z_][A-Za-z0-9_.\-]*)")
 _LEAD_BRACES_RE = re.compile(r"(?:\{\s*)+")
+_SEP_COMMENT_RE = re.compile(r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/")
 _OPERAND_NAME_RE = re.compile(r"%?([A-Za-z_][A-Za-z0-9_.\-]*)")
 _INDEX_COMMENT_RE = re.compile(r"/\*index=[0-9]+\*/")
 _BUILDER = _Builder()
@@ -735,6 +746,8 @@ def _split_attrs(text: str) -> list[tuple[str, str, int]]:
         if m is None:  # cannot happen for a token the lexer produced
             break
         seg = m.group(0)
+        if "/*" in seg:
+            seg = _SEP_COMMENT_RE.sub(lambda c: " " * len(c.group(0)), seg)
         body = seg[1:].lstrip()
         kstart = pos + len(seg) - len(body)
         key, _, val = body.partition("=")
