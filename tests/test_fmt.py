@@ -82,3 +82,12 @@ def test_installed_tool_finds_its_grammar_from_any_directory(tmp_path):
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == print_module(parse_file(str(src)))
+
+
+def test_top_level_grammar_is_the_packaged_one():
+    top = ROOT / "grammars" / "hlo.lark"
+    assert top.is_symlink()
+    assert top.resolve() == (ROOT / "src" / "hloshard" / "grammars" / "hlo.lark").resolve()
+    from hloshard.hlo.parser import grammar_text
+
+    assert grammar_text() == top.read_text()
