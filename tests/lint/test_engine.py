@@ -165,3 +165,10 @@ ENTRY e {
 """
     findings = lint_text(text, "x.hlo", LintOptions(select=("HS001",)))
     assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 28), ("HS001", 4, 28)]
+
+
+def test_iota_forms_xla_rejects_are_hs102():
+    for shape, bad in (("f32[8]", "{devices=[4]<=[4]T(0)}"), ("f32[8,8]", "{devices=[2,2]<=[2,2]}"),
+                       ("f32[8,8]", "{devices=[2,2]<=[2,2]T(0,2)}")):
+        text = f"HloModule m, num_partitions=4\nENTRY e {{\n  ROOT a = {shape} parameter(0), sharding={bad}\n}}\n"
+        assert _lint(text) == [("HS102", 3, 31 + len(shape) - 4)], bad

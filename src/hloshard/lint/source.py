@@ -273,6 +273,9 @@ def _single(reader: _Reader) -> ShardingSpec:
         elif perm is None and len(reshape) > 1:
             problems.append(
                 f"iota reshape [{','.join(map(str, reshape))}] has {len(reshape)} dims but no transpose T(...)")
+        elif perm is not None and len(reshape) == 1:
+            problems.append(
+                f"iota reshape [{reshape[0]}] has one dim and takes no transpose T({','.join(map(str, perm))})")
         if not problems:
             devices = tuple(_iota_devices(reshape, perm))
     else:
