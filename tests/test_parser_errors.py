@@ -57,6 +57,9 @@ CASES = [
     (["p = f32[8] parameter(0)", "q = f32[8] parameter(0)"], 11, "0)", "parameter(0) is defined twice"),
     (["p = f32[8] parameter(0), dimensions={0}, dimensions={1}"], 10, "dimensions={1}",
      "attribute 'dimensions' is given twice"),
+    (["p = f32[8 parameter(0)"], 10, "f32", "malformed shape"),
+    (["x=f32[8] parameter(0)"], 10, "x=", "a bare instruction name needs a space before '='"),
+    (["p = f32[8] parameter(0)", "garbage"], 11, "garbage", "unexpected 'garbage'; expected"),
 ]
 
 

@@ -53,7 +53,7 @@ _RESOLVE_KEYS = frozenset({"frontend_attributes", "control-predecessors"}) | COM
 _HUMAN = {
     "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
     "STRING": "a string", "BLOB": "a {...} block", "SHAPE": "a shape such as f32[8,16]{1,0}",
-    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction 'name = '", "OPERANDS": "an operand list", "INSTRUCTION": "an instruction", "IGNORE_COMMENT": "a comment",
+    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction", "OPERANDS": "an operand list", "INSTRUCTION": "an instruction", "IGNORE_COMMENT": "/* hloshard: ignore[...] */",
     "ENTRY": "ENTRY", "ROOT": "ROOT", "HLOMODULE": "HloModule", "$END": "end of input",
     "FILENAMES": "FileNames", "FUNCTIONNAMES": "FunctionNames", "FILELOCATIONS": "FileLocations",
     "STACKFRAMES": "StackFrames",
@@ -690,6 +690,10 @@ def _run(ctx: _Ctx, start: str):
             _attr_error(ctx, text, pos)
         if ch == "\0":
             ctx.error_at("NUL character in the input", pos)
+        before = re.search(r"([A-Za-z0-9]+)\s*$", text[max(0, pos - 40):pos])
+        if ch == "[" and before and before.group(1) in ELEMENT_BITS:
+            ctx.error_at(f"malformed shape: expected {before.group(1)}[dims] such as f32[8,16] with an optional "
+                         "layout {1,0}", pos - len(before.group(0)))
         ctx.error_at(f"unexpected character {ch!r}; expected {_expected(exc.allowed or ())}", pos)
     except UnexpectedToken as exc:
         tok = exc.token
@@ -697,7 +701,12 @@ def _run(ctx: _Ctx, start: str):
             ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
         if tok.value == "," and ("ATTRS" in exc.expected or "IGNORE_COMMENT" in exc.expected):
             _attr_error(ctx, text, tok.start_pos)
-        desc = tok.value if len(tok.value) <= 40 else tok.value[:37] + "..."
+        if tok.type in ("IDENT", "PNAME") and ("HEAD" in exc.expected or "INSTRUCTION" in exc.expected):
+            if re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*=", text[tok.start_pos:tok.start_pos + 200]):
+                ctx.error_at(f"a bare instruction name needs a space before '=' ({tok.value} = ...) or a '%' "
+                             f"(%{tok.value}=...)", tok.start_pos)
+        desc = tok.value.strip().splitlines()[0] if tok.value.strip() else tok.value
+        desc = desc if len(desc) <= 40 else desc[:37] + "..."
         if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
             nxt = text[tok.end_pos:].lstrip()[:1]
             if nxt == "=":
