@@ -432,3 +432,18 @@ def test_comments_anywhere_between_tokens():
     assert list(p.attrs) == ["sharding", "metadata"] and p.ignore_codes == ("HS1",)
     assert e.get("q").attrs["frontend_attributes"] == {"k": "v"}
     assert e.root.operands == [p, e.get("q")]
+
+
+def test_metadata_fields_decode_on_request():
+    from hloshard.hlo.attributes import AttrError, parse_metadata
+
+    e = parse_file(str(DATA / "convolution.hlo")).entry
+    conv = e.get("conv")
+    assert conv.op_name == "jit(f)/conv" and e.get("x").op_name is None
+    meta = parse_metadata(conv.metadata)
+    assert meta == {"op_type": "conv_general_dilated", "op_name": "jit(f)/conv", "source_file": "m.py",
+                    "source_line": 12}
+    assert parse_metadata('{source_line=5, op_type="::const", op_name="\\"it\\\'s\\n" profile_type={1}}') == {
+        "source_line": 5, "op_type": "::const", "op_name": "\"it's\n", "profile_type": (1,)}
+    with pytest.raises(AttrError):
+        parse_metadata("{op_name=}")

@@ -687,6 +687,40 @@ def format_frontend_attributes(items) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# metadata
+_META_FIELD_RE = re.compile(r'\s*,?\s*([A-Za-z_][A-Za-z0-9_]*)=("(?:[^"\\]|\\.)*"|\{[^{}]*\}|[^\s,}]+)')
+
+
+@functools.lru_cache(maxsize=16384)
+def parse_metadata(text: str) -> dict:
+    """Fields of ``metadata={op_type="dot" op_name="jit(f)/dot" source_file="m.py" source_line=3 ...}``
+    (space- or comma-separated): strings unquoted, integers as int, ``profile_type={1}`` as a tuple.
+    Raises AttrError on malformed text. The IR keeps metadata as raw text; this decodes it on request."""
+    t = text.strip()
+    if not (t.startswith("{") and t.endswith("}")):
+        raise AttrError("expected metadata={key=value ...}")
+    inner = t[1:-1]
+    out: dict = {}
+    pos = 0
+    while inner[pos:].strip(" \t\r\n,"):
+        m = _META_FIELD_RE.match(inner, pos)
+        if m is None:
+            raise AttrError("malformed metadata field", pos + 1)
+        key, val = m.group(1), m.group(2)
+        if val.startswith('"'):
+            out[key] = unquote(val)
+        elif val.startswith("{"):
+            out[key] = _int_list(val)
+        else:
+            try:
+                out[key] = int(val)
+            except ValueError:
+                out[key] = val
+        pos = m.end()
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
 # sharding (HloSharding lands in hloshard.hlo.sharding; until then the text is kept)
 class RawSharding(str):
     """Sharding text kept verbatim (used only when hloshard.hlo.sharding is unavailable)."""

@@ -134,6 +134,19 @@ class Instruction:
         return None if v is None else str(v)
 
     @property
+    def op_name(self) -> str | None:
+        """``op_name`` from the metadata (the jax source op, e.g. ``jit(f)/dot_general``), or None."""
+        v = self.attrs.get("metadata")
+        if v is None:
+            return None
+        from .attributes import AttrError, parse_metadata
+
+        try:
+            return parse_metadata(str(v)).get("op_name")
+        except AttrError:
+            return None
+
+    @property
     def dimensions(self) -> list[int] | None:
         v = self.attrs.get("dimensions")
         return None if v is None else list(v)
