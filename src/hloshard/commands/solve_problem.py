@@ -96,7 +96,7 @@ def command(problem_file, time_limit, workers, seed, deterministic, output, quie
     show = not quiet and sys.stderr.isatty()
     with _Progress(show, time_limit, t0) as progress:
         progress.phase = "solving"
-        remaining = time_limit - (time.monotonic() - t0) - 0.2 - 0.002 * problem.num_nodes ** 0.5
+        remaining = time_limit - (time.monotonic() - t0) - 0.8 - 0.03 * time_limit
         solution = solve_problem(problem, time_limit=max(0.5, remaining), workers=workers, seed=seed,
                                  deterministic=deterministic, progress=progress)
     data = solution.to_json()

@@ -201,50 +201,77 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
                  num_terms=len(nodes) + len(inner), num_vars=nvars)
 
 
-def _memory_constraints(red, mem, nodes, xoff, subset, current, free, cons):
-    """One linear constraint per memory point touched by the model's nodes that can be violated
-    (memory terms of the free nodes; fixed nodes lower the capacity)."""
-    local = np.full(red.num_nodes, -1, dtype=np.int64)
-    local[nodes] = np.arange(len(nodes))
-    tsel = np.nonzero(free[mem.term_node])[0]
-    if len(tsel) == 0:
-        return
-    npts = mem.num_points
+def memory_rows(red, nodes, free, current=None):
+    """The memory constraints a model over ``nodes`` needs, as rows.
+
+    Between consecutive segment boundaries of the free nodes' usage profiles every free node's usage
+    is constant, so one constraint per such elementary interval suffices, at its smallest capacity
+    (fixed nodes' usage at ``current`` lowers the capacities).  Rows that cannot be violated are
+    dropped.  Returns a list of ``(rhs, [(local node, segment column)...])`` with ``rhs`` the bytes
+    available above the free nodes' per-segment minimum usage.
+    """
+    mem = red.memory
+    if mem is None:
+        return []
+    profs = mem.profiles()
+    free_nodes = [int(i) for i in nodes.tolist() if profs[i] is not None]
+    if not free_nodes:
+        return []
     caps = mem.caps.astype(np.int64)
-    if subset is not None:
+    if current is not None:
         caps = caps - mem.loads(current, exclude=free)
-    r = mem.term_range[tsel]
-    mins = np.array([int(mem.term_usage[t].min()) for t in tsel.tolist()], dtype=np.int64)
-    maxs = np.array([int(mem.term_usage[t].max()) for t in tsel.tolist()], dtype=np.int64)
-    diff_min = np.zeros(npts + 1, dtype=np.int64)
-    diff_ex = np.zeros(npts + 1, dtype=np.int64)
-    np.add.at(diff_min, r[:, 0], mins)
-    np.add.at(diff_min, r[:, 1], -mins)
-    np.add.at(diff_ex, r[:, 0], maxs - mins)
-    np.add.at(diff_ex, r[:, 1], -(maxs - mins))
-    base = np.cumsum(diff_min)[:-1]
-    excess = np.cumsum(diff_ex)[:-1]
-    rhs = caps - base
+    bounds = np.unique(np.concatenate([profs[i][0] for i in free_nodes]))
+    npts = mem.num_points
+    starts = bounds[:-1]
+    lens = np.diff(bounds)
+    nint = len(starts)
+    capmin = np.minimum.reduceat(caps, starts) if nint else np.zeros(0, np.int64)
+    base = np.zeros(nint, dtype=np.int64)
+    excess = np.zeros(nint, dtype=np.int64)
+    members = []  # per free node: (local id, first interval, last interval, segment index per interval)
+    local = {int(v): k for k, v in enumerate(nodes.tolist())}
+    for i in free_nodes:
+        b, U = profs[i]
+        a0 = int(np.searchsorted(bounds, b[0]))
+        a1 = int(np.searchsorted(bounds, b[-1]))
+        seg = np.searchsorted(b, bounds[a0:a1], side="right") - 1
+        mins = U.min(axis=0)[seg]
+        base[a0:a1] += mins
+        excess[a0:a1] += (U.max(axis=0) - U.min(axis=0))[seg]
+        members.append((local[i], a0, a1, seg, i))
+    rhs = capmin - base
     active = np.nonzero(excess > rhs)[0]
     if len(active) == 0:
-        return
-    vary = maxs > mins
-    tv, rv = tsel[vary], r[vary]
-    mv = mins[vary]
-    ids_of, coefs_of = [], []
-    for t, mn in zip(tv.tolist(), mv.tolist()):
-        d = mem.term_usage[t] - mn
-        nz = np.nonzero(d)[0]
-        k = local[mem.term_node[t]]
-        ids_of.append((xoff[k] + nz).tolist())
-        coefs_of.append(d[nz].tolist())
-    for p in active.tolist():
-        at = np.nonzero((rv[:, 0] <= p) & (rv[:, 1] > p))[0]
+        return []
+    act = np.zeros(nint, dtype=bool)
+    act[active] = True
+    rows = {int(a): [] for a in active.tolist()}
+    for li, a0, a1, seg, i in members:
+        hit = np.nonzero(act[a0:a1])[0]
+        for h in hit.tolist():
+            rows[a0 + h].append((li, int(seg[h]), i))
+    del npts, lens
+    return [(int(rhs[a]), rows[a]) for a in active.tolist()]
+
+
+def _memory_constraints(red, mem, nodes, xoff, subset, current, free, cons):
+    """Add the rows of :func:`memory_rows` as linear constraints on the x variables."""
+    profs = mem.profiles()
+    rows = memory_rows(red, nodes, free, current if subset is not None else None)
+    cache = {}
+    for rhs, terms in rows:
         lin = cons.add().linear
-        for q in at.tolist():
-            lin.vars.extend(ids_of[q])
-            lin.coeffs.extend(coefs_of[q])
-        lin.domain.extend([-(2**62), int(rhs[p])])
+        for li, q, i in terms:
+            key = (li, q)
+            if key not in cache:
+                col = profs[i][1][:, q]
+                d = col - col.min()
+                nz = np.nonzero(d)[0]
+                cache[key] = ((xoff[li] + nz).tolist(), d[nz].tolist())
+            v, c = cache[key]
+            lin.vars.extend(v)
+            lin.coeffs.extend(c)
+        lin.domain.extend([-(2**62), rhs])
 
 
 class _Callback(cp_model.CpSolverSolutionCallback):

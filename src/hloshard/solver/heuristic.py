@@ -43,26 +43,33 @@ class LocalSearch:
         mem = red.memory
         self.mem = mem
         self.has_mem = np.zeros(n, dtype=bool)
-        self.span = np.zeros((n, 2), dtype=np.int64)
-        self.mterms: list = [()] * n  # per node: tuple of (lo, hi, usage vector) in constraint indices
+        self.prof: list = [None] * n  # per node: (lo, hi, segment offsets, segment lengths, U)
         if mem is not None:
-            for i, ts in enumerate(mem.node_terms()):
-                if ts:
+            for i, pr in enumerate(mem.profiles()):
+                if pr is not None:
+                    bounds, U = pr
                     self.has_mem[i] = True
-                    self.mterms[i] = tuple((int(mem.term_range[t, 0]), int(mem.term_range[t, 1]),
-                                            mem.term_usage[t]) for t in ts)
-                    self.span[i] = (min(x[0] for x in self.mterms[i]), max(x[1] for x in self.mterms[i]))
+                    self.prof[i] = (int(bounds[0]), int(bounds[-1]), bounds[:-1] - bounds[0],
+                                    np.diff(bounds), U)
             self.caps = mem.caps.astype(np.int64)
         else:
             self.caps = np.zeros(0, dtype=np.int64)
-        # start: per node the strategy with the least usage over its memory terms
-        self.s = np.array([int(np.argmin(self._usage_key(i))) for i in range(n)], dtype=np.int64)
+        # start: per node the strategy with the least usage (peak, then total over its segments)
+        self.s = np.array([int(self._min_usage(i)) for i in range(n)], dtype=np.int64)
         self.load = self._loads(self.s)
 
-    def _usage_key(self, i):
-        if not self.mterms[i]:
+    def _min_usage(self, i):
+        if self.prof[i] is None:
+            return 0
+        _, _, _, lens, U = self.prof[i]
+        return np.lexsort(((U * lens).sum(axis=1), U.max(axis=1)))[0]
+
+    def usage_excess(self, i):
+        """Per strategy of node i, its peak usage above the node's per-segment minimum (bytes)."""
+        if self.prof[i] is None:
             return np.zeros(len(self.costs[i]), dtype=np.int64)
-        return np.sum([u for _, _, u in self.mterms[i]], axis=0)
+        U = self.prof[i][4]
+        return (U - U.min(axis=0)).max(axis=1)
 
     # -- evaluation ----------------------------------------------------------------------------
     def _loads(self, s):
@@ -97,50 +104,34 @@ class LocalSearch:
         return c
 
     def _allowed(self, i):
-        """Boolean per strategy of node i: fits in memory given the others (None: no memory terms).
-        Exact for single-term nodes; multi-term nodes are checked per candidate by :meth:`_fits`."""
-        if not self.has_mem[i]:
+        """Boolean per strategy of node i: fits in memory given the others (None: no memory)."""
+        pr = self.prof[i]
+        if pr is None:
             return None
-        terms = self.mterms[i]
-        if len(terms) == 1:
-            a, b, u = terms[0]
-            slack = (self.caps[a:b] - self.load[a:b]).min() + u[self.s[i]]
-            return u <= slack
-        return None
-
-    def _fits(self, i, k) -> bool:
-        if not self.has_mem[i]:
-            return True
-        a0, b0 = self.span[i]
-        load = self.load[a0:b0].copy()
-        cur = self.s[i]
-        for a, b, u in self.mterms[i]:
-            load[a - a0:b - a0] += u[k] - u[cur]
-        return bool((load <= self.caps[a0:b0]).all())
+        lo, hi, offs, _, U = pr
+        slack = np.minimum.reduceat(self.caps[lo:hi] - self.load[lo:hi], offs)
+        return ((U - U[self.s[i]]) <= slack).all(axis=1)
 
     def _choose(self, i, c, improve=True):
         """Best strategy of node i by cost vector c that fits in memory (None when none improves)."""
         ok = self._allowed(i)
-        if ok is not None or not self.has_mem[i] or len(self.mterms[i]) == 1:
-            if ok is not None:
-                c = np.where(ok, c, INF)
-            k = int(np.argmin(c))
-            if improve and c[k] >= c[self.s[i]]:
-                return None
-            return k
-        cur = self.s[i]
-        for k in np.argsort(c, kind="stable")[:8].tolist():
-            if improve and c[k] >= c[cur]:
-                return None
-            if k == cur or self._fits(i, k):
-                return k
-        return None
+        if ok is not None:
+            c = np.where(ok, c, INF)
+        k = int(np.argmin(c))
+        if improve and c[k] >= c[self.s[i]]:
+            return None
+        if ok is not None and not ok[k]:
+            return None
+        return k
+
+    def _delta(self, i, k):
+        lo, hi, _, lens, U = self.prof[i]
+        return np.repeat(U[k] - U[self.s[i]], lens)
 
     def _move(self, i, k):
-        if self.has_mem[i]:
-            cur = self.s[i]
-            for a, b, u in self.mterms[i]:
-                self.load[a:b] += u[k] - u[cur]
+        pr = self.prof[i]
+        if pr is not None and k != self.s[i]:
+            self.load[pr[0]:pr[1]] += self._delta(i, k)
         self.s[i] = k
 
     def set_solution(self, s):
@@ -237,16 +228,15 @@ class LocalSearch:
         return moved
 
     def _pair_fits(self, u, a, v, b) -> bool:
-        if not (self.has_mem[u] or self.has_mem[v]):
+        pu, pv = self.prof[u], self.prof[v]
+        if pu is None and pv is None:
             return True
-        spans = [self.span[x] for x in (u, v) if self.has_mem[x]]
-        lo = min(sp[0] for sp in spans)
-        hi = max(sp[1] for sp in spans)
+        lo = min(p[0] for p in (pu, pv) if p is not None)
+        hi = max(p[1] for p in (pu, pv) if p is not None)
         load = self.load[lo:hi].copy()
-        for x, k in ((u, a), (v, b)):
-            cur = self.s[x]
-            for a0, b0, us in self.mterms[x]:
-                load[a0 - lo:b0 - lo] += us[k] - us[cur]
+        for x, k, p in ((u, a, pu), (v, b, pv)):
+            if p is not None:
+                load[p[0] - lo:p[1] - lo] += self._delta(x, k)
         return bool((load <= self.caps[lo:hi]).all())
 
 
@@ -333,11 +323,11 @@ def repair_memory(ls: "LocalSearch", deadline: float = float("inf")):
         p = int(np.argmax(excess))
         if excess[p] <= 0 or time.monotonic() > deadline:
             return
-        tids = mem.terms_at(p)
         at_p: dict = {}
-        for t in tids.tolist():
-            i = int(mem.term_node[t])
-            at_p[i] = at_p.get(i, 0) + mem.term_usage[t]
+        for i in mem.nodes_at(p).tolist():
+            lo, hi, offs, _, U = ls.prof[i]
+            q = int(np.searchsorted(offs, p - lo, side="right")) - 1
+            at_p[i] = U[:, q]
         moves = []
         for i, u in at_p.items():
             cur = ls.s[i]
@@ -381,8 +371,7 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
     ms = MinSum(ls)
     mem = red.memory
     base_costs = [c.astype(np.int64) for c in red.costs]
-    urange = [np.sum([u - u.min() for _, _, u in ls.mterms[i]], axis=0) if ls.mterms[i]
-              else np.zeros(len(red.costs[i]), dtype=np.int64) for i in range(n)]
+    urange = [ls.usage_excess(i) for i in range(n)]
     best_s, best_obj = None, None
     lam = np.zeros(n)
     # initial penalty scale: cost per byte of the typical trade-off

@@ -112,18 +112,48 @@ class MemoryModel:
     def loads(self, s, exclude: np.ndarray | None = None) -> np.ndarray:
         """Total term usage at each constraint under positions ``s``; nodes where ``exclude`` is
         True count zero."""
-        vals = self.term_values(s)
-        if exclude is not None:
-            vals = np.where(exclude[self.term_node], 0, vals)
         diff = np.zeros(self.num_points + 1, dtype=np.int64)
-        r = self.term_range
-        np.add.at(diff, r[:, 0], vals)
-        np.add.at(diff, r[:, 1], -vals)
+        for i, prof in enumerate(self.profiles()):
+            if prof is None or (exclude is not None and exclude[i]):
+                continue
+            bounds, U = prof
+            row = U[int(s[i])]
+            diff[bounds[:-1]] += row
+            diff[bounds[1:]] -= row
         return np.cumsum(diff)[:-1]
 
     @property
     def num_terms(self) -> int:
         return int(np.maximum(self.term_range[:, 1] - self.term_range[:, 0], 0).sum())
+
+    def profiles(self):
+        """Per reduced node: None (no memory terms) or ``(bounds, U)``: the node's usage over the
+        constraints is piecewise constant on segments ``bounds[q] <= k < bounds[q + 1]`` and is
+        ``U[a, q]`` bytes on segment ``q`` when it takes strategy ``a`` (the sum of its terms live
+        there).  Cached."""
+        cached = getattr(self, "_profiles", None)
+        if cached is not None:
+            return cached
+        out: list = [None] * self.num_nodes
+        for i, ts in enumerate(self.node_terms()):
+            if not ts:
+                continue
+            r = self.term_range[ts]
+            bounds = np.unique(r.reshape(-1))
+            k = len(self.term_usage[ts[0]])
+            acc = np.zeros((k, len(bounds)), dtype=np.int64)
+            lo = np.searchsorted(bounds, r[:, 0])
+            hi = np.searchsorted(bounds, r[:, 1])
+            for t, a, b in zip(ts, lo.tolist(), hi.tolist()):
+                acc[:, a] += self.term_usage[t]
+                acc[:, b] -= self.term_usage[t]
+            U = np.cumsum(acc, axis=1)[:, :-1]
+            out[i] = (bounds, U)
+        self._profiles = out
+        return out
+
+    def num_segments(self) -> int:
+        return sum(len(p[0]) - 1 for p in self.profiles() if p is not None)
 
 
 @dataclass
@@ -442,11 +472,23 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         for j, m in list(g.adj[i].items()):
             fin = m < INF
             if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
+                if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
+                        and len(g.adj[j]) > len(g.adj[i])):
+                    # a bijection: keep the node with more edges (re-attach the fewer)
+                    for w in _merge(g, j, i, m.T, fin.T):
+                        push(w)
+                    push(j)
+                    merged = None
+                    break
                 for w in _merge(g, i, j, m, fin):
                     push(w)
-                counters["merged"] += 1
                 merged = True
                 break
+        if merged is not None and merged:
+            counters["merged"] += 1
+        if merged is None:
+            counters["merged"] += 1
+            continue
         if merged:
             push(i)
             continue
