@@ -447,3 +447,21 @@ def test_metadata_fields_decode_on_request():
         "source_line": 5, "op_type": "::const", "op_name": "\"it's\n", "profile_type": (1,)}
     with pytest.raises(AttrError):
         parse_metadata("{op_name=}")
+
+
+def test_opcode_coverage_file():
+    from hloshard.hlo.opcodes import async_wrapped_opcode, is_known_opcode
+
+    m = parse_file(str(DATA / "opcodes.hlo"))
+    e = m.entry
+    ops = {i.opcode for i in e.instructions}
+    assert {"custom-call-start", "custom-call-done", "copy-start", "copy-done", "send", "recv-done", "domain",
+            "topk", "batch-norm-training", "fft", "triangular-solve", "opt-barrier", "set-dimension-size"} <= ops
+    assert async_wrapped_opcode("custom-call-start") == "custom-call" and async_wrapped_opcode("all-gather-start") is None
+    assert is_known_opcode("add-done") and not is_known_opcode("frobnicate-start")
+    assert e.get("ccd").operands == [e.get("ccs")]
+    assert e.get("topk").attrs["k"] == 2 and e.get("topk").attrs["largest"] is True
+    assert e.get("exp").attrs["result_accuracy"] == "{mode=highest}"
+    assert e.get("sds").shape.dynamic == (True, False)
+    # the nested tuple operand of opt-barrier became its own instruction
+    assert e.get("ob").operands[0].opcode == "tuple" and e.get("ob").operands[0].name == "tuple.anon"
