@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import random
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.combine import collective_bytes, combine_module, parse_kinds
+from hloshard.combine import REPORT_SCHEMA, collective_bytes, combine_module, parse_kinds
 from hloshard.errors import InputError, UsageError
 from hloshard.hlo import parse_module, print_module
 from hloshard.mesh import DeviceMesh
@@ -327,6 +328,7 @@ def test_cli_json_report_and_output_file(tmp_path):
                                     "--alpha", "10,10", "--beta", "0.001,0.001"])
     assert res.exit_code == 0, res.output
     rep = json.loads(res.output)
+    jsonschema.validate(rep, REPORT_SCHEMA)
     assert rep["merged"] == 8 and rep["combined"] == 2 and rep["mesh"] == "2x4"
     assert rep["collectives_before"] == 8 and rep["collectives_after"] == 2
     assert rep["latency_saved"] == pytest.approx(rep["cost_before"] - rep["cost_after"])
@@ -355,6 +357,18 @@ def test_no_mesh_reports_unknown_latency():
     _, rep, _ = run(text)
     assert rep.latency_saved is None and rep.merged == 2
     assert "unknown" in rep.to_text()
+    doc = rep.to_json()
+    jsonschema.validate(doc, REPORT_SCHEMA)
+    assert doc["cost_before"] is None and doc["groups"][0]["cost_after"] is None
+
+
+def test_report_schema_rejects_bad_documents():
+    _, rep, _ = run(TWO_AG, mesh=DeviceMesh.parse("8"))
+    doc = rep.to_json()
+    jsonschema.validate(doc, REPORT_SCHEMA)
+    for bad in ({**doc, "merged": -1}, {**doc, "extra": 1}, {**doc, "kinds": ["all-to-all"]}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, REPORT_SCHEMA)
 
 
 def test_collectives_in_a_while_body_combine_there_only():

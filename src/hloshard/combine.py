@@ -52,6 +52,8 @@ from .hlo.shape import Shape
 #: the collective opcodes that can be combined
 COMBINABLE_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
 DEFAULT_BUCKET_BYTES = 25 * 2**20
+#: version of the ``--format json`` report (:data:`REPORT_SCHEMA`)
+SCHEMA_VERSION = 1
 
 _KEY_EXCLUDED_ATTRS = frozenset({"channel_id", "replica_groups", "dimensions", "use_global_device_ids",
                                  "to_apply", "sharding", "metadata"})
@@ -108,7 +110,9 @@ class CombineReport:
         return round(self.cost_before - self.cost_after, 6)
 
     def to_json(self) -> dict:
-        return {"module": self.module, "kinds": list(self.kinds), "bucket_bytes": self.bucket_bytes,
+        """The ``--format json`` document (validates against :data:`REPORT_SCHEMA`)."""
+        return {"schema_version": SCHEMA_VERSION, "module": self.module, "kinds": list(self.kinds),
+                "bucket_bytes": self.bucket_bytes,
                 "mesh": self.mesh, "collectives_before": self.collectives_before,
                 "collectives_after": self.collectives_after, "merged": self.merged,
                 "combined": len(self.groups), "cost_before": self.cost_before, "cost_after": self.cost_after,
@@ -134,6 +138,43 @@ class CombineReport:
             lines.append(f"  {g.name} = {g.kind} of {len(g.members)} ({g.operands} operands, "
                          f"{format_bytes(g.bytes)}) in {g.computation}{cost}: {', '.join(g.members)}")
         return "\n".join(lines) + "\n"
+
+
+_COST = {"type": ["number", "null"]}
+
+#: JSON schema (draft 2020-12) of :meth:`CombineReport.to_json`. Costs are cost units of the
+#: alpha-beta model (null without a mesh); bytes are per device.
+REPORT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "hloshard combine report",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["schema_version", "module", "kinds", "bucket_bytes", "mesh", "collectives_before",
+                 "collectives_after", "merged", "combined", "cost_before", "cost_after", "latency_saved",
+                 "uncosted", "groups"],
+    "properties": {
+        "schema_version": {"const": SCHEMA_VERSION},
+        "module": {"type": "string"},
+        "kinds": {"type": "array", "items": {"enum": list(COMBINABLE_KINDS)}, "minItems": 1, "uniqueItems": True},
+        "bucket_bytes": {"type": "integer", "minimum": 0},
+        "mesh": {"type": ["string", "null"]},
+        "collectives_before": {"type": "integer", "minimum": 0},
+        "collectives_after": {"type": "integer", "minimum": 0},
+        "merged": {"type": "integer", "minimum": 0},
+        "combined": {"type": "integer", "minimum": 0},
+        "cost_before": _COST, "cost_after": _COST, "latency_saved": _COST,
+        "uncosted": {"type": "integer", "minimum": 0},
+        "groups": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["name", "kind", "computation", "members", "operands", "bytes", "cost_before", "cost_after"],
+            "properties": {
+                "name": {"type": "string"}, "kind": {"enum": list(COMBINABLE_KINDS)},
+                "computation": {"type": "string"},
+                "members": {"type": "array", "items": {"type": "string"}, "minItems": 2},
+                "operands": {"type": "integer", "minimum": 2}, "bytes": {"type": "integer", "minimum": 0},
+                "cost_before": _COST, "cost_after": _COST}}},
+    },
+}
 
 
 def _fmt(x: float | None) -> str:
