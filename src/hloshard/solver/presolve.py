@@ -658,14 +658,10 @@ def _memory_model(g, alive, pos, times, start, end, limit):
                 torig.append(j)
                 tuse.append(u)
                 var[j] = True
-    const = np.zeros(n, dtype=np.int64)
-    for i in alive.tolist():
+    const = g.elim_usage.copy()  # eliminated nodes: their recorded constant usage
+    for i in alive.tolist():      # members of remaining groups (merged nodes are not alive)
         for j, u in g.terms[i]:
-            if not var[j]:
-                const[j] = u.min()
-    dead = ~g.alive
-    const[dead] = g.elim_usage[dead]
-    const[var] = 0
+            const[j] = 0 if var[j] else u.min()
     base = _profile(npts, start[live], end[live], const[live])
     if not tnode:
         return None
