@@ -295,11 +295,15 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         ops = g.ops()
         weights = g.operand_weights or [1.0] * len(ops)
         for i, opref in enumerate(ops):
-            per_leaf: dict = {}
-            for q, st in enumerate(g.strategies):
-                entry = st.inputs[i] if i < len(st.inputs) else None
-                for (inst, leaf, req) in _operand_leaves(opref, entry):
-                    per_leaf.setdefault((inst, leaf), [None] * len(g.strategies))[q] = req
+            if not isinstance(opref, LeafRef) and not opref.shape.is_tuple:
+                # the common case: one array operand, one requirement per strategy
+                per_leaf = {(opref, 0): [st.inputs[i] if i < len(st.inputs) else None for st in g.strategies]}
+            else:
+                per_leaf = {}
+                for q, st in enumerate(g.strategies):
+                    entry = st.inputs[i] if i < len(st.inputs) else None
+                    for (inst, leaf, req) in _operand_leaves(opref, entry):
+                        per_leaf.setdefault((inst, leaf), [None] * len(g.strategies))[q] = req
             for (inst, leaf), reqs in per_leaf.items():
                 if all(r is None for r in reqs):
                     continue

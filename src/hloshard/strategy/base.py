@@ -188,8 +188,12 @@ def leaf_range(shape, index: int) -> range:
     raise IndexError(index)
 
 
+_NON_ARRAY = frozenset(("tuple", "token", "opaque"))
+
+
 def is_array(shape) -> bool:
-    return not shape.is_tuple and not getattr(shape, "is_token", False) and shape.element_type not in ("token", "opaque")
+    """An array shape (not a tuple, token or opaque)."""
+    return shape.element_type not in _NON_ARRAY
 
 
 def element_bytes(shape) -> float:
@@ -215,6 +219,8 @@ class MeshInfo:
         self._sharding_cache: dict = {}
         self._bytes_cache: dict = {}
         self._vol_cache: dict = {}
+        #: per-mesh memo tables of handlers (e.g. dot strategies per shapes/roles)
+        self.memo: dict = {}
 
     def split(self, axes: Iterable[int]) -> int:
         n = 1

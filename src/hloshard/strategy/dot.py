@@ -54,6 +54,18 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
     """Strategies of a dot-like op (dot, convolution) from its dimension ``roles``; ``full``: also the
     strategies leaving some mesh axis idle (used when the output sharding is fixed by the user, so that
     any layout the user wrote is matched by an exact strategy)."""
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    memo = ctx.minfo.memo.setdefault("dot", {})
+    key = (tuple(roles), out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full,
+           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands))
+    hit = memo.get(key)
+    if hit is None:
+        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full)
+        memo[key] = hit
+    return list(hit)
+
+
+def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full):
     from ..cost import collectives
 
     minfo = ctx.minfo

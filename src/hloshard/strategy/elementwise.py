@@ -44,16 +44,34 @@ def choose_followee(instr, ctx, candidates=None):
     return best
 
 
+_SAME = object()
+
+
+def _template(instr):
+    """Per operand: None (not an array), _SAME (same dims as the output) or its replicated spec."""
+    t = getattr(instr, "_hs_same_dims", None)
+    if t is None:
+        t = []
+        dims = tuple(instr.shape.dims)
+        for op in instr.operands:
+            if not is_array(op.shape):
+                t.append(None)
+            elif tuple(op.shape.dims) == dims:
+                t.append(_SAME)
+            else:
+                t.append(replicated_spec(len(op.shape.dims)))
+        t = tuple(t)
+        try:
+            instr._hs_same_dims = t
+        except AttributeError:  # pragma: no cover - slotted instruction class
+            pass
+    return t
+
+
 def same_dims_inputs(instr, spec):
-    out = []
-    for op in instr.operands:
-        if not is_array(op.shape):
-            out.append(None)
-        elif tuple(op.shape.dims) == tuple(instr.shape.dims):
-            out.append(spec)
-        else:
-            out.append(replicated_spec(len(op.shape.dims)))
-    return tuple(out)
+    """Operand specs of an elementwise op with output ``spec``: same-shaped operands get ``spec``,
+    others (scalars, rank-0 bounds) are required replicated."""
+    return tuple(spec if x is _SAME else x for x in _template(instr))
 
 
 def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: float = 1.0, multi_shapes=None):
@@ -78,7 +96,7 @@ def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: f
             st = Strategy(f"follow{p}", out, tuple(inputs), compute=compute_cost(elems * flops_per_element),
                           comm=comm, memory=mem)
         else:
-            st = elementwise_strategy(f"follow{p}:{spec_name(out)}", out, inputs, instr.shape, minfo, flops_per_element)
+            st = elementwise_strategy(f"follow{p}", out, inputs, instr.shape, minfo, flops_per_element)
             st.comm = comm
         strategies.append(st)
     g = StrategyGroup(instr, strategies, follow=(op, 0), multi=multi_shapes is not None,
