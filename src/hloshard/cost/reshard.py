@@ -41,6 +41,7 @@ re-pads with extra collective-permutes the plan says so in ``notes``.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from typing import Any, Sequence
 
@@ -51,6 +52,10 @@ from ..hlo.shape import Shape, parse_shape
 from ..hlo.sharding import HloSharding
 from . import collectives as C
 from .memory import tile_bytes
+
+#: GSPMD's last resort replicates fully and slices (measured); False keeps the dims it can.
+FULL_REPLICATE_FALLBACK = True
+SORT_AFTER_GATHER = False
 
 STEP_KINDS = ("all-gather", "all-to-all", "collective-permute", "reduce-scatter", "all-reduce",
               "dynamic-slice")
@@ -254,7 +259,10 @@ def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[in
     moved = np.moveaxis(sp, dim + 1, -1)  # (..., R, factor)
     groups = moved.reshape(-1, factor).tolist()
     new_tiles = layout.tiles[:dim] + (layout.tiles[dim] // factor,) + layout.tiles[dim + 1:]
-    return groups, _Layout(new_tiles, moved.reshape(new_tiles + (-1,)))
+    devs = moved.reshape(new_tiles + (-1,))
+    if SORT_AFTER_GATHER:  # GSPMD's partially replicated shardings list each group's devices sorted
+        devs = np.sort(devs, axis=-1)
+    return groups, _Layout(new_tiles, devs)
 
 
 def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[list[list[int]], _Layout]:
@@ -472,34 +480,57 @@ class _Builder:
             self.slice_to(src, dst, [t // s for s, t in zip(src.tiles, dst.tiles)])
             return
         if src.rep < dst.rep and dst.rep % src.rep == 0:
-            # gather just enough that the remaining tile counts are a permutation of the target's
-            for gathers in _gather_choices(src.tiles, dst.tiles, dst.rep // src.rep):
-                mid = tuple(t // g for t, g in zip(src.tiles, gathers))
-                seq = _swap_moves(mid, dst.tiles)
-                if seq is None:
+            # gather whole dims until the replication matches, then move the remaining factors
+            for dims in _whole_dim_gathers(src.tiles, dst.tiles, dst.rep // src.rep):
+                mid = tuple(1 if d in dims else t for d, t in enumerate(src.tiles))
+                move = _dim_move(mid, dst.tiles)
+                seq = [move] if move is not None else _swap_moves(mid, dst.tiles)
+                if not seq:
                     continue
                 cur = src
-                for d in reversed(range(n)):
-                    if gathers[d] > 1:
-                        cur = self.all_gather(cur, d, gathers[d])
+                for d in sorted(dims, reverse=True):
+                    cur = self.all_gather(cur, d, src.tiles[d])
                 cur = self.moves(cur, seq)
                 if not _equivalent(cur, dst):
                     self.permute(cur, dst)
                 return
         if src.rep > dst.rep and src.rep % dst.rep == 0:
-            # slice part of the replication into dims the target splits more, then move factors
+            # slice part of the replication into dims the target splits more, so that the tile counts
+            # become a permutation of the target's, then swap them with all-to-alls
+            best = None
             for slices in _split_choices(src.tiles, dst.tiles, src.rep // dst.rep):
                 mid = tuple(t * g for t, g in zip(src.tiles, slices))
-                move = _dim_move(mid, dst.tiles)
-                seq = [move] if move is not None else _swap_moves(mid, dst.tiles)
-                if not seq:
-                    continue
-                cur = self.dynamic_slice(src, _slice_replication(src, slices))
-                cur = self.moves(cur, seq)
+                seq = _swap_moves(mid, dst.tiles)
+                if seq and (best is None or len(seq) < len(best[1])):
+                    best = (slices, seq)
+            if best is not None:
+                cur = self.dynamic_slice(src, _slice_replication(src, best[0]))
+                cur = self.moves(cur, best[1])
                 if not _equivalent(cur, dst):
                     self.permute(cur, dst)
                 return
-        # otherwise: gather what the target does not refine, then slice
+            if dst.rep == 1:
+                # whole dims the target does not split move into dims unsplit in the source that the
+                # target splits: slice the replication into those dims first, then all-to-all
+                tiles = list(src.tiles)
+                seq = []
+                for i in range(n):
+                    if tiles[i] > 1 and dst.tiles[i] == 1:
+                        for j in range(n):
+                            if j != i and src.tiles[j] == 1 and tiles[j] == 1 and dst.tiles[j] > src.tiles[i] \
+                                    and dst.tiles[j] % src.tiles[i] == 0:
+                                seq.append((i, j, src.tiles[i]))
+                                tiles[j], tiles[i] = src.tiles[i], 1
+                                break
+                slices = [t // s_ if t % s_ == 0 else 0 for s_, t in zip(tiles, dst.tiles)]
+                if seq and all(slices) and math.prod(slices) == src.rep:
+                    cur = self.dynamic_slice(src, _slice_replication(src, slices))
+                    cur = self.moves(cur, seq)
+                    if not _equivalent(cur, dst):
+                        self.permute(cur, dst)
+                    return
+        # otherwise: gather what the target does not refine, then slice locally; when that slice
+        # would need the data moved, GSPMD replicates fully and slices instead
         mid_tiles = []
         for s, t in zip(src.tiles, dst.tiles):
             if s % t == 0:
@@ -508,13 +539,22 @@ class _Builder:
                 mid_tiles.append(s)
             else:
                 mid_tiles.append(1)
+        natural = src
+        for d in reversed(range(n)):
+            f = src.tiles[d] // mid_tiles[d]
+            if f > 1:
+                _, natural = _gather_groups(natural, d, f)
+        factors = [t // m for m, t in zip(mid_tiles, dst.tiles)]
+        if FULL_REPLICATE_FALLBACK or (not _equivalent(natural, dst) and not _slice_is_local(natural, dst, factors)):
+            mid_tiles = [1] * n
+            factors = list(dst.tiles)
         cur = src
         for d in reversed(range(n)):
             f = src.tiles[d] // mid_tiles[d]
             if f > 1:
                 cur = self.all_gather(cur, d, f)
         if not _equivalent(cur, dst):
-            self.slice_to(cur, dst, [t // m for m, t in zip(mid_tiles, dst.tiles)])
+            self.slice_to(cur, dst, factors)
 
     def run_any(self, src: HloSharding, dst: HloSharding) -> None:
         """Plan between any two array shardings (maximal included); raises _Unsupported."""
@@ -657,6 +697,19 @@ def _gather_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
                     yield rest + (f,)
 
     yield from rec(n - 1, total)
+
+
+def _whole_dim_gathers(tiles: Sequence[int], dst: Sequence[int], total: int):
+    """Sets of split dims gathered completely whose tile product is ``total``: dims the target does
+    not split first, then fewer dims, then lower dims (deterministic)."""
+    split = [d for d, t in enumerate(tiles) if t > 1]
+    found = []
+    for k in range(1, len(split) + 1):
+        for combo in itertools.combinations(split, k):
+            if math.prod(tiles[d] for d in combo) == total:
+                found.append(combo)
+    found.sort(key=lambda c: (sum(1 for d in c if dst[d] > 1), len(c), c))
+    return found
 
 
 def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
