@@ -13,17 +13,26 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
 1. equivalent: nothing to do;
 2. the source is replicated: every device slices its tile locally (``dynamic-slice``, no traffic);
 3. same tile counts, different devices: one ``collective-permute`` (pairs by tile-assignment position);
-4. one tensor dim loses a factor k of its tiles and one other dim gains k (a *dim move*): one
-   ``all-to-all`` over the devices that differ only in the minor k-factor of the source dim; the
-   factor becomes the minor factor of the target dim; a ``collective-permute`` follows when the
-   resulting device order differs from the target's;
+4. same replication, and the tile counts move by one factor from one dim to another, or are a
+   permutation of the target's: ``all-to-all`` steps (each moves the minor factor of the source dim
+   to the minor end of the target dim; for permutations, smallest count first, as GSPMD orders its
+   source/target dim pairs), then a ``collective-permute`` when the device order still differs;
 5. the target is coarser on every dim (tiled -> replicated / partially replicated): one
    ``all-gather`` per gathered dim, **last dim first**, each within the devices that differ only in
    that dim's gathered (minor) factor; a ``collective-permute`` goes first when the devices of a target
    tile are not the ones whose source tiles make it up;
 6. the target is finer on every dim (partially replicated -> more tiled): a local ``dynamic-slice``,
    after a ``collective-permute`` when a device's target tile is not inside its source tile;
-7. otherwise: gather the dims the target does not refine (as in 5), then slice (as in 6).
+7. the target is more replicated: all-gather whole dims until the replication matches, then as 4;
+8. the target is less replicated: slice the replication into dims so that the tile counts become a
+   permutation of the target's, then as 4; or, for a fully tiled target, slice into the dims the
+   source does not split and move whole dims the target does not split into them;
+9. otherwise: all-gather to replicated and slice (GSPMD's last resort).
+
+Measured agreement with GSPMD: every hand-written case in the oracle test, and 95-100% of random
+reshardings on 8 devices (the rest differ in which replica of a partially replicated group pairs
+with which, or in GSPMD choosing a cheaper special case); every plan is correct either way (the shard
+simulation in ``tests/test_reshard.py``).
 
 Shardings that do not describe the mesh's devices (another device count or set, manual subgroups,
 named shardings) get a conservative plan: all-gather to replicated, then slice; ``plan.conservative``
