@@ -201,3 +201,44 @@ def test_xla_agrees_on_the_seed():
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300).stdout
     assert "agrees with the plan" in out
     assert out.strip().endswith("NO_JAX")
+
+
+# ------------------------------------------------------------------------------------------------
+# hloshard.xla_check text scanning (no jax needed)
+
+
+def test_expand_replica_groups_all_forms():
+    from hloshard.xla_check import expand_replica_groups as expand
+
+    assert expand("{{0,1},{2,3}}") == [[0, 1], [2, 3]]
+    assert expand("{}") == []
+    assert expand("[2,4]<=[8]") == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert expand("[4,2]<=[2,4]T(1,0)") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert expand("mesh['axis_0'=2,'axis_1'=4,'axis_2'=1,'axis_3'=1] {'axis_1'}") == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert expand("mesh['axis_0'=2,'axis_1'=4] {'axis_0'}") == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    # device_ids permute the mesh positions; 'axis_1':(2)2 is the minor half of axis_1 (pre-size 2)
+    assert expand("mesh['axis_0'=2,'axis_1'=4], device_ids=([2,2,2]T(0,2,1)) {'axis_1':(2)2}") == \
+        [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert expand("mesh['axis_0'=4,'axis_1'=2], device_ids=([2,2,2]T(0,2,1)) {'axis_0':(2)2}") == \
+        [[0, 1], [2, 3], [4, 5], [6, 7]]
+    with pytest.raises(ValueError):
+        expand("nonsense")
+
+
+def test_parse_collectives_and_data_slices():
+    from hloshard.xla_check import data_dynamic_slices, parse_collectives
+
+    text = """ENTRY %main {
+  %p = f32[16,64]{1,0} parameter(0), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  %constant.3 = s32[8]{0} constant({0, 0, 16, 16, 32, 32, 48, 48})
+  %partition-id = u32[] partition-id()
+  %dynamic-slice.1 = s32[1]{0} dynamic-slice(%constant.3, %partition-id), dynamic_slice_sizes={1}
+  %dynamic-slice.4 = f32[16,32]{1,0} dynamic-slice(%p, %x, %y), dynamic_slice_sizes={16,32}, metadata={op_name="c"}
+  %all-to-all = f32[16,2,16]{2,1,0} all-to-all(%r), channel_id=1, replica_groups=[4,2]<=[8], dimensions={1}, metadata={op_name="c"}
+  ROOT %collective-permute = f32[32,16]{1,0} collective-permute(%t), channel_id=2, source_target_pairs={{0,0},{2,1},{1,2}}, metadata={op_name="d"}
+}"""
+    cols = parse_collectives(text)
+    assert [(c.kind, c.dims, c.op_name) for c in cols] == [("all-to-all", (1,), "c"), ("collective-permute", (), "d")]
+    assert cols[0].replica_groups == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert cols[1].source_target_pairs == [(0, 0), (2, 1), (1, 2)]
+    assert data_dynamic_slices(text) == [("f32[16,32]{1,0}", "c")]  # the s32[1] offset lookup is skipped
