@@ -135,3 +135,64 @@ def test_every_sample_and_its_partitioned_form_combine_to_valid_hlo():
     results = xo.parse_many(texts)
     bad = [(n, m[:300]) for n, (ok, m) in zip(names, results) if not ok]
     assert bad == []
+
+
+def _manual(collective: str, result: str, full: str) -> str:
+    """A manual region (like shard_map) around one collective named %c whose (array) result has
+    per-device shape ``result`` and global shape ``full`` (dim 0 times 8)."""
+    return f"""HloModule check, num_partitions=8
+
+%sum (x: f32[], y: f32[]) -> f32[] {{
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %add = f32[] add(%x, %y)
+}}
+
+ENTRY %main {{
+  %a = f32[16,16] parameter(0), sharding={{devices=[8,1]<=[8]}}
+  %b = bf16[16,16] parameter(1), sharding={{devices=[8,1]<=[8]}}
+  %m0 = f32[2,16] custom-call(%a), custom_call_target="SPMDFullToShardShape", sharding={{manual}}
+  %m1 = bf16[2,16] custom-call(%b), custom_call_target="SPMDFullToShardShape", sharding={{manual}}
+  {collective}, sharding={{manual}}
+  %o = {full} custom-call(%c), custom_call_target="SPMDShardToFullShape", sharding={{devices=[8,1]<=[8]}}
+  ROOT %t = ({full}) tuple(%o), sharding={{{{devices=[8,1]<=[8]}}}}
+}}
+"""
+
+
+G8 = "replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true"
+XLA_CASES = {
+    # name: (collective line, per-device result, global result, valid?)
+    "valid all-gather": (f"%c = f32[16,16] all-gather(%m0), channel_id=1, {G8}, dimensions={{0}}",
+                         "f32[16,16]", "f32[128,16]", True),
+    "valid all-reduce": (f"%c = f32[2,16] all-reduce(%m0), channel_id=1, {G8}, to_apply=%sum",
+                         "f32[2,16]", "f32[16,16]", True),
+    "gathered size": (f"%c = f32[12,16] all-gather(%m0), channel_id=1, {G8}, dimensions={{0}}",
+                      "f32[12,16]", "f32[96,16]", False),
+    "dimension out of range": (f"%c = f32[16,16] all-gather(%m0), channel_id=1, {G8}, dimensions={{2}}",
+                               "f32[16,16]", "f32[128,16]", False),
+    "typed reduction": (f"%c = bf16[2,16] all-reduce(%m1), channel_id=1, {G8}, to_apply=%sum",
+                        "bf16[2,16]", "bf16[16,16]", False),
+    "element type": (f"%c = bf16[16,16] all-gather(%m0), channel_id=1, {G8}, dimensions={{0}}",
+                     "bf16[16,16]", "bf16[128,16]", False),
+}
+
+
+def test_xla_agrees_with_combines_validation():
+    """combine refuses exactly the collectives XLA refuses (parse or compile for 8 partitions)."""
+    require_jax()
+    from hloshard.errors import InputError
+
+    names, texts = list(XLA_CASES), []
+    for name in names:
+        line, res, full, valid = XLA_CASES[name]
+        text = _manual(line, res, full)
+        texts.append(text)
+        try:
+            combine_module(parse_module(text))
+            ours = True
+        except InputError:
+            ours = False
+        assert ours == valid, name
+    for name, (ok, msg) in zip(names, xo.compile_many(texts)):
+        assert ok == XLA_CASES[name][3], (name, msg[:300])

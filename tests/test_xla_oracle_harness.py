@@ -97,6 +97,15 @@ def test_seed_reshape_partitions_to_one_all_gather():
 
 
 @pytest.mark.oracle
+def test_compile_many_streams_and_survives_an_abort():
+    require_jax()
+    bad = SEED.replace("devices=[2,4,1,1]0,1,2,3,4,5,6,7", "devices=[2,4,1,1]0,1,2,3,4,5,6,9")
+    res = xo.compile_many([SEED, BAD_RESHAPE, bad, SEED])
+    assert [ok for ok, _ in res] == [True, False, False, True]
+    assert "all-gather" in res[0][1] and "died" in res[1][1] and "9" in res[2][1]
+
+
+@pytest.mark.oracle
 def test_mesh_groups_with_device_ids_from_real_xla():
     """[2,4] -> [4,2] needs an all-to-all within pairs; XLA prints its groups as a mesh with
     device_ids and a sub-axis (shared/reference/xla_oracle.md: groups {{0,1},{2,3},..})."""

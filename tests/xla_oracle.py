@@ -125,6 +125,16 @@ try:
             except Exception as e:
                 out.append({"error": err(e)})
         answer(out)
+    elif op == "compile_many":
+        for t in req["texts"]:
+            try:
+                mod = xc.hlo.hlo_module_from_text(t)
+                exe, _ = compile_text(t, req["n"], propagate_to_output=req.get("propagate_to_output", False))
+                item = [True, exe.hlo_modules()[0].to_string()]
+            except Exception as e:
+                item = [False, err(e)]
+            sys.stdout.write("@@ITEM@@" + json.dumps(item) + "\n"); sys.stdout.flush()
+        answer("done")
     elif op == "compile":
         try:
             exe, _ = compile_text(req["text"], req["n"], propagate_to_output=req.get("propagate_to_output", False))
@@ -252,15 +262,21 @@ def parse_hlo(text: str, timeout: float = DEFAULT_TIMEOUT) -> tuple[bool, str]:
 def parse_many(texts: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> list[tuple[bool, str]]:
     """:func:`parse_hlo` for many texts in one child process. A text that aborts the interpreter gets
     ``(False, "XLA child died ...")`` and a new child carries on with the texts after it."""
-    texts = list(texts)
+    return _stream("parse", list(texts), timeout)
+
+
+def _stream(op: str, texts: list[str], timeout: float, **extra) -> list[tuple[bool, str]]:
+    """Run a per-text op in as few children as possible: results stream back one line per text, and a
+    text that kills the interpreter is reported as such before a fresh child resumes after it."""
     out: list[tuple[bool, str]] = []
     while len(out) < len(texts):
         rest = texts[len(out):]
         try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps({"op": "parse", "texts": rest}),
-                                  capture_output=True, text=True, env=_env(), timeout=timeout)
+            proc = subprocess.run([sys.executable, "-c", _CHILD],
+                                  input=json.dumps({"op": op, "texts": rest, **extra}),
+                                  capture_output=True, text=True, env=_env(), timeout=timeout * len(rest))
         except subprocess.TimeoutExpired:
-            out.append((False, f"XLA child timed out after {timeout:.0f} s"))
+            out.append((False, f"XLA child timed out after {timeout:.0f} s per text"))
             continue
         items = [json.loads(ln[len("@@ITEM@@"):]) for ln in proc.stdout.splitlines() if ln.startswith("@@ITEM@@")]
         out.extend((bool(ok), msg) for ok, msg in items)
@@ -306,6 +322,13 @@ def compile_spmd(text: str, num_partitions: int = 8, propagate_to_output: bool =
         return bool(ok), msg
     except OracleError as exc:
         return False, str(exc)
+
+
+def compile_many(texts: Sequence[str], num_partitions: int = 8, propagate_to_output: bool = False,
+                 timeout: float = DEFAULT_TIMEOUT) -> list[tuple[bool, str]]:
+    """:func:`compile_spmd` (parse included) for many texts in one child process: ``(ok, final HLO or
+    error)`` per text, in order; an interpreter abort costs only the text that caused it."""
+    return _stream("compile_many", list(texts), timeout, n=num_partitions, propagate_to_output=propagate_to_output)
 
 
 def spmd_partition(text: str, num_partitions: int = 8, propagate_to_output: bool = False,
