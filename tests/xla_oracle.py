@@ -11,12 +11,18 @@ Public functions:
 * :func:`parse_hlo` / :func:`parse_many` -- does ``hlo_module_from_text`` accept the text (no verifier).
 * :func:`shardings_from_strings` -- what ``xla_client.HloSharding.from_string`` makes of sharding strings.
 * :func:`compile_spmd` -- parse -> StableHLO -> compile for ``num_partitions`` CPU devices with GSPMD
-  (Shardy silently drops plain ``sharding={...}`` on hand-written HLO, see shared/reference/xla_oracle.md).
+  (Shardy silently drops plain ``sharding={...}`` on hand-written HLO, see shared/reference/xla_oracle.md);
+  :func:`compile_many` does many in one child.
 * :func:`spmd_partition` -- the RAW HLO right after XLA's ``spmd-partitioning`` pass (read from the
   ``xla_dump_to`` dump), i.e. before the CPU backend combines all-reduces or decomposes all-to-all.
 * :func:`collectives` -- the collectives of an HLO text (regex parser; replica groups expanded from the
   explicit, iota ``[2,4]<=[8]`` and ``mesh[...] {...}`` forms).
 * :func:`run_sharded` -- compile, execute on sharded inputs and gather every output to a global array.
+* :func:`strip_variadic_collective_shardings` -- work around jaxlib's failure to export a tuple sharding
+  on a multi-result collective (only the oracle's copy is changed).
+
+The backend compiles with ``xla_backend_optimization_level=0`` (partitioning and numerics are what the
+oracle checks, not code speed).
 
 Failures of the oracle itself (timeout, interpreter abort, XLA error where a result was required) raise
 :class:`OracleError` with XLA's message.
