@@ -30,10 +30,7 @@ import numpy as np
 
 from .costgraph import INFINITY, Problem
 from .errors import InputError, SolveFailed, UsageError
-from .strategy.base import (
-    TOKEN, LeafRef, StrategyGroup, TupleGroup, is_array, is_mesh_spec, leaf_range, leaf_shapes, replicated_spec,
-    spec_name,
-)
+from .strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, is_mesh_spec, leaf_range, leaf_shapes
 from .strategy.registry import BuildContext, build_group
 
 KEEP_MODES = ("all", "io", "none")
@@ -63,7 +60,6 @@ def _check_user_sharding(instr, sh, mesh) -> None:
             if e.num_devices != mesh.num_devices:
                 raise InputError(f"{where}: sharding {e} uses {e.num_devices} devices but the mesh {mesh} has "
                                  f"{mesh.num_devices}")
-            bad = [d for d in e.devices if not 0 <= d < mesh.num_devices]
             mesh_ids = set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:

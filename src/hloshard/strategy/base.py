@@ -32,7 +32,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0

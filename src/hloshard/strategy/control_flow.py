@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_shapes, spec_name

@@ -15,7 +15,7 @@ manual regions.
 
 from __future__ import annotations
 
-from .base import Strategy, StrategyGroup, is_array, leaf_shapes, replicated_spec
+from .base import Strategy, StrategyGroup, is_array, leaf_shapes
 from .elementwise import follow_group, free_group
 from .registry import register, register_backward, replicated_group
 

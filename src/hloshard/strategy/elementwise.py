@@ -11,7 +11,7 @@ Compute: one flop per output element on each device.
 
 from __future__ import annotations
 
-from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
+from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, replicated_spec, spec_name
 from .registry import register, register_backward
 
 UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-plus-one logistic negate not popcnt "
@@ -116,7 +116,7 @@ def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
-@register(*ELEMENTWISE, "bitcast", "add-dependency", "optimization-barrier-array")
+@register(*ELEMENTWISE, "bitcast", "add-dependency")
 def handle_elementwise(instr, ctx):
     if not is_array(instr.shape):
         return None

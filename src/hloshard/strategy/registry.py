@@ -216,7 +216,6 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
                              memory=ctx.minfo.bytes_per_device(leaf_shape or group.instr.shape, want))]
         else:
             keep = [_generate_for_output(group.instr, want, ctx)]
-    # dedupe identical strategies (same inputs) keeping the cheapest
     group.strategies = keep
     group.follow = None
     group.fixed = True

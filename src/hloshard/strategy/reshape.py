@@ -12,7 +12,7 @@ the operand and charged zero where an all-gather is required; here the operand e
 
 from __future__ import annotations
 
-from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, spec_name
+from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, spec_name
 from .registry import register, register_backward
 
 _REQ_CACHE: dict = {}
