@@ -175,13 +175,18 @@ class ExplainReport:
         else:
             follow = (f"deriving the reshape's strategy from the operand's sharding yields {derived.sharding} "
                       f"and that needs no communication: nothing is missed")
+        estimate = autosharding_resharding_cost(self.operand_shape, src, req, self.mesh)
+        extra = []
+        if abs(estimate - cost) > 1e-6:
+            extra.append(f"XLA auto-sharding's own ReshardingCost rules estimate this edge at {_num(estimate)} "
+                         f"(the plan above, as GSPMD partitions it, costs {_num(cost)})")
         return {
             "model": "xla-auto-sharding",
             "charged_on": "operand_edge" if cost > 0 else "none",
             "operand_edge": {
                 "from": str(src), "to": str(req),
                 "communication_cost": cost,
-                "xla_estimate": autosharding_resharding_cost(self.operand_shape, src, req, self.mesh),
+                "xla_estimate": estimate,
                 "memory_cost": mem_edge,
             },
             "inside_op": {"communication_cost": 0.0},
@@ -197,7 +202,7 @@ class ExplainReport:
                 "matches_result": matches,
             },
             "partitioner_plan_tensor": self.plan.tensor,
-            "explanation": [where, follow] + ([
+            "explanation": [where, follow] + extra + ([
                 f"GSPMD itself avoids that: it reshapes into {self.plan.natural_result} and reshards the result "
                 f"({_kinds(self.plan.plan)}, {_num(self.plan.total_cost)}); an auto-sharding edge cost of "
                 f"{_num(cost)} overestimates it"] if self.plan.tensor == "result" else []),

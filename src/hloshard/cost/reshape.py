@@ -203,6 +203,10 @@ def _infer(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], sharding: HloSh
         return ReshapeInference(sharding, True, sharding, res, [])
     if sharding.kind != "tiled":
         raise InputError(f"cannot infer a reshape sharding from a {sharding.kind} sharding {sharding}")
+    if math.prod(src_dims) == 0:  # an empty tensor: nothing to move, any sharding will do
+        res = [GroupResult(g, "unsplit", 1, 1, "empty tensor") for g in groups]
+        return ReshapeInference(HloSharding.replicated(), True, HloSharding.replicated(), res,
+                                ["empty tensor: no data to move"])
     if sharding.tiled_rank != len(src_dims):
         raise InputError(f"{side} sharding {sharding} has {sharding.tiled_rank} tiled dims but the {side} has "
                          f"rank {len(src_dims)}")
