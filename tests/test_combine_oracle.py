@@ -102,8 +102,8 @@ ENTRY %main {
     ok, msg = xo.parse_hlo(combined)
     assert ok, msg
     # the original compiles; the combined one hits limitation (2)
-    assert xo.compile_spmd(text)[0]
-    ok, msg = xo.compile_spmd(xo.strip_variadic_collective_shardings(combined))
+    (orig_ok, orig_msg), (ok, msg) = xo.compile_many([text, xo.strip_variadic_collective_shardings(combined)])
+    assert orig_ok, orig_msg
     # (GSPMD either RET_CHECKs "single-operand allreduce in manual partitioning" or, as here, propagates
     # a non-tuple {manual} onto the tuple and fails the verifier)
     assert not ok and ("single-operand allreduce" in msg or "all-reduce-combined" in msg), msg
