@@ -227,8 +227,6 @@ def collective_problems(instr: Instruction, num_devices: int | None = None) -> l
     if len(leaves) != len(ops):
         return [f"{kind} has {len(ops)} operands but its result has {len(leaves)} "
                 f"{'element' if len(leaves) == 1 else 'elements'}"]
-    if instr.shape.is_tuple and len(ops) == 1 and kind == "all-reduce":
-        pass  # (f32[8]) all-reduce(x): a one-tuple is accepted by XLA
     groups = instr.replica_groups
     if groups and len({len(g) for g in groups}) > 1:
         out.append(f"{kind} has replica groups of different sizes {sorted({len(g) for g in groups})}")
