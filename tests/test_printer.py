@@ -96,6 +96,10 @@ def test_string_and_blob_values():
     assert fmt("dimensions", (1, 0)) == "{1,0}"
     assert fmt("source_target_pairs", ((0, 1), (1, 0))) == "{{0,1},{1,0}}"
     assert fmt("is_stable", True) == "true"
+    # plain Python values set by other layers print the same way
+    assert fmt("dimensions", [0, 2]) == "{0,2}" and fmt("replica_groups", [[0, 1], [2, 3]]) == "{{0,1},{2,3}}"
+    assert fmt("source_target_pairs", [[0, 1]]) == "{{0,1}}" and fmt("replica_groups", []) == "{}"
+    assert fmt("channel_id", np.int64(3)) == "3"
 
 
 # -- hypothesis ----------------------------------------------------------------------------------------

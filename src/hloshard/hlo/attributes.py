@@ -889,30 +889,31 @@ def decode_attr(key: str, text: str):
 
 
 def format_attr(key: str, value, name_of) -> str:
-    """Text of an attribute value. ``name_of(obj)`` prints a computation or instruction reference."""
+    """Text of an attribute value. ``name_of(obj)`` prints a computation or instruction reference.
+
+    Accepts what :func:`decode_attr` returns and the obvious Python equivalents (lists for int lists,
+    lists of lists for replica groups / source_target_pairs, a dict for frontend_attributes)."""
     if isinstance(value, Raw):
         return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
     if key in STRING_KEYS:
         return format_blob_or_string(value) if key == "backend_config" else quote(value)
     if key == "frontend_attributes":
         return format_frontend_attributes(value)
-    if key in ("source_target_pairs", "slice_sizes") and value and isinstance(value[0], tuple):
-        return _canon_groups(value)
     if key == "control-predecessors" or key in COMPUTATION_LIST_KEYS:
         return "{" + ", ".join(name_of(v) for v in value) + "}"
     if key in COMPUTATION_KEYS:
         return name_of(value)
     if key == "operand_layout_constraints":
         return "{" + ", ".join(str(s) for s in value) + "}"
-    if isinstance(value, tuple) and all(isinstance(v, int) for v in value):
-        return "{" + ",".join(map(str, value)) + "}"
-    if isinstance(value, (list, tuple)) and key == "replica_groups":
-        return _canon_groups(value)
-    if isinstance(value, str) and not isinstance(value, (RawSharding,)) and key not in ("sharding",) \
-            and type(value) is str:
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in value):
+            return "{" + ",".join(str(int(v)) for v in value) + "}"
+        if all(isinstance(v, (list, tuple)) for v in value):
+            return _canon_groups([[int(x) for x in v] for v in value])
+    if type(value) is str:
         return quote(value)
     return str(value)
