@@ -448,7 +448,8 @@ def _plan_computation(comp: Computation, kinds: frozenset, bucket_bytes: int, si
         key = _key(v, sig_cache)
         nbytes = collective_bytes(v)
         b = open_bucket.get(key)
-        if (b is not None and bk.bytes[b] + nbytes <= bucket_bytes and not bk.depends_on(d, b)):
+        if (b is not None and bucket_bytes > 0 and bk.bytes[b] + nbytes <= bucket_bytes
+                and not bk.depends_on(d, b)):
             bk.members[b].append(v)
             bk.bytes[b] += nbytes
             bk.deps[b] |= d
@@ -612,7 +613,7 @@ def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
     """Combine the collectives of ``kinds`` in every computation of ``module`` (mutated in place).
 
     ``bucket_bytes``: the most bytes per device one combined collective may move (see
-    :func:`collective_bytes`); ``mesh``: a :class:`~hloshard.mesh.DeviceMesh` for the cost report
+    :func:`collective_bytes`; 0 disables combining); ``mesh``: a :class:`~hloshard.mesh.DeviceMesh` for the cost report
     (None: no costs). Raises InputError (invalid collectives, module untouched) or UsageError
     (unknown kind, negative bucket).
     """

@@ -20,7 +20,7 @@ from .options import BYTE_SIZE, mesh_options
 @click.option("--kinds", default="all-gather,reduce-scatter,all-reduce", show_default=True, metavar="K1,K2",
               help="collective kinds to combine (comma-separated: all-gather, reduce-scatter, all-reduce)")
 @click.option("--bucket-bytes", type=BYTE_SIZE, default="25MiB", show_default=True, metavar="SIZE",
-              help="most bytes per device one combined collective may move (e.g. 4MiB, 0 = no combining)")
+              help="most bytes per device one combined collective may move (e.g. 4MiB; 0 disables combining)")
 @click.option("-o", "--output", "output", default="-", show_default=True, metavar="OUT",
               help="where to write the combined module ('-' = standard output)")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
