@@ -82,6 +82,8 @@ def test_header_attributes_and_entry():
                              "allow_spmd_sharding_propagation_to_output", "num_partitions", "frontend_attributes"]
     assert m.num_partitions == 8 and m.num_replicas is None and m.is_scheduled
     assert m.input_output_alias == [((0,), 0, ()), ((1,), 1, ())]
+    params, result = m.entry_computation_layout
+    assert [str(p) for p in params] == ["f32[8,16]{1,0}", "s32[]"] and str(result) == "(f32[8,16]{1,0}, s32[])"
     assert m.attrs["frontend_attributes"] == '{xla.sdy.meshes={mesh = #sdy.mesh<["x"=2, "y"=4]>}}'
     assert m.entry.name == "main.5" and m.entry.is_entry
     assert [c.name for c in m.computations] == ["add_F32.v3", "max_f32", "main.5"]

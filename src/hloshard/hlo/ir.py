@@ -382,6 +382,29 @@ class Module:
         return str(self.attrs.get("is_scheduled", "false")).strip() == "true"
 
     @property
+    def entry_computation_layout(self) -> tuple[list[Shape], Shape] | None:
+        """``entry_computation_layout={(p0, p1)->result}`` as (parameter shapes, result shape); None
+        when absent. Raises HloSyntaxError when the text is malformed."""
+        from .shape import parse_shape
+
+        text = self.attrs.get("entry_computation_layout")
+        if not text:
+            return None
+        body = str(text).strip()
+        if body.startswith("{") and body.endswith("}"):
+            body = body[1:-1]
+        depth = 0
+        for k, ch in enumerate(body):
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+            elif ch == "-" and depth == 0 and body.startswith("->", k):
+                params = parse_shape(body[:k].strip())
+                return list(params.tuple_shapes), parse_shape(body[k + 2:].strip())
+        return None
+
+    @property
     def input_output_alias(self) -> list[tuple[tuple[int, ...], int, tuple[int, ...]]]:
         """``input_output_alias={ {0}: (0, {}, may-alias) }`` as ``[(output_index, param_number, param_index)]``."""
         import re
