@@ -69,3 +69,22 @@ def test_samples_are_current_and_deterministic(tmp_path):
     for name in ["conv_layer.pre.hlo", "conv_layer.propagated.hlo", "conv_layer.shardy.pre.hlo",
                  "reshape_seed.hlo"]:
         assert (tmp_path / name).read_text() == (SAMPLES / name).read_text(), name
+
+
+@pytest.mark.oracle
+def test_make_transformer_writes_pre_and_propagated(tmp_path):
+    """The benchmark generator (stops XLA right after sharding propagation) writes both forms."""
+    require_jax()
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_transformer.py"), "--layers", "2",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    from hloshard.hlo import parse_file
+
+    pre = parse_file(str(tmp_path / "transformer_2l.pre.hlo"))
+    prop = parse_file(str(tmp_path / "transformer_2l.propagated.hlo"))
+    n_pre, n_prop = len(pre.entry.instructions), len(prop.entry.instructions)
+    assert 500 < n_prop < 900 and abs(n_pre - n_prop) < 50
+    annotated = sum(i.sharding is not None for i in prop.entry.instructions)
+    assert annotated >= 0.9 * n_prop
+    assert sum(i.sharding is not None for i in pre.entry.instructions) < 0.2 * n_pre
+    assert "/work/" not in (tmp_path / "transformer_2l.propagated.hlo").read_text()
