@@ -21,7 +21,7 @@ Models: ``mlp_train_step`` (value_and_grad + SGD), ``transformer_block`` (forwar
 (no header attributes, no ROOT: XLA takes the last instruction as the root).
 
 :func:`transformer_train_step_hlo` (and ``scripts/make_transformer.py``) builds the N-layer transformer
-training step for benchmarks; 48 layers give about 16k instructions / 3 MB after propagation.
+training step for benchmarks; 48 layers give 17,281 instructions / 3.4 MB after propagation.
 
 Usage::
 
