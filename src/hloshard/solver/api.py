@@ -84,7 +84,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
     # 1. presolve
     try:
-        red = presolve(problem, deadline=t0 + 0.3 * time_limit)
+        red = presolve(problem, deadline=t0 + 0.45 * time_limit)
     except Infeasible as exc:
         return Solution([], None, None, "infeasible", elapsed(), explanation=exc.explanation, detail=exc.detail)
     stats = {"presolve": red.stats}
@@ -100,8 +100,9 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # 2. heuristics: greedy + local search, then memory penalties (min-sum + repair + local search)
     ls = LocalSearch(red, seed=seed)
     ls.greedy()
-    heur_deadline = t0 + min(0.35 * time_limit, elapsed() + 0.15 * time_limit)
-    ls.improve(heur_deadline)
+    # the local search stops at a local optimum; it may use the whole budget if it must
+    heur_deadline = max(t0 + 0.5 * time_limit, time.monotonic() + 0.15 * time_limit)
+    ls.improve(min(deadline, heur_deadline))
     best, best_obj = None, None
     if ls.feasible():
         best, best_obj = ls.s.copy(), ls.objective()
@@ -109,15 +110,21 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         hp = red.reduce_choice(hint)
         if hp is not None and ls.feasible(hp):
             ls.set_solution(hp)
-            ls.improve(heur_deadline)
+            ls.improve(min(deadline, heur_deadline))
             if best_obj is None or ls.objective() < best_obj:
                 best, best_obj = ls.s.copy(), ls.objective()
-    pen_deadline = t0 + min(0.5 * time_limit, elapsed() + 0.2 * time_limit)
-    ps, po = penalty_search(ls, pen_deadline, rng, max_rounds=PENALTY_ROUNDS,
-                            progress=lambda o: _emit(progress, phase="penalty", objective=o + red.offset,
-                                                     elapsed=elapsed()))
+    pen_deadline = min(deadline, max(t0 + 0.5 * time_limit, time.monotonic() + 0.2 * time_limit))
+
+    def pen_progress(o):
+        _emit(progress, phase="penalty", objective=o + red.offset, elapsed=elapsed())
+
+    ps, po = penalty_search(ls, pen_deadline, rng, max_rounds=PENALTY_ROUNDS, progress=pen_progress)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
+    if best is None:  # keep trying until something feasible turns up
+        ps, po = penalty_search(ls, deadline, rng, progress=pen_progress)
+        if po is not None:
+            best, best_obj = ps, po
     if best is not None:
         ls.set_solution(best)
     stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,

@@ -419,7 +419,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     # -- work list ---------------------------------------------------------------------------
     queue = deque(range(n))
     queued = np.ones(n, dtype=bool)
-    counters = dict(fixed=0, leaf=0, series=0, dominated=0, forbidden=0, merged=0)
+    counters = dict(fixed=0, leaf=0, series=0, dominated=0, forbidden=0, merged=0, phase1_seconds=0.0)
 
     def push(j):
         if g.alive[j] and not queued[j]:
@@ -439,7 +439,16 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         counters["fixed"] += 1
 
     steps_done = 0
-    while queue:
+    # phase 1: forbidden choices, fixing and merging (cheap, and they shrink everything else);
+    # phase 2: all reductions
+    full = False
+    while queue or not full:
+        if not queue:
+            full = True
+            counters["phase1_seconds"] = round(time.monotonic() - t0, 3)
+            queue.extend(np.nonzero(g.alive)[0].tolist())
+            queued[g.alive] = True
+            continue
         i = queue.popleft()
         queued[i] = False
         if not g.alive[i]:
@@ -492,6 +501,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         if merged:
             push(i)
             continue
+        if not full:
+            continue
         # dominance
         mem = g.mem_matters(i)
         if k <= 512:
@@ -499,7 +510,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             if mem:
                 cols.extend(u[:, None] for _, u in g.mem_terms(i))
             R = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
-            if R.shape[1] * k * k <= 20_000_000:
+            if R.shape[1] * k * k <= 4_000_000:
                 le = (R[:, None, :] <= R[None, :, :]).all(axis=2)  # le[a2, a]: a2 dominates-or-equals a
                 eq = le & le.T
                 idx = np.arange(k)
@@ -571,6 +582,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 push(w)
                 continue
 
+    counters["loop_seconds"] = round(time.monotonic() - t0, 3)
     # -- build the reduced problem -------------------------------------------------------------
     alive = np.nonzero(g.alive)[0]
     pos = np.full(n, -1, dtype=np.int64)
