@@ -320,10 +320,9 @@ def test_known_uneven_cases_are_flagged(i):
 
 def test_random_reshardings_mostly_agree():
     """60 random reshardings in one module: the plan must equal XLA's collectives (kinds, replica
-    groups, permutation pairs, dynamic-slice) on at least 90% (measured: 59 of 60 here, 95-100% per seed; the rest
-    are
-    GSPMD device-order choices inside partially replicated groups). Every plan is still correct: the
-    shard simulation in test_reshard.py checks that for any pair."""
+    groups, permutation pairs, dynamic-slice) on at least 90% (measured: 59 of 60 here, 95-100% per
+    seed; the rest are GSPMD device-order choices inside partially replicated groups). Every plan is
+    still correct: the shard simulation in test_reshard.py checks that for any pair."""
     res = _xla(8)
     base = len(COPY8) + len(KNOWN_UNEVEN)
     agree = 0
@@ -337,9 +336,8 @@ def test_random_reshardings_mostly_agree():
 
 def test_random_reshapes_mostly_agree():
     """40 random reshapes: the explain plan (operand or result resharding, as GSPMD chooses) equals
-    XLA's collectives on at least 80% (measured: 38 of 40 here, 90-95% over other seeds; the
-    rest are GSPMD's own reshape tricks,
-    e.g. gathering a different dim first)."""
+    XLA's collectives on at least 80% (measured: 38 of 40 here, 90-95% over other seeds; the rest are
+    GSPMD's own reshape tricks, e.g. gathering a different dim first)."""
     res = _xla(8)
     agree = 0
     for j, case in enumerate(RANDOM_RESHAPES8):
