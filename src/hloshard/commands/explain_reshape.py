@@ -64,7 +64,16 @@ def _parse_sharding_opt(text: str, flag: str):
               help="where to write the report ('-' = standard output)")
 def command(module_file, instruction, operand, operand_sharding, shape, sharding, mesh, device_ids, alpha, beta,
             fmt, max_alternatives, use_xla, output):
-    """Explain the resharding a reshape needs: plan, cost, memory, accounting and alternatives."""
+    """Explain the resharding a reshape needs: plan, cost, memory, accounting and alternatives.
+
+    \b
+    hloshard explain-reshape MODULE.hlo --instruction NAME --mesh 2x4 --alpha 1,1 --beta 0.01,1
+    hloshard explain-reshape --operand 'f16[32,16,1000,256]' \\
+        --operand-sharding '{devices=[2,4,1,1]<=[8]}' --shape 'f16[512,1000,256]' \\
+        [--sharding '{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}'] --mesh 2x4
+
+    The JSON schema is documented in docs/explain-reshape.md.
+    """
     from ..errors import InputError, UsageError
     from ..explain import attach_xla, explain_reshape, render_text, report_to_json
     from ..io import write_text_atomic
