@@ -37,6 +37,7 @@ not the shape's rank.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Sequence
 
@@ -195,6 +196,18 @@ def _distribute(count: int, sizes: Sequence[int]) -> list[int] | None:
 
 def _infer(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], sharding: HloSharding,
            src_is_operand: bool) -> ReshapeInference:
+    """Cached :func:`_infer_uncached`; each call gets its own lists (safe to mutate)."""
+    r = _infer_cached(tuple(src_dims), tuple(dst_dims), sharding, src_is_operand)
+    return dataclasses.replace(r, groups=list(r.groups), notes=list(r.notes))
+
+
+@functools.lru_cache(maxsize=65536)
+def _infer_cached(src_dims, dst_dims, sharding, src_is_operand):
+    return _infer_uncached(src_dims, dst_dims, sharding, src_is_operand)
+
+
+def _infer_uncached(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], sharding: HloSharding,
+                    src_is_operand: bool) -> ReshapeInference:
     groups = reshape_groups(src_dims, dst_dims) if src_is_operand else \
         [ReshapeGroup(g.out_dims, g.in_dims) for g in reshape_groups(dst_dims, src_dims)]
     side = "operand" if src_is_operand else "output"
@@ -345,8 +358,23 @@ def output_shardings_without_communication(in_shape, out_shape, in_sharding: Hlo
     operand, the variants where devices additionally slice the replicated part into one output dim
     (a local dynamic-slice). Deterministic order, no duplicates; [] when some split cannot carry over
     (then the data must be gathered or exchanged first). ``mesh`` (optional) restricts the slices to
-    whole mesh axes' sizes. Raises InputError on an element-count or rank mismatch.
+    whole mesh axes' sizes. Cached (each call gets a new list). Raises InputError on an element-count
+    or rank mismatch.
     """
+    try:
+        hash(mesh)
+    except TypeError:  # an unhashable mesh-like object: no caching
+        return _no_comm(_dims(in_shape), _dims(out_shape), in_sharding, mesh)
+    return list(_no_comm_cached(_dims(in_shape), _dims(out_shape), in_sharding, mesh))
+
+
+@functools.lru_cache(maxsize=16384)
+def _no_comm_cached(in_dims, out_dims, in_sharding, mesh) -> tuple[HloSharding, ...]:
+    return tuple(_no_comm(in_dims, out_dims, in_sharding, mesh))
+
+
+def _no_comm(in_shape, out_shape, in_sharding: HloSharding, mesh=None) -> list[HloSharding]:
+    # (documented on output_shardings_without_communication)
     inf = infer_output(in_shape, out_shape, in_sharding)
     if not inf.exact:
         return []
