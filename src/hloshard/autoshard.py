@@ -253,6 +253,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     """
     comps = processed_computations(module)
     fixed = user_shardings(module, keep, mesh, comps)
+    kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
     positions: dict = {}
     schedule: list = []
@@ -382,6 +383,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                   comps)
     _add_aliases(graph)
     graph.follows = follows
+    graph.kept = kept
     graph.solver_problem, graph.classes = merge_followers(problem, follows, merge=memory_budget is None)
     return graph
 
@@ -663,8 +665,12 @@ def apply_choice(graph: Graph, choice) -> int:
     """Write ``sharding=`` on every instruction of the processed computations; drop the stale
     ``xla.sdy.sharding`` frontend attribute of each re-annotated instruction.  Returns the count."""
     count = 0
+    kept = getattr(graph, "kept", {})
     for instr in graph.schedule:
         sh = instruction_sharding(graph, instr, choice)
+        old = kept.get(instr)
+        if old is not None and _same_sharding(old, sh, instr.shape):
+            sh = old  # a kept user sharding is written back exactly as the user wrote it
         instr.sharding = sh
         fa = instr.attrs.get("frontend_attributes")
         if fa:
@@ -677,6 +683,17 @@ def apply_choice(graph: Graph, choice) -> int:
                     instr.set_attr("frontend_attributes", None)
         count += 1
     return count
+
+
+def _same_sharding(a, b, shape) -> bool:
+    try:
+        if a == b:
+            return True
+        if shape.is_tuple and not a.is_tuple and b.is_tuple:
+            return all(a == e for e in b.tuple_elements)
+    except Exception:  # noqa: BLE001
+        return False
+    return False
 
 
 # ---------------------------------------------------------------------------------------------
