@@ -27,6 +27,8 @@ from .presolve import Infeasible, presolve
 
 PENALTY_ROUNDS = 40  # memory-penalty rounds (each: min-sum, repair, local search)
 FULL_MODEL_LIMIT = 1_500_000  # edge entries + memory terms; larger models only get LNS
+DET_FULL = 0.2   # deterministic mode: full-model CP-SAT budget, deterministic seconds per second of limit
+DET_LNS = 0.2    # deterministic mode: LNS budget, likewise
 LNS_SHARE = 0.5  # fraction of the time after the full CP-SAT model's start given to LNS
 
 
@@ -146,7 +148,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         full_time = max(0.1, remaining * (1.0 - lns_share))
         if remaining > 0.1:
             res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=deterministic,
-                              deterministic_limit=full_time, hint=best if best_obj is not None else None,
+                              deterministic_limit=DET_FULL * time_limit,
+                              hint=best if best_obj is not None else None,
                               progress=progress, offset=red.offset, t0=t0)
             cp_status = res.status
             if res.status == "infeasible":
@@ -166,7 +169,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # 4. LNS polish
     if best_obj is not None and cp_status != "optimal":
         best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic,
-                              progress, t0, stats)
+                              progress, t0, stats, det_budget=DET_LNS * time_limit)
 
     if best_obj is None:
         return Solution([], None, bound, "timeout", elapsed(), stats=stats)
@@ -216,22 +219,29 @@ def _neighbourhood(red, ls, rng, size):
 
 
 def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, progress, t0, stats,
-         sub_time=2.0):
-    """Large-neighbourhood search with CP-SAT on subgraphs; returns (best, best_obj)."""
+         sub_time=2.0, det_budget=0.0):
+    """Large-neighbourhood search with CP-SAT on subgraphs; returns (best, best_obj).
+
+    In deterministic mode every sub-solve is limited by deterministic time and the search stops
+    after ``det_budget`` deterministic seconds in total (the wall-clock deadline stays a safety net),
+    so the sequence of neighbourhoods and answers is reproducible."""
+    used = 0.0
     n = red.num_nodes
     size = min(n, 60)
     rounds = improved = 0
     ls.set_solution(best)
     while True:
         remaining = deadline - time.monotonic()
-        if remaining < 0.3:
+        if remaining < 0.3 or (deterministic and used >= det_budget):
             break
         rounds += 1
         subset = _neighbourhood(red, ls, rng, size)
         mdl = cpsat.build_model(red, subset=subset, current=best)
         sub_limit = min(remaining - 0.2, sub_time)
-        res = cpsat.solve(mdl, sub_limit, workers=1, seed=seed + rounds, deterministic=deterministic,
-                          deterministic_limit=sub_limit, hint=best[subset])
+        res = cpsat.solve(mdl, sub_limit if not deterministic else remaining - 0.2, workers=1,
+                          seed=seed + rounds, deterministic=deterministic,
+                          deterministic_limit=0.5 * sub_time, hint=best[subset])
+        used += res.deterministic_time
         if res.positions is not None:
             cand = best.copy()
             cand[subset] = res.positions
@@ -243,7 +253,8 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
                     improved += 1
                     _emit(progress, phase="lns", objective=best_obj + red.offset, elapsed=time.monotonic() - t0)
         # adapt the neighbourhood size: grow when solved to optimality quickly, shrink otherwise
-        if res.status == "optimal" and res.wall < 0.5 * sub_limit:
+        quick = (res.deterministic_time < 0.25 * sub_time) if deterministic else (res.wall < 0.5 * sub_limit)
+        if res.status == "optimal" and quick:
             size = min(n, int(size * 1.15) + 1)
         elif res.status != "optimal":
             size = max(10, int(size * 0.85))

@@ -1,0 +1,120 @@
+"""The IOPDDL cost graph: loading, saving, evaluating (hloshard.costgraph)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from hloshard.costgraph import INFINITY, Problem, evaluate, live_usage_profile, load_problem, save_problem
+from hloshard.errors import InputError
+from tests.conftest import SHARED
+
+G = SHARED / "iopddl" / "asplos-2025-iopddl-G.json.gz"
+
+
+def small_problem(limit=None) -> Problem:
+    # 3 nodes (2, 3, 2 strategies), edges 0-1 and 1-2
+    return Problem(
+        name="small",
+        intervals=np.array([[0, 2], [1, 3], [2, 2]], dtype=np.int64),  # node 2 never live
+        node_costs=[np.array([1, 5]), np.array([0, 2, 4]), np.array([3, 0])],
+        node_usages=[np.array([10, 4]), np.array([7, 7, 1]), np.array([100, 100])],
+        edges=np.array([[0, 1], [1, 2]], dtype=np.int64),
+        edge_costs=[np.array([[0, 6, 9], [2, 0, INFINITY]]), np.array([[0, 1], [5, 0], [2, 2]])],
+        usage_limit=limit,
+    )
+
+
+def test_load_instance_g_structure():
+    p = load_problem(str(G))
+    assert p.name == "asplos-2025-iopddl-G"
+    assert p.num_nodes == 816 and p.num_edges == 1023
+    assert p.usage_limit == 14392528
+    assert p.intervals.shape == (816, 2) and p.intervals.dtype == np.int64
+    assert [len(c) for c in p.node_costs[:3]] == [2, 8, 8]
+    assert p.edge_costs[0].shape == (len(p.node_costs[1]), len(p.node_costs[2]))
+    assert p.cost_scale == 1.0
+    # row-major: the first edge's flat cost list starts 0, 622624 (checked against the raw JSON)
+    raw = json.loads(gzip.open(G).read())["problem"]["edges"]["costs"][0]
+    assert p.edge_costs[0].reshape(-1).tolist() == raw
+
+
+def test_evaluate_by_hand():
+    p = small_problem()
+    # s = (0, 1, 1): node 1 + 2 + 0, edges [0,1]=6 and [1,1]=0
+    assert evaluate(p, [0, 1, 1]) == (1 + 2 + 0 + 6 + 0, True)
+    # forbidden pair (1, 2) on edge 0-1
+    obj, feasible = evaluate(p, [1, 2, 0])
+    assert not feasible and obj >= INFINITY
+
+
+def test_evaluate_memory_limit_half_open_intervals():
+    p = small_problem(limit=14)
+    # t=1: nodes 0 ([0,2)) and 1 ([1,3)) are live; node 2 ([2,2)) never is
+    assert evaluate(p, [1, 0, 0])[1] is True    # 4 + 7 = 11 <= 14
+    assert evaluate(p, [0, 0, 0])[1] is False   # 10 + 7 = 17 > 14
+    p.usage_limit = 10
+    assert evaluate(p, [1, 0, 0])[1] is False   # 11 > 10
+    p.usage_limit = 11
+    assert evaluate(p, [0, 2, 0])[1] is True    # 10 + 1 = 11; node 2's 100 never counts
+    times, usage = live_usage_profile(p, [0, 2, 0])
+    assert times.tolist() == [0, 1] and usage.tolist() == [10, 11]
+
+
+def test_evaluate_rejects_bad_strategies():
+    p = small_problem()
+    with pytest.raises(InputError, match="expected 3 strategies"):
+        evaluate(p, [0, 0])
+    with pytest.raises(InputError, match="out of range"):
+        evaluate(p, [0, 3, 0])
+
+
+@pytest.mark.parametrize("suffix", [".json", ".json.gz"])
+def test_save_load_round_trip(tmp_path, suffix):
+    p = small_problem(limit=50)
+    p.cost_scale = 0.25
+    p.aliases = [(0, 2, np.array([[True, False], [False, True]]))]
+    path = str(tmp_path / ("p" + suffix))
+    save_problem(p, path)
+    q = load_problem(path)
+    assert q.name == p.name and q.usage_limit == 50 and q.cost_scale == 0.25
+    assert np.array_equal(q.intervals, p.intervals)
+    assert all(np.array_equal(a, b) for a, b in zip(q.node_costs, p.node_costs))
+    assert all(np.array_equal(a, b) for a, b in zip(q.edge_costs, p.edge_costs))
+    assert len(q.aliases) == 1 and np.array_equal(q.aliases[0][2], p.aliases[0][2])
+    # an alias pair that is not allowed makes a solution infeasible
+    assert evaluate(q, [0, 1, 0])[1] is True
+    assert evaluate(q, [0, 1, 1])[1] is False
+    if suffix == ".json.gz":  # byte-identical on a second save (no gzip timestamp)
+        first = open(path, "rb").read()
+        save_problem(p, path)
+        assert open(path, "rb").read() == first
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{not json", "not valid JSON"),
+    (b"[1, 2]", "not an IOPDDL problem"),
+    (b'{"problem": {"nodes": {}}}', "missing"),
+    (b'{"problem": {"nodes": {"intervals": [[0,1]], "costs": [[1,2]], "usages": [[1]]},'
+     b' "edges": {"nodes": [], "costs": []}}}', "2 costs but 1 usages"),
+    (b'{"problem": {"nodes": {"intervals": [[0,1],[0,1]], "costs": [[1,2],[3]], "usages": [[1,1],[1]]},'
+     b' "edges": {"nodes": [[0,1]], "costs": [[1,2,3]]}}}', "expected 2 x 1 = 2"),
+    (b'{"problem": {"nodes": {"intervals": [[0,1]], "costs": [["a"]], "usages": [[1]]},'
+     b' "edges": {"nodes": [], "costs": []}}}', "expected integers"),
+    (b'{"problem": {"nodes": {"intervals": [[0,1]], "costs": [[1]], "usages": [[1]]},'
+     b' "edges": {"nodes": [[0,5]], "costs": [[0]]}}}', "outside"),
+    (b"\x1f\x8b\x08\x00garbage", "corrupt gzip"),
+])
+def test_malformed_files_raise_input_error(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    path.write_bytes(content)
+    with pytest.raises(InputError, match=message):
+        load_problem(str(path))
+
+
+def test_missing_file():
+    with pytest.raises(InputError, match="cannot read"):
+        load_problem("/nonexistent/problem.json")
