@@ -237,3 +237,29 @@ def test_export_problem_round_trips(tmp_path):
     obj, feasible = evaluate(p, res.choice)
     assert feasible
     assert obj * p.cost_scale == pytest.approx(res.objective, rel=1e-6, abs=p.cost_scale * p.num_nodes)
+
+
+def test_follower_merge_is_exact():
+    """The merged problem (followers share their followee's decision) has the same optimum as the full
+    cost graph, and any merged choice expands to a full choice of the same objective."""
+    import numpy as np
+
+    from hloshard.autoshard import build_graph
+    from hloshard.costgraph import evaluate
+    from hloshard.solver import solve_problem
+
+    sample = pathlib.Path(__file__).resolve().parent.parent / "samples" / "mlp_train_step.pre.hlo"
+    g = build_graph(parse_module(sample.read_text()), DeviceMesh.parse("2x4"), "io")
+    full, red = g.problem, g.solver_problem
+    assert red.num_nodes < full.num_nodes
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        choice = [int(rng.integers(len(c))) for c in red.node_costs]
+        o_red, f_red = evaluate(red, choice)
+        o_full, f_full = evaluate(full, [choice[c] for c in g.classes])
+        assert f_red == f_full
+        if f_red:
+            assert o_red == o_full
+    a = solve_problem(full, time_limit=20, deterministic=True)
+    b = solve_problem(red, time_limit=20, deterministic=True)
+    assert a.status == b.status == "optimal" and a.objective == b.objective
