@@ -242,3 +242,20 @@ def test_parse_collectives_and_data_slices():
     assert cols[0].replica_groups == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert cols[1].source_target_pairs == [(0, 0), (2, 1), (1, 2)]
     assert data_dynamic_slices(text) == [("f32[16,32]{1,0}", "c")]  # the s32[1] offset lookup is skipped
+
+
+def test_other_meshes_and_device_ids():
+    # 2x2x2 mesh: the operand's 4-way split of dim 1 spans two mesh axes
+    r = run(["--operand", "f32[32,16,64]", "--operand-sharding", "{devices=[2,4,1]<=[8]}", "--shape", "f32[512,64]",
+             "--mesh", "2x2x2", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    jsonschema.validate(data, JSON_SCHEMA)
+    assert data["operand"]["mesh_axes"] == [[0], [1, 2], []]
+    assert data["total_cost"] == min([data["total_cost"]] + [a["total_cost"] for a in data["alternatives"]])
+    # a reversed device order: the free carry-over is found even though it matches no mesh-axis order
+    r = run(["--operand", "f32[64,64]", "--operand-sharding", "{devices=[8,1]<=[8]}", "--shape", "f32[4096]",
+             "--mesh", "2x4", "--device-ids", "7,6,5,4,3,2,1,0", "--format", "json"])
+    data = json.loads(r.output)
+    assert data["result"]["sharding"] == "{devices=[8]<=[8]}" and data["plan"] == [] and data["total_cost"] == 0
+    assert data["result"]["mesh_axes"] is None and "matches no assignment" in data["result"]["mesh_axes_note"]
