@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Benchmark ``hloshard solve-problem`` on the public IOPDDL contest instances.
+
+For each instance in ``../shared/iopddl/`` (default A, G, M, S) the command runs in a child process at
+the contest's time limit for that instance (``scores.csv``; ``--scale`` shortens them for quick runs),
+with the default seed and 2 workers.  Reported per instance: nodes, edges, time limit, the command's
+whole wall clock (Python start-up, loading, solving, writing), its peak RSS (``os.wait4``), status,
+objective, CP-SAT bound, ratio to the best contest score and to XLA's own solver score.  Every
+solution is re-checked with :func:`hloshard.costgraph.evaluate`.
+
+Prints a Markdown table (for BENCHMARKS.md) and writes raw figures as JSON (``--json``).
+
+Usage::
+
+    python benchmarks/iopddl.py [--instances A,G,M,S] [--scale 1.0] [--workers 2] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "iopddl"
+
+
+def scores() -> dict:
+    with open(DATA / "scores.csv", newline="") as fh:
+        return {row["instance"]: row for row in csv.DictReader(fh)}
+
+
+def run_instance(name: str, row: dict, scale: float, workers: int, workdir: str) -> dict:
+    from hloshard.costgraph import evaluate, load_problem
+
+    path = DATA / f"asplos-2025-iopddl-{name}.json.gz"
+    limit = float(row["time_limit_s"]) * scale
+    out = os.path.join(workdir, f"{name}.solution.json")
+    cmd = [sys.executable, "-m", "hloshard.cli", "solve-problem", str(path), "--time-limit", f"{limit:g}",
+           "--workers", str(workers), "--quiet", "-o", out]
+    t0 = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
+    err = proc.stderr.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - t0
+    code = os.waitstatus_to_exitcode(status)
+    res = {"instance": name, "nodes": int(row["nodes"]), "edges": int(row["edges"]), "time_limit": limit,
+           "wall": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": code,
+           "best": int(row["best_contest_objective"]),
+           "xla": int(row["xla_objective"]) if row["xla_objective"] else None}
+    if code != 0:
+        res["error"] = err.strip()[-300:]
+        return res
+    with open(out) as fh:
+        sol = json.load(fh)
+    problem = load_problem(str(path))
+    obj, feasible = evaluate(problem, sol["strategies"])
+    res.update(status=sol["status"], objective=sol["objective"], bound=sol["bound"], feasible=feasible,
+               checked=obj == sol["objective"], ratio_best=sol["objective"] / res["best"],
+               ratio_xla=(sol["objective"] / res["xla"]) if res["xla"] else None)
+    return res
+
+
+def table(rows: list) -> str:
+    lines = ["| instance | nodes | edges | limit | wall | peak RSS | status | objective | bound | "
+             "best contest | ratio to best | XLA | ratio to XLA |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("exit"):
+            lines.append(f"| {r['instance']} | {r['nodes']:,} | {r['edges']:,} | {r['time_limit']:g} s | "
+                         f"{r['wall']:.1f} s | {r['peak_rss_mb']:.0f} MB | exit {r['exit']} | - | - | "
+                         f"{r['best']:,} | - | {r['xla'] or '-'} | - |")
+            continue
+        bound = f"{r['bound']:,}" if r["bound"] is not None else "-"
+        xla = f"{r['xla']:,}" if r["xla"] else "-"
+        rx = f"{r['ratio_xla']:.3f}" if r["ratio_xla"] else "-"
+        ok = "" if r["feasible"] and r["checked"] else " (CHECK FAILED)"
+        lines.append(f"| {r['instance']} | {r['nodes']:,} | {r['edges']:,} | {r['time_limit']:g} s | "
+                     f"{r['wall']:.1f} s | {r['peak_rss_mb']:.0f} MB | {r['status']}{ok} | {r['objective']:,} | "
+                     f"{bound} | {r['best']:,} | **{r['ratio_best']:.4f}** | {xla} | {rx} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--instances", default="A,G,M,S")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the contest time limits")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--json", default=None, help="write raw results here")
+    args = ap.parse_args()
+    sc = scores()
+    rows = []
+    with tempfile.TemporaryDirectory() as workdir:
+        for name in args.instances.split(","):
+            load = os.getloadavg()[0]
+            r = run_instance(name, sc[name], args.scale, args.workers, workdir)
+            r["load_before"] = round(load, 2)
+            r["load_after"] = round(os.getloadavg()[0], 2)
+            rows.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
+    print(table(rows))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0 if all(r.get("exit") == 0 and r.get("feasible") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
