@@ -211,3 +211,17 @@ def test_shape_equality_and_properties():
     assert parse_shape("s4[3]").byte_size == 2 and parse_shape("s4[3]").element_size == 0.5
     assert parse_shape("token[]").is_token and parse_shape("token[]").byte_size == 0
     assert hash(parse_shape("f32[2]{0}")) == hash(Shape.array("f32", (2,), (0,)))
+
+
+def test_computations_print_callees_first():
+    m = build_module()
+    # a reducer added after the entry (as a pass would) is printed before its caller
+    late = Computation("late_sum")
+    a = late.add_instruction(Instruction("a", "parameter", parse_shape("f32[]"), parameter_number=0))
+    b = late.add_instruction(Instruction("b", "parameter", parse_shape("f32[]"), parameter_number=1))
+    late.root = late.add_instruction(Instruction("s", "add", parse_shape("f32[]"), [a, b]))
+    m.add_computation(late)
+    m.entry.root.set_attr("to_apply", late)
+    text = print_module(m)
+    assert text.index("%late_sum {") < text.index("ENTRY %main {")
+    assert [c.name for c in parse_module(text).computations] == ["sum", "late_sum", "main"]

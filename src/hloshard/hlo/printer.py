@@ -60,8 +60,40 @@ def format_computation(comp: Computation, pct: str = "%") -> str:
     return "\n".join(lines)
 
 
+def computation_order(module: Module) -> list[Computation]:
+    """Module computations with every callee before its callers (XLA's parser needs a computation
+    defined before it is referenced): the module's order when it already satisfies that, otherwise
+    a stable depth-first post-order. Iterative, so deep call chains cannot overflow the stack."""
+    done: set[int] = set()
+    out: list[Computation] = []
+    for root in module.computations:
+        if id(root) in done:
+            continue
+        stack = [(root, None)]
+        on_stack = {id(root)}
+        while stack:
+            comp, it = stack[-1]
+            if it is None:
+                callees = []
+                for instr in comp.instructions:
+                    callees.extend(instr.called_computations)
+                it = iter(callees)
+                stack[-1] = (comp, it)
+            nxt = next((c for c in it if id(c) not in done and id(c) not in on_stack), None)
+            if nxt is None:
+                stack.pop()
+                on_stack.discard(id(comp))
+                done.add(id(comp))
+                out.append(comp)
+            else:
+                on_stack.add(id(nxt))
+                stack.append((nxt, None))
+    return out
+
+
 def print_module(module: Module) -> str:
-    """The module as HLO text (ends with a newline). XLA's parser accepts it."""
+    """The module as HLO text (ends with a newline). XLA's parser accepts it; computations are
+    printed callees first (:func:`computation_order`)."""
     pct = _pfx(module)
     header = f"HloModule {module.name}"
     for key, value in module.attrs.items():
@@ -69,7 +101,7 @@ def print_module(module: Module) -> str:
     out = [header, ""]
     if module.stack_frames:
         out += [module.stack_frames, ""]
-    for comp in module.computations:
+    for comp in computation_order(module):
         out.append(format_computation(comp, pct))
         out.append("")
     return "\n".join(out)
