@@ -53,6 +53,10 @@ def simulate(p, dims, src, devices):
     for d in devices:
         s, z = _tile(src, dims, d)
         buf[d], start[d] = _cut(big, s, z), s
+    if src.kind == "unreduced":  # partial sums: device 0 holds X - 7*(N-1), every other device 7
+        for d in devices:
+            buf[d] = np.where(buf[d] == PAD, PAD, 7) if d != devices[0] else \
+                np.where(buf[d] == PAD, PAD, buf[d] - 7 * (len(devices) - 1))
     for step in p.steps:
         if step.kind == "all-gather":
             (dim,) = step.dims
@@ -103,8 +107,23 @@ def simulate(p, dims, src, devices):
                         buf[d] = np.pad(buf[d], pad, constant_values=PAD)
                 buf[d], start[d] = _cut(buf[d], off, z), s
         elif step.kind == "all-reduce":
-            for d in devices:
-                buf[d], start[d] = _cut(big, [0] * len(dims), list(dims)), [0] * len(dims)
+            if src.kind == "maximal":  # broadcast: the other devices contribute zeros
+                for d in devices:
+                    buf[d], start[d] = _cut(big, [0] * len(dims), list(dims)), [0] * len(dims)
+            else:
+                for g in step.replica_groups:
+                    total = sum(buf[m] for m in g)
+                    for m in g:
+                        buf[m] = total.copy()
+        elif step.kind == "reduce-scatter":
+            (dim,) = step.dims
+            for g in step.replica_groups:
+                total = sum(buf[m] for m in g)
+                chunks = np.split(total, len(g), axis=dim)
+                for p_, m in enumerate(g):
+                    s = list(start[g[0]])
+                    s[dim] += p_ * chunks[0].shape[dim]
+                    buf[m], start[m] = chunks[p_].copy(), s
         else:  # pragma: no cover
             raise AssertionError(step.kind)
     return buf, start
@@ -233,6 +252,24 @@ def test_maximal():
     assert p.steps[0].replica_groups == [list(range(8))]
     p = plan("f32[64,64]", H.parse("{devices=[2,4]<=[8]}"), H.parse("{maximal device=3}"), MESH24)
     assert [s.kind for s in p.steps] == ["all-gather", "all-gather"]
+
+
+@pytest.mark.parametrize("dst,kinds", [
+    ("{replicated}", ["all-reduce"]),
+    ("{devices=[8,1]<=[8]}", ["reduce-scatter"]),
+    ("{devices=[1,8]0,2,4,6,1,3,5,7}", ["reduce-scatter"]),
+    ("{devices=[2,4]<=[8]}", ["all-reduce", "dynamic-slice"]),
+    ("{devices=[2,1,4]<=[8] last_tile_dim_replicate}", ["all-reduce", "dynamic-slice"]),
+])
+def test_unreduced_is_reduced(dst, kinds):
+    p = check_plan("f32[64,64]", H.unreduced(), H.parse(dst), MESH24)
+    assert [s.kind for s in p.steps] == kinds
+    if kinds == ["reduce-scatter"]:
+        (s,) = p.steps
+        # round(1 + 1 * 7/8 * 16384) + 0.001 over both axes (max alpha/beta), n = 8
+        assert s.cost == pytest.approx(14337.001) and s.bytes_per_device == 16384 - 2048
+    if kinds[0] == "all-reduce":
+        assert p.steps[0].cost == pytest.approx(round(1 + 2 * 7 / 8 * 16384) + 0.01)
 
 
 def test_conservative_fallback_never_crashes():

@@ -37,7 +37,9 @@ simulation in ``tests/test_reshard.py``).
 Shardings that do not describe the mesh's devices (another device count or set, manual subgroups,
 named shardings) get a conservative plan: all-gather to replicated, then slice; ``plan.conservative``
 is True and ``plan.notes`` says why. ``{unknown}`` on either side costs nothing (like XLA's
-auto-sharding, an undefined sharding is not resharded).
+auto-sharding, an undefined sharding is not resharded). ``{unreduced}`` (partial sums on every device)
+is reduced: an all-reduce to replicated, a ``reduce-scatter`` onto a one-dim split over all devices,
+else an all-reduce and a local slice.
 
 Costs: all-gather ``B`` = gathered (output) bytes per device; all-to-all ``B`` = the bytes the group
 holds together (per-device tile bytes x group size, i.e. the full tensor on a 1-D mesh, as in XLA's
@@ -571,6 +573,9 @@ class _Builder:
         devices = _mesh_devices(self.mesh)
         if src.kind == "maximal" and dst.kind == "maximal" and src.maximal_device == dst.maximal_device:
             return
+        if src.kind == "unreduced" and dst.kind != "unreduced":
+            self.reduce_to(dst, devices)
+            return
         if src.kind == "maximal":
             m = src.maximal_device
             if m not in set(devices.tolist()):
@@ -598,6 +603,37 @@ class _Builder:
             self.run(_layout(src, rank, self.mesh), _layout(HloSharding.replicated(), rank, self.mesh))
             return
         self.run(_layout(src, rank, self.mesh), _layout(dst, rank, self.mesh))
+
+    def reduce_to(self, dst: HloSharding, devices: np.ndarray) -> None:
+        """From ``{unreduced}`` (every device holds a partial sum of the whole tensor): an all-reduce to
+        replicated; a reduce-scatter when the target splits exactly one dim over all devices; otherwise
+        an all-reduce then a local slice (what GSPMD's raw output holds in every case; backends turn
+        all-reduce + dynamic-slice into reduce-scatter)."""
+        rank = len(self.dims)
+        full = self.nbytes(self.dims)
+        all_devs = [int(d) for d in devices]
+        axes, exact = self.group_axes([all_devs])
+        n = len(all_devs)
+        if dst.kind == "tiled" and dst.replication_factor == 1 and sum(1 for t in dst.tile_dims if t > 1) == 1:
+            layout = _layout(dst, rank, self.mesh)
+            d = next(i for i, t in enumerate(layout.tiles) if t > 1)
+            group = [int(x) for x in layout.devs.ravel()]  # target tile order
+            out_shape = self.tile_shape(layout)
+            out_b = self.nbytes(out_shape)
+            cost = C.reduce_scatter_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            self.add(kind="reduce-scatter", dims=(d,), mesh_axes=axes, replica_groups=[group],
+                     bytes_per_device=full - out_b, bytes_sent=full - out_b, input_bytes=full, output_bytes=out_b,
+                     input_shape=self.dims, output_shape=out_shape, cost=cost, cost_bytes=full, group_size=n,
+                     exact_mesh_axes=exact, sharding_after=layout,
+                     note="GSPMD's raw output is all-reduce + dynamic-slice; backends combine them")
+            return
+        cost = C.all_reduce_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+        self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[sorted(all_devs)],
+                 bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
+                 input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full, group_size=n,
+                 exact_mesh_axes=exact, sharding_after=HloSharding.replicated(), note="sums the partial values")
+        if dst.kind == "tiled":
+            self.run(_layout(HloSharding.replicated(), rank, self.mesh), _layout(dst, rank, self.mesh))
 
     def conservative(self, src: HloSharding, dst: HloSharding, reason: str) -> None:
         """All-gather to replicated over the whole mesh, then slice: always valid, never cheaper."""
