@@ -225,3 +225,13 @@ def test_computations_print_callees_first():
     text = print_module(m)
     assert text.index("%late_sum {") < text.index("ENTRY %main {")
     assert [c.name for c in parse_module(text).computations] == ["sum", "late_sum", "main"]
+
+
+def test_instructions_print_definitions_before_uses():
+    m = parse_module("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT c = f32[4] negate(a)\n}\n")
+    e = m.entry
+    b = e.add_instruction(Instruction("b", "abs", e.get("a").shape, [e.get("a")]))   # appended at the end
+    e.root.set_operands([b])
+    text = print_module(m)
+    assert text.index("b = f32[4] abs(a)") < text.index("ROOT c = f32[4] negate(b)")
+    assert print_module(parse_module(text)) == text

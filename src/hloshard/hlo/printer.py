@@ -44,6 +44,22 @@ def format_instruction(instr: Instruction, pct: str = "%") -> str:
     return "".join(parts)
 
 
+def instruction_order(comp: Computation) -> list[Instruction]:
+    """The computation's instructions in list order when every operand and control predecessor comes
+    before its user (the text order, or a schedule); otherwise :meth:`Computation.post_order`,
+    since XLA's parser needs names defined before use."""
+    seen: set[int] = set()
+    for instr in comp.instructions:
+        for op in instr.operands:
+            if id(op) not in seen:
+                return comp.post_order()
+        for op in instr.attrs.get("control-predecessors", ()) or ():
+            if id(op) not in seen:
+                return comp.post_order()
+        seen.add(id(instr))
+    return comp.instructions
+
+
 def format_computation(comp: Computation, pct: str = "%") -> str:
     head = "ENTRY " if comp.is_entry else ""
     head += f"{pct}{comp.name}"
@@ -51,7 +67,7 @@ def format_computation(comp: Computation, pct: str = "%") -> str:
         params = ", ".join(f"{p.name}: {p.shape.to_string(layout=False)}" for p in comp.parameters)
         head += f" ({params}) -> {comp.root.shape.to_string(layout=False)}"
     lines = [head + " {"]
-    for instr in comp.instructions:
+    for instr in instruction_order(comp):
         lines.append("  " + format_instruction(instr, pct))
     tail = "}"
     if comp.execution_thread is not None:
