@@ -943,6 +943,8 @@ def autosharding_resharding_cost(shape: Shape | str, src: HloSharding, dst: HloS
             raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {shape} has rank {rank}")
     if src == dst or src.kind in ("replicated", "unknown") or dst.kind == "unknown":
         return 0.0
+    if src.kind == "unreduced":  # XLA's resharding model has no partial values: use the plan
+        return _plan(shape, src, dst, mesh, False).total_cost
     per = _bytes(shape, src)
     full = shape.byte_size
     axes_big = [a for a, s in enumerate(mesh.shape) if int(s) > 1]
