@@ -259,3 +259,21 @@ def test_other_meshes_and_device_ids():
     data = json.loads(r.output)
     assert data["result"]["sharding"] == "{devices=[8]<=[8]}" and data["plan"] == [] and data["total_cost"] == 0
     assert data["result"]["mesh_axes"] is None and "matches no assignment" in data["result"]["mesh_axes_note"]
+
+
+def test_module_without_shardings(tmp_path):
+    f = tmp_path / "plain.hlo"
+    f.write_text("HloModule m\n\nENTRY %e {\n  %p = f32[64,32] parameter(0)\n"
+                 "  ROOT %r = f32[2048] reshape(%p)\n}\n")
+    r = run([str(f), "--instruction", "r", "--mesh", "2x4", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data["operand"]["sharding"] == "{replicated}"
+    assert any("treated as replicated" in n for n in data["notes"])
+    # from a replicated operand every output is a local slice: the most split one is reported
+    assert data["result"]["given"] is False and data["total_cost"] == 0
+    assert [s["kind"] for s in data["plan"]] == ["dynamic-slice"]
+    assert data["result"]["bytes_per_device"] == 2048 * 4 // 8
+    # without --mesh and without num_partitions: a clear error
+    r = CliRunner().invoke(main, ["explain-reshape", str(f), "--instruction", "r"])
+    assert r.exit_code == 2 and "--mesh" in r.output
