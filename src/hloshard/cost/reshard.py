@@ -375,6 +375,7 @@ class _Builder:
         kw.setdefault("leaf", self.leaf)
         if not self.describe:
             kw["sharding_after"] = None
+        kw["cost"] = round(float(kw.get("cost", 0.0)), 6)
         after = kw.get("sharding_after")
         if isinstance(after, _Layout):
             kw["sharding_after"] = after.sharding()
@@ -848,7 +849,7 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
         steps.extend(b.steps)
         prefix = f"leaf {i}: " if len(leaves) > 1 else ""
         notes.extend(prefix + n for n in b.notes)
-    total = float(sum(st.cost for st in steps))
+    total = round(float(sum(st.cost for st in steps)), 6)  # no 0.00099999999 float noise
     return ReshardPlan(shape=shape, src=src, dst=dst, steps=steps, total_cost=total,
                        memory_before=before, memory_peak=peak, memory_after=after,
                        conservative=conservative, notes=notes)
