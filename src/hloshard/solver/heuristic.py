@@ -311,14 +311,15 @@ class MinSum:
         return s
 
 
-def repair_memory(ls: "LocalSearch", deadline: float = float("inf")):
+def repair_memory(ls: "LocalSearch", deadline: float = float("inf"), batch: int = 1):
     """Make ``ls.s`` memory-feasible by lowering usages greedily: at the most violated point, the
-    changes with the smallest cost increase per byte saved there, in that order, until the point
-    fits; then the next violated point.  Stops at the deadline (the caller checks feasibility)."""
+    changes with the smallest cost increase per byte saved there, in that order (``batch`` of them
+    before re-evaluating), until the point fits; then the next violated point.  Stops at the deadline
+    (the caller checks feasibility)."""
     if not len(ls.caps):
         return
     mem = ls.mem
-    for _ in range(4 * mem.num_points + 10):
+    for _ in range(4 * mem.num_points + 10 * ls.n):
         excess = ls.load - ls.caps
         p = int(np.argmax(excess))
         if excess[p] <= 0 or time.monotonic() > deadline:
@@ -346,7 +347,7 @@ def repair_memory(ls: "LocalSearch", deadline: float = float("inf")):
             return
         moves.sort(key=lambda x: (x[0], x[1]))
         need = float(excess[p])
-        for _, i, a, du in moves:
+        for _, i, a, du in moves[:batch]:
             ls._move(i, a)
             need -= du
             if need <= 0:
@@ -403,7 +404,7 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
             bump = mem.nodes_touching(vmask)
             bump &= np.array([urange[i][ls.s[i]] > 0 for i in range(n)])
             lam[bump] = lam[bump] * 1.6 + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
-            repair_memory(ls, deadline)
+            repair_memory(ls, deadline, batch=1 if n < 2000 else 16)
         else:
             lam *= 0.8
         ls.improve(deadline)
