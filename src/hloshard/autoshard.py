@@ -749,16 +749,31 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
 
 
 def _name_nodes(graph: Graph, msg: str, sol) -> str:
+    """Append instruction names to the solver's explanation (its node ids are solver-problem ids)."""
     detail = getattr(sol, "detail", None) or {}
-    t = detail.get("time")
-    nodes = detail.get("nodes")
+    first: dict = {}
+    for v, c in enumerate(graph.classes):
+        first.setdefault(c, v)
+
+    def name(node) -> str | None:
+        v = first.get(int(node))
+        return None if v is None else graph.nodes[v].instr.name
+
     parts = [msg]
+    t = detail.get("time")
     if t is not None and 0 <= int(t) < len(graph.schedule):
         parts.append(f"liveness point {int(t)} is at {graph.schedule[int(t)].name}")
-    if nodes:
-        names = [graph.nodes[int(v)].instr.name for v in list(nodes)[:6] if 0 <= int(v) < len(graph.nodes)]
-        if names:
-            parts.append("tensors live there: " + ", ".join(names))
+    nodes = detail.get("nodes") or []
+    names = []
+    for entry in list(nodes)[:6]:
+        node = entry.get("node") if isinstance(entry, dict) else entry
+        nm = name(node) if node is not None else None
+        if nm:
+            names.append(nm)
+    if names:
+        parts.append("tensors live there: " + ", ".join(names))
+    if detail.get("node") is not None and name(detail["node"]):
+        parts.append(f"node {int(detail['node'])} is {name(detail['node'])}")
     return "; ".join(parts)
 
 
