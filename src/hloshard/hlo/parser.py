@@ -25,7 +25,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import HloSyntaxError
 from ..io import read_text
-from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, AttrError, InlineBody, NameRef, decode_attr
+from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, AttrError, InlineBody, NameRef, Raw, decode_attr
 from .ir import Computation, Instruction, Module
 from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
@@ -484,6 +484,9 @@ class _Builder(Transformer):
             vstrip = seg[eq + 1:].strip()
             if key in attrs:
                 self.ctx.error_at(f"attribute {key!r} is given twice", pos + m.start() + eq - len(key))
+            if key == "metadata":   # different on every instruction: kept raw, not cached
+                attrs[key] = Raw(vstrip)
+                continue
             try:
                 value = decode_attr(key, vstrip)
             except AttrError as exc:
