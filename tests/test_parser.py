@@ -467,3 +467,11 @@ def test_opcode_coverage_file():
     assert e.get("sds").shape.dynamic == (True, False)
     # the nested tuple operand of opt-barrier became its own instruction
     assert e.get("ob").operands[0].opcode == "tuple" and e.get("ob").operands[0].name == "tuple.anon"
+
+
+def test_named_mesh_sharding_prints_back_unchanged():
+    text = ("HloModule m\n\nENTRY e {\n  ROOT p = f32[8,8] parameter(0), "
+            "sharding={mesh[x=2,y=4], [{x}, {y, ?}], replicated={}, metadata={op_name=\"a\"}}\n}\n")
+    m = parse_module(text)
+    assert m.entry.root.sharding.kind == "named"
+    assert print_module(m) == text
