@@ -11,6 +11,12 @@ names, two ROOTs, a malformed attribute value, an invalid sharding), raises
 :class:`~hloshard.errors.HloSyntaxError` with file, line, column, the source line and what was
 expected. The parser is iterative (LALR stack, bottom-up construction): deep nesting cannot raise
 RecursionError. Tuple shapes nest at most :data:`MAX_TUPLE_DEPTH` deep and brace blobs 9 deep.
+
+Speed: the common instruction line is a single INSTRUCTION token, split again here with the same
+regular expressions (``_fast_instruction``); other forms go through the general grammar rule. See
+BENCHMARKS.md (about 4-5x the time of XLA's C++ parser). Parsing is serialized by a lock (the lark
+parser and its callback object are shared); the grammar analysis is cached by lark in the temp
+directory.
 """
 
 from __future__ import annotations
