@@ -485,6 +485,8 @@ class Window:
 
     def __str__(self) -> str:
         d = self.dims
+        if not d:
+            return "{}"
         parts = ["size=" + "x".join(str(w.size) for w in d)]
         if any(w.stride != 1 for w in d):
             parts.append("stride=" + "x".join(str(w.stride) for w in d))
