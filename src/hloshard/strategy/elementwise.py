@@ -119,6 +119,11 @@ def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
 @register(*ELEMENTWISE, "bitcast", "add-dependency")
 def handle_elementwise(instr, ctx):
     if not is_array(instr.shape):
+        if instr.opcode in ("copy", "domain") and instr.operands and instr.shape.is_tuple:
+            from .tuple_ops import alias_leaves
+            from .base import leaf_shapes
+
+            return alias_leaves(instr, instr.operands[0], range(len(leaf_shapes(instr.shape))))
         return None
     if instr.opcode == "bitcast" and (not instr.operands or
                                       tuple(instr.operands[0].shape.dims) != tuple(instr.shape.dims)):
