@@ -235,3 +235,18 @@ def test_instructions_print_definitions_before_uses():
     text = print_module(m)
     assert text.index("b = f32[4] abs(a)") < text.index("ROOT c = f32[4] negate(b)")
     assert print_module(parse_module(text)) == text
+
+
+def test_remove_many_instructions_at_once():
+    m = parse_module("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[4] negate(a)\n"
+                     "  c = f32[4] abs(b)\n  d = f32[4] copy(a), control-predecessors={c}\n  ROOT r = f32[4] add(a, d)\n}\n")
+    e = m.entry
+    b, c = e.get("b"), e.get("c")
+    e.remove_instructions([c, b])
+    assert [i.name for i in e.instructions] == ["a", "d", "r"]
+    assert e.get("a").users == [e.get("d"), e.root] and "control-predecessors" not in e.get("d").attrs
+    import pytest
+
+    with pytest.raises(ValueError):
+        e.remove_instructions([e.get("d")])   # r still uses it
+    assert print_module(parse_module(print_module(m))) == print_module(m)
