@@ -559,6 +559,8 @@ class Evaluation:
 
 
 def evaluate_choice(graph: Graph, choice) -> Evaluation:
+    """Cost breakdown of ``choice`` (one strategy index per node of ``graph.problem``) on the full,
+    unmerged cost graph, in float cost units (no integer rounding); peak memory in bytes per device."""
     ctx = graph.ctx
     comp = comm = 0.0
     node_cost = np.zeros(len(graph.nodes))
@@ -635,6 +637,7 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
 
 
 def leaf_spec(graph: Graph, instr, leaf: int, choice):
+    """The spec (axes tuple or raw HloSharding) leaf ``leaf`` of ``instr`` gets under ``choice``."""
     r = graph.ctx.resolve(instr, leaf)
     if r is TOKEN:
         return None
@@ -703,6 +706,9 @@ def _same_sharding(a, b, shape) -> bool:
 
 @dataclass
 class SolveResult:
+    """What :func:`solve_module` returns: the graph, the solver's Solution (integer units), the choice
+    (one strategy per node), its float evaluation (cost units) and the build / solve wall seconds."""
+
     graph: Graph
     solution: object
     choice: list
@@ -731,6 +737,9 @@ class SolveResult:
 
 def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
                 progress=None):
+    """Solve ``graph.solver_problem`` (followers merged unless a memory budget is set) and expand the
+    choice to every node of ``graph.problem``.  Raises SolveFailed (exit 3) when the memory budget is
+    infeasible (naming the liveness point and tensors) or when no solution is found in time."""
     from .solver import solve_problem
 
     if graph.problem.usage_limit is not None:
