@@ -15,12 +15,17 @@ earlier ones. ``dtypes`` cycles element types over layers (per-layer reduce comp
 All-reduces can be added with ``all_reduce=True`` (a per-layer all-reduce of ``h`` summed over
 devices, scaled down). Output is deterministic for given arguments.
 
-Usage: ``python tests/gen_fsdp.py --layers 500 --pad-ops 8 > fsdp.hlo``
+:func:`jax_fsdp_module` writes the same pattern with real jax (``shard_map`` over 8 devices, per-layer
+``all_gather`` of the weight shards and ``psum_scatter`` of the gradients), in a child process.
+
+Usage: ``python tests/gen_fsdp.py --layers 500 --pad-ops 8 > fsdp.hlo`` (``--jax`` for the jax form)
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 from typing import Sequence
 
@@ -143,6 +148,55 @@ def fsdp_module(layers: int = 8, devices: int = 8, widths: Sequence[int] | None 
     return "\n".join(out)
 
 
+_JAX_SCRIPT = r"""
+import sys
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+try:
+    from jax import shard_map
+except ImportError:  # older jax
+    from jax.experimental.shard_map import shard_map
+jax.config.update("jax_use_shardy_partitioner", False)
+widths = [int(w) for w in sys.argv[1].split(",")]
+layers = len(widths) - 1
+mesh = Mesh(np.array(jax.devices()[:8]), ("d",))
+
+def fsdp_step(ws, x):
+    def body(ws, x):
+        h, hs = x, []
+        for w in ws:
+            hs.append(h)
+            h = jnp.tanh(h @ jax.lax.all_gather(w, "d", tiled=True))      # FSDP: gather the layer's weights
+        grads = [jax.lax.psum_scatter(hs[i].T @ jnp.ones((h.shape[0], widths[i + 1]), h.dtype), "d",
+                                      scatter_dimension=0, tiled=True)    # and scatter its gradient
+                 for i in range(layers)]
+        return grads, h
+    return shard_map(body, mesh=mesh, in_specs=([P("d")] * layers, P("d")),
+                     out_specs=([P("d")] * layers, P("d")))(ws, x)
+
+ns = lambda: NamedSharding(mesh, P("d"))
+args = ([jax.ShapeDtypeStruct((widths[i], widths[i + 1]), jnp.float32, sharding=ns()) for i in range(layers)],
+        jax.ShapeDtypeStruct((16, widths[0]), jnp.float32, sharding=ns()))
+sys.stdout.write(jax.jit(fsdp_step).lower(*args).as_text(dialect="hlo"))
+"""
+
+
+def jax_fsdp_module(widths: Sequence[int] = (16, 24, 32, 40, 16), timeout: float = 300.0) -> str:
+    """Pre-optimization HLO (GSPMD mode) of a jax ``shard_map`` FSDP step on 8 devices: one all-gather
+    of each layer's weight shard (``widths[i] x widths[i+1]``, dim 0 split 8 ways) and one
+    ``psum_scatter`` (reduce-scatter) of each gradient, inside the shard_map body computation; batch 16.
+    Runs jax in a child process (needs the ``xla`` extra). Raises RuntimeError when jax fails."""
+    if any(w % 8 for w in widths) or len(widths) < 2:
+        raise ValueError("need at least two widths, each a multiple of 8")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
+               TF_CPP_MIN_LOG_LEVEL="3")
+    proc = subprocess.run([sys.executable, "-c", _JAX_SCRIPT, ",".join(map(str, widths))], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+    if proc.returncode != 0 or not proc.stdout.startswith("HloModule"):
+        raise RuntimeError(f"jax shard_map FSDP generation failed: {proc.stderr[-2000:]}")
+    return proc.stdout
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="FSDP-like HLO module generator")
     ap.add_argument("--layers", type=int, default=8)
@@ -151,7 +205,11 @@ def main(argv=None) -> int:
     ap.add_argument("--chain-every", type=int, default=0)
     ap.add_argument("--pad-ops", type=int, default=0)
     ap.add_argument("--all-reduce", action="store_true")
+    ap.add_argument("--jax", action="store_true", help="write the jax shard_map form (layers widths 16,24,...)")
     ns = ap.parse_args(argv)
+    if ns.jax:
+        sys.stdout.write(jax_fsdp_module([(16, 24, 32, 40)[i % 4] for i in range(ns.layers + 1)]))
+        return 0
     sys.stdout.write(fsdp_module(ns.layers, ns.devices, dtypes=ns.dtypes.split(","), chain_every=ns.chain_every,
                                  pad_ops=ns.pad_ops, all_reduce=ns.all_reduce))
     return 0
