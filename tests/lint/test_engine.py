@@ -172,3 +172,8 @@ def test_iota_forms_xla_rejects_are_hs102():
                        ("f32[8,8]", "{devices=[2,2]<=[2,2]T(0,2)}")):
         text = f"HloModule m, num_partitions=4\nENTRY e {{\n  ROOT a = {shape} parameter(0), sharding={bad}\n}}\n"
         assert _lint(text) == [("HS102", 3, 31 + len(shape) - 4)], bad
+
+
+def test_crlf_line_endings_keep_positions_and_suppression():
+    text = UNEVEN.replace("{comment_a}", " /* hloshard: ignore[HS202] */").replace("\n", "\r\n")
+    assert _lint(text) == [("HS202", 4, 29), ("HS202", 5, 31)]

@@ -153,3 +153,19 @@ ENTRY e {
     wrong = text.replace("f32[8] all-gather", "f32[2] all-gather")
     [f] = lint_text(wrong, "x.hlo", LintOptions(select=("HS3",)))
     assert f.code == "HS303" and "gives 8" in f.message
+
+
+def test_broadcast_edge_needs_the_result_sharding_without_broadcast_dims():
+    text = """HloModule m, num_partitions=8
+ENTRY e {
+  p = f32[64,32] parameter(0), sharding={devices=[8,1]<=[8]}
+  ok = f32[64,16,32] broadcast(p), dimensions={0,2}, sharding={devices=[8,1,1]<=[8]}
+  ROOT b = f32[64,16,32] broadcast(p), dimensions={0,2}, sharding={devices=[1,1,8]<=[8]}
+}
+"""
+    findings = lint_text(text, "x.hlo", LintOptions(select=("HS401",), reshard_threshold=0))
+    assert [(f.line, f.column) for f in findings] == [(5, 8)]
+    msg = findings[0].message
+    assert "needs operand 0 %p f32[64,32] as {devices=[1,8]<=[8]}" in msg
+    assert "all-to-all" in msg
+    assert "annotate %b with {devices=[8,1,1]<=[8]}" in msg

@@ -39,6 +39,19 @@ class Collective:
         return dims[0] if dims else None
 
 
+_OPCODES = frozenset(FAMILIES) | frozenset(f + "-start" for f in FAMILIES)
+
+
+def collectives_of(context) -> list[Collective]:
+    """:func:`classify` of every collective instruction of the module, in text order (cached on the
+    context: several rules walk them)."""
+    cached = context.__dict__.get("_collectives")
+    if cached is None:
+        cached = [classify(i) for i in context.instructions() if i.opcode in _OPCODES]
+        context.__dict__["_collectives"] = cached
+    return cached
+
+
 def _flat(shape) -> list:
     return list(shape.tuple_shapes) if shape.is_tuple else [shape]
 

@@ -165,9 +165,9 @@ class LintContext:
 
     @cached_property
     def unsound_sites(self) -> set[int]:
-        from .validity import site_problems  # local import: validity imports this module
+        from .validity import problems_by_code  # local import: validity imports this module
 
-        return {id(s) for s in self.sites if site_problems(self, s)}
+        return {id(site) for entries in problems_by_code(self).values() for site, _, _ in entries}
 
     # -- module-level facts -----------------------------------------------------------------------
     @property

@@ -49,6 +49,16 @@ def uneven_splits(context, site):
     yield from cache[key]
 
 
+def all_uneven_splits(context) -> list:
+    """(site, leaf_shape, DimSplit) for every site, computed once per context (HS201 and HS202
+    share it)."""
+    cached = context.__dict__.get("_all_uneven_splits")
+    if cached is None:
+        cached = [(site, leaf, split) for site in context.sites for leaf, split in uneven_splits(context, site)]
+        context.__dict__["_all_uneven_splits"] = cached
+    return cached
+
+
 def _splits(shape, spec):
     if spec.kind == "tuple":
         if not shape.is_tuple or len(spec.elements) != sharding_arity(shape):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 import sys
+from itertools import accumulate
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Optional
@@ -371,15 +372,20 @@ class SourceScan:
 
 
 def _line_starts(text: str) -> list[int]:
-    starts = [0]
-    for m in re.finditer(r"\r\n|\r|\n", text):
-        starts.append(m.end())
-    return starts
+    """Offsets where lines start. Only ``\\n`` ends a line, as in the parser's (lark's) line count,
+    so that positions agree with ``Instruction.line``."""
+    return [0, *accumulate(len(line) + 1 for line in text.split("\n")[:-1])]
 
 
 def _match_brace(text: str, start: int) -> int:
     """Offset after the brace matching the '{' at `start` (strings and comments skipped); -1 when
     unbalanced."""
+    # fast path: a flat value such as {devices=[2,4]<=[8]} (no nested brace, string or comment)
+    close = text.find("}", start)
+    if close > 0:
+        inner = text[start + 1:close]
+        if "{" not in inner and '"' not in inner and "/*" not in inner:
+            return close + 1
     depth = 0
     for m in _BRACE.finditer(text, start):
         tok = m.group()

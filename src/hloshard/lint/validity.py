@@ -127,11 +127,23 @@ def site_problems(ctx: "LintContext", site: ShardingSite) -> list[tuple[str, str
     return out
 
 
+def problems_by_code(ctx: "LintContext") -> dict[str, list[tuple[ShardingSite, str, int]]]:
+    """Every site's problems grouped by code: ``code -> [(site, message, index among the site's
+    problems of that code)]``, in site order. Computed once per context."""
+    cached = ctx.__dict__.get("_problems_by_code")
+    if cached is None:
+        cached = {}
+        for site in ctx.sites:
+            counts: dict[str, int] = {}
+            for code, msg in site_problems(ctx, site):
+                n = counts.get(code, 0)
+                counts[code] = n + 1
+                cached.setdefault(code, []).append((site, msg, n))
+        ctx.__dict__["_problems_by_code"] = cached
+    return cached
+
+
 def site_findings(rule, ctx: "LintContext"):
     """Yield ``rule``'s findings over every written sharding (the HS1xx rules' evaluate)."""
-    for site in ctx.sites:
-        n = 0
-        for code, msg in site_problems(ctx, site):
-            if code == rule.code:
-                yield rule.finding(ctx, site, msg, key=str(n))
-                n += 1
+    for site, msg, n in problems_by_code(ctx).get(rule.code, ()):
+        yield rule.finding(ctx, site, msg, key=str(n))

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..geometry import uneven_splits
+from ..geometry import all_uneven_splits
 from ..rule import Rule
 
 
@@ -36,16 +36,15 @@ class EmptyShards(Rule):
     groups = ("divisibility",)
 
     def evaluate(self, context):
-        for site in context.sites:
-            for leaf_shape, split in uneven_splits(context, site):
-                if not split.empty:
-                    continue
-                where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
-                shards = "; ".join(f"shard {i} (devices {_devices(split.shard_devices[i])})" for i in split.empty)
-                held = ",".join(map(str, split.sizes))
-                yield self.finding(
-                    context, site,
-                    f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is split "
-                    f"{split.ways} ways; with ceil tiling ({split.per_shard} per shard: {held}) "
-                    f"{len(split.empty)} shard{'s are' if len(split.empty) > 1 else ' is'} empty: {shards}",
-                    key=f"{split.leaf}:{split.dim}")
+        for site, leaf_shape, split in all_uneven_splits(context):
+            if not split.empty:
+                continue
+            where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
+            shards = "; ".join(f"shard {i} (devices {_devices(split.shard_devices[i])})" for i in split.empty)
+            held = ",".join(map(str, split.sizes))
+            yield self.finding(
+                context, site,
+                f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is split "
+                f"{split.ways} ways; with ceil tiling ({split.per_shard} per shard: {held}) "
+                f"{len(split.empty)} shard{'s are' if len(split.empty) > 1 else ' is'} empty: {shards}",
+                key=f"{split.leaf}:{split.dim}")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..geometry import uneven_splits
+from ..geometry import all_uneven_splits
 from ..rule import Rule
 
 
@@ -32,16 +32,15 @@ class UnevenSharding(Rule):
     groups = ("divisibility",)
 
     def evaluate(self, context):
-        for site in context.sites:
-            for leaf_shape, split in uneven_splits(context, site):
-                if split.empty:
-                    continue
-                where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
-                short = [(i, split.per_shard - s) for i, s in enumerate(split.sizes) if s < split.per_shard]
-                pads = ", ".join(f"shard {i} pads {p}" for i, p in short)
-                yield self.finding(
-                    context, site,
-                    f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is not divisible "
-                    f"by {split.ways}; every shard is padded to {split.per_shard} "
-                    f"(held: {','.join(map(str, split.sizes))}; {pads}; {split.padding} padding elements in all)",
-                    key=f"{split.leaf}:{split.dim}")
+        for site, leaf_shape, split in all_uneven_splits(context):
+            if split.empty:
+                continue
+            where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
+            short = [(i, split.per_shard - s) for i, s in enumerate(split.sizes) if s < split.per_shard]
+            pads = ", ".join(f"shard {i} pads {p}" for i, p in short)
+            yield self.finding(
+                context, site,
+                f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is not divisible "
+                f"by {split.ways}; every shard is padded to {split.per_shard} "
+                f"(held: {','.join(map(str, split.sizes))}; {pads}; {split.padding} padding elements in all)",
+                key=f"{split.leaf}:{split.dim}")

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import classify
+from ..collectives import collectives_of
 from ..rule import Rule
 
 
@@ -33,10 +33,8 @@ class CollectiveOperandCount(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for instr in context.instructions():
-            coll = classify(instr)
-            if coll is None:
-                continue
+        for coll in collectives_of(context):
+            instr = coll.instr
             n = len(instr.operands)
             if n == 0:
                 yield self.finding(context, instr, f"%{instr.name} ({instr.opcode}) has no operands: a "

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import classify
+from ..collectives import collectives_of
 from ..rule import Rule
 
 
@@ -35,9 +35,9 @@ class CollectiveDimensionOutOfRange(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for instr in context.instructions():
-            coll = classify(instr)
-            if coll is None or not instr.operands:
+        for coll in collectives_of(context):
+            instr = coll.instr
+            if not instr.operands:
                 continue
             dims = instr.dimensions
             if coll.family in ("all-gather", "reduce-scatter"):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import classify, group_size
+from ..collectives import collectives_of, group_size
 from ..rule import Rule
 
 
@@ -53,9 +53,9 @@ class CollectiveResultShape(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for instr in context.instructions():
-            coll = classify(instr)
-            if coll is None or not instr.operands:
+        for coll in collectives_of(context):
+            instr = coll.instr
+            if not instr.operands:
                 continue
             if coll.results is None:
                 yield self.finding(context, instr, f"%{instr.name}: {coll.result_problem}")

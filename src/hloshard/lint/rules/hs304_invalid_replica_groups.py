@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..collectives import classify, group_mode, id_bound
+from ..collectives import collectives_of, group_mode, id_bound
 from ..rule import Rule
 
 
@@ -49,10 +49,8 @@ class InvalidReplicaGroups(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for instr in context.instructions():
-            coll = classify(instr)
-            if coll is None:
-                continue
+        for coll in collectives_of(context):
+            instr = coll.instr
             groups = instr.replica_groups
             if not groups:
                 continue

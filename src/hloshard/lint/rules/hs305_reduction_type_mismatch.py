@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import classify
+from ..collectives import collectives_of
 from ..rule import Rule
 
 
@@ -45,9 +45,9 @@ class ReductionTypeMismatch(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for instr in context.instructions():
-            coll = classify(instr)
-            if coll is None or coll.family not in ("all-reduce", "reduce-scatter"):
+        for coll in collectives_of(context):
+            instr = coll.instr
+            if coll.family not in ("all-reduce", "reduce-scatter"):
                 continue
             comp = instr.attr("to_apply")
             if comp is None or not hasattr(comp, "parameters"):

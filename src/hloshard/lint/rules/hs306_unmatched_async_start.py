@@ -5,6 +5,8 @@ from ..rule import Rule
 
 def _kind(opcode: str):
     """('start'|'update'|'done', family) for async opcodes, else None."""
+    if not opcode.endswith(("-start", "-update", "-done")):
+        return None
     for suffix in ("-start", "-update", "-done"):
         if opcode.endswith(suffix):
             family = opcode[: -len(suffix)]

@@ -16,6 +16,10 @@ ELEMENTWISE = frozenset({
 })
 
 
+#: the opcodes whose operand requirements this rule models
+MODELLED = ELEMENTWISE | {"transpose", "broadcast", "reshape"}
+
+
 def _usable(sharding) -> bool:
     return sharding is not None and sharding.kind in ("tiled", "replicated")
 
@@ -49,6 +53,45 @@ def _forward_transposed(sharding, perm):
                              last_tile_dims=sharding.subgroup_types)
 
 
+def _broadcast_operand(sharding, dims, out_rank):
+    """The operand sharding a broadcast with result ``sharding`` needs (XLA removes the broadcast
+    dims from the result sharding: their tiling becomes replication). ``dims[i]`` is the result dim
+    of operand dim i. None for manual / unreduced subgroups."""
+    from ...hlo.sharding import HloSharding
+
+    if sharding.kind != "tiled":
+        return sharding
+    if any(t != "replicated" for t in sharding.subgroup_types):
+        return None
+    ta = sharding.tile_assignment
+    dropped = [d for d in range(out_rank) if d not in dims]
+    perm = list(dims) + dropped + list(range(out_rank, ta.ndim))
+    kept = [ta.shape[d] for d in dims]
+    rep = int(np.prod([ta.shape[a] for a in perm[len(dims):]], dtype=np.int64))
+    arr = np.transpose(ta, perm).reshape(kept + [rep])
+    return HloSharding.tiled(arr, last_tile_dim_replicate=True)
+
+
+def _broadcast_result(sharding, dims, out_rank):
+    """The result sharding a broadcast gets from its operand's ``sharding`` with no communication
+    (operand tiling on the mapped dims, 1 elsewhere, replication kept)."""
+    from ...hlo.sharding import HloSharding
+
+    if sharding.kind != "tiled":
+        return sharding
+    if any(t != "replicated" for t in sharding.subgroup_types):
+        return None
+    ta = sharding.tile_assignment
+    op_rank = len(dims)
+    shape = [1] * out_rank
+    for i, d in enumerate(dims):
+        shape[d] = ta.shape[i]
+    order = sorted(range(op_rank), key=lambda i: dims[i])  # operand dims in result order
+    arr = np.transpose(ta, order + list(range(op_rank, ta.ndim)))
+    rep = int(np.prod(ta.shape[op_rank:], dtype=np.int64))
+    return HloSharding.tiled(arr.reshape(shape + [rep]), last_tile_dim_replicate=True)
+
+
 def _describe(step) -> str:
     where = f" dim {','.join(map(str, step.dims))}" if step.dims else ""
     group = f" in groups of {step.group_size}" if step.group_size else ""
@@ -61,7 +104,8 @@ class CostlyResharding(Rule):
 
     When an instruction's operand is sharded differently from what the instruction needs (an
     element-wise op needs its operands sharded like its result; a transpose needs the permuted
-    sharding; a reshape needs the operand sharding its output sharding implies), the SPMD
+    sharding; a broadcast needs its result sharding without the broadcast dims; a reshape needs
+    the operand sharding its output sharding implies), the SPMD
     partitioner silently inserts collectives in between -- an all-gather hidden in a reshape is
     the classic example. The rule asks the resharding planner which collectives those are and
     reports edges that receive more than ``--reshard-threshold`` bytes per device (default
@@ -101,11 +145,18 @@ class CostlyResharding(Rule):
         memo = {}
         for comp in context.partitioned_computations:
             for user in comp.instructions:
-                if user.shape.is_tuple or not _usable(user.sharding) or not context.sharding_is_sound(user):
+                op = user.opcode
+                if op not in MODELLED:
+                    continue
+                out = user.sharding
+                if not _usable(out) or user.shape.is_tuple or not context.sharding_is_sound(user):
                     continue
                 for k, operand in enumerate(user.operands):
-                    if operand.shape.is_tuple or not _usable(operand.sharding):
+                    src = operand.sharding
+                    if not _usable(src) or operand.shape.is_tuple:
                         continue
+                    if op in ELEMENTWISE and src == out:
+                        continue  # the common case in annotated dumps: nothing to reshard
                     if not context.sharding_is_sound(operand):
                         continue
                     edge = self._required(user, operand, mesh, memo)
@@ -163,6 +214,19 @@ class CostlyResharding(Rule):
             if key not in memo:
                 try:
                     memo[key] = (_transposed(out, perm), _forward_transposed(operand.sharding, perm))
+                except ValueError:
+                    memo[key] = None
+            return memo[key]
+        if op == "broadcast":
+            dims = user.dimensions or []
+            if len(dims) != operand.shape.rank or len(set(dims)) != len(dims) or any(
+                    not 0 <= d < user.shape.rank for d in dims):
+                return None
+            key = ("broadcast", tuple(dims), user.shape.rank, out, operand.sharding)
+            if key not in memo:
+                try:
+                    memo[key] = (_broadcast_operand(out, dims, user.shape.rank),
+                                 _broadcast_result(operand.sharding, dims, user.shape.rank))
                 except ValueError:
                     memo[key] = None
             return memo[key]
