@@ -98,8 +98,12 @@ def _site_at(source, error):
 
 def lint_text(text: str, path: str = "<string>", options: LintOptions | None = None,
               rules: Sequence[type[Rule]] | None = None) -> list[Finding]:
-    """Lint one file's text. ``rules`` defaults to the options' selection. Returns the unsuppressed
-    findings sorted by (line, column, code)."""
+    """Lint one file's text (``path`` is only used in the findings).
+
+    ``rules`` defaults to the options' selection. Returns the unsuppressed findings sorted by
+    (line, column, code); bad HLO gives HS001 findings, never an exception. Raises UsageError only
+    for a bad selection in ``options`` (unknown rule code or prefix).
+    """
     options = options or LintOptions()
     if rules is None:
         rules = select_rules(options.select, options.ignore)
@@ -146,7 +150,10 @@ def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions | None = None) -> LintResult:
-    """Lint files and directories. Unreadable inputs are recorded (exit 2) and the rest linted."""
+    """Lint files and directories (directories: every ``*.hlo`` / ``*.txt`` below, sorted; ``-``
+    reads standard input). Inputs that are missing or cannot be read as UTF-8 are recorded in
+    ``LintResult.unreadable`` (the CLI exits 2) and the rest are linted. Raises UsageError for a
+    bad rule selection."""
     from ..io import read_text
 
     options = options or LintOptions()
