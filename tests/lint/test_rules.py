@@ -169,3 +169,11 @@ ENTRY e {
     assert "needs operand 0 %p f32[64,32] as {devices=[1,8]<=[8]}" in msg
     assert "all-to-all" in msg
     assert "annotate %b with {devices=[8,1,1]<=[8]}" in msg
+
+
+def test_seed_reshape_suggests_a_cheaper_annotation():
+    text = (CASES / "hs401_bad.hlo").read_text()
+    [f] = [f for f in lint_text(text, "x.hlo", LintOptions(select=("HS401",))) if f.line == 7]
+    assert "cheaper: annotating %r with {devices=[8,1,1]<=[8]} needs only 23.4 MiB per device" in f.message
+    [f2] = [f for f in lint_text(text, "x.hlo", LintOptions(select=("HS401",), mesh="2x4")) if f.line == 7]
+    assert "cheaper: annotating %r with {devices=[2,1,4]<=[8]} needs only 23.4 MiB per device" in f2.message

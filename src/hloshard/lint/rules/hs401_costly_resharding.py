@@ -92,6 +92,41 @@ def _broadcast_result(sharding, dims, out_rank):
     return HloSharding.tiled(arr.reshape(shape + [rep]), last_tile_dim_replicate=True)
 
 
+def _cheapest_reshape_output(in_shape, out_shape, src, current, mesh, limit: int = 64):
+    """Among the reshape output shardings that split whole mesh axes over evenly divisible dims
+    (every assignment of each mesh axis to one output dim or to none; at most ``limit``), the one
+    whose required operand sharding is cheapest to reach from ``src`` -- as
+    ``("edge", sharding, plan)`` -- or None when none beats ``current``."""
+    import itertools
+
+    from ...cost import reshape as rs
+    from ...errors import HloshardError
+
+    axes = [a for a, n in enumerate(mesh.shape) if n > 1]
+    rank = len(out_shape.dims)
+    best = None
+    for k, choice in enumerate(itertools.product(range(rank + 1), repeat=len(axes))):
+        if k >= limit:
+            break
+        dim_axes = [tuple(a for a, d in zip(axes, choice) if d == t) for t in range(rank)]
+        if any(out_shape.dims[t] % max(1, int(np.prod([mesh.shape[a] for a in dim_axes[t]]))) for t in range(rank)):
+            continue
+        try:
+            cand = mesh.axes_to_sharding(dim_axes)
+            if cand == current:
+                continue
+            need = rs.required_operand_sharding(in_shape, out_shape, cand, mesh)
+            plan = CostlyResharding._plan(in_shape, src, need, mesh)
+        except (HloshardError, ValueError):
+            continue
+        if plan is None:
+            continue
+        key = (plan.bytes_per_device, plan.total_cost, str(cand))
+        if best is None or key < best[0]:
+            best = (key, cand, plan)
+    return None if best is None else ("edge", best[1], best[2])
+
+
 def _describe(step) -> str:
     where = f" dim {','.join(map(str, step.dims))}" if step.dims else ""
     group = f" in groups of {step.group_size}" if step.group_size else ""
@@ -110,7 +145,8 @@ class CostlyResharding(Rule):
     the classic example. The rule asks the resharding planner which collectives those are and
     reports edges that receive more than ``--reshard-threshold`` bytes per device (default
     64 MiB), with the cheaper alternative when one is known: a sharding for the user that needs no
-    communication, or resharding the (smaller) result instead. The mesh is ``--mesh``, else
+    communication, resharding the (smaller) result instead, or -- for a reshape -- the output
+    sharding over whole mesh axes whose operand requirement is cheapest to reach on this edge. The mesh is ``--mesh``, else
     num_partitions (or the module's device count) as a 1-D mesh. Dot, convolution, reduce and
     the other ops with several valid strategies are left to ``hloshard cost``.
 
@@ -251,12 +287,21 @@ class CostlyResharding(Rule):
                     options = rs.output_shardings_without_communication(in_shape, out_shape, src, mesh)
                 except (HloshardError, ValueError):
                     return None
-                return options[0] if options else None
+                if options:
+                    return options[0]
+                return _cheapest_reshape_output(in_shape, out_shape, src, out, mesh)
 
             return required, alternative
         return None
 
     def _alternative(self, user, operand, alternative, plan, mesh) -> str:
+        if isinstance(alternative, tuple):  # ("edge", sharding, plan): cheaper, not free
+            _, cand, cand_plan = alternative
+            if cand_plan.bytes_per_device >= plan.bytes_per_device:
+                return ""
+            steps = "; ".join(_describe(s) for s in cand_plan.collectives) or "local slicing only"
+            return (f"cheaper: annotating %{user.name} with {cand.to_string(False)} needs only "
+                    f"{format_bytes(cand_plan.bytes_per_device)} per device on this edge ({steps})")
         if alternative is None or alternative == user.sharding:
             return ""
         # resharding the result instead of the operand
