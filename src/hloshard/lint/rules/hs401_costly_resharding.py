@@ -140,13 +140,13 @@ class CostlyResharding(Rule):
     When an instruction's operand is sharded differently from what the instruction needs (an
     element-wise op needs its operands sharded like its result; a transpose needs the permuted
     sharding; a broadcast needs its result sharding without the broadcast dims; a reshape needs
-    the operand sharding its output sharding implies), the SPMD
-    partitioner silently inserts collectives in between -- an all-gather hidden in a reshape is
-    the classic example. The rule asks the resharding planner which collectives those are and
-    reports edges that receive more than ``--reshard-threshold`` bytes per device (default
-    64 MiB), with the cheaper alternative when one is known: a sharding for the user that needs no
-    communication, resharding the (smaller) result instead, or -- for a reshape -- the output
-    sharding over whole mesh axes whose operand requirement is cheapest to reach on this edge. The mesh is ``--mesh``, else
+    the operand sharding its output sharding implies), the SPMD partitioner silently inserts
+    collectives in between -- an all-gather hidden in a reshape is the classic example. The rule
+    asks the resharding planner which collectives those are and reports edges that receive more
+    than ``--reshard-threshold`` bytes per device (default 64 MiB), with the cheaper alternative
+    when one is known: a sharding for the user that needs no communication, resharding the
+    (smaller) result instead, or -- for a reshape -- the output sharding over whole mesh axes
+    whose operand requirement is cheapest to reach on this edge. The mesh is ``--mesh``, else
     num_partitions (or the module's device count) as a 1-D mesh. Dot, convolution, reduce and
     the other ops with several valid strategies are left to ``hloshard cost``.
 
