@@ -27,6 +27,9 @@ DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
   users need no change); users of a variadic member's GTEs are re-indexed, any other user of its tuple
   gets a ``tuple`` of GTEs. The combined op's sharding is the tuple of the members' (leaf) shardings.
   Its channel_id is the first member's.
+* **Memory**: combining is not free: a combined all-gather makes every member's result live at once.
+  The report gives each changed computation's peak live bytes per device before and after
+  (:func:`peak_live_bytes`, a simple in-order liveness model).
 * **Order**: the computation is re-sorted topologically with a stable priority (an instruction's old
   position; a combined op takes its first member's position), so the combined op is emitted as soon as
   all its operands are available and before its first user, and everything else keeps its relative
@@ -96,6 +99,8 @@ class CombineReport:
     cost_before: float | None = None   # all collectives of the selected kinds, before
     cost_after: float | None = None
     uncosted: int = 0                  # collectives whose replica groups the mesh cannot cost
+    #: per computation that changed: (peak live bytes per device before, after); see peak_live_bytes
+    peak_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
     @property
     def merged(self) -> int:
@@ -117,6 +122,7 @@ class CombineReport:
                 "collectives_after": self.collectives_after, "merged": self.merged,
                 "combined": len(self.groups), "cost_before": self.cost_before, "cost_after": self.cost_after,
                 "latency_saved": self.latency_saved, "uncosted": self.uncosted,
+                "peak_bytes": {c: {"before": b, "after": a} for c, (b, a) in sorted(self.peak_bytes.items())},
                 "groups": [g.to_json() for g in self.groups]}
 
     def to_text(self) -> str:
@@ -133,6 +139,8 @@ class CombineReport:
             if self.uncosted:
                 lines.append(f"({self.uncosted} collectives have replica groups the mesh cannot cost; "
                              "left out of the totals)")
+        for comp, (b, a) in sorted(self.peak_bytes.items()):
+            lines.append(f"peak live bytes per device in {comp}: {format_bytes(b)} -> {format_bytes(a)}")
         for g in self.groups:
             cost = "" if g.cost_before is None else f"  cost {_fmt(g.cost_before)} -> {_fmt(g.cost_after)}"
             lines.append(f"  {g.name} = {g.kind} of {len(g.members)} ({g.operands} operands, "
@@ -151,7 +159,7 @@ REPORT_SCHEMA = {
     "additionalProperties": False,
     "required": ["schema_version", "module", "kinds", "bucket_bytes", "mesh", "collectives_before",
                  "collectives_after", "merged", "combined", "cost_before", "cost_after", "latency_saved",
-                 "uncosted", "groups"],
+                 "uncosted", "peak_bytes", "groups"],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
         "module": {"type": "string"},
@@ -164,6 +172,9 @@ REPORT_SCHEMA = {
         "combined": {"type": "integer", "minimum": 0},
         "cost_before": _COST, "cost_after": _COST, "latency_saved": _COST,
         "uncosted": {"type": "integer", "minimum": 0},
+        "peak_bytes": {"type": "object", "additionalProperties": {
+            "type": "object", "additionalProperties": False, "required": ["before", "after"],
+            "properties": {"before": {"type": "integer", "minimum": 0}, "after": {"type": "integer", "minimum": 0}}}},
         "groups": {"type": "array", "items": {
             "type": "object", "additionalProperties": False,
             "required": ["name", "kind", "computation", "members", "operands", "bytes", "cost_before", "cost_after"],
@@ -586,6 +597,52 @@ def _reorder(comp: Computation, prio: dict[int, float]) -> None:
     comp.instructions[:] = out
 
 
+#: opcodes whose result aliases (a part of) an operand's buffer: no allocation of their own
+_ALIASING = frozenset({"get-tuple-element", "tuple", "bitcast"})
+
+
+def peak_live_bytes(comp: Computation) -> int:
+    """Peak bytes per device live at once in ``comp``, executing its instructions in text order.
+
+    A buffer lives from its definition (parameters: from the start) to its last use (the root: to the
+    end); ``get-tuple-element`` / ``tuple`` / ``bitcast`` allocate nothing and keep their operands alive
+    as long as they are used. Per-device bytes follow the sharding (:func:`hloshard.cost.memory.
+    bytes_per_device`; ``{manual}`` and unannotated values count their written shape). Called
+    computations are not included. This is a simple liveness model for comparing orders (bytes).
+    """
+    from .cost.memory import bytes_per_device
+
+    order = comp.instructions
+    pos = {id(i): k for k, i in enumerate(order)}
+    end = len(order)
+    last = {}
+    for i in order:
+        last[id(i)] = end if i is comp.root else pos[id(i)]
+        for u in i.users:
+            if u.parent is comp:
+                last[id(i)] = max(last[id(i)], pos[id(u)])
+    for i in reversed(order):                      # aliases extend their operands' lifetimes
+        if i.opcode in _ALIASING:
+            for o in i.operands:
+                last[id(o)] = max(last[id(o)], last[id(i)])
+    delta = [0] * (end + 2)
+    for i in order:
+        if i.opcode in _ALIASING:
+            continue
+        try:
+            size = bytes_per_device(i.shape, i.sharding)
+        except (ValueError, AttributeError):
+            size = i.shape.byte_size
+        start = 0 if i.opcode == "parameter" else pos[id(i)]
+        delta[start] += size
+        delta[last[id(i)] + 1] -= size
+    peak = cur = 0
+    for d in delta:
+        cur += d
+        peak = max(peak, cur)
+    return int(peak)
+
+
 # --------------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------------
@@ -648,6 +705,7 @@ def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
         buckets, order = _plan_computation(comp, kindset, bucket_bytes, sig_cache)
         if not buckets:
             continue
+        peak_before = peak_live_bytes(comp)
         prio = {id(i): float(k) for k, i in enumerate(order)}
         for members in buckets:
             nbytes = sum(collective_bytes(m) for m in members)
@@ -664,6 +722,7 @@ def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
                                                members=names, operands=len(combined.operands), bytes=nbytes,
                                                cost_before=before, cost_after=after))
         _reorder(comp, prio)
+        report.peak_bytes[comp.name] = (peak_before, peak_live_bytes(comp))
     report.collectives_after = sum(1 for i in module.all_instructions() if i.opcode in kindset)
     report.cost_after, _ = total_cost()
     return report
