@@ -60,6 +60,7 @@ CASES = [
     (["p = f32[8 parameter(0)"], 10, "f32", "malformed shape"),
     (["x=f32[8] parameter(0)"], 10, "x=", "a bare instruction name needs a space before '='"),
     (["p = f32[8] parameter(0)", "garbage"], 11, "garbage", "unexpected 'garbage'; expected"),
+    (["p = f32[8] parameter(0), sharding={devices=[2]0,1"], 10, "{devices", "never closed on this line"),
 ]
 
 

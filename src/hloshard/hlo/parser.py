@@ -59,7 +59,7 @@ _RESOLVE_KEYS = frozenset({"frontend_attributes", "control-predecessors"}) | COM
 _HUMAN = {
     "PNAME": "a %name", "IDENT": "a name or opcode", "PARAM_KEY": "a parameter 'name:'", "INT": "an integer",
     "STRING": "a string", "BLOB": "a {...} block", "SHAPE": "a shape such as f32[8,16]{1,0}",
-    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction", "OPERANDS": "an operand list", "INSTRUCTION": "an instruction", "IGNORE_COMMENT": "/* hloshard: ignore[...] */",
+    "CONSTANT": "constant(...)", "ATTRS": "', key=value'", "HEAD": "an instruction", "OPERANDS": "an operand list", "INSTRUCTION": "an instruction", "SIGNATURE": "a signature (x: f32[]) -> f32[]", "IGNORE_COMMENT": "/* hloshard: ignore[...] */",
     "ENTRY": "ENTRY", "ROOT": "ROOT", "HLOMODULE": "HloModule", "$END": "end of input",
     "FILENAMES": "FileNames", "FUNCTIONNAMES": "FunctionNames", "FILELOCATIONS": "FileLocations",
     "STACKFRAMES": "StackFrames",
@@ -682,6 +682,30 @@ def _attr_error(ctx: _Ctx, text: str, pos: int) -> None:
                  "unterminated string, or nesting deeper than 9 levels)", m.start(1))
 
 
+_BRACE_SCAN_RE = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|/\*.*?\*/|//[^\n]*|[{}]')
+
+
+def _unbalanced_line_error(ctx: _Ctx, text: str) -> None:
+    """At an unexpected end of input, point at the first instruction line whose '{' is never
+    closed on that line (an attribute value missing its '}' swallows the computation's '}')."""
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        if " = " in line or "=" in line.split("(")[0]:
+            depth = 0
+            first_open = None
+            for m in _BRACE_SCAN_RE.finditer(line):
+                t = m.group(0)
+                if t == "{":
+                    if depth == 0:
+                        first_open = m.start()
+                    depth += 1
+                elif t == "}":
+                    depth -= 1
+            if depth > 0 and first_open is not None:
+                ctx.error_at("a '{' opened here is never closed on this line (missing '}'?)", pos + first_open)
+        pos += len(line)
+
+
 def _run(ctx: _Ctx, start: str):
     text = ctx.text
     try:
@@ -707,6 +731,7 @@ def _run(ctx: _Ctx, start: str):
     except UnexpectedToken as exc:
         tok = exc.token
         if tok.type == "$END":
+            _unbalanced_line_error(ctx, text)
             ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
         if tok.value == "," and ("ATTRS" in exc.expected or "IGNORE_COMMENT" in exc.expected):
             _attr_error(ctx, text, tok.start_pos)
@@ -723,6 +748,7 @@ def _run(ctx: _Ctx, start: str):
                              tok.start_pos)
         ctx.error_at(f"unexpected {desc!r}; expected {_expected(exc.expected)}", tok.start_pos)
     except UnexpectedEOF as exc:
+        _unbalanced_line_error(ctx, text)
         ctx.error_at(f"unexpected end of input; expected {_expected(exc.expected)}", len(text))
     except VisitError as exc:  # a callback raised: unwrap
         orig = exc.orig_exc
