@@ -35,6 +35,10 @@ from .strategy.registry import BuildContext, build_group
 
 KEEP_MODES = ("all", "io", "none")
 
+#: modules with at most this many instructions (in the computations that get shardings) use the
+#: exhaustive search space (dot / convolution strategies that leave a mesh axis idle)
+EXHAUSTIVE_LIMIT = 500
+
 
 # ---------------------------------------------------------------------------------------------
 # user shardings
@@ -255,6 +259,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
+    ctx.exhaustive = sum(len(c.instructions) for c in comps) <= EXHAUSTIVE_LIMIT
     positions: dict = {}
     schedule: list = []
 

@@ -52,7 +52,7 @@ def handle_convolution(instr, ctx):
     in_feat = rhs.shape.dims[rhs_l.index("i")]
     flops = 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
-                                len(rhs.shape.dims), flops, full=instr in ctx.fixed)
+                                len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 

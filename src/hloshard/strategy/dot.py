@@ -8,7 +8,8 @@ splits.  For each strategy with split contracting dims a reduce-scatter variant 
 the contracting axes scatter the largest output dim that divides evenly, at reduce-scatter cost.
 Like XLA, a strategy either uses every non-trivial mesh axis (on an output or a contracting dim) or
 none (replicated): leaving one axis idle only recomputes the dot along it, and dropping those keeps
-the model small.  Only layouts where every split dim divides evenly are kept.
+the model small (modules of at most ``autoshard.EXHAUSTIVE_LIMIT`` instructions keep them: there the
+model is small anyway).  Only layouts where every split dim divides evenly are kept.
 Compute: 2 * (product of all batch, free and contracting sizes) / devices splitting them, in flops
 (``base.COMPUTE_COST_PER_FLOP``).  Memory: per-device output bytes.
 """
@@ -141,7 +142,7 @@ def handle_dot(instr, ctx):
     roles = _roles(instr)
     flops = 2.0 * math.prod(lhs.shape.dims) * math.prod(rhs.shape.dims[d] for d in rf)
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
-                                len(rhs.shape.dims), flops, full=instr in ctx.fixed)
+                                len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 

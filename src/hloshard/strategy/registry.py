@@ -54,6 +54,8 @@ class BuildContext:
         self.fixed: dict = fixed or {}
         self.weights: dict = {}
         self.manual_nodes: set = set()
+        #: small modules get the exhaustive search space (e.g. dot strategies leaving a mesh axis idle)
+        self.exhaustive = False
         self.seq = 0
         #: set by the graph builder: visit(computation, weight) builds every instruction of a
         #: called computation (while body, call, conditional branch) after its parameters were aliased
