@@ -250,3 +250,25 @@ def test_remove_many_instructions_at_once():
     with pytest.raises(ValueError):
         e.remove_instructions([e.get("d")])   # r still uses it
     assert print_module(parse_module(print_module(m))) == print_module(m)
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",), max_codepoint=0x2FF), max_size=30),
+       st.text(alphabet='ab{}"\\, =:\n\t', max_size=20))
+def test_string_attributes_survive_print_and_parse(free, tricky):
+    """custom_call_target / backend_config / frontend attribute strings with quotes, backslashes,
+    braces, control characters and non-ASCII text print to text that parses back to the same value."""
+    p = Instruction("cc", "custom-call", parse_shape("f32[2]"), [])
+    p.set_attr("custom_call_target", free)
+    p.set_attr("backend_config", tricky)
+    p.set_attr("frontend_attributes", {"a.b": tricky, "c": free})
+    m = Module("s")
+    e = m.add_computation(Computation("e", is_entry=True))
+    m.entry = e
+    e.root = e.add_instruction(p)
+    text = print_module(m)
+    q = parse_module(text).entry.root
+    assert q.attrs["custom_call_target"] == free
+    assert q.attrs["backend_config"] == tricky
+    assert q.attrs["frontend_attributes"] == {"a.b": tricky, "c": free}
+    assert print_module(parse_module(text)) == text
