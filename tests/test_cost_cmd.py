@@ -51,3 +51,17 @@ def test_cost_text_output_and_file(tmp_path):
 def test_cost_bad_mesh_exit_2(tmp_path):
     r = CliRunner().invoke(main, ["cost", str(SAMPLES / "conv_layer.propagated.hlo"), "--mesh", "3x3"])
     assert r.exit_code == 2 and "Traceback" not in r.output
+
+
+def test_cost_of_a_solved_module_equals_the_solve_objective(tmp_path):
+    """``cost`` prices ``solve``'s own output at exactly the objective ``solve`` reported (same model,
+    loops included: ops.hlo has a while loop, a call and a conditional)."""
+    src = SAMPLES.parent / "tests" / "data" / "solve" / "ops.hlo"
+    out, rep = tmp_path / "o.hlo", tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["solve", str(src), "--mesh", "2x4", "-o", str(out), "--report", str(rep),
+                                  "--time-limit", "10", "--deterministic", "--quiet"])
+    assert r.exit_code == 0, r.output
+    objective = json.loads(rep.read_text())["objective"]
+    cost = _cost_json(out)
+    assert cost["total_cost"] == pytest.approx(objective, rel=1e-9)
+    assert cost["unannotated"] == []
