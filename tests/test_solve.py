@@ -263,3 +263,22 @@ def test_follower_merge_is_exact():
     a = solve_problem(full, time_limit=20, deterministic=True)
     b = solve_problem(red, time_limit=20, deterministic=True)
     assert a.status == b.status == "optimal" and a.objective == b.objective
+
+
+def test_shard_as_group_members_end_up_with_one_sharding():
+    text = """HloModule sa, num_partitions=8
+ENTRY e {
+  a = f32[16,32] parameter(0), sharding={devices=[8,1]<=[8]}
+  b = f32[16,32] parameter(1), sharding={devices=[1,8]<=[8]}
+  t = f32[16,32] copy(b), sharding={unknown shard_as 0}
+  n = f32[16,32] negate(a), sharding={unknown shard_as 0}
+  ROOT c = (f32[16,32], f32[16,32]) tuple(t, n)
+}"""
+    m, res = _solve(text, DeviceMesh.parse("2x4"))
+    t, n = m.entry.get("t").sharding, m.entry.get("n").sharding
+    assert t == n and t.num_tiles == 8
+    assert res.evaluation.resharding > 0      # one of the two operands had to move
+    # without the group each follows its own operand for free
+    m2, res2 = _solve(text.replace(", sharding={unknown shard_as 0}", ""), DeviceMesh.parse("2x4"))
+    assert m2.entry.get("t").sharding != m2.entry.get("n").sharding
+    assert res2.objective < res.objective

@@ -539,6 +539,42 @@ def _add_aliases(graph: Graph) -> None:
                                   f"differ, the alias cannot share one sharding (constraint dropped)")
             continue
         graph.problem.aliases.append((gp.node, go.node, allowed))
+    _add_shard_as_groups(graph)
+
+
+def _add_shard_as_groups(graph: Graph) -> None:
+    """``shard_as N`` groups (a hard constraint in XLA: every member ends up with the same sharding)
+    become alias constraints between the first member and each other one.  ``shard_like`` is a soft
+    hint and is ignored.  Raises InputError when the members cannot share any sharding."""
+    ctx = graph.ctx
+    groups: dict = {}
+    for instr in graph.schedule:
+        sh = instr.sharding
+        gid = getattr(sh, "shard_as", None) if sh is not None and not isinstance(sh, str) else None
+        if gid is None or not is_array(instr.shape):
+            continue
+        groups.setdefault(int(gid), []).append(instr)
+    for gid in sorted(groups):
+        members = groups[gid]
+        first = members[0]
+        r0 = ctx.resolve(first, 0)
+        if r0 is TOKEN:
+            continue
+        g0, k0 = r0
+        s0 = [s.out if k0 is None else s.out[k0] for s in g0.strategies]
+        for other in members[1:]:
+            if tuple(other.shape.dims) != tuple(first.shape.dims):
+                raise InputError(f"shard_as {gid}: {first.name} {first.shape} and {other.name} {other.shape} have "
+                                 f"different shapes")
+            r = ctx.resolve(other, 0)
+            if r is TOKEN or r[0] is g0:
+                continue
+            g1, k1 = r
+            s1 = [s.out if k1 is None else s.out[k1] for s in g1.strategies]
+            allowed = np.array([[_key(a) == _key(b) for b in s1] for a in s0], dtype=bool)
+            if not allowed.any():
+                raise InputError(f"shard_as {gid}: {first.name} and {other.name} cannot take the same sharding")
+            graph.problem.aliases.append((g0.node, g1.node, allowed))
 
 
 # ---------------------------------------------------------------------------------------------
