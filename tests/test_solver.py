@@ -244,3 +244,19 @@ def test_memory_bound_problems_match_brute_force(seed):
     res = cpsat.solve(cpsat.build_model(plain), 10, workers=1)
     assert res.status == "optimal" and res.objective + plain.offset == best
     assert evaluate(p, plain.expand(res.positions)) == (best, True)
+
+
+def test_memory_infeasible_only_with_forbidden_pairs_is_proven_and_explained():
+    # three nodes live together, usage 5 or 1; no two may both take the small strategy, and the
+    # limit 10 needs at least two small ones: presolve cannot see it, CP-SAT proves it
+    inf = INFINITY
+    pair = np.array([[0, 0], [0, inf]], dtype=np.int64)
+    p = Problem(name="combo", intervals=np.array([[0, 3]] * 3, dtype=np.int64),
+                node_costs=[np.array([0, 1])] * 3, node_usages=[np.array([5, 1])] * 3,
+                edges=np.array([[0, 1], [1, 2], [0, 2]]), edge_costs=[pair, pair, pair], usage_limit=10)
+    assert brute_force(p) == (None, None)
+    sol = solve_problem(p, time_limit=5)
+    assert sol.status == "infeasible"
+    assert "tightest liveness point is t=0" in sol.explanation and "node 0: 1" in sol.explanation
+    p.usage_limit = 11
+    assert solve_problem(p, time_limit=5).objective == brute_force(p)[0] == 1

@@ -23,7 +23,7 @@ import numpy as np
 from ..costgraph import Problem, evaluate
 from . import cpsat
 from .heuristic import LocalSearch, penalty_search
-from .presolve import Infeasible, presolve
+from .presolve import Infeasible, presolve, tightest_point
 
 PENALTY_ROUNDS = 40  # memory-penalty rounds (each: min-sum, repair, local search)
 FULL_MODEL_LIMIT = 1_500_000  # edge entries + memory terms; larger models only get LNS
@@ -123,7 +123,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     ps, po = penalty_search(ls, pen_deadline, rng, max_rounds=PENALTY_ROUNDS, progress=pen_progress)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
-    if best is None:  # keep trying until something feasible turns up
+    model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
+    if best is None and model_size > FULL_MODEL_LIMIT:  # no CP-SAT model to fall back on: keep trying
         ps, po = penalty_search(ls, deadline, rng, progress=pen_progress)
         if po is not None:
             best, best_obj = ps, po
@@ -138,7 +139,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     bound = None
     cp_status = "unknown"
     remaining = deadline - time.monotonic()
-    model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
     if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT:
         mdl = cpsat.build_model(red)
         stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
@@ -153,9 +153,13 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                               progress=progress, offset=red.offset, t0=t0)
             cp_status = res.status
             if res.status == "infeasible":
-                return Solution([], None, None, "infeasible", elapsed(),
-                                explanation="the memory limit cannot be met (CP-SAT proved it infeasible)",
-                                stats=stats)
+                why = tightest_point(problem)
+                if why is None:
+                    return Solution([], None, None, "infeasible", elapsed(), stats=stats,
+                                    explanation="no combination of allowed (finite-cost) strategies exists "
+                                                "(CP-SAT proved it)")
+                return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
+                                detail=why.detail, stats=stats)
             if res.positions is not None:
                 if ls.feasible(res.positions):
                     o = ls.objective(res.positions)
@@ -171,6 +175,10 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic,
                               progress, t0, stats, det_budget=DET_LNS * time_limit)
 
+    # a bound that needs no solver: every edge matrix is normalised (minimum 0), so the presolve
+    # offset plus each node's cheapest strategy is a valid lower bound
+    trivial = red.offset + sum(int(c.min()) for c in red.costs)
+    bound = trivial if bound is None else max(bound, trivial)
     if best_obj is None:
         return Solution([], None, bound, "timeout", elapsed(), stats=stats)
     strategies = red.expand(best)

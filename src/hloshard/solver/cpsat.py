@@ -9,8 +9,10 @@ Formulation (variables are 0/1):
   ``sum_a e[u, v, a, b] = x[v, b]`` for every ``b``.  Its LP relaxation is much stronger than XLA's
   ``e >= x_u + x_v - 1`` (see ``reference/xla_autosharding.md`` §3.2, which also lists the I-era /
   Alpa variant this generalises);
-* memory, at each liveness point of the reduced memory model that can be violated:
-  ``sum_i sum_a (usage[i, a] - min_a usage[i]) x[i, a] <= cap - sum_i min usage[i]``;
+* memory: one constraint per elementary interval between consecutive segment boundaries of the
+  model's nodes' usage profiles (inside one, every node's usage is fixed for a given strategy), at
+  the interval's smallest capacity, and only where the constraint can be violated:
+  ``sum_i sum_a (U_i[a, q] - min_a U_i[a, q]) x[i, a] <= cap - sum_i min_a U_i[a, q]``;
 * objective ``sum c[i, a] x[i, a] + sum M[a, b] e[u, v, a, b]``, integer; divided by a common
   ``scale`` (rounded) when the sum of the largest possible terms would not fit comfortably in int64.
 

@@ -1,16 +1,20 @@
-"""Fast heuristics on a reduced problem: a greedy first solution and a local search.
+"""Fast heuristics on a reduced problem: greedy, local search, min-sum and memory penalties.
 
 Works on :class:`~hloshard.solver.presolve.Reduced` problems; a solution is one strategy *position*
-per reduced node.  Memory is always respected: the search starts from a feasible assignment (each
-node at its smallest usage, which presolve proved feasible) and only makes moves that keep every
-liveness point of the memory model within its capacity.
+per reduced node.  Memory is tracked as the load at every constraint point of the reduced memory
+model; a node's usage over those points is its piecewise-constant profile (a merged node sums the
+usages of its members, each over its own liveness interval).
 
-* :meth:`LocalSearch.greedy`: nodes in breadth-first order, each picks its cheapest strategy given
-  the already chosen neighbours (the rest count at their minimum usage for memory).
+* :meth:`LocalSearch.greedy`: nodes in breadth-first order, each picks its cheapest strategy that fits
+  in memory given the already chosen neighbours (the others are optimistic: their best response).
 * :meth:`LocalSearch.improve`: iterated conditional modes -- single-node moves to the best strategy
-  given all neighbours -- then joint moves of both ends of each edge (the best pair given the rest),
-  until no move improves or the deadline passes.  Each move is exact (numpy over the strategy
-  vectors); the objective never increases.
+  that fits, given all neighbours -- then joint moves of both ends of each edge, until no move
+  improves or the deadline passes.  Moves are exact (numpy over strategy vectors and profiles).
+* :class:`MinSum`: min-sum belief propagation for the problem without memory limits (exact on trees).
+* :func:`penalty_search`: Lagrangian-style memory handling -- per-node prices on usage, min-sum on the
+  priced problem, prices raised where liveness points overflow, greedy repair to feasibility and
+  local search on the true costs.  This is what finds good solutions when memory binds (the
+  unpriced optimum of contest instance G needs 29x the memory limit).
 """
 
 from __future__ import annotations

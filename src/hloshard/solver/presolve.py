@@ -12,6 +12,11 @@ objective (:meth:`Reduced.expand`).  Reductions, applied to a fixed point from a
 * **edge normalisation**: the row minima of an edge matrix move into the first node's costs and the
   column minima into the second's; a matrix that becomes all zero (and has no forbidden pair) is
   dropped;
+* **follow / alias edges** (every row of the matrix allows exactly one strategy of the neighbour,
+  the edges XLA emits for followers and donated buffers): the neighbour is merged into the node
+  (its costs, edges and memory terms re-indexed through that function); for bijections the node
+  with more edges survives.  A merged node keeps one memory term per member (usage vector +
+  liveness interval);
 * **single-strategy nodes** are fixed and their edges folded into the neighbours' node costs;
 * **dominated strategies**: strategy ``a`` is removed when another ``a'`` costs no more at the node
   and on every incident edge (row-wise), and uses no more memory when memory matters for the node;
@@ -25,8 +30,9 @@ objective (:meth:`Reduced.expand`).  Reductions, applied to a fixed point from a
 Memory: a liveness point (a time ``t``) *can be violated* when the chosen usages live at ``t`` could
 exceed the limit.  Nodes never live at such a point are free of memory concerns.  The reduced memory
 model keeps one constraint per remaining point that can be violated, after dropping points whose set
-of live variable nodes is contained in a neighbouring point's set with no larger capacity (maximal
-cliques of the interval graph).
+of live variable terms is contained in a neighbouring point's set with no larger capacity (maximal
+cliques of the interval graph).  Reductions run in two phases: forbidden choices, fixing and merging
+over the whole graph first (cheap, and they shrink everything), then all of them.
 """
 
 from __future__ import annotations
@@ -358,6 +364,29 @@ def _explain_memory(problem, g, times, start, end, minuse, point, limit):
             f"(largest minimum usages: " + ", ".join(f"node {n}: {u}" for n, u in top) + ")")
     return Infeasible(text, {"time": int(times[point]), "limit": int(limit), "minimum_usage": total,
                              "nodes": [{"node": n, "minimum_usage": u} for n, u in top]})
+
+
+def tightest_point(problem: Problem) -> Infeasible | None:
+    """An explanation naming the liveness point with the least memory slack when every node takes
+    its smallest usage among its allowed (finite-cost) strategies, or None without a usage limit.
+    Used when the memory limit is proven infeasible only in combination with forbidden pairs."""
+    limit = problem.usage_limit
+    if limit is None:
+        return None
+    times, start, end = _interval_points(problem.intervals)
+    if not len(times):
+        return None
+    live = start < end
+    minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
+                       for u, c in zip(problem.node_usages, problem.node_costs)], dtype=np.int64)
+    prof = _profile(len(times), start[live], end[live], minuse[live])
+    p = int(np.argmax(prof))
+    exc = _explain_memory(problem, None, times, start, end, minuse, p, limit)
+    exc.explanation = (f"no combination of allowed strategies fits the memory limit {limit}; the tightest "
+                       f"liveness point is t={int(times[p])}, where the smallest usages already add up to "
+                       f"{int(prof[p])} (largest: "
+                       + ", ".join(f"node {d['node']}: {d['minimum_usage']}" for d in exc.detail["nodes"]) + ")")
+    return exc
 
 
 def presolve(problem: Problem, deadline: float | None = None, series_limit: int = 2_000_000,
