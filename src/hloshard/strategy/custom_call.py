@@ -36,6 +36,10 @@ def _is_manual_sharding(sh) -> bool:
 
 
 def is_manual_instruction(instr, ctx) -> bool:
+    """Inside a manual region: annotated manual, fed by a manual value, or in a computation called
+    from a manual region (SPMDShardToFullShape / SPMDFullToShardShape themselves are not)."""
+    if id(instr.parent) in ctx.manual_comps and instr.opcode != "parameter":
+        return True
     if instr.opcode == "custom-call" and target(instr) in ("SPMDShardToFullShape", "SPMDFullToShardShape"):
         return False
     if _is_manual_sharding(instr.sharding):

@@ -54,6 +54,8 @@ class BuildContext:
         self.fixed: dict = fixed or {}
         self.weights: dict = {}
         self.manual_nodes: set = set()
+        #: ids of computations called from inside a manual region (manual as a whole)
+        self.manual_comps: set = set()
         #: small modules get the exhaustive search space (e.g. dot strategies leaving a mesh axis idle)
         self.exhaustive = False
         self.seq = 0
@@ -241,6 +243,8 @@ def build_group(instr, ctx: BuildContext):
 
     if is_manual_instruction(instr, ctx):
         group = manual_group(instr, ctx)
+        if instr.opcode in ("call", "while", "conditional"):
+            _visit_manual_callees(instr, group, ctx)
     else:
         fn = HANDLERS.get(instr.opcode)
         group = fn(instr, ctx) if fn is not None else None
@@ -251,6 +255,30 @@ def build_group(instr, ctx: BuildContext):
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group
+
+
+def _visit_manual_callees(instr, group, ctx) -> None:
+    """A call / while / conditional inside a manual region: its computations are manual as a whole
+    (every instruction keeps a manual sharding); their parameters alias the operands (the loop state
+    for a while) so that the bodies are still visited and annotated."""
+    from .control_flow import called
+    from .tuple_ops import alias_leaves
+
+    ctx.set_group(instr, group)
+    if instr.opcode == "call":
+        pairs = [(called(instr, "to_apply", 0), list(instr.operands))]
+    elif instr.opcode == "while":
+        pairs = [(called(instr, "body", 0), [instr]), (called(instr, "condition", 1), [instr])]
+    else:
+        pairs = [(c, [instr.operands[i + 1]]) for i, c in enumerate(instr.called_computations)]
+    for comp, sources in pairs:
+        if comp is None:
+            continue
+        ctx.manual_comps.add(id(comp))
+        for k, p in enumerate(comp.parameters):
+            src = sources[k] if k < len(sources) else sources[-1]
+            ctx.set_group(p, alias_leaves(p, src, range(len(leaf_shapes(src.shape)))))
+        ctx.visit(comp, ctx.weight(instr))
 
 
 def _check_nonempty(group, instr, ctx):
