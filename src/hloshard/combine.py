@@ -31,9 +31,9 @@ DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
   The report gives each changed computation's peak live bytes per device before and after
   (:func:`peak_live_bytes`, a simple in-order liveness model).
 * **Order**: the computation is re-sorted topologically with a stable priority (an instruction's old
-  position; a combined op takes its first member's position), so the combined op is emitted as soon as
-  all its operands are available and before its first user, and everything else keeps its relative
-  order as far as the dependencies allow.
+  position; a combined op takes its first member's position), so the combined op goes at its first
+  member's place, or right after its last operand when that one comes later, always before its first
+  user; everything else keeps its relative order as far as the dependencies allow.
 
 Costs come from :mod:`hloshard.cost.collectives` (alpha-beta, XLA auto-sharding formulas): a variadic
 collective pays one latency over the summed bytes, so combining k collectives saves about (k-1)
