@@ -19,7 +19,7 @@ _CACHE: dict = {}
 def solved(name):
     if name not in _CACHE:
         module = parse_file(str(SAMPLES / f"{name}.pre.hlo"))
-        limit = 6.0 if name == "transformer_train_step" else 10.0
+        limit = 10.0
         res = solve_module(module, MESH, keep="io", time_limit=limit, deterministic=True)
         _CACHE[name] = (module, res, print_module(module))
     return _CACHE[name]
