@@ -13,9 +13,11 @@ computation and conditional branch) in post order, builds one strategy group per
   pairing forbidden),
 * liveness intervals from the schedule position of the definition to the last use (entry parameters
   and outputs live for the whole program),
-* ``input_output_alias`` pairs as alias constraints (same sharding on both sides),
+* ``input_output_alias`` pairs and ``shard_as`` groups as alias constraints (same sharding on both sides),
 
 and packs them into a :class:`hloshard.costgraph.Problem` with integer costs (``cost_scale`` recorded).
+The solver receives ``Graph.solver_problem``: the same graph with every follower merged into the node it
+follows (exact; skipped under a memory budget so that memory stays exact per tensor).
 :func:`solve_module` calls :func:`hloshard.solver.solve_problem` and applies the choice to the IR;
 :func:`evaluate_module` evaluates the shardings a module already carries.  All costs reported are in
 the mesh's cost units (alpha-beta model), memory in bytes per device.

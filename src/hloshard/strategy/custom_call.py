@@ -8,8 +8,9 @@ manual regions.
 * ``SPMDFullToShardShape``: output ``{manual}`` (its shape is already the per-device shard); it
   requires its operand in the operand's annotated layout.  ``SPMDShardToFullShape``: input manual,
   output the annotated full layout (kept: it is what the manual region produces).
-* Instructions inside a manual region (annotated ``{manual}``, or fed by a manual value) get one
-  strategy that keeps their sharding as it is, zero cost, their own bytes as memory, no edges.
+* Instructions inside a manual region (annotated ``{manual}``, fed by a manual value, or in a
+  computation called from the region, e.g. jax's ``shmap_body``) get one strategy that keeps their
+  sharding as it is (``{manual}`` when they had none), zero cost, their own bytes as memory, no edges.
 * Any other custom-call: replicated (operands replicated), like XLA's fallback.
 """
 
