@@ -104,7 +104,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     ls.greedy()
     # the local search stops at a local optimum; it may use the whole budget if it must
     heur_deadline = max(t0 + 0.5 * time_limit, time.monotonic() + 0.15 * time_limit)
-    ls.improve(min(deadline, heur_deadline))
+    ls.improve(min(deadline, heur_deadline), pairs=red.num_nodes < 2000)
     best, best_obj = None, None
     if ls.feasible():
         best, best_obj = ls.s.copy(), ls.objective()

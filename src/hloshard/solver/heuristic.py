@@ -284,10 +284,15 @@ class MinSum:
                         dq.append(j)
         return order
 
-    def run(self, costs, sweeps: int = 6, deadline: float = float("inf"), damping: float = 0.0):
-        """Return strategy positions minimising (heuristically) node costs ``costs`` + edge costs."""
+    def run(self, costs, sweeps: int = 6, deadline: float = float("inf"), damping: float = 0.0,
+            warm: bool = False):
+        """Return strategy positions minimising (heuristically) node costs ``costs`` + edge costs.
+        ``warm``: start from the messages of the previous run (costs changed a little)."""
         n = self.n
-        msgs = [[np.zeros(len(costs[i])) for _ in self.nbrs_f[i]] for i in range(n)]
+        msgs = getattr(self, "_msgs", None) if warm else None
+        if msgs is None:
+            msgs = [[np.zeros(len(costs[i])) for _ in self.nbrs_f[i]] for i in range(n)]
+        self._msgs = msgs
         cf = [np.asarray(c, dtype=np.float64) for c in costs]
         order = self.order
         for sweep in range(sweeps):
@@ -365,7 +370,11 @@ def _local_cost_with(ls, i, costs):
     return c
 
 
-def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_rounds: int = 1000):
+DECAY = 0.9
+
+
+def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_rounds: int = 1000,
+                   trace=None):
     """Lagrangian-style memory penalties: solve the problem without memory limits with per-node
     penalties ``lambda_i * (usage - min usage)`` added to the node costs (min-sum + local search),
     raise the penalties of the nodes live at violated liveness points, repair each candidate to
@@ -394,10 +403,10 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
         rounds += 1
         costs = [np.minimum(base_costs[i] + np.round(lam[i] * urange[i]).astype(np.int64), INF)
                  if lam[i] > 0 else base_costs[i] for i in range(n)]
-        s = ms.run(costs, sweeps=6, deadline=deadline)
+        s = ms.run(costs, sweeps=6 if rounds == 1 or n < 2000 else 2, deadline=deadline, warm=n >= 2000)
         ls.set_solution(s)
         # unconstrained polish on penalised costs (single moves, memory ignored)
-        _icm_free(ls, costs, deadline)
+        _icm_free(ls, costs, deadline, max_sweeps=5 if n < 2000 else 2)
         viol = None
         if mem is not None:
             excess = ls.load - ls.caps
@@ -407,14 +416,29 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
             vmask[viol] = True
             bump = mem.nodes_touching(vmask)
             bump &= np.array([urange[i][ls.s[i]] > 0 for i in range(n)])
-            lam[bump] = lam[bump] * 1.6 + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
+            many = len(viol) > 0.05 * mem.num_points
+            grow = 2.0 if many else 1.6
+            lam[bump] = lam[bump] * grow + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
+            if many and n >= 2000:
+                # far from feasible: only raise the prices (repairing now would be slow and poor)
+                if trace is not None:
+                    trace.append((rounds, len(viol), ls.objective(), False, round(time.monotonic(), 2)))
+                continue
+            if len(viol) < 0.01 * mem.num_points:
+                lam *= DECAY  # nearly feasible: let the prices relax elsewhere
             repair_memory(ls, deadline, batch=1 if n < 2000 else 16)
         else:
             lam *= 0.8
-        ls.improve(deadline)
+        nviol = 0 if viol is None else len(viol)
+        ls.improve(deadline, pairs=n < 2000)
+        if trace is not None:
+            trace.append((rounds, nviol, ls.objective(), bool(ls.feasible()), round(time.monotonic(), 2)))
         if ls.feasible():
             o = ls.objective()
             if best_obj is None or o < best_obj:
+                if n >= 2000:  # large graphs: pair moves only on a new best
+                    ls.improve(deadline)
+                    o = ls.objective() if ls.feasible() else o
                 best_s, best_obj = ls.s.copy(), o
                 if progress is not None:
                     progress(best_obj)
