@@ -1,26 +1,65 @@
-"""Existing collectives (all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
-collective-broadcast; variadic forms; async ``*-start``/``*-done`` pairs; send/recv).
+"""Existing collectives: all-reduce, all-gather, reduce-scatter, all-to-all, collective-permute,
+collective-broadcast, their variadic (tuple) forms, async ``*-start`` / ``*-done`` pairs and
+``async-start`` wrapping a collective through ``calls=``; send / recv.
 
-XLA's auto-sharding rejects these outside manual regions; we cost them.  Inside a manual region they
-are handled as manual instructions (``custom_call.manual_group``).  Outside:
+Every collective already in the module gets a **communication cost** from
+:mod:`hloshard.cost.collectives` (alpha-beta, XLA auto-sharding formulas), charged **once**: on the
+synchronous op, on ``*-start`` / ``async-start`` for async pairs (``*-done``, ``async-update`` and
+``async-done`` cost nothing).  What is charged (:func:`existing_collective_cost`):
 
-* all-reduce / collective-permute / collective-broadcast of one array are shape-preserving: they
-  follow their operand, and cost the collective over the per-device bytes of that layout;
-* every other form (shape-changing, variadic, async start) is replicated, costing the collective
-  over the full bytes; ``*-done`` is a replicated pass-through with no operand requirement.
+* **participants**: the replica groups mapped to mesh axes (:func:`group_axes`).  Groups equal to
+  the device groups of a set of whole mesh axes (``DeviceMesh.axes_for_replica_groups``) cost over
+  those axes (several axes: max alpha, max beta, n = product, the rule of the cost model).  Groups
+  that match no whole axes (e.g. pairs along an axis of size 4, or an irregular set) cost with
+  ``n`` = the group size and the alpha / beta of the most expensive mesh axis along which the members
+  of a group differ (every axis they vary along is passed; the cost model takes max alpha, max beta).
+  Empty groups (``replica_groups={}``) are all devices.  Groups of one device cost 0.
+  Group mode (XLA's ``CollectiveOpGroupMode``): with a ``channel_id`` (cross-partition, or flattened
+  global ids with ``use_global_device_ids=true``) the ids are partition ids, i.e. the mesh's devices.
+  Without a ``channel_id`` the op is cross-replica: its groups are replica ids, which never span the
+  partition mesh; with ``num_replicas`` <= 1 every group is one replica and the op costs 0 (it
+  communicates nothing); with several replicas it is charged as if the ids were mesh devices (an
+  approximation: replicas are not part of the mesh).  Ids outside the mesh: every non-trivial mesh
+  axis with ``n`` = the group size (a conservative bound).
+* **bytes per device**, per the cost functions' conventions: all-gather the gathered (result) bytes;
+  reduce-scatter, all-reduce, all-to-all, collective-permute and collective-broadcast the operand
+  bytes (ragged-all-to-all and the in-place collective-permute form: operand 0 only).  Inside a manual
+  region (``{manual}``, shard_map / FSDP style) shapes are already per-device and are charged as
+  written; outside, the per-device bytes of the layout the chosen strategy gives the operands /
+  result (:class:`~hloshard.strategy.base.MeshInfo` ``bytes_per_device``; replicated = full bytes).
+* **variadic** forms pay one latency plus beta over the summed bytes of all their elements (the
+  byte counts are passed as a sequence), which is the saving ``hloshard combine`` reports.
+* collective-permute: ``max`` over its source-target pairs (``collective_permute_cost``);
+  collective-broadcast is charged as an all-gather of its bytes over its groups (a pipelined
+  broadcast moves about the same (n-1)/n * B per device); send / recv are not charged (their partner
+  is not stated in the instruction).
 
-The mesh axes a collective runs over are those whose ``DeviceMesh.replica_groups`` equal the
-instruction's replica groups (all non-trivial axes when they match none or are absent).
+Strategies outside manual regions (consistent with XLA's SPMD partitioner, so the output compiles):
+
+* a cross-replica all-reduce (no ``channel_id``) of one array is elementwise: it follows its operand
+  (output and operand share the layout; bytes per device under that layout);
+* every other form (channel all-reduce, all-gather, reduce-scatter, all-to-all, variadic, async) is
+  replicated: XLA partitions it by replicating its operands (its ``DefaultAction``), so the operands
+  are required replicated and every result element is replicated, element by element for tuples
+  (per-element shardings); an all-gather's result dim is thus never split over the axes it gathers
+  over, and the cost is over the full bytes.  ``*-done`` / ``async-done`` pass the start's layout
+  through (replicated) with no operand requirement.
+
+Inside a manual region the instruction keeps its manual sharding (per element for tuples,
+``custom_call.manual_group``) and :func:`charge_manual_collective` adds the cost.
 """
 
 from __future__ import annotations
 
-import itertools
+import math
 
 from .base import is_array, leaf_shapes, replicated_spec
 from .elementwise import follow_group
 from .registry import register, replicated_group
 
+#: collectives the cost model prices (HLO opcode of the synchronous form)
+COSTED_KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all",
+                "collective-permute", "collective-broadcast")
 SHAPE_PRESERVING = ("all-reduce", "collective-permute", "collective-broadcast")
 OTHERS = ("all-gather", "reduce-scatter", "all-to-all", "ragged-all-to-all", "all-reduce-start", "all-gather-start",
           "collective-permute-start", "async-start", "send", "recv")
@@ -28,60 +67,211 @@ DONE = ("all-reduce-done", "all-gather-done", "collective-permute-done", "async-
         "recv-done", "copy-start", "copy-done")
 
 
-def collective_axes(instr, ctx) -> tuple:
-    groups = None
-    try:
-        groups = instr.replica_groups
-    except Exception:  # noqa: BLE001
-        groups = None
-    axes = ctx.minfo.axes
-    if not groups:
-        return axes
-    want = sorted(sorted(g) for g in groups)
-    for k in range(1, len(axes) + 1):
-        for sub in itertools.combinations(axes, k):
-            try:
-                got = sorted(sorted(int(x) for x in g) for g in ctx.mesh.replica_groups(sub))
-            except Exception:  # noqa: BLE001
+# ---------------------------------------------------------------------------------------------
+# what a collective is and what it charges
+# ---------------------------------------------------------------------------------------------
+
+
+def charged_collective(instr):
+    """``(kind, op)``: the collective kind ``instr`` is charged for and the instruction that describes it
+    (replica groups, operands, result), or None when ``instr`` charges nothing.
+
+    ``all-gather`` -> ``('all-gather', instr)``; ``all-gather-start`` -> ``('all-gather', instr)``;
+    ``async-start`` whose ``calls=`` computation's root is a collective -> that kind and the root;
+    ``*-done``, ``async-update``, ``async-done``, send / recv and non-collectives -> None.
+    """
+    op = instr.opcode
+    if op in COSTED_KINDS:
+        return op, instr
+    if op.endswith("-start") and op[:-len("-start")] in COSTED_KINDS:
+        return op[:-len("-start")], instr
+    if op == "async-start":
+        for comp in instr.called_computations:
+            root = getattr(comp, "root", None)
+            if root is None:
                 continue
-            if got == want:
-                return sub
-    return axes
+            inner = charged_collective(root)
+            if inner is not None:
+                return inner
+    return None
 
 
-def _cost(instr, ctx, nbytes):
+def _is_cross_replica(op) -> bool:
+    return op.channel_id is None and not bool(op.attrs.get("use_global_device_ids", False))
+
+
+def _groups(op):
+    try:
+        return op.replica_groups
+    except Exception:  # noqa: BLE001 - unreadable groups: treated as all devices
+        return None
+
+
+def group_axes(mesh, groups, memo: dict | None = None):
+    """Map replica groups to ``(axes, group_size)`` for the cost functions, or None when the collective
+    communicates nothing (every group one device).
+
+    ``axes``: tuple of mesh axes; ``group_size``: None when the groups are exactly the device groups of
+    ``axes`` (n = product of their sizes), else the number of devices per group (the largest group).
+    See the module docstring for the rules. ``memo``: optional dict cache keyed by the groups. Raises
+    nothing.
+    """
+    key = None if groups is None else tuple(tuple(int(d) for d in g) for g in groups)
+    if memo is not None and key in memo:
+        return memo[key]
+    big = tuple(a for a in range(len(mesh.shape)) if int(mesh.shape[a]) > 1)
+    res = None
+    if not key:
+        res = (big, None) if big else None
+    else:
+        size = max(len(g) for g in key)
+        if size <= 1:
+            res = None
+        else:
+            try:
+                ax = mesh.axes_for_replica_groups([list(g) for g in key])
+            except (ValueError, IndexError):
+                ax = None
+            if ax:
+                res = (tuple(ax), None)
+            elif ax is not None:      # () : singleton groups (size 1 checked above, kept for safety)
+                res = None
+            else:
+                try:
+                    varying = set()
+                    for g in key:
+                        coords = [mesh.coords(d) for d in g]
+                        varying.update(a for a in range(len(mesh.shape)) if len({c[a] for c in coords}) > 1)
+                    axes = tuple(sorted(varying))
+                except (ValueError, IndexError, KeyError):
+                    axes = big          # ids outside the mesh: every axis, n = group size
+                res = (axes, size) if axes else None
+    if memo is not None:
+        memo[key] = res
+    return res
+
+
+def _array_bytes(shape, spec, minfo) -> int:
+    if not is_array(shape):
+        return 0
+    if spec is None:
+        return int(shape.byte_size)
+    return int(minfo.bytes_per_device(shape, spec))
+
+
+def _operand_leaf_bytes(op, minfo, specs=None) -> list[int]:
+    """Per array leaf of ``op``'s operands the per-device bytes (``specs``: per operand the spec or a
+    tuple of per-leaf specs; None: the shapes as written, i.e. manual / per-device already)."""
+    operands = list(op.operands)
+    if op.opcode in ("ragged-all-to-all",) or (op.opcode.startswith("collective-permute") and "slice_sizes" in op.attrs):
+        operands = operands[:1]
+    out = []
+    for i, o in enumerate(operands):
+        spec_i = None if specs is None or i >= len(specs) else specs[i]
+        for k, leaf in enumerate(leaf_shapes(o.shape)):
+            if not is_array(leaf):
+                continue
+            s = spec_i[k] if (isinstance(spec_i, tuple) and o.shape.is_tuple and k < len(spec_i)) else \
+                (None if o.shape.is_tuple else spec_i)
+            out.append(_array_bytes(leaf, s, minfo))
+    return out
+
+
+def collective_bytes_per_device(kind, op, minfo, in_specs=None, out_spec=None, group_size: int | None = None
+                                ) -> list[int]:
+    """Bytes per device charged for collective ``op`` of ``kind`` (a list: one entry per element of a
+    variadic collective; the cost functions sum it and pay one alpha).
+
+    all-gather: the gathered bytes (the result's leaves for the synchronous op; operand bytes times the
+    group size for ``all-gather-start``, whose result tuple also holds the operands); every other kind:
+    operand bytes.  ``in_specs`` / ``out_spec``: the layouts under the chosen strategy (None: shapes
+    are per-device already, as in a manual region).
+    """
+    if kind == "all-gather":
+        if op.opcode == "all-gather":
+            leaves = leaf_shapes(op.shape)
+            outs = list(out_spec) if (op.shape.is_tuple and isinstance(out_spec, tuple)) else [out_spec] * len(leaves)
+            return [_array_bytes(s, o, minfo) for s, o in zip(leaves, outs) if is_array(s)]
+        n = group_size or 1
+        return [b * n for b in _operand_leaf_bytes(op, minfo, in_specs)]
+    return _operand_leaf_bytes(op, minfo, in_specs)
+
+
+def existing_collective_cost(instr, ctx, in_specs=None, out_spec=None) -> float:
+    """Communication cost (cost units) of the collective ``instr`` already in the module; 0.0 for
+    instructions that charge nothing (``*-done``, non-collectives).  ``in_specs`` / ``out_spec`` as in
+    :func:`collective_bytes_per_device` (None inside manual regions).  Raises nothing: a collective the
+    mesh cannot describe gets the conservative bound of the module docstring."""
     from ..cost import collectives as cc
 
-    axes = collective_axes(instr, ctx)
-    op = instr.opcode.replace("-start", "")
-    if not axes:
+    found = charged_collective(instr)
+    if found is None:
         return 0.0
-    if op == "all-reduce":
-        return cc.all_reduce_cost(ctx.mesh, nbytes, axes)
-    if op == "all-gather":
-        return cc.all_gather_cost(ctx.mesh, nbytes, axes)
-    if op == "reduce-scatter":
-        return cc.reduce_scatter_cost(ctx.mesh, nbytes, axes)
-    if op in ("all-to-all", "ragged-all-to-all"):
-        return cc.all_to_all_cost(ctx.mesh, nbytes, axes)
-    if op in ("collective-permute", "collective-broadcast", "send", "recv"):
-        pairs = instr.attrs.get("source_target_pairs")
-        from .base import int_list
-
-        flat = int_list(pairs) or []
-        prs = [(flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)]
-        if not prs:
-            return 0.0
+    kind, op = found
+    mesh = ctx.mesh
+    if _is_cross_replica(op):
+        nrep = None
         try:
-            return cc.collective_permute_cost(ctx.mesh, nbytes, prs)
-        except Exception:  # noqa: BLE001 - device ids outside the mesh: all-to-all bound
-            return cc.all_to_all_cost(ctx.mesh, nbytes, axes)
-    return 0.0
+            nrep = op.parent.parent.num_replicas
+        except AttributeError:
+            nrep = None
+        if nrep is None or int(nrep) <= 1:
+            return 0.0
+    if kind == "collective-permute":
+        pairs = _pairs(op)
+        if not pairs:
+            return 0.0
+        nbytes = collective_bytes_per_device(kind, op, ctx.minfo, in_specs, out_spec)
+        try:
+            return cc.collective_permute_cost(mesh, nbytes, pairs)
+        except ValueError:  # a device outside the mesh: the most expensive single hop over every axis
+            axes = tuple(a for a in range(len(mesh.shape)) if int(mesh.shape[a]) > 1)
+            if not axes:
+                return 0.0
+            return max(float(mesh.alpha[a]) for a in axes) * len(axes) + \
+                max(float(mesh.beta[a]) for a in axes) * len(axes) * cc.total_bytes(nbytes)
+    memo = ctx.minfo.memo.setdefault("collective_group_axes", {})
+    ga = group_axes(mesh, _groups(op), memo)
+    if ga is None:
+        return 0.0
+    axes, gsize = ga
+    n = gsize if gsize is not None else math.prod(int(mesh.shape[a]) for a in axes)
+    nbytes = collective_bytes_per_device(kind, op, ctx.minfo, in_specs, out_spec, group_size=n)
+    if kind == "collective-broadcast":
+        return cc.all_gather_cost(mesh, nbytes, axes, group_size=gsize)
+    if kind == "ragged-all-to-all":
+        kind = "all-to-all"
+    return cc.collective_cost(kind, mesh, nbytes, axes, group_size=gsize)
+
+
+def _pairs(op) -> list[tuple[int, int]]:
+    raw = op.attrs.get("source_target_pairs")
+    from .base import int_list
+
+    flat = int_list(raw) or []
+    return [(flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)]
+
+
+def charge_manual_collective(instr, group, ctx) -> None:
+    """Inside a manual region: add the collective's cost (shapes as written = per device) to the one
+    strategy of ``group`` (built by ``custom_call.manual_group``). No-op for other instructions."""
+    if charged_collective(instr) is None:
+        return
+    cost = existing_collective_cost(instr, ctx)
+    for st in getattr(group, "strategies", ()):
+        st.comm = cost
+
+
+# ---------------------------------------------------------------------------------------------
+# handlers (outside manual regions)
+# ---------------------------------------------------------------------------------------------
 
 
 @register(*SHAPE_PRESERVING)
 def handle_shape_preserving(instr, ctx):
-    if not is_array(instr.shape) or len(instr.operands) != 1:
+    """A cross-replica all-reduce of one array follows its operand; everything else is replicated."""
+    if instr.opcode != "all-reduce" or not _is_cross_replica(instr) or not is_array(instr.shape) \
+            or len(instr.operands) != 1:
         return handle_other(instr, ctx)
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
@@ -92,28 +282,25 @@ def handle_shape_preserving(instr, ctx):
 
         if not is_mesh_spec(spec):
             spec = replicated_spec(len(instr.shape.dims))
-        return spec, (spec,), _cost(instr, ctx, ctx.minfo.bytes_per_device(instr.shape, spec))
+        return spec, (spec,), existing_collective_cost(instr, ctx, in_specs=(spec,), out_spec=spec)
 
     return follow_group(instr, ctx, 0, transform, flops_per_element=1.0)
 
 
 @register(*OTHERS)
 def handle_other(instr, ctx):
+    """Replicated result (per element), operands required replicated; the collective over full bytes."""
     g = replicated_group(instr, ctx)
-    nbytes = 0
-    if instr.opcode in ("reduce-scatter",):
-        nbytes = sum(l.byte_size for op in instr.operands for l in leaf_shapes(op.shape) if is_array(l))
-    else:
-        leaves = [l for l in leaf_shapes(instr.shape) if is_array(l)]
-        nbytes = sum(l.byte_size for l in leaves)
-        if instr.opcode.endswith("-start") and instr.shape.is_tuple and len(leaves) >= 2:
-            nbytes = sum(l.byte_size for op in instr.operands for l in leaf_shapes(op.shape) if is_array(l))
-    g.strategies[0].comm = _cost(instr, ctx, nbytes)
+    st = g.strategies[0]
+    if charged_collective(instr) is not None:
+        in_specs = tuple(st.inputs)
+        st.comm = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=st.out)
     return g
 
 
 @register(*DONE)
 def handle_done(instr, ctx):
+    """Pass-through of the start's (replicated) buffers; no operand requirement, no cost."""
     return replicated_group(instr, ctx, require_replicated_inputs=False) if not instr.shape.is_tuple else \
         _done_tuple(instr, ctx)
 

@@ -242,7 +242,10 @@ def build_group(instr, ctx: BuildContext):
     from .custom_call import manual_group, is_manual_instruction
 
     if is_manual_instruction(instr, ctx):
+        from .collectives import charge_manual_collective
+
         group = manual_group(instr, ctx)
+        charge_manual_collective(instr, group, ctx)   # an explicit collective still communicates
         if instr.opcode in ("call", "while", "conditional"):
             _visit_manual_callees(instr, group, ctx)
     else:
@@ -278,7 +281,12 @@ def _visit_manual_callees(instr, group, ctx) -> None:
         for k, p in enumerate(comp.parameters):
             src = sources[k] if k < len(sources) else sources[-1]
             ctx.set_group(p, alias_leaves(p, src, range(len(leaf_shapes(src.shape)))))
-        ctx.visit(comp, ctx.weight(instr))
+        w = ctx.weight(instr)
+        if instr.opcode == "while":   # the body and condition run trip-count times (their collectives too)
+            from .control_flow import trip_count
+
+            w *= trip_count(instr)
+        ctx.visit(comp, w)
 
 
 def _check_nonempty(group, instr, ctx):
