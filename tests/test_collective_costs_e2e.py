@@ -316,3 +316,71 @@ def test_jax_shard_map_fsdp_step_costs_like_the_generated_one(tmp_path):
     gen = cost_json(tmp_path, fsdp_module(layers=4, widths=widths), "--mesh", "8", name="gen.hlo")
     assert real["breakdown"]["communication"] > 0
     assert real["breakdown"]["communication"] == pytest.approx(gen["breakdown"]["communication"])
+
+
+@pytest.mark.oracle
+def test_solved_collectives_outside_manual_regions_compile():
+    """XLA's partitioner rejects a channel (cross-partition) all-reduce whose sharding is tiled ("must be
+    in (partial) manual partitioning mode"); a cross-replica one is elementwise. The solver, pushed to
+    shard by sharded parameters, must keep the first replicated and may shard the second."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from tests import xla_oracle as xo
+
+    text = """HloModule o, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %e {
+  %x = f32[64,256] parameter(0), sharding={devices=[8,1]<=[8]}
+  %y = f32[8,256] parameter(1), sharding={devices=[8,1]<=[8]}
+  %e1 = f32[64,256] exponential(%x)
+  %xr = f32[64,256] all-reduce(%e1), replica_groups={}, to_apply=%add
+  %cr = f32[64,256] all-reduce(%e1), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=%add
+  %ag = f32[64,256] all-gather(%y), channel_id=2, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true
+  %s = f32[64,256] add(%xr, %cr)
+  %t = f32[64,256] add(%s, %ag)
+  ROOT %out = f32[64,256] tanh(%t), sharding={devices=[8,1]<=[8]}
+}
+"""
+    outs = []
+    for mesh in ("8", "2x4"):
+        m = parse_module(text)
+        solve_module(m, DeviceMesh.parse(mesh), time_limit=10, deterministic=True)
+        e = m.entry
+        assert e.get("cr").sharding.is_replicated and e.get("ag").sharding.is_replicated
+        assert not e.get("xr").sharding.is_replicated      # follows exponential's sharded layout
+        outs.append(print_module(m))
+    for ok, msg in xo.compile_many(outs):
+        assert ok, msg[-2000:]
+
+
+def test_partially_manual_collective_charges_its_tile(tmp_path):
+    """``last_tile_dims={manual}`` with a tiled data dim: the bytes are the tile (dim 1 split 2 ways),
+    not the shape as written (which is what a fully manual value charges)."""
+    sh = "{devices=[1,2,4]<=[8] last_tile_dims={manual}}"
+    text = f"""HloModule pm, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {{
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}}
+
+ENTRY %e {{
+  %x = f32[4,16] parameter(0), sharding={sh}
+  ROOT %r = f32[4,16] all-reduce(%x), channel_id=1, replica_groups={{{{0,2,4,6}},{{1,3,5,7}}}}, use_global_device_ids=true, to_apply=%add, sharding={sh}
+}}
+"""
+    mesh = DeviceMesh.parse("2x4")
+    part = by_name(cost_json(tmp_path, text, "--mesh", "2x4", name="p.hlo"))["r"]["cost"]
+    full = by_name(cost_json(tmp_path, text.replace(sh, "{manual}"), "--mesh", "2x4", name="f.hlo"))["r"]["cost"]
+    # {0,2,4,6} spans axis 0 and half of axis 1: n = 4 with the dearer axis
+    assert part == pytest.approx(cc.all_reduce_cost(mesh, 4 * 8 * 4, (0, 1), group_size=4))
+    assert full == pytest.approx(cc.all_reduce_cost(mesh, 4 * 16 * 4, (0, 1), group_size=4))
+    assert part < full

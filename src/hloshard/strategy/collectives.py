@@ -252,13 +252,40 @@ def _pairs(op) -> list[tuple[int, int]]:
     return [(flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)]
 
 
+def _manual_layout(spec):
+    """A raw HloSharding spec of a manual-region value (``{manual}`` or partially manual), else None."""
+    from .base import is_mesh_spec
+
+    return None if spec is None or is_mesh_spec(spec) else spec
+
+
 def charge_manual_collective(instr, group, ctx) -> None:
-    """Inside a manual region: add the collective's cost (shapes as written = per device) to the one
-    strategy of ``group`` (built by ``custom_call.manual_group``). No-op for other instructions."""
-    if charged_collective(instr) is None:
+    """Inside a manual region: add the collective's cost to the one strategy of ``group`` (built by
+    ``custom_call.manual_group``). No-op for other instructions.
+
+    Bytes: the shapes as written for ``{manual}`` values (already per device); for a partially manual
+    value (``last_tile_dims={manual}`` with tiled data dims) the tile of its sharding, so the split over
+    the non-manual axes is not charged as if it were replicated."""
+    found = charged_collective(instr)
+    if found is None:
         return
-    cost = existing_collective_cost(instr, ctx)
-    for st in getattr(group, "strategies", ()):
+    strategies = getattr(group, "strategies", ())
+    in_specs = out_spec = None
+    if found[1] is instr and len(strategies) == 1:
+        specs = []
+        for op in instr.operands:
+            leaves = leaf_shapes(op.shape)
+            try:
+                per = [_manual_layout(ctx.leaf_specs(op, k)[0]) if len(ctx.leaf_specs(op, k)) == 1 else None
+                       for k in range(len(leaves))]
+            except (KeyError, IndexError):
+                per = [None] * len(leaves)
+            specs.append(tuple(per) if op.shape.is_tuple else per[0])
+        in_specs = tuple(specs)
+        out = strategies[0].out
+        out_spec = tuple(_manual_layout(o) for o in out) if group.multi else _manual_layout(out)
+    cost = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=out_spec)
+    for st in strategies:
         st.comm = cost
 
 
