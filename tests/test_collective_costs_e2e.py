@@ -384,3 +384,35 @@ ENTRY %e {{
     assert part == pytest.approx(cc.all_reduce_cost(mesh, 4 * 8 * 4, (0, 1), group_size=4))
     assert full == pytest.approx(cc.all_reduce_cost(mesh, 4 * 16 * 4, (0, 1), group_size=4))
     assert part < full
+
+
+def test_kept_user_sharding_on_a_collective_keeps_its_cost(tmp_path):
+    """A GSPMD-style module whose collectives carry tiled shardings (kept by ``cost``): the collective
+    still runs on replicated operands (XLA's DefaultAction), so it is charged over the full bytes; the
+    tuple sharding of a variadic one is kept element by element."""
+    text = """HloModule fx, num_partitions=8
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %e {
+  %y = f32[8,256] parameter(0), sharding={replicated}
+  %ag = f32[64,256] all-gather(%y), channel_id=2, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true, sharding={devices=[8,1]<=[8]}
+  %v = (f32[8,256], f32[64,256]) all-reduce(%y, %ag), channel_id=3, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=%add, sharding={{replicated}, {devices=[1,8]<=[8]}}
+  ROOT %t = f32[64,256] get-tuple-element(%v), index=1, sharding={devices=[1,8]<=[8]}
+}
+"""
+    mesh = DeviceMesh.parse("8")
+    rep = cost_json(tmp_path, text, "--mesh", "8")
+    rows = by_name(rep)
+    assert rows["ag"]["sharding"] == "{devices=[8,1]<=[8]}"
+    assert rows["v"]["sharding"] == "{{replicated}, {devices=[1,8]<=[8]}}"
+    ag = cc.all_gather_cost(mesh, 64 * 256 * 4, 0)
+    ar = cc.all_reduce_cost(mesh, [8 * 256 * 4, 64 * 256 * 4], 0)
+    assert rep["breakdown"]["communication"] == pytest.approx(ag + ar)
+    # the variadic all-reduce needs its operands replicated: the tiled all-gather result is gathered again
+    assert [(x["operand"], x["to"]) for x in rows["v"]["reshardings"]] == [("ag", "{replicated}")]
+    assert rep["breakdown"]["resharding"] == pytest.approx(rows["v"]["reshardings"][0]["cost"])

@@ -322,7 +322,33 @@ def handle_other(instr, ctx):
     if charged_collective(instr) is not None:
         in_specs = tuple(st.inputs)
         st.comm = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=st.out)
+    if instr in ctx.fixed:
+        user = _user_strategy(instr, ctx, st)
+        if user is not None:
+            g.strategies.append(user)
     return g
+
+
+def _user_strategy(instr, ctx, rep):
+    """The strategy a kept user sharding selects: XLA computes the collective on replicated operands and
+    keeps the user's layout of the result (a local slice), so the operands stay replicated and the cost
+    is the replicated one (``rep.comm``); memory is the user layout's.  None when it equals ``rep``."""
+    from .base import Strategy
+    from .registry import _fixed_specs, _same
+
+    try:
+        specs = _fixed_specs(instr, ctx)
+    except Exception:  # noqa: BLE001 - a bad user sharding is reported by apply_fixed
+        return None
+    leaves = leaf_shapes(instr.shape)
+    specs = [sp if sp is not None else (replicated_spec(len(s.dims)) if is_array(s) else None)
+             for sp, s in zip(specs, leaves)]
+    out = tuple(specs) if instr.shape.is_tuple else specs[0]
+    same = all(_same(a, b) for a, b in zip(out, rep.out)) if instr.shape.is_tuple else _same(out, rep.out)
+    if same:
+        return None
+    mem = sum(ctx.minfo.bytes_per_device(s, sp) for s, sp in zip(leaves, specs) if is_array(s) and sp is not None)
+    return Strategy("user", out, rep.inputs, compute=rep.compute, comm=rep.comm, memory=mem)
 
 
 @register(*DONE)
