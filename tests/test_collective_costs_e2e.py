@@ -416,3 +416,24 @@ ENTRY %e {
     # the variadic all-reduce needs its operands replicated: the tiled all-gather result is gathered again
     assert [(x["operand"], x["to"]) for x in rows["v"]["reshardings"]] == [("ag", "{replicated}")]
     assert rep["breakdown"]["resharding"] == pytest.approx(rows["v"]["reshardings"][0]["cost"])
+
+
+def test_send_with_source_target_pairs_is_charged_once(tmp_path):
+    text = """HloModule sr, num_partitions=8
+
+ENTRY %e {
+  %x = f32[2,8] parameter(0), sharding={manual}
+  %tk = token[] after-all()
+  %sd = (f32[2,8], u32[], token[]) send(%x, %tk), channel_id=1, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,5}}"}
+  %rv = (f32[2,8], u32[], token[]) recv(%tk), channel_id=1, frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,5}}"}
+  %sdd = token[] send-done(%sd), channel_id=1
+  %rvd = (f32[2,8], token[]) recv-done(%rv), channel_id=1
+  ROOT %o = f32[2,8] get-tuple-element(%rvd), index=0
+}
+"""
+    rows = by_name(cost_json(tmp_path, text, "--mesh", "2x4", "--alpha", "2,3", "--beta", "0.5,1"))
+    # 0->1 differs along axis 1 (3 + 64), 1->5 along axis 0 (2 + 0.5*64): the max pair
+    assert rows["sd"]["cost"] == pytest.approx(3 + 64)
+    assert rows["rv"]["cost"] == rows["sdd"]["cost"] == rows["rvd"]["cost"] == 0.0
+    no_pairs = text.replace(', frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,5}}"}', "")
+    assert by_name(cost_json(tmp_path, no_pairs, "--mesh", "2x4", name="n.hlo"))["sd"]["cost"] == 0.0

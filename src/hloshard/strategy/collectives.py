@@ -31,8 +31,10 @@ synchronous op, on ``*-start`` / ``async-start`` for async pairs (``*-done``, ``
   byte counts are passed as a sequence), which is the saving ``hloshard combine`` reports.
 * collective-permute: ``max`` over its source-target pairs (``collective_permute_cost``);
   collective-broadcast is charged as an all-gather of its bytes over its groups (a pipelined
-  broadcast moves about the same (n-1)/n * B per device); send / recv are not charged (their partner
-  is not stated in the instruction).
+  broadcast moves about the same (n-1)/n * B per device); a send with an
+  ``_xla_send_recv_source_target_pairs`` frontend attribute is charged as a collective-permute of its
+  data over those pairs (the matching recv and the ``*-done`` ops cost nothing); a send without it is
+  not charged (its partner is not stated).
 
 Strategies outside manual regions (consistent with XLA's SPMD partitioner, so the output compiles):
 
@@ -85,6 +87,8 @@ def charged_collective(instr):
         return op, instr
     if op.endswith("-start") and op[:-len("-start")] in COSTED_KINDS:
         return op[:-len("-start")], instr
+    if op == "send" and _pairs(instr):
+        return "collective-permute", instr
     if op == "async-start":
         for comp in instr.called_computations:
             root = getattr(comp, "root", None)
@@ -245,7 +249,18 @@ def existing_collective_cost(instr, ctx, in_specs=None, out_spec=None) -> float:
 
 
 def _pairs(op) -> list[tuple[int, int]]:
+    """(source, target) pairs of a collective-permute, or of a send from its
+    ``_xla_send_recv_source_target_pairs`` frontend attribute ([] when absent)."""
     raw = op.attrs.get("source_target_pairs")
+    if raw is None and op.opcode == "send":
+        fa = op.attrs.get("frontend_attributes")
+        if isinstance(fa, dict):
+            raw = fa.get("_xla_send_recv_source_target_pairs")
+        elif fa is not None:
+            import re
+
+            m = re.search(r'_xla_send_recv_source_target_pairs="([^"]*)"', str(fa))
+            raw = m.group(1) if m else None
     from .base import int_list
 
     flat = int_list(raw) or []
