@@ -437,3 +437,22 @@ ENTRY %e {
     assert rows["rv"]["cost"] == rows["sdd"]["cost"] == rows["rvd"]["cost"] == 0.0
     no_pairs = text.replace(', frontend_attributes={_xla_send_recv_source_target_pairs="{{0,1},{1,5}}"}', "")
     assert by_name(cost_json(tmp_path, no_pairs, "--mesh", "2x4", name="n.hlo"))["sd"]["cost"] == 0.0
+
+
+def test_cli_cost_combine_cost_round_trip(tmp_path):
+    """The three commands as a user runs them: cost, combine -o, cost; the difference of the two totals
+    is combine's reported latency_saved, and the communication is all collectives (nothing else moves)."""
+    src = tmp_path / "fsdp.hlo"
+    out = tmp_path / "fsdp.combined.hlo"
+    src.write_text(fsdp_module(layers=5, dtypes=("f32", "bf16")))
+    runner = CliRunner()
+    args = ["--mesh", "2x4", "--alpha", "4,4", "--beta", "1,1"]
+    before = json.loads(runner.invoke(main, ["cost", str(src), "--format", "json", *args]).output)
+    res = runner.invoke(main, ["combine", str(src), "-o", str(out), "--format", "json", *args])
+    assert res.exit_code == 0, res.output
+    rep = json.loads(res.output)
+    after = json.loads(runner.invoke(main, ["cost", str(out), "--format", "json", *args]).output)
+    assert rep["merged"] > 0 and rep["latency_saved"] > 0
+    assert before["breakdown"]["communication"] == pytest.approx(rep["cost_before"])
+    assert after["breakdown"]["communication"] == pytest.approx(rep["cost_after"])
+    assert before["total_cost"] - after["total_cost"] == pytest.approx(rep["latency_saved"], abs=1e-6)
