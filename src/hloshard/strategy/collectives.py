@@ -80,7 +80,8 @@ def charged_collective(instr):
 
     ``all-gather`` -> ``('all-gather', instr)``; ``all-gather-start`` -> ``('all-gather', instr)``;
     ``async-start`` whose ``calls=`` computation's root is a collective -> that kind and the root;
-    ``*-done``, ``async-update``, ``async-done``, send / recv and non-collectives -> None.
+    ``send`` with source-target pairs -> ``('collective-permute', instr)``; ``*-done``,
+    ``async-update``, ``async-done``, recv, a send without pairs and non-collectives -> None.
     """
     op = instr.opcode
     if op in COSTED_KINDS:
