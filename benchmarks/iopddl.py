@@ -37,8 +37,8 @@ def scores() -> dict:
 
 
 def run_instance(name: str, row: dict, scale: float, workers: int, workdir: str) -> dict:
-    from hloshard.costgraph import evaluate, load_problem
-
+    """Run the command; the solution is checked later by :func:`check` (in this process, after every
+    run, so that the children's peak RSS -- inherited across fork -- stays their own)."""
     path = DATA / f"asplos-2025-iopddl-{name}.json.gz"
     limit = float(row["time_limit_s"]) * scale
     out = os.path.join(workdir, f"{name}.solution.json")
@@ -54,17 +54,24 @@ def run_instance(name: str, row: dict, scale: float, workers: int, workdir: str)
            "wall": round(wall, 2), "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "exit": code,
            "best": int(row["best_contest_objective"]),
            "xla": int(row["xla_objective"]) if row["xla_objective"] else None}
+    res["solution_file"] = out
     if code != 0:
         res["error"] = err.strip()[-300:]
-        return res
-    with open(out) as fh:
+    return res
+
+
+def check(res: dict) -> None:
+    from hloshard.costgraph import evaluate, load_problem
+
+    if res["exit"] != 0:
+        return
+    with open(res.pop("solution_file")) as fh:
         sol = json.load(fh)
-    problem = load_problem(str(path))
+    problem = load_problem(str(DATA / f"asplos-2025-iopddl-{res['instance']}.json.gz"))
     obj, feasible = evaluate(problem, sol["strategies"])
     res.update(status=sol["status"], objective=sol["objective"], bound=sol["bound"], feasible=feasible,
                checked=obj == sol["objective"], ratio_best=sol["objective"] / res["best"],
                ratio_xla=(sol["objective"] / res["xla"]) if res["xla"] else None)
-    return res
 
 
 def table(rows: list) -> str:
@@ -104,6 +111,9 @@ def main() -> int:
             r["load_after"] = round(os.getloadavg()[0], 2)
             rows.append(r)
             print(json.dumps(r), file=sys.stderr, flush=True)
+        for r in rows:
+            check(r)
+            r.pop("solution_file", None)
     print(table(rows))
     if args.json:
         with open(args.json, "w") as fh:
