@@ -379,7 +379,8 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
     penalties ``lambda_i * (usage - min usage)`` added to the node costs (min-sum + local search),
     raise the penalties of the nodes live at violated liveness points, repair each candidate to
     feasibility and polish it with the memory-aware local search.  Returns (best positions, best
-    objective) over all rounds (feasible), or (None, None)."""
+    objective) over all rounds (feasible), or (None, None).  ``trace``: optional list that receives
+    ``(round, violated points, objective, feasible, time)`` per round (for tuning)."""
     red = ls.red
     n = ls.n
     ms = MinSum(ls)
