@@ -35,9 +35,17 @@ DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
   member's place, or right after its last operand when that one comes later, always before its first
   user; everything else keeps its relative order as far as the dependencies allow.
 
-Costs come from :mod:`hloshard.cost.collectives` (alpha-beta, XLA auto-sharding formulas): a variadic
-collective pays one latency over the summed bytes, so combining k collectives saves about (k-1)
-alpha. Invalid collectives of the selected kinds (zero operands, a dimension out of range, result
+**Costs** are ``hloshard cost``'s: every collective is priced by
+:func:`hloshard.strategy.collectives.existing_collective_cost` (the alpha-beta formulas of
+:mod:`hloshard.cost.collectives`; replica groups mapped to mesh axes by
+:func:`~hloshard.strategy.collectives.group_axes`, irregular groups over every axis any group varies
+along; cross-replica ops, i.e. without ``channel_id``, free when the module has at most one replica)
+on the shapes as written, times its computation's execution count (:func:`execution_counts`: while
+bodies run trip-count times). A variadic collective pays one latency over the summed bytes, so
+combining k collectives saves about (k-1) alpha per execution, and ``hloshard cost`` before minus
+after equals the report's ``latency_saved`` (for collectives inside ``{manual}`` regions or already
+replicated; a cross-replica all-reduce of a sharded value outside manual regions is charged by
+``hloshard cost`` on its operand's layout, which combine does not know). Invalid collectives of the selected kinds (zero operands, a dimension out of range, result
 shapes or element types that do not match the operands, element types that differ from a typed
 reduction's) raise :class:`~hloshard.errors.InputError` naming each one; the module is not touched.
 """
@@ -87,7 +95,8 @@ class CombinedGroup:
 
 @dataclass
 class CombineReport:
-    """What :func:`combine_module` did. Costs are in cost units (None without a mesh)."""
+    """What :func:`combine_module` did. Costs are in cost units per execution of the entry computation,
+    as ``hloshard cost`` charges them (None without a mesh)."""
 
     module: str
     kinds: list[str]
@@ -98,7 +107,9 @@ class CombineReport:
     groups: list[CombinedGroup] = field(default_factory=list)
     cost_before: float | None = None   # all collectives of the selected kinds, before
     cost_after: float | None = None
-    uncosted: int = 0                  # collectives whose replica groups the mesh cannot cost
+    #: collectives of the selected kinds in computations ``hloshard cost`` does not charge (not reached
+    #: from the entry through while / call / conditional, e.g. dead or async-wrapped): left out of the totals
+    uncosted: int = 0
     #: per computation that changed: (peak live bytes per device before, after); see peak_live_bytes
     peak_bytes: dict[str, tuple[int, int]] = field(default_factory=dict)
 
@@ -137,8 +148,8 @@ class CombineReport:
             lines.append(f"cost on mesh {self.mesh}: {_fmt(self.cost_before)} -> {_fmt(self.cost_after)} "
                          f"cost units; latency saved {_fmt(self.latency_saved)}")
             if self.uncosted:
-                lines.append(f"({self.uncosted} collectives have replica groups the mesh cannot cost; "
-                             "left out of the totals)")
+                lines.append(f"({self.uncosted} collectives are in computations the entry never runs "
+                             "through while / call / conditional; left out of the totals)")
         for comp, (b, a) in sorted(self.peak_bytes.items()):
             lines.append(f"peak live bytes per device in {comp}: {format_bytes(b)} -> {format_bytes(a)}")
         for g in self.groups:
@@ -349,45 +360,72 @@ def collective_bytes(instr: Instruction) -> int:
 # costs
 # --------------------------------------------------------------------------------------------------
 
-class _Coster:
-    """Costs of collectives on a mesh, by replica groups (cached)."""
+def execution_counts(module: Module) -> dict[int, float]:
+    """``id(computation)`` -> how many times it runs per execution of the entry computation, the weights
+    ``hloshard cost`` applies (:func:`hloshard.autoshard.build_graph`): the entry runs once; a ``while``
+    body and condition run the loop's weight times its trip count
+    (:func:`hloshard.strategy.control_flow.trip_count`); ``call`` and ``conditional`` computations run
+    with their caller's weight (every branch charged in full). A computation reached from several call
+    sites keeps the weight of the last visit, in post order, and its callees are reached through its
+    first visit only, as in the cost graph. Computations not reached that way (fusion bodies,
+    reducers, ``async-start`` wrapped computations, dead code) are absent: their collectives are charged
+    at the caller (``async-start``) or not at all."""
+    from .strategy.control_flow import called, trip_count
 
-    def __init__(self, mesh):
-        self.mesh = mesh
-        self._axes: dict = {}
+    weights: dict[int, float] = {}
 
-    def axes(self, instr: Instruction):
-        groups = instr.replica_groups
-        key = None if groups is None else tuple(tuple(g) for g in groups)
-        if key in self._axes:
-            return self._axes[key]
-        res = None
-        try:
-            if not groups:
-                ax = tuple(a for a in range(self.mesh.ndim) if self.mesh.shape[a] > 1)
-                res = (ax, self.mesh.num_devices) if ax else None
-            else:
-                ax = self.mesh.axes_for_replica_groups(groups)
-                if ax is not None and len(ax) > 0:
-                    res = (ax, None)
-                else:
-                    # groups covering part of some axes: charge the axes they vary along, n = group size
-                    coords = [self.mesh.coords(d) for d in groups[0]]
-                    ax = tuple(a for a in range(self.mesh.ndim) if len({c[a] for c in coords}) > 1)
-                    res = (ax, len(groups[0])) if ax else None
-        except (ValueError, IndexError):
-            res = None
-        self._axes[key] = res
-        return res
+    def visit(comp: Computation, w: float) -> None:
+        first = id(comp) not in weights
+        weights[id(comp)] = w
+        if not first:
+            return
+        order = comp.post_order()
+        if len(order) != len(comp.instructions):
+            seen = {id(i) for i in order}
+            order += [i for i in comp.instructions if id(i) not in seen]
+        for instr in order:
+            if instr.opcode == "while":
+                trips = float(trip_count(instr))
+                for key, idx in (("body", 0), ("condition", 1)):
+                    c = called(instr, key, idx)
+                    if c is not None:
+                        visit(c, w * trips)
+            elif instr.opcode in ("call", "conditional"):
+                for c in instr.called_computations:
+                    visit(c, w)
 
-    def cost(self, kind: str, instr: Instruction, nbytes: int) -> float | None:
-        from .cost.collectives import collective_cost
+    if module.entry is not None:
+        visit(module.entry, 1.0)
+    return weights
 
-        ax = self.axes(instr)
-        if ax is None:
-            return None
-        axes, gsize = ax
-        return collective_cost(kind, self.mesh, nbytes, axes, group_size=gsize)
+
+class _Pricing:
+    """Collective costs exactly as ``hloshard cost`` charges them: one call of
+    :func:`hloshard.strategy.collectives.existing_collective_cost` per collective (replica groups to
+    mesh axes by :func:`~hloshard.strategy.collectives.group_axes`, irregular groups over every axis
+    they vary along, cross-replica ops free with at most one replica, variadic ops one alpha over the
+    summed bytes), on the shapes as written (per device inside ``{manual}`` regions; full bytes
+    outside, which is what the replicated strategy of an explicit collective charges), times the
+    execution count of the computation (:func:`execution_counts`). Cost units."""
+
+    def __init__(self, module: Module, mesh):
+        from .strategy.registry import BuildContext
+
+        self.ctx = BuildContext(mesh)
+        self.weights = execution_counts(module)
+
+    def weight(self, comp: Computation | None) -> float:
+        """Execution count of ``comp`` (0.0 when ``hloshard cost`` never charges it)."""
+        return self.weights.get(id(comp), 0.0) if comp is not None else 0.0
+
+    def cost(self, instr: Instruction, weight: float | None = None) -> float:
+        """Weighted cost of ``instr`` (cost units); ``weight`` defaults to its computation's."""
+        from .strategy.collectives import existing_collective_cost
+
+        w = self.weight(instr.parent) if weight is None else weight
+        if w == 0.0:
+            return 0.0
+        return existing_collective_cost(instr, self.ctx) * w
 
 
 # --------------------------------------------------------------------------------------------------
@@ -490,7 +528,12 @@ def _leaf_shardings(instr: Instruction) -> list:
     return [s]
 
 
-def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[int, float]) -> Instruction:
+def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[int, float],
+                    retired: list[Instruction]) -> Instruction:
+    """Add the variadic collective of ``members`` and rewire their users to it (see the module
+    docstring). The members lose every user and are renamed out of the way (their names go to the GTEs
+    / tuples that replace them); they are appended to ``retired`` for one
+    :meth:`~hloshard.hlo.ir.Computation.remove_instructions` per computation."""
     from .hlo.sharding import HloSharding
 
     first = members[0]
@@ -516,8 +559,7 @@ def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[in
             gte = _gte(comp, combined, offset, m.shape, m.sharding, m.attrs.get("metadata"), m.name)
             prio[id(gte)] = mprio
             comp.replace_all_uses(m, gte)
-            _drop(comp, m)
-            comp.rename(gte, m.name)
+            _retire(comp, m, gte, retired)
         else:
             msh = _leaf_shardings(m)
             for user in list(m.users):
@@ -537,10 +579,9 @@ def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[in
                 comp.add_instruction(tup)
                 prio[id(tup)] = mprio
                 comp.replace_all_uses(m, tup)
-                _drop(comp, m)
-                comp.rename(tup, m.name)
+                _retire(comp, m, tup, retired)
             else:
-                _drop(comp, m)
+                _retire(comp, m, None, retired)
         offset += n
     return combined
 
@@ -555,20 +596,18 @@ def _gte(comp, tup, index, shape, sharding, metadata, name) -> Instruction:
     return comp.add_instruction(g)
 
 
-def _drop(comp: Computation, instr: Instruction) -> None:
-    """Remove a user-less, non-root instruction that is in no control-predecessor list (combine only
-    picks such collectives). Local fast path of ``Computation.remove_instruction``, which scans every
-    instruction's control predecessors (quadratic over a thousand removals); the instruction list
-    itself is rebuilt by :func:`_reorder`."""
-    assert not instr.users and instr is not comp.root
-    instr.set_operands([])
-    comp._by_name.pop(instr.name, None)
-    instr.parent = None
+def _retire(comp: Computation, old: Instruction, heir: Instruction | None, retired: list[Instruction]) -> None:
+    """``old`` (now user-less) hands its name to ``heir`` and waits in ``retired`` for removal."""
+    retired.append(old)
+    if heir is not None:
+        name = old.name
+        comp.rename(old, comp.unique_name(name + ".retired"))
+        comp.rename(heir, name)
 
 
 def _reorder(comp: Computation, prio: dict[int, float]) -> None:
     """Stable topological order: among ready instructions, the smallest priority first."""
-    live = [i for i in comp.instructions if i.parent is comp]
+    live = comp.instructions
     indeg: dict[int, int] = {}
     succ: dict[int, list[Instruction]] = {id(i): [] for i in live}
     for i in live:
@@ -594,7 +633,7 @@ def _reorder(comp: Computation, prio: dict[int, float]) -> None:
                 heapq.heappush(heap, (prio.get(id(s), seq[id(s)]), seq[id(s)], s))
     if len(out) != len(live):  # pragma: no cover - the bucketing keeps the graph acyclic
         raise RuntimeError(f"combine produced a cycle in {comp.name}")
-    comp.instructions[:] = out
+    comp.instructions = out      # a permutation of the same instructions (names, users unchanged)
 
 
 #: opcodes whose result aliases (a part of) an operand's buffer: no allocation of their own
@@ -680,22 +719,23 @@ def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
     num_devices = mesh.num_devices if mesh is not None else module.num_partitions
     validate_collectives(module, kinds, num_devices)
     kindset = frozenset(kinds)
-    coster = _Coster(mesh) if mesh is not None else None
+    pricing = _Pricing(module, mesh) if mesh is not None else None
     report = CombineReport(module=module.name, kinds=list(kinds), bucket_bytes=int(bucket_bytes),
                            mesh=str(mesh) if mesh is not None else None, collectives_before=0,
                            collectives_after=0)
 
     def total_cost() -> tuple[float | None, int]:
-        if coster is None:
+        if pricing is None:
             return None, 0
         tot, unc = 0.0, 0
-        for i in module.all_instructions():
-            if i.opcode in kindset:
-                c = coster.cost(i.opcode, i, collective_bytes(i))
-                if c is None:
-                    unc += 1
-                else:
-                    tot += c
+        for comp in module.computations:
+            w = pricing.weight(comp)
+            for i in comp.instructions:
+                if i.opcode in kindset:
+                    if w == 0.0:
+                        unc += 1
+                    else:
+                        tot += pricing.cost(i, w)
         return round(tot, 6), unc
 
     report.collectives_before = sum(1 for i in module.all_instructions() if i.opcode in kindset)
@@ -707,20 +747,21 @@ def combine_module(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
             continue
         peak_before = peak_live_bytes(comp)
         prio = {id(i): float(k) for k, i in enumerate(order)}
+        retired: list[Instruction] = []
+        w = pricing.weight(comp) if pricing is not None else 0.0
         for members in buckets:
             nbytes = sum(collective_bytes(m) for m in members)
             before = after = None
-            if coster is not None:
-                costs = [coster.cost(m.opcode, m, collective_bytes(m)) for m in members]
-                if all(c is not None for c in costs):
-                    before = round(sum(costs), 6)
+            if pricing is not None and w != 0.0:
+                before = round(sum(pricing.cost(m, w) for m in members), 6)
             names = [m.name for m in members]
-            combined = _combine_bucket(comp, members, prio)
-            if coster is not None and before is not None:
-                after = coster.cost(combined.opcode, combined, nbytes)
+            combined = _combine_bucket(comp, members, prio, retired)
+            if before is not None:
+                after = round(pricing.cost(combined, w), 6)
             report.groups.append(CombinedGroup(name=combined.name, kind=combined.opcode, computation=comp.name,
                                                members=names, operands=len(combined.operands), bytes=nbytes,
                                                cost_before=before, cost_after=after))
+        comp.remove_instructions(retired)
         _reorder(comp, prio)
         report.peak_bytes[comp.name] = (peak_before, peak_live_bytes(comp))
     report.collectives_after = sum(1 for i in module.all_instructions() if i.opcode in kindset)

@@ -33,7 +33,8 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     Collectives combine when they have the same kind, replica groups, dimension, channel mode and
     reduction, do not depend on each other (through any path), and fit in --bucket-bytes. The report
     gives how many were merged and the latency saved under the alpha-beta cost model on --mesh (or the
-    module's num_partitions; without either, costs are left out).
+    module's num_partitions; without either, costs are left out), priced exactly as `hloshard cost`
+    prices collectives, so `hloshard cost` before minus after is the latency saved.
     """
     from ..combine import combine_module, parse_kinds
     from ..errors import UsageError
