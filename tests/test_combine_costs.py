@@ -26,8 +26,9 @@ ADD = """%add (a: f32[], b: f32[]) -> f32[] {
 """
 
 
-def round_trip(tmp_path, text, *mesh_args):
-    """cost, combine -o, cost through the CLI; asserts the three agree and returns the documents."""
+def round_trip(tmp_path, text, *mesh_args, totals=True):
+    """cost, combine -o, cost through the CLI; asserts the three agree and returns the documents.
+    ``totals``: also compare the total costs (not only the communication) with ``latency_saved``."""
     src, out = tmp_path / "m.hlo", tmp_path / "m.combined.hlo"
     src.write_text(text)
     runner = CliRunner()
@@ -44,6 +45,8 @@ def round_trip(tmp_path, text, *mesh_args):
     after = cost(out)
     assert before["breakdown"]["communication"] == pytest.approx(rep["cost_before"], abs=1e-6)
     assert after["breakdown"]["communication"] == pytest.approx(rep["cost_after"], abs=1e-6)
+    if not totals:      # per-instruction rows hold compute too
+        return before, rep, after
     assert before["total_cost"] - after["total_cost"] == pytest.approx(rep["latency_saved"], abs=1e-6)
     rows = {r["name"]: r["cost"] for r in before["instructions"]}
     rows_after = {r["name"]: r["cost"] for r in after["instructions"]}
@@ -206,3 +209,35 @@ def test_collectives_outside_charged_computations_are_reported_uncosted():
     rep = combine_module(parse_module(text), mesh=mesh)
     assert rep.uncosted == 1
     assert rep.cost_before == pytest.approx(2 * (cc.all_reduce_cost(mesh, 64, 0) + cc.all_reduce_cost(mesh, 128, 0)))
+
+
+OUTSIDE = """HloModule nm, num_partitions=8
+
+""" + ADD + """
+ENTRY %e {
+  %x = f32[16,32] parameter(0)
+  %y = f32[8,32] parameter(1)
+  %ex = f32[16,32] exponential(%x)
+  %ey = f32[8,32] exponential(%y)
+  %ax = f32[128,32] all-gather(%ex), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true
+  %ay = f32[64,32] all-gather(%ey), channel_id=2, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, use_global_device_ids=true
+  %rx = f32[16,32] all-reduce(%ex), channel_id=3, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%add
+  %ry = f32[8,32] all-reduce(%ey), channel_id=4, replica_groups={{0,1,2,3},{4,5,6,7}}, use_global_device_ids=true, to_apply=%add
+  %s = f32[16,32] add(%rx, %ex)
+  ROOT %out = (f32[128,32], f32[64,32], f32[16,32], f32[8,32]) tuple(%ax, %ay, %s, %ry)
+}
+"""
+
+
+def test_collectives_outside_manual_regions_are_priced_on_full_bytes(tmp_path):
+    """Outside manual regions an explicit channel collective is replicated (XLA's DefaultAction), so
+    ``hloshard cost`` charges its written (full) bytes, as combine does. Only the communication is
+    compared: ``hloshard cost`` also charges elementwise compute on array-shaped collectives and none on
+    variadic (tuple) ones, which is not combine's to report."""
+    mesh = DeviceMesh.parse("2x4", alpha="4,6", beta="1,0.5")
+    _, rep, _ = round_trip(tmp_path, OUTSIDE, "--mesh", "2x4", "--alpha", "4,6", "--beta", "1,0.5",
+                           totals=False)
+    assert rep["merged"] == 4
+    ag = cc.all_gather_cost(mesh, 128 * 32 * 4, (0, 1)) + cc.all_gather_cost(mesh, 64 * 32 * 4, (0, 1))
+    ar = cc.all_reduce_cost(mesh, 16 * 32 * 4, 1) + cc.all_reduce_cost(mesh, 8 * 32 * 4, 1)
+    assert rep["cost_before"] == pytest.approx(ag + ar)

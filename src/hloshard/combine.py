@@ -39,15 +39,16 @@ DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
 :func:`hloshard.strategy.collectives.existing_collective_cost` (the alpha-beta formulas of
 :mod:`hloshard.cost.collectives`; replica groups mapped to mesh axes by
 :func:`~hloshard.strategy.collectives.group_axes`, irregular groups over every axis any group varies
-along; cross-replica ops, i.e. without ``channel_id``, free when the module has at most one replica)
-on the shapes as written, times its computation's execution count (:func:`execution_counts`: while
-bodies run trip-count times). A variadic collective pays one latency over the summed bytes, so
-combining k collectives saves about (k-1) alpha per execution, and ``hloshard cost`` before minus
-after equals the report's ``latency_saved`` (for collectives inside ``{manual}`` regions or already
-replicated; a cross-replica all-reduce of a sharded value outside manual regions is charged by
-``hloshard cost`` on its operand's layout, which combine does not know). Invalid collectives of the selected kinds (zero operands, a dimension out of range, result
-shapes or element types that do not match the operands, element types that differ from a typed
-reduction's) raise :class:`~hloshard.errors.InputError` naming each one; the module is not touched.
+along; cross-replica ops, i.e. without ``channel_id``, free when the module has at most one replica) on
+the shapes as written, times its computation's execution count (:func:`execution_counts`: while bodies
+run trip-count times). A variadic collective pays one latency over the summed bytes, so combining k
+collectives saves about (k-1) alpha per execution, and ``hloshard cost`` before minus after equals the
+report's ``latency_saved`` (for collectives inside ``{manual}`` regions or already replicated; a
+cross-replica all-reduce of a sharded value outside manual regions is charged by ``hloshard cost`` on
+its operand's layout, which combine does not know). Invalid collectives of the selected kinds (zero
+operands, a dimension out of range, result shapes or element types that do not match the operands,
+element types that differ from a typed reduction's) raise :class:`~hloshard.errors.InputError` naming
+each one; the module is not touched.
 """
 
 from __future__ import annotations
