@@ -85,8 +85,10 @@ class CombinedGroup:
     members: list[str]
     operands: int
     bytes: int                         # per device, as charged by the cost model
-    cost_before: float | None = None   # sum of the members' costs (cost units)
-    cost_after: float | None = None    # the combined collective's cost (cost units)
+    #: sum of the members' costs, times their computation's execution count (cost units; None without a
+    #: mesh or in a computation ``hloshard cost`` does not charge)
+    cost_before: float | None = None
+    cost_after: float | None = None    # the combined collective's cost, same terms
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "computation": self.computation,
