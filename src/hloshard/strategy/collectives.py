@@ -338,6 +338,9 @@ def handle_other(instr, ctx):
     if charged_collective(instr) is not None:
         in_specs = tuple(st.inputs)
         st.comm = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=st.out)
+        # a collective's cost is its communication: no per-element compute, so a single-operand
+        # collective and its variadic (tuple) form are charged alike
+        st.compute = 0.0
     if instr in ctx.fixed:
         user = _user_strategy(instr, ctx, st)
         if user is not None:
@@ -370,8 +373,10 @@ def _user_strategy(instr, ctx, rep):
 @register(*DONE)
 def handle_done(instr, ctx):
     """Pass-through of the start's (replicated) buffers; no operand requirement, no cost."""
-    return replicated_group(instr, ctx, require_replicated_inputs=False) if not instr.shape.is_tuple else \
+    g = replicated_group(instr, ctx, require_replicated_inputs=False) if not instr.shape.is_tuple else \
         _done_tuple(instr, ctx)
+    g.strategies[0].compute = 0.0
+    return g
 
 
 def _done_tuple(instr, ctx):
