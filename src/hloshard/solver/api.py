@@ -234,22 +234,25 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
     after ``det_budget`` deterministic seconds in total (the wall-clock deadline stays a safety net),
     so the sequence of neighbourhoods and answers is reproducible."""
     used = 0.0
+    overhead = 0.0
     n = red.num_nodes
     size = min(n, 60)
     rounds = improved = 0
     ls.set_solution(best)
     while True:
         remaining = deadline - time.monotonic()
-        if remaining < 0.3 or (deterministic and used >= det_budget):
+        if remaining < 0.3 + overhead or (deterministic and used >= det_budget):
             break
         rounds += 1
+        round_start = time.monotonic()
         subset = _neighbourhood(red, ls, rng, size)
         mdl = cpsat.build_model(red, subset=subset, current=best)
-        sub_limit = min(remaining - 0.2, sub_time)
+        sub_limit = max(0.05, min(remaining - 0.2 - overhead, sub_time))
         res = cpsat.solve(mdl, sub_limit if not deterministic else remaining - 0.2, workers=1,
                           seed=seed + rounds, deterministic=deterministic,
                           deterministic_limit=0.5 * sub_time, hint=best[subset])
         used += res.deterministic_time
+        overhead = max(overhead, time.monotonic() - round_start - res.wall)  # model build etc.
         if res.positions is not None:
             cand = best.copy()
             cand[subset] = res.positions
