@@ -38,7 +38,17 @@ def _target_mode(path: str) -> int:
 
 
 def write_text_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same directory, then rename);
+    """Write ``text`` (UTF-8) to ``path`` atomically; ``-`` writes to standard output.
+    See :func:`write_bytes_atomic` for the guarantees and errors."""
+    if path == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename);
     ``-`` writes to standard output. Never leaves a partial file behind. A symbolic link is followed
     (its target is replaced, the link kept); the file keeps the permissions of the one it replaces, or
     gets the usual umask-based ones when new.
@@ -46,7 +56,7 @@ def write_text_atomic(path: str, text: str) -> None:
     Raises UsageError when the path is a directory or its directory is not writable.
     """
     if path == "-":
-        sys.stdout.write(text)
+        sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
     real = os.path.realpath(path)
@@ -59,8 +69,8 @@ def write_text_atomic(path: str, text: str) -> None:
     except OSError as exc:
         raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
         os.chmod(tmp, mode)
         os.replace(tmp, real)
     except BaseException as exc:
