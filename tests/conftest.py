@@ -2,6 +2,12 @@
 
 Oracle tests (marked ``oracle``) run real XLA (jaxlib) in a subprocess. When jax cannot be imported
 they skip locally but FAIL under ``CI=true``: a CI run must never pass by skipping the oracle.
+
+Reference data (IOPDDL instances, the SARIF schema, seeds) lives in the project's ``shared`` directory,
+which is not part of this repository. It is located once, here: the ``HLOSHARD_SHARED`` environment
+variable if set, else ``<repo>/../shared`` (where CI checks it out beside the clone). Tests reach it only
+through :func:`require_shared` (or the ``shared_dir`` fixture), which skips locally with the reason when
+the directory or file is missing and fails under ``CI=true``.
 """
 
 from __future__ import annotations
@@ -13,7 +19,35 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "samples"
-SHARED = ROOT.parent / "shared"
+SHARED = pathlib.Path(os.environ.get("HLOSHARD_SHARED") or (ROOT.parent / "shared")).resolve()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def require_shared(*parts: str) -> pathlib.Path:
+    """Return ``SHARED / parts`` if it exists; else skip locally, or fail under ``CI=true``.
+
+    Call it inside the test (or a fixture), never at import time, so a missing shared directory
+    skips only the tests that need it.
+    """
+    path = SHARED.joinpath(*parts)
+    if path.exists():
+        return path
+    reason = (
+        f"shared reference data not found: {path} (set HLOSHARD_SHARED to the shared directory, "
+        f"default <repo>/../shared)"
+    )
+    if _in_ci():
+        pytest.fail(reason + "; CI=true: tests must not skip for missing shared data")
+    pytest.skip(reason)
+
+
+@pytest.fixture
+def shared_dir() -> pathlib.Path:
+    """The shared reference directory (see :func:`require_shared`)."""
+    return require_shared()
 
 
 def jax_available() -> bool:
@@ -29,7 +63,7 @@ def require_jax() -> None:
     """Call at the top of an oracle test: skip without jax locally, fail under CI=true."""
     if jax_available():
         return
-    if os.environ.get("CI", "").lower() == "true":
+    if _in_ci():
         pytest.fail("jax/jaxlib cannot be imported, and CI=true: oracle tests must not skip")
     pytest.skip("jax/jaxlib not installed (install the 'xla' extra)")
 

@@ -10,9 +10,9 @@ import pytest
 
 from hloshard.costgraph import INFINITY, Problem, evaluate, live_usage_profile, load_problem, save_problem
 from hloshard.errors import InputError
-from tests.conftest import SHARED
+from tests.conftest import require_shared
 
-G = SHARED / "iopddl" / "asplos-2025-iopddl-G.json.gz"
+G = ("iopddl", "asplos-2025-iopddl-G.json.gz")  # under the shared dir, see tests.conftest.require_shared
 
 
 def small_problem(limit=None) -> Problem:
@@ -29,7 +29,7 @@ def small_problem(limit=None) -> Problem:
 
 
 def test_load_instance_g_structure():
-    p = load_problem(str(G))
+    p = load_problem(str(require_shared(*G)))
     assert p.name == "asplos-2025-iopddl-G"
     assert p.num_nodes == 816 and p.num_edges == 1023
     assert p.usage_limit == 14392528
@@ -38,7 +38,7 @@ def test_load_instance_g_structure():
     assert p.edge_costs[0].shape == (len(p.node_costs[1]), len(p.node_costs[2]))
     assert p.cost_scale == 1.0
     # row-major: the first edge's flat cost list starts 0, 622624 (checked against the raw JSON)
-    raw = json.loads(gzip.open(G).read())["problem"]["edges"]["costs"][0]
+    raw = json.loads(gzip.open(require_shared(*G)).read())["problem"]["edges"]["costs"][0]
     assert p.edge_costs[0].reshape(-1).tolist() == raw
 
 

@@ -17,9 +17,9 @@ import pytest
 from hloshard.costgraph import INFINITY, Problem, evaluate, load_problem, save_problem
 from hloshard.solver import solve_problem
 from hloshard.solver.presolve import Infeasible, presolve
-from tests.conftest import SHARED
+from tests.conftest import require_shared
 
-G = SHARED / "iopddl" / "asplos-2025-iopddl-G.json.gz"
+G = ("iopddl", "asplos-2025-iopddl-G.json.gz")  # under the shared dir, see tests.conftest.require_shared
 G_XLA = 1_264_777          # XLA's own solver on G (scores.csv)
 G_BEST = 217_039           # best contest entry on G
 
@@ -160,7 +160,7 @@ def test_hint_is_used_and_result_no_worse():
 
 
 def test_instance_g_quick_and_deterministic():
-    p = load_problem(str(G))
+    p = load_problem(str(require_shared(*G)))
     a = solve_problem(p, time_limit=6, workers=2, seed=0, deterministic=True)
     b = solve_problem(p, time_limit=6, workers=2, seed=0, deterministic=True)
     assert a.status == "feasible" and evaluate(p, a.strategies) == (a.objective, True)

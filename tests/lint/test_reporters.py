@@ -13,7 +13,7 @@ from hloshard.lint.registry import all_rules
 from hloshard.lint.reporters import (escape_data, escape_property, fingerprint, render_github,
                                      render_json, render_sarif, render_text)
 from hloshard.lint.rule import Finding
-from tests.conftest import SHARED
+from tests.conftest import require_shared
 
 TEXT = """HloModule m, num_partitions=4
 ENTRY e {
@@ -26,7 +26,7 @@ ENTRY e {
 
 @pytest.fixture(scope="module")
 def sarif_schema():
-    return json.loads((SHARED / "schemas" / "sarif-schema-2.1.0.json").read_text())
+    return json.loads(require_shared("schemas", "sarif-schema-2.1.0.json").read_text())
 
 
 def _findings(text=TEXT, path="dir/x.hlo"):
