@@ -721,10 +721,10 @@ def apply_choice(graph: Graph, choice) -> int:
         fa = instr.attrs.get("frontend_attributes")
         if fa:
             items = list(fa.items()) if isinstance(fa, dict) else list(fa)
-            kept = [(k, v) for k, v in items if k != "xla.sdy.sharding"]
-            if len(kept) != len(items):
-                if kept:
-                    instr.attrs["frontend_attributes"] = dict(kept) if isinstance(fa, dict) else tuple(kept)
+            rest = [(k, v) for k, v in items if k != "xla.sdy.sharding"]
+            if len(rest) != len(items):
+                if rest:
+                    instr.attrs["frontend_attributes"] = dict(rest) if isinstance(fa, dict) else tuple(rest)
                 else:
                     instr.set_attr("frontend_attributes", None)
         count += 1
