@@ -29,16 +29,52 @@ import numpy as np
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"' + r"|'[^'\\\n]*(?:\\.[^'\\\n]*)*'"
 _BLOCK = r"/\*[^*]*\*+(?:[^/*][^*]*\*+)*/"
 _SHARDING_KEY = r"(?<![A-Za-z0-9_.\-])sharding="
-if sys.version_info >= (3, 11):
-    # Each match swallows everything uninteresting (code, strings) up to the next comment,
-    # `sharding=` or the end of the text with a possessive loop, so the Python-level iteration
-    # count is the number of sharding attributes plus comments, not the number of strings.
-    _SCAN = re.compile(
-        r"(?:[^\"'/s]+|s(?!harding=)|(?<=[A-Za-z0-9_.\-])sharding=|/(?![*/])|" + _STRING + r"|[\"'])*+"
-        r"(?:(?P<comment>" + _BLOCK + r")|//[^\n\r]*|/\*|(?P<sharding>sharding=)|\Z)"
-    )
-else:  # pragma: no cover - Python 3.10 has no possessive quantifiers: one match per token
-    _SCAN = re.compile(_STRING + r"|(?P<comment>" + _BLOCK + r")|//[^\n\r]*|(?P<sharding>" + _SHARDING_KEY + ")")
+_PORTABLE_SCAN = re.compile(
+    _STRING + r"|(?P<comment>" + _BLOCK + r")|//[^\n\r]*|(?P<sharding>" + _SHARDING_KEY + ")")
+
+
+def _possessive_scan() -> "re.Pattern[str] | None":
+    """The fast scanner, or None where the ``re`` module cannot be trusted with it.
+
+    Each match swallows everything uninteresting (code, strings) up to the next comment,
+    `sharding=` or the end of the text with a possessive loop, so the Python-level iteration count
+    is the number of sharding attributes plus comments, not the number of strings.  Possessive
+    quantifiers arrived in Python 3.11, but 3.11.0-3.11.4 mis-execute this pattern (it silently
+    finds nothing), so the pattern is checked at import against the portable scanner on a sample
+    that has every token kind, and dropped when the two disagree.
+    """
+    try:
+        pattern = re.compile(
+            r"(?:[^\"'/s]+|s(?!harding=)|(?<=[A-Za-z0-9_.\-])sharding=|/(?![*/])|" + _STRING + r"|[\"'])*+"
+            r"(?:(?P<comment>" + _BLOCK + r")|//[^\n\r]*|/\*|(?P<sharding>sharding=)|\Z)"
+        )
+    except re.error:  # Python 3.10: no possessive quantifiers
+        return None
+    if _scan_events(pattern, _SELF_TEST) != _scan_events(_PORTABLE_SCAN, _SELF_TEST):
+        return None
+    return pattern
+
+
+def _scan_events(pattern: "re.Pattern[str]", text: str) -> list[tuple[str, int]]:
+    """(group, offset) of every comment / sharding match: what :func:`scan` consumes."""
+    return [(m.lastgroup, m.start(m.lastgroup)) for m in pattern.finditer(text)
+            if m.lastgroup in ("comment", "sharding")]
+
+
+_SELF_TEST = (
+    'HloModule m, num_partitions=2\n'
+    'ENTRY e {\n'
+    '  p = f32[8] parameter(0), sharding={devices=[2]<=[2]} /* hloshard: ignore[HS201] */\n'
+    '  s = s32[] constant(0), frontend_attributes={a="sharding={replicated}"}, xsharding={x}\n'
+    "  // sharding={maximal device=0}\n"
+    "  q = f32[8] copy(p), metadata={op_name='s/t'}, sharding={replicated} /* sharding= */\n"
+    '  ROOT r = f32[8] add(p, q), sharding={devices=[2]0,1}\n'
+    '}\n'
+)
+
+_FAST_SCAN = _possessive_scan()
+#: the scanner in use: the possessive one where it works, else one match per token.
+_SCAN = _FAST_SCAN or _PORTABLE_SCAN
 _IGNORE = re.compile(r"/\*\s*hloshard\s*:\s*ignore\s*\[([^\]]*)\]\s*\*/", re.I)
 _HEADER = re.compile(r"\A(?:\s|//[^\n]*\n|/\*.*?\*/)*HloModule\b([^\n]*)", re.S)
 _HEADER_INT = re.compile(r"(?<![\w.\-])(num_partitions|replica_count)=(\d+)")
