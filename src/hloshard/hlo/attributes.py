@@ -50,6 +50,19 @@ class AttrError(ValueError):
         self.offset = offset
 
 
+#: Most device ids an iota / mesh form (replica groups, tile assignment) may expand to. The forms are
+#: a few characters long but name ``prod(dims)`` devices, so untrusted text could otherwise ask for
+#: terabytes; real meshes have at most tens of thousands of devices.
+MAX_DEVICES = 1_000_000
+
+
+def check_device_count(n: int, what: str) -> None:
+    """Raise :class:`AttrError` ("too many devices") when an iota/mesh form names more than
+    :data:`MAX_DEVICES` devices. Call it before expanding the form (``n`` is a Python int: exact)."""
+    if n > MAX_DEVICES:
+        raise AttrError(f"too many devices: {what} names {n} devices (at most {MAX_DEVICES:,} are supported)")
+
+
 # ---------------------------------------------------------------------------------------------
 # key classes
 INT_LIST_KEYS = frozenset({
@@ -266,6 +279,7 @@ def _expand_iota(dims: Sequence[int], reshape: Sequence[int], perm: Sequence[int
     if math.prod(dims) != n:
         raise AttrError(f"iota list: product of {list(dims)} ({math.prod(dims)}) differs from product of "
                         f"{list(reshape)} ({n})")
+    check_device_count(n, f"iota list {list(dims)}<={list(reshape)}")
     arr = np.arange(n, dtype=np.int64).reshape(reshape)
     if perm is not None:
         if sorted(perm) != list(range(len(reshape))):
@@ -294,6 +308,7 @@ def _expand_mesh(text: str) -> list[list[int]]:
         names.append(a.group(1) if a.group(1) is not None else a.group(2) if a.group(2) is not None else a.group(3))
         sizes.append(int(a.group(4)))
     n = math.prod(sizes)
+    check_device_count(n, f"mesh{sizes}")
     ids_text = m.group(2)
     if ids_text is None:
         devices = np.arange(n, dtype=np.int64)
@@ -308,7 +323,7 @@ def _expand_mesh(text: str) -> list[list[int]]:
         else:
             try:
                 devices = np.array(_ints(t), dtype=np.int64)
-            except ValueError:
+            except (ValueError, OverflowError):
                 raise AttrError(f"malformed device_ids ({t})") from None
         if devices.size != n:
             raise AttrError(f"device_ids has {devices.size} entries but the mesh has {n} devices")

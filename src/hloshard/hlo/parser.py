@@ -31,7 +31,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import HloSyntaxError
 from ..io import read_text
-from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, AttrError, InlineBody, NameRef, Raw, decode_attr
+from .attributes import (COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, MAX_DEVICES, AttrError, InlineBody, NameRef, Raw,
+                         decode_attr)
 from .ir import Computation, Instruction, Module
 from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
@@ -498,6 +499,10 @@ class _Builder(Transformer):
             except AttrError as exc:
                 voff = text.find(vstrip, m.start() + eq)
                 self.ctx.error_at(f"{key}: {exc}", pos + voff + exc.offset)
+            except (ValueError, OverflowError, IndexError, MemoryError) as exc:
+                # a decoder hit a number it cannot represent (hostile input): still a syntax error
+                voff = text.find(vstrip, m.start() + eq)
+                self.ctx.error_at(f"{key}: invalid value ({type(exc).__name__}: {exc})", pos + voff)
             if key in _RESOLVE_KEYS:
                 value = self._resolve(key, value, text, text.find(vstrip, m.start() + eq), pos)
             attrs[key] = value
@@ -610,9 +615,12 @@ class _Builder(Transformer):
                 ctx.error_tok(f"module attribute {key!r} is given twice", a, off)
             if key in ("num_partitions", "replica_count"):
                 try:
-                    int(val)
+                    count = int(val)
                 except ValueError:
                     ctx.error_tok(f"{key} must be an integer", a, off + len(key) + 1)
+                if not 1 <= count <= MAX_DEVICES:
+                    ctx.error_tok(f"{key} must be between 1 and {MAX_DEVICES:,} (got {val})", a,
+                                  off + len(key) + 1)
             if key == "is_scheduled" and val not in ("true", "false"):
                 ctx.error_tok("is_scheduled must be true or false", a, off + len(key) + 1)
             ctx.module.attrs[key] = val

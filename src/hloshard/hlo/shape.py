@@ -253,6 +253,9 @@ _SHAPE_TOKEN_RE = re.compile(r"b\s*\(\s*" + ARRAY_SHAPE_RE + r"\s*\)|" + ARRAY_S
 _DIM_RE = re.compile(r"\s*(?:(<=)\s*(\d+)|(\?)|(\d+))\s*$")
 
 
+_MAX_DIM = 2**63 - 1   # XLA dimension sizes are int64
+
+
 class _ShapeError(ValueError):
     def __init__(self, message: str, offset: int):
         super().__init__(message)
@@ -297,6 +300,9 @@ def parse_array_shape(text: str) -> Shape:
         if sorted(m2m) != list(range(len(dims))):
             raise _ShapeError(f"layout {{{m2m_text.strip()}}} is not a permutation of the dimensions", m.start(4))
         layout = Layout(m2m, re.sub(r"\s+", "", attrs) if attrs else "")
+    if any(d > _MAX_DIM for d in dims):
+        raise _ShapeError(f"dimension size too large in shape {text.strip()!r} (at most {_MAX_DIM}, int64)",
+                          m.start(3))
     return Shape(etype, dims, dynamic, layout, buffer=is_buffer)
 
 

@@ -37,6 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import HloSyntaxError
+from .attributes import MAX_DEVICES
 
 __all__ = ["HloSharding", "SUBGROUP_TYPES", "iota_form", "parse_sharding"]
 
@@ -826,6 +827,9 @@ def _parse_single(sc: _Scanner) -> HloSharding:
                     raise sc.error(f"iota product {math.prod(reshape)} (<=[{','.join(map(str, reshape))}]) "
                                    f"differs from the tile product {math.prod(dims)} "
                                    f"([{','.join(map(str, dims))}])", rpos)
+                if math.prod(reshape) > MAX_DEVICES:
+                    raise sc.error(f"too many devices: tile assignment names {math.prod(reshape)} devices "
+                                   f"(at most {MAX_DEVICES:,} are supported)", rpos)
                 iota = (reshape, perm)
             else:
                 lpos = sc.pos
