@@ -202,8 +202,8 @@ class LintContext:
         first: dict[int, int] = {}
         for i, site in enumerate(self.sites):
             for leaf in site.spec.leaves():
-                if leaf.kind == "tiled" and leaf.devices is not None:
-                    n = len(leaf.devices)
+                if leaf.kind == "tiled" and leaf.num_devices is not None:
+                    n = leaf.num_devices
                     counts[n] += 1
                     first.setdefault(n, i)
         if not counts:

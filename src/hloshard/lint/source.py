@@ -16,6 +16,7 @@ cached parse per distinct sharding text.
 from __future__ import annotations
 
 import bisect
+import math
 import re
 import sys
 from itertools import accumulate
@@ -92,7 +93,10 @@ class ShardingSpec:
     'named' (the 2026 mesh form, not checked) | 'unparsed' (not understood; the parser will say why).
     ``tile_dims`` is the full tile-assignment shape (data dims, then the replicate / subgroup dims).
     ``devices`` is the flattened device list, or None when the tile assignment cannot be built
-    (``problems`` then says why).
+    (``problems`` then says why) or is an iota of more than :data:`MAX_MATERIALISED_DEVICES` ids
+    (the parser rejects those; the validity rules then work from the header numbers).
+    ``num_devices`` is the number of device ids the tile assignment holds (``prod(tile_dims)``)
+    whenever ``problems`` is empty.
     """
 
     kind: str
@@ -106,6 +110,13 @@ class ShardingSpec:
     elements: tuple["ShardingSpec", ...] = ()
     problems: tuple[str, ...] = ()
     devices: tuple[int, ...] | None = None
+    num_devices: int | None = None
+
+    @property
+    def is_iota(self) -> bool:
+        """The tile assignment is written ``<=[reshape]T(perm)``: a permutation of
+        ``0..num_devices-1`` (no id twice, none negative) when it is structurally valid."""
+        return self.iota_reshape is not None
 
     @property
     def num_subgroup_dims(self) -> int:
@@ -130,6 +141,11 @@ class ShardingSpec:
         if self.devices is None or self.tile_dims is None:
             return None
         return np.asarray(self.devices, dtype=np.int64).reshape(self.tile_dims)
+
+
+#: the largest iota tile assignment the lenient reader expands into a device list (the parser's
+#: ``hloshard.hlo.attributes.MAX_DEVICES``); larger ones keep ``devices=None``.
+MAX_MATERIALISED_DEVICES = 1_000_000
 
 
 _TOKEN = re.compile(
@@ -290,13 +306,13 @@ def _single(reader: _Reader) -> ShardingSpec:
         return ShardingSpec(kind=kind)
     problems = []
     devices = None
-    tile_product = int(np.prod(tile_dims, dtype=np.int64)) if tile_dims else 0
+    tile_product = math.prod(tile_dims) if tile_dims else 0
     if not tile_dims:
         problems.append("the tile assignment has no dimensions")
     elif any(d <= 0 for d in tile_dims):
         problems.append(f"tile assignment dimensions [{','.join(map(str, tile_dims))}] must be positive")
     elif reshape is not None:
-        rprod = int(np.prod(reshape, dtype=np.int64)) if reshape else 0
+        rprod = math.prod(reshape) if reshape else 0
         if any(d <= 0 for d in reshape):
             problems.append(f"iota reshape dimensions [{','.join(map(str, reshape))}] must be positive")
         elif rprod != tile_product:
@@ -313,7 +329,7 @@ def _single(reader: _Reader) -> ShardingSpec:
         elif perm is not None and len(reshape) == 1:
             problems.append(
                 f"iota reshape [{reshape[0]}] has one dim and takes no transpose T({','.join(map(str, perm))})")
-        if not problems:
+        if not problems and tile_product <= MAX_MATERIALISED_DEVICES:
             devices = tuple(_iota_devices(reshape, perm))
     else:
         if len(explicit) != tile_product:
@@ -324,7 +340,8 @@ def _single(reader: _Reader) -> ShardingSpec:
             devices = explicit
     return ShardingSpec(kind="tiled", tile_dims=tuple(tile_dims), explicit=explicit, iota_reshape=reshape,
                         iota_perm=perm, last_tile_dim_replicate=ltdr, last_tile_dims=ltd,
-                        problems=tuple(problems), devices=devices)
+                        problems=tuple(problems), devices=devices,
+                        num_devices=None if problems else tile_product)
 
 
 @lru_cache(maxsize=65536)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def _fmt_ids(ids) -> str:
-    ids = list(ids)
+    """At most 8 ids, then the count (``ids`` is a sequence: a list or a range)."""
     if len(ids) > 8:
         return ", ".join(map(str, ids[:8])) + f", ... ({len(ids)} in all)"
     return ", ".join(map(str, ids))
@@ -38,14 +38,15 @@ def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) ->
     if leaf.kind == "tiled":
         for p in leaf.problems:
             out.append(("HS102", f"{where}{p}"))
-        if leaf.devices is not None:
-            n = len(leaf.devices)
-            counts = Counter(leaf.devices)
-            dups = sorted(d for d, c in counts.items() if c > 1)
-            if dups:
-                times = ", ".join(f"{d} ({counts[d]} times)" for d in dups[:8])
-                out.append(("HS103", f"{where}device id{'s' if len(dups) > 1 else ''} {times} "
-                                     f"appear{'' if len(dups) > 1 else 's'} more than once in the tile assignment"))
+        if leaf.num_devices is not None:
+            n = leaf.num_devices
+            if not leaf.is_iota:  # an iota is a permutation of 0..n-1: no duplicates
+                counts = Counter(leaf.devices)
+                dups = sorted(d for d, c in counts.items() if c > 1)
+                if dups:
+                    times = ", ".join(f"{d} ({counts[d]} times)" for d in dups[:8])
+                    out.append(("HS103", f"{where}device id{'s' if len(dups) > 1 else ''} {times} "
+                                         f"appear{'' if len(dups) > 1 else 's'} more than once in the tile assignment"))
             if ctx.num_partitions:
                 if n != ctx.num_partitions:
                     src = ("--num-partitions" if ctx.options.num_partitions
@@ -57,8 +58,11 @@ def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) ->
                                      f"in this module hold {ctx.consistent_device_count} (num_partitions is "
                                      f"not given)"))
             limit = ctx.device_count
-            bad = sorted({d for d in leaf.devices if d < 0 or (limit is not None and d >= limit)})
-            if bad:
+            if leaf.is_iota:  # ids 0..n-1: the ones at or above the limit, without listing them all
+                bad = range(limit, n) if limit is not None and n > limit else range(0)
+            else:
+                bad = sorted({d for d in leaf.devices if d < 0 or (limit is not None and d >= limit)})
+            if len(bad):
                 rng = f"[0, {limit})" if limit is not None else "non-negative"
                 out.append(("HS104", f"{where}device id{'s' if len(bad) > 1 else ''} {_fmt_ids(bad)} "
                                      f"outside the partition range {rng}"))

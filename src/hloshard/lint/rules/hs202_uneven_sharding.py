@@ -33,14 +33,13 @@ class UnevenSharding(Rule):
 
     def evaluate(self, context):
         for site, leaf_shape, split in all_uneven_splits(context):
-            if split.empty:
+            if split.num_empty:
                 continue
             where = f"tuple leaf {split.leaf} ({leaf_shape})" if site.instruction.shape.is_tuple else str(leaf_shape)
-            short = [(i, split.per_shard - s) for i, s in enumerate(split.sizes) if s < split.per_shard]
-            pads = ", ".join(f"shard {i} pads {p}" for i, p in short)
+            pads = ", ".join(f"shard {i} pads {p}" for i, p in split.short)
             yield self.finding(
                 context, site,
                 f"%{site.instruction.name} {where}: dim {split.dim} (size {split.size}) is not divisible "
                 f"by {split.ways}; every shard is padded to {split.per_shard} "
-                f"(held: {','.join(map(str, split.sizes))}; {pads}; {split.padding} padding elements in all)",
+                f"(held: {split.held_text()}; {pads}; {split.padding} padding elements in all)",
                 key=f"{split.leaf}:{split.dim}")

@@ -1,0 +1,81 @@
+"""Huge tile assignments and replica groups are checked from their numbers, never expanded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from hloshard.lint.geometry import DimSplit
+
+_CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    from hloshard.lint.context import LintOptions
+    from hloshard.lint.engine import lint_paths
+    t = time.perf_counter()
+    result = lint_paths([sys.argv[1]], LintOptions())
+    print(json.dumps({"seconds": time.perf_counter() - t,
+                      "maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                      "findings": [[f.code, f.message] for f in result.findings]}))
+""")
+
+
+def _lint_in_child(tmp_path, text: str) -> dict:
+    path = tmp_path / "big.hlo"
+    path.write_text(text)
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(path)], capture_output=True, text=True,
+                          timeout=60, check=True)
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("header", ["HloModule m, num_partitions=8", "HloModule m"])
+def test_ten_million_device_iota_is_fast_and_small(tmp_path, header):
+    out = _lint_in_child(tmp_path, f"{header}\n\nENTRY e {{\n"
+                         "  ROOT p = f32[16] parameter(0), sharding={devices=[10000000]<=[10000000]}\n}\n")
+    assert out["seconds"] < 5, out
+    assert out["maxrss_mb"] < 300, out
+    codes = [c for c, _ in out["findings"]]
+    assert codes[0] == "HS001"
+    if "num_partitions" in header:
+        assert "HS101" in codes and "HS104" in codes
+        hs104 = dict(out["findings"])["HS104"]
+        assert "8, 9, 10, 11, 12, 13, 14, 15, ... (9999992 in all)" in hs104
+    else:
+        hs201 = dict(out["findings"])["HS201"]
+        assert "9999984 shards are empty" in hs201 and "and 9999976 more" in hs201
+        assert len(hs201) < 400
+
+
+def test_million_device_empty_shards_message_is_capped(tmp_path):
+    out = _lint_in_child(tmp_path, "HloModule m\n\nENTRY e {\n"
+                         "  ROOT p = f32[16] parameter(0), sharding={devices=[1000000]<=[1000000]}\n}\n")
+    assert out["seconds"] < 5 and out["maxrss_mb"] < 300, out
+    [(code, msg)] = out["findings"]
+    assert code == "HS201"
+    assert "(1 per shard: 1 x16, 0 x999984) 999984 shards are empty: shard 16 (devices 16);" in msg
+    assert msg.endswith("shard 23 (devices 23); and 999976 more")
+
+
+@pytest.mark.parametrize("size,ways", [(3, 4), (5, 4), (10, 4), (7, 3), (1, 2), (17, 16), (16, 17),
+                                       (100, 33), (33, 100), (1000, 999)])
+def test_dim_split_closed_form_matches_walking_the_tiles(size, ways):
+    arr = np.arange(ways * 2).reshape(ways, 2)
+    split = DimSplit(0, 0, size, ways, -(-size // ways), arr)
+    c = split.per_shard
+    sizes = [min((i + 1) * c, size) - min(i * c, size) for i in range(ways)]
+    assert [split.size_of(i) for i in range(ways)] == sizes
+    assert list(split.empty) == [i for i, s in enumerate(sizes) if s == 0]
+    assert split.num_empty == sizes.count(0)
+    assert split.short == [(i, c - s) for i, s in enumerate(sizes) if 0 < s < c]
+    assert split.padding == sum(c - s for s in sizes)
+    assert split.devices_of(ways - 1) == (2 * ways - 2, 2 * ways - 1)
+    if ways <= 16:
+        assert split.held_text() == ",".join(map(str, sizes))
+    else:  # run-length: expand it back
+        expanded = [int(v) for run in split.held_text().split(", ") for v, n in [run.split(" x")]
+                    for _ in range(int(n))]
+        assert expanded == sizes
