@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from hloshard.combine import REPORT_SCHEMA, collective_bytes, combine_module, parse_kinds
+from hloshard.combine import replica_group_problems as combine_replica_group_problems
 from hloshard.errors import InputError, UsageError
 from hloshard.hlo import parse_module, print_module
 from hloshard.mesh import DeviceMesh
@@ -303,6 +304,15 @@ BAD = {
     "typed reduction": (f"%ar = (f32[2], bf16[2]) all-reduce(%p, %q), {G8}, to_apply=%add", "typed f32"),
     "result count": (f"%ar = (f32[2], f32[2]) all-reduce(%p), {G8}, to_apply=%add", "1 operands"),
     "scatter size": (f"%rs = f32[2] reduce-scatter(%p), {G8}, dimensions={{0}}, to_apply=%add", "reduce-scatter result"),
+    "duplicate id": ("%ar = f32[2] all-reduce(%p), channel_id=1, replica_groups={{0,0,1,2,3,4,5,6}}, "
+                     "use_global_device_ids=true, to_apply=%add", "id 0 appears more than once"),
+    "unequal groups": ("%ar = f32[2] all-reduce(%p), replica_groups={{0,1},{2}}, to_apply=%add",
+                       r"different sizes \[1, 2\]"),
+    "empty group": ("%ar = f32[2] all-reduce(%p), replica_groups={{0,1},{}}, to_apply=%add", "group 1 is empty"),
+    "id out of range": ("%ar = f32[2] all-reduce(%p), channel_id=1, replica_groups={{0,8}}, "
+                        "use_global_device_ids=true, to_apply=%add", r"id 8 outside \[0, 8\)"),
+    "huge iota out of range": ("%ar = f32[2] all-reduce(%p), replica_groups=[1,1000000]<=[1000000], to_apply=%add",
+                               r"ids up to 999999, outside \[0, 8\)"),
 }
 
 
@@ -319,6 +329,61 @@ def test_invalid_collectives_are_refused(case, tmp_path):
     res = CliRunner().invoke(main, ["combine", str(src), "-o", str(out)])
     assert res.exit_code == 2
     assert "refusing to combine" in res.output and "line 12: %" in res.output and "Traceback" not in res.output
+    assert not out.exists()
+
+
+def test_replica_group_problems_checks_iota_from_its_numbers():
+    """The iota form is judged from [G,S] alone: a 1,000,000-id iota is refused without expanding it."""
+    import tracemalloc
+
+    from hloshard.hlo.attributes import ReplicaGroups
+
+    text = module("%p = f32[2] parameter(0)\n"
+                  "ROOT %ar = f32[2] all-reduce(%p), replica_groups=[1000,1000]<=[1000,1000]T(1,0), to_apply=%add")
+    mod = parse_module(text)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match="ids up to 999999"):
+            combine_module(mod)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 5 * 2**20, peak         # the expanded groups would take > 30 MB
+    rg = ReplicaGroups.iota(2, 4, [2, 4], [1, 0])
+    assert combine_replica_group_problems(rg, 8) == [] and rg.groups == [[0, 4, 1, 5], [2, 6, 3, 7]]
+    assert combine_replica_group_problems(rg, 7) == ["replica groups [2,4]<=[2,4]T(1,0) name ids up to 7, "
+                                                     "outside [0, 7)"]
+    assert combine_replica_group_problems([], 8) == []
+    assert combine_replica_group_problems([[3, 1], [1, 9, 2]], 4) == [
+        "replica groups have different sizes [2, 3]; all groups must be equally large",
+        "id 1 appears more than once in the replica groups",
+        "replica group id 9 outside [0, 4)"]
+
+
+@pytest.mark.parametrize("attrs, header, bound", [
+    ("", "num_partitions=8", 8),                                        # replica ids, one replica: mesh devices
+    ("", "num_partitions=8, replica_count=4", 4),                       # replica ids
+    ("channel_id=1, ", "num_partitions=8, replica_count=2", 2),         # cross-replica-and-partition
+    ("channel_id=1, use_global_device_ids=true, ", "num_partitions=8, replica_count=2", 16),  # flattened
+])
+def test_replica_id_bound_follows_the_collective_mode(attrs, header, bound):
+    from hloshard.combine import replica_id_bound
+
+    text = module("%p = f32[2] parameter(0)\n"
+                  f"ROOT %ar = f32[2] all-reduce(%p), {attrs}replica_groups={{{{0,1}}}}, to_apply=%add",
+                  header=f"HloModule m, {header}")
+    assert replica_id_bound(parse_module(text).entry.root) == bound
+
+
+def test_iota_beyond_the_device_cap_is_a_syntax_error_not_a_slow_combine(tmp_path):
+    src = tmp_path / "big.hlo"
+    src.write_text(module("%p = f32[2] parameter(0)\n%q = f32[2] parameter(1)\n"
+                          "%a = f32[2] all-reduce(%p), replica_groups=[1,10000000]<=[10000000], to_apply=%add\n"
+                          "%b = f32[2] all-reduce(%q), replica_groups=[1,10000000]<=[10000000], to_apply=%add\n"
+                          "ROOT %t = (f32[2], f32[2]) tuple(%a, %b)"))
+    out = tmp_path / "out.hlo"
+    res = CliRunner().invoke(main, ["combine", str(src), "-o", str(out)])
+    assert res.exit_code == 2 and "too many devices" in res.output and "Traceback" not in res.output
     assert not out.exists()
 
 

@@ -232,11 +232,85 @@ def _group_size(instr: Instruction, num_devices: int | None) -> int | None:
     return num_devices
 
 
+def replica_id_bound(instr: Instruction, num_devices: int | None = None) -> int | None:
+    """Exclusive upper bound of the ids ``instr``'s replica groups may name; None when unknown.
+
+    The ids are replica ids (no ``channel_id``, or ``channel_id`` without ``use_global_device_ids``),
+    or flattened ``replica * num_partitions + partition`` ids (``use_global_device_ids=true``);
+    all-to-all with a ``channel_id`` names partition ids. Replica ids are bounded by ``replica_count``
+    when it is above 1; with one replica XLA does not check them, but combine prices them as mesh
+    devices, so they are bounded by the partition count. The partition count is the module's
+    ``num_partitions``, else ``num_devices`` (the mesh size).
+    """
+    module = instr.parent.parent if instr.parent is not None else None
+    r = (module.num_replicas if module is not None else None) or 1
+    p = (module.num_partitions if module is not None else None) or num_devices
+    if instr.channel_id is not None and instr.attrs.get("use_global_device_ids") in (True, "true"):
+        return r * p if p else None
+    if instr.channel_id is not None and instr.opcode.startswith("all-to-all"):
+        return p
+    return r if r > 1 else p
+
+
+def replica_group_problems(replica_groups, bound: int | None = None, limit: int = 8) -> list[str]:
+    """What is wrong with replica groups; ``[]`` when valid (shared with lint's HS304 rules).
+
+    ``replica_groups`` is a :class:`~hloshard.hlo.attributes.ReplicaGroups` or a list of lists of ids;
+    ``[]`` (``replica_groups={}``: one group of everyone) is valid. Problems: an empty group, groups of
+    different sizes, an id named twice, an id ``< 0`` or ``>= bound`` (``bound`` None: only negative
+    ids are flagged); at most ``limit`` ids are listed per problem. The iota form ``[G,S]<=[...]``
+    names ``range(G*S)`` exactly once each, so it is checked from ``G`` and ``S`` alone, in O(1),
+    without looking at the expanded groups.
+    """
+    from collections import Counter
+
+    from .hlo.attributes import ReplicaGroups
+
+    if isinstance(replica_groups, ReplicaGroups):
+        shape = replica_groups.iota_shape
+        if shape is not None:
+            g, size = shape
+            out = []
+            if g > 0 and size == 0:
+                out.append(f"replica groups {replica_groups.text} are empty (group size 0)")
+            if bound is not None and g * size > bound:
+                out.append(f"replica groups {replica_groups.text} name ids up to {g * size - 1}, outside "
+                           f"[0, {bound})")
+            return out
+        replica_groups = replica_groups.groups
+    groups = [list(grp) for grp in replica_groups]
+    if not groups:
+        return []
+    out = []
+
+    def ids(values) -> str:
+        values = sorted(values)
+        return ", ".join(map(str, values[:limit])) + (f" (and {len(values) - limit} more)" if len(values) > limit else "")
+
+    empty = [i for i, grp in enumerate(groups) if not grp]
+    if empty:
+        out.append(f"replica group{'s' if len(empty) > 1 else ''} {ids(empty)} "
+                   f"{'are' if len(empty) > 1 else 'is'} empty")
+    sizes = sorted({len(grp) for grp in groups if grp})
+    if len(sizes) > 1:
+        out.append(f"replica groups have different sizes {sizes}; all groups must be equally large")
+    counts = Counter(i for grp in groups for i in grp)
+    dups = [i for i, c in counts.items() if c > 1]
+    if dups:
+        out.append(f"id{'s' if len(dups) > 1 else ''} {ids(dups)} appear{'' if len(dups) > 1 else 's'} more than "
+                   f"once in the replica groups")
+    bad = [i for i in counts if i < 0 or (bound is not None and i >= bound)]
+    if bad:
+        rng = f"[0, {bound})" if bound is not None else "non-negative ids"
+        out.append(f"replica group id{'s' if len(bad) > 1 else ''} {ids(bad)} outside {rng}")
+    return out
+
+
 def collective_problems(instr: Instruction, num_devices: int | None = None) -> list[str]:
     """What is wrong with a (possibly variadic) all-gather / reduce-scatter / all-reduce; ``[]`` if valid.
 
     Checks: at least one operand; one result leaf per operand (an N-tuple for N operands, or one array);
-    equal replica-group sizes; for all-gather / reduce-scatter exactly one ``dimensions`` entry within
+    valid replica groups (:func:`replica_group_problems` against :func:`replica_id_bound`); for all-gather / reduce-scatter exactly one ``dimensions`` entry within
     every operand's rank; per operand, the result has the operand's element type and shape except along
     the dimension (all-gather: times the group size; reduce-scatter: divided by it; all-reduce: equal);
     for reductions a ``to_apply`` whose parameters have each operand's element type.
@@ -252,9 +326,11 @@ def collective_problems(instr: Instruction, num_devices: int | None = None) -> l
     if len(leaves) != len(ops):
         return [f"{kind} has {len(ops)} operands but its result has {len(leaves)} "
                 f"{'element' if len(leaves) == 1 else 'elements'}"]
-    groups = instr.replica_groups
-    if groups and len({len(g) for g in groups}) > 1:
-        out.append(f"{kind} has replica groups of different sizes {sorted({len(g) for g in groups})}")
+    rg = instr.attrs.get("replica_groups")
+    if rg is not None:
+        group_problems = replica_group_problems(rg, replica_id_bound(instr, num_devices))
+        if group_problems:   # the group size below would be meaningless
+            return out + [f"{kind}: {p}" for p in group_problems]
     g = _group_size(instr, num_devices)
     dim = None
     if kind in ("all-gather", "reduce-scatter"):

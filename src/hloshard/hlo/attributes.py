@@ -227,6 +227,8 @@ class ReplicaGroups:
                  text: str | None = None):
         self.form = form
         self._groups = [list(map(int, g)) for g in groups] if groups is not None else None
+        if groups is None and form != "iota":
+            raise ValueError("only the iota form may omit its groups (they are expanded from the text)")
         if text is None:
             if form != "explicit":
                 raise ValueError("non-explicit replica groups need their text")
@@ -248,9 +250,26 @@ class ReplicaGroups:
         return _decode_replica_groups(text)
 
     @property
+    def iota_shape(self) -> tuple[int, int] | None:
+        """``(num_groups, group_size)`` of the iota form ``[G,S]<=[...]``, else None. An iota form names
+        every id in ``range(G*S)`` exactly once, so validity checks need only these two numbers."""
+        if self.form != "iota":
+            return None
+        m = _IOTA_RG_RE.fullmatch(self.text)
+        dims = _ints(m.group(1)) if m else []
+        return (dims[0], dims[1]) if len(dims) == 2 else None
+
+    def _expanded(self) -> list[list[int]]:
+        if self._groups is None:   # iota form, validated at decode time (at most MAX_DEVICES ids)
+            m = _IOTA_RG_RE.fullmatch(self.text)
+            perm = _ints(m.group(3)) if m.group(3) is not None else None
+            self._groups = _expand_iota(_ints(m.group(1)), _ints(m.group(2)), perm).tolist()
+        return self._groups
+
+    @property
     def groups(self) -> list[list[int]]:
-        """The groups as an explicit list of lists (a fresh copy)."""
-        return [list(g) for g in self._groups]
+        """The groups as an explicit list of lists (a fresh copy; the iota form is expanded on first use)."""
+        return [list(g) for g in self._expanded()]
 
     def __str__(self) -> str:
         return self.text
@@ -260,11 +279,13 @@ class ReplicaGroups:
 
     def __eq__(self, other) -> bool:
         if isinstance(other, ReplicaGroups):
-            return self._groups == other._groups
+            if self.form == other.form == "iota" and self.text == other.text:
+                return True
+            return self._expanded() == other._expanded()
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash(tuple(map(tuple, self._groups)))
+        return hash(tuple(map(tuple, self._expanded())))
 
 
 _IOTA_RG_RE = re.compile(r"\[([0-9,\s]*)\]\s*<=\s*\[([0-9,\s]*)\](?:\s*T\(([0-9,\s]*)\))?")
@@ -274,16 +295,21 @@ def _ints(text: str) -> list[int]:
     return [int(x) for x in text.replace(" ", "").split(",") if x]
 
 
-def _expand_iota(dims: Sequence[int], reshape: Sequence[int], perm: Sequence[int] | None) -> np.ndarray:
+def _check_iota(dims: Sequence[int], reshape: Sequence[int], perm: Sequence[int] | None) -> None:
+    """Validate an iota list from its numbers alone (nothing is allocated); raises AttrError."""
     n = math.prod(reshape)
     if math.prod(dims) != n:
         raise AttrError(f"iota list: product of {list(dims)} ({math.prod(dims)}) differs from product of "
                         f"{list(reshape)} ({n})")
     check_device_count(n, f"iota list {list(dims)}<={list(reshape)}")
-    arr = np.arange(n, dtype=np.int64).reshape(reshape)
+    if perm is not None and sorted(perm) != list(range(len(reshape))):
+        raise AttrError(f"T({','.join(map(str, perm))}) is not a permutation of {len(reshape)} dimensions")
+
+
+def _expand_iota(dims: Sequence[int], reshape: Sequence[int], perm: Sequence[int] | None) -> np.ndarray:
+    _check_iota(dims, reshape, perm)
+    arr = np.arange(math.prod(reshape), dtype=np.int64).reshape(reshape)
     if perm is not None:
-        if sorted(perm) != list(range(len(reshape))):
-            raise AttrError(f"T({','.join(map(str, perm))}) is not a permutation of {len(reshape)} dimensions")
         arr = arr.transpose(perm)
     return arr.reshape(dims)
 
@@ -394,11 +420,11 @@ def _decode_replica_groups(text: str) -> ReplicaGroups:
             raise AttrError("iota replica groups with more than one reshape dimension need T(...)")
         if perm is not None and len(perm) != len(reshape):
             raise AttrError("T(...) must have one entry per reshape dimension")
-        groups = _expand_iota(dims, reshape, perm).tolist()
+        _check_iota(dims, reshape, perm)   # expanded lazily, on first use of .groups
         canon = f"[{','.join(map(str, dims))}]<=[{','.join(map(str, reshape))}]"
         if perm is not None:
             canon += f"T({','.join(map(str, perm))})"
-        return ReplicaGroups(groups, form="iota", text=canon)
+        return ReplicaGroups(None, form="iota", text=canon)
     if t.startswith("mesh"):
         groups = _expand_mesh(t)
         return ReplicaGroups(groups, form="mesh", text=re.sub(r"\s+", " ", t))
