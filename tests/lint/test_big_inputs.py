@@ -79,3 +79,35 @@ def test_dim_split_closed_form_matches_walking_the_tiles(size, ways):
         expanded = [int(v) for run in split.held_text().split(", ") for v, n in [run.split(" x")]
                     for _ in range(int(n))]
         assert expanded == sizes
+
+
+_RG_MODULE = """HloModule m, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  p = f32[16] parameter(0), sharding={devices=[8]<=[8]}
+  ROOT r = f32[16] all-reduce(p), replica_groups=GROUPS, to_apply=add, channel_id=1, use_global_device_ids=true
+}
+"""
+
+
+@pytest.mark.parametrize("groups,expected", [
+    ("[1,1000000]<=[1000000]", ("HS304", "ids 8, 9, 10, 11, 12, 13, 14, 15, ... (999992 in all) outside [0, 8) "
+                                          "(flattened device ids")),
+    ("[2,8]<=[16]", ("HS304", "ids 8, 9, 10, 11, 12, 13, 14, 15 outside [0, 8)")),
+    ("[4,2]<=[2,4]T(1,0)", None),
+    ("[1,10000000]<=[10000000]", ("HS001", "too many devices")),
+])
+def test_out_of_range_iota_replica_groups_found_from_the_numbers(tmp_path, groups, expected):
+    out = _lint_in_child(tmp_path, _RG_MODULE.replace("GROUPS", groups))
+    assert out["seconds"] < 5 and out["maxrss_mb"] < 300, out
+    if expected is None:
+        assert out["findings"] == []
+    else:
+        [(code, msg)] = out["findings"]
+        assert code == expected[0] and expected[1] in msg, msg

@@ -19,6 +19,7 @@ channel_id with use_global_device_ids=true -> flattened ids ``replica * num_part
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 FAMILIES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all")
@@ -114,17 +115,37 @@ def id_bound(context, mode: str) -> int | None:
     return r * p if p else None
 
 
+_IOTA_GROUPS = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*<=")
+
+
+def iota_groups_shape(instr) -> tuple[int, int] | None:
+    """``(num_groups, group_size)`` when ``instr``'s replica_groups are written in the iota form
+    ``[G,S]<=[...]T(...)``, else None. Read from the raw attribute text, so nothing is expanded:
+    an iota list names every id of ``range(G*S)`` exactly once, which is all the validity checks
+    (HS304) and the group size need."""
+    raw = instr.attrs.get("replica_groups") if hasattr(instr, "attrs") else None
+    if raw is None or getattr(raw, "form", None) != "iota":
+        return None
+    m = _IOTA_GROUPS.match(str(raw))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
 def group_size(context, coll: Collective) -> int | None:
     """Devices taking part in each group (the factor all-gather multiplies / reduce-scatter divides
     by): ``|group|`` in cross-replica, cross-partition and flattened-id modes, ``|group| *
     num_partitions`` in cross-replica-and-partition mode (every partition of the listed replicas);
     for ``replica_groups={}`` all participants of the mode. None when num_partitions is needed and
     unknown, or the groups are malformed (HS304)."""
-    groups = coll.instr.replica_groups
+    iota = iota_groups_shape(coll.instr)
+    groups = None if iota else coll.instr.replica_groups
     mode = group_mode(coll.instr, coll.family)
     r = context.num_replicas
     p = context.device_count
-    if groups:
+    if iota:
+        k = iota[1] if iota[1] else None
+        if k is None:
+            return None
+    elif groups:
         if not groups[0] or any(len(g) != len(groups[0]) for g in groups):
             return None
         k = len(groups[0])

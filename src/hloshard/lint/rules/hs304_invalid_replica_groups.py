@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..collectives import collectives_of, group_mode, id_bound
+from ..collectives import collectives_of, group_mode, id_bound, iota_groups_shape
 from ..rule import Rule
 
 
@@ -51,6 +51,10 @@ class InvalidReplicaGroups(Rule):
     def evaluate(self, context):
         for coll in collectives_of(context):
             instr = coll.instr
+            iota = iota_groups_shape(instr)
+            if iota is not None:
+                yield from self._check_iota(context, coll, *iota)
+                continue
             groups = instr.replica_groups
             if not groups:
                 continue
@@ -75,9 +79,29 @@ class InvalidReplicaGroups(Rule):
             bound = id_bound(context, mode)
             bad = sorted(i for i in counts if i < 0 or (bound is not None and i >= bound))
             if bad:
-                space = {"cross_replica": "replica ids", "cross_replica_and_partition": "replica ids",
-                         "cross_partition": "partition ids", "flattened_id": "flattened device ids"}[mode]
-                rng = f"[0, {bound})" if bound is not None else "non-negative"
-                yield self.finding(context, instr, f"{name}: replica group id{'s' if len(bad) > 1 else ''} "
-                                                   f"{', '.join(map(str, bad[:8]))} outside {rng} ({space}: "
-                                                   f"{mode.replace('_', '-')} mode)", key="range")
+                yield self._range_finding(context, instr, mode, bound, bad[:8], len(bad))
+
+    def _check_iota(self, context, coll, num_groups: int, size: int):
+        """The iota form ``[G,S]<=[...]`` names each id of ``range(G*S)`` once in G groups of S:
+        equal sizes and no duplicates by construction; only emptiness and the range can be wrong,
+        and both follow from G, S and the bound (nothing is expanded)."""
+        instr = coll.instr
+        if size == 0 and num_groups > 0:
+            yield self.finding(context, instr, f"%{instr.name} ({instr.opcode}): replica groups "
+                                               f"{instr.attrs.get('replica_groups')} are all empty", key="empty")
+            return
+        mode = group_mode(instr, coll.family)
+        bound = id_bound(context, mode)
+        n = num_groups * size
+        if bound is not None and n > bound:
+            yield self._range_finding(context, instr, mode, bound, range(bound, min(n, bound + 8)), n - bound)
+
+    def _range_finding(self, context, instr, mode, bound, first, count: int):
+        """The out-of-range finding: the first (at most 8) offending ids, and the count when more."""
+        space = {"cross_replica": "replica ids", "cross_replica_and_partition": "replica ids",
+                 "cross_partition": "partition ids", "flattened_id": "flattened device ids"}[mode]
+        rng = f"[0, {bound})" if bound is not None else "non-negative"
+        ids = ", ".join(map(str, first)) + (f", ... ({count} in all)" if count > 8 else "")
+        return self.finding(context, instr, f"%{instr.name} ({instr.opcode}): replica group "
+                                            f"id{'s' if count > 1 else ''} {ids} outside {rng} ({space}: "
+                                            f"{mode.replace('_', '-')} mode)", key="range")
