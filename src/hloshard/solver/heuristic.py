@@ -370,7 +370,9 @@ def _local_cost_with(ls, i, costs):
     return c
 
 
-DECAY = 0.9
+DECAY = 0.9        # all prices, when almost every liveness point fits
+GROW_NEAR = 1.2    # price growth at violated points once few points overflow (2.0 while many do)
+DECAY_NEAR = 0.95  # prices of nodes not at violated points, once few points overflow
 
 
 def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_rounds: int = 1000,
@@ -418,13 +420,15 @@ def penalty_search(ls: "LocalSearch", deadline: float, rng, progress=None, max_r
             bump = mem.nodes_touching(vmask)
             bump &= np.array([urange[i][ls.s[i]] > 0 for i in range(n)])
             many = len(viol) > 0.05 * mem.num_points
-            grow = 2.0 if many else 1.6
+            grow = 2.0 if many else GROW_NEAR
             lam[bump] = lam[bump] * grow + unit * (0.05 + rng.random(int(bump.sum())) * 0.05)
             if many and n >= 2000:
                 # far from feasible: only raise the prices (repairing now would be slow and poor)
                 if trace is not None:
                     trace.append((rounds, len(viol), ls.objective(), False, round(time.monotonic(), 2)))
                 continue
+            if not many:  # near the boundary: gentle steps, and prices not needed here relax
+                lam[~bump] *= DECAY_NEAR
             if len(viol) < 0.01 * mem.num_points:
                 lam *= DECAY  # nearly feasible: let the prices relax elsewhere
             repair_memory(ls, deadline, batch=1 if n < 2000 else 16)
