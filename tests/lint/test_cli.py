@@ -150,10 +150,63 @@ def test_config_mesh_and_num_partitions(files):
 
 
 def test_unreadable_only_prints_no_success_line(files):
-    (files / "bin.hlo").write_bytes(b"\xff\xfe")
-    result = run(["bin.hlo"])
+    (files / "dangling.hlo").symlink_to(files / "nowhere.hlo")
+    result = run(["dangling.hlo"])
     assert result.exit_code == 2
-    assert result.stdout == "" and "bin.hlo: cannot read" in result.stderr
+    assert result.stdout == ""
+    assert result.stderr == f"hloshard: error: dangling.hlo: dangling symbolic link (to {files / 'nowhere.hlo'})\n"
+
+
+@pytest.mark.parametrize("data,line,column,byte", [
+    (b"\xff\xfeH\x00l\x00", 1, 1, 0),                       # UTF-16 with a byte-order mark
+    (b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\xa0", 1, 13, 12),   # binary
+    ("HloModule m\n\nENTRY e {\n  ROOT p = f32[8] parameter(0) /* caf\u00e9 */\n}\n".encode("latin-1"),
+     4, 38, 60),                                               # Latin-1 comment
+])
+def test_non_utf8_file_is_an_hs001_finding(files, data, line, column, byte):
+    (files / "bad.hlo").write_bytes(data)
+    result = run(["bad.hlo", "clean.hlo", "--format", "json"])
+    assert result.exit_code == 1 and result.stderr == ""
+    [finding] = json.loads(result.stdout)
+    assert (finding["path"], finding["line"], finding["column"], finding["code"]) == ("bad.hlo", line, column, "HS001")
+    assert finding["message"].startswith(f"not UTF-8 text (byte {byte}: ")
+    assert run(["bad.hlo", "--ignore", "HS001"]).exit_code == 0
+
+
+def test_empty_directory_is_an_error(files):
+    (files / "emptydir").mkdir()
+    (files / "emptydir" / "notes.md").write_text("x")
+    result = run(["emptydir/"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr == "hloshard: error: no HLO files (*.hlo, *.txt) found under emptydir/\n"
+    result = run(["emptydir", "clean.hlo"])                    # the rest is still linted
+    assert result.exit_code == 2 and "All checks passed" in result.stdout
+
+
+def test_sarif_reports_unreadable_inputs_as_notifications(files):
+    import jsonschema
+
+    from tests.conftest import require_shared
+
+    schema = json.loads(require_shared("schemas", "sarif-schema-2.1.0.json").read_text())
+    (files / "dangling.hlo").symlink_to(files / "nowhere.hlo")
+    (files / "emptydir").mkdir()
+    result = run(["error.hlo", "dangling.hlo", "missing.hlo", "emptydir", "--format", "sarif", "-o", "out.sarif"])
+    assert result.exit_code == 2
+    log = json.loads((files / "out.sarif").read_text())
+    jsonschema.validate(log, schema)
+    run0 = log["runs"][0]
+    assert [r["ruleId"] for r in run0["results"]] == ["HS103"]
+    [invocation] = run0["invocations"]
+    assert invocation["executionSuccessful"] is False
+    notes = invocation["toolExecutionNotifications"]
+    assert [n["level"] for n in notes] == ["error"] * 3
+    assert [n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for n in notes] == [
+        "dangling.hlo", "missing.hlo", "emptydir"]
+    assert notes[1]["message"]["text"] == "missing.hlo: no such file or directory"
+    clean = json.loads(run(["clean.hlo", "--format", "sarif"]).stdout)
+    jsonschema.validate(clean, schema)
+    assert clean["runs"][0]["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
 
 
 def test_pre_commit_hook_definition_runs_the_linter(files):

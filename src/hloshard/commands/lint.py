@@ -105,7 +105,8 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
     result = lint_paths(paths, options)
     color = fmt == "text" and output == "-" and sys.stdout.isatty()
     if result.files or fmt != "text":  # no "All checks passed" when nothing could be read
-        write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color))
+        write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color,
+                                         unreadable=result.unreadable_inputs))
     for message in result.unreadable:
         click.echo(f"hloshard: error: {message}", err=True)
     code = result.exit_code(options.fail_on)

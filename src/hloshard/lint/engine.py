@@ -10,10 +10,11 @@ HS001 finding (plus the text-only rules' findings); the other files are still li
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..errors import HloSyntaxError, UsageError
+from ..errors import HloSyntaxError
 from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
@@ -26,11 +27,20 @@ LINT_SUFFIXES = (".hlo", ".txt")
 @dataclass
 class LintResult:
     """Findings of a run (sorted by path, line, column, code), the files linted, and the inputs that
-    could not be read (``path: reason``)."""
+    could not be read: ``unreadable`` holds the messages (``path: reason``), ``unreadable_inputs``
+    the same as ``(path, message)`` pairs (the SARIF reporter's tool execution notifications)."""
 
     findings: list[Finding] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    unreadable_inputs: list[tuple[str, str]] = field(default_factory=list)
+
+    def add_unreadable(self, path: str, reason: str, message: str | None = None) -> None:
+        """Record an input that could not be read (or a path naming no HLO file); ``message``
+        defaults to ``path: reason``."""
+        message = message or f"{path}: {reason}"
+        self.unreadable.append(message)
+        self.unreadable_inputs.append((path, message))
 
     def exit_code(self, fail_on: str) -> int:
         """2 when an input could not be read, 1 when a finding is at or above ``fail_on``, else 0."""
@@ -126,9 +136,20 @@ def lint_text(text: str, path: str = "<string>", options: LintOptions | None = N
 
 def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
     """Expand the command-line paths: files as given; directories recursively, keeping ``*.hlo``
-    and ``*.txt`` files, skipping hidden directories, sorted. Returns (files, unreadable messages)."""
+    and ``*.txt`` files, skipping hidden directories, sorted. Returns (files, problem messages
+    ``path: reason``): a path that does not exist, or a directory holding no HLO file."""
+    files, problems = _collect(paths)
+    return files, [_message(p, reason) for p, reason in problems]
+
+
+def _message(path: str, reason: str) -> str:
+    """``path: reason``, or the reason alone when it names the path already."""
+    return reason if reason.endswith(f" {path}") else f"{path}: {reason}"
+
+
+def _collect(paths: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
     files: list[str] = []
-    missing: list[str] = []
+    problems: list[tuple[str, str]] = []
     for p in paths:
         if p == "-":
             files.append(p)
@@ -139,34 +160,69 @@ def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
                 for n in names:
                     if n.endswith(LINT_SUFFIXES) and not n.startswith("."):
                         found.append(os.path.normpath(os.path.join(root, n)))
+            if not found:  # a wrong path in CI must not pass silently
+                problems.append((p, f"no HLO files ({', '.join('*' + s for s in LINT_SUFFIXES)}) found under {p}"))
             files.extend(sorted(found))
         elif os.path.exists(p):
             files.append(p)
+        elif os.path.islink(p):
+            problems.append((p, f"dangling symbolic link (to {os.readlink(p)})"))
         else:
-            missing.append(f"{p}: no such file or directory")
+            problems.append((p, "no such file or directory"))
     # keep the first occurrence of each file
     unique = list(dict.fromkeys(files))
-    return unique, missing
+    return unique, problems
+
+
+def _read(path: str) -> bytes:
+    """The bytes of ``path`` (``-``: standard input); raises OSError."""
+    if path == "-":
+        return sys.stdin.buffer.read()
+    with open(path, "rb") as fh:
+        return fh.read()
+
+
+def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Finding:
+    """The HS001 finding for a file that is not UTF-8 text (binary, UTF-16, Latin-1 ...): at the
+    line and column of the first byte that does not decode (line 1, column 1 for a UTF-16 byte-order
+    mark or most binary files)."""
+    from .rules.hs001_syntax_error import SyntaxErrorRule
+
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = len(data[line_start:exc.start].decode("utf-8", errors="replace")) + 1
+    message = f"not UTF-8 text (byte {exc.start}: {exc.reason}); HLO text files are UTF-8"
+    rule = SyntaxErrorRule
+    return Finding(path, line, column, rule.code, rule.name, rule.severity, message, key="not-utf-8")
 
 
 def lint_paths(paths: Sequence[str], options: LintOptions | None = None) -> LintResult:
     """Lint files and directories (directories: every ``*.hlo`` / ``*.txt`` below, sorted; ``-``
-    reads standard input). Inputs that are missing or cannot be read as UTF-8 are recorded in
-    ``LintResult.unreadable`` (the CLI exits 2) and the rest are linted. Raises UsageError for a
-    bad rule selection."""
-    from ..io import read_text
-
+    reads standard input). Inputs that are missing or cannot be opened, and directories holding no
+    HLO file, are recorded in ``LintResult.unreadable`` (the CLI exits 2) and the rest are linted.
+    A file that is not UTF-8 text is linted: it gives one HS001 finding (when HS001 is selected).
+    Raises UsageError for a bad rule selection."""
     options = options or LintOptions()
     rules = select_rules(options.select, options.ignore)
-    files, unreadable = collect_paths(paths)
-    result = LintResult(unreadable=unreadable)
+    files, problems = _collect(paths)
+    result = LintResult()
+    for path, reason in problems:
+        result.add_unreadable(path, reason, _message(path, reason))
     for path in files:
         try:
-            text = read_text(path)
-        except UsageError as exc:
-            result.unreadable.append(str(exc))
+            data = _read(path)
+        except OSError as exc:
+            result.add_unreadable(path, f"cannot read: {exc.strerror or exc}")
             continue
+        shown = "<stdin>" if path == "-" else path
         result.files.append(path)
-        result.findings.extend(lint_text(text, "<stdin>" if path == "-" else path, options, rules))
+        try:
+            # universal newlines, as text-mode reading (hloshard.io.read_text) gives
+            text = data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        except UnicodeDecodeError as exc:
+            if any(r.code == "HS001" for r in rules):
+                result.findings.append(undecodable_finding(shown, data, exc))
+            continue
+        result.findings.extend(lint_text(text, shown, options, rules))
     result.findings.sort(key=Finding.sort_key)
     return result

@@ -97,9 +97,23 @@ def _rule_descriptor(rule: type[Rule]) -> dict:
     }
 
 
-def render_sarif(findings: Sequence[Finding], rules: Sequence[type[Rule]]) -> str:
+def _artifact(path: str) -> dict:
+    uri, relative = _uri(path)
+    artifact = {"uri": uri}
+    if relative:
+        artifact["uriBaseId"] = "%SRCROOT%"
+    return artifact
+
+
+def render_sarif(findings: Sequence[Finding], rules: Sequence[type[Rule]],
+                 unreadable: Sequence[tuple[str, str]] = ()) -> str:
     """A SARIF 2.1.0 log: one run, the rules' metadata in ``tool.driver.rules``, one result per
-    finding with one physical location and a stable ``partialFingerprints`` entry."""
+    finding with one physical location and a stable ``partialFingerprints`` entry.
+
+    ``unreadable`` lists the inputs that could not be read as ``(path, message)``: each becomes an
+    error-level ``toolExecutionNotification`` of ``invocations[0]`` located at the path, and
+    ``executionSuccessful`` is then false (a code-scanning upload must not read the run as clean).
+    """
     rules = sorted({r.code: r for r in rules}.values(), key=lambda r: r.code)
     index = {r.code: i for i, r in enumerate(rules)}
     seen: dict[str, int] = {}
@@ -110,10 +124,7 @@ def render_sarif(findings: Sequence[Finding], rules: Sequence[type[Rule]]) -> st
         seen[fp] = n + 1
         if n:
             fp = f"{fp}:{n}"
-        uri, relative = _uri(f.path)
-        artifact = {"uri": uri}
-        if relative:
-            artifact["uriBaseId"] = "%SRCROOT%"
+        artifact = _artifact(f.path)
         result = {
             "ruleId": f.code,
             "level": SARIF_LEVEL[f.severity],
@@ -139,6 +150,14 @@ def render_sarif(findings: Sequence[Finding], rules: Sequence[type[Rule]]) -> st
                 "semanticVersion": __version__,
                 "rules": [_rule_descriptor(r) for r in rules],
             }},
+            "invocations": [{
+                "executionSuccessful": not unreadable,
+                "toolExecutionNotifications": [{
+                    "level": "error",
+                    "message": {"text": message},
+                    "locations": [{"physicalLocation": {"artifactLocation": _artifact(path)}}],
+                } for path, message in unreadable],
+            }],
             "columnKind": "unicodeCodePoints",
             "results": results,
         }],
@@ -173,14 +192,15 @@ def render_github(findings: Sequence[Finding]) -> str:
 
 
 def render(fmt: str, findings: Sequence[Finding], rules: Sequence[type[Rule]], files: int = 1,
-           color: bool = False) -> str:
-    """Dispatch on ``fmt`` (one of FORMATS)."""
+           color: bool = False, unreadable: Sequence[tuple[str, str]] = ()) -> str:
+    """Dispatch on ``fmt`` (one of FORMATS); ``unreadable`` ((path, message) pairs) is reported by
+    the SARIF format only (the other formats leave it to the CLI's stderr messages)."""
     if fmt == "text":
         return render_text(findings, files, color)
     if fmt == "json":
         return render_json(findings)
     if fmt == "sarif":
-        return render_sarif(findings, rules)
+        return render_sarif(findings, rules, unreadable)
     if fmt == "github":
         return render_github(findings)
     raise ValueError(f"unknown format {fmt!r}")
