@@ -45,3 +45,143 @@ def test_xla_compiles_solved_shardy_sample(tmp_path):
     assert r.exit_code == 0, r.output
     ok, msg = xla_oracle.compile_spmd(out.read_text(), 8)
     assert ok, msg[:2000]
+
+
+# --------------------------------------------------------------------------- invalid HLO
+
+def _module(body: str, params: str = "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n") -> str:
+    return f"HloModule m\n\nENTRY main {{\n{params}{body}}}\n"
+
+
+INVALID = {
+    "broadcast_dims_out_of_range": _module("  ROOT b = f32[4,8,2] broadcast(p), dimensions={0,7}\n"),
+    "broadcast_size_mismatch": _module("  ROOT b = f32[8,4,2] broadcast(p), dimensions={0,1}\n"),
+    "binary_scalar_operand": _module("  ROOT a = f32[4,8] add(p, s)\n",
+                                     "  p = f32[4,8] parameter(0)\n  s = f32[] parameter(1)\n"),
+    "binary_shape_mismatch": _module("  ROOT a = f32[4,8] add(p, r)\n",
+                                     "  p = f32[4,8] parameter(0)\n  r = f32[8,4] parameter(1)\n"),
+    "dot_contracting_size": _module("  ROOT d = f32[4,4] dot(p, q), lhs_contracting_dims={1}, "
+                                    "rhs_contracting_dims={0}\n"),
+    "dot_contracting_out_of_range": _module("  ROOT d = f32[4,4] dot(p, q), lhs_contracting_dims={3}, "
+                                            "rhs_contracting_dims={1}\n"),
+    "transpose_not_permutation": _module("  ROOT t = f32[8,4] transpose(p), dimensions={1,1}\n"),
+    "slice_out_of_bounds": _module("  ROOT s = f32[4,4] slice(p), slice={[0:4], [6:10]}\n"),
+    "slice_result_shape": _module("  ROOT s = f32[4,3] slice(p), slice={[0:4], [0:8:2]}\n"),
+    "reshape_element_count": _module("  ROOT r = f32[5,8] reshape(p)\n"),
+    "select_predicate_shape": _module("  ROOT s = f32[4,8] select(c, p, q)\n",
+                                      "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n"
+                                      "  c = pred[8,4] parameter(2)\n"),
+    "parameter_gap": _module("  ROOT a = f32[4,8] add(p, q)\n",
+                             "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(2)\n"),
+}
+
+VALID = {
+    "select_scalar_predicate": _module("  ROOT s = f32[4,8] select(c, p, q)\n",
+                                       "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n"
+                                       "  c = pred[] parameter(2)\n"),
+    "clamp_scalar_bounds": _module("  ROOT c = f32[4,8] clamp(lo, p, hi)\n",
+                                   "  p = f32[4,8] parameter(0)\n  lo = f32[] parameter(1)\n"
+                                   "  hi = f32[] parameter(2)\n"),
+    "strided_slice_broadcast_dot": _module(
+        "  s = f32[4,4] slice(p), slice={[0:4], [1:8:2]}\n"
+        "  b = f32[4,4,3] broadcast(s), dimensions={0,1}\n"
+        "  t = f32[8,4] transpose(q), dimensions={1,0}\n"
+        "  ROOT d = f32[4,4] dot(p, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID))
+def test_invalid_hlo_is_one_error_exit_2(tmp_path, case):
+    src = tmp_path / f"{case}.hlo"
+    src.write_text(INVALID[case])
+    for cmd in (["solve", str(src), "--mesh", "2x4", "-o", str(tmp_path / "o.hlo"), "--quiet"],
+                ["cost", str(src), "--mesh", "2x4"]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 2, (case, cmd[0], r.output, r.exception)
+        assert "Traceback" not in r.output
+        # file:line:col names the offending line
+        assert f"{src}:" in r.output, r.output
+    assert not (tmp_path / "o.hlo").exists()
+
+
+@pytest.mark.parametrize("case", sorted(VALID))
+def test_valid_edge_cases_pass_verification(case):
+    from hloshard.hlo import parse_module
+    from hloshard.hlo.verify import verify_module
+
+    verify_module(parse_module(VALID[case]))
+
+
+@pytest.mark.oracle
+def test_xla_agrees_with_verify_module():
+    """Every module verify_module rejects, XLA rejects when compiling it for 8 partitions (the parser
+    alone does not verify shapes); the valid edge cases it compiles."""
+    require_jax()
+    from tests import xla_oracle
+
+    names = sorted(INVALID) + sorted(VALID)
+    results = xla_oracle.compile_many([INVALID.get(n) or VALID[n] for n in names], 8)
+    for name, (ok, msg) in zip(names, results):
+        assert ok == (name in VALID), (name, msg[:500])
+
+
+def test_verify_reports_instruction_and_position():
+    from hloshard.errors import InputError
+    from hloshard.hlo import parse_module
+    from hloshard.hlo.verify import verify_module
+
+    with pytest.raises(InputError, match=r"^f\.hlo:6:8: instruction b \(broadcast\) in computation main: "
+                                         r"dimensions names dimension 7"):
+        verify_module(parse_module(INVALID["broadcast_dims_out_of_range"]), "f.hlo")
+
+
+def test_huge_dims_are_one_error_exit_2(tmp_path):
+    src = tmp_path / "big.hlo"
+    src.write_text(_module("  ROOT n = f32[99999999999,99999999999] negate(b)\n",
+                           "  b = f32[99999999999,99999999999] parameter(0)\n"))
+    for cmd in (["solve", str(src), "--mesh", "2x4", "-o", str(tmp_path / "o.hlo"), "--quiet"],
+                ["cost", str(src), "--mesh", "2x4"]):
+        r = CliRunner().invoke(main, cmd)
+        assert r.exit_code == 2, (cmd[0], r.output, r.exception)
+        assert "at most 2**62 are supported" in r.output
+
+
+# --------------------------------------------------------------------------- bad options
+
+@pytest.mark.parametrize("args", [
+    ["--mesh", "99999999999x99999999999"], ["--mesh", "100000000"], ["--mesh", "2x4", "--seed", "-1"],
+    ["--mesh", "2x4", "--time-limit", "nan"], ["--mesh", "2x4", "--time-limit", "inf"],
+    ["--mesh", "2x4", "--time-limit", "0"],
+])
+def test_bad_solve_options_exit_2(tmp_path, args):
+    r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", *args)
+    assert r.exit_code == 2, (args, r.output, r.exception)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [["--seed", "-1"], ["--time-limit", "nan"], ["--time-limit", "inf"]])
+def test_bad_solve_problem_options_exit_2(tmp_path, args):
+    prob = tmp_path / "p.json"
+    prob.write_text('{"problem": {"name": "x", "nodes": {"intervals": [], "costs": [], "usages": []}, '
+                    '"edges": {"nodes": [], "costs": []}}}')
+    r = CliRunner().invoke(main, ["solve-problem", str(prob), *args])
+    assert r.exit_code == 2, (args, r.output, r.exception)
+
+
+def test_huge_mesh_is_rejected_before_allocating():
+    import resource
+
+    from hloshard.errors import UsageError
+    from hloshard.mesh import MAX_MESH_DEVICES, DeviceMesh
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(UsageError, match="at most 65,536"):
+        DeviceMesh.parse("100000000")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB
+    assert DeviceMesh.parse(str(MAX_MESH_DEVICES)).num_devices == MAX_MESH_DEVICES
+
+
+def test_mesh_mismatch_message_reads_well(tmp_path):
+    r, _ = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "16")
+    assert r.exit_code == 2
+    assert "uses 8 devices but the mesh [16] has 16 devices" in r.output, r.output

@@ -25,6 +25,9 @@ import numpy as np
 from .errors import InputError, UsageError
 from .hlo.sharding import HloSharding
 
+#: Largest device count a mesh may have (hloshard builds per-device tables of this size).
+MAX_MESH_DEVICES = 65536
+
 __all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch"]
 
 
@@ -103,6 +106,8 @@ class DeviceMesh:
             raise UsageError(f"invalid mesh shape {shape}: every axis size must be a positive integer")
         n = math.prod(shape)
         desc = "x".join(map(str, shape))
+        if n > MAX_MESH_DEVICES:
+            raise UsageError(f"invalid mesh {desc}: {n:,} devices; at most {MAX_MESH_DEVICES:,} are supported")
         if device_ids is None:
             ids = np.arange(n, dtype=np.int64)
         else:

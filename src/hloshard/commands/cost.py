@@ -46,10 +46,12 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory."""
     from ..autoshard import evaluate_module
     from ..hlo import parse_module
+    from ..hlo.verify import verify_module
     from ..io import read_text, write_text_atomic
 
     text = read_text(module_file)
     module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     result = evaluate_module(module, dmesh)
     report = cost_report(result, dmesh)

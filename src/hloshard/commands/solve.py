@@ -17,6 +17,7 @@ memory budget, named by liveness point and tensors, or no solution before the ti
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
@@ -167,7 +168,7 @@ def print_summary(report: dict) -> None:
               help="Bytes per device (e.g. 64MiB) or 'none' (default: no budget).")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock seconds.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
 @click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
@@ -177,14 +178,16 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
     from ..hlo import parse_module, print_module
+    from ..hlo.verify import verify_module
     from ..io import read_text, write_text_atomic
 
-    if time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    if not math.isfinite(time_limit) or time_limit <= 0:
+        raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
     text = read_text(module_file)
     module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     show = not quiet and sys.stderr.isatty()
     with Progress(show, time_limit) as progress:

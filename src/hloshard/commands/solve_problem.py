@@ -8,6 +8,7 @@ before the time limit), 2 for a bad file or bad options.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 
@@ -71,7 +72,8 @@ class _Progress:
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Wall-clock seconds for the whole command, loading included.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed (CP-SAT and LNS).")
+@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
+              help="Random seed (CP-SAT and LNS).")
 @click.option("--deterministic", is_flag=True,
               help="Reproducible result for a given seed and worker count (deterministic time limits).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
@@ -84,8 +86,8 @@ def command(problem_file, time_limit, workers, seed, deterministic, output, quie
     (optimal / feasible / infeasible / timeout) and seconds.
     """
     t0 = time.monotonic()
-    if time_limit <= 0:
-        raise UsageError("--time-limit must be positive")
+    if not math.isfinite(time_limit) or time_limit <= 0:
+        raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
     from ..costgraph import load_problem

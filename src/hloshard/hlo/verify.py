@@ -1,0 +1,236 @@
+"""Cheap semantic checks of a parsed module, run by ``solve`` and ``cost`` before the strategy engine.
+
+The parser accepts any well-formed text; the strategy engine then trusts shapes and dimension numbers
+(it indexes ``dims[d]`` for every contracting / broadcast / transpose dimension).  A module XLA's
+``HloVerifier`` would reject must fail here with one message naming the instruction, not with a
+traceback deep in the engine, and must never be written back as if fine.  The checks follow the shape
+rules of XLA's ``ShapeInference`` / ``ShapeVerifier`` (``shared/reference/hlo_syntax.md`` §7), restated:
+
+* every array shape holds at most ``2**62`` bytes (sizes are int64 everywhere downstream);
+* elementwise unary ops: one operand with the result's dimensions; elementwise binary ops: two
+  operands, both with the result's dimensions (HLO has no implicit broadcasting, scalars included);
+* ``select(pred, on_true, on_false)``: ``on_true`` / ``on_false`` with the result's dimensions,
+  ``pred`` too or a scalar (XLA still compiles a scalar predicate);
+  ``clamp(min, operand, max)``: ``operand`` with the result's dimensions, ``min`` / ``max`` either
+  that too or scalars;
+* ``dot``: contracting and batch dimension numbers in range, distinct, as many on each side, equal
+  sizes pairwise; result rank = batch + lhs free + rhs free;
+* ``transpose``: ``dimensions`` a permutation of ``0..rank-1`` and ``result[i] == operand[perm[i]]``;
+* ``broadcast``: one entry of ``dimensions`` per operand dimension, distinct, in ``[0, result rank)``,
+  and ``operand[i] == result[dimensions[i]]``;
+* ``slice``: one ``[start:limit:stride]`` per dimension, ``0 <= start <= limit <= dim``,
+  ``stride >= 1`` and ``result[i] == ceil((limit - start) / stride)``;
+* ``reshape``: equal element counts (static shapes);
+* parameter numbers of each computation are ``0..n-1``, each once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import InputError
+from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+
+__all__ = ["verify_module", "MAX_ARRAY_BYTES"]
+
+#: Largest array (bytes) accepted: byte counts and costs are int64 downstream.
+MAX_ARRAY_BYTES = 2 ** 62
+
+
+class _Bad(Exception):
+    pass
+
+
+def _array(shape) -> bool:
+    return not shape.is_tuple and not shape.is_token and shape.element_type != "opaque"
+
+
+def _dims(instr) -> tuple[int, ...]:
+    return tuple(instr.shape.dims)
+
+
+def _need_operands(instr, n: int) -> None:
+    if len(instr.operands) != n:
+        raise _Bad(f"expects {n} operand{'s' if n != 1 else ''}, has {len(instr.operands)}")
+
+
+def _same_dims(instr, k: int, what: str) -> None:
+    op = instr.operands[k]
+    if _array(op.shape) and tuple(op.shape.dims) != _dims(instr):
+        raise _Bad(f"{what} {op.name} has shape {op.shape} but the result has dimensions {list(_dims(instr))} "
+                   f"(HLO does not broadcast implicitly)")
+
+
+def _int_list(value, what: str) -> list[int]:
+    if value is None:
+        return []
+    try:
+        return [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise _Bad(f"{what} must be a list of integers, got {value!r}") from None
+
+
+def _check_dims_in_range(dims: list[int], rank: int, what: str) -> None:
+    for d in dims:
+        if not 0 <= d < rank:
+            raise _Bad(f"{what} names dimension {d}, outside [0, {rank})")
+    if len(set(dims)) != len(dims):
+        raise _Bad(f"{what} {dims} repeats a dimension")
+
+
+def _check_dot(instr) -> None:
+    _need_operands(instr, 2)
+    lhs, rhs = instr.operands
+    if not (_array(lhs.shape) and _array(rhs.shape)):
+        return
+    ld, rd = tuple(lhs.shape.dims), tuple(rhs.shape.dims)
+    lc = _int_list(instr.attr("lhs_contracting_dims"), "lhs_contracting_dims")
+    rc = _int_list(instr.attr("rhs_contracting_dims"), "rhs_contracting_dims")
+    lb = _int_list(instr.attr("lhs_batch_dims"), "lhs_batch_dims")
+    rb = _int_list(instr.attr("rhs_batch_dims"), "rhs_batch_dims")
+    _check_dims_in_range(lc + lb, len(ld), "lhs_contracting_dims + lhs_batch_dims")
+    _check_dims_in_range(rc + rb, len(rd), "rhs_contracting_dims + rhs_batch_dims")
+    if len(lc) != len(rc):
+        raise _Bad(f"lhs_contracting_dims {lc} and rhs_contracting_dims {rc} differ in length")
+    if len(lb) != len(rb):
+        raise _Bad(f"lhs_batch_dims {lb} and rhs_batch_dims {rb} differ in length")
+    for what, ls, rs in (("contracting", lc, rc), ("batch", lb, rb)):
+        for a, b in zip(ls, rs):
+            if ld[a] != rd[b]:
+                raise _Bad(f"{what} dimension lhs[{a}] = {ld[a]} differs from rhs[{b}] = {rd[b]}")
+    rank = len(lb) + (len(ld) - len(lc) - len(lb)) + (len(rd) - len(rc) - len(rb))
+    if _array(instr.shape) and len(_dims(instr)) != rank:
+        raise _Bad(f"result rank {len(_dims(instr))} should be {rank} (batch + lhs free + rhs free dimensions)")
+
+
+def _check_transpose(instr) -> None:
+    _need_operands(instr, 1)
+    op = instr.operands[0]
+    if not _array(op.shape):
+        return
+    perm = _int_list(instr.attr("dimensions"), "dimensions")
+    od = tuple(op.shape.dims)
+    if sorted(perm) != list(range(len(od))):
+        raise _Bad(f"dimensions={{{','.join(map(str, perm))}}} is not a permutation of the operand's "
+                   f"{len(od)} dimensions")
+    want = tuple(od[p] for p in perm)
+    if _dims(instr) != want:
+        raise _Bad(f"result dimensions {list(_dims(instr))} should be {list(want)} for operand {op.shape}")
+
+
+def _check_broadcast(instr) -> None:
+    _need_operands(instr, 1)
+    op = instr.operands[0]
+    if not _array(op.shape):
+        return
+    bd = _int_list(instr.attr("dimensions"), "dimensions")
+    od, rd = tuple(op.shape.dims), _dims(instr)
+    if len(bd) != len(od):
+        raise _Bad(f"dimensions={{{','.join(map(str, bd))}}} has {len(bd)} entries but the operand has rank "
+                   f"{len(od)}")
+    _check_dims_in_range(bd, len(rd), "dimensions")
+    for i, d in enumerate(bd):
+        if od[i] != rd[d]:
+            raise _Bad(f"operand dimension {i} (size {od[i]}) maps to result dimension {d} (size {rd[d]})")
+
+
+def _check_slice(instr) -> None:
+    _need_operands(instr, 1)
+    op = instr.operands[0]
+    spec = instr.attr("slice")
+    if not _array(op.shape) or spec is None or not hasattr(spec, "ranges"):
+        return
+    od, rd = tuple(op.shape.dims), _dims(instr)
+    if len(spec.ranges) != len(od):
+        raise _Bad(f"slice has {len(spec.ranges)} ranges but the operand has rank {len(od)}")
+    want = []
+    for i, (start, limit, stride) in enumerate(spec.ranges):
+        if stride < 1:
+            raise _Bad(f"slice dimension {i}: stride {stride} must be positive")
+        if not 0 <= start <= limit <= od[i]:
+            raise _Bad(f"slice dimension {i}: [{start}:{limit}] is not within the operand's size {od[i]}")
+        want.append(-(-(limit - start) // stride))
+    if list(rd) != want:
+        raise _Bad(f"result dimensions {list(rd)} should be {want} for this slice")
+
+
+def _check_reshape(instr) -> None:
+    _need_operands(instr, 1)
+    op = instr.operands[0]
+    if not (_array(op.shape) and _array(instr.shape)) or any(op.shape.dynamic) or any(instr.shape.dynamic):
+        return
+    if op.shape.num_elements != instr.shape.num_elements:
+        raise _Bad(f"operand {op.name} {op.shape} has {op.shape.num_elements:,} elements but the result has "
+                   f"{instr.shape.num_elements:,}")
+
+
+def _check_instruction(instr) -> None:
+    op = instr.opcode
+    if op in ELEMENTWISE_UNARY:
+        _need_operands(instr, 1)
+        _same_dims(instr, 0, "operand")
+    elif op in ELEMENTWISE_BINARY or op == "compare":
+        _need_operands(instr, 2)
+        _same_dims(instr, 0, "operand 0")
+        _same_dims(instr, 1, "operand 1")
+    elif op == "select":
+        _need_operands(instr, 3)
+        if instr.operands[0].shape.dims:
+            _same_dims(instr, 0, "predicate (neither a scalar nor the result's shape)")
+        _same_dims(instr, 1, "on_true")
+        _same_dims(instr, 2, "on_false")
+    elif op == "clamp":
+        _need_operands(instr, 3)
+        _same_dims(instr, 1, "operand")
+        for k, what in ((0, "min"), (2, "max")):
+            if instr.operands[k].shape.dims:
+                _same_dims(instr, k, what + " (neither a scalar nor the operand's shape)")
+    elif op == "dot":
+        _check_dot(instr)
+    elif op == "transpose":
+        _check_transpose(instr)
+    elif op == "broadcast":
+        _check_broadcast(instr)
+    elif op == "slice":
+        _check_slice(instr)
+    elif op == "reshape":
+        _check_reshape(instr)
+
+
+def _check_size(instr) -> None:
+    shape = instr.shape
+    for leaf in (shape.leaves() if shape.is_tuple else (shape,)):
+        # elements are at most 16 bytes (c128), so a small element count needs no byte count
+        if math.prod(leaf.dims) > MAX_ARRAY_BYTES // 16 and _array(leaf) and leaf.byte_size > MAX_ARRAY_BYTES:
+            raise _Bad(f"shape {leaf} holds {leaf.byte_size:,} bytes; at most 2**62 are supported")
+
+
+def verify_module(module, filename: str = "<input>") -> None:
+    """Check ``module`` against the shape rules above; return None when it passes.
+
+    Raises :class:`hloshard.errors.InputError` for the first instruction (in text order) that breaks
+    one, as ``file:line:col: instruction NAME (opcode): what is wrong``.  Cost: one pass over
+    the instructions, a few tuple comparisons each."""
+    for comp in module.computations:
+        seen: dict[int, object] = {}
+        for instr in comp.instructions:
+            try:
+                _check_size(instr)
+                if instr.opcode == "parameter":
+                    pn = instr.parameter_number
+                    if pn is not None:
+                        if pn in seen:
+                            raise _Bad(f"parameter number {pn} is already used by {seen[pn].name}")
+                        seen[pn] = instr
+                else:
+                    _check_instruction(instr)
+            except _Bad as exc:
+                raise InputError(f"{filename}:{instr.line}:{instr.column}: instruction {instr.name} "
+                                 f"({instr.opcode}) in computation {comp.name}: {exc}") from None
+        missing = sorted(set(range(len(seen))) - set(seen))
+        if missing:
+            last = max(seen)
+            instr = seen[last]
+            raise InputError(f"{filename}:{instr.line}:{instr.column}: computation {comp.name} has "
+                             f"parameter({last}) but no parameter({missing[0]}): parameter numbers must be "
+                             f"0..n-1 without gaps")
