@@ -91,3 +91,52 @@ def test_top_level_grammar_is_the_packaged_one():
     from hloshard.hlo.parser import grammar_text
 
     assert grammar_text() == top.read_text()
+
+
+# ---- canonical form: entry_computation_layout comments, no whitespace runs --------------------
+
+import re  # noqa: E402
+
+import pytest  # noqa: E402
+
+from hloshard.hlo import parse_module  # noqa: E402
+
+
+def _runs_of_spaces(text: str) -> list[str]:
+    """Lines with two or more spaces between non-blank characters (string literals ignored)."""
+    return [ln for ln in text.splitlines() if re.search(r"\S {2,}\S", re.sub(r'"(?:[^"\\]|\\.)*"', '""', ln))]
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.hlo")) + sorted(DATA.glob("*.hlo")), ids=lambda p: p.name)
+def test_fmt_is_idempotent_single_spaced_and_passes_check(path, tmp_path):
+    out = tmp_path / path.name
+    res = run("fmt", str(path), "-o", str(out))
+    if res.exit_code == 2:          # data files that are meant not to parse
+        return
+    first = out.read_text()
+    assert _runs_of_spaces(first) == []
+    assert print_module(parse_module(first)) == first
+    assert run("fmt", "--check", str(out)).exit_code == 0
+    src_head = path.read_text().splitlines()[0]
+    if "entry_computation_layout" in src_head:   # XLA's header is already canonical: kept verbatim
+        assert first.splitlines()[0] == src_head
+
+
+def test_entry_computation_layout_index_comments_are_canonical():
+    params = ", ".join(f"f32[{i + 1}]{{0}}" for i in range(7))
+    messy = params.replace("f32[6]", "/*index=5*/   f32[6]").replace(", ", " ,  ")
+    text = (f"HloModule m, entry_computation_layout={{({messy})->(f32[1]{{0}}, f32[2]{{0}})}}\n\n"
+            "ENTRY e {\n  ROOT p = f32[1] parameter(0)\n}\n")
+    head = print_module(parse_module(text)).splitlines()[0]
+    assert head == ("HloModule m, entry_computation_layout={(f32[1]{0}, f32[2]{0}, f32[3]{0}, f32[4]{0}, "
+                    "f32[5]{0}, /*index=5*/f32[6]{0}, f32[7]{0})->(f32[1]{0}, f32[2]{0})}")
+    body = "\n\nENTRY e {\n  ROOT p = f32[1] parameter(0)\n}\n"
+    # layout attributes (tiling, memory space) are printed without inner spaces
+    tiled = "HloModule m, entry_computation_layout={(f32[1]{0},   /*index=5*/ f32[2]{0:T(8)  S(1)})->f32[]}"
+    assert print_module(parse_module(tiled + body)).splitlines()[0] == \
+        "HloModule m, entry_computation_layout={(f32[1]{0}, f32[2]{0:T(8)S(1)})->f32[]}"
+    # not a program shape: kept as written, whitespace runs collapsed, still a fixed point
+    odd = "HloModule m, entry_computation_layout={not   a  /* note */ layout}"
+    once = print_module(parse_module(odd + body))
+    assert once.splitlines()[0] == "HloModule m, entry_computation_layout={not a layout}"
+    assert print_module(parse_module(once)) == once

@@ -15,7 +15,23 @@ import click
               help="where to write the formatted module ('-' = standard output)")
 @click.option("--check", is_flag=True, help="write nothing; exit 1 when FILE is not already formatted")
 def command(file: str, output: str, check: bool) -> None:
-    """Parse FILE (HLO text, '-' for stdin) and print it in canonical form."""
+    """Parse FILE (HLO text, '-' for stdin) and print it in canonical form.
+
+    \b
+    Canonical form (what --check compares with; fmt is idempotent):
+    - header 'HloModule NAME, key=value, ...', attributes in written order;
+      entry_computation_layout as XLA prints it, /*index=N*/ before every fifth shape
+    - a blank line after the header and after each computation, callees first
+    - one instruction per line, indented two spaces:
+      '[ROOT ]%name = shape opcode(%a, %b), attr=value, ...', operands without
+      shapes, /*index=N*/ before every fifth operand and tuple element,
+      attributes in written order, values in their canonical spelling
+    - other comments are dropped, except '/* hloshard: ignore[...] */'
+    - single spaces only: no runs of spaces outside strings, no trailing spaces
+    - names keep the '%' style most of the input used
+    XLA's own dumps differ slightly (operand shapes, blank lines), so they
+    take one fmt pass before --check passes.
+    """
     from ..hlo import parse_file, print_module
     from ..io import read_text, write_text_atomic
 

@@ -623,6 +623,8 @@ class _Builder(Transformer):
                                   off + len(key) + 1)
             if key == "is_scheduled" and val not in ("true", "false"):
                 ctx.error_tok("is_scheduled must be true or false", a, off + len(key) + 1)
+            if key == "entry_computation_layout":   # /*index=N*/ comments became spaces: drop them
+                val = re.sub(r"\s+", " ", val)
             ctx.module.attrs[key] = val
         return None
 

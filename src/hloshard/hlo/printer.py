@@ -1,6 +1,7 @@
 """IR -> HLO text that XLA's parser accepts.
 
-Canonical form: the module header with its attributes in written order, computations in module order
+Canonical form: the module header with its attributes in written order (``entry_computation_layout``
+as XLA prints it, see :func:`format_entry_computation_layout`), computations in module order
 (callees before callers, as parsed), each instruction on one line as
 ``[ROOT ]%name = shape opcode(%a, %b), attr=value, ...`` with operands written without their shapes,
 attributes in the instruction's order, and a trailing ``/* hloshard: ignore[...] */`` comment when
@@ -10,6 +11,9 @@ the instruction has ignore codes. Names carry ``%`` when the source used them (`
 
 from __future__ import annotations
 
+import re
+
+from ..errors import HloSyntaxError
 from .attributes import format_attr
 from .ir import Computation, Instruction, Module
 
@@ -107,12 +111,39 @@ def computation_order(module: Module) -> list[Computation]:
     return out
 
 
+_SQUEEZE_RE = re.compile(r"/\*.*?\*/|\s+", re.S)
+
+
+def format_entry_computation_layout(module: Module) -> str | None:
+    """``entry_computation_layout`` in canonical form, as XLA prints it: ``{(p0, ..., p4,
+    /*index=5*/p5, ...)->result}``, each shape with its layout, ``/*index=N*/`` before every fifth
+    element of the parameter list and of a result tuple, one space after each comma. When the value
+    does not parse as shapes, or our shapes would not print it back exactly (ignoring comments and
+    whitespace), the stored text is kept with its whitespace runs collapsed. None when absent."""
+    text = module.attrs.get("entry_computation_layout")
+    if text is None:
+        return None
+    text = re.sub(r"\s+", " ", str(text)).strip()
+    try:
+        layout = module.entry_computation_layout
+    except HloSyntaxError:
+        return text
+    if layout is None:
+        return text
+    params, result = layout
+    ps = ", ".join(f"/*index={i}*/{p}" if i and i % 5 == 0 else str(p) for i, p in enumerate(params))
+    out = f"{{({ps})->{result}}}"
+    return out if _SQUEEZE_RE.sub("", out) == _SQUEEZE_RE.sub("", text) else text
+
+
 def print_module(module: Module) -> str:
     """The module as HLO text (ends with a newline). XLA's parser accepts it; computations are
     printed callees first (:func:`computation_order`)."""
     pct = _pfx(module)
     header = f"HloModule {module.name}"
     for key, value in module.attrs.items():
+        if key == "entry_computation_layout":
+            value = format_entry_computation_layout(module)
         header += f", {key}={value}"
     out = [header, ""]
     if module.stack_frames:
