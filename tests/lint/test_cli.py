@@ -224,3 +224,20 @@ def test_pre_commit_hook_definition_runs_the_linter(files):
     # pre-commit appends the staged file names to the entry
     result = CliRunner().invoke(main, entry[1:] + staged)
     assert result.exit_code == 1 and "error.hlo:4:35: HS103" in result.stdout
+
+
+@pytest.mark.parametrize("body,expected", [
+    (b'[tool.hloshard.lint]\nmesh = "2xq"\n',
+     "[tool.hloshard.lint] mesh = '2xq' is invalid: expected axis sizes separated by 'x'"),
+    (b'[tool.hloshard.lint]\nmesh = "0x2"\n', "[tool.hloshard.lint] mesh = '0x2' is invalid: axis sizes must be positive"),
+    (b'[tool.hloshard.lint]\nreshard-threshold = "lots"\n',
+     "[tool.hloshard.lint] reshard-threshold = 'lots' is invalid: expected an integer or a size"),
+    (b"# caf\xe9\n[tool.hloshard.lint]\n", "not UTF-8 text (byte 5: invalid continuation byte)"),
+])
+def test_bad_config_names_file_and_key(files, body, expected):
+    (files / "pyproject.toml").write_bytes(body)
+    result = run(["clean.hlo"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"hloshard: error: {files / 'pyproject.toml'}: "), result.stderr
+    assert expected in result.stderr
+    assert run(["clean.hlo", "--no-config"]).exit_code == 0

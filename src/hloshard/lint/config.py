@@ -44,6 +44,16 @@ def _codes(value, key: str, path) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _checked(parse, value: str, key: str, file):
+    """``parse(value)``; its UsageError re-raised naming the file and the key (the parsers' own
+    messages name the command-line option)."""
+    try:
+        return parse(value)
+    except UsageError as exc:
+        reason = str(exc).split(": ", 1)[-1]
+        raise UsageError(f"{file}: [tool.hloshard.lint] {key} = {value!r} is invalid: {reason}") from None
+
+
 def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Path | None = None) -> dict:
     """Read and validate ``[tool.hloshard.lint]``; returns a dict with keys ``select``, ``ignore``
     (tuples), ``fail_on`` (str), ``reshard_threshold`` (int bytes), ``num_partitions`` (int),
@@ -70,6 +80,9 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
         raise UsageError(f"{file}: cannot read: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{file}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{file}: not UTF-8 text (byte {exc.start}: {exc.reason}); TOML files are UTF-8 "
+                         f"(pass --no-config to skip it)") from None
     section = data.get("tool", {}).get("hloshard", {}).get("lint", {})
     if not isinstance(section, dict):
         raise UsageError(f"{file}: [tool.hloshard.lint] must be a table")
@@ -87,7 +100,7 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
             if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, int) and value < 0):
                 raise UsageError(f"{file}: [tool.hloshard.lint] reshard-threshold must be a byte size "
                                  f"(an integer or a string like \"64MiB\")")
-            out["reshard_threshold"] = value if isinstance(value, int) else parse_bytes(value)
+            out["reshard_threshold"] = value if isinstance(value, int) else _checked(parse_bytes, value, key, file)
         elif key == "num-partitions":
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise UsageError(f"{file}: [tool.hloshard.lint] num-partitions must be a positive integer")
@@ -95,5 +108,8 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
         elif key == "mesh":
             if not isinstance(value, str):
                 raise UsageError(f"{file}: [tool.hloshard.lint] mesh must be a string like \"2x4\"")
+            from ..mesh import DeviceMesh
+
+            _checked(DeviceMesh.parse, value, key, file)
             out["mesh"] = value
     return out
