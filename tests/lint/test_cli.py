@@ -241,3 +241,13 @@ def test_bad_config_names_file_and_key(files, body, expected):
     assert result.stderr.startswith(f"hloshard: error: {files / 'pyproject.toml'}: "), result.stderr
     assert expected in result.stderr
     assert run(["clean.hlo", "--no-config"]).exit_code == 0
+
+
+def test_stdin_and_crlf_files_read_like_text_mode(files):
+    (files / "crlf.hlo").write_bytes(ERROR.replace("\n", "\r\n").encode())
+    lf = json.loads(run(["error.hlo", "--format", "json"]).stdout)
+    crlf = json.loads(run(["crlf.hlo", "--format", "json"]).stdout)
+    assert [(d["line"], d["column"], d["code"]) for d in crlf] == [(d["line"], d["column"], d["code"]) for d in lf]
+    result = CliRunner().invoke(main, ["lint", "-", "--format", "json"], input=b"\xff\xfe")
+    assert result.exit_code == 1
+    assert [(d["path"], d["line"], d["code"]) for d in json.loads(result.stdout)] == [("<stdin>", 1, "HS001")]
