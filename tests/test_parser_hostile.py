@@ -27,7 +27,7 @@ CASES = {
     "iota groups just over cap": (f"ROOT a = f32[8] all-reduce(p), replica_groups=[1,{MAX_DEVICES + 1}]"
                                   f"<=[{MAX_DEVICES + 1}], to_apply=add", "too many devices", "replica_groups="),
     "iota groups > int64": (f"ROOT a = f32[8] all-reduce(p), replica_groups=[1,{BIG}]<=[{BIG}], to_apply=add",
-                            "too many devices", "replica_groups="),
+                            r"integer 9+ is out of range \(int64\)", "replica_groups="),
     "mesh groups > cap": ('ROOT a = f32[8] all-reduce(p), replica_groups=mesh["x"=99999999999,"y"=4] {"y"}, '
                           "to_apply=add", "too many devices", "replica_groups="),
     "mesh device_ids > int64": (f'ROOT a = f32[8] all-reduce(p), replica_groups=mesh["x"=2] {{"x"}} '
@@ -72,3 +72,18 @@ def test_groups_at_the_cap_still_parse():
     rg = m.entry.root.attrs["replica_groups"]
     groups = rg.groups
     assert len(groups) == 1000 and groups[1][:3] == [1, 1001, 2001]
+
+
+@pytest.mark.parametrize("line, message", [
+    ('ROOT a = f32[8] all-reduce(p), replica_groups=mesh["x"=2,"y"=0] {"y"}, to_apply=add', "sizes must be positive"),
+    (f"ROOT a = f32[8] all-reduce(p), channel_id={BIG}, replica_groups={{}}, to_apply=add", "out of range"),
+    (f"ROOT a = f32[8] all-reduce(p), replica_groups={{{{0,{BIG}}}}}, to_apply=add", "out of range"),
+    (f"ROOT a = f32[8] slice(p), slice={{[0:{BIG}]}}", "out of range"),
+    (f"ROOT a = f32[8] broadcast(p), dimensions={{{BIG}}}", "out of range"),
+    (f"ROOT a = f32[8] pad(p, p), padding={BIG}_0", "out of range"),
+    (f"ROOT a = f32[8] reduce-window(p, p), window={{size={BIG}}}, to_apply=add", "window field"),
+    (f"ROOT a = f32[8] parameter({BIG})", "out of range"),
+])
+def test_integers_beyond_int64_and_zero_mesh_axes_are_syntax_errors(line, message):
+    with pytest.raises(HloSyntaxError, match=message):
+        parse_module(_module(line))

@@ -163,16 +163,29 @@ def format_blob_or_string(value: str) -> str:
 _INT_LIST_RE = re.compile(r"\{\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\}")
 
 
+INT64_MAX = 2**63 - 1
+
+
+def _i64(text: str) -> int:
+    """``int(text)``, refusing values outside int64 (XLA stores every HLO integer attribute as int64)."""
+    v = int(text)
+    if not -INT64_MAX - 1 <= v <= INT64_MAX:
+        raise AttrError(f"integer {text.strip()} is out of range (int64)")
+    return v
+
+
 def _int_list(text: str) -> tuple[int, ...]:
     m = _INT_LIST_RE.fullmatch(text)
     if m is None:
         raise AttrError("expected a list of integers such as {0,1}")
-    return tuple(int(x) for x in m.group(1).split(",")) if m.group(1) else ()
+    return tuple(_i64(x) for x in m.group(1).split(",")) if m.group(1) else ()
 
 
 def _int(text: str) -> int:
     try:
-        return int(text)
+        return _i64(text)
+    except AttrError:
+        raise
     except ValueError:
         raise AttrError("expected an integer") from None
 
@@ -292,7 +305,7 @@ _IOTA_RG_RE = re.compile(r"\[([0-9,\s]*)\]\s*<=\s*\[([0-9,\s]*)\](?:\s*T\(([0-9,
 
 
 def _ints(text: str) -> list[int]:
-    return [int(x) for x in text.replace(" ", "").split(",") if x]
+    return [_i64(x) for x in text.replace(" ", "").split(",") if x]
 
 
 def _check_iota(dims: Sequence[int], reshape: Sequence[int], perm: Sequence[int] | None) -> None:
@@ -332,7 +345,9 @@ def _expand_mesh(text: str) -> list[list[int]]:
         if a is None:
             raise AttrError(f"malformed mesh axis {part.strip()!r}")
         names.append(a.group(1) if a.group(1) is not None else a.group(2) if a.group(2) is not None else a.group(3))
-        sizes.append(int(a.group(4)))
+        sizes.append(_i64(a.group(4)))
+        if sizes[-1] < 1:
+            raise AttrError(f"mesh axis {names[-1]!r} has size {sizes[-1]}; sizes must be positive")
     n = math.prod(sizes)
     check_device_count(n, f"mesh{sizes}")
     ids_text = m.group(2)
@@ -475,7 +490,7 @@ def _slice(text: str) -> SliceSpec:
         m = _SLICE_RANGE_RE.match(inner, pos)
         if m is None:
             raise AttrError("expected [start:limit] or [start:limit:stride]", pos + 1)
-        ranges.append((int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else 1))
+        ranges.append((_i64(m.group(1)), _i64(m.group(2)), _i64(m.group(3)) if m.group(3) else 1))
         pos = m.end()
         rest = re.match(r"\s*,?\s*", inner[pos:])
         pos += rest.end()
@@ -503,7 +518,7 @@ def _padding(text: str) -> PaddingConfig:
         m = _PAD_DIM_RE.fullmatch(part)
         if m is None:
             raise AttrError("expected padding such as 0_0x1_1 or 0_1_0 (low_high[_interior] per dimension)")
-        dims.append((int(m.group(1)), int(m.group(2)), int(m.group(3)) if m.group(3) else 0))
+        dims.append((_i64(m.group(1)), _i64(m.group(2)), _i64(m.group(3)) if m.group(3) else 0))
     return PaddingConfig(tuple(dims))
 
 
@@ -567,9 +582,9 @@ def _window(text: str) -> Window:
                     lo_hi = p.split("_")
                     if len(lo_hi) != 2:
                         raise AttrError("window pad expects padding_low and padding_high separated by '_'")
-                    vals.append((int(lo_hi[0]), int(lo_hi[1])))
+                    vals.append((_i64(lo_hi[0]), _i64(lo_hi[1])))
             elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
-                vals = [int(x) for x in val.split("x")]
+                vals = [_i64(x) for x in val.split("x")]
             else:
                 raise AttrError(f"unknown window field {key!r} (size, stride, pad, lhs_dilate, rhs_dilate, "
                                 "rhs_reversal)")

@@ -31,8 +31,8 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import HloSyntaxError
 from ..io import read_text
-from .attributes import (COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, MAX_DEVICES, AttrError, InlineBody, NameRef, Raw,
-                         decode_attr)
+from .attributes import (COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, INT64_MAX, MAX_DEVICES, AttrError, InlineBody,
+                         NameRef, Raw, decode_attr)
 from .ir import Computation, Instruction, Module
 from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
@@ -435,6 +435,8 @@ class _Builder(Transformer):
         ctx = self.ctx
         if pnum < 0:
             ctx.error_at("parameter number must be non-negative", pos)
+        if pnum > INT64_MAX:
+            ctx.error_at(f"parameter number {pnum} is out of range (int64)", pos)
         if pnum in ctx.comp_params:
             ctx.error_at(f"parameter({pnum}) is defined twice in computation {ctx.comp.name!r}", pos)
         ctx.comp_params[pnum] = pos
