@@ -185,3 +185,36 @@ def test_mesh_mismatch_message_reads_well(tmp_path):
     r, _ = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "16")
     assert r.exit_code == 2
     assert "uses 8 devices but the mesh [16] has 16 devices" in r.output, r.output
+
+
+# --------------------------------------------------------------------------- --report on exit 3
+
+def test_report_written_when_budget_is_infeasible(tmp_path):
+    import json
+
+    rep = tmp_path / "rep.json"
+    r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--memory-budget", "1KiB",
+                    "--report", str(rep))
+    assert r.exit_code == 3, r.output
+    assert not out.exists()
+    report = json.loads(rep.read_text())
+    assert report["status"] == "infeasible"
+    assert report["objective"] is None and report["memory_budget"] == 1024
+    assert "liveness point" in report["explanation"]
+
+
+def test_report_written_on_timeout(tmp_path, monkeypatch):
+    import json
+    from types import SimpleNamespace
+
+    import hloshard.solver
+
+    monkeypatch.setattr(hloshard.solver, "solve_problem",
+                        lambda *a, **k: SimpleNamespace(status="timeout", strategies=[], explanation=None))
+    rep = tmp_path / "rep.json"
+    r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--time-limit", "1",
+                    "--report", str(rep))
+    assert r.exit_code == 3, r.output
+    report = json.loads(rep.read_text())
+    assert report["status"] == "timeout"
+    assert "within the time limit (1 s)" in report["explanation"]

@@ -658,7 +658,14 @@ def minimum_memory_check(graph: Graph, budget: int) -> None:
     t = int(np.argmax(prof))
     if prof[t] <= budget:
         return
-    raise SolveFailed(infeasible_message(graph, t, mins, budget, int(prof[t])))
+    raise _failed(infeasible_message(graph, t, mins, budget, int(prof[t])), "infeasible")
+
+
+def _failed(message: str, status: str) -> SolveFailed:
+    """A SolveFailed carrying ``status`` ('infeasible' | 'timeout') for the ``--report`` of exit 3."""
+    err = SolveFailed(message)
+    err.status = status
+    return err
 
 
 def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
@@ -794,9 +801,9 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)
-        raise SolveFailed(f"no feasible solution: {msg}")
+        raise _failed(f"no feasible solution: {msg}", "infeasible")
     if sol.status == "timeout" or not sol.strategies:
-        raise SolveFailed(f"no feasible solution found within the time limit ({time_limit:g} s)")
+        raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
     return sol
 
 

@@ -23,7 +23,7 @@ import time
 
 import click
 
-from ..errors import UsageError
+from ..errors import SolveFailed, UsageError
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
 
 
@@ -117,6 +117,20 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
     }
 
 
+def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
+    """The ``--report`` JSON when solve exits 3: ``status`` ('infeasible' | 'timeout'), ``explanation``
+    (the error message: liveness point and tensors for a memory budget), no objective."""
+    return {
+        "status": getattr(exc, "status", "infeasible"),
+        "explanation": str(exc),
+        "objective": None,
+        "seconds": round(seconds, 3),
+        "memory_budget": memory_budget,
+        "keep_shardings": keep,
+        "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+    }
+
+
 def print_summary(report: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -190,10 +204,18 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     show = not quiet and sys.stderr.isatty()
-    with Progress(show, time_limit) as progress:
-        result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
-                              workers=workers, seed=seed, deterministic=deterministic,
-                              progress=progress if show else None, export_problem=export_problem)
+    t0 = time.monotonic()
+    try:
+        with Progress(show, time_limit) as progress:
+            result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
+                                  workers=workers, seed=seed, deterministic=deterministic,
+                                  progress=progress if show else None, export_problem=export_problem)
+    except SolveFailed as exc:
+        if report_file:
+            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh, keep, memory_budget,
+                                                                     time.monotonic() - t0),
+                                                      indent=2, sort_keys=True) + "\n")
+        raise
     report = build_report(result, dmesh, keep, memory_budget)
     out_text = print_module(module)
     if report_file:
