@@ -3,7 +3,8 @@
 The combined module goes to ``-o`` (default: standard output); the report goes to standard output when
 the module is written to a file, to standard error when the module is on standard output, and alone
 to standard output with ``--report-only``. Exit 2 for a syntax error, an invalid collective (nothing
-is written) or bad options.
+is written; this includes invalid replica groups: an empty group, groups of different sizes, an id
+named twice, an id out of range, see :func:`hloshard.combine.replica_group_problems`) or bad options.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     gives how many were merged and the latency saved under the alpha-beta cost model on --mesh (or the
     module's num_partitions; without either, costs are left out), priced exactly as `hloshard cost`
     prices collectives, so `hloshard cost` before minus after is the latency saved.
+
+    Nothing is written, and the exit status is 2, when a collective is invalid: among others, an
+    empty replica group, groups of different sizes, an id named twice, or an id at or above
+    replica_count (when above 1), num_partitions x replica_count, or the --mesh size.
     """
     from ..combine import combine_module, parse_kinds
     from ..errors import UsageError
