@@ -354,6 +354,10 @@ def test_replica_group_problems_checks_iota_from_its_numbers():
     assert combine_replica_group_problems(rg, 7) == ["replica groups [2,4]<=[2,4]T(1,0) name ids up to 7, "
                                                      "outside [0, 7)"]
     assert combine_replica_group_problems([], 8) == []
+    assert combine_replica_group_problems(ReplicaGroups.iota(0, 4, [0]), 8) == [
+        "replica groups [0,4]<=[0] are empty (no groups)"]
+    assert combine_replica_group_problems(ReplicaGroups.iota(2, 0, [0]), 8) == [
+        "replica groups [2,0]<=[0] are empty (group size 0)"]
     assert combine_replica_group_problems([[3, 1], [1, 9, 2]], 4) == [
         "replica groups have different sizes [2, 3]; all groups must be equally large",
         "id 1 appears more than once in the replica groups",

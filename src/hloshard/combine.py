@@ -271,8 +271,9 @@ def replica_group_problems(replica_groups, bound: int | None = None, limit: int 
         if shape is not None:
             g, size = shape
             out = []
-            if g > 0 and size == 0:
-                out.append(f"replica groups {replica_groups.text} are empty (group size 0)")
+            if g == 0 or size == 0:   # unlike {}, an iota form always lists its groups
+                out.append(f"replica groups {replica_groups.text} are empty "
+                           f"({'no groups' if g == 0 else 'group size 0'})")
             if bound is not None and g * size > bound:
                 out.append(f"replica groups {replica_groups.text} name ids up to {g * size - 1}, outside "
                            f"[0, {bound})")
