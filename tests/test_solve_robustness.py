@@ -218,3 +218,27 @@ def test_report_written_on_timeout(tmp_path, monkeypatch):
     report = json.loads(rep.read_text())
     assert report["status"] == "timeout"
     assert "within the time limit (1 s)" in report["explanation"]
+
+
+# --------------------------------------------------------------------------- objective == cost of output
+
+def test_solve_objective_equals_cost_of_its_output(tmp_path):
+    """solve's reported objective is what ``hloshard cost`` says of the module it wrote (the written
+    shardings evaluated with the cheapest consistent strategies), here on the sample where the
+    solver's own choice (time-limited) was dearer than that."""
+    import json
+
+    rep = tmp_path / "rep.json"
+    r, out = _solve(tmp_path, SAMPLES / "transformer_train_step.pre.hlo", "--mesh", "2x4", "--time-limit", "5",
+                    "--deterministic", "--report", str(rep))
+    assert r.exit_code == 0, r.output
+    report = json.loads(rep.read_text())
+    c = CliRunner().invoke(main, ["cost", str(out), "--mesh", "2x4", "--format", "json"])
+    assert c.exit_code == 0, c.output
+    cost = json.loads(c.output)
+    assert report["objective"] == pytest.approx(cost["total_cost"], rel=1e-12, abs=1e-6)
+    for k in ("compute", "communication", "resharding"):
+        assert report["breakdown"][k] == pytest.approx(cost["breakdown"][k], rel=1e-12, abs=1e-6)
+    assert report["peak_memory_per_device"] == cost["peak_memory_per_device"]
+    assert report["objective"] <= report["solver_objective"] * (1 + 1e-12)
+

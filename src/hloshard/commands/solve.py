@@ -88,11 +88,15 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
     """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
     from ..autoshard import top_edges
 
-    g, sol, ev = result.graph, result.solution, result.evaluation
+    g, sol = result.graph, result.solution
+    # objective, breakdown, memory and top edges of the shardings as written (= hloshard cost of the output)
+    w = result.written
+    eg, echoice, ev = (w.graph, w.choice, w.evaluation) if w is not None else (g, result.choice, result.evaluation)
     gap = result.gap
     return {
         "status": sol.status,
         "objective": round(ev.total, 6),
+        "solver_objective": round(result.solver_objective, 6),
         "bound": None if result.bound is None else round(result.bound, 6),
         "gap": None if gap is None else round(gap, 6),
         "seconds": round(result.seconds_build + result.seconds_solve, 3),
@@ -101,7 +105,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "breakdown": {"compute": round(ev.compute, 6), "communication": round(ev.communication, 6),
                       "resharding": round(ev.resharding, 6)},
         "peak_memory_per_device": int(ev.peak_memory),
-        "peak_memory_at": g.schedule[ev.peak_time].name if ev.peak_time < len(g.schedule) else None,
+        "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
         "memory_budget": memory_budget,
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
@@ -112,7 +116,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "strategies": int(sum(len(c) for c in g.problem.node_costs)),
         "cost_scale": g.cost_scale,
         "objective_int": sol.objective,
-        "top_edges": top_edges(g, result.choice, ev),
+        "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }
 
