@@ -242,3 +242,18 @@ def test_solve_objective_equals_cost_of_its_output(tmp_path):
     assert report["peak_memory_per_device"] == cost["peak_memory_per_device"]
     assert report["objective"] <= report["solver_objective"] * (1 + 1e-12)
 
+
+# --------------------------------------------------------------------------- cost on unannotated modules
+
+def test_cost_says_it_chose_for_unannotated_instructions():
+    import json
+
+    src = str(SAMPLES / "mlp_train_step.pre.hlo")
+    j = CliRunner().invoke(main, ["cost", src, "--mesh", "2x4", "--format", "json"])
+    assert j.exit_code == 0, j.output
+    un = json.loads(j.output)["unannotated"]
+    assert un and "dot_general.5" in un
+    t = CliRunner().invoke(main, ["cost", src, "--mesh", "2x4"])
+    assert f"{len(un)} instructions carried no sharding; cost chose their shardings" in t.output
+    h = CliRunner().invoke(main, ["cost", "--help"])
+    assert "Instructions without a sharding" in " ".join(h.output.split())

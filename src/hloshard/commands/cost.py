@@ -43,7 +43,12 @@ def cost_report(result, mesh) -> dict:
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
 @click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
 def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
-    """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory."""
+    """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
+
+    Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
+    chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
+    says how many in the summary and lists them under "unannotated" in --format json.
+    """
     from ..autoshard import evaluate_module
     from ..hlo import parse_module
     from ..hlo.verify import verify_module
@@ -72,6 +77,11 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
+    un = report["unannotated"]
+    if un:
+        shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+        con.print(f"{len(un)} instruction{'s' if len(un) != 1 else ''} carried no sharding; cost chose "
+                  f"{'their shardings' if len(un) != 1 else 'its sharding'} (cheapest consistent): {shown}")
     rows = sorted(report["instructions"], key=lambda r: (-r["cost"], r["name"]))[:max(0, top)]
     t = Table(header_style="bold")
     for col in ("instruction", "opcode", "cost", "reshardings"):
