@@ -87,3 +87,11 @@ def test_groups_at_the_cap_still_parse():
 def test_integers_beyond_int64_and_zero_mesh_axes_are_syntax_errors(line, message):
     with pytest.raises(HloSyntaxError, match=message):
         parse_module(_module(line))
+
+
+@pytest.mark.parametrize("layout", ["{1\n0}", "{1 0}"])
+def test_layout_numbers_without_commas_are_syntax_errors(layout):
+    """Found by mutation fuzzing: int("1\\n0") used to escape as ValueError."""
+    text = f"HloModule m\n\nENTRY e {{\n  ROOT p = f32[2,2]{layout} parameter(0)\n}}\n"
+    with pytest.raises(HloSyntaxError, match="malformed layout"):
+        parse_module(text)

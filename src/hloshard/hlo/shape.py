@@ -293,7 +293,10 @@ def parse_array_shape(text: str) -> Shape:
                 dynamic.append(False)
     layout = None
     if m2m_text is not None:
-        m2m = tuple(int(x) for x in m2m_text.replace(" ", "").split(",") if x.strip()) if m2m_text.strip() else ()
+        try:
+            m2m = tuple(int(x) for x in m2m_text.split(",") if x.strip()) if m2m_text.strip() else ()
+        except ValueError:   # e.g. "{1 0}": numbers not separated by commas
+            raise _ShapeError(f"malformed layout {{{m2m_text.strip()}}}", m.start(4)) from None
         if len(m2m) != len(dims):
             raise _ShapeError(f"layout {{{m2m_text.strip()}}} has {len(m2m)} entries but the shape has rank "
                               f"{len(dims)}", m.start(4))
