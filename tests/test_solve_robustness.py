@@ -50,7 +50,12 @@ def test_xla_compiles_solved_shardy_sample(tmp_path):
 # --------------------------------------------------------------------------- invalid HLO
 
 def _module(body: str, params: str = "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n") -> str:
-    return f"HloModule m\n\nENTRY main {{\n{params}{body}}}\n"
+    head = ("add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+            if "to_apply=add" in body else "")
+    return f"HloModule m\n\n{head}ENTRY main {{\n{params}{body}}}\n"
+
+
+_RED = "  p = f32[4,8] parameter(0)\n  z = f32[] parameter(1)\n"
 
 
 INVALID = {
@@ -71,11 +76,24 @@ INVALID = {
     "select_predicate_shape": _module("  ROOT s = f32[4,8] select(c, p, q)\n",
                                       "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n"
                                       "  c = pred[8,4] parameter(2)\n"),
+    "concatenate_sizes": _module("  ROOT c = f32[8,9] concatenate(p, q), dimensions={0}\n"),
+    "concatenate_dim_out_of_range": _module("  ROOT c = f32[4,16] concatenate(p, q), dimensions={5}\n"),
+    "reduce_dim_out_of_range": _module("  ROOT r = f32[4] reduce(p, z), dimensions={7}, to_apply=add\n", _RED),
+    "reduce_result_shape": _module("  ROOT r = f32[9] reduce(p, z), dimensions={1}, to_apply=add\n", _RED),
+    "reverse_dim_out_of_range": _module("  ROOT r = f32[4,8] reverse(p), dimensions={5}\n"),
+    "iota_dim_out_of_range": _module("  ROOT i = s32[4,8] iota(), iota_dimension=5\n"),
+    "pad_result_shape": _module("  ROOT r = f32[6,8] pad(p, z), padding=0_1x0_0\n", _RED),
+    "dynamic_slice_sizes": _module("  ROOT r = f32[2,9] dynamic-slice(p, i, i), dynamic_slice_sizes={2,9}\n",
+                                   "  p = f32[4,8] parameter(0)\n  i = s32[] parameter(1)\n"),
     "parameter_gap": _module("  ROOT a = f32[4,8] add(p, q)\n",
                              "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(2)\n"),
 }
 
 VALID = {
+    "reduce_pad_concatenate": _module(
+        "  r = f32[4] reduce(p, z), dimensions={1}, to_apply=add\n"
+        "  pd = f32[5,7] pad(p, z), padding=0_1x-1_0\n"
+        "  ROOT c = f32[4,16] concatenate(p, p), dimensions={1}\n", _RED),
     "select_scalar_predicate": _module("  ROOT s = f32[4,8] select(c, p, q)\n",
                                        "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n"
                                        "  c = pred[] parameter(2)\n"),

@@ -21,6 +21,11 @@ rules of XLA's ``ShapeInference`` / ``ShapeVerifier`` (``shared/reference/hlo_sy
 * ``slice``: one ``[start:limit:stride]`` per dimension, ``0 <= start <= limit <= dim``,
   ``stride >= 1`` and ``result[i] == ceil((limit - start) / stride)``;
 * ``reshape``: equal element counts (static shapes);
+* ``concatenate``: one dimension, in range; operands equal to the result elsewhere, sizes summing to it;
+* ``reduce`` (array result): ``dimensions`` in range and distinct; result = the other dimensions;
+* ``reverse`` / ``iota``: ``dimensions`` / ``iota_dimension`` in range (reverse keeps the shape);
+* ``pad``: one (lo, hi, interior >= 0) per dimension; result = ``lo + hi + d + interior * (d - 1)``;
+* ``dynamic-slice``: ``dynamic_slice_sizes`` one per dimension, within the operand, equal to the result;
 * parameter numbers of each computation are ``0..n-1``, each once.
 """
 
@@ -164,6 +169,83 @@ def _check_reshape(instr) -> None:
                    f"{instr.shape.num_elements:,}")
 
 
+def _check_concatenate(instr) -> None:
+    ops = instr.operands
+    if not ops or not all(_array(o.shape) for o in ops) or not _array(instr.shape):
+        return
+    cd = _int_list(instr.attr("dimensions"), "dimensions")
+    rd = _dims(instr)
+    if len(cd) != 1:
+        raise _Bad(f"dimensions must name one dimension, got {cd}")
+    d = cd[0]
+    _check_dims_in_range(cd, len(rd), "dimensions")
+    total = 0
+    for o in ops:
+        od = tuple(o.shape.dims)
+        if len(od) != len(rd) or any(od[i] != rd[i] for i in range(len(rd)) if i != d):
+            raise _Bad(f"operand {o.name} {o.shape} does not match the result {instr.shape} outside "
+                       f"dimension {d}")
+        total += od[d]
+    if total != rd[d]:
+        raise _Bad(f"result dimension {d} is {rd[d]} but the operands' sizes there sum to {total}")
+
+
+def _check_reduce(instr) -> None:
+    ops = instr.operands
+    if len(ops) < 2 or len(ops) % 2 or instr.shape.is_tuple:
+        return
+    src = ops[0]
+    if not _array(src.shape):
+        return
+    rd = _int_list(instr.attr("dimensions"), "dimensions")
+    sd = tuple(src.shape.dims)
+    _check_dims_in_range(rd, len(sd), "dimensions")
+    want = [sd[i] for i in range(len(sd)) if i not in set(rd)]
+    if _array(instr.shape) and list(_dims(instr)) != want:
+        raise _Bad(f"result dimensions {list(_dims(instr))} should be {want} after reducing {rd} of {src.shape}")
+
+
+def _check_dims_attr(instr, key: str = "dimensions") -> None:
+    """``reverse`` dimensions / ``iota`` iota_dimension: in range of the (operand's) rank."""
+    if not _array(instr.shape):
+        return
+    value = instr.attr(key)
+    dims = _int_list([value] if isinstance(value, int) else value, key)
+    _check_dims_in_range(dims, len(_dims(instr)), key)
+    if instr.opcode == "reverse" and instr.operands and tuple(instr.operands[0].shape.dims) != _dims(instr):
+        raise _Bad(f"operand {instr.operands[0].shape} and result {instr.shape} differ")
+
+
+def _check_pad(instr) -> None:
+    cfg = instr.attr("padding")
+    if len(instr.operands) != 2 or cfg is None or not hasattr(cfg, "dims") or not _array(instr.operands[0].shape):
+        return
+    od = tuple(instr.operands[0].shape.dims)
+    if len(cfg.dims) != len(od):
+        raise _Bad(f"padding has {len(cfg.dims)} entries but the operand has rank {len(od)}")
+    want = []
+    for i, (lo, hi, interior) in enumerate(cfg.dims):
+        if interior < 0:
+            raise _Bad(f"padding dimension {i}: negative interior padding {interior}")
+        want.append(lo + hi + od[i] + interior * max(od[i] - 1, 0))
+    if list(_dims(instr)) != want:
+        raise _Bad(f"result dimensions {list(_dims(instr))} should be {want} for this padding")
+
+
+def _check_dynamic_slice(instr) -> None:
+    if not instr.operands or not _array(instr.operands[0].shape):
+        return
+    sizes = _int_list(instr.attr("dynamic_slice_sizes"), "dynamic_slice_sizes")
+    od = tuple(instr.operands[0].shape.dims)
+    if len(sizes) != len(od):
+        raise _Bad(f"dynamic_slice_sizes has {len(sizes)} entries but the operand has rank {len(od)}")
+    for i, (n, d) in enumerate(zip(sizes, od)):
+        if not 0 <= n <= d:
+            raise _Bad(f"dynamic_slice_sizes[{i}] = {n} is not within the operand's size {d}")
+    if list(_dims(instr)) != sizes:
+        raise _Bad(f"result dimensions {list(_dims(instr))} should be dynamic_slice_sizes {sizes}")
+
+
 def _check_instruction(instr) -> None:
     op = instr.opcode
     if op in ELEMENTWISE_UNARY:
@@ -195,6 +277,18 @@ def _check_instruction(instr) -> None:
         _check_slice(instr)
     elif op == "reshape":
         _check_reshape(instr)
+    elif op == "concatenate":
+        _check_concatenate(instr)
+    elif op == "reduce":
+        _check_reduce(instr)
+    elif op == "reverse":
+        _check_dims_attr(instr)
+    elif op == "iota":
+        _check_dims_attr(instr, "iota_dimension")
+    elif op == "pad":
+        _check_pad(instr)
+    elif op == "dynamic-slice":
+        _check_dynamic_slice(instr)
 
 
 def _check_size(instr) -> None:
