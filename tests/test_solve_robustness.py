@@ -52,10 +52,14 @@ def test_xla_compiles_solved_shardy_sample(tmp_path):
 def _module(body: str, params: str = "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n") -> str:
     head = ("add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
             if "to_apply=add" in body else "")
+    if "to_apply=lt" in body:
+        head = ("lt {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+                "  ROOT c = pred[] compare(x, y), direction=LT\n}\n\n")
     return f"HloModule m\n\n{head}ENTRY main {{\n{params}{body}}}\n"
 
 
 _RED = "  p = f32[4,8] parameter(0)\n  z = f32[] parameter(1)\n"
+_TUP = "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(1)\n  t = (f32[4,8], f32[4,8]) tuple(p, q)\n"
 
 
 INVALID = {
@@ -85,6 +89,10 @@ INVALID = {
     "pad_result_shape": _module("  ROOT r = f32[6,8] pad(p, z), padding=0_1x0_0\n", _RED),
     "dynamic_slice_sizes": _module("  ROOT r = f32[2,9] dynamic-slice(p, i, i), dynamic_slice_sizes={2,9}\n",
                                    "  p = f32[4,8] parameter(0)\n  i = s32[] parameter(1)\n"),
+    "get_tuple_element_index": _module("  ROOT g = f32[4,8] get-tuple-element(t), index=5\n", _TUP),
+    "get_tuple_element_shape": _module("  ROOT g = f32[4,9] get-tuple-element(t), index=1\n", _TUP),
+    "call_arity": _module("  ROOT c = f32[] call(z), to_apply=add\n", _RED),
+    "sort_dim_out_of_range": _module("  ROOT s = f32[4,8] sort(p), dimensions={4}, to_apply=lt\n"),
     "parameter_gap": _module("  ROOT a = f32[4,8] add(p, q)\n",
                              "  p = f32[4,8] parameter(0)\n  q = f32[4,8] parameter(2)\n"),
 }

@@ -26,6 +26,8 @@ rules of XLA's ``ShapeInference`` / ``ShapeVerifier`` (``shared/reference/hlo_sy
 * ``reverse`` / ``iota``: ``dimensions`` / ``iota_dimension`` in range (reverse keeps the shape);
 * ``pad``: one (lo, hi, interior >= 0) per dimension; result = ``lo + hi + d + interior * (d - 1)``;
 * ``dynamic-slice``: ``dynamic_slice_sizes`` one per dimension, within the operand, equal to the result;
+* ``get-tuple-element``: ``index`` within the tuple, result = that element; ``call``: one operand per
+  parameter of the called computation; ``sort``: ``dimensions`` in range;
 * parameter numbers of each computation are ``0..n-1``, each once.
 """
 
@@ -246,6 +248,31 @@ def _check_dynamic_slice(instr) -> None:
         raise _Bad(f"result dimensions {list(_dims(instr))} should be dynamic_slice_sizes {sizes}")
 
 
+def _check_get_tuple_element(instr) -> None:
+    if len(instr.operands) != 1 or not instr.operands[0].shape.is_tuple:
+        return
+    elems = instr.operands[0].shape.tuple_shapes
+    idx = instr.attr("index")
+    try:
+        k = int(str(idx))
+    except (TypeError, ValueError):
+        raise _Bad(f"index must be an integer, got {idx!r}") from None
+    if not 0 <= k < len(elems):
+        raise _Bad(f"index={k} but the operand tuple has {len(elems)} elements")
+    e = elems[k]
+    if e.is_tuple != instr.shape.is_tuple or (not e.is_tuple and tuple(e.dims) != _dims(instr)):
+        raise _Bad(f"result {instr.shape} differs from tuple element {k}, {e}")
+
+
+def _check_call(instr) -> None:
+    comps = instr.called_computations
+    if len(comps) != 1:
+        return
+    n = len(comps[0].parameters)
+    if len(instr.operands) != n:
+        raise _Bad(f"passes {len(instr.operands)} operands to {comps[0].name}, which has {n} parameters")
+
+
 def _check_instruction(instr) -> None:
     op = instr.opcode
     if op in ELEMENTWISE_UNARY:
@@ -289,6 +316,13 @@ def _check_instruction(instr) -> None:
         _check_pad(instr)
     elif op == "dynamic-slice":
         _check_dynamic_slice(instr)
+    elif op == "get-tuple-element":
+        _check_get_tuple_element(instr)
+    elif op == "call":
+        _check_call(instr)
+    elif op == "sort" and instr.operands and _array(instr.operands[0].shape):
+        _check_dims_in_range(_int_list(instr.attr("dimensions"), "dimensions"), len(instr.operands[0].shape.dims),
+                             "dimensions")
 
 
 def _check_size(instr) -> None:
