@@ -250,33 +250,12 @@ def save_problem(problem: Problem, path: str) -> None:
 
     Written atomically (temporary file, then rename). Raises UsageError when not writable.
     """
-    text = json.dumps(problem_to_json(problem), separators=(",", ":"))
+    from .io import write_bytes_atomic
+
+    data = json.dumps(problem_to_json(problem), separators=(",", ":")).encode()
     if path.endswith(".gz"):
-        import os
-        import tempfile
-
-        from .errors import UsageError
-
-        directory = os.path.dirname(os.path.abspath(path))
-        try:
-            fd, tmp = tempfile.mkstemp(prefix=".hloshard-", dir=directory)
-        except OSError as exc:
-            raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                # mtime=0: byte-identical output for identical problems
-                fh.write(gzip.compress(text.encode(), mtime=0))
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    else:
-        from .io import write_text_atomic
-
-        write_text_atomic(path, text)
+        data = gzip.compress(data, mtime=0)     # mtime=0: byte-identical output for identical problems
+    write_bytes_atomic(path, data)
 
 
 def live_usage_profile(problem: Problem, strategies) -> tuple[np.ndarray, np.ndarray]:
