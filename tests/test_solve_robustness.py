@@ -283,3 +283,20 @@ def test_cost_says_it_chose_for_unannotated_instructions():
     assert f"{len(un)} instructions carried no sharding; cost chose their shardings" in t.output
     h = CliRunner().invoke(main, ["cost", "--help"])
     assert "Instructions without a sharding" in " ".join(h.output.split())
+
+
+def test_solve_survives_a_failed_re_evaluation(monkeypatch):
+    """If re-evaluating the written module finds nothing in time, solve still succeeds with the
+    solver's own objective and says so."""
+    import hloshard.autoshard as autoshard
+    from hloshard.errors import SolveFailed
+    from hloshard.mesh import DeviceMesh
+
+    def fail(*a, **k):
+        raise SolveFailed("no feasible solution found within the time limit (30 s)")
+
+    monkeypatch.setattr(autoshard, "evaluate_module", fail)
+    module = parse_file(str(SAMPLES / "mlp_train_step.pre.hlo"))
+    res = autoshard.solve_module(module, DeviceMesh.parse("2x4"), time_limit=2, deterministic=True)
+    assert res.written is None and res.objective == res.solver_objective
+    assert any("could not be re-evaluated" in w for w in res.graph.warnings)

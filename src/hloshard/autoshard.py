@@ -868,10 +868,15 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the
     # written module the same way so the reported objective is exactly what ``cost`` says of the output.
-    written = evaluate_module(module, mesh)
-    if memory_budget is not None and written.evaluation.peak_memory > memory_budget:
+    try:
+        written = evaluate_module(module, mesh)
+    except SolveFailed:  # the re-evaluation found nothing in its own time limit: report the solver's choice
         written = None
-    elif abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
+        graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
+                              "solver's own and hloshard cost of the output may be lower")
+    if written is not None and memory_budget is not None and written.evaluation.peak_memory > memory_budget:
+        written = None
+    elif written is not None and abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
         graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
                               f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
                               f"(as hloshard cost evaluates the output)")
