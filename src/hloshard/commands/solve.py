@@ -25,6 +25,7 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from .progress import SolverProgress
 
 
 class _Budget(click.ParamType):
@@ -34,54 +35,6 @@ class _Budget(click.ParamType):
         if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
             return None
         return BYTE_SIZE.convert(value, param, ctx)
-
-
-class Progress:
-    """Live solver status on stderr (rich); a no-op when disabled."""
-
-    def __init__(self, enabled: bool, time_limit: float, scale: float = 1.0):
-        self.enabled = enabled
-        self.t0 = time.monotonic()
-        self.time_limit = time_limit
-        self.scale = scale
-        self.best = self.bound = None
-        self.phase = "building"
-        self.live = None
-        if enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            self.live = Live(self._render(), console=Console(stderr=True), refresh_per_second=4, transient=True)
-
-    def _render(self):
-        from rich.text import Text
-
-        def fmt(v):
-            return "-" if v is None else f"{v * self.scale:,.1f}"
-
-        gap = ""
-        if self.best and self.bound is not None:
-            gap = f"  gap {max(0.0, (self.best - self.bound) / self.best):.2%}"
-        return Text(f"[{time.monotonic() - self.t0:6.1f}s / {self.time_limit:.0f}s] {self.phase:<10} "
-                    f"objective {fmt(self.best)}  bound {fmt(self.bound)}{gap}")
-
-    def __enter__(self):
-        if self.live is not None:
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.live is not None:
-            self.live.__exit__(*exc)
-
-    def __call__(self, event: dict):
-        self.phase = event.get("phase", self.phase)
-        if event.get("objective") is not None and (self.best is None or event["objective"] < self.best):
-            self.best = event["objective"]
-        if event.get("bound") is not None:
-            self.bound = event["bound"] if self.bound is None else max(self.bound, event["bound"])
-        if self.live is not None:
-            self.live.update(self._render())
 
 
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
@@ -210,7 +163,7 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     show = not quiet and sys.stderr.isatty()
     t0 = time.monotonic()
     try:
-        with Progress(show, time_limit) as progress:
+        with SolverProgress(show, time_limit) as progress:
             result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
                                   workers=workers, seed=seed, deterministic=deterministic,
                                   progress=progress if show else None, export_problem=export_problem)

@@ -15,56 +15,11 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
+from .progress import SolverProgress
 
 
 def _format_int(v):
     return "-" if v is None else f"{v:,}"
-
-
-class _Progress:
-    """Live status line on stderr (rich) while the solver runs; silent when stderr is not a TTY."""
-
-    def __init__(self, enabled: bool, time_limit: float, t0: float):
-        self.enabled = enabled
-        self.t0 = t0
-        self.time_limit = time_limit
-        self.best = None
-        self.bound = None
-        self.phase = "loading"
-        self.live = None
-        if enabled:
-            from rich.console import Console
-            from rich.live import Live
-
-            self.console = Console(stderr=True)
-            self.live = Live(self._render(), console=self.console, refresh_per_second=4, transient=True)
-
-    def _render(self):
-        from rich.text import Text
-
-        gap = ""
-        if self.best is not None and self.bound is not None and self.best > 0:
-            gap = f"  gap {max(0.0, (self.best - self.bound) / self.best):.2%}"
-        return Text(f"[{time.monotonic() - self.t0:6.1f}s / {self.time_limit:.0f}s] {self.phase:<9} "
-                    f"objective {_format_int(self.best)}  bound {_format_int(self.bound)}{gap}")
-
-    def __enter__(self):
-        if self.live is not None:
-            self.live.__enter__()
-        return self
-
-    def __exit__(self, *exc):
-        if self.live is not None:
-            self.live.__exit__(*exc)
-
-    def __call__(self, event: dict):
-        self.phase = event.get("phase", self.phase)
-        if event.get("objective") is not None and (self.best is None or event["objective"] < self.best):
-            self.best = event["objective"]
-        if event.get("bound") is not None:
-            self.bound = max(self.bound or event["bound"], event["bound"])
-        if self.live is not None:
-            self.live.update(self._render())
 
 
 @click.command("solve-problem")
@@ -96,7 +51,7 @@ def command(problem_file, time_limit, workers, seed, deterministic, output, quie
 
     problem = load_problem(problem_file)
     show = not quiet and sys.stderr.isatty()
-    with _Progress(show, time_limit, t0) as progress:
+    with SolverProgress(show, time_limit, t0=t0, phase="loading") as progress:
         progress.phase = "solving"
         remaining = time_limit - (time.monotonic() - t0) - 0.8 - 0.03 * time_limit
         solution = solve_problem(problem, time_limit=max(0.5, remaining), workers=workers, seed=seed,
