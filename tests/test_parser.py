@@ -475,3 +475,15 @@ def test_named_mesh_sharding_prints_back_unchanged():
     m = parse_module(text)
     assert m.entry.root.sharding.kind == "named"
     assert print_module(m) == text
+
+
+def test_brace_block_end_skips_strings_and_reports_unbalanced_text():
+    from hloshard.hlo.attributes import brace_block_end, is_balanced_blob
+
+    text = 'x{a{b}"}\\""}y'          # '}' and an escaped quote inside the string do not count
+    assert brace_block_end(text, 1) == len(text) - 1
+    assert is_balanced_blob('{"a":"}"}') and not is_balanced_blob("{a}{b}")
+    with pytest.raises(ValueError, match="unterminated string"):
+        brace_block_end('{"x}', 0)
+    with pytest.raises(ValueError, match="unbalanced"):
+        brace_block_end("{{}", 0)

@@ -126,13 +126,12 @@ def quote(value: str) -> str:
     return '"' + out + '"'
 
 
-def is_balanced_blob(text: str) -> bool:
-    """True when ``text`` is a ``{...}`` blob whose braces balance (skipping double-quoted strings),
-    the rule XLA's printer uses to write backend_config / frontend-attribute values unquoted."""
-    if not text.startswith("{") or not text.endswith("}"):
-        return False
+def brace_block_end(text: str, start: int) -> int:
+    """Index just past the ``}`` that closes the ``{`` at ``text[start]``; double-quoted strings (with
+    backslash escapes) are skipped. Raises ValueError("unterminated string") or
+    ValueError("unbalanced braces")."""
     depth = 0
-    i = 0
+    i = start
     n = len(text)
     while i < n:
         c = text[i]
@@ -141,17 +140,26 @@ def is_balanced_blob(text: str) -> bool:
             while i < n and text[i] != '"':
                 i += 2 if text[i] == "\\" else 1
             if i >= n:
-                return False
+                raise ValueError("unterminated string")
         elif c == "{":
             depth += 1
         elif c == "}":
             depth -= 1
-            if depth == 0 and i != n - 1:
-                return False
-            if depth < 0:
-                return False
+            if depth == 0:
+                return i + 1
         i += 1
-    return depth == 0
+    raise ValueError("unbalanced braces")
+
+
+def is_balanced_blob(text: str) -> bool:
+    """True when ``text`` is one ``{...}`` blob whose braces balance (skipping double-quoted strings),
+    the rule XLA's printer uses to write backend_config / frontend-attribute values unquoted."""
+    if not text.startswith("{"):
+        return False
+    try:
+        return brace_block_end(text, 0) == len(text)
+    except ValueError:
+        return False
 
 
 def format_blob_or_string(value: str) -> str:

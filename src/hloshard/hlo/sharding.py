@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import HloSyntaxError
-from .attributes import MAX_DEVICES
+from .attributes import MAX_DEVICES, brace_block_end
 
 __all__ = ["HloSharding", "SUBGROUP_TYPES", "iota_form", "parse_sharding"]
 
@@ -728,26 +728,13 @@ class _Scanner:
         text = self.text
         if not text.startswith("{", start):
             raise self.error("expected '{' starting the metadata block")
-        depth = 0
-        i = start
-        n = len(text)
-        while i < n:
-            c = text[i]
-            if c == '"':
-                i += 1
-                while i < n and text[i] != '"':
-                    i += 2 if text[i] == "\\" else 1
-                if i >= n:
-                    raise self.error("unterminated string in sharding metadata", start)
-            elif c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-                if depth == 0:
-                    self.pos = i + 1
-                    return text[start:i + 1]
-            i += 1
-        raise self.error("unbalanced '{' in sharding", start)
+        try:
+            end = brace_block_end(text, start)
+        except ValueError as exc:
+            what = "unterminated string in sharding metadata" if "string" in str(exc) else "unbalanced '{' in sharding"
+            raise self.error(what, start) from None
+        self.pos = end
+        return text[start:end]
 
 
 def _parse_single(sc: _Scanner) -> HloSharding:
