@@ -30,6 +30,26 @@ from .presolve import Reduced
 INF = np.int64(INFINITY)
 
 
+
+def bfs_order(nbrs, roots) -> list[int]:
+    """Breadth-first visiting order of all nodes: from each root (in the given order) not yet seen,
+    its component. ``nbrs[i]`` is a list of ``(neighbour, edge data)`` pairs."""
+    seen = np.zeros(len(nbrs), dtype=bool)
+    order = []
+    for root in roots:
+        if seen[root]:
+            continue
+        seen[root] = True
+        dq = deque([root])
+        while dq:
+            i = dq.popleft()
+            order.append(i)
+            for j, _ in nbrs[i]:
+                if not seen[j]:
+                    seen[j] = True
+                    dq.append(j)
+    return order
+
 class LocalSearch:
     """Neighbourhood structure of a reduced problem plus a current solution and memory loads."""
 
@@ -148,21 +168,8 @@ class LocalSearch:
         n = self.n
         assigned = np.zeros(n, dtype=bool)
         s = self.s  # starts at minimum usage: memory-feasible
-        order = []
-        seen = np.zeros(n, dtype=bool)
         degree = np.array([len(x) for x in self.nbrs])
-        for root in np.argsort(-degree, kind="stable").tolist():
-            if seen[root]:
-                continue
-            seen[root] = True
-            dq = deque([root])
-            while dq:
-                i = dq.popleft()
-                order.append(i)
-                for j, _ in self.nbrs[i]:
-                    if not seen[j]:
-                        seen[j] = True
-                        dq.append(j)
+        order = bfs_order(self.nbrs, np.argsort(-degree, kind="stable").tolist())
         for i in order:
             c = self.costs[i].copy()
             for j, m in self.nbrs[i]:
@@ -267,22 +274,7 @@ class MinSum:
         self.order = self._bfs_order()
 
     def _bfs_order(self):
-        n = self.n
-        seen = np.zeros(n, dtype=bool)
-        order = []
-        for root in range(n):
-            if seen[root]:
-                continue
-            seen[root] = True
-            dq = deque([root])
-            while dq:
-                i = dq.popleft()
-                order.append(i)
-                for j, _ in self.nbrs_f[i]:
-                    if not seen[j]:
-                        seen[j] = True
-                        dq.append(j)
-        return order
+        return bfs_order(self.nbrs_f, range(self.n))
 
     def run(self, costs, sweeps: int = 6, deadline: float = float("inf"), damping: float = 0.0,
             warm: bool = False):
