@@ -59,6 +59,7 @@ from typing import Iterable, Sequence
 
 from .errors import InputError, UsageError
 from .hlo.ir import Computation, Instruction, Module
+from .hlo import replica_groups as _rg
 from .hlo.shape import Shape
 
 #: the collective opcodes that can be combined
@@ -235,25 +236,32 @@ def _group_size(instr: Instruction, num_devices: int | None) -> int | None:
 def replica_id_bound(instr: Instruction, num_devices: int | None = None) -> int | None:
     """Exclusive upper bound of the ids ``instr``'s replica groups may name; None when unknown.
 
-    The ids are replica ids (no ``channel_id``, or ``channel_id`` without ``use_global_device_ids``),
-    or flattened ``replica * num_partitions + partition`` ids (``use_global_device_ids=true``);
-    all-to-all with a ``channel_id`` names partition ids. Replica ids are bounded by ``replica_count``
-    when it is above 1; with one replica XLA does not check them, but combine prices them as mesh
-    devices, so they are bounded by the partition count. The partition count is the module's
-    ``num_partitions``, else ``num_devices`` (the mesh size).
+    The mode and bound are :func:`hloshard.hlo.replica_groups.group_mode` /
+    :func:`~hloshard.hlo.replica_groups.id_bound` (XLA's verifier, shared with lint's HS304): replica
+    ids below ``replica_count``, partition ids (all-to-all with ``channel_id``) below the partition
+    count, flattened ``replica * num_partitions + partition`` ids (``use_global_device_ids=true``)
+    below their product. The partition count is the module's ``num_partitions``, else ``num_devices``
+    (the mesh size).
+
+    One deliberate difference from XLA (and lint): with one replica, XLA does not check replica ids,
+    but combine prices every group member as a mesh device, and an id with no device behind it cannot
+    be priced; so combine bounds them by the partition count instead of refusing nothing.
     """
     module = instr.parent.parent if instr.parent is not None else None
     r = (module.num_replicas if module is not None else None) or 1
     p = (module.num_partitions if module is not None else None) or num_devices
-    if instr.channel_id is not None and instr.attrs.get("use_global_device_ids") in (True, "true"):
-        return r * p if p else None
-    if instr.channel_id is not None and instr.opcode.startswith("all-to-all"):
-        return p
-    return r if r > 1 else p
+    family = instr.opcode[: -len("-start")] if instr.opcode.endswith("-start") else instr.opcode
+    mode = _rg.group_mode(instr.channel_id is not None,
+                          instr.attrs.get("use_global_device_ids") in (True, "true"), family)
+    bound = _rg.id_bound(mode, r, p)
+    if bound is None and r == 1 and mode in ("cross_replica", "cross_replica_and_partition"):
+        return p   # stricter than XLA: see the docstring
+    return bound
 
 
 def replica_group_problems(replica_groups, bound: int | None = None, limit: int = 8) -> list[str]:
-    """What is wrong with replica groups; ``[]`` when valid (shared with lint's HS304 rules).
+    """What is wrong with replica groups; ``[]`` when valid. The check itself is
+    :func:`hloshard.hlo.replica_groups.replica_group_problems` (shared with lint's HS304 rule).
 
     ``replica_groups`` is a :class:`~hloshard.hlo.attributes.ReplicaGroups` or a list of lists of ids;
     ``[]`` (``replica_groups={}``: one group of everyone) is valid. Problems: an empty group, groups of
@@ -262,49 +270,7 @@ def replica_group_problems(replica_groups, bound: int | None = None, limit: int 
     names ``range(G*S)`` exactly once each, so it is checked from ``G`` and ``S`` alone, in O(1),
     without looking at the expanded groups.
     """
-    from collections import Counter
-
-    from .hlo.attributes import ReplicaGroups
-
-    if isinstance(replica_groups, ReplicaGroups):
-        shape = replica_groups.iota_shape
-        if shape is not None:
-            g, size = shape
-            out = []
-            if g == 0 or size == 0:   # unlike {}, an iota form always lists its groups
-                out.append(f"replica groups {replica_groups.text} are empty "
-                           f"({'no groups' if g == 0 else 'group size 0'})")
-            if bound is not None and g * size > bound:
-                out.append(f"replica groups {replica_groups.text} name ids up to {g * size - 1}, outside "
-                           f"[0, {bound})")
-            return out
-        replica_groups = replica_groups.groups
-    groups = [list(grp) for grp in replica_groups]
-    if not groups:
-        return []
-    out = []
-
-    def ids(values) -> str:
-        values = sorted(values)
-        return ", ".join(map(str, values[:limit])) + (f" (and {len(values) - limit} more)" if len(values) > limit else "")
-
-    empty = [i for i, grp in enumerate(groups) if not grp]
-    if empty:
-        out.append(f"replica group{'s' if len(empty) > 1 else ''} {ids(empty)} "
-                   f"{'are' if len(empty) > 1 else 'is'} empty")
-    sizes = sorted({len(grp) for grp in groups if grp})
-    if len(sizes) > 1:
-        out.append(f"replica groups have different sizes {sizes}; all groups must be equally large")
-    counts = Counter(i for grp in groups for i in grp)
-    dups = [i for i, c in counts.items() if c > 1]
-    if dups:
-        out.append(f"id{'s' if len(dups) > 1 else ''} {ids(dups)} appear{'' if len(dups) > 1 else 's'} more than "
-                   f"once in the replica groups")
-    bad = [i for i in counts if i < 0 or (bound is not None and i >= bound)]
-    if bad:
-        rng = f"[0, {bound})" if bound is not None else "non-negative ids"
-        out.append(f"replica group id{'s' if len(bad) > 1 else ''} {ids(bad)} outside {rng}")
-    return out
+    return _rg.replica_group_problems(replica_groups, bound, limit)
 
 
 def collective_problems(instr: Instruction, num_devices: int | None = None) -> list[str]:

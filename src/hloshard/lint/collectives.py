@@ -19,8 +19,9 @@ channel_id with use_global_device_ids=true -> flattened ids ``replica * num_part
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+
+from ..hlo import replica_groups as _rg
 
 FAMILIES = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all")
 
@@ -93,41 +94,30 @@ def classify(instr) -> Collective | None:
 
 
 def group_mode(instr, family: str) -> str:
-    """'cross_replica' | 'cross_replica_and_partition' | 'cross_partition' | 'flattened_id'."""
-    if instr.channel_id is None:
-        return "cross_replica"
-    if instr.attr("use_global_device_ids") in (True, "true"):
-        return "flattened_id"
-    if family == "all-to-all":
-        return "cross_partition"
-    return "cross_replica_and_partition"
+    """'cross_replica' | 'cross_replica_and_partition' | 'cross_partition' | 'flattened_id'
+    (:func:`hloshard.hlo.replica_groups.group_mode`, shared with ``hloshard combine``)."""
+    return _rg.group_mode(instr.channel_id is not None,
+                          instr.attr("use_global_device_ids") in (True, "true"), family)
 
 
 def id_bound(context, mode: str) -> int | None:
     """Exclusive upper bound of the ids replica groups may name in this mode (None when unknown or
-    when XLA does not check it: replica ids with replica_count 1)."""
-    r = context.num_replicas
-    p = context.device_count
-    if mode in ("cross_replica", "cross_replica_and_partition"):
-        return r if r > 1 else None
-    if mode == "cross_partition":
-        return p
-    return r * p if p else None
-
-
-_IOTA_GROUPS = re.compile(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*<=")
+    when XLA's verifier does not check it: replica ids with replica_count 1). This is
+    :func:`hloshard.hlo.replica_groups.id_bound`; ``hloshard combine`` is stricter in the one-replica
+    case (it bounds replica ids by the partition count, because it prices them as mesh devices)."""
+    return _rg.id_bound(mode, context.num_replicas, context.device_count)
 
 
 def iota_groups_shape(instr) -> tuple[int, int] | None:
     """``(num_groups, group_size)`` when ``instr``'s replica_groups are written in the iota form
-    ``[G,S]<=[...]T(...)``, else None. Read from the raw attribute text, so nothing is expanded:
-    an iota list names every id of ``range(G*S)`` exactly once, which is all the validity checks
-    (HS304) and the group size need."""
+    ``[G,S]<=[...]T(...)``, else None (:attr:`ReplicaGroups.iota_shape`). Read from the attribute
+    text, so nothing is expanded: an iota list names every id of ``range(G*S)`` exactly once, which
+    is all the validity checks (HS304, :func:`hloshard.hlo.replica_groups.check_groups`) and the
+    group size need."""
     raw = instr.attrs.get("replica_groups") if hasattr(instr, "attrs") else None
     if raw is None or getattr(raw, "form", None) != "iota":
         return None
-    m = _IOTA_GROUPS.match(str(raw))
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return raw.iota_shape
 
 
 def group_size(context, coll: Collective) -> int | None:

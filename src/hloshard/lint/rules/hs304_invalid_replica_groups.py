@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from collections import Counter
-
+from ...hlo.replica_groups import GroupProblem, check_groups
 from ..collectives import collectives_of, group_mode, id_bound, iota_groups_shape
 from ..rule import Rule
 
@@ -14,7 +13,10 @@ class InvalidReplicaGroups(Rule):
     *the* group size), and no id may appear twice across the groups. The ids are replica ids, partition
     ids or flattened ``replica * num_partitions + partition`` ids depending on channel_id and
     use_global_device_ids, and must lie below replica_count, num_partitions or their product
-    (XLA does not check replica ids when replica_count is 1, and neither does this rule).
+    (XLA's verifier does not check replica ids when replica_count is 1, and neither does this rule;
+    ``hloshard combine`` is stricter there, see :func:`hloshard.combine.replica_id_bound`). The check is
+    :func:`hloshard.hlo.replica_groups.check_groups`, shared with combine; an iota form ``[G,S]<=[...]``
+    is judged from G and S without expanding it, and ``[0,S]`` / ``[G,0]`` are empty.
 
     **Bad**::
 
@@ -52,56 +54,36 @@ class InvalidReplicaGroups(Rule):
         for coll in collectives_of(context):
             instr = coll.instr
             iota = iota_groups_shape(instr)
-            if iota is not None:
-                yield from self._check_iota(context, coll, *iota)
+            groups = None if iota is not None else instr.replica_groups
+            if iota is None and not groups:
                 continue
-            groups = instr.replica_groups
-            if not groups:
-                continue
-            name = f"%{instr.name} ({instr.opcode})"
-            empty = [i for i, g in enumerate(groups) if not g]
-            if empty:
-                yield self.finding(context, instr, f"{name}: replica group{'s' if len(empty) > 1 else ''} "
-                                                   f"{', '.join(map(str, empty))} {'are' if len(empty) > 1 else 'is'} "
-                                                   f"empty", key="empty")
-            sizes = sorted({len(g) for g in groups if g})
-            if len(sizes) > 1:
-                yield self.finding(context, instr, f"{name}: replica groups have different sizes "
-                                                   f"({', '.join(map(str, sizes))}); all groups must be equally large",
-                                   key="sizes")
-            counts = Counter(i for g in groups for i in g)
-            dups = sorted(i for i, c in counts.items() if c > 1)
-            if dups:
-                yield self.finding(context, instr, f"{name}: id{'s' if len(dups) > 1 else ''} "
-                                                   f"{', '.join(map(str, dups[:8]))} appear{'' if len(dups) > 1 else 's'} "
-                                                   f"in more than one place in the replica groups", key="dups")
             mode = group_mode(instr, coll.family)
             bound = id_bound(context, mode)
-            bad = sorted(i for i in counts if i < 0 or (bound is not None and i >= bound))
-            if bad:
-                yield self._range_finding(context, instr, mode, bound, bad[:8], len(bad))
+            for p in check_groups(groups, bound, iota_shape=iota, limit=8):
+                yield self._finding(context, instr, p, mode, bound)
 
-    def _check_iota(self, context, coll, num_groups: int, size: int):
-        """The iota form ``[G,S]<=[...]`` names each id of ``range(G*S)`` once in G groups of S:
-        equal sizes and no duplicates by construction; only emptiness and the range can be wrong,
-        and both follow from G, S and the bound (nothing is expanded)."""
-        instr = coll.instr
-        if size == 0 and num_groups > 0:
-            yield self.finding(context, instr, f"%{instr.name} ({instr.opcode}): replica groups "
-                                               f"{instr.attrs.get('replica_groups')} are all empty", key="empty")
-            return
-        mode = group_mode(instr, coll.family)
-        bound = id_bound(context, mode)
-        n = num_groups * size
-        if bound is not None and n > bound:
-            yield self._range_finding(context, instr, mode, bound, range(bound, min(n, bound + 8)), n - bound)
-
-    def _range_finding(self, context, instr, mode, bound, first, count: int):
-        """The out-of-range finding: the first (at most 8) offending ids, and the count when more."""
-        space = {"cross_replica": "replica ids", "cross_replica_and_partition": "replica ids",
-                 "cross_partition": "partition ids", "flattened_id": "flattened device ids"}[mode]
-        rng = f"[0, {bound})" if bound is not None else "non-negative"
-        ids = ", ".join(map(str, first)) + (f", ... ({count} in all)" if count > 8 else "")
-        return self.finding(context, instr, f"%{instr.name} ({instr.opcode}): replica group "
-                                            f"id{'s' if count > 1 else ''} {ids} outside {rng} ({space}: "
-                                            f"{mode.replace('_', '-')} mode)", key="range")
+    def _finding(self, context, instr, p: GroupProblem, mode: str, bound: int | None):
+        """One finding per :class:`GroupProblem` (key = its kind), in lint's wording."""
+        name = f"%{instr.name} ({instr.opcode})"
+        plural = p.count > 1
+        if p.kind == "empty":
+            if p.detail:   # iota form [0,S] or [G,0]: an empty list of groups, not the all-devices {}
+                what = "name no group" if p.detail == "no groups" else "are all empty"
+                msg = f"{name}: replica groups {instr.attrs.get('replica_groups')} {what}"
+            else:
+                msg = (f"{name}: replica group{'s' if plural else ''} {', '.join(map(str, p.items))} "
+                       f"{'are' if plural else 'is'} empty")
+        elif p.kind == "sizes":
+            msg = (f"{name}: replica groups have different sizes ({', '.join(map(str, p.items))}); "
+                   f"all groups must be equally large")
+        elif p.kind == "dups":
+            msg = (f"{name}: id{'s' if plural else ''} {', '.join(map(str, p.items))} "
+                   f"appear{'' if plural else 's'} in more than one place in the replica groups")
+        else:
+            space = {"cross_replica": "replica ids", "cross_replica_and_partition": "replica ids",
+                     "cross_partition": "partition ids", "flattened_id": "flattened device ids"}[mode]
+            rng = f"[0, {bound})" if bound is not None else "non-negative"
+            ids = ", ".join(map(str, p.items)) + (f", ... ({p.count} in all)" if p.count > len(p.items) else "")
+            msg = (f"{name}: replica group id{'s' if plural else ''} {ids} outside {rng} ({space}: "
+                   f"{mode.replace('_', '-')} mode)")
+        return self.finding(context, instr, msg, key=p.kind)
