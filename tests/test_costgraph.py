@@ -118,3 +118,26 @@ def test_malformed_files_raise_input_error(tmp_path, content, message):
 def test_missing_file():
     with pytest.raises(InputError, match="cannot read"):
         load_problem("/nonexistent/problem.json")
+
+
+def test_malformed_problem_documents_are_input_errors(tmp_path):
+    """Top-level structure of the wrong type, negative usages and a negative limit: one clear line."""
+    import json as _json
+
+    from hloshard.costgraph import load_problem
+    from hloshard.errors import InputError
+
+    def write(doc):
+        p = tmp_path / "p.json"
+        p.write_text(_json.dumps(doc))
+        return str(p)
+
+    node = {"intervals": [[0, 2]], "costs": [[3]], "usages": [[1]]}
+    edges = {"nodes": [], "costs": []}
+    with pytest.raises(InputError, match="expected"):
+        load_problem(write({"problem": [1, 2]}))
+    with pytest.raises(InputError, match="negative memory usage"):
+        load_problem(write({"problem": {"nodes": {**node, "usages": [[-1]]}, "edges": edges}}))
+    with pytest.raises(InputError, match="usage_limit must not be negative"):
+        load_problem(write({"problem": {"nodes": node, "edges": edges, "usage_limit": -5}}))
+    assert load_problem(write({"problem": {"nodes": node, "edges": edges, "usage_limit": 5}})).usage_limit == 5

@@ -60,3 +60,26 @@ def test_read_text_errors(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(UsageError, match="not UTF-8"):
         read_text(str(bad))
+
+
+def test_input_larger_than_the_limit_is_a_usage_error(tmp_path, monkeypatch):
+    p = tmp_path / "big.hlo"
+    p.write_text("x" * 1000)
+    monkeypatch.setenv("HLOSHARD_MAX_INPUT_BYTES", "999")
+    with pytest.raises(UsageError, match="larger than 999 bytes"):
+        read_text(str(p))
+    monkeypatch.setenv("HLOSHARD_MAX_INPUT_BYTES", "1000")
+    assert read_text(str(p)) == "x" * 1000
+
+
+def test_endless_input_is_refused_not_read_forever(monkeypatch):
+    """/dev/zero never ends: reading stops one byte past the limit."""
+    monkeypatch.setenv("HLOSHARD_MAX_INPUT_BYTES", str(2**20))
+    with pytest.raises(UsageError, match="larger than"):
+        read_text("/dev/zero")
+
+
+def test_read_text_normalises_line_endings(tmp_path):
+    p = tmp_path / "crlf.hlo"
+    p.write_bytes(b"a\r\nb\rc\n")
+    assert read_text(str(p)) == "a\nb\nc\n"

@@ -25,6 +25,7 @@ strategies are constrained together, e.g. donated input/output buffers that must
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from dataclasses import dataclass, field
 
@@ -137,8 +138,11 @@ def problem_from_json(data: dict, source: str = "<json>") -> Problem:
         usages_raw = nodes["usages"]
         edge_nodes_raw = edges["nodes"]
         edge_costs_raw = edges["costs"]
-    except (KeyError, TypeError) as exc:
+    except KeyError as exc:
         raise InputError(f"{source}: not an IOPDDL problem: missing {exc}") from None
+    except TypeError:
+        raise InputError(f"{source}: not an IOPDDL problem: expected {{\"problem\": {{\"nodes\": {{...}}, "
+                         f"\"edges\": {{...}}}}}} with objects where the format has them") from None
     n = len(costs_raw)
     intervals = _int_array(intervals_raw, f"{source}: nodes.intervals") if n else np.zeros((0, 2), np.int64)
     if intervals.shape != (n, 2):
@@ -150,6 +154,8 @@ def problem_from_json(data: dict, source: str = "<json>") -> Problem:
     for i, c in enumerate(node_costs):
         if c.ndim != 1 or len(c) == 0:
             raise InputError(f"{source}: node {i} has no strategies")
+        if node_usages[i].size and node_usages[i].min() < 0:
+            raise InputError(f"{source}: node {i} has a negative memory usage")
         if node_usages[i].shape != c.shape:
             raise InputError(f"{source}: node {i} has {len(c)} costs but {node_usages[i].size} usages")
     m = len(edge_nodes_raw)
@@ -175,6 +181,8 @@ def problem_from_json(data: dict, source: str = "<json>") -> Problem:
             limit = int(limit)
         except (TypeError, ValueError):
             raise InputError(f"{source}: usage_limit must be an integer") from None
+        if limit < 0:
+            raise InputError(f"{source}: usage_limit must not be negative, got {limit}")
     try:
         scale = float(p.get("cost_scale", 1.0))
     except (TypeError, ValueError):
@@ -201,14 +209,17 @@ def load_problem(path: str) -> Problem:
     Raises InputError for an unreadable, non-JSON or malformed file (one clear line).
     Memory: the JSON text is parsed once and every list is turned into an int64 array right away.
     """
+    from .io import max_input_bytes, read_limited
+
     try:
         with open(path, "rb") as fh:
-            raw = fh.read()
+            raw = read_limited(fh, path)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
+        try:    # decompressed size capped too: a gzip bomb is an input error, not an out-of-memory
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:
+                raw = read_limited(gz, f"{path} (decompressed)", 4 * max_input_bytes())
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: corrupt gzip data ({exc})") from None
     try:

@@ -10,20 +10,57 @@ import tempfile
 from .errors import UsageError
 
 
-def read_text(path: str) -> str:
-    """Read a UTF-8 text file; ``-`` reads standard input.
+#: Largest input hloshard reads (bytes): a bigger (or endless, like /dev/zero) input is a usage error,
+#: not a hang. Parsing needs a few times the text's size in memory. Override with the environment
+#: variable HLOSHARD_MAX_INPUT_BYTES.
+MAX_INPUT_BYTES = 512 * 2**20
 
-    Raises UsageError (exit 2) when the file cannot be read or is not UTF-8 text.
+
+def max_input_bytes() -> int:
+    try:
+        return int(os.environ.get("HLOSHARD_MAX_INPUT_BYTES", MAX_INPUT_BYTES))
+    except ValueError:
+        return MAX_INPUT_BYTES
+
+
+def read_limited(fh, name: str, limit: int | None = None) -> bytes:
+    """Read a binary stream to its end, at most ``limit`` bytes (default :func:`max_input_bytes`).
+
+    Raises UsageError when the stream holds more (an endless device such as /dev/zero included).
+    """
+    limit = max_input_bytes() if limit is None else limit
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise UsageError(f"{name}: input larger than {limit:,} bytes (set HLOSHARD_MAX_INPUT_BYTES to raise the limit)")
+    return data
+
+
+def read_bytes(path: str, limit: int | None = None) -> bytes:
+    """Read a file (``-``: standard input) as bytes, at most ``limit`` bytes (see :func:`read_limited`).
+
+    Raises UsageError when it cannot be read or is too large.
     """
     if path == "-":
-        return sys.stdin.read()
+        return read_limited(sys.stdin.buffer, "<stdin>", limit)
     try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
+        with open(path, "rb") as fh:
+            return read_limited(fh, path, limit)
     except OSError as exc:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+
+
+def read_text(path: str) -> str:
+    """Read a UTF-8 text file; ``-`` reads standard input. Line endings are normalised to ``\\n``.
+
+    Raises UsageError (exit 2) when the file cannot be read, is larger than :func:`max_input_bytes`,
+    or is not UTF-8 text.
+    """
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 
 def _target_mode(path: str) -> int:

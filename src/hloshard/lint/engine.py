@@ -14,7 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from ..errors import HloSyntaxError
+from ..errors import HloSyntaxError, UsageError
+from ..io import read_limited
 from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
@@ -175,11 +176,12 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def _read(path: str) -> bytes:
-    """The bytes of ``path`` (``-``: standard input); raises OSError."""
+    """The bytes of ``path`` (``-``: standard input), at most ``hloshard.io.max_input_bytes()``;
+    raises OSError, or UsageError for a larger (or endless) input."""
     if path == "-":
-        return sys.stdin.buffer.read()
+        return read_limited(sys.stdin.buffer, "<stdin>")
     with open(path, "rb") as fh:
-        return fh.read()
+        return read_limited(fh, path)
 
 
 def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Finding:
@@ -213,6 +215,9 @@ def lint_paths(paths: Sequence[str], options: LintOptions | None = None) -> Lint
             data = _read(path)
         except OSError as exc:
             result.add_unreadable(path, f"cannot read: {exc.strerror or exc}")
+            continue
+        except UsageError as exc:
+            result.add_unreadable(path, str(exc).split(": ", 1)[-1])
             continue
         shown = "<stdin>" if path == "-" else path
         result.files.append(path)
