@@ -11,6 +11,7 @@ import sys
 import click
 
 from ..errors import UsageError
+from ..hlo.attributes import MAX_DEVICES
 from ..io import write_text_atomic
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
 
@@ -51,7 +52,7 @@ def _list_rules() -> str:
               help="Output format.")
 @click.option("--fail-on", type=click.Choice(_SEVERITIES), default=None,
               help="Exit 1 when a finding has this severity or a worse one. Default: error.")
-@click.option("--num-partitions", type=click.IntRange(min=1), default=None,
+@click.option("--num-partitions", type=click.IntRange(min=1, max=MAX_DEVICES), default=None,
               help="Partitions every tiled sharding must cover (overrides the HloModule header).")
 @mesh_options
 @click.option("--reshard-threshold", type=BYTE_SIZE, default=None, metavar="BYTES",

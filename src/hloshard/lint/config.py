@@ -17,6 +17,7 @@ from __future__ import annotations
 import pathlib
 
 from ..errors import UsageError
+from ..hlo.attributes import MAX_DEVICES
 from ..units import parse_bytes
 from .rule import SEVERITIES
 
@@ -102,8 +103,9 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
                                  f"(an integer or a string like \"64MiB\")")
             out["reshard_threshold"] = value if isinstance(value, int) else _checked(parse_bytes, value, key, file)
         elif key == "num-partitions":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UsageError(f"{file}: [tool.hloshard.lint] num-partitions must be a positive integer")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise UsageError(f"{file}: [tool.hloshard.lint] num-partitions must be an integer "
+                                 f"from 1 to {MAX_DEVICES:,}")
             out["num_partitions"] = value
         elif key == "mesh":
             if not isinstance(value, str):
