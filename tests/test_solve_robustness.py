@@ -300,3 +300,72 @@ def test_solve_survives_a_failed_re_evaluation(monkeypatch):
     res = autoshard.solve_module(module, DeviceMesh.parse("2x4"), time_limit=2, deterministic=True)
     assert res.written is None and res.objective == res.solver_objective
     assert any("could not be re-evaluated" in w for w in res.graph.warnings)
+
+
+# --------------------------------------------------------------------------- invalid HLO, round 2
+# (case -> (module text, substring the one-line error must contain)); checked through `hloshard cost`.
+
+_P8 = "  p = f32[8] parameter(0)\n"
+_COND = ("cond {\n  c = (s32[], f32[8]) parameter(0)\n  i = s32[] get-tuple-element(c), index=0\n"
+         "  n = s32[] constant(4)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n")
+
+
+def _while(body_param: str, body_root: str) -> str:
+    body = (f"body {{\n  b = {body_param} parameter(0)\n  i = s32[] get-tuple-element(b), index=0\n"
+            f"  x = f32[8] get-tuple-element(b), index=1\n  ROOT r = {body_root}\n}}\n\n")
+    return ("HloModule m\n\n" + _COND + body + "ENTRY main {\n  p = f32[8] parameter(0)\n"
+            "  z = s32[] constant(0)\n  t = (s32[], f32[8]) tuple(z, p)\n"
+            "  ROOT w = (s32[], f32[8]) while(t), condition=cond, body=body\n}\n")
+
+
+_CONV = ("  a = f32[2,8,8,6] parameter(0)\n  k = f32[3,3,4,16] parameter(1)\n"
+         "  ROOT c = f32[2,8,8,16] convolution(a, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n")
+
+INVALID2 = {
+    "convert_two_operands": (_module("  ROOT n = f32[8] convert(p, p)\n", _P8), "expects 1 operand, has 2"),
+    "bitcast_convert_two_operands": (_module("  ROOT n = s32[8] bitcast-convert(p, p)\n", _P8),
+                                     "expects 1 operand, has 2"),
+    "reduce_precision_two_operands": (_module("  ROOT n = f32[8] reduce-precision(p, p), exponent_bits=5, "
+                                              "mantissa_bits=10\n", _P8), "expects 1 operand, has 2"),
+    "sqrt_two_operands": (_module("  ROOT n = f32[8] sqrt(p, p)\n", _P8), "expects 1 operand, has 2"),
+    "convert_shape": (_module("  ROOT n = s32[4] convert(p)\n", _P8), "has shape"),
+    "compare_no_direction": (_module("  ROOT c = pred[8] compare(p, p)\n", _P8), "direction="),
+    "all_gather_dim": (_module("  ROOT g = f32[16] all-gather(p), dimensions={3}, replica_groups={{0,1}}\n",
+                               _P8), "dimensions={3}"),
+    "reduce_scatter_dim": (_module("  ROOT g = f32[4] reduce-scatter(p), dimensions={1}, replica_groups={{0,1}}, "
+                                   "to_apply=add\n", _P8), "dimensions={1}"),
+    "all_to_all_dim": (_module("  ROOT g = f32[8] all-to-all(p), dimensions={2}, replica_groups={{0,1}}\n", _P8),
+                       "dimensions={2}"),
+    "reduce_to_apply_arity": (_module("  ROOT r = f32[4] reduce(p, z), dimensions={1}, to_apply=lt3\n", _RED)
+                              .replace("ENTRY", "lt3 {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+                                       "  w = f32[] parameter(2)\n  ROOT s = f32[] add(x, y)\n}\n\nENTRY"),
+                              "needs 2"),
+    "while_body_param": (_while("(s32[], f32[8], f32[8])", "(s32[], f32[8]) tuple(i, x)"), "parameter has shape"),
+    "while_body_root": (_while("(s32[], f32[8])", "(s32[], f32[8], f32[8]) tuple(i, x, x)"), "returns"),
+    "pad_value_not_scalar": (_module("  ROOT r = f32[5,8] pad(p, q), padding=0_1x0_0\n"), "must be a scalar"),
+    "tuple_element_shape": (_module("  ROOT t = (f32[4,8], f32[8,4]) tuple(p, q)\n"), "element 1 is declared"),
+    "convolution_feature_size": (_module("", _CONV), "feature_group_count 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INVALID2))
+def test_invalid_hlo_round2_cost_exit_2(tmp_path, case):
+    text, want = INVALID2[case]
+    src = tmp_path / f"{case}.hlo"
+    src.write_text(text)
+    r = CliRunner().invoke(main, ["cost", str(src), "--mesh", "2x4"])
+    assert r.exit_code == 2, (case, r.output, r.exception)
+    assert "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output
+    assert f"{src}:" in r.output and want in r.output, r.output
+
+
+def test_valid_while_convolution_pass_verification():
+    from hloshard.hlo import parse_module
+    from hloshard.hlo.verify import verify_module
+
+    verify_module(parse_module(_while("(s32[], f32[8])", "(s32[], f32[8]) tuple(i, x)")))
+    ok_conv = _CONV.replace("f32[2,8,8,6]", "f32[2,8,8,4]")
+    verify_module(parse_module(_module("", ok_conv)))
+    grouped = _CONV.replace("f32[2,8,8,6]", "f32[2,8,8,8]").replace("dim_labels", "feature_group_count=2, dim_labels")
+    verify_module(parse_module(_module("", grouped)))

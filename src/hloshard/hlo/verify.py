@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 
 from ..errors import InputError
+from .attributes import AttrError, parse_dim_labels
 from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
 
 __all__ = ["verify_module", "MAX_ARRAY_BYTES"]
@@ -220,6 +221,8 @@ def _check_dims_attr(instr, key: str = "dimensions") -> None:
 
 def _check_pad(instr) -> None:
     cfg = instr.attr("padding")
+    if len(instr.operands) == 2 and _array(instr.operands[1].shape) and instr.operands[1].shape.dims:
+        raise _Bad(f"padding value {instr.operands[1].name} has shape {instr.operands[1].shape}; it must be a scalar")
     if len(instr.operands) != 2 or cfg is None or not hasattr(cfg, "dims") or not _array(instr.operands[0].shape):
         return
     od = tuple(instr.operands[0].shape.dims)
@@ -273,13 +276,135 @@ def _check_call(instr) -> None:
         raise _Bad(f"passes {len(instr.operands)} operands to {comps[0].name}, which has {n} parameters")
 
 
+#: One-operand ops beyond ELEMENTWISE_UNARY: ``convert`` / ``reduce-precision`` keep the dimensions,
+#: ``bitcast-convert`` may add or drop a minor dimension when bit widths differ (operand count only).
+_UNARY_SAME_DIMS = frozenset({"convert", "reduce-precision"})
+_UNARY_ANY_DIMS = frozenset({"bitcast-convert"})
+_COLLECTIVE_DIM_OPS = frozenset({"all-gather", "reduce-scatter", "all-to-all"})
+
+
+def _check_collective_dims(instr) -> None:
+    """all-gather / reduce-scatter / all-to-all ``dimensions={d}``: d within every array operand's rank."""
+    dims = _int_list(instr.attr("dimensions"), "dimensions")
+    for o in instr.operands:
+        if _array(o.shape):
+            for d in dims:
+                if not 0 <= d < len(o.shape.dims):
+                    raise _Bad(f"dimensions={{{d}}} is outside operand {o.name} {o.shape} "
+                               f"(rank {len(o.shape.dims)})")
+
+
+def _is_scalar(shape) -> bool:
+    return _array(shape) and len(shape.dims) == 0
+
+
+def _check_reduce_computation(instr) -> None:
+    """``reduce`` with N inputs + N init values: ``to_apply`` takes 2*N scalar parameters."""
+    comps = instr.called_computations
+    if len(comps) != 1 or len(instr.operands) % 2:
+        return
+    n = len(instr.operands) // 2
+    params = comps[0].parameters
+    if len(params) != 2 * n:
+        raise _Bad(f"to_apply={comps[0].name} has {len(params)} parameters but a reduce of {n} input"
+                   f"{'s' if n != 1 else ''} needs {2 * n}")
+    for prm in params:
+        if not _is_scalar(prm.shape):
+            raise _Bad(f"to_apply={comps[0].name} parameter {prm.name} has shape {prm.shape}; "
+                       f"reduction parameters must be scalars")
+
+
+def _same_shape(a, b) -> bool:
+    if a.is_tuple or b.is_tuple:
+        return (a.is_tuple and b.is_tuple and len(a.tuple_shapes) == len(b.tuple_shapes)
+                and all(_same_shape(x, y) for x, y in zip(a.tuple_shapes, b.tuple_shapes)))
+    if not (_array(a) and _array(b)):
+        return True
+    return tuple(a.dims) == tuple(b.dims) and a.element_type == b.element_type
+
+
+def _check_while(instr) -> None:
+    """``while``: condition / body parameter and body root have the loop operand's shape."""
+    if len(instr.operands) != 1:
+        raise _Bad(f"expects 1 operand, has {len(instr.operands)}")
+    shape = instr.operands[0].shape
+    for key in ("condition", "body"):
+        comp = _called(instr, key)
+        if comp is None:
+            continue
+        if len(comp.parameters) != 1:
+            raise _Bad(f"{key}={comp.name} has {len(comp.parameters)} parameters; a while {key} takes 1")
+        if not _same_shape(comp.parameters[0].shape, shape):
+            raise _Bad(f"{key}={comp.name} parameter has shape {comp.parameters[0].shape} but the loop "
+                       f"operand has {shape}")
+        if key == "body" and comp.root is not None and not _same_shape(comp.root.shape, shape):
+            raise _Bad(f"body={comp.name} returns {comp.root.shape} but the loop operand has {shape}")
+
+
+def _called(instr, key):
+    ref = instr.attr(key)
+    if ref is None:
+        return None
+    if hasattr(ref, "parameters"):
+        return ref
+    name = str(ref).lstrip("%")
+    for c in instr.called_computations:
+        if c.name == name:
+            return c
+    return None
+
+
+def _check_tuple(instr) -> None:
+    """``tuple``: declared element shapes equal the operands' shapes."""
+    if not instr.shape.is_tuple:
+        return
+    elems = instr.shape.tuple_shapes
+    if len(elems) != len(instr.operands):
+        raise _Bad(f"declares {len(elems)} elements but has {len(instr.operands)} operands")
+    for k, (e, o) in enumerate(zip(elems, instr.operands)):
+        if not _same_shape(e, o.shape):
+            raise _Bad(f"element {k} is declared {e} but operand {o.name} has shape {o.shape}")
+
+
+def _check_convolution(instr) -> None:
+    """``convolution``: input feature size == kernel input-feature size * feature_group_count."""
+    labels = instr.attr("dim_labels")
+    if labels is None or len(instr.operands) != 2:
+        return
+    lhs, rhs = (o.shape for o in instr.operands)
+    if not (_array(lhs) and _array(rhs)):
+        return
+    try:
+        dl = parse_dim_labels(str(labels))
+    except AttrError as exc:
+        raise _Bad(str(exc)) from None
+    if max(dl.input_feature, dl.input_batch) >= len(lhs.dims) or \
+            max(dl.kernel_input_feature, dl.kernel_output_feature) >= len(rhs.dims):
+        raise _Bad(f"dim_labels={labels} does not fit operand ranks {len(lhs.dims)} and {len(rhs.dims)}")
+    g = instr.attr("feature_group_count")
+    try:
+        g = int(str(g)) if g is not None else 1
+    except ValueError:
+        raise _Bad(f"feature_group_count must be an integer, got {g!r}") from None
+    fin, kin = lhs.dims[dl.input_feature], rhs.dims[dl.kernel_input_feature]
+    if g < 1 or fin != kin * g:
+        raise _Bad(f"input feature size {fin} != kernel input-feature size {kin} x feature_group_count {g}")
+
+
 def _check_instruction(instr) -> None:
     op = instr.opcode
     if op in ELEMENTWISE_UNARY:
         _need_operands(instr, 1)
         _same_dims(instr, 0, "operand")
+    elif op in _UNARY_SAME_DIMS:
+        _need_operands(instr, 1)
+        _same_dims(instr, 0, "operand")
+    elif op in _UNARY_ANY_DIMS:
+        _need_operands(instr, 1)
     elif op in ELEMENTWISE_BINARY or op == "compare":
         _need_operands(instr, 2)
+        if op == "compare" and instr.attr("direction") is None:
+            raise _Bad("compare needs direction= (EQ, NE, LT, LE, GT or GE)")
         _same_dims(instr, 0, "operand 0")
         _same_dims(instr, 1, "operand 1")
     elif op == "select":
@@ -308,6 +433,15 @@ def _check_instruction(instr) -> None:
         _check_concatenate(instr)
     elif op == "reduce":
         _check_reduce(instr)
+        _check_reduce_computation(instr)
+    elif op in _COLLECTIVE_DIM_OPS:
+        _check_collective_dims(instr)
+    elif op == "while":
+        _check_while(instr)
+    elif op == "tuple":
+        _check_tuple(instr)
+    elif op == "convolution":
+        _check_convolution(instr)
     elif op == "reverse":
         _check_dims_attr(instr)
     elif op == "iota":
