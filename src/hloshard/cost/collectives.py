@@ -37,6 +37,7 @@ see ``../shared/seeds/003_52935072611a13a9.txt``).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from collections.abc import Iterable, Sequence
 from typing import Protocol, Union
 
@@ -242,3 +243,60 @@ def collective_cost(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(),
     if fn is None:
         raise ValueError(f"unknown collective {kind!r}")
     return fn(mesh, nbytes, axes, group_size)
+
+
+# ---------------------------------------------------------------------------------------------
+# predicted collectives (what a strategy or a resharding plan expects XLA's partitioner to insert)
+# ---------------------------------------------------------------------------------------------
+
+#: collective kinds a prediction may name (XLA opcodes)
+COLLECTIVE_KINDS = ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute")
+
+
+def ring_bytes(kind: str, nbytes: float, group_size: int) -> float:
+    """Bytes one device moves under the ring formulas, independent of alpha and beta.
+
+    ``nbytes`` per device: the all-gather's result bytes, the reduce-scatter's operand bytes, the
+    all-reduce's / all-to-all's bytes, the bytes a collective-permute sends.  ``group_size`` ``n``:
+    devices per replica group (ignored for a collective-permute).
+
+    ========================  ======================
+    all-gather                ``(n-1)/n * B``
+    reduce-scatter            ``(n-1)/n * B``
+    all-reduce                ``2(n-1)/n * B``
+    all-to-all                ``(n-1)/n * B``
+    collective-permute        ``B``
+    ========================  ======================
+
+    These are the byte counts the issue-8 measurement of XLA's partitioned HLO uses (bandwidth-optimal
+    ring algorithms, e.g. Patarasuk & Yuan 2009 for all-reduce).  Raises ValueError for another kind.
+    """
+    if kind == "collective-permute":
+        return float(nbytes)
+    if kind not in COLLECTIVE_KINDS:
+        raise ValueError(f"not a collective kind: {kind!r}")
+    n = max(int(group_size), 1)
+    frac = (n - 1) / n
+    return float(nbytes) * (2.0 * frac if kind == "all-reduce" else frac)
+
+
+@dataclass(frozen=True)
+class PredictedCollective:
+    """One collective a strategy (or resharding step) expects XLA's SPMD partitioner to insert.
+
+    ``kind``: one of :data:`COLLECTIVE_KINDS`; ``mesh_axes``: the mesh axes its replica groups span
+    (empty for a collective-permute); ``group_size``: devices per replica group; ``nbytes``: bytes per
+    device as :func:`ring_bytes` takes them; ``replica_groups``: explicit groups when known (else empty:
+    derive them from ``mesh_axes`` with ``DeviceMesh.replica_groups``).
+    """
+
+    kind: str
+    mesh_axes: tuple = ()
+    group_size: int = 1
+    nbytes: int = 0
+    replica_groups: tuple = ()
+
+    @property
+    def ring_bytes(self) -> float:
+        """Ring-formula bytes per device (:func:`ring_bytes`)."""
+        return ring_bytes(self.kind, self.nbytes, self.group_size)

@@ -52,6 +52,9 @@ class Strategy:
     Specs/None (one per leaf) for a tuple-shaped operand, or None (no requirement).
     ``compute`` / ``comm``: cost units, already for one execution (loop scaling happens in the graph).
     ``memory``: bytes per device of the node's output under ``out``.
+    ``collectives``: the collectives behind ``comm``, one
+    :class:`hloshard.cost.collectives.PredictedCollective` each (what XLA's partitioner is expected to
+    insert for this instruction, resharding of operands excluded: that is on the edges).
     """
 
     name: str
@@ -60,6 +63,7 @@ class Strategy:
     compute: float = 0.0
     comm: float = 0.0
     memory: int = 0
+    collectives: tuple = ()
 
 
 @dataclass(eq=False)
