@@ -124,13 +124,17 @@ def group_size(context, coll: Collective) -> int | None:
     """Devices taking part in each group (the factor all-gather multiplies / reduce-scatter divides
     by): ``|group|`` in cross-replica, cross-partition and flattened-id modes, ``|group| *
     num_partitions`` in cross-replica-and-partition mode (every partition of the listed replicas);
-    for ``replica_groups={}`` all participants of the mode. None when num_partitions is needed and
-    unknown, or the groups are malformed (HS304)."""
+    for ``replica_groups={}`` all participants of the mode. None when a count is needed that neither
+    the header nor the command line states (replica_count / num_partitions; the device count the
+    shardings use is not taken for it), or the groups are malformed (HS304)."""
     iota = iota_groups_shape(coll.instr)
     groups = None if iota else coll.instr.replica_groups
     mode = group_mode(coll.instr, coll.family)
-    r = context.num_replicas
-    p = context.device_count
+    # Only counts the module states (or the command line gives) size a group: a header that says
+    # nothing leaves the replica count open (a pmap module runs on N replicas), and the devices
+    # the shardings happen to name are not the partition count of every collective.
+    p = context.num_partitions
+    r = context.scan.replica_count or (1 if p else None)
     if iota:
         k = iota[1] if iota[1] else None
         if k is None:
@@ -146,5 +150,6 @@ def group_size(context, coll: Collective) -> int | None:
     if mode == "cross_partition":
         return k if k is not None else p
     if mode == "cross_replica_and_partition":
-        return (k if k is not None else r) * p if p else None
-    return k if k is not None else (r * p if p else None)
+        k = k if k is not None else r
+        return k * p if k and p else None
+    return k if k is not None else (r * p if r and p else None)
