@@ -245,7 +245,7 @@ _INT_TOKEN_RE = re.compile(r"-?[0-9]+")
 _FLOAT_TOKEN_RE = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|-?inf|-?nan")
 
 
-def _check_float(tok: str, pos: int, etype: str, part: str = "") -> None:
+def _check_float(tok: str, pos: int, etype: str, part: str = "", part_pos: int = 0) -> None:
     if "nan(" in tok:
         payload = int(tok[tok.index("(") + 3: -1], 16)
         if payload == 0:
@@ -270,7 +270,7 @@ def _check_float(tok: str, pos: int, etype: str, part: str = "") -> None:
         mx = FLOAT_FORMATS[ftype][0]
         if part:
             raise LiteralError(f"{part} part {_fmt(v)} is out of range for literal's primitive type "
-                               f"{etype.upper()}, namely [{_fmt(-mx)}, {_fmt(mx)}].", pos)
+                               f"{etype.upper()}, namely [{_fmt(-mx)}, {_fmt(mx)}].", part_pos)
         raise LiteralError(f"value {_fmt(v)} is out of range for literal's primitive type {etype.upper()} "
                            f"namely [{_fmt(-mx)}, {_fmt(mx)}].", pos)
 
@@ -365,8 +365,8 @@ def check_literal_values(text: str, shape: Shape) -> None:
             continue
         pos = m.start()
         if is_float:
-            if cplx and part:   # XLA reports a complex part at the pair's '('
-                _check_float(tok, pair_pos, etype, "real" if part == 1 else "imaginary")
+            if cplx and part:   # XLA reports a complex part's range at the pair's '('
+                _check_float(tok, pos, etype, "real" if part == 1 else "imaginary", pair_pos)
             else:
                 _check_float(tok, pos, etype)
             if "nan(" in tok:

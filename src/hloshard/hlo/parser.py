@@ -149,7 +149,9 @@ class _Builder(Transformer):
         if ":" in item.value:
             bad = _layout_error(item.value)
             if bad is not None:
-                self.ctx.error_tok(bad[0], item, bad[1])
+                self.ctx.error_tok(bad[0], item, bad[1] if bad[1] >= 0 else
+                                   _next_token_pos(self.ctx.text, item.start_pos + len(item.value.rstrip()))
+                                   - item.start_pos)
         return shape
 
     def tuple_shape(self, children):
@@ -409,7 +411,8 @@ class _Builder(Transformer):
         if ":" in shape_text:
             bad = _layout_error(shape_text)
             if bad is not None:
-                ctx.error_at(bad[0], sp + fm.start(4) + bad[1])
+                ctx.error_at(bad[0], sp + fm.start(4) + bad[1] if bad[1] >= 0 else
+                             _next_token_pos(ctx.text, sp + fm.start(4) + len(shape_text.rstrip())))
         if opcode not in OPCODES and not is_known_opcode(opcode):
             ctx.error_at(f"unknown opcode {opcode!r}", sp + fm.start(5))
         operands = []
@@ -930,6 +933,9 @@ def _layout_error(shape_text: str) -> tuple[str, int] | None:
     pos = colon + 1
     while pos < end:
         m = _LAYOUT_ITEM_RE.match(shape_text, pos)
+        if m is None and shape_text.startswith("P(", pos):
+            # offset -1: XLA reports it at the token after the shape
+            return f"Layout has physical shape, but is not for a sparse array: {shape_text[lb:end + 1]}", -1
         if m is None:
             return (f"expects layout to end with kRbrace (unknown layout field at {shape_text[pos:end]!r}; "
                     "known: D(...) T(...) L(n) E(n) S(n) SC(a:b) M(n) #(type) *(type))", pos)
