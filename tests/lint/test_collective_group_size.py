@@ -29,7 +29,7 @@ def test_group_size_unknown_without_header_counts():
 def test_group_size_from_the_stated_replica_count():
     found = _hs303(PMAP.format(hdr=", replica_count=4"))
     assert [line for line, _ in found] == [4]
-    assert "gathered over 4 devices gives 16" in found[0][1]
+    assert "expected 16 (operand 0 f32[4] gathered over 4 devices)" in found[0][1]
 
 
 def test_explicit_groups_give_their_own_size():
