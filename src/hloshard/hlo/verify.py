@@ -546,15 +546,16 @@ def _check_size(instr) -> None:
             raise _Bad(f"shape {leaf} holds {leaf.byte_size:,} bytes; at most 2**62 are supported")
 
 
-def verify_problems(module):
+def verify_problems(module, num_partitions: int | None = None):
     """Every problem of ``module``, in text order: ``(instruction, code, message)`` where ``message``
     is ``instruction NAME (opcode) in computation C: what is wrong`` and ``code`` is
     ``"HS002"``, or for a collective the lint code of the rule that reports it
     (:mod:`hloshard.hlo.collective_checks`: HS301-HS305). Parameter-numbering problems name the
     parameter. This is the one verifier: :func:`verify_module` raises its first problem and lint's
-    HS002 rule reports the HS002 ones."""
+    HS002 rule reports the HS002 ones. ``num_partitions``: the partition count when the header does
+    not state one (``solve`` / ``cost`` know it from ``--mesh``); the header wins."""
     meshes = _sdy_meshes(module)
-    parts, reps = module.num_partitions, module.num_replicas
+    parts, reps = module.num_partitions or num_partitions, module.num_replicas
     for comp in module.computations:
         seen: dict[int, object] = {}
         for instr in comp.instructions:
@@ -585,11 +586,11 @@ def verify_problems(module):
                                    f"parameter({missing[0]}): parameter numbers must be 0..n-1 without gaps")
 
 
-def verify_module(module, filename: str = "<input>") -> None:
+def verify_module(module, filename: str = "<input>", num_partitions: int | None = None) -> None:
     """Check ``module`` against the rules above; return None when it passes.
 
     Raises :class:`hloshard.errors.InputError` for the first problem :func:`verify_problems` finds
     (in text order), as ``file:line:col: instruction NAME (opcode): what is wrong``. Cost: one pass
     over the instructions, a few tuple comparisons each."""
-    for instr, _, message in verify_problems(module):
+    for instr, _, message in verify_problems(module, num_partitions):
         raise InputError(f"{filename}:{instr.line}:{instr.column}: {message}")

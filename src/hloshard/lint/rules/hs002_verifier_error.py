@@ -41,6 +41,6 @@ class VerifierError(Rule):
             return
         from ...hlo.verify import verify_problems
 
-        for instr, code, message in verify_problems(context.module):
+        for instr, code, message in verify_problems(context.module, context.num_partitions):
             if code == self.code:
                 yield self.finding(context, instr, message)
