@@ -108,6 +108,7 @@ class _Ctx:
         self.keep: list = []
         self.inline_count = 0
         self.async_callers: dict[int, Instruction] = {}
+        self.last_end = 0          # end offset of the last instruction completed (truncation errors)
 
     # -- errors ----------------------------------------------------------------------------------
     def error_at(self, message: str, pos: int):
@@ -373,6 +374,7 @@ class _Builder(Transformer):
                 ops_end = _paren_end(ctx.text, call.tok.end_pos) if isinstance(call, _OpCall) else call.end_pos
             self._post_check(instr, ops_end, rest[-1].end_pos if rest else ops_end, name_tok.start_pos)
         comp.add_instruction(instr)
+        ctx.last_end = max(ctx.last_end, rest[-1].end_pos if rest else head.end_pos)
         if is_root:
             if comp.root is not None:
                 ctx.error_tok(f"computation {comp.name!r} has two ROOT instructions "
@@ -448,6 +450,7 @@ class _Builder(Transformer):
             self._post_check(instr, sp + fm.end(6), rest[-1].end_pos if rest else tok.end_pos, sp + name_off)
         comp.instructions.append(instr)
         by_name[name] = instr
+        ctx.last_end = rest[-1].end_pos if rest else tok.end_pos
         if root is not None:
             if comp.root is not None:
                 ctx.error_at(f"computation {comp.name!r} has two ROOT instructions "
@@ -800,9 +803,16 @@ _BRACE_SCAN_RE = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|/\*.*?\*/|//[^\n]*|[{
 
 def _unbalanced_line_error(ctx: _Ctx, text: str) -> None:
     """At an unexpected end of input, point at the first instruction line whose '{' is never
-    closed on that line (an attribute value missing its '}' swallows the computation's '}')."""
+    closed on that line (an attribute value missing its '}' swallows the computation's '}').
+    Only text after the last instruction the parser completed is considered: a multi-line
+    attribute of a complete instruction (``frontend_attributes={kernel_metadata={...}}`` over
+    several lines) is valid, and a file cut after it gets its error where the text ends."""
     pos = 0
+    start = ctx.last_end
     for line in text.splitlines(keepends=True):
+        if pos + len(line) <= start:
+            pos += len(line)
+            continue
         if " = " in line or "=" in line.split("(")[0]:
             depth = 0
             first_open = None
