@@ -108,7 +108,8 @@ class _Ctx:
         self.keep: list = []
         self.inline_count = 0
         self.async_callers: dict[int, Instruction] = {}
-        self.last_end = 0          # end offset of the last instruction completed (truncation errors)
+        self.last_start = 0        # offsets of the last instruction completed (truncation errors)
+        self.last_end = 0
 
     # -- errors ----------------------------------------------------------------------------------
     def error_at(self, message: str, pos: int):
@@ -374,7 +375,7 @@ class _Builder(Transformer):
                 ops_end = _paren_end(ctx.text, call.tok.end_pos) if isinstance(call, _OpCall) else call.end_pos
             self._post_check(instr, ops_end, rest[-1].end_pos if rest else ops_end, name_tok.start_pos)
         comp.add_instruction(instr)
-        ctx.last_end = max(ctx.last_end, rest[-1].end_pos if rest else head.end_pos)
+        ctx.last_start, ctx.last_end = head.start_pos, max(ctx.last_end, rest[-1].end_pos if rest else head.end_pos)
         if is_root:
             if comp.root is not None:
                 ctx.error_tok(f"computation {comp.name!r} has two ROOT instructions "
@@ -450,7 +451,7 @@ class _Builder(Transformer):
             self._post_check(instr, sp + fm.end(6), rest[-1].end_pos if rest else tok.end_pos, sp + name_off)
         comp.instructions.append(instr)
         by_name[name] = instr
-        ctx.last_end = rest[-1].end_pos if rest else tok.end_pos
+        ctx.last_start, ctx.last_end = sp, (rest[-1].end_pos if rest else tok.end_pos)
         if root is not None:
             if comp.root is not None:
                 ctx.error_at(f"computation {comp.name!r} has two ROOT instructions "
@@ -809,6 +810,10 @@ def _unbalanced_line_error(ctx: _Ctx, text: str) -> None:
     several lines) is valid, and a file cut after it gets its error where the text ends."""
     pos = 0
     start = ctx.last_end
+    last = text[ctx.last_start:ctx.last_end]
+    if "\n" in last.rstrip() and last.rstrip().rsplit("\n", 1)[1].strip() == "}":
+        # the last instruction's attribute ran on to a bare '}': the computation's, swallowed
+        start = ctx.last_start
     for line in text.splitlines(keepends=True):
         if pos + len(line) <= start:
             pos += len(line)
