@@ -172,7 +172,9 @@ def test_adversarial_input_fails_fast(text):
     t0 = time.perf_counter()
     with pytest.raises(HloSyntaxError):
         parse_module(text)
-    assert time.perf_counter() - t0 < 5.0
+    # hang guard only (no speed claim): a backtracking lexer would take hours on these
+    assert time.perf_counter() - t0 < 120, "the parser hung on adversarial input"
+
 
 
 def test_mutated_inputs_raise_only_hlo_syntax_errors():
