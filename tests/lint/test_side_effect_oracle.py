@@ -58,6 +58,20 @@ GSPMD_CASES = {
         'sharding={devices=[8,1]<=[8]}'), None),
 }
 
+_PID = ("  p = u32[] partition-id(){sh}\n  c = f32[] convert(p)\n  b = f32[8,4] broadcast(c), dimensions={{}}\n"
+        "  ROOT r = f32[8,4] add(a, b)")
+_PID_MANUAL = (
+    '  m = f32[8,4] custom-call(a), custom_call_target="Sharding", sharding={devices=[8,1]<=[8]}\n'
+    '  s = f32[1,4] custom-call(m), custom_call_target="SPMDFullToShardShape", sharding={manual}\n'
+    '  p = u32[] partition-id()\n  c = f32[] convert(p)\n  b = f32[1,4] broadcast(c), dimensions={}\n'
+    '  x = f32[1,4] add(s, b), sharding={manual}\n'
+    '  ROOT r = f32[8,4] custom-call(x), custom_call_target="SPMDShardToFullShape", sharding={devices=[8,1]<=[8]}')
+PID_CASES = {   # HS110: XLA refuses a partition-id outside a manual region
+    "partition_id": (_module(_PID.format(sh="")), 4),
+    "partition_id_replicated": (_module(_PID.format(sh=", sharding={replicated}")), 4),
+    "partition_id_in_manual_region": (_module(_PID_MANUAL), None),
+}
+
 SDY = ('HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["x"=8]>}}\n'
        'ENTRY e {\n'
        '  a = f32[8,4] parameter(0), frontend_attributes={xla.sdy.sharding="#sdy.sharding<@mesh, [{\\"x\\"}, {}]>"}\n'
@@ -131,3 +145,21 @@ def test_already_partitioned_module_is_not_checked():
             '  ROOT c = f32[1,4] custom-call(a), custom_call_target="my_effect", custom_call_has_side_effect=true\n}\n')
     assert _hs109_lines(text) == []
     assert _hs109_lines(text.replace("main.1_spmd", "main.1")) == [4]
+
+
+@pytest.mark.oracle
+def test_hs110_fires_exactly_where_xla_refuses_partition_id():
+    require_jax()
+    from tests import xla_oracle
+
+    names = list(PID_CASES)
+    results = xla_oracle.compile_many([PID_CASES[n][0] for n in names])
+    for name, (ok, msg) in zip(names, results):
+        text, line = PID_CASES[name]
+        found = [f.line for f in lint_text(text, "t.hlo", LintOptions(select=("HS110",)))]
+        if line is None:
+            assert ok, (name, msg[:300])
+            assert found == [], name
+        else:
+            assert not ok and "PartitionId instruction is not supported for SPMD partitioning" in msg, (name, msg[:300])
+            assert found == [line], name
