@@ -119,6 +119,8 @@ CASES["async_two_starts_one_computation"] = _entry(
     _S + "  s = ((f32[4]), f32[4], u32[]) async-start(a), calls=wrapped\n  d = f32[4] async-done(s)\n"
     "  s2 = ((f32[4]), f32[4], u32[]) async-start(a), calls=wrapped\n  d2 = f32[4] async-done(s2)\n"
     "  ROOT t = (f32[4], f32[4]) tuple(d, d2)", pre=_W)
+for _op in ("atan", "atan2", "collective-reduce", "shuffle", "tan"):   # opcode names XLA does / does not know
+    CASES["opcode_" + _op] = _entry(f"  a = f32[2] parameter(0)\n  ROOT r = f32[2] {_op}(a{', a' if _op == 'atan2' else ''})")
 CASES["async_done_of_non_async"] = _entry(_S + "  ROOT d = f32[4] async-done(a)")
 
 
