@@ -121,6 +121,14 @@ CASES["async_two_starts_one_computation"] = _entry(
     "  ROOT t = (f32[4], f32[4]) tuple(d, d2)", pre=_W)
 for _op in ("atan", "atan2", "collective-reduce", "shuffle", "tan"):   # opcode names XLA does / does not know
     CASES["opcode_" + _op] = _entry(f"  a = f32[2] parameter(0)\n  ROOT r = f32[2] {_op}(a{', a' if _op == 'atan2' else ''})")
+_WT = _W.replace("}\n", '}, execution_thread="foo"\n', 1)
+for _name, _start, _done in [("thread_ok", ', async_execution_thread="foo"', ', async_execution_thread="foo"'),
+                             ("thread_differs", ', async_execution_thread="foo"', ', async_execution_thread="bar"'),
+                             ("start_thread_only", ', async_execution_thread="bar"', ""),
+                             ("done_calls_other", "", ", calls=w2")]:
+    CASES["async_" + _name] = _entry(_S + f"  s = ((f32[4]), f32[4], u32[]) async-start(a), calls=wrapped{_start}\n"
+                                     f"  ROOT d = f32[4] async-done(s){_done}",
+                                     pre=_WT + "w2 {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] abs(p)\n}\n")
 CASES["async_done_of_non_async"] = _entry(_S + "  ROOT d = f32[4] async-done(a)")
 
 

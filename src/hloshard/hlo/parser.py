@@ -519,6 +519,16 @@ class _Builder(Transformer):
                 ctx.error_at("AsyncUpdate and AsyncDone expect a single async op as their operand.", after)
             if wrapped is not None and got != wrapped:
                 ctx.error_at(f"Expect async wrapped opcode to be {wrapped}, but got {got}", after)
+            start = _async_start_of(src)
+            if start is not None:
+                thread = instr.attrs.get("async_execution_thread")
+                want = start.attrs.get("async_execution_thread", "main")
+                if thread is not None and thread != want:
+                    ctx.error_at(f"Expect async_execution_thread to be {want}, but got {thread}", after)
+                calls, want_calls = instr.attrs.get("calls"), start.attrs.get("calls")
+                if isinstance(calls, Computation) and isinstance(want_calls, Computation) and calls is not want_calls:
+                    ctx.error_at(f"Expect async_wrapped_computation to be {want_calls.name}, but got {calls.name}",
+                                 after)
 
     def _check_parameter(self, pnum: int, pos: int) -> None:
         ctx = self.ctx
@@ -984,6 +994,21 @@ def _async_wrapped(src) -> str | None:
         if op == "async-update" and src.operands:
             return _async_wrapped(src.operands[0])
         return op
+    return None
+
+
+def _async_start_of(src):
+    """The async-start an async-update / -done chain begins with (None when there is none)."""
+    seen = 0
+    while src is not None and seen < 10_000:
+        op = src.opcode
+        if op == "async-start" or (async_wrapped_opcode(op) is not None and op.endswith("-start")):
+            return src
+        if op == "async-update" or (async_wrapped_opcode(op) is not None and op.endswith("-update")):
+            src = src.operands[0] if len(src.operands) == 1 else None
+            seen += 1
+            continue
+        return None
     return None
 
 
