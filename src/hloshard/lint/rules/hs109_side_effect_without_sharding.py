@@ -31,12 +31,6 @@ def is_side_effecting(instr) -> bool:
             and not _exempt_target(str(instr.attr("custom_call_target", ""))))
 
 
-def is_partitioned(module) -> bool:
-    """True for a module XLA's SPMD partitioner already produced: it renames the entry computation
-    to ``<name>_spmd``. Such a module is per-device code; nothing in it is partitioned again."""
-    return module is not None and module.entry.name.endswith("_spmd")
-
-
 class SideEffectWithoutSharding(Rule):
     """A side-effecting instruction has no sharding (or a non-maximal one) in an SPMD module.
 
@@ -77,27 +71,24 @@ class SideEffectWithoutSharding(Rule):
     groups = ("validity",)
 
     def evaluate(self, context):
-        if not context.spmd or is_partitioned(context.module):
-            return
-        for comp in context.partitioned_computations:
-            for instr in comp.instructions:
-                if not is_side_effecting(instr) or _in_manual_region(instr):
-                    continue
-                cc = instr.opcode == "custom-call"
-                what = (f"custom-call {instr.attr('custom_call_target', '')!s} with side effects"
-                        if cc else instr.opcode)
-                if instr.sharding is None:
-                    fix = "{maximal device=N}" if cc else "{maximal device=N} or {replicated}"
-                    yield self.finding(context, instr,
-                                       f"%{instr.name} ({what}) has no sharding in an SPMD module (XLA: "
-                                       f"\"Side-effect HLO must have sharding\"): say which devices "
-                                       f"perform it ({fix})")
-                elif cc and not _maximal(instr.sharding):
-                    yield self.finding(context, instr,
-                                       f"%{instr.name} ({what}) has sharding {instr.sharding}; XLA runs a "
-                                       f"side-effecting custom-call on one device only (\"side-effect HLO "
-                                       f"cannot have a replicated sharding\"): use {{maximal device=N}}",
-                                       key="sharding")
+        for instr in context.instructions_to_partition():
+            if not is_side_effecting(instr) or _in_manual_region(instr):
+                continue
+            cc = instr.opcode == "custom-call"
+            what = (f"custom-call {instr.attr('custom_call_target', '')!s} with side effects"
+                    if cc else instr.opcode)
+            if instr.sharding is None:
+                fix = "{maximal device=N}" if cc else "{maximal device=N} or {replicated}"
+                yield self.finding(context, instr,
+                                   f"%{instr.name} ({what}) has no sharding in an SPMD module (XLA: "
+                                   f"\"Side-effect HLO must have sharding\"): say which devices "
+                                   f"perform it ({fix})")
+            elif cc and not _maximal(instr.sharding):
+                yield self.finding(context, instr,
+                                   f"%{instr.name} ({what}) has sharding {instr.sharding}; XLA runs a "
+                                   f"side-effecting custom-call on one device only (\"side-effect HLO "
+                                   f"cannot have a replicated sharding\"): use {{maximal device=N}}",
+                                   key="sharding")
 
 
 def _maximal(sharding) -> bool:

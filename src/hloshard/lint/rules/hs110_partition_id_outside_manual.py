@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 from ..rule import Rule
-from .hs109_side_effect_without_sharding import is_partitioned
 
 #: how many unsharded users deep the search for a manual region goes
 _MAX_VISITS = 256
@@ -67,18 +66,13 @@ class PartitionIdOutsideManual(Rule):
     groups = ("validity",)
 
     def evaluate(self, context):
-        if not context.spmd or is_partitioned(context.module):
-            return
-        for comp in context.partitioned_computations:
-            for instr in comp.instructions:
-                if instr.opcode != "partition-id":
-                    continue
-                sh = instr.sharding
-                if sh is not None and sh.is_manual:
-                    continue
-                if sh is None and _reaches_manual(instr):
-                    continue
-                yield self.finding(context, instr,
-                                   f"%{instr.name} (partition-id) is outside a manual region of an SPMD module; "
-                                   f"XLA: \"PartitionId instruction is not supported for SPMD partitioning since "
-                                   f"the meaning is ambiguous\" (use it inside shard_map, or pass the index in)")
+        for instr in context.instructions_to_partition():
+            if instr.opcode != "partition-id":
+                continue
+            sh = instr.sharding
+            if (sh is not None and sh.is_manual) or (sh is None and _reaches_manual(instr)):
+                continue
+            yield self.finding(context, instr,
+                               f"%{instr.name} (partition-id) is outside a manual region of an SPMD module; "
+                               f"XLA: \"PartitionId instruction is not supported for SPMD partitioning since "
+                               f"the meaning is ambiguous\" (use it inside shard_map, or pass the index in)")
