@@ -14,6 +14,8 @@ import pytest
 
 from hloshard.errors import HloSyntaxError
 from hloshard.hlo import parse_module
+from hloshard.lint.context import LintOptions
+from hloshard.lint.engine import lint_text
 from tests.conftest import require_jax
 
 
@@ -158,6 +160,9 @@ def test_parser_agrees_with_xla_on_every_case():
         where = re.search(r"was parsing (\d+):(\d+)", msg)
         assert where, (name, msg[:300])
         assert (ours.line, ours.column) == (int(where.group(1)), int(where.group(2))), (name, str(ours), msg[:300])
+        # lint reports the parser's error, at the same place (one source of truth)
+        hs001 = [(f.line, f.column, f.message) for f in lint_text(CASES[name], "t.hlo", LintOptions(select=("HS001",)))]
+        assert hs001 == [(ours.line, ours.column, ours.message)], (name, hs001)
     # the suite is only meaningful with both kinds of case
     assert 30 <= rejected <= len(names) - 20
 

@@ -16,6 +16,8 @@ from hloshard.cli import main
 from hloshard.errors import InputError
 from hloshard.hlo import parse_module
 from hloshard.hlo.verify import verify_module
+from hloshard.lint.context import LintOptions
+from hloshard.lint.engine import lint_text
 from tests.conftest import require_jax
 
 SUM = "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
@@ -118,6 +120,10 @@ def test_verify_module_agrees_with_xla_compile():
         instr = NAMED_BY_US.get(name) or _xla_names(msg)
         assert instr, (name, msg[:400])
         assert ours.startswith(f"t.hlo:{_line_of(CASES[name], instr)}:"), (name, ours, msg[:300])
+        # lint reports the verifier's first problem at the same instruction (HS002, or HS30x for a collective)
+        errors = [f for f in lint_text(CASES[name], "t.hlo", LintOptions(num_partitions=8)) if f.severity == "error"]
+        assert errors and ours.startswith(f"t.hlo:{errors[0].line}:{errors[0].column}: "), (name, ours, errors[:2])
+        assert errors[0].message in ours, (name, errors[0].message, ours)
     assert rejected >= 8 and len(names) - rejected >= 8
 
 
