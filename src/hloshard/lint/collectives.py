@@ -10,12 +10,9 @@ shardings happen to use, which is no partition count); ``replica_count`` as the 
 
 from __future__ import annotations
 
-from ..hlo.collective_checks import (COLLECTIVE_OPCODES, FAMILIES, Collective, CollectiveProblem, classify,
-                                     collective_problems)
-from ..hlo.collective_checks import group_mode as _group_mode
-from ..hlo.collective_checks import group_size as _group_size
+from ..hlo.collective_checks import COLLECTIVE_OPCODES, Collective, CollectiveProblem, classify, collective_problems
 
-__all__ = ["FAMILIES", "Collective", "classify", "collectives_of", "problems_of", "group_mode", "group_size"]
+__all__ = ["collectives_of", "problems_of"]
 
 
 def collectives_of(context) -> list[Collective]:
@@ -38,13 +35,3 @@ def problems_of(context, code: str) -> list[CollectiveProblem]:
                                               id_partitions=context.device_count))
         context.__dict__["_collective_problems"] = cached
     return [p for p in cached if p.code == code]
-
-
-def group_mode(instr, family: str) -> str:
-    """'cross_replica' | 'cross_replica_and_partition' | 'cross_partition' | 'flattened_id'."""
-    return _group_mode(instr, family)
-
-
-def group_size(context, coll: Collective) -> int | None:
-    """:func:`hloshard.hlo.collective_checks.group_size` with the counts lint knows."""
-    return _group_size(coll, context.num_partitions, context.scan.replica_count)

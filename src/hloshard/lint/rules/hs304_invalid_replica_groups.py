@@ -16,7 +16,12 @@ class InvalidReplicaGroups(Rule):
     (XLA's verifier does not check replica ids when replica_count is 1, and neither does this rule;
     ``hloshard combine`` is stricter there, see :func:`hloshard.combine.replica_id_bound`). The check is
     :func:`hloshard.hlo.replica_groups.check_groups`, shared with combine; an iota form ``[G,S]<=[...]``
-    is judged from G and S without expanding it, and ``[0,S]`` / ``[G,0]`` are empty.
+    is judged from G and S without expanding it, and ``[0,S]`` / ``[G,0]`` are empty. Like XLA's
+    verifier, the groups must also name every participant of their mode once the counts are known
+    ("In flattened_id mode, replica groups should contain 8 flattened IDs, but found 4": a
+    use_global_device_ids all-reduce over half the partitions), and ``use_global_device_ids=true``
+    needs explicit groups. The validator is :mod:`hloshard.hlo.collective_checks`, which
+    ``solve`` / ``cost`` run too.
 
     **Bad**::
 
