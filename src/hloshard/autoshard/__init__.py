@@ -17,7 +17,7 @@ Every name below is re-exported so that ``from hloshard.autoshard import X`` kee
 from .aliases import _add_aliases, _add_shard_as_groups, _flat_leaf
 from .apply import _same_sharding, apply_choice, instruction_sharding, leaf_spec
 from .build import (
-    EXHAUSTIVE_LIMIT, Graph, _add_edge, _leaf_shape, _operand_leaves, _post_order, _to_int, build_graph,
+    EXHAUSTIVE_LIMIT, Graph, _add_edge, _leaf_shape, _operand_leaves, _to_int, build_graph,
     choose_scale, processed_computations,
 )
 from .evaluate import (

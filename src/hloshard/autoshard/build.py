@@ -32,6 +32,8 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
+from ..cost.liveness import live_intervals, program_schedule
+from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
 from .aliases import _add_aliases
 from .merge import merge_followers
@@ -69,22 +71,14 @@ class Graph:
 
 def processed_computations(module) -> list:
     """Entry plus every computation reached through while / call / conditional (their instructions get
-    strategies and shardings); fused computations and reducers are not."""
+    strategies and shardings), in order of first appearance in the program schedule
+    (:func:`hloshard.cost.liveness.program_schedule`); fused computations and reducers are not."""
     out, seen = [], set()
-
-    def rec(comp):
-        if id(comp) in seen:
-            return
-        seen.add(id(comp))
-        out.append(comp)
-        for instr in comp.instructions:
-            if instr.opcode in ("while", "call", "conditional"):
-                for c in instr.called_computations:
-                    rec(c)
-
-    rec(module.entry)
+    for instr in program_schedule(module):
+        if id(instr.parent) not in seen:
+            seen.add(id(instr.parent))
+            out.append(instr.parent)
     return out
-
 
 
 def _operand_leaves(opref, inputs_entry):
@@ -111,25 +105,23 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
     device or None.  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
+    warnings: list = []
     comps = processed_computations(module)
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
     ctx.exhaustive = sum(len(c.instructions) for c in comps) <= EXHAUSTIVE_LIMIT
-    positions: dict = {}
-    schedule: list = []
-
-    def visit(comp, weight):
-        for instr in _post_order(comp):
-            positions[instr] = len(schedule)
-            schedule.append(instr)
-            ctx.weights[instr] = weight
-            if instr in ctx.groups:
-                continue
+    # the schedule: entry post order with while bodies / conditions, called computations and branches
+    # right after their caller (the handlers of while / call / conditional alias the parameters of the
+    # computations they call before those are built); execution counts from hlo.loops
+    schedule = program_schedule(module)
+    counts = execution_counts(module, warnings)
+    positions = {instr: t for t, instr in enumerate(schedule)}
+    ctx.visit = lambda comp, weight: None
+    for instr in schedule:
+        ctx.weights[instr] = counts.get(id(instr.parent), 1.0)
+        if instr not in ctx.groups:
             build_group(instr, ctx)
-
-    ctx.visit = visit
-    visit(module.entry, 1.0)
 
     # --- nodes --------------------------------------------------------------------------------
     nodes: list = []
@@ -185,37 +177,31 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                     follows.append((u, v))
                 _add_edge(edges, info, u, v, m, (inst, leaf, g, w * weights[i]))
 
-    # --- liveness -------------------------------------------------------------------------------
+    # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
+    # its last read; entry parameters live throughout, outputs to the end -------------------------------
     n = len(nodes)
-    T = len(schedule)
-    lo = np.zeros(n, dtype=np.int64)
-    hi = np.zeros(n, dtype=np.int64)
-    for v, g in enumerate(nodes):
-        lo[v] = positions[node_owner[v]]
-        hi[v] = lo[v] + 1
-    for instr in schedule:
-        t = positions[instr]
-        for op in instr.operands:
-            for l, s in enumerate(leaf_shapes(op.shape)):
-                if not is_array(s) or op not in ctx.groups:
-                    continue
-                r = ctx.resolve(op, l)
-                if r is TOKEN:
-                    continue
-                u = r[0].node
-                if t + 1 > hi[u]:
-                    hi[u] = t + 1
+    owned: dict = {}
+    for v in range(n):
+        owned.setdefault(id(node_owner[v]), []).append(v)
+
+    def leaf_nodes(instr) -> list:
+        out = []
+        if instr not in ctx.groups:
+            return out
+        for l, s in enumerate(leaf_shapes(instr.shape)):
+            if is_array(s):
+                r = ctx.resolve(instr, l)
+                if r is not TOKEN:
+                    out.append(r[0].node)
+        return out
+
     entry = module.entry
-    for p in entry.parameters:
-        for l, s in enumerate(leaf_shapes(p.shape)):
-            r = ctx.resolve(p, l) if is_array(s) else TOKEN
-            if r is not TOKEN:
-                lo[r[0].node] = 0
-                hi[r[0].node] = T
-    for l, s in enumerate(leaf_shapes(entry.root.shape)):
-        r = ctx.resolve(entry.root, l) if is_array(s) else TOKEN
-        if r is not TOKEN:
-            hi[r[0].node] = T
+    iv = live_intervals(schedule, lambda i: owned.get(id(i), ()),
+                        lambda i: [u for op in i.operands for u in leaf_nodes(op)],
+                        live_throughout=[u for p in entry.parameters for u in leaf_nodes(p)],
+                        live_out=leaf_nodes(entry.root))
+    lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
+    hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
 
     # --- integer problem ----------------------------------------------------------------------------
     fcosts = []
@@ -241,21 +227,12 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         edge_costs=edge_costs, usage_limit=memory_budget, cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
-                  comps)
+                  comps, warnings)
     _add_aliases(graph)
     graph.follows = follows
     graph.kept = kept
     graph.solver_problem, graph.classes = merge_followers(problem, follows, merge=memory_budget is None)
     return graph
-
-
-
-def _post_order(comp):
-    order = comp.post_order()
-    if len(order) == len(comp.instructions):
-        return order
-    seen = set(id(i) for i in order)
-    return order + [i for i in comp.instructions if id(i) not in seen]
 
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost.liveness import peak_usage
 from ..costgraph import Problem
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
@@ -54,23 +55,10 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
 
 
 def peak_memory(problem: Problem, choice) -> tuple[int, int]:
-    """(peak bytes per device over all liveness points, the point where it is reached)."""
-    n = problem.num_nodes
-    if n == 0:
-        return 0, 0
-    T = int(problem.intervals[:, 1].max()) + 1 if n else 1
-    delta = np.zeros(T + 1, dtype=np.int64)
-    for v in range(n):
-        lo, hi = int(problem.intervals[v, 0]), int(problem.intervals[v, 1])
-        if hi <= lo:
-            continue
-        u = int(problem.node_usages[v][int(choice[v])])
-        delta[lo] += u
-        delta[hi] -= u
-    prof = np.cumsum(delta)
-    t = int(np.argmax(prof))
-    return int(prof[t]), t
-
+    """(peak bytes per device over all liveness points, the point where it is reached), by
+    :func:`hloshard.cost.liveness.peak_usage` over the problem's intervals."""
+    sizes = [int(u[int(c)]) for u, c in zip(problem.node_usages, choice)]
+    return peak_usage(problem.intervals, sizes)
 
 
 def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..cost.liveness import peak_usage
 from ..errors import SolveFailed
 
 if TYPE_CHECKING:
@@ -16,25 +17,16 @@ if TYPE_CHECKING:
 
 def minimum_memory_check(graph: Graph, budget: int) -> None:
     """Raise SolveFailed when even the smallest layout of every tensor exceeds ``budget`` at some
-    liveness point, naming the point and the largest tensors live there."""
+    liveness point (:func:`hloshard.cost.liveness.peak_usage` of the per-node minimum usages), naming
+    the point and the largest tensors live there."""
     p = graph.problem
-    n = p.num_nodes
-    if n == 0:
+    if p.num_nodes == 0:
         return
-    T = int(p.intervals[:, 1].max()) + 1
-    delta = np.zeros(T + 1, dtype=np.int64)
     mins = np.array([int(u.min()) for u in p.node_usages], dtype=np.int64)
-    for v in range(n):
-        lo, hi = int(p.intervals[v, 0]), int(p.intervals[v, 1])
-        if hi > lo:
-            delta[lo] += mins[v]
-            delta[hi] -= mins[v]
-    prof = np.cumsum(delta)
-    t = int(np.argmax(prof))
-    if prof[t] <= budget:
+    peak, t = peak_usage(p.intervals, mins)
+    if peak <= budget:
         return
-    raise _failed(infeasible_message(graph, t, mins, budget, int(prof[t])), "infeasible")
-
+    raise _failed(infeasible_message(graph, t, mins, budget, peak), "infeasible")
 
 
 def _failed(message: str, status: str) -> SolveFailed:
