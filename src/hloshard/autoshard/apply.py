@@ -55,7 +55,18 @@ def _same_sharding(a, b, shape) -> bool:
 
 def apply_choice(graph: Graph, choice) -> int:
     """Write ``sharding=`` on every instruction of the processed computations; drop the stale
-    ``xla.sdy.sharding`` frontend attribute of each re-annotated instruction.  Returns the count."""
+    ``xla.sdy.sharding`` frontend attribute of each re-annotated instruction.  Returns the count.
+
+    Exception: a ``while`` whose body passes some loop-state elements through unchanged
+    (:func:`hloshard.hlo.loops.invariant_elements`) gets no ``sharding=`` of its own (unless the user's
+    is kept); its init tuple, body and condition parameters and body root carry the layout, and XLA's
+    propagation gives the loop the same.  Reason: on the way into XLA through StableHLO (jax, the
+    oracle, ``--xla``) the while canonicalization turns those elements into captured values but keeps
+    the while's tuple sharding at full length, and jaxlib 0.10.2 then aborts compiling (RET_CHECK in
+    hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has 36" on the MaxText train
+    step, 22 state elements of which 14 invariant)."""
+    from ..hlo.loops import invariant_elements
+
     count = 0
     kept = getattr(graph, "kept", {})
     for instr in graph.schedule:
@@ -63,6 +74,8 @@ def apply_choice(graph: Graph, choice) -> int:
         old = kept.get(instr)
         if old is not None and _same_sharding(old, sh, instr.shape):
             sh = old  # a kept user sharding is written back exactly as the user wrote it
+        elif old is None and instr.opcode == "while" and invariant_elements(instr):
+            sh = None
         instr.sharding = sh
         fa = instr.attrs.get("frontend_attributes")
         if fa:

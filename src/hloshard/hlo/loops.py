@@ -98,6 +98,18 @@ def _tuple_index(instr, param):
     return None
 
 
+def invariant_elements(instr) -> list[int]:
+    """Indices ``k`` of the loop state of the ``while`` ``instr`` that the body passes through unchanged
+    (its root's element ``k`` is ``get-tuple-element(parameter, k)``): loop invariants.  StableHLO's
+    while canonicalization turns them into values captured from outside the loop."""
+    body = called(instr, "body", 0)
+    if body is None or not body.parameters or body.root is None or body.root.opcode != "tuple":
+        return []
+    param = body.parameters[0]
+    return [k for k, o in enumerate(body.root.operands) if _tuple_index(o, param) == k and o.opcode ==
+            "get-tuple-element"]
+
+
 def _known_trip_count(instr):
     bc = instr.attrs.get("backend_config")
     if not bc:
@@ -167,10 +179,12 @@ def trip_count(instr) -> TripCount:
     def element(tup, k):
         return tup.operands[k] if tup is not None and tup.opcode == "tuple" and k < len(tup.operands) else None
 
+    invariant = set(invariant_elements(instr))
+
     def invariant_bound(side):
         """The value of a loop-invariant tuple element used as the bound, else None."""
         j = _tuple_index(side, cparam)
-        if j is None or _tuple_index(element(broot, j), bparam) != j:
+        if j is None or j not in invariant:
             return None
         return _int_constant(element(init_t, j))
 
