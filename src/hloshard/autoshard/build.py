@@ -33,6 +33,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.liveness import live_intervals, program_schedule
+from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
 from .aliases import _add_aliases
@@ -103,9 +104,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
-    device or None.  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
+    device or None.  A computation called from several sites is first cloned per site
+    (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
+    flatten_call_graph(module)   # one computation per call site, as XLA partitions them
     comps = processed_computations(module)
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)
