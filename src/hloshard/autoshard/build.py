@@ -16,8 +16,10 @@ computation and conditional branch) in post order, builds one strategy group per
 * ``input_output_alias`` pairs and ``shard_as`` groups as alias constraints (same sharding on both sides),
 
 and packs them into a :class:`hloshard.costgraph.Problem` with integer costs (``cost_scale`` recorded).
-The solver receives ``Graph.solver_problem``: the same graph with every follower merged into the node it
-follows (exact; skipped under a memory budget so that memory stays exact per tensor).
+The solver receives ``Graph.solver_problem``: the same graph with memory as a tie-breaker
+(:mod:`hloshard.autoshard.tiebreak`: costs times ``K`` plus less than ``K`` in all) and every follower
+merged into the node it follows (exact; skipped under a memory budget so that memory stays exact per
+tensor).
 :func:`solve_module` calls :func:`hloshard.solver.solve_problem` and applies the choice to the IR;
 :func:`evaluate_module` evaluates the shardings a module already carries.  All costs reported are in
 the mesh's cost units (alpha-beta model), memory in bytes per device.
@@ -39,6 +41,7 @@ from ..strategy.registry import BuildContext, build_group
 from .aliases import _add_aliases
 from .merge import merge_followers
 from .resharder import _Resharder
+from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings
 
 
@@ -63,6 +66,8 @@ class Graph:
     schedule: list                   # instructions in schedule order
     computations: list               # processed computations
     warnings: list = field(default_factory=list)
+    #: K of the memory tie-break in ``solver_problem`` (:mod:`hloshard.autoshard.tiebreak`; 1: none)
+    tie_break: int = 1
 
     @property
     def cost_scale(self) -> float:
@@ -234,7 +239,10 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     _add_aliases(graph)
     graph.follows = follows
     graph.kept = kept
-    graph.solver_problem, graph.classes = merge_followers(problem, follows, merge=memory_budget is None)
+    # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
+    # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
+    tb_problem, graph.tie_break = with_memory_tie_break(problem)
+    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
     return graph
 
 
