@@ -45,9 +45,13 @@ from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings
 
 
-#: modules with at most this many instructions (in the computations that get shardings) use the
-#: exhaustive search space (dot / convolution strategies that leave a mesh axis idle)
-EXHAUSTIVE_LIMIT = 500
+#: formerly the module size (instructions) up to which dot / convolution strategies that leave a mesh
+#: axis idle were enumerated.  Every module now gets that full space (the search space no longer
+#: depends on module size; presolve prunes dominated strategies): measured on
+#: ``scripts/make_transformer.py --layers 12`` (2x4 mesh), build 4.1 s full vs 4.5 s restricted, the
+#: solver problem 25,390 vs 22,222 strategies, same written objective after a 20 s solve.  Kept (None)
+#: for code that imports the name.
+EXHAUSTIVE_LIMIT = None
 
 
 
@@ -118,7 +122,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
-    ctx.exhaustive = sum(len(c.instructions) for c in comps) <= EXHAUSTIVE_LIMIT
+    ctx.exhaustive = True   # the full dot / convolution space whatever the module size
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops
