@@ -205,3 +205,14 @@ def test_trip_counts_agree_with_xla_running_the_loops():
         assert trip_count(while_of(text)).count == expected
         (out,) = xla_oracle.run_sharded(text, [np.array(0, dtype=np.int32)])
         assert int(out) == expected, (init, step, direction, bound)
+
+
+def test_solve_and_cost_results_carry_the_loop_warning():
+    from hloshard.autoshard import evaluate_module, solve_module
+    from hloshard.mesh import DeviceMesh
+
+    text = loop_module(0, 1, "LT", 7, init_from_param=True)
+    res = solve_module(parse_module(text), DeviceMesh.parse("8"), time_limit=5, deterministic=True)
+    assert any("while w (line" in w and "assumed 100 iterations" in w for w in res.warnings), res.warnings
+    cost = evaluate_module(parse_module(text), DeviceMesh.parse("8"))
+    assert any("trip count unknown" in w for w in cost.warnings), cost.warnings

@@ -140,6 +140,12 @@ class CostResult:
     def total_cost(self) -> float:
         return self.evaluation.total
 
+    @property
+    def warnings(self) -> list:
+        """Messages for the report (``graph.warnings``), e.g. each ``while`` whose trip count is a guess
+        (``while NAME (line N): trip count unknown (REASON); assumed 100 iterations``)."""
+        return self.graph.warnings
+
 
 
 def evaluate_module(module, mesh, time_limit: float = 30.0, seed: int = 0) -> CostResult:

@@ -35,6 +35,12 @@ class SolveResult:
         return (self.written.evaluation if self.written is not None else self.evaluation).total
 
     @property
+    def warnings(self) -> list:
+        """Messages for the report (``graph.warnings``): loops whose trip count is a guess (named, with
+        the reason), dropped alias constraints, a written plan that costs more than the solver's."""
+        return self.graph.warnings
+
+    @property
     def solver_objective(self) -> float:
         """Total cost of the solver's own choice (before the written shardings are re-evaluated)."""
         return self.evaluation.total
