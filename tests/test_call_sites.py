@@ -121,3 +121,33 @@ def test_two_calls_partition_without_collectives_in_xla():
     a, b = xla_oracle.run_sharded(text, [x, y])
     np.testing.assert_allclose(a, -np.exp(x), rtol=1e-5)
     np.testing.assert_allclose(b, -np.exp(y), rtol=1e-5)
+
+
+def test_nested_sharing_is_flattened_and_prints_in_definition_order():
+    """main calls %g twice and %g calls %f: after flattening, %g, %g.clone1, %f and %f.clone1 each have
+    one call site, and every computation is printed before its first use (the text reparses)."""
+    text = """HloModule nested
+%f (a: f32[8]) -> f32[8] {
+  %a = f32[8] parameter(0)
+  ROOT %n = f32[8] negate(%a)
+}
+%g (b: f32[8]) -> f32[8] {
+  %b = f32[8] parameter(0)
+  ROOT %c = f32[8] call(%b), to_apply=%f
+}
+ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
+  %p = f32[8] parameter(0)
+  %x = f32[8] call(%p), to_apply=%g
+  %y = f32[8] call(%x), to_apply=%g
+  ROOT %t = (f32[8], f32[8]) tuple(%x, %y)
+}
+"""
+    m = parse_module(text)
+    assert flatten_call_graph(m) == [("g", "g.clone1"), ("f", "f.clone1")]
+    again = parse_module(print_module(m))
+    sites: dict = {}
+    for i in again.all_instructions():
+        for c in i.called_computations:
+            sites[c.name] = sites.get(c.name, 0) + 1
+    assert sites == {"f": 1, "f.clone1": 1, "g": 1, "g.clone1": 1}
+    assert again.entry.get("y").attrs["to_apply"].root.attrs["to_apply"].name == "f.clone1"

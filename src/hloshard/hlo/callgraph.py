@@ -64,7 +64,7 @@ def clone_computation(comp: Computation, name: str, suffix: str, taken: set) -> 
 def flatten_call_graph(module) -> list[tuple[str, str]]:
     """Clone every computation that ``while`` / ``call`` / ``conditional`` instructions reach from more
     than one call site (counting the sites in computations reachable from the entry, clones
-    included), so that each site has its own; the first site keeps the original.  The module is
+    included), so that each site has its own; the first site in text order keeps the original.  The module is
     changed in place; returns ``(original, clone)`` name pairs in creation order.
 
     Order: callers before callees (a clone's callees become shared and are cloned in turn)."""
@@ -77,8 +77,11 @@ def flatten_call_graph(module) -> list[tuple[str, str]]:
     # repeat until no computation is reached from two sites (clones add sites for their callees)
     while True:
         order = _reverse_post_order(module)
+        reached = {id(c) for c in order}
         sites: dict[int, list] = {}
-        for comp in order:
+        for comp in module.computations:       # sites in text order: the first one keeps the original
+            if id(comp) not in reached:
+                continue
             for instr in comp.instructions:
                 if instr.opcode in CONTROL_FLOW_OPCODES:
                     for key, j, callee in _sites(instr):
