@@ -151,3 +151,29 @@ ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
             sites[c.name] = sites.get(c.name, 0) + 1
     assert sites == {"f": 1, "f.clone1": 1, "g": 1, "g.clone1": 1}
     assert again.entry.get("y").attrs["to_apply"].root.attrs["to_apply"].name == "f.clone1"
+
+
+def test_cloning_is_capped_and_said():
+    """Sharing nested 3 deep doubles at each level; with a budget of 2 instructions only the first
+    level is cloned (2 instructions) and the rest stays shared, with a warning naming it."""
+    text = """HloModule deep
+%f (a: f32[8]) -> f32[8] {
+  %a = f32[8] parameter(0)
+  ROOT %n = f32[8] negate(%a)
+}
+%g (b: f32[8]) -> f32[8] {
+  %b = f32[8] parameter(0)
+  ROOT %c = f32[8] call(%b), to_apply=%f
+}
+ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
+  %p = f32[8] parameter(0)
+  %x = f32[8] call(%p), to_apply=%g
+  %y = f32[8] call(%x), to_apply=%g
+  ROOT %t = (f32[8], f32[8]) tuple(%x, %y)
+}
+"""
+    m = parse_module(text)
+    warnings: list = []
+    assert flatten_call_graph(m, warnings, max_instructions=2) == [("g", "g.clone1")]
+    assert len(warnings) == 1 and "computation f is called from 2 sites" in warnings[0]
+    parse_module(print_module(m))

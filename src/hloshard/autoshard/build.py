@@ -117,7 +117,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
-    flatten_call_graph(module)   # one computation per call site, as XLA partitions them
+    flatten_call_graph(module, warnings)   # one computation per call site, as XLA partitions them
     comps = processed_computations(module)
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)

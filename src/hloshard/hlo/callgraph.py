@@ -61,16 +61,26 @@ def clone_computation(comp: Computation, name: str, suffix: str, taken: set) -> 
     return new
 
 
-def flatten_call_graph(module) -> list[tuple[str, str]]:
+#: at most this many instructions are created by cloning (nested sharing grows exponentially: a
+#: hostile module must not exhaust memory); beyond it computations stay shared
+MAX_CLONED_INSTRUCTIONS = 1_000_000
+
+
+def flatten_call_graph(module, warnings: list | None = None,
+                       max_instructions: int = MAX_CLONED_INSTRUCTIONS) -> list[tuple[str, str]]:
     """Clone every computation that ``while`` / ``call`` / ``conditional`` instructions reach from more
     than one call site (counting the sites in computations reachable from the entry, clones
-    included), so that each site has its own; the first site in text order keeps the original.  The module is
-    changed in place; returns ``(original, clone)`` name pairs in creation order.
+    included), so that each site has its own; the first site in text order keeps the original.  The
+    module is changed in place; returns ``(original, clone)`` name pairs in creation order.
 
-    Order: callers before callees (a clone's callees become shared and are cloned in turn)."""
+    Order: callers before callees (a clone's callees become shared and are cloned in turn).  When the
+    clones would exceed ``max_instructions`` instructions in all, the remaining computations stay
+    shared (one sharding for all their sites, costed with the summed execution count) and a message
+    naming them is appended to ``warnings``."""
     created: list[tuple[str, str]] = []
     if module.entry is None:
         return created
+    budget = int(max_instructions)
     taken = {i.name for i in module.all_instructions()}
     names = {c.name for c in module.computations}
     done: set[int] = set()
@@ -90,7 +100,15 @@ def flatten_call_graph(module) -> list[tuple[str, str]]:
         if target is None:
             return created
         done.add(id(target))
-        for n, (instr, key, j, callee) in enumerate(sites[id(target)][1:], start=1):
+        extra = sites[id(target)][1:]
+        if len(extra) * len(target.instructions) > budget:
+            if warnings is not None:
+                warnings.append(f"computation {target.name} is called from {len(extra) + 1} sites; cloning it "
+                                f"per site would exceed {max_instructions:,} instructions, so its sites share "
+                                f"one sharding (costed with their summed execution count)")
+            continue
+        budget -= len(extra) * len(target.instructions)
+        for n, (instr, key, j, callee) in enumerate(extra, start=1):
             name = f"{callee.name}.clone{n}"
             while name in names:
                 name += "_"
