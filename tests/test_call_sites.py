@@ -67,6 +67,24 @@ ENTRY %main (p: f32[64]) -> f32[64] {
 }
 """
 
+#: main calls %g twice, %g calls %f
+NESTED_CALLS = """HloModule nested
+%f (a: f32[8]) -> f32[8] {
+  %a = f32[8] parameter(0)
+  ROOT %n = f32[8] negate(%a)
+}
+%g (b: f32[8]) -> f32[8] {
+  %b = f32[8] parameter(0)
+  ROOT %c = f32[8] call(%b), to_apply=%f
+}
+ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
+  %p = f32[8] parameter(0)
+  %x = f32[8] call(%p), to_apply=%g
+  %y = f32[8] call(%x), to_apply=%g
+  ROOT %t = (f32[8], f32[8]) tuple(%x, %y)
+}
+"""
+
 
 def test_flatten_clones_each_extra_site():
     m = parse_module(TWO_CALLS)
@@ -126,23 +144,7 @@ def test_two_calls_partition_without_collectives_in_xla():
 def test_nested_sharing_is_flattened_and_prints_in_definition_order():
     """main calls %g twice and %g calls %f: after flattening, %g, %g.clone1, %f and %f.clone1 each have
     one call site, and every computation is printed before its first use (the text reparses)."""
-    text = """HloModule nested
-%f (a: f32[8]) -> f32[8] {
-  %a = f32[8] parameter(0)
-  ROOT %n = f32[8] negate(%a)
-}
-%g (b: f32[8]) -> f32[8] {
-  %b = f32[8] parameter(0)
-  ROOT %c = f32[8] call(%b), to_apply=%f
-}
-ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
-  %p = f32[8] parameter(0)
-  %x = f32[8] call(%p), to_apply=%g
-  %y = f32[8] call(%x), to_apply=%g
-  ROOT %t = (f32[8], f32[8]) tuple(%x, %y)
-}
-"""
-    m = parse_module(text)
+    m = parse_module(NESTED_CALLS)
     assert flatten_call_graph(m) == [("g", "g.clone1"), ("f", "f.clone1")]
     again = parse_module(print_module(m))
     sites: dict = {}
@@ -156,23 +158,7 @@ ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
 def test_cloning_is_capped_and_said():
     """Sharing nested 3 deep doubles at each level; with a budget of 2 instructions only the first
     level is cloned (2 instructions) and the rest stays shared, with a warning naming it."""
-    text = """HloModule deep
-%f (a: f32[8]) -> f32[8] {
-  %a = f32[8] parameter(0)
-  ROOT %n = f32[8] negate(%a)
-}
-%g (b: f32[8]) -> f32[8] {
-  %b = f32[8] parameter(0)
-  ROOT %c = f32[8] call(%b), to_apply=%f
-}
-ENTRY %main (p: f32[8]) -> (f32[8], f32[8]) {
-  %p = f32[8] parameter(0)
-  %x = f32[8] call(%p), to_apply=%g
-  %y = f32[8] call(%x), to_apply=%g
-  ROOT %t = (f32[8], f32[8]) tuple(%x, %y)
-}
-"""
-    m = parse_module(text)
+    m = parse_module(NESTED_CALLS)
     warnings: list = []
     assert flatten_call_graph(m, warnings, max_instructions=2) == [("g", "g.clone1")]
     assert len(warnings) == 1 and "computation f is called from 2 sites" in warnings[0]

@@ -9,11 +9,13 @@ The steps, one file each:
 * :mod:`.solve` -- :func:`solve_graph`, :func:`solve_module`, :class:`SolveResult`;
 * :mod:`.apply` -- the chosen shardings written on the IR (:func:`apply_choice`);
 * :mod:`.evaluate` -- cost breakdown of a choice, :func:`evaluate_module` behind ``hloshard cost``;
-* :mod:`.report` -- infeasible-budget messages and solver node ids named by instruction.
+* :mod:`.report` -- infeasible-budget messages and solver node ids named by instruction;
+* :mod:`.tiebreak` -- memory as a tie-breaker in the solver's problem (never in a reported cost).
 
 Every name below is re-exported so that ``from hloshard.autoshard import X`` keeps working.
 """
 
+from ..cost.liveness import computation_order as _post_order  # noqa: F401  (the old private name)
 from .aliases import _add_aliases, _add_shard_as_groups, _flat_leaf
 from .apply import _same_sharding, apply_choice, instruction_sharding, leaf_spec
 from .build import (
@@ -28,6 +30,7 @@ from .merge import _sat_add, merge_followers
 from .report import _failed, _name_nodes, infeasible_message, minimum_memory_check
 from .resharder import _key, _Resharder, _unique
 from .solve import SolveResult, solve_graph, solve_module
+from .tiebreak import real_part, with_memory_tie_break
 from .user_shardings import KEEP_MODES, _check_user_sharding, _target, user_shardings
 
 __all__ = [
@@ -35,5 +38,5 @@ __all__ = [
     "build_graph", "choose_scale", "evaluate_choice", "evaluate_module", "infeasible_message",
     "instruction_sharding", "leaf_spec", "merge_followers", "minimum_memory_check", "peak_memory",
     "per_instruction_costs", "processed_computations", "reshardings_of", "solve_graph", "solve_module",
-    "top_edges", "user_shardings",
+    "top_edges", "user_shardings", "with_memory_tie_break", "real_part",
 ]
