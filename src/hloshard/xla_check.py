@@ -291,23 +291,8 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
     """
     if not texts:
         return []
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_partitions}"
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    payload = json.dumps({"num_partitions": num_partitions, "texts": list(texts)})
-    try:
-        proc = subprocess.run([_python(), "-m", "hloshard.xla_check"], input=payload, capture_output=True,
-                              text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise InputError(f"XLA check timed out after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr or "").strip().splitlines()
-        if any("No module named 'jax" in t for t in tail):
-            raise InputError("--xla needs jax and jaxlib (pip install 'hloshard[xla]')")
-        msg = tail[-1] if tail else f"exit code {proc.returncode}"
-        raise InputError(f"XLA check failed: {msg}")
-    data = json.loads(proc.stdout)
+    data = run_jax_child("hloshard.xla_check", {"num_partitions": num_partitions, "texts": list(texts)},
+                         num_partitions, timeout, what="XLA check", flag="--xla")
     out = []
     for r in data["results"]:
         text = r.get("partitioned")
@@ -315,6 +300,32 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
                              error=r.get("error"), has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
+
+
+def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, what: str,
+                  flag: str) -> dict:
+    """Run ``python -m MODULE`` with ``payload`` as JSON on stdin and return its JSON stdout.
+
+    The child sees ``num_devices`` fake CPU devices (``XLA_FLAGS`` set before it imports jax); jax is
+    never imported here. Raises InputError naming ``flag`` and the ``xla`` extra when jax is missing,
+    ``what`` and the last stderr line when the child fails, or a time-out after ``timeout`` seconds.
+    """
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(int(num_devices), 1)}"
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    try:
+        proc = subprocess.run([_python(), "-m", module], input=json.dumps(payload), capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{what} timed out after {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()
+        if any("No module named 'jax" in t for t in tail):
+            raise InputError(f"{flag} needs jax and jaxlib (pip install 'hloshard[xla]')")
+        msg = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise InputError(f"{what} failed: {msg}")
+    return json.loads(proc.stdout)
 
 
 if __name__ == "__main__":  # pragma: no cover

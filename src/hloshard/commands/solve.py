@@ -148,16 +148,17 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
             workers, seed, deterministic, export_problem, quiet):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
-    from ..hlo import parse_module, print_module
+    from ..hlo import print_module
     from ..hlo.verify import verify_module
-    from ..io import read_text, write_text_atomic
+    from ..io import write_text_atomic
+    from ..load import load_module
+    from ..sdy import annotate_module
 
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
-    text = read_text(module_file)
-    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     show = not quiet and sys.stderr.isatty()
@@ -174,6 +175,7 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     if report_file:
         write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
