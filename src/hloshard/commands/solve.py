@@ -162,9 +162,12 @@ def print_summary(report: dict) -> None:
 @click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
 @click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
+@click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
+                   "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
-            workers, seed, deterministic, export_problem, quiet):
+            workers, seed, deterministic, export_problem, quiet, partition_specs_file=None):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
     from ..hlo import print_module
@@ -198,6 +201,10 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
+    if partition_specs_file:
+        from ..partition_specs import write_partition_specs
+
+        write_partition_specs(partition_specs_file, module, dmesh)
     if report_file:
         write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
     write_text_atomic(output or "-", out_text)
