@@ -8,7 +8,10 @@ row-parallel weights on 'model', batch on 'data'; MoE: experts on 'model', batch
 parallel (weights replicated, batch on 'data'). Per plan: the collectives of the raw
 ``after_spmd-partitioning`` HLO, as ring bytes per device (``hloshard.cost.collectives.ring_bytes``
 of each collective's per-device bytes and group size), and ``compiled.memory_analysis()``
-(argument + output + temp - alias bytes per device); the outputs of hloshard's plan against the
+(argument + output + temp - alias bytes per device); hloshard's plan is ``jax.jit(res.fn,
+in_shardings=res.in_shardings, out_shardings=res.out_shardings)`` (``res.fn`` carries the intermediate
+shardings as constraints; ``hloshard_io_only`` is ``fn`` with only the parameter / output shardings,
+for comparison); the outputs of hloshard's plan against the
 unsharded function on random data. Prints one JSON object (``{"models": {name: {...}}}``).
 
 The budget rule (the same for every model, nothing tuned per model): half way between the manual
@@ -168,7 +171,10 @@ def run_model(name: str) -> dict:
     t0 = time.monotonic()
     res = auto_shard(fn, *args, mesh=mesh, memory_budget=budget, time_limit=TIME_LIMIT)
     seconds = time.monotonic() - t0
-    ours = measure(fn, args, res.in_shardings, res.out_shardings)
+    # jax.jit(res.fn, in_shardings=..., out_shardings=...): the whole plan (intermediates as constraints)
+    ours = measure(res.fn, args, res.in_shardings, res.out_shardings)
+    io_only = measure(fn, args, res.in_shardings, res.out_shardings)  # what propagation reaches from io alone
+    io_only.pop("compiled")
     # numerics: hloshard's plan against the unsharded function on random data
     rng = np.random.default_rng(0)
     leaves, tree = jax.tree_util.tree_flatten(args)
@@ -183,7 +189,8 @@ def run_model(name: str) -> dict:
     specs = [str(s.spec) for s in jax.tree_util.tree_leaves(res.in_shardings)]
     for d in (man, rep, ours):
         d.pop("compiled")
-    return {"budget": int(budget), "hloshard": ours, "manual": man, "data_parallel": rep,
+    return {"budget": int(budget), "hloshard": ours, "hloshard_io_only": io_only, "manual": man,
+            "data_parallel": rep, "constraints": len(res.constraints),
             "max_rel_err": err, "in_specs": specs, "solve_seconds": round(seconds, 2),
             "solver_status": res.report["status"], "predicted_peak": res.report["peak_memory_per_device"],
             "replicated_fits": rep["peak_bytes"] <= budget}
