@@ -227,39 +227,18 @@ def write_partition_specs(path: str, module, dmesh) -> None:
 def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import tempfile
 
-    import numpy as np
+    from .xla_check import compile_with_dump
 
     request = json.load(sys.stdin)
-    n = int(request["n"])
-    import jax.extend
-    import jax.extend.backend
-    import jax.extend.mlir
-    from jax._src.lib import xla_client as xc
-
     try:
         with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
-            mod = xc.hlo.hlo_module_from_text(request["text"])
-            mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
-            backend = jax.extend.backend.get_backend("cpu")
-            opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
-                                                          device_assignment=np.arange(n).reshape(1, n),
-                                                          backend=backend)
-            b = opts.executable_build_options
-            b.use_shardy_partitioner = False
-            b.allow_spmd_sharding_propagation_to_output = [False]
-            b.allow_spmd_sharding_propagation_to_parameters = [False]
-            b.debug_options.xla_dump_to = dump
-            b.debug_options.xla_dump_hlo_pass_re = "sharding-propagation"
-            b.debug_options.xla_backend_optimization_level = 0
-            b.debug_options.xla_llvm_disable_expensive_passes = True
-            backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+            compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation")
             files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
             out = {"text": open(files[-1]).read()} if files else {"error": "no sharding-propagation dump"}
     except Exception as exc:  # noqa: BLE001
         out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     json.dump(out, sys.stdout)
     return 0
-
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(_child_main())

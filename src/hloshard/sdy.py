@@ -127,30 +127,20 @@ def _split_meshes(text: str) -> list[tuple[str, str]]:
 
 
 def module_meshes(module) -> dict[str, SdyMesh]:
-    """The named meshes of the module's ``xla.sdy.meshes`` frontend attribute (empty when absent)."""
+    """The named meshes of the module's ``xla.sdy.meshes`` frontend attribute (empty when absent).
+    Raises InputError on a mesh it cannot read."""
+    from .hlo.attributes import decode_attr
+
     fa = getattr(module, "attrs", {}).get("frontend_attributes")
     if not fa:
         return {}
-    raw = str(fa)
-    m = re.search(re.escape(SDY_MESHES) + r"\s*=\s*", raw)
-    if not m:
+    try:
+        pairs = dict(decode_attr("frontend_attributes", str(fa)))
+    except Exception:  # noqa: BLE001 - the parser accepted it; an unreadable value names no mesh
         return {}
-    rest = raw[m.end():]
-    if rest.startswith('"'):
-        j = 1
-        while j < len(rest) and not (rest[j] == '"' and rest[j - 1] != "\\"):
-            j += 1
-        value = rest[:j + 1]
-    else:
-        depth, j = 0, 0
-        for j, ch in enumerate(rest):
-            if ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    break
-        value = rest[:j + 1]
+    value = pairs.get(SDY_MESHES)
+    if not value:
+        return {}
     return {name: parse_mesh(body, name) for name, body in _split_meshes(value)}
 
 

@@ -69,56 +69,42 @@ def _diagnostic(error: str, text: str, filename: str) -> HloSyntaxError:
 _LOC_ALIAS = re.compile(r'^(#loc\d*)\s*=\s*loc\("((?:[^"\\]|\\.)*)"\)\s*$', re.M)
 
 
-def _split_top(text: str) -> list[str]:
-    """Split at commas outside (), <>, {}, [] and strings."""
-    out, depth, cur, in_str, esc = [], 0, [], False, False
-    for ch in text:
-        if in_str:
-            cur.append(ch)
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"':
-            in_str = True
-        elif ch in "(<{[":
-            depth += 1
-        elif ch in ")>}]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-            continue
-        cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
-def _group(text: str, start: int) -> tuple[str, int]:
-    """Contents of the parenthesised group opening at ``text[start] == '('`` and the index after it."""
+def _scan(text: str, start: int = 0):
+    """``(index, char, depth)`` of every character from ``start`` outside string literals; depth counts
+    open (), <>, {}, [] before the character (after it for a closing one)."""
     depth, in_str, esc = 0, False, False
     for i in range(start, len(text)):
         ch = text[i]
         if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
+            esc, in_str = (False, True) if esc else (ch == "\\", ch != '"')
             continue
         if ch == '"':
             in_str = True
-        elif ch == "(":
+            continue
+        if ch in "(<{[":
             depth += 1
-        elif ch == ")":
+        elif ch in ")>}]":
             depth -= 1
-            if depth == 0:
-                return text[start + 1:i], i + 1
+        yield i, ch, depth
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at commas outside brackets and strings."""
+    out, last = [], 0
+    for i, ch, depth in _scan(text):
+        if ch == "," and depth == 0:
+            out.append(text[last:i].strip())
+            last = i + 1
+    if text[last:].strip():
+        out.append(text[last:].strip())
+    return out
+
+
+def _group(text: str, start: int) -> tuple[str, int]:
+    """Contents of the bracketed group opening at ``text[start]`` and the index after it."""
+    for i, ch, depth in _scan(text, start):
+        if depth == 0:
+            return text[start + 1:i], i + 1
     return text[start + 1:], len(text)
 
 

@@ -228,31 +228,11 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import glob
     import tempfile
 
-    import jax
-    import jax.extend  # noqa: F401
-    import jax.extend.backend
-    import jax.extend.mlir
-    from jax._src.lib import xla_client as xc
-
-    backend = jax.extend.backend.get_backend("cpu")
     results = []
     for text in request["texts"]:
         try:
             with tempfile.TemporaryDirectory(prefix="hloshard-xla-") as dump:
-                mod = xc.hlo.hlo_module_from_text(text)
-                mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
-                opts = jax.extend.backend.get_compile_options(
-                    num_replicas=1, num_partitions=n,
-                    device_assignment=np.arange(n).reshape(1, n), backend=backend)
-                b = opts.executable_build_options
-                b.use_shardy_partitioner = False
-                b.allow_spmd_sharding_propagation_to_output = [False]
-                b.allow_spmd_sharding_propagation_to_parameters = [False]
-                b.debug_options.xla_dump_to = dump
-                b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
-                b.debug_options.xla_backend_optimization_level = 0
-                b.debug_options.xla_llvm_disable_expensive_passes = True
-                backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+                compile_with_dump(text, n, dump, "spmd-partitioning")
                 files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
                 raw = open(files[0]).read() if files else None
                 results.append({"partitioned": raw, "error": None if raw else "no spmd-partitioning dump"})
@@ -260,6 +240,32 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
             results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
     return 0
+
+
+def compile_with_dump(text: str, n: int, dump: str, pass_re: str) -> None:  # pragma: no cover - child side
+    """Child side (imports jax): parse HLO ``text`` with jaxlib, convert it to StableHLO and compile it
+    for ``n`` partitions with GSPMD (Shardy off; no propagation to parameters / outputs; CPU backend
+    optimisations off), dumping the HLO around the passes matching ``pass_re`` into ``dump``."""
+    import jax
+    import jax.extend  # noqa: F401
+    import jax.extend.backend
+    import jax.extend.mlir
+    from jax._src.lib import xla_client as xc
+
+    backend = jax.extend.backend.get_backend("cpu")
+    mod = xc.hlo.hlo_module_from_text(text)
+    mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
+                                                  device_assignment=np.arange(n).reshape(1, n), backend=backend)
+    b = opts.executable_build_options
+    b.use_shardy_partitioner = False
+    b.allow_spmd_sharding_propagation_to_output = [False]
+    b.allow_spmd_sharding_propagation_to_parameters = [False]
+    b.debug_options.xla_dump_to = dump
+    b.debug_options.xla_dump_hlo_pass_re = pass_re
+    b.debug_options.xla_backend_optimization_level = 0
+    b.debug_options.xla_llvm_disable_expensive_passes = True
+    backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
 
 
 def _python() -> str:
