@@ -6,8 +6,7 @@ For each model (an MLP train step, a transformer train step, an MoE layer; small
 sharded and a memory budget replication does not fit), the manual plan (Megatron: column- then
 row-parallel weights on 'model', batch on 'data'; MoE: experts on 'model', batch on 'data') and data
 parallel (weights replicated, batch on 'data'). Per plan: the collectives of the raw
-``after_spmd-partitioning`` HLO, as ring bytes per device (``hloshard.cost.collectives.ring_bytes``
-of each collective's per-device bytes and group size), and ``compiled.memory_analysis()``
+``after_spmd-partitioning`` HLO, as ring bytes per device (``tests/xla_bytes.collective_bytes``), and ``compiled.memory_analysis()``
 (argument + output + temp - alias bytes per device); hloshard's plan is ``jax.jit(res.fn,
 in_shardings=res.in_shardings, out_shardings=res.out_shardings)`` (``res.fn`` carries the intermediate
 shardings as constraints; ``hloshard_io_only`` is ``fn`` with only the parameter / output shardings,
@@ -133,25 +132,18 @@ def _named(mesh, specs):
 def measure(fn, args, in_sh, out_sh) -> dict:
     """XLA's figures for ``jax.jit(fn, in_shardings, out_shardings)``: ring bytes per device of the raw
     SPMD partitioner output's collectives, and memory_analysis bytes per device."""
-    from hloshard.cost.collectives import ring_bytes
-    from hloshard.hlo.shape import parse_shape
-    from hloshard.xla_check import parse_collectives
+    from tests.xla_bytes import collective_bytes
 
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(*args)
     with tempfile.TemporaryDirectory(prefix="hloshard-e2e-") as dump:
         compiled = lowered.compile(compiler_options={"xla_dump_to": dump,
                                                      "xla_dump_hlo_pass_re": "spmd-partitioning"})
         raw = open(sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))[-1]).read()
-    total = 0.0
+    counted = collective_bytes(raw)
+    total = sum(c["bytes"] for c in counted)
     kinds: dict = {}
-    for c in parse_collectives(raw):
-        nbytes = parse_shape(c.shape).byte_size
-        n = len(c.replica_groups[0]) if c.replica_groups else 8
-        if c.kind == "reduce-scatter":
-            nbytes *= n  # ring formula takes the operand bytes
-        b = ring_bytes(c.kind, nbytes, n)
-        total += b
-        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    for c in counted:
+        kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
     m = compiled.memory_analysis()
     peak = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
     return {"comm_bytes": int(round(total)), "peak_bytes": int(peak), "collectives": kinds,
