@@ -65,3 +65,36 @@ def test_cli_does_not_import_jax():
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert proc.stdout.split() == ["0", "False"], proc.stderr[-2000:]
+
+
+def test_memory_budget_device_names():
+    from hloshard.errors import UsageError
+    from hloshard.units import parse_memory_budget
+
+    assert parse_memory_budget("tpu-v5e") == 16 * 2**30       # 16 GiB HBM per v5e chip
+    assert parse_memory_budget("H100-80GB") == 80 * 2**30     # case-insensitive
+    assert parse_memory_budget("64MiB") == 64 * 2**20
+    with pytest.raises(UsageError, match="tpu-v4"):           # the message lists the known names
+        parse_memory_budget("tpu-v99")
+
+
+def test_solve_report_names_the_tensors_at_peak(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from hloshard.cli import main
+
+    rep = tmp_path / "r.json"
+    r = CliRunner().invoke(main, ["solve", str(ROOT / "samples" / "mlp_train_step.pre.hlo"), "--mesh", "2x4",
+                                  "--memory-budget", "tpu-v5e", "-o", str(tmp_path / "o.hlo"), "--report", str(rep),
+                                  "--quiet", "--deterministic", "--time-limit", "10"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(rep.read_text())
+    assert report["memory_budget"] == 16 * 2**30
+    top = report["peak_tensors"]
+    assert top and top == sorted(top, key=lambda t: -t["bytes_per_device"])
+    assert sum(t["bytes_per_device"] for t in top) <= report["peak_memory_per_device"]
+    w1 = [t for t in top if t["name"] == "params_0_.1"]
+    # w1 = f32[512,1024] kept at P(None, 'model'): 512 * 1024 * 4 bytes / 4 shards = 524,288 bytes per device
+    assert w1 and w1[0]["bytes_per_device"] == 524288
