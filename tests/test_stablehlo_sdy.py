@@ -19,7 +19,7 @@ import pytest
 from hloshard.autoshard import solve_module
 from hloshard.hlo import parse_file, parse_module, print_module
 from hloshard.mesh import DeviceMesh
-from hloshard.sdy import SdyMesh, annotate_module, dim_axes, module_mesh, module_sdy_mesh, to_sdy
+from hloshard.sdy import SdyMesh, annotate_module, dim_axes, module_mesh, module_meshes, module_sdy_mesh, to_sdy
 from hloshard.hlo.sharding import HloSharding
 from tests.conftest import SAMPLES, require_jax
 
@@ -45,6 +45,15 @@ def test_module_mesh_of_samples():
     m = parse_file(str(SAMPLES / "mlp_train_step.shardy.pre.hlo"))
     assert module_mesh(m) == (("data", "model"), (2, 4))
     assert module_mesh(parse_file(str(SAMPLES / "mlp_train_step.pre.hlo"))) is None
+    # several meshes (XLA's round-trip form): the one the shardings name wins; a maximal mesh has no axes
+    text = ('HloModule m, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<["a"=8, "b"=8]>, '
+            'mesh2 = #sdy.mesh<["a"=1, "b"=4]>, maximal_mesh = #sdy.mesh<[], device_ids=[0]>}}\n'
+            'ENTRY e {\n  ROOT p = f32[4] parameter(0), frontend_attributes='
+            '{xla.sdy.sharding="#sdy.sharding<@mesh2, [{\\"b\\"}]>"}\n}\n')
+    m = parse_module(text)
+    assert sorted(module_meshes(m)) == ["maximal_mesh", "mesh", "mesh2"]
+    assert module_meshes(m)["maximal_mesh"].device_ids == (0,)
+    assert module_mesh(m) == (("a", "b"), (1, 4))
 
 
 def test_dim_axes_hand_derived():

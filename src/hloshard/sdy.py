@@ -112,17 +112,11 @@ def _split_meshes(text: str) -> list[tuple[str, str]]:
     if t.startswith("{") and t.endswith("}"):
         t = t[1:-1]
     out = []
+    from .stablehlo import bracketed
+
     for m in re.finditer(r'(?:"((?:[^"\\]|\\.)*)"|([\w.\-$]+))\s*=\s*#sdy\.mesh(<)', t):
-        start = m.start(3)
-        depth = 0
-        for i in range(start, len(t)):
-            if t[i] == "<":
-                depth += 1
-            elif t[i] == ">":
-                depth -= 1
-                if depth == 0:
-                    out.append((m.group(1) or m.group(2), t[start:i + 1]))
-                    break
+        inner, _ = bracketed(t, m.start(3))
+        out.append((m.group(1) or m.group(2), "<" + inner + ">"))
     return out
 
 

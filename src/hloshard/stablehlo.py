@@ -100,8 +100,9 @@ def _split_top(text: str) -> list[str]:
     return out
 
 
-def _group(text: str, start: int) -> tuple[str, int]:
-    """Contents of the bracketed group opening at ``text[start]`` and the index after it."""
+def bracketed(text: str, start: int) -> tuple[str, int]:
+    """Contents of the MLIR bracketed group ((), <>, {} or []; strings skipped) opening at ``text[start]``
+    and the index after it (the rest of the text when it does not close)."""
     for i, ch, depth in _scan(text, start):
         if depth == 0:
             return text[start + 1:i], i + 1
@@ -123,7 +124,7 @@ def mlir_signature(text: str) -> dict[str, list[str | None]]:
     if not m:
         return {"args": [], "results": []}
     aliases = {a: _unescape(v) for a, v in _LOC_ALIAS.findall(text)}
-    args_text, pos = _group(text, m.end() - 1)
+    args_text, pos = bracketed(text, m.end() - 1)
     args = []
     for a in _split_top(args_text):
         info = re.search(r'jax\.arg_info\s*=\s*"((?:[^"\\]|\\.)*)"', a)
@@ -141,7 +142,7 @@ def mlir_signature(text: str) -> dict[str, list[str | None]]:
     if r:
         body = rest[r.end():]
         if body.startswith("("):
-            res_text, _ = _group(body, 0)
+            res_text, _ = bracketed(body, 0)
             items = _split_top(res_text)
         else:  # one result without attributes: ``-> tensor<f32> {``
             items = [""]
