@@ -11,7 +11,9 @@ parallel (weights replicated, batch on 'data'). Per plan: the collectives of the
 in_shardings=res.in_shardings, out_shardings=res.out_shardings)`` (``res.fn`` carries the intermediate
 shardings as constraints; ``hloshard_io_only`` is ``fn`` with only the parameter / output shardings,
 for comparison); the outputs of hloshard's plan against the
-unsharded function on random data. Prints one JSON object (``{"models": {name: {...}}}``).
+unsharded function on random data. Prints one JSON object (``{"models": {name: {...}}}``);
+``--bench`` adds the "io only" plan and the constraint count (``python tests/jax_e2e_models.py
+--bench``, the BENCHMARKS.md run).
 
 The budget rule (the same for every model, nothing tuned per model): half way between the manual
 plan's and the data-parallel plan's peak memory per device by XLA, so replication does not fit and
@@ -150,7 +152,7 @@ def measure(fn, args, in_sh, out_sh) -> dict:
             "compiled": compiled}
 
 
-def run_model(name: str) -> dict:
+def run_model(name: str, bench: bool = False) -> dict:
     import time
 
     from hloshard.jax import auto_shard
@@ -161,12 +163,14 @@ def run_model(name: str) -> dict:
     rep = measure(fn, args, _named(mesh, dp[0]), _named(mesh, dp[1]))
     budget = (man["peak_bytes"] + rep["peak_bytes"]) // 2
     t0 = time.monotonic()
-    res = auto_shard(fn, *args, mesh=mesh, memory_budget=budget, time_limit=TIME_LIMIT)
+    res = auto_shard(fn, *args, mesh=mesh, memory_budget=budget, time_limit=TIME_LIMIT, with_constraints=bench)
     seconds = time.monotonic() - t0
     # jax.jit(res.fn, in_shardings=..., out_shardings=...): the whole plan (intermediates as constraints)
     ours = measure(res.fn, args, res.in_shardings, res.out_shardings)
-    io_only = measure(fn, args, res.in_shardings, res.out_shardings)  # what propagation reaches from io alone
-    io_only.pop("compiled")
+    io_only = None
+    if bench:  # what XLA's propagation reaches from the parameter / output shardings alone
+        io_only = measure(fn, args, res.in_shardings, res.out_shardings)
+        io_only.pop("compiled")
     # numerics: hloshard's plan against the unsharded function on random data
     rng = np.random.default_rng(0)
     leaves, tree = jax.tree_util.tree_flatten(args)
@@ -189,8 +193,9 @@ def run_model(name: str) -> dict:
 
 
 def main(argv) -> int:
-    names = argv or list(MODELS)
-    out = {"models": {n: run_model(n) for n in names}}
+    bench = "--bench" in argv     # BENCHMARKS.md figures: also "io only" and the constraint count
+    names = [a for a in argv if a != "--bench"] or list(MODELS)
+    out = {"models": {n: run_model(n, bench) for n in names}}
     sys.stdout.write(json.dumps(out) + "\n")
     return 0
 
