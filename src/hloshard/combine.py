@@ -276,77 +276,21 @@ def replica_group_problems(replica_groups, bound: int | None = None, limit: int 
 def collective_problems(instr: Instruction, num_devices: int | None = None) -> list[str]:
     """What is wrong with a (possibly variadic) all-gather / reduce-scatter / all-reduce; ``[]`` if valid.
 
-    Checks: at least one operand; one result leaf per operand (an N-tuple for N operands, or one array);
-    valid replica groups (:func:`replica_group_problems` against :func:`replica_id_bound`); for all-gather / reduce-scatter exactly one ``dimensions`` entry within
-    every operand's rank; per operand, the result has the operand's element type and shape except along
-    the dimension (all-gather: times the group size; reduce-scatter: divided by it; all-reduce: equal);
-    for reductions a ``to_apply`` whose parameters have each operand's element type.
-    ``num_devices`` is the group size when ``replica_groups`` is empty (all devices); unknown -> the
-    group-size factor is only checked for divisibility.
+    The validator is :func:`hloshard.hlo.collective_checks.collective_problems` (shared with lint's
+    HS301-HS305 and ``verify_module``): operand count, replica groups (against combine's
+    :func:`replica_id_bound`, stricter than XLA's with one replica), ``dimensions``, per-operand
+    result shape and element type, the reduction computation's types. ``num_devices`` stands for
+    the partition count when the module does not state ``num_partitions``; without either, group
+    sizes are only checked for consistency. The verifier's coverage rule (groups naming every
+    participant) is ``verify_module``'s, not combine's.
     """
-    kind = instr.opcode
-    out: list[str] = []
-    ops = instr.operands
-    if not ops:
-        return [f"{kind} has no operands"]
-    leaves = _leaves(instr.shape)
-    if len(leaves) != len(ops):
-        return [f"{kind} has {len(ops)} operands but its result has {len(leaves)} "
-                f"{'element' if len(leaves) == 1 else 'elements'}"]
-    rg = instr.attrs.get("replica_groups")
-    if rg is not None:
-        group_problems = replica_group_problems(rg, replica_id_bound(instr, num_devices))
-        if group_problems:   # the group size below would be meaningless
-            return out + [f"{kind}: {p}" for p in group_problems]
-    g = _group_size(instr, num_devices)
-    dim = None
-    if kind in ("all-gather", "reduce-scatter"):
-        dims = instr.dimensions
-        if not dims or len(dims) != 1:
-            out.append(f"{kind} needs exactly one dimension in dimensions={{...}}, got {dims}")
-            return out
-        dim = dims[0]
-    for i, (op, res) in enumerate(zip(ops, leaves)):
-        what = f"operand {i} ({op.name}: {op.shape.to_string(layout=False)})"
-        if not op.shape.is_array or not res.is_array:
-            out.append(f"{what}: {kind} operands and results must be arrays")
-            continue
-        if op.shape.element_type != res.element_type:
-            out.append(f"{what}: result element type {res.element_type} differs from the operand's")
-        if dim is not None and not 0 <= dim < op.shape.rank:
-            out.append(f"{what}: dimension {dim} is out of range for rank {op.shape.rank}")
-            continue
-        if res.rank != op.shape.rank:
-            out.append(f"{what}: result {res.to_string(layout=False)} has a different rank")
-            continue
-        for d, (a, r) in enumerate(zip(op.shape.dims, res.dims)):
-            if d != dim:
-                if a != r:
-                    out.append(f"{what}: result {res.to_string(layout=False)} differs in dimension {d}")
-                    break
-            elif kind == "all-gather":
-                ok = (r == a * g) if g else (a > 0 and r % a == 0) or (a == 0 and r == 0)
-                if not ok:
-                    out.append(f"{what}: all-gather result dimension {d} is {r}, expected "
-                               f"{a * g if g else 'a multiple of ' + str(a)}")
-            else:  # reduce-scatter
-                ok = (a == r * g) if g else (r > 0 and a % r == 0) or (r == 0 and a == 0)
-                if not ok:
-                    out.append(f"{what}: reduce-scatter result dimension {d} is {r}, expected "
-                               f"{a // g if g and a % g == 0 else 'operand / group size'}")
-    if kind in ("all-reduce", "reduce-scatter"):
-        red = instr.attrs.get("to_apply")
-        if not isinstance(red, Computation):
-            out.append(f"{kind} has no reduction computation (to_apply)")
-        else:
-            ptypes = {p.shape.element_type for p in red.parameters}
-            if len(ptypes) == 1:
-                ptype = next(iter(ptypes))
-                bad = [f"{o.name}: {o.shape.element_type}" for o in ops
-                       if o.shape.is_array and o.shape.element_type != ptype]
-                if bad:
-                    out.append(f"reduction {red.name} is typed {ptype} but operands are {', '.join(bad)}")
-    return out
+    from .hlo.collective_checks import collective_problems as _problems
+
+    module = instr.parent.parent if instr.parent is not None else None
+    p = (module.num_partitions if module is not None else None) or num_devices
+    r = module.num_replicas if module is not None else None
+    return [pr.message for pr in _problems(instr, p, r, id_bound=replica_id_bound(instr, num_devices),
+                                           coverage=False)]
 
 
 def validate_collectives(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
