@@ -390,6 +390,31 @@ def _changed_neighbours(graph, free_instrs, target, base, choice) -> list:
     return out
 
 
+#: most nodes a neighbourhood grows to when it takes in the nodes that follow its members
+MAX_FOLLOWERS = 400
+
+
+def _with_followers(graph, nodes: set) -> set:
+    """``nodes`` plus every node tied to one of them by following (the same decision: the follower
+    merge classes of the cost graph), so that fixing the rest does not pin the neighbourhood through a
+    follower chain; at most :data:`MAX_FOLLOWERS` nodes are added, nearest classes first."""
+    classes = getattr(graph, "classes", None)
+    if classes is None:
+        return set(nodes)
+    want = {classes[v] for v in nodes}
+    members: dict = {}
+    for v, c in enumerate(classes):
+        if c in want:
+            members.setdefault(c, []).append(v)
+    out = set(nodes)
+    for c in sorted(want, key=lambda c: len(members[c])):
+        extra = [v for v in members[c] if v not in out]
+        if len(out) + len(extra) - len(nodes) > MAX_FOLLOWERS:
+            continue
+        out.update(extra)
+    return out
+
+
 def _map_choice(g1, c1, g2) -> tuple[list, list]:
     """Carry the choice ``c1`` of graph ``g1`` over to ``g2`` (the same module with some annotations
     removed): per node of ``g2`` the strategy with the same name, output and operand requirements as the
@@ -501,8 +526,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
                 m = _allowed_for(graph, node, leaf, spec)
                 if m.any():
                     masks[node] = m
-    free_nodes = sorted({v for i in free_instrs for v, _ in _nodes_of(graph, i)} |
-                        {v for v in missing if id(graph.nodes[v].instr) not in free_ids})
+    free_nodes = {v for i in free_instrs for v, _ in _nodes_of(graph, i)} | \
+        {v for v in missing if id(graph.nodes[v].instr) not in free_ids}
+    free_nodes = sorted(_with_followers(graph, free_nodes))
     base = resolve_neighbourhood(graph, free_nodes, mapped, masks)
     if base is None:  # the neighbourhood's own shardings cannot be reproduced with the rest fixed
         base = _solve_restricted(graph, masks, time_limit)
@@ -579,7 +605,11 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
             cands.sort(key=lambda s: local[_spec_key(s)])
             notes.append(f"{len(cands)} alternative shardings; the {MAX_CANDIDATES} locally cheapest were re-solved")
             cands = cands[:MAX_CANDIDATES]
-        rows = [r for r in (evaluate_alt(s) for s in cands) if r.get("possible")]
+        evaluated = [evaluate_alt(s) for s in cands]
+        rows = [r for r in evaluated if r.get("possible")]
+        if len(rows) < len(evaluated):
+            notes.append(f"{len(evaluated) - len(rows)} of {len(evaluated)} alternative shardings are not possible "
+                         f"with the rest of the module kept as it is")
         rows.sort(key=lambda r: (r["total_change"], r["sharding"]))
         data["alternatives"] = rows[:alternatives]
         data["alternatives_considered"] = len(cands)
