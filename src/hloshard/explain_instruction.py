@@ -752,7 +752,8 @@ def render_text(expl: Explanation, console) -> None:
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left")
         for col in ("sharding", "total change", "compute", "comm", "resharding", "memory / device", "neighbours moved"):
-            t.add_column(col, justify="left" if col in ("sharding",) else "right")
+            t.add_column(col, justify="left" if col in ("sharding",) else "right",
+                         overflow="fold", min_width=30 if col == "sharding" else None)
         for a in d["alternatives"]:
             c = a["change"]
             t.add_row(a["sharding"], f"{a['total_change']:+,.2f}", f"{c['compute']:+,.2f}",

@@ -66,6 +66,28 @@ def step(label: str, enabled: bool):
         yield
 
 
+class _Spinner:
+    """A started :func:`step` that is stopped explicitly (idempotent), or when the command ends."""
+
+    def __init__(self, label: str, enabled: bool):
+        self._cm = step(label, enabled)
+        self._cm.__enter__()
+        self._open = True
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(self.stop)
+
+    def stop(self) -> None:
+        if self._open:
+            self._open = False
+            self._cm.__exit__(None, None, None)
+
+
+def start_step(label: str, enabled: bool) -> _Spinner:
+    """Like :func:`step`, for code that cannot be indented under a ``with``: call ``.stop()``."""
+    return _Spinner(label, enabled)
+
+
 @contextlib.contextmanager
 def stop_on_interrupt():
     """Make Ctrl-C stop a running CP-SAT search at once (see the module docstring).

@@ -15,6 +15,7 @@ import json
 
 import click
 
+from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import mesh_from_options, mesh_options
 
 
@@ -57,21 +58,21 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
     says how many in the summary and lists them under "unannotated" in --format json.
     """
+    check_outputs(output=output)
+    note_input(module_file)
+    show = show_progress()
+    parsing = start_step(f"parsing {module_file}", show)
     from ..autoshard import evaluate_module
     from ..hlo import parse_module
     from ..hlo.verify import verify_module
     from ..io import read_text, write_text_atomic
-    from .common import check_outputs, note_input, show_progress, step
 
-    check_outputs(output=output)
-    note_input(module_file)
-    show = show_progress()
-    with step(f"parsing {module_file}", show):
-        text = read_text(module_file)
-        module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
-        verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    note_input(module_file, module)
+    text = read_text(module_file)
+    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    parsing.stop()
+    note_input(module_file, module)
     with step("building the cost graph and pricing the shardings", show):
         result = evaluate_module(module, dmesh)
     report = cost_report(result, dmesh)

@@ -86,6 +86,8 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
     from .options import mesh_from_options
 
     check_outputs(output=output)
+    if module_file is not None:
+        note_input(module_file)
     direct = [("--operand", operand), ("--operand-sharding", operand_sharding), ("--shape", shape),
               ("--sharding", sharding)]
     if module_file is not None:
@@ -97,10 +99,9 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
             raise UsageError("MODULE.hlo needs --instruction NAME (the reshape to explain)")
         from ..hlo import parse_file
 
-        note_input(module_file)
         module = parse_file(module_file)
-        note_input(module_file, module)
         name = instruction.lstrip("%")
+        note_input(module_file, module)
         instr = None
         for ins in module.all_instructions():
             if ins.name == name or ins.name.lstrip("%") == name:

@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 
 import click
 
 from ..errors import SolveFailed, UsageError
+from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
 from .progress import SolverProgress
 
@@ -264,23 +266,23 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     from ..hlo import parse_module, print_module
     from ..hlo.verify import verify_module
     from ..io import read_text, write_text_atomic
-    from .common import check_outputs, note_input, show_progress, step
 
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
-    if workers < 1:
-        raise UsageError("--workers must be at least 1")
     if fmt == "json" and output in (None, "-"):
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the annotated module")
+    if workers < 1:
+        raise UsageError("--workers must be at least 1")
     check_outputs(output=output, report=report_file, html_report=html_file, export_problem=export_problem)
-    show = show_progress(quiet)
     note_input(module_file)
-    with step(f"parsing {module_file}", show):
-        text = read_text(module_file)
-        module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
-        verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    note_input(module_file, module)
+    parsing = start_step(f"parsing {module_file}", show_progress(quiet))
+    text = read_text(module_file)
+    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    show = not quiet and sys.stderr.isatty()
+    parsing.stop()
+    note_input(module_file, module)
     t0 = time.monotonic()
     with step("pricing the input as given", show):
         input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
