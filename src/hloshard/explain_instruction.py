@@ -377,6 +377,32 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
             "users_resharding": sorted(users, key=lambda r: (-r["cost"], r["user"]))}
 
 
+def _edges_touching(graph, nodes) -> list:
+    """Edge ids with at least one end in ``nodes``."""
+    ns = set(nodes)
+    return [e for e, (u, v) in enumerate(graph.problem.edges) if int(u) in ns or int(v) in ns]
+
+
+def _local_change(graph, base, choice, nodes, edges) -> dict:
+    """Exact change of compute, communication and resharding (cost units) from ``base`` to ``choice``
+    when only ``nodes`` differ: their strategies' costs and the ``edges`` touching them (the terms
+    ``evaluate_choice`` sums; every other term is the same in both)."""
+    out = {"compute": 0.0, "communication": 0.0, "resharding": 0.0}
+    for v in nodes:
+        if choice[v] == base[v]:
+            continue
+        g = graph.nodes[v]
+        w = graph.ctx.weight(g.instr)
+        a, b = g.strategies[int(base[v])], g.strategies[int(choice[v])]
+        out["compute"] += (b.compute - a.compute) * w
+        out["communication"] += (b.comm - a.comm) * w
+    for e in edges:
+        u, v = (int(x) for x in graph.problem.edges[e])
+        m = graph.edge_float[e]
+        out["resharding"] += float(m[choice[u], choice[v]] - m[base[u], base[v]])
+    return out
+
+
 def _changed_neighbours(graph, free_instrs, target, base, choice) -> list:
     from .autoshard import instruction_sharding
 
@@ -577,16 +603,23 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         if ch is None:
             row.update(possible=False, reason="the shardings kept outside the neighbourhood forbid it")
             return row
-        aev = evaluate_choice(graph, ch)
+        change = _local_change(graph, base, ch, free_nodes, touching)
         st = graph.nodes[cur_node].strategies[ch[cur_node]]
-        row.update(possible=True, total_change=round(aev.total - ev.total, 6),
-                   change={"compute": round(aev.compute - ev.compute, 6),
-                           "communication": round(aev.communication - ev.communication, 6),
-                           "resharding": round(aev.resharding - ev.resharding, 6)},
-                   peak_memory_change=int(aev.peak_memory) - int(ev.peak_memory),
+        row.update(possible=True, total_change=round(sum(change.values()), 6),
+                   change={k: round(v, 6) for k, v in change.items()},
                    memory_per_device=int(st.memory), strategy=st.name,
                    changed=_changed_neighbours(graph, free_instrs, target, base, ch))
+        row["_choice"] = ch
         return row
+
+    def finish(row: dict) -> dict:
+        """Peak memory of a reported alternative (a full evaluation: only for the rows shown)."""
+        ch = row.pop("_choice", None)
+        if ch is not None:
+            row["peak_memory_change"] = int(evaluate_choice(graph, ch).peak_memory) - int(ev.peak_memory)
+        return row
+
+    touching = _edges_touching(graph, free_nodes)
 
     if main is not None and alternatives > 0:
         seen, cands = set(), []
@@ -611,7 +644,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
             notes.append(f"{len(evaluated) - len(rows)} of {len(evaluated)} alternative shardings are not possible "
                          f"with the rest of the module kept as it is")
         rows.sort(key=lambda r: (r["total_change"], r["sharding"]))
-        data["alternatives"] = rows[:alternatives]
+        data["alternatives"] = [finish(r) for r in rows[:alternatives]]
         data["alternatives_considered"] = len(cands)
     if want_spec is not None:
         if main is None:
@@ -621,7 +654,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
             data["why_not"] = {"sharding": why_not, "possible": True, "total_change": 0.0,
                                "reason": f"{target.name} already has this sharding"}
         else:
-            data["why_not"] = evaluate_alt(want_spec)
+            data["why_not"] = finish(evaluate_alt(want_spec))
     return Explanation(data, notes=notes)
 
 
