@@ -21,11 +21,11 @@ from .errors import HloshardError, format_error, locate_in_module
 
 #: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
-    "solve": ("solve", "choose a sharding for every instruction (CP-SAT) and write annotated HLO"),
-    "cost": ("cost", "price the shardings a module carries (compute, communication, memory)"),
-    "explain": ("explain", "why one instruction is sharded as it is, its collectives, better alternatives"),
-    "diff": ("diff", "compare two sharding plans of one module, instruction by instruction"),
-    "explain-reshape": ("explain_reshape", "what resharding around a reshape costs, and who pays for it"),
+    "solve": ("solve", "choose a sharding for every instruction (CP-SAT)"),
+    "cost": ("cost", "price the shardings a module carries"),
+    "explain": ("explain", "why one instruction is sharded so; better alternatives"),
+    "diff": ("diff", "compare two sharding plans of one module"),
+    "explain-reshape": ("explain_reshape", "what resharding around a reshape costs"),
     "lint": ("lint", "check sharding annotations (text, JSON, SARIF, GitHub)"),
     "combine": ("combine", "merge small collectives into variadic ones"),
     "fmt": ("fmt", "parse and print HLO canonically"),
