@@ -784,9 +784,9 @@ def render_text(expl: Explanation, console) -> None:
                       f"the total by {nr['total_change']:+,.2f}")
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left")
-        for col in ("sharding", "total change", "compute", "comm", "resharding", "memory / device", "neighbours moved"):
+        for col in ("sharding", "total change", "compute", "comm", "resharding", "memory", "moved"):
             t.add_column(col, justify="left" if col in ("sharding",) else "right",
-                         overflow="fold", min_width=30 if col == "sharding" else None)
+                         overflow="fold", min_width=24 if col == "sharding" else None)
         for a in d["alternatives"]:
             c = a["change"]
             t.add_row(a["sharding"], f"{a['total_change']:+,.2f}", f"{c['compute']:+,.2f}",

@@ -72,7 +72,7 @@ def stacked_bars(groups, kinds=KINDS, width: int = 900) -> str:
     """Horizontal stacked bars (inline SVG): ``groups`` = [(label, {kind: value >= 0})]."""
     if not groups:
         return "<p class=\"note\">nothing to chart</p>"
-    label_w, bar_h, gap = 240, 18, 6
+    label_w, bar_h, gap = 300, 18, 6
     top = max(sum(max(0.0, float(v.get(k, 0.0))) for k in kinds) for _, v in groups) or 1.0
     scale = (width - label_w - 110) / top
     h = len(groups) * (bar_h + gap) + 10
@@ -80,7 +80,7 @@ def stacked_bars(groups, kinds=KINDS, width: int = 900) -> str:
     for i, (label, vals) in enumerate(groups):
         y = 5 + i * (bar_h + gap)
         parts.append(f"<text x=\"{label_w - 6}\" y=\"{y + 13}\" text-anchor=\"end\" font-size=\"12\">"
-                     f"{_e(label[:38])}</text>")
+                     f"{_e(label if len(label) <= 40 else label[:39] + '…')}</text>")
         x = float(label_w)
         total = 0.0
         for k in kinds:
