@@ -173,3 +173,23 @@ ENTRY e {
     assert x["xla_kinds"] == ["all-reduce"], x
     assert sorted(x["collectives"][0]["replica_groups"][0]) == list(range(8))
     assert d["nodes"][0]["communication"] > 0      # hloshard also charges communication for it
+
+
+def test_verify_prices_each_alternative_as_cost_prices_the_rewritten_module(tmp_path):
+    """--verify: the module rewritten with an alternative's shardings (written to a file, re-read by
+    `hloshard cost`) costs the module as given plus verified_change."""
+    from hloshard.explain_instruction import rewritten_module
+    from hloshard.hlo import print_module
+
+    sample = SAMPLES / "mlp_train_step.propagated.hlo"
+    d = json.loads(run(["explain", sample, "--instruction", "add.15", "--mesh", "2x4", "--format", "json",
+                        "--alternatives", "2", "--verify"]).stdout)
+    given = d["module_cost"]["total"]
+    assert len(d["alternatives"]) == 2
+    for k, alt in enumerate(d["alternatives"]):
+        out = tmp_path / f"alt{k}.hlo"
+        out.write_text(print_module(rewritten_module(parse_module(sample.read_text()), "add.15", alt)))
+        cost = json.loads(run(["cost", out, "--mesh", "2x4", "--format", "json"]).stdout)
+        assert cost["total_cost"] - given == pytest.approx(alt["verified_change"], rel=1e-9, abs=1e-6)
+        rows = {r["name"]: r for r in cost["instructions"]}
+        assert rows["add.15"]["sharding"] == alt["sharding"]

@@ -403,11 +403,11 @@ def _local_change(graph, base, choice, nodes, edges) -> dict:
     return out
 
 
-def _changed_neighbours(graph, free_instrs, target, base, choice) -> list:
+def _changed_neighbours(graph, movable, target, base, choice) -> list:
     from .autoshard import instruction_sharding
 
     out = []
-    for instr in free_instrs:
+    for instr in movable:
         if instr is target:
             continue
         a, b = instruction_sharding(graph, instr, base), instruction_sharding(graph, instr, choice)
@@ -485,13 +485,16 @@ def _inputs_key(inputs) -> tuple:
 
 
 def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not: str | None = None,
-                        radius: int = 2, filename: str | None = None, time_limit: float = 30.0) -> Explanation:
+                        radius: int = 2, filename: str | None = None, time_limit: float = 30.0,
+                        verify: bool = False) -> Explanation:
     """Explain instruction ``name`` of ``module`` on ``mesh`` (see the module docstring).
 
     ``alternatives``: how many alternative output shardings to list (best TOTAL cost change first);
     ``why_not``: a sharding text (``{devices=[1,8]<=[8]}``) to evaluate in the same way; ``radius``:
     operand/user steps re-solved around the instruction.  Costs in cost units, memory in bytes per device.
     The instruction's figures and the module cost are those of ``hloshard cost`` (the same evaluation).
+    ``verify``: also price every listed alternative as ``hloshard cost`` prices the module rewritten with
+    its shardings (``verified_total`` / ``verified_change``; one full evaluation each).
     """
     from .autoshard import build_graph, evaluate_choice, evaluate_module, processed_computations
 
@@ -555,6 +558,13 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     free_nodes = {v for i in free_instrs for v, _ in _nodes_of(graph, i)} | \
         {v for v in missing if id(graph.nodes[v].instr) not in free_ids}
     free_nodes = sorted(_with_followers(graph, free_nodes))
+    movable = list(free_instrs)  # every instruction whose sharding a re-solve may change (followers included)
+    seen_m = {id(i) for i in movable}
+    for v in free_nodes:
+        instr = graph.nodes[v].instr
+        if id(instr) not in seen_m:
+            seen_m.add(id(instr))
+            movable.append(instr)
     base = resolve_neighbourhood(graph, free_nodes, mapped, masks)
     if base is None:  # the neighbourhood's own shardings cannot be reproduced with the rest fixed
         base = _solve_restricted(graph, masks, time_limit)
@@ -588,7 +598,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
             kev = evaluate_choice(graph, keep_choice)
             data["neighbourhood_resolved"] = {
                 "total_change": round(kev.total - ev.total, 6),
-                "changed": _changed_neighbours(graph, free_instrs, target, base, keep_choice)}
+                "changed": _changed_neighbours(graph, movable, target, base, keep_choice)}
 
     def evaluate_alt(spec) -> dict:
         from .strategy.base import leaf_shapes
@@ -608,7 +618,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         row.update(possible=True, total_change=round(sum(change.values()), 6),
                    change={k: round(v, 6) for k, v in change.items()},
                    memory_per_device=int(st.memory), strategy=st.name,
-                   changed=_changed_neighbours(graph, free_instrs, target, base, ch))
+                   changed=_changed_neighbours(graph, movable, target, base, ch))
         row["_choice"] = ch
         return row
 
@@ -645,6 +655,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
                          f"with the rest of the module kept as it is")
         rows.sort(key=lambda r: (r["total_change"], r["sharding"]))
         data["alternatives"] = [finish(r) for r in rows[:alternatives]]
+        if verify:
+            for r in data["alternatives"]:
+                _verify(r, module, mesh, target, ev1.total, time_limit)
         data["alternatives_considered"] = len(cands)
     if want_spec is not None:
         if main is None:
@@ -655,7 +668,37 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
                                "reason": f"{target.name} already has this sharding"}
         else:
             data["why_not"] = finish(evaluate_alt(want_spec))
+            if verify and data["why_not"].get("possible"):
+                _verify(data["why_not"], module, mesh, target, ev1.total, time_limit)
     return Explanation(data, notes=notes)
+
+
+def rewritten_module(module, target_name: str, row: dict):
+    """A copy of ``module`` with the shardings an alternative ``row`` gives the instruction and the
+    neighbours it moves written as annotations."""
+    from .hlo import parse_module, print_module
+    from .hlo.sharding import HloSharding
+
+    copy = parse_module(print_module(module), "<alternative>")
+    find_instruction(copy, target_name).sharding = HloSharding.parse(row["sharding"])
+    for c in row.get("changed", ()):
+        find_instruction(copy, c["instruction"]).sharding = HloSharding.parse(c["to"])
+    return copy
+
+
+def _verify(row: dict, module, mesh, target, given_total: float, time_limit: float) -> None:
+    """``verified_total``: ``hloshard cost`` of the module rewritten with ``row``'s shardings;
+    ``verified_change``: that minus the module as given (cost units)."""
+    from .autoshard import evaluate_module
+    from .errors import HloshardError
+
+    try:
+        total = evaluate_module(rewritten_module(module, target.name, row), mesh, time_limit=time_limit).total_cost
+    except HloshardError as exc:
+        row["verified_error"] = str(exc)
+        return
+    row["verified_total"] = round(total, 6)
+    row["verified_change"] = round(total - given_total, 6)
 
 
 def _parse_why_not(text: str, target, mesh):
@@ -784,13 +827,18 @@ def render_text(expl: Explanation, console) -> None:
                       f"the total by {nr['total_change']:+,.2f}")
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left")
-        for col in ("sharding", "total change", "compute", "comm", "resharding", "memory", "moved"):
+        verified = any("verified_change" in a for a in d["alternatives"])
+        cols = ("sharding", "total change") + (("as written",) if verified else ()) + \
+            ("compute", "comm", "resharding", "memory", "moved")
+        for col in cols:
             t.add_column(col, justify="left" if col in ("sharding",) else "right",
                          overflow="fold", min_width=24 if col == "sharding" else None)
         for a in d["alternatives"]:
             c = a["change"]
-            t.add_row(a["sharding"], f"{a['total_change']:+,.2f}", f"{c['compute']:+,.2f}",
-                      f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
+            cells = [a["sharding"], f"{a['total_change']:+,.2f}"]
+            if verified:
+                cells.append(f"{a['verified_change']:+,.2f}" if "verified_change" in a else "-")
+            t.add_row(*cells, f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
                       format_bytes(a["memory_per_device"]), str(len(a["changed"])))
         console.print(t)
     w = d.get("why_not")

@@ -30,14 +30,17 @@ Examples:
               help="also evaluate this sharding, e.g. '{devices=[1,8]<=[8]}'")
 @click.option("--radius", type=click.IntRange(0, 10), default=2, show_default=True,
               help="operand/user steps around the instruction re-solved for each alternative")
+@click.option("--verify", is_flag=True,
+              help="also price each listed alternative as `hloshard cost` prices the module rewritten with its "
+                   "shardings (one full evaluation each)")
 @click.option("--xla", "use_xla", is_flag=True,
               help="also partition the module with XLA (needs jax) and show the collectives it inserts here")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
               help="where to write the report ('-' = standard output)")
 @click.option("--html", "html_file", default=None, metavar="FILE", help="also write the report as HTML")
-def command(module_file, instruction, mesh, device_ids, alpha, beta, alternatives, why_not, radius, use_xla, fmt,
-            output, html_file):
+def command(module_file, instruction, mesh, device_ids, alpha, beta, alternatives, why_not, radius, verify, use_xla,
+            fmt, output, html_file):
     """Explain the sharding of one instruction: the strategy behind it (operand shardings it needs,
     compute / communication / resharding cost, memory per device), the collectives it causes, its
     source location, and the best alternative shardings with the change of the module's TOTAL cost
@@ -60,7 +63,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     with step(f"explaining {instruction}: cost graph, pricing, re-solving alternatives", show):
         expl = explain_instruction(module, dmesh, instruction, alternatives=alternatives, why_not=why_not,
-                                   radius=radius, filename=name)
+                                   radius=radius, filename=name, verify=verify)
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
