@@ -448,12 +448,20 @@ def _map_choice(g1, c1, g2) -> tuple[list, list]:
     nodes without a counterpart)."""
     by_leaf = {}
     for v, g in enumerate(g1.nodes):
-        by_leaf[(id(g.instr), _leaf_of(g1, v))] = g.strategies[int(c1[v])]
+        by_leaf[(id(g.instr), _leaf_of(g1, v))] = (g, int(c1[v]))
     out, missing = [], []
     for v, g in enumerate(g2.nodes):
-        s1 = by_leaf.get((id(g.instr), _leaf_of(g2, v)))
-        pick = None
-        if s1 is not None:
+        hit = by_leaf.get((id(g.instr), _leaf_of(g2, v)))
+        pick = s1 = None
+        if hit is not None:
+            g1_group, q1 = hit
+            s1 = g1_group.strategies[q1]
+            if len(g.strategies) == len(g1_group.strategies) and q1 < len(g.strategies):
+                st = g.strategies[q1]  # the common case: the group was built the same way
+                if st.name == s1.name and _spec_key(st.out) == _spec_key(s1.out) and \
+                        _inputs_key(st.inputs) == _inputs_key(s1.inputs):
+                    pick = q1
+        if pick is None and s1 is not None:
             k_out, k_in = _spec_key(s1.out), _inputs_key(s1.inputs)
             for q, st in enumerate(g.strategies):
                 if st.name == s1.name and _spec_key(st.out) == k_out and _inputs_key(st.inputs) == k_in:
