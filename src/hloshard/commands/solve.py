@@ -24,7 +24,7 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
-from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from .options import BYTE_SIZE, mesh_from_options, mesh_options, space_options
 from .progress import SolverProgress
 
 
@@ -62,6 +62,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "memory_budget": memory_budget,
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+        "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
         "nodes": g.problem.num_nodes,
         "edges": g.problem.num_edges,
         "solver_nodes": g.solver_problem.num_nodes,
@@ -99,6 +100,8 @@ def print_summary(report: dict) -> None:
     t.add_column("item")
     t.add_column("value", justify="right")
     b = report["breakdown"]
+    if report.get("mesh_description"):
+        t.add_row("mesh", report["mesh_description"])
     t.add_row("objective (cost units)", f"{report['objective']:,.2f}")
     t.add_row("  compute", f"{b['compute']:,.2f}")
     t.add_row("  communication", f"{b['communication']:,.2f}")
@@ -120,13 +123,36 @@ def print_summary(report: dict) -> None:
         for row in report["top_edges"]:
             e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
         con.print(e)
+    for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
+        con.print(f"[cyan]note:[/cyan] {w}")
     for w in report["warnings"]:
         con.print(f"[yellow]warning:[/yellow] {w}")
+
+
+def print_mesh_search(search) -> None:
+    """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..units import format_bytes
+
+    t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
+    for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
+                      ("memory / device", "right"), ("gap", "right"), ("seconds", "right")):
+        t.add_column(col, justify=just)
+    for i, tr in enumerate(search.trials):
+        mark = " *" if i == search.best_index else ""
+        t.add_row(tr.label + mark, str(tr.mesh), f"same as {tr.same_as}" if tr.same_as else tr.status,
+                  "-" if tr.objective is None else f"{tr.objective:,.2f}",
+                  "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
+                  "-" if tr.gap is None else f"{tr.gap:.2%}", f"{tr.seconds:.1f}")
+    Console(stderr=True).print(t)
 
 
 @click.command("solve")
 @click.argument("module_file", metavar="MODULE.hlo", type=click.Path(dir_okay=False, allow_dash=True))
 @mesh_options
+@space_options
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the annotated HLO here (default: stdout).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -144,8 +170,8 @@ def print_summary(report: dict) -> None:
 @click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
-def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
-            workers, seed, deterministic, export_problem, quiet):
+def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, keep,
+            memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
     from ..hlo import parse_module, print_module
@@ -159,21 +185,41 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     text = read_text(module_file)
     module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    auto = mesh is not None and mesh.strip().lower() == "auto"
+    if auto and device_ids is not None:
+        raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
+    if devices is not None and not auto:
+        raise UsageError("--devices is for --mesh auto (the device count to search meshes of)")
+    if auto and export_problem:
+        raise UsageError("--export-problem cannot be used with --mesh auto")
+    search = None
+    dmesh = None if auto else mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding)
     show = not quiet and sys.stderr.isatty()
     t0 = time.monotonic()
     try:
         with SolverProgress(show, time_limit) as progress:
-            result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
-                                  workers=workers, seed=seed, deterministic=deterministic,
-                                  progress=progress if show else None, export_problem=export_problem)
+            if auto:
+                from ..mesh_search import search_meshes
+
+                search = search_meshes(text, "<stdin>" if module_file == "-" else module_file, devices, alpha,
+                                       beta, keep=keep, memory_budget=memory_budget, max_padding=max_padding,
+                                       time_limit=time_limit, workers=workers, seed=seed,
+                                       deterministic=deterministic, progress=progress if show else None)
+                module, result, dmesh = search.best.module, search.best.result, search.best.mesh
+            else:
+                result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
+                                      time_limit=time_limit, workers=workers, seed=seed,
+                                      deterministic=deterministic, progress=progress if show else None,
+                                      export_problem=export_problem)
     except SolveFailed as exc:
         if report_file:
-            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh, keep, memory_budget,
+            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    if search is not None:
+        report["mesh_search"] = search.to_json()
     out_text = print_module(module)
     if report_file:
         write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -182,4 +228,6 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
         if fmt == "json":
             click.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
         else:
+            if search is not None:
+                print_mesh_search(search)
             print_summary(report)

@@ -374,6 +374,20 @@ class MeshInfo:
         self._enum_cache[key] = specs
         return specs
 
+    def padded_work(self, total: float, splits) -> float:
+        """Per-device share of ``total`` work over an iteration space split per dim: ``splits`` is
+        (size, axes) per iteration dim. Even splits: ``total / devices``; uneven ones are priced on the
+        padded tile, ``total * prod(ceil(size / n) / size)`` (XLA pads the last shards and computes them
+        whole)."""
+        pairs = [(int(s), self.split(ax)) for s, ax in splits if ax]
+        if all(s % n == 0 for s, n in pairs):
+            return total / math.prod(n for _, n in pairs) if pairs else total
+        out = float(total)
+        for s, n in pairs:
+            if s > 0:
+                out *= -(-s // n) / s
+        return out
+
     def to_sharding(self, spec, rank: int | None = None):
         """Spec -> HloSharding (mesh.axes_to_sharding, cached); raw HloShardings pass through."""
         if not is_mesh_spec(spec):
