@@ -3,9 +3,12 @@
 The candidates are every ordered factorization of N devices into 1 to 3 axes of size > 1 (8: ``8``,
 ``2x4``, ``4x2``, ``2x2x2``), plus the module's own mesh (its Shardy mesh, else the mesh its user
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
-command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`) and solved with
-:func:`hloshard.autoshard.solve_module` on a fresh copy of the module, with the solver time split
-evenly over the candidates. The best trial is the one whose written shardings cost least (the
+command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
+internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on a fresh
+copy of the module, cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
+over the remaining candidates; a candidate whose predicted build time (measured rate on the first one
+times its size) would exceed the time limit is skipped and reported as such, so the search takes about
+the time limit plus the first build. The best trial is the one whose written shardings cost least (the
 objective ``hloshard cost`` reports), ties broken by lower peak memory per device, then by fewer
 mesh axes. Costs of different meshes are comparable because alpha and beta are per axis and the
 same for every axis (one value each, default 1.0).
@@ -27,8 +30,9 @@ __all__ = ["MeshTrial", "MeshSearch", "candidate_shapes", "auto_device_count", "
 class MeshTrial:
     """One candidate mesh: ``label`` (``2x4``, or ``module mesh 2x4`` for the module's own), the
     mesh solved on (refined), ``status`` ('optimal' | 'feasible' | 'infeasible' | 'timeout'),
-    ``objective`` (cost units, None when it failed or was skipped: status 'same' when the candidate
-    refines onto the internal mesh of an earlier one, whose figures stand for it), ``peak_memory`` (bytes per device), ``gap``
+    ``objective`` (cost units, None when it failed or was not solved: status 'same' when the
+    candidate refines onto the internal mesh of another one, whose figures stand for it, 'skipped'
+    when its build would not fit in the time limit), ``peak_memory`` (bytes per device), ``gap``
     (fraction or None), ``seconds`` (build + solve), ``message`` (why it failed), and the solved
     ``module`` / ``result`` (:class:`hloshard.autoshard.SolveResult`) when it succeeded."""
 
@@ -121,6 +125,19 @@ def _single(value, flag: str) -> str | None:
     return parts[0]
 
 
+def _work(module, mesh: DeviceMesh) -> int:
+    """A cheap proxy for the cost-graph build of ``module`` on ``mesh``: the sum over array
+    instructions of (number of enumerated layouts)^2 (resharding matrices dominate the build)."""
+    from .strategy.base import MeshInfo
+
+    info = MeshInfo(mesh)
+    total = 0
+    for instr in module.all_instructions():
+        if instr.shape.is_array:
+            total += len(info.enumerate(instr.shape.dims)) ** 2
+    return total
+
+
 def search_meshes(text: str, filename: str, devices: int | None = None, alpha=None, beta=None,
                   keep: str = "io", memory_budget: int | None = None, max_padding: float | None = None,
                   time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
@@ -128,7 +145,8 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
     """Solve the module in ``text`` on every candidate mesh (module docstring) and pick the best.
 
     ``alpha`` / ``beta``: one value (string or float) for every axis, default 1.0. ``time_limit``:
-    seconds of solver time in total, split evenly over the candidates (at least 1 s each).
+    seconds for the whole search (builds included; the first candidate always runs, each solve gets
+    at least 1 s).
     Raises UsageError for a bad device count or per-axis alpha/beta, and SolveFailed (exit 3) when
     no candidate has a feasible solution (the message lists each mesh's reason)."""
     from .autoshard import solve_module
@@ -154,24 +172,40 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
             specs[shapes.index(label)] = entry
         else:
             specs.append(entry)
-    share = max(1.0, float(time_limit) / len(specs))  # an upper bound: twins are not solved
-    out = MeshSearch(n)
+    meshes = []
     for label, spec in specs:
-        module = parse_module(text, filename)
         ndim = spec.count("x") + 1 if "=" not in spec else spec.count(",") + 1
-        mesh = DeviceMesh.for_module(module, spec, None, None if a is None else [a] * ndim,
+        mesh = DeviceMesh.for_module(first, spec, None, None if a is None else [a] * ndim,
                                      None if b is None else [b] * ndim)
         mesh.source = "auto"
         mesh.with_policy(max_padding, memory_budget)
+        meshes.append((label, mesh))
+    work = [_work(first, mesh) for _, mesh in meshes]
+    trials: list = [None] * len(meshes)
+    start = time.monotonic()
+    rate = None  # build seconds per unit of work, measured on the cheapest candidate
+    order = sorted(range(len(meshes)), key=lambda i: (work[i], i))
+    for rank, i in enumerate(order):
+        label, mesh = meshes[i]
         trial = MeshTrial(label, mesh)
-        twin = next((t for t in out.trials if t.mesh.shape == mesh.shape
-                     and (t.mesh.device_ids == mesh.device_ids).all()), None)
+        trials[i] = trial
+        twin = next((t for t in trials if t is not None and t is not trial and t.mesh.shape == mesh.shape
+                     and (t.mesh.device_ids == mesh.device_ids).all() and t.same_as is None), None)
         if twin is not None:
-            # refined onto the same internal mesh as an earlier candidate: the same problem, not solved twice
+            # refined onto the same internal mesh as another candidate: the same problem, not solved twice
             trial.status, trial.same_as = "same", twin.label
             trial.message = f"refined to the same internal mesh {mesh} as {twin.label}"
-            out.trials.append(trial)
             continue
+        elapsed = time.monotonic() - start
+        predicted = 0.0 if rate is None else rate * work[i]
+        left = [j for j in order[rank:] if trials[j] is None or j == i]
+        if rate is not None and elapsed + predicted > time_limit:
+            trial.status = "skipped"
+            trial.message = (f"building its cost graph would take about {predicted:.0f} s ({work[i] / work[order[0]]:.0f}x "
+                             f"the strategy pairs of {meshes[order[0]][0]}), beyond the time limit")
+            continue
+        share = max(1.0, (float(time_limit) - elapsed - predicted) / max(1, len(left)))
+        module = parse_module(text, filename)
         t0 = time.monotonic()
         try:
             result = solve_module(module, mesh, keep=keep, memory_budget=memory_budget, time_limit=share,
@@ -186,8 +220,10 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
             trial.peak_memory = int(ev.peak_memory)
             trial.gap = result.gap
             trial.module, trial.result = module, result
+            if rate is None and work[i] > 0:
+                rate = result.seconds_build / work[i]
         trial.seconds = time.monotonic() - t0
-        out.trials.append(trial)
+    out = MeshSearch(n, trials)
     ok = [i for i, t in enumerate(out.trials) if t.objective is not None]
     if not ok:
         reasons = "; ".join(f"{t.label}: {t.message}" for t in out.trials)

@@ -146,7 +146,7 @@ def print_mesh_search(search) -> None:
                   "-" if tr.objective is None else f"{tr.objective:,.2f}",
                   "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
                   "-" if tr.gap is None else f"{tr.gap:.2%}", f"{tr.seconds:.1f}")
-    Console(stderr=True).print(t)
+    Console(stderr=True, width=max(100, Console(stderr=True).width)).print(t)
 
 
 @click.command("solve")
