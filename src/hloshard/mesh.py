@@ -712,6 +712,15 @@ def sharding_cuts(sharding: HloSharding, positions: np.ndarray | None = None) ->
     return cuts
 
 
+def _memo_cuts(memo: dict, sharding: HloSharding, positions):
+    """:func:`sharding_cuts` cached per (semantically equal) sharding: modules repeat a few shardings
+    on thousands of instructions."""
+    key = sharding.without_metadata()
+    if key not in memo:
+        memo[key] = sharding_cuts(sharding, positions)
+    return memo[key]
+
+
 def _module_shardings(module):
     """(instruction, leaf sharding) of every tiled sharding in the module, in text order."""
     instrs = getattr(module, "all_instructions", None)
@@ -763,10 +772,14 @@ def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None
     if not n:
         return None
     cuts, any_seen = {1, n}, False
+    memo: dict = {}
     for _, leaf in _module_shardings(module):
         if leaf.num_devices != n:
             continue
-        need = sharding_cuts(leaf)
+        need = _memo_cuts(memo, leaf, None)
+        if need is not None and need <= cuts:
+            any_seen = True
+            continue
         if need is None or not _is_chain(cuts | need):
             continue
         any_seen = True
@@ -832,10 +845,13 @@ def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
     why: dict[int, list[str]] = {}
     by_reshape: set[str] = set()
     skipped = []
+    memo: dict = {}
     for instr, leaf in _module_shardings(module):
         if leaf.num_devices != n:
             continue
-        need = sharding_cuts(leaf, positions)
+        need = _memo_cuts(memo, leaf, positions)
+        if need is not None and need <= cuts:
+            continue
         if need is None or not _is_chain(cuts | need):
             skipped.append(instr.name)
             continue
