@@ -748,6 +748,16 @@ def module_named_mesh(module):
     """The module's Shardy mesh ``(names, shape, device_ids or None)`` from its ``xla.sdy.meshes``
     frontend attribute, when it names exactly one mesh of more than one device; else None.
     (A minimal reader of ``#sdy.mesh<["data"=2, "model"=4], device_ids=[...]>``.)"""
+    try:  # helper "jax"'s full reader, when present (then the minimal one below can go)
+        from .sdy import module_sdy_mesh
+    except ImportError:
+        module_sdy_mesh = None
+    if module_sdy_mesh is not None and hasattr(module, "attrs"):
+        m = module_sdy_mesh(module)
+        if m is None or not m.names or math.prod(m.sizes) <= 1:
+            return None
+        return tuple(m.names), tuple(int(x) for x in m.sizes), (None if m.device_ids is None else
+                                                               [int(x) for x in m.device_ids])
     attrs = getattr(module, "attrs", None) or {}
     text = attrs.get("frontend_attributes")
     if not text or "xla.sdy.meshes" not in str(text):
