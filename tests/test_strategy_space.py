@@ -56,9 +56,9 @@ def _shardings(module) -> dict:
 # ------------------------------------------------------------------------- the two modules of the issue
 @pytest.mark.oracle
 def test_issue_modules_solve_with_no_collective_measured_by_xla():
-    """b03 on --mesh 2x4 (the rows of p0 split over device pairs: a sub-axis of the axis of 4) and b13 on
-    --mesh 8 (the 8-way split of 1024 carried onto dims 2 and 3 of the reshape as 4 x 2): XLA's SPMD
-    partitioner inserts no collective into the written modules."""
+    """b03 on --mesh 2x4 (the rows of p0 split over device pairs: a sub-axis of the axis of 4), b13 on
+    --mesh 8 (the 8-way split of 1024 carried onto dims 2 and 3 of the reshape as 4 x 2) and an uneven
+    user split: XLA's SPMD partitioner inserts no collective into the written modules."""
     require_jax()
     from tests import xla_oracle as xo
 
@@ -75,6 +75,14 @@ def test_issue_modules_solve_with_no_collective_measured_by_xla():
     assert _shardings(m13)["r2"] == HloSharding.parse("{devices=[1,1,4,2]<=[8]}")
     assert r13.written.evaluation.communication == 0 and r13.written.evaluation.resharding == 0
     texts.append(print_module(m13))
+    # an uneven user split XLA can run here: 6 rows over 8 devices (padded / empty last shards) is
+    # followed by exp and add (U24's 32 devices are beyond the oracle's 8 CPU devices)
+    u6 = (U24.replace("num_partitions=32", "num_partitions=8").replace("[32,1]<=[32]", "[8,1]<=[8]")
+          .replace("[24,512]", "[6,512]"))
+    m6, _, r6 = _solve(u6, "8")
+    assert _shardings(m6)["r"] == HloSharding.parse("{devices=[8,1]<=[8]}")
+    assert r6.written.evaluation.resharding == 0
+    texts.append(print_module(m6))
     for text in texts:
         raw = xo.spmd_partition(text, 8)
         assert xo.collectives(raw) == [], text
