@@ -9,9 +9,9 @@ copy of the module, cheapest strategy space first (:func:`_work`), the remaining
 over the remaining candidates; a candidate whose predicted build time (measured rate on the first one
 times its size) would exceed the time limit is skipped and reported as such, so the search takes about
 the time limit plus the first build. With ``deterministic`` nothing depends on measured time: every
-distinct candidate is solved, each with ``time_limit / candidates`` (deterministic) seconds. The best trial is the one whose written shardings cost least (the
-objective ``hloshard cost`` reports), ties broken by lower peak memory per device, then by fewer
-mesh axes. Costs of different meshes are comparable because alpha and beta are per axis and the
+distinct candidate is solved, each with ``time_limit / candidates`` (deterministic) seconds.
+The best trial is the one whose written shardings cost least (the objective ``hloshard cost``
+reports), ties broken by lower peak memory per device, then by fewer mesh axes. Costs of different meshes are comparable because alpha and beta are per axis and the
 same for every axis (one value each, default 1.0).
 """
 
@@ -205,8 +205,9 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
             predicted, elapsed = 0.0, float(time_limit) * rank / len(order)
         elif rate is not None and elapsed + predicted > time_limit:
             trial.status = "skipped"
-            trial.message = (f"building its cost graph would take about {predicted:.0f} s ({work[i] / work[order[0]]:.0f}x "
-                             f"the strategy pairs of {meshes[order[0]][0]}), beyond the time limit")
+            trial.message = (f"building its cost graph would take about {predicted:.0f} s "
+                             f"({work[i] / work[order[0]]:.0f}x the strategy pairs of {meshes[order[0]][0]}), "
+                             f"beyond the time limit")
             continue
         share = max(1.0, (float(time_limit) - elapsed - predicted) / max(1, len(left)))
         module = parse_module(text, filename)
