@@ -255,3 +255,15 @@ def test_mesh_auto_usage_errors(tmp_path):
     assert res.exit_code == 2 and "--devices N" in res.output
     res = CliRunner().invoke(cli_main, ["solve", str(path), "--mesh", "2x4", "--devices", "8"])
     assert res.exit_code == 2 and "--devices is for --mesh auto" in res.output
+
+
+def test_refinement_is_capped():
+    """A sharding that would need 7 binary axes (128 devices tiled [2,2,2,2,2,2,2]) is left as written on
+    the 1-D mesh (the strategy space grows as (rank + 1) ** axes); one needing 6 is refined."""
+    def module(k):
+        dims = ",".join(["2"] * k)
+        return parse_module(f"HloModule m, num_partitions={2 ** k}\nENTRY e {{\n  ROOT p = f32[{dims}] "
+                            f"parameter(0), sharding={{devices=[{dims}]<=[{2 ** k}]}}\n}}\n")
+    assert DeviceMesh.for_module(module(6), str(2 ** 6)).shape == (2,) * 6
+    capped = DeviceMesh.for_module(module(7), str(2 ** 7))
+    assert capped.shape == (128,) and any("priced as written" in n for n in capped.notes)

@@ -29,6 +29,10 @@ from .hlo.sharding import HloSharding
 #: Largest device count a mesh may have (hloshard builds per-device tables of this size).
 MAX_MESH_DEVICES = 65536
 
+#: Inference and refinement stop adding axes beyond this many (the strategy space grows as
+#: (rank + 1) ** axes): further shardings are priced as written.
+MAX_REFINED_AXES = 6
+
 __all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_mesh", "module_named_mesh",
            "refine_for_module", "sharding_cuts"]
 
@@ -790,7 +794,7 @@ def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None
         if need is not None and need <= cuts:
             any_seen = True
             continue
-        if need is None or not _is_chain(cuts | need):
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > MAX_REFINED_AXES:
             continue
         any_seen = True
         cuts |= need
@@ -850,6 +854,7 @@ def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
         return mesh
     base = _shape_cuts(mesh.shape)
     cuts = set(base)
+    limit = max(MAX_REFINED_AXES, len(base) - 1)
     positions = np.empty(n, dtype=np.int64)
     positions[mesh.device_ids.ravel()] = np.arange(n)
     why: dict[int, list[str]] = {}
@@ -862,14 +867,14 @@ def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
         need = _memo_cuts(memo, leaf, positions)
         if need is not None and need <= cuts:
             continue
-        if need is None or not _is_chain(cuts | need):
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
             skipped.append(instr.name)
             continue
         for c in sorted(need - cuts):
             why.setdefault(c, []).append(instr.name)
         cuts |= need
     for c, instr in list(_reshape_cuts(module, cuts, n)):
-        if c not in cuts and _is_chain(cuts | {c}):
+        if c not in cuts and _is_chain(cuts | {c}) and len(cuts) <= limit:
             cuts.add(c)
             by_reshape.add(instr.name)
     notes = []
