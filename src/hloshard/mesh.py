@@ -785,20 +785,35 @@ def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None
     n = num_devices or _sharding_device_count(module)
     if not n:
         return None
-    cuts, any_seen = {1, n}, False
+    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, None, MAX_REFINED_AXES)
+    return _cuts_to_shape(cuts) if seen else None
+
+
+def _merge_sharding_cuts(module, n: int, cuts: set[int], positions, limit: int):
+    """Add the cuts of every tiled ``n``-device user sharding of ``module`` to ``cuts`` (a copy), in
+    text order, skipping those no mesh holds, that conflict with the cuts so far or that would give
+    more than ``limit`` axes. Returns (cuts, {new cut: instruction names}, skipped names, whether
+    some sharding mapped)."""
+    cuts = set(cuts)
+    added: dict[int, list[str]] = {}
+    skipped: list[str] = []
+    seen = False
     memo: dict = {}
-    for _, leaf in _module_shardings(module):
+    for instr, leaf in _module_shardings(module):
         if leaf.num_devices != n:
             continue
-        need = _memo_cuts(memo, leaf, None)
+        need = _memo_cuts(memo, leaf, positions)
         if need is not None and need <= cuts:
-            any_seen = True
+            seen = True
             continue
-        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > MAX_REFINED_AXES:
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
+            skipped.append(instr.name)
             continue
-        any_seen = True
+        seen = True
+        for c in sorted(need - cuts):
+            added.setdefault(c, []).append(instr.name)
         cuts |= need
-    return _cuts_to_shape(cuts) if any_seen else None
+    return cuts, added, skipped, seen
 
 
 def _reshape_cuts(module, cuts: set[int], n: int):
@@ -853,26 +868,11 @@ def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
     if n <= 1:
         return mesh
     base = _shape_cuts(mesh.shape)
-    cuts = set(base)
     limit = max(MAX_REFINED_AXES, len(base) - 1)
     positions = np.empty(n, dtype=np.int64)
     positions[mesh.device_ids.ravel()] = np.arange(n)
-    why: dict[int, list[str]] = {}
+    cuts, why, skipped, _ = _merge_sharding_cuts(module, n, base, positions, limit)
     by_reshape: set[str] = set()
-    skipped = []
-    memo: dict = {}
-    for instr, leaf in _module_shardings(module):
-        if leaf.num_devices != n:
-            continue
-        need = _memo_cuts(memo, leaf, positions)
-        if need is not None and need <= cuts:
-            continue
-        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
-            skipped.append(instr.name)
-            continue
-        for c in sorted(need - cuts):
-            why.setdefault(c, []).append(instr.name)
-        cuts |= need
     for c, instr in list(_reshape_cuts(module, cuts, n)):
         if c not in cuts and _is_chain(cuts | {c}) and len(cuts) <= limit:
             cuts.add(c)
