@@ -92,6 +92,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
+    con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
     un = report["unannotated"]
     if un:
         shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")

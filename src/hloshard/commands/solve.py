@@ -29,7 +29,7 @@ import click
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
 from .common import check_outputs, note_input, show_progress, start_step, step
-from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from .options import BYTE_SIZE, mesh_from_options, mesh_options, space_options
 from .progress import SolverProgress
 
 
@@ -74,6 +74,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "memory_budget": memory_budget,
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+        "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
         "nodes": g.problem.num_nodes,
         "edges": g.problem.num_edges,
         "solver_nodes": g.solver_problem.num_nodes,
@@ -189,8 +190,28 @@ def print_summary(report: dict) -> None:
             pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
         con.print(pt)
+    for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
+        con.print(f"[cyan]note:[/cyan] {w}")
     for w in report["warnings"]:
         con.print(f"[yellow]warning:[/yellow] {_user_warning(w, report)}")
+
+
+def print_mesh_search(search) -> None:
+    """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
+    for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
+                      ("memory / device", "right"), ("gap", "right"), ("seconds", "right")):
+        t.add_column(col, justify=just)
+    for i, tr in enumerate(search.trials):
+        mark = " *" if i == search.best_index else ""
+        t.add_row(tr.label + mark, str(tr.mesh), f"same as {tr.same_as}" if tr.same_as else tr.status,
+                  "-" if tr.objective is None else f"{tr.objective:,.2f}",
+                  "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
+                  "-" if tr.gap is None else f"{tr.gap:.2%}", f"{tr.seconds:.1f}")
+    Console(stderr=True, width=max(100, Console(stderr=True).width)).print(t)
 
 
 def _user_warning(w: str, report: dict) -> str:
@@ -253,6 +274,7 @@ Examples:
 @click.command("solve", epilog=EXAMPLES)
 @click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
+@space_options
 @click.option("-o", "--output", type=str, default=None,
               help="Write the annotated HLO here (default: stdout; required with --format json).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
@@ -276,8 +298,9 @@ Examples:
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
                    "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
-def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, html_file, keep, memory_budget,
-            time_limit, workers, seed, deterministic, export_problem, quiet, partition_specs_file=None):
+def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
+            keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
+            partition_specs_file=None):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -305,26 +328,50 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    auto = mesh is not None and mesh.strip().lower() == "auto"
+    if auto and device_ids is not None:
+        raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
+    if devices is not None and not auto:
+        raise UsageError("--devices is for --mesh auto (the device count to search meshes of)")
+    if auto and export_problem:
+        raise UsageError("--export-problem cannot be used with --mesh auto")
+    search = None
+    dmesh = None if auto else mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding)
     show = not quiet and sys.stderr.isatty()
     parsing.stop()
     note_input(module_file, module)
     t0 = time.monotonic()
     with step("pricing the input as given", show):
-        input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
+        if auto:
+            input_cost, input_note = None, "with --mesh auto the input as given is not priced"
+        else:
+            input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
     before = {id(i): i.sharding for i in module.all_instructions()}
     try:
         with SolverProgress(show, time_limit) as progress:
-            result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
-                                  workers=workers, seed=seed, deterministic=deterministic,
-                                  progress=progress if show else None, export_problem=export_problem)
+            if auto:
+                from ..mesh_search import search_meshes
+
+                search = search_meshes(print_module(module), "<stdin>" if module_file == "-" else module_file,
+                                       devices, alpha, beta, keep=keep, memory_budget=memory_budget,
+                                       max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
+                                       deterministic=deterministic, progress=progress if show else None)
+                module, result, dmesh = search.best.module, search.best.result, search.best.mesh
+                before = {id(i): i.sharding for i in module.all_instructions()}   # the best trial's own parse
+            else:
+                result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
+                                      time_limit=time_limit, workers=workers, seed=seed,
+                                      deterministic=deterministic, progress=progress if show else None,
+                                      export_problem=export_problem)
     except SolveFailed as exc:
         if report_file:
-            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh, keep, memory_budget,
+            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    if search is not None:
+        report["mesh_search"] = search.to_json()
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
     report["input"] = "<stdin>" if module_file == "-" else module_file
     report["output"] = "<stdout>" if output in (None, "-") else output
@@ -353,5 +400,7 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     if fmt == "json":
         click.echo(json.dumps(report, indent=2, sort_keys=True))
     elif not quiet:
+        if search is not None:
+            print_mesh_search(search)
         print_summary(report)
 
