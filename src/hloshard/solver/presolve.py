@@ -389,16 +389,24 @@ def tightest_point(problem: Problem) -> Infeasible | None:
     return exc
 
 
+REDUCTIONS = frozenset({"fix", "merge", "dominated", "isolated", "leaf", "series"})
+
+
 def presolve(problem: Problem, deadline: float | None = None, series_limit: int = 2_000_000,
-             reductions: bool = True) -> Reduced:
+             reductions: bool = True, enabled=REDUCTIONS) -> Reduced:
     """Reduce ``problem`` (see the module docstring).  Raises :class:`Infeasible` with an explanation
     when a node has no allowed strategy or memory cannot fit at some liveness point.
 
     ``deadline`` (a ``time.monotonic()`` value): stop reducing (the result stays exact) after it.
     ``series_limit``: largest ``|S_u|*|S_v|*|S_w|`` for a degree-two elimination.
     ``reductions=False`` keeps only the forbidden-choice removal and parallel-edge merging (for
-    testing the other reductions against it).
+    testing the other reductions against it); ``enabled`` (a subset of :data:`REDUCTIONS`) keeps
+    only those reductions (for testing each one alone): "fix" (single-strategy nodes), "merge"
+    (follow / alias edges), "dominated", "isolated" (degree 0), "leaf" (degree 1), "series" (degree 2).
     """
+    if not reductions:
+        enabled = frozenset()
+    enabled = frozenset(enabled)
     t0 = time.monotonic()
     g = _Graph(problem)
     n = g.n
@@ -499,15 +507,13 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             push(i)
             continue
         k = len(g.strat[i])
-        if not reductions:
-            continue
-        if k == 1:
+        if k == 1 and "fix" in enabled:
             eliminate_fixed(i, 0)
             continue
         # a neighbour whose strategy is a function of ours (each row of the edge has exactly one
         # allowed entry: XLA's "follow" / alias edges): merge it into this node
         merged = False
-        for j, m in list(g.adj[i].items()):
+        for j, m in (list(g.adj[i].items()) if "merge" in enabled else ()):
             fin = m < INF
             if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
                 if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
@@ -534,7 +540,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             continue
         # dominance
         mem = g.mem_matters(i)
-        if k <= 512:
+        if k <= 512 and "dominated" in enabled:
             cols = [g.cost[i][:, None]] + [m for m in g.adj[i].values()]
             if mem:
                 cols.extend(u[:, None] for _, u in g.mem_terms(i))
@@ -555,7 +561,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                     push(i)
                     continue
         deg = len(g.adj[i])
-        if deg == 0:
+        if deg == 0 and "isolated" in enabled:
             c = g.cost[i]
             if mem:
                 best = np.lexsort((g.mem_key(i), c))[0]
@@ -565,7 +571,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 best = int(np.argmin(c))
             eliminate_fixed(i, int(best))
             continue
-        if deg == 1:
+        if deg == 1 and "leaf" in enabled:
             (u, m), = g.adj[i].items()  # m: |S_i| x |S_u|
             T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
             if mem:
@@ -585,7 +591,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             counters["leaf"] += 1
             push(u)
             continue
-        if deg == 2:
+        if deg == 2 and "series" in enabled:
             (u, mu), (w, mw) = g.adj[i].items()  # mu: k_i x k_u ; mw: k_i x k_w
             ku, kw = mu.shape[1], mw.shape[1]
             old = g.get(u, w)
