@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..costgraph import INFINITY, Problem
+from ..costgraph import INFINITY, Problem, liveness_points, usage_at_points
 
 INF = np.int64(INFINITY)
 
@@ -118,15 +118,18 @@ class MemoryModel:
     def loads(self, s, exclude: np.ndarray | None = None) -> np.ndarray:
         """Total term usage at each constraint under positions ``s``; nodes where ``exclude`` is
         True count zero."""
-        diff = np.zeros(self.num_points + 1, dtype=np.int64)
+        starts, ends, vals = [], [], []
         for i, prof in enumerate(self.profiles()):
             if prof is None or (exclude is not None and exclude[i]):
                 continue
             bounds, U = prof
-            row = U[int(s[i])]
-            diff[bounds[:-1]] += row
-            diff[bounds[1:]] -= row
-        return np.cumsum(diff)[:-1]
+            starts.append(bounds[:-1])
+            ends.append(bounds[1:])
+            vals.append(U[int(s[i])])
+        if not starts:
+            return np.zeros(self.num_points, dtype=np.int64)
+        return usage_at_points(self.num_points, np.concatenate(starts), np.concatenate(ends),
+                               np.concatenate(vals))
 
     @property
     def num_terms(self) -> int:
@@ -335,24 +338,6 @@ class _Graph:
         self.alive[i] = False
 
 
-def _interval_points(intervals):
-    lo, hi = intervals[:, 0], intervals[:, 1]
-    live = hi > lo
-    times = np.unique(lo[live])
-    start = np.searchsorted(times, lo)
-    end = np.searchsorted(times, hi)
-    start[~live] = 0
-    end[~live] = 0
-    return times, start, end
-
-
-def _profile(num_points, start, end, values):
-    diff = np.zeros(num_points + 1, dtype=np.int64)
-    np.add.at(diff, start, values)
-    np.add.at(diff, end, -values)
-    return np.cumsum(diff)[:-1]
-
-
 def _explain_memory(problem, g, times, start, end, minuse, point, limit):
     live = np.nonzero((start <= point) & (end > point))[0]
     contrib = minuse[live]
@@ -373,13 +358,13 @@ def tightest_point(problem: Problem) -> Infeasible | None:
     limit = problem.usage_limit
     if limit is None:
         return None
-    times, start, end = _interval_points(problem.intervals)
+    times, start, end = liveness_points(problem.intervals)
     if not len(times):
         return None
     live = start < end
     minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
                        for u, c in zip(problem.node_usages, problem.node_costs)], dtype=np.int64)
-    prof = _profile(len(times), start[live], end[live], minuse[live])
+    prof = usage_at_points(len(times), start[live], end[live], minuse[live])
     p = int(np.argmax(prof))
     exc = _explain_memory(problem, None, times, start, end, minuse, p, limit)
     exc.explanation = (f"no combination of allowed strategies fits the memory limit {limit}; the tightest "
@@ -423,7 +408,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             g.add_edge(u, v, m)
 
     limit = problem.usage_limit
-    times, start, end = _interval_points(problem.intervals)
+    times, start, end = liveness_points(problem.intervals)
     npts = len(times)
     live = start < end
     if limit is not None and npts:
@@ -431,7 +416,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         for _ in range(2):
             minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
                                for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
-            minprof = _profile(npts, start[live], end[live], minuse[live])
+            minprof = usage_at_points(npts, start[live], end[live], minuse[live])
             if minprof.max() > limit:
                 p = int(np.argmax(minprof))
                 raise _explain_memory(problem, g, times, start, end, minuse, p, limit)
@@ -447,7 +432,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 break
         maxuse = np.array([u[c < INF].max() if (c < INF).any() else u.max()
                            for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
-        maxprof = _profile(npts, start[live], end[live], maxuse[live])
+        maxprof = usage_at_points(npts, start[live], end[live], maxuse[live])
         crit = maxprof > limit
         if crit.any():
             ccount = np.concatenate([[0], np.cumsum(crit)])
@@ -709,12 +694,12 @@ def _memory_model(g, alive, pos, times, start, end, limit):
     for i in alive.tolist():      # members of remaining groups (merged nodes are not alive)
         for j, u in g.terms[i]:
             const[j] = 0 if var[j] else u.min()
-    base = _profile(npts, start[live], end[live], const[live])
+    base = usage_at_points(npts, start[live], end[live], const[live])
     if not tnode:
         return None
     torig = np.array(torig, dtype=np.int64)
     tmax = np.array([u.max() for u in tuse], dtype=np.int64)
-    maxprof = _profile(npts, start[torig], end[torig], tmax)
+    maxprof = usage_at_points(npts, start[torig], end[torig], tmax)
     caps = limit - base
     cand = np.nonzero(maxprof > caps)[0]
     if len(cand) == 0:
