@@ -239,7 +239,8 @@ def _add(a, b):
 
 
 class _Graph:
-    """Mutable working graph of the presolve."""
+    """Mutable working graph of the presolve: node costs, normalised edge matrices (parallel edges
+    summed, self-loops and aliases folded in), memory terms per node."""
 
     def __init__(self, problem: Problem):
         n = problem.num_nodes
@@ -254,6 +255,17 @@ class _Graph:
         self.offset = 0
         self.elim_usage = np.zeros(n, dtype=np.int64)  # usage of eliminated nodes (constant)
         self.mem_node = np.zeros(n, dtype=bool)  # live at a point that can be violated
+        for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
+            if u == v:  # a self-loop: its diagonal is a node cost
+                self.cost[u] = _add(self.cost[u], np.minimum(np.diagonal(m), INF))
+                continue
+            self.add_edge(u, v, np.minimum(m, INF))
+        for u, v, allowed in problem.aliases:  # aliases: forbidden pairs of an edge
+            m = np.where(allowed, 0, INF).astype(np.int64)
+            if u == v:
+                self.cost[u] = _add(self.cost[u], np.diagonal(m).copy())
+            else:
+                self.add_edge(u, v, m)
 
     # -- edges -------------------------------------------------------------------------------
     def get(self, u, v):
@@ -395,17 +407,6 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     t0 = time.monotonic()
     g = _Graph(problem)
     n = g.n
-    for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
-        if u == v:
-            g.cost[u] = _add(g.cost[u], np.minimum(np.diagonal(m), INF))
-            continue
-        g.add_edge(u, v, np.minimum(m, INF))
-    for u, v, allowed in problem.aliases:
-        m = np.where(allowed, 0, INF).astype(np.int64)
-        if u == v:
-            g.cost[u] = _add(g.cost[u], np.diagonal(m).copy())
-        else:
-            g.add_edge(u, v, m)
 
     limit = problem.usage_limit
     times, start, end = liveness_points(problem.intervals)
@@ -504,12 +505,12 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
                         and len(g.adj[j]) > len(g.adj[i])):
                     # a bijection: keep the node with more edges (re-attach the fewer)
-                    for w in _merge(g, j, i, m.T, fin.T):
+                    for w in merge_into(g, j, i, np.argmax(fin.T, axis=1)):
                         push(w)
                     push(j)
                     merged = None
                     break
-                for w in _merge(g, i, j, m, fin):
+                for w in merge_into(g, i, j, np.argmax(fin, axis=1)):
                     push(w)
                 merged = True
                 break
@@ -630,14 +631,20 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     return red
 
 
-def _merge(g, i, j, m, fin):
-    """Merge node j into node i along edge matrix m (|S_i| x |S_j|) whose rows each allow exactly
-    one strategy of j: j's strategy becomes f(a) = the allowed column of row a."""
-    f = np.argmax(fin, axis=1)
-    rowcost = m[np.arange(len(f)), f]
-    g.adj[i].pop(j)
-    g.adj[j].pop(i)
-    g.cost[i] = _add(_add(g.cost[i], g.cost[j][f]), rowcost)
+def merge_into(g, i, j, f):
+    """Merge node ``j`` into node ``i`` of the working graph ``g``: ``j``'s strategy becomes ``f[a]``
+    when ``i`` takes ``a`` (``f``: int array over ``i``'s strategies).  ``j``'s costs, the cost of the
+    edge between them at ``(a, f[a])`` (if there is one), ``j``'s other edges (rows re-indexed through
+    ``f``, parallel edges summed) and ``j``'s memory terms move to ``i``; the step is recorded for
+    :meth:`Reduced.expand`.  Returns ``j``'s former neighbours.  Exact when ``f`` is forced (a follow /
+    alias edge: each row allows one strategy); :func:`~hloshard.solver.followers.merge_followers`
+    also uses it for XLA-style follower merging (a modelling choice, not a reduction)."""
+    f = np.asarray(f, dtype=np.int64)
+    m = g.adj[i].pop(j, None)
+    g.adj[j].pop(i, None)
+    g.cost[i] = _add(g.cost[i], g.cost[j][f])
+    if m is not None:
+        g.cost[i] = _add(g.cost[i], m[np.arange(len(f)), f])
     g.terms[i] = g.terms[i] + [(jj, u[f]) for jj, u in g.terms[j]]
     touched = list(g.adj[j])
     for w, mw in list(g.adj[j].items()):  # mw: |S_j| x |S_w|
