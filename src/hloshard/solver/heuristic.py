@@ -387,6 +387,9 @@ def _icm_free(ls, costs, deadline, max_sweeps: int = 5):
 
 # -- Lagrangian prices per liveness point ---------------------------------------------------------
 
+PATIENCE = 3  # Lagrangian rounds without a better priced objective before the step halves (Held & Karp style)
+
+
 def point_penalties(ls: "LocalSearch", mu: np.ndarray) -> list:
     """Per reduced node, the Lagrangian penalty of each strategy for prices ``mu`` (cost units per
     byte, one per memory-model point): ``pen_i[a] = sum_k mu[k] * usage_i(a, k)`` over the points
@@ -415,8 +418,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     ``g_k = load_k - cap_k`` at every point is the subgradient, and the prices move to
     ``max(0, mu + theta * (UB - L) / |g|^2 * g)`` (Polyak's step: ``UB`` the best feasible objective,
     ``L = c(x) + mu . g`` the priced objective of the round's solution; ``theta`` starts at 1 and
-    halves after ``patience`` rounds without a better ``L``, ``patience`` = 3 + log2 of the number
-    of points -- from the instance, not tuned).  When at most ``repair_fraction`` of the points
+    halves after :data:`PATIENCE` rounds without a better ``L``, the textbook schedule).  When at most ``repair_fraction`` of the points
     overflow, the round's solution is repaired to feasibility (:func:`repair_memory`) and improved by
     the memory-aware local search; every feasible one can become the incumbent.
 
@@ -434,7 +436,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     npts = mem.num_points if mem is not None else 0
     mu = np.zeros(npts)
     theta = 1.0
-    patience = 3 + int(math.log2(max(2, npts)))
+    patience = PATIENCE
     best_l, stall = -math.inf, 0
     big = n >= 2000
     for rounds in range(1, max_rounds + 1):
