@@ -16,6 +16,9 @@ Pipeline (all phases share the budget ``time_limit``):
 6. large-neighbourhood search: CP-SAT on subgraphs (breadth-first balls around random nodes, or the
    nodes live at a tight liveness point) while the budget lasts.
 
+Steps 5 and 6 are skipped once the objective is proven within ``GAP_LIMIT`` (0.01%) of the bound (on
+the 3-layer transformer sample CP-SAT did not close the last 0.0098% in 30 s).
+
 **Budgets.**  By default every phase is limited by wall-clock shares of ``time_limit`` (the result can
 then depend on the machine's load).  With ``deterministic=True`` no decision reads the clock: each
 phase gets a *work* budget computed from ``time_limit`` and the reduced problem's size
@@ -52,6 +55,7 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.1     # share of the limit for the dual-bound sweeps
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
+GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 
 
 @dataclass
@@ -180,13 +184,21 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
 
     # 4. a proven lower bound (dual ascent, with the memory prices)
-    bound = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit), stats)
+    target = None if best_obj is None else best_obj + red.offset
+    bound = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit), stats,
+                   target)
     _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
+
+    def closed():  # proven within GAP_LIMIT: nothing worth searching for
+        if best_obj is None:
+            return False
+        o = best_obj + red.offset
+        return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
 
     # 5. CP-SAT on the whole reduced problem
     cp_status = "unknown"
     remaining = deadline - time.monotonic()
-    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not (best_obj is not None and bound >= best_obj + red.offset):
+    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
         mdl = cpsat.build_model(red)
         stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                           "build_seconds": round(elapsed(), 3)}
@@ -218,7 +230,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                               "deterministic_time": round(res.deterministic_time, 3)}
 
     # 6. LNS polish
-    if best_obj is not None and cp_status != "optimal" and bound < best_obj + red.offset:
+    if best_obj is not None and cp_status != "optimal" and not closed():
         best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
                               progress, t0, stats, det_budget=DET_LNS * time_limit)
 
@@ -236,19 +248,22 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
 
 
-def _bound(red, ls, mu, det, time_limit, work, deadline, stats) -> int:
+def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
     """The best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
     same reparametrisation, without them.  Sweeps: until ``deadline`` (default mode) or a number
-    derived from the limit and the problem's size (deterministic mode)."""
+    derived from the limit and the problem's size (deterministic mode); either way no further once
+    the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective)."""
     trivial = red.offset + sum(int(c.min()) for c in red.costs)
     t = time.monotonic()
-    passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1))))
+    passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
     best, dual = lower_bound(red, ls, mu, passes=1)
     done = 1
     per_pass = time.monotonic() - t
     while done < passes and (det or time.monotonic() + 2 * per_pass < deadline):
+        if target is not None and target - best <= GAP_LIMIT * abs(target):
+            break
         step = min(4, passes - done)
         b, dual = lower_bound(red, ls, mu, passes=step, dual=dual)
         best = max(best, b)
