@@ -116,3 +116,36 @@ def test_dual_bound_handles_forbidden_pairs():
     d.sweep(5)
     assert d.proven() + red.offset <= 5
     assert brute_force(p)[0] == 5
+
+
+def test_repeated_layers_are_found_and_the_shared_choice_is_a_valid_proposal():
+    from hloshard.solver.symmetry import repeated_classes, shared_choice
+
+    # a chain of 6 identical "layers" of two nodes (a -> b -> next a), plus one odd node at the end
+    rng = np.random.default_rng(3)
+    ca, cb = rng.integers(0, 9, size=3), rng.integers(0, 9, size=3)
+    mab, mba = rng.integers(1, 9, size=(3, 3)), rng.integers(1, 9, size=(3, 3))
+    costs, edges, mats = [], [], []
+    for layer in range(6):
+        costs += [ca.copy(), cb.copy()]
+        edges.append((2 * layer, 2 * layer + 1))
+        mats.append(mab.copy())
+        if layer:
+            edges.append((2 * layer - 1, 2 * layer))
+            mats.append(mba.copy())
+    costs.append(np.array([5, 0, 7]))
+    edges.append((11, 12))
+    mats.append(mba.copy())
+    p = Problem(name="layers", intervals=np.zeros((13, 2), dtype=np.int64), node_costs=costs,
+                node_usages=[np.ones(3, dtype=np.int64)] * 13, edges=np.array(edges), edge_costs=mats)
+    red = presolve(p, reductions=False)
+    cl = repeated_classes(red)
+    # two rounds: nodes more than two edges away from both ends (node 0 is normalised differently,
+    # node 12 is odd) look alike: a-nodes 4, 6, 8 and b-nodes 3, 5, 7; the ends differ
+    assert cl[4] == cl[6] == cl[8] and cl[3] == cl[5] == cl[7] and cl[4] != cl[3]
+    assert cl[12] not in (cl[4], cl[3]) and cl[0] != cl[4]
+    s = np.array([0, 1, 2, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2])
+    sh = shared_choice(cl, s)
+    assert sh[4] == sh[6] == sh[8] and sh[3] == sh[5] == sh[7]
+    assert sh[3] == 1                         # b-nodes 3, 5, 7 take 1, 1, 0: the majority is 1
+    assert all(sh[i] == s[i] for i in range(13) if (cl == cl[i]).sum() == 1)
