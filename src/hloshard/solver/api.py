@@ -13,7 +13,8 @@ Pipeline (all phases share the budget ``time_limit``):
    look-alike nodes, e.g. the same instruction of every transformer layer, take their class's most
    common strategy; kept only when better after local search);
 4. a proven lower bound: :func:`~hloshard.solver.bounds.lower_bound` (dual ascent on the
-   reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory);
+   reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
+   rounded solution, repaired and improved by local search, is one more candidate;
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
    (its bound is used when higher);
 6. large-neighbourhood search: CP-SAT on subgraphs (breadth-first balls around random nodes, or the
@@ -46,7 +47,7 @@ import numpy as np
 from ..costgraph import Problem, evaluate
 from . import cpsat
 from .bounds import lower_bound
-from .heuristic import LocalSearch, lagrangian_search
+from .heuristic import LocalSearch, bfs_order, lagrangian_search, repair_memory
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
 
@@ -202,8 +203,19 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
     # 4. a proven lower bound (dual ascent, with the memory prices)
     target = None if best_obj is None else best_obj + red.offset
-    bound = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit), stats,
-                   target)
+    bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
+                            stats, target)
+    # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
+    ls.set_solution(decoded)
+    if red.memory is not None and not ls.feasible():
+        repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+    if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
+        stats["bound"]["decoded_objective"] = ls.objective() + red.offset
+        best, best_obj = ls.s.copy(), ls.objective()
+        _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
+    if best is not None:
+        ls.set_solution(best)
     _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
 
     def closed():  # proven within GAP_LIMIT: nothing worth searching for
@@ -266,12 +278,13 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
 
 def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
-    """The best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
+    """``(bound, decoded)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
     same reparametrisation, without them.  Sweeps: until ``deadline`` (default mode) or a number
     derived from the limit and the problem's size (deterministic mode); either way no further once
-    the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective)."""
+    the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective).  ``decoded``: the
+    dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node."""
     trivial = red.offset + sum(int(c.min()) for c in red.costs)
     t = time.monotonic()
     passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
@@ -288,12 +301,13 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> 
         done += step
         if stalled:
             break
+    decoded = dual.decode(bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist()))
     if mu is not None:   # the same reparametrisation without prices: also a bound
         b, dual = lower_bound(red, None, None, passes=0, dual=dual)
         best = max(best, b)
     stats["bound"] = {"passes": done, "dual": best, "trivial": trivial,
                       "seconds": round(time.monotonic() - t, 3)}
-    return max(best, trivial)
+    return max(best, trivial), decoded
 
 
 def _neighbourhood(red, ls, rng, size):
