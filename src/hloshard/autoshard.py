@@ -391,7 +391,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     _add_aliases(graph)
     graph.follows = follows
     graph.kept = kept
-    graph.solver_problem, graph.classes = merge_followers(problem, follows, merge=memory_budget is None)
+    from .solver.followers import merge_followers as merge_followers_into_followees
+    graph.solver_problem, graph.classes = merge_followers_into_followees(problem, follows, merge=memory_budget is None)
     return graph
 
 
