@@ -69,12 +69,7 @@ def merge_followers(problem: Problem, follows, merge: bool = True):
             intervals.append((min(int(iv[j, 0]) for j in live), max(int(iv[j, 1]) for j in live)))
         else:
             intervals.append((int(iv[i, 0]), int(iv[i, 1])))
-    edges, edge_costs = [], []
-    for i in alive.tolist():
-        for j, m in sorted(g.adj[i].items()):
-            if i < j:
-                edges.append((pos[i], pos[j]))
-                edge_costs.append(np.ascontiguousarray(m))
+    edges, edge_costs = g.edge_list(alive, pos)
     out = Problem(name=problem.name, intervals=np.array(intervals, dtype=np.int64).reshape(-1, 2),
                   node_costs=costs, node_usages=usages,
                   edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs,

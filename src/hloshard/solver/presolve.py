@@ -309,6 +309,17 @@ class _Graph:
             m = _add(old, m)
         self.set_edge(u, v, m)
 
+    def edge_list(self, alive, pos):
+        """``(edges, matrices)`` of the remaining graph: one entry per pair ``i < j`` of alive nodes,
+        renumbered through ``pos``, in node order."""
+        edges, mats = [], []
+        for i in alive.tolist():
+            for j, m in sorted(self.adj[i].items()):
+                if i < j:
+                    edges.append((pos[i], pos[j]))
+                    mats.append(np.ascontiguousarray(m))
+        return edges, mats
+
     # -- strategies ----------------------------------------------------------------------------
     def keep(self, i, mask):
         """Keep only the strategies of node i where mask is True (re-slicing its edges)."""
@@ -608,12 +619,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     alive = np.nonzero(g.alive)[0]
     pos = np.full(n, -1, dtype=np.int64)
     pos[alive] = np.arange(len(alive))
-    edges, edge_costs = [], []
-    for i in alive.tolist():
-        for j, m in sorted(g.adj[i].items()):
-            if i < j:
-                edges.append((pos[i], pos[j]))
-                edge_costs.append(np.ascontiguousarray(m))
+    edges, edge_costs = g.edge_list(alive, pos)
     memory = None
     if limit is not None and npts and g.mem_node.any():
         memory = _memory_model(g, alive, pos, times, start, end, limit)
