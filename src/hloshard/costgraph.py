@@ -276,8 +276,8 @@ def liveness_points(intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Returns ``(times, start, end)``: ``times`` the sorted distinct starts of the live intervals (usage
     is piecewise constant and only increases at a start, so these points include every maximum);
     interval ``i`` is live at the points ``start[i] <= k < end[i]`` (``start = end = 0`` when never
-    live).  The one liveness model of the project: the solver's memory constraints, the presolve
-    and :func:`live_usage_profile` use it.
+    live).  The indexed form of :func:`hloshard.cost.liveness.usage_profile` (same points), which the
+    solver's memory model and the presolve need.
     """
     intervals = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
     lo, hi = intervals[:, 0], intervals[:, 1]
@@ -303,14 +303,14 @@ def live_usage_profile(problem: Problem, strategies) -> tuple[np.ndarray, np.nda
     """Memory usage over time for a choice of strategies.
 
     Returns ``(times, usage)``: ``times`` the liveness points (:func:`liveness_points`), ``usage[k]``
-    the total usage (bytes per device) of the nodes live at ``times[k]``.
+    the total usage (bytes per device) of the nodes live at ``times[k]``
+    (:func:`hloshard.cost.liveness.usage_profile` of the chosen usages).
     """
+    from .cost.liveness import usage_profile
+
     s = np.asarray(strategies, dtype=np.int64)
     use = np.fromiter((u[k] for u, k in zip(problem.node_usages, s)), dtype=np.int64, count=len(s))
-    times, start, end = liveness_points(problem.intervals)
-    if len(times) == 0:
-        return times, np.zeros(0, dtype=np.int64)
-    return times, usage_at_points(len(times), start, end, use)
+    return usage_profile(problem.intervals, use)
 
 
 def evaluate(problem: Problem, strategies) -> tuple[int, bool]:
