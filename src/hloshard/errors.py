@@ -92,6 +92,11 @@ def format_error(exc: HloshardError) -> str:
     line = getattr(exc, "line", 0) or 0
     if filename and line:
         return f"{filename}:{line}:{getattr(exc, 'column', 0) or 1}: error: {text}"
+    import re
+
+    located = re.match(r"^([^\s:][^:]*):(\d+):(\d+): (?!error: )(.*)$", text, re.S)
+    if located:  # a message that already starts with FILE:LINE:COL (the verifier's): the same style
+        return f"{located.group(1)}:{located.group(2)}:{located.group(3)}: error: {located.group(4)}"
     if filename and not text.startswith(f"{filename}:") and not text.startswith(f"{filename} "):
         return f"hloshard: error: {filename}: {text}"
     return f"hloshard: error: {text}"

@@ -89,6 +89,18 @@ def _is_direct(path: str) -> bool:
     return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
 
 
+def is_stdout(path: str | None) -> bool:
+    """Whether ``path`` is standard output: None, ``-``, or a name of the same open file (``/dev/stdout``,
+    ``/proc/self/fd/1``, the terminal or pipe stdout is)."""
+    if path is None or path == "-":
+        return True
+    try:
+        a, b = os.stat(path), os.fstat(1)
+    except (OSError, ValueError):
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
 def check_output_path(path: str | None, what: str = "output") -> None:
     """Fail now (UsageError, exit 2) when ``path`` cannot be written, before any long work starts.
 
@@ -104,18 +116,18 @@ def check_output_path(path: str | None, what: str = "output") -> None:
         raise UsageError(f"{what}: empty file name")
     real = os.path.realpath(path)
     if os.path.isdir(real):
-        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the {what}")
+        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the {what}", filename=path)
     if _is_direct(path):
         if not os.path.exists(path):
-            raise UsageError(f"{path}: cannot write: No such file or directory")
+            raise UsageError(f"{path}: cannot write: No such file or directory", filename=path)
         if not os.access(path, os.W_OK):
-            raise UsageError(f"{path}: cannot write: Permission denied")
+            raise UsageError(f"{path}: cannot write: Permission denied", filename=path)
         return
     directory = os.path.dirname(real) or "."
     try:
         fd, tmp = tempfile.mkstemp(prefix=".hloshard-check-", dir=directory)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}") from None
+        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}", filename=path) from None
     os.close(fd)
     os.unlink(tmp)
 
@@ -154,20 +166,20 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         return
     real = os.path.realpath(path)
     if os.path.isdir(real):
-        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the output")
+        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the output", filename=path)
     if _is_direct(path):
         try:
             with open(path, "ab") as fh:
                 fh.write(data)
         except OSError as exc:
-            raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+            raise UsageError(f"{path}: cannot write: {exc.strerror or exc}", filename=path) from None
         return
     directory = os.path.dirname(real)
     mode = _target_mode(real)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".hloshard-", dir=directory)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}") from None
+        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}", filename=path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -179,5 +191,5 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         except OSError:
             pass
         if isinstance(exc, OSError):
-            raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+            raise UsageError(f"{path}: cannot write: {exc.strerror}", filename=path) from None
         raise

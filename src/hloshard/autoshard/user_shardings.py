@@ -37,6 +37,12 @@ def _check_user_sharding(instr, sh, mesh) -> None:
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:
                 raise InputError(f"{where}: sharding {e} names device {bad[0]}, which is not in the mesh {mesh}")
+            devs = [int(d) for d in e.devices]
+            if len(set(devs)) != len(devs):   # XLA refuses such a sharding too (lint HS103; tested)
+                seen: set = set()
+                dup = next(d for d in devs if d in seen or seen.add(d))
+                raise InputError(f"{where}: sharding {e} lists device {dup} more than once: a tile assignment "
+                                 f"must name each device once")
         elif e.is_maximal:
             mesh_ids = set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             if e.maximal_device not in mesh_ids:

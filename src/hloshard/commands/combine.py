@@ -49,10 +49,10 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     from ..combine import combine_module, parse_kinds
     from ..errors import UsageError
     from ..hlo import parse_file, print_module
-    from ..io import write_text_atomic
+    from ..io import is_stdout, write_text_atomic
     from .common import check_outputs, note_input
 
-    if fmt == "json" and not report_only and output == "-":
+    if fmt == "json" and not report_only and is_stdout(output):
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the combined module "
                          "(or --report-only)")
     if not report_only:

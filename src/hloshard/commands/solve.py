@@ -237,10 +237,10 @@ def _user_warning(w: str, report: dict) -> str:
 
 def changed_shardings(before: dict, graph) -> dict:
     """How many instructions of the solved computations got a sharding different from the input's
-    (``before``: instruction -> its sharding text or None)."""
+    (``before``: instruction name -> its sharding or None)."""
     changed = unannotated = 0
     for instr in graph.schedule:
-        old = before.get(id(instr))
+        old = before.get(instr.name)
         new = instr.sharding
         if old is None:
             unannotated += 1
@@ -326,14 +326,14 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     from ..autoshard import solve_module
     from ..hlo import print_module
     from ..hlo.verify import verify_module
-    from ..io import write_text_atomic
+    from ..io import is_stdout, write_text_atomic
     from ..load import load_module
     from ..peak import peak_tensors_of
     from ..sdy import annotate_module
 
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
-    if fmt == "json" and output in (None, "-"):
+    if fmt == "json" and is_stdout(output):
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the annotated module")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
@@ -361,7 +361,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
-    before = {id(i): i.sharding for i in module.all_instructions()}
+    before = {i.name: i.sharding for i in module.all_instructions()}   # by name: --mesh auto solves a fresh parse
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
@@ -372,7 +372,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                        max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
                                        deterministic=deterministic, progress=progress if show else None)
                 module, result, dmesh = search.best.module, search.best.result, search.best.mesh
-                before = {id(i): i.sharding for i in module.all_instructions()}   # the best trial's own parse
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
