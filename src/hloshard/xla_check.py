@@ -12,6 +12,7 @@ backend rewrites all-to-all into tuples or combines all-reduces; see
 Public API::
 
     jax_available() -> bool                          # is jax importable (checked in a child)
+    require_jax()                                    # InputError naming the 'xla' extra when not
     spmd_collectives(texts, num_partitions) -> list[XlaResult]
     parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
     expand_replica_groups(text) -> list[list[int]]
@@ -51,9 +52,11 @@ class XlaCollective:
     source_target_pairs: list[tuple[int, int]]
     line: str
     op_name: str | None = None
+    computation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "shape": self.shape, "dims": list(self.dims), "op_name": self.op_name,
+                "computation": self.computation,
                 "replica_groups": [list(g) for g in self.replica_groups],
                 "source_target_pairs": [list(p) for p in self.source_target_pairs]}
 
@@ -65,6 +68,8 @@ class XlaResult:
     partitioned: str | None
     collectives: list[XlaCollective]
     error: str | None = None
+    #: the partitioner ran but a later compile pass failed (e.g. the CPU backend rejects the module)
+    compile_error: str | None = None
     has_dynamic_slice: bool = False
     dynamic_slices: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
 
@@ -79,6 +84,7 @@ class XlaResult:
 # --------------------------------------------------------------------------------------------
 # text scanning (no jax)
 
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(?:\(.*\)\s*->\s*.*)?\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<shape>.+?)\s+(?P<op>[a-z][a-z0-9\-]*)\((?P<rest>.*)$")
 
 
@@ -179,9 +185,16 @@ def _attr(rest: str, key: str) -> str | None:
 
 
 def parse_collectives(hlo_text: str) -> list[XlaCollective]:
-    """The collectives in ``hlo_text`` (entry and other computations), in text order."""
+    """The collectives in ``hlo_text`` (entry and other computations), in text order; each records the
+    computation it is in (``computation``) and its ``metadata`` ``op_name``."""
     out: list[XlaCollective] = []
+    comp = None
     for line in hlo_text.splitlines():
+        if line[:1] not in (" ", "\t", "") and not line.startswith("HloModule"):
+            cm = _COMPUTATION.match(line)
+            if cm:
+                comp = cm.group("name")
+                continue
         m = _INSTR.match(line)
         if not m or m.group("op") not in COLLECTIVE_OPCODES:
             continue
@@ -194,7 +207,7 @@ def parse_collectives(hlo_text: str) -> list[XlaCollective]:
         pairs = [tuple(int(x) for x in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", stp)] if stp else []
         out.append(XlaCollective(kind=m.group("op").replace("-start", ""), shape=m.group("shape"),
                                  dims=dims, replica_groups=groups, source_target_pairs=pairs,
-                                 line=line.strip(), op_name=_op_name(rest)))
+                                 line=line.strip(), op_name=_op_name(rest), computation=comp))
     return out
 
 
@@ -252,10 +265,17 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                 b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
                 b.debug_options.xla_backend_optimization_level = 0
                 b.debug_options.xla_llvm_disable_expensive_passes = True
-                backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+                error = None
+                try:
+                    backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+                except Exception as exc:  # a later pass may fail after the partitioner ran
+                    error = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
                 raw = open(files[0]).read() if files else None
-                results.append({"partitioned": raw, "error": None if raw else "no spmd-partitioning dump"})
+                if raw is None:
+                    results.append({"partitioned": None, "error": error or "no spmd-partitioning dump"})
+                else:
+                    results.append({"partitioned": raw, "error": None, "compile_error": error})
         except Exception as exc:  # one bad module must not hide the others
             results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
@@ -281,6 +301,15 @@ def jax_available() -> bool:
 
 _JAX_OK: bool | None = None
 
+#: the error every ``--xla`` option gives when jax cannot be imported
+NO_JAX_MESSAGE = "--xla needs jax and jaxlib in this Python (pip install 'hloshard[xla]')"
+
+
+def require_jax() -> None:
+    """Raise InputError (exit 2) naming the ``xla`` extra when :func:`jax_available` is False."""
+    if not jax_available():
+        raise InputError(NO_JAX_MESSAGE)
+
 
 def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0) -> list[XlaResult]:
     """Partition each HLO module text with XLA for ``num_partitions`` devices, in one child process.
@@ -304,7 +333,7 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
     if proc.returncode != 0:
         tail = (proc.stderr or "").strip().splitlines()
         if any("No module named 'jax" in t for t in tail):
-            raise InputError("--xla needs jax and jaxlib (pip install 'hloshard[xla]')")
+            raise InputError(NO_JAX_MESSAGE)
         msg = tail[-1] if tail else f"exit code {proc.returncode}"
         raise InputError(f"XLA check failed: {msg}")
     data = json.loads(proc.stdout)
@@ -313,7 +342,8 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
         text = r.get("partitioned")
         dss = data_dynamic_slices(text) if text else []
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
-                             error=r.get("error"), has_dynamic_slice=bool(dss), dynamic_slices=dss))
+                             error=r.get("error"), compile_error=r.get("compile_error"),
+                             has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
 
 

@@ -144,8 +144,11 @@ def print_summary(report: dict) -> None:
 @click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
+@click.option("--xla", "use_xla", is_flag=True,
+              help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
+                   "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
-            workers, seed, deterministic, export_problem, quiet):
+            workers, seed, deterministic, export_problem, quiet, use_xla):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
     from ..hlo import parse_module, print_module
@@ -160,6 +163,10 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
     module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    if use_xla:
+        from ..xla_check import require_jax
+
+        require_jax()
     show = not quiet and sys.stderr.isatty()
     t0 = time.monotonic()
     try:
@@ -174,6 +181,12 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    comparison = None
+    if use_xla:
+        from ..xla_compare import compare_module
+
+        comparison = compare_module(module, dmesh, result.written or result)
+        report["xla"] = comparison.to_json()
     out_text = print_module(module)
     if report_file:
         write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -183,3 +196,9 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
             click.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
         else:
             print_summary(report)
+            if comparison is not None:
+                from rich.console import Console
+
+                from .cost import render_comparison
+
+                render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15)
