@@ -294,7 +294,8 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
 
     Returns (instruction name -> list of XLA CollectiveRecord, unmatched records).  Executions: the
     cost graph's weight of the matched instruction; an unmatched collective takes the weight of the
-    instruction whose computation has the same name in ``module`` (XLA keeps computation names), else 1.
+    instructions of the computation with the same name in ``module`` (XLA keeps computation names, adding
+    ``_spmd``), else 1.
     """
     ctx = result.graph.ctx
     comp_weight: dict = {}
@@ -303,13 +304,26 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
     matched: dict = {}
     unmatched = []
     for c in xla_result.collectives:
-        instr = tags.get(c.op_name) if c.op_name else None
+        instr = _tagged(c.op_name, tags)
         if instr is not None:
             w = float(ctx.weight(instr)) if instr in ctx.weights else comp_weight.get(instr.parent.name, 1.0)
             matched.setdefault(instr.name, []).append(_record(c, num_partitions, w))
         else:
-            unmatched.append(_record(c, num_partitions, comp_weight.get(c.computation or "", 1.0)))
+            comp = (c.computation or "").removesuffix("_spmd")
+            unmatched.append(_record(c, num_partitions, comp_weight.get(comp, 1.0)))
     return matched, unmatched
+
+
+def _tagged(op_name: str | None, tags: dict):
+    """The instruction an XLA op_name names: XLA's call inliner prefixes the caller's op_name
+    (``hloshard.52/hloshard.19``), so the innermost known tag wins; None when there is none."""
+    if not op_name:
+        return None
+    for part in reversed(op_name.split("/")):
+        instr = tags.get(part)
+        if instr is not None:
+            return instr
+    return None
 
 
 def run_xla(texts: list[str], num_partitions: int) -> list:
