@@ -13,7 +13,7 @@ Public API::
 
     jax_available() -> bool                          # is jax importable (checked in a child)
     require_jax()                                    # InputError naming the 'xla' extra when not
-    spmd_collectives(texts, num_partitions) -> list[XlaResult]
+    spmd_collectives(texts, num_partitions, propagated=False) -> list[XlaResult]
     parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
     expand_replica_groups(text) -> list[list[int]]
 
@@ -70,6 +70,8 @@ class XlaResult:
     error: str | None = None
     #: the partitioner ran but a later compile pass failed (e.g. the CPU backend rejects the module)
     compile_error: str | None = None
+    #: GSPMD's ``after_sharding-propagation`` module (only when asked for with ``propagated=True``)
+    propagated: str | None = None
     has_dynamic_slice: bool = False
     dynamic_slices: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
 
@@ -262,7 +264,8 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                 b.allow_spmd_sharding_propagation_to_output = [False]
                 b.allow_spmd_sharding_propagation_to_parameters = [False]
                 b.debug_options.xla_dump_to = dump
-                b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
+                b.debug_options.xla_dump_hlo_pass_re = ("sharding-propagation|spmd-partitioning"
+                                                        if request.get("propagated") else "spmd-partitioning")
                 b.debug_options.xla_backend_optimization_level = 0
                 b.debug_options.xla_llvm_disable_expensive_passes = True
                 error = None
@@ -272,10 +275,13 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                     error = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
                 raw = open(files[0]).read() if files else None
+                props = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
+                prop = open(props[-1]).read() if props and request.get("propagated") else None
                 if raw is None:
-                    results.append({"partitioned": None, "error": error or "no spmd-partitioning dump"})
+                    results.append({"partitioned": None, "error": error or "no spmd-partitioning dump",
+                                    "propagated": prop})
                 else:
-                    results.append({"partitioned": raw, "error": None, "compile_error": error})
+                    results.append({"partitioned": raw, "error": None, "compile_error": error, "propagated": prop})
         except Exception as exc:  # one bad module must not hide the others
             results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
@@ -311,20 +317,42 @@ def require_jax() -> None:
         raise InputError(NO_JAX_MESSAGE)
 
 
-def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0) -> list[XlaResult]:
+def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0,
+                     propagated: bool = False) -> list[XlaResult]:
     """Partition each HLO module text with XLA for ``num_partitions`` devices, in one child process.
 
     Returns one :class:`XlaResult` per text (same order), with the raw after-spmd-partitioning HLO and
-    its collectives. Raises InputError when jax cannot be imported or the child dies (e.g. an XLA
-    CHECK failure on malformed input).
+    its collectives; with ``propagated`` also GSPMD's after-sharding-propagation module (every
+    instruction annotated: XLA's own plan for a module that annotates only some).  Raises InputError
+    when jax cannot be imported, or when the child dies on a single text (e.g. an XLA CHECK failure
+    on malformed input); when it dies on a batch, each text is retried in its own child and a text that
+    kills XLA gets ``XlaResult.error`` ("XLA crashed: ...") instead.
     """
     if not texts:
         return []
+    try:
+        return _spmd_batch(texts, num_partitions, timeout, propagated)
+    except InputError as exc:
+        if len(texts) == 1 or str(exc) == NO_JAX_MESSAGE:
+            raise
+    out = []
+    for text in texts:
+        try:
+            out += _spmd_batch([text], num_partitions, timeout, propagated)
+        except InputError as exc:
+            if str(exc) == NO_JAX_MESSAGE:
+                raise
+            out.append(XlaResult(partitioned=None, collectives=[], error=f"XLA crashed: {exc}"))
+    return out
+
+
+def _spmd_batch(texts: list[str], num_partitions: int, timeout: float, propagated: bool) -> list[XlaResult]:
+    """One child process for all of ``texts`` (see :func:`spmd_collectives`)."""
     env = dict(os.environ)
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_partitions}"
     env.setdefault("JAX_PLATFORMS", "cpu")
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    payload = json.dumps({"num_partitions": num_partitions, "texts": list(texts)})
+    payload = json.dumps({"num_partitions": num_partitions, "texts": list(texts), "propagated": bool(propagated)})
     try:
         proc = subprocess.run([_python(), "-m", "hloshard.xla_check"], input=payload, capture_output=True,
                               text=True, timeout=timeout, env=env)
@@ -334,7 +362,8 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
         tail = (proc.stderr or "").strip().splitlines()
         if any("No module named 'jax" in t for t in tail):
             raise InputError(NO_JAX_MESSAGE)
-        msg = tail[-1] if tail else f"exit code {proc.returncode}"
+        msg = tail[-1] if tail else (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+                                     else f"exit code {proc.returncode}")
         raise InputError(f"XLA check failed: {msg}")
     data = json.loads(proc.stdout)
     out = []
@@ -343,6 +372,7 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
         dss = data_dynamic_slices(text) if text else []
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
                              error=r.get("error"), compile_error=r.get("compile_error"),
+                             propagated=r.get("propagated"),
                              has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
 

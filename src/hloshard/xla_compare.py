@@ -326,13 +326,13 @@ def _tagged(op_name: str | None, tags: dict):
     return None
 
 
-def run_xla(texts: list[str], num_partitions: int) -> list:
+def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, timeout: float = 900.0) -> list:
     """:func:`hloshard.xla_check.spmd_collectives` after checking that jax is importable.
     Raises InputError naming the ``xla`` extra when it is not."""
     from . import xla_check
 
     xla_check.require_jax()
-    return xla_check.spmd_collectives(texts, num_partitions)
+    return xla_check.spmd_collectives(texts, num_partitions, timeout=timeout, propagated=propagated)
 
 
 def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
