@@ -72,7 +72,7 @@ def _side(comparison, result, plan_error=None) -> dict:
 def run(args) -> list[dict]:
     from hloshard.autoshard import evaluate_module, solve_module
     from hloshard.hlo import parse_module, print_module
-    from hloshard.xla_compare import compare_module, run_xla, tag_module_text
+    from hloshard.xla_compare import compare_module, run_xla, tag_module_text, tags_in_metadata
 
     todo = cases(args.only, not args.no_corpus)
     rows = []
@@ -145,7 +145,13 @@ def run(args) -> list[dict]:
                 if g is not None:
                     row["notes"].append(f"XLA rejects its own propagated module ({g.error[:100]}); GSPMD measured "
                                         f"by partitioning the pre module")
-                xla = (pre_res, c["pre_tagged"][1])
+                # XLA renames instructions after their op_name on the way through StableHLO, so its
+                # propagated module is matched to the pre module's collectives by the tags it kept
+                xla = (pre_res, c["pre_tagged"][1] if c["propagated"] is not None
+                       else tags_in_metadata(c["gspmd_module"]))
+                if c["propagated"] is None:
+                    pre_names = c["pre_tagged"][1]
+                    row["names"] = {i.name: pre_names[t].name for t, i in xla[1].items() if t in pre_names}
             row["gspmd"] = _side(compare_module(c["gspmd_module"], mesh, c["gspmd_eval"], xla=xla), c["gspmd_eval"])
         else:
             row["gspmd"] = None
@@ -226,16 +232,18 @@ def disagreements(rows, k: int = 12) -> str:
             side = r[p]
             if side is None or side["xla_mb"] is None:
                 continue
+            names = r.get("names", {}) if p == "gspmd" else {}
             for i in side["comparison"].compared:
                 d = abs(i.predicted_bytes - i.xla_bytes)
-                items.append((d, r["name"], p, i))
-    items.sort(key=lambda t: (-t[0], t[1], t[2], t[3].name))
+                shown = f"{i.name} (pre: {names[i.name]})" if i.name in names else i.name
+                items.append((d, r["name"], p, shown, i))
+    items.sort(key=lambda t: (-t[0], t[1], t[2], t[3]))
     from hloshard.xla_compare import _kinds
 
     lines = ["| module | plan | instruction | opcode | predicted | predicted MB | XLA | XLA MB |",
              "|---|---|---|---|---|---:|---|---:|"]
-    for d, name, p, i in items[:k]:
-        lines.append(f"| `{name}` | {p} | `{i.name}` | {i.opcode} | {', '.join(_kinds(i.predicted)) or '-'} | "
+    for d, name, p, shown, i in items[:k]:
+        lines.append(f"| `{name}` | {p} | `{shown}` | {i.opcode} | {', '.join(_kinds(i.predicted)) or '-'} | "
                      f"{i.predicted_bytes / MB:.3f} | {', '.join(_kinds(i.xla)) or '-'} | {i.xla_bytes / MB:.3f} |")
     return "\n".join(lines)
 

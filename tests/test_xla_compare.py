@@ -217,3 +217,27 @@ def test_cost_and_solve_xla_flag_through_the_cli(tmp_path):
     again = json.loads(CliRunner().invoke(main, ["cost", str(out), "--xla", "--format", "json"]).output)
     assert xla["xla_bytes_per_device"] == pytest.approx(again["xla_bytes_per_device"], abs=1e-3)
     assert xla["xla_error"] is None
+
+
+@pytest.mark.oracle
+def test_gspmd_propagated_module_keeps_the_tags():
+    """XLA's propagated module (``propagated=True``) renames instructions after their op_name on the way
+    through StableHLO but keeps the tags: its dot is found again and XLA's all-reduce matches it."""
+    require_jax()
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo import parse_module
+    from hloshard.mesh import DeviceMesh
+    from hloshard.xla_compare import compare_module, run_xla, tag_module_text, tags_in_metadata
+
+    pre = parse_module(DOT_CONTRACTING.replace(", sharding={replicated}", ""))
+    text, tags = tag_module_text(pre)
+    (res,) = run_xla([text], 8, propagated=True)
+    assert res.error is None and res.propagated
+    prop = parse_module(res.propagated)
+    back = tags_in_metadata(prop)
+    assert {t: i.opcode for t, i in back.items()} == {t: i.opcode for t, i in tags.items()}
+    mesh = DeviceMesh.for_module(prop, None)
+    c = compare_module(prop, mesh, evaluate_module(prop, mesh), xla=(res, back))
+    dot = back[next(t for t, i in tags.items() if i.name == "d")]
+    (row,) = [i for i in c.instructions if i.name == dot.name]
+    assert [(r.kind, r.ring_bytes) for r in row.xla] == [("all-reduce", DOT_ALL_REDUCE_BYTES)]

@@ -27,6 +27,7 @@ Public API::
 
     predicted_collectives(result) -> dict[str, list[CollectiveRecord]]   # instruction name -> predicted
     tag_module_text(module) -> (text, {op_name: Instruction})
+    tags_in_metadata(module) -> {op_name: Instruction}                   # tags XLA carried through
     xla_records(xla_result, tags, module, result) -> (per-instruction dict, unmatched list)
     compare_module(module, mesh, evaluation, xla=None) -> Comparison       # .to_json()
 
@@ -312,6 +313,21 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
             comp = (c.computation or "").removesuffix("_spmd")
             unmatched.append(_record(c, num_partitions, comp_weight.get(comp, 1.0)))
     return matched, unmatched
+
+
+def tags_in_metadata(module) -> dict:
+    """op_name tag -> instruction, read back from the metadata of a module that XLA produced from a
+    tagged text (e.g. GSPMD's propagated module: its instructions keep the tags, while the round trip
+    through StableHLO may rename the instructions themselves)."""
+    out: dict = {}
+    for instr in module.all_instructions():
+        name = instr.op_name
+        if not name:
+            continue
+        parts = [p for p in name.split("/") if p.startswith(TAG_PREFIX)]
+        if parts:
+            out.setdefault(parts[-1], instr)
+    return out
 
 
 def _tagged(op_name: str | None, tags: dict):
