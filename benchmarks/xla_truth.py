@@ -86,7 +86,8 @@ def run(args) -> list[dict]:
     t0 = time.monotonic()
     for n in sorted({c["mesh_obj"].num_devices for c in todo}):
         group = [c for c in todo if c["mesh_obj"].num_devices == n]
-        for c, res in zip(group, run_xla([c["pre_tagged"][0] for c in group], n, propagated=True, timeout=3600)):
+        for c, res in zip(group, run_xla([c["pre_tagged"][0] for c in group], n, propagated=True, timeout=3600,
+                                                crash_as_error=True)):
             c["pre_xla"] = res
     print(f"XLA, pre modules: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     # --- GSPMD plan and solve plan on the hloshard side ---------------------------------------------------
@@ -126,7 +127,7 @@ def run(args) -> list[dict]:
                 jobs.append((c, "gspmd_xla", c["gspmd_tagged"][0]))
             if c.get("solve_tagged"):
                 jobs.append((c, "solve_xla", c["solve_tagged"][0]))
-        for (c, key, _), res in zip(jobs, run_xla([t for _, _, t in jobs], n, timeout=3600)):
+        for (c, key, _), res in zip(jobs, run_xla([t for _, _, t in jobs], n, timeout=3600, crash_as_error=True)):
             c[key] = res
     print(f"XLA, propagated and solved modules: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     # --- compare ------------------------------------------------------------------------------------
@@ -148,7 +149,7 @@ def run(args) -> list[dict]:
                 # XLA renames instructions after their op_name on the way through StableHLO, so its
                 # propagated module is matched to the pre module's collectives by the tags it kept
                 xla = (pre_res, c["pre_tagged"][1] if c["propagated"] is not None
-                       else tags_in_metadata(c["gspmd_module"]))
+                       else tags_in_metadata(c["gspmd_module"], like=c["pre_tagged"][1]))
                 if c["propagated"] is None:
                     pre_names = c["pre_tagged"][1]
                     row["names"] = {i.name: pre_names[t].name for t, i in xla[1].items() if t in pre_names}

@@ -234,7 +234,7 @@ def test_gspmd_propagated_module_keeps_the_tags():
     (res,) = run_xla([text], 8, propagated=True)
     assert res.error is None and res.propagated
     prop = parse_module(res.propagated)
-    back = tags_in_metadata(prop)
+    back = tags_in_metadata(prop, like=tags)
     assert {t: i.opcode for t, i in back.items()} == {t: i.opcode for t, i in tags.items()}
     mesh = DeviceMesh.for_module(prop, None)
     c = compare_module(prop, mesh, evaluate_module(prop, mesh), xla=(res, back))

@@ -318,7 +318,7 @@ def require_jax() -> None:
 
 
 def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0,
-                     propagated: bool = False) -> list[XlaResult]:
+                     propagated: bool = False, crash_as_error: bool = False) -> list[XlaResult]:
     """Partition each HLO module text with XLA for ``num_partitions`` devices, in one child process.
 
     Returns one :class:`XlaResult` per text (same order), with the raw after-spmd-partitioning HLO and
@@ -326,14 +326,15 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
     instruction annotated: XLA's own plan for a module that annotates only some).  Raises InputError
     when jax cannot be imported, or when the child dies on a single text (e.g. an XLA CHECK failure
     on malformed input); when it dies on a batch, each text is retried in its own child and a text that
-    kills XLA gets ``XlaResult.error`` ("XLA crashed: ...") instead.
+    kills XLA gets ``XlaResult.error`` ("XLA crashed: ...") instead (also for a single text with
+    ``crash_as_error``).
     """
     if not texts:
         return []
     try:
         return _spmd_batch(texts, num_partitions, timeout, propagated)
     except InputError as exc:
-        if len(texts) == 1 or str(exc) == NO_JAX_MESSAGE:
+        if (len(texts) == 1 and not crash_as_error) or str(exc) == NO_JAX_MESSAGE:
             raise
     out = []
     for text in texts:

@@ -27,7 +27,7 @@ Public API::
 
     predicted_collectives(result) -> dict[str, list[CollectiveRecord]]   # instruction name -> predicted
     tag_module_text(module) -> (text, {op_name: Instruction})
-    tags_in_metadata(module) -> {op_name: Instruction}                   # tags XLA carried through
+    tags_in_metadata(module, like=None) -> {op_name: Instruction}        # tags XLA carried through
     xla_records(xla_result, tags, module, result) -> (per-instruction dict, unmatched list)
     compare_module(module, mesh, evaluation, xla=None) -> Comparison       # .to_json()
 
@@ -315,18 +315,27 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
     return matched, unmatched
 
 
-def tags_in_metadata(module) -> dict:
+def tags_in_metadata(module, like: dict | None = None) -> dict:
     """op_name tag -> instruction, read back from the metadata of a module that XLA produced from a
     tagged text (e.g. GSPMD's propagated module: its instructions keep the tags, while the round trip
-    through StableHLO may rename the instructions themselves)."""
+    through StableHLO may rename the instructions themselves).  Several instructions can carry one tag
+    (a scatter's region parameters carry the scatter's); with ``like`` (the tags of the original
+    module) the first one with the original's opcode wins, else the first in text order."""
     out: dict = {}
     for instr in module.all_instructions():
         name = instr.op_name
         if not name:
             continue
         parts = [p for p in name.split("/") if p.startswith(TAG_PREFIX)]
-        if parts:
-            out.setdefault(parts[-1], instr)
+        if not parts:
+            continue
+        tag = parts[-1]
+        old = out.get(tag)
+        if old is None:
+            out[tag] = instr
+        elif like is not None and tag in like and old.opcode != like[tag].opcode \
+                and instr.opcode == like[tag].opcode:
+            out[tag] = instr
     return out
 
 
@@ -342,13 +351,15 @@ def _tagged(op_name: str | None, tags: dict):
     return None
 
 
-def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, timeout: float = 900.0) -> list:
+def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, timeout: float = 900.0,
+            crash_as_error: bool = False) -> list:
     """:func:`hloshard.xla_check.spmd_collectives` after checking that jax is importable.
     Raises InputError naming the ``xla`` extra when it is not."""
     from . import xla_check
 
     xla_check.require_jax()
-    return xla_check.spmd_collectives(texts, num_partitions, timeout=timeout, propagated=propagated)
+    return xla_check.spmd_collectives(texts, num_partitions, timeout=timeout, propagated=propagated,
+                                      crash_as_error=crash_as_error)
 
 
 def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
