@@ -84,12 +84,8 @@ def scan_mlp_train_step(ms, layers: int = 4):
         h, _ = jax.lax.scan(block, x, params)
         return jnp.mean(jnp.square(h - y))
 
-    def scan_mlp_train_step(params, x, y):
-        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        return loss, jax.tree_util.tree_map(lambda p, g: p - 0.01 * g, params, grads)
-
     params = (ms._spec(mesh, (layers, d, f), None, None, "model"), ms._spec(mesh, (layers, f, d), None, "model", None))
-    return scan_mlp_train_step, (params, ms._spec(mesh, (64, d), "data", None), ms._spec(mesh, (64, d), "data", None))
+    return _sgd_step(jax, loss_fn, 0.01, "scan_mlp_train_step"), (params, ms._spec(mesh, (64, d), "data", None), ms._spec(mesh, (64, d), "data", None))
 
 
 def fused_qkv_train_step(ms, layers: int = 2):
@@ -109,19 +105,24 @@ def fused_qkv_train_step(ms, layers: int = 2):
     def loss_fn(params, x, y):
         return jnp.mean(jnp.square(forward(params, x) - y))
 
-    def fused_qkv_train_step(params, x, y):
+    shapes = {"ln1_g": ((d,),), "ln1_b": ((d,),), "wqkv": ((d, 3 * d), None, "model"),
+              "wo": ((d, d), "model", None), "ln2_g": ((d,),), "ln2_b": ((d,),),
+              "w1": ((d, f), None, "model"), "w2": ((f, d), "model", None)}
+    params = [{k: ms._spec(mesh, *v) for k, v in shapes.items()} for _ in range(layers)]
+    act = ms._spec(mesh, (batch, seq, d), "data", None, None)
+    return _sgd_step(jax, loss_fn, 1e-3, "fused_qkv_train_step"), (params, act, act)
+
+
+def _sgd_step(jax, loss_fn, lr: float, name: str):
+    """``name(params, x, y) -> (loss, params - lr * grad)`` (value_and_grad + SGD); the name is the
+    jitted module's name (``jit_<name>``)."""
+
+    def step(params, x, y):
         loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
-        return loss, jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
+        return loss, jax.tree_util.tree_map(lambda p, g: p - lr * g, params, grads)
 
-    def layer():
-        return {"ln1_g": ms._spec(mesh, (d,)), "ln1_b": ms._spec(mesh, (d,)),
-                "wqkv": ms._spec(mesh, (d, 3 * d), None, "model"), "wo": ms._spec(mesh, (d, d), "model", None),
-                "ln2_g": ms._spec(mesh, (d,)), "ln2_b": ms._spec(mesh, (d,)),
-                "w1": ms._spec(mesh, (d, f), None, "model"), "w2": ms._spec(mesh, (f, d), "model", None)}
-
-    args = ([layer() for _ in range(layers)], ms._spec(mesh, (batch, seq, d), "data", None, None),
-            ms._spec(mesh, (batch, seq, d), "data", None, None))
-    return fused_qkv_train_step, args
+    step.__name__ = step.__qualname__ = name
+    return step
 
 
 BUILDERS = (attention_6heads, moe_layer, embedding_lookup, scan_mlp_train_step, fused_qkv_train_step)
