@@ -101,12 +101,16 @@ def render_comparison(con, comparison, top: int) -> None:
 
 
 def _kind_text(records) -> str:
-    """``all-reduce n=4 x2, collective-permute``: kinds with group size and count."""
+    """``all-reduce {0,4}x4 (2 times), collective-permute``: kinds with their first replica group and the
+    number of groups, and how many such collectives."""
     counts: dict = {}
     for r in records:
-        key = r.kind if r.kind == "collective-permute" else f"{r.kind} n={r.group_size}"
+        key = r.kind
+        if r.kind != "collective-permute":
+            g = r.replica_groups
+            key += f" {{{','.join(str(d) for d in g[0])}}}x{len(g)}" if g else f" n={r.group_size}"
         counts[key] = counts.get(key, 0) + 1
-    return ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(counts.items())) or "-"
+    return ", ".join(f"{k} ({n} times)" if n > 1 else k for k, n in sorted(counts.items())) or "-"
 
 
 @click.command("cost")
