@@ -173,6 +173,7 @@ def test_operand_resharding_is_matched_to_the_user_on_both_sides():
     (pred,) = rows["n"].predicted
     assert (pred.kind, pred.group_size, pred.ring_bytes, pred.source) == ("all-gather", 8, GATHER_BYTES, "reshard p")
     assert rows["n"].kinds_agree is True and c.kind_agreement == 1.0
+    assert rows["n"].groups_agree is True      # both: one group of all 8 devices
     assert c.predicted_bytes == c.xla_bytes == GATHER_BYTES
 
 

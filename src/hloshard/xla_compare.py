@@ -112,6 +112,19 @@ class InstructionComparison:
         return sum(r.total_bytes for r in self.xla)
 
     @property
+    def groups_agree(self) -> bool | None:
+        """Same collectives on both sides as (kind, set of replica groups), collective-permutes by kind
+        only; None when neither side has a collective."""
+        if not self.predicted and not self.xla:
+            return None
+
+        def key(records):
+            return sorted((r.kind, () if r.kind == "collective-permute" else
+                           tuple(sorted(tuple(sorted(g)) for g in r.replica_groups))) for r in records)
+
+        return key(self.predicted) == key(self.xla)
+
+    @property
     def kinds_agree(self) -> bool | None:
         """Same set of collective kinds on both sides; None when neither side has a collective."""
         if not self.predicted and not self.xla:
@@ -122,7 +135,7 @@ class InstructionComparison:
         return {"name": self.name, "opcode": self.opcode, "executions": self.executions,
                 "predicted_bytes_per_device": self.predicted_bytes, "xla_bytes_per_device": self.xla_bytes,
                 "predicted_kinds": _kinds(self.predicted), "xla_kinds": _kinds(self.xla),
-                "kinds_agree": self.kinds_agree,
+                "kinds_agree": self.kinds_agree, "groups_agree": self.groups_agree,
                 "predicted_collectives": [r.to_json() for r in self.predicted],
                 "xla_collectives": [r.to_json() for r in self.xla]}
 
@@ -133,7 +146,8 @@ class Comparison:
 
     ``instructions``: every instruction of the cost graph's schedule, in schedule order;
     ``unmatched``: XLA collectives whose op_name names no instruction of the module;
-    ``xla_error``: XLA's error when it could not partition the module (then the XLA side is empty).
+    ``xla_error``: XLA's error when it could not partition the module (then the XLA side is empty);
+    ``xla_compile_error``: the partitioner ran but a later compile pass failed (figures still valid).
     """
 
     module: str
@@ -141,6 +155,7 @@ class Comparison:
     instructions: list
     unmatched: list = field(default_factory=list)
     xla_error: str | None = None
+    xla_compile_error: str | None = None
 
     @property
     def predicted_bytes(self) -> float:
@@ -167,7 +182,7 @@ class Comparison:
         return {"module": self.module, "num_partitions": self.num_partitions,
                 "predicted_bytes_per_device": self.predicted_bytes, "xla_bytes_per_device": self.xla_bytes,
                 "kind_agreement": self.kind_agreement, "compared_instructions": len(self.compared),
-                "xla_error": self.xla_error,
+                "xla_error": self.xla_error, "xla_compile_error": self.xla_compile_error,
                 "instructions": [i.to_json() for i in self.compared],
                 "unmatched_xla_collectives": [r.to_json() for r in self.unmatched]}
 
@@ -391,4 +406,4 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
         recs = matched[name]
         opcode = next((i.opcode for i in tags.values() if i.name == name), "?")
         rows.append(InstructionComparison(name, opcode, recs[0].executions, [], recs))
-    return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error)
+    return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error, res.compile_error)

@@ -12,8 +12,9 @@ collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`).
 
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
-``xla_bytes_per_device``, ``xla_collectives`` and ``kinds_agree`` per instruction, and at the top
-``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives`` and ``xla_error``.  Exit 2 on
+``xla_bytes_per_device``, ``xla_collectives``, ``kinds_agree`` and ``groups_agree`` per instruction, and
+at the top ``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives``, ``xla_error``
+and ``xla_compile_error``.  Exit 2 on
 bad input, and for ``--xla`` when jax is not installed.
 """
 
@@ -59,10 +60,12 @@ def cost_report(result, mesh, comparison=None) -> dict:
             row["xla_bytes_per_device"] = _mb(c.xla_bytes if c is not None else 0.0)
             row["xla_collectives"] = [r.to_json() for r in c.xla] if c is not None else []
             row["kinds_agree"] = c.kinds_agree if c is not None else None
+            row["groups_agree"] = c.groups_agree if c is not None else None
         report["xla_bytes_per_device"] = _mb(comparison.xla_bytes)
         report["kind_agreement"] = comparison.kind_agreement
         report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
         report["xla_error"] = comparison.xla_error
+        report["xla_compile_error"] = comparison.xla_compile_error
     return report
 
 
@@ -80,6 +83,9 @@ def render_comparison(con, comparison, top: int) -> None:
     if comparison.xla_error:
         con.print(f"XLA could not partition the module: {comparison.xla_error}")
         return
+    if comparison.xla_compile_error:
+        con.print(f"note: XLA partitioned the module, then a later compile pass failed: "
+                  f"{comparison.xla_compile_error}")
     agree = comparison.kind_agreement
     con.print(f"collective bytes per device: predicted {format_bytes(int(comparison.predicted_bytes))}, "
               f"XLA {format_bytes(int(comparison.xla_bytes))}; collective kinds agree on "
