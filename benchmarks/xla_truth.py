@@ -161,7 +161,7 @@ def run(args) -> list[dict]:
             s = c["solve_xla"]
             row["solve"] = _side(compare_module(c["solve_module"], mesh, c["solve_result"],
                                                 xla=(s, c["solve_tagged"][1])), c["solve_result"])
-            row["solved_parses"] = s.error is None or "parse" not in s.error.lower()
+            row["solved_parses"] = s.error is None or s.error_stage == "compile"
             row["solved_compiles"] = s.error is None and s.compile_error is None
             if s.error or s.compile_error:
                 row["notes"].append(f"solved module under XLA: {s.error or s.compile_error}"[:160])
@@ -215,12 +215,15 @@ def targets(rows) -> str:
            if r[p] is not None and r[p]["kind_agreement"] is not None]
     ok_agr = [a for a in agr if a[2] >= 0.95]
     comp = [r for r in rows if r.get("input_compiles") and r["solve"] is not None]
+    solved = [r for r in rows if r["solve"] is not None]
     return "\n".join([
         f"- predicted within 10% (or 0.1 MB) of XLA: {len(ok_acc)} of {len(acc)} measured plans "
         f"({', '.join(f'{n} {p}' for n, p, _ in ok_acc) or 'none'})",
         f"- solve <= GSPMD under XLA: {len(le)} of {len(rat)} modules; strictly fewer bytes: {len(lt)} "
         f"({', '.join(r['name'] for r in lt) or 'none'})",
         f"- collective kinds agree on >= 95% of instructions: {len(ok_agr)} of {len(agr)} measured plans",
+        f"- solved module parses in XLA: {sum(1 for r in solved if r.get('solved_parses'))} of {len(solved)} "
+        f"(a module that crashes XLA counts as not parsed)",
         f"- solved module compiles for 8 partitions where the input does: "
         f"{sum(1 for r in comp if r.get('solved_compiles'))} of {len(comp)}",
     ])

@@ -269,3 +269,22 @@ def test_xla_totals_agree_with_the_test_side_byte_counter():
         expected = sum(x["bytes"] for x in collective_bytes(res.partitioned))
         assert expected > 0, name
         assert c.xla_bytes == pytest.approx(expected, rel=1e-9), name
+
+
+@pytest.mark.oracle
+def test_xla_errors_say_where_they_arose():
+    """A text XLA's HLO parser rejects fails at 'parse'; one it parses but cannot partition at 'compile'
+    (a PartitionId in an SPMD module, as the Llama corpus step has); the good module beside them is still
+    partitioned (one bad text does not hide the others)."""
+    require_jax()
+    from hloshard.xla_compare import run_xla
+
+    partition_id = """HloModule pid, num_partitions=8
+ENTRY e {
+  ROOT p = u32[] partition-id(), sharding={replicated}
+}
+"""
+    bad, pid, good = run_xla(["HloModule broken\nENTRY e { this is not HLO }\n", partition_id, DOT_CONTRACTING], 8)
+    assert (bad.error is not None, bad.error_stage) == (True, "parse")
+    assert pid.error_stage == "compile" and "PartitionId" in pid.error
+    assert good.error is None and [c.kind for c in good.collectives] == ["all-reduce"]

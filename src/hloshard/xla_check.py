@@ -72,6 +72,9 @@ class XlaResult:
     compile_error: str | None = None
     #: GSPMD's ``after_sharding-propagation`` module (only when asked for with ``propagated=True``)
     propagated: str | None = None
+    #: where ``error`` arose: 'parse' (XLA's HLO parser rejected the text), 'compile', or None (no error,
+    #: or the child crashed)
+    error_stage: str | None = None
     has_dynamic_slice: bool = False
     dynamic_slices: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
 
@@ -252,9 +255,11 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     backend = jax.extend.backend.get_backend("cpu")
     results = []
     for text in request["texts"]:
+        stage = "parse"
         try:
             with tempfile.TemporaryDirectory(prefix="hloshard-xla-") as dump:
                 mod = xc.hlo.hlo_module_from_text(text)
+                stage = "compile"
                 mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
                 opts = jax.extend.backend.get_compile_options(
                     num_replicas=1, num_partitions=n,
@@ -279,11 +284,12 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                 prop = open(props[-1]).read() if props and request.get("propagated") else None
                 if raw is None:
                     results.append({"partitioned": None, "error": error or "no spmd-partitioning dump",
-                                    "propagated": prop})
+                                    "propagated": prop, "stage": "compile"})
                 else:
                     results.append({"partitioned": raw, "error": None, "compile_error": error, "propagated": prop})
         except Exception as exc:  # one bad module must not hide the others
-            results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+            results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                            "stage": stage})
     json.dump({"results": results}, sys.stdout)
     return 0
 
@@ -373,7 +379,7 @@ def _spmd_batch(texts: list[str], num_partitions: int, timeout: float, propagate
         dss = data_dynamic_slices(text) if text else []
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
                              error=r.get("error"), compile_error=r.get("compile_error"),
-                             propagated=r.get("propagated"),
+                             propagated=r.get("propagated"), error_stage=r.get("stage"),
                              has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
 
