@@ -5,11 +5,12 @@ For every sample (``samples/NAME.pre.hlo`` with ``NAME.propagated.hlo``, mesh 2x
 modules of ``../shared/corpus/xla_benchmarks/`` (mesh 8), two plans:
 
 * **GSPMD**: XLA's own sharding propagation: ``NAME.propagated.hlo`` for samples, for the corpus modules
-  the ``after_sharding-propagation`` dump of XLA compiling the pre module.  Predicted: ``hloshard cost``
-  of that module.  XLA: the collectives of partitioning it; when XLA rejects its own propagated dump
-  (it does for ``scan_mlp_train_step``: a while-body tuple sharding with too many leaves), or for the
-  corpus, the collectives of partitioning the pre module (XLA propagates it itself: the same plan),
-  matched to the propagated module's instructions by name.
+  the ``after_sharding-propagation`` dump of XLA compiling the (tagged) pre module.  Predicted:
+  ``hloshard cost`` of that module.  XLA: the collectives of partitioning it; for the corpus, and when
+  XLA rejects a sample's propagated file (it does for ``scan_mlp_train_step``: a while-body tuple
+  sharding with too many leaves; that sample is then priced from the dump too), the collectives of
+  partitioning the pre module (XLA propagates it itself: the same plan), matched to the dump's
+  instructions by the op_name tags XLA carried into it.
 * **solve**: ``hloshard solve NAME.pre.hlo --keep-shardings io --deterministic --time-limit T``.
   Predicted: ``hloshard cost`` of the written module (= the reported objective's collectives).  XLA: the
   collectives of partitioning the written module.
@@ -143,16 +144,18 @@ def run(args) -> list[dict]:
             if g is not None and g.error is None:
                 xla = (g, c["gspmd_tagged"][1])
             else:
-                if g is not None:
-                    row["notes"].append(f"XLA rejects its own propagated module ({g.error[:100]}); GSPMD measured "
-                                        f"by partitioning the pre module")
+                if g is not None and pre_res.propagated is not None:
+                    # the plan is the same (GSPMD on the same pre module); price XLA's propagated dump of the
+                    # tagged pre module instead, whose instructions carry the tags of the measured collectives
+                    row["notes"].append(f"XLA rejects its own propagated module ({g.error[:100]}); GSPMD priced "
+                                        f"and measured from XLA compiling the pre module")
+                    c["gspmd_module"] = parse_module(pre_res.propagated, c["name"] + ".propagated")
+                    c["gspmd_eval"] = evaluate_module(c["gspmd_module"], mesh)
                 # XLA renames instructions after their op_name on the way through StableHLO, so its
                 # propagated module is matched to the pre module's collectives by the tags it kept
-                xla = (pre_res, c["pre_tagged"][1] if c["propagated"] is not None
-                       else tags_in_metadata(c["gspmd_module"], like=c["pre_tagged"][1]))
-                if c["propagated"] is None:
-                    pre_names = c["pre_tagged"][1]
-                    row["names"] = {i.name: pre_names[t].name for t, i in xla[1].items() if t in pre_names}
+                xla = (pre_res, tags_in_metadata(c["gspmd_module"], like=c["pre_tagged"][1]))
+                pre_names = c["pre_tagged"][1]
+                row["names"] = {i.name: pre_names[t].name for t, i in xla[1].items() if t in pre_names}
             row["gspmd"] = _side(compare_module(c["gspmd_module"], mesh, c["gspmd_eval"], xla=xla), c["gspmd_eval"])
         else:
             row["gspmd"] = None

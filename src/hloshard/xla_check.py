@@ -266,7 +266,9 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                     device_assignment=np.arange(n).reshape(1, n), backend=backend)
                 b = opts.executable_build_options
                 b.use_shardy_partitioner = False
-                b.allow_spmd_sharding_propagation_to_output = [False]
+                # GSPMD's own plan (propagated=True) as jax compiles a jit without out_shardings: the
+                # outputs' shardings are propagated too; else an unannotated output is replicated
+                b.allow_spmd_sharding_propagation_to_output = [bool(request.get("propagated"))]
                 b.allow_spmd_sharding_propagation_to_parameters = [False]
                 b.debug_options.xla_dump_to = dump
                 b.debug_options.xla_dump_hlo_pass_re = ("sharding-propagation|spmd-partitioning"
@@ -329,7 +331,8 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
 
     Returns one :class:`XlaResult` per text (same order), with the raw after-spmd-partitioning HLO and
     its collectives; with ``propagated`` also GSPMD's after-sharding-propagation module (every
-    instruction annotated: XLA's own plan for a module that annotates only some).  Raises InputError
+    instruction annotated: XLA's own plan for a module that annotates only some), and GSPMD may then
+    choose the shardings of unannotated outputs as jax lets it (else they are replicated).  Raises InputError
     when jax cannot be imported, or when the child dies on a single text (e.g. an XLA CHECK failure
     on malformed input); when it dies on a batch, each text is retried in its own child and a text that
     kills XLA gets ``XlaResult.error`` ("XLA crashed: ...") instead (also for a single text with
