@@ -289,13 +289,14 @@ def test_solve_survives_a_failed_re_evaluation(monkeypatch):
     """If re-evaluating the written module finds nothing in time, solve still succeeds with the
     solver's own objective and says so."""
     import hloshard.autoshard as autoshard
+    import hloshard.autoshard.solve as autoshard_solve
     from hloshard.errors import SolveFailed
     from hloshard.mesh import DeviceMesh
 
     def fail(*a, **k):
         raise SolveFailed("no feasible solution found within the time limit (30 s)")
 
-    monkeypatch.setattr(autoshard, "evaluate_module", fail)
+    monkeypatch.setattr(autoshard_solve, "evaluate_module", fail)
     module = parse_file(str(SAMPLES / "mlp_train_step.pre.hlo"))
     res = autoshard.solve_module(module, DeviceMesh.parse("2x4"), time_limit=2, deterministic=True)
     assert res.written is None and res.objective == res.solver_objective
