@@ -24,6 +24,7 @@ import json
 
 import click
 
+from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import mesh_from_options, mesh_options
 
 
@@ -119,11 +120,20 @@ def _kind_text(records) -> str:
     return ", ".join(f"{k} ({n} times)" if n > 1 else k for k, n in sorted(counts.items())) or "-"
 
 
-@click.command("cost")
-@click.argument("module_file", metavar="MODULE.hlo", type=click.Path(dir_okay=False, allow_dash=True))
+EXAMPLES = """\b
+Examples:
+  hloshard cost model.propagated.hlo --mesh 2x4
+  hloshard cost model.solved.hlo --mesh 2x4 --format json | jq .total_cost
+  hloshard cost model.solved.hlo --top 40 -o cost.txt
+  hloshard cost model.solved.hlo --mesh 2x4 --xla    # beside XLA's own collectives
+"""
+
+
+@click.command("cost", epilog=EXAMPLES)
+@click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
+@click.option("-o", "--output", type=str, default=None, help="Write the report here.")
 @click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
@@ -135,6 +145,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
     says how many in the summary and lists them under "unannotated" in --format json.
     """
+    check_outputs(output=output)
+    note_input(module_file)
+    show = show_progress()
+    parsing = start_step(f"parsing {module_file}", show)
     from ..autoshard import evaluate_module
     from ..hlo.verify import verify_module
     from ..io import write_text_atomic
@@ -143,16 +157,20 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    parsing.stop()
+    note_input(module_file, module)
     if use_xla:
         from ..xla_check import require_jax
 
         require_jax()
-    result = evaluate_module(module, dmesh)
+    with step("building the cost graph and pricing the shardings", show):
+        result = evaluate_module(module, dmesh)
     comparison = None
     if use_xla:
         from ..xla_compare import compare_module
 
-        comparison = compare_module(module, dmesh, result)
+        with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
+            comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -171,6 +189,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
+    con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     un = report["unannotated"]
