@@ -124,8 +124,7 @@ EXAMPLES = """\b
 Examples:
   hloshard cost model.propagated.hlo --mesh 2x4
   hloshard cost model.solved.hlo --mesh 2x4 --format json | jq .total_cost
-  hloshard cost model.solved.hlo --top 40 -o cost.txt
-  hloshard cost model.solved.hlo --mesh 2x4 --xla    # beside XLA's own collectives
+  hloshard cost model.solved.hlo --xla --top 40 -o cost.txt
 """
 
 
