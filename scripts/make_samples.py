@@ -14,9 +14,9 @@ shardings (column-parallel first matmul ``P(None, 'model')``, row-parallel secon
 * ``NAME.shardy.pre.hlo`` -- the same pre-optimization HLO in Shardy mode (``xla.sdy.sharding`` /
   ``xla.sdy.meshes`` frontend attributes).
 
-Models: ``mlp_train_step`` (value_and_grad + SGD), ``transformer_block`` (forward, fused QKV),
-``transformer_train_step`` (3 pre-LN layers, separate Q/K/V, value_and_grad + SGD) and ``conv_layer``
-(NHWC conv + bias + relu). ``samples/reshape_seed.hlo`` is the reshape module of
+Models: ``mlp_train_step`` (value_and_grad + SGD), ``transformer_block`` (forward, fused QKV), ``conv_layer``
+(NHWC conv + bias + relu), ``transformer_train_step`` (3 pre-LN layers, separate Q/K/V, value_and_grad + SGD),
+and those of ``scripts/sample_models.py`` (more structure). ``samples/reshape_seed.hlo`` is the reshape module of
 ``shared/seeds/000_b639b7df27fa914f.txt`` (openxla/xla issue 12392), copied as the seed shows it
 (no header attributes, no ROOT: XLA takes the last instruction as the root).
 
@@ -195,7 +195,7 @@ MODELS = {
     "mlp_train_step": mlp_train_step,
     "transformer_block": transformer_block,
     "transformer_train_step": transformer_train_step,
-    "conv_layer": conv_layer,
+    "conv_layer": conv_layer, **__import__("sample_models").models(sys.modules[__name__]),  # same line count
 }
 
 

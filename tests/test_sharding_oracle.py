@@ -321,15 +321,24 @@ def test_sample_shardings_parse_and_map_onto_the_2x4_mesh():
     texts = sample_sharding_texts()
     if not texts:
         pytest.skip("no samples/*.hlo in this checkout")
+    from hloshard.mesh import ShardingMeshMismatch
+
     mesh = DeviceMesh.parse("2x4")
-    mapped = 0
+    mapped = sub_axis = 0
     for t in texts:
         s = P(t)
         assert str(P(str(s))) == str(s)
         for e in (s.tuple_elements if s.is_tuple else (s,)):
             if e.is_tiled:
-                axes = mesh.sharding_to_axes(e, e.tiled_rank)   # the samples use a 2x4 mesh
+                try:
+                    axes = mesh.sharding_to_axes(e, e.tiled_rank)   # the samples use a 2x4 mesh
+                except ShardingMeshMismatch as exc:
+                    # XLA's own propagation of attention_6heads splits 6 heads over 2 of the 4 'model'
+                    # devices: part of an axis, which a 2x4 mesh cannot name; nothing else may fail
+                    assert "part of an axis" in str(exc), str(exc)
+                    sub_axis += 1
+                    continue
                 assert mesh.axes_to_sharding(axes) == e
                 mapped += 1
-    assert mapped >= 10
+    assert mapped >= 10 and sub_axis <= mapped // 10
 

@@ -12,7 +12,8 @@ backend rewrites all-to-all into tuples or combines all-reduces; see
 Public API::
 
     jax_available() -> bool                          # is jax importable (checked in a child)
-    spmd_collectives(texts, num_partitions) -> list[XlaResult]
+    require_jax()                                    # InputError naming the 'xla' extra when not
+    spmd_collectives(texts, num_partitions, propagated=False) -> list[XlaResult]
     parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
     expand_replica_groups(text) -> list[list[int]]
 
@@ -51,9 +52,11 @@ class XlaCollective:
     source_target_pairs: list[tuple[int, int]]
     line: str
     op_name: str | None = None
+    computation: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "shape": self.shape, "dims": list(self.dims), "op_name": self.op_name,
+                "computation": self.computation,
                 "replica_groups": [list(g) for g in self.replica_groups],
                 "source_target_pairs": [list(p) for p in self.source_target_pairs]}
 
@@ -65,6 +68,13 @@ class XlaResult:
     partitioned: str | None
     collectives: list[XlaCollective]
     error: str | None = None
+    #: the partitioner ran but a later compile pass failed (e.g. the CPU backend rejects the module)
+    compile_error: str | None = None
+    #: GSPMD's ``after_sharding-propagation`` module (only when asked for with ``propagated=True``)
+    propagated: str | None = None
+    #: where ``error`` arose: 'parse' (XLA's HLO parser rejected the text), 'compile', or None (no error,
+    #: or the child crashed)
+    error_stage: str | None = None
     has_dynamic_slice: bool = False
     dynamic_slices: list[tuple[str, str | None]] = dataclasses.field(default_factory=list)
 
@@ -79,6 +89,7 @@ class XlaResult:
 # --------------------------------------------------------------------------------------------
 # text scanning (no jax)
 
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?(?P<name>[\w.\-]+)\s*(?:\(.*\)\s*->\s*.*)?\{\s*$")
 _INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(?P<shape>.+?)\s+(?P<op>[a-z][a-z0-9\-]*)\((?P<rest>.*)$")
 
 
@@ -179,9 +190,16 @@ def _attr(rest: str, key: str) -> str | None:
 
 
 def parse_collectives(hlo_text: str) -> list[XlaCollective]:
-    """The collectives in ``hlo_text`` (entry and other computations), in text order."""
+    """The collectives in ``hlo_text`` (entry and other computations), in text order; each records the
+    computation it is in (``computation``) and its ``metadata`` ``op_name``."""
     out: list[XlaCollective] = []
+    comp = None
     for line in hlo_text.splitlines():
+        if line[:1] not in (" ", "\t", "") and not line.startswith("HloModule"):
+            cm = _COMPUTATION.match(line)
+            if cm:
+                comp = cm.group("name")
+                continue
         m = _INSTR.match(line)
         if not m or m.group("op") not in COLLECTIVE_OPCODES:
             continue
@@ -194,7 +212,7 @@ def parse_collectives(hlo_text: str) -> list[XlaCollective]:
         pairs = [tuple(int(x) for x in p.split(",")) for p in re.findall(r"\{(\d+,\d+)\}", stp)] if stp else []
         out.append(XlaCollective(kind=m.group("op").replace("-start", ""), shape=m.group("shape"),
                                  dims=dims, replica_groups=groups, source_target_pairs=pairs,
-                                 line=line.strip(), op_name=_op_name(rest)))
+                                 line=line.strip(), op_name=_op_name(rest), computation=comp))
     return out
 
 
@@ -228,24 +246,43 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import glob
     import tempfile
 
+    propagated = bool(request.get("propagated"))
+    pass_re = "sharding-propagation|spmd-partitioning" if propagated else "spmd-partitioning"
     results = []
     for text in request["texts"]:
+        progress: list = []
         try:
             with tempfile.TemporaryDirectory(prefix="hloshard-xla-") as dump:
-                compile_with_dump(text, n, dump, "spmd-partitioning")
+                error = None
+                try:
+                    compile_with_dump(text, n, dump, pass_re, propagate_outputs=propagated, progress=progress)
+                except Exception as exc:  # a later pass may fail after the partitioner ran
+                    if not progress:  # XLA's parser rejected the text
+                        raise
+                    error = f"{type(exc).__name__}: {exc}".splitlines()[0]
                 files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
                 raw = open(files[0]).read() if files else None
-                results.append({"partitioned": raw, "error": None if raw else "no spmd-partitioning dump"})
+                props = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
+                prop = open(props[-1]).read() if props and propagated else None
+                if raw is None:
+                    results.append({"partitioned": None, "error": error or "no spmd-partitioning dump",
+                                    "propagated": prop, "stage": "compile"})
+                else:
+                    results.append({"partitioned": raw, "error": None, "compile_error": error, "propagated": prop})
         except Exception as exc:  # one bad module must not hide the others
-            results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+            results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0],
+                            "stage": "compile" if progress else "parse"})
     json.dump({"results": results}, sys.stdout)
     return 0
 
 
-def compile_with_dump(text: str, n: int, dump: str, pass_re: str) -> None:  # pragma: no cover - child side
+def compile_with_dump(text: str, n: int, dump: str, pass_re: str, propagate_outputs: bool = False,
+                      progress: list | None = None) -> None:  # pragma: no cover - child side
     """Child side (imports jax): parse HLO ``text`` with jaxlib, convert it to StableHLO and compile it
-    for ``n`` partitions with GSPMD (Shardy off; no propagation to parameters / outputs; CPU backend
-    optimisations off), dumping the HLO around the passes matching ``pass_re`` into ``dump``."""
+    for ``n`` partitions with GSPMD (Shardy off; no propagation to parameters; to outputs only with
+    ``propagate_outputs``, as jax compiles a jit without out_shardings; CPU backend optimisations off),
+    dumping the HLO around the passes matching ``pass_re`` into ``dump``.  ``progress``: when given,
+    ``'parsed'`` is appended once XLA's parser accepted the text (tells a parse error from a later one)."""
     import jax
     import jax.extend  # noqa: F401
     import jax.extend.backend
@@ -254,12 +291,14 @@ def compile_with_dump(text: str, n: int, dump: str, pass_re: str) -> None:  # pr
 
     backend = jax.extend.backend.get_backend("cpu")
     mod = xc.hlo.hlo_module_from_text(text)
+    if progress is not None:
+        progress.append("parsed")
     mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
     opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
                                                   device_assignment=np.arange(n).reshape(1, n), backend=backend)
     b = opts.executable_build_options
     b.use_shardy_partitioner = False
-    b.allow_spmd_sharding_propagation_to_output = [False]
+    b.allow_spmd_sharding_propagation_to_output = [bool(propagate_outputs)]
     b.allow_spmd_sharding_propagation_to_parameters = [False]
     b.debug_options.xla_dump_to = dump
     b.debug_options.xla_dump_hlo_pass_re = pass_re
@@ -287,24 +326,60 @@ def jax_available() -> bool:
 
 _JAX_OK: bool | None = None
 
+#: the error every ``--xla`` option gives when jax cannot be imported
+NO_JAX_MESSAGE = "--xla needs jax and jaxlib (pip install 'hloshard[xla]')"  # = run_jax_child's for --xla
 
-def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0) -> list[XlaResult]:
+
+def require_jax() -> None:
+    """Raise InputError (exit 2) naming the ``xla`` extra when :func:`jax_available` is False."""
+    if not jax_available():
+        raise InputError(NO_JAX_MESSAGE)
+
+
+def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300.0,
+                     propagated: bool = False, crash_as_error: bool = False) -> list[XlaResult]:
     """Partition each HLO module text with XLA for ``num_partitions`` devices, in one child process.
 
     Returns one :class:`XlaResult` per text (same order), with the raw after-spmd-partitioning HLO and
-    its collectives. Raises InputError when jax cannot be imported or the child dies (e.g. an XLA
-    CHECK failure on malformed input).
+    its collectives; with ``propagated`` also GSPMD's after-sharding-propagation module (every
+    instruction annotated: XLA's own plan for a module that annotates only some), and GSPMD may then
+    choose the shardings of unannotated outputs as jax lets it (else they are replicated).  Raises InputError
+    when jax cannot be imported, or when the child dies on a single text (e.g. an XLA CHECK failure
+    on malformed input); when it dies on a batch, each text is retried in its own child and a text that
+    kills XLA gets ``XlaResult.error`` ("XLA crashed: ...") instead (also for a single text with
+    ``crash_as_error``).
     """
     if not texts:
         return []
-    data = run_jax_child("hloshard.xla_check", {"num_partitions": num_partitions, "texts": list(texts)},
+    try:
+        return _spmd_batch(texts, num_partitions, timeout, propagated)
+    except InputError as exc:
+        if (len(texts) == 1 and not crash_as_error) or str(exc) == NO_JAX_MESSAGE:
+            raise
+    out = []
+    for text in texts:
+        try:
+            out += _spmd_batch([text], num_partitions, timeout, propagated)
+        except InputError as exc:
+            if str(exc) == NO_JAX_MESSAGE:
+                raise
+            out.append(XlaResult(partitioned=None, collectives=[], error=f"XLA crashed: {exc}"))
+    return out
+
+
+def _spmd_batch(texts: list[str], num_partitions: int, timeout: float, propagated: bool) -> list[XlaResult]:
+    """One child process for all of ``texts`` (see :func:`spmd_collectives`)."""
+    data = run_jax_child("hloshard.xla_check", {"num_partitions": num_partitions, "texts": list(texts),
+                                                "propagated": bool(propagated)},
                          num_partitions, timeout, what="XLA check", flag="--xla")
     out = []
     for r in data["results"]:
         text = r.get("partitioned")
         dss = data_dynamic_slices(text) if text else []
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
-                             error=r.get("error"), has_dynamic_slice=bool(dss), dynamic_slices=dss))
+                             error=r.get("error"), compile_error=r.get("compile_error"),
+                             propagated=r.get("propagated"), error_stage=r.get("stage"),
+                             has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
 
 
@@ -329,7 +404,8 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
         tail = (proc.stderr or "").strip().splitlines()
         if any("No module named 'jax" in t for t in tail):
             raise InputError(f"{flag} needs jax and jaxlib (pip install 'hloshard[xla]')")
-        msg = tail[-1] if tail else f"exit code {proc.returncode}"
+        msg = tail[-1] if tail else (f"killed by signal {-proc.returncode}" if proc.returncode < 0
+                                     else f"exit code {proc.returncode}")
         raise InputError(f"{what} failed: {msg}")
     return json.loads(proc.stdout)
 

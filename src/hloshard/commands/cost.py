@@ -6,7 +6,16 @@ from an all-reduce) take the cheapest consistent option.  Reports the total cost
 + communication + resharding, the same objective ``solve`` minimises), the cost of each instruction
 with the implicit reshardings on its operands (steps as in explain-reshape's plan), and the peak
 memory per device.  ``--format json`` prints ``total_cost``, ``breakdown``, ``instructions`` (name,
-opcode, sharding, cost, reshardings) and ``peak_memory_per_device``.  Exit 2 on bad input.
+opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted_collectives``),
+``peak_memory_per_device`` and ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
+collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`).
+
+``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
+``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
+``xla_bytes_per_device``, ``xla_collectives``, ``kinds_agree`` and ``groups_agree`` per instruction, and
+at the top ``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives``, ``xla_error``
+and ``xla_compile_error``.  Exit 2 on
+bad input, and for ``--xla`` when jax is not installed.
 """
 
 from __future__ import annotations
@@ -19,12 +28,22 @@ from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import mesh_from_options, mesh_options
 
 
-def cost_report(result, mesh) -> dict:
+def cost_report(result, mesh, comparison=None) -> dict:
+    """The ``--format json`` report of ``result`` (an ``evaluate_module`` CostResult); ``comparison``: the
+    :class:`hloshard.xla_compare.Comparison` of ``--xla`` (adds XLA's figures), or None."""
     from ..autoshard import per_instruction_costs
+    from ..xla_compare import predicted_collectives
 
     ev = result.evaluation
     g = result.graph
-    return {
+    predicted = predicted_collectives(result)
+    rows = []
+    for row in per_instruction_costs(g, result.choice, ev):
+        recs = predicted.get(row["name"], [])
+        rows.append({**row, "cost": round(row["cost"], 6),
+                     "predicted_bytes_per_device": _mb(sum(r.total_bytes for r in recs)),
+                     "predicted_collectives": [r.to_json() for r in recs]})
+    report = {
         "total_cost": round(ev.total, 6),
         "breakdown": {"compute": round(ev.compute, 6), "communication": round(ev.communication, 6),
                       "resharding": round(ev.resharding, 6)},
@@ -32,16 +51,80 @@ def cost_report(result, mesh) -> dict:
         "peak_memory_at": g.schedule[ev.peak_time].name if ev.peak_time < len(g.schedule) else None,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "unannotated": result.unannotated,
-        "instructions": [{**row, "cost": round(row["cost"], 6)} for row in
-                         per_instruction_costs(g, result.choice, ev)],
+        "predicted_bytes_per_device": _mb(sum(r["predicted_bytes_per_device"] for r in rows)),
+        "instructions": rows,
     }
+    if comparison is not None:
+        by_name = {i.name: i for i in comparison.instructions}
+        for row in rows:
+            c = by_name.get(row["name"])
+            row["xla_bytes_per_device"] = _mb(c.xla_bytes if c is not None else 0.0)
+            row["xla_collectives"] = [r.to_json() for r in c.xla] if c is not None else []
+            row["kinds_agree"] = c.kinds_agree if c is not None else None
+            row["groups_agree"] = c.groups_agree if c is not None else None
+        report["xla_bytes_per_device"] = _mb(comparison.xla_bytes)
+        report["kind_agreement"] = comparison.kind_agreement
+        report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
+        report["xla_error"] = comparison.xla_error
+        report["xla_compile_error"] = comparison.xla_compile_error
+    return report
+
+
+def _mb(x: float) -> float:
+    return round(float(x), 3)
+
+
+def render_comparison(con, comparison, top: int) -> None:
+    """Print predicted vs XLA collectives (rich console): totals, then the ``top`` instructions with the
+    largest difference (kinds, ring bytes per device over all executions), then unmatched XLA collectives."""
+    from rich.table import Table
+
+    from ..units import format_bytes
+
+    if comparison.xla_error:
+        con.print(f"XLA could not partition the module: {comparison.xla_error}")
+        return
+    if comparison.xla_compile_error:
+        con.print(f"note: XLA partitioned the module, then a later compile pass failed: "
+                  f"{comparison.xla_compile_error}")
+    agree = comparison.kind_agreement
+    con.print(f"collective bytes per device: predicted {format_bytes(int(comparison.predicted_bytes))}, "
+              f"XLA {format_bytes(int(comparison.xla_bytes))}; collective kinds agree on "
+              + ("-" if agree is None else f"{agree:.0%}")
+              + f" of {len(comparison.compared)} instructions with a collective")
+    rows = sorted(comparison.compared, key=lambda i: (-abs(i.predicted_bytes - i.xla_bytes), i.name))
+    t = Table(header_style="bold", title="predicted vs XLA collectives")
+    for col in ("instruction", "opcode", "predicted", "bytes", "XLA", "XLA bytes", "agree"):
+        t.add_column(col, justify="right" if "bytes" in col else "left")
+    for i in rows[:max(0, top)]:
+        t.add_row(i.name, i.opcode, _kind_text(i.predicted), format_bytes(int(i.predicted_bytes)),
+                  _kind_text(i.xla), format_bytes(int(i.xla_bytes)), "yes" if i.kinds_agree else "no")
+    con.print(t)
+    if len(rows) > top:
+        con.print(f"({len(rows) - top} more instructions with collectives: --top or --format json)")
+    for r in comparison.unmatched:
+        con.print(f"unmatched XLA collective: {r.kind} {r.shape} in {r.computation} "
+                  f"({format_bytes(int(r.total_bytes))})")
+
+
+def _kind_text(records) -> str:
+    """``all-reduce {0,4}x4 (2 times), collective-permute``: kinds with their first replica group and the
+    number of groups, and how many such collectives."""
+    counts: dict = {}
+    for r in records:
+        key = r.kind
+        if r.kind != "collective-permute":
+            g = r.replica_groups
+            key += f" {{{','.join(str(d) for d in g[0])}}}x{len(g)}" if g else f" n={r.group_size}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{k} ({n} times)" if n > 1 else k for k, n in sorted(counts.items())) or "-"
 
 
 EXAMPLES = """\b
 Examples:
   hloshard cost model.propagated.hlo --mesh 2x4
   hloshard cost model.solved.hlo --mesh 2x4 --format json | jq .total_cost
-  hloshard cost model.solved.hlo --top 40 -o cost.txt
+  hloshard cost model.solved.hlo --xla --top 40 -o cost.txt
 """
 
 
@@ -51,7 +134,10 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=str, default=None, help="Write the report here.")
 @click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
-def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
+@click.option("--xla", "use_xla", is_flag=True,
+              help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
+                   "the predicted ones.")
+def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
@@ -72,9 +158,19 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     parsing.stop()
     note_input(module_file, module)
+    if use_xla:
+        from ..xla_check import require_jax
+
+        require_jax()
     with step("building the cost graph and pricing the shardings", show):
         result = evaluate_module(module, dmesh)
-    report = cost_report(result, dmesh)
+    comparison = None
+    if use_xla:
+        from ..xla_compare import compare_module
+
+        with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
+            comparison = compare_module(module, dmesh, result)
+    report = cost_report(result, dmesh, comparison)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -93,6 +189,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
     con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
+    con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
+              f" (ring formulas, loop trips included)")
     un = report["unannotated"]
     if un:
         shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
@@ -106,4 +204,6 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
         kinds = ", ".join(f"{s['kind']}" for x in r["reshardings"] for s in x["steps"])
         t.add_row(r["name"], r["opcode"], f"{r['cost']:,.2f}", kinds)
     con.print(t)
+    if comparison is not None:
+        render_comparison(con, comparison, top)
     write_text_atomic(output or "-", buf.getvalue())

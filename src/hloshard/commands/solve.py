@@ -313,9 +313,12 @@ Examples:
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
                    "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
+@click.option("--xla", "use_xla", is_flag=True,
+              help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
+                   "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None):
+            partition_specs_file=None, use_xla=False):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -352,6 +355,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         raise UsageError("--export-problem cannot be used with --mesh auto")
     search = None
     dmesh = None if auto else mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding)
+    if use_xla:
+        from ..xla_check import require_jax
+
+        require_jax()
     show = not quiet and sys.stderr.isatty()
     parsing.stop()
     note_input(module_file, module)
@@ -395,6 +402,12 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["status_text"] = status_in_words(report)
     if getattr(dmesh, "axis_names", None):
         report["mesh"]["axis_names"] = list(dmesh.axis_names)
+    comparison = None
+    if use_xla:  # the GSPMD shardings as solve wrote them, before the Shardy attributes are added
+        from ..xla_compare import compare_module
+
+        comparison = compare_module(module, dmesh, result.written or result)
+        report["xla"] = comparison.to_json()
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     if partition_specs_file:
@@ -417,4 +430,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         if search is not None:
             print_mesh_search(search)
         print_summary(report)
+        if comparison is not None:
+            from rich.console import Console
+
+            from .cost import render_comparison
+
+            render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15)
 

@@ -1,0 +1,409 @@
+"""Predicted collectives beside the ones XLA's SPMD partitioner really inserts, per instruction.
+
+``hloshard cost --xla`` and ``hloshard solve --xla`` use this module; ``cost --format json`` uses
+:func:`predicted_collectives` for ``predicted_bytes_per_device`` with or without XLA.
+
+**Predicted side** (hloshard's model, for the strategy choice of a :class:`hloshard.autoshard.CostResult`):
+per instruction the collectives of its chosen strategy (``Strategy.collectives``, see
+:class:`hloshard.cost.collectives.PredictedCollective`) plus the resharding steps on the edges into
+it (``hloshard.cost.reshard.plan(...).steps``).  Edge resharding is attributed to the *user*: XLA's
+partitioner reshards an operand while it partitions the user, and the collectives it creates then carry
+the user's metadata.
+
+**XLA side**: the module is printed with a unique ``metadata={op_name="hloshard.N"}`` on every
+instruction (only in the text sent to XLA; the user's module is not changed), partitioned by
+:func:`hloshard.xla_check.spmd_collectives` (GSPMD, raw ``after_spmd-partitioning`` HLO, child process),
+and every collective is matched to the instruction whose tag it carries.  Collectives without a known
+tag are listed as unmatched.
+
+**Bytes**: ring-formula bytes per device (:func:`hloshard.cost.collectives.ring_bytes`, independent of
+alpha and beta), ``n`` the replica-group size: all-gather ``(n-1)/n`` x result bytes, reduce-scatter
+``(n-1)/n`` x operand bytes, all-reduce ``2(n-1)/n`` x bytes, all-to-all ``(n-1)/n`` x bytes,
+collective-permute the bytes sent.  A collective runs ``executions`` times: the execution count the
+cost graph gives its instruction (product of the enclosing while loops' trip counts); totals are
+``ring bytes x executions``.
+
+Public API::
+
+    predicted_collectives(result) -> dict[str, list[CollectiveRecord]]   # instruction name -> predicted
+    tag_module_text(module) -> (text, {op_name: Instruction})
+    tags_in_metadata(module, like=None) -> {op_name: Instruction}        # tags XLA carried through
+    xla_records(xla_result, tags, module, result) -> (per-instruction dict, unmatched list)
+    compare_module(module, mesh, evaluation, xla=None) -> Comparison       # .to_json()
+
+Raises :class:`hloshard.errors.InputError` when jax is not installed (message names the ``xla``
+extra) or when XLA cannot partition the module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cost.collectives import COLLECTIVE_KINDS, ring_bytes
+from .errors import InputError
+
+#: op_name prefix of the tags written into the text sent to XLA
+TAG_PREFIX = "hloshard."
+
+
+@dataclass(frozen=True)
+class CollectiveRecord:
+    """One collective, predicted or measured.
+
+    ``kind``: collective opcode; ``group_size``: devices per replica group; ``nbytes``: bytes per
+    device as :func:`ring_bytes` takes them (all-gather result, reduce-scatter operand, all-reduce /
+    all-to-all buffer, collective-permute bytes sent); ``ring_bytes``: ring-formula bytes per device for
+    one execution; ``executions``: how often it runs (loop trips); ``replica_groups``: explicit groups
+    (empty for collective-permute); ``source``: ``'strategy'``, ``'reshard OPERAND'`` or ``'xla'``;
+    ``shape``: XLA's result shape text (XLA side); ``op_name``/``computation``: where XLA put it.
+    """
+
+    kind: str
+    group_size: int
+    nbytes: float
+    ring_bytes: float
+    executions: float = 1.0
+    replica_groups: tuple = ()
+    source: str = ""
+    shape: str = ""
+    op_name: str | None = None
+    computation: str | None = None
+
+    @property
+    def total_bytes(self) -> float:
+        """Ring bytes per device over all executions."""
+        return self.ring_bytes * self.executions
+
+    def to_json(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "group_size": self.group_size, "nbytes": self.nbytes,
+               "ring_bytes": self.ring_bytes, "executions": self.executions,
+               "bytes_per_device": self.total_bytes,
+               "replica_groups": [list(g) for g in self.replica_groups], "source": self.source}
+        if self.shape:
+            out["shape"] = self.shape
+        if self.op_name is not None:
+            out["op_name"] = self.op_name
+        if self.computation is not None:
+            out["computation"] = self.computation
+        return out
+
+
+def _kinds(records) -> list[str]:
+    return sorted({r.kind for r in records})
+
+
+@dataclass
+class InstructionComparison:
+    """Predicted and XLA collectives of one instruction (bytes per device, all executions)."""
+
+    name: str
+    opcode: str
+    executions: float
+    predicted: list = field(default_factory=list)
+    xla: list = field(default_factory=list)
+
+    @property
+    def predicted_bytes(self) -> float:
+        return sum(r.total_bytes for r in self.predicted)
+
+    @property
+    def xla_bytes(self) -> float:
+        return sum(r.total_bytes for r in self.xla)
+
+    @property
+    def groups_agree(self) -> bool | None:
+        """Same collectives on both sides as (kind, set of replica groups), collective-permutes by kind
+        only; None when neither side has a collective."""
+        if not self.predicted and not self.xla:
+            return None
+
+        def key(records):
+            return sorted((r.kind, () if r.kind == "collective-permute" else
+                           tuple(sorted(tuple(sorted(g)) for g in r.replica_groups))) for r in records)
+
+        return key(self.predicted) == key(self.xla)
+
+    @property
+    def kinds_agree(self) -> bool | None:
+        """Same set of collective kinds on both sides; None when neither side has a collective."""
+        if not self.predicted and not self.xla:
+            return None
+        return _kinds(self.predicted) == _kinds(self.xla)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "opcode": self.opcode, "executions": self.executions,
+                "predicted_bytes_per_device": self.predicted_bytes, "xla_bytes_per_device": self.xla_bytes,
+                "predicted_kinds": _kinds(self.predicted), "xla_kinds": _kinds(self.xla),
+                "kinds_agree": self.kinds_agree, "groups_agree": self.groups_agree,
+                "predicted_collectives": [r.to_json() for r in self.predicted],
+                "xla_collectives": [r.to_json() for r in self.xla]}
+
+
+@dataclass
+class Comparison:
+    """The per-instruction comparison of one module (bytes per device; see module docstring).
+
+    ``instructions``: every instruction of the cost graph's schedule, in schedule order;
+    ``unmatched``: XLA collectives whose op_name names no instruction of the module;
+    ``xla_error``: XLA's error when it could not partition the module (then the XLA side is empty);
+    ``xla_compile_error``: the partitioner ran but a later compile pass failed (figures still valid).
+    """
+
+    module: str
+    num_partitions: int
+    instructions: list
+    unmatched: list = field(default_factory=list)
+    xla_error: str | None = None
+    xla_compile_error: str | None = None
+
+    @property
+    def predicted_bytes(self) -> float:
+        return sum(i.predicted_bytes for i in self.instructions)
+
+    @property
+    def xla_bytes(self) -> float:
+        return sum(i.xla_bytes for i in self.instructions) + sum(r.total_bytes for r in self.unmatched)
+
+    @property
+    def compared(self) -> list:
+        """Instructions where either side has a collective."""
+        return [i for i in self.instructions if i.kinds_agree is not None]
+
+    @property
+    def kind_agreement(self) -> float | None:
+        """Fraction of :attr:`compared` whose collective kinds agree (None when there are none)."""
+        rows = self.compared
+        if not rows:
+            return None
+        return sum(1 for i in rows if i.kinds_agree) / len(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"module": self.module, "num_partitions": self.num_partitions,
+                "predicted_bytes_per_device": self.predicted_bytes, "xla_bytes_per_device": self.xla_bytes,
+                "kind_agreement": self.kind_agreement, "compared_instructions": len(self.compared),
+                "xla_error": self.xla_error, "xla_compile_error": self.xla_compile_error,
+                "instructions": [i.to_json() for i in self.compared],
+                "unmatched_xla_collectives": [r.to_json() for r in self.unmatched]}
+
+
+# ---------------------------------------------------------------------------------------------
+# predicted side
+
+
+def _step_nbytes(step: dict) -> float:
+    """The ``B`` of :func:`ring_bytes` for one resharding step (``ReshardStep.to_json()`` form)."""
+    kind = step["kind"]
+    if kind == "all-gather":
+        return float(step["output_bytes"])
+    if kind == "collective-permute":
+        return float(step["bytes_sent"])
+    return float(step["input_bytes"])
+
+
+def _step_group_size(step: dict) -> int:
+    n = int(step.get("group_size") or 0)
+    if n <= 0 and step.get("replica_groups"):
+        n = len(step["replica_groups"][0])
+    return max(n, 1)
+
+
+def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
+    """Instruction name -> the collectives hloshard predicts for it under ``result``'s choice.
+
+    ``result``: a :class:`hloshard.autoshard.CostResult` (or anything with ``graph`` and ``choice``).
+    Strategy collectives come from ``Strategy.collectives`` (empty where a handler does not fill them:
+    nothing is invented); resharding steps from ``hloshard.autoshard.reshardings_of`` (the plans of
+    ``hloshard.cost.reshard.plan``), attributed to the user instruction.  ``dynamic-slice`` steps move
+    nothing and are left out.  Executions: the cost graph's weight of the instruction (loop trips);
+    a loop back-edge's extra weight is recovered from the edge cost over the plan cost.
+    """
+    from .autoshard import reshardings_of
+
+    graph, choice = result.graph, result.choice
+    ctx, mesh = graph.ctx, graph.mesh
+    out: dict[str, list[CollectiveRecord]] = {}
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        w = float(ctx.weight(g.instr))
+        for c in getattr(st, "collectives", ()) or ():
+            groups = tuple(tuple(x) for x in c.replica_groups)
+            if not groups and c.kind != "collective-permute" and c.mesh_axes:
+                groups = tuple(tuple(x) for x in mesh.replica_groups(tuple(c.mesh_axes)))
+            out.setdefault(g.instr.name, []).append(CollectiveRecord(
+                kind=c.kind, group_size=int(c.group_size), nbytes=float(c.nbytes), ring_bytes=float(c.ring_bytes),
+                executions=w, replica_groups=groups, source="strategy"))
+    by_name = {i.name: i for i in graph.schedule}
+    for user, rows in reshardings_of(graph, choice).items():
+        instr = by_name.get(user)
+        base = float(ctx.weight(instr)) if instr is not None else 1.0
+        for row in rows:
+            steps = [s for s in row["steps"] if s.get("kind") in COLLECTIVE_KINDS]
+            plan_cost = sum(float(s.get("cost", 0.0)) for s in row["steps"] if "cost" in s)
+            w = float(row["cost"]) / plan_cost if plan_cost > 0 else base
+            for s in steps:
+                n = _step_group_size(s)
+                nb = _step_nbytes(s)
+                out.setdefault(user, []).append(CollectiveRecord(
+                    kind=s["kind"], group_size=n, nbytes=nb, ring_bytes=ring_bytes(s["kind"], nb, n), executions=w,
+                    replica_groups=tuple(tuple(x) for x in s.get("replica_groups", ())),
+                    source=f"reshard {row['operand']}"))
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# XLA side
+
+
+def tag_module_text(module) -> tuple[str, dict]:
+    """The module's text with ``metadata={op_name="hloshard.N"}`` on every instruction (N: position in
+    ``module.all_instructions()``), and the map op_name -> Instruction.  The module is restored
+    before returning (its own metadata is put back)."""
+    from .hlo import print_module
+    from .hlo.attributes import Raw
+
+    tags: dict = {}
+    saved = []
+    try:
+        for k, instr in enumerate(module.all_instructions()):
+            name = f"{TAG_PREFIX}{k}"
+            tags[name] = instr
+            saved.append((instr, instr.attrs.get("metadata")))
+            instr.set_attr("metadata", Raw(f'{{op_name="{name}"}}'))
+        text = print_module(module)
+    finally:
+        for instr, old in saved:
+            if old is None:
+                instr.attrs.pop("metadata", None)
+            else:
+                instr.attrs["metadata"] = old
+    return text, tags
+
+
+def xla_nbytes(collective, num_partitions: int) -> tuple[float, int]:
+    """(``B`` for :func:`ring_bytes`, group size ``n``) of one collective of XLA's partitioned HLO.
+
+    ``B``: result bytes per device (tuple results: the sum of the leaves), times ``n`` for a
+    reduce-scatter (its operand is ``n`` times its result); ``n``: size of the first replica group, or
+    every partition when ``replica_groups`` is empty."""
+    from .hlo.shape import parse_shape
+
+    shape = parse_shape(collective.shape)
+    n = len(collective.replica_groups[0]) if collective.replica_groups else int(num_partitions)
+    b = float(shape.byte_size)
+    if collective.kind == "reduce-scatter":
+        b *= n
+    return b, max(n, 1)
+
+
+def _record(collective, num_partitions: int, executions: float) -> CollectiveRecord:
+    b, n = xla_nbytes(collective, num_partitions)
+    kind = collective.kind
+    rb = ring_bytes(kind, b, n) if kind in COLLECTIVE_KINDS else 0.0
+    return CollectiveRecord(kind=kind, group_size=n, nbytes=b, ring_bytes=rb, executions=executions,
+                            replica_groups=tuple(tuple(g) for g in collective.replica_groups), source="xla",
+                            shape=collective.shape, op_name=collective.op_name, computation=collective.computation)
+
+
+def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
+    """Match XLA's collectives to instructions by their tag.
+
+    Returns (instruction name -> list of XLA CollectiveRecord, unmatched records).  Executions: the
+    cost graph's weight of the matched instruction; an unmatched collective takes the weight of the
+    instructions of the computation with the same name in ``module`` (XLA keeps computation names, adding
+    ``_spmd``), else 1.
+    """
+    ctx = result.graph.ctx
+    comp_weight: dict = {}
+    for instr in result.graph.schedule:
+        comp_weight.setdefault(instr.parent.name, float(ctx.weight(instr)))
+    matched: dict = {}
+    unmatched = []
+    for c in xla_result.collectives:
+        instr = _tagged(c.op_name, tags)
+        if instr is not None:
+            w = float(ctx.weight(instr)) if instr in ctx.weights else comp_weight.get(instr.parent.name, 1.0)
+            matched.setdefault(instr.name, []).append(_record(c, num_partitions, w))
+        else:
+            comp = (c.computation or "").removesuffix("_spmd")
+            unmatched.append(_record(c, num_partitions, comp_weight.get(comp, 1.0)))
+    return matched, unmatched
+
+
+def tags_in_metadata(module, like: dict | None = None) -> dict:
+    """op_name tag -> instruction, read back from the metadata of a module that XLA produced from a
+    tagged text (e.g. GSPMD's propagated module: its instructions keep the tags, while the round trip
+    through StableHLO may rename the instructions themselves).  Several instructions can carry one tag
+    (a scatter's region parameters carry the scatter's); with ``like`` (the tags of the original
+    module) the first one with the original's opcode wins, else the first in text order."""
+    out: dict = {}
+    for instr in module.all_instructions():
+        name = instr.op_name
+        if not name:
+            continue
+        parts = [p for p in name.split("/") if p.startswith(TAG_PREFIX)]
+        if not parts:
+            continue
+        tag = parts[-1]
+        old = out.get(tag)
+        if old is None:
+            out[tag] = instr
+        elif like is not None and tag in like and old.opcode != like[tag].opcode \
+                and instr.opcode == like[tag].opcode:
+            out[tag] = instr
+    return out
+
+
+def _tagged(op_name: str | None, tags: dict):
+    """The instruction an XLA op_name names: XLA's call inliner prefixes the caller's op_name
+    (``hloshard.52/hloshard.19``), so the innermost known tag wins; None when there is none."""
+    if not op_name:
+        return None
+    for part in reversed(op_name.split("/")):
+        instr = tags.get(part)
+        if instr is not None:
+            return instr
+    return None
+
+
+def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, timeout: float = 900.0,
+            crash_as_error: bool = False) -> list:
+    """:func:`hloshard.xla_check.spmd_collectives` after checking that jax is importable.
+    Raises InputError naming the ``xla`` extra when it is not."""
+    from . import xla_check
+
+    xla_check.require_jax()
+    return xla_check.spmd_collectives(texts, num_partitions, timeout=timeout, propagated=propagated,
+                                      crash_as_error=crash_as_error)
+
+
+def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
+    """Predicted vs XLA collectives of ``module`` on ``mesh``.
+
+    ``evaluation``: the :class:`hloshard.autoshard.CostResult` of the module (``evaluate_module``);
+    ``xla``: optionally ``(XlaResult, tags)`` from an earlier batched run of :func:`tag_module_text`
+    texts (the benchmark partitions many modules in one child); without it the module is tagged and
+    partitioned here.  The module is partitioned as it is: instructions without a sharding get XLA's
+    own propagation there, while the prediction uses the sharding ``cost`` chose for them.
+    Raises InputError when jax is missing or the child process fails as a whole."""
+    if xla is None:
+        text, tags = tag_module_text(module)
+        res = run_xla([text], mesh.num_devices)[0]
+    else:
+        res, tags = xla
+    predicted = predicted_collectives(evaluation)
+    if res.error:
+        matched, unmatched = {}, []
+    else:
+        matched, unmatched = xla_records(res, tags, module, evaluation, mesh.num_devices)
+    ctx = evaluation.graph.ctx
+    rows = []
+    for instr in evaluation.graph.schedule:
+        rows.append(InstructionComparison(instr.name, instr.opcode, float(ctx.weight(instr)),
+                                          predicted.get(instr.name, []), matched.get(instr.name, [])))
+    in_schedule = {i.name for i in evaluation.graph.schedule}
+    for name in sorted(set(matched) - in_schedule):  # e.g. an instruction of a fused computation
+        recs = matched[name]
+        opcode = next((i.opcode for i in tags.values() if i.name == name), "?")
+        rows.append(InstructionComparison(name, opcode, recs[0].executions, [], recs))
+    return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error, res.compile_error)
