@@ -22,8 +22,12 @@ def _format_int(v):
     return "-" if v is None else f"{v:,}"
 
 
-@click.command("solve-problem")
-@click.argument("problem_file", metavar="PROBLEM.json[.gz]", type=click.Path(dir_okay=False))
+@click.command("solve-problem", epilog="""\b
+Examples:
+  hloshard solve-problem problem.json.gz --time-limit 60 -o solution.json
+  hloshard solve model.pre.hlo --mesh 2x4 -o out.hlo --export-problem p.json && hloshard solve-problem p.json
+""")
+@click.argument("problem_file", metavar="PROBLEM.json[.gz]", type=str)
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Wall-clock seconds for the whole command, loading included.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
@@ -31,7 +35,7 @@ def _format_int(v):
               help="Random seed (CP-SAT and LNS).")
 @click.option("--deterministic", is_flag=True,
               help="Reproducible result for a given seed and worker count (deterministic time limits).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+@click.option("-o", "--output", type=str, default=None,
               help="Write the solution JSON here (default: stdout).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary on stderr.")
 def command(problem_file, time_limit, workers, seed, deterministic, output, quiet):
@@ -47,6 +51,10 @@ def command(problem_file, time_limit, workers, seed, deterministic, output, quie
         raise UsageError("--workers must be at least 1")
     from ..costgraph import load_problem
     from ..io import write_text_atomic
+    from .common import check_outputs, note_input
+
+    check_outputs(output=output)
+    note_input(problem_file)
     from ..solver import solve_problem
 
     problem = load_problem(problem_file)

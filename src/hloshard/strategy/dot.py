@@ -100,7 +100,9 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         if used and len(used) != len(minfo.axes) and not full:
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
-        flops = flops_total / minfo.split(used)
+        # issue 14: uneven splits are priced on the padded tile (= flops_total / split(used) when even)
+        flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
+                                                (rhs.shape.dims[rd], r_s[rd]) for _, _, ld, rd in roles))
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         comm = collectives.all_reduce_cost(ctx.mesh, mem, tuple(caxes)) if caxes else 0.0
