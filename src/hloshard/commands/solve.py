@@ -87,6 +87,16 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
     }
 
 
+def _public(report: dict, deterministic: bool) -> dict:
+    """The report as written: with --deterministic without wall-clock fields, so it is byte-identical too."""
+    if not deterministic:
+        return report
+    out = {k: v for k, v in report.items() if not k.startswith("seconds")}
+    if "status_text" in out:
+        out["status_text"] = status_in_words(out)
+    return out
+
+
 def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
     """The ``--report`` JSON when solve exits 3: ``status`` ('infeasible' | 'timeout'), ``explanation``
     (the error message: liveness point and tensors for a memory budget), no objective."""
@@ -103,13 +113,14 @@ def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
 
 def status_in_words(report: dict) -> str:
     """'proven optimal in 0.4 s' / 'best found in 60 s, within 22% of optimal' / ... ."""
-    secs = report.get("seconds_solve", report.get("seconds", 0.0))
+    secs = report.get("seconds_solve", report.get("seconds"))
+    took = "" if secs is None else (f" in {secs:.1f} s" if report["status"] == "optimal" else f" in {secs:.0f} s")
     if report["status"] == "optimal":
-        return f"proven optimal in {secs:.1f} s"
+        return f"proven optimal{took}"
     gap = report.get("gap")
     if gap is None:
-        return f"best found in {secs:.0f} s (no bound: distance to the optimum unknown)"
-    return f"best found in {secs:.0f} s, within {gap:.0%} of optimal"
+        return f"best found{took} (no bound: distance to the optimum unknown)"
+    return f"best found{took}, within {gap:.0%} of optimal"
 
 
 def _mesh_words(mesh: dict) -> str:
@@ -288,10 +299,14 @@ Examples:
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
                    "or 'none' (default: no budget).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock seconds.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds. Wall-clock unless --deterministic: the result can then depend on the "
+                   "machine's load.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
-@click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
+@click.option("--deterministic", is_flag=True,
+              help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
+                   "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
+                   "takes longer instead of answering differently (safety net 3x the limit + 10 s).")
 @click.option("--export-problem", type=str, default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
@@ -393,12 +408,12 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
 
         html = solve_report_html(report, result)
     if report_file:
-        write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
     write_text_atomic(output or "-", out_text)
     if fmt == "json":
-        click.echo(json.dumps(report, indent=2, sort_keys=True))
+        click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
     elif not quiet:
         if search is not None:
             print_mesh_search(search)
