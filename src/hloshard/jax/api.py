@@ -234,7 +234,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         "jax", module.name,
         [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]],
         [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]])
-    dmesh = DeviceMesh.parse("x".join(str(s) for s in mesh.devices.shape))
+    # the user's axis names and device order, so reports and constraints speak of "data" / "model"
+    dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
+                             device_ids=",".join(str(d.id) for d in mesh.devices.flat))
     sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
