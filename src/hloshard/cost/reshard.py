@@ -120,6 +120,23 @@ class ReshardStep:
     leaf: int = 0
     note: str = ""
 
+    def predicted(self) -> "C.PredictedCollective | None":
+        """This step as a :class:`~hloshard.cost.collectives.PredictedCollective` (None for a local
+        dynamic-slice): ``nbytes`` as :func:`~hloshard.cost.collectives.ring_bytes` takes them (the
+        all-gather's output tile, the all-to-all's / all-reduce's / reduce-scatter's input tile, the bytes
+        a collective-permute sends)."""
+        if self.kind == "dynamic-slice":
+            return None
+        if self.kind == "collective-permute":
+            if not self.bytes_sent:
+                return None
+            return C.PredictedCollective("collective-permute", tuple(self.mesh_axes), 1, int(self.bytes_sent),
+                                         tuple(tuple(p) for p in self.source_target_pairs if p[0] != p[1]))
+        nbytes = self.output_bytes if self.kind == "all-gather" else self.input_bytes
+        n = self.group_size or (len(self.replica_groups[0]) if self.replica_groups else 1)
+        return C.PredictedCollective(self.kind, tuple(self.mesh_axes), int(n), int(nbytes),
+                                     tuple(tuple(g) for g in self.replica_groups))
+
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (stable keys, see ``docs/explain-reshape.md``)."""
         return {
@@ -172,6 +189,10 @@ class ReshardPlan:
     def collectives(self) -> list[ReshardStep]:
         """The steps that communicate (everything but dynamic-slice)."""
         return [s for s in self.steps if s.kind != "dynamic-slice"]
+
+    def predicted_collectives(self) -> list["C.PredictedCollective"]:
+        """The communicating steps as PredictedCollective, in plan order (see ReshardStep.predicted)."""
+        return [p for p in (s.predicted() for s in self.steps) if p is not None]
 
     @property
     def bytes_per_device(self) -> int:

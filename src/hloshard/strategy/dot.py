@@ -4,8 +4,12 @@ Every non-trivial mesh axis is assigned to one role or to none (replicated along
 a batch dim (split in both operands and the output), an lhs free dim (lhs + output), an rhs free
 dim (rhs + output) or a contracting dim (both operands; the partial sums need an all-reduce over
 that axis of the per-device output bytes).  Several axes on one dim give the flattened-mesh
-splits.  For each strategy with split contracting dims a reduce-scatter variant is added as well:
-the contracting axes scatter the largest output dim that divides evenly, at reduce-scatter cost.
+splits.  For each strategy with split contracting dims a scattered variant is added as well: the
+contracting axes also split the largest output dim that divides evenly.  GSPMD's raw partitioner
+output realizes it as an all-reduce of the unscattered partial sums followed by a local dynamic-slice
+(measured with jaxlib 0.10.2: no reduce-scatter is formed by the partitioner; later backend passes may
+combine the two), so it is priced as that all-reduce (plus a tie-break: see ``SCATTER_TIE_BREAK``).
+``Strategy.collectives`` lists the all-reduce behind ``comm`` (XLA SPMD partitioner, dot handler).
 Like XLA, a strategy either uses every non-trivial mesh axis (on an output or a contracting dim) or
 none (replicated): leaving one axis idle only recomputes the dot along it, and dropping those keeps
 the model small (modules of at most ``autoshard.EXHAUSTIVE_LIMIT`` instructions keep them: there the
@@ -21,6 +25,12 @@ import math
 
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
 from .registry import register, register_backward
+
+
+#: added to the all-reduce-then-slice variant: for equal bytes XLA realizes a split output directly
+#: (operand resharding) rather than by reducing the unsplit partial sums and slicing (measured,
+#: tests/test_handlers_dot.py)
+SCATTER_TIE_BREAK = 0.2
 
 
 def dot_dims(instr):
@@ -103,13 +113,17 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         flops = flops_total / minfo.split(used)
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
-        comm = collectives.all_reduce_cost(ctx.mesh, mem, tuple(caxes)) if caxes else 0.0
+        comm, cols = 0.0, ()
+        if caxes:
+            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
+            cols = (col,)
         key = (out_s, l_s, r_s)
         if key in seen:
             continue
         seen.add(key)
         name = name_prefix + spec_name(out_s) + ("|allreduce" if caxes else "")
-        strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem))
+        strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem,
+                                   collectives=cols))
         if caxes:
             # reduce-scatter variant: scatter the partial sums over the largest output dim that divides
             best = None
@@ -124,10 +138,10 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             if best is not None:
                 rs_out = best[1]
                 rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
-                rs_comm = collectives.reduce_scatter_cost(ctx.mesh, mem, tuple(caxes))
-                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|reducescatter", rs_out,
-                                           (l_s, r_s) + extra, compute=compute_cost(flops), comm=rs_comm,
-                                           memory=rs_mem))
+                # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice
+                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|allreduce+slice", rs_out,
+                                           (l_s, r_s) + extra, compute=compute_cost(flops),
+                                           comm=comm + SCATTER_TIE_BREAK, memory=rs_mem, collectives=cols))
     return strategies
 
 

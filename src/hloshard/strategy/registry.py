@@ -207,7 +207,9 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
             ok = _same(st.out, want)
         if ok:
             keep.append(st)
-    if not keep:
+    if not keep and not group.multi and group.operands is None:
+        keep = [_generate_for_output(group.instr, want, ctx)] + _resharded_outputs(group, want, ctx)
+    elif not keep:
         if group.multi:
             base = group.strategies[0]
             mem = sum(ctx.minfo.bytes_per_device(s, o) for s, o in zip(group.leaf_shapes, want) if o is not None)
@@ -220,10 +222,99 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
                              memory=ctx.minfo.bytes_per_device(leaf_shape or group.instr.shape, want))]
         else:
             keep = [_generate_for_output(group.instr, want, ctx)]
+    if not group.multi and group.operands is None:
+        realized = _as_realized(group.instr, keep, ctx)
+        if realized is None:
+            # the operands' layouts are known and no strategy uses them as they are: also offer the
+            # strategies that use them and reshard their result
+            keep = keep + _resharded_outputs(group, want, ctx)
+            realized = _as_realized(group.instr, keep, ctx)
+        keep = realized or keep
     group.strategies = keep
     group.follow = None
     group.fixed = True
     return group
+
+
+def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
+    """For a user-fixed output no strategy produces: each strategy computed in its own layout and its
+    result resharded to ``want`` (what XLA's partitioner does when an op's natural output layout is not
+    the one written: e.g. a dot all-reduces in its own layout and dynamic-slices or collective-permutes
+    the result; a slice exchanges halos in its operand's layout and gathers the small result).  The
+    output resharding (``cost.reshard.plan``) is added to ``comm`` and its collectives to
+    ``Strategy.collectives``.  One candidate per distinct (output, inputs)."""
+    from ..cost.reshard import plan
+
+    instr = group.instr
+    shape = instr.shape
+    if not is_array(shape):
+        return []
+    minfo = ctx.minfo
+    rank = len(shape.dims)
+    try:
+        dst = minfo.to_sharding(want, rank)
+    except Exception:  # noqa: BLE001 - not a layout the mesh can express: no candidates
+        return []
+    plans: dict = minfo.memo.setdefault("output-reshard", {})
+    seen: set = set()
+    out = []
+    for st in group.strategies:
+        if st.out is None or (not is_mesh_spec(st.out) and getattr(st.out, "is_manual", False)):
+            continue
+        key = (_spec_key(st.out), tuple(_spec_key(x) if x is not None and not isinstance(x, tuple) or
+                                        (isinstance(x, tuple) and is_mesh_spec(x)) else str(x) for x in st.inputs))
+        if key in seen:
+            continue
+        seen.add(key)
+        pk = (shape.element_type, tuple(shape.dims), _spec_key(st.out), _spec_key(want))
+        if pk not in plans:
+            try:
+                pl = plan(shape, minfo.to_sharding(st.out, rank), dst, ctx.mesh)
+                plans[pk] = (float(pl.total_cost), tuple(pl.predicted_collectives()))
+            except Exception:  # noqa: BLE001 - the planner cannot express it: no candidate
+                plans[pk] = None
+        hit = plans[pk]
+        if hit is None:
+            continue
+        cost, cols = hit
+        out.append(Strategy(st.name + ">user", want, st.inputs, compute=st.compute, comm=st.comm + cost,
+                            memory=minfo.bytes_per_device(shape, want),
+                            collectives=tuple(st.collectives) + cols))
+    return out
+
+
+def _as_realized(instr, strategies: list, ctx: BuildContext) -> list:
+    """Among the strategies left for a fixed instruction, the ones XLA's partitioner realizes when every
+    operand's layout is already known (each operand's node has one strategy, as under ``hloshard cost``):
+    XLA partitions an op with its operands as they are when it can, so when some strategies require
+    exactly the operands' layouts (no resharding of any operand), only those are kept (measured: a dot
+    whose operands are split on the contracting dim all-reduces even where gathering the operands would
+    move fewer bytes, tests/test_handlers_dot.py).  Returns None when the operands' layouts are known
+    but no strategy uses them as they are; every strategy when some operand's layout is open."""
+    actual = []
+    for k, op in enumerate(instr.operands):
+        if not is_array(op.shape):
+            actual.append(None)
+            continue
+        r = ctx.resolve(op, 0) if op in ctx.groups else None
+        if not isinstance(r, tuple) or len(r[0].strategies) != 1:
+            return strategies
+        g, leaf = r
+        st0 = g.strategies[0]
+        actual.append(st0.out if leaf is None else st0.out[leaf])
+    exact = []
+    for st in strategies:
+        ok = True
+        for k, a in enumerate(actual):
+            req = st.inputs[k] if k < len(st.inputs) else None
+            if a is None or req is None:
+                continue
+            if not _same(a, req):
+                ok = False
+                break
+        if ok:
+            exact.append(st)
+    return exact or None
 
 
 def _replicated_inputs(instr):

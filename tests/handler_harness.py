@@ -1,0 +1,113 @@
+"""Compare hloshard's predicted collectives with XLA's, instruction by instruction (test helper).
+
+XLA side: the raw after-``spmd-partitioning`` HLO of a module (GSPMD, ``tests/xla_oracle.py``); each
+collective is attributed to the instruction whose ``metadata={op_name=...}`` it carries (hand-written
+test modules give every instruction ``op_name`` = its own name) and counted in ring-formula bytes per
+device (:func:`hloshard.cost.collectives.ring_bytes`: all-gather (n-1)/n x result bytes, reduce-scatter
+(n-1)/n x operand bytes, all-reduce 2(n-1)/n x bytes, all-to-all (n-1)/n x bytes, collective-permute
+the bytes sent).
+
+hloshard side: ``evaluate_module`` of the same module (every instruction annotated, so the choice is
+pinned), the chosen strategy's ``Strategy.collectives`` plus the resharding plan steps of its operand
+edges (``ReshardPlan.predicted_collectives``), attributed to the consuming instruction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from hloshard.cost.collectives import PredictedCollective, ring_bytes
+from hloshard.hlo.shape import parse_shape
+
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def _shape_bytes(text: str) -> int:
+    shape = parse_shape(text.strip())
+    return int(sum(s.byte_size for s in shape.leaves())) if shape.is_tuple else int(shape.byte_size)
+
+
+def xla_collectives(raw_text: str) -> list[dict]:
+    """Collectives of a raw partitioned text: dicts with ``kind``, ``op_name``, ``group_size``,
+    ``replica_groups`` (sorted groups), ``nbytes`` (as ring_bytes takes them) and ``ring``."""
+    from tests import xla_oracle
+
+    by_name = {}
+    for line in raw_text.splitlines():
+        m = xla_oracle._INSTR_RE.match(line)
+        if m:
+            op = _OP_NAME.search(line)
+            by_name[m.group("name")] = op.group(1) if op else None
+    out = []
+    for c in xla_oracle.collectives(raw_text):
+        b = _shape_bytes(c["shape"])
+        groups = c["replica_groups"] or []
+        n = len(groups[0]) if groups else 1
+        if c["kind"] == "reduce-scatter":
+            b *= n
+        if c["kind"] == "collective-permute":
+            n = 1
+        out.append({"kind": c["kind"], "op_name": by_name.get(c["name"]), "group_size": n,
+                    "replica_groups": sorted(sorted(g) for g in groups), "nbytes": b,
+                    "ring": ring_bytes(c["kind"], b, n) if c["kind"] in
+                    ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute") else 0.0})
+    return out
+
+
+def predicted_collectives(module, mesh) -> dict[str, list[PredictedCollective]]:
+    """Instruction name -> the collectives hloshard predicts for the shardings ``module`` carries."""
+    from hloshard.autoshard import _leaf_shape, _operand_leaves, evaluate_module, leaf_spec
+    from hloshard.cost.reshard import plan
+    from hloshard.strategy.base import TOKEN, is_array
+
+    res = evaluate_module(module, mesh)
+    graph, choice = res.graph, res.choice
+    minfo = graph.ctx.minfo
+    out: dict = defaultdict(list)
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        w = graph.ctx.weight(g.instr)
+        for c in st.collectives:
+            out[g.instr.name].extend([c] * max(int(round(w)), 1))
+        ops = g.ops()
+        for i, opref in enumerate(ops):
+            entry = st.inputs[i] if i < len(st.inputs) else None
+            for inst, leaf, req in _operand_leaves(opref, entry):
+                if req is None:
+                    continue
+                r = graph.ctx.resolve(inst, leaf)
+                if r is TOKEN or r[0] is g:
+                    continue
+                src = leaf_spec(graph, inst, leaf, choice)
+                shape = _leaf_shape(inst, leaf)
+                if src is None or not is_array(shape):
+                    continue
+                a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
+                if a == b or a.is_manual or b.is_manual:
+                    continue
+                for c in plan(shape, a, b, graph.mesh).predicted_collectives():
+                    out[g.instr.name].append(c)
+    return dict(out)
+
+
+def total_ring(cols) -> float:
+    return float(sum(c["ring"] if isinstance(c, dict) else c.ring_bytes for c in cols))
+
+
+def by_op(xla_cols: list[dict]) -> dict[str, list[dict]]:
+    out: dict = defaultdict(list)
+    for c in xla_cols:
+        out[c["op_name"]].append(c)
+    return dict(out)
+
+
+def summary(cols) -> list[tuple]:
+    """(kind, group size, ring bytes) per collective, sorted: the comparable part of either side."""
+    rows = []
+    for c in cols:
+        if isinstance(c, dict):
+            rows.append((c["kind"], c["group_size"], round(c["ring"])))
+        else:
+            rows.append((c.kind, c.group_size if c.kind != "collective-permute" else 1, round(c.ring_bytes)))
+    return sorted(rows)
