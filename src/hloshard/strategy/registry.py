@@ -346,9 +346,33 @@ def build_group(instr, ctx: BuildContext):
             group = replicated_group(instr, ctx)
         if instr in ctx.fixed:
             group = apply_fixed(group, instr, ctx)
+        _free_rematerialized(group, instr)
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group
+
+
+def rematerialized(op) -> bool:
+    """A value XLA's partitioner rebuilds in whatever layout a user needs instead of resharding it: a
+    broadcast of a scalar (measured: a broadcast of a scalar parameter or constant split on dim 1, used
+    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all)."""
+    return op.opcode == "broadcast" and len(op.operands) == 1 and is_array(op.operands[0].shape) \
+        and not op.operands[0].shape.dims
+
+
+def _free_rematerialized(group, instr) -> None:
+    """Drop the operand requirements on rematerialized operands (no resharding edge)."""
+    if not isinstance(group, StrategyGroup) or group.operands is not None:
+        return
+    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op)]
+    if not idx:
+        return
+    for st in group.strategies:
+        ins = list(st.inputs)
+        for k in idx:
+            if k < len(ins):
+                ins[k] = None
+        st.inputs = tuple(ins)
 
 
 def _visit_manual_callees(instr, group, ctx) -> None:
