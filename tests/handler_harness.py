@@ -111,3 +111,43 @@ def summary(cols) -> list[tuple]:
         else:
             rows.append((c.kind, c.group_size if c.kind != "collective-permute" else 1, round(c.ring_bytes)))
     return sorted(rows)
+
+
+def case_module(cases) -> str:
+    """One HLO module holding many independent cases, each ``(name, [(param shape, param sharding)...],
+    body, result sharding, result shape)``: ``body`` is the instruction text after the opcode's shape
+    with ``{0}``, ``{1}`` ... for the case's parameters (e.g. ``'slice({0}), slice={{[0:8]}}'``).  Every
+    instruction carries ``op_name`` = its name, so XLA's collectives can be told apart per case; the
+    root is a tuple of every case's result with their shardings (nothing left for XLA to choose)."""
+    lines = ["HloModule cases, num_partitions=8", "", "ENTRY e {"]
+    outs, shs, shapes = [], [], []
+    k = 0
+    for name, params, body, out_sharding, out_shape in cases:
+        refs = []
+        for shape, sharding in params:
+            lines.append(f'  p{k} = {shape} parameter({k}), sharding={sharding}, metadata={{op_name="p{k}"}}')
+            refs.append(f"p{k}")
+            k += 1
+        lines.append(f'  {name} = {out_shape} {body.format(*refs)}, sharding={out_sharding}, '
+                     f'metadata={{op_name="{name}"}}')
+        outs.append(name)
+        shs.append(out_sharding)
+        shapes.append(out_shape)
+    lines.append(f'  ROOT out = ({", ".join(shapes)}) tuple({", ".join(outs)}), sharding={{{", ".join(shs)}}}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def compare_cases(cases, mesh_spec: str = "2x4", raw: str | None = None) -> dict:
+    """Partition the module of ``cases`` with XLA (one child process) and predict it with hloshard on
+    ``mesh_spec`` (alpha 0, beta 1).  Returns name -> (XLA summary, hloshard summary, XLA raw dicts)."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests import xla_oracle
+
+    text = case_module(cases)
+    if raw is None:
+        raw = xla_oracle.spmd_partition(text, 8)
+    xla = by_op(xla_collectives(raw))
+    pred = predicted_collectives(parse_module(text), DeviceMesh.parse(mesh_spec, alpha="0,0", beta="1,1"))
+    return {c[0]: (summary(xla.get(c[0], [])), summary(pred.get(c[0], [])), xla.get(c[0], [])) for c in cases}

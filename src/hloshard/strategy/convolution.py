@@ -14,8 +14,8 @@ import math
 import re
 
 from .base import StrategyGroup, is_array
-from .dot import dot_strategies
-from .registry import register, register_backward
+from .dot import dot_strategies, keeps_contracting
+from .registry import register, register_backward, register_preference
 
 
 def parse_dim_labels(text):
@@ -54,6 +54,16 @@ def handle_convolution(instr, ctx):
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+@register_preference("convolution")
+def conv_keeps_contracting(instr, actual, strategies):
+    """As for dot (:func:`hloshard.strategy.dot.keeps_contracting`), with the input-feature dims as the
+    contracting pair."""
+    r = conv_roles(instr)
+    if r is None:
+        return []
+    return keeps_contracting(instr, actual, strategies, roles=r[0])
 
 
 @register_backward("convolution")

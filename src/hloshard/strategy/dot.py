@@ -24,7 +24,7 @@ import itertools
 import math
 
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
-from .registry import register, register_backward
+from .registry import register, register_backward, register_preference
 
 
 #: added to the all-reduce-then-slice variant: for equal bytes XLA realizes a split output directly
@@ -158,6 +158,35 @@ def handle_dot(instr, ctx):
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+def keeps_contracting(instr, actual, strategies, roles=None):
+    """XLA's dot handler keeps the contracting split both operands already share (it partitions on the
+    contracting dims and reshards the other dims toward the written result, rather than gathering the
+    contracting dims to produce the result directly; measured, tests/test_handlers_dot.py): the
+    strategies whose operand layouts keep those mesh axes on the contracting dims.  [] when the operands
+    share no contracting split."""
+    from .base import is_mesh_spec
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    shared = {ax for a, b in pairs for ax in lhs[a] if ax in rhs[b]}
+    if not shared:
+        return []
+    out = []
+    for st in strategies:
+        ls, rs = st.inputs[0], st.inputs[1]
+        if not (is_mesh_spec(ls) and is_mesh_spec(rs)):
+            continue
+        kept = {ax for a, b in pairs for ax in ls[a] if ax in rs[b]}
+        if shared <= kept:
+            out.append(st)
+    return out
+
+
+register_preference("dot")(keeps_contracting)
 
 
 @register_backward("dot")

@@ -208,7 +208,7 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
         if ok:
             keep.append(st)
     if not keep and not group.multi and group.operands is None:
-        keep = [_generate_for_output(group.instr, want, ctx)] + _resharded_outputs(group, want, ctx)
+        keep = [_generate_for_output(group.instr, want, ctx)]
     elif not keep:
         if group.multi:
             base = group.strategies[0]
@@ -223,17 +223,79 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
         else:
             keep = [_generate_for_output(group.instr, want, ctx)]
     if not group.multi and group.operands is None:
-        realized = _as_realized(group.instr, keep, ctx)
-        if realized is None:
-            # the operands' layouts are known and no strategy uses them as they are: also offer the
-            # strategies that use them and reshard their result
-            keep = keep + _resharded_outputs(group, want, ctx)
-            realized = _as_realized(group.instr, keep, ctx)
-        keep = realized or keep
+        keep = _realized(group, keep, want, ctx)
     group.strategies = keep
     group.follow = None
     group.fixed = True
     return group
+
+
+#: opcode -> fn(instr, operand specs, strategies) -> the strategies XLA's handler prefers (e.g. a dot
+#: keeps the contracting split its operands share); registered by handler modules
+PREFERRED: dict[str, Callable] = {}
+
+#: added to a strategy that computes in its own layout and reshards its result: for equal bytes XLA
+#: produces the written layout directly (measured, tests/test_handlers_dot.py)
+OUTPUT_RESHARD_TIE_BREAK = 0.2
+
+
+def register_preference(*opcodes: str):
+    def deco(fn):
+        for op in opcodes:
+            PREFERRED[op] = fn
+        return fn
+    return deco
+
+
+def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list:
+    """The strategies of a user-fixed node XLA's partitioner can realize, given the operands' layouts
+    when they are known (every operand's node has one strategy, as under ``hloshard cost``).
+
+    In order (measured against GSPMD, tests/test_handlers_*.py): strategies producing the written
+    layout with the operands exactly as they are; the ones the op's handler prefers
+    (:data:`PREFERRED`, e.g. a dot keeping the contracting split both operands have); strategies that
+    compute with the operands as they are and reshard their result (:func:`_resharded_outputs`); else
+    ``keep`` (the cheapest wins: XLA reshards the operands).  With an operand layout still open, ``keep`` unchanged."""
+    instr = group.instr
+    actual = _operand_specs(instr, ctx)
+    if actual is None:
+        return keep
+    exact = _exact(keep, actual)
+    if exact:
+        return exact
+    pref = PREFERRED.get(instr.opcode)
+    if pref is not None:
+        chosen = pref(instr, actual, keep)
+        if chosen:
+            return chosen
+    exact = _exact(_resharded_outputs(group, want, ctx), actual)
+    return exact or keep
+
+
+def _operand_specs(instr, ctx: BuildContext):
+    """Per operand its layout when its node has one strategy (None for non-arrays); None if any is open."""
+    actual = []
+    for op in instr.operands:
+        if not is_array(op.shape):
+            actual.append(None)
+            continue
+        r = ctx.resolve(op, 0) if op in ctx.groups else None
+        if not isinstance(r, tuple) or len(r[0].strategies) != 1:
+            return None
+        g, leaf = r
+        st0 = g.strategies[0]
+        actual.append(st0.out if leaf is None else st0.out[leaf])
+    return actual
+
+
+def _exact(strategies: list, actual: list) -> list:
+    """The strategies requiring every operand exactly in its actual layout (no resharding)."""
+    out = []
+    for st in strategies:
+        if all(a is None or k >= len(st.inputs) or st.inputs[k] is None or _same(a, st.inputs[k])
+               for k, a in enumerate(actual)):
+            out.append(st)
+    return out
 
 
 def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
@@ -277,44 +339,11 @@ def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
         if hit is None:
             continue
         cost, cols = hit
-        out.append(Strategy(st.name + ">user", want, st.inputs, compute=st.compute, comm=st.comm + cost,
+        out.append(Strategy(st.name + ">user", want, st.inputs, compute=st.compute,
+                            comm=st.comm + cost + OUTPUT_RESHARD_TIE_BREAK,
                             memory=minfo.bytes_per_device(shape, want),
                             collectives=tuple(st.collectives) + cols))
     return out
-
-
-def _as_realized(instr, strategies: list, ctx: BuildContext) -> list:
-    """Among the strategies left for a fixed instruction, the ones XLA's partitioner realizes when every
-    operand's layout is already known (each operand's node has one strategy, as under ``hloshard cost``):
-    XLA partitions an op with its operands as they are when it can, so when some strategies require
-    exactly the operands' layouts (no resharding of any operand), only those are kept (measured: a dot
-    whose operands are split on the contracting dim all-reduces even where gathering the operands would
-    move fewer bytes, tests/test_handlers_dot.py).  Returns None when the operands' layouts are known
-    but no strategy uses them as they are; every strategy when some operand's layout is open."""
-    actual = []
-    for k, op in enumerate(instr.operands):
-        if not is_array(op.shape):
-            actual.append(None)
-            continue
-        r = ctx.resolve(op, 0) if op in ctx.groups else None
-        if not isinstance(r, tuple) or len(r[0].strategies) != 1:
-            return strategies
-        g, leaf = r
-        st0 = g.strategies[0]
-        actual.append(st0.out if leaf is None else st0.out[leaf])
-    exact = []
-    for st in strategies:
-        ok = True
-        for k, a in enumerate(actual):
-            req = st.inputs[k] if k < len(st.inputs) else None
-            if a is None or req is None:
-                continue
-            if not _same(a, req):
-                ok = False
-                break
-        if ok:
-            exact.append(st)
-    return exact or None
 
 
 def _replicated_inputs(instr):
