@@ -1,12 +1,12 @@
-"""slice handler against XLA's SPMD partitioner (GSPMD, raw after-spmd-partitioning HLO, 8 devices).
+"""slice, pad, concatenate, reverse and dynamic-slice handlers against XLA's SPMD partitioner (GSPMD, raw after-spmd-partitioning HLO, 8 devices).
 
 XLA keeps a slice's operand layout, sliced dim included, and exchanges halos with collective-permutes
 (the fused-QKV split of ``samples/transformer_block``); hloshard must predict the same kinds and ring
 bytes.  The "compact" halo exchange (a shard needing data from more than one neighbour) is predicted
 with the bytes each target needs, one permute per distinct piece, where XLA sometimes merges pieces
 into wider permutes (here "q": XLA 64 + 128 columns, hloshard 3 x 64: the same bytes); such cases
-compare kinds and total bytes only.  Known gap, not among these cases: when XLA merges pieces of
-different offsets (e.g. ``[0:384]`` of 768 over 4 shards) it moves up to 1.5x the needed bytes.
+compare kinds and total bytes only.  Pads (a window like a slice) and concatenates (all-to-alls moving
+the split away and back) are checked the same way.
 """
 
 from __future__ import annotations
@@ -48,6 +48,33 @@ CASES = [
      "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}", "f32[8,128,256]"),
     # slicing an unsplit dim is local
     ("unsplit", [(QKV, S)], _slice("[0:8], [0:64], [0:768]"), S, "f32[8,64,768]"),
+    # half of the columns: pieces of 96 columns from shards 0, 1, 1 (XLA packs two into one permute of
+    # 192: the same 288 columns)
+    ("half", [(QKV, S)], _slice("[0:8], [0:128], [0:384]"), S, "f32[8,128,384]"),
+    # pad 4 on both ends of 256 columns over 4 shards (64 -> 66): halos of 2 columns both ways (4096)
+    ("pad_both", [("f32[8,128,256]", S), ("f32[]", "{replicated}")], "pad({0}, {1}), padding=0_0x0_0x4_4", S,
+     "f32[8,128,264]"),
+    # pad to twice the size: shards 0 and 1 take 64 columns from shards 1, 2, 3 (3 x 131072)
+    ("pad_high", [("f32[8,128,256]", S), ("f32[]", "{replicated}")], "pad({0}, {1}), padding=0_0x0_0x0_256", S,
+     "f32[8,128,512]"),
+    # concatenate along the split dim: each operand's split moves to another dim (all-to-all of its
+    # f32[4,128,64] tile, ring 3/4*131072), the result's moves back (3/4*262144)
+    ("concat_split", [("f32[8,128,256]", S), ("f32[8,128,256]", S)], "concatenate({0}, {1}), dimensions={{2}}", S,
+     "f32[8,128,512]"),
+    ("concat_uneven", [("f32[8,128,256]", S), ("f32[8,128,512]", S)], "concatenate({0}, {1}), dimensions={{2}}", S,
+     "f32[8,128,768]"),
+    # concatenate along an unsplit dim: local
+    ("concat_unsplit", [("f32[8,128,256]", S), ("f32[8,128,256]", S)], "concatenate({0}, {1}), dimensions={{1}}", S,
+     "f32[8,256,256]"),
+    # reverse of the split dim: every tile moves to its mirror device (f32[32,8] tile, 1024 bytes)
+    ("reverse", [("f32[64,32]", "{devices=[2,4]<=[8]}")], "reverse({0}), dimensions={{1}}", "{devices=[2,4]<=[8]}",
+     "f32[64,32]"),
+    # dynamic-slice with a runtime offset on a split dim: XLA gathers the operand (both dims)
+    ("dynamic_slice", [("f32[64,32]", "{devices=[2,4]<=[8]}"), ("s32[]", "{replicated}"), ("s32[]", "{replicated}")],
+     "dynamic-slice({0}, {1}, {2}), dynamic_slice_sizes={{8,32}}", "{devices=[2,4]<=[8]}", "f32[8,32]"),
+    ("dynamic_update_slice", [("f32[64,32]", "{devices=[2,4]<=[8]}"), ("f32[8,32]", "{devices=[2,4]<=[8]}"),
+                              ("s32[]", "{replicated}"), ("s32[]", "{replicated}")],
+     "dynamic-update-slice({0}, {1}, {2}, {3})", "{devices=[2,4]<=[8]}", "f32[64,32]"),
 ]
 
 @functools.lru_cache(maxsize=1)
@@ -63,7 +90,9 @@ def test_slice_collective_kinds_and_bytes_match_xla(name):
     assert sum(b for _, _, b in pred) == sum(b for _, _, b in xla)
 
 
-@pytest.mark.parametrize("name", ["k", "v", "trim", "stride", "head", "unsplit"])
+@pytest.mark.parametrize("name", ["k", "v", "trim", "stride", "head", "unsplit", "pad_both", "pad_high",
+                                  "concat_split", "concat_uneven", "concat_unsplit", "reverse", "dynamic_slice",
+                                  "dynamic_update_slice"])
 def test_slice_collectives_exact(name):
     xla, pred, _ = _results()[name]
     assert pred == xla
@@ -77,6 +106,7 @@ def test_qkv_figures():
     assert res["k"][0] == [("collective-permute", 1, 262144)] * 2
     assert res["v"][0] == [("collective-permute", 1, 131072)] * 3
     assert res["stride"][0] == []
+    assert res["concat_split"][0] == [("all-to-all", 4, 98304)] * 2 + [("all-to-all", 4, 196608)]
 
 
 def test_slice_halo_pure():

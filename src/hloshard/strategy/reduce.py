@@ -1,9 +1,9 @@
 """reduce (variadic too): follows operand 0; a split reduced dim costs an all-reduce.
 
-For the followed layout ``s`` of the data operands: the output keeps the axes of the kept dims; every
-mesh axis on a reduced dim is reduced with an all-reduce over those axes of the per-device output
-bytes (summed over the outputs of a variadic reduce), after which the output is replicated along
-them.  A reduce therefore never splits a reduced dim for free.  Init values are required replicated.
+For the followed layout ``s`` of the data operands: the output keeps the axes of the kept dims; each
+split reduced dim is reduced with an all-reduce over its mesh axes of the per-device output bytes
+(summed over the outputs of a variadic reduce; one all-reduce per dim, as XLA's partitioner does,
+tests/test_handlers_elementwise.py), after which the output is replicated along them.  A reduce therefore never splits a reduced dim for free.  Init values are required replicated.
 Compute: one flop per operand element per device.
 """
 
@@ -27,13 +27,15 @@ def _reduce_transform(instr, ctx, spec):
     if not is_mesh_spec(spec):
         spec = replicated_spec(rank)
     out = drop_dims(spec, dims)
-    axes = sorted({a for d in dims for a in spec[d]})
     outs = leaf_shapes(instr.shape)
     out_bytes = sum(minfo.bytes_per_device(s, out) for s in outs)
-    comm, cols = 0.0, ()
-    if axes:
-        comm, col = collectives.priced("all-reduce", ctx.mesh, out_bytes, tuple(axes))
-        cols = (col,)
+    comm, cols = 0.0, []
+    for d in sorted(dims, reverse=True):   # one all-reduce per split reduced dim (measured, minor dim first)
+        if spec[d]:
+            c, col = collectives.priced("all-reduce", ctx.mesh, out_bytes, tuple(spec[d]))
+            comm += c
+            cols.append(col)
+    cols = tuple(cols)
     inputs = tuple([spec] * n + [()] * n)
     elems = 1
     for d in minfo.tile_dims(data.shape.dims, spec):
