@@ -131,23 +131,50 @@ def case_module(cases) -> str:
         lines.append(f'  {name} = {out_shape} {body.format(*refs)}, sharding={out_sharding}, '
                      f'metadata={{op_name="{name}"}}')
         outs.append(name)
-        shs.append(out_sharding)
+        # a tuple-shaped case contributes its leaves to the (flat) root tuple sharding
+        shs.append(out_sharding[1:-1] if out_sharding.startswith("{{") else out_sharding)
         shapes.append(out_shape)
     lines.append(f'  ROOT out = ({", ".join(shapes)}) tuple({", ".join(outs)}), sharding={{{", ".join(shs)}}}')
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def compare_cases(cases, mesh_spec: str = "2x4", raw: str | None = None) -> dict:
-    """Partition the module of ``cases`` with XLA (one child process) and predict it with hloshard on
-    ``mesh_spec`` (alpha 0, beta 1).  Returns name -> (XLA summary, hloshard summary, XLA raw dicts)."""
+def compare_cases(cases, mesh_spec: str = "2x4", raw: str | None = None, text: str | None = None) -> dict:
+    """Partition the module of ``cases`` (``text``: that module with extra computations, default
+    :func:`case_module`) with XLA (one child process, unless its partitioned ``raw`` text is given) and
+    predict it with hloshard on ``mesh_spec`` (alpha 0, beta 1).  Returns name -> (XLA summary,
+    hloshard summary, XLA raw dicts)."""
     from hloshard.hlo.parser import parse_module
     from hloshard.mesh import DeviceMesh
     from tests import xla_oracle
 
-    text = case_module(cases)
+    if text is None:
+        text = case_module(cases)
     if raw is None:
         raw = xla_oracle.spmd_partition(text, 8)
     xla = by_op(xla_collectives(raw))
     pred = predicted_collectives(parse_module(text), DeviceMesh.parse(mesh_spec, alpha="0,0", beta="1,1"))
     return {c[0]: (summary(xla.get(c[0], [])), summary(pred.get(c[0], [])), xla.get(c[0], [])) for c in cases}
+
+
+def partition_only(text: str, num_partitions: int = 8) -> str:
+    """The raw after-spmd-partitioning HLO even when a later CPU pass fails (e.g. a custom-call target
+    the CPU backend has no implementation for, such as TransformerEngine's ``te_fused_attn_*``): the
+    dump of the partitioner pass is read whether or not the compile finished.  Raises OracleError when
+    XLA failed before or in the partitioner."""
+    import glob
+    import os
+    import tempfile
+
+    from tests import xla_oracle
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as dump:
+        res = xla_oracle._child({"op": "partition", "text": text, "n": num_partitions, "dump": dump,
+                                 "propagate_to_output": False}, timeout=xla_oracle.DEFAULT_TIMEOUT)
+        if "error" not in res:
+            return res["text"]
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        if not files:
+            raise xla_oracle.OracleError(res["error"])
+        with open(files[-1]) as f:
+            return f.read()

@@ -54,11 +54,48 @@ def _gather_inputs(instr, out_spec):
     return (tuple(ospec), tuple(ispec))
 
 
+def _indexed_dims(instr):
+    """Operand dims a gather indexes with slice size 1 (collapsed and in ``start_index_map``)."""
+    sizes = attr_ints(instr, "slice_sizes")
+    collapsed = set(attr_ints(instr, "collapsed_slice_dims"))
+    return [d for d in attr_ints(instr, "start_index_map") if d in collapsed and d < len(sizes) and sizes[d] == 1]
+
+
 @register("gather")
 def handle_gather(instr, ctx):
+    """Every output layout producible locally (see module docstring), plus XLA's "index-parallel"
+    variants: mesh axes the output leaves idle split an indexed operand dim (e.g. an embedding table
+    split over its vocabulary); each device gathers the rows it holds (others masked to zero) and an
+    all-reduce of the output tile over those axes sums the pieces (measured, tests/test_handlers_gather.py)."""
+    from itertools import combinations
+
+    from ..cost import collectives
+    from .base import Strategy, spec_axes
+
     if not is_array(instr.shape) or len(instr.operands) != 2:
         return None
-    return free_group(instr, ctx, lambda s: _gather_inputs(instr, s))
+    g = free_group(instr, ctx, lambda s: _gather_inputs(instr, s))
+    indexed = _indexed_dims(instr)
+    if not indexed:
+        return g
+    minfo = ctx.minfo
+    op = instr.operands[0]
+    extra = []
+    for st in g.strategies:
+        ospec, ispec = st.inputs
+        idle = [a for a in minfo.axes if a not in spec_axes(st.out)]
+        for n in range(1, len(idle) + 1):
+            for axes in combinations(idle, n):
+                for c in indexed:
+                    if ospec[c] or op.shape.dims[c] % minfo.split(axes):
+                        continue
+                    new = list(ospec)
+                    new[c] = tuple(axes)
+                    comm, col = collectives.priced("all-reduce", ctx.mesh, st.memory, tuple(axes))
+                    extra.append(Strategy(st.name + f"|rows@{''.join(map(str, axes))}", st.out, (tuple(new), ispec),
+                                          compute=st.compute, comm=comm, memory=st.memory, collectives=(col,)))
+    g.strategies.extend(extra)
+    return g
 
 
 @register_backward("gather")

@@ -234,6 +234,11 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
 #: keeps the contracting split its operands share); registered by handler modules
 PREFERRED: dict[str, Callable] = {}
 
+#: opcodes XLA partitions with their operands' layouts and then reshards the result to the written
+#: layout (measured: dot, convolution, slice); other ops reshard their operands to the written layout
+#: (e.g. sort, elementwise ops)
+RESHARDS_OUTPUT = {"dot", "convolution", "slice"}
+
 #: added to a strategy that computes in its own layout and reshards its result: for equal bytes XLA
 #: produces the written layout directly (measured, tests/test_handlers_dot.py)
 OUTPUT_RESHARD_TIE_BREAK = 0.2
@@ -253,8 +258,9 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
 
     In order (measured against GSPMD, tests/test_handlers_*.py): strategies producing the written
     layout with the operands exactly as they are; the ones the op's handler prefers
-    (:data:`PREFERRED`, e.g. a dot keeping the contracting split both operands have); strategies that
-    compute with the operands as they are and reshard their result (:func:`_resharded_outputs`); else
+    (:data:`PREFERRED`, e.g. a dot keeping the contracting split both operands have); for the ops of
+    :data:`RESHARDS_OUTPUT`, strategies that compute with the operands as they are and reshard their
+    result (:func:`_resharded_outputs`); else
     ``keep`` (the cheapest wins: XLA reshards the operands).  With an operand layout still open, ``keep`` unchanged."""
     instr = group.instr
     actual = _operand_specs(instr, ctx)
@@ -268,6 +274,8 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
         chosen = pref(instr, actual, keep)
         if chosen:
             return chosen
+    if instr.opcode not in RESHARDS_OUTPUT:
+        return keep
     exact = _exact(_resharded_outputs(group, want, ctx), actual)
     return exact or keep
 
