@@ -302,31 +302,21 @@ class PredictedCollective:
         return ring_bytes(self.kind, self.nbytes, self.group_size)
 
 
-def priced(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(), group_size: int | None = None
-           ) -> tuple[float, PredictedCollective]:
+def priced(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(), group_size: int | None = None,
+           cost_bytes: Bytes | None = None) -> tuple[float, PredictedCollective]:
     """``(cost, PredictedCollective)`` of one collective a strategy expects: the alpha-beta cost
     (:func:`collective_cost`) and the same collective as a prediction, so that a handler's ``comm`` and
     its ``Strategy.collectives`` always describe the same thing.
 
     ``nbytes`` per device as :func:`ring_bytes` takes it (all-gather: gathered bytes; reduce-scatter:
-    input bytes; all-reduce / all-to-all: the buffer; collective-permute: bytes per pair); an
-    all-to-all is priced with ``nbytes`` x group size, the bytes the group holds together (the
-    convention of :func:`all_to_all_cost` and of the resharding planner).  ``axes``: mesh
+    input bytes; all-reduce / all-to-all: the buffer; collective-permute: bytes per pair).
+    ``cost_bytes``: the bytes the cost formula takes when they differ from ``nbytes`` (a resharding
+    all-to-all is priced over the bytes its group holds together, the planner's convention).  ``axes``: mesh
     axes of the replica groups (replica groups are derived from them when the mesh can, i.e. for a
     :class:`hloshard.mesh.DeviceMesh` and whole axes).  Raises ValueError for an unknown kind.
     """
     b = int(round(total_bytes(nbytes)))
-    if kind == "all-to-all":
-        # the cost formula takes the bytes the group exchanges together (XLA's ReshardingCost and the
-        # resharding planner's convention); the prediction keeps the per-device buffer
-        n_cost = group_size
-        if n_cost is None:
-            n_cost = 1
-            for a in _axes(axes):
-                n_cost *= int(mesh.shape[a])
-        cost = collective_cost(kind, mesh, b * n_cost, axes, pairs, group_size)
-    else:
-        cost = collective_cost(kind, mesh, nbytes, axes, pairs, group_size)
+    cost = collective_cost(kind, mesh, nbytes if cost_bytes is None else cost_bytes, axes, pairs, group_size)
     if kind == "collective-permute":
         moving = tuple((int(s), int(t)) for s, t in pairs if int(s) != int(t))
         ax = sorted({i for s, t in moving for i, (a, c) in enumerate(zip(_coordinate_table(mesh)[s],

@@ -232,7 +232,8 @@ def concat_comm(instr, spec, ctx):
         return None
     comm, cols = 0.0, []
     for shape in [o.shape for o in instr.operands] + [instr.shape]:
-        c, col = collectives.priced("all-to-all", ctx.mesh, minfo.bytes_per_device(shape, spec), tuple(axes))
+        b = minfo.bytes_per_device(shape, spec)   # priced as the planner prices a resharding all-to-all
+        c, col = collectives.priced("all-to-all", ctx.mesh, b, tuple(axes), cost_bytes=b * k)
         comm += c
         cols.append(col)
     return comm, tuple(cols)

@@ -32,7 +32,8 @@ def _moved_split(instr, spec, dim, ctx):
     comm, cols = 0.0, []
     shapes = [o.shape for o in instr.operands] + [l for l in leaf_shapes(instr.shape)]
     for shape in shapes:
-        c, col = collectives.priced("all-to-all", ctx.mesh, minfo.bytes_per_device(shape, spec), tuple(axes))
+        b = minfo.bytes_per_device(shape, spec)   # priced as the planner prices a resharding all-to-all
+        c, col = collectives.priced("all-to-all", ctx.mesh, b, tuple(axes), cost_bytes=b * k)
         comm += c
         cols.append(col)
     return comm, tuple(cols)
