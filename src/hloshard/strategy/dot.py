@@ -61,22 +61,25 @@ def _roles(instr):
     return roles
 
 
-def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix="", full=False):
+def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix="", full=False,
+                   halo=None, halo_key=None):
     """Strategies of a dot-like op (dot, convolution) from its dimension ``roles``; ``full``: also the
     strategies leaving some mesh axis idle (used when the output sharding is fixed by the user, so that
-    any layout the user wrote is matched by an exact strategy)."""
+    any layout the user wrote is matched by an exact strategy).  A role of kind ``"s"`` (a
+    convolution's spatial dim: output and lhs) may be split when ``halo(out_spec, lhs_spec) -> (comm,
+    collectives)`` prices the halo exchange it needs (``halo_key``: its cache key)."""
     lhs, rhs = instr.operands[0], instr.operands[1]
     memo = ctx.minfo.memo.setdefault("dot", {})
     key = (tuple(roles), out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full,
-           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands))
+           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands), halo_key)
     hit = memo.get(key)
     if hit is None:
-        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full)
+        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo)
         memo[key] = hit
     return list(hit)
 
 
-def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full):
+def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo=None):
     from ..cost import collectives
 
     minfo = ctx.minfo
@@ -88,10 +91,12 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         ls = [[] for _ in range(lhs_rank)]
         rs = [[] for _ in range(rhs_rank)]
         caxes = []
+        spatial = False
         for ax, ri in zip(minfo.axes, assign):
             if ri is None:
                 continue
             kind, od, ld, rd = roles[ri]
+            spatial |= kind == "s"
             if od is not None:
                 out[od].append(ax)
             if ld is not None:
@@ -113,10 +118,16 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         flops = flops_total / minfo.split(used)
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
+        if spatial and halo is None:
+            continue
         comm, cols = 0.0, ()
         if caxes:
             comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
             cols = (col,)
+        if spatial:
+            hc, hcols = halo(out_s, l_s)
+            comm += hc
+            cols = tuple(hcols) + cols
         key = (out_s, l_s, r_s)
         if key in seen:
             continue
@@ -124,7 +135,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         name = name_prefix + spec_name(out_s) + ("|allreduce" if caxes else "")
         strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem,
                                    collectives=cols))
-        if caxes:
+        if caxes and not spatial:
             # reduce-scatter variant: scatter the partial sums over the largest output dim that divides
             best = None
             for d in range(out_rank):

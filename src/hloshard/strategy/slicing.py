@@ -68,11 +68,13 @@ def slice_halo(n_in: int, start: int, limit: int, stride: int, k: int) -> list:
     return window_halo(n_in, n_out, start, stride, k)
 
 
-def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int) -> list:
+def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int, size: int = 1) -> list:
     """The collective-permutes XLA's SPMD partitioner (windowed-input halo exchange of the slice and pad
     handlers) inserts along one dim split ``k`` ways in both the operand (size ``n_in``) and the result
-    (size ``n_out``), where result element ``o`` reads operand element ``offset + stride * o`` (a slice:
-    offset = start; a pad: offset = -low, elements outside the operand are padding).  Returns a list of
+    (size ``n_out``), where result element ``o`` reads operand elements ``offset + stride * o`` to
+    ``offset + stride * o + size - 1`` (a slice: offset = start, size 1; a pad: offset = -low, elements
+    outside the operand are padding; a convolution's spatial dim: offset = -padding_low, size = the
+    dilated window).  Returns a list of
     ``(elements along the dim, [(source shard, target shard), ...])``.
 
     Result shard i needs the operand range its elements read (clipped to the operand); its left halo is
@@ -87,7 +89,7 @@ def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int) -> list
     need = []
     for lo, hi in out:
         a = max(offset + stride * lo, 0)
-        b = min(offset + stride * (hi - 1) + 1, n_in)
+        b = min(offset + stride * (hi - 1) + size, n_in)
         need.append((a, b) if hi > lo and b > a else None)
     s = -(-n_in // k)
     left = [own[i][0] - nd[0] for i, nd in enumerate(need) if nd is not None]
