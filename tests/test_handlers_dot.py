@@ -53,6 +53,10 @@ CASES = [
     ("other_order", [(X, T), (W, M0)], DOT, "{devices=[2,4]<=[4,2]T(1,0)}", Y),
     # contracting on model, result rows over all 8 devices: all-reduce (98304) then a local slice
     ("contract_then_slice", [(X, M1), (W, M0)], DOT, "{devices=[8,1]<=[8]}", Y),
+    # the Llama weight-gradient pattern: contracting dims {0,1} with dim 0 (size 2) split 8 ways (padded:
+    # 6 devices hold an empty tile): all-reduce of the f32[32,48] result over all 8 (2*7/8*6144)
+    ("contract_padded", [("f32[2,64,32]", "{devices=[8,1,1]<=[8]}"), ("f32[2,64,48]", "{devices=[8,1,1]<=[8]}")],
+     "dot({0}, {1}), lhs_contracting_dims={{0,1}}, rhs_contracting_dims={{0,1}}", R, "f32[32,48]"),
 ]
 
 
@@ -76,6 +80,7 @@ def test_dot_expected_figures():
     assert res["free_free"][0] == []
     assert res["contract_8"][0] == [("all-reduce", 8, 114688)]
     assert res["contract_to_rep"][0] == [("all-gather", 2, 16384), ("all-reduce", 4, 98304)]
+    assert res["contract_padded"][0] == [("all-reduce", 8, 10752)]
 
 
 def test_dot_replica_groups_match_xla():

@@ -108,14 +108,26 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         out_s = tuple(map(tuple, out))
         l_s = tuple(map(tuple, ls))
         r_s = tuple(map(tuple, rs))
-        if not (minfo.fits(instr.shape.dims, out_s) and minfo.fits(lhs.shape.dims, l_s)
-                and minfo.fits(rhs.shape.dims, r_s)):
+        fits = _fits_padded if full else minfo.fits
+        if not (fits(minfo, instr.shape.dims, out_s) if full else fits(instr.shape.dims, out_s)) or \
+                not (fits(minfo, lhs.shape.dims, l_s) if full else fits(lhs.shape.dims, l_s)) or \
+                not (fits(minfo, rhs.shape.dims, r_s) if full else fits(rhs.shape.dims, r_s)):
             continue
         used = [a for a, ri in zip(minfo.axes, assign) if ri is not None]
         if used and len(used) != len(minfo.axes) and not full:
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
         flops = flops_total / minfo.split(used)
+        if full:   # padded (uneven) splits: a device computes its whole padded tile
+            per_role: dict = {}
+            for ax, ri in zip(minfo.axes, assign):
+                if ri is not None:
+                    per_role.setdefault(ri, []).append(ax)
+            for ri, axs in per_role.items():
+                _, od, ld, rd = roles[ri]
+                d = lhs.shape.dims[ld] if ld is not None else rhs.shape.dims[rd]
+                n = minfo.split(axs)
+                flops *= (-(-d // n)) * n / d
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         if spatial and halo is None:
@@ -154,6 +166,13 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
                                            (l_s, r_s) + extra, compute=compute_cost(flops),
                                            comm=comm + SCATTER_TIE_BREAK, memory=rs_mem, collectives=cols))
     return strategies
+
+
+def _fits_padded(minfo, dims, spec) -> bool:
+    """Every split dim has more than one element: XLA pads uneven shards (a dim of 2 split 8 ways leaves
+    6 devices an empty, padded tile), so a written layout may split any dim of size > 1.  Used for the
+    full strategy set (user-fixed dots), so that such written layouts are matched by a strategy."""
+    return all(not ax or d > 1 for d, ax in zip(dims, spec))
 
 
 @register("dot")
