@@ -74,3 +74,27 @@ def test_expected_figures():
     assert res["transpose_move"][0] == [("all-to-all", 8, 896)]
     assert res["reduce_split"][0] == [("all-reduce", 4, 192)]
     assert res["scalar_bcast"][0] == []
+
+
+def test_opt_barrier_passes_layouts_through():
+    """An optimization barrier (``opt-barrier``, as in the Llama step's rematerialization) keeps its
+    operand's layouts: XLA inserts nothing, and hloshard predicts nothing either."""
+    require_jax()
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests import xla_oracle
+    from tests.handler_harness import predicted_collectives, xla_collectives
+
+    text = f"""HloModule barrier, num_partitions=8
+
+ENTRY e {{
+  p0 = f32[64,32] parameter(0), sharding={T}
+  p1 = f32[64] parameter(1), sharding={{devices=[8]<=[8]}}
+  t = (f32[64,32], f32[64]) tuple(p0, p1), sharding={{{T}, {{devices=[8]<=[8]}}}}
+  b = (f32[64,32], f32[64]) opt-barrier(t), sharding={{{T}, {{devices=[8]<=[8]}}}}, metadata={{op_name="b"}}
+  g0 = f32[64,32] get-tuple-element(b), index=0, sharding={T}
+  ROOT n = f32[64,32] negate(g0), sharding={T}
+}}
+"""
+    assert xla_collectives(xla_oracle.spmd_partition(text, 8)) == []
+    assert predicted_collectives(parse_module(text), DeviceMesh.parse("2x4")) == {}
