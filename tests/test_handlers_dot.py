@@ -53,6 +53,13 @@ CASES = [
     ("other_order", [(X, T), (W, M0)], DOT, "{devices=[2,4]<=[4,2]T(1,0)}", Y),
     # contracting on model, result rows over all 8 devices: all-reduce (98304) then a local slice
     ("contract_then_slice", [(X, M1), (W, M0)], DOT, "{devices=[8,1]<=[8]}", Y),
+    # lhs in another device order (rows over model, columns over data): XLA permutes it into the order
+    # the contraction needs (16384) and all-reduces (49152)
+    ("lhs_other_order", [(X, "{devices=[2,4]<=[4,2]T(1,0)}"), (W, M0)], DOT, D0, Y),
+    # batch on data in both, lhs rows on model, rhs columns on model: the result keeps lhs rows on model,
+    # so rhs is gathered over model (3/4 * f32[4,512,256])
+    ("batch_2d", [("f32[8,64,512]", "{devices=[2,4,1]<=[8]}"), ("f32[8,512,256]", "{devices=[2,1,4]<=[8]}")], BDOT,
+     "{devices=[2,4,1]<=[8]}", "f32[8,64,256]"),
     # the Llama weight-gradient pattern: contracting dims {0,1} with dim 0 (size 2) split 8 ways (padded:
     # 6 devices hold an empty tile): all-reduce of the f32[32,48] result over all 8 (2*7/8*6144)
     ("contract_padded", [("f32[2,64,32]", "{devices=[8,1,1]<=[8]}"), ("f32[2,64,48]", "{devices=[8,1,1]<=[8]}")],

@@ -35,6 +35,12 @@ CASES = [
      "{devices=[2,4]<=[8] last_tile_dim_replicate}", "f32[64]"),
     # reduce of both dims: one all-reduce of the scalar per split dim (groups of 4, then of 2)
     ("reduce_all", [("f32[64,32]", T), ("f32[]", R)], "reduce({0}, {1}), dimensions={{0,1}}, " + ADD, R, "f32[]"),
+    # broadcasts and iotas are produced in the written layout locally
+    ("bcast_vec", [("f32[256]", VEC)], "broadcast({0}), dimensions={{1}}", T, "f32[64,256]"),
+    ("iota", [], "iota(), iota_dimension=0", T, "s32[64,256]"),
+    # a reduce-window along the split dim: halos of one column each way (f32[32,1] = 128 bytes)
+    ("reduce_window", [("f32[64,256]", T), ("f32[]", R)], "reduce-window({0}, {1}), window={{size=1x3 pad=0_0x1_1}}, "
+     + ADD, T, "f32[64,256]"),
     # elementwise with a broadcast of a scalar laid out differently: XLA rebuilds the broadcast
     ("scalar_bcast", [("f32[256,256]", ROWS), ("f32[]", R)],
      "multiply({0}, {0})", ROWS, "f32[256,256]"),
@@ -50,9 +56,12 @@ def _results():
     text = text.replace("ENTRY e {", "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
                                      "  ROOT s = f32[] add(x, y)\n}\n\nENTRY e {")
     # scalar_bcast: multiply the parameter by a broadcast of the scalar laid out on the other dim
-    text = text.replace("  scalar_bcast = f32[256,256] multiply(p10, p10)",
-                        f"  b_s = f32[256,256] broadcast(p11), dimensions={{}}, sharding={COLS}\n"
-                        f"  scalar_bcast = f32[256,256] multiply(p10, b_s)")
+    import re
+
+    m = re.search(r"  scalar_bcast = f32\[256,256\] multiply\((p\d+), p\d+\)", text)
+    scalar = f"p{int(m.group(1)[1:]) + 1}"
+    text = text.replace(m.group(0), f"  b_s = f32[256,256] broadcast({scalar}), dimensions={{}}, sharding={COLS}\n"
+                                    f"  scalar_bcast = f32[256,256] multiply({m.group(1)}, b_s)")
     raw = xla_oracle.spmd_partition(text, 8)
     orig = handler_harness.case_module
     handler_harness.case_module = lambda cases: text

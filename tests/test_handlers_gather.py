@@ -1,4 +1,4 @@
-"""gather handler against XLA's SPMD partitioner (GSPMD, raw after-spmd-partitioning HLO, 8 devices): an
+"""gather and scatter handlers against XLA's SPMD partitioner (GSPMD, raw after-spmd-partitioning HLO, 8 devices): an
 embedding lookup from a table split on its hidden dim is local; from a table split on its vocabulary
 (the indexed dim) XLA gathers the rows each device holds and all-reduces the output.
 """
@@ -18,12 +18,20 @@ T = "{devices=[2,4]<=[8]}"
 R = "{replicated}"
 D0 = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"              # dim 0 over data
 
-PRELUDE = ""
+PRELUDE = "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
 GATHER = ("gather({0}, {1}), offset_dims={{2}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, "
           "index_vector_dim=2, slice_sizes={{1,256}}")
 HIDDEN = "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"
 VOCAB = "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}"
+SCATTER = ("scatter({0}, {1}, {2}), update_window_dims={{1}}, inserted_window_dims={{0}}, "
+           "scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add")
 CASES = [
+    # scatter-add of replicated updates into a table split on its rows: each device applies those in
+    # its rows, nothing moves
+    ("scatter_rows", [("f32[1000,256]", VOCAB), ("s32[16,1]", "{replicated}"), ("f32[16,256]", "{replicated}")],
+     SCATTER, VOCAB, "f32[1000,256]"),
+    ("scatter_hidden", [("f32[1000,256]", HIDDEN), ("s32[16,1]", "{replicated}"), ("f32[16,256]", HIDDEN)],
+     SCATTER, HIDDEN, "f32[1000,256]"),
     ("embed_hidden", [("f32[1000,256]", HIDDEN), ("s32[16,8]", D0)], GATHER, "{devices=[2,1,4]<=[8]}",
      "f32[16,8,256]"),
     # masked local gather, all-reduce of the f32[8,8,256] output tile over model (2*3/4*65536)
