@@ -86,14 +86,15 @@ def test_cross_replica_collectives_with_one_replica_cost_nothing(tmp_path):
 
 def test_cross_replica_collectives_with_replicas_save_one_alpha_per_merge(tmp_path):
     """With replica_count=4 the replica ids are charged as mesh devices (the shared approximation)."""
-    mesh = DeviceMesh.parse("4", alpha="5", beta="0.5")
     _, rep, _ = round_trip(tmp_path, cross_replica(", replica_count=4"), "--mesh", "4", "--alpha", "5",
                            "--beta", "0.5")
-    ag = cc.all_gather_cost(mesh, 256, 0) + cc.all_gather_cost(mesh, 512, 0)
-    ar = cc.all_reduce_cost(mesh, 64, 0) + cc.all_reduce_cost(mesh, 128, 0)
-    assert rep["cost_before"] == pytest.approx(ag + ar)
-    assert rep["cost_after"] == pytest.approx(cc.all_gather_cost(mesh, [256, 512], 0)
-                                              + cc.all_reduce_cost(mesh, [64, 128], 0))
+    # XLA auto-sharding formulas (../shared/reference/xla_autosharding.md 1.2), n = 4, alpha 5, beta 0.5:
+    # all-gather round(a + b*(n-1)/n*B) + 0.1: B=256 -> round(5+96)=101.1, B=512 -> round(5+192)=197.1
+    # all-reduce round(a + b*2(n-1)/n*B) + 0.01: B=64 -> round(5+48)=53.01, B=128 -> round(5+96)=101.01
+    assert rep["cost_before"] == pytest.approx(101.1 + 197.1 + 53.01 + 101.01)
+    # variadic: one alpha over the summed bytes: all-gather B=768 -> round(5+288)=293.1,
+    # all-reduce B=192 -> round(5+144)=149.01
+    assert rep["cost_after"] == pytest.approx(293.1 + 149.01)
     # byte counts keep beta terms integral: merging saves exactly one alpha (+ tie-break) per kind
     assert rep["latency_saved"] == pytest.approx(2 * 5 + cc.ALL_GATHER_TIE_BREAK + cc.ALL_REDUCE_TIE_BREAK)
 
@@ -129,16 +130,15 @@ def test_irregular_groups_are_priced_over_every_axis_any_group_varies_along(tmp_
     assert group_axes(mesh, groups) == ((0, 1), 2)
     _, rep, _ = round_trip(tmp_path, irregular_module(), *args)
     assert rep["merged"] == 4 and rep["combined"] == 2
-    ag = cc.all_gather_cost(mesh, 128, (0, 1), group_size=2) + cc.all_gather_cost(mesh, 256, (0, 1), group_size=2)
-    ar = cc.all_reduce_cost(mesh, 64, (0, 1), group_size=2) + cc.all_reduce_cost(mesh, 128, (0, 1), group_size=2)
-    assert rep["cost_before"] == pytest.approx(ag + ar)
-    # the first group alone ({0,1}: axis 1, alpha 3) would price every op cheaper
-    first_only = cc.all_reduce_cost(mesh, 64, 1, group_size=2) + cc.all_reduce_cost(mesh, 128, 1, group_size=2)
-    assert ar > first_only
-    assert rep["latency_saved"] == pytest.approx(
-        ag + ar - cc.all_gather_cost(mesh, [128, 256], (0, 1), group_size=2)
-        - cc.all_reduce_cost(mesh, [64, 128], (0, 1), group_size=2), abs=1e-6)
-    assert rep["latency_saved"] >= 2 * 7
+    # over axes (0, 1): alpha = max(7, 3) = 7, beta = max(1, 0.25) = 1, n = group size 2 (hand-derived):
+    # all-gather results 128 / 256 B: round(7 + 0.5*128) + 0.1 = 71.1, round(7 + 0.5*256) + 0.1 = 135.1
+    # all-reduce 64 / 128 B: round(7 + 1*64) + 0.01 = 71.01, round(7 + 1*128) + 0.01 = 135.01
+    assert rep["cost_before"] == pytest.approx(71.1 + 135.1 + 71.01 + 135.01)
+    # the first group alone ({0,1}: axis 1, alpha 3, beta 0.25) would price the all-reduces at
+    # round(3 + 0.25*64) + 0.01 = 19.01 and round(3 + 0.25*128) + 0.01 = 35.01: cheaper, and wrong
+    assert cc.all_reduce_cost(mesh, 64, 1, group_size=2) == pytest.approx(19.01)
+    # merged: all-gather B=384 -> round(7+192)+0.1 = 199.1, all-reduce B=192 -> round(7+192)+0.01 = 199.01
+    assert rep["latency_saved"] == pytest.approx((71.1 + 135.1 + 71.01 + 135.01) - (199.1 + 199.01), abs=1e-6)
 
 
 def while_module(trips: int) -> str:
@@ -178,12 +178,11 @@ ENTRY %main {{
 
 
 def test_collectives_in_a_while_body_count_once_per_iteration(tmp_path):
-    mesh = DeviceMesh.parse("4", alpha="5", beta="0.5")
     _, rep, _ = round_trip(tmp_path, while_module(6), "--mesh", "4", "--alpha", "5", "--beta", "0.5")
     ((g),) = rep["groups"]
     assert g["computation"] == "body" and g["members"] == ["rx", "ry"]
-    single = cc.all_reduce_cost(mesh, 64, 0) + cc.all_reduce_cost(mesh, 128, 0)
-    assert g["cost_before"] == pytest.approx(6 * single)
+    # per trip (n = 4, alpha 5, beta 0.5): round(5 + 0.75*64) + 0.01 = 53.01, round(5 + 0.75*128) + 0.01 = 101.01
+    assert g["cost_before"] == pytest.approx(6 * (53.01 + 101.01))
     assert rep["latency_saved"] == pytest.approx(6 * (5 + cc.ALL_REDUCE_TIE_BREAK))
 
 
@@ -208,7 +207,7 @@ def test_collectives_outside_charged_computations_are_reported_uncosted():
     mesh = DeviceMesh.parse("4", alpha="5", beta="0.5")
     rep = combine_module(parse_module(text), mesh=mesh)
     assert rep.uncosted == 1
-    assert rep.cost_before == pytest.approx(2 * (cc.all_reduce_cost(mesh, 64, 0) + cc.all_reduce_cost(mesh, 128, 0)))
+    assert rep.cost_before == pytest.approx(2 * (53.01 + 101.01))   # the while body's two, twice (as above)
 
 
 OUTSIDE = """HloModule nm, num_partitions=8
@@ -233,9 +232,10 @@ def test_collectives_outside_manual_regions_are_priced_on_full_bytes(tmp_path):
     """Outside manual regions an explicit channel collective is replicated (XLA's DefaultAction), so
     ``hloshard cost`` charges its written (full) bytes, as combine does. A collective carries no compute
     cost, array-shaped or variadic, so the totals drop by exactly the latency saved."""
-    mesh = DeviceMesh.parse("2x4", alpha="4,6", beta="1,0.5")
     _, rep, _ = round_trip(tmp_path, OUTSIDE, "--mesh", "2x4", "--alpha", "4,6", "--beta", "1,0.5")
     assert rep["merged"] == 4
-    ag = cc.all_gather_cost(mesh, 128 * 32 * 4, (0, 1)) + cc.all_gather_cost(mesh, 64 * 32 * 4, (0, 1))
-    ar = cc.all_reduce_cost(mesh, 16 * 32 * 4, 1) + cc.all_reduce_cost(mesh, 8 * 32 * 4, 1)
-    assert rep["cost_before"] == pytest.approx(ag + ar)
+    # all-gathers over all 8 devices (axes 0 and 1: alpha max 6, beta max 1, n 8), full written bytes:
+    # f32[128,32] = 16384 B: round(6 + 7/8*16384) + 0.1 = 14342.1; f32[64,32] = 8192 B: 7174.1
+    # all-reduces over {0..3},{4..7} (axis 1: alpha 6, beta 0.5, n 4): 2048 B: round(6 + 0.5*1.5*2048) + 0.01
+    # = 1542.01; 1024 B: round(6 + 768) + 0.01 = 774.01
+    assert rep["cost_before"] == pytest.approx(14342.1 + 7174.1 + 1542.01 + 774.01)

@@ -1,12 +1,13 @@
 """``solve`` on every JAX-generated sample on a 2x4 mesh: it finishes, XLA compiles the output for 8
-partitions (oracle), and with --keep-shardings io its objective is at most the ``cost`` of XLA's own
-GSPMD-propagated version of the same module."""
+partitions (oracle), and with --keep-shardings io the plan it writes makes XLA's SPMD partitioner move
+no more bytes per device than XLA's own GSPMD propagation of the same module (both measured by XLA:
+ring bytes of the collectives in the raw after-spmd-partitioning HLO, ``tests/xla_bytes.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from hloshard.autoshard import evaluate_module, solve_module
+from hloshard.autoshard import solve_module
 from hloshard.hlo import parse_file, print_module
 from hloshard.mesh import DeviceMesh
 from tests.conftest import SAMPLES, require_jax
@@ -25,26 +26,34 @@ def solved(name):
     return _CACHE[name]
 
 
-# XLA measures it (raw after-spmd-partitioning ring bytes, 2x4): the solved transformer_train_step moves
-# 17.33 MB where XLA's GSPMD plan moves 16.53 MB, and hloshard's cost of both now agrees with those
-# figures to the byte; the solver counts on dot strategies XLA does not realize from the written
-# shardings (it all-reduces the contracting split instead of the planned operand resharding)
-_XLA_CONFIRMS_LOSS = pytest.mark.xfail(reason="solve's plan moves 17.33 MB vs GSPMD's 16.53 MB under XLA", strict=False)
+#: samples where hloshard's plan still moves more bytes than GSPMD's once XLA partitions it (issue 10:
+#: the cost model does not yet predict XLA); strict, so the mark must go when the model is fixed
+XLA_WORSE = {"transformer_train_step": "XLA: 17.32 MB for solve vs 16.53 MB for GSPMD (issue 10)"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_XLA_CONFIRMS_LOSS) if n == "transformer_train_step" else n
-                                  for n in NAMES])
-def test_solve_sample_beats_gspmd_propagation(name):
+@pytest.mark.parametrize("name", NAMES)
+def test_solve_sample_keeps_user_shardings(name):
     module, res, text = solved(name)
     assert res.solution.status in ("optimal", "feasible")
     assert all(i.sharding is not None for i in module.entry.instructions)
-    propagated = evaluate_module(parse_file(str(SAMPLES / f"{name}.propagated.hlo")), MESH)
-    assert res.objective <= propagated.total_cost * (1 + 1e-9) + 1e-6, (res.objective, propagated.total_cost)
     # the user's entry parameter shardings survive (--keep-shardings io)
     pre = parse_file(str(SAMPLES / f"{name}.pre.hlo"))
     for p_old, p_new in zip(pre.entry.parameters, module.entry.parameters):
         if p_old.sharding is not None:
             assert p_new.sharding == p_old.sharding, p_old.name
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XLA_WORSE[n]))
+                                  if n in XLA_WORSE else n for n in NAMES])
+def test_solve_sample_moves_no_more_bytes_than_gspmd_under_xla(name):
+    require_jax()
+    from tests.xla_bytes import xla_ring_bytes
+
+    _, _, text = solved(name)
+    ours = xla_ring_bytes(text, 8)
+    gspmd = xla_ring_bytes((SAMPLES / f"{name}.propagated.hlo").read_text(), 8)
+    assert ours <= gspmd * (1 + 1e-9), (ours, gspmd)
 
 
 @pytest.mark.oracle

@@ -1,0 +1,46 @@
+"""The test-side byte counter (tests/xla_bytes.py) on modules whose partitioned collectives are known by
+hand: what the other oracle tests measure must itself be right."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import require_jax
+from tests.xla_bytes import collective_bytes, shape_bytes
+
+DOT_K_SPLIT = """HloModule k, num_partitions=8
+
+ENTRY %main {
+  %a = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  %b = f32[64,16] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT %d = f32[16,16] dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+"""
+
+GATHER_ROWS = """HloModule g, num_partitions=8
+
+ENTRY %main {
+  %a = f32[64,32] parameter(0), sharding={devices=[8,1]<=[8]}
+  ROOT %c = f32[64,32] copy(%a), sharding={replicated}
+}
+"""
+
+
+def test_shape_bytes_of_arrays_and_tuples():
+    assert shape_bytes("f32[16,16]{1,0}") == 1024
+    assert shape_bytes("(bf16[8], s32[2,2], token[])") == 16 + 16
+    assert shape_bytes("pred[]") == 1
+
+
+@pytest.mark.oracle
+def test_counts_match_hand_derivation():
+    require_jax()
+    from tests import xla_oracle
+
+    # contracting dim split 8 ways, replicated result: one all-reduce of f32[16,16] = 1024 B over 8
+    # devices: 2 * 7/8 * 1024 = 1792 B per device
+    (ar,) = collective_bytes(xla_oracle.spmd_partition(DOT_K_SPLIT, 8))
+    assert ar["kind"] == "all-reduce" and ar["n"] == 8 and ar["bytes"] == pytest.approx(1792.0)
+    # rows split 8 ways -> replicated: one all-gather whose result is f32[64,32] = 8192 B: 7/8 * 8192 = 7168
+    (ag,) = collective_bytes(xla_oracle.spmd_partition(GATHER_ROWS, 8))
+    assert ag["kind"] == "all-gather" and ag["n"] == 8 and ag["bytes"] == pytest.approx(7168.0)
