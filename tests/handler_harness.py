@@ -3,9 +3,8 @@
 XLA side: the raw after-``spmd-partitioning`` HLO of a module (GSPMD, ``tests/xla_oracle.py``); each
 collective is attributed to the instruction whose ``metadata={op_name=...}`` it carries (hand-written
 test modules give every instruction ``op_name`` = its own name) and counted in ring-formula bytes per
-device (:func:`hloshard.cost.collectives.ring_bytes`: all-gather (n-1)/n x result bytes, reduce-scatter
-(n-1)/n x operand bytes, all-reduce 2(n-1)/n x bytes, all-to-all (n-1)/n x bytes, collective-permute
-the bytes sent).
+device (``tests/xla_bytes.py``: all-gather (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand
+bytes, all-reduce 2(n-1)/n x bytes, all-to-all (n-1)/n x bytes, collective-permute the bytes sent).
 
 hloshard side: ``evaluate_module`` of the same module (every instruction annotated, so the choice is
 pinned), the chosen strategy's ``Strategy.collectives`` plus the resharding plan steps of its operand
@@ -17,41 +16,30 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
-from hloshard.cost.collectives import PredictedCollective, ring_bytes
-from hloshard.hlo.shape import parse_shape
+from hloshard.cost.collectives import PredictedCollective
 
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
 
-def _shape_bytes(text: str) -> int:
-    shape = parse_shape(text.strip())
-    return int(sum(s.byte_size for s in shape.leaves())) if shape.is_tuple else int(shape.byte_size)
-
-
 def xla_collectives(raw_text: str) -> list[dict]:
-    """Collectives of a raw partitioned text: dicts with ``kind``, ``op_name``, ``group_size``,
-    ``replica_groups`` (sorted groups), ``nbytes`` (as ring_bytes takes them) and ``ring``."""
+    """Collectives of a raw partitioned text: dicts with ``kind``, ``op_name``, ``group_size`` (1 for a
+    collective-permute), ``replica_groups`` (sorted groups) and ``ring`` (ring bytes per device, loop
+    bodies counted per trip: :func:`tests.xla_bytes.collective_bytes`, the project's one counter)."""
     from tests import xla_oracle
+    from tests.xla_bytes import collective_bytes
 
-    by_name = {}
+    op_names = {}
     for line in raw_text.splitlines():
         m = xla_oracle._INSTR_RE.match(line)
         if m:
             op = _OP_NAME.search(line)
-            by_name[m.group("name")] = op.group(1) if op else None
+            op_names[m.group("name")] = op.group(1) if op else None
+    groups = {c["name"]: c["replica_groups"] or [] for c in xla_oracle.collectives(raw_text)}
     out = []
-    for c in xla_oracle.collectives(raw_text):
-        b = _shape_bytes(c["shape"])
-        groups = c["replica_groups"] or []
-        n = len(groups[0]) if groups else 1
-        if c["kind"] == "reduce-scatter":
-            b *= n
-        if c["kind"] == "collective-permute":
-            n = 1
-        out.append({"kind": c["kind"], "op_name": by_name.get(c["name"]), "group_size": n,
-                    "replica_groups": sorted(sorted(g) for g in groups), "nbytes": b,
-                    "ring": ring_bytes(c["kind"], b, n) if c["kind"] in
-                    ("all-gather", "reduce-scatter", "all-reduce", "all-to-all", "collective-permute") else 0.0})
+    for c in collective_bytes(raw_text):
+        out.append({"kind": c["kind"], "op_name": op_names.get(c["name"]),
+                    "group_size": 1 if c["kind"] == "collective-permute" else c["n"],
+                    "replica_groups": sorted(sorted(g) for g in groups.get(c["name"], [])), "ring": c["bytes"]})
     return out
 
 
