@@ -17,6 +17,7 @@ import re
 from collections import defaultdict
 
 from hloshard.cost.collectives import PredictedCollective
+from hloshard.cost.reshard import STEP_KINDS
 
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 
@@ -44,38 +45,28 @@ def xla_collectives(raw_text: str) -> list[dict]:
 
 
 def predicted_collectives(module, mesh) -> dict[str, list[PredictedCollective]]:
-    """Instruction name -> the collectives hloshard predicts for the shardings ``module`` carries."""
-    from hloshard.autoshard import _leaf_shape, _operand_leaves, evaluate_module, leaf_spec
-    from hloshard.cost.reshard import plan
-    from hloshard.strategy.base import TOKEN, is_array
+    """Instruction name -> the collectives hloshard predicts for the shardings ``module`` carries: the
+    chosen strategies' ``Strategy.collectives`` and the steps of the resharding plans on their operand
+    edges (``autoshard.reshardings_of``), each repeated per loop trip."""
+    from hloshard.autoshard import evaluate_module, reshardings_of
+    from hloshard.cost.reshard import ReshardStep
 
     res = evaluate_module(module, mesh)
     graph, choice = res.graph, res.choice
-    minfo = graph.ctx.minfo
     out: dict = defaultdict(list)
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
-        w = graph.ctx.weight(g.instr)
-        for c in st.collectives:
-            out[g.instr.name].extend([c] * max(int(round(w)), 1))
-        ops = g.ops()
-        for i, opref in enumerate(ops):
-            entry = st.inputs[i] if i < len(st.inputs) else None
-            for inst, leaf, req in _operand_leaves(opref, entry):
-                if req is None:
+        if st.collectives:
+            out[g.instr.name].extend(list(st.collectives) * max(int(round(graph.ctx.weight(g.instr))), 1))
+    weights = {g.instr.name: max(int(round(graph.ctx.weight(g.instr))), 1) for g in graph.nodes}
+    for name, edges in reshardings_of(graph, choice).items():
+        for edge in edges:
+            for step in edge["steps"]:
+                if step.get("kind") not in STEP_KINDS:
                     continue
-                r = graph.ctx.resolve(inst, leaf)
-                if r is TOKEN or r[0] is g:
-                    continue
-                src = leaf_spec(graph, inst, leaf, choice)
-                shape = _leaf_shape(inst, leaf)
-                if src is None or not is_array(shape):
-                    continue
-                a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
-                if a == b or a.is_manual or b.is_manual:
-                    continue
-                for c in plan(shape, a, b, graph.mesh).predicted_collectives():
-                    out[g.instr.name].append(c)
+                col = ReshardStep(**step).predicted()
+                if col is not None:
+                    out[name].extend([col] * weights.get(name, 1))
     return dict(out)
 
 
@@ -166,3 +157,13 @@ def partition_only(text: str, num_partitions: int = 8) -> str:
             raise xla_oracle.OracleError(res["error"])
         with open(files[-1]) as f:
             return f.read()
+
+
+def case_results(cases, prelude: str = "") -> dict:
+    """:func:`compare_cases` for ``cases`` with ``prelude`` (reducers, comparators) before the entry,
+    partitioned in one child process (``partition_only``); calls ``require_jax`` first."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
+    return compare_cases(cases, raw=partition_only(text), text=text)

@@ -9,8 +9,7 @@ import functools
 
 import pytest
 
-from tests.conftest import require_jax
-from tests.handler_harness import compare_cases
+from tests.handler_harness import case_results
 
 pytestmark = pytest.mark.oracle
 
@@ -37,10 +36,7 @@ CASES = [
 ]
 
 
-@functools.lru_cache(maxsize=1)
-def _results():
-    require_jax()
-    return compare_cases(CASES)
+_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES))
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

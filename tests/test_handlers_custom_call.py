@@ -11,8 +11,7 @@ import functools
 
 import pytest
 
-from tests.conftest import require_jax
-from tests.handler_harness import case_module, compare_cases, partition_only
+from tests.handler_harness import case_module, case_results
 
 pytestmark = pytest.mark.oracle
 
@@ -37,11 +36,7 @@ CASES = [
 ]
 
 
-@functools.lru_cache(maxsize=1)
-def _results():
-    require_jax()
-    text = case_module(CASES).replace("ENTRY e {", PRELUDE + "ENTRY e {")
-    return compare_cases(CASES, raw=partition_only(text), text=text)
+_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES, PRELUDE))
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])

@@ -16,8 +16,7 @@ import functools
 import pytest
 
 from hloshard.strategy.slicing import slice_halo
-from tests.conftest import require_jax
-from tests.handler_harness import compare_cases
+from tests.handler_harness import case_results
 
 pytestmark = pytest.mark.oracle
 
@@ -77,10 +76,7 @@ CASES = [
      "dynamic-update-slice({0}, {1}, {2}, {3})", "{devices=[2,4]<=[8]}", "f32[64,32]"),
 ]
 
-@functools.lru_cache(maxsize=1)
-def _results():
-    require_jax()
-    return compare_cases(CASES)
+_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES))
 
 
 @pytest.mark.parametrize("name", [c[0] for c in CASES])
