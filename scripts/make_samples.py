@@ -331,8 +331,22 @@ def main(argv=None) -> int:
         _write(out / f"{name}.pre.hlo", texts["pre"])
         _write(out / f"{name}.propagated.hlo", texts["propagated"])
         _write(out / f"{name}.shardy.pre.hlo", texts["shardy_pre"])
+        _write(out / f"{name}.stablehlo.mlir", stablehlo_text(fn, args))
     _write(out / "reshape_seed.hlo", RESHAPE_SEED)
     return 0
+
+
+
+def stablehlo_text(fn, args) -> str:
+    """StableHLO text of ``jax.jit(fn)`` on ``args`` in Shardy mode (``NAME.stablehlo.mlir``), printed
+    with locations (``as_text(debug_info=True)``: argument paths and instruction names survive the
+    conversion to HLO), file paths repository-relative."""
+    jax, _ = _jax()
+    jax.config.update("jax_use_shardy_partitioner", True)
+    try:
+        return _canonical(jax.jit(fn).lower(*args).as_text(debug_info=True))
+    finally:
+        jax.config.update("jax_use_shardy_partitioner", False)
 
 
 if __name__ == "__main__":

@@ -45,18 +45,20 @@ CASES = [
     (["p = f32[8] parameter(0) /* never closed"], 10, "/*", "unterminated /* comment"),
     (['p = f32[8] custom-call(), custom_call_target="abc'], 10, "custom_call_target",
      "malformed value of attribute 'custom_call_target'"),
-    (["p = f32[8] parameter(0), window={size=3x3, stride=2x2}"], 10, ", stride",
+    (['p = f32[8] custom-call(), custom_call_target="x", window={size=3x3, stride=2x2}'], 10, ", stride",
      "window fields are separated by spaces"),
-    (["p = f32[8] parameter(0), replica_groups=[2,4]<=[2,4]"], 10, "[2,4]<=", "need T(...)"),
-    (["p = f32[8] parameter(0), replica_groups=mesh['x'=2,'y'=4] {'z'}"], 10, "mesh[",
+    (["p = f32[8] all-gather(), replica_groups=[2,4]<=[2,4]"], 10, "[2,4]<=", "need T(...)"),
+    (["p = f32[8] all-gather(), replica_groups=mesh['x'=2,'y'=4] {'z'}"], 10, "mesh[",
      "unknown mesh axis 'z'"),
     (["c = constant(1)"], 10, "constant", "constant needs its shape"),
     (["f32 = f32[] parameter(0)"], 10, "f32 =", "illegal instruction name 'f32'"),
     (["p = f32[8] parameter(0)", "ROOT q = f32[8] copy(p), control-predecessors={zz}"], 11, "zz",
      "control predecessor 'zz'"),
     (["p = f32[8] parameter(0)", "q = f32[8] parameter(0)"], 11, "0)", "parameter(0) is defined twice"),
-    (["p = f32[8] parameter(0), dimensions={0}, dimensions={1}"], 10, "dimensions={1}",
+    (["p = f32[8] parameter(0)", "q = f32[8] broadcast(p), dimensions={0}, dimensions={1}"], 11, "dimensions={1}",
      "attribute 'dimensions' is given twice"),
+    # XLA's wording and position (jaxlib 0.10.2: 'unexpected attribute "dimensions". Allowed attributes: ...')
+    (["p = f32[8] parameter(0), dimensions={0}"], 10, "dimensions", 'unexpected attribute "dimensions"'),
     (["p = f32[8 parameter(0)"], 10, "f32", "malformed shape"),
     (["x=f32[8] parameter(0)"], 10, "x=", "a bare instruction name needs a space before '='"),
     (["p = f32[8] parameter(0)", "garbage"], 11, "garbage", "unexpected 'garbage'; expected"),
@@ -170,7 +172,9 @@ def test_adversarial_input_fails_fast(text):
     t0 = time.perf_counter()
     with pytest.raises(HloSyntaxError):
         parse_module(text)
-    assert time.perf_counter() - t0 < 5.0
+    # hang guard only (no speed claim): a backtracking lexer would take hours on these
+    assert time.perf_counter() - t0 < 120, "the parser hung on adversarial input"
+
 
 
 def test_mutated_inputs_raise_only_hlo_syntax_errors():

@@ -52,7 +52,8 @@ def test_hostile_numbers_are_syntax_errors_at_the_attribute(name):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - t0 < 5
+    # hang guard only (speed is benchmarks/parse_bench.py's): a linear-time failure takes milliseconds
+    assert time.perf_counter() - t0 < 120, "the parser hung on hostile input"
     assert peak < 50 * 2**20, f"parse allocated {peak} bytes before failing"
     err = info.value
     lines = text.splitlines()

@@ -54,7 +54,7 @@ class OracleError(RuntimeError):
 # The script run in the child. It reads one JSON request on stdin and writes one JSON answer (a single
 # line starting with the marker) on stdout. Arrays travel through .npz files in a temporary directory.
 _CHILD = r'''
-import json, os, sys, glob, traceback
+import json, os, re, sys, glob, traceback
 req = json.loads(sys.stdin.read())
 import numpy as np
 import jax, jax.extend, jax.extend.mlir, jax.extend.backend
@@ -86,7 +86,7 @@ def describe(h, other=None):
         d["equal"] = (h == other)
     return d
 
-def compile_text(text, n, dump_dir=None, propagate_to_output=False):
+def compile_text(text, n, dump_dir=None, propagate_to_output=False, shardy=False):
     mod = xc.hlo.hlo_module_from_text(text)
     mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
     backend = jax.extend.backend.get_backend("cpu")
@@ -94,7 +94,7 @@ def compile_text(text, n, dump_dir=None, propagate_to_output=False):
         num_replicas=1, num_partitions=n,
         device_assignment=np.arange(n).reshape(1, n), backend=backend)
     b = opts.executable_build_options
-    b.use_shardy_partitioner = False
+    b.use_shardy_partitioner = bool(shardy)
     b.allow_spmd_sharding_propagation_to_output = [bool(propagate_to_output)]
     b.allow_spmd_sharding_propagation_to_parameters = [False]
     # the oracle needs partitioning and correct numerics, not fast code: skip LLVM's expensive passes
@@ -102,7 +102,7 @@ def compile_text(text, n, dump_dir=None, propagate_to_output=False):
     b.debug_options.xla_llvm_disable_expensive_passes = True
     if dump_dir:
         b.debug_options.xla_dump_to = dump_dir
-        b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
+        b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning|shardy-xla" if shardy else "spmd-partitioning"
     devs = backend.devices()[:n]
     exe = backend.compile_and_load(mlir, xc.DeviceList(tuple(devs)), opts)
     return exe, devs
@@ -158,6 +158,37 @@ try:
             answer({"error": "no after_spmd-partitioning dump was written"}); sys.exit(0)
         with open(files[-1]) as f:
             answer({"text": f.read(), "final": exe.hlo_modules()[0].to_string()})
+    elif op == "shardy_partition":
+        try:
+            exe, _ = compile_text(req["text"], req["n"], dump_dir=req["dump"], shardy=True,
+                                  propagate_to_output=req.get("propagate_to_output", False))
+        except Exception as e:
+            answer({"error": err(e)}); sys.exit(0)
+        imported = sorted(glob.glob(os.path.join(req["dump"], "*after_shardy-xla*.txt")))
+        files = sorted(glob.glob(os.path.join(req["dump"], "*after_spmd-partitioning*.txt")))
+        if not imported:
+            answer({"error": "Shardy did not run (XLA falls back to GSPMD when the module has sharding={...})"})
+            sys.exit(0)
+        with open(imported[-1]) as f:
+            imp = f.read()
+        with open(files[-1]) as f:
+            answer({"imported": imp, "text": f.read()})
+    elif op == "sdy_to_hlo":
+        # XLA's own conversion of Shardy shardings: one func argument per item, converted to HLO
+        args = ", ".join(f"%arg{i}: tensor<{'x'.join(map(str, dims)) + 'x' if dims else ''}f32> "
+                         f"{{sdy.sharding = #sdy.sharding{value}}}" for i, (value, dims) in enumerate(req["items"]))
+        body = ("module @sdy_check {\n  sdy.mesh @" + req["mesh_name"] + " = " + req["mesh"] + "\n"
+                "  func.func public @main(" + args + ") {\n    return\n  }\n}\n")
+        try:
+            comp = xc._xla.mlir.mlir_module_to_xla_computation(body, use_tuple_args=False, return_tuple=False)
+        except Exception as e:
+            answer({"error": err(e) + "\n" + body}); sys.exit(0)
+        found = {}
+        for line in comp.as_hlo_text().splitlines():
+            m = re.search(r"parameter\((\d+)\).*?, sharding=(\{.*?\})(?:, |$)", line)
+            if m:
+                found[int(m.group(1))] = m.group(2)
+        answer({"shardings": [found.get(i) for i in range(len(req["items"]))]})
     elif op == "run":
         from jax._src.sharding_impls import GSPMDSharding
         n = req["n"]
@@ -351,6 +382,35 @@ def spmd_partition(text: str, num_partitions: int = 8, propagate_to_output: bool
     if "error" in res:
         raise OracleError(res["error"])
     return (res["text"], res["final"]) if with_final else res["text"]
+
+
+def shardy_partition(text: str, num_partitions: int = 8, propagate_to_output: bool = False,
+                     timeout: float = DEFAULT_TIMEOUT) -> tuple[str, str]:
+    """Compile ``text`` with XLA's **Shardy** partitioner (it reads the ``xla.sdy.meshes`` /
+    ``xla.sdy.sharding`` frontend attributes; XLA falls back to GSPMD when the module also carries
+    ``sharding={...}``, so pass a text without them). Returns ``(imported, raw)``: the HLO right after
+    the ``shardy-xla`` pass (Shardy's shardings converted by XLA to ``sharding={...}``, original names
+    in ``metadata={op_name=...}``) and the raw ``after_spmd-partitioning`` HLO. Raises OracleError.
+    """
+    with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as dump:
+        res = _child({"op": "shardy_partition", "text": text, "n": num_partitions, "dump": dump,
+                      "propagate_to_output": propagate_to_output}, timeout=timeout)
+    if "error" in res:
+        raise OracleError(res["error"])
+    return res["imported"], res["text"]
+
+
+def sdy_to_hlo_shardings(mesh: str, items: Sequence[tuple[str, Sequence[int]]], mesh_name: str = "mesh",
+                         timeout: float = DEFAULT_TIMEOUT) -> list[str | None]:
+    """XLA's conversion of Shardy shardings to ``HloSharding`` text: ``mesh`` is a mesh body
+    (``<["data"=2, "model"=4]>``), each item ``(per-value sharding '<@mesh, [{"data"}, {}]>', tensor dims)``.
+    jaxlib converts a StableHLO module with one argument per item (``mlir_module_to_xla_computation``);
+    returns each argument's ``sharding={...}`` text (None when XLA prints none). Raises OracleError."""
+    res = _child({"op": "sdy_to_hlo", "mesh": mesh, "mesh_name": mesh_name,
+                  "items": [[v, list(d)] for v, d in items]}, timeout=timeout)
+    if "error" in res:
+        raise OracleError(res["error"])
+    return res["shardings"]
 
 
 def run_sharded(text: str, inputs: Sequence[np.ndarray], input_shardings: Sequence[str | None] | None = None,

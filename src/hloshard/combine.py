@@ -29,7 +29,7 @@ DDP's ``bucket_cap_mb``). :func:`combine_module` rewrites a module that way:
   Its channel_id is the first member's.
 * **Memory**: combining is not free: a combined all-gather makes every member's result live at once.
   The report gives each changed computation's peak live bytes per device before and after
-  (:func:`peak_live_bytes`, a simple in-order liveness model).
+  (:func:`peak_live_bytes`: the liveness model of :mod:`hloshard.cost.liveness`, in text order).
 * **Order**: the computation is re-sorted topologically with a stable priority (an instruction's old
   position; a combined op takes its first member's position), so the combined op goes at its first
   member's place, or right after its last operand when that one comes later, always before its first
@@ -276,77 +276,21 @@ def replica_group_problems(replica_groups, bound: int | None = None, limit: int 
 def collective_problems(instr: Instruction, num_devices: int | None = None) -> list[str]:
     """What is wrong with a (possibly variadic) all-gather / reduce-scatter / all-reduce; ``[]`` if valid.
 
-    Checks: at least one operand; one result leaf per operand (an N-tuple for N operands, or one array);
-    valid replica groups (:func:`replica_group_problems` against :func:`replica_id_bound`); for all-gather / reduce-scatter exactly one ``dimensions`` entry within
-    every operand's rank; per operand, the result has the operand's element type and shape except along
-    the dimension (all-gather: times the group size; reduce-scatter: divided by it; all-reduce: equal);
-    for reductions a ``to_apply`` whose parameters have each operand's element type.
-    ``num_devices`` is the group size when ``replica_groups`` is empty (all devices); unknown -> the
-    group-size factor is only checked for divisibility.
+    The validator is :func:`hloshard.hlo.collective_checks.collective_problems` (shared with lint's
+    HS301-HS305 and ``verify_module``): operand count, replica groups (against combine's
+    :func:`replica_id_bound`, stricter than XLA's with one replica), ``dimensions``, per-operand
+    result shape and element type, the reduction computation's types. ``num_devices`` stands for
+    the partition count when the module does not state ``num_partitions``; without either, group
+    sizes are only checked for consistency. The verifier's coverage rule (groups naming every
+    participant) is ``verify_module``'s, not combine's.
     """
-    kind = instr.opcode
-    out: list[str] = []
-    ops = instr.operands
-    if not ops:
-        return [f"{kind} has no operands"]
-    leaves = _leaves(instr.shape)
-    if len(leaves) != len(ops):
-        return [f"{kind} has {len(ops)} operands but its result has {len(leaves)} "
-                f"{'element' if len(leaves) == 1 else 'elements'}"]
-    rg = instr.attrs.get("replica_groups")
-    if rg is not None:
-        group_problems = replica_group_problems(rg, replica_id_bound(instr, num_devices))
-        if group_problems:   # the group size below would be meaningless
-            return out + [f"{kind}: {p}" for p in group_problems]
-    g = _group_size(instr, num_devices)
-    dim = None
-    if kind in ("all-gather", "reduce-scatter"):
-        dims = instr.dimensions
-        if not dims or len(dims) != 1:
-            out.append(f"{kind} needs exactly one dimension in dimensions={{...}}, got {dims}")
-            return out
-        dim = dims[0]
-    for i, (op, res) in enumerate(zip(ops, leaves)):
-        what = f"operand {i} ({op.name}: {op.shape.to_string(layout=False)})"
-        if not op.shape.is_array or not res.is_array:
-            out.append(f"{what}: {kind} operands and results must be arrays")
-            continue
-        if op.shape.element_type != res.element_type:
-            out.append(f"{what}: result element type {res.element_type} differs from the operand's")
-        if dim is not None and not 0 <= dim < op.shape.rank:
-            out.append(f"{what}: dimension {dim} is out of range for rank {op.shape.rank}")
-            continue
-        if res.rank != op.shape.rank:
-            out.append(f"{what}: result {res.to_string(layout=False)} has a different rank")
-            continue
-        for d, (a, r) in enumerate(zip(op.shape.dims, res.dims)):
-            if d != dim:
-                if a != r:
-                    out.append(f"{what}: result {res.to_string(layout=False)} differs in dimension {d}")
-                    break
-            elif kind == "all-gather":
-                ok = (r == a * g) if g else (a > 0 and r % a == 0) or (a == 0 and r == 0)
-                if not ok:
-                    out.append(f"{what}: all-gather result dimension {d} is {r}, expected "
-                               f"{a * g if g else 'a multiple of ' + str(a)}")
-            else:  # reduce-scatter
-                ok = (a == r * g) if g else (r > 0 and a % r == 0) or (r == 0 and a == 0)
-                if not ok:
-                    out.append(f"{what}: reduce-scatter result dimension {d} is {r}, expected "
-                               f"{a // g if g and a % g == 0 else 'operand / group size'}")
-    if kind in ("all-reduce", "reduce-scatter"):
-        red = instr.attrs.get("to_apply")
-        if not isinstance(red, Computation):
-            out.append(f"{kind} has no reduction computation (to_apply)")
-        else:
-            ptypes = {p.shape.element_type for p in red.parameters}
-            if len(ptypes) == 1:
-                ptype = next(iter(ptypes))
-                bad = [f"{o.name}: {o.shape.element_type}" for o in ops
-                       if o.shape.is_array and o.shape.element_type != ptype]
-                if bad:
-                    out.append(f"reduction {red.name} is typed {ptype} but operands are {', '.join(bad)}")
-    return out
+    from .hlo.collective_checks import collective_problems as _problems
+
+    module = instr.parent.parent if instr.parent is not None else None
+    p = (module.num_partitions if module is not None else None) or num_devices
+    r = module.num_replicas if module is not None else None
+    return [pr.message for pr in _problems(instr, p, r, id_bound=replica_id_bound(instr, num_devices),
+                                           coverage=False)]
 
 
 def validate_collectives(module: Module, kinds: Sequence[str] = COMBINABLE_KINDS,
@@ -408,41 +352,14 @@ def collective_bytes(instr: Instruction) -> int:
 
 def execution_counts(module: Module) -> dict[int, float]:
     """``id(computation)`` -> how many times it runs per execution of the entry computation, the weights
-    ``hloshard cost`` applies (:func:`hloshard.autoshard.build_graph`): the entry runs once; a ``while``
-    body and condition run the loop's weight times its trip count
-    (:func:`hloshard.strategy.control_flow.trip_count`); ``call`` and ``conditional`` computations run
-    with their caller's weight (every branch charged in full). A computation reached from several call
-    sites keeps the weight of the last visit, in post order, and its callees are reached through its
-    first visit only, as in the cost graph. Computations not reached that way (fusion bodies,
+    ``hloshard cost`` applies: :func:`hloshard.hlo.loops.execution_counts` (while bodies and conditions
+    run their loop's trip count times, call and conditional computations their caller's count, a
+    computation reached from several sites the sum). Computations not reached that way (fusion bodies,
     reducers, ``async-start`` wrapped computations, dead code) are absent: their collectives are charged
     at the caller (``async-start``) or not at all."""
-    from .strategy.control_flow import called, trip_count
+    from .hlo.loops import execution_counts as counts
 
-    weights: dict[int, float] = {}
-
-    def visit(comp: Computation, w: float) -> None:
-        first = id(comp) not in weights
-        weights[id(comp)] = w
-        if not first:
-            return
-        order = comp.post_order()
-        if len(order) != len(comp.instructions):
-            seen = {id(i) for i in order}
-            order += [i for i in comp.instructions if id(i) not in seen]
-        for instr in order:
-            if instr.opcode == "while":
-                trips = float(trip_count(instr))
-                for key, idx in (("body", 0), ("condition", 1)):
-                    c = called(instr, key, idx)
-                    if c is not None:
-                        visit(c, w * trips)
-            elif instr.opcode in ("call", "conditional"):
-                for c in instr.called_computations:
-                    visit(c, w)
-
-    if module.entry is not None:
-        visit(module.entry, 1.0)
-    return weights
+    return counts(module)
 
 
 class _Pricing:
@@ -682,50 +599,16 @@ def _reorder(comp: Computation, prio: dict[int, float]) -> None:
     comp.instructions = out      # a permutation of the same instructions (names, users unchanged)
 
 
-#: opcodes whose result aliases (a part of) an operand's buffer: no allocation of their own
-_ALIASING = frozenset({"get-tuple-element", "tuple", "bitcast"})
-
-
 def peak_live_bytes(comp: Computation) -> int:
-    """Peak bytes per device live at once in ``comp``, executing its instructions in text order.
+    """Peak bytes per device live at once in ``comp``, executing its instructions in text order: the one
+    HLO liveness model, :func:`hloshard.cost.liveness.computation_peak_bytes` (parameters live
+    throughout, a buffer from its definition to its last use, the root's to the end;
+    ``get-tuple-element`` / ``tuple`` / ``bitcast`` allocate nothing and keep what they forward alive;
+    bytes per device from the sharding, the written shape for ``{manual}`` / unannotated values).
+    Called computations are not included."""
+    from .cost.liveness import computation_peak_bytes
 
-    A buffer lives from its definition (parameters: from the start) to its last use (the root: to the
-    end); ``get-tuple-element`` / ``tuple`` / ``bitcast`` allocate nothing and keep their operands alive
-    as long as they are used. Per-device bytes follow the sharding (:func:`hloshard.cost.memory.
-    bytes_per_device`; ``{manual}`` and unannotated values count their written shape). Called
-    computations are not included. This is a simple liveness model for comparing orders (bytes).
-    """
-    from .cost.memory import bytes_per_device
-
-    order = comp.instructions
-    pos = {id(i): k for k, i in enumerate(order)}
-    end = len(order)
-    last = {}
-    for i in order:
-        last[id(i)] = end if i is comp.root else pos[id(i)]
-        for u in i.users:
-            if u.parent is comp:
-                last[id(i)] = max(last[id(i)], pos[id(u)])
-    for i in reversed(order):                      # aliases extend their operands' lifetimes
-        if i.opcode in _ALIASING:
-            for o in i.operands:
-                last[id(o)] = max(last[id(o)], last[id(i)])
-    delta = [0] * (end + 2)
-    for i in order:
-        if i.opcode in _ALIASING:
-            continue
-        try:
-            size = bytes_per_device(i.shape, i.sharding)
-        except (ValueError, AttributeError):
-            size = i.shape.byte_size
-        start = 0 if i.opcode == "parameter" else pos[id(i)]
-        delta[start] += size
-        delta[last[id(i)] + 1] -= size
-    peak = cur = 0
-    for d in delta:
-        cur += d
-        peak = max(peak, cur)
-    return int(peak)
+    return computation_peak_bytes(comp)
 
 
 # --------------------------------------------------------------------------------------------------

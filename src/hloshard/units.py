@@ -36,3 +36,39 @@ def format_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+#: Published HBM capacity per chip (TPU) or per GPU, in bytes, for ``--memory-budget NAME``. Sources are
+#: listed in the README ("Memory budgets by device"). HBM stacks come in binary sizes, so "80 GB" parts
+#: hold 80 GiB; XLA and the runtime reserve part of it, so a budget a little below the device size is safer.
+DEVICE_MEMORY = {
+    "tpu-v2": 16 * 2**30,
+    "tpu-v3": 32 * 2**30,
+    "tpu-v4": 32 * 2**30,
+    "tpu-v5e": 16 * 2**30,
+    "tpu-v5p": 95 * 2**30,
+    "tpu-v6e": 32 * 2**30,
+    "v100-16gb": 16 * 2**30,
+    "v100-32gb": 32 * 2**30,
+    "a100-40gb": 40 * 2**30,
+    "a100-80gb": 80 * 2**30,
+    "h100-80gb": 80 * 2**30,
+    "h100-94gb": 94 * 2**30,
+    "h200-141gb": 141 * 2**30,
+}
+
+
+def parse_memory_budget(text: str) -> int:
+    """A memory budget per device: a device name from :data:`DEVICE_MEMORY` (``tpu-v5e``,
+    ``h100-80gb``; case-insensitive) or a byte size as :func:`parse_bytes` reads it. Returns bytes.
+
+    Raises UsageError naming the known devices when it is neither.
+    """
+    key = str(text).strip().lower()
+    if key in DEVICE_MEMORY:
+        return DEVICE_MEMORY[key]
+    try:
+        return parse_bytes(text)
+    except UsageError:
+        raise UsageError(f"invalid memory budget {text!r}: expected a byte size like 64MiB or a device name "
+                         f"({', '.join(DEVICE_MEMORY)})") from None

@@ -228,31 +228,11 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import glob
     import tempfile
 
-    import jax
-    import jax.extend  # noqa: F401
-    import jax.extend.backend
-    import jax.extend.mlir
-    from jax._src.lib import xla_client as xc
-
-    backend = jax.extend.backend.get_backend("cpu")
     results = []
     for text in request["texts"]:
         try:
             with tempfile.TemporaryDirectory(prefix="hloshard-xla-") as dump:
-                mod = xc.hlo.hlo_module_from_text(text)
-                mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
-                opts = jax.extend.backend.get_compile_options(
-                    num_replicas=1, num_partitions=n,
-                    device_assignment=np.arange(n).reshape(1, n), backend=backend)
-                b = opts.executable_build_options
-                b.use_shardy_partitioner = False
-                b.allow_spmd_sharding_propagation_to_output = [False]
-                b.allow_spmd_sharding_propagation_to_parameters = [False]
-                b.debug_options.xla_dump_to = dump
-                b.debug_options.xla_dump_hlo_pass_re = "spmd-partitioning"
-                b.debug_options.xla_backend_optimization_level = 0
-                b.debug_options.xla_llvm_disable_expensive_passes = True
-                backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+                compile_with_dump(text, n, dump, "spmd-partitioning")
                 files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
                 raw = open(files[0]).read() if files else None
                 results.append({"partitioned": raw, "error": None if raw else "no spmd-partitioning dump"})
@@ -260,6 +240,32 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
             results.append({"partitioned": None, "error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
     return 0
+
+
+def compile_with_dump(text: str, n: int, dump: str, pass_re: str) -> None:  # pragma: no cover - child side
+    """Child side (imports jax): parse HLO ``text`` with jaxlib, convert it to StableHLO and compile it
+    for ``n`` partitions with GSPMD (Shardy off; no propagation to parameters / outputs; CPU backend
+    optimisations off), dumping the HLO around the passes matching ``pass_re`` into ``dump``."""
+    import jax
+    import jax.extend  # noqa: F401
+    import jax.extend.backend
+    import jax.extend.mlir
+    from jax._src.lib import xla_client as xc
+
+    backend = jax.extend.backend.get_backend("cpu")
+    mod = xc.hlo.hlo_module_from_text(text)
+    mlir = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
+                                                  device_assignment=np.arange(n).reshape(1, n), backend=backend)
+    b = opts.executable_build_options
+    b.use_shardy_partitioner = False
+    b.allow_spmd_sharding_propagation_to_output = [False]
+    b.allow_spmd_sharding_propagation_to_parameters = [False]
+    b.debug_options.xla_dump_to = dump
+    b.debug_options.xla_dump_hlo_pass_re = pass_re
+    b.debug_options.xla_backend_optimization_level = 0
+    b.debug_options.xla_llvm_disable_expensive_passes = True
+    backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
 
 
 def _python() -> str:
@@ -291,23 +297,8 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
     """
     if not texts:
         return []
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={num_partitions}"
-    env.setdefault("JAX_PLATFORMS", "cpu")
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    payload = json.dumps({"num_partitions": num_partitions, "texts": list(texts)})
-    try:
-        proc = subprocess.run([_python(), "-m", "hloshard.xla_check"], input=payload, capture_output=True,
-                              text=True, timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise InputError(f"XLA check timed out after {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = (proc.stderr or "").strip().splitlines()
-        if any("No module named 'jax" in t for t in tail):
-            raise InputError("--xla needs jax and jaxlib (pip install 'hloshard[xla]')")
-        msg = tail[-1] if tail else f"exit code {proc.returncode}"
-        raise InputError(f"XLA check failed: {msg}")
-    data = json.loads(proc.stdout)
+    data = run_jax_child("hloshard.xla_check", {"num_partitions": num_partitions, "texts": list(texts)},
+                         num_partitions, timeout, what="XLA check", flag="--xla")
     out = []
     for r in data["results"]:
         text = r.get("partitioned")
@@ -315,6 +306,32 @@ def spmd_collectives(texts: list[str], num_partitions: int, timeout: float = 300
         out.append(XlaResult(partitioned=text, collectives=parse_collectives(text) if text else [],
                              error=r.get("error"), has_dynamic_slice=bool(dss), dynamic_slices=dss))
     return out
+
+
+def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, what: str,
+                  flag: str) -> dict:
+    """Run ``python -m MODULE`` with ``payload`` as JSON on stdin and return its JSON stdout.
+
+    The child sees ``num_devices`` fake CPU devices (``XLA_FLAGS`` set before it imports jax); jax is
+    never imported here. Raises InputError naming ``flag`` and the ``xla`` extra when jax is missing,
+    ``what`` and the last stderr line when the child fails, or a time-out after ``timeout`` seconds.
+    """
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={max(int(num_devices), 1)}"
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    try:
+        proc = subprocess.run([_python(), "-m", module], input=json.dumps(payload), capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"{what} timed out after {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()
+        if any("No module named 'jax" in t for t in tail):
+            raise InputError(f"{flag} needs jax and jaxlib (pip install 'hloshard[xla]')")
+        msg = tail[-1] if tail else f"exit code {proc.returncode}"
+        raise InputError(f"{what} failed: {msg}")
+    return json.loads(proc.stdout)
 
 
 if __name__ == "__main__":  # pragma: no cover

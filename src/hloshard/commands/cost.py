@@ -50,12 +50,11 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     says how many in the summary and lists them under "unannotated" in --format json.
     """
     from ..autoshard import evaluate_module
-    from ..hlo import parse_module
     from ..hlo.verify import verify_module
-    from ..io import read_text, write_text_atomic
+    from ..io import write_text_atomic
+    from ..load import load_module
 
-    text = read_text(module_file)
-    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     result = evaluate_module(module, dmesh)

@@ -88,9 +88,9 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
                              f"from the module)")
         if not instruction:
             raise UsageError("MODULE.hlo needs --instruction NAME (the reshape to explain)")
-        from ..hlo import parse_file
+        from ..load import load_module
 
-        module = parse_file(module_file)
+        module = load_module(module_file)  # HLO text or StableHLO .mlir
         name = instruction.lstrip("%")
         instr = None
         for ins in module.all_instructions():

@@ -34,6 +34,13 @@ class _Budget(click.ParamType):
     def convert(self, value, param, ctx):
         if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
             return None
+        if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-80gb, ...)
+            from ..units import parse_memory_budget
+
+            try:
+                return parse_memory_budget(value)
+            except UsageError as exc:
+                self.fail(str(exc), param, ctx)
         return BYTE_SIZE.convert(value, param, ctx)
 
 
@@ -120,6 +127,17 @@ def print_summary(report: dict) -> None:
         for row in report["top_edges"]:
             e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
         con.print(e)
+    if report.get("peak_tensors"):
+        pt = Table(title=f"largest tensors at peak memory ({report.get('peak_memory_at') or '-'})",
+                   header_style="bold")
+        for col in ("tensor", "shape", "sharding"):
+            pt.add_column(col)
+        pt.add_column("per device", justify="right")
+        pt.add_column("share", justify="right")
+        for row in report["peak_tensors"]:
+            pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
+                       f"{row['share']:.0%}")
+        con.print(pt)
     for w in report["warnings"]:
         con.print(f"[yellow]warning:[/yellow] {w}")
 
@@ -136,28 +154,34 @@ def print_summary(report: dict) -> None:
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
-              help="Bytes per device (e.g. 64MiB) or 'none' (default: no budget).")
+              help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
+                   "or 'none' (default: no budget).")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock seconds.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
 @click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
+@click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
+              help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
+                   "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
-            workers, seed, deterministic, export_problem, quiet):
+            workers, seed, deterministic, export_problem, quiet, partition_specs_file=None):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
     from ..autoshard import solve_module
-    from ..hlo import parse_module, print_module
+    from ..hlo import print_module
     from ..hlo.verify import verify_module
-    from ..io import read_text, write_text_atomic
+    from ..io import write_text_atomic
+    from ..load import load_module
+    from ..peak import peak_tensors_of
+    from ..sdy import annotate_module
 
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
-    text = read_text(module_file)
-    module = parse_module(text, "<stdin>" if module_file == "-" else module_file)
+    module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     show = not quiet and sys.stderr.isatty()
@@ -174,7 +198,13 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
+    annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
+    if partition_specs_file:
+        from ..partition_specs import write_partition_specs
+
+        write_partition_specs(partition_specs_file, module, dmesh)
     if report_file:
         write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
     write_text_atomic(output or "-", out_text)

@@ -983,3 +983,117 @@ def format_attr(key: str, value, name_of) -> str:
     if type(value) is str:
         return quote(value)
     return str(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# module header: input_output_alias / buffer_donor (checked as XLA's parser does)
+_ALIAS_TOKEN_RE = re.compile(r"\s*(?:(-?[0-9]+)|([A-Za-z_][A-Za-z0-9_\-]*)|(.))", re.S)
+_IOA_FORMAT = ("Expected format: <output_shape_index>: (<input_param>, <input_param_shape_index>) OR "
+               "<output_shape_index>: <input_param>")
+_BD_FORMAT = "Expected format: (<input_param>, <input_param_shape_index>)"
+
+
+def _alias_tokens(text: str) -> list[tuple[str, str, int]]:
+    """(kind 'int'|'word'|'punct'|'end', text, offset) of an alias-list value."""
+    out = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _ALIAS_TOKEN_RE.match(text, pos)
+        if m is None or m.lastindex is None:   # trailing whitespace
+            break
+        kind = ("int", "word", "punct")[m.lastindex - 1]
+        out.append((kind, m.group(m.lastindex), m.start(m.lastindex)))
+        pos = m.end()
+    out.append(("end", "", len(text)))
+    return out
+
+
+class _AliasReader:
+    def __init__(self, text: str, fmt: str):
+        self.toks = _alias_tokens(text)
+        self.i = 0
+        self.fmt = fmt
+
+    def peek(self):
+        return self.toks[self.i]
+
+    def take(self, value: str | None = None, kind: str | None = None):
+        t = self.toks[self.i]
+        if (value is not None and t[1] != value) or (kind is not None and t[0] != kind):
+            raise AttrError(self.fmt, max(t[2] - 1, 0))   # XLA points one character before the token
+        self.i += 1
+        return t
+
+    def shape_index(self) -> None:
+        self.take("{")
+        if self.peek()[1] == "}":
+            self.take("}")
+            return
+        while True:
+            self.take(kind="int")
+            if self.peek()[1] == ",":
+                self.take(",")
+                continue
+            self.take("}")
+            return
+
+
+def check_input_output_alias(text: str) -> None:
+    """Raise :class:`AttrError` unless ``text`` is ``{ {out}: (param, {index}[, may-alias|must-alias]),
+    ... }`` (a trailing comma is allowed), in XLA's words ("Expected format: ...", "Unexpected
+    aliasing kind; expected SYSTEM or USER")."""
+    r = _AliasReader(text, _IOA_FORMAT)
+    r.take("{")
+    while r.peek()[1] != "}":
+        r.shape_index()
+        r.take(":")
+        r.take("(")
+        r.take(kind="int")
+        r.take(",")
+        r.shape_index()
+        if r.peek()[1] == ",":
+            r.take(",")
+            kind = r.peek()
+            if kind[1] not in ("may-alias", "must-alias"):
+                raise AttrError("Unexpected aliasing kind; expected SYSTEM or USER", kind[2] + len(kind[1]) - 1)
+            r.take()
+        r.take(")")
+        if r.peek()[1] == ",":
+            r.take(",")
+    r.take("}")
+    r.take(kind="end")
+
+
+def check_buffer_donor(text: str) -> None:
+    """Raise :class:`AttrError` unless ``text`` is ``{ (param, {index}), ... }`` (XLA's wording)."""
+    r = _AliasReader(text, _BD_FORMAT)
+    r.take("{")
+    while r.peek()[1] != "}":
+        r.take("(")
+        r.take(kind="int")
+        r.take(",")
+        r.shape_index()
+        r.take(")")
+        if r.peek()[1] == ",":
+            r.take(",")
+    r.take("}")
+    r.take(kind="end")
+
+
+#: custom-call ``api_version=`` names XLA's parser knows (``API_VERSION_UNSPECIFIED`` parses as a name
+#: but XLA refuses it once the instruction is built: "Invalid API version")
+API_VERSIONS = frozenset({"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL", "API_VERSION_STATUS_RETURNING",
+                          "API_VERSION_STATUS_RETURNING_UNIFIED", "API_VERSION_TYPED_FFI"})
+
+
+def _api_version(text: str) -> Raw:
+    t = text.strip()
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t) is None:
+        raise AttrError("expects custom-call API version")
+    if t not in API_VERSIONS:
+        raise AttrError(f"expects custom-call API version but sees: {t}, error: Unknown API version")
+    return Raw(t)
+
+
+_DECODERS["api_version"] = _api_version

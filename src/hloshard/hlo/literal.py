@@ -17,6 +17,8 @@ The scanner is iterative, so deeply nested braces cannot overflow the stack.
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 
 import numpy as np
@@ -61,11 +63,14 @@ def _tokens(text: str):
 
 def _scalar(tok: str, pos: int, etype: str):
     if etype == "pred":
-        if tok in ("true", "1"):
+        if tok == "true":
             return True
-        if tok in ("false", "0"):
+        if tok == "false":
             return False
-        raise LiteralError(f"pred literal must be true/false/0/1, got {tok!r}", pos)
+        try:
+            return int(tok) != 0   # XLA takes any integer for pred (nonzero is true)
+        except ValueError:
+            raise LiteralError(f"pred literal must be true, false or an integer, got {tok!r}", pos) from None
     if etype in FLOAT_TYPES or etype in COMPLEX_TYPES:
         t = tok
         if "nan(" in t:
@@ -79,14 +84,13 @@ def _scalar(tok: str, pos: int, etype: str):
     except ValueError:
         raise LiteralError(f"expected an integer for {etype}, got {tok!r}", pos) from None
     bits = int(etype[1:])
-    if etype in SIGNED_TYPES:
-        lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    else:
-        lo, hi = (-1 if etype == "u64" else 0), (1 << bits) - 1
+    lo, hi = _int_range(etype)
     if not lo <= v <= hi:
         raise LiteralError(f"{v} is out of range for {etype}", pos)
     if v < 0 and etype in UNSIGNED_TYPES:
         v &= (1 << bits) - 1
+    if etype == "s64" and v > (1 << 63) - 1:
+        v -= 1 << 64   # XLA's lexer reads it as uint64 and stores the bits
     return v
 
 
@@ -186,3 +190,191 @@ def _value(toks, i, shape: Shape):
     if shape.element_type in ("token", "opaque"):
         raise LiteralError(f"{shape.element_type} has no literal")
     return _array(toks, i, shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# value ranges, checked at parse time (XLA's parser rejects these; hlo_parser "out of range")
+#: float types: (largest finite value, explicit mantissa bits, what overflow gives, tie rounds up).
+#: A finite literal is out of range when rounding it to the type (round half to even) gives inf or
+#: NaN; ``"saturate"`` types (f4e2m1fn: no inf, no NaN) never overflow. The tie at max + ulp/2 rounds
+#: up when the largest value's last mantissa bit is 1 (every type but f8e4m3fn, whose largest value
+#: 448 = 1.110b x 2^8 is even). These are properties of the formats (IEEE 754 and the OCP/Graphcore
+#: FP8 definitions), checked against jaxlib 0.10.2 in tests/test_parser_xla_parity.py.
+FLOAT_FORMATS: dict[str, tuple[float, int, str, bool]] = {
+    "f16": (65504.0, 10, "inf", True),
+    "bf16": (3.3895313892515355e38, 7, "inf", True),
+    "f32": (3.4028234663852886e38, 23, "inf", True),
+    "f64": (1.7976931348623157e308, 52, "inf", True),
+    "f8e5m2": (57344.0, 2, "inf", True),
+    "f8e4m3": (240.0, 3, "inf", True),
+    "f8e3m4": (15.5, 4, "inf", True),
+    "f8e4m3fn": (448.0, 3, "nan", False),
+    "f8e4m3fnuz": (240.0, 3, "nan", True),
+    "f8e5m2fnuz": (57344.0, 2, "nan", True),
+    "f8e4m3b11fnuz": (30.0, 3, "nan", True),
+    "f8e8m0fnu": (2.0 ** 127, 0, "nan", True),
+    "f4e2m1fn": (6.0, 1, "saturate", True),
+}
+#: NaN payload bits a type can hold (IEEE-like types: the mantissa); absent: no payloads
+_PAYLOAD_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52, "f8e5m2": 2, "f8e4m3": 3, "f8e3m4": 4}
+#: the integer range XLA's lexer reads (int64 or uint64); beyond it a number is not a token
+_LEX_MIN, _LEX_MAX = -(1 << 63), (1 << 64) - 1
+
+_CHECK_TOKEN_RE = re.compile(r"\s+|/\*.*?\*/|-?nan\(0x[0-9a-fA-F]+\)|\.\.\.|[{}(),]|[^\s{}(),/]+", re.S)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:g}"
+
+
+def _float_limit(etype: str) -> tuple[float, bool]:
+    mx, m, _, tie_up = FLOAT_FORMATS[etype]
+    return mx + 2.0 ** (math.floor(math.log2(mx)) - m - 1), tie_up
+
+
+def _int_range(etype: str) -> tuple[int, int]:
+    bits = int(etype[1:])
+    if etype in ("s64", "u64"):
+        return _LEX_MIN, _LEX_MAX   # XLA keeps what its lexer read (s64 2^63 and u64 -1 parse)
+    if etype in SIGNED_TYPES:
+        return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    return 0, (1 << bits) - 1
+
+
+_INT_TOKEN_RE = re.compile(r"-?[0-9]+")
+_FLOAT_TOKEN_RE = re.compile(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|-?inf|-?nan")
+
+
+def _check_float(tok: str, pos: int, etype: str, part: str = "", part_pos: int = 0) -> None:
+    if "nan(" in tok:
+        payload = int(tok[tok.index("(") + 3: -1], 16)
+        if payload == 0:
+            raise LiteralError("unexpected token type in a literal", pos)
+        return
+    if _FLOAT_TOKEN_RE.fullmatch(tok) is None:
+        raise LiteralError("unexpected token type in a literal", pos)
+    if "." not in tok and "e" not in tok and "E" not in tok and tok[-1].isdigit():
+        if not _LEX_MIN <= int(tok) <= _LEX_MAX:
+            raise LiteralError("unexpected token type in a literal", pos)
+    v = float(tok)
+    if math.isinf(v) and "inf" not in tok:
+        raise LiteralError("Constant is out of range for double (+/-1.79769e+308) and so is unparsable.", pos)
+    if etype in ("f64", "c128") or not math.isfinite(v):
+        return
+    ftype = "f32" if etype == "c64" else etype
+    if FLOAT_FORMATS[ftype][2] == "saturate":
+        return
+    limit, tie_up = _float_limit(ftype)
+    a = abs(v)
+    if a > limit or (a == limit and tie_up):
+        mx = FLOAT_FORMATS[ftype][0]
+        if part:
+            raise LiteralError(f"{part} part {_fmt(v)} is out of range for literal's primitive type "
+                               f"{etype.upper()}, namely [{_fmt(-mx)}, {_fmt(mx)}].", part_pos)
+        raise LiteralError(f"value {_fmt(v)} is out of range for literal's primitive type {etype.upper()} "
+                           f"namely [{_fmt(-mx)}, {_fmt(mx)}].", pos)
+
+
+def _check_nan_payload(tok: str, pos: int, shape: Shape, index: int) -> None:
+    payload = int(tok[tok.index("(") + 3: -1], 16)
+    etype = shape.element_type
+    where = (f"tries to set NaN payload 0x{payload:x} to a literal in shape {shape.to_string(layout=False)} "
+             f"at linear index {index}, but")
+    bits = _PAYLOAD_BITS.get("f32" if etype == "c64" else "f64" if etype == "c128" else etype)
+    if bits is None:
+        raise LiteralError(f"{where} {etype} does not support payloads", pos)
+    if payload > (1 << bits) - 1:
+        raise LiteralError(f"{where} the NaN payload is out of range (0x{(1 << bits) - 1:x})", pos)
+
+
+def _check_int(tok: str, pos: int, etype: str) -> None:
+    if _INT_TOKEN_RE.fullmatch(tok) is None:
+        if etype == "pred" and tok in ("true", "false"):
+            return
+        if _FLOAT_TOKEN_RE.fullmatch(tok) is not None or "nan(" in tok:
+            raise LiteralError("expects integer", pos)
+        raise LiteralError("unexpected token type in a literal", pos)
+    v = int(tok)
+    if not _LEX_MIN <= v <= _LEX_MAX:
+        raise LiteralError("unexpected token type in a literal", pos)
+    if etype == "pred":
+        return
+    lo, hi = _int_range(etype)
+    if not lo <= v <= hi:
+        raise LiteralError(f"value {v} is out of range for literal's primitive type {etype.upper()} "
+                           f"namely [{lo}, {hi}].", pos)
+
+
+@functools.lru_cache(maxsize=None)
+def _candidates(etype: str) -> re.Pattern:
+    """Text that may hold an out-of-range value of ``etype``; a literal without any is valid, so the
+    common case (a constant of small numbers) costs one regular-expression search."""
+    if etype in FLOAT_TYPES or etype in COMPLEX_TYPES:
+        ftype = {"c64": "f32", "c128": "f64"}.get(etype, etype)
+        digits = len(str(int(FLOAT_FORMATS[ftype][0])))
+        return re.compile(r"[0-9]{%d,}|[^\s{}(),0-9.\-/*]" % digits)
+    lo, hi = _int_range(etype) if etype != "pred" else (0, 1)
+    digits = min(len(str(hi)), len(str(-lo)) if lo < 0 else 99)
+    neg = "" if lo < 0 else "|-"
+    return re.compile(r"[0-9]{%d,}|[^\s{}(),0-9\-/*]%s" % (digits, neg))
+
+
+def check_literal_values(text: str, shape: Shape) -> None:
+    """Raise :class:`LiteralError` (with the offset of the value in ``text``) when a value of the
+    constant literal ``text`` does not fit ``shape``'s element type, in XLA's words:
+
+    * integers outside the type's range ("value 16 is out of range for literal's primitive type U4
+      namely [0, 15]."; s64/u64 take what XLA's lexer reads, [-2^63, 2^64-1]); a float for an integer
+      type ("expects integer"); pred takes any integer or true/false;
+    * finite floats that round to inf/NaN in the type (f16 -65520, bf16 1e100, f8e4m3fn 465), the
+      complex parts of c64 likewise ("real part ... / imaginary part ..."), any float beyond double
+      ("Constant is out of range for double ...");
+    * NaN payloads the type cannot hold (``nan(0x1ff)`` for bf16, any payload for f8e4m3fn /
+      f8e4m3b11fnuz / fnuz types, ``nan(0x0)``).
+
+    Only array literals are checked (tuples are checked when decoded). The structure (brace nesting,
+    element counts) is :func:`parse_literal`'s job. Cost: one regex search for ordinary literals."""
+    etype = shape.element_type
+    if shape.is_tuple or etype in ("token", "opaque") or (etype not in FLOAT_TYPES and etype not in COMPLEX_TYPES
+                                                          and etype not in SIGNED_TYPES
+                                                          and etype not in UNSIGNED_TYPES and etype != "pred"):
+        return
+    if _candidates(etype).search(text) is None:
+        return
+    is_float = etype in FLOAT_TYPES or etype in COMPLEX_TYPES
+    cplx = etype in COMPLEX_TYPES
+    index = 0
+    part = 0          # complex: 0 outside a pair, 1 real, 2 imaginary
+    pair_pos = 0
+    for m in _CHECK_TOKEN_RE.finditer(text):
+        tok = m.group(0)
+        c = tok[0]
+        if c.isspace() or tok.startswith("/*") or tok == "...":
+            continue
+        if c in "{},":
+            continue
+        if c == "(":
+            if cplx:
+                part = 1
+                pair_pos = m.start()
+            continue
+        if c == ")":
+            if cplx and part:
+                index += 1
+            part = 0
+            continue
+        pos = m.start()
+        if is_float:
+            if cplx and part:   # XLA reports a complex part's range at the pair's '('
+                _check_float(tok, pos, etype, "real" if part == 1 else "imaginary", pair_pos)
+            else:
+                _check_float(tok, pos, etype)
+            if "nan(" in tok:
+                _check_nan_payload(tok, pos, shape, index)
+            if cplx and part == 1:
+                part = 2
+            elif not cplx:
+                index += 1
+        else:
+            _check_int(tok, pos, etype)
+            index += 1

@@ -32,9 +32,11 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from ..errors import HloSyntaxError
 from ..io import read_text
 from .attributes import (COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, INT64_MAX, MAX_DEVICES, AttrError, InlineBody,
-                         NameRef, Raw, decode_attr)
+                         NameRef, Raw, check_buffer_donor, check_input_output_alias, decode_attr)
 from .ir import Computation, Instruction, Module
-from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, is_known_opcode
+from .literal import LiteralError, check_literal_values
+from .opcodes import (ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, OPCODES, allowed_attributes, async_wrapped_opcode,
+                      is_known_opcode)
 from .shape import ELEMENT_BITS, Shape, _ShapeError, parse_array_shape
 
 __all__ = ["parse_module", "parse_file", "grammar_text", "MAX_TUPLE_DEPTH"]
@@ -105,6 +107,9 @@ class _Ctx:
         self.depth: dict[int, tuple] = {}
         self.keep: list = []
         self.inline_count = 0
+        self.async_callers: dict[int, Instruction] = {}
+        self.last_start = 0        # offsets of the last instruction completed (truncation errors)
+        self.last_end = 0
 
     # -- errors ----------------------------------------------------------------------------------
     def error_at(self, message: str, pos: int):
@@ -140,9 +145,16 @@ class _Builder(Transformer):
         if isinstance(item, Shape):
             return item
         try:
-            return parse_array_shape(item.value)
+            shape = parse_array_shape(item.value)
         except _ShapeError as exc:
             self.ctx.error_tok(str(exc), item, exc.offset)
+        if ":" in item.value:
+            bad = _layout_error(item.value)
+            if bad is not None:
+                self.ctx.error_tok(bad[0], item, bad[1] if bad[1] >= 0 else
+                                   _next_token_pos(self.ctx.text, item.start_pos + len(item.value.rstrip()))
+                                   - item.start_pos)
+        return shape
 
     def tuple_shape(self, children):
         shapes = [self._decode_shape(c) for c in children]
@@ -355,7 +367,15 @@ class _Builder(Transformer):
         instr = self._make(name, name_tok, shape, call, rest)
         instr.line, instr.column = name_tok.line, name_tok.column
         instr.ignore_codes = ignore
+        if instr.opcode in _POST_CHECK_OPS or instr.opcode not in OPCODES:
+            attr_toks = [t for t in rest if t.type == "ATTRS"]
+            if attr_toks:
+                ops_end = attr_toks[0].start_pos
+            else:
+                ops_end = _paren_end(ctx.text, call.tok.end_pos) if isinstance(call, _OpCall) else call.end_pos
+            self._post_check(instr, ops_end, rest[-1].end_pos if rest else ops_end, name_tok.start_pos)
         comp.add_instruction(instr)
+        ctx.last_start, ctx.last_end = head.start_pos, max(ctx.last_end, rest[-1].end_pos if rest else head.end_pos)
         if is_root:
             if comp.root is not None:
                 ctx.error_tok(f"computation {comp.name!r} has two ROOT instructions "
@@ -391,6 +411,11 @@ class _Builder(Transformer):
             shape = parse_array_shape(shape_text)
         except _ShapeError as exc:
             ctx.error_at(str(exc), sp + fm.start(4) + exc.offset)
+        if ":" in shape_text:
+            bad = _layout_error(shape_text)
+            if bad is not None:
+                ctx.error_at(bad[0], sp + fm.start(4) + bad[1] if bad[1] >= 0 else
+                             _next_token_pos(ctx.text, sp + fm.start(4) + len(shape_text.rstrip())))
         if opcode not in OPCODES and not is_known_opcode(opcode):
             ctx.error_at(f"unknown opcode {opcode!r}", sp + fm.start(5))
         operands = []
@@ -413,23 +438,97 @@ class _Builder(Transformer):
             self._check_parameter(pnum, sp + fm.start(6) + 1)
         elif opcode == "parameter":
             ctx.error_at("parameter needs its number: parameter(N)", sp + fm.start(5))
-        attrs = self._decode_attrs(attrs_text, sp + fm.start(7)) if attrs_text else {}
+        attrs = self._decode_attrs(attrs_text, sp + fm.start(7), None, opcode) if attrs_text else {}
         ignore = ()
         for t in rest:
             if t.type == "ATTRS":
-                self._decode_attrs(t.value, t.start_pos, attrs)
+                self._decode_attrs(t.value, t.start_pos, attrs, opcode)
             else:
                 ignore = _ignore_codes(t.value)
         instr = Instruction._fast(name, opcode, shape, operands, attrs, pnum, line, column, comp)
         instr.ignore_codes = ignore
+        if opcode in _POST_CHECK_OPS or opcode not in OPCODES:
+            self._post_check(instr, sp + fm.end(6), rest[-1].end_pos if rest else tok.end_pos, sp + name_off)
         comp.instructions.append(instr)
         by_name[name] = instr
+        ctx.last_start, ctx.last_end = sp, (rest[-1].end_pos if rest else tok.end_pos)
         if root is not None:
             if comp.root is not None:
                 ctx.error_at(f"computation {comp.name!r} has two ROOT instructions "
                              f"({comp.root.name!r} and {name!r})", sp)
             comp.root = instr
         return instr
+
+    def _post_check(self, instr: Instruction, ops_end: int, end: int, name_pos: int) -> None:
+        """What XLA's parser checks once an instruction is built (jaxlib 0.10.2's wording and
+        positions: right after the operand list, or the token after the instruction)."""
+        ctx = self.ctx
+        op = instr.opcode
+        shape = instr.shape
+        after = _next_token_pos(ctx.text, end)
+        if op == "infeed":
+            if not (shape.is_tuple and shape.tuple_shapes):
+                ctx.error_at(f"infeed must have a non-empty tuple shape (infeed %{instr.name} is {shape})", after)
+        elif op == "custom-call":
+            if str(instr.attrs.get("api_version", "")) == "API_VERSION_UNSPECIFIED":
+                ctx.error_at(f"Invalid API version: API_VERSION_UNSPECIFIED (custom-call %{instr.name}; write "
+                             "API_VERSION_ORIGINAL or drop api_version)", after)
+            olc = instr.attrs.get("operand_layout_constraints")
+            if olc is not None:
+                ops = instr.operands
+                if len(olc) != len(ops):
+                    ctx.error_at(f"Expected {len(ops)} operand layout constraints, {len(olc)} given "
+                                 f"(custom-call %{instr.name})", after)
+                for i, (c, o) in enumerate(zip(olc, ops)):
+                    if not c.compatible(o.shape):
+                        ctx.error_at(f"Operand layout constraint shape {c} for operand {i} is not compatible "
+                                     f"with operand shape {_with_layout(o.shape)} (custom-call %{instr.name})",
+                                     after)
+        elif op == "conditional":
+            if instr.operands:
+                s0 = instr.operands[0].shape
+                if s0.is_tuple or not s0.is_array or s0.rank:
+                    ctx.error_at("The first operand must be a scalar", ops_end)
+                if s0.element_type not in ("pred", "s32"):
+                    ctx.error_at("The first operand must be a scalar of PRED or S32", ops_end)
+        else:
+            self._async_check(instr, ops_end, after, name_pos)
+
+    def _async_check(self, instr: Instruction, ops_end: int, after: int, name_pos: int) -> None:
+        """async-start/-update/-done and the ``<op>-start`` sugar (XLA's parser rules)."""
+        ctx = self.ctx
+        op = instr.opcode
+        wrapped = async_wrapped_opcode(op)
+        if op == "async-start" or (wrapped is not None and op.endswith("-start")):
+            s = instr.shape
+            if not (s.is_tuple and len(s.tuple_shapes) >= 2 and s.tuple_shapes[0].is_tuple):
+                ctx.error_at("AsyncStart expects the op shape to be in the form of ((async-operands), "
+                             "async-outputs, state).", ops_end)
+            calls = instr.attrs.get("calls")
+            if isinstance(calls, Computation):
+                prev = ctx.async_callers.setdefault(id(calls), instr)
+                if prev is not instr:
+                    ctx.error_at(f"computation {calls.name!r} is already wrapped by async-start %{prev.name} "
+                                 f"(line {prev.line}); each async computation has exactly one async-start",
+                                 name_pos)
+            return
+        if op in ("async-update", "async-done") or wrapped is not None:
+            src = instr.operands[0] if len(instr.operands) == 1 else None
+            got = _async_wrapped(src)
+            if got is None:
+                ctx.error_at("AsyncUpdate and AsyncDone expect a single async op as their operand.", after)
+            if wrapped is not None and got != wrapped:
+                ctx.error_at(f"Expect async wrapped opcode to be {wrapped}, but got {got}", after)
+            start = _async_start_of(src)
+            if start is not None:
+                thread = instr.attrs.get("async_execution_thread")
+                want = start.attrs.get("async_execution_thread", "main")
+                if thread is not None and thread != want:
+                    ctx.error_at(f"Expect async_execution_thread to be {want}, but got {thread}", after)
+                calls, want_calls = instr.attrs.get("calls"), start.attrs.get("calls")
+                if isinstance(calls, Computation) and isinstance(want_calls, Computation) and calls is not want_calls:
+                    ctx.error_at(f"Expect async_wrapped_computation to be {want_calls.name}, but got {calls.name}",
+                                 after)
 
     def _check_parameter(self, pnum: int, pos: int) -> None:
         ctx = self.ctx
@@ -461,13 +560,15 @@ class _Builder(Transformer):
             opcode = "constant"
             operands = []
             v = call.value
-            lit = v[v.index("(") + 1: v.rindex(")")].strip()
+            inner = v[v.index("(") + 1: v.rindex(")")]
+            lit = inner.strip()
+            lit_off = v.index("(") + 1 + len(inner) - len(inner.lstrip())
             if not lit:
                 ctx.error_tok("constant needs a literal: constant(1), constant({1, 2})", call)
             literal = lit
         attrs: dict = {}
         for t in attrs_toks or ():
-            self._decode_attrs(t.value, t.start_pos, attrs)
+            self._decode_attrs(t.value, t.start_pos, attrs, opcode)
         if shape is None:
             if literal is not None:
                 ctx.error_tok("constant needs its shape: f32[2] constant({1, 2})", call)
@@ -477,13 +578,19 @@ class _Builder(Transformer):
             depth = lead.group(0).count("{") if lead else 0
             if depth > max(shape.rank, 1):
                 ctx.error_tok(f"literal nested {depth} deep for the rank-{shape.rank} shape {shape}", call)
+            try:
+                check_literal_values(lit, shape)
+            except LiteralError as exc:
+                ctx.error_tok(str(exc), call, lit_off + exc.offset)
         return Instruction(name, opcode, shape, operands, attrs, literal=literal, parameter_number=pnum)
 
-    def _decode_attrs(self, text: str, pos: int, attrs: dict | None = None) -> dict:
+    def _decode_attrs(self, text: str, pos: int, attrs: dict | None = None, opcode: str | None = None) -> dict:
         """Decode an ATTRS text (``, key=value, ...``) found at absolute offset ``pos`` (into
-        ``attrs`` when given)."""
+        ``attrs`` when given). With ``opcode``, a key XLA's parser does not accept on that opcode
+        is an error (XLA's wording: 'unexpected attribute "k". Allowed attributes: ...')."""
         if attrs is None:
             attrs = {}
+        allowed = allowed_attributes(opcode) if opcode is not None else None
         for m in _cattr_re().finditer(text):
             seg = m.group(0)
             if "/*" in seg:   # comments between the comma, the key and the value
@@ -491,6 +598,9 @@ class _Builder(Transformer):
             eq = seg.index("=")
             key = seg[1:eq].lstrip()
             vstrip = seg[eq + 1:].strip()
+            if allowed is not None and key not in allowed:
+                self.ctx.error_at(f"unexpected attribute \"{key}\". Allowed attributes: "
+                                  + ", ".join(sorted(allowed)), pos + m.start() + eq - len(key))
             if key in attrs:
                 self.ctx.error_at(f"attribute {key!r} is given twice", pos + m.start() + eq - len(key))
             if key == "metadata":   # different on every instruction: kept raw, not cached
@@ -623,6 +733,11 @@ class _Builder(Transformer):
                 if not 1 <= count <= MAX_DEVICES:
                     ctx.error_tok(f"{key} must be between 1 and {MAX_DEVICES:,} (got {val})", a,
                                   off + len(key) + 1)
+            if key in ("input_output_alias", "buffer_donor"):
+                try:
+                    (check_input_output_alias if key == "input_output_alias" else check_buffer_donor)(val)
+                except AttrError as exc:
+                    ctx.error_tok(str(exc), a, off + len(key) + 1 + _value_offset(a.value, off, key) + exc.offset)
             if key == "is_scheduled" and val not in ("true", "false"):
                 ctx.error_tok("is_scheduled must be true or false", a, off + len(key) + 1)
             if key == "entry_computation_layout":   # /*index=N*/ comments became spaces: drop them
@@ -699,9 +814,20 @@ _BRACE_SCAN_RE = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|/\*.*?\*/|//[^\n]*|[{
 
 def _unbalanced_line_error(ctx: _Ctx, text: str) -> None:
     """At an unexpected end of input, point at the first instruction line whose '{' is never
-    closed on that line (an attribute value missing its '}' swallows the computation's '}')."""
+    closed on that line (an attribute value missing its '}' swallows the computation's '}').
+    Only text after the last instruction the parser completed is considered: a multi-line
+    attribute of a complete instruction (``frontend_attributes={kernel_metadata={...}}`` over
+    several lines) is valid, and a file cut after it gets its error where the text ends."""
     pos = 0
+    start = ctx.last_end
+    last = text[ctx.last_start:ctx.last_end]
+    if "\n" in last.rstrip() and last.rstrip().rsplit("\n", 1)[1].strip() == "}":
+        # the last instruction's attribute ran on to a bare '}': the computation's, swallowed
+        start = ctx.last_start
     for line in text.splitlines(keepends=True):
+        if pos + len(line) <= start:
+            pos += len(line)
+            continue
         if " = " in line or "=" in line.split("(")[0]:
             depth = 0
             first_open = None
@@ -751,6 +877,9 @@ def _run(ctx: _Ctx, start: str):
             if re.match(r"[A-Za-z_][A-Za-z0-9_.\-]*=", text[tok.start_pos:tok.start_pos + 200]):
                 ctx.error_at(f"a bare instruction name needs a space before '=' ({tok.value} = ...) or a '%' "
                              f"(%{tok.value}=...)", tok.start_pos)
+        if tok.value.startswith("{") and re.match(r"\{[0-9,\s]*:[^{}]*P\(", tok.value):
+            ctx.error_at(f"Layout has physical shape, but is not for a sparse array: {tok.value}",
+                         _next_token_pos(text, tok.end_pos))
         desc = tok.value.strip().splitlines()[0] if tok.value.strip() else tok.value
         desc = desc if len(desc) <= 40 else desc[:37] + "..."
         if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
@@ -810,6 +939,116 @@ def _split_attrs(text: str) -> list[tuple[str, str, int]]:
         out.append((key, val.strip(), kstart))
         pos = m.end()
     return out
+
+
+_LAYOUT_ITEM_RE = re.compile(r"D\(([^()]*)\)|T(?:\([0-9,*\s]*\))+|L\(\d+\)|E\(\d+\)|S\(\d+\)|SC\(\d+:\d+\)|M\(\d+\)"
+                             r"|#\([a-z0-9]+\)|\*(?:\([a-z0-9]+\))?|\s+")
+_DIM_LEVEL_RE = re.compile(r"\s*([A-Za-z])[+~]*\s*")
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout_error(shape_text: str) -> tuple[str, int] | None:
+    """XLA's layout checks on the part after ``:`` (dim-level types D(D|C|S|H), tiles T(..),
+    L/E/S/M(n), SC(a:b), #(type), *(type)): (message, offset in ``shape_text``) or None."""
+    lb = shape_text.find("{", shape_text.find("]"))
+    colon = shape_text.find(":", lb)
+    if lb < 0 or colon < 0:
+        return None
+    end = shape_text.rfind("}")
+    pos = colon + 1
+    while pos < end:
+        m = _LAYOUT_ITEM_RE.match(shape_text, pos)
+        if m is None and shape_text.startswith("P(", pos):
+            # offset -1: XLA reports it at the token after the shape
+            return f"Layout has physical shape, but is not for a sparse array: {shape_text[lb:end + 1]}", -1
+        if m is None:
+            return (f"expects layout to end with kRbrace (unknown layout field at {shape_text[pos:end]!r}; "
+                    "known: D(...) T(...) L(n) E(n) S(n) SC(a:b) M(n) #(type) *(type))", pos)
+        if m.group(1) is not None:
+            off = m.start(1)
+            for part in m.group(1).split(","):
+                d = _DIM_LEVEL_RE.fullmatch(part)
+                if d is None or d.group(1) not in "DCSH":
+                    return "expected a DimLevelType abbreviation (D, C, or S)", off + len(part) - len(part.lstrip())
+                off += len(part) + 1
+        pos = m.end()
+    return None
+
+
+_POST_CHECK_OPS = frozenset({"infeed", "custom-call", "conditional", "async-start", "async-update", "async-done"})
+
+
+def _async_wrapped(src) -> str | None:
+    """The opcode an async op wraps: ``<op>-start``/``-update`` sugar, or the root of async-start's
+    ``calls`` computation; None when ``src`` is not an async op."""
+    if src is None:
+        return None
+    op = src.opcode
+    w = async_wrapped_opcode(op)
+    if w is not None and not op.endswith("-done"):
+        return w
+    if op in ("async-start", "async-update"):
+        calls = src.attrs.get("calls")
+        if isinstance(calls, Computation) and calls.root is not None:
+            return calls.root.opcode
+        if op == "async-update" and src.operands:
+            return _async_wrapped(src.operands[0])
+        return op
+    return None
+
+
+def _async_start_of(src):
+    """The async-start an async-update / -done chain begins with (None when there is none)."""
+    seen = 0
+    while src is not None and seen < 10_000:
+        op = src.opcode
+        if op == "async-start" or (async_wrapped_opcode(op) is not None and op.endswith("-start")):
+            return src
+        if op == "async-update" or (async_wrapped_opcode(op) is not None and op.endswith("-update")):
+            src = src.operands[0] if len(src.operands) == 1 else None
+            seen += 1
+            continue
+        return None
+    return None
+
+
+def _with_layout(shape) -> str:
+    """``shape`` as XLA prints it, with the default layout when none was written."""
+    if shape.is_tuple or not shape.is_array or shape.layout is not None:
+        return str(shape)
+    return f"{shape}{{{','.join(str(d) for d in reversed(range(shape.rank)))}}}"
+
+
+_PAREN_SCAN_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[()]')
+
+
+def _paren_end(text: str, pos: int) -> int:
+    """Index just past the ``)`` closing the first ``(`` at or after ``pos`` (strings skipped)."""
+    depth = 0
+    for m in _PAREN_SCAN_RE.finditer(text, pos):
+        t = m.group(0)
+        if t == "(":
+            depth += 1
+        elif t == ")":
+            depth -= 1
+            if depth == 0:
+                return m.end()
+    return len(text)
+
+
+_SKIP_RE = re.compile(r"(?:\s+|/\*.*?\*/|//[^\n]*)*", re.S)
+
+
+def _next_token_pos(text: str, pos: int) -> int:
+    """Offset of the first token at or after ``pos`` (whitespace and comments skipped)."""
+    return _SKIP_RE.match(text, pos).end()
+
+
+def _value_offset(text: str, key_off: int, key: str) -> int:
+    """Whitespace between ``key=`` at ``key_off`` of an ATTRS text and its (stripped) value."""
+    start = key_off + len(key) + 1
+    rest = text[start:]
+    return len(rest) - len(rest.lstrip())
 
 
 def parse_module(text: str, filename: str = "<string>") -> Module:

@@ -28,18 +28,32 @@ rules of XLA's ``ShapeInference`` / ``ShapeVerifier`` (``shared/reference/hlo_sy
 * ``dynamic-slice``: ``dynamic_slice_sizes`` one per dimension, within the operand, equal to the result;
 * ``get-tuple-element``: ``index`` within the tuple, result = that element; ``call``: one operand per
   parameter of the called computation; ``sort``: ``dimensions`` in range;
-* parameter numbers of each computation are ``0..n-1``, each once.
+* parameter numbers of each computation are ``0..n-1``, each once;
+* ``broadcast``: a size-1 operand dimension may expand (XLA compiles it, as ``broadcast_in_dim``);
+  the element type is kept;
+* ``reduce``: scalar init values; each result (a tuple for a variadic reduce) is its input without
+  the reduced dimensions, of the input's type;
+* async pairs: a ``-done`` returns the shape its start promised (``async-done`` / ``all-gather-done``
+  / ``collective-permute-done``: element 1 of the start's shape, ``copy-done`` element 0,
+  ``all-reduce-done`` / ``async-update`` all of it);
+* ``xla.sdy.sharding`` names only meshes the header's ``xla.sdy.meshes`` defines (XLA aborts otherwise);
+* collectives: :mod:`hloshard.hlo.collective_checks` (operand count, dimensions, result shapes,
+  replica groups incl. XLA's coverage rule, reduction types) with the header's counts.
+
+Each rule was checked against jaxlib 0.10.2 (compile for 8 partitions) in tests/test_verify_xla_parity.py.
 """
 
 from __future__ import annotations
 
 import math
+import re
 
 from ..errors import InputError
 from .attributes import AttrError, parse_dim_labels
-from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY
+from .collective_checks import COLLECTIVE_OPCODES, collective_problems
+from .opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_UNARY, async_wrapped_opcode
 
-__all__ = ["verify_module", "MAX_ARRAY_BYTES"]
+__all__ = ["verify_module", "verify_problems", "MAX_ARRAY_BYTES"]
 
 #: Largest array (bytes) accepted: byte counts and costs are int64 downstream.
 MAX_ARRAY_BYTES = 2 ** 62
@@ -138,8 +152,12 @@ def _check_broadcast(instr) -> None:
                    f"{len(od)}")
     _check_dims_in_range(bd, len(rd), "dimensions")
     for i, d in enumerate(bd):
-        if od[i] != rd[d]:
-            raise _Bad(f"operand dimension {i} (size {od[i]}) maps to result dimension {d} (size {rd[d]})")
+        if od[i] != rd[d] and od[i] != 1:   # a size-1 dimension expands (XLA compiles it: broadcast_in_dim)
+            raise _Bad(f"size of operand dimension {i} ({od[i]}) is not equal to 1 or size of result dimension "
+                       f"{d} ({rd[d]})")
+    if _array(instr.shape) and op.shape.element_type != instr.shape.element_type:
+        raise _Bad(f"operand {op.name} is {op.shape.element_type} but the result is {instr.shape.element_type} "
+                   "(broadcast keeps the element type)")
 
 
 def _check_slice(instr) -> None:
@@ -194,9 +212,18 @@ def _check_concatenate(instr) -> None:
 
 
 def _check_reduce(instr) -> None:
+    """``reduce(inputs..., inits...)``: scalar init values (XLA: the reduction region's result type
+    must match each init value); each result (a tuple for several inputs) is its input with the
+    ``dimensions`` removed, of the input's element type."""
     ops = instr.operands
-    if len(ops) < 2 or len(ops) % 2 or instr.shape.is_tuple:
+    if len(ops) < 2 or len(ops) % 2:
         return
+    n = len(ops) // 2
+    for k, init in enumerate(ops[n:]):
+        if _array(init.shape) and init.shape.dims:
+            raise _Bad(f"init value {init.name} has shape {init.shape}; the reduction computation returns scalars, "
+                       f"so init values must be scalars (XLA: the shape of reduction-region's result type at "
+                       f"index {k} differs from the op's corresponding init-value type)")
     src = ops[0]
     if not _array(src.shape):
         return
@@ -204,8 +231,17 @@ def _check_reduce(instr) -> None:
     sd = tuple(src.shape.dims)
     _check_dims_in_range(rd, len(sd), "dimensions")
     want = [sd[i] for i in range(len(sd)) if i not in set(rd)]
-    if _array(instr.shape) and list(_dims(instr)) != want:
-        raise _Bad(f"result dimensions {list(_dims(instr))} should be {want} after reducing {rd} of {src.shape}")
+    results = list(instr.shape.tuple_shapes) if instr.shape.is_tuple else [instr.shape]
+    if len(results) != n:
+        raise _Bad(f"a reduce of {n} input{'s' if n != 1 else ''} returns {n} value{'s' if n != 1 else ''}, "
+                   f"the result {instr.shape} has {len(results)}")
+    for k, (res, inp) in enumerate(zip(results, ops[:n])):
+        if not (_array(res) and _array(inp.shape)):
+            continue
+        if list(res.dims) != want or res.element_type != inp.shape.element_type:
+            which = "result dimensions" if n == 1 else f"result {k}"
+            raise _Bad(f"{which} {res} should be {inp.shape.element_type}{want} after reducing {rd} of "
+                       f"{inp.shape}")
 
 
 def _check_dims_attr(instr, key: str = "dimensions") -> None:
@@ -280,18 +316,6 @@ def _check_call(instr) -> None:
 #: ``bitcast-convert`` may add or drop a minor dimension when bit widths differ (operand count only).
 _UNARY_SAME_DIMS = frozenset({"convert", "reduce-precision"})
 _UNARY_ANY_DIMS = frozenset({"bitcast-convert"})
-_COLLECTIVE_DIM_OPS = frozenset({"all-gather", "reduce-scatter", "all-to-all"})
-
-
-def _check_collective_dims(instr) -> None:
-    """all-gather / reduce-scatter / all-to-all ``dimensions={d}``: d within every array operand's rank."""
-    dims = _int_list(instr.attr("dimensions"), "dimensions")
-    for o in instr.operands:
-        if _array(o.shape):
-            for d in dims:
-                if not 0 <= d < len(o.shape.dims):
-                    raise _Bad(f"dimensions={{{d}}} is outside operand {o.name} {o.shape} "
-                               f"(rank {len(o.shape.dims)})")
 
 
 def _is_scalar(shape) -> bool:
@@ -311,7 +335,8 @@ def _check_reduce_computation(instr) -> None:
     for prm in params:
         if not _is_scalar(prm.shape):
             raise _Bad(f"to_apply={comps[0].name} parameter {prm.name} has shape {prm.shape}; "
-                       f"reduction parameters must be scalars")
+                       f"reduction parameters must be scalars (XLA: Reduction function must return a "
+                       f"scalar or tuple of scalars)")
 
 
 def _same_shape(a, b) -> bool:
@@ -391,8 +416,64 @@ def _check_convolution(instr) -> None:
         raise _Bad(f"input feature size {fin} != kernel input-feature size {kin} x feature_group_count {g}")
 
 
+#: -done / -update of an async pair: which part of the start's shape it returns (None: all of it),
+#: as XLA's verifier requires ("The async-done expects the shape of output to match the async shape
+#: at index {1}")
+_ASYNC_RESULT_INDEX = {"async-done": 1, "async-update": None, "all-gather-done": 1, "collective-permute-done": 1,
+                       "all-reduce-done": None, "copy-done": 0}
+
+
+def _check_async_result(instr) -> None:
+    op = instr.opcode
+    if op in _ASYNC_RESULT_INDEX:
+        index = _ASYNC_RESULT_INDEX[op]
+    elif async_wrapped_opcode(op) is not None and op.endswith(("-done", "-update")):
+        index = 1 if op.endswith("-done") else None
+    else:
+        return
+    if len(instr.operands) != 1:
+        return
+    start = instr.operands[0].shape
+    if index is None:
+        want = start
+    elif start.is_tuple and len(start.tuple_shapes) > index:
+        want = start.tuple_shapes[index]
+    else:
+        return
+    if not _same_shape(instr.shape, want):
+        where = f" at index {{{index}}}" if index is not None else ""
+        raise _Bad(f"The {op} expects the shape of output to match the async shape{where} "
+                   f"({instr.shape} vs {want}) of {instr.operands[0].name}")
+
+
+_SDY_REF_RE = re.compile(r"@([A-Za-z_][A-Za-z0-9_.\-]*)")
+_SDY_MESH_DEF_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_.\-]*)\s*=\s*#sdy\.mesh")
+
+
+def _sdy_meshes(module) -> set[str] | None:
+    """Mesh names the header's ``xla.sdy.meshes`` defines (None when the module has no such attribute)."""
+    text = str(module.attrs.get("frontend_attributes") or "")
+    if "xla.sdy.meshes" not in text:
+        return None
+    return set(_SDY_MESH_DEF_RE.findall(text))
+
+
+def _check_sdy_sharding(instr, meshes: set[str] | None) -> None:
+    """``xla.sdy.sharding`` may name only meshes of the header's ``xla.sdy.meshes`` (XLA's Shardy
+    import crashes on an undefined one; inline ``mesh<...>`` shardings name none)."""
+    fa = instr.attrs.get("frontend_attributes")
+    if not fa or "xla.sdy.sharding" not in fa:
+        return
+    for name in _SDY_REF_RE.findall(str(fa["xla.sdy.sharding"])):
+        if meshes is None or name not in meshes:
+            defined = ", ".join(sorted(meshes)) if meshes else "none: the header has no xla.sdy.meshes"
+            raise _Bad(f"xla.sdy.sharding refers to mesh @{name}, which the module's xla.sdy.meshes does not "
+                       f"define (defined: {defined}); XLA aborts on it")
+
+
 def _check_instruction(instr) -> None:
     op = instr.opcode
+    _check_async_result(instr)
     if op in ELEMENTWISE_UNARY:
         _need_operands(instr, 1)
         _same_dims(instr, 0, "operand")
@@ -434,8 +515,6 @@ def _check_instruction(instr) -> None:
     elif op == "reduce":
         _check_reduce(instr)
         _check_reduce_computation(instr)
-    elif op in _COLLECTIVE_DIM_OPS:
-        _check_collective_dims(instr)
     elif op == "while":
         _check_while(instr)
     elif op == "tuple":
@@ -467,17 +546,24 @@ def _check_size(instr) -> None:
             raise _Bad(f"shape {leaf} holds {leaf.byte_size:,} bytes; at most 2**62 are supported")
 
 
-def verify_module(module, filename: str = "<input>") -> None:
-    """Check ``module`` against the shape rules above; return None when it passes.
-
-    Raises :class:`hloshard.errors.InputError` for the first instruction (in text order) that breaks
-    one, as ``file:line:col: instruction NAME (opcode): what is wrong``.  Cost: one pass over
-    the instructions, a few tuple comparisons each."""
+def verify_problems(module, num_partitions: int | None = None):
+    """Every problem of ``module``, in text order: ``(instruction, code, message)`` where ``message``
+    is ``instruction NAME (opcode) in computation C: what is wrong`` and ``code`` is
+    ``"HS002"``, or for a collective the lint code of the rule that reports it
+    (:mod:`hloshard.hlo.collective_checks`: HS301-HS305). Parameter-numbering problems name the
+    parameter. This is the one verifier: :func:`verify_module` raises its first problem and lint's
+    HS002 rule reports the HS002 ones. ``num_partitions``: the partition count when the header does
+    not state one (``solve`` / ``cost`` know it from ``--mesh``); the header wins."""
+    meshes = _sdy_meshes(module)
+    parts, reps = module.num_partitions or num_partitions, module.num_replicas
     for comp in module.computations:
         seen: dict[int, object] = {}
         for instr in comp.instructions:
+            where = f"instruction {instr.name} ({instr.opcode}) in computation {comp.name}"
             try:
                 _check_size(instr)
+                if "frontend_attributes" in instr.attrs:
+                    _check_sdy_sharding(instr, meshes)
                 if instr.opcode == "parameter":
                     pn = instr.parameter_number
                     if pn is not None:
@@ -487,12 +573,24 @@ def verify_module(module, filename: str = "<input>") -> None:
                 else:
                     _check_instruction(instr)
             except _Bad as exc:
-                raise InputError(f"{filename}:{instr.line}:{instr.column}: instruction {instr.name} "
-                                 f"({instr.opcode}) in computation {comp.name}: {exc}") from None
+                yield instr, "HS002", f"{where}: {exc}"
+                continue
+            if instr.opcode in COLLECTIVE_OPCODES:
+                for p in collective_problems(instr, parts, reps):
+                    yield instr, p.code, f"{where}: {p.message}"
         missing = sorted(set(range(len(seen))) - set(seen))
         if missing:
             last = max(seen)
             instr = seen[last]
-            raise InputError(f"{filename}:{instr.line}:{instr.column}: computation {comp.name} has "
-                             f"parameter({last}) but no parameter({missing[0]}): parameter numbers must be "
-                             f"0..n-1 without gaps")
+            yield instr, "HS002", (f"computation {comp.name} has parameter({last}) but no "
+                                   f"parameter({missing[0]}): parameter numbers must be 0..n-1 without gaps")
+
+
+def verify_module(module, filename: str = "<input>", num_partitions: int | None = None) -> None:
+    """Check ``module`` against the rules above; return None when it passes.
+
+    Raises :class:`hloshard.errors.InputError` for the first problem :func:`verify_problems` finds
+    (in text order), as ``file:line:col: instruction NAME (opcode): what is wrong``. Cost: one pass
+    over the instructions, a few tuple comparisons each."""
+    for instr, _, message in verify_problems(module, num_partitions):
+        raise InputError(f"{filename}:{instr.line}:{instr.column}: {message}")

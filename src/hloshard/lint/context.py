@@ -259,6 +259,16 @@ class LintContext:
                     stack.extend(instr.called_computations)
         return [c for c in self.module.computations if id(c) in seen]
 
+    def instructions_to_partition(self) -> Iterator["Instruction"]:
+        """The instructions XLA's SPMD partitioner will place: those of :attr:`partitioned_computations`
+        in an SPMD module (:attr:`spmd`) that is not already partitioned (XLA names the entry of its
+        output ``<name>_spmd``). Empty otherwise."""
+        module = self.module
+        if module is None or not self.spmd or module.entry.name.endswith("_spmd"):
+            return
+        for comp in self.partitioned_computations:
+            yield from comp.instructions
+
     def instructions(self) -> Iterator["Instruction"]:
         """Every instruction of the module, in text order."""
         if self.module is None:

@@ -4,9 +4,10 @@
   layout of the init value's leaf (once) and of the body root's leaf (a back edge weighted by the
   trip count).  The body and condition parameters alias the while's leaves, so they follow the
   loop tuple child by child (required for correctness, as in XLA).  Everything inside the body and
-  condition has its costs multiplied by the trip count: the ``known_trip_count`` backend config,
-  else the bound of a ``compare(get-tuple-element(param), constant) LT`` condition with a constant
-  init, else XLA's estimate of 100 iterations (``loop_iteration_count_estimate``).
+  condition has its costs multiplied by the trip count (:func:`hloshard.hlo.loops.trip_count`: the
+  ``known_trip_count`` backend config, else the induction variable's init, step and bound, else a
+  guess of 100 iterations that ``solve`` and ``cost`` report as a warning).  The execution counts
+  themselves are assigned by the graph builder (:func:`hloshard.hlo.loops.execution_counts`).
 * call: the computation's parameters alias the call operands, the call's leaves alias the
   computation root: the callee is laid out as if inlined.
 * conditional: each branch's parameter aliases its operand; one node per output leaf (every layout)
@@ -15,68 +16,15 @@
 
 from __future__ import annotations
 
-import re
-
+from ..hlo import loops
+from ..hlo.loops import DEFAULT_TRIP_COUNT, called  # noqa: F401  (re-exported)
 from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_shapes, spec_name
 from .registry import register
 
-DEFAULT_TRIP_COUNT = 100
-
-
-def called(instr, key: str, index: int = 0):
-    """The computation an attribute (``body=``, ``condition=``, ``to_apply=``) names."""
-    v = instr.attrs.get(key)
-    if v is not None and hasattr(v, "instructions"):
-        return v
-    if v is not None:
-        name = str(v).strip().lstrip("%")
-        try:
-            return instr.parent.parent.get_computation(name)
-        except Exception:  # noqa: BLE001
-            pass
-    comps = instr.called_computations
-    return comps[index] if len(comps) > index else None
-
-
-def _constant_value(instr):
-    if instr is None or instr.opcode != "constant" or instr.shape.dims:
-        return None
-    for key in ("literal", "value"):
-        v = instr.attrs.get(key)
-        if v is not None:
-            m = re.search(r"-?\d+", str(v))
-            if m:
-                return int(m.group(0))
-    v = getattr(instr, "literal", None)
-    if v is not None:
-        m = re.search(r"-?\d+", str(v))
-        if m:
-            return int(m.group(0))
-    return None
-
-
 def trip_count(instr) -> int:
-    """Iterations of a while loop (see module docstring)."""
-    bc = instr.attrs.get("backend_config")
-    if bc:
-        m = re.search(r'known_trip_count"\s*:\s*\{\s*"n"\s*:\s*"?(\d+)', str(bc))
-        if m:
-            return max(1, int(m.group(1)))
-    cond = called(instr, "condition", 1)
-    try:
-        root = cond.root
-        if root.opcode == "compare" and "LT" in str(root.attrs.get("direction", "")):
-            a, b = root.operands
-            bound = _constant_value(b)
-            if a.opcode == "get-tuple-element" and a.operands[0].opcode == "parameter" and bound is not None:
-                k = int(str(a.attrs.get("index")))
-                init = instr.operands[0]
-                start = _constant_value(init.operands[k]) if init.opcode == "tuple" else None
-                if start is not None and bound > start:
-                    return bound - start
-    except Exception:  # noqa: BLE001 - unknown pattern: estimate
-        pass
-    return DEFAULT_TRIP_COUNT
+    """Iterations of a while loop as an int (:func:`hloshard.hlo.loops.trip_count`, which also says
+    whether the count is exact and how it was found)."""
+    return loops.trip_count(instr).count
 
 
 def _alias_all(instr, source) -> TupleGroup:

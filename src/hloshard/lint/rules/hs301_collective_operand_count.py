@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import collectives_of
+from ..collectives import problems_of
 from ..rule import Rule
 
 
@@ -33,13 +33,5 @@ class CollectiveOperandCount(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for coll in collectives_of(context):
-            instr = coll.instr
-            n = len(instr.operands)
-            if n == 0:
-                yield self.finding(context, instr, f"%{instr.name} ({instr.opcode}) has no operands: a "
-                                                   f"collective needs at least one")
-            elif coll.family == "all-to-all" and instr.dimensions and n != 1:
-                yield self.finding(context, instr, f"%{instr.name}: an all-to-all with dimensions={{...}} "
-                                                   f"takes exactly one operand, got {n} (drop dimensions "
-                                                   f"for the tuple form)")
+        for p in problems_of(context, "HS301"):   # hloshard.hlo.collective_checks
+            yield self.finding(context, p.instr, p.message, key=p.key)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import collectives_of
+from ..collectives import problems_of
 from ..rule import Rule
 
 
@@ -35,28 +35,5 @@ class CollectiveDimensionOutOfRange(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for coll in collectives_of(context):
-            instr = coll.instr
-            if not instr.operands:
-                continue
-            dims = instr.dimensions
-            if coll.family in ("all-gather", "reduce-scatter"):
-                if dims is None or len(dims) != 1:
-                    yield self.finding(context, instr, f"%{instr.name} ({instr.opcode}) needs exactly one "
-                                                       f"dimension in dimensions={{...}}, got "
-                                                       f"{'none' if not dims else len(dims)}")
-                    continue
-            elif coll.family != "all-to-all" or not dims:
-                continue
-            elif len(dims) != 1:
-                yield self.finding(context, instr, f"%{instr.name} (all-to-all) takes one split dimension, "
-                                                   f"got {len(dims)}")
-                continue
-            d = dims[0]
-            for i, shape in enumerate(coll.operands):
-                if shape.is_tuple or not (0 <= d < shape.rank):
-                    what = f"rank {shape.rank}" if not shape.is_tuple else "a tuple"
-                    yield self.finding(context, instr,
-                                       f"%{instr.name} ({instr.opcode}): dimension {d} is out of range for "
-                                       f"operand {i} %{instr.operands[i].name} ({shape}, {what})",
-                                       key=str(i))
+        for p in problems_of(context, "HS302"):   # hloshard.hlo.collective_checks
+            yield self.finding(context, p.instr, p.message, key=p.key)

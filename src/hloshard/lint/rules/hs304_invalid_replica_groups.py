@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from ...hlo.replica_groups import GroupProblem, check_groups
-from ..collectives import collectives_of, group_mode, id_bound, iota_groups_shape
+from ...hlo.replica_groups import GroupProblem
+from ..collectives import problems_of
 from ..rule import Rule
 
 
@@ -16,7 +16,12 @@ class InvalidReplicaGroups(Rule):
     (XLA's verifier does not check replica ids when replica_count is 1, and neither does this rule;
     ``hloshard combine`` is stricter there, see :func:`hloshard.combine.replica_id_bound`). The check is
     :func:`hloshard.hlo.replica_groups.check_groups`, shared with combine; an iota form ``[G,S]<=[...]``
-    is judged from G and S without expanding it, and ``[0,S]`` / ``[G,0]`` are empty.
+    is judged from G and S without expanding it, and ``[0,S]`` / ``[G,0]`` are empty. Like XLA's
+    verifier, the groups must also name every participant of their mode once the counts are known
+    ("In flattened_id mode, replica groups should contain 8 flattened IDs, but found 4": a
+    use_global_device_ids all-reduce over half the partitions), and ``use_global_device_ids=true``
+    needs explicit groups. The validator is :mod:`hloshard.hlo.collective_checks`, which
+    ``solve`` / ``cost`` run too.
 
     **Bad**::
 
@@ -51,16 +56,11 @@ class InvalidReplicaGroups(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for coll in collectives_of(context):
-            instr = coll.instr
-            iota = iota_groups_shape(instr)
-            groups = None if iota is not None else instr.replica_groups
-            if iota is None and not groups:
-                continue
-            mode = group_mode(instr, coll.family)
-            bound = id_bound(context, mode)
-            for p in check_groups(groups, bound, iota_shape=iota, limit=8):
-                yield self._finding(context, instr, p, mode, bound)
+        for p in problems_of(context, "HS304"):   # hloshard.hlo.collective_checks
+            if p.group is None:   # coverage: the groups do not name every participant of the mode
+                yield self.finding(context, p.instr, p.message, key=p.key)
+            else:
+                yield self._finding(context, p.instr, p.group, p.mode, p.bound)
 
     def _finding(self, context, instr, p: GroupProblem, mode: str, bound: int | None):
         """One finding per :class:`GroupProblem` (key = its kind), in lint's wording."""

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from ..collectives import collectives_of
+from ..collectives import problems_of
 from ..rule import Rule
 
 
@@ -45,31 +45,5 @@ class ReductionTypeMismatch(Rule):
     groups = ("collectives",)
 
     def evaluate(self, context):
-        for coll in collectives_of(context):
-            instr = coll.instr
-            if coll.family not in ("all-reduce", "reduce-scatter"):
-                continue
-            comp = instr.attr("to_apply")
-            if comp is None or not hasattr(comp, "parameters"):
-                continue
-            params = comp.parameters
-            root = comp.root
-            ptypes = [p.shape.element_type for p in params if not p.shape.is_tuple]
-            if len(params) != 2 or len(ptypes) != 2 or any(p.shape.rank for p in params) or root.shape.is_tuple:
-                sig = ", ".join(str(p.shape) for p in params)
-                yield self.finding(context, instr, f"%{instr.name}: the reduction computation %{comp.name} must "
-                                                   f"take two scalars of one type and return one, it takes "
-                                                   f"({sig}) -> {root.shape}", key="signature")
-                continue
-            t = ptypes[0]
-            if ptypes[1] != t or root.shape.element_type != t:
-                yield self.finding(context, instr, f"%{instr.name}: the reduction computation %{comp.name} mixes "
-                                                   f"types ({ptypes[0]}, {ptypes[1]}) -> {root.shape.element_type}",
-                                   key="signature")
-                continue
-            for i, shape in enumerate(coll.operands):
-                if not shape.is_tuple and shape.element_type != t:
-                    yield self.finding(context, instr,
-                                       f"%{instr.name} ({instr.opcode}): operand {i} %{instr.operands[i].name} "
-                                       f"is {shape.element_type} but the reduction computation %{comp.name} "
-                                       f"reduces {t}", key=str(i))
+        for p in problems_of(context, "HS305"):   # hloshard.hlo.collective_checks
+            yield self.finding(context, p.instr, p.message, key=p.key)

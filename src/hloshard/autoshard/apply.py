@@ -1,0 +1,91 @@
+"""Applying a choice to the IR: the sharding each instruction gets, written as ``sharding=``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..strategy.base import TOKEN, is_array, leaf_shapes
+
+if TYPE_CHECKING:
+    from .build import Graph
+
+
+def leaf_spec(graph: Graph, instr, leaf: int, choice):
+    """The spec (axes tuple or raw HloSharding) leaf ``leaf`` of ``instr`` gets under ``choice``."""
+    r = graph.ctx.resolve(instr, leaf)
+    if r is TOKEN:
+        return None
+    g, k = r
+    st = g.strategies[int(choice[g.node])]
+    return st.out if k is None else st.out[k]
+
+
+
+def instruction_sharding(graph: Graph, instr, choice):
+    """The HloSharding the choice gives ``instr`` (a tuple sharding for tuple shapes)."""
+    from ..hlo.sharding import HloSharding
+
+    minfo = graph.ctx.minfo
+    leaves = leaf_shapes(instr.shape)
+    elems = []
+    for l, s in enumerate(leaves):
+        spec = leaf_spec(graph, instr, l, choice) if is_array(s) else None
+        if spec is None:
+            elems.append(HloSharding.replicated())
+        else:
+            elems.append(minfo.to_sharding(spec, len(s.dims)))
+    if instr.shape.is_tuple:
+        return HloSharding.tuple(elems if elems else [HloSharding.replicated()])
+    return elems[0]
+
+
+
+def _same_sharding(a, b, shape) -> bool:
+    try:
+        if a == b:
+            return True
+        if shape.is_tuple and not a.is_tuple and b.is_tuple:
+            return all(a == e for e in b.tuple_elements)
+    except Exception:  # noqa: BLE001
+        return False
+    return False
+
+
+
+def apply_choice(graph: Graph, choice) -> int:
+    """Write ``sharding=`` on every instruction of the processed computations; drop the stale
+    ``xla.sdy.sharding`` frontend attribute of each re-annotated instruction.  Returns the count.
+
+    Exception: a ``while`` whose body passes some loop-state elements through unchanged
+    (:func:`hloshard.hlo.loops.invariant_elements`) gets no ``sharding=`` of its own (unless the user's
+    is kept); its init tuple, body and condition parameters and body root carry the layout, and XLA's
+    propagation gives the loop the same.  Reason: on the way into XLA through StableHLO (jax, the
+    oracle, ``--xla``) the while canonicalization turns those elements into captured values but keeps
+    the while's tuple sharding at full length, and jaxlib 0.10.2 then aborts compiling (RET_CHECK in
+    hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has 36" on the MaxText train
+    step, 22 state elements of which 14 invariant)."""
+    from ..hlo.loops import invariant_elements
+
+    count = 0
+    kept = getattr(graph, "kept", {})
+    for instr in graph.schedule:
+        sh = instruction_sharding(graph, instr, choice)
+        old = kept.get(instr)
+        if old is not None and _same_sharding(old, sh, instr.shape):
+            sh = old  # a kept user sharding is written back exactly as the user wrote it
+        elif old is None and instr.opcode == "while" and invariant_elements(instr):
+            sh = None
+        instr.sharding = sh
+        fa = instr.attrs.get("frontend_attributes")
+        if fa:
+            items = list(fa.items()) if isinstance(fa, dict) else list(fa)
+            rest = [(k, v) for k, v in items if k != "xla.sdy.sharding"]
+            if len(rest) != len(items):
+                if rest:
+                    instr.attrs["frontend_attributes"] = dict(rest) if isinstance(fa, dict) else tuple(rest)
+                else:
+                    instr.set_attr("frontend_attributes", None)
+        count += 1
+    return count
+

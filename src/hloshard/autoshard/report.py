@@ -1,0 +1,81 @@
+"""Messages for ``SolveFailed``: infeasible memory budgets (liveness point and tensors) and solver
+node ids named by instruction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..cost.liveness import peak_usage
+from ..errors import SolveFailed
+
+if TYPE_CHECKING:
+    from .build import Graph
+
+
+def minimum_memory_check(graph: Graph, budget: int) -> None:
+    """Raise SolveFailed when even the smallest layout of every tensor exceeds ``budget`` at some
+    liveness point (:func:`hloshard.cost.liveness.peak_usage` of the per-node minimum usages), naming
+    the point and the largest tensors live there."""
+    p = graph.problem
+    if p.num_nodes == 0:
+        return
+    mins = np.array([int(u.min()) for u in p.node_usages], dtype=np.int64)
+    peak, t = peak_usage(p.intervals, mins)
+    if peak <= budget:
+        return
+    raise _failed(infeasible_message(graph, t, mins, budget, peak), "infeasible")
+
+
+def _failed(message: str, status: str) -> SolveFailed:
+    """A SolveFailed carrying ``status`` ('infeasible' | 'timeout') for the ``--report`` of exit 3."""
+    err = SolveFailed(message)
+    err.status = status
+    return err
+
+
+
+def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
+    from ..units import format_bytes
+
+    p = graph.problem
+    live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
+    live.sort(key=lambda v: (-int(usage[v]), v))
+    instr = graph.schedule[t] if t < len(graph.schedule) else None
+    names = ", ".join(f"{graph.nodes[v].instr.name} ({format_bytes(int(usage[v]))})" for v in live[:5])
+    at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
+    return (f"memory budget {format_bytes(budget)} per device is infeasible: {at} the live tensors need at least "
+            f"{format_bytes(total)} per device even when sharded as far as possible; largest: {names}")
+
+
+
+def _name_nodes(graph: Graph, msg: str, sol) -> str:
+    """Append instruction names to the solver's explanation (its node ids are solver-problem ids)."""
+    detail = getattr(sol, "detail", None) or {}
+    first: dict = {}
+    for v, c in enumerate(graph.classes):
+        first.setdefault(c, v)
+
+    def name(node) -> str | None:
+        v = first.get(int(node))
+        return None if v is None else graph.nodes[v].instr.name
+
+    parts = [msg]
+    t = detail.get("time")
+    if t is not None and 0 <= int(t) < len(graph.schedule):
+        parts.append(f"liveness point {int(t)} is at {graph.schedule[int(t)].name}")
+    nodes = detail.get("nodes") or []
+    names = []
+    for entry in list(nodes)[:6]:
+        node = entry.get("node") if isinstance(entry, dict) else entry
+        nm = name(node) if node is not None else None
+        if nm:
+            names.append(nm)
+    if names:
+        parts.append("tensors live there: " + ", ".join(names))
+    if detail.get("node") is not None and name(detail["node"]):
+        parts.append(f"node {int(detail['node'])} is {name(detail['node'])}")
+    return "; ".join(parts)
+

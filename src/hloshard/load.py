@@ -1,0 +1,59 @@
+"""The one input loader of ``solve``, ``cost`` and ``explain-reshape``: HLO text or StableHLO MLIR.
+
+``load_module(path)`` reads ``path`` (``-``: standard input), converts a ``.mlir`` file (StableHLO,
+what ``jax.jit(f).lower(*args).as_text()`` prints) to HLO with :mod:`hloshard.stablehlo` (jaxlib in a
+child process), and parses the HLO with :func:`hloshard.hlo.parse_module`. The module it returns
+carries ``module.source_info`` (:class:`SourceInfo`): the input format and, for StableHLO, the JAX
+paths of ``@main``'s arguments and results.
+
+Errors: UsageError (unreadable file), HloSyntaxError (HLO that does not parse; MLIR that is not
+StableHLO, at the line and column MLIR reports), InputError (``.mlir`` without the ``xla`` extra).
+All exit 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["SourceInfo", "load_module", "load_text", "is_stablehlo_path"]
+
+
+@dataclasses.dataclass
+class SourceInfo:
+    """Where a module came from: ``format`` ('hlo' | 'stablehlo'), ``filename``, and for StableHLO the
+    JAX paths of the entry parameters (``arg_paths[parameter number]``) and of the outputs
+    (``result_paths[output index]``), None where unknown."""
+
+    format: str
+    filename: str
+    arg_paths: list = dataclasses.field(default_factory=list)
+    result_paths: list = dataclasses.field(default_factory=list)
+
+
+def is_stablehlo_path(path: str) -> bool:
+    """True for ``*.mlir`` (StableHLO text)."""
+    return str(path).lower().endswith(".mlir")
+
+
+def load_text(text: str, filename: str, stablehlo: bool = False):
+    """Parse ``text`` (HLO, or StableHLO when ``stablehlo``) into a Module with ``source_info``."""
+    from .hlo import parse_module
+
+    if stablehlo:
+        from .stablehlo import mlir_signature, stablehlo_to_hlo
+
+        sig = mlir_signature(text)
+        module = parse_module(stablehlo_to_hlo(text, filename), f"{filename} (as HLO)")
+        module.source_info = SourceInfo("stablehlo", filename, list(sig["args"]), list(sig["results"]))
+    else:
+        module = parse_module(text, filename)
+        module.source_info = SourceInfo("hlo", filename)
+    return module
+
+
+def load_module(path: str):
+    """Read and parse ``path`` (``-`` for stdin: HLO text) into a :class:`~hloshard.hlo.ir.Module`."""
+    from .io import read_text
+
+    name = "<stdin>" if path == "-" else path
+    return load_text(read_text(path), name, stablehlo=is_stablehlo_path(path))

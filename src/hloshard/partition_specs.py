@@ -1,0 +1,244 @@
+"""``solve --partition-specs FILE.json``: the solved shardings as JAX ``PartitionSpec``s.
+
+Per entry parameter and per output: its PartitionSpec over the named mesh axes (a JSON list, one item
+per tensor dim: ``null`` replicated, ``"data"`` one axis, ``["data", "model"]`` several axes major to
+minor, ``"model:(1)2"`` a Shardy sub-axis), the instruction name and the JAX path (``jax.arg_info`` /
+``jax.result_info`` or the argument's name location of a StableHLO input; a parameter's
+``metadata={op_name=...}`` otherwise), plus the **intermediate** shardings XLA would not reach from the
+parameter and output shardings alone: one extra XLA GSPMD sharding propagation of the module with only
+those (in a child process, :func:`hloshard.xla_check.run_jax_child`), compared instruction by
+instruction with hloshard's (semantic HloSharding equality; instructions XLA simplified away before
+propagating are only counted, ``not_in_xla_propagation``); each differing instruction is listed
+with its source file and line when the metadata has them (``source_file``/``source_line`` or a
+``stack_frame_id`` into the module's stack-frame table).
+
+The mesh axes are those of the module's named Shardy mesh (:func:`hloshard.sdy.module_sdy_mesh`),
+else ``axis_0, axis_1, ...`` of hloshard's device mesh.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import sys
+
+__all__ = ["partition_specs", "spec_json", "xla_propagate", "source_location"]
+
+
+def _mesh(module, dmesh):
+    from .sdy import SdyMesh, module_sdy_mesh
+
+    m = module_sdy_mesh(module)
+    if m is not None:
+        return m
+    ids = None if dmesh.is_iota else tuple(int(x) for x in dmesh.device_ids.reshape(-1))
+    return SdyMesh("mesh", tuple(f"axis_{i}" for i in range(dmesh.ndim)), tuple(dmesh.shape), ids)
+
+
+def spec_json(sharding, rank: int, mesh) -> list | None:
+    """The PartitionSpec of ``sharding`` as JSON (see the module docstring); None when it has no
+    named-axis form (maximal, manual, a device order no axes produce)."""
+    from .sdy import NotExpressible, dim_axes
+
+    try:
+        dims = dim_axes(sharding, rank, mesh)
+    except NotExpressible:
+        return None
+    out: list = []
+    for refs in dims:
+        names = [r.replace('"', "") for r in refs]
+        out.append(None if not names else names[0] if len(names) == 1 else names)
+    return out
+
+
+def _frames(module) -> tuple[dict, dict, dict]:
+    """(file names, file locations, stack frames) of the module's stack-frame table."""
+    files, locs, frames = {}, {}, {}
+    section = None
+    for line in (getattr(module, "stack_frames", None) or "").splitlines():
+        s = line.strip()
+        if s in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            section = s
+            continue
+        m = re.match(r'(\d+)\s+(.*)$', s)
+        if not m:
+            continue
+        k, rest = int(m.group(1)), m.group(2)
+        if section == "FileNames":
+            files[k] = rest.strip().strip('"')
+        elif section == "FileLocations":
+            f = re.search(r"file_name_id=(\d+)", rest)
+            ln = re.search(r"\bline=(\d+)", rest)
+            if f and ln:
+                locs[k] = (int(f.group(1)), int(ln.group(1)))
+        elif section == "StackFrames":
+            f = re.search(r"file_location_id=(\d+)", rest)
+            if f:
+                frames[k] = int(f.group(1))
+    return files, locs, frames
+
+
+def source_location(instr, frames=None) -> str | None:
+    """``file:line`` of ``instr`` from its metadata (``source_file``/``source_line``, or the innermost
+    frame of ``stack_frame_id``); None when the metadata has neither."""
+    from .hlo.attributes import parse_metadata
+
+    raw = instr.attrs.get("metadata")
+    if not raw:
+        return None
+    try:
+        md = parse_metadata(str(raw))
+    except Exception:  # noqa: BLE001 - a malformed metadata field only loses the location
+        return None
+    if md.get("source_file"):
+        return f"{md['source_file']}:{md.get('source_line', 0)}"
+    fid = md.get("stack_frame_id")
+    if fid is None:
+        return None
+    files, locs, fr = frames if frames is not None else _frames(instr.parent.parent)
+    loc = locs.get(fr.get(int(fid), -1))
+    if loc is None or loc[0] not in files:
+        return None
+    return f"{files[loc[0]]}:{loc[1]}"
+
+
+def _op_name(instr) -> str | None:
+    from .hlo.attributes import parse_metadata
+
+    raw = instr.attrs.get("metadata")
+    try:
+        return parse_metadata(str(raw)).get("op_name") if raw else None
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
+    """XLA's GSPMD sharding propagation of ``module`` with only its entry parameter and output
+    shardings kept (and those of the instructions named in ``keep``): name -> HloSharding of every
+    instruction of the propagated entry computation.
+    Raises InputError when jax is missing or XLA rejects the module."""
+    from .errors import InputError
+    from .hlo import parse_module, print_module
+    from .hlo.attributes import Raw
+    from .xla_check import run_jax_child
+
+    # XLA renumbers instruction names on its HLO -> StableHLO -> HLO round trip but keeps
+    # metadata op_name: send each instruction's name as its op_name and map back by it
+    saved, meta = {}, {}
+    root = module.entry.root
+    for instr in module.entry.instructions:
+        meta[instr] = instr.attrs.get("metadata")
+        quoted = instr.name.replace("\\", "\\\\").replace('"', '\\"')
+        instr.set_attr("metadata", Raw('{op_name="' + quoted + '"}'))
+        if instr.opcode != "parameter" and instr is not root and instr.sharding is not None \
+                and instr.name not in keep:
+            saved[instr] = instr.sharding
+            instr.sharding = None
+    try:
+        text = print_module(module)
+    finally:
+        for instr, sh in saved.items():
+            instr.sharding = sh
+        for instr, md in meta.items():
+            instr.set_attr("metadata", md)
+    data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices}, num_devices, timeout,
+                         what="XLA sharding propagation", flag="--partition-specs")
+    if data.get("error"):
+        raise InputError(f"XLA sharding propagation failed: {data['error']}")
+    prop = parse_module(data["text"], "<xla propagation>")
+    # several instructions can carry one op_name (a call is inlined into its body plus a tuple /
+    # get-tuple-element): take the last one with the instruction's own dims
+    dims = {i.name: i.shape.dims for i in module.entry.instructions}
+    out = {}
+    for ins in prop.entry.instructions:
+        name = _op_name(ins)
+        if name in dims and ins.shape.dims == dims[name] and not ins.shape.is_tuple:
+            out[name] = ins.sharding
+    return out
+
+
+def partition_specs(module, dmesh, propagate: bool = True) -> dict:
+    """The ``--partition-specs`` JSON of a solved ``module`` on ``dmesh`` (a DeviceMesh):
+    ``{"mesh": {"axes": [...], "sizes": [...]}, "parameters": [...], "outputs": [...],
+    "intermediates": [...]}``; see the module docstring. ``propagate=False`` leaves out the
+    intermediates (no XLA run)."""
+    mesh = _mesh(module, dmesh)
+    info = getattr(module, "source_info", None)
+    arg_paths = list(getattr(info, "arg_paths", []) or [])
+    res_paths = list(getattr(info, "result_paths", []) or [])
+    entry = module.entry
+    params = []
+    for p in sorted(entry.parameters, key=lambda p: p.parameter_number):
+        n = p.parameter_number
+        path = arg_paths[n] if n < len(arg_paths) and arg_paths[n] else _op_name(p)
+        params.append({"index": n, "instruction": p.name, "path": path, "shape": str(p.shape),
+                       "sharding": str(p.sharding) if p.sharding is not None else None,
+                       "partition_spec": spec_json(p.sharding, len(p.shape.dims), mesh) if not p.shape.is_tuple else None})
+    root = entry.root
+    outputs = []
+    if root.shape.is_tuple and root.opcode == "tuple":
+        leaves = list(zip(root.operands, root.sharding.tuple_elements if root.sharding is not None and
+                          root.sharding.is_tuple else [root.sharding] * len(root.operands)))
+    else:
+        leaves = [(root, root.sharding)]
+    for j, (ins, sh) in enumerate(leaves):
+        outputs.append({"index": j, "instruction": ins.name, "path": res_paths[j] if j < len(res_paths) else None,
+                        "shape": str(ins.shape), "sharding": str(sh) if sh is not None else None,
+                        "partition_spec": spec_json(sh, len(ins.shape.dims), mesh)
+                        if sh is not None and not ins.shape.is_tuple else None})
+    out = {"mesh": {"name": mesh.name, "axes": list(mesh.names), "sizes": list(mesh.sizes)},
+           "parameters": params, "outputs": outputs}
+    if propagate:
+        xla = xla_propagate(module, dmesh.num_devices)
+        frames = _frames(module)
+        inter, absent = [], 0
+        for ins in entry.instructions:
+            if ins.opcode in ("parameter", "tuple", "get-tuple-element", "constant") or ins is root \
+                    or ins.sharding is None or ins.shape.is_tuple:
+                continue
+            theirs = xla.get(ins.name)
+            if theirs is None:
+                absent += 1  # XLA simplified it away before propagating: nothing to constrain
+                continue
+            if theirs == ins.sharding:
+                continue
+            inter.append({"instruction": ins.name, "opcode": ins.opcode, "shape": str(ins.shape),
+                          "sharding": str(ins.sharding),
+                          "partition_spec": spec_json(ins.sharding, len(ins.shape.dims), mesh),
+                          "xla_propagation": str(theirs),
+                          "op_name": _op_name(ins), "source": source_location(ins, frames)})
+        out["intermediates"] = inter
+        out["not_in_xla_propagation"] = absent
+    return out
+
+
+def write_partition_specs(path: str, module, dmesh) -> None:
+    """Write :func:`partition_specs` as JSON to ``path`` (atomically)."""
+    from .io import write_text_atomic
+
+    write_text_atomic(path, json.dumps(partition_specs(module, dmesh), indent=2) + "\n")
+
+
+# ------------------------------------------------------------------------------------------------
+# the child process (jax imported only there)
+
+def _child_main() -> int:  # pragma: no cover - runs in the subprocess
+    import tempfile
+
+    from .xla_check import compile_with_dump
+
+    request = json.load(sys.stdin)
+    try:
+        with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
+            compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation")
+            files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
+            out = {"text": open(files[-1]).read()} if files else {"error": "no sharding-propagation dump"}
+    except Exception as exc:  # noqa: BLE001
+        out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    json.dump(out, sys.stdout)
+    return 0
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_child_main())
