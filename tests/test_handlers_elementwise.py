@@ -35,6 +35,8 @@ CASES = [
      "{devices=[2,4]<=[8] last_tile_dim_replicate}", "f32[64]"),
     # reduce of both dims: one all-reduce of the scalar per split dim (groups of 4, then of 2)
     ("reduce_all", [("f32[64,32]", T), ("f32[]", R)], "reduce({0}, {1}), dimensions={{0,1}}, " + ADD, R, "f32[]"),
+    # XLA's spelling of the trigonometric opcodes (cosine, sine): elementwise
+    ("cosine", [("f32[64,256]", T)], "cosine({0})", T, "f32[64,256]"),
     # broadcasts and iotas are produced in the written layout locally
     ("bcast_vec", [("f32[256]", VEC)], "broadcast({0}), dimensions={{1}}", T, "f32[64,256]"),
     ("iota", [], "iota(), iota_dimension=0", T, "s32[64,256]"),

@@ -20,6 +20,19 @@ UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-p
 BINARY = ("add subtract multiply divide remainder power maximum minimum and or xor shift-left "
           "shift-right-arithmetic shift-right-logical atan2 complex compare stochastic-convert").split()
 TERNARY = ["select", "clamp", "map"]
+
+
+def _with_opcode_table(ours: list, table) -> list:
+    """``ours`` plus the opcodes of the IR's opcode table of the same arity (e.g. ``cosine``, ``sine``,
+    ``acosh``, ``mulhi``: one list of elementwise opcodes, hloshard.hlo.opcodes)."""
+    return ours + sorted(set(table) - set(ours))
+
+
+from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY  # noqa: E402
+
+UNARY = _with_opcode_table(UNARY, ELEMENTWISE_UNARY)
+BINARY = _with_opcode_table(BINARY, ELEMENTWISE_BINARY)
+TERNARY = _with_opcode_table(TERNARY, ELEMENTWISE_TERNARY)
 ELEMENTWISE = UNARY + BINARY + TERNARY
 
 

@@ -15,7 +15,7 @@ Compute: one flop per output (gather) / update (scatter) element per device.
 
 from __future__ import annotations
 
-from .base import attr_ints, is_array, replicated_spec
+from .base import attr_ints, compute_cost, is_array, replicated_spec
 from .elementwise import free_group
 from .registry import register, register_backward
 
@@ -120,11 +120,55 @@ def _scatter_inputs(instr, out_spec):
     return (out_spec, replicated_spec(len(idx.shape.dims)), tuple(uspec))
 
 
+def _adds(instr) -> bool:
+    """The scatter combines with an addition (its ``to_apply`` root is an add of its two parameters)."""
+    comps = getattr(instr, "called_computations", None) or []
+    return bool(comps) and comps[0].root.opcode == "add"
+
+
 @register("scatter")
 def handle_scatter(instr, ctx):
+    """Every output layout with the updates applied locally (see module docstring), plus XLA's
+    "index-parallel" scatter-add: updates (and indices) split over some mesh axes along their scatter
+    (non-window) dims, each device adds its updates into a replicated copy of the operand and an
+    all-reduce of the whole result over those axes sums them (measured, tests/test_handlers_gather.py:
+    the embedding gradient of the MaxText step)."""
+    from itertools import combinations
+
+    from ..cost import collectives
+    from .base import Strategy
+
     if not is_array(instr.shape) or len(instr.operands) != 3:
         return None
-    return free_group(instr, ctx, lambda s: _scatter_inputs(instr, s))
+    g = free_group(instr, ctx, lambda s: _scatter_inputs(instr, s))
+    if not _adds(instr):
+        return g
+    minfo = ctx.minfo
+    op, idx, upd = instr.operands
+    window = set(attr_ints(instr, "update_window_dims"))
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = int(str(ivd)) if ivd is not None else len(idx.shape.dims)
+    scatter_dims = [d for d in range(len(upd.shape.dims)) if d not in window]
+    idx_dims = [d for d in range(len(idx.shape.dims)) if d != ivd]
+    if not scatter_dims or len(idx_dims) != len(scatter_dims):
+        return g
+    full = replicated_spec(len(instr.shape.dims))
+    mem = minfo.bytes_per_device(instr.shape, full)
+    ud, idd = scatter_dims[0], idx_dims[0]
+    for n in range(1, len(minfo.axes) + 1):
+        for axes in combinations(minfo.axes, n):
+            k = minfo.split(axes)
+            if upd.shape.dims[ud] % k or idx.shape.dims[idd] % k:
+                continue
+            uspec = [()] * len(upd.shape.dims)
+            ispec = [()] * len(idx.shape.dims)
+            uspec[ud] = ispec[idd] = tuple(axes)
+            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(axes))
+            elems = minfo.tile_volume(upd.shape.dims, tuple(uspec))
+            g.strategies.append(Strategy(f"R|updates@{''.join(map(str, axes))}", full,
+                                         (full, tuple(ispec), tuple(uspec)), compute=compute_cost(elems),
+                                         comm=comm, memory=mem, collectives=(col,)))
+    return g
 
 
 @register_backward("scatter")
