@@ -8,9 +8,10 @@ and compute without one (``registry._realized``, measured in tests/test_handlers
 each such operand with a ``copy`` that carries the layout the chosen strategy requires makes XLA do the
 planned resharding (on the copy) and then partition the op with its operands exactly as planned.
 
-Measured (tests/test_realize_oracle.py, raw after-spmd-partitioning ring bytes, 2x4 mesh): the solved
-``mlp_train_step`` moves 0.84 MB unpinned and 0.17 MB pinned (GSPMD's plan: 0.84 MB), and the
-pinned module's ``hloshard cost`` equals the solver's own objective.
+Measured (tests/test_realize_oracle.py, raw after-spmd-partitioning ring bytes): on a 2x4 mesh the
+solved ``mlp_train_step`` moves 0.84 MB unpinned and 0.17 MB pinned (GSPMD's plan: 0.84 MB), and the
+pinned module's ``hloshard cost`` equals the solver's own objective; the solved MaxText step of the
+corpus (8 devices) moves 2,628.7 MB unpinned (as GSPMD's plan) and 2,488.9 MB pinned, and compiles.
 
 Public API (for the apply step)::
 
@@ -24,9 +25,10 @@ from dataclasses import dataclass
 
 from .base import TOKEN, LeafRef, is_array, is_mesh_spec
 
-#: ops whose partitioning XLA decides from its operands' layouts (measured: dot, convolution; a fusion
-#: computing one gets the dot handler's strategies)
-PINNED_OPS = frozenset(("dot", "convolution", "fusion"))
+#: ops whose partitioning XLA decides from its operands' layouts (measured: dot, convolution, and a
+#: scatter-add whose split updates XLA all-reduces into the table where the plan gathers them; a fusion
+#: computing a dot gets the dot handler's strategies; gather has the same index-parallel choice)
+PINNED_OPS = frozenset(("dot", "convolution", "fusion", "scatter", "gather"))
 
 
 @dataclass(frozen=True)

@@ -284,7 +284,7 @@ def _operand_specs(instr, ctx: BuildContext):
     """Per operand its layout when its node has one strategy (None for non-arrays); None if any is open."""
     actual = []
     for op in instr.operands:
-        if not is_array(op.shape):
+        if not is_array(op.shape) or rematerialized(op):   # XLA rebuilds it in any layout
             actual.append(None)
             continue
         r = ctx.resolve(op, 0) if op in ctx.groups else None
