@@ -13,7 +13,7 @@ from hloshard.hlo import parse_file
 from hloshard.mesh import DeviceMesh
 from hloshard.strategy.dot import SCATTER_TIE_BREAK
 from hloshard.strategy.registry import OUTPUT_RESHARD_TIE_BREAK
-from tests.conftest import SAMPLES, require_shared
+from tests.conftest import SAMPLES
 
 MESH = DeviceMesh.parse("2x4", alpha="1,1", beta="0.01,1")
 

@@ -48,8 +48,7 @@ def _spatial_halo(instr, labels, ctx):
     the input and the output alike: XLA's windowed-input halo exchange (collective-permutes,
     :func:`hloshard.strategy.slicing.window_halo`, measured in tests/test_handlers_convolution.py), or
     None when the window has input dilation or reversal (then spatial dims stay unsplit)."""
-    from ..cost import collectives
-    from .slicing import _dim_pairs, window_halo
+    from .slicing import halo_exchange
 
     win = getattr(instr.attrs.get("window"), "dims", None)
     lhs_l, _, out_l = labels
@@ -57,27 +56,11 @@ def _spatial_halo(instr, labels, ctx):
     if not win or len(win) != len(spatial) or any(w.lhs_dilation != 1 or w.reversal for w in win):
         return None
     lhs = instr.operands[0]
-    minfo = ctx.minfo
+    dims = [(lhs_l.index(c), instr.shape.dims[out_l.index(c)], -w.padding_low, w.stride,
+             (w.size - 1) * w.rhs_dilation + 1) for c, w in zip(spatial, win)]
 
     def halo(out_spec, lhs_spec):
-        comm, cols = 0.0, []
-        tile = minfo.tile_dims(lhs.shape.dims, lhs_spec)
-        tile_bytes = minfo.bytes_per_device(lhs.shape, lhs_spec)
-        for c, w in zip(spatial, win):
-            d_in, d_out = lhs_l.index(c), out_l.index(c)
-            k = minfo.split(lhs_spec[d_in])
-            if k <= 1:
-                continue
-            size = (w.size - 1) * w.rhs_dilation + 1
-            for elems, shard_pairs in window_halo(lhs.shape.dims[d_in], instr.shape.dims[d_out], -w.padding_low,
-                                                  w.stride, k, size):
-                nbytes = tile_bytes * elems // max(tile[d_in], 1)
-                cost, col = collectives.priced("collective-permute", ctx.mesh, nbytes,
-                                               pairs=_dim_pairs(minfo, lhs_spec, len(lhs.shape.dims), d_in,
-                                                                shard_pairs))
-                comm += cost
-                cols.append(col)
-        return comm, tuple(cols)
+        return halo_exchange(ctx, lhs.shape, lhs_spec, dims)
 
     return halo
 

@@ -142,32 +142,42 @@ def windows(instr):
     return None
 
 
-def slice_comm(instr, spec, ctx):
-    """``(comm, collectives)`` of a slice or pad partitioned in ``spec`` (operand and result alike): the
-    halo collective-permutes of :func:`window_halo` on every split dim the op changes."""
+def halo_exchange(ctx, shape, spec, dim_windows):
+    """``(comm, collectives)`` of XLA's halo exchange for an operand ``shape`` laid out in ``spec`` (the
+    result split alike): for each ``(dim, result size, offset, stride, window size)`` of
+    ``dim_windows`` on a split dim, the collective-permutes of :func:`window_halo`, each moving that many
+    elements of the operand tile along the dim.  Shared by slice, pad, reduce-window and convolution."""
     from ..cost import collectives
 
     minfo = ctx.minfo
-    op = instr.operands[0]
-    rank = len(op.shape.dims)
-    wins = windows(instr)
-    if not wins or not is_mesh_spec(spec):
+    if not is_mesh_spec(spec):
         return 0.0, ()
-    tile = minfo.tile_dims(op.shape.dims, spec)
-    tile_bytes = minfo.bytes_per_device(op.shape, spec)
+    rank = len(shape.dims)
+    tile = minfo.tile_dims(shape.dims, spec)
+    tile_bytes = minfo.bytes_per_device(shape, spec)
     comm, cols = 0.0, []
-    for d, (offset, stride) in enumerate(wins):
+    for d, n_out, offset, stride, size in dim_windows:
         k = minfo.split(spec[d])
-        n_in, n_out = op.shape.dims[d], instr.shape.dims[d]
-        if k <= 1 or (offset == 0 and stride == 1 and n_in == n_out):
+        if k <= 1:
             continue
-        for elems, shard_pairs in window_halo(n_in, n_out, offset, stride, k):
-            nbytes = tile_bytes * elems // max(tile[d], 1)
-            c, col = collectives.priced("collective-permute", ctx.mesh, nbytes,
+        for elems, shard_pairs in window_halo(shape.dims[d], n_out, offset, stride, k, size):
+            c, col = collectives.priced("collective-permute", ctx.mesh, tile_bytes * elems // max(tile[d], 1),
                                         pairs=_dim_pairs(minfo, spec, rank, d, shard_pairs))
             comm += c
             cols.append(col)
     return comm, tuple(cols)
+
+
+def slice_comm(instr, spec, ctx):
+    """``(comm, collectives)`` of a slice or pad partitioned in ``spec`` (operand and result alike): the
+    halo collective-permutes of :func:`window_halo` on every split dim the op changes."""
+    op = instr.operands[0]
+    wins = windows(instr)
+    if not wins:
+        return 0.0, ()
+    dims = [(d, instr.shape.dims[d], offset, stride, 1) for d, (offset, stride) in enumerate(wins)
+            if not (offset == 0 and stride == 1 and op.shape.dims[d] == instr.shape.dims[d])]
+    return halo_exchange(ctx, op.shape, spec, dims)
 
 
 def _slice_spec(instr, spec, minfo):

@@ -49,8 +49,7 @@ def _halo_fn(instr, ctx):
     in the operand: XLA's windowed-input halo exchange (collective-permutes of every data operand,
     :func:`hloshard.strategy.slicing.window_halo`; measured, tests/test_handlers_slicing.py), or None when
     the window has base (lhs) dilation or reversal (the window dims then stay unsplit)."""
-    from ..cost import collectives
-    from .slicing import _dim_pairs, window_halo
+    from .slicing import halo_exchange
 
     win = getattr(instr.attrs.get("window"), "dims", None)
     n = len(instr.operands) // 2
@@ -59,25 +58,14 @@ def _halo_fn(instr, ctx):
     if not win or len(win) != rank or any(w.lhs_dilation != 1 or w.reversal for w in win):
         return None
     out_dims = instr.shape.leaves()[0].dims if instr.shape.is_tuple else instr.shape.dims
-    minfo = ctx.minfo
+    dims = [(d, out_dims[d], -w.padding_low, w.stride, (w.size - 1) * w.rhs_dilation + 1) for d, w in enumerate(win)]
 
     def halo(spec):
-        comm, cols = 0.0, []
+        comm, cols = 0.0, ()
         for op in data:
-            tile = minfo.tile_dims(op.shape.dims, spec)
-            tile_bytes = minfo.bytes_per_device(op.shape, spec)
-            for d, w in enumerate(win):
-                k = minfo.split(spec[d])
-                if k <= 1:
-                    continue
-                size = (w.size - 1) * w.rhs_dilation + 1
-                for elems, shard_pairs in window_halo(op.shape.dims[d], out_dims[d], -w.padding_low, w.stride, k,
-                                                      size):
-                    c, col = collectives.priced("collective-permute", ctx.mesh, tile_bytes * elems // max(tile[d], 1),
-                                                pairs=_dim_pairs(minfo, spec, rank, d, shard_pairs))
-                    comm += c
-                    cols.append(col)
-        return comm, tuple(cols)
+            c, more = halo_exchange(ctx, op.shape, spec, dims)
+            comm, cols = comm + c, cols + more
+        return comm, cols
 
     return halo
 
