@@ -383,7 +383,7 @@ def build_group(instr, ctx: BuildContext):
             group = replicated_group(instr, ctx)
         if instr in ctx.fixed:
             group = apply_fixed(group, instr, ctx)
-        _free_rematerialized(group, instr)
+        _free_rematerialized(group, instr, ctx)
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group
@@ -397,11 +397,19 @@ def rematerialized(op) -> bool:
         and not op.operands[0].shape.dims
 
 
-def _free_rematerialized(group, instr) -> None:
-    """Drop the operand requirements on rematerialized operands (no resharding edge)."""
+def _free_rematerialized(group, instr, ctx) -> None:
+    """Drop the operand requirements on rematerialized operands whose layout is already pinned (one
+    strategy, e.g. a written sharding under ``hloshard cost``): XLA rebuilds them for this user, so no
+    resharding edge.  A broadcast whose layout is still open keeps its edges, so that the solver gives it
+    its users' layout (for free) instead of an arbitrary one."""
     if not isinstance(group, StrategyGroup) or group.operands is not None:
         return
-    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op)]
+
+    def pinned(op) -> bool:
+        r = ctx.resolve(op, 0) if op in ctx.groups else None
+        return isinstance(r, tuple) and len(r[0].strategies) == 1
+
+    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op) and pinned(op)]
     if not idx:
         return
     for st in group.strategies:
