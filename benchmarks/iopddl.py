@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
 """Benchmark ``hloshard solve-problem`` on the public IOPDDL contest instances.
 
-For each instance in ``../shared/iopddl/`` (default A, G, M, S) the command runs in a child process at
+For each instance in ``../shared/iopddl/`` (default: all seven, A, B, G, K, M, N, S) the command runs in a child process at
 the contest's time limit for that instance (``scores.csv``; ``--scale`` shortens them for quick runs),
 with the default seed and 2 workers.  Reported per instance: nodes, edges, time limit, the command's
 whole wall clock (Python start-up, loading, solving, writing), its peak RSS (``os.wait4``), status,
 objective, CP-SAT bound, ratio to the best contest score and to XLA's own solver score.  Every
 solution is re-checked with :func:`hloshard.costgraph.evaluate`.
 
-Prints a Markdown table (for BENCHMARKS.md) and writes raw figures as JSON (``--json``).
+Prints a Markdown table (for BENCHMARKS.md) and writes raw figures as JSON (``--json``), with the
+geometric means of objective / best entry over all instances, over the tuning set and over the
+held-out set separately.
+
+Tuning split (fixed on 2026-12-01 before any change of issue 11, and never to be changed to suit a
+result): the solver's constants were chosen looking at A, G, M and S (the contest's public instances,
+``TUNED``); B, K and N (``HELD_OUT``) are validation instances on which no constant may be chosen.
+K was profiled (where the time goes, what the incumbent is) to find a *cause* that is not specific
+to K; the fix is then checked on the tuning set first.  Nine more contest instances are kept outside
+the project and run the same way by its maintainers.
 
 Usage::
 
@@ -20,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import pathlib
 import subprocess
@@ -29,6 +39,8 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "iopddl"
+TUNED = ("A", "G", "M", "S")      # constants may be chosen looking at these
+HELD_OUT = ("B", "K", "N")        # validation only: never tune on them
 
 
 def scores() -> dict:
@@ -71,32 +83,49 @@ def check(res: dict) -> None:
     obj, feasible = evaluate(problem, sol["strategies"])
     res.update(status=sol["status"], objective=sol["objective"], bound=sol["bound"], feasible=feasible,
                checked=obj == sol["objective"], ratio_best=sol["objective"] / res["best"],
-               ratio_xla=(sol["objective"] / res["xla"]) if res["xla"] else None)
+               ratio_xla=(sol["objective"] / res["xla"]) if res["xla"] else None,
+               ratio_bound=(sol["objective"] / sol["bound"]) if sol.get("bound") else None)
+
+
+def _geomean(values) -> float | None:
+    values = [v for v in values if v]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def table(rows: list) -> str:
-    lines = ["| instance | nodes | edges | limit | wall | peak RSS | status | objective | bound | "
-             "best contest | ratio to best | XLA | ratio to XLA |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| instance | set | nodes | limit | wall | peak RSS | status | objective | lower bound | "
+             "best contest | **objective / best** | objective / bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        kind = "tuned" if r["instance"] in TUNED else "held out"
         if r.get("exit"):
-            lines.append(f"| {r['instance']} | {r['nodes']:,} | {r['edges']:,} | {r['time_limit']:g} s | "
+            lines.append(f"| {r['instance']} | {kind} | {r['nodes']:,} | {r['time_limit']:g} s | "
                          f"{r['wall']:.1f} s | {r['peak_rss_mb']:.0f} MB | exit {r['exit']} | - | - | "
-                         f"{r['best']:,} | - | {r['xla'] or '-'} | - |")
+                         f"{r['best']:,} | - | - |")
             continue
         bound = f"{r['bound']:,}" if r["bound"] is not None else "-"
-        xla = f"{r['xla']:,}" if r["xla"] else "-"
-        rx = f"{r['ratio_xla']:.3f}" if r["ratio_xla"] else "-"
+        rb = f"{r['ratio_bound']:.3f}" if r.get("ratio_bound") else "-"
         ok = "" if r["feasible"] and r["checked"] else " (CHECK FAILED)"
-        lines.append(f"| {r['instance']} | {r['nodes']:,} | {r['edges']:,} | {r['time_limit']:g} s | "
+        lines.append(f"| {r['instance']} | {kind} | {r['nodes']:,} | {r['time_limit']:g} s | "
                      f"{r['wall']:.1f} s | {r['peak_rss_mb']:.0f} MB | {r['status']}{ok} | {r['objective']:,} | "
-                     f"{bound} | {r['best']:,} | **{r['ratio_best']:.4f}** | {xla} | {rx} |")
+                     f"{bound} | {r['best']:,} | **{r['ratio_best']:.4f}** | {rb} |")
+    lines.append("")
+    for label, names in (("all", None), ("tuned (" + ", ".join(TUNED) + ")", TUNED),
+                         ("held out (" + ", ".join(HELD_OUT) + ")", HELD_OUT)):
+        sel = [r for r in rows if names is None or r["instance"] in names]
+        gm = _geomean(r.get("ratio_best") for r in sel)
+        gb = _geomean(r.get("ratio_bound") for r in sel)
+        lines.append(f"geometric mean, {label}: objective / best "
+                     f"{'-' if gm is None else f'{gm:.4f}'}, objective / bound {'-' if gb is None else f'{gb:.3f}'}"
+                     f" ({len(sel)} instances)  ")
     return "\n".join(lines)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--instances", default="A,G,M,S")
+    ap.add_argument("--instances", default="A,B,G,K,M,N,S")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the contest time limits")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--json", default=None, help="write raw results here")

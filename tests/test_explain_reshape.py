@@ -98,13 +98,15 @@ def test_seed_module_form(tmp_path):
     assert data["instruction"] == "reshape" and data["operand"]["name"] == "add"
 
 
-def test_module_form_default_mesh_is_num_partitions(tmp_path):
+def test_module_form_default_mesh_is_inferred_from_the_shardings(tmp_path):
+    # issue 14's precedence: without --mesh or a Shardy mesh, the mesh the shardings imply (2x4 here)
+    # comes before the 1-D mesh of num_partitions
     f = tmp_path / "seed.hlo"
     f.write_text(SEED_MODULE)
     r = run([str(f), "--instruction", "%reshape", "--format", "json"])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
-    assert data["mesh"]["shape"] == [8]
+    assert data["mesh"]["shape"] == [2, 4]
     assert [s["kind"] for s in data["plan"]] == ["all-gather"]
     assert data["plan"][0]["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
 

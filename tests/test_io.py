@@ -83,3 +83,33 @@ def test_read_text_normalises_line_endings(tmp_path):
     p = tmp_path / "crlf.hlo"
     p.write_bytes(b"a\r\nb\rc\n")
     assert read_text(str(p)) == "a\nb\nc\n"
+
+
+def test_check_output_path_gives_the_system_reason(tmp_path):
+    from hloshard.io import check_output_path
+
+    check_output_path(None)
+    check_output_path("-")
+    check_output_path(str(tmp_path / "new.hlo"))             # creatable: passes, leaves nothing
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UsageError, match="is a directory"):
+        check_output_path(str(tmp_path))
+    with pytest.raises(UsageError, match="No such file or directory"):
+        check_output_path(str(tmp_path / "missing" / "x.hlo"))
+    check_output_path("/dev/null")                          # non-regular targets need only be writable
+
+
+def test_non_regular_target_is_written_in_place(tmp_path):
+    """A FIFO is written directly (a rename onto it would replace the FIFO with a file)."""
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(fifo).read()))
+    reader.start()
+    write_text_atomic(str(fifo), "through the pipe")
+    reader.join(10)
+    assert got == ["through the pipe"]
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    write_text_atomic("/dev/null", "discarded")

@@ -19,8 +19,9 @@ from tests.conftest import ROOT, require_jax
 MODELS = ["mlp_train_step", "transformer_train_step", "moe_layer"]
 #: models where XLA measures hloshard's plan worse than the manual one (BENCHMARKS.md "JAX end to end");
 #: strict, so the mark must go when the plan is fixed
-XLA_WORSE: dict = {}   # transformer_train_step was (5,442,564 vs 5,111,812 B/device); with the cost model
-#                         following XLA's partitioner (issue 10) XLA measures 3,604,484 vs 5,111,812
+#: (transformer_train_step was here until issue 11's solver: XLA now measures 3,738,628 B/device for
+#: hloshard's plan vs 5,111,812 for Megatron's, it was 5,442,564)
+XLA_WORSE: dict = {}
 _RESULT: dict = {}
 
 

@@ -255,7 +255,8 @@ def test_every_sharding_of_a_propagated_sample_maps_onto_its_mesh(name):
 
     module = parse_file(str(path))
     assert module.num_partitions == 8
-    assert DeviceMesh.for_module(module).shape == (8,)          # the num_partitions fallback
+    inferred = DeviceMesh.for_module(module)   # no --mesh, no named mesh: inferred from the shardings
+    assert inferred.shape == (2, 4) and inferred.source == "inferred"   # the 2x4 mesh the dump was made on
     mesh = DeviceMesh.for_module(module, "2x4")
     checked = split = 0
     for instr in module.all_instructions():

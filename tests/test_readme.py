@@ -30,10 +30,27 @@ def _commands() -> list[str]:
 
 COMMANDS = _commands()
 
+_WRITES = re.compile(r"(?:-o|--output|--html|--report|--export-problem|>)\s+(/tmp/\S+)")
+
+
+def _producers(line: str) -> list[str]:
+    """Earlier README commands that write the /tmp files ``line`` reads (so each example runs alone)."""
+    written = set(_WRITES.findall(line))
+    needed = [p for p in re.findall(r"/tmp/\S+", line) if p not in written]
+    out = []
+    for path in needed:
+        for cmd in COMMANDS:
+            if cmd == line:
+                break
+            if path in _WRITES.findall(cmd):
+                out.append(cmd)
+                break
+    return out
+
 
 def test_readme_has_command_examples():
     assert len(COMMANDS) >= 8
-    for cmd in ("fmt", "solve", "cost", "explain-reshape", "combine"):
+    for cmd in ("fmt", "solve", "cost", "explain-reshape", "combine", "explain", "diff"):
         assert any(c.startswith(f"hloshard {cmd} ") for c in COMMANDS), cmd
 
 
@@ -51,10 +68,11 @@ def test_readme_command_runs(cmd, tmp_path):
     line = re.sub(r"--time-limit \d+", "--time-limit 3", line)
     bindir = os.path.dirname(sys.executable)
     env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
-    # the combine examples read the module the gen_fsdp example writes
-    if "fsdp.hlo" in line and not line.startswith("python"):
-        gen = [c for c in COMMANDS if c.startswith("python tests/gen_fsdp.py")][0]
-        subprocess.run(gen.replace("/tmp/", f"{tmp_path}/"), shell=True, cwd=ROOT, env=env, check=True)
+    # an example that reads what an earlier one writes (the combine examples read gen_fsdp's module,
+    # diff reads solve's output) runs after that one
+    for earlier in _producers(cmd):
+        pre = re.sub(r"--time-limit \d+", "--time-limit 3", earlier.replace("/tmp/", f"{tmp_path}/"))
+        subprocess.run(pre, shell=True, cwd=ROOT, env=env, check=True, capture_output=True)
     proc = subprocess.run(line, shell=True, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     allowed = {0, 1} if ("--check" in line or " lint " in f" {line} ") else {0}
     assert proc.returncode in allowed, (line, proc.stderr[-2000:])

@@ -28,7 +28,9 @@ def test_enumeration_covers_1d_nd_flattened_and_replicated():
     assert ((0,), ()) in specs and ((), (1,)) in specs   # 1-D splits with partial replication
     assert ((0,), (1,)) in specs and ((1,), (0,)) in specs  # 2-D splits
     assert ((0, 1), ()) in specs                   # flattened mesh: dim 0 over all 8 devices
-    assert len(specs) == len(set(specs)) == 9      # (rank + 1) ** axes
+    assert ((1, 0), ()) in specs                   # ... with the axes in the other order (issue 14)
+    # (rank + 1) ** axes = 9 assignments; the 2 that put both axes on one dim come in 2 orders: 11
+    assert len(specs) == len(set(specs)) == 11
     # a dim of size 2 cannot take the 4-way axis
     small = mi.enumerate((2, 32))
     assert ((1,), ()) not in small and ((0, 1), ()) not in small and ((0,), (1,)) in small

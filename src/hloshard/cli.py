@@ -2,8 +2,11 @@
 
 Each subcommand lives in ``hloshard/commands/<name>.py`` as a click command called ``command`` and is
 imported only when used (so ``hloshard fmt`` never pays for importing OR-Tools). Every
-:class:`~hloshard.errors.HloshardError` becomes one short message on stderr and its exit code
-(2 for usage / input errors, 3 for a solve with no feasible solution): never a traceback.
+:class:`~hloshard.errors.HloshardError` becomes one short message on stderr in one style
+(``FILE:LINE:COL: error: ...`` when the location is known, :func:`hloshard.errors.format_error`) and
+its exit code (2 for usage / input errors, 3 for a solve with no feasible solution): never a
+traceback.  Ctrl-C prints ``interrupted`` and exits 130 (a running CP-SAT search stops at once,
+nothing is written; :func:`hloshard.commands.common.stop_on_interrupt`).
 """
 
 from __future__ import annotations
@@ -14,28 +17,37 @@ import sys
 import click
 
 from . import __version__
-from .errors import HloshardError, HloSyntaxError
+from .errors import HloshardError, format_error, locate_in_module
 
-#: command name -> module under hloshard.commands
+#: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
-    "fmt": "fmt",
-    "solve": "solve",
-    "cost": "cost",
-    "solve-problem": "solve_problem",
-    "explain-reshape": "explain_reshape",
-    "lint": "lint",
-    "combine": "combine",
+    "solve": ("solve", "choose a sharding for every instruction (CP-SAT)"),
+    "cost": ("cost", "price the shardings a module carries"),
+    "explain": ("explain", "why one instruction is sharded so; better alternatives"),
+    "diff": ("diff", "compare two sharding plans of one module"),
+    "explain-reshape": ("explain_reshape", "what resharding around a reshape costs"),
+    "lint": ("lint", "check sharding annotations (text, JSON, SARIF, GitHub)"),
+    "combine": ("combine", "merge small collectives into variadic ones"),
+    "fmt": ("fmt", "parse and print HLO canonically"),
+    "solve-problem": ("solve_problem", "solve an IOPDDL auto-sharding problem file"),
 }
 
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx):
-        return sorted(COMMANDS)
+        return list(COMMANDS)
+
+    def format_commands(self, ctx, formatter):
+        """The command list from the table above: no module is imported to print ``--help``."""
+        rows = [(name, text) for name, (_, text) in COMMANDS.items()]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def get_command(self, ctx, name):
-        module = COMMANDS.get(name)
-        if module is None:
+        entry = COMMANDS.get(name)
+        if entry is None:
             return None
+        module = entry[0]
         try:
             mod = importlib.import_module(f"hloshard.commands.{module}")
         except ModuleNotFoundError as exc:
@@ -45,11 +57,24 @@ class LazyGroup(click.Group):
         return mod.command
 
     def invoke(self, ctx):
+        from .commands.common import noted_input, stop_on_interrupt
+
         try:
-            return super().invoke(ctx)
+            with stop_on_interrupt():
+                return super().invoke(ctx)
+        except KeyboardInterrupt:
+            import signal
+
+            # we are leaving: a second, late SIGINT (a solver thread re-raising the one it saw) must not
+            # turn exit 130 into death by signal
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            click.echo("interrupted", err=True)
+            ctx.exit(130)
         except HloshardError as exc:
-            text = str(exc)
-            click.echo(text if isinstance(exc, HloSyntaxError) else f"hloshard: error: {text}", err=True)
+            filename, module = noted_input(ctx)
+            if filename is not None:
+                locate_in_module(exc, filename, module)
+            click.echo(format_error(exc), err=True)
             ctx.exit(exc.exit_code)
         except RecursionError:
             click.echo("hloshard: error: input nested too deeply", err=True)
@@ -64,14 +89,14 @@ class LazyGroup(click.Group):
 def main() -> None:
     """Shard XLA HLO programs across a device mesh.
 
+    A command's main product goes to -o FILE or, without -o, to stdout; summaries and progress go
+    to stderr. `hloshard COMMAND --help` shows a command's options and examples.
+
     \b
-    solve            choose a sharding for every instruction (CP-SAT) and write annotated HLO
-    cost             evaluate the shardings a module already carries
-    explain-reshape  what resharding around a reshape costs, and who pays for it
-    lint             check sharding annotations (text, JSON, SARIF, GitHub)
-    combine          merge small collectives into variadic ones
-    fmt              parse and print HLO canonically
-    solve-problem    solve an IOPDDL auto-sharding problem file
+    Examples:
+      hloshard solve model.pre.hlo --mesh 2x4 -o model.solved.hlo
+      hloshard explain model.solved.hlo --instruction dot.7 --mesh 2x4
+      hloshard lint hlo/
     """
 
 

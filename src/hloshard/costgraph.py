@@ -269,26 +269,48 @@ def save_problem(problem: Problem, path: str) -> None:
     write_bytes_atomic(path, data)
 
 
+def liveness_points(intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The liveness points of half-open intervals and each interval's range of points.
+
+    ``intervals``: ``(N, 2)`` int array of ``[lo, hi)`` schedule steps (``hi <= lo``: never live).
+    Returns ``(times, start, end)``: ``times`` the sorted distinct starts of the live intervals (usage
+    is piecewise constant and only increases at a start, so these points include every maximum);
+    interval ``i`` is live at the points ``start[i] <= k < end[i]`` (``start = end = 0`` when never
+    live).  The indexed form of :func:`hloshard.cost.liveness.usage_profile` (same points), which the
+    solver's memory model and the presolve need.
+    """
+    intervals = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
+    lo, hi = intervals[:, 0], intervals[:, 1]
+    live = hi > lo
+    times = np.unique(lo[live])
+    start = np.searchsorted(times, lo)
+    end = np.searchsorted(times, hi)   # first point >= hi: not live there
+    start[~live] = 0
+    end[~live] = 0
+    return times, start.astype(np.int64), end.astype(np.int64)
+
+
+def usage_at_points(num_points: int, start, end, values) -> np.ndarray:
+    """``(num_points,)`` int64: at each point ``k`` the sum of ``values[i]`` over the ranges
+    ``start[i] <= k < end[i]`` (bytes per device when ``values`` are usages)."""
+    diff = np.zeros(num_points + 1, dtype=np.int64)
+    np.add.at(diff, start, values)
+    np.add.at(diff, end, -np.asarray(values, dtype=np.int64))
+    return np.cumsum(diff)[:-1]
+
+
 def live_usage_profile(problem: Problem, strategies) -> tuple[np.ndarray, np.ndarray]:
     """Memory usage over time for a choice of strategies.
 
-    Returns ``(times, usage)``: ``times`` the sorted distinct interval starts, ``usage[k]`` the total
-    usage (bytes per device) of the nodes live at ``times[k]`` (usage is piecewise constant and only
-    increases at a start, so these points include every maximum).
+    Returns ``(times, usage)``: ``times`` the liveness points (:func:`liveness_points`), ``usage[k]``
+    the total usage (bytes per device) of the nodes live at ``times[k]``
+    (:func:`hloshard.cost.liveness.usage_profile` of the chosen usages).
     """
+    from .cost.liveness import usage_profile
+
     s = np.asarray(strategies, dtype=np.int64)
     use = np.fromiter((u[k] for u, k in zip(problem.node_usages, s)), dtype=np.int64, count=len(s))
-    lo, hi = problem.intervals[:, 0], problem.intervals[:, 1]
-    live = hi > lo
-    times = np.unique(lo[live])
-    if len(times) == 0:
-        return times, np.zeros(0, dtype=np.int64)
-    diff = np.zeros(len(times) + 1, dtype=np.int64)
-    start = np.searchsorted(times, lo[live])
-    end = np.searchsorted(times, hi[live])  # first time index >= hi: not live there
-    np.add.at(diff, start, use[live])
-    np.add.at(diff, end, -use[live])
-    return times, np.cumsum(diff)[:-1]
+    return usage_profile(problem.intervals, use)
 
 
 def evaluate(problem: Problem, strategies) -> tuple[int, bool]:

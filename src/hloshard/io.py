@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -74,6 +75,58 @@ def _target_mode(path: str) -> int:
         return 0o666 & ~umask
 
 
+def _is_direct(path: str) -> bool:
+    """True for a target that must be written in place instead of replaced by a rename: an existing
+    non-regular file (a character device such as /dev/null, a FIFO, a terminal) and the paths that
+    name an open file descriptor (/dev/stdout, /dev/fd/N, /proc/self/fd/N; renaming onto them
+    would replace the file the shell redirected to instead of writing into it)."""
+    if path.startswith(("/dev/", "/proc/")):
+        return True
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode)
+
+
+def check_output_path(path: str | None, what: str = "output") -> None:
+    """Fail now (UsageError, exit 2) when ``path`` cannot be written, before any long work starts.
+
+    ``None`` and ``-`` (standard output) always pass.  A directory is refused; a non-regular target
+    (``/dev/stdout``, a FIFO) must exist and be writable; for a regular file a temporary file is
+    created (and removed) in its directory, so the message gives the system's real reason
+    (``Read-only file system``, ``Permission denied``, ``No such file or directory``).  Nothing is
+    left behind.
+    """
+    if path is None or path == "-":
+        return
+    if not path:
+        raise UsageError(f"{what}: empty file name")
+    real = os.path.realpath(path)
+    if os.path.isdir(real):
+        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the {what}")
+    if _is_direct(path):
+        if not os.path.exists(path):
+            raise UsageError(f"{path}: cannot write: No such file or directory")
+        if not os.access(path, os.W_OK):
+            raise UsageError(f"{path}: cannot write: Permission denied")
+        return
+    directory = os.path.dirname(real) or "."
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".hloshard-check-", dir=directory)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}") from None
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _reason(exc: OSError, directory: str) -> str:
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT and not os.path.isdir(directory):
+        return f"{reason} (directory {directory} does not exist)"
+    return reason
+
+
 def write_text_atomic(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically; ``-`` writes to standard output.
     See :func:`write_bytes_atomic` for the guarantees and errors."""
@@ -90,7 +143,10 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     (its target is replaced, the link kept); the file keeps the permissions of the one it replaces, or
     gets the usual umask-based ones when new.
 
-    Raises UsageError when the path is a directory or its directory is not writable.
+    A non-regular target (``/dev/stdout``, ``/dev/null``, a FIFO: see :func:`_is_direct`) is
+    written in place (appending: a shell's ``>`` already truncated it).
+
+    Raises UsageError when the path is a directory or cannot be written (the system's reason).
     """
     if path == "-":
         sys.stdout.buffer.write(data)
@@ -98,13 +154,20 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         return
     real = os.path.realpath(path)
     if os.path.isdir(real):
-        raise UsageError(f"{path}: is a directory; give a file path for the output")
+        raise UsageError(f"{path}: cannot write: is a directory; give a file path for the output")
+    if _is_direct(path):
+        try:
+            with open(path, "ab") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise UsageError(f"{path}: cannot write: {exc.strerror or exc}") from None
+        return
     directory = os.path.dirname(real)
     mode = _target_mode(real)
     try:
         fd, tmp = tempfile.mkstemp(prefix=".hloshard-", dir=directory)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+        raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}") from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -15,6 +15,7 @@ iota mesh this is the iota form ``<=[mesh]T(order)``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import re
@@ -28,7 +29,12 @@ from .hlo.sharding import HloSharding
 #: Largest device count a mesh may have (hloshard builds per-device tables of this size).
 MAX_MESH_DEVICES = 65536
 
-__all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch"]
+#: Inference and refinement stop adding axes beyond this many (the strategy space grows as
+#: (rank + 1) ** axes): further shardings are priced as written.
+MAX_REFINED_AXES = 6
+
+__all__ = ["DeviceMesh", "DimAxes", "ShardingMeshMismatch", "SubAxis", "infer_mesh", "module_named_mesh",
+           "refine_for_module", "sharding_cuts"]
 
 
 class ShardingMeshMismatch(InputError):
@@ -95,12 +101,28 @@ class DeviceMesh:
       beta: per mesh axis, the inverse-bandwidth term (cost units per byte).
     """
 
-    __slots__ = ("shape", "device_ids", "alpha", "beta", "_is_iota", "_coords", "_map_cache", "_build_cache")
+    __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
+                 "source", "notes", "max_padding", "memory_budget",
+                 "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
-                 beta: Sequence[float] | None = None):
+                 beta: Sequence[float] | None = None, axis_names: Sequence[str] | None = None):
         """Raises UsageError on a non-positive axis size, device ids that are not a permutation of
-        ``0..N-1`` or the wrong number of them, or alpha/beta of the wrong length or negative."""
+        ``0..N-1`` or the wrong number of them, alpha/beta of the wrong length or negative, or axis
+        names that are not one distinct name per axis.
+
+        Besides the attributes above a mesh carries (none of them part of equality):
+
+        * ``axis_names``: one name per axis (``None`` when the mesh is unnamed);
+        * ``user_shape`` / ``user_names``: the mesh the user asked for, and ``sub_axes``: per axis of
+          this mesh the :class:`SubAxis` of the user's mesh it is (``user_shape == shape`` and every
+          sub-axis whole unless :meth:`refine` split an axis);
+        * ``source``: where the mesh came from (``'--mesh'``, ``'module mesh'`` (Shardy
+          ``xla.sdy.meshes``), ``'inferred'``, ``'num_partitions'``, ``'auto'`` or ``'given'``);
+        * ``notes``: messages for the commands to print (refinements, shardings left as they are);
+        * ``max_padding`` (default 0.5) and ``memory_budget`` (bytes or None): the uneven-split policy
+          of the strategy space (:class:`hloshard.strategy.base.MeshInfo`).
+        """
         shape = tuple(int(s) for s in shape)
         if not shape or any(s <= 0 for s in shape):
             raise UsageError(f"invalid mesh shape {shape}: every axis size must be a positive integer")
@@ -122,6 +144,20 @@ class DeviceMesh:
         self.device_ids = ids
         self.alpha = self._per_axis(alpha, "alpha", desc)
         self.beta = self._per_axis(beta, "beta", desc)
+        if axis_names is not None:
+            names = tuple(str(a) for a in axis_names)
+            if len(names) != len(shape) or len(set(names)) != len(names) or any(not a for a in names):
+                raise UsageError(f"mesh {desc}: give one distinct, non-empty name per axis, got {list(names)}")
+            self.axis_names = names
+        else:
+            self.axis_names = None
+        self.user_shape = shape
+        self.user_names = self.axis_names
+        self.sub_axes = tuple(SubAxis(a, 1, s) for a, s in enumerate(shape))
+        self.source = "given"
+        self.notes = []
+        self.max_padding = 0.5
+        self.memory_budget = None
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
@@ -143,14 +179,33 @@ class DeviceMesh:
     def parse(cls, spec: str, device_ids: str | Sequence[int] | None = None,
               alpha: str | Sequence[float] | None = None,
               beta: str | Sequence[float] | None = None) -> "DeviceMesh":
-        """Build a mesh from command-line text: ``spec`` ``'2x4'`` / ``'2x2x2'`` / ``'8'``,
-        ``device_ids`` ``'0,2,1,3,...'`` (default iota), ``alpha`` / ``beta`` ``'1,1'`` (one value per axis;
-        default 1.0). Raises UsageError with a message naming the bad flag."""
+        """Build a mesh from command-line text: ``spec`` ``'2x4'`` / ``'2x2x2'`` / ``'8'``, or with axis
+        names ``'data=2,model=4'``; ``device_ids`` ``'0,2,1,3,...'`` (default iota), ``alpha`` / ``beta``
+        ``'1,1'`` (one value per axis; default 1.0). Raises UsageError with a message naming the bad
+        flag (``'2,4'`` is an error with a hint: write ``2x4`` or name the axes)."""
         text = str(spec).strip()
-        if not re.fullmatch(r"[0-9]+(\s*[xX*,]\s*[0-9]+)*", text):
+        names = None
+        if "=" in text:
+            m = re.fullmatch(r"\s*[A-Za-z_][\w.\-]*\s*=\s*[0-9]+(\s*,\s*[A-Za-z_][\w.\-]*\s*=\s*[0-9]+)*\s*", text)
+            if not m:
+                raise UsageError(f"invalid --mesh {spec!r}: expected named axes NAME=SIZE separated by ',', "
+                                 f"e.g. data=2,model=4")
+            pairs = [p.split("=") for p in text.split(",")]
+            names = [a.strip() for a, _ in pairs]
+            if len(set(names)) != len(names):
+                raise UsageError(f"invalid --mesh {spec!r}: axis name listed twice")
+            shape = [int(b) for _, b in pairs]
+        elif re.fullmatch(r"[0-9]+(\s*,\s*[0-9]+)+", text):
+            x = "x".join(p.strip() for p in text.split(","))
+            raise UsageError(f"invalid --mesh {spec!r}: separate axis sizes with 'x' ({x}), or name the axes "
+                             f"({','.join(f'a{i}={p.strip()}' for i, p in enumerate(text.split(',')))})")
+        elif text.lower() == "auto":
+            raise UsageError("--mesh auto searches over meshes: it is available in `hloshard solve`")
+        elif re.fullmatch(r"[0-9]+(\s*[xX*]\s*[0-9]+)*", text):
+            shape = [int(s) for s in re.split(r"\s*[xX*]\s*", text)]
+        else:
             raise UsageError(f"invalid --mesh {spec!r}: expected axis sizes separated by 'x', e.g. 2x4, "
-                             f"2x2x2 or 8")
-        shape = [int(s) for s in re.split(r"\s*[xX*,]\s*", text)]
+                             f"2x2x2 or 8, or named axes, e.g. data=2,model=4")
         if any(s <= 0 for s in shape):
             raise UsageError(f"invalid --mesh {spec!r}: axis sizes must be positive")
         desc = "x".join(map(str, shape))
@@ -160,29 +215,138 @@ class DeviceMesh:
             alpha = _parse_list(alpha, "--alpha", float, desc)
         if isinstance(beta, str):
             beta = _parse_list(beta, "--beta", float, desc)
-        return cls(shape, device_ids, alpha, beta)
+        return cls(shape, device_ids, alpha, beta, axis_names=names)
 
     @classmethod
     def for_module(cls, module, spec: str | None = None, device_ids=None, alpha=None,
-                   beta=None) -> "DeviceMesh":
-        """The mesh for ``module``: from ``spec`` when given, else the 1-D mesh ``num_partitions``.
+                   beta=None, refine: bool = True) -> "DeviceMesh":
+        """The mesh for ``module``, by one precedence for every command:
 
-        Raises UsageError when neither is available (pre-optimization JAX dumps state no
-        num_partitions: pass ``--mesh``), or when the module's num_partitions (>1) differs from the
-        mesh size. ``num_partitions=1`` (XLA's default, never printed) counts as not stated.
+        1. ``spec`` (``--mesh``), else
+        2. the module's named mesh (Shardy ``xla.sdy.meshes`` frontend attribute, one mesh), else
+        3. the mesh inferred from the module's tiled shardings (:func:`infer_mesh`), else
+        4. the 1-D mesh of ``num_partitions``.
+
+        With ``refine`` (default) the chosen mesh is then refined (:func:`refine_for_module`) so that
+        every user sharding maps onto whole axes and reshapes can carry a split onto sub-axes; the
+        result records ``source``, the user's mesh (``user_shape``, ``sub_axes``) and ``notes``.
+
+        Raises UsageError when no mesh is known (no ``--mesh``, no named mesh, no tiled sharding and
+        no num_partitions > 1), or when the module's num_partitions (>1) differs from the mesh size.
+        ``num_partitions=1`` (XLA's default, never printed) counts as not stated.
         """
         n = getattr(module, "num_partitions", None) if module is not None else None
         stated = n is not None and int(n) > 1
-        if spec is None:
-            if not stated:
-                raise UsageError("the device mesh is unknown: the module states no num_partitions, so pass "
-                                 "--mesh (e.g. --mesh 2x4)")
-            return cls.parse(str(int(n)), device_ids, alpha, beta)
-        mesh = cls.parse(spec, device_ids, alpha, beta)
-        if stated and mesh.num_devices != int(n):
-            raise UsageError(f"--mesh {mesh} has {mesh.num_devices} devices but the module has "
-                             f"num_partitions={int(n)}")
+        if spec is not None:
+            mesh = cls.parse(spec, device_ids, alpha, beta)
+            source = "--mesh"
+            if stated and mesh.num_devices != int(n):
+                raise UsageError(f"--mesh {mesh} has {mesh.num_devices} devices but the module has "
+                                 f"num_partitions={int(n)}")
+        else:
+            mesh, source = None, None
+            if isinstance(alpha, str):
+                alpha = _parse_list(alpha, "--alpha", float)
+            if isinstance(beta, str):
+                beta = _parse_list(beta, "--beta", float)
+            named = module_named_mesh(module)
+            if named is not None and (not stated or math.prod(named[1]) == int(n)):
+                names, shape, ids = named
+                mesh = cls(shape, device_ids if device_ids is not None else ids, alpha, beta, axis_names=names)
+                source = "module mesh"
+            if mesh is None:
+                inferred = infer_mesh(module, int(n) if stated else None)
+                if inferred is not None and len(inferred) > 1:
+                    mesh, source = cls(inferred, _ids(device_ids), alpha, beta), "inferred"
+            if mesh is None:
+                count = int(n) if stated else _sharding_device_count(module)
+                if count is None:
+                    raise UsageError("the device mesh is unknown: the module states no num_partitions, so pass "
+                                     "--mesh (e.g. --mesh 2x4)")
+                mesh = cls((count,), _ids(device_ids), alpha, beta)
+                source = "num_partitions" if stated else "inferred"
+        mesh.source = source
+        if refine and module is not None:
+            mesh = refine_for_module(mesh, module)
         return mesh
+
+    def with_policy(self, max_padding: float | None = None, memory_budget: int | None = None) -> "DeviceMesh":
+        """Set the uneven-split policy (``max_padding``: padded elements / real elements allowed for an
+        uneven split, default 0.5; ``memory_budget``: bytes per device, enables uneven splits that use
+        more devices than any even one). Returns ``self``. Raises UsageError on a negative padding."""
+        if max_padding is not None:
+            if not math.isfinite(float(max_padding)) or float(max_padding) < 0:
+                raise UsageError(f"--max-padding must be a non-negative number, got {max_padding}")
+            self.max_padding = float(max_padding)
+        self.memory_budget = memory_budget
+        return self
+
+    # ---------------------------------------------------------------- refinement
+    def refine(self, shape: Sequence[int]) -> "DeviceMesh":
+        """This mesh with its axes split into sub-axes: ``shape`` must refine ``self.shape`` (each axis
+        of size n replaced by consecutive axes whose product is n, major first). Device order,
+        alpha and beta (per sub-axis those of its axis), names, source and notes carry over; the
+        user's mesh stays ``self.user_shape`` and ``sub_axes`` says which part of which user axis each
+        new axis is. Raises ValueError when ``shape`` does not refine the mesh."""
+        shape = tuple(int(x) for x in shape)
+        if shape == self.shape:
+            return self
+        owner, pre = [], []
+        j = 0
+        for a, n in enumerate(self.shape):
+            acc = 1
+            while acc < n:
+                if j >= len(shape) or n % (acc * shape[j]):
+                    raise ValueError(f"mesh {'x'.join(map(str, shape))} does not refine the mesh {self}")
+                owner.append(a)
+                pre.append(acc)
+                acc *= shape[j]
+                j += 1
+            if n == 1 and j < len(shape) and shape[j] == 1:
+                owner.append(a)
+                pre.append(1)
+                j += 1
+        if j != len(shape) or math.prod(shape) != self.num_devices:
+            raise ValueError(f"mesh {'x'.join(map(str, shape))} does not refine the mesh {self}")
+        out = DeviceMesh(shape, self.device_ids.ravel(), [self.alpha[a] for a in owner],
+                         [self.beta[a] for a in owner])
+        base = self.sub_axes
+        subs = []
+        for k, a in enumerate(owner):
+            b = base[a]
+            subs.append(SubAxis(b.user_axis, b.pre_size * pre[k], shape[k]))
+        out.sub_axes = tuple(subs)
+        out.user_shape, out.user_names = self.user_shape, self.user_names
+        out.axis_names = tuple(out.axis_label(k) for k in range(out.ndim)) if self.user_names else None
+        out.source, out.notes = self.source, list(self.notes)
+        out.max_padding, out.memory_budget = self.max_padding, self.memory_budget
+        return out
+
+    @property
+    def is_refined(self) -> bool:
+        """Some axis is a sub-axis of an axis of the user's mesh."""
+        return self.shape != self.user_shape
+
+    def axis_label(self, axis: int) -> str:
+        """How axis ``axis`` prints in reports: its user name (``data``) or index (``0``), and for a
+        sub-axis Shardy's ``name:(pre)size`` form (``model:(1)2``: the major 2 of the axis of 4)."""
+        sub = self.sub_axes[axis]
+        base = self.user_names[sub.user_axis] if self.user_names else str(sub.user_axis)
+        if sub.size == self.user_shape[sub.user_axis]:
+            return base
+        return f"{base}:({sub.pre_size}){sub.size}"
+
+    def describe(self) -> str:
+        """One line for summaries: the user's mesh with names, where it came from, and the internal
+        refinement if any, e.g. ``2x4 (--mesh), refined internally to 2x2x2 [0, 1:(1)2, 1:(2)2]``."""
+        user = "x".join(map(str, self.user_shape))
+        if self.user_names:
+            user += " (" + ", ".join(f"{a}={n}" for a, n in zip(self.user_names, self.user_shape)) + ")"
+        text = f"{user} from {self.source}"
+        if self.is_refined:
+            text += (f", refined internally to {self} "
+                     f"[{', '.join(self.axis_label(a) for a in range(self.ndim))}]")
+        return text
 
     # ---------------------------------------------------------------- basic queries
     @property
@@ -235,15 +399,24 @@ class DeviceMesh:
         return hash(self._key())
 
     def to_json(self) -> dict:
-        """``{"shape": [...], "device_ids": [...] (flat), "alpha": [...], "beta": [...]}``."""
-        return {"shape": list(self.shape), "device_ids": self.device_ids.ravel().tolist(),
-                "alpha": list(self.alpha), "beta": list(self.beta)}
+        """``{"shape": [...], "device_ids": [...] (flat), "alpha": [...], "beta": [...]}``, plus
+        ``"axis_names"`` for a named mesh and ``"user_shape"`` / ``"axis_labels"`` / ``"source"`` /
+        ``"notes"`` (see :meth:`describe`)."""
+        out = {"shape": list(self.shape), "device_ids": self.device_ids.ravel().tolist(),
+               "alpha": list(self.alpha), "beta": list(self.beta)}
+        if self.axis_names:
+            out["axis_names"] = list(self.axis_names)
+        if self.is_refined or self.source != "given" or self.notes:
+            out.update(user_shape=list(self.user_shape), source=self.source, notes=list(self.notes),
+                       axis_labels=[self.axis_label(a) for a in range(self.ndim)])
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "DeviceMesh":
         """Inverse of :meth:`to_json`. Raises UsageError on inconsistent data."""
         try:
-            return cls(data["shape"], data.get("device_ids"), data.get("alpha"), data.get("beta"))
+            return cls(data["shape"], data.get("device_ids"), data.get("alpha"), data.get("beta"),
+                       axis_names=data.get("axis_names"))
         except (KeyError, TypeError, ValueError) as exc:
             raise UsageError(f"invalid device mesh description {data!r}: {exc}") from None
 
@@ -424,3 +597,312 @@ class DeviceMesh:
                         return tuple(order)
                 return tuple(subset)
         return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Sub-axes, the module's meshes and refinement.
+#
+# A mesh of N devices is a mixed-radix numbering of the mesh positions 0..N-1 (row-major): axis a
+# covers the digits of weight stride_a .. stride_a * size_a. A set of "cuts" {1, ..., N} (each one
+# dividing the next) is such a numbering: the axes are the ratios of consecutive cuts, major first.
+# Refining a mesh adds cuts inside its axes; a tiled sharding whose tile assignment is a transposed
+# mixed-radix numbering of the positions (every sharding of a mesh is one) names the cuts it needs.
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class SubAxis:
+    """Part ``(pre_size)size`` of axis ``user_axis`` of the user's mesh (Shardy's sub-axis notation):
+    the ``size`` devices of that axis whose stride is ``user_size / (pre_size * size)``. A whole axis
+    is ``SubAxis(a, 1, user_size)``."""
+
+    user_axis: int
+    pre_size: int
+    size: int
+
+
+def _ids(device_ids):
+    if isinstance(device_ids, str):
+        return _parse_list(device_ids, "--device-ids", int)
+    return device_ids
+
+
+def _prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _is_chain(cuts) -> bool:
+    c = sorted(cuts)
+    return all(b % a == 0 for a, b in zip(c, c[1:]))
+
+
+def _shape_cuts(shape: Sequence[int]) -> set[int]:
+    """Cuts of a row-major mesh ``shape``: the axis strides and N."""
+    cuts, acc = {1}, 1
+    for n in reversed(shape):
+        acc *= int(n)
+        cuts.add(acc)
+    return cuts
+
+
+def _cuts_to_shape(cuts) -> tuple[int, ...]:
+    c = sorted(cuts)
+    return tuple(b // a for a, b in reversed(list(zip(c, c[1:]))))
+
+
+def sharding_cuts(sharding: HloSharding, positions: np.ndarray | None = None) -> set[int] | None:
+    """The cuts (module comment above) a tiled ``sharding`` needs so that every tensor dim is split
+    over whole axes (in some order) and the replicated devices form whole axes; None when its tile
+    assignment is no transposed mixed-radix numbering of the mesh positions (then no mesh of any
+    shape holds it). ``positions[d]``: mesh position of device d (default: the device id).
+    Replicated / single-device shardings need no cut ({1, N})."""
+    if sharding.kind != "tiled" or sharding.subgroup_types and set(sharding.subgroup_types) != {"replicated"}:
+        return None
+    ta = np.asarray(sharding.tile_assignment, dtype=np.int64)
+    if positions is not None:
+        if ta.size != positions.size:
+            return None
+        ta = positions[ta]
+    n = int(ta.size)
+    if n <= 1:
+        return {1}
+    tiled = sharding.tiled_rank
+    if ta.ndim > tiled:  # replication groups: the order inside a group does not matter
+        rep = math.prod(ta.shape[tiled:])
+        ta = np.sort(ta.reshape(ta.shape[:tiled] + (rep,)), axis=-1)
+    primes, owner = [], []
+    for d, size in enumerate(ta.shape):
+        for p in _prime_factors(int(size)):
+            primes.append(p)
+            owner.append(d)
+    arr = ta.reshape(primes)
+    if int(arr.flat[0]) != 0:
+        return None
+    k = len(primes)
+    strides = []
+    for j in range(k):
+        idx = [0] * k
+        idx[j] = 1
+        strides.append(int(arr[tuple(idx)]))
+    expect = np.zeros(primes, dtype=np.int64)
+    for j in range(k):
+        shape = [1] * k
+        shape[j] = primes[j]
+        expect += np.arange(primes[j], dtype=np.int64).reshape(shape) * strides[j]
+    if not np.array_equal(arr, expect):
+        return None
+    acc = 1
+    for j in sorted(range(k), key=lambda j: strides[j]):
+        if strides[j] != acc:
+            return None
+        acc *= primes[j]
+    cuts = {1, n}
+    j = 0
+    while j < k:
+        hi, lo = strides[j] * primes[j], strides[j]
+        while j + 1 < k and owner[j + 1] == owner[j] and strides[j] == strides[j + 1] * primes[j + 1]:
+            j += 1
+            lo = strides[j]
+        cuts.update((lo, hi))
+        j += 1
+    return cuts
+
+
+def _memo_cuts(memo: dict, sharding: HloSharding, positions):
+    """:func:`sharding_cuts` cached per (semantically equal) sharding: modules repeat a few shardings
+    on thousands of instructions."""
+    key = sharding.without_metadata()
+    if key not in memo:
+        memo[key] = sharding_cuts(sharding, positions)
+    return memo[key]
+
+
+def _module_shardings(module):
+    """(instruction, leaf sharding) of every tiled sharding in the module, in text order."""
+    instrs = getattr(module, "all_instructions", None)
+    if instrs is None:
+        return
+    for instr in instrs():
+        sh = getattr(instr, "sharding", None)
+        if sh is None:
+            continue
+        for leaf in (sh.tuple_elements if sh.is_tuple else (sh,)):
+            if leaf.kind == "tiled":
+                yield instr, leaf
+
+
+def _sharding_device_count(module) -> int | None:
+    counts = sorted({leaf.num_devices for _, leaf in _module_shardings(module) if leaf.num_devices > 1})
+    return counts[-1] if counts else None
+
+
+_SDY_MESH = re.compile(r'(\w+)\s*=\s*#sdy\.mesh<\s*\[([^\]]*)\]\s*(?:,\s*device_ids\s*=\s*\[([0-9,\s]*)\])?\s*>')
+_SDY_AXIS = re.compile(r'\\?"([^"\\]+)\\?"\s*=\s*([0-9]+)')
+
+
+def module_named_mesh(module):
+    """The module's Shardy mesh ``(names, shape, device_ids or None)`` from its ``xla.sdy.meshes``
+    frontend attribute, when it names exactly one mesh of more than one device; else None.
+    (A minimal reader of ``#sdy.mesh<["data"=2, "model"=4], device_ids=[...]>``.)"""
+    try:  # helper "jax"'s full reader, when present (then the minimal one below can go)
+        from .sdy import module_sdy_mesh
+    except ImportError:
+        module_sdy_mesh = None
+    if module_sdy_mesh is not None and hasattr(module, "attrs"):
+        m = module_sdy_mesh(module)
+        if m is None or not m.names or math.prod(m.sizes) <= 1:
+            return None
+        return tuple(m.names), tuple(int(x) for x in m.sizes), (None if m.device_ids is None else
+                                                               [int(x) for x in m.device_ids])
+    attrs = getattr(module, "attrs", None) or {}
+    text = attrs.get("frontend_attributes")
+    if not text or "xla.sdy.meshes" not in str(text):
+        return None
+    found = []
+    for m in _SDY_MESH.finditer(str(text)):
+        axes = _SDY_AXIS.findall(m.group(2))
+        if not axes or math.prod(int(s) for _, s in axes) <= 1:
+            continue
+        ids = [int(x) for x in m.group(3).split(",") if x.strip()] if m.group(3) else None
+        found.append((tuple(a for a, _ in axes), tuple(int(s) for _, s in axes), ids))
+    return found[0] if len(found) == 1 else None
+
+
+def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None:
+    """The coarsest mesh every tiled user sharding of ``module`` maps onto (whole axes, any order),
+    found by factorizing their tile assignments' device orders (:func:`sharding_cuts`) and merging the
+    cuts; None when the module has no tiled sharding of ``num_devices`` (default: the largest device
+    count) devices. Shardings no mesh holds, or whose cuts conflict with earlier ones, are skipped
+    (they are priced as written)."""
+    n = num_devices or _sharding_device_count(module)
+    if not n:
+        return None
+    cuts, _, _, seen = _merge_sharding_cuts(module, n, {1, n}, None, MAX_REFINED_AXES)
+    return _cuts_to_shape(cuts) if seen else None
+
+
+def _merge_sharding_cuts(module, n: int, cuts: set[int], positions, limit: int):
+    """Add the cuts of every tiled ``n``-device user sharding of ``module`` to ``cuts`` (a copy), in
+    text order, skipping those no mesh holds, that conflict with the cuts so far or that would give
+    more than ``limit`` axes. Returns (cuts, {new cut: instruction names}, skipped names, whether
+    some sharding mapped)."""
+    cuts = set(cuts)
+    added: dict[int, list[str]] = {}
+    skipped: list[str] = []
+    seen = False
+    memo: dict = {}
+    for instr, leaf in _module_shardings(module):
+        if leaf.num_devices != n:
+            continue
+        need = _memo_cuts(memo, leaf, positions)
+        if need is not None and need <= cuts:
+            seen = True
+            continue
+        if need is None or not _is_chain(cuts | need) or len(cuts | need) - 1 > limit:
+            skipped.append(instr.name)
+            continue
+        seen = True
+        for c in sorted(need - cuts):
+            added.setdefault(c, []).append(instr.name)
+        cuts |= need
+    return cuts, added, skipped, seen
+
+
+def _reshape_cuts(module, cuts: set[int], n: int):
+    """Cuts that let reshapes carry a split onto sub-axes: for each group of merged / split dims of a
+    reshape, each run of consecutive axes [lo, hi) (n = hi / lo devices) that divides the group's
+    size, and each prefix product P of the group's dims on either side, the major gcd(n, P) devices
+    of the run go to the major dims: cut at hi / gcd(n, P) when 1 < gcd < n (Shardy's sub-axes of
+    ``reshape``). Yields (cut, instruction)."""
+    from .cost.reshape import reshape_groups
+
+    instrs = getattr(module, "all_instructions", None)
+    if instrs is None:
+        return
+    for instr in instrs():
+        if instr.opcode not in ("reshape", "bitcast") or not instr.operands:
+            continue
+        a, b = instr.operands[0].shape, instr.shape
+        if not (a.is_array and b.is_array) or tuple(a.dims) == tuple(b.dims):
+            continue
+        try:
+            groups = reshape_groups(a.dims, b.dims)
+        except InputError:
+            continue
+        for g in groups:
+            for side, dims in ((g.in_dims, a.dims), (g.out_dims, b.dims)):
+                sizes = [int(dims[d]) for d in side if dims[d] != 1]
+                if len(sizes) < 2:
+                    continue
+                total = math.prod(sizes)
+                c = sorted(cuts)
+                for i in range(len(c)):
+                    for j in range(i + 1, len(c)):
+                        lo, hi = c[i], c[j]
+                        run = hi // lo
+                        if total % run:
+                            continue
+                        prefix = 1
+                        for s in sizes[:-1]:
+                            prefix *= s
+                            gg = math.gcd(run, prefix)
+                            if 1 < gg < run:
+                                yield hi // gg, instr
+
+
+def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
+    """``mesh`` refined so that every tiled user sharding of ``module`` maps onto whole axes and every
+    reshape can carry its split onto sub-axes (:func:`sharding_cuts`, :func:`_reshape_cuts`);
+    ``mesh`` itself when nothing needs refining. The refined mesh's ``notes`` say which axis was split
+    and for which instructions; shardings no refinement of ``mesh`` holds are noted and left alone
+    (priced as written). Alpha / beta of a sub-axis are those of its axis."""
+    n = mesh.num_devices
+    if n <= 1:
+        return mesh
+    base = _shape_cuts(mesh.shape)
+    limit = max(MAX_REFINED_AXES, len(base) - 1)
+    positions = np.empty(n, dtype=np.int64)
+    positions[mesh.device_ids.ravel()] = np.arange(n)
+    cuts, why, skipped, _ = _merge_sharding_cuts(module, n, base, positions, limit)
+    by_reshape: set[str] = set()
+    for c, instr in list(_reshape_cuts(module, cuts, n)):
+        if c not in cuts and _is_chain(cuts | {c}) and len(cuts) <= limit:
+            cuts.add(c)
+            by_reshape.add(instr.name)
+    notes = []
+    if skipped:
+        shown = ", ".join(sorted(set(skipped))[:5]) + (" ..." if len(set(skipped)) > 5 else "")
+        notes.append(f"the shardings of {shown} map onto no refinement of the mesh {mesh}: priced as written")
+    if cuts == base:
+        mesh.notes.extend(notes)
+        return mesh
+    # per user axis (size-1 axes kept), its sub-axis sizes major first
+    shape, stride = [], n
+    for size in mesh.shape:
+        lo = stride // size
+        inner = sorted(c for c in cuts if lo <= c <= stride)
+        shape.extend([1] if size == 1 else [b // a for a, b in reversed(list(zip(inner, inner[1:])))])
+        stride = lo
+    out = mesh.refine(shape)
+    def listing(names):
+        names = sorted(names)
+        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    parts = []
+    users = {x for c in why for x in why[c]}
+    if users:
+        parts.append(f"the user shardings of {listing(users)} map onto whole axes (not resharded)")
+    if by_reshape:
+        parts.append(f"the reshapes {listing(by_reshape)} can carry a split onto sub-axes")
+    out.notes = list(mesh.notes) + notes + [
+        f"mesh {mesh} refined internally to {out} ({', '.join(out.axis_label(a) for a in range(out.ndim))}) "
+        f"so that {' and '.join(parts)}"]
+    return out

@@ -87,7 +87,8 @@ def test_explain_and_list_rules(files):
     result = run(["--explain", "hs201"])
     assert result.exit_code == 0
     assert result.stdout.startswith("HS201 empty-shards (warning; divisibility)")
-    assert "**Bad**" in result.stdout and "**Good**" in result.stdout
+    assert "\nBad:\n" in result.stdout and "\nGood:\n" in result.stdout   # plain text, not reStructuredText
+    assert "**" not in result.stdout and "``" not in result.stdout
     listing = run(["--list-rules"]).stdout.splitlines()
     assert listing[0].split()[:3] == ["HS001", "syntax-error", "error"]
     assert len(listing) == len({line.split()[0] for line in listing}) >= 20

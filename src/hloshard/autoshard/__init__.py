@@ -26,7 +26,7 @@ from .evaluate import (
     CostResult, Evaluation, evaluate_choice, evaluate_module, peak_memory, per_instruction_costs, reshardings_of,
     top_edges,
 )
-from .merge import _sat_add, merge_followers
+from ..solver.followers import merge_followers
 from .report import _failed, _name_nodes, infeasible_message, minimum_memory_check
 from .resharder import _key, _Resharder, _unique
 from .solve import SolveResult, solve_graph, solve_module

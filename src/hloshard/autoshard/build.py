@@ -39,7 +39,7 @@ from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
 from .aliases import _add_aliases
-from .merge import merge_followers
+from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import _Resharder
 from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings

@@ -1,8 +1,8 @@
 """``hloshard combine MODULE.hlo``: merge small collectives into variadic ones (see :mod:`hloshard.combine`).
 
-The combined module goes to ``-o`` (default: standard output); the report goes to standard output when
-the module is written to a file, to standard error when the module is on standard output, and alone
-to standard output with ``--report-only``. Exit 2 for a syntax error, an invalid collective (nothing
+The combined module goes to ``-o`` (default: standard output) and the text report to standard error;
+with ``--format json`` the JSON report is the product on standard output, so the module then needs
+``-o`` (a usage error otherwise); with ``--report-only`` the report alone goes to standard output. Exit 2 for a syntax error, an invalid collective (nothing
 is written; this includes invalid replica groups: an empty group, groups of different sizes, an id
 named twice, an id out of range, see :func:`hloshard.combine.replica_group_problems`) or bad options.
 """
@@ -16,7 +16,12 @@ import click
 from .options import BYTE_SIZE, mesh_options
 
 
-@click.command("combine")
+@click.command("combine", epilog="""\b
+Examples:
+  hloshard combine fsdp.hlo --mesh 2x4 --bucket-bytes 8KiB -o fsdp.combined.hlo
+  hloshard combine fsdp.hlo --format json -o fsdp.combined.hlo | jq .merged
+  hloshard combine fsdp.hlo --kinds all-gather --report-only
+""")
 @click.argument("file", type=str)
 @click.option("--kinds", default="all-gather,reduce-scatter,all-reduce", show_default=True, metavar="K1,K2",
               help="collective kinds to combine (comma-separated: all-gather, reduce-scatter, all-reduce)")
@@ -45,9 +50,17 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     from ..errors import UsageError
     from ..hlo import parse_file, print_module
     from ..io import write_text_atomic
+    from .common import check_outputs, note_input
 
+    if fmt == "json" and not report_only and output == "-":
+        raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the combined module "
+                         "(or --report-only)")
+    if not report_only:
+        check_outputs(output=output)
     kind_list = parse_kinds(kinds)
+    note_input(file)
     module = parse_file(file)
+    note_input(file, module)
     dev_mesh = None
     if mesh is not None or (module.num_partitions or 0) > 1:
         from .options import mesh_from_options
@@ -61,4 +74,4 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
         click.echo(text, nl=False)
         return
     write_text_atomic(output, print_module(module))
-    click.echo(text, nl=False, err=(output == "-"))
+    click.echo(text, nl=False, err=(fmt != "json"))

@@ -15,6 +15,7 @@ import json
 
 import click
 
+from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import mesh_from_options, mesh_options
 
 
@@ -36,11 +37,19 @@ def cost_report(result, mesh) -> dict:
     }
 
 
-@click.command("cost")
-@click.argument("module_file", metavar="MODULE.hlo", type=click.Path(dir_okay=False, allow_dash=True))
+EXAMPLES = """\b
+Examples:
+  hloshard cost model.propagated.hlo --mesh 2x4
+  hloshard cost model.solved.hlo --mesh 2x4 --format json | jq .total_cost
+  hloshard cost model.solved.hlo --top 40 -o cost.txt
+"""
+
+
+@click.command("cost", epilog=EXAMPLES)
+@click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
+@click.option("-o", "--output", type=str, default=None, help="Write the report here.")
 @click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
 def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
@@ -49,6 +58,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
     says how many in the summary and lists them under "unannotated" in --format json.
     """
+    check_outputs(output=output)
+    note_input(module_file)
+    show = show_progress()
+    parsing = start_step(f"parsing {module_file}", show)
     from ..autoshard import evaluate_module
     from ..hlo.verify import verify_module
     from ..io import write_text_atomic
@@ -57,7 +70,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
-    result = evaluate_module(module, dmesh)
+    parsing.stop()
+    note_input(module_file, module)
+    with step("building the cost graph and pricing the shardings", show):
+        result = evaluate_module(module, dmesh)
     report = cost_report(result, dmesh)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
@@ -76,6 +92,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top):
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
+    con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
     un = report["unannotated"]
     if un:
         shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")

@@ -46,7 +46,12 @@ def _parse_sharding_opt(text: str, flag: str):
         raise UsageError(f"{flag} {text!r}: {exc.message}") from None
 
 
-@click.command("explain-reshape")
+@click.command("explain-reshape", epilog="""\b
+Examples:
+  hloshard explain-reshape samples/reshape_seed.hlo --instruction reshape --mesh 2x4
+  hloshard explain-reshape --operand 'f16[32,16,1000,256]' --operand-sharding '{devices=[2,4,1,1]<=[8]}' \\
+      --shape 'f16[512,1000,256]' --mesh 2x4 --format json
+""")
 @click.argument("module_file", required=False, metavar="[MODULE.hlo]")
 @click.option("--instruction", "instruction", metavar="NAME", help="the reshape instruction to explain (module form)")
 @click.option("--operand", "operand", metavar="SHAPE", help="operand shape, e.g. 'f16[32,16,1000,256]'")
@@ -77,8 +82,12 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
     from ..errors import InputError, UsageError
     from ..explain import attach_xla, explain_reshape, render_text, report_to_json
     from ..io import write_text_atomic
+    from .common import check_outputs, note_input
     from .options import mesh_from_options
 
+    check_outputs(output=output)
+    if module_file is not None:
+        note_input(module_file)
     direct = [("--operand", operand), ("--operand-sharding", operand_sharding), ("--shape", shape),
               ("--sharding", sharding)]
     if module_file is not None:
@@ -92,6 +101,7 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
 
         module = load_module(module_file)  # HLO text or StableHLO .mlir
         name = instruction.lstrip("%")
+        note_input(module_file, module)
         instr = None
         for ins in module.all_instructions():
             if ins.name == name or ins.name.lstrip("%") == name:

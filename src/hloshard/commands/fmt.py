@@ -9,7 +9,12 @@ from __future__ import annotations
 import click
 
 
-@click.command("fmt")
+@click.command("fmt", epilog="""\b
+Examples:
+  hloshard fmt model.hlo                    # canonical text on stdout
+  hloshard fmt model.hlo -o model.fmt.hlo   # written atomically
+  hloshard fmt --check model.hlo            # exit 1 when not canonical
+""")
 @click.argument("file", type=str)
 @click.option("-o", "--output", "output", default="-", show_default=True, metavar="OUT",
               help="where to write the formatted module ('-' = standard output)")
@@ -34,7 +39,11 @@ def command(file: str, output: str, check: bool) -> None:
     """
     from ..hlo import parse_file, print_module
     from ..io import read_text, write_text_atomic
+    from .common import check_outputs, note_input
 
+    note_input(file)
+    if not check:
+        check_outputs(output=output)
     if check:
         text = read_text(file)
         from ..hlo import parse_module

@@ -26,12 +26,26 @@ def _split(values) -> tuple[str, ...]:
     return tuple(out)
 
 
+def plain_text(rst: str) -> str:
+    """The reStructuredText of a rule docstring as plain terminal text: ````code```` -> ``code``,
+    ``**Bad**::`` -> ``Bad:``, a paragraph's closing ``::`` -> ``:``, ``*x*`` -> ``x``,
+    ```text`_`` links -> ``text``."""
+    import re
+
+    out = re.sub(r"``([^`]+)``", r"\1", rst)
+    out = re.sub(r"`([^`<]+?)(?: <[^>]+>)?`_+", r"\1", out)
+    out = re.sub(r"\*\*([^*]+)\*\*", r"\1", out)
+    out = re.sub(r"(?<![\w*])\*([^*\s][^*]*?)\*(?![\w*])", r"\1", out)
+    out = re.sub(r"\s*::$", ":", out, flags=re.M)
+    return out
+
+
 def _explain(code: str) -> str:
     from ..lint.registry import get_rule
 
     rule = get_rule(code)
     head = f"{rule.code} {rule.name} ({rule.severity}; {', '.join(rule.groups)})"
-    return f"{head}\n{'=' * len(head)}\n\n{rule.explanation()}\n"
+    return f"{head}\n{'=' * len(head)}\n\n{plain_text(rule.explanation())}\n"
 
 
 def _list_rules() -> str:
@@ -39,11 +53,16 @@ def _list_rules() -> str:
 
     rules = all_rules()
     width = max(len(r.name) for r in rules)
-    lines = [f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {r.summary()}" for r in rules]
+    lines = [f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {plain_text(r.summary())}" for r in rules]
     return "\n".join(lines) + "\n"
 
 
-@click.command("lint", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("lint", context_settings={"help_option_names": ["-h", "--help"]}, epilog="""\b
+Examples:
+  hloshard lint hlo/                                   # path:line:col: CODE message
+  hloshard lint --format sarif -o lint.sarif --fail-on warning model.hlo
+  hloshard lint --explain HS201
+""")
 @click.argument("paths", nargs=-1, metavar="[PATH]...")
 @click.option("--select", multiple=True, metavar="CODES",
               help="Rules to run: codes, prefixes (HS1) or names, comma-separated or repeated. Default: all.")

@@ -1,8 +1,10 @@
 """Click options shared by every command that takes a device mesh, and a byte-size parameter type.
 
-``@mesh_options`` adds ``--mesh`` (``2x4``), ``--device-ids`` (``0,2,1,3,...``; default iota), ``--alpha``
-and ``--beta`` (one comma-separated value per mesh axis; default 1.0 each, cost units per collective
-and per byte). Turn them into a :class:`~hloshard.mesh.DeviceMesh` with :func:`mesh_from_options`.
+``@mesh_options`` adds ``--mesh`` (``2x4``, ``data=2,model=4``), ``--device-ids`` (``0,2,1,3,...``; default
+iota), ``--alpha`` and ``--beta`` (one comma-separated value per mesh axis; default 1.0 each, cost units
+per collective and per byte); ``@space_options`` adds ``--max-padding`` (the uneven-split policy) and
+``--devices`` (the device count of ``solve --mesh auto``). Turn them into a
+:class:`~hloshard.mesh.DeviceMesh` with :func:`mesh_from_options`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from ..errors import UsageError
 from ..mesh import DeviceMesh
 from ..units import parse_bytes
 
-__all__ = ["mesh_options", "mesh_from_options", "ByteSize", "BYTE_SIZE"]
+__all__ = ["mesh_options", "space_options", "mesh_from_options", "ByteSize", "BYTE_SIZE"]
+
+
 
 
 def mesh_options(func):
@@ -21,8 +25,11 @@ def mesh_options(func):
     as ``mesh``, ``device_ids``, ``alpha``, ``beta``, each a string or None)."""
     options = [
         click.option("--mesh", "mesh", metavar="AxB", default=None,
-                     help="Logical device mesh, e.g. 2x4, 2x2x2 or 8. Default: the 1-D mesh of the "
-                          "module's num_partitions."),
+                     help="Logical device mesh: axis sizes (2x4, 2x2x2, 8) or named axes "
+                          "(data=2,model=4); `solve` also takes `auto` (try every mesh of 1-3 axes). "
+                          "Default: the module's Shardy mesh, else the mesh its shardings imply, else "
+                          "the 1-D mesh of num_partitions. An axis a user sharding splits is refined "
+                          "internally (2x4 as 2x2x2) instead of resharding."),
         click.option("--device-ids", "device_ids", metavar="IDS", default=None,
                      help="Comma-separated device ids in mesh order (row-major). Default: 0,1,...,N-1."),
         click.option("--alpha", "alpha", metavar="A,..", default=None,
@@ -37,21 +44,45 @@ def mesh_options(func):
     return func
 
 
-def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
-                      beta: str | None) -> DeviceMesh:
-    """The :class:`DeviceMesh` the options describe.
+def space_options(func):
+    """Click decorator for commands that search the strategy space (``solve``): adds ``--max-padding``
+    (passed as ``max_padding``, float or None) and ``--devices`` (``devices``, int or None; the device
+    count of ``--mesh auto``)."""
+    options = [
+        click.option("--max-padding", "max_padding", type=click.FloatRange(min=0.0), default=None,
+                     metavar="RATIO",
+                     help="Uneven splits (padded / empty last shards) are considered when they pad a dim "
+                          "by at most this fraction of its size (default 0.5); user shardings are always "
+                          "kept, and under --memory-budget uneven splits that use more devices than any "
+                          "even one are considered too."),
+        click.option("--devices", "devices", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Device count for --mesh auto (default: num_partitions, else the user "
+                          "shardings' device count)."),
+    ]
+    for opt in reversed(options):
+        func = opt(func)
+    return func
 
-    With a module: :meth:`DeviceMesh.for_module` (``--mesh`` or the module's num_partitions; a
-    num_partitions that differs from the mesh size is an error). Without a module, ``--mesh`` is
+
+def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
+                      beta: str | None, memory_budget: int | None = None,
+                      max_padding: float | None = None) -> DeviceMesh:
+    """The :class:`DeviceMesh` the options describe, with the uneven-split policy set
+    (``max_padding``, ``memory_budget``: :meth:`DeviceMesh.with_policy`).
+
+    With a module: :meth:`DeviceMesh.for_module` (``--mesh``, else the module's named mesh, else the
+    mesh its shardings imply, else num_partitions; refined internally where user shardings need it;
+    a num_partitions that differs from the mesh size is an error). Without a module, ``--mesh`` is
     required. Raises UsageError with a message naming the flag.
     """
     if module is not None:
-        return DeviceMesh.for_module(module, mesh, device_ids, alpha, beta)
+        return DeviceMesh.for_module(module, mesh, device_ids, alpha, beta).with_policy(
+            max_padding, memory_budget)
     if mesh is None:
         if device_ids is not None or alpha is not None or beta is not None:
             raise UsageError("--device-ids / --alpha / --beta need --mesh (e.g. --mesh 2x4)")
         raise UsageError("the device mesh is unknown: pass --mesh (e.g. --mesh 2x4)")
-    return DeviceMesh.parse(mesh, device_ids, alpha, beta)
+    return DeviceMesh.parse(mesh, device_ids, alpha, beta).with_policy(max_padding, memory_budget)
 
 
 class ByteSize(click.ParamType):

@@ -3,10 +3,13 @@
 Reads MODULE.hlo (``-`` for stdin), builds the cost graph on the ``--mesh`` (strategies, resharding
 edges, liveness; :mod:`hloshard.autoshard`), solves it (:func:`hloshard.solver.solve_problem`) and
 writes the module with a ``sharding=`` on every instruction of the entry computation and of the
-computations it calls through while / call / conditional, to ``-o`` or to stdout.  The summary (cost
-split into compute, communication and resharding; peak memory per device; solver status, bound, gap,
-time; the most expensive resharding edges) goes to stderr: a rich table with ``--format text``, the
-report JSON with ``--format json``.  ``--report FILE.json`` writes the report JSON to a file.
+computations it calls through while / call / conditional, to ``-o`` or to stdout.  The summary (input
+and output files, mesh, how many instructions changed sharding, cost against ``hloshard cost`` of the
+input as given, memory per device against the budget, status and gap in words, the most expensive
+resharding edges) goes to stderr with ``--format text``; with ``--format json`` the report JSON is
+the product on stdout and the module needs ``-o`` (a usage error otherwise).  ``--report FILE.json``
+writes the report JSON to a file, ``--html FILE`` a self-contained HTML report
+(:mod:`hloshard.report_html`).  Every output path is checked before the work starts.
 Timing figures live in the report only, never in the HLO: the same input and options give
 byte-identical HLO when the solve is proven optimal, and always with ``--deterministic``.
 
@@ -24,7 +27,9 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
-from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from ..units import format_bytes
+from .common import check_outputs, note_input, show_progress, start_step, step
+from .options import BYTE_SIZE, mesh_from_options, mesh_options, space_options
 from .progress import SolverProgress
 
 
@@ -69,6 +74,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "memory_budget": memory_budget,
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+        "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
         "nodes": g.problem.num_nodes,
         "edges": g.problem.num_edges,
         "solver_nodes": g.solver_problem.num_nodes,
@@ -79,6 +85,16 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }
+
+
+def _public(report: dict, deterministic: bool) -> dict:
+    """The report as written: with --deterministic without wall-clock fields, so it is byte-identical too."""
+    if not deterministic:
+        return report
+    out = {k: v for k, v in report.items() if not k.startswith("seconds")}
+    if "status_text" in out:
+        out["status_text"] = status_in_words(out)
+    return out
 
 
 def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
@@ -95,28 +111,75 @@ def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
     }
 
 
+def status_in_words(report: dict) -> str:
+    """'proven optimal in 0.4 s' / 'best found in 60 s, within 22% of optimal' / ... ."""
+    secs = report.get("seconds_solve", report.get("seconds"))
+    took = "" if secs is None else (f" in {secs:.1f} s" if report["status"] == "optimal" else f" in {secs:.0f} s")
+    if report["status"] == "optimal":
+        return f"proven optimal{took}"
+    gap = report.get("gap")
+    if gap is None:
+        return f"best found{took} (no bound: distance to the optimum unknown)"
+    return f"best found{took}, within {gap:.0%} of optimal"
+
+
+def _mesh_words(mesh: dict) -> str:
+    shape = "x".join(str(s) for s in mesh.get("shape", ()))
+    names = mesh.get("axis_names") or mesh.get("names")
+    text = shape + (f" (axes {', '.join(map(str, names))})" if names else "")
+    a, b = mesh.get("alpha"), mesh.get("beta")
+    if a is not None and b is not None:
+        text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
+    return text
+
+
+def _cost_line(report: dict) -> str:
+    b = report["breakdown"]
+    line = (f"{report['objective']:,.2f}  (compute {b['compute']:,.2f}, communication {b['communication']:,.2f}, "
+            f"resharding {b['resharding']:,.2f})")
+    base = report.get("input_cost")
+    if base is not None:
+        change = (report["objective"] - base) / base if base else 0.0
+        line += f"\nvs {base:,.2f} for the input as given ({change:+.1%})"
+    elif report.get("input_cost_note"):
+        line += f"\n{report['input_cost_note']}"
+    return line
+
+
+def _memory_line(report: dict) -> str:
+    from ..units import format_bytes
+
+    peak = report["peak_memory_per_device"]
+    line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
+    budget = report.get("memory_budget")
+    if budget:
+        line += f"; budget {format_bytes(budget)} ({peak / budget:.0%} used)"
+    else:
+        line += "; no budget"
+    return line
+
+
 def print_summary(report: dict) -> None:
+    """The text summary on stderr: what a user needs first (files, mesh, what changed, cost against
+    the input, memory against the budget, status in words), then the dearest resharding edges."""
     from rich.console import Console
     from rich.table import Table
 
-    from ..units import format_bytes
-
     con = Console(stderr=True)
-    t = Table(title="hloshard solve", show_header=True, header_style="bold")
-    t.add_column("item")
-    t.add_column("value", justify="right")
-    b = report["breakdown"]
-    t.add_row("objective (cost units)", f"{report['objective']:,.2f}")
-    t.add_row("  compute", f"{b['compute']:,.2f}")
-    t.add_row("  communication", f"{b['communication']:,.2f}")
-    t.add_row("  resharding", f"{b['resharding']:,.2f}")
-    t.add_row("bound", "-" if report["bound"] is None else f"{report['bound']:,.2f}")
-    t.add_row("gap", "-" if report["gap"] is None else f"{report['gap']:.2%}")
-    t.add_row("status", report["status"])
-    t.add_row("peak memory / device", format_bytes(report["peak_memory_per_device"]))
-    t.add_row("nodes / edges", f"{report['nodes']:,} / {report['edges']:,} "
-                               f"(solver {report['solver_nodes']:,} / {report['solver_edges']:,})")
-    t.add_row("time (build + solve)", f"{report['seconds_build']:.1f} s + {report['seconds_solve']:.1f} s")
+    t = Table(title="hloshard solve", show_header=False, box=None, pad_edge=False)
+    t.add_column("item", style="bold")
+    t.add_column("value")
+    t.add_row("input", report.get("input") or "-")
+    t.add_row("output", report.get("output") or "-")
+    t.add_row("mesh", _mesh_words(report["mesh"]) if isinstance(report["mesh"], dict) else str(report["mesh"]))
+    ch = report.get("changed")
+    if ch is not None:
+        t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
+                             f" ({ch['unannotated']:,} of them had none)")
+    t.add_row("cost", _cost_line(report))
+    t.add_row("memory", _memory_line(report))
+    t.add_row("status", status_in_words(report))
+    t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges; build {report['seconds_build']:.1f} s")
     con.print(t)
     if report["top_edges"]:
         e = Table(title="most expensive resharding edges", header_style="bold")
@@ -138,37 +201,128 @@ def print_summary(report: dict) -> None:
             pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
         con.print(pt)
+    for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
+        con.print(f"[cyan]note:[/cyan] {w}")
     for w in report["warnings"]:
-        con.print(f"[yellow]warning:[/yellow] {w}")
+        con.print(f"[yellow]warning:[/yellow] {_user_warning(w, report)}")
 
 
-@click.command("solve")
-@click.argument("module_file", metavar="MODULE.hlo", type=click.Path(dir_okay=False, allow_dash=True))
+def print_mesh_search(search) -> None:
+    """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
+    for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
+                      ("memory / device", "right"), ("gap", "right"), ("seconds", "right")):
+        t.add_column(col, justify=just)
+    for i, tr in enumerate(search.trials):
+        mark = " *" if i == search.best_index else ""
+        t.add_row(tr.label + mark, str(tr.mesh), f"same as {tr.same_as}" if tr.same_as else tr.status,
+                  "-" if tr.objective is None else f"{tr.objective:,.2f}",
+                  "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
+                  "-" if tr.gap is None else f"{tr.gap:.2%}", f"{tr.seconds:.1f}")
+    Console(stderr=True, width=max(100, Console(stderr=True).width)).print(t)
+
+
+def _user_warning(w: str, report: dict) -> str:
+    """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
+    if w.startswith("the solver's choice costs"):
+        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
+                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
+                f"differs because a sharding does not pin every choice (e.g. all-reduce vs all-gather around a "
+                f"dot) and the written module is priced with the cheapest choice it allows")
+    return w
+
+
+def changed_shardings(before: dict, graph) -> dict:
+    """How many instructions of the solved computations got a sharding different from the input's
+    (``before``: instruction -> its sharding text or None)."""
+    changed = unannotated = 0
+    for instr in graph.schedule:
+        old = before.get(id(instr))
+        new = instr.sharding
+        if old is None:
+            unannotated += 1
+            changed += 1
+        elif new is None or not _same_text(old, new):
+            changed += 1
+    return {"instructions": len(graph.schedule), "changed": changed, "unannotated": unannotated}
+
+
+def _same_text(old, new) -> bool:
+    try:
+        return old == new
+    except Exception:  # noqa: BLE001 - unusual sharding kinds: compare the text
+        return str(old) == str(new)
+
+
+def price_input(module, mesh, time_limit: float):
+    """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
+    a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit."""
+    from ..autoshard import evaluate_module, processed_computations
+    from ..errors import HloshardError
+
+    instrs = [i for c in processed_computations(module) for i in c.instructions]
+    annotated = sum(1 for i in instrs if i.sharding is not None)
+    if not instrs or annotated < 0.5 * len(instrs):
+        return None, (f"the input carries shardings on {annotated:,} of {len(instrs):,} instructions: its own "
+                      f"cost is not priced")
+    try:
+        return evaluate_module(module, mesh, time_limit=time_limit).total_cost, None
+    except HloshardError as exc:
+        return None, f"the input as given could not be priced: {exc}"
+
+
+EXAMPLES = """\b
+Examples:
+  hloshard solve model.pre.hlo --mesh 2x4 -o model.solved.hlo
+  hloshard solve model.pre.hlo --mesh 2x4 --memory-budget 32MiB --time-limit 30 -o out.hlo --html report.html
+  hloshard solve model.pre.hlo --mesh 2x4 -o out.hlo --format json | jq .status
+"""
+
+
+@click.command("solve", epilog=EXAMPLES)
+@click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
-              help="Write the annotated HLO here (default: stdout).")
+@space_options
+@click.option("-o", "--output", type=str, default=None,
+              help="Write the annotated HLO here (default: stdout; required with --format json).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Summary on stderr: a table (text) or the report JSON (json).")
-@click.option("--report", "report_file", type=click.Path(dir_okay=False), default=None,
+              help="text: a summary on stderr; json: the report JSON on stdout (then -o is required).")
+@click.option("--report", "report_file", type=str, default=None,
               help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here.")
+@click.option("--html", "html_file", type=str, default=None,
+              help="Write a self-contained HTML report (summary, cost by computation, collectives, parameters).")
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
                    "or 'none' (default: no budget).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver wall-clock seconds.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds. Wall-clock unless --deterministic: the result can then depend on the "
+                   "machine's load.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
-@click.option("--deterministic", is_flag=True, help="Reproducible search (deterministic time limit).")
-@click.option("--export-problem", type=click.Path(dir_okay=False), default=None,
+@click.option("--deterministic", is_flag=True,
+              help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
+                   "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
+                   "takes longer instead of answering differently (safety net 3x the limit + 10 s).")
+@click.option("--export-problem", type=str, default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
                    "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
-def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file, keep, memory_budget, time_limit,
-            workers, seed, deterministic, export_problem, quiet, partition_specs_file=None):
-    """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT)."""
+def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
+            keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
+            partition_specs_file=None):
+    """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
+
+    The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
+    instructions changed sharding, cost against the input as given, memory per device against the
+    budget, status in words) goes to stderr, or with --format json the report JSON goes to stdout.
+    Ctrl-C stops the search: "interrupted", nothing written, exit 130.
+    """
     from ..autoshard import solve_module
     from ..hlo import print_module
     from ..hlo.verify import verify_module
@@ -179,37 +333,89 @@ def command(module_file, mesh, device_ids, alpha, beta, output, fmt, report_file
 
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
+    if fmt == "json" and output in (None, "-"):
+        raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the annotated module")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
+    check_outputs(output=output, report=report_file, html_report=html_file, export_problem=export_problem,
+                  partition_specs=partition_specs_file)
+    note_input(module_file)
+    parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    auto = mesh is not None and mesh.strip().lower() == "auto"
+    if auto and device_ids is not None:
+        raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
+    if devices is not None and not auto:
+        raise UsageError("--devices is for --mesh auto (the device count to search meshes of)")
+    if auto and export_problem:
+        raise UsageError("--export-problem cannot be used with --mesh auto")
+    search = None
+    dmesh = None if auto else mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding)
     show = not quiet and sys.stderr.isatty()
+    parsing.stop()
+    note_input(module_file, module)
     t0 = time.monotonic()
+    with step("pricing the input as given", show):
+        if auto:
+            input_cost, input_note = None, "with --mesh auto the input as given is not priced"
+        else:
+            input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
+    before = {id(i): i.sharding for i in module.all_instructions()}
     try:
         with SolverProgress(show, time_limit) as progress:
-            result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget, time_limit=time_limit,
-                                  workers=workers, seed=seed, deterministic=deterministic,
-                                  progress=progress if show else None, export_problem=export_problem)
+            if auto:
+                from ..mesh_search import search_meshes
+
+                search = search_meshes(print_module(module), "<stdin>" if module_file == "-" else module_file,
+                                       devices, alpha, beta, keep=keep, memory_budget=memory_budget,
+                                       max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
+                                       deterministic=deterministic, progress=progress if show else None)
+                module, result, dmesh = search.best.module, search.best.result, search.best.mesh
+                before = {id(i): i.sharding for i in module.all_instructions()}   # the best trial's own parse
+            else:
+                result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
+                                      time_limit=time_limit, workers=workers, seed=seed,
+                                      deterministic=deterministic, progress=progress if show else None,
+                                      export_problem=export_problem)
     except SolveFailed as exc:
         if report_file:
-            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh, keep, memory_budget,
+            write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    if search is not None:
+        report["mesh_search"] = search.to_json()
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
+    report["input"] = "<stdin>" if module_file == "-" else module_file
+    report["output"] = "<stdout>" if output in (None, "-") else output
+    report["changed"] = changed_shardings(before, result.graph)
+    report["input_cost"] = None if input_cost is None else round(input_cost, 6)
+    report["input_cost_note"] = input_note
+    report["status_text"] = status_in_words(report)
+    if getattr(dmesh, "axis_names", None):
+        report["mesh"]["axis_names"] = list(dmesh.axis_names)
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     if partition_specs_file:
         from ..partition_specs import write_partition_specs
 
         write_partition_specs(partition_specs_file, module, dmesh)
+    html = None
+    if html_file:
+        from ..report_html import solve_report_html
+
+        html = solve_report_html(report, result)
     if report_file:
-        write_text_atomic(report_file, json.dumps(report, indent=2, sort_keys=True) + "\n")
+        write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
+    if html is not None:
+        write_text_atomic(html_file, html)
     write_text_atomic(output or "-", out_text)
-    if not quiet:
-        if fmt == "json":
-            click.echo(json.dumps(report, indent=2, sort_keys=True), err=True)
-        else:
-            print_summary(report)
+    if fmt == "json":
+        click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
+    elif not quiet:
+        if search is not None:
+            print_mesh_search(search)
+        print_summary(report)
+

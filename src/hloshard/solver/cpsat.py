@@ -24,7 +24,9 @@ builder makes LNS sub-models: a subset of nodes is free, the others are fixed to
 
 from __future__ import annotations
 
+import contextvars
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -35,6 +37,11 @@ from ..costgraph import INFINITY
 from .presolve import Reduced
 
 INF = np.int64(INFINITY)
+
+#: A ``threading.Event`` (or None) for the searches started in this context: once it is set, a
+#: running CP-SAT search stops at once (``StopSearch``) and returns what it has, and a new one gets no
+#: time.  The CLI sets it on Ctrl-C (``hloshard.commands.common.stop_on_interrupt``).
+STOP: contextvars.ContextVar = contextvars.ContextVar("hloshard_cpsat_stop", default=None)
 _SAFE_OBJECTIVE = 2**60  # sum of the largest objective terms must stay below this
 
 
@@ -329,7 +336,17 @@ def solve(mdl: Model, time_limit: float, workers: int = 2, seed: int = 0, determ
     for k, v in (extra_params or {}).items():
         setattr(p, k, v)
     cb = _Callback(progress, mdl.scale, offset, t0 if t0 is not None else time.monotonic())
-    status = solver.solve(mdl.model, cb)
+    stop = STOP.get()
+    if stop is not None:
+        p.catch_sigint_signal = False  # the caller handles Ctrl-C (CP-SAT's own handler would swallow it)
+        if stop.is_set():
+            p.max_time_in_seconds = 0.0
+    finished = _stop_watcher(stop, solver) if stop is not None else None
+    try:
+        status = solver.solve(mdl.model, cb)
+    finally:
+        if finished is not None:
+            finished.set()
     name = {cp_model.OPTIMAL: "optimal", cp_model.FEASIBLE: "feasible", cp_model.INFEASIBLE: "infeasible",
             cp_model.MODEL_INVALID: "invalid"}.get(status, "unknown")
     if name == "invalid":
@@ -347,6 +364,20 @@ def solve(mdl: Model, time_limit: float, workers: int = 2, seed: int = 0, determ
                 bound -= mdl.num_terms * mdl.scale
     return CpResult(status=name, positions=positions, objective=objective, bound=bound,
                     wall=solver.wall_time, deterministic_time=solver.deterministic_time)
+
+
+def _stop_watcher(stop, solver) -> threading.Event:
+    """Call ``solver.stop_search()`` as soon as ``stop`` is set, until the returned event is set."""
+    finished = threading.Event()
+
+    def run():
+        while not finished.is_set():
+            if stop.wait(0.05):
+                solver.stop_search()
+                return
+
+    threading.Thread(target=run, name="hloshard-cpsat-stop", daemon=True).start()
+    return finished
 
 
 def cp_model_helper_validate(mdl: Model) -> str:

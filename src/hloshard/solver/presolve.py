@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..costgraph import INFINITY, Problem
+from ..costgraph import INFINITY, Problem, liveness_points, usage_at_points
 
 INF = np.int64(INFINITY)
 
@@ -118,15 +118,18 @@ class MemoryModel:
     def loads(self, s, exclude: np.ndarray | None = None) -> np.ndarray:
         """Total term usage at each constraint under positions ``s``; nodes where ``exclude`` is
         True count zero."""
-        diff = np.zeros(self.num_points + 1, dtype=np.int64)
+        starts, ends, vals = [], [], []
         for i, prof in enumerate(self.profiles()):
             if prof is None or (exclude is not None and exclude[i]):
                 continue
             bounds, U = prof
-            row = U[int(s[i])]
-            diff[bounds[:-1]] += row
-            diff[bounds[1:]] -= row
-        return np.cumsum(diff)[:-1]
+            starts.append(bounds[:-1])
+            ends.append(bounds[1:])
+            vals.append(U[int(s[i])])
+        if not starts:
+            return np.zeros(self.num_points, dtype=np.int64)
+        return usage_at_points(self.num_points, np.concatenate(starts), np.concatenate(ends),
+                               np.concatenate(vals))
 
     @property
     def num_terms(self) -> int:
@@ -236,7 +239,8 @@ def _add(a, b):
 
 
 class _Graph:
-    """Mutable working graph of the presolve."""
+    """Mutable working graph of the presolve: node costs, normalised edge matrices (parallel edges
+    summed, self-loops and aliases folded in), memory terms per node."""
 
     def __init__(self, problem: Problem):
         n = problem.num_nodes
@@ -251,6 +255,17 @@ class _Graph:
         self.offset = 0
         self.elim_usage = np.zeros(n, dtype=np.int64)  # usage of eliminated nodes (constant)
         self.mem_node = np.zeros(n, dtype=bool)  # live at a point that can be violated
+        for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
+            if u == v:  # a self-loop: its diagonal is a node cost
+                self.cost[u] = _add(self.cost[u], np.minimum(np.diagonal(m), INF))
+                continue
+            self.add_edge(u, v, np.minimum(m, INF))
+        for u, v, allowed in problem.aliases:  # aliases: forbidden pairs of an edge
+            m = np.where(allowed, 0, INF).astype(np.int64)
+            if u == v:
+                self.cost[u] = _add(self.cost[u], np.diagonal(m).copy())
+            else:
+                self.add_edge(u, v, m)
 
     # -- edges -------------------------------------------------------------------------------
     def get(self, u, v):
@@ -294,6 +309,17 @@ class _Graph:
             m = _add(old, m)
         self.set_edge(u, v, m)
 
+    def edge_list(self, alive, pos):
+        """``(edges, matrices)`` of the remaining graph: one entry per pair ``i < j`` of alive nodes,
+        renumbered through ``pos``, in node order."""
+        edges, mats = [], []
+        for i in alive.tolist():
+            for j, m in sorted(self.adj[i].items()):
+                if i < j:
+                    edges.append((pos[i], pos[j]))
+                    mats.append(np.ascontiguousarray(m))
+        return edges, mats
+
     # -- strategies ----------------------------------------------------------------------------
     def keep(self, i, mask):
         """Keep only the strategies of node i where mask is True (re-slicing its edges)."""
@@ -335,24 +361,6 @@ class _Graph:
         self.alive[i] = False
 
 
-def _interval_points(intervals):
-    lo, hi = intervals[:, 0], intervals[:, 1]
-    live = hi > lo
-    times = np.unique(lo[live])
-    start = np.searchsorted(times, lo)
-    end = np.searchsorted(times, hi)
-    start[~live] = 0
-    end[~live] = 0
-    return times, start, end
-
-
-def _profile(num_points, start, end, values):
-    diff = np.zeros(num_points + 1, dtype=np.int64)
-    np.add.at(diff, start, values)
-    np.add.at(diff, end, -values)
-    return np.cumsum(diff)[:-1]
-
-
 def _explain_memory(problem, g, times, start, end, minuse, point, limit):
     live = np.nonzero((start <= point) & (end > point))[0]
     contrib = minuse[live]
@@ -373,13 +381,13 @@ def tightest_point(problem: Problem) -> Infeasible | None:
     limit = problem.usage_limit
     if limit is None:
         return None
-    times, start, end = _interval_points(problem.intervals)
+    times, start, end = liveness_points(problem.intervals)
     if not len(times):
         return None
     live = start < end
     minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
                        for u, c in zip(problem.node_usages, problem.node_costs)], dtype=np.int64)
-    prof = _profile(len(times), start[live], end[live], minuse[live])
+    prof = usage_at_points(len(times), start[live], end[live], minuse[live])
     p = int(np.argmax(prof))
     exc = _explain_memory(problem, None, times, start, end, minuse, p, limit)
     exc.explanation = (f"no combination of allowed strategies fits the memory limit {limit}; the tightest "
@@ -389,33 +397,30 @@ def tightest_point(problem: Problem) -> Infeasible | None:
     return exc
 
 
+REDUCTIONS = frozenset({"fix", "merge", "dominated", "isolated", "leaf", "series"})
+
+
 def presolve(problem: Problem, deadline: float | None = None, series_limit: int = 2_000_000,
-             reductions: bool = True) -> Reduced:
+             reductions: bool = True, enabled=REDUCTIONS) -> Reduced:
     """Reduce ``problem`` (see the module docstring).  Raises :class:`Infeasible` with an explanation
     when a node has no allowed strategy or memory cannot fit at some liveness point.
 
     ``deadline`` (a ``time.monotonic()`` value): stop reducing (the result stays exact) after it.
     ``series_limit``: largest ``|S_u|*|S_v|*|S_w|`` for a degree-two elimination.
     ``reductions=False`` keeps only the forbidden-choice removal and parallel-edge merging (for
-    testing the other reductions against it).
+    testing the other reductions against it); ``enabled`` (a subset of :data:`REDUCTIONS`) keeps
+    only those reductions (for testing each one alone): "fix" (single-strategy nodes), "merge"
+    (follow / alias edges), "dominated", "isolated" (degree 0), "leaf" (degree 1), "series" (degree 2).
     """
+    if not reductions:
+        enabled = frozenset()
+    enabled = frozenset(enabled)
     t0 = time.monotonic()
     g = _Graph(problem)
     n = g.n
-    for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
-        if u == v:
-            g.cost[u] = _add(g.cost[u], np.minimum(np.diagonal(m), INF))
-            continue
-        g.add_edge(u, v, np.minimum(m, INF))
-    for u, v, allowed in problem.aliases:
-        m = np.where(allowed, 0, INF).astype(np.int64)
-        if u == v:
-            g.cost[u] = _add(g.cost[u], np.diagonal(m).copy())
-        else:
-            g.add_edge(u, v, m)
 
     limit = problem.usage_limit
-    times, start, end = _interval_points(problem.intervals)
+    times, start, end = liveness_points(problem.intervals)
     npts = len(times)
     live = start < end
     if limit is not None and npts:
@@ -423,7 +428,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         for _ in range(2):
             minuse = np.array([u[c < INF].min() if (c < INF).any() else u.min()
                                for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
-            minprof = _profile(npts, start[live], end[live], minuse[live])
+            minprof = usage_at_points(npts, start[live], end[live], minuse[live])
             if minprof.max() > limit:
                 p = int(np.argmax(minprof))
                 raise _explain_memory(problem, g, times, start, end, minuse, p, limit)
@@ -439,7 +444,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 break
         maxuse = np.array([u[c < INF].max() if (c < INF).any() else u.max()
                            for u, c in zip(problem.node_usages, g.cost)], dtype=np.int64)
-        maxprof = _profile(npts, start[live], end[live], maxuse[live])
+        maxprof = usage_at_points(npts, start[live], end[live], maxuse[live])
         crit = maxprof > limit
         if crit.any():
             ccount = np.concatenate([[0], np.cumsum(crit)])
@@ -499,26 +504,24 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             push(i)
             continue
         k = len(g.strat[i])
-        if not reductions:
-            continue
-        if k == 1:
+        if k == 1 and "fix" in enabled:
             eliminate_fixed(i, 0)
             continue
         # a neighbour whose strategy is a function of ours (each row of the edge has exactly one
         # allowed entry: XLA's "follow" / alias edges): merge it into this node
         merged = False
-        for j, m in list(g.adj[i].items()):
+        for j, m in (list(g.adj[i].items()) if "merge" in enabled else ()):
             fin = m < INF
             if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
                 if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
                         and len(g.adj[j]) > len(g.adj[i])):
                     # a bijection: keep the node with more edges (re-attach the fewer)
-                    for w in _merge(g, j, i, m.T, fin.T):
+                    for w in merge_into(g, j, i, np.argmax(fin.T, axis=1)):
                         push(w)
                     push(j)
                     merged = None
                     break
-                for w in _merge(g, i, j, m, fin):
+                for w in merge_into(g, i, j, np.argmax(fin, axis=1)):
                     push(w)
                 merged = True
                 break
@@ -534,7 +537,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             continue
         # dominance
         mem = g.mem_matters(i)
-        if k <= 512:
+        if k <= 512 and "dominated" in enabled:
             cols = [g.cost[i][:, None]] + [m for m in g.adj[i].values()]
             if mem:
                 cols.extend(u[:, None] for _, u in g.mem_terms(i))
@@ -555,7 +558,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                     push(i)
                     continue
         deg = len(g.adj[i])
-        if deg == 0:
+        if deg == 0 and "isolated" in enabled:
             c = g.cost[i]
             if mem:
                 best = np.lexsort((g.mem_key(i), c))[0]
@@ -565,7 +568,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                 best = int(np.argmin(c))
             eliminate_fixed(i, int(best))
             continue
-        if deg == 1:
+        if deg == 1 and "leaf" in enabled:
             (u, m), = g.adj[i].items()  # m: |S_i| x |S_u|
             T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
             if mem:
@@ -585,7 +588,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             counters["leaf"] += 1
             push(u)
             continue
-        if deg == 2:
+        if deg == 2 and "series" in enabled:
             (u, mu), (w, mw) = g.adj[i].items()  # mu: k_i x k_u ; mw: k_i x k_w
             ku, kw = mu.shape[1], mw.shape[1]
             old = g.get(u, w)
@@ -616,12 +619,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     alive = np.nonzero(g.alive)[0]
     pos = np.full(n, -1, dtype=np.int64)
     pos[alive] = np.arange(len(alive))
-    edges, edge_costs = [], []
-    for i in alive.tolist():
-        for j, m in sorted(g.adj[i].items()):
-            if i < j:
-                edges.append((pos[i], pos[j]))
-                edge_costs.append(np.ascontiguousarray(m))
+    edges, edge_costs = g.edge_list(alive, pos)
     memory = None
     if limit is not None and npts and g.mem_node.any():
         memory = _memory_model(g, alive, pos, times, start, end, limit)
@@ -639,14 +637,20 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     return red
 
 
-def _merge(g, i, j, m, fin):
-    """Merge node j into node i along edge matrix m (|S_i| x |S_j|) whose rows each allow exactly
-    one strategy of j: j's strategy becomes f(a) = the allowed column of row a."""
-    f = np.argmax(fin, axis=1)
-    rowcost = m[np.arange(len(f)), f]
-    g.adj[i].pop(j)
-    g.adj[j].pop(i)
-    g.cost[i] = _add(_add(g.cost[i], g.cost[j][f]), rowcost)
+def merge_into(g, i, j, f):
+    """Merge node ``j`` into node ``i`` of the working graph ``g``: ``j``'s strategy becomes ``f[a]``
+    when ``i`` takes ``a`` (``f``: int array over ``i``'s strategies).  ``j``'s costs, the cost of the
+    edge between them at ``(a, f[a])`` (if there is one), ``j``'s other edges (rows re-indexed through
+    ``f``, parallel edges summed) and ``j``'s memory terms move to ``i``; the step is recorded for
+    :meth:`Reduced.expand`.  Returns ``j``'s former neighbours.  Exact when ``f`` is forced (a follow /
+    alias edge: each row allows one strategy); :func:`~hloshard.solver.followers.merge_followers`
+    also uses it for XLA-style follower merging (a modelling choice, not a reduction)."""
+    f = np.asarray(f, dtype=np.int64)
+    m = g.adj[i].pop(j, None)
+    g.adj[j].pop(i, None)
+    g.cost[i] = _add(g.cost[i], g.cost[j][f])
+    if m is not None:
+        g.cost[i] = _add(g.cost[i], m[np.arange(len(f)), f])
     g.terms[i] = g.terms[i] + [(jj, u[f]) for jj, u in g.terms[j]]
     touched = list(g.adj[j])
     for w, mw in list(g.adj[j].items()):  # mw: |S_j| x |S_w|
@@ -703,12 +707,12 @@ def _memory_model(g, alive, pos, times, start, end, limit):
     for i in alive.tolist():      # members of remaining groups (merged nodes are not alive)
         for j, u in g.terms[i]:
             const[j] = 0 if var[j] else u.min()
-    base = _profile(npts, start[live], end[live], const[live])
+    base = usage_at_points(npts, start[live], end[live], const[live])
     if not tnode:
         return None
     torig = np.array(torig, dtype=np.int64)
     tmax = np.array([u.max() for u in tuse], dtype=np.int64)
-    maxprof = _profile(npts, start[torig], end[torig], tmax)
+    maxprof = usage_at_points(npts, start[torig], end[torig], tmax)
     caps = limit - base
     cand = np.nonzero(maxprof > caps)[0]
     if len(cand) == 0:

@@ -117,17 +117,9 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         if used and len(used) != len(minfo.axes) and not full:
             # XLA's rule: a dot strategy uses every mesh axis (on an output or a contracting dim), or none
             continue
-        flops = flops_total / minfo.split(used)
-        if full:   # padded (uneven) splits: a device computes its whole padded tile
-            per_role: dict = {}
-            for ax, ri in zip(minfo.axes, assign):
-                if ri is not None:
-                    per_role.setdefault(ri, []).append(ax)
-            for ri, axs in per_role.items():
-                _, od, ld, rd = roles[ri]
-                d = lhs.shape.dims[ld] if ld is not None else rhs.shape.dims[rd]
-                n = minfo.split(axs)
-                flops *= (-(-d // n)) * n / d
+        # issue 14: uneven splits are priced on the padded tile (= flops_total / split(used) when even)
+        flops = minfo.padded_work(flops_total, ((lhs.shape.dims[ld], l_s[ld]) if ld is not None else
+                                                (rhs.shape.dims[rd], r_s[rd]) for _, _, ld, rd in roles))
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
         if spatial and halo is None:

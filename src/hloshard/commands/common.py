@@ -1,0 +1,147 @@
+"""What every command shares besides options: the input it is about (for error locations), output
+paths checked before the work starts, the stderr progress display, and Ctrl-C.
+
+* :func:`note_input` records the file and module a command works on; the CLI's error handler then
+  prints ``FILE:LINE:COL: error: ...`` for errors that name an instruction, and the file name for
+  all others (:func:`hloshard.errors.locate_in_module`).
+* :func:`check_outputs` fails at once (exit 2) for an output that cannot be written, before a
+  long solve (:func:`hloshard.io.check_output_path`).
+* :func:`step` shows a rich spinner with a label on stderr while a step runs, only when stderr is a
+  terminal (never in pipes, files or CI logs).
+* :func:`stop_on_interrupt` turns Ctrl-C into a stopped CP-SAT search: the signal is noticed by a
+  watcher thread even while the main thread is inside the solver's C++ code, which sets
+  :data:`hloshard.solver.cpsat.STOP`; the search returns at once and the pending KeyboardInterrupt
+  surfaces in the main thread (the CLI prints ``interrupted`` and exits 130, writing nothing).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+import click
+
+META_KEY = "hloshard.input"
+
+
+def note_input(filename: str, module=None) -> None:
+    """Record the input ``filename`` (``-`` is shown as ``<stdin>``) and its parsed ``module`` for the
+    error handler of :mod:`hloshard.cli`. A no-op outside a click context."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        ctx.find_root().meta[META_KEY] = ("<stdin>" if filename == "-" else filename, module)
+
+
+def noted_input(ctx) -> tuple:
+    """(filename, module) recorded by :func:`note_input`, or (None, None)."""
+    return ctx.find_root().meta.get(META_KEY, (None, None))
+
+
+def check_outputs(**paths) -> None:
+    """``check_outputs(output=..., report=...)``: :func:`hloshard.io.check_output_path` for each path
+    that is given (keyword = what the file is, used in the message)."""
+    from ..io import check_output_path
+
+    for what, path in paths.items():
+        check_output_path(path, what.replace("_", " "))
+
+
+def show_progress(quiet: bool = False) -> bool:
+    """Whether progress may be drawn: stderr is a terminal and the user did not ask for quiet."""
+    return not quiet and sys.stderr.isatty()
+
+
+@contextlib.contextmanager
+def step(label: str, enabled: bool):
+    """A transient rich spinner ``label`` on stderr while the block runs (nothing when disabled)."""
+    if not enabled:
+        yield
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(label, spinner="dots"):
+        yield
+
+
+class _Spinner:
+    """A started :func:`step` that is stopped explicitly (idempotent), or when the command ends."""
+
+    def __init__(self, label: str, enabled: bool):
+        self._cm = step(label, enabled)
+        self._cm.__enter__()
+        self._open = True
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(self.stop)
+
+    def stop(self) -> None:
+        if self._open:
+            self._open = False
+            self._cm.__exit__(None, None, None)
+
+
+def start_step(label: str, enabled: bool) -> _Spinner:
+    """Like :func:`step`, for code that cannot be indented under a ``with``: call ``.stop()``."""
+    return _Spinner(label, enabled)
+
+
+@contextlib.contextmanager
+def stop_on_interrupt():
+    """Make Ctrl-C stop a running CP-SAT search at once (see the module docstring).
+
+    Outside the main thread (signals cannot be handled there) this does nothing. The previous
+    wakeup descriptor and SIGINT handler are restored on exit.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from ..solver import cpsat
+
+    event = threading.Event()
+    done = threading.Event()
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    try:
+        old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+    except ValueError:  # not the main interpreter thread after all
+        os.close(r)
+        os.close(w)
+        yield
+        return
+    old_handler = signal.getsignal(signal.SIGINT)
+    if old_handler in (signal.SIG_IGN, None):
+        signal.set_wakeup_fd(old_fd)
+        os.close(r)
+        os.close(w)
+        yield
+        return
+    if old_handler is signal.SIG_DFL:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def watch():
+        while not done.is_set():
+            try:
+                data = os.read(r, 64)
+            except OSError:
+                return
+            if signal.SIGINT in data:
+                event.set()
+
+    watcher = threading.Thread(target=watch, name="hloshard-sigint", daemon=True)
+    watcher.start()
+    token = cpsat.STOP.set(event)
+    try:
+        yield event
+    finally:
+        cpsat.STOP.reset(token)
+        signal.set_wakeup_fd(old_fd)
+        done.set()
+        os.write(w, b"\0")  # wake the watcher
+        watcher.join(1.0)
+        os.close(r)
+        os.close(w)
+        if old_handler is signal.SIG_DFL:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)

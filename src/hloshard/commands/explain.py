@@ -1,0 +1,84 @@
+"""``hloshard explain MODULE --instruction NAME``: why one instruction is sharded as it is
+(:mod:`hloshard.explain_instruction`).  The report goes to ``-o`` or stdout (rich text, or
+``--format json``); ``--html`` also writes a self-contained HTML page.  Exit 2 on bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import click
+
+from .options import mesh_from_options, mesh_options
+
+EXAMPLES = """\b
+Examples:
+  hloshard explain model.solved.hlo --instruction dot.7 --mesh 2x4
+  hloshard explain model.propagated.hlo --instruction dot.7 --why-not '{devices=[1,8]<=[8]}' --xla
+  hloshard explain model.solved.hlo --instruction dot.7 --format json | jq .alternatives
+"""
+
+
+@click.command("explain", epilog=EXAMPLES)
+@click.argument("module_file", metavar="MODULE.hlo", type=str)
+@click.option("--instruction", "instruction", required=True, metavar="NAME", help="the instruction to explain")
+@mesh_options
+@click.option("--alternatives", type=click.IntRange(0, 1000), default=5, show_default=True,
+              help="how many alternative shardings to list (best total cost change first)")
+@click.option("--why-not", "why_not", metavar="SHARDING", default=None,
+              help="also evaluate this sharding, e.g. '{devices=[1,8]<=[8]}'")
+@click.option("--radius", type=click.IntRange(0, 10), default=2, show_default=True,
+              help="operand/user steps around the instruction re-solved for each alternative")
+@click.option("--verify", is_flag=True,
+              help="also price each listed alternative as `hloshard cost` prices the module rewritten with its "
+                   "shardings (one full evaluation each)")
+@click.option("--xla", "use_xla", is_flag=True,
+              help="also partition the module with XLA (needs jax) and show the collectives it inserts here")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
+              help="where to write the report ('-' = standard output)")
+@click.option("--html", "html_file", default=None, metavar="FILE", help="also write the report as HTML")
+def command(module_file, instruction, mesh, device_ids, alpha, beta, alternatives, why_not, radius, verify, use_xla,
+            fmt, output, html_file):
+    """Explain the sharding of one instruction: the strategy behind it (operand shardings it needs,
+    compute / communication / resharding cost, memory per device), the collectives it causes, its
+    source location, and the best alternative shardings with the change of the module's TOTAL cost
+    each would bring when its neighbourhood is re-solved."""
+    from ..explain_instruction import attach_xla, explain_instruction, render_text
+    from ..hlo import parse_module
+    from ..hlo.verify import verify_module
+    from ..io import read_text, write_text_atomic
+    from .common import check_outputs, note_input, show_progress, step
+
+    check_outputs(output=output, html_report=html_file)
+    note_input(module_file)
+    show = show_progress()
+    name = "<stdin>" if module_file == "-" else module_file
+    with step(f"parsing {module_file}", show):
+        text = read_text(module_file)
+        module = parse_module(text, name)
+        verify_module(module, name)
+    note_input(module_file, module)
+    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    with step(f"explaining {instruction}: cost graph, pricing, re-solving alternatives", show):
+        expl = explain_instruction(module, dmesh, instruction, alternatives=alternatives, why_not=why_not,
+                                   radius=radius, filename=name, verify=verify)
+    if use_xla:
+        with step("XLA: partitioning the module (child process)", show):
+            attach_xla(expl, module, dmesh.num_devices)
+    if html_file:
+        from ..report_html import explain_report_html
+
+        write_text_atomic(html_file, explain_report_html(expl.to_json()))
+    if fmt == "json":
+        write_text_atomic(output, json.dumps(expl.to_json(), indent=2, sort_keys=True) + "\n")
+        return
+    from rich.console import Console
+
+    if output == "-" and sys.stdout.isatty():
+        render_text(expl, Console())
+        return
+    buf = io.StringIO()
+    render_text(expl, Console(file=buf, width=120, color_system=None, force_terminal=False, soft_wrap=False))
+    write_text_atomic(output, buf.getvalue())

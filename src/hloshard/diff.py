@@ -1,0 +1,137 @@
+"""``hloshard diff``: two sharding plans of the same module compared instruction by instruction.
+
+Both modules are priced exactly as ``hloshard cost`` prices them (:func:`hloshard.autoshard.evaluate_module`:
+every annotation kept, the cheapest consistent choice for what they leave open).  Instructions are matched
+by name (the plans of one module: hloshard's solve, XLA's propagation, a hand annotation).  Per
+instruction the cost is split into compute and communication (its own strategy, times its loop
+execution count), resharding (the edges into it, as ``cost`` attributes them) and memory (bytes per device of
+its value); the report lists every instruction whose sharding differs with the change B - A of each kind,
+the top differences first, and the totals by kind (their sum over all instructions is the change of the
+module's total; memory is compared at the peak).
+
+Costs in cost units, memory in bytes per device.  Raises :class:`hloshard.errors.InputError` when the
+two modules do not share most instruction names or a shared instruction has two different shapes.
+"""
+
+from __future__ import annotations
+
+KINDS = ("compute", "communication", "resharding")
+
+
+def instruction_costs(result) -> dict:
+    """Instruction name -> {'sharding', 'opcode', 'compute', 'communication', 'resharding', 'memory'} of
+    a :class:`hloshard.autoshard.CostResult` (resharding: the chosen cost of the edges whose consumer
+    is the instruction; memory: bytes per device of its nodes' values)."""
+    from .autoshard import instruction_sharding
+
+    g, choice, ev = result.graph, result.choice, result.evaluation
+    rows: dict = {}
+    for instr in g.schedule:
+        rows.setdefault(instr.name, {"sharding": str(instruction_sharding(g, instr, choice)), "opcode": instr.opcode,
+                                     "compute": 0.0, "communication": 0.0, "resharding": 0.0, "memory": 0})
+    for v, grp in enumerate(g.nodes):
+        st = grp.strategies[int(choice[v])]
+        w = g.ctx.weight(grp.instr)
+        r = rows.get(grp.instr.name)
+        if r is None:
+            continue
+        r["compute"] += st.compute * w
+        r["communication"] += st.comm * w
+        r["memory"] += int(st.memory)
+    for e in range(len(g.edge_float)):
+        for _inst, _leaf, grp, _w in g.edge_info[e][:1]:
+            r = rows.get(grp.instr.name)
+            if r is not None:
+                r["resharding"] += float(ev.edge_cost[e])
+    return rows
+
+
+def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float = 30.0) -> dict:
+    """Compare the plans ``module_a`` and ``module_b`` on ``mesh`` (``mesh_b`` for B when it differs).
+
+    Returns the JSON-ready report: ``totals`` {kind: {a, b, change}} (kinds: compute, communication,
+    resharding, total, peak_memory_per_device), ``differences`` (one row per instruction whose sharding
+    differs: name, opcode, sharding_a, sharding_b, change per kind and total, memory_change; largest
+    absolute total change first), ``same_sharding_change`` (what the instructions with unchanged
+    shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names).
+    """
+    from .autoshard import evaluate_module
+    from .errors import InputError
+
+    ra = evaluate_module(module_a, mesh, time_limit=time_limit)
+    rb = evaluate_module(module_b, mesh_b or mesh, time_limit=time_limit)
+    ca, cb = instruction_costs(ra), instruction_costs(rb)
+    shared = [n for n in ca if n in cb]
+    if len(shared) < 0.5 * max(len(ca), len(cb)):
+        raise InputError(f"the two modules share only {len(shared)} of {max(len(ca), len(cb))} instruction names: "
+                         f"they are not two plans of one module")
+    shapes_a = {i.name: str(i.shape) for i in ra.graph.schedule}
+    shapes_b = {i.name: str(i.shape) for i in rb.graph.schedule}
+    for n in shared:
+        if shapes_a[n] != shapes_b[n]:
+            raise InputError(f"{n} has shape {shapes_a[n]} in the first module but {shapes_b[n]} in the second: "
+                             f"they are not two plans of one module")
+    diffs = []
+    same = {k: 0.0 for k in KINDS}
+    for n in shared:
+        a, b = ca[n], cb[n]
+        change = {k: b[k] - a[k] for k in KINDS}
+        if a["sharding"] == b["sharding"]:
+            for k in KINDS:
+                same[k] += change[k]
+            continue
+        total = sum(change.values())
+        diffs.append({"instruction": n, "opcode": a["opcode"], "sharding_a": a["sharding"], "sharding_b": b["sharding"],
+                      "change": {k: round(v, 6) for k, v in change.items()}, "total_change": round(total, 6),
+                      "memory_a": a["memory"], "memory_b": b["memory"], "memory_change": b["memory"] - a["memory"]})
+    diffs.sort(key=lambda r: (-abs(r["total_change"]), r["instruction"]))
+    ea, eb = ra.evaluation, rb.evaluation
+    totals = {k: {"a": round(getattr(ea, k), 6), "b": round(getattr(eb, k), 6),
+                  "change": round(getattr(eb, k) - getattr(ea, k), 6)} for k in KINDS}
+    totals["total"] = {"a": round(ea.total, 6), "b": round(eb.total, 6), "change": round(eb.total - ea.total, 6)}
+    totals["peak_memory_per_device"] = {"a": int(ea.peak_memory), "b": int(eb.peak_memory),
+                                        "change": int(eb.peak_memory) - int(ea.peak_memory)}
+    return {"mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+            "instructions": len(shared), "differing": len(diffs), "totals": totals, "differences": diffs,
+            "same_sharding_change": {k: round(v, 6) for k, v in same.items()},
+            "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca)}
+
+
+def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B")) -> None:
+    """Rich text rendering of :func:`diff_plans`' report."""
+    from rich.table import Table
+
+    from .units import format_bytes
+
+    a, b = names
+    t = Table(title=f"{a} -> {b}: totals", header_style="bold", title_justify="left")
+    for col in ("", a, b, "change"):
+        t.add_column(col, justify="right" if col else "left")
+    for k in ("total",) + KINDS:
+        row = report["totals"][k]
+        t.add_row(k, f"{row['a']:,.2f}", f"{row['b']:,.2f}", f"{row['change']:+,.2f}")
+    m = report["totals"]["peak_memory_per_device"]
+    t.add_row("peak memory / device", format_bytes(m["a"]), format_bytes(m["b"]),
+              ("+" if m["change"] >= 0 else "-") + format_bytes(abs(m["change"])))
+    console.print(t)
+    console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently")
+    rows = report["differences"][:max(0, top)]
+    if rows:
+        d = Table(title="largest differences first", header_style="bold", title_justify="left")
+        for col in ("instruction", f"sharding {a}", f"sharding {b}", "total", "compute", "comm", "resharding", "memory"):
+            d.add_column(col, justify="left" if col.startswith(("instruction", "sharding")) else "right")
+        for r in rows:
+            c = r["change"]
+            mc = r["memory_change"]
+            d.add_row(r["instruction"], r["sharding_a"], r["sharding_b"], f"{r['total_change']:+,.2f}",
+                      f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
+                      ("+" if mc >= 0 else "-") + format_bytes(abs(mc)))
+        console.print(d)
+    s = report["same_sharding_change"]
+    if any(abs(v) > 1e-9 for v in s.values()):
+        console.print(f"instructions sharded alike change by {sum(s.values()):+,.2f} (their strategies or operands "
+                      f"moved: compute {s['compute']:+,.2f}, communication {s['communication']:+,.2f}, resharding "
+                      f"{s['resharding']:+,.2f})")
+    for side, key in ((a, "only_in_a"), (b, "only_in_b")):
+        if report[key]:
+            console.print(f"only in {side}: {', '.join(report[key][:8])}{', ...' if len(report[key]) > 8 else ''}")

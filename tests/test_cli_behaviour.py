@@ -1,0 +1,227 @@
+"""The CLI as a new user meets it: Ctrl-C, one output-stream rule, output paths checked first,
+one error style, the solve summary, help texts."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import COMMANDS, main
+from tests.conftest import ROOT
+
+SAMPLES = ROOT / "samples"
+MLP_PRE = SAMPLES / "mlp_train_step.pre.hlo"
+MLP_PROP = SAMPLES / "mlp_train_step.propagated.hlo"
+
+
+def run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+def _env():
+    return dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+def _interrupt_after(args, delay, tmp_path):
+    out = tmp_path / "out.hlo"
+    proc = subprocess.Popen([sys.executable, "-X", "faulthandler", "-m", "hloshard.cli", *map(str, args), "-o", str(out)],
+                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a background job may inherit SIGINT ignored; the user's terminal does not
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(delay)
+    assert proc.poll() is None, "the solve ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    # a 300 s search that ignored Ctrl-C (CP-SAT swallows SIGINT by default) would not end in 60 s
+    try:
+        stdout, stderr = proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)          # faulthandler prints where it was
+        stdout, stderr = proc.communicate(timeout=30)
+        pytest.fail(f"still running 60 s after Ctrl-C:\n{stderr[-4000:]}")
+    return proc.returncode, stdout, stderr, out
+
+
+# while parsing / building (Python), and during a search (C++): the solver proves the 3-layer sample optimal
+# within seconds, so the later interrupt lands in a --mesh auto search over the 8-device meshes (minutes)
+@pytest.mark.parametrize("delay,extra", [(2.0, ["--mesh", "2x4"]), (14.0, ["--mesh", "auto", "--devices", "8"])])
+def test_ctrl_c_stops_the_search_writes_nothing_exits_130(tmp_path, delay, extra):
+    rc, stdout, stderr, out = _interrupt_after(
+        ["solve", SAMPLES / "transformer_train_step.pre.hlo", *extra, "--time-limit", "300"], delay, tmp_path)
+    assert rc == 130, stderr
+    assert stderr.strip().splitlines()[-1] == "interrupted"
+    assert "Traceback" not in stderr and stdout == ""
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == []
+
+
+# --------------------------------------------------------------------------- output streams
+
+def test_solve_json_is_the_product_on_stdout_and_needs_o(tmp_path):
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--format", "json", "--time-limit", "5"])
+    assert r.exit_code == 2 and "-o FILE" in r.stderr and r.stdout == ""
+    out = tmp_path / "m.hlo"
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--format", "json", "--time-limit", "5", "-o", out])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)           # stdout holds exactly the JSON report
+    assert rep["output"] == str(out) and out.read_text().startswith("HloModule")
+    assert r.stderr == ""
+
+
+def test_solve_text_summary_on_stderr_module_on_stdout():
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--time-limit", "5"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout.startswith("HloModule") and "HloModule" not in r.stderr
+    assert "proven optimal" in r.stderr or "best found in" in r.stderr
+
+
+def test_combine_json_needs_o_and_text_report_goes_to_stderr(tmp_path):
+    src = tmp_path / "fsdp.hlo"
+    subprocess.run([sys.executable, "tests/gen_fsdp.py", "--layers", "2"], cwd=ROOT, check=True,
+                   stdout=src.open("w"))
+    r = run(["combine", src, "--format", "json"])
+    assert r.exit_code == 2 and "-o FILE" in r.stderr
+    out = tmp_path / "c.hlo"
+    r = run(["combine", src, "-o", out])
+    assert r.exit_code == 0 and r.stdout == "" and "merged" in r.stderr
+    r = run(["combine", src])
+    assert r.stdout.startswith("HloModule") and "merged" in r.stderr
+
+
+def test_output_to_dev_stdout_is_written_in_place(tmp_path):
+    """-o /dev/stdout (a pipe here) is written directly: no rename onto /dev."""
+    proc = subprocess.run([sys.executable, "-m", "hloshard.cli", "fmt", str(MLP_PRE), "-o", "/dev/stdout"],
+                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("HloModule")
+    target = tmp_path / "redirected.hlo"
+    with target.open("w") as fh:   # stdout a regular file: the shell's file gets the text
+        proc = subprocess.run([sys.executable, "-m", "hloshard.cli", "fmt", str(MLP_PRE), "-o", "/dev/stdout"],
+                              cwd=ROOT, env=_env(), stdout=fh, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_text().startswith("HloModule")
+
+
+# --------------------------------------------------------------------------- output paths first
+
+def test_unwritable_output_fails_before_the_solve(tmp_path, monkeypatch):
+    import hloshard.autoshard as autoshard
+
+    def boom(*a, **k):
+        raise AssertionError("the solve started although the output cannot be written")
+
+    monkeypatch.setattr(autoshard, "solve_module", boom)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    for path, reason in ((tmp_path / "missing" / "x.hlo", "No such file or directory"),
+                         (tmp_path, "is a directory")):
+        r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", path])
+        assert r.exit_code == 2 and reason in r.stderr, r.output
+        assert "cannot write" in r.stderr
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "ok.hlo", "--report", tmp_path / "nope" / "r.json"])
+    assert r.exit_code == 2 and "nope/r.json: cannot write" in r.stderr
+
+
+def test_read_only_filesystem_reason_is_given():
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", "/sys/x.hlo"])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("hloshard: error: /sys/x.hlo: cannot write: ")
+    reason = r.stderr.split("cannot write: ", 1)[1].strip()
+    assert reason in ("Read-only file system", "Permission denied", "Operation not permitted"), reason
+
+
+# --------------------------------------------------------------------------- one error style
+
+def test_mesh_mismatch_names_file_line_and_column():
+    r = run(["cost", MLP_PRE, "--mesh", "3x3"])
+    assert r.exit_code == 2
+    line = r.stderr.strip()
+    # x.1 is the parameter on line 41 of the sample, its name starts in column 3
+    text = MLP_PRE.read_text().splitlines()[40]
+    assert text.lstrip().startswith("x.1 ") or text.lstrip().startswith("%x.1 ")
+    assert line.startswith(f"{MLP_PRE}:41:{len(text) - len(text.lstrip()) + 1}: error: x.1: "), line
+    assert "(line 41)" not in line
+
+
+@pytest.mark.parametrize("cmd", [["fmt"], ["cost", "--mesh", "2x4"], ["solve", "--mesh", "2x4"],
+                                 ["combine"], ["explain-reshape", "--instruction", "r"], ["solve-problem"],
+                                 ["explain", "--instruction", "r", "--mesh", "2x4"],
+                                 ["diff", str(MLP_PROP), "--mesh", "2x4"]])
+def test_a_directory_gets_the_same_message_everywhere(cmd):
+    r = run([cmd[0], SAMPLES, *cmd[1:]]) if cmd[0] != "diff" else run([cmd[0], cmd[1], SAMPLES, *cmd[2:]])
+    assert r.exit_code == 2
+    assert r.stderr == f"hloshard: error: {SAMPLES}: cannot read: Is a directory\n", r.stderr
+
+
+def test_syntax_error_keeps_its_location(tmp_path):
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  ROOT a = f32[8] parameter(0\n}\n")
+    r = run(["cost", bad, "--mesh", "8"])
+    assert r.exit_code == 2 and r.stderr.startswith(f"{bad}:4:1: error: unexpected")
+
+
+# --------------------------------------------------------------------------- the solve summary
+
+def test_solve_summary_says_what_a_user_needs_first(tmp_path):
+    out = tmp_path / "o.hlo"
+    rep = tmp_path / "r.json"
+    r = run(["solve", MLP_PROP, "--mesh", "2x4", "--time-limit", "10", "--memory-budget", "32MiB", "-o", out,
+             "--report", rep])
+    assert r.exit_code == 0, r.output
+    err = r.stderr
+    for needle in (f"input    {MLP_PROP}", f"output   {out}", "mesh     2x4", "per device at the peak",
+                   "budget 32.0 MiB", "for the input as given"):
+        assert needle in err, (needle, err)
+    report = json.loads(rep.read_text())
+    # the input as given is priced exactly as `hloshard cost` prices it
+    cost = json.loads(run(["cost", MLP_PROP, "--mesh", "2x4", "--format", "json"]).stdout)
+    assert report["input_cost"] == pytest.approx(cost["total_cost"], rel=1e-9)
+    # changed counts against the input's annotations: recount from the two files
+    from hloshard.hlo import parse_module
+
+    before = {i.name: i.sharding for i in parse_module(MLP_PROP.read_text()).entry.instructions}
+    after = {i.name: i.sharding for i in parse_module(out.read_text()).entry.instructions}
+    changed = sum(1 for n in after if before.get(n) is None or before[n] != after[n])
+    assert report["changed"]["changed"] == changed
+    assert report["status_text"].startswith(("proven optimal", "best found in"))
+
+
+def test_status_in_words():
+    from hloshard.commands.solve import status_in_words
+
+    assert status_in_words({"status": "optimal", "seconds_solve": 0.42}) == "proven optimal in 0.4 s"
+    assert status_in_words({"status": "feasible", "seconds_solve": 60.2, "gap": 0.2213}) == \
+        "best found in 60 s, within 22% of optimal"
+
+
+# --------------------------------------------------------------------------- help
+
+def test_top_level_help_lists_each_command_once():
+    r = run(["--help"])
+    assert r.exit_code == 0
+    for name in COMMANDS:
+        assert sum(1 for line in r.stdout.splitlines() if line.strip().startswith(name + " ")) == 1, name
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_help_ends_with_examples(name):
+    r = run([name, "--help"])
+    assert r.exit_code == 0, r.output
+    tail = r.stdout.rstrip().splitlines()
+    idx = max(i for i, line in enumerate(tail) if line.strip() == "Examples:")
+    examples = [line for line in tail[idx + 1:] if line.strip().startswith("hloshard ")]
+    assert 2 <= len(examples) <= 3, tail[idx:]
+
+
+def test_list_rules_is_plain_text():
+    r = run(["lint", "--list-rules"])
+    assert r.exit_code == 0
+    assert "``" not in r.stdout and "**" not in r.stdout
+    assert "[0, num_partitions)" in r.stdout

@@ -1,0 +1,88 @@
+"""``hloshard diff``: per-instruction differences and totals of two plans, priced as `hloshard cost`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from hloshard.cost.reshard import resharding_cost
+from hloshard.hlo.sharding import HloSharding
+from hloshard.mesh import DeviceMesh
+from tests.conftest import ROOT
+
+SAMPLES = ROOT / "samples"
+
+CHAIN = """HloModule chain
+ENTRY e {
+  a = f32[64,64] parameter(0), sharding={devices=[4,1]<=[4]}
+  b = f32[64,64] parameter(1), sharding={devices=[1,4]<=[4]}
+  d = f32[64,64] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[4,1]<=[4]}
+  ROOT n = f32[64,64] negate(d), sharding=%s
+}
+"""
+
+
+def run(args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_one_moved_instruction_costs_its_resharding(tmp_path):
+    """B shards the negate by columns while its operand stays row-sharded: the only difference is the
+    resharding on the edge d -> n, priced by the resharding planner for f32[64,64] [4,1] -> [1,4]."""
+    a, b = tmp_path / "a.hlo", tmp_path / "b.hlo"
+    a.write_text(CHAIN % "{devices=[4,1]<=[4]}")
+    b.write_text(CHAIN % "{devices=[1,4]<=[4]}")
+    r = run(["diff", a, b, "--mesh", "4", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["differing"] == 1
+    (row,) = rep["differences"]
+    assert row["instruction"] == "n" and row["sharding_b"] == "{devices=[1,4]<=[4]}"
+    expected = resharding_cost("f32[64,64]", HloSharding.parse("{devices=[4,1]<=[4]}"),
+                               HloSharding.parse("{devices=[1,4]<=[4]}"), DeviceMesh.parse("4"))
+    assert expected > 0
+    assert row["change"]["resharding"] == pytest.approx(expected, rel=1e-9)
+    assert row["change"]["compute"] == 0 and row["change"]["communication"] == 0
+    assert row["memory_change"] == 0      # 64x64 f32 split 4 ways either way: 4 KiB per device
+    assert rep["totals"]["total"]["change"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_totals_are_the_two_costs_and_add_up(tmp_path):
+    src = SAMPLES / "transformer_block.propagated.hlo"
+    text = src.read_text()
+    moved = tmp_path / "moved.hlo"
+    # re-annotate two instructions replicated (a hand-made second plan of the same module)
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith(("dot_general.10 ", "%dot_general.10 ", "reshape.4 ", "%reshape.4 ")):
+            head, _, _ = line.partition(", sharding=")
+            line = head + ", sharding={replicated}" if "sharding=" in line else line
+        lines.append(line)
+    moved.write_text("\n".join(lines) + "\n")
+    r = run(["diff", src, moved, "--mesh", "2x4", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    ca = json.loads(run(["cost", src, "--mesh", "2x4", "--format", "json"]).stdout)
+    cb = json.loads(run(["cost", moved, "--mesh", "2x4", "--format", "json"]).stdout)
+    assert rep["totals"]["total"]["a"] == pytest.approx(ca["total_cost"], rel=1e-9)
+    assert rep["totals"]["total"]["b"] == pytest.approx(cb["total_cost"], rel=1e-9)
+    assert rep["totals"]["peak_memory_per_device"]["b"] == cb["peak_memory_per_device"]
+    names = {d["instruction"] for d in rep["differences"]}
+    assert {"dot_general.10", "reshape.4"} <= names
+    # the rows plus the instructions sharded alike account for the whole change, kind by kind
+    for k in ("compute", "communication", "resharding"):
+        total = sum(d["change"][k] for d in rep["differences"]) + rep["same_sharding_change"][k]
+        assert total == pytest.approx(rep["totals"][k]["change"], rel=1e-6, abs=1e-6)
+    changes = [abs(d["total_change"]) for d in rep["differences"]]
+    assert changes == sorted(changes, reverse=True)
+    text_out = run(["diff", src, moved, "--mesh", "2x4", "--top", "3"]).stdout
+    assert "largest differences first" in text_out and "peak memory / device" in text_out
+
+
+def test_not_the_same_module_is_refused(tmp_path):
+    r = run(["diff", SAMPLES / "mlp_train_step.propagated.hlo", SAMPLES / "conv_layer.propagated.hlo",
+             "--mesh", "2x4"])
+    assert r.exit_code == 2 and "not two plans of one module" in r.stderr

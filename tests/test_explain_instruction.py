@@ -1,0 +1,195 @@
+"""``hloshard explain``: figures as ``hloshard cost`` prices them, exact neighbourhood re-solves
+(checked by enumeration), --why-not, errors, and XLA's collectives beside ours."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from hloshard.autoshard import build_graph, evaluate_choice, evaluate_module
+from hloshard.cli import main
+from hloshard.explain_instruction import _nodes_of, explain_instruction, resolve_neighbourhood
+from hloshard.hlo import parse_module
+from hloshard.mesh import DeviceMesh
+from tests.conftest import ROOT, require_jax
+
+SAMPLES = ROOT / "samples"
+MESH = DeviceMesh.parse("2x4")
+
+
+def run(args):
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+@pytest.mark.parametrize("sample,names", [
+    ("transformer_block.propagated.hlo", ["reshape.4", "dot_general.10", "x.1"]),
+    ("mlp_train_step.propagated.hlo", ["dot_general.6", "add.15"]),
+])
+def test_module_cost_and_instruction_row_are_hloshard_costs(sample, names):
+    """explain's module total and the instruction's own cost are what `hloshard cost` reports."""
+    cost = json.loads(run(["cost", SAMPLES / sample, "--mesh", "2x4", "--format", "json"]).stdout)
+    rows = {r["name"]: r for r in cost["instructions"]}
+    for name in names:
+        r = run(["explain", SAMPLES / sample, "--instruction", name, "--mesh", "2x4", "--format", "json",
+                 "--alternatives", "2"])
+        assert r.exit_code == 0, r.output
+        d = json.loads(r.stdout)
+        assert d["module_cost"]["total"] == pytest.approx(cost["total_cost"], rel=1e-9)
+        n = d["nodes"][0]
+        assert n["compute"] + n["communication"] + n["resharding_in"] == pytest.approx(rows[name]["cost"], rel=1e-6,
+                                                                                       abs=1e-6)
+        assert d["sharding"] == rows[name]["sharding"] or d["sharding_used"] == rows[name]["sharding"]
+        assert len(d["alternatives"]) <= 2
+
+
+CHAIN = """HloModule chain
+ENTRY e {
+  a = f32[64,64] parameter(0), sharding={devices=[4,1]<=[4]}
+  b = f32[64,64] parameter(1), sharding={devices=[1,4]<=[4]}
+  t = f32[64,64] transpose(a), dimensions={1,0}, sharding={devices=[1,4]<=[4]}
+  s = f32[64,64] add(t, b), sharding={devices=[1,4]<=[4]}
+  d = f32[64,64] dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[4,1]<=[4]}
+  ROOT n = f32[64,64] negate(d), sharding={devices=[4,1]<=[4]}
+}
+"""
+
+
+def test_neighbourhood_resolve_is_the_enumerated_optimum():
+    """For each alternative of s, the re-solved neighbourhood is the best of all strategy combinations
+    of the free nodes (enumerated), the rest fixed."""
+    mesh = DeviceMesh.parse("4")
+    module = parse_module(CHAIN)
+    free = [module.entry.get(n) for n in ("t", "s", "d")]
+    for i in free:
+        i.sharding = None
+    graph = build_graph(module, mesh, keep="all")
+    base = evaluate_module(parse_module(CHAIN), mesh)   # a valid full choice to fix the rest at
+    nodes = sorted(v for i in free for v, _ in _nodes_of(graph, i))
+    fixed = [0] * graph.problem.num_nodes
+    for v in range(graph.problem.num_nodes):
+        if v not in nodes:
+            fixed[v] = 0 if len(graph.nodes[v].strategies) == 1 else base.choice[v]
+    (s_node, _), = _nodes_of(graph, module.entry.get("s"))
+    sizes = [len(graph.nodes[v].strategies) for v in nodes]
+    assert np.prod(sizes) <= 20000
+    checked = 0
+    for q in range(len(graph.nodes[s_node].strategies)):
+        mask = np.zeros(len(graph.nodes[s_node].strategies), dtype=bool)
+        mask[q] = True
+        got = resolve_neighbourhood(graph, nodes, fixed, {s_node: mask})
+        best = None
+        for combo in itertools.product(*[range(k) for k in sizes]):
+            ch = list(fixed)
+            for v, c in zip(nodes, combo):
+                ch[v] = c
+            if ch[s_node] != q:
+                continue
+            p = graph.problem
+            if any(p.edge_costs[e][ch[u], ch[v]] >= 10**18 for e, (u, v) in enumerate(p.edges)):
+                continue  # a forbidden pairing (following)
+            tot = evaluate_choice(graph, ch).total
+            best = tot if best is None else min(best, tot)
+        if best is None:
+            assert got is None
+            continue
+        assert got is not None and got[s_node] == q
+        # integer rounding of the cost graph (cost_scale) is the only allowed difference
+        assert evaluate_choice(graph, got).total == pytest.approx(best, rel=1e-6, abs=graph.cost_scale * 10)
+        checked += 1
+    assert checked >= 3
+
+
+def test_why_not_matches_the_alternatives_list_and_refuses_bad_shardings():
+    sample = SAMPLES / "mlp_train_step.propagated.hlo"
+    d = json.loads(run(["explain", sample, "--instruction", "dot_general.6", "--mesh", "2x4", "--format", "json",
+                        "--alternatives", "3"]).stdout)
+    alt = d["alternatives"][0]
+    w = json.loads(run(["explain", sample, "--instruction", "dot_general.6", "--mesh", "2x4", "--format", "json",
+                        "--alternatives", "0", "--why-not", alt["sharding"]]).stdout)["why_not"]
+    assert w["possible"] and w["total_change"] == pytest.approx(alt["total_change"])
+    same = json.loads(run(["explain", sample, "--instruction", "dot_general.6", "--mesh", "2x4", "--format", "json",
+                           "--alternatives", "0", "--why-not", d["sharding"]]).stdout)["why_not"]
+    assert same["total_change"] == 0.0 and "already" in same["reason"]
+    r = run(["explain", sample, "--instruction", "dot_general.6", "--mesh", "2x4", "--why-not", "{devices=[2,2,2]<=[8]}"])
+    assert r.exit_code == 2 and "rank" in r.stderr
+    r = run(["explain", sample, "--instruction", "dot_general.6", "--mesh", "2x4", "--why-not", "{devices=[2"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    # every alternative is reported with its total change, best first
+    changes = [a["total_change"] for a in d["alternatives"]]
+    assert changes == sorted(changes)
+
+
+def test_unknown_instruction_suggests_close_names_and_fusion_members_are_refused(tmp_path):
+    r = run(["explain", SAMPLES / "mlp_train_step.propagated.hlo", "--instruction", "dot_general.66", "--mesh", "2x4"])
+    assert r.exit_code == 2 and "did you mean" in r.stderr and "dot_general.6" in r.stderr
+    fused = tmp_path / "f.hlo"
+    fused.write_text("""HloModule f
+fc {
+  p = f32[8] parameter(0)
+  ROOT n = f32[8] negate(p)
+}
+ENTRY e {
+  a = f32[8] parameter(0)
+  ROOT f = f32[8] fusion(a), kind=kLoop, calls=fc
+}
+""")
+    r = run(["explain", fused, "--instruction", "n", "--mesh", "8"])
+    assert r.exit_code == 2 and "explain f instead" in r.stderr, r.output
+
+
+def test_text_report_names_source_location_and_sections(tmp_path):
+    src = tmp_path / "m.hlo"
+    src.write_text(CHAIN.replace("dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},",
+                                 'dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, '
+                                 'metadata={op_name="jit(f)/dot_general" source_file="model.py" source_line=12},'))
+    r = run(["explain", src, "--instruction", "d", "--mesh", "4"])
+    assert r.exit_code == 0, r.output
+    out = r.stdout
+    assert f"{src}:7:3" in out and "model.py:12" in out and "jit(f)/dot_general" in out
+    assert "best alternatives" in out and "operand shardings it needs" in out
+
+
+@pytest.mark.oracle
+def test_xla_collectives_beside_ours(tmp_path):
+    """A dot whose contracting dim is split over all 8 devices with a replicated output needs one
+    all-reduce over all 8 devices (partial sums): XLA's partitioner inserts it for this instruction."""
+    require_jax()
+    src = tmp_path / "m.hlo"
+    src.write_text("""HloModule m, num_partitions=8
+ENTRY e {
+  a = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  b = f32[64,32] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT d = f32[16,32] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+""")
+    r = run(["explain", src, "--instruction", "d", "--mesh", "8", "--xla", "--format", "json", "--alternatives", "0"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    x = d["xla"]
+    assert x["xla_kinds"] == ["all-reduce"], x
+    assert sorted(x["collectives"][0]["replica_groups"][0]) == list(range(8))
+    assert d["nodes"][0]["communication"] > 0      # hloshard also charges communication for it
+
+
+def test_verify_prices_each_alternative_as_cost_prices_the_rewritten_module(tmp_path):
+    """--verify: the module rewritten with an alternative's shardings (written to a file, re-read by
+    `hloshard cost`) costs the module as given plus verified_change."""
+    from hloshard.explain_instruction import rewritten_module
+    from hloshard.hlo import print_module
+
+    sample = SAMPLES / "mlp_train_step.propagated.hlo"
+    d = json.loads(run(["explain", sample, "--instruction", "add.15", "--mesh", "2x4", "--format", "json",
+                        "--alternatives", "2", "--verify"]).stdout)
+    given = d["module_cost"]["total"]
+    assert len(d["alternatives"]) == 2
+    for k, alt in enumerate(d["alternatives"]):
+        out = tmp_path / f"alt{k}.hlo"
+        out.write_text(print_module(rewritten_module(parse_module(sample.read_text()), "add.15", alt)))
+        cost = json.loads(run(["cost", out, "--mesh", "2x4", "--format", "json"]).stdout)
+        assert cost["total_cost"] - given == pytest.approx(alt["verified_change"], rel=1e-9, abs=1e-6)
+        rows = {r["name"]: r for r in cost["instructions"]}
+        assert rows["add.15"]["sharding"] == alt["sharding"]
