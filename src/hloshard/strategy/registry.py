@@ -274,6 +274,9 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
         chosen = pref(instr, actual, keep)
         if chosen:
             return chosen
+    free = [st for st in keep if not st.name.endswith("|allreduce+slice") and _free_edges(instr, st, actual, ctx)]
+    if free:   # every operand reaches its layout by a local slice: XLA slices and partitions directly
+        return free
     if instr.opcode not in RESHARDS_OUTPUT:
         return keep
     exact = _exact(_resharded_outputs(group, want, ctx), actual)
@@ -294,6 +297,26 @@ def _operand_specs(instr, ctx: BuildContext):
         st0 = g.strategies[0]
         actual.append(st0.out if leaf is None else st0.out[leaf])
     return actual
+
+
+def _free_edges(instr, st, actual, ctx) -> bool:
+    """Every operand of ``st`` is reached from its actual layout without communication (equal, or a
+    local slice of a less split layout: the resharding plan costs nothing)."""
+    from ..cost.reshard import resharding_cost
+
+    minfo = ctx.minfo
+    for k, a in enumerate(actual):
+        req = st.inputs[k] if k < len(st.inputs) else None
+        if a is None or req is None or _same(a, req):
+            continue
+        shape = instr.operands[k].shape
+        try:
+            if resharding_cost(shape, minfo.to_sharding(a, len(shape.dims)), minfo.to_sharding(req, len(shape.dims)),
+                               ctx.mesh) > 0:
+                return False
+        except Exception:  # noqa: BLE001 - not plannable: not free
+            return False
+    return True
 
 
 def _exact(strategies: list, actual: list) -> list:
