@@ -201,19 +201,16 @@ def test_op_coverage_module_semantics(solved_ops):
     for comp in (e, m.get_computation("body"), m.get_computation("cond"), m.get_computation("callee")):
         assert all(i.sharding is not None for i in comp.instructions), comp.name
     assert str(e.get("cst").sharding) == "{devices=[2,4]<=[8]}"          # Sharding constraint kept
-    assert e.get("rw").sharding.tile_dims[1] == 1                      # windowed dim never split
-    assert e.get("c").sharding.tile_dims[1] == 1                       # concatenated dim never split
-    assert e.get("sl").sharding.tile_dims[1] == 1                      # sliced dim never split
+    # a windowed, concatenated, sliced or sorted dim may be split: XLA partitions them with all-to-alls /
+    # halo permutes, which the handlers price (tests/test_handlers_slicing.py, _elementwise.py, _sort.py)
     srt = e.get("srt").sharding
-    assert all(el.tile_dims[1] == 1 for el in srt.tuple_elements)      # sort dim never split
     assert srt.tuple_elements[0] == srt.tuple_elements[1]
     body = m.get_computation("body")
     wl = e.get("wl").sharding.tuple_elements[1]
     assert body.parameters[0].sharding.tuple_elements[1] == wl        # loop state follows the tuple
     assert body.root.sharding.tuple_elements[1] == wl
     assert m.get_computation("cond").parameters[0].sharding.tuple_elements[1] == wl
-    cv = e.get("cv").sharding
-    assert cv.tile_dims[1] == 1 and cv.tile_dims[2] == 1              # spatial dims never split
+    assert e.get("cv").sharding is not None   # spatial splits are allowed (halo exchange, test_handlers_convolution.py)
 
 
 @pytest.mark.oracle

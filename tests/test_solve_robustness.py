@@ -319,15 +319,19 @@ def test_solve_objective_agrees_with_the_integer_problem_and_the_written_module(
     """On a real sample (time-limited, so the solver need not be optimal): the solver's integer
     objective scaled back equals its float ``solver_objective`` up to the per-node rounding of the
     integer problem; ``hloshard cost`` of the written file (a fresh parse) is what solve reports as
-    ``objective`` and never dearer than the solver's choice (cost picks the cheapest strategies
-    consistent with the written shardings, the solver's choice is one of them)."""
+    ``objective``; where it is dearer than the solver's choice the report says so."""
     report, cost = _solve_and_cost(tmp_path, SAMPLES / "transformer_train_step.pre.hlo", "2x4",
                                    "--time-limit", "5")
     slack = (report["nodes"] + report["edges"]) * report["cost_scale"]   # <= 1/2 unit of rounding each
     assert report["objective_int"] * report["cost_scale"] == pytest.approx(report["solver_objective"], abs=slack)
-    assert cost["total_cost"] <= report["solver_objective"] + slack
     assert report["objective"] == pytest.approx(cost["total_cost"], rel=1e-12, abs=1e-6)
     assert report["peak_memory_per_device"] == cost["peak_memory_per_device"]
+    # the written shardings are priced as XLA realizes them (the dot's contracting split its operands
+    # share is all-reduced, whatever the solver planned): here dearer than the solver's own figure
+    # (XLA moves 17.33 MB for the written module, which its prediction matches to the byte); the report
+    # must say so
+    if report["objective"] > report["solver_objective"] * (1 + 1e-12):
+        assert any("the written shardings cost" in w for w in report["warnings"])
 
 
 # --------------------------------------------------------------------------- cost on unannotated modules

@@ -52,12 +52,16 @@ ENTRY e {
         split_contract = bool(lhs[1])
         assert (st.comm > 0) == split_contract, st.name
         assert st.memory == 32 * 128 * 4 // MeshInfo(MESH22).split(a for d in st.out for a in d)
-        seen_rs |= "reducescatter" in st.name
+        seen_rs |= "allreduce+slice" in st.name
     names = {st.name: st for st in dot.strategies}
     # the all-reduce variant over mesh axis 1 of the per-device f32[16,128] output: AR(8192 B, n=2)
     ar = [st for st in dot.strategies if st.inputs[0] == ((0,), (1,)) and st.out == ((0,), ())]
     assert len(ar) == 1 and ar[0].comm == pytest.approx(round(1 + 1 * 2 * 0.5 * 8192) + 0.01)
     assert seen_rs
+    # the scattered variant is GSPMD's all-reduce of the unscattered tile then a local slice
+    # (tests/test_handlers_dot.py): the same all-reduce, plus the dot handler's tie-break
+    sc = [st for st in dot.strategies if "allreduce+slice" in st.name]
+    assert all(len(st.collectives) == 1 and st.collectives[0].kind == "all-reduce" for st in sc)
     full = [st for st in dot.strategies if st.out == ((0,), (1,))][0]
     assert full.compute == pytest.approx(2 * 32 * 64 * 128 / 4 * COMPUTE_COST_PER_FLOP)
     assert names  # every strategy named

@@ -300,3 +300,52 @@ class PredictedCollective:
     def ring_bytes(self) -> float:
         """Ring-formula bytes per device (:func:`ring_bytes`)."""
         return ring_bytes(self.kind, self.nbytes, self.group_size)
+
+
+def priced(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(), group_size: int | None = None,
+           cost_bytes: Bytes | None = None) -> tuple[float, PredictedCollective]:
+    """``(cost, PredictedCollective)`` of one collective a strategy expects: the alpha-beta cost
+    (:func:`collective_cost`) and the same collective as a prediction, so that a handler's ``comm`` and
+    its ``Strategy.collectives`` always describe the same thing.
+
+    ``nbytes`` per device as :func:`ring_bytes` takes it (all-gather: gathered bytes; reduce-scatter:
+    input bytes; all-reduce / all-to-all: the buffer; collective-permute: bytes per pair).
+    ``cost_bytes``: the bytes the cost formula takes when they differ from ``nbytes`` (a resharding
+    all-to-all is priced over the bytes its group holds together, the planner's convention).  ``axes``: mesh
+    axes of the replica groups (replica groups are derived from them when the mesh can, i.e. for a
+    :class:`hloshard.mesh.DeviceMesh` and whole axes).  Raises ValueError for an unknown kind.
+    """
+    b = int(round(total_bytes(nbytes)))
+    cost = collective_cost(kind, mesh, nbytes if cost_bytes is None else cost_bytes, axes, pairs, group_size)
+    if kind == "collective-permute":
+        moving = tuple((int(s), int(t)) for s, t in pairs if int(s) != int(t))
+        ax = sorted({i for s, t in moving for i, (a, c) in enumerate(zip(_coordinate_table(mesh)[s],
+                                                                      _coordinate_table(mesh)[t])) if a != c})
+        return cost, PredictedCollective(kind, tuple(ax), 1, b, moving)
+    ax = _axes(axes)
+    n = 1
+    for a in ax:
+        n *= int(mesh.shape[a])
+    groups: tuple = ()
+    if group_size is None and hasattr(mesh, "replica_groups"):
+        groups = _mesh_groups(mesh, ax)
+    return cost, PredictedCollective(kind, ax, int(group_size or n), b, groups)
+
+
+_GROUP_CACHE: dict = {}
+
+
+def _mesh_groups(mesh, axes: tuple) -> tuple:
+    """``mesh.replica_groups(axes)`` as a tuple of tuples (cached per mesh object and axes)."""
+    key = (id(mesh), axes)
+    hit = _GROUP_CACHE.get(key)
+    if hit is not None and hit[0] is mesh:
+        return hit[1]
+    try:
+        groups = tuple(tuple(int(d) for d in g) for g in mesh.replica_groups(axes))
+    except (ValueError, TypeError):
+        groups = ()
+    if len(_GROUP_CACHE) > 1024:
+        _GROUP_CACHE.clear()
+    _GROUP_CACHE[key] = (mesh, groups)
+    return groups

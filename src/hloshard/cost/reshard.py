@@ -120,6 +120,23 @@ class ReshardStep:
     leaf: int = 0
     note: str = ""
 
+    def predicted(self) -> "C.PredictedCollective | None":
+        """This step as a :class:`~hloshard.cost.collectives.PredictedCollective` (None for a local
+        dynamic-slice): ``nbytes`` as :func:`~hloshard.cost.collectives.ring_bytes` takes them (the
+        all-gather's output tile, the all-to-all's / all-reduce's / reduce-scatter's input tile, the bytes
+        a collective-permute sends)."""
+        if self.kind == "dynamic-slice":
+            return None
+        if self.kind == "collective-permute":
+            if not self.bytes_sent:
+                return None
+            return C.PredictedCollective("collective-permute", tuple(self.mesh_axes), 1, int(self.bytes_sent),
+                                         tuple(tuple(p) for p in self.source_target_pairs if p[0] != p[1]))
+        nbytes = self.output_bytes if self.kind == "all-gather" else self.input_bytes
+        n = self.group_size or (len(self.replica_groups[0]) if self.replica_groups else 1)
+        return C.PredictedCollective(self.kind, tuple(self.mesh_axes), int(n), int(nbytes),
+                                     tuple(tuple(g) for g in self.replica_groups))
+
     def to_json(self) -> dict[str, Any]:
         """JSON-ready dict (stable keys, see ``docs/explain-reshape.md``)."""
         return {
@@ -172,6 +189,10 @@ class ReshardPlan:
     def collectives(self) -> list[ReshardStep]:
         """The steps that communicate (everything but dynamic-slice)."""
         return [s for s in self.steps if s.kind != "dynamic-slice"]
+
+    def predicted_collectives(self) -> list["C.PredictedCollective"]:
+        """The communicating steps as PredictedCollective, in plan order (see ReshardStep.predicted)."""
+        return [p for p in (s.predicted() for s in self.steps) if p is not None]
 
     @property
     def bytes_per_device(self) -> int:
@@ -399,7 +420,32 @@ class _Builder:
                  output_bytes=out_b, input_shape=in_shape, output_shape=tuple(out_shape), cost=cost,
                  cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt,
                  note=note)
+        if nxt.tiles[dim] > 1:
+            self.repad(nxt, dim, cur.tiles[dim], nxt.tiles[dim])
         return nxt
+
+    def repad(self, nxt: _Layout, dim: int, a: int, b: int) -> None:
+        """After re-tiling ``dim`` from ``a`` to ``b`` padded tiles (a gather or a local slice), the data a
+        device holds is off by :func:`_repad_shift` elements when the padded sizes differ: GSPMD then
+        shifts it into place with a collective-permute of that many elements of the new tile (measured:
+        ``f32[10,64]`` from 4 to 2 row tiles moves one row, ``f32[6,64]`` from 2 to 8 moves one row)."""
+        shift = _repad_shift(self.dims[dim], a, b)
+        if shift <= 0:
+            return
+        shape = list(self.tile_shape(nxt))
+        per = self.nbytes(shape) // max(shape[dim], 1)
+        shape[dim] = min(shift, shape[dim])
+        nbytes = per * shape[dim]
+        devs = np.moveaxis(nxt.devs, dim, 0)
+        pairs = [(int(x), int(y)) for t in range(1, devs.shape[0])
+                 for x, y in zip(devs[t - 1].ravel(), devs[t].ravel())]
+        axes, ok = self.axes_of(pairs)
+        cost = C.collective_permute_cost(self.mesh, nbytes, pairs) if ok else _flat_permute_cost(self.mesh, nbytes)
+        self.add(kind="collective-permute", dims=(dim,), mesh_axes=axes, replica_groups=[],
+                 source_target_pairs=pairs, bytes_per_device=nbytes, bytes_sent=nbytes, input_bytes=nbytes,
+                 output_bytes=nbytes, input_shape=tuple(shape), output_shape=tuple(shape), cost=cost,
+                 cost_bytes=nbytes, exact_mesh_axes=ok, sharding_after=nxt,
+                 note=f"uneven dim {dim} ({self.dims[dim]}): padding moved from {a} to {b} tiles")
 
     def all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
         groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
@@ -442,6 +488,9 @@ class _Builder:
                  input_bytes=self.nbytes(in_shape), output_bytes=self.nbytes(out_shape),
                  input_shape=in_shape, output_shape=out_shape, cost=0.0, sharding_after=nxt,
                  note="local: each device keeps its part of the data it already holds")
+        for d in dims:
+            if cur.tiles[d] > 1 and nxt.tiles[d] % cur.tiles[d] == 0:
+                self.repad(nxt, d, cur.tiles[d], nxt.tiles[d])
         return nxt
 
     # plans
@@ -666,6 +715,28 @@ class _Builder:
                      mesh_axes=(), replica_groups=[], bytes_per_device=0, input_bytes=full,
                      output_bytes=self.nbytes(out_shape), input_shape=self.dims, output_shape=out_shape,
                      cost=0.0, sharding_after=dst, note="local slice")
+
+
+def _repad_shift(n: int, a: int, b: int) -> int:
+    """Elements by which a device's data is misplaced after re-tiling a dim of size ``n`` from ``a`` to
+    ``b`` padded tiles (ceil tiling): for a gather (``a = f*b``) tile i of the result starts at
+    ``i*ceil(n/b)`` but the gathered pieces put it at ``i*f*ceil(n/a)``; for a local slice (``b = f*a``)
+    a device cuts its sub-tile at ``(i//f)*ceil(n/a) + (i%f)*ceil(n/b)``.  The largest offset over the
+    tiles holding real data (0 when the padded sizes agree)."""
+    sa, sb = -(-n // a), -(-n // b)
+    worst = 0
+    for i in range(b):
+        if i * sb >= n:
+            break
+        if a % b == 0:
+            got = i * (a // b) * sa
+        elif b % a == 0:
+            f = b // a
+            got = (i // f) * sa + (i % f) * sb
+        else:
+            return 0
+        worst = max(worst, abs(i * sb - got))
+    return worst
 
 
 def _flat_permute_cost(mesh, nbytes: int) -> float:

@@ -207,11 +207,19 @@ def existing_collective_cost(instr, ctx, in_specs=None, out_spec=None) -> float:
     instructions that charge nothing (``*-done``, non-collectives).  ``in_specs`` / ``out_spec`` as in
     :func:`collective_bytes_per_device` (None inside manual regions).  Raises nothing: a collective the
     mesh cannot describe gets the conservative bound of the module docstring."""
+    return existing_collective(instr, ctx, in_specs, out_spec)[0]
+
+
+def existing_collective(instr, ctx, in_specs=None, out_spec=None) -> tuple:
+    """``(cost, collectives)``: :func:`existing_collective_cost` and the same collective as a tuple of
+    :class:`hloshard.cost.collectives.PredictedCollective` (one, or none when nothing is charged;
+    a collective-broadcast is predicted as the all-gather it is priced as; variadic forms as one
+    collective over the summed bytes)."""
     from ..cost import collectives as cc
 
     found = charged_collective(instr)
     if found is None:
-        return 0.0
+        return 0.0, ()
     kind, op = found
     mesh = ctx.mesh
     if _is_cross_replica(op):
@@ -221,32 +229,40 @@ def existing_collective_cost(instr, ctx, in_specs=None, out_spec=None) -> float:
         except AttributeError:
             nrep = None
         if nrep is None or int(nrep) <= 1:
-            return 0.0
+            return 0.0, ()
     if kind == "collective-permute":
         pairs = _pairs(op)
         if not pairs:
-            return 0.0
+            return 0.0, ()
         nbytes = collective_bytes_per_device(kind, op, ctx.minfo, in_specs, out_spec)
         try:
-            return cc.collective_permute_cost(mesh, nbytes, pairs)
-        except ValueError:  # a device outside the mesh: the most expensive single hop over every axis
+            cost, col = cc.priced("collective-permute", mesh, nbytes, pairs=pairs)
+            return cost, (col,)
+        except (ValueError, KeyError):  # a device outside the mesh: the most expensive single hop over every axis
             axes = tuple(a for a in range(len(mesh.shape)) if int(mesh.shape[a]) > 1)
             if not axes:
-                return 0.0
+                return 0.0, ()
+            col = cc.PredictedCollective("collective-permute", axes, 1, int(cc.total_bytes(nbytes)),
+                                         tuple((int(a), int(b)) for a, b in pairs if a != b))
             return max(float(mesh.alpha[a]) for a in axes) * len(axes) + \
-                max(float(mesh.beta[a]) for a in axes) * len(axes) * cc.total_bytes(nbytes)
+                max(float(mesh.beta[a]) for a in axes) * len(axes) * cc.total_bytes(nbytes), (col,)
     memo = ctx.minfo.memo.setdefault("collective_group_axes", {})
     ga = group_axes(mesh, _groups(op), memo)
     if ga is None:
-        return 0.0
+        return 0.0, ()
     axes, gsize = ga
     n = gsize if gsize is not None else math.prod(int(mesh.shape[a]) for a in axes)
     nbytes = collective_bytes_per_device(kind, op, ctx.minfo, in_specs, out_spec, group_size=n)
     if kind == "collective-broadcast":
-        return cc.all_gather_cost(mesh, nbytes, axes, group_size=gsize)
+        kind = "all-gather"
     if kind == "ragged-all-to-all":
         kind = "all-to-all"
-    return cc.collective_cost(kind, mesh, nbytes, axes, group_size=gsize)
+    cost, col = cc.priced(kind, mesh, nbytes, axes, group_size=gsize)
+    groups = op.replica_groups
+    if groups:
+        col = cc.PredictedCollective(col.kind, col.mesh_axes, int(n), col.nbytes,
+                                     tuple(tuple(int(d) for d in g) for g in groups))
+    return cost, (col,)
 
 
 def _pairs(op) -> list[tuple[int, int]]:
@@ -300,9 +316,10 @@ def charge_manual_collective(instr, group, ctx) -> None:
         in_specs = tuple(specs)
         out = strategies[0].out
         out_spec = tuple(_manual_layout(o) for o in out) if group.multi else _manual_layout(out)
-    cost = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=out_spec)
+    cost, cols = existing_collective(instr, ctx, in_specs=in_specs, out_spec=out_spec)
     for st in strategies:
         st.comm = cost
+        st.collectives = cols
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,14 +337,20 @@ def handle_shape_preserving(instr, ctx):
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         return handle_other(instr, ctx)
 
+    cols_by_spec: dict = {}
+
     def transform(spec):
         from .base import is_mesh_spec
 
         if not is_mesh_spec(spec):
             spec = replicated_spec(len(instr.shape.dims))
-        return spec, (spec,), existing_collective_cost(instr, ctx, in_specs=(spec,), out_spec=spec)
+        cost, cols_by_spec[spec] = existing_collective(instr, ctx, in_specs=(spec,), out_spec=spec)
+        return spec, (spec,), cost
 
-    return follow_group(instr, ctx, 0, transform, flops_per_element=1.0)
+    g = follow_group(instr, ctx, 0, transform, flops_per_element=1.0)
+    for st in g.strategies:
+        st.collectives = cols_by_spec.get(st.out, ())
+    return g
 
 
 @register(*OTHERS)
@@ -337,7 +360,7 @@ def handle_other(instr, ctx):
     st = g.strategies[0]
     if charged_collective(instr) is not None:
         in_specs = tuple(st.inputs)
-        st.comm = existing_collective_cost(instr, ctx, in_specs=in_specs, out_spec=st.out)
+        st.comm, st.collectives = existing_collective(instr, ctx, in_specs=in_specs, out_spec=st.out)
         # a collective's cost is its communication: no per-element compute, so a single-operand
         # collective and its variadic (tuple) form are charged alike
         st.compute = 0.0
@@ -367,7 +390,8 @@ def _user_strategy(instr, ctx, rep):
     if same:
         return None
     mem = sum(ctx.minfo.bytes_per_device(s, sp) for s, sp in zip(leaves, specs) if is_array(s) and sp is not None)
-    return Strategy("user", out, rep.inputs, compute=rep.compute, comm=rep.comm, memory=mem)
+    return Strategy("user", out, rep.inputs, compute=rep.compute, comm=rep.comm, memory=mem,
+                    collectives=rep.collectives)
 
 
 @register(*DONE)

@@ -1,11 +1,12 @@
-"""convolution: batch, output-feature and input-feature (contracting) splits; spatial dims unsplit.
+"""convolution: batch, output-feature, input-feature (contracting) and spatial splits.
 
 Dimension roles come from ``dim_labels`` (e.g. ``b01f_01io->b01f``): 'b' batch, 'f' feature on the
 input/output, 'i'/'o' kernel input/output feature, digits spatial.  Mesh axes go to the batch
 (lhs + output), the output feature (kernel 'o' + output 'f') or the input feature (lhs 'f' + kernel
 'i', all-reduce over those axes of the per-device output bytes), as for dot (the same enumerator,
-including reduce-scatter variants).  With feature_group_count or batch_group_count > 1 only batch
-splits are offered.  Compute: 2 * output elements * kernel spatial size * input features per group.
+including the scattered variants), or a spatial dim (lhs + output, split alike: XLA's halo exchange
+of collective-permutes, as for a slice).  With feature_group_count or batch_group_count > 1 only batch
+and spatial splits are offered.  Compute: 2 * output elements * kernel spatial size * input features per group.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ import math
 import re
 
 from .base import StrategyGroup, is_array
-from .dot import dot_strategies
-from .registry import register, register_backward
+from .dot import dot_strategies, keeps_contracting
+from .registry import register, register_backward, register_preference
 
 
 def parse_dim_labels(text):
@@ -36,7 +37,32 @@ def conv_roles(instr):
     if groups == 1 and bgroups == 1:
         roles.append(("r", out_l.index("f"), None, rhs_l.index("o")))
         roles.append(("c", None, lhs_l.index("f"), rhs_l.index("i")))
+    for c in sorted(ch for ch in out_l if ch.isdigit()):
+        if c in lhs_l:
+            roles.append(("s", out_l.index(c), lhs_l.index(c), None))
     return roles, labels, groups
+
+
+def _spatial_halo(instr, labels, ctx):
+    """``halo(out_spec, lhs_spec) -> (comm, collectives)`` for a convolution with spatial dims split in
+    the input and the output alike: XLA's windowed-input halo exchange (collective-permutes,
+    :func:`hloshard.strategy.slicing.window_halo`, measured in tests/test_handlers_convolution.py), or
+    None when the window has input dilation or reversal (then spatial dims stay unsplit)."""
+    from .slicing import halo_exchange
+
+    win = getattr(instr.attrs.get("window"), "dims", None)
+    lhs_l, _, out_l = labels
+    spatial = sorted(ch for ch in out_l if ch.isdigit())
+    if not win or len(win) != len(spatial) or any(w.lhs_dilation != 1 or w.reversal for w in win):
+        return None
+    lhs = instr.operands[0]
+    dims = [(lhs_l.index(c), instr.shape.dims[out_l.index(c)], -w.padding_low, w.stride,
+             (w.size - 1) * w.rhs_dilation + 1) for c, w in zip(spatial, win)]
+
+    def halo(out_spec, lhs_spec):
+        return halo_exchange(ctx, lhs.shape, lhs_spec, dims)
+
+    return halo
 
 
 @register("convolution")
@@ -51,9 +77,23 @@ def handle_convolution(instr, ctx):
     kernel_spatial = math.prod(rhs.shape.dims[i] for i, c in enumerate(rhs_l) if c.isdigit())
     in_feat = rhs.shape.dims[rhs_l.index("i")]
     flops = 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
+    halo = _spatial_halo(instr, (lhs_l, rhs_l, out_l), ctx)
+    if halo is None:
+        roles = [r for r in roles if r[0] != "s"]
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
-                                len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
+                                len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive,
+                                halo=halo, halo_key=str(instr.attrs.get("window")))
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+@register_preference("convolution")
+def conv_keeps_contracting(instr, actual, strategies):
+    """As for dot (:func:`hloshard.strategy.dot.keeps_contracting`), with the input-feature dims as the
+    contracting pair."""
+    r = conv_roles(instr)
+    if r is None:
+        return []
+    return keeps_contracting(instr, actual, strategies, roles=r[0])
 
 
 @register_backward("convolution")
@@ -61,7 +101,7 @@ def backward_convolution(instr, out_spec, ctx):
     r = conv_roles(instr)
     if r is None:
         return None
-    roles = r[0]
+    roles = [x for x in r[0] if x[0] != "s"]   # a spatial split needs a halo exchange: not local
     lhs, rhs = instr.operands[0], instr.operands[1]
     ls = [()] * len(lhs.shape.dims)
     rs = [()] * len(rhs.shape.dims)

@@ -11,12 +11,15 @@ manual regions.
 * Instructions inside a manual region (annotated ``{manual}``, fed by a manual value, or in a
   computation called from the region, e.g. jax's ``shmap_body``) get one strategy that keeps their
   sharding as it is (``{manual}`` when they had none), zero cost, their own bytes as memory, no edges.
-* Any other custom-call: replicated (operands replicated), like XLA's fallback.
+* ``TopK``: batch dims keep their split, a split sort dim costs XLA's two-stage top-k (all-gathers of
+  the candidates, :func:`topk_group`).
+* Any other custom-call: replicated (operands replicated), as XLA's partitioner does with targets it
+  cannot partition (all-gathers of the operands; :func:`unpartitioned_custom_call` names them).
 """
 
 from __future__ import annotations
 
-from .base import Strategy, StrategyGroup, is_array, leaf_shapes
+from .base import COMPUTE_COST_PER_FLOP, Strategy, StrategyGroup, is_array, leaf_shapes
 from .elementwise import follow_group, free_group
 from .registry import register, register_backward, replicated_group
 
@@ -97,7 +100,80 @@ def handle_custom_call(instr, ctx):
         if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
             return free_group(instr, ctx, lambda s: (s,) + extra, 0.0)
         return follow_group(instr, ctx, 0, lambda s: (s, (s,) + extra, 0.0), flops_per_element=0.0)
-    return replicated_group(instr, ctx)
+    if t == "TopK":
+        g = topk_group(instr, ctx)
+        if g is not None:
+            return g
+    g = replicated_group(instr, ctx, name=f"replicated: XLA cannot partition custom-call {t}")
+    return g
+
+
+def unpartitioned_custom_call(instr) -> str | None:
+    """The target of a custom-call XLA's SPMD partitioner cannot partition (it replicates its operands
+    with all-gathers and computes it whole on every device: measured for TransformerEngine's
+    ``te_fused_attn_forward_ffi``, tests/test_handlers_custom_call.py), or None.  Reports name these."""
+    if instr.opcode != "custom-call":
+        return None
+    t = target(instr)
+    if t in IDENTITY_TARGETS or t in ("SPMDFullToShardShape", "SPMDShardToFullShape", "TopK"):
+        return None
+    return t
+
+
+def topk_group(instr, ctx):
+    """XLA's ``TopK`` custom-call ``(values, indices) = TopK(x)`` over the last dim, as XLA's partitioner
+    does it (measured, tests/test_handlers_custom_call.py): with the sort dim split, the batch dims keep
+    the operand's split and the sort dim is reduced in two stages: a local top-k on every shard, an
+    all-gather of the candidate values and of their indices along that dim over its mesh axes, and a
+    final local top-k (the result's k dim unsplit).  With the sort dim unsplit XLA does not partition it:
+    everything replicated.  None when the shapes are not (values, indices) of the operand's batch shape."""
+    from ..cost import collectives
+    from .base import Strategy, StrategyGroup, is_mesh_spec, replicated_spec
+    import math
+
+    if len(instr.operands) != 1 or not instr.shape.is_tuple or len(instr.shape.tuple_shapes) != 2:
+        return None
+    op = instr.operands[0]
+    vals, idxs = instr.shape.tuple_shapes
+    rank = len(op.shape.dims)
+    if not is_array(op.shape) or rank == 0 or tuple(vals.dims[:-1]) != tuple(op.shape.dims[:-1]) or \
+            tuple(idxs.dims) != tuple(vals.dims):
+        return None
+    minfo = ctx.minfo
+    r = ctx.resolve(op, 0)
+    specs = ctx.leaf_specs(op, 0) if isinstance(r, tuple) else [replicated_spec(rank)]
+    k = vals.dims[-1]
+    strategies = []
+    for p, spec in enumerate(specs):
+        if not is_mesh_spec(spec):
+            spec = replicated_spec(rank)
+        axes = tuple(spec[-1])
+        out = tuple(spec[:-1]) + ((),)
+        comm, cols = 0.0, []
+        if not axes or op.shape.dims[-1] < k * minfo.split(axes):
+            out = replicated_spec(rank)   # XLA partitions TopK only along a split sort dim: else replicated
+        if axes and op.shape.dims[-1] >= k * minfo.split(axes):
+            rows = math.prod(minfo.tile_dims(op.shape.dims[:-1], spec[:-1])) if rank > 1 else 1
+            for leaf in (vals, idxs):
+                gathered = int(rows * k * minfo.split(axes) * element_size(leaf))
+                c, col = collectives.priced("all-gather", ctx.mesh, gathered, axes)
+                comm += c
+                cols.append(col)
+            inputs = (spec,)
+        else:
+            inputs = (out[:-1] + ((),),)
+        mem = minfo.bytes_per_device(vals, out) + minfo.bytes_per_device(idxs, out)
+        elems = math.prod(minfo.tile_dims(op.shape.dims, inputs[0]))
+        strategies.append(Strategy(f"topk{p}", (out, out), inputs, compute=elems * 2 * COMPUTE_COST_PER_FLOP,
+                                   comm=comm, memory=mem, collectives=tuple(cols)))
+    follow = (op, 0) if isinstance(r, tuple) and len(r[0].strategies) > 1 else None
+    return StrategyGroup(instr, strategies, follow=follow, multi=True, leaf_shapes=(vals, idxs))
+
+
+def element_size(shape) -> float:
+    from ..hlo.shape import element_byte_size
+
+    return element_byte_size(shape.element_type)
 
 
 @register_backward("custom-call")

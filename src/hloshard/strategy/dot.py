@@ -4,8 +4,12 @@ Every non-trivial mesh axis is assigned to one role or to none (replicated along
 a batch dim (split in both operands and the output), an lhs free dim (lhs + output), an rhs free
 dim (rhs + output) or a contracting dim (both operands; the partial sums need an all-reduce over
 that axis of the per-device output bytes).  Several axes on one dim give the flattened-mesh
-splits.  For each strategy with split contracting dims a reduce-scatter variant is added as well:
-the contracting axes scatter the largest output dim that divides evenly, at reduce-scatter cost.
+splits.  For each strategy with split contracting dims a scattered variant is added as well: the
+contracting axes also split the largest output dim that divides evenly.  GSPMD's raw partitioner
+output realizes it as an all-reduce of the unscattered partial sums followed by a local dynamic-slice
+(measured with jaxlib 0.10.2: no reduce-scatter is formed by the partitioner; later backend passes may
+combine the two), so it is priced as that all-reduce (plus a tie-break: see ``SCATTER_TIE_BREAK``).
+``Strategy.collectives`` lists the all-reduce behind ``comm`` (XLA SPMD partitioner, dot handler).
 Like XLA, a strategy either uses every non-trivial mesh axis (on an output or a contracting dim) or
 none (replicated): leaving one axis idle only recomputes the dot along it, and dropping those keeps
 the model small (modules of at most ``autoshard.EXHAUSTIVE_LIMIT`` instructions keep them: there the
@@ -20,7 +24,13 @@ import itertools
 import math
 
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
-from .registry import register, register_backward
+from .registry import register, register_backward, register_preference
+
+
+#: added to the all-reduce-then-slice variant: for equal bytes XLA realizes a split output directly
+#: (operand resharding) rather than by reducing the unsplit partial sums and slicing (measured,
+#: tests/test_handlers_dot.py)
+SCATTER_TIE_BREAK = 0.2
 
 
 def dot_dims(instr):
@@ -51,22 +61,25 @@ def _roles(instr):
     return roles
 
 
-def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix="", full=False):
+def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix="", full=False,
+                   halo=None, halo_key=None):
     """Strategies of a dot-like op (dot, convolution) from its dimension ``roles``; ``full``: also the
     strategies leaving some mesh axis idle (used when the output sharding is fixed by the user, so that
-    any layout the user wrote is matched by an exact strategy)."""
+    any layout the user wrote is matched by an exact strategy).  A role of kind ``"s"`` (a
+    convolution's spatial dim: output and lhs) may be split when ``halo(out_spec, lhs_spec) -> (comm,
+    collectives)`` prices the halo exchange it needs (``halo_key``: its cache key)."""
     lhs, rhs = instr.operands[0], instr.operands[1]
     memo = ctx.minfo.memo.setdefault("dot", {})
     key = (tuple(roles), out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full,
-           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands))
+           str(instr.shape), str(lhs.shape), str(rhs.shape), len(instr.operands), halo_key)
     hit = memo.get(key)
     if hit is None:
-        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full)
+        hit = _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo)
         memo[key] = hit
     return list(hit)
 
 
-def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full):
+def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo=None):
     from ..cost import collectives
 
     minfo = ctx.minfo
@@ -78,10 +91,12 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         ls = [[] for _ in range(lhs_rank)]
         rs = [[] for _ in range(rhs_rank)]
         caxes = []
+        spatial = False
         for ax, ri in zip(minfo.axes, assign):
             if ri is None:
                 continue
             kind, od, ld, rd = roles[ri]
+            spatial |= kind == "s"
             if od is not None:
                 out[od].append(ax)
             if ld is not None:
@@ -93,8 +108,10 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         out_s = tuple(map(tuple, out))
         l_s = tuple(map(tuple, ls))
         r_s = tuple(map(tuple, rs))
-        if not (minfo.fits(instr.shape.dims, out_s) and minfo.fits(lhs.shape.dims, l_s)
-                and minfo.fits(rhs.shape.dims, r_s)):
+        fits = _fits_padded if full else minfo.fits
+        if not (fits(minfo, instr.shape.dims, out_s) if full else fits(instr.shape.dims, out_s)) or \
+                not (fits(minfo, lhs.shape.dims, l_s) if full else fits(lhs.shape.dims, l_s)) or \
+                not (fits(minfo, rhs.shape.dims, r_s) if full else fits(rhs.shape.dims, r_s)):
             continue
         used = [a for a, ri in zip(minfo.axes, assign) if ri is not None]
         if used and len(used) != len(minfo.axes) and not full:
@@ -105,14 +122,24 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
                                                 (rhs.shape.dims[rd], r_s[rd]) for _, _, ld, rd in roles))
         extra = (None,) * (len(instr.operands) - 2)
         mem = minfo.bytes_per_device(instr.shape, out_s)
-        comm = collectives.all_reduce_cost(ctx.mesh, mem, tuple(caxes)) if caxes else 0.0
+        if spatial and halo is None:
+            continue
+        comm, cols = 0.0, ()
+        if caxes:
+            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
+            cols = (col,)
+        if spatial:
+            hc, hcols = halo(out_s, l_s)
+            comm += hc
+            cols = tuple(hcols) + cols
         key = (out_s, l_s, r_s)
         if key in seen:
             continue
         seen.add(key)
         name = name_prefix + spec_name(out_s) + ("|allreduce" if caxes else "")
-        strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem))
-        if caxes:
+        strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem,
+                                   collectives=cols))
+        if caxes and not spatial:
             # reduce-scatter variant: scatter the partial sums over the largest output dim that divides
             best = None
             for d in range(out_rank):
@@ -126,11 +153,18 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             if best is not None:
                 rs_out = best[1]
                 rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
-                rs_comm = collectives.reduce_scatter_cost(ctx.mesh, mem, tuple(caxes))
-                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|reducescatter", rs_out,
-                                           (l_s, r_s) + extra, compute=compute_cost(flops), comm=rs_comm,
-                                           memory=rs_mem))
+                # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice
+                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|allreduce+slice", rs_out,
+                                           (l_s, r_s) + extra, compute=compute_cost(flops),
+                                           comm=comm + SCATTER_TIE_BREAK, memory=rs_mem, collectives=cols))
     return strategies
+
+
+def _fits_padded(minfo, dims, spec) -> bool:
+    """Every split dim has more than one element: XLA pads uneven shards (a dim of 2 split 8 ways leaves
+    6 devices an empty, padded tile), so a written layout may split any dim of size > 1.  Used for the
+    full strategy set (user-fixed dots), so that such written layouts are matched by a strategy."""
+    return all(not ax or d > 1 for d, ax in zip(dims, spec))
 
 
 @register("dot")
@@ -146,6 +180,35 @@ def handle_dot(instr, ctx):
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
+
+
+def keeps_contracting(instr, actual, strategies, roles=None):
+    """XLA's dot handler keeps the contracting split both operands already share (it partitions on the
+    contracting dims and reshards the other dims toward the written result, rather than gathering the
+    contracting dims to produce the result directly; measured, tests/test_handlers_dot.py): the
+    strategies whose operand layouts keep those mesh axes on the contracting dims.  [] when the operands
+    share no contracting split."""
+    from .base import is_mesh_spec
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    shared = {ax for a, b in pairs for ax in lhs[a] if ax in rhs[b]}
+    if not shared:
+        return []
+    out = []
+    for st in strategies:
+        ls, rs = st.inputs[0], st.inputs[1]
+        if not (is_mesh_spec(ls) and is_mesh_spec(rs)):
+            continue
+        kept = {ax for a, b in pairs for ax in ls[a] if ax in rs[b]}
+        if shared <= kept:
+            out.append(st)
+    return out
+
+
+register_preference("dot")(keeps_contracting)
 
 
 @register_backward("dot")

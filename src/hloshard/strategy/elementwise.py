@@ -20,6 +20,19 @@ UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-p
 BINARY = ("add subtract multiply divide remainder power maximum minimum and or xor shift-left "
           "shift-right-arithmetic shift-right-logical atan2 complex compare stochastic-convert").split()
 TERNARY = ["select", "clamp", "map"]
+
+
+def _with_opcode_table(ours: list, table) -> list:
+    """``ours`` plus the opcodes of the IR's opcode table of the same arity (e.g. ``cosine``, ``sine``,
+    ``acosh``, ``mulhi``: one list of elementwise opcodes, hloshard.hlo.opcodes)."""
+    return ours + sorted(set(table) - set(ours))
+
+
+from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY  # noqa: E402
+
+UNARY = _with_opcode_table(UNARY, ELEMENTWISE_UNARY)
+BINARY = _with_opcode_table(BINARY, ELEMENTWISE_BINARY)
+TERNARY = _with_opcode_table(TERNARY, ELEMENTWISE_TERNARY)
 ELEMENTWISE = UNARY + BINARY + TERNARY
 
 
@@ -154,3 +167,60 @@ def backward_elementwise(instr, out_spec, ctx):
 
         return backward_reshape(instr, out_spec, ctx)
     return same_dims_inputs(instr, out_spec)
+
+
+def _bitcast_convert_specs(instr, spec):
+    """(output spec, operand spec) of a bitcast-convert for the operand layout ``spec``: equal element
+    sizes keep the layout; a wider operand element gains a trailing (unsplit) dim in the result; a
+    narrower one loses its trailing dim, which must be unsplit.  None when the ranks do not fit."""
+    in_rank, out_rank = len(instr.operands[0].shape.dims), len(instr.shape.dims)
+    if out_rank == in_rank:
+        return spec, spec
+    if out_rank == in_rank + 1:
+        return tuple(spec) + ((),), spec
+    if out_rank == in_rank - 1:
+        operand = tuple(spec[:-1]) + ((),)
+        return tuple(spec[:-1]), operand
+    return None
+
+
+@register("bitcast-convert")
+def handle_bitcast_convert(instr, ctx):
+    """bitcast-convert: partitioned elementwise by XLA, also when the element size changes (the extra
+    trailing dim stays whole; measured, tests/test_handlers_elementwise.py); follows its operand."""
+    if not is_array(instr.shape) or len(instr.operands) != 1 or not is_array(instr.operands[0].shape):
+        return None
+    from .base import is_mesh_spec
+
+    rank_in = len(instr.operands[0].shape.dims)
+    r = ctx.resolve(instr.operands[0], 0)
+    if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
+        def inputs_for(out):
+            if len(out) == rank_in + 1 and out[-1]:
+                return None
+            res = _bitcast_convert_specs(instr, tuple(out[:rank_in]) if len(out) > rank_in else
+                                         tuple(out) + ((),) * (rank_in - len(out)))
+            return None if res is None else (res[1],)
+        return free_group(instr, ctx, inputs_for, 0.0)
+
+    def transform(spec):
+        if spec is None or not is_mesh_spec(spec):
+            spec = replicated_spec(rank_in)
+        res = _bitcast_convert_specs(instr, spec)
+        if res is None:
+            return replicated_spec(len(instr.shape.dims)), (replicated_spec(rank_in),), 0.0
+        return res[0], (res[1],), 0.0
+
+    return follow_group(instr, ctx, 0, transform, flops_per_element=0.0)
+
+
+@register_backward("bitcast-convert")
+def backward_bitcast_convert(instr, out_spec, ctx):
+    in_rank, out_rank = len(instr.operands[0].shape.dims), len(instr.shape.dims)
+    if out_rank == in_rank:
+        return (out_spec,)
+    if out_rank == in_rank + 1:
+        return None if out_spec[-1] else (tuple(out_spec[:-1]),)
+    if out_rank == in_rank - 1:
+        return (tuple(out_spec) + ((),),)
+    return None

@@ -15,7 +15,7 @@ Compute: one flop per output (gather) / update (scatter) element per device.
 
 from __future__ import annotations
 
-from .base import attr_ints, is_array, replicated_spec
+from .base import attr_ints, compute_cost, is_array, replicated_spec
 from .elementwise import free_group
 from .registry import register, register_backward
 
@@ -54,11 +54,48 @@ def _gather_inputs(instr, out_spec):
     return (tuple(ospec), tuple(ispec))
 
 
+def _indexed_dims(instr):
+    """Operand dims a gather indexes with slice size 1 (collapsed and in ``start_index_map``)."""
+    sizes = attr_ints(instr, "slice_sizes")
+    collapsed = set(attr_ints(instr, "collapsed_slice_dims"))
+    return [d for d in attr_ints(instr, "start_index_map") if d in collapsed and d < len(sizes) and sizes[d] == 1]
+
+
 @register("gather")
 def handle_gather(instr, ctx):
+    """Every output layout producible locally (see module docstring), plus XLA's "index-parallel"
+    variants: mesh axes the output leaves idle split an indexed operand dim (e.g. an embedding table
+    split over its vocabulary); each device gathers the rows it holds (others masked to zero) and an
+    all-reduce of the output tile over those axes sums the pieces (measured, tests/test_handlers_gather.py)."""
+    from itertools import combinations
+
+    from ..cost import collectives
+    from .base import Strategy, spec_axes
+
     if not is_array(instr.shape) or len(instr.operands) != 2:
         return None
-    return free_group(instr, ctx, lambda s: _gather_inputs(instr, s))
+    g = free_group(instr, ctx, lambda s: _gather_inputs(instr, s))
+    indexed = _indexed_dims(instr)
+    if not indexed:
+        return g
+    minfo = ctx.minfo
+    op = instr.operands[0]
+    extra = []
+    for st in g.strategies:
+        ospec, ispec = st.inputs
+        idle = [a for a in minfo.axes if a not in spec_axes(st.out)]
+        for n in range(1, len(idle) + 1):
+            for axes in combinations(idle, n):
+                for c in indexed:
+                    if ospec[c] or op.shape.dims[c] % minfo.split(axes):
+                        continue
+                    new = list(ospec)
+                    new[c] = tuple(axes)
+                    comm, col = collectives.priced("all-reduce", ctx.mesh, st.memory, tuple(axes))
+                    extra.append(Strategy(st.name + f"|rows@{''.join(map(str, axes))}", st.out, (tuple(new), ispec),
+                                          compute=st.compute, comm=comm, memory=st.memory, collectives=(col,)))
+    g.strategies.extend(extra)
+    return g
 
 
 @register_backward("gather")
@@ -83,11 +120,55 @@ def _scatter_inputs(instr, out_spec):
     return (out_spec, replicated_spec(len(idx.shape.dims)), tuple(uspec))
 
 
+def _adds(instr) -> bool:
+    """The scatter combines with an addition (its ``to_apply`` root is an add of its two parameters)."""
+    comps = getattr(instr, "called_computations", None) or []
+    return bool(comps) and comps[0].root.opcode == "add"
+
+
 @register("scatter")
 def handle_scatter(instr, ctx):
+    """Every output layout with the updates applied locally (see module docstring), plus XLA's
+    "index-parallel" scatter-add: updates (and indices) split over some mesh axes along their scatter
+    (non-window) dims, each device adds its updates into a replicated copy of the operand and an
+    all-reduce of the whole result over those axes sums them (measured, tests/test_handlers_gather.py:
+    the embedding gradient of the MaxText step)."""
+    from itertools import combinations
+
+    from ..cost import collectives
+    from .base import Strategy
+
     if not is_array(instr.shape) or len(instr.operands) != 3:
         return None
-    return free_group(instr, ctx, lambda s: _scatter_inputs(instr, s))
+    g = free_group(instr, ctx, lambda s: _scatter_inputs(instr, s))
+    if not _adds(instr):
+        return g
+    minfo = ctx.minfo
+    op, idx, upd = instr.operands
+    window = set(attr_ints(instr, "update_window_dims"))
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = int(str(ivd)) if ivd is not None else len(idx.shape.dims)
+    scatter_dims = [d for d in range(len(upd.shape.dims)) if d not in window]
+    idx_dims = [d for d in range(len(idx.shape.dims)) if d != ivd]
+    if not scatter_dims or len(idx_dims) != len(scatter_dims):
+        return g
+    full = replicated_spec(len(instr.shape.dims))
+    mem = minfo.bytes_per_device(instr.shape, full)
+    ud, idd = scatter_dims[0], idx_dims[0]
+    for n in range(1, len(minfo.axes) + 1):
+        for axes in combinations(minfo.axes, n):
+            k = minfo.split(axes)
+            if upd.shape.dims[ud] % k or idx.shape.dims[idd] % k:
+                continue
+            uspec = [()] * len(upd.shape.dims)
+            ispec = [()] * len(idx.shape.dims)
+            uspec[ud] = ispec[idd] = tuple(axes)
+            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(axes))
+            elems = minfo.tile_volume(upd.shape.dims, tuple(uspec))
+            g.strategies.append(Strategy(f"R|updates@{''.join(map(str, axes))}", full,
+                                         (full, tuple(ispec), tuple(uspec)), compute=compute_cost(elems),
+                                         comm=comm, memory=mem, collectives=(col,)))
+    return g
 
 
 @register_backward("scatter")

@@ -1,9 +1,9 @@
 """reduce (variadic too): follows operand 0; a split reduced dim costs an all-reduce.
 
-For the followed layout ``s`` of the data operands: the output keeps the axes of the kept dims; every
-mesh axis on a reduced dim is reduced with an all-reduce over those axes of the per-device output
-bytes (summed over the outputs of a variadic reduce), after which the output is replicated along
-them.  A reduce therefore never splits a reduced dim for free.  Init values are required replicated.
+For the followed layout ``s`` of the data operands: the output keeps the axes of the kept dims; each
+split reduced dim is reduced with an all-reduce over its mesh axes of the per-device output bytes
+(summed over the outputs of a variadic reduce; one all-reduce per dim, as XLA's partitioner does,
+tests/test_handlers_elementwise.py), after which the output is replicated along them.  A reduce therefore never splits a reduced dim for free.  Init values are required replicated.
 Compute: one flop per operand element per device.
 """
 
@@ -27,16 +27,21 @@ def _reduce_transform(instr, ctx, spec):
     if not is_mesh_spec(spec):
         spec = replicated_spec(rank)
     out = drop_dims(spec, dims)
-    axes = sorted({a for d in dims for a in spec[d]})
     outs = leaf_shapes(instr.shape)
     out_bytes = sum(minfo.bytes_per_device(s, out) for s in outs)
-    comm = collectives.all_reduce_cost(ctx.mesh, out_bytes, tuple(axes)) if axes else 0.0
+    comm, cols = 0.0, []
+    for d in sorted(dims, reverse=True):   # one all-reduce per split reduced dim (measured, minor dim first)
+        if spec[d]:
+            c, col = collectives.priced("all-reduce", ctx.mesh, out_bytes, tuple(spec[d]))
+            comm += c
+            cols.append(col)
+    cols = tuple(cols)
     inputs = tuple([spec] * n + [()] * n)
     elems = 1
     for d in minfo.tile_dims(data.shape.dims, spec):
         elems *= d
     flops = elems * n
-    return (tuple([out] * len(outs)) if instr.shape.is_tuple else out), inputs, comm, flops, out_bytes
+    return (tuple([out] * len(outs)) if instr.shape.is_tuple else out), inputs, comm, flops, out_bytes, cols
 
 
 @register("reduce")
@@ -46,23 +51,25 @@ def handle_reduce(instr, ctx):
         return None
     r = ctx.resolve(instr.operands[0], 0)
     multi = instr.shape.is_tuple
-    if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
-        if multi:
-            specs = [None] if not isinstance(r, tuple) else ctx.leaf_specs(instr.operands[0], 0)
-        else:
-            dims = list(instr.dimensions or [])
-
-            def inputs_for(out):
-                it = iter(out)
-                full = tuple(() if d in dims else next(it) for d in range(len(instr.operands[0].shape.dims)))
-                return tuple([full] * n + [()] * n)
-
-            return free_group(instr, ctx, inputs_for)
-    specs = ctx.leaf_specs(instr.operands[0], 0)
+    specs = [None] if not isinstance(r, tuple) else ctx.leaf_specs(instr.operands[0], 0)
     strategies = []
     for p, spec in enumerate(specs):
-        out, inputs, comm, flops, mem = _reduce_transform(instr, ctx, spec)
-        strategies.append(Strategy(f"follow{p}", out, inputs, compute=compute_cost(flops), comm=comm, memory=mem))
+        out, inputs, comm, flops, mem, cols = _reduce_transform(instr, ctx, spec)
+        strategies.append(Strategy(f"follow{p}", out, inputs, compute=compute_cost(flops), comm=comm, memory=mem,
+                                   collectives=cols))
+    if (not isinstance(r, tuple) or len(r[0].strategies) <= 1) and not multi:
+        # a pinned operand: its own layout (XLA reduces locally, then all-reduces), plus every layout
+        # of the output with the operand resharded to it
+        dims = list(instr.dimensions or [])
+
+        def inputs_for(out):
+            it = iter(out)
+            full = tuple(() if d in dims else next(it) for d in range(len(instr.operands[0].shape.dims)))
+            return tuple([full] * n + [()] * n)
+
+        have = {st.out for st in strategies if is_mesh_spec(st.out)}
+        extra = [st for st in free_group(instr, ctx, inputs_for).strategies if st.out not in have]
+        return StrategyGroup(instr, strategies + extra, leaf_shapes=(instr.shape,))
     follow = (instr.operands[0], 0) if isinstance(r, tuple) and len(specs) == len(r[0].strategies) else None
     return StrategyGroup(instr, strategies, follow=follow, multi=multi, leaf_shapes=tuple(leaf_shapes(instr.shape)))
 

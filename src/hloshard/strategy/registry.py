@@ -207,7 +207,9 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
             ok = _same(st.out, want)
         if ok:
             keep.append(st)
-    if not keep:
+    if not keep and not group.multi and group.operands is None:
+        keep = [_generate_for_output(group.instr, want, ctx)]
+    elif not keep:
         if group.multi:
             base = group.strategies[0]
             mem = sum(ctx.minfo.bytes_per_device(s, o) for s, o in zip(group.leaf_shapes, want) if o is not None)
@@ -220,10 +222,159 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
                              memory=ctx.minfo.bytes_per_device(leaf_shape or group.instr.shape, want))]
         else:
             keep = [_generate_for_output(group.instr, want, ctx)]
+    if not group.multi and group.operands is None:
+        keep = _realized(group, keep, want, ctx)
     group.strategies = keep
     group.follow = None
     group.fixed = True
     return group
+
+
+#: opcode -> fn(instr, operand specs, strategies) -> the strategies XLA's handler prefers (e.g. a dot
+#: keeps the contracting split its operands share); registered by handler modules
+PREFERRED: dict[str, Callable] = {}
+
+#: opcodes XLA partitions with their operands' layouts and then reshards the result to the written
+#: layout (measured: dot, convolution, slice); other ops reshard their operands to the written layout
+#: (e.g. sort, elementwise ops)
+RESHARDS_OUTPUT = {"dot", "convolution", "slice"}
+
+#: added to a strategy that computes in its own layout and reshards its result: for equal bytes XLA
+#: produces the written layout directly (measured, tests/test_handlers_dot.py)
+OUTPUT_RESHARD_TIE_BREAK = 0.2
+
+
+def register_preference(*opcodes: str):
+    def deco(fn):
+        for op in opcodes:
+            PREFERRED[op] = fn
+        return fn
+    return deco
+
+
+def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list:
+    """The strategies of a user-fixed node XLA's partitioner can realize, given the operands' layouts
+    when they are known (every operand's node has one strategy, as under ``hloshard cost``).
+
+    In order (measured against GSPMD, tests/test_handlers_*.py): strategies producing the written
+    layout with the operands exactly as they are; the ones the op's handler prefers
+    (:data:`PREFERRED`, e.g. a dot keeping the contracting split both operands have); for the ops of
+    :data:`RESHARDS_OUTPUT`, strategies that compute with the operands as they are and reshard their
+    result (:func:`_resharded_outputs`); else
+    ``keep`` (the cheapest wins: XLA reshards the operands).  With an operand layout still open, ``keep`` unchanged."""
+    instr = group.instr
+    actual = _operand_specs(instr, ctx)
+    if actual is None:
+        return keep
+    exact = _exact(keep, actual)
+    if exact:
+        return exact
+    pref = PREFERRED.get(instr.opcode)
+    if pref is not None:
+        chosen = pref(instr, actual, keep)
+        if chosen:
+            return chosen
+    free = [st for st in keep if not st.name.endswith("|allreduce+slice") and _free_edges(instr, st, actual, ctx)]
+    if free:   # every operand reaches its layout by a local slice: XLA slices and partitions directly
+        return free
+    if instr.opcode not in RESHARDS_OUTPUT:
+        return keep
+    exact = _exact(_resharded_outputs(group, want, ctx), actual)
+    return exact or keep
+
+
+def _operand_specs(instr, ctx: BuildContext):
+    """Per operand its layout when its node has one strategy (None for non-arrays); None if any is open."""
+    actual = []
+    for op in instr.operands:
+        if not is_array(op.shape) or rematerialized(op):   # XLA rebuilds it in any layout
+            actual.append(None)
+            continue
+        r = ctx.resolve(op, 0) if op in ctx.groups else None
+        if not isinstance(r, tuple) or len(r[0].strategies) != 1:
+            return None
+        g, leaf = r
+        st0 = g.strategies[0]
+        actual.append(st0.out if leaf is None else st0.out[leaf])
+    return actual
+
+
+def _free_edges(instr, st, actual, ctx) -> bool:
+    """Every operand of ``st`` is reached from its actual layout without communication (equal, or a
+    local slice of a less split layout: the resharding plan costs nothing)."""
+    from ..cost.reshard import resharding_cost
+
+    minfo = ctx.minfo
+    for k, a in enumerate(actual):
+        req = st.inputs[k] if k < len(st.inputs) else None
+        if a is None or req is None or _same(a, req):
+            continue
+        shape = instr.operands[k].shape
+        try:
+            if resharding_cost(shape, minfo.to_sharding(a, len(shape.dims)), minfo.to_sharding(req, len(shape.dims)),
+                               ctx.mesh) > 0:
+                return False
+        except Exception:  # noqa: BLE001 - not plannable: not free
+            return False
+    return True
+
+
+def _exact(strategies: list, actual: list) -> list:
+    """The strategies requiring every operand exactly in its actual layout (no resharding)."""
+    out = []
+    for st in strategies:
+        if all(a is None or k >= len(st.inputs) or st.inputs[k] is None or _same(a, st.inputs[k])
+               for k, a in enumerate(actual)):
+            out.append(st)
+    return out
+
+
+def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
+    """For a user-fixed output no strategy produces: each strategy computed in its own layout and its
+    result resharded to ``want`` (what XLA's partitioner does when an op's natural output layout is not
+    the one written: e.g. a dot all-reduces in its own layout and dynamic-slices or collective-permutes
+    the result; a slice exchanges halos in its operand's layout and gathers the small result).  The
+    output resharding (``cost.reshard.plan``) is added to ``comm`` and its collectives to
+    ``Strategy.collectives``.  One candidate per distinct (output, inputs)."""
+    from ..cost.reshard import plan
+
+    instr = group.instr
+    shape = instr.shape
+    if not is_array(shape):
+        return []
+    minfo = ctx.minfo
+    rank = len(shape.dims)
+    try:
+        dst = minfo.to_sharding(want, rank)
+    except Exception:  # noqa: BLE001 - not a layout the mesh can express: no candidates
+        return []
+    plans: dict = minfo.memo.setdefault("output-reshard", {})
+    seen: set = set()
+    out = []
+    for st in group.strategies:
+        if st.out is None or (not is_mesh_spec(st.out) and getattr(st.out, "is_manual", False)):
+            continue
+        key = (_spec_key(st.out), tuple(_spec_key(x) if x is not None and not isinstance(x, tuple) or
+                                        (isinstance(x, tuple) and is_mesh_spec(x)) else str(x) for x in st.inputs))
+        if key in seen:
+            continue
+        seen.add(key)
+        pk = (shape.element_type, tuple(shape.dims), _spec_key(st.out), _spec_key(want))
+        if pk not in plans:
+            try:
+                pl = plan(shape, minfo.to_sharding(st.out, rank), dst, ctx.mesh)
+                plans[pk] = (float(pl.total_cost), tuple(pl.predicted_collectives()))
+            except Exception:  # noqa: BLE001 - the planner cannot express it: no candidate
+                plans[pk] = None
+        hit = plans[pk]
+        if hit is None:
+            continue
+        cost, cols = hit
+        out.append(Strategy(st.name + ">user", want, st.inputs, compute=st.compute,
+                            comm=st.comm + cost + OUTPUT_RESHARD_TIE_BREAK,
+                            memory=minfo.bytes_per_device(shape, want),
+                            collectives=tuple(st.collectives) + cols))
+    return out
 
 
 def _replicated_inputs(instr):
@@ -255,9 +406,41 @@ def build_group(instr, ctx: BuildContext):
             group = replicated_group(instr, ctx)
         if instr in ctx.fixed:
             group = apply_fixed(group, instr, ctx)
+        _free_rematerialized(group, instr, ctx)
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group
+
+
+def rematerialized(op) -> bool:
+    """A value XLA's partitioner rebuilds in whatever layout a user needs instead of resharding it: a
+    broadcast of a scalar (measured: a broadcast of a scalar parameter or constant split on dim 1, used
+    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all)."""
+    return op.opcode == "broadcast" and len(op.operands) == 1 and is_array(op.operands[0].shape) \
+        and not op.operands[0].shape.dims
+
+
+def _free_rematerialized(group, instr, ctx) -> None:
+    """Drop the operand requirements on rematerialized operands whose layout is already pinned (one
+    strategy, e.g. a written sharding under ``hloshard cost``): XLA rebuilds them for this user, so no
+    resharding edge.  A broadcast whose layout is still open keeps its edges, so that the solver gives it
+    its users' layout (for free) instead of an arbitrary one."""
+    if not isinstance(group, StrategyGroup) or group.operands is not None:
+        return
+
+    def pinned(op) -> bool:
+        r = ctx.resolve(op, 0) if op in ctx.groups else None
+        return isinstance(r, tuple) and len(r[0].strategies) == 1
+
+    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op) and pinned(op)]
+    if not idx:
+        return
+    for st in group.strategies:
+        ins = list(st.inputs)
+        for k in idx:
+            if k < len(ins):
+                ins[k] = None
+        st.inputs = tuple(ins)
 
 
 def _visit_manual_callees(instr, group, ctx) -> None:

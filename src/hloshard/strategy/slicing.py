@@ -1,9 +1,12 @@
 """slice, dynamic-slice, dynamic-update-slice, pad, concatenate, reverse: follow operand 0.
 
-A dim whose extent changes (sliced, padded, concatenated, or smaller in the update of a
-dynamic-update-slice) cannot stay split without halo exchange, so the follower keeps the operand's
-layout on every other dim and requires that dim *replicated* of the operand: the all-gather this
-implies is charged on the operand edge by the resharding planner (never free).  Index operands and
+As XLA's SPMD partitioner does (measured, tests/test_handlers_slicing.py): a slice or a pad keeps its
+operand's layout on every dim, the sliced or padded one included, and pays the halo exchange
+(collective-permutes, :func:`window_halo`); a concatenate along a split dim moves the split to another
+dim and back (all-to-alls, :func:`concat_comm`).  For the other ops (dynamic-slice,
+dynamic-update-slice, pads with interior padding) a dim whose extent changes cannot stay split: the
+follower keeps the operand's layout on every other dim and requires that dim *replicated* of the
+operand: the all-gather this implies is charged on the operand edge by the resharding planner.  Index operands and
 padding values are scalars required replicated.  reverse keeps the layout; reversing a split dim
 moves every shard to its mirror device, charged as a collective-permute of the per-device bytes.
 """
@@ -53,10 +56,248 @@ def _inputs(instr, spec, changed):
     return s, (s,)
 
 
+def _ranges(n: int, k: int) -> list:
+    """Per shard the [lo, hi) range of a dim of size ``n`` split ``k`` ways (XLA ceil tiling)."""
+    s = -(-n // k)
+    return [(min(s * i, n), min(s * (i + 1), n)) for i in range(k)]
+
+
+def slice_halo(n_in: int, start: int, limit: int, stride: int, k: int) -> list:
+    """:func:`window_halo` of a slice ``[start:limit:stride]`` of a dim of size ``n_in`` split ``k`` ways."""
+    n_out = max(-(-(limit - start) // max(stride, 1)), 0)
+    return window_halo(n_in, n_out, start, stride, k)
+
+
+def window_halo(n_in: int, n_out: int, offset: int, stride: int, k: int, size: int = 1) -> list:
+    """The collective-permutes XLA's SPMD partitioner (windowed-input halo exchange of the slice and pad
+    handlers) inserts along one dim split ``k`` ways in both the operand (size ``n_in``) and the result
+    (size ``n_out``), where result element ``o`` reads operand elements ``offset + stride * o`` to
+    ``offset + stride * o + size - 1`` (a slice: offset = start, size 1; a pad: offset = -low, elements
+    outside the operand are padding; a convolution's spatial dim: offset = -padding_low, size = the
+    dilated window).  Returns a list of
+    ``(elements along the dim, [(source shard, target shard), ...])``.
+
+    Result shard i needs the operand range its elements read (clipped to the operand); its left halo is
+    what it needs before its own shard, its right halo what it needs after.  When both halos fit in one
+    neighbouring shard, XLA exchanges one left and one right halo with the neighbours (sizes: the
+    largest halo); otherwise it sends every piece a target needs from each other shard ("compact"
+    exchange; here one permute per (source, target) piece: the bytes XLA moves in every measured case,
+    though XLA sometimes packs two pieces into one wider permute).  Measured with jaxlib 0.10.2, tests/test_handlers_slicing.py.
+    """
+    own = _ranges(n_in, k)
+    out = _ranges(n_out, k)
+    need = []
+    for lo, hi in out:
+        a = max(offset + stride * lo, 0)
+        b = min(offset + stride * (hi - 1) + size, n_in)
+        need.append((a, b) if hi > lo and b > a else None)
+    s = -(-n_in // k)
+    left = [own[i][0] - nd[0] for i, nd in enumerate(need) if nd is not None]
+    right = [nd[1] - own[i][1] for i, nd in enumerate(need) if nd is not None and own[i][1] > own[i][0]]
+    max_l, max_r = max(left, default=0), max(right, default=0)
+    if max_l <= s and max_r <= s:
+        steps = []
+        if max_l > 0:
+            steps.append((max_l, [(i - 1, i) for i in range(1, k)]))
+        if max_r > 0:
+            steps.append((max_r, [(i + 1, i) for i in range(k - 1)]))
+        return steps
+    pieces = []
+    for i, nd in enumerate(need):
+        if nd is None:
+            continue
+        for j, (lo, hi) in enumerate(own):
+            a, b = max(lo, nd[0]), min(hi, nd[1])
+            if j != i and b > a:
+                pieces.append((b - a, [(j, i)]))
+    return pieces
+
+
+def _dim_pairs(minfo, spec, rank: int, dim: int, shard_pairs) -> list:
+    """Device pairs of shard pairs along tensor ``dim`` of ``spec`` (same position on every other dim)."""
+    import numpy as np
+
+    sh = minfo.to_sharding(spec, rank)
+    ta = np.asarray(sh.tile_assignment)
+    pairs = []
+    for j, i in shard_pairs:
+        src, dst = np.take(ta, j, axis=dim).ravel(), np.take(ta, i, axis=dim).ravel()
+        pairs.extend((int(a), int(b)) for a, b in zip(src, dst))
+    return pairs
+
+
+def windows(instr):
+    """Per dim ``(offset, stride)`` of a slice or a pad without interior padding (result element o reads
+    operand element offset + stride*o), or None when the op is not such a window."""
+    if instr.opcode == "slice":
+        ranges = getattr(instr.attrs.get("slice"), "ranges", None)
+        if not ranges or len(ranges) != len(instr.shape.dims):
+            return None
+        return [(start, stride) for start, _, stride in ranges]
+    if instr.opcode == "pad":
+        cfg = getattr(instr.attrs.get("padding"), "dims", None)
+        if not cfg or len(cfg) != len(instr.shape.dims) or any(interior for _, _, interior in cfg):
+            return None
+        return [(-low, 1) for low, _, _ in cfg]
+    return None
+
+
+def halo_exchange(ctx, shape, spec, dim_windows):
+    """``(comm, collectives)`` of XLA's halo exchange for an operand ``shape`` laid out in ``spec`` (the
+    result split alike): for each ``(dim, result size, offset, stride, window size)`` of
+    ``dim_windows`` on a split dim, the collective-permutes of :func:`window_halo`, each moving that many
+    elements of the operand tile along the dim.  Shared by slice, pad, reduce-window and convolution."""
+    from ..cost import collectives
+
+    minfo = ctx.minfo
+    if not is_mesh_spec(spec):
+        return 0.0, ()
+    rank = len(shape.dims)
+    tile = minfo.tile_dims(shape.dims, spec)
+    tile_bytes = minfo.bytes_per_device(shape, spec)
+    comm, cols = 0.0, []
+    for d, n_out, offset, stride, size in dim_windows:
+        k = minfo.split(spec[d])
+        if k <= 1:
+            continue
+        for elems, shard_pairs in window_halo(shape.dims[d], n_out, offset, stride, k, size):
+            c, col = collectives.priced("collective-permute", ctx.mesh, tile_bytes * elems // max(tile[d], 1),
+                                        pairs=_dim_pairs(minfo, spec, rank, d, shard_pairs))
+            comm += c
+            cols.append(col)
+    return comm, tuple(cols)
+
+
+def slice_comm(instr, spec, ctx):
+    """``(comm, collectives)`` of a slice or pad partitioned in ``spec`` (operand and result alike): the
+    halo collective-permutes of :func:`window_halo` on every split dim the op changes."""
+    op = instr.operands[0]
+    wins = windows(instr)
+    if not wins:
+        return 0.0, ()
+    dims = [(d, instr.shape.dims[d], offset, stride, 1) for d, (offset, stride) in enumerate(wins)
+            if not (offset == 0 and stride == 1 and op.shape.dims[d] == instr.shape.dims[d])]
+    return halo_exchange(ctx, op.shape, spec, dims)
+
+
+def _slice_spec(instr, spec, minfo):
+    """The layout a slice keeps: the operand's, minus splits of dims the result is too small for."""
+    return tuple(ax if not ax or instr.shape.dims[d] >= minfo.split(ax) else ()
+                 for d, ax in enumerate(spec))
+
+
+def handle_slice(instr, ctx):
+    """slice / pad: keeps the operand's layout on every dim (sliced or padded dims included) and pays
+    XLA's halo exchange (:func:`slice_comm`); a pad's value operand is required replicated."""
+    rank = len(instr.shape.dims)
+    minfo = ctx.minfo
+    r = ctx.resolve(instr.operands[0], 0)
+    rest = tuple(replicated_spec(len(o.shape.dims)) for o in instr.operands[1:])
+
+    def build(spec):
+        if not is_mesh_spec(spec):
+            spec = replicated_spec(rank)
+        spec = _slice_spec(instr, spec, minfo)
+        comm, cols = slice_comm(instr, spec, ctx)
+        return spec, (spec,) + rest, comm, cols
+
+    if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
+        g = free_group(instr, ctx, lambda sp: (sp,) + rest, 0.0)
+        for st in g.strategies:
+            st.comm, st.collectives = build(st.out)[2:]
+        return g
+
+    cache: dict = {}
+
+    def transform(spec):
+        key = spec if is_mesh_spec(spec) else str(spec)
+        if key not in cache:
+            cache[key] = build(spec)
+        out, inputs, comm, cols = cache[key]
+        cols_by_spec[out] = cols
+        return out, inputs, comm
+
+    cols_by_spec: dict = {}
+    g = follow_group(instr, ctx, 0, transform, flops_per_element=0.0)
+    for st in g.strategies:
+        st.collectives = cols_by_spec.get(st.out, ())
+    return g
+
+
+def concat_comm(instr, spec, ctx):
+    """``(comm, collectives)`` of a concatenate partitioned in ``spec`` (every operand and the result)
+    with the concatenated dim split: XLA moves that split to another dim with an all-to-all per
+    operand, concatenates locally and moves the split back with an all-to-all of the result (measured,
+    tests/test_handlers_slicing.py).  ``None`` when no other dim can take the split (then the dim is
+    gathered: the operands are required unsplit on it)."""
+    from ..cost import collectives
+
+    minfo = ctx.minfo
+    d = (instr.dimensions or [0])[0]
+    axes = spec[d]
+    if not axes:
+        return 0.0, ()
+    k = minfo.split(axes)
+    free = [e for e in range(len(spec)) if e != d and
+            all(-(-o.shape.dims[e] // minfo.split(spec[e])) % k == 0 for o in instr.operands)]
+    if not free:
+        return None
+    comm, cols = 0.0, []
+    for shape in [o.shape for o in instr.operands] + [instr.shape]:
+        b = minfo.bytes_per_device(shape, spec)   # priced as the planner prices a resharding all-to-all
+        c, col = collectives.priced("all-to-all", ctx.mesh, b, tuple(axes), cost_bytes=b * k)
+        comm += c
+        cols.append(col)
+    return comm, tuple(cols)
+
+
+def handle_concatenate(instr, ctx):
+    """concatenate: keeps the operand layout, the concatenated dim included when another dim can take
+    its split for the local concatenation (:func:`concat_comm`); else that dim is required unsplit."""
+    rank = len(instr.shape.dims)
+    d = (instr.dimensions or [0])[0]
+    n = len(instr.operands)
+    minfo = ctx.minfo
+
+    def build(spec):
+        if not is_mesh_spec(spec):
+            spec = replicated_spec(rank)
+        if spec[d] and any(o.shape.dims[d] < minfo.split(spec[d]) for o in instr.operands):
+            spec = unshard_dims(spec, [d])
+        res = concat_comm(instr, spec, ctx)
+        if res is None:
+            spec = unshard_dims(spec, [d])
+            res = (0.0, ())
+        return spec, tuple(spec for _ in range(n)), res[0], res[1]
+
+    r = ctx.resolve(instr.operands[0], 0)
+    if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
+        g = free_group(instr, ctx, lambda sp: tuple(sp for _ in range(n)), 0.0)
+        for st in g.strategies:
+            _, st.inputs, st.comm, st.collectives = build(st.out)
+        return g
+    cols_by_spec: dict = {}
+
+    def transform(spec):
+        out, inputs, comm, cols = build(spec)
+        cols_by_spec[out] = cols
+        return out, inputs, comm
+
+    g = follow_group(instr, ctx, 0, transform, flops_per_element=0.0)
+    for st in g.strategies:
+        st.collectives = cols_by_spec.get(st.out, ())
+    return g
+
+
 @register("slice", "dynamic-slice", "dynamic-update-slice", "pad", "concatenate")
 def handle_slicing(instr, ctx):
     if not is_array(instr.shape) or not instr.operands:
         return None
+    if (instr.opcode == "slice" and len(instr.operands) == 1 or instr.opcode == "pad" and len(instr.operands) == 2) \
+            and windows(instr) is not None:
+        return handle_slice(instr, ctx)
+    if instr.opcode == "concatenate":
+        return handle_concatenate(instr, ctx)
     rank = len(instr.shape.dims)
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
     r = ctx.resolve(instr.operands[0], 0)
@@ -82,6 +323,7 @@ def handle_slicing(instr, ctx):
 
 @register_backward("slice", "dynamic-slice", "dynamic-update-slice", "pad", "concatenate")
 def backward_slicing(instr, out_spec, ctx):
+    """Operand layouts under which the op is local (used inside fusions and for fixed outputs)."""
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
     if any(out_spec[d] for d in changed if d < len(out_spec)):
         return None
@@ -112,19 +354,27 @@ def handle_reverse(instr, ctx):
         if not is_mesh_spec(spec):
             spec = replicated_spec(rank)
         axes = sorted({a for d in dims for a in spec[d]})
-        comm = 0.0
+        comm, cols = 0.0, ()
         if axes:
-            comm = collectives.collective_permute_cost(ctx.mesh, minfo.bytes_per_device(instr.shape, spec),
-                                                      _mirror_pairs(ctx.mesh, axes))
+            comm, col = collectives.priced("collective-permute", ctx.mesh,
+                                           minfo.bytes_per_device(instr.shape, spec),
+                                           pairs=_mirror_pairs(ctx.mesh, axes))
+            cols = (col,)
+        cols_by_spec[spec] = cols
         return spec, (spec,), comm
+
+    cols_by_spec: dict = {}
 
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         g = free_group(instr, ctx, lambda s: (s,), 0.0)
         for st in g.strategies:
             st.comm = transform(st.out)[2]
-        return g
-    return follow_group(instr, ctx, 0, transform, flops_per_element=0.0)
+    else:
+        g = follow_group(instr, ctx, 0, transform, flops_per_element=0.0)
+    for st in g.strategies:
+        st.collectives = cols_by_spec.get(st.out, ())
+    return g
 
 
 @register_backward("reverse")

@@ -38,7 +38,7 @@ def handle_gte(instr, ctx):
     return alias_leaves(instr, op, leaf_range(op.shape, index))
 
 
-@register("optimization-barrier")
+@register("optimization-barrier", "opt-barrier")
 def handle_barrier(instr, ctx):
     op = instr.operands[0]
     return alias_leaves(instr, op, range(len(leaf_shapes(op.shape))))

@@ -1,0 +1,169 @@
+"""Compare hloshard's predicted collectives with XLA's, instruction by instruction (test helper).
+
+XLA side: the raw after-``spmd-partitioning`` HLO of a module (GSPMD, ``tests/xla_oracle.py``); each
+collective is attributed to the instruction whose ``metadata={op_name=...}`` it carries (hand-written
+test modules give every instruction ``op_name`` = its own name) and counted in ring-formula bytes per
+device (``tests/xla_bytes.py``: all-gather (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand
+bytes, all-reduce 2(n-1)/n x bytes, all-to-all (n-1)/n x bytes, collective-permute the bytes sent).
+
+hloshard side: ``evaluate_module`` of the same module (every instruction annotated, so the choice is
+pinned), the chosen strategy's ``Strategy.collectives`` plus the resharding plan steps of its operand
+edges (``ReshardPlan.predicted_collectives``), attributed to the consuming instruction.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from hloshard.cost.collectives import PredictedCollective
+from hloshard.cost.reshard import STEP_KINDS
+
+_OP_NAME = re.compile(r'op_name="([^"]*)"')
+
+
+def xla_collectives(raw_text: str) -> list[dict]:
+    """Collectives of a raw partitioned text: dicts with ``kind``, ``op_name``, ``group_size`` (1 for a
+    collective-permute), ``replica_groups`` (sorted groups) and ``ring`` (ring bytes per device, loop
+    bodies counted per trip: :func:`tests.xla_bytes.collective_bytes`, the project's one counter)."""
+    from tests import xla_oracle
+    from tests.xla_bytes import collective_bytes
+
+    op_names = {}
+    for line in raw_text.splitlines():
+        m = xla_oracle._INSTR_RE.match(line)
+        if m:
+            op = _OP_NAME.search(line)
+            op_names[m.group("name")] = op.group(1) if op else None
+    groups = {c["name"]: c["replica_groups"] or [] for c in xla_oracle.collectives(raw_text)}
+    out = []
+    for c in collective_bytes(raw_text):
+        out.append({"kind": c["kind"], "op_name": op_names.get(c["name"]),
+                    "group_size": 1 if c["kind"] == "collective-permute" else c["n"],
+                    "replica_groups": sorted(sorted(g) for g in groups.get(c["name"], [])), "ring": c["bytes"]})
+    return out
+
+
+def predicted_collectives(module, mesh) -> dict[str, list[PredictedCollective]]:
+    """Instruction name -> the collectives hloshard predicts for the shardings ``module`` carries: the
+    chosen strategies' ``Strategy.collectives`` and the steps of the resharding plans on their operand
+    edges (``autoshard.reshardings_of``), each repeated per loop trip."""
+    from hloshard.autoshard import evaluate_module, reshardings_of
+    from hloshard.cost.reshard import ReshardStep
+
+    res = evaluate_module(module, mesh)
+    graph, choice = res.graph, res.choice
+    out: dict = defaultdict(list)
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        if st.collectives:
+            out[g.instr.name].extend(list(st.collectives) * max(int(round(graph.ctx.weight(g.instr))), 1))
+    weights = {g.instr.name: max(int(round(graph.ctx.weight(g.instr))), 1) for g in graph.nodes}
+    for name, edges in reshardings_of(graph, choice).items():
+        for edge in edges:
+            for step in edge["steps"]:
+                if step.get("kind") not in STEP_KINDS:
+                    continue
+                col = ReshardStep(**step).predicted()
+                if col is not None:
+                    out[name].extend([col] * weights.get(name, 1))
+    return dict(out)
+
+
+def total_ring(cols) -> float:
+    return float(sum(c["ring"] if isinstance(c, dict) else c.ring_bytes for c in cols))
+
+
+def by_op(xla_cols: list[dict]) -> dict[str, list[dict]]:
+    out: dict = defaultdict(list)
+    for c in xla_cols:
+        out[c["op_name"]].append(c)
+    return dict(out)
+
+
+def summary(cols) -> list[tuple]:
+    """(kind, group size, ring bytes) per collective, sorted: the comparable part of either side."""
+    rows = []
+    for c in cols:
+        if isinstance(c, dict):
+            rows.append((c["kind"], c["group_size"], round(c["ring"])))
+        else:
+            rows.append((c.kind, c.group_size if c.kind != "collective-permute" else 1, round(c.ring_bytes)))
+    return sorted(rows)
+
+
+def case_module(cases) -> str:
+    """One HLO module holding many independent cases, each ``(name, [(param shape, param sharding)...],
+    body, result sharding, result shape)``: ``body`` is the instruction text after the opcode's shape
+    with ``{0}``, ``{1}`` ... for the case's parameters (e.g. ``'slice({0}), slice={{[0:8]}}'``).  Every
+    instruction carries ``op_name`` = its name, so XLA's collectives can be told apart per case; the
+    root is a tuple of every case's result with their shardings (nothing left for XLA to choose)."""
+    lines = ["HloModule cases, num_partitions=8", "", "ENTRY e {"]
+    outs, shs, shapes = [], [], []
+    k = 0
+    for name, params, body, out_sharding, out_shape in cases:
+        refs = []
+        for shape, sharding in params:
+            lines.append(f'  p{k} = {shape} parameter({k}), sharding={sharding}, metadata={{op_name="p{k}"}}')
+            refs.append(f"p{k}")
+            k += 1
+        lines.append(f'  {name} = {out_shape} {body.format(*refs)}, sharding={out_sharding}, '
+                     f'metadata={{op_name="{name}"}}')
+        outs.append(name)
+        # a tuple-shaped case contributes its leaves to the (flat) root tuple sharding
+        shs.append(out_sharding[1:-1] if out_sharding.startswith("{{") else out_sharding)
+        shapes.append(out_shape)
+    lines.append(f'  ROOT out = ({", ".join(shapes)}) tuple({", ".join(outs)}), sharding={{{", ".join(shs)}}}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def compare_cases(cases, mesh_spec: str = "2x4", raw: str | None = None, text: str | None = None) -> dict:
+    """Partition the module of ``cases`` (``text``: that module with extra computations, default
+    :func:`case_module`) with XLA (one child process, unless its partitioned ``raw`` text is given) and
+    predict it with hloshard on ``mesh_spec`` (alpha 0, beta 1).  Returns name -> (XLA summary,
+    hloshard summary, XLA raw dicts)."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests import xla_oracle
+
+    if text is None:
+        text = case_module(cases)
+    if raw is None:
+        raw = xla_oracle.spmd_partition(text, 8)
+    xla = by_op(xla_collectives(raw))
+    pred = predicted_collectives(parse_module(text), DeviceMesh.parse(mesh_spec, alpha="0,0", beta="1,1"))
+    return {c[0]: (summary(xla.get(c[0], [])), summary(pred.get(c[0], [])), xla.get(c[0], [])) for c in cases}
+
+
+def partition_only(text: str, num_partitions: int = 8) -> str:
+    """The raw after-spmd-partitioning HLO even when a later CPU pass fails (e.g. a custom-call target
+    the CPU backend has no implementation for, such as TransformerEngine's ``te_fused_attn_*``): the
+    dump of the partitioner pass is read whether or not the compile finished.  Raises OracleError when
+    XLA failed before or in the partitioner."""
+    import glob
+    import os
+    import tempfile
+
+    from tests import xla_oracle
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-oracle-") as dump:
+        res = xla_oracle._child({"op": "partition", "text": text, "n": num_partitions, "dump": dump,
+                                 "propagate_to_output": False}, timeout=xla_oracle.DEFAULT_TIMEOUT)
+        if "error" not in res:
+            return res["text"]
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        if not files:
+            raise xla_oracle.OracleError(res["error"])
+        with open(files[-1]) as f:
+            return f.read()
+
+
+def case_results(cases, prelude: str = "") -> dict:
+    """:func:`compare_cases` for ``cases`` with ``prelude`` (reducers, comparators) before the entry,
+    partitioned in one child process (``partition_only``); calls ``require_jax`` first."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
+    return compare_cases(cases, raw=partition_only(text), text=text)
