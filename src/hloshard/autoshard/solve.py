@@ -113,6 +113,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
     apply_choice(graph, choice)
+    # A dot / convolution / gather / scatter is partitioned by XLA from its operands' layouts, not from
+    # the plan: pin each operand the chosen strategy reshards with a copy in the planned layout, so XLA
+    # does the planned resharding (hloshard.strategy.realize; measured there and in
+    # tests/test_realize_oracle.py)
+    from ..strategy.realize import insert_pins, operand_pins
+
+    graph.pins = insert_pins(operand_pins(graph.nodes, choice, graph.ctx))
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the
