@@ -109,7 +109,8 @@ def run(args) -> list[dict]:
         solved = parse_module(c["pre"].read_text(), str(c["pre"]))
         c["solve_error"] = None
         try:
-            res = solve_module(solved, mesh, keep="io", time_limit=args.time_limit, workers=1, deterministic=True)
+            res = solve_module(solved, mesh, keep="io", time_limit=args.time_limit, workers=1, deterministic=True,
+                               pin_operands=args.pin_operands)
             c["solve_result"] = res.written or res
             c["solve_module"] = solved
             c["solve_tagged"] = tag_module_text(solved)
@@ -260,6 +261,7 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="solve time limit per module (s)")
     ap.add_argument("--only", action="append", help="only these modules (repeatable)")
     ap.add_argument("--no-corpus", action="store_true", help="skip the corpus modules")
+    ap.add_argument("--pin-operands", action="store_true", help="solve with --pin-operands")
     ap.add_argument("--json", help="write the raw figures here")
     ns = ap.parse_args(argv)
     t0 = time.monotonic()

@@ -22,7 +22,7 @@ def solved(name):
     if name not in _CACHE:
         module = parse_file(str(SAMPLES / f"{name}.pre.hlo"))
         limit = 10.0
-        res = solve_module(module, MESH, keep="io", time_limit=limit, deterministic=True)
+        res = solve_module(module, MESH, keep="io", time_limit=limit, deterministic=True, pin_operands=True)
         _CACHE[name] = (module, res, print_module(module))
     return _CACHE[name]
 

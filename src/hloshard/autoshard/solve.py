@@ -96,8 +96,14 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
 
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
-                 export_problem: str | None = None) -> SolveResult:
+                 export_problem: str | None = None, pin_operands: bool = False) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
+
+    ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
+    gather / scatter operand the chosen strategy reshards (:mod:`hloshard.strategy.realize`), so XLA's
+    partitioner carries out the plan instead of choosing its own variant from the operands' layouts.
+    The copies cost their (small) compute in ``hloshard cost``, so the reported objective then exceeds
+    the solver's own by that much (a warning says so).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -119,7 +125,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # tests/test_realize_oracle.py)
     from ..strategy.realize import insert_pins, operand_pins
 
-    graph.pins = insert_pins(operand_pins(graph.nodes, choice, graph.ctx))
+    graph.pins = insert_pins(operand_pins(graph.nodes, choice, graph.ctx)) if pin_operands else 0
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the

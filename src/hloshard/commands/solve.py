@@ -312,13 +312,17 @@ Examples:
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
                    "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
+@click.option("--pin-operands", is_flag=True,
+              help="Pin each dot/convolution/gather/scatter operand the plan reshards with a copy in the planned "
+                   "layout, so XLA's partitioner carries out the plan (measured: no more bytes than GSPMD under "
+                   "XLA on every sample; the copies add a little compute to the reported cost).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
                    "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None, use_xla=False):
+            partition_specs_file=None, use_xla=False, pin_operands=False):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -383,7 +387,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
                                       deterministic=deterministic, progress=progress if show else None,
-                                      export_problem=export_problem)
+                                      export_problem=export_problem, pin_operands=pin_operands)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
