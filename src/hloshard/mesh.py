@@ -627,7 +627,8 @@ def _ids(device_ids):
     return device_ids
 
 
-def _prime_factors(n: int) -> list[int]:
+def prime_factors(n: int) -> list[int]:
+    """The prime factors of ``n`` in ascending order, with repetition (12 -> [2, 2, 3])."""
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:
@@ -680,7 +681,7 @@ def sharding_cuts(sharding: HloSharding, positions: np.ndarray | None = None) ->
         ta = np.sort(ta.reshape(ta.shape[:tiled] + (rep,)), axis=-1)
     primes, owner = [], []
     for d, size in enumerate(ta.shape):
-        for p in _prime_factors(int(size)):
+        for p in prime_factors(int(size)):
             primes.append(p)
             owner.append(d)
     arr = ta.reshape(primes)
@@ -744,36 +745,19 @@ def _sharding_device_count(module) -> int | None:
     return counts[-1] if counts else None
 
 
-_SDY_MESH = re.compile(r'(\w+)\s*=\s*#sdy\.mesh<\s*\[([^\]]*)\]\s*(?:,\s*device_ids\s*=\s*\[([0-9,\s]*)\])?\s*>')
-_SDY_AXIS = re.compile(r'\\?"([^"\\]+)\\?"\s*=\s*([0-9]+)')
-
-
 def module_named_mesh(module):
     """The module's Shardy mesh ``(names, shape, device_ids or None)`` from its ``xla.sdy.meshes``
-    frontend attribute, when it names exactly one mesh of more than one device; else None.
-    (A minimal reader of ``#sdy.mesh<["data"=2, "model"=4], device_ids=[...]>``.)"""
-    try:  # helper "jax"'s full reader, when present (then the minimal one below can go)
-        from .sdy import module_sdy_mesh
-    except ImportError:
-        module_sdy_mesh = None
-    if module_sdy_mesh is not None and hasattr(module, "attrs"):
-        m = module_sdy_mesh(module)
-        if m is None or not m.names or math.prod(m.sizes) <= 1:
-            return None
-        return tuple(m.names), tuple(int(x) for x in m.sizes), (None if m.device_ids is None else
-                                                               [int(x) for x in m.device_ids])
-    attrs = getattr(module, "attrs", None) or {}
-    text = attrs.get("frontend_attributes")
-    if not text or "xla.sdy.meshes" not in str(text):
+    frontend attribute (read by :func:`hloshard.sdy.module_sdy_mesh`), when it names a mesh of more than
+    one device; else None."""
+    from .sdy import module_sdy_mesh
+
+    if not hasattr(module, "attrs"):
         return None
-    found = []
-    for m in _SDY_MESH.finditer(str(text)):
-        axes = _SDY_AXIS.findall(m.group(2))
-        if not axes or math.prod(int(s) for _, s in axes) <= 1:
-            continue
-        ids = [int(x) for x in m.group(3).split(",") if x.strip()] if m.group(3) else None
-        found.append((tuple(a for a, _ in axes), tuple(int(s) for _, s in axes), ids))
-    return found[0] if len(found) == 1 else None
+    m = module_sdy_mesh(module)
+    if m is None or not m.names or math.prod(m.sizes) <= 1:
+        return None
+    return tuple(m.names), tuple(int(x) for x in m.sizes), (None if m.device_ids is None else
+                                                           [int(x) for x in m.device_ids])
 
 
 def infer_mesh(module, num_devices: int | None = None) -> tuple[int, ...] | None:

@@ -172,15 +172,9 @@ def module_mesh(module) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
 # HloSharding -> named axes
 
 def _primes(n: int) -> list[int]:
-    out, p = [], 2
-    while p * p <= n:
-        while n % p == 0:
-            out.append(p)
-            n //= p
-        p += 1
-    if n > 1:
-        out.append(n)
-    return out
+    from .mesh import prime_factors
+
+    return prime_factors(n)
 
 
 def _atoms(mesh: SdyMesh) -> list[tuple[int, int, int]]:
