@@ -227,6 +227,11 @@ def print_mesh_search(search) -> None:
 
 def _user_warning(w: str, report: dict) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
+    if w.startswith("the solver's choice costs") and report.get("pins"):
+        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
+                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
+                f"leaves out the compute of the {report['pins']} operand pin copies (--pin-operands) that make "
+                f"XLA carry out the plan")
     if w.startswith("the solver's choice costs"):
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
@@ -312,10 +317,11 @@ Examples:
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
                    "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
-@click.option("--pin-operands", is_flag=True,
+@click.option("--pin-operands/--no-pin-operands", default=True, show_default=True,
               help="Pin each dot/convolution/gather/scatter operand the plan reshards with a copy in the planned "
                    "layout, so XLA's partitioner carries out the plan (measured: no more bytes than GSPMD under "
-                   "XLA on every sample; the copies add a little compute to the reported cost).")
+                   "XLA on every sample; the copies add a little compute to the reported cost). Without it XLA "
+                   "picks its own variant from the operands' layouts.")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
@@ -395,6 +401,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                                       indent=2, sort_keys=True) + "\n")
         raise
     report = build_report(result, dmesh, keep, memory_budget)
+    report["pins"] = getattr(result.graph, "pins", 0)   # operand pin copies written (--pin-operands)
     if search is not None:
         report["mesh_search"] = search.to_json()
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
