@@ -48,6 +48,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat
 from .bounds import lower_bound
 from .heuristic import LocalSearch, bfs_order, lagrangian_search, repair_memory
+from .lp import lp_bound
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
 
@@ -60,6 +61,8 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
+LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
+DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 
 
@@ -223,6 +226,25 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             return False
         o = best_obj + red.offset
         return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
+
+    # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
+    # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
+    # optimum that fits in memory is an optimal solution
+    if model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+        t_lp = time.monotonic()
+        # deterministic mode: GLOP's deterministic time decides; the wall clock only as the safety net
+        lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
+        lb, lpos = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+        stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
+        if lb is not None:
+            bound = max(bound, lb)
+            _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+        if lpos is not None and ls.feasible(lpos):
+            o = ls.objective(lpos)
+            if best_obj is None or o < best_obj:
+                best, best_obj = lpos, o
+                ls.set_solution(best)
+                _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
 
     # 5. CP-SAT on the whole reduced problem
     cp_status = "unknown"
