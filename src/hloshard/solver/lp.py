@@ -39,6 +39,7 @@ INF = np.int64(INFINITY)
 #: ends in ~4 s where GLOP's default primal simplex had not ended after 60 s: the relaxation is very
 #: degenerate in the primal, as assignment-like LPs are)
 GLOP_PARAMS = "use_dual_simplex: true"
+MAX_COST_BITS = 34  # GLOP ended optimal on the 3-layer sample (costs up to 1.5e10 < 2**34) unscaled
 
 
 def lp_size(red) -> int:
@@ -79,11 +80,16 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
     ub_all[:nx] = allowed_x
     for _, _, _, _, first, c in evars:
         cost_all[first:first + len(c)] = c
+    # objective scaled by a power of two (exact in floats) so that its largest coefficient is at most
+    # 2**MAX_COST_BITS: GLOP ends "abnormal" on the tie-broken costs of ``solve`` (up to 3e13); the
+    # duals of the scaled LP times the scale are duals of the original one
+    big = int(np.abs(cost_all).max()) if nvar else 0
+    shift = max(0, big.bit_length() - MAX_COST_BITS)
     for j in range(nvar):
         var = model.variable.add()
         var.lower_bound = 0.0
         var.upper_bound = float(ub_all[j])
-        var.objective_coefficient = float(cost_all[j])
+        var.objective_coefficient = math.ldexp(float(cost_all[j]), -shift)
     # constraint rows as (indices, coefficients, lb, ub); kept for the exact certificate
     cons_idx, cons_coef, cons_rhs, cons_kind = [], [], [], []   # kind: 0 equality, 1 "<="
 
@@ -134,7 +140,7 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
     pywraplp.Solver.SolveWithProto(req, resp)
     if resp.status != linear_solver_pb2.MPSOLVER_OPTIMAL or len(resp.dual_value) != len(cons_rhs):
         return None, None
-    y = np.array(resp.dual_value, dtype=np.float64)
+    y = np.ldexp(np.array(resp.dual_value, dtype=np.float64), shift)
     kind = np.array(cons_kind, dtype=np.int64)
     y = np.where(kind == 1, np.minimum(y, 0.0), y)  # "<=" rows of a minimisation: y <= 0
     bound = _certified(cost_all, ub_all, cons_idx, cons_coef, cons_rhs, y) + int(red.offset)
