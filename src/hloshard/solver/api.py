@@ -49,15 +49,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..costgraph import INFINITY, Problem, evaluate
+from ..costgraph import Problem, evaluate
 from . import cpsat
 from .bounds import lower_bound
-from .heuristic import LocalSearch, bfs_order, lagrangian_search, repair_memory
+from .heuristic import LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
 from .lp import lp_bound
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
 
-INF = np.int64(INFINITY)
 FULL_MODEL_LIMIT = 1_500_000  # edge entries + memory terms; larger models only get LNS
 DET_FULL = 0.2   # deterministic mode: full-model CP-SAT budget, deterministic seconds per second of limit
 DET_LNS = 0.2    # deterministic mode: LNS budget, likewise
@@ -419,17 +418,9 @@ def _exchange_seeds(ls, rng, size):
     for j in ls.mem.nodes_at(p).tolist():
         if j == i:
             continue
-        jlo, _, joffs, _, UJ = ls.prof[j]
-        q = int(np.searchsorted(joffs, p - jlo, side="right")) - 1
-        u = UJ[:, q]
-        cur = ls.s[j]
-        lower = u < u[cur]
-        if not lower.any():
+        ratio, _ = give_ratio(ls, j, p, short)
+        if ratio is None:
             continue
-        c = ls.local_cost(j)
-        dc = np.maximum(c - c[cur], 0).astype(np.float64)
-        du = np.minimum((u[cur] - u).astype(np.float64), short)
-        ratio = np.where(lower & (c < INF), (dc + 1.0) / np.maximum(du, 1.0), np.inf)
         best = float(ratio.min())
         if np.isfinite(best):
             givers.append((best * rng.uniform(0.5, 1.5), j))
