@@ -57,6 +57,8 @@ def test_readme_has_command_examples():
 def test_readme_setup_commands_are_the_ci_ones():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install -q -e '.[test]'" in README and "pip install -q -e '.[test]'" in ci
+    test_cmd = ".venv/bin/python -m pytest -q -n 2 --dist loadfile"
+    assert test_cmd in README and test_cmd in ci
     main_job = ".venv/bin/hloshard solve samples/mlp_train_step.pre.hlo --mesh 2x4 -o mlp.solved.hlo"
     assert main_job in README
     assert main_job.replace("-o mlp.solved.hlo", "-o") in ci
