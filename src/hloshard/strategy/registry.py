@@ -415,7 +415,11 @@ def build_group(instr, ctx: BuildContext):
 def rematerialized(op) -> bool:
     """A value XLA's partitioner rebuilds in whatever layout a user needs instead of resharding it: a
     broadcast of a scalar (measured: a broadcast of a scalar parameter or constant split on dim 1, used
-    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all)."""
+    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all) and a
+    constant (measured: an ``f32[4,8]`` constant annotated ``[2,4]`` used replicated costs nothing, XLA
+    computes the user from the whole literal; tests/test_handlers_parameter.py)."""
+    if op.opcode == "constant" and is_array(op.shape):
+        return True
     return op.opcode == "broadcast" and len(op.operands) == 1 and is_array(op.operands[0].shape) \
         and not op.operands[0].shape.dims
 
