@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
 
+from hloshard.hlo import parse_module
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -79,3 +82,15 @@ def test_readme_command_runs(cmd, tmp_path):
     allowed = {0, 1} if ("--check" in line or " lint " in f" {line} ") else {0}
     assert proc.returncode in allowed, (line, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
+    # not only "it ran": every file the example says it writes is there and is what it says it is
+    if "--format json" in line:
+        json.loads(proc.stdout)
+    for path in _WRITES.findall(cmd):
+        out = pathlib.Path(path.replace("/tmp/", f"{tmp_path}/"))
+        assert out.is_file() and out.stat().st_size > 0, (line, path)
+        if out.suffix == ".json":
+            json.loads(out.read_text())
+        elif out.suffix == ".hlo":
+            parse_module(out.read_text(), str(out))
+        elif out.suffix == ".html":
+            assert out.read_text().lstrip().lower().startswith("<!doctype html"), (line, path)
