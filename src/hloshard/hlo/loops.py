@@ -63,7 +63,11 @@ def called(instr, key: str, index: int = 0):
 
 
 def _strip(instr):
-    while instr is not None and instr.opcode in _PASS and len(instr.operands) == 1:
+    """Through value-preserving single-operand ops (``_PASS``, and ``Sharding`` custom-calls: a layout
+    annotation, e.g. ``jax.lax.with_sharding_constraint`` or a solved module's loop-state pin)."""
+    while instr is not None and len(instr.operands) == 1 and (
+            instr.opcode in _PASS or (instr.opcode == "custom-call" and
+                                      str(instr.attrs.get("custom_call_target", "")).strip('"') == "Sharding")):
         instr = instr.operands[0]
     return instr
 
