@@ -24,6 +24,14 @@ it, and how often:
 In each case the reshape ``sq`` (f32[1,64,256] split on dim 2 -> f32[64,256] split on dim 0: all-to-all of
 f32[1,2,32,128], (2-1)/2 x 32768 = 16384 per trip) runs every trip: 4 x 16384 = 65536; the carried cases
 write ``na`` back into ``w`` through ``up`` (f32[64,256] dim 0 -> f32[1,64,256] dim 2: the same 65536).
+
+Two more loops read their carried state through a call (``read``, ``read_pinned``): a body's
+``get-tuple-element`` of its parameter has no sharding of its own once in XLA (StableHLO block
+arguments), and GSPMD's propagation may give it a user's layout; ``solve --pin-operands`` therefore
+writes a ``Sharding`` custom-call after each such read (``realize.insert_loop_state_pins``), which is
+what the second loop gets.  XLA's collectives are matched by ``op_name`` (the last component: XLA
+prefixes the inlined call's), and XLA's byte counter is given the trip count the StableHLO round trip
+drops.
 """
 
 from __future__ import annotations
@@ -107,18 +115,77 @@ def _loop(t: str, read: str, state: str, pin: bool, update: bool, while_sharded:
     return "\n".join(body + [""] + cond) + "\n", entry, f"o_{t}"
 
 
+def _read_loop(t: str, k: int):
+    """A loop reading its carried state through a call (inlined by XLA): ``a`` (f32[64,256], dim 0 over
+    data) feeds a copy split on dim 1 (``cp``, added into ``b``) and, in its own layout, an add.  The only resharding the plan has is the copy's: all-to-all of f32[32,2,128] pieces,
+    (2-1)/2 x 32768 = 16384 per trip, 65536 over the 4 trips."""
+    B = "{devices=[1,2,4]<=[8] last_tile_dim_replicate}"
+    tsh = "{" + f"{R}, {A}, {B}" + "}"
+    st = "(s32[], f32[64,256], f32[64,256])"
+
+    def line(name, rest):
+        return f"  {name} = {rest}{_md(name)}"
+
+    f = [f"f_{t} {{", line(f"fa_{t}", f"f32[64,256] parameter(0), sharding={A}"),
+         line(f"fb_{t}", f"f32[64,256] parameter(1), sharding={B}"),
+         line(f"cp_{t}", f"f32[64,256] copy(fa_{t}), sharding={B}"),
+         line(f"fnb_{t}", f"f32[64,256] add(fb_{t}, cp_{t}), sharding={B}"),
+         line(f"fna_{t}", f"f32[64,256] add(fa_{t}, fa_{t}), sharding={A}"),
+         "  ROOT " + line(f"fr_{t}", f"(f32[64,256], f32[64,256]) tuple(fna_{t}, fnb_{t}), "
+                                    f"sharding={{{A}, {B}}}").lstrip(), "}"]
+    body = [f"body_{t} {{", line(f"p_{t}", f"{st} parameter(0), sharding={tsh}"),
+            line(f"i_{t}", f"s32[] get-tuple-element(p_{t}), index=0, sharding={R}"),
+            line(f"a_{t}", f"f32[64,256] get-tuple-element(p_{t}), index=1, sharding={A}"),
+            line(f"b_{t}", f"f32[64,256] get-tuple-element(p_{t}), index=2, sharding={B}"),
+            line(f"cl_{t}", f"(f32[64,256], f32[64,256]) call(a_{t}, b_{t}), to_apply=f_{t}, sharding={{{A}, {B}}}"),
+            line(f"na_{t}", f"f32[64,256] get-tuple-element(cl_{t}), index=0, sharding={A}"),
+            line(f"nb_{t}", f"f32[64,256] get-tuple-element(cl_{t}), index=1, sharding={B}"),
+            line(f"one_{t}", f"s32[] constant(1), sharding={R}"),
+            line(f"ni_{t}", f"s32[] add(i_{t}, one_{t}), sharding={R}"),
+            "  ROOT " + line(f"r_{t}", f"{st} tuple(ni_{t}, na_{t}, nb_{t}), sharding={tsh}").lstrip(), "}"]
+    cond = [f"cond_{t} {{", line(f"cp0_{t}", f"{st} parameter(0), sharding={tsh}"),
+            line(f"ci_{t}", f"s32[] get-tuple-element(cp0_{t}), index=0, sharding={R}"),
+            line(f"n_{t}", f"s32[] constant({TRIPS}), sharding={R}"),
+            "  ROOT " + line(f"lt_{t}", f"pred[] compare(ci_{t}, n_{t}), direction=LT, sharding={R}").lstrip(), "}"]
+    entry = [line(f"x_{t}", f"f32[64,256] parameter({2 * k}), sharding={A}"),
+             line(f"y_{t}", f"f32[64,256] parameter({2 * k + 1}), sharding={B}"),
+             line(f"c_{t}", f"s32[] constant(0), sharding={R}"),
+             line(f"t_{t}", f"{st} tuple(c_{t}, x_{t}, y_{t}), sharding={tsh}"),
+             line(f"wl_{t}", f"{st} while(t_{t}), condition=cond_{t}, body=body_{t}, {KTC}"),
+             line(f"o_{t}", f"f32[64,256] get-tuple-element(wl_{t}), index=1, sharding={A}")]
+    return "\n".join(f + [""] + body + [""] + cond) + "\n", entry, f"o_{t}"
+
+
+#: loops whose body reads its state through a call: as written (``read``), and with the Sharding
+#: custom-calls ``solve --pin-operands`` adds (``read_pinned``, by realize.insert_loop_state_pins)
+READ_CASES = ("read", "read_pinned")
+
+
 def module_text() -> str:
-    """All cases in one module (one XLA child call), entry root a tuple of every loop's ``a``."""
+    """All cases in one module (one XLA child call), entry root a tuple of every loop's ``a``; the
+    ``read_pinned`` loop gets its loop-state pins from :func:`insert_loop_state_pins`."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.hlo.printer import print_module
+    from hloshard.strategy.realize import insert_loop_state_pins
+
     comps, entry, outs = [], [], []
     for k, (t, spec) in enumerate(CASES.items()):
         c, e, o = _loop(t, *spec, k)
         comps.append(c)
         entry += e
         outs.append(o)
+    for k, t in enumerate(READ_CASES, start=len(CASES)):
+        c, e, o = _read_loop(t, k)
+        comps.append(c)
+        entry += e
+        outs.append(o)
     root = (f"  ROOT out = ({', '.join(['f32[64,256]'] * len(outs))}) tuple({', '.join(outs)}), "
             f"sharding={{{', '.join([A] * len(outs))}}}")
-    return "HloModule loops, num_partitions=8\n\n" + "\n".join(comps) + "\nENTRY e {\n" + \
+    text = "HloModule loops, num_partitions=8\n\n" + "\n".join(comps) + "\nENTRY e {\n" + \
         "\n".join(entry + [root]) + "\n}\n"
+    module = parse_module(text)
+    assert insert_loop_state_pins([module.entry.get("wl_read_pinned")]) == 2   # a and b, not the counter
+    return print_module(module)
 
 
 def _with_trip_counts(raw: str) -> str:
@@ -144,7 +211,10 @@ def _results() -> tuple[dict, dict]:
 
     require_jax()
     text = module_text()
-    xla = by_op(xla_collectives(_with_trip_counts(partition_only(text))))
+    cols = xla_collectives(_with_trip_counts(partition_only(text)))
+    for c in cols:   # XLA inlines calls: "cl_read/cp_read" is cp_read
+        c["op_name"] = c["op_name"].rsplit("/", 1)[-1] if c["op_name"] else None
+    xla = by_op(cols)
     pred = predicted_collectives(parse_module(text), DeviceMesh.parse("2x4", alpha="0,0", beta="1,1"))
     return ({k: _totals(v) for k, v in xla.items()}, {k: _totals(v) for k, v in pred.items()})
 
@@ -170,6 +240,7 @@ EXPECTED = {
     "carried": {"wl_carried": {A2A: W}, "sq_carried": {A2A: TRIPS * ROW}, "up_carried": {A2A: TRIPS * ROW}},
     "carried_sharded": {"wl_carried_sharded": {A2A: W}, "sq_carried_sharded": {A2A: TRIPS * ROW},
                         "up_carried_sharded": {A2A: TRIPS * ROW}},
+    "read_pinned": {"cp_read_pinned": {A2A: TRIPS * ROW}},
 }
 
 
@@ -178,18 +249,28 @@ def _of_case(table: dict, t: str) -> dict:
     return {n: table[n] for n in names if table[n]}
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(EXPECTED))
 def test_xla_matches_hand_derivation(case):
     """XLA's own collectives per instruction and trip are the derived ones (the cases mean what they say)."""
     xla, _ = _results()
     assert _of_case(xla, case) == EXPECTED[case]
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", list(EXPECTED))
 def test_predicted_collectives_per_instruction_match_xla(case):
     """hloshard's prediction: the same kinds, group sizes and ring bytes on the same instructions."""
     xla, pred = _results()
     assert _of_case(pred, case) == _of_case(xla, case)
+
+
+def test_unpinned_loop_state_read_is_not_what_was_written():
+    """Why the pins: without them XLA's propagation gives the body's (recreated) read of ``a`` the copy's
+    layout, resharding it and back every trip (two all-to-alls of 16384 per trip instead of the copy's
+    one; one of them carries no op_name), so the written plan is not what XLA carries out."""
+    xla, pred = _results()
+    assert pred.get("cp_read") == {A2A: TRIPS * ROW}
+    assert xla.get("cp_read") is None
+    assert sum(sum(v.values()) for k, v in xla.items() if k is None or k.endswith("_read")) == 2 * TRIPS * ROW
 
 
 def test_loop_invariant_stays_in_the_init_layout_when_solved():
