@@ -43,8 +43,6 @@ import pytest
 
 from tests.handler_harness import by_op, predicted_collectives, summary, xla_collectives
 
-pytestmark = pytest.mark.oracle
-
 TRIPS = 4
 X = "{devices=[1,2,1,4]<=[8] last_tile_dim_replicate}"   # w: dim 1 over data
 Y = "{devices=[1,1,2,4]<=[8] last_tile_dim_replicate}"   # w: dim 2 over data
@@ -249,6 +247,7 @@ def _of_case(table: dict, t: str) -> dict:
     return {n: table[n] for n in names if table[n]}
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("case", list(EXPECTED))
 def test_xla_matches_hand_derivation(case):
     """XLA's own collectives per instruction and trip are the derived ones (the cases mean what they say)."""
@@ -256,6 +255,7 @@ def test_xla_matches_hand_derivation(case):
     assert _of_case(xla, case) == EXPECTED[case]
 
 
+@pytest.mark.oracle
 @pytest.mark.parametrize("case", list(EXPECTED))
 def test_predicted_collectives_per_instruction_match_xla(case):
     """hloshard's prediction: the same kinds, group sizes and ring bytes on the same instructions."""
@@ -263,6 +263,7 @@ def test_predicted_collectives_per_instruction_match_xla(case):
     assert _of_case(pred, case) == _of_case(xla, case)
 
 
+@pytest.mark.oracle
 def test_unpinned_loop_state_read_is_not_what_was_written():
     """Why the pins: without them XLA's propagation gives the body's (recreated) read of ``a`` the copy's
     layout, resharding it and back every trip (two all-to-alls of 16384 per trip instead of the copy's
@@ -293,3 +294,28 @@ def test_loop_invariant_stays_in_the_init_layout_when_solved():
     assert body.get("w_s").sharding == HloSharding.parse(X)
     assert module.entry.get("wl_s").sharding is None
     assert abs(evaluate_module(module, mesh).total_cost - res.evaluation.total) < 1e-6 * max(1.0, res.evaluation.total)
+
+
+def test_trip_count_through_loop_state_pins():
+    """The pins sit between the induction variable's read and its increment: the trip-count walker
+    sees through them (4 from ``i < 4``, 0 by 1), so the loop is not priced as a guess of 100 trips."""
+    from hloshard.hlo.loops import trip_count
+    from hloshard.hlo.parser import parse_module
+    from hloshard.strategy.realize import insert_loop_state_pins
+
+    c, e, o = _loop("t", Y, Y, False, True, False, 0)
+    text = "HloModule t, num_partitions=8\n\n" + c + "\nENTRY e {\n" + "\n".join(e) + \
+        f"\n  ROOT out = f32[64,256] copy({o}), sharding={A}\n}}\n"
+    text = text.replace(", " + KTC, "")   # the count must come from the condition
+    module = parse_module(text)
+    loop = module.entry.get("wl_t")
+    body = module.get_computation("body_t")
+    # the Sharding custom-call on the counter too (a module can carry one, e.g. with_sharding_constraint)
+    from hloshard.hlo.ir import Instruction
+    i = body.get("i_t")
+    cc = Instruction("i_t.sh", "custom-call", i.shape, [i], attrs={"custom_call_target": "Sharding"})
+    body.add_instruction(cc, before=body.get("ds_t"))
+    for u in [u for u in i.users if u is not cc]:
+        u.set_operands([cc if x is i else x for x in u.operands])
+    assert insert_loop_state_pins([loop]) == 2      # w and a; the scalar counter gets none
+    assert tuple(trip_count(loop))[:2] == (TRIPS, True)

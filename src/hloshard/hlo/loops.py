@@ -5,7 +5,7 @@
 1. XLA's ``known_trip_count`` backend config (``backend_config={"known_trip_count":{"n":"5"}}``, what
    XLA's ``WhileLoopTripCountAnnotator`` writes): exact.
 2. Otherwise the induction variable: the condition's root is ``compare(x, y)`` (through ``convert`` /
-   ``copy`` / ``bitcast``) with one side ``get-tuple-element(parameter, k)`` -- the induction variable
+   ``copy`` / ``bitcast`` / ``reshape`` and ``Sharding`` custom-calls) with one side ``get-tuple-element(parameter, k)`` -- the induction variable
    -- and the other a scalar integer constant, or a loop-invariant tuple element (passed through the
    body unchanged) whose init is a constant.  The init is the constant at tuple index ``k`` of the
    while's operand (a ``tuple`` instruction); the step is the body root's element ``k``:
