@@ -359,10 +359,24 @@ class _Builder:
         self.steps: list[ReshardStep] = []
         self.notes: list[str] = []
         self._coords = C._coordinate_table(mesh)
+        #: how each step's cost follows from the tensor's dims (see :func:`_replay`): one
+        #: ``(cost function, tile counts, multiplier, args, kwargs)`` per step that costs anything
+        self.recipe: list[tuple] = []
+        #: every tile count this plan looked at divides its dim (no padding anywhere): then the same
+        #: plan, re-priced by the recipe, holds for every shape whose dims share their gcd with N
+        self.even = True
 
     # geometry
     def tile_shape(self, layout: _Layout) -> tuple[int, ...]:
+        if self.even and any(n % t for n, t in zip(self.dims, layout.tiles)):
+            self.even = False
         return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
+
+    def charge(self, cost: float, fn, tiles: Sequence[int], mult: int, *args, **kw) -> float:
+        """Record that ``cost`` is ``fn(mesh, tile_bytes(dims / tiles) * mult, *args, **kw)`` (exact
+        when ``tiles`` divide the dims) and return it unchanged."""
+        self.recipe.append((fn, tuple(int(t) for t in tiles), int(mult), args, kw))
+        return cost
 
     def nbytes(self, tile_shape: Sequence[int]) -> int:
         return tile_bytes(self.shape.element_type, tile_shape)
@@ -409,7 +423,8 @@ class _Builder:
         out_shape[dim] *= factor  # XLA gathers padded tiles
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
         axes, exact = self.group_axes(groups)
-        cost = C.all_gather_cost(self.mesh, out_b, axes, group_size=factor) if axes else 0.0
+        cost = self.charge(C.all_gather_cost(self.mesh, out_b, axes, group_size=factor), C.all_gather_cost,
+                           nxt.tiles, 1, axes, group_size=factor) if axes else 0.0
         note = ""
         if self.repads(dim, cur.tiles[dim], nxt.tiles[dim]):
             note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
@@ -432,6 +447,7 @@ class _Builder:
         shift = _repad_shift(self.dims[dim], a, b)
         if shift <= 0:
             return
+        self.even = False  # a shift only exists when a padded size differs from the dim
         shape = list(self.tile_shape(nxt))
         per = self.nbytes(shape) // max(shape[dim], 1)
         shape[dim] = min(shift, shape[dim])
@@ -453,7 +469,8 @@ class _Builder:
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
         axes, exact = self.group_axes(groups)
         cost_b = in_b * k
-        cost = C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k) if axes else 0.0
+        cost = self.charge(C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k), C.all_to_all_cost,
+                           cur.tiles, k, axes, group_size=k) if axes else 0.0
         moved = in_b - in_b // k
         note = ""
         bad = [d for d in (src_dim, dst_dim) if self.repads(d, cur.tiles[d], nxt.tiles[d])]
@@ -473,7 +490,11 @@ class _Builder:
         shape = self.tile_shape(cur)
         b = self.nbytes(shape)
         axes, ok = self.axes_of(moving)
-        cost = C.collective_permute_cost(self.mesh, b, moving) if ok else _flat_permute_cost(self.mesh, b)
+        if ok:
+            cost = self.charge(C.collective_permute_cost(self.mesh, b, moving), C.collective_permute_cost,
+                               cur.tiles, 1, moving)
+        else:
+            cost = self.charge(_flat_permute_cost(self.mesh, b), _flat_permute_cost, cur.tiles, 1)
         self.add(kind="collective-permute", dims=(), mesh_axes=axes, replica_groups=[],
                  source_target_pairs=pairs, bytes_per_device=b if moving else 0,
                  bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
@@ -633,7 +654,8 @@ class _Builder:
             full = self.nbytes(self.dims)
             groups = [devices.tolist()]
             axes, exact = self.group_axes(groups)
-            cost = C.all_reduce_cost(self.mesh, full, axes, group_size=len(groups[0])) if axes else 0.0
+            cost = self.charge(C.all_reduce_cost(self.mesh, full, axes, group_size=len(groups[0])),
+                               C.all_reduce_cost, (1,) * rank, 1, axes, group_size=len(groups[0])) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=groups,
                      bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                      input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full,
@@ -670,14 +692,16 @@ class _Builder:
             group = [int(x) for x in layout.devs.ravel()]  # target tile order
             out_shape = self.tile_shape(layout)
             out_b = self.nbytes(out_shape)
-            cost = C.reduce_scatter_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            cost = self.charge(C.reduce_scatter_cost(self.mesh, full, axes, group_size=n), C.reduce_scatter_cost,
+                               (1,) * rank, 1, axes, group_size=n) if axes else 0.0
             self.add(kind="reduce-scatter", dims=(d,), mesh_axes=axes, replica_groups=[group],
                      bytes_per_device=full - out_b, bytes_sent=full - out_b, input_bytes=full, output_bytes=out_b,
                      input_shape=self.dims, output_shape=out_shape, cost=cost, cost_bytes=full, group_size=n,
                      exact_mesh_axes=exact, sharding_after=layout,
                      note="GSPMD's raw output is all-reduce + dynamic-slice; backends combine them")
             return
-        cost = C.all_reduce_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+        cost = self.charge(C.all_reduce_cost(self.mesh, full, axes, group_size=n), C.all_reduce_cost,
+                           (1,) * rank, 1, axes, group_size=n) if axes else 0.0
         self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[sorted(all_devs)],
                  bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                  input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full, group_size=n,
@@ -695,7 +719,8 @@ class _Builder:
             src_shape = src.tile_shape(self.dims) if src.tiled_rank == len(self.dims) else self.dims
             in_b = self.nbytes(src_shape)
             n = int(src.num_tiles)
-            cost = C.all_gather_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            cost = self.charge(C.all_gather_cost(self.mesh, full, axes, group_size=n), C.all_gather_cost,
+                               (1,) * len(self.dims), 1, axes, group_size=n) if axes else 0.0
             self.add(kind="all-gather", dims=tuple(d for d, t in enumerate(src.tile_dims) if t > 1),
                      mesh_axes=axes, replica_groups=[], bytes_per_device=max(full - in_b, 0),
                      bytes_sent=in_b * (n - 1), input_bytes=in_b, output_bytes=full,
@@ -703,7 +728,8 @@ class _Builder:
                      group_size=n, exact_mesh_axes=False, sharding_after=HloSharding.replicated(),
                      note="conservative (sharding does not map onto the mesh)")
         elif src.kind == "maximal":
-            cost = C.all_reduce_cost(self.mesh, full, axes) if axes else 0.0
+            cost = self.charge(C.all_reduce_cost(self.mesh, full, axes), C.all_reduce_cost,
+                               (1,) * len(self.dims), 1, axes) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[], bytes_per_device=full,
                      input_bytes=full, output_bytes=full, input_shape=self.dims, output_shape=self.dims,
                      cost=cost, cost_bytes=full, group_size=int(np.asarray(self.mesh.device_ids).size),
@@ -882,8 +908,10 @@ def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> Reshar
     return _plan(shape, src, dst, mesh, True)
 
 
-def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool) -> ReshardPlan:
-    """:func:`plan`; ``describe=False`` skips building ``sharding_after`` (cost-only callers)."""
+def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool,
+          builders: list | None = None) -> ReshardPlan:
+    """:func:`plan`; ``describe=False`` skips building ``sharding_after`` (cost-only callers);
+    ``builders``: the per-leaf planners are appended to it (their ``recipe`` and ``even``)."""
     shape = _as_shape(shape)
     leaves = shape.leaves() if shape.is_tuple else [shape]
     steps: list[ReshardStep] = []
@@ -898,6 +926,8 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
                 raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {leaf} has "
                                  f"rank {leaf.rank}")
         b = _Builder(leaf, mesh, i, describe)
+        if builders is not None:
+            builders.append(b)
         leaf_before = _bytes(leaf, s)
         leaf_after = _bytes(leaf, d)
         if s.kind == "unknown" or d.kind == "unknown":
@@ -908,6 +938,7 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
                 b.run_any(s, d)
             except _Unsupported as exc:
                 b.steps.clear()
+                b.recipe.clear()
                 b.conservative(s, d, str(exc))
                 conservative = True
         if any(not st.exact_mesh_axes for st in b.steps if st.kind != "dynamic-slice") and not conservative:
@@ -944,6 +975,9 @@ def _mesh_key(mesh) -> tuple:
 
 _COST_CACHE: dict[tuple, float] = {}
 _CACHE_LIMIT = 1 << 16
+#: (dims' gcds with the device count, src, dst, mesh) -> the recipe of an even plan, or None when the
+#: plan pads somewhere (then every shape of that key is planned in full; see :func:`_planned_cost`)
+_RECIPE_CACHE: dict[tuple, list | None] = {}
 
 
 def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
@@ -951,7 +985,9 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
 
     Equal shardings cost 0 without planning. The cache keys on the shape's type and dims, the semantic
     sharding (metadata ignored) and the mesh's shape, device ids, alpha and beta; it holds up to 65,536
-    entries (cleared when full). Raises InputError as :func:`plan`.
+    entries (cleared when full). Array shapes whose dims share their gcd with the device count reuse
+    one plan, re-priced for their bytes (:func:`_planned_cost`; the same figure as planning them).
+    Raises InputError as :func:`plan`.
     """
     if src == dst:
         return 0.0
@@ -965,16 +1001,59 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
     hit = _COST_CACHE.get(key)
     if hit is not None:
         return hit
-    value = _plan(shape, src, dst, mesh, False).total_cost
+    value = _planned_cost(shape, src, dst, mesh, mkey)
     if len(_COST_CACHE) >= _CACHE_LIMIT:
         _COST_CACHE.clear()
     _COST_CACHE[key] = value
     return value
 
 
+def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) -> float:
+    """``_plan(shape, src, dst, mesh).total_cost``, planning once per (per-dim gcd with the device
+    count N, src, dst, mesh) for arrays.
+
+    Why that is the same figure: the planner's choices depend on the layouts alone, except where a tile
+    count does not divide its dim (padding: re-pad permutes); every tile count divides N, so when all
+    the counts a plan looks at divide the dims (``_Builder.even``), they divide the dims of every shape
+    with the same ``gcd(dim, N)``, which therefore get the same steps. Each step's cost is then its cost
+    function applied to the bytes of ``dims / tiles`` (times a multiplier), which :func:`_replay`
+    recomputes, with the same rounding and summation order as the plan. The recipe is checked against
+    the plan it was recorded from before it is kept."""
+    if shape.is_tuple:
+        return _plan(shape, src, dst, mesh, False).total_cost
+    dims = tuple(int(d) for d in shape.dims)
+    n = int(np.asarray(mesh.device_ids).size)
+    rkey = (tuple(math.gcd(d, n) for d in dims), src, dst, mkey)
+    if rkey in _RECIPE_CACHE:
+        recipe = _RECIPE_CACHE[rkey]
+        if recipe is not None:
+            return _replay(recipe, shape.element_type, dims, mesh)
+        return _plan(shape, src, dst, mesh, False).total_cost
+    builders: list = []
+    value = _plan(shape, src, dst, mesh, False, builders).total_cost
+    b = builders[0]
+    recipe = b.recipe if b.even and _replay(b.recipe, shape.element_type, dims, mesh) == value else None
+    if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
+        _RECIPE_CACHE.clear()
+    _RECIPE_CACHE[rkey] = recipe
+    return value
+
+
+def _replay(recipe: list, element_type: str, dims: Sequence[int], mesh) -> float:
+    """A plan's ``total_cost`` from its recipe (``_Builder.charge``) for a tensor of ``dims``: each
+    step's cost function on ``tile_bytes(dims / tiles) * multiplier``, rounded to 1e-6 as
+    ``_Builder.add`` rounds it, summed in step order and rounded as :func:`_plan` does."""
+    total = 0
+    for fn, tiles, mult, args, kw in recipe:
+        nbytes = tile_bytes(element_type, [d // t for d, t in zip(dims, tiles)]) * mult
+        total += round(float(fn(mesh, nbytes, *args, **kw)), 6)
+    return round(float(total), 6)
+
+
 def clear_cache() -> None:
-    """Forget every cached :func:`resharding_cost`."""
+    """Forget every cached :func:`resharding_cost` (and the plans reused across shapes)."""
     _COST_CACHE.clear()
+    _RECIPE_CACHE.clear()
 
 
 # ------------------------------------------------------------------------------------------------
