@@ -222,10 +222,33 @@ class _Unsupported(Exception):
     """A sharding the planner cannot describe device by device (-> conservative plan)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Layout:
+    """Tile counts per tensor dim and the device array ``tiles + (R,)``; immutable (``devs`` is made
+    read-only), so the layout functions below are memoised on :attr:`key`."""
+
     tiles: tuple[int, ...]
     devs: np.ndarray  # shape tiles + (R,)
+    _key: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+    _skey: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.devs.flags.writeable = False
+
+    @property
+    def key(self) -> tuple:
+        """Hashable identity: tiles and the device array (shape, dtype, elements)."""
+        if self._key is None:
+            self._key = (self.tiles, self.devs.shape, self.devs.dtype.str, self.devs.tobytes())
+        return self._key
+
+    @property
+    def sorted_key(self) -> tuple:
+        """Like :attr:`key` with each tile's devices sorted: equal exactly for equivalent layouts."""
+        if self._skey is None:
+            srt = np.sort(self.devs, axis=-1)
+            self._skey = (self.tiles, srt.shape, srt.dtype.str, srt.tobytes())
+        return self._skey
 
     @property
     def rep(self) -> int:
@@ -249,9 +272,52 @@ class _Layout:
 
 
 def _equivalent(a: _Layout, b: _Layout) -> bool:
+    """Every device holds the same tile under both."""
     if a.tiles != b.tiles or a.rep != b.rep:
         return False
-    return bool(np.array_equal(np.sort(a.devs, axis=-1), np.sort(b.devs, axis=-1)))
+    return a.sorted_key == b.sorted_key
+
+
+#: results of the pure layout functions (:func:`_memo`), keyed on the function and its arguments
+_LAYOUT_MEMO: dict = {}
+_MISS = object()
+
+
+def _memo(fn):
+    """Memoise a function of layouts and integers (layouts keyed on :attr:`_Layout.key`; results are
+    shared, callers do not mutate them)."""
+    name = fn.__name__
+
+    def wrapper(*args):
+        key = (name, SORT_AFTER_GATHER) + tuple(a.key if isinstance(a, _Layout) else
+                                                (tuple(a) if isinstance(a, list) else a) for a in args)
+        hit = _LAYOUT_MEMO.get(key, _MISS)
+        if hit is _MISS:
+            hit = fn(*args)
+            if len(_LAYOUT_MEMO) >= _MEMO_LIMIT:
+                _LAYOUT_MEMO.clear()
+            _LAYOUT_MEMO[key] = hit
+        return hit
+
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, fn.__doc__, fn
+    return wrapper
+
+
+_MEMO_LIMIT = 1 << 18
+_MESH_MEMO: dict[int, tuple[object, dict]] = {}
+
+
+def _mesh_memo(mesh) -> dict:
+    """A memo dict for results that depend on ``mesh`` (one per mesh object; the mesh is kept alive so
+    that its id is not reused)."""
+    hit = _MESH_MEMO.get(id(mesh))
+    if hit is not None and hit[0] is mesh:
+        return hit[1]
+    if len(_MESH_MEMO) > 64:
+        _MESH_MEMO.clear()
+    memo: dict = {}
+    _MESH_MEMO[id(mesh)] = (mesh, memo)
+    return memo
 
 
 def _mesh_devices(mesh) -> np.ndarray:
@@ -259,6 +325,17 @@ def _mesh_devices(mesh) -> np.ndarray:
 
 
 def _layout(sharding: HloSharding, rank: int, mesh) -> _Layout:
+    """The normalised layout of ``sharding`` for a rank-``rank`` tensor on ``mesh`` (memoised per
+    mesh); raises _Unsupported for shardings the planner cannot describe device by device."""
+    memo = _mesh_memo(mesh)
+    key = ("layout", sharding, rank)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _make_layout(sharding, rank, mesh)
+    return hit
+
+
+def _make_layout(sharding: HloSharding, rank: int, mesh) -> _Layout:
     devices = _mesh_devices(mesh)
     if sharding.kind == "replicated":
         return _Layout((1,) * rank, devices.reshape((1,) * rank + (-1,)).copy())
@@ -284,6 +361,7 @@ def _split(devs: np.ndarray, dim: int, factor: int) -> np.ndarray:
     return devs.reshape(shape[:dim] + (shape[dim] // factor, factor) + shape[dim + 1:])
 
 
+@_memo
 def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[int]], _Layout]:
     """Groups gathering the minor ``factor`` of ``dim``, and the layout afterwards (the factor joins the
     replication dim as its minor part)."""
@@ -297,6 +375,7 @@ def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[in
     return groups, _Layout(new_tiles, devs)
 
 
+@_memo
 def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[list[list[int]], _Layout]:
     """All-to-all moving the minor ``k``-factor of ``src_dim`` to the minor end of ``dst_dim``."""
     sp = _split(layout.devs, src_dim, k)
@@ -308,6 +387,7 @@ def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[li
     return groups, _Layout(tuple(tiles), moved.reshape(tuple(tiles) + (layout.rep,)))
 
 
+@_memo
 def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
     """Source tiles re-assigned so that gathering ``factors`` lands exactly on ``dst``: the sorted
     devices of each destination tile take its sub-tiles in row-major (factor digits, source replica)."""
@@ -323,6 +403,7 @@ def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _
     return _Layout(src.tiles, out)
 
 
+@_memo
 def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
     """Source tiles re-assigned so that every device's destination tile lies in its source tile: the
     devices of source tile i are those of the destination sub-tiles of i (sub-tile major, replica minor)."""
@@ -336,6 +417,7 @@ def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _L
     return _Layout(src.tiles, out)
 
 
+@_memo
 def _slice_is_local(src: _Layout, dst: _Layout, factors: Sequence[int]) -> bool:
     ps = src.positions()
     for d, tdst in dst.positions().items():
@@ -357,8 +439,12 @@ class _Builder:
         self.mesh = mesh
         self.leaf = leaf
         self.steps: list[ReshardStep] = []
+        self.costs: list[float] = []   # the steps' costs (only these with describe=False)
         self.notes: list[str] = []
         self._coords = C._coordinate_table(mesh)
+        self._memo = _mesh_memo(mesh)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
         #: how each step's cost follows from the tensor's dims (see :func:`_replay`): one
         #: ``(cost function, tile counts, multiplier, args, kwargs)`` per step that costs anything
         self.recipe: list[tuple] = []
@@ -407,22 +493,27 @@ class _Builder:
 
     # steps
     def add(self, **kw) -> None:
-        kw.setdefault("leaf", self.leaf)
+        kw["cost"] = cost = round(float(kw.get("cost", 0.0)), 6)
+        self.costs.append(cost)
         if not self.describe:
-            kw["sharding_after"] = None
-        kw["cost"] = round(float(kw.get("cost", 0.0)), 6)
+            return
+        kw.setdefault("leaf", self.leaf)
         after = kw.get("sharding_after")
         if isinstance(after, _Layout):
             kw["sharding_after"] = after.sharding()
         self.steps.append(ReshardStep(**kw))
 
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
-        groups, nxt = _gather_groups(cur, dim, factor)
+        key = ("all-gather", cur.key, dim, factor, SORT_AFTER_GATHER)
+        hit = self._memo.get(key)
+        if hit is None:
+            groups, nxt = _gather_groups(cur, dim, factor)
+            hit = self._memo[key] = (nxt, _sorted_groups(groups)) + self.group_axes(groups)
+        nxt, groups, axes, exact = hit
         in_shape = self.tile_shape(cur)
         out_shape = list(in_shape)
         out_shape[dim] *= factor  # XLA gathers padded tiles
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        axes, exact = self.group_axes(groups)
         cost = self.charge(C.all_gather_cost(self.mesh, out_b, axes, group_size=factor), C.all_gather_cost,
                            nxt.tiles, 1, axes, group_size=factor) if axes else 0.0
         note = ""
@@ -430,7 +521,7 @@ class _Builder:
             note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
                     f"exchanges padding with collective-permutes")
             self.notes.append(f"step {len(self.steps) + 1}: {note}")
-        self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=_sorted_groups(groups),
+        self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=[list(g) for g in groups],
                  bytes_per_device=out_b - in_b, bytes_sent=(factor - 1) * in_b, input_bytes=in_b,
                  output_bytes=out_b, input_shape=in_shape, output_shape=tuple(out_shape), cost=cost,
                  cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt,
@@ -464,10 +555,14 @@ class _Builder:
                  note=f"uneven dim {dim} ({self.dims[dim]}): padding moved from {a} to {b} tiles")
 
     def all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
-        groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
+        key = ("all-to-all", cur.key, src_dim, dst_dim, k)
+        hit = self._memo.get(key)
+        if hit is None:
+            groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
+            hit = self._memo[key] = (nxt, _sorted_groups(groups)) + self.group_axes(groups)
+        nxt, groups, axes, exact = hit
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        axes, exact = self.group_axes(groups)
         cost_b = in_b * k
         cost = self.charge(C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k), C.all_to_all_cost,
                            cur.tiles, k, axes, group_size=k) if axes else 0.0
@@ -478,25 +573,29 @@ class _Builder:
             note = f"uneven dim(s) {sorted(set(bad))}: XLA pads and may add collective-permutes"
             self.notes.append(f"step {len(self.steps) + 1}: {note}")
         self.add(kind="all-to-all", dims=(src_dim, dst_dim), mesh_axes=axes,
-                 replica_groups=_sorted_groups(groups), bytes_per_device=moved, bytes_sent=moved,
+                 replica_groups=[list(g) for g in groups], bytes_per_device=moved, bytes_sent=moved,
                  input_bytes=in_b, output_bytes=out_b, input_shape=in_shape, output_shape=out_shape,
                  cost=cost, cost_bytes=cost_b, group_size=k, exact_mesh_axes=exact,
                  sharding_after=nxt, note=note)
         return nxt
 
     def permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
-        pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
-        moving = [(a, b) for a, b in pairs if a != b]
+        key = ("collective-permute", cur.key, nxt.key)
+        hit = self._memo.get(key)
+        if hit is None:
+            pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
+            moving = [(a, b) for a, b in pairs if a != b]
+            hit = self._memo[key] = (pairs, moving) + self.axes_of(moving)
+        pairs, moving, axes, ok = hit
         shape = self.tile_shape(cur)
         b = self.nbytes(shape)
-        axes, ok = self.axes_of(moving)
         if ok:
             cost = self.charge(C.collective_permute_cost(self.mesh, b, moving), C.collective_permute_cost,
                                cur.tiles, 1, moving)
         else:
             cost = self.charge(_flat_permute_cost(self.mesh, b), _flat_permute_cost, cur.tiles, 1)
         self.add(kind="collective-permute", dims=(), mesh_axes=axes, replica_groups=[],
-                 source_target_pairs=pairs, bytes_per_device=b if moving else 0,
+                 source_target_pairs=list(pairs), bytes_per_device=b if moving else 0,
                  bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
                  output_shape=shape, cost=cost, cost_bytes=b, exact_mesh_axes=ok,
                  sharding_after=nxt)
@@ -874,6 +973,7 @@ def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
     yield from rec(0, total)
 
 
+@_memo
 def _slice_replication(src: _Layout, slices: Sequence[int]) -> _Layout:
     """The layout after each device slices the minor part of its replica index into ``slices``."""
     devs = src.devs
@@ -910,14 +1010,16 @@ def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> Reshar
 
 def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool,
           builders: list | None = None) -> ReshardPlan:
-    """:func:`plan`; ``describe=False`` skips building ``sharding_after`` (cost-only callers);
-    ``builders``: the per-leaf planners are appended to it (their ``recipe`` and ``even``)."""
+    """:func:`plan`; ``describe=False``: only ``total_cost`` (cost-only callers: no steps, notes or
+    memory figures); ``builders``: the per-leaf planners are appended to it (their ``recipe`` and
+    ``even``)."""
     shape = _as_shape(shape)
     leaves = shape.leaves() if shape.is_tuple else [shape]
     steps: list[ReshardStep] = []
     notes: list[str] = []
     conservative = False
     before = peak = after = 0
+    costs: list[float] = []
     for i, leaf in enumerate(leaves):
         s = src.leaf(i) if src.is_tuple else src
         d = dst.leaf(i) if dst.is_tuple else dst
@@ -928,19 +1030,23 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
         b = _Builder(leaf, mesh, i, describe)
         if builders is not None:
             builders.append(b)
-        leaf_before = _bytes(leaf, s)
-        leaf_after = _bytes(leaf, d)
-        if s.kind == "unknown" or d.kind == "unknown":
-            b.notes.append("an {unknown} sharding is not resharded (cost 0)")
-            leaf_after = leaf_before
-        else:
+        unknown = s.kind == "unknown" or d.kind == "unknown"
+        if not unknown:
             try:
                 b.run_any(s, d)
             except _Unsupported as exc:
                 b.steps.clear()
+                b.costs.clear()
                 b.recipe.clear()
                 b.conservative(s, d, str(exc))
                 conservative = True
+        costs.extend(b.costs)
+        if not describe:
+            continue
+        leaf_before = _bytes(leaf, s)
+        leaf_after = leaf_before if unknown else _bytes(leaf, d)
+        if unknown:
+            b.notes.append("an {unknown} sharding is not resharded (cost 0)")
         if any(not st.exact_mesh_axes for st in b.steps if st.kind != "dynamic-slice") and not conservative:
             b.notes.append("some replica groups do not span whole mesh axes (a sub-axis or a device order the "
                            "mesh does not have): costed with that axis' alpha/beta and n = group size")
@@ -951,7 +1057,7 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
         steps.extend(b.steps)
         prefix = f"leaf {i}: " if len(leaves) > 1 else ""
         notes.extend(prefix + n for n in b.notes)
-    total = round(float(sum(st.cost for st in steps)), 6)  # no 0.00099999999 float noise
+    total = round(float(sum(costs)), 6)  # no 0.00099999999 float noise
     return ReshardPlan(shape=shape, src=src, dst=dst, steps=steps, total_cost=total,
                        memory_before=before, memory_peak=peak, memory_after=after,
                        conservative=conservative, notes=notes)
@@ -973,6 +1079,19 @@ def _mesh_key(mesh) -> tuple:
             tuple(float(a) for a in mesh.alpha), tuple(float(b) for b in mesh.beta))
 
 
+def _mesh_token(mesh) -> int:
+    """A small int standing for the mesh's shape, device ids, alpha and beta (equal meshes get the
+    same token), remembered per mesh object so that cache keys hash cheaply."""
+    memo = _mesh_memo(mesh)
+    hit = memo.get("token")
+    if hit is not None and hit[0] is mesh.alpha and hit[1] is mesh.beta:
+        return hit[2]
+    token = _MESH_TOKENS.setdefault(_mesh_key(mesh), len(_MESH_TOKENS))
+    memo["token"] = (mesh.alpha, mesh.beta, token)
+    return token
+
+
+_MESH_TOKENS: dict[tuple, int] = {}
 _COST_CACHE: dict[tuple, float] = {}
 _CACHE_LIMIT = 1 << 16
 #: (dims' gcds with the device count, src, dst, mesh) -> the recipe of an even plan, or None when the
@@ -993,10 +1112,7 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
         return 0.0
     shape = _as_shape(shape)
     skey = (shape.element_type, shape.dims) if not shape.is_tuple else str(shape.without_layout())
-    try:
-        mkey = hash(mesh) and mesh  # DeviceMesh hashes on shape, ids, alpha, beta
-    except TypeError:
-        mkey = _mesh_key(mesh)
+    mkey = _mesh_token(mesh)
     key = (skey, src, dst, mkey)
     hit = _COST_CACHE.get(key)
     if hit is not None:
@@ -1022,7 +1138,9 @@ def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) 
     if shape.is_tuple:
         return _plan(shape, src, dst, mesh, False).total_cost
     dims = tuple(int(d) for d in shape.dims)
-    n = int(np.asarray(mesh.device_ids).size)
+    n = _mesh_memo(mesh).get("devices")
+    if n is None:
+        n = _mesh_memo(mesh)["devices"] = int(np.asarray(mesh.device_ids).size)
     rkey = (tuple(math.gcd(d, n) for d in dims), src, dst, mkey)
     if rkey in _RECIPE_CACHE:
         recipe = _RECIPE_CACHE[rkey]
@@ -1054,6 +1172,9 @@ def clear_cache() -> None:
     """Forget every cached :func:`resharding_cost` (and the plans reused across shapes)."""
     _COST_CACHE.clear()
     _RECIPE_CACHE.clear()
+    _LAYOUT_MEMO.clear()
+    _MESH_MEMO.clear()
+    _MESH_TOKENS.clear()
 
 
 # ------------------------------------------------------------------------------------------------
