@@ -458,11 +458,16 @@ class _Builder:
             self.even = False
         return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
 
-    def charge(self, cost: float, fn, tiles: Sequence[int], mult: int, *args, **kw) -> float:
-        """Record that ``cost`` is ``fn(mesh, tile_bytes(dims / tiles) * mult, *args, **kw)`` (exact
-        when ``tiles`` divide the dims) and return it unchanged."""
-        self.recipe.append((fn, tuple(int(t) for t in tiles), int(mult), args, kw))
-        return cost
+    def charge(self, nbytes: int, tiles: Sequence[int], mult: int, key: tuple, fn, *args, **kw) -> float:
+        """One step's cost ``fn(mesh, nbytes, *args, **kw)``, through this mesh's :class:`_Priced` for
+        ``key`` (which names ``fn`` and its arguments), recorded in the recipe as costing
+        ``tile_bytes(dims / tiles) * mult`` bytes (what ``nbytes`` is when ``tiles`` divide the dims)."""
+        key = ("priced",) + key
+        priced = self._memo.get(key)
+        if priced is None:
+            priced = self._memo[key] = _Priced(self.mesh, fn, args, kw)
+        self.recipe.append((priced, tuple(tiles), mult))
+        return priced(nbytes)
 
     def nbytes(self, tile_shape: Sequence[int]) -> int:
         return tile_bytes(self.shape.element_type, tile_shape)
@@ -503,7 +508,30 @@ class _Builder:
             kw["sharding_after"] = after.sharding()
         self.steps.append(ReshardStep(**kw))
 
+    def step(self, key: tuple, make) -> _Layout:
+        """Run ``make()`` (one step method) or, in a cost-only plan, replay what the same step did on a
+        tensor of the same dims and type (its costs and recipe entries; memoised per mesh only when the
+        step padded nothing, so it added no re-pad steps and no notes)."""
+        if self.describe:
+            return make()
+        key = key + (self.dims, self.shape.element_type)
+        hit = self._memo.get(key)
+        if hit is not None:
+            nxt, costs, recipe = hit
+            self.costs.extend(costs)
+            self.recipe.extend(recipe)
+            return nxt
+        even, n_costs, n_recipe = self.even, len(self.costs), len(self.recipe)
+        nxt = make()
+        if even and self.even:
+            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:])
+        return nxt
+
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
+        return self.step(("all-gather step", cur.key, dim, factor, SORT_AFTER_GATHER),
+                         lambda: self._all_gather(cur, dim, factor))
+
+    def _all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
         key = ("all-gather", cur.key, dim, factor, SORT_AFTER_GATHER)
         hit = self._memo.get(key)
         if hit is None:
@@ -514,8 +542,8 @@ class _Builder:
         out_shape = list(in_shape)
         out_shape[dim] *= factor  # XLA gathers padded tiles
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        cost = self.charge(C.all_gather_cost(self.mesh, out_b, axes, group_size=factor), C.all_gather_cost,
-                           nxt.tiles, 1, axes, group_size=factor) if axes else 0.0
+        cost = self.charge(out_b, nxt.tiles, 1, ("all-gather", axes, factor), C.all_gather_cost, axes,
+                           group_size=factor) if axes else 0.0
         note = ""
         if self.repads(dim, cur.tiles[dim], nxt.tiles[dim]):
             note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
@@ -555,6 +583,10 @@ class _Builder:
                  note=f"uneven dim {dim} ({self.dims[dim]}): padding moved from {a} to {b} tiles")
 
     def all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
+        return self.step(("all-to-all step", cur.key, src_dim, dst_dim, k),
+                         lambda: self._all_to_all(cur, src_dim, dst_dim, k))
+
+    def _all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
         key = ("all-to-all", cur.key, src_dim, dst_dim, k)
         hit = self._memo.get(key)
         if hit is None:
@@ -564,8 +596,8 @@ class _Builder:
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
         cost_b = in_b * k
-        cost = self.charge(C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k), C.all_to_all_cost,
-                           cur.tiles, k, axes, group_size=k) if axes else 0.0
+        cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k), C.all_to_all_cost, axes,
+                           group_size=k) if axes else 0.0
         moved = in_b - in_b // k
         note = ""
         bad = [d for d in (src_dim, dst_dim) if self.repads(d, cur.tiles[d], nxt.tiles[d])]
@@ -580,6 +612,9 @@ class _Builder:
         return nxt
 
     def permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        return self.step(("collective-permute step", cur.key, nxt.key), lambda: self._permute(cur, nxt))
+
+    def _permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
         key = ("collective-permute", cur.key, nxt.key)
         hit = self._memo.get(key)
         if hit is None:
@@ -590,10 +625,10 @@ class _Builder:
         shape = self.tile_shape(cur)
         b = self.nbytes(shape)
         if ok:
-            cost = self.charge(C.collective_permute_cost(self.mesh, b, moving), C.collective_permute_cost,
-                               cur.tiles, 1, moving)
+            cost = self.charge(b, cur.tiles, 1, ("collective-permute", cur.key, nxt.key),
+                               C.collective_permute_cost, moving)
         else:
-            cost = self.charge(_flat_permute_cost(self.mesh, b), _flat_permute_cost, cur.tiles, 1)
+            cost = self.charge(b, cur.tiles, 1, ("flat-permute",), _flat_permute_cost)
         self.add(kind="collective-permute", dims=(), mesh_axes=axes, replica_groups=[],
                  source_target_pairs=list(pairs), bytes_per_device=b if moving else 0,
                  bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
@@ -602,6 +637,9 @@ class _Builder:
         return nxt
 
     def dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        return self.step(("dynamic-slice step", cur.key, nxt.key), lambda: self._dynamic_slice(cur, nxt))
+
+    def _dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         dims = tuple(d for d in range(len(self.dims)) if nxt.tiles[d] != cur.tiles[d])
         self.add(kind="dynamic-slice", dims=dims, mesh_axes=(), replica_groups=[], bytes_per_device=0,
@@ -740,6 +778,9 @@ class _Builder:
     def run_any(self, src: HloSharding, dst: HloSharding) -> None:
         """Plan between any two array shardings (maximal included); raises _Unsupported."""
         rank = len(self.dims)
+        if src.kind == "tiled" and dst.kind == "tiled":  # the common case
+            self.run(_layout(src, rank, self.mesh), _layout(dst, rank, self.mesh))
+            return
         devices = _mesh_devices(self.mesh)
         if src.kind == "maximal" and dst.kind == "maximal" and src.maximal_device == dst.maximal_device:
             return
@@ -753,8 +794,8 @@ class _Builder:
             full = self.nbytes(self.dims)
             groups = [devices.tolist()]
             axes, exact = self.group_axes(groups)
-            cost = self.charge(C.all_reduce_cost(self.mesh, full, axes, group_size=len(groups[0])),
-                               C.all_reduce_cost, (1,) * rank, 1, axes, group_size=len(groups[0])) if axes else 0.0
+            cost = self.charge(full, (1,) * rank, 1, ("all-reduce", axes, len(groups[0])), C.all_reduce_cost,
+                               axes, group_size=len(groups[0])) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=groups,
                      bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                      input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full,
@@ -791,16 +832,16 @@ class _Builder:
             group = [int(x) for x in layout.devs.ravel()]  # target tile order
             out_shape = self.tile_shape(layout)
             out_b = self.nbytes(out_shape)
-            cost = self.charge(C.reduce_scatter_cost(self.mesh, full, axes, group_size=n), C.reduce_scatter_cost,
-                               (1,) * rank, 1, axes, group_size=n) if axes else 0.0
+            cost = self.charge(full, (1,) * rank, 1, ("reduce-scatter", axes, n), C.reduce_scatter_cost, axes,
+                               group_size=n) if axes else 0.0
             self.add(kind="reduce-scatter", dims=(d,), mesh_axes=axes, replica_groups=[group],
                      bytes_per_device=full - out_b, bytes_sent=full - out_b, input_bytes=full, output_bytes=out_b,
                      input_shape=self.dims, output_shape=out_shape, cost=cost, cost_bytes=full, group_size=n,
                      exact_mesh_axes=exact, sharding_after=layout,
                      note="GSPMD's raw output is all-reduce + dynamic-slice; backends combine them")
             return
-        cost = self.charge(C.all_reduce_cost(self.mesh, full, axes, group_size=n), C.all_reduce_cost,
-                           (1,) * rank, 1, axes, group_size=n) if axes else 0.0
+        cost = self.charge(full, (1,) * rank, 1, ("all-reduce", axes, n), C.all_reduce_cost, axes,
+                           group_size=n) if axes else 0.0
         self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[sorted(all_devs)],
                  bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                  input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full, group_size=n,
@@ -818,8 +859,8 @@ class _Builder:
             src_shape = src.tile_shape(self.dims) if src.tiled_rank == len(self.dims) else self.dims
             in_b = self.nbytes(src_shape)
             n = int(src.num_tiles)
-            cost = self.charge(C.all_gather_cost(self.mesh, full, axes, group_size=n), C.all_gather_cost,
-                               (1,) * len(self.dims), 1, axes, group_size=n) if axes else 0.0
+            cost = self.charge(full, (1,) * len(self.dims), 1, ("all-gather", axes, n), C.all_gather_cost,
+                               axes, group_size=n) if axes else 0.0
             self.add(kind="all-gather", dims=tuple(d for d, t in enumerate(src.tile_dims) if t > 1),
                      mesh_axes=axes, replica_groups=[], bytes_per_device=max(full - in_b, 0),
                      bytes_sent=in_b * (n - 1), input_bytes=in_b, output_bytes=full,
@@ -827,8 +868,8 @@ class _Builder:
                      group_size=n, exact_mesh_axes=False, sharding_after=HloSharding.replicated(),
                      note="conservative (sharding does not map onto the mesh)")
         elif src.kind == "maximal":
-            cost = self.charge(C.all_reduce_cost(self.mesh, full, axes), C.all_reduce_cost,
-                               (1,) * len(self.dims), 1, axes) if axes else 0.0
+            cost = self.charge(full, (1,) * len(self.dims), 1, ("all-reduce", axes, None), C.all_reduce_cost,
+                               axes) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[], bytes_per_device=full,
                      input_bytes=full, output_bytes=full, input_shape=self.dims, output_shape=self.dims,
                      cost=cost, cost_bytes=full, group_size=int(np.asarray(self.mesh.device_ids).size),
@@ -1145,27 +1186,43 @@ def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) 
     if rkey in _RECIPE_CACHE:
         recipe = _RECIPE_CACHE[rkey]
         if recipe is not None:
-            return _replay(recipe, shape.element_type, dims, mesh)
+            return _replay(recipe, shape.element_type, dims)
         return _plan(shape, src, dst, mesh, False).total_cost
     builders: list = []
     value = _plan(shape, src, dst, mesh, False, builders).total_cost
     b = builders[0]
-    recipe = b.recipe if b.even and _replay(b.recipe, shape.element_type, dims, mesh) == value else None
+    recipe = b.recipe if b.even and _replay(b.recipe, shape.element_type, dims) == value else None
     if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
         _RECIPE_CACHE.clear()
     _RECIPE_CACHE[rkey] = recipe
     return value
 
 
-def _replay(recipe: list, element_type: str, dims: Sequence[int], mesh) -> float:
+def _replay(recipe: list, element_type: str, dims: Sequence[int]) -> float:
     """A plan's ``total_cost`` from its recipe (``_Builder.charge``) for a tensor of ``dims``: each
     step's cost function on ``tile_bytes(dims / tiles) * multiplier``, rounded to 1e-6 as
     ``_Builder.add`` rounds it, summed in step order and rounded as :func:`_plan` does."""
     total = 0
-    for fn, tiles, mult, args, kw in recipe:
+    for priced, tiles, mult in recipe:
         nbytes = tile_bytes(element_type, [d // t for d, t in zip(dims, tiles)]) * mult
-        total += round(float(fn(mesh, nbytes, *args, **kw)), 6)
+        total += round(float(priced(nbytes)), 6)
     return round(float(total), 6)
+
+
+class _Priced:
+    """``fn(mesh, nbytes, *args, **kw)`` (a collective's cost) for one mesh, remembered per byte count
+    (the same float the call returns)."""
+
+    __slots__ = ("mesh", "fn", "args", "kw", "values")
+
+    def __init__(self, mesh, fn, args: tuple, kw: dict):
+        self.mesh, self.fn, self.args, self.kw, self.values = mesh, fn, args, kw, {}
+
+    def __call__(self, nbytes: int) -> float:
+        hit = self.values.get(nbytes)
+        if hit is None:
+            hit = self.values[nbytes] = self.fn(self.mesh, nbytes, *self.args, **self.kw)
+        return hit
 
 
 def clear_cache() -> None:
