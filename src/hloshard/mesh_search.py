@@ -210,7 +210,9 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
                              f"beyond the time limit")
             continue
         share = max(1.0, (float(time_limit) - elapsed - predicted) / max(1, len(left)))
-        module = parse_module(text, filename)
+        # the first module parsed serves the first candidate solved (nothing reads it after the meshes
+        # and work estimates above); every other candidate solves a fresh parse
+        module, first = (first, None) if first is not None else (parse_module(text, filename), None)
         t0 = time.monotonic()
         try:
             result = solve_module(module, mesh, keep=keep, memory_budget=memory_budget, time_limit=share,
