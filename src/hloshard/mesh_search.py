@@ -5,7 +5,7 @@ The candidates are every ordered factorization of N devices into 1 to 3 axes of 
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
 command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
 internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on a fresh
-copy of the module, cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
+parse of the module (the first one on the module parsed for the estimates), cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
 over the remaining candidates; a candidate whose predicted build time (measured rate on the first one
 times its size) would exceed the time limit is skipped and reported as such, so the search takes about
 the time limit plus the first build. With ``deterministic`` nothing depends on measured time: every
