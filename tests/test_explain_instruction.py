@@ -193,3 +193,30 @@ def test_verify_prices_each_alternative_as_cost_prices_the_rewritten_module(tmp_
         assert cost["total_cost"] - given == pytest.approx(alt["verified_change"], rel=1e-9, abs=1e-6)
         rows = {r["name"]: r for r in cost["instructions"]}
         assert rows["add.15"]["sharding"] == alt["sharding"]
+
+
+def test_source_without_file_shows_op_name_alone_in_text_and_html(tmp_path):
+    """Metadata with an op_name but no source_file: the source row is the op_name, never ': jit(...)'."""
+    src = tmp_path / "m.hlo"
+    src.write_text(CHAIN.replace("dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},",
+                                 'dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, '
+                                 'metadata={op_name="jit(f)/dot_general"},'))
+    html = tmp_path / "r.html"
+    r = run(["explain", src, "--instruction", "d", "--mesh", "4", "--alternatives", "0", "--html", html])
+    assert r.exit_code == 0, r.output
+    assert "source  jit(f)/dot_general" in r.stdout and ": jit(f)" not in r.stdout
+    page = html.read_text()
+    assert "<td>jit(f)/dot_general</td>" in page and ": jit(f)" not in page and ":None" not in page
+
+
+def test_device_counts_are_singular_for_one_device(tmp_path):
+    """`--mesh 1` against an 8-partition module: '1 device', not '1 devices' (cost, explain, solve)."""
+    for cmd in (["cost"], ["explain", "--instruction", "dot_general.6"]):
+        r = run([cmd[0], SAMPLES / "mlp_train_step.propagated.hlo", *cmd[1:], "--mesh", "1"])
+        assert r.exit_code == 2 and "has 1 device but" in r.stderr and "1 devices" not in r.stderr, r.stderr
+
+
+def test_combine_says_when_there_is_nothing_to_combine():
+    r = run(["combine", SAMPLES / "mlp_train_step.propagated.hlo", "--report-only"])
+    assert r.exit_code == 0, r.output
+    assert "nothing to combine: it has no all-gather, reduce-scatter or all-reduce collective" in r.stdout

@@ -36,6 +36,7 @@ from .cost.reshard import ReshardPlan, autosharding_resharding_cost, plan as mak
 from .errors import InputError
 from .hlo.shape import Shape
 from .hlo.sharding import HloSharding
+from .units import counted
 
 SCHEMA_VERSION = 1
 
@@ -238,7 +239,7 @@ def _check_sharding(sharding: HloSharding, shape: Shape, mesh, what: str) -> Non
             raise InputError(f"{what} sharding {sharding} has {sharding.tiled_rank} tiled dims but the {what} "
                              f"{shape} has rank {shape.rank}")
         if sharding.num_devices != mesh.num_devices:
-            raise InputError(f"{what} sharding {sharding} uses {sharding.num_devices} devices but the mesh "
+            raise InputError(f"{what} sharding {sharding} uses {counted(sharding.num_devices, 'device')} but the mesh "
                              f"{mesh} has {mesh.num_devices}")
     if sharding.kind == "maximal" and not 0 <= int(sharding.maximal_device) < mesh.num_devices:
         raise InputError(f"{what} sharding {sharding} names device {sharding.maximal_device}, not in the mesh "

@@ -36,6 +36,7 @@ import numpy as np
 
 from .costgraph import INFINITY, Problem
 from .errors import HloSyntaxError, InputError, UsageError
+from .units import counted
 
 #: most instructions re-solved around the explained one (keeps each re-solve a small exact CP-SAT model)
 MAX_FREE = 40
@@ -726,7 +727,8 @@ def _parse_why_not(text: str, target, mesh):
         raise UsageError(f"--why-not {text!r} tiles {len(sh.tile_dims)} dims but {target.name} has rank "
                          f"{len(target.shape.dims)}")
     if sh.is_tiled and sh.num_devices != mesh.num_devices:
-        raise UsageError(f"--why-not {text!r} uses {sh.num_devices} devices but the mesh has {mesh.num_devices}")
+        raise UsageError(f"--why-not {text!r} uses {counted(sh.num_devices, 'device')} but the mesh has "
+                         f"{mesh.num_devices}")
     return MeshInfo(mesh).from_sharding(sh, len(target.shape.dims))
 
 
@@ -768,6 +770,26 @@ def attach_xla(expl: Explanation, module, num_partitions: int) -> None:
 # text
 
 
+def location_text(data: dict) -> str:
+    """Where the instruction is in the input: ``FILE:LINE:COL``, or ``line L, column C`` without a file."""
+    if data.get("file") and data.get("line"):
+        return f"{data['file']}:{data['line']}:{data['column']}"
+    return f"line {data['line']}, column {data['column']}" if data.get("line") else "position unknown"
+
+
+def source_text(src: dict | None) -> str:
+    """The source location of the metadata: ``source_file:source_line  op_name``; the parts that are
+    absent are left out (``op_name`` alone when there is no ``source_file``); '' when there is none."""
+    src = src or {}
+    parts = []
+    if src.get("source_file"):
+        line = src.get("source_line")
+        parts.append(f"{src['source_file']}:{line}" if line not in (None, "") else str(src["source_file"]))
+    if src.get("op_name"):
+        parts.append(str(src["op_name"]))
+    return "  ".join(parts)
+
+
 def render_text(expl: Explanation, console) -> None:
     """Rich text rendering of :class:`Explanation` on ``console``."""
     from rich.table import Table
@@ -775,13 +797,10 @@ def render_text(expl: Explanation, console) -> None:
     from .units import format_bytes
 
     d = expl.data
-    src = d["source"]
-    loc = f"{d['file']}:{d['line']}:{d['column']}" if d.get("file") and d.get("line") else f"line {d['line']}"
-    console.print(f"[bold]{d['instruction']}[/bold] = {d['shape']} {d['opcode']}   ({loc}, computation "
+    console.print(f"[bold]{d['instruction']}[/bold] = {d['shape']} {d['opcode']}   ({location_text(d)}, computation "
                   f"{d['computation']})")
-    if src:
-        where = f"{src.get('source_file')}:{src.get('source_line')}" if src.get("source_file") else ""
-        console.print(f"  source  {where}  {src.get('op_name', '')}".rstrip())
+    if source_text(d["source"]):
+        console.print(f"  source  {source_text(d['source'])}")
     given = d["sharding"] or "none (chosen as `hloshard cost` would)"
     console.print(f"  sharding  {given}")
     if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
