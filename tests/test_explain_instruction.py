@@ -220,3 +220,32 @@ def test_combine_says_when_there_is_nothing_to_combine():
     r = run(["combine", SAMPLES / "mlp_train_step.propagated.hlo", "--report-only"])
     assert r.exit_code == 0, r.output
     assert "nothing to combine: it has no all-gather, reduce-scatter or all-reduce collective" in r.stdout
+
+
+@pytest.mark.oracle
+def test_xla_collectives_of_an_instruction_inside_a_call(tmp_path):
+    """XLA's call inliner composes op_names (``caller/callee``): explain --xla matches them through
+    xla_compare (the one matcher), so the dot inside the called computation gets its all-reduce.
+    Hand derivation: contracting dim 64 split over 8 devices, replicated f32[16,32] output = 2048 bytes,
+    all-reduce over 8 devices: ring bytes 2 * 7/8 * 2048 = 3584 per device."""
+    require_jax()
+    src = tmp_path / "m.hlo"
+    src.write_text("""HloModule m, num_partitions=8
+
+inner {
+  x = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  y = f32[64,32] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT d = f32[16,32] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+
+ENTRY e {
+  a = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  b = f32[64,32] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT c = f32[16,32] call(a, b), to_apply=inner, sharding={replicated}
+}
+""")
+    r = run(["explain", src, "--instruction", "d", "--mesh", "8", "--xla", "--format", "json", "--alternatives", "0"])
+    assert r.exit_code == 0, r.output
+    x = json.loads(r.stdout)["xla"]
+    assert x["xla_kinds"] == ["all-reduce"] and "/" in x["collectives"][0]["op_name"], x
+    assert x["xla_ring_bytes"] == 3584.0 and x["predicted_ring_bytes"] == 3584.0

@@ -53,6 +53,8 @@ class Explanation:
     data: dict
     xla: dict | None = None
     notes: list = field(default_factory=list)
+    #: the module as ``hloshard cost`` evaluated it (:class:`hloshard.autoshard.CostResult`; not in the JSON)
+    cost_result: object = None
 
     def to_json(self) -> dict:
         out = dict(self.data)
@@ -539,9 +541,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     notes: list = []
     if not tnodes1:
         notes.append(f"{target.name} has no cost-graph node of its own (a tuple, token or alias of another value)")
-        return Explanation(data, notes=notes)
+        return Explanation(data, notes=notes, cost_result=given)
     if alternatives <= 0 and want_spec is None:
-        return Explanation(data, notes=notes)
+        return Explanation(data, notes=notes, cost_result=given)
 
     # 2. the neighbourhood without its annotations, the rest as given
     free_instrs = [i for i in neighbourhood(target, allowed, radius) if _freeable(i, target, module)]
@@ -679,7 +681,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
             data["why_not"] = finish(evaluate_alt(want_spec))
             if verify and data["why_not"].get("possible"):
                 _verify(data["why_not"], module, mesh, target, ev1.total, time_limit)
-    return Explanation(data, notes=notes)
+    return Explanation(data, notes=notes, cost_result=given)
 
 
 def rewritten_module(module, target_name: str, row: dict):
@@ -737,33 +739,36 @@ def _parse_why_not(text: str, target, mesh):
 
 
 def attach_xla(expl: Explanation, module, num_partitions: int) -> None:
-    """Partition the module with XLA's SPMD partitioner (child process, :mod:`hloshard.xla_check`) and
-    record the collectives it inserts for the instruction (found by a unique ``op_name`` given to it).
+    """Partition the module with XLA's SPMD partitioner (child process) and record the collectives it
+    inserts for the instruction beside the ones hloshard predicts for it (``expl.xla``).
+
+    Both sides come from :mod:`hloshard.xla_compare`, the one matcher of XLA collectives to instructions
+    (``cost --xla`` uses it too): every instruction gets a unique ``op_name`` tag, XLA's collectives are
+    matched by the innermost known tag of their (possibly composed, ``hloshard.52/hloshard.19``)
+    ``op_name``; the prediction is ``predicted_collectives`` of the as-given choice (the strategy's
+    collectives and the resharding steps on its operand edges).  Bytes: ring bytes per device.
     Raises InputError when jax is missing."""
-    from . import xla_check
-    from .hlo import parse_module, print_module
+    from . import xla_compare
 
-    if not xla_check.jax_available():
-        raise InputError("--xla needs jax and jaxlib in this Python (pip install 'hloshard[xla]')")
-    name = expl.data["instruction"]
-    copy = parse_module(print_module(module), "<explain>")
-    instr = find_instruction(copy, name)
-    tag = f"hloshard.explain/{instr.name.lstrip('%')}"
-    from .hlo.attributes import Raw
-
-    instr.set_attr("metadata", Raw("{op_name=\"" + tag + "\"}"))
-    res = xla_check.spmd_collectives([print_module(copy)], num_partitions)[0]
+    text, tags = xla_compare.tag_module_text(module)
+    res = xla_compare.run_xla([text], num_partitions)[0]
+    target = find_instruction(module, expl.data["instruction"])
     if res.error:
         expl.xla = {"error": res.error, "collectives": []}
         return
-    cols, ds = res.for_op(tag)
-    expl.xla = {"collectives": [c.to_json() for c in cols], "dynamic_slice": ds}
-    predicted = sorted([c["kind"] for n in expl.data["nodes"] for c in n["collectives"]] +
-                       [s["kind"] for n in expl.data["nodes"] for o in n["operands"]
-                        for s in o.get("resharding", {}).get("steps", []) if s["kind"] != "dynamic-slice"])
-    expl.xla["predicted_kinds"] = predicted
-    expl.xla["xla_kinds"] = sorted(c.kind.replace("-start", "") for c in cols)
-    expl.xla["agrees"] = expl.xla["xla_kinds"] == predicted
+    cols, ds = xla_compare.collectives_of(res, tags, target)
+    predicted = []
+    if expl.cost_result is not None:
+        predicted = xla_compare.predicted_collectives(expl.cost_result).get(target.name, [])
+    expl.xla = {"collectives": [dict(c.to_json(), ring_bytes=xla_compare.xla_ring_bytes(c, num_partitions))
+                                for c in cols],
+                "dynamic_slice": ds,
+                "predicted": [r.to_json() for r in predicted],
+                "predicted_kinds": sorted(r.kind for r in predicted),
+                "xla_kinds": sorted(c.kind.replace("-start", "") for c in cols)}
+    expl.xla["predicted_ring_bytes"] = round(sum(r.ring_bytes for r in predicted), 3)
+    expl.xla["xla_ring_bytes"] = round(sum(c["ring_bytes"] for c in expl.xla["collectives"]), 3)
+    expl.xla["agrees"] = expl.xla["xla_kinds"] == expl.xla["predicted_kinds"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -846,8 +851,9 @@ def render_text(expl: Explanation, console) -> None:
         if x.get("error"):
             console.print(f"\n[bold]XLA[/bold]: could not partition: {x['error']}")
         else:
-            console.print(f"\n[bold]XLA[/bold] inserts for it: {', '.join(x['xla_kinds']) or 'no collectives'}"
-                          f"   (hloshard predicts: {', '.join(x['predicted_kinds']) or 'none'})")
+            console.print(f"\n[bold]XLA[/bold] inserts for it: {', '.join(x['xla_kinds']) or 'no collectives'} "
+                          f"({format_bytes(x['xla_ring_bytes'])} ring bytes per device)   hloshard predicts: "
+                          f"{', '.join(x['predicted_kinds']) or 'none'} ({format_bytes(x['predicted_ring_bytes'])})")
     nr = d.get("neighbourhood_resolved")
     if nr is not None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "
