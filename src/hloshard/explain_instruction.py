@@ -349,6 +349,10 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         notes.append(f"the neighbourhood of {target.name} could not be re-built; alternatives not computed")
         return Explanation(data, notes=notes, cost_result=given)
     cur_spec = search.given_spec[target]
+    if given.unannotated:
+        notes.append(f"{counted(len(given.unannotated), 'instruction')} of the module carry no sharding; "
+                     f"hloshard cost of a module written with an alternative chooses them again and may be "
+                     f"lower than the change shown (an upper bound)")
 
     kept = search.best(cur_spec)
     if kept is not None:
