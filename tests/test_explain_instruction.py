@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from hloshard.autoshard import build_graph, evaluate_choice, evaluate_module
+from hloshard.autoshard import evaluate_module
 from hloshard.cli import main
-from hloshard.explain_instruction import _nodes_of, explain_instruction, resolve_neighbourhood
+from hloshard.explain_instruction import explain_instruction
 from hloshard.hlo import parse_module
 from hloshard.mesh import DeviceMesh
 from tests.conftest import ROOT, require_jax
@@ -58,47 +58,42 @@ ENTRY e {
 """
 
 
-def test_neighbourhood_resolve_is_the_enumerated_optimum():
-    """For each alternative of s, the re-solved neighbourhood is the best of all strategy combinations
-    of the free nodes (enumerated), the rest fixed."""
+@pytest.mark.parametrize("limit", [0, 4096])
+def test_neighbourhood_resolve_is_the_enumerated_optimum(monkeypatch, limit):
+    """The neighbourhood re-solve (t, s, d built without annotations, the rest as given) is, for each
+    sharding of s, the best of all strategy combinations of the re-built groups (brute force over
+    Site.value), both through CP-SAT (limit 0) and the exhaustive path."""
+    from hloshard import explain_local
+    from hloshard.explain_local import Pricing
+
+    monkeypatch.setattr(explain_local, "ENUMERATE_LIMIT", limit)
     mesh = DeviceMesh.parse("4")
     module = parse_module(CHAIN)
+    given = evaluate_module(module, mesh)
+    pricing = Pricing(given.graph, given.choice)
     free = [module.entry.get(n) for n in ("t", "s", "d")]
-    for i in free:
-        i.sharding = None
-    graph = build_graph(module, mesh, keep="all")
-    base = evaluate_module(parse_module(CHAIN), mesh)   # a valid full choice to fix the rest at
-    nodes = sorted(v for i in free for v, _ in _nodes_of(graph, i))
-    fixed = [0] * graph.problem.num_nodes
-    for v in range(graph.problem.num_nodes):
-        if v not in nodes:
-            fixed[v] = 0 if len(graph.nodes[v].strategies) == 1 else base.choice[v]
-    (s_node, _), = _nodes_of(graph, module.entry.get("s"))
-    sizes = [len(graph.nodes[v].strategies) for v in nodes]
-    assert np.prod(sizes) <= 20000
+    site = pricing.site(free + [module.entry.get("n")], free=free)
+    sizes = [len(g.strategies) for g in site.groups]
+    assert np.prod(sizes) <= 200000 and len(site.pairs) >= 2
+    k_s = site.instrs.index(module.entry.get("s"))
+    outs = sorted({str(st.out) for st in site.groups[k_s].strategies})
     checked = 0
-    for q in range(len(graph.nodes[s_node].strategies)):
-        mask = np.zeros(len(graph.nodes[s_node].strategies), dtype=bool)
-        mask[q] = True
-        got = resolve_neighbourhood(graph, nodes, fixed, {s_node: mask})
+    for out in outs:
+        mask = np.array([str(st.out) == out for st in site.groups[k_s].strategies])
+        got = site.solve({k_s: mask}, given.graph.cost_scale)
         best = None
-        for combo in itertools.product(*[range(k) for k in sizes]):
-            ch = list(fixed)
-            for v, c in zip(nodes, combo):
-                ch[v] = c
-            if ch[s_node] != q:
+        for combo in itertools.product(*[range(n) for n in sizes]):
+            if not mask[combo[k_s]]:
                 continue
-            p = graph.problem
-            if any(p.edge_costs[e][ch[u], ch[v]] >= 10**18 for e, (u, v) in enumerate(p.edges)):
-                continue  # a forbidden pairing (following)
-            tot = evaluate_choice(graph, ch).total
-            best = tot if best is None else min(best, tot)
+            tot = sum(site.value(combo).values())
+            if np.isfinite(tot):
+                best = tot if best is None else min(best, tot)
         if best is None:
             assert got is None
             continue
-        assert got is not None and got[s_node] == q
-        # integer rounding of the cost graph (cost_scale) is the only allowed difference
-        assert evaluate_choice(graph, got).total == pytest.approx(best, rel=1e-6, abs=graph.cost_scale * 10)
+        assert got is not None and mask[got[k_s]]
+        # integer rounding of the CP-SAT model (cost_scale) is the only allowed difference
+        assert sum(site.value(got).values()) == pytest.approx(best, rel=1e-6, abs=given.graph.cost_scale * 10)
         checked += 1
     assert checked >= 3
 
@@ -193,3 +188,59 @@ def test_verify_prices_each_alternative_as_cost_prices_the_rewritten_module(tmp_
         assert cost["total_cost"] - given == pytest.approx(alt["verified_change"], rel=1e-9, abs=1e-6)
         rows = {r["name"]: r for r in cost["instructions"]}
         assert rows["add.15"]["sharding"] == alt["sharding"]
+
+
+def test_source_without_file_shows_op_name_alone_in_text_and_html(tmp_path):
+    """Metadata with an op_name but no source_file: the source row is the op_name, never ': jit(...)'."""
+    src = tmp_path / "m.hlo"
+    src.write_text(CHAIN.replace("dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},",
+                                 'dot(s, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, '
+                                 'metadata={op_name="jit(f)/dot_general"},'))
+    html = tmp_path / "r.html"
+    r = run(["explain", src, "--instruction", "d", "--mesh", "4", "--alternatives", "0", "--html", html])
+    assert r.exit_code == 0, r.output
+    assert "source  jit(f)/dot_general" in r.stdout and ": jit(f)" not in r.stdout
+    page = html.read_text()
+    assert "<td>jit(f)/dot_general</td>" in page and ": jit(f)" not in page and ":None" not in page
+
+
+def test_device_counts_are_singular_for_one_device(tmp_path):
+    """`--mesh 1` against an 8-partition module: '1 device', not '1 devices' (cost, explain, solve)."""
+    for cmd in (["cost"], ["explain", "--instruction", "dot_general.6"]):
+        r = run([cmd[0], SAMPLES / "mlp_train_step.propagated.hlo", *cmd[1:], "--mesh", "1"])
+        assert r.exit_code == 2 and "has 1 device but" in r.stderr and "1 devices" not in r.stderr, r.stderr
+
+
+def test_combine_says_when_there_is_nothing_to_combine():
+    r = run(["combine", SAMPLES / "mlp_train_step.propagated.hlo", "--report-only"])
+    assert r.exit_code == 0, r.output
+    assert "nothing to combine: it has no all-gather, reduce-scatter or all-reduce collective" in r.stdout
+
+
+@pytest.mark.oracle
+def test_xla_collectives_of_an_instruction_inside_a_call(tmp_path):
+    """XLA's call inliner composes op_names (``caller/callee``): explain --xla matches them through
+    xla_compare (the one matcher), so the dot inside the called computation gets its all-reduce.
+    Hand derivation: contracting dim 64 split over 8 devices, replicated f32[16,32] output = 2048 bytes,
+    all-reduce over 8 devices: ring bytes 2 * 7/8 * 2048 = 3584 per device."""
+    require_jax()
+    src = tmp_path / "m.hlo"
+    src.write_text("""HloModule m, num_partitions=8
+
+inner {
+  x = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  y = f32[64,32] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT d = f32[16,32] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+
+ENTRY e {
+  a = f32[16,64] parameter(0), sharding={devices=[1,8]<=[8]}
+  b = f32[64,32] parameter(1), sharding={devices=[8,1]<=[8]}
+  ROOT c = f32[16,32] call(a, b), to_apply=inner, sharding={replicated}
+}
+""")
+    r = run(["explain", src, "--instruction", "d", "--mesh", "8", "--xla", "--format", "json", "--alternatives", "0"])
+    assert r.exit_code == 0, r.output
+    x = json.loads(r.stdout)["xla"]
+    assert x["xla_kinds"] == ["all-reduce"] and "/" in x["collectives"][0]["op_name"], x
+    assert x["xla_ring_bytes"] == 3584.0 and x["predicted_ring_bytes"] == 3584.0

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from hloshard.explain import JSON_SCHEMA
-from tests.conftest import require_jax
+from tests.conftest import ROOT, require_jax
 
 SEED_FLAGS = ["--operand", "f16[32,16,1000,256]", "--operand-sharding", "{devices=[2,4,1,1]0,1,2,3,4,5,6,7}",
               "--shape", "f16[512,1000,256]",
@@ -279,3 +279,38 @@ def test_module_without_shardings(tmp_path):
     # without --mesh and without num_partitions: a clear error
     r = CliRunner().invoke(main, ["explain-reshape", str(f), "--instruction", "r"])
     assert r.exit_code == 2 and "--mesh" in r.output
+
+
+@pytest.mark.oracle
+def test_hs401_and_explain_reshape_report_xla_bytes_for_the_same_all_to_all(tmp_path):
+    """The reshape of the seed with its output split [8,1,1] (HS401's suggestion) or [2,1,4]: XLA's
+    partitioner inserts one all-to-all over groups of 4 on the operand tile (f16 32*16*1000*256 / 8 =
+    32,768,000 bytes per device), ring bytes 3/4 * 32,768,000 = 24,576,000 (23.4 MiB).  Lint HS401 and
+    explain-reshape both report that figure (cost.collectives.total_ring_bytes); explain-reshape's cost
+    column is the alpha-beta cost, 49,152,001 (XLA auto-sharding's n/2 penalty), not bytes."""
+    require_jax()
+    from hloshard.lint.engine import lint_text
+    from hloshard.lint.context import LintOptions
+    from hloshard.xla_check import parse_collectives
+    from hloshard.xla_compare import xla_ring_bytes
+    from tests.xla_oracle import spmd_partition
+
+    seed = (ROOT / "samples" / "reshape_seed.hlo").read_text()
+    for out in ("{devices=[8,1,1]<=[8]}", "{devices=[2,1,4]<=[8]}"):
+        text = seed.replace("sharding={devices=[2,1,1,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}",
+                            f"sharding={out}").replace("HloModule module", "HloModule module, num_partitions=8")
+        assert out in text
+        xla = [c for c in parse_collectives(spmd_partition(text, 8))]
+        assert [c.kind for c in xla] == ["all-to-all"], xla
+        xla_bytes = sum(xla_ring_bytes(c, 8) for c in xla)
+        assert xla_bytes == 24_576_000.0
+        src = tmp_path / "m.hlo"
+        src.write_text(text)
+        d = json.loads(CliRunner().invoke(main, ["explain-reshape", str(src), "--instruction", "reshape", "--mesh",
+                                                 "2x4", "--format", "json"]).stdout)
+        assert d["ring_bytes_per_device"] == xla_bytes
+        assert any(a["ring_bytes_per_device"] == xla_bytes for a in d["alternatives"]
+                   if a["result_sharding"] == "{devices=[8,1,1]<=[8]}") or out == "{devices=[8,1,1]<=[8]}"
+        findings = [f for f in lint_text(text, str(src), LintOptions(select=("HS401",), mesh="2x4", reshard_threshold=1 << 20))
+                    if f.code == "HS401"]
+        assert len(findings) == 1 and "moves 23.4 MiB per device" in findings[0].message, findings

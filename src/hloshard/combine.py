@@ -143,9 +143,13 @@ class CombineReport:
     def to_text(self) -> str:
         from .units import format_bytes
 
-        lines = [f"module {self.module}: {self.collectives_before} collectives "
-                 f"({', '.join(self.kinds)}) -> {self.collectives_after}; merged {self.merged} into "
-                 f"{len(self.groups)} variadic collectives (bucket {format_bytes(self.bucket_bytes)})"]
+        kinds = ", ".join(self.kinds)
+        if not self.collectives_before:
+            lines = [f"module {self.module}: nothing to combine: it has no {_either(self.kinds)} collective"]
+        else:
+            lines = [f"module {self.module}: {self.collectives_before} collectives of the kinds combined ({kinds}) -> "
+                     f"{self.collectives_after} after combining (bucket {format_bytes(self.bucket_bytes)}): "
+                     f"merged {self.merged} into {len(self.groups)} variadic collectives"]
         if self.latency_saved is None:
             lines.append("latency saved: unknown (no device mesh: pass --mesh or set num_partitions)")
         else:
@@ -161,6 +165,12 @@ class CombineReport:
             lines.append(f"  {g.name} = {g.kind} of {len(g.members)} ({g.operands} operands, "
                          f"{format_bytes(g.bytes)}) in {g.computation}{cost}: {', '.join(g.members)}")
         return "\n".join(lines) + "\n"
+
+
+def _either(kinds) -> str:
+    """``all-gather``, ``all-gather or all-reduce``, ``all-gather, reduce-scatter or all-reduce``."""
+    kinds = list(kinds)
+    return kinds[0] if len(kinds) == 1 else f"{', '.join(kinds[:-1])} or {kinds[-1]}"
 
 
 _COST = {"type": ["number", "null"]}

@@ -36,6 +36,7 @@ from .cost.reshard import ReshardPlan, autosharding_resharding_cost, plan as mak
 from .errors import InputError
 from .hlo.shape import Shape
 from .hlo.sharding import HloSharding
+from .units import counted, format_bytes
 
 SCHEMA_VERSION = 1
 
@@ -119,6 +120,7 @@ class Alternative:
             "result_sharding": str(self.result_sharding),
             "required_operand_sharding": str(self.required_operand_sharding),
             "total_cost": self.plan.total_cost,
+            "ring_bytes_per_device": plan_ring_bytes(self.plan.plan),
             "collectives": [s.kind for s in self.plan.collectives],
             "plan_tensor": self.plan.tensor,
             "plan": [s.to_json() for s in self.plan.steps],
@@ -238,7 +240,7 @@ def _check_sharding(sharding: HloSharding, shape: Shape, mesh, what: str) -> Non
             raise InputError(f"{what} sharding {sharding} has {sharding.tiled_rank} tiled dims but the {what} "
                              f"{shape} has rank {shape.rank}")
         if sharding.num_devices != mesh.num_devices:
-            raise InputError(f"{what} sharding {sharding} uses {sharding.num_devices} devices but the mesh "
+            raise InputError(f"{what} sharding {sharding} uses {counted(sharding.num_devices, 'device')} but the mesh "
                              f"{mesh} has {mesh.num_devices}")
     if sharding.kind == "maximal" and not 0 <= int(sharding.maximal_device) < mesh.num_devices:
         raise InputError(f"{what} sharding {sharding} names device {sharding.maximal_device}, not in the mesh "
@@ -425,6 +427,15 @@ def tile_map(shape: Shape, sharding: HloSharding, mesh) -> list[dict[str, Any]]:
     return out
 
 
+def plan_ring_bytes(plan: ReshardPlan) -> float:
+    """Ring bytes per device of a resharding plan's collectives
+    (:func:`hloshard.cost.collectives.total_ring_bytes`, as lint HS401 reports them and as
+    :mod:`hloshard.xla_compare` measures XLA's)."""
+    from .cost.collectives import total_ring_bytes
+
+    return total_ring_bytes(plan.predicted_collectives())
+
+
 def report_to_json(report: ExplainReport) -> dict[str, Any]:
     """The stable JSON document (schema version 1, see ``docs/explain-reshape.md``)."""
     p = report.plan
@@ -447,6 +458,7 @@ def report_to_json(report: ExplainReport) -> dict[str, Any]:
         "plan": [s.to_json() for s in p.steps],
         "total_cost": p.total_cost,
         "bytes_per_device": p.bytes_per_device,
+        "ring_bytes_per_device": plan_ring_bytes(p.plan),
         "memory_per_device": {"before": p.memory_before, "peak": p.memory_peak, "after": p.memory_after},
         "conservative": p.conservative,
         "accounting": report.accounting(),
@@ -551,8 +563,9 @@ def render_text(report: ExplainReport, console) -> None:
     else:
         console.print("plan: no communication (the operand already has the required sharding)")
     mem = data["memory_per_device"]
-    console.print(f"[bold]total cost[/bold] {_num(data['total_cost'])}   bytes received per device "
-                  f"{data['bytes_per_device']:,}")
+    console.print(f"[bold]total cost[/bold] {_num(data['total_cost'])}   ring bytes per device "
+                  f"{data['ring_bytes_per_device']:,.0f} ({format_bytes(data['ring_bytes_per_device'])}; received "
+                  f"{data['bytes_per_device']:,})")
     console.print(f"memory per device: before {mem['before']:,}  peak {mem['peak']:,}  after {mem['after']:,}")
     console.print()
     acc = data["accounting"]
@@ -562,11 +575,12 @@ def render_text(report: ExplainReport, console) -> None:
     console.print()
     if data["alternatives"]:
         t = Table(title="alternatives (other output shardings, ranked by cost)", title_justify="left")
-        for col in ("result sharding", "operand needs", "collectives", "cost", "memory after"):
-            t.add_column(col, justify="right" if col in ("cost", "memory after") else "left")
+        for col in ("result sharding", "operand needs", "collectives", "cost", "ring bytes / device", "memory after"):
+            t.add_column(col, justify="right" if col in ("cost", "ring bytes / device", "memory after") else "left")
         for a in data["alternatives"]:
             t.add_row(a["result_sharding"], a["required_operand_sharding"], " + ".join(a["collectives"]) or "none",
-                      _num(a["total_cost"]), f"{a['memory_per_device']['after']:,}")
+                      _num(a["total_cost"]), format_bytes(a["ring_bytes_per_device"]),
+                      f"{a['memory_per_device']['after']:,}")
         console.print(t)
     if data["xla"] is not None:
         x = data["xla"]
@@ -633,7 +647,8 @@ JSON_SCHEMA: dict[str, Any] = {
     "type": "object",
     "required": ["schema_version", "instruction", "mesh", "operand", "result", "required_operand_sharding",
                  "required_operand", "reshape_groups", "slice_after_reshape", "plan_tensor",
-                 "natural_result_sharding", "plan", "total_cost", "bytes_per_device", "memory_per_device",
+                 "natural_result_sharding", "plan", "total_cost", "bytes_per_device", "ring_bytes_per_device",
+                 "memory_per_device",
                  "conservative", "accounting", "alternatives", "xla", "notes"],
     "properties": {
         "schema_version": {"const": SCHEMA_VERSION},
@@ -651,7 +666,7 @@ JSON_SCHEMA: dict[str, Any] = {
         "plan_tensor": {"enum": ["operand", "result"]},
         "natural_result_sharding": {"type": ["string", "null"]},
         "plan": {"type": "array", "items": _STEP},
-        "total_cost": _NUM, "bytes_per_device": _INT, "memory_per_device": _MEMORY,
+        "total_cost": _NUM, "bytes_per_device": _INT, "ring_bytes_per_device": _NUM, "memory_per_device": _MEMORY,
         "conservative": {"type": "boolean"},
         "accounting": {
             "type": "object",
@@ -681,9 +696,11 @@ JSON_SCHEMA: dict[str, Any] = {
         },
         "alternatives": {"type": "array", "items": {
             "type": "object",
-            "required": ["result_sharding", "required_operand_sharding", "total_cost", "collectives", "plan_tensor",
-                         "plan", "memory_per_device", "slice_after_reshape", "is_requested"],
+            "required": ["result_sharding", "required_operand_sharding", "total_cost", "ring_bytes_per_device",
+                         "collectives", "plan_tensor", "plan", "memory_per_device", "slice_after_reshape",
+                         "is_requested"],
             "properties": {"result_sharding": _STR, "required_operand_sharding": _STR, "total_cost": _NUM,
+                           "ring_bytes_per_device": _NUM,
                            "collectives": {"type": "array", "items": _STR},
                            "plan_tensor": {"enum": ["operand", "result"]},
                            "plan": {"type": "array", "items": _STEP}, "memory_per_device": _MEMORY,

@@ -1,24 +1,27 @@
 """``hloshard explain``: why one instruction is sharded as it is, what it costs, what it causes, and
 what the best alternatives would change.
 
-The report is built from the same cost graph ``hloshard cost`` prices (:func:`hloshard.autoshard.build_graph`
-and ``evaluate_choice``): no second cost model.
+The report is built from the cost graph ``hloshard cost`` prices (:func:`hloshard.autoshard.evaluate_module`):
+no second cost model, and the graph is built once.
 
-1. The instruction and its *neighbourhood* (instructions within ``radius`` operand/user steps, at most
-   :data:`MAX_FREE`, nearest first; entry parameters and the entry root only when they are the
-   instruction itself) are built without their annotations (full strategy space); every other
-   annotation is kept exactly, as ``hloshard cost`` keeps them.
-2. *As given*: each freed instruction is restricted to the strategies producing its own sharding and the
-   graph is solved (a deterministic solve, as ``cost`` does): the total equals ``hloshard cost`` of the
-   module.  The instruction's strategy in that choice gives its compute / communication cost, memory per
-   device, the operand shardings it requires, the reshardings on its operand edges (planned by
-   :func:`hloshard.cost.reshard.plan`: kind, replica groups, bytes) and on its users' edges, and the
-   collectives behind its communication cost (``Strategy.collectives``).
-3. *Alternatives*: for each other output sharding its strategies offer, the instruction is fixed to it and
-   the neighbourhood is re-solved exactly (a small CP-SAT problem over the freed nodes, the rest fixed
-   at the as-given choice: boundary edges folded into node costs).  The change of the module's TOTAL
-   cost (cost units) is reported, plus which neighbours changed sharding.  ``why_not`` does the same for one
-   given sharding, also when it is not among the best.
+1. *As given*: the module exactly as ``hloshard cost`` evaluates it.  The instruction's strategy in that
+   choice gives its compute / communication cost, memory per device, the operand shardings it requires,
+   the reshardings on its operand edges (planned by :func:`hloshard.cost.reshard.plan`: kind, replica
+   groups, bytes) and on its users' edges, and the collectives behind its communication cost
+   (``Strategy.collectives``).
+2. The *neighbourhood*: instructions within ``radius`` operand/user steps (at most :data:`MAX_FREE`,
+   nearest first; entry parameters and the entry root only when they are the instruction itself;
+   array instructions with a node of their own).  Their strategy groups are re-built without their
+   annotations, their users' with theirs, over the as-given graph (:mod:`hloshard.explain_local`).
+3. *Alternatives*: for each other output sharding the instruction's strategies offer, the neighbourhood
+   is re-solved exactly with the instruction fixed to it and everything else at the as-given choice.
+   The shardings that gives, and the instruction's new sharding alone, are each priced as
+   ``hloshard cost`` prices the module written with them (the changed instructions and their users
+   re-built with the new annotations: the strategies XLA realizes from the operands' layouts); the
+   cheaper is reported.  ``total_change`` is the change of the module's TOTAL cost (cost units) that
+   ``hloshard cost`` of that written module shows (:func:`rewritten_module`; exact when the
+   instructions around are annotated, see :mod:`hloshard.explain_local`), with the neighbours it
+   moves (``changed``).  ``why_not`` does the same for one given sharding.
 
 Costs are in the mesh's cost units (alpha-beta model), memory in bytes per device.
 Raises :class:`hloshard.errors.InputError` for an unknown instruction (with close names) or one that
@@ -34,15 +37,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .costgraph import INFINITY, Problem
+from .cost.liveness import peak_usage
 from .errors import HloSyntaxError, InputError, UsageError
+from .units import counted
 
 #: most instructions re-solved around the explained one (keeps each re-solve a small exact CP-SAT model)
 MAX_FREE = 40
 #: most distinct output shardings re-solved as alternatives (beyond it the locally cheapest are kept)
 MAX_CANDIDATES = 24
-#: wall seconds a single neighbourhood re-solve may take
-RESOLVE_SECONDS = 5.0
+#: alternatives priced exactly (as the written module) per row listed, and at least
+PRICED_PER_ROW = 2
+PRICED_MIN = 8
 
 
 @dataclass
@@ -52,6 +57,8 @@ class Explanation:
     data: dict
     xla: dict | None = None
     notes: list = field(default_factory=list)
+    #: the module as ``hloshard cost`` evaluated it (:class:`hloshard.autoshard.CostResult`; not in the JSON)
+    cost_result: object = None
 
     def to_json(self) -> dict:
         out = dict(self.data)
@@ -144,107 +151,6 @@ def _nodes_of(graph, instr) -> list:
         if isinstance(child, StrategyGroup) and child.instr is instr and child.node >= 0:
             out.append((child.node, leaf))
     return out
-
-
-def _wanted_specs(graph, instr) -> list:
-    """Per leaf the spec the instruction's own annotation asks for (None: token / no annotation)."""
-    from .strategy.base import is_array, leaf_shapes
-
-    sh = instr.sharding
-    leaves = leaf_shapes(instr.shape)
-    if sh is None or isinstance(sh, str) or sh.is_unknown:
-        return [None] * len(leaves)
-    elems = list(sh.tuple_elements) if sh.is_tuple else [sh] * len(leaves)
-    if len(elems) != len(leaves):
-        return [None] * len(leaves)
-    return [graph.ctx.minfo.from_sharding(e, len(s.dims)) if is_array(s) else None for s, e in zip(leaves, elems)]
-
-
-def _allowed_for(graph, node: int, leaf, spec) -> np.ndarray:
-    """Boolean mask over node ``node``'s strategies whose output (leaf) is ``spec``."""
-    g = graph.nodes[node]
-    mask = np.zeros(len(g.strategies), dtype=bool)
-    for q, st in enumerate(g.strategies):
-        out = st.out if (leaf is None or not g.multi) else st.out[leaf]
-        mask[q] = _same_spec(out, spec)
-    return mask
-
-
-# ------------------------------------------------------------------------------------------------
-# solving restricted problems
-
-
-def _solve_restricted(graph, masks: dict, time_limit: float) -> list:
-    """Solve the whole graph with node strategies limited by ``masks`` (node -> bool array); the
-    deterministic, single-worker solve ``hloshard cost`` uses.  Returns one strategy per node."""
-    from .errors import SolveFailed
-    from .solver import solve_problem
-
-    sp, classes = graph.solver_problem, graph.classes
-    costs = [c.copy() for c in sp.node_costs]
-    for v, mask in masks.items():
-        c = classes[v]
-        if len(costs[c]) == len(mask):
-            costs[c] = np.where(mask, costs[c], INFINITY)
-    sub = Problem(name=sp.name, intervals=sp.intervals, node_costs=costs, node_usages=sp.node_usages,
-                  edges=sp.edges, edge_costs=sp.edge_costs, usage_limit=None, cost_scale=sp.cost_scale,
-                  aliases=sp.aliases)
-    sol = solve_problem(sub, time_limit=time_limit, workers=1, seed=0, deterministic=True)
-    if not sol.strategies:
-        raise SolveFailed("the shardings as given admit no consistent strategy choice "
-                          f"({sol.explanation or sol.status})")
-    return [int(sol.strategies[c]) for c in classes]
-
-
-def resolve_neighbourhood(graph, free: list, base: list, masks: dict, time_limit: float = RESOLVE_SECONDS):
-    """Re-optimise the nodes ``free`` with every other node fixed at ``base``; ``masks`` limits some free
-    nodes' strategies.  Exact (CP-SAT) up to ``time_limit``.  Returns the full choice, or None when no
-    choice is allowed (the fixed rest forbids it)."""
-    from .solver import solve_problem
-
-    p = graph.problem
-    index = {v: k for k, v in enumerate(free)}
-    costs = []
-    for v in free:
-        c = p.node_costs[v].astype(np.int64).copy()
-        m = masks.get(v)
-        if m is not None:
-            c = np.where(m, c, INFINITY)
-        costs.append(c)
-    edges, edge_costs = [], []
-    for (u, v), mat in zip(p.edges, p.edge_costs):
-        u, v = int(u), int(v)
-        iu, iv = index.get(u), index.get(v)
-        if iu is not None and iv is not None:
-            edges.append((iu, iv))
-            edge_costs.append(mat)
-        elif iu is not None:
-            costs[iu] = np.minimum(costs[iu] + mat[:, base[v]], INFINITY)
-        elif iv is not None:
-            costs[iv] = np.minimum(costs[iv] + mat[base[u], :], INFINITY)
-    aliases = []
-    for u, v, allowed in p.aliases:
-        iu, iv = index.get(u), index.get(v)
-        if iu is not None and iv is not None:
-            aliases.append((iu, iv, allowed))
-        elif iu is not None:
-            costs[iu] = np.where(allowed[:, base[v]], costs[iu], INFINITY)
-        elif iv is not None:
-            costs[iv] = np.where(allowed[base[u], :], costs[iv], INFINITY)
-    n = len(free)
-    sub = Problem(name="neighbourhood", intervals=np.zeros((n, 2), dtype=np.int64), node_costs=costs,
-                  node_usages=[np.zeros(len(c), dtype=np.int64) for c in costs],
-                  edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs, usage_limit=None,
-                  cost_scale=p.cost_scale, aliases=aliases)
-    if any(bool((c >= INFINITY).all()) for c in costs):
-        return None
-    sol = solve_problem(sub, time_limit=time_limit, workers=1, seed=0, deterministic=True)
-    if not sol.strategies:
-        return None
-    choice = list(base)
-    for k, v in enumerate(free):
-        choice[v] = int(sol.strategies[k])
-    return choice
 
 
 # ------------------------------------------------------------------------------------------------
@@ -377,121 +283,6 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
             "users_resharding": sorted(users, key=lambda r: (-r["cost"], r["user"]))}
 
 
-def _edges_touching(graph, nodes) -> list:
-    """Edge ids with at least one end in ``nodes``."""
-    ns = set(nodes)
-    return [e for e, (u, v) in enumerate(graph.problem.edges) if int(u) in ns or int(v) in ns]
-
-
-def _local_change(graph, base, choice, nodes, edges) -> dict:
-    """Exact change of compute, communication and resharding (cost units) from ``base`` to ``choice``
-    when only ``nodes`` differ: their strategies' costs and the ``edges`` touching them (the terms
-    ``evaluate_choice`` sums; every other term is the same in both)."""
-    out = {"compute": 0.0, "communication": 0.0, "resharding": 0.0}
-    for v in nodes:
-        if choice[v] == base[v]:
-            continue
-        g = graph.nodes[v]
-        w = graph.ctx.weight(g.instr)
-        a, b = g.strategies[int(base[v])], g.strategies[int(choice[v])]
-        out["compute"] += (b.compute - a.compute) * w
-        out["communication"] += (b.comm - a.comm) * w
-    for e in edges:
-        u, v = (int(x) for x in graph.problem.edges[e])
-        m = graph.edge_float[e]
-        out["resharding"] += float(m[choice[u], choice[v]] - m[base[u], base[v]])
-    return out
-
-
-def _changed_neighbours(graph, movable, target, base, choice) -> list:
-    from .autoshard import instruction_sharding
-
-    out = []
-    for instr in movable:
-        if instr is target:
-            continue
-        a, b = instruction_sharding(graph, instr, base), instruction_sharding(graph, instr, choice)
-        if a != b:
-            out.append({"instruction": instr.name, "from": str(a), "to": str(b)})
-    return out
-
-
-#: most nodes a neighbourhood grows to when it takes in the nodes that follow its members
-MAX_FOLLOWERS = 400
-
-
-def _with_followers(graph, nodes: set) -> set:
-    """``nodes`` plus every node tied to one of them by following (the same decision: the follower
-    merge classes of the cost graph), so that fixing the rest does not pin the neighbourhood through a
-    follower chain; at most :data:`MAX_FOLLOWERS` nodes are added, nearest classes first."""
-    classes = getattr(graph, "classes", None)
-    if classes is None:
-        return set(nodes)
-    want = {classes[v] for v in nodes}
-    members: dict = {}
-    for v, c in enumerate(classes):
-        if c in want:
-            members.setdefault(c, []).append(v)
-    out = set(nodes)
-    for c in sorted(want, key=lambda c: len(members[c])):
-        extra = [v for v in members[c] if v not in out]
-        if len(out) + len(extra) - len(nodes) > MAX_FOLLOWERS:
-            continue
-        out.update(extra)
-    return out
-
-
-def _map_choice(g1, c1, g2) -> tuple[list, list]:
-    """Carry the choice ``c1`` of graph ``g1`` over to ``g2`` (the same module with some annotations
-    removed): per node of ``g2`` the strategy with the same name, output and operand requirements as the
-    one ``c1`` picks for the same instruction leaf, else one with the same output.  Returns (choice,
-    nodes without a counterpart)."""
-    by_leaf = {}
-    for v, g in enumerate(g1.nodes):
-        by_leaf[(id(g.instr), _leaf_of(g1, v))] = (g, int(c1[v]))
-    out, missing = [], []
-    for v, g in enumerate(g2.nodes):
-        hit = by_leaf.get((id(g.instr), _leaf_of(g2, v)))
-        pick = s1 = None
-        if hit is not None:
-            g1_group, q1 = hit
-            s1 = g1_group.strategies[q1]
-            if len(g.strategies) == len(g1_group.strategies) and q1 < len(g.strategies):
-                st = g.strategies[q1]  # the common case: the group was built the same way
-                if st.name == s1.name and _spec_key(st.out) == _spec_key(s1.out) and \
-                        _inputs_key(st.inputs) == _inputs_key(s1.inputs):
-                    pick = q1
-        if pick is None and s1 is not None:
-            k_out, k_in = _spec_key(s1.out), _inputs_key(s1.inputs)
-            for q, st in enumerate(g.strategies):
-                if st.name == s1.name and _spec_key(st.out) == k_out and _inputs_key(st.inputs) == k_in:
-                    pick = q
-                    break
-            if pick is None:
-                for q, st in enumerate(g.strategies):
-                    if _spec_key(st.out) == k_out:
-                        pick = q
-                        break
-        if pick is None:
-            missing.append(v)
-            pick = 0
-        out.append(pick)
-    return out, missing
-
-
-def _leaf_of(graph, v: int):
-    g = graph.nodes[v]
-    for node, leaf in _nodes_of(graph, g.instr):
-        if node == v:
-            return leaf
-    return None
-
-
-def _inputs_key(inputs) -> tuple:
-    return tuple(_spec_key(x) if not isinstance(x, tuple) or _is_spec(x) else tuple(_spec_key(y) for y in x)
-                 for x in inputs)
-
-
 def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not: str | None = None,
                         radius: int = 2, filename: str | None = None, time_limit: float = 30.0,
                         verify: bool = False) -> Explanation:
@@ -504,7 +295,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     ``verify``: also price every listed alternative as ``hloshard cost`` prices the module rewritten with
     its shardings (``verified_total`` / ``verified_change``; one full evaluation each).
     """
-    from .autoshard import build_graph, evaluate_choice, evaluate_module, processed_computations
+    from .autoshard import evaluate_module, processed_computations
 
     target = find_instruction(module, name, filename)
     comps = processed_computations(module)
@@ -538,147 +329,204 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     notes: list = []
     if not tnodes1:
         notes.append(f"{target.name} has no cost-graph node of its own (a tuple, token or alias of another value)")
-        return Explanation(data, notes=notes)
+        return Explanation(data, notes=notes, cost_result=given)
     if alternatives <= 0 and want_spec is None:
-        return Explanation(data, notes=notes)
+        return Explanation(data, notes=notes, cost_result=given)
 
-    # 2. the neighbourhood without its annotations, the rest as given
-    free_instrs = [i for i in neighbourhood(target, allowed, radius) if _freeable(i, target, module)]
-    saved = {id(i): i.sharding for i in free_instrs}
-    try:
-        for i in free_instrs:
-            i.sharding = None
-        graph = build_graph(module, mesh, keep="all")
-    finally:
-        for i in free_instrs:
-            i.sharding = saved[id(i)]
-    mapped, missing = _map_choice(g1, c1, graph)
-    masks = {}
-    free_ids = {id(i) for i in free_instrs}
-    for instr in free_instrs:
-        wanted = _wanted_specs(graph, instr)
-        for node, leaf in _nodes_of(graph, instr):
-            spec = wanted[leaf if leaf is not None else 0]
-            if spec is not None:
-                m = _allowed_for(graph, node, leaf, spec)
-                if m.any():
-                    masks[node] = m
-    free_nodes = {v for i in free_instrs for v, _ in _nodes_of(graph, i)} | \
-        {v for v in missing if id(graph.nodes[v].instr) not in free_ids}
-    free_nodes = sorted(_with_followers(graph, free_nodes))
-    movable = list(free_instrs)  # every instruction whose sharding a re-solve may change (followers included)
-    seen_m = {id(i) for i in movable}
-    for v in free_nodes:
-        instr = graph.nodes[v].instr
-        if id(instr) not in seen_m:
-            seen_m.add(id(instr))
-            movable.append(instr)
-    base = resolve_neighbourhood(graph, free_nodes, mapped, masks)
-    if base is None:  # the neighbourhood's own shardings cannot be reproduced with the rest fixed
-        base = _solve_restricted(graph, masks, time_limit)
-        notes.append("the neighbourhood's shardings were re-priced with the whole module re-solved")
-    ev = evaluate_choice(graph, base)
+    # 2. the neighbourhood: re-built without its annotations over the as-given graph (explain_local)
+    from .explain_local import Pricing
+
+    pricing = Pricing(g1, c1)
+    if len(tnodes1) != 1 or not pricing.plain(target):
+        notes.append(f"{target.name} is a tuple, loop state or control-flow value: alternatives are given for "
+                     f"array instructions with a node of their own")
+        return Explanation(data, notes=notes, cost_result=given)
+    free_instrs = [i for i in neighbourhood(target, allowed, radius)
+                   if _freeable(i, target, module) and pricing.plain(i)]
     data["neighbourhood"] = [i.name for i in free_instrs]
-    data["alternatives_baseline"] = round(ev.total, 6)
-    if abs(ev.total - ev1.total) > 1e-9 * max(1.0, abs(ev1.total)):
-        notes.append(f"with its neighbourhood re-built the module as given prices at {ev.total:,.2f} instead of "
-                     f"{ev1.total:,.2f} (strategies that follow an operand are tied to it once re-solved); the "
-                     f"alternatives' changes are against {ev.total:,.2f}")
-    tnodes = _nodes_of(graph, target)
-    main = tnodes[0] if tnodes else None
-    if len(tnodes) > 1:
-        notes.append(f"{target.name} has {len(tnodes)} nodes (a tuple); alternatives are for leaf {main[1]}")
-    cur_node = main[0] if main else None
-    g = graph.nodes[cur_node] if main else None
+    search = _Search(pricing, target, free_instrs)
+    if search.site is None:
+        notes.append(f"the neighbourhood of {target.name} could not be re-built; alternatives not computed")
+        return Explanation(data, notes=notes, cost_result=given)
+    cur_spec = search.given_spec[target]
+    if given.unannotated:
+        notes.append(f"{counted(len(given.unannotated), 'instruction')} of the module carry no sharding; "
+                     f"hloshard cost of a module written with an alternative chooses them again and may be "
+                     f"lower than the change shown (an upper bound)")
 
-    def out_of(st):
-        return st.out if (main[1] is None or not g.multi) else st.out[main[1]]
-
-    cur_spec = out_of(g.strategies[base[cur_node]]) if main else None
-    if main is not None:
-        keep_masks = dict(masks)
-        keep_masks[cur_node] = _allowed_for(graph, cur_node, main[1], cur_spec)
-        for v in free_nodes:
-            if v != cur_node:
-                keep_masks.pop(v, None)
-        keep_choice = resolve_neighbourhood(graph, free_nodes, base, keep_masks)
-        if keep_choice is not None:
-            kev = evaluate_choice(graph, keep_choice)
-            data["neighbourhood_resolved"] = {
-                "total_change": round(kev.total - ev.total, 6),
-                "changed": _changed_neighbours(graph, movable, target, base, keep_choice)}
+    kept = search.best(cur_spec)
+    if kept is not None:
+        data["neighbourhood_resolved"] = {"total_change": round(sum(kept["change"].values()), 6),
+                                          "changed": kept["changed"]}
 
     def evaluate_alt(spec) -> dict:
         from .strategy.base import leaf_shapes
 
-        shape = leaf_shapes(target.shape)[main[1] or 0]
-        m = _allowed_for(graph, cur_node, main[1], spec)
-        row = {"sharding": _sharding_text(graph, spec, shape)}
-        if not m.any():
+        shape = leaf_shapes(target.shape)[0]
+        row = {"sharding": _sharding_text(g1, spec, shape)}
+        if not search.offers(spec):
             row.update(possible=False, reason=f"no strategy of {target.opcode} {target.name} produces this sharding")
             return row
-        ch = resolve_neighbourhood(graph, free_nodes, base, {cur_node: m})
-        if ch is None:
+        best = search.best(spec)
+        if best is None:
             row.update(possible=False, reason="the shardings kept outside the neighbourhood forbid it")
             return row
-        change = _local_change(graph, base, ch, free_nodes, touching)
-        st = graph.nodes[cur_node].strategies[ch[cur_node]]
-        row.update(possible=True, total_change=round(sum(change.values()), 6),
-                   change={k: round(v, 6) for k, v in change.items()},
-                   memory_per_device=int(st.memory), strategy=st.name,
-                   changed=_changed_neighbours(graph, movable, target, base, ch))
-        row["_choice"] = ch
+        row.update(possible=True, total_change=round(sum(best["change"].values()), 6),
+                   change={k: round(v, 6) for k, v in best["change"].items()},
+                   memory_per_device=int(best["memory"]), strategy=best["strategy"], changed=best["changed"],
+                   peak_memory_change=best["peak_memory_change"])
         return row
 
-    def finish(row: dict) -> dict:
-        """Peak memory of a reported alternative (a full evaluation: only for the rows shown)."""
-        ch = row.pop("_choice", None)
-        if ch is not None:
-            row["peak_memory_change"] = int(evaluate_choice(graph, ch).peak_memory) - int(ev.peak_memory)
-        return row
-
-    touching = _edges_touching(graph, free_nodes)
-
-    if main is not None and alternatives > 0:
-        seen, cands = set(), []
-        for st in g.strategies:
-            spec = out_of(st)
-            k = _spec_key(spec)
-            if k in seen or spec is None or _same_spec(spec, cur_spec):
-                continue
-            seen.add(k)
-            cands.append(spec)
-        if len(cands) > MAX_CANDIDATES:  # keep the locally cheapest (node cost only) for the exact re-solve
-            local = {}
-            for q, st in enumerate(g.strategies):
-                k = _spec_key(out_of(st))
-                local[k] = min(local.get(k, float("inf")), float(graph.problem.node_costs[cur_node][q]))
-            cands.sort(key=lambda s: local[_spec_key(s)])
+    if alternatives > 0:
+        cands = search.candidates(cur_spec)
+        if len(cands) > MAX_CANDIDATES:  # keep the locally cheapest (node cost only) for the re-solve
             notes.append(f"{len(cands)} alternative shardings; the {MAX_CANDIDATES} locally cheapest were re-solved")
             cands = cands[:MAX_CANDIDATES]
-        evaluated = [evaluate_alt(s) for s in cands]
+        # every candidate re-solved; the best by that estimate priced exactly
+        estimated = [(search.resolve(spec), k, spec) for k, spec in enumerate(cands)]
+        possible = sorted((est[0], k, spec) for est, k, spec in estimated if est is not None)
+        limit = max(PRICED_MIN, PRICED_PER_ROW * alternatives)
+        evaluated = [evaluate_alt(spec) for _, _, spec in possible[:limit]]
         rows = [r for r in evaluated if r.get("possible")]
-        if len(rows) < len(evaluated):
-            notes.append(f"{len(evaluated) - len(rows)} of {len(evaluated)} alternative shardings are not possible "
-                         f"with the rest of the module kept as it is")
+        impossible = len(cands) - len(possible) + len(evaluated) - len(rows)
+        if impossible:
+            notes.append(f"{impossible} of {len(cands)} alternative shardings are not possible with the rest of "
+                         f"the module kept as it is")
+        if len(possible) > limit:
+            notes.append(f"the {limit} best of {len(possible)} possible alternatives by the re-solved "
+                         f"neighbourhood's estimate were priced as the written module")
+        data["alternatives_priced"] = len(evaluated)
         rows.sort(key=lambda r: (r["total_change"], r["sharding"]))
-        data["alternatives"] = [finish(r) for r in rows[:alternatives]]
+        data["alternatives"] = rows[:alternatives]
         if verify:
             for r in data["alternatives"]:
                 _verify(r, module, mesh, target, ev1.total, time_limit)
         data["alternatives_considered"] = len(cands)
     if want_spec is not None:
-        if main is None:
-            data["why_not"] = {"sharding": why_not, "possible": False,
-                               "reason": f"{target.name} cannot be re-solved here (see notes)"}
-        elif _same_spec(want_spec, cur_spec):
+        if _same_spec(want_spec, cur_spec):
             data["why_not"] = {"sharding": why_not, "possible": True, "total_change": 0.0,
                                "reason": f"{target.name} already has this sharding"}
         else:
-            data["why_not"] = finish(evaluate_alt(want_spec))
+            data["why_not"] = evaluate_alt(want_spec)
             if verify and data["why_not"].get("possible"):
                 _verify(data["why_not"], module, mesh, target, ev1.total, time_limit)
-    return Explanation(data, notes=notes)
+    return Explanation(data, notes=notes, cost_result=given)
+
+
+class _Search:
+    """The alternatives of ``target``: for an output sharding of it, the neighbourhood ``free`` (built
+    without annotations, their users with theirs) is re-solved exactly with everything else at the
+    as-given choice; the shardings that solve gives, and the target's sharding alone, are then each
+    priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.explain_local.Site`:
+    the changed instructions and their users re-built with the new annotations) and the cheaper is
+    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module."""
+
+    def __init__(self, pricing, target, free):
+
+
+        self.pricing, self.target, self.free = pricing, target, list(free)
+        g1, c1 = pricing.graph, pricing.choice
+        self.given_spec = {i: g1.nodes[g1.ctx.groups[i].node].strategies[c1[g1.ctx.groups[i].node]].out
+                           for i in self.free}
+        users = [u for i in self.free for u in i.users if pricing.plain(u)]
+        self.site = pricing.site(self.free + users, free=self.free, estimate=True)
+        if self.site is None:
+            return
+        self.k_target = self.site.instrs.index(target)
+        self.free_k = [self.site.instrs.index(i) for i in self.free]
+        self._priced: dict = {}
+        self._resolved: dict = {}
+        self._sizes = [int(u[c]) for u, c in zip(g1.problem.node_usages, c1)]
+        self._peak = int(peak_usage(g1.problem.intervals, self._sizes)[0])
+
+    def _outs(self, k: int) -> list:
+        return [st.out for st in self.site.groups[k].strategies]
+
+    def offers(self, spec) -> bool:
+        return any(_same_spec(o, spec) for o in self._outs(self.k_target))
+
+    def candidates(self, cur_spec) -> list:
+        """The target's other output shardings, locally cheapest (node cost) first."""
+        best: dict = {}
+        specs: dict = {}
+        u = self.site.node_part[self.k_target]
+        for q, o in enumerate(self._outs(self.k_target)):
+            if o is None or _same_spec(o, cur_spec):
+                continue
+            k = _spec_key(o)
+            c = float(u[0][q] + u[1][q])
+            if k not in best or c < best[k]:
+                best[k], specs[k] = c, o
+        return [specs[k] for k in sorted(best, key=lambda k: (best[k], str(k)))]
+
+    def resolve(self, spec):
+        """Re-solve the neighbourhood with the target sharded ``spec``: ``(estimate, config)`` with the
+        estimate the re-solved neighbourhood's own objective (cost units; its users' realization not
+        modelled, so only for ranking) and config the output spec per free instruction; None when
+        nothing is allowed."""
+        key = _spec_key(spec)
+        if key in self._resolved:
+            return self._resolved[key]
+        masks = {self.k_target: np.array([_same_spec(o, spec) for o in self._outs(self.k_target)])}
+        out = None
+        if masks[self.k_target].any():
+            pick = self.site.solve(masks, self.pricing.graph.cost_scale)
+            if pick is not None:
+                est = sum(self.site.value(pick).values())
+                out = (est, {i: self.site.groups[k].strategies[pick[k]].out for i, k in zip(self.free, self.free_k)})
+        self._resolved[key] = out
+        return out
+
+    def best(self, spec):
+        """The best of (the re-solved neighbourhood, the target alone) for the target sharded ``spec``,
+        priced exactly: ``{"change": by kind, "changed": [...], "strategy", "memory",
+        "peak_memory_change"}``, or None when it is not possible."""
+        res = self.resolve(spec)
+        configs = [res[1]] if res is not None else []
+        configs.append({self.target: spec})   # the target alone, every neighbour as given
+        out = None
+        for conf in configs:
+            changes = {i: o for i, o in conf.items() if i is self.target or not _same_spec(o, self.given_spec[i])}
+            r = self.price(changes)
+            if r is not None and (out is None or sum(r["change"].values()) < sum(out["change"].values()) - 1e-9):
+                out = r
+        return out
+
+    def price(self, changes: dict):
+        """Exact change of the module's total cost when the instructions of ``changes`` (instruction ->
+        output spec) are annotated with those shardings; None when no strategy choice allows it."""
+        key = tuple(sorted((i.name, str(_spec_key(o))) for i, o in changes.items()))
+        if key in self._priced:
+            return self._priced[key]
+        p, g1 = self.pricing, self.pricing.graph
+        minfo = g1.ctx.minfo
+        shardings = {i: minfo.to_sharding(o, len(i.shape.dims)) for i, o in changes.items()}
+        users = [u for i in changes for u in i.users if p.plain(u)]
+        site = p.site(list(changes) + users, shardings=shardings, cascade=True)
+        result = None
+        if site is not None:
+            pick = site.solve(None, g1.cost_scale)
+            if pick is not None:
+                new = site.value(pick)
+                if all(np.isfinite(v) for v in new.values()):
+                    old = p.given_terms(site.instrs)
+                    k = site.instrs.index(self.target)
+                    st = site.groups[k].strategies[pick[k]]
+                    changed = [{"instruction": i.name, "from": str(minfo.to_sharding(self.given_spec[i], len(i.shape.dims))),
+                                "to": str(shardings[i])} for i in site.instrs if i in changes and i is not self.target]
+                    result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
+                              "strategy": st.name, "memory": int(st.memory),
+                              "peak_memory_change": self._peak_change(site, pick)}
+        self._priced[key] = result
+        return result
+
+    def _peak_change(self, site, pick) -> int:
+        """Peak memory per device with the re-built groups' memory, minus as given (bytes)."""
+        g1 = self.pricing.graph
+        sizes = list(self._sizes)
+        for k, instr in enumerate(site.instrs):
+            sizes[g1.ctx.groups[instr].node] = int(site.groups[k].strategies[pick[k]].memory)
+        return int(peak_usage(g1.problem.intervals, sizes)[0]) - self._peak
 
 
 def rewritten_module(module, target_name: str, row: dict):
@@ -726,7 +574,8 @@ def _parse_why_not(text: str, target, mesh):
         raise UsageError(f"--why-not {text!r} tiles {len(sh.tile_dims)} dims but {target.name} has rank "
                          f"{len(target.shape.dims)}")
     if sh.is_tiled and sh.num_devices != mesh.num_devices:
-        raise UsageError(f"--why-not {text!r} uses {sh.num_devices} devices but the mesh has {mesh.num_devices}")
+        raise UsageError(f"--why-not {text!r} uses {counted(sh.num_devices, 'device')} but the mesh has "
+                         f"{mesh.num_devices}")
     return MeshInfo(mesh).from_sharding(sh, len(target.shape.dims))
 
 
@@ -735,37 +584,60 @@ def _parse_why_not(text: str, target, mesh):
 
 
 def attach_xla(expl: Explanation, module, num_partitions: int) -> None:
-    """Partition the module with XLA's SPMD partitioner (child process, :mod:`hloshard.xla_check`) and
-    record the collectives it inserts for the instruction (found by a unique ``op_name`` given to it).
+    """Partition the module with XLA's SPMD partitioner (child process) and record the collectives it
+    inserts for the instruction beside the ones hloshard predicts for it (``expl.xla``).
+
+    Both sides come from :mod:`hloshard.xla_compare`, the one matcher of XLA collectives to instructions
+    (``cost --xla`` uses it too): every instruction gets a unique ``op_name`` tag, XLA's collectives are
+    matched by the innermost known tag of their (possibly composed, ``hloshard.52/hloshard.19``)
+    ``op_name``; the prediction is ``predicted_collectives`` of the as-given choice (the strategy's
+    collectives and the resharding steps on its operand edges).  Bytes: ring bytes per device.
     Raises InputError when jax is missing."""
-    from . import xla_check
-    from .hlo import parse_module, print_module
+    from . import xla_compare
 
-    if not xla_check.jax_available():
-        raise InputError("--xla needs jax and jaxlib in this Python (pip install 'hloshard[xla]')")
-    name = expl.data["instruction"]
-    copy = parse_module(print_module(module), "<explain>")
-    instr = find_instruction(copy, name)
-    tag = f"hloshard.explain/{instr.name.lstrip('%')}"
-    from .hlo.attributes import Raw
-
-    instr.set_attr("metadata", Raw("{op_name=\"" + tag + "\"}"))
-    res = xla_check.spmd_collectives([print_module(copy)], num_partitions)[0]
+    text, tags = xla_compare.tag_module_text(module)
+    res = xla_compare.run_xla([text], num_partitions)[0]
+    target = find_instruction(module, expl.data["instruction"])
     if res.error:
         expl.xla = {"error": res.error, "collectives": []}
         return
-    cols, ds = res.for_op(tag)
-    expl.xla = {"collectives": [c.to_json() for c in cols], "dynamic_slice": ds}
-    predicted = sorted([c["kind"] for n in expl.data["nodes"] for c in n["collectives"]] +
-                       [s["kind"] for n in expl.data["nodes"] for o in n["operands"]
-                        for s in o.get("resharding", {}).get("steps", []) if s["kind"] != "dynamic-slice"])
-    expl.xla["predicted_kinds"] = predicted
-    expl.xla["xla_kinds"] = sorted(c.kind.replace("-start", "") for c in cols)
-    expl.xla["agrees"] = expl.xla["xla_kinds"] == predicted
+    cols, ds = xla_compare.collectives_of(res, tags, target)
+    predicted = []
+    if expl.cost_result is not None:
+        predicted = xla_compare.predicted_collectives(expl.cost_result).get(target.name, [])
+    expl.xla = {"collectives": [dict(c.to_json(), ring_bytes=xla_compare.xla_ring_bytes(c, num_partitions))
+                                for c in cols],
+                "dynamic_slice": ds,
+                "predicted": [r.to_json() for r in predicted],
+                "predicted_kinds": sorted(r.kind for r in predicted),
+                "xla_kinds": sorted(c.kind.replace("-start", "") for c in cols)}
+    expl.xla["predicted_ring_bytes"] = round(sum(r.ring_bytes for r in predicted), 3)
+    expl.xla["xla_ring_bytes"] = round(sum(c["ring_bytes"] for c in expl.xla["collectives"]), 3)
+    expl.xla["agrees"] = expl.xla["xla_kinds"] == expl.xla["predicted_kinds"]
 
 
 # ------------------------------------------------------------------------------------------------
 # text
+
+
+def location_text(data: dict) -> str:
+    """Where the instruction is in the input: ``FILE:LINE:COL``, or ``line L, column C`` without a file."""
+    if data.get("file") and data.get("line"):
+        return f"{data['file']}:{data['line']}:{data['column']}"
+    return f"line {data['line']}, column {data['column']}" if data.get("line") else "position unknown"
+
+
+def source_text(src: dict | None) -> str:
+    """The source location of the metadata: ``source_file:source_line  op_name``; the parts that are
+    absent are left out (``op_name`` alone when there is no ``source_file``); '' when there is none."""
+    src = src or {}
+    parts = []
+    if src.get("source_file"):
+        line = src.get("source_line")
+        parts.append(f"{src['source_file']}:{line}" if line not in (None, "") else str(src["source_file"]))
+    if src.get("op_name"):
+        parts.append(str(src["op_name"]))
+    return "  ".join(parts)
 
 
 def render_text(expl: Explanation, console) -> None:
@@ -775,13 +647,10 @@ def render_text(expl: Explanation, console) -> None:
     from .units import format_bytes
 
     d = expl.data
-    src = d["source"]
-    loc = f"{d['file']}:{d['line']}:{d['column']}" if d.get("file") and d.get("line") else f"line {d['line']}"
-    console.print(f"[bold]{d['instruction']}[/bold] = {d['shape']} {d['opcode']}   ({loc}, computation "
+    console.print(f"[bold]{d['instruction']}[/bold] = {d['shape']} {d['opcode']}   ({location_text(d)}, computation "
                   f"{d['computation']})")
-    if src:
-        where = f"{src.get('source_file')}:{src.get('source_line')}" if src.get("source_file") else ""
-        console.print(f"  source  {where}  {src.get('op_name', '')}".rstrip())
+    if source_text(d["source"]):
+        console.print(f"  source  {source_text(d['source'])}")
     given = d["sharding"] or "none (chosen as `hloshard cost` would)"
     console.print(f"  sharding  {given}")
     if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
@@ -827,8 +696,9 @@ def render_text(expl: Explanation, console) -> None:
         if x.get("error"):
             console.print(f"\n[bold]XLA[/bold]: could not partition: {x['error']}")
         else:
-            console.print(f"\n[bold]XLA[/bold] inserts for it: {', '.join(x['xla_kinds']) or 'no collectives'}"
-                          f"   (hloshard predicts: {', '.join(x['predicted_kinds']) or 'none'})")
+            console.print(f"\n[bold]XLA[/bold] inserts for it: {', '.join(x['xla_kinds']) or 'no collectives'} "
+                          f"({format_bytes(x['xla_ring_bytes'])} ring bytes per device)   hloshard predicts: "
+                          f"{', '.join(x['predicted_kinds']) or 'none'} ({format_bytes(x['predicted_ring_bytes'])})")
     nr = d.get("neighbourhood_resolved")
     if nr is not None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "

@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import InputError, UsageError
 from .hlo.sharding import HloSharding
+from .units import counted
 
 #: Largest device count a mesh may have (hloshard builds per-device tables of this size).
 MAX_MESH_DEVICES = 65536
@@ -241,7 +242,7 @@ class DeviceMesh:
             mesh = cls.parse(spec, device_ids, alpha, beta)
             source = "--mesh"
             if stated and mesh.num_devices != int(n):
-                raise UsageError(f"--mesh {mesh} has {mesh.num_devices} devices but the module has "
+                raise UsageError(f"--mesh {mesh} has {counted(mesh.num_devices, 'device')} but the module has "
                                  f"num_partitions={int(n)}")
         else:
             mesh, source = None, None
@@ -514,7 +515,7 @@ class DeviceMesh:
             raise ShardingMeshMismatch(f"sharding {text} tiles {sharding.tiled_rank} dims but the tensor has "
                                        f"rank {rank}")
         if sharding.num_devices != self.num_devices:
-            raise ShardingMeshMismatch(f"sharding {text} uses {sharding.num_devices} devices but the mesh "
+            raise ShardingMeshMismatch(f"sharding {text} uses {counted(sharding.num_devices, 'device')} but the mesh "
                                        f"{self} has {self.num_devices}")
         tiles = sharding.tile_dims
         big = [a for a in range(self.ndim) if self.shape[a] > 1]

@@ -226,12 +226,13 @@ def solve_report_html(report: dict, result) -> str:
 
 def explain_report_html(data: dict) -> str:
     """The ``explain --html`` page from :meth:`hloshard.explain_instruction.Explanation.to_json`."""
+    from .explain_instruction import location_text, source_text
+
     src = data.get("source") or {}
     mc = data["module_cost"]
     summary = [("instruction", f"{data['instruction']} = {data['shape']} {data['opcode']}"),
-               ("location", f"{data.get('file') or ''}:{data['line']}:{data['column']}"),
-               ("source", f"{src.get('source_file', '')}:{src.get('source_line', '')} {src.get('op_name', '')}"
-                if src else "-"),
+               ("location", location_text(data)),
+               ("source", source_text(src) or "-"),
                ("sharding", data.get("sharding") or "none"), ("module cost", _num(mc["total"]))]
     body = ["<h2>Summary</h2>", table(None, summary, cls="summary")]
     for n in data["nodes"]:

@@ -28,6 +28,12 @@ def parse_bytes(text: str) -> int:
     return int(round(value))
 
 
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 device``, ``8 devices``: ``n`` with the noun in singular or plural (``plural`` when the
+    plural is not ``noun + 's'``), for messages."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
 def format_bytes(n: float) -> str:
     """Human-readable IEC size, e.g. ``125.0 MiB`` (for display only)."""
     n = float(n)

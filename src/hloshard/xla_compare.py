@@ -29,6 +29,7 @@ Public API::
     tag_module_text(module) -> (text, {op_name: Instruction})
     tags_in_metadata(module, like=None) -> {op_name: Instruction}        # tags XLA carried through
     xla_records(xla_result, tags, module, result) -> (per-instruction dict, unmatched list)
+    collectives_of(xla_result, tags, instr) -> (XLA collectives of one instruction, dynamic-slice?)
     compare_module(module, mesh, evaluation, xla=None) -> Comparison       # .to_json()
 
 Raises :class:`hloshard.errors.InputError` when jax is not installed (message names the ``xla``
@@ -352,6 +353,22 @@ def tags_in_metadata(module, like: dict | None = None) -> dict:
                 and instr.opcode == like[tag].opcode:
             out[tag] = instr
     return out
+
+
+def collectives_of(xla_result, tags: dict, instr) -> tuple[list, bool]:
+    """The collectives XLA created for ``instr`` (``XlaCollective`` list, matched by :func:`_tagged`, so
+    also under a composed ``op_name``) and whether it dynamic-slices data for it."""
+    cols = [c for c in xla_result.collectives if _tagged(c.op_name, tags) is instr]
+    ds = any(_tagged(o, tags) is instr for _, o in xla_result.dynamic_slices)
+    return cols, ds
+
+
+def xla_ring_bytes(collective, num_partitions: int) -> float:
+    """Ring-formula bytes per device of one collective of XLA's partitioned HLO (:func:`xla_nbytes`,
+    :func:`hloshard.cost.collectives.ring_bytes`); 0 for a kind without a ring formula."""
+    b, n = xla_nbytes(collective, num_partitions)
+    kind = collective.kind.replace("-start", "")
+    return ring_bytes(kind, b, n) if kind in COLLECTIVE_KINDS else 0.0
 
 
 def _tagged(op_name: str | None, tags: dict):

@@ -280,6 +280,15 @@ def ring_bytes(kind: str, nbytes: float, group_size: int) -> float:
     return float(nbytes) * (2.0 * frac if kind == "all-reduce" else frac)
 
 
+def total_ring_bytes(collectives) -> float:
+    """Ring-formula bytes per device of a sequence of :class:`PredictedCollective` (e.g.
+    ``ReshardPlan.predicted_collectives()``): the sum of their :func:`ring_bytes`, the figure
+    :mod:`hloshard.xla_compare` measures on XLA's partitioned HLO.  The one byte count that lint HS401
+    and ``explain-reshape`` report for a resharding (the alpha-beta ``cost`` is a different quantity: an
+    all-to-all's carries XLA auto-sharding's ``n/2`` penalty)."""
+    return float(sum(c.ring_bytes for c in collectives))
+
+
 @dataclass(frozen=True)
 class PredictedCollective:
     """One collective a strategy (or resharding step) expects XLA's SPMD partitioner to insert.

@@ -121,17 +121,28 @@ def _cheapest_reshape_output(in_shape, out_shape, src, current, mesh, limit: int
             continue
         if plan is None:
             continue
-        key = (plan.bytes_per_device, plan.total_cost, str(cand))
+        key = (_bytes(plan), plan.total_cost, str(cand))
         if best is None or key < best[0]:
             best = (key, cand, plan)
     return None if best is None else ("edge", best[1], best[2])
 
 
+def _bytes(plan) -> float:
+    """Ring bytes per device of a plan's collectives: :func:`hloshard.cost.collectives.total_ring_bytes`,
+    the one count explain-reshape reports too (and what XLA's partitioned HLO is measured in)."""
+    from ...cost.collectives import total_ring_bytes
+
+    return total_ring_bytes(plan.predicted_collectives())
+
+
 def _describe(step) -> str:
+    from ...cost.collectives import total_ring_bytes
+
     where = f" dim {','.join(map(str, step.dims))}" if step.dims else ""
     group = f" in groups of {step.group_size}" if step.group_size else ""
     axes = f" (mesh axis {','.join(map(str, step.mesh_axes))})" if step.mesh_axes and step.exact_mesh_axes else ""
-    return f"{step.kind}{where}{group}{axes}: {format_bytes(step.bytes_per_device)}/device"
+    p = step.predicted()
+    return f"{step.kind}{where}{group}{axes}: {format_bytes(total_ring_bytes([p] if p else []))}/device"
 
 
 class CostlyResharding(Rule):
@@ -206,12 +217,12 @@ class CostlyResharding(Rule):
                     if key not in cache:
                         cache[key] = self._plan(operand.shape, src, required, mesh)
                     plan = cache[key]
-                    if plan is None or plan.bytes_per_device <= threshold:
+                    if plan is None or _bytes(plan) <= threshold:
                         continue
                     steps = "; ".join(_describe(s) for s in plan.collectives) or "local slicing only"
                     msg = (f"%{user.name} ({user.opcode}) needs operand {k} %{operand.name} {operand.shape} "
                            f"as {required.to_string(False)} but it is {src.to_string(False)}: resharding "
-                           f"receives {format_bytes(plan.bytes_per_device)} per device (threshold "
+                           f"moves {format_bytes(_bytes(plan))} per device (threshold "
                            f"{format_bytes(threshold)}) via {steps}")
                     hint = self._alternative(user, operand, alternative() if callable(alternative)
                                              else alternative, plan, mesh)
@@ -297,18 +308,18 @@ class CostlyResharding(Rule):
     def _alternative(self, user, operand, alternative, plan, mesh) -> str:
         if isinstance(alternative, tuple):  # ("edge", sharding, plan): cheaper, not free
             _, cand, cand_plan = alternative
-            if cand_plan.bytes_per_device >= plan.bytes_per_device:
+            if _bytes(cand_plan) >= _bytes(plan):
                 return ""
             steps = "; ".join(_describe(s) for s in cand_plan.collectives) or "local slicing only"
             return (f"cheaper: annotating %{user.name} with {cand.to_string(False)} needs only "
-                    f"{format_bytes(cand_plan.bytes_per_device)} per device on this edge ({steps})")
+                    f"{format_bytes(_bytes(cand_plan))} per device on this edge ({steps})")
         if alternative is None or alternative == user.sharding:
             return ""
         # resharding the result instead of the operand
         after = self._plan(user.shape, alternative, user.sharding, mesh)
-        if after is not None and after.bytes_per_device < plan.bytes_per_device:
+        if after is not None and _bytes(after) < _bytes(plan):
             return (f"cheaper: compute %{user.name} as {alternative.to_string(False)} (no communication) and "
-                    f"reshard its result instead ({format_bytes(after.bytes_per_device)} per device, cost "
+                    f"reshard its result instead ({format_bytes(_bytes(after))} per device, cost "
                     f"{after.total_cost:.4g} vs {plan.total_cost:.4g})")
         return (f"alternative: annotate %{user.name} with {alternative.to_string(False)}, which needs no "
                 f"communication on this edge")
