@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..strategy.base import leaf_shapes
+from ..units import counted
 
 
 KEEP_MODES = ("all", "io", "none")
@@ -31,8 +32,8 @@ def _check_user_sharding(instr, sh, mesh) -> None:
                 raise InputError(f"{where}: sharding {e} tiles {len(e.tile_dims)} dims but the shape {shape} has "
                                  f"rank {len(shape.dims)}")
             if e.num_devices != mesh.num_devices:
-                raise InputError(f"{where}: sharding {e} uses {e.num_devices} devices but the mesh [{mesh}] has "
-                                 f"{mesh.num_devices} devices")
+                raise InputError(f"{where}: sharding {e} uses {counted(e.num_devices, 'device')} but the mesh "
+                                 f"[{mesh}] has {counted(mesh.num_devices, 'device')}")
             mesh_ids = set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:
