@@ -200,6 +200,11 @@ def test_status_in_words():
     assert status_in_words({"status": "optimal", "seconds_solve": 0.42}) == "proven optimal in 0.4 s"
     assert status_in_words({"status": "feasible", "seconds_solve": 60.2, "gap": 0.2213}) == \
         "best found in 60 s, within 22% of optimal"
+    # small gaps are not rounded to a proof
+    assert status_in_words({"status": "feasible", "seconds_solve": 1.0, "gap": 0.0}) == \
+        "best found in 1 s, within 0.01% of optimal"
+    assert status_in_words({"status": "feasible", "seconds_solve": 1.0, "gap": 0.0075}) == \
+        "best found in 1 s, within 0.75% of optimal"
 
 
 # --------------------------------------------------------------------------- help

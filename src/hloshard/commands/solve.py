@@ -120,7 +120,10 @@ def status_in_words(report: dict) -> str:
     gap = report.get("gap")
     if gap is None:
         return f"best found{took} (no bound: distance to the optimum unknown)"
-    return f"best found{took}, within {gap:.0%} of optimal"
+    # whole percents from 1% up; below that two decimals, and "0.01%" as the floor (a true upper bound:
+    # "within 0%" would claim a proof the solver did not make)
+    words = f"{gap:.0%}" if gap >= 0.01 else (f"{gap:.2%}" if gap >= 1e-4 else "0.01%")
+    return f"best found{took}, within {words} of optimal"
 
 
 def _mesh_words(mesh: dict) -> str:
