@@ -167,3 +167,21 @@ def case_results(cases, prelude: str = "") -> dict:
     require_jax()
     text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
     return compare_cases(cases, raw=partition_only(text), text=text)
+
+
+def replica_groups_compared(cases, results: dict, prelude: str = "", mesh_spec: str = "2x4") -> dict:
+    """Per case of ``cases`` (already partitioned by :func:`case_results`, whose ``results`` carry XLA's
+    raw collectives) ``(XLA, hloshard)``: the sorted ``(kind, sorted replica groups)`` of every collective
+    that has groups (collective-permutes, which have source-target pairs instead, are left out)."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+
+    text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
+    pred = predicted_collectives(parse_module(text), DeviceMesh.parse(mesh_spec, alpha="0,0", beta="1,1"))
+    out = {}
+    for c in cases:
+        xla = sorted((r["kind"], r["replica_groups"]) for r in results[c[0]][2] if r["kind"] != "collective-permute")
+        mine = sorted((p.kind, sorted(sorted(g) for g in p.replica_groups)) for p in pred.get(c[0], [])
+                      if p.kind != "collective-permute")
+        out[c[0]] = (xla, mine)
+    return out

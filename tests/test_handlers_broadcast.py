@@ -1,0 +1,80 @@
+"""broadcast (and iota) handlers against XLA's SPMD partitioner (GSPMD, raw after-spmd-partitioning HLO,
+8 devices).
+
+Every case pins operand and result shardings (and metadata op_name = its name).  What XLA does
+(measured here): the result's split on the operand's dims is the operand's, and any split of the new
+(broadcast) dims is free, each device materialising its own tile; when the operand is split on dims the
+result does not split, or on other devices, XLA reshards the operand (an all-gather, a
+collective-permute) before broadcasting.  hloshard must predict the same kinds, group sizes, ring bytes
+and replica groups.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from tests.handler_harness import case_results, replica_groups_compared
+
+pytestmark = pytest.mark.oracle
+
+T = "{devices=[2,4]<=[8]}"
+R = "{replicated}"
+VEC_D = "{devices=[2,4]<=[8] last_tile_dim_replicate}"              # a vector over data
+VEC_M = "{devices=[4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"      # a vector over model
+T3 = "{devices=[2,4,1]<=[8]}"
+BC0 = "broadcast({0}), dimensions={{0}}"
+
+CASES = [
+    # new dims replicated, the operand's split kept: local
+    ("b_newdims", [("f32[64]", VEC_D)], BC0, "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}", "f32[64,16,32]"),
+    # a new dim split over model: each device builds its own tile: local
+    ("b_split_new", [("f32[64]", VEC_D)], BC0, T3, "f32[64,32,16]"),
+    # the operand dim lands on result dim 1, split alike: local
+    ("b_moved", [("f32[64]", VEC_D)], "broadcast({0}), dimensions={{1}}",
+     "{devices=[1,2,4]<=[8] last_tile_dim_replicate}", "f32[32,64]"),
+    # replicated result of a vector split 8 ways: all-gather of f32[64] over 8 (7/8*256 = 224)
+    ("b_gather", [("f32[64]", "{devices=[8]<=[8]}")], "broadcast({0}), dimensions={{1}}", R, "f32[32,64]"),
+    # the vector over model, the result's dim 0 over data: the operand is gathered over device pairs
+    # to its half over data (1/2*128 = 64) and the halves permuted onto the devices that need them (64)
+    ("b_reorder", [("f32[64]", VEC_M)], BC0, T, "f32[64,32]"),
+    # a 2-D operand into dims 0 and 2, both splits kept, new dim 1 unsplit: local
+    ("b_2d", [("f32[64,32]", T)], "broadcast({0}), dimensions={{0,2}}", "{devices=[2,1,4]<=[8]}", "f32[64,16,32]"),
+    # a broadcast that transposes (dimensions={1,0}), the tile assignment transposed alike: local
+    ("b_transposed", [("f32[64,32]", T)], "broadcast({0}), dimensions={{1,0}}", "{devices=[4,2]<=[2,4]T(1,0)}",
+     "f32[32,64]"),
+    # a replicated operand: every device slices what it needs
+    ("b_rep_in", [("f32[64]", R)], BC0, T, "f32[64,32]"),
+    # an iota is produced in any layout locally
+    ("iota_t", [], "iota(), iota_dimension=1", "{devices=[8,1]<=[8]}", "s32[64,32]"),
+]
+
+_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES))
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_broadcast_collectives_match_xla(name):
+    xla, pred, _ = _results()[name]
+    assert pred == xla
+
+
+@functools.lru_cache(maxsize=1)
+def _groups():
+    return replica_groups_compared(CASES, _results())
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_broadcast_replica_groups_match_xla(name):
+    xla, pred = _groups()[name]
+    assert pred == xla
+
+
+def test_broadcast_expected_figures():
+    """XLA's figures as derived by hand in the comments above (ring bytes per device)."""
+    res = _results()
+    for name in ("b_newdims", "b_split_new", "b_moved", "b_2d", "b_transposed", "b_rep_in", "iota_t"):
+        assert res[name][0] == [], name
+    assert res["b_gather"][0] == [("all-gather", 8, 224)]
+    assert res["b_reorder"][0] == [("all-gather", 2, 64), ("collective-permute", 1, 64)]
+    assert _groups()["b_gather"][0] == [("all-gather", [[0, 1, 2, 3, 4, 5, 6, 7]])]
