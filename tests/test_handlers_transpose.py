@@ -56,6 +56,11 @@ CASES = [
     ("t_raw", [("f32[64,32]", "{devices=[2,4]<=[4,2]T(1,0)}")], TR, "{devices=[4,2]<=[8]}", "f32[32,64]"),
     ("t_raw_partial", [("f32[64,32]", "{devices=[1,4,2]<=[8] last_tile_dim_replicate}")], TR,
      "{devices=[4,1,2]<=[8] last_tile_dim_replicate}", "f32[32,64]"),
+    # a raw result layout (result dim 1 over {0,2,4,6}, pairs replicated) that is not the permuted
+    # operand layout: XLA reshards the operand to the inverse-permuted result layout: an all-to-all of
+    # the f32[8,16,8] tile (4096 B) in groups {0,2,4,6}, {1,3,5,7}: 3/4*4096 = 3072
+    ("t3_raw_move", [("f32[8,16,32]", "{devices=[1,1,4,2]<=[8] last_tile_dim_replicate}")], T201,
+     "{devices=[1,4,1,2]<=[8] last_tile_dim_replicate}", "f32[32,8,16]"),
     # 6 rows over 8 devices (uneven, padded), transposed alike: local
     ("t_uneven", [("f32[6,32]", "{devices=[8,1]<=[8]}")], TR, "{devices=[1,8]<=[8]}", "f32[32,6]"),
     # the same, result split on its dim 0: all-to-all over 8 of the padded f32[1,32] tile (7/8*128 = 112)
@@ -93,5 +98,7 @@ def test_transpose_expected_figures():
     assert res["t3_move"][0] == [("all-to-all", 2, 1024), ("all-to-all", 4, 1536)]
     assert res["t3_swap"][0] == [("all-to-all", 2, 1024), ("collective-permute", 1, 2048)]
     assert res["t_uneven_move"][0] == [("all-to-all", 8, 112)]
+    assert res["t3_raw_move"][0] == [("all-to-all", 4, 3072)]
+    assert _groups()["t3_raw_move"][0] == [("all-to-all", [[0, 2, 4, 6], [1, 3, 5, 7]])]
     assert _groups()["t3_move"][0] == [("all-to-all", [[0, 1, 2, 3], [4, 5, 6, 7]]),
                                        ("all-to-all", [[0, 4], [1, 5], [2, 6], [3, 7]])]

@@ -5,8 +5,8 @@ Every case pins operand and result shardings (and metadata op_name = its name). 
 (measured here): a window over a split dim keeps the split and exchanges halos with the neighbours
 (collective-permutes); a window over unsplit dims, or one whose windows do not overlap the shard
 boundaries (stride = size), is local; with several split window dims the halos are exchanged dim after
-dim, each on the tile already widened by the dims before it; a result replicated on the window dim
-makes XLA gather the operand first.  Select-and-scatter (max-pool gradient) exchanges halos of both the
+dim, each on the tile already widened by the dims before it (also for layouts the 2x4 mesh's axes cannot
+express); a result replicated on the window dim makes XLA gather the operand first.  Select-and-scatter (max-pool gradient) exchanges halos of both the
 operand and the source.  hloshard must predict the same kinds and ring bytes.
 """
 
@@ -16,12 +16,13 @@ import functools
 
 import pytest
 
-from tests.handler_harness import case_results
+from tests.handler_harness import case_results, replica_groups_compared
 
 pytestmark = pytest.mark.oracle
 
 T = "{devices=[2,4]<=[8]}"             # f32[64,256]: tiles of f32[32,64] (a column 128 B, a row 256 B)
 R = "{replicated}"
+RAW = "{devices=[2,4]<=[4,2]T(1,0)}"    # dim 0 over {0,1}, dim 1 over {0,2,4,6}: not 2x4 mesh axes
 A = "f32[64,256]"
 PRELUDE = ("add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
            "mx {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] maximum(x, y)\n}\n\n"
@@ -56,6 +57,16 @@ CASES = [
     # 3x5 valid window: rows (256 B each way), then columns of 3 on a tile widened to the 33 rows its
     # 31 output rows read (f32[33,3] = 396 B each way)
     ("w_2d_valid", [(A, T), ("f32[]", R)], _rw("size=3x5", "mx"), T, "f32[62,252]"),
+    # 3x3x3 over a [2,2,2] split (a layout the 2x4 mesh's axes only express with sub-axes; tiles of
+    # f32[8,32,128]): rows of f32[1,32,128] (16384 B each way), then f32[10,1,128] (5120 B), then
+    # f32[10,34,1] (1360 B)
+    ("w_3d", [("f32[16,64,256]", "{devices=[2,2,2]<=[8]}"), ("f32[]", R)], _rw("size=3x3x3 pad=1_1x1_1x1_1", "mx"),
+     "{devices=[2,2,2]<=[8]}", "f32[16,64,256]"),
+    # a raw layout (dim 1 over {0,2,4,6}): the same halo of one column each way (128 B)
+    ("w_raw", [(A, RAW), ("f32[]", R)], _rw("size=1x3 pad=0_0x1_1"), RAW, A),
+    # a raw layout with the window on an unsplit dim: local
+    ("w_raw_unsplit", [("f32[64,256,16]", "{devices=[2,4,1]<=[4,2]T(1,0)}"), ("f32[]", R)],
+     _rw("size=1x1x3 pad=0_0x0_0x1_1"), "{devices=[2,4,1]<=[4,2]T(1,0)}", "f32[64,256,16]"),
     # replicated result: the operand is gathered first, no halo: over model to f32[32,256]
     # (3/4*32768 = 24576), then over data to f32[64,256] (1/2*65536 = 32768)
     ("w_to_rep", [(A, T), ("f32[]", R)], _rw("size=1x3 pad=0_0x1_1"), R, A),
@@ -87,10 +98,22 @@ def test_window_collectives_match_xla(name):
     assert pred == xla
 
 
+@functools.lru_cache(maxsize=1)
+def _groups():
+    return replica_groups_compared(CASES, _results(), PRELUDE)
+
+
+@pytest.mark.parametrize("name", [c[0] for c in CASES])
+def test_window_device_pairs_and_groups_match_xla(name):
+    """The collective-permutes' source-target device pairs (and the all-gathers' groups) are XLA's."""
+    xla, pred = _groups()[name]
+    assert pred == xla
+
+
 def test_window_expected_figures():
     """XLA's figures as derived by hand in the comments above (ring bytes per device)."""
     res = _results()
-    for name in ("w_unsplit", "w_stride", "sas", "sas_unsplit", "sas_wide"):
+    for name in ("w_unsplit", "w_stride", "sas", "sas_unsplit", "sas_wide", "w_raw_unsplit"):
         assert res[name][0] == [], name
     cp = "collective-permute"
     assert res["w_halo_left"][0] == [(cp, 1, 256)]
@@ -98,6 +121,8 @@ def test_window_expected_figures():
     assert res["w_stride_over"][0] == [(cp, 1, 128)]
     assert res["w_both"][0] == [(cp, 1, 136)] * 2 + [(cp, 1, 256)] * 2
     assert res["w_2d_valid"][0] == [(cp, 1, 256)] * 2 + [(cp, 1, 396)] * 2
+    assert res["w_3d"][0] == [(cp, 1, 1360)] * 2 + [(cp, 1, 5120)] * 2 + [(cp, 1, 16384)] * 2
+    assert res["w_raw"][0] == [(cp, 1, 128)] * 2
     assert res["w_to_rep"][0] == [("all-gather", 2, 32768), ("all-gather", 4, 24576)]
     assert res["sas_halo"][0] == [(cp, 1, 128), (cp, 1, 128), (cp, 1, 256)]
     assert res["sas_2d"][0] == [(cp, 1, 68), (cp, 1, 128), (cp, 1, 140), (cp, 1, 256), (cp, 1, 280), (cp, 1, 512)]

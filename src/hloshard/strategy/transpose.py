@@ -61,4 +61,14 @@ def handle_transpose(instr, ctx):
 
 @register_backward("transpose")
 def backward_transpose(instr, out_spec, ctx):
-    return (inverse_permute(out_spec, list(instr.dimensions or [])),)
+    """The operand layout XLA reshards to for a result in ``out_spec`` (a mesh spec or a raw tiled
+    HloSharding): the inverse permutation of the result layout."""
+    perm = list(instr.dimensions or [])
+    if not is_mesh_spec(out_spec):
+        inv = sorted(range(len(perm)), key=perm.__getitem__)
+        spec = permute_raw(out_spec, inv, ctx)
+        return None if spec is None else (spec,)
+    return (inverse_permute(out_spec, perm),)
+
+
+backward_transpose.accepts_raw = True

@@ -49,8 +49,6 @@ def _halo_fn(instr, ctx):
     in the operand: XLA's windowed-input halo exchange (collective-permutes of every data operand,
     :func:`hloshard.strategy.slicing.window_halo`; measured, tests/test_handlers_slicing.py), or None when
     the window has base (lhs) dilation or reversal (the window dims then stay unsplit)."""
-    from .slicing import halo_exchange
-
     win = getattr(instr.attrs.get("window"), "dims", None)
     n = len(instr.operands) // 2
     data = instr.operands[:n]
@@ -70,41 +68,48 @@ def _halo_fn(instr, ctx):
     return halo
 
 
+def _splits(spec, rank: int, minfo) -> list[int]:
+    """Shards per dim of a mesh spec or a raw tiled HloSharding (1s for anything else)."""
+    if is_mesh_spec(spec):
+        return [minfo.split(ax) for ax in spec]
+    dims = tuple(getattr(spec, "tile_dims", ()) or ())
+    return list(dims) if len(dims) == rank and not getattr(spec, "has_manual_subgroup", True) else [1] * rank
+
+
 def _grown_halos(ctx, shape, spec, dims):
-    """``(comm, collectives)`` of the halo exchange of one operand over several split window dims.
+    """``(comm, collectives)`` of the halo exchange of one operand over several split window dims, for a
+    mesh spec or a raw tiled HloSharding ``spec``.
 
     XLA SPMD partitioner, windowed-input resharding (``ReshardAsWindowedInput``): the dims are exchanged
     in order, each on the tile already widened to the input extent its output shard's windows read,
     ``(ceil(n_out / k) - 1) * stride + window size`` along every earlier dim, so a later dim's permutes
     carry the earlier halos too (a 3x3 window, padding 1, over a [2,4] split of f32[64,256]: rows of
     f32[1,64] first, then columns of f32[34,1]; without padding, f32[33,1]: measured,
-    tests/test_handlers_window.py "w_both", "w_2d_valid").  Per dim:
-    :func:`hloshard.strategy.slicing.halo_exchange`, scaled by the widening so far."""
+    tests/test_handlers_window.py "w_both", "w_2d_valid").  Per dim the permutes of
+    :func:`hloshard.strategy.slicing.window_halo` (as :func:`~hloshard.strategy.slicing.halo_exchange`
+    prices them) on the widened tile."""
     from ..cost import collectives
-    from .slicing import halo_exchange
+    from .slicing import _dim_pairs, window_halo
 
     minfo = ctx.minfo
-    if not is_mesh_spec(spec):
-        return 0.0, ()
-    tile = minfo.tile_dims(shape.dims, spec)
-    grow = 1.0
+    rank = len(shape.dims)
+    splits = _splits(spec, rank, minfo)
+    tile = list(minfo.tile_dims(shape.dims, spec))
+    esize = minfo.bytes_per_device(shape, spec) / max(math.prod(tile), 1)
     comm, cols = 0.0, []
-    for win in dims:
-        d = win[0]
-        c, more = halo_exchange(ctx, shape, spec, [win])
-        if grow == 1.0:
+    for d, n_out, offset, stride, size in dims:
+        k = splits[d]
+        if k <= 1:
+            continue
+        pieces = window_halo(shape.dims[d], n_out, offset, stride, k, size)
+        row = math.prod(t for e, t in enumerate(tile) if e != d) * esize   # bytes per element along d
+        for elems, shard_pairs in pieces:
+            c, col = collectives.priced("collective-permute", ctx.mesh, int(round(elems * row)),
+                                        pairs=_dim_pairs(minfo, spec, rank, d, shard_pairs))
             comm += c
-            cols.extend(more)
-        else:
-            for col in more:
-                c2, col2 = collectives.priced("collective-permute", ctx.mesh, int(round(col.nbytes * grow)),
-                                              pairs=col.replica_groups)
-                comm += c2
-                cols.append(col2)
-        if more and tile[d]:   # the tile becomes the input extent of the output shard's windows
-            _, n_out, _, stride, size = win
-            k = minfo.split(spec[d])
-            grow *= ((-(-n_out // k) - 1) * stride + size) / tile[d]
+            cols.append(col)
+        if pieces:   # the tile becomes the input extent of the output shard's windows
+            tile[d] = (-(-n_out // k) - 1) * stride + size
     return comm, tuple(cols)
 
 
@@ -139,14 +144,13 @@ def _sas_halo_fn(instr, ctx):
     minfo = ctx.minfo
 
     def halo(spec):
-        if not is_mesh_spec(spec):
-            return 0.0, ()
+        splits = _splits(spec, rank, minfo)
         tiles = {"op": list(minfo.tile_dims(op.shape.dims, spec)), "src": list(minfo.tile_dims(src.shape.dims, spec))}
         esize = {"op": minfo.bytes_per_device(op.shape, spec) / max(math.prod(tiles["op"]), 1),
                  "src": minfo.bytes_per_device(src.shape, spec) / max(math.prod(tiles["src"]), 1)}
         comm, cols = 0.0, []
         for d, w in enumerate(win):
-            k = minfo.split(spec[d])
+            k = splits[d]
             if k <= 1:
                 continue
             size, stride, low = max(w.size, w.stride), w.stride, w.padding_low
@@ -196,16 +200,20 @@ def handle_window(instr, ctx):
     n_data = len(instr.operands) // 2 if instr.opcode == "reduce-window" else 1
     strategies = []
     halo = _halo_fn(instr, ctx) if instr.opcode == "reduce-window" else _sas_halo_fn(instr, ctx)
+    out_dims = leaves[0].dims
     for p, spec in enumerate(specs):
-        if not is_mesh_spec(spec):
-            spec = replicated_spec(rank)
+        splits = _splits(spec, rank, minfo)
+        if not is_mesh_spec(spec) and max(splits, default=1) == 1:
+            spec, splits = replicated_spec(rank), [1] * rank
         comm, cols = 0.0, ()
-        if halo is not None and any(spec[d] for d in changed) and \
-                all(instr.shape.leaves()[0].dims[d] >= minfo.split(spec[d]) for d in changed if spec[d]):
+        split_changed = [d for d in changed if splits[d] > 1]
+        if halo is not None and split_changed and all(out_dims[d] >= splits[d] for d in split_changed):
             s = spec
             comm, cols = halo(spec)
+        elif not split_changed:
+            s = spec       # the windows stay inside the shards (a raw layout kept as it is)
         else:
-            s = unshard_dims(spec, changed)
+            s = unshard_dims(spec, changed) if is_mesh_spec(spec) else replicated_spec(rank)
         if instr.opcode == "reduce-window":
             inputs = tuple([s] * n_data + [()] * (len(instr.operands) - n_data))
         else:  # operand, source (window-output shaped: same layout on the unchanged dims), init
