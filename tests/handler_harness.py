@@ -190,3 +190,33 @@ def replica_groups_compared(cases, results: dict, prelude: str = "", mesh_spec: 
                        else sorted(sorted(g) for g in p.replica_groups)) for p in pred.get(c[0], []))
         out[c[0]] = (xla, mine)
     return out
+
+
+def oracle_cases(cases, prelude: str = ""):
+    """The shared part of a ``tests/test_handlers_<family>.py`` file: ``(results, groups, match, groups_match)``
+    where ``results()`` is :func:`case_results` of ``cases`` and ``groups()`` :func:`replica_groups_compared`
+    of them (both computed once: one XLA child per file), and ``match`` / ``groups_match`` are the two
+    tests parametrized over the case names (hloshard's ``(kind, group size, ring bytes)`` equal XLA's;
+    the replica groups and collective-permute pairs equal XLA's), to be bound to ``test_*`` names."""
+    import functools
+
+    import pytest
+
+    names = [c[0] for c in cases]
+    results = functools.lru_cache(maxsize=1)(functools.partial(case_results, cases, prelude))
+
+    @functools.lru_cache(maxsize=1)
+    def groups():
+        return replica_groups_compared(cases, results(), prelude)
+
+    @pytest.mark.parametrize("name", names)
+    def match(name):
+        xla, pred, _ = results()[name]
+        assert pred == xla
+
+    @pytest.mark.parametrize("name", names)
+    def groups_match(name):
+        xla, pred = groups()[name]
+        assert pred == xla
+
+    return results, groups, match, groups_match

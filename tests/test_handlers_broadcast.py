@@ -12,11 +12,9 @@ and replica groups.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from tests.handler_harness import case_results, replica_groups_compared
+from tests.handler_harness import oracle_cases
 
 pytestmark = pytest.mark.oracle
 
@@ -65,24 +63,7 @@ CASES = [
     ("iota_t", [], "iota(), iota_dimension=1", "{devices=[8,1]<=[8]}", "s32[64,32]"),
 ]
 
-_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES))
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_broadcast_collectives_match_xla(name):
-    xla, pred, _ = _results()[name]
-    assert pred == xla
-
-
-@functools.lru_cache(maxsize=1)
-def _groups():
-    return replica_groups_compared(CASES, _results())
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_broadcast_replica_groups_match_xla(name):
-    xla, pred = _groups()[name]
-    assert pred == xla
+_results, _groups, test_broadcast_collectives_match_xla, test_broadcast_replica_groups_match_xla = oracle_cases(CASES)
 
 
 def test_broadcast_expected_figures():

@@ -12,11 +12,9 @@ every other device) keep XLA's device groups.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from tests.handler_harness import case_results, replica_groups_compared
+from tests.handler_harness import oracle_cases
 
 pytestmark = pytest.mark.oracle
 
@@ -92,24 +90,7 @@ CASES = [
      "{%s, %s}" % (T, T), "(f32[64,32], s32[64,32])"),
 ]
 
-_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES, PRELUDE))
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_reduce_collectives_match_xla(name):
-    xla, pred, _ = _results()[name]
-    assert pred == xla
-
-
-@functools.lru_cache(maxsize=1)
-def _groups():
-    return replica_groups_compared(CASES, _results(), PRELUDE)
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_reduce_replica_groups_match_xla(name):
-    xla, pred = _groups()[name]
-    assert pred == xla
+_results, _groups, test_reduce_collectives_match_xla, test_reduce_replica_groups_match_xla = oracle_cases(CASES, PRELUDE)
 
 
 def test_reduce_expected_figures():

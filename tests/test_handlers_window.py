@@ -12,11 +12,9 @@ operand and the source.  hloshard must predict the same kinds and ring bytes.
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
-from tests.handler_harness import case_results, replica_groups_compared
+from tests.handler_harness import oracle_cases
 
 pytestmark = pytest.mark.oracle
 
@@ -89,25 +87,7 @@ CASES = [
     ("sas_overlap", [(A, T), ("f32[64,254]", T), ("f32[]", R)], _sas("size=1x3"), T, A),
 ]
 
-_results = functools.lru_cache(maxsize=1)(functools.partial(case_results, CASES, PRELUDE))
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_window_collectives_match_xla(name):
-    xla, pred, _ = _results()[name]
-    assert pred == xla
-
-
-@functools.lru_cache(maxsize=1)
-def _groups():
-    return replica_groups_compared(CASES, _results(), PRELUDE)
-
-
-@pytest.mark.parametrize("name", [c[0] for c in CASES])
-def test_window_device_pairs_and_groups_match_xla(name):
-    """The collective-permutes' source-target device pairs (and the all-gathers' groups) are XLA's."""
-    xla, pred = _groups()[name]
-    assert pred == xla
+_results, _groups, test_window_collectives_match_xla, test_window_device_pairs_and_groups_match_xla = oracle_cases(CASES, PRELUDE)
 
 
 def test_window_expected_figures():
