@@ -85,6 +85,11 @@ CASES = [
     ("argmax_two", *_argmax(T, "0,1", "{{replicated}, {replicated}}", "(f32[], s32[])")),
     # over 8 devices: f32[64] partials (256 B) gathered to 2048 B: 7/8*2048 = 1792, twice
     ("argmax_8", *_argmax("{devices=[1,8]<=[8]}", "1", "{{replicated}, {replicated}}", "(f32[64], s32[64])")),
+    # argmax of a raw layout (dim 1 over {0,2,4,6}): the f32[32] / s32[32] partials (128 B) gathered in
+    # those groups to 512 B: 3/4*512 = 384, twice
+    ("argmax_raw", *_argmax("{devices=[2,4]<=[4,2]T(1,0)}", "1",
+                            "{%s, %s}" % (("{devices=[2,4]<=[4,2]T(1,0) last_tile_dim_replicate}",) * 2),
+                            "(f32[64], s32[64])")),
     # argmax over an unsplit dim: local
     ("argmax_free", [("f32[64,32,16]", T3), ("s32[64,32,16]", T3), ("f32[]", R), ("s32[]", R)], ARGMAX % "2",
      "{%s, %s}" % (T, T), "(f32[64,32], s32[64,32])"),
@@ -111,4 +116,6 @@ def test_reduce_expected_figures():
     assert res["argmax_8"][0] == [("all-gather", 8, 1792)] * 2
     groups = {n: g for n, (g, _) in _groups().items()}
     assert groups["r_order"] == [("all-reduce", [[0, 2, 4, 6], [1, 3, 5, 7]])]
+    assert res["argmax_raw"][0] == [("all-gather", 4, 384)] * 2
+    assert groups["argmax_raw"] == [("all-gather", [[0, 2, 4, 6], [1, 3, 5, 7]])] * 2
     assert groups["r_two"] == [("all-reduce", [[0, 1, 2, 3], [4, 5, 6, 7]]), ("all-reduce", [[0, 4], [1, 5], [2, 6], [3, 7]])]

@@ -71,11 +71,12 @@ def _reduce_transform(instr, ctx, spec):
 
 def _raw_reduce(instr, ctx, sh):
     """``_reduce_transform`` for an operand layout the mesh's axes cannot express (a raw tiled
-    HloSharding, e.g. a dim over every other device of a 2x4 mesh), or None for a non-tiled layout or a
-    variadic reduce.  XLA SPMD partitioner, reduce handler: the result keeps the tile assignment of the
-    kept dims, the reduced dims' devices become replicas; per split reduced dim (minor first) an
-    all-reduce of the per-device result over the devices that differ only along that dim (measured,
-    tests/test_handlers_reduce.py "r_order", "r_partial_rep")."""
+    HloSharding, e.g. a dim over every other device of a 2x4 mesh), or None for a non-tiled layout.
+    XLA SPMD partitioner, reduce handler: the result keeps the tile assignment of the kept dims, the
+    reduced dims' devices become replicas; per split reduced dim (minor first) an all-reduce of the
+    per-device result over the devices that differ only along that dim, or for a variadic reduce an
+    all-gather of each output's partials over them, as in the mesh case (measured,
+    tests/test_handlers_reduce.py "r_order", "r_partial_rep", "argmax_raw")."""
     import numpy as np
 
     from ..cost import collectives
@@ -84,8 +85,7 @@ def _raw_reduce(instr, ctx, sh):
 
     data = instr.operands[0]
     rank = len(data.shape.dims)
-    if instr.shape.is_tuple or sh is None or not getattr(sh, "is_tiled", False) or sh.has_manual_subgroup or \
-            sh.is_manual:
+    if sh is None or not getattr(sh, "is_tiled", False) or sh.has_manual_subgroup or sh.is_manual:
         return None
     ta = np.asarray(sh.tile_assignment)
     if ta.ndim < rank:
@@ -101,23 +101,30 @@ def _raw_reduce(instr, ctx, sh):
     if ta2.size and all(c == 1 for c in ta2.shape[:-1]):
         out_sh = HloSharding.replicated()
     out = ctx.minfo.from_sharding(out_sh, len(kept))
-    out_bytes = ctx.minfo.bytes_per_device(instr.shape, out)
+    outs = leaf_shapes(instr.shape)
+    out_bytes = sum(ctx.minfo.bytes_per_device(s, out) for s in outs)
     comm, cols = 0.0, []
+    gathered = 1
+    coords = collectives._coordinate_table(ctx.mesh)
     for d in sorted(dims, reverse=True):
         k = ta.shape[d]
         if k <= 1:
             continue
         groups = tuple(tuple(int(x) for x in g) for g in np.moveaxis(ta, d, -1).reshape(-1, k))
-        coords = collectives._coordinate_table(ctx.mesh)   # mesh axes the group spans (their alpha, beta)
+        # the mesh axes the groups span (their alpha and beta price the collective)
         axes = tuple(sorted({a for g in groups for x in g for a, (c0, c1) in
                              enumerate(zip(coords[g[0]], coords[x])) if c0 != c1}))
-        comm += collectives.collective_cost("all-reduce", ctx.mesh, out_bytes, axes, group_size=k)
-        cols.append(PredictedCollective("all-reduce", axes, k, int(out_bytes), groups))
+        gathered *= k
+        for kind, nbytes in ([("all-reduce", out_bytes)] if not instr.shape.is_tuple else
+                             [("all-gather", ctx.minfo.bytes_per_device(s, out) * gathered) for s in outs]):
+            comm += collectives.collective_cost(kind, ctx.mesh, nbytes, axes, group_size=k)
+            cols.append(PredictedCollective(kind, axes, k, int(nbytes), groups))
     n = len(instr.operands) // 2
     elems = 1
     for t in ctx.minfo.tile_dims(data.shape.dims, sh):
         elems *= t
-    return out, tuple([sh] * n + [()] * n), comm, elems * n, out_bytes, tuple(cols)
+    res = tuple([out] * len(outs)) if instr.shape.is_tuple else out
+    return res, tuple([sh] * n + [()] * n), comm, elems * n, out_bytes, tuple(cols)
 
 
 @register("reduce")
