@@ -24,7 +24,11 @@ RAW = "{devices=[2,4]<=[4,2]T(1,0)}"    # dim 0 over {0,1}, dim 1 over {0,2,4,6}
 A = "f32[64,256]"
 PRELUDE = ("add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
            "mx {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] maximum(x, y)\n}\n\n"
-           "ge {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = pred[] compare(x, y), direction=GE\n}\n\n")
+           "ge {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = pred[] compare(x, y), direction=GE\n}\n\n"
+           "add2 {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  c = f32[] parameter(2)\n"
+           "  d = f32[] parameter(3)\n  x = f32[] add(a, c)\n  y = f32[] add(b, d)\n  ROOT r = (f32[], f32[]) tuple(x, y)\n}\n\n"
+           "addi {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = s32[] add(x, y)\n}\n\n"
+           "gei {\n  x = s32[] parameter(0)\n  y = s32[] parameter(1)\n  ROOT s = pred[] compare(x, y), direction=GE\n}\n\n")
 
 
 def _rw(window: str, reducer: str = "add") -> str:
@@ -65,6 +69,12 @@ CASES = [
     # a raw layout with the window on an unsplit dim: local
     ("w_raw_unsplit", [("f32[64,256,16]", "{devices=[2,4,1]<=[4,2]T(1,0)}"), ("f32[]", R)],
      _rw("size=1x1x3 pad=0_0x0_0x1_1"), "{devices=[2,4,1]<=[4,2]T(1,0)}", "f32[64,256,16]"),
+    # a variadic reduce-window: the halo of each operand, one column each way (4 x 128 B)
+    ("w_tuple", [(A, T), (A, T), ("f32[]", R), ("f32[]", R)],
+     "reduce-window({0}, {1}, {2}, {3}), window={{size=1x3 pad=0_0x1_1}}, to_apply=add2", "{%s, %s}" % (T, T),
+     "(f32[64,256], f32[64,256])"),
+    # 250 columns over 4 (tiles of 63, the last one 61): one column each way (128 B)
+    ("w_uneven", [("f32[64,250]", T), ("f32[]", R)], _rw("size=1x3 pad=0_0x1_1"), T, "f32[64,250]"),
     # replicated result: the operand is gathered first, no halo: over model to f32[32,256]
     # (3/4*32768 = 24576), then over data to f32[64,256] (1/2*65536 = 32768)
     ("w_to_rep", [(A, T), ("f32[]", R)], _rw("size=1x3 pad=0_0x1_1"), R, A),
@@ -80,6 +90,12 @@ CASES = [
     # first: source right halo 1 row (f32[1,32] = 128 B), operand left 1 row (256 B) and right 2 rows
     # (512 B); then dim 1 on the widened tiles (source 17 rows: 68 B; operand 35 rows: 140 B and 280 B)
     ("sas_2d", [(A, T), ("f32[32,128]", T), ("f32[]", R)], _sas("size=3x3 stride=2x2 pad=1_0x1_0"), T, A),
+    # s32 (XLA's handler pads with -inf / +inf, so only f32 and bf16 are partitioned): XLA replicates
+    # the operand (over model 3/4*32768 = 24576, over data 1/2*65536 = 32768) and the source (12288,
+    # 16384)
+    ("sas_s32", [("s32[64,256]", T), ("s32[64,128]", T), ("s32[]", R)],
+     "select-and-scatter({0}, {1}, {2}), window={{size=1x3 stride=1x2 pad=0_0x1_0}}, select=gei, scatter=addi", T,
+     "s32[64,256]"),
     # windows of 4 with stride 4: local
     ("sas_wide", [(A, T), ("f32[64,64]", T), ("f32[]", R)], _sas("size=1x4 stride=1x4"), T, A),
     # stride 1, size 3, no padding (source f32[64,254], tiles of 64 columns): shard i's windows start at
@@ -103,7 +119,11 @@ def test_window_expected_figures():
     assert res["w_2d_valid"][0] == [(cp, 1, 256)] * 2 + [(cp, 1, 396)] * 2
     assert res["w_3d"][0] == [(cp, 1, 1360)] * 2 + [(cp, 1, 5120)] * 2 + [(cp, 1, 16384)] * 2
     assert res["w_raw"][0] == [(cp, 1, 128)] * 2
+    assert res["w_tuple"][0] == [(cp, 1, 128)] * 4
+    assert res["w_uneven"][0] == [(cp, 1, 128)] * 2
     assert res["w_to_rep"][0] == [("all-gather", 2, 32768), ("all-gather", 4, 24576)]
     assert res["sas_halo"][0] == [(cp, 1, 128), (cp, 1, 128), (cp, 1, 256)]
     assert res["sas_2d"][0] == [(cp, 1, 68), (cp, 1, 128), (cp, 1, 140), (cp, 1, 256), (cp, 1, 280), (cp, 1, 512)]
     assert res["sas_overlap"][0] == [(cp, 1, 256)] * 3
+    assert res["sas_s32"][0] == [("all-gather", 2, 16384), ("all-gather", 2, 32768), ("all-gather", 4, 12288),
+                                 ("all-gather", 4, 24576)]
