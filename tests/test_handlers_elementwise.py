@@ -109,3 +109,35 @@ ENTRY e {{
 """
     assert xla_collectives(xla_oracle.spmd_partition(text, 8)) == []
     assert predicted_collectives(parse_module(text), DeviceMesh.parse("2x4")) == {}
+
+
+def test_copy_keeping_its_layout_is_removed_by_xla_and_priced_free():
+    """A ``copy`` between two shardings (as ``solve``'s operand pins are): XLA's final per-device HLO
+    keeps the all-gather and drops the copy (algebraic simplifier), so hloshard prices the resharding
+    on the copy's operand edge and no compute for the copy itself; a copy that changes the memory
+    layout ({0,1} from {1,0}) is a real transpose in memory and keeps its compute."""
+    require_jax()
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests import xla_oracle
+
+    def module(layout: str) -> str:
+        return f"""HloModule cp, num_partitions=8
+
+ENTRY e {{
+  a = f32[64,32] parameter(0), sharding={{devices=[8,1]<=[8]}}
+  b = f32[64,32] add(a, a), sharding={{devices=[8,1]<=[8]}}
+  c = f32[64,32]{layout} copy(b), sharding={{replicated}}
+  ROOT d = f32[64,32]{layout} multiply(c, c), sharding={{replicated}}
+}}
+"""
+    ok, final = xla_oracle.compile_spmd(module("{1,0}"), 8)
+    assert ok, final
+    assert " copy(" not in final and "all-gather(" in final
+    mesh = DeviceMesh.parse("8")
+    for layout, removed in (("{1,0}", True), ("{0,1}", False)):
+        res = evaluate_module(parse_module(module(layout)), mesh)
+        st = {g.instr.name: g.strategies[int(res.choice[v])] for v, g in enumerate(res.graph.nodes)}
+        assert (st["c"].compute == 0.0) is removed
+        assert st["d"].compute > 0.0

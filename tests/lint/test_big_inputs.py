@@ -17,7 +17,17 @@ _CHILD = textwrap.dedent("""
     from hloshard.lint.context import LintOptions
     from hloshard.lint.engine import lint_paths
     result = lint_paths([sys.argv[1]], LintOptions())
-    print(json.dumps({"maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    def peak_mb():
+        # VmHWM: this process image's own peak (ru_maxrss can carry a big forking parent's RSS over exec,
+        # e.g. a pytest-xdist worker's)
+        try:
+            for line in open("/proc/self/status"):
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"maxrss_mb": peak_mb(),
                       "findings": [[f.code, f.message] for f in result.findings]}))
 """)
 

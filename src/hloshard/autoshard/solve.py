@@ -102,8 +102,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
     gather / scatter operand the chosen strategy reshards (:mod:`hloshard.strategy.realize`), so XLA's
     partitioner carries out the plan instead of choosing its own variant from the operands' layouts.
-    The copies cost their (small) compute in ``hloshard cost``, so the reported objective then exceeds
-    the solver's own by that much (a warning says so).
+    The copies keep their operand's memory layout, so they cost no compute (XLA's algebraic simplifier
+    removes them after partitioning; ``strategy.elementwise``) and the written module's cost equals the
+    solver's objective.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 

@@ -227,11 +227,6 @@ def print_mesh_search(search) -> None:
 
 def _user_warning(w: str, report: dict) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
-    if w.startswith("the solver's choice costs") and report.get("pins"):
-        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
-                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
-                f"leaves out the compute of the {report['pins']} operand pin copies (--pin-operands) that make "
-                f"XLA carry out the plan")
     if w.startswith("the solver's choice costs"):
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "

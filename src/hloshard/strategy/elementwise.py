@@ -129,6 +129,24 @@ def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
+def _memory_order(shape) -> tuple:
+    """Minor-to-major order of an array shape (no layout written: XLA's default, major-to-minor)."""
+    if shape.layout is not None:
+        return tuple(shape.layout.minor_to_major), shape.layout.attrs
+    return tuple(range(len(shape.dims) - 1, -1, -1)), ""
+
+
+def _copy_is_removed(instr) -> bool:
+    """True for a ``copy`` that keeps its operand's memory layout.  XLA's algebraic simplifier
+    (``HandleCopy``) replaces such a copy by its operand after SPMD partitioning, so it computes nothing;
+    only the resharding on its operand edge (priced there) remains, and its buffer stands for that
+    resharding's result.
+    The operand pins ``solve`` writes (:mod:`hloshard.strategy.realize`) are such copies."""
+    if instr.opcode != "copy" or len(instr.operands) != 1 or not is_array(instr.operands[0].shape):
+        return False
+    return _memory_order(instr.shape) == _memory_order(instr.operands[0].shape)
+
+
 @register(*ELEMENTWISE, "bitcast", "add-dependency")
 def handle_elementwise(instr, ctx):
     if not is_array(instr.shape):
@@ -148,16 +166,17 @@ def handle_elementwise(instr, ctx):
         if len(instr.operands) and choose_followee(instr, ctx, [0]) is None:
             return free_group(instr, ctx, lambda s: (s,) + (None,) * (len(instr.operands) - 1))
         return follow_group(instr, ctx, 0, lambda s: (s, (s,) + (None,) * (len(instr.operands) - 1), 0.0), 0.0)
+    fpe = 0.0 if _copy_is_removed(instr) else 1.0
     i = choose_followee(instr, ctx)
     if i is None:
-        return free_group(instr, ctx, lambda s: same_dims_inputs(instr, s))
+        return free_group(instr, ctx, lambda s: same_dims_inputs(instr, s), fpe)
 
     def transform(spec):
         if spec is None:
             spec = replicated_spec(len(instr.shape.dims))
         return spec, same_dims_inputs(instr, spec), 0.0
 
-    return follow_group(instr, ctx, i, transform)
+    return follow_group(instr, ctx, i, transform, fpe)
 
 
 @register_backward(*ELEMENTWISE, "bitcast", "copy")

@@ -270,6 +270,9 @@ def handle_concatenate(instr, ctx):
             res = (0.0, ())
         return spec, tuple(spec for _ in range(n)), res[0], res[1]
 
+    # compute per result element: a dynamic-update-slice writes its result, the others only select
+    # (the same in both paths below, so a fixed operand does not change the price)
+    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         g = free_group(instr, ctx, lambda sp: tuple(sp for _ in range(n)), 0.0)
@@ -300,6 +303,9 @@ def handle_slicing(instr, ctx):
         return handle_concatenate(instr, ctx)
     rank = len(instr.shape.dims)
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
+    # compute per result element: a dynamic-update-slice writes its result, the others only select
+    # (the same in both paths below, so a fixed operand does not change the price)
+    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         def inputs_for(spec):
@@ -310,7 +316,7 @@ def handle_slicing(instr, ctx):
         if instr.opcode == "concatenate":
             d = (instr.dimensions or [0])[0]
             return free_group(instr, ctx, lambda s: None if s[d] else tuple(s for _ in instr.operands))
-        return free_group(instr, ctx, inputs_for)
+        return free_group(instr, ctx, inputs_for, fpe)
 
     def transform(spec):
         if not is_mesh_spec(spec):
@@ -318,7 +324,7 @@ def handle_slicing(instr, ctx):
         out, inputs = _inputs(instr, spec, changed)
         return out, inputs, 0.0
 
-    return follow_group(instr, ctx, 0, transform, flops_per_element=0.0 if instr.opcode != "dynamic-update-slice" else 1.0)
+    return follow_group(instr, ctx, 0, transform, flops_per_element=fpe)
 
 
 @register_backward("slice", "dynamic-slice", "dynamic-update-slice", "pad", "concatenate")
@@ -365,6 +371,9 @@ def handle_reverse(instr, ctx):
 
     cols_by_spec: dict = {}
 
+    # compute per result element: a dynamic-update-slice writes its result, the others only select
+    # (the same in both paths below, so a fixed operand does not change the price)
+    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         g = free_group(instr, ctx, lambda s: (s,), 0.0)
