@@ -220,3 +220,91 @@ def oracle_cases(cases, prelude: str = ""):
         assert pred == xla
 
     return results, groups, match, groups_match
+
+
+# ---------------------------------------------------------------------------------------------------
+# Multi-instruction cases and replica-group-level comparison (tuple ops, reshapes on a refined mesh,
+# collectives already in the module): additive to the single-instruction harness above.
+# ---------------------------------------------------------------------------------------------------
+
+
+def chain_module(cases, prelude: str = "") -> str:
+    """One HLO module of independent multi-instruction cases, each ``(name, [(param shape, param
+    sharding)...], [(instruction name, shape, body, sharding)...])``: ``body`` is the text after the
+    opcode's shape, ``{0}``, ``{1}`` ... for the case's parameters, other instructions by their names
+    (e.g. ``'get-tuple-element(t_a), index=1'``); ``sharding`` None leaves the instruction unannotated.
+    Every instruction carries ``op_name`` = its name; the last instruction of a case is its result and
+    goes into the root tuple with its sharding.  ``prelude``: computations placed before the entry."""
+    lines = ["HloModule cases, num_partitions=8", "", prelude + "ENTRY e {"]
+    outs, shs, shapes = [], [], []
+    k = 0
+    for _name, params, steps in cases:
+        refs = []
+        for shape, sharding in params:
+            lines.append(f'  p{k} = {shape} parameter({k}), sharding={sharding}, metadata={{op_name="p{k}"}}')
+            refs.append(f"p{k}")
+            k += 1
+        for iname, shape, body, sharding in steps:
+            text = re.sub(r"\$(\d+)", lambda m: refs[int(m.group(1))], body)
+            lines.append(f'  {iname} = {shape} {text}, sharding={sharding}, metadata={{op_name="{iname}"}}')
+        iname, shape, _body, sharding = steps[-1]
+        outs.append(iname)
+        shs.append(sharding[1:-1] if sharding.startswith("{{") else sharding)
+        shapes.append(shape)
+    lines.append(f'  ROOT out = ({", ".join(shapes)}) tuple({", ".join(outs)}), sharding={{{", ".join(shs)}}}')
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def xla_collectives_detailed(raw_text: str) -> list[dict]:
+    """:func:`xla_collectives` with ``source_target_pairs`` (sorted pairs; [] for other kinds) added to
+    each dict (same order: the collectives of the text, ``*-done`` left out)."""
+    from tests import xla_oracle
+
+    cols = xla_collectives(raw_text)
+    pairs = [c["source_target_pairs"] or [] for c in xla_oracle.collectives(raw_text)
+             if not c["kind"].endswith("-done")]
+    for c, p in zip(cols, pairs):
+        c["source_target_pairs"] = sorted(tuple(x) for x in p)
+    return cols
+
+
+def detailed(cols) -> list[tuple]:
+    """(kind, participants, ring bytes) per collective, sorted: ``participants`` the sorted replica
+    groups (each sorted) of a grouped collective, the sorted (source, target) pairs of a
+    collective-permute (pairs that move data only).  Either side (XLA dicts or PredictedCollective)."""
+    rows = []
+    for c in cols:
+        if isinstance(c, dict):
+            kind = c["kind"]
+            who = (tuple(p for p in c["source_target_pairs"] if p[0] != p[1]) if kind == "collective-permute"
+                   else tuple(tuple(g) for g in c["replica_groups"]))
+            rows.append((kind, who, round(c["ring"])))
+        else:
+            groups = c.replica_groups
+            if c.kind == "collective-permute":
+                who = tuple(sorted(tuple(int(x) for x in p) for p in groups if p[0] != p[1]))
+            else:
+                who = tuple(sorted(tuple(sorted(int(d) for d in g)) for g in groups))
+            rows.append((c.kind, who, round(c.ring_bytes)))
+    return sorted(rows)
+
+
+def module_results(text: str, names, mesh_spec: str = "2x4", refine: bool = True) -> dict:
+    """Partition ``text`` with XLA (one child process, ``partition_only``) and predict it with hloshard
+    (alpha 0, beta 1) on ``mesh_spec``, refined for the module's shardings as the commands do
+    (``DeviceMesh.for_module``) unless ``refine`` is False.  Returns instruction name -> (XLA summary,
+    hloshard summary, XLA :func:`detailed`, hloshard :func:`detailed`) for each of ``names``; calls
+    ``require_jax`` first."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+    from tests.conftest import require_jax
+
+    require_jax()
+    raw = partition_only(text)
+    xla = by_op(xla_collectives_detailed(raw))
+    module = parse_module(text)
+    mesh = DeviceMesh.for_module(module, mesh_spec, alpha="0,0", beta="1,1", refine=refine)
+    pred = predicted_collectives(module, mesh)
+    return {n: (summary(xla.get(n, [])), summary(pred.get(n, [])), detailed(xla.get(n, [])),
+                detailed(pred.get(n, []))) for n in names}

@@ -37,9 +37,17 @@ def test_load_instance_g_structure():
     assert [len(c) for c in p.node_costs[:3]] == [2, 8, 8]
     assert p.edge_costs[0].shape == (len(p.node_costs[1]), len(p.node_costs[2]))
     assert p.cost_scale == 1.0
-    # row-major: the first edge's flat cost list starts 0, 622624 (checked against the raw JSON)
-    raw = json.loads(gzip.open(require_shared(*G)).read())["problem"]["edges"]["costs"][0]
-    assert p.edge_costs[0].reshape(-1).tolist() == raw
+    # everything against the raw JSON document, read here without the loader: every node's interval,
+    # costs and usages, every edge's endpoints and its row-major flat cost list
+    raw = json.loads(gzip.open(require_shared(*G)).read())["problem"]
+    assert raw["name"] == p.name and raw["usage_limit"] == p.usage_limit
+    assert p.intervals.tolist() == raw["nodes"]["intervals"]
+    assert [c.tolist() for c in p.node_costs] == raw["nodes"]["costs"]
+    assert [u.tolist() for u in p.node_usages] == raw["nodes"]["usages"]
+    assert p.edges.tolist() == raw["edges"]["nodes"]
+    assert [e.reshape(-1).tolist() for e in p.edge_costs] == raw["edges"]["costs"]
+    for (u, v), e in zip(p.edges.tolist(), p.edge_costs):
+        assert e.shape == (len(p.node_costs[u]), len(p.node_costs[v]))
 
 
 def test_evaluate_by_hand():

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import pathlib
 import re
 import subprocess
 import sys
 
 import pytest
 
+from hloshard.hlo import parse_module
 from tests.conftest import ROOT
 
 README = (ROOT / "README.md").read_text()
@@ -57,6 +60,8 @@ def test_readme_has_command_examples():
 def test_readme_setup_commands_are_the_ci_ones():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "pip install -q -e '.[test]'" in README and "pip install -q -e '.[test]'" in ci
+    test_cmd = ".venv/bin/python -m pytest -q -n 2 --dist loadfile"
+    assert test_cmd in README and test_cmd in ci
     main_job = ".venv/bin/hloshard solve samples/mlp_train_step.pre.hlo --mesh 2x4 -o mlp.solved.hlo"
     assert main_job in README
     assert main_job.replace("-o mlp.solved.hlo", "-o") in ci
@@ -77,3 +82,15 @@ def test_readme_command_runs(cmd, tmp_path):
     allowed = {0, 1} if ("--check" in line or " lint " in f" {line} ") else {0}
     assert proc.returncode in allowed, (line, proc.stderr[-2000:])
     assert "Traceback" not in proc.stderr
+    # not only "it ran": every file the example says it writes is there and is what it says it is
+    if "--format json" in line:
+        json.loads(proc.stdout)
+    for path in _WRITES.findall(cmd):
+        out = pathlib.Path(path.replace("/tmp/", f"{tmp_path}/"))
+        assert out.is_file() and out.stat().st_size > 0, (line, path)
+        if out.suffix == ".json":
+            json.loads(out.read_text())
+        elif out.suffix == ".hlo":
+            parse_module(out.read_text(), str(out))
+        elif out.suffix == ".html":
+            assert out.read_text().lstrip().lower().startswith("<!doctype html"), (line, path)

@@ -10,19 +10,31 @@ import os
 import pytest
 from click.testing import CliRunner
 
-from hloshard.autoshard import solve_module
 from hloshard.cli import main
 from hloshard.hlo import parse_file
+from hloshard.hlo.ir import Computation, Instruction
 from hloshard.load import load_module
-from hloshard.mesh import DeviceMesh
 from hloshard.stablehlo import mlir_signature
 from tests.conftest import SAMPLES, require_jax
 
 NAMES = ["mlp_train_step", "transformer_block", "transformer_train_step", "conv_layer"]
 
 
+def _plain(v):
+    if isinstance(v, (Computation, Instruction)):
+        return ("ref", v.name)
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return str(v)
+
+
 def _instrs(m):
-    return [(i.name, i.opcode, str(i.shape), str(i.sharding)) for c in m.computations for i in c.instructions]
+    """Everything the IR holds per instruction except source metadata (the .mlir form carries jax's
+    stack frames, the HLO dump does not): name, opcode, shape, sharding, operands, literal, parameter
+    number and every attribute (dimension numbers, windows, called computations, ...)."""
+    return [(c.name, i.name, i.opcode, str(i.shape), str(i.sharding), [o.name for o in i.operands], i.literal,
+             i.parameter_number, [(k, _plain(v)) for k, v in i.attrs.items() if k != "metadata"])
+            for c in m.computations for i in c.instructions]
 
 
 def test_mlir_signature_reads_jax_paths():
@@ -41,20 +53,12 @@ def test_mlir_samples_convert_to_the_hlo_form():
         a = load_module(str(SAMPLES / f"{name}.stablehlo.mlir"))
         b = parse_file(str(SAMPLES / f"{name}.shardy.pre.hlo"))
         assert a.source_info.format == "stablehlo"
+        assert a.attrs == b.attrs, name          # num_partitions, entry layout, the Shardy mesh
+        assert [c.name for c in a.computations] == [c.name for c in b.computations], name
         assert _instrs(a) == _instrs(b), name
-
-
-@pytest.mark.oracle
-@pytest.mark.parametrize("name", ["mlp_train_step", "transformer_block", "conv_layer"])
-def test_mlir_gives_same_shardings_and_objective(name):
-    require_jax()
-    mesh = DeviceMesh.parse("2x4")
-    a = load_module(str(SAMPLES / f"{name}.stablehlo.mlir"))
-    b = parse_file(str(SAMPLES / f"{name}.shardy.pre.hlo"))
-    ra = solve_module(a, mesh, time_limit=10.0, deterministic=True)
-    rb = solve_module(b, mesh, time_limit=10.0, deterministic=True)
-    assert ra.objective == pytest.approx(rb.objective, rel=1e-12, abs=1e-9)
-    assert _instrs(a) == _instrs(b)
+    # the two forms being the same module (above), a deterministic solve of either gives the same plan:
+    # the former test_mlir_gives_same_shardings_and_objective (3 solves of each form) passed by
+    # construction and is gone
 
 
 @pytest.mark.oracle
@@ -64,8 +68,14 @@ def test_cli_solve_reads_mlir(tmp_path):
     r = CliRunner().invoke(main, ["solve", str(SAMPLES / "conv_layer.stablehlo.mlir"), "--mesh", "2x4", "-o", str(out),
                                   "--report", str(rep), "--quiet", "--deterministic"])
     assert r.exit_code == 0, r.output
-    assert "xla.sdy.sharding" in out.read_text()
+    text = out.read_text()
+    assert "xla.sdy.sharding" in text
     assert json.loads(rep.read_text())["status"] in ("optimal", "feasible")
+    # XLA is the judge of what was written: it compiles the module for the 2x4 = 8 devices
+    from tests import xla_oracle
+
+    ok, msg = xla_oracle.compile_spmd(text, 8)
+    assert ok, msg[:2000]
 
 
 @pytest.mark.oracle

@@ -5,7 +5,7 @@ The candidates are every ordered factorization of N devices into 1 to 3 axes of 
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
 command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
 internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on a fresh
-copy of the module, cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
+parse of the module (the first one on the module parsed for the estimates), cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
 over the remaining candidates; a candidate whose predicted build time (measured rate on the first one
 times its size) would exceed the time limit is skipped and reported as such, so the search takes about
 the time limit plus the first build. With ``deterministic`` nothing depends on measured time: every
@@ -210,7 +210,9 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
                              f"beyond the time limit")
             continue
         share = max(1.0, (float(time_limit) - elapsed - predicted) / max(1, len(left)))
-        module = parse_module(text, filename)
+        # the first module parsed serves the first candidate solved (nothing reads it after the meshes
+        # and work estimates above); every other candidate solves a fresh parse
+        module, first = (first, None) if first is not None else (parse_module(text, filename), None)
         t0 = time.monotonic()
         try:
             result = solve_module(module, mesh, keep=keep, memory_budget=memory_budget, time_limit=share,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cost import collectives
+from ..cost.reshard import resharding_cost
 from ..strategy.base import is_mesh_spec
 from ..strategy.registry import BuildContext
 
@@ -15,30 +17,44 @@ class _Resharder:
 
     def __init__(self, ctx: BuildContext):
         self.ctx = ctx
-        self.cache: dict = {}
+        self.cache: dict = {}    # (shape id, source id, target id) -> cost units
         self.mcache: dict = {}
+        self._ids: dict = {}     # shapes and spec keys -> small ints (cheap cache keys)
+
+    def _id(self, key) -> int:
+        hit = self._ids.get(key)
+        if hit is None:
+            hit = self._ids[key] = len(self._ids)
+        return hit
 
     def cost(self, shape, src, dst) -> float:
-        if dst is None or src is None:
+        """Resharding cost of ``shape`` from spec ``src`` to ``dst`` (cost units): 0 when either is None,
+        equal, or a raw manual / subgrouped sharding; else :func:`hloshard.cost.reshard.resharding_cost`
+        of the specs' shardings, or (when the planner cannot express it) gathering everything."""
+        sid, did = self._spec_id(src), self._spec_id(dst)
+        if sid is None or did is None or sid == did:
             return 0.0
-        if is_mesh_spec(src) and is_mesh_spec(dst) and src == dst:
-            return 0.0
-        for s in (src, dst):
-            if not is_mesh_spec(s) and (s.is_manual or getattr(s, "subgroup_types", ())):
-                return 0.0
-        key = (shape.element_type, tuple(shape.dims), _key(src), _key(dst))
+        return self._pair(shape, self._id(("shape", shape.element_type, tuple(shape.dims))), src, dst, sid, did)
+
+    def _spec_id(self, spec) -> int | None:
+        """The interned key of ``spec``; None when resharding from / to it costs nothing (None, or a
+        raw manual / subgrouped sharding)."""
+        if spec is None:
+            return None
+        if not is_mesh_spec(spec) and (spec.is_manual or getattr(spec, "subgroup_types", ())):
+            return None
+        return self._id(_key(spec))
+
+    def _pair(self, shape, shape_id: int, src, dst, sid: int, did: int) -> float:
+        key = (shape_id, sid, did)
         hit = self.cache.get(key)
         if hit is not None:
             return hit
-        from ..cost.reshard import resharding_cost
-
         minfo = self.ctx.minfo
         a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(dst, len(shape.dims))
         try:
             value = float(resharding_cost(shape, a, b, self.ctx.mesh))
         except Exception:  # noqa: BLE001 - planner cannot express it: gather everything, then slice
-            from ..cost import collectives
-
             value = float(collectives.all_gather_cost(self.ctx.mesh, shape.byte_size, minfo.axes)) if minfo.axes else 0.0
         self.cache[key] = value
         return value
@@ -64,10 +80,18 @@ class _Resharder:
             return m
         su, si = _unique(srcs)
         du, di = _unique(dsts)
+        shape_id = self._id(("shape", shape.element_type, tuple(shape.dims)))
+        sids = [self._spec_id(s) for s in su]
+        dids = [self._spec_id(d) for d in du]
         table = np.zeros((len(su), len(du)))
-        for i, s in enumerate(su):
-            for j, d in enumerate(du):
-                table[i, j] = self.cost(shape, s, d)
+        pair = self._pair
+        for i, (s, sid) in enumerate(zip(su, sids)):
+            if sid is None:
+                continue
+            row = table[i]
+            for j, (d, did) in enumerate(zip(du, dids)):
+                if did is not None and did != sid:
+                    row[j] = pair(shape, shape_id, s, d, sid, did)
         return table[np.ix_(si, di)]
 
 

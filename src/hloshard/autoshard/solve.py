@@ -124,9 +124,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # the plan: pin each operand the chosen strategy reshards with a copy in the planned layout, so XLA
     # does the planned resharding (hloshard.strategy.realize; measured there and in
     # tests/test_realize_oracle.py)
-    from ..strategy.realize import insert_pins, operand_pins
+    from ..strategy.realize import insert_loop_state_pins, insert_pins, operand_pins
 
     graph.pins = insert_pins(operand_pins(graph.nodes, choice, graph.ctx)) if pin_operands else 0
+    # the same for a while body's reads of its loop state, whose written sharding does not reach XLA
+    # through StableHLO (hloshard.strategy.realize.insert_loop_state_pins; measured there)
+    if pin_operands:
+        graph.loop_pins = insert_loop_state_pins([i for i in graph.schedule if i.opcode == "while"])
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the

@@ -164,13 +164,16 @@ def print_summary(report: dict) -> None:
     the input, memory against the budget, status in words), then the dearest resharding edges."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     con = Console(stderr=True)
-    t = Table(title="hloshard solve", show_header=False, box=None, pad_edge=False)
+    con.print("hloshard solve", style="italic", justify="center")
+    # file paths are printed whole, never wrapped or cut (a user copies them)
+    for item in ("input", "output"):
+        con.print(Text.assemble((f"{item:<9}", "bold"), report.get(item) or "-"), soft_wrap=True)
+    t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("input", report.get("input") or "-")
-    t.add_row("output", report.get("output") or "-")
     t.add_row("mesh", _mesh_words(report["mesh"]) if isinstance(report["mesh"], dict) else str(report["mesh"]))
     ch = report.get("changed")
     if ch is not None:

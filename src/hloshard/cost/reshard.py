@@ -222,10 +222,33 @@ class _Unsupported(Exception):
     """A sharding the planner cannot describe device by device (-> conservative plan)."""
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(eq=False)
 class _Layout:
+    """Tile counts per tensor dim and the device array ``tiles + (R,)``; immutable (``devs`` is made
+    read-only), so the layout functions below are memoised on :attr:`key`."""
+
     tiles: tuple[int, ...]
     devs: np.ndarray  # shape tiles + (R,)
+    _key: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+    _skey: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        self.devs.flags.writeable = False
+
+    @property
+    def key(self) -> tuple:
+        """Hashable identity: tiles and the device array (shape, dtype, elements)."""
+        if self._key is None:
+            self._key = (self.tiles, self.devs.shape, self.devs.dtype.str, self.devs.tobytes())
+        return self._key
+
+    @property
+    def sorted_key(self) -> tuple:
+        """Like :attr:`key` with each tile's devices sorted: equal exactly for equivalent layouts."""
+        if self._skey is None:
+            srt = np.sort(self.devs, axis=-1)
+            self._skey = (self.tiles, srt.shape, srt.dtype.str, srt.tobytes())
+        return self._skey
 
     @property
     def rep(self) -> int:
@@ -249,9 +272,52 @@ class _Layout:
 
 
 def _equivalent(a: _Layout, b: _Layout) -> bool:
+    """Every device holds the same tile under both."""
     if a.tiles != b.tiles or a.rep != b.rep:
         return False
-    return bool(np.array_equal(np.sort(a.devs, axis=-1), np.sort(b.devs, axis=-1)))
+    return a.sorted_key == b.sorted_key
+
+
+#: results of the pure layout functions (:func:`_memo`), keyed on the function and its arguments
+_LAYOUT_MEMO: dict = {}
+_MISS = object()
+
+
+def _memo(fn):
+    """Memoise a function of layouts and integers (layouts keyed on :attr:`_Layout.key`; results are
+    shared, callers do not mutate them)."""
+    name = fn.__name__
+
+    def wrapper(*args):
+        key = (name, SORT_AFTER_GATHER) + tuple(a.key if isinstance(a, _Layout) else
+                                                (tuple(a) if isinstance(a, list) else a) for a in args)
+        hit = _LAYOUT_MEMO.get(key, _MISS)
+        if hit is _MISS:
+            hit = fn(*args)
+            if len(_LAYOUT_MEMO) >= _MEMO_LIMIT:
+                _LAYOUT_MEMO.clear()
+            _LAYOUT_MEMO[key] = hit
+        return hit
+
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, fn.__doc__, fn
+    return wrapper
+
+
+_MEMO_LIMIT = 1 << 18
+_MESH_MEMO: dict[int, tuple[object, dict]] = {}
+
+
+def _mesh_memo(mesh) -> dict:
+    """A memo dict for results that depend on ``mesh`` (one per mesh object; the mesh is kept alive so
+    that its id is not reused)."""
+    hit = _MESH_MEMO.get(id(mesh))
+    if hit is not None and hit[0] is mesh:
+        return hit[1]
+    if len(_MESH_MEMO) > 64:
+        _MESH_MEMO.clear()
+    memo: dict = {}
+    _MESH_MEMO[id(mesh)] = (mesh, memo)
+    return memo
 
 
 def _mesh_devices(mesh) -> np.ndarray:
@@ -259,6 +325,17 @@ def _mesh_devices(mesh) -> np.ndarray:
 
 
 def _layout(sharding: HloSharding, rank: int, mesh) -> _Layout:
+    """The normalised layout of ``sharding`` for a rank-``rank`` tensor on ``mesh`` (memoised per
+    mesh); raises _Unsupported for shardings the planner cannot describe device by device."""
+    memo = _mesh_memo(mesh)
+    key = ("layout", sharding, rank)
+    hit = memo.get(key)
+    if hit is None:
+        hit = memo[key] = _make_layout(sharding, rank, mesh)
+    return hit
+
+
+def _make_layout(sharding: HloSharding, rank: int, mesh) -> _Layout:
     devices = _mesh_devices(mesh)
     if sharding.kind == "replicated":
         return _Layout((1,) * rank, devices.reshape((1,) * rank + (-1,)).copy())
@@ -284,6 +361,7 @@ def _split(devs: np.ndarray, dim: int, factor: int) -> np.ndarray:
     return devs.reshape(shape[:dim] + (shape[dim] // factor, factor) + shape[dim + 1:])
 
 
+@_memo
 def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[int]], _Layout]:
     """Groups gathering the minor ``factor`` of ``dim``, and the layout afterwards (the factor joins the
     replication dim as its minor part)."""
@@ -297,6 +375,7 @@ def _gather_groups(layout: _Layout, dim: int, factor: int) -> tuple[list[list[in
     return groups, _Layout(new_tiles, devs)
 
 
+@_memo
 def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[list[list[int]], _Layout]:
     """All-to-all moving the minor ``k``-factor of ``src_dim`` to the minor end of ``dst_dim``."""
     sp = _split(layout.devs, src_dim, k)
@@ -308,6 +387,7 @@ def _a2a_groups(layout: _Layout, src_dim: int, dst_dim: int, k: int) -> tuple[li
     return groups, _Layout(tuple(tiles), moved.reshape(tuple(tiles) + (layout.rep,)))
 
 
+@_memo
 def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
     """Source tiles re-assigned so that gathering ``factors`` lands exactly on ``dst``: the sorted
     devices of each destination tile take its sub-tiles in row-major (factor digits, source replica)."""
@@ -323,6 +403,7 @@ def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _
     return _Layout(src.tiles, out)
 
 
+@_memo
 def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
     """Source tiles re-assigned so that every device's destination tile lies in its source tile: the
     devices of source tile i are those of the destination sub-tiles of i (sub-tile major, replica minor)."""
@@ -336,6 +417,7 @@ def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _L
     return _Layout(src.tiles, out)
 
 
+@_memo
 def _slice_is_local(src: _Layout, dst: _Layout, factors: Sequence[int]) -> bool:
     ps = src.positions()
     for d, tdst in dst.positions().items():
@@ -357,12 +439,35 @@ class _Builder:
         self.mesh = mesh
         self.leaf = leaf
         self.steps: list[ReshardStep] = []
+        self.costs: list[float] = []   # the steps' costs (only these with describe=False)
         self.notes: list[str] = []
         self._coords = C._coordinate_table(mesh)
+        self._memo = _mesh_memo(mesh)
+        if len(self._memo) >= _MEMO_LIMIT:
+            self._memo.clear()
+        #: how each step's cost follows from the tensor's dims (see :func:`_replay`): one
+        #: ``(cost function, tile counts, multiplier, args, kwargs)`` per step that costs anything
+        self.recipe: list[tuple] = []
+        #: every tile count this plan looked at divides its dim (no padding anywhere): then the same
+        #: plan, re-priced by the recipe, holds for every shape whose dims share their gcd with N
+        self.even = True
 
     # geometry
     def tile_shape(self, layout: _Layout) -> tuple[int, ...]:
+        if self.even and any(n % t for n, t in zip(self.dims, layout.tiles)):
+            self.even = False
         return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
+
+    def charge(self, nbytes: int, tiles: Sequence[int], mult: int, key: tuple, fn, *args, **kw) -> float:
+        """One step's cost ``fn(mesh, nbytes, *args, **kw)``, through this mesh's :class:`_Priced` for
+        ``key`` (which names ``fn`` and its arguments), recorded in the recipe as costing
+        ``tile_bytes(dims / tiles) * mult`` bytes (what ``nbytes`` is when ``tiles`` divide the dims)."""
+        key = ("priced",) + key
+        priced = self._memo.get(key)
+        if priced is None:
+            priced = self._memo[key] = _Priced(self.mesh, fn, args, kw)
+        self.recipe.append((priced, tuple(tiles), mult))
+        return priced(nbytes)
 
     def nbytes(self, tile_shape: Sequence[int]) -> int:
         return tile_bytes(self.shape.element_type, tile_shape)
@@ -393,29 +498,58 @@ class _Builder:
 
     # steps
     def add(self, **kw) -> None:
-        kw.setdefault("leaf", self.leaf)
+        kw["cost"] = cost = round(float(kw.get("cost", 0.0)), 6)
+        self.costs.append(cost)
         if not self.describe:
-            kw["sharding_after"] = None
-        kw["cost"] = round(float(kw.get("cost", 0.0)), 6)
+            return
+        kw.setdefault("leaf", self.leaf)
         after = kw.get("sharding_after")
         if isinstance(after, _Layout):
             kw["sharding_after"] = after.sharding()
         self.steps.append(ReshardStep(**kw))
 
+    def step(self, key: tuple, make) -> _Layout:
+        """Run ``make()`` (one step method) or, in a cost-only plan, replay what the same step did on a
+        tensor of the same dims and type (its costs and recipe entries; memoised per mesh only when the
+        step padded nothing, so it added no re-pad steps and no notes)."""
+        if self.describe:
+            return make()
+        key = key + (self.dims, self.shape.element_type)
+        hit = self._memo.get(key)
+        if hit is not None:
+            nxt, costs, recipe = hit
+            self.costs.extend(costs)
+            self.recipe.extend(recipe)
+            return nxt
+        even, n_costs, n_recipe = self.even, len(self.costs), len(self.recipe)
+        nxt = make()
+        if even and self.even:
+            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:])
+        return nxt
+
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
-        groups, nxt = _gather_groups(cur, dim, factor)
+        return self.step(("all-gather step", cur.key, dim, factor, SORT_AFTER_GATHER),
+                         lambda: self._all_gather(cur, dim, factor))
+
+    def _all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
+        key = ("all-gather", cur.key, dim, factor, SORT_AFTER_GATHER)
+        hit = self._memo.get(key)
+        if hit is None:
+            groups, nxt = _gather_groups(cur, dim, factor)
+            hit = self._memo[key] = (nxt, _sorted_groups(groups)) + self.group_axes(groups)
+        nxt, groups, axes, exact = hit
         in_shape = self.tile_shape(cur)
         out_shape = list(in_shape)
         out_shape[dim] *= factor  # XLA gathers padded tiles
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        axes, exact = self.group_axes(groups)
-        cost = C.all_gather_cost(self.mesh, out_b, axes, group_size=factor) if axes else 0.0
+        cost = self.charge(out_b, nxt.tiles, 1, ("all-gather", axes, factor), C.all_gather_cost, axes,
+                           group_size=factor) if axes else 0.0
         note = ""
         if self.repads(dim, cur.tiles[dim], nxt.tiles[dim]):
             note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
                     f"exchanges padding with collective-permutes")
             self.notes.append(f"step {len(self.steps) + 1}: {note}")
-        self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=_sorted_groups(groups),
+        self.add(kind="all-gather", dims=(dim,), mesh_axes=axes, replica_groups=[list(g) for g in groups],
                  bytes_per_device=out_b - in_b, bytes_sent=(factor - 1) * in_b, input_bytes=in_b,
                  output_bytes=out_b, input_shape=in_shape, output_shape=tuple(out_shape), cost=cost,
                  cost_bytes=out_b, group_size=factor, exact_mesh_axes=exact, sharding_after=nxt,
@@ -432,6 +566,7 @@ class _Builder:
         shift = _repad_shift(self.dims[dim], a, b)
         if shift <= 0:
             return
+        self.even = False  # a shift only exists when a padded size differs from the dim
         shape = list(self.tile_shape(nxt))
         per = self.nbytes(shape) // max(shape[dim], 1)
         shape[dim] = min(shift, shape[dim])
@@ -448,12 +583,21 @@ class _Builder:
                  note=f"uneven dim {dim} ({self.dims[dim]}): padding moved from {a} to {b} tiles")
 
     def all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
-        groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
+        return self.step(("all-to-all step", cur.key, src_dim, dst_dim, k),
+                         lambda: self._all_to_all(cur, src_dim, dst_dim, k))
+
+    def _all_to_all(self, cur: _Layout, src_dim: int, dst_dim: int, k: int) -> _Layout:
+        key = ("all-to-all", cur.key, src_dim, dst_dim, k)
+        hit = self._memo.get(key)
+        if hit is None:
+            groups, nxt = _a2a_groups(cur, src_dim, dst_dim, k)
+            hit = self._memo[key] = (nxt, _sorted_groups(groups)) + self.group_axes(groups)
+        nxt, groups, axes, exact = hit
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        axes, exact = self.group_axes(groups)
         cost_b = in_b * k
-        cost = C.all_to_all_cost(self.mesh, cost_b, axes, group_size=k) if axes else 0.0
+        cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k), C.all_to_all_cost, axes,
+                           group_size=k) if axes else 0.0
         moved = in_b - in_b // k
         note = ""
         bad = [d for d in (src_dim, dst_dim) if self.repads(d, cur.tiles[d], nxt.tiles[d])]
@@ -461,27 +605,41 @@ class _Builder:
             note = f"uneven dim(s) {sorted(set(bad))}: XLA pads and may add collective-permutes"
             self.notes.append(f"step {len(self.steps) + 1}: {note}")
         self.add(kind="all-to-all", dims=(src_dim, dst_dim), mesh_axes=axes,
-                 replica_groups=_sorted_groups(groups), bytes_per_device=moved, bytes_sent=moved,
+                 replica_groups=[list(g) for g in groups], bytes_per_device=moved, bytes_sent=moved,
                  input_bytes=in_b, output_bytes=out_b, input_shape=in_shape, output_shape=out_shape,
                  cost=cost, cost_bytes=cost_b, group_size=k, exact_mesh_axes=exact,
                  sharding_after=nxt, note=note)
         return nxt
 
     def permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
-        pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
-        moving = [(a, b) for a, b in pairs if a != b]
+        return self.step(("collective-permute step", cur.key, nxt.key), lambda: self._permute(cur, nxt))
+
+    def _permute(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        key = ("collective-permute", cur.key, nxt.key)
+        hit = self._memo.get(key)
+        if hit is None:
+            pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
+            moving = [(a, b) for a, b in pairs if a != b]
+            hit = self._memo[key] = (pairs, moving) + self.axes_of(moving)
+        pairs, moving, axes, ok = hit
         shape = self.tile_shape(cur)
         b = self.nbytes(shape)
-        axes, ok = self.axes_of(moving)
-        cost = C.collective_permute_cost(self.mesh, b, moving) if ok else _flat_permute_cost(self.mesh, b)
+        if ok:
+            cost = self.charge(b, cur.tiles, 1, ("collective-permute", cur.key, nxt.key),
+                               C.collective_permute_cost, moving)
+        else:
+            cost = self.charge(b, cur.tiles, 1, ("flat-permute",), _flat_permute_cost)
         self.add(kind="collective-permute", dims=(), mesh_axes=axes, replica_groups=[],
-                 source_target_pairs=pairs, bytes_per_device=b if moving else 0,
+                 source_target_pairs=list(pairs), bytes_per_device=b if moving else 0,
                  bytes_sent=b if moving else 0, input_bytes=b, output_bytes=b, input_shape=shape,
                  output_shape=shape, cost=cost, cost_bytes=b, exact_mesh_axes=ok,
                  sharding_after=nxt)
         return nxt
 
     def dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
+        return self.step(("dynamic-slice step", cur.key, nxt.key), lambda: self._dynamic_slice(cur, nxt))
+
+    def _dynamic_slice(self, cur: _Layout, nxt: _Layout) -> _Layout:
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         dims = tuple(d for d in range(len(self.dims)) if nxt.tiles[d] != cur.tiles[d])
         self.add(kind="dynamic-slice", dims=dims, mesh_axes=(), replica_groups=[], bytes_per_device=0,
@@ -620,6 +778,9 @@ class _Builder:
     def run_any(self, src: HloSharding, dst: HloSharding) -> None:
         """Plan between any two array shardings (maximal included); raises _Unsupported."""
         rank = len(self.dims)
+        if src.kind == "tiled" and dst.kind == "tiled":  # the common case
+            self.run(_layout(src, rank, self.mesh), _layout(dst, rank, self.mesh))
+            return
         devices = _mesh_devices(self.mesh)
         if src.kind == "maximal" and dst.kind == "maximal" and src.maximal_device == dst.maximal_device:
             return
@@ -633,7 +794,8 @@ class _Builder:
             full = self.nbytes(self.dims)
             groups = [devices.tolist()]
             axes, exact = self.group_axes(groups)
-            cost = C.all_reduce_cost(self.mesh, full, axes, group_size=len(groups[0])) if axes else 0.0
+            cost = self.charge(full, (1,) * rank, 1, ("all-reduce", axes, len(groups[0])), C.all_reduce_cost,
+                               axes, group_size=len(groups[0])) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=groups,
                      bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                      input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full,
@@ -670,14 +832,16 @@ class _Builder:
             group = [int(x) for x in layout.devs.ravel()]  # target tile order
             out_shape = self.tile_shape(layout)
             out_b = self.nbytes(out_shape)
-            cost = C.reduce_scatter_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            cost = self.charge(full, (1,) * rank, 1, ("reduce-scatter", axes, n), C.reduce_scatter_cost, axes,
+                               group_size=n) if axes else 0.0
             self.add(kind="reduce-scatter", dims=(d,), mesh_axes=axes, replica_groups=[group],
                      bytes_per_device=full - out_b, bytes_sent=full - out_b, input_bytes=full, output_bytes=out_b,
                      input_shape=self.dims, output_shape=out_shape, cost=cost, cost_bytes=full, group_size=n,
                      exact_mesh_axes=exact, sharding_after=layout,
                      note="GSPMD's raw output is all-reduce + dynamic-slice; backends combine them")
             return
-        cost = C.all_reduce_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+        cost = self.charge(full, (1,) * rank, 1, ("all-reduce", axes, n), C.all_reduce_cost, axes,
+                           group_size=n) if axes else 0.0
         self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[sorted(all_devs)],
                  bytes_per_device=full, bytes_sent=full, input_bytes=full, output_bytes=full,
                  input_shape=self.dims, output_shape=self.dims, cost=cost, cost_bytes=full, group_size=n,
@@ -695,7 +859,8 @@ class _Builder:
             src_shape = src.tile_shape(self.dims) if src.tiled_rank == len(self.dims) else self.dims
             in_b = self.nbytes(src_shape)
             n = int(src.num_tiles)
-            cost = C.all_gather_cost(self.mesh, full, axes, group_size=n) if axes else 0.0
+            cost = self.charge(full, (1,) * len(self.dims), 1, ("all-gather", axes, n), C.all_gather_cost,
+                               axes, group_size=n) if axes else 0.0
             self.add(kind="all-gather", dims=tuple(d for d, t in enumerate(src.tile_dims) if t > 1),
                      mesh_axes=axes, replica_groups=[], bytes_per_device=max(full - in_b, 0),
                      bytes_sent=in_b * (n - 1), input_bytes=in_b, output_bytes=full,
@@ -703,7 +868,8 @@ class _Builder:
                      group_size=n, exact_mesh_axes=False, sharding_after=HloSharding.replicated(),
                      note="conservative (sharding does not map onto the mesh)")
         elif src.kind == "maximal":
-            cost = C.all_reduce_cost(self.mesh, full, axes) if axes else 0.0
+            cost = self.charge(full, (1,) * len(self.dims), 1, ("all-reduce", axes, None), C.all_reduce_cost,
+                               axes) if axes else 0.0
             self.add(kind="all-reduce", dims=(), mesh_axes=axes, replica_groups=[], bytes_per_device=full,
                      input_bytes=full, output_bytes=full, input_shape=self.dims, output_shape=self.dims,
                      cost=cost, cost_bytes=full, group_size=int(np.asarray(self.mesh.device_ids).size),
@@ -848,6 +1014,7 @@ def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
     yield from rec(0, total)
 
 
+@_memo
 def _slice_replication(src: _Layout, slices: Sequence[int]) -> _Layout:
     """The layout after each device slices the minor part of its replica index into ``slices``."""
     devs = src.devs
@@ -882,14 +1049,18 @@ def plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> Reshar
     return _plan(shape, src, dst, mesh, True)
 
 
-def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool) -> ReshardPlan:
-    """:func:`plan`; ``describe=False`` skips building ``sharding_after`` (cost-only callers)."""
+def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe: bool,
+          builders: list | None = None) -> ReshardPlan:
+    """:func:`plan`; ``describe=False``: only ``total_cost`` (cost-only callers: no steps, notes or
+    memory figures); ``builders``: the per-leaf planners are appended to it (their ``recipe`` and
+    ``even``)."""
     shape = _as_shape(shape)
     leaves = shape.leaves() if shape.is_tuple else [shape]
     steps: list[ReshardStep] = []
     notes: list[str] = []
     conservative = False
     before = peak = after = 0
+    costs: list[float] = []
     for i, leaf in enumerate(leaves):
         s = src.leaf(i) if src.is_tuple else src
         d = dst.leaf(i) if dst.is_tuple else dst
@@ -898,18 +1069,25 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
                 raise InputError(f"{what} sharding {sh} has {sh.tiled_rank} tiled dims but {leaf} has "
                                  f"rank {leaf.rank}")
         b = _Builder(leaf, mesh, i, describe)
-        leaf_before = _bytes(leaf, s)
-        leaf_after = _bytes(leaf, d)
-        if s.kind == "unknown" or d.kind == "unknown":
-            b.notes.append("an {unknown} sharding is not resharded (cost 0)")
-            leaf_after = leaf_before
-        else:
+        if builders is not None:
+            builders.append(b)
+        unknown = s.kind == "unknown" or d.kind == "unknown"
+        if not unknown:
             try:
                 b.run_any(s, d)
             except _Unsupported as exc:
                 b.steps.clear()
+                b.costs.clear()
+                b.recipe.clear()
                 b.conservative(s, d, str(exc))
                 conservative = True
+        costs.extend(b.costs)
+        if not describe:
+            continue
+        leaf_before = _bytes(leaf, s)
+        leaf_after = leaf_before if unknown else _bytes(leaf, d)
+        if unknown:
+            b.notes.append("an {unknown} sharding is not resharded (cost 0)")
         if any(not st.exact_mesh_axes for st in b.steps if st.kind != "dynamic-slice") and not conservative:
             b.notes.append("some replica groups do not span whole mesh axes (a sub-axis or a device order the "
                            "mesh does not have): costed with that axis' alpha/beta and n = group size")
@@ -920,7 +1098,7 @@ def _plan(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh, describe
         steps.extend(b.steps)
         prefix = f"leaf {i}: " if len(leaves) > 1 else ""
         notes.extend(prefix + n for n in b.notes)
-    total = round(float(sum(st.cost for st in steps)), 6)  # no 0.00099999999 float noise
+    total = round(float(sum(costs)), 6)  # no 0.00099999999 float noise
     return ReshardPlan(shape=shape, src=src, dst=dst, steps=steps, total_cost=total,
                        memory_before=before, memory_peak=peak, memory_after=after,
                        conservative=conservative, notes=notes)
@@ -942,8 +1120,24 @@ def _mesh_key(mesh) -> tuple:
             tuple(float(a) for a in mesh.alpha), tuple(float(b) for b in mesh.beta))
 
 
+def _mesh_token(mesh) -> int:
+    """A small int standing for the mesh's shape, device ids, alpha and beta (equal meshes get the
+    same token), remembered per mesh object so that cache keys hash cheaply."""
+    memo = _mesh_memo(mesh)
+    hit = memo.get("token")
+    if hit is not None and hit[0] is mesh.alpha and hit[1] is mesh.beta:
+        return hit[2]
+    token = _MESH_TOKENS.setdefault(_mesh_key(mesh), len(_MESH_TOKENS))
+    memo["token"] = (mesh.alpha, mesh.beta, token)
+    return token
+
+
+_MESH_TOKENS: dict[tuple, int] = {}
 _COST_CACHE: dict[tuple, float] = {}
 _CACHE_LIMIT = 1 << 16
+#: (dims' gcds with the device count, src, dst, mesh) -> the recipe of an even plan, or None when the
+#: plan pads somewhere (then every shape of that key is planned in full; see :func:`_planned_cost`)
+_RECIPE_CACHE: dict[tuple, list | None] = {}
 
 
 def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
@@ -951,30 +1145,93 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
 
     Equal shardings cost 0 without planning. The cache keys on the shape's type and dims, the semantic
     sharding (metadata ignored) and the mesh's shape, device ids, alpha and beta; it holds up to 65,536
-    entries (cleared when full). Raises InputError as :func:`plan`.
+    entries (cleared when full). Array shapes whose dims share their gcd with the device count reuse
+    one plan, re-priced for their bytes (:func:`_planned_cost`; the same figure as planning them).
+    Raises InputError as :func:`plan`.
     """
     if src == dst:
         return 0.0
     shape = _as_shape(shape)
     skey = (shape.element_type, shape.dims) if not shape.is_tuple else str(shape.without_layout())
-    try:
-        mkey = hash(mesh) and mesh  # DeviceMesh hashes on shape, ids, alpha, beta
-    except TypeError:
-        mkey = _mesh_key(mesh)
+    mkey = _mesh_token(mesh)
     key = (skey, src, dst, mkey)
     hit = _COST_CACHE.get(key)
     if hit is not None:
         return hit
-    value = _plan(shape, src, dst, mesh, False).total_cost
+    value = _planned_cost(shape, src, dst, mesh, mkey)
     if len(_COST_CACHE) >= _CACHE_LIMIT:
         _COST_CACHE.clear()
     _COST_CACHE[key] = value
     return value
 
 
+def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) -> float:
+    """``_plan(shape, src, dst, mesh).total_cost``, planning once per (per-dim gcd with the device
+    count N, src, dst, mesh) for arrays.
+
+    Why that is the same figure: the planner's choices depend on the layouts alone, except where a tile
+    count does not divide its dim (padding: re-pad permutes); every tile count divides N, so when all
+    the counts a plan looks at divide the dims (``_Builder.even``), they divide the dims of every shape
+    with the same ``gcd(dim, N)``, which therefore get the same steps. Each step's cost is then its cost
+    function applied to the bytes of ``dims / tiles`` (times a multiplier), which :func:`_replay`
+    recomputes, with the same rounding and summation order as the plan. The recipe is checked against
+    the plan it was recorded from before it is kept."""
+    if shape.is_tuple:
+        return _plan(shape, src, dst, mesh, False).total_cost
+    dims = tuple(int(d) for d in shape.dims)
+    n = _mesh_memo(mesh).get("devices")
+    if n is None:
+        n = _mesh_memo(mesh)["devices"] = int(np.asarray(mesh.device_ids).size)
+    rkey = (tuple(math.gcd(d, n) for d in dims), src, dst, mkey)
+    if rkey in _RECIPE_CACHE:
+        recipe = _RECIPE_CACHE[rkey]
+        if recipe is not None:
+            return _replay(recipe, shape.element_type, dims)
+        return _plan(shape, src, dst, mesh, False).total_cost
+    builders: list = []
+    value = _plan(shape, src, dst, mesh, False, builders).total_cost
+    b = builders[0]
+    recipe = b.recipe if b.even and _replay(b.recipe, shape.element_type, dims) == value else None
+    if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
+        _RECIPE_CACHE.clear()
+    _RECIPE_CACHE[rkey] = recipe
+    return value
+
+
+def _replay(recipe: list, element_type: str, dims: Sequence[int]) -> float:
+    """A plan's ``total_cost`` from its recipe (``_Builder.charge``) for a tensor of ``dims``: each
+    step's cost function on ``tile_bytes(dims / tiles) * multiplier``, rounded to 1e-6 as
+    ``_Builder.add`` rounds it, summed in step order and rounded as :func:`_plan` does."""
+    total = 0
+    for priced, tiles, mult in recipe:
+        nbytes = tile_bytes(element_type, [d // t for d, t in zip(dims, tiles)]) * mult
+        total += round(float(priced(nbytes)), 6)
+    return round(float(total), 6)
+
+
+class _Priced:
+    """``fn(mesh, nbytes, *args, **kw)`` (a collective's cost) for one mesh, remembered per byte count
+    (the same float the call returns)."""
+
+    __slots__ = ("mesh", "fn", "args", "kw", "values")
+
+    def __init__(self, mesh, fn, args: tuple, kw: dict):
+        self.mesh, self.fn, self.args, self.kw, self.values = mesh, fn, args, kw, {}
+
+    def __call__(self, nbytes: int) -> float:
+        hit = self.values.get(nbytes)
+        if hit is None:
+            hit = self.values[nbytes] = self.fn(self.mesh, nbytes, *self.args, **self.kw)
+        return hit
+
+
 def clear_cache() -> None:
-    """Forget every cached :func:`resharding_cost`."""
+    """Forget every cached :func:`resharding_cost` (and the plans reused across shapes)."""
     _COST_CACHE.clear()
+    _RECIPE_CACHE.clear()
+    _LAYOUT_MEMO.clear()
+    _MESH_MEMO.clear()
+    _MESH_TOKENS.clear()
 
 
 # ------------------------------------------------------------------------------------------------

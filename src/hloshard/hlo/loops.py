@@ -5,7 +5,7 @@
 1. XLA's ``known_trip_count`` backend config (``backend_config={"known_trip_count":{"n":"5"}}``, what
    XLA's ``WhileLoopTripCountAnnotator`` writes): exact.
 2. Otherwise the induction variable: the condition's root is ``compare(x, y)`` (through ``convert`` /
-   ``copy`` / ``bitcast``) with one side ``get-tuple-element(parameter, k)`` -- the induction variable
+   ``copy`` / ``bitcast`` / ``reshape`` and ``Sharding`` custom-calls) with one side ``get-tuple-element(parameter, k)`` -- the induction variable
    -- and the other a scalar integer constant, or a loop-invariant tuple element (passed through the
    body unchanged) whose init is a constant.  The init is the constant at tuple index ``k`` of the
    while's operand (a ``tuple`` instruction); the step is the body root's element ``k``:
@@ -63,7 +63,11 @@ def called(instr, key: str, index: int = 0):
 
 
 def _strip(instr):
-    while instr is not None and instr.opcode in _PASS and len(instr.operands) == 1:
+    """Through value-preserving single-operand ops (``_PASS``, and ``Sharding`` custom-calls: a layout
+    annotation, e.g. ``jax.lax.with_sharding_constraint`` or a solved module's loop-state pin)."""
+    while instr is not None and len(instr.operands) == 1 and (
+            instr.opcode in _PASS or (instr.opcode == "custom-call" and
+                                      str(instr.attrs.get("custom_call_target", "")).strip('"') == "Sharding")):
         instr = instr.operands[0]
     return instr
 

@@ -15,13 +15,18 @@ Pipeline (all phases share the budget ``time_limit``):
 4. a proven lower bound: :func:`~hloshard.solver.bounds.lower_bound` (dual ascent on the
    reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
    rounded solution, repaired and improved by local search, is one more candidate;
+   then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
+   solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
+   from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
+   the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
+   contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
    (its bound is used when higher);
-6. large-neighbourhood search: CP-SAT on subgraphs (breadth-first balls around random nodes, or the
-   nodes live at a tight liveness point) while the budget lasts.
+6. large-neighbourhood search: CP-SAT on subgraphs while the budget lasts; the neighbourhood kinds
+   (:data:`KINDS`: breadth-first balls, the nodes live at a tight liveness point, memory exchanges
+   around a node held back by memory) are drawn in proportion to their success so far.
 
-Steps 5 and 6 are skipped once the objective is proven within ``GAP_LIMIT`` (0.01%) of the bound (on
-the 3-layer transformer sample CP-SAT did not close the last 0.0098% in 30 s).
+Steps 5 and 6 are skipped once the objective is proven within ``GAP_LIMIT`` (0.01%) of the bound.
 
 **Budgets.**  By default every phase is limited by wall-clock shares of ``time_limit`` (the result can
 then depend on the machine's load).  With ``deterministic=True`` no decision reads the clock: each
@@ -47,7 +52,8 @@ import numpy as np
 from ..costgraph import Problem, evaluate
 from . import cpsat
 from .bounds import lower_bound
-from .heuristic import LocalSearch, bfs_order, lagrangian_search, repair_memory
+from .heuristic import LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
+from .lp import lp_bound
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
 
@@ -60,6 +66,8 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
+LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
+DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 
 
@@ -224,6 +232,25 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         o = best_obj + red.offset
         return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
 
+    # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
+    # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
+    # optimum that fits in memory is an optimal solution
+    if model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+        t_lp = time.monotonic()
+        # deterministic mode: GLOP's deterministic time decides; the wall clock only as the safety net
+        lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
+        lb, lpos = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+        stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
+        if lb is not None:
+            bound = max(bound, lb)
+            _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+        if lpos is not None and ls.feasible(lpos):
+            o = ls.objective(lpos)
+            if best_obj is None or o < best_obj:
+                best, best_obj = lpos, o
+                ls.set_solution(best)
+                _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
+
     # 5. CP-SAT on the whole reduced problem
     cp_status = "unknown"
     remaining = deadline - time.monotonic()
@@ -310,21 +337,41 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> 
     return max(best, trivial), decoded
 
 
-def _neighbourhood(red, ls, rng, size):
-    """LNS neighbourhood (reduced node ids): a breadth-first ball around a random node, or -- when
-    memory binds -- the nodes live at a tight liveness point plus their graph neighbours (so that
-    memory can be traded between the nodes that compete for it)."""
+KINDS = ("ball", "tight", "exchange")  # LNS neighbourhood kinds (see _neighbourhood)
+
+
+def _neighbourhood(red, ls, rng, size, kind="ball"):
+    """LNS neighbourhood (reduced node ids) of one of :data:`KINDS`:
+
+    * ``ball``: a breadth-first ball around a random node;
+    * ``tight``: the nodes live at one of the tightest liveness points plus their graph neighbours
+      (so that memory can be traded between the nodes that compete for it);
+    * ``exchange``: a node held back by memory -- at a local optimum of the memory-aware local
+      search, a node whose best strategy given its neighbours (its *regret*: the cost it would save)
+      does not fit -- drawn with probability proportional to its regret, together with the nodes
+      that could give up memory where its move does not fit (at the point of largest shortfall:
+      the lowest cost increase per byte freed, as in :func:`~hloshard.solver.heuristic.repair_memory`)
+      and their graph neighbours: the exchange the move needs, in one subproblem.
+
+    Without a memory model every kind is a ball; an ``exchange`` without any held-back node is
+    ``tight``."""
     n = red.num_nodes
     nbrs = ls.nbrs
     mem = red.memory
-    if mem is not None and mem.num_points and rng.random() < 0.6:
+    has_mem = mem is not None and mem.num_points
+    start = None
+    if has_mem and kind == "exchange":
+        start = _exchange_seeds(ls, rng, size)
+        if start is None:
+            kind = "tight"
+    if start is None and has_mem and kind == "tight":
         slack = mem.caps - ls.load
         tight = np.argsort(slack, kind="stable")[:max(1, min(len(slack), 8))]
         p = int(tight[rng.integers(len(tight))])
         start = mem.nodes_at(p).tolist()
         rng.shuffle(start)
         start = start[:max(1, size // 2)]
-    else:
+    if start is None:
         start = [int(rng.integers(n))]
     seen = set(start)
     order = list(start)
@@ -345,6 +392,42 @@ def _neighbourhood(red, ls, rng, size):
     return np.array(sorted(order), dtype=np.int64)
 
 
+def _exchange_seeds(ls, rng, size):
+    """Seeds of an ``exchange`` neighbourhood (see :func:`_neighbourhood`): ``[held-back node,
+    memory givers...]`` (at most ``size // 2``), or None when no node is held back by memory."""
+    n = ls.n
+    regret = np.zeros(n)
+    alt = np.zeros(n, dtype=np.int64)
+    for i in np.nonzero(ls.has_mem)[0].tolist():
+        if len(ls.costs[i]) < 2:
+            continue
+        c = ls.local_cost(i)
+        k = int(np.argmin(c))
+        r = float(c[ls.s[i]] - c[k])
+        if r > 0:
+            regret[i], alt[i] = r, k
+    total = regret.sum()
+    if total <= 0:
+        return None
+    i = int(rng.choice(n, p=regret / total))
+    lo, hi, offs, lens, U = ls.prof[i]
+    need = np.repeat(U[alt[i]] - U[ls.s[i]], lens) - (ls.caps[lo:hi] - ls.load[lo:hi])
+    p = lo + int(np.argmax(need))
+    short = float(max(need.max(), 1))
+    givers = []
+    for j in ls.mem.nodes_at(p).tolist():
+        if j == i:
+            continue
+        ratio, _ = give_ratio(ls, j, p, short)
+        if ratio is None:
+            continue
+        best = float(ratio.min())
+        if np.isfinite(best):
+            givers.append((best * rng.uniform(0.5, 1.5), j))
+    givers.sort()
+    return [i] + [j for _, j in givers[:max(0, size // 2 - 1)]]
+
+
 def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, progress, t0, stats,
          sub_time=2.0, det_budget=0.0):
     """Large-neighbourhood search with CP-SAT on subgraphs; returns (best, best_obj).
@@ -358,6 +441,10 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
     size = min(n, 60)
     rounds = improved = 0
     ls.set_solution(best)
+    # neighbourhood kinds chosen in proportion to their success so far ((improvements + 1) /
+    # (tries + 1): every kind starts equal, none is ever excluded)
+    tries = {k: 0 for k in KINDS}
+    wins = {k: 0 for k in KINDS}
     while True:
         remaining = deadline - time.monotonic()
         if (deterministic and used >= det_budget) or (not deterministic and remaining < 0.3 + overhead):
@@ -366,7 +453,10 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
             break
         rounds += 1
         round_start = time.monotonic()
-        subset = _neighbourhood(red, ls, rng, size)
+        score = np.array([(wins[k] + 1.0) / (tries[k] + 1.0) for k in KINDS])
+        kind = KINDS[int(rng.choice(len(KINDS), p=score / score.sum()))]
+        tries[kind] += 1
+        subset = _neighbourhood(red, ls, rng, size, kind)
         mdl = cpsat.build_model(red, subset=subset, current=best)
         sub_limit = max(0.05, min(remaining - 0.2 - overhead, sub_time))
         res = cpsat.solve(mdl, sub_limit if not deterministic else remaining - 0.2, workers=1,
@@ -383,6 +473,7 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
                     best, best_obj = cand, o
                     ls.set_solution(best)
                     improved += 1
+                    wins[kind] += 1
                     _emit(progress, phase="lns", objective=best_obj + red.offset, elapsed=time.monotonic() - t0)
         # adapt the neighbourhood size: grow when solved to optimality quickly, shrink otherwise
         quick = (res.deterministic_time < 0.25 * sub_time) if deterministic else (res.wall < 0.5 * sub_limit)
@@ -390,5 +481,6 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
             size = min(n, int(size * 1.15) + 1)
         elif res.status != "optimal":
             size = max(10, int(size * 0.85))
-    stats["lns"] = {"rounds": rounds, "improved": improved, "final_size": size}
+    stats["lns"] = {"rounds": rounds, "improved": improved, "final_size": size,
+                    "kinds": {k: [wins[k], tries[k]] for k in KINDS}}
     return best, best_obj

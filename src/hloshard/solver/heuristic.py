@@ -319,6 +319,25 @@ class MinSum:
         return s
 
 
+def give_ratio(ls: "LocalSearch", i: int, p: int, need: float):
+    """``(ratio, freed)`` per strategy of node ``i`` for freeing memory at memory point ``p``:
+    ``freed`` the bytes it frees there against the current strategy, ``ratio`` its cost increase
+    (given the neighbours, plus 1) per byte freed (clamped to ``[1, need]``: freeing more than is
+    needed earns nothing), inf where it frees nothing or is forbidden; ``(None, None)`` when no
+    strategy uses less there.  ``need >= 1``."""
+    lo, _, offs, _, U = ls.prof[i]
+    q = int(np.searchsorted(offs, p - lo, side="right")) - 1
+    u = U[:, q]
+    cur = ls.s[i]
+    lower = u < u[cur]
+    if not lower.any():
+        return None, None
+    c = ls.local_cost(i)
+    dc = np.maximum(c - c[cur], 0).astype(np.float64)
+    du = (u[cur] - u).astype(np.float64)
+    return np.where(lower & (c < INF), (dc + 1.0) / np.clip(du, 1.0, need), np.inf), du
+
+
 def repair_memory(ls: "LocalSearch", deadline: float = float("inf"), batch: int = 1):
     """Make ``ls.s`` memory-feasible by lowering usages greedily: at the most violated point, the
     changes with the smallest cost increase per byte saved there, in that order (``batch`` of them
@@ -332,22 +351,11 @@ def repair_memory(ls: "LocalSearch", deadline: float = float("inf"), batch: int 
         p = int(np.argmax(excess))
         if excess[p] <= 0 or time.monotonic() > deadline:
             return
-        at_p: dict = {}
-        for i in mem.nodes_at(p).tolist():
-            lo, hi, offs, _, U = ls.prof[i]
-            q = int(np.searchsorted(offs, p - lo, side="right")) - 1
-            at_p[i] = U[:, q]
         moves = []
-        for i, u in at_p.items():
-            cur = ls.s[i]
-            lower = u < u[cur]
-            if not lower.any():
+        for i in mem.nodes_at(p).tolist():
+            ratio, du = give_ratio(ls, i, p, float(excess[p]))
+            if ratio is None:
                 continue
-            c = ls.local_cost(i)
-            dc = np.maximum(c - c[cur], 0).astype(np.float64)
-            du = (u[cur] - u).astype(np.float64)
-            ratio = np.where(lower & (c < INF), (dc + 1.0) / np.minimum(np.maximum(du, 1.0), float(excess[p])),
-                             np.inf)
             a = int(np.argmin(ratio))
             if np.isfinite(ratio[a]):
                 moves.append((ratio[a], i, a, du[a]))

@@ -38,8 +38,9 @@ synchronous op, on ``*-start`` / ``async-start`` for async pairs (``*-done``, ``
 
 Strategies outside manual regions (consistent with XLA's SPMD partitioner, so the output compiles):
 
-* a cross-replica all-reduce (no ``channel_id``) of one array is elementwise: it follows its operand
-  (output and operand share the layout; bytes per device under that layout);
+* a cross-replica all-reduce (no ``channel_id``) of one array and a collective-permute of one array
+  are elementwise (:func:`partitioned_elementwise`): output and operand share the layout, bytes per
+  device under that layout (a pinned operand is resharded to the result's layout on the edge);
 * every other form (channel all-reduce, all-gather, reduce-scatter, all-to-all, variadic, async) is
   replicated: XLA partitions it by replicating its operands (its ``DefaultAction``), so the operands
   are required replicated and every result element is replicated, element by element for tuples
@@ -327,24 +328,49 @@ def charge_manual_collective(instr, group, ctx) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
+def partitioned_elementwise(instr) -> bool:
+    """XLA's partitioner treats ``instr`` like an elementwise op (the operand resharded to the result's
+    layout, the collective run on the tiles): a cross-replica all-reduce of one array
+    (``HandleAllReduce``: ``IsCrossReplicaAllReduce() && operand_count() == 1``) and a collective-permute
+    of one array (measured, jaxlib 0.10.2: ``f32[64,32]`` tiled ``[2,4]`` permuted over pairs keeps the
+    ``f32[32,8]`` tile and sends 1024 bytes; tests/test_handlers_collectives.py)."""
+    if not is_array(instr.shape) or len(instr.operands) != 1:
+        return False
+    if instr.opcode == "all-reduce":
+        return _is_cross_replica(instr)
+    return instr.opcode == "collective-permute" and "slice_sizes" not in instr.attrs
+
+
 @register(*SHAPE_PRESERVING)
 def handle_shape_preserving(instr, ctx):
-    """A cross-replica all-reduce of one array follows its operand; everything else is replicated."""
-    if instr.opcode != "all-reduce" or not _is_cross_replica(instr) or not is_array(instr.shape) \
-            or len(instr.operands) != 1:
+    """:func:`partitioned_elementwise` collectives keep the layout (every layout when the operand's is
+    pinned, else the operand's layouts); everything else is replicated (:func:`handle_other`)."""
+    from .base import is_mesh_spec
+    from .elementwise import free_group
+
+    if not partitioned_elementwise(instr):
         return handle_other(instr, ctx)
     r = ctx.resolve(instr.operands[0], 0)
-    if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
+    if not isinstance(r, tuple):
         return handle_other(instr, ctx)
+
+    def priced(spec):
+        if not is_mesh_spec(spec):
+            spec = replicated_spec(len(instr.shape.dims))
+        cost, cols = existing_collective(instr, ctx, in_specs=(spec,), out_spec=spec)
+        return spec, cost, cols
+
+    if len(r[0].strategies) <= 1:
+        # the operand's layout is pinned: XLA reshards it to whatever layout the result is given
+        g = free_group(instr, ctx, lambda spec: (spec,), flops_per_element=0.0)
+        for st in g.strategies:
+            _, st.comm, st.collectives = priced(st.out)
+        return g
 
     cols_by_spec: dict = {}
 
     def transform(spec):
-        from .base import is_mesh_spec
-
-        if not is_mesh_spec(spec):
-            spec = replicated_spec(len(instr.shape.dims))
-        cost, cols_by_spec[spec] = existing_collective(instr, ctx, in_specs=(spec,), out_spec=spec)
+        spec, cost, cols_by_spec[spec] = priced(spec)
         return spec, (spec,), cost
 
     g = follow_group(instr, ctx, 0, transform, flops_per_element=1.0)

@@ -8,6 +8,18 @@
   ``known_trip_count`` backend config, else the induction variable's init, step and bound, else a
   guess of 100 iterations that ``solve`` and ``cost`` report as a warning).  The execution counts
   themselves are assigned by the graph builder (:func:`hloshard.hlo.loops.execution_counts`).
+  Exception, a loop invariant (an element the body passes through unchanged,
+  :func:`hloshard.hlo.loops.invariant_elements`) of a while without a sharding of its own (what
+  ``solve`` writes for such loops, ``autoshard.apply``): the leaf is not a node but the init's leaf
+  itself, so the body reads it in the init's layout and every body user that needs another layout
+  pays the resharding once per trip.  This is what XLA realizes: on the way in through StableHLO (jax,
+  the oracle, ``--xla``) the while canonicalization of the HLO -> StableHLO import turns such elements
+  into values captured from outside the loop, the body parameter's sharding goes with them, and the
+  SPMD partitioner reshards the captured value at its users inside the body on every iteration (raw
+  after-spmd-partitioning HLO of jaxlib 0.10.2: an all-to-all of the whole f32[4,64,256] element per
+  trip on the body's dynamic-slice, not one at the loop entry; tests/test_handlers_control_flow.py).
+  A copy of the init in the loop's layout before the loop moves that resharding out of the loop (the
+  ``pin`` case of the same test); the solver reaches it by laying out the init's producer.
 * call: the computation's parameters alias the call operands, the call's leaves alias the
   computation root: the callee is laid out as if inlined.
 * conditional: each branch's parameter aliases its operand; one node per output leaf (every layout)
@@ -18,7 +30,7 @@ from __future__ import annotations
 
 from ..hlo import loops
 from ..hlo.loops import DEFAULT_TRIP_COUNT, called  # noqa: F401  (re-exported)
-from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_shapes, spec_name
+from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_range, leaf_shapes, spec_name
 from .registry import register
 
 def trip_count(instr) -> int:
@@ -41,6 +53,45 @@ def _leaf_node(instr, shape, sources, weights, ctx) -> StrategyGroup:
                          leaf_shapes=(shape,))
 
 
+def _captured(instr, ctx) -> tuple[set, set]:
+    """(element indices, flat leaf indices) of the loop state of ``instr`` that XLA captures from
+    outside the loop: its loop invariants when the while gets no sharding of its own (not user-fixed;
+    ``autoshard.apply`` writes none then)."""
+    if instr in ctx.fixed or not instr.shape.is_tuple:
+        return set(), set()
+    elements = set(loops.invariant_elements(instr))
+    return elements, {l for k in elements for l in leaf_range(instr.shape, k)}
+
+
+def _release_captured(comp, init, elements, leaves, ctx) -> None:
+    """Written shardings that do not reach XLA for a captured element: a ``get-tuple-element`` of the
+    body / condition parameter reading it is the captured value itself in StableHLO (the parameter
+    becomes block arguments), and the body root's element is dropped with the loop operand.  The
+    first are not held fixed; the root's element is held to the init's layout when that is known
+    (otherwise its written layout would be charged a resharding XLA does not do).  XLA reshards at
+    the element's users instead (measured, tests/test_handlers_control_flow.py)."""
+    from ..hlo.sharding import HloSharding
+
+    for p in comp.parameters:
+        for u in p.users:
+            if u.opcode == "get-tuple-element" and u.attrs.get("index") is not None and \
+                    int(str(u.attrs.get("index"))) in elements:
+                ctx.fixed.pop(u, None)
+    root = comp.root
+    sh = ctx.fixed.get(root)
+    shapes = leaf_shapes(root.shape)
+    if sh is None or not sh.is_tuple or len(sh.tuple_elements) != len(shapes) or not leaves:
+        return
+    elems = list(sh.tuple_elements)
+    for l in leaves:
+        r = ctx.resolve(init, l)
+        if r is TOKEN or len(r[0].strategies) != 1:
+            continue
+        st = r[0].strategies[0]
+        elems[l] = ctx.minfo.to_sharding(st.out if r[1] is None else st.out[r[1]], len(shapes[l].dims))
+    ctx.fixed[root] = HloSharding.tuple(elems)
+
+
 @register("while")
 def handle_while(instr, ctx):
     body = called(instr, "body", 0)
@@ -48,10 +99,14 @@ def handle_while(instr, ctx):
     init = instr.operands[0]
     trips = trip_count(instr)
     shapes = leaf_shapes(instr.shape)
+    elements, captured = _captured(instr, ctx)
     children = []
     for l, s in enumerate(shapes):
         if not is_array(s):
             children.append(TOKEN)
+            continue
+        if l in captured:   # the init's value itself, in the init's layout, inside and after the loop
+            children.append(LeafRef(init, l))
             continue
         children.append(_leaf_node(instr, s, [LeafRef(init, l), LeafRef(body.root, l)], [1.0, float(trips)], ctx))
     group = TupleGroup(instr, children)
@@ -67,6 +122,8 @@ def handle_while(instr, ctx):
             continue
         for p in comp.parameters:
             ctx.set_group(p, _alias_all(p, instr))
+        if elements:
+            _release_captured(comp, init, elements, captured if comp is body else set(), ctx)
         ctx.visit(comp, w)
     return group
 

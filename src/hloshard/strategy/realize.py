@@ -13,10 +13,24 @@ solved ``mlp_train_step`` moves 0.84 MB unpinned and 0.17 MB pinned (GSPMD's pla
 pinned module's ``hloshard cost`` equals the solver's own objective; the solved MaxText step of the
 corpus (8 devices) moves 2,628.7 MB unpinned (as GSPMD's plan) and 2,488.9 MB pinned, and compiles.
 
+The same holds for a ``while`` body's reads of its loop state: on the way into XLA through StableHLO
+(jax, the oracle, ``--xla``) the body parameter becomes block arguments and each ``get-tuple-element`` of
+it disappears, its written sharding with it; GSPMD's propagation then gives the recreated one the
+layout of whichever user it reaches first.  On ``samples/scan_mlp_train_step`` solved with the operand
+pins it took the layout of a pin copy (f32[64,256] split on dim 1 instead of the plan's dim 0), so XLA
+resharded the carried value and back on every trip (all-to-alls on ``dot_general.9`` and the body root,
+64 KiB + 64 KiB over 4 trips) and the pin did nothing.  :func:`insert_loop_state_pins` puts a
+``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` writes; GSPMD keeps it and the
+partitioner drops it, no data moved) with the planned layout after each such read, so the body reads the
+loop state as planned: measured, the solved module's XLA bytes then equal hloshard's prediction
+(640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
+loop (:mod:`hloshard.strategy.control_flow`) are left alone: their reads are the init's value.
+
 Public API (for the apply step)::
 
     operand_pins(nodes, choice, ctx) -> list[Pin]     # which operand edges to pin, with which layout
     insert_pins(pins) -> int                          # add the copies to the IR (returns how many)
+    insert_loop_state_pins(whiles) -> int             # Sharding custom-calls after loop-state reads
 """
 
 from __future__ import annotations
@@ -101,3 +115,45 @@ def _first_user(comp, op, default):
         if id(instr) in users:
             return instr
     return default
+
+
+def insert_loop_state_pins(whiles) -> int:
+    """After each ``get-tuple-element`` of a ``while`` body's parameter that carries a sharding, reads
+    a non-scalar array element that is not a captured loop invariant (:func:`hloshard.hlo.loops.invariant_elements`
+    of a while written without a sharding) and has users besides the body root, insert
+    ``NAME.sh = custom-call(NAME), custom_call_target="Sharding", sharding=<its sharding>`` and make those
+    users read it.  ``whiles``: the ``while`` instructions whose shardings are written (the IR after the
+    apply step).  Returns the custom-calls added.  Deterministic (the given order, then text order)."""
+    from ..hlo.ir import Instruction
+    from ..hlo.loops import called, invariant_elements
+
+    count = 0
+    for w in whiles:
+        body = called(w, "body", 0)
+        if body is None or not body.parameters or not w.shape.is_tuple:
+            continue
+        captured = set(invariant_elements(w)) if w.sharding is None else set()
+        param = body.parameters[0]
+        names = {i.name for i in body.instructions}
+        for g in [i for i in body.instructions if i.opcode == "get-tuple-element" and i.operands
+                  and i.operands[0] is param]:
+            index = g.attrs.get("index")
+            if g.sharding is None or not is_array(g.shape) or not g.shape.dims or index is None or \
+                    int(str(index)) in captured:   # a scalar (the induction variable) stays replicated
+                continue
+            users = [u for u in g.users if u is not body.root]
+            if not users:
+                continue
+            name = g.name + ".sh"
+            k = 1
+            while name in names:
+                k += 1
+                name = f"{g.name}.sh{k}"
+            names.add(name)
+            cc = Instruction(name, "custom-call", g.shape, [g], attrs={"custom_call_target": "Sharding"})
+            cc.sharding = g.sharding
+            body.add_instruction(cc, before=_first_user(body, g, users[0]))
+            for u in users:
+                u.set_operands([cc if o is g else o for o in u.operands])
+            count += 1
+    return count

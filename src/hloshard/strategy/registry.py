@@ -235,6 +235,10 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
 #: keeps the contracting split its operands share); registered by handler modules
 PREFERRED: dict[str, Callable] = {}
 
+#: opcode -> fn(instr) -> True when XLA never sees ``instr``'s written sharding, so that it pins nothing
+#: (the users read the aliased value's own layout); registered by handler modules (tuple_ops)
+DROPPED_ANNOTATION: dict[str, Callable] = {}
+
 #: opcodes XLA partitions with their operands' layouts and then reshards the result to the written
 #: layout (measured: dot, convolution, slice); other ops reshard their operands to the written layout
 #: (e.g. sort, elementwise ops)
@@ -405,7 +409,8 @@ def build_group(instr, ctx: BuildContext):
         group = fn(instr, ctx) if fn is not None else None
         if group is None:
             group = replicated_group(instr, ctx)
-        if instr in ctx.fixed:
+        dropped = DROPPED_ANNOTATION.get(instr.opcode)
+        if instr in ctx.fixed and not (dropped is not None and dropped(instr)):
             group = apply_fixed(group, instr, ctx)
         _free_rematerialized(group, instr, ctx)
     _check_nonempty(group, instr, ctx)
@@ -416,7 +421,11 @@ def build_group(instr, ctx: BuildContext):
 def rematerialized(op) -> bool:
     """A value XLA's partitioner rebuilds in whatever layout a user needs instead of resharding it: a
     broadcast of a scalar (measured: a broadcast of a scalar parameter or constant split on dim 1, used
-    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all)."""
+    split on dim 0, costs nothing; a broadcast of a vector is resharded with an all-to-all) and a
+    constant (measured: an ``f32[4,8]`` constant annotated ``[2,4]`` used replicated costs nothing, XLA
+    computes the user from the whole literal; tests/test_handlers_parameter.py)."""
+    if op.opcode == "constant" and is_array(op.shape):
+        return True
     return op.opcode == "broadcast" and len(op.operands) == 1 and is_array(op.operands[0].shape) \
         and not op.operands[0].shape.dims
 

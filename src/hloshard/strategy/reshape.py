@@ -8,12 +8,31 @@ is local and every collective the choice implies sits on the operand edge, coste
 planner.  This is the fix for XLA issue #12392 (``shared/seeds/000_*``): XLA derived the output from
 the operand and charged zero where an all-gather is required; here the operand edge of
 ``[2,4,1,1] -> reshape [2,1,1,4]+replicate`` costs the all-gather over mesh axis 1.
+
+XLA's order (SPMD partitioner, ``SpmdPartitioningVisitor::HandleReshape``; measured on jaxlib 0.10.2,
+tests/test_handlers_reshape.py): (1) the operand layout inferred back from the written output layout,
+when it keeps as many tiles as the output (no split dropped): the operand is resharded to it and the
+reshape is local; otherwise (2) the output layout inferred forward from the operand's layout, when
+every split carries over: the reshape is local in that layout and its *result* is resharded to the
+written one (e.g. ``f32[32,10,16]`` split 8 ways reshaped to ``[8,4,10,16]`` tiled ``[2,4,1,1]``: one
+all-to-all of the result, not an all-gather of the operand); otherwise (3) XLA's default: the operand
+replicated, the result sliced locally.  Candidates of kind (2) exist only for a written (fixed) output:
+when the output is free the solver reaches the same plan with the forward candidate and a resharding
+edge to the users.
+
+A ``bitcast`` that changes the shape is not a reshape for XLA's partitioner (it has no bitcast
+handler): its default action gathers the operand to replicated and slices the result locally, whatever
+the layouts (measured: ``f32[16,8,32]`` split 8 ways bitcast to ``f32[128,32]`` split 8 ways costs an
+all-gather of the operand).
 """
 
 from __future__ import annotations
 
-from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, spec_name
-from .registry import register, register_backward
+from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
+from .registry import PREFERRED, register, register_backward
+
+#: name prefix of the strategies that reshape locally in the forward layout and reshard the result
+FORWARD = "fwd:"
 
 _REQ_CACHE: dict = {}
 _FWD_CACHE: dict = {}
@@ -108,6 +127,59 @@ def forward_specs(instr, in_spec, ctx) -> list:
     return hit
 
 
+def _num_tiles(sharding) -> int:
+    """Tiles of a sharding over the tensor's dims (replication excluded; XLA's ``NumTiles``)."""
+    return sharding.num_tiles if sharding is not None and sharding.kind == "tiled" else 1
+
+
+def keeps_tiles(instr, out_spec, ctx) -> bool:
+    """Step (1) of the module docstring applies: the operand layout required by ``out_spec`` has as
+    many tiles as ``out_spec`` (no split of the output is dropped on the operand)."""
+    rank_in, rank_out = len(instr.operands[0].shape.dims), len(instr.shape.dims)
+    req = required_operand_spec(instr, out_spec, ctx)
+    try:
+        return _num_tiles(ctx.minfo.to_sharding(req, rank_in)) == _num_tiles(ctx.minfo.to_sharding(out_spec, rank_out))
+    except Exception:  # noqa: BLE001 - an inexpressible layout: treat as kept (no forward candidate)
+        return True
+
+
+def forward_resharded(instr, out_spec, operand_specs, ctx) -> list:
+    """Step (2) strategies for the written ``out_spec``: per operand layout whose splits all carry over
+    (forward layout ``F``), the reshape local in ``F`` and the result resharded ``F -> out_spec``
+    (``cost.reshard.plan``: its cost in ``comm``, its steps in ``collectives``)."""
+    from ..cost.reshard import plan
+
+    minfo = ctx.minfo
+    shape = instr.shape
+    rank = len(shape.dims)
+    extra = (None,) * (len(instr.operands) - 1)
+    out = []
+    for o in operand_specs:
+        fwd = forward_specs(instr, o, ctx)
+        if not fwd or fwd[0] == out_spec:
+            continue
+        try:
+            pl = plan(shape, minfo.to_sharding(fwd[0], rank), minfo.to_sharding(out_spec, rank), ctx.mesh)
+        except Exception:  # noqa: BLE001 - not plannable: no candidate
+            continue
+        st = elementwise_strategy(FORWARD + spec_name(out_spec), out_spec, (o,) + extra, shape, minfo, 0.0)
+        st.comm = float(pl.total_cost)
+        st.collectives = tuple(pl.predicted_collectives())
+        out.append(st)
+    return out
+
+
+def _prefer_direct(instr, actual, keep):
+    """With the operand's layout known and no step-(2) candidate requiring exactly it, XLA does not
+    reshape in another forward layout: keep the strategies that reshard the operand (steps 1 and 3)."""
+    direct = [st for st in keep if not st.name.startswith(FORWARD)]
+    return direct or keep
+
+
+PREFERRED["reshape"] = _prefer_direct
+PREFERRED["dynamic-reshape"] = _prefer_direct
+
+
 @register("reshape", "dynamic-reshape")
 def handle_reshape(instr, ctx):
     if not is_array(instr.shape) or not instr.operands:
@@ -115,7 +187,13 @@ def handle_reshape(instr, ctx):
     minfo = ctx.minfo
     cands = list(minfo.enumerate(instr.shape.dims))
     seen = set(cands)
-    for spec in sorted({s for s in ctx.leaf_specs(instr.operands[0], 0) if is_mesh_spec(s)}):
+    operand_specs = sorted({s for s in ctx.leaf_specs(instr.operands[0], 0) if is_mesh_spec(s)})
+    if instr.opcode == "bitcast":
+        # no bitcast handler in XLA's partitioner: default action (operand replicated, result sliced)
+        rep = (replicated_spec(len(instr.operands[0].shape.dims)),) + (None,) * (len(instr.operands) - 1)
+        return StrategyGroup(instr, [elementwise_strategy(spec_name(s), s, rep, instr.shape, minfo, 0.0)
+                                     for s in cands], leaf_shapes=(instr.shape,))
+    for spec in operand_specs:
         for out in forward_specs(instr, spec, ctx):
             if out not in seen:
                 seen.add(out)
@@ -125,9 +203,16 @@ def handle_reshape(instr, ctx):
     for spec in cands:
         req = required_operand_spec(instr, spec, ctx)
         strategies.append(elementwise_strategy(spec_name(spec), spec, (req,) + extra, instr.shape, minfo, 0.0))
+    fixed = ctx.fixed.get(instr) if hasattr(ctx.fixed, "get") else None
+    if fixed is not None and not fixed.is_tuple:
+        want = minfo.from_sharding(fixed, len(instr.shape.dims))
+        if is_mesh_spec(want) and not keeps_tiles(instr, want, ctx):
+            strategies.extend(forward_resharded(instr, want, operand_specs, ctx))
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))
 
 
 @register_backward("reshape", "dynamic-reshape")
 def backward_reshape(instr, out_spec, ctx):
+    if instr.opcode == "bitcast":
+        return (replicated_spec(len(instr.operands[0].shape.dims)),) + (None,) * (len(instr.operands) - 1)
     return (required_operand_spec(instr, out_spec, ctx),) + (None,) * (len(instr.operands) - 1)

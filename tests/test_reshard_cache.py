@@ -1,0 +1,156 @@
+"""The resharding-cost caches give exactly the planner's figures.
+
+``resharding_cost`` plans one (source, target) pair once for every array shape whose dims have the
+same gcd with the device count and re-prices the plan for the other shapes' bytes
+(``reshard._planned_cost``); the planner memoises its layout geometry across plans and meshes. Each
+check compares a cached figure with a fresh ``plan(...)`` (every cache cleared first, so nothing is
+reused), on random pairs of shardings: mesh-axis shardings and arbitrary device orders, partial
+replication, tensor dims that divide the tile counts and dims that pad (uneven), sub-byte types, and
+meshes with unequal alpha / beta per axis.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from hloshard.cost import reshard
+from hloshard.cost.reshard import plan, resharding_cost
+from hloshard.hlo.shape import parse_shape
+from hloshard.hlo.sharding import HloSharding as H
+from hloshard.mesh import DeviceMesh
+
+MESHES = {
+    "2x4": DeviceMesh.parse("2x4", alpha="1,1", beta="0.01,1"),
+    "2x2x2": DeviceMesh.parse("2x2x2", alpha="1,2,3", beta="0.5,1,2"),
+    "8": DeviceMesh.parse("8"),
+}
+
+# pairs of shapes whose dims have the same gcd with 8 (so the second reuses the first one's plan when
+# that plan pads nothing); the last two pad on most splits
+SHAPE_PAIRS = [
+    ("f32[64,48]", "bf16[8,24]"),            # gcd (8, 8)
+    ("f32[16,4,40]", "f16[8,12,8]"),         # gcd (8, 4, 8)
+    ("s4[32,2,8,16]", "f32[8,6,24,8]"),      # gcd (8, 2, 8, 8), a sub-byte type
+    ("f32[6,10]", "s8[14,2]"),               # gcd (2, 2): uneven over 4 or 8 tiles
+    ("pred[3,24,5]", "f32[5,8,9]"),          # gcd (1, 8, 1)
+]
+
+
+def _divisor_split(rng, n: int, rank: int) -> tuple[int, ...]:
+    """Random tile counts per dim whose product divides n."""
+    tiles = [1] * rank
+    left = n
+    for _ in range(rng.integers(0, 4)):
+        fs = [f for f in range(2, left + 1) if left % f == 0]
+        if not fs:
+            break
+        f = int(rng.choice(fs))
+        tiles[int(rng.integers(rank))] *= f
+        left //= f
+    return tuple(tiles)
+
+
+def _random_sharding(rng, mesh, rank: int) -> H:
+    n = mesh.num_devices
+    if rng.random() < 0.5:
+        # along the mesh's axes: each axis to one dim (or unused), in mesh order or reversed
+        dims = [[] for _ in range(rank)]
+        for a in range(mesh.ndim):
+            d = int(rng.integers(-1, rank))
+            if d >= 0:
+                dims[d].append(a)
+        if rng.random() < 0.5:
+            dims = [list(reversed(x)) for x in dims]
+        return mesh.axes_to_sharding([tuple(x) for x in dims])
+    tiles = _divisor_split(rng, n, rank)
+    rep = n // math.prod(tiles)
+    if rep == n:
+        return H.replicated()
+    devices = rng.permutation(n)
+    if rep == 1:
+        return H.tiled(devices.reshape(tiles))
+    return H.tiled(devices.reshape(tiles + (rep,)), last_tile_dim_replicate=True)
+
+
+def _fresh_cost(shape, src, dst, mesh) -> float:
+    reshard.clear_cache()
+    return plan(shape, src, dst, mesh).total_cost
+
+
+@pytest.mark.parametrize("mesh_name", sorted(MESHES))
+@pytest.mark.parametrize("first, second", SHAPE_PAIRS)
+def test_reused_plan_equals_fresh_plan(mesh_name, first, second):
+    mesh = MESHES[mesh_name]
+    rng = np.random.default_rng(sum(map(ord, mesh_name + first)))
+    rank = parse_shape(first).rank
+    reused = nonzero = 0
+    for _ in range(40):
+        src, dst = _random_sharding(rng, mesh, rank), _random_sharding(rng, mesh, rank)
+        want_first = _fresh_cost(first, src, dst, mesh)
+        want_second = _fresh_cost(second, src, dst, mesh)
+        reshard.clear_cache()
+        assert resharding_cost(first, src, dst, mesh) == want_first
+        recipes = [r for r in reshard._RECIPE_CACHE.values() if r is not None]
+        got = resharding_cost(second, src, dst, mesh)  # from the first shape's plan when it is even
+        assert got == want_second, (str(src), str(dst))
+        reused += bool(recipes)
+        nonzero += want_second != 0
+        # and again from a warm cache: the exact-shape entry
+        assert resharding_cost(second, src, dst, mesh) == want_second
+    assert nonzero > 10   # the pairs really communicate
+    if (first, second) not in SHAPE_PAIRS[-2:]:
+        assert reused > 10   # and the even shapes really reuse plans
+
+
+def test_uneven_plans_are_never_reused():
+    """f32[6,64] over 4 row tiles pads (6 = 2*2 + 2); its plan re-pads with a collective-permute that
+    depends on the dim, so a shape with the same gcd (f32[10,64]: gcd(10, 8) = 2 = gcd(6, 8)) is planned
+    in full, and both figures are the fresh planner's."""
+    mesh = MESHES["2x4"]
+    src = H.parse("{devices=[4,1,2]<=[8] last_tile_dim_replicate}")
+    dst = H.parse("{devices=[2,1,4]<=[8] last_tile_dim_replicate}")
+    want6, want10 = _fresh_cost("f32[6,64]", src, dst, mesh), _fresh_cost("f32[10,64]", src, dst, mesh)
+    reshard.clear_cache()
+    assert resharding_cost("f32[6,64]", src, dst, mesh) == want6
+    assert list(reshard._RECIPE_CACHE.values()) == [None]
+    assert resharding_cost("f32[10,64]", src, dst, mesh) == want10
+
+
+def test_layout_memo_shared_across_meshes_is_exact():
+    """The geometry memo is keyed on device arrays only (no mesh): planning on one mesh and then on
+    another with the same device count gives each mesh's fresh figures."""
+    rng = np.random.default_rng(7)
+    a, b = MESHES["2x4"], MESHES["2x2x2"]
+    pairs = [(_random_sharding(rng, a, 3), _random_sharding(rng, a, 3)) for _ in range(30)]
+    want = [(_fresh_cost("f32[16,8,32]", s, d, a), _fresh_cost("f32[16,8,32]", s, d, b)) for s, d in pairs]
+    reshard.clear_cache()
+    got = [(resharding_cost("f32[16,8,32]", s, d, a), resharding_cost("f32[16,8,32]", s, d, b)) for s, d in pairs]
+    assert got == want
+    assert any(x != y for x, y in want)  # the two meshes price differently
+
+
+def test_cost_graph_independent_of_cache_state():
+    """The cost graph of a sample on a refined 3-axis mesh is the same built from cold caches and built
+    after other modules and meshes have filled them (the layout memo is shared across meshes)."""
+    from pathlib import Path
+
+    from hloshard.autoshard import build_graph
+    from hloshard.hlo import parse_file
+
+    root = Path(__file__).resolve().parents[1] / "samples"
+
+    def edges(name, spec="4x2"):
+        module = parse_file(str(root / name))
+        return build_graph(module, DeviceMesh.for_module(module, spec), keep="io").edge_float
+
+    reshard.clear_cache()
+    cold = edges("mlp_train_step.pre.hlo")
+    reshard.clear_cache()
+    edges("conv_layer.pre.hlo", "2x4")
+    edges("mlp_train_step.pre.hlo", "2x4")
+    warm = edges("mlp_train_step.pre.hlo")
+    assert len(cold) == len(warm) > 0
+    assert all(np.array_equal(x, y) for x, y in zip(cold, warm))
