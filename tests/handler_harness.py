@@ -35,12 +35,16 @@ def xla_collectives(raw_text: str) -> list[dict]:
         if m:
             op = _OP_NAME.search(line)
             op_names[m.group("name")] = op.group(1) if op else None
-    groups = {c["name"]: c["replica_groups"] or [] for c in xla_oracle.collectives(raw_text)}
+    found = xla_oracle.collectives(raw_text)
+    groups = {c["name"]: c["replica_groups"] or [] for c in found}
+    pairs = {c["name"]: c.get("source_target_pairs") or [] for c in found}
     out = []
     for c in collective_bytes(raw_text):
         out.append({"kind": c["kind"], "op_name": op_names.get(c["name"]),
                     "group_size": 1 if c["kind"] == "collective-permute" else c["n"],
-                    "replica_groups": sorted(sorted(g) for g in groups.get(c["name"], [])), "ring": c["bytes"]})
+                    "replica_groups": sorted(sorted(g) for g in groups.get(c["name"], [])), "ring": c["bytes"],
+                    # a collective-permute's moving (source, target) device pairs, sorted (self pairs left out)
+                    "pairs": sorted((int(a), int(b)) for a, b in pairs.get(c["name"], []) if int(a) != int(b))})
     return out
 
 
@@ -167,6 +171,55 @@ def case_results(cases, prelude: str = "") -> dict:
     require_jax()
     text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
     return compare_cases(cases, raw=partition_only(text), text=text)
+
+
+def replica_groups_compared(cases, results: dict, prelude: str = "", mesh_spec: str = "2x4") -> dict:
+    """Per case of ``cases`` (already partitioned by :func:`case_results`, whose ``results`` carry XLA's
+    raw collectives) ``(XLA, hloshard)``: the sorted ``(kind, sorted replica groups)`` of every collective
+    but the collective-permutes, and ``(kind, sorted moving source-target pairs)`` of these."""
+    from hloshard.hlo.parser import parse_module
+    from hloshard.mesh import DeviceMesh
+
+    text = case_module(cases).replace("ENTRY e {", prelude + "ENTRY e {")
+    pred = predicted_collectives(parse_module(text), DeviceMesh.parse(mesh_spec, alpha="0,0", beta="1,1"))
+    cp = "collective-permute"
+    out = {}
+    for c in cases:
+        xla = sorted((r["kind"], r["pairs"] if r["kind"] == cp else r["replica_groups"]) for r in results[c[0]][2])
+        mine = sorted((p.kind, sorted((int(a), int(b)) for a, b in p.replica_groups if int(a) != int(b)) if p.kind == cp
+                       else sorted(sorted(g) for g in p.replica_groups)) for p in pred.get(c[0], []))
+        out[c[0]] = (xla, mine)
+    return out
+
+
+def oracle_cases(cases, prelude: str = ""):
+    """The shared part of a ``tests/test_handlers_<family>.py`` file: ``(results, groups, match, groups_match)``
+    where ``results()`` is :func:`case_results` of ``cases`` and ``groups()`` :func:`replica_groups_compared`
+    of them (both computed once: one XLA child per file), and ``match`` / ``groups_match`` are the two
+    tests parametrized over the case names (hloshard's ``(kind, group size, ring bytes)`` equal XLA's;
+    the replica groups and collective-permute pairs equal XLA's), to be bound to ``test_*`` names."""
+    import functools
+
+    import pytest
+
+    names = [c[0] for c in cases]
+    results = functools.lru_cache(maxsize=1)(functools.partial(case_results, cases, prelude))
+
+    @functools.lru_cache(maxsize=1)
+    def groups():
+        return replica_groups_compared(cases, results(), prelude)
+
+    @pytest.mark.parametrize("name", names)
+    def match(name):
+        xla, pred, _ = results()[name]
+        assert pred == xla
+
+    @pytest.mark.parametrize("name", names)
+    def groups_match(name):
+        xla, pred = groups()[name]
+        assert pred == xla
+
+    return results, groups, match, groups_match
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def test_sample_strategies_collectives_match_comm(name, form):
         _check(graph, MESH)
 
 
-@pytest.mark.parametrize("family", ["dot", "slicing", "elementwise", "sort", "gather", "custom_call"])
+@pytest.mark.parametrize("family", ["dot", "slicing", "elementwise", "sort", "gather", "custom_call", "reduce",
+                                    "window"])
 def test_oracle_case_strategies_collectives_match_comm(family):
     """The hand-written modules of the oracle tests (every family), with every sharding kept."""
     import importlib

@@ -161,11 +161,12 @@ def _fixed_specs(instr, ctx: BuildContext):
 
 
 def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
-    """One strategy producing ``out_spec`` (array instr): backward inference when the opcode has it,
-    else every operand replicated (always correct: compute locally, keep the required shard)."""
+    """One strategy producing ``out_spec`` (array instr): backward inference when the opcode has it (for
+    a raw HloSharding ``out_spec`` only when the backward function says ``accepts_raw``), else every
+    operand replicated (always correct: compute locally, keep the required shard)."""
     fn = BACKWARD.get(instr.opcode)
     inputs = None
-    if fn is not None and is_mesh_spec(out_spec):
+    if fn is not None and (is_mesh_spec(out_spec) or getattr(fn, "accepts_raw", False)):
         try:
             inputs = fn(instr, out_spec, ctx)
         except (KeyError, IndexError, ValueError):
