@@ -264,39 +264,9 @@ def edges_into(group, ctx, resh) -> list:
     (cost units, times the executions and the operand's edge weight) from each source strategy's
     output to what each of ``group``'s strategies requires; diagonal for a follower.  The edges of
     :func:`hloshard.autoshard.build_graph`, for one group (before parallel edges are summed)."""
-    from .autoshard.build import _leaf_shape, _operand_leaves
-    from .strategy.base import TOKEN, LeafRef, is_array
+    from .autoshard.build import in_edges
 
-    w = ctx.weight(group.instr)
-    ops = group.ops()
-    weights = group.operand_weights or [1.0] * len(ops)
-    out = []
-    for i, opref in enumerate(ops):
-        if not isinstance(opref, LeafRef) and not opref.shape.is_tuple:
-            per_leaf = {(opref, 0): [st.inputs[i] if i < len(st.inputs) else None for st in group.strategies]}
-        else:
-            per_leaf = {}
-            for q, st in enumerate(group.strategies):
-                entry = st.inputs[i] if i < len(st.inputs) else None
-                for inst, leaf, req in _operand_leaves(opref, entry):
-                    per_leaf.setdefault((inst, leaf), [None] * len(group.strategies))[q] = req
-        for (inst, leaf), reqs in per_leaf.items():
-            if all(r is None for r in reqs):
-                continue
-            r = ctx.resolve(inst, leaf)
-            if r is TOKEN:
-                continue
-            src, k = r
-            if src is group:
-                continue
-            shape = _leaf_shape(inst, leaf)
-            if not is_array(shape):
-                continue
-            srcs = [s.out if k is None else s.out[k] for s in src.strategies]
-            follow = (group.follow is not None and group.follow[0] is inst and group.follow[1] == leaf
-                      and len(srcs) == len(reqs))
-            out.append((src, resh.matrix(shape, srcs, reqs, diagonal_only=follow) * (w * weights[i])))
-    return out
+    return [(src, m) for _inst, _leaf, src, _follow, m, _scale in in_edges(group, ctx, resh)]
 
 
 class Site:

@@ -153,41 +153,13 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     info: dict = {}
     follows: list = []
     for v, g in enumerate(nodes):
-        w = ctx.weight(g.instr)
-        ops = g.ops()
-        weights = g.operand_weights or [1.0] * len(ops)
-        for i, opref in enumerate(ops):
-            if not isinstance(opref, LeafRef) and not opref.shape.is_tuple:
-                # the common case: one array operand, one requirement per strategy
-                per_leaf = {(opref, 0): [st.inputs[i] if i < len(st.inputs) else None for st in g.strategies]}
-            else:
-                per_leaf = {}
-                for q, st in enumerate(g.strategies):
-                    entry = st.inputs[i] if i < len(st.inputs) else None
-                    for (inst, leaf, req) in _operand_leaves(opref, entry):
-                        per_leaf.setdefault((inst, leaf), [None] * len(g.strategies))[q] = req
-            for (inst, leaf), reqs in per_leaf.items():
-                if all(r is None for r in reqs):
-                    continue
-                r = ctx.resolve(inst, leaf)
-                if r is TOKEN:
-                    continue
-                src, k = r
-                if src is g:
-                    continue
-                srcs = [s.out if k is None else s.out[k] for s in src.strategies]
-                shape = _leaf_shape(inst, leaf)
-                if not is_array(shape):
-                    continue
-                follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
-                          and len(srcs) == len(reqs))
-                m = resh.matrix(shape, srcs, reqs, diagonal_only=follow) * (w * weights[i])
-                u = src.node
-                if not follow and not np.any(m):
-                    continue
-                if follow:
-                    follows.append((u, v))
-                _add_edge(edges, info, u, v, m, (inst, leaf, g, w * weights[i]))
+        for inst, leaf, src, follow, m, scale in in_edges(g, ctx, resh):
+            u = src.node
+            if not follow and not np.any(m):
+                continue
+            if follow:
+                follows.append((u, v))
+            _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
 
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
     # its last read; entry parameters live throughout, outputs to the end -------------------------------
@@ -249,6 +221,45 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
     return graph
 
+
+
+def in_edges(g, ctx, resh):
+    """The resharding edges into group ``g``, one per array operand leaf that some strategy constrains:
+    yields ``(operand instruction, leaf, source group, follow, matrix, scale)``, the matrix (source
+    strategies x ``g``'s strategies, cost units) already multiplied by ``scale`` = ``g``'s executions
+    times the operand's edge weight; ``follow``: ``g`` follows that operand (a diagonal matrix).
+    ``resh``: the :class:`~hloshard.autoshard.resharder._Resharder` pricing the pairs.  Used by
+    :func:`build_graph` and by ``explain``'s local re-pricing (one edge loop)."""
+    w = ctx.weight(g.instr)
+    ops = g.ops()
+    weights = g.operand_weights or [1.0] * len(ops)
+    for i, opref in enumerate(ops):
+        if not isinstance(opref, LeafRef) and not opref.shape.is_tuple:
+            # the common case: one array operand, one requirement per strategy
+            per_leaf = {(opref, 0): [st.inputs[i] if i < len(st.inputs) else None for st in g.strategies]}
+        else:
+            per_leaf = {}
+            for q, st in enumerate(g.strategies):
+                entry = st.inputs[i] if i < len(st.inputs) else None
+                for (inst, leaf, req) in _operand_leaves(opref, entry):
+                    per_leaf.setdefault((inst, leaf), [None] * len(g.strategies))[q] = req
+        for (inst, leaf), reqs in per_leaf.items():
+            if all(r is None for r in reqs):
+                continue
+            r = ctx.resolve(inst, leaf)
+            if r is TOKEN:
+                continue
+            src, k = r
+            if src is g:
+                continue
+            shape = _leaf_shape(inst, leaf)
+            if not is_array(shape):
+                continue
+            srcs = [s.out if k is None else s.out[k] for s in src.strategies]
+            follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
+                      and len(srcs) == len(reqs))
+            scale = w * weights[i]
+            yield inst, leaf, src, follow, resh.matrix(shape, srcs, reqs, diagonal_only=follow) * scale, scale
 
 
 def _add_edge(edges, info, u, v, m, contribution):
