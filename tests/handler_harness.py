@@ -102,24 +102,10 @@ def case_module(cases) -> str:
     with ``{0}``, ``{1}`` ... for the case's parameters (e.g. ``'slice({0}), slice={{[0:8]}}'``).  Every
     instruction carries ``op_name`` = its name, so XLA's collectives can be told apart per case; the
     root is a tuple of every case's result with their shardings (nothing left for XLA to choose)."""
-    lines = ["HloModule cases, num_partitions=8", "", "ENTRY e {"]
-    outs, shs, shapes = [], [], []
-    k = 0
-    for name, params, body, out_sharding, out_shape in cases:
-        refs = []
-        for shape, sharding in params:
-            lines.append(f'  p{k} = {shape} parameter({k}), sharding={sharding}, metadata={{op_name="p{k}"}}')
-            refs.append(f"p{k}")
-            k += 1
-        lines.append(f'  {name} = {out_shape} {body.format(*refs)}, sharding={out_sharding}, '
-                     f'metadata={{op_name="{name}"}}')
-        outs.append(name)
-        # a tuple-shaped case contributes its leaves to the (flat) root tuple sharding
-        shs.append(out_sharding[1:-1] if out_sharding.startswith("{{") else out_sharding)
-        shapes.append(out_shape)
-    lines.append(f'  ROOT out = ({", ".join(shapes)}) tuple({", ".join(outs)}), sharding={{{", ".join(shs)}}}')
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    # one builder: each case is a one-step chain (chain_module), its ``{k}`` placeholders as ``$k``
+    return chain_module([(name, params, [(name, out_shape, body.format(*(f"${j}" for j in range(len(params)))),
+                                          out_sharding)])
+                         for name, params, body, out_sharding, out_shape in cases])
 
 
 def compare_cases(cases, mesh_spec: str = "2x4", raw: str | None = None, text: str | None = None) -> dict:
