@@ -5,6 +5,7 @@ checked in hloshard's model against hand-derived numbers."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -246,6 +247,14 @@ def test_mesh_auto_prints_the_table_and_writes_the_cheapest(tmp_path):
     best = report["mesh_search"]["best"]
     assert costs[best] == min(costs.values()) == report["objective"]
     assert out.read_text().startswith("HloModule")
+    # the picked plan is written with its operand pins (--pin-operands is the default for --mesh auto too)
+    # and priced as written: `hloshard cost` of the output is the reported objective
+    assert report["pins"] > 0 and len(re.findall(r"\.pin = \S+ copy\(", out.read_text())) == report["pins"]
+    cost = CliRunner().invoke(cli_main, ["cost", str(out), "--mesh", report["mesh"]["spec"]
+                                         if isinstance(report["mesh"], dict) and "spec" in report["mesh"]
+                                         else best.split()[0], "--format", "json"])
+    assert cost.exit_code == 0, cost.output
+    assert json.loads(cost.stdout)["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
 
 
 def test_mesh_auto_usage_errors(tmp_path):

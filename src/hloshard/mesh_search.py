@@ -142,15 +142,18 @@ def _work(module, mesh: DeviceMesh) -> int:
 def search_meshes(text: str, filename: str, devices: int | None = None, alpha=None, beta=None,
                   keep: str = "io", memory_budget: int | None = None, max_padding: float | None = None,
                   time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
-                  progress=None) -> MeshSearch:
+                  progress=None, pin_operands: bool = False) -> MeshSearch:
     """Solve the module in ``text`` on every candidate mesh (module docstring) and pick the best.
 
     ``alpha`` / ``beta``: one value (string or float) for every axis, default 1.0. ``time_limit``:
     seconds for the whole search (builds included; the first candidate always runs, each solve gets
-    at least 1 s).
+    at least 1 s). ``pin_operands``: as :func:`hloshard.autoshard.solve_module`. Candidates are
+    compared by the solver's own objective; only the one picked is re-evaluated as written
+    (:func:`hloshard.autoshard.solve.reevaluate_written`: what ``hloshard cost`` says of the output).
     Raises UsageError for a bad device count or per-axis alpha/beta, and SolveFailed (exit 3) when
     no candidate has a feasible solution (the message lists each mesh's reason)."""
     from .autoshard import solve_module
+    from .autoshard.solve import reevaluate_written
     from .hlo import parse_module
 
     first = parse_module(text, filename)
@@ -216,12 +219,13 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
         t0 = time.monotonic()
         try:
             result = solve_module(module, mesh, keep=keep, memory_budget=memory_budget, time_limit=share,
-                                  workers=workers, seed=seed, deterministic=deterministic, progress=progress)
+                                  workers=workers, seed=seed, deterministic=deterministic, progress=progress,
+                                  pin_operands=pin_operands, reevaluate=False)
         except SolveFailed as exc:
             trial.status = getattr(exc, "status", "infeasible")
             trial.message = str(exc)
         else:
-            ev = result.written.evaluation if result.written is not None else result.evaluation
+            ev = result.evaluation
             trial.status = result.solution.status
             trial.objective = float(ev.total)
             trial.peak_memory = int(ev.peak_memory)
@@ -239,4 +243,9 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
         raise err
     out.best_index = min(ok, key=lambda i: (out.trials[i].objective, out.trials[i].peak_memory,
                                             out.trials[i].mesh.ndim, i))
+    best = out.trials[out.best_index]
+    reevaluate_written(best.result, best.module, best.mesh, memory_budget)
+    if best.result.written is not None:
+        best.objective = float(best.result.written.evaluation.total)
+        best.peak_memory = int(best.result.written.evaluation.peak_memory)
     return out

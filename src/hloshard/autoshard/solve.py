@@ -96,7 +96,8 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
 
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
-                 export_problem: str | None = None, pin_operands: bool = False) -> SolveResult:
+                 export_problem: str | None = None, pin_operands: bool = False,
+                 reevaluate: bool = True) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
@@ -105,6 +106,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     The copies keep their operand's memory layout, so they cost no compute (XLA's algebraic simplifier
     removes them after partitioning; ``strategy.elementwise``) and the written module's cost equals the
     solver's objective.
+    ``reevaluate``: price the written module as ``hloshard cost`` does (:func:`reevaluate_written`);
+    ``--mesh auto`` turns it off for its candidates and re-evaluates the one it picks.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -131,6 +134,18 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # through StableHLO (hloshard.strategy.realize.insert_loop_state_pins; measured there)
     if pin_operands:
         graph.loop_pins = insert_loop_state_pins([i for i in graph.schedule if i.opcode == "while"])
+    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)
+    if reevaluate:
+        reevaluate_written(result, module, mesh, memory_budget)
+    result.seconds_solve = time.monotonic() - t1
+    return result
+
+
+def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None) -> SolveResult:
+    """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
+    says of the output; None when it exceeds ``memory_budget`` or finds nothing in its time limit) and
+    add a warning when it differs from the solver's own figure.  Returns ``result``."""
+    graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the
@@ -147,5 +162,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
                               f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
                               f"(as hloshard cost evaluates the output)")
-    return SolveResult(graph, sol, choice, ev, t1 - t0, time.monotonic() - t1, written)
+    result.written = written
+    return result
+
 

@@ -388,7 +388,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                 search = search_meshes(print_module(module), "<stdin>" if module_file == "-" else module_file,
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
                                        max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
-                                       deterministic=deterministic, progress=progress if show else None)
+                                       deterministic=deterministic, progress=progress if show else None,
+                                       pin_operands=pin_operands)
                 module, result, dmesh = search.best.module, search.best.result, search.best.mesh
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
