@@ -231,3 +231,24 @@ def test_list_rules_is_plain_text():
     assert r.exit_code == 0
     assert "``" not in r.stdout and "**" not in r.stdout
     assert "[0, num_partitions)" in r.stdout
+
+
+# --------------------------------------------------------------------------- output onto the input
+
+@pytest.mark.parametrize("args", [
+    ["solve", "{m}", "--mesh", "2x4", "-o", "{m}"],
+    ["solve", "{m}", "--mesh", "2x4", "-o", "{tmp}/o.hlo", "--report", "{link}"],
+    ["cost", "{m}", "--mesh", "2x4", "-o", "{link}"],
+    ["combine", "{m}", "-o", "{m}"],
+])
+def test_output_onto_the_input_is_refused_and_the_input_is_kept(tmp_path, args):
+    """``-o`` (or another output) naming the input module, directly or through a symlink: exit 2 before
+    any work, the input byte-identical, nothing else written (fmt alone formats in place)."""
+    m = tmp_path / "in.hlo"
+    m.write_bytes(MLP_PRE.read_bytes())
+    (tmp_path / "link.hlo").symlink_to(m)
+    r = run([a.format(m=m, tmp=tmp_path, link=tmp_path / "link.hlo") for a in args])
+    assert r.exit_code == 2, r.output
+    assert "would overwrite the input" in r.output and "Traceback" not in r.output
+    assert m.read_bytes() == MLP_PRE.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hlo", "link.hlo"]

@@ -101,6 +101,15 @@ def is_stdout(path: str | None) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one existing file (same device and inode; False when either
+    does not exist)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def check_output_path(path: str | None, what: str = "output") -> None:
     """Fail now (UsageError, exit 2) when ``path`` cannot be written, before any long work starts.
 

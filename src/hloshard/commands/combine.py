@@ -56,7 +56,7 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the combined module "
                          "(or --report-only)")
     if not report_only:
-        check_outputs(output=output)
+        check_outputs(inputs=(file,), output=output)
     kind_list = parse_kinds(kinds)
     note_input(file)
     module = parse_file(file)

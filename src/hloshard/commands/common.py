@@ -40,13 +40,20 @@ def noted_input(ctx) -> tuple:
     return ctx.find_root().meta.get(META_KEY, (None, None))
 
 
-def check_outputs(**paths) -> None:
-    """``check_outputs(output=..., report=...)``: :func:`hloshard.io.check_output_path` for each path
-    that is given (keyword = what the file is, used in the message)."""
-    from ..io import check_output_path
+def check_outputs(inputs=(), **paths) -> None:
+    """``check_outputs(inputs=(MODULE,), output=..., report=...)``: :func:`hloshard.io.check_output_path`
+    for each path that is given (keyword = what the file is, used in the message), and a UsageError
+    (exit 2) when one of them names the same file as one of ``inputs``: a result never silently
+    replaces the module it was computed from (``fmt`` alone formats in place)."""
+    from ..errors import UsageError
+    from ..io import check_output_path, same_file
 
     for what, path in paths.items():
         check_output_path(path, what.replace("_", " "))
+        for src in inputs:
+            if path not in (None, "-") and src not in (None, "-") and same_file(path, src):
+                raise UsageError(f"{path}: the {what.replace('_', ' ')} would overwrite the input {src}; "
+                                 f"give another file", filename=path)
 
 
 def show_progress(quiet: bool = False) -> bool:

@@ -144,7 +144,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
     says how many in the summary and lists them under "unannotated" in --format json.
     """
-    check_outputs(output=output)
+    check_outputs(inputs=(module_file,), output=output)
     note_input(module_file)
     show = show_progress()
     parsing = start_step(f"parsing {module_file}", show)

@@ -51,7 +51,7 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, htm
     from ..io import write_text_atomic
     from .common import check_outputs, note_input, show_progress, step
 
-    check_outputs(output=output, html_report=html_file)
+    check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress()
     module_a = _load(file_a, show)
     note_input(file_a, module_a)

@@ -51,7 +51,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
     from ..io import read_text, write_text_atomic
     from .common import check_outputs, note_input, show_progress, step
 
-    check_outputs(output=output, html_report=html_file)
+    check_outputs(inputs=(module_file,), output=output, html_report=html_file)
     note_input(module_file)
     show = show_progress()
     name = "<stdin>" if module_file == "-" else module_file

@@ -85,7 +85,7 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
     from .common import check_outputs, note_input
     from .options import mesh_from_options
 
-    check_outputs(output=output)
+    check_outputs(inputs=(module_file,), output=output)
     if module_file is not None:
         note_input(module_file)
     direct = [("--operand", operand), ("--operand-sharding", operand_sharding), ("--shape", shape),

@@ -351,7 +351,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the annotated module")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
-    check_outputs(output=output, report=report_file, html_report=html_file, export_problem=export_problem,
+    check_outputs(inputs=(module_file,), output=output, report=report_file, html_report=html_file, export_problem=export_problem,
                   partition_specs=partition_specs_file)
     note_input(module_file)
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
