@@ -216,7 +216,7 @@ REPORT_SCHEMA = {
 def _fmt(x: float | None) -> str:
     if x is None:
         return "?"
-    return f"{x:.3f}".rstrip("0").rstrip(".") if x != int(x) else str(int(x))
+    return f"{x:,.3f}".rstrip("0").rstrip(".") if x != int(x) else f"{int(x):,}"   # as the other commands
 
 
 # --------------------------------------------------------------------------------------------------

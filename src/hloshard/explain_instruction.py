@@ -350,7 +350,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         return Explanation(data, notes=notes, cost_result=given)
     cur_spec = search.given_spec[target]
     if given.unannotated:
-        notes.append(f"{counted(len(given.unannotated), 'instruction')} of the module carry no sharding; "
+        notes.append(f"{counted(len(given.unannotated), 'instruction')} of the module "
+                     f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding; "
                      f"hloshard cost of a module written with an alternative chooses them again and may be "
                      f"lower than the change shown (an upper bound)")
 
