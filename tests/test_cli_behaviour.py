@@ -252,3 +252,18 @@ def test_output_onto_the_input_is_refused_and_the_input_is_kept(tmp_path, args):
     assert "would overwrite the input" in r.output and "Traceback" not in r.output
     assert m.read_bytes() == MLP_PRE.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.hlo", "link.hlo"]
+
+
+def test_one_sharding_with_another_device_count_is_the_one_blamed(tmp_path):
+    """A module without ``num_partitions`` whose line-41 parameter names 16 devices while every other
+    sharding names 8: the mesh comes from the count most shardings use (8, inferred 2x4), so the error
+    points at line 41 (as lint does), not at a correct sharding checked against a 16-device mesh."""
+    lines = MLP_PRE.read_text().splitlines(keepends=True)
+    assert "x.1 = " in lines[40] and "<=[8]" in lines[40]
+    lines[40] = lines[40].replace("devices=[2,1,4]<=[8]", "devices=[4,1,4]<=[16]")
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("".join(lines))
+    r = run(["solve", bad, "-o", tmp_path / "o.hlo"])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert f"{bad}:41:3: error: x.1: sharding {{devices=[4,1,4]<=[16]" in r.output, r.output
+    assert not (tmp_path / "o.hlo").exists()

@@ -742,8 +742,15 @@ def _module_shardings(module):
 
 
 def _sharding_device_count(module) -> int | None:
-    counts = sorted({leaf.num_devices for _, leaf in _module_shardings(module) if leaf.num_devices > 1})
-    return counts[-1] if counts else None
+    """The device count of a module without ``num_partitions``, from its tiled shardings: the count
+    most of them use (a tie: the larger), so that one sharding naming another count is the one the
+    device-count check blames, not every other (None without a sharding over more than one device)."""
+    from collections import Counter
+
+    counts = Counter(leaf.num_devices for _, leaf in _module_shardings(module) if leaf.num_devices > 1)
+    if not counts:
+        return None
+    return max(counts, key=lambda n: (counts[n], n))
 
 
 def module_named_mesh(module):
