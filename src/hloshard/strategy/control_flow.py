@@ -53,30 +53,24 @@ def _leaf_node(instr, shape, sources, weights, ctx) -> StrategyGroup:
                          leaf_shapes=(shape,))
 
 
-def _captured(instr, ctx) -> tuple[set, set]:
-    """(element indices, flat leaf indices) of the loop state of ``instr`` that XLA captures from
-    outside the loop: its loop invariants when the while gets no sharding of its own (not user-fixed;
-    ``autoshard.apply`` writes none then)."""
+def _captured(instr, ctx) -> set:
+    """Flat leaf indices of the loop state of ``instr`` that XLA captures from outside the loop: its
+    loop invariants when the while gets no sharding of its own (not user-fixed; ``autoshard.apply``
+    writes none then)."""
     if instr in ctx.fixed or not instr.shape.is_tuple:
-        return set(), set()
-    elements = set(loops.invariant_elements(instr))
-    return elements, {l for k in elements for l in leaf_range(instr.shape, k)}
+        return set()
+    return {l for k in loops.invariant_elements(instr) for l in leaf_range(instr.shape, k)}
 
 
-def _release_captured(comp, init, elements, leaves, ctx) -> None:
-    """Written shardings that do not reach XLA for a captured element: a ``get-tuple-element`` of the
-    body / condition parameter reading it is the captured value itself in StableHLO (the parameter
-    becomes block arguments), and the body root's element is dropped with the loop operand.  The
-    first are not held fixed; the root's element is held to the init's layout when that is known
-    (otherwise its written layout would be charged a resharding XLA does not do).  XLA reshards at
-    the element's users instead (measured, tests/test_handlers_control_flow.py)."""
+def _release_captured(comp, init, leaves, ctx) -> None:
+    """Written shardings that do not reach XLA for a captured element: the body root's element is
+    dropped with the loop operand, so it is held to the init's layout when that is known (otherwise
+    its written layout would be charged a resharding XLA does not do).  (A ``get-tuple-element`` of the
+    body / condition parameter reading it, the captured value itself in StableHLO, pins nothing
+    anyway: ``tuple_ops.annotation_dropped``.)  XLA reshards at the element's users instead
+    (measured, tests/test_handlers_control_flow.py)."""
     from ..hlo.sharding import HloSharding
 
-    for p in comp.parameters:
-        for u in p.users:
-            if u.opcode == "get-tuple-element" and u.attrs.get("index") is not None and \
-                    int(str(u.attrs.get("index"))) in elements:
-                ctx.fixed.pop(u, None)
     root = comp.root
     sh = ctx.fixed.get(root)
     shapes = leaf_shapes(root.shape)
@@ -99,7 +93,7 @@ def handle_while(instr, ctx):
     init = instr.operands[0]
     trips = trip_count(instr)
     shapes = leaf_shapes(instr.shape)
-    elements, captured = _captured(instr, ctx)
+    captured = _captured(instr, ctx)
     children = []
     for l, s in enumerate(shapes):
         if not is_array(s):
@@ -122,8 +116,8 @@ def handle_while(instr, ctx):
             continue
         for p in comp.parameters:
             ctx.set_group(p, _alias_all(p, instr))
-        if elements:
-            _release_captured(comp, init, elements, captured if comp is body else set(), ctx)
+        if captured and comp is body:
+            _release_captured(comp, init, captured, ctx)
         ctx.visit(comp, w)
     return group
 
