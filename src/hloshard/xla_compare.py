@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cost.collectives import COLLECTIVE_KINDS, ring_bytes
-from .errors import InputError
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."

@@ -18,7 +18,6 @@ from __future__ import annotations
 import bisect
 import math
 import re
-import sys
 from itertools import accumulate
 from dataclasses import dataclass, field
 from functools import lru_cache

@@ -43,7 +43,6 @@ The reported objective is always re-evaluated on the original problem (:func:`co
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass, field
 
