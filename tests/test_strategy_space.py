@@ -257,6 +257,35 @@ def test_mesh_auto_prints_the_table_and_writes_the_cheapest(tmp_path):
     assert json.loads(cost.stdout)["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
 
 
+@pytest.mark.parametrize("head", ["cheapest", "dearest"])
+def test_mesh_auto_in_parallel_is_the_sequential_search(monkeypatch, head):
+    """Candidates solved in forked processes (``workers=2``) give the trials and the written module of
+    the one-at-a-time search (``workers=1``), deterministic mode.  ``dearest``: the candidates are
+    ordered the other way round, so the mesh picked is solved in a child process and its cost graph
+    rebuilt here from the child's choice."""
+    import hloshard.mesh_search as ms
+
+    if head == "dearest":
+        real = ms._work
+        monkeypatch.setattr(ms, "_work", lambda module, mesh: -real(module, mesh))
+    text = (SAMPLES / "mlp_train_step.pre.hlo").read_text()
+    runs = {}
+    for workers in (1, 2):
+        module = parse_module(text, "mlp")
+        search = ms.search_meshes(module, "mlp", devices=8, time_limit=4, workers=workers, deterministic=True,
+                                  pin_operands=True)
+        runs[workers] = (search, print_module(module))
+    (seq, seq_text), (par, par_text) = runs[1], runs[2]
+    assert [(t.label, t.status, t.objective, t.peak_memory) for t in seq.trials] == \
+           [(t.label, t.status, t.objective, t.peak_memory) for t in par.trials]
+    assert seq.best.label == par.best.label and par_text == seq_text
+    picked_first = min(range(len(par.trials)), key=lambda i: ms._work(module, par.trials[i].mesh))
+    if head == "dearest":   # the picked mesh was not the one solved in this process
+        assert par.best_index != picked_first
+    assert par.best.result.written is not None
+    assert par.best.objective == pytest.approx(par.best.result.written.evaluation.total, rel=1e-12)
+
+
 def test_mesh_auto_usage_errors(tmp_path):
     path = tmp_path / "m.hlo"
     path.write_text("HloModule m\nENTRY e {\n  ROOT p = f32[8] parameter(0)\n}\n")

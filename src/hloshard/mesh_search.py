@@ -4,12 +4,18 @@ The candidates are every ordered factorization of N devices into 1 to 3 axes of 
 ``2x4``, ``4x2``, ``2x2x2``), plus the module's own mesh (its Shardy mesh, else the mesh its user
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
 command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
-internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on a fresh
-parse of the module (the first one on the module parsed for the estimates), cheapest strategy space first (:func:`_work`), the remaining time limit split evenly
-over the remaining candidates; a candidate whose predicted build time (measured rate on the first one
-times its size) would exceed the time limit is skipped and reported as such, so the search takes about
-the time limit plus the first build. With ``deterministic`` nothing depends on measured time: every
-distinct candidate is solved, each with ``time_limit / candidates`` (deterministic) seconds.
+internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on the one
+module, without writing anything into it (``apply=False``; only the picked candidate's choice is
+written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
+is solved first, in this process, with ``time_limit / candidates``; a remaining candidate whose
+predicted build time (the rate measured on the first build times its size) would exceed the time
+limit is skipped and reported as such; the others share what is left of the limit, and with
+``workers >= 2`` they are solved ``workers`` at a time in forked processes that inherit the parsed
+module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
+second core buys): a candidate solved elsewhere is rebuilt here only when it is picked. With
+``deterministic`` nothing depends on measured time: every distinct candidate is solved, each with
+``time_limit / candidates`` (deterministic) seconds, and the answer does not depend on how many run
+at once.
 The best trial is the one whose written shardings cost least (the objective ``hloshard cost``
 reports), ties broken by lower peak memory per device, then by fewer mesh axes. Costs of different meshes are comparable because alpha and beta are per axis and the
 same for every axis (one value each, default 1.0).
@@ -139,11 +145,12 @@ def _work(module, mesh: DeviceMesh) -> int:
     return total
 
 
-def search_meshes(text: str, filename: str, devices: int | None = None, alpha=None, beta=None,
+def search_meshes(module, filename: str, devices: int | None = None, alpha=None, beta=None,
                   keep: str = "io", memory_budget: int | None = None, max_padding: float | None = None,
                   time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
                   progress=None, pin_operands: bool = False) -> MeshSearch:
-    """Solve the module in ``text`` on every candidate mesh (module docstring) and pick the best.
+    """Solve ``module`` (an IR module, or HLO text parsed here) on every candidate mesh (module
+    docstring), pick the best and write its shardings into the module (in place).
 
     ``alpha`` / ``beta``: one value (string or float) for every axis, default 1.0. ``time_limit``:
     seconds for the whole search (builds included; the first candidate always runs, each solve gets
@@ -151,12 +158,12 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
     compared by the solver's own objective; only the one picked is re-evaluated as written
     (:func:`hloshard.autoshard.solve.reevaluate_written`: what ``hloshard cost`` says of the output).
     Raises UsageError for a bad device count or per-axis alpha/beta, and SolveFailed (exit 3) when
-    no candidate has a feasible solution (the message lists each mesh's reason)."""
-    from .autoshard import solve_module
-    from .autoshard.solve import reevaluate_written
+    no candidate has a feasible solution (the message lists each mesh's reason); the module is then
+    unchanged but for :func:`hloshard.hlo.callgraph.flatten_call_graph`."""
+    from .autoshard.solve import apply_solution
     from .hlo import parse_module
 
-    first = parse_module(text, filename)
+    first = parse_module(module, filename) if isinstance(module, str) else module
     n = auto_device_count(first, devices)
     a, b = _single(alpha, "--alpha"), _single(beta, "--beta")
     if n > 1 << 16:
@@ -187,53 +194,48 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
     work = [_work(first, mesh) for _, mesh in meshes]
     trials: list = [None] * len(meshes)
     start = time.monotonic()
-    rate = None  # build seconds per unit of work, measured on the cheapest candidate
     order = sorted(range(len(meshes)), key=lambda i: (work[i], i))
-    for rank, i in enumerate(order):
+    distinct = []
+    for i in order:   # candidates refined onto the same internal mesh: the same problem, solved once
         label, mesh = meshes[i]
-        trial = MeshTrial(label, mesh)
-        trials[i] = trial
-        twin = next((t for t in trials if t is not None and t is not trial and t.mesh.shape == mesh.shape
-                     and (t.mesh.device_ids == mesh.device_ids).all() and t.same_as is None), None)
+        trial = trials[i] = MeshTrial(label, mesh)
+        twin = next((trials[j] for j in distinct if trials[j].mesh.shape == mesh.shape
+                     and (trials[j].mesh.device_ids == mesh.device_ids).all()), None)
         if twin is not None:
-            # refined onto the same internal mesh as another candidate: the same problem, not solved twice
             trial.status, trial.same_as = "same", twin.label
             trial.message = f"refined to the same internal mesh {mesh} as {twin.label}"
-            continue
-        elapsed = time.monotonic() - start
-        predicted = 0.0 if rate is None else rate * work[i]
-        left = [j for j in order[rank:] if trials[j] is None or j == i]
-        if deterministic:
-            # reproducible: no decision on measured time; every distinct candidate gets an equal share
-            predicted, elapsed = 0.0, float(time_limit) * rank / len(order)
-        elif rate is not None and elapsed + predicted > time_limit:
-            trial.status = "skipped"
-            trial.message = (f"building its cost graph would take about {predicted:.0f} s "
-                             f"({work[i] / work[order[0]]:.0f}x the strategy pairs of {meshes[order[0]][0]}), "
-                             f"beyond the time limit")
-            continue
-        share = max(1.0, (float(time_limit) - elapsed - predicted) / max(1, len(left)))
-        # the first module parsed serves the first candidate solved (nothing reads it after the meshes
-        # and work estimates above); every other candidate solves a fresh parse
-        module, first = (first, None) if first is not None else (parse_module(text, filename), None)
-        t0 = time.monotonic()
-        try:
-            result = solve_module(module, mesh, keep=keep, memory_budget=memory_budget, time_limit=share,
-                                  workers=workers, seed=seed, deterministic=deterministic, progress=progress,
-                                  pin_operands=pin_operands, reevaluate=False)
-        except SolveFailed as exc:
-            trial.status = getattr(exc, "status", "infeasible")
-            trial.message = str(exc)
         else:
-            ev = result.evaluation
-            trial.status = result.solution.status
-            trial.objective = float(ev.total)
-            trial.peak_memory = int(ev.peak_memory)
-            trial.gap = result.gap
-            trial.module, trial.result = module, result
-            if rate is None and work[i] > 0:
-                rate = result.seconds_build / work[i]
-        trial.seconds = time.monotonic() - t0
+            distinct.append(i)
+    options = dict(keep=keep, memory_budget=memory_budget, workers=workers, seed=seed, deterministic=deterministic,
+                   pin_operands=pin_operands)
+    # the cheapest candidate first, in this process: its build measures the rate for the skip rule
+    head = distinct[0]
+    share = max(1.0, float(time_limit) / len(order))
+    _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
+    rate = trials[head].result.seconds_build / work[head] if trials[head].result is not None and work[head] else None
+    elapsed = time.monotonic() - start
+    run = []
+    for i in distinct[1:]:
+        predicted = 0.0 if rate is None else rate * work[i]
+        if not deterministic and rate is not None and elapsed + predicted > time_limit:
+            trials[i].status = "skipped"
+            trials[i].message = (f"building its cost graph would take about {predicted:.0f} s "
+                                 f"({work[i] / work[head]:.0f}x the strategy pairs of {meshes[head][0]}), "
+                                 f"beyond the time limit")
+        else:
+            run.append(i)
+    jobs = _jobs(workers, len(run))
+    if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
+        shares = {i: float(time_limit) / len(order) for i in run}
+    else:
+        rounds = max(1, math.ceil(len(run) / jobs))
+        longest = max((rate * work[i] for i in run), default=0.0) if rate is not None else 0.0
+        shares = {i: max(1.0, (float(time_limit) - elapsed - longest) / rounds) for i in run}
+    if jobs > 1:
+        _solve_in_parallel(first, meshes, run, shares, options, jobs, trials)
+    else:
+        for i in run:
+            _record(trials[i], _solve_one(first, meshes[i][1], shares[i], options, progress), first)
     out = MeshSearch(n, trials)
     ok = [i for i, t in enumerate(out.trials) if t.objective is not None]
     if not ok:
@@ -244,8 +246,100 @@ def search_meshes(text: str, filename: str, devices: int | None = None, alpha=No
     out.best_index = min(ok, key=lambda i: (out.trials[i].objective, out.trials[i].peak_memory,
                                             out.trials[i].mesh.ndim, i))
     best = out.trials[out.best_index]
-    reevaluate_written(best.result, best.module, best.mesh, memory_budget)
+    if isinstance(best.result, dict):   # solved in a forked process
+        best.result = _rebuild(best, memory_budget, keep)
+    apply_solution(best.result, best.module, best.mesh, pin_operands, memory_budget)
     if best.result.written is not None:
         best.objective = float(best.result.written.evaluation.total)
         best.peak_memory = int(best.result.written.evaluation.peak_memory)
     return out
+
+
+def _solve_one(module, mesh, share: float, options: dict, progress=None) -> dict:
+    """Solve one candidate without writing into ``module``: a dict with the solve result or the failure."""
+    from .autoshard import solve_module
+
+    t0 = time.monotonic()
+    try:
+        result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
+                              **options)
+    except SolveFailed as exc:
+        return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
+                "seconds": time.monotonic() - t0}
+    return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0}
+
+
+def _record(trial: MeshTrial, outcome: dict, module) -> None:
+    trial.status, trial.seconds, trial.message = outcome["status"], outcome["seconds"], outcome.get("message")
+    result = outcome.get("result")
+    if result is not None:
+        ev = result.evaluation
+        trial.objective, trial.peak_memory, trial.gap = float(ev.total), int(ev.peak_memory), result.gap
+        trial.module, trial.result = module, result
+
+
+def _jobs(workers: int, tasks: int) -> int:
+    """Candidates solved at once after the first: ``workers`` (the CPU budget the user gave) capped by
+    the machine's CPUs and the number of candidates; 1 where processes cannot be forked."""
+    import multiprocessing
+    import os
+
+    if tasks < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 1
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(int(workers), cpus, tasks))
+
+
+_SHARED: dict = {}   # what forked candidate processes inherit (the module is not pickled)
+
+
+def _child(i: int, share: float) -> dict:
+    """In a forked process: solve candidate ``i`` and return what the parent needs to rebuild it (the
+    choice and the Solution; the graph is rebuilt in the parent only if this candidate is picked)."""
+    module, meshes, options = _SHARED["module"], _SHARED["meshes"], _SHARED["options"]
+    outcome = _solve_one(module, meshes[i][1], share, options)
+    result = outcome.pop("result", None)
+    if result is not None:
+        outcome.update(choice=list(result.choice), solution=result.solution, objective=float(result.evaluation.total),
+                       peak_memory=int(result.evaluation.peak_memory), gap=result.gap,
+                       seconds_build=result.seconds_build, seconds_solve=result.seconds_solve)
+    return outcome
+
+
+def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, jobs: int, trials: list) -> None:
+    """Solve the candidates ``run`` in ``jobs`` forked processes (each inherits the parsed module; the
+    solver's result is deterministic per candidate, so the outcome is the one a sequential search
+    gets).  A candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    _SHARED.update(module=module, meshes=meshes, options=options)
+    try:
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            futures = {i: pool.submit(_child, i, shares[i]) for i in run}
+            for i in run:
+                outcome = futures[i].result()
+                trial = trials[i]
+                trial.status, trial.seconds, trial.message = outcome["status"], outcome["seconds"], outcome.get("message")
+                if "choice" in outcome:
+                    trial.objective, trial.peak_memory, trial.gap = (outcome["objective"], outcome["peak_memory"],
+                                                                     outcome["gap"])
+                    trial.module, trial.result = module, outcome
+    finally:
+        _SHARED.clear()
+
+
+def _rebuild(trial: MeshTrial, memory_budget, keep: str):
+    """The SolveResult of a candidate solved in another process: its cost graph built again here (the
+    build is deterministic, so the choice indexes the same strategies) and the choice evaluated on it."""
+    from .autoshard.build import build_graph
+    from .autoshard.evaluate import evaluate_choice
+    from .autoshard.solve import SolveResult
+
+    outcome = trial.result
+    graph = build_graph(trial.module, trial.mesh, keep, memory_budget)
+    choice = outcome["choice"]
+    if len(choice) != len(graph.nodes):  # cannot happen unless the build is not deterministic
+        raise AssertionError("internal error: a rebuilt cost graph differs from the candidate's")
+    ev = evaluate_choice(graph, choice)
+    return SolveResult(graph, outcome["solution"], choice, ev, outcome["seconds_build"], outcome["seconds_solve"])

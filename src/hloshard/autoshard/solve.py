@@ -97,7 +97,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
-                 reevaluate: bool = True) -> SolveResult:
+                 reevaluate: bool = True, apply: bool = True) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
@@ -108,6 +108,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     solver's objective.
     ``reevaluate``: price the written module as ``hloshard cost`` does (:func:`reevaluate_written`);
     ``--mesh auto`` turns it off for its candidates and re-evaluates the one it picks.
+    ``apply``: write the choice (and the pins) into ``module``; with False the module is left as it
+    is (building only adds one computation per call site, :func:`hloshard.hlo.callgraph.flatten_call_graph`)
+    and :func:`apply_solution` writes it later: ``--mesh auto`` solves every candidate mesh on one
+    parse and writes only the one it picks.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -122,6 +126,19 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                       progress=progress)
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
+    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)
+    if apply:
+        apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
+    result.seconds_solve = time.monotonic() - t1
+    return result
+
+
+def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False, memory_budget: int | None = None,
+                   reevaluate: bool = True) -> SolveResult:
+    """Write ``result``'s choice into ``module`` (the module its graph was built from) as ``sharding=``,
+    insert the operand and loop-state pins when ``pin_operands`` (see :func:`solve_module`), and with
+    ``reevaluate`` price the written module (:func:`reevaluate_written`).  Returns ``result``."""
+    graph, choice = result.graph, result.choice
     apply_choice(graph, choice)
     # A dot / convolution / gather / scatter is partitioned by XLA from its operands' layouts, not from
     # the plan: pin each operand the chosen strategy reshards with a copy in the planned layout, so XLA
@@ -134,10 +151,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # through StableHLO (hloshard.strategy.realize.insert_loop_state_pins; measured there)
     if pin_operands:
         graph.loop_pins = insert_loop_state_pins([i for i in graph.schedule if i.opcode == "while"])
-    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)
     if reevaluate:
         reevaluate_written(result, module, mesh, memory_budget)
-    result.seconds_solve = time.monotonic() - t1
     return result
 
 

@@ -379,13 +379,13 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
-    before = {i.name: i.sharding for i in module.all_instructions()}   # by name: --mesh auto solves a fresh parse
+    before = {i.name: i.sharding for i in module.all_instructions()}
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
                 from ..mesh_search import search_meshes
 
-                search = search_meshes(print_module(module), "<stdin>" if module_file == "-" else module_file,
+                search = search_meshes(module, "<stdin>" if module_file == "-" else module_file,
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
                                        max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
                                        deterministic=deterministic, progress=progress if show else None,
