@@ -242,28 +242,16 @@ def chain_module(cases, prelude: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def xla_collectives_detailed(raw_text: str) -> list[dict]:
-    """:func:`xla_collectives` with ``source_target_pairs`` (sorted pairs; [] for other kinds) added to
-    each dict (same order: the collectives of the text, ``*-done`` left out)."""
-    from tests import xla_oracle
-
-    cols = xla_collectives(raw_text)
-    pairs = [c["source_target_pairs"] or [] for c in xla_oracle.collectives(raw_text)
-             if not c["kind"].endswith("-done")]
-    for c, p in zip(cols, pairs):
-        c["source_target_pairs"] = sorted(tuple(x) for x in p)
-    return cols
-
-
 def detailed(cols) -> list[tuple]:
     """(kind, participants, ring bytes) per collective, sorted: ``participants`` the sorted replica
     groups (each sorted) of a grouped collective, the sorted (source, target) pairs of a
-    collective-permute (pairs that move data only).  Either side (XLA dicts or PredictedCollective)."""
+    collective-permute (pairs that move data only: :func:`xla_collectives`' ``pairs``).  Either side (XLA
+    dicts or PredictedCollective)."""
     rows = []
     for c in cols:
         if isinstance(c, dict):
             kind = c["kind"]
-            who = (tuple(p for p in c["source_target_pairs"] if p[0] != p[1]) if kind == "collective-permute"
+            who = (tuple(tuple(p) for p in c["pairs"]) if kind == "collective-permute"
                    else tuple(tuple(g) for g in c["replica_groups"]))
             rows.append((kind, who, round(c["ring"])))
         else:
@@ -288,7 +276,7 @@ def module_results(text: str, names, mesh_spec: str = "2x4", refine: bool = True
 
     require_jax()
     raw = partition_only(text)
-    xla = by_op(xla_collectives_detailed(raw))
+    xla = by_op(xla_collectives(raw))
     module = parse_module(text)
     mesh = DeviceMesh.for_module(module, mesh_spec, alpha="0,0", beta="1,1", refine=refine)
     pred = predicted_collectives(module, mesh)
