@@ -307,7 +307,7 @@ Examples:
                    "or 'none' (default: no budget).")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds. Wall-clock unless --deterministic: the result can then depend on the "
                    "machine's load.")
-@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads.")
+@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
