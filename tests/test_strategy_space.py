@@ -305,3 +305,30 @@ def test_refinement_is_capped():
     assert DeviceMesh.for_module(module(6), str(2 ** 6)).shape == (2,) * 6
     capped = DeviceMesh.for_module(module(7), str(2 ** 7))
     assert capped.shape == (128,) and any("priced as written" in n for n in capped.notes)
+
+
+@pytest.mark.parametrize("body, free", [
+    ("ROOT t = f32[256,1024] transpose(p0), dimensions={1,0}, sharding={devices=[1,8]<=[2,4]T(1,0)}", True),
+    ("ROOT r = f32[1024,16,16] reshape(p0), sharding={devices=[8,1,1]<=[2,4]T(1,0)}", True),
+    ("ROOT s = f32[1024,128] slice(p0), slice={[0:1024], [0:128]}, sharding={devices=[8,1]<=[2,4]T(1,0)}", True),
+    ("ROOT a = f32[1024,256] add(p0, p0), sharding={devices=[8,1]<=[2,4]T(1,0)}", False),
+])
+def test_a_written_layout_outside_the_enumeration_costs_what_the_handler_charges(body, free):
+    """A dim split over the three axes of a 2x2x2 mesh in the order (1, 2, 0) (device order
+    0,4,1,5,...) is not among the enumerated layouts there, so the kept written sharding gets a
+    generated strategy; it must cost what the handler charges where the same layout *is* enumerated
+    (a 2x4 mesh: the axes (1, 0)): a parameter, transpose, reshape or slice computes nothing (the
+    generated strategy had charged one unit per element: 64 per instruction here), an add does."""
+    text = ("HloModule m, num_partitions=8\nENTRY e {\n"
+            "  p0 = f32[1024,256] parameter(0), sharding={devices=[8,1]<=[2,4]T(1,0)}\n"
+            f"  {body}\n}}\n")
+    costs = {}
+    for spec in ("2x2x2", "2x4"):
+        module = parse_module(text, "m")
+        mesh = DeviceMesh.for_module(module, spec)
+        assert mesh.shape == tuple(int(x) for x in spec.split("x"))
+        from hloshard.autoshard.evaluate import evaluate_module
+
+        costs[spec] = evaluate_module(module, mesh).total_cost
+    assert costs["2x2x2"] == pytest.approx(costs["2x4"], abs=1e-9)
+    assert (costs["2x4"] == 0) == free

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from .base import TOKEN, StrategyGroup, TupleGroup, elementwise_strategy, is_array, leaf_shapes, spec_name
-from .registry import register, replicated_group
+from .registry import register, register_result_flops, replicated_group
 
 
 def enumerated_group(instr, shape, ctx, flops_per_element: float = 0.0, name_prefix: str = "") -> StrategyGroup:
@@ -36,6 +36,9 @@ def handle_parameter(instr, ctx):
     if not is_array(instr.shape):
         return replicated_group(instr, ctx)
     return enumerated_group(instr, instr.shape, ctx)
+
+
+register_result_flops(0.0, "parameter")   # a parameter's shard is given, not computed
 
 
 @register("iota", "rng")

@@ -31,6 +31,18 @@ def register(*opcodes: str):
     return deco
 
 
+#: opcode -> compute per result element, a number or ``fn(instr) -> number``, of the strategy
+#: :func:`_generate_for_output` makes for a written layout the opcode's handler does not enumerate
+#: (default 1, elementwise); registered by handler modules, as their handler prices a result element
+RESULT_FLOPS: dict = {}
+
+
+def register_result_flops(flops, *opcodes: str) -> None:
+    """Declare the compute per result element of ``opcodes`` (see :data:`RESULT_FLOPS`)."""
+    for op in opcodes:
+        RESULT_FLOPS[op] = flops
+
+
 def register_backward(*opcodes: str):
     def deco(fn):
         for op in opcodes:
@@ -163,7 +175,12 @@ def _fixed_specs(instr, ctx: BuildContext):
 def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
     """One strategy producing ``out_spec`` (array instr): backward inference when the opcode has it (for
     a raw HloSharding ``out_spec`` only when the backward function says ``accepts_raw``), else every
-    operand replicated (always correct: compute locally, keep the required shard)."""
+    operand replicated (always correct: compute locally, keep the required shard).  Compute per result
+    element: :data:`RESULT_FLOPS` of the opcode, so that a written layout the handler does not
+    enumerate (e.g. a dim over three mesh axes in a non-ascending order) costs what an enumerated one
+    would: a parameter, transpose, reshape or slice computes nothing."""
+    flops = RESULT_FLOPS.get(instr.opcode, 1.0)
+    flops = float(flops(instr) if callable(flops) else flops)
     fn = BACKWARD.get(instr.opcode)
     inputs = None
     if fn is not None and (is_mesh_spec(out_spec) or getattr(fn, "accepts_raw", False)):
@@ -173,7 +190,7 @@ def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
             inputs = None
     if inputs is None:
         inputs = tuple(replicated_spec(len(op.shape.dims)) if is_array(op.shape) else None for op in instr.operands)
-    return elementwise_strategy("user", out_spec, inputs, instr.shape, ctx.minfo)
+    return elementwise_strategy("user", out_spec, inputs, instr.shape, ctx.minfo, flops)
 
 
 def apply_fixed(group, instr, ctx: BuildContext):

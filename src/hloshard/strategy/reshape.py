@@ -29,7 +29,7 @@ all-gather of the operand).
 from __future__ import annotations
 
 from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
-from .registry import PREFERRED, register, register_backward
+from .registry import PREFERRED, register, register_backward, register_result_flops
 
 #: name prefix of the strategies that reshape locally in the forward layout and reshard the result
 FORWARD = "fwd:"
@@ -216,3 +216,6 @@ def backward_reshape(instr, out_spec, ctx):
     if instr.opcode == "bitcast":
         return (replicated_spec(len(instr.operands[0].shape.dims)),) + (None,) * (len(instr.operands) - 1)
     return (required_operand_spec(instr, out_spec, ctx),) + (None,) * (len(instr.operands) - 1)
+
+
+register_result_flops(0.0, "reshape", "dynamic-reshape")   # as handle_reshape prices a result element

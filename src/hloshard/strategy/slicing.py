@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
-from .registry import register, register_backward
+from .registry import register, register_backward, register_result_flops
 
 
 def _changed_dims(instr):
@@ -389,3 +389,9 @@ def handle_reverse(instr, ctx):
 @register_backward("reverse")
 def backward_reverse(instr, out_spec, ctx):
     return (out_spec,)
+
+
+# compute per result element, as the handlers price it: a dynamic-update-slice writes its result,
+# the others only select or move
+register_result_flops(0.0, "slice", "dynamic-slice", "pad", "concatenate", "reverse")
+register_result_flops(1.0, "dynamic-update-slice")

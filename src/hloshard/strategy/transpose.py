@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from .base import inverse_permute, is_array, is_mesh_spec, permute, replicated_spec
 from .elementwise import elementwise_strategy, follow_group, free_group
-from .registry import register, register_backward
+from .registry import register, register_backward, register_result_flops
 
 
 def permute_raw(sh, perm, ctx):
@@ -72,3 +72,4 @@ def backward_transpose(instr, out_spec, ctx):
 
 
 backward_transpose.accepts_raw = True
+register_result_flops(0.0, "transpose")   # as handle_transpose prices a result element
