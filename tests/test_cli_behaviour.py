@@ -207,6 +207,30 @@ def test_status_in_words():
         "best found in 1 s, within 0.75% of optimal"
 
 
+def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_zero_gap(capsys):
+    """The --mesh auto table (stderr): a skipped or failed candidate's reason is printed under it
+    (fresh-user finding: it was only in the JSON report), and a gap below 0.01% reads "< 0.01%",
+    not "0.00%" beside a status that is not a proof."""
+    import numpy as np
+
+    from hloshard.commands.solve import print_mesh_search
+    from hloshard.mesh import DeviceMesh
+    from hloshard.mesh_search import MeshSearch, MeshTrial
+
+    def trial(label, **kw):
+        return MeshTrial(label, DeviceMesh(tuple(int(x) for x in label.split("x")), np.arange(8)), **kw)
+
+    search = MeshSearch(8, [trial("8", status="feasible", objective=36889234922.3, peak_memory=1 << 30, gap=1.1e-5),
+                            trial("2x4", status="optimal", objective=36889234922.3, peak_memory=1 << 30, gap=0.0),
+                            trial("2x2x2", status="skipped", message="building its cost graph would take about 159 s")],
+                        best_index=0)
+    print_mesh_search(search)
+    err = capsys.readouterr().err
+    row = next(line for line in err.splitlines() if line.lstrip("│ ").startswith("8 *"))
+    assert "< 0.01%" in row and "0.00%" not in err and "36,889,234,922" in row
+    assert "note: 2x2x2: skipped: building its cost graph would take about 159 s" in " ".join(err.split())
+
+
 # --------------------------------------------------------------------------- help
 
 def test_top_level_help_lists_each_command_once():

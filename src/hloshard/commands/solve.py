@@ -120,10 +120,18 @@ def status_in_words(report: dict) -> str:
     gap = report.get("gap")
     if gap is None:
         return f"best found{took} (no bound: distance to the optimum unknown)"
-    # whole percents from 1% up; below that two decimals, and "0.01%" as the floor (a true upper bound:
-    # "within 0%" would claim a proof the solver did not make)
-    words = f"{gap:.0%}" if gap >= 0.01 else (f"{gap:.2%}" if gap >= 1e-4 else "0.01%")
-    return f"best found{took}, within {words} of optimal"
+    return f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
+
+
+def gap_percent(gap: float, floor: bool = False) -> str:
+    """A gap (fraction) in words: whole percents from 1% up, two decimals below that, and under
+    0.01% "0.01%" (``floor``: "within 0.01%", a true upper bound) or "< 0.01%" (never "0.00%" or
+    "0%", which would claim a proof the solver did not make)."""
+    if gap >= 0.01:
+        return f"{gap:.0%}"
+    if gap >= 1e-4:
+        return f"{gap:.2%}"
+    return "0.01%" if floor else "< 0.01%"
 
 
 def _mesh_words(mesh: dict) -> str:
@@ -225,10 +233,15 @@ def print_mesh_search(search) -> None:
     for i, tr in enumerate(search.trials):
         mark = " *" if i == search.best_index else ""
         t.add_row(tr.label + mark, str(tr.mesh), f"same as {tr.same_as}" if tr.same_as else tr.status,
-                  "-" if tr.objective is None else f"{tr.objective:,.2f}",
+                  "-" if tr.objective is None else f"{tr.objective:,.0f}" if abs(tr.objective) >= 1e6 else f"{tr.objective:,.2f}",
                   "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
-                  "-" if tr.gap is None else f"{tr.gap:.2%}", f"{tr.seconds:.1f}")
-    Console(stderr=True, width=max(100, Console(stderr=True).width)).print(t)
+                  "0" if tr.status == "optimal" else ("-" if tr.gap is None else gap_percent(tr.gap)),
+                  f"{tr.seconds:.1f}")
+    console = Console(stderr=True, width=max(100, Console(stderr=True).width))
+    console.print(t)
+    for tr in search.trials:   # why a candidate has no figures (refined twins are named in the table)
+        if tr.message and not tr.same_as:
+            console.print(f"note: {tr.label}: {tr.status}: {tr.message}", highlight=False, markup=False)
 
 
 def _user_warning(w: str, report: dict) -> str:
