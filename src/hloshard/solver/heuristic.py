@@ -396,11 +396,6 @@ def _icm_free(ls, costs, deadline, max_sweeps: int = 5):
 # -- Lagrangian prices per liveness point ---------------------------------------------------------
 
 PATIENCE = 3  # Lagrangian rounds without a better priced objective before the step halves (Held & Karp style)
-#: the rounds stop once the step factor has halved this low (six halvings, each after PATIENCE rounds
-#: without a better priced objective): the prices have converged and the rounds only repeat priced
-#: solutions (seen on S: no new incumbent in the 65 s of rounds after theta fell below it), so the
-#: time goes to the phases after it
-THETA_MIN = 2.0 ** -6
 
 
 def point_penalties(ls: "LocalSearch", mu: np.ndarray) -> list:
@@ -431,8 +426,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     ``g_k = load_k - cap_k`` at every point is the subgradient, and the prices move to
     ``max(0, mu + theta * (UB - L) / |g|^2 * g)`` (Polyak's step: ``UB`` the best feasible objective,
     ``L = c(x) + mu . g`` the priced objective of the round's solution; ``theta`` starts at 1 and
-    halves after :data:`PATIENCE` rounds without a better ``L``, the textbook schedule; the rounds
-    stop once it is below :data:`THETA_MIN`).  When at most ``repair_fraction`` of the points
+    halves after :data:`PATIENCE` rounds without a better ``L``, the textbook schedule).  When at most ``repair_fraction`` of the points
     overflow, the round's solution is repaired to feasibility (:func:`repair_memory`) and improved by
     the memory-aware local search; every feasible one can become the incumbent.
 
@@ -480,8 +474,6 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
             stall += 1
             if stall >= patience:
                 theta, stall = theta / 2, 0
-                if theta < THETA_MIN:
-                    break
         if nviol <= repair_fraction * npts:
             if nviol:
                 repair_memory(ls, deadline, batch=16 if big else 1)
