@@ -270,9 +270,6 @@ def handle_concatenate(instr, ctx):
             res = (0.0, ())
         return spec, tuple(spec for _ in range(n)), res[0], res[1]
 
-    # compute per result element: a dynamic-update-slice writes its result, the others only select
-    # (the same in both paths below, so a fixed operand does not change the price)
-    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         g = free_group(instr, ctx, lambda sp: tuple(sp for _ in range(n)), 0.0)
@@ -371,9 +368,6 @@ def handle_reverse(instr, ctx):
 
     cols_by_spec: dict = {}
 
-    # compute per result element: a dynamic-update-slice writes its result, the others only select
-    # (the same in both paths below, so a fixed operand does not change the price)
-    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         g = free_group(instr, ctx, lambda s: (s,), 0.0)
