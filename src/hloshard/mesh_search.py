@@ -54,6 +54,9 @@ class MeshTrial:
     same_as: str | None = None
     module: object = None
     result: object = None
+    #: a candidate solved in a forked process: its choice and Solution (:func:`_child`), from which
+    #: :func:`_rebuild` makes ``result`` if it is picked
+    remote: dict | None = None
 
     def to_json(self) -> dict:
         return {"mesh": self.label, "internal_mesh": str(self.mesh), "status": self.status,
@@ -246,7 +249,7 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     out.best_index = min(ok, key=lambda i: (out.trials[i].objective, out.trials[i].peak_memory,
                                             out.trials[i].mesh.ndim, i))
     best = out.trials[out.best_index]
-    if isinstance(best.result, dict):   # solved in a forked process
+    if best.result is None:   # solved in a forked process
         best.result = _rebuild(best, memory_budget, keep)
     apply_solution(best.result, best.module, best.mesh, pin_operands, memory_budget)
     if best.result.written is not None:
@@ -269,13 +272,23 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None) -> dict
     return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0}
 
 
+def _figures(result) -> dict:
+    """A trial's figures from a SolveResult: objective (cost units), peak memory, gap."""
+    return {"objective": float(result.evaluation.total), "peak_memory": int(result.evaluation.peak_memory),
+            "gap": result.gap}
+
+
 def _record(trial: MeshTrial, outcome: dict, module) -> None:
+    """Set ``trial``'s status and figures from :func:`_solve_one`'s outcome (a SolveResult in
+    ``result``) or :func:`_child`'s (the figures and the choice, kept in ``remote``)."""
     trial.status, trial.seconds, trial.message = outcome["status"], outcome["seconds"], outcome.get("message")
     result = outcome.get("result")
-    if result is not None:
-        ev = result.evaluation
-        trial.objective, trial.peak_memory, trial.gap = float(ev.total), int(ev.peak_memory), result.gap
-        trial.module, trial.result = module, result
+    figures = _figures(result) if result is not None else outcome.get("figures")
+    if figures is not None:
+        trial.objective, trial.peak_memory, trial.gap = figures["objective"], figures["peak_memory"], figures["gap"]
+        trial.module = module
+        trial.result = result
+        trial.remote = None if result is not None else outcome
 
 
 def _jobs(workers: int, tasks: int) -> int:
@@ -300,8 +313,7 @@ def _child(i: int, share: float) -> dict:
     outcome = _solve_one(module, meshes[i][1], share, options)
     result = outcome.pop("result", None)
     if result is not None:
-        outcome.update(choice=list(result.choice), solution=result.solution, objective=float(result.evaluation.total),
-                       peak_memory=int(result.evaluation.peak_memory), gap=result.gap,
+        outcome.update(figures=_figures(result), choice=list(result.choice), solution=result.solution,
                        seconds_build=result.seconds_build, seconds_solve=result.seconds_solve)
     return outcome
 
@@ -318,13 +330,7 @@ def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, j
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {i: pool.submit(_child, i, shares[i]) for i in run}
             for i in run:
-                outcome = futures[i].result()
-                trial = trials[i]
-                trial.status, trial.seconds, trial.message = outcome["status"], outcome["seconds"], outcome.get("message")
-                if "choice" in outcome:
-                    trial.objective, trial.peak_memory, trial.gap = (outcome["objective"], outcome["peak_memory"],
-                                                                     outcome["gap"])
-                    trial.module, trial.result = module, outcome
+                _record(trials[i], futures[i].result(), module)
     finally:
         _SHARED.clear()
 
@@ -336,7 +342,7 @@ def _rebuild(trial: MeshTrial, memory_budget, keep: str):
     from .autoshard.evaluate import evaluate_choice
     from .autoshard.solve import SolveResult
 
-    outcome = trial.result
+    outcome = trial.remote
     graph = build_graph(trial.module, trial.mesh, keep, memory_budget)
     choice = outcome["choice"]
     if len(choice) != len(graph.nodes):  # cannot happen unless the build is not deterministic

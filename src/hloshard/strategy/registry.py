@@ -43,6 +43,12 @@ def register_result_flops(flops, *opcodes: str) -> None:
         RESULT_FLOPS[op] = flops
 
 
+def result_flops(instr) -> float:
+    """Compute per result element of ``instr`` (:data:`RESULT_FLOPS`; 1 when its opcode declares none)."""
+    flops = RESULT_FLOPS.get(instr.opcode, 1.0)
+    return float(flops(instr) if callable(flops) else flops)
+
+
 def register_backward(*opcodes: str):
     def deco(fn):
         for op in opcodes:
@@ -179,8 +185,7 @@ def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
     element: :data:`RESULT_FLOPS` of the opcode, so that a written layout the handler does not
     enumerate (e.g. a dim over three mesh axes in a non-ascending order) costs what an enumerated one
     would: a parameter, transpose, reshape or slice computes nothing."""
-    flops = RESULT_FLOPS.get(instr.opcode, 1.0)
-    flops = float(flops(instr) if callable(flops) else flops)
+    flops = result_flops(instr)
     fn = BACKWARD.get(instr.opcode)
     inputs = None
     if fn is not None and (is_mesh_spec(out_spec) or getattr(fn, "accepts_raw", False)):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
-from .registry import register, register_backward, register_result_flops
+from .registry import register, register_backward, register_result_flops, result_flops
 
 
 def _changed_dims(instr):
@@ -300,9 +300,9 @@ def handle_slicing(instr, ctx):
         return handle_concatenate(instr, ctx)
     rank = len(instr.shape.dims)
     changed = _pad_changed(instr) if instr.opcode == "pad" else _changed_dims(instr)
-    # compute per result element: a dynamic-update-slice writes its result, the others only select
-    # (the same in both paths below, so a fixed operand does not change the price)
-    fpe = 1.0 if instr.opcode == "dynamic-update-slice" else 0.0
+    # compute per result element (registered below: a dynamic-update-slice writes its result, the
+    # others only select); the same in both paths below, so a fixed operand does not change the price
+    fpe = result_flops(instr)
     r = ctx.resolve(instr.operands[0], 0)
     if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
         def inputs_for(spec):
