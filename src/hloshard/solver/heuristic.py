@@ -8,12 +8,14 @@ usages of its members, each over its own liveness interval).
 * :meth:`LocalSearch.greedy`: nodes in breadth-first order, each picks its cheapest strategy that fits
   in memory given the already chosen neighbours (the others are optimistic: their best response).
 * :meth:`LocalSearch.improve`: iterated conditional modes -- single-node moves to the best strategy
-  that fits, given all neighbours -- then joint moves of both ends of each edge, until no move
-  improves or the deadline passes.  Moves are exact (numpy over strategy vectors and profiles).
+  that fits, given all neighbours -- then forest moves (:mod:`~hloshard.solver.forest`: a random
+  induced forest of ~80% of the nodes re-chosen exactly by dynamic programming, within the memory
+  slack), then joint moves of both ends of each edge, until no move improves or the deadline
+  passes.  Moves are exact (numpy over strategy vectors and profiles).
 * :class:`MinSum`: min-sum belief propagation for the problem without memory limits (exact on trees).
 * :func:`lagrangian_search`: the memory limit relaxed into one price per liveness point (subgradient
-  with Polyak's step), min-sum on the priced problem, greedy repair to feasibility and local search
-  on the true costs.  This is what finds good solutions when memory binds (the unpriced optimum of
+  with Polyak's step), min-sum then single-node and forest moves on the priced problem, greedy
+  repair to feasibility and local search on the true costs.  This is what finds good solutions when memory binds (the unpriced optimum of
   contest instance G needs 29x the memory limit; on K every liveness point overflows).  It replaced
   per-node prices raised geometrically at overflowing points (issue 11): those overshot on K (a
   feasible point only after 36 rounds, at 2.0x the best contest entry), the per-point prices with a
@@ -29,9 +31,12 @@ from collections import deque
 import numpy as np
 
 from ..costgraph import INFINITY
+from .forest import forest_move, induced_forest
 from .presolve import Reduced
 
 INF = np.int64(INFINITY)
+FOREST_PATIENCE = 3  # forest moves in a row without improvement before a descent stops
+FOREST_MOVES = 40    # at most this many forest moves per descent (a work limit, for deterministic runs)
 
 
 
@@ -105,10 +110,12 @@ class LocalSearch:
             return np.zeros(0, dtype=np.int64)
         return self.mem.loads(s)
 
-    def objective(self, s=None) -> int:
-        """Objective of the reduced problem (without the presolve offset), a Python int."""
+    def objective(self, s=None, costs=None) -> int:
+        """Objective of the reduced problem (without the presolve offset), a Python int; ``costs``:
+        node cost vectors to use instead of the problem's (e.g. with memory prices added)."""
         s = self.s if s is None else s
-        total = sum(int(c[k]) for c, k in zip(self.costs, s.tolist()))
+        costs = self.costs if costs is None else costs
+        total = sum(int(c[k]) for c, k in zip(costs, s.tolist()))
         for (u, v), m in zip(self.red.edges.tolist(), self.red.edge_costs):
             total += int(m[s[u], s[v]])
         return total
@@ -211,6 +218,8 @@ class LocalSearch:
                     break
             if improved:
                 continue
+            if self.forest_descent(deadline, safe=True, dirty=dirty):
+                continue
             if not pairs or (max_pair_sweeps is not None and sweeps >= max_pair_sweeps):
                 break
             sweeps += 1
@@ -218,6 +227,37 @@ class LocalSearch:
             if not moved:
                 break
         return self.s.copy()
+
+    def forest_descent(self, deadline: float, costs=None, safe: bool = True, dirty=None,
+                       patience: int = FOREST_PATIENCE, max_moves: int = FOREST_MOVES) -> bool:
+        """Forest moves (:mod:`~hloshard.solver.forest`: a random induced forest re-chosen exactly by
+        dynamic programming, the other nodes fixed) until ``patience`` consecutive moves bring no
+        improvement, ``max_moves`` moves were made or the deadline passes.  ``costs``: node costs to
+        minimise instead of the problem's (the priced costs of the Lagrangian rounds); ``safe``:
+        moves keep memory feasibility (the shared-slack rule of the forest module).  A move is
+        kept only when it lowers the exact objective.  Marks moved nodes' neighbours in ``dirty``.
+        Returns whether the solution improved.  Deterministic given the seed (no clock decision
+        when ``deadline`` is infinite)."""
+        if self.n < 2:
+            return False
+        cur = self.objective(costs=costs)
+        fails = moves = 0
+        better = False
+        while fails < patience and moves < max_moves and time.monotonic() < deadline:
+            chosen = induced_forest(self.nbrs, self.rng.permutation(self.n).tolist())
+            new = forest_move(self, chosen, costs=costs, safe=safe)
+            moves += 1
+            o = self.objective(new, costs=costs)
+            if o < cur:
+                for i in np.nonzero(new != self.s)[0].tolist():
+                    self._move(i, int(new[i]))
+                    if dirty is not None:
+                        for j, _ in self.nbrs[i]:
+                            dirty[j] = True
+                cur, fails, better = o, 0, True
+            else:
+                fails += 1
+        return better
 
     def _pair_sweep(self, deadline, dirty) -> bool:
         moved = False
@@ -422,7 +462,8 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     """Memory by Lagrangian relaxation with one price per liveness point (subgradient, Polyak step).
 
     Round ``r``: node costs plus the prices' penalties (:func:`point_penalties`) are minimised
-    without memory limits (min-sum with warm messages, then single-node moves); the overflow
+    without memory limits (min-sum with warm messages, then single-node moves, then forest moves:
+    :meth:`LocalSearch.forest_descent`); the overflow
     ``g_k = load_k - cap_k`` at every point is the subgradient, and the prices move to
     ``max(0, mu + theta * (UB - L) / |g|^2 * g)`` (Polyak's step: ``UB`` the best feasible objective,
     ``L = c(x) + mu . g`` the priced objective of the round's solution; ``theta`` starts at 1 and
@@ -446,6 +487,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     theta = 1.0
     patience = PATIENCE
     best_l, stall = -math.inf, 0
+    first_l = None
     big = n >= 2000
     for rounds in range(1, max_rounds + 1):
         if time.monotonic() >= deadline:
@@ -459,6 +501,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
         s = ms.run(costs, sweeps=6 if rounds == 1 or not big else 2, deadline=deadline, warm=big)
         ls.set_solution(s)
         _icm_free(ls, costs, deadline, max_sweeps=2 if big else 5)
+        ls.forest_descent(deadline, costs=costs, safe=False)
         obj = ls.objective()
         if not npts:
             ls.improve(deadline, pairs=not big, max_pair_sweeps=max_pair_sweeps)
@@ -495,6 +538,13 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
         if norm == 0:
             break  # the priced optimum is feasible and complementary: nothing to move
         ub = best_obj if best_obj is not None else obj
-        step = theta * max(ub - lval, 1e-3 * abs(ub) + 1.0) / norm
+        if first_l is None:
+            first_l = lval
+        # the gap estimate UB - L; L comes from an inexact minimisation and can reach or pass UB
+        # (the true dual value never does): then UB - L says nothing, and the first round's gap
+        # (UB minus the unpriced round's value) sets the scale instead
+        floor = 1e-3 * abs(ub) + 1.0
+        gap = ub - lval if ub - lval > floor else max(ub - first_l, floor)
+        step = theta * gap / norm
         mu = np.maximum(0.0, mu + step * d)
     return best_s, best_obj, mu

@@ -1,0 +1,128 @@
+"""Block moves on induced forests: many nodes re-chosen at once, exactly, the others held fixed.
+
+Single-node (ICM) and edge-pair moves stall where a change is only worth it when many nodes follow
+at once -- e.g. a tensor used by many consumers, or a chain of layouts that must all switch.  A
+*forest move* picks a set ``F`` of nodes whose induced subgraph is a forest (no cycle uses only
+nodes of ``F``), fixes every other node at its current strategy, and chooses the strategies of all
+of ``F`` jointly by dynamic programming over each tree (min-sum, exact on trees): the edges from
+``F`` to fixed nodes become node costs.  The current solution is one of the candidates, so the move
+never makes the objective worse; it is the *tree-block* coordinate descent of the MRF literature
+(block ICM on trees; e.g. Kappes et al., "A comparative study of modern inference techniques for
+structured discrete energy minimization problems", IJCV 2015, the "LF"/block-ICM family).
+
+``F`` is grown greedily over a random order of the nodes: a node joins when its neighbours already
+in ``F`` lie in distinct trees (union-find); on the reduced contest graphs about 80% of the nodes
+join.  Random orders give different blocks, so repeated moves keep finding descents until none of
+a few consecutive moves improves.
+
+**Memory.**  With ``safe=True`` each node of ``F`` may only take strategies whose extra usage over
+its current one fits, at every liveness point ``p`` it touches, in ``floor(slack_p / n_p)``:
+``slack_p`` the free bytes at ``p`` and ``n_p`` the number of nodes of ``F`` live at ``p``.  The
+increases at ``p`` then sum to at most ``slack_p`` whatever the DP picks, so a feasible solution
+stays feasible (decreases are always allowed).  Without it (the Lagrangian rounds: memory priced in
+the node costs) the move ignores the limits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BIG = 1e30  # float stand-in for forbidden (infinite) costs in the DP
+
+
+def induced_forest(nbrs, order) -> np.ndarray:
+    """Boolean mask of a node set whose induced subgraph is a forest, grown greedily in ``order``
+    (node ids; each node once).  ``nbrs[i]``: ``(neighbour, data)`` pairs; parallel edges count as
+    a cycle, so at most one edge of the original graph joins any two chosen nodes."""
+    n = len(nbrs)
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    chosen = np.zeros(n, dtype=bool)
+    for i in order:
+        roots = []
+        for j, _ in nbrs[i]:
+            if chosen[j]:
+                r = find(j)
+                if r in roots:
+                    break
+                roots.append(r)
+        else:
+            chosen[i] = True
+            for r in roots:
+                parent[r] = i
+    return chosen
+
+
+def _safe_masks(ls, chosen):
+    """Per chosen node with memory, the boolean mask of its strategies allowed by the shared slack
+    (see the module docstring); None for nodes without memory."""
+    n_at = np.zeros(len(ls.caps) + 1, dtype=np.int64)
+    ids = [i for i in np.nonzero(chosen)[0].tolist() if ls.prof[i] is not None]
+    for i in ids:
+        lo, hi = ls.prof[i][0], ls.prof[i][1]
+        n_at[lo] += 1
+        n_at[hi] -= 1
+    n_at = np.maximum(np.cumsum(n_at)[:-1], 1)
+    share = np.maximum(ls.caps - ls.load, 0) // n_at
+    masks = {}
+    for i in ids:
+        lo, hi, offs, _, U = ls.prof[i]
+        room = np.minimum.reduceat(share[lo:hi], offs)
+        masks[i] = ((U - U[ls.s[i]]) <= room).all(axis=1)
+    return masks
+
+
+def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
+    """New strategy positions for the nodes of ``chosen`` (a mask from :func:`induced_forest`), the
+    others kept at ``ls.s``: per tree of the induced forest, the exact minimiser of node costs plus
+    edge costs (edges to fixed nodes folded into node costs).  ``costs``: node cost vectors to use
+    instead of the problem's (e.g. with memory prices added).  ``safe``: only strategies within the
+    shared memory slack (module docstring).  Returns a full position vector; ``ls`` is unchanged.
+    Float DP; the caller compares exact objectives before accepting."""
+    s = ls.s
+    costs = ls.costs if costs is None else costs
+    masks = _safe_masks(ls, chosen) if safe and len(ls.caps) else {}
+    nbrs = ls.nbrs
+    new = s.copy()
+    unary = {}
+    for i in np.nonzero(chosen)[0].tolist():
+        c = np.minimum(costs[i].astype(np.float64), BIG)
+        for j, m in nbrs[i]:
+            if not chosen[j]:
+                c = c + m[:, s[j]]
+        if i in masks:
+            c = np.where(masks[i], c, BIG)
+        unary[i] = c
+    seen = np.zeros(len(s), dtype=bool)
+    for root in np.nonzero(chosen)[0].tolist():
+        if seen[root]:
+            continue
+        seen[root] = True
+        order, link = [root], [None]     # link[k]: (parent's index in order, M oriented (parent, node))
+        k = 0
+        while k < len(order):
+            i = order[k]
+            for j, m in nbrs[i]:
+                if chosen[j] and not seen[j]:
+                    seen[j] = True
+                    order.append(j)
+                    link.append((k, m))
+            k += 1
+        belief = [unary[i].copy() for i in order]
+        for k in range(len(order) - 1, 0, -1):
+            pk, m = link[k]
+            belief[pk] += (belief[k][None, :] + m).min(axis=1)
+        pick = [0] * len(order)
+        pick[0] = int(np.argmin(belief[0]))
+        for k in range(1, len(order)):
+            pk, m = link[k]
+            pick[k] = int(np.argmin(belief[k] + m[pick[pk], :]))
+        for i, a in zip(order, pick):
+            new[i] = a
+    return new
