@@ -33,7 +33,6 @@ import numpy as np
 from ..costgraph import INFINITY
 from .forest import forest_move, induced_forest
 from .presolve import Reduced
-from .trws import TRWS
 
 INF = np.int64(INFINITY)
 FOREST_PATIENCE = 3  # forest moves in a row without improvement before a descent stops
@@ -459,15 +458,12 @@ def point_penalties(ls: "LocalSearch", mu: np.ndarray) -> list:
 
 def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progress=None,
                       max_rounds: int = 1000, trace=None, repair_fraction: float = 0.05,
-                      max_pair_sweeps: int | None = None, info: dict | None = None):
+                      max_pair_sweeps: int | None = None):
     """Memory by Lagrangian relaxation with one price per liveness point (subgradient, Polyak step).
 
     Round ``r``: node costs plus the prices' penalties (:func:`point_penalties`) are minimised
-    without memory limits (message passing with warm messages, then single-node moves, then forest
-    moves: :meth:`LocalSearch.forest_descent`).  The first round (no prices yet) runs both
-    :class:`MinSum` and :class:`~hloshard.solver.trws.TRWS`, each polished the same way, and the
-    later rounds use the one whose result was cheaper (``info["message_passing"]``; the choice is
-    the instance's: TRW-S on contest instance N, min-sum on A, K, M, S).  The overflow
+    without memory limits (min-sum with warm messages, then single-node moves, then forest moves:
+    :meth:`LocalSearch.forest_descent`); the overflow
     ``g_k = load_k - cap_k`` at every point is the subgradient, and the prices move to
     ``max(0, mu + theta * (UB - L) / |g|^2 * g)`` (Polyak's step: ``UB`` the best feasible objective,
     ``L = c(x) + mu . g`` the priced objective of the round's solution; ``theta`` starts at 1 and
@@ -488,8 +484,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     red = ls.red
     n = ls.n
     mem = red.memory
-    passings = (MinSum(ls), TRWS(ls))
-    ms = passings[0]
+    ms = MinSum(ls)
     base = [c.astype(np.int64) for c in red.costs]
     best_s, best_obj = (None, None) if incumbent is None else (incumbent[0].copy(), int(incumbent[1]))
     npts = mem.num_points if mem is not None else 0
@@ -508,23 +503,10 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
         else:
             costs = [np.minimum(b + np.round(p - p.min()).astype(np.int64), INF) if p.any() else b
                      for b, p in zip(base, pen)]
-        if rounds == 1:  # both message passings; the one that did better here is kept
-            tried = []
-            for k, mp in enumerate(passings):
-                ls.set_solution(mp.run(costs, sweeps=6, deadline=deadline))
-                _icm_free(ls, costs, deadline, max_sweeps=2 if big else 5)
-                ls.forest_descent(deadline, costs=costs, safe=False)
-                tried.append((ls.objective(costs=costs), k, ls.s.copy()))
-            _, k, s = min(tried, key=lambda t: t[:2])
-            ms = passings[k]
-            ls.set_solution(s)
-            if info is not None:
-                info["message_passing"] = "trw-s" if k else "min-sum"
-                info["first_round"] = {"min-sum": tried[0][0], "trw-s": tried[1][0]}
-        else:
-            ls.set_solution(ms.run(costs, sweeps=2 if big else 6, deadline=deadline, warm=big))
-            _icm_free(ls, costs, deadline, max_sweeps=2 if big else 5)
-            ls.forest_descent(deadline, costs=costs, safe=False)
+        s = ms.run(costs, sweeps=6 if rounds == 1 or not big else 2, deadline=deadline, warm=big)
+        ls.set_solution(s)
+        _icm_free(ls, costs, deadline, max_sweeps=2 if big else 5)
+        ls.forest_descent(deadline, costs=costs, safe=False)
         obj = ls.objective()
         if not npts:
             ls.improve(deadline, pairs=not big, max_pair_sweeps=max_pair_sweeps)
