@@ -6,13 +6,12 @@ at once -- e.g. a tensor used by many consumers, or a chain of layouts that must
 nodes of ``F``), fixes every other node at its current strategy, and chooses the strategies of all
 of ``F`` jointly by dynamic programming over each tree (min-sum, exact on trees): the edges from
 ``F`` to fixed nodes become node costs.  The current solution is one of the candidates, so the move
-never makes the objective worse; it is the *tree-block* coordinate descent of the MRF literature
-(block ICM on trees; e.g. Kappes et al., "A comparative study of modern inference techniques for
-structured discrete energy minimization problems", IJCV 2015, the "LF"/block-ICM family).
+never makes the objective worse: block coordinate descent with tree-shaped blocks (ICM, Besag 1986,
+generalised from one node to a forest, each block solved exactly by min-sum dynamic programming).
 
 ``F`` is grown greedily over a random order of the nodes: a node joins when its neighbours already
 in ``F`` lie in distinct trees (union-find); on the reduced contest graphs about 80% of the nodes
-join.  Random orders give different blocks, so repeated moves keep finding descents until none of
+join (N: 83%).  Random orders give different blocks, so repeated moves keep finding descents until none of
 a few consecutive moves improves.
 
 **Memory.**  With ``safe=True`` each node of ``F`` may only take strategies whose extra usage over
