@@ -10,9 +10,9 @@ never makes the objective worse: block coordinate descent with tree-shaped block
 generalised from one node to a forest, each block solved exactly by min-sum dynamic programming).
 
 ``F`` is grown greedily over a random order of the nodes: a node joins when its neighbours already
-in ``F`` lie in distinct trees (union-find); on the reduced contest graphs about 80% of the nodes
-join (N: 83%).  Random orders give different blocks, so repeated moves keep finding descents until none of
-a few consecutive moves improves.
+in ``F`` lie in distinct trees (union-find); on the reduced contest graph N 83% of the nodes join.
+Random orders give different blocks, so repeated moves keep finding descents until none of a few
+consecutive moves improves.
 
 **Memory.**  With ``safe=True`` each node of ``F`` may only take strategies whose extra usage over
 its current one fits, at every liveness point ``p`` it touches, in ``floor(slack_p / n_p)``:
