@@ -13,6 +13,7 @@ import numpy as np
 
 from ..costgraph import Problem
 from .presolve import _Graph, merge_into
+from .unionfind import UnionFind
 
 
 def merge_followers(problem: Problem, follows, merge: bool = True):
@@ -33,21 +34,15 @@ def merge_followers(problem: Problem, follows, merge: bool = True):
     and feasibility in ``problem``.
     """
     n = problem.num_nodes
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = UnionFind(n)
+    find = sets.find
     pairs = []
     if merge:
         for u, v in follows:
             ru, rv = find(int(u)), find(int(v))
             if ru != rv and len(problem.node_costs[ru]) == len(problem.node_costs[rv]):
                 keep, gone = min(ru, rv), max(ru, rv)
-                parent[gone] = keep
+                sets.union(keep, gone)
                 pairs.append((keep, gone))
     if not pairs:
         return problem, list(range(n))

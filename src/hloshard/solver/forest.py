@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .unionfind import UnionFind
+
 BIG = 1e30  # float stand-in for forbidden (infinite) costs in the DP
 
 
@@ -33,28 +35,20 @@ def induced_forest(nbrs, order) -> np.ndarray:
     """Boolean mask of a node set whose induced subgraph is a forest, grown greedily in ``order``
     (node ids; each node once).  ``nbrs[i]``: ``(neighbour, data)`` pairs; parallel edges count as
     a cycle, so at most one edge of the original graph joins any two chosen nodes."""
-    n = len(nbrs)
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    chosen = np.zeros(n, dtype=bool)
+    trees = UnionFind(len(nbrs))
+    chosen = np.zeros(len(nbrs), dtype=bool)
     for i in order:
         roots = []
         for j, _ in nbrs[i]:
             if chosen[j]:
-                r = find(j)
+                r = trees.find(j)
                 if r in roots:
                     break
                 roots.append(r)
         else:
             chosen[i] = True
             for r in roots:
-                parent[r] = i
+                trees.union(i, r)
     return chosen
 
 

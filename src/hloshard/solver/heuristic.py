@@ -15,8 +15,9 @@ usages of its members, each over its own liveness interval).
 * :class:`MinSum`: min-sum belief propagation for the problem without memory limits (exact on trees).
 * :func:`lagrangian_search`: the memory limit relaxed into one price per liveness point (subgradient
   with Polyak's step), min-sum then single-node and forest moves on the priced problem, greedy
-  repair to feasibility and local search on the true costs.  This is what finds good solutions when memory binds (the unpriced optimum of
-  contest instance G needs 29x the memory limit; on K every liveness point overflows).  It replaced
+  repair to feasibility and local search on the true costs.  This is what finds good solutions
+  when memory binds (the unpriced optimum of contest instance G needs 29x the memory limit; on K
+  every liveness point overflows).  It replaced
   per-node prices raised geometrically at overflowing points (issue 11): those overshot on K (a
   feasible point only after 36 rounds, at 2.0x the best contest entry), the per-point prices with a
   step from the duality gap reach 1.001x in three rounds.
