@@ -5,9 +5,9 @@ Pipeline (all phases share the budget ``time_limit``):
 1. :func:`~hloshard.solver.presolve.presolve` (exact reductions; proves some infeasibilities);
 2. :class:`~hloshard.solver.heuristic.LocalSearch`: greedy first solution + local search (or the
    caller's ``hint`` when it is feasible and better);
-3. :func:`~hloshard.solver.heuristic.lagrangian_search`: one price per liveness point, min-sum on the
-   priced problem, repair and local search (without a memory limit that can bind: one min-sum
-   round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
+3. :func:`~hloshard.solver.heuristic.lagrangian_search`: one price per liveness point, message
+   passing (min-sum or TRW-S, chosen in the first round) on the priced problem, repair and local
+   search (without a memory limit that can bind: one round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
    local search stays 3% above);
    then the *shared-choice* proposal over repeated structure (:mod:`~hloshard.solver.symmetry`:
    look-alike nodes, e.g. the same instruction of every transformer layer, take their class's most
@@ -183,11 +183,13 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         pen_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.2 * time_limit))
         if best is None and model_size > FULL_MODEL_LIMIT:  # no CP-SAT to fall back on: keep trying
             pen_deadline = deadline
+    lag_info: dict = {}
     ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
-                                   progress=pen_progress, max_rounds=rounds, max_pair_sweeps=pair_sweeps)
+                                   progress=pen_progress, max_rounds=rounds, max_pair_sweeps=pair_sweeps,
+                                   info=lag_info)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
-    stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3)}
+    stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
     # repeated structure (e.g. transformer layers): propose the solution where every class of
     # look-alike nodes takes its most common choice; kept only when better after local search
     if best is not None and red.num_nodes >= 2:
