@@ -71,6 +71,35 @@ def _safe_masks(ls, chosen):
     return masks
 
 
+def _folded_costs(ls, chosen, costs=None) -> np.ndarray:
+    """Node costs of every node in the flat layout of :class:`~hloshard.solver.heuristic.LocalSearch`
+    (``ls._node_off``), floats clamped to ``BIG``, plus for the chosen nodes the edge costs to their
+    unchosen neighbours at those neighbours' current strategies (the edges leaving the forest
+    folded into its node costs); one vectorised pass over both directions of every edge."""
+    costs = ls.costs if costs is None else costs
+    flat = np.minimum(np.concatenate(costs).astype(np.float64), BIG) if ls.n else np.zeros(0)
+    if not len(ls._eu):
+        return flat
+    if getattr(ls, "_fold", None) is None:  # per directed edge entry: target slot, source entry
+        eu, ev, k, off = ls._eu, ls._ev, ls._edge_k, ls._node_off
+        ku = np.array([len(ls.costs[u]) for u in eu.tolist()], dtype=np.int64)
+        e_u = np.repeat(np.arange(len(eu)), ku)            # to u: column s[v] of row a
+        a = np.arange(len(e_u)) - np.repeat(np.cumsum(ku) - ku, ku)
+        e_v = np.repeat(np.arange(len(eu)), k)             # to v: row s[u], column b
+        b = np.arange(len(e_v)) - np.repeat(np.cumsum(k) - k, k)
+        ls._fold = (e_u, off[eu[e_u]] + a, ls._edge_off[e_u] + a * k[e_u],
+                    e_v, off[ev[e_v]] + b, ls._edge_off[e_v] + b,
+                    ls._edge_flat.astype(np.float64))
+    e_u, tgt_u, src_u, e_v, tgt_v, src_v, ef = ls._fold
+    s, eu, ev, k = ls.s, ls._eu, ls._ev, ls._edge_k
+    into_u = chosen[eu] & ~chosen[ev]
+    into_v = chosen[ev] & ~chosen[eu]
+    mu_, mv_ = into_u[e_u], into_v[e_v]
+    tgt = np.concatenate([tgt_u[mu_], tgt_v[mv_]])
+    src = np.concatenate([src_u[mu_] + s[ev[e_u[mu_]]], src_v[mv_] + s[eu[e_v[mv_]]] * k[e_v[mv_]]])
+    return flat + np.bincount(tgt, weights=ef[src], minlength=len(flat))
+
+
 def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
     """New strategy positions for the nodes of ``chosen`` (a mask from :func:`induced_forest`), the
     others kept at ``ls.s``: per tree of the induced forest, the exact minimiser of node costs plus
@@ -79,16 +108,14 @@ def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
     shared memory slack (module docstring).  Returns a full position vector; ``ls`` is unchanged.
     Float DP; the caller compares exact objectives before accepting."""
     s = ls.s
-    costs = ls.costs if costs is None else costs
     masks = _safe_masks(ls, chosen) if safe and len(ls.caps) else {}
     nbrs = ls.nbrs
     new = s.copy()
+    flat = _folded_costs(ls, chosen, costs)
+    off = ls._node_off
     unary = {}
     for i in np.nonzero(chosen)[0].tolist():
-        c = np.minimum(costs[i].astype(np.float64), BIG)
-        for j, m in nbrs[i]:
-            if not chosen[j]:
-                c = c + m[:, s[j]]
+        c = flat[off[i]:off[i] + len(ls.costs[i])]
         if i in masks:
             c = np.where(masks[i], c, BIG)
         unary[i] = c

@@ -77,6 +77,18 @@ class LocalSearch:
             self.nbrs[v].append((u, m.T))
         self.costs = red.costs
         self.usages = red.usages
+        # flat layouts for a vectorised objective: node i's strategy a is node_flat[node_off[i] + a],
+        # edge e's entry (a, b) is edge_flat[edge_off[e] + a * k_v + b]
+        k = np.array([len(c) for c in red.costs], dtype=np.int64)
+        self._node_off = np.concatenate([[0], np.cumsum(k)[:-1]]).astype(np.int64)
+        self._node_flat = np.concatenate(red.costs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
+        self._eu, self._ev = (red.edges[:, 0], red.edges[:, 1]) if len(red.edges) else (np.zeros(0, np.int64),) * 2
+        sizes = np.array([m.size for m in red.edge_costs], dtype=np.int64)
+        self._edge_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        self._edge_k = k[self._ev] if len(red.edges) else np.zeros(0, dtype=np.int64)
+        self._edge_flat = (np.concatenate([m.ravel() for m in red.edge_costs]).astype(np.int64)
+                           if len(red.edge_costs) else np.zeros(0, dtype=np.int64))
+        self._priced = (None, None)  # (the last cost list given to objective(), its flat layout)
         mem = red.memory
         self.mem = mem
         self.has_mem = np.zeros(n, dtype=bool)
@@ -117,12 +129,20 @@ class LocalSearch:
     def objective(self, s=None, costs=None) -> int:
         """Objective of the reduced problem (without the presolve offset), a Python int; ``costs``:
         node cost vectors to use instead of the problem's (e.g. with memory prices added)."""
-        s = self.s if s is None else s
-        costs = self.costs if costs is None else costs
-        total = sum(int(c[k]) for c, k in zip(costs, s.tolist()))
-        for (u, v), m in zip(self.red.edges.tolist(), self.red.edge_costs):
-            total += int(m[s[u], s[v]])
-        return total
+        s = self.s if s is None else np.asarray(s, dtype=np.int64)
+        if costs is None or costs is self.costs:
+            flat = self._node_flat
+        else:
+            if self._priced[0] is not costs:  # the rounds call this many times with one cost list
+                self._priced = (costs, np.concatenate(costs).astype(np.int64))
+            flat = self._priced[1]
+        terms = np.concatenate([flat[self._node_off + s],
+                                self._edge_flat[self._edge_off + s[self._eu] * self._edge_k + s[self._ev]]])
+        if not len(terms):
+            return 0
+        if max(int(terms.max()), -int(terms.min())) * len(terms) < 2 ** 63:  # no int64 overflow possible
+            return int(terms.sum())
+        return sum(terms.tolist())  # Python ints (e.g. several forbidden entries)
 
     def feasible(self, s=None) -> bool:
         s = self.s if s is None else s
