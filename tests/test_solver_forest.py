@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import pytest
 
-from hloshard.solver.forest import forest_move, induced_forest
+from hloshard.solver.forest import _range_min, _safe_masks, forest_move, induced_forest
 from hloshard.solver.heuristic import LocalSearch
 from hloshard.solver.presolve import MemoryModel, Reduced
 
@@ -146,3 +146,39 @@ def test_forest_descent_escapes_where_single_and_pair_moves_stall():
     assert ls._pair_sweep(float("inf"), np.zeros(n, dtype=bool)) is False   # pairs alone stall
     ls.improve(float("inf"))
     assert ls.objective() == 0 and (ls.s == 0).all()
+
+
+def test_range_min_matches_slices():
+    rng = np.random.default_rng(5)
+    a = rng.integers(-50, 50, size=300)
+    lo = rng.integers(0, 299, size=500)
+    hi = np.minimum(300, lo + 1 + rng.integers(0, 120, size=500))
+    got = _range_min(a, lo, hi)
+    assert got.tolist() == [int(a[x:y].min()) for x, y in zip(lo.tolist(), hi.tolist())]
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_safe_masks_match_the_shared_slack_rule(seed):
+    """The vectorised masks against the rule written out per node: a chosen node's strategy is
+    allowed iff its usage rise over the current strategy fits, on every segment of its profile, in
+    the smallest ``floor(slack_p / n_p)`` over the segment's points."""
+    ls = LocalSearch(reduced(seed, n=9, extra_edges=4, memory=True))
+    ls.greedy()
+    rng = np.random.default_rng(seed)
+    for _ in range(4):
+        chosen = induced_forest(ls.nbrs, rng.permutation(ls.n).tolist())
+        ids = [i for i in np.nonzero(chosen)[0].tolist() if ls.prof[i] is not None]
+        n_at = np.zeros(len(ls.caps), dtype=np.int64)
+        for i in ids:
+            n_at[ls.prof[i][0]:ls.prof[i][1]] += 1
+        share = np.maximum(ls.caps - ls.load, 0) // np.maximum(n_at, 1)
+        allowed = _safe_masks(ls, chosen)
+        for i in range(ls.n):
+            got = allowed[ls._node_off[i]:ls._node_off[i] + len(ls.costs[i])]
+            if i not in ids:
+                assert got.all()
+                continue
+            lo, _, offs, lens, U = ls.prof[i]
+            room = [share[lo + o:lo + o + n].min() for o, n in zip(offs.tolist(), lens.tolist())]
+            want = [all(U[a, q] - U[ls.s[i], q] <= room[q] for q in range(U.shape[1])) for a in range(U.shape[0])]
+            assert got.tolist() == want

@@ -52,23 +52,72 @@ def induced_forest(nbrs, order) -> np.ndarray:
     return chosen
 
 
-def _safe_masks(ls, chosen):
-    """Per chosen node with memory, the boolean mask of its strategies allowed by the shared slack
-    (see the module docstring); None for nodes without memory."""
-    n_at = np.zeros(len(ls.caps) + 1, dtype=np.int64)
-    ids = [i for i in np.nonzero(chosen)[0].tolist() if ls.prof[i] is not None]
-    for i in ids:
-        lo, hi = ls.prof[i][0], ls.prof[i][1]
-        n_at[lo] += 1
-        n_at[hi] -= 1
+def _memory_layout(ls):
+    """Flat layout of every node's usage profile (cached on ``ls``): ``U`` entries row-major per node,
+    with each entry's segment and each segment's node, point range ``[l, r)``, position and the
+    node's first entry; each (node, strategy) row's first entry, its slot in the flat node layout
+    (``ls._node_off``) and its node."""
+    lay = getattr(ls, "_mem_flat", None)
+    if lay is not None:
+        return lay
+    ids = [i for i in range(ls.n) if ls.prof[i] is not None]
+    qs = np.array([ls.prof[i][4].shape[1] for i in ids], dtype=np.int64)
+    ks = np.array([ls.prof[i][4].shape[0] for i in ids], dtype=np.int64)
+    e0 = np.concatenate([[0], np.cumsum(ks * qs)[:-1]]).astype(np.int64)
+    seg_node = np.repeat(np.array(ids, dtype=np.int64), qs)
+    seg_q = np.repeat(qs, qs)
+    seg_pos = np.arange(int(qs.sum())) - np.repeat(np.cumsum(qs) - qs, qs)
+    seg_l = np.concatenate([ls.prof[i][0] + ls.prof[i][2] for i in ids]).astype(np.int64)
+    seg_r = seg_l + np.concatenate([ls.prof[i][3] for i in ids]).astype(np.int64)
+    seg0 = np.concatenate([[0], np.cumsum(qs)[:-1]]).astype(np.int64)
+    U = np.concatenate([ls.prof[i][4].ravel() for i in ids]).astype(np.int64)
+    ent_seg = np.repeat(seg0, ks * qs) + (np.arange(len(U)) - np.repeat(e0, ks * qs)) % np.repeat(qs, ks * qs)
+    row_start = np.concatenate([e0[t] + np.arange(ks[t]) * qs[t] for t in range(len(ids))]).astype(np.int64)
+    row_node = np.repeat(np.array(ids, dtype=np.int64), ks)
+    row_slot = ls._node_off[row_node] + (np.arange(int(ks.sum())) - np.repeat(np.cumsum(ks) - ks, ks))
+    lo = np.array([ls.prof[i][0] for i in ids], dtype=np.int64)
+    hi = np.array([ls.prof[i][1] for i in ids], dtype=np.int64)
+    lay = (np.array(ids, dtype=np.int64), lo, hi, U, ent_seg, seg_node, seg_q, seg_pos, seg_l, seg_r,
+           np.repeat(e0, qs), row_start, row_slot, row_node)
+    ls._mem_flat = lay
+    return lay
+
+
+def _range_min(a, l, r):
+    """``min(a[l[t]:r[t]])`` for every ``t`` (all ranges non-empty), by a sparse table of minima
+    over power-of-two windows: two overlapping windows cover each range."""
+    length = r - l
+    level = np.floor(np.log2(length)).astype(np.int64)
+    out = np.empty(len(l), dtype=a.dtype)
+    table = a
+    for j in range(int(level.max()) + 1 if len(l) else 0):
+        if j:
+            h = 1 << (j - 1)
+            table = np.minimum(table[:-h], table[h:])  # table[x] = min(a[x : x + 2^j])
+        at = level == j
+        if at.any():
+            out[at] = np.minimum(table[l[at]], table[r[at] - (1 << j)])
+    return out
+
+
+def _safe_masks(ls, chosen) -> np.ndarray:
+    """Boolean per strategy slot of the flat node layout (``ls._node_off``): False where a chosen
+    node's strategy is not allowed by the shared slack (see the module docstring), True elsewhere.
+    Vectorised over the flat layout of :func:`_memory_layout`."""
+    (ids, lo, hi, U, ent_seg, seg_node, seg_q, seg_pos, seg_l, seg_r, seg_e0, row_start, row_slot,
+     row_node) = _memory_layout(ls)
+    allowed = np.ones(len(ls._node_flat), dtype=bool)
+    if not len(ids):
+        return allowed
+    live = chosen[ids]
+    n_at = np.bincount(lo[live], minlength=len(ls.caps) + 1) - np.bincount(hi[live], minlength=len(ls.caps) + 1)
     n_at = np.maximum(np.cumsum(n_at)[:-1], 1)
     share = np.maximum(ls.caps - ls.load, 0) // n_at
-    masks = {}
-    for i in ids:
-        lo, hi, offs, _, U = ls.prof[i]
-        room = np.minimum.reduceat(share[lo:hi], offs)
-        masks[i] = ((U - U[ls.s[i]]) <= room).all(axis=1)
-    return masks
+    room = _range_min(share, seg_l, seg_r)
+    cur = U[seg_e0 + ls.s[seg_node] * seg_q + seg_pos]
+    ok = np.logical_and.reduceat((U - cur[ent_seg]) <= room[ent_seg], row_start)
+    allowed[row_slot[~ok & chosen[row_node]]] = False
+    return allowed
 
 
 def _folded_costs(ls, chosen, costs=None) -> np.ndarray:
@@ -108,18 +157,15 @@ def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
     shared memory slack (module docstring).  Returns a full position vector; ``ls`` is unchanged.
     Float DP; the caller compares exact objectives before accepting."""
     s = ls.s
-    masks = _safe_masks(ls, chosen) if safe and len(ls.caps) else {}
-    nbrs = ls.nbrs
-    new = s.copy()
     flat = _folded_costs(ls, chosen, costs)
-    off = ls._node_off
-    unary = {}
-    for i in np.nonzero(chosen)[0].tolist():
-        c = flat[off[i]:off[i] + len(ls.costs[i])]
-        if i in masks:
-            c = np.where(masks[i], c, BIG)
-        unary[i] = c
-    seen = np.zeros(len(s), dtype=bool)
+    if safe and len(ls.caps):
+        flat = np.where(_safe_masks(ls, chosen), flat, BIG)
+    nbrs = ls.nbrs
+    off = ls._node_off.tolist()
+    ks = [len(c) for c in ls.costs]
+    inside = chosen.tolist()
+    seen = [False] * len(inside)
+    nodes, picks = [], []
     for root in np.nonzero(chosen)[0].tolist():
         if seen[root]:
             continue
@@ -129,12 +175,12 @@ def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
         while k < len(order):
             i = order[k]
             for j, m in nbrs[i]:
-                if chosen[j] and not seen[j]:
+                if inside[j] and not seen[j]:
                     seen[j] = True
                     order.append(j)
                     link.append((k, m))
             k += 1
-        belief = [unary[i].copy() for i in order]
+        belief = [flat[off[i]:off[i] + ks[i]].copy() for i in order]
         for k in range(len(order) - 1, 0, -1):
             pk, m = link[k]
             belief[pk] += (belief[k][None, :] + m).min(axis=1)
@@ -143,6 +189,8 @@ def forest_move(ls, chosen, costs=None, safe: bool = False) -> np.ndarray:
         for k in range(1, len(order)):
             pk, m = link[k]
             pick[k] = int(np.argmin(belief[k] + m[pick[pk], :]))
-        for i, a in zip(order, pick):
-            new[i] = a
+        nodes += order
+        picks += pick
+    new = s.copy()
+    new[nodes] = picks
     return new
