@@ -18,8 +18,8 @@ result): the solver's constants were chosen looking at A, G, M and S (the contes
 K was profiled (where the time goes, what the incumbent is) to find a *cause* that is not specific
 to K; the fix is then checked on the tuning set first.  N was profiled the same way in round 5
 (2026-12-01: the unpriced minimum our message passing reaches, the Lagrangian trace); so none of
-the seven is unseen any more, and the nine instances kept outside the project are the clean test.  Nine more contest instances are kept outside
-the project and run the same way by its maintainers.
+the seven is unseen any more: the nine more contest instances kept outside the project, and run
+the same way by its maintainers, are the clean test.
 
 Usage::
 

@@ -545,11 +545,14 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
                      for b, p in zip(base, pen)]
         if rounds == 1:  # both message passers on the unpriced problem; the cheaper one stays
             firsts = []
+            rng0 = ls.rng.bit_generator.state
             for cand in (MinSum(ls), TRWS(ls)):
+                ls.rng.bit_generator.state = rng0  # each polish draws the same forests
                 x = _priced_descent(ls, cand.run(costs, sweeps=6, deadline=deadline, warm=big), costs,
                                     deadline, big)
-                firsts.append((ls.objective(x, costs=costs), x, cand))
-            _, x, ms = min(firsts, key=lambda f: f[0])  # ties: min-sum
+                firsts.append((ls.objective(x, costs=costs), x, cand, ls.rng.bit_generator.state))
+            _, x, ms, rng1 = min(firsts, key=lambda f: f[0])  # ties: min-sum
+            ls.rng.bit_generator.state = rng1  # the search goes on as if only the kept one had run
             if info is not None:
                 info["message_passing"] = "trw-s" if isinstance(ms, TRWS) else "min-sum"
                 info["first_round"] = {"min-sum": firsts[0][0], "trw-s": firsts[1][0]}
