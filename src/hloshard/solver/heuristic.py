@@ -556,6 +556,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
             if info is not None:
                 info["message_passing"] = "trw-s" if isinstance(ms, TRWS) else "min-sum"
                 info["first_round"] = {"min-sum": firsts[0][0], "trw-s": firsts[1][0]}
+            del firsts, cand  # the other message passer's float copies of the edge matrices go
         elif isinstance(ms, TRWS):
             # TRW-S's decode from warm messages after a price change can be far off: the previous
             # round's solution, re-polished on the new prices, is a second candidate
