@@ -182,3 +182,17 @@ def test_safe_masks_match_the_shared_slack_rule(seed):
             room = [share[lo + o:lo + o + n].min() for o, n in zip(offs.tolist(), lens.tolist())]
             want = [all(U[a, q] - U[ls.s[i], q] <= room[q] for q in range(U.shape[1])) for a in range(U.shape[0])]
             assert got.tolist() == want
+
+
+def test_safe_move_with_memory_points_but_no_usage():
+    """A memory model with liveness points but no node using memory at them: every strategy is
+    allowed, and the safe move is the plain exact move (tree: the optimum)."""
+    red = reduced(0, n=6, tree=True)
+    red.memory = MemoryModel(times=np.arange(3), caps=np.array([5, 5, 5]), term_node=np.zeros(0, dtype=np.int64),
+                             term_range=np.zeros((0, 2), dtype=np.int64), term_usage=[], num_nodes=6)
+    ls = LocalSearch(red)
+    chosen = np.ones(ls.n, dtype=bool)
+    assert _safe_masks(ls, chosen).all()
+    assert np.array_equal(forest_move(ls, chosen, safe=True), forest_move(ls, chosen, safe=False))
+    best = min(ls.objective(np.array(s)) for s in itertools.product(*[range(len(c)) for c in ls.costs]))
+    assert ls.objective(forest_move(ls, chosen, safe=True)) == best

@@ -61,6 +61,9 @@ def _memory_layout(ls):
     if lay is not None:
         return lay
     ids = [i for i in range(ls.n) if ls.prof[i] is not None]
+    if not ids:  # memory points but no node uses memory at any of them
+        ls._mem_flat = (np.zeros(0, dtype=np.int64),) + (None,) * 13
+        return ls._mem_flat
     qs = np.array([ls.prof[i][4].shape[1] for i in ids], dtype=np.int64)
     ks = np.array([ls.prof[i][4].shape[0] for i in ids], dtype=np.int64)
     e0 = np.concatenate([[0], np.cumsum(ks * qs)[:-1]]).astype(np.int64)
