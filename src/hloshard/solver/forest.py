@@ -56,10 +56,9 @@ def _memory_layout(ls):
     """Flat layout of every node's usage profile (cached on ``ls``): ``U`` entries row-major per node,
     with each entry's segment and each segment's node, point range ``[l, r)``, position and the
     node's first entry; each (node, strategy) row's first entry, its slot in the flat node layout
-    (``ls._node_off``) and its node."""
-    lay = getattr(ls, "_mem_flat", None)
-    if lay is not None:
-        return lay
+    (``ls._node_off``) and its node.  Built once per ``LocalSearch`` (its profiles do not change)."""
+    if ls._mem_flat is not None:
+        return ls._mem_flat
     ids = [i for i in range(ls.n) if ls.prof[i] is not None]
     if not ids:  # memory points but no node uses memory at any of them
         ls._mem_flat = (np.zeros(0, dtype=np.int64),) + (None,) * 13
@@ -132,7 +131,7 @@ def _folded_costs(ls, chosen, costs=None) -> np.ndarray:
     flat = np.minimum(np.concatenate(costs).astype(np.float64), BIG) if ls.n else np.zeros(0)
     if not len(ls._eu):
         return flat
-    if getattr(ls, "_fold", None) is None:  # per directed edge entry: target slot, source entry
+    if ls._fold is None:  # per directed edge entry: target slot, source entry
         eu, ev, k, off = ls._eu, ls._ev, ls._edge_k, ls._node_off
         ku = np.array([len(ls.costs[u]) for u in eu.tolist()], dtype=np.int64)
         e_u = np.repeat(np.arange(len(eu)), ku)            # to u: column s[v] of row a

@@ -89,6 +89,8 @@ class LocalSearch:
         self._edge_flat = (np.concatenate([m.ravel() for m in red.edge_costs]).astype(np.int64)
                            if len(red.edge_costs) else np.zeros(0, dtype=np.int64))
         self._priced = (None, None)  # (the last cost list given to objective(), its flat layout)
+        self._float_nbrs = None  # float copies of the oriented edge matrices (float_nbrs())
+        self._fold = self._mem_flat = None  # the forest moves' flat layouts, built on first use there
         mem = red.memory
         self.mem = mem
         self.has_mem = np.zeros(n, dtype=bool)
@@ -106,6 +108,13 @@ class LocalSearch:
         # start: per node the strategy with the least usage (peak, then total over its segments)
         self.s = np.array([int(self._min_usage(i)) for i in range(n)], dtype=np.int64)
         self.load = self._loads(self.s)
+
+    def float_nbrs(self) -> list:
+        """``nbrs`` with each oriented edge matrix as float64, clamped to ``INFINITY`` (built once;
+        the message passers share it)."""
+        if self._float_nbrs is None:
+            self._float_nbrs = [[(j, np.minimum(m, INF).astype(np.float64)) for j, m in row] for row in self.nbrs]
+        return self._float_nbrs
 
     def _min_usage(self, i):
         if self.prof[i] is None:
@@ -334,7 +343,7 @@ class MinSum:
         self.ls = ls
         n = ls.n
         self.n = n
-        self.nbrs_f = [[(j, np.minimum(m, INF).astype(np.float64)) for j, m in ls.nbrs[i]] for i in range(n)]
+        self.nbrs_f = ls.float_nbrs()
         # message from j to i lives at msg[i][slot of j in nbrs[i]]
         self.slot = [dict() for _ in range(n)]
         for i in range(n):
@@ -548,15 +557,14 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
             rng0 = ls.rng.bit_generator.state
             for cand in (MinSum(ls), TRWS(ls)):
                 ls.rng.bit_generator.state = rng0  # each polish draws the same forests
-                x = _priced_descent(ls, cand.run(costs, sweeps=6, deadline=deadline, warm=big), costs,
-                                    deadline, big)
+                x = _priced_descent(ls, cand.run(costs, sweeps=6, deadline=deadline), costs, deadline, big)
                 firsts.append((ls.objective(x, costs=costs), x, cand, ls.rng.bit_generator.state))
             _, x, ms, rng1 = min(firsts, key=lambda f: f[0])  # ties: min-sum
             ls.rng.bit_generator.state = rng1  # the search goes on as if only the kept one had run
             if info is not None:
                 info["message_passing"] = "trw-s" if isinstance(ms, TRWS) else "min-sum"
                 info["first_round"] = {"min-sum": firsts[0][0], "trw-s": firsts[1][0]}
-            del firsts, cand  # the other message passer's float copies of the edge matrices go
+            del firsts, cand  # the other message passer's messages go
         elif isinstance(ms, TRWS):
             # TRW-S's decode from warm messages after a price change can be far off: the previous
             # round's solution, re-polished on the new prices, is a second candidate

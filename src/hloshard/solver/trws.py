@@ -22,7 +22,8 @@ solution against 205.9e9 from min-sum's.  On the other contest instances min-sum
 cheaper one; :func:`~hloshard.solver.heuristic.lagrangian_search` runs both in its first round and
 keeps the better.
 
-Floats (costs < 1e18 are exact enough for ranking); forbidden entries are clamped to ``1e30``.
+Floats (costs < 1e18 are exact enough for ranking); forbidden node costs are clamped to ``1e30``,
+edge entries to ``INFINITY`` (1e18).
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ BIG = 1e30
 class TRWS:
     """Message state for one reduced problem's graph.
 
-    ``ls``: a :class:`~hloshard.solver.heuristic.LocalSearch` (its neighbour lists, and its exact
-    objective to rank decoded solutions); ``order``: the node order of a forward pass (default
+    ``ls``: a :class:`~hloshard.solver.heuristic.LocalSearch` (its float neighbour lists, shared
+    with min-sum, and its exact objective to rank decoded solutions); ``order``: the node order of a forward pass (default
     ``0..n-1``).  Node costs are given per :meth:`run`, so the same messages can warm-start a run on
     nearby costs (the next round of prices)."""
 
@@ -49,7 +50,7 @@ class TRWS:
         self.order = list(range(n)) if order is None else list(order)
         rank = np.empty(n, dtype=np.int64)
         rank[self.order] = np.arange(n)
-        self.nb = [[(j, np.minimum(m, BIG).astype(np.float64)) for j, m in ls.nbrs[i]] for i in range(n)]
+        self.nb = ls.float_nbrs()
         self.later = [[bool(rank[j] > rank[i]) for j, _ in self.nb[i]] for i in range(n)]
         self.slot = [{j: k for k, (j, _) in enumerate(self.nb[i])} for i in range(n)]
         gam = np.ones(n)
