@@ -9,6 +9,13 @@ Pipeline (all phases share the budget ``time_limit``):
    passing (min-sum or TRW-S, chosen in the first round) on the priced problem, repair and local
    search (without a memory limit that can bind: one round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
    local search stays 3% above);
+   **the portfolio** (:func:`_use_portfolio`: two or more workers, a large problem whose memory
+   limit can bind): steps 2-3 run twice side by side, with seeds ``seed`` and ``seed + 1``, the
+   second in a forked child on the other core (:mod:`~hloshard.solver.fork`; in deterministic mode
+   without ``fork`` it runs after the first, with the same result), and the two results are
+   *merged* (:mod:`~hloshard.solver.merge`: CP-SAT on the nodes where they differ, each node only
+   choosing between their two strategies; contest instance N: two searches at 1.0234x and 1.0238x of
+   the best contest entry merged to 1.009x), then improved by local search;
    then the *shared-choice* proposal over repeated structure (:mod:`~hloshard.solver.symmetry`:
    look-alike nodes, e.g. the same instruction of every transformer layer, take their class's most
    common strategy; kept only when better after local search);
@@ -49,10 +56,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..costgraph import Problem, evaluate
-from . import cpsat
+from . import cpsat, fork
 from .bounds import lower_bound
 from .heuristic import LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
 from .lp import lp_bound
+from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
 
@@ -67,6 +75,8 @@ BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop 
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
+MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
+DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 
 
@@ -152,44 +162,60 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     work = red.stats["edge_entries"] + red.stats["strategies"] + segments
     pair_sweeps = DET_PAIR_SWEEPS if det else None
 
-    # 2. greedy + local search
-    ls = LocalSearch(red, seed=seed)
-    ls.greedy()
-    heur_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.15 * time_limit))
-    ls.improve(heur_deadline, pairs=not big, max_pair_sweeps=pair_sweeps)
-    best, best_obj = None, None
-    if ls.feasible():
-        best, best_obj = ls.s.copy(), ls.objective()
-    if hint is not None:
-        hp = red.reduce_choice(hint)
-        if hp is not None and ls.feasible(hp):
-            ls.set_solution(hp)
-            ls.improve(heur_deadline, max_pair_sweeps=pair_sweeps)
-            if best_obj is None or ls.objective() < best_obj:
-                best, best_obj = ls.s.copy(), ls.objective()
-
-    # 3. Lagrangian memory prices (min-sum on the priced problem)
-    def pen_progress(o):
-        _emit(progress, phase="lagrange", objective=o + red.offset, elapsed=elapsed())
-
+    # 2-3. greedy + local search, then Lagrangian memory prices: one search, or two with other seeds
+    # side by side (the portfolio), merged
     mu = None
     model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
-    # without a memory limit that can bind: one round (min-sum + local search)
     if det:
         rounds = max(3, min(1000, int(LAGRANGE_SHARE * time_limit * WORK_RATE / max(work, 1))))
-        pen_deadline = inf
     else:
         rounds = 1000
-        pen_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.2 * time_limit))
-        if best is None and model_size > FULL_MODEL_LIMIT:  # no CP-SAT to fall back on: keep trying
-            pen_deadline = deadline
-    lag_info: dict = {}
-    ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
-                                   progress=pen_progress, max_rounds=rounds, max_pair_sweeps=pair_sweeps,
-                                   info=lag_info)
-    if po is not None and (best_obj is None or po < best_obj):
-        best, best_obj = ps, po
+    plan = dict(t0=t0, time_limit=time_limit, deadline=deadline, det=det, big=big, rounds=rounds,
+                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT)
+    portfolio = _use_portfolio(red, workers)
+    child = None
+    if portfolio:
+        child = fork.start(_second_trajectory, red, seed + 1, plan)
+        if child is None and not det:
+            portfolio = False  # no second core to use without fork; deterministic mode runs it after
+    ls = LocalSearch(red, seed=seed)
+    try:
+        mine = _trajectory(red, ls, plan, progress)
+        other = None
+        if portfolio:
+            if child is not None:
+                other = fork.collect(child, max(5.0, deadline - time.monotonic()) if not det else inf)
+                child = None
+            else:
+                other = _second_trajectory(red, seed + 1, plan)
+    finally:
+        if child is not None:
+            fork.cancel(child)
+    best, best_obj, mu, lag_info = mine
     stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
+    if portfolio:
+        pstats = {"objectives": [None if best_obj is None else best_obj + red.offset,
+                                 None if other is None or other[1] is None else other[1] + red.offset]}
+        stats["portfolio"] = pstats
+        if other is not None and other[1] is not None:
+            if best_obj is None or other[1] < best_obj:
+                best, best_obj, mu = other[0], other[1], other[2]
+            sols = [best] + [x for x in (mine[0], other[0]) if x is not None and x is not best]
+            if len(sols) > 1 and deadline - time.monotonic() > 1.0:
+                t_m = time.monotonic()
+                m_wall = max(0.5, deadline - t_m if det else min(deadline - t_m, MERGE_SHARE * time_limit))
+                merged, m_status, m_free = merge_solutions(red, sols, m_wall, workers=workers, seed=seed,
+                                                           deterministic=det,
+                                                           deterministic_limit=DET_MERGE * time_limit,
+                                                           feasible=ls.feasible)
+                ls.set_solution(merged)
+                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+                if ls.feasible() and ls.objective() < best_obj:
+                    best, best_obj = ls.s.copy(), ls.objective()
+                    _emit(progress, phase="merge", objective=best_obj + red.offset, elapsed=elapsed())
+                pstats["merge"] = {"status": m_status, "free_nodes": m_free,
+                                   "objective": best_obj + red.offset,
+                                   "seconds": round(time.monotonic() - t_m, 3)}
     # repeated structure (e.g. transformer layers): propose the solution where every class of
     # look-alike nodes takes its most common choice; kept only when better after local search
     if best is not None and red.num_nodes >= 2:
@@ -304,6 +330,70 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         bound = obj
     return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
 
+
+
+PORTFOLIO_MIN_NODES = 2000  # reduced nodes from which the portfolio runs (the solver's "big" threshold)
+
+
+def _use_portfolio(red, workers: int) -> bool:
+    """Whether steps 2-3 run as two searches (seeds ``seed`` and ``seed + 1``) and merge them: with at
+    least two workers, on large problems (:data:`PORTFOLIO_MIN_NODES`, where the heuristic phases
+    take most of the budget and the small ones are solved by CP-SAT) whose memory limit can bind
+    (memory points: the Lagrangian search runs several rounds).  Depends on the input and options
+    only, never on the machine, so deterministic mode stays deterministic."""
+    return (workers >= 2 and red.num_nodes >= PORTFOLIO_MIN_NODES and red.memory is not None
+            and red.memory.num_points > 0)
+
+
+def _trajectory(red, ls, plan, progress):
+    """Steps 2 and 3 of the pipeline for one search (``ls``, with its own seed): greedy + local
+    search (or the hint), then :func:`~hloshard.solver.heuristic.lagrangian_search`.  ``plan``: the
+    run's budget (see :func:`solve_problem`).  Returns ``(best positions or None, best objective or
+    None, memory prices, Lagrangian info)``; picklable (it is a forked child's result)."""
+    t0, time_limit, deadline, det = plan["t0"], plan["time_limit"], plan["deadline"], plan["det"]
+    big, pair_sweeps, hint = plan["big"], plan["pair_sweeps"], plan["hint"]
+    inf = float("inf")
+
+    def wall(d):
+        return inf if det else min(deadline, d)
+
+    ls.greedy()
+    heur_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.15 * time_limit))
+    ls.improve(heur_deadline, pairs=not big, max_pair_sweeps=pair_sweeps)
+    best, best_obj = None, None
+    if ls.feasible():
+        best, best_obj = ls.s.copy(), ls.objective()
+    if hint is not None:
+        hp = red.reduce_choice(hint)
+        if hp is not None and ls.feasible(hp):
+            ls.set_solution(hp)
+            ls.improve(heur_deadline, max_pair_sweeps=pair_sweeps)
+            if best_obj is None or ls.objective() < best_obj:
+                best, best_obj = ls.s.copy(), ls.objective()
+
+    def pen_progress(o):
+        _emit(progress, phase="lagrange", objective=o + red.offset, elapsed=time.monotonic() - t0)
+
+    # without a memory limit that can bind: one round (message passing + local search)
+    if det:
+        pen_deadline = inf
+    else:
+        pen_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.2 * time_limit))
+        if best is None and plan["keep_trying"]:  # no CP-SAT to fall back on: keep trying
+            pen_deadline = deadline
+    lag_info: dict = {}
+    ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
+                                   progress=pen_progress, max_rounds=plan["rounds"], max_pair_sweeps=pair_sweeps,
+                                   info=lag_info)
+    if po is not None and (best_obj is None or po < best_obj):
+        best, best_obj = ps, po
+    return best, best_obj, mu, lag_info
+
+
+def _second_trajectory(red, seed, plan):
+    """:func:`_trajectory` of the portfolio's second search (its own ``LocalSearch`` and seed, no
+    progress events: it may run in a forked child)."""
+    return _trajectory(red, LocalSearch(red, seed=seed), plan, None)
 
 def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
     """``(bound, decoded)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest

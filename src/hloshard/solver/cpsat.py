@@ -87,9 +87,12 @@ class Model:
         return out
 
 
-def build_model(red: Reduced, subset=None, current=None) -> Model:
+def build_model(red: Reduced, subset=None, current=None, allowed=None) -> Model:
     """Build the CP-SAT model of ``red`` (all nodes free), or of the LNS neighbourhood ``subset``
-    (reduced node ids) with every other node fixed at ``current`` (positions per reduced node)."""
+    (reduced node ids) with every other node fixed at ``current`` (positions per reduced node).
+    ``allowed``: optional per reduced node a boolean mask over its strategies (None: all); a free
+    node's strategies outside its mask are forbidden, and edge pairs using them get no variable
+    (solution merging, :mod:`~hloshard.solver.merge`, keeps its model small this way)."""
     n = red.num_nodes
     if subset is None:
         nodes = np.arange(n, dtype=np.int64)
@@ -104,6 +107,10 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     nx = int(sizes.sum())
     costs = [red.costs[i].copy() for i in nodes.tolist()]
 
+    if allowed is not None:
+        for k, i in enumerate(nodes.tolist()):
+            if allowed[i] is not None:
+                costs[k] = np.where(allowed[i], costs[k], INF)
     inner = []  # (ul, vl, matrix)
     if subset is None:
         edge_ids = range(len(red.edge_costs))
@@ -142,6 +149,12 @@ def build_model(red: Reduced, subset=None, current=None) -> Model:
     row_groups = []
     for ul, vl, m in inner:
         fin = m < INF
+        if allowed is not None:  # pairs using a strategy outside a mask get no variable
+            mu_, mv_ = allowed[int(nodes[ul])], allowed[int(nodes[vl])]
+            if mu_ is not None:
+                fin &= mu_[:, None]
+            if mv_ is not None:
+                fin &= mv_[None, :]
         rows, cols = np.nonzero(fin)
         cnt = len(rows)
         edge_vars.append((ul, vl, rows.astype(np.int64), cols.astype(np.int64), e_first))

@@ -1,0 +1,193 @@
+"""Solution merging (``solver.merge``), masked CP-SAT models, the fork helper and the portfolio.
+
+The merge is checked against brute force over its own definition: every combination of the
+strategies the given solutions use at the nodes where they differ (the other nodes fixed), with the
+memory limit; the portfolio against the single search it extends, and for determinism with and
+without ``fork``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+import numpy as np
+import pytest
+
+from hloshard.costgraph import evaluate
+from hloshard.solver import api, cpsat, fork
+from hloshard.solver.heuristic import LocalSearch
+from hloshard.solver.merge import merge_solutions
+from hloshard.solver.presolve import presolve
+from tests.test_solver import brute_force, dense_problem
+
+
+def _feasible_solutions(ls, rng, count, tries=4000):
+    """Up to ``count`` distinct feasible random position vectors of the reduced problem."""
+    out = {}
+    for _ in range(tries):
+        x = np.array([rng.integers(len(c)) for c in ls.costs], dtype=np.int64)
+        if ls.feasible(x):
+            out.setdefault(x.tobytes(), x)
+            if len(out) == count:
+                break
+    return list(out.values())
+
+
+def _merge_brute(ls, sols):
+    """Best feasible objective over the merged problem's assignments (module docstring)."""
+    S = np.stack(sols)
+    differ = np.nonzero((S != S[0][None, :]).any(axis=0))[0]
+    domains = [sorted(set(S[:, i].tolist())) for i in differ]
+    best = None
+    for combo in itertools.product(*domains):
+        x = S[0].copy()
+        x[differ] = combo
+        if ls.feasible(x):
+            o = ls.objective(x)
+            best = o if best is None or o < best else best
+    return best
+
+
+def test_merge_is_the_optimum_over_the_combinations():
+    checked = 0
+    for seed in range(12):
+        red = presolve(dense_problem(seed % 6, n=8))
+        if red.num_nodes < 4:
+            continue
+        ls = LocalSearch(red)
+        rng = np.random.default_rng(seed)
+        sols = _feasible_solutions(ls, rng, 3)
+        if len(sols) < 2:
+            continue
+        sols.sort(key=ls.objective)
+        x, status, free = merge_solutions(red, sols, 10.0, workers=1, feasible=ls.feasible)
+        assert status == "optimal"
+        assert ls.feasible(x)
+        want = _merge_brute(ls, sols)
+        assert ls.objective(x) == want
+        assert want <= ls.objective(sols[0])
+        assert free == int((np.stack(sols) != sols[0][None, :]).any(axis=0).sum())
+        # only strategies some solution used
+        S = np.stack(sols)
+        assert all(x[i] in S[:, i] for i in range(len(x)))
+        checked += 1
+    assert checked >= 5
+
+
+def test_merge_of_identical_solutions_and_empty_input():
+    red = presolve(dense_problem(1))
+    ls = LocalSearch(red)
+    x = _feasible_solutions(ls, np.random.default_rng(0), 1)[0]
+    y, status, free = merge_solutions(red, [x, x.copy()], 5.0)
+    assert status == "identical" and free == 0 and np.array_equal(x, y)
+    with pytest.raises(ValueError):
+        merge_solutions(red, [], 5.0)
+
+
+def test_masked_full_model_matches_restricted_brute_force():
+    """``build_model(allowed=...)`` on the whole problem: CP-SAT's optimum equals brute force over the
+    allowed strategies only; each mask excludes the unmasked optimum's choice at one node, so the
+    masked optimum is worse on most seeds (the mask bites)."""
+    bit = checked = 0
+    for seed in range(8):
+        red = presolve(dense_problem(seed, n=8))
+        if red.num_nodes < 2:
+            continue
+        ls = LocalSearch(red)
+        full = cpsat.solve(cpsat.build_model(red), 10.0, workers=1)
+        if full.positions is None:
+            continue
+        rng = np.random.default_rng(seed)
+        allowed = []
+        for c in red.costs:
+            m = rng.random(len(c)) < 0.7
+            m[rng.integers(len(c))] = True
+            allowed.append(m)
+        i = int(np.argmax([len(c) for c in red.costs]))
+        allowed[i] = np.ones(len(red.costs[i]), dtype=bool)
+        allowed[i][full.positions[i]] = False
+        best = None
+        for combo in itertools.product(*[np.nonzero(m)[0].tolist() for m in allowed]):
+            x = np.array(combo, dtype=np.int64)
+            if ls.feasible(x):
+                o = ls.objective(x)
+                best = o if best is None or o < best else best
+        res = cpsat.solve(cpsat.build_model(red, allowed=allowed), 10.0, workers=1)
+        checked += 1
+        if best is None:
+            assert res.status == "infeasible"
+            continue
+        assert res.status == "optimal"
+        assert all(allowed[k][a] for k, a in enumerate(res.positions.tolist()))
+        assert ls.objective(res.positions) == best
+        bit += best > ls.objective(full.positions)
+    assert checked >= 5 and bit >= 3
+
+
+def _double(x):
+    return {"twice": 2 * x, "pid": os.getpid()}
+
+
+def _raise():
+    raise RuntimeError("boom")
+
+
+def _sleep():
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
+def test_fork_returns_the_result_from_another_process():
+    child = fork.start(_double, 21)
+    out = fork.collect(child, 30.0)
+    assert out["twice"] == 42 and out["pid"] != os.getpid()
+
+
+@pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
+def test_fork_failure_and_timeout_give_none_and_reap_the_child():
+    assert fork.collect(fork.start(_raise), 30.0) is None
+    child = fork.start(_sleep)
+    t = time.monotonic()
+    assert fork.collect(child, 0.5) is None
+    assert time.monotonic() - t < 10
+    with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
+        os.waitpid(child.pid, 0)
+
+
+def test_fork_unavailable_starts_nothing(monkeypatch):
+    monkeypatch.setattr(fork.sys, "platform", "win32")
+    assert not fork.available()
+    assert fork.start(_double, 1) is None
+
+
+def _portfolio_problem():
+    return dense_problem(3, n=10)
+
+
+def test_portfolio_result_feasible_and_no_worse_than_its_searches(monkeypatch):
+    monkeypatch.setattr(api, "PORTFOLIO_MIN_NODES", 0)
+    p = _portfolio_problem()
+    sol = api.solve_problem(p, time_limit=6, workers=2, seed=0)
+    assert "portfolio" in sol.stats
+    objs = [o for o in sol.stats["portfolio"]["objectives"] if o is not None]
+    assert len(objs) == 2
+    obj, ok = evaluate(p, sol.strategies)
+    assert ok and obj == sol.objective <= min(objs)
+    best, _ = brute_force(p)
+    assert sol.objective >= best
+    single = api.solve_problem(p, time_limit=6, workers=1, seed=0)  # one worker: no portfolio
+    assert "portfolio" not in single.stats
+
+
+def test_portfolio_deterministic_with_and_without_fork(monkeypatch):
+    monkeypatch.setattr(api, "PORTFOLIO_MIN_NODES", 0)
+    p = _portfolio_problem()
+    runs = [api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True) for _ in range(2)]
+    monkeypatch.setattr(fork, "available", lambda: False)  # the second search then runs in-process
+    runs.append(api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True))
+    for r in runs:
+        assert "portfolio" in r.stats
+    assert runs[0].strategies == runs[1].strategies == runs[2].strategies
+    assert runs[0].stats["portfolio"]["objectives"] == runs[2].stats["portfolio"]["objectives"]
