@@ -207,7 +207,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                 merged, m_status, m_free = merge_solutions(red, sols, m_wall, workers=workers, seed=seed,
                                                            deterministic=det,
                                                            deterministic_limit=DET_MERGE * time_limit,
-                                                           feasible=ls.feasible)
+                                                           feasible=ls.feasible, objective=ls.objective)
                 ls.set_solution(merged)
                 ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
                 if ls.feasible() and ls.objective() < best_obj:
