@@ -19,7 +19,8 @@ K was profiled (where the time goes, what the incumbent is) to find a *cause* th
 to K; the fix is then checked on the tuning set first.  N was profiled the same way in round 5
 (2026-12-01: the unpriced minimum our message passing reaches, the Lagrangian trace); so none of
 the seven is unseen any more: the nine more contest instances kept outside the project, and run
-the same way by its maintainers, are the clean test.
+the same way by its maintainers, are the clean test.  Round 7 (the portfolio and its merge) was
+measured on N, and the merge's restart count was chosen there; S and M were re-run with it.
 
 Usage::
 
