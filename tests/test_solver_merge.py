@@ -65,9 +65,8 @@ def test_merge_is_the_optimum_over_the_combinations():
         x, status, free = merge_solutions(red, sols, 10.0, workers=1, feasible=ls.feasible)
         assert status == "optimal"
         assert ls.feasible(x)
-        want = _merge_brute(ls, sols)
-        assert ls.objective(x) == want
-        assert want <= ls.objective(sols[0])
+        assert ls.objective(x) == _merge_brute(ls, sols)
+        assert ls.objective(x) <= min(ls.objective(y) for y in sols)
         assert free == int((np.stack(sols) != sols[0][None, :]).any(axis=0).sum())
         # only strategies some solution used
         S = np.stack(sols)
@@ -138,22 +137,38 @@ def _sleep():
     time.sleep(60)
 
 
+def _big():
+    return np.arange(10**6, dtype=np.int64)  # 8 MB: far more than a pipe's buffer
+
+
 @pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
 def test_fork_returns_the_result_from_another_process():
     child = fork.start(_double, 21)
     out = fork.collect(child, 30.0)
     assert out["twice"] == 42 and out["pid"] != os.getpid()
+    assert np.array_equal(fork.collect(fork.start(_big), 60.0), _big())
 
 
 @pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
 def test_fork_failure_and_timeout_give_none_and_reap_the_child():
-    assert fork.collect(fork.start(_raise), 30.0) is None
+    child = fork.start(_raise)
+    pid = child.pid
+    assert fork.collect(child, 30.0) is None
+    with pytest.raises(ChildProcessError):  # reaped
+        os.waitpid(pid, 0)
     child = fork.start(_sleep)
+    pid = child.pid
     t = time.monotonic()
     assert fork.collect(child, 0.5) is None
     assert time.monotonic() - t < 10
     with pytest.raises(ChildProcessError):  # killed and reaped: no such child any more
-        os.waitpid(child.pid, 0)
+        os.waitpid(pid, 0)
+    fork.cancel(child)  # after collect: does nothing (the pid is not signalled again)
+    child = fork.start(_sleep)
+    pid = child.pid
+    fork.cancel(child)
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def test_fork_unavailable_starts_nothing(monkeypatch):
@@ -166,15 +181,32 @@ def _portfolio_problem():
     return dense_problem(3, n=10)
 
 
-def test_portfolio_result_feasible_and_no_worse_than_its_searches(monkeypatch):
+def _other_search(red, seed, plan):
+    """A stand-in second search: a feasible solution unlike the first search's (the worst feasible
+    one by brute force over the reduced problem), so that the merge has something to merge."""
+    ls = LocalSearch(red)
+    best = None
+    for combo in itertools.product(*[range(len(c)) for c in red.costs]):
+        x = np.array(combo, dtype=np.int64)
+        if ls.feasible(x) and (best is None or ls.objective(x) > best[1]):
+            best = (x, ls.objective(x))
+    return best[0], best[1], np.zeros(red.memory.num_points), {}
+
+
+def test_portfolio_merges_and_is_no_worse_than_its_searches(monkeypatch):
     monkeypatch.setattr(api, "PORTFOLIO_MIN_NODES", 0)
+    monkeypatch.setattr(api, "_second_trajectory", _other_search)
     p = _portfolio_problem()
-    sol = api.solve_problem(p, time_limit=6, workers=2, seed=0)
-    assert "portfolio" in sol.stats
-    objs = [o for o in sol.stats["portfolio"]["objectives"] if o is not None]
-    assert len(objs) == 2
+    sol = api.solve_problem(p, time_limit=6, workers=2, seed=0, deterministic=True)
+    pst = sol.stats["portfolio"]
+    objs = pst["objectives"]
+    assert None not in objs and objs[0] < objs[1]   # the stand-in is the worse search
+    assert pst["kept"] == "first"
+    assert pst["merge"]["status"] == "optimal" and pst["merge"]["free_nodes"] > 0
+    assert pst["merge"]["objective"] <= min(objs)
+    assert sol.stats["heuristic"]["objective"] <= min(objs)
     obj, ok = evaluate(p, sol.strategies)
-    assert ok and obj == sol.objective <= min(objs)
+    assert ok and obj == sol.objective
     best, _ = brute_force(p)
     assert sol.objective >= best
     single = api.solve_problem(p, time_limit=6, workers=1, seed=0)  # one worker: no portfolio
@@ -183,11 +215,26 @@ def test_portfolio_result_feasible_and_no_worse_than_its_searches(monkeypatch):
 
 def test_portfolio_deterministic_with_and_without_fork(monkeypatch):
     monkeypatch.setattr(api, "PORTFOLIO_MIN_NODES", 0)
+    forks = []
+    start = fork.start
+
+    def counting(*args):
+        child = start(*args)
+        forks.append(child is not None)
+        return child
+
+    monkeypatch.setattr(fork, "start", counting)
     p = _portfolio_problem()
     runs = [api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True) for _ in range(2)]
     monkeypatch.setattr(fork, "available", lambda: False)  # the second search then runs in-process
     runs.append(api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True))
+    assert forks == ([True, True] if fork.sys.platform.startswith("linux") else [False, False]) + [False]
     for r in runs:
         assert "portfolio" in r.stats
     assert runs[0].strategies == runs[1].strategies == runs[2].strategies
-    assert runs[0].stats["portfolio"]["objectives"] == runs[2].stats["portfolio"]["objectives"]
+    def facts(r):  # the portfolio's figures, without the merge's wall time
+        pst = dict(r.stats["portfolio"])
+        pst["merge"] = {k: v for k, v in pst.get("merge", {}).items() if k != "seconds"}
+        return pst
+
+    assert facts(runs[0]) == facts(runs[1]) == facts(runs[2])

@@ -173,21 +173,24 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     plan = dict(t0=t0, time_limit=time_limit, deadline=deadline, det=det, big=big, rounds=rounds,
                 pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT)
     portfolio = _use_portfolio(red, workers)
+    ls = LocalSearch(red, seed=seed)
     child = None
     if portfolio:
-        child = fork.start(_second_trajectory, red, seed + 1, plan)
+        # the second search's own time is its phase's; it never keeps searching to the deadline
+        child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
         if child is None and not det:
             portfolio = False  # no second core to use without fork; deterministic mode runs it after
-    ls = LocalSearch(red, seed=seed)
     try:
         mine = _trajectory(red, ls, plan, progress)
         other = None
         if portfolio:
             if child is not None:
-                other = fork.collect(child, max(5.0, deadline - time.monotonic()) if not det else inf)
-                child = None
-            else:
-                other = _second_trajectory(red, seed + 1, plan)
+                c, child = child, None
+                other = fork.collect(c, max(0.0, deadline - time.monotonic()))
+            # deterministic mode: the same answer whether the child ran, failed or was never forked
+            # (unless the wall-clock safety net has passed)
+            if other is None and det and time.monotonic() < deadline:
+                other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
     finally:
         if child is not None:
             fork.cancel(child)
@@ -198,8 +201,10 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                                  None if other is None or other[1] is None else other[1] + red.offset]}
         stats["portfolio"] = pstats
         if other is not None and other[1] is not None:
+            pstats["kept"] = "first"
             if best_obj is None or other[1] < best_obj:
                 best, best_obj, mu = other[0], other[1], other[2]
+                pstats["kept"] = "second"  # its solution and its memory prices (for the bound)
             sols = [best] + [x for x in (mine[0], other[0]) if x is not None and x is not best]
             if len(sols) > 1 and deadline - time.monotonic() > 1.0:
                 t_m = time.monotonic()

@@ -20,13 +20,14 @@ import select
 import signal
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 
 
 @dataclass
 class Child:
-    pid: int
-    fd: int  # read end of the result pipe
+    pid: int  # -1 once reaped
+    fd: int   # read end of the result pipe; -1 once closed
 
 
 def available() -> bool:
@@ -35,21 +36,30 @@ def available() -> bool:
 
 
 def start(fn, *args) -> Child | None:
-    """Start ``fn(*args)`` in a forked child; None when forking is not available or fails."""
+    """Start ``fn(*args)`` in a forked child; None when forking is not available or fails.  The
+    parent's streams are flushed first and SIGINT is blocked across the fork, so the child neither
+    repeats buffered output nor runs the parent's Ctrl-C handling."""
     if not available():
         return None
+    sys.stdout.flush()
+    sys.stderr.flush()
     r, w = os.pipe()
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        pid = os.fork()
-    except OSError:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
+            pid = os.fork()
+    except BaseException:  # noqa: BLE001 - no child: clean up and run without one
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         os.close(r)
         os.close(w)
         return None
     if pid == 0:  # the child
         code = 1
         try:
-            os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            os.close(r)
             try:
                 signal.set_wakeup_fd(-1)  # the parent's Ctrl-C watcher pipe is not ours
             except (ValueError, OSError):
@@ -62,24 +72,27 @@ def start(fn, *args) -> Child | None:
             code = 1
         finally:
             os._exit(code)
+    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     os.close(w)
     return Child(pid, r)
 
 
 def collect(child: Child, timeout: float):
     """The child's result, waiting at most ``timeout`` seconds for it (``math.inf``: as long as it
-    takes); None when it failed or ran out of time (then it is killed).  The child is reaped either
-    way."""
+    takes); None when it failed (no result, or a non-zero exit) or ran out of time (then it is
+    killed).  The child is reaped and its pipe closed on every path, interrupts included; calling
+    :func:`cancel` afterwards does nothing."""
     end = time.monotonic() + max(0.0, timeout)
     chunks = []
     ok = False
+    poller = select.poll()
+    poller.register(child.fd, select.POLLIN | select.POLLHUP)
     try:
         while True:
             left = end - time.monotonic()
             if left <= 0:
                 break
-            ready, _, _ = select.select([child.fd], [], [], None if math.isinf(left) else left)
-            if not ready:
+            if not poller.poll(None if math.isinf(left) else max(1, int(left * 1000))):
                 break
             chunk = os.read(child.fd, 1 << 20)
             if not chunk:
@@ -87,12 +100,9 @@ def collect(child: Child, timeout: float):
                 break
             chunks.append(chunk)
     finally:
-        os.close(child.fd)
-        if not ok:
-            _kill(child.pid)
-        else:
-            _reap(child.pid)
-    if not ok or not chunks:
+        _close(child)
+        status = _reap(child) if ok else _kill(child)
+    if not ok or not chunks or status != 0:
         return None
     try:
         return pickle.loads(b"".join(chunks))
@@ -101,24 +111,37 @@ def collect(child: Child, timeout: float):
 
 
 def cancel(child: Child) -> None:
-    """Kill the child and close its pipe (for the caller's error and interrupt paths)."""
+    """Kill the child and close its pipe (for the caller's error and interrupt paths); does nothing
+    once :func:`collect` or :func:`cancel` has finished with it."""
+    _close(child)
+    _kill(child)
+
+
+def _close(child: Child) -> None:
+    if child.fd >= 0:
+        fd, child.fd = child.fd, -1
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _kill(child: Child):
+    if child.pid > 0:
+        try:
+            os.kill(child.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    return _reap(child)
+
+
+def _reap(child: Child):
+    """Wait for the child; its exit code (None when already reaped or not ours)."""
+    if child.pid <= 0:
+        return None
+    pid, child.pid = child.pid, -1  # never signal or wait for this pid again (it may be reused)
     try:
-        os.close(child.fd)
+        _, st = os.waitpid(pid, 0)
     except OSError:
-        pass
-    _kill(child.pid)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
-    _reap(pid)
-
-
-def _reap(pid: int) -> None:
-    try:
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+        return None
+    return os.waitstatus_to_exitcode(st)

@@ -68,13 +68,16 @@ def merge_solutions(red: Reduced, solutions, time_limit: float, workers: int = 1
         res = cpsat.solve(mdl, time_limit / runs, workers=workers, seed=seed + k, deterministic=deterministic,
                           deterministic_limit=None if deterministic_limit is None else deterministic_limit / runs,
                           hint=best[mdl.nodes])
+        accepted = False
         if res.positions is not None:
             cand = best.copy()
             cand[mdl.nodes] = res.positions
             if (feasible is None or feasible(cand)) and (objective is None or objective(cand) <= objective(best)):
-                best = cand
-                status = "feasible" if status != "optimal" else status
-        if res.status == "optimal":
+                best, accepted = cand, True
+                status = "feasible"
+        if res.status == "optimal" and accepted:
             status = "optimal"
+            break
+        if res.status == "infeasible":  # cannot happen (solutions[0] is feasible) unless the model is wrong
             break
     return best, status, len(differ)
