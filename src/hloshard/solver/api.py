@@ -58,7 +58,7 @@ import numpy as np
 from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound
-from .heuristic import LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
+from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
 from .lp import lp_bound
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
@@ -157,14 +157,13 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         return Solution(strategies.tolist(), obj if feas else None, obj if feas else None, status, elapsed(),
                         stats=stats)
 
-    big = red.num_nodes >= 2000
+    big = red.num_nodes >= LARGE_NODES
     segments = red.memory.num_segments() if red.memory is not None else 0
     work = red.stats["edge_entries"] + red.stats["strategies"] + segments
     pair_sweeps = DET_PAIR_SWEEPS if det else None
 
     # 2-3. greedy + local search, then Lagrangian memory prices: one search, or two with other seeds
     # side by side (the portfolio), merged
-    mu = None
     model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
     if det:
         rounds = max(3, min(1000, int(LAGRANGE_SHARE * time_limit * WORK_RATE / max(work, 1))))
@@ -197,30 +196,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     best, best_obj, mu, lag_info = mine
     stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
     if portfolio:
-        pstats = {"objectives": [None if best_obj is None else best_obj + red.offset,
-                                 None if other is None or other[1] is None else other[1] + red.offset]}
-        stats["portfolio"] = pstats
-        if other is not None and other[1] is not None:
-            pstats["kept"] = "first"
-            if best_obj is None or other[1] < best_obj:
-                best, best_obj, mu = other[0], other[1], other[2]
-                pstats["kept"] = "second"  # its solution and its memory prices (for the bound)
-            sols = [best] + [x for x in (mine[0], other[0]) if x is not None and x is not best]
-            if len(sols) > 1 and deadline - time.monotonic() > 1.0:
-                t_m = time.monotonic()
-                m_wall = max(0.5, deadline - t_m if det else min(deadline - t_m, MERGE_SHARE * time_limit))
-                merged, m_status, m_free = merge_solutions(red, sols, m_wall, workers=workers, seed=seed,
-                                                           deterministic=det,
-                                                           deterministic_limit=DET_MERGE * time_limit,
-                                                           feasible=ls.feasible, objective=ls.objective)
-                ls.set_solution(merged)
-                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
-                if ls.feasible() and ls.objective() < best_obj:
-                    best, best_obj = ls.s.copy(), ls.objective()
-                    _emit(progress, phase="merge", objective=best_obj + red.offset, elapsed=elapsed())
-                pstats["merge"] = {"status": m_status, "free_nodes": m_free,
-                                   "objective": best_obj + red.offset,
-                                   "seconds": round(time.monotonic() - t_m, 3)}
+        best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
     # repeated structure (e.g. transformer layers): propose the solution where every class of
     # look-alike nodes takes its most common choice; kept only when better after local search
     if best is not None and red.num_nodes >= 2:
@@ -336,8 +312,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
 
 
-
-PORTFOLIO_MIN_NODES = 2000  # reduced nodes from which the portfolio runs (the solver's "big" threshold)
+PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
 
 
 def _use_portfolio(red, workers: int) -> bool:
@@ -399,6 +374,43 @@ def _second_trajectory(red, seed, plan):
     """:func:`_trajectory` of the portfolio's second search (its own ``LocalSearch`` and seed, no
     progress events: it may run in a forked child)."""
     return _trajectory(red, LocalSearch(red, seed=seed), plan, None)
+
+
+def _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed):
+    """The portfolio's result: the better of the two searches (``mine``, ``other``: results of
+    :func:`_trajectory`; ``other`` None when the second failed), merged with the other one by
+    :func:`~hloshard.solver.merge.merge_solutions` and polished by local search.  Returns ``(best
+    positions, best objective, memory prices)``, the prices of the better search; records
+    ``stats["portfolio"]``."""
+    t0, time_limit, deadline, det = plan["t0"], plan["time_limit"], plan["deadline"], plan["det"]
+    best, best_obj, mu, _ = mine
+    pstats = {"objectives": [None if best_obj is None else best_obj + red.offset,
+                             None if other is None or other[1] is None else other[1] + red.offset]}
+    stats["portfolio"] = pstats
+    if other is None or other[1] is None:
+        return best, best_obj, mu
+    pstats["kept"] = "first"
+    if best_obj is None or other[1] < best_obj:
+        best, best_obj, mu = other[0], other[1], other[2]
+        pstats["kept"] = "second"  # its solution and its memory prices (for the bound)
+    sols = [best] + [x for x in (mine[0], other[0]) if x is not None and x is not best]
+    if len(sols) < 2 or deadline - time.monotonic() <= 1.0:
+        return best, best_obj, mu
+    t_m = time.monotonic()
+    m_wall = max(0.5, deadline - t_m if det else min(deadline - t_m, MERGE_SHARE * time_limit))
+    merged, m_status, m_free = merge_solutions(red, sols, m_wall, workers=workers, seed=seed, deterministic=det,
+                                               deterministic_limit=DET_MERGE * time_limit,
+                                               feasible=ls.feasible, objective=ls.objective)
+    ls.set_solution(merged)
+    polish = float("inf") if det else min(deadline, time.monotonic() + 0.05 * time_limit)
+    ls.improve(polish, pairs=not plan["big"], max_pair_sweeps=plan["pair_sweeps"])
+    if ls.feasible() and ls.objective() < best_obj:
+        best, best_obj = ls.s.copy(), ls.objective()
+        _emit(progress, phase="merge", objective=best_obj + red.offset, elapsed=time.monotonic() - t0)
+    pstats["merge"] = {"status": m_status, "free_nodes": m_free, "objective": best_obj + red.offset,
+                       "seconds": round(time.monotonic() - t_m, 3)}
+    return best, best_obj, mu
+
 
 def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
     """``(bound, decoded)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest

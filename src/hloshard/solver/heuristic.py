@@ -39,6 +39,7 @@ from .presolve import Reduced
 from .trws import TRWS
 
 INF = np.int64(INFINITY)
+LARGE_NODES = 2000  # reduced nodes from which a problem counts as large (cheaper rounds and polish; api: the portfolio)
 FOREST_PATIENCE = 3  # forest moves in a row without improvement before a descent stops
 FOREST_MOVES = 40    # at most this many forest moves per descent (a work limit, for deterministic runs)
 
@@ -542,7 +543,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     patience = PATIENCE
     best_l, stall = -math.inf, 0
     first_l = None
-    big = n >= 2000
+    big = n >= LARGE_NODES
     for rounds in range(1, max_rounds + 1):
         if time.monotonic() >= deadline:
             break
