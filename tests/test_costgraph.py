@@ -102,6 +102,19 @@ def test_save_load_round_trip(tmp_path, suffix):
         assert open(path, "rb").read() == first
 
 
+def test_json_syntax_errors_carry_their_line_and_column(tmp_path):
+    from hloshard.errors import format_error
+
+    path = tmp_path / "bad.json"
+    path.write_bytes(b'{"problem":\n  {"nodes" 1}}')
+    with pytest.raises(InputError) as info:
+        load_problem(str(path))
+    assert format_error(info.value) == f"{path}:2:12: error: not valid JSON: Expecting ':' delimiter"
+    path.write_bytes(b"  \n")
+    with pytest.raises(InputError, match="empty file"):
+        load_problem(str(path))
+
+
 @pytest.mark.parametrize("content, message", [
     (b"{not json", "not valid JSON"),
     (b"[1, 2]", "not an IOPDDL problem"),

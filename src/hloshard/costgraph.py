@@ -222,8 +222,13 @@ def load_problem(path: str) -> Problem:
                 raw = read_limited(gz, f"{path} (decompressed)", 4 * max_input_bytes())
         except (OSError, EOFError) as exc:
             raise InputError(f"{path}: corrupt gzip data ({exc})") from None
+    if not raw.strip():
+        raise InputError(f"{path}: empty file (expected an IOPDDL problem in JSON)")
     try:
         data = json.loads(raw)
+    except json.JSONDecodeError as exc:  # located: the CLI prints FILE:LINE:COL: error: ...
+        raise InputError(f"not valid JSON: {exc.msg}", filename=str(path), line=exc.lineno,
+                         column=exc.colno) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
     del raw
