@@ -301,7 +301,7 @@ class Site:
 
         from .autoshard.resharder import _key
         from .strategy.base import StrategyGroup
-        from .strategy.registry import build_group
+        from .strategy.handlers import build_group
 
         ctx = pricing.context(fixed)
         old = pricing.graph.ctx.groups

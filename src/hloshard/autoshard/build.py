@@ -37,7 +37,8 @@ from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.liveness import live_intervals, program_schedule
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
-from ..strategy.registry import BuildContext, build_group
+from ..strategy.handlers import build_group
+from ..strategy.registry import BuildContext
 from .aliases import _add_aliases
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import _Resharder

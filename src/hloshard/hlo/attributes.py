@@ -20,6 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import HloSyntaxError
+from .lexical import MAX_DEVICES, brace_block_end  # noqa: F401  (re-exported)
+from .shape import parse_shape
+from .sharding import HloSharding
+
 
 class Raw(str):
     """An attribute value kept as its source text (printed back verbatim)."""
@@ -48,12 +53,6 @@ class AttrError(ValueError):
     def __init__(self, message: str, offset: int = 0):
         super().__init__(message)
         self.offset = offset
-
-
-#: Most device ids an iota / mesh form (replica groups, tile assignment) may expand to. The forms are
-#: a few characters long but name ``prod(dims)`` devices, so untrusted text could otherwise ask for
-#: terabytes; real meshes have at most tens of thousands of devices.
-MAX_DEVICES = 1_000_000
 
 
 def check_device_count(n: int, what: str) -> None:
@@ -124,31 +123,6 @@ def quote(value: str) -> str:
     if any(ord(c) < 32 or ord(c) == 127 for c in out):
         out = "".join(f"\\x{ord(c):02x}" if ord(c) < 32 or ord(c) == 127 else c for c in out)
     return '"' + out + '"'
-
-
-def brace_block_end(text: str, start: int) -> int:
-    """Index just past the ``}`` that closes the ``{`` at ``text[start]``; double-quoted strings (with
-    backslash escapes) are skipped. Raises ValueError("unterminated string") or
-    ValueError("unbalanced braces")."""
-    depth = 0
-    i = start
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            i += 1
-            while i < n and text[i] != '"':
-                i += 2 if text[i] == "\\" else 1
-            if i >= n:
-                raise ValueError("unterminated string")
-        elif c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise ValueError("unbalanced braces")
 
 
 def is_balanced_blob(text: str) -> bool:
@@ -787,20 +761,8 @@ def parse_metadata(text: str) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# sharding (HloSharding lands in hloshard.hlo.sharding; until then the text is kept)
-class RawSharding(str):
-    """Sharding text kept verbatim (used only when hloshard.hlo.sharding is unavailable)."""
-
-    __slots__ = ()
-
-
+# sharding
 def _sharding(text: str):
-    try:
-        from .sharding import HloSharding
-    except ImportError:
-        return RawSharding(text)
-    from ..errors import HloSyntaxError
-
     try:
         return HloSharding.parse(text)
     except HloSyntaxError as exc:
@@ -869,9 +831,6 @@ def _name_list(text: str) -> tuple[str, ...]:
 
 
 def _shape(text: str):
-    from ..errors import HloSyntaxError
-    from .shape import parse_shape
-
     try:
         return parse_shape(text.strip())
     except HloSyntaxError as exc:

@@ -37,7 +37,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import HloSyntaxError
-from .attributes import MAX_DEVICES, brace_block_end
+from .lexical import MAX_DEVICES, brace_block_end
 
 __all__ = ["HloSharding", "SUBGROUP_TYPES", "iota_form", "parse_sharding"]
 

@@ -3,16 +3,19 @@
 A handler is ``fn(instr, ctx) -> StrategyGroup | TupleGroup``; a *backward* function is
 ``fn(instr, out_spec, ctx) -> tuple | None`` giving the operand specs an instruction needs to
 produce ``out_spec`` without communication (used for user-fixed outputs and inside fusions).
-Handlers register with :func:`register` / :func:`register_backward`; :func:`build_group` dispatches,
-applies user shardings (trimming, or generating the one strategy that matches), falls back to a
-replicated strategy for unknown opcodes, and guarantees that no instruction ends up without a
-strategy.
+Handler modules register into this module's tables with :func:`register` / :func:`register_backward`
+(and :func:`register_preference`, :func:`register_result_flops`, :data:`DROPPED_ANNOTATION`); this
+module imports none of them.  :func:`hloshard.strategy.handlers.build_group` (the module that imports
+every handler) dispatches, applies user shardings with :func:`apply_fixed` (trimming, or generating
+the one strategy that matches), falls back to :func:`replicated_group` for unknown opcodes, and
+guarantees with :func:`_check_nonempty` that no instruction ends up without a strategy.
 """
 
 from __future__ import annotations
 
 from typing import Callable
 
+from ..cost.reshard import plan, resharding_cost
 from ..errors import InputError
 from .base import (
     TOKEN, LeafRef, MeshInfo, Strategy, StrategyGroup, TupleGroup, is_array, is_mesh_spec, leaf_shapes,
@@ -329,8 +332,6 @@ def _operand_specs(instr, ctx: BuildContext):
 def _free_edges(instr, st, actual, ctx) -> bool:
     """Every operand of ``st`` is reached from its actual layout without communication (equal, or a
     local slice of a less split layout: the resharding plan costs nothing)."""
-    from ..cost.reshard import resharding_cost
-
     minfo = ctx.minfo
     for k, a in enumerate(actual):
         req = st.inputs[k] if k < len(st.inputs) else None
@@ -363,8 +364,6 @@ def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
     the result; a slice exchanges halos in its operand's layout and gathers the small result).  The
     output resharding (``cost.reshard.plan``) is added to ``comm`` and its collectives to
     ``Strategy.collectives``.  One candidate per distinct (output, inputs)."""
-    from ..cost.reshard import plan
-
     instr = group.instr
     shape = instr.shape
     if not is_array(shape):
@@ -414,32 +413,6 @@ def _replicated_inputs(instr):
     return tuple(out)
 
 
-def build_group(instr, ctx: BuildContext):
-    """Build (and record in ``ctx.groups``) the strategy group of ``instr``."""
-    from . import handlers_all  # noqa: F401  (registers every handler module)
-    from .custom_call import manual_group, is_manual_instruction
-
-    if is_manual_instruction(instr, ctx):
-        from .collectives import charge_manual_collective
-
-        group = manual_group(instr, ctx)
-        charge_manual_collective(instr, group, ctx)   # an explicit collective still communicates
-        if instr.opcode in ("call", "while", "conditional"):
-            _visit_manual_callees(instr, group, ctx)
-    else:
-        fn = HANDLERS.get(instr.opcode)
-        group = fn(instr, ctx) if fn is not None else None
-        if group is None:
-            group = replicated_group(instr, ctx)
-        dropped = DROPPED_ANNOTATION.get(instr.opcode)
-        if instr in ctx.fixed and not (dropped is not None and dropped(instr)):
-            group = apply_fixed(group, instr, ctx)
-        _free_rematerialized(group, instr, ctx)
-    _check_nonempty(group, instr, ctx)
-    ctx.set_group(instr, group)
-    return group
-
-
 def rematerialized(op) -> bool:
     """A value XLA's partitioner rebuilds in whatever layout a user needs instead of resharding it: a
     broadcast of a scalar (measured: a broadcast of a scalar parameter or constant split on dim 1, used
@@ -473,35 +446,6 @@ def _free_rematerialized(group, instr, ctx) -> None:
             if k < len(ins):
                 ins[k] = None
         st.inputs = tuple(ins)
-
-
-def _visit_manual_callees(instr, group, ctx) -> None:
-    """A call / while / conditional inside a manual region: its computations are manual as a whole
-    (every instruction keeps a manual sharding); their parameters alias the operands (the loop state
-    for a while) so that the bodies are still visited and annotated."""
-    from .control_flow import called
-    from .tuple_ops import alias_leaves
-
-    ctx.set_group(instr, group)
-    if instr.opcode == "call":
-        pairs = [(called(instr, "to_apply", 0), list(instr.operands))]
-    elif instr.opcode == "while":
-        pairs = [(called(instr, "body", 0), [instr]), (called(instr, "condition", 1), [instr])]
-    else:
-        pairs = [(c, [instr.operands[i + 1]]) for i, c in enumerate(instr.called_computations)]
-    for comp, sources in pairs:
-        if comp is None:
-            continue
-        ctx.manual_comps.add(id(comp))
-        for k, p in enumerate(comp.parameters):
-            src = sources[k] if k < len(sources) else sources[-1]
-            ctx.set_group(p, alias_leaves(p, src, range(len(leaf_shapes(src.shape)))))
-        w = ctx.weight(instr)
-        if instr.opcode == "while":   # the body and condition run trip-count times (their collectives too)
-            from .control_flow import trip_count
-
-            w *= trip_count(instr)
-        ctx.visit(comp, w)
 
 
 def _check_nonempty(group, instr, ctx):
