@@ -24,7 +24,9 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from .errors import InputError, UsageError
+from .hlo.reshape_dims import reshape_groups
 from .hlo.sharding import HloSharding
+from .sdy_mesh import module_sdy_mesh
 from .units import counted
 
 #: Largest device count a mesh may have (hloshard builds per-device tables of this size).
@@ -755,10 +757,8 @@ def _sharding_device_count(module) -> int | None:
 
 def module_named_mesh(module):
     """The module's Shardy mesh ``(names, shape, device_ids or None)`` from its ``xla.sdy.meshes``
-    frontend attribute (read by :func:`hloshard.sdy.module_sdy_mesh`), when it names a mesh of more than
+    frontend attribute (read by :func:`hloshard.sdy_mesh.module_sdy_mesh`), when it names a mesh of more than
     one device; else None."""
-    from .sdy import module_sdy_mesh
-
     if not hasattr(module, "attrs"):
         return None
     m = module_sdy_mesh(module)
@@ -814,8 +814,6 @@ def _reshape_cuts(module, cuts: set[int], n: int):
     size, and each prefix product P of the group's dims on either side, the major gcd(n, P) devices
     of the run go to the major dims: cut at hi / gcd(n, P) when 1 < gcd < n (Shardy's sub-axes of
     ``reshape``). Yields (cut, instruction)."""
-    from .cost.reshape import reshape_groups
-
     instrs = getattr(module, "all_instructions", None)
     if instrs is None:
         return

@@ -7,6 +7,10 @@ the frontend attribute ``xla.sdy.sharding`` that XLA's Shardy partitioner reads:
 ``#sdy.sharding<@mesh, [{"data"}, {}]>`` on entry parameters and
 ``#sdy.sharding_per_value<[<@mesh, [{"data"}, {}]>]>`` on other instructions (one ``<...>`` per result).
 
+The module's named mesh is read by :mod:`hloshard.sdy_mesh` (below :mod:`hloshard.mesh`, which
+reads it for the mesh precedence); its names are re-exported here.  This module is above
+:mod:`hloshard.autoshard` (it annotates the computations the solver processed).
+
 Public API::
 
     SdyMesh(name, names, sizes, device_ids=None)    # one named mesh; .num_devices, .text()
@@ -29,160 +33,34 @@ count that differs from the mesh's) raises :class:`NotExpressible` (an InputErro
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import re
 
 import numpy as np
 
+from .autoshard import processed_computations
 from .errors import InputError
+from .mesh import prime_factors
+from .sdy_mesh import (  # noqa: F401  (re-exported: the module's named mesh is read in sdy_mesh, below mesh.py)
+    SDY_MESHES, SDY_SHARDING, SdyMesh, _frontend, module_mesh, module_meshes, module_sdy_mesh, parse_mesh,
+)
 
 __all__ = ["SdyMesh", "NotExpressible", "module_meshes", "module_sdy_mesh", "module_mesh", "parse_mesh",
            "dim_axes", "to_sdy", "annotate_module", "SDY_SHARDING", "SDY_MESHES"]
-
-SDY_SHARDING = "xla.sdy.sharding"
-SDY_MESHES = "xla.sdy.meshes"
 
 
 class NotExpressible(InputError):
     """A sharding that no assignment of (sub-)axes of the named mesh produces. Exit code 2."""
 
 
-@dataclasses.dataclass(frozen=True)
-class SdyMesh:
-    """A named Shardy mesh: axis ``names`` and ``sizes`` (major to minor) and the device ids in mesh
-    order (None: iota ``0..N-1``)."""
-
-    name: str
-    names: tuple[str, ...]
-    sizes: tuple[int, ...]
-    device_ids: tuple[int, ...] | None = None
-
-    @property
-    def num_devices(self) -> int:
-        if not self.names and self.device_ids:
-            return len(self.device_ids)
-        return math.prod(self.sizes)
-
-    def devices(self) -> np.ndarray:
-        """Device ids shaped like the mesh (int64)."""
-        n = self.num_devices
-        ids = np.arange(n) if self.device_ids is None else np.array(self.device_ids, dtype=np.int64)
-        return ids.reshape(self.sizes) if self.sizes else ids
-
-    def text(self) -> str:
-        """``#sdy.mesh<["data"=2, "model"=4]>`` (with ``device_ids=[...]`` when not iota)."""
-        axes = ", ".join(f'"{n}"={s}' for n, s in zip(self.names, self.sizes))
-        extra = f", device_ids=[{', '.join(map(str, self.device_ids))}]" if self.device_ids is not None else ""
-        return f"#sdy.mesh<[{axes}]{extra}>"
-
-
-_MESH_BODY = re.compile(r'^\s*<\s*\[(?P<axes>[^\]]*)\]\s*(?:,\s*device_ids\s*=\s*\[(?P<ids>[^\]]*)\])?\s*>\s*$')
-_AXIS = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"\s*=\s*(\d+)\s*$')
-
-
-def parse_mesh(body: str, name: str = "mesh") -> SdyMesh:
-    """Parse a mesh body ``<["data"=2, "model"=4]>`` or ``<[], device_ids=[3]>`` (after ``#sdy.mesh``
-    or ``sdy.mesh @name =``). Raises InputError on anything else."""
-    m = _MESH_BODY.match(body)
-    if not m:
-        raise InputError(f"unrecognised sdy mesh {body.strip()!r}: expected <[\"axis\"=size, ...]>")
-    names, sizes = [], []
-    for part in [p for p in m.group("axes").split(",") if p.strip()]:
-        a = _AXIS.match(part)
-        if not a or int(a.group(2)) < 1:
-            raise InputError(f"unrecognised sdy mesh axis {part.strip()!r} in {body.strip()!r}")
-        names.append(a.group(1))
-        sizes.append(int(a.group(2)))
-    if len(set(names)) != len(names):
-        raise InputError(f"sdy mesh {name!r} names an axis twice: {body.strip()!r}")
-    ids = None
-    if m.group("ids") is not None:
-        ids = tuple(int(x) for x in re.findall(r"-?\d+", m.group("ids")))
-        if names and len(ids) != math.prod(sizes):
-            raise InputError(f"sdy mesh {name!r}: {len(ids)} device ids for {math.prod(sizes)} devices")
-    return SdyMesh(name, tuple(names), tuple(sizes), ids)
-
-
-def _split_meshes(text: str) -> list[tuple[str, str]]:
-    """``{mesh = #sdy.mesh<...>, other = #sdy.mesh<...>}`` -> [(name, body)]."""
-    t = text.strip()
-    if t.startswith('"') and t.endswith('"'):
-        t = t[1:-1].replace('\\"', '"')
-    if t.startswith("{") and t.endswith("}"):
-        t = t[1:-1]
-    out = []
-    from .stablehlo import bracketed
-
-    for m in re.finditer(r'(?:"((?:[^"\\]|\\.)*)"|([\w.\-$]+))\s*=\s*#sdy\.mesh(<)', t):
-        inner, _ = bracketed(t, m.start(3))
-        out.append((m.group(1) or m.group(2), "<" + inner + ">"))
-    return out
-
-
-def module_meshes(module) -> dict[str, SdyMesh]:
-    """The named meshes of the module's ``xla.sdy.meshes`` frontend attribute (empty when absent).
-    Raises InputError on a mesh it cannot read."""
-    from .hlo.attributes import decode_attr
-
-    fa = getattr(module, "attrs", {}).get("frontend_attributes")
-    if not fa:
-        return {}
-    try:
-        pairs = dict(decode_attr("frontend_attributes", str(fa)))
-    except Exception:  # noqa: BLE001 - the parser accepted it; an unreadable value names no mesh
-        return {}
-    value = pairs.get(SDY_MESHES)
-    if not value:
-        return {}
-    return {name: parse_mesh(body, name) for name, body in _split_meshes(value)}
-
-
-_REF = re.compile(r"<\s*@([\w.\-$]+)\s*,")
-
-
-def module_sdy_mesh(module) -> SdyMesh | None:
-    """The named mesh the module's shardings use: the mesh most ``xla.sdy.sharding`` attributes of the
-    entry refer to (ties: first written), else the first mesh with axes; None without meshes."""
-    meshes = module_meshes(module)
-    if not meshes:
-        return None
-    counts = {k: 0 for k in meshes}
-    entry = getattr(module, "entry", None)
-    for instr in (entry.instructions if entry is not None else ()):
-        v = _frontend(instr).get(SDY_SHARDING)
-        for ref in _REF.findall(v or ""):
-            if ref in counts:
-                counts[ref] += 1
-    with_axes = [k for k, m in meshes.items() if m.names]
-    if not with_axes:
-        return None
-    best = max(with_axes, key=lambda k: (counts[k], -with_axes.index(k)))
-    return meshes[best]
-
-
-def module_mesh(module) -> tuple[tuple[str, ...], tuple[int, ...]] | None:
-    """``(axis names, axis sizes)`` of :func:`module_sdy_mesh`, e.g. ``(("data", "model"), (2, 4))``;
-    None when the module names no mesh. For mesh precedence (``DeviceMesh.for_module``)."""
-    m = module_sdy_mesh(module)
-    return None if m is None else (m.names, m.sizes)
-
-
 # ------------------------------------------------------------------------------------------------
 # HloSharding -> named axes
-
-def _primes(n: int) -> list[int]:
-    from .mesh import prime_factors
-
-    return prime_factors(n)
-
 
 def _atoms(mesh: SdyMesh) -> list[tuple[int, int, int]]:
     """(axis index, pre-size, size) of every prime factor of every axis, major to minor."""
     out = []
     for a, size in enumerate(mesh.sizes):
         pre = 1
-        for p in _primes(size):
+        for p in prime_factors(size):
             out.append((a, pre, p))
             pre *= p
     return out
@@ -276,13 +154,6 @@ def to_sdy(sharding, rank: int, mesh: SdyMesh) -> str:
 # ------------------------------------------------------------------------------------------------
 # writing the attribute
 
-def _frontend(instr) -> dict:
-    fa = instr.attrs.get("frontend_attributes")
-    if not fa:
-        return {}
-    return dict(fa.items()) if isinstance(fa, dict) else dict(fa)
-
-
 def _leaves(shape) -> list:
     return list(shape.leaves()) if shape.is_tuple else [shape]
 
@@ -324,8 +195,6 @@ def annotate_module(module, mesh: SdyMesh | None = None) -> int:
     mesh = mesh or module_sdy_mesh(module)
     if mesh is None:
         return 0
-    from .autoshard import processed_computations
-
     count = 0
     for comp in processed_computations(module):
         for instr in comp.instructions:

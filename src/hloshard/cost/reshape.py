@@ -45,15 +45,9 @@ import numpy as np
 
 from ..errors import InputError
 from ..hlo.shape import Shape, parse_shape
+from ..hlo.reshape_dims import ReshapeGroup, reshape_groups  # noqa: F401  (re-exported)
 from ..hlo.sharding import HloSharding
-
-
-@dataclasses.dataclass(frozen=True)
-class ReshapeGroup:
-    """Consecutive input dims ``in_dims`` and output dims ``out_dims`` holding the same elements."""
-
-    in_dims: tuple[int, ...]
-    out_dims: tuple[int, ...]
+from ..mesh import ShardingMeshMismatch
 
 
 @dataclasses.dataclass
@@ -100,47 +94,6 @@ def _dims(shape) -> tuple[int, ...]:
     if isinstance(shape, str):
         return tuple(int(d) for d in parse_shape(shape).dims)
     return tuple(int(d) for d in shape)
-
-
-def reshape_groups(in_dims: Sequence[int], out_dims: Sequence[int]) -> list[ReshapeGroup]:
-    """Split a reshape into minimal groups of consecutive dims with equal element counts.
-
-    Size-1 dims that fall between groups get their own group (with an empty other side).
-    Raises InputError when the element counts differ.
-    """
-    a, b = list(map(int, in_dims)), list(map(int, out_dims))
-    if math.prod(a) != math.prod(b):
-        raise InputError(f"reshape changes the element count: [{','.join(map(str, a))}] has "
-                         f"{math.prod(a)} elements, [{','.join(map(str, b))}] has {math.prod(b)}")
-    if math.prod(a) == 0:
-        return [ReshapeGroup(tuple(range(len(a))), tuple(range(len(b))))]
-    groups: list[ReshapeGroup] = []
-    i = j = 0
-    while i < len(a) or j < len(b):
-        if i < len(a) and a[i] == 1:
-            groups.append(ReshapeGroup((i,), ()))
-            i += 1
-            continue
-        if j < len(b) and b[j] == 1:
-            groups.append(ReshapeGroup((), (j,)))
-            j += 1
-            continue
-        gi, gj = [i], [j]
-        pa, pb = a[i], b[j]
-        i += 1
-        j += 1
-        while pa != pb:
-            if pa < pb:
-                gi.append(i)
-                pa *= a[i]
-                i += 1
-            else:
-                gj.append(j)
-                pb *= b[j]
-                j += 1
-        # trailing size-1 dims stay in their own groups
-        groups.append(ReshapeGroup(tuple(gi), tuple(gj)))
-    return groups
 
 
 def _prefix_blocks(sizes: Sequence[int], tiles: Sequence[int]) -> tuple[int, int, str]:
@@ -411,8 +364,6 @@ def _no_comm(in_shape, out_shape, in_sharding: HloSharding, mesh=None) -> list[H
 def mesh_axes_report(sharding: HloSharding, rank: int, mesh) -> tuple[list[list[int]] | None, str]:
     """Per tensor dim the mesh axes a sharding splits it over, or (None, why) when it needs a sub-axis
     or another device order (uses :meth:`hloshard.mesh.DeviceMesh.sharding_to_axes`)."""
-    from ..mesh import ShardingMeshMismatch
-
     try:
         axes = mesh.sharding_to_axes(sharding, rank)
     except ShardingMeshMismatch as exc:
