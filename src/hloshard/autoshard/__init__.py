@@ -6,7 +6,9 @@ The steps, one file each:
 * :mod:`.build` -- module -> cost graph (:class:`Graph`, :func:`build_graph`): strategy groups, node
   costs and usages, resharding edges (:mod:`.resharder`), liveness intervals, integer scaling; alias
   constraints (:mod:`.aliases`) and the follower-merged problem the solver gets (:mod:`.merge`);
-* :mod:`.solve` -- :func:`solve_graph`, :func:`solve_module`, :class:`SolveResult`;
+* :mod:`.graph` -- the :class:`Graph` data every step passes on (imports no step);
+* :mod:`.search` -- :func:`solve_graph`: the graph's problem solved, the choice expanded (below evaluate);
+* :mod:`.solve` -- :func:`solve_module`, :class:`SolveResult` (and :func:`solve_graph` re-exported);
 * :mod:`.apply` -- the chosen shardings written on the IR (:func:`apply_choice`);
 * :mod:`.evaluate` -- cost breakdown of a choice, :func:`evaluate_module` behind ``hloshard cost``;
 * :mod:`.report` -- infeasible-budget messages and solver node ids named by instruction;

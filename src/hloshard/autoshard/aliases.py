@@ -4,16 +4,12 @@ same sharding on both sides).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..errors import InputError
 from ..strategy.base import TOKEN, is_array, leaf_range
 from .resharder import _key
-
-if TYPE_CHECKING:
-    from .build import Graph
+from .graph import Graph
 
 
 def _flat_leaf(shape, index: tuple) -> int:

@@ -3,12 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ..strategy.base import TOKEN, is_array, leaf_shapes
-
-if TYPE_CHECKING:
-    from .build import Graph
+from .graph import Graph
 
 
 def leaf_spec(graph: Graph, instr, leaf: int, choice):

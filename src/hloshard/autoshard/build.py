@@ -40,6 +40,7 @@ from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext
 from .aliases import _add_aliases
+from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import _Resharder
 from .tiebreak import with_memory_tie_break
@@ -53,30 +54,6 @@ from .user_shardings import user_shardings
 #: solver problem 25,390 vs 22,222 strategies, same written objective after a 20 s solve.  Kept (None)
 #: for code that imports the name.
 EXHAUSTIVE_LIMIT = None
-
-
-
-@dataclass
-class Graph:
-    """The cost graph of a module plus what is needed to map a solution back to the IR."""
-
-    module: object
-    mesh: object
-    ctx: BuildContext
-    nodes: list                      # StrategyGroup per node id
-    problem: Problem
-    edge_info: list                  # per edge: list of (src instr, leaf, dst group, weight) contributions
-    edge_float: list                 # per edge: float matrix (cost units)
-    positions: dict                  # instruction -> schedule position
-    schedule: list                   # instructions in schedule order
-    computations: list               # processed computations
-    warnings: list = field(default_factory=list)
-    #: K of the memory tie-break in ``solver_problem`` (:mod:`hloshard.autoshard.tiebreak`; 1: none)
-    tie_break: int = 1
-
-    @property
-    def cost_scale(self) -> float:
-        return self.problem.cost_scale
 
 
 

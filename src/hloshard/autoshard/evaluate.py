@@ -14,6 +14,7 @@ from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
 from .build import Graph, _leaf_shape, _operand_leaves, build_graph
 from .resharder import _key
+from .search import solve_graph
 
 
 @dataclass
@@ -156,8 +157,6 @@ def evaluate_module(module, mesh, time_limit: float = 30.0, seed: int = 0) -> Co
     cheapest consistent choice is taken (a deterministic solve).  Costs in cost units, memory in bytes
     per device.  Raises InputError for annotations that do not fit the mesh / shapes."""
     graph = build_graph(module, mesh, keep="all")
-    from .solve import solve_graph
-
     sol = solve_graph(graph, time_limit=time_limit, workers=1, seed=seed, deterministic=True)
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)

@@ -4,15 +4,11 @@ node ids named by instruction.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from ..cost.liveness import peak_usage
 from ..errors import SolveFailed
-
-if TYPE_CHECKING:
-    from .build import Graph
+from .graph import Graph
 
 
 def minimum_memory_check(graph: Graph, budget: int) -> None:

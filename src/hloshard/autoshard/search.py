@@ -1,0 +1,44 @@
+"""Solving a cost graph: :func:`solve_graph` (the solver's problem of a :class:`~.graph.Graph`, the
+choice expanded to every node).  Below :mod:`.evaluate` (``evaluate_module`` solves for the cheapest
+choice consistent with the written shardings) and :mod:`.solve` (which re-exports it).
+"""
+
+from __future__ import annotations
+
+from .graph import Graph
+from .report import _failed, _name_nodes, minimum_memory_check
+from .tiebreak import real_part
+
+__all__ = ["solve_graph"]
+
+
+def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
+                progress=None):
+    """Solve ``graph.solver_problem`` (memory tie-break, followers merged unless a memory budget is set)
+    and expand the choice to every node of ``graph.problem``; the Solution's objective and bound are
+    returned in integer cost units of ``graph.problem`` (tie-break removed).  Raises SolveFailed (exit 3) when the memory budget is
+    infeasible (naming the liveness point and tensors) or when no solution is found in time."""
+    from ..solver import solve_problem
+
+    if graph.problem.usage_limit is not None:
+        minimum_memory_check(graph, graph.problem.usage_limit)
+    k = getattr(graph, "tie_break", 1)
+    report = progress
+    if progress is not None and k != 1:
+        def report(event: dict):   # the live display shows integer cost units, without the tie-break
+            progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
+                                  if event.get(key) is not None}})
+    sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
+                        deterministic=deterministic, hint=None, progress=report)
+    if k != 1:
+        sol.objective = real_part(getattr(sol, "objective", None), k)
+        sol.bound = real_part(getattr(sol, "bound", None), k)
+    if sol.strategies:
+        sol.strategies = [int(sol.strategies[c]) for c in graph.classes]
+    if sol.status == "infeasible":
+        msg = sol.explanation or "no feasible sharding"
+        msg = _name_nodes(graph, msg, sol)
+        raise _failed(f"no feasible solution: {msg}", "infeasible")
+    if sol.status == "timeout" or not sol.strategies:
+        raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
+    return sol
