@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Iterator
 
+from .shapes import leaf_shapes, sharding_arity  # noqa: F401  (re-exported)
 from .source import ShardingSite, SourceScan
+from .validity import problems_by_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from hloshard.hlo.ir import Computation, Instruction, Module
@@ -39,22 +41,6 @@ class LintOptions:
     device_ids: str | None = None
     alpha: str | None = None
     beta: str | None = None
-
-
-def leaf_shapes(shape) -> list:
-    """Every non-tuple subshape in pre-order (arrays *and* tokens), the order tuple shardings use.
-    An empty tuple has no leaves."""
-    if getattr(shape, "is_tuple", False):
-        out = []
-        for sub in shape.tuple_shapes:
-            out.extend(leaf_shapes(sub))
-        return out
-    return [shape]
-
-
-def sharding_arity(shape) -> int:
-    """Number of elements a tuple sharding of ``shape`` must have (1 for an empty tuple, XLA's rule)."""
-    return max(1, len(leaf_shapes(shape)))
 
 
 class LintContext:
@@ -165,8 +151,6 @@ class LintContext:
 
     @cached_property
     def unsound_sites(self) -> set[int]:
-        from .validity import problems_by_code  # local import: validity imports this module
-
         return {id(site) for entries in problems_by_code(self).values() for site, _, _ in entries}
 
     # -- module-level facts -----------------------------------------------------------------------

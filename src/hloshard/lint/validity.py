@@ -12,18 +12,17 @@ XLA's rules (``HloSharding::Validate`` and the SPMD partitioner's expectations, 
 * a tuple sharding has one element per leaf of the tuple shape, one for an empty tuple (HS106);
 * ``maximal device=N`` needs ``0 <= N < num_partitions`` (``-1``, the host, is accepted) (HS107);
 * a token holds no data and cannot be tiled (HS108).
+
+``ctx`` is the file's :class:`~hloshard.lint.context.LintContext` (not imported: the context imports
+this module for :attr:`~hloshard.lint.context.LintContext.unsound_sites`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
 
-from .context import leaf_shapes, sharding_arity
+from .shapes import leaf_shapes, sharding_arity
 from .source import ShardingSite, ShardingSpec
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .context import LintContext
 
 
 def _fmt_ids(ids) -> str:
@@ -33,7 +32,7 @@ def _fmt_ids(ids) -> str:
     return ", ".join(map(str, ids))
 
 
-def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) -> list[tuple[str, str]]:
+def _leaf_problems(ctx, leaf: ShardingSpec, shape, where: str) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     if leaf.kind == "tiled":
         for p in leaf.problems:
@@ -90,7 +89,7 @@ def _leaf_problems(ctx: "LintContext", leaf: ShardingSpec, shape, where: str) ->
     return out
 
 
-def site_problems(ctx: "LintContext", site: ShardingSite) -> list[tuple[str, str]]:
+def site_problems(ctx, site: ShardingSite) -> list[tuple[str, str]]:
     """All (code, message) validity problems of one written sharding; cached on the context."""
     cache = ctx.__dict__.setdefault("_site_problem_cache", {})
     shape = site.instruction.shape if site.instruction is not None else None
@@ -131,7 +130,7 @@ def site_problems(ctx: "LintContext", site: ShardingSite) -> list[tuple[str, str
     return out
 
 
-def problems_by_code(ctx: "LintContext") -> dict[str, list[tuple[ShardingSite, str, int]]]:
+def problems_by_code(ctx) -> dict[str, list[tuple[ShardingSite, str, int]]]:
     """Every site's problems grouped by code: ``code -> [(site, message, index among the site's
     problems of that code)]``, in site order. Computed once per context."""
     cached = ctx.__dict__.get("_problems_by_code")
@@ -147,7 +146,7 @@ def problems_by_code(ctx: "LintContext") -> dict[str, list[tuple[ShardingSite, s
     return cached
 
 
-def site_findings(rule, ctx: "LintContext"):
+def site_findings(rule, ctx):
     """Yield ``rule``'s findings over every written sharding (the HS1xx rules' evaluate)."""
     for site, msg, n in problems_by_code(ctx).get(rule.code, ()):
         yield rule.finding(ctx, site, msg, key=str(n))
