@@ -146,3 +146,9 @@ ENTRY e {
         mesh_from_options(m, "data=2:dcn,model=4", None, None, None)
     with pytest.raises(UsageError, match="--alpha"):
         timed_mesh_from_options(m, "2x4", None, "1,1", None, "h100")
+
+
+def test_every_profile_name_is_a_memory_budget():
+    from hloshard.units import parse_memory_budget
+    for name, p in devices.PROFILES.items():
+        assert parse_memory_budget(name) == p.hbm_bytes

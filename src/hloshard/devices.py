@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .errors import UsageError
+from .units import DEVICE_MEMORY
 
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
@@ -109,48 +110,48 @@ _H100_FLOPS = {"fp64": 67 * _T, "fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989
 PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
     DeviceProfile(
         "h100-sxm", "NVIDIA H100 SXM5 80 GB, 8 per node (DGX/HGX H100), NVLink inside, InfiniBand across",
-        _H100_FLOPS, "tf32", 80 * 2**30, 3.35e12,
+        _H100_FLOPS, "tf32", DEVICE_MEMORY["h100-80gb"], 3.35e12,
         ici=LinkSpec(450 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
         sources=(_NV_H100, _NV_IB, _LAT)),
     DeviceProfile(
         "h200", "NVIDIA H200 SXM 141 GB, 8 per node (HGX H200), NVLink inside, InfiniBand across",
-        _H100_FLOPS, "tf32", 141 * 10**9, 4.8e12,
+        _H100_FLOPS, "tf32", DEVICE_MEMORY["h200-141gb"], 4.8e12,
         ici=LinkSpec(450 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
         sources=(_NV_H200, _NV_IB, _LAT)),
     DeviceProfile(
         "a100-80gb", "NVIDIA A100 SXM 80 GB, 8 per node (DGX A100), NVLink 3 inside, HDR InfiniBand across",
         {"fp64": 19.5 * _T, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T, "fp16": 312 * _T,
-         "int8": 624 * _T}, "tf32", 80 * 2**30, 2.039e12,
+         "int8": 624 * _T}, "tf32", DEVICE_MEMORY["a100-80gb"], 2.039e12,
         ici=LinkSpec(300 * _GB, 2e-6), dcn=LinkSpec(25 * _GB, 8e-6), devices_per_node=8,
         sources=(_NV_A100, _NV_IB, _LAT)),
     DeviceProfile(
         "b200", "NVIDIA B200 (HGX B200: 8 per node, about 180 GB HBM3e each), NVLink 5 inside, InfiniBand across",
         {"fp64": 37 * _T, "fp32": 75 * _T, "tf32": 1125 * _T, "bf16": 2250 * _T, "fp16": 2250 * _T,
-         "fp8": 4500 * _T, "int8": 4500 * _T}, "tf32", 180 * 10**9, 8e12,
+         "fp8": 4500 * _T, "int8": 4500 * _T}, "tf32", DEVICE_MEMORY["b200-180gb"], 8e12,
         ici=LinkSpec(900 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
         sources=(_NV_B200, _NV_IB, _LAT)),
     DeviceProfile(
         "tpu-v4", "Cloud TPU v4 chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
-        {"bf16": 275 * _T, "int8": 275 * _T, "fp32": 275 * _T}, "bf16", 32 * 2**30, 1.2e12,
+        {"bf16": 275 * _T, "int8": 275 * _T, "fp32": 275 * _T}, "bf16", DEVICE_MEMORY["tpu-v4"], 1.2e12,
         ici=LinkSpec(2 * 45 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=4096,
         sources=(_GCP.format(v="v4"), "ICI per link one way 45 GB/s, two neighbours per torus axis "
                  "(Jouppi et al., TPU v4, ISCA 2023: six ICI links per chip)", _LAT)),
     DeviceProfile(
         "tpu-v5e", "Cloud TPU v5e chip, 2D torus ICI inside a slice (up to 256 chips), DCN across slices",
-        {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", 16 * 2**30, 819 * _GB,
+        {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", DEVICE_MEMORY["tpu-v5e"], 819 * _GB,
         ici=LinkSpec(2 * 50 * _GB, 1e-6), dcn=LinkSpec(3.125 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v5e") + ": 400 GB/s bidirectional ICI per chip over 4 ports (50 GB/s per "
                  "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT)),
     DeviceProfile(
         "tpu-v5p", "Cloud TPU v5p chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
-        {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", 95 * 2**30,
+        {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", DEVICE_MEMORY["tpu-v5p"],
         2765 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=8960,
         sources=(_GCP.format(v="v5p") + ": 1,200 GB/s bidirectional ICI per chip over 6 ports (100 GB/s "
                  "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT)),
     DeviceProfile(
         "tpu-v6e", "Cloud TPU v6e (Trillium) chip, 2D torus ICI inside a slice (up to 256 chips), DCN across",
-        {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", 32 * 10**9, 1638 * _GB,
+        {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", DEVICE_MEMORY["tpu-v6e"], 1638 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(12.5 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v6e") + ": 800 GB/s bidirectional ICI per chip over 4 ports (100 GB/s per "
                  "port and direction; a torus axis has 2 ports); DCN per chip an estimate (4 x 200 Gb/s "
