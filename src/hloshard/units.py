@@ -61,7 +61,11 @@ DEVICE_MEMORY = {
     "h100-80gb": 80 * 2**30,
     "h100-94gb": 94 * 2**30,
     "h200-141gb": 141 * 2**30,
+    "b200-180gb": 180 * 2**30,
 }
+# the device profiles' names (hloshard.devices.PROFILES) name the same parts
+DEVICE_MEMORY.update({"h100-sxm": DEVICE_MEMORY["h100-80gb"], "h200": DEVICE_MEMORY["h200-141gb"],
+                      "b200": DEVICE_MEMORY["b200-180gb"]})
 
 
 def parse_memory_budget(text: str) -> int:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import click
 
+from ..devices import axis_links, get_profile, module_matmul_dtype, split_link_marks, time_scale
 from ..errors import UsageError
 from ..mesh import DeviceMesh
+from ..strategy.base import COMPUTE_COST_PER_FLOP
 from ..units import parse_bytes
 
-__all__ = ["mesh_options", "space_options", "mesh_from_options", "ByteSize", "BYTE_SIZE"]
+__all__ = ["mesh_options", "space_options", "device_option", "mesh_from_options", "timed_mesh_from_options",
+           "ByteSize", "BYTE_SIZE"]
 
 
 
@@ -64,6 +67,41 @@ def space_options(func):
     return func
 
 
+def device_option(func):
+    """Click decorator: adds ``--device NAME|FILE.toml`` (passed as ``device``, a string or None): a
+    device profile (:mod:`hloshard.devices`) that prices the plan in seconds."""
+    return click.option(
+        "--device", "device", metavar="NAME|FILE.toml", default=None,
+        help="Price in seconds on this accelerator: h100-sxm, h200, a100-80gb, b200, tpu-v4, tpu-v5e, "
+             "tpu-v5p, tpu-v6e, or a TOML profile file. Sets alpha/beta per mesh axis from its links "
+             "(mark axes with --mesh data=16:dcn,model=8; unmarked: the innermost axes up to a node's "
+             "devices are intra-node) and defaults --memory-budget to its HBM.")(func)
+
+
+def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
+                            beta: str | None, device: str | None, memory_budget: int | None = None,
+                            max_padding: float | None = None):
+    """``(DeviceMesh, TimeScale | None, memory_budget)``: :func:`mesh_from_options`, and with ``device``
+    the per-axis alpha / beta of :func:`hloshard.devices.time_scale` (the module's matmul dtype picks
+    the peak) and the memory budget defaulted to the device's HBM. ``--alpha`` / ``--beta`` together
+    with ``--device`` is a UsageError, so are link marks (``:dcn``) without ``--device``."""
+    if device is None:
+        return mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding), None, memory_budget
+    if alpha is not None or beta is not None:
+        raise UsageError("--alpha / --beta and --device both set the link costs: pass one of them")
+    profile = get_profile(device)
+    spec, marks = split_link_marks(mesh)
+    shape_mesh = mesh_from_options(module, spec, device_ids, None, None) if module is not None \
+        else mesh_from_options(None, spec, device_ids, None, None)
+    shape = shape_mesh.user_shape if getattr(shape_mesh, "user_shape", None) else shape_mesh.shape
+    links = axis_links(shape, profile.devices_per_node, marks)
+    dtype = module_matmul_dtype(module) if module is not None else "bf16"
+    scale = time_scale(profile, shape, links, dtype, COMPUTE_COST_PER_FLOP)
+    budget = profile.hbm_bytes if memory_budget is None else memory_budget
+    dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
+    return dmesh, scale, budget
+
+
 def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
                       beta: str | None, memory_budget: int | None = None,
                       max_padding: float | None = None) -> DeviceMesh:
@@ -75,6 +113,8 @@ def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: s
     a num_partitions that differs from the mesh size is an error). Without a module, ``--mesh`` is
     required. Raises UsageError with a message naming the flag.
     """
+    if mesh is not None and split_link_marks(mesh)[1] is not None:
+        raise UsageError(f"--mesh {mesh}: link marks (:ici / :dcn) need --device (e.g. --device h100-sxm)")
     if module is not None:
         return DeviceMesh.for_module(module, mesh, device_ids, alpha, beta).with_policy(
             max_padding, memory_budget)

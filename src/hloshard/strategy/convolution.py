@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 
+from ..cost.flops import convolution_flops
 from .base import StrategyGroup, is_array
 from .dot import dot_strategies, keeps_contracting
 from .registry import register, register_backward, register_preference
@@ -74,9 +75,7 @@ def handle_convolution(instr, ctx):
         return None
     roles, (lhs_l, rhs_l, out_l), groups = r
     lhs, rhs = instr.operands[0], instr.operands[1]
-    kernel_spatial = math.prod(rhs.shape.dims[i] for i, c in enumerate(rhs_l) if c.isdigit())
-    in_feat = rhs.shape.dims[rhs_l.index("i")]
-    flops = 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
+    flops = convolution_flops(instr, rhs_l)
     halo = _spatial_halo(instr, (lhs_l, rhs_l, out_l), ctx)
     if halo is None:
         roles = [r for r in roles if r[0] != "s"]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 
+from ..cost.flops import dot_flops
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
 from .registry import register, register_backward, register_preference
 
@@ -176,7 +177,7 @@ def handle_dot(instr, ctx):
     if len(lb) + len(lf) + len(rf) != len(instr.shape.dims):
         return None  # not a dot we understand: replicated fallback
     roles = _roles(instr)
-    flops = 2.0 * math.prod(lhs.shape.dims) * math.prod(rhs.shape.dims[d] for d in rf)
+    flops = dot_flops(instr)
     strategies = dot_strategies(instr, ctx, roles, len(instr.shape.dims), len(lhs.shape.dims),
                                 len(rhs.shape.dims), flops, full=instr in ctx.fixed or ctx.exhaustive)
     return StrategyGroup(instr, strategies, leaf_shapes=(instr.shape,))

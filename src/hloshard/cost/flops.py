@@ -1,0 +1,82 @@
+"""Floating-point operations of matmul-like instructions: the one place their flops are counted.
+
+``dot``: ``2 * prod(lhs dims) * prod(rhs free dims)``, i.e. ``2 * batch * M * N * K`` (a fused
+multiply-add is 2 flops, as XLA's ``HloCostAnalysis`` counts a dot). ``convolution``:
+``2 * prod(output dims) * prod(kernel spatial dims) * kernel input features`` (per output element one
+multiply-add per kernel tap and input feature of its group; padding taps counted, as in the dense
+formula). The strategy handlers price a dot / convolution shard from these totals
+(``strategy.dot``, ``strategy.convolution``); :func:`model_flops` sums them over a program for MFU.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..hlo.loops import execution_counts
+
+__all__ = ["dot_flops", "convolution_flops", "matmul_flops", "model_flops"]
+
+
+def dot_flops(instr) -> float:
+    """Flops of a ``dot`` (array operands; see the module docstring). Raises nothing: 0 for a dot
+    whose dims cannot be read."""
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    rb = set(instr.attrs.get("rhs_batch_dims") or ())
+    rc = set(instr.attrs.get("rhs_contracting_dims") or ())
+    free = [d for d in range(len(rhs.shape.dims)) if d not in rb and d not in rc]
+    return 2.0 * math.prod(lhs.shape.dims) * math.prod(rhs.shape.dims[d] for d in free)
+
+
+def convolution_flops(instr, rhs_layout: str) -> float:
+    """Flops of a ``convolution`` whose kernel has the dim labels ``rhs_layout`` (e.g. ``'01io'``):
+    see the module docstring."""
+    rhs = instr.operands[1]
+    kernel_spatial = math.prod(rhs.shape.dims[i] for i, c in enumerate(rhs_layout) if c.isdigit())
+    in_feat = rhs.shape.dims[rhs_layout.index("i")]
+    return 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
+
+
+def matmul_flops(instr) -> float:
+    """Flops of a dot or convolution (0 for any other instruction, or one whose operands are not
+    arrays)."""
+    if instr.opcode not in ("dot", "convolution") or len(instr.operands) < 2 or not instr.shape.is_array:
+        return 0.0
+    if not (instr.operands[0].shape.is_array and instr.operands[1].shape.is_array):
+        return 0.0
+    if instr.opcode == "dot":
+        return dot_flops(instr)
+    labels = instr.attrs.get("dim_labels")
+    text = str(labels) if labels is not None else ""
+    try:
+        rhs_layout = text.split("_")[1].split("->")[0]
+    except IndexError:
+        return 0.0
+    if "i" not in rhs_layout or len(rhs_layout) != len(instr.operands[1].shape.dims):
+        return 0.0
+    return convolution_flops(instr, rhs_layout)
+
+
+def model_flops(module) -> float:
+    """Matmul flops of one run of the whole (unpartitioned) program: :func:`matmul_flops` of every
+    dot and convolution, fused ones included, times its computation's executions per run
+    (``hlo.loops.execution_counts``: while bodies count once per trip). This is the numerator of MFU
+    ("model flops": matmuls only, as in the PaLM paper's MFU; elementwise work is not model flops)."""
+    counts = execution_counts(module)
+    total = 0.0
+    seen: set[int] = set()
+
+    def walk(comp, times: float) -> None:
+        nonlocal total
+        for instr in comp.instructions:
+            total += matmul_flops(instr) * times
+            if instr.opcode == "fusion":
+                for c in instr.called_computations:
+                    walk(c, times)
+
+    for comp in module.computations:
+        times = counts.get(id(comp))
+        if times is None or id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        walk(comp, times)
+    return total

@@ -1,0 +1,65 @@
+"""An estimated step time in seconds, from a plan's cost breakdown and a device profile.
+
+Inputs: the breakdown of a plan in cost units (``compute``, ``communication``, ``resharding``: what
+``hloshard cost`` / ``solve`` report), a :class:`hloshard.devices.TimeScale` (the unit's length in
+seconds for that device and mesh), the program's model flops (:func:`hloshard.cost.flops.model_flops`)
+and the device count.
+
+The overlap model, stated: XLA runs collectives asynchronously and its latency-hiding scheduler can
+overlap them with independent compute, but how much it hides depends on the schedule, which hloshard
+does not model. ``estimated_step_time_s`` therefore assumes **no overlap** (compute + communication +
+resharding: an upper estimate); ``overlapped_step_time_s`` = max(compute, communication + resharding)
+is the step time if every collective were hidden behind compute (a lower bound under the same
+model); ``exposed_communication_s`` is the difference. MFU = model flops / (step time x peak FLOP/s x
+devices), with the matmul peak of the profile for the module's dtype (``TimeScale.peak_flops``).
+
+Compute here is the cost model's compute (flops per device at the matmul peak: a roofline's compute
+side only; memory-bound ops are not charged HBM time yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["StepTime", "step_time"]
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Seconds per step on one device, by kind, and the figures derived from them (see module doc).
+
+    ``flops_per_device``: floating-point operations one device runs per step (the cost model's compute
+    in flops); ``model_flops``: matmul flops of the whole program; ``mfu``: a fraction in [0, 1] (None
+    when the step time is 0)."""
+
+    device: str
+    compute_s: float
+    communication_s: float
+    resharding_s: float
+    estimated_step_time_s: float
+    overlapped_step_time_s: float
+    exposed_communication_s: float
+    flops_per_device: float
+    model_flops: float
+    peak_flops: float
+    peak_dtype: str
+    devices: int
+    mfu: float | None
+
+    def to_json(self) -> dict:
+        """The fields as a JSON-ready dict (seconds, flops, FLOP/s)."""
+        return asdict(self)
+
+
+def step_time(scale, compute: float, communication: float, resharding: float, model_flops: float,
+              devices: int, compute_cost_per_flop: float) -> StepTime:
+    """:class:`StepTime` of a plan whose breakdown is ``compute`` / ``communication`` / ``resharding``
+    cost units on the mesh ``scale`` priced (``scale``: :class:`hloshard.devices.TimeScale`);
+    ``compute_cost_per_flop``: the cost model's units per flop (to turn compute back into flops)."""
+    c, m, r = scale.seconds(compute), scale.seconds(communication), scale.seconds(resharding)
+    total = c + m + r
+    overlapped = max(c, m + r)
+    mfu = model_flops / (total * scale.peak_flops * devices) if total > 0 else None
+    return StepTime(scale.profile.name, c, m, r, total, overlapped, total - overlapped,
+                    compute / compute_cost_per_flop, float(model_flops), scale.peak_flops, scale.peak_key,
+                    int(devices), mfu)

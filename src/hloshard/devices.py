@@ -1,0 +1,358 @@
+"""Device profiles: what one accelerator computes, stores and moves per second, for step times in seconds.
+
+A :class:`DeviceProfile` holds, per device: peak dense FLOP/s per dtype, HBM size and bandwidth, and two
+link classes with a bandwidth and a latency each: ``ici`` (inside a node or a TPU slice: NVLink, ICI)
+and ``dcn`` (across nodes or slices: InfiniBand / RoCE, the data-center network). Built-in profiles
+(:data:`PROFILES`) come from vendor datasheets, named in each profile's ``sources`` and in the README
+("Device profiles"); a machine that is not in the table is described by a small TOML file
+(:func:`load_profile`).
+
+How a profile prices a plan (:func:`time_scale`): hloshard's cost model keeps its units, in which one
+byte moved over a mesh axis with ``beta = 1`` costs 1 and one floating-point operation costs
+``strategy.base.COMPUTE_COST_PER_FLOP`` (1/512). With a device, one unit is
+``u = 1 / (COMPUTE_COST_PER_FLOP * peak)`` seconds (512 / peak) (``peak`` = the dense FLOP/s of the module's matmul dtype,
+:func:`matmul_peak`), so compute costs ``flops / peak`` seconds, and each mesh axis gets
+
+- ``beta_axis = 1 / (bandwidth_axis * u)`` units per byte (``bandwidth_axis``: the per-device,
+  per-direction bandwidth of the axis' link class, bytes/s), and
+- ``alpha_axis = (size_axis - 1) * latency_axis / u`` units: a ring over the axis takes ``n - 1``
+  steps, each paying the link's latency once (all-reduce's second ring phase is not counted: an
+  approximation that underestimates its latency, not its bytes).
+
+The collective formulas stay those of :mod:`hloshard.cost.collectives` (ring: all-gather moves
+``(n-1)/n * B`` per device, all-reduce ``2(n-1)/n * B``; NCCL's ring algorithm and XLA's TPU
+collectives both move these byte counts per device), so a cost times ``u`` is a time in seconds.
+
+Which axes are fast (:func:`axis_links`): explicit marks (``--mesh data=16:dcn,model=8``) win; without
+marks, the innermost (minor) axes whose sizes multiply to at most ``devices_per_node`` are ``ici`` and
+the rest ``dcn``, as devices are numbered node by node (an axis that straddles nodes is ``dcn``).
+
+Errors: :func:`get_profile` and :func:`load_profile` raise :class:`~hloshard.errors.UsageError` for an
+unknown name, an unreadable or malformed TOML file, or a missing or non-positive number.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+from .errors import UsageError
+from .units import DEVICE_MEMORY
+
+__all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
+           "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
+           "module_matmul_dtype"]
+
+#: The two link classes a mesh axis can cross.
+LINK_CLASSES = ("ici", "dcn")
+
+_GB = 1e9
+_T = 1e12
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """One link class as a device sees it.
+
+    ``bandwidth``: bytes per second per device in one direction along one mesh axis (a ring's step
+    moves this fast); ``latency``: seconds per ring step."""
+
+    bandwidth: float
+    latency: float
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """One accelerator model.
+
+    ``peak_flops``: dense (no sparsity) FLOP/s per device by dtype key (``bf16``, ``fp16``, ``fp32``,
+    ``tf32``, ``fp8``, ``int8``); ``f32_matmul``: the key an f32 dot runs at under XLA's default
+    precision (GPU: TF32 tensor cores; TPU: one bf16 pass); ``hbm_bytes``: HBM per device (bytes);
+    ``hbm_bandwidth``: bytes/s; ``ici`` / ``dcn``: :class:`LinkSpec` inside / across nodes;
+    ``devices_per_node``: devices that share the fast links (GPUs per node, TPU chips per host for DCN
+    purposes: a TPU slice's ICI spans hosts, so TPU profiles set it to the slice size given by the
+    user's marks or, unmarked, a large number); ``sources``: where the numbers come from."""
+
+    name: str
+    description: str
+    peak_flops: Mapping[str, float]
+    f32_matmul: str
+    hbm_bytes: int
+    hbm_bandwidth: float
+    ici: LinkSpec
+    dcn: LinkSpec
+    devices_per_node: int
+    sources: tuple[str, ...] = field(default=())
+
+    def link(self, cls: str) -> LinkSpec:
+        """The :class:`LinkSpec` of link class ``'ici'`` or ``'dcn'``."""
+        if cls == "ici":
+            return self.ici
+        if cls == "dcn":
+            return self.dcn
+        raise UsageError(f"unknown link class {cls!r}: expected one of {', '.join(LINK_CLASSES)}")
+
+
+_NV_H100 = "NVIDIA H100 Tensor Core GPU datasheet (SXM5: dense FLOP/s = half the sparse figures; 3.35 TB/s HBM3; NVLink 900 GB/s total)"
+_NV_H200 = "NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e at 4.8 TB/s; NVLink 900 GB/s; compute as H100 SXM)"
+_NV_A100 = "NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: 2,039 GB/s HBM2e; NVLink 600 GB/s total)"
+_NV_B200 = "NVIDIA HGX B200 / DGX B200 datasheets (per GPU = system figure / 8; dense = half the sparse figures; NVLink 5 1.8 TB/s total)"
+_NV_IB = "NVIDIA DGX H100/B200 user guides: one 400 Gb/s ConnectX-7 InfiniBand port per GPU (50 GB/s per direction); DGX A100: 200 Gb/s HDR per GPU"
+_GCP = "Google Cloud TPU documentation, system architecture of TPU {v} (cloud.google.com/tpu/docs/{v})"
+_LAT = "link latencies are order-of-magnitude estimates (about 1-2 us per NVLink/ICI ring step, 5-10 us per IB/DCN step), not datasheet figures"
+
+_H100_FLOPS = {"fp64": 67 * _T, "fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989.5 * _T,
+               "fp16": 989.5 * _T, "fp8": 1979 * _T, "int8": 1979 * _T}
+
+#: Built-in device profiles (``--device NAME``, case-insensitive).
+PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
+    DeviceProfile(
+        "h100-sxm", "NVIDIA H100 SXM5 80 GB, 8 per node (DGX/HGX H100), NVLink inside, InfiniBand across",
+        _H100_FLOPS, "tf32", DEVICE_MEMORY["h100-80gb"], 3.35e12,
+        ici=LinkSpec(450 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
+        sources=(_NV_H100, _NV_IB, _LAT)),
+    DeviceProfile(
+        "h200", "NVIDIA H200 SXM 141 GB, 8 per node (HGX H200), NVLink inside, InfiniBand across",
+        _H100_FLOPS, "tf32", DEVICE_MEMORY["h200-141gb"], 4.8e12,
+        ici=LinkSpec(450 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
+        sources=(_NV_H200, _NV_IB, _LAT)),
+    DeviceProfile(
+        "a100-80gb", "NVIDIA A100 SXM 80 GB, 8 per node (DGX A100), NVLink 3 inside, HDR InfiniBand across",
+        {"fp64": 19.5 * _T, "fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T, "fp16": 312 * _T,
+         "int8": 624 * _T}, "tf32", DEVICE_MEMORY["a100-80gb"], 2.039e12,
+        ici=LinkSpec(300 * _GB, 2e-6), dcn=LinkSpec(25 * _GB, 8e-6), devices_per_node=8,
+        sources=(_NV_A100, _NV_IB, _LAT)),
+    DeviceProfile(
+        "b200", "NVIDIA B200 (HGX B200: 8 per node, about 180 GB HBM3e each), NVLink 5 inside, InfiniBand across",
+        {"fp64": 37 * _T, "fp32": 75 * _T, "tf32": 1125 * _T, "bf16": 2250 * _T, "fp16": 2250 * _T,
+         "fp8": 4500 * _T, "int8": 4500 * _T}, "tf32", DEVICE_MEMORY["b200-180gb"], 8e12,
+        ici=LinkSpec(900 * _GB, 2e-6), dcn=LinkSpec(50 * _GB, 8e-6), devices_per_node=8,
+        sources=(_NV_B200, _NV_IB, _LAT)),
+    DeviceProfile(
+        "tpu-v4", "Cloud TPU v4 chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
+        {"bf16": 275 * _T, "int8": 275 * _T, "fp32": 275 * _T}, "bf16", DEVICE_MEMORY["tpu-v4"], 1.2e12,
+        ici=LinkSpec(2 * 45 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=4096,
+        sources=(_GCP.format(v="v4"), "ICI per link one way 45 GB/s, two neighbours per torus axis "
+                 "(Jouppi et al., TPU v4, ISCA 2023: six ICI links per chip)", _LAT)),
+    DeviceProfile(
+        "tpu-v5e", "Cloud TPU v5e chip, 2D torus ICI inside a slice (up to 256 chips), DCN across slices",
+        {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", DEVICE_MEMORY["tpu-v5e"], 819 * _GB,
+        ici=LinkSpec(2 * 50 * _GB, 1e-6), dcn=LinkSpec(3.125 * _GB, 10e-6), devices_per_node=256,
+        sources=(_GCP.format(v="v5e") + ": 400 GB/s bidirectional ICI per chip over 4 ports (50 GB/s per "
+                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT)),
+    DeviceProfile(
+        "tpu-v5p", "Cloud TPU v5p chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
+        {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", DEVICE_MEMORY["tpu-v5p"],
+        2765 * _GB,
+        ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=8960,
+        sources=(_GCP.format(v="v5p") + ": 1,200 GB/s bidirectional ICI per chip over 6 ports (100 GB/s "
+                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT)),
+    DeviceProfile(
+        "tpu-v6e", "Cloud TPU v6e (Trillium) chip, 2D torus ICI inside a slice (up to 256 chips), DCN across",
+        {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", DEVICE_MEMORY["tpu-v6e"], 1638 * _GB,
+        ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(12.5 * _GB, 10e-6), devices_per_node=256,
+        sources=(_GCP.format(v="v6e") + ": 800 GB/s bidirectional ICI per chip over 4 ports (100 GB/s per "
+                 "port and direction; a torus axis has 2 ports); DCN per chip an estimate (4 x 200 Gb/s "
+                 "NICs per 8-chip host assumed)", _LAT)),
+)}
+
+_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
+            "v4": "tpu-v4", "v5e": "tpu-v5e", "v5p": "tpu-v5p", "v6e": "tpu-v6e"}
+
+
+def get_profile(name: str) -> DeviceProfile:
+    """The profile called ``name`` (case-insensitive; aliases such as ``h100``, ``v5e``), or the one a
+    ``.toml`` path describes (:func:`load_profile`). Raises UsageError naming the known profiles."""
+    text = str(name).strip()
+    if text.lower().endswith(".toml"):
+        return load_profile(text)
+    key = text.lower()
+    key = _ALIASES.get(key, key)
+    if key in PROFILES:
+        return PROFILES[key]
+    raise UsageError(f"unknown device {name!r}: expected one of {', '.join(PROFILES)} or a .toml profile file")
+
+
+def _positive(data: Mapping, key: str, where: str) -> float:
+    if key not in data:
+        raise UsageError(f"{where}: missing '{key}'")
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{where}: '{key}' must be a positive number, got {value!r}")
+    return float(value)
+
+
+def load_profile(path: str) -> DeviceProfile:
+    """Read a profile from a TOML file. Units are the datasheets' own::
+
+        name = "my-gpu"                  # optional; default: the file name
+        devices_per_node = 8
+        hbm_gib = 80                     # HBM per device, GiB
+        hbm_bandwidth_gbps = 3350        # GB/s
+        f32_matmul = "tf32"              # optional; the peak_tflops key f32 dots run at (default
+                                         # "fp32", else bf16 as matmul_peak falls back)
+        [peak_tflops]                    # dense TFLOP/s per dtype; at least one
+        bf16 = 989.5
+        fp32 = 67
+        [ici]                            # inside a node / slice: per device, per direction, one axis
+        bandwidth_gbps = 450             # GB/s
+        latency_us = 2
+        [dcn]                            # across nodes / slices
+        bandwidth_gbps = 50
+        latency_us = 8
+
+    Raises UsageError (file, what is wrong) for an unreadable file, a TOML syntax error (with its line
+    and column) or a missing / non-positive number."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise UsageError(f"cannot read device profile {path}: {e.strerror or e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UsageError(f"{path}: invalid TOML: {e}") from None
+    peaks = data.get("peak_tflops")
+    if not isinstance(peaks, dict) or not peaks:
+        raise UsageError(f"{path}: missing [peak_tflops] with at least one dtype (e.g. bf16 = 989.5)")
+    flops = {str(k).lower(): _positive(peaks, k, f"{path} [peak_tflops]") * _T for k in peaks}
+    f32 = str(data.get("f32_matmul", "fp32")).lower()
+    if "f32_matmul" in data and f32 not in flops:
+        raise UsageError(f"{path}: f32_matmul = {f32!r} has no entry in [peak_tflops]")
+    links = {}
+    for cls in LINK_CLASSES:
+        sect = data.get(cls)
+        if not isinstance(sect, dict):
+            raise UsageError(f"{path}: missing [{cls}] with bandwidth_gbps and latency_us")
+        links[cls] = LinkSpec(_positive(sect, "bandwidth_gbps", f"{path} [{cls}]") * _GB,
+                              _positive(sect, "latency_us", f"{path} [{cls}]") * 1e-6)
+    dpn = _positive(data, "devices_per_node", path)
+    if dpn != int(dpn):
+        raise UsageError(f"{path}: 'devices_per_node' must be an integer, got {data['devices_per_node']!r}")
+    name = str(data.get("name") or path.rsplit("/", 1)[-1].removesuffix(".toml"))
+    return DeviceProfile(name, f"from {path}", flops, f32, int(_positive(data, "hbm_gib", path) * 2**30),
+                         _positive(data, "hbm_bandwidth_gbps", path) * _GB, links["ici"], links["dcn"],
+                         int(dpn), sources=(path,))
+
+
+def axis_links(shape: Sequence[int], devices_per_node: int,
+               marks: Sequence[str | None] | None = None) -> tuple[str, ...]:
+    """The link class (``'ici'`` / ``'dcn'``) of each mesh axis (major to minor).
+
+    ``marks[i]`` (``'ici'``, ``'dcn'`` or None) fixes axis i; the unmarked axes follow the default
+    rule: walking from the minor axis outwards, an axis is ``ici`` while the product of the axis sizes
+    walked so far (itself included) is at most ``devices_per_node``, and ``dcn`` from the first that
+    exceeds it on."""
+    marks = list(marks) if marks is not None else [None] * len(shape)
+    if len(marks) != len(shape):
+        raise ValueError(f"{len(marks)} marks for {len(shape)} mesh axes")
+    out: list[str] = [""] * len(shape)
+    inner = 1
+    crossed = False
+    for i in reversed(range(len(shape))):
+        inner *= int(shape[i])
+        if inner > devices_per_node:
+            crossed = True
+        default = "dcn" if crossed else "ici"
+        mark = marks[i]
+        if mark is not None and mark not in LINK_CLASSES:
+            raise UsageError(f"unknown link mark {mark!r} on mesh axis {i}: expected ici or dcn")
+        out[i] = mark or default
+    return tuple(out)
+
+
+def matmul_peak(profile: DeviceProfile, dtype: str) -> tuple[str, float]:
+    """``(key, FLOP/s)``: the peak a dot of element type ``dtype`` (HLO: ``bf16``, ``f16``, ``f32``,
+    ``f8e4m3fn``, ``s8`` ...) runs at on ``profile``. f32 uses ``profile.f32_matmul``; a dtype the
+    profile lacks falls back to bf16, then to the largest listed peak."""
+    t = dtype.lower()
+    if t == "f32":
+        key = profile.f32_matmul
+    elif t in ("bf16",):
+        key = "bf16"
+    elif t in ("f16",):
+        key = "fp16"
+    elif t.startswith("f8"):
+        key = "fp8"
+    elif t in ("s8", "u8"):
+        key = "int8"
+    elif t == "f64":
+        key = "fp64"
+    else:
+        key = "bf16"
+    if key not in profile.peak_flops:
+        key = "bf16" if "bf16" in profile.peak_flops else max(profile.peak_flops, key=profile.peak_flops.get)
+    return key, profile.peak_flops[key]
+
+
+@dataclass(frozen=True)
+class TimeScale:
+    """A device profile applied to one mesh: the per-axis alpha / beta in cost units and the length of
+    one cost unit.
+
+    ``seconds_per_unit``: ``u`` in the module docstring; ``alpha`` / ``beta``: per mesh axis (cost
+    units per collective / per byte); ``links``: per axis ``'ici'`` / ``'dcn'``; ``peak_key`` /
+    ``peak_flops``: the matmul peak used (dtype key, FLOP/s)."""
+
+    profile: DeviceProfile
+    links: tuple[str, ...]
+    alpha: tuple[float, ...]
+    beta: tuple[float, ...]
+    seconds_per_unit: float
+    peak_key: str
+    peak_flops: float
+
+    def seconds(self, cost_units: float) -> float:
+        """A cost in units as seconds."""
+        return float(cost_units) * self.seconds_per_unit
+
+
+def time_scale(profile: DeviceProfile, shape: Sequence[int], links: Sequence[str], dtype: str,
+               compute_cost_per_flop: float) -> TimeScale:
+    """Per-axis alpha / beta (cost units) and the unit length (seconds) that make hloshard's cost model
+    price ``shape``'s mesh on ``profile`` in seconds: see the module docstring for the formulas.
+    ``dtype``: the module's matmul element type (:func:`matmul_peak`); ``compute_cost_per_flop``: the
+    cost model's units per flop (``strategy.base.COMPUTE_COST_PER_FLOP``)."""
+    key, peak = matmul_peak(profile, dtype)
+    unit = 1.0 / (compute_cost_per_flop * peak)
+    alpha, beta = [], []
+    for size, cls in zip(shape, links):
+        link = profile.link(cls)
+        beta.append(1.0 / (link.bandwidth * unit))
+        alpha.append(max(int(size) - 1, 0) * link.latency / unit)
+    return TimeScale(profile, tuple(links), tuple(alpha), tuple(beta), unit, key, peak)
+
+
+def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ...] | None]:
+    """``'data=16:dcn,model=8'`` -> ``('data=16,model=8', ('dcn', None))``; ``'2x4:ici'`` marks the last
+    axis of a ``x``-separated spec. Returns ``(spec, None)`` when no axis is marked. Raises UsageError
+    for a mark other than ``ici`` / ``dcn``."""
+    if spec is None or ":" not in spec:
+        return spec, None
+    sep = "," if "=" in spec else "x"
+    parts = spec.split(sep)
+    clean, marks = [], []
+    for part in parts:
+        body, colon, mark = part.partition(":")
+        if colon:
+            mark = mark.strip().lower()
+            if mark not in LINK_CLASSES:
+                raise UsageError(f"--mesh {spec}: unknown link mark ':{mark}' (expected :ici or :dcn)")
+            marks.append(mark)
+        else:
+            marks.append(None)
+        clean.append(body)
+    return sep.join(clean), tuple(marks)
+
+
+def module_matmul_dtype(module) -> str:
+    """The element type of the module's dots and convolutions, weighted by output elements (HLO type
+    name, e.g. ``'bf16'``); ``'f32'`` when it has none."""
+    weight: dict[str, int] = {}
+    for instr in module.all_instructions():
+        if instr.opcode in ("dot", "convolution") and instr.shape.is_array:
+            t = instr.shape.element_type
+            weight[t] = weight.get(t, 0) + max(instr.shape.num_elements, 1)
+    if not weight:
+        return "f32"
+    return max(sorted(weight), key=weight.get)

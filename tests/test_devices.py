@@ -1,0 +1,154 @@
+"""Device profiles (hloshard.devices): datasheet numbers, TOML profiles, link classes per mesh axis and
+the unit that turns the cost model into seconds."""
+
+import math
+
+import pytest
+
+from hloshard import devices
+from hloshard.errors import UsageError
+from hloshard.strategy.base import COMPUTE_COST_PER_FLOP
+from hloshard.cost.collectives import all_gather_cost
+
+
+def test_every_profile_is_complete_and_sourced():
+    for name, p in devices.PROFILES.items():
+        assert p.name == name
+        assert p.sources, name
+        assert p.hbm_bytes > 2**30 and p.hbm_bandwidth > 1e11
+        assert "bf16" in p.peak_flops and p.f32_matmul in p.peak_flops
+        # the slow links are slower than the fast ones, and slower in latency too
+        assert p.dcn.bandwidth < p.ici.bandwidth and p.dcn.latency > p.ici.latency
+
+
+def test_h100_figures_are_the_datasheet_dense_ones():
+    p = devices.get_profile("H100")          # alias, case-insensitive
+    assert p.name == "h100-sxm"
+    assert p.peak_flops["bf16"] == pytest.approx(989.5e12)
+    assert p.hbm_bandwidth == pytest.approx(3.35e12)
+    assert p.ici.bandwidth == pytest.approx(450e9) and p.dcn.bandwidth == pytest.approx(50e9)
+
+
+def test_unknown_device_names_the_known_ones():
+    with pytest.raises(UsageError, match="h100-sxm.*tpu-v6e"):
+        devices.get_profile("z80")
+
+
+def test_axis_links_default_rule_and_marks():
+    # innermost axes up to devices_per_node are intra-node
+    assert devices.axis_links((2, 8), 8) == ("dcn", "ici")
+    assert devices.axis_links((2, 4), 8) == ("ici", "ici")
+    assert devices.axis_links((4, 4), 8) == ("dcn", "ici")
+    assert devices.axis_links((16,), 8) == ("dcn",)          # one axis straddling nodes
+    assert devices.axis_links((4, 2), 8, ["dcn", None]) == ("dcn", "ici")
+    assert devices.axis_links((2, 4), 8, [None, "dcn"]) == ("ici", "dcn")
+    with pytest.raises(UsageError):
+        devices.axis_links((2, 4), 8, ["nvlink", None])
+
+
+def test_split_link_marks():
+    assert devices.split_link_marks("data=16:dcn,model=8") == ("data=16,model=8", ("dcn", None))
+    assert devices.split_link_marks("2x4:ici") == ("2x4", (None, "ici"))
+    assert devices.split_link_marks("2x4") == ("2x4", None)
+    with pytest.raises(UsageError, match="unknown link mark"):
+        devices.split_link_marks("data=2:pcie,model=4")
+
+
+def test_time_scale_prices_flops_and_bytes_in_seconds():
+    p = devices.get_profile("h100-sxm")
+    ts = devices.time_scale(p, (2, 8), ("dcn", "ici"), "bf16", COMPUTE_COST_PER_FLOP)
+    # one flop costs COMPUTE_COST_PER_FLOP units = 1/peak seconds
+    assert ts.seconds(COMPUTE_COST_PER_FLOP * 989.5e12) == pytest.approx(1.0)
+    # a byte over the fast axis costs 1/450e9 s, over the slow one 1/50e9 s
+    assert ts.seconds(ts.beta[1]) == pytest.approx(1 / 450e9)
+    assert ts.seconds(ts.beta[0]) == pytest.approx(1 / 50e9)
+    # latency: (n-1) ring steps
+    assert ts.seconds(ts.alpha[1]) == pytest.approx(7 * 2e-6)
+
+    class M:  # a mesh as the collective cost functions see it
+        shape = (2, 8)
+        alpha = ts.alpha
+        beta = ts.beta
+
+    # all-gathering 8 GB over the 8 NVLink-connected GPUs: 7/8 * 8e9 / 450e9 s + 7 steps of latency
+    t = ts.seconds(all_gather_cost(M, 8e9, 1))
+    assert t == pytest.approx(7 / 8 * 8e9 / 450e9 + 7 * 2e-6, rel=1e-6)
+    # the same over the 2-node axis is 9x slower in bandwidth
+    t_slow = ts.seconds(all_gather_cost(M, 8e9, 0))
+    assert t_slow == pytest.approx(1 / 2 * 8e9 / 50e9 + 1 * 8e-6, rel=1e-6)
+
+
+def test_matmul_peak_by_dtype():
+    gpu, tpu = devices.get_profile("h100-sxm"), devices.get_profile("tpu-v5e")
+    assert devices.matmul_peak(gpu, "f32") == ("tf32", pytest.approx(494.5e12))
+    assert devices.matmul_peak(tpu, "f32") == ("bf16", pytest.approx(197e12))
+    assert devices.matmul_peak(gpu, "f8e4m3fn")[0] == "fp8"
+    assert devices.matmul_peak(tpu, "f8e4m3fn")[0] == "bf16"   # v5e lists no fp8: bf16 fallback
+
+
+def test_toml_profile(tmp_path):
+    f = tmp_path / "lab-gpu.toml"
+    f.write_text("""
+devices_per_node = 4
+hbm_gib = 48
+hbm_bandwidth_gbps = 960
+f32_matmul = "fp32"
+[peak_tflops]
+bf16 = 181
+fp32 = 90.5
+[ici]
+bandwidth_gbps = 32
+latency_us = 3
+[dcn]
+bandwidth_gbps = 12.5
+latency_us = 10
+""")
+    p = devices.get_profile(str(f))
+    assert p.name == "lab-gpu" and p.devices_per_node == 4
+    assert p.hbm_bytes == 48 * 2**30 and p.peak_flops["fp32"] == pytest.approx(90.5e12)
+    assert p.ici.latency == pytest.approx(3e-6)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("devices_per_node = 4\n", "peak_tflops"),
+    ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = -3\n", "positive"),
+    ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = 3\n[ici]\nbandwidth_gbps = 1\nlatency_us = 1\n", r"\[dcn\]"),
+    ("devices_per_node = [\n", "invalid TOML"),
+])
+def test_bad_toml_profile_is_a_usage_error(tmp_path, body, message):
+    f = tmp_path / "bad.toml"
+    f.write_text(body)
+    with pytest.raises(UsageError, match=message):
+        devices.get_profile(str(f))
+
+
+def test_missing_toml_profile(tmp_path):
+    with pytest.raises(UsageError, match="cannot read"):
+        devices.get_profile(str(tmp_path / "nope.toml"))
+
+
+def test_timed_mesh_from_options_sets_link_costs_and_budget():
+    from hloshard.commands.options import mesh_from_options, timed_mesh_from_options
+    from hloshard.hlo import parse_module
+    text = """HloModule m, num_partitions=8
+ENTRY e {
+  a = bf16[64,64] parameter(0)
+  ROOT d = bf16[64,64] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+    m = parse_module(text)
+    dm, ts, budget = timed_mesh_from_options(m, "data=2:dcn,model=4", None, None, None, "h100")
+    assert ts.links == ("dcn", "ici") and ts.peak_key == "bf16"
+    assert budget == 80 * 2**30
+    assert dm.beta[0] > dm.beta[1] > 0
+    assert math.isclose(dm.beta[0] / dm.beta[1], 450 / 50)
+    with pytest.raises(UsageError, match="need --device"):
+        mesh_from_options(m, "data=2:dcn,model=4", None, None, None)
+    with pytest.raises(UsageError, match="--alpha"):
+        timed_mesh_from_options(m, "2x4", None, "1,1", None, "h100")
+
+
+def test_every_profile_name_is_a_memory_budget():
+    from hloshard.units import parse_memory_budget
+    for name, p in devices.PROFILES.items():
+        assert parse_memory_budget(name) == p.hbm_bytes
