@@ -34,7 +34,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
-from ..cost.liveness import live_intervals, program_schedule
+from ..cost.liveness import buffer_intervals, program_schedule
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
@@ -179,13 +179,14 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                     out.append(r[0].node)
         return out
 
+    # the memory model (cost/liveness.buffer_intervals): fusion, in place, outputs and donation
     entry = module.entry
-    iv = live_intervals(schedule, lambda i: owned.get(id(i), ()),
-                        lambda i: [u for op in i.operands for u in leaf_nodes(op)],
-                        live_throughout=[u for p in entry.parameters for u in leaf_nodes(p)],
-                        live_out=leaf_nodes(entry.root))
+    iv = buffer_intervals(schedule, lambda i: owned.get(id(i), ()), leaf_nodes,
+                          parameters=[u for p in entry.parameters for u in leaf_nodes(p)],
+                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes))
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
+    no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
 
     # --- integer problem ----------------------------------------------------------------------------
     fcosts = []
@@ -201,7 +202,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             finite_max = max(finite_max, float(np.abs(f).max()))
     scale = choose_scale(finite_max)
     node_costs = [_to_int(c, scale) for c in fcosts]
-    node_usages = [np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for g in nodes]
+    node_usages = [np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else
+                   np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for v, g in enumerate(nodes)]
     edge_costs = [_to_int(m, scale) for m in edge_float]
     problem = Problem(
         name=name or module.name,
@@ -221,6 +223,24 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
     return graph
 
+
+
+def _donated_nodes(module, leaf_nodes) -> list:
+    """Nodes of entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
+    root = module.entry.root
+    if root is None or not module.input_output_alias:
+        return []
+    out = []
+    for out_index, _param, _pindex in module.input_output_alias:
+        inst = root
+        for k in out_index:   # walk the root's tuple to the aliased output leaf
+            if inst.opcode != "tuple" or k >= len(inst.operands):
+                inst = None
+                break
+            inst = inst.operands[k]
+        if inst is not None and inst.shape.is_array:
+            out.extend(leaf_nodes(inst))
+    return out
 
 
 def in_edges(g, ctx, resh):
