@@ -335,23 +335,25 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if k in iv:
             iv[k] = (0, T)
     protected = set(params) | set(outs)
-    for k in donated:
-        if k in iv and k not in set(params):
-            lo, _ = iv[k]
-            iv[k] = (lo, lo)
-            protected.add(k)
+    raw = dict(iv)
+    # in place (module docstring): union-find over keys that share one buffer
+    parent: dict = {}
 
-    def hand_over(a, c) -> None:
-        """``c`` takes over ``a``'s buffer where ``c`` starts (``a`` read last by ``c``)."""
-        if a == c or a in protected or a not in iv or c not in iv:
-            return
-        alo, ahi = iv[a]
-        clo, chi = iv[c]
-        if chi <= clo:   # c has no buffer of its own: nothing to hand over to
-            return
-        iv[a] = (alo, max(alo, min(ahi, clo)))
+    def find(k):
+        while parent.get(k, k) != k:
+            parent[k] = parent.get(parent[k], parent[k])
+            k = parent[k]
+        return k
 
-    # in place: elementwise results, dynamic-update-slice operand 0, while init values
+    def share(a, c) -> None:
+        """``c``'s buffer is ``a``'s (``a`` is read last where ``c`` is made, or ``c`` is written by
+        a called computation's root ``a``)."""
+        if a == c or a not in iv or c not in iv or a in set(params):
+            return
+        ra, rc = find(a), find(c)
+        if ra != rc:
+            parent[ra] = rc
+
     for t, i in enumerate(order):
         if id(i) in fused:
             continue
@@ -360,10 +362,26 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if not mine:
             continue
         if op == "while":
-            init = values(i.operands[0]) if i.operands else []
-            for a, c in zip(init, mine):
-                if iv.get(a, (0, 0))[1] == t + 1:
-                    hand_over(a, c)
+            for a, c in zip(values(i.operands[0]) if i.operands else [], mine):
+                if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                    share(a, c)
+            continue
+        if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
+            srcs = [k for o in i.operands for k in values(o)]
+            if len(srcs) == len(mine):
+                for a, c in zip(srcs, mine):
+                    if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                        share(a, c)
+            continue
+        if op in ("call", "conditional"):
+            # the callee's root values are made in the caller's result buffer
+            for comp in i.called_computations:
+                if comp.root is None:
+                    continue
+                for a, c in zip(values(comp.root), mine):
+                    d = definer.get(a)
+                    if d is not None and d.parent is comp and a not in protected:
+                        share(a, c)
             continue
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
@@ -373,9 +391,23 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             continue
         for o in cands:
             ks = values(o)
-            if len(ks) == 1 and iv.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
-                hand_over(ks[0], mine[0])
+            if len(ks) == 1 and raw.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
+                share(ks[0], mine[0])
                 break
+    classes: dict = {}
+    for k in list(parent):
+        classes.setdefault(find(k), {k}).add(k)
+    for rep, members in classes.items():
+        members.add(rep)
+        keep = next((k for k in members if k in protected), rep)
+        lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
+        hi = max(raw[k][1] for k in members)
+        for k in members:
+            iv[k] = (iv[k][0], iv[k][0])
+        iv[keep] = (0, T) if keep in protected else (lo, hi)
+    for k in donated:   # output in a parameter's buffer: no memory of its own
+        if k in iv and k not in set(params):
+            iv[k] = (iv[k][0], iv[k][0])
     # a while body's root values are written into the loop state
     for w in order:
         if w.opcode != "while":
@@ -401,9 +433,12 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                 continue
             lo, hi = iv[v]
             end = last.get(s_key)
-            d = definer.get(v)
-            in_place = d is not None and _kind(d) in ELEMENTWISE | {"dynamic-update-slice"} and any(
-                s_key in values(o) for o in reads_of.get(id(d), ()))
+            in_place = False
+            for m in classes.get(v, {v}):   # v or a value whose buffer v took over updates the state
+                d = definer.get(m)
+                if d is not None and _kind(d) in ELEMENTWISE | {"dynamic-update-slice"} and \
+                        pos.get(id(d)) == end and any(s_key in values(o) for o in reads_of.get(id(d), ())):
+                    in_place = True
             if end is None or end < lo or (end == lo and in_place):
                 # the old element is dead before v exists (or v overwrites it in place): v lives in the state
                 iv[v] = (lo, lo)
