@@ -225,6 +225,46 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
 
 
+def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
+    """The resharding temporaries of ``choice``: ``(intervals, sizes)``, one per operand leaf that an
+    edge reshards (its chosen pair has a non-zero resharding cost): the operand in the layout the
+    consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
+    consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it.  The IOPDDL form
+    has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
+    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
+    ivs: list = []
+    sizes: list = []
+    minfo = graph.ctx.minfo
+    for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
+        if m[int(choice[u]), int(choice[v])] <= 0:
+            continue
+        for inst, leaf, g, _scale in contribs:
+            st = g.strategies[int(choice[g.node])]
+            req = _required(g, st, inst, leaf)
+            if req is None:
+                continue
+            t = graph.positions.get(g.instr)
+            if t is None:
+                continue
+            try:
+                b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
+            except (ValueError, TypeError, AttributeError):
+                continue
+            ivs.append((t, t + 1))
+            sizes.append(b)
+    return ivs, sizes
+
+
+def _required(g, st, inst, leaf):
+    """The layout strategy ``st`` of group ``g`` requires for leaf ``leaf`` of operand ``inst``."""
+    for i, opref in enumerate(g.ops()):
+        entry = st.inputs[i] if i < len(st.inputs) else None
+        for ii, ll, req in _operand_leaves(opref, entry):
+            if ii is inst and ll == leaf and req is not None:
+                return req
+    return None
+
+
 def _donated_nodes(module, leaf_nodes) -> list:
     """Nodes of entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
     root = module.entry.root
