@@ -436,7 +436,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             in_place = False
             for m in classes.get(v, {v}):   # v or a value whose buffer v took over updates the state
                 d = definer.get(m)
-                if d is not None and _kind(d) in ELEMENTWISE | {"dynamic-update-slice"} and \
+                if d is not None and _kind(d) in ELEMENTWISE | {"dynamic-update-slice", "tuple"} and \
                         pos.get(id(d)) == end and any(s_key in values(o) for o in reads_of.get(id(d), ())):
                     in_place = True
             if end is None or end < lo or (end == lo and in_place):
