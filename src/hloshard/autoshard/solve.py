@@ -12,6 +12,7 @@ from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
+from ..units import format_bytes
 
 
 @dataclass
@@ -158,8 +159,9 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
 
 def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None) -> SolveResult:
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
-    says of the output; None when it exceeds ``memory_budget`` or finds nothing in its time limit) and
-    add a warning when it differs from the solver's own figure.  Returns ``result``."""
+    says of the output; None when it finds nothing in its time limit) and add a warning when it differs
+    from the solver's own figure.  Raises SolveFailed (exit 3) when the written module's peak exceeds
+    ``memory_budget``.  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -172,8 +174,13 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
     if written is not None and memory_budget is not None and written.evaluation.peak_memory > memory_budget:
-        written = None
-    elif written is not None and abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
+        # a budget is a promise about the written module: never report the solver's figure instead
+        raise _failed(f"memory budget {format_bytes(memory_budget)} per device is not kept by the written "
+                      f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device (the solver's "
+                      f"choice: {format_bytes(ev.peak_memory)}; the difference is resharding temporaries and "
+                      f"written pins, which the solver's problem does not carry); try a smaller budget",
+                      "infeasible")
+    if written is not None and abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
         graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
                               f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
                               f"(as hloshard cost evaluates the output)")
