@@ -34,7 +34,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
-from ..cost.liveness import buffer_intervals, program_schedule
+from ..cost.liveness import buffer_intervals, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
@@ -226,15 +226,28 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
 
 def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
-    """The resharding temporaries of ``choice``: ``(intervals, sizes)``, one per operand leaf that an
+    """The communication buffers of ``choice``: ``(intervals, sizes)``.  One per collective of a chosen
+    strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
+    the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
     edge reshards (its chosen pair has a non-zero resharding cost): the operand in the layout the
     consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
-    consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it.  The IOPDDL form
+    consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
+    reader of a fused consumer, e.g. a pin ``copy``, whose value it is).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
     ivs: list = []
     sizes: list = []
     minfo = graph.ctx.minfo
+    ids = {id(i): t for i, t in graph.positions.items()}
+    # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
+    # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        extra = sum(int(c.nbytes) for c in st.collectives)
+        t = graph.positions.get(g.instr)
+        if extra > 0 and t is not None:
+            ivs.append((t, t + 1))
+            sizes.append(extra)
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -250,7 +263,11 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                 b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
             except (ValueError, TypeError, AttributeError):
                 continue
-            ivs.append((t, t + 1))
+            end = t + 1
+            if is_fused(g.instr):   # read where the fused consumer's readers run
+                last = read_until(g.instr, ids)
+                end = max(end, (last if last is not None else t) + 1)
+            ivs.append((t, end))
             sizes.append(b)
     return ivs, sizes
 

@@ -262,6 +262,10 @@ def is_fused(instr) -> bool:
     op = _kind(instr)
     if op == "constant":
         return True
+    if op == "copy" and instr.users and not instr.is_root and instr.shape.is_array:
+        # a copy in the operand's layout (a pin, a sharding annotation) is removed by XLA's algebraic
+        # simplifier; one that reshards is the collective's result (an edge buffer, not this value)
+        return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     if any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in instr.users):
@@ -288,9 +292,30 @@ def fused_reads(instr) -> list:
 
 
 def _same_array(a, b) -> bool:
+    """Same bytes (a transposed operand counts: XLA folds the transpose into its producer)."""
     sa, sb = a.shape, b.shape
-    return (sa.is_array and sb.is_array and tuple(sa.dims) == tuple(sb.dims)
-            and sa.byte_size == sb.byte_size)
+    return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
+
+
+def read_until(instr, positions: dict) -> int | None:
+    """The last schedule position at which ``instr``'s value is read once fusion is applied: its users'
+    positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
+    position).  None when nothing reads it."""
+    last = None
+    stack = list(instr.users)
+    seen: set = set()
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if is_fused(u):
+            stack.extend(u.users)
+            continue
+        t = positions.get(id(u))
+        if t is not None and (last is None or t > last):
+            last = t
+    return last
 
 
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
@@ -314,8 +339,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     reads_of: dict = {}
 
     def read(i):
-        if id(i) in fused:
-            return ()
+        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
+            return ()   # forwarded: its readers read the values it forwards
         ops = fused_reads(i)
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
@@ -345,10 +370,13 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             k = parent[k]
         return k
 
-    def share(a, c) -> None:
+    param_set = set(params)
+
+    def share(a, c, read_only: bool = False) -> None:
         """``c``'s buffer is ``a``'s (``a`` is read last where ``c`` is made, or ``c`` is written by
-        a called computation's root ``a``)."""
-        if a == c or a not in iv or c not in iv or a in set(params):
+        a called computation's root ``a``; ``read_only``: ``c`` never writes it, so ``a`` may be a
+        parameter)."""
+        if a == c or a not in iv or c not in iv or (a in param_set and not read_only):
             return
         ra, rc = find(a), find(c)
         if ra != rc:
@@ -362,8 +390,13 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if not mine:
             continue
         if op == "while":
-            for a, c in zip(values(i.operands[0]) if i.operands else [], mine):
-                if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+            body = called(i, "body", 0)
+            passed = list(values(body.root)) if body is not None and body.root is not None else []
+            for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], mine)):
+                if n < len(passed) and passed[n] == c:
+                    # a loop invariant (the body passes it through): the loop reads the init's buffer
+                    share(a, c, read_only=True)
+                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
                     share(a, c)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
