@@ -392,7 +392,10 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "while":
             body = called(i, "body", 0)
             passed = list(values(body.root)) if body is not None and body.root is not None else []
-            for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], mine)):
+            own_set = set(mine)
+            for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], values(i))):
+                if c not in own_set:   # a leaf the while forwards (captured): nothing of its own
+                    continue
                 if n < len(passed) and passed[n] == c:
                     # a loop invariant (the body passes it through): the loop reads the init's buffer
                     share(a, c, read_only=True)
@@ -448,7 +451,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         body = called(w, "body", 0)
         if body is None or body.root is None:
             continue
-        state = list(own(w))
+        state = list(values(w))
         new = list(values(body.root))
         if len(new) != len(state):
             continue
