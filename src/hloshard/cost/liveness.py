@@ -58,7 +58,7 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ..hlo.loops import called
+from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 
 #: opcodes whose result forwards (a part of) an operand's buffer: they allocate nothing
@@ -291,6 +291,22 @@ def fused_reads(instr) -> list:
     return out
 
 
+def _invariant_leaves(w) -> set:
+    """Positions, among the array leaves of the ``while`` ``w``'s state, of the loop invariants
+    (:func:`hloshard.hlo.loops.invariant_elements`: the body passes them through unchanged)."""
+    inv = set(invariant_elements(w))
+    if not inv or not w.shape.is_tuple:
+        return set()
+    out: set = set()
+    n = 0
+    for k, elem in enumerate(w.shape.tuple_shapes):
+        leaves = [x for x in ([elem] if not elem.is_tuple else elem.leaves()) if x.is_array]
+        if k in inv:
+            out.update(range(n, n + len(leaves)))
+        n += len(leaves)
+    return out
+
+
 def _same_array(a, b) -> bool:
     """Same bytes (a transposed operand counts: XLA folds the transpose into its producer)."""
     sa, sb = a.shape, b.shape
@@ -390,13 +406,12 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if not mine:
             continue
         if op == "while":
-            body = called(i, "body", 0)
-            passed = list(values(body.root)) if body is not None and body.root is not None else []
+            passed = _invariant_leaves(i)
             own_set = set(mine)
             for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], values(i))):
                 if c not in own_set:   # a leaf the while forwards (captured): nothing of its own
                     continue
-                if n < len(passed) and passed[n] == c:
+                if n in passed:
                     # a loop invariant (the body passes it through): the loop reads the init's buffer
                     share(a, c, read_only=True)
                 elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
@@ -464,8 +479,12 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                 for k in values(o):
                     if last.get(k, -1) < t:
                         last[k] = t
-        for s_key, v in zip(state, new):
+        passed = _invariant_leaves(w)
+        for n, (s_key, v) in enumerate(zip(state, new)):
             if v == s_key or v not in iv or v in protected:
+                continue
+            if n in passed:   # a pinned pass-through of a loop invariant: a copy XLA removes
+                iv[v] = (iv[v][0], iv[v][0])
                 continue
             lo, hi = iv[v]
             end = last.get(s_key)
