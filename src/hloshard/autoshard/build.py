@@ -34,6 +34,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
+from ..cost.memory import model_limit
 from ..cost.liveness import buffer_intervals, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
@@ -113,7 +114,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
-    device or None.  A computation called from several sites is first cloned per site
+    device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
+    (:func:`hloshard.cost.memory.model_limit`).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
@@ -210,13 +212,15 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
         node_costs=node_costs, node_usages=node_usages,
         edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
-        edge_costs=edge_costs, usage_limit=memory_budget, cost_scale=scale,
+        edge_costs=edge_costs, usage_limit=None if memory_budget is None else model_limit(memory_budget),
+        cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
                   comps, warnings)
     _add_aliases(graph)
     graph.follows = follows
     graph.kept = kept
+    graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
