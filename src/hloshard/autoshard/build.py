@@ -34,7 +34,8 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
-from ..cost.liveness import live_intervals, program_schedule
+from ..cost.memory import model_limit
+from ..cost.liveness import buffer_intervals, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
@@ -91,7 +92,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
-    device or None.  A computation called from several sites is first cloned per site
+    device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
+    (:func:`hloshard.cost.memory.model_limit`).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
@@ -157,13 +159,14 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                     out.append(r[0].node)
         return out
 
+    # the memory model (cost/liveness.buffer_intervals): fusion, in place, outputs and donation
     entry = module.entry
-    iv = live_intervals(schedule, lambda i: owned.get(id(i), ()),
-                        lambda i: [u for op in i.operands for u in leaf_nodes(op)],
-                        live_throughout=[u for p in entry.parameters for u in leaf_nodes(p)],
-                        live_out=leaf_nodes(entry.root))
+    iv = buffer_intervals(schedule, lambda i: owned.get(id(i), ()), leaf_nodes,
+                          parameters=[u for p in entry.parameters for u in leaf_nodes(p)],
+                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes))
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
+    no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
 
     # --- integer problem ----------------------------------------------------------------------------
     fcosts = []
@@ -179,26 +182,104 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             finite_max = max(finite_max, float(np.abs(f).max()))
     scale = choose_scale(finite_max)
     node_costs = [_to_int(c, scale) for c in fcosts]
-    node_usages = [np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for g in nodes]
+    node_usages = [np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else
+                   np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for v, g in enumerate(nodes)]
     edge_costs = [_to_int(m, scale) for m in edge_float]
     problem = Problem(
         name=name or module.name,
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
         node_costs=node_costs, node_usages=node_usages,
         edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
-        edge_costs=edge_costs, usage_limit=memory_budget, cost_scale=scale,
+        edge_costs=edge_costs, usage_limit=None if memory_budget is None else model_limit(memory_budget),
+        cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
                   comps, warnings)
     _add_aliases(graph)
     graph.follows = follows
     graph.kept = kept
+    graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
     graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
     return graph
 
+
+
+def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
+    """The communication buffers of ``choice``: ``(intervals, sizes)``.  One per collective of a chosen
+    strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
+    the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
+    edge reshards (its chosen pair has a non-zero resharding cost): the operand in the layout the
+    consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
+    consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
+    reader of a fused consumer, e.g. a pin ``copy``, whose value it is).  The IOPDDL form
+    has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
+    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
+    ivs: list = []
+    sizes: list = []
+    minfo = graph.ctx.minfo
+    ids = {id(i): t for i, t in graph.positions.items()}
+    # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
+    # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        extra = sum(int(c.nbytes) for c in st.collectives)
+        t = graph.positions.get(g.instr)
+        if extra > 0 and t is not None:
+            ivs.append((t, t + 1))
+            sizes.append(extra)
+    for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
+        if m[int(choice[u]), int(choice[v])] <= 0:
+            continue
+        for inst, leaf, g, _scale in contribs:
+            st = g.strategies[int(choice[g.node])]
+            req = _required(g, st, inst, leaf)
+            if req is None:
+                continue
+            t = graph.positions.get(g.instr)
+            if t is None:
+                continue
+            try:
+                b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
+            except (ValueError, TypeError, AttributeError):
+                continue
+            end = t + 1
+            if is_fused(g.instr):   # read where the fused consumer's readers run
+                last = read_until(g.instr, ids)
+                end = max(end, (last if last is not None else t) + 1)
+            ivs.append((t, end))
+            sizes.append(b)
+    return ivs, sizes
+
+
+def _required(g, st, inst, leaf):
+    """The layout strategy ``st`` of group ``g`` requires for leaf ``leaf`` of operand ``inst``."""
+    for i, opref in enumerate(g.ops()):
+        entry = st.inputs[i] if i < len(st.inputs) else None
+        for ii, ll, req in _operand_leaves(opref, entry):
+            if ii is inst and ll == leaf and req is not None:
+                return req
+    return None
+
+
+def _donated_nodes(module, leaf_nodes) -> list:
+    """Nodes of entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
+    root = module.entry.root
+    if root is None or not module.input_output_alias:
+        return []
+    out = []
+    for out_index, _param, _pindex in module.input_output_alias:
+        inst = root
+        for k in out_index:   # walk the root's tuple to the aliased output leaf
+            if inst.opcode != "tuple" or k >= len(inst.operands):
+                inst = None
+                break
+            inst = inst.operands[k]
+        if inst is not None and inst.shape.is_array:
+            out.extend(leaf_nodes(inst))
+    return out
 
 
 def in_edges(g, ctx, resh):
