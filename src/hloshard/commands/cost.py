@@ -25,7 +25,7 @@ import json
 import click
 
 from .common import check_outputs, note_input, show_progress, start_step, step
-from .options import mesh_from_options, mesh_options
+from .options import device_option, mesh_options, timed_mesh_from_options
 
 
 def cost_report(result, mesh, comparison=None) -> dict:
@@ -153,13 +153,14 @@ Examples:
 @click.command("cost", epilog=EXAMPLES)
 @click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
+@device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=str, default=None, help="Write the report here.")
 @click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")
-def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla):
+def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, device=None):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
@@ -177,7 +178,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
 
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)
     if use_xla:
@@ -193,6 +194,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
             comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
+    if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
+        from .timing import plan_timing, step_time_line
+
+        report.update(plan_timing(result, module, scale))
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -206,7 +211,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     buf = StringIO()
     con = Console(file=buf, width=120, force_terminal=False)
     b = report["breakdown"]
-    con.print(f"total cost {report['total_cost']:,.2f}  (compute {b['compute']:,.2f}, communication "
+    con.print(step_time_line(report) if scale is not None else
+              f"total cost {report['total_cost']:,.2f}  (compute {b['compute']:,.2f}, communication "
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")

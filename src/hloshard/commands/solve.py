@@ -29,7 +29,7 @@ import click
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
 from .common import check_outputs, note_input, show_progress, start_step, step
-from .options import BYTE_SIZE, mesh_from_options, mesh_options, space_options
+from .options import BYTE_SIZE, device_option, mesh_options, space_options, timed_mesh_from_options
 from .progress import SolverProgress
 
 
@@ -145,6 +145,10 @@ def _mesh_words(mesh: dict) -> str:
 
 
 def _cost_line(report: dict) -> str:
+    if report.get("estimated_step_time_s") is not None:  # --device: seconds (hloshard.commands.timing)
+        from .timing import step_time_line
+
+        return step_time_line(report)
     b = report["breakdown"]
     line = (f"{report['objective']:,.2f}  (compute {b['compute']:,.2f}, communication {b['communication']:,.2f}, "
             f"resharding {b['resharding']:,.2f})")
@@ -304,6 +308,7 @@ Examples:
 @click.command("solve", epilog=EXAMPLES)
 @click.argument("module_file", metavar="MODULE.hlo", type=str)
 @mesh_options
+@device_option
 @space_options
 @click.option("-o", "--output", type=str, default=None,
               help="Write the annotated HLO here (default: stdout; required with --format json).")
@@ -342,7 +347,7 @@ Examples:
                    "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None, use_xla=False, pin_operands=False):
+            partition_specs_file=None, use_xla=False, pin_operands=False, device=None):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -378,7 +383,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if auto and export_problem:
         raise UsageError("--export-problem cannot be used with --mesh auto")
     search = None
-    dmesh = None if auto else mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding)
+    if auto and device is not None:
+        raise UsageError("--device with --mesh auto is not supported yet: give the mesh (e.g. --mesh data=2,model=8)")
+    dmesh, scale, memory_budget = (None, None, memory_budget) if auto else timed_mesh_from_options(
+        module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding)
     if use_xla:
         from ..xla_check import require_jax
 
@@ -426,6 +434,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost"] = None if input_cost is None else round(input_cost, 6)
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
+    if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
+        from .timing import plan_timing
+
+        report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):
         report["mesh"]["axis_names"] = list(dmesh.axis_names)
     comparison = None

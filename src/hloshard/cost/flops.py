@@ -4,7 +4,12 @@
 multiply-add is 2 flops, as XLA's ``HloCostAnalysis`` counts a dot). ``convolution``:
 ``2 * prod(output dims) * prod(kernel spatial dims) * kernel input features`` (per output element one
 multiply-add per kernel tap and input feature of its group; padding taps counted, as in the dense
-formula). The strategy handlers price a dot / convolution shard from these totals
+formula). Fused attention (Transformer Engine's ``te_fused_attn_forward_ffi`` / ``_backward_ffi``
+custom-calls, BSHD operands ``q[b, s_q, h_q, d_qk]``, ``k[b, s_kv, h_kv, d_qk]``, ``v[b, s_kv, h_kv, d_v]``
+as operands 0-2): forward ``2 * b * h_q * s_q * s_kv * (d_qk + d_v)`` (``Q K^T`` and ``P V``); backward
+``2 * b * h_q * s_q * s_kv * (3 d_qk + 2 d_v)`` (``Q K^T`` recomputed, ``dO V^T``, ``P^T dO``, ``dS K``,
+``dS^T Q``: FlashAttention-2's backward, Dao 2023, section 3.1.2), the dense count: a causal mask lets the
+kernel skip about half of it, which this does not model. The strategy handlers price a dot / convolution shard from these totals
 (``strategy.dot``, ``strategy.convolution``); :func:`model_flops` sums them over a program for MFU.
 """
 
@@ -14,7 +19,12 @@ import math
 
 from ..hlo.loops import execution_counts
 
-__all__ = ["dot_flops", "convolution_flops", "matmul_flops", "model_flops"]
+__all__ = ["dot_flops", "convolution_flops", "attention_flops", "matmul_flops", "model_flops",
+           "FUSED_ATTENTION_TARGETS"]
+
+#: fused-attention custom-call targets and whether each is a backward pass
+FUSED_ATTENTION_TARGETS = {"te_fused_attn_forward_ffi": False, "te_fused_attn_backward_ffi": True,
+                           "te_fused_attn_forward": False, "te_fused_attn_backward": True}
 
 
 def dot_flops(instr) -> float:
@@ -36,9 +46,29 @@ def convolution_flops(instr, rhs_layout: str) -> float:
     return 2.0 * math.prod(instr.shape.dims) * kernel_spatial * in_feat
 
 
+def attention_flops(instr) -> float:
+    """Flops of a fused-attention custom-call (:data:`FUSED_ATTENTION_TARGETS`; module docstring), from
+    the shapes of its operands 0-2 (rank-4 BSHD ``q``, ``k``, ``v``); 0 for any other instruction or
+    operands of another rank."""
+    if instr.opcode != "custom-call":
+        return 0.0
+    target = str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
+    if target not in FUSED_ATTENTION_TARGETS or len(instr.operands) < 3:
+        return 0.0
+    q, k, v = (o.shape for o in instr.operands[:3])
+    if not all(s.is_array and len(s.dims) == 4 for s in (q, k, v)):
+        return 0.0
+    b, sq, hq, dqk = q.dims
+    skv, dv = k.dims[1], v.dims[3]
+    per = 2.0 * b * hq * sq * skv
+    return per * (3 * dqk + 2 * dv) if FUSED_ATTENTION_TARGETS[target] else per * (dqk + dv)
+
+
 def matmul_flops(instr) -> float:
-    """Flops of a dot or convolution (0 for any other instruction, or one whose operands are not
-    arrays)."""
+    """Flops of a dot, convolution or fused-attention custom-call (0 for any other instruction, or one
+    whose operands are not arrays)."""
+    if instr.opcode == "custom-call":
+        return attention_flops(instr)
     if instr.opcode not in ("dot", "convolution") or len(instr.operands) < 2 or not instr.shape.is_array:
         return 0.0
     if not (instr.operands[0].shape.is_array and instr.operands[1].shape.is_array):
@@ -58,7 +88,7 @@ def matmul_flops(instr) -> float:
 
 def model_flops(module) -> float:
     """Matmul flops of one run of the whole (unpartitioned) program: :func:`matmul_flops` of every
-    dot and convolution, fused ones included, times its computation's executions per run
+    dot, convolution and fused-attention call, fused ones included, times its computation's executions per run
     (``hlo.loops.execution_counts``: while bodies count once per trip). This is the numerator of MFU
     ("model flops": matmuls only, as in the PaLM paper's MFU; elementwise work is not model flops)."""
     counts = execution_counts(module)

@@ -13,8 +13,9 @@ is the step time if every collective were hidden behind compute (a lower bound u
 model); ``exposed_communication_s`` is the difference. MFU = model flops / (step time x peak FLOP/s x
 devices), with the matmul peak of the profile for the module's dtype (``TimeScale.peak_flops``).
 
-Compute here is the cost model's compute (flops per device at the matmul peak: a roofline's compute
-side only; memory-bound ops are not charged HBM time yet).
+Compute: with a roofline (:mod:`hloshard.cost.roofline`, ``roofline_s``) the sum over instructions of
+max(flops / peak, HBM bytes / HBM bandwidth); without one, the cost model's compute (flops per device at
+the matmul peak: the roofline's compute side only). ``compute_flops_s`` is always the latter.
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ class StepTime:
     peak_dtype: str
     devices: int
     mfu: float | None
+    compute_flops_s: float = 0.0
+    hbm_bytes_per_device: float | None = None
+    memory_bound_s: float | None = None
 
     def to_json(self) -> dict:
         """The fields as a JSON-ready dict (seconds, flops, FLOP/s)."""
@@ -52,14 +56,18 @@ class StepTime:
 
 
 def step_time(scale, compute: float, communication: float, resharding: float, model_flops: float,
-              devices: int, compute_cost_per_flop: float) -> StepTime:
+              devices: int, compute_cost_per_flop: float, roofline=None) -> StepTime:
     """:class:`StepTime` of a plan whose breakdown is ``compute`` / ``communication`` / ``resharding``
     cost units on the mesh ``scale`` priced (``scale``: :class:`hloshard.devices.TimeScale`);
-    ``compute_cost_per_flop``: the cost model's units per flop (to turn compute back into flops)."""
-    c, m, r = scale.seconds(compute), scale.seconds(communication), scale.seconds(resharding)
+    ``compute_cost_per_flop``: the cost model's units per flop (to turn compute back into flops);
+    ``roofline``: a :class:`hloshard.cost.roofline.Roofline` of the plan (its seconds become the compute
+    time, its HBM bytes and memory-bound seconds are reported), or None."""
+    flops_s, m, r = scale.seconds(compute), scale.seconds(communication), scale.seconds(resharding)
+    c = flops_s if roofline is None else float(roofline.seconds)
     total = c + m + r
     overlapped = max(c, m + r)
     mfu = model_flops / (total * scale.peak_flops * devices) if total > 0 else None
     return StepTime(scale.profile.name, c, m, r, total, overlapped, total - overlapped,
-                    compute / compute_cost_per_flop, float(model_flops), scale.peak_flops, scale.peak_key,
-                    int(devices), mfu)
+                    compute / compute_cost_per_flop if roofline is None else float(roofline.flops), float(model_flops), scale.peak_flops, scale.peak_key,
+                    int(devices), mfu, flops_s, None if roofline is None else float(roofline.hbm_bytes),
+                    None if roofline is None else float(roofline.memory_bound_s))

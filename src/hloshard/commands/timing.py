@@ -1,0 +1,159 @@
+"""Seconds for ``cost`` / ``solve`` with ``--device``: the estimated step time of a plan, its breakdown,
+MFU and the link class of each mesh axis, as report fields and as the summary's cost line.
+
+The figures (:func:`plan_timing`):
+
+* **compute**: the roofline of every instruction the plan runs (:mod:`hloshard.cost.roofline`): flops of
+  its shard (the chosen strategy's compute; fused-attention calls from their operand shapes,
+  :func:`hloshard.cost.flops.attention_flops`, divided like their output) over the device's peak for its
+  dtype, against the HBM bytes it reads and writes (per-device sizes under the plan's shardings, the
+  memory model's fusion rule) over the HBM bandwidth; loop bodies once per trip;
+* **communication** and **resharding**: the cost model's figures on the mesh the device profile priced
+  (:func:`hloshard.devices.time_scale`: per-axis ring alpha / beta of the link each axis crosses), in
+  seconds;
+* step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
+  fully-overlapped bound beside it).
+
+Model flops for MFU: :func:`hloshard.cost.flops.model_flops` of the module; for a module that is
+already a per-device program (no tiled sharding anywhere and a collective across partitions, e.g. the
+corpus' GPU train steps), that is one device's share, so the whole job's model flops are that times the
+device count.
+"""
+
+from __future__ import annotations
+
+from ..autoshard import instruction_sharding
+from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
+from ..cost.memory import bytes_per_device
+from ..cost.roofline import MATMUL_OPCODES, roofline
+from ..cost.steptime import step_time
+from ..devices import matmul_peak
+from ..strategy.base import COMPUTE_COST_PER_FLOP
+
+__all__ = ["plan_timing", "is_per_device_program", "step_time_line", "links_text"]
+
+_CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                    "all-reduce-start", "all-gather-start", "collective-permute-start")
+
+
+def is_per_device_program(module) -> bool:
+    """True when ``module`` is already partitioned: no instruction carries a tiled sharding and some
+    collective has replica groups of more than one device."""
+    has_collective = False
+    for instr in module.all_instructions():
+        s = instr.sharding
+        if s is not None and _tiled(s):
+            return False
+        if instr.opcode in _CROSS_PARTITION and not has_collective:
+            groups = getattr(instr, "replica_groups", None)
+            has_collective = instr.opcode.startswith("collective-permute") or not groups or \
+                any(len(g) > 1 for g in groups)
+    return has_collective
+
+
+def _tiled(s) -> bool:
+    if getattr(s, "is_tuple", False):
+        return any(_tiled(s.leaf(i)) for i in range(len(s.elements))) if hasattr(s, "elements") else False
+    return bool(getattr(s, "is_tiled", False))
+
+
+def _target(instr) -> str:
+    return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
+
+
+def plan_timing(result, module, scale) -> dict:
+    """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
+    re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
+    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
+    ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
+    roofline split). Raises nothing for a well-formed result."""
+    graph, choice, ev = result.graph, result.choice, result.evaluation
+    profile = scale.profile
+    compute_units: dict = {}
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        compute_units[id(g.instr)] = compute_units.get(id(g.instr), 0.0) + st.compute
+    sizes: dict = {}
+
+    def size_of(instr) -> float:
+        key = id(instr)
+        if key not in sizes:
+            try:
+                sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
+                sizes[key] = bytes_per_device(instr.shape, sharding)
+            except (KeyError, ValueError, IndexError, AttributeError):
+                sizes[key] = instr.shape.byte_size if instr.shape.is_array else 0
+        return sizes[key]
+
+    def flops_of(instr) -> float:
+        if instr.opcode == "custom-call" and _target(instr) in FUSED_ATTENTION_TARGETS:
+            full = attention_flops(instr)
+            whole = instr.shape.byte_size if instr.shape.is_array else sum(l.byte_size for l in instr.shape.leaves())
+            return full * (size_of(instr) / whole if whole else 1.0)
+        return compute_units.get(id(instr), 0.0) / COMPUTE_COST_PER_FLOP
+
+    vector_peak = profile.peak_flops.get("fp32") or scale.peak_flops
+
+    def peak_of(instr) -> float:
+        matmul = instr.opcode in MATMUL_OPCODES or \
+            (instr.opcode == "custom-call" and _target(instr) in FUSED_ATTENTION_TARGETS)
+        if not matmul:
+            return vector_peak
+        t = instr.operands[0].shape.element_type if instr.operands and instr.operands[0].shape.is_array \
+            else "bf16"
+        return matmul_peak(profile, t)[1]
+
+    roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of,
+                    executions_of=graph.ctx.weight, peak_of=peak_of, hbm_bandwidth=profile.hbm_bandwidth)
+    devices = int(graph.mesh.num_devices)
+    mf = model_flops(module)
+    per_device = is_per_device_program(module)
+    if per_device:
+        mf *= devices
+    st = step_time(scale, ev.compute, ev.communication, ev.resharding, mf, devices, COMPUTE_COST_PER_FLOP,
+                   roofline=roof)
+    names = next((list(n) for n in (getattr(graph.mesh, "user_names", None), getattr(graph.mesh, "axis_names", None))
+                  if n and len(n) == len(scale.links)), [f"axis{i}" for i in range(len(scale.links))])
+    breakdown = {"compute_s": st.compute_s, "compute_bound_s": roof.compute_bound_s,
+                 "memory_bound_s": roof.memory_bound_s, "flops_at_peak_s": st.compute_flops_s,
+                 "communication_s": st.communication_s, "resharding_s": st.resharding_s,
+                 "overlapped_step_time_s": st.overlapped_step_time_s,
+                 "exposed_communication_s": st.exposed_communication_s}
+    return {
+        "estimated_step_time_s": st.estimated_step_time_s,
+        "flops_per_device": st.flops_per_device,
+        "hbm_bytes_per_device": st.hbm_bytes_per_device,
+        "mfu": st.mfu,
+        "step_time": {"device": profile.name, "peak_flops": st.peak_flops, "peak_dtype": st.peak_dtype,
+                      "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
+                      "per_device_program": per_device,
+                      "axis_links": dict(zip(map(str, names), scale.links)),
+                      "overlap_model": "estimated_step_time_s: no overlap (compute + communication + "
+                                       "resharding); overlapped_step_time_s: every collective hidden",
+                      "breakdown_s": breakdown},
+    }
+
+
+def links_text(timing: dict) -> str:
+    """``data: dcn, model: ici``."""
+    return ", ".join(f"{a}: {c}" for a, c in timing["step_time"]["axis_links"].items())
+
+
+def _s(x: float) -> str:
+    if x >= 1:
+        return f"{x:,.3f} s"
+    if x >= 1e-3:
+        return f"{x * 1e3:,.3f} ms"
+    return f"{x * 1e6:,.2f} us"
+
+
+def step_time_line(timing: dict) -> str:
+    """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
+    st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
+    mfu = timing["mfu"]
+    return (f"estimated step time {_s(timing['estimated_step_time_s'])} on {st['devices']} x {st['device']} "
+            f"(compute {_s(b['compute_s'])} [{_s(b['compute_bound_s'])} compute-bound, "
+            f"{_s(b['memory_bound_s'])} memory-bound], communication {_s(b['communication_s'])}, "
+            f"resharding {_s(b['resharding_s'])}; no overlap; all hidden: {_s(b['overlapped_step_time_s'])})"
+            f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}")

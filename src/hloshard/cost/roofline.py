@@ -1,0 +1,127 @@
+"""A roofline per instruction: the seconds one device spends on it, from its flops and the HBM bytes it
+reads and writes.
+
+For one instruction executed once on one device::
+
+    seconds = max(flops / peak, hbm_bytes / hbm_bandwidth)
+
+(the roofline model: Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
+for multicore architectures", CACM 52(4), 2009).  ``flops``: the flops of the instruction's shard (the
+cost model's compute of the chosen strategy, :data:`hloshard.strategy.base.COMPUTE_COST_PER_FLOP` units
+per flop); ``peak``: the device's dense FLOP/s for a dot / convolution / fused-attention call of the
+instruction's element type (:func:`hloshard.devices.matmul_peak`), else its vector peak (the ``fp32``
+entry of the profile: elementwise work does not run on tensor cores / the MXU).
+
+``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the memory model
+decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
+consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
+result and reads the buffers it reads with its fused producers inlined
+(:func:`~hloshard.cost.liveness.fused_reads`), each at its per-device size.  Instructions that move no
+data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
+``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
+execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
+them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their
+roofline seconds are 0 here.
+
+What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured, see BENCHMARKS.md
+"Seconds: predicted vs XLA"): the operands of each fusion as XLA's (backend-specific) fusion left them
+(a TPU fuses far more than the CPU rule modelled here), slices read at their full operand size by some
+fusions, and the bookkeeping of loops (the induction variable, the loop-state copies XLA inserts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .liveness import fused_reads, is_fused
+
+__all__ = ["NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+           "roofline"]
+
+#: opcodes that move no data of their own (aliases, control flow, async tails)
+NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
+                        "while", "call", "conditional", "all-reduce-done", "all-gather-done",
+                        "collective-permute-done", "async-done", "async-update", "copy-done", "partition-id",
+                        "replica-id"})
+
+#: collectives: bytes counted, time priced as communication (not here)
+COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                                "collective-broadcast", "all-reduce-start", "all-gather-start",
+                                "collective-permute-start", "ragged-all-to-all", "send", "recv"})
+
+#: opcodes that run at the tensor-core / MXU peak
+MATMUL_OPCODES = frozenset({"dot", "convolution"})
+
+
+@dataclass(frozen=True)
+class RooflineRow:
+    """One instruction: ``flops`` and ``hbm_bytes`` per device for all its executions, ``seconds`` (the
+    roofline), ``bound`` (``'compute'`` | ``'memory'`` | ``'communication'`` | ``'none'``)."""
+
+    name: str
+    opcode: str
+    executions: float
+    flops: float
+    hbm_bytes: float
+    seconds: float
+    bound: str
+
+
+@dataclass
+class Roofline:
+    """The roofline of a whole program on one device: totals (flops, HBM bytes, seconds) and the
+    seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction."""
+
+    flops: float = 0.0
+    hbm_bytes: float = 0.0
+    seconds: float = 0.0
+    compute_bound_s: float = 0.0
+    memory_bound_s: float = 0.0
+    rows: list = field(default_factory=list)
+
+
+def hbm_bytes(instr, size_of: Callable) -> float:
+    """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
+    0 when fused or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its result) plus
+    ``size_of(o)`` of each :func:`~hloshard.cost.liveness.fused_reads` operand that moves data
+    (a constant operand is read: it lives in the executable, not in a buffer, but a fusion reads it).
+    ``size_of``: instruction -> bytes per device under the plan."""
+    if instr.opcode in NO_TRAFFIC or is_fused(instr) and instr.opcode != "constant":
+        return 0.0
+    total = float(size_of(instr))
+    for o in fused_reads(instr):
+        if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
+            continue
+        total += float(size_of(o))
+    return total
+
+
+def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
+             peak_of: Callable, hbm_bandwidth: float) -> Roofline:
+    """:class:`Roofline` of ``instrs`` (each counted once, in order).
+
+    ``flops_of(instr)``: flops per device of one execution; ``size_of(instr)``: bytes per device of its
+    result; ``executions_of(instr)``: executions per run (loop trips); ``peak_of(instr)``: FLOP/s it runs
+    at; ``hbm_bandwidth``: bytes/s.  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
+    out = Roofline()
+    for instr in instrs:
+        n = float(executions_of(instr))
+        f = float(flops_of(instr)) * n
+        b = hbm_bytes(instr, size_of) * n
+        if instr.opcode in COLLECTIVE_OPCODES:
+            sec, bound = 0.0, "communication"
+        else:
+            tc = f / peak_of(instr) if f else 0.0
+            tm = b / hbm_bandwidth
+            sec = max(tc, tm)
+            bound = "none" if sec == 0 else ("compute" if tc >= tm else "memory")
+        out.flops += f
+        out.hbm_bytes += b
+        out.seconds += sec
+        if bound == "compute":
+            out.compute_bound_s += sec
+        elif bound == "memory":
+            out.memory_bound_s += sec
+        out.rows.append(RooflineRow(instr.name, instr.opcode, n, f, b, sec, bound))
+    return out
