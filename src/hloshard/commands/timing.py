@@ -14,15 +14,17 @@ The figures (:func:`plan_timing`):
 * step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
   fully-overlapped bound beside it).
 
-Model flops for MFU: :func:`hloshard.cost.flops.model_flops` of the module; for a module that is
-already a per-device program (no tiled sharding anywhere and a collective across partitions, e.g. the
-corpus' GPU train steps), that is one device's share, so the whole job's model flops are that times the
-device count.
+A module that is already a per-device program (no tiled sharding anywhere and a collective across
+partitions, e.g. the corpus' GPU train steps: :func:`is_per_device_program`) runs whole on every device:
+it is priced with every instruction replicated on the mesh (:func:`replicated_evaluation`), so compute is
+the whole program's and each written collective costs what its replica groups cross (a group inside one
+node on the fast links); model flops for MFU are then one device's share, and the whole job's are that
+times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.model_flops` of the module.
 """
 
 from __future__ import annotations
 
-from ..autoshard import instruction_sharding
+from ..autoshard import evaluate_module, instruction_sharding
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import MATMUL_OPCODES, roofline
@@ -57,6 +59,25 @@ def _tiled(s) -> bool:
     return bool(getattr(s, "is_tiled", False))
 
 
+def replicated_evaluation(module, mesh):
+    """``evaluate_module`` of ``module`` with every instruction of every computation annotated
+    replicated (the module is restored before returning, also on an error)."""
+    from ..hlo.sharding import HloSharding
+
+    saved = [(i, i.sharding) for i in module.all_instructions()]
+    try:
+        for instr, _ in saved:
+            if instr.shape.is_tuple:
+                n = max(1, len(instr.shape.leaves()))
+                instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
+            else:
+                instr.sharding = HloSharding.replicated()
+        return evaluate_module(module, mesh)
+    finally:
+        for instr, s in saved:
+            instr.sharding = s
+
+
 def _target(instr) -> str:
     return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
 
@@ -67,6 +88,9 @@ def plan_timing(result, module, scale) -> dict:
     ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
     ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
     roofline split). Raises nothing for a well-formed result."""
+    per_device = is_per_device_program(module)
+    if per_device:
+        result = replicated_evaluation(module, result.graph.mesh)
     graph, choice, ev = result.graph, result.choice, result.evaluation
     profile = scale.profile
     compute_units: dict = {}
@@ -107,7 +131,6 @@ def plan_timing(result, module, scale) -> dict:
                     executions_of=graph.ctx.weight, peak_of=peak_of, hbm_bandwidth=profile.hbm_bandwidth)
     devices = int(graph.mesh.num_devices)
     mf = model_flops(module)
-    per_device = is_per_device_program(module)
     if per_device:
         mf *= devices
     st = step_time(scale, ev.compute, ev.communication, ev.resharding, mf, devices, COMPUTE_COST_PER_FLOP,

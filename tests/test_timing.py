@@ -1,0 +1,133 @@
+"""Seconds with --device (issue 27): the roofline per instruction, fused-attention flops, cost / solve
+reports in seconds, link classes of written collectives' replica groups."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from hloshard.cost.flops import attention_flops, matmul_flops
+from hloshard.cost.roofline import hbm_bytes, roofline
+from hloshard.devices import get_profile
+from hloshard.hlo import parse_module
+
+PER_DEVICE = """HloModule pd, num_partitions=8
+
+add {
+  a = bf16[] parameter(0)
+  b = bf16[] parameter(1)
+  ROOT s = bf16[] add(a, b)
+}
+
+ENTRY e {
+  x = bf16[512,1024] parameter(0), sharding={replicated}
+  w = bf16[1024,1024] parameter(1), sharding={replicated}
+  d = bf16[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = bf16[512,1024] all-reduce(d), channel_id=1, replica_groups={{0,1},{2,3},{4,5},{6,7}}, use_global_device_ids=true, to_apply=add
+  ROOT g = bf16[512,4096] all-gather(r), channel_id=2, replica_groups={{0,2,4,6},{1,3,5,7}}, dimensions={1}, use_global_device_ids=true
+}
+"""
+
+FUSION = """HloModule f
+
+ENTRY e {
+  x = f32[1024] parameter(0)
+  y = f32[1024] parameter(1)
+  z = f32[1024] parameter(2)
+  m = f32[1024] multiply(x, y)
+  a = f32[1024] add(m, z)
+  ROOT n = f32[1024] negate(a)
+}
+"""
+
+ATTN = """HloModule attn
+
+ENTRY e {
+  q = bf16[2,128,8,64] parameter(0)
+  k = bf16[2,256,2,64] parameter(1)
+  v = bf16[2,256,2,32] parameter(2)
+  ROOT f = (bf16[2,128,8,32], f32[2,8,128,1]) custom-call(q, k, v), custom_call_target="te_fused_attn_forward_ffi"
+  b = (bf16[2,128,8,64], bf16[2,256,2,64], bf16[2,256,2,32]) custom-call(q, k, v), custom_call_target="te_fused_attn_backward_ffi"
+}
+"""
+
+
+def _cost_json(tmp_path, text, *args):
+    path = tmp_path / "m.hlo"
+    path.write_text(text)
+    r = CliRunner().invoke(main, ["cost", str(path), "--format", "json", *args])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.output)
+
+
+def test_fused_attention_flops_from_operand_shapes():
+    m = parse_module(ATTN)
+    f, b = m.entry.get("f"), m.entry.get("b")
+    per = 2 * 2 * 8 * 128 * 256          # 2 * batch * q heads * s_q * s_kv
+    assert attention_flops(f) == per * (64 + 32)
+    assert attention_flops(b) == per * (3 * 64 + 2 * 32)
+    assert matmul_flops(f) == attention_flops(f)
+    assert attention_flops(m.entry.get("q")) == 0
+
+
+def test_roofline_counts_what_fusion_materialises():
+    """multiply and add fuse into negate (the root): one kernel reads x, y, z and writes n."""
+    m = parse_module(FUSION)
+    e = m.entry
+    size = lambda i: i.shape.byte_size  # noqa: E731
+    assert hbm_bytes(e.get("m"), size) == 0 and hbm_bytes(e.get("a"), size) == 0
+    assert hbm_bytes(e.get("n"), size) == 4 * 4096
+    roof = roofline(e.instructions, flops_of=lambda i: 1024.0 if i.opcode != "parameter" else 0.0,
+                    size_of=size, executions_of=lambda i: 1.0, peak_of=lambda i: 1e12, hbm_bandwidth=1e9)
+    assert roof.hbm_bytes == 4 * 4096
+    assert roof.seconds == pytest.approx(4 * 4096 / 1e9 + 2 * 1024 / 1e12)   # n memory-bound, m and a compute
+    assert roof.memory_bound_s == pytest.approx(4 * 4096 / 1e9)
+
+
+def test_written_collectives_cost_the_link_their_groups_cross(tmp_path):
+    """A per-device program: the all-reduce pairs devices along `model`, the all-gather runs along `data`;
+    marking `data` as crossing nodes makes only the all-gather slower, by the ring formula."""
+    h100 = get_profile("h100-sxm")
+    ici = _cost_json(tmp_path, PER_DEVICE, "--mesh", "data=4,model=2", "--device", "h100-sxm")
+    dcn = _cost_json(tmp_path, PER_DEVICE, "--mesh", "data=4:dcn,model=2", "--device", "h100-sxm")
+    assert ici["step_time"]["per_device_program"] is True
+    assert ici["step_time"]["axis_links"] == {"data": "ici", "model": "ici"}
+    assert dcn["step_time"]["axis_links"] == {"data": "dcn", "model": "ici"}
+    mb = 512 * 1024 * 2
+    ar = 2 * (1 / 2) * mb / h100.ici.bandwidth + 1 * h100.ici.latency     # ring all-reduce over 2 devices
+    ag_ici = (3 / 4) * 4 * mb / h100.ici.bandwidth + 3 * h100.ici.latency  # ring all-gather of 4 MiB over 4
+    ag_dcn = (3 / 4) * 4 * mb / h100.dcn.bandwidth + 3 * h100.dcn.latency
+    assert ici["step_time"]["breakdown_s"]["communication_s"] == pytest.approx(ar + ag_ici, rel=1e-3)
+    assert dcn["step_time"]["breakdown_s"]["communication_s"] == pytest.approx(ar + ag_dcn, rel=1e-3)
+    # the whole per-device program runs on each device: flops of the dot, HBM bytes of what is materialised
+    assert ici["flops_per_device"] == pytest.approx(2 * 512 * 1024 * 1024)
+    assert ici["hbm_bytes_per_device"] == (mb + 2 * mb + mb) + (mb + mb) + (mb + 4 * mb)
+    compute = max(2 * 512 * 1024 * 1024 / 989.5e12, 4 * mb / 3.35e12)
+    assert ici["step_time"]["breakdown_s"]["compute_s"] == pytest.approx(compute)
+    assert ici["estimated_step_time_s"] == pytest.approx(compute + ar + ag_ici, rel=1e-3)
+    assert ici["mfu"] == pytest.approx(8 * 2 * 512 * 1024 * 1024 / (ici["estimated_step_time_s"] * 989.5e12 * 8))
+
+
+def test_without_device_the_report_is_in_cost_units(tmp_path):
+    d = _cost_json(tmp_path, PER_DEVICE, "--mesh", "data=4,model=2")
+    assert "estimated_step_time_s" not in d and "step_time" not in d
+    assert d["total_cost"] > 0
+
+
+def test_cost_text_summary_says_seconds_and_links(tmp_path):
+    path = tmp_path / "m.hlo"
+    path.write_text(PER_DEVICE)
+    r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "data=4:dcn,model=2", "--device", "h100-sxm"])
+    assert r.exit_code == 0, r.output
+    assert "estimated step time" in r.output and "data: dcn, model: ici" in r.output
+    assert "total cost" not in r.output
+
+
+def test_device_and_alpha_together_is_a_usage_error(tmp_path):
+    path = tmp_path / "m.hlo"
+    path.write_text(PER_DEVICE)
+    r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "8", "--device", "h100", "--alpha", "1"])
+    assert r.exit_code == 2 and "--device" in r.output
