@@ -194,10 +194,9 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
             comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
-    if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
-        from .timing import plan_timing, step_time_line
+    from .timing import seconds_report  # --device: seconds; --xla: XLA's flops / bytes (commands.timing)
 
-        report.update(plan_timing(result, module, scale))
+    seconds = seconds_report(report, result, module, dmesh, scale, use_xla)
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
@@ -211,9 +210,9 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     buf = StringIO()
     con = Console(file=buf, width=120, force_terminal=False)
     b = report["breakdown"]
-    con.print(step_time_line(report) if scale is not None else
+    con.print("\n".join(seconds if scale is not None else [
               f"total cost {report['total_cost']:,.2f}  (compute {b['compute']:,.2f}, communication "
-              f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})")
+              f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})", *seconds]))
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
     con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14

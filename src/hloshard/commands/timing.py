@@ -14,8 +14,7 @@ The figures (:func:`plan_timing`):
 * step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
   fully-overlapped bound beside it).
 
-A module that is already a per-device program (no tiled sharding anywhere and a collective across
-partitions, e.g. the corpus' GPU train steps: :func:`is_per_device_program`) runs whole on every device:
+A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`is_per_device_program`) runs whole on every device:
 it is priced with every instruction replicated on the mesh (:func:`replicated_evaluation`), so compute is
 the whole program's and each written collective costs what its replica groups cross (a group inside one
 node on the fast links); model flops for MFU are then one device's share, and the whole job's are that
@@ -32,19 +31,22 @@ from ..cost.steptime import step_time
 from ..devices import matmul_peak
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["plan_timing", "is_per_device_program", "step_time_line", "links_text"]
+__all__ = ["plan_timing", "plan_roofline", "is_per_device_program", "replicated_evaluation", "step_time_line",
+           "links_text", "xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 _CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                     "all-reduce-start", "all-gather-start", "collective-permute-start")
 
 
 def is_per_device_program(module) -> bool:
-    """True when ``module`` is already partitioned: no instruction carries a tiled sharding and some
-    collective has replica groups of more than one device."""
+    """True when ``module`` is already partitioned: it has a collective across more than one partition
+    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
+    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
+    do; its shapes are per device.)"""
     has_collective = False
     for instr in module.all_instructions():
         s = instr.sharding
-        if s is not None and _tiled(s):
+        if s is not None and _manual(s):
             return False
         if instr.opcode in _CROSS_PARTITION and not has_collective:
             groups = getattr(instr, "replica_groups", None)
@@ -53,10 +55,10 @@ def is_per_device_program(module) -> bool:
     return has_collective
 
 
-def _tiled(s) -> bool:
+def _manual(s) -> bool:
     if getattr(s, "is_tuple", False):
-        return any(_tiled(s.leaf(i)) for i in range(len(s.elements))) if hasattr(s, "elements") else False
-    return bool(getattr(s, "is_tiled", False))
+        return any(_manual(e) for e in s.tuple_elements)
+    return bool(getattr(s, "is_manual", False))
 
 
 def replicated_evaluation(module, mesh):
@@ -82,17 +84,15 @@ def _target(instr) -> str:
     return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
 
 
-def plan_timing(result, module, scale) -> dict:
-    """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
-    re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
-    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
-    ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
-    roofline split). Raises nothing for a well-formed result."""
+def plan_roofline(result, module, profile=None):
+    """``(Roofline, result priced, per_device_program)`` of the plan ``result`` of ``module`` (module
+    docstring; a per-device program is re-evaluated replicated).  ``profile``: the
+    :class:`hloshard.devices.DeviceProfile` whose peaks and HBM bandwidth give the seconds (None: flops
+    and bytes only, the seconds are then meaningless)."""
     per_device = is_per_device_program(module)
     if per_device:
         result = replicated_evaluation(module, result.graph.mesh)
-    graph, choice, ev = result.graph, result.choice, result.evaluation
-    profile = scale.profile
+    graph, choice = result.graph, result.choice
     compute_units: dict = {}
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
@@ -116,9 +116,11 @@ def plan_timing(result, module, scale) -> dict:
             return full * (size_of(instr) / whole if whole else 1.0)
         return compute_units.get(id(instr), 0.0) / COMPUTE_COST_PER_FLOP
 
-    vector_peak = profile.peak_flops.get("fp32") or scale.peak_flops
+    vector_peak = 1.0 if profile is None else profile.peak_flops.get("fp32") or max(profile.peak_flops.values())
 
     def peak_of(instr) -> float:
+        if profile is None:
+            return 1.0
         matmul = instr.opcode in MATMUL_OPCODES or \
             (instr.opcode == "custom-call" and _target(instr) in FUSED_ATTENTION_TARGETS)
         if not matmul:
@@ -127,8 +129,20 @@ def plan_timing(result, module, scale) -> dict:
             else "bf16"
         return matmul_peak(profile, t)[1]
 
-    roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of,
-                    executions_of=graph.ctx.weight, peak_of=peak_of, hbm_bandwidth=profile.hbm_bandwidth)
+    roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
+                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.hbm_bandwidth)
+    return roof, result, per_device
+
+
+def plan_timing(result, module, scale) -> dict:
+    """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
+    re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
+    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
+    ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
+    roofline split). Raises nothing for a well-formed result."""
+    profile = scale.profile
+    roof, result, per_device = plan_roofline(result, module, profile)
+    graph, ev = result.graph, result.evaluation
     devices = int(graph.mesh.num_devices)
     mf = model_flops(module)
     if per_device:
@@ -180,3 +194,45 @@ def step_time_line(timing: dict) -> str:
             f"resharding {_s(b['resharding_s'])}; no overlap; all hidden: {_s(b['overlapped_step_time_s'])})"
             f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
             f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}")
+
+
+def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:
+    """``cost --xla``: XLA CPU's ``cost_analysis()`` flops and bytes accessed per device of the module
+    compiled for ``num_devices`` partitions (:func:`hloshard.xla_cost.xla_cost`) beside the roofline's
+    (``roof``: :func:`plan_roofline`'s): ``{"xla_cost": {"flops_per_device", "xla_flops_per_device",
+    "hbm_bytes_per_device", "xla_bytes_accessed_per_device", "xla_cost_error"}}``."""
+    from ..xla_cost import xla_cost
+
+    x = xla_cost([module_text], num_devices)[0]
+    return {"xla_cost": {"flops_per_device": roof.flops, "xla_flops_per_device": x.flops,
+                         "hbm_bytes_per_device": roof.hbm_bytes, "xla_bytes_accessed_per_device": x.bytes_accessed,
+                         "xla_cost_error": x.error}}
+
+
+def xla_cost_line(fields: dict) -> str:
+    """``flops per device: hloshard 1.2e9, XLA 1.2e9 (x1.00); bytes accessed ...``."""
+    c = fields["xla_cost"]
+    if c["xla_cost_error"]:
+        return f"XLA cost analysis failed: {c['xla_cost_error']}"
+
+    def pair(mine, xla):
+        ratio = f" (x{mine / xla:.2f})" if xla else ""
+        return f"hloshard {mine:.4g}, XLA {'-' if xla is None else f'{xla:.4g}'}{ratio}"
+    return (f"flops per device: {pair(c['flops_per_device'], c['xla_flops_per_device'])}; HBM bytes per device: "
+            f"{pair(c['hbm_bytes_per_device'], c['xla_bytes_accessed_per_device'])} (XLA CPU cost_analysis)")
+
+
+def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool) -> list[str]:
+    """``cost``'s one hook: with a device (``scale``) add :func:`plan_timing`'s fields to ``report``; with
+    ``--xla`` add :func:`xla_cost_fields`. Returns the summary lines (the step time line first)."""
+    lines = []
+    if scale is not None:
+        report.update(plan_timing(result, module, scale))
+        lines.append(step_time_line(report))
+    if use_xla:
+        from ..hlo import print_module
+
+        roof = plan_roofline(result, module, None if scale is None else scale.profile)[0]
+        report.update(xla_cost_fields(roof, print_module(module), int(mesh.num_devices)))
+        lines.append(xla_cost_line(report))
+    return lines

@@ -1,0 +1,156 @@
+"""XLA's own cost analysis of a sharded module, per device: the reference for hloshard's flops, HBM bytes
+and step time (``--device``), measured in a child process.
+
+The module is compiled for N partitions (GSPMD, Shardy off, no propagation to parameters) and
+``compiled.cost_analysis()`` (XLA's ``HloCostAnalysis`` over the optimised, partitioned per-device
+program) gives:
+
+* ``flops``: floating-point operations of one device's program (a dot: 2 per multiply-add; elementwise
+  ops one per element; loop bodies once per trip when the trip count is known);
+* ``bytes accessed``: bytes every instruction of the optimised program reads and writes (a fusion: its
+  operands and result, not its inside), collectives included;
+* on TPU also ``optimal_seconds``: the TPU compiler's own time estimate for the program (what it
+  counts: BENCHMARKS.md "Seconds: predicted vs XLA", measured by experiment).
+
+Two backends:
+
+* :func:`xla_cost`: the CPU backend (jax in a child of this interpreter, 8 fake devices;
+  :func:`hloshard.xla_check.compile_with_dump`, the options of every ``--xla`` check);
+* :func:`tpu_cost`: the TPU compiler ahead of time (``libtpu``, no TPU needed: ``../shared/reference/
+  tpu_aot.md``) for a topology such as ``v5e:2x4``, in a child of the Python given (one with libtpu).
+
+jax is never imported in the calling process.  Raises :class:`hloshard.errors.InputError` when jax (or
+libtpu) is missing or the child fails as a whole; a module XLA rejects gets :attr:`XlaCost.error`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+from .errors import InputError
+
+__all__ = ["XlaCost", "xla_cost", "tpu_cost"]
+
+
+@dataclasses.dataclass
+class XlaCost:
+    """``cost_analysis()`` of one module, per device: ``flops``, ``bytes_accessed`` (bytes),
+    ``transcendentals``, ``optimal_seconds`` (TPU only, else None), ``error`` (XLA's message or None)."""
+
+    flops: float | None = None
+    bytes_accessed: float | None = None
+    transcendentals: float | None = None
+    optimal_seconds: float | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _analysis(exe) -> dict:  # pragma: no cover - child side
+    ca = exe.cost_analysis()
+    if isinstance(ca, list):
+        ca = ca[0] if ca else {}
+    ca = dict(ca or {})
+    return {"flops": ca.get("flops"), "bytes_accessed": ca.get("bytes accessed"),
+            "transcendentals": ca.get("transcendentals"), "optimal_seconds": ca.get("optimal_seconds")}
+
+
+def _compile_tpu(text: str, n: int, topology: str):  # pragma: no cover - child side
+    import jax.extend
+    import numpy as np
+    from jax._src import compiler
+    from jax._src.interpreters import mlir as jmlir
+    from jax._src.lib import xla_client as xc
+    from jax._src.lib.mlir import ir
+    from jax.experimental import topologies
+
+    topo = topologies.get_topology_desc(topology, "tpu")
+    client = topo.devices[0].client
+    mod = xc.hlo.hlo_module_from_text(text)
+    bytecode = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+    opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
+                                                  device_assignment=np.arange(n).reshape(1, n))
+    b = opts.executable_build_options
+    b.use_shardy_partitioner = False
+    b.allow_spmd_sharding_propagation_to_parameters = [False]
+    with jmlir.make_ir_context():
+        return compiler.backend_compile_and_load(client, ir.Module.parse(bytecode),
+                                                 xc.DeviceList(tuple(topo.devices[:n])), opts, [])
+
+
+def _child_main() -> int:  # pragma: no cover - runs in the subprocess
+    import tempfile
+
+    request = json.load(sys.stdin)
+    n = int(request["num_partitions"])
+    topology = request.get("topology")
+    results = []
+    for text in request["texts"]:
+        try:
+            if topology:
+                exe = _compile_tpu(text, n, topology)
+            else:
+                from .xla_check import compile_with_dump
+
+                with tempfile.TemporaryDirectory(prefix="hloshard-xla-cost-") as dump:
+                    exe = compile_with_dump(text, n, dump, "NO-PASS-MATCHES^")
+            results.append(_analysis(exe))
+        except Exception as exc:  # one bad module must not hide the others
+            results.append({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
+    json.dump({"results": results}, sys.stdout)
+    return 0
+
+
+def _to_costs(data: dict) -> list[XlaCost]:
+    return [XlaCost(error=r["error"]) if r.get("error") else
+            XlaCost(r.get("flops"), r.get("bytes_accessed"), r.get("transcendentals"), r.get("optimal_seconds"))
+            for r in data["results"]]
+
+
+def xla_cost(texts: list[str], num_partitions: int, timeout: float = 900.0) -> list[XlaCost]:
+    """XLA CPU's ``cost_analysis()`` of each HLO text compiled for ``num_partitions`` devices (one child
+    for all).  Raises InputError when jax is missing or the child dies."""
+    from .xla_check import run_jax_child
+
+    if not texts:
+        return []
+    return _to_costs(run_jax_child("hloshard.xla_cost", {"num_partitions": int(num_partitions),
+                                                         "texts": list(texts)},
+                                   num_partitions, timeout, what="XLA cost analysis", flag="--xla"))
+
+
+def tpu_cost(texts: list[str], num_partitions: int, topology: str, python: str,
+             timeout: float = 1800.0) -> list[XlaCost]:
+    """The TPU compiler's ``cost_analysis()`` (with ``optimal_seconds``) of each HLO text for
+    ``num_partitions`` chips of ``topology`` (e.g. ``'v5e:2x4'``), compiled ahead of time in a child run by
+    ``python`` (an interpreter with jax and libtpu; this package is put on its path).  Raises
+    InputError when the child fails or times out."""
+    if not texts:
+        return []
+    env = dict(os.environ)
+    src = str(pathlib.Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env.pop("JAX_PLATFORMS", None)
+    payload = {"num_partitions": int(num_partitions), "texts": list(texts), "topology": topology}
+    try:
+        proc = subprocess.run([python, "-m", "hloshard.xla_cost"], input=json.dumps(payload), capture_output=True,
+                              text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise InputError(f"TPU cost analysis timed out after {timeout:.0f} s") from None
+    except OSError as exc:
+        raise InputError(f"cannot run {python}: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        tail = (proc.stderr or "").strip().splitlines()
+        raise InputError(f"TPU cost analysis failed: {tail[-1] if tail else proc.returncode}")
+    return _to_costs(json.loads(proc.stdout))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(_child_main())
