@@ -131,3 +131,58 @@ def test_device_and_alpha_together_is_a_usage_error(tmp_path):
     path.write_text(PER_DEVICE)
     r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "8", "--device", "h100", "--alpha", "1"])
     assert r.exit_code == 2 and "--device" in r.output
+
+
+# One MLP layer's train step, batch sharded over `data` as jax passes it; weights left to the solver.
+# Tokens (32768) outnumber weight rows: per step a tensor-parallel all-reduce of activations moves more
+# than a data-parallel all-reduce of the weight gradients, as in a real LLM step.
+MLP_STEP = """HloModule mlp_step, num_partitions=8
+
+ENTRY step {
+  x = bf16[32768,2048] parameter(0), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  t = bf16[32768,2048] parameter(1), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}
+  w1 = bf16[2048,8192] parameter(2)
+  w2 = bf16[8192,2048] parameter(3)
+  h = bf16[32768,8192] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = bf16[32768,8192] tanh(h)
+  y = bf16[32768,2048] dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  dy = bf16[32768,2048] subtract(y, t)
+  dw2 = bf16[8192,2048] dot(a, dy), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  da = bf16[32768,8192] dot(dy, w2), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  dh = bf16[32768,8192] multiply(da, a)
+  dw1 = bf16[2048,8192] dot(x, dh), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  w1n = bf16[2048,8192] subtract(w1, dw1)
+  w2n = bf16[8192,2048] subtract(w2, dw2)
+  ROOT r = (bf16[2048,8192], bf16[8192,2048]) tuple(w1n, w2n)
+}
+"""
+
+
+def _plan_collectives(spec: str):
+    from hloshard.autoshard import solve_module
+    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.xla_compare import predicted_collectives
+
+    m = parse_module(MLP_STEP)
+    dmesh, scale, _ = timed_mesh_from_options(m, spec, None, None, None, "h100-sxm")
+    r = solve_module(m, dmesh, keep="io", time_limit=10, deterministic=True)
+    written = predicted_collectives(r.written)   # the collectives of the module as written
+    return scale.links, [(name, c) for name, recs in sorted(written.items()) for c in recs]
+
+
+@pytest.mark.parametrize("spec, dcn_axis", [("data=4:dcn,model=2", 0), ("data=4,model=2:dcn", 1)])
+def test_hierarchy_keeps_activation_collectives_inside_a_node(spec, dcn_axis):
+    """Whichever axis crosses nodes, the only collectives whose replica groups span nodes are the
+    weight-gradient all-reduces (data parallelism); activation collectives (tensor parallelism) stay
+    on the fast links. Device d of the iota 4x2 mesh sits at (d // 2, d % 2)."""
+    links, collectives = _plan_collectives(spec)
+    assert links[dcn_axis] == "dcn" and links[1 - dcn_axis] == "ici"
+    assert collectives, "the plan communicates (a plan without collectives proves nothing)"
+    coord = lambda d: (d // 2, d % 2)  # noqa: E731
+    crossing = [(n, c.kind) for n, c in collectives
+                if any(len({coord(d)[dcn_axis] for d in g}) > 1 for g in c.replica_groups)]
+    assert all(n in ("dw1", "dw2") and k == "all-reduce" for n, k in crossing), collectives
+    if dcn_axis == 0:   # the expert plan: data parallelism across nodes, tensor parallelism inside
+        assert crossing
+        tp = [c for n, c in collectives if n not in ("dw1", "dw2")]
+        assert tp and all(len({coord(d)[0] for d in g}) == 1 for c in tp for g in c.replica_groups)
