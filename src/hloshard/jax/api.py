@@ -167,7 +167,7 @@ def _equation_outputs(module, closed) -> dict:
 
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 20.0, seed: int = 0, deterministic: bool = True,
-               with_constraints: bool = True) -> AutoShardResult:
+               with_constraints: bool = True, device: str | None = None) -> AutoShardResult:
     """Choose shardings for ``fn(*example_args)`` on ``mesh`` (a ``jax.sharding.Mesh``).
 
     ``example_args``: arrays or ``jax.ShapeDtypeStruct`` pytrees (only shapes and dtypes are used;
@@ -238,6 +238,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
                              device_ids=",".join(str(d.id) for d in mesh.devices.flat))
     sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
+    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.commands.timing)
+        from ..commands.options import timed_mesh_from_options
+        dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
+            mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None, device, budget)
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
                               seed=seed, deterministic=deterministic)
@@ -246,6 +250,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
     report = build_report(result, dmesh, keep_shardings, budget)
+    if device is not None:
+        from ..commands.timing import plan_timing
+        report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
 
     params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
