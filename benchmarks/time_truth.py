@@ -6,7 +6,8 @@ For every sample (``samples/NAME.pre.hlo``, mesh 2x4) and, with ``--corpus``, th
 
 * **GSPMD**: ``NAME.propagated.hlo`` (XLA's own sharding propagation; the corpus module: not run, its
   propagated form is not stored);
-* **solve**: ``solve_module(NAME.pre.hlo, --device tpu-v5e, keep io, deterministic, --time-limit T)``,
+* **solve**: ``solve_module(NAME.pre.hlo, --device tpu-v5e, keep io, deterministic, --time-limit T,
+  pin operands)`` (what ``hloshard solve --device tpu-v5e`` writes),
   the module as written.
 
 For each plan (the module text, compiled for 8 partitions):
@@ -113,7 +114,8 @@ def solved_text(pre: pathlib.Path, mesh: str, time_limit: float) -> str:
 
     module = load_module(str(pre))
     dmesh, _, budget = timed_mesh_from_options(module, mesh, None, None, None, "tpu-v5e")
-    solve_module(module, dmesh, keep="io", memory_budget=budget, time_limit=time_limit, deterministic=True)
+    solve_module(module, dmesh, keep="io", memory_budget=budget, time_limit=time_limit, deterministic=True,
+                 pin_operands=True)   # as `hloshard solve` (--pin-operands is its default)
     return print_module(module)
 
 

@@ -186,3 +186,16 @@ def test_hierarchy_keeps_activation_collectives_inside_a_node(spec, dcn_axis):
         assert crossing
         tp = [c for n, c in collectives if n not in ("dw1", "dw2")]
         assert tp and all(len({coord(d)[0] for d in g}) == 1 for c in tp for g in c.replica_groups)
+
+
+def test_pins_become_sharding_calls_for_the_tpu_compiler():
+    from hloshard.xla_cost import copies_as_sharding_calls
+
+    text = ("  x.pin = f32[64,512]{1,0} copy(x.1), sharding={replicated}\n"
+            "  y = f32[64,512]{1,0} copy(x.1)\n")
+    out = copies_as_sharding_calls(text)
+    assert out.splitlines()[0] == ('  x.pin = f32[64,512]{1,0} custom-call(x.1), custom_call_target="Sharding", '
+                                   'sharding={replicated}')
+    assert out.splitlines()[1] == "  y = f32[64,512]{1,0} copy(x.1)"
+    parse_module("HloModule m\nENTRY e {\n  x.1 = f32[64,512]{1,0} parameter(0)\n" + out.splitlines()[0]
+                 .replace("x.pin", "ROOT x.pin") + "\n}\n")

@@ -17,7 +17,8 @@ Two backends:
 * :func:`xla_cost`: the CPU backend (jax in a child of this interpreter, 8 fake devices;
   :func:`hloshard.xla_check.compile_with_dump`, the options of every ``--xla`` check);
 * :func:`tpu_cost`: the TPU compiler ahead of time (``libtpu``, no TPU needed: ``../shared/reference/
-  tpu_aot.md``) for a topology such as ``v5e:2x4``, in a child of the Python given (one with libtpu).
+  tpu_aot.md``) for a topology such as ``v5e:2x4``, in a child of the Python given (one with libtpu);
+  sharded ``copy`` pins become ``Sharding`` custom-calls first (:func:`copies_as_sharding_calls`).
 
 jax is never imported in the calling process.  Raises :class:`hloshard.errors.InputError` when jax (or
 libtpu) is missing or the child fails as a whole; a module XLA rejects gets :attr:`XlaCost.error`.
@@ -29,6 +30,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -61,6 +63,18 @@ def _analysis(exe) -> dict:  # pragma: no cover - child side
             "transcendentals": ca.get("transcendentals"), "optimal_seconds": ca.get("optimal_seconds")}
 
 
+_PIN_COPY = re.compile(r"= (\S+) copy\(([^()]+)\), sharding=")
+
+
+def copies_as_sharding_calls(text: str) -> str:
+    """The HLO text with every sharded ``copy`` (an operand pin ``hloshard solve`` writes) as the
+    ``Sharding`` custom-call it stands for: the TPU compiler's MLIR pipeline cannot legalize a sharded
+    ``mhlo.copy`` ("failed to legalize operation 'mhlo.copy'"), and XLA's partitioner treats both as the
+    same layout constraint. Other text is unchanged."""
+    return _PIN_COPY.sub(lambda m: f'= {m.group(1)} custom-call({m.group(2)}), custom_call_target="Sharding", '
+                                   f"sharding=", text)
+
+
 def _compile_tpu(text: str, n: int, topology: str):  # pragma: no cover - child side
     import jax.extend
     import numpy as np
@@ -72,7 +86,7 @@ def _compile_tpu(text: str, n: int, topology: str):  # pragma: no cover - child 
 
     topo = topologies.get_topology_desc(topology, "tpu")
     client = topo.devices[0].client
-    mod = xc.hlo.hlo_module_from_text(text)
+    mod = xc.hlo.hlo_module_from_text(copies_as_sharding_calls(text))
     bytecode = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
     opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
                                                   device_assignment=np.arange(n).reshape(1, n))
@@ -137,6 +151,7 @@ def tpu_cost(texts: list[str], num_partitions: int, topology: str, python: str,
     src = str(pathlib.Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    env["ALLOW_MULTIPLE_LIBTPU_LOAD"] = "1"   # compile-only: no TPU is opened, other libtpu users may run
     env.pop("JAX_PLATFORMS", None)
     payload = {"num_partitions": int(num_partitions), "texts": list(texts), "topology": topology}
     try:
