@@ -199,3 +199,23 @@ def test_pins_become_sharding_calls_for_the_tpu_compiler():
     assert out.splitlines()[1] == "  y = f32[64,512]{1,0} copy(x.1)"
     parse_module("HloModule m\nENTRY e {\n  x.1 = f32[64,512]{1,0} parameter(0)\n" + out.splitlines()[0]
                  .replace("x.pin", "ROOT x.pin") + "\n}\n")
+
+
+def test_solve_with_device_reports_seconds_and_defaults_the_budget_to_hbm(tmp_path):
+    path = tmp_path / "m.hlo"
+    path.write_text(MLP_STEP)
+    out = tmp_path / "o.hlo"
+    r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "data=4:dcn,model=2", "--device", "h100-sxm",
+                                  "--deterministic", "--time-limit", "5", "-o", str(out), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    h100 = get_profile("h100-sxm")
+    assert d["memory_budget"] == h100.hbm_bytes
+    b = d["step_time"]["breakdown_s"]
+    assert d["estimated_step_time_s"] == pytest.approx(b["compute_s"] + b["communication_s"] + b["resharding_s"])
+    assert b["communication_s"] > 0 and 0 < d["mfu"] < 1
+    # model flops of the step: 5 dots (h, y, dw2, da, dw1; no input gradient) of 2 * 32768 * 2048 * 8192 flops
+    assert d["step_time"]["model_flops"] == pytest.approx(5 * 2 * 32768 * 2048 * 8192)
+    assert d["step_time"]["axis_links"] == {"data": "dcn", "model": "ici"}
+    r2 = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "h100-sxm", "-o", str(out)])
+    assert r2.exit_code == 2 and "--mesh auto" in r2.output
