@@ -106,7 +106,7 @@ def hloshard_side(text: str, mesh: str) -> dict:
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"]}
 
 
-def solved_text(pre: pathlib.Path, mesh: str, time_limit: float) -> str:
+def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True) -> str:
     from hloshard.autoshard import solve_module
     from hloshard.commands.options import timed_mesh_from_options
     from hloshard.hlo import print_module
@@ -114,6 +114,7 @@ def solved_text(pre: pathlib.Path, mesh: str, time_limit: float) -> str:
 
     module = load_module(str(pre))
     dmesh, _, budget = timed_mesh_from_options(module, mesh, None, None, None, "tpu-v5e")
+    budget = budget if budget_is_hbm else None
     solve_module(module, dmesh, keep="io", memory_budget=budget, time_limit=time_limit, deterministic=True,
                  pin_operands=True)   # as `hloshard solve` (--pin-operands is its default)
     return print_module(module)
@@ -138,7 +139,7 @@ def run(args) -> list[dict]:
             plans.append(("GSPMD", case["propagated"].read_text()))
         t0 = time.monotonic()
         try:
-            plans.append(("solve", solved_text(case["pre"], case["mesh"], args.time_limit)))
+            plans.append(("solve", solved_text(case["pre"], case["mesh"], args.time_limit, not args.no_budget)))
         except Exception as exc:  # noqa: BLE001 - report and go on
             rows.append({"name": case["name"], "plan": "solve", "error": f"{type(exc).__name__}: {exc}"})
         print(f"# {case['name']}: plans ready ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
@@ -202,6 +203,9 @@ def main(argv=None) -> int:
     ap.add_argument("--probe", action="store_true", help="single-op TPU probes of what optimal_seconds counts")
     ap.add_argument("--tpu-python", default=TPU_PYTHON if pathlib.Path(TPU_PYTHON).exists() else None,
                     help="a Python with jax and libtpu (default /work/venv-pins/bin/python when present)")
+    ap.add_argument("--no-budget", action="store_true",
+                    help="solve without the device's HBM as memory budget (the MaxText step needs more than a "
+                         "v5e's 16 GiB per chip)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     out: dict = {}

@@ -193,7 +193,9 @@ def step_time_line(timing: dict) -> str:
             f"{_s(b['memory_bound_s'])} memory-bound], communication {_s(b['communication_s'])}, "
             f"resharding {_s(b['resharding_s'])}; no overlap; all hidden: {_s(b['overlapped_step_time_s'])})"
             f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
-            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}")
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}"
+            + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
+               "the links their replica groups cross" if st.get("per_device_program") else ""))
 
 
 def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:
