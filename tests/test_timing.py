@@ -219,3 +219,21 @@ def test_solve_with_device_reports_seconds_and_defaults_the_budget_to_hbm(tmp_pa
     assert d["step_time"]["axis_links"] == {"data": "dcn", "model": "ici"}
     r2 = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "h100-sxm", "-o", str(out)])
     assert r2.exit_code == 2 and "--mesh auto" in r2.output
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("sample", ["transformer_block"])
+def test_cost_xla_flops_and_bytes_beside_xla_cpu(sample):
+    """`cost --xla --device`: XLA CPU's cost_analysis() beside the roofline's flops and HBM bytes per device
+    (BENCHMARKS.md "Seconds: predicted vs XLA": flops within 5%, bytes within the measured 0.70-0.75)."""
+    from tests.conftest import SAMPLES, require_jax
+
+    require_jax()
+    path = SAMPLES / f"{sample}.propagated.hlo"
+    r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "2x4", "--device", "tpu-v5e", "--xla",
+                                  "--format", "json"])
+    assert r.exit_code == 0, r.output
+    c = json.loads(r.output)["xla_cost"]
+    assert c["xla_cost_error"] is None
+    assert c["flops_per_device"] == pytest.approx(c["xla_flops_per_device"], rel=0.05)
+    assert 0.6 < c["hbm_bytes_per_device"] / c["xla_bytes_accessed_per_device"] < 1.25
