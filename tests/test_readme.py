@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pathlib
@@ -94,3 +95,17 @@ def test_readme_command_runs(cmd, tmp_path):
             parse_module(out.read_text(), str(out))
         elif out.suffix == ".html":
             assert out.read_text().lstrip().lower().startswith("<!doctype html"), (line, path)
+
+
+def test_bundled_problem_is_what_the_readme_export_writes(tmp_path):
+    """samples/transformer_block.2x4.problem.json.gz (the README's solve-problem input) is exactly the
+    cost graph the README's ``solve --export-problem`` command writes today, not a stale copy."""
+    bundled = ROOT / "samples" / "transformer_block.2x4.problem.json.gz"
+    export = next(c for c in COMMANDS if "--export-problem" in c and "transformer_block" in c)
+    assert any(bundled.name in c for c in COMMANDS if c.startswith("hloshard solve-problem "))
+    bindir = os.path.dirname(sys.executable)
+    env = dict(os.environ, PATH=bindir + os.pathsep + os.environ.get("PATH", ""))
+    subprocess.run(export.replace("/tmp/", f"{tmp_path}/"), shell=True, cwd=ROOT, env=env, check=True,
+                   capture_output=True, timeout=120)
+    written = tmp_path / "tb.problem.json.gz"
+    assert gzip.decompress(written.read_bytes()) == gzip.decompress(bundled.read_bytes())
