@@ -325,7 +325,7 @@ Examples:
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
-                   "takes longer instead of answering differently (safety net 3x the limit + 10 s).")
+                   "takes longer instead of answering differently (no wall-clock limit then).")
 @click.option("--export-problem", type=str, default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
