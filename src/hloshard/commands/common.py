@@ -21,10 +21,25 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import click
 
 META_KEY = "hloshard.input"
+
+
+def process_started() -> float:
+    """The ``time.monotonic()`` instant this process started (Linux: ``/proc/self/stat``'s start time
+    against ``CLOCK_BOOTTIME``), so that a command's wall-clock promise (``solve --time-limit``) counts
+    the interpreter's start and imports as ``time`` does; elsewhere, or when unreadable, now."""
+    now = time.monotonic()
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0.0 <= age < 3600.0 else now
 
 
 def note_input(filename: str, module=None) -> None:
