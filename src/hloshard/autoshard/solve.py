@@ -140,6 +140,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
     solver_limit = None
+    given_limit = time_limit
     if deadline is not None and not deterministic:
         left = deadline - t1 - REPRICE_SHARE * (t1 - t0)
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
@@ -150,8 +151,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
             if on_overrun is not None:
                 on_overrun(msg)
         time_limit = solver_limit
-    sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                      progress=progress)
+    try:
+        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                          progress=progress)
+    except SolveFailed as exc:
+        if solver_limit is not None and getattr(exc, "status", None) == "timeout":
+            exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
+                        f"cost graph took {t1 - t0:.1f} s of it and the solver had {solver_limit:g} s",)
+        raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
