@@ -91,8 +91,8 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
     """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
     order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
     input`` (``hloshard cost`` of the input as given), ``build`` (the cost graph), ``solve`` (the
-    solver), ``re-price`` (applying the choice and pricing the written module), ``write`` (printing
-    the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
+    solver), ``re-price`` (applying the choice and pricing the written module), ``write`` (the ``--xla``
+    comparison when asked, printing the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
     solves are one ``search`` phase."""
     out: dict = {}
     prev = started
