@@ -6,19 +6,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
-#: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
-#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55.
-REPRICE_SHARE = 0.25
-#: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
-MIN_SOLVE_SECONDS = 0.5
-
 from ..errors import SolveFailed
 from .apply import apply_choice
 from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
+
+#: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
+#: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
+#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55.
+REPRICE_SHARE = 0.25
+#: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
+MIN_SOLVE_SECONDS = 0.5
 
 
 @dataclass
