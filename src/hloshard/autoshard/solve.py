@@ -12,6 +12,13 @@ from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .search import solve_graph
 
+#: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
+#: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
+#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55.
+REPRICE_SHARE = 0.25
+#: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
+MIN_SOLVE_SECONDS = 0.5
+
 
 @dataclass
 class SolveResult:
@@ -27,6 +34,9 @@ class SolveResult:
     #: ``evaluate_module`` of the module as written (what ``hloshard cost`` reports for the output), or
     #: None when it was not used (it exceeded the memory budget).
     written: "CostResult | None" = None
+    #: the solver's time limit after :func:`solve_module`'s ``deadline`` took the build into account
+    #: (seconds; None: ``time_limit`` as given)
+    solver_time_limit: float | None = None
 
     @property
     def objective(self) -> float:
@@ -63,7 +73,8 @@ class SolveResult:
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
-                 reevaluate: bool = True, apply: bool = True) -> SolveResult:
+                 reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
+                 on_overrun=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
@@ -78,6 +89,12 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     is (building only adds one computation per call site, :func:`hloshard.hlo.callgraph.flatten_call_graph`)
     and :func:`apply_solution` writes it later: ``--mesh auto`` solves every candidate mesh on one
     parse and writes only the one it picks.
+    ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
+    ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
+    before the deadline minus REPRICE_SHARE x the build's time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
+    that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
+    warning), and the message is added to the graph's warnings.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -88,11 +105,29 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
-    sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                      progress=progress)
+    solver_limit = None
+    given_limit = time_limit
+    if deadline is not None and not deterministic:
+        left = deadline - t1 - REPRICE_SHARE * (t1 - t0)
+        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
+        if left < MIN_SOLVE_SECONDS:
+            msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
+                   f"time limit: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            graph.warnings.append(msg)
+            if on_overrun is not None:
+                on_overrun(msg)
+        time_limit = solver_limit
+    try:
+        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                          progress=progress)
+    except SolveFailed as exc:
+        if solver_limit is not None and getattr(exc, "status", None) == "timeout":
+            exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
+                        f"cost graph took {t1 - t0:.1f} s of it and the solver had {solver_limit:g} s",)
+        raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
-    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)
+    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1

@@ -28,7 +28,7 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
-from .common import check_outputs, note_input, show_progress, start_step, step
+from .common import check_outputs, note_input, process_started, show_progress, start_step, step
 from .options import BYTE_SIZE, mesh_from_options, mesh_options, space_options
 from .progress import SolverProgress
 
@@ -85,6 +85,37 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }
+
+
+def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
+    """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
+    order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
+    input`` (``hloshard cost`` of the input as given), ``build`` (the cost graph), ``solve`` (the
+    solver), ``re-price`` (applying the choice and pricing the written module), ``write`` (the ``--xla``
+    comparison when asked, printing the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
+    solves are one ``search`` phase."""
+    out: dict = {}
+    prev = started
+    for name, end in phases.items():
+        if name == "solve" and not auto:
+            solver = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+            out["build"] = round(result.seconds_build, 3)
+            out["solve"] = round(solver, 3)
+            out["re-price"] = round(max(0.0, end - prev - result.seconds_build - solver), 3)
+        else:
+            out["search" if name == "solve" else name] = round(max(0.0, end - prev), 3)
+        prev = end
+    out["total"] = round(prev - started, 3)
+    return out
+
+
+def _time_line(report: dict) -> str | None:
+    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
+    ph = report.get("seconds_phases")
+    if not ph:
+        return None
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
+    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -194,6 +225,8 @@ def print_summary(report: dict) -> None:
     t.add_row("memory", _memory_line(report))
     t.add_row("status", status_in_words(report))
     t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges; build {report['seconds_build']:.1f} s")
+    if _time_line(report):
+        t.add_row("time", _time_line(report))
     con.print(t)
     if report["top_edges"]:
         e = Table(title="most expensive resharding edges", header_style="bold")
@@ -318,14 +351,18 @@ Examples:
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
                    "or 'none' (default: no budget).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds. Wall-clock unless --deterministic: the result can then depend on the "
-                   "machine's load.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
+                   "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
+                   "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
+                   "command ends late; the summary's 'time' line gives each phase. The result can depend on the "
+                   "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
-                   "takes longer instead of answering differently (safety net 3x the limit + 10 s).")
+                   "takes longer instead of answering differently (no wall-clock limit then).")
 @click.option("--export-problem", type=str, default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
@@ -358,6 +395,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     from ..peak import peak_tensors_of
     from ..sdy import annotate_module
 
+    started = process_started()   # --time-limit covers the whole command (wall clock), from here
+    entered = time.monotonic()
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if fmt == "json" and is_stdout(output):
@@ -387,20 +426,29 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing.stop()
     note_input(module_file, module)
     t0 = time.monotonic()
+    phases = {"start": entered, "parse": t0}   # phase -> its end (monotonic); seconds in _phase_seconds
+    deadline = None if deterministic else started + time_limit
+
+    def overrun(msg: str) -> None:   # said at once, not only in the summary at the end
+        if not quiet:
+            click.echo(f"warning: {msg}", err=True)
+
     with step("pricing the input as given", show):
         if auto:
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
+    phases["price input"] = time.monotonic()
     before = {i.name: i.sharding for i in module.all_instructions()}
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
                 from ..mesh_search import search_meshes
 
+                search_limit = time_limit if deadline is None else max(0.5, deadline - time.monotonic())
                 search = search_meshes(module, "<stdin>" if module_file == "-" else module_file,
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
-                                       max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
+                                       max_padding=max_padding, time_limit=search_limit, workers=workers, seed=seed,
                                        deterministic=deterministic, progress=progress if show else None,
                                        pin_operands=pin_operands)
                 module, result, dmesh = search.best.module, search.best.result, search.best.mesh
@@ -408,13 +456,15 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
                                       deterministic=deterministic, progress=progress if show else None,
-                                      export_problem=export_problem, pin_operands=pin_operands)
+                                      export_problem=export_problem, pin_operands=pin_operands,
+                                      deadline=deadline, on_overrun=overrun)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
                                                       indent=2, sort_keys=True) + "\n")
         raise
+    phases["solve"] = time.monotonic()
     report = build_report(result, dmesh, keep, memory_budget)
     report["pins"] = getattr(result.graph, "pins", 0)   # operand pin copies written (--pin-operands)
     if search is not None:
@@ -445,6 +495,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         from ..report_html import solve_report_html
 
         html = solve_report_html(report, result)
+    phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
+    report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
+    report["time_limit"] = time_limit
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
