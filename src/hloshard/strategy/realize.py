@@ -87,24 +87,35 @@ def operand_pins(nodes, choice, ctx) -> list:
 
 
 def insert_pins(pins) -> int:
-    """Insert, before each pinned user, ``NAME.pin = copy(operand), sharding=<pin>`` and use it as the
-    operand (one copy per distinct operand and layout per computation).  Returns the copies added."""
+    """Insert ``NAME.pin = custom-call(operand), custom_call_target="Sharding", sharding=<pin>`` and make
+    each pinned user read it (one per distinct operand and layout per computation), just before the
+    earliest of the users that read it, so the resharded value lives only as long as the plan needs it.
+    The ``Sharding`` custom-call is what ``jax.lax.with_sharding_constraint`` lowers to: GSPMD (CPU, GPU
+    and the TPU compiler, which rejects a sharded ``copy`` on its way through StableHLO) reshards the
+    operand to it and the partitioner then drops it, so it computes nothing.  Returns the pins added.
+    Deterministic (the order of ``pins``)."""
     from ..hlo.ir import Instruction
 
     made: dict = {}
+    readers: dict = {}
     for pin in pins:
         op = pin.user.operands[pin.index]
         comp = pin.user.parent
         key = (id(comp), id(op), str(pin.sharding))
         cp = made.get(key)
         if cp is None:
-            cp = Instruction(op.name + ".pin", "copy", op.shape, [op])
+            cp = Instruction(op.name + ".pin", "custom-call", op.shape, [op],
+                             attrs={"custom_call_target": "Sharding"})
             cp.sharding = pin.sharding
-            comp.add_instruction(cp, before=_first_user(comp, op, pin.user))
             made[key] = cp
+            readers[key] = (comp, [])
+        readers[key][1].append(pin.user)
         ops = list(pin.user.operands)
         ops[pin.index] = cp
         pin.user.set_operands(ops)
+    for key, cp in made.items():
+        comp, users = readers[key]
+        comp.add_instruction(cp, before=_first_user(comp, cp, users[0]))
     return len(made)
 
 
