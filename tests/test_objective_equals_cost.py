@@ -71,3 +71,32 @@ def test_over_budget_written_module_is_reported_not_replaced(tmp_path):
     assert cost["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
     assert any("above the memory budget" in w and "solver's own figure" in w for w in report["warnings"]), \
         report["warnings"]
+
+
+_PIN_NOT_ENUMERATED = """HloModule m, num_partitions=8
+
+ENTRY main {
+  p = f32[8,96,48]{2,1,0} parameter(0), sharding={devices=[2,1,4]<=[8]}
+  q = f32[8,16]{1,0} parameter(1), sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}
+  cc = f32[8,96,48]{2,1,0} custom-call(p), custom_call_target="Sharding", sharding={devices=[1,1,8]<=[2,4]T(1,0)}
+  ROOT t = (f32[8,96,48]{2,1,0}, f32[8,16]{1,0}) tuple(cc, q)
+}
+"""
+
+
+def test_pin_in_a_layout_the_refined_mesh_does_not_enumerate_computes_nothing(tmp_path):
+    """decoder2 (../shared/cases) solved on ``--mesh 8``: the solver works on the pre module's refinement
+    of the mesh (2x4 sub-axes), ``hloshard cost`` of the written module on its own (2x2x2: the written
+    shardings need the finer cut), where a pin's layout (a dim over three sub-axes in a non-ascending
+    order) is not among the identity handler's strategies; the strategy generated for it was priced at one
+    flop per element, so ``cost`` said 5,047,662.94 where the report said 5,047,626.94.  A ``Sharding``
+    custom-call computes nothing in any layout: only its resharding is paid."""
+    path = tmp_path / "pin.hlo"
+    path.write_text(_PIN_NOT_ENUMERATED)
+    res = CliRunner().invoke(cli_main, ["cost", str(path), "--mesh", "8", "--format", "json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["mesh"]["shape"] == [2, 2, 2]
+    cc = next(i for i in report["instructions"] if i["name"] == "cc")
+    assert cc["reshardings"] and cc["cost"] == pytest.approx(sum(r["cost"] for r in cc["reshardings"]), abs=1e-9)
+    assert report["breakdown"]["compute"] == 0.0
