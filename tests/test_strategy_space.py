@@ -249,7 +249,7 @@ def test_mesh_auto_prints_the_table_and_writes_the_cheapest(tmp_path):
     assert out.read_text().startswith("HloModule")
     # the picked plan is written with its operand pins (--pin-operands is the default for --mesh auto too)
     # and priced as written: `hloshard cost` of the output is the reported objective
-    assert report["pins"] > 0 and len(re.findall(r"\.pin = \S+ copy\(", out.read_text())) == report["pins"]
+    assert report["pins"] > 0 and len(re.findall(r"\.pin = \S+ custom-call\(\S+\), custom_call_target=\"Sharding\"", out.read_text())) == report["pins"]
     cost = CliRunner().invoke(cli_main, ["cost", str(out), "--mesh", report["mesh"]["spec"]
                                          if isinstance(report["mesh"], dict) and "spec" in report["mesh"]
                                          else best.split()[0], "--format", "json"])

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import SolveFailed
+from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
@@ -32,7 +33,7 @@ class SolveResult:
     seconds_build: float
     seconds_solve: float
     #: ``evaluate_module`` of the module as written (what ``hloshard cost`` reports for the output), or
-    #: None when it was not used (it exceeded the memory budget).
+    #: None when it could not be re-evaluated in its time limit (a warning says so).
     written: "CostResult | None" = None
     #: the solver's time limit after :func:`solve_module`'s ``deadline`` took the build into account
     #: (seconds; None: ``time_limit`` as given)
@@ -77,12 +78,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  on_overrun=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
-    ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
-    gather / scatter operand the chosen strategy reshards (:mod:`hloshard.strategy.realize`), so XLA's
-    partitioner carries out the plan instead of choosing its own variant from the operands' layouts.
-    The copies keep their operand's memory layout, so they cost no compute (XLA's algebraic simplifier
-    removes them after partitioning; ``strategy.elementwise``) and the written module's cost equals the
-    solver's objective.
+    ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
+    strategy reshards, a ``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` lowers to)
+    in the planned layout (:mod:`hloshard.strategy.realize`), so XLA's partitioner carries out the plan
+    instead of choosing its own variant from the operands' layouts; the partitioner reshards to it and
+    drops it, so it computes nothing and the written module's cost equals the solver's objective.
     ``reevaluate``: price the written module as ``hloshard cost`` does (:func:`reevaluate_written`);
     ``--mesh auto`` turns it off for its candidates and re-evaluates the one it picks.
     ``apply``: write the choice (and the pins) into ``module``; with False the module is left as it
@@ -142,8 +142,8 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
     graph, choice = result.graph, result.choice
     apply_choice(graph, choice)
     # A dot / convolution / gather / scatter is partitioned by XLA from its operands' layouts, not from
-    # the plan: pin each operand the chosen strategy reshards with a copy in the planned layout, so XLA
-    # does the planned resharding (hloshard.strategy.realize; measured there and in
+    # the plan: pin each operand the chosen strategy reshards with a Sharding custom-call in the planned
+    # layout, so XLA does the planned resharding (hloshard.strategy.realize; measured there and in
     # tests/test_realize_oracle.py)
     from ..strategy.realize import insert_loop_state_pins, insert_pins, operand_pins
 
@@ -159,8 +159,10 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
 
 def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None) -> SolveResult:
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
-    says of the output; None when it exceeds ``memory_budget`` or finds nothing in its time limit) and
-    add a warning when it differs from the solver's own figure.  Returns ``result``."""
+    says of the output; None only when that finds nothing in its own time limit, which a warning says)
+    and add a warning, naming both figures, when its cost or its peak memory per device differs from the
+    solver's own, or when its peak exceeds ``memory_budget`` (bytes per device).  The report always
+    describes the written module when it could be priced.  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -172,13 +174,18 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         written = None
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
-    if written is not None and memory_budget is not None and written.evaluation.peak_memory > memory_budget:
-        written = None
-    elif written is not None and abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
-        graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
-                              f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
-                              f"(as hloshard cost evaluates the output)")
+    if written is not None:
+        if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
+            graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
+                                  f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
+                                  f"(as hloshard cost evaluates the output)")
+        peak = int(written.evaluation.peak_memory)
+        if memory_budget is not None and peak > memory_budget:
+            graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
+                                  f"evaluates it), above the memory budget of {format_bytes(memory_budget)}; the "
+                                  f"solver's own figure is {format_bytes(int(ev.peak_memory))}")
+        elif peak != int(ev.peak_memory):
+            graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
+                                  f"evaluates it); the solver's own figure is {format_bytes(int(ev.peak_memory))}")
     result.written = written
     return result
-
-
