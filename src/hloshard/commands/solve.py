@@ -144,6 +144,29 @@ def _mesh_words(mesh: dict) -> str:
     return text
 
 
+def mesh_words(report: dict) -> str:
+    """The summary's mesh: the user's mesh (names, sizes, where it came from), then the internal
+    refinement the cost graph uses when there is one and alpha / beta per user axis, e.g. ``2x4
+    (data=2, model=4) from --mesh; refined internally to 2x2x2 [data, model:(1)2, model:(2)2] (see the
+    note below), alpha 1,1, beta 1,1``."""
+    mesh = report["mesh"]
+    if not isinstance(mesh, dict):
+        return str(mesh)
+    text = report.get("mesh_description")
+    if not text:
+        return _mesh_words(mesh)
+    user = mesh.get("user_shape") or mesh.get("shape", ())
+    refined = list(user) != list(mesh.get("shape", ()))
+    if refined:
+        text = text.replace(", refined internally", "; refined internally") + " (see the note below)"
+    a, b = mesh.get("alpha"), mesh.get("beta")
+    if a is not None and b is not None:
+        text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
+        if refined:
+            text += " per internal axis"
+    return text
+
+
 def _cost_line(report: dict) -> str:
     b = report["breakdown"]
     line = (f"{report['objective']:,.2f}  (compute {b['compute']:,.2f}, communication {b['communication']:,.2f}, "
@@ -185,7 +208,7 @@ def print_summary(report: dict) -> None:
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("mesh", _mesh_words(report["mesh"]) if isinstance(report["mesh"], dict) else str(report["mesh"]))
+    t.add_row("mesh", mesh_words(report))
     ch = report.get("changed")
     if ch is not None:
         t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
@@ -255,18 +278,34 @@ def _user_warning(w: str, report: dict) -> str:
 
 
 def changed_shardings(before: dict, graph) -> dict:
-    """How many instructions of the solved computations got a sharding different from the input's
-    (``before``: instruction name -> its sharding or None)."""
-    changed = unannotated = 0
+    """How many of the input's instructions got a sharding different from the input's (``before``:
+    instruction name -> its sharding or None, for the instructions the reports count:
+    :func:`hloshard.autoshard.evaluate.counted_instructions`, each computation once as in the input).
+    An instruction of a computation called from several sites counts as changed when any of its
+    per-site copies in ``graph`` changed."""
+    now: dict = {}
     for instr in graph.schedule:
-        old = before.get(instr.name)
-        new = instr.sharding
+        base = instr.name if instr.name in before else _clone_origin(instr.name, before)
+        if base is not None:
+            now.setdefault(base, []).append(instr.sharding)
+    changed = unannotated = 0
+    for name, old in before.items():
         if old is None:
             unannotated += 1
             changed += 1
-        elif new is None or not _same_text(old, new):
+        elif any(new is None or not _same_text(old, new) for new in now.get(name, [])):
             changed += 1
-    return {"instructions": len(graph.schedule), "changed": changed, "unannotated": unannotated}
+    return {"instructions": len(before), "changed": changed, "unannotated": unannotated}
+
+
+def _clone_origin(name: str, before: dict):
+    """The input instruction a per-call-site clone (``NAME.clone...``) was made from, or None."""
+    base = name
+    while "." in base:
+        base = base.rsplit(".", 1)[0]
+        if base in before:
+            return base
+    return None
 
 
 def _same_text(old, new) -> bool:
@@ -351,6 +390,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
     from ..autoshard import solve_module
+    from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
     from ..io import is_stdout, write_text_atomic
@@ -392,7 +432,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
-    before = {i.name: i.sharding for i in module.all_instructions()}
+    before = {i.name: i.sharding for i in counted_instructions(module)}
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
