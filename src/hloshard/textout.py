@@ -47,3 +47,30 @@ def print_table(console, table) -> None:
         console.print(table)
     finally:
         console.width = old
+
+
+def mesh_words(report: dict) -> str:
+    """The mesh line of a report (``solve``'s summary and HTML page): the user's mesh (names, sizes,
+    where it came from), then the internal refinement the cost graph uses when there is one, and
+    alpha / beta, e.g. ``2x4 from --mesh; refined internally to 2x2x2 [0, 1:(1)2, 1:(2)2] (see the
+    note), alpha 1,1,1, beta 1,1,1 per internal axis``. ``report["mesh"]``: ``DeviceMesh.to_json()``;
+    ``report["mesh_description"]``: ``DeviceMesh.describe()``."""
+    mesh = report["mesh"]
+    if not isinstance(mesh, dict):
+        return str(mesh)
+    text = report.get("mesh_description")
+    user = mesh.get("user_shape") or mesh.get("shape", ())
+    refined = list(user) != list(mesh.get("shape", ()))
+    if not text:
+        text = "x".join(str(x) for x in mesh.get("shape", ()))
+        names = mesh.get("axis_names")
+        if names:
+            text += f" (axes {', '.join(map(str, names))})"
+    elif refined:
+        text = text.replace(", refined internally", "; refined internally") + " (see the note)"
+    a, b = mesh.get("alpha"), mesh.get("beta")
+    if a is not None and b is not None:
+        text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
+        if refined:
+            text += " per internal axis"
+    return text

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..cost.liveness import peak_usage
 from ..costgraph import Problem, evaluate
+from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
 from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
 from ..solver.presolve import Infeasible, presolve
@@ -293,6 +294,32 @@ def counted_instructions(module) -> list:
     return [i for c in processed_computations(module) for i in c.instructions]
 
 
+def module_mesh(module, mesh):
+    """The mesh ``hloshard cost`` prices ``module`` on when the user's mesh is ``mesh``'s: the user's mesh
+    (``mesh.user_shape``, its device order, alpha / beta per user axis) refined for ``module`` itself
+    (:func:`hloshard.mesh.refine_for_module`: its shardings on whole axes, its reshapes' sub-axes).
+    ``mesh`` itself when that is the same mesh (always so when ``mesh`` was derived from ``module``, as
+    the commands derive it); a different refinement when ``mesh`` was refined for another module, e.g.
+    ``solve``'s input, whose written output can need finer sub-axes (``--mesh 8``: the input's
+    reshapes need 2x4, the written shardings 2x2x2).  So the re-evaluation of a written module prices it
+    exactly as ``hloshard cost`` of the written file does."""
+    if not isinstance(mesh, DeviceMesh) or not getattr(mesh, "sub_axes", None):
+        return mesh
+    first: dict = {}
+    for k, sub in enumerate(mesh.sub_axes):
+        first.setdefault(sub.user_axis, k)
+    user_shape = tuple(mesh.user_shape)
+    if any(a not in first for a in range(len(user_shape))):
+        return mesh
+    user = DeviceMesh(user_shape, mesh.device_ids.ravel(), [mesh.alpha[first[a]] for a in range(len(user_shape))],
+                      [mesh.beta[first[a]] for a in range(len(user_shape))], axis_names=mesh.user_names)
+    user.source = mesh.source
+    user.notes = [n for n in mesh.notes if not n.startswith(f"mesh {user} refined internally")]
+    user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
+    out = refine_for_module(user, module)
+    return mesh if out == mesh else out
+
+
 def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0, progress=None,
                     deterministic: bool = True) -> CostResult:
     """Evaluate the shardings ``module`` carries (every annotation kept, as ``--keep-shardings all``).
@@ -304,9 +331,11 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     with ``time_limit`` seconds the full solver (:func:`hloshard.autoshard.solve.solve_graph`,
     CP-SAT included; ``deterministic`` as for ``solve``).  ``progress(event)``: solver-style progress
     events, ``{"phase": "building"}`` first.  Costs in cost units, memory in bytes per device.
-    Raises InputError for annotations that do not fit the mesh / shapes, SolveFailed when no
-    consistent choice exists."""
+    The module is priced on :func:`module_mesh` (``mesh`` itself unless ``mesh`` was refined for
+    another module).  Raises InputError for annotations that do not fit the mesh / shapes, SolveFailed
+    when no consistent choice exists."""
     t0 = time.monotonic()
+    mesh = module_mesh(module, mesh)
     if progress is not None:
         progress({"phase": "building"})
     counted = counted_instructions(module)    # before build_graph clones called computations
