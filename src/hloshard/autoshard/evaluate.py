@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..costgraph import Problem, evaluate
+from ..costgraph import INFINITY, Problem, evaluate
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
 from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
@@ -137,7 +137,8 @@ class CostResult:
     """``evaluate_module`` output: the module's own shardings evaluated under the cost model.
 
     ``method``: how the choices the annotations leave open were made -- ``"fixed"`` (nothing was left
-    open: every node had one consistent strategy after presolve), ``"heuristic"`` (the fast default:
+    open: every node has one allowed strategy), ``"exact"`` (the fast default's exact presolve
+    reductions alone chose them: an optimal completion), ``"heuristic"`` (the fast default's heuristics:
     :func:`complete_choice`), ``"solver"`` (the full solver within a time limit); ``bound``: a proven
     lower bound (cost units) on the cheapest consistent completion, None when unknown;
     ``seconds_build`` / ``seconds_choose``: wall seconds of the cost-graph build and of the choice."""
@@ -174,6 +175,9 @@ class CostResult:
         of a proven lower bound``."""
         if self.method == "fixed":
             return "the annotations fix every choice (nothing left to choose)"
+        if self.method == "exact":
+            return (f"chosen by exact presolve reductions (the fast default; no CP-SAT) in {self.seconds_choose:.1f} s, "
+                    f"proven optimal")
         how = ("chosen by greedy + local search + one message-passing round (the fast default; no CP-SAT)"
                if self.method == "heuristic" else "chosen by the full solver (CP-SAT) within --time-limit")
         how += f" in {self.seconds_choose:.1f} s"
@@ -203,13 +207,14 @@ class Completion:
     """What :func:`complete_choice` returns: ``strategies`` (one strategy index per node of
     ``graph.problem``), ``objective`` and ``bound`` in integer units of ``graph.problem`` (tie-break
     removed; ``bound`` a proven lower bound), ``status`` ('optimal' when objective == bound, else
-    'feasible'), ``fixed``: presolve left nothing to choose."""
+    'feasible'), ``method``: 'fixed' (every node has one allowed strategy), 'exact' (presolve's exact
+    reductions chose everything) or 'heuristic'."""
 
     strategies: list
     objective: int
     bound: int
     status: str
-    fixed: bool
+    method: str
 
 
 def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | None:
@@ -240,11 +245,12 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
     except Infeasible:
         return None
     emit("presolve")
-    fixed = red.num_nodes == 0
-    if fixed:
+    if red.num_nodes == 0:
+        method = "fixed" if all(int((np.asarray(c) < INFINITY).sum()) <= 1 for c in problem.node_costs) else "exact"
         positions = []
         bound = None
     else:
+        method = "heuristic"
         ls = LocalSearch(red, seed=seed)
         ls.greedy()
         emit("greedy", ls.objective() + red.offset if ls.feasible() else None)
@@ -282,7 +288,7 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
         bound = obj
     objective, bound = real_part(obj, k), real_part(bound, k)
     return Completion([int(strategies[c]) for c in graph.classes], objective, bound,
-                      "optimal" if bound >= objective else "feasible", fixed)
+                      "optimal" if bound >= objective else "feasible", method)
 
 
 def counted_instructions(module) -> list:
@@ -345,7 +351,7 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     done = None if time_limit is not None else complete_choice(graph, progress=progress, seed=seed)
     if done is not None:
         choice, status = done.strategies, done.status
-        method = "fixed" if done.fixed else "heuristic"
+        method = done.method
         bound = float(done.bound) * graph.cost_scale
     else:
         from .solve import solve_graph
