@@ -16,6 +16,8 @@ two modules do not share most instruction names or a shared instruction has two 
 from __future__ import annotations
 
 KINDS = ("compute", "communication", "resharding")
+#: what the ``instructions`` count of a diff counts (said beside it in the text and HTML reports)
+COUNTED = "instructions both modules have, matched by name, per-call-site copies of called computations included"
 
 
 def instruction_costs(result) -> dict:
@@ -133,7 +135,8 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
     t.add_row("peak memory / device", format_bytes(m["a"]), format_bytes(m["b"]),
               ("+" if m["change"] >= 0 else "-") + format_bytes(abs(m["change"])))
     print_table(console, t)
-    console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently")
+    console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently "
+                  f"({COUNTED})")
     rows = report["differences"][:max(0, top)]
     if rows:
         d = Table(title="largest differences first", header_style="bold", title_justify="left")

@@ -293,6 +293,8 @@ def explain_report_html(data: dict) -> str:
 
 def diff_report_html(report: dict) -> str:
     """The ``diff --html`` page from :func:`hloshard.diff.diff_plans`' report."""
+    from .diff import COUNTED
+
     t = report["totals"]
     rows = [(k, _num(t[k]["a"]), _num(t[k]["b"]), _num(t[k]["change"])) for k in ("total",) + KINDS]
     m = t["peak_memory_per_device"]
@@ -300,7 +302,8 @@ def diff_report_html(report: dict) -> str:
                  else "-" + _bytes(-m["change"])))
     diffs = report["differences"][:50]
     body = [f"<p>A = <code>{_e(report.get('a'))}</code>, B = <code>{_e(report.get('b'))}</code>; "
-            f"{report['differing']:,} of {report['instructions']:,} instructions sharded differently</p>",
+            f"{report['differing']:,} of {report['instructions']:,} instructions sharded differently "
+            f"({_e(COUNTED)})</p>",
             "<h2>Totals</h2>", table(["", "A", "B", "change"], rows, numeric=(1, 2, 3)),
             "<h2>Cost by kind, A and B</h2>",
             stacked_bars([("A", {k: t[k]["a"] for k in KINDS}), ("B", {k: t[k]["b"] for k in KINDS})]),

@@ -29,9 +29,10 @@ def report_console(file=None, stderr: bool = False, terminal: bool | None = None
             # a buffer whose text goes to a terminal afterwards: the terminal's width and colours
             import shutil
 
-            return Console(file=file, force_terminal=True, width=shutil.get_terminal_size().columns)
-        return Console(file=stream)
-    return Console(file=stream, width=TEXT_WIDTH, color_system=None, force_terminal=False, soft_wrap=False)
+            return Console(file=file, force_terminal=True, width=shutil.get_terminal_size().columns, highlight=False)
+        return Console(file=stream, highlight=False)
+    return Console(file=stream, width=TEXT_WIDTH, color_system=None, force_terminal=False, soft_wrap=False,
+                   highlight=False)
 
 
 def print_table(console, table) -> None:
