@@ -34,7 +34,7 @@ def test_fast_default_says_what_it_did_and_its_gap():
     assert "exact presolve reductions" in c["description"] and "no CP-SAT" in c["description"]
     assert c["bound"] is not None and c["bound"] <= rep["total_cost"] + 1e-6
     assert c["gap"] == pytest.approx((rep["total_cost"] - c["bound"]) / rep["total_cost"], abs=1e-6)
-    text = _run("cost", PRE, "--mesh", "2x4")
+    text = " ".join(_run("cost", PRE, "--mesh", "2x4").split())
     n = rep["instructions_counted"]
     assert f"{len(rep['unannotated'])} of {n} instructions carried no sharding" in text
     assert "(the fast default; no CP-SAT)" in text
