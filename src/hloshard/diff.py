@@ -107,7 +107,7 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
             "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca),
             "unannotated": {"a": len(ra.unannotated), "b": len(rb.unannotated)},
             "instructions_counted": {"a": ra.instructions, "b": rb.instructions},
-            "completion": {"a": ra.completion_words(), "b": rb.completion_words()}}
+            "completion": {"a": ra.completion_words(with_time=False), "b": rb.completion_words(with_time=False)}}
 
 
 def _side(progress, side: str):

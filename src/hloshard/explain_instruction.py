@@ -390,7 +390,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         "sharding": None if target.sharding is None else str(target.sharding),
         "sharding_used": str(instruction_sharding(g1, target, c1)) if tnodes1 else None,
         "annotated": target.sharding is not None,
-        "completion": {"method": given.method, "status": given.status, "description": given.completion_words()},
+        "completion": {"method": given.method, "status": given.status,
+                       "description": given.completion_words(with_time=False)},
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "module_cost": _breakdown(ev1),
         "peak_memory_per_device": int(ev1.peak_memory),
@@ -423,7 +424,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     if given.unannotated:
         notes.append(f"{len(given.unannotated):,} of the module's {counted(given.instructions, 'instruction')} "
                      f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding (their shardings were "
-                     f"{given.completion_words()}); "
+                     f"{given.completion_words(with_time=False)}); "
                      f"hloshard cost of a module written with an alternative chooses them again and may be "
                      f"lower than the change shown (an upper bound)")
 

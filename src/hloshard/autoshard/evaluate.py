@@ -169,18 +169,19 @@ class CostResult:
         t = self.evaluation.total
         return 0.0 if t <= 0 else max(0.0, (t - self.bound) / t)
 
-    def completion_words(self) -> str:
-        """How the open choices were made, in words (for the text reports of cost / diff / explain), e.g.
-        ``chosen by greedy + local search + one message-passing round (no CP-SAT) in 1.2 s, within 1.4%
-        of a proven lower bound``."""
+    def completion_words(self, with_time: bool = True) -> str:
+        """How the open choices were made, in words (for the reports of cost / diff / explain), e.g.
+        ``chosen by greedy + local search + one message-passing round (the fast default; no CP-SAT) in
+        1.2 s, within 1.4% of a proven lower bound``; ``with_time=False`` leaves the wall time out (the
+        JSON reports, which stay byte-identical from run to run)."""
+        took = f" in {self.seconds_choose:.1f} s" if with_time else ""
         if self.method == "fixed":
             return "the annotations fix every choice (nothing left to choose)"
         if self.method == "exact":
-            return (f"chosen by exact presolve reductions (the fast default; no CP-SAT) in {self.seconds_choose:.1f} s, "
-                    f"proven optimal")
+            return f"chosen by exact presolve reductions (the fast default; no CP-SAT){took}, proven optimal"
         how = ("chosen by greedy + local search + one message-passing round (the fast default; no CP-SAT)"
                if self.method == "heuristic" else "chosen by the full solver (CP-SAT) within --time-limit")
-        how += f" in {self.seconds_choose:.1f} s"
+        how += took
         gap = self.gap
         if self.status == "optimal" or (gap is not None and gap <= 0.0):
             return how + ", proven optimal"

@@ -13,7 +13,7 @@ opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted
 ``peak_memory_per_device``, ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
 collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``unannotated`` (names),
 ``instructions_counted`` (what the instruction counts count) and ``completion`` (how the open choices
-were made: ``method`` fixed | heuristic | solver, ``status``, ``bound``, ``gap``, ``seconds``).
+were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``).
 
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
@@ -30,8 +30,8 @@ import sys
 
 import click
 
-from .common import check_outputs, note_input, show_progress, start_step, step
 from ..textout import print_table, report_console
+from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import mesh_from_options, mesh_options
 from .progress import SolverProgress
 
@@ -73,7 +73,7 @@ def cost_report(result, mesh, comparison=None) -> dict:
         "completion": {"method": result.method, "status": result.status,
                        "bound": None if result.bound is None else round(result.bound, 6),
                        "gap": None if result.gap is None else round(result.gap, 6),
-                       "description": result.completion_words()},
+                       "description": result.completion_words(with_time=False)},
         "predicted_bytes_per_device": _mb(sum(r["predicted_bytes_per_device"] for r in rows)),
         "instructions": rows,
     }
