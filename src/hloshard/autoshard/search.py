@@ -24,10 +24,10 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         minimum_memory_check(graph, graph.problem.usage_limit)
     k = getattr(graph, "tie_break", 1)
     report = progress
-    if progress is not None and k != 1:
-        def report(event: dict):   # the live display shows integer cost units, without the tie-break
+    if progress is not None:
+        def report(event: dict):   # integer cost units without the tie-break, and the scale to cost units
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
-                                  if event.get(key) is not None}})
+                                  if event.get(key) is not None}, "cost_scale": graph.cost_scale})
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, hint=None, progress=report)
     if k != 1:

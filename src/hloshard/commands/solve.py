@@ -75,6 +75,8 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
+        # the mesh `hloshard cost` prices the written module on (its own refinement of the user's mesh)
+        "written_mesh": str(w.graph.mesh) if w is not None else None,
         "nodes": g.problem.num_nodes,
         "edges": g.problem.num_edges,
         "solver_nodes": g.solver_problem.num_nodes,
@@ -204,11 +206,12 @@ def _memory_line(report: dict) -> str:
 def print_summary(report: dict) -> None:
     """The text summary on stderr: what a user needs first (files, mesh, what changed, cost against
     the input, memory against the budget, status in words), then the dearest resharding edges."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    con = Console(stderr=True)
+    from ..textout import mesh_words, print_table, report_console
+
+    con = report_console(stderr=True)
     con.print("hloshard solve", style="italic", justify="center")
     # file paths are printed whole, never wrapped or cut (a user copies them)
     for item in ("input", "output"):
@@ -216,7 +219,7 @@ def print_summary(report: dict) -> None:
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("mesh", _mesh_words(report["mesh"]) if isinstance(report["mesh"], dict) else str(report["mesh"]))
+    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
     ch = report.get("changed")
     if ch is not None:
         t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
@@ -227,27 +230,27 @@ def print_summary(report: dict) -> None:
     t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges; build {report['seconds_build']:.1f} s")
     if _time_line(report):
         t.add_row("time", _time_line(report))
-    con.print(t)
+    print_table(con, t)
     if report["top_edges"]:
         e = Table(title="most expensive resharding edges", header_style="bold")
         e.add_column("from")
         e.add_column("to")
         e.add_column("cost", justify="right")
-        e.add_column("source sharding")
+        e.add_column("source sharding", overflow="fold")
         for row in report["top_edges"]:
             e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
-        con.print(e)
+        print_table(con, e)
     if report.get("peak_tensors"):
         pt = Table(title=f"largest tensors at peak memory ({report.get('peak_memory_at') or '-'})",
                    header_style="bold")
         for col in ("tensor", "shape", "sharding"):
-            pt.add_column(col)
+            pt.add_column(col, overflow="fold")
         pt.add_column("per device", justify="right")
         pt.add_column("share", justify="right")
         for row in report["peak_tensors"]:
             pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
-        con.print(pt)
+        print_table(con, pt)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
         con.print(f"[cyan]note:[/cyan] {w}")
     for w in report["warnings"]:
@@ -256,8 +259,9 @@ def print_summary(report: dict) -> None:
 
 def print_mesh_search(search) -> None:
     """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
-    from rich.console import Console
     from rich.table import Table
+
+    from ..textout import print_table, report_console
 
     t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
     for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
@@ -270,8 +274,8 @@ def print_mesh_search(search) -> None:
                   "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
                   "0" if tr.status == "optimal" else ("-" if tr.gap is None else gap_percent(tr.gap)),
                   f"{tr.seconds:.1f}")
-    console = Console(stderr=True, width=max(100, Console(stderr=True).width))
-    console.print(t)
+    console = report_console(stderr=True)
+    print_table(console, t)
     for tr in search.trials:   # why a candidate has no figures (refined twins are named in the table)
         if tr.message and not tr.same_as:
             console.print(f"note: {tr.label}: {tr.status}: {tr.message}", highlight=False, markup=False)
@@ -280,26 +284,49 @@ def print_mesh_search(search) -> None:
 def _user_warning(w: str, report: dict) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
     if w.startswith("the solver's choice costs"):
+        internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
+        written = report.get("written_mesh")
+        if written and internal and written != "x".join(map(str, internal)):
+            why = (f"the written shardings need a finer refinement of the mesh ({written} instead of "
+                   f"{'x'.join(map(str, internal))}), on which `hloshard cost` prices them, and a sharding does "
+                   f"not pin every choice")
+        else:
+            why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
-                f"differs because a sharding does not pin every choice (e.g. all-reduce vs all-gather around a "
-                f"dot) and the written module is priced with the cheapest choice it allows")
+                f"differs because {why}, and the written module is priced with the cheapest choice it allows")
     return w
 
 
 def changed_shardings(before: dict, graph) -> dict:
-    """How many instructions of the solved computations got a sharding different from the input's
-    (``before``: instruction name -> its sharding or None)."""
-    changed = unannotated = 0
+    """How many of the input's instructions got a sharding different from the input's (``before``:
+    instruction name -> its sharding or None, for the instructions the reports count:
+    :func:`hloshard.autoshard.evaluate.counted_instructions`, each computation once as in the input).
+    An instruction of a computation called from several sites counts as changed when any of its
+    per-site copies in ``graph`` changed."""
+    now: dict = {}
     for instr in graph.schedule:
-        old = before.get(instr.name)
-        new = instr.sharding
+        base = instr.name if instr.name in before else _clone_origin(instr.name, before)
+        if base is not None:
+            now.setdefault(base, []).append(instr.sharding)
+    changed = unannotated = 0
+    for name, old in before.items():
         if old is None:
             unannotated += 1
             changed += 1
-        elif new is None or not _same_text(old, new):
+        elif any(new is None or not _same_text(old, new) for new in now.get(name, [])):
             changed += 1
-    return {"instructions": len(graph.schedule), "changed": changed, "unannotated": unannotated}
+    return {"instructions": len(before), "changed": changed, "unannotated": unannotated}
+
+
+def _clone_origin(name: str, before: dict):
+    """The input instruction a per-call-site clone (``NAME.clone...``) was made from, or None."""
+    base = name
+    while "." in base:
+        base = base.rsplit(".", 1)[0]
+        if base in before:
+            return base
+    return None
 
 
 def _same_text(old, new) -> bool:
@@ -388,6 +415,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
     from ..autoshard import solve_module
+    from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
     from ..io import is_stdout, write_text_atomic
@@ -439,7 +467,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
     phases["price input"] = time.monotonic()
-    before = {i.name: i.sharding for i in module.all_instructions()}
+    before = {i.name: i.sharding for i in counted_instructions(module)}
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
