@@ -35,7 +35,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
-from ..cost.liveness import buffer_intervals, is_fused, program_schedule, read_until
+from ..cost.liveness import buffer_intervals, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
@@ -233,8 +233,10 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     """The communication buffers of ``choice``: ``(intervals, sizes)``.  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
     the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
-    edge reshards (its chosen pair has a non-zero resharding cost): the operand in the layout the
-    consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
+    edge reshards (its chosen pair has a non-zero resharding cost; none when the consumer is elementwise
+    on an operand of its own shape: it computes in place on the resharded buffer, and a producer XLA
+    would have fused is then made: its tile from its definition to the consumer): the operand in the
+    layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
@@ -267,8 +269,19 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                 b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
             except (ValueError, TypeError, AttributeError):
                 continue
+            src = graph.positions.get(inst)
+            if is_fused(inst) and src is not None:
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
+                r = graph.ctx.resolve(inst, leaf)
+                if r is not TOKEN:
+                    sg = r[0]
+                    ivs.append((src, t + 1))
+                    sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
+            fused = is_fused(g.instr)
+            if not fused and in_place_user(g.instr, inst):
+                continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1
-            if is_fused(g.instr):   # read where the fused consumer's readers run
+            if fused:   # read where the fused consumer's readers run
                 last = read_until(g.instr, ids)
                 end = max(end, (last if last is not None else t) + 1)
             ivs.append((t, end))

@@ -313,6 +313,15 @@ def _same_array(a, b) -> bool:
     return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
 
 
+def in_place_user(user, operand) -> bool:
+    """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
+    elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes."""
+    op = _kind(user)
+    if op == "dynamic-update-slice":
+        return bool(user.operands) and user.operands[0] is operand
+    return op in ELEMENTWISE and _same_array(operand, user)
+
+
 def read_until(instr, positions: dict) -> int | None:
     """The last schedule position at which ``instr``'s value is read once fusion is applied: its users'
     positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->

@@ -9,6 +9,7 @@ adds per tuple. Replicated, maximal, manual and unknown shardings hold the full 
 
 from __future__ import annotations
 
+from fractions import Fraction
 import math
 from typing import Sequence
 
@@ -70,10 +71,10 @@ XLA_CPU_OVERESTIMATE = 1.16
 def model_limit(budget: int) -> int:
     """The model peak (bytes per device) a plan may have so that XLA's peak stays within ``budget``:
     ``floor(budget / XLA_CPU_UNDERESTIMATE)`` (the measured worst under-estimate)."""
-    return int(budget // XLA_CPU_UNDERESTIMATE)
+    return int(Fraction(int(budget)) / Fraction(str(XLA_CPU_UNDERESTIMATE)))   # exact: no float rounding
 
 
 def xla_lower_bound(model_bytes: int) -> int:
     """A lower bound on XLA's peak for a plan whose model peak is at least ``model_bytes``:
     ``floor(model_bytes / XLA_CPU_OVERESTIMATE)`` (the measured worst over-estimate)."""
-    return int(model_bytes // XLA_CPU_OVERESTIMATE)
+    return int(Fraction(int(model_bytes)) / Fraction(str(XLA_CPU_OVERESTIMATE)))
