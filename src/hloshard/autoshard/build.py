@@ -284,6 +284,18 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             if fused:   # read where the fused consumer's readers run
                 last = read_until(g.instr, ids)
                 end = max(end, (last if last is not None else t) + 1)
+                # the collective ends the fusion chain: the source is last read here, not by the
+                # readers of the fused consumer (credit its tile back after t when nothing else reads it)
+                r = graph.ctx.resolve(inst, leaf)
+                others = [read_until(u, ids) if is_fused(u) else ids.get(id(u)) for u in inst.users
+                          if u is not g.instr]
+                if r is not TOKEN and not is_fused(inst) and all(o is None or o <= t for o in others):
+                    sg = r[0]
+                    lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
+                    own = int(graph.problem.node_usages[sg.node][int(choice[sg.node])])
+                    if own > 0 and hi_s > t + 1 and hi_s <= end:
+                        ivs.append((t + 1, hi_s))
+                        sizes.append(-own)
             ivs.append((t, end))
             sizes.append(b)
     return ivs, sizes

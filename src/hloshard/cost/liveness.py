@@ -35,7 +35,9 @@ more (and pads to tiles); that is not modelled here.
   reduction fusion) is computed inside each consumer and never gets a buffer; an expensive one
   (:data:`EXPENSIVE`, XLA's ``IsExpensive``) with several users is materialised (XLA does not
   duplicate it).  A consumer reads what its fused producers read, so those values live until the
-  consumer.  ``constant`` never counts (XLA keeps constants in the executable, outside argument /
+  consumer.  A ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a
+  ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
@@ -262,9 +264,10 @@ def is_fused(instr) -> bool:
     op = _kind(instr)
     if op == "constant":
         return True
-    if op == "copy" and instr.users and not instr.is_root and instr.shape.is_array:
+    if op in ("copy", "reshape") and instr.users and not instr.is_root and instr.shape.is_array:
         # a copy in the operand's layout (a pin, a sharding annotation) is removed by XLA's algebraic
-        # simplifier; one that reshards is the collective's result (an edge buffer, not this value)
+        # simplifier, and a reshape of a row-major buffer is a bitcast (ReshapeIsBitcast); one that
+        # reshards is the collective's result (an edge buffer, not this value)
         return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
