@@ -230,7 +230,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
 
 def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
-    """The communication buffers of ``choice``: ``(intervals, sizes)``.  One per collective of a chosen
+    """The buffers of ``choice`` outside the problem's nodes: ``(intervals, sizes)`` (XLA's 8-byte
+    pointer per element of the entry output tuple, for the whole run, and the communication buffers).  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
     the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
     edge reshards (its chosen pair has a non-zero resharding cost; none when the consumer is elementwise
@@ -245,6 +246,12 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     sizes: list = []
     minfo = graph.ctx.minfo
     ids = {id(i): t for i, t in graph.positions.items()}
+    # XLA's entry output tuple holds an 8-byte pointer per element (its output_size counts them)
+    root = graph.module.entry.root if graph.module.entry is not None else None
+    table = _tuple_table_bytes(root.shape) if root is not None else 0
+    if table:
+        ivs.append((0, max(len(graph.schedule), 1)))
+        sizes.append(table)
     # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
     # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
     for v, g in enumerate(graph.nodes):
@@ -312,21 +319,38 @@ def _required(g, st, inst, leaf):
 
 
 def _donated_nodes(module, leaf_nodes) -> list:
-    """Nodes of entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
+    """Nodes of the entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
     root = module.entry.root
     if root is None or not module.input_output_alias:
         return []
+    nodes = leaf_nodes(root)   # one per array leaf of the output, in order
     out = []
     for out_index, _param, _pindex in module.input_output_alias:
-        inst = root
-        for k in out_index:   # walk the root's tuple to the aliased output leaf
-            if inst.opcode != "tuple" or k >= len(inst.operands):
-                inst = None
-                break
-            inst = inst.operands[k]
-        if inst is not None and inst.shape.is_array:
-            out.extend(leaf_nodes(inst))
+        k = _array_leaf_index(root.shape, tuple(out_index))
+        if k is not None and k < len(nodes):
+            out.append(nodes[k])
     return out
+
+
+def _tuple_table_bytes(shape) -> int:
+    """8 bytes per element of every tuple in ``shape`` (XLA's tuple index tables)."""
+    if not shape.is_tuple:
+        return 0
+    return 8 * len(shape.tuple_shapes) + sum(_tuple_table_bytes(e) for e in shape.tuple_shapes)
+
+
+def _array_leaf_index(shape, index: tuple) -> int | None:
+    """Position, among the array leaves of ``shape``, of the leaf at tuple ``index`` (None if that is
+    not an array leaf)."""
+    n = 0
+    for k, elem in enumerate(shape.tuple_shapes if shape.is_tuple else ()):
+        if index and k == index[0]:
+            sub = _array_leaf_index(elem, index[1:])
+            return None if sub is None else n + sub
+        n += sum(1 for x in ([elem] if not elem.is_tuple else elem.leaves()) if x.is_array)
+    if not index:
+        return 0 if shape.is_array else None
+    return None
 
 
 def in_edges(g, ctx, resh):

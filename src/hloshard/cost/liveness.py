@@ -258,22 +258,43 @@ def _kind(instr) -> str:
     return instr.opcode
 
 
+def _forwards(instr) -> bool:
+    """A ``copy`` (a pin, a sharding annotation: removed by XLA's algebraic simplifier) or a
+    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer."""
+    return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
+            and instr.shape.is_array)
+
+
+def _consumers(instr) -> list:
+    """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
+    out: list = []
+    seen: set = set()
+    stack = list(instr.users)
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if _forwards(u):
+            stack.extend(u.users)
+        else:
+            out.append(u)
+    return out
+
+
 def is_fused(instr) -> bool:
     """True when XLA never gives ``instr``'s result a buffer (module docstring, *Fusion*): a constant,
-    or a fusible producer whose users all fuse it (and that is not a root)."""
+    a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
+    fuse it (and that is not a root)."""
     op = _kind(instr)
-    if op == "constant":
-        return True
-    if op in ("copy", "reshape") and instr.users and not instr.is_root and instr.shape.is_array:
-        # a copy in the operand's layout (a pin, a sharding annotation) is removed by XLA's algebraic
-        # simplifier, and a reshape of a row-major buffer is a bitcast (ReshapeIsBitcast); one that
-        # reshards is the collective's result (an edge buffer, not this value)
+    if op == "constant" or _forwards(instr):
         return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
-    if any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in instr.users):
+    consumers = _consumers(instr)
+    if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
-    return not (op in EXPENSIVE and len(set(map(id, instr.users))) > 1)
+    return not (op in EXPENSIVE and len(consumers) > 1)
 
 
 def fused_reads(instr) -> list:
