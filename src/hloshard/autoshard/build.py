@@ -233,7 +233,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     """The buffers of ``choice`` outside the problem's nodes: ``(intervals, sizes)`` (XLA's 8-byte
     pointer per element of the entry output tuple, for the whole run, and the communication buffers).  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
-    the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
+    the collective runs, at the node's point ``[t, t + 1)``; a halo exchange by collective-permutes
+    also concatenates the operand's tile with the halos), and one per operand leaf that an
     edge reshards (its chosen pair has a non-zero resharding cost; none when the consumer is elementwise
     on an operand of its own shape: it computes in place on the resharded buffer, and a producer XLA
     would have fused is then made: its tile from its definition to the consumer): the operand in the
@@ -257,6 +258,11 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
         extra = sum(int(c.nbytes) for c in st.collectives)
+        halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
+        if halo:
+            # a halo exchange: XLA's partitioner concatenates the operand's local tile with the halos
+            # it received (then slices the result out of that): one more buffer of tile + halos
+            extra += halo + _operand_tile_bytes(g, st, minfo)
         t = graph.positions.get(g.instr)
         if extra > 0 and t is not None:
             ivs.append((t, t + 1))
@@ -306,6 +312,21 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((t, end))
             sizes.append(b)
     return ivs, sizes
+
+
+def _operand_tile_bytes(g, st, minfo) -> int:
+    """Bytes per device of ``g``'s first array operand in the layout strategy ``st`` requires (0 when
+    unknown)."""
+    for i, opref in enumerate(g.ops()):
+        entry = st.inputs[i] if i < len(st.inputs) else None
+        for inst, leaf, req in _operand_leaves(opref, entry):
+            if req is None:
+                continue
+            try:
+                return int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
+            except (ValueError, TypeError, AttributeError):
+                return 0
+    return 0
 
 
 def _required(g, st, inst, leaf):
