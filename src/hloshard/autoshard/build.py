@@ -35,6 +35,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
+from ..cost.reshard import plan
 from ..cost.liveness import buffer_intervals, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
@@ -290,6 +291,10 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                     sg = r[0]
                     ivs.append((src, t + 1))
                     sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
+            relayout = _relayout_bytes(graph, inst, leaf, choice, req)
+            if relayout:
+                ivs.append((t, t + 1))
+                sizes.append(relayout)
             fused = is_fused(g.instr)
             if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
@@ -312,6 +317,33 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((t, end))
             sizes.append(b)
     return ivs, sizes
+
+
+def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
+    """Bytes of the copy XLA makes after an all-gather along a dimension that is not the most major
+    one: its CPU layout assignment makes the gathered dimension major, and the consumer reads the
+    default layout (a ``copy`` / ``transpose`` of the gathered size).  0 when the resharding of
+    ``inst``'s leaf into ``req`` (:func:`hloshard.cost.reshard.plan`) has no such step."""
+    r = graph.ctx.resolve(inst, leaf)
+    if r is TOKEN:
+        return 0
+    sg, k = r
+    st = sg.strategies[int(choice[sg.node])]
+    src = st.out if k is None else st.out[k]
+    shape = _leaf_shape(inst, leaf)
+    minfo = graph.ctx.minfo
+    try:
+        a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
+        steps = plan(shape, a, b, graph.mesh).steps
+    except Exception:  # noqa: BLE001 - a pair the planner cannot plan is priced by the resharder, not here
+        return 0
+    out = 0
+    for step in steps:
+        if step.kind == "all-gather" and step.dims and step.output_shape:
+            d = min(step.dims)
+            if math.prod(step.output_shape[:d]) > 1:
+                out = max(out, int(step.output_bytes))
+    return out
 
 
 def _operand_tile_bytes(g, st, minfo) -> int:
