@@ -36,7 +36,7 @@ from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
 from ..cost.reshard import plan
-from ..cost.liveness import buffer_intervals, in_place_user, is_fused, program_schedule, read_until
+from ..cost.liveness import buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.registry import BuildContext, build_group
@@ -291,7 +291,11 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                     sg = r[0]
                     ivs.append((src, t + 1))
                     sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
-            relayout = _relayout_bytes(graph, inst, leaf, choice, req)
+            # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
+            # reshape or a copy reads the gathered layout directly)
+            readers = effective_users(g.instr) if is_fused(g.instr) else [g.instr]
+            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if any(
+                u.opcode in ("dot", "convolution") for u in readers) else 0
             if relayout:
                 ivs.append((t, t + 1))
                 sizes.append(relayout)
@@ -321,8 +325,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
     """Bytes of the copy XLA makes after an all-gather along a dimension that is not the most major
-    one: its CPU layout assignment makes the gathered dimension major, and the consumer reads the
-    default layout (a ``copy`` / ``transpose`` of the gathered size).  0 when the resharding of
+    one: its CPU layout assignment makes the gathered dimension major, and a dot or convolution reading
+    it needs the default layout (a ``copy`` / ``transpose`` of the gathered size).  0 when the resharding of
     ``inst``'s leaf into ``req`` (:func:`hloshard.cost.reshard.plan`) has no such step."""
     r = graph.ctx.resolve(inst, leaf)
     if r is TOKEN:

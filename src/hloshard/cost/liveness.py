@@ -265,7 +265,7 @@ def _forwards(instr) -> bool:
             and instr.shape.is_array)
 
 
-def _consumers(instr) -> list:
+def effective_users(instr) -> list:
     """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
     out: list = []
     seen: set = set()
@@ -291,7 +291,7 @@ def is_fused(instr) -> bool:
         return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
-    consumers = _consumers(instr)
+    consumers = effective_users(instr)
     if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
     return not (op in EXPENSIVE and len(consumers) > 1)
