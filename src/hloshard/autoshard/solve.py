@@ -139,8 +139,15 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if tighter <= 0:
             break
         graph.solver_problem = dataclasses.replace(graph.solver_problem, usage_limit=tighter)
-        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress)
+        try:
+            sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                              progress=progress)
+        except SolveFailed as exc:
+            raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plan found needs "
+                          f"{format_bytes(ev.peak_memory)} per device with its communication buffers, above the "
+                          f"model's limit for this budget ({format_bytes(limit)}, cost.memory.model_limit), and "
+                          f"none was found under a node limit lowered by the excess ({format_bytes(tighter)}: "
+                          f"{exc})", "infeasible") from None
         choice = list(sol.strategies)
         ev = evaluate_choice(graph, choice)
     if limit is not None and ev.peak_memory > limit:
