@@ -48,10 +48,15 @@ more (and pads to tiles); that is not modelled here.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
   memory of its own (``alias_size``).
+* *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
+  :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
+  node memory only).
 * *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
   is the sum of live buffers, which never exceeds the packed heap), scheduling (XLA reorders to
-  reduce memory; here the schedule is post order), communication buffers (collective operands and
-  results are the values on both sides of an edge).
+  reduce memory; here the schedule is post order), layout assignment (a transposed accumulator that
+  cannot be updated in place), loop-invariant code motion (XLA's CPU pipeline hoists a convert of a
+  loop invariant out of the loop: MaxText's f32 copies of its stacked activations).  Measured error and
+  the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
 from __future__ import annotations
