@@ -22,6 +22,12 @@ side whose collective kinds agree.  XLA runs in child processes (``hloshard.xla_
 CPU devices.  Prints a Markdown table, the targets of issue 8 (10%/0.1 MB, solve <= GSPMD, 95%
 agreement) and the largest per-instruction disagreements; ``--json`` writes the raw figures.
 
+**Memory** (issue 25): beside the bytes, XLA's ``compiled.memory_analysis()`` of the same plan
+(argument + output + temp - alias per device, :mod:`hloshard.xla_memory`, the full CPU pipeline) and
+hloshard's predicted peak per device (``hloshard cost``'s ``peak_memory_per_device``: the one memory
+model of :mod:`hloshard.cost.liveness`).  For ``scan_mlp_train_step``'s GSPMD plan XLA measures the
+pre module compiled with propagation to outputs (the same plan).
+
 Usage::
 
     python benchmarks/xla_truth.py [--time-limit 10] [--only NAME] [--no-corpus] [--json out.json]
@@ -68,6 +74,22 @@ def _side(comparison, result, plan_error=None) -> dict:
             "kind_agreement": None if c.xla_error else c.kind_agreement, "compared": len(c.compared),
             "unmatched": len(c.unmatched), "xla_error": c.xla_error, "plan_error": plan_error,
             "comparison": c}
+
+
+def _memory(side: dict, result, mem) -> None:
+    """Add the memory figures (MB per device) of one plan to its row: predicted peak, XLA's total and
+    its parts, and the buffers at each side's peak."""
+    from hloshard.peak import peak_tensors
+
+    ev = result.evaluation
+    side["mem_predicted_mb"] = ev.peak_memory / MB
+    side["mem_predicted_top"] = peak_tensors(result.graph, result.choice, ev.peak_time, 5)
+    if mem is None or mem.error:
+        side["mem_xla_mb"] = None
+        side["mem_xla_error"] = None if mem is None else mem.error
+        return
+    side["mem_xla_mb"] = mem.total / MB
+    side["mem_xla"] = mem.to_json()
 
 
 def run(args) -> list[dict]:
@@ -132,6 +154,32 @@ def run(args) -> list[dict]:
         for (c, key, _), res in zip(jobs, run_xla([t for _, _, t in jobs], n, timeout=3600, crash_as_error=True)):
             c[key] = res
     print(f"XLA, propagated and solved modules: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    # --- XLA run 3: memory_analysis() of both plans ---------------------------------------------------
+    from hloshard.xla_memory import xla_memory
+
+    t0 = time.monotonic()
+    for n in sorted({c["mesh_obj"].num_devices for c in todo}):
+        jobs = []
+        for c in todo:
+            if c["mesh_obj"].num_devices != n:
+                continue
+            if c.get("gspmd_tagged"):
+                jobs.append((c, "gspmd_mem", c["gspmd_tagged"][0], False))
+            elif c["gspmd_error"] is None:
+                jobs.append((c, "gspmd_mem", c["pre_tagged"][0], True))
+            if c.get("solve_tagged"):
+                jobs.append((c, "solve_mem", c["solve_tagged"][0], False))
+        for prop in (False, True):
+            sel = [j for j in jobs if j[3] == prop]
+            for (c, key, _, _), res in zip(sel, xla_memory([t for _, _, t, _ in sel], n, timeout=3600,
+                                                           propagate_outputs=prop)):
+                c[key] = res
+    for c in todo:   # a propagated module XLA rejects: the pre module with propagation (the same plan)
+        m = c.get("gspmd_mem")
+        if m is not None and m.error and c.get("pre_tagged"):
+            c["gspmd_mem"] = xla_memory([c["pre_tagged"][0]], c["mesh_obj"].num_devices, timeout=3600,
+                                        propagate_outputs=True)[0]
+    print(f"XLA, memory analysis: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     # --- compare ------------------------------------------------------------------------------------
     for c in todo:
         mesh = c["mesh_obj"]
@@ -158,6 +206,7 @@ def run(args) -> list[dict]:
                 pre_names = c["pre_tagged"][1]
                 row["names"] = {i.name: pre_names[t].name for t, i in xla[1].items() if t in pre_names}
             row["gspmd"] = _side(compare_module(c["gspmd_module"], mesh, c["gspmd_eval"], xla=xla), c["gspmd_eval"])
+            _memory(row["gspmd"], c["gspmd_eval"], c.get("gspmd_mem"))
         else:
             row["gspmd"] = None
             row["notes"].append(f"no GSPMD plan: {c['gspmd_error'][:120]}")
@@ -165,6 +214,7 @@ def run(args) -> list[dict]:
             s = c["solve_xla"]
             row["solve"] = _side(compare_module(c["solve_module"], mesh, c["solve_result"],
                                                 xla=(s, c["solve_tagged"][1])), c["solve_result"])
+            _memory(row["solve"], c["solve_result"], c.get("solve_mem"))
             row["solved_parses"] = s.error is None or s.error_stage == "compile"
             row["solved_compiles"] = s.error is None and s.compile_error is None
             if s.error or s.compile_error:
@@ -206,6 +256,28 @@ def table(rows) -> str:
         lines.append(f"| `{r['name']}` | {_fmt(g.get('predicted_mb'))} | {_fmt(g.get('xla_mb'))} | "
                      f"{_fmt(s.get('predicted_mb'))} | {_fmt(s.get('xla_mb'))} | {ratio} | {agree} |")
     return "\n".join(lines)
+
+
+def memory_table(rows) -> str:
+    """Predicted peak per device beside XLA's memory_analysis() (MB), per plan."""
+    lines = ["| module | GSPMD plan: predicted MB | GSPMD plan: XLA MB | ratio | solve plan: predicted MB | "
+             "solve plan: XLA MB | ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        cells = []
+        for p in ("gspmd", "solve"):
+            side = r[p] or {}
+            pm, xm = side.get("mem_predicted_mb"), side.get("mem_xla_mb")
+            cells += [_fmt(pm), _fmt(xm), "-" if pm is None or not xm else f"{pm / xm:.3f}"]
+        lines.append(f"| `{r['name']}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def memory_within(rows) -> str:
+    acc = [(r["name"], p, r[p]["mem_predicted_mb"] / r[p]["mem_xla_mb"]) for r in rows for p in ("gspmd", "solve")
+           if r[p] is not None and r[p].get("mem_xla_mb")]
+    ok = [a for a in acc if abs(a[2] - 1.0) <= 0.10]
+    return (f"- predicted peak within 10% of XLA's memory_analysis(): {len(ok)} of {len(acc)} plans; "
+            f"ratio range {min((a[2] for a in acc), default=0):.3f}-{max((a[2] for a in acc), default=0):.3f}")
 
 
 def targets(rows) -> str:
@@ -269,6 +341,12 @@ def main(argv=None) -> int:
     print(table(rows))
     print()
     print(targets(rows))
+    print()
+    print("Memory: predicted peak per device vs XLA's memory_analysis() (argument + output + temp - alias):")
+    print()
+    print(memory_table(rows))
+    print()
+    print(memory_within(rows))
     notes = [f"- `{r['name']}`: {n}" for r in rows for n in r["notes"]]
     if notes:
         print()

@@ -277,12 +277,13 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
 
 
 def compile_with_dump(text: str, n: int, dump: str, pass_re: str, propagate_outputs: bool = False,
-                      progress: list | None = None) -> None:  # pragma: no cover - child side
+                      progress: list | None = None):  # pragma: no cover - child side
     """Child side (imports jax): parse HLO ``text`` with jaxlib, convert it to StableHLO and compile it
     for ``n`` partitions with GSPMD (Shardy off; no propagation to parameters; to outputs only with
     ``propagate_outputs``, as jax compiles a jit without out_shardings; CPU backend optimisations off),
     dumping the HLO around the passes matching ``pass_re`` into ``dump``.  ``progress``: when given,
-    ``'parsed'`` is appended once XLA's parser accepted the text (tells a parse error from a later one)."""
+    ``'parsed'`` is appended once XLA's parser accepted the text (tells a parse error from a later one).
+    Returns the loaded executable (``hloshard.xla_memory`` reads its memory statistics)."""
     import jax
     import jax.extend  # noqa: F401
     import jax.extend.backend
@@ -304,7 +305,7 @@ def compile_with_dump(text: str, n: int, dump: str, pass_re: str, propagate_outp
     b.debug_options.xla_dump_hlo_pass_re = pass_re
     b.debug_options.xla_backend_optimization_level = 0
     b.debug_options.xla_llvm_disable_expensive_passes = True
-    backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
+    return backend.compile_and_load(mlir, xc.DeviceList(tuple(backend.devices()[:n])), opts)
 
 
 def _python() -> str:

@@ -32,6 +32,11 @@ Public API::
     collectives_of(xla_result, tags, instr) -> (XLA collectives of one instruction, dynamic-slice?)
     compare_module(module, mesh, evaluation, xla=None) -> Comparison       # .to_json()
 
+**Memory** (``Comparison.memory_json()``, ``cost --xla`` / ``solve --xla``): hloshard's predicted peak
+per device and the tensors live there beside XLA's ``memory_analysis()`` (argument, output, temp,
+alias) and the buffers at XLA's peak (:mod:`hloshard.xla_memory`; measured when ``compare_module``
+runs XLA itself).
+
 Raises :class:`hloshard.errors.InputError` when jax is not installed (message names the ``xla``
 extra) or when XLA cannot partition the module.
 """
@@ -156,6 +161,21 @@ class Comparison:
     unmatched: list = field(default_factory=list)
     xla_error: str | None = None
     xla_compile_error: str | None = None
+    #: memory per device: hloshard's predicted peak (bytes) and the tensors live there
+    #: (:func:`hloshard.peak.peak_tensors`), XLA's ``memory_analysis()`` with the buffers at its peak
+    #: (:class:`hloshard.xla_memory.XlaMemory`; None when not measured)
+    predicted_peak: int | None = None
+    predicted_peak_tensors: list = field(default_factory=list)
+    xla_memory: Any = None
+
+    def memory_json(self) -> dict[str, Any]:
+        """The memory figures: predicted peak and tensors beside XLA's argument / output / temp / alias
+        and its peak buffers (bytes per device)."""
+        m = self.xla_memory
+        return {"predicted_peak_bytes": self.predicted_peak, "predicted_peak_tensors": self.predicted_peak_tensors,
+                "xla": None if m is None else m.to_json(),
+                "ratio": None if m is None or m.error or not m.total or self.predicted_peak is None
+                else round(self.predicted_peak / m.total, 4)}
 
     @property
     def predicted_bytes(self) -> float:
@@ -184,7 +204,8 @@ class Comparison:
                 "kind_agreement": self.kind_agreement, "compared_instructions": len(self.compared),
                 "xla_error": self.xla_error, "xla_compile_error": self.xla_compile_error,
                 "instructions": [i.to_json() for i in self.compared],
-                "unmatched_xla_collectives": [r.to_json() for r in self.unmatched]}
+                "unmatched_xla_collectives": [r.to_json() for r in self.unmatched],
+                "memory": self.memory_json()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,9 +423,13 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
     partitioned here.  The module is partitioned as it is: instructions without a sharding get XLA's
     own propagation there, while the prediction uses the sharding ``cost`` chose for them.
     Raises InputError when jax is missing or the child process fails as a whole."""
+    mem = None
     if xla is None:
         text, tags = tag_module_text(module)
         res = run_xla([text], mesh.num_devices)[0]
+        from .xla_memory import xla_memory
+
+        mem = xla_memory([text], mesh.num_devices)[0]
     else:
         res, tags = xla
     predicted = predicted_collectives(evaluation)
@@ -422,4 +447,10 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
         recs = matched[name]
         opcode = next((i.opcode for i in tags.values() if i.name == name), "?")
         rows.append(InstructionComparison(name, opcode, recs[0].executions, [], recs))
-    return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error, res.compile_error)
+    from .peak import peak_tensors
+
+    ev = evaluation.evaluation
+    return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error, res.compile_error,
+                      predicted_peak=int(ev.peak_memory),
+                      predicted_peak_tensors=peak_tensors(evaluation.graph, evaluation.choice, ev.peak_time, 5),
+                      xla_memory=mem)

@@ -17,7 +17,7 @@ from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
 from ..solver.presolve import Infeasible, presolve
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
-from .build import Graph, _leaf_shape, _operand_leaves, build_graph, processed_computations
+from .build import Graph, _leaf_shape, _operand_leaves, build_graph, edge_buffers, processed_computations
 from .resharder import _key
 from .search import solve_graph
 from .tiebreak import real_part
@@ -56,16 +56,24 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
     ecost = np.zeros(len(graph.edge_float))
     for e, ((u, v), m) in enumerate(zip(graph.problem.edges, graph.edge_float)):
         ecost[e] = m[int(choice[u]), int(choice[v])]
-    peak, t = peak_memory(graph.problem, choice)
+    peak, t = peak_memory(graph.problem, choice, graph)
     return Evaluation(comp, comm, float(ecost.sum()), peak, t, node_cost, ecost)
 
 
 
-def peak_memory(problem: Problem, choice) -> tuple[int, int]:
+def peak_memory(problem: Problem, choice, graph: Graph | None = None) -> tuple[int, int]:
     """(peak bytes per device over all liveness points, the point where it is reached), by
-    :func:`hloshard.cost.liveness.peak_usage` over the problem's intervals."""
+    :func:`hloshard.cost.liveness.peak_usage` over the problem's intervals, plus, with ``graph``, the
+    resharding temporaries of the choice (:func:`hloshard.autoshard.build.edge_buffers`)."""
     sizes = [int(u[int(c)]) for u, c in zip(problem.node_usages, choice)]
-    return peak_usage(problem.intervals, sizes)
+    ivs = problem.intervals
+    if graph is not None:
+        eiv, esz = edge_buffers(graph, choice)
+        if eiv:
+            ivs = np.concatenate([np.asarray(ivs, dtype=np.int64).reshape(-1, 2),
+                                  np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
+            sizes = sizes + esz
+    return peak_usage(ivs, sizes)
 
 
 def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:

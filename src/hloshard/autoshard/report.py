@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.liveness import peak_usage
+from ..cost.memory import model_limit, xla_lower_bound
 from ..errors import SolveFailed
 from .graph import Graph
 
@@ -22,7 +23,8 @@ def minimum_memory_check(graph: Graph, budget: int) -> None:
     peak, t = peak_usage(p.intervals, mins)
     if peak <= budget:
         return
-    raise _failed(infeasible_message(graph, t, mins, budget, peak), "infeasible")
+    user = getattr(graph, "memory_budget", None)
+    raise _failed(infeasible_message(graph, t, mins, user if user is not None else budget, peak), "infeasible")
 
 
 def _failed(message: str, status: str) -> SolveFailed:
@@ -42,8 +44,13 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     instr = graph.schedule[t] if t < len(graph.schedule) else None
     names = ", ".join(f"{graph.nodes[v].instr.name} ({format_bytes(int(usage[v]))})" for v in live[:5])
     at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
+    low = xla_lower_bound(total)
     return (f"memory budget {format_bytes(budget)} per device is infeasible: {at} the live tensors need at least "
-            f"{format_bytes(total)} per device even when sharded as far as possible; largest: {names}")
+            f"{format_bytes(total)} per device in the memory model even when sharded as far as possible, above "
+            f"its limit for this budget ({format_bytes(model_limit(budget))}: the budget less the model's largest "
+            f"measured under-estimate of XLA, cost.memory.XLA_CPU_UNDERESTIMATE); under XLA every plan needs at "
+            f"least {low:,} bytes ({format_bytes(low)}) per device (less the largest measured over-estimate, "
+            f"XLA_CPU_OVERESTIMATE); largest: {names}")
 
 
 

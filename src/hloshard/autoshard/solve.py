@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ..errors import SolveFailed
@@ -11,7 +12,9 @@ from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
+from .report import _failed
 from .search import solve_graph
+from ..cost.memory import model_limit
 
 #: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
 #: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
@@ -127,6 +130,31 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
+    limit = graph.problem.usage_limit
+    for _ in range(3):
+        # the communication buffers (hloshard.autoshard.build.edge_buffers) are not in the solver's problem
+        # (node memory only): re-solve under a limit lowered by the excess until the choice keeps it
+        if limit is None or ev.peak_memory <= limit:
+            break
+        tighter = int(graph.solver_problem.usage_limit) - (int(ev.peak_memory) - int(limit))
+        if tighter <= 0:
+            break
+        graph.solver_problem = dataclasses.replace(graph.solver_problem, usage_limit=tighter)
+        try:
+            sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                              progress=progress)
+        except SolveFailed as exc:
+            raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plan found needs "
+                          f"{format_bytes(ev.peak_memory)} per device with its communication buffers, above the "
+                          f"model's limit for this budget ({format_bytes(limit)}, cost.memory.model_limit), and "
+                          f"none was found under a node limit lowered by the excess ({format_bytes(tighter)}: "
+                          f"{exc})", "infeasible") from None
+        choice = list(sol.strategies)
+        ev = evaluate_choice(graph, choice)
+    if limit is not None and ev.peak_memory > limit:
+        raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
+                      f"{format_bytes(ev.peak_memory)} per device with their communication buffers (the model's "
+                      f"limit for this budget: {format_bytes(limit)}, cost.memory.model_limit)", "infeasible")
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
@@ -161,8 +189,10 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
     says of the output; None only when that finds nothing in its own time limit, which a warning says)
     and add a warning, naming both figures, when its cost or its peak memory per device differs from the
-    solver's own, or when its peak exceeds ``memory_budget`` (bytes per device).  The report always
-    describes the written module when it could be priced.  Returns ``result``."""
+    solver's own.  The report always describes the written module when it could be priced.  Raises
+    SolveFailed (exit 3) when the written module's peak exceeds the model's limit for ``memory_budget``
+    (:func:`hloshard.cost.memory.model_limit`: XLA's peak then stays within the budget by the measured
+    model error).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -174,17 +204,20 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         written = None
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
+    if written is not None and memory_budget is not None and \
+            written.evaluation.peak_memory > model_limit(memory_budget):
+        # a budget is a promise about the written module: never report the solver's figure instead
+        raise _failed(f"memory budget {format_bytes(memory_budget)} per device is not kept by the written "
+                      f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device in the memory "
+                      f"model, above its limit for this budget ({format_bytes(model_limit(memory_budget))}, "
+                      f"cost.memory.model_limit; the solver's choice: {format_bytes(ev.peak_memory)})", "infeasible")
     if written is not None:
         if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
             graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
                                   f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
                                   f"(as hloshard cost evaluates the output)")
         peak = int(written.evaluation.peak_memory)
-        if memory_budget is not None and peak > memory_budget:
-            graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
-                                  f"evaluates it), above the memory budget of {format_bytes(memory_budget)}; the "
-                                  f"solver's own figure is {format_bytes(int(ev.peak_memory))}")
-        elif peak != int(ev.peak_memory):
+        if peak != int(ev.peak_memory):
             graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
                                   f"evaluates it); the solver's own figure is {format_bytes(int(ev.peak_memory))}")
     result.written = written

@@ -90,6 +90,7 @@ def cost_report(result, mesh, comparison=None) -> dict:
         report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
         report["xla_error"] = comparison.xla_error
         report["xla_compile_error"] = comparison.xla_compile_error
+        report["memory"] = comparison.memory_json()
     return report
 
 
@@ -146,6 +147,27 @@ def render_comparison(con, comparison, top: int) -> None:
     for r in comparison.unmatched:
         con.print(f"unmatched XLA collective: {r.kind} {r.shape} in {r.computation} "
                   f"({format_bytes(int(r.total_bytes))})")
+    render_memory(con, comparison)
+
+
+def render_memory(con, comparison) -> None:
+    """Print the predicted peak memory per device beside XLA's memory_analysis(), and the largest
+    buffers at each side's peak."""
+    from ..units import format_bytes
+
+    m = comparison.xla_memory
+    if m is None or comparison.predicted_peak is None:
+        return
+    if m.error:
+        con.print(f"XLA memory analysis failed: {m.error}")
+        return
+    con.print(f"peak memory per device: predicted {format_bytes(comparison.predicted_peak)}, XLA "
+              f"{format_bytes(m.total)} (argument {format_bytes(m.argument)} + output {format_bytes(m.output)} "
+              f"+ temp {format_bytes(m.temp)} - alias {format_bytes(m.alias)})")
+    ours = [f"{t['name']} {format_bytes(t['bytes_per_device'])}" for t in comparison.predicted_peak_tensors]
+    theirs = [f"{b['name']} {format_bytes(b['bytes'])} ({b['kind']})" for b in m.peak_buffers]
+    con.print("  at hloshard's peak: " + (", ".join(ours) or "-"))
+    con.print("  at XLA's peak: " + (", ".join(theirs) or "-"))
 
 
 def _kind_text(records) -> str:

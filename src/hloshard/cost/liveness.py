@@ -19,8 +19,44 @@ One model for every consumer (the cost graph's node intervals in :mod:`hloshard.
   each point; usage only rises where an interval starts, so the starts carry every maximum.
 
 Sizes are bytes per device (the caller chooses them: a strategy's tile bytes, or
-:func:`hloshard.cost.memory.bytes_per_device` of the written sharding).  This is a model of live
-buffers in program order, not XLA's buffer assignment (which reuses and schedules differently).
+:func:`hloshard.cost.memory.bytes_per_device` of the written sharding).
+
+**Buffers XLA allocates** (:func:`buffer_intervals`, the one memory model: the cost graph's node
+intervals, ``peak_memory``, the minimum-memory bound and combine all use it).  It follows what XLA's
+**CPU backend** does after SPMD partitioning, measured against ``compiled.memory_analysis()``
+(argument + output + temp - alias per device; ``hloshard.xla_memory``).  A TPU / GPU compiler fuses
+more (and pads to tiles); that is not modelled here.
+
+* *Fusion* (XLA's ``InstructionFusion`` with the CPU backend's ``CpuInstructionFusion::ShouldFuse``
+  and the loop fuser's fusible set): a producer in :data:`FUSIBLE_PRODUCERS` (elementwise ops,
+  ``convert``, ``compare``, ``broadcast``, ``iota``, ``reshape``, ``transpose``, ``slice``,
+  ``dynamic-slice``, ``pad``, ``reverse``, ``concatenate``, identity custom calls) whose users all
+  are :data:`FUSING_CONSUMERS` (the same set plus ``reduce`` and ``dynamic-update-slice``: a loop or
+  reduction fusion) is computed inside each consumer and never gets a buffer; an expensive one
+  (:data:`EXPENSIVE`, XLA's ``IsExpensive``) with several users is materialised (XLA does not
+  duplicate it).  A consumer reads what its fused producers read, so those values live until the
+  consumer.  A ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a
+  ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  ``constant`` never counts (XLA keeps constants in the executable, outside argument /
+  output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
+  control flow are materialised and never fuse their producers.
+* *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
+  reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
+  updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
+  root values are written into the loop state (they add memory only while the old state element is
+  still read).  The operand's interval then ends where the reuse starts.
+* *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
+  heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
+  memory of its own (``alias_size``).
+* *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
+  :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
+  node memory only).
+* *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
+  is the sum of live buffers, which never exceeds the packed heap), scheduling (XLA reorders to
+  reduce memory; here the schedule is post order), layout assignment (a transposed accumulator that
+  cannot be updated in place), loop-invariant code motion (XLA's CPU pipeline hoists a convert of a
+  loop invariant out of the loop: MaxText's f32 copies of its stacked activations).  Measured error and
+  the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
 from __future__ import annotations
@@ -29,8 +65,31 @@ from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
 
+from ..hlo.loops import called, invariant_elements
+from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
+
 #: opcodes whose result forwards (a part of) an operand's buffer: they allocate nothing
 ALIASING_OPCODES = frozenset({"get-tuple-element", "tuple", "bitcast"})
+
+#: elementwise opcodes (also the in-place opcodes: their result may reuse a same-shaped operand's buffer)
+ELEMENTWISE = frozenset(ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_TERNARY
+                        | {"convert", "compare", "reduce-precision", "bitcast-convert"})
+
+#: custom calls the partitioner removes (sharding annotations): they behave like a fused copy
+IDENTITY_CUSTOM_CALLS = frozenset({"Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingGroup",
+                                   "SPMDFullToShardShape", "SPMDShardToFullShape"})
+
+#: producers XLA's CPU loop fuser can compute inside a consumer (see the module docstring)
+FUSIBLE_PRODUCERS = ELEMENTWISE | {"broadcast", "iota", "reshape", "transpose", "slice", "dynamic-slice", "pad",
+                                   "reverse", "concatenate"}
+
+#: consumers that are the root of a loop or reduction fusion
+FUSING_CONSUMERS = FUSIBLE_PRODUCERS | {"reduce", "dynamic-update-slice"}
+
+#: XLA's ``HloInstruction::IsExpensive`` elementwise ops: not duplicated into several consumers
+EXPENSIVE = frozenset({"divide", "remainder", "power", "atan2", "exponential", "exponential-minus-one", "log",
+                       "log-plus-one", "logistic", "sqrt", "rsqrt", "cbrt", "tanh", "sine", "cosine", "tan",
+                       "erf", "acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh"})
 
 #: opcodes whose called computations run as part of the program (placed after the caller)
 CONTROL_FLOW_OPCODES = ("while", "call", "conditional")
@@ -48,8 +107,6 @@ def computation_order(comp) -> list:
 def called_in_order(instr) -> list:
     """The computations a control-flow instruction runs, in schedule order (while: body, condition)."""
     if instr.opcode == "while":
-        from ..hlo.loops import called
-
         return [c for c in (called(instr, "body", 0), called(instr, "condition", 1)) if c is not None]
     if instr.opcode in CONTROL_FLOW_OPCODES:
         return list(instr.called_computations)
@@ -145,8 +202,9 @@ def peak_usage(intervals, sizes) -> tuple[int, int]:
 def computation_peak_bytes(comp, order: Sequence | None = None, size_of: Callable | None = None) -> int:
     """Peak bytes per device live at once in one computation, run in ``order`` (default: text order).
 
-    Values are the non-aliasing instructions (:data:`ALIASING_OPCODES` forward their operands); the
-    parameters are live throughout, the root's values from their definition to the end.  ``size_of(instr)`` defaults to
+    Values are the non-aliasing instructions (:data:`ALIASING_OPCODES` forward their operands), their
+    buffers as :func:`buffer_intervals` places them (parameters and the root's values live throughout,
+    fusion and in-place reuse as XLA's CPU backend does).  ``size_of(instr)`` defaults to
     :func:`hloshard.cost.memory.bytes_per_device` of the instruction's sharding (its written shape when
     that fails, e.g. ``{manual}``).  Called computations are not included."""
     from .memory import bytes_per_device
@@ -173,26 +231,310 @@ def computation_peak_bytes(comp, order: Sequence | None = None, size_of: Callabl
             for o in i.operands:
                 out.extend(values(o))
             res = tuple(dict.fromkeys(out))
+        elif i.parent is not comp:
+            res = ()
         else:
             res = (i,)
         memo[id(i)] = res
         return res
 
-    def defined(i):
+    def own(i):
         return () if i.opcode in ALIASING_OPCODES else (i,)
-
-    def read(i):
-        out: list = []
-        for o in i.operands:
-            if o.parent is comp:
-                out.extend(values(o))
-        return out
 
     params = [p for p in order if p.opcode == "parameter"]
     outs = values(comp.root) if comp.root is not None else ()
-    iv = live_intervals(order, defined, read, params, outs)
-    keys = [k for k in iv if k.opcode not in ALIASING_OPCODES]
+    iv = buffer_intervals(order, own, values, params, outs)
+    keys = [k for k in iv if iv[k][1] > iv[k][0]]
     if not keys:
         return 0
     peak, _ = peak_usage([iv[k] for k in keys], [size(k) for k in keys])
     return peak
+
+
+def _custom_target(instr) -> str:
+    t = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
+    return str(t).strip('"') if t is not None else ""
+
+
+def _kind(instr) -> str:
+    """The opcode, with identity custom calls as ``copy``."""
+    if instr.opcode == "custom-call" and _custom_target(instr) in IDENTITY_CUSTOM_CALLS:
+        return "copy"
+    return instr.opcode
+
+
+def _forwards(instr) -> bool:
+    """A ``copy`` (a pin, a sharding annotation: removed by XLA's algebraic simplifier) or a
+    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer."""
+    return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
+            and instr.shape.is_array)
+
+
+def effective_users(instr) -> list:
+    """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
+    out: list = []
+    seen: set = set()
+    stack = list(instr.users)
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if _forwards(u):
+            stack.extend(u.users)
+        else:
+            out.append(u)
+    return out
+
+
+def is_fused(instr) -> bool:
+    """True when XLA never gives ``instr``'s result a buffer (module docstring, *Fusion*): a constant,
+    a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
+    fuse it (and that is not a root)."""
+    op = _kind(instr)
+    if op == "constant" or _forwards(instr):
+        return True
+    if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
+        return False
+    consumers = effective_users(instr)
+    if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
+        return False
+    return not (op in EXPENSIVE and len(consumers) > 1)
+
+
+def fused_reads(instr) -> list:
+    """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once)."""
+    out: list = []
+    seen: set = set()
+    stack = list(reversed(instr.operands))
+    while stack:
+        o = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if is_fused(o):
+            stack.extend(reversed(o.operands))
+        else:
+            out.append(o)
+    return out
+
+
+def _invariant_leaves(w) -> set:
+    """Positions, among the array leaves of the ``while`` ``w``'s state, of the loop invariants
+    (:func:`hloshard.hlo.loops.invariant_elements`: the body passes them through unchanged)."""
+    inv = set(invariant_elements(w))
+    if not inv or not w.shape.is_tuple:
+        return set()
+    out: set = set()
+    n = 0
+    for k, elem in enumerate(w.shape.tuple_shapes):
+        leaves = [x for x in ([elem] if not elem.is_tuple else elem.leaves()) if x.is_array]
+        if k in inv:
+            out.update(range(n, n + len(leaves)))
+        n += len(leaves)
+    return out
+
+
+def _same_array(a, b) -> bool:
+    """Same bytes (a transposed operand counts: XLA folds the transpose into its producer)."""
+    sa, sb = a.shape, b.shape
+    return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
+
+
+def in_place_user(user, operand) -> bool:
+    """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
+    elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes."""
+    op = _kind(user)
+    if op == "dynamic-update-slice":
+        return bool(user.operands) and user.operands[0] is operand
+    return op in ELEMENTWISE and _same_array(operand, user)
+
+
+def read_until(instr, positions: dict) -> int | None:
+    """The last schedule position at which ``instr``'s value is read once fusion is applied: its users'
+    positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
+    position).  None when nothing reads it."""
+    last = None
+    stack = list(instr.users)
+    seen: set = set()
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if is_fused(u):
+            stack.extend(u.users)
+            continue
+        t = positions.get(id(u))
+        if t is not None and (last is None or t > last):
+            last = t
+    return last
+
+
+def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
+                     values: Callable[[object], Sequence[Hashable]], parameters: Iterable[Hashable] = (),
+                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = ()) -> dict:
+    """Key -> ``(lo, hi)``: the half-open schedule interval in which each buffer XLA allocates is live
+    (the memory model of the module docstring; an empty interval: no buffer of its own).
+
+    ``order``: the program schedule (:func:`program_schedule`); ``own(instr)``: the keys (leaf values)
+    ``instr`` defines itself, leaf order (empty for forwarding instructions: get-tuple-element, tuple,
+    a called computation's parameter); ``values(instr)``: the keys of ``instr``'s value, leaf order,
+    forwarding resolved; ``parameters``: entry parameter keys (whole run); ``outputs``: entry output
+    keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
+    no memory of their own.  Every key of ``own`` gets an interval."""
+    pos = {id(i): t for t, i in enumerate(order)}
+    fused = {id(i) for i in order if is_fused(i)}
+
+    def defined(i):
+        return () if id(i) in fused else own(i)
+
+    reads_of: dict = {}
+
+    def read(i):
+        if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
+            return ()   # forwarded: its readers read the values it forwards
+        ops = fused_reads(i)
+        reads_of[id(i)] = ops
+        return [k for o in ops for k in values(o)]
+
+    params = list(parameters)
+    outs = list(outputs)
+    iv = live_intervals(order, defined, read, (), ())
+    T = max(len(order), 1)
+    definer: dict = {}
+    for t, i in enumerate(order):   # fused instructions: no buffer
+        for k in own(i):
+            iv.setdefault(k, (t, t))
+            definer.setdefault(k, i)
+    for k in params:
+        iv[k] = (0, T)
+    for k in outs:
+        if k in iv:
+            iv[k] = (0, T)
+    protected = set(params) | set(outs)
+    raw = dict(iv)
+    # in place (module docstring): union-find over keys that share one buffer
+    parent: dict = {}
+
+    def find(k):
+        while parent.get(k, k) != k:
+            parent[k] = parent.get(parent[k], parent[k])
+            k = parent[k]
+        return k
+
+    param_set = set(params)
+
+    def share(a, c, read_only: bool = False) -> None:
+        """``c``'s buffer is ``a``'s (``a`` is read last where ``c`` is made, or ``c`` is written by
+        a called computation's root ``a``; ``read_only``: ``c`` never writes it, so ``a`` may be a
+        parameter)."""
+        if a == c or a not in iv or c not in iv or (a in param_set and not read_only):
+            return
+        ra, rc = find(a), find(c)
+        if ra != rc:
+            parent[ra] = rc
+
+    for t, i in enumerate(order):
+        if id(i) in fused:
+            continue
+        op = _kind(i)
+        mine = list(own(i))
+        if not mine:
+            continue
+        if op == "while":
+            passed = _invariant_leaves(i)
+            own_set = set(mine)
+            for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], values(i))):
+                if c not in own_set:   # a leaf the while forwards (captured): nothing of its own
+                    continue
+                if n in passed:
+                    # a loop invariant (the body passes it through): the loop reads the init's buffer
+                    share(a, c, read_only=True)
+                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                    share(a, c)
+            continue
+        if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
+            srcs = [k for o in i.operands for k in values(o)]
+            if len(srcs) == len(mine):
+                for a, c in zip(srcs, mine):
+                    if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                        share(a, c)
+            continue
+        if op in ("call", "conditional"):
+            # the callee's root values are made in the caller's result buffer
+            for comp in i.called_computations:
+                if comp.root is None:
+                    continue
+                for a, c in zip(values(comp.root), mine):
+                    d = definer.get(a)
+                    if d is not None and d.parent is comp and a not in protected:
+                        share(a, c)
+            continue
+        if op == "dynamic-update-slice":
+            cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
+        elif op in ELEMENTWISE:
+            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i)]
+        else:
+            continue
+        for o in cands:
+            ks = values(o)
+            if len(ks) == 1 and raw.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
+                share(ks[0], mine[0])
+                break
+    classes: dict = {}
+    for k in list(parent):
+        classes.setdefault(find(k), {k}).add(k)
+    for rep, members in classes.items():
+        members.add(rep)
+        keep = next((k for k in members if k in protected), rep)
+        lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
+        hi = max(raw[k][1] for k in members)
+        for k in members:
+            iv[k] = (iv[k][0], iv[k][0])
+        iv[keep] = (0, T) if keep in protected else (lo, hi)
+    for k in donated:   # output in a parameter's buffer: no memory of its own
+        if k in iv and k not in set(params):
+            iv[k] = (iv[k][0], iv[k][0])
+    # a while body's root values are written into the loop state
+    for w in order:
+        if w.opcode != "while":
+            continue
+        body = called(w, "body", 0)
+        if body is None or body.root is None:
+            continue
+        state = list(values(w))
+        new = list(values(body.root))
+        if len(new) != len(state):
+            continue
+        last: dict = {}
+        for i in body.instructions:
+            t = pos.get(id(i))
+            if t is None or id(i) in fused:
+                continue
+            for o in reads_of.get(id(i), ()):
+                for k in values(o):
+                    if last.get(k, -1) < t:
+                        last[k] = t
+        passed = _invariant_leaves(w)
+        for n, (s_key, v) in enumerate(zip(state, new)):
+            if v == s_key or v not in iv or v in protected:
+                continue
+            if n in passed:   # a pinned pass-through of a loop invariant: a copy XLA removes
+                iv[v] = (iv[v][0], iv[v][0])
+                continue
+            lo, hi = iv[v]
+            end = last.get(s_key)
+            in_place = False
+            for m in classes.get(v, {v}):   # v or a value whose buffer v took over updates the state
+                d = definer.get(m)
+                if d is not None and _kind(d) in ELEMENTWISE | {"dynamic-update-slice", "tuple"} and \
+                        pos.get(id(d)) == end and any(s_key in values(o) for o in reads_of.get(id(d), ())):
+                    in_place = True
+            if end is None or end < lo or (end == lo and in_place):
+                # the old element is dead before v exists (or v overwrites it in place): v lives in the state
+                iv[v] = (lo, lo)
+            else:
+                iv[v] = (lo, max(lo, min(hi, end + 1)))
+    return iv
