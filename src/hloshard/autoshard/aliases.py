@@ -140,7 +140,9 @@ def _tied_leaves(module, ctx):
     for tie in module_ties(module):
         alias = tie.source == "input_output_alias"
         err = InputError if alias else UsageError
-        what = (f"{tie.source} {{{','.join(map(str, tie.output))}}} <-> parameter {tie.param} "
+        what = (f"--tie {','.join(map(str, tie.output))}={','.join(map(str, (tie.param,) + tuple(tie.param_index)))}"
+                if tie.source == "--tie" else
+                f"{tie.source} {{{','.join(map(str, tie.output))}}} <-> parameter {tie.param} "
                 f"{{{','.join(map(str, tie.param_index))}}}")
         if tie.mode not in TIE_MODES:
             raise UsageError(f"{what}: mode {tie.mode!r} is not one of {', '.join(TIE_MODES)}")

@@ -73,7 +73,7 @@ def merge_followers(problem: Problem, follows, merge: bool = True, ties=()):
             continue
         touched.update((rk, rg))
         for v in np.nonzero(roots == rg)[0].tolist():   # the gone node and its followers: through the mapping
-            maps[v] = mapping
+            maps[v] = np.maximum(mapping, 0)   # a forbidden strategy (-1) stays forbidden through the merged cost
         sets.union(rk, rg)
         tied.append((rk, rg, mapping))
     if not pairs and not tied:
