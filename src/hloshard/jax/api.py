@@ -54,7 +54,9 @@ class AutoShardResult:
     propagation from the parameter / output shardings alone does not reach
     (:func:`hloshard.partition_specs.partition_specs` dicts: instruction, opcode, shape, sharding,
     partition_spec, xla_propagation, op_name, source); ``report``: the ``hloshard solve --report`` JSON
-    (cost units; bytes per device; ``peak_tensors``; ``ties``, ``pins``); ``module``: the annotated
+    (cost units; bytes per device; ``peak_tensors``; ``ties``, ``pins``;
+    ``predicted_collective_bytes_per_device``: ring bytes of the collectives the plan predicts, the figure
+    to hold beside XLA's); ``module``: the annotated
     HLO as a parsed :class:`hloshard.hlo.Module` (:attr:`hlo_text` is its text, what ``hloshard solve
     --pin-operands`` writes); ``solve_result``: the :class:`~hloshard.autoshard.SolveResult`;
     ``ties``: one dict per tied result leaf (``output`` / ``input``: jax key paths, ``mode``,
@@ -417,6 +419,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..sdy import SdyMesh
     from ..strategy.realize import operand_pins
     from ..units import parse_memory_budget
+    from ..xla_compare import predicted_collectives
 
     if keep_shardings not in ("io", "all", "none"):
         raise ValueError(f"keep_shardings must be 'io', 'all' or 'none', got {keep_shardings!r}")
@@ -478,6 +481,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     report = build_report(result, dmesh, keep_shardings, budget)
     report["peak_tensors"] = peak_tensors_of(result)
+    # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
+    priced = result.written if result.written is not None else result
+    report["predicted_collective_bytes_per_device"] = round(sum(
+        r.total_bytes for rows in predicted_collectives(priced).values() for r in rows))
 
     params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
     if len(params) != len(leaves):
