@@ -136,6 +136,8 @@ show("none", auto_shard(step, params, x, state={}, **kw))
 show("explicit", auto_shard(step, params, x, state={"[1]['w1']": "[0]['w1']", 2: ("[0]['w2']", "pay")}, **kw))
 show("donate", auto_shard(update, w, x, state={}, donate_argnums=0, **kw))
 show("names", auto_shard(update, w, x, state={}, donate_argnames="w", **kw))
+sq = S((256, 256), jnp.float32)
+out["ambiguous"] = auto_shard(lambda a, b: a @ b, sq, sq, **kw).ties   # a bare array like both arguments
 for label, call in [
     ("bad_out", lambda: auto_shard(step, params, x, state={"[7]": "[0]['w1']"}, **kw)),
     ("bad_shape", lambda: auto_shard(step, params, x, state={"[1]['w1']": "[0]['w2']"}, **kw)),
@@ -179,6 +181,7 @@ def test_auto_shard_ties_the_state():
         assert [(t["output"], t["input"], t["donated"], t["source"]) for t in d["ties"]] == \
             [("[1]", "[0]", True, "donate")]
         assert d["same"] == [True]
+    assert out["ambiguous"] == []
     assert out["bad_out"].startswith("ValueError") and "'[7]' is not a result leaf" in out["bad_out"]
     assert out["bad_shape"].startswith("ValueError") and "shapes / dtypes differ" in out["bad_shape"]
     assert out["bad_donate"].startswith("ValueError") and "donate_argnums 5" in out["bad_donate"]

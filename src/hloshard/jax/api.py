@@ -296,7 +296,7 @@ def _state_ties(args, out, donated: tuple, state, state_mode: str) -> list:
 
     ``state`` None: by path -- the whole result, else each top-level element of it, is tied to the first
     positional argument (not yet tied) with the same pytree structure and leaf shapes and dtypes (the
-    ``(loss, new_params)`` pattern); a dict: exactly its pairs, ``{output path: input path}`` or
+    ``(loss, new_params)`` pattern; a single array only when exactly one argument matches it); a dict: exactly its pairs, ``{output path: input path}`` or
     ``{output path: (input path, mode)}`` with jax key paths (``jax.tree_util.keystr``: ``"[1]['w']"``
     of the result, ``"[0]['w']"`` of the argument tuple) or flat leaf numbers.  Then every leaf of a
     donated argument not yet tied is tied to the first untied result leaf of its shape and dtype (as
@@ -324,16 +324,20 @@ def _state_ties(args, out, donated: tuple, state, state_mode: str) -> list:
             leaves = [j for j, (k, _) in enumerate(out_flat) if tuple(k[:len(prefix)]) == prefix]
             if not leaves or any(j in ties for j in leaves):
                 continue
+            matches = []
             for i, a in enumerate(args):
                 if i in used or jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(sub):
                     continue
                 ins = [q for q, (k, _) in enumerate(in_flat) if k[0] == jax.tree_util.SequenceKey(i)]
                 if len(ins) == len(leaves) and all(aval(in_flat[q][1]) == aval(out_flat[j][1])
                                                    for q, j in zip(ins, leaves)):
-                    used.add(i)
-                    for q, j in zip(ins, leaves):
-                        ties[j] = (q, state_mode, "path")
-                    break
+                    matches.append((i, ins))
+            # a bare array matching several arguments (f(w, x) -> x @ w, all square) names no state
+            if matches and (len(leaves) > 1 or len(matches) == 1):
+                i, ins = matches[0]
+                used.add(i)
+                for q, j in zip(ins, leaves):
+                    ties[j] = (q, state_mode, "path")
     else:
         if not isinstance(state, dict):
             raise ValueError(f"state must be a dict {{output path: input path}} or None, got {type(state).__name__}")
