@@ -249,9 +249,12 @@ def _equation_outputs(module, eqns: dict) -> dict:
 def _pin_operand(pin, operand, eqns: dict):
     """``(equation path, input index)`` of the jaxpr value a :class:`hloshard.strategy.realize.Pin`
     constrains: the pinned user's equation, the input with the operand's shape (the operand's own
-    index first), when the operand comes from outside that equation; None otherwise."""
+    index first), when the user is in the entry computation and the operand comes from outside that
+    equation; None otherwise (a pin inside a loop body is not carried: the equation is the loop)."""
     import jax.extend.core as jcore
 
+    if not pin.user.parent.is_entry:   # inside a loop body / called computation: the equation is a call
+        return None
     path = _equation_of(pin.user)
     eqn = eqns.get(path) if path is not None else None
     if eqn is None or (operand.opcode != "parameter" and _equation_of(operand) == path):
