@@ -21,8 +21,9 @@ Flow:
    ``jax.lax.with_sharding_constraint`` (a) on each equation's outputs (the sharding of the last
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
-   ``Sharding`` custom-call does), so XLA carries out the plan that was priced, not its own variant from
-   the operands' layouts.
+   ``Sharding`` custom-call does), and (c) on a ``scan`` body's inputs where the body starts, for the
+   loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that was priced, not its own
+   variant from the operands' layouts.  ``scan`` bodies are re-traced equation by equation for this.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ _EQN = re.compile(r"hloshard_eqn([0-9_]+)")
 #: the primitives of a nested ``jit`` call (evaluated inline when it has no shardings of its own)
 _CALLS = ("jit", "pjit")
 STATE_MODES = ("tie", "pay")
+#: primitives that stand for a loop or a call (their HLO is in other computations): no pin maps onto them
+_LOOP_OR_CALL = re.compile(r"call|jit|scan|while|cond|remat|checkpoint|shard_map|custom")
 
 
 @dataclasses.dataclass
@@ -140,9 +143,15 @@ def _inline(eqn) -> bool:
             and not p.get("compiler_options_kvs"))
 
 
+def _scan_body(eqn) -> bool:
+    """A ``scan`` whose body :func:`_runner` evaluates equation by equation (equation ``i`` of the body
+    of equation ``k`` is ``hloshard_eqn{k}_{i}``)."""
+    return eqn.primitive.name == "scan" and "jaxpr" in eqn.params
+
+
 def _equations(closed) -> dict:
     """Equation path (tuple of indices, see the module docstring) -> jaxpr equation, inlined ``jit``
-    calls expanded (the call itself is not listed)."""
+    calls expanded (the call itself is not listed), ``scan`` bodies too (the scan is listed)."""
     out: dict = {}
 
     def walk(jaxpr, prefix):
@@ -152,6 +161,8 @@ def _equations(closed) -> dict:
                 walk(eqn.params["jaxpr"].jaxpr, path)
             else:
                 out[path] = eqn
+                if _scan_body(eqn):
+                    walk(eqn.params["jaxpr"].jaxpr, path)
 
     walk(closed.jaxpr, ())
     return out
@@ -161,20 +172,27 @@ def _scope(path) -> str:
     return "hloshard_eqn" + "_".join(map(str, path))
 
 
-def _runner(closed, constraints: dict | None = None, operand_constraints: dict | None = None):
+def _runner(closed, constraints: dict | None = None, operand_constraints: dict | None = None,
+            body_constraints: dict | None = None):
     """A flat function evaluating ``closed`` (a ClosedJaxpr) equation by equation, each under
     ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
     ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
-    ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it."""
+    ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
+    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that ``scan``'s body where the
+    body starts (the loop state as each trip reads it)."""
     import jax
     import jax.extend.core as jcore
     from jax._src import source_info_util as siu
 
     constraints = constraints or {}
     operand_constraints = operand_constraints or {}
+    body_constraints = body_constraints or {}
 
     def evaluate(jaxpr, consts, args, prefix):
         env: dict = {}
+        args = list(args)
+        for i, sh in body_constraints.get(prefix, ()) if prefix else ():
+            args[i] = jax.lax.with_sharding_constraint(args[i], sh)
 
         def read(v):
             return v.val if isinstance(v, jcore.Literal) else env[v]
@@ -192,10 +210,16 @@ def _runner(closed, constraints: dict | None = None, operand_constraints: dict |
                 inner = eqn.params["jaxpr"]
                 outs = evaluate(inner.jaxpr, inner.consts, invals, path)
             else:
+                params = eqn.params
+                if _scan_body(eqn):   # the body re-traced equation by equation, named and constrained too
+                    body = params["jaxpr"]
+                    params = dict(params, jaxpr=jax.make_jaxpr(
+                        lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
+                            *[v.aval for v in body.jaxpr.invars]))
                 stack = siu.current_name_stack() + eqn.source_info.name_stack
                 with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
                         jax.named_scope(_scope(path)), eqn.ctx.manager:
-                    outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(eqn.params))
+                    outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
                 if not eqn.primitive.multiple_results:
                     outs = [outs]
             for j, (v, o) in enumerate(zip(eqn.outvars, outs)):
@@ -226,11 +250,11 @@ def _equation_of(instr):
 
 
 def _equation_outputs(module, eqns: dict) -> dict:
-    """(equation path, output j) -> the entry instruction that computes it: the last instruction whose
-    op_name names that equation and whose shape is the output's."""
+    """(equation path, output j) -> the instruction that computes it: the last instruction with a
+    sharding whose op_name names that equation and whose shape is the output's."""
     by_eqn: dict = {}
-    for instr in module.entry.instructions:
-        if instr.shape.is_tuple:
+    for instr in module.all_instructions():
+        if instr.shape.is_tuple or instr.sharding is None:
             continue
         path = _equation_of(instr)
         if path is not None:
@@ -249,15 +273,15 @@ def _equation_outputs(module, eqns: dict) -> dict:
 def _pin_operand(pin, operand, eqns: dict):
     """``(equation path, input index)`` of the jaxpr value a :class:`hloshard.strategy.realize.Pin`
     constrains: the pinned user's equation, the input with the operand's shape (the operand's own
-    index first), when the user is in the entry computation and the operand comes from outside that
-    equation; None otherwise (a pin inside a loop body is not carried: the equation is the loop)."""
+    index first), when that equation is no loop or call (a ``scan`` body's equations are their own) and
+    the operand comes from outside it; None otherwise."""
     import jax.extend.core as jcore
 
-    if not pin.user.parent.is_entry:   # inside a loop body / called computation: the equation is a call
-        return None
     path = _equation_of(pin.user)
     eqn = eqns.get(path) if path is not None else None
-    if eqn is None or (operand.opcode != "parameter" and _equation_of(operand) == path):
+    if eqn is None or _scan_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
+        return None   # the user is inside a loop / call this equation stands for, not the equation itself
+    if operand.opcode != "parameter" and _equation_of(operand) == path:
         return None
     dims = tuple(operand.shape.dims)
     order = [pin.index] + [i for i in range(len(eqn.invars)) if i != pin.index]
@@ -266,6 +290,74 @@ def _pin_operand(pin, operand, eqns: dict):
                 and tuple(getattr(eqn.invars[i].aval, "shape", ())) == dims:
             return path, i
     return None
+
+
+def _loop_state_pins(module, eqns: dict) -> dict:
+    """Scan path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
+    (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
+    reads of its loop state) of each ``while`` a ``scan`` equation lowered to, as constraints on the scan
+    body's inputs.  jax's scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a
+    carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
+    checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
+    without the stacked dim (only when that dim is not split); ys buffers have no body input."""
+    from ..hlo.loops import called
+
+    out: dict = {}
+    for w in module.all_instructions():
+        if w.opcode != "while" or not w.shape.is_tuple:
+            continue
+        path = _equation_of(w)
+        eqn = eqns.get(path) if path is not None else None
+        if eqn is None or not _scan_body(eqn):
+            continue
+        body = called(w, "body", 0)
+        if body is None or not body.parameters:
+            continue
+        invars = eqn.params["jaxpr"].jaxpr.invars
+        nc, ncarry = int(eqn.params.get("num_consts", 0)), int(eqn.params.get("num_carry", 0))
+        nxs = len(invars) - nc - ncarry
+        n = len(w.shape.tuple_shapes)
+        length = int(eqn.params.get("length", 0))
+        for cc in body.instructions:
+            if cc.opcode != "custom-call" or str(cc.attrs.get("custom_call_target", "")).strip('"') != "Sharding" \
+                    or not cc.operands or cc.sharding is None:
+                continue
+            g = cc.operands[0]
+            if g.opcode != "get-tuple-element" or not g.operands or g.operands[0] is not body.parameters[0]:
+                continue
+            t = int(str(g.attrs.get("index")))
+            dims = tuple(g.shape.dims)
+            if 1 <= t <= ncarry and tuple(getattr(invars[nc + t - 1].aval, "shape", ())) == dims:
+                out.setdefault(path, []).append((nc + t - 1, cc.sharding, len(dims)))
+            elif t >= n - nxs:
+                i = nc + ncarry + (t - (n - nxs))
+                inner = tuple(getattr(invars[i].aval, "shape", ()))
+                if dims == (length,) + inner and not cc.sharding.is_tuple:
+                    sliced = _drop_leading(cc.sharding, len(dims))
+                    if sliced is not None:
+                        out.setdefault(path, []).append((i, sliced, len(inner)))
+    return out
+
+
+def _drop_leading(sharding, rank: int):
+    """The sharding of one slice along dim 0 of an array of rank ``rank`` sharded ``sharding``: the tile
+    assignment without its first dim, which must be 1 (not split); None otherwise (or for a form without
+    a tile assignment)."""
+    from ..hlo.sharding import HloSharding
+
+    if sharding.is_replicated:
+        return sharding
+    text = str(sharding)
+    m = re.search(r"devices=\[([0-9,]+)\]", text)
+    if m is None or rank < 2:
+        return None
+    dims = m.group(1).split(",")
+    if dims[0] != "1" or len(tuple(sharding.tile_dims)) != rank:
+        return None
+    try:
+        return HloSharding.parse(text[:m.start(1)] + ",".join(dims[1:]) + text[m.end(1):])
+    except Exception:  # noqa: BLE001 - a form this rewrite does not handle: not pinned
+        return None
 
 
 def _donated(fn, nargs: int, donate_argnums, donate_argnames) -> tuple:
@@ -540,9 +632,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
                          "equation": None if at is None else "_".join(map(str, at[0])),
                          "input": None if at is None else at[1]})
+    body_constraints: dict = {}
+    for path, rows in (_loop_state_pins(module, eqns) if pin_operands else {}).items():
+        for i, sh, rank in rows:
+            try:
+                body_constraints.setdefault(path, []).append((i, NamedSharding(mesh, _spec(sh, rank, sdy_mesh))))
+            except ValueError:
+                continue
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
-                      "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0)}
-    run = _runner(closed, pinned, operand_constraints)
+                      "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
+                      "loop_state_carried": sum(len(v) for v in body_constraints.values())}
+    run = _runner(closed, pinned, operand_constraints, body_constraints)
 
     def constrained(*args):
         return jax.tree_util.tree_unflatten(out_tree, run(*jax.tree_util.tree_leaves(args)))
