@@ -13,7 +13,9 @@ computation and conditional branch) in post order, builds one strategy group per
   pairing forbidden),
 * liveness intervals from the schedule position of the definition to the last use (entry parameters
   and outputs live for the whole program),
-* ``input_output_alias`` pairs and ``shard_as`` groups as alias constraints (same sharding on both sides),
+* ties (``input_output_alias`` pairs, ``module.ties``: :mod:`hloshard.autoshard.aliases`, recorded in
+  ``Graph.ties``) and ``shard_as`` groups as alias constraints (same sharding on both sides); a tie in
+  ``"pay"`` mode as an edge pricing the resharding back to the parameter's layout,
 
 and packs them into a :class:`hloshard.costgraph.Problem` with integer costs (``cost_scale`` recorded).
 The solver receives ``Graph.solver_problem``: the same graph with memory as a tie-breaker
@@ -41,7 +43,7 @@ from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext
-from .aliases import _add_aliases
+from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import _Resharder
@@ -141,6 +143,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             if follow:
                 follows.append((u, v))
             _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
+    # ties in "pay" mode: the resharding of an output back to its parameter's layout (autoshard.aliases)
+    for u, v, m, contribution in pay_edges(module, ctx, resh):
+        _add_edge(edges, info, u, v, m, contribution)
 
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
     # its last read; entry parameters live throughout, outputs to the end -------------------------------
@@ -203,7 +208,10 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
-    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
+    # merged into the node they follow and each tied output / parameter pair into one node (not under a
+    # memory budget: memory stays exact per tensor; the presolve then merges the tied pairs exactly)
+    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None,
+                                                          ties=tie_merges(graph))
     return graph
 
 

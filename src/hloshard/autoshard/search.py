@@ -19,6 +19,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     returned in integer cost units of ``graph.problem`` (tie-break removed).  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
     from ..solver import solve_problem
+    from ..solver.followers import expand_choice
 
     if graph.problem.usage_limit is not None:
         minimum_memory_check(graph, graph.problem.usage_limit)
@@ -34,7 +35,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         sol.objective = real_part(getattr(sol, "objective", None), k)
         sol.bound = real_part(getattr(sol, "bound", None), k)
     if sol.strategies:
-        sol.strategies = [int(sol.strategies[c]) for c in graph.classes]
+        sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)

@@ -49,6 +49,20 @@ class _Budget(click.ParamType):
         return BYTE_SIZE.convert(value, param, ctx)
 
 
+def _tie_option(ctx, param, values):
+    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie` (a usage error, exit 2,
+    for anything else)."""
+    from ..autoshard.aliases import parse_tie
+
+    out = []
+    for v in values or ():
+        try:
+            out.append(parse_tie(v))
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return tuple(out)
+
+
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
     """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
     from ..autoshard import top_edges
@@ -400,13 +414,17 @@ Examples:
                    "layout, so XLA's partitioner carries out the plan (measured: no more bytes than GSPMD under "
                    "XLA on every sample; the copies add a little compute to the reported cost). Without it XLA "
                    "picks its own variant from the operands' layouts.")
+@click.option("--tie", "ties", multiple=True, callback=_tie_option, metavar="OUTPUT_INDEX=PARAM_NUMBER",
+              help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
+                   "training step's state): it leaves in the sharding the parameter came in with, one decision "
+                   "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2.")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
                    "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None, use_xla=False, pin_operands=False):
+            partition_specs_file=None, use_xla=False, pin_operands=False, ties=()):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -437,6 +455,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
+    if ties:   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
+        module.ties = list(getattr(module, "ties", None) or []) + list(ties)
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
