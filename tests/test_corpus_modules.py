@@ -3,8 +3,6 @@ writes, and compiles the MaxText train step (scan loops) for 8 partitions (issue
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from hloshard.autoshard import apply_choice, build_graph, solve_graph, solve_module
@@ -12,17 +10,17 @@ from hloshard.hlo import parse_module
 from hloshard.hlo.loops import invariant_elements
 from hloshard.hlo.printer import print_module
 from hloshard.mesh import DeviceMesh
+from tests.conftest import require_shared
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "xla_benchmarks"
-MAXTEXT = CORPUS / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
-LLAMA = CORPUS / "hlo_llama31_8b_bf16_1x8.hlo"
+CORPUS = ("corpus", "xla_benchmarks")   # under the shared dir, see tests.conftest.require_shared
+MAXTEXT = "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
+LLAMA = "hlo_llama31_8b_bf16_1x8.hlo"
 
 
-def _solve(path: Path, time_limit: float) -> str:
+def _solve(name: str, time_limit: float) -> str:
     """The text ``solve`` writes (build, solve, apply; the re-evaluation of the written module that
     ``solve_module`` adds for its report does not change the text and is skipped to save time)."""
-    if not path.exists():
-        pytest.skip(f"{path} is not available")
+    path = require_shared(*CORPUS, name)
     module = parse_module(path.read_text(), str(path))
     graph = build_graph(module, DeviceMesh.parse("8"))
     sol = solve_graph(graph, time_limit=time_limit, deterministic=True)

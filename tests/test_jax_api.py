@@ -98,3 +98,92 @@ def test_solve_report_names_the_tensors_at_peak(tmp_path):
     w1 = [t for t in top if t["name"] == "params_0_.1"]
     # w1 = f32[512,1024] kept at P(None, 'model'): 512 * 1024 * 4 bytes / 4 shards = 524,288 bytes per device
     assert w1 and w1[0]["bytes_per_device"] == 524288
+
+
+STATE_SCRIPT = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh
+from hloshard.jax import auto_shard
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+def step(params, x):                      # (loss, new params): the state by path
+    def loss(p):
+        return jnp.mean(jnp.tanh(x @ p["w1"]) @ p["w2"])
+    v, g = jax.value_and_grad(loss)(params)
+    return v, jax.tree_util.tree_map(lambda p, d: p - 0.1 * d, params, g)
+
+def update(w, x):                         # returns a differently shaped result first
+    return jnp.sum(x @ w), w * 0.5
+
+S = jax.ShapeDtypeStruct
+params = {"w1": S((256, 512), jnp.float32), "w2": S((512, 128), jnp.float32)}
+x = S((64, 256), jnp.float32)
+w = S((256, 512), jnp.float32)
+out = {}
+
+def show(label, plan):
+    out[label] = {"ties": plan.ties, "report": plan.report["ties"], "donate": list(plan.donate_argnums),
+                  "same": [str(a.spec) == str(b.spec) for a, b in
+                           zip(jax.tree_util.tree_leaves(plan.in_shardings[0]),
+                               jax.tree_util.tree_leaves(plan.out_shardings[1]))]}
+
+kw = dict(mesh=mesh, time_limit=5, with_constraints=False)
+show("path", auto_shard(step, params, x, **kw))
+show("none", auto_shard(step, params, x, state={}, **kw))
+show("explicit", auto_shard(step, params, x, state={"[1]['w1']": "[0]['w1']", 2: ("[0]['w2']", "pay")}, **kw))
+show("donate", auto_shard(update, w, x, state={}, donate_argnums=0, **kw))
+show("names", auto_shard(update, w, x, state={}, donate_argnames="w", **kw))
+sq = S((256, 256), jnp.float32)
+out["ambiguous"] = auto_shard(lambda a, b: a @ b, sq, sq, **kw).ties   # a bare array like both arguments
+for label, call in [
+    ("bad_out", lambda: auto_shard(step, params, x, state={"[7]": "[0]['w1']"}, **kw)),
+    ("bad_shape", lambda: auto_shard(step, params, x, state={"[1]['w1']": "[0]['w2']"}, **kw)),
+    ("bad_donate", lambda: auto_shard(update, w, x, donate_argnums=5, **kw)),
+    ("bad_name", lambda: auto_shard(update, w, x, donate_argnames="v", **kw)),
+    ("bad_mode", lambda: auto_shard(update, w, x, state_mode="free", **kw)),
+]:
+    try:
+        call()
+        out[label] = "NO ERROR"
+    except ValueError as exc:
+        out[label] = "ValueError " + str(exc).splitlines()[0]
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.oracle
+def test_auto_shard_ties_the_state():
+    """A step's state leaves in the sharding it came in with: found by path (the ``(loss, new_params)``
+    pattern), named by ``state=`` (one leaf in ``"pay"`` mode), or donated (``donate_argnums`` /
+    ``donate_argnames``, passed on by ``jit()``); bad ``state`` / donation values are ValueErrors."""
+    import json
+
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", STATE_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    path = out["path"]
+    assert [(t["output"], t["input"], t["source"]) for t in path["ties"]] == \
+        [("[1]['w1']", "[0]['w1']", "path"), ("[1]['w2']", "[0]['w2']", "path")]
+    assert path["same"] == [True, True] and path["report"] == {"tied": 2, "mismatches": 0}
+    assert out["none"]["ties"] == [] and out["none"]["report"]["tied"] == 0
+    ex = out["explicit"]["ties"]
+    assert [(t["output"], t["mode"], t["source"]) for t in ex] == [("[1]['w1']", "tie", "state"),
+                                                                   ("[1]['w2']", "pay", "state")]
+    assert out["explicit"]["same"][0]
+    for label in ("donate", "names"):
+        d = out[label]
+        assert d["donate"] == [0]
+        assert [(t["output"], t["input"], t["donated"], t["source"]) for t in d["ties"]] == \
+            [("[1]", "[0]", True, "donate")]
+        assert d["same"] == [True]
+    assert out["ambiguous"] == []
+    assert out["bad_out"].startswith("ValueError") and "'[7]' is not a result leaf" in out["bad_out"]
+    assert out["bad_shape"].startswith("ValueError") and "shapes / dtypes differ" in out["bad_shape"]
+    assert out["bad_donate"].startswith("ValueError") and "donate_argnums 5" in out["bad_donate"]
+    assert out["bad_name"].startswith("ValueError") and "'v'" in out["bad_name"]
+    assert out["bad_mode"].startswith("ValueError") and "state_mode" in out["bad_mode"]

@@ -3,6 +3,7 @@ process) and its command lines (paths under /tmp redirected to a temp dir)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -22,21 +23,61 @@ def _env():
     return env
 
 
+#: run after the README's example, in the same process: the ten steps took no implicit transfer and no
+#: recompile (outputs fed back in the input shardings), and XLA's collective bytes for the plan (ring bytes
+#: of the partitioned HLO's collectives, tests/xla_bytes.py) beside the plan's prediction
+CHECK = r"""
+import glob, json, tempfile
+from tests.xla_bytes import collective_bytes
+same = all(a.sharding == s for a, s in zip(jax.tree_util.tree_leaves(params),
+                                           jax.tree_util.tree_leaves(plan.in_shardings[0])))
+with jax.transfer_guard("disallow"):
+    for _ in range(10):
+        loss, params = step(params, x, y)
+host = jax.device_get((params, x, y))
+ref_loss, ref_params = jax.jit(train_step)(*host)          # one more step, unsharded
+got_loss, got_params = step(params, x, y)
+err = max(float(jnp.max(jnp.abs(a - b)) / jnp.max(jnp.abs(b))) for a, b in
+          zip(jax.tree_util.tree_leaves((got_loss, got_params)), jax.tree_util.tree_leaves((ref_loss, ref_params))))
+with tempfile.TemporaryDirectory() as dump:
+    step.lower(params, x, y).compile(compiler_options={"xla_dump_to": dump,
+                                                       "xla_dump_hlo_pass_re": "spmd-partitioning"})
+    raw = open(sorted(glob.glob(dump + "/*after_spmd-partitioning*.txt"))[-1]).read()
+print("CHECK " + json.dumps({"same": same, "err": err, "cache": step._cache_size(), "ties": plan.report["ties"],
+                             "xla": sum(c["bytes"] for c in collective_bytes(raw)),
+                             "predicted": plan.report["predicted_collective_bytes_per_device"],
+                             "hlo": plan.hlo_text.startswith("HloModule"), "pins": plan.report["pins"]}))
+"""
+
+
 @pytest.mark.oracle
 def test_readme_auto_shard_example_runs(tmp_path):
+    """The README example runs ten steps as written; then ten more under ``transfer_guard("disallow")``
+    with one compiled executable: no resharding between steps. XLA's collective bytes for the plan are
+    the prediction within 10% (or 0.1 MB), and XLA warns of no involuntary full rematerialization."""
     require_jax()
     code = re.findall(r"```python\n(.*?)```", SECTION, re.S)[0]
+    assert "for _ in range(10)" in code
     script = tmp_path / "example.py"
-    script.write_text(code)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=_env(), timeout=300,
+    script.write_text(code + CHECK)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(ROOT)])
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300,
                           cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
-    assert "NamedSharding" in lines[0]
+    lines = [ln for ln in proc.stdout.strip().splitlines() if not ln.startswith("CHECK ")]
+    assert lines[0].startswith("True P(")   # the new params (out_shardings[1]) leave as they came in
     peak = int(lines[1].split()[0])
     assert 0 < peak <= 8 * 2**20                       # memory_budget="8MiB"
     loss = float(lines[-1].split()[0])
     assert loss > 0
+    check = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("CHECK ")][0][6:])
+    assert check["same"] and check["cache"] == 1, check
+    assert check["err"] < 1e-4, check                  # the plan computes what the unsharded step does
+    assert check["ties"] == {"tied": 2, "mismatches": 0}, check
+    assert check["hlo"]
+    assert abs(check["xla"] - check["predicted"]) <= max(0.1 * check["predicted"], 0.1e6), check
+    assert "Involuntary full rematerialization" not in proc.stderr
 
 
 @pytest.mark.oracle

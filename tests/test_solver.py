@@ -172,8 +172,8 @@ def test_instance_g_quick_and_deterministic():
     assert a.objective <= 1.25 * G_BEST         # within 25% of the best contest entry
     assert a.bound is not None and a.bound <= a.objective
     assert a.strategies == b.strategies and a.objective == b.objective and a.bound == b.bound
-    # hang guard only (speed is measured in benchmarks/iopddl.py): deterministic mode may exceed its
-    # limit on a loaded machine, up to its safety net of DET_SAFETY x the limit + 10 s
+    # hang guard only (speed is measured in benchmarks/iopddl.py): deterministic mode has no
+    # wall-clock limit and may exceed its limit on a loaded machine
     assert a.seconds < 3.0 * 6 + 10 + 30, f"solve_problem hung ({a.seconds:.0f} s for a 6 s limit)"
 
 

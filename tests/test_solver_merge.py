@@ -238,3 +238,35 @@ def test_portfolio_deterministic_with_and_without_fork(monkeypatch):
         return pst
 
     assert facts(runs[0]) == facts(runs[1]) == facts(runs[2])
+
+
+def test_deterministic_answer_does_not_read_the_clock(monkeypatch):
+    """The flake's cause: deterministic mode kept a wall-clock safety net (3x the limit + 10 s) that,
+    once passed on a loaded machine, killed the forked second search, skipped the merge and the LNS,
+    and so changed the answer.  Here the solver's clock runs 1,000 s per reading (a machine far slower
+    than any safety net allows): the answer and the portfolio's figures are those of a normal run."""
+    monkeypatch.setattr(api, "PORTFOLIO_MIN_NODES", 0)
+    p = _portfolio_problem()
+    normal = api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True)
+
+    class SlowClock:
+        now = time.monotonic()
+
+        @classmethod
+        def monotonic(cls):
+            cls.now += 1000.0
+            return cls.now
+
+    monkeypatch.setattr(api, "time", SlowClock)
+    slow = api.solve_problem(p, time_limit=3, workers=2, seed=0, deterministic=True)
+    assert slow.strategies == normal.strategies and slow.objective == normal.objective
+    assert slow.status == normal.status and slow.bound == normal.bound
+    for key in ("portfolio", "lagrange", "bound", "lns", "cpsat"):
+        strip = {"seconds", "wall", "build_seconds"}
+        a = {k: v for k, v in normal.stats.get(key, {}).items() if k not in strip}
+        b = {k: v for k, v in slow.stats.get(key, {}).items() if k not in strip}
+        if key == "portfolio":
+            a["merge"] = {k: v for k, v in a.get("merge", {}).items() if k != "seconds"}
+            b["merge"] = {k: v for k, v in b.get("merge", {}).items() if k != "seconds"}
+        assert a == b, key
+    assert None not in slow.stats["portfolio"]["objectives"]  # the second search's answer was used

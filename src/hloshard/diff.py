@@ -16,18 +16,22 @@ two modules do not share most instruction names or a shared instruction has two 
 from __future__ import annotations
 
 KINDS = ("compute", "communication", "resharding")
+#: what the ``instructions`` count of a diff counts (said beside it in the text and HTML reports)
+COUNTED = "instructions both modules have, matched by name, per-call-site copies of called computations included"
 
 
 def instruction_costs(result) -> dict:
-    """Instruction name -> {'sharding', 'opcode', 'compute', 'communication', 'resharding', 'memory'} of
-    a :class:`hloshard.autoshard.CostResult` (resharding: the chosen cost of the edges whose consumer
-    is the instruction; memory: bytes per device of its nodes' values)."""
+    """Instruction name -> {'sharding', 'opcode', 'chosen', 'compute', 'communication', 'resharding',
+    'memory'} of a :class:`hloshard.autoshard.CostResult` (resharding: the chosen cost of the edges whose
+    consumer is the instruction; memory: bytes per device of its nodes' values; chosen: the input had no
+    sharding there, so 'sharding' is the one ``cost`` chose)."""
     from .autoshard import instruction_sharding
 
     g, choice, ev = result.graph, result.choice, result.evaluation
     rows: dict = {}
     for instr in g.schedule:
         rows.setdefault(instr.name, {"sharding": str(instruction_sharding(g, instr, choice)), "opcode": instr.opcode,
+                                     "chosen": instr.sharding is None,
                                      "compute": 0.0, "communication": 0.0, "resharding": 0.0, "memory": 0})
     for v, grp in enumerate(g.nodes):
         st = grp.strategies[int(choice[v])]
@@ -46,20 +50,25 @@ def instruction_costs(result) -> dict:
     return rows
 
 
-def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float = 30.0) -> dict:
+def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None = None, progress=None) -> dict:
     """Compare the plans ``module_a`` and ``module_b`` on ``mesh`` (``mesh_b`` for B when it differs).
 
     Returns the JSON-ready report: ``totals`` {kind: {a, b, change}} (kinds: compute, communication,
     resharding, total, peak_memory_per_device), ``differences`` (one row per instruction whose sharding
-    differs: name, opcode, sharding_a, sharding_b, change per kind and total, memory_change; largest
+    differs: name, opcode, sharding_a, sharding_b, chosen_a / chosen_b (True where that module had no
+    sharding and the one shown is what ``cost`` chose), change per kind and total, memory_change; largest
     absolute total change first), ``same_sharding_change`` (what the instructions with unchanged
-    shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names).
+    shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names), ``unannotated`` and
+    ``completion`` per side (how many instructions carried no sharding; how ``cost`` chose them).
+    ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: the fast
+    completion), for each module in turn.
     """
     from .autoshard import evaluate_module
     from .errors import InputError
 
-    ra = evaluate_module(module_a, mesh, time_limit=time_limit)
-    rb = evaluate_module(module_b, mesh_b or mesh, time_limit=time_limit)
+    ra = evaluate_module(module_a, mesh, time_limit=time_limit, progress=_side(progress, "A"), deterministic=False)
+    rb = evaluate_module(module_b, mesh_b or mesh, time_limit=time_limit, progress=_side(progress, "B"),
+                         deterministic=False)
     ca, cb = instruction_costs(ra), instruction_costs(rb)
     shared = [n for n in ca if n in cb]
     if len(shared) < 0.5 * max(len(ca), len(cb)):
@@ -82,6 +91,7 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float = 30.0) 
             continue
         total = sum(change.values())
         diffs.append({"instruction": n, "opcode": a["opcode"], "sharding_a": a["sharding"], "sharding_b": b["sharding"],
+                      "chosen_a": a["chosen"], "chosen_b": b["chosen"],
                       "change": {k: round(v, 6) for k, v in change.items()}, "total_change": round(total, 6),
                       "memory_a": a["memory"], "memory_b": b["memory"], "memory_change": b["memory"] - a["memory"]})
     diffs.sort(key=lambda r: (-abs(r["total_change"]), r["instruction"]))
@@ -94,13 +104,24 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float = 30.0) 
     return {"mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
             "instructions": len(shared), "differing": len(diffs), "totals": totals, "differences": diffs,
             "same_sharding_change": {k: round(v, 6) for k, v in same.items()},
-            "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca)}
+            "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca),
+            "unannotated": {"a": len(ra.unannotated), "b": len(rb.unannotated)},
+            "instructions_counted": {"a": ra.instructions, "b": rb.instructions},
+            "completion": {"a": ra.completion_words(with_time=False), "b": rb.completion_words(with_time=False)}}
+
+
+def _side(progress, side: str):
+    """``progress`` with each phase prefixed by the module it is about (``A: greedy``)."""
+    if progress is None:
+        return None
+    return lambda event: progress({**event, "phase": f"{side}: {event.get('phase', '')}"})
 
 
 def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B")) -> None:
     """Rich text rendering of :func:`diff_plans`' report."""
     from rich.table import Table
 
+    from .textout import print_table
     from .units import format_bytes
 
     a, b = names
@@ -113,20 +134,30 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
     m = report["totals"]["peak_memory_per_device"]
     t.add_row("peak memory / device", format_bytes(m["a"]), format_bytes(m["b"]),
               ("+" if m["change"] >= 0 else "-") + format_bytes(abs(m["change"])))
-    console.print(t)
-    console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently")
+    print_table(console, t)
+    console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently "
+                  f"({COUNTED})")
     rows = report["differences"][:max(0, top)]
     if rows:
         d = Table(title="largest differences first", header_style="bold", title_justify="left")
         for col in ("instruction", f"sharding {a}", f"sharding {b}", "total", "compute", "comm", "resharding", "memory"):
-            d.add_column(col, justify="left" if col.startswith(("instruction", "sharding")) else "right")
+            d.add_column(col, justify="left" if col.startswith(("instruction", "sharding")) else "right",
+                         overflow="fold")
         for r in rows:
             c = r["change"]
             mc = r["memory_change"]
-            d.add_row(r["instruction"], r["sharding_a"], r["sharding_b"], f"{r['total_change']:+,.2f}",
+            d.add_row(r["instruction"], r["sharding_a"] + (" *" if r.get("chosen_a") else ""),
+                      r["sharding_b"] + (" *" if r.get("chosen_b") else ""), f"{r['total_change']:+,.2f}",
                       f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
                       ("+" if mc >= 0 else "-") + format_bytes(abs(mc)))
-        console.print(d)
+        print_table(console, d)
+        for side, key in ((a, "a"), (b, "b")):
+            if any(r.get(f"chosen_{key}") for r in rows):
+                un = report.get("unannotated", {}).get(key)
+                counted = report.get("instructions_counted", {}).get(key)
+                of = f" ({un:,} of {counted:,} instructions of {side} carry none)" if un is not None and counted else ""
+                console.print(f"* sharding {side}: not in {side}, chosen by hloshard cost{of}: "
+                              f"{report.get('completion', {}).get(key, 'the cheapest consistent completion')}")
     s = report["same_sharding_change"]
     if any(abs(v) > 1e-9 for v in s.values()):
         console.print(f"instructions sharded alike change by {sum(s.values()):+,.2f} (their strategies or operands "

@@ -112,8 +112,10 @@ def locate_in_module(exc: HloshardError, filename: str | None, module=None) -> H
     import re
 
     global _NAMED
-    if isinstance(exc, HloSyntaxError) or getattr(exc, "line", 0):
+    if isinstance(exc, HloSyntaxError):
         return exc
+    if getattr(exc, "line", 0):  # located at raise (e.g. the sharding validity rule): add the file
+        return exc.locate(filename)
     if module is not None and not getattr(exc, "line", 0):
         if _NAMED is None:
             _NAMED = re.compile(r"^%?([A-Za-z_][\w.\-]*)(?: \(line (\d+)\))?: ")

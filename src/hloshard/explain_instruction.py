@@ -39,6 +39,7 @@ import numpy as np
 
 from .cost.liveness import peak_usage
 from .errors import HloSyntaxError, InputError, UsageError
+from .textout import print_table
 from .units import counted
 
 #: most instructions re-solved around the explained one (keeps each re-solve a small exact CP-SAT model)
@@ -66,6 +67,72 @@ class Explanation:
             out["xla"] = self.xla
         out["notes"] = list(self.notes)
         return out
+
+
+# ------------------------------------------------------------------------------------------------
+# strategies in words
+
+
+def axis_words(mesh, axis: int) -> str:
+    """A mesh axis as reports name it: its user name (``model``), a sub-axis in Shardy's form
+    (``model:(1)2``, the major 2 of model), or ``axis 1`` on an unnamed mesh."""
+    label = mesh.axis_label(axis) if hasattr(mesh, "axis_label") else str(axis)
+    return f"axis {label}" if label[:1].isdigit() else label
+
+
+def _is_dims_spec(spec) -> bool:
+    return type(spec) is tuple and all(type(d) is tuple and all(type(a) is int for a in d) for d in spec)
+
+
+def describe_spec(spec, mesh) -> str:
+    """A sharding spec (per tensor dim, the mesh axes it is split over) in words: ``replicated``, ``rows
+    over data, columns over model`` (rank 2), ``dim 0 over data, dim 2 over model`` (other ranks);
+    several axes on one dim join with ``+``. A raw sharding (not on the mesh's axes) is printed as is."""
+    if not _is_dims_spec(spec):
+        return str(spec)
+    names = ("rows", "columns") if len(spec) == 2 else None
+    parts = []
+    for d, axes in enumerate(spec):
+        if axes:
+            what = names[d] if names else f"dim {d}"
+            parts.append(f"{what} over {'+'.join(axis_words(mesh, a) for a in axes)}")
+    return ", ".join(parts) if parts else "replicated"
+
+
+_PREFIX_WORDS = {"fused:": "fused computation: "}
+
+
+def describe_strategy(st, mesh) -> str:
+    """A strategy (:class:`hloshard.strategy.base.Strategy`) in words for reports, instead of its internal
+    label (``S0@01,S1@2|allreduce+slice``): the output layout (:func:`describe_spec`; each leaf of a tuple),
+    then the collectives the strategy itself performs with their mesh axes (``all-reduce over model``) and
+    what the label's suffix adds (``then each device keeps its slice`` for a reduce-scatter done as
+    all-reduce + slice). E.g. ``rows over data, all-reduce over model``."""
+    name = str(getattr(st, "name", ""))
+    out = st.out
+    if _is_dims_spec(out):
+        layout = describe_spec(out, mesh)
+    elif type(out) is tuple and out and all(_is_dims_spec(x) or x is None for x in out):
+        layout = "; ".join(f"output {k}: {describe_spec(x, mesh) if x is not None else 'any'}" for k, x in enumerate(out))
+    else:
+        layout = str(out)
+    prefix = next((w for p, w in _PREFIX_WORDS.items() if name.startswith(p)), "")
+    if name == "user" or name.startswith("user"):
+        layout += " (as annotated)"
+    elif name == "manual":
+        layout = "manual (inside a shard_map: not partitioned)"
+    parts = [prefix + layout]
+    for pc in getattr(st, "collectives", ()) or ():
+        axes = tuple(getattr(pc, "mesh_axes", ()) or ())
+        over = f" over {'+'.join(axis_words(mesh, a) for a in axes)}" if axes else ""
+        parts.append(f"{pc.kind}{over}")
+    if name.endswith("|allreduce+slice"):
+        parts.append("then each device keeps its slice of the sum")
+    elif "|updates@" in name:
+        parts.append("updates split, the result combined")
+    elif "|rows@" in name:
+        parts.append("rows of the table split")
+    return ", ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -276,7 +343,8 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
                     "replica_groups": [list(x) for x in (pc.replica_groups or
                                                          graph.mesh.replica_groups(tuple(pc.mesh_axes)))]}
                    for pc in getattr(st, "collectives", ())]
-    return {"node": int(node), "leaf": leaf, "strategy": st.name, "executions": w,
+    return {"node": int(node), "leaf": leaf, "strategy": st.name,
+            "strategy_description": describe_strategy(st, graph.mesh), "executions": w,
             "compute": round(st.compute * w, 6), "communication": round(st.comm * w, 6),
             "resharding_in": round(in_cost, 6), "resharding_out": round(out_cost, 6),
             "memory_per_device": int(st.memory), "operands": operands, "collectives": collectives,
@@ -284,8 +352,8 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
 
 
 def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not: str | None = None,
-                        radius: int = 2, filename: str | None = None, time_limit: float = 30.0,
-                        verify: bool = False) -> Explanation:
+                        radius: int = 2, filename: str | None = None, time_limit: float | None = None,
+                        verify: bool = False, progress=None) -> Explanation:
     """Explain instruction ``name`` of ``module`` on ``mesh`` (see the module docstring).
 
     ``alternatives``: how many alternative output shardings to list (best TOTAL cost change first);
@@ -294,6 +362,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     The instruction's figures and the module cost are those of ``hloshard cost`` (the same evaluation).
     ``verify``: also price every listed alternative as ``hloshard cost`` prices the module rewritten with
     its shardings (``verified_total`` / ``verified_change``; one full evaluation each).
+    ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: its fast
+    completion of what the annotations leave open; seconds: the full solver).
     """
     from .autoshard import evaluate_module, processed_computations
 
@@ -308,7 +378,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     want_spec = _parse_why_not(why_not, target, mesh) if why_not is not None else None
 
     # 1. as given: exactly what `hloshard cost` evaluates
-    given = evaluate_module(module, mesh, time_limit=time_limit)
+    given = evaluate_module(module, mesh, time_limit=time_limit, progress=progress, deterministic=False)
     g1, c1, ev1 = given.graph, given.choice, given.evaluation
     tnodes1 = _nodes_of(g1, target)
     from .autoshard import instruction_sharding
@@ -320,6 +390,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         "sharding": None if target.sharding is None else str(target.sharding),
         "sharding_used": str(instruction_sharding(g1, target, c1)) if tnodes1 else None,
         "annotated": target.sharding is not None,
+        "completion": {"method": given.method, "status": given.status,
+                       "description": given.completion_words(with_time=False)},
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "module_cost": _breakdown(ev1),
         "peak_memory_per_device": int(ev1.peak_memory),
@@ -350,8 +422,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         return Explanation(data, notes=notes, cost_result=given)
     cur_spec = search.given_spec[target]
     if given.unannotated:
-        notes.append(f"{counted(len(given.unannotated), 'instruction')} of the module "
-                     f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding; "
+        notes.append(f"{len(given.unannotated):,} of the module's {counted(given.instructions, 'instruction')} "
+                     f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding (their shardings were "
+                     f"{given.completion_words(with_time=False)}); "
                      f"hloshard cost of a module written with an alternative chooses them again and may be "
                      f"lower than the change shown (an upper bound)")
 
@@ -662,7 +735,8 @@ def render_text(expl: Explanation, console) -> None:
                   f"{format_bytes(d['peak_memory_per_device'])} per device")
     for n in d["nodes"]:
         leaf = "" if n["leaf"] is None else f" (leaf {n['leaf']})"
-        console.print(f"\n[bold]strategy[/bold]{leaf} {n['strategy']}: compute {n['compute']:,.2f}, communication "
+        console.print(f"\n[bold]strategy[/bold]{leaf}: {n.get('strategy_description') or n['strategy']}", soft_wrap=True)
+        console.print(f"  compute {n['compute']:,.2f}, communication "
                       f"{n['communication']:,.2f}, resharding of its operands {n['resharding_in']:,.2f}, of its "
                       f"output by users {n['resharding_out']:,.2f}; memory {format_bytes(n['memory_per_device'])} "
                       f"per device" + (f"; runs {n['executions']:g}x" if n["executions"] != 1 else ""))
@@ -678,7 +752,7 @@ def render_text(expl: Explanation, console) -> None:
                                   for s in (r["steps"] if r else []))
                 t.add_row(o["operand"], o["required"] or "-", o["has"] or "-",
                           f"{r['cost']:,.2f}: {steps}" if r else "none")
-            console.print(t)
+            print_table(console, t)
         cols = n["collectives"]
         if cols:
             t = Table(header_style="bold", title="collectives behind its communication cost", title_justify="left")
@@ -688,7 +762,7 @@ def render_text(expl: Explanation, console) -> None:
                 groups = c["replica_groups"]
                 shown = str(groups[:2])[:-1] + (", ...]" if len(groups) > 2 else "]")
                 t.add_row(c["kind"], ",".join(map(str, c["mesh_axes"])), shown, format_bytes(c["bytes_per_device"]))
-            console.print(t)
+            print_table(console, t)
         if n["users_resharding"]:
             console.print("  users that reshard its output: " + ", ".join(
                 f"{u['user']} ({u['cost']:,.2f})" for u in n["users_resharding"][:6]))
@@ -719,7 +793,7 @@ def render_text(expl: Explanation, console) -> None:
                 cells.append(f"{a['verified_change']:+,.2f}" if "verified_change" in a else "-")
             t.add_row(*cells, f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
                       format_bytes(a["memory_per_device"]), str(len(a["changed"])))
-        console.print(t)
+        print_table(console, t)
     w = d.get("why_not")
     if w is not None:
         if not w.get("possible"):

@@ -7,15 +7,18 @@ Reads the cost graph's liveness (``Problem.intervals``: node v is live at points
 
 from __future__ import annotations
 
+from .autoshard import instruction_sharding
+from .autoshard.build import edge_buffers
+
 __all__ = ["peak_tensors", "peak_tensors_of"]
 
 
 def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
     """The ``k`` largest tensors live at liveness point ``time`` under ``choice``, largest first:
     ``{"name", "shape", "sharding", "bytes_per_device", "share"}`` (share of the point's total, 0..1).
-    Several nodes of one instruction (tuple leaves) are summed under its name."""
-    from .autoshard import instruction_sharding
-
+    Several nodes of one instruction (tuple leaves) are summed under its name; the communication buffers
+    live there (:func:`hloshard.autoshard.build.edge_buffers`) are one row, ``"(communication
+    buffers)"`` (shape and sharding None), when they are among the largest."""
     p = graph.problem
     per: dict = {}
     total = 0
@@ -27,6 +30,10 @@ def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
             instr = graph.nodes[v].instr
             per[instr] = per.get(instr, 0) + u
             total += u
+    # the communication buffers of the choice live at ``time`` (not in the problem's nodes)
+    eiv, esz = edge_buffers(graph, choice)
+    comm = sum(int(b) for (lo, hi), b in zip(eiv, esz) if lo <= time < hi)
+    total += comm
     order = sorted(per.items(), key=lambda kv: (-kv[1], kv[0].name))[:k]
     out = []
     for instr, u in order:
@@ -36,6 +43,10 @@ def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
             sh = str(instr.sharding) if instr.sharding is not None else None
         out.append({"name": instr.name, "shape": str(instr.shape), "sharding": sh, "bytes_per_device": u,
                     "share": round(u / total, 4) if total else 0.0})
+    if comm > 0 and (len(out) < k or comm > out[-1]["bytes_per_device"]):
+        row = {"name": "(communication buffers)", "shape": None, "sharding": None, "bytes_per_device": comm,
+               "share": round(comm / total, 4) if total else 0.0}
+        out = sorted(out + [row], key=lambda d: -d["bytes_per_device"])[:k]
     return out
 
 

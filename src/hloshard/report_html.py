@@ -3,8 +3,8 @@
 One file, no network: inline CSS, inline SVG charts, a few lines of inline script (it marks the page
 ``data-rendered`` and records script errors in ``data-js-errors``, which the browser test reads).  Every
 text from the module is HTML-escaped.  The solve page holds the summary, a stacked bar chart of cost by
-kind (compute / communication / resharding) per layer (``op_name`` prefixes from the metadata when most
-instructions have one), else per computation, else per opcode, the most expensive collectives (the
+kind (compute / communication / resharding) per layer (the layer-naming component of the metadata's
+``op_name``, :func:`layer_of`, when the op_names name layers), else per computation, else per opcode, the most expensive collectives (the
 strategies' own ``Strategy.collectives`` and the resharding steps on edges, with replica groups and bytes)
 and the entry parameters' shardings.  Costs in cost units, memory in bytes per device.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import html
 import re
+
+from .textout import mesh_words
 
 COLORS = {"compute": "#4e79a7", "communication": "#f28e2b", "resharding": "#e15759"}
 KINDS = ("compute", "communication", "resharding")
@@ -101,25 +103,59 @@ def stacked_bars(groups, kinds=KINDS, width: int = 900) -> str:
 # solve
 
 
+_WRAPPER = re.compile(r"^[A-Za-z_][\w.]*\((.*)\)$")          # jvp(decoder), transpose(jvp(x)), remat(f)
+_TOP = re.compile(r"^(jit|pjit|xla_computation)\(([^)]*)\)$")
+_NUMBERED = re.compile(r"^[A-Za-z][\w]*?[_.\-]?\d+$")            # layer_0, layers_11, block3, h.0
+
+
+def _unwrap(part: str) -> str:
+    """``transpose(jvp(decoder))`` -> ``decoder``: the name inside jax's transformation wrappers."""
+    while True:
+        m = _WRAPPER.match(part)
+        if not m or not m.group(1):
+            return part
+        part = m.group(1)
+
+
+def layer_of(op_name: str | None) -> str | None:
+    """The layer an ``op_name`` belongs to: its path (after ``jit(f)/``, transformation wrappers such as
+    ``jvp(...)`` / ``transpose(...)`` removed) up to and including the first component that ends in a
+    number (``decoder/layer_0`` for ``jit(step)/jvp(decoder)/layer_0/attn/dot_general`` and for its
+    backward ``jit(step)/transpose(jvp(decoder))/layer_0/...``); without such a component the first
+    scope of the path (``decoder``) when the path has one, else None (the op alone says nothing)."""
+    if not op_name:
+        return None
+    parts = [p for p in op_name.split("/") if p]
+    if parts and _TOP.match(parts[0]):
+        parts = parts[1:]
+    parts = [_unwrap(p) for p in parts]
+    for k, p in enumerate(parts[:-1]):
+        if _NUMBERED.match(p):
+            return "/".join(parts[:k + 1])
+    return parts[0] if len(parts) > 1 else None
+
+
 def _layer_key(instr, mode: str) -> str:
     if mode == "layer":
-        name = instr.op_name or ""
-        name = re.sub(r"^(jit|pjit|xla_computation)\([^)]*\)/", "", name)
-        parts = [p for p in name.split("/") if p]
-        return "/".join(parts[:2]) if parts else "(no op_name)"
+        return layer_of(instr.op_name) or "(no layer in op_name)"
     if mode == "computation":
         return instr.parent.name
     return instr.opcode
 
 
 def cost_groups(graph, choice, ev, limit: int = 30):
-    """(how, [(label, {kind: cost})]) of a priced choice: per layer (op_name prefix) when most
-    instructions carry one, else per computation when there are several, else per opcode.  Largest first;
-    beyond ``limit`` groups the rest are summed as 'other'."""
+    """(how, [(label, {kind: cost})]) of a priced choice: per layer (:func:`layer_of` of the ``op_name``)
+    when at least two layers are named and a quarter of the instructions name one, else per computation
+    when there are several, else per opcode.  Largest first; beyond ``limit`` groups the rest are summed
+    as 'other'."""
     instrs = graph.schedule
-    with_name = sum(1 for i in instrs if i.op_name)
+    layers = [layer_of(i.op_name) for i in instrs]
+    named = [x for x in layers if x is not None]
     comps = {id(i.parent) for i in instrs}
-    mode = "layer" if instrs and with_name >= 0.5 * len(instrs) else ("computation" if len(comps) > 1 else "opcode")
+    if instrs and len(set(named)) >= 2 and len(named) >= 0.25 * len(instrs):
+        mode = "layer"
+    else:
+        mode = "computation" if len(comps) > 1 else "opcode"
     sums: dict = {}
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
@@ -142,6 +178,7 @@ def top_collectives(graph, choice, limit: int = 15) -> list[dict]:
     """The most expensive collectives of a priced choice: the resharding steps on edges (planner) and
     the strategies' own collectives (``Strategy.collectives``), by cost then bytes."""
     from .autoshard import reshardings_of
+    from .explain_instruction import describe_strategy
 
     rows = []
     for name, items in reshardings_of(graph, choice).items():
@@ -156,7 +193,8 @@ def top_collectives(graph, choice, limit: int = 15) -> list[dict]:
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
         for pc in getattr(st, "collectives", ()):
-            rows.append({"instruction": g.instr.name, "why": f"strategy {st.name}", "kind": pc.kind,
+            rows.append({"instruction": g.instr.name, "why": f"its strategy: {describe_strategy(st, graph.mesh)}",
+                         "kind": pc.kind,
                          "group_size": int(pc.group_size), "groups": 0, "bytes_per_device": int(pc.nbytes),
                          "cost": None})
     rows.sort(key=lambda r: (-(r["cost"] or 0.0), -r["bytes_per_device"], r["instruction"]))
@@ -186,9 +224,9 @@ def solve_report_html(report: dict, result) -> str:
                                                                                  result.evaluation)
     b = report["breakdown"]
     ch = report.get("changed") or {}
+    notes = report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []
     summary = [("input", report.get("input")), ("output", report.get("output")),
-               ("mesh", "x".join(map(str, report["mesh"].get("shape", ()))) if isinstance(report["mesh"], dict)
-                else report["mesh"]),
+               ("mesh", mesh_words(report))] + [("note", n) for n in notes] + [
                ("status", report.get("status_text") or report["status"]),
                ("cost (cost units)", f"{_num(report['objective'])} = compute {_num(b['compute'])} + communication "
                                      f"{_num(b['communication'])} + resharding {_num(b['resharding'])}"),
@@ -236,7 +274,7 @@ def explain_report_html(data: dict) -> str:
                ("sharding", data.get("sharding") or "none"), ("module cost", _num(mc["total"]))]
     body = ["<h2>Summary</h2>", table(None, summary, cls="summary")]
     for n in data["nodes"]:
-        body.append(f"<h2>Strategy {_e(n['strategy'])}</h2>")
+        body.append(f"<h2>Strategy: {_e(n.get('strategy_description') or n['strategy'])}</h2>")
         body.append(stacked_bars([("this instruction", {"compute": n["compute"], "communication": n["communication"],
                                                          "resharding": n["resharding_in"]})]))
         body.append(table(["operand", "needs", "has", "resharding cost", "steps"],
@@ -255,6 +293,8 @@ def explain_report_html(data: dict) -> str:
 
 def diff_report_html(report: dict) -> str:
     """The ``diff --html`` page from :func:`hloshard.diff.diff_plans`' report."""
+    from .diff import COUNTED
+
     t = report["totals"]
     rows = [(k, _num(t[k]["a"]), _num(t[k]["b"]), _num(t[k]["change"])) for k in ("total",) + KINDS]
     m = t["peak_memory_per_device"]
@@ -262,14 +302,20 @@ def diff_report_html(report: dict) -> str:
                  else "-" + _bytes(-m["change"])))
     diffs = report["differences"][:50]
     body = [f"<p>A = <code>{_e(report.get('a'))}</code>, B = <code>{_e(report.get('b'))}</code>; "
-            f"{report['differing']:,} of {report['instructions']:,} instructions sharded differently</p>",
+            f"{report['differing']:,} of {report['instructions']:,} instructions sharded differently "
+            f"({_e(COUNTED)})</p>",
             "<h2>Totals</h2>", table(["", "A", "B", "change"], rows, numeric=(1, 2, 3)),
             "<h2>Cost by kind, A and B</h2>",
             stacked_bars([("A", {k: t[k]["a"] for k in KINDS}), ("B", {k: t[k]["b"] for k in KINDS})]),
             "<h2>Largest differences</h2>",
             table(["instruction", "sharding A", "sharding B", "total change", "compute", "communication",
                    "resharding"],
-                  [(d["instruction"], d["sharding_a"], d["sharding_b"], _num(d["total_change"]),
+                  [(d["instruction"], d["sharding_a"] + (" *" if d.get("chosen_a") else ""),
+                    d["sharding_b"] + (" *" if d.get("chosen_b") else ""), _num(d["total_change"]),
                     _num(d["change"]["compute"]), _num(d["change"]["communication"]), _num(d["change"]["resharding"]))
                    for d in diffs], numeric=(3, 4, 5, 6))]
+    for side, key in (("A", "a"), ("B", "b")):
+        if any(d.get(f"chosen_{key}") for d in diffs):
+            body.append(f"<p class=\"note\">* sharding {side}: not in {side}, chosen by hloshard cost: "
+                        f"{_e(report.get('completion', {}).get(key, 'the cheapest consistent completion'))}</p>")
     return page("hloshard diff", "\n".join(body))

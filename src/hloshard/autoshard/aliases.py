@@ -1,15 +1,110 @@
-"""Alias constraints of the cost graph: ``input_output_alias`` pairs and ``shard_as`` groups (the
-same sharding on both sides).
+"""Ties and alias constraints of the cost graph: state a step reads and returns (``input_output_alias``
+pairs, ``solve --tie``, the ties :func:`hloshard.jax.auto_shard` finds) and ``shard_as`` groups.
+
+A **tie** says: output ``output`` of the entry computation is the next value of parameter ``param``
+(``param_index``), e.g. the updated weights of a training step, so it must leave in the layout the
+parameter came in with, or the next step reshards it back.  The module's ties are, in this order,
+its ``input_output_alias`` pairs (``may-alias`` and ``must-alias`` alike: donated, the input buffer is
+reused for the output) and ``module.ties`` (a list of :class:`Tie` that a caller sets: ``hloshard solve
+--tie`` and ``auto_shard``).  :func:`module_ties` lists them.
+
+In the cost graph (:func:`_add_aliases`) each tied array leaf becomes one :class:`TiedPair` in
+``graph.ties`` (THE tie / alias set of a graph: the memory model reads ``donated`` there) and
+
+* mode ``"tie"`` (the default): one decision.  ``graph.problem`` carries the pair as an alias
+  constraint (the output's and the parameter's strategies must give the same sharding); the solver's
+  problem (``graph.solver_problem``, :func:`hloshard.solver.followers.merge_followers`) merges the two
+  nodes into one, strategy ``a`` of the output node taking the parameter strategy of the same sharding
+  (``TiedPair.mapping``), both nodes' costs and edges kept.  Under a memory budget the merge is left to
+  the presolve, which makes the same merge exactly (each row of the alias edge allows one strategy)
+  while keeping each tensor's memory term.
+* mode ``"pay"``: no constraint; an edge from the output node to the parameter node prices the
+  resharding of the output back to the parameter's layout
+  (:func:`hloshard.cost.reshard.resharding_cost`, once per step), so the objective includes it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from ..errors import InputError
-from ..strategy.base import TOKEN, is_array, leaf_range
+from ..errors import InputError, UsageError
+from ..strategy.base import TOKEN, is_array, leaf_range, leaf_shapes
 from .resharder import _key
 from .graph import Graph
+
+TIE_MODES = ("tie", "pay")
+
+
+@dataclass(frozen=True)
+class Tie:
+    """Entry output ``output`` (a ShapeIndex into the root: ``(1,)`` is element 1 of the root tuple,
+    ``()`` the whole root) is the next value of parameter ``param`` at ``param_index`` (a ShapeIndex,
+    ``()`` the whole parameter).  ``mode``: ``"tie"`` (same sharding, one decision) or ``"pay"`` (the
+    objective pays the resharding back); ``donated``: the input buffer may be freed / reused for the
+    output (``input_output_alias``, ``donate_argnums``); ``source``: where the tie came from
+    (``"input_output_alias"``, ``"--tie"``, ``"donate"``, ``"state"``, ``"path"``), for messages."""
+
+    output: tuple
+    param: int
+    param_index: tuple = ()
+    mode: str = "tie"
+    donated: bool = False
+    source: str = "tie"
+
+
+@dataclass(frozen=True, eq=False)
+class TiedPair:
+    """One tied array leaf in the cost graph (``graph.ties``): the output's node and leaf (flat leaf of
+    the entry root), the parameter's node, number and flat leaf, the :class:`Tie` it comes from, and
+    ``mapping``: for each strategy of ``output_node`` the strategy of ``param_node`` with the same
+    sharding (-1: none), or None when some sharding has several parameter strategies (no merge)."""
+
+    output_node: int
+    param_node: int
+    output_leaf: int
+    param: int
+    param_leaf: int
+    tie: Tie
+    mapping: object = None
+
+    @property
+    def donated(self) -> bool:
+        return self.tie.donated
+
+    @property
+    def mode(self) -> str:
+        return self.tie.mode
+
+
+def parse_tie(text: str) -> Tie:
+    """``OUTPUT_INDEX=PARAM_NUMBER`` (``solve --tie``): output element ``OUTPUT_INDEX`` of the root
+    tuple (``1,0`` for a nested element) ties parameter ``PARAM_NUMBER`` (``2`` or ``2,1`` for an element
+    of a tuple parameter).  Raises UsageError for anything else."""
+    left, sep, right = str(text).partition("=")
+
+    def index(part: str, what: str) -> tuple:
+        items = [x.strip() for x in part.strip().strip("{}").split(",")]
+        if not part.strip() or not all(x.isdigit() for x in items):
+            raise UsageError(f"--tie {text!r}: {what} must be a non-negative integer (or a comma-separated "
+                             f"index), as in --tie 1=0")
+        return tuple(int(x) for x in items)
+
+    if not sep:
+        raise UsageError(f"--tie {text!r}: expected OUTPUT_INDEX=PARAM_NUMBER, as in --tie 1=0")
+    out, par = index(left, "OUTPUT_INDEX"), index(right, "PARAM_NUMBER")
+    return Tie(output=out, param=par[0], param_index=par[1:], source="--tie")
+
+
+def module_ties(module) -> list:
+    """The module's ties: its ``input_output_alias`` pairs (donated) then ``module.ties``."""
+    try:
+        pairs = module.input_output_alias
+    except Exception:  # noqa: BLE001
+        pairs = []
+    out = [Tie(tuple(o), int(p), tuple(pi), "tie", True, "input_output_alias") for o, p, pi in pairs or []]
+    return out + list(getattr(module, "ties", None) or [])
 
 
 def _flat_leaf(shape, index: tuple) -> int:
@@ -23,37 +118,104 @@ def _flat_leaf(shape, index: tuple) -> int:
     return flat
 
 
+def _sub_leaves(shape, index: tuple, what: str) -> tuple[int, list]:
+    """(first flat leaf, the leaf shapes) of the sub-shape at ``index``; UsageError when it does not exist."""
+    cur = shape
+    for i in index:
+        if not cur.is_tuple or not 0 <= i < len(cur.tuple_shapes):
+            raise UsageError(f"{what}: index {{{','.join(map(str, index))}}} does not exist in {shape}")
+        cur = cur.tuple_shapes[i]
+    return _flat_leaf(shape, index), leaf_shapes(cur)
 
-def _add_aliases(graph: Graph) -> None:
-    module, ctx = graph.module, graph.ctx
-    try:
-        pairs = module.input_output_alias
-    except Exception:  # noqa: BLE001
-        pairs = []
+
+def _tied_leaves(module, ctx):
+    """For every tie of :func:`module_ties`, each tied array leaf: ``(tie, output leaf, param leaf,
+    (output group, key), (param group, key))``.  Raises InputError (an ``input_output_alias`` naming
+    nothing) or UsageError (a ``--tie`` / ``state`` tie naming nothing, different shapes, a bad mode)."""
     entry = module.entry
-    for out_index, pnum, pindex in pairs or []:
+    params = {p.parameter_number: p for p in entry.parameters}
+    for tie in module_ties(module):
+        alias = tie.source == "input_output_alias"
+        err = InputError if alias else UsageError
+        what = (f"--tie {','.join(map(str, tie.output))}={','.join(map(str, (tie.param,) + tuple(tie.param_index)))}"
+                if tie.source == "--tie" else
+                f"{tie.source} {{{','.join(map(str, tie.output))}}} <-> parameter {tie.param} "
+                f"{{{','.join(map(str, tie.param_index))}}}")
+        if tie.mode not in TIE_MODES:
+            raise UsageError(f"{what}: mode {tie.mode!r} is not one of {', '.join(TIE_MODES)}")
+        param = params.get(tie.param)
+        if param is None:
+            raise err(f"{what}: parameter {tie.param} does not exist" if alias else
+                      f"{what}: the entry computation has no parameter {tie.param} (parameters 0-{len(params) - 1})")
         try:
-            ol = _flat_leaf(entry.root.shape, tuple(out_index))
-            param = entry.parameters[pnum]
-            pl = _flat_leaf(param.shape, tuple(pindex))
-        except (IndexError, AttributeError):
-            raise InputError(f"input_output_alias {out_index}: parameter {pnum} {pindex} does not exist") from None
-        ro, rp = ctx.resolve(entry.root, ol), ctx.resolve(param, pl)
-        if ro is TOKEN or rp is TOKEN:
-            continue
-        (go, ko), (gp, kp) = ro, rp
-        if go is gp:
+            ol0, oleaves = _sub_leaves(entry.root.shape, tie.output, f"{what}: output")
+            pl0, pleaves = _sub_leaves(param.shape, tie.param_index, f"{what}: parameter {tie.param}")
+        except UsageError as exc:
+            raise err(str(exc)) from None
+        same = len(oleaves) == len(pleaves) and all(
+            a.element_type == b.element_type and tuple(a.dims) == tuple(b.dims) for a, b in zip(oleaves, pleaves))
+        if not same and not alias:   # XLA's verifier judges an alias itself: the leaves that agree are paired
+            raise UsageError(f"{what}: the output is {_shape_text(oleaves)} but the parameter is "
+                                 f"{_shape_text(pleaves)}: a tie needs the same shape and type")
+        for k, (so, sp) in enumerate(zip(oleaves, pleaves)):
+            if not (is_array(so) and is_array(sp)) or tuple(so.dims) != tuple(sp.dims):
+                continue
+            ro, rp = ctx.resolve(entry.root, ol0 + k), ctx.resolve(param, pl0 + k)
+            if ro is TOKEN or rp is TOKEN:
+                continue
+            yield tie, ol0 + k, pl0 + k, ro, rp
+
+
+def _shape_text(leaves) -> str:
+    return str(leaves[0]) if len(leaves) == 1 else "(" + ", ".join(map(str, leaves)) + ")"
+
+
+def pay_edges(module, ctx, resh):
+    """The edges of ``"pay"`` ties: ``(output node, parameter node, matrix, contribution)``, the matrix
+    (output strategies x parameter strategies, cost units) the resharding cost of the output leaf from
+    each of its layouts to each of the parameter's (once per step), ``contribution`` the build's
+    ``(source instruction, leaf, destination group, weight)``.  ``resh``: the build's
+    :class:`~hloshard.autoshard.resharder._Resharder`."""
+    root = module.entry.root
+    for tie, ol, _pl, (go, ko), (gp, kp) in _tied_leaves(module, ctx):
+        if tie.mode != "pay" or go is gp:
             continue
         so = [s.out if ko is None else s.out[ko] for s in go.strategies]
         sp = [s.out if kp is None else s.out[kp] for s in gp.strategies]
-        allowed = np.array([[_key(a) == _key(b) for b in so] for a in sp], dtype=bool)
-        if not allowed.any():
-            graph.warnings.append(f"input_output_alias {tuple(out_index)} <-> parameter {pnum}: the kept shardings "
-                                  f"differ, the alias cannot share one sharding (constraint dropped)")
+        shape = leaf_shapes(root.shape)[ol]
+        yield go.node, gp.node, resh.matrix(shape, so, sp), (root, ol, gp, 1.0)
+
+
+def _add_aliases(graph: Graph) -> None:
+    """Record the module's ties as ``graph.ties`` and the ``"tie"`` ones as alias constraints of
+    ``graph.problem`` (see the module docstring); then the ``shard_as`` groups."""
+    module, ctx = graph.module, graph.ctx
+    graph.ties = []
+    for tie, ol, pl, (go, ko), (gp, kp) in _tied_leaves(module, ctx):
+        if go is gp:   # the output is the parameter itself: tied already
             continue
-        graph.problem.aliases.append((gp.node, go.node, allowed))
+        so = [s.out if ko is None else s.out[ko] for s in go.strategies]
+        sp = [s.out if kp is None else s.out[kp] for s in gp.strategies]
+        mapping = None
+        if tie.mode == "tie":
+            allowed = np.array([[_key(a) == _key(b) for b in so] for a in sp], dtype=bool).reshape(len(sp), len(so))
+            if not allowed.any():
+                graph.warnings.append(f"{tie.source} {tuple(tie.output)} <-> parameter {tie.param}: the kept "
+                                      f"shardings differ, the alias cannot share one sharding (constraint dropped)")
+                continue
+            graph.problem.aliases.append((gp.node, go.node, allowed))
+            hits = allowed.sum(axis=0)
+            if (hits <= 1).all():
+                mapping = np.where(hits == 1, np.argmax(allowed, axis=0), -1).astype(np.int64)
+        graph.ties.append(TiedPair(go.node, gp.node, ol, tie.param, pl, tie, mapping))
     _add_shard_as_groups(graph)
 
+
+def tie_merges(graph: Graph) -> list:
+    """``(output node, parameter node, mapping)`` of every ``"tie"`` pair that can be one node of the
+    solver's problem (:func:`hloshard.solver.followers.merge_followers`'s ``ties``)."""
+    return [(p.output_node, p.param_node, p.mapping) for p in getattr(graph, "ties", ())
+            if p.mode == "tie" and p.mapping is not None]
 
 
 def _add_shard_as_groups(graph: Graph) -> None:

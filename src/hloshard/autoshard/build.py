@@ -13,7 +13,9 @@ computation and conditional branch) in post order, builds one strategy group per
   pairing forbidden),
 * liveness intervals from the schedule position of the definition to the last use (entry parameters
   and outputs live for the whole program),
-* ``input_output_alias`` pairs and ``shard_as`` groups as alias constraints (same sharding on both sides),
+* ties (``input_output_alias`` pairs, ``module.ties``: :mod:`hloshard.autoshard.aliases`, recorded in
+  ``Graph.ties``) and ``shard_as`` groups as alias constraints (same sharding on both sides); a tie in
+  ``"pay"`` mode as an edge pricing the resharding back to the parameter's layout,
 
 and packs them into a :class:`hloshard.costgraph.Problem` with integer costs (``cost_scale`` recorded).
 The solver receives ``Graph.solver_problem``: the same graph with memory as a tie-breaker
@@ -35,12 +37,13 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
-from ..cost.liveness import buffer_intervals, is_fused, program_schedule, read_until
+from ..cost.reshard import plan
+from ..cost.liveness import buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext
-from .aliases import _add_aliases
+from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import _Resharder
@@ -140,6 +143,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             if follow:
                 follows.append((u, v))
             _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
+    # ties in "pay" mode: the resharding of an output back to its parameter's layout (autoshard.aliases)
+    for u, v, m, contribution in pay_edges(module, ctx, resh):
+        _add_edge(edges, info, u, v, m, contribution)
 
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
     # its last read; entry parameters live throughout, outputs to the end -------------------------------
@@ -202,17 +208,24 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
-    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None)
+    # merged into the node they follow and each tied output / parameter pair into one node (not under a
+    # memory budget: memory stays exact per tensor; the presolve then merges the tied pairs exactly)
+    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None,
+                                                          ties=tie_merges(graph))
     return graph
 
 
 
 def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
-    """The communication buffers of ``choice``: ``(intervals, sizes)``.  One per collective of a chosen
+    """The buffers of ``choice`` outside the problem's nodes: ``(intervals, sizes)`` (XLA's 8-byte
+    pointer per element of the entry output tuple, for the whole run, and the communication buffers).  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
-    the collective runs, at the node's point ``[t, t + 1)``), and one per operand leaf that an
-    edge reshards (its chosen pair has a non-zero resharding cost): the operand in the layout the
-    consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
+    the collective runs, at the node's point ``[t, t + 1)``; a halo exchange by collective-permutes
+    also concatenates the operand's tile with the halos), and one per operand leaf that an
+    edge reshards (its chosen pair has a non-zero resharding cost; none when the consumer is elementwise
+    on an operand of its own shape: it computes in place on the resharded buffer, and a producer XLA
+    would have fused is then made: its tile from its definition to the consumer): the operand in the
+    layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
@@ -221,11 +234,22 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     sizes: list = []
     minfo = graph.ctx.minfo
     ids = {id(i): t for i, t in graph.positions.items()}
+    # XLA's entry output tuple holds an 8-byte pointer per element (its output_size counts them)
+    root = graph.module.entry.root if graph.module.entry is not None else None
+    table = _tuple_table_bytes(root.shape) if root is not None else 0
+    if table:
+        ivs.append((0, max(len(graph.schedule), 1)))
+        sizes.append(table)
     # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
     # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
         extra = sum(int(c.nbytes) for c in st.collectives)
+        halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
+        if halo:
+            # a halo exchange: XLA's partitioner concatenates the operand's local tile with the halos
+            # it received (then slices the result out of that): one more buffer of tile + halos
+            extra += halo + _operand_tile_bytes(g, st, minfo)
         t = graph.positions.get(g.instr)
         if extra > 0 and t is not None:
             ivs.append((t, t + 1))
@@ -245,13 +269,86 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                 b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
             except (ValueError, TypeError, AttributeError):
                 continue
+            src = graph.positions.get(inst)
+            if is_fused(inst) and src is not None:
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
+                r = graph.ctx.resolve(inst, leaf)
+                if r is not TOKEN:
+                    sg = r[0]
+                    ivs.append((src, t + 1))
+                    sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
+            # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
+            # reshape or a copy reads the gathered layout directly)
+            readers = effective_users(g.instr) if is_fused(g.instr) else [g.instr]
+            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if any(
+                u.opcode in ("dot", "convolution") for u in readers) else 0
+            if relayout:
+                ivs.append((t, t + 1))
+                sizes.append(relayout)
+            fused = is_fused(g.instr)
+            if not fused and in_place_user(g.instr, inst):
+                continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1
-            if is_fused(g.instr):   # read where the fused consumer's readers run
+            if fused:   # read where the fused consumer's readers run
                 last = read_until(g.instr, ids)
                 end = max(end, (last if last is not None else t) + 1)
+                # the collective ends the fusion chain: the source is last read here, not by the
+                # readers of the fused consumer (credit its tile back after t when nothing else reads it)
+                r = graph.ctx.resolve(inst, leaf)
+                others = [read_until(u, ids) if is_fused(u) else ids.get(id(u)) for u in inst.users
+                          if u is not g.instr]
+                if r is not TOKEN and not is_fused(inst) and all(o is None or o <= t for o in others):
+                    sg = r[0]
+                    lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
+                    own = int(graph.problem.node_usages[sg.node][int(choice[sg.node])])
+                    if own > 0 and hi_s > t + 1 and hi_s <= end:
+                        ivs.append((t + 1, hi_s))
+                        sizes.append(-own)
             ivs.append((t, end))
             sizes.append(b)
     return ivs, sizes
+
+
+def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
+    """Bytes of the copy XLA makes after an all-gather along a dimension that is not the most major
+    one: its CPU layout assignment makes the gathered dimension major, and a dot or convolution reading
+    it needs the default layout (a ``copy`` / ``transpose`` of the gathered size).  0 when the resharding of
+    ``inst``'s leaf into ``req`` (:func:`hloshard.cost.reshard.plan`) has no such step."""
+    r = graph.ctx.resolve(inst, leaf)
+    if r is TOKEN:
+        return 0
+    sg, k = r
+    st = sg.strategies[int(choice[sg.node])]
+    src = st.out if k is None else st.out[k]
+    shape = _leaf_shape(inst, leaf)
+    minfo = graph.ctx.minfo
+    try:
+        a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
+        steps = plan(shape, a, b, graph.mesh).steps
+    except Exception:  # noqa: BLE001 - a pair the planner cannot plan is priced by the resharder, not here
+        return 0
+    out = 0
+    for step in steps:
+        if step.kind == "all-gather" and step.dims and step.output_shape:
+            d = min(step.dims)
+            if math.prod(step.output_shape[:d]) > 1:
+                out = max(out, int(step.output_bytes))
+    return out
+
+
+def _operand_tile_bytes(g, st, minfo) -> int:
+    """Bytes per device of ``g``'s first array operand in the layout strategy ``st`` requires (0 when
+    unknown)."""
+    for i, opref in enumerate(g.ops()):
+        entry = st.inputs[i] if i < len(st.inputs) else None
+        for inst, leaf, req in _operand_leaves(opref, entry):
+            if req is None:
+                continue
+            try:
+                return int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
+            except (ValueError, TypeError, AttributeError):
+                return 0
+    return 0
 
 
 def _required(g, st, inst, leaf):
@@ -265,21 +362,38 @@ def _required(g, st, inst, leaf):
 
 
 def _donated_nodes(module, leaf_nodes) -> list:
-    """Nodes of entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
+    """Nodes of the entry output leaves that ``input_output_alias`` places in a parameter's buffer."""
     root = module.entry.root
     if root is None or not module.input_output_alias:
         return []
+    nodes = leaf_nodes(root)   # one per array leaf of the output, in order
     out = []
     for out_index, _param, _pindex in module.input_output_alias:
-        inst = root
-        for k in out_index:   # walk the root's tuple to the aliased output leaf
-            if inst.opcode != "tuple" or k >= len(inst.operands):
-                inst = None
-                break
-            inst = inst.operands[k]
-        if inst is not None and inst.shape.is_array:
-            out.extend(leaf_nodes(inst))
+        k = _array_leaf_index(root.shape, tuple(out_index))
+        if k is not None and k < len(nodes):
+            out.append(nodes[k])
     return out
+
+
+def _tuple_table_bytes(shape) -> int:
+    """8 bytes per element of every tuple in ``shape`` (XLA's tuple index tables)."""
+    if not shape.is_tuple:
+        return 0
+    return 8 * len(shape.tuple_shapes) + sum(_tuple_table_bytes(e) for e in shape.tuple_shapes)
+
+
+def _array_leaf_index(shape, index: tuple) -> int | None:
+    """Position, among the array leaves of ``shape``, of the leaf at tuple ``index`` (None if that is
+    not an array leaf)."""
+    n = 0
+    for k, elem in enumerate(shape.tuple_shapes if shape.is_tuple else ()):
+        if index and k == index[0]:
+            sub = _array_leaf_index(elem, index[1:])
+            return None if sub is None else n + sub
+        n += sum(1 for x in ([elem] if not elem.is_tuple else elem.leaves()) if x.is_array)
+    if not index:
+        return 0 if shape.is_array else None
+    return None
 
 
 def in_edges(g, ctx, resh):

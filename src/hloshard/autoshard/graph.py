@@ -30,6 +30,9 @@ class Graph:
     warnings: list = field(default_factory=list)
     #: K of the memory tie-break in ``solver_problem`` (:mod:`hloshard.autoshard.tiebreak`; 1: none)
     tie_break: int = 1
+    #: the tied output / parameter leaves (:class:`hloshard.autoshard.aliases.TiedPair`: nodes, ``donated``,
+    #: mode): the one tie / alias set of the graph, set by :func:`hloshard.autoshard.aliases._add_aliases`
+    ties: list = field(default_factory=list)
 
     @property
     def cost_scale(self) -> float:

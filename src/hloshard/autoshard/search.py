@@ -19,22 +19,23 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     returned in integer cost units of ``graph.problem`` (tie-break removed).  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
     from ..solver import solve_problem
+    from ..solver.followers import expand_choice
 
     if graph.problem.usage_limit is not None:
         minimum_memory_check(graph, graph.problem.usage_limit)
     k = getattr(graph, "tie_break", 1)
     report = progress
-    if progress is not None and k != 1:
-        def report(event: dict):   # the live display shows integer cost units, without the tie-break
+    if progress is not None:
+        def report(event: dict):   # integer cost units without the tie-break, and the scale to cost units
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
-                                  if event.get(key) is not None}})
+                                  if event.get(key) is not None}, "cost_scale": graph.cost_scale})
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, hint=None, progress=report)
     if k != 1:
         sol.objective = real_part(getattr(sol, "objective", None), k)
         sol.bound = real_part(getattr(sol, "bound", None), k)
     if sol.strategies:
-        sol.strategies = [int(sol.strategies[c]) for c in graph.classes]
+        sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)

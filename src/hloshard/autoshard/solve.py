@@ -8,13 +8,20 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..errors import SolveFailed
+from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .search import solve_graph
 from .report import _failed
-from ..units import format_bytes
+from .search import solve_graph
 from ..cost.memory import model_limit
+
+#: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
+#: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
+#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55.
+REPRICE_SHARE = 0.25
+#: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
+MIN_SOLVE_SECONDS = 0.5
 
 
 @dataclass
@@ -29,8 +36,11 @@ class SolveResult:
     seconds_build: float
     seconds_solve: float
     #: ``evaluate_module`` of the module as written (what ``hloshard cost`` reports for the output), or
-    #: None when it was not used (it exceeded the memory budget).
+    #: None when it could not be re-evaluated in its time limit (a warning says so).
     written: "CostResult | None" = None
+    #: the solver's time limit after :func:`solve_module`'s ``deadline`` took the build into account
+    #: (seconds; None: ``time_limit`` as given)
+    solver_time_limit: float | None = None
 
     @property
     def objective(self) -> float:
@@ -67,21 +77,27 @@ class SolveResult:
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
-                 reevaluate: bool = True, apply: bool = True) -> SolveResult:
+                 reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
+                 on_overrun=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
-    ``pin_operands``: also insert a ``copy`` in the planned layout before each dot / convolution /
-    gather / scatter operand the chosen strategy reshards (:mod:`hloshard.strategy.realize`), so XLA's
-    partitioner carries out the plan instead of choosing its own variant from the operands' layouts.
-    The copies keep their operand's memory layout, so they cost no compute (XLA's algebraic simplifier
-    removes them after partitioning; ``strategy.elementwise``) and the written module's cost equals the
-    solver's objective.
+    ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
+    strategy reshards, a ``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` lowers to)
+    in the planned layout (:mod:`hloshard.strategy.realize`), so XLA's partitioner carries out the plan
+    instead of choosing its own variant from the operands' layouts; the partitioner reshards to it and
+    drops it, so it computes nothing and the written module's cost equals the solver's objective.
     ``reevaluate``: price the written module as ``hloshard cost`` does (:func:`reevaluate_written`);
     ``--mesh auto`` turns it off for its candidates and re-evaluates the one it picks.
     ``apply``: write the choice (and the pins) into ``module``; with False the module is left as it
     is (building only adds one computation per call site, :func:`hloshard.hlo.callgraph.flatten_call_graph`)
     and :func:`apply_solution` writes it later: ``--mesh auto`` solves every candidate mesh on one
     parse and writes only the one it picks.
+    ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
+    ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
+    before the deadline minus REPRICE_SHARE x the build's time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
+    that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
+    warning), and the message is added to the graph's warnings.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -92,8 +108,26 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
-    sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                      progress=progress)
+    solver_limit = None
+    given_limit = time_limit
+    if deadline is not None and not deterministic:
+        left = deadline - t1 - REPRICE_SHARE * (t1 - t0)
+        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
+        if left < MIN_SOLVE_SECONDS:
+            msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
+                   f"time limit: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            graph.warnings.append(msg)
+            if on_overrun is not None:
+                on_overrun(msg)
+        time_limit = solver_limit
+    try:
+        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                          progress=progress)
+    except SolveFailed as exc:
+        if solver_limit is not None and getattr(exc, "status", None) == "timeout":
+            exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
+                        f"cost graph took {t1 - t0:.1f} s of it and the solver had {solver_limit:g} s",)
+        raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
     limit = graph.problem.usage_limit
@@ -106,15 +140,22 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if tighter <= 0:
             break
         graph.solver_problem = dataclasses.replace(graph.solver_problem, usage_limit=tighter)
-        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress)
+        try:
+            sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+                              progress=progress)
+        except SolveFailed as exc:
+            raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plan found needs "
+                          f"{format_bytes(ev.peak_memory)} per device with its communication buffers, above the "
+                          f"model's limit for this budget ({format_bytes(limit)}, cost.memory.model_limit), and "
+                          f"none was found under a node limit lowered by the excess ({format_bytes(tighter)}: "
+                          f"{exc})", "infeasible") from None
         choice = list(sol.strategies)
         ev = evaluate_choice(graph, choice)
     if limit is not None and ev.peak_memory > limit:
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                       f"{format_bytes(ev.peak_memory)} per device with their communication buffers (the model's "
                       f"limit for this budget: {format_bytes(limit)}, cost.memory.model_limit)", "infeasible")
-    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)
+    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
@@ -129,8 +170,8 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
     graph, choice = result.graph, result.choice
     apply_choice(graph, choice)
     # A dot / convolution / gather / scatter is partitioned by XLA from its operands' layouts, not from
-    # the plan: pin each operand the chosen strategy reshards with a copy in the planned layout, so XLA
-    # does the planned resharding (hloshard.strategy.realize; measured there and in
+    # the plan: pin each operand the chosen strategy reshards with a Sharding custom-call in the planned
+    # layout, so XLA does the planned resharding (hloshard.strategy.realize; measured there and in
     # tests/test_realize_oracle.py)
     from ..strategy.realize import insert_loop_state_pins, insert_pins, operand_pins
 
@@ -146,10 +187,12 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
 
 def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None) -> SolveResult:
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
-    says of the output; None when it finds nothing in its time limit) and add a warning when it differs
-    from the solver's own figure.  Raises SolveFailed (exit 3) when the written module's peak exceeds
-    the model's limit for ``memory_budget`` (:func:`hloshard.cost.memory.model_limit`: XLA's peak then
-    stays within the budget by the measured model error).  Returns ``result``."""
+    says of the output; None only when that finds nothing in its own time limit, which a warning says)
+    and add a warning, naming both figures, when its cost or its peak memory per device differs from the
+    solver's own.  The report always describes the written module when it could be priced.  Raises
+    SolveFailed (exit 3) when the written module's peak exceeds the model's limit for ``memory_budget``
+    (:func:`hloshard.cost.memory.model_limit`: XLA's peak then stays within the budget by the measured
+    model error).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -168,11 +211,14 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
                       f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device in the memory "
                       f"model, above its limit for this budget ({format_bytes(model_limit(memory_budget))}, "
                       f"cost.memory.model_limit; the solver's choice: {format_bytes(ev.peak_memory)})", "infeasible")
-    if written is not None and abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
-        graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
-                              f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
-                              f"(as hloshard cost evaluates the output)")
+    if written is not None:
+        if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
+            graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "
+                                  f"{written.total_cost:,.2f} with the cheapest strategies consistent with them "
+                                  f"(as hloshard cost evaluates the output)")
+        peak = int(written.evaluation.peak_memory)
+        if peak != int(ev.peak_memory):
+            graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
+                                  f"evaluates it); the solver's own figure is {format_bytes(int(ev.peak_memory))}")
     result.written = written
     return result
-
-

@@ -1,5 +1,15 @@
-"""User shardings: which annotations ``solve`` / ``cost`` keep (``--keep-shardings``), checked
-against the mesh and the shapes.
+"""User shardings: the one validity rule for the shardings a module carries, and which of them
+``solve`` / ``cost`` keep (``--keep-shardings``).
+
+The rule (:func:`check_module_shardings`, per instruction :func:`_check_user_sharding`): a tuple
+sharding has one element per leaf of the shape; a tiled sharding tiles as many dimensions as its
+shape has, names as many devices as the mesh has, only devices of the mesh, each once; a maximal
+sharding names a device of the mesh.  It applies to every annotated instruction of the input,
+whether the command keeps the sharding or not: every command that reads a module's shardings
+(``solve``, ``cost``, ``explain``, ``diff``, ``explain-reshape``, ``combine``, through
+:func:`hloshard.commands.options.mesh_from_options`, and the cost-graph builder through
+:func:`user_shardings`) exits 2 with ``FILE:LINE:COL`` on the first violation; ``lint`` reports the
+same cases as findings (HS101, HS103, HS104, HS105).
 """
 
 from __future__ import annotations
@@ -15,40 +25,62 @@ KEEP_MODES = ("all", "io", "none")
 
 
 
-def _check_user_sharding(instr, sh, mesh) -> None:
-    """Raise InputError when a user sharding cannot apply to ``instr`` on ``mesh``."""
-    where = f"{instr.name} (line {instr.line})" if getattr(instr, "line", 0) else instr.name
+def _sharding_problem(instr, sh, mesh) -> str | None:
+    """What breaks the validity rule (module docstring) in ``sh`` on ``instr`` on ``mesh``, or None."""
     leaves = leaf_shapes(instr.shape)
     if sh.is_tuple:
         elems = list(sh.tuple_elements)
         if len(elems) != len(leaves) and not (len(leaves) == 0 and len(elems) == 1):
-            raise InputError(f"{where}: sharding {sh} has {len(elems)} elements but the shape {instr.shape} has "
-                             f"{len(leaves)} leaves")
+            return f"sharding {sh} has {len(elems)} elements but the shape {instr.shape} has {len(leaves)} leaves"
     else:
         elems = [sh] * len(leaves)
+    mesh_ids = None
     for shape, e in zip(leaves, elems):
         if e.is_tiled:
             if len(e.tile_dims) != len(shape.dims):
-                raise InputError(f"{where}: sharding {e} tiles {len(e.tile_dims)} dims but the shape {shape} has "
-                                 f"rank {len(shape.dims)}")
+                return f"sharding {e} tiles {len(e.tile_dims)} dims but the shape {shape} has rank {len(shape.dims)}"
             if e.num_devices != mesh.num_devices:
-                raise InputError(f"{where}: sharding {e} uses {counted(e.num_devices, 'device')} but the mesh "
-                                 f"[{mesh}] has {counted(mesh.num_devices, 'device')}")
-            mesh_ids = set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
+                return (f"sharding {e} uses {counted(e.num_devices, 'device')} but the mesh [{mesh}] has "
+                        f"{counted(mesh.num_devices, 'device')}")
+            mesh_ids = mesh_ids or set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:
-                raise InputError(f"{where}: sharding {e} names device {bad[0]}, which is not in the mesh {mesh}")
+                return f"sharding {e} names device {bad[0]}, which is not in the mesh {mesh}"
             devs = [int(d) for d in e.devices]
             if len(set(devs)) != len(devs):   # XLA refuses such a sharding too (lint HS103; tested)
                 seen: set = set()
                 dup = next(d for d in devs if d in seen or seen.add(d))
-                raise InputError(f"{where}: sharding {e} lists device {dup} more than once: a tile assignment "
-                                 f"must name each device once")
+                return f"sharding {e} lists device {dup} more than once: a tile assignment must name each device once"
         elif e.is_maximal:
-            mesh_ids = set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
+            mesh_ids = mesh_ids or set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             if e.maximal_device not in mesh_ids:
-                raise InputError(f"{where}: sharding {e} names device {e.maximal_device}, not in the mesh {mesh}")
+                return f"sharding {e} names device {e.maximal_device}, not in the mesh {mesh}"
+    return None
 
+
+def _check_user_sharding(instr, sh, mesh) -> None:
+    """Raise InputError (``NAME (line N): ...``) when ``sh`` breaks the validity rule on ``instr``."""
+    problem = _sharding_problem(instr, sh, mesh)
+    if problem is not None:
+        where = f"{instr.name} (line {instr.line})" if getattr(instr, "line", 0) else instr.name
+        raise InputError(f"{where}: {problem}")
+
+
+def check_module_shardings(module, mesh, computations=None) -> None:
+    """Apply the validity rule (module docstring) to every annotated instruction of ``computations``
+    (default: every computation of ``module``) on ``mesh`` (a :class:`~hloshard.mesh.DeviceMesh`).
+    Raises InputError ``NAME: ...`` located at the first offending instruction (its ``line`` and
+    ``column``: the CLI prints ``FILE:LINE:COL: error: ...`` and exits 2)."""
+    for comp in (getattr(module, "computations", ()) if computations is None else computations):
+        for instr in comp.instructions:
+            sh = instr.sharding
+            if sh is None or isinstance(sh, str) or sh.is_unknown:
+                continue
+            problem = _sharding_problem(instr, sh, mesh)
+            if problem is not None:
+                line = getattr(instr, "line", 0) or 0
+                raise InputError(f"{instr.name}: {problem}", line=line,
+                                 column=(getattr(instr, "column", 0) or 1) if line else 0)
 
 
 def _target(instr) -> str:
@@ -61,7 +93,8 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
     parameters, the entry root and ``Sharding`` custom-calls: XLA's default keeps parameters and outputs;
     explicit constraints are user intent too), 'none'.  ``Sharding`` custom-calls feeding
     ``SPMDFullToShardShape`` are always kept (they define the manual region's layout).
-    Raises InputError for a kept sharding that does not fit the mesh or the shape."""
+    Raises InputError for any sharding of ``computations`` that breaks the validity rule
+    (:func:`check_module_shardings`), kept or not."""
     if keep not in KEEP_MODES:
         raise UsageError(f"--keep-shardings must be one of {', '.join(KEEP_MODES)}, got {keep!r}")
     fixed = {}
@@ -73,6 +106,7 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
                 continue
             if sh.is_unknown:
                 continue
+            _check_user_sharding(instr, sh, mesh)   # the one rule, for kept and dropped shardings alike
             keep_it = False
             if keep == "all":
                 keep_it = True
@@ -85,7 +119,6 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
                 elif instr.opcode == "custom-call" and _target(instr) == "Sharding":
                     keep_it = True
             if keep_it:
-                _check_user_sharding(instr, sh, mesh)
                 fixed[instr] = sh
     return fixed
 

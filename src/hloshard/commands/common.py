@@ -21,10 +21,31 @@ import os
 import signal
 import sys
 import threading
+import time
 
 import click
 
 META_KEY = "hloshard.input"
+
+
+def process_started() -> float:
+    """The ``time.monotonic()`` instant the running command started: when the process was started for
+    it (``hloshard COMMAND ...`` or ``python -m hloshard.cli COMMAND ...``: the command's name is the
+    process's first argument), the process's start (Linux: ``/proc/self/stat``'s start time against
+    ``CLOCK_BOOTTIME``), so that a wall-clock promise (``solve --time-limit``) counts the interpreter's
+    start and imports as ``time`` does; otherwise (a command run inside a longer-lived process, e.g.
+    click's test runner; another system; unreadable) now."""
+    now = time.monotonic()
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or sys.argv[1:2] != [ctx.info_name]:
+        return now
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return now
+    return now - age if 0.0 <= age < 3600.0 else now
 
 
 def note_input(filename: str, module=None) -> None:

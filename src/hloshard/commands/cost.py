@@ -2,13 +2,18 @@
 
 Every annotation is kept exactly (a manual plan, or XLA's GSPMD-propagated module); unannotated
 instructions and choices the annotations leave open (e.g. whether a dot's replicated output comes
-from an all-reduce) take the cheapest consistent option.  Reports the total cost (cost units: compute
+from an all-reduce) take a cheap consistent option: by default the fast completion of
+:func:`hloshard.autoshard.evaluate.complete_choice` (greedy + local search + one message-passing round,
+no CP-SAT; the gap to a proven lower bound is reported), with ``--time-limit S`` the full solver
+(CP-SAT) for at most S seconds of search.  Reports the total cost (cost units: compute
 + communication + resharding, the same objective ``solve`` minimises), the cost of each instruction
 with the implicit reshardings on its operands (steps as in explain-reshape's plan), and the peak
 memory per device.  ``--format json`` prints ``total_cost``, ``breakdown``, ``instructions`` (name,
 opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted_collectives``),
-``peak_memory_per_device`` and ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
-collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`).
+``peak_memory_per_device``, ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
+collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``unannotated`` (names),
+``instructions_counted`` (what the instruction counts count) and ``completion`` (how the open choices
+were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``).
 
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
@@ -21,11 +26,24 @@ bad input, and for ``--xla`` when jax is not installed.
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
+from ..textout import print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step
 from .options import device_option, mesh_options, timed_mesh_from_options
+from .progress import SolverProgress
+
+
+def check_time_limit(time_limit) -> None:
+    """UsageError (exit 2) unless ``time_limit`` is None or a positive finite number of seconds."""
+    import math
+
+    from ..errors import UsageError
+
+    if time_limit is not None and (not math.isfinite(time_limit) or time_limit <= 0):
+        raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
 
 
 def cost_report(result, mesh, comparison=None) -> dict:
@@ -51,6 +69,11 @@ def cost_report(result, mesh, comparison=None) -> dict:
         "peak_memory_at": g.schedule[ev.peak_time].name if ev.peak_time < len(g.schedule) else None,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "unannotated": result.unannotated,
+        "instructions_counted": instruction_count(result),
+        "completion": {"method": result.method, "status": result.status,
+                       "bound": None if result.bound is None else round(result.bound, 6),
+                       "gap": None if result.gap is None else round(result.gap, 6),
+                       "description": result.completion_words(with_time=False)},
         "predicted_bytes_per_device": _mb(sum(r["predicted_bytes_per_device"] for r in rows)),
         "instructions": rows,
     }
@@ -69,6 +92,24 @@ def cost_report(result, mesh, comparison=None) -> dict:
         report["xla_compile_error"] = comparison.xla_compile_error
         report["memory"] = comparison.memory_json()
     return report
+
+
+def instruction_count(result) -> int:
+    """The instruction count ``cost`` reports (:func:`hloshard.autoshard.evaluate.counted_instructions`:
+    the instructions of the computations that get shardings, each computation once as in the input)."""
+    return result.instructions
+
+
+def unannotated_line(result) -> str:
+    """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
+    '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
+    un = result.unannotated
+    if not un:
+        return ""
+    n = instruction_count(result)
+    shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+    return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
+            f"cheapest consistent it found: {result.completion_words()}")
 
 
 def _mb(x: float) -> float:
@@ -100,7 +141,7 @@ def render_comparison(con, comparison, top: int) -> None:
     for i in rows[:max(0, top)]:
         t.add_row(i.name, i.opcode, _kind_text(i.predicted), format_bytes(int(i.predicted_bytes)),
                   _kind_text(i.xla), format_bytes(int(i.xla_bytes)), "yes" if i.kinds_agree else "no")
-    con.print(t)
+    print_table(con, t)
     if len(rows) > top:
         con.print(f"({len(rows) - top} more instructions with collectives: --top or --format json)")
     for r in comparison.unmatched:
@@ -160,16 +201,24 @@ Examples:
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")
-def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, device=None):
+@click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
+              help="Choose what the annotations leave open with the full solver (CP-SAT), searching at most "
+                   "this long. Default: the fast completion (greedy + local search + one message-passing "
+                   "round, no CP-SAT, deterministic), with its gap to a proven lower bound in the summary.")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
-    chooses their shardings itself (the cheapest consistent with the annotated ones, as solve would),
-    says how many in the summary and lists them under "unannotated" in --format json.
+    chooses their shardings itself, consistent with the annotated ones -- by default with the fast
+    completion (greedy + local search + one round of message passing, no CP-SAT; the summary gives
+    its gap to a proven lower bound), with --time-limit by the full solver as solve would -- says how
+    many and how in the summary and lists them under "unannotated" in --format json.
     """
+    check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output)
     note_input(module_file)
-    show = show_progress()
+    show = show_progress(quiet)
     parsing = start_step(f"parsing {module_file}", show)
     from ..autoshard import evaluate_module
     from ..hlo.verify import verify_module
@@ -185,8 +234,9 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         from ..xla_check import require_jax
 
         require_jax()
-    with step("building the cost graph and pricing the shardings", show):
-        result = evaluate_module(module, dmesh)
+    with SolverProgress(show, time_limit) as progress:
+        result = evaluate_module(module, dmesh, time_limit=time_limit, progress=progress if show else None,
+                                 deterministic=False)
     comparison = None
     if use_xla:
         from ..xla_compare import compare_module
@@ -202,13 +252,12 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         return
     from io import StringIO
 
-    from rich.console import Console
     from rich.table import Table
 
     from ..units import format_bytes
 
     buf = StringIO()
-    con = Console(file=buf, width=120, force_terminal=False)
+    con = report_console(buf, terminal=output in (None, "-") and sys.stdout.isatty())
     b = report["breakdown"]
     con.print("\n".join(seconds if scale is not None else [
               f"total cost {report['total_cost']:,.2f}  (compute {b['compute']:,.2f}, communication "
@@ -218,11 +267,12 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
-    un = report["unannotated"]
-    if un:
-        shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
-        con.print(f"{len(un)} instruction{'s' if len(un) != 1 else ''} carried no sharding; cost chose "
-                  f"{'their shardings' if len(un) != 1 else 'its sharding'} (cheapest consistent): {shown}")
+    line = unannotated_line(result)
+    if line:
+        con.print(line)
+    elif result.method != "fixed":
+        con.print(f"the annotations leave some strategies open (e.g. all-reduce vs all-gather around a dot); "
+                  f"{result.completion_words()}")
     rows = sorted(report["instructions"], key=lambda r: (-r["cost"], r["name"]))[:max(0, top)]
     t = Table(header_style="bold")
     for col in ("instruction", "opcode", "cost", "reshardings"):
@@ -230,7 +280,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     for r in rows:
         kinds = ", ".join(f"{s['kind']}" for x in r["reshardings"] for s in x["steps"])
         t.add_row(r["name"], r["opcode"], f"{r['cost']:,.2f}", kinds)
-    con.print(t)
+    print_table(con, t)
     if comparison is not None:
         render_comparison(con, comparison, top)
     write_text_atomic(output or "-", buf.getvalue())

@@ -42,17 +42,25 @@ def _load(path: str, show: bool):
 @click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
               help="where to write the report ('-' = standard output)")
 @click.option("--html", "html_file", default=None, metavar="FILE", help="also write the report as HTML")
-def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, html_file):
+@click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
+              help="Choose what each module's annotations leave open with the full solver (CP-SAT), searching "
+                   "at most this long per module. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
+def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, html_file, time_limit, quiet):
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
     `hloshard cost` prices them; B - A is reported."""
     from ..diff import diff_plans, render_text
     from ..io import write_text_atomic
-    from .common import check_outputs, note_input, show_progress, step
+    from .common import check_outputs, note_input, show_progress
 
+    from .cost import check_time_limit
+    from .progress import SolverProgress
+
+    check_time_limit(time_limit)
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
-    show = show_progress()
+    show = show_progress(quiet)
     module_a = _load(file_a, show)
     note_input(file_a, module_a)
     dmesh = mesh_from_options(module_a, mesh, device_ids, alpha, beta)
@@ -62,8 +70,9 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, htm
     if mesh_b.num_devices != dmesh.num_devices:
         raise click.UsageError(f"{file_a} is for {dmesh.num_devices} devices but {file_b} for {mesh_b.num_devices}")
     note_input(file_b, None)
-    with step("pricing both plans", show):
-        report = diff_plans(module_a, module_b, dmesh, mesh_b)
+    with SolverProgress(show, time_limit) as progress:
+        report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
+                            progress=progress if show else None)
     report["a"], report["b"] = file_a, file_b
     if html_file:
         from ..report_html import diff_report_html
@@ -72,15 +81,10 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, htm
     if fmt == "json":
         write_text_atomic(output, json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
-    from rich.console import Console
+    from ..textout import report_console
 
     names = ("A", "B")
-    if output == "-" and sys.stdout.isatty():
-        click.echo(f"A = {file_a}\nB = {file_b}")
-        render_text(report, Console(), top=top, names=names)
-        return
     buf = io.StringIO()
     buf.write(f"A = {file_a}\nB = {file_b}\n")
-    render_text(report, Console(file=buf, width=140, color_system=None, force_terminal=False, soft_wrap=False),
-                top=top, names=names)
+    render_text(report, report_console(buf, terminal=output == "-" and sys.stdout.isatty()), top=top, names=names)
     write_text_atomic(output, buf.getvalue())

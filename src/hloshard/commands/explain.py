@@ -39,8 +39,12 @@ Examples:
 @click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
               help="where to write the report ('-' = standard output)")
 @click.option("--html", "html_file", default=None, metavar="FILE", help="also write the report as HTML")
+@click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
+              help="Choose what the module's annotations leave open with the full solver (CP-SAT), searching at "
+                   "most this long. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
+@click.option("--quiet", is_flag=True, help="No progress display.")
 def command(module_file, instruction, mesh, device_ids, alpha, beta, alternatives, why_not, radius, verify, use_xla,
-            fmt, output, html_file):
+            fmt, output, html_file, time_limit, quiet):
     """Explain the sharding of one instruction: the strategy behind it (operand shardings it needs,
     compute / communication / resharding cost, memory per device), the collectives it causes, its
     source location, and the best alternative shardings with the change of the module's TOTAL cost
@@ -51,9 +55,13 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
     from ..io import read_text, write_text_atomic
     from .common import check_outputs, note_input, show_progress, step
 
+    from .cost import check_time_limit
+    from .progress import SolverProgress
+
+    check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output, html_report=html_file)
     note_input(module_file)
-    show = show_progress()
+    show = show_progress(quiet)
     name = "<stdin>" if module_file == "-" else module_file
     with step(f"parsing {module_file}", show):
         text = read_text(module_file)
@@ -61,9 +69,10 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
         verify_module(module, name)
     note_input(module_file, module)
     dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
-    with step(f"explaining {instruction}: cost graph, pricing, re-solving alternatives", show):
+    with SolverProgress(show, time_limit) as progress:
         expl = explain_instruction(module, dmesh, instruction, alternatives=alternatives, why_not=why_not,
-                                   radius=radius, filename=name, verify=verify)
+                                   radius=radius, filename=name, verify=verify, time_limit=time_limit,
+                                   progress=_then_alternatives(progress) if show else None)
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
@@ -74,11 +83,16 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
     if fmt == "json":
         write_text_atomic(output, json.dumps(expl.to_json(), indent=2, sort_keys=True) + "\n")
         return
-    from rich.console import Console
+    from ..textout import report_console
 
-    if output == "-" and sys.stdout.isatty():
-        render_text(expl, Console())
-        return
     buf = io.StringIO()
-    render_text(expl, Console(file=buf, width=120, color_system=None, force_terminal=False, soft_wrap=False))
+    render_text(expl, report_console(buf, terminal=output == "-" and sys.stdout.isatty()))
     write_text_atomic(output, buf.getvalue())
+
+
+def _then_alternatives(progress):
+    """``progress`` for the module's evaluation; after its last phase the line says the alternatives
+    are being re-solved."""
+    def report(event: dict):
+        progress({**event, "phase": "alternatives"} if event.get("phase") == "pricing" else event)
+    return report

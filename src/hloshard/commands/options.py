@@ -110,14 +110,20 @@ def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: s
 
     With a module: :meth:`DeviceMesh.for_module` (``--mesh``, else the module's named mesh, else the
     mesh its shardings imply, else num_partitions; refined internally where user shardings need it;
-    a num_partitions that differs from the mesh size is an error). Without a module, ``--mesh`` is
-    required. Raises UsageError with a message naming the flag.
+    a num_partitions that differs from the mesh size is an error), and every sharding the module
+    carries is checked on that mesh by the one validity rule
+    (:func:`hloshard.autoshard.user_shardings.check_module_shardings`: InputError, exit 2, at the
+    instruction). Without a module, ``--mesh`` is required. Raises UsageError with a message naming
+    the flag.
     """
     if mesh is not None and split_link_marks(mesh)[1] is not None:
         raise UsageError(f"--mesh {mesh}: link marks (:ici / :dcn) need --device (e.g. --device h100-sxm)")
     if module is not None:
-        return DeviceMesh.for_module(module, mesh, device_ids, alpha, beta).with_policy(
-            max_padding, memory_budget)
+        from ..autoshard.user_shardings import check_module_shardings  # lazy: keeps `--help` fast
+
+        dmesh = DeviceMesh.for_module(module, mesh, device_ids, alpha, beta).with_policy(max_padding, memory_budget)
+        check_module_shardings(module, dmesh)
+        return dmesh
     if mesh is None:
         if device_ids is not None or alpha is not None or beta is not None:
             raise UsageError("--device-ids / --alpha / --beta need --mesh (e.g. --mesh 2x4)")

@@ -28,8 +28,9 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
-from .common import check_outputs, note_input, show_progress, start_step, step
-from .options import BYTE_SIZE, device_option, mesh_options, space_options, timed_mesh_from_options
+from .common import check_outputs, note_input, process_started, show_progress, start_step, step
+from .options import BYTE_SIZE, device_option, mesh_options, space_options, \
+    timed_mesh_from_options
 from .progress import SolverProgress
 
 
@@ -47,6 +48,20 @@ class _Budget(click.ParamType):
             except UsageError as exc:
                 self.fail(str(exc), param, ctx)
         return BYTE_SIZE.convert(value, param, ctx)
+
+
+def _tie_option(ctx, param, values):
+    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie` (a usage error, exit 2,
+    for anything else)."""
+    from ..autoshard.aliases import parse_tie
+
+    out = []
+    for v in values or ():
+        try:
+            out.append(parse_tie(v))
+        except UsageError as exc:
+            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return tuple(out)
 
 
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
@@ -75,6 +90,8 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
+        # the mesh `hloshard cost` prices the written module on (its own refinement of the user's mesh)
+        "written_mesh": str(w.graph.mesh) if w is not None else None,
         "nodes": g.problem.num_nodes,
         "edges": g.problem.num_edges,
         "solver_nodes": g.solver_problem.num_nodes,
@@ -85,6 +102,37 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }
+
+
+def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
+    """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
+    order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
+    input`` (``hloshard cost`` of the input as given), ``build`` (the cost graph), ``solve`` (the
+    solver), ``re-price`` (applying the choice and pricing the written module), ``write`` (the ``--xla``
+    comparison when asked, printing the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
+    solves are one ``search`` phase."""
+    out: dict = {}
+    prev = started
+    for name, end in phases.items():
+        if name == "solve" and not auto:
+            solver = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+            out["build"] = round(result.seconds_build, 3)
+            out["solve"] = round(solver, 3)
+            out["re-price"] = round(max(0.0, end - prev - result.seconds_build - solver), 3)
+        else:
+            out["search" if name == "solve" else name] = round(max(0.0, end - prev), 3)
+        prev = end
+    out["total"] = round(prev - started, 3)
+    return out
+
+
+def _time_line(report: dict) -> str | None:
+    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
+    ph = report.get("seconds_phases")
+    if not ph:
+        return None
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
+    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -177,11 +225,12 @@ def _memory_line(report: dict) -> str:
 def print_summary(report: dict) -> None:
     """The text summary on stderr: what a user needs first (files, mesh, what changed, cost against
     the input, memory against the budget, status in words), then the dearest resharding edges."""
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    con = Console(stderr=True)
+    from ..textout import mesh_words, print_table, report_console
+
+    con = report_console(stderr=True)
     con.print("hloshard solve", style="italic", justify="center")
     # file paths are printed whole, never wrapped or cut (a user copies them)
     for item in ("input", "output"):
@@ -189,7 +238,7 @@ def print_summary(report: dict) -> None:
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("mesh", _mesh_words(report["mesh"]) if isinstance(report["mesh"], dict) else str(report["mesh"]))
+    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
     ch = report.get("changed")
     if ch is not None:
         t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
@@ -198,27 +247,29 @@ def print_summary(report: dict) -> None:
     t.add_row("memory", _memory_line(report))
     t.add_row("status", status_in_words(report))
     t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges; build {report['seconds_build']:.1f} s")
-    con.print(t)
+    if _time_line(report):
+        t.add_row("time", _time_line(report))
+    print_table(con, t)
     if report["top_edges"]:
         e = Table(title="most expensive resharding edges", header_style="bold")
         e.add_column("from")
         e.add_column("to")
         e.add_column("cost", justify="right")
-        e.add_column("source sharding")
+        e.add_column("source sharding", overflow="fold")
         for row in report["top_edges"]:
             e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
-        con.print(e)
+        print_table(con, e)
     if report.get("peak_tensors"):
         pt = Table(title=f"largest tensors at peak memory ({report.get('peak_memory_at') or '-'})",
                    header_style="bold")
         for col in ("tensor", "shape", "sharding"):
-            pt.add_column(col)
+            pt.add_column(col, overflow="fold")
         pt.add_column("per device", justify="right")
         pt.add_column("share", justify="right")
         for row in report["peak_tensors"]:
             pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
-        con.print(pt)
+        print_table(con, pt)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
         con.print(f"[cyan]note:[/cyan] {w}")
     for w in report["warnings"]:
@@ -227,8 +278,9 @@ def print_summary(report: dict) -> None:
 
 def print_mesh_search(search) -> None:
     """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
-    from rich.console import Console
     from rich.table import Table
+
+    from ..textout import print_table, report_console
 
     t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
     for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
@@ -241,8 +293,8 @@ def print_mesh_search(search) -> None:
                   "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
                   "0" if tr.status == "optimal" else ("-" if tr.gap is None else gap_percent(tr.gap)),
                   f"{tr.seconds:.1f}")
-    console = Console(stderr=True, width=max(100, Console(stderr=True).width))
-    console.print(t)
+    console = report_console(stderr=True)
+    print_table(console, t)
     for tr in search.trials:   # why a candidate has no figures (refined twins are named in the table)
         if tr.message and not tr.same_as:
             console.print(f"note: {tr.label}: {tr.status}: {tr.message}", highlight=False, markup=False)
@@ -251,26 +303,49 @@ def print_mesh_search(search) -> None:
 def _user_warning(w: str, report: dict) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
     if w.startswith("the solver's choice costs"):
+        internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
+        written = report.get("written_mesh")
+        if written and internal and written != "x".join(map(str, internal)):
+            why = (f"the written shardings need a finer refinement of the mesh ({written} instead of "
+                   f"{'x'.join(map(str, internal))}), on which `hloshard cost` prices them, and a sharding does "
+                   f"not pin every choice")
+        else:
+            why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
-                f"differs because a sharding does not pin every choice (e.g. all-reduce vs all-gather around a "
-                f"dot) and the written module is priced with the cheapest choice it allows")
+                f"differs because {why}, and the written module is priced with the cheapest choice it allows")
     return w
 
 
 def changed_shardings(before: dict, graph) -> dict:
-    """How many instructions of the solved computations got a sharding different from the input's
-    (``before``: instruction name -> its sharding or None)."""
-    changed = unannotated = 0
+    """How many of the input's instructions got a sharding different from the input's (``before``:
+    instruction name -> its sharding or None, for the instructions the reports count:
+    :func:`hloshard.autoshard.evaluate.counted_instructions`, each computation once as in the input).
+    An instruction of a computation called from several sites counts as changed when any of its
+    per-site copies in ``graph`` changed."""
+    now: dict = {}
     for instr in graph.schedule:
-        old = before.get(instr.name)
-        new = instr.sharding
+        base = instr.name if instr.name in before else _clone_origin(instr.name, before)
+        if base is not None:
+            now.setdefault(base, []).append(instr.sharding)
+    changed = unannotated = 0
+    for name, old in before.items():
         if old is None:
             unannotated += 1
             changed += 1
-        elif new is None or not _same_text(old, new):
+        elif any(new is None or not _same_text(old, new) for new in now.get(name, [])):
             changed += 1
-    return {"instructions": len(graph.schedule), "changed": changed, "unannotated": unannotated}
+    return {"instructions": len(before), "changed": changed, "unannotated": unannotated}
+
+
+def _clone_origin(name: str, before: dict):
+    """The input instruction a per-call-site clone (``NAME.clone...``) was made from, or None."""
+    base = name
+    while "." in base:
+        base = base.rsplit(".", 1)[0]
+        if base in before:
+            return base
+    return None
 
 
 def _same_text(old, new) -> bool:
@@ -323,14 +398,18 @@ Examples:
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
                    "or 'none' (default: no budget).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Solver seconds. Wall-clock unless --deterministic: the result can then depend on the "
-                   "machine's load.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
+                   "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
+                   "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
+                   "command ends late; the summary's 'time' line gives each phase. The result can depend on the "
+                   "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
-                   "takes longer instead of answering differently (safety net 3x the limit + 10 s).")
+                   "takes longer instead of answering differently (no wall-clock limit then).")
 @click.option("--export-problem", type=str, default=None,
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
@@ -341,13 +420,17 @@ Examples:
                    "layout, so XLA's partitioner carries out the plan (measured: no more bytes than GSPMD under "
                    "XLA on every sample; the copies add a little compute to the reported cost). Without it XLA "
                    "picks its own variant from the operands' layouts.")
+@click.option("--tie", "ties", multiple=True, callback=_tie_option, metavar="OUTPUT_INDEX=PARAM_NUMBER",
+              help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
+                   "training step's state): it leaves in the sharding the parameter came in with, one decision "
+                   "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2.")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
                    "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None, use_xla=False, pin_operands=False, device=None):
+            partition_specs_file=None, use_xla=False, pin_operands=False, ties=(), device=None):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
@@ -356,6 +439,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
     from ..autoshard import solve_module
+    from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
     from ..io import is_stdout, write_text_atomic
@@ -363,6 +447,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     from ..peak import peak_tensors_of
     from ..sdy import annotate_module
 
+    started = process_started()   # --time-limit covers the whole command (wall clock), from here
+    entered = time.monotonic()
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if fmt == "json" and is_stdout(output):
@@ -375,6 +461,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
+    if ties:   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
+        module.ties = list(getattr(module, "ties", None) or []) + list(ties)
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
@@ -395,20 +483,29 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing.stop()
     note_input(module_file, module)
     t0 = time.monotonic()
+    phases = {"start": entered, "parse": t0}   # phase -> its end (monotonic); seconds in _phase_seconds
+    deadline = None if deterministic else started + time_limit
+
+    def overrun(msg: str) -> None:   # said at once, not only in the summary at the end
+        if not quiet:
+            click.echo(f"warning: {msg}", err=True)
+
     with step("pricing the input as given", show):
         if auto:
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
         else:
             input_cost, input_note = price_input(module, dmesh, time_limit=min(30.0, max(1.0, 0.25 * time_limit)))
-    before = {i.name: i.sharding for i in module.all_instructions()}
+    phases["price input"] = time.monotonic()
+    before = {i.name: i.sharding for i in counted_instructions(module)}
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
                 from ..mesh_search import search_meshes
 
+                search_limit = time_limit if deadline is None else max(0.5, deadline - time.monotonic())
                 search = search_meshes(module, "<stdin>" if module_file == "-" else module_file,
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
-                                       max_padding=max_padding, time_limit=time_limit, workers=workers, seed=seed,
+                                       max_padding=max_padding, time_limit=search_limit, workers=workers, seed=seed,
                                        deterministic=deterministic, progress=progress if show else None,
                                        pin_operands=pin_operands)
                 module, result, dmesh = search.best.module, search.best.result, search.best.mesh
@@ -416,13 +513,15 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
                                       deterministic=deterministic, progress=progress if show else None,
-                                      export_problem=export_problem, pin_operands=pin_operands)
+                                      export_problem=export_problem, pin_operands=pin_operands,
+                                      deadline=deadline, on_overrun=overrun)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
                                                       indent=2, sort_keys=True) + "\n")
         raise
+    phases["solve"] = time.monotonic()
     report = build_report(result, dmesh, keep, memory_budget)
     report["pins"] = getattr(result.graph, "pins", 0)   # operand pin copies written (--pin-operands)
     if search is not None:
@@ -457,6 +556,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         from ..report_html import solve_report_html
 
         html = solve_report_html(report, result)
+    phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
+    report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
+    report["time_limit"] = time_limit
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:

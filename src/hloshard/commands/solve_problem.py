@@ -39,7 +39,7 @@ Examples:
               help="Byte-identical output for the same input, seed, workers and --time-limit, whatever "
                    "the machine load: the limit becomes a work budget (counted rounds and sweeps, CP-SAT "
                    "deterministic time), so a loaded machine takes longer instead of answering "
-                   "differently (safety net: 3x the limit + 10 s). The output then has no 'seconds'.")
+                   "differently (no wall-clock limit then). The output then has no 'seconds'.")
 @click.option("-o", "--output", type=str, default=None,
               help="Write the solution JSON here (default: stdout).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary on stderr.")

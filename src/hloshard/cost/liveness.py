@@ -35,7 +35,9 @@ more (and pads to tiles); that is not modelled here.
   reduction fusion) is computed inside each consumer and never gets a buffer; an expensive one
   (:data:`EXPENSIVE`, XLA's ``IsExpensive``) with several users is materialised (XLA does not
   duplicate it).  A consumer reads what its fused producers read, so those values live until the
-  consumer.  ``constant`` never counts (XLA keeps constants in the executable, outside argument /
+  consumer.  A ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a
+  ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
@@ -46,10 +48,15 @@ more (and pads to tiles); that is not modelled here.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
   memory of its own (``alias_size``).
+* *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
+  :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
+  node memory only).
 * *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
   is the sum of live buffers, which never exceeds the packed heap), scheduling (XLA reorders to
-  reduce memory; here the schedule is post order), communication buffers (collective operands and
-  results are the values on both sides of an edge).
+  reduce memory; here the schedule is post order), layout assignment (a transposed accumulator that
+  cannot be updated in place), loop-invariant code motion (XLA's CPU pipeline hoists a convert of a
+  loop invariant out of the loop: MaxText's f32 copies of its stacked activations).  Measured error and
+  the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
 from __future__ import annotations
@@ -256,21 +263,43 @@ def _kind(instr) -> str:
     return instr.opcode
 
 
+def _forwards(instr) -> bool:
+    """A ``copy`` (a pin, a sharding annotation: removed by XLA's algebraic simplifier) or a
+    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer."""
+    return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
+            and instr.shape.is_array)
+
+
+def effective_users(instr) -> list:
+    """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
+    out: list = []
+    seen: set = set()
+    stack = list(instr.users)
+    while stack:
+        u = stack.pop()
+        if id(u) in seen:
+            continue
+        seen.add(id(u))
+        if _forwards(u):
+            stack.extend(u.users)
+        else:
+            out.append(u)
+    return out
+
+
 def is_fused(instr) -> bool:
     """True when XLA never gives ``instr``'s result a buffer (module docstring, *Fusion*): a constant,
-    or a fusible producer whose users all fuse it (and that is not a root)."""
+    a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
+    fuse it (and that is not a root)."""
     op = _kind(instr)
-    if op == "constant":
-        return True
-    if op == "copy" and instr.users and not instr.is_root and instr.shape.is_array:
-        # a copy in the operand's layout (a pin, a sharding annotation) is removed by XLA's algebraic
-        # simplifier; one that reshards is the collective's result (an edge buffer, not this value)
+    if op == "constant" or _forwards(instr):
         return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
-    if any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in instr.users):
+    consumers = effective_users(instr)
+    if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
-    return not (op in EXPENSIVE and len(set(map(id, instr.users))) > 1)
+    return not (op in EXPENSIVE and len(consumers) > 1)
 
 
 def fused_reads(instr) -> list:
@@ -311,6 +340,15 @@ def _same_array(a, b) -> bool:
     """Same bytes (a transposed operand counts: XLA folds the transpose into its producer)."""
     sa, sb = a.shape, b.shape
     return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
+
+
+def in_place_user(user, operand) -> bool:
+    """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
+    elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes."""
+    op = _kind(user)
+    if op == "dynamic-update-slice":
+        return bool(user.operands) and user.operands[0] is operand
+    return op in ELEMENTWISE and _same_array(operand, user)
 
 
 def read_until(instr, positions: dict) -> int | None:

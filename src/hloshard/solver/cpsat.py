@@ -26,12 +26,38 @@ from __future__ import annotations
 
 import contextvars
 import math
+import os
+import sys
 import threading
 import time
 from dataclasses import dataclass
 
 import numpy as np
-from ortools.sat.python import cp_model
+
+
+def _load_ortools():
+    """Import OR-Tools' native modules (CP-SAT here, GLOP for :mod:`.lp`) so that they bind to their own
+    protobuf runtime.  A library loaded earlier in the process can put another protobuf version's symbols
+    in the global scope (tensorflow does, and keras-hub imports it): OR-Tools' extension modules then
+    resolve against those and crash in native code (google/or-tools#3230; measured here with tensorflow
+    2.21: GLOP's parsing of its text-format parameters segfaults, tests/test_tf_import.py).  Loading them
+    with ``RTLD_DEEPBIND`` (Linux) puts their own dependencies' symbols first, whatever was imported
+    before; where the platform has no such flag the plain import is used.  Returns the ``cp_model`` module.
+    Every hloshard import of OR-Tools goes through the solver package, whose first module is this one."""
+    deep = getattr(os, "RTLD_DEEPBIND", 0)
+    flags = sys.getdlopenflags() if deep and hasattr(sys, "getdlopenflags") else None
+    if flags is not None:
+        sys.setdlopenflags(flags | deep)
+    try:
+        from ortools.linear_solver import pywraplp  # noqa: F401  (the LP bound's solver, same flags)
+        from ortools.sat.python import cp_model as module
+    finally:
+        if flags is not None:
+            sys.setdlopenflags(flags)
+    return module
+
+
+cp_model = _load_ortools()
 
 from ..costgraph import INFINITY
 from .presolve import Reduced

@@ -11,14 +11,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..costgraph import Problem
+from ..costgraph import INFINITY, Problem
 from .presolve import _Graph, merge_into
 from .unionfind import UnionFind
 
 
-def merge_followers(problem: Problem, follows, merge: bool = True):
+class MergeClasses(list):
+    """``classes[v]``: the merged node of original node ``v``; ``maps[v]``: for a node merged through a
+    tie, its strategy for each strategy of the merged node (other nodes take the merged node's index)."""
+
+    maps: dict = {}
+
+
+def expand_choice(classes, x) -> list:
+    """The choice of every original node from a choice ``x`` of the merged problem (``classes`` from
+    :func:`merge_followers`, or any list of merged-node ids)."""
+    maps = getattr(classes, "maps", None) or {}
+    return [int(maps[v][int(x[c])]) if v in maps else int(x[c]) for v, c in enumerate(classes)]
+
+
+def merge_followers(problem: Problem, follows, merge: bool = True, ties=()):
     """Merge every follower into the node it follows (strategy index ``p`` of one is ``p`` of the
-    other).
+    other), then every tie ``(keep, gone, mapping)`` (``gone`` takes strategy ``mapping[a]`` when
+    ``keep`` takes ``a``; ``-1``: ``a`` is forbidden; :func:`hloshard.autoshard.aliases.tie_merges`)
+    whose nodes no earlier tie merged.
 
     ``follows``: ``(followee, follower)`` node pairs; a pair is merged when both (after earlier
     merges) have the same number of strategies.  Node costs add up, the cost of an edge between two
@@ -30,8 +46,8 @@ def merge_followers(problem: Problem, follows, merge: bool = True):
     budget, so that memory constraints stay exact).  ``merge=False`` returns the problem unchanged.
 
     Returns ``(merged problem, classes)`` with ``classes[v]`` the merged node of original node ``v``;
-    for every choice ``x`` of the merged problem, ``[x[classes[v]] for v]`` has the same objective
-    and feasibility in ``problem``.
+    for every choice ``x`` of the merged problem, :func:`expand_choice` ``(classes, x)`` (``[x[classes[v]]
+    for v]`` when no tie was merged) has the same objective and feasibility in ``problem``.
     """
     n = problem.num_nodes
     sets = UnionFind(n)
@@ -44,15 +60,35 @@ def merge_followers(problem: Problem, follows, merge: bool = True):
                 keep, gone = min(ru, rv), max(ru, rv)
                 sets.union(keep, gone)
                 pairs.append((keep, gone))
-    if not pairs:
+    tied, touched = [], set()
+    roots = np.array([find(v) for v in range(n)], dtype=np.int64) if merge and len(ties) else None
+    maps: dict = {}
+    for keep, gone, mapping in (ties if merge else ()):
+        # follower merges keep strategy indices, so the mapping holds for the roots; a root an earlier
+        # tie merged does not (left to the alias constraint)
+        rk, rg = find(int(keep)), find(int(gone))
+        mapping = np.asarray(mapping, dtype=np.int64)
+        if rk == rg or rk in touched or rg in touched or len(mapping) != len(problem.node_costs[rk]) \
+                or (mapping >= len(problem.node_costs[rg])).any():
+            continue
+        touched.update((rk, rg))
+        for v in np.nonzero(roots == rg)[0].tolist():   # the gone node and its followers: through the mapping
+            maps[v] = np.maximum(mapping, 0)   # a forbidden strategy (-1) stays forbidden through the merged cost
+        sets.union(rk, rg)
+        tied.append((rk, rg, mapping))
+    if not pairs and not tied:
         return problem, list(range(n))
     g = _Graph(problem)
     for keep, gone in pairs:
         merge_into(g, keep, gone, np.arange(len(g.strat[keep]), dtype=np.int64))
+    for keep, gone, mapping in tied:
+        g.cost[keep] = np.where(mapping < 0, INFINITY, g.cost[keep])
+        merge_into(g, keep, gone, np.maximum(mapping, 0))
     alive = np.nonzero(g.alive)[0]
     pos = np.full(n, -1, dtype=np.int64)
     pos[alive] = np.arange(len(alive))
-    classes = [int(pos[find(v)]) for v in range(n)]
+    classes = MergeClasses(int(pos[find(v)]) for v in range(n))
+    classes.maps = maps
     iv = problem.intervals
     costs, usages, intervals = [], [], []
     for i in alive.tolist():

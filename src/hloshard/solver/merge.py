@@ -39,8 +39,8 @@ def merge_solutions(red: Reduced, solutions, time_limit: float, workers: int = 1
     two solutions merged within 6 s to 1.0121x of the best contest entry with one seed and stayed at
     1.0206x with another, and a restart from the better one's answer went on to 1.0121x.
 
-    ``time_limit``: wall seconds in all (a safety net in deterministic mode, where
-    ``deterministic_limit`` CP-SAT deterministic seconds in all decide); ``feasible(positions) ->
+    ``time_limit``: wall seconds in all (``math.inf`` for none: the portfolio passes it in
+    deterministic mode, where ``deterministic_limit`` CP-SAT deterministic seconds in all decide); ``feasible(positions) ->
     bool`` re-checks each answer (the caller's exact checker; the merged model is exact, so this
     guards against a model bug only); ``objective(positions)``: the exact objective, to keep a run's
     answer only when it is no worse than the best so far (CP-SAT need not end at or below its hint).

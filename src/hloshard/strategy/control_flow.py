@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..hlo import loops
 from ..hlo.loops import DEFAULT_TRIP_COUNT, called  # noqa: F401  (re-exported)
 from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_range, leaf_shapes, spec_name
-from .registry import register
+from .registry import DROPPED_ANNOTATION, register
 
 def trip_count(instr) -> int:
     """Iterations of a while loop as an int (:func:`hloshard.hlo.loops.trip_count`, which also says
@@ -131,6 +131,19 @@ def handle_call(instr, ctx):
         ctx.set_group(p, _alias_all(p, instr.operands[k]))
     ctx.visit(comp, ctx.weight(instr))
     return _alias_all(instr, comp.root)
+
+
+def call_annotation_redundant(instr) -> bool:
+    """True for a ``call`` whose written sharding is its callee root's (what ``solve`` writes): it pins
+    nothing the root does not, and XLA, which inlines the call, keeps no second buffer for it, so the
+    call stays an alias of the root instead of becoming a node that would count its bytes twice."""
+    comp = called(instr, "to_apply", 0)
+    root = comp.root if comp is not None else None
+    return root is not None and instr.sharding is not None and root.sharding is not None and \
+        instr.sharding.without_metadata() == root.sharding.without_metadata()
+
+
+DROPPED_ANNOTATION["call"] = call_annotation_redundant
 
 
 @register("conditional")

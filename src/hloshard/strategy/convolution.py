@@ -11,7 +11,6 @@ and spatial splits are offered.  Compute: 2 * output elements * kernel spatial s
 
 from __future__ import annotations
 
-import math
 import re
 
 from ..cost.flops import convolution_flops

@@ -21,7 +21,6 @@ Compute: 2 * (product of all batch, free and contracting sizes) / devices splitt
 from __future__ import annotations
 
 import itertools
-import math
 
 from ..cost.flops import dot_flops
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name

@@ -140,8 +140,8 @@ def _copy_is_removed(instr) -> bool:
     """True for a ``copy`` that keeps its operand's memory layout.  XLA's algebraic simplifier
     (``HandleCopy``) replaces such a copy by its operand after SPMD partitioning, so it computes nothing;
     only the resharding on its operand edge (priced there) remains, and its buffer stands for that
-    resharding's result.
-    The operand pins ``solve`` writes (:mod:`hloshard.strategy.realize`) are such copies."""
+    resharding's result.  (``solve``'s operand pins were such copies; they are now ``Sharding``
+    custom-calls, :mod:`hloshard.strategy.realize`.)"""
     if instr.opcode != "copy" or len(instr.operands) != 1 or not is_array(instr.operands[0].shape):
         return False
     return _memory_order(instr.shape) == _memory_order(instr.operands[0].shape)

@@ -5,13 +5,19 @@ reshards the operands to the layout the result needs, which is what the cost gra
 dot or a convolution is different: XLA's handler looks at its operands' layouts and, e.g., keeps a
 contracting split both operands share (an all-reduce) where the solver planned to reshard an operand
 and compute without one (``registry._realized``, measured in tests/test_handlers_dot.py).  Pinning
-each such operand with a ``copy`` that carries the layout the chosen strategy requires makes XLA do the
-planned resharding (on the copy) and then partition the op with its operands exactly as planned.
+each such operand with a ``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` lowers to)
+that carries the layout the chosen strategy requires makes XLA do the planned resharding (to the pin)
+and then partition the op with its operands exactly as planned; the partitioner drops the custom-call,
+so it computes nothing.  (The pins were ``copy`` instructions until the TPU compiler, on its way in
+through StableHLO, rejected them: "failed to legalize operation 'mhlo.copy' that was explicitly marked
+illegal"; the custom-call form compiles there and moves the same bytes on the CPU backend, measured on
+every sample, BENCHMARKS.md.)
 
 Measured (tests/test_realize_oracle.py, raw after-spmd-partitioning ring bytes): on a 2x4 mesh the
 solved ``mlp_train_step`` moves 0.84 MB unpinned and 0.17 MB pinned (GSPMD's plan: 0.84 MB), and the
 pinned module's ``hloshard cost`` equals the solver's own objective; the solved MaxText step of the
-corpus (8 devices) moves 2,628.7 MB unpinned (as GSPMD's plan) and 2,488.9 MB pinned, and compiles.
+corpus (8 devices) moves 2,628.7 MB unpinned (as GSPMD's plan) and 2,488.9 MB pinned, and compiles (the MaxText
+figures measured with the earlier ``copy`` pins).
 
 The same holds for a ``while`` body's reads of its loop state: on the way into XLA through StableHLO
 (jax, the oracle, ``--xla``) the body parameter becomes block arguments and each ``get-tuple-element`` of
@@ -26,10 +32,13 @@ loop state as planned: measured, the solved module's XLA bytes then equal hlosha
 (640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
 loop (:mod:`hloshard.strategy.control_flow`) are left alone: their reads are the init's value.
 
-Public API (for the apply step)::
+Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
+``with_sharding_constraint`` at the pinned points)::
 
-    operand_pins(nodes, choice, ctx) -> list[Pin]     # which operand edges to pin, with which layout
-    insert_pins(pins) -> int                          # add the copies to the IR (returns how many)
+    operand_pins(nodes, choice, ctx) -> list[Pin]     # which operands to pin, in which layout:
+                                                      #   Pin(user=Instruction, index=operand number,
+                                                      #       sharding=HloSharding), deterministic order
+    insert_pins(pins) -> int                          # add the Sharding custom-calls to the IR
     insert_loop_state_pins(whiles) -> int             # Sharding custom-calls after loop-state reads
 """
 
@@ -87,24 +96,35 @@ def operand_pins(nodes, choice, ctx) -> list:
 
 
 def insert_pins(pins) -> int:
-    """Insert, before each pinned user, ``NAME.pin = copy(operand), sharding=<pin>`` and use it as the
-    operand (one copy per distinct operand and layout per computation).  Returns the copies added."""
+    """Insert ``NAME.pin = custom-call(operand), custom_call_target="Sharding", sharding=<pin>`` and make
+    each pinned user read it (one per distinct operand and layout per computation), just before the
+    earliest of the users that read it, so the resharded value lives only as long as the plan needs it.
+    The ``Sharding`` custom-call is what ``jax.lax.with_sharding_constraint`` lowers to: GSPMD (CPU, GPU
+    and the TPU compiler, which rejects a sharded ``copy`` on its way through StableHLO) reshards the
+    operand to it and the partitioner then drops it, so it computes nothing.  Returns the pins added.
+    Deterministic (the order of ``pins``)."""
     from ..hlo.ir import Instruction
 
     made: dict = {}
+    readers: dict = {}
     for pin in pins:
         op = pin.user.operands[pin.index]
         comp = pin.user.parent
         key = (id(comp), id(op), str(pin.sharding))
         cp = made.get(key)
         if cp is None:
-            cp = Instruction(op.name + ".pin", "copy", op.shape, [op])
+            cp = Instruction(op.name + ".pin", "custom-call", op.shape, [op],
+                             attrs={"custom_call_target": "Sharding"})
             cp.sharding = pin.sharding
-            comp.add_instruction(cp, before=_first_user(comp, op, pin.user))
             made[key] = cp
+            readers[key] = (comp, [])
+        readers[key][1].append(pin.user)
         ops = list(pin.user.operands)
         ops[pin.index] = cp
         pin.user.set_operands(ops)
+    for key, cp in made.items():
+        comp, users = readers[key]
+        comp.add_instruction(cp, before=_first_user(comp, cp, users[0]))
     return len(made)
 
 

@@ -1,0 +1,77 @@
+"""Rich consoles for the text reports of ``cost``, ``diff``, ``explain`` and ``solve``'s summary (a consumer-level utility, like :mod:`hloshard.units`).
+
+On a terminal a report uses the terminal's width and table cells that hold shardings wrap (``fold``)
+instead of being cut. Anywhere else (a pipe, a file, a CI log) nothing is cut or wrapped inside a
+table: :func:`print_table` widens the console to the table's natural width for that table, so a
+sharding such as ``{devices=[2,1,4]<=[8] last_tile_dim_replicate}`` is printed whole and a line can
+be searched for with grep. Plain text lines wrap at :data:`TEXT_WIDTH` there.
+"""
+
+from __future__ import annotations
+
+#: the width of plain text lines when the output is not a terminal
+TEXT_WIDTH = 120
+
+
+def report_console(file=None, stderr: bool = False, terminal: bool | None = None):
+    """A rich Console for a text report written to ``file`` (a text stream; None: stdout, or stderr
+    with ``stderr``). ``terminal``: whether the output is a terminal (None: ask the stream). Not a
+    terminal: no colour, no control codes, plain text wrapped at :data:`TEXT_WIDTH`."""
+    import sys
+
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    if terminal is None:
+        terminal = bool(getattr(stream, "isatty", lambda: False)())
+    if terminal:
+        if file is not None and not getattr(file, "isatty", lambda: False)():
+            # a buffer whose text goes to a terminal afterwards: the terminal's width and colours
+            import shutil
+
+            return Console(file=file, force_terminal=True, width=shutil.get_terminal_size().columns, highlight=False)
+        return Console(file=stream, highlight=False)
+    return Console(file=stream, width=TEXT_WIDTH, color_system=None, force_terminal=False, soft_wrap=False,
+                   highlight=False)
+
+
+def print_table(console, table) -> None:
+    """Print ``table`` whole: on a terminal as rich lays it out (columns made with ``overflow="fold"``
+    wrap), elsewhere at its natural width, however wide, so no cell is cut to ``...`` or wrapped."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = console.measure(table, options=console.options.update_width(1_000_000)).maximum
+    old = console.width
+    console.width = max(old, natural)
+    try:
+        console.print(table)
+    finally:
+        console.width = old
+
+
+def mesh_words(report: dict) -> str:
+    """The mesh line of a report (``solve``'s summary and HTML page): the user's mesh (names, sizes,
+    where it came from), then the internal refinement the cost graph uses when there is one, and
+    alpha / beta, e.g. ``2x4 from --mesh; refined internally to 2x2x2 [0, 1:(1)2, 1:(2)2] (see the
+    note), alpha 1,1,1, beta 1,1,1 per internal axis``. ``report["mesh"]``: ``DeviceMesh.to_json()``;
+    ``report["mesh_description"]``: ``DeviceMesh.describe()``."""
+    mesh = report["mesh"]
+    if not isinstance(mesh, dict):
+        return str(mesh)
+    text = report.get("mesh_description")
+    user = mesh.get("user_shape") or mesh.get("shape", ())
+    refined = list(user) != list(mesh.get("shape", ()))
+    if not text:
+        text = "x".join(str(x) for x in mesh.get("shape", ()))
+        names = mesh.get("axis_names")
+        if names:
+            text += f" (axes {', '.join(map(str, names))})"
+    elif refined:
+        text = text.replace(", refined internally", "; refined internally") + " (see the note)"
+    a, b = mesh.get("alpha"), mesh.get("beta")
+    if a is not None and b is not None:
+        text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
+        if refined:
+            text += " per internal axis"
+    return text

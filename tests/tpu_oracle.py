@@ -1,0 +1,139 @@
+"""The real TPU compiler (libtpu, ahead of time, no TPU needed) as a test and benchmark oracle.
+
+``libtpu`` compiles for a TPU topology on a CPU-only machine (``../shared/reference/tpu_aot.md``): the
+HLO text goes through jaxlib's HLO -> StableHLO route (what ``jax.jit`` and the TPU pipeline take) and
+is compiled with GSPMD for ``num_partitions`` chips of ``topology``.  Everything runs in a child process
+(``sys.executable``, which must be able to import ``libtpu``; a compiler crash cannot take the caller
+with it) and returns plain data:
+
+* :func:`tpu_available` -- None when libtpu and jax import here, else the reason they do not.
+* :func:`with_trip_counts` -- the partitioned text with a ``known_trip_count`` on each ``while`` that has
+  none (the TPU pipeline annotates trip counts after its partitioner, the CPU pipeline before it), so
+  that :func:`tests.xla_bytes.collective_bytes` counts a loop body once per trip.
+* :func:`compile_for_tpu` -- per text: ``ok`` / ``error`` (XLA's message), ``partitioned`` (the TPU
+  pipeline's raw HLO right after its SPMD partitioner, from the ``xla_dump_to`` dump:
+  ``after_tpu-spmd-partitioning``), ``memory`` (``get_compiled_memory_stats``: argument, output, alias and
+  temp bytes per device, the TPU buffer assignment) and ``cost`` (``cost_analysis``: flops,
+  ``optimal_seconds``, the TPU cost model's time).
+
+The collective bytes of ``partitioned`` are counted with :func:`tests.xla_bytes.collective_bytes`, the
+same ring formulas as for the CPU backend's partitioner.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+DEFAULT_TOPOLOGY = "v5e:2x4"
+
+_CHILD = r'''
+import glob, json, os, re, sys, tempfile, traceback
+req = json.loads(sys.stdin.read())
+dump = req["dump"]
+os.environ["XLA_FLAGS"] = f"--xla_dump_to={dump} --xla_dump_hlo_pass_re=spmd-partitioning"
+import numpy as np
+import jax, jax.extend, jax.extend.mlir, jax.extend.backend
+from jax.experimental import topologies
+from jax._src.lib import xla_client as xc
+from jax._src.lib.mlir import ir
+from jax._src.interpreters import mlir as jmlir
+from jax._src import compiler
+
+topo = topologies.get_topology_desc(req["topology"], "tpu")
+n = req["partitions"]
+client = topo.devices[0].client
+out = []
+for k, text in enumerate(req["texts"]):
+    rec = {"ok": False, "error": None, "partitioned": None, "memory": None, "cost": None}
+    before = set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*")))
+    try:
+        mod = xc.hlo.hlo_module_from_text(text)
+        bytecode = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+        opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
+                                                      device_assignment=np.arange(n).reshape(1, n))
+        opts.executable_build_options.use_shardy_partitioner = False   # GSPMD, for written sharding={...}
+        with jmlir.make_ir_context():
+            exe = compiler.backend_compile_and_load(client, ir.Module.parse(bytecode),
+                                                    xc.DeviceList(tuple(topo.devices[:n])), opts, [])
+        m = exe.get_compiled_memory_stats()
+        rec["memory"] = {"argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
+                         "alias": int(m.alias_size_in_bytes), "temp": int(m.temp_size_in_bytes)}
+        c = exe.cost_analysis()
+        c = c[0] if isinstance(c, (list, tuple)) and c else c
+        rec["cost"] = {key: float(c[key]) for key in ("flops", "optimal_seconds", "bytes accessed")
+                       if isinstance(c, dict) and key in c}
+        new = sorted(set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*"))) - before)
+        if new:
+            rec["partitioned"] = open(new[-1]).read()
+        rec["ok"] = True
+    except Exception as exc:
+        rec["error"] = f"{type(exc).__name__}: {exc}"
+    out.append(rec)
+print("@@TPU@@" + json.dumps(out))
+'''
+
+
+def with_trip_counts(text: str) -> str:
+    """``text`` (an HLO module) with ``backend_config={"known_trip_count":{"n":"N"}}`` added to every
+    ``while`` without one; N from :func:`hloshard.hlo.loops.trip_count` (the induction variable's init,
+    step and bound).  Raises ValueError when a count is only a guess (the loop would be miscounted)."""
+    import re
+
+    from hloshard.hlo import parse_module
+    from hloshard.hlo.loops import trip_count
+
+    module = parse_module(text)
+    trips = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "while":
+                tc = trip_count(instr)
+                if not tc.exact:
+                    raise ValueError(f"while {instr.name}: trip count unknown ({tc.reason})")
+                trips[instr.name] = tc.count
+    out = []
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*\bwhile\(", line)
+        if m and m.group(1) in trips and "known_trip_count" not in line:
+            line = line + f', backend_config={{"known_trip_count":{{"n":"{trips[m.group(1)]}"}}}}'
+        out.append(line)
+    return "\n".join(out)
+
+
+def tpu_available() -> str | None:
+    """None when this interpreter can compile for TPU ahead of time (libtpu and jax installed), else the
+    reason it cannot (for a test's skip message)."""
+    for mod in ("jax", "libtpu"):
+        if importlib.util.find_spec(mod) is None:
+            return (f"{mod} is not installed in {sys.executable} (the TPU oracle needs "
+                    f"jax==0.10.2 and libtpu==0.0.42.*, ../shared/reference/tpu_aot.md)")
+    return None
+
+
+def compile_for_tpu(texts: list[str], topology: str = DEFAULT_TOPOLOGY, partitions: int = 8,
+                    timeout: float = 600.0) -> list[dict]:
+    """Compile each HLO text for ``partitions`` chips of ``topology`` ahead of time (GSPMD), in one child
+    process; returns one dict per text (module docstring).  Raises RuntimeError when the child dies or
+    times out (an XLA error on one text is that text's ``error``, not an exception)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-tpu-") as dump:
+        req = {"texts": list(texts), "topology": topology, "partitions": partitions, "dump": dump}
+        env = dict(os.environ)
+        env.pop("XLA_FLAGS", None)
+        env["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        env.pop("JAX_PLATFORMS", None)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(req), capture_output=True,
+                                  text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise RuntimeError(f"TPU compile child timed out after {timeout:.0f} s") from exc
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@TPU@@"):
+            return json.loads(line[len("@@TPU@@"):])
+    tail = "\n".join((proc.stderr or "").strip().splitlines()[-8:])
+    raise RuntimeError(f"TPU compile child died (exit code {proc.returncode}): {tail}")
