@@ -70,6 +70,9 @@ CONFIGS: dict[str, tuple[str, dict, int, int]] = {
     "qwen2_small": ("qwen2", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8, num_key_value_heads=4,
                                   hidden_dim=256, intermediate_dim=512), 8, 64),
 }
+# the CI test's model (tests/test_real_models.py): seconds, not minutes
+CONFIGS["gemma_tiny"] = ("gemma", dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=4,
+                                       hidden_dim=128, intermediate_dim=256, head_dim=16), 8, 32)
 QUICK = ["gemma_small", "llama_small", "qwen2_small"]
 PLANS = ["expert", "replicated", "auto", "auto_budget", "auto_expert"]
 LEARNING_RATE = 1e-2
@@ -207,6 +210,19 @@ def collectives_by_op(raw: str) -> list[dict]:
     return out
 
 
+def _predicted_by_op(module, predicted: dict) -> list[dict]:
+    """hloshard's predicted collectives (instruction name -> records) with the instruction's op_name."""
+    import re
+
+    ops = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            m = re.search(r'op_name="([^"]*)"', str(instr.attrs.get("metadata") or ""))
+            ops[instr.name] = m.group(1) if m else ""
+    return [{"name": n, "kind": r.kind, "bytes": r.total_bytes, "shape": r.source, "op_name": ops.get(n, "")}
+            for n, rs in predicted.items() for r in rs]
+
+
 def rel_err(got, want, params) -> float:
     """max over the loss and each parameter's update (new - old) of ||got - want|| / ||want||."""
     import numpy as np
@@ -220,29 +236,52 @@ def rel_err(got, want, params) -> float:
     return max(errs)
 
 
-def child(name: str, plan: str, budget: int | None, time_limit: float, diff_path: str | None) -> dict:
-    """One (model, plan) measurement; returns the row dict."""
+def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None):
+    """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
+    per plan. ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
+    measured before it in ``plans``. A plan that raises gives a row with ``error``."""
     setup_child_env()
     import hloshard.jax  # noqa: F401  - before keras-hub (tensorflow): google/or-tools#3230
     import ortools.sat.python.cp_model  # noqa: F401
 
     import jax
     import numpy as np
-    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+    from jax.sharding import Mesh
+
+    lm, backbone_cls, batch, seq = build(name)
+    ctx = {"step": make_step(lm), "mesh": Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("batch", "model"))}
+    ctx["params"], ctx["data"] = example(lm, batch, seq)
+    ctx["experts"] = expert_specs(lm, backbone_cls, ctx["mesh"])
+    ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
+    done: dict = {}
+    for plan in plans:
+        b = budget
+        if plan == "auto_budget" and b is None and "peak_bytes" in done.get("expert", {}) \
+                and "peak_bytes" in done.get("replicated", {}):
+            b = (done["expert"]["peak_bytes"] + done["replicated"]["peak_bytes"]) // 2
+        try:
+            row = measure_plan(ctx, plan, b, time_limit,
+                               os.path.join(diff_dir, f"{name}.{plan}.json") if diff_dir else None)
+        except Exception as exc:  # noqa: BLE001 - one plan's failure is its row
+            row = {"plan": plan, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        row.update(model=name, batch=batch, seq=seq, params=int(sum(v.size for v in ctx["params"].values())))
+        done[plan] = row
+        yield row
+
+
+def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, diff_path: str | None) -> dict:
+    """One plan of the model in ``ctx`` (step, mesh, params, data, experts, want), measured by XLA."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
 
     from hloshard.jax import auto_shard
 
-    lm, backbone_cls, batch, seq = build(name)
-    step = make_step(lm)
-    params, data = example(lm, batch, seq)
-    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("batch", "model"))
+    step, mesh, params, data, experts = ctx["step"], ctx["mesh"], ctx["params"], ctx["data"], ctx["experts"]
     paths = list(params)
-    row: dict = {"model": name, "plan": plan, "params": int(sum(v.size for v in params.values())),
-                 "batch": batch, "seq": seq}
+    row: dict = {"plan": plan}
     named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
     data_sh = {k: named(P("batch")) for k in data}
-    experts = expert_specs(lm, backbone_cls, mesh)
-    row["expert_specs"] = {k: str(v) for k, v in experts.items()}
 
     abstract = lambda x, sh=None: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
     res = None
@@ -272,11 +311,15 @@ def child(name: str, plan: str, budget: int | None, time_limit: float, diff_path
 
             sr = res.solve_result
             src = sr.written if getattr(sr, "written", None) is not None else sr
-            row["pred_bytes"] = float(sum(r.total_bytes for rs in predicted_collectives(src).values() for r in rs))
+            predicted = predicted_collectives(src)
+            row["pred_bytes"] = float(sum(r.total_bytes for rs in predicted.values() for r in rs))
+            if diff_path:
+                with open(diff_path.replace(".json", ".pred.json"), "w") as fh:
+                    json.dump(_predicted_by_op(res.module, predicted), fh)
         except Exception as exc:  # noqa: BLE001 - the prediction is a side figure
             row["pred_bytes_error"] = f"{type(exc).__name__}: {exc}"
     else:
-        raise SystemExit(f"unknown plan {plan!r}")
+        raise ValueError(f"unknown plan {plan!r} (known: {', '.join(PLANS)})")
 
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
         {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
@@ -299,7 +342,7 @@ def child(name: str, plan: str, budget: int | None, time_limit: float, diff_path
     row["param_specs_in"] = {k: str(getattr(ins[k], "spec", ins[k])) for k in paths}
 
     # numerics: the plan's compiled step against the unsharded step (one device)
-    want = jax.jit(step)(params, data)
+    want = ctx["want"]
     placed_p = {k: jax.device_put(v, ins[k]) for k, v in params.items()}
     placed_d = {k: jax.device_put(v, compiled.input_shardings[0][1][k]) for k, v in data.items()}
     got = compiled(placed_p, placed_d)
@@ -311,13 +354,13 @@ def child(name: str, plan: str, budget: int | None, time_limit: float, diff_path
 # ------------------------------------------------------------------------------------------------
 # parent: one child per (model, plan), the table
 
-def run_one(name: str, plan: str, budget, args, diff_path=None) -> dict:
+def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
     cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", name, plan,
            "--time-limit", str(args.time_limit)]
     if budget is not None:
         cmd += ["--budget", str(int(budget))]
-    if diff_path:
-        cmd += ["--diff-out", diff_path]
+    if diff_dir:
+        cmd += ["--diff-dir", diff_dir]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     t0 = time.monotonic()
@@ -366,7 +409,7 @@ def diff_report(name: str, a_path: str, b_path: str, a_label="expert", b_label="
     def groups(path):
         g: dict = {}
         for c in json.load(open(path)):
-            op = re.sub(r"hloshard_eqn\d+/?", "", c["op_name"])
+            op = re.sub(r"^jit\([^/]*\)/", "", re.sub(r"hloshard_eqn\d+/?", "", c["op_name"]))
             key = (c["kind"], op)
             n, b = g.get(key, (0, 0.0))
             g[key] = (n + 1, b + c["bytes"])
@@ -394,11 +437,13 @@ def main(argv=None) -> int:
     ap.add_argument("--diff", action="store_true", help="collectives by op_name, expert vs auto")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--diff-out", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--diff-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        row = child(args.child[0], args.child[1], args.budget, args.time_limit, args.diff_out)
-        sys.stdout.write(json.dumps(row) + "\n")
+        for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir):
+            row.pop("expert_specs", None)
+            sys.stdout.write(json.dumps(row) + "\n")
+            sys.stdout.flush()
         return 0
     names = args.models.split(",") if args.models else (QUICK if args.quick else list(CONFIGS))
     plans = args.plans.split(",")
@@ -420,8 +465,7 @@ def main(argv=None) -> int:
                     rows.append(got[plan])
                     continue
                 budget = (e["peak_bytes"] + r["peak_bytes"]) // 2
-            dpath = os.path.join(tmp, f"{name}.{plan}.json") if args.diff and plan in ("expert", "auto", "auto_expert") else None
-            got[plan] = run_one(name, plan, budget, args, dpath)
+            got[plan] = run_one(name, plan, budget, args, tmp if args.diff else None)
             rows.append(got[plan])
             r = got[plan]
             print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB peak {_mb(r['peak_bytes'])} MB "
