@@ -21,7 +21,9 @@ All figures are XLA's: collective bytes per device = ring bytes of the collectiv
 (n-1)/n x result, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
 collective-permute bytes sent); peak per device = ``compiled.memory_analysis()`` argument + output +
 temp - alias bytes. ``rel err``: the plan's compiled step on random data against the unsharded step
-(one device), max over the loss and every parameter's update ``new - old`` of ||got - want|| / ||want||.
+(one device), max over the loss and every parameter's update ``new - old`` of ||got - want|| / ||want||
+(the gradient's error, stricter than the outputs' own, ``rel_err_out`` in the JSON: max over the loss and
+the new parameters).
 ``tied``: parameters whose output sharding of the compiled step is not equivalent to their input
 sharding (each would be resharded before the next step; must be 0). ``seconds``: wall time of
 ``auto_shard``. ``pred``: hloshard's own prediction for its plan (ring bytes of the collectives it
@@ -340,6 +342,8 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     row["tied_mismatches"] = len(bad)
     row["tied_examples"] = bad[:4]
     row["param_specs_in"] = {k: str(getattr(ins[k], "spec", ins[k])) for k in paths}
+    row["param_specs_out"] = {k: str(getattr(outs[k], "spec", outs[k])) for k in paths}
+    row["data_specs_in"] = {k: str(getattr(s, "spec", s)) for k, s in compiled.input_shardings[0][1].items()}
 
     # numerics: the plan's compiled step against the unsharded step (one device)
     want = ctx["want"]
@@ -347,6 +351,9 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     placed_d = {k: jax.device_put(v, compiled.input_shardings[0][1][k]) for k, v in data.items()}
     got = compiled(placed_p, placed_d)
     row["rel_err"] = rel_err(got, want, {k: np.asarray(v, np.float64) for k, v in params.items()})
+    row["rel_err_out"] = max(float(np.linalg.norm(np.asarray(g, np.float64) - np.asarray(w, np.float64))
+                                   / max(np.linalg.norm(np.asarray(w, np.float64)), 1e-30))
+                             for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
     row["loss"] = float(want[0])
     return row
 
