@@ -409,28 +409,51 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def diff_report(name: str, a_path: str, b_path: str, a_label="expert", b_label="auto", k: int = 15) -> str:
-    """Collective bytes of two plans grouped by (kind, op_name with the hloshard_eqn scope dropped)."""
+def _op_key(op_name: str) -> str:
+    """op_name without the jit(...) prefix and auto_shard's hloshard_eqnN scopes (so plans compare)."""
     import re
 
-    def groups(path):
+    return re.sub(r"^jit\([^/]*\)/", "", re.sub(r"hloshard_eqn\d+/?|\(hloshard_eqn\d+\)", "", op_name))
+
+
+def by_op_table(title: str, columns: list[tuple[str, str]], k: int = 15) -> str:
+    """Collective bytes per device grouped by op_name (``_op_key``) for several sources (label, JSON of
+    ``collectives_by_op`` / ``_predicted_by_op``); the k rows where the last column differs most from the
+    first, in MB per device."""
+    sums = []
+    for _, path in columns:
         g: dict = {}
         for c in json.load(open(path)):
-            op = re.sub(r"^jit\([^/]*\)/", "", re.sub(r"hloshard_eqn\d+/?", "", c["op_name"]))
-            key = (c["kind"], op)
-            n, b = g.get(key, (0, 0.0))
-            g[key] = (n + 1, b + c["bytes"])
-        return g
-
-    ga, gb = groups(a_path), groups(b_path)
-    keys = sorted(set(ga) | set(gb), key=lambda x: -abs(gb.get(x, (0, 0))[1] - ga.get(x, (0, 0))[1]))
-    out = [f"#### {name}: collectives by op_name, {b_label} - {a_label} (MB per device)", "",
-           f"| kind | op_name | {a_label} n | {a_label} MB | {b_label} n | {b_label} MB | diff MB |", "|---|---|---|---|---|---|---|"]
+            key = _op_key(c["op_name"]) or c["name"]
+            n, b, kinds = g.get(key, (0, 0.0, set()))
+            g[key] = (n + 1, b + c["bytes"], kinds | {c["kind"]})
+        sums.append(g)
+    keys = sorted(set().union(*sums), key=lambda x: -abs(sums[-1].get(x, (0, 0.0))[1] - sums[0].get(x, (0, 0.0))[1]))
+    labels = [lab for lab, _ in columns]
+    out = [f"#### {title}", "", "| op_name | " + " | ".join(f"{lab} MB (n, kinds)" for lab in labels) + " |",
+           "|---|" + "---|" * len(labels)]
     for key in keys[:k]:
-        na, ba = ga.get(key, (0, 0.0))
-        nb, bb = gb.get(key, (0, 0.0))
-        out.append(f"| {key[0]} | `{key[1][-90:]}` | {na} | {ba / MB:.2f} | {nb} | {bb / MB:.2f} | {(bb - ba) / MB:+.2f} |")
+        cells = []
+        for g in sums:
+            n, b, kinds = g.get(key, (0, 0.0, set()))
+            cells.append(f"{b / MB:.3f} ({n}{', ' + '/'.join(sorted(kinds)) if kinds else ''})")
+        out.append(f"| `{key[-100:]}` | " + " | ".join(cells) + " |")
+    totals = [sum(v[1] for v in g.values()) / MB for g in sums]
+    out.append("| **total** | " + " | ".join(f"**{t:.3f}**" for t in totals) + " |")
     return "\n".join(out)
+
+
+def diff_reports(name: str, d: str) -> list[str]:
+    """The --diff tables of model ``name`` from the JSON files in ``d``."""
+    f = lambda plan, suffix="json": os.path.join(d, f"{name}.{plan}.{suffix}")  # noqa: E731
+    out = []
+    for plan in ("auto", "auto_expert", "auto_budget"):
+        if os.path.exists(f("expert")) and os.path.exists(f(plan)):
+            out.append(by_op_table(f"{name}: XLA's collectives, expert vs {plan}", [("expert", f("expert")), (plan, f(plan))]))
+        if os.path.exists(f(plan, "pred.json")) and os.path.exists(f(plan)):
+            out.append(by_op_table(f"{name} {plan}: hloshard's prediction vs XLA", [("predicted", f(plan, "pred.json")),
+                                                                                     ("XLA", f(plan))]))
+    return out
 
 
 def main(argv=None) -> int:
@@ -440,8 +463,9 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="the small configs only")
     ap.add_argument("--time-limit", type=float, default=20.0, help="auto_shard's solver seconds")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
-    ap.add_argument("--json", default=None)
-    ap.add_argument("--diff", action="store_true", help="collectives by op_name, expert vs auto")
+    ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
+    ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
+    ap.add_argument("--diff-keep", default=None, help="with --diff: keep the per-plan collective JSON files here")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--diff-dir", default=None, help=argparse.SUPPRESS)
@@ -456,7 +480,8 @@ def main(argv=None) -> int:
     plans = args.plans.split(",")
     import tempfile
 
-    tmp = tempfile.mkdtemp(prefix="hloshard-real-diff-")
+    tmp = args.diff_keep or tempfile.mkdtemp(prefix="hloshard-real-diff-")
+    os.makedirs(tmp, exist_ok=True)
     rows, diffs = [], []
     for name in names:
         if name not in CONFIGS:
@@ -474,16 +499,18 @@ def main(argv=None) -> int:
                 budget = (e["peak_bytes"] + r["peak_bytes"]) // 2
             got[plan] = run_one(name, plan, budget, args, tmp if args.diff else None)
             rows.append(got[plan])
+            if args.json:   # row by row, so an interrupted run keeps what it measured
+                with open(args.json + "l", "a") as fh:
+                    fh.write(json.dumps(got[plan]) + "\n")
             r = got[plan]
             print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB peak {_mb(r['peak_bytes'])} MB "
                   f"err {r['rel_err']:.1e} tied {r['tied_mismatches']} s {r.get('seconds', '-')} wall {r['wall']}"),
                   file=sys.stderr, flush=True)
         if args.diff:
-            for b in ("auto", "auto_expert"):
-                a_p, b_p = os.path.join(tmp, f"{name}.expert.json"), os.path.join(tmp, f"{name}.{b}.json")
-                if os.path.exists(a_p) and os.path.exists(b_p):
-                    diffs.append(diff_report(name, a_p, b_p, "expert", b))
+            diffs += diff_reports(name, tmp)
     print(table(rows))
+    if args.diff:
+        print(f"\n(collectives per plan: {tmp})")
     for d in diffs:
         print()
         print(d)
