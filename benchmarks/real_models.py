@@ -257,7 +257,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
     done: dict = {}
     for plan in plans:
-        b = budget
+        b = budget if plan == "auto_budget" else None
         if plan == "auto_budget" and b is None and "peak_bytes" in done.get("expert", {}) \
                 and "peak_bytes" in done.get("replicated", {}):
             b = (done["expert"]["peak_bytes"] + done["replicated"]["peak_bytes"]) // 2
