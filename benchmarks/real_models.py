@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""Real models from a real library (keras-hub on jax): hloshard's ``auto_shard`` against the expert plan.
+
+For each keras-hub causal LM (Gemma, Llama, Qwen2; small random configs built from their constructors,
+float32, no download) a train step -- forward through ``model.stateless_call``, masked next-token
+cross-entropy, gradients, SGD -- on 8 fake CPU devices, mesh 2x4 ``('batch', 'model')``. Plans:
+
+* ``expert``: the backbone's own ``get_layout_map(device_mesh)`` (keras distribution API) turned into
+  ``NamedSharding`` of the parameters (a variable no rule matches: replicated), tokens, mask and labels
+  split over ``'batch'``; the updated parameters leave as they came in, the loss replicated.
+* ``replicated``: parameters replicated, the batch over ``'batch'`` (data parallel; only its peak is used:
+  the budget below).
+* ``auto``: ``hloshard.jax.auto_shard`` with nothing sharded and no budget.
+* ``auto_budget``: ``auto_shard`` with ``memory_budget`` halfway between the expert's and the replicated
+  plan's peak per device by XLA.
+* ``auto_expert``: ``auto_shard`` given the expert's shardings of the parameters and the batch (the
+  example arguments carry them; ``keep_shardings="io"`` keeps them).
+
+All figures are XLA's: collective bytes per device = ring bytes of the collectives in the raw
+``after_spmd-partitioning`` HLO of the compiled step (``tests/xla_bytes.collective_bytes``: all-gather
+(n-1)/n x result, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
+collective-permute bytes sent); peak per device = ``compiled.memory_analysis()`` argument + output +
+temp - alias bytes. ``rel err``: the plan's compiled step on random data against the unsharded step
+(one device), max over the loss and every parameter's update ``new - old`` of ||got - want|| / ||want||
+(the gradient's error, stricter than the outputs' own, ``rel_err_out`` in the JSON: max over the loss and
+the new parameters).
+``tied``: parameters whose output sharding of the compiled step is not equivalent to their input
+sharding (each would be resharded before the next step; must be 0). ``seconds``: wall time of
+``auto_shard``. ``pred``: hloshard's own prediction for its plan (ring bytes of the collectives it
+predicts, :func:`hloshard.xla_compare.predicted_collectives`; peak of its liveness model).
+
+Each (model, plan) runs in a child process with a timeout, so one failure leaves a row saying why.
+hloshard (hence OR-Tools) is imported before keras-hub (which imports tensorflow): the other order
+crashes OR-Tools (a protobuf clash, google/or-tools#3230).
+
+Usage::
+
+    KERAS_BACKEND=jax python benchmarks/real_models.py [--models gemma,llama] [--plans expert,auto]
+        [--quick] [--time-limit 20] [--timeout 900] [--json out.json] [--diff]
+
+``--quick``: the small configs only. ``--diff``: per model, the collectives of the expert plan and of
+``auto`` grouped by kind and op_name (the diagnosis of where the bytes go).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+MB = 1e6
+
+# name -> (keras-hub family, backbone kwargs, batch, sequence). Sizes: issue 24 item 3. Key/value heads
+# are 4 everywhere: the expert layouts split the head dimension over 'model' (4 devices), so fewer heads
+# do not divide it (jax refuses the expert's sharding).
+CONFIGS: dict[str, tuple[str, dict, int, int]] = {
+    "gemma": ("gemma", dict(vocabulary_size=8192, num_layers=4, num_query_heads=8, num_key_value_heads=4,
+                            hidden_dim=512, intermediate_dim=2048, head_dim=64), 16, 128),
+    "gemma_small": ("gemma", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8, num_key_value_heads=4,
+                                  hidden_dim=256, intermediate_dim=1024, head_dim=32), 8, 64),
+    "llama": ("llama", dict(vocabulary_size=8192, num_layers=2, num_query_heads=8, num_key_value_heads=4,
+                            hidden_dim=512, intermediate_dim=1024), 8, 128),
+    "llama_small": ("llama", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8, num_key_value_heads=4,
+                                  hidden_dim=256, intermediate_dim=512), 8, 64),
+    "qwen2": ("qwen2", dict(vocabulary_size=8192, num_layers=2, num_query_heads=8, num_key_value_heads=4,
+                            hidden_dim=512, intermediate_dim=1024), 8, 128),
+    "qwen2_small": ("qwen2", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8, num_key_value_heads=4,
+                                  hidden_dim=256, intermediate_dim=512), 8, 64),
+}
+# the CI test's model (tests/test_real_models.py): seconds, not minutes
+CONFIGS["gemma_tiny"] = ("gemma", dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=4,
+                                       hidden_dim=128, intermediate_dim=256, head_dim=16), 8, 32)
+QUICK = ["gemma_small", "llama_small", "qwen2_small"]
+PLANS = ["expert", "replicated", "auto", "auto_budget", "auto_expert"]
+LEARNING_RATE = 1e-2
+
+
+# ------------------------------------------------------------------------------------------------
+# the model and its train step (child side: jax with 8 CPU devices, keras on the jax backend)
+
+def setup_child_env() -> None:
+    """8 fake CPU devices and keras' jax backend; must run before jax / keras are imported."""
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ["KERAS_BACKEND"] = "jax"
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def build(name: str):
+    """(causal LM, backbone class, batch, seq) of config ``name``, random weights (seeded)."""
+    import keras
+    import keras_hub
+
+    family, kwargs, batch, seq = CONFIGS[name]
+    keras.utils.set_random_seed(0)
+    backbone_cls, lm_cls = {
+        "gemma": (keras_hub.models.GemmaBackbone, keras_hub.models.GemmaCausalLM),
+        "llama": (keras_hub.models.LlamaBackbone, keras_hub.models.LlamaCausalLM),
+        "qwen2": (keras_hub.models.QwenBackbone, keras_hub.models.QwenCausalLM),
+    }[family]
+    backbone = backbone_cls(dtype="float32", **kwargs)
+    lm = lm_cls(backbone=backbone, preprocessor=None)
+    return lm, backbone_cls, batch, seq
+
+
+def make_step(lm):
+    """``step(params, batch) -> (loss, new_params)``: params a dict variable path -> array (the
+    trainable variables), batch a dict token_ids / padding_mask / labels ([B, S] int32, int32, int32);
+    masked mean next-token cross-entropy, SGD with LEARNING_RATE."""
+    import jax
+    import jax.numpy as jnp
+
+    paths = [v.path for v in lm.trainable_variables]
+    non_trainable = [v.value for v in lm.non_trainable_variables]
+
+    def loss_fn(params, batch):
+        trainable = [params[p] for p in paths]
+        logits, _ = lm.stateless_call(trainable, non_trainable,
+                                      {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]},
+                                      training=True)
+        logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        nll = -jnp.take_along_axis(logp, batch["labels"][..., None], axis=-1)[..., 0]
+        mask = batch["padding_mask"].astype(jnp.float32)
+        return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1.0)
+
+    def train_step(params, batch):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        return loss, jax.tree_util.tree_map(lambda p, g: p - LEARNING_RATE * g, params, grads)
+
+    return train_step
+
+
+def example(lm, batch: int, seq: int):
+    """(params, batch) concrete arrays: the model's random weights; tokens seeded, the last quarter of
+    every other row padded."""
+    import numpy as np
+
+    params = {v.path: np.asarray(v.value) for v in lm.trainable_variables}
+    vocab = lm.backbone.vocabulary_size
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(0, vocab, size=(batch, seq + 1)).astype(np.int32)
+    mask = np.ones((batch, seq), np.int32)
+    mask[::2, seq - seq // 4:] = 0
+    data = {"token_ids": tokens[:, :-1], "padding_mask": mask, "labels": tokens[:, 1:].copy()}
+    return params, data
+
+
+def expert_specs(lm, backbone_cls, jmesh):
+    """PartitionSpec per parameter path from ``backbone_cls.get_layout_map`` (None where no rule matches)."""
+    import keras
+    from jax.sharding import PartitionSpec as P
+
+    kmesh = keras.distribution.DeviceMesh(shape=tuple(jmesh.devices.shape), axis_names=list(jmesh.axis_names),
+                                          devices=list(jmesh.devices.flat))
+    layout_map = backbone_cls.get_layout_map(kmesh, model_parallel_dim_name="model", data_parallel_dim_name="batch")
+    out = {}
+    for v in lm.trainable_variables:
+        layout = layout_map[v.path]
+        out[v.path] = P() if layout is None else P(*layout.axes)
+    return out
+
+
+def _spmd_text(lowered, compile_options=None):
+    """(compiled, raw after_spmd-partitioning HLO text) of ``lowered``."""
+    import glob
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-real-") as dump:
+        compiled = lowered.compile(compiler_options={"xla_dump_to": dump,
+                                                     "xla_dump_hlo_pass_re": "spmd-partitioning"})
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        raw = open(files[-1]).read() if files else ""
+    return compiled, raw
+
+
+def xla_figures(compiled, raw: str) -> dict:
+    """XLA's collective ring bytes per device and memory_analysis peak per device of a compiled step."""
+    sys.path.insert(0, str(ROOT))
+    from tests.xla_bytes import collective_bytes
+
+    counted = collective_bytes(raw)
+    m = compiled.memory_analysis()
+    peak = m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes
+    kinds: dict = {}
+    for c in counted:
+        kinds[c["kind"]] = kinds.get(c["kind"], 0) + 1
+    return {"comm_bytes": float(sum(c["bytes"] for c in counted)), "peak_bytes": int(peak), "collectives": kinds}
+
+
+def collectives_by_op(raw: str) -> list[dict]:
+    """The partitioned HLO's collectives with kind, shape, ring bytes and op_name (for ``--diff``)."""
+    import re
+
+    sys.path.insert(0, str(ROOT))
+    from tests.xla_bytes import collective_bytes
+
+    meta = {}
+    for line in raw.splitlines():
+        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(\S+(?:\[[^\]]*\])?(?:\{[^}]*\})?)", line)
+        if m:
+            op = re.search(r'op_name="([^"]*)"', line)
+            meta[m.group(1)] = (m.group(2), op.group(1) if op else "")
+    out = []
+    for c in collective_bytes(raw):
+        shape, op = meta.get(c["name"], ("", ""))
+        out.append({"name": c["name"], "kind": c["kind"], "bytes": c["bytes"], "shape": shape, "op_name": op})
+    return out
+
+
+def _predicted_by_op(module, predicted: dict) -> list[dict]:
+    """hloshard's predicted collectives (instruction name -> records) with the instruction's op_name."""
+    import re
+
+    ops = {}
+    for comp in module.computations:
+        for instr in comp.instructions:
+            m = re.search(r'op_name="([^"]*)"', str(instr.attrs.get("metadata") or ""))
+            ops[instr.name] = m.group(1) if m else ""
+    return [{"name": n, "kind": r.kind, "bytes": r.total_bytes, "shape": r.source, "op_name": ops.get(n, "")}
+            for n, rs in predicted.items() for r in rs]
+
+
+def rel_err(got, want, params) -> float:
+    """max over the loss and each parameter's update (new - old) of ||got - want|| / ||want||."""
+    import numpy as np
+
+    (gl, gp), (wl, wp) = got, want
+    errs = [abs(float(gl) - float(wl)) / max(abs(float(wl)), 1e-30)]
+    for k in wp:
+        du_w = np.asarray(wp[k], np.float64) - params[k]
+        du_g = np.asarray(gp[k], np.float64) - params[k]
+        errs.append(float(np.linalg.norm(du_g - du_w) / max(np.linalg.norm(du_w), 1e-30)))
+    return max(errs)
+
+
+def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None):
+    """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
+    per plan. ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
+    measured before it in ``plans``. A plan that raises gives a row with ``error``."""
+    setup_child_env()
+    import hloshard.jax  # noqa: F401  - before keras-hub (tensorflow): google/or-tools#3230
+    import ortools.sat.python.cp_model  # noqa: F401
+
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh
+
+    lm, backbone_cls, batch, seq = build(name)
+    ctx = {"step": make_step(lm), "mesh": Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("batch", "model"))}
+    ctx["params"], ctx["data"] = example(lm, batch, seq)
+    ctx["experts"] = expert_specs(lm, backbone_cls, ctx["mesh"])
+    ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
+    done: dict = {}
+    for plan in plans:
+        b = budget if plan == "auto_budget" else None
+        if plan == "auto_budget" and b is None and "peak_bytes" in done.get("expert", {}) \
+                and "peak_bytes" in done.get("replicated", {}):
+            b = (done["expert"]["peak_bytes"] + done["replicated"]["peak_bytes"]) // 2
+        try:
+            row = measure_plan(ctx, plan, b, time_limit,
+                               os.path.join(diff_dir, f"{name}.{plan}.json") if diff_dir else None)
+        except Exception as exc:  # noqa: BLE001 - one plan's failure is its row
+            row = {"plan": plan, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        row.update(model=name, batch=batch, seq=seq, params=int(sum(v.size for v in ctx["params"].values())))
+        done[plan] = row
+        yield row
+
+
+def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, diff_path: str | None) -> dict:
+    """One plan of the model in ``ctx`` (step, mesh, params, data, experts, want), measured by XLA."""
+    import jax
+    import numpy as np
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    from hloshard.jax import auto_shard
+
+    step, mesh, params, data, experts = ctx["step"], ctx["mesh"], ctx["params"], ctx["data"], ctx["experts"]
+    paths = list(params)
+    row: dict = {"plan": plan}
+    named = lambda spec: NamedSharding(mesh, spec)  # noqa: E731
+    data_sh = {k: named(P("batch")) for k in data}
+
+    abstract = lambda x, sh=None: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sh)  # noqa: E731
+    res = None
+    if plan == "expert":
+        psh = {k: named(experts[k]) for k in paths}
+        fn, in_sh, out_sh = step, (psh, data_sh), (named(P()), psh)
+    elif plan == "replicated":
+        psh = {k: named(P()) for k in paths}
+        fn, in_sh, out_sh = step, (psh, data_sh), (named(P()), psh)
+    elif plan in ("auto", "auto_budget", "auto_expert"):
+        if plan == "auto_expert":
+            args = ({k: abstract(v, named(experts[k])) for k, v in params.items()},
+                    {k: abstract(v, data_sh[k]) for k, v in data.items()})
+        else:
+            args = ({k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
+        t0 = time.monotonic()
+        res = auto_shard(step, *args, mesh=mesh, memory_budget=budget if plan == "auto_budget" else None,
+                         keep_shardings="io", time_limit=time_limit, with_constraints=False)
+        row["seconds"] = round(time.monotonic() - t0, 1)
+        fn, in_sh, out_sh = res.fn, res.in_shardings, res.out_shardings
+        rep = res.report
+        row.update(pred_peak=rep.get("peak_memory_per_device"), status=rep.get("status"), gap=rep.get("gap"),
+                   objective=rep.get("objective"), solver_objective=rep.get("solver_objective"),
+                   budget=budget)
+        try:
+            from hloshard.xla_compare import predicted_collectives
+
+            sr = res.solve_result
+            src = sr.written if getattr(sr, "written", None) is not None else sr
+            predicted = predicted_collectives(src)
+            row["pred_bytes"] = float(sum(r.total_bytes for rs in predicted.values() for r in rs))
+            if diff_path:
+                with open(diff_path.replace(".json", ".pred.json"), "w") as fh:
+                    json.dump(_predicted_by_op(res.module, predicted), fh)
+        except Exception as exc:  # noqa: BLE001 - the prediction is a side figure
+            row["pred_bytes_error"] = f"{type(exc).__name__}: {exc}"
+    else:
+        raise ValueError(f"unknown plan {plan!r} (known: {', '.join(PLANS)})")
+
+    lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
+        {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
+    compiled, raw = _spmd_text(lowered)
+    row.update(xla_figures(compiled, raw))
+    if diff_path:
+        with open(diff_path, "w") as fh:
+            json.dump(collectives_by_op(raw), fh)
+
+    # tied state: each parameter's output sharding vs its input sharding, as compiled
+    ins = compiled.input_shardings[0][0]
+    outs = compiled.output_shardings[1]
+    bad = []
+    for k in paths:
+        si, so = ins[k], outs[k]
+        if not si.is_equivalent_to(so, params[k].ndim):
+            bad.append(f"{k}: in {getattr(si, 'spec', si)} out {getattr(so, 'spec', so)}")
+    row["tied_mismatches"] = len(bad)
+    row["tied_examples"] = bad[:4]
+    row["param_specs_in"] = {k: str(getattr(ins[k], "spec", ins[k])) for k in paths}
+    row["param_specs_out"] = {k: str(getattr(outs[k], "spec", outs[k])) for k in paths}
+    row["data_specs_in"] = {k: str(getattr(s, "spec", s)) for k, s in compiled.input_shardings[0][1].items()}
+
+    # numerics: the plan's compiled step against the unsharded step (one device)
+    want = ctx["want"]
+    placed_p = {k: jax.device_put(v, ins[k]) for k, v in params.items()}
+    placed_d = {k: jax.device_put(v, compiled.input_shardings[0][1][k]) for k, v in data.items()}
+    got = compiled(placed_p, placed_d)
+    row["rel_err"] = rel_err(got, want, {k: np.asarray(v, np.float64) for k, v in params.items()})
+    row["rel_err_out"] = max(float(np.linalg.norm(np.asarray(g, np.float64) - np.asarray(w, np.float64))
+                                   / max(np.linalg.norm(np.asarray(w, np.float64)), 1e-30))
+                             for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
+    row["loss"] = float(want[0])
+    return row
+
+
+# ------------------------------------------------------------------------------------------------
+# parent: one child per (model, plan), the table
+
+def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
+    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", name, plan,
+           "--time-limit", str(args.time_limit)]
+    if budget is not None:
+        cmd += ["--budget", str(int(budget))]
+    if diff_dir:
+        cmd += ["--diff-dir", diff_dir]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return {"model": name, "plan": plan, "error": f"timeout after {args.timeout} s"}
+    wall = round(time.monotonic() - t0, 1)
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if p.returncode != 0 or not lines:
+        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"model": name, "plan": plan, "error": f"exit {p.returncode}: {tail[:200]}", "wall": wall}
+    row = json.loads(lines[-1])
+    row["wall"] = wall
+    return row
+
+
+def _mb(x) -> str:
+    return "-" if x is None else f"{x / MB:.2f}"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | plan | XLA bytes/dev (MB) | pred (MB) | XLA peak/dev (MB) | pred peak (MB) | budget (MB) "
+            "| rel err | tied mismatches | auto_shard s | vs expert (bytes, peak) |")
+    out = [head, "|" + "---|" * (head.count("|") - 1)]
+    expert = {r["model"]: r for r in rows if r.get("plan") == "expert" and "error" not in r}
+    for r in rows:
+        if "error" in r:
+            out.append(f"| {r['model']} | {r['plan']} | error: {r['error']} |" + " |" * 9)
+            continue
+        e = expert.get(r["model"])
+        vs = "-"
+        if e and r["plan"] != "expert":
+            vs = f"{r['comm_bytes'] / max(e['comm_bytes'], 1):.2f}x, {r['peak_bytes'] / max(e['peak_bytes'], 1):.2f}x"
+        err = f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-"
+        out.append(f"| {r['model']} | {r['plan']} | {_mb(r['comm_bytes'])} | {_mb(r.get('pred_bytes'))} | "
+                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('pred_peak'))} | {_mb(r.get('budget'))} | {err} | "
+                   f"{r['tied_mismatches']} | {r.get('seconds', '-')} | {vs} |")
+    return "\n".join(out)
+
+
+def _op_key(op_name: str) -> str:
+    """op_name without the jit(...) prefix and auto_shard's hloshard_eqnN scopes (so plans compare)."""
+    import re
+
+    return re.sub(r"^jit\([^/]*\)/", "", re.sub(r"hloshard_eqn\d+/?|\(hloshard_eqn\d+\)", "", op_name))
+
+
+def by_op_table(title: str, columns: list[tuple[str, str]], k: int = 15) -> str:
+    """Collective bytes per device grouped by op_name (``_op_key``) for several sources (label, JSON of
+    ``collectives_by_op`` / ``_predicted_by_op``); the k rows where the last column differs most from the
+    first, in MB per device."""
+    sums = []
+    for _, path in columns:
+        g: dict = {}
+        for c in json.load(open(path)):
+            key = _op_key(c["op_name"]) or c["name"]
+            n, b, kinds = g.get(key, (0, 0.0, set()))
+            g[key] = (n + 1, b + c["bytes"], kinds | {c["kind"]})
+        sums.append(g)
+    keys = sorted(set().union(*sums), key=lambda x: -abs(sums[-1].get(x, (0, 0.0))[1] - sums[0].get(x, (0, 0.0))[1]))
+    labels = [lab for lab, _ in columns]
+    out = [f"#### {title}", "", "| op_name | " + " | ".join(f"{lab} MB (n, kinds)" for lab in labels) + " |",
+           "|---|" + "---|" * len(labels)]
+    for key in keys[:k]:
+        cells = []
+        for g in sums:
+            n, b, kinds = g.get(key, (0, 0.0, set()))
+            cells.append(f"{b / MB:.3f} ({n}{', ' + '/'.join(sorted(kinds)) if kinds else ''})")
+        out.append(f"| `{key[-100:]}` | " + " | ".join(cells) + " |")
+    totals = [sum(v[1] for v in g.values()) / MB for g in sums]
+    out.append("| **total** | " + " | ".join(f"**{t:.3f}**" for t in totals) + " |")
+    return "\n".join(out)
+
+
+def diff_reports(name: str, d: str) -> list[str]:
+    """The --diff tables of model ``name`` from the JSON files in ``d``."""
+    f = lambda plan, suffix="json": os.path.join(d, f"{name}.{plan}.{suffix}")  # noqa: E731
+    out = []
+    for plan in ("auto", "auto_expert", "auto_budget"):
+        if os.path.exists(f("expert")) and os.path.exists(f(plan)):
+            out.append(by_op_table(f"{name}: XLA's collectives, expert vs {plan}", [("expert", f("expert")), (plan, f(plan))]))
+        if os.path.exists(f(plan, "pred.json")) and os.path.exists(f(plan)):
+            out.append(by_op_table(f"{name} {plan}: hloshard's prediction vs XLA", [("predicted", f(plan, "pred.json")),
+                                                                                     ("XLA", f(plan))]))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default=None, help=f"comma list of {', '.join(CONFIGS)}")
+    ap.add_argument("--plans", default=",".join(PLANS))
+    ap.add_argument("--quick", action="store_true", help="the small configs only")
+    ap.add_argument("--time-limit", type=float, default=20.0, help="auto_shard's solver seconds")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
+    ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
+    ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
+    ap.add_argument("--diff-keep", default=None, help="with --diff: keep the per-plan collective JSON files here")
+    ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
+    ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--diff-dir", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir):
+            row.pop("expert_specs", None)
+            sys.stdout.write(json.dumps(row) + "\n")
+            sys.stdout.flush()
+        return 0
+    names = args.models.split(",") if args.models else (QUICK if args.quick else list(CONFIGS))
+    plans = args.plans.split(",")
+    import tempfile
+
+    tmp = args.diff_keep or tempfile.mkdtemp(prefix="hloshard-real-diff-")
+    os.makedirs(tmp, exist_ok=True)
+    rows, diffs = [], []
+    for name in names:
+        if name not in CONFIGS:
+            print(f"error: unknown model {name!r} (known: {', '.join(CONFIGS)})", file=sys.stderr)
+            return 2
+        got: dict = {}
+        for plan in plans:
+            budget = None
+            if plan == "auto_budget":
+                e, r = got.get("expert"), got.get("replicated")
+                if not e or not r or "error" in e or "error" in r:
+                    got[plan] = {"model": name, "plan": plan, "error": "needs the expert and replicated peaks"}
+                    rows.append(got[plan])
+                    continue
+                budget = (e["peak_bytes"] + r["peak_bytes"]) // 2
+            got[plan] = run_one(name, plan, budget, args, tmp if args.diff else None)
+            rows.append(got[plan])
+            if args.json:   # row by row, so an interrupted run keeps what it measured
+                with open(args.json + "l", "a") as fh:
+                    fh.write(json.dumps(got[plan]) + "\n")
+            r = got[plan]
+            print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB peak {_mb(r['peak_bytes'])} MB "
+                  f"err {r['rel_err']:.1e} tied {r['tied_mismatches']} s {r.get('seconds', '-')} wall {r['wall']}"),
+                  file=sys.stderr, flush=True)
+        if args.diff:
+            diffs += diff_reports(name, tmp)
+    print(table(rows))
+    if args.diff:
+        print(f"\n(collectives per plan: {tmp})")
+    for d in diffs:
+        print()
+        print(d)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"rows": rows, "time_limit": args.time_limit}, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
