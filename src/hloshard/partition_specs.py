@@ -114,6 +114,12 @@ def _op_name(instr) -> str | None:
         return None
 
 
+def _is_pin(instr) -> bool:
+    """A ``Sharding`` custom-call (the form of ``with_sharding_constraint`` and of hloshard's pins)."""
+    target = str(instr.attrs.get("custom_call_target") or "").strip('"')
+    return instr.opcode == "custom-call" and target == "Sharding"
+
+
 def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
     """XLA's GSPMD sharding propagation of ``module`` with only its entry parameter and output
     shardings kept (and those of the instructions named in ``keep``): name -> HloSharding of every
@@ -126,7 +132,7 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
 
     # XLA renumbers instruction names on its HLO -> StableHLO -> HLO round trip but keeps
     # metadata op_name: send each instruction's name as its op_name and map back by it
-    saved, meta = {}, {}
+    saved, meta, pins = {}, {}, {}
     root = module.entry.root
     for instr in module.entry.instructions:
         meta[instr] = instr.attrs.get("metadata")
@@ -136,9 +142,18 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
                 and instr.name not in keep:
             saved[instr] = instr.sharding
             instr.sharding = None
+            if _is_pin(instr):
+                # a Sharding custom-call without its sharding is invalid HLO: propagate through it as a copy
+                pins[instr] = dict(instr.attrs)
+                instr.opcode = "copy"
+                instr.attrs.pop("custom_call_target", None)
     try:
         text = print_module(module)
     finally:
+        for instr, attrs in pins.items():
+            instr.opcode = "custom-call"
+            instr.attrs.clear()
+            instr.attrs.update(attrs)
         for instr, sh in saved.items():
             instr.sharding = sh
         for instr, md in meta.items():
