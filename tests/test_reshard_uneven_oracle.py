@@ -25,6 +25,11 @@ CASES = [
     ("rows_to_rep", [("f32[10,64]", "{devices=[4,2]<=[8]}")], "copy({0})", "{replicated}", "f32[10,64]"),
     ("rows_to_cols", [("f32[10,64]", "{devices=[8,1]<=[8]}")], "copy({0})", "{devices=[1,8]<=[8]}", "f32[10,64]"),
     ("rows_8_to_4x2", [("f32[12,64]", "{devices=[8,1]<=[8]}")], "copy({0})", "{devices=[4,2]<=[8]}", "f32[12,64]"),
+    # a single factor moved between a whole dim and an uneven one: XLA replicates and slices (no all-to-all)
+    ("rows10_8_to_4x2", [("f32[10,64]", "{devices=[8,1]<=[8]}")], "copy({0})", "{devices=[4,2]<=[8]}", "f32[10,64]"),
+    ("rows_4x2_to_8", [("f32[12,64]", "{devices=[4,2]<=[8]}")], "copy({0})", "{devices=[8,1]<=[8]}", "f32[12,64]"),
+    ("rows_8_to_2x4", [("f32[12,8]", "{devices=[8,1]<=[8]}")], "copy({0})", "{devices=[2,4]<=[8]}", "f32[12,8]"),
+    ("cols_8_to_2x4", [("f32[64,12]", "{devices=[1,8]<=[8]}")], "copy({0})", "{devices=[2,4]<=[8]}", "f32[64,12]"),
     # 6 rows in 2 tiles of 3 -> 8 tiles of 1: a local slice, but rows 3 and 4 sit one row off (256)
     ("rows_2_to_8", [("f32[6,64]", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}")], "copy({0})",
      "{devices=[8,1]<=[8]}", "f32[6,64]"),

@@ -496,6 +496,19 @@ class _Builder:
         n = self.dims[dim]
         return a > 1 and b > 1 and -(-n // a) * a != -(-n // b) * b
 
+    def move_repads(self, tiles: Sequence[int], move: tuple[int, int, int]) -> bool:
+        """True when the single all-to-all ``move`` (``(src_dim, dst_dim, k)`` from tile counts ``tiles``)
+        splits a whole dim or makes a split dim whole, and changes the padded size of the other
+        (:meth:`repads`). XLA's partitioner then replicates
+        (all-gathers the padded tensor) and slices instead, as measured on f32[12,64], f32[10,64] and
+        f32[20,64] from 8 row tiles to 4x2 and back, f32[12,8] from 8 row tiles to 2x4 and f32[64,12]
+        from 8 column tiles to 2x4 (tests/test_reshard_uneven_oracle.py); a move between two dims that
+        both stay split remains an all-to-all with halo permutes (f32[10,6], 2x4 -> 4x2)."""
+        i, j, k = move
+        if tiles[j] != 1 and tiles[i] // k != 1:
+            return False   # both dims stay split: XLA's all-to-all with halo permutes (f32[10,6] above)
+        return self.repads(i, tiles[i], tiles[i] // k) or self.repads(j, tiles[j], tiles[j] * k)
+
     # steps
     def add(self, **kw) -> None:
         kw["cost"] = cost = round(float(kw.get("cost", 0.0)), 6)
@@ -686,7 +699,7 @@ class _Builder:
         if src.rep == dst.rep:
             move = _dim_move(src.tiles, dst.tiles)
             seq = [move] if move is not None else _swap_moves(src.tiles, dst.tiles)
-            if seq:
+            if seq and not (move is not None and self.move_repads(src.tiles, move)):
                 cur = self.moves(src, seq)
                 if not _equivalent(cur, dst):
                     self.permute(cur, dst)
