@@ -109,8 +109,13 @@ def _leaf_shape(instr, leaf):
 
 
 
-def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None) -> Graph:
+def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
+                mesh_order_only: bool = False) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
+
+    ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
+    (:attr:`hloshard.strategy.base.MeshInfo.any_order`; the coarse space of
+    :mod:`hloshard.autoshard.coarse`).
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
     device or None.  A computation called from several sites is first cloned per site
@@ -123,6 +128,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
     ctx.exhaustive = True   # the full dot / convolution space whatever the module size
+    if mesh_order_only:
+        ctx.minfo.any_order = False
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..errors import SolveFailed
 from .apply import apply_choice
 from .build import Graph, build_graph
+from .coarse import COARSE_SHARE, coarse_start
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
@@ -62,11 +63,14 @@ class SolveResult:
 
 
 def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
-                progress=None):
+                progress=None, hint=None):
     """Solve ``graph.solver_problem`` (memory tie-break, followers merged unless a memory budget is set)
     and expand the choice to every node of ``graph.problem``; the Solution's objective and bound are
-    returned in integer cost units of ``graph.problem`` (tie-break removed).  Raises SolveFailed (exit 3) when the memory budget is
+    returned in integer cost units of ``graph.problem`` (tie-break removed).  ``hint``: a choice of
+    ``graph.problem`` (one strategy per node, e.g. the coarse plan of :mod:`.coarse`) to start from;
+    the answer is never costlier than it (when it is feasible).  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
+    from ..costgraph import evaluate
     from ..solver import solve_problem
 
     if graph.problem.usage_limit is not None:
@@ -77,8 +81,20 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         def report(event: dict):   # the live display shows integer cost units, without the tie-break
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
                                   if event.get(key) is not None}})
+    shint = None
+    if hint is not None:   # the hint on the solver's (follower-merged) nodes
+        shint = [-1] * graph.solver_problem.num_nodes
+        for v, c in enumerate(graph.classes):
+            if shint[c] < 0:
+                shint[c] = int(hint[v])
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
-                        deterministic=deterministic, hint=None, progress=report)
+                        deterministic=deterministic, hint=shint, progress=report)
+    if shint is not None:   # the incumbent: the search may end above its hint
+        h_obj, h_ok = evaluate(graph.solver_problem, shint)
+        if h_ok and (not sol.strategies or sol.objective is None or h_obj < sol.objective):
+            sol.strategies, sol.objective = shint, h_obj
+            sol.status = "optimal" if sol.bound is not None and sol.bound >= h_obj else "feasible"
+            sol.stats["hint_kept"] = True
     if k != 1:
         sol.objective = real_part(getattr(sol, "objective", None), k)
         sol.bound = real_part(getattr(sol, "bound", None), k)
@@ -122,8 +138,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
+    # coarse to fine: the plan of the 1-D mesh of the same devices as the hint and incumbent (.coarse)
+    start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
+    graph.coarse = start
+    if start is not None:   # its solve's share of the limit (deterministic mode: the share it was given)
+        time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
     sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                      progress=progress)
+                      progress=progress, hint=None if start is None else start.choice)
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0)

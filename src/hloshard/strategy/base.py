@@ -231,6 +231,10 @@ class MeshInfo:
         self._vol_cache: dict = {}
         #: per-mesh memo tables of handlers (e.g. dot strategies per shapes/roles)
         self.memo: dict = {}
+        #: both orders of a dim's two axes are enumerated (:meth:`_layouts`): on meshes of at most two
+        #: non-trivial axes, unless the builder asks for mesh order only (the coarse space of
+        #: :mod:`hloshard.autoshard.coarse`, which must embed into a finer mesh's space)
+        self.any_order = len(self.axes) <= 2
 
     def split(self, axes: Iterable[int]) -> int:
         n = 1
@@ -344,7 +348,7 @@ class MeshInfo:
         # bounded growth (issue 14): both orders of a product of two axes on meshes of at most two
         # non-trivial axes (+2..17% strategies on the samples and MaxText at 2x4); on 3+ axis meshes the
         # reversed products would add ~45% (MaxText at 2x2x2) and only mesh order is enumerated
-        any_order = len(self.axes) <= 2
+        any_order = self.any_order
         for assign in itertools.product([None] + list(range(rank)), repeat=len(self.axes)):
             per = [[] for _ in range(rank)]
             for ax, d in zip(self.axes, assign):
