@@ -209,7 +209,15 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     scale = choose_scale(finite_max)
     node_costs = [_to_int(c, scale) for c in fcosts]
     node_usages = [np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for g in nodes]
-    edge_costs = [_to_int(m, scale) for m in edge_float]
+    # equal float matrices are one object (the resharder's scaled matrices): one integer array each
+    ints: dict = {}
+    edge_costs = []
+    for m in edge_float:
+        hit = ints.get(id(m))
+        if hit is None:
+            hit = ints[id(m)] = _to_int(m, scale)
+            hit.flags.writeable = False
+        edge_costs.append(hit)
     problem = Problem(
         name=name or module.name,
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
@@ -266,7 +274,7 @@ def in_edges(g, ctx, resh):
             follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
                       and len(srcs) == len(reqs))
             scale = w * weights[i]
-            yield inst, leaf, src, follow, resh.matrix(shape, srcs, reqs, diagonal_only=follow) * scale, scale
+            yield inst, leaf, src, follow, resh.scaled(shape, srcs, reqs, scale, diagonal_only=follow), scale
 
 
 def _add_edge(edges, info, u, v, m, contribution):
