@@ -175,7 +175,11 @@ def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pa
                 rc2, _, _, _ = run(exe + ["cost", str(first), "--mesh", mesh, "--format", "json", "-o", str(cj)])
                 if rc2 == 0:
                     row["first_mesh_cost"] = json.loads(cj.read_text())["total_cost"]
-            row.update(space_counts(path, mesh))
+            # in a child too: a graph built here would count in every later child's RSS (fork)
+            proc = subprocess.run([sys.executable, __file__, "--space-counts", path, mesh], capture_output=True,
+                                  text=True, cwd=ROOT)
+            if proc.returncode == 0:
+                row.update(json.loads(proc.stdout))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
     return rows
@@ -186,7 +190,7 @@ def fmt_ladder(rows: list[dict]) -> str:
             "strategies / node | after presolve | symmetry classes / node |")
     lines = [head, "|" + "---|" * 11]
     for r in rows:
-        if r.get("exit") != 0:
+        if r.get("exit") != 0 or "per_node" not in r:
             lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 8)
             continue
         first = r.get("first_mesh_cost")
@@ -211,7 +215,11 @@ def main(argv=None) -> int:
     ap.add_argument("--samples-only", action="store_true")
     ap.add_argument("--ladder", default=None, help="meshes to solve every module on, coarsest first (8,2x4,2x2x2)")
     ap.add_argument("--modules", default=None, help="with --ladder: comma-separated module paths (default: samples)")
+    ap.add_argument("--space-counts", nargs=2, metavar=("MODULE", "MESH"), help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
+    if ns.space_counts:
+        print(json.dumps(space_counts(*ns.space_counts)))
+        return 0
     workdir = pathlib.Path(ns.workdir or tempfile.mkdtemp(prefix="hloshard-solve-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
     if ns.ladder:
