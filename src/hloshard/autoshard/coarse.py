@@ -1,20 +1,21 @@
 """Coarse to fine: a plan of the 1-D mesh of the same devices as the start of a multi-axis solve.
 
 A mesh of several axes (``2x4``, ``2x2x2``, or a mesh refined internally into sub-axes) has many more
-strategies per node than the 1-D mesh of its devices (on ``../shared/cases/decoder2.py`` at ``--mesh
-2x4``, refined to 2x2x2: 112 per node against 22), yet every 1-D layout is one of its layouts: a
-dim split over all N devices of the 1-D mesh is the dim split over every axis of the finer mesh,
-major to minor, in the same device order (the finer mesh's axes in mesh order, :meth:`DeviceMesh.
-axes_to_sharding`), and likewise for the 1-D mesh's own sub-axes.  So the coarse space is (up to the
-layouts the finer enumeration leaves out) contained in the fine one, and its optimum is an upper bound
-on the fine optimum.  The coarse problem is small and solved in seconds; the fine one, within the
-same limit, may end above it (issue 26: 5,243,528 at 2x4 after 67-93 s against 5,047,663 at 8).
+strategies per node than the 1-D mesh of its devices (``../shared/cases/decoder2.py`` at ``--mesh
+2x4``, refined to 2x2x2: 112 per node against 22), and a search in it can end above the 1-D optimum
+within the same limit (issue 26: 5,243,528 at 2x4 against 5,047,663 at 8).  A layout of the 1-D mesh
+(refined only at cuts of the device order the fine mesh has too, :func:`coarse_mesh`) that splits a dim
+over its axes in mesh order is a layout of the fine mesh: the same dim split over the corresponding
+fine axes, major to minor, in the same device order.  Layouts in reversed order (enumerated on meshes of
+two axes, not on three) have no fine counterpart, so the coarse space is built in mesh order only
+(``build_graph(mesh_order_only=True)``) and then embeds exactly (``tests/test_coarse_to_fine.py``).
 
-:func:`coarse_start` solves the coarse problem and maps its plan node by node onto the fine graph
-(:func:`map_choice`: for each node the fine strategy with the same output and operand shardings,
-compared as :class:`~hloshard.hlo.sharding.HloSharding` objects, i.e. semantically); the mapped
-plan is then the fine solve's hint and incumbent (:func:`hloshard.autoshard.solve.solve_graph`), so the
-fine answer is never costlier than the mapped coarse plan under the fine cost graph.
+:func:`coarse_start` solves the coarse problem with a share of the limit and maps its plan node by node
+onto the fine graph (:func:`map_choice`: for each node the fine strategy with the same output and
+operand shardings, compared as :class:`~hloshard.hlo.sharding.HloSharding` objects, i.e.
+semantically; followers on one index); the mapped plan costs on the fine graph what the coarse plan
+cost on the coarse one, and is the fine solve's hint and incumbent
+(:func:`hloshard.autoshard.solve.solve_graph`), so the fine answer is never costlier than it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..costgraph import INFINITY, evaluate
-from ..errors import SolveFailed
+from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, refine_for_module
 from ..strategy.base import StrategyGroup
 from .build import build_graph
@@ -95,12 +96,10 @@ def node_keys(graph) -> list:
     """Per node of ``graph``, ``(instruction, k)``: the node is the ``k``-th strategy group of that
     instruction in :func:`hloshard.autoshard.build.build_graph`'s numbering (so the nodes of two
     graphs built from one module on two meshes correspond)."""
-    keys = [None] * len(graph.nodes)
-    for v, g in enumerate(graph.nodes):
-        keys[v] = g.instr
     count: dict = {}
     out = []
-    for v, instr in enumerate(keys):
+    for g in graph.nodes:
+        instr = g.instr
         k = count.get(id(instr), 0)
         count[id(instr)] = k + 1
         out.append((id(instr), k))
@@ -227,13 +226,16 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
     """Solve ``module`` on the coarse mesh of ``graph.mesh`` (:func:`coarse_mesh`) with
     :data:`COARSE_SHARE` of ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.solve.solve_graph`,
     passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
-    None when there is no coarser mesh or the coarse solve finds nothing (the fine solve then starts
-    as it always did).  Never raises SolveFailed."""
+    None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
+    nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
     cmesh = coarse_mesh(graph.mesh, module)
     if cmesh is None:
         return None
     t0 = time.monotonic()
-    cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=True)
+    try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
+        cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=True)
+    except HloshardError:
+        return None
     try:
         sol = solve(cgraph, time_limit=COARSE_SHARE * time_limit, workers=workers, seed=seed,
                           deterministic=deterministic)
