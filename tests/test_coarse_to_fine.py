@@ -81,3 +81,23 @@ def test_fine_solve_never_costlier_than_the_coarse_plan():
     assert start is not None and start.choice is not None and start.unmatched == 0
     assert res.evaluation.total <= start.mapped_objective * (1 + 1e-9)
     assert start.mapped_objective == pytest.approx(start.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("user, fine_shape, coarse_shape", [((2, 4), (2, 2, 2), (2, 4)), ((4, 2), (2, 2, 2), (4, 2))])
+def test_refined_two_axis_mesh_holds_every_layout_of_its_user_mesh(user, fine_shape, coarse_shape):
+    """A 2x4 (4x2) mesh refined to 2x2x2 enumerates the user's two axes in both orders, each one's
+    sub-axes together: every layout of the user mesh (both orders, as the 1-D mesh refined at the same
+    cuts enumerates them) is one of its layouts, compared as HloSharding; mesh-order-only 2x2x2 is not."""
+    from hloshard.strategy.base import MeshInfo
+
+    fine = MeshInfo(DeviceMesh(user).refine(fine_shape))
+    coarse = MeshInfo(DeviceMesh((8,)).refine(coarse_shape))
+    plain = MeshInfo(DeviceMesh(fine_shape))   # a user 2x2x2 mesh: three user axes, mesh order only
+    assert fine.group_order and not plain.group_order and coarse.any_order
+    for dims in [(8,), (8, 16), (2, 4, 8), (16, 4)]:
+        have = {fine.to_sharding(s) for s in fine.enumerate(dims)}
+        want = {coarse.to_sharding(s) for s in coarse.enumerate(dims)}
+        assert want <= have, dims
+        assert len(have) > len(want)
+    reversed_8 = {coarse.to_sharding(s) for s in coarse.enumerate((8,))} - {plain.to_sharding(s) for s in plain.enumerate((8,))}
+    assert reversed_8   # the reversed product of the user's axes is what mesh order alone misses

@@ -129,7 +129,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     ctx = BuildContext(mesh, fixed)
     ctx.exhaustive = True   # the full dot / convolution space whatever the module size
     if mesh_order_only:
-        ctx.minfo.any_order = False
+        ctx.minfo.any_order = ctx.minfo.group_order = False
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops

@@ -92,6 +92,14 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     return coarse
 
 
+def any_order_embeds(mesh: DeviceMesh, coarse: DeviceMesh, minfo) -> bool:
+    """Whether the coarse space may keep both orders of its two axes: the fine mesh enumerates the
+    user's two axes in both orders (``minfo.group_order``, a refined mesh of a two-axis user mesh) and
+    the coarse mesh's axes are exactly the user's axes (the same cuts of the device order), so that a
+    reversed coarse product is a fine product with the users' runs of sub-axes swapped."""
+    return bool(getattr(minfo, "group_order", False)) and _cuts(coarse.shape) == _cuts(mesh.user_shape)
+
+
 def node_keys(graph) -> list:
     """Per node of ``graph``, ``(instruction, k)``: the node is the ``k``-th strategy group of that
     instruction in :func:`hloshard.autoshard.build.build_graph`'s numbering (so the nodes of two
@@ -233,7 +241,8 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
         return None
     t0 = time.monotonic()
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-        cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=True)
+        cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=not any_order_embeds(graph.mesh, cmesh,
+                                                                                                     graph.ctx.minfo))
     except HloshardError:
         return None
     try:
