@@ -11,9 +11,19 @@ For every sample in ``samples/`` and for generated N-layer transformer training 
 
 Prints a Markdown table (for BENCHMARKS.md) and writes the raw figures as JSON (``--json``).
 
+``--ladder MESHES`` (e.g. ``8,2x4,2x2x2``; issue 26) instead solves each of ``--modules`` (default: the
+samples above) on every mesh of the list, coarsest first, and prints per module and mesh: the
+objective (``hloshard cost`` of the written module on that mesh), the same for the module written at the
+first (1-D) mesh, priced on this mesh (the finer mesh must never be costlier), gap, solve and total
+seconds, peak RSS of the solve, and the strategy space: strategies per node of the cost graph, per node
+of the solver's problem after presolve (its exact reductions, dominated strategies included), and the
+classes per node under permutations of interchangeable mesh axes (equal size, alpha and beta; a
+measure of the symmetry, not a reduction the search makes).
+
 Usage::
 
     python benchmarks/solve_bench.py [--layers 12,48] [--time-limit 60] [--json out.json] [--workdir DIR]
+    python benchmarks/solve_bench.py --ladder 8,2x4,2x2x2 --modules a.hlo,b.hlo [--time-limit 30]
 """
 
 from __future__ import annotations
@@ -86,6 +96,115 @@ def fmt_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def space_counts(path: str, mesh_spec: str) -> dict:
+    """Strategies per node of the cost graph, of the solver's problem after presolve, and symmetry
+    classes per node (see the module docstring), in this process."""
+    import itertools
+
+    import numpy as np
+
+    from hloshard.autoshard import build_graph
+    from hloshard.load import load_module
+    from hloshard.mesh import DeviceMesh
+    from hloshard.solver.presolve import presolve
+
+    module = load_module(path)
+    mesh = DeviceMesh.for_module(module, mesh_spec)
+    graph = build_graph(module, mesh)
+    n = len(graph.nodes)
+    red = presolve(graph.solver_problem)
+    # interchangeable axes: equal size, alpha and beta; every permutation within such a set
+    sets: dict = {}
+    for a, size in enumerate(mesh.shape):
+        if size > 1:
+            sets.setdefault((size, mesh.alpha[a], mesh.beta[a]), []).append(a)
+    perms = [dict(zip(range(mesh.ndim), range(mesh.ndim)))]
+    for axes in sets.values():
+        nxt = []
+        for base in perms:
+            for p in itertools.permutations(axes):
+                m = dict(base)
+                m.update(zip(axes, p))
+                nxt.append(m)
+        perms = nxt
+
+    def image(x, p):
+        if isinstance(x, tuple):
+            return tuple(image(e, p) for e in x)
+        if isinstance(x, int):
+            return p.get(x, x)
+        return ("raw", str(x)) if x is not None else None
+
+    classes = 0
+    for g in graph.nodes:
+        keys = set()
+        for st in g.strategies:
+            keys.add(min(repr(image((st.out, st.inputs), p)) for p in perms))
+        classes += len(keys)
+    strategies = sum(len(g.strategies) for g in graph.nodes)
+    return {"mesh_described": mesh.describe(), "nodes": n, "per_node": strategies / max(n, 1),
+            "reduced_nodes": red.num_nodes,
+            "per_reduced_node": float(np.mean([len(c) for c in red.costs])) if red.num_nodes else 0.0,
+            "classes_per_node": classes / max(n, 1), "axis_permutations": len(perms)}
+
+
+def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pathlib.Path) -> list[dict]:
+    """Solve every module on every mesh (child processes) and price the first mesh's written module on
+    each finer mesh (``hloshard cost``)."""
+    exe = [sys.executable, "-m", "hloshard.cli"]
+    rows = []
+    for path in modules:
+        name = pathlib.Path(path).name.split(".")[0]
+        written = {}
+        for mesh in meshes:
+            tag = f"{name}.{mesh}"
+            out, report = workdir / f"{tag}.solved.hlo", workdir / f"{tag}.report.json"
+            rc, wall, rss, err = run(exe + ["solve", path, "--mesh", mesh, "-o", str(out), "--report", str(report),
+                                            "--time-limit", str(time_limit), "--quiet"])
+            row = {"module": name, "mesh": mesh, "exit": rc, "wall": round(wall, 2), "rss": rss}
+            if rc == 0:
+                rep = json.loads(report.read_text())
+                row.update({k: rep.get(k) for k in ("status", "objective", "bound", "gap", "seconds_build",
+                                                     "seconds_solve", "nodes", "strategies")})
+                written[mesh] = out
+            else:
+                row["error"] = err.strip().splitlines()[-1:] if err else []
+            first = written.get(meshes[0])
+            if first is not None and mesh != meshes[0]:
+                cj = workdir / f"{tag}.first.cost.json"
+                rc2, _, _, _ = run(exe + ["cost", str(first), "--mesh", mesh, "--format", "json", "-o", str(cj)])
+                if rc2 == 0:
+                    row["first_mesh_cost"] = json.loads(cj.read_text())["total_cost"]
+            # in a child too: a graph built here would count in every later child's RSS (fork)
+            proc = subprocess.run([sys.executable, __file__, "--space-counts", path, mesh], capture_output=True,
+                                  text=True, cwd=ROOT)
+            if proc.returncode == 0:
+                row.update(json.loads(proc.stdout))
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+    return rows
+
+
+def fmt_ladder(rows: list[dict]) -> str:
+    head = ("| module | mesh (internal) | objective | 1-D plan on this mesh | gap | solve s | total s | RSS | "
+            "strategies / node | after presolve | symmetry classes / node |")
+    lines = [head, "|" + "---|" * 11]
+    for r in rows:
+        if r.get("exit") != 0 or "per_node" not in r:
+            lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 8)
+            continue
+        first = r.get("first_mesh_cost")
+        gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
+        internal = r["mesh_described"].split("refined internally to ")[-1].split(" [")[0] \
+            if "refined" in r["mesh_described"] else r["mesh"]
+        lines.append(
+            f"| {r['module']} | {r['mesh']} ({internal}) | {r['objective']:,.0f} | "
+            f"{'-' if first is None else f'{first:,.0f}'} | {gap} | {r['seconds_solve']:.1f} | {r['wall']:.1f} | "
+            f"{r['rss'] / 2**20:,.0f} MiB | {r['per_node']:.1f} | {r['per_reduced_node']:.1f} "
+            f"({r['reduced_nodes']} nodes) | {r['classes_per_node']:.1f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--layers", default="12,48", help="generated transformer sizes (comma list; '' for none)")
@@ -94,9 +213,22 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the raw rows here")
     ap.add_argument("--workdir", default=None, help="keep generated and solved modules here")
     ap.add_argument("--samples-only", action="store_true")
+    ap.add_argument("--ladder", default=None, help="meshes to solve every module on, coarsest first (8,2x4,2x2x2)")
+    ap.add_argument("--modules", default=None, help="with --ladder: comma-separated module paths (default: samples)")
+    ap.add_argument("--space-counts", nargs=2, metavar=("MODULE", "MESH"), help=argparse.SUPPRESS)
     ns = ap.parse_args(argv)
+    if ns.space_counts:
+        print(json.dumps(space_counts(*ns.space_counts)))
+        return 0
     workdir = pathlib.Path(ns.workdir or tempfile.mkdtemp(prefix="hloshard-solve-bench-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if ns.ladder:
+        mods = ns.modules.split(",") if ns.modules else [str(ROOT / "samples" / f"{n}.pre.hlo") for n in SAMPLES]
+        rows = ladder(mods, ns.ladder.split(","), ns.time_limit, workdir)
+        print(fmt_ladder(rows))
+        if ns.json:
+            pathlib.Path(ns.json).write_text(json.dumps(rows, indent=2) + "\n")
+        return 0
     rows = []
     for name in SAMPLES:
         rows.append(bench_case(name, ROOT / "samples" / f"{name}.pre.hlo", ROOT / "samples" / f"{name}.propagated.hlo",

@@ -91,8 +91,13 @@ def _leaf_shape(instr, leaf):
 
 
 
-def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None) -> Graph:
+def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
+                mesh_order_only: bool = False) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
+
+    ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
+    (:attr:`hloshard.strategy.base.MeshInfo.any_order`; the coarse space of
+    :mod:`hloshard.autoshard.coarse`).
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
     device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
@@ -106,6 +111,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
     ctx.exhaustive = True   # the full dot / convolution space whatever the module size
+    if mesh_order_only:
+        ctx.minfo.any_order = ctx.minfo.group_order = False
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops
@@ -190,7 +197,15 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     node_costs = [_to_int(c, scale) for c in fcosts]
     node_usages = [np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else
                    np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for v, g in enumerate(nodes)]
-    edge_costs = [_to_int(m, scale) for m in edge_float]
+    # equal float matrices are one object (the resharder's scaled matrices): one integer array each
+    ints: dict = {}
+    edge_costs = []
+    for m in edge_float:
+        hit = ints.get(id(m))
+        if hit is None:
+            hit = ints[id(m)] = _to_int(m, scale)
+            hit.flags.writeable = False
+        edge_costs.append(hit)
     problem = Problem(
         name=name or module.name,
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
@@ -432,7 +447,7 @@ def in_edges(g, ctx, resh):
             follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
                       and len(srcs) == len(reqs))
             scale = w * weights[i]
-            yield inst, leaf, src, follow, resh.matrix(shape, srcs, reqs, diagonal_only=follow) * scale, scale
+            yield inst, leaf, src, follow, resh.scaled(shape, srcs, reqs, scale, diagonal_only=follow), scale
 
 
 def _add_edge(edges, info, u, v, m, contribution):

@@ -19,6 +19,7 @@ class _Resharder:
         self.ctx = ctx
         self.cache: dict = {}    # (shape id, source id, target id) -> cost units
         self.mcache: dict = {}
+        self.scache: dict = {}   # (id of a cached matrix, scale) -> the scaled matrix, read-only
         self._ids: dict = {}     # shapes and spec keys -> small ints (cheap cache keys)
 
     def _id(self, key) -> int:
@@ -69,6 +70,18 @@ class _Resharder:
         if hit is None:
             hit = self._matrix(shape, srcs, dsts, diagonal_only)
             self.mcache[mkey] = hit
+        return hit
+
+    def scaled(self, shape, srcs: list, dsts: list, scale: float, diagonal_only: bool = False) -> np.ndarray:
+        """:meth:`matrix` times ``scale``, one read-only array per distinct (matrix, scale): the edges
+        of repeated layers (same shapes, strategy lists and execution count) share one array."""
+        m = self.matrix(shape, srcs, dsts, diagonal_only)
+        key = (id(m), float(scale))
+        hit = self.scache.get(key)
+        if hit is None:
+            hit = m * scale
+            hit.flags.writeable = False
+            self.scache[key] = hit
         return hit
 
     def _matrix(self, shape, srcs: list, dsts: list, diagonal_only: bool = False) -> np.ndarray:

@@ -13,11 +13,14 @@ __all__ = ["solve_graph"]
 
 
 def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
-                progress=None):
+                progress=None, hint=None):
     """Solve ``graph.solver_problem`` (memory tie-break, followers merged unless a memory budget is set)
     and expand the choice to every node of ``graph.problem``; the Solution's objective and bound are
-    returned in integer cost units of ``graph.problem`` (tie-break removed).  Raises SolveFailed (exit 3) when the memory budget is
+    returned in integer cost units of ``graph.problem`` (tie-break removed).  ``hint``: a choice of
+    ``graph.problem`` (one strategy per node, e.g. the coarse plan of :mod:`.coarse`) to start from;
+    the answer is never costlier than it (when it is feasible).  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
+    from ..costgraph import evaluate
     from ..solver import solve_problem
     from ..solver.followers import expand_choice
 
@@ -29,8 +32,21 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         def report(event: dict):   # integer cost units without the tie-break, and the scale to cost units
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
                                   if event.get(key) is not None}, "cost_scale": graph.cost_scale})
+    shint = None
+    if hint is not None:   # the hint on the solver's (follower- and tie-merged) nodes: from each class's kept node
+        maps = getattr(graph.classes, "maps", None) or {}
+        shint = [-1] * graph.solver_problem.num_nodes
+        for v, c in enumerate(graph.classes):
+            if shint[c] < 0 and v not in maps:
+                shint[c] = int(hint[v])
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
-                        deterministic=deterministic, hint=None, progress=report)
+                        deterministic=deterministic, hint=shint, progress=report)
+    if shint is not None and -1 not in shint:   # the incumbent: the search may end above its hint
+        h_obj, h_ok = evaluate(graph.solver_problem, shint)
+        if h_ok and (not sol.strategies or sol.objective is None or h_obj < sol.objective):
+            sol.strategies, sol.objective = shint, h_obj
+            sol.status = "optimal" if sol.bound is not None and sol.bound >= h_obj else "feasible"
+            sol.stats["hint_kept"] = True
     if k != 1:
         sol.objective = real_part(getattr(sol, "objective", None), k)
         sol.bound = real_part(getattr(sol, "bound", None), k)

@@ -11,6 +11,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph
+from .coarse import COARSE_SHARE, coarse_start
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
@@ -120,9 +121,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
             if on_overrun is not None:
                 on_overrun(msg)
         time_limit = solver_limit
+    # coarse to fine: the plan of the 1-D mesh of the same devices as the hint and incumbent (.coarse)
+    start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
+    graph.coarse = start
+    if start is not None:   # its solve's share of the limit (deterministic mode: the share it was given)
+        time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress)
+                          progress=progress, hint=None if start is None else start.choice)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "

@@ -74,9 +74,18 @@ def with_memory_tie_break(problem: Problem) -> tuple[Problem, int]:
     for c, u in zip(problem.node_costs, problem.node_usages):
         tb = (np.asarray(u, dtype=np.int64).astype(object) * (k - 1) // total).astype(np.int64)
         node_costs.append(np.where(np.asarray(c) >= INFINITY, INFINITY, scale(c) + tb))
+    shared: dict = {}   # equal matrices shared by the graph (repeated layers) stay shared
+
+    def scale_edge(m):
+        hit = shared.get(id(m))
+        if hit is None:
+            hit = shared[id(m)] = scale(m)
+            hit.flags.writeable = False
+        return hit
+
     out = Problem(name=problem.name, intervals=problem.intervals, node_costs=node_costs,
                   node_usages=problem.node_usages, edges=problem.edges,
-                  edge_costs=[scale(m) for m in problem.edge_costs], usage_limit=problem.usage_limit,
+                  edge_costs=[scale_edge(m) for m in problem.edge_costs], usage_limit=problem.usage_limit,
                   cost_scale=problem.cost_scale / k, aliases=list(problem.aliases))
     return out, k
 

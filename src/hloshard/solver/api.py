@@ -85,6 +85,11 @@ DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
+#: most edge-matrix entries (plus strategies) of one LNS neighbourhood's model: a breadth-first ball of
+#: 51 nodes of decoder2 at 2x2x2 (~150 strategies per node) made a model that took 10.6 s to build and
+#: 26 s in CP-SAT against a 2 s limit (its presolve does not stop on time); the node count alone
+#: does not bound the model on multi-axis meshes
+LNS_MAX_ENTRIES = 200_000
 
 
 @dataclass
@@ -503,7 +508,22 @@ def _neighbourhood(red, ls, rng, size, kind="ball"):
                 break
             order.append(j)
         frontier = nxt
-    return np.array(sorted(order), dtype=np.int64)
+    return np.array(sorted(_cap_entries(red, order, LNS_MAX_ENTRIES)), dtype=np.int64)
+
+
+def _cap_entries(red, order: list, cap: int) -> list:
+    """The longest prefix of ``order`` (at least one node) whose model -- the strategies of its nodes
+    and the entries of every edge touching them -- has at most ``cap`` entries."""
+    inc = red.incidence()
+    seen: set = set()
+    total = 0
+    for k, i in enumerate(order):
+        add = len(red.costs[i]) + sum(red.edge_costs[e].size for e in inc[i] if e not in seen)
+        if k and total + add > cap:
+            return order[:k]
+        total += add
+        seen.update(inc[i])
+    return order
 
 
 def _exchange_seeds(ls, rng, size):

@@ -101,8 +101,30 @@ def merge_followers(problem: Problem, follows, merge: bool = True, ties=()):
         else:
             intervals.append((int(iv[i, 0]), int(iv[i, 1])))
     edges, edge_costs = g.edge_list(alive, pos)
+    edge_costs = _interned(edge_costs)
     out = Problem(name=problem.name, intervals=np.array(intervals, dtype=np.int64).reshape(-1, 2),
                   node_costs=costs, node_usages=usages,
                   edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs,
                   usage_limit=problem.usage_limit, cost_scale=problem.cost_scale)
     return out, classes
+
+
+def _interned(arrays: list) -> list:
+    """``arrays`` with equal matrices (shape and entries) replaced by one read-only array: the merged
+    edges of repeated layers are equal, and the problem then holds each once (memory grows with the
+    distinct matrices, not with the layers)."""
+    seen: dict = {}
+    out = []
+    for m in arrays:
+        m = np.ascontiguousarray(m)
+        key = (m.shape, m.dtype.str, hash(m.tobytes()))
+        hits = seen.setdefault(key, [])
+        for h in hits:
+            if np.array_equal(h, m):
+                m = h
+                break
+        else:
+            m.flags.writeable = False
+            hits.append(m)
+        out.append(m)
+    return out

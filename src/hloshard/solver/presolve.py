@@ -238,6 +238,39 @@ def _add(a, b):
     return np.minimum(a + b, INF)
 
 
+def _normalised(m):
+    """``(matrix, row minima, column minima)`` of an edge matrix normalised as :meth:`_Graph.set_edge`
+    stores it: row minima moved out first, then column minima (finite entries only; None where all are
+    zero); the matrix is None when it becomes all zero without a forbidden pair."""
+    m = m.astype(np.int64, copy=False)
+    fin = m < INF
+    r_out = c_out = None
+    if fin.all():
+        r = m.min(axis=1)
+        if r.any():
+            m = m - r[:, None]
+            r_out = r
+        c = m.min(axis=0)
+        if c.any():
+            m = m - c[None, :]
+            c_out = c
+        if not m.any():
+            return None, r_out, c_out
+        return m, r_out, c_out
+    mm = np.where(fin, m, INF)
+    r = mm.min(axis=1)
+    r = np.where(r >= INF, 0, r)
+    if r.any():
+        m = np.where(fin, m - r[:, None], INF)
+        r_out = r
+    c = np.where(fin, m, INF).min(axis=0)
+    c = np.where(c >= INF, 0, c)
+    if c.any():
+        m = np.where(fin, m - c[None, :], INF)
+        c_out = c
+    return m, r_out, c_out
+
+
 class _Graph:
     """Mutable working graph of the presolve: node costs, normalised edge matrices (parallel edges
     summed, self-loops and aliases folded in), memory terms per node."""
@@ -255,11 +288,17 @@ class _Graph:
         self.offset = 0
         self.elim_usage = np.zeros(n, dtype=np.int64)  # usage of eliminated nodes (constant)
         self.mem_node = np.zeros(n, dtype=bool)  # live at a point that can be violated
+        self._norm: dict = {}   # while building: id of an input matrix -> its normalised form (shared)
+        clipped: dict = {}
         for (u, v), m in zip(problem.edges.tolist(), problem.edge_costs):
             if u == v:  # a self-loop: its diagonal is a node cost
                 self.cost[u] = _add(self.cost[u], np.minimum(np.diagonal(m), INF))
                 continue
-            self.add_edge(u, v, np.minimum(m, INF))
+            c = clipped.get(id(m))   # a matrix the problem shares between edges (repeated layers)
+            if c is None or c[0] is not m:
+                c = clipped[id(m)] = (m, np.minimum(m, INF))
+            self.add_edge(u, v, c[1])
+        self._norm = None
         for u, v, allowed in problem.aliases:  # aliases: forbidden pairs of an edge
             m = np.where(allowed, 0, INF).astype(np.int64)
             if u == v:
@@ -272,36 +311,29 @@ class _Graph:
         return self.adj[u].get(v)
 
     def set_edge(self, u, v, m):
-        """Store matrix m (|S_u| x |S_v|), normalised; drop it if it is all zero."""
-        m = m.astype(np.int64, copy=False)
-        fin = m < INF
-        if fin.all():
-            r = m.min(axis=1)
-            if r.any():
-                m = m - r[:, None]
-                self.cost[u] = _add(self.cost[u], r)
-            c = m.min(axis=0)
-            if c.any():
-                m = m - c[None, :]
-                self.cost[v] = _add(self.cost[v], c)
-            if not m.any():
-                self.adj[u].pop(v, None)
-                self.adj[v].pop(u, None)
-                return
+        """Store matrix m (|S_u| x |S_v|), normalised; drop it if it is all zero.  While the graph is
+        built, one input matrix given for several edges (repeated layers) is normalised once and the
+        result shared (read-only)."""
+        memo = getattr(self, "_norm", None)
+        hit = memo.get(id(m)) if memo is not None else None
+        if hit is not None and hit[0] is m:
+            out, r, c = hit[1:]
         else:
-            mm = np.where(fin, m, INF)
-            r = mm.min(axis=1)
-            r = np.where(r >= INF, 0, r)
-            if r.any():
-                m = np.where(fin, m - r[:, None], INF)
-                self.cost[u] = _add(self.cost[u], r)
-            c = np.where(fin, m, INF).min(axis=0)
-            c = np.where(c >= INF, 0, c)
-            if c.any():
-                m = np.where(fin, m - c[None, :], INF)
-                self.cost[v] = _add(self.cost[v], c)
-        self.adj[u][v] = m
-        self.adj[v][u] = m.T
+            out, r, c = _normalised(m)
+            if memo is not None:
+                if out is not None:
+                    out.flags.writeable = False
+                memo[id(m)] = (m, out, r, c)
+        if r is not None:
+            self.cost[u] = _add(self.cost[u], r)
+        if c is not None:
+            self.cost[v] = _add(self.cost[v], c)
+        if out is None:
+            self.adj[u].pop(v, None)
+            self.adj[v].pop(u, None)
+            return
+        self.adj[u][v] = out
+        self.adj[v][u] = out.T
 
     def add_edge(self, u, v, m):
         old = self.adj[u].get(v)

@@ -231,6 +231,20 @@ class MeshInfo:
         self._vol_cache: dict = {}
         #: per-mesh memo tables of handlers (e.g. dot strategies per shapes/roles)
         self.memo: dict = {}
+        #: both orders of a dim's two axes are enumerated (:meth:`_layouts`): on meshes of at most two
+        #: non-trivial axes, unless the builder asks for mesh order only (the coarse space of
+        #: :mod:`hloshard.autoshard.coarse`, which must embed into a finer mesh's space)
+        self.any_order = len(self.axes) <= 2
+        #: per mesh axis the user's axis it is part of (:attr:`hloshard.mesh.DeviceMesh.sub_axes`):
+        #: on a refined mesh whose user mesh has at most two non-trivial axes (2x4 refined to 2x2x2),
+        #: a dim's axes are also enumerated with the two users' axes swapped, each one's sub-axes kept
+        #: together in mesh order (:func:`_orders`): the layouts of the user's 2x4 mesh in both
+        #: orders, i.e. every layout of the 1-D mesh refined at the same cuts (issue 26: the
+        #: ``--mesh 8`` plan of decoder2 splits dims that way and was outside the 2x2x2 space)
+        subs = getattr(mesh, "sub_axes", None) or ()
+        owners = [subs[a].user_axis if a < len(subs) else a for a in range(len(self.shape))]
+        self.user_of = tuple(owners)
+        self.group_order = len(self.axes) > 2 and len({owners[a] for a in self.axes}) <= 2
 
     def split(self, axes: Iterable[int]) -> int:
         n = 1
@@ -344,13 +358,14 @@ class MeshInfo:
         # bounded growth (issue 14): both orders of a product of two axes on meshes of at most two
         # non-trivial axes (+2..17% strategies on the samples and MaxText at 2x4); on 3+ axis meshes the
         # reversed products would add ~45% (MaxText at 2x2x2) and only mesh order is enumerated
-        any_order = len(self.axes) <= 2
+        any_order = self.any_order
         for assign in itertools.product([None] + list(range(rank)), repeat=len(self.axes)):
             per = [[] for _ in range(rank)]
             for ax, d in zip(self.axes, assign):
                 if d is not None:
                     per[d].append(ax)
-            for orders in itertools.product(*(_orders(p, any_order) for p in per)):
+            groups = self.user_of if self.group_order else None
+            for orders in itertools.product(*(_orders(p, any_order, groups) for p in per)):
                 spec = tuple(tuple(o) for o in orders)
                 if spec in seen:
                     continue
@@ -430,11 +445,17 @@ class MeshInfo:
         return spec
 
 
-def _orders(axes: list, any_order: bool) -> list:
-    """The orders a dim's axes are tried in: both orders of two axes when ``any_order``, else (and for
-    three or more axes) mesh order only."""
+def _orders(axes: list, any_order: bool, groups=None) -> list:
+    """The orders a dim's axes are tried in: both orders of two axes when ``any_order``; with
+    ``groups`` (per mesh axis its user axis) also the order with the two user axes' runs of sub-axes
+    swapped; else (and for three or more axes) mesh order only."""
     if any_order and len(axes) == 2:
         return [tuple(axes), tuple(reversed(axes))]
+    if groups is not None and len(axes) >= 2:
+        first = [a for a in axes if groups[a] == groups[axes[0]]]
+        rest = [a for a in axes if groups[a] != groups[axes[0]]]
+        if rest and len({groups[a] for a in rest}) == 1:
+            return [tuple(axes), tuple(rest + first)]
     return [tuple(axes)]
 
 

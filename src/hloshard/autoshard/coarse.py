@@ -1,0 +1,263 @@
+"""Coarse to fine: a plan of the 1-D mesh of the same devices as the start of a multi-axis solve.
+
+A mesh of several axes (``2x4``, ``2x2x2``, or a mesh refined internally into sub-axes) has many more
+strategies per node than the 1-D mesh of its devices (``../shared/cases/decoder2.py`` at ``--mesh
+2x4``, refined to 2x2x2: 112 per node against 22), and a search in it can end above the 1-D optimum
+within the same limit (issue 26: 5,243,528 at 2x4 against 5,047,663 at 8).  A layout of the 1-D mesh
+(refined only at cuts of the device order the fine mesh has too, :func:`coarse_mesh`) that splits a dim
+over its axes in mesh order is a layout of the fine mesh: the same dim split over the corresponding
+fine axes, major to minor, in the same device order.  Layouts in reversed order (enumerated on meshes of
+two axes, not on three) have no fine counterpart, so the coarse space is built in mesh order only
+(``build_graph(mesh_order_only=True)``) and then embeds exactly (``tests/test_coarse_to_fine.py``).
+
+:func:`coarse_start` solves the coarse problem with a share of the limit and maps its plan node by node
+onto the fine graph (:func:`map_choice`: for each node the fine strategy with the same output and
+operand shardings, compared as :class:`~hloshard.hlo.sharding.HloSharding` objects, i.e.
+semantically; followers on one index); the mapped plan costs on the fine graph what the coarse plan
+cost on the coarse one, and is the fine solve's hint and incumbent
+(:func:`hloshard.autoshard.solve.solve_graph`), so the fine answer is never costlier than it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..costgraph import INFINITY, evaluate
+from ..errors import HloshardError, SolveFailed
+from ..mesh import DeviceMesh, refine_for_module
+from ..strategy.base import StrategyGroup
+from .build import build_graph
+from .evaluate import evaluate_choice
+
+#: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
+#: gap limit; decoder2: 2.4 s); the fine solve gets the rest
+COARSE_SHARE = 0.25
+
+
+@dataclass
+class CoarseStart:
+    """The coarse plan mapped onto the fine graph.
+
+    ``choice``: one fine strategy per node of the fine ``graph.problem`` (None when some node has no
+    fine strategy with the coarse plan's shardings and no finite completion exists); ``mesh``: the
+    coarse mesh; ``objective``: the coarse plan's cost on the coarse graph (cost units);
+    ``mapped_objective``: the mapped plan's cost on the fine graph (cost units, None without a
+    choice); ``unmatched``: nodes completed greedily instead of matched; ``seconds``: wall seconds of
+    the coarse build, solve and mapping; ``strategies``: strategies in the coarse graph."""
+
+    choice: list | None
+    mesh: DeviceMesh
+    objective: float
+    mapped_objective: float | None
+    unmatched: int
+    seconds: float
+    strategies: int
+
+
+def _cuts(shape) -> set:
+    """The strides at which a mesh of ``shape`` cuts its flat device order: the products of every
+    minor suffix of the axis sizes (``2x4``: {1, 4, 8}; ``2x2x2``: {1, 2, 4, 8})."""
+    out, acc = {1}, 1
+    for n in reversed(tuple(shape)):
+        acc *= int(n)
+        out.add(acc)
+    return out
+
+
+def _shape_of(cuts) -> tuple:
+    c = sorted(cuts)
+    return tuple(b // a for a, b in reversed(list(zip(c, c[1:])))) or (1,)
+
+
+def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
+    """The 1-D mesh of ``mesh``'s devices in the same order, refined for ``module`` as the fine mesh
+    was (:func:`hloshard.mesh.refine_for_module`) but only at cuts of the flat device order the fine
+    mesh has too (so that each of its sub-axes is a product of consecutive fine axes), with the fine
+    mesh's largest alpha and beta (what a collective over several of its axes is priced with) and its
+    uneven-split policy.  None when it is not coarser (the same cuts as ``mesh``)."""
+    n = mesh.num_devices
+    if n <= 1:
+        return None
+    fine = _cuts(mesh.shape)
+    base = DeviceMesh((n,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
+    base.source = mesh.source
+    cuts = _cuts(refine_for_module(base, module).shape) & fine
+    if cuts == fine:
+        return None
+    coarse = base.refine(_shape_of(cuts))
+    coarse.with_policy(mesh.max_padding, mesh.memory_budget)
+    return coarse
+
+
+def any_order_embeds(mesh: DeviceMesh, coarse: DeviceMesh, minfo) -> bool:
+    """Whether the coarse space may keep both orders of its two axes: the fine mesh enumerates the
+    user's two axes in both orders (``minfo.group_order``, a refined mesh of a two-axis user mesh) and
+    the coarse mesh's axes are exactly the user's axes (the same cuts of the device order), so that a
+    reversed coarse product is a fine product with the users' runs of sub-axes swapped."""
+    return bool(getattr(minfo, "group_order", False)) and _cuts(coarse.shape) == _cuts(mesh.user_shape)
+
+
+def node_keys(graph) -> list:
+    """Per node of ``graph``, ``(instruction, k)``: the node is the ``k``-th strategy group of that
+    instruction in :func:`hloshard.autoshard.build.build_graph`'s numbering (so the nodes of two
+    graphs built from one module on two meshes correspond)."""
+    count: dict = {}
+    out = []
+    for g in graph.nodes:
+        instr = g.instr
+        k = count.get(id(instr), 0)
+        count[id(instr)] = k + 1
+        out.append((id(instr), k))
+    return out
+
+
+def _sharding_key(minfo, spec):
+    if spec is None:
+        return None
+    try:
+        return minfo.to_sharding(spec)
+    except Exception:  # noqa: BLE001 - a spec the mesh cannot write: compare it as it is
+        return ("spec", str(spec))
+
+
+def _is_leaf_tuple(entry) -> bool:
+    """An entry of per-leaf specs (tuple operand / multi-output) rather than one array's spec: its
+    elements are specs (tuples of axis tuples), raw shardings or None, not axis tuples of ints."""
+    if type(entry) is not tuple or not entry:
+        return False
+    return any(e is None or not (type(e) is tuple and all(type(a) is int for a in e)) for e in entry)
+
+
+def strategy_key(minfo, group: StrategyGroup, st) -> tuple:
+    """The shardings a strategy writes and requires, as semantic HloSharding objects: ``(output,
+    inputs)``, tuples per leaf where the output or an operand is a tuple."""
+    def one(entry, multi=False):
+        if entry is None:
+            return None
+        if multi or _is_leaf_tuple(entry):
+            return tuple(_sharding_key(minfo, e) for e in entry)
+        return _sharding_key(minfo, entry)
+
+    return one(st.out, group.multi), tuple(one(e) for e in st.inputs)
+
+
+def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, int]:
+    """``coarse_choice`` (one strategy per node of ``coarse_graph``) as a choice of ``fine_graph``
+    (both built from one module): per node the fine strategy with the same output and operand
+    shardings (of several, the one with the lowest node cost); a follower takes its followee's index
+    when that strategy has the same shardings.  Nodes without such a strategy are completed greedily
+    (the cheapest strategy given the nodes already chosen, edges included).  Returns ``(choice or
+    None when no finite completion exists, number of nodes completed greedily)``."""
+    ckeys = {k: v for v, k in enumerate(node_keys(coarse_graph))}
+    cmin, fmin = coarse_graph.ctx.minfo, fine_graph.ctx.minfo
+    prob = fine_graph.problem
+    n = len(fine_graph.nodes)
+    # per fine node, the indices whose shardings are those of the coarse plan's strategy
+    allowed: list = [None] * n
+    for v, (g, key) in enumerate(zip(fine_graph.nodes, node_keys(fine_graph))):
+        u = ckeys.get(key)
+        if u is None:
+            continue
+        cg = coarse_graph.nodes[u]
+        want = strategy_key(cmin, cg, cg.strategies[int(coarse_choice[u])])
+        allowed[v] = [q for q, st in enumerate(g.strategies) if strategy_key(fmin, g, st) == want]
+    # followers pair index p with their followee's p only: one index per class of followers, one that
+    # every member allows, of least summed node cost
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in getattr(fine_graph, "follows", ()):
+        if len(fine_graph.nodes[a].strategies) == len(fine_graph.nodes[b].strategies):
+            ra, rb = find(int(a)), find(int(b))
+            if ra != rb:
+                parent[max(ra, rb)] = min(ra, rb)
+    classes: dict = {}
+    for v in range(n):
+        classes.setdefault(find(v), []).append(v)
+    choice = [-1] * n
+    for members in classes.values():
+        ok = None
+        for v in members:
+            if allowed[v] is not None:
+                ok = set(allowed[v]) if ok is None else ok & set(allowed[v])
+        if not ok:   # no index every member allows: match each alone, the completion settles the rest
+            for v in members:
+                if allowed[v]:
+                    choice[v] = min(allowed[v], key=lambda q: prob.node_costs[v][q])
+            if len(members) > 1:
+                for v in members[1:]:
+                    choice[v] = -1
+            continue
+        best = min(sorted(ok), key=lambda q: sum(int(prob.node_costs[v][q]) for v in members))
+        for v in members:
+            choice[v] = best
+    unmatched = sum(1 for c in choice if c < 0)
+    if unmatched:
+        if not _complete(prob, choice):
+            return None, unmatched
+    return choice, unmatched
+
+
+def _complete(prob, choice) -> bool:
+    """Fill the ``-1`` entries of ``choice`` in node order with the strategy of least node cost plus
+    edge cost to the nodes already chosen; False when some node has only infinite options."""
+    adj: dict = {}
+    for e, (a, b) in enumerate(prob.edges.tolist()):
+        adj.setdefault(a, []).append((e, b, False))
+        adj.setdefault(b, []).append((e, a, True))
+    for v in range(len(choice)):
+        if choice[v] >= 0:
+            continue
+        c = prob.node_costs[v].astype(np.float64).copy()
+        for e, w, transposed in adj.get(v, ()):
+            if choice[w] < 0:
+                continue
+            m = prob.edge_costs[e]
+            c += m[choice[w], :] if transposed else m[:, choice[w]]
+        q = int(np.argmin(c))
+        if c[q] >= INFINITY:
+            return False
+        choice[v] = q
+    return True
+
+
+def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,
+                 deterministic: bool) -> CoarseStart | None:
+    """Solve ``module`` on the coarse mesh of ``graph.mesh`` (:func:`coarse_mesh`) with
+    :data:`COARSE_SHARE` of ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.solve.solve_graph`,
+    passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
+    None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
+    nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
+    cmesh = coarse_mesh(graph.mesh, module)
+    if cmesh is None:
+        return None
+    t0 = time.monotonic()
+    try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
+        cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=not any_order_embeds(graph.mesh, cmesh,
+                                                                                                     graph.ctx.minfo))
+    except HloshardError:
+        return None
+    try:
+        sol = solve(cgraph, time_limit=COARSE_SHARE * time_limit, workers=workers, seed=seed,
+                          deterministic=deterministic)
+    except SolveFailed:
+        return None
+    cchoice = list(sol.strategies)
+    choice, unmatched = map_choice(cgraph, cchoice, graph)
+    mapped = None
+    if choice is not None:
+        obj, feasible = evaluate(graph.problem, choice)
+        if feasible:
+            mapped = evaluate_choice(graph, choice).total
+        else:
+            choice = None
+    return CoarseStart(choice, cmesh, evaluate_choice(cgraph, cchoice).total, mapped, unmatched,
+                       time.monotonic() - t0, sum(len(g.strategies) for g in cgraph.nodes))

@@ -1,0 +1,103 @@
+"""Coarse to fine (hloshard.autoshard.coarse): the 1-D mesh's plan embeds into a multi-axis mesh's
+strategy space with the same shardings and the same cost, and the finer solve never ends above it."""
+
+from pathlib import Path
+
+import pytest
+
+from hloshard.autoshard.build import build_graph
+from hloshard.autoshard.coarse import _cuts, coarse_mesh, map_choice, node_keys, strategy_key
+from hloshard.autoshard.evaluate import evaluate_choice
+from hloshard.autoshard.solve import solve_graph, solve_module
+from hloshard.costgraph import evaluate
+from hloshard.load import load_module
+from hloshard.mesh import DeviceMesh
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "mlp_train_step.pre.hlo"
+
+
+def _module():
+    return load_module(str(SAMPLE))
+
+
+def test_coarse_mesh_cuts_are_the_fine_meshs():
+    m = _module()
+    fine = DeviceMesh.for_module(m, "2x2x2")
+    coarse = coarse_mesh(fine, m)
+    assert coarse is not None and coarse.num_devices == 8
+    assert _cuts(coarse.shape) < _cuts(fine.shape)   # strictly coarser, every cut one of the fine mesh's
+    assert coarse.user_shape == (8,)
+    # the 1-D mesh (as refined for the module) has nothing coarser, nor has the coarse mesh itself
+    assert coarse_mesh(DeviceMesh.for_module(m, "8"), m) is None
+    assert coarse_mesh(coarse, m) is None
+
+
+def test_coarse_space_embeds_into_the_fine_space():
+    """Every strategy of the coarse space (mesh order only) has a fine strategy with the same output
+    and operand shardings (compared as HloSharding objects)."""
+    m = _module()
+    fine_mesh = DeviceMesh.for_module(m, "2x2x2")
+    fine = build_graph(m, fine_mesh)
+    coarse = build_graph(m, coarse_mesh(fine_mesh, m), mesh_order_only=True)
+    where = {k: v for v, k in enumerate(node_keys(fine))}
+    assert len(where) == len(fine.nodes) == len(coarse.nodes)
+    checked = 0
+    for g, key in zip(coarse.nodes, node_keys(coarse)):
+        fg = fine.nodes[where[key]]
+        assert fg.instr is g.instr
+        have = {strategy_key(fine.ctx.minfo, fg, s) for s in fg.strategies}
+        for s in g.strategies:
+            assert strategy_key(coarse.ctx.minfo, g, s) in have, (g.instr.name, s.name, s.out)
+            checked += 1
+    # the fine space is larger (more layouts per node)
+    assert sum(len(g.strategies) for g in fine.nodes) > checked > len(coarse.nodes)
+
+
+def test_mapped_plan_costs_what_the_coarse_plan_costs():
+    m = _module()
+    fine_mesh = DeviceMesh.for_module(m, "2x2x2")
+    fine = build_graph(m, fine_mesh)
+    coarse = build_graph(m, coarse_mesh(fine_mesh, m), mesh_order_only=True)
+    sol = solve_graph(coarse, time_limit=5, workers=1, deterministic=True)
+    choice, unmatched = map_choice(coarse, sol.strategies, fine)
+    assert unmatched == 0 and choice is not None
+    a, b = evaluate_choice(coarse, sol.strategies), evaluate_choice(fine, choice)
+    assert b.total == pytest.approx(a.total, rel=1e-9, abs=1e-9)
+    assert (b.compute, b.communication, b.peak_memory) == pytest.approx((a.compute, a.communication, a.peak_memory))
+    assert evaluate(fine.problem, choice)[1]
+    # the shardings written are the same
+    for v, (g, key) in enumerate(zip(fine.nodes, node_keys(fine))):
+        u = {k: i for i, k in enumerate(node_keys(coarse))}[key]
+        cg = coarse.nodes[u]
+        assert strategy_key(fine.ctx.minfo, g, g.strategies[choice[v]])[0] == \
+            strategy_key(coarse.ctx.minfo, cg, cg.strategies[sol.strategies[u]])[0]
+
+
+def test_fine_solve_never_costlier_than_the_coarse_plan():
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    res = solve_module(m, mesh, time_limit=4, workers=1, deterministic=True, reevaluate=False, apply=False)
+    start = res.graph.coarse
+    assert start is not None and start.choice is not None and start.unmatched == 0
+    assert res.evaluation.total <= start.mapped_objective * (1 + 1e-9)
+    assert start.mapped_objective == pytest.approx(start.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("user, fine_shape, coarse_shape", [((2, 4), (2, 2, 2), (2, 4)), ((4, 2), (2, 2, 2), (4, 2))])
+def test_refined_two_axis_mesh_holds_every_layout_of_its_user_mesh(user, fine_shape, coarse_shape):
+    """A 2x4 (4x2) mesh refined to 2x2x2 enumerates the user's two axes in both orders, each one's
+    sub-axes together: every layout of the user mesh (both orders, as the 1-D mesh refined at the same
+    cuts enumerates them) is one of its layouts, compared as HloSharding; mesh-order-only 2x2x2 is not."""
+    from hloshard.strategy.base import MeshInfo
+
+    fine = MeshInfo(DeviceMesh(user).refine(fine_shape))
+    coarse = MeshInfo(DeviceMesh((8,)).refine(coarse_shape))
+    plain = MeshInfo(DeviceMesh(fine_shape))   # a user 2x2x2 mesh: three user axes, mesh order only
+    assert fine.group_order and not plain.group_order and coarse.any_order
+    for dims in [(8,), (8, 16), (2, 4, 8), (16, 4)]:
+        have = {fine.to_sharding(s) for s in fine.enumerate(dims)}
+        want = {coarse.to_sharding(s) for s in coarse.enumerate(dims)}
+        assert want <= have, dims
+        assert len(have) > len(want)
+    reversed_8 = {coarse.to_sharding(s) for s in coarse.enumerate((8,))} - {plain.to_sharding(s) for s in plain.enumerate((8,))}
+    assert reversed_8   # the reversed product of the user's axes is what mesh order alone misses
