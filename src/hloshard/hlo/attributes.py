@@ -21,7 +21,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import HloSyntaxError
-from .lexical import MAX_DEVICES, brace_block_end  # noqa: F401  (re-exported)
+from .lexical import MAX_DEVICES, brace_block_end  # noqa: F401  (MAX_DEVICES re-exported)
 from .shape import parse_shape
 from .sharding import HloSharding
 
@@ -657,26 +657,12 @@ _DQ_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _blob_end(text: str, pos: int) -> int:
-    """Index just after the ``{...}`` blob starting at ``pos`` (double-quoted strings skipped)."""
-    depth = 0
-    i = pos
-    n = len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            m = _DQ_RE.match(text, i)
-            if m is None:
-                raise AttrError("unterminated string", i)
-            i = m.end()
-            continue
-        if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-        i += 1
-    raise AttrError("unbalanced braces", pos)
+    """Index just after the ``{...}`` blob starting at ``pos`` (double-quoted strings skipped):
+    :func:`.lexical.brace_block_end`, its ValueError as an AttrError at ``pos``."""
+    try:
+        return brace_block_end(text, pos)
+    except ValueError as exc:
+        raise AttrError(str(exc), pos) from None
 
 
 def _frontend_attributes(text: str) -> tuple[tuple[str, str], ...]:
