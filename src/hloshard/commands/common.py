@@ -25,27 +25,25 @@ import time
 
 import click
 
+from .. import IMPORTED_AT
+
 META_KEY = "hloshard.input"
 
 
 def process_started() -> float:
     """The ``time.monotonic()`` instant the running command started: when the process was started for
-    it (``hloshard COMMAND ...`` or ``python -m hloshard.cli COMMAND ...``: the command's name is the
-    process's first argument), the process's start (Linux: ``/proc/self/stat``'s start time against
-    ``CLOCK_BOOTTIME``), so that a wall-clock promise (``solve --time-limit``) counts the interpreter's
-    start and imports as ``time`` does; otherwise (a command run inside a longer-lived process, e.g.
-    click's test runner; another system; unreadable) now."""
+    it (``hloshard COMMAND ...`` or ``python -m hloshard COMMAND ...``: the command's name is the
+    process's first argument), the first import of the ``hloshard`` package
+    (:data:`hloshard.IMPORTED_AT`), so that a wall-clock promise (``solve --time-limit``) counts the
+    imports; the interpreter's own start-up before it (tens of ms) is not counted. Not the process's
+    start time: a shell that ``exec``s the command (``bash -c "... && hloshard ..."``) would pass its
+    own earlier work on as the command's. Otherwise (a command run inside a longer-lived process, e.g.
+    click's test runner) now."""
     now = time.monotonic()
     ctx = click.get_current_context(silent=True)
     if ctx is None or sys.argv[1:2] != [ctx.info_name]:
         return now
-    try:
-        with open("/proc/self/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, AttributeError):
-        return now
-    return now - age if 0.0 <= age < 3600.0 else now
+    return min(now, IMPORTED_AT)
 
 
 def note_input(filename: str, module=None) -> None:
