@@ -187,3 +187,78 @@ def test_auto_shard_ties_the_state():
     assert out["bad_donate"].startswith("ValueError") and "donate_argnums 5" in out["bad_donate"]
     assert out["bad_name"].startswith("ValueError") and "'v'" in out["bad_name"]
     assert out["bad_mode"].startswith("ValueError") and "state_mode" in out["bad_mode"]
+
+
+PINS_SCRIPT = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hloshard.jax import auto_shard
+from hloshard.jax.api import _equations, _equation_outputs, _hlo_element_type
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+@jax.jit
+def masked(s, m):                      # inlined; under jvp its equations have several outputs of one dims
+    return jnp.where(m, s, -1e9)
+
+three = jax.jit(lambda a: (a * 2.0, a > 0, a - 1.0),          # a call of its own (shardings): a tuple
+                out_shardings=NamedSharding(mesh, P()))
+
+def loss(w, x):
+    s = x @ w
+    lo, hi = jnp.split(s, 2, axis=1)                          # split: two outputs of one dims and type
+    a, m, b = three(lo)
+    p = jax.nn.softmax(masked(hi * b, m), axis=-1)
+    return jnp.sum(p * a)
+
+step = jax.value_and_grad(loss)
+args = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32))
+res = auto_shard(step, *args, mesh=mesh, time_limit=5, with_constraints=False)
+closed = jax.make_jaxpr(step)(*args)
+eqns = _equations(closed)
+pins = _equation_outputs(res.module, eqns)
+rows = []
+for (path, j), ins in sorted(pins.items()):
+    v = eqns[path].outvars[j]
+    rows.append({"path": list(path), "j": j, "prim": eqns[path].primitive.name, "n_out": len(eqns[path].outvars),
+                 "want": [list(v.aval.shape), _hlo_element_type(v.aval.dtype)],
+                 "got": [list(ins.shape.dims), ins.shape.element_type], "instr": ins.name, "opcode": ins.opcode,
+                 "index": None if ins.opcode != "get-tuple-element" else int(str(ins.attrs.get("index")))})
+x = np.random.default_rng(0).normal(size=(64, 256)).astype(np.float32)
+w = np.random.default_rng(1).normal(size=(256, 512)).astype(np.float32) / 16
+got = jax.jit(res.fn, in_shardings=res.in_shardings, out_shardings=res.out_shardings)(w, x)
+want = step(w, x)
+err = max(float(np.abs(np.asarray(g) - np.asarray(h)).max() / (np.abs(np.asarray(h)).max() + 1e-30))
+          for g, h in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
+print(json.dumps({"rows": rows, "err": err, "types": [_hlo_element_type(t) for t in
+                  (jnp.float32, jnp.bool_, jnp.bfloat16, jnp.int32, jnp.uint8)]}))
+'''
+
+
+def test_equation_outputs_match_index_and_type():
+    """``auto_shard`` pins output j of an equation to an instruction of that output's dims and element
+    type: a multi-output call (a tuple) by its ``get-tuple-element`` with ``index=j``; ``split`` (and the
+    jvp of an inlined ``jnp.where``: f32, pred, f32 outputs of one dims) to distinct instructions, never
+    one sibling's; the constrained step still computes the unsharded step's values."""
+    import json
+
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", PINS_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["types"] == ["f32", "pred", "bf16", "s32", "u8"]
+    rows = out["rows"]
+    assert rows and all(r["got"] == r["want"] for r in rows), [r for r in rows if r["got"] != r["want"]]
+    multi = [r for r in rows if r["n_out"] > 1]
+    assert {r["prim"] for r in multi} >= {"split"}, {r["prim"] for r in multi}
+    by_eqn: dict = {}
+    for r in multi:
+        by_eqn.setdefault(tuple(r["path"]), []).append(r)
+    for path, rs in by_eqn.items():
+        assert len({r["instr"] for r in rs}) == len(rs), rs          # one instruction per output
+        for r in rs:
+            assert r["index"] is None or r["index"] == r["j"], r
+    assert out["err"] < 1e-4

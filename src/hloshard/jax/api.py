@@ -249,9 +249,38 @@ def _equation_of(instr):
     return tuple(int(x) for x in found[-1].split("_")) if found else None
 
 
+_HLO_TYPE = re.compile(r"(float|int|uint|complex)([0-9]+)$")
+
+
+def _hlo_element_type(dtype) -> str | None:
+    """The HLO element type of a jax/numpy dtype (``float32`` -> ``f32``, ``bool`` -> ``pred``,
+    ``bfloat16`` -> ``bf16``), None for one without a plain HLO name (e.g. the float8 variants)."""
+    import numpy as np
+
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return None
+    if name == "bool":
+        return "pred"
+    if name == "bfloat16":
+        return "bf16"
+    m = _HLO_TYPE.match(name)
+    return None if m is None else {"float": "f", "int": "s", "uint": "u", "complex": "c"}[m.group(1)] + m.group(2)
+
+
 def _equation_outputs(module, eqns: dict) -> dict:
-    """(equation path, output j) -> the instruction that computes it: the last instruction with a
-    sharding whose op_name names that equation and whose shape is the output's."""
+    """(equation path, output j) -> the instruction that computes it, among the instructions with a
+    sharding whose op_name names that equation (innermost ``hloshard_eqn``) and whose dims and element
+    type are the output's:
+
+    * one output: the last such instruction;
+    * several (a call lowered to a tuple, ``split``, ``unstack``, ...): the ``get-tuple-element`` with
+      ``index=j`` when there is one; else, when the equation's outputs of that dims and type are
+      exactly as many as such instructions, the one at the output's rank among them (program order);
+      else none -- an ambiguous output is left to XLA's propagation rather than pinned to a sibling's
+      layout (a ``jnp.where`` under ``jvp`` has f32, pred, f32 outputs of one shape).
+    """
     by_eqn: dict = {}
     for instr in module.all_instructions():
         if instr.shape.is_tuple or instr.sharding is None:
@@ -262,11 +291,28 @@ def _equation_outputs(module, eqns: dict) -> dict:
     out = {}
     for path, eqn in eqns.items():
         cands = by_eqn.get(path, [])
-        for j, v in enumerate(eqn.outvars):
-            shape = tuple(getattr(v.aval, "shape", ()))
-            hits = [i for i in cands if tuple(i.shape.dims) == shape]
-            if hits:
-                out[(path, j)] = hits[-1]
+        if not cands:
+            continue
+        kinds = [(tuple(getattr(v.aval, "shape", ())), _hlo_element_type(getattr(v.aval, "dtype", "")))
+                 for v in eqn.outvars]
+
+        def fits(instr, kind):
+            return tuple(instr.shape.dims) == kind[0] and kind[1] in (None, instr.shape.element_type)
+
+        for j, kind in enumerate(kinds):
+            hits = [i for i in cands if fits(i, kind)]
+            if len(kinds) == 1:
+                if hits:
+                    out[(path, j)] = hits[-1]
+                continue
+            gte = [i for i in hits if i.opcode == "get-tuple-element" and str(i.attrs.get("index")) == str(j)]
+            if gte:
+                out[(path, j)] = gte[-1]
+                continue
+            same = [k for k, other in enumerate(kinds) if other == kind]
+            plain = [i for i in hits if i.opcode != "get-tuple-element"]
+            if len(plain) == len(same):
+                out[(path, j)] = plain[same.index(j)]
     return out
 
 

@@ -9,7 +9,10 @@ charges whatever moving the operand / indices to those layouts costs.
 
 scatter (one operand): the output (= operand) may take any layout; an update window dim that spans
 its whole operand dim is split like it, other update dims and the indices are replicated (each
-device applies the updates that land in its shard).  Operand batching dims stay unsplit.
+device applies the updates that land in its shard).  An operand batching dim (``input_batching_dims``,
+e.g. take_along_axis' backward) split splits the matching indices batching dim and the updates dim that
+walks it alike (XLA partitions them in parallel: nothing moves).  Scatter-add also has the
+"index-parallel" strategy of :func:`handle_scatter`.
 Compute: one flop per output (gather) / update (scatter) element per device.
 """
 
@@ -103,21 +106,45 @@ def backward_gather(instr, out_spec, ctx):
     return _gather_inputs(instr, out_spec)
 
 
+def _update_scatter_dim(instr, idx_dim: int):
+    """The updates dim that walks indices dim ``idx_dim`` (the updates' non-window dims follow the indices'
+    dims but the index vector dim, in order), or None."""
+    idx, upd = instr.operands[1], instr.operands[2]
+    window = set(attr_ints(instr, "update_window_dims"))
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = int(str(ivd)) if ivd is not None else len(idx.shape.dims)
+    scatter_dims = [d for d in range(len(upd.shape.dims)) if d not in window]
+    idx_dims = [d for d in range(len(idx.shape.dims)) if d != ivd]
+    if len(idx_dims) != len(scatter_dims) or idx_dim not in idx_dims:
+        return None
+    return scatter_dims[idx_dims.index(idx_dim)]
+
+
 def _scatter_inputs(instr, out_spec):
     op, idx, upd = instr.operands[0], instr.operands[1], instr.operands[2]
     window = attr_ints(instr, "update_window_dims")
     inserted = attr_ints(instr, "inserted_window_dims")
     ibatch = attr_ints(instr, "input_batching_dims")
-    if any(out_spec[d] for d in ibatch):
-        return None
-    op_window = [d for d in range(len(op.shape.dims)) if d not in inserted and d not in ibatch]
+    sbatch = attr_ints(instr, "scatter_indices_batching_dims")
+    ispec = list(replicated_spec(len(idx.shape.dims)))
     uspec = [()] * len(upd.shape.dims)
+    # an operand batching dim split: the indices' batching dim and the updates' dim walking it split alike
+    # (each device scatters its own batch rows; XLA's parallel-dim partitioning, measured in
+    # tests/test_handlers_gather.py)
+    for ob, sb in zip(ibatch, sbatch):
+        if not out_spec[ob]:
+            continue
+        ud = _update_scatter_dim(instr, sb)
+        if ud is None or idx.shape.dims[sb] != op.shape.dims[ob]:
+            return None
+        ispec[sb] = uspec[ud] = out_spec[ob]
+    op_window = [d for d in range(len(op.shape.dims)) if d not in inserted and d not in ibatch]
     for k, ud in enumerate(window):
         if k < len(op_window):
             d = op_window[k]
             if upd.shape.dims[ud] == op.shape.dims[d]:
                 uspec[ud] = out_spec[d]
-    return (out_spec, replicated_spec(len(idx.shape.dims)), tuple(uspec))
+    return (out_spec, tuple(ispec), tuple(uspec))
 
 
 def _adds(instr) -> bool:
@@ -132,7 +159,9 @@ def handle_scatter(instr, ctx):
     "index-parallel" scatter-add: updates (and indices) split over some mesh axes along their scatter
     (non-window) dims, each device adds its updates into a replicated copy of the operand and an
     all-reduce of the whole result over those axes sums them (measured, tests/test_handlers_gather.py:
-    the embedding gradient of the MaxText step)."""
+    the embedding gradient of the MaxText step); when that scatter dim is a batching dim, each device
+    scatters into its batch slice of the operand and an all-gather of the result over those axes
+    assembles it instead (measured there too: take_along_axis' backward into a replicated result)."""
     from itertools import combinations
 
     from ..cost import collectives
@@ -155,6 +184,9 @@ def handle_scatter(instr, ctx):
     full = replicated_spec(len(instr.shape.dims))
     mem = minfo.bytes_per_device(instr.shape, full)
     ud, idd = scatter_dims[0], idx_dims[0]
+    # a batching dim (take_along_axis' backward): XLA scatters each device's batch rows into its slice of
+    # the operand and all-gathers the result; else each adds into a full copy and all-reduces it
+    kind = "all-gather" if idd in attr_ints(instr, "scatter_indices_batching_dims") else "all-reduce"
     for n in range(1, len(minfo.axes) + 1):
         for axes in combinations(minfo.axes, n):
             k = minfo.split(axes)
@@ -163,7 +195,7 @@ def handle_scatter(instr, ctx):
             uspec = [()] * len(upd.shape.dims)
             ispec = [()] * len(idx.shape.dims)
             uspec[ud] = ispec[idd] = tuple(axes)
-            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(axes))
+            comm, col = collectives.priced(kind, ctx.mesh, mem, tuple(axes))
             elems = minfo.tile_volume(upd.shape.dims, tuple(uspec))
             g.strategies.append(Strategy(f"R|updates@{''.join(map(str, axes))}", full,
                                          (full, tuple(ispec), tuple(uspec)), compute=compute_cost(elems),
