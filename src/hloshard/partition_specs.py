@@ -114,12 +114,6 @@ def _op_name(instr) -> str | None:
         return None
 
 
-def _is_pin(instr) -> bool:
-    """A ``Sharding`` custom-call (the form of ``with_sharding_constraint`` and of hloshard's pins)."""
-    target = str(instr.attrs.get("custom_call_target") or "").strip('"')
-    return instr.opcode == "custom-call" and target == "Sharding"
-
-
 def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
     """XLA's GSPMD sharding propagation of ``module`` with only its entry parameter and output
     shardings kept (and those of the instructions named in ``keep``): name -> HloSharding of every
@@ -142,7 +136,7 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
                 and instr.name not in keep:
             saved[instr] = instr.sharding
             instr.sharding = None
-            if _is_pin(instr):
+            if instr.is_sharding_constraint:
                 # a Sharding custom-call without its sharding is invalid HLO: propagate through it as a copy
                 pins[instr] = dict(instr.attrs)
                 instr.opcode = "copy"

@@ -83,11 +83,6 @@ def check_module_shardings(module, mesh, computations=None) -> None:
                                  column=(getattr(instr, "column", 0) or 1) if line else 0)
 
 
-def _target(instr) -> str:
-    return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
-
-
-
 def user_shardings(module, keep: str, mesh, computations) -> dict:
     """Instruction -> HloSharding to keep.  ``keep``: 'all' (every annotated instruction), 'io' (entry
     parameters, the entry root and ``Sharding`` custom-calls: XLA's default keeps parameters and outputs;
@@ -110,13 +105,13 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
             keep_it = False
             if keep == "all":
                 keep_it = True
-            elif instr.opcode == "custom-call" and _target(instr) == "Sharding" and \
-                    any(u.opcode == "custom-call" and _target(u) == "SPMDFullToShardShape" for u in instr.users):
+            elif instr.is_sharding_constraint and \
+                    any(u.custom_call_target == "SPMDFullToShardShape" for u in instr.users):
                 keep_it = True
             elif keep == "io":
                 if comp is entry and (instr.opcode == "parameter" or instr is entry.root):
                     keep_it = True
-                elif instr.opcode == "custom-call" and _target(instr) == "Sharding":
+                elif instr.is_sharding_constraint:
                     keep_it = True
             if keep_it:
                 fixed[instr] = sh

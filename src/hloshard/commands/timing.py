@@ -80,10 +80,6 @@ def replicated_evaluation(module, mesh):
             instr.sharding = s
 
 
-def _target(instr) -> str:
-    return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
-
-
 def plan_roofline(result, module, profile=None):
     """``(Roofline, result priced, per_device_program)`` of the plan ``result`` of ``module`` (module
     docstring; a per-device program is re-evaluated replicated).  ``profile``: the
@@ -110,7 +106,7 @@ def plan_roofline(result, module, profile=None):
         return sizes[key]
 
     def flops_of(instr) -> float:
-        if instr.opcode == "custom-call" and _target(instr) in FUSED_ATTENTION_TARGETS:
+        if instr.custom_call_target in FUSED_ATTENTION_TARGETS:
             full = attention_flops(instr)
             whole = instr.shape.byte_size if instr.shape.is_array else sum(l.byte_size for l in instr.shape.leaves())
             return full * (size_of(instr) / whole if whole else 1.0)
@@ -122,7 +118,7 @@ def plan_roofline(result, module, profile=None):
         if profile is None:
             return 1.0
         matmul = instr.opcode in MATMUL_OPCODES or \
-            (instr.opcode == "custom-call" and _target(instr) in FUSED_ATTENTION_TARGETS)
+            (instr.custom_call_target in FUSED_ATTENTION_TARGETS)
         if not matmul:
             return vector_peak
         t = instr.operands[0].shape.element_type if instr.operands and instr.operands[0].shape.is_array \

@@ -252,8 +252,7 @@ def computation_peak_bytes(comp, order: Sequence | None = None, size_of: Callabl
 
 
 def _custom_target(instr) -> str:
-    t = instr.attrs.get("custom_call_target") if instr.opcode == "custom-call" else None
-    return str(t).strip('"') if t is not None else ""
+    return instr.custom_call_target or ""
 
 
 def _kind(instr) -> str:

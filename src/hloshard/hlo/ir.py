@@ -98,6 +98,19 @@ class Instruction:
     def attr(self, key: str, default=None):
         return self.attrs.get(key, default)
 
+    @property
+    def custom_call_target(self) -> str | None:
+        """A custom-call's ``custom_call_target`` (quotes stripped); None for any other opcode."""
+        if self.opcode != "custom-call":
+            return None
+        return str(self.attrs.get("custom_call_target", "")).strip().strip('"')
+
+    @property
+    def is_sharding_constraint(self) -> bool:
+        """A ``custom-call`` with target ``Sharding``: what ``jax.lax.with_sharding_constraint`` lowers to,
+        and the form of hloshard's operand and loop-state pins."""
+        return self.custom_call_target == "Sharding"
+
     def set_attr(self, key: str, value) -> None:
         """Set an attribute; a new key goes before the generic trailing ones (sharding, metadata ...)
         in XLA's printing order. ``value=None`` removes it."""

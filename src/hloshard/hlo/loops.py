@@ -66,8 +66,7 @@ def _strip(instr):
     """Through value-preserving single-operand ops (``_PASS``, and ``Sharding`` custom-calls: a layout
     annotation, e.g. ``jax.lax.with_sharding_constraint`` or a solved module's loop-state pin)."""
     while instr is not None and len(instr.operands) == 1 and (
-            instr.opcode in _PASS or (instr.opcode == "custom-call" and
-                                      str(instr.attrs.get("custom_call_target", "")).strip('"') == "Sharding")):
+            instr.opcode in _PASS or instr.is_sharding_constraint):
         instr = instr.operands[0]
     return instr
 

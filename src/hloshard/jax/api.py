@@ -365,8 +365,7 @@ def _loop_state_pins(module, eqns: dict) -> dict:
         n = len(w.shape.tuple_shapes)
         length = int(eqn.params.get("length", 0))
         for cc in body.instructions:
-            if cc.opcode != "custom-call" or str(cc.attrs.get("custom_call_target", "")).strip('"') != "Sharding" \
-                    or not cc.operands or cc.sharding is None:
+            if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
                 continue
             g = cc.operands[0]
             if g.opcode != "get-tuple-element" or not g.operands or g.operands[0] is not body.parameters[0]:

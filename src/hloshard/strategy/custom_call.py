@@ -28,7 +28,8 @@ IDENTITY_TARGETS = {"Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingG
 
 
 def target(instr) -> str:
-    return str(instr.attrs.get("custom_call_target", "")).strip().strip('"')
+    """The custom-call's target (:attr:`hloshard.hlo.ir.Instruction.custom_call_target`), "" otherwise."""
+    return instr.custom_call_target or ""
 
 
 def _is_manual_sharding(sh) -> bool:

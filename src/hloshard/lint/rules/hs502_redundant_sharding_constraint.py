@@ -33,7 +33,7 @@ class RedundantShardingConstraint(Rule):
 
     def evaluate(self, context):
         for instr in context.instructions():
-            if instr.opcode != "custom-call" or str(instr.attr("custom_call_target", "")) != "Sharding":
+            if not instr.is_sharding_constraint:
                 continue
             if len(instr.operands) != 1 or instr.sharding is None:
                 continue
