@@ -275,11 +275,15 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
                   f"{result.completion_words()}")
     rows = sorted(report["instructions"], key=lambda r: (-r["cost"], r["name"]))[:max(0, top)]
     t = Table(header_style="bold")
-    for col in ("instruction", "opcode", "cost", "reshardings"):
-        t.add_column(col, justify="right" if col == "cost" else "left")
+    # with --device the cost column is still in cost units (1 unit = scale.seconds_per_unit s): its time beside it
+    cols = ("instruction", "opcode", "cost (units)", "time (us)", "reshardings") if scale is not None else \
+        ("instruction", "opcode", "cost", "reshardings")
+    for col in cols:
+        t.add_column(col, justify="right" if col.startswith(("cost", "time")) else "left")
     for r in rows:
         kinds = ", ".join(f"{s['kind']}" for x in r["reshardings"] for s in x["steps"])
-        t.add_row(r["name"], r["opcode"], f"{r['cost']:,.2f}", kinds)
+        timed = (f"{scale.seconds(r['cost']) * 1e6:,.3f}",) if scale is not None else ()
+        t.add_row(r["name"], r["opcode"], f"{r['cost']:,.2f}", *timed, kinds)
     print_table(con, t)
     if comparison is not None:
         render_comparison(con, comparison, top)
