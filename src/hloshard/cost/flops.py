@@ -50,7 +50,8 @@ def attention_flops(instr) -> float:
     """Flops of a fused-attention custom-call (:data:`FUSED_ATTENTION_TARGETS`; module docstring), from
     the shapes of its operands 0-2 (rank-4 BSHD ``q``, ``k``, ``v``); 0 for any other instruction or
     operands of another rank."""
-    if instr.custom_call_target not in FUSED_ATTENTION_TARGETS or len(instr.operands) < 3:
+    target = instr.custom_call_target
+    if target not in FUSED_ATTENTION_TARGETS or len(instr.operands) < 3:
         return 0.0
     q, k, v = (o.shape for o in instr.operands[:3])
     if not all(s.is_array and len(s.dims) == 4 for s in (q, k, v)):
