@@ -31,17 +31,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pathlib
 import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+from hloshard.devices import get_profile  # noqa: E402  (after the path insert)
 CORPUS = ROOT.parent / "shared" / "corpus" / "xla_benchmarks"
 MAXTEXT = CORPUS / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
-TPU_PYTHON = "/work/venv-pins/bin/python"
-V5E_HBM = 819e9        # bytes/s, tpu-v5e profile (hloshard.devices)
-V5E_BF16 = 197e12      # FLOP/s
+#: a Python with jax 0.10.2 and libtpu 0.0.42.* (../shared/reference/tpu_aot.md), e.g. a venv of its own
+TPU_PYTHON = os.environ.get("HLOSHARD_TPU_PYTHON", "")
+V5E_HBM = get_profile("tpu-v5e").hbm_bandwidth          # bytes/s (hloshard.devices, the one place)
+V5E_BF16 = get_profile("tpu-v5e").peak_flops["bf16"]    # FLOP/s
 
 #: single-operation probes of what optimal_seconds counts (8 chips of v5e:2x4)
 PROBES = {
@@ -201,8 +204,8 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--corpus", action="store_true", help="also the MaxText corpus train step (mesh 8)")
     ap.add_argument("--probe", action="store_true", help="single-op TPU probes of what optimal_seconds counts")
-    ap.add_argument("--tpu-python", default=TPU_PYTHON if pathlib.Path(TPU_PYTHON).exists() else None,
-                    help="a Python with jax and libtpu (default /work/venv-pins/bin/python when present)")
+    ap.add_argument("--tpu-python", default=TPU_PYTHON if TPU_PYTHON and pathlib.Path(TPU_PYTHON).exists() else None,
+                    help="a Python with jax and libtpu (default: $HLOSHARD_TPU_PYTHON when set)")
     ap.add_argument("--no-budget", action="store_true",
                     help="solve without the device's HBM as memory budget (the MaxText step needs more than a "
                          "v5e's 16 GiB per chip)")
