@@ -20,6 +20,17 @@ _ARRAY = re.compile(r"\b([a-z]+[0-9a-z]*)\[([0-9,]*)\]")
 _COMP = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s*(?:\(.*\))?.*\{\s*$")
 _WHILE = re.compile(r"\bwhile\(.*body=%?([\w.\-]+)")
 _TRIPS = re.compile(r'"known_trip_count":\{"n":"(\d+)"\}')
+_COMMENT = re.compile(r"/\*.*?\*/")   # XLA's /*index=5*/ markers in long tuple shapes
+
+
+def _header(line: str) -> str | None:
+    """The computation a header line opens (``%body (p: (f32[2], ..., /*index=5*/f32[2])) -> ... {``), else
+    None; instruction lines (``name = ...``) are not headers."""
+    line = _COMMENT.sub("", line)
+    m = _COMP.match(line)
+    if m and "=" not in line.split("{")[0]:
+        return m.group(1)
+    return None
 
 
 def shape_bytes(shape_text: str) -> int:
@@ -42,9 +53,9 @@ def _computation_weights(text: str) -> dict[str, int]:
     bodies: dict[str, list[tuple[str, int]]] = {}
     current = None
     for line in text.splitlines():
-        m = _COMP.match(line)
-        if m and "=" not in line.split("{")[0]:
-            current = m.group(1)
+        h = _header(line)
+        if h is not None:
+            current = h
             bodies.setdefault(current, [])
             continue
         w = _WHILE.search(line)
@@ -72,9 +83,9 @@ def collective_bytes(partitioned_text: str) -> list[dict]:
     comp_of = {}
     current = None
     for line in partitioned_text.splitlines():
-        m = _COMP.match(line)
-        if m and "=" not in line.split("{")[0]:
-            current = m.group(1)
+        h = _header(line)
+        if h is not None:
+            current = h
             continue
         nm = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=", line)
         if nm:
