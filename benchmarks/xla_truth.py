@@ -49,13 +49,18 @@ CORPUS_CASES = [("maxtext_train_step", CORPUS / "nv_maxtext_1n1g_jit_train_step_
 MB = 1e6
 
 
-def cases(only, corpus: bool) -> list[dict]:
+def cases(only, corpus: bool, samples: pathlib.Path | None = None) -> list[dict]:
+    """The modules to measure: every ``NAME.pre.hlo`` of ``samples`` (default: the repository's
+    ``samples/``) with its ``NAME.propagated.hlo`` (XLA's GSPMD plan) and the mesh in ``NAME.mesh`` when
+    that file exists (else 2x4), then the corpus modules unless ``corpus`` is false."""
     out = []
-    for pre in sorted((ROOT / "samples").glob("*.pre.hlo")):
+    for pre in sorted((samples or ROOT / "samples").glob("*.pre.hlo")):
         if pre.name.endswith(".shardy.pre.hlo"):
             continue
         name = pre.name[: -len(".pre.hlo")]
-        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": "2x4"})
+        mesh_file = pre.with_name(f"{name}.mesh")
+        mesh = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
+        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": mesh})
     if corpus:
         out += [{"name": n, "pre": p, "propagated": None, "mesh": m} for n, p, m in CORPUS_CASES if p.exists()]
     return [c for c in out if not only or c["name"] in only]
@@ -97,7 +102,7 @@ def run(args) -> list[dict]:
     from hloshard.hlo import parse_module, print_module
     from hloshard.xla_compare import compare_module, run_xla, tag_module_text, tags_in_metadata
 
-    todo = cases(args.only, not args.no_corpus)
+    todo = cases(args.only, not args.no_corpus, getattr(args, "samples", None))
     rows = []
     for c in todo:
         text = c["pre"].read_text()
@@ -333,7 +338,10 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0, help="solve time limit per module (s)")
     ap.add_argument("--only", action="append", help="only these modules (repeatable)")
     ap.add_argument("--no-corpus", action="store_true", help="skip the corpus modules")
-    ap.add_argument("--pin-operands", action="store_true", help="solve with --pin-operands")
+    ap.add_argument("--samples", type=pathlib.Path, help="read NAME.pre.hlo / NAME.propagated.hlo / NAME.mesh "
+                    "from this directory instead of samples/ (e.g. benchmarks/attention_heads.py's cases)")
+    ap.add_argument("--pin-operands", action=argparse.BooleanOptionalAction, default=True,
+                    help="solve with --pin-operands (the CLI's default) or --no-pin-operands")
     ap.add_argument("--json", help="write the raw figures here")
     ns = ap.parse_args(argv)
     t0 = time.monotonic()

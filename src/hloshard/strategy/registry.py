@@ -314,18 +314,23 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
 
 
 def _operand_specs(instr, ctx: BuildContext):
-    """Per operand its layout when its node has one strategy (None for non-arrays); None if any is open."""
+    """Per operand its layout when its node's strategies all produce one layout (None for non-arrays);
+    None if any is open.  A fixed operand often keeps several strategies that differ only in how they
+    produce that layout (e.g. a reshape of a written layout reached from two operand layouts): its
+    layout is known all the same."""
     actual = []
     for op in instr.operands:
         if not is_array(op.shape) or rematerialized(op):   # XLA rebuilds it in any layout
             actual.append(None)
             continue
         r = ctx.resolve(op, 0) if op in ctx.groups else None
-        if not isinstance(r, tuple) or len(r[0].strategies) != 1:
+        if not isinstance(r, tuple) or not r[0].strategies:
             return None
         g, leaf = r
-        st0 = g.strategies[0]
-        actual.append(st0.out if leaf is None else st0.out[leaf])
+        outs = [st.out if leaf is None else st.out[leaf] for st in g.strategies]
+        if any(not _same(o, outs[0]) for o in outs[1:]):
+            return None
+        actual.append(outs[0])
     return actual
 
 
