@@ -1184,6 +1184,11 @@ _RECIPE_CACHE: dict[tuple, list | None] = {}
 _REDUCED_IDS: dict[tuple, int] = {}
 #: at most this many recorded plans per canonical pair (:func:`_canonical_cost`; distinct padded dims)
 _PLANS_PER_PAIR = 16
+#: (mesh token, element type, reduced dims) -> :class:`_Table` of canonical costs
+_TABLES: dict[tuple, "_Table"] = {}
+#: recorded plan steps ``(priced, tiles, mult, extra)`` -> index in :data:`_STEPS`
+_STEP_IDS: dict[tuple, int] = {}
+_STEPS: list[tuple] = []
 
 
 def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
@@ -1315,23 +1320,135 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
     rdims = tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
     ia, ra = _reduced_layout(la, keep, memo)
     ib, rb = _reduced_layout(lb, keep, memo)
-    ckey = ("canonical", ia, ib, mkey)
+    return _canonical_value(_table(mkey, element_type, rdims), ia, ra, ib, rb, mesh)
+
+
+class _Table:
+    """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps a pair of reduced
+    layout ids to its cost, ``steps`` a recorded step's id to its rounded cost for these dims."""
+
+    __slots__ = ("mkey", "element_type", "rdims", "values", "steps")
+
+    def __init__(self, mkey, element_type: str, rdims: tuple[int, ...]):
+        self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
+        self.values: dict[tuple[int, int], float] = {}
+        self.steps: dict[int, float] = {}
+
+
+def _table(mkey, element_type: str, rdims: tuple[int, ...]) -> _Table:
+    key = (mkey, element_type, rdims)
+    hit = _TABLES.get(key)
+    if hit is None:
+        if len(_TABLES) >= _CACHE_LIMIT:
+            _TABLES.clear()
+        hit = _TABLES[key] = _Table(mkey, element_type, rdims)
+    return hit
+
+
+def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, mesh) -> float:
+    """The cost of the canonical pair (``ia``: ``ra``, ``ib``: ``rb``) for ``table``'s dims
+    (:func:`_canonical_cost` says why it is the planner's figure): remembered in the table, else
+    replayed from a recorded plan whose tile counts match the dims, else planned and recorded."""
+    hit = table.values.get((ia, ib))
+    if hit is not None:
+        return hit
+    rdims, element_type = table.rdims, table.element_type
+    ckey = ("canonical", ia, ib, table.mkey)
     entries = _RECIPE_CACHE.get(ckey)
+    value = None
     if entries is not None:
-        for d0, looked, recipe in entries:
+        for d0, looked, ids in entries:
             if all(d == e or (d % t == 0 and e % t == 0) for d, e, t in zip(rdims, d0, looked)):
-                return _replay(recipe, element_type, rdims)
-    b = _Builder(Shape(element_type, rdims), mesh, 0, False)
-    b.run(ra, rb)
-    value = round(float(sum(b.costs)), 6)
-    if _replay(b.recipe, element_type, rdims) == value:
-        if entries is None:
-            if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
-                _RECIPE_CACHE.clear()
-            entries = _RECIPE_CACHE[ckey] = []
-        if len(entries) < _PLANS_PER_PAIR:
-            entries.append((rdims, tuple(b.looked), b.recipe))
+                value = _replay_ids(ids, table)
+                break
+    if value is None:
+        b = _Builder(Shape(element_type, rdims), mesh, 0, False)
+        b.run(ra, rb)
+        value = round(float(sum(b.costs)), 6)
+        if _replay(b.recipe, element_type, rdims) == value:
+            if entries is None:
+                if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
+                    _RECIPE_CACHE.clear()
+                entries = _RECIPE_CACHE[ckey] = []
+            if len(entries) < _PLANS_PER_PAIR:
+                entries.append((rdims, tuple(b.looked), tuple(_step_id(st) for st in b.recipe)))
+    table.values[(ia, ib)] = value
     return value
+
+
+def _step_id(step: tuple) -> int:
+    """A small int naming a recorded step ``(priced, tiles, mult, extra)`` (:data:`_STEPS`)."""
+    hit = _STEP_IDS.get(step)
+    if hit is None:
+        hit = _STEP_IDS[step] = len(_STEPS)
+        _STEPS.append(step)
+    return hit
+
+
+def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
+    """:func:`_replay` of the recorded steps ``ids`` for ``table``'s dims, each step's rounded cost
+    remembered in the table (the same figures, rounding and summation order)."""
+    total = 0
+    costs = table.steps
+    for sid in ids:
+        c = costs.get(sid)
+        if c is None:
+            priced, tiles, mult, extra = _STEPS[sid]
+            c = costs[sid] = round(float(priced(_step_bytes(table.element_type, table.rdims, tiles, mult,
+                                                            extra))), 6)
+        total += c
+    return round(float(total), 6)
+
+
+def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts: Sequence[HloSharding],
+                          mesh) -> np.ndarray:
+    """``resharding_cost(shape, srcs[i], dsts[j], mesh)`` for every pair, as a float64 array of shape
+    ``(len(srcs), len(dsts))`` (cost units), NaN where a pair is not between two tiled (rank of
+    ``shape``) or replicated shardings of the mesh's devices, or ``shape`` is a tuple: the caller prices
+    those with :func:`resharding_cost` (which may raise). The canonical pairs of :func:`_canonical_cost`,
+    grouped by the dims either side splits so that each group's reduced dims are found once."""
+    shape = _as_shape(shape)
+    out = np.full((len(srcs), len(dsts)), np.nan)
+    if shape.is_tuple or not srcs or not dsts:
+        return out
+    dims = tuple(int(d) for d in shape.dims)
+    rank = len(dims)
+    memo = _mesh_memo(mesh)
+    mkey = _mesh_token(mesh)
+    la = [_canonical_layout(s, rank, mesh, memo) for s in srcs]
+    lb = [_canonical_layout(d, rank, mesh, memo) for d in dsts]
+    ma = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in la]
+    mb = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in lb]
+    groups: dict[int, tuple] = {}
+    for i, (x, m_a) in enumerate(zip(la, ma)):
+        if x is None:
+            continue
+        row = [math.nan] * len(lb)
+        for j, (y, m_b) in enumerate(zip(lb, mb)):
+            if y is None:
+                continue
+            m = m_a | m_b
+            g = groups.get(m)
+            if g is None:
+                keep = tuple(d for d in range(rank) if m >> d & 1)
+                rdims = tuple(dims[d] for d in keep) + (math.prod(dims[d] for d in range(rank) if not m >> d & 1),)
+                g = groups[m] = (keep, _table(mkey, shape.element_type, rdims), {}, {})
+            keep, table, red_a, red_b = g
+            ra = red_a.get(i)
+            if ra is None:
+                ra = red_a[i] = _reduced_layout(x, keep, memo)
+            rb = red_b.get(j)
+            if rb is None:
+                rb = red_b[j] = _reduced_layout(y, keep, memo)
+            hit = table.values.get((ra[0], rb[0]))
+            if hit is None:
+                try:
+                    hit = _canonical_value(table, ra[0], ra[1], rb[0], rb[1], mesh)
+                except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
+                    continue
+            row[j] = hit
+        out[i] = row
+    return out
 
 
 def _replay(recipe: list, element_type: str, dims: Sequence[int]) -> float:
@@ -1380,6 +1497,9 @@ def clear_cache() -> None:
     _COST_CACHE.clear()
     _RECIPE_CACHE.clear()
     _REDUCED_IDS.clear()
+    _TABLES.clear()
+    _STEP_IDS.clear()
+    _STEPS.clear()
     _LAYOUT_MEMO.clear()
     _MESH_MEMO.clear()
     _MESH_TOKENS.clear()
