@@ -101,3 +101,58 @@ def test_refined_two_axis_mesh_holds_every_layout_of_its_user_mesh(user, fine_sh
         assert len(have) > len(want)
     reversed_8 = {coarse.to_sharding(s) for s in coarse.enumerate((8,))} - {plain.to_sharding(s) for s in plain.enumerate((8,))}
     assert reversed_8   # the reversed product of the user's axes is what mesh order alone misses
+
+
+def test_build_stops_at_its_deadline():
+    """A deadline already passed stops the build after the first strategy group (BuildStopped, exit 3
+    status "timeout", saying how far it got); without a deadline the same build completes."""
+    import time
+
+    from hloshard.autoshard.build import BuildStopped
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    with pytest.raises(BuildStopped) as info:
+        build_graph(m, mesh, deadline=time.monotonic() - 1.0)
+    assert info.value.status == "timeout" and info.value.phase == "strategies" and info.value.done == 1
+    assert "deadline" in str(info.value) and info.value.exit_code == 3
+    assert len(build_graph(_module(), mesh).nodes) > 0
+
+
+def test_deadline_before_the_fine_build_writes_the_coarse_plan():
+    """solve_module with stop_build and a deadline the fine build cannot keep: the coarse mesh's plan is
+    the answer, written into the module, with a warning naming the user mesh and the refinement; its
+    cost is the coarse graph's evaluation of that plan, and `cost` of the written module on the fine mesh
+    (what the warning points to) is not above it (the plan embeds in the fine space)."""
+    import time
+
+    from hloshard.autoshard import evaluate_module
+    from hloshard.autoshard.coarse import coarse_mesh as cm
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    # the fine build keeps back at least FALLBACK_MIN_SECONDS (1 s) for the coarse solve: it stops at once
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.5, stop_build=True,
+                       pin_operands=True)   # as `hloshard solve` writes it
+    assert res.graph.mesh.shape == cm(mesh, m).shape   # the coarse graph's
+    (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert "mesh 2x2x2" in msg and "coarse mesh's (2x4" in msg and "strategies: 1 of" in msg
+    assert res.written is None and res.objective == res.evaluation.total
+    from hloshard.hlo import parse_module, print_module
+
+    written = parse_module(print_module(m))   # as `hloshard cost` reads the output
+    priced = evaluate_module(written, DeviceMesh.for_module(written, "2x2x2")).total_cost
+    assert priced <= res.objective * (1 + 1e-9)
+
+
+def test_without_stop_build_the_deadline_does_not_stop_the_build():
+    """The same deadline without stop_build (no explicit --time-limit): the fine graph is built and
+    solved as before (the build ends late; the solver gets its minimum)."""
+    import time
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.01, reevaluate=False,
+                       apply=False)
+    assert res.graph.mesh.shape == mesh.shape
+    assert not any("could not be built" in w for w in res.graph.warnings)

@@ -486,6 +486,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     t0 = time.monotonic()
     phases = {"start": entered, "parse": t0}   # phase -> its end (monotonic); seconds in _phase_seconds
     deadline = None if deterministic else started + time_limit
+    # an explicit --time-limit also stops a refined build that would pass it (the coarse plan is written)
+    limit_given = click.get_current_context().get_parameter_source("time_limit") != \
+        click.core.ParameterSource.DEFAULT
 
     def overrun(msg: str) -> None:   # said at once, not only in the summary at the end
         if not quiet:
@@ -515,7 +518,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       time_limit=time_limit, workers=workers, seed=seed,
                                       deterministic=deterministic, progress=progress if show else None,
                                       export_problem=export_problem, pin_operands=pin_operands,
-                                      deadline=deadline, on_overrun=overrun)
+                                      deadline=deadline, on_overrun=overrun, stop_build=limit_given)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
