@@ -74,8 +74,7 @@ class _Resharder:
         """Resharding cost from each of ``srcs`` to each of ``dsts`` (cost units); ``diagonal_only``:
         only pairs (p, p), every other entry infinite (a follower edge).  Cached per distinct
         (shape, source list, target list): repeated layers reuse whole matrices."""
-        mkey = (shape.element_type, tuple(shape.dims), tuple(_key(s) for s in srcs),
-                tuple(_key(d) for d in dsts), diagonal_only)
+        mkey = (shape.element_type, tuple(shape.dims), _keys(srcs), _keys(dsts), diagonal_only)
         hit = self.mcache.get(mkey)
         if hit is None:
             hit = self._matrix(shape, srcs, dsts, diagonal_only)
@@ -127,6 +126,17 @@ class _Resharder:
 def _key(spec):
     return spec if type(spec) is tuple or spec is None else ("raw", str(spec))
 
+
+
+_PLAIN = {tuple, type(None)}
+
+
+def _keys(specs) -> tuple:
+    """``tuple(_key(s) for s in specs)``; mesh specs (tuples) and None are their own keys, so a list of
+    only those is keyed as it is (checked on the element types, at C speed)."""
+    if set(map(type, specs)) <= _PLAIN:
+        return tuple(specs)
+    return tuple(_key(s) for s in specs)
 
 
 def _unique(specs):
