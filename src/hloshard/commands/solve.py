@@ -402,7 +402,9 @@ Examples:
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
                    "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
-                   "command ends late; the summary's 'time' line gives each phase. The result can depend on the "
+                   "command ends late; given explicitly on a mesh refined or of several axes, the coarser mesh's "
+                   "graph is built first and, when the full graph would not be built in time, its plan is "
+                   "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
