@@ -156,3 +156,28 @@ def test_without_stop_build_the_deadline_does_not_stop_the_build():
                        apply=False)
     assert res.graph.mesh.shape == mesh.shape
     assert not any("could not be built" in w for w in res.graph.warnings)
+
+
+def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
+    """`hloshard solve --mesh 2x2x2 --time-limit 0.5`: the refined build cannot fit (the interpreter's
+    start alone takes most of it), so the coarse plan is written, exit 0, a warning before and in the
+    summary names the fallback, the report JSON carries it, and `hloshard cost` of the written module on
+    2x2x2 gives the summary's cost."""
+    import json
+    import subprocess
+    import sys
+
+    out, rep = tmp_path / "o.hlo", tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "hloshard.cli", "solve", str(SAMPLE), "--mesh", "2x2x2",
+                        "--time-limit", "0.5", "-o", str(out), "--report", str(rep)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    err = " ".join(r.stderr.split())
+    assert err.count("could not be built within the time limit") >= 2   # at once, and in the summary
+    assert "the plan written is the coarse mesh's (2x4" in err
+    report = json.loads(rep.read_text())
+    assert any("could not be built" in w for w in report["warnings"])
+    c = subprocess.run([sys.executable, "-m", "hloshard.cli", "cost", str(out), "--mesh", "2x2x2", "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0, c.stderr[-2000:]
+    assert json.loads(c.stdout)["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
