@@ -1186,6 +1186,9 @@ _REDUCED_IDS: dict[tuple, int] = {}
 _PLANS_PER_PAIR = 16
 #: (mesh token, element type, reduced dims) -> :class:`_Table` of canonical costs
 _TABLES: dict[tuple, "_Table"] = {}
+#: costs held in all tables together (``[count]``), and the most kept before they are all forgotten
+_TABLE_SIZE = [0]
+_TABLE_LIMIT = 1 << 21
 #: recorded plan steps ``(priced, tiles, mult, extra)`` -> index in :data:`_STEPS`
 _STEP_IDS: dict[tuple, int] = {}
 _STEPS: list[tuple] = []
@@ -1372,6 +1375,10 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
                 entries = _RECIPE_CACHE[ckey] = []
             if len(entries) < _PLANS_PER_PAIR:
                 entries.append((rdims, tuple(b.looked), tuple(_step_id(st) for st in b.recipe)))
+    _TABLE_SIZE[0] += 1
+    if _TABLE_SIZE[0] > _TABLE_LIMIT:   # bounded memory: forget every table (they are refilled on demand)
+        _TABLES.clear()
+        _TABLE_SIZE[0] = 0
     table.values[(ia, ib)] = value
     return value
 
@@ -1498,6 +1505,7 @@ def clear_cache() -> None:
     _RECIPE_CACHE.clear()
     _REDUCED_IDS.clear()
     _TABLES.clear()
+    _TABLE_SIZE[0] = 0
     _STEP_IDS.clear()
     _STEPS.clear()
     _LAYOUT_MEMO.clear()
