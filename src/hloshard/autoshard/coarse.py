@@ -306,10 +306,13 @@ class CoarseFirst:
 
 
 #: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
-#: time limit, at least :data:`FALLBACK_MIN_SECONDS`; plus the coarse build's seconds again for
-#: applying, evaluating and writing its plan
+#: time limit, at least :data:`FALLBACK_MIN_SECONDS`
 FALLBACK_SHARE = 0.25
 FALLBACK_MIN_SECONDS = 1.0
+#: and for applying, evaluating and writing the coarse plan: this share of the coarse build's seconds
+#: (measured, apply + write / coarse build: Llama 3.1 8B corpus module at 2x2x2, 3.8 s / 26.8 s under
+#: load 16; decoder2 at 2x4, 0.1 s / 1.0 s)
+WRITE_SHARE = 0.25
 
 
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
@@ -317,7 +320,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
     command's promise): build the coarse graph, then the fine graph with a deadline that keeps back the
     coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
-    and the coarse build's seconds (to write its plan).  When the fine build stops
+    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan).  When the fine build stops
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
@@ -336,14 +339,15 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     if cgraph is None:
         graph = build_graph(module, mesh, keep, memory_budget)
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
-    keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + (t1 - t0)
+    write = WRITE_SHARE * (t1 - t0)
+    keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
     try:
         graph = build_graph(module, mesh, keep, memory_budget, deadline=deadline - keep_back)
         stopped = None
     except BuildStopped as exc:
         graph, stopped = None, exc
     t2 = time.monotonic()
-    left = deadline - t2 - (t1 - t0) if stopped is not None else COARSE_SHARE * min(float(time_limit), deadline - t2)
+    left = deadline - t2 - write if stopped is not None else COARSE_SHARE * min(float(time_limit), deadline - t2)
     try:
         sol = solve(cgraph, time_limit=max(0.5, left), workers=workers, seed=seed, deterministic=False)
         cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
