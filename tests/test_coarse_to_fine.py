@@ -101,3 +101,83 @@ def test_refined_two_axis_mesh_holds_every_layout_of_its_user_mesh(user, fine_sh
         assert len(have) > len(want)
     reversed_8 = {coarse.to_sharding(s) for s in coarse.enumerate((8,))} - {plain.to_sharding(s) for s in plain.enumerate((8,))}
     assert reversed_8   # the reversed product of the user's axes is what mesh order alone misses
+
+
+def test_build_stops_at_its_deadline():
+    """A deadline already passed stops the build after the first strategy group (BuildStopped, exit 3
+    status "timeout", saying how far it got); without a deadline the same build completes."""
+    import time
+
+    from hloshard.autoshard.build import BuildStopped
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    with pytest.raises(BuildStopped) as info:
+        build_graph(m, mesh, deadline=time.monotonic() - 1.0)
+    assert info.value.status == "timeout" and info.value.phase == "strategies" and info.value.done == 1
+    assert "deadline" in str(info.value) and info.value.exit_code == 3
+    assert len(build_graph(_module(), mesh).nodes) > 0
+
+
+def test_deadline_before_the_fine_build_writes_the_coarse_plan():
+    """solve_module with stop_build and a deadline the fine build cannot keep: the coarse mesh's plan is
+    the answer, written into the module, with a warning naming the user mesh and the refinement; its
+    cost is the coarse graph's evaluation of that plan, and `cost` of the written module on the fine mesh
+    (what the warning points to) is not above it (the plan embeds in the fine space)."""
+    import time
+
+    from hloshard.autoshard import evaluate_module
+    from hloshard.autoshard.coarse import coarse_mesh as cm
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    # the fine build keeps back at least FALLBACK_MIN_SECONDS (1 s) for the coarse solve: it stops at once
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.5, stop_build=True,
+                       pin_operands=True)   # as `hloshard solve` writes it
+    assert res.graph.mesh.shape == cm(mesh, m).shape   # the coarse graph's
+    (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert "mesh 2x2x2" in msg and "coarse mesh's (2x4" in msg and "strategies: 1 of" in msg
+    assert res.written is None and res.objective == res.evaluation.total
+    from hloshard.hlo import parse_module, print_module
+
+    written = parse_module(print_module(m))   # as `hloshard cost` reads the output
+    priced = evaluate_module(written, DeviceMesh.for_module(written, "2x2x2")).total_cost
+    assert priced <= res.objective * (1 + 1e-9)
+
+
+def test_without_stop_build_the_deadline_does_not_stop_the_build():
+    """The same deadline without stop_build (no explicit --time-limit): the fine graph is built and
+    solved as before (the build ends late; the solver gets its minimum)."""
+    import time
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.01, reevaluate=False,
+                       apply=False)
+    assert res.graph.mesh.shape == mesh.shape
+    assert not any("could not be built" in w for w in res.graph.warnings)
+
+
+def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
+    """`hloshard solve --mesh 2x2x2 --time-limit 0.5`: the refined build cannot fit (the interpreter's
+    start alone takes most of it), so the coarse plan is written, exit 0, a warning before and in the
+    summary names the fallback, the report JSON carries it, and `hloshard cost` of the written module on
+    2x2x2 gives the summary's cost."""
+    import json
+    import subprocess
+    import sys
+
+    out, rep = tmp_path / "o.hlo", tmp_path / "r.json"
+    r = subprocess.run([sys.executable, "-m", "hloshard.cli", "solve", str(SAMPLE), "--mesh", "2x2x2",
+                        "--time-limit", "0.5", "-o", str(out), "--report", str(rep)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    err = " ".join(r.stderr.split())
+    assert err.count("could not be built within the time limit") >= 2   # at once, and in the summary
+    assert "the plan written is the coarse mesh's (2x4" in err
+    report = json.loads(rep.read_text())
+    assert any("could not be built" in w for w in report["warnings"])
+    c = subprocess.run([sys.executable, "-m", "hloshard.cli", "cost", str(out), "--mesh", "2x2x2", "--format", "json"],
+                       capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0, c.stderr[-2000:]
+    assert json.loads(c.stdout)["total_cost"] == pytest.approx(report["objective"], rel=1e-9)

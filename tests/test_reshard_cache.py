@@ -105,18 +105,84 @@ def test_reused_plan_equals_fresh_plan(mesh_name, first, second):
         assert reused > 10   # and the even shapes really reuse plans
 
 
-def test_uneven_plans_are_never_reused():
+def test_uneven_plans_are_reused_only_for_the_same_padded_dims():
     """f32[6,64] over 4 row tiles pads (6 = 2*2 + 2); its plan re-pads with a collective-permute that
-    depends on the dim, so a shape with the same gcd (f32[10,64]: gcd(10, 8) = 2 = gcd(6, 8)) is planned
-    in full, and both figures are the fresh planner's."""
+    depends on the dim, so f32[10,64] (10 rows pad differently) is planned in full, while f32[6,128]
+    (the same padded dim, the other dim even) reuses the 6-row plan; every figure is the fresh
+    planner's."""
     mesh = MESHES["2x4"]
     src = H.parse("{devices=[4,1,2]<=[8] last_tile_dim_replicate}")
     dst = H.parse("{devices=[2,1,4]<=[8] last_tile_dim_replicate}")
-    want6, want10 = _fresh_cost("f32[6,64]", src, dst, mesh), _fresh_cost("f32[10,64]", src, dst, mesh)
+    shapes = ("f32[6,64]", "f32[10,64]", "f32[6,128]")
+    want = {s: _fresh_cost(s, src, dst, mesh) for s in shapes}
+    assert want["f32[6,64]"] != want["f32[10,64]"] and want["f32[6,128]"] != 0
     reshard.clear_cache()
-    assert resharding_cost("f32[6,64]", src, dst, mesh) == want6
-    assert list(reshard._RECIPE_CACHE.values()) == [None]
-    assert resharding_cost("f32[10,64]", src, dst, mesh) == want10
+    assert resharding_cost("f32[6,64]", src, dst, mesh) == want["f32[6,64]"]
+    (entries,) = reshard._RECIPE_CACHE.values()
+    assert len(entries) == 1
+    assert resharding_cost("f32[10,64]", src, dst, mesh) == want["f32[10,64]"]
+    assert len(entries) == 2   # no recorded plan matched 10 rows: planned and recorded
+    assert resharding_cost("f32[6,128]", src, dst, mesh) == want["f32[6,128]"]
+    assert len(entries) == 2   # replayed from the 6-row plan
+
+
+def _drop_unit_dims_pairs(rng, mesh, n_pairs: int):
+    """Random (src, dst) pairs of rank 4 with two dims that neither side splits, and the same pair
+    written for rank 3 (one of those dims removed): both reduce to one canonical pair."""
+    out = []
+    while len(out) < n_pairs:
+        a, b = _random_sharding(rng, mesh, 2), _random_sharding(rng, mesh, 2)
+
+        def widen(s: H, rank: int, at: tuple[int, ...]) -> H:
+            if s.kind != "tiled":
+                return s
+            tiles = list(s.tile_dims)
+            for d in at:
+                tiles.insert(d, 1)
+            ta = np.asarray(s.tile_assignment).reshape(tuple(tiles) + ((-1,) if s.replication_factor > 1 else ()))
+            return H.tiled(ta, last_tile_dim_replicate=s.replication_factor > 1)
+
+        out.append(((widen(a, 4, (0, 2)), widen(b, 4, (0, 2))), (widen(a, 3, (1,)), widen(b, 3, (1,)))))
+    return out
+
+
+@pytest.mark.parametrize("mesh_name", sorted(MESHES))
+def test_canonical_pairs_equal_full_plans(mesh_name):
+    """Dims split by neither side are dropped (their product kept as one trailing dim) and a recorded
+    plan is replayed for every shape whose dims pass its tile-count test: random pairs on rank 4 and
+    rank 3 (one canonical pair for both) and shapes that are even, padded, sub-byte or share padded dims,
+    each cost against a fresh full plan (nothing cached), from a cache warmed in random order, and
+    through ``resharding_cost_table``."""
+    mesh = MESHES[mesh_name]
+    rng = np.random.default_rng(sum(map(ord, mesh_name)) + 11)
+    shapes4 = ["f32[3,16,5,40]", "bf16[7,8,1,24]", "s4[2,32,9,12]", "f32[1,6,3,10]", "f32[5,12,2,6]"]
+    shapes3 = ["f32[16,5,40]", "f32[8,7,24]", "s4[32,18,12]", "f32[6,30,10]"]
+    pairs = _drop_unit_dims_pairs(rng, mesh, 25)
+    cases = []
+    for (s4, d4), (s3, d3) in pairs:
+        cases += [(sh, s4, d4) for sh in shapes4] + [(sh, s3, d3) for sh in shapes3]
+    want = [_fresh_cost(sh, s, d, mesh) for sh, s, d in cases]
+    assert sum(w != 0 for w in want) > len(want) // 3   # the pairs really communicate
+    reshard.clear_cache()
+    order = rng.permutation(len(cases))
+    got = {int(k): resharding_cost(cases[k][0], cases[k][1], cases[k][2], mesh) for k in order}
+    assert [got[k] for k in range(len(cases))] == want
+    replayed = sum(len(e) for e in reshard._RECIPE_CACHE.values())
+    assert replayed < len({(s, d) for _, s, d in cases}) + len(cases) // 2   # plans really are shared
+    # the matrix form: all pairs of one shape at once, from cold caches
+    reshard.clear_cache()
+    srcs = [s for (s4, _), _ in pairs for s in [s4]]
+    dsts = [d for (_, d4), _ in pairs for d in [d4]]
+    for sh in shapes4:
+        table = reshard.resharding_cost_table(sh, srcs, dsts, mesh)
+        for i, s in enumerate(srcs):
+            for j, d in enumerate(dsts):
+                ref = _fresh_cost(sh, s, d, mesh) if (i + j) % 7 == 0 else None
+                if ref is not None:
+                    assert table[i, j] == ref, (sh, str(s), str(d))
+        reshard.clear_cache()
+        table_cold = reshard.resharding_cost_table(sh, srcs, dsts, mesh)
+        assert np.array_equal(table, table_cold)
 
 
 def test_layout_memo_shared_across_meshes_is_exact():

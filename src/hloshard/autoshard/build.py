@@ -31,10 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 import math
+import time
 
 import numpy as np
 
 from ..costgraph import INFINITY, Problem
+from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
 from ..cost.reshard import plan
@@ -91,8 +93,20 @@ def _leaf_shape(instr, leaf):
 
 
 
+class BuildStopped(SolveFailed):
+    """:func:`build_graph` passed its ``deadline`` and stopped (``status`` ``"timeout"``, exit 3 when it
+    reaches the CLI); ``done`` / ``total``: the strategy groups or edge matrices made of how many, and
+    ``phase``: ``"strategies"`` or ``"edges"``."""
+
+    def __init__(self, phase: str, done: int, total: int, seconds: float):
+        super().__init__(f"building the cost graph passed its deadline after {seconds:.1f} s ({phase}: "
+                         f"{done} of {total} done)")
+        self.status = "timeout"
+        self.phase, self.done, self.total, self.seconds = phase, done, total, seconds
+
+
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
-                mesh_order_only: bool = False) -> Graph:
+                mesh_order_only: bool = False, deadline: float | None = None) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
@@ -101,7 +115,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
     ``keep``: which user shardings are kept ('all' | 'io' | 'none'); ``memory_budget``: bytes per
     device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
-    (:func:`hloshard.cost.memory.model_limit`).  A computation called from several sites is first cloned per site
+    (:func:`hloshard.cost.memory.model_limit`).  ``deadline``: a ``time.monotonic()`` instant; the build
+    checks it after each strategy group and each node's edge matrices and raises :class:`BuildStopped`
+    once it has passed (None: no clock is read, as in deterministic mode).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
@@ -120,10 +136,13 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     counts = execution_counts(module, warnings)
     positions = {instr: t for t, instr in enumerate(schedule)}
     ctx.visit = lambda comp, weight: None
-    for instr in schedule:
+    started = time.monotonic() if deadline is not None else None
+    for k, instr in enumerate(schedule):
         ctx.weights[instr] = counts.get(id(instr.parent), 1.0)
         if instr not in ctx.groups:
             build_group(instr, ctx)
+        if deadline is not None and time.monotonic() > deadline:
+            raise BuildStopped("strategies", k + 1, len(schedule), time.monotonic() - started)
 
     # --- nodes --------------------------------------------------------------------------------
     nodes: list = []
@@ -143,6 +162,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     info: dict = {}
     follows: list = []
     for v, g in enumerate(nodes):
+        if deadline is not None and time.monotonic() > deadline:
+            raise BuildStopped("edges", v, len(nodes), time.monotonic() - started)
         for inst, leaf, src, follow, m, scale in in_edges(g, ctx, resh):
             u = src.node
             if not follow and not np.any(m):

@@ -28,8 +28,8 @@ import numpy as np
 from ..costgraph import INFINITY, evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, refine_for_module
-from ..strategy.base import StrategyGroup
-from .build import build_graph
+from ..strategy.base import MeshInfo, StrategyGroup
+from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
@@ -229,28 +229,44 @@ def _complete(prob, choice) -> bool:
     return True
 
 
-def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,
-                 deterministic: bool) -> CoarseStart | None:
-    """Solve ``module`` on the coarse mesh of ``graph.mesh`` (:func:`coarse_mesh`) with
-    :data:`COARSE_SHARE` of ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.solve.solve_graph`,
-    passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
-    None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
-    nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
-    cmesh = coarse_mesh(graph.mesh, module)
+@dataclass
+class CoarseSolve:
+    """The coarse graph (``graph``, on ``mesh``), the solver's Solution on it (``solution``, its
+    ``strategies`` one per node of ``graph.problem``) and the wall seconds of its build and solve."""
+
+    graph: object
+    solution: object
+    mesh: DeviceMesh
+    seconds: float
+
+
+def coarse_solve(module, mesh: DeviceMesh, minfo, solve, keep: str, memory_budget, time_limit: float, workers: int,
+                 seed: int, deterministic: bool) -> CoarseSolve | None:
+    """Build the coarse graph of ``module`` for the fine ``mesh`` (:func:`coarse_mesh`; ``minfo``: the
+    fine mesh's :class:`~hloshard.strategy.base.MeshInfo`, for :func:`any_order_embeds`) and solve it
+    with ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.search.solve_graph`).  None when there is
+    no coarser mesh, the coarse graph cannot be built or its solve finds nothing."""
+    cmesh = coarse_mesh(mesh, module)
     if cmesh is None:
         return None
     t0 = time.monotonic()
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-        cgraph = build_graph(module, cmesh, keep, memory_budget, mesh_order_only=not any_order_embeds(graph.mesh, cmesh,
-                                                                                                     graph.ctx.minfo))
+        cgraph = build_graph(module, cmesh, keep, memory_budget,
+                             mesh_order_only=not any_order_embeds(mesh, cmesh, minfo))
     except HloshardError:
         return None
     try:
-        sol = solve(cgraph, time_limit=COARSE_SHARE * time_limit, workers=workers, seed=seed,
-                          deterministic=deterministic)
+        sol = solve(cgraph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
     except SolveFailed:
         return None
-    cchoice = list(sol.strategies)
+    return CoarseSolve(cgraph, sol, cmesh, time.monotonic() - t0)
+
+
+def map_start(cs: CoarseSolve, graph) -> CoarseStart:
+    """The coarse plan of ``cs`` mapped onto the fine ``graph`` (:func:`map_choice`), as a
+    :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping)."""
+    t0 = time.monotonic()
+    cgraph, cchoice = cs.graph, list(cs.solution.strategies)
     choice, unmatched = map_choice(cgraph, cchoice, graph)
     mapped = None
     if choice is not None:
@@ -259,5 +275,87 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
             mapped = evaluate_choice(graph, choice).total
         else:
             choice = None
-    return CoarseStart(choice, cmesh, evaluate_choice(cgraph, cchoice).total, mapped, unmatched,
-                       time.monotonic() - t0, sum(len(g.strategies) for g in cgraph.nodes))
+    return CoarseStart(choice, cs.mesh, evaluate_choice(cgraph, cchoice).total, mapped, unmatched,
+                       cs.seconds + time.monotonic() - t0, sum(len(g.strategies) for g in cgraph.nodes))
+
+
+def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,
+                 deterministic: bool) -> CoarseStart | None:
+    """Solve ``module`` on the coarse mesh of ``graph.mesh`` (:func:`coarse_mesh`) with
+    :data:`COARSE_SHARE` of ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.solve.solve_graph`,
+    passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
+    None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
+    nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
+    cs = coarse_solve(module, graph.mesh, graph.ctx.minfo, solve, keep, memory_budget, COARSE_SHARE * time_limit,
+                      workers, seed, deterministic)
+    return None if cs is None else map_start(cs, graph)
+
+
+@dataclass
+class CoarseFirst:
+    """What :func:`coarse_first` returns: the fine ``graph`` and the coarse plan mapped onto it
+    (``start``, None without a coarse mesh or plan), or, when the fine build passed the deadline,
+    ``graph`` None, the coarse solve ``fallback`` and the fine build's ``stopped`` error (its message
+    says how far it got); ``seconds_fine_build``: wall seconds of the fine build (stopped or not)."""
+
+    graph: object
+    start: CoarseStart | None
+    fallback: CoarseSolve | None = None
+    stopped: BuildStopped | None = None
+    seconds_fine_build: float = 0.0
+
+
+#: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
+#: time limit, at least :data:`FALLBACK_MIN_SECONDS`
+FALLBACK_SHARE = 0.25
+FALLBACK_MIN_SECONDS = 1.0
+#: and for applying, evaluating and writing the coarse plan: this share of the coarse build's seconds
+#: (measured, apply + write / coarse build: Llama 3.1 8B corpus module at 2x2x2, 3.8 s / 26.8 s under
+#: load 16; decoder2 at 2x4, 0.1 s / 1.0 s)
+WRITE_SHARE = 0.25
+
+
+def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
+                 seed: int, deadline: float) -> CoarseFirst:
+    """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
+    command's promise): build the coarse graph, then the fine graph with a deadline that keeps back the
+    coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
+    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan).  When the fine build stops
+    (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
+    (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
+    mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
+    (there is nothing else to return).  Non-deterministic mode only (it reads the clock)."""
+    minfo = MeshInfo(mesh)
+    cmesh = coarse_mesh(mesh, module)
+    cgraph = None
+    t0 = time.monotonic()
+    if cmesh is not None:
+        try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
+            cgraph = build_graph(module, cmesh, keep, memory_budget,
+                                 mesh_order_only=not any_order_embeds(mesh, cmesh, minfo))
+        except HloshardError:
+            cgraph = None
+    t1 = time.monotonic()
+    if cgraph is None:
+        graph = build_graph(module, mesh, keep, memory_budget)
+        return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
+    write = WRITE_SHARE * (t1 - t0)
+    keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
+    try:
+        graph = build_graph(module, mesh, keep, memory_budget, deadline=deadline - keep_back)
+        stopped = None
+    except BuildStopped as exc:
+        graph, stopped = None, exc
+    t2 = time.monotonic()
+    left = deadline - t2 - write if stopped is not None else COARSE_SHARE * min(float(time_limit), deadline - t2)
+    try:
+        sol = solve(cgraph, time_limit=max(0.5, left), workers=workers, seed=seed, deterministic=False)
+        cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
+    except SolveFailed:
+        cs = None
+    if stopped is not None:
+        if cs is None:   # no coarse plan either: the fine graph after all (the command ends late)
+            graph = build_graph(module, mesh, keep, memory_budget)
+            return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
+        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1)
+    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost import collectives
-from ..cost.reshard import resharding_cost
+from ..cost.reshard import resharding_cost, resharding_cost_table
 from ..strategy.base import is_mesh_spec
 from ..strategy.registry import BuildContext
 
@@ -21,6 +21,7 @@ class _Resharder:
         self.mcache: dict = {}
         self.scache: dict = {}   # (id of a cached matrix, scale) -> the scaled matrix, read-only
         self._ids: dict = {}     # shapes and spec keys -> small ints (cheap cache keys)
+        self.shardings: dict = {}  # (spec id, rank) -> HloSharding
 
     def _id(self, key) -> int:
         hit = self._ids.get(key)
@@ -46,6 +47,15 @@ class _Resharder:
             return None
         return self._id(_key(spec))
 
+    def _sharding(self, spec, rank: int):
+        """The :class:`~hloshard.hlo.sharding.HloSharding` of ``spec`` for a rank-``rank`` value
+        (``MeshInfo.to_sharding``, remembered per spec and rank)."""
+        key = (self._id(_key(spec)), rank)
+        hit = self.shardings.get(key)
+        if hit is None:
+            hit = self.shardings[key] = self.ctx.minfo.to_sharding(spec, rank)
+        return hit
+
     def _pair(self, shape, shape_id: int, src, dst, sid: int, did: int) -> float:
         key = (shape_id, sid, did)
         hit = self.cache.get(key)
@@ -64,8 +74,7 @@ class _Resharder:
         """Resharding cost from each of ``srcs`` to each of ``dsts`` (cost units); ``diagonal_only``:
         only pairs (p, p), every other entry infinite (a follower edge).  Cached per distinct
         (shape, source list, target list): repeated layers reuse whole matrices."""
-        mkey = (shape.element_type, tuple(shape.dims), tuple(_key(s) for s in srcs),
-                tuple(_key(d) for d in dsts), diagonal_only)
+        mkey = (shape.element_type, tuple(shape.dims), _keys(srcs), _keys(dsts), diagonal_only)
         hit = self.mcache.get(mkey)
         if hit is None:
             hit = self._matrix(shape, srcs, dsts, diagonal_only)
@@ -96,15 +105,20 @@ class _Resharder:
         shape_id = self._id(("shape", shape.element_type, tuple(shape.dims)))
         sids = [self._spec_id(s) for s in su]
         dids = [self._spec_id(d) for d in du]
+        rank = len(shape.dims)
+        rows = [i for i, sid in enumerate(sids) if sid is not None]
+        cols = [j for j, did in enumerate(dids) if did is not None]
         table = np.zeros((len(su), len(du)))
-        pair = self._pair
-        for i, (s, sid) in enumerate(zip(su, sids)):
-            if sid is None:
-                continue
-            row = table[i]
-            for j, (d, did) in enumerate(zip(du, dids)):
-                if did is not None and did != sid:
-                    row[j] = pair(shape, shape_id, s, d, sid, did)
+        if rows and cols:
+            # every pair between tiled / replicated shardings of the mesh at once (cost/reshard.py)
+            sub = resharding_cost_table(shape, [self._sharding(su[i], rank) for i in rows],
+                                        [self._sharding(du[j], rank) for j in cols], self.ctx.mesh)
+            same = np.equal.outer(np.asarray([sids[i] for i in rows]), np.asarray([dids[j] for j in cols]))
+            sub[same] = 0.0   # the same spec: nothing to move
+            table[np.ix_(rows, cols)] = sub
+            for a, b in zip(*np.nonzero(np.isnan(sub))):   # pairs the table leaves to the planner
+                i, j = rows[a], cols[b]
+                table[i, j] = self._pair(shape, shape_id, su[i], du[j], sids[i], dids[j])
         return table[np.ix_(si, di)]
 
 
@@ -112,6 +126,17 @@ class _Resharder:
 def _key(spec):
     return spec if type(spec) is tuple or spec is None else ("raw", str(spec))
 
+
+
+_PLAIN = {tuple, type(None)}
+
+
+def _keys(specs) -> tuple:
+    """``tuple(_key(s) for s in specs)``; mesh specs (tuples) and None are their own keys, so a list of
+    only those is keyed as it is (checked on the element types, at C speed)."""
+    if set(map(type, specs)) <= _PLAIN:
+        return tuple(specs)
+    return tuple(_key(s) for s in specs)
 
 
 def _unique(specs):

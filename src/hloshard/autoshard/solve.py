@@ -11,7 +11,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph
-from .coarse import COARSE_SHARE, coarse_start
+from .coarse import COARSE_SHARE, coarse_first, coarse_start
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
@@ -79,7 +79,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -99,11 +99,21 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
     warning), and the message is added to the graph's warnings.
+    ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
+    coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
+    would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
     t0 = time.monotonic()
-    graph = build_graph(module, mesh, keep, memory_budget)
+    first = None
+    if stop_build and deadline is not None and not deterministic and not export_problem:
+        first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline)
+        if first.graph is None:
+            return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
+        graph = first.graph
+    else:
+        graph = build_graph(module, mesh, keep, memory_budget)
     if export_problem:
         from ..costgraph import save_problem
 
@@ -122,9 +132,12 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                 on_overrun(msg)
         time_limit = solver_limit
     # coarse to fine: the plan of the 1-D mesh of the same devices as the hint and incumbent (.coarse)
-    start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
+    if first is not None:   # solved before the fine build, its time already spent
+        start = first.start
+    else:
+        start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
     graph.coarse = start
-    if start is not None:   # its solve's share of the limit (deterministic mode: the share it was given)
+    if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
@@ -164,6 +177,36 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
+    result.seconds_solve = time.monotonic() - t1
+    return result
+
+
+def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, apply: bool, on_overrun,
+                     t0: float) -> SolveResult:
+    """The answer of :func:`solve_module` when the fine build passed the deadline: the coarse plan
+    (``first.fallback``, :func:`hloshard.autoshard.coarse.coarse_first`) written as it is, priced on the
+    coarse graph (not re-priced on the fine mesh: that would build the fine graph again), with a warning."""
+    import time
+
+    cs = first.fallback
+    graph = cs.graph
+    msg = (f"the cost graph for mesh {'x'.join(map(str, mesh.user_shape))} (refined internally to "
+           f"{'x'.join(map(str, mesh.shape))}) could not be built within the time "
+           f"limit ({first.stopped}); the plan written is the coarse mesh's "
+           f"({'x'.join(map(str, cs.mesh.shape))}, the same devices), whose cost and gap are those of the coarse "
+           f"strategy space; `hloshard cost` of the output prices it on the given mesh")
+    graph.warnings.append(msg)
+    if on_overrun is not None:
+        on_overrun(msg)
+    graph.coarse_fallback = msg
+    sol = cs.solution
+    choice = list(sol.strategies)
+    t1 = time.monotonic()
+    # the builds (coarse, and the fine one that stopped); the coarse solve is the summary's solve phase
+    build = max(0.0, (t1 - t0) - float(getattr(sol, "seconds", 0.0) or 0.0))
+    result = SolveResult(graph, sol, choice, evaluate_choice(graph, choice), build, 0.0)
+    if apply:
+        apply_solution(result, module, cs.mesh, pin_operands, memory_budget, reevaluate=False)
     result.seconds_solve = time.monotonic() - t1
     return result
 

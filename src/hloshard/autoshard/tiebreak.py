@@ -41,14 +41,25 @@ _CAP = 2 ** 60
 def _finite_sum(arr: np.ndarray) -> int:
     a = np.asarray(arr, dtype=np.int64)
     f = a[(a < INFINITY) & (a > 0)]
-    return int(f.astype(object).sum()) if f.size else 0
+    if not f.size:
+        return 0
+    if int(f.max()) <= (2 ** 62) // f.size:   # the int64 sum cannot overflow: exact
+        return int(f.sum())
+    return int(f.astype(object).sum())
 
 
 def tie_break_factor(problem: Problem) -> int:
     """``K`` for ``problem`` (see the module docstring)."""
     # CP-SAT checks the objective for overflow term by term (the sum of |coefficient| over every
     # strategy and edge entry), so bound that sum, not just the largest feasible objective
-    worst = sum(_finite_sum(c) for c in problem.node_costs) + sum(_finite_sum(m) for m in problem.edge_costs)
+    # equal edge matrices are one shared array (repeated layers): each distinct array is summed once
+    sums: dict = {}
+    worst = sum(_finite_sum(c) for c in problem.node_costs)
+    for m in problem.edge_costs:
+        hit = sums.get(id(m))
+        if hit is None:
+            hit = sums[id(m)] = _finite_sum(m)
+        worst += hit
     k = MAX_FACTOR
     while k >= MIN_FACTOR and k * (worst + 1) >= _CAP:
         k //= 2

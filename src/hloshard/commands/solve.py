@@ -402,7 +402,9 @@ Examples:
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
                    "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
-                   "command ends late; the summary's 'time' line gives each phase. The result can depend on the "
+                   "command ends late; given explicitly on a mesh refined or of several axes, the coarser mesh's "
+                   "graph is built first and, when the full graph would not be built in time, its plan is "
+                   "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
@@ -486,6 +488,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     t0 = time.monotonic()
     phases = {"start": entered, "parse": t0}   # phase -> its end (monotonic); seconds in _phase_seconds
     deadline = None if deterministic else started + time_limit
+    # an explicit --time-limit also stops a refined build that would pass it (the coarse plan is written)
+    limit_given = click.get_current_context().get_parameter_source("time_limit") != \
+        click.core.ParameterSource.DEFAULT
 
     def overrun(msg: str) -> None:   # said at once, not only in the summary at the end
         if not quiet:
@@ -515,7 +520,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       time_limit=time_limit, workers=workers, seed=seed,
                                       deterministic=deterministic, progress=progress if show else None,
                                       export_problem=export_problem, pin_operands=pin_operands,
-                                      deadline=deadline, on_overrun=overrun)
+                                      deadline=deadline, on_overrun=overrun, stop_build=limit_given)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,

@@ -451,22 +451,38 @@ class _Builder:
         #: every tile count this plan looked at divides its dim (no padding anywhere): then the same
         #: plan, re-priced by the recipe, holds for every shape whose dims share their gcd with N
         self.even = True
+        #: per dim, the lcm of every tile count a dims-dependent test of this plan looked at (the ceil of
+        #: :meth:`tile_shape`, :meth:`repads`, :meth:`repad`): when each divides the dim, every such test
+        #: had the outcome of a dim that no tile count pads (see :func:`_planned_cost`)
+        self.looked = [1] * len(self.dims)
 
     # geometry
+    def look(self, dim: int, *counts: int) -> None:
+        """Record that a dims-dependent test of this plan looked at tile ``counts`` of ``dim``."""
+        lk = self.looked
+        for t in counts:
+            if t > 1 and lk[dim] % t:
+                lk[dim] = math.lcm(lk[dim], t)
+
     def tile_shape(self, layout: _Layout) -> tuple[int, ...]:
+        lk = self.looked
+        for d, t in enumerate(layout.tiles):
+            if t > 1 and lk[d] % t:
+                lk[d] = math.lcm(lk[d], t)
         if self.even and any(n % t for n, t in zip(self.dims, layout.tiles)):
             self.even = False
         return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
 
-    def charge(self, nbytes: int, tiles: Sequence[int], mult: int, key: tuple, fn, *args, **kw) -> float:
+    def charge(self, nbytes: int, tiles: Sequence[int], mult: int, key: tuple, fn, *args,
+               extra: tuple | None = None, **kw) -> float:
         """One step's cost ``fn(mesh, nbytes, *args, **kw)``, through this mesh's :class:`_Priced` for
-        ``key`` (which names ``fn`` and its arguments), recorded in the recipe as costing
-        ``tile_bytes(dims / tiles) * mult`` bytes (what ``nbytes`` is when ``tiles`` divide the dims)."""
+        ``key`` (which names ``fn`` and its arguments), recorded in the recipe as costing the bytes
+        :func:`_step_bytes` computes from the dims, ``tiles``, ``mult`` and ``extra`` (what ``nbytes`` is)."""
         key = ("priced",) + key
         priced = self._memo.get(key)
         if priced is None:
             priced = self._memo[key] = _Priced(self.mesh, fn, args, kw)
-        self.recipe.append((priced, tuple(tiles), mult))
+        self.recipe.append((priced, tuple(tiles), mult, extra))
         return priced(nbytes)
 
     def nbytes(self, tile_shape: Sequence[int]) -> int:
@@ -494,6 +510,7 @@ class _Builder:
         """Going from a to b tiles on ``dim`` changes the padded size (both split): GSPMD then moves
         the padding with extra collective-permutes (halo exchange) that this plan does not list."""
         n = self.dims[dim]
+        self.look(dim, a, b)
         return a > 1 and b > 1 and -(-n // a) * a != -(-n // b) * b
 
     def move_repads(self, tiles: Sequence[int], move: tuple[int, int, int]) -> bool:
@@ -530,14 +547,20 @@ class _Builder:
         key = key + (self.dims, self.shape.element_type)
         hit = self._memo.get(key)
         if hit is not None:
-            nxt, costs, recipe = hit
+            nxt, costs, recipe, looked = hit
             self.costs.extend(costs)
             self.recipe.extend(recipe)
+            for d, t in enumerate(looked):
+                self.look(d, t)
             return nxt
         even, n_costs, n_recipe = self.even, len(self.costs), len(self.recipe)
+        outer, self.looked = self.looked, [1] * len(self.dims)
         nxt = make()
+        looked, self.looked = self.looked, outer
+        for d, t in enumerate(looked):
+            self.look(d, t)
         if even and self.even:
-            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:])
+            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:], tuple(looked))
         return nxt
 
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
@@ -555,8 +578,8 @@ class _Builder:
         out_shape = list(in_shape)
         out_shape[dim] *= factor  # XLA gathers padded tiles
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
-        cost = self.charge(out_b, nxt.tiles, 1, ("all-gather", axes, factor), C.all_gather_cost, axes,
-                           group_size=factor) if axes else 0.0
+        cost = self.charge(out_b, cur.tiles, 1, ("all-gather", axes, factor), C.all_gather_cost, axes,
+                           group_size=factor, extra=(0, dim, factor)) if axes else 0.0
         note = ""
         if self.repads(dim, cur.tiles[dim], nxt.tiles[dim]):
             note = (f"dim {dim} ({self.dims[dim]}) is uneven over {cur.tiles[dim]} tiles: XLA also "
@@ -576,6 +599,7 @@ class _Builder:
         device holds is off by :func:`_repad_shift` elements when the padded sizes differ: GSPMD then
         shifts it into place with a collective-permute of that many elements of the new tile (measured:
         ``f32[10,64]`` from 4 to 2 row tiles moves one row, ``f32[6,64]`` from 2 to 8 moves one row)."""
+        self.look(dim, a, b)
         shift = _repad_shift(self.dims[dim], a, b)
         if shift <= 0:
             return
@@ -588,7 +612,12 @@ class _Builder:
         pairs = [(int(x), int(y)) for t in range(1, devs.shape[0])
                  for x, y in zip(devs[t - 1].ravel(), devs[t].ravel())]
         axes, ok = self.axes_of(pairs)
-        cost = C.collective_permute_cost(self.mesh, nbytes, pairs) if ok else _flat_permute_cost(self.mesh, nbytes)
+        extra = (1, dim, shape[dim])
+        if ok:
+            cost = self.charge(nbytes, nxt.tiles, 1, ("repad-permute", nxt.key, dim), C.collective_permute_cost,
+                               pairs, extra=extra)
+        else:
+            cost = self.charge(nbytes, nxt.tiles, 1, ("flat-permute",), _flat_permute_cost, extra=extra)
         self.add(kind="collective-permute", dims=(dim,), mesh_axes=axes, replica_groups=[],
                  source_target_pairs=pairs, bytes_per_device=nbytes, bytes_sent=nbytes, input_bytes=nbytes,
                  output_bytes=nbytes, input_shape=tuple(shape), output_shape=tuple(shape), cost=cost,
@@ -1151,6 +1180,18 @@ _CACHE_LIMIT = 1 << 16
 #: (dims' gcds with the device count, src, dst, mesh) -> the recipe of an even plan, or None when the
 #: plan pads somewhere (then every shape of that key is planned in full; see :func:`_planned_cost`)
 _RECIPE_CACHE: dict[tuple, list | None] = {}
+#: reduced layouts of :func:`_canonical_cost` (their :attr:`_Layout.key`) -> small ints
+_REDUCED_IDS: dict[tuple, int] = {}
+#: at most this many recorded plans per canonical pair (:func:`_canonical_cost`; distinct padded dims)
+_PLANS_PER_PAIR = 16
+#: (mesh token, element type, reduced dims) -> :class:`_Table` of canonical costs
+_TABLES: dict[tuple, "_Table"] = {}
+#: costs held in all tables together (``[count]``), and the most kept before they are all forgotten
+_TABLE_SIZE = [0]
+_TABLE_LIMIT = 1 << 21
+#: recorded plan steps ``(priced, tiles, mult, extra)`` -> index in :data:`_STEPS`
+_STEP_IDS: dict[tuple, int] = {}
+_STEPS: list[tuple] = []
 
 
 def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
@@ -1179,22 +1220,27 @@ def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh
 
 
 def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) -> float:
-    """``_plan(shape, src, dst, mesh).total_cost``, planning once per (per-dim gcd with the device
-    count N, src, dst, mesh) for arrays.
+    """``_plan(shape, src, dst, mesh).total_cost``, planning once per canonical (source, target) pair
+    for arrays whose shardings are tiled or replicated (:func:`_canonical_cost`), else once per
+    (per-dim gcd with the device count N, src, dst, mesh).
 
-    Why that is the same figure: the planner's choices depend on the layouts alone, except where a tile
-    count does not divide its dim (padding: re-pad permutes); every tile count divides N, so when all
-    the counts a plan looks at divide the dims (``_Builder.even``), they divide the dims of every shape
-    with the same ``gcd(dim, N)``, which therefore get the same steps. Each step's cost is then its cost
-    function applied to the bytes of ``dims / tiles`` (times a multiplier), which :func:`_replay`
-    recomputes, with the same rounding and summation order as the plan. The recipe is checked against
-    the plan it was recorded from before it is kept."""
+    Why the gcd key gives the same figure: the planner's choices depend on the layouts alone, except
+    where a tile count does not divide its dim (padding: re-pad permutes); every tile count divides N,
+    so when all the counts a plan looks at divide the dims (``_Builder.even``), they divide the dims of
+    every shape with the same ``gcd(dim, N)``, which therefore get the same steps. Each step's cost is
+    then its cost function applied to the bytes of ``dims / tiles`` (times a multiplier), which
+    :func:`_replay` recomputes, with the same rounding and summation order as the plan. The recipe is
+    checked against the plan it was recorded from before it is kept."""
     if shape.is_tuple:
         return _plan(shape, src, dst, mesh, False).total_cost
     dims = tuple(int(d) for d in shape.dims)
-    n = _mesh_memo(mesh).get("devices")
+    memo = _mesh_memo(mesh)
+    la, lb = _canonical_layout(src, len(dims), mesh, memo), _canonical_layout(dst, len(dims), mesh, memo)
+    if la is not None and lb is not None:
+        return _canonical_cost(shape.element_type, dims, la, lb, mesh, mkey, memo)
+    n = memo.get("devices")
     if n is None:
-        n = _mesh_memo(mesh)["devices"] = int(np.asarray(mesh.device_ids).size)
+        n = memo["devices"] = int(np.asarray(mesh.device_ids).size)
     rkey = (tuple(math.gcd(d, n) for d in dims), src, dst, mkey)
     if rkey in _RECIPE_CACHE:
         recipe = _RECIPE_CACHE[rkey]
@@ -1211,15 +1257,230 @@ def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) 
     return value
 
 
+def _canonical_layout(sharding: HloSharding, rank: int, mesh, memo: dict) -> _Layout | None:
+    """The layout of a tiled (rank ``rank``) or replicated ``sharding`` on ``mesh``, or None when
+    :func:`_plan` would not simply run :meth:`_Builder.run` on it (other kinds, a rank mismatch, a
+    sharding off the mesh's devices); memoised per mesh."""
+    key = ("canonical layout", sharding, rank)
+    hit = memo.get(key, _MISS)
+    if hit is _MISS:
+        hit = None
+        if sharding.kind == "replicated" or (sharding.kind == "tiled" and sharding.tiled_rank == rank):
+            try:
+                hit = _layout(sharding, rank, mesh)
+            except _Unsupported:
+                hit = None
+        memo[key] = hit
+    return hit
+
+
+def _reduced_layout(layout: _Layout, keep: tuple[int, ...], memo: dict) -> tuple[int, _Layout]:
+    """``layout`` restricted to the dims ``keep`` plus one trailing unsplit dim, and a small int naming
+    it (equal reduced layouts get the same int, :data:`_REDUCED_IDS`)."""
+    key = ("reduced layout", layout.key, keep)
+    hit = memo.get(key)
+    if hit is None:
+        tiles = tuple(layout.tiles[d] for d in keep) + (1,)
+        red = _Layout(tiles, layout.devs.reshape(tiles + (-1,)).copy())
+        hit = memo[key] = (_REDUCED_IDS.setdefault(red.key, len(_REDUCED_IDS)), red)
+    return hit
+
+
+def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _Layout, mesh, mkey,
+                    memo: dict) -> float:
+    """``_plan(shape, src, dst, mesh).total_cost`` for an array of ``dims`` between two tiled or
+    replicated shardings with layouts ``la`` and ``lb`` (cost units), planned once per canonical pair.
+
+    The canonical pair: both layouts restricted to the dims that either splits, plus one trailing dim
+    that neither splits, holding the product of the dropped dims (:func:`_reduced_layout`). Why that
+    is the same figure:
+
+    1. *Dims split by neither side are inert.* :meth:`_Builder.run` looks at a dim through its tile
+       counts; a dim with 1 tile in both never differs (``_dim_move``, ``_swap_moves`` and the
+       all-to-all fallback act on differing dims; ``_whole_dim_gathers``, the gathers of ``gather_to``
+       and of the fallback act on split dims; ``_split_choices`` and the ``dst.rep == 1`` branch only
+       on dims the target splits), and no step ever splits it. The planner's other choices are
+       ordered by dim index (``min``/``max``/first over dims, tuples of dims sorted), which dropping dims
+       keeps. A device array with its size-1 axes dropped holds its devices in the same row-major order,
+       so groups, permutation pairs and equivalence tests are unchanged. Every step's bytes are
+       ``tile_bytes(ceil(dims / tiles))`` with tile 1 on those dims: the product of the dropped dims as
+       one trailing dim gives the same integer. So the reduced problem charges the same steps with the
+       same cost functions on the same bytes, in the same order.
+    2. *One plan serves many shapes of the pair.* The planner reads the dims only in tests of a dim
+       against tile counts (the ceil of ``tile_shape``, ``repads``, ``_repad_shift``) and in the bytes
+       of its steps; ``_Builder.looked`` records, per dim, the lcm ``L`` of every count such a test
+       looked at (also through memoised steps). Take a plan recorded on dims ``D0`` and other dims ``D``
+       with, per dim, either ``D[d] == D0[d]``, or ``L[d]`` dividing both (then each test on that dim
+       has the no-padding outcome for both: ceil exact, no re-pad, shift 0). By induction over the run,
+       the planner on ``D`` makes the same tests on the same counts with the same outcomes, hence the
+       same steps (re-pad permutes included, only on dims equal in ``D0``); :func:`_replay` recomputes
+       each step's bytes from ``D`` as the step does (:func:`_step_bytes`) and its cost with the same
+       function, rounding and summation order. Shapes that match no recorded plan are planned (reduced,
+       by 1), and their plan is recorded too (up to :data:`_PLANS_PER_PAIR` per pair).
+
+    ``tests/test_reshard_cache.py`` checks this figure against a fresh full plan on random pairs."""
+    keep = tuple(d for d in range(len(dims)) if la.tiles[d] > 1 or lb.tiles[d] > 1)
+    rdims = tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
+    ia, ra = _reduced_layout(la, keep, memo)
+    ib, rb = _reduced_layout(lb, keep, memo)
+    return _canonical_value(_table(mkey, element_type, rdims), ia, ra, ib, rb, mesh)
+
+
+class _Table:
+    """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps a pair of reduced
+    layout ids to its cost, ``steps`` a recorded step's id to its rounded cost for these dims."""
+
+    __slots__ = ("mkey", "element_type", "rdims", "values", "steps")
+
+    def __init__(self, mkey, element_type: str, rdims: tuple[int, ...]):
+        self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
+        self.values: dict[tuple[int, int], float] = {}
+        self.steps: dict[int, float] = {}
+
+
+def _table(mkey, element_type: str, rdims: tuple[int, ...]) -> _Table:
+    key = (mkey, element_type, rdims)
+    hit = _TABLES.get(key)
+    if hit is None:
+        if len(_TABLES) >= _CACHE_LIMIT:
+            _TABLES.clear()
+        hit = _TABLES[key] = _Table(mkey, element_type, rdims)
+    return hit
+
+
+def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, mesh) -> float:
+    """The cost of the canonical pair (``ia``: ``ra``, ``ib``: ``rb``) for ``table``'s dims
+    (:func:`_canonical_cost` says why it is the planner's figure): remembered in the table, else
+    replayed from a recorded plan whose tile counts match the dims, else planned and recorded."""
+    hit = table.values.get((ia, ib))
+    if hit is not None:
+        return hit
+    rdims, element_type = table.rdims, table.element_type
+    ckey = ("canonical", ia, ib, table.mkey)
+    entries = _RECIPE_CACHE.get(ckey)
+    value = None
+    if entries is not None:
+        for d0, looked, ids in entries:
+            if all(d == e or (d % t == 0 and e % t == 0) for d, e, t in zip(rdims, d0, looked)):
+                value = _replay_ids(ids, table)
+                break
+    if value is None:
+        b = _Builder(Shape(element_type, rdims), mesh, 0, False)
+        b.run(ra, rb)
+        value = round(float(sum(b.costs)), 6)
+        if _replay(b.recipe, element_type, rdims) == value:
+            if entries is None:
+                if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
+                    _RECIPE_CACHE.clear()
+                entries = _RECIPE_CACHE[ckey] = []
+            if len(entries) < _PLANS_PER_PAIR:
+                entries.append((rdims, tuple(b.looked), tuple(_step_id(st) for st in b.recipe)))
+    _TABLE_SIZE[0] += 1
+    if _TABLE_SIZE[0] > _TABLE_LIMIT:   # bounded memory: forget every table (they are refilled on demand)
+        _TABLES.clear()
+        _TABLE_SIZE[0] = 0
+    table.values[(ia, ib)] = value
+    return value
+
+
+def _step_id(step: tuple) -> int:
+    """A small int naming a recorded step ``(priced, tiles, mult, extra)`` (:data:`_STEPS`)."""
+    hit = _STEP_IDS.get(step)
+    if hit is None:
+        hit = _STEP_IDS[step] = len(_STEPS)
+        _STEPS.append(step)
+    return hit
+
+
+def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
+    """:func:`_replay` of the recorded steps ``ids`` for ``table``'s dims, each step's rounded cost
+    remembered in the table (the same figures, rounding and summation order)."""
+    total = 0
+    costs = table.steps
+    for sid in ids:
+        c = costs.get(sid)
+        if c is None:
+            priced, tiles, mult, extra = _STEPS[sid]
+            c = costs[sid] = round(float(priced(_step_bytes(table.element_type, table.rdims, tiles, mult,
+                                                            extra))), 6)
+        total += c
+    return round(float(total), 6)
+
+
+def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts: Sequence[HloSharding],
+                          mesh) -> np.ndarray:
+    """``resharding_cost(shape, srcs[i], dsts[j], mesh)`` for every pair, as a float64 array of shape
+    ``(len(srcs), len(dsts))`` (cost units), NaN where a pair is not between two tiled (rank of
+    ``shape``) or replicated shardings of the mesh's devices, or ``shape`` is a tuple: the caller prices
+    those with :func:`resharding_cost` (which may raise). The canonical pairs of :func:`_canonical_cost`,
+    grouped by the dims either side splits so that each group's reduced dims are found once."""
+    shape = _as_shape(shape)
+    out = np.full((len(srcs), len(dsts)), np.nan)
+    if shape.is_tuple or not srcs or not dsts:
+        return out
+    dims = tuple(int(d) for d in shape.dims)
+    rank = len(dims)
+    memo = _mesh_memo(mesh)
+    mkey = _mesh_token(mesh)
+    la = [_canonical_layout(s, rank, mesh, memo) for s in srcs]
+    lb = [_canonical_layout(d, rank, mesh, memo) for d in dsts]
+    ma = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in la]
+    mb = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in lb]
+    groups: dict[int, tuple] = {}
+    for i, (x, m_a) in enumerate(zip(la, ma)):
+        if x is None:
+            continue
+        row = [math.nan] * len(lb)
+        for j, (y, m_b) in enumerate(zip(lb, mb)):
+            if y is None:
+                continue
+            m = m_a | m_b
+            g = groups.get(m)
+            if g is None:
+                keep = tuple(d for d in range(rank) if m >> d & 1)
+                rdims = tuple(dims[d] for d in keep) + (math.prod(dims[d] for d in range(rank) if not m >> d & 1),)
+                g = groups[m] = (keep, _table(mkey, shape.element_type, rdims), {}, {})
+            keep, table, red_a, red_b = g
+            ra = red_a.get(i)
+            if ra is None:
+                ra = red_a[i] = _reduced_layout(x, keep, memo)
+            rb = red_b.get(j)
+            if rb is None:
+                rb = red_b[j] = _reduced_layout(y, keep, memo)
+            hit = table.values.get((ra[0], rb[0]))
+            if hit is None:
+                try:
+                    hit = _canonical_value(table, ra[0], ra[1], rb[0], rb[1], mesh)
+                except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
+                    continue
+            row[j] = hit
+        out[i] = row
+    return out
+
+
 def _replay(recipe: list, element_type: str, dims: Sequence[int]) -> float:
     """A plan's ``total_cost`` from its recipe (``_Builder.charge``) for a tensor of ``dims``: each
-    step's cost function on ``tile_bytes(dims / tiles) * multiplier``, rounded to 1e-6 as
-    ``_Builder.add`` rounds it, summed in step order and rounded as :func:`_plan` does."""
+    step's cost function on its bytes (:func:`_step_bytes`), rounded to 1e-6 as ``_Builder.add``
+    rounds it, summed in step order and rounded as :func:`_plan` does."""
     total = 0
-    for priced, tiles, mult in recipe:
-        nbytes = tile_bytes(element_type, [d // t for d, t in zip(dims, tiles)]) * mult
-        total += round(float(priced(nbytes)), 6)
+    for priced, tiles, mult, extra in recipe:
+        total += round(float(priced(_step_bytes(element_type, dims, tiles, mult, extra))), 6)
     return round(float(total), 6)
+
+
+def _step_bytes(element_type: str, dims: Sequence[int], tiles: Sequence[int], mult: int, extra) -> int:
+    """The bytes a recorded step charges for a tensor of ``dims`` (as ``_Builder`` computes them): the
+    padded tile ``ceil(dims / tiles)``; ``extra`` None: its bytes times ``mult``; ``(0, dim, f)`` (an
+    all-gather): that tile with ``dim`` grown ``f`` times; ``(1, dim, c)`` (a re-pad permute): ``c``
+    of the tile's slices along ``dim``."""
+    shape = [-(-d // t) for d, t in zip(dims, tiles)]
+    if extra is None:
+        return tile_bytes(element_type, shape) * mult
+    kind, dim, f = extra
+    if kind == 0:
+        shape[dim] *= f
+        return tile_bytes(element_type, shape) * mult
+    return tile_bytes(element_type, shape) // max(shape[dim], 1) * f
 
 
 class _Priced:
@@ -1242,6 +1503,11 @@ def clear_cache() -> None:
     """Forget every cached :func:`resharding_cost` (and the plans reused across shapes)."""
     _COST_CACHE.clear()
     _RECIPE_CACHE.clear()
+    _REDUCED_IDS.clear()
+    _TABLES.clear()
+    _TABLE_SIZE[0] = 0
+    _STEP_IDS.clear()
+    _STEPS.clear()
     _LAYOUT_MEMO.clear()
     _MESH_MEMO.clear()
     _MESH_TOKENS.clear()
