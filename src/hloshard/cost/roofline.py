@@ -34,10 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ..devices import matmul_peak
+from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import fused_reads, is_fused
 
 __all__ = ["NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
-           "roofline"]
+           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
 NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
@@ -97,6 +99,55 @@ def hbm_bytes(instr, size_of: Callable) -> float:
     return total
 
 
+def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwidth: float) -> tuple[float, str]:
+    """``(seconds, bound)`` of ``instr`` doing ``flops`` and moving ``hbm`` bytes through HBM on one device:
+    ``max(flops / peak, hbm / hbm_bandwidth)`` (module docstring), ``bound`` ``'compute'`` /
+    ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
+    nothing to do is ``(0, 'none')``. ``peak``: FLOP/s, ``hbm_bandwidth``: bytes/s (positive).  The one
+    formula of the roofline, in the report (:func:`roofline`) and in the solver's objective
+    (:class:`RooflinePrices`)."""
+    if instr.opcode in COLLECTIVE_OPCODES:
+        return 0.0, "communication"
+    tc = flops / peak if flops else 0.0
+    tm = hbm / hbm_bandwidth
+    sec = max(tc, tm)
+    return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
+
+
+def instruction_peak(instr, profile) -> float:
+    """FLOP/s ``instr`` runs at on ``profile`` (:class:`hloshard.devices.DeviceProfile`): a dot,
+    convolution or fused-attention call at the matmul peak of its first operand's element type
+    (:func:`hloshard.devices.matmul_peak`), anything else at the vector peak (the profile's ``fp32``
+    entry; its largest peak when it lists none)."""
+    matmul = instr.opcode in MATMUL_OPCODES or instr.custom_call_target in FUSED_ATTENTION_TARGETS
+    if not matmul:
+        return profile.peak_flops.get("fp32") or max(profile.peak_flops.values())
+    ops = instr.operands
+    t = ops[0].shape.element_type if ops and ops[0].shape.is_array else "bf16"
+    return matmul_peak(profile, t)[1]
+
+
+@dataclass(frozen=True)
+class RooflinePrices:
+    """A device's roofline in the cost model's units, for the solver's objective.
+
+    ``profile``: the :class:`hloshard.devices.DeviceProfile`; ``seconds_per_unit``: the length of one
+    cost unit on it (:attr:`hloshard.devices.TimeScale.seconds_per_unit`).  A mesh carries one as
+    ``roofline_prices`` when ``--device`` is given; the strategy space then prices each strategy's
+    compute as :meth:`units` of its flops and HBM bytes (``strategy.base.price_roofline``), so that
+    the objective's compute is the report's roofline seconds over ``seconds_per_unit``."""
+
+    profile: object
+    seconds_per_unit: float
+
+    def units(self, instr, flops: float, hbm: float) -> float:
+        """Cost units of ``instr`` doing ``flops`` and moving ``hbm`` HBM bytes on one device:
+        :func:`instruction_seconds` at :func:`instruction_peak` over ``seconds_per_unit``."""
+        sec, _ = instruction_seconds(instr, flops, hbm, instruction_peak(instr, self.profile),
+                                     self.profile.hbm_bandwidth)
+        return sec / self.seconds_per_unit
+
+
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
              peak_of: Callable, hbm_bandwidth: float) -> Roofline:
     """:class:`Roofline` of ``instrs`` (each counted once, in order).
@@ -109,13 +160,7 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
         b = hbm_bytes(instr, size_of) * n
-        if instr.opcode in COLLECTIVE_OPCODES:
-            sec, bound = 0.0, "communication"
-        else:
-            tc = f / peak_of(instr) if f else 0.0
-            tm = b / hbm_bandwidth
-            sec = max(tc, tm)
-            bound = "none" if sec == 0 else ("compute" if tc >= tm else "memory")
+        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
         out.flops += f
         out.hbm_bytes += b
         out.seconds += sec
