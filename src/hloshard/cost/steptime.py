@@ -24,7 +24,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["StepTime", "step_time", "format_seconds"]
+__all__ = ["StepTime", "step_time", "format_seconds", "cost_formatter"]
+
+
+def cost_formatter(report: dict):
+    """``fn(value, signed=False) -> str`` for a report's cost figures: seconds (:func:`format_seconds`)
+    when ``report['units'] == 'seconds'`` (a report priced with ``--device``), else cost units
+    (``1,234.56``, ``+1,234.56``)."""
+    if report.get("units") == "seconds":
+        return format_seconds
+    return lambda x, signed=False: f"{x:+,.2f}" if signed else f"{x:,.2f}"
 
 
 def format_seconds(x: float | None, signed: bool = False) -> str:
