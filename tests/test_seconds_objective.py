@@ -1,5 +1,5 @@
 """Seconds in the objective (issue 27): with --device every strategy's compute is the roofline
-(max of flops / peak and HBM bytes / bandwidth, in the device's layout tiles), and explain, diff,
+(max of flops / peak and HBM bytes / bandwidth), and explain, diff,
 --html and --mesh auto report in the solve's units (seconds)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.roofline import RooflinePrices, instruction_peak, tiled_bytes
+from hloshard.cost.roofline import RooflinePrices, instruction_peak
 from hloshard.devices import get_profile
 from hloshard.hlo import parse_module
 from hloshard.strategy.base import COMPUTE_COST_PER_FLOP
@@ -48,17 +48,6 @@ def _graph(text: str, device: str | None, mesh: str = "2x4"):
     return m, build_graph(m, dmesh, "none"), scale
 
 
-def test_tiled_bytes_pads_to_the_tpu_layout_tile():
-    tile = get_profile("tpu-v5e").hbm_tile
-    assert tile == (8, 128) and get_profile("h100-sxm").hbm_tile is None
-    assert tiled_bytes("f32", (4, 32), None) == 4 * 32 * 4
-    assert tiled_bytes("f32", (4, 32), tile) == 8 * 128 * 4          # both minor dims padded
-    assert tiled_bytes("bf16", (4, 32), tile) == 16 * 128 * 2        # bf16 packs 16 rows per tile
-    assert tiled_bytes("f32", (3, 16, 256), tile) == 3 * 16 * 256 * 4  # already whole tiles
-    assert tiled_bytes("f32", (1000,), tile) == 1024 * 4
-    assert tiled_bytes("f32", (), tile) == 4
-
-
 def test_without_device_compute_is_flops_only():
     _, g, _ = _graph(ELEMENTWISE, None)
     for grp in g.nodes:
@@ -93,12 +82,20 @@ def test_device_strategy_compute_is_the_roofline_of_its_tile():
                for st in exp.strategies)
 
 
-def test_prices_reject_nothing_and_price_collectives_as_communication():
+def test_prices_are_roofline_seconds_over_the_unit_and_collectives_are_communication():
     prices = RooflinePrices(get_profile("tpu-v5e"), 1e-12)
     m = parse_module(ELEMENTWISE)
     add = m.entry.get("s")
-    assert prices.units(add, 0.0, 819e9) == pytest.approx(1.0 / 1e-12)   # 1 s of HBM traffic
-    assert prices.tile == (8, 128)
+    assert prices.units(add, 0.0, 819e9) == pytest.approx(1.0 / 1e-12)      # 1 s of HBM traffic
+    assert prices.units(add, 197e12, 0.0) == pytest.approx(1.0 / 1e-12)     # 1 s at the vector peak
+    ar = parse_module("""HloModule a, num_partitions=8
+add { a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b) }
+ENTRY e { x = f32[1024] parameter(0)
+  ROOT r = f32[1024] all-reduce(x), replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=add }
+""").entry.get("r")
+    assert prices.units(ar, 1024.0, 8192.0) == 0.0      # priced as communication, not compute
 
 
 def test_objective_matches_the_reported_step_time(tmp_path):

@@ -85,10 +85,6 @@ class DeviceProfile:
     dcn: LinkSpec
     devices_per_node: int
     sources: tuple[str, ...] = field(default=())
-    #: the HBM layout tile ``(rows, lanes)`` of a 32-bit array (XLA TPU's ``T(8,128)``: the two minor
-    #: dims of every array are padded to multiples of 8 x 128 in HBM, narrower types pack more rows per
-    #: tile), or None (no padding: GPUs); the roofline's HBM bytes use it (:mod:`hloshard.cost.roofline`)
-    hbm_tile: tuple[int, int] | None = None
 
     def link(self, cls: str) -> LinkSpec:
         """The :class:`LinkSpec` of link class ``'ici'`` or ``'dcn'``."""
@@ -106,9 +102,6 @@ _NV_B200 = "NVIDIA HGX B200 / DGX B200 datasheets (per GPU = system figure / 8; 
 _NV_IB = "NVIDIA DGX H100/B200 user guides: one 400 Gb/s ConnectX-7 InfiniBand port per GPU (50 GB/s per direction); DGX A100: 200 Gb/s HDR per GPU"
 _GCP = "Google Cloud TPU documentation, system architecture of TPU {v} (cloud.google.com/tpu/docs/{v})"
 _LAT = "link latencies are order-of-magnitude estimates (about 1-2 us per NVLink/ICI ring step, 5-10 us per IB/DCN step), not datasheet figures"
-
-_TILE = ("HBM layout tile (8, 128) for 32-bit arrays: XLA TPU's tiled layouts (T(8,128), bf16 T(8,128)(2,1): "
-         "16 rows), as the TPU compiler prints them (e.g. f32[512,256]{1,0:T(8,128)})")
 
 _H100_FLOPS = {"fp64": 67 * _T, "fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989.5 * _T,
                "fp16": 989.5 * _T, "fp8": 1979 * _T, "int8": 1979 * _T}
@@ -142,29 +135,27 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         {"bf16": 275 * _T, "int8": 275 * _T, "fp32": 275 * _T}, "bf16", DEVICE_MEMORY["tpu-v4"], 1.2e12,
         ici=LinkSpec(2 * 45 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=4096,
         sources=(_GCP.format(v="v4"), "ICI per link one way 45 GB/s, two neighbours per torus axis "
-                 "(Jouppi et al., TPU v4, ISCA 2023: six ICI links per chip)", _LAT, _TILE), hbm_tile=(8, 128)),
+                 "(Jouppi et al., TPU v4, ISCA 2023: six ICI links per chip)", _LAT)),
     DeviceProfile(
         "tpu-v5e", "Cloud TPU v5e chip, 2D torus ICI inside a slice (up to 256 chips), DCN across slices",
         {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", DEVICE_MEMORY["tpu-v5e"], 819 * _GB,
         ici=LinkSpec(2 * 50 * _GB, 1e-6), dcn=LinkSpec(3.125 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v5e") + ": 400 GB/s bidirectional ICI per chip over 4 ports (50 GB/s per "
-                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT, _TILE),
-        hbm_tile=(8, 128)),
+                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT)),
     DeviceProfile(
         "tpu-v5p", "Cloud TPU v5p chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
         {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", DEVICE_MEMORY["tpu-v5p"],
         2765 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=8960,
         sources=(_GCP.format(v="v5p") + ": 1,200 GB/s bidirectional ICI per chip over 6 ports (100 GB/s "
-                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT, _TILE),
-        hbm_tile=(8, 128)),
+                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT)),
     DeviceProfile(
         "tpu-v6e", "Cloud TPU v6e (Trillium) chip, 2D torus ICI inside a slice (up to 256 chips), DCN across",
         {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", DEVICE_MEMORY["tpu-v6e"], 1638 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(12.5 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v6e") + ": 800 GB/s bidirectional ICI per chip over 4 ports (100 GB/s per "
                  "port and direction; a torus axis has 2 ports); DCN per chip an estimate (4 x 200 Gb/s "
-                 "NICs per 8-chip host assumed)", _LAT, _TILE), hbm_tile=(8, 128)),
+                 "NICs per 8-chip host assumed)", _LAT)),
 )}
 
 _ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
@@ -211,8 +202,6 @@ def load_profile(path: str) -> DeviceProfile:
         [dcn]                            # across nodes / slices
         bandwidth_gbps = 50
         latency_us = 8
-        hbm_tile = [8, 128]              # optional (top level, before the tables): the HBM layout
-                                         # tile of 32-bit arrays (TPU); default none
 
     Raises UsageError (file, what is wrong) for an unreadable file, a TOML syntax error (with its line
     and column) or a missing / non-positive number."""
@@ -241,13 +230,9 @@ def load_profile(path: str) -> DeviceProfile:
     if dpn != int(dpn):
         raise UsageError(f"{path}: 'devices_per_node' must be an integer, got {data['devices_per_node']!r}")
     name = str(data.get("name") or path.rsplit("/", 1)[-1].removesuffix(".toml"))
-    tile = data.get("hbm_tile")
-    if tile is not None and not (isinstance(tile, list) and len(tile) == 2 and
-                                 all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)):
-        raise UsageError(f"{path}: 'hbm_tile' must be two positive integers (rows, lanes), got {tile!r}")
     return DeviceProfile(name, f"from {path}", flops, f32, int(_positive(data, "hbm_gib", path) * 2**30),
                          _positive(data, "hbm_bandwidth_gbps", path) * _GB, links["ici"], links["dcn"],
-                         int(dpn), sources=(path,), hbm_tile=None if tile is None else (tile[0], tile[1]))
+                         int(dpn), sources=(path,))
 
 
 def axis_links(shape: Sequence[int], devices_per_node: int,

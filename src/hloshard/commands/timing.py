@@ -26,7 +26,7 @@ from __future__ import annotations
 from ..autoshard import evaluate_module, instruction_sharding
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
-from ..cost.roofline import instruction_peak, roofline, tiled_bytes
+from ..cost.roofline import instruction_peak, roofline
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
@@ -94,15 +94,12 @@ def plan_roofline(result, module, profile=None):
         node_flops[id(g.instr)] = node_flops.get(id(g.instr), 0.0) + st.flop_count()
     sizes: dict = {}
 
-    tile = None if profile is None else profile.hbm_tile
-
     def size_of(instr) -> float:
         key = id(instr)
         if key not in sizes:
             try:
                 sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
-                sizes[key] = bytes_per_device(instr.shape, sharding) if tile is None else \
-                    _tiled_device_bytes(instr.shape, sharding, tile)
+                sizes[key] = bytes_per_device(instr.shape, sharding)
             except (KeyError, ValueError, IndexError, AttributeError):
                 sizes[key] = instr.shape.byte_size if instr.shape.is_array else 0
         return sizes[key]
@@ -120,18 +117,6 @@ def plan_roofline(result, module, profile=None):
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.hbm_bandwidth)
     return roof, result, per_device
-
-
-def _tiled_device_bytes(shape, sharding, tile) -> int:
-    """:func:`hloshard.cost.memory.bytes_per_device` with each leaf's per-device tile padded to the
-    device's HBM layout tile (:func:`hloshard.cost.roofline.tiled_bytes`)."""
-    if shape.is_tuple:
-        return sum(_tiled_device_bytes(leaf, None if sharding is None else sharding.leaf(i) if sharding.is_tuple
-                                       else sharding, tile) for i, leaf in enumerate(shape.leaves()))
-    if not shape.is_array:
-        return 0
-    dims = shape.dims if sharding is None or not sharding.is_tiled else sharding.tile_shape(shape.dims)
-    return tiled_bytes(shape.element_type, dims, tile)
 
 
 def plan_timing(result, module, scale) -> dict:

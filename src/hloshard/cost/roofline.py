@@ -35,13 +35,11 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..devices import matmul_peak
-from ..hlo.shape import element_byte_size
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import fused_reads, is_fused
-from .memory import tile_bytes
 
 __all__ = ["NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
-           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices", "tiled_bytes"]
+           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
 NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
@@ -83,26 +81,6 @@ class Roofline:
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
     rows: list = field(default_factory=list)
-
-
-def tiled_bytes(element_type: str, dims, tile: tuple[int, int] | None) -> int:
-    """HBM bytes of one device's array of ``dims`` (its per-device tile) of ``element_type`` stored in
-    a layout tile ``tile = (rows, lanes)`` of a 32-bit type (a device profile's ``hbm_tile``, XLA TPU's
-    ``T(8,128)``): the minor dim is padded to a multiple of ``lanes`` and the second-minor to a
-    multiple of ``rows * 32 / bits`` (narrower types pack more rows: bf16 16, 8-bit 32); a rank-1
-    array pads its one dim to ``lanes``, a scalar is one element.  ``tile`` None: no padding
-    (:func:`hloshard.cost.memory.tile_bytes`).  Source: the tiled layouts the TPU compiler prints
-    (``f32[...]{1,0:T(8,128)}``, ``bf16[...]{1,0:T(8,128)(2,1)}``)."""
-    dims = [int(d) for d in dims]
-    if tile is None or not dims or 0 in dims:
-        return tile_bytes(element_type, dims)
-    rows, lanes = tile
-    bits = max(1, round(element_byte_size(element_type) * 8))
-    dims[-1] = -(-dims[-1] // lanes) * lanes
-    if len(dims) >= 2:
-        r = max(1, rows * 32 // bits)
-        dims[-2] = -(-dims[-2] // r) * r
-    return tile_bytes(element_type, dims)
 
 
 def hbm_bytes(instr, size_of: Callable) -> float:
@@ -161,11 +139,6 @@ class RooflinePrices:
 
     profile: object
     seconds_per_unit: float
-
-    @property
-    def tile(self) -> tuple[int, int] | None:
-        """The profile's HBM layout tile (:func:`tiled_bytes`), or None."""
-        return getattr(self.profile, "hbm_tile", None)
 
     def units(self, instr, flops: float, hbm: float) -> float:
         """Cost units of ``instr`` doing ``flops`` and moving ``hbm`` HBM bytes on one device:

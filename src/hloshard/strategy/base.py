@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..cost.liveness import is_fused
-from ..cost.roofline import hbm_bytes, tiled_bytes
+from ..cost.roofline import hbm_bytes
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -531,25 +531,17 @@ def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_p
 
 
 def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
-    """HBM bytes per device of ``shape`` under ``spec`` (a Spec or HloSharding; for a tuple shape a
-    tuple of them, one per leaf), in the device's layout tiles when its profile has one
-    (:func:`hloshard.cost.roofline.tiled_bytes`); the whole array where ``spec`` is None or does not
-    fit the shape."""
+    """Bytes per device of ``shape`` under ``spec`` (a Spec or HloSharding; for a tuple shape a tuple
+    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape."""
     if shape.is_tuple:
         leaves = leaf_shapes(shape)
         specs = spec if isinstance(spec, tuple) and len(spec) == len(leaves) else (None,) * len(leaves)
         return float(sum(_leaf_bytes(minfo, s, p) for s, p in zip(leaves, specs)))
     if not is_array(shape):
         return 0.0
-    prices = minfo.roofline_prices
-    tile = None if prices is None else prices.tile
     if spec is None or (is_mesh_spec(spec) and len(spec) != len(shape.dims)):
-        return float(tiled_bytes(shape.element_type, shape.dims, tile))
-    if tile is None:
-        return float(minfo.bytes_per_device(shape, spec))
-    if not is_mesh_spec(spec) and getattr(spec, "is_manual", False):
-        return float(tiled_bytes(shape.element_type, shape.dims, tile))
-    return float(tiled_bytes(shape.element_type, minfo.tile_dims(shape.dims, spec), tile))
+        return float(math.ceil(math.prod(shape.dims) * element_bytes(shape)))
+    return float(minfo.bytes_per_device(shape, spec))
 
 
 def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict) -> float:
