@@ -195,8 +195,8 @@ def table(rows) -> str:
             f"| {r['name']} | {r['plan']} | {_g(h['flops'])} | {_g(c.get('flops'))} | {_g(t.get('flops'))} | "
             f"{_r(h['flops'], c.get('flops'))} | {_g(h['bytes'])} | {_g(c.get('bytes_accessed'))} | "
             f"{_g(t.get('bytes_accessed'))} | {_r(h['bytes'], c.get('bytes_accessed'))} | "
-            f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('optimal_seconds'))} | "
-            f"{_r(h['compute_s'], t.get('optimal_seconds'))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
+            f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('estimate_seconds', t.get('optimal_seconds')))} | "
+            f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
     return "\n".join(lines)
 
 

@@ -176,3 +176,35 @@ def test_mesh_auto_with_device_compares_candidates_in_seconds(tmp_path):
     r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "tpu-v5e", "--alpha", "1",
                                   "-o", str(tmp_path / "o.hlo")])
     assert r.exit_code == 2 and "--device" in r.output
+
+
+def _residual_stream(layers: int) -> str:
+    """``x_{l+1} = x_l + tanh(x_l) * w_l`` (elementwise) over ``layers`` layers, each ``x_l`` also reduced:
+    every add fuses into its consumers under the memory model's rule."""
+    lines = ["HloModule res", "", "sum {", "  a = f32[] parameter(0)", "  b = f32[] parameter(1)",
+             "  ROOT s = f32[] add(a, b)", "}", "", "ENTRY e {", "  x0 = f32[1024,1024] parameter(0)",
+             "  z = f32[] constant(0)"]
+    outs = []
+    for l in range(layers):
+        lines += [f"  w{l} = f32[1024,1024] parameter({l + 1})", f"  t{l} = f32[1024,1024] tanh(x{l})",
+                  f"  m{l} = f32[1024,1024] multiply(t{l}, w{l})", f"  x{l + 1} = f32[1024,1024] add(x{l}, m{l})",
+                  f"  r{l} = f32[1024] reduce(x{l + 1}, z), dimensions={{1}}, to_apply=sum"]
+        outs.append(f"r{l}")
+    lines += [f"  ROOT out = ({', '.join(['f32[1024]'] * layers)}) tuple({', '.join(outs)})", "}", ""]
+    return "\n".join(lines)
+
+
+def test_kernel_reads_do_not_inline_a_shared_residual_chain():
+    """A layer's add is shared by the next layer and its reduce: it is read as one buffer, so the last
+    reduce reads the previous layer's stream and its own weight, not every earlier layer's weights, and
+    HBM bytes grow linearly with depth."""
+    from hloshard.cost.roofline import hbm_bytes, kernel_reads
+
+    size = lambda i: i.shape.byte_size if i.shape.is_array else 0  # noqa: E731
+    total = {}
+    for n in (2, 4, 8):
+        m = parse_module(_residual_stream(n))
+        last = m.entry.get(f"r{n - 1}")
+        assert sorted(b.name for b, _ in kernel_reads(last)) == [f"w{n - 1}", f"x{n - 1}"]
+        total[n] = sum(hbm_bytes(i, size) for i in m.entry.instructions)
+    assert total[8] - total[4] == pytest.approx(2 * (total[4] - total[2]))   # the same bytes per added layer

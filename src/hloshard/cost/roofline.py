@@ -15,8 +15,8 @@ entry of the profile: elementwise work does not run on tensor cores / the MXU).
 ``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the memory model
 decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
-result and reads the buffers it reads with its fused producers inlined
-(:func:`~hloshard.cost.liveness.fused_reads`), each at its per-device size.  Instructions that move no
+result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
+its per-device size.  Instructions that move no
 data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
@@ -36,9 +36,9 @@ from typing import Callable, Iterable
 
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
-from .liveness import fused_reads, is_fused
+from .liveness import effective_users, is_fused
 
-__all__ = ["NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -83,16 +83,54 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
+def _shared_join(o) -> bool:
+    """A fused producer that several consumers read and that itself joins two or more array buffers
+    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
+    than inlined into each consumer (see :func:`kernel_reads`)."""
+    if len(effective_users(o)) < 2:
+        return False
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
+    return len(arrays) >= 2
+
+
+def kernel_reads(instr) -> list:
+    """``(buffer, operand index)`` for every buffer the kernel of ``instr`` reads once XLA's fusion has
+    run: its operands, each one XLA fuses into its consumers (:func:`hloshard.cost.liveness.is_fused`,
+    the memory model's fusion rule) replaced by what it reads, recursively, each buffer once; the index
+    is that of the operand of ``instr`` it is reached through.  One exception bounds the inlining: a
+    fused producer read by several consumers that joins two or more array buffers
+    (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
+    into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
+    adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
+    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9")."""
+    out: list = []
+    seen: set = set()
+    stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
+    while stack:
+        o, k = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if is_fused(o) and not _shared_join(o):
+            stack.extend((x, k) for x in reversed(o.operands))
+        else:
+            out.append((o, k))
+    return out
+
+
 def hbm_bytes(instr, size_of: Callable) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
-    0 when fused or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its result) plus
-    ``size_of(o)`` of each :func:`~hloshard.cost.liveness.fused_reads` operand that moves data
-    (a constant operand is read: it lives in the executable, not in a buffer, but a fusion reads it).
-    ``size_of``: instruction -> bytes per device under the plan."""
-    if instr.opcode in NO_TRAFFIC or is_fused(instr) and instr.opcode != "constant":
+    0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
+    opcode; else ``size_of(instr)`` (its result) plus
+    ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
+    it lives in the executable, not in a buffer, but a fusion reads it).  ``size_of``: instruction ->
+    bytes per device under the plan."""
+    if instr.opcode in NO_TRAFFIC:
+        return 0.0
+    if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
         return 0.0
     total = float(size_of(instr))
-    for o in fused_reads(instr):
+    for o, _ in kernel_reads(instr):
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         total += float(size_of(o))

@@ -35,8 +35,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ..cost.liveness import is_fused
-from ..cost.roofline import hbm_bytes
+from ..cost.roofline import hbm_bytes, kernel_reads
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -551,51 +550,31 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     operand it reads directly at the spec ``st.inputs`` requires of it, and a buffer it reads through a
     fused producer (an operand's operand, ...) at that buffer's whole size times the share of the
     direct operand it is reached through (``origin``: id(buffer) -> operand index, from
-    :func:`_fused_origins`).  ``operands``: the group's operands (``StrategyGroup.ops()``)."""
+    :func:`hloshard.cost.roofline.kernel_reads`); where the strategy sets no requirement, at the share
+    of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
 
-    def share(k: int) -> float:
-        o = operands[k]
-        spec = st.inputs[k] if k < len(st.inputs) else None
-        whole = _leaf_bytes(minfo, o.shape, None)
-        return _leaf_bytes(minfo, o.shape, spec) / whole if whole else 1.0
+    def spec_of(k):
+        return st.inputs[k] if k is not None and k < len(st.inputs) else None
 
     def size_of(x) -> float:
         if x is instr:
             return _leaf_bytes(minfo, x.shape, out)
         k = direct.get(id(x))
-        if k is not None and k < len(st.inputs) and st.inputs[k] is not None:
-            return _leaf_bytes(minfo, x.shape, st.inputs[k])
+        if spec_of(k) is not None:
+            return _leaf_bytes(minfo, x.shape, spec_of(k))
         k = origin.get(id(x), k)
         whole = _leaf_bytes(minfo, x.shape, None)
-        if k is None or k >= len(st.inputs) or st.inputs[k] is None:
-            mine = _leaf_bytes(minfo, instr.shape, out)
-            total = _leaf_bytes(minfo, instr.shape, None)
-            return whole * (mine / total if total else 1.0)
-        return whole * share(k)
+        spec = spec_of(k)
+        if spec is None:
+            mine, total = _leaf_bytes(minfo, instr.shape, out), _leaf_bytes(minfo, instr.shape, None)
+        else:
+            o = operands[k]
+            mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
+        return whole * (mine / total if total else 1.0)
 
     return hbm_bytes(instr, size_of)
-
-
-def _fused_origins(operands: Sequence) -> dict:
-    """id(buffer) -> index of the first operand through whose fused producers (:func:`is_fused`) the
-    buffer is read (the buffers :func:`hloshard.cost.liveness.fused_reads` reaches past a fused
-    operand)."""
-    origin: dict = {}
-    for k, o in enumerate(operands):
-        stack = [o] if is_fused(o) else []
-        seen: set = set()
-        while stack:
-            x = stack.pop()
-            if id(x) in seen:
-                continue
-            seen.add(id(x))
-            for y in x.operands:
-                origin.setdefault(id(y), k)
-                if is_fused(y):
-                    stack.append(y)
-    return origin
 
 
 def price_roofline(group, minfo: MeshInfo) -> None:
@@ -610,7 +589,7 @@ def price_roofline(group, minfo: MeshInfo) -> None:
         return
     instr = group.instr
     operands = group.ops()
-    origin = _fused_origins(operands)
+    origin = {id(b): k for b, k in kernel_reads(instr)} if group.operands is None else {}
     out = []
     for st in group.strategies:
         if st.flops is not None:      # already priced (a group built twice)
