@@ -208,3 +208,16 @@ def test_kernel_reads_do_not_inline_a_shared_residual_chain():
         assert sorted(b.name for b, _ in kernel_reads(last)) == [f"w{n - 1}", f"x{n - 1}"]
         total[n] = sum(hbm_bytes(i, size) for i in m.entry.instructions)
     assert total[8] - total[4] == pytest.approx(2 * (total[4] - total[2]))   # the same bytes per added layer
+
+
+def test_tpu_estimate_adds_back_the_concat_bitcast_sentinels():
+    """The TPU compiler's optimal_seconds carries -1 per ConcatBitcast (BENCHMARKS.md "Round 9": -0.99926
+    with one, -176.98 with 177, -34.89 with 35); estimate_seconds adds them back, and is optimal_seconds
+    itself where there are none (or on the CPU backend, where both are None)."""
+    from hloshard.xla_cost import XlaCost
+
+    assert XlaCost(optimal_seconds=-176.98085021972656, concat_bitcasts=177).estimate_seconds == \
+        pytest.approx(0.0191498, rel=1e-4)
+    assert XlaCost(optimal_seconds=2.7388e-4, concat_bitcasts=0).estimate_seconds == 2.7388e-4
+    assert XlaCost(flops=1.0).estimate_seconds is None
+    assert XlaCost(optimal_seconds=-0.5, concat_bitcasts=1).to_json()["estimate_seconds"] == 0.5
