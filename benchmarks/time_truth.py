@@ -17,7 +17,9 @@ For each plan (the module text, compiled for 8 partitions):
   no-overlap step time;
 * XLA CPU: ``compiled.cost_analysis()`` flops and bytes accessed per device (:func:`hloshard.xla_cost.xla_cost`);
 * the TPU compiler ahead of time (``v5e:2x4``, libtpu in ``--tpu-python``;
-  :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds``.
+  :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds`` with the -1 of each
+  ``ConcatBitcast`` added back (:attr:`hloshard.xla_cost.XlaCost.estimate_seconds`; the column "TPU
+  estimate s").
 
 ``--probe`` first runs single-operation modules on the TPU compiler to show what ``optimal_seconds``
 counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
@@ -181,7 +183,7 @@ def _r(a, b) -> str:
 
 def table(rows) -> str:
     head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | bytes hloshard | XLA CPU | TPU | "
-            "ratio (CPU) | ratio (TPU) | roofline s | TPU optimal_s | roofline / optimal | comm s | step s |")
+            "ratio (CPU) | ratio (TPU) | roofline s | TPU estimate s | roofline / estimate | comm s | step s |")
     lines = [head, "|" + "---|" * 16]
     for r in rows:
         if "error" in r:
