@@ -17,7 +17,9 @@ For each plan (the module text, compiled for 8 partitions):
   no-overlap step time;
 * XLA CPU: ``compiled.cost_analysis()`` flops and bytes accessed per device (:func:`hloshard.xla_cost.xla_cost`);
 * the TPU compiler ahead of time (``v5e:2x4``, libtpu in ``--tpu-python``;
-  :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds``.
+  :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds`` with the -1 of each
+  ``ConcatBitcast`` added back (:attr:`hloshard.xla_cost.XlaCost.estimate_seconds`; the column "TPU
+  estimate s").
 
 ``--probe`` first runs single-operation modules on the TPU compiler to show what ``optimal_seconds``
 counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
@@ -25,6 +27,11 @@ counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
 Usage::
 
     python benchmarks/time_truth.py [--only NAME] [--time-limit 10] [--probe] [--corpus] [--json out.json]
+                                    [--device tpu-v5p] [--plans GSPMD]
+
+``--device`` prices hloshard's side on another TPU profile and compiles for its 8-chip topology
+(:data:`TOPOLOGIES`); solve's plans are still solved with ``--device DEVICE``. ``--plans GSPMD`` compares
+GSPMD's plans only (no solve).
 """
 
 from __future__ import annotations
@@ -45,6 +52,9 @@ MAXTEXT = CORPUS / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
 TPU_PYTHON = os.environ.get("HLOSHARD_TPU_PYTHON", "")
 V5E_HBM = get_profile("tpu-v5e").hbm_bandwidth          # bytes/s (hloshard.devices, the one place)
 V5E_BF16 = get_profile("tpu-v5e").peak_flops["bf16"]    # FLOP/s
+
+#: the 8-chip TPU topology the TPU compiler compiles for, per device profile
+TOPOLOGIES = {"tpu-v5e": "v5e:2x4", "tpu-v5p": "v5p:2x2x2", "tpu-v6e": "v6e:2x4", "tpu-v4": "v4:2x2x2"}
 
 #: single-operation probes of what optimal_seconds counts (8 chips of v5e:2x4)
 PROBES = {
@@ -94,14 +104,14 @@ def cases(only, corpus: bool) -> list[dict]:
     return out
 
 
-def hloshard_side(text: str, mesh: str) -> dict:
+def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     from hloshard.autoshard import evaluate_module
     from hloshard.commands.options import timed_mesh_from_options
     from hloshard.commands.timing import plan_timing
     from hloshard.hlo import parse_module
 
     module = parse_module(text)
-    dmesh, scale, _ = timed_mesh_from_options(module, mesh, None, None, None, "tpu-v5e")
+    dmesh, scale, _ = timed_mesh_from_options(module, mesh, None, None, None, device)
     res = evaluate_module(module, dmesh)
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]
@@ -109,14 +119,15 @@ def hloshard_side(text: str, mesh: str) -> dict:
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"]}
 
 
-def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True) -> str:
+def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,
+                device: str = "tpu-v5e") -> str:
     from hloshard.autoshard import solve_module
     from hloshard.commands.options import timed_mesh_from_options
     from hloshard.hlo import print_module
     from hloshard.load import load_module
 
     module = load_module(str(pre))
-    dmesh, _, budget = timed_mesh_from_options(module, mesh, None, None, None, "tpu-v5e")
+    dmesh, _, budget = timed_mesh_from_options(module, mesh, None, None, None, device)
     budget = budget if budget_is_hbm else None
     solve_module(module, dmesh, keep="io", memory_budget=budget, time_limit=time_limit, deterministic=True,
                  pin_operands=True)   # as `hloshard solve` (--pin-operands is its default)
@@ -142,16 +153,19 @@ def run(args) -> list[dict]:
             plans.append(("GSPMD", case["propagated"].read_text()))
         t0 = time.monotonic()
         try:
-            plans.append(("solve", solved_text(case["pre"], case["mesh"], args.time_limit, not args.no_budget)))
+            if "solve" in args.plans:
+                plans.append(("solve", solved_text(case["pre"], case["mesh"], args.time_limit, not args.no_budget,
+                                                   args.device)))
         except Exception as exc:  # noqa: BLE001 - report and go on
             rows.append({"name": case["name"], "plan": "solve", "error": f"{type(exc).__name__}: {exc}"})
+        plans = [p for p in plans if p[0] in args.plans]
         print(f"# {case['name']}: plans ready ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
         texts = [t for _, t in plans]
         cpu = xla_cost(texts, 8)
-        tpu = tpu_cost(texts, 8, "v5e:2x4", args.tpu_python) if args.tpu_python else [None] * len(texts)
+        tpu = tpu_cost(texts, 8, TOPOLOGIES[args.device], args.tpu_python) if args.tpu_python else [None] * len(texts)
         for (plan, text), c, t in zip(plans, cpu, tpu):
             try:
-                mine = hloshard_side(text, case["mesh"])
+                mine = hloshard_side(text, case["mesh"], args.device)
             except Exception as exc:  # noqa: BLE001
                 mine = {"error": f"{type(exc).__name__}: {exc}"}
             rows.append({"name": case["name"], "plan": plan, "hloshard": mine, "cpu": c.to_json(),
@@ -169,7 +183,7 @@ def _r(a, b) -> str:
 
 def table(rows) -> str:
     head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | bytes hloshard | XLA CPU | TPU | "
-            "ratio (CPU) | ratio (TPU) | roofline s | TPU optimal_s | roofline / optimal | comm s | step s |")
+            "ratio (CPU) | ratio (TPU) | roofline s | TPU estimate s | roofline / estimate | comm s | step s |")
     lines = [head, "|" + "---|" * 16]
     for r in rows:
         if "error" in r:
@@ -183,8 +197,8 @@ def table(rows) -> str:
             f"| {r['name']} | {r['plan']} | {_g(h['flops'])} | {_g(c.get('flops'))} | {_g(t.get('flops'))} | "
             f"{_r(h['flops'], c.get('flops'))} | {_g(h['bytes'])} | {_g(c.get('bytes_accessed'))} | "
             f"{_g(t.get('bytes_accessed'))} | {_r(h['bytes'], c.get('bytes_accessed'))} | "
-            f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('optimal_seconds'))} | "
-            f"{_r(h['compute_s'], t.get('optimal_seconds'))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
+            f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('estimate_seconds', t.get('optimal_seconds')))} | "
+            f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
     return "\n".join(lines)
 
 
@@ -210,6 +224,9 @@ def main(argv=None) -> int:
                     help="solve without the device's HBM as memory budget (the MaxText step needs more than a "
                          "v5e's 16 GiB per chip)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--device", default="tpu-v5e", choices=sorted(TOPOLOGIES),
+                    help="the TPU profile hloshard prices with and whose 8-chip topology the TPU compiler targets")
+    ap.add_argument("--plans", nargs="*", default=["GSPMD", "solve"], choices=["GSPMD", "solve"])
     args = ap.parse_args(argv)
     out: dict = {}
     if args.probe and args.tpu_python:

@@ -217,8 +217,6 @@ def test_solve_with_device_reports_seconds_and_defaults_the_budget_to_hbm(tmp_pa
     # model flops of the step: 5 dots (h, y, dw2, da, dw1; no input gradient) of 2 * 32768 * 2048 * 8192 flops
     assert d["step_time"]["model_flops"] == pytest.approx(5 * 2 * 32768 * 2048 * 8192)
     assert d["step_time"]["axis_links"] == {"data": "dcn", "model": "ici"}
-    r2 = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "h100-sxm", "-o", str(out)])
-    assert r2.exit_code == 2 and "--mesh auto" in r2.output
 
 
 @pytest.mark.oracle

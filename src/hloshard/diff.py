@@ -9,11 +9,14 @@ its value); the report lists every instruction whose sharding differs with the c
 the top differences first, and the totals by kind (their sum over all instructions is the change of the
 module's total; memory is compared at the peak).
 
-Costs in cost units, memory in bytes per device.  Raises :class:`hloshard.errors.InputError` when the
+Costs in cost units (seconds with a device: :func:`in_seconds`, ``hloshard diff --device``), memory in
+bytes per device.  Raises :class:`hloshard.errors.InputError` when the
 two modules do not share most instruction names or a shared instruction has two different shapes.
 """
 
 from __future__ import annotations
+
+from .cost.steptime import cost_formatter
 
 KINDS = ("compute", "communication", "resharding")
 #: what the ``instructions`` count of a diff counts (said beside it in the text and HTML reports)
@@ -110,6 +113,25 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
             "completion": {"a": ra.completion_words(with_time=False), "b": rb.completion_words(with_time=False)}}
 
 
+def in_seconds(report: dict, seconds_per_unit: float, device: str) -> dict:
+    """``report`` (:func:`diff_plans`) with every cost figure (totals, per-difference changes,
+    ``same_sharding_change``) multiplied by ``seconds_per_unit`` (a device's time scale,
+    :attr:`hloshard.devices.TimeScale.seconds_per_unit`), ``units`` = ``'seconds'`` and ``device``
+    set; memory stays in bytes.  Returns the same dict (changed in place)."""
+    def s(x: float) -> float:
+        return float(f"{x * seconds_per_unit:.6g}")
+
+    for k, row in report["totals"].items():
+        if k != "peak_memory_per_device":
+            report["totals"][k] = {side: s(v) for side, v in row.items()}
+    for d in report["differences"]:
+        d["change"] = {k: s(v) for k, v in d["change"].items()}
+        d["total_change"] = s(d["total_change"])
+    report["same_sharding_change"] = {k: s(v) for k, v in report["same_sharding_change"].items()}
+    report["units"], report["device"] = "seconds", device
+    return report
+
+
 def _side(progress, side: str):
     """``progress`` with each phase prefixed by the module it is about (``A: greedy``)."""
     if progress is None:
@@ -125,12 +147,14 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
     from .units import format_bytes
 
     a, b = names
-    t = Table(title=f"{a} -> {b}: totals", header_style="bold", title_justify="left")
+    f = cost_formatter(report)
+    unit = f" (seconds on {report['device']})" if report.get("units") == "seconds" else ""
+    t = Table(title=f"{a} -> {b}: totals{unit}", header_style="bold", title_justify="left")
     for col in ("", a, b, "change"):
         t.add_column(col, justify="right" if col else "left")
     for k in ("total",) + KINDS:
         row = report["totals"][k]
-        t.add_row(k, f"{row['a']:,.2f}", f"{row['b']:,.2f}", f"{row['change']:+,.2f}")
+        t.add_row(k, f(row["a"]), f(row["b"]), f(row["change"], signed=True))
     m = report["totals"]["peak_memory_per_device"]
     t.add_row("peak memory / device", format_bytes(m["a"]), format_bytes(m["b"]),
               ("+" if m["change"] >= 0 else "-") + format_bytes(abs(m["change"])))
@@ -147,8 +171,9 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
             c = r["change"]
             mc = r["memory_change"]
             d.add_row(r["instruction"], r["sharding_a"] + (" *" if r.get("chosen_a") else ""),
-                      r["sharding_b"] + (" *" if r.get("chosen_b") else ""), f"{r['total_change']:+,.2f}",
-                      f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
+                      r["sharding_b"] + (" *" if r.get("chosen_b") else ""), f(r["total_change"], signed=True),
+                      f(c["compute"], signed=True), f(c["communication"], signed=True),
+                      f(c["resharding"], signed=True),
                       ("+" if mc >= 0 else "-") + format_bytes(abs(mc)))
         print_table(console, d)
         for side, key in ((a, "a"), (b, "b")):
@@ -160,9 +185,9 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
                               f"{report.get('completion', {}).get(key, 'the cheapest consistent completion')}")
     s = report["same_sharding_change"]
     if any(abs(v) > 1e-9 for v in s.values()):
-        console.print(f"instructions sharded alike change by {sum(s.values()):+,.2f} (their strategies or operands "
-                      f"moved: compute {s['compute']:+,.2f}, communication {s['communication']:+,.2f}, resharding "
-                      f"{s['resharding']:+,.2f})")
+        console.print(f"instructions sharded alike change by {f(sum(s.values()), signed=True)} (their strategies or "
+                      f"operands moved: compute {f(s['compute'], signed=True)}, communication "
+                      f"{f(s['communication'], signed=True)}, resharding {f(s['resharding'], signed=True)})")
     for side, key in ((a, "only_in_a"), (b, "only_in_b")):
         if report[key]:
             console.print(f"only in {side}: {', '.join(report[key][:8])}{', ...' if len(report[key]) > 8 else ''}")

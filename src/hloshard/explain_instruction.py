@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .cost.liveness import peak_usage
+from .cost.steptime import cost_formatter
 from .errors import HloSyntaxError, InputError, UsageError
 from .textout import print_table
 from .units import counted
@@ -714,6 +715,29 @@ def source_text(src: dict | None) -> str:
     return "  ".join(parts)
 
 
+#: the keys whose numbers are costs (cost units; seconds after :func:`in_seconds`)
+COST_KEYS = frozenset({"total", "compute", "communication", "resharding", "resharding_in", "resharding_out", "cost",
+                       "total_change", "verified_total", "verified_change"})
+
+
+def in_seconds(expl: Explanation, seconds_per_unit: float, device: str) -> Explanation:
+    """``expl`` with every cost in its data (:data:`COST_KEYS`, and each value of a ``change`` dict)
+    multiplied by ``seconds_per_unit`` (a device's :attr:`hloshard.devices.TimeScale.seconds_per_unit`),
+    ``units`` = ``'seconds'`` and ``device`` set (``hloshard explain --device``). Changed in place."""
+    def conv(x, key=None, in_change=False):
+        if isinstance(x, dict):
+            return {k: conv(v, k, in_change or k == "change") for k, v in x.items()}
+        if isinstance(x, list):
+            return [conv(v, key, in_change) for v in x]
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and (in_change or key in COST_KEYS):
+            return float(f"{x * seconds_per_unit:.6g}")
+        return x
+
+    expl.data = conv(expl.data)
+    expl.data["units"], expl.data["device"] = "seconds", device
+    return expl
+
+
 def render_text(expl: Explanation, console) -> None:
     """Rich text rendering of :class:`Explanation` on ``console``."""
     from rich.table import Table
@@ -721,6 +745,7 @@ def render_text(expl: Explanation, console) -> None:
     from .units import format_bytes
 
     d = expl.data
+    f = cost_formatter(d)   # cost units, or seconds with --device (in_seconds)
     console.print(f"[bold]{d['instruction']}[/bold] = {d['shape']} {d['opcode']}   ({location_text(d)}, computation "
                   f"{d['computation']})")
     if source_text(d["source"]):
@@ -730,15 +755,16 @@ def render_text(expl: Explanation, console) -> None:
     if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
         console.print(f"  priced as {d['sharding_used']}")
     mc = d["module_cost"]
-    console.print(f"  module cost {mc['total']:,.2f} (compute {mc['compute']:,.2f}, communication "
-                  f"{mc['communication']:,.2f}, resharding {mc['resharding']:,.2f}); peak memory "
+    console.print(("  (costs in seconds on " + d["device"] + ")\n" if d.get("units") == "seconds" else "") +
+                  f"  module cost {f(mc['total'])} (compute {f(mc['compute'])}, communication "
+                  f"{f(mc['communication'])}, resharding {f(mc['resharding'])}); peak memory "
                   f"{format_bytes(d['peak_memory_per_device'])} per device")
     for n in d["nodes"]:
         leaf = "" if n["leaf"] is None else f" (leaf {n['leaf']})"
         console.print(f"\n[bold]strategy[/bold]{leaf}: {n.get('strategy_description') or n['strategy']}", soft_wrap=True)
-        console.print(f"  compute {n['compute']:,.2f}, communication "
-                      f"{n['communication']:,.2f}, resharding of its operands {n['resharding_in']:,.2f}, of its "
-                      f"output by users {n['resharding_out']:,.2f}; memory {format_bytes(n['memory_per_device'])} "
+        console.print(f"  compute {f(n['compute'])}, communication "
+                      f"{f(n['communication'])}, resharding of its operands {f(n['resharding_in'])}, of its "
+                      f"output by users {f(n['resharding_out'])}; memory {format_bytes(n['memory_per_device'])} "
                       f"per device" + (f"; runs {n['executions']:g}x" if n["executions"] != 1 else ""))
         if n["operands"]:
             t = Table(header_style="bold", title="operand shardings it needs", title_justify="left")
@@ -751,7 +777,7 @@ def render_text(expl: Explanation, console) -> None:
                                   if s["kind"] != "unplannable" else "unplannable"
                                   for s in (r["steps"] if r else []))
                 t.add_row(o["operand"], o["required"] or "-", o["has"] or "-",
-                          f"{r['cost']:,.2f}: {steps}" if r else "none")
+                          f"{f(r['cost'])}: {steps}" if r else "none")
             print_table(console, t)
         cols = n["collectives"]
         if cols:
@@ -765,7 +791,7 @@ def render_text(expl: Explanation, console) -> None:
             print_table(console, t)
         if n["users_resharding"]:
             console.print("  users that reshard its output: " + ", ".join(
-                f"{u['user']} ({u['cost']:,.2f})" for u in n["users_resharding"][:6]))
+                f"{u['user']} ({f(u['cost'])})" for u in n["users_resharding"][:6]))
     if expl.xla is not None:
         x = expl.xla
         if x.get("error"):
@@ -777,7 +803,7 @@ def render_text(expl: Explanation, console) -> None:
     nr = d.get("neighbourhood_resolved")
     if nr is not None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "
-                      f"the total by {nr['total_change']:+,.2f}")
+                      f"the total by {f(nr['total_change'], True)}")
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left")
         verified = any("verified_change" in a for a in d["alternatives"])
@@ -788,10 +814,10 @@ def render_text(expl: Explanation, console) -> None:
                          overflow="fold", min_width=24 if col == "sharding" else None)
         for a in d["alternatives"]:
             c = a["change"]
-            cells = [a["sharding"], f"{a['total_change']:+,.2f}"]
+            cells = [a["sharding"], f"{f(a['total_change'], True)}"]
             if verified:
-                cells.append(f"{a['verified_change']:+,.2f}" if "verified_change" in a else "-")
-            t.add_row(*cells, f"{c['compute']:+,.2f}", f"{c['communication']:+,.2f}", f"{c['resharding']:+,.2f}",
+                cells.append(f"{f(a['verified_change'], True)}" if "verified_change" in a else "-")
+            t.add_row(*cells, f"{f(c['compute'], True)}", f"{f(c['communication'], True)}", f"{f(c['resharding'], True)}",
                       format_bytes(a["memory_per_device"]), str(len(a["changed"])))
         print_table(console, t)
     w = d.get("why_not")
@@ -799,9 +825,9 @@ def render_text(expl: Explanation, console) -> None:
         if not w.get("possible"):
             console.print(f"\nwhy not {w['sharding']}: {w['reason']}")
         elif "change" in w:
-            console.print(f"\nwhy not {w['sharding']}: the total would change by {w['total_change']:+,.2f} "
-                          f"(compute {w['change']['compute']:+,.2f}, communication {w['change']['communication']:+,.2f},"
-                          f" resharding {w['change']['resharding']:+,.2f}) with {len(w['changed'])} neighbours moved")
+            console.print(f"\nwhy not {w['sharding']}: the total would change by {f(w['total_change'], True)} "
+                          f"(compute {f(w['change']['compute'], True)}, communication {f(w['change']['communication'], True)},"
+                          f" resharding {f(w['change']['resharding'], True)}) with {len(w['changed'])} neighbours moved")
         else:
             console.print(f"\nwhy not {w['sharding']}: {w['reason']}")
     for note in expl.notes:

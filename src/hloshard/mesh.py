@@ -105,7 +105,7 @@ class DeviceMesh:
     """
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
-                 "source", "notes", "max_padding", "memory_budget",
+                 "source", "notes", "max_padding", "memory_budget", "roofline_prices",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -124,7 +124,10 @@ class DeviceMesh:
           ``xla.sdy.meshes``), ``'inferred'``, ``'num_partitions'``, ``'auto'`` or ``'given'``);
         * ``notes``: messages for the commands to print (refinements, shardings left as they are);
         * ``max_padding`` (default 0.5) and ``memory_budget`` (bytes or None): the uneven-split policy
-          of the strategy space (:class:`hloshard.strategy.base.MeshInfo`).
+          of the strategy space (:class:`hloshard.strategy.base.MeshInfo`);
+        * ``roofline_prices``: with ``--device``, the device's roofline in cost units
+          (:class:`hloshard.cost.roofline.RooflinePrices`: compute priced as max(flops, HBM bytes)),
+          else None.
         """
         shape = tuple(int(s) for s in shape)
         if not shape or any(s <= 0 for s in shape):
@@ -161,6 +164,7 @@ class DeviceMesh:
         self.notes = []
         self.max_padding = 0.5
         self.memory_budget = None
+        self.roofline_prices = None
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
@@ -323,6 +327,7 @@ class DeviceMesh:
         out.axis_names = tuple(out.axis_label(k) for k in range(out.ndim)) if self.user_names else None
         out.source, out.notes = self.source, list(self.notes)
         out.max_padding, out.memory_budget = self.max_padding, self.memory_budget
+        out.roofline_prices = self.roofline_prices
         return out
 
     @property

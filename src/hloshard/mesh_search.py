@@ -19,6 +19,15 @@ at once.
 The best trial is the one whose written shardings cost least (the objective ``hloshard cost``
 reports), ties broken by lower peak memory per device, then by fewer mesh axes. Costs of different meshes are comparable because alpha and beta are per axis and the
 same for every axis (one value each, default 1.0).
+
+With a device profile (``device``, ``solve --mesh auto --device NAME``) each candidate is priced as
+``--mesh SHAPE --device NAME`` prices it (:func:`hloshard.devices.time_scale`): per axis the alpha /
+beta of the link it crosses (the innermost axes up to the device's devices per node on the fast
+links, :func:`hloshard.devices.axis_links`) and compute by the device's roofline
+(:class:`hloshard.cost.roofline.RooflinePrices`).  One cost unit is then the same length of time on
+every candidate (it depends on the device and the module's matmul dtype only), so the objectives
+compare as seconds: :attr:`MeshSearch.seconds_per_unit` turns them into seconds
+(``objective_s`` in the JSON, the table's step time column).
 """
 
 from __future__ import annotations
@@ -57,13 +66,25 @@ class MeshTrial:
     #: a candidate solved in a forked process: its choice and Solution (:func:`_child`), from which
     #: :func:`_rebuild` makes ``result`` if it is picked
     remote: dict | None = None
+    #: with a device: the :class:`hloshard.devices.TimeScale` this candidate was priced with
+    scale: object = None
 
     def to_json(self) -> dict:
-        return {"mesh": self.label, "internal_mesh": str(self.mesh), "status": self.status,
-                "objective": None if self.objective is None else round(self.objective, 6),
-                "peak_memory_per_device": self.peak_memory,
-                "gap": None if self.gap is None else round(self.gap, 6),
-                "seconds": round(self.seconds, 3), "message": self.message, "same_as": self.same_as}
+        out = {"mesh": self.label, "internal_mesh": str(self.mesh), "status": self.status,
+               "objective": None if self.objective is None else round(self.objective, 6),
+               "peak_memory_per_device": self.peak_memory,
+               "gap": None if self.gap is None else round(self.gap, 6),
+               "seconds": round(self.seconds, 3), "message": self.message, "same_as": self.same_as}
+        if self.scale is not None:   # --device: the objective in seconds, and each axis' link
+            out["objective_s"] = None if self.objective is None else float(f"{self.objective_seconds():.6g}")
+            out["axis_links"] = list(self.scale.links)
+        return out
+
+    def objective_seconds(self) -> float | None:
+        """The objective in seconds (with a device; None without one or without an objective)."""
+        if self.scale is None or self.objective is None:
+            return None
+        return self.scale.seconds(self.objective)
 
 
 @dataclass
@@ -78,9 +99,18 @@ class MeshSearch:
     def best(self) -> MeshTrial:
         return self.trials[self.best_index]
 
+    @property
+    def seconds_per_unit(self) -> float | None:
+        """With a device: the length of one cost unit in seconds (the same on every candidate)."""
+        scale = next((t.scale for t in self.trials if t.scale is not None), None)
+        return None if scale is None else scale.seconds_per_unit
+
     def to_json(self) -> dict:
-        return {"num_devices": self.num_devices, "best": self.best.label,
-                "trials": [t.to_json() for t in self.trials]}
+        out = {"num_devices": self.num_devices, "best": self.best.label,
+               "trials": [t.to_json() for t in self.trials]}
+        if self.seconds_per_unit is not None:
+            out["units"] = "objective: cost units; objective_s: seconds (the device's time model)"
+        return out
 
 
 def candidate_shapes(n: int, max_axes: int = 3) -> list[tuple[int, ...]]:
@@ -151,13 +181,15 @@ def _work(module, mesh: DeviceMesh) -> int:
 def search_meshes(module, filename: str, devices: int | None = None, alpha=None, beta=None,
                   keep: str = "io", memory_budget: int | None = None, max_padding: float | None = None,
                   time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
-                  progress=None, pin_operands: bool = False) -> MeshSearch:
+                  progress=None, pin_operands: bool = False, device: str | None = None) -> MeshSearch:
     """Solve ``module`` (an IR module, or HLO text parsed here) on every candidate mesh (module
     docstring), pick the best and write its shardings into the module (in place).
 
     ``alpha`` / ``beta``: one value (string or float) for every axis, default 1.0. ``time_limit``:
     seconds for the whole search (builds included; the first candidate always runs, each solve gets
-    at least 1 s). ``pin_operands``: as :func:`hloshard.autoshard.solve_module`. Candidates are
+    at least 1 s). ``pin_operands``: as :func:`hloshard.autoshard.solve_module`. ``device``: a device
+    profile name or TOML file (module docstring; with ``alpha`` / ``beta`` a UsageError; the memory
+    budget is the caller's, ``solve`` defaults it to the device's HBM). Candidates are
     compared by the solver's own objective; only the one picked is re-evaluated as written
     (:func:`hloshard.autoshard.solve.reevaluate_written`: what ``hloshard cost`` says of the output).
     Raises UsageError for a bad device count or per-axis alpha/beta, and SolveFailed (exit 3) when
@@ -169,6 +201,8 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     first = parse_module(module, filename) if isinstance(module, str) else module
     n = auto_device_count(first, devices)
     a, b = _single(alpha, "--alpha"), _single(beta, "--beta")
+    if device is not None and (a is not None or b is not None):
+        raise UsageError("--alpha / --beta and --device both set the link costs: pass one of them")
     if n > 1 << 16:
         raise UsageError(f"--mesh auto: {n:,} devices; at most 65,536 are supported")
     specs = [("x".join(map(str, s)), "x".join(map(str, s))) for s in candidate_shapes(n)]
@@ -189,11 +223,17 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     meshes = []
     for label, spec in specs:
         ndim = spec.count("x") + 1 if "=" not in spec else spec.count(",") + 1
-        mesh = DeviceMesh.for_module(first, spec, None, None if a is None else [a] * ndim,
-                                     None if b is None else [b] * ndim)
+        if device is None:
+            mesh = DeviceMesh.for_module(first, spec, None, None if a is None else [a] * ndim,
+                                         None if b is None else [b] * ndim)
+            scale = None
+        else:
+            mesh, scale = _timed_mesh(first, spec, device)
         mesh.source = "auto"
         mesh.with_policy(max_padding, memory_budget)
-        meshes.append((label, mesh))
+        meshes.append((label, mesh, scale))
+    scales = [sc for _, _, sc in meshes]
+    meshes = [(label, mesh) for label, mesh, _ in meshes]
     work = [_work(first, mesh) for _, mesh in meshes]
     trials: list = [None] * len(meshes)
     start = time.monotonic()
@@ -201,7 +241,7 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     distinct = []
     for i in order:   # candidates refined onto the same internal mesh: the same problem, solved once
         label, mesh = meshes[i]
-        trial = trials[i] = MeshTrial(label, mesh)
+        trial = trials[i] = MeshTrial(label, mesh, scale=scales[i])
         twin = next((trials[j] for j in distinct if trials[j].mesh.shape == mesh.shape
                      and (trials[j].mesh.device_ids == mesh.device_ids).all()), None)
         if twin is not None:
@@ -256,6 +296,23 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         best.objective = float(best.result.written.evaluation.total)
         best.peak_memory = int(best.result.written.evaluation.peak_memory)
     return out
+
+
+def _timed_mesh(module, spec: str, device: str):
+    """``(DeviceMesh, TimeScale)`` of the candidate ``spec`` priced on ``device`` (module docstring):
+    the per-axis alpha / beta of :func:`hloshard.devices.time_scale` for the links the default rule
+    gives the user's axes, and the device's roofline prices."""
+    from .cost.roofline import RooflinePrices
+    from .devices import axis_links, get_profile, module_matmul_dtype, time_scale
+    from .strategy.base import COMPUTE_COST_PER_FLOP
+
+    profile = get_profile(device)
+    shape = DeviceMesh.for_module(module, spec, None, None, None).user_shape
+    scale = time_scale(profile, shape, axis_links(shape, profile.devices_per_node), module_matmul_dtype(module),
+                       COMPUTE_COST_PER_FLOP)
+    mesh = DeviceMesh.for_module(module, spec, None, list(scale.alpha), list(scale.beta))
+    mesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)
+    return mesh, scale
 
 
 def _solve_one(module, mesh, share: float, options: dict, progress=None) -> dict:

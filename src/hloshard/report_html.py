@@ -264,39 +264,45 @@ def solve_report_html(report: dict, result) -> str:
 
 def explain_report_html(data: dict) -> str:
     """The ``explain --html`` page from :meth:`hloshard.explain_instruction.Explanation.to_json`."""
+    from .cost.steptime import cost_formatter
     from .explain_instruction import location_text, source_text
+
+    f = cost_formatter(data)   # cost units, or seconds with --device
+    unit = f" (seconds on {data['device']})" if data.get("units") == "seconds" else ""
 
     src = data.get("source") or {}
     mc = data["module_cost"]
     summary = [("instruction", f"{data['instruction']} = {data['shape']} {data['opcode']}"),
                ("location", location_text(data)),
                ("source", source_text(src) or "-"),
-               ("sharding", data.get("sharding") or "none"), ("module cost", _num(mc["total"]))]
+               ("sharding", data.get("sharding") or "none"), ("module cost" + unit, f(mc["total"]))]
     body = ["<h2>Summary</h2>", table(None, summary, cls="summary")]
     for n in data["nodes"]:
         body.append(f"<h2>Strategy: {_e(n.get('strategy_description') or n['strategy'])}</h2>")
         body.append(stacked_bars([("this instruction", {"compute": n["compute"], "communication": n["communication"],
                                                          "resharding": n["resharding_in"]})]))
         body.append(table(["operand", "needs", "has", "resharding cost", "steps"],
-                          [(o["operand"], o["required"], o["has"], _num(o["resharding"]["cost"]) if o.get("resharding")
+                          [(o["operand"], o["required"], o["has"], f(o["resharding"]["cost"]) if o.get("resharding")
                             else "0", ", ".join(s["kind"] for s in o.get("resharding", {}).get("steps", [])))
                            for o in n["operands"]], numeric=(3,)))
     alts = data.get("alternatives") or []
     if alts:
         body.append("<h2>Best alternatives (neighbourhood re-solved)</h2>")
         body.append(table(["sharding", "total change", "compute", "communication", "resharding", "neighbours moved"],
-                          [(a["sharding"], _num(a["total_change"]), _num(a["change"]["compute"]),
-                            _num(a["change"]["communication"]), _num(a["change"]["resharding"]), len(a["changed"]))
+                          [(a["sharding"], f(a["total_change"]), f(a["change"]["compute"]),
+                            f(a["change"]["communication"]), f(a["change"]["resharding"]), len(a["changed"]))
                            for a in alts], numeric=(1, 2, 3, 4, 5)))
     return page(f"hloshard explain: {data['instruction']}", "\n".join(body))
 
 
 def diff_report_html(report: dict) -> str:
     """The ``diff --html`` page from :func:`hloshard.diff.diff_plans`' report."""
+    from .cost.steptime import cost_formatter
     from .diff import COUNTED
 
+    f = cost_formatter(report)
     t = report["totals"]
-    rows = [(k, _num(t[k]["a"]), _num(t[k]["b"]), _num(t[k]["change"])) for k in ("total",) + KINDS]
+    rows = [(k, f(t[k]["a"]), f(t[k]["b"]), f(t[k]["change"])) for k in ("total",) + KINDS]
     m = t["peak_memory_per_device"]
     rows.append(("peak memory / device", _bytes(m["a"]), _bytes(m["b"]), _bytes(m["change"]) if m["change"] >= 0
                  else "-" + _bytes(-m["change"])))
@@ -304,15 +310,16 @@ def diff_report_html(report: dict) -> str:
     body = [f"<p>A = <code>{_e(report.get('a'))}</code>, B = <code>{_e(report.get('b'))}</code>; "
             f"{report['differing']:,} of {report['instructions']:,} instructions sharded differently "
             f"({_e(COUNTED)})</p>",
-            "<h2>Totals</h2>", table(["", "A", "B", "change"], rows, numeric=(1, 2, 3)),
+            "<h2>Totals" + (f" (seconds on {_e(report['device'])})" if report.get("units") == "seconds" else "")
+            + "</h2>", table(["", "A", "B", "change"], rows, numeric=(1, 2, 3)),
             "<h2>Cost by kind, A and B</h2>",
             stacked_bars([("A", {k: t[k]["a"] for k in KINDS}), ("B", {k: t[k]["b"] for k in KINDS})]),
             "<h2>Largest differences</h2>",
             table(["instruction", "sharding A", "sharding B", "total change", "compute", "communication",
                    "resharding"],
                   [(d["instruction"], d["sharding_a"] + (" *" if d.get("chosen_a") else ""),
-                    d["sharding_b"] + (" *" if d.get("chosen_b") else ""), _num(d["total_change"]),
-                    _num(d["change"]["compute"]), _num(d["change"]["communication"]), _num(d["change"]["resharding"]))
+                    d["sharding_b"] + (" *" if d.get("chosen_b") else ""), f(d["total_change"]),
+                    f(d["change"]["compute"]), f(d["change"]["communication"]), f(d["change"]["resharding"]))
                    for d in diffs], numeric=(3, 4, 5, 6))]
     for side, key in (("A", "a"), ("B", "b")):
         if any(d.get(f"chosen_{key}") for d in diffs):

@@ -332,6 +332,7 @@ def module_mesh(module, mesh):
     user.source = mesh.source
     user.notes = [n for n in mesh.notes if not n.startswith(f"mesh {user} refined internally")]
     user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
+    user.roofline_prices = mesh.roofline_prices
     out = refine_for_module(user, module)
     return mesh if out == mesh else out
 

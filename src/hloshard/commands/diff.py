@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .options import mesh_from_options, mesh_options
+from .options import device_option, mesh_options, timed_mesh_from_options
 
 EXAMPLES = """\b
 Examples:
@@ -37,6 +37,7 @@ def _load(path: str, show: bool):
 @click.argument("file_a", metavar="A.hlo", type=str)
 @click.argument("file_b", metavar="B.hlo", type=str)
 @mesh_options
+@device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--top", type=click.IntRange(0), default=20, show_default=True, help="differences listed in the text table")
 @click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
@@ -46,11 +47,11 @@ def _load(path: str, show: bool):
               help="Choose what each module's annotations leave open with the full solver (CP-SAT), searching "
                    "at most this long per module. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, html_file, time_limit, quiet):
+def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet):
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
-    `hloshard cost` prices them; B - A is reported."""
+    `hloshard cost` prices them; B - A is reported (in seconds with --device)."""
     from ..diff import diff_plans, render_text
     from ..io import write_text_atomic
     from .common import check_outputs, note_input, show_progress
@@ -63,10 +64,10 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, htm
     show = show_progress(quiet)
     module_a = _load(file_a, show)
     note_input(file_a, module_a)
-    dmesh = mesh_from_options(module_a, mesh, device_ids, alpha, beta)
+    dmesh, scale, _ = timed_mesh_from_options(module_a, mesh, device_ids, alpha, beta, device)
     module_b = _load(file_b, show)
     note_input(file_b, module_b)
-    mesh_b = mesh_from_options(module_b, mesh, device_ids, alpha, beta)
+    mesh_b = timed_mesh_from_options(module_b, mesh, device_ids, alpha, beta, device)[0]
     if mesh_b.num_devices != dmesh.num_devices:
         raise click.UsageError(f"{file_a} is for {dmesh.num_devices} devices but {file_b} for {mesh_b.num_devices}")
     note_input(file_b, None)
@@ -74,6 +75,10 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, fmt, top, output, htm
         report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
                             progress=progress if show else None)
     report["a"], report["b"] = file_a, file_b
+    if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
+        from ..diff import in_seconds
+
+        in_seconds(report, scale.seconds_per_unit, scale.profile.name)
     if html_file:
         from ..report_html import diff_report_html
 

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .options import mesh_from_options, mesh_options
+from .options import device_option, mesh_options, timed_mesh_from_options
 
 EXAMPLES = """\b
 Examples:
@@ -24,6 +24,7 @@ Examples:
 @click.argument("module_file", metavar="MODULE.hlo", type=str)
 @click.option("--instruction", "instruction", required=True, metavar="NAME", help="the instruction to explain")
 @mesh_options
+@device_option
 @click.option("--alternatives", type=click.IntRange(0, 1000), default=5, show_default=True,
               help="how many alternative shardings to list (best total cost change first)")
 @click.option("--why-not", "why_not", metavar="SHARDING", default=None,
@@ -43,12 +44,12 @@ Examples:
               help="Choose what the module's annotations leave open with the full solver (CP-SAT), searching at "
                    "most this long. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def command(module_file, instruction, mesh, device_ids, alpha, beta, alternatives, why_not, radius, verify, use_xla,
+def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alternatives, why_not, radius, verify, use_xla,
             fmt, output, html_file, time_limit, quiet):
     """Explain the sharding of one instruction: the strategy behind it (operand shardings it needs,
     compute / communication / resharding cost, memory per device), the collectives it causes, its
     source location, and the best alternative shardings with the change of the module's TOTAL cost
-    each would bring when its neighbourhood is re-solved."""
+    each would bring when its neighbourhood is re-solved (in seconds with --device)."""
     from ..explain_instruction import attach_xla, explain_instruction, render_text
     from ..hlo import parse_module
     from ..hlo.verify import verify_module
@@ -68,11 +69,15 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, alternative
         module = parse_module(text, name)
         verify_module(module, name)
     note_input(module_file, module)
-    dmesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
+    dmesh, scale, _ = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     with SolverProgress(show, time_limit) as progress:
         expl = explain_instruction(module, dmesh, instruction, alternatives=alternatives, why_not=why_not,
                                    radius=radius, filename=name, verify=verify, time_limit=time_limit,
                                    progress=_then_alternatives(progress) if show else None)
+    if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
+        from ..explain_instruction import in_seconds
+
+        in_seconds(expl, scale.seconds_per_unit, scale.profile.name)
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)

@@ -14,6 +14,7 @@ import click
 from ..devices import axis_links, get_profile, module_matmul_dtype, split_link_marks, time_scale
 from ..errors import UsageError
 from ..mesh import DeviceMesh
+from ..cost.roofline import RooflinePrices
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 from ..units import parse_bytes
 
@@ -99,6 +100,7 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     scale = time_scale(profile, shape, links, dtype, COMPUTE_COST_PER_FLOP)
     budget = profile.hbm_bytes if memory_budget is None else memory_budget
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
+    dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
     return dmesh, scale, budget
 
 

@@ -283,13 +283,18 @@ def print_mesh_search(search) -> None:
     from ..textout import print_table, report_console
 
     t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
-    for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"), ("cost", "right"),
+    from ..cost.steptime import format_seconds
+
+    timed = search.seconds_per_unit is not None   # --device: the objective as a step time
+    for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"),
+                      ("step time" if timed else "cost", "right"),
                       ("memory / device", "right"), ("gap", "right"), ("seconds", "right")):
         t.add_column(col, justify=just)
     for i, tr in enumerate(search.trials):
         mark = " *" if i == search.best_index else ""
         t.add_row(tr.label + mark, str(tr.mesh), f"same as {tr.same_as}" if tr.same_as else tr.status,
-                  "-" if tr.objective is None else f"{tr.objective:,.0f}" if abs(tr.objective) >= 1e6 else f"{tr.objective:,.2f}",
+                  "-" if tr.objective is None else format_seconds(tr.objective_seconds()) if timed else
+                  f"{tr.objective:,.0f}" if abs(tr.objective) >= 1e6 else f"{tr.objective:,.2f}",
                   "-" if tr.peak_memory is None else format_bytes(tr.peak_memory),
                   "0" if tr.status == "optimal" else ("-" if tr.gap is None else gap_percent(tr.gap)),
                   f"{tr.seconds:.1f}")
@@ -474,8 +479,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if auto and export_problem:
         raise UsageError("--export-problem cannot be used with --mesh auto")
     search = None
-    if auto and device is not None:
-        raise UsageError("--device with --mesh auto is not supported yet: give the mesh (e.g. --mesh data=2,model=8)")
+    if auto and device is not None and memory_budget is None:   # as timed_mesh_from_options defaults it
+        from ..devices import get_profile
+
+        memory_budget = get_profile(device).hbm_bytes
     dmesh, scale, memory_budget = (None, None, memory_budget) if auto else timed_mesh_from_options(
         module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding)
     if use_xla:
@@ -513,8 +520,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
                                        max_padding=max_padding, time_limit=search_limit, workers=workers, seed=seed,
                                        deterministic=deterministic, progress=progress if show else None,
-                                       pin_operands=pin_operands)
+                                       pin_operands=pin_operands, device=device)
                 module, result, dmesh = search.best.module, search.best.result, search.best.mesh
+                scale = search.best.scale   # --device: the picked candidate's time scale
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,

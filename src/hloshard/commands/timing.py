@@ -26,9 +26,8 @@ from __future__ import annotations
 from ..autoshard import evaluate_module, instruction_sharding
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
-from ..cost.roofline import MATMUL_OPCODES, roofline
-from ..cost.steptime import step_time
-from ..devices import matmul_peak
+from ..cost.roofline import instruction_peak, roofline
+from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
 __all__ = ["plan_timing", "plan_roofline", "is_per_device_program", "replicated_evaluation", "step_time_line",
@@ -89,10 +88,10 @@ def plan_roofline(result, module, profile=None):
     if per_device:
         result = replicated_evaluation(module, result.graph.mesh)
     graph, choice = result.graph, result.choice
-    compute_units: dict = {}
+    node_flops: dict = {}
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
-        compute_units[id(g.instr)] = compute_units.get(id(g.instr), 0.0) + st.compute
+        node_flops[id(g.instr)] = node_flops.get(id(g.instr), 0.0) + st.flop_count()
     sizes: dict = {}
 
     def size_of(instr) -> float:
@@ -110,20 +109,10 @@ def plan_roofline(result, module, profile=None):
             full = attention_flops(instr)
             whole = instr.shape.byte_size if instr.shape.is_array else sum(l.byte_size for l in instr.shape.leaves())
             return full * (size_of(instr) / whole if whole else 1.0)
-        return compute_units.get(id(instr), 0.0) / COMPUTE_COST_PER_FLOP
-
-    vector_peak = 1.0 if profile is None else profile.peak_flops.get("fp32") or max(profile.peak_flops.values())
+        return node_flops.get(id(instr), 0.0)
 
     def peak_of(instr) -> float:
-        if profile is None:
-            return 1.0
-        matmul = instr.opcode in MATMUL_OPCODES or \
-            (instr.custom_call_target in FUSED_ATTENTION_TARGETS)
-        if not matmul:
-            return vector_peak
-        t = instr.operands[0].shape.element_type if instr.operands and instr.operands[0].shape.is_array \
-            else "bf16"
-        return matmul_peak(profile, t)[1]
+        return 1.0 if profile is None else instruction_peak(instr, profile)
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.hbm_bandwidth)
@@ -172,12 +161,7 @@ def links_text(timing: dict) -> str:
     return ", ".join(f"{a}: {c}" for a, c in timing["step_time"]["axis_links"].items())
 
 
-def _s(x: float) -> str:
-    if x >= 1:
-        return f"{x:,.3f} s"
-    if x >= 1e-3:
-        return f"{x * 1e3:,.3f} ms"
-    return f"{x * 1e6:,.2f} us"
+_s = format_seconds
 
 
 def step_time_line(timing: dict) -> str:

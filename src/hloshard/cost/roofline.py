@@ -15,8 +15,8 @@ entry of the profile: elementwise work does not run on tensor cores / the MXU).
 ``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the memory model
 decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
-result and reads the buffers it reads with its fused producers inlined
-(:func:`~hloshard.cost.liveness.fused_reads`), each at its per-device size.  Instructions that move no
+result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
+its per-device size.  Instructions that move no
 data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
@@ -34,10 +34,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from .liveness import fused_reads, is_fused
+from ..devices import matmul_peak
+from .flops import FUSED_ATTENTION_TARGETS
+from .liveness import effective_users, is_fused
 
-__all__ = ["NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
-           "roofline"]
+__all__ = ["kernel_reads", "NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
 NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
@@ -81,20 +83,107 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
+def _shared_join(o) -> bool:
+    """A fused producer that several consumers read and that itself joins two or more array buffers
+    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
+    than inlined into each consumer (see :func:`kernel_reads`)."""
+    if len(effective_users(o)) < 2:
+        return False
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
+    return len(arrays) >= 2
+
+
+def kernel_reads(instr) -> list:
+    """``(buffer, operand index)`` for every buffer the kernel of ``instr`` reads once XLA's fusion has
+    run: its operands, each one XLA fuses into its consumers (:func:`hloshard.cost.liveness.is_fused`,
+    the memory model's fusion rule) replaced by what it reads, recursively, each buffer once; the index
+    is that of the operand of ``instr`` it is reached through.  One exception bounds the inlining: a
+    fused producer read by several consumers that joins two or more array buffers
+    (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
+    into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
+    adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
+    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9")."""
+    out: list = []
+    seen: set = set()
+    stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
+    while stack:
+        o, k = stack.pop()
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if is_fused(o) and not _shared_join(o):
+            stack.extend((x, k) for x in reversed(o.operands))
+        else:
+            out.append((o, k))
+    return out
+
+
 def hbm_bytes(instr, size_of: Callable) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
-    0 when fused or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its result) plus
-    ``size_of(o)`` of each :func:`~hloshard.cost.liveness.fused_reads` operand that moves data
-    (a constant operand is read: it lives in the executable, not in a buffer, but a fusion reads it).
-    ``size_of``: instruction -> bytes per device under the plan."""
-    if instr.opcode in NO_TRAFFIC or is_fused(instr) and instr.opcode != "constant":
+    0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
+    opcode; else ``size_of(instr)`` (its result) plus
+    ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
+    it lives in the executable, not in a buffer, but a fusion reads it).  ``size_of``: instruction ->
+    bytes per device under the plan."""
+    if instr.opcode in NO_TRAFFIC:
+        return 0.0
+    if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
         return 0.0
     total = float(size_of(instr))
-    for o in fused_reads(instr):
+    for o, _ in kernel_reads(instr):
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         total += float(size_of(o))
     return total
+
+
+def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwidth: float) -> tuple[float, str]:
+    """``(seconds, bound)`` of ``instr`` doing ``flops`` and moving ``hbm`` bytes through HBM on one device:
+    ``max(flops / peak, hbm / hbm_bandwidth)`` (module docstring), ``bound`` ``'compute'`` /
+    ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
+    nothing to do is ``(0, 'none')``. ``peak``: FLOP/s, ``hbm_bandwidth``: bytes/s (positive).  The one
+    formula of the roofline, in the report (:func:`roofline`) and in the solver's objective
+    (:class:`RooflinePrices`)."""
+    if instr.opcode in COLLECTIVE_OPCODES:
+        return 0.0, "communication"
+    tc = flops / peak if flops else 0.0
+    tm = hbm / hbm_bandwidth
+    sec = max(tc, tm)
+    return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
+
+
+def instruction_peak(instr, profile) -> float:
+    """FLOP/s ``instr`` runs at on ``profile`` (:class:`hloshard.devices.DeviceProfile`): a dot,
+    convolution or fused-attention call at the matmul peak of its first operand's element type
+    (:func:`hloshard.devices.matmul_peak`), anything else at the vector peak (the profile's ``fp32``
+    entry; its largest peak when it lists none)."""
+    matmul = instr.opcode in MATMUL_OPCODES or instr.custom_call_target in FUSED_ATTENTION_TARGETS
+    if not matmul:
+        return profile.peak_flops.get("fp32") or max(profile.peak_flops.values())
+    ops = instr.operands
+    t = ops[0].shape.element_type if ops and ops[0].shape.is_array else "bf16"
+    return matmul_peak(profile, t)[1]
+
+
+@dataclass(frozen=True)
+class RooflinePrices:
+    """A device's roofline in the cost model's units, for the solver's objective.
+
+    ``profile``: the :class:`hloshard.devices.DeviceProfile`; ``seconds_per_unit``: the length of one
+    cost unit on it (:attr:`hloshard.devices.TimeScale.seconds_per_unit`).  A mesh carries one as
+    ``roofline_prices`` when ``--device`` is given; the strategy space then prices each strategy's
+    compute as :meth:`units` of its flops and HBM bytes (``strategy.base.price_roofline``), so that
+    the objective's compute is the report's roofline seconds over ``seconds_per_unit``."""
+
+    profile: object
+    seconds_per_unit: float
+
+    def units(self, instr, flops: float, hbm: float) -> float:
+        """Cost units of ``instr`` doing ``flops`` and moving ``hbm`` HBM bytes on one device:
+        :func:`instruction_seconds` at :func:`instruction_peak` over ``seconds_per_unit``."""
+        sec, _ = instruction_seconds(instr, flops, hbm, instruction_peak(instr, self.profile),
+                                     self.profile.hbm_bandwidth)
+        return sec / self.seconds_per_unit
 
 
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
@@ -109,13 +198,7 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
         b = hbm_bytes(instr, size_of) * n
-        if instr.opcode in COLLECTIVE_OPCODES:
-            sec, bound = 0.0, "communication"
-        else:
-            tc = f / peak_of(instr) if f else 0.0
-            tm = b / hbm_bandwidth
-            sec = max(tc, tm)
-            bound = "none" if sec == 0 else ("compute" if tc >= tm else "memory")
+        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
         out.flops += f
         out.hbm_bytes += b
         out.seconds += sec

@@ -15,14 +15,39 @@ devices), with the matmul peak of the profile for the module's dtype (``TimeScal
 
 Compute: with a roofline (:mod:`hloshard.cost.roofline`, ``roofline_s``) the sum over instructions of
 max(flops / peak, HBM bytes / HBM bandwidth); without one, the cost model's compute (flops per device at
-the matmul peak: the roofline's compute side only). ``compute_flops_s`` is always the latter.
+the matmul peak: the roofline's compute side only). ``compute_flops_s`` is always the latter (with a
+roofline: its flops at the matmul peak, as the cost model's compute includes the HBM side when the
+mesh carries the device's roofline prices).
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["StepTime", "step_time"]
+__all__ = ["StepTime", "step_time", "format_seconds", "cost_formatter"]
+
+
+def cost_formatter(report: dict):
+    """``fn(value, signed=False) -> str`` for a report's cost figures: seconds (:func:`format_seconds`)
+    when ``report['units'] == 'seconds'`` (a report priced with ``--device``), else cost units
+    (``1,234.56``, ``+1,234.56``)."""
+    if report.get("units") == "seconds":
+        return format_seconds
+    return lambda x, signed=False: f"{x:+,.2f}" if signed else f"{x:,.2f}"
+
+
+def format_seconds(x: float | None, signed: bool = False) -> str:
+    """Seconds for reports: ``1.234 s``, ``12.345 ms``, ``3.21 us`` (by magnitude); ``+`` / ``-`` first
+    with ``signed``; ``-`` for None."""
+    if x is None:
+        return "-"
+    sign = ("+" if x >= 0 else "-") if signed else ("-" if x < 0 else "")
+    a = abs(float(x))
+    if a >= 1:
+        return f"{sign}{a:,.3f} s"
+    if a >= 1e-3:
+        return f"{sign}{a * 1e3:,.3f} ms"
+    return f"{sign}{a * 1e6:,.2f} us"
 
 
 @dataclass(frozen=True)
@@ -62,7 +87,8 @@ def step_time(scale, compute: float, communication: float, resharding: float, mo
     ``compute_cost_per_flop``: the cost model's units per flop (to turn compute back into flops);
     ``roofline``: a :class:`hloshard.cost.roofline.Roofline` of the plan (its seconds become the compute
     time, its HBM bytes and memory-bound seconds are reported), or None."""
-    flops_s, m, r = scale.seconds(compute), scale.seconds(communication), scale.seconds(resharding)
+    m, r = scale.seconds(communication), scale.seconds(resharding)
+    flops_s = scale.seconds(compute) if roofline is None else float(roofline.flops) / scale.peak_flops
     c = flops_s if roofline is None else float(roofline.seconds)
     total = c + m + r
     overlapped = max(c, m + r)

@@ -31,9 +31,11 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Sequence
+
+from ..cost.roofline import hbm_bytes, kernel_reads
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -56,6 +58,9 @@ class Strategy:
     ``collectives``: the collectives behind ``comm``, one
     :class:`hloshard.cost.collectives.PredictedCollective` each (what XLA's partitioner is expected to
     insert for this instruction, resharding of operands excluded: that is on the edges).
+    ``flops``: floating-point operations per device of one execution when ``compute`` is a roofline
+    price (:func:`price_roofline`, with ``--device``); None when ``compute`` is ``flops *
+    COMPUTE_COST_PER_FLOP`` (then :meth:`flop_count` derives them).
     """
 
     name: str
@@ -65,6 +70,11 @@ class Strategy:
     comm: float = 0.0
     memory: int = 0
     collectives: tuple = ()
+    flops: float | None = None
+
+    def flop_count(self) -> float:
+        """Flops per device of one execution (``flops``, else ``compute / COMPUTE_COST_PER_FLOP``)."""
+        return self.compute / COMPUTE_COST_PER_FLOP if self.flops is None else self.flops
 
 
 @dataclass(eq=False)
@@ -223,6 +233,9 @@ class MeshInfo:
         #: uneven-split policy (see :meth:`uneven_ok`), from the mesh (``DeviceMesh.with_policy``)
         self.max_padding = float(getattr(mesh, "max_padding", 0.5))
         self.memory_budget = getattr(mesh, "memory_budget", None)
+        #: a device's roofline in cost units (:class:`hloshard.cost.roofline.RooflinePrices`) when the
+        #: mesh was priced by ``--device``, else None (compute = flops only, :func:`price_roofline`)
+        self.roofline_prices = getattr(mesh, "roofline_prices", None)
         self._enum_cache: dict = {}
         self._fits_cache: dict = {}
         self._even_best: dict = {}
@@ -509,3 +522,80 @@ def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_p
     else:
         elems = 0
     return Strategy(name, out_spec, tuple(inputs), compute=compute_cost(elems * flops_per_element), memory=mem)
+
+
+# ---------------------------------------------------------------------------------------------
+# the roofline in the objective (--device)
+# ---------------------------------------------------------------------------------------------
+
+
+def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
+    """Bytes per device of ``shape`` under ``spec`` (a Spec or HloSharding; for a tuple shape a tuple
+    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape."""
+    if shape.is_tuple:
+        leaves = leaf_shapes(shape)
+        specs = spec if isinstance(spec, tuple) and len(spec) == len(leaves) else (None,) * len(leaves)
+        return float(sum(_leaf_bytes(minfo, s, p) for s, p in zip(leaves, specs)))
+    if not is_array(shape):
+        return 0.0
+    if spec is None or (is_mesh_spec(spec) and len(spec) != len(shape.dims)):
+        return float(math.ceil(math.prod(shape.dims) * element_bytes(shape)))
+    return float(minfo.bytes_per_device(shape, spec))
+
+
+def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict) -> float:
+    """HBM bytes one device moves for one execution of ``instr`` under strategy ``st``: the roofline's
+    rule (:func:`hloshard.cost.roofline.hbm_bytes`: the memory model's fusion rule, 0 when XLA fuses
+    ``instr`` into its consumers) with the sizes this strategy implies: its result at ``st.out``, an
+    operand it reads directly at the spec ``st.inputs`` requires of it, and a buffer it reads through a
+    fused producer (an operand's operand, ...) at that buffer's whole size times the share of the
+    direct operand it is reached through (``origin``: id(buffer) -> operand index, from
+    :func:`hloshard.cost.roofline.kernel_reads`); where the strategy sets no requirement, at the share
+    of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``)."""
+    direct = {id(o): k for k, o in enumerate(operands)}
+    out = st.out
+
+    def spec_of(k):
+        return st.inputs[k] if k is not None and k < len(st.inputs) else None
+
+    def size_of(x) -> float:
+        if x is instr:
+            return _leaf_bytes(minfo, x.shape, out)
+        k = direct.get(id(x))
+        if spec_of(k) is not None:
+            return _leaf_bytes(minfo, x.shape, spec_of(k))
+        k = origin.get(id(x), k)
+        whole = _leaf_bytes(minfo, x.shape, None)
+        spec = spec_of(k)
+        if spec is None:
+            mine, total = _leaf_bytes(minfo, instr.shape, out), _leaf_bytes(minfo, instr.shape, None)
+        else:
+            o = operands[k]
+            mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
+        return whole * (mine / total if total else 1.0)
+
+    return hbm_bytes(instr, size_of)
+
+
+def price_roofline(group, minfo: MeshInfo) -> None:
+    """With a device (``minfo.roofline_prices``), reprice every strategy of ``group`` (a StrategyGroup;
+    anything else is left alone) by the roofline: ``compute`` = the cost units of max(flops / peak,
+    HBM bytes / HBM bandwidth) (:meth:`hloshard.cost.roofline.RooflinePrices.units`, the report's
+    formula), flops = the handler's compute / ``COMPUTE_COST_PER_FLOP`` kept in ``Strategy.flops``, HBM
+    bytes from :func:`strategy_hbm_bytes`.  The strategies are replaced by copies (handlers may share
+    strategy objects between groups, e.g. dots of equal shapes).  Without a device nothing changes."""
+    prices = minfo.roofline_prices
+    if prices is None or not isinstance(group, StrategyGroup) or not group.strategies:
+        return
+    instr = group.instr
+    operands = group.ops()
+    origin = {id(b): k for b, k in kernel_reads(instr)} if group.operands is None else {}
+    out = []
+    for st in group.strategies:
+        if st.flops is not None:      # already priced (a group built twice)
+            out.append(st)
+            continue
+        flops = st.compute / COMPUTE_COST_PER_FLOP
+        b = strategy_hbm_bytes(instr, st, operands, minfo, origin)
+        out.append(replace(st, compute=prices.units(instr, flops, b), flops=flops))
+    group.strategies = out
