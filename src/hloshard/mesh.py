@@ -105,7 +105,7 @@ class DeviceMesh:
     """
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
-                 "source", "notes", "max_padding", "memory_budget",
+                 "source", "notes", "max_padding", "memory_budget", "memory_device",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -161,6 +161,8 @@ class DeviceMesh:
         self.notes = []
         self.max_padding = 0.5
         self.memory_budget = None
+        #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
+        self.memory_device = None
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
@@ -323,6 +325,7 @@ class DeviceMesh:
         out.axis_names = tuple(out.axis_label(k) for k in range(out.ndim)) if self.user_names else None
         out.source, out.notes = self.source, list(self.notes)
         out.max_padding, out.memory_budget = self.max_padding, self.memory_budget
+        out.memory_device = getattr(self, "memory_device", None)
         return out
 
     @property

@@ -89,6 +89,7 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
         return None
     coarse = base.refine(_shape_of(cuts))
     coarse.with_policy(mesh.max_padding, mesh.memory_budget)
+    coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
 
 

@@ -44,10 +44,11 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     instr = graph.schedule[t] if t < len(graph.schedule) else None
     names = ", ".join(f"{graph.nodes[v].instr.name} ({format_bytes(int(usage[v]))})" for v in live[:5])
     at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
-    low = xla_lower_bound(total)
+    device = getattr(graph, "memory_device", None)
+    low = xla_lower_bound(total, device)
     return (f"memory budget {format_bytes(budget)} per device is infeasible: {at} the live tensors need at least "
             f"{format_bytes(total)} per device in the memory model even when sharded as far as possible, above "
-            f"its limit for this budget ({format_bytes(model_limit(budget))}: the budget less the model's largest "
+            f"its limit for this budget ({format_bytes(model_limit(budget, device))}: the budget less the model's largest "
             f"measured under-estimate of XLA, cost.memory.XLA_CPU_UNDERESTIMATE); under XLA every plan needs at "
             f"least {low:,} bytes ({format_bytes(low)}) per device (less the largest measured over-estimate, "
             f"XLA_CPU_OVERESTIMATE); largest: {names}")

@@ -99,6 +99,7 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     scale = time_scale(profile, shape, links, dtype, COMPUTE_COST_PER_FLOP)
     budget = profile.hbm_bytes if memory_budget is None else memory_budget
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
+    dmesh.memory_device = profile.name if profile.backend == "tpu" else None   # memory as the TPU compiler lays it out
     return dmesh, scale, budget
 
 

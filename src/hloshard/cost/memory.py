@@ -15,6 +15,7 @@ from typing import Sequence
 
 from ..hlo.shape import Shape, element_byte_size
 from ..hlo.sharding import HloSharding
+from .tpu_layout import vmem_bytes
 
 
 def tile_bytes(element_type: str, tile_shape: Sequence[int]) -> int:
@@ -72,13 +73,32 @@ XLA_CPU_UNDERESTIMATE = 1.28
 XLA_CPU_OVERESTIMATE = 1.16
 
 
-def model_limit(budget: int) -> int:
+#: The same two figures for the TPU compiler (``--device tpu-*``: padded layouts and VMEM,
+#: :mod:`hloshard.cost.tpu_layout`), measured against libtpu's ``memory_analysis()`` (``v5e:2x4``, ahead
+#: of time) on the GSPMD and ``solve`` plans of the 9 samples (BENCHMARKS.md "Memory on the TPU compiler",
+#: ``benchmarks/tpu_truth.py``), rounded up.
+XLA_TPU_UNDERESTIMATE = 1.49
+XLA_TPU_OVERESTIMATE = 1.01
+
+
+def _margins(device: str | None) -> tuple[str, str]:
+    if device is not None and str(device).lower().startswith("tpu"):
+        return str(XLA_TPU_UNDERESTIMATE), str(XLA_TPU_OVERESTIMATE)
+    return str(XLA_CPU_UNDERESTIMATE), str(XLA_CPU_OVERESTIMATE)
+
+
+def model_limit(budget: int, device: str | None = None) -> int:
     """The model peak (bytes per device) a plan may have so that XLA's peak stays within ``budget``:
-    ``floor(budget / XLA_CPU_UNDERESTIMATE)`` (the measured worst under-estimate)."""
-    return int(Fraction(int(budget)) / Fraction(str(XLA_CPU_UNDERESTIMATE)))   # exact: no float rounding
+    ``floor(budget / XLA_CPU_UNDERESTIMATE)`` (the measured worst under-estimate); with a TPU
+    ``device`` (a profile name, ``mesh.memory_device``) ``XLA_TPU_UNDERESTIMATE``."""
+    return int(Fraction(int(budget)) / Fraction(_margins(device)[0]))   # exact: no float rounding
 
 
-def xla_lower_bound(model_bytes: int) -> int:
+def xla_lower_bound(model_bytes: int, device: str | None = None) -> int:
     """A lower bound on XLA's peak for a plan whose model peak is at least ``model_bytes``:
-    ``floor(model_bytes / XLA_CPU_OVERESTIMATE)`` (the measured worst over-estimate)."""
-    return int(Fraction(int(model_bytes)) / Fraction(str(XLA_CPU_OVERESTIMATE)))
+    ``floor(model_bytes / XLA_CPU_OVERESTIMATE)`` (the measured worst over-estimate); with a TPU
+    ``device``, ``model_bytes`` is a sum without VMEM credit: ``floor((model_bytes - VMEM) /
+    XLA_TPU_OVERESTIMATE)`` (:func:`hloshard.cost.tpu_layout.vmem_bytes`)."""
+    if device is not None and str(device).lower().startswith("tpu"):
+        model_bytes = max(0, int(model_bytes) - vmem_bytes(device))
+    return int(Fraction(int(model_bytes)) / Fraction(_margins(device)[1]))

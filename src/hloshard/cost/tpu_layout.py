@@ -131,3 +131,20 @@ def hbm_peak(persistent: int, temp_peak: int, vmem: int) -> int:
     plus the part of the temporaries' peak ``temp_peak`` that does not fit in ``vmem`` bytes of VMEM
     (module docstring: measured on v5e; the rule is exact at n = 8192 and under-estimates n = 4096)."""
     return int(persistent) + max(0, int(temp_peak) - int(vmem))
+
+
+def strategy_bytes(leaf_shapes: Sequence, outs: Sequence, tile_dims) -> int:
+    """HBM bytes of one cost-graph node's value on a TPU: the sum over its array leaves of
+    :func:`padded_bytes` of the per-device tile (``leaf_shapes``: the leaves' shapes; ``outs``: each
+    leaf's sharding spec, None for a leaf without one, which is not counted; ``tile_dims(dims, spec)``:
+    the per-device tile dims, :meth:`hloshard.strategy.base.MeshInfo.tile_dims`)."""
+    total = 0
+    for shape, spec in zip(leaf_shapes, outs):
+        if spec is None or getattr(shape, "is_tuple", False) or not hasattr(shape, "dims"):
+            continue
+        if element_byte_size(shape.element_type) == 0:
+            continue
+        dims = tuple(shape.dims) if getattr(spec, "is_manual", False) else tuple(tile_dims(shape.dims, spec))
+        total += padded_bytes(shape.element_type, dims)
+    return total
+
