@@ -170,7 +170,7 @@ def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | 
         res = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=time_limit, workers=1,
                            deterministic=True, pin_operands=True)
     except SolveFailed as exc:
-        return None, str(exc).splitlines()[0][:300]
+        return None, str(exc).splitlines()[0]
     ev = (res.written or res).evaluation
     return print_module(module), int(ev.peak_memory)
 
@@ -261,6 +261,7 @@ def budget_run(args, rows) -> list[dict]:
         for share in (1.0, 0.8, 0.6, 0.4):
             b = int(r["tpu"] * share)
             written, msg = solve_tpu(pre, r["name"], "2x4", min(args.time_limit, 5.0), b)
+            print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)
             out.append({"name": r["name"], "share": share, "budget": b, "text": written,
                         "predicted": msg if written else None, "refusal": None if written else msg})
     jobs = [o for o in out if o["text"]]
@@ -286,11 +287,23 @@ def memory_table(rows) -> str:
     return "\n".join(lines)
 
 
-def budget_table(out) -> str:
+def budget_table(out, rows) -> str:
+    """Each budget's outcome; a refusal's stated bound ("under XLA every plan needs at least N bytes")
+    against the smallest TPU peak among the module's GSPMD and solve plans and its accepted plans."""
+    import re
+
     lines = ["| module | share of TPU GSPMD peak | budget MB | outcome |", "|---|---:|---:|---|"]
     for o in out:
+        peaks = [r["tpu"] for r in rows if r["name"] == o["name"] and r.get("tpu")]
+        peaks += [x["tpu"] for x in out if x["name"] == o["name"] and x.get("tpu")]
         if o.get("refusal"):
-            what = "refused: " + o["refusal"][:90]
+            m = re.search(r"at least ([\d,]+) bytes", o["refusal"])
+            if m and peaks:
+                bound = int(m.group(1).replace(",", ""))
+                what = (f"refused, stated bound {bound / min(peaks):.3f} of the smallest TPU peak"
+                        + ("" if bound <= min(peaks) else " **ABOVE**"))
+            else:
+                what = "refused (no bound stated): " + o["refusal"][:60]
         else:
             t = o.get("tpu")
             what = "accepted; TPU compiler " + ("did not compile" if t is None else
@@ -322,7 +335,7 @@ def main(argv=None) -> int:
         budgets = budget_run(args, rows) if args.budgets else []
         if budgets:
             print()
-            print(budget_table(budgets))
+            print(budget_table(budgets, rows))
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps({"rows": rows, "budgets": budgets}, indent=1))
         return 0

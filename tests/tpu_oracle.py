@@ -131,6 +131,8 @@ def compile_for_tpu(texts: list[str], topology: str = DEFAULT_TOPOLOGY, partitio
         env.pop("XLA_FLAGS", None)
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         env.pop("JAX_PLATFORMS", None)
+        # compile-only: another process holding libtpu (a second oracle run) must not make this one fail
+        env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(req), capture_output=True,
                                   text=True, env=env, timeout=timeout)
