@@ -21,7 +21,7 @@ collective-permute counts its whole result, self-pairs included), the TPU buffer
 **Memory** (``--memory``, issue 25): per plan hloshard's predicted peak per device with ``--device
 tpu-v5e`` (the one liveness model with the TPU compiler's padded layouts and VMEM rule,
 :mod:`hloshard.cost.tpu_layout`) beside the TPU compiler's ``memory_analysis()`` (argument + output +
-temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (its HBM as the default budget);
+temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (no budget);
 ``--corpus`` adds the MaxText corpus module on 8 chips (GSPMD: XLA's CPU propagation dump priced by
 hloshard, the pre module compiled by libtpu with propagation to outputs; solve: 60 s).  ``--budgets``
 also solves each sample under budgets of 100/80/60/40% of the TPU compiler's GSPMD peak with
@@ -159,13 +159,18 @@ def predicted_peak(text: str, name: str, spec: str) -> int:
 
 def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | None = None):
     """``solve --device tpu-v5e [--memory-budget B]`` (pins on): (written text, predicted peak), or
-    (None, the refusal's message)."""
+    (None, the refusal's message).  Without ``budget`` no budget binds (the CLI's default, the device's
+    HBM, is not applied: the plan measured is the unconstrained one)."""
     from hloshard.autoshard import solve_module
     from hloshard.errors import SolveFailed
     from hloshard.hlo import parse_module, print_module
 
     module = parse_module(text, name)
+    given = budget
     mesh, budget = tpu_mesh(module, spec, budget)
+    if given is None:
+        budget = None
+        mesh.with_policy(None, None)
     try:
         res = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=time_limit, workers=1,
                            deterministic=True, pin_operands=True)
