@@ -24,7 +24,7 @@ tpu-v5e`` (the one liveness model with the TPU compiler's padded layouts and VME
 temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (no budget);
 ``--corpus`` adds the MaxText corpus module on 8 chips (GSPMD: XLA's CPU propagation dump priced by
 hloshard, the pre module compiled by libtpu with propagation to outputs; solve: 60 s).  ``--budgets``
-also solves each sample under budgets of 100/80/60/40% of the TPU compiler's GSPMD peak with
+also solves each sample under budgets of 200/160/100/80/60/40% of the TPU compiler's GSPMD peak with
 ``--device tpu-v5e`` and compiles every accepted plan.
 
 Needs an interpreter with jax 0.10.2 and libtpu 0.0.42.* (run it with that venv's python).
@@ -254,8 +254,8 @@ def maxtext_rows(args) -> list[dict]:
 
 
 def budget_run(args, rows) -> list[dict]:
-    """Per sample, ``solve --device tpu-v5e --memory-budget B`` for B = 100/80/60/40% of the TPU
-    compiler's GSPMD peak; every accepted plan compiled by libtpu."""
+    """Per sample, ``solve --device tpu-v5e --memory-budget B`` for B = 200/160/100/80/60/40% of the
+    TPU compiler's GSPMD peak; every accepted plan compiled by libtpu."""
     from tests.tpu_oracle import compile_for_tpu
 
     out = []
@@ -263,7 +263,7 @@ def budget_run(args, rows) -> list[dict]:
         if r["plan"] != "GSPMD" or r.get("tpu") is None or r["name"] == "maxtext_train_step":
             continue
         pre = (ROOT / "samples" / f"{r['name']}.pre.hlo").read_text()
-        for share in (1.0, 0.8, 0.6, 0.4):
+        for share in (2.0, 1.6, 1.0, 0.8, 0.6, 0.4):
             b = int(r["tpu"] * share)
             written, msg = solve_tpu(pre, r["name"], "2x4", min(args.time_limit, 5.0), b)
             print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)

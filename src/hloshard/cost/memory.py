@@ -84,6 +84,13 @@ XLA_TPU_UNDERESTIMATE = 1.63
 XLA_TPU_OVERESTIMATE = 1.01
 
 
+def margin_names(device: str | None) -> tuple[str, str]:
+    """The names of the two margins :func:`model_limit` / :func:`xla_lower_bound` use for ``device``."""
+    if device is not None and str(device).lower().startswith("tpu"):
+        return "XLA_TPU_UNDERESTIMATE", "XLA_TPU_OVERESTIMATE"
+    return "XLA_CPU_UNDERESTIMATE", "XLA_CPU_OVERESTIMATE"
+
+
 def _margins(device: str | None) -> tuple[str, str]:
     if device is not None and str(device).lower().startswith("tpu"):
         return str(XLA_TPU_UNDERESTIMATE), str(XLA_TPU_OVERESTIMATE)
@@ -97,11 +104,12 @@ def model_limit(budget: int, device: str | None = None) -> int:
     return int(Fraction(int(budget)) / Fraction(_margins(device)[0]))   # exact: no float rounding
 
 
-def xla_lower_bound(model_bytes: int, device: str | None = None) -> int:
+def xla_lower_bound(model_bytes: int, device: str | None = None, persistent: int = 0) -> int:
     """A lower bound on XLA's peak for a plan whose model peak is at least ``model_bytes``:
     ``floor(model_bytes / XLA_CPU_OVERESTIMATE)`` (the measured worst over-estimate); with a TPU
-    ``device``, ``model_bytes`` is a sum without VMEM credit: ``floor((model_bytes - VMEM) /
+    ``device``, ``model_bytes`` is a sum without VMEM credit, of which ``persistent`` bytes are entry
+    parameters and outputs (always in HBM): ``floor(max(persistent, model_bytes - VMEM) /
     XLA_TPU_OVERESTIMATE)`` (:func:`hloshard.cost.tpu_layout.vmem_bytes`)."""
     if device is not None and str(device).lower().startswith("tpu"):
-        model_bytes = max(0, int(model_bytes) - vmem_bytes(device))
+        model_bytes = max(int(persistent), int(model_bytes) - vmem_bytes(device))
     return int(Fraction(int(model_bytes)) / Fraction(_margins(device)[1]))
