@@ -75,13 +75,14 @@ XLA_CPU_OVERESTIMATE = 1.16
 
 #: The same two figures for the TPU compiler (``--device tpu-*``: padded layouts and VMEM,
 #: :mod:`hloshard.cost.tpu_layout`), measured against libtpu's ``memory_analysis()`` (``v5e:2x4``, ahead
-#: of time) on the GSPMD and ``solve`` plans of the 9 samples (BENCHMARKS.md "Memory on the TPU compiler",
+#: of time) on the GSPMD and ``solve`` plans of the 9 samples and MaxText (BENCHMARKS.md "Memory on the TPU compiler",
 #: ``benchmarks/tpu_truth.py --memory``), rounded up: the worst under-estimate is ``mlp_train_step``'s
 #: solve plan (0.614: 512 B headers of asynchronous collectives, collective-permutes and copies that the
-#: TPU compiler spaces 16 KiB apart in HBM, read from its buffer assignment; not modelled), the worst
-#: over-estimate 1.000.
+#: TPU compiler spaces 16 KiB apart in HBM, read from its buffer assignment; not modelled; MaxText's
+#: GSPMD plan, 0.691, is inside it); the worst over-estimate is MaxText's solve plan (1.211: 18.55 GB
+#: predicted, 15.31 GB allocated), the samples' at most 1.000.
 XLA_TPU_UNDERESTIMATE = 1.63
-XLA_TPU_OVERESTIMATE = 1.01
+XLA_TPU_OVERESTIMATE = 1.22
 
 
 def margin_names(device: str | None) -> tuple[str, str]:
