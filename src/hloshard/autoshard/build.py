@@ -37,7 +37,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
-from ..cost.tpu_layout import strategy_bytes
+from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
@@ -217,7 +217,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         node_costs=node_costs, node_usages=node_usages,
         edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
         edge_costs=edge_costs,
-        usage_limit=None if memory_budget is None else model_limit(memory_budget, memory_device),
+        usage_limit=None if memory_budget is None else solver_limit(model_limit(memory_budget, memory_device),
+                                                                    memory_device),
         cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
@@ -227,6 +228,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.kept = kept
     graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     graph.memory_device = memory_device
+    # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
+    graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
     # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak_of)
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):

@@ -136,7 +136,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
-    limit = graph.problem.usage_limit
+    limit = getattr(graph, "model_limit", graph.problem.usage_limit)   # the limit of the evaluated peak
     for _ in range(3):
         # the communication buffers (hloshard.autoshard.build.edge_buffers) are not in the solver's problem
         # (node memory only): re-solve under a limit lowered by the excess until the choice keeps it

@@ -148,3 +148,11 @@ def strategy_bytes(leaf_shapes: Sequence, outs: Sequence, tile_dims) -> int:
         total += padded_bytes(shape.element_type, dims)
     return total
 
+
+
+def solver_limit(limit: int, device: str | None) -> int:
+    """The node-memory limit of the solver's problem (sum of the live buffers at each point, no VMEM
+    credit: IOPDDL's linear form) for a plan whose :func:`hbm_peak` must stay within ``limit``: ``limit +
+    VMEM`` on a TPU (``P + max(0, T - V) <= L`` holds iff ``P + T <= L + V`` and ``P <= L``; the second
+    is checked on the evaluated peak), ``limit`` elsewhere."""
+    return int(limit) + vmem_bytes(device) if device is not None else int(limit)
