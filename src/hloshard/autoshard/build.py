@@ -230,7 +230,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.memory_device = memory_device
     # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
     graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
-    # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak_of)
+    # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
