@@ -18,11 +18,21 @@ collective-permute counts its whole result, self-pairs included), the TPU buffer
 (``memory_analysis``: argument + output + temp - alias bytes per device) and the TPU cost model's time
 (``optimal_seconds``).  Prints a Markdown table; ``--json`` writes the raw figures.
 
+**Memory** (``--memory``, issue 25): per plan hloshard's predicted peak per device with ``--device
+tpu-v5e`` (the one liveness model with the TPU compiler's padded layouts and VMEM rule,
+:mod:`hloshard.cost.tpu_layout`) beside the TPU compiler's ``memory_analysis()`` (argument + output +
+temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (no budget);
+``--corpus`` adds the MaxText corpus module on 8 chips (GSPMD: XLA's CPU propagation dump priced by
+hloshard, the pre module compiled by libtpu with propagation to outputs; solve: 60 s).  ``--budgets``
+also solves each sample under budgets of 200/160/100/80/60/40% of the TPU compiler's GSPMD peak with
+``--device tpu-v5e`` and compiles every accepted plan.
+
 Needs an interpreter with jax 0.10.2 and libtpu 0.0.42.* (run it with that venv's python).
 
 Usage::
 
     python benchmarks/tpu_truth.py [--time-limit 10] [--only NAME] [--unpinned] [--json out.json]
+    python benchmarks/tpu_truth.py --memory [--corpus] [--budgets] [--only NAME] [--json out.json]
 """
 
 from __future__ import annotations
@@ -124,12 +134,211 @@ def table(rows, unpinned: bool) -> str:
     return "\n".join(lines)
 
 
+DEVICE = "tpu-v5e"
+CORPUS_MAXTEXT = ROOT.parent / "shared" / "corpus" / "xla_benchmarks" / \
+    "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
+
+
+def tpu_mesh(module, spec: str, budget: int | None = None):
+    """The mesh ``--mesh spec --device tpu-v5e`` gives (memory as the TPU compiler lays it out)."""
+    from hloshard.commands.options import timed_mesh_from_options
+
+    mesh, _scale, budget = timed_mesh_from_options(module, spec, None, None, None, DEVICE, budget)
+    return mesh, budget
+
+
+def predicted_peak(text: str, name: str, spec: str) -> int:
+    """hloshard's peak per device of the plan ``text`` carries, with ``--device tpu-v5e``."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo import parse_module
+
+    module = parse_module(text, name)
+    mesh, _ = tpu_mesh(module, spec)
+    return int(evaluate_module(module, mesh).evaluation.peak_memory)
+
+
+def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | None = None):
+    """``solve --device tpu-v5e [--memory-budget B]`` (pins on): (written text, predicted peak), or
+    (None, the refusal's message).  Without ``budget`` no budget binds (the CLI's default, the device's
+    HBM, is not applied: the plan measured is the unconstrained one)."""
+    from hloshard.autoshard import solve_module
+    from hloshard.errors import SolveFailed
+    from hloshard.hlo import parse_module, print_module
+
+    module = parse_module(text, name)
+    given = budget
+    mesh, budget = tpu_mesh(module, spec, budget)
+    if given is None:
+        budget = None
+        mesh.with_policy(None, None)
+    try:
+        res = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=time_limit, workers=1,
+                           deterministic=True, pin_operands=True)
+    except SolveFailed as exc:
+        return None, str(exc).splitlines()[0]
+    ev = (res.written or res).evaluation
+    return print_module(module), int(ev.peak_memory)
+
+
+def _total(rec) -> int | None:
+    m = rec.get("memory") if rec.get("ok") else None
+    return None if m is None else m["argument"] + m["output"] + m["temp"] - m["alias"]
+
+
+def memory_run(args) -> list[dict]:
+    """Rows ``{name, plan, predicted, tpu, error}`` (bytes per device) for every sample's GSPMD and solve
+    plan, and with ``args.corpus`` MaxText's."""
+    from tests.tpu_oracle import compile_for_tpu
+
+    names = [p.name[: -len(".pre.hlo")] for p in sorted((ROOT / "samples").glob("*.pre.hlo"))
+             if not p.name.endswith(".shardy.pre.hlo")]
+    names = [n for n in names if not args.only or n in args.only]
+    rows = []
+    for n in names:
+        t0 = time.monotonic()
+        pre = (ROOT / "samples" / f"{n}.pre.hlo").read_text()
+        prop = (ROOT / "samples" / f"{n}.propagated.hlo").read_text()
+        written, spred = solve_tpu(pre, n, "2x4", args.time_limit)
+        rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, "2x4"), "text": prop,
+                     "fallback": pre})
+        rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "text": written,
+                     "error": None if written else spred})
+        print(f"{n}: hloshard side {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    jobs = [r for r in rows if r.get("text")]
+    for r, rec in zip(jobs, compile_for_tpu([r["text"] for r in jobs], timeout=3600)):
+        r["tpu"] = _total(rec)
+        r["tpu_parts"] = rec.get("memory")
+        if not rec["ok"]:
+            r["tpu_error"] = rec["error"].splitlines()[0][:200]
+    # a propagated module the TPU compiler rejects: the pre module with propagation to outputs (same plan)
+    redo = [r for r in rows if r.get("tpu") is None and r.get("fallback")]
+    if redo:
+        for r, rec in zip(redo, compile_for_tpu([r["fallback"] for r in redo], timeout=3600, propagate_outputs=True)):
+            r["tpu"] = _total(rec)
+            r["tpu_parts"] = rec.get("memory")
+            r["note"] = "TPU: the pre module with propagation to outputs (the propagated file is rejected)"
+    if args.corpus and CORPUS_MAXTEXT.exists():
+        rows += maxtext_rows(args)
+    for r in rows:
+        r.pop("text", None)
+        r.pop("fallback", None)
+    return rows
+
+
+def maxtext_rows(args) -> list[dict]:
+    """MaxText on 8 chips: GSPMD (XLA's CPU propagation of the pre module, priced by hloshard; libtpu
+    compiles the pre module with propagation to outputs), ``solve --device tpu-v5e`` (60 s) and the same
+    with the CLI's default budget under ``--device tpu-v5e`` (the chip's HBM), compiled by libtpu."""
+    from hloshard.hlo import parse_module
+    from hloshard.xla_compare import run_xla
+    from tests.tpu_oracle import compile_for_tpu
+
+    text = CORPUS_MAXTEXT.read_text()
+    t0 = time.monotonic()
+    res = run_xla([text], 8, propagated=True, timeout=3600, crash_as_error=True)[0]
+    out = []
+    g = {"name": "maxtext_train_step", "plan": "GSPMD", "predicted": None}
+    if res.propagated:
+        g["predicted"] = predicted_peak(res.propagated, "maxtext", "8")
+    rec = compile_for_tpu([text], timeout=3600, propagate_outputs=True)[0]
+    g["tpu"], g["tpu_parts"] = _total(rec), rec.get("memory")
+    out.append(g)
+    written, spred = solve_tpu(text, "maxtext", "8", 60.0)
+    s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None,
+         "error": None if written else spred}
+    if written:
+        rec = compile_for_tpu([written], timeout=3600)[0]
+        s["tpu"], s["tpu_parts"] = _total(rec), rec.get("memory")
+    out.append(s)
+    # the CLI's default budget with --device tpu-v5e: the chip's HBM; an accepted plan must fit under libtpu
+    from hloshard.devices import get_profile
+
+    hbm = get_profile(DEVICE).hbm_bytes
+    written, spred = solve_tpu(text, "maxtext", "8", 60.0, hbm)
+    b = {"name": "maxtext_train_step", "plan": f"solve, budget {hbm / MB:,.0f} MB (HBM)",
+         "predicted": spred if written else None, "error": None if written else spred, "budget": hbm}
+    if written:
+        rec = compile_for_tpu([written], timeout=3600)[0]
+        b["tpu"], b["tpu_parts"] = _total(rec), rec.get("memory")
+    out.append(b)
+    print(f"maxtext: {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return out
+
+
+def budget_run(args, rows) -> list[dict]:
+    """Per sample, ``solve --device tpu-v5e --memory-budget B`` for B = 200/160/100/80/60/40% of the
+    TPU compiler's GSPMD peak; every accepted plan compiled by libtpu."""
+    from tests.tpu_oracle import compile_for_tpu
+
+    out = []
+    for r in rows:
+        if r["plan"] != "GSPMD" or r.get("tpu") is None or r["name"] == "maxtext_train_step":
+            continue
+        pre = (ROOT / "samples" / f"{r['name']}.pre.hlo").read_text()
+        for share in (2.0, 1.6, 1.0, 0.8, 0.6, 0.4):
+            b = int(r["tpu"] * share)
+            written, msg = solve_tpu(pre, r["name"], "2x4", min(args.time_limit, 5.0), b)
+            print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)
+            out.append({"name": r["name"], "share": share, "budget": b, "text": written,
+                        "predicted": msg if written else None, "refusal": None if written else msg})
+    jobs = [o for o in out if o["text"]]
+    for o, rec in zip(jobs, compile_for_tpu([o["text"] for o in jobs], timeout=3600)):
+        o["tpu"] = _total(rec)
+    for o in out:
+        o.pop("text", None)
+    return out
+
+
+def memory_table(rows) -> str:
+    lines = ["| module | plan | predicted MB | TPU compiler MB | ratio |", "|---|---|---:|---:|---:|"]
+    for r in rows:
+        p, t = r.get("predicted"), r.get("tpu")
+        ratio = "-" if not p or not t else f"{p / t:.3f}"
+        lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} |")
+    ok = [r for r in rows if r.get("predicted") and r.get("tpu")]
+    within = [r for r in ok if abs(r["predicted"] / r["tpu"] - 1) <= 0.15]
+    lines.append(f"\n- within 15% of the TPU compiler: {len(within)} of {len(ok)} plans")
+    if ok:
+        rs = [r["predicted"] / r["tpu"] for r in ok]
+        lines.append(f"- ratio predicted / TPU: {min(rs):.3f} .. {max(rs):.3f}")
+    return "\n".join(lines)
+
+
+def budget_table(out, rows) -> str:
+    """Each budget's outcome; a refusal's stated bound ("under XLA every plan needs at least N bytes")
+    against the smallest TPU peak among the module's GSPMD and solve plans and its accepted plans."""
+    import re
+
+    lines = ["| module | share of TPU GSPMD peak | budget MB | outcome |", "|---|---:|---:|---|"]
+    for o in out:
+        peaks = [r["tpu"] for r in rows if r["name"] == o["name"] and r.get("tpu")]
+        peaks += [x["tpu"] for x in out if x["name"] == o["name"] and x.get("tpu")]
+        if o.get("refusal"):
+            m = re.search(r"at least ([\d,]+) bytes", o["refusal"])
+            if m and peaks:
+                bound = int(m.group(1).replace(",", ""))
+                what = (f"refused, stated bound {bound / min(peaks):.3f} of the smallest TPU peak"
+                        + ("" if bound <= min(peaks) else " **ABOVE**"))
+            else:
+                what = "refused (no bound stated): " + o["refusal"][:60]
+        else:
+            t = o.get("tpu")
+            what = "accepted; TPU compiler " + ("did not compile" if t is None else
+                                                f"{t / MB:.3f} MB = {t / o['budget']:.3f} of B" +
+                                                ("" if t <= o["budget"] else " **BROKEN**"))
+        lines.append(f"| `{o['name']}` | {o['share']:.0%} | {o['budget'] / MB:.3f} | {what} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--time-limit", type=float, default=10.0, help="solve time limit per module (s)")
     ap.add_argument("--only", action="append", help="only these samples (repeatable)")
     ap.add_argument("--unpinned", action="store_true", help="also the plan written with --no-pin-operands")
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--memory", action="store_true", help="predicted peak (--device tpu-v5e) vs memory_analysis()")
+    ap.add_argument("--corpus", action="store_true", help="with --memory: also MaxText (8 chips)")
+    ap.add_argument("--budgets", action="store_true", help="with --memory: budgets at 100/80/60/40%% of GSPMD's peak")
     args = ap.parse_args(argv)
     from tests.tpu_oracle import tpu_available
 
@@ -137,6 +346,16 @@ def main(argv=None) -> int:
     if why:
         print(f"error: {why}", file=sys.stderr)
         return 2
+    if args.memory:
+        rows = memory_run(args)
+        print(memory_table(rows))
+        budgets = budget_run(args, rows) if args.budgets else []
+        if budgets:
+            print()
+            print(budget_table(budgets, rows))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps({"rows": rows, "budgets": budgets}, indent=1))
+        return 0
     rows = run(args)
     print(table(rows, args.unpinned))
     le = [r for r in rows if r["ratio"] is not None and r["ratio"] <= 1.0 + 1e-9]

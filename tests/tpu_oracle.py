@@ -56,6 +56,7 @@ for k, text in enumerate(req["texts"]):
         opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
                                                       device_assignment=np.arange(n).reshape(1, n))
         opts.executable_build_options.use_shardy_partitioner = False   # GSPMD, for written sharding={...}
+        opts.executable_build_options.allow_spmd_sharding_propagation_to_output = [bool(req["propagate_outputs"])]
         with jmlir.make_ir_context():
             exe = compiler.backend_compile_and_load(client, ir.Module.parse(bytecode),
                                                     xc.DeviceList(tuple(topo.devices[:n])), opts, [])
@@ -115,18 +116,23 @@ def tpu_available() -> str | None:
 
 
 def compile_for_tpu(texts: list[str], topology: str = DEFAULT_TOPOLOGY, partitions: int = 8,
-                    timeout: float = 600.0) -> list[dict]:
+                    timeout: float = 600.0, propagate_outputs: bool = False) -> list[dict]:
     """Compile each HLO text for ``partitions`` chips of ``topology`` ahead of time (GSPMD), in one child
-    process; returns one dict per text (module docstring).  Raises RuntimeError when the child dies or
-    times out (an XLA error on one text is that text's ``error``, not an exception)."""
+    process; returns one dict per text (module docstring).  ``propagate_outputs``: GSPMD may choose
+    unannotated outputs' shardings (as ``jax.jit`` without ``out_shardings``; default: replicated).
+    Raises RuntimeError when the child dies or times out (an XLA error on one text is that text's
+    ``error``, not an exception)."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="hloshard-tpu-") as dump:
-        req = {"texts": list(texts), "topology": topology, "partitions": partitions, "dump": dump}
+        req = {"texts": list(texts), "topology": topology, "partitions": partitions, "dump": dump,
+               "propagate_outputs": bool(propagate_outputs)}
         env = dict(os.environ)
         env.pop("XLA_FLAGS", None)
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         env.pop("JAX_PLATFORMS", None)
+        # compile-only: another process holding libtpu (a second oracle run) must not make this one fail
+        env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(req), capture_output=True,
                                   text=True, env=env, timeout=timeout)

@@ -86,6 +86,12 @@ class DeviceProfile:
     devices_per_node: int
     sources: tuple[str, ...] = field(default=())
 
+    @property
+    def backend(self) -> str:
+        """The compiler backend this device runs: ``'tpu'`` for a ``tpu-*`` profile, else ``'gpu'``
+        (the memory model's layouts and HBM rule follow it: :mod:`hloshard.cost.tpu_layout`)."""
+        return "tpu" if self.name.lower().startswith("tpu") else "gpu"
+
     def link(self, cls: str) -> LinkSpec:
         """The :class:`LinkSpec` of link class ``'ici'`` or ``'dcn'``."""
         if cls == "ici":

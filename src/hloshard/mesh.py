@@ -105,7 +105,7 @@ class DeviceMesh:
     """
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
-                 "source", "notes", "max_padding", "memory_budget", "roofline_prices",
+                 "source", "notes", "max_padding", "memory_budget", "roofline_prices", "memory_device",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -165,6 +165,8 @@ class DeviceMesh:
         self.max_padding = 0.5
         self.memory_budget = None
         self.roofline_prices = None
+        #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
+        self.memory_device = None
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
@@ -328,6 +330,7 @@ class DeviceMesh:
         out.source, out.notes = self.source, list(self.notes)
         out.max_padding, out.memory_budget = self.max_padding, self.memory_budget
         out.roofline_prices = self.roofline_prices
+        out.memory_device = getattr(self, "memory_device", None)
         return out
 
     @property

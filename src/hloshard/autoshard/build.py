@@ -39,6 +39,7 @@ from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
+from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until
 from ..hlo.callgraph import flatten_call_graph
@@ -195,8 +196,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
     # the memory model (cost/liveness.buffer_intervals): fusion, in place, outputs and donation
     entry = module.entry
+    param_nodes = [u for p in entry.parameters for u in leaf_nodes(p)]
     iv = buffer_intervals(schedule, lambda i: owned.get(id(i), ()), leaf_nodes,
-                          parameters=[u for p in entry.parameters for u in leaf_nodes(p)],
+                          parameters=param_nodes,
                           outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes))
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
@@ -216,8 +218,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             finite_max = max(finite_max, float(np.abs(f).max()))
     scale = choose_scale(finite_max)
     node_costs = [_to_int(c, scale) for c in fcosts]
+    # --device tpu-*: each buffer as the TPU compiler lays it out (cost/tpu_layout: padded tiles)
+    memory_device = getattr(mesh, "memory_device", None)
     node_usages = [np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else
-                   np.array([int(s.memory) for s in g.strategies], dtype=np.int64) for v, g in enumerate(nodes)]
+                   np.array([_usage(g, s, ctx.minfo, memory_device) for s in g.strategies], dtype=np.int64)
+                   for v, g in enumerate(nodes)]
     # equal float matrices are one object (the resharder's scaled matrices): one integer array each
     ints: dict = {}
     edge_costs = []
@@ -232,7 +237,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
         node_costs=node_costs, node_usages=node_usages,
         edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
-        edge_costs=edge_costs, usage_limit=None if memory_budget is None else model_limit(memory_budget),
+        edge_costs=edge_costs,
+        usage_limit=None if memory_budget is None else solver_limit(model_limit(memory_budget, memory_device),
+                                                                    memory_device),
         cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
@@ -241,6 +248,13 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.follows = follows
     graph.kept = kept
     graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
+    graph.memory_device = memory_device
+    # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
+    graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
+    # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
+    graph.persistent = np.zeros(n, dtype=bool)
+    for u in param_nodes + leaf_nodes(entry.root):
+        graph.persistent[u] = True
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
@@ -250,6 +264,18 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                                                           ties=tie_merges(graph))
     return graph
 
+
+
+def _usage(g, s, minfo, memory_device) -> int:
+    """Bytes per device of node ``g``'s value under strategy ``s``: ``s.memory`` (the unpadded tile),
+    or with a TPU device the padded tiles of :func:`hloshard.cost.tpu_layout.strategy_bytes`."""
+    if memory_device is None:
+        return int(s.memory)
+    shapes = g.leaf_shapes or (g.instr.shape,)
+    outs = s.out if g.multi else (s.out,)
+    if len(shapes) != len(outs):
+        return int(s.memory)
+    return strategy_bytes(shapes, outs, minfo.tile_dims)
 
 
 def edge_buffers(graph: Graph, choice) -> tuple[list, list]:

@@ -90,6 +90,7 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     coarse = base.refine(_shape_of(cuts))
     coarse.with_policy(mesh.max_padding, mesh.memory_budget)
     coarse.roofline_prices = mesh.roofline_prices
+    coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
 
 

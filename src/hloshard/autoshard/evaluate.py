@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.liveness import peak_usage
+from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
@@ -67,12 +68,22 @@ def peak_memory(problem: Problem, choice, graph: Graph | None = None) -> tuple[i
     resharding temporaries of the choice (:func:`hloshard.autoshard.build.edge_buffers`)."""
     sizes = [int(u[int(c)]) for u, c in zip(problem.node_usages, choice)]
     ivs = problem.intervals
+    n = len(sizes)
     if graph is not None:
         eiv, esz = edge_buffers(graph, choice)
         if eiv:
             ivs = np.concatenate([np.asarray(ivs, dtype=np.int64).reshape(-1, 2),
                                   np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
             sizes = sizes + esz
+        device = getattr(graph, "memory_device", None)
+        if device is not None and len(getattr(graph, "persistent", ())) == n:   # --device tpu-*: temporaries in VMEM first (cost/tpu_layout)
+            iv = np.asarray(ivs, dtype=np.int64).reshape(-1, 2)
+            sz = np.asarray(sizes, dtype=np.int64)
+            keep = np.zeros(len(sz), dtype=bool)
+            keep[:n] = graph.persistent
+            temp, t = peak_usage(iv[~keep], sz[~keep])
+            fixed = int(sz[keep & (iv[:, 1] > iv[:, 0])].sum())
+            return hbm_peak(fixed, temp, vmem_bytes(device)), t
     return peak_usage(ivs, sizes)
 
 
@@ -333,6 +344,7 @@ def module_mesh(module, mesh):
     user.notes = [n for n in mesh.notes if not n.startswith(f"mesh {user} refined internally")]
     user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
     user.roofline_prices = mesh.roofline_prices
+    user.memory_device = getattr(mesh, "memory_device", None)
     out = refine_for_module(user, module)
     return mesh if out == mesh else out
 

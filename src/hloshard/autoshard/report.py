@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..cost.memory import model_limit, xla_lower_bound
+from ..cost.memory import margin_names, model_limit, xla_lower_bound
 from ..errors import SolveFailed
 from .graph import Graph
 
@@ -44,13 +44,20 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     instr = graph.schedule[t] if t < len(graph.schedule) else None
     names = ", ".join(f"{graph.nodes[v].instr.name} ({format_bytes(int(usage[v]))})" for v in live[:5])
     at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
-    low = xla_lower_bound(total)
+    device = getattr(graph, "memory_device", None)
+    keep = getattr(graph, "persistent", None)   # entry parameters and outputs (a TPU keeps them in HBM)
+    fixed = 0
+    if device is not None and keep is not None and len(keep) == p.num_nodes:
+        alive = p.intervals[:, 1] > p.intervals[:, 0]
+        fixed = int(np.asarray(usage, dtype=np.int64)[keep & alive].sum())
+    under, over = margin_names(device)
+    low = xla_lower_bound(total, device, fixed)
     return (f"memory budget {format_bytes(budget)} per device is infeasible: {at} the live tensors need at least "
             f"{format_bytes(total)} per device in the memory model even when sharded as far as possible, above "
-            f"its limit for this budget ({format_bytes(model_limit(budget))}: the budget less the model's largest "
-            f"measured under-estimate of XLA, cost.memory.XLA_CPU_UNDERESTIMATE); under XLA every plan needs at "
+            f"its limit for this budget ({format_bytes(model_limit(budget, device))}: the budget less the model's largest "
+            f"measured under-estimate of XLA, cost.memory.{under}); under XLA every plan needs at "
             f"least {low:,} bytes ({format_bytes(low)}) per device (less the largest measured over-estimate, "
-            f"XLA_CPU_OVERESTIMATE); largest: {names}")
+            f"{over}); largest: {names}")
 
 
 

@@ -149,7 +149,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
-    limit = graph.problem.usage_limit
+    limit = getattr(graph, "model_limit", graph.problem.usage_limit)   # the limit of the evaluated peak
     for _ in range(3):
         # the communication buffers (hloshard.autoshard.build.edge_buffers) are not in the solver's problem
         # (node memory only): re-solve under a limit lowered by the excess until the choice keeps it
@@ -254,11 +254,11 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
     if written is not None and memory_budget is not None and \
-            written.evaluation.peak_memory > model_limit(memory_budget):
+            written.evaluation.peak_memory > model_limit(memory_budget, getattr(mesh, "memory_device", None)):
         # a budget is a promise about the written module: never report the solver's figure instead
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device is not kept by the written "
                       f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device in the memory "
-                      f"model, above its limit for this budget ({format_bytes(model_limit(memory_budget))}, "
+                      f"model, above its limit for this budget ({format_bytes(model_limit(memory_budget, getattr(mesh, 'memory_device', None)))}, "
                       f"cost.memory.model_limit; the solver's choice: {format_bytes(ev.peak_memory)})", "infeasible")
     if written is not None:
         if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):

@@ -101,6 +101,7 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     budget = profile.hbm_bytes if memory_budget is None else memory_budget
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
+    dmesh.memory_device = profile.name if profile.backend == "tpu" else None   # memory as the TPU compiler lays it out
     return dmesh, scale, budget
 
 

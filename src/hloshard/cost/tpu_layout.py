@@ -1,0 +1,158 @@
+"""What a buffer costs on a TPU: the TPU compiler's tiled layouts, and which buffers it keeps in HBM.
+
+The memory model (:func:`hloshard.cost.liveness.buffer_intervals`) decides which buffers exist and when;
+this module says how many bytes of HBM each one takes when the program is compiled by XLA's TPU backend
+(``--device tpu-*``).  Everything here was measured with the real TPU compiler (libtpu 0.0.42.1, jax
+0.10.2, topology ``v5e:2x4``, ahead of time: ``../shared/reference/tpu_aot.md``) by compiling the
+identity ``jax.jit(lambda x: x)`` on one array and reading ``memory_analysis().argument_size_in_bytes``
+and the layout the compiler chose (``entry_computation_layout`` of ``compiled.as_text()``); the measured
+table is ``tests/data/tpu_layout_measured.json`` (``tests/test_tpu_memory.py`` checks
+:func:`padded_bytes` against every row).
+
+**Layouts** (what the compiler chose on the probes):
+
+* every buffer is a multiple of :data:`GRANULE_BYTES` (512 B; a scalar takes 512 B);
+* rank 1: tiled ``T(t)`` with ``t`` the smallest power of two >= the length, at least 512 B worth of
+  elements (f32: 128, bf16: 256, s8 / pred: 512) and at most 1024 (longer vectors: whole 1024-element
+  tiles): ``f32[129]`` takes 1 KiB, ``f32[1025]`` 8 KiB;
+* rank >= 2: the minor dimension is padded to a multiple of 128 (lanes) and the second-minor one to a
+  row tile: a multiple of 8, or, when the dimension is shorter, the smallest allowed tile covering it
+  (32-bit: 1, 2, 4 rows; 16-bit: 2, 4; 8-bit and pred: 4).  Packed types keep the (8, 128) tile of
+  32-bit types (``bf16[9,128]`` takes 4 KiB = 16 x 128 x 2 B, not a (16, 128) tile).  The compiler also
+  chooses *which* dimensions are minor: ``f32[4,16,8]`` gets layout ``{1,2,0}`` (16 KiB) rather than
+  ``{2,1,0}`` (32 KiB).  :func:`padded_bytes` takes the cheapest (minor, second-minor) pair, as the
+  compiler did on every probe;
+* element types of 64 bits and sub-byte types were not probed: they get the 32-bit and 8-bit rules
+  (bytes scaled by their width).
+
+**HBM and VMEM**: the TPU compiler's memory-space assignment keeps temporaries in the core's VMEM
+(on-chip vector memory) when they fit; ``memory_analysis().temp_size_in_bytes`` counts HBM only.  Entry
+parameters and outputs are always in HBM.  Measured on v5e (``probe``: a chain of three f32 matmuls of
+n x n, n = 256 .. 8192): temp 0 up to n = 2048 (two live 16.8 MB temporaries), 402,653,184 B at n = 8192
+(two live 268 MB temporaries less 128 MiB); at n = 4096 (two 67 MB temporaries) 67 MB, more than the
+rule below predicts (0).  The model: HBM temp = max(0, peak of live temporaries - :data:`VMEM_BYTES`)
+(:func:`hbm_peak`); a profile without a measured VMEM size gets 0 (every temporary in HBM: an upper
+bound).  Not modelled: the small HBM temporaries of asynchronous collectives and copies (512 B tuple
+headers the compiler spaces 16 KiB apart: 0.4-0.9 MB on ``attention_6heads`` and ``transformer_block``),
+the TPU compiler's own fusion (it fuses more than the CPU backend, whose rule the liveness model follows).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from ..hlo.shape import element_byte_size
+
+#: Allocation granule of the TPU compiler's buffers (bytes): every buffer measured is a multiple of it.
+GRANULE_BYTES = 512
+
+#: Lanes: the minor dimension of a rank >= 2 array is padded to a multiple of this.
+LANES = 128
+
+#: Rows of the full tile: the second-minor dimension is padded to a multiple of this.
+SUBLANES = 8
+
+#: Largest tile of a rank-1 array (elements).
+VECTOR_TILE = 1024
+
+#: VMEM per chip that the TPU compiler fills with temporaries before it uses HBM (bytes), per device
+#: profile; measured (module docstring): v5e 128 MiB.  Profiles without an entry: 0 (no VMEM credit).
+VMEM_BYTES = {"tpu-v5e": 128 * 2 ** 20}
+
+
+def _bits(element_type: str) -> int:
+    return max(1, round(element_byte_size(element_type) * 8))
+
+
+def row_tiles(element_type: str) -> tuple[int, ...]:
+    """Row tiles the compiler may give the second-minor dimension when it is shorter than
+    :data:`SUBLANES` (32-bit and wider: 1, 2, 4; 16-bit: 2, 4; 8-bit and narrower: 4)."""
+    bits = _bits(element_type)
+    if bits >= 32:
+        return (1, 2, 4)
+    if bits >= 16:
+        return (2, 4)
+    return (4,)
+
+
+def _rows(n: int, element_type: str) -> int:
+    """The second-minor dimension ``n`` padded to its row tile."""
+    if n >= SUBLANES:
+        return -(-n // SUBLANES) * SUBLANES
+    return next((t for t in row_tiles(element_type) if t >= n), SUBLANES)
+
+
+def _granule(nbytes: float) -> int:
+    return int(max(1, math.ceil(nbytes / GRANULE_BYTES))) * GRANULE_BYTES
+
+
+def padded_bytes(element_type: str, dims: Sequence[int]) -> int:
+    """Bytes the TPU compiler allocates for one array of ``dims`` elements of ``element_type`` (the
+    per-device tile: pass the sharded dims), with its tiled layout (module docstring).  0 for an array
+    with a zero dimension and for non-array types (token, opaque).  Raises KeyError for an unknown
+    element type."""
+    width = element_byte_size(element_type)
+    if width == 0:
+        return 0
+    dims = [int(d) for d in dims]
+    if any(d == 0 for d in dims):
+        return 0
+    if not dims:
+        return GRANULE_BYTES
+    if len(dims) == 1:
+        n = dims[0]
+        smallest = max(1, int(GRANULE_BYTES // max(width, 1 / 8)))
+        tile = min(VECTOR_TILE, max(smallest, 1 << max(0, (n - 1).bit_length())))
+        if n > VECTOR_TILE:
+            tile = VECTOR_TILE
+        return _granule(-(-n // tile) * tile * width)
+    best = None
+    total = math.prod(dims)
+    for m in range(len(dims)):
+        lanes = -(-dims[m] // LANES) * LANES
+        for s in range(len(dims)):
+            if s == m:
+                continue
+            rest = total // (dims[m] * dims[s])
+            size = rest * _rows(dims[s], element_type) * lanes * width
+            if best is None or size < best:
+                best = size
+    return _granule(best)
+
+
+def vmem_bytes(device: str | None) -> int:
+    """VMEM credit of ``device`` (a profile name such as ``tpu-v5e``; :data:`VMEM_BYTES`), 0 if unknown."""
+    return int(VMEM_BYTES.get(str(device or "").lower(), 0))
+
+
+def hbm_peak(persistent: int, temp_peak: int, vmem: int) -> int:
+    """HBM bytes per device at the peak: ``persistent`` (entry parameters and outputs, never in VMEM)
+    plus the part of the temporaries' peak ``temp_peak`` that does not fit in ``vmem`` bytes of VMEM
+    (module docstring: measured on v5e; the rule is exact at n = 8192 and under-estimates n = 4096)."""
+    return int(persistent) + max(0, int(temp_peak) - int(vmem))
+
+
+def strategy_bytes(leaf_shapes: Sequence, outs: Sequence, tile_dims) -> int:
+    """HBM bytes of one cost-graph node's value on a TPU: the sum over its array leaves of
+    :func:`padded_bytes` of the per-device tile (``leaf_shapes``: the leaves' shapes; ``outs``: each
+    leaf's sharding spec, None for a leaf without one, which is not counted; ``tile_dims(dims, spec)``:
+    the per-device tile dims, :meth:`hloshard.strategy.base.MeshInfo.tile_dims`)."""
+    total = 0
+    for shape, spec in zip(leaf_shapes, outs):
+        if spec is None or getattr(shape, "is_tuple", False) or not hasattr(shape, "dims"):
+            continue
+        if element_byte_size(shape.element_type) == 0:
+            continue
+        dims = tuple(shape.dims) if getattr(spec, "is_manual", False) else tuple(tile_dims(shape.dims, spec))
+        total += padded_bytes(shape.element_type, dims)
+    return total
+
+
+
+def solver_limit(limit: int, device: str | None) -> int:
+    """The node-memory limit of the solver's problem (sum of the live buffers at each point, no VMEM
+    credit: IOPDDL's linear form) for a plan whose :func:`hbm_peak` must stay within ``limit``: ``limit +
+    VMEM`` on a TPU (``P + max(0, T - V) <= L`` holds iff ``P + T <= L + V`` and ``P <= L``; the second
+    is checked on the evaluated peak), ``limit`` elsewhere."""
+    return int(limit) + vmem_bytes(device) if device is not None else int(limit)
