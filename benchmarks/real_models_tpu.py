@@ -1,0 +1,199 @@
+#!/usr/bin/env python3
+"""The real-model plans on the real TPU compiler (ahead of time for ``v5e:2x4``, no TPU needed).
+
+``benchmarks/real_models.py --stablehlo-dir DIR`` (keras-hub) and ``benchmarks/real_models_tunix.py
+--stablehlo-dir DIR`` (tunix) write, per (model, plan), the StableHLO that ``jax.jit(fn, in_shardings,
+out_shardings).lower(...)`` gives on the 8 fake CPU devices (``DIR/MODEL.PLAN.mlir``: the plan's parameter,
+batch and output shardings, and for ``auto*`` plans hloshard's ``with_sharding_constraint``s; Shardy's
+``sdy.sharding`` attributes, jax's default). This script compiles each of them for 8 chips of a ``v5e:2x4``
+topology with libtpu, as ``jax.jit`` would on a TPU (Shardy; :func:`tests.tpu_oracle.compile_for_tpu`,
+``../shared/reference/tpu_aot.md``), and reports per plan:
+
+* ``raw MB``: ring bytes per device of the collectives in the TPU pipeline's HLO right after its SPMD
+  partitioner (``after_tpu-spmd-partitioning``; :func:`tests.xla_bytes.collective_bytes`, the formulas of
+  the CPU figures of ``real_models.py``);
+* ``final MB``: the same formulas on the optimized HLO the TPU runs (after its collective combiners and
+  async conversion; a collective split into async start / continue / done fusions appears there once per
+  piece with one ``channel_id``, so each ``channel_id`` counts once, and a ``collective-permute-start``
+  counts its result element, not its (operand, result, context) tuple). The TPU compiler may gather
+  float32 operands of a DEFAULT-precision dot as bfloat16, which this column shows and ``raw`` does not;
+* ``peak MB``: ``memory_analysis`` (``get_compiled_memory_stats``) argument + output + temp - alias bytes
+  per device (TPU buffer assignment, HBM; temporaries the compiler places in on-chip memory are not in it);
+* ``TPU us``: the TPU cost model's ``optimal_seconds``;
+* with ``--cpu-json``: the CPU backend's figures for the same plan (``comm_bytes``, ``peak_bytes`` of the
+  benchmark's JSON) beside them.
+
+Run it with an interpreter that has jax 0.10.2 and libtpu 0.0.42.* (not the keras-hub / tunix one).
+
+Usage::
+
+    python benchmarks/real_models_tpu.py DIR [--models a,b] [--cpu-json real.json ...] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+MB = 1e6
+PLAN_ORDER = ["expert", "expert_params", "replicated", "auto", "auto_budget", "auto_expert"]
+
+_COLLECTIVE = re.compile(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(-start)?\(")
+_CHANNEL = re.compile(r"\bchannel_id=(\d+)")
+_START = re.compile(r"^(\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*)(.*?)(\s+collective-permute-start\()")
+
+
+def _top_level(text: str) -> list[str]:
+    """``text`` split at the commas outside any (), [], {} (the elements of a tuple shape's inside)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def final_once(text: str) -> str:
+    """The optimized TPU HLO ``text`` with each collective kept once: lines of a collective whose
+    ``channel_id`` appeared earlier are dropped (the async pieces of one collective), and a
+    ``collective-permute-start``'s tuple shape (operand, result, contexts) replaced by its result element."""
+    seen: set = set()
+    out = []
+    for line in text.splitlines():
+        m = _COLLECTIVE.search(line)
+        if m and "-done(" not in line:
+            ch = _CHANNEL.search(line)
+            if ch:
+                if ch.group(1) in seen:
+                    continue
+                seen.add(ch.group(1))
+            s = _START.match(line)
+            if s and s.group(2).startswith("("):
+                elems = _top_level(s.group(2).strip()[1:-1])
+                line = s.group(1) + elems[min(1, len(elems) - 1)] + line[s.start(3):]
+        out.append(line)
+    return "\n".join(out)
+
+
+def figures(rec: dict) -> dict:
+    """TPU figures of one :func:`tests.tpu_oracle.compile_for_tpu` record (module docstring)."""
+    from tests.tpu_oracle import with_trip_counts
+    from tests.xla_bytes import collective_bytes
+
+    if not rec["ok"]:
+        return {"compiles": False, "error": (rec["error"] or "").splitlines()[0][:300]}
+    m = rec["memory"]
+    row = {"compiles": True, "peak_bytes": m["argument"] + m["output"] + m["temp"] - m["alias"],
+           "memory": m, "optimal_seconds": rec["cost"].get("optimal_seconds"), "flops": rec["cost"].get("flops")}
+    if rec["partitioned"]:
+        counted = collective_bytes(with_trip_counts(rec["partitioned"]))
+        row["raw_bytes"] = float(sum(c["bytes"] for c in counted))
+        row["raw_kinds"] = _kinds(counted)
+    if rec.get("final"):
+        try:
+            counted = collective_bytes(final_once(rec["final"]))
+            row["final_bytes"] = float(sum(c["bytes"] for c in counted))
+            row["final_kinds"] = _kinds(counted)
+        except ValueError as exc:   # a loop without a trip count: not counted rather than miscounted
+            row["final_error"] = str(exc)[:200]
+    return row
+
+
+def _kinds(counted: list[dict]) -> dict:
+    out: dict = {}
+    for c in counted:
+        out[c["kind"]] = out.get(c["kind"], 0) + 1
+    return out
+
+
+def _mb(x) -> str:
+    return "-" if x is None else f"{x / MB:.2f}"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| model | plan | TPU raw MB | TPU final MB | TPU peak MB | TPU us | CPU bytes MB | CPU peak MB "
+            "| vs expert on TPU (final bytes, peak) |")
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    expert = {r["model"]: r for r in rows if r["plan"] == "expert" and r.get("compiles")}
+    for r in rows:
+        if not r.get("compiles"):
+            out.append(f"| {r['model']} | {r['plan']} | does not compile: {r.get('error')} |" + " |" * 6)
+            continue
+        e = expert.get(r["model"])
+        vs = "-"
+        if e and r["plan"] != "expert" and r.get("final_bytes") is not None and e.get("final_bytes"):
+            vs = f"{r['final_bytes'] / e['final_bytes']:.2f}x, {r['peak_bytes'] / max(e['peak_bytes'], 1):.2f}x"
+        us = r.get("optimal_seconds")
+        out.append(f"| {r['model']} | {r['plan']} | {_mb(r.get('raw_bytes'))} | {_mb(r.get('final_bytes'))} | "
+                   f"{_mb(r['peak_bytes'])} | {'-' if us is None else f'{us * 1e6:.1f}'} | "
+                   f"{_mb(r.get('cpu_comm_bytes'))} | {_mb(r.get('cpu_peak_bytes'))} | {vs} |")
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir", help="the MODEL.PLAN.mlir files (--stablehlo-dir of real_models*.py)")
+    ap.add_argument("--models", default=None, help="comma list (default: every model in DIR)")
+    ap.add_argument("--cpu-json", action="append", default=[], help="a real_models*.py --json file (repeatable)")
+    ap.add_argument("--topology", default="v5e:2x4")
+    ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model's compile child")
+    args = ap.parse_args(argv)
+    from tests.tpu_oracle import compile_for_tpu, tpu_available
+
+    why = tpu_available()
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
+    d = pathlib.Path(args.dir)
+    if not d.is_dir():
+        print(f"error: {d}: no such directory", file=sys.stderr)
+        return 2
+    files: dict = {}
+    for p in sorted(d.glob("*.mlir")):
+        model, _, plan = p.name[: -len(".mlir")].partition(".")
+        files.setdefault(model, {})[plan] = p
+    models = args.models.split(",") if args.models else sorted(files)
+    cpu = {}
+    for path in args.cpu_json:
+        for r in json.load(open(path))["rows"]:
+            if "error" not in r:
+                cpu[(r["model"], r["plan"])] = r
+    rows = []
+    for model in models:
+        plans = sorted(files.get(model, {}), key=lambda p: (PLAN_ORDER.index(p) if p in PLAN_ORDER else 99, p))
+        if not plans:
+            print(f"error: no {model}.*.mlir in {d}", file=sys.stderr)
+            return 2
+        t0 = time.monotonic()
+        recs = compile_for_tpu([files[model][p].read_text() for p in plans], topology=args.topology,
+                               timeout=args.timeout)
+        print(f"[{model}] {len(plans)} plans compiled for {args.topology} in {time.monotonic() - t0:.0f} s",
+              file=sys.stderr, flush=True)
+        for plan, rec in zip(plans, recs):
+            row = {"model": model, "plan": plan, "topology": args.topology, **figures(rec)}
+            c = cpu.get((model, plan))
+            if c:
+                row["cpu_comm_bytes"], row["cpu_peak_bytes"] = c["comm_bytes"], c["peak_bytes"]
+            rows.append(row)
+    print(table(rows))
+    if args.json:
+        pathlib.Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
