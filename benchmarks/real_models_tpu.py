@@ -18,8 +18,11 @@ topology with libtpu, as ``jax.jit`` would on a TPU (Shardy; :func:`tests.tpu_or
   counts its result element, not its (operand, result, context) tuple). The TPU compiler may gather
   float32 operands of a DEFAULT-precision dot as bfloat16, which this column shows and ``raw`` does not;
 * ``peak MB``: ``memory_analysis`` (``get_compiled_memory_stats``) argument + output + temp - alias bytes
-  per device (TPU buffer assignment, HBM; temporaries the compiler places in on-chip memory are not in it);
-* ``TPU us``: the TPU cost model's ``optimal_seconds``;
+  per device. Compiled ahead of time, libtpu reports temp 0 here, so this is arguments + outputs only;
+* ``HBM MB``: the TPU buffer assignment's whole HBM (memory space 0) per device, from its memory-usage
+  report: arguments, outputs and the preallocated temporary buffer (what ``peak MB`` misses; what the
+  compiler keeps in on-chip VMEM is in neither);
+* ``TPU us``: the TPU cost model's ``optimal_seconds`` ("-" where it gives a negative value, no estimate);
 * with ``--cpu-json``: the CPU backend's figures for the same plan (``comm_bytes``, ``peak_bytes`` of the
   benchmark's JSON) beside them.
 
@@ -34,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import re
 import sys
@@ -96,8 +98,10 @@ def figures(rec: dict) -> dict:
     if not rec["ok"]:
         return {"compiles": False, "error": (rec["error"] or "").splitlines()[0][:300]}
     m = rec["memory"]
-    row = {"compiles": True, "peak_bytes": m["argument"] + m["output"] + m["temp"] - m["alias"],
-           "memory": m, "optimal_seconds": rec["cost"].get("optimal_seconds"), "flops": rec["cost"].get("flops")}
+    secs = rec["cost"].get("optimal_seconds")
+    row = {"compiles": True, "peak_bytes": m["argument"] + m["output"] + m["temp"] - m["alias"], "memory": m,
+           "hbm_bytes": rec.get("hbm_bytes"), "flops": rec["cost"].get("flops"),
+           "optimal_seconds": secs if secs is not None and secs >= 0 else None}   # < 0: the model has no estimate
     if rec["partitioned"]:
         counted = collective_bytes(with_trip_counts(rec["partitioned"]))
         row["raw_bytes"] = float(sum(c["bytes"] for c in counted))
@@ -124,21 +128,22 @@ def _mb(x) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| model | plan | TPU raw MB | TPU final MB | TPU peak MB | TPU us | CPU bytes MB | CPU peak MB "
-            "| vs expert on TPU (final bytes, peak) |")
-    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    head = ("| model | plan | TPU raw MB | TPU final MB | TPU peak MB | TPU HBM MB | TPU us | CPU bytes MB "
+            "| CPU peak MB | vs expert on TPU (final bytes, HBM) |")
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     expert = {r["model"]: r for r in rows if r["plan"] == "expert" and r.get("compiles")}
     for r in rows:
         if not r.get("compiles"):
-            out.append(f"| {r['model']} | {r['plan']} | does not compile: {r.get('error')} |" + " |" * 6)
+            out.append(f"| {r['model']} | {r['plan']} | does not compile: {r.get('error')} |" + " |" * 7)
             continue
         e = expert.get(r["model"])
         vs = "-"
         if e and r["plan"] != "expert" and r.get("final_bytes") is not None and e.get("final_bytes"):
-            vs = f"{r['final_bytes'] / e['final_bytes']:.2f}x, {r['peak_bytes'] / max(e['peak_bytes'], 1):.2f}x"
+            vs = f"{r['final_bytes'] / e['final_bytes']:.2f}x, " + (
+                f"{r['hbm_bytes'] / e['hbm_bytes']:.2f}x" if r.get("hbm_bytes") and e.get("hbm_bytes") else "-")
         us = r.get("optimal_seconds")
         out.append(f"| {r['model']} | {r['plan']} | {_mb(r.get('raw_bytes'))} | {_mb(r.get('final_bytes'))} | "
-                   f"{_mb(r['peak_bytes'])} | {'-' if us is None else f'{us * 1e6:.1f}'} | "
+                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('hbm_bytes'))} | {'-' if us is None else f'{us * 1e6:.1f}'} | "
                    f"{_mb(r.get('cpu_comm_bytes'))} | {_mb(r.get('cpu_peak_bytes'))} | {vs} |")
     return "\n".join(out)
 

@@ -80,18 +80,17 @@ def tunix_missing() -> str | None:
     return None
 
 
-def _spec(axes, rename: bool = True):
-    """PartitionSpec of a tunix axis tuple, its axis names mapped by AXES."""
+def _spec(axes):
+    """PartitionSpec of a tunix axis tuple (e.g. ``('tp', 'fsdp')``), its axis names mapped by AXES."""
     from jax.sharding import PartitionSpec as P
 
-    return P(*[AXES.get(a, a) if (rename and a is not None) else a for a in axes])
+    return P(*[None if a is None else AXES.get(a, a) for a in axes])
 
 
 def build(name: str):
-    """(model module, graphdef, params: dict path -> np.ndarray, expert specs: dict path -> PartitionSpec,
-    batch, seq) of config ``name``: weights drawn from a seeded normal (std WEIGHT_STD; norm scales 1 +
+    """(tunix's llama3 model module, nnx graphdef, parameter paths (nnx state paths), params: dict
+    "a/b/c" -> np.ndarray, expert specs: dict "a/b/c" -> PartitionSpec, batch, seq) of config ``name``: weights drawn from a seeded normal (std WEIGHT_STD; norm scales 1 +
     normal * 0.1), the expert specs from the Params' ``sharding`` metadata (``nnx.get_partition_spec``)."""
-    import jax
     import numpy as np
     from flax import nnx
     from tunix.models.llama3 import model as llama
@@ -116,7 +115,6 @@ def build(name: str):
         spec = flat_specs[path]
         spec = spec.get_value() if hasattr(spec, "get_value") else getattr(spec, "value", spec)
         experts[key] = _spec(tuple(spec))
-    del jax
     return llama, graphdef, [p for p, _ in flat], params, experts, batch, seq
 
 

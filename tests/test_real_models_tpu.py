@@ -83,3 +83,5 @@ def test_stablehlo_with_shardy_shardings_compiles_for_tpu():
     assert sum(c["bytes"] for c in final) == want, final
     # the argument is the split parameter (256 x 128 floats), the result the whole array
     assert rec["memory"]["argument"] == 256 * 128 * 4 and rec["memory"]["output"] == 256 * 512 * 4, rec["memory"]
+    # the buffer assignment's HBM holds at least both (its report read from the dump)
+    assert rec["hbm_bytes"] is not None and rec["hbm_bytes"] >= 256 * 128 * 4 + 256 * 512 * 4, rec

@@ -16,7 +16,9 @@ with it) and returns plain data:
   ``xla_dump_to`` dump: ``after_tpu-spmd-partitioning``), ``final`` (the optimized HLO the TPU runs: after
   its collective combiners, async conversion and layout assignment), ``memory``
   (``get_compiled_memory_stats``: argument, output, alias and temp bytes per device, the TPU buffer
-  assignment) and ``cost`` (``cost_analysis``: flops,
+  assignment; compiled ahead of time its temp is 0 even where the buffer assignment holds a preallocated
+  temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
+  its memory-usage report: arguments, outputs and temporaries) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
 The collective bytes of ``partitioned`` are counted with :func:`tests.xla_bytes.collective_bytes`, the
@@ -51,8 +53,10 @@ n = req["partitions"]
 client = topo.devices[0].client
 out = []
 for k, text in enumerate(req["texts"]):
-    rec = {"ok": False, "error": None, "partitioned": None, "final": None, "memory": None, "cost": None}
+    rec = {"ok": False, "error": None, "partitioned": None, "final": None, "memory": None, "hbm_bytes": None,
+           "cost": None}
     before = set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*")))
+    reports = set(glob.glob(os.path.join(dump, "*memory-usage-report*")))
     try:
         shardy = False
         if text.lstrip().startswith("module"):   # StableHLO text (jax's lowering): as jax compiles it
@@ -77,6 +81,9 @@ for k, text in enumerate(req["texts"]):
         if new:
             rec["partitioned"] = open(new[-1]).read()
         rec["final"] = exe.hlo_modules()[0].to_string()
+        for path in sorted(set(glob.glob(os.path.join(dump, "*memory-usage-report*"))) - reports)[-1:]:
+            hbm = re.search(r"Memory Space: default \(color=0\)\s*Total bytes: (\d+)", open(path).read())
+            rec["hbm_bytes"] = int(hbm.group(1)) if hbm else None
         rec["ok"] = True
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
