@@ -74,9 +74,17 @@ def test_tunix_rules_are_the_expert_plan(rows):
     assert e["comm_bytes"] != rows["expert_params"]["comm_bytes"], (_figures(e), _figures(rows["expert_params"]))
 
 
+def _trimmed(spec: str) -> str:
+    """A printed PartitionSpec without trailing ``None`` entries (``P('a', None)`` and ``P('a',)`` are one)."""
+    while spec.endswith(", None)"):
+        spec = spec[: -len(", None)")] + ")"
+    return spec.replace(",)", ")").replace("(None)", "()")
+
+
 def test_auto_shard_given_tunix_weights_moves_no_more(rows):
     e, r = rows["expert"], rows["auto_expert"]
-    assert r["param_specs_in"] == e["param_specs_in"], "keep_shardings='io' must keep tunix's weight shardings"
+    assert {k: _trimmed(v) for k, v in r["param_specs_in"].items()} == \
+        {k: _trimmed(v) for k, v in e["param_specs_in"].items()}, "keep_shardings='io' must keep tunix's weights"
     assert r["tied_mismatches"] == 0, _figures(r)
     assert r["rel_err"] < 1e-4, _figures(r)
     assert r["comm_bytes"] <= e["comm_bytes"], f"{_figures(r)} vs {_figures(e)}"
