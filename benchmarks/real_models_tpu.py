@@ -116,6 +116,28 @@ def figures(rec: dict) -> dict:
     return row
 
 
+def _by_type(rec: dict) -> dict:
+    """Final-HLO collective ring bytes per element type (f32 / bf16 / ...), each collective once."""
+    from tests.xla_bytes import collective_bytes
+
+    if not rec.get("final"):
+        return {}
+    text = final_once(rec["final"])
+    types = {}
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(?([a-z]+[0-9a-z]*)\[", line)
+        if m:
+            types[m.group(1)] = m.group(2)
+    out: dict = {}
+    try:
+        for c in collective_bytes(text):
+            t = types.get(c["name"], "?")
+            out[t] = out.get(t, 0.0) + c["bytes"]
+    except ValueError:
+        return {}
+    return out
+
+
 def _kinds(counted: list[dict]) -> dict:
     out: dict = {}
     for c in counted:
@@ -152,9 +174,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir", help="the MODEL.PLAN.mlir files (--stablehlo-dir of real_models*.py)")
     ap.add_argument("--models", default=None, help="comma list (default: every model in DIR)")
-    ap.add_argument("--cpu-json", action="append", default=[], help="a real_models*.py --json file (repeatable)")
+    ap.add_argument("--cpu-json", action="append", default=[], help="a real_models*.py --json file, or real_models.py's row-by-row JSONL (repeatable)")
     ap.add_argument("--topology", default="v5e:2x4")
     ap.add_argument("--json", default=None, help="write the rows here")
+    ap.add_argument("--hlo-out", default=None,
+                    help="write the TPU's partitioned and final HLO here (MODEL.PLAN.tpu-partitioned.hlo / .tpu-final.hlo)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds per model's compile child")
     args = ap.parse_args(argv)
     from tests.tpu_oracle import compile_for_tpu, tpu_available
@@ -174,7 +198,9 @@ def main(argv=None) -> int:
     models = args.models.split(",") if args.models else sorted(files)
     cpu = {}
     for path in args.cpu_json:
-        for r in json.load(open(path))["rows"]:
+        text = pathlib.Path(path).read_text()
+        for r in ([json.loads(ln) for ln in text.splitlines() if ln.strip()] if path.endswith(".jsonl")
+                  else json.loads(text)["rows"]):
             if "error" not in r:
                 cpu[(r["model"], r["plan"])] = r
     rows = []
@@ -190,6 +216,12 @@ def main(argv=None) -> int:
               file=sys.stderr, flush=True)
         for plan, rec in zip(plans, recs):
             row = {"model": model, "plan": plan, "topology": args.topology, **figures(rec)}
+            if args.hlo_out and rec["ok"]:
+                out = pathlib.Path(args.hlo_out)
+                out.mkdir(parents=True, exist_ok=True)
+                (out / f"{model}.{plan}.tpu-partitioned.hlo").write_text(rec["partitioned"] or "")
+                (out / f"{model}.{plan}.tpu-final.hlo").write_text(rec["final"] or "")
+            row["final_bytes_by_type"] = _by_type(rec) if rec["ok"] else None
             c = cpu.get((model, plan))
             if c:
                 row["cpu_comm_bytes"], row["cpu_peak_bytes"] = c["comm_bytes"], c["peak_bytes"]
