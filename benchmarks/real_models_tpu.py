@@ -18,10 +18,11 @@ topology with libtpu, as ``jax.jit`` would on a TPU (Shardy; :func:`tests.tpu_or
   counts its result element, not its (operand, result, context) tuple). The TPU compiler may gather
   float32 operands of a DEFAULT-precision dot as bfloat16, which this column shows and ``raw`` does not;
 * ``peak MB``: ``memory_analysis`` (``get_compiled_memory_stats``) argument + output + temp - alias bytes
-  per device. Compiled ahead of time, libtpu reports temp 0 here, so this is arguments + outputs only;
+  per device. Compiled ahead of time its temp is not the HBM temporary: 0 on modules whose buffer
+  assignment holds a 2.5 MB temporary buffer in HBM, 3.8 MB on one whose HBM temporary is 1.9 MB;
 * ``HBM MB``: the TPU buffer assignment's whole HBM (memory space 0) per device, from its memory-usage
-  report: arguments, outputs and the preallocated temporary buffer (what ``peak MB`` misses; what the
-  compiler keeps in on-chip VMEM is in neither);
+  report: arguments, outputs and the preallocated temporary buffer, as laid out (what the compiler keeps
+  in on-chip VMEM is not in it);
 * ``TPU us``: the TPU cost model's ``optimal_seconds`` ("-" where it gives a negative value, no estimate);
 * with ``--cpu-json``: the CPU backend's figures for the same plan (``comm_bytes``, ``peak_bytes`` of the
   benchmark's JSON) beside them.

@@ -16,8 +16,8 @@ with it) and returns plain data:
   ``xla_dump_to`` dump: ``after_tpu-spmd-partitioning``), ``final`` (the optimized HLO the TPU runs: after
   its collective combiners, async conversion and layout assignment), ``memory``
   (``get_compiled_memory_stats``: argument, output, alias and temp bytes per device, the TPU buffer
-  assignment; compiled ahead of time its temp is 0 even where the buffer assignment holds a preallocated
-  temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
+  assignment; compiled ahead of time its temp need not be the HBM temporary: 0 on some modules whose
+  buffer assignment holds a preallocated temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
   its memory-usage report: arguments, outputs and temporaries) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
