@@ -328,8 +328,10 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
         {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
     if ctx.get("stablehlo_dir"):   # for benchmarks/real_models_tpu.py (the TPU compiler, ahead of time)
-        pathlib.Path(ctx["stablehlo_dir"], f"{ctx['model_name']}.{ctx.get('plan_label', plan)}.mlir").write_text(
-            lowered.as_text())
+        stem = os.path.join(ctx["stablehlo_dir"], f"{ctx['model_name']}.{ctx.get('plan_label', plan)}")
+        pathlib.Path(stem + ".mlir").write_text(lowered.as_text())
+        if res is not None:   # and hloshard's written module (what `hloshard solve` writes)
+            pathlib.Path(stem + ".solved.hlo").write_text(res.hlo_text)
     compiled, raw = _spmd_text(lowered)
     row.update(xla_figures(compiled, raw))
     if diff_path:

@@ -7,7 +7,10 @@ out_shardings).lower(...)`` gives on the 8 fake CPU devices (``DIR/MODEL.PLAN.ml
 batch and output shardings, and for ``auto*`` plans hloshard's ``with_sharding_constraint``s; Shardy's
 ``sdy.sharding`` attributes, jax's default). This script compiles each of them for 8 chips of a ``v5e:2x4``
 topology with libtpu, as ``jax.jit`` would on a TPU (Shardy; :func:`tests.tpu_oracle.compile_for_tpu`,
-``../shared/reference/tpu_aot.md``), and reports per plan:
+``../shared/reference/tpu_aot.md``). For the ``auto*`` plans they also write hloshard's written module
+(``DIR/MODEL.PLAN.solved.hlo``, ``AutoShardResult.hlo_text``: what ``hloshard solve`` writes, every
+instruction annotated, operand pins as ``Sharding`` custom-calls), compiled with GSPMD as row
+``PLAN.solved``. Reported per plan:
 
 * ``raw MB``: ring bytes per device of the collectives in the TPU pipeline's HLO right after its SPMD
   partitioner (``after_tpu-spmd-partitioning``; :func:`tests.xla_bytes.collective_bytes`, the formulas of
@@ -193,8 +196,8 @@ def main(argv=None) -> int:
         print(f"error: {d}: no such directory", file=sys.stderr)
         return 2
     files: dict = {}
-    for p in sorted(d.glob("*.mlir")):
-        model, _, plan = p.name[: -len(".mlir")].partition(".")
+    for p in sorted(d.glob("*.mlir")) + sorted(d.glob("*.solved.hlo")):
+        model, _, plan = p.name[: -len(p.suffix)].partition(".")
         files.setdefault(model, {})[plan] = p
     models = args.models.split(",") if args.models else sorted(files)
     cpu = {}
@@ -206,7 +209,8 @@ def main(argv=None) -> int:
                 cpu[(r["model"], r["plan"])] = r
     rows = []
     for model in models:
-        plans = sorted(files.get(model, {}), key=lambda p: (PLAN_ORDER.index(p) if p in PLAN_ORDER else 99, p))
+        plans = sorted(files.get(model, {}), key=lambda p: (PLAN_ORDER.index(p.split(".")[0])
+                                                             if p.split(".")[0] in PLAN_ORDER else 99, p))
         if not plans:
             print(f"error: no {model}.*.mlir in {d}", file=sys.stderr)
             return 2
