@@ -238,7 +238,8 @@ def rel_err(got, want, params) -> float:
     return max(errs)
 
 
-def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None):
+def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
+          stablehlo_dir: str | None = None):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
     per plan. ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
     measured before it in ``plans``. A plan that raises gives a row with ``error``."""
@@ -254,6 +255,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx = {"step": make_step(lm), "mesh": Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("batch", "model"))}
     ctx["params"], ctx["data"] = example(lm, batch, seq)
     ctx["experts"] = expert_specs(lm, backbone_cls, ctx["mesh"])
+    ctx["model_name"], ctx["stablehlo_dir"] = name, stablehlo_dir
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
     done: dict = {}
     for plan in plans:
@@ -325,6 +327,11 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
 
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
         {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
+    if ctx.get("stablehlo_dir"):   # for benchmarks/real_models_tpu.py (the TPU compiler, ahead of time)
+        stem = os.path.join(ctx["stablehlo_dir"], f"{ctx['model_name']}.{ctx.get('plan_label', plan)}")
+        pathlib.Path(stem + ".mlir").write_text(lowered.as_text())
+        if res is not None:   # and hloshard's written module (what `hloshard solve` writes)
+            pathlib.Path(stem + ".solved.hlo").write_text(res.hlo_text)
     compiled, raw = _spmd_text(lowered)
     row.update(xla_figures(compiled, raw))
     if diff_path:
@@ -368,6 +375,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         cmd += ["--budget", str(int(budget))]
     if diff_dir:
         cmd += ["--diff-dir", diff_dir]
+    if getattr(args, "stablehlo_dir", None):
+        cmd += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     t0 = time.monotonic()
@@ -466,12 +475,15 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
     ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
     ap.add_argument("--diff-keep", default=None, help="with --diff: keep the per-plan collective JSON files here")
+    ap.add_argument("--stablehlo-dir", default=None,
+                    help="write each plan's lowered StableHLO here (MODEL.PLAN.mlir; benchmarks/real_models_tpu.py)")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--diff-dir", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir):
+        for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
+                         args.stablehlo_dir):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
@@ -480,6 +492,8 @@ def main(argv=None) -> int:
     plans = args.plans.split(",")
     import tempfile
 
+    if args.stablehlo_dir:
+        os.makedirs(args.stablehlo_dir, exist_ok=True)
     tmp = args.diff_keep or tempfile.mkdtemp(prefix="hloshard-real-diff-")
     os.makedirs(tmp, exist_ok=True)
     rows, diffs = [], []

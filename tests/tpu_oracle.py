@@ -10,10 +10,15 @@ with it) and returns plain data:
 * :func:`with_trip_counts` -- the partitioned text with a ``known_trip_count`` on each ``while`` that has
   none (the TPU pipeline annotates trip counts after its partitioner, the CPU pipeline before it), so
   that :func:`tests.xla_bytes.collective_bytes` counts a loop body once per trip.
-* :func:`compile_for_tpu` -- per text: ``ok`` / ``error`` (XLA's message), ``partitioned`` (the TPU
-  pipeline's raw HLO right after its SPMD partitioner, from the ``xla_dump_to`` dump:
-  ``after_tpu-spmd-partitioning``), ``memory`` (``get_compiled_memory_stats``: argument, output, alias and
-  temp bytes per device, the TPU buffer assignment) and ``cost`` (``cost_analysis``: flops,
+* :func:`compile_for_tpu` -- per text (HLO text, compiled with GSPMD; or StableHLO text as jax lowers it,
+  compiled with Shardy when it carries ``sdy.sharding``s, as ``jax.jit`` would): ``ok`` / ``error`` (XLA's
+  message), ``partitioned`` (the TPU pipeline's raw HLO right after its SPMD partitioner, from the
+  ``xla_dump_to`` dump: ``after_tpu-spmd-partitioning``), ``final`` (the optimized HLO the TPU runs: after
+  its collective combiners, async conversion and layout assignment), ``memory``
+  (``get_compiled_memory_stats``: argument, output, alias and temp bytes per device, the TPU buffer
+  assignment; compiled ahead of time its temp need not be the HBM temporary: 0 on some modules whose
+  buffer assignment holds a preallocated temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
+  its memory-usage report: arguments, outputs and temporaries) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
 The collective bytes of ``partitioned`` are counted with :func:`tests.xla_bytes.collective_bytes`, the
@@ -48,14 +53,20 @@ n = req["partitions"]
 client = topo.devices[0].client
 out = []
 for k, text in enumerate(req["texts"]):
-    rec = {"ok": False, "error": None, "partitioned": None, "memory": None, "cost": None}
+    rec = {"ok": False, "error": None, "partitioned": None, "final": None, "memory": None, "hbm_bytes": None,
+           "cost": None}
     before = set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*")))
+    reports = set(glob.glob(os.path.join(dump, "*memory-usage-report*")))
     try:
-        mod = xc.hlo.hlo_module_from_text(text)
-        bytecode = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
+        shardy = False
+        if text.lstrip().startswith("module"):   # StableHLO text (jax's lowering): as jax compiles it
+            bytecode, shardy = text, "sdy.sharding" in text
+        else:
+            mod = xc.hlo.hlo_module_from_text(text)
+            bytecode = jax.extend.mlir.hlo_to_stablehlo(mod.as_serialized_hlo_module_proto())
         opts = jax.extend.backend.get_compile_options(num_replicas=1, num_partitions=n,
                                                       device_assignment=np.arange(n).reshape(1, n))
-        opts.executable_build_options.use_shardy_partitioner = False   # GSPMD, for written sharding={...}
+        opts.executable_build_options.use_shardy_partitioner = shardy   # GSPMD for written sharding={...}
         opts.executable_build_options.allow_spmd_sharding_propagation_to_output = [bool(req["propagate_outputs"])]
         with jmlir.make_ir_context():
             exe = compiler.backend_compile_and_load(client, ir.Module.parse(bytecode),
@@ -70,6 +81,10 @@ for k, text in enumerate(req["texts"]):
         new = sorted(set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*"))) - before)
         if new:
             rec["partitioned"] = open(new[-1]).read()
+        rec["final"] = exe.hlo_modules()[0].to_string()
+        for path in sorted(set(glob.glob(os.path.join(dump, "*memory-usage-report*"))) - reports)[-1:]:
+            hbm = re.search(r"Memory Space: default \(color=0\)\s*Total bytes: (\d+)", open(path).read())
+            rec["hbm_bytes"] = int(hbm.group(1)) if hbm else None
         rec["ok"] = True
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -131,7 +146,7 @@ def compile_for_tpu(texts: list[str], topology: str = DEFAULT_TOPOLOGY, partitio
         env.pop("XLA_FLAGS", None)
         env["TF_CPP_MIN_LOG_LEVEL"] = "3"
         env.pop("JAX_PLATFORMS", None)
-        # compile-only: another process holding libtpu (a second oracle run) must not make this one fail
+        # compile only: another process's libtpu lock file (a second TPU oracle running) must not abort it
         env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
         try:
             proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(req), capture_output=True,

@@ -1,0 +1,102 @@
+"""A second library's expert rules: tunix's Llama 3 (flax nnx) against hloshard's ``auto_shard``, by XLA.
+
+``benchmarks/real_models_tunix.py`` builds ``tunix.models.llama3.model.Llama3`` from a tiny random config
+and measures, in a child process (8 fake CPU devices, mesh 2x4 ``('batch', 'model')``), the train step
+(tunix's own SFT loss, gradients, SGD) under tunix's hand-written ``ShardingConfig`` (weights and
+activations: ``expert``; weights only: ``expert_params``) and under ``auto_shard`` given the expert's
+weight and batch shardings (``auto_expert``), with :func:`real_models.measure_plan`: XLA's collective ring
+bytes and ``memory_analysis`` peak per device, the error against the unsharded step, tied-state
+mismatches.
+
+Skips, with the reason, where ``google-tunix`` is not installed (it is in no extra: BENCHMARKS.md "A second
+library: tunix" says how to install it next to jax 0.10.2).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import require_jax
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "real_models_tunix.py"
+MODEL = "llama3_tiny"
+PLANS = ["expert", "expert_params", "auto_expert"]
+
+pytestmark = [
+    pytest.mark.oracle,
+    pytest.mark.slow,
+    pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("tunix", "flax")),
+                       reason="google-tunix / flax not installed (pip install google-tunix==0.1.7 "
+                              "jax==0.10.2 jaxlib==0.10.2; BENCHMARKS.md 'A second library: tunix')"),
+]
+
+
+@pytest.fixture(scope="module")
+def rows() -> dict:
+    require_jax()   # under CI=true a missing jax fails, never skips
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    p = subprocess.run([sys.executable, str(SCRIPT), "--child", MODEL, ",".join(PLANS), "--time-limit", "10"],
+                       capture_output=True, text=True, timeout=900, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = {}
+    for line in p.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            out[row["plan"]] = row
+    assert set(out) == set(PLANS), (sorted(out), p.stderr[-2000:])
+    for plan, row in out.items():
+        assert "error" not in row, f"{plan}: {row['error']}"
+    return out
+
+
+def _figures(row: dict) -> str:
+    return (f"{row['plan']}: {row['comm_bytes'] / 1e6:.3f} MB moved, {row['peak_bytes'] / 1e6:.3f} MB peak per device, "
+            f"rel err {row['rel_err']:.1e}, {row['tied_mismatches']} tied mismatches {row.get('tied_examples', [])}")
+
+
+def test_tunix_rules_are_the_expert_plan(rows):
+    # tunix's ShardingConfig reaches the compiled step: the embedding table split (vocab over 'model', i.e.
+    # tunix's 'tp'; embed over 'batch', its 'fsdp'), the batch over 'batch'; numerics and tied state hold
+    e = rows["expert"]
+    assert e["param_specs_in"]["embedder/input_embedding"] == "P('model', 'batch')", e["param_specs_in"]
+    assert all(s == "P('batch',)" for s in e["data_specs_in"].values()), e["data_specs_in"]
+    for plan in ("expert", "expert_params"):
+        r = rows[plan]
+        assert r["tied_mismatches"] == 0, _figures(r)
+        assert r["rel_err"] < 1e-4, _figures(r)
+    # the activation constraints change what XLA does (otherwise "expert" would equal "expert_params")
+    assert e["comm_bytes"] != rows["expert_params"]["comm_bytes"], (_figures(e), _figures(rows["expert_params"]))
+
+
+def _trimmed(spec: str) -> str:
+    """A printed PartitionSpec without trailing ``None`` entries (``P('a', None)`` and ``P('a',)`` are one)."""
+    while spec.endswith(", None)"):
+        spec = spec[: -len(", None)")] + ")"
+    return spec.replace(",)", ")").replace("(None)", "()")
+
+
+def test_auto_shard_given_tunix_weights_moves_no_more(rows):
+    e, r = rows["expert"], rows["auto_expert"]
+    assert {k: _trimmed(v) for k, v in r["param_specs_in"].items()} == \
+        {k: _trimmed(v) for k, v in e["param_specs_in"].items()}, "keep_shardings='io' must keep tunix's weights"
+    assert r["tied_mismatches"] == 0, _figures(r)
+    assert r["rel_err"] < 1e-4, _figures(r)
+    assert r["comm_bytes"] <= e["comm_bytes"], f"{_figures(r)} vs {_figures(e)}"
+
+
+#: measured 2026-12-04 on llama3_tiny: auto_expert peaks at 2.16 MB per device against the expert's 1.28 MB
+#: (tunix's activation constraints keep activations split; hloshard's objective has no memory term without a
+#: budget): issue 24 stays open on peak memory. Strict: the suite fails once it stops losing.
+@pytest.mark.xfail(strict=True, reason="peaks above tunix's plan (issue 24, measured)")
+def test_auto_shard_given_tunix_weights_peaks_no_higher(rows):
+    e, r = rows["expert"], rows["auto_expert"]
+    assert r["peak_bytes"] <= e["peak_bytes"], f"{_figures(r)} vs {_figures(e)}"
