@@ -89,8 +89,26 @@ ENTRY main {
 }
 """
 
+# m reads two full-size operands (XLA's ComputeGloballyUnfusible: duplicating it would read more) and
+# its consumer x also reads d, which depends on m through the dot: m cannot be fused into x on every
+# path, so XLA makes it once (as the backward of a training step keeps a forward activation that a
+# gradient is combined with).  By hand: p + q 8192, m 4096 (x, the output, in place in it), s 4096 and
+# d 4096 at the dot = 20480 (every consumer fusing m, as before: 16384).
+GLOBALLY_UNFUSIBLE = f"""HloModule unfusible, num_partitions=8
+
+ENTRY main {{
+  p = f32[32,32] parameter(0){_R}
+  q = f32[32,32] parameter(1){_R}
+  m = f32[32,32] multiply(p, q){_R}
+  s = f32[32,32] exponential(m){_R}
+  d = f32[32,32] dot(s, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  ROOT x = f32[32,32] add(m, d){_R}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
-         "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368)}
+         "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
+         "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480)}
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
@@ -140,6 +158,12 @@ ENTRY main {
     e3 = {i.name: i for i in m3.entry.instructions}
     assert not is_fused(e3["b"]) and is_fused(e3["c"]) and is_fused(e3["r"])
     assert [i.name for i in fused_reads(e3["d"])] == ["b", "w"]
+    # XLA's ComputeGloballyUnfusible: m (two large operands) is not fused into x, whose other operand
+    # depends on m through a dot; the same multiply whose consumers read nothing derived from it fuses
+    e4 = {i.name: i for i in parse_module(GLOBALLY_UNFUSIBLE).entry.instructions}
+    assert not is_fused(e4["m"]) and not is_fused(e4["s"])
+    e5 = {i.name: i for i in parse_module(GLOBALLY_UNFUSIBLE.replace("add(m, d)", "add(m, q)")).entry.instructions}
+    assert is_fused(e5["m"])
 
 
 def test_margin_arithmetic_is_exact():

@@ -34,9 +34,12 @@ more (and pads to tiles); that is not modelled here.
   are :data:`FUSING_CONSUMERS` (the same set plus ``reduce`` and ``dynamic-update-slice``: a loop or
   reduction fusion) is computed inside each consumer and never gets a buffer; an expensive one
   (:data:`EXPENSIVE`, XLA's ``IsExpensive``) with several users is materialised (XLA does not
-  duplicate it).  A consumer reads what its fused producers read, so those values live until the
-  consumer.  A ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a
-  ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  duplicate it).  A producer with more than one large operand that reads more elements than it
+  writes is fused only when it can be fused into every consumer on every path (XLA's
+  ``InstructionFusion::ComputeGloballyUnfusible``, :func:`_globally_unfusible`): a forward activation
+  that the backward combines with a gradient (which depends on it across a dot) keeps its buffer.  A
+  consumer reads what its fused producers read, so those values live until the consumer.  A
+  ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
@@ -298,7 +301,111 @@ def is_fused(instr) -> bool:
     consumers = effective_users(instr)
     if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
-    return not (op in EXPENSIVE and len(consumers) > 1)
+    if op in EXPENSIVE and len(consumers) > 1:
+        return False
+    return id(instr) not in _globally_unfusible(instr.parent)
+
+
+def _true_rank(shape) -> int:
+    """Dimensions of size > 1 (XLA's ``ShapeUtil::TrueNumDimensions``)."""
+    return sum(1 for d in shape.dims if int(d) > 1) if shape.is_array else 0
+
+
+def _source(instr):
+    """``instr`` with forwarding copies (pins, sharding annotations) looked through: what XLA sees
+    once the partitioner and the algebraic simplifier removed them."""
+    while _kind(instr) == "copy" and instr.operands and instr.shape.is_array:
+        instr = instr.operands[0]
+    return instr
+
+
+def _widens_reads(instr) -> bool:
+    """True when duplicating ``instr`` into several consumers would read more memory (XLA's
+    ``ComputeGloballyUnfusible`` preconditions): more than one *large* operand (true rank at least the
+    result's, broadcasts / iotas / scalar constants not counted: ``EffectivelyAtMostUnary`` is false)
+    and more operand elements in total than result elements."""
+    if not instr.shape.is_array:
+        return False
+    rank = _true_rank(instr.shape)
+    large = 0
+    elements = 0
+    seen: set = set()
+    for o in instr.operands:
+        src = _source(o)
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if o.shape.is_array:
+            elements += o.shape.num_elements
+        if _kind(src) in ("broadcast", "iota") or (src.opcode == "constant" and src.shape.is_array
+                                                   and src.shape.num_elements == 1):
+            continue
+        if _true_rank(o.shape) >= rank:
+            large += 1
+    return large > 1 and elements > instr.shape.num_elements
+
+
+def _globally_unfusible(comp) -> frozenset:
+    """``id``\ s of the instructions of ``comp`` XLA's fusion never duplicates into their consumers,
+    so they keep a buffer (XLA's ``InstructionFusion::ComputeGloballyUnfusible``, the CPU backend's
+    ``CpuInstructionFusion`` runs it): a producer for which :func:`_widens_reads` holds is fused only
+    when it can be fused into every consumer *on every path* -- each operand of a consumer that is
+    reachable from the producer must itself be a fusible producer that can be fused the same way.  In
+    a training step this keeps the forward activations the backward reads together with a gradient
+    (which depends on them through the loss, across dots) in their own buffers.  Computed once per
+    computation in reverse post order, as XLA does, and cached on the computation (recomputed when
+    its instruction count changes)."""
+    if comp is None:
+        return frozenset()
+    key = (len(comp.instructions), id(comp.root))
+    cached = getattr(comp, "_hloshard_unfusible", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    order = computation_order(comp)
+    cands = [i for i in order if _kind(i) in FUSIBLE_PRODUCERS and not i.is_root and _widens_reads(i)]
+    out: set = set()
+    if cands:
+        index = {id(i): n for n, i in enumerate(order)}
+        desc = [0] * len(order)     # bit n: order[n] is reachable from (or is) the instruction
+        for n in range(len(order) - 1, -1, -1):
+            bits = 1 << n
+            for u in order[n].users:
+                k = index.get(id(u))
+                if k is not None:
+                    bits |= desc[k]
+            desc[n] = bits
+        memo: dict = {}
+
+        def reach(p, o) -> bool:
+            k = index.get(id(o))
+            return k is not None and bool((desc[index[id(p)]] >> k) & 1)
+
+        def on_all_paths(p, c) -> bool:
+            if c is p:
+                return True
+            if (_kind(c) not in FUSING_CONSUMERS and not _forwards(c)) or id(c) in out:
+                return False
+            hit = memo.get((id(p), id(c)))
+            if hit is not None:
+                return hit
+            ok = True
+            for o in c.operands:
+                if o is p or not reach(p, o):
+                    continue
+                if (_kind(o) not in FUSIBLE_PRODUCERS and not _forwards(o)) or id(o) in out or \
+                        not on_all_paths(p, o):
+                    ok = False
+                    break
+            memo[(id(p), id(c))] = ok
+            return ok
+
+        cand_ids = {id(i) for i in cands}
+        for i in reversed(order):   # reverse post order: consumers are decided before their producers
+            if id(i) in cand_ids and not all(on_all_paths(i, u) for u in i.users):
+                out.add(id(i))
+    result = frozenset(out)
+    comp._hloshard_unfusible = (key, result)
+    return result
 
 
 def fused_reads(instr) -> list:

@@ -82,3 +82,11 @@ def xla_lower_bound(model_bytes: int) -> int:
     """A lower bound on XLA's peak for a plan whose model peak is at least ``model_bytes``:
     ``floor(model_bytes / XLA_CPU_OVERESTIMATE)`` (the measured worst over-estimate)."""
     return int(Fraction(int(model_bytes)) / Fraction(str(XLA_CPU_OVERESTIMATE)))
+
+
+def budget_for_model_limit(limit: int) -> int:
+    """The smallest budget (bytes per device) whose :func:`model_limit` is at least ``limit`` (a peak in
+    the model's own bytes): ``ceil(limit * XLA_CPU_UNDERESTIMATE)``, so that ``model_limit`` of it is
+    ``limit`` exactly.  How a limit in the model's units (an implicit memory guard: the predicted peak
+    of a baseline plan, :func:`hloshard.jax.auto_shard`) enters the solver through the budget path."""
+    return math.ceil(Fraction(int(limit)) * Fraction(str(XLA_CPU_UNDERESTIMATE)))   # exact
