@@ -39,7 +39,8 @@ more (and pads to tiles); that is not modelled here.
   ``InstructionFusion::ComputeGloballyUnfusible``, :func:`_globally_unfusible`): a forward activation
   that the backward combines with a gradient (which depends on it across a dot) keeps its buffer.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
-  ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape``
+  (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
