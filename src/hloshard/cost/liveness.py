@@ -645,3 +645,71 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def dot_transposed_operands(instr) -> list:
+    """Operand numbers of the ``dot`` ``instr`` whose relayout XLA materialises as a copy of the operand
+    beside it while the dot runs (a buffer of the operand's size at the dot).
+
+    XLA's ``DotDecomposer`` puts every dot in canonical form -- lhs ``[batch, non-contracting,
+    contracting]``, rhs ``[batch, contracting, non-contracting]``, each group in the order the dimension
+    numbers list it -- by transposing an operand whose dimensions (those of size > 1) are in another
+    order; e.g. a weight gradient ``btd,btf->df`` transposes its lhs.  The transpose costs no buffer
+    when the operand's producer can write the transposed layout itself: a fusible producer
+    (:data:`FUSIBLE_PRODUCERS`) that this dot alone reads (through forwarding copies / reshapes); else
+    (a parameter, a dot or collective result, a value other instructions read too) it is a copy.
+    Empty for other opcodes and non-array operands."""
+    if instr.opcode != "dot" or len(instr.operands) < 2:
+        return []
+    attrs = instr.attrs
+    out = []
+    for k, (batch_key, contract_key) in enumerate((("lhs_batch_dims", "lhs_contracting_dims"),
+                                                   ("rhs_batch_dims", "rhs_contracting_dims"))):
+        op = instr.operands[k]
+        if not op.shape.is_array:
+            continue
+        dims = op.shape.dims
+        batch = [int(d) for d in (attrs.get(batch_key) or ())]
+        contract = [int(d) for d in (attrs.get(contract_key) or ())]
+        free = [d for d in range(len(dims)) if d not in batch and d not in contract]
+        canonical = batch + (free + contract if k == 0 else contract + free)
+        order = [d for d in canonical if int(dims[d]) > 1]
+        if order == sorted(order):
+            continue
+        src = op
+        while _forwards(src) and src.operands:
+            src = src.operands[0]
+        readers = effective_users(src)
+        if _kind(src) in FUSIBLE_PRODUCERS and src.opcode != "parameter" and len(readers) == 1 \
+                and readers[0] is instr:
+            continue
+        out.append(k)
+    return out
+
+
+def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
+    """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
+    operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
+    copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
+    such dot and its operand number, whose layout gives the copy's size).  ``order``: the program
+    schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    groups: dict = {}
+    for i in order:
+        if i.opcode != "dot":
+            continue
+        t = pos.get(id(i))
+        if t is None:
+            continue
+        for k in dot_transposed_operands(i):
+            src = i.operands[k]
+            while _forwards(src) and src.operands:
+                src = src.operands[0]
+            key = (id(src), k, tuple(i.attrs.get("lhs_batch_dims" if k == 0 else "rhs_batch_dims") or ()),
+                   tuple(i.attrs.get("lhs_contracting_dims" if k == 0 else "rhs_contracting_dims") or ()))
+            hit = groups.get(key)
+            if hit is None:
+                groups[key] = [i, k, t, t + 1]
+            else:
+                hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
+    return [tuple(g) for g in groups.values()]
