@@ -651,17 +651,26 @@ def dot_transposed_operands(instr) -> list:
     """Operand numbers of the ``dot`` ``instr`` whose relayout XLA materialises as a copy of the operand
     beside it while the dot runs (a buffer of the operand's size at the dot).
 
-    XLA's ``DotDecomposer`` puts every dot in canonical form -- lhs ``[batch, non-contracting,
-    contracting]``, rhs ``[batch, contracting, non-contracting]``, each group in the order the dimension
-    numbers list it -- by transposing an operand whose dimensions (those of size > 1) are in another
-    order; e.g. a weight gradient ``btd,btf->df`` transposes its lhs.  The transpose costs no buffer
-    when the operand's producer can write the transposed layout itself: a fusible producer
-    (:data:`FUSIBLE_PRODUCERS`) that this dot alone reads (through forwarding copies / reshapes); else
-    (a parameter, a dot or collective result, a value other instructions read too) it is a copy.
+    XLA's ``DotDecomposer`` rewrites a dot that is not canonical (an operand with more than one
+    contracting or non-contracting dimension, or batch dimensions that do not lead) into canonical
+    form -- lhs ``[batch, non-contracting, contracting]``, rhs ``[batch, contracting, non-contracting]``,
+    each group in the order the dimension numbers list it -- by transposing an operand whose
+    dimensions (those of size > 1) are in another order; e.g. a weight gradient ``btd,btf->df``
+    transposes its lhs.  A canonical dot (e.g. ``bd,bf->df``) is left alone: the GEMM reads a
+    transposed operand itself.  The transpose costs no buffer
+    when the operand's producer can write the transposed layout itself (XLA's layout assignment gives
+    it that layout): when this dot alone reads it (through forwarding copies / reshapes) and it is not
+    an entry parameter (whose layout is the caller's); else it is a copy.
     Empty for other opcodes and non-array operands."""
-    if instr.opcode != "dot" or len(instr.operands) < 2:
+    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
         return []
     attrs = instr.attrs
+    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
+    lc = list(attrs.get("lhs_contracting_dims") or ())
+    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
+    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
+    if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
+        return []   # already canonical: the GEMM reads either operand order itself
     out = []
     for k, (batch_key, contract_key) in enumerate((("lhs_batch_dims", "lhs_contracting_dims"),
                                                    ("rhs_batch_dims", "rhs_contracting_dims"))):
@@ -680,8 +689,7 @@ def dot_transposed_operands(instr) -> list:
         while _forwards(src) and src.operands:
             src = src.operands[0]
         readers = effective_users(src)
-        if _kind(src) in FUSIBLE_PRODUCERS and src.opcode != "parameter" and len(readers) == 1 \
-                and readers[0] is instr:
+        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr:
             continue
         out.append(k)
     return out
