@@ -347,7 +347,7 @@ def _widens_reads(instr) -> bool:
 
 
 def _globally_unfusible(comp) -> frozenset:
-    """``id``\ s of the instructions of ``comp`` XLA's fusion never duplicates into their consumers,
+    """The ids of the instructions of ``comp`` XLA's fusion never duplicates into their consumers,
     so they keep a buffer (XLA's ``InstructionFusion::ComputeGloballyUnfusible``, the CPU backend's
     ``CpuInstructionFusion`` runs it): a producer for which :func:`_widens_reads` holds is fused only
     when it can be fused into every consumer *on every path* -- each operand of a consumer that is
