@@ -578,18 +578,32 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
              "plan_peak_bytes": plan_peak, "applied": False, "note": None}
     if plan_peak <= limit:
         return result, guard
-    try:
-        guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(limit),
-                               time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
-    except SolveFailed as exc:
+    # within the baseline's peak; when nothing is found there (the communication buffers are outside the
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
+    guarded, tried, reason = None, [], None
+    lo, hi = limit, plan_peak
+    for _ in range(3):
+        at = lo if not tried else (lo + hi) // 2
+        tried.append(at)
+        try:
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at),
+                                   time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
+            break
+        except SolveFailed as exc:
+            reason = reason or str(exc)
+            lo = at
+    if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
-                         f"found within it ({exc}); the unguarded plan is kept")
+                         f"found within it ({reason}); the unguarded plan is kept")
         return result, guard
     guard["applied"] = True
+    guard["limit_bytes"] = tried[-1]
+    within = "within it" if tried[-1] == limit else (
+        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
     guard["note"] = (f"memory guard: the plan found without a budget peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
-                     f"re-solved within it: {format_bytes(int(guarded.evaluation.peak_memory))}")
+                     f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
     guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
     return guarded, guard
 
@@ -630,7 +644,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     is repeated with that peak as an implicit memory limit in the model's own bytes (it enters the
     solver as the budget :func:`hloshard.cost.memory.budget_for_model_limit` of it, so
     ``model_limit`` is the baseline's peak exactly): the solver then only trades collective bytes within
-    the baseline's memory.  If no plan is found under it, the unguarded plan is kept and a warning
+    the baseline's memory.  If no plan is found under it (the communication buffers are outside the
+    solver's node memory), the limit is bisected towards the unguarded plan's peak (at most two more
+    solves; ``limit_bytes`` is the one used); if none is found, the unguarded plan is kept and a warning
     says so.  ``report["memory_guard"]``: ``{"baseline", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}`` (the XLA run costs one child process
     when an argument is sharded).
