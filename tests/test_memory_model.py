@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import fused_reads, is_fused
+from hloshard.cost.liveness import dot_transposed_operands, fused_reads, is_fused
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -89,8 +89,43 @@ ENTRY main {
 }
 """
 
+# m reads two full-size operands (XLA's ComputeGloballyUnfusible: duplicating it would read more) and
+# its consumer x also reads d, which depends on m through the dot: m cannot be fused into x on every
+# path, so XLA makes it once (as the backward of a training step keeps a forward activation that a
+# gradient is combined with).  By hand: p + q 8192, m 4096 (x, the output, in place in it), s 4096 and
+# d 4096 at the dot = 20480 (every consumer fusing m, as before: 16384).
+GLOBALLY_UNFUSIBLE = f"""HloModule unfusible, num_partitions=8
+
+ENTRY main {{
+  p = f32[32,32] parameter(0){_R}
+  q = f32[32,32] parameter(1){_R}
+  m = f32[32,32] multiply(p, q){_R}
+  s = f32[32,32] exponential(m){_R}
+  d = f32[32,32] dot(s, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  ROOT x = f32[32,32] add(m, d){_R}
+}}
+"""
+
+# a weight gradient ``btd,btf->df``: XLA's DotDecomposer transposes the lhs e (contracting dims major)
+# into canonical [free, contracting] order; e is also read by the other dot, so the transpose is a copy
+# beside it.  By hand: a 32768 + h 16384 + w 8192 (parameters), gw 8192 + gh 16384 (outputs), the
+# pointers 16, e 32768 and its transposed copy 32768 at gw = 147472 (without the copy: 114704).
+DOT_TRANSPOSE = f"""HloModule tr, num_partitions=8
+
+ENTRY main {{
+  a = f32[8,16,64] parameter(0){_R}
+  h = f32[8,16,32] parameter(1){_R}
+  w = f32[64,32] parameter(2){_R}
+  e = f32[8,16,64] exponential(a){_R}
+  gw = f32[64,32] dot(e, h), lhs_contracting_dims={{0,1}}, rhs_contracting_dims={{0,1}}{_R}
+  gh = f32[8,16,32] dot(e, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}{_R}
+  ROOT t = (f32[64,32], f32[8,16,32]) tuple(gw, gh), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
-         "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368)}
+         "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
+         "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472)}
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
@@ -140,6 +175,16 @@ ENTRY main {
     e3 = {i.name: i for i in m3.entry.instructions}
     assert not is_fused(e3["b"]) and is_fused(e3["c"]) and is_fused(e3["r"])
     assert [i.name for i in fused_reads(e3["d"])] == ["b", "w"]
+    # XLA's ComputeGloballyUnfusible: m (two large operands) is not fused into x, whose other operand
+    # depends on m through a dot; the same multiply whose consumers read nothing derived from it fuses
+    e4 = {i.name: i for i in parse_module(GLOBALLY_UNFUSIBLE).entry.instructions}
+    assert not is_fused(e4["m"]) and not is_fused(e4["s"])
+    e5 = {i.name: i for i in parse_module(GLOBALLY_UNFUSIBLE.replace("add(m, d)", "add(m, q)")).entry.instructions}
+    assert is_fused(e5["m"])
+    # DotDecomposer's canonical order: gw's lhs is transposed (and read by gh too: a copy); its rhs and
+    # gh's operands are in order
+    e6 = {i.name: i for i in parse_module(DOT_TRANSPOSE).entry.instructions}
+    assert dot_transposed_operands(e6["gw"]) == [0] and dot_transposed_operands(e6["gh"]) == []
 
 
 def test_margin_arithmetic_is_exact():

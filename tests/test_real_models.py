@@ -76,14 +76,18 @@ def test_expert_plan_is_measured(rows):
 
 
 #: measured 2026-12-04 on gemma_tiny: every plan moves fewer bytes than the expert's, numerics and tied
-#: state hold, but each peaks higher (auto 6.71 MB, keeping everything replicated: the objective has no
-#: memory term without a budget; auto_budget 1.59 MB; auto_expert 2.25 MB; expert 1.54 MB): issue 24
-#: stays open on peak memory. Strict: the suite fails once a plan stops losing, so the mark comes off.
+#: state hold.  ``auto_expert`` keeps within the expert's peak since auto_shard's memory guard (the plan
+#: may not peak above the predicted peak of XLA's own propagation from the same parameters): 1.22 MB
+#: moved, 1.36 MB peak vs the expert's 1.77 MB / 1.54 MB (before the guard: 2.25 MB peak).  Still
+#: above the expert's peak: auto 6.71 MB (nothing is sharded, so its baseline is the replicated plan and
+#: the objective has no other memory term) and auto_budget 1.59 MB (its budget, halfway to the
+#: replicated peak, allows more than the expert's): issue 24 stays open on those.  Strict: the suite
+#: fails once a plan stops losing, so the mark comes off.
 _PEAK_ABOVE_EXPERT = pytest.mark.xfail(strict=True, reason="peaks above the expert plan (issue 24, measured)")
 
 
-@pytest.mark.parametrize("plan", [pytest.param(p, marks=_PEAK_ABOVE_EXPERT) for p in
-                                  ("auto", "auto_budget", "auto_expert")])
+@pytest.mark.parametrize("plan", [pytest.param(p, marks=_PEAK_ABOVE_EXPERT) for p in ("auto", "auto_budget")]
+                         + ["auto_expert"])
 def test_auto_shard_no_worse_than_expert(rows, plan):
     e, r = rows["expert"], rows[plan]
     problems = []

@@ -41,7 +41,8 @@ from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
-from ..cost.liveness import buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until
+from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until,
+                             relayout_intervals)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
@@ -316,6 +317,21 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
         if extra > 0 and t is not None:
             ivs.append((t, t + 1))
             sizes.append(extra)
+    # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals)
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
+        if r is TOKEN:
+            continue
+        dg = r[0]
+        op = dot.operands[k]
+        req = _required(dg, dg.strategies[int(choice[dg.node])], op, 0)
+        try:
+            b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
+        except (ValueError, TypeError, AttributeError):
+            b = 0
+        if b > 0:
+            ivs.append((lo, hi))
+            sizes.append(b)
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue

@@ -34,9 +34,13 @@ more (and pads to tiles); that is not modelled here.
   are :data:`FUSING_CONSUMERS` (the same set plus ``reduce`` and ``dynamic-update-slice``: a loop or
   reduction fusion) is computed inside each consumer and never gets a buffer; an expensive one
   (:data:`EXPENSIVE`, XLA's ``IsExpensive``) with several users is materialised (XLA does not
-  duplicate it).  A consumer reads what its fused producers read, so those values live until the
-  consumer.  A ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a
-  ``reshape`` (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
+  duplicate it).  A producer with more than one large operand that reads more elements than it
+  writes is fused only when it can be fused into every consumer on every path (XLA's
+  ``InstructionFusion::ComputeGloballyUnfusible``, :func:`_globally_unfusible`): a forward activation
+  that the backward combines with a gradient (which depends on it across a dot) keeps its buffer.  A
+  consumer reads what its fused producers read, so those values live until the consumer.  A
+  ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape``
+  (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
@@ -298,7 +302,111 @@ def is_fused(instr) -> bool:
     consumers = effective_users(instr)
     if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
-    return not (op in EXPENSIVE and len(consumers) > 1)
+    if op in EXPENSIVE and len(consumers) > 1:
+        return False
+    return id(instr) not in _globally_unfusible(instr.parent)
+
+
+def _true_rank(shape) -> int:
+    """Dimensions of size > 1 (XLA's ``ShapeUtil::TrueNumDimensions``)."""
+    return sum(1 for d in shape.dims if int(d) > 1) if shape.is_array else 0
+
+
+def _source(instr):
+    """``instr`` with forwarding copies (pins, sharding annotations) looked through: what XLA sees
+    once the partitioner and the algebraic simplifier removed them."""
+    while _kind(instr) == "copy" and instr.operands and instr.shape.is_array:
+        instr = instr.operands[0]
+    return instr
+
+
+def _widens_reads(instr) -> bool:
+    """True when duplicating ``instr`` into several consumers would read more memory (XLA's
+    ``ComputeGloballyUnfusible`` preconditions): more than one *large* operand (true rank at least the
+    result's, broadcasts / iotas / scalar constants not counted: ``EffectivelyAtMostUnary`` is false)
+    and more operand elements in total than result elements."""
+    if not instr.shape.is_array:
+        return False
+    rank = _true_rank(instr.shape)
+    large = 0
+    elements = 0
+    seen: set = set()
+    for o in instr.operands:
+        src = _source(o)
+        if id(o) in seen:
+            continue
+        seen.add(id(o))
+        if o.shape.is_array:
+            elements += o.shape.num_elements
+        if _kind(src) in ("broadcast", "iota") or (src.opcode == "constant" and src.shape.is_array
+                                                   and src.shape.num_elements == 1):
+            continue
+        if _true_rank(o.shape) >= rank:
+            large += 1
+    return large > 1 and elements > instr.shape.num_elements
+
+
+def _globally_unfusible(comp) -> frozenset:
+    """The ids of the instructions of ``comp`` XLA's fusion never duplicates into their consumers,
+    so they keep a buffer (XLA's ``InstructionFusion::ComputeGloballyUnfusible``, the CPU backend's
+    ``CpuInstructionFusion`` runs it): a producer for which :func:`_widens_reads` holds is fused only
+    when it can be fused into every consumer *on every path* -- each operand of a consumer that is
+    reachable from the producer must itself be a fusible producer that can be fused the same way.  In
+    a training step this keeps the forward activations the backward reads together with a gradient
+    (which depends on them through the loss, across dots) in their own buffers.  Computed once per
+    computation in reverse post order, as XLA does, and cached on the computation (recomputed when
+    its instruction count changes)."""
+    if comp is None:
+        return frozenset()
+    key = (len(comp.instructions), id(comp.root))
+    cached = getattr(comp, "_hloshard_unfusible", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    order = computation_order(comp)
+    cands = [i for i in order if _kind(i) in FUSIBLE_PRODUCERS and not i.is_root and _widens_reads(i)]
+    out: set = set()
+    if cands:
+        index = {id(i): n for n, i in enumerate(order)}
+        desc = [0] * len(order)     # bit n: order[n] is reachable from (or is) the instruction
+        for n in range(len(order) - 1, -1, -1):
+            bits = 1 << n
+            for u in order[n].users:
+                k = index.get(id(u))
+                if k is not None:
+                    bits |= desc[k]
+            desc[n] = bits
+        memo: dict = {}
+
+        def reach(p, o) -> bool:
+            k = index.get(id(o))
+            return k is not None and bool((desc[index[id(p)]] >> k) & 1)
+
+        def on_all_paths(p, c) -> bool:
+            if c is p:
+                return True
+            if (_kind(c) not in FUSING_CONSUMERS and not _forwards(c)) or id(c) in out:
+                return False
+            hit = memo.get((id(p), id(c)))
+            if hit is not None:
+                return hit
+            ok = True
+            for o in c.operands:
+                if o is p or not reach(p, o):
+                    continue
+                if (_kind(o) not in FUSIBLE_PRODUCERS and not _forwards(o)) or id(o) in out or \
+                        not on_all_paths(p, o):
+                    ok = False
+                    break
+            memo[(id(p), id(c))] = ok
+            return ok
+
+        cand_ids = {id(i) for i in cands}
+        for i in reversed(order):   # reverse post order: consumers are decided before their producers
+            if id(i) in cand_ids and not all(on_all_paths(i, u) for u in i.users):
+                out.add(id(i))
+    result = frozenset(out)
+    comp._hloshard_unfusible = (key, result)
+    return result
 
 
 def fused_reads(instr) -> list:
@@ -537,3 +645,79 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def dot_transposed_operands(instr) -> list:
+    """Operand numbers of the ``dot`` ``instr`` whose relayout XLA materialises as a copy of the operand
+    beside it while the dot runs (a buffer of the operand's size at the dot).
+
+    XLA's ``DotDecomposer`` rewrites a dot that is not canonical (an operand with more than one
+    contracting or non-contracting dimension, or batch dimensions that do not lead) into canonical
+    form -- lhs ``[batch, non-contracting, contracting]``, rhs ``[batch, contracting, non-contracting]``,
+    each group in the order the dimension numbers list it -- by transposing an operand whose
+    dimensions (those of size > 1) are in another order; e.g. a weight gradient ``btd,btf->df``
+    transposes its lhs.  A canonical dot (e.g. ``bd,bf->df``) is left alone: the GEMM reads a
+    transposed operand itself.  The transpose costs no buffer
+    when the operand's producer can write the transposed layout itself (XLA's layout assignment gives
+    it that layout): when this dot alone reads it (through forwarding copies / reshapes) and it is not
+    an entry parameter (whose layout is the caller's); else it is a copy.
+    Empty for other opcodes and non-array operands."""
+    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
+        return []
+    attrs = instr.attrs
+    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
+    lc = list(attrs.get("lhs_contracting_dims") or ())
+    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
+    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
+    if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
+        return []   # already canonical: the GEMM reads either operand order itself
+    out = []
+    for k, (batch_key, contract_key) in enumerate((("lhs_batch_dims", "lhs_contracting_dims"),
+                                                   ("rhs_batch_dims", "rhs_contracting_dims"))):
+        op = instr.operands[k]
+        if not op.shape.is_array:
+            continue
+        dims = op.shape.dims
+        batch = [int(d) for d in (attrs.get(batch_key) or ())]
+        contract = [int(d) for d in (attrs.get(contract_key) or ())]
+        free = [d for d in range(len(dims)) if d not in batch and d not in contract]
+        canonical = batch + (free + contract if k == 0 else contract + free)
+        order = [d for d in canonical if int(dims[d]) > 1]
+        if order == sorted(order):
+            continue
+        src = op
+        while _forwards(src) and src.operands:
+            src = src.operands[0]
+        readers = effective_users(src)
+        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr:
+            continue
+        out.append(k)
+    return out
+
+
+def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
+    """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
+    operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
+    copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
+    such dot and its operand number, whose layout gives the copy's size).  ``order``: the program
+    schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    groups: dict = {}
+    for i in order:
+        if i.opcode != "dot":
+            continue
+        t = pos.get(id(i))
+        if t is None:
+            continue
+        for k in dot_transposed_operands(i):
+            src = i.operands[k]
+            while _forwards(src) and src.operands:
+                src = src.operands[0]
+            key = (id(src), k, tuple(i.attrs.get("lhs_batch_dims" if k == 0 else "rhs_batch_dims") or ()),
+                   tuple(i.attrs.get("lhs_contracting_dims" if k == 0 else "rhs_contracting_dims") or ()))
+            hit = groups.get(key)
+            if hit is None:
+                groups[key] = [i, k, t, t + 1]
+            else:
+                hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
+    return [tuple(g) for g in groups.values()]

@@ -128,3 +128,21 @@ def xla_lower_bound(model_bytes: int, device: str | None = None, persistent: int
     if device is not None and str(device).lower().startswith("tpu"):
         model_bytes = max(int(persistent), int(model_bytes) - vmem_bytes(device))
     return int(Fraction(int(model_bytes)) / Fraction(_margins(device)[1]))
+
+
+def budget_for_model_limit(limit: int, device: str | None = None) -> int:
+    """The smallest budget (bytes per device) whose :func:`model_limit` is at least ``limit`` (a peak in
+    the model's own bytes): ``ceil(limit * XLA_CPU_UNDERESTIMATE)`` (with a TPU ``device`` the smaller of
+    that with ``XLA_TPU_UNDERESTIMATE`` and ``ceil(limit * XLA_TPU_LARGE_UNDERESTIMATE) +
+    XLA_TPU_HEADER_BYTES``), so that ``model_limit`` of it is ``limit``.  How a limit in the model's units
+    (an implicit memory guard: the predicted peak of a baseline plan, :func:`hloshard.jax.auto_shard`)
+    enters the solver through the budget path."""
+    limit = int(limit)
+    cands = [math.ceil(Fraction(limit) * Fraction(_margins(device)[0]))]   # exact
+    if device is not None and str(device).lower().startswith("tpu"):
+        cands.append(math.ceil(Fraction(limit) * Fraction(str(XLA_TPU_LARGE_UNDERESTIMATE))) + XLA_TPU_HEADER_BYTES)
+    best = min(c for c in cands if model_limit(c, device) >= limit) if any(
+        model_limit(c, device) >= limit for c in cands) else max(cands)
+    while best > 0 and model_limit(best - 1, device) >= limit:   # rounding: step down to the smallest
+        best -= 1
+    return best

@@ -514,11 +514,105 @@ def _state_ties(args, out, donated: tuple, state, state_mode: str) -> list:
     return [(j, q, mode, q in don, source) for j, (q, mode, source) in sorted(ties.items())]
 
 
+def baseline_peak(module, dmesh, timeout: float = 600.0) -> dict:
+    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
+    what XLA does with only the user's shardings (GSPMD propagation from the entry parameters' and
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), each tied
+    state output (``module.ties``) leaving in its argument's sharding and every other output
+    replicated -- the plan ``jax.jit(fn, in_shardings=..., out_shardings=...)`` of the same arguments
+    runs; with nothing sharded every instruction is replicated (no XLA run).  The propagated shardings
+    are written on a copy of ``module`` and priced by
+    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).
+
+    Returns ``{"plan": "gspmd" | "replicated", "peak_bytes": int (predicted peak per device),
+    "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or XLA rejects the
+    module, SolveFailed when the propagated shardings cannot be priced."""
+    from ..autoshard import evaluate_module
+    from ..hlo import parse_module, print_module
+    from ..hlo.sharding import HloSharding
+    from ..partition_specs import xla_propagate
+
+    copy = parse_module(print_module(module), "<baseline>")
+    entry = copy.entry
+    params = {p.parameter_number: p for p in entry.parameters}
+    sharded = any(p.sharding is not None and not p.sharding.is_replicated for p in params.values())
+    root = entry.root
+    leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
+    outs = [HloSharding.replicated() for _ in leaves]
+    for tie in getattr(module, "ties", None) or []:
+        j = tie.output[0] if tie.output else 0
+        p = params.get(tie.param)
+        if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
+            outs[j] = p.sharding
+    if not sharded:
+        for ins in entry.instructions:
+            ins.sharding = None if ins.shape.is_tuple else HloSharding.replicated()
+        plan = "replicated"
+    else:
+        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+        for name, sh in xla_propagate(copy, dmesh.num_devices, timeout=timeout).items():
+            if sh is not None and name in entry:
+                entry.get(name).sharding = sh
+        plan = "gspmd"
+    root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    ev = evaluate_module(copy, dmesh)
+    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
+
+
+def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
+    """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
+    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``)."""
+    from ..autoshard import solve_module
+    from ..cost.memory import budget_for_model_limit
+    from ..errors import HloshardError, SolveFailed
+    from ..units import format_bytes
+
+    plan_peak = int(result.evaluation.peak_memory)
+    try:
+        base = baseline_peak(module, dmesh)
+    except (HloshardError, SolveFailed) as exc:
+        return result, {"baseline": None, "applied": False,
+                        "note": f"memory guard off: the baseline could not be priced ({exc})"}
+    limit = base["peak_bytes"]
+    guard = {"baseline": base["plan"], "baseline_peak_bytes": limit, "limit_bytes": limit,
+             "plan_peak_bytes": plan_peak, "applied": False, "note": None}
+    if plan_peak <= limit:
+        return result, guard
+    # within the baseline's peak; when nothing is found there (the communication buffers are outside the
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
+    guarded, tried, reason = None, [], None
+    lo, hi = limit, plan_peak
+    for _ in range(3):
+        at = lo if not tried else (lo + hi) // 2
+        tried.append(at)
+        try:
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at),
+                                   time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
+            break
+        except SolveFailed as exc:
+            reason = reason or str(exc)
+            lo = at
+    if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
+        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
+                         f"found within it ({reason}); the unguarded plan is kept")
+        return result, guard
+    guard["applied"] = True
+    guard["limit_bytes"] = tried[-1]
+    within = "within it" if tried[-1] == limit else (
+        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
+    guard["note"] = (f"memory guard: the plan found without a budget peaks at {format_bytes(plan_peak)} per "
+                     f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
+                     f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
+    guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
+    return guarded, guard
+
+
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 20.0, seed: int = 0, deterministic: bool = True,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
                state_mode: str = "tie", pin_operands: bool = True,
-               device: str | None = None) -> AutoShardResult:
+               device: str | None = None, memory_guard: bool = True) -> AutoShardResult:
     """Choose shardings for ``fn(*example_args)`` on ``mesh`` (a ``jax.sharding.Mesh``).
 
     ``example_args``: arrays or ``jax.ShapeDtypeStruct`` pytrees (only shapes and dtypes are used;
@@ -541,6 +635,21 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     not tied yet to the first result leaf of its shape and dtype, and mark the tie donated.
     ``pin_operands``: write the operand pins (:mod:`hloshard.strategy.realize`) and carry them into
     ``fn`` as sharding constraints (False: equation outputs only).
+
+    **Memory guard** (``memory_guard``, on by default; only without ``memory_budget``): a plan must not
+    peak above the baseline it is meant to improve on.  The baseline is what XLA does with only the
+    user's shardings (:func:`baseline_peak`: GSPMD propagation from the kept argument shardings, tied
+    state leaving as it came; everything replicated when nothing is sharded), priced by the same memory
+    model.  When the plan found without a budget peaks above the baseline's predicted peak, the search
+    is repeated with that peak as an implicit memory limit in the model's own bytes (it enters the
+    solver as the budget :func:`hloshard.cost.memory.budget_for_model_limit` of it, so
+    ``model_limit`` is the baseline's peak exactly): the solver then only trades collective bytes within
+    the baseline's memory.  If no plan is found under it (the communication buffers are outside the
+    solver's node memory), the limit is bisected towards the unguarded plan's peak (at most two more
+    solves; ``limit_bytes`` is the one used); if none is found, the unguarded plan is kept and a warning
+    says so.  ``report["memory_guard"]``: ``{"baseline", "baseline_peak_bytes", "limit_bytes",
+    "plan_peak_bytes" (before the guard), "applied", "note"}`` (the XLA run costs one child process
+    when an argument is sharded).
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
@@ -620,6 +729,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
                               seed=seed, deterministic=deterministic, apply=False)
+        guard = None
+        if budget is None and memory_guard:
+            result, guard = _memory_guard(result, module, dmesh, keep_shardings, time_limit, seed, deterministic)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
@@ -633,6 +745,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         from ..commands.timing import plan_timing
         report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
+    if guard is not None:
+        report["memory_guard"] = guard
+        if guard.get("note"):
+            report.setdefault("warnings", []).append(guard["note"])
     # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
     priced = result.written if result.written is not None else result
     report["predicted_collective_bytes_per_device"] = round(sum(
