@@ -586,7 +586,7 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at),
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, getattr(dmesh, "memory_device", None)),
                                    time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
             break
         except SolveFailed as exc:
