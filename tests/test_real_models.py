@@ -69,7 +69,9 @@ def test_expert_plan_is_measured(rows):
     # the reference itself: the layout map shards the weights (not everything replicated) and the
     # expert plan keeps its parameters in place and matches the unsharded step
     e = rows["expert"]
-    assert any(s != "PartitionSpec()" for s in e["param_specs_in"].values()), e["param_specs_in"]
+    # (the specs' text names a mesh axis when split: "P(None, 'model')"; jax 0.10.2 prints P(...), not
+    # PartitionSpec(...), so comparing with "PartitionSpec()" could never fail)
+    assert any("'model'" in s or "'batch'" in s for s in e["param_specs_in"].values()), e["param_specs_in"]
     assert e["tied_mismatches"] == 0, _figures(e)
     assert e["rel_err"] < 1e-4, _figures(e)
     assert e["peak_bytes"] < rows["replicated"]["peak_bytes"], (_figures(e), _figures(rows["replicated"]))
