@@ -206,6 +206,9 @@ def test_status_in_words():
         "best found in 1 s, within 0.01% of optimal"
     assert status_in_words({"status": "feasible", "seconds_solve": 1.0, "gap": 0.0075}) == \
         "best found in 1 s, within 0.75% of optimal"
+    # the solver's own seconds, not the solve phase with the written module's re-pricing
+    assert status_in_words({"status": "feasible", "seconds_solve": 45.0, "seconds_solver": 11.2, "gap": 0.05}) == \
+        "best found in 11 s, within 5% of optimal"
 
 
 def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_zero_gap(capsys):

@@ -23,6 +23,11 @@ from ..cost.memory import model_limit
 REPRICE_SHARE = 0.25
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = 0.5
+#: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
+#: kept for the re-solves under a node limit lowered by the communication buffers, which the solver's
+#: problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
+#: not a measured figure: without it a first solve that used the whole limit left no time to re-solve.
+FIRST_SOLVE_SHARE = 0.6
 
 
 @dataclass
@@ -139,8 +144,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     graph.coarse = start
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
+    t_solve = time.monotonic()
+    first_limit = time_limit
+    if memory_budget is not None and not deterministic:
+        # leave time for the re-solves under a lowered node limit (the communication buffers, below)
+        first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
-        sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+        sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
                           progress=progress, hint=None if start is None else start.choice)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
@@ -150,6 +160,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
     limit = getattr(graph, "model_limit", graph.problem.usage_limit)   # the limit of the evaluated peak
+    # the re-solves below share the solver's time: in wall-clock mode they end when the first solve's
+    # limit (or the command's deadline, less the re-pricing reserve) ends, never a full limit each
+    solve_end = t_solve + time_limit
+    if deadline is not None:
+        solve_end = min(solve_end, deadline - REPRICE_SHARE * (t1 - t0))
+    solver_seconds = float(sol.seconds or 0.0)
+    out_of_time = False
     for _ in range(3):
         # the communication buffers (hloshard.autoshard.build.edge_buffers) are not in the solver's problem
         # (node memory only): re-solve under a limit lowered by the excess until the choice keeps it
@@ -158,10 +175,15 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         tighter = int(graph.solver_problem.usage_limit) - (int(ev.peak_memory) - int(limit))
         if tighter <= 0:
             break
+        left = time_limit if deterministic else solve_end - time.monotonic()
+        if left < MIN_SOLVE_SECONDS:
+            out_of_time = True
+            break
         graph.solver_problem = dataclasses.replace(graph.solver_problem, usage_limit=tighter)
         try:
-            sol = solve_graph(graph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic,
+            sol = solve_graph(graph, time_limit=left, workers=workers, seed=seed, deterministic=deterministic,
                               progress=progress)
+            solver_seconds += float(sol.seconds or 0.0)
         except SolveFailed as exc:
             raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plan found needs "
                           f"{format_bytes(ev.peak_memory)} per device with its communication buffers, above the "
@@ -171,9 +193,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         choice = list(sol.strategies)
         ev = evaluate_choice(graph, choice)
     if limit is not None and ev.peak_memory > limit:
+        more = (" and the time limit ended before a re-solve under a lower node limit could run"
+                if out_of_time else "")
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
-                      f"{format_bytes(ev.peak_memory)} per device with their communication buffers (the model's "
-                      f"limit for this budget: {format_bytes(limit)}, cost.memory.model_limit)", "infeasible")
+                      f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
+                      f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
+                      f"cost.memory.model_limit){more}", "infeasible")
+    if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
+        sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
