@@ -147,6 +147,8 @@ def plan_timing(result, module, scale) -> dict:
         "hbm_bytes_per_device": st.hbm_bytes_per_device,
         "mfu": st.mfu,
         "step_time": {"device": profile.name, "peak_flops": st.peak_flops, "peak_dtype": st.peak_dtype,
+                      # the report's cost-unit figures (objective, breakdown) in seconds: x this
+                      "seconds_per_unit": scale.seconds_per_unit,
                       "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
                       "per_device_program": per_device,
                       "axis_links": dict(zip(map(str, names), scale.links)),
