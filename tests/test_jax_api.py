@@ -32,6 +32,7 @@ for label, call in [
     ("trace", lambda: auto_shard(lambda w, x: w @ x, w, x, mesh=mesh)),
     ("keep", lambda: auto_shard(f, w, x, mesh=mesh, keep_shardings="some")),
     ("budget", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget="tpu-v99")),
+    ("device", lambda: auto_shard(f, w, x, mesh=mesh, device="nosuch")),
 ]:
     try:
         call()
@@ -55,6 +56,7 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["trace"].startswith("ValueError") and "does not trace" in out["trace"]
     assert out["keep"].startswith("ValueError") and "keep_shardings" in out["keep"]
     assert out["budget"].startswith("ValueError") and "tpu-v99" in out["budget"]
+    assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
     assert out["kept"] == "P(None, 'data')"
 
 

@@ -294,7 +294,10 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
                                   f"(as hloshard cost evaluates the output)")
         peak = int(written.evaluation.peak_memory)
         if peak != int(ev.peak_memory):
-            graph.warnings.append(f"the written module peaks at {format_bytes(peak)} per device (as hloshard cost "
-                                  f"evaluates it); the solver's own figure is {format_bytes(int(ev.peak_memory))}")
+            a, b = format_bytes(peak), format_bytes(int(ev.peak_memory))
+            if a == b:   # the rounded figures read equal: give the bytes
+                a, b = f"{peak:,} bytes", f"{int(ev.peak_memory):,} bytes"
+            graph.warnings.append(f"the written module peaks at {a} per device (as hloshard cost "
+                                  f"evaluates it); the solver's own figure is {b}")
     result.written = written
     return result

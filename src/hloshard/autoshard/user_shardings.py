@@ -40,12 +40,12 @@ def _sharding_problem(instr, sh, mesh) -> str | None:
             if len(e.tile_dims) != len(shape.dims):
                 return f"sharding {e} tiles {len(e.tile_dims)} dims but the shape {shape} has rank {len(shape.dims)}"
             if e.num_devices != mesh.num_devices:
-                return (f"sharding {e} uses {counted(e.num_devices, 'device')} but the mesh [{mesh}] has "
+                return (f"sharding {e} uses {counted(e.num_devices, 'device')} but the mesh [{_user_mesh(mesh)}] has "
                         f"{counted(mesh.num_devices, 'device')}")
             mesh_ids = mesh_ids or set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:
-                return f"sharding {e} names device {bad[0]}, which is not in the mesh {mesh}"
+                return f"sharding {e} names device {bad[0]}, which is not in the mesh {_user_mesh(mesh)}"
             devs = [int(d) for d in e.devices]
             if len(set(devs)) != len(devs):   # XLA refuses such a sharding too (lint HS103; tested)
                 seen: set = set()
@@ -117,3 +117,8 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
                 fixed[instr] = sh
     return fixed
 
+
+def _user_mesh(mesh) -> str:
+    """The mesh as the user gave it (``2x4``), not an internal refinement of it (``2x2x2``)."""
+    user = getattr(mesh, "user_shape", None)
+    return "x".join(map(str, user)) if user else str(mesh)

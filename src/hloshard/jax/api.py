@@ -724,8 +724,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
     if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.commands.timing)
         from ..commands.options import timed_mesh_from_options
-        dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
-            mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None, device, budget)
+        try:
+            dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
+                mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
+                device, budget)
+        except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
+            raise ValueError(str(exc)) from None
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
                               seed=seed, deterministic=deterministic, apply=False)
