@@ -74,6 +74,13 @@ CASES = {
                                 "channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}, "
                                 "use_global_device_ids=true, sharding={{replicated}, {replicated}}\n"
                                 "  ROOT d = f32[16] all-gather-done(s), sharding={replicated}"),
+    "dot_result_dims": _m("  a = f32[8,32,256] parameter(0)\n  b = f32[256,64] parameter(1)\n"
+                          "  ROOT d = f32[8,32,64] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    "dot_result_dims_wrong": _m("  a = f32[8,32,256] parameter(0)\n  b = f32[256,64] parameter(1)\n"
+                                "  ROOT d = f32[8,32,60] dot(a, b), lhs_contracting_dims={2}, rhs_contracting_dims={0}"),
+    "dot_batch_result_dims_wrong": _m("  a = f32[4,8,16] parameter(0)\n  b = f32[4,16,32] parameter(1)\n"
+                                      "  ROOT d = f32[4,32,8] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                                      "rhs_batch_dims={0}, rhs_contracting_dims={1}"),
     "sdy_mesh_defined": _m(_SDY_P % "mesh", header=_SDY),
     "sdy_mesh_undefined": _m(_SDY_P % "nomesh", header=_SDY),
     "sdy_no_meshes": _m(_SDY_P % "mesh"),

@@ -123,6 +123,12 @@ def _check_dot(instr) -> None:
     rank = len(lb) + (len(ld) - len(lc) - len(lb)) + (len(rd) - len(rc) - len(rb))
     if _array(instr.shape) and len(_dims(instr)) != rank:
         raise _Bad(f"result rank {len(_dims(instr))} should be {rank} (batch + lhs free + rhs free dimensions)")
+    # XLA's dot shape: the batch dims, then lhs's free dims, then rhs's, each in operand order
+    want = ([ld[a] for a in lb] + [ld[i] for i in range(len(ld)) if i not in lc and i not in lb]
+            + [rd[i] for i in range(len(rd)) if i not in rc and i not in rb])
+    if _array(instr.shape) and list(_dims(instr)) != want:
+        raise _Bad(f"result dimensions {list(_dims(instr))} should be {want} (batch + lhs free + rhs free "
+                   f"dimensions of operands {list(ld)} and {list(rd)})")
 
 
 def _check_transpose(instr) -> None:
