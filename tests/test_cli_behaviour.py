@@ -76,6 +76,25 @@ def test_solve_json_is_the_product_on_stdout_and_needs_o(tmp_path):
     assert r.stderr == ""
 
 
+def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
+    # warnings go to stderr in every format (the README's output rule); the JSON report has them too
+    import hloshard.commands.solve as cmd
+
+    real = cmd.build_report
+
+    def with_warning(*a, **kw):
+        rep = real(*a, **kw)
+        rep["warnings"] = rep["warnings"] + ["a test warning"]
+        return rep
+
+    monkeypatch.setattr(cmd, "build_report", with_warning)
+    out = tmp_path / "m.hlo"
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--format", "json", "--deterministic", "--time-limit", "5", "-o", out])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["warnings"][-1] == "a test warning"
+    assert r.stderr.strip().splitlines() == ["warning: a test warning"]
+
+
 def test_solve_text_summary_on_stderr_module_on_stdout():
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "--time-limit", "5"])
     assert r.exit_code == 0, r.output

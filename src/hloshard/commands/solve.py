@@ -501,9 +501,12 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     limit_given = click.get_current_context().get_parameter_source("time_limit") != \
         click.core.ParameterSource.DEFAULT
 
+    said: set = set()   # warnings already printed at once (the JSON format does not repeat them on stderr)
+
     def overrun(msg: str) -> None:   # said at once, not only in the summary at the end
         if not quiet:
             click.echo(f"warning: {msg}", err=True)
+            said.add(msg)
 
     with step("pricing the input as given", show):
         if auto:
@@ -582,6 +585,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     write_text_atomic(output or "-", out_text)
     if fmt == "json":
         click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
+        if not quiet:   # warnings go to stderr in every format (the JSON has them too)
+            for w in report["warnings"]:
+                if w not in said:
+                    click.echo(f"warning: {_user_warning(w, report)}", err=True)
     elif not quiet:
         if search is not None:
             print_mesh_search(search)
