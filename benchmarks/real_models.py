@@ -369,21 +369,28 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
 # parent: one child per (model, plan), the table
 
 def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", name, plan,
-           "--time-limit", str(args.time_limit)]
+    extra = []
     if budget is not None:
-        cmd += ["--budget", str(int(budget))]
+        extra += ["--budget", str(int(budget))]
     if diff_dir:
-        cmd += ["--diff-dir", diff_dir]
+        extra += ["--diff-dir", diff_dir]
     if getattr(args, "stablehlo_dir", None):
-        cmd += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
+        extra += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
+    return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
+
+
+def run_child(script, name: str, plan: str, time_limit: float, timeout: float, extra=()) -> dict:
+    """Run ``script --child NAME PLAN --time-limit T [extra]`` (this benchmark or one built on it) in a
+    child process with this checkout's ``src`` first on PYTHONPATH; its last JSON line is the row, plus
+    ``wall`` (seconds).  A timeout or a failed child gives a row with ``error``."""
+    cmd = [sys.executable, str(script), "--child", name, plan, "--time-limit", str(time_limit), *extra]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     t0 = time.monotonic()
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return {"model": name, "plan": plan, "error": f"timeout after {args.timeout} s"}
+        return {"model": name, "plan": plan, "error": f"timeout after {timeout} s"}
     wall = round(time.monotonic() - t0, 1)
     lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
     if p.returncode != 0 or not lines:

@@ -45,9 +45,7 @@ import importlib.util
 import json
 import os
 import pathlib
-import subprocess
 import sys
-import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -198,25 +196,8 @@ def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | N
 
 
 def run_one(name: str, plan: str, args) -> dict:
-    cmd = [sys.executable, str(pathlib.Path(__file__).resolve()), "--child", name, plan,
-           "--time-limit", str(args.time_limit)]
-    if args.stablehlo_dir:
-        cmd += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    t0 = time.monotonic()
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"model": name, "plan": plan, "error": f"timeout after {args.timeout} s"}
-    wall = round(time.monotonic() - t0, 1)
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode != 0 or not lines:
-        tail = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
-        return {"model": name, "plan": plan, "error": f"exit {p.returncode}: {tail[:200]}", "wall": wall}
-    row = json.loads(lines[-1])
-    row["wall"] = wall
-    return row
+    extra = ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)] if args.stablehlo_dir else []
+    return real_models.run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
 def main(argv=None) -> int:

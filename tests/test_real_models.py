@@ -21,13 +21,11 @@ extra, not in ``test``.
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
+
+from tests.real_model_rows import child_rows, figures
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "real_models.py"
@@ -44,25 +42,7 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def rows() -> dict:
-    env = dict(os.environ, KERAS_BACKEND="jax")
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    p = subprocess.run([sys.executable, str(SCRIPT), "--child", MODEL, ",".join(PLANS), "--time-limit", "10"],
-                       capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            out[row["plan"]] = row
-    assert set(out) == set(PLANS), (sorted(out), p.stderr[-2000:])
-    for plan, row in out.items():
-        assert "error" not in row, f"{plan}: {row['error']}"
-    return out
-
-
-def _figures(row: dict) -> str:
-    return (f"{row['plan']}: {row['comm_bytes'] / 1e6:.3f} MB moved, {row['peak_bytes'] / 1e6:.3f} MB peak per device, "
-            f"rel err {row['rel_err']:.1e}, {row['tied_mismatches']} tied mismatches {row.get('tied_examples', [])}")
+    return child_rows(SCRIPT, MODEL, PLANS, {"KERAS_BACKEND": "jax"})
 
 
 def test_expert_plan_is_measured(rows):
@@ -72,9 +52,9 @@ def test_expert_plan_is_measured(rows):
     # (the specs' text names a mesh axis when split: "P(None, 'model')"; jax 0.10.2 prints P(...), not
     # PartitionSpec(...), so comparing with "PartitionSpec()" could never fail)
     assert any("'model'" in s or "'batch'" in s for s in e["param_specs_in"].values()), e["param_specs_in"]
-    assert e["tied_mismatches"] == 0, _figures(e)
-    assert e["rel_err"] < 1e-4, _figures(e)
-    assert e["peak_bytes"] < rows["replicated"]["peak_bytes"], (_figures(e), _figures(rows["replicated"]))
+    assert e["tied_mismatches"] == 0, figures(e)
+    assert e["rel_err"] < 1e-4, figures(e)
+    assert e["peak_bytes"] < rows["replicated"]["peak_bytes"], (figures(e), figures(rows["replicated"]))
 
 
 #: measured 2026-12-04 on gemma_tiny: every plan moves fewer bytes than the expert's, numerics and tied
@@ -103,4 +83,4 @@ def test_auto_shard_no_worse_than_expert(rows, plan):
         problems.append("parameters leave in another sharding")
     if plan == "auto_budget" and r["peak_bytes"] > r["budget"]:
         problems.append(f"exceeds its budget {r['budget'] / 1e6:.3f} MB")
-    assert not problems, f"{', '.join(problems)}: {_figures(r)} vs {_figures(e)}"
+    assert not problems, f"{', '.join(problems)}: {figures(r)} vs {figures(e)}"

@@ -15,15 +15,12 @@ library: tunix" says how to install it next to jax 0.10.2).
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import pathlib
-import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import require_jax
+from tests.real_model_rows import child_rows, figures
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "real_models_tunix.py"
@@ -42,25 +39,7 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def rows() -> dict:
     require_jax()   # under CI=true a missing jax fails, never skips
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    p = subprocess.run([sys.executable, str(SCRIPT), "--child", MODEL, ",".join(PLANS), "--time-limit", "10"],
-                       capture_output=True, text=True, timeout=900, env=env)
-    assert p.returncode == 0, p.stderr[-3000:]
-    out = {}
-    for line in p.stdout.splitlines():
-        if line.startswith("{"):
-            row = json.loads(line)
-            out[row["plan"]] = row
-    assert set(out) == set(PLANS), (sorted(out), p.stderr[-2000:])
-    for plan, row in out.items():
-        assert "error" not in row, f"{plan}: {row['error']}"
-    return out
-
-
-def _figures(row: dict) -> str:
-    return (f"{row['plan']}: {row['comm_bytes'] / 1e6:.3f} MB moved, {row['peak_bytes'] / 1e6:.3f} MB peak per device, "
-            f"rel err {row['rel_err']:.1e}, {row['tied_mismatches']} tied mismatches {row.get('tied_examples', [])}")
+    return child_rows(SCRIPT, MODEL, PLANS, None)
 
 
 def test_tunix_rules_are_the_expert_plan(rows):
@@ -71,10 +50,10 @@ def test_tunix_rules_are_the_expert_plan(rows):
     assert all(s == "P('batch',)" for s in e["data_specs_in"].values()), e["data_specs_in"]
     for plan in ("expert", "expert_params"):
         r = rows[plan]
-        assert r["tied_mismatches"] == 0, _figures(r)
-        assert r["rel_err"] < 1e-4, _figures(r)
+        assert r["tied_mismatches"] == 0, figures(r)
+        assert r["rel_err"] < 1e-4, figures(r)
     # the activation constraints change what XLA does (otherwise "expert" would equal "expert_params")
-    assert e["comm_bytes"] != rows["expert_params"]["comm_bytes"], (_figures(e), _figures(rows["expert_params"]))
+    assert e["comm_bytes"] != rows["expert_params"]["comm_bytes"], (figures(e), figures(rows["expert_params"]))
 
 
 def _trimmed(spec: str) -> str:
@@ -88,9 +67,9 @@ def test_auto_shard_given_tunix_weights_moves_no_more(rows):
     e, r = rows["expert"], rows["auto_expert"]
     assert {k: _trimmed(v) for k, v in r["param_specs_in"].items()} == \
         {k: _trimmed(v) for k, v in e["param_specs_in"].items()}, "keep_shardings='io' must keep tunix's weights"
-    assert r["tied_mismatches"] == 0, _figures(r)
-    assert r["rel_err"] < 1e-4, _figures(r)
-    assert r["comm_bytes"] <= e["comm_bytes"], f"{_figures(r)} vs {_figures(e)}"
+    assert r["tied_mismatches"] == 0, figures(r)
+    assert r["rel_err"] < 1e-4, figures(r)
+    assert r["comm_bytes"] <= e["comm_bytes"], f"{figures(r)} vs {figures(e)}"
 
 
 #: measured 2026-12-04 on llama3_tiny: auto_expert peaks at 2.16 MB per device against the expert's 1.28 MB
@@ -99,4 +78,4 @@ def test_auto_shard_given_tunix_weights_moves_no_more(rows):
 @pytest.mark.xfail(strict=True, reason="peaks above tunix's plan (issue 24, measured)")
 def test_auto_shard_given_tunix_weights_peaks_no_higher(rows):
     e, r = rows["expert"], rows["auto_expert"]
-    assert r["peak_bytes"] <= e["peak_bytes"], f"{_figures(r)} vs {_figures(e)}"
+    assert r["peak_bytes"] <= e["peak_bytes"], f"{figures(r)} vs {figures(e)}"
