@@ -19,12 +19,14 @@ import pytest
 from hloshard.autoshard import evaluate_module, solve_module
 from hloshard.commands.options import timed_mesh_from_options
 from hloshard.cost.memory import XLA_TPU_UNDERESTIMATE
-from hloshard.cost.tpu_layout import GRANULE_BYTES, padded_bytes, vmem_bytes
+from hloshard.cost.tpu_layout import (GRANULE_BYTES, HBM_ALIGN_BYTES, SLOT_REPORTED_BYTES, header_heap_bound,
+                                      padded_bytes, reported_temp_bytes, vmem_bytes)
 from hloshard.hlo import parse_module, print_module
 from hloshard.mesh import DeviceMesh
 from tests.conftest import SAMPLES, require_jax
 
 MEASURED = pathlib.Path(__file__).parent / "data" / "tpu_layout_measured.json"
+HEAP = pathlib.Path(__file__).parent / "data" / "tpu_heap_measured.json"
 
 
 def test_padded_bytes_equal_the_tpu_compilers_allocation_on_every_probe():
@@ -45,6 +47,28 @@ def test_padding_rules_by_hand():
     assert padded_bytes("f32", [512, 2048]) == 512 * 2048 * 4
     assert padded_bytes("f32", [0, 5]) == 0
     assert vmem_bytes("tpu-v5e") == 128 * 2 ** 20 and vmem_bytes("tpu-v4") == 0
+
+
+def test_reported_temp_equals_libtpus_temp_on_every_measured_heap():
+    # 18 sample plans and two probes: libtpu's buffer assignment (heap, its slots of <= 512 B values,
+    # whether it holds more than async headers) against memory_analysis().temp_size_in_bytes
+    rows = json.loads(HEAP.read_text())["rows"]
+    assert len(rows) >= 20
+    wrong = [(r["module"], r["temp"], reported_temp_bytes(r["heap_bytes"], r["small_slots"], r["other_values"] > 0))
+             for r in rows if reported_temp_bytes(r["heap_bytes"], r["small_slots"], r["other_values"] > 0) != r["temp"]]
+    assert not wrong, wrong
+    # both regimes are in the data: headers only (reported 0) and a heap with a spilled scalar
+    assert any(r["temp"] == 0 and r["small_slots"] > 10 for r in rows)
+    assert any(r["temp"] == r["small_slots"] * SLOT_REPORTED_BYTES > 0 for r in rows)
+
+
+def test_reported_temp_by_hand():
+    one_slot = HBM_ALIGN_BYTES
+    assert reported_temp_bytes(3 * one_slot + 512, 4, False) == 0              # async headers only
+    assert reported_temp_bytes(3 * one_slot + 512, 4, True) == 4 * 32256       # headers and a scalar
+    assert reported_temp_bytes(2 * one_slot + 10 ** 6, 2, True) == 2 * one_slot + 10 ** 6 + 2 * 15872 + \
+        (-(2 * one_slot + 10 ** 6)) % one_slot                                 # data: rounded up, + per slot
+    assert header_heap_bound(25) == 806400 and header_heap_bound(-1) == 0
 
 
 PADDED = """HloModule padded, entry_computation_layout={(f32[5,7]{1,0})->f32[5,7]{1,0}}
@@ -103,6 +127,7 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_a_budget_is_ke
         assert rec["ok"], f"{n}: {rec['error'][:300]}"
         tpu.append(_total(rec))
         assert abs(p / tpu[-1] - 1) <= 0.15, (n, p, tpu[-1])
+        _assert_heap_rule(n, rec)
     # a budget whose model limit is the TPU compiler's GSPMD peak of mlp_train_step (the budget times the
     # measured margin, cost.memory.XLA_TPU_UNDERESTIMATE): solve accepts it and libtpu keeps it
     budget = int(tpu[CASES.index("mlp_train_step")] * XLA_TPU_UNDERESTIMATE) + 1
@@ -113,3 +138,12 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_a_budget_is_ke
     rec = compile_for_tpu([print_module(module)])[0]
     assert rec["ok"], rec["error"][:300]
     assert _total(rec) <= budget, (_total(rec), budget)
+    _assert_heap_rule("mlp_train_step solved under a budget", rec)
+
+
+def _assert_heap_rule(name, rec):
+    """libtpu's temp is what cost.tpu_layout.reported_temp_bytes says of its HBM heap (buffer assignment)."""
+    heap = rec["hbm_heap"]
+    assert heap is not None, f"{name}: no buffer assignment in libtpu's dump"
+    want = reported_temp_bytes(heap["bytes"], heap["small_slots"], heap["other_values"] > 0)
+    assert rec["memory"]["temp"] == want, (name, rec["memory"], heap)

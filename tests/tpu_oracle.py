@@ -18,7 +18,10 @@ with it) and returns plain data:
   (``get_compiled_memory_stats``: argument, output, alias and temp bytes per device, the TPU buffer
   assignment; compiled ahead of time its temp need not be the HBM temporary: 0 on some modules whose
   buffer assignment holds a preallocated temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
-  its memory-usage report: arguments, outputs and temporaries) and ``cost`` (``cost_analysis``: flops,
+  its memory-usage report: arguments, outputs and temporaries), ``hbm_heap`` (the buffer assignment's HBM
+temp heap: ``bytes``, ``headers`` (tuple values: async headers), ``other_values`` / ``other_bytes`` (the
+rest), ``small_slots`` (distinct offsets of values of at most 512 B); what
+:func:`hloshard.cost.tpu_layout.reported_temp_bytes` takes) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
 The collective bytes of ``partitioned`` are counted with :func:`tests.xla_bytes.collective_bytes`, the
@@ -54,7 +57,7 @@ client = topo.devices[0].client
 out = []
 for k, text in enumerate(req["texts"]):
     rec = {"ok": False, "error": None, "partitioned": None, "final": None, "memory": None, "hbm_bytes": None,
-           "cost": None}
+           "hbm_heap": None, "cost": None}
     before = set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*")))
     reports = set(glob.glob(os.path.join(dump, "*memory-usage-report*")))
     try:
@@ -85,6 +88,26 @@ for k, text in enumerate(req["texts"]):
         for path in sorted(set(glob.glob(os.path.join(dump, "*memory-usage-report*"))) - reports)[-1:]:
             hbm = re.search(r"Memory Space: default \(color=0\)\s*Total bytes: (\d+)", open(path).read())
             rec["hbm_bytes"] = int(hbm.group(1)) if hbm else None
+            # the HBM temp heap (color 0, preallocated-temp) of the buffer assignment: its size, its async
+            # headers (tuple values) and the bytes of its other values (cost.tpu_layout.reported_temp_bytes)
+            ba = path.replace("memory-usage-report", "buffer-assignment")
+            if os.path.exists(ba):
+                heap = {"bytes": 0, "headers": 0, "small_slots": 0, "other_values": 0, "other_bytes": 0}
+                for block in open(ba).read().split("\nallocation ")[1:]:
+                    head = block.split("\n", 1)[0]
+                    if "preallocated-temp" not in head or re.search(r"color [1-9]", head):
+                        continue
+                    heap["bytes"] += int(re.search(r"size (\d+)", head).group(1))
+                    small = set()
+                    for size, offset, shape in re.findall(r"value: <\d+ \S+ @0> \(size=(\d+),offset=(\d+)\): (\S)",
+                                                          block):
+                        key = "headers" if shape == "(" else "other_values"
+                        heap[key] += 1
+                        heap["other_bytes"] += int(size) if key == "other_values" else 0
+                        if int(size) <= 512:
+                            small.add(int(offset))
+                    heap["small_slots"] += len(small)
+                rec["hbm_heap"] = heap
         rec["ok"] = True
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"

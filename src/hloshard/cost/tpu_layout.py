@@ -32,9 +32,36 @@ n x n, n = 256 .. 8192): temp 0 up to n = 2048 (two live 16.8 MB temporaries), 4
 (two live 268 MB temporaries less 128 MiB); at n = 4096 (two 67 MB temporaries) 67 MB, more than the
 rule below predicts (0).  The model: HBM temp = max(0, peak of live temporaries - :data:`VMEM_BYTES`)
 (:func:`hbm_peak`); a profile without a measured VMEM size gets 0 (every temporary in HBM: an upper
-bound).  Not modelled: the small HBM temporaries of asynchronous collectives and copies (512 B tuple
-headers the compiler spaces 16 KiB apart: 0.4-0.9 MB on ``attention_6heads`` and ``transformer_block``),
-the TPU compiler's own fusion (it fuses more than the CPU backend, whose rule the liveness model follows).
+bound).  Not modelled: the TPU compiler's own fusion (it fuses more than the CPU backend, whose rule
+the liveness model follows).
+
+**The HBM heap of asynchronous operations** (:func:`reported_temp_bytes`; read from libtpu's buffer
+assignment, ``--xla_dump_to``, of the 18 sample plans and two matmul-chain probes, and reproduced to the
+byte on all of them).  Every asynchronous operation of the TPU program -- an asynchronous collective
+(all-gather / all-reduce / collective-permute start, an asynchronous collective fusion) and every
+copy-start of memory-space assignment (a parameter or constant prefetched into VMEM) -- has a 512 B
+tuple header in HBM, in the program's temp heap (color 0, ``preallocated-temp``), each in its own slot
+aligned to :data:`HBM_ALIGN_BYTES` (libtpu's ``xla_jf_program_hbm_alignment_in_kib``, 16): a heap of S
+slots is ``(S - 1) * 16 KiB + 512 B``.  Small scalars of the program (the ``s32[1]`` offsets a
+partitioned program computes from ``partition-id`` with a ``dynamic-slice`` of a constant table) go into
+HBM as well: into an output buffer not yet written when one is free, else into a slot of that heap.
+What ``memory_analysis().temp_size_in_bytes`` reports of the heap:
+
+* **0** when the heap holds async headers only (``mlp_train_step``'s GSPMD plan: 13 headers, 197,120 B
+  of heap, temp 0; ``transformer_train_step``: 110 headers, 1.79 MB, temp 0);
+* else the heap rounded up to 16 KiB plus :data:`HEAP_SLOT_EXTRA_BYTES` (15,872 B = 16 KiB - 512 B) per
+  slot that holds a value of at most 512 B: with headers and scalars only, 32,256 B per slot
+  (``mlp_train_step``'s solve plan: 24 headers and one spilled scalar in 25 slots, temp 806,400 B =
+  25 x 32,256); with data temporaries in HBM (beyond VMEM) ``heap + 15,872 B`` per small slot (a chain
+  of f32[8192,8192] matmuls with all-gathers: 302,235,648 B of heap, 15 header slots, temp 302,473,728).
+
+So the same program's temp is 0 or about twice its header heap depending on whether one scalar found a
+free output buffer -- a decision of libtpu's buffer assignment that the model does not follow.  The
+model's peak (:func:`hbm_peak`) counts no header heap; :func:`header_heap_bound` is the most
+``memory_analysis()`` can add to it for a plan with a given number of asynchronous operations, which
+a memory budget must allow for (:mod:`hloshard.cost.memory`).  One probe is not explained by the rule:
+a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
+exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
 
 from __future__ import annotations
@@ -59,6 +86,39 @@ VECTOR_TILE = 1024
 #: VMEM per chip that the TPU compiler fills with temporaries before it uses HBM (bytes), per device
 #: profile; measured (module docstring): v5e 128 MiB.  Profiles without an entry: 0 (no VMEM credit).
 VMEM_BYTES = {"tpu-v5e": 128 * 2 ** 20}
+
+
+#: Alignment of the TPU program's HBM allocations (bytes): libtpu's ``xla_jf_program_hbm_alignment_in_kib``
+#: (16 in libtpu 0.0.42.1's flags); every async header and spilled scalar of the temp heap takes one slot.
+HBM_ALIGN_BYTES = 16 * 1024
+
+#: What ``memory_analysis()`` adds per heap slot that holds a value of at most 512 B, beyond the heap
+#: rounded up to :data:`HBM_ALIGN_BYTES` (bytes; measured: 15,872 = 16 KiB - 512 B on every plan whose
+#: heap holds more than headers, module docstring).
+HEAP_SLOT_EXTRA_BYTES = HBM_ALIGN_BYTES - GRANULE_BYTES
+
+#: ``memory_analysis()``'s temp per slot of a heap of headers and scalars only (bytes): one aligned slot
+#: plus :data:`HEAP_SLOT_EXTRA_BYTES`, 32,256.
+SLOT_REPORTED_BYTES = HBM_ALIGN_BYTES + HEAP_SLOT_EXTRA_BYTES
+
+
+def reported_temp_bytes(heap_bytes: int, small_slots: int, holds_more_than_headers: bool) -> int:
+    """``memory_analysis().temp_size_in_bytes`` of a TPU program whose HBM temp heap (libtpu's buffer
+    assignment: color 0, ``preallocated-temp``) is ``heap_bytes`` long, has ``small_slots`` slots holding
+    a value of at most 512 B (async headers, spilled scalars), and holds more than async headers
+    (``holds_more_than_headers``: a non-tuple value); module docstring, measured.  0 for a heap of
+    headers only, else ``ceil(heap_bytes / 16 KiB) * 16 KiB + small_slots * 15,872``.  Bytes per device."""
+    if not holds_more_than_headers or heap_bytes <= 0:
+        return 0
+    return -(-int(heap_bytes) // HBM_ALIGN_BYTES) * HBM_ALIGN_BYTES + int(small_slots) * HEAP_SLOT_EXTRA_BYTES
+
+
+def header_heap_bound(async_ops: int) -> int:
+    """The most ``memory_analysis()`` adds to a peak of HBM data for a TPU program with ``async_ops``
+    slots in its temp heap (async headers and spilled scalars; bytes per device): ``async_ops *``
+    :data:`SLOT_REPORTED_BYTES` (module docstring: a heap of headers and scalars only is reported as
+    32,256 B per slot, or as 0)."""
+    return max(0, int(async_ops)) * SLOT_REPORTED_BYTES
 
 
 def _bits(element_type: str) -> int:
