@@ -22,6 +22,10 @@ collective-permute counts its whole result, self-pairs included), the TPU buffer
 tpu-v5e`` (the one liveness model with the TPU compiler's padded layouts and VMEM rule,
 :mod:`hloshard.cost.tpu_layout`) beside the TPU compiler's ``memory_analysis()`` (argument + output +
 temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (no budget);
+``--modules DIR`` measures the modules of DIR (held-out cases: ``NAME.pre.hlo``, ``NAME.propagated.hlo``,
+``NAME.mesh``) instead of the samples.  Each plan's row also gives libtpu's HBM temp heap (buffer
+assignment: its slots of small values, whether it holds more than async headers) and the temp
+:func:`hloshard.cost.tpu_layout.reported_temp_bytes` says libtpu reports for it.
 ``--corpus`` adds the MaxText corpus module on 8 chips (GSPMD: XLA's CPU propagation dump priced by
 hloshard, the pre module compiled by libtpu with propagation to outputs; solve: 60 s).  ``--budgets``
 also solves each sample under budgets of 200/160/100/80/60/40% of the TPU compiler's GSPMD peak with
@@ -185,37 +189,51 @@ def _total(rec) -> int | None:
     return None if m is None else m["argument"] + m["output"] + m["temp"] - m["alias"]
 
 
+def _take(row: dict, rec: dict) -> None:
+    """Into ``row``: the TPU compiler's peak (``tpu``), its parts, its HBM heap (buffer assignment) and
+    the temp :func:`hloshard.cost.tpu_layout.reported_temp_bytes` says libtpu reports for that heap
+    (``rule_temp``; ``rule_ok``: equal to ``memory_analysis()``'s temp)."""
+    from hloshard.cost.tpu_layout import reported_temp_bytes
+
+    row["tpu"], row["tpu_parts"], row["heap"] = _total(rec), rec.get("memory"), rec.get("hbm_heap")
+    h, m = row["heap"], row["tpu_parts"]
+    if h and m:
+        row["rule_temp"] = reported_temp_bytes(h["bytes"], h["small_slots"], h["other_values"] > 0)
+        row["rule_ok"] = row["rule_temp"] == m["temp"]
+
+
 def memory_run(args) -> list[dict]:
     """Rows ``{name, plan, predicted, tpu, error}`` (bytes per device) for every sample's GSPMD and solve
     plan, and with ``args.corpus`` MaxText's."""
     from tests.tpu_oracle import compile_for_tpu
 
-    names = [p.name[: -len(".pre.hlo")] for p in sorted((ROOT / "samples").glob("*.pre.hlo"))
+    src = pathlib.Path(args.modules) if getattr(args, "modules", None) else ROOT / "samples"
+    names = [p.name[: -len(".pre.hlo")] for p in sorted(src.glob("*.pre.hlo"))
              if not p.name.endswith(".shardy.pre.hlo")]
     names = [n for n in names if not args.only or n in args.only]
     rows = []
     for n in names:
         t0 = time.monotonic()
-        pre = (ROOT / "samples" / f"{n}.pre.hlo").read_text()
-        prop = (ROOT / "samples" / f"{n}.propagated.hlo").read_text()
-        written, spred = solve_tpu(pre, n, "2x4", args.time_limit)
-        rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, "2x4"), "text": prop,
+        pre = (src / f"{n}.pre.hlo").read_text()
+        prop = (src / f"{n}.propagated.hlo").read_text()
+        mesh_file = src / f"{n}.mesh"
+        spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
+        written, spred = solve_tpu(pre, n, spec, args.time_limit)
+        rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, spec), "text": prop,
                      "fallback": pre})
         rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "text": written,
                      "error": None if written else spred})
         print(f"{n}: hloshard side {time.monotonic() - t0:.0f} s", file=sys.stderr)
     jobs = [r for r in rows if r.get("text")]
     for r, rec in zip(jobs, compile_for_tpu([r["text"] for r in jobs], timeout=3600)):
-        r["tpu"] = _total(rec)
-        r["tpu_parts"] = rec.get("memory")
+        _take(r, rec)
         if not rec["ok"]:
             r["tpu_error"] = rec["error"].splitlines()[0][:200]
     # a propagated module the TPU compiler rejects: the pre module with propagation to outputs (same plan)
     redo = [r for r in rows if r.get("tpu") is None and r.get("fallback")]
     if redo:
         for r, rec in zip(redo, compile_for_tpu([r["fallback"] for r in redo], timeout=3600, propagate_outputs=True)):
-            r["tpu"] = _total(rec)
-            r["tpu_parts"] = rec.get("memory")
+            _take(r, rec)
             r["note"] = "TPU: the pre module with propagation to outputs (the propagated file is rejected)"
     if args.corpus and CORPUS_MAXTEXT.exists():
         rows += maxtext_rows(args)
@@ -241,14 +259,14 @@ def maxtext_rows(args) -> list[dict]:
     if res.propagated:
         g["predicted"] = predicted_peak(res.propagated, "maxtext", "8")
     rec = compile_for_tpu([text], timeout=3600, propagate_outputs=True)[0]
-    g["tpu"], g["tpu_parts"] = _total(rec), rec.get("memory")
+    _take(g, rec)
     out.append(g)
     written, spred = solve_tpu(text, "maxtext", "8", 60.0)
     s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None,
          "error": None if written else spred}
     if written:
         rec = compile_for_tpu([written], timeout=3600)[0]
-        s["tpu"], s["tpu_parts"] = _total(rec), rec.get("memory")
+        _take(s, rec)
     out.append(s)
     # the CLI's default budget with --device tpu-v5e: the chip's HBM; an accepted plan must fit under libtpu
     from hloshard.devices import get_profile
@@ -259,7 +277,7 @@ def maxtext_rows(args) -> list[dict]:
          "predicted": spred if written else None, "error": None if written else spred, "budget": hbm}
     if written:
         rec = compile_for_tpu([written], timeout=3600)[0]
-        b["tpu"], b["tpu_parts"] = _total(rec), rec.get("memory")
+        _take(b, rec)
     out.append(b)
     print(f"maxtext: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return out
@@ -274,30 +292,41 @@ def budget_run(args, rows) -> list[dict]:
     for r in rows:
         if r["plan"] != "GSPMD" or r.get("tpu") is None or r["name"] == "maxtext_train_step":
             continue
-        pre = (ROOT / "samples" / f"{r['name']}.pre.hlo").read_text()
+        src = pathlib.Path(args.modules) if getattr(args, "modules", None) else ROOT / "samples"
+        pre = (src / f"{r['name']}.pre.hlo").read_text()
+        mesh_file = src / f"{r['name']}.mesh"
+        spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
         for share in (2.0, 1.6, 1.0, 0.8, 0.6, 0.4):
             b = int(r["tpu"] * share)
-            written, msg = solve_tpu(pre, r["name"], "2x4", min(args.time_limit, 5.0), b)
+            written, msg = solve_tpu(pre, r["name"], spec, min(args.time_limit, 5.0), b)
             print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)
             out.append({"name": r["name"], "share": share, "budget": b, "text": written,
                         "predicted": msg if written else None, "refusal": None if written else msg})
     jobs = [o for o in out if o["text"]]
     for o, rec in zip(jobs, compile_for_tpu([o["text"] for o in jobs], timeout=3600)):
-        o["tpu"] = _total(rec)
+        _take(o, rec)
     for o in out:
         o.pop("text", None)
     return out
 
 
 def memory_table(rows) -> str:
-    lines = ["| module | plan | predicted MB | TPU compiler MB | ratio |", "|---|---|---:|---:|---:|"]
+    lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
+             "temp by the heap rule MB |", "|---|---|---:|---:|---:|---:|---|---:|"]
     for r in rows:
         p, t = r.get("predicted"), r.get("tpu")
         ratio = "-" if not p or not t else f"{p / t:.3f}"
-        lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} |")
+        h, m = r.get("heap"), r.get("tpu_parts")
+        heap = "-" if not h else f"{h['small_slots']}, {'yes' if h['other_values'] else 'no'}"
+        rule = "-" if r.get("rule_temp") is None else _f(r["rule_temp"] / MB) + ("" if r["rule_ok"] else " **differs**")
+        lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
+                     f"{_f(m and m['temp'] / MB)} | {heap} | {rule} |")
     ok = [r for r in rows if r.get("predicted") and r.get("tpu")]
     within = [r for r in ok if abs(r["predicted"] / r["tpu"] - 1) <= 0.15]
     lines.append(f"\n- within 15% of the TPU compiler: {len(within)} of {len(ok)} plans")
+    ruled = [r for r in rows if r.get("rule_temp") is not None]
+    lines.append(f"- libtpu's temp equal to cost.tpu_layout.reported_temp_bytes of its HBM heap: "
+                 f"{sum(1 for r in ruled if r['rule_ok'])} of {len(ruled)} plans")
     if ok:
         rs = [r["predicted"] / r["tpu"] for r in ok]
         lines.append(f"- ratio predicted / TPU: {min(rs):.3f} .. {max(rs):.3f}")
@@ -339,6 +368,8 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", action="store_true", help="predicted peak (--device tpu-v5e) vs memory_analysis()")
     ap.add_argument("--corpus", action="store_true", help="with --memory: also MaxText (8 chips)")
     ap.add_argument("--budgets", action="store_true", help="with --memory: budgets at 100/80/60/40%% of GSPMD's peak")
+    ap.add_argument("--modules", help="with --memory: the modules of this directory (NAME.pre.hlo, NAME.propagated.hlo, "
+                    "NAME.mesh: held-out cases such as benchmarks/attention_heads.py --out writes) instead of samples/")
     args = ap.parse_args(argv)
     from tests.tpu_oracle import tpu_available
 

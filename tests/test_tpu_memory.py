@@ -18,7 +18,9 @@ import pytest
 
 from hloshard.autoshard import evaluate_module, solve_module
 from hloshard.commands.options import timed_mesh_from_options
-from hloshard.cost.memory import XLA_TPU_UNDERESTIMATE
+from hloshard.cost.memory import (XLA_TPU_HEADER_BYTES, XLA_TPU_HEADER_SLOTS, XLA_TPU_LARGE_UNDERESTIMATE,
+                                  XLA_TPU_OVERESTIMATE, XLA_TPU_UNDERESTIMATE, budget_for_model_limit, model_limit,
+                                  xla_lower_bound)
 from hloshard.cost.tpu_layout import (GRANULE_BYTES, HBM_ALIGN_BYTES, SLOT_REPORTED_BYTES, header_heap_bound,
                                       padded_bytes, reported_temp_bytes, vmem_bytes)
 from hloshard.hlo import parse_module, print_module
@@ -27,6 +29,7 @@ from tests.conftest import SAMPLES, require_jax
 
 MEASURED = pathlib.Path(__file__).parent / "data" / "tpu_layout_measured.json"
 HEAP = pathlib.Path(__file__).parent / "data" / "tpu_heap_measured.json"
+PEAKS = pathlib.Path(__file__).parent / "data" / "tpu_memory_measured.json"
 
 
 def test_padded_bytes_equal_the_tpu_compilers_allocation_on_every_probe():
@@ -69,6 +72,36 @@ def test_reported_temp_by_hand():
     assert reported_temp_bytes(2 * one_slot + 10 ** 6, 2, True) == 2 * one_slot + 10 ** 6 + 2 * 15872 + \
         (-(2 * one_slot + 10 ** 6)) % one_slot                                 # data: rounded up, + per slot
     assert header_heap_bound(25) == 806400 and header_heap_bound(-1) == 0
+
+
+def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
+    # the envelopes of cost.memory (read off the training set) on every measured plan, the held-out ones
+    # included: libtpu's peak T of a plan predicted at P is at most the looser of 1.63 P and
+    # 1.45 P + the header heap bound, and at least P / 1.22
+    rows = json.loads(PEAKS.read_text())["rows"]
+    held = [r for r in rows if r["set"] == "held out"]
+    assert len(held) >= 18 and len(rows) - len(held) >= 18
+    for r in rows:
+        p, t = r["predicted"], r["tpu"]
+        assert t <= max(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+        assert t >= p / XLA_TPU_OVERESTIMATE, r
+        # a budget of T is accepted for this plan exactly when P is within model_limit(T), and a refusal's
+        # stated bound for it never exceeds T
+        assert xla_lower_bound(p, "tpu-v5e", persistent=p) <= t, r
+    # the held-out set reaches the margin's regime (a header heap reported) without breaking it
+    assert min(r["predicted"] / r["tpu"] for r in held) < 0.7
+
+
+def test_tpu_header_allowance_is_the_measured_heap_rule():
+    assert XLA_TPU_HEADER_BYTES == header_heap_bound(XLA_TPU_HEADER_SLOTS) == 110 * 32256
+    # the largest training heap is at least the largest measured one (tests/data/tpu_heap_measured.json)
+    rows = json.loads(HEAP.read_text())["rows"]
+    assert XLA_TPU_HEADER_SLOTS >= max(r["small_slots"] for r in rows if r["module"].startswith("samples/"))
+    # budget_for_model_limit inverts model_limit on both envelopes (small: 1.63 P; large: 1.45 P + heap)
+    for limit in (10 ** 6, 10 ** 8, 10 ** 10):
+        b = budget_for_model_limit(limit, "tpu-v5e")
+        assert model_limit(b, "tpu-v5e") >= limit > model_limit(b - 1, "tpu-v5e")
+    assert model_limit(10 ** 10, "tpu-v5e") == int((10 ** 10 - XLA_TPU_HEADER_BYTES) / 1.45)
 
 
 PADDED = """HloModule padded, entry_computation_layout={(f32[5,7]{1,0})->f32[5,7]{1,0}}
