@@ -36,7 +36,8 @@ Needs an interpreter with jax 0.10.2 and libtpu 0.0.42.* (run it with that venv'
 Usage::
 
     python benchmarks/tpu_truth.py [--time-limit 10] [--only NAME] [--unpinned] [--json out.json]
-    python benchmarks/tpu_truth.py --memory [--corpus] [--budgets] [--only NAME] [--json out.json]
+    python benchmarks/tpu_truth.py --memory [--corpus] [--budgets] [--only NAME] [--modules DIR] [--json out.json]
+    python benchmarks/tpu_truth.py --heap-probes [--json out.json]
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import re
 import sys
 import time
 
@@ -135,6 +137,98 @@ def table(rows, unpinned: bool) -> str:
                      f"{_f(s.get('memory_bytes') and s['memory_bytes'] / MB)}")
         cells.append(f"{_f(us(g.get('optimal_seconds')), '{:.1f}')} / {_f(us(s.get('optimal_seconds')), '{:.1f}')}")
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+#: A probe program for :func:`heap_probes` (run in a child: XLA_FLAGS before jax): ``k`` collectives of
+#: one ``kind`` in a ``shard_map`` over the 8 chips, each overlapped by an independent matmul chain (so
+#: that the TPU compiler makes it asynchronous), with ``scalar``: a scalar read at a ``partition-id``
+#: offset (``dynamic_slice`` at ``axis_index * 8``) added to the one output.  Prints memory_analysis()
+#: and the HBM temp heap of libtpu's buffer assignment.
+_HEAP_PROBE = r"""
+import os, sys, json, re, glob, tempfile
+dump = tempfile.mkdtemp()
+os.environ["XLA_FLAGS"] = f"--xla_dump_to={dump}"
+import numpy as np, jax, jax.numpy as jnp
+from jax.experimental import topologies
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax import shard_map
+topo = topologies.get_topology_desc("v5e:2x4", "tpu")
+mesh = Mesh(np.array(topo.devices).reshape(8), ("x",))
+kind, k, scalar = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+def body(a, w):
+    y = a
+    for _ in range(k):
+        y = jnp.tanh(y @ w)
+        if kind == "all-gather": a = jax.lax.all_gather(a, "x", tiled=True)[: a.shape[0]] * 1.5
+        elif kind == "all-reduce": a = jax.lax.psum(a, "x") * 0.5
+        elif kind == "reduce-scatter": a = jnp.tile(jax.lax.psum_scatter(a, "x", tiled=True), (8, 1)) * 0.5
+        elif kind == "collective-permute": a = jax.lax.ppermute(a, "x", [(j, (j + 1) % 8) for j in range(8)]) * 0.5
+        elif kind == "all-to-all": a = jax.lax.all_to_all(a, "x", 0, 0, tiled=True) * 0.5
+    if scalar:
+        a = a + jax.lax.dynamic_slice_in_dim(y, jax.lax.axis_index("x") * 8, 8, 0).sum()
+    return a + y
+f = shard_map(body, mesh=mesh, in_specs=(P("x"), P()), out_specs=P("x"))
+x = jax.ShapeDtypeStruct((8 * 1024, 512), jnp.float32, sharding=NamedSharding(mesh, P("x")))
+w = jax.ShapeDtypeStruct((512, 512), jnp.float32, sharding=NamedSharding(mesh, P()))
+m = jax.jit(f).lower(x, w).compile().memory_analysis()
+ba = sorted(glob.glob(os.path.join(dump, "*after_optimizations-buffer-assignment.txt")))[-1]
+heap = {"bytes": 0, "headers": 0, "small_slots": 0, "other_values": 0, "values": []}
+for block in open(ba).read().split("\nallocation ")[1:]:
+    head = block.split("\n", 1)[0]
+    if "preallocated-temp" in head and not re.search(r"color [1-9]", head):
+        heap["bytes"] += int(re.search(r"size (\d+)", head).group(1))
+        small = set()
+        for name, size, off, sh in re.findall(r"value: <\d+ (\S+) @0> \(size=(\d+),offset=(\d+)\): (\S)", block):
+            heap["headers" if sh == "(" else "other_values"] += 1
+            heap["values"].append(name)
+            if int(size) <= 512:
+                small.add(int(off))
+        heap["small_slots"] += len(small)
+print("@@PROBE@@" + json.dumps({"kind": kind, "k": k, "scalar": scalar, "temp": int(m.temp_size_in_bytes), "heap": heap}))
+"""
+
+
+def heap_probes() -> list[dict]:
+    """The heap probes (``--heap-probes``): every collective kind, 1 and 3 of them, with and without a
+    scalar at a partition offset; per probe libtpu's temp, its HBM heap and the temp
+    :func:`hloshard.cost.tpu_layout.reported_temp_bytes` says it reports for that heap."""
+    import os
+    import subprocess
+
+    from hloshard.cost.tpu_layout import reported_temp_bytes
+
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    env.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    env.pop("XLA_FLAGS", None)
+    out = []
+    for kind in ("all-gather", "all-reduce", "reduce-scatter", "collective-permute", "all-to-all"):
+        for k in (1, 3):
+            for scalar in ("0", "1"):
+                proc = subprocess.run([sys.executable, "-c", _HEAP_PROBE, kind, str(k), scalar], capture_output=True,
+                                      text=True, env=env, timeout=600)
+                line = next((x for x in proc.stdout.splitlines() if x.startswith("@@PROBE@@")), None)
+                if line is None:
+                    out.append({"kind": kind, "k": k, "scalar": scalar == "1", "error": proc.stderr[-300:]})
+                    continue
+                r = json.loads(line[len("@@PROBE@@"):])
+                h = r["heap"]
+                r["rule_temp"] = reported_temp_bytes(h["bytes"], h["small_slots"], h["other_values"] > 0)
+                out.append(r)
+    return out
+
+
+def heap_probe_table(rows) -> str:
+    lines = ["| collectives | scalar at a partition offset | HBM heap B | slots | values in the heap | libtpu temp B | "
+             "rule B |", "|---|---|---:|---:|---|---:|---:|"]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['k']} x {r['kind']} | {r['scalar']} | error: {r['error'][:80]} | | | | |")
+            continue
+        h = r["heap"]
+        names = ", ".join(sorted({re.sub(r"[.\d]+(\{.*\})?$", "", v) for v in h["values"]})) or "-"
+        lines.append(f"| {r['k']} x {r['kind']} | {'yes' if r['scalar'] else 'no'} | {h['bytes']:,} | {h['small_slots']} | "
+                     f"{names} | {r['temp']:,} | {r['rule_temp']:,}{'' if r['rule_temp'] == r['temp'] else ' **differs**'} |")
     return "\n".join(lines)
 
 
@@ -368,6 +462,8 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", action="store_true", help="predicted peak (--device tpu-v5e) vs memory_analysis()")
     ap.add_argument("--corpus", action="store_true", help="with --memory: also MaxText (8 chips)")
     ap.add_argument("--budgets", action="store_true", help="with --memory: budgets at 100/80/60/40%% of GSPMD's peak")
+    ap.add_argument("--heap-probes", action="store_true", help="one-collective probes: libtpu's HBM heap of async "
+                    "headers and its reported temp beside cost.tpu_layout.reported_temp_bytes")
     ap.add_argument("--modules", help="with --memory: the modules of this directory (NAME.pre.hlo, NAME.propagated.hlo, "
                     "NAME.mesh: held-out cases such as benchmarks/attention_heads.py --out writes) instead of samples/")
     args = ap.parse_args(argv)
@@ -377,6 +473,12 @@ def main(argv=None) -> int:
     if why:
         print(f"error: {why}", file=sys.stderr)
         return 2
+    if args.heap_probes:
+        probes = heap_probes()
+        print(heap_probe_table(probes))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(probes, indent=1))
+        return 0
     if args.memory:
         rows = memory_run(args)
         print(memory_table(rows))
