@@ -37,10 +37,12 @@ the liveness model follows).
 
 **The HBM heap of asynchronous operations** (:func:`reported_temp_bytes`; read from libtpu's buffer
 assignment, ``--xla_dump_to``, of the 18 sample plans and two matmul-chain probes, and reproduced to the
-byte on all of them).  Every asynchronous operation of the TPU program -- an asynchronous collective
-(all-gather / all-reduce / collective-permute start, an asynchronous collective fusion) and every
-copy-start of memory-space assignment (a parameter or constant prefetched into VMEM) -- has a 512 B
-tuple header in HBM, in the program's temp heap (color 0, ``preallocated-temp``), each in its own slot
+byte on all of them, then on 20 one-collective probes, ``benchmarks/tpu_truth.py --heap-probes``, and
+18 held-out plans).  Every asynchronous operation of the TPU program -- a collective-permute (every
+one), an all-gather the compiler makes asynchronous, an asynchronous collective fusion, and the
+copy-starts and slice-starts of memory-space assignment (parameters and constant tables prefetched into
+VMEM; a slice-start takes two slots) -- has a 512 B tuple header in HBM (all-reduce, reduce-scatter and
+all-to-all made none of their own in the probes; their operands and results were in VMEM), in the program's temp heap (color 0, ``preallocated-temp``), each in its own slot
 aligned to :data:`HBM_ALIGN_BYTES` (libtpu's ``xla_jf_program_hbm_alignment_in_kib``, 16): a heap of S
 slots is ``(S - 1) * 16 KiB + 512 B``.  Small scalars of the program (the ``s32[1]`` offsets a
 partitioned program computes from ``partition-id`` with a ``dynamic-slice`` of a constant table) go into
