@@ -21,9 +21,10 @@ Flow:
    ``jax.lax.with_sharding_constraint`` (a) on each equation's outputs (the sharding of the last
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
-   ``Sharding`` custom-call does), and (c) on a ``scan`` body's inputs where the body starts, for the
-   loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that was priced, not its own
-   variant from the operands' layouts.  ``scan`` bodies are re-traced equation by equation for this.
+   ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
+   body starts, for the loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that
+   was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
+   equation for this (their operand pins and outputs are constrained as the top level's).
 """
 
 from __future__ import annotations
@@ -189,7 +190,7 @@ def _runner(closed, constraints: dict | None = None, operand_constraints: dict |
     ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
     ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
     ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
-    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that ``scan``'s body where the
+    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
     body starts (the loop state as each trip reads it)."""
     import jax
     import jax.extend.core as jcore
@@ -353,8 +354,8 @@ def _pin_operand(pin, operand, eqns: dict):
 def _loop_state_pins(module, eqns: dict) -> dict:
     """Scan path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
-    reads of its loop state) of each ``while`` a ``scan`` equation lowered to, as constraints on the scan
-    body's inputs.  jax's scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a
+    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as constraints
+    on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a
     carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
     checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
     without the stacked dim (only when that dim is not split); ys buffers have no body input."""
