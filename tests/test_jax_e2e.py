@@ -190,7 +190,7 @@ put = lambda a, *spec: jax.device_put(a, NamedSharding(mesh, P(*spec)))
 params = (put(rng.standard_normal((L, D, F), np.float32) * 0.05, None, None, "data"),
           put(rng.standard_normal((L, F, D), np.float32) * 0.05, None, "model", None))
 x = put(rng.standard_normal((B, D)).astype(np.float32), None, "model")
-plan = auto_shard(forward, params, x, mesh=mesh, time_limit=5, with_constraints=False, state={})
+plan = auto_shard(forward, params, x, mesh=mesh, time_limit=5, with_constraints=False)   # the result tied to x
 step = plan.jit()
 with tempfile.TemporaryDirectory() as dump:
     step.lower(params, x).compile(compiler_options={"xla_dump_to": dump,
@@ -201,16 +201,19 @@ raw = re.sub(r"(\bwhile\(.*?body=%?[\w.\-]+)", lambda m: m.group(1) + ', backend
 got, want = np.asarray(step(params, x)), np.asarray(jax.jit(forward)(params, x))
 print(json.dumps({"xla": sum(c["bytes"] for c in collective_bytes(raw)), "whiles": raw.count(" while("),
                   "predicted": plan.report["predicted_collective_bytes_per_device"], "pins": plan.report["pins"],
-                  "err": float(np.linalg.norm(got - want) / np.linalg.norm(want))}))
+                  "ties": plan.report["ties"], "err": float(np.linalg.norm(got - want) / np.linalg.norm(want))}))
 '''
 
 
 @pytest.mark.oracle
 def test_auto_shard_carries_pins_into_a_while_loop():
-    """A ``jax.lax.while_loop`` of residual MLP blocks with awkward user layouts kept: the operand pins
-    inside the loop body and its loop-state pin reach XLA as sharding constraints in the re-traced
-    body, and XLA's collective bytes (the body counted per trip) are the plan's prediction within 10%
-    (or 0.1 MB); measured without them (before): 950,272 B by XLA for 376,832 B predicted."""
+    """A ``jax.lax.while_loop`` of residual MLP blocks with awkward user layouts kept, its result tied to
+    ``x`` (same shape and dtype): the operand pins inside the loop body and its loop-state pin reach XLA
+    as sharding constraints in the re-traced body, and XLA's collective bytes (the body counted per trip)
+    are the plan's prediction within 10% (or 0.1 MB; measured 532,480 B for 524,288 predicted).  Before:
+    the tie crashed ``auto_shard`` (an IndexError pricing the written module: ``complete_choice`` did not
+    map the tied parameter's strategy), and with ``state={}`` no pin was carried: XLA 950,272 B for
+    376,832 B predicted."""
     require_jax()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
@@ -221,6 +224,7 @@ def test_auto_shard_carries_pins_into_a_while_loop():
     assert r["whiles"] == 1, r
     assert r["pins"]["operand_pins"] > 0 and r["pins"]["carried"] == r["pins"]["operand_pins"], r
     assert r["pins"]["loop_state_carried"] >= 1, r
+    assert r["ties"] == {"tied": 1, "mismatches": 0}, r
     assert abs(r["xla"] - r["predicted"]) <= max(0.1 * r["predicted"], 0.1e6), r
     assert r["err"] < 1e-4, r
     assert "Involuntary full rematerialization" not in proc.stderr
