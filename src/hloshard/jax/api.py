@@ -352,11 +352,11 @@ def _pin_operand(pin, operand, eqns: dict):
 
 
 def _loop_state_pins(module, eqns: dict) -> dict:
-    """Scan path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
+    """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
-    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as constraints
-    on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a
-    carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
+    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as
+    constraints on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's
+    scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
     checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
     without the stacked dim (only when that dim is not split); ys buffers have no body input."""
     from ..hlo.loops import called
@@ -417,8 +417,8 @@ def _while_body_inputs(eqn, w, body) -> dict:
     body's inputs are ``(body consts, carry)``.  Lowered to HLO, the operands the body passes through
     unchanged (the consts, and a carry element returned as it came) may be captured from the enclosing
     computation instead, and then come last, in their order (seen with jaxlib 0.10.2).  Both orders are
-    tried; one is taken only when every element's shape and element type is the operand's and the HLO
-    body passes through exactly the elements the order says it does."""
+    tried; one is taken only when every element's shape and element type is the operand's and no
+    element the equation's body changes is passed through unchanged by the HLO body."""
     import jax.extend.core as jcore
 
     body_jaxpr = eqn.params["body_jaxpr"].jaxpr
