@@ -327,9 +327,10 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
 
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
         {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
-    if ctx.get("stablehlo_dir"):   # for benchmarks/real_models_tpu.py (the TPU compiler, ahead of time)
+    if ctx.get("stablehlo_dir"):   # for benchmarks/real_models_tpu.py (the TPU compiler, ahead of time);
+        # with its locations, so the TPU's HLO keeps each instruction's op_name (hloshard_eqnN) for diagnosis
         stem = os.path.join(ctx["stablehlo_dir"], f"{ctx['model_name']}.{ctx.get('plan_label', plan)}")
-        pathlib.Path(stem + ".mlir").write_text(lowered.as_text())
+        pathlib.Path(stem + ".mlir").write_text(lowered.as_text(debug_info=True))
         if res is not None:   # and hloshard's written module (what `hloshard solve` writes)
             pathlib.Path(stem + ".solved.hlo").write_text(res.hlo_text)
     compiled, raw = _spmd_text(lowered)

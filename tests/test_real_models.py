@@ -1,12 +1,13 @@
 """A real model from a real library: hloshard's ``auto_shard`` against the model's expert layout, by XLA.
 
-keras-hub's ``GemmaCausalLM`` (random weights from a tiny config, float32, keras 3 on the jax backend),
-a train step (``stateless_call`` forward, masked cross-entropy, gradients, SGD) on 8 fake CPU devices,
-mesh 2x4 ``('batch', 'model')``. The expert plan is ``GemmaBackbone.get_layout_map`` (keras-hub's
-own, from the Gemma team's training config) as parameter shardings, the batch over ``'batch'``.
-``benchmarks/real_models.py`` measures it in a child process (8 devices must be set before jax is
-imported): XLA's collective ring bytes per device of the partitioned HLO and
-``compiled.memory_analysis()`` peak per device, the relative error of the compiled step against the
+keras-hub's ``GemmaCausalLM`` (random weights, float32, keras 3 on the jax backend) in the smallest config
+of issue 24's item 3 (``gemma_small`` of ``benchmarks/real_models.py``: 2 layers, hidden 256, 8 query / 4
+key-value heads, batch 8 x 64), a train step (``stateless_call`` forward, masked cross-entropy,
+gradients, SGD) on 8 fake CPU devices, mesh 2x4 ``('batch', 'model')``. The expert plan is
+``GemmaBackbone.get_layout_map`` (keras-hub's own, from the Gemma team's training config) as parameter
+shardings, the batch over ``'batch'``. ``benchmarks/real_models.py`` measures it in a child process (8
+devices must be set before jax is imported): XLA's collective ring bytes per device of the partitioned HLO
+and ``compiled.memory_analysis()`` peak per device, the relative error of the compiled step against the
 unsharded step, and the parameters whose output sharding differs from their input sharding.
 
 Issue 24 item 3, "done means": with and without a memory budget (halfway between the expert's and the
@@ -14,8 +15,13 @@ replicated plan's peak), and given the expert's parameter shardings, hloshard's 
 and peaks no higher than the expert plan, matches the unsharded step within 1e-4 and leaves every
 parameter in the sharding it came in with.
 
-Skips, with the reason, when keras-hub (with keras and jax) is not installed: it is in the ``models``
-extra, not in ``test``.
+keras-hub (with keras and jax) is in the ``test`` extra. Without it the tests skip with the reason, and
+under ``CI=true`` they fail instead: CI must run the comparison.
+
+(``gemma_tiny``, 1 layer, hidden 128, 8 x 32, below the issue's sizes, ran here before: there the
+compute of a step is so small that the cost model's optimum with nothing sharded is to replicate
+everything -- 0 bytes moved, 6.7 MB peak against the expert's 1.5 MB -- so ``auto`` / ``auto_budget``
+could not be held to the expert's peak; BENCHMARKS.md "realmodels".)
 """
 
 from __future__ import annotations
@@ -25,24 +31,28 @@ import pathlib
 
 import pytest
 
+from tests.conftest import _in_ci
 from tests.real_model_rows import child_rows, figures
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "real_models.py"
-MODEL = "gemma_tiny"
+MODEL = "gemma_small"
 PLANS = ["expert", "replicated", "auto", "auto_budget", "auto_expert"]
+#: auto_shard's solver limit (deterministic: a work budget, the same plan on a loaded machine)
+TIME_LIMIT = 5.0
+MISSING = [m for m in ("keras_hub", "keras", "jax") if importlib.util.find_spec(m) is None]
 
-pytestmark = [
-    pytest.mark.oracle,
-    pytest.mark.slow,
-    pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("keras_hub", "keras", "jax")),
-                       reason="keras-hub / keras / jax not installed (pip install -e '.[models]')"),
-]
+pytestmark = [pytest.mark.oracle, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
 def rows() -> dict:
-    return child_rows(SCRIPT, MODEL, PLANS, {"KERAS_BACKEND": "jax"})
+    if MISSING:
+        reason = f"{', '.join(MISSING)} not installed (pip install -e '.[test]')"
+        if _in_ci():
+            pytest.fail(reason + "; CI=true: the real-model comparison must run, not skip")
+        pytest.skip(reason)
+    return child_rows(SCRIPT, MODEL, PLANS, {"KERAS_BACKEND": "jax"}, time_limit=TIME_LIMIT)
 
 
 def test_expert_plan_is_measured(rows):
@@ -57,19 +67,7 @@ def test_expert_plan_is_measured(rows):
     assert e["peak_bytes"] < rows["replicated"]["peak_bytes"], (figures(e), figures(rows["replicated"]))
 
 
-#: measured 2026-12-04 on gemma_tiny: every plan moves fewer bytes than the expert's, numerics and tied
-#: state hold.  ``auto_expert`` keeps within the expert's peak since auto_shard's memory guard (the plan
-#: may not peak above the predicted peak of XLA's own propagation from the same parameters): 1.22 MB
-#: moved, 1.36 MB peak vs the expert's 1.77 MB / 1.54 MB (before the guard: 2.25 MB peak).  Still
-#: above the expert's peak: auto 6.71 MB (nothing is sharded, so its baseline is the replicated plan and
-#: the objective has no other memory term) and auto_budget 1.59 MB (its budget, halfway to the
-#: replicated peak, allows more than the expert's): issue 24 stays open on those.  Strict: the suite
-#: fails once a plan stops losing, so the mark comes off.
-_PEAK_ABOVE_EXPERT = pytest.mark.xfail(strict=True, reason="peaks above the expert plan (issue 24, measured)")
-
-
-@pytest.mark.parametrize("plan", [pytest.param(p, marks=_PEAK_ABOVE_EXPERT) for p in ("auto", "auto_budget")]
-                         + ["auto_expert"])
+@pytest.mark.parametrize("plan", ["auto", "auto_budget", "auto_expert"])
 def test_auto_shard_no_worse_than_expert(rows, plan):
     e, r = rows["expert"], rows[plan]
     problems = []

@@ -62,7 +62,7 @@ for k, text in enumerate(req["texts"]):
     reports = set(glob.glob(os.path.join(dump, "*memory-usage-report*")))
     try:
         shardy = False
-        if text.lstrip().startswith("module"):   # StableHLO text (jax's lowering): as jax compiles it
+        if text.lstrip().startswith(("module", "#loc")):   # StableHLO text (jax's lowering): as jax compiles it
             bytecode, shardy = text, "sdy.sharding" in text
         else:
             mod = xc.hlo.hlo_module_from_text(text)

@@ -14,6 +14,7 @@ from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
+from ..solver.followers import expand_choice
 from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
 from ..solver.presolve import Infeasible, presolve
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
@@ -308,7 +309,8 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
     if bound is None or bound >= obj:
         bound = obj
     objective, bound = real_part(obj, k), real_part(bound, k)
-    return Completion([int(strategies[c]) for c in graph.classes], objective, bound,
+    # through the tie mappings too: a tied parameter's index is not its output's (solver.followers)
+    return Completion(expand_choice(graph.classes, strategies), objective, bound,
                       "optimal" if bound >= objective else "feasible", method)
 
 

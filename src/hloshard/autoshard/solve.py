@@ -249,13 +249,15 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
     # the plan: pin each operand the chosen strategy reshards with a Sharding custom-call in the planned
     # layout, so XLA does the planned resharding (hloshard.strategy.realize; measured there and in
     # tests/test_realize_oracle.py)
-    from ..strategy.realize import insert_loop_state_pins, insert_pins, operand_pins
+    from ..strategy.realize import insert_loop_state_pins, insert_pins, insert_transpose_pins, operand_pins
 
     graph.pins = insert_pins(operand_pins(graph.nodes, choice, graph.ctx)) if pin_operands else 0
     # the same for a while body's reads of its loop state, whose written sharding does not reach XLA
     # through StableHLO (hloshard.strategy.realize.insert_loop_state_pins; measured there)
     if pin_operands:
         graph.loop_pins = insert_loop_state_pins([i for i in graph.schedule if i.opcode == "while"])
+        # and a dot's layout against the TPU compiler folding transpose(dot) before it partitions
+        insert_transpose_pins([i for c in module.computations for i in c.instructions])
     if reevaluate:
         reevaluate_written(result, module, mesh, memory_budget)
     return result

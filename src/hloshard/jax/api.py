@@ -21,9 +21,10 @@ Flow:
    ``jax.lax.with_sharding_constraint`` (a) on each equation's outputs (the sharding of the last
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
-   ``Sharding`` custom-call does), and (c) on a ``scan`` body's inputs where the body starts, for the
-   loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that was priced, not its own
-   variant from the operands' layouts.  ``scan`` bodies are re-traced equation by equation for this.
+   ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
+   body starts, for the loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that
+   was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
+   equation for this (their operand pins and outputs are constrained as the top level's).
 """
 
 from __future__ import annotations
@@ -143,10 +144,21 @@ def _inline(eqn) -> bool:
             and not p.get("compiler_options_kvs"))
 
 
-def _scan_body(eqn) -> bool:
-    """A ``scan`` whose body :func:`_runner` evaluates equation by equation (equation ``i`` of the body
-    of equation ``k`` is ``hloshard_eqn{k}_{i}``)."""
-    return eqn.primitive.name == "scan" and "jaxpr" in eqn.params
+#: loop primitive -> the parameter holding its body (a ClosedJaxpr)
+_LOOP_BODIES = {"scan": "jaxpr", "while": "body_jaxpr"}
+
+
+def _loop_body_key(eqn) -> str | None:
+    """The parameter of a loop equation (``scan`` / ``while``) whose body :func:`_runner` evaluates
+    equation by equation (equation ``i`` of the body of equation ``k`` is ``hloshard_eqn{k}_{i}``), None
+    for any other equation."""
+    key = _LOOP_BODIES.get(eqn.primitive.name)
+    return key if key is not None and key in eqn.params else None
+
+
+def _loop_with_body(eqn) -> bool:
+    """A loop (``scan`` or ``while``) whose body :func:`_runner` evaluates equation by equation."""
+    return _loop_body_key(eqn) is not None
 
 
 def _equations(closed) -> dict:
@@ -161,8 +173,8 @@ def _equations(closed) -> dict:
                 walk(eqn.params["jaxpr"].jaxpr, path)
             else:
                 out[path] = eqn
-                if _scan_body(eqn):
-                    walk(eqn.params["jaxpr"].jaxpr, path)
+                if _loop_with_body(eqn):
+                    walk(eqn.params[_loop_body_key(eqn)].jaxpr, path)
 
     walk(closed.jaxpr, ())
     return out
@@ -178,7 +190,7 @@ def _runner(closed, constraints: dict | None = None, operand_constraints: dict |
     ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
     ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
     ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
-    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that ``scan``'s body where the
+    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
     body starts (the loop state as each trip reads it)."""
     import jax
     import jax.extend.core as jcore
@@ -211,11 +223,12 @@ def _runner(closed, constraints: dict | None = None, operand_constraints: dict |
                 outs = evaluate(inner.jaxpr, inner.consts, invals, path)
             else:
                 params = eqn.params
-                if _scan_body(eqn):   # the body re-traced equation by equation, named and constrained too
-                    body = params["jaxpr"]
-                    params = dict(params, jaxpr=jax.make_jaxpr(
+                if _loop_with_body(eqn):   # the body re-traced equation by equation, named and constrained too
+                    key = _loop_body_key(eqn)
+                    body = params[key]
+                    params = dict(params, **{key: jax.make_jaxpr(
                         lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
-                            *[v.aval for v in body.jaxpr.invars]))
+                            *[v.aval for v in body.jaxpr.invars])})
                 stack = siu.current_name_stack() + eqn.source_info.name_stack
                 with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
                         jax.named_scope(_scope(path)), eqn.ctx.manager:
@@ -325,7 +338,7 @@ def _pin_operand(pin, operand, eqns: dict):
 
     path = _equation_of(pin.user)
     eqn = eqns.get(path) if path is not None else None
-    if eqn is None or _scan_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
+    if eqn is None or _loop_with_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
         return None   # the user is inside a loop / call this equation stands for, not the equation itself
     if operand.opcode != "parameter" and _equation_of(operand) == path:
         return None
@@ -339,11 +352,11 @@ def _pin_operand(pin, operand, eqns: dict):
 
 
 def _loop_state_pins(module, eqns: dict) -> dict:
-    """Scan path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
+    """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
-    reads of its loop state) of each ``while`` a ``scan`` equation lowered to, as constraints on the scan
-    body's inputs.  jax's scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a
-    carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
+    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as
+    constraints on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's
+    scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
     checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
     without the stacked dim (only when that dim is not split); ys buffers have no body input."""
     from ..hlo.loops import called
@@ -354,10 +367,22 @@ def _loop_state_pins(module, eqns: dict) -> dict:
             continue
         path = _equation_of(w)
         eqn = eqns.get(path) if path is not None else None
-        if eqn is None or not _scan_body(eqn):
+        if eqn is None or not _loop_with_body(eqn):
             continue
         body = called(w, "body", 0)
         if body is None or not body.parameters:
+            continue
+        if eqn.primitive.name == "while":
+            inputs = _while_body_inputs(eqn, w, body)
+            for cc in body.instructions:
+                if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
+                    continue
+                g = cc.operands[0]
+                if g.opcode != "get-tuple-element" or not g.operands or g.operands[0] is not body.parameters[0]:
+                    continue
+                i = inputs.get(int(str(g.attrs.get("index"))))
+                if i is not None and not cc.sharding.is_tuple:
+                    out.setdefault(path, []).append((i, cc.sharding, len(g.shape.dims)))
             continue
         invars = eqn.params["jaxpr"].jaxpr.invars
         nc, ncarry = int(eqn.params.get("num_consts", 0)), int(eqn.params.get("num_carry", 0))
@@ -382,6 +407,58 @@ def _loop_state_pins(module, eqns: dict) -> dict:
                     if sliced is not None:
                         out.setdefault(path, []).append((i, sliced, len(inner)))
     return out
+
+
+def _while_body_inputs(eqn, w, body) -> dict:
+    """HLO loop-state index -> body input of a ``while`` equation (``jax.lax.while_loop``), for the
+    elements the body reads; ``{}`` when the HLO loop state cannot be matched with the equation.
+
+    jax lowers the loop state as the equation's operands, ``(cond consts, body consts, carry)``; the
+    body's inputs are ``(body consts, carry)``.  Lowered to HLO, the operands the body passes through
+    unchanged (the consts, and a carry element returned as it came) may be captured from the enclosing
+    computation instead, and then come last, in their order (seen with jaxlib 0.10.2).  Both orders are
+    tried; one is taken only when every element's shape and element type is the operand's and no
+    element the equation's body changes is passed through unchanged by the HLO body."""
+    import jax.extend.core as jcore
+
+    body_jaxpr = eqn.params["body_jaxpr"].jaxpr
+    ncond, nbody = int(eqn.params.get("cond_nconsts", 0)), int(eqn.params.get("body_nconsts", 0))
+    operands = list(eqn.invars)
+    n = len(operands)
+    shapes = list(w.shape.tuple_shapes)
+    root = body.root
+    if len(shapes) != n or len(body_jaxpr.outvars) != n - ncond - nbody or root is None \
+            or root.opcode != "tuple" or len(root.operands) != n:
+        return {}
+    carry_in = body_jaxpr.invars[nbody:]
+
+    def passthrough(k: int) -> bool:   # operand k is the same value after every trip
+        if k < ncond + nbody:
+            return True
+        c = k - ncond - nbody
+        out = body_jaxpr.outvars[c]
+        return not isinstance(out, jcore.Literal) and out is carry_in[c]
+
+    def passed_in_hlo(t: int) -> bool:
+        o = root.operands[t]
+        return o.opcode == "get-tuple-element" and o.operands and o.operands[0] is body.parameters[0] \
+            and int(str(o.attrs.get("index"))) == t
+
+    def fits(order) -> bool:
+        for t, k in enumerate(order):
+            aval = operands[k].aval
+            if shapes[t].is_tuple or tuple(shapes[t].dims) != tuple(getattr(aval, "shape", ())) or \
+                    _hlo_element_type(getattr(aval, "dtype", "")) not in (None, shapes[t].element_type):
+                return False
+            if not passthrough(k) and passed_in_hlo(t):
+                return False
+        return True
+
+    moved = [k for k in range(n) if not passthrough(k)] + [k for k in range(n) if passthrough(k)]
+    for order in (list(range(n)), moved):
+        if fits(order):
+            return {t: k - ncond for t, k in enumerate(order) if k >= ncond}
+    return {}
 
 
 def _drop_leading(sharding, rank: int):
