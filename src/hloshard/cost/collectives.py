@@ -117,13 +117,13 @@ def axis_params(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
 
 
 def hbm_units_per_byte(mesh) -> float | None:
-    """Cost units one byte of HBM traffic costs on ``mesh``'s device: ``1 / (hbm_bandwidth x
+    """Cost units one byte of HBM traffic costs on ``mesh``'s device: ``1 / (sustained HBM bandwidth x
     seconds_per_unit)`` from ``mesh.roofline_prices`` (:class:`hloshard.cost.roofline.RooflinePrices`,
     set by ``--device``); None when the mesh carries no device (the unit model: no HBM term)."""
     prices = getattr(mesh, "roofline_prices", None)
     if prices is None:
         return None
-    return 1.0 / (float(prices.profile.hbm_bandwidth) * float(prices.seconds_per_unit))
+    return 1.0 / (float(prices.profile.sustained_hbm_bandwidth) * float(prices.seconds_per_unit))
 
 
 def collective_hbm_bytes(kind: str, nbytes: float, group_size: int) -> float:
