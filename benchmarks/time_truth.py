@@ -90,15 +90,21 @@ ENTRY e {
 }
 
 
-def cases(only, corpus: bool) -> list[dict]:
+def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
+    """The samples (mesh 2x4), or with ``extra`` the ``NAME.pre.hlo`` / ``NAME.propagated.hlo`` pairs of that
+    directory instead (held-out modules: ``scripts/make_transformer.py``'s, ``benchmarks/attention_heads.py``'s;
+    the mesh from ``NAME.mesh`` when present, else 2x4)."""
     out = []
-    for pre in sorted((ROOT / "samples").glob("*.pre.hlo")):
+    where = pathlib.Path(extra) if extra else ROOT / "samples"
+    for pre in sorted(where.glob("*.pre.hlo")):
         if pre.name.endswith(".shardy.pre.hlo"):
             continue
         name = pre.name[: -len(".pre.hlo")]
         if only and name not in only:
             continue
-        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": "2x4"})
+        mesh_file = pre.with_name(f"{name}.mesh")
+        mesh = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
+        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": mesh})
     if corpus and MAXTEXT.exists() and (not only or "maxtext_train_step" in only):
         out.append({"name": "maxtext_train_step", "pre": MAXTEXT, "propagated": None, "mesh": "8"})
     return out
@@ -167,7 +173,7 @@ def run(args) -> list[dict]:
     from hloshard.xla_cost import tpu_cost, xla_cost
 
     rows = []
-    for case in cases(args.only, args.corpus):
+    for case in cases(args.only, args.corpus, args.extra):
         plans = []
         if case["propagated"] is not None and case["propagated"].exists():
             plans.append(("GSPMD", case["propagated"].read_text()))
@@ -342,6 +348,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="tpu-v5e", choices=sorted(TOPOLOGIES),
                     help="the TPU profile hloshard prices with and whose 8-chip topology the TPU compiler targets")
     ap.add_argument("--plans", nargs="*", default=["GSPMD", "solve"], choices=["GSPMD", "solve"])
+    ap.add_argument("--extra", default=None, metavar="DIR",
+                    help="the NAME.pre.hlo / NAME.propagated.hlo pairs of DIR (and NAME.mesh) instead of the samples")
     ap.add_argument("--pod", type=int, default=None, metavar="LAYERS",
                     help="only the LAYERS-layer train step on 256 v5e chips (v5e:16x16, mesh data=16,model=16)")
     ap.add_argument("--pod-dir", default="pod", help="where --pod writes its modules (default ./pod)")
