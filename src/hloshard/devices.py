@@ -19,7 +19,9 @@ byte moved over a mesh axis with ``beta = 1`` costs 1 and one floating-point ope
   steps, each paying the link's latency once (all-reduce's second ring phase is not counted: an
   approximation that underestimates its latency, not its bytes).
 
-The collective formulas stay those of :mod:`hloshard.cost.collectives` (ring: all-gather moves
+Each collective also moves its input and output through HBM: with a device its cost adds that time at
+the profile's sustained HBM bandwidth (:func:`hloshard.cost.collectives.with_hbm`). The collective
+formulas stay those of :mod:`hloshard.cost.collectives` (ring: all-gather moves
 ``(n-1)/n * B`` per device, all-reduce ``2(n-1)/n * B``; NCCL's ring algorithm and XLA's TPU
 collectives both move these byte counts per device), so a cost times ``u`` is a time in seconds.
 
