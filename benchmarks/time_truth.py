@@ -89,6 +89,51 @@ ENTRY e {
 }""",
 }
 
+_ADD = "%add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y) }\n"
+_G8 = "replica_groups={{0,1,2,3,4,5,6,7}}"
+_G2 = "replica_groups={{0,1},{2,3},{4,5},{6,7}}"
+
+
+def _collective_probe(op: str, in_rows: int, out_rows: int, attrs: str) -> str:
+    """A per-device program of one collective of f32[in_rows,4096] (no shardings: manual collectives)."""
+    head = _ADD if "to_apply" in attrs else ""
+    return (f"HloModule {op}, num_partitions=8\n{head}ENTRY e {{\n  a = f32[{in_rows},4096] parameter(0)\n"
+            f"  ROOT c = f32[{out_rows},4096] {op}(a), channel_id=1, {attrs}\n}}")
+
+
+#: round 10: collectives alone (what optimal_seconds charges a collective), and the smallest kernels
+PROBES.update({
+    "all-gather f32[1024,4096] x8 (16 MB in, 134 MB out)":
+        _collective_probe("all-gather", 1024, 8192, f"{_G8}, dimensions={{0}}, use_global_device_ids=true"),
+    "all-gather f32[1024,4096] x2 (groups of 2)":
+        _collective_probe("all-gather", 1024, 2048, f"{_G2}, dimensions={{0}}, use_global_device_ids=true"),
+    "all-reduce f32[1024,4096] over 8 (alone)":
+        _collective_probe("all-reduce", 1024, 1024, f"{_G8}, to_apply=%add, use_global_device_ids=true"),
+    "all-reduce f32[8,4096] over 8 (128 KB)":
+        _collective_probe("all-reduce", 8, 8, f"{_G8}, to_apply=%add, use_global_device_ids=true"),
+    "all-reduce f32[1024,4096] in groups of 2":
+        _collective_probe("all-reduce", 1024, 1024, f"{_G2}, to_apply=%add, use_global_device_ids=true"),
+    "reduce-scatter f32[2048,4096] in groups of 2":
+        _collective_probe("reduce-scatter", 2048, 1024, f"{_G2}, dimensions={{0}}, to_apply=%add, "
+                                                        "use_global_device_ids=true"),
+    "all-to-all f32[8192,4096] over 8": _collective_probe("all-to-all", 8192, 8192, f"{_G8}, dimensions={{0}}"),
+    "collective-permute f32[1024,4096] ring shift": _collective_probe(
+        "collective-permute", 1024, 1024,
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"),
+    "add f32[2,128] (3 KB: a fixed cost per kernel?)": """HloModule tiny, num_partitions=8
+ENTRY e {
+  a = f32[2,128] parameter(0)
+  b = f32[2,128] parameter(1)
+  ROOT c = f32[2,128] add(a, b)
+}""",
+    "add f32[8,100] (minor dim padded to 128 lanes?)": """HloModule pad, num_partitions=8
+ENTRY e {
+  a = f32[8,100] parameter(0)
+  b = f32[8,100] parameter(1)
+  ROOT c = f32[8,100] add(a, b)
+}""",
+})
+
 
 def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
     """The samples (mesh 2x4), or with ``extra`` the ``NAME.pre.hlo`` / ``NAME.propagated.hlo`` pairs of that
