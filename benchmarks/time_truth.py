@@ -89,16 +89,67 @@ ENTRY e {
 }""",
 }
 
+_ADD = "%add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n ROOT s = f32[] add(x, y) }\n"
+_G8 = "replica_groups={{0,1,2,3,4,5,6,7}}"
+_G2 = "replica_groups={{0,1},{2,3},{4,5},{6,7}}"
 
-def cases(only, corpus: bool) -> list[dict]:
+
+def _collective_probe(op: str, in_rows: int, out_rows: int, attrs: str) -> str:
+    """A per-device program of one collective of f32[in_rows,4096] (no shardings: manual collectives)."""
+    head = _ADD if "to_apply" in attrs else ""
+    return (f"HloModule {op}, num_partitions=8\n{head}ENTRY e {{\n  a = f32[{in_rows},4096] parameter(0)\n"
+            f"  ROOT c = f32[{out_rows},4096] {op}(a), channel_id=1, {attrs}\n}}")
+
+
+#: round 10: collectives alone (what optimal_seconds charges a collective), and the smallest kernels
+PROBES.update({
+    "all-gather f32[1024,4096] x8 (16 MB in, 134 MB out)":
+        _collective_probe("all-gather", 1024, 8192, f"{_G8}, dimensions={{0}}, use_global_device_ids=true"),
+    "all-gather f32[1024,4096] x2 (groups of 2)":
+        _collective_probe("all-gather", 1024, 2048, f"{_G2}, dimensions={{0}}, use_global_device_ids=true"),
+    "all-reduce f32[1024,4096] over 8 (alone)":
+        _collective_probe("all-reduce", 1024, 1024, f"{_G8}, to_apply=%add, use_global_device_ids=true"),
+    "all-reduce f32[8,4096] over 8 (128 KB)":
+        _collective_probe("all-reduce", 8, 8, f"{_G8}, to_apply=%add, use_global_device_ids=true"),
+    "all-reduce f32[1024,4096] in groups of 2":
+        _collective_probe("all-reduce", 1024, 1024, f"{_G2}, to_apply=%add, use_global_device_ids=true"),
+    "reduce-scatter f32[2048,4096] in groups of 2":
+        _collective_probe("reduce-scatter", 2048, 1024, f"{_G2}, dimensions={{0}}, to_apply=%add, "
+                                                        "use_global_device_ids=true"),
+    "all-to-all f32[8192,4096] over 8": _collective_probe("all-to-all", 8192, 8192, f"{_G8}, dimensions={{0}}"),
+    "collective-permute f32[1024,4096] ring shift": _collective_probe(
+        "collective-permute", 1024, 1024,
+        "source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}"),
+    "add f32[2,128] (3 KB: a fixed cost per kernel?)": """HloModule tiny, num_partitions=8
+ENTRY e {
+  a = f32[2,128] parameter(0)
+  b = f32[2,128] parameter(1)
+  ROOT c = f32[2,128] add(a, b)
+}""",
+    "add f32[8,100] (minor dim padded to 128 lanes?)": """HloModule pad, num_partitions=8
+ENTRY e {
+  a = f32[8,100] parameter(0)
+  b = f32[8,100] parameter(1)
+  ROOT c = f32[8,100] add(a, b)
+}""",
+})
+
+
+def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
+    """The samples (mesh 2x4), or with ``extra`` the ``NAME.pre.hlo`` / ``NAME.propagated.hlo`` pairs of that
+    directory instead (held-out modules: ``scripts/make_transformer.py``'s, ``benchmarks/attention_heads.py``'s;
+    the mesh from ``NAME.mesh`` when present, else 2x4)."""
     out = []
-    for pre in sorted((ROOT / "samples").glob("*.pre.hlo")):
+    where = pathlib.Path(extra) if extra else ROOT / "samples"
+    for pre in sorted(where.glob("*.pre.hlo")):
         if pre.name.endswith(".shardy.pre.hlo"):
             continue
         name = pre.name[: -len(".pre.hlo")]
         if only and name not in only:
             continue
-        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": "2x4"})
+        mesh_file = pre.with_name(f"{name}.mesh")
+        mesh = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
+        out.append({"name": name, "pre": pre, "propagated": pre.with_name(f"{name}.propagated.hlo"), "mesh": mesh})
     if corpus and MAXTEXT.exists() and (not only or "maxtext_train_step" in only):
         out.append({"name": "maxtext_train_step", "pre": MAXTEXT, "propagated": None, "mesh": "8"})
     return out
@@ -115,8 +166,28 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     res = evaluate_module(module, dmesh)
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]
+    coll = collective_hbm_seconds(res, scale.profile)
     return {"flops": t["flops_per_device"], "bytes": t["hbm_bytes_per_device"], "compute_s": b["compute_s"],
-            "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"]}
+            "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
+            "collective_hbm_s": coll, "tpu_like_s": b["compute_s"] + coll}
+
+
+def collective_hbm_seconds(result, profile) -> float:
+    """Seconds one device spends moving the HBM bytes of the collectives hloshard predicts for the plan
+    (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times their
+    executions) at the profile's sustained HBM bandwidth: :func:`hloshard.cost.collectives.collective_hbm_bytes`
+    (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that).  The part of the step time
+    the TPU compiler's ``optimal_seconds`` also counts (it charges a collective its HBM bytes, no link
+    time), so compute + this is hloshard's like-for-like figure."""
+    from hloshard.cost.collectives import collective_hbm_bytes
+    from hloshard.xla_compare import predicted_collectives
+
+    total = 0.0
+    for recs in predicted_collectives(result).values():
+        for r in recs:
+            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
+            total += b * r.executions
+    return total / profile.sustained_hbm_bandwidth
 
 
 def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,
@@ -147,7 +218,7 @@ def run(args) -> list[dict]:
     from hloshard.xla_cost import tpu_cost, xla_cost
 
     rows = []
-    for case in cases(args.only, args.corpus):
+    for case in cases(args.only, args.corpus, args.extra):
         plans = []
         if case["propagated"] is not None and case["propagated"].exists():
             plans.append(("GSPMD", case["propagated"].read_text()))
@@ -173,6 +244,99 @@ def run(args) -> list[dict]:
     return rows
 
 
+#: the pod-scale train step (``--pod LAYERS``): the sample transformer's model in bf16 with sizes a 16x16
+#: mesh divides (d 1024, ffn 4096, 16 heads, batch 64 x 512 tokens), Megatron parameter shardings
+POD = {"topology": "v5e:16x16", "mesh": "data=16,model=16", "d": 1024, "f": 4096, "heads": 16, "batch": 64,
+       "seq": 512}
+
+
+def _pod_worker(layers: int, out: str) -> int:  # pragma: no cover - runs under the TPU python
+    """Child of :func:`pod_modules`: lower the pod train step for the 256-chip topology with jax and write
+    ``pre.hlo`` (GSPMD input) and ``propagated.hlo`` (the TPU compiler's after-sharding-propagation dump:
+    GSPMD's plan) under ``out``."""
+    import glob
+    import tempfile
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.experimental import topologies
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import make_samples
+
+    jax.config.update("jax_use_shardy_partitioner", False)
+    topo = topologies.get_topology_desc(POD["topology"], "tpu")
+    mesh = Mesh(np.array(topo.devices).reshape(16, 16), ("data", "model"))
+    d, f, heads = POD["d"], POD["f"], POD["heads"]
+
+    def spec(shape, *axes):
+        return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, P(*axes)))
+
+    def forward(params, x):
+        for p in params:
+            h = make_samples._layer_norm(jnp, x, p["ln1_g"], p["ln1_b"])
+            a = make_samples._attention(jax, jnp, h @ p["wq"], h @ p["wk"], h @ p["wv"], heads)
+            x = x + a @ p["wo"]
+            h = make_samples._layer_norm(jnp, x, p["ln2_g"], p["ln2_b"])
+            x = x + jax.nn.gelu(h @ p["w1"]) @ p["w2"]
+        return x
+
+    def loss_fn(params, x, y):
+        return jnp.mean(jnp.square(forward(params, x) - y))
+
+    def step(params, x, y):
+        loss, grads = jax.value_and_grad(loss_fn)(params, x, y)
+        return loss, jax.tree_util.tree_map(lambda p, g: p - 1e-3 * g, params, grads)
+
+    def layer():
+        return {"ln1_g": spec((d,)), "ln1_b": spec((d,)), "wq": spec((d, d), None, "model"),
+                "wk": spec((d, d), None, "model"), "wv": spec((d, d), None, "model"),
+                "wo": spec((d, d), "model", None), "ln2_g": spec((d,)), "ln2_b": spec((d,)),
+                "w1": spec((d, f), None, "model"), "w2": spec((f, d), "model", None)}
+
+    act = (POD["batch"], POD["seq"], d)
+    args = ([layer() for _ in range(layers)], spec(act, "data", None, None), spec(act, "data", None, None))
+    lowered = jax.jit(step).lower(*args)
+    target = pathlib.Path(out)
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "pre.hlo").write_text(lowered.as_text(dialect="hlo"))
+    with tempfile.TemporaryDirectory() as dump:
+        lowered.compile(compiler_options={"xla_dump_to": dump, "xla_dump_hlo_pass_re": "sharding-propagation"})
+        files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
+        (target / "propagated.hlo").write_text(make_samples._canonical(pathlib.Path(files[-1]).read_text()))
+    return 0
+
+
+def pod(args) -> list[dict]:
+    """``--pod LAYERS``: the pod train step on 256 v5e chips; GSPMD's plan and ``solve --device tpu-v5e``'s
+    (``--time-limit``, keep io, pin operands, deterministic), hloshard's figures beside the TPU compiler's
+    for ``v5e:16x16`` (256 partitions).  Modules are written under ``--pod-dir`` (generated once)."""
+    import subprocess
+
+    from hloshard.xla_cost import tpu_cost
+
+    out = pathlib.Path(args.pod_dir) / f"l{args.pod}"
+    if not (out / "propagated.hlo").exists():
+        env = dict(os.environ, ALLOW_MULTIPLE_LIBTPU_LOAD="1", TF_CPP_MIN_LOG_LEVEL="3")
+        subprocess.run([args.tpu_python, __file__, "--pod-worker", str(args.pod), str(out)], check=True, env=env,
+                       stdout=subprocess.DEVNULL)
+    plans = [("GSPMD", (out / "propagated.hlo").read_text())]
+    if "solve" in args.plans:
+        t0 = time.monotonic()
+        text = solved_text(out / "pre.hlo", POD["mesh"], args.time_limit)
+        (out / "solve.hlo").write_text(text)
+        plans.append(("solve", text))
+        print(f"# pod {args.pod} layers: solved ({time.monotonic() - t0:.0f} s)", file=sys.stderr, flush=True)
+    tpu = tpu_cost([t for _, t in plans], 256, POD["topology"], args.tpu_python) if args.tpu_python else [None] * len(plans)
+    rows = []
+    for (plan, text), t in zip(plans, tpu):
+        rows.append({"name": f"pod_{args.pod}l", "plan": plan, "hloshard": hloshard_side(text, POD["mesh"]),
+                     "cpu": {}, "tpu": None if t is None else t.to_json()})
+    return rows
+
+
 def _g(x, d=3) -> str:
     return "-" if x is None else f"{x:.{d}g}"
 
@@ -183,22 +347,24 @@ def _r(a, b) -> str:
 
 def table(rows) -> str:
     head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | bytes hloshard | XLA CPU | TPU | "
-            "ratio (CPU) | ratio (TPU) | roofline s | TPU estimate s | roofline / estimate | comm s | step s |")
-    lines = [head, "|" + "---|" * 16]
+            "ratio (CPU) | ratio (TPU) | roofline s | TPU estimate s | roofline / estimate | "
+            "roofline + collectives' HBM s | that / estimate | comm s | step s |")
+    lines = [head, "|" + "---|" * 18]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 14)
+            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 16)
             continue
         h, c, t = r["hloshard"], r["cpu"], r["tpu"] or {}
         if "error" in h:
-            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 14)
+            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 16)
             continue
         lines.append(
             f"| {r['name']} | {r['plan']} | {_g(h['flops'])} | {_g(c.get('flops'))} | {_g(t.get('flops'))} | "
             f"{_r(h['flops'], c.get('flops'))} | {_g(h['bytes'])} | {_g(c.get('bytes_accessed'))} | "
             f"{_g(t.get('bytes_accessed'))} | {_r(h['bytes'], c.get('bytes_accessed'))} | "
             f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('estimate_seconds', t.get('optimal_seconds')))} | "
-            f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
+            f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h.get('tpu_like_s'))} | "
+            f"{_r(h.get('tpu_like_s'), t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
     return "\n".join(lines)
 
 
@@ -227,8 +393,21 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="tpu-v5e", choices=sorted(TOPOLOGIES),
                     help="the TPU profile hloshard prices with and whose 8-chip topology the TPU compiler targets")
     ap.add_argument("--plans", nargs="*", default=["GSPMD", "solve"], choices=["GSPMD", "solve"])
+    ap.add_argument("--extra", default=None, metavar="DIR",
+                    help="the NAME.pre.hlo / NAME.propagated.hlo pairs of DIR (and NAME.mesh) instead of the samples")
+    ap.add_argument("--pod", type=int, default=None, metavar="LAYERS",
+                    help="only the LAYERS-layer train step on 256 v5e chips (v5e:16x16, mesh data=16,model=16)")
+    ap.add_argument("--pod-dir", default="pod", help="where --pod writes its modules (default ./pod)")
+    if argv is None and len(sys.argv) == 4 and sys.argv[1] == "--pod-worker":
+        return _pod_worker(int(sys.argv[2]), sys.argv[3])
     args = ap.parse_args(argv)
     out: dict = {}
+    if args.pod is not None:
+        out["rows"] = pod(args)
+        print(table(out["rows"]))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        return 0
     if args.probe and args.tpu_python:
         out["probes"] = probe(args.tpu_python)
         print(probe_table(out["probes"]), flush=True)

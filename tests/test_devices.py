@@ -107,6 +107,21 @@ latency_us = 10
     assert p.name == "lab-gpu" and p.devices_per_node == 4
     assert p.hbm_bytes == 48 * 2**30 and p.peak_flops["fp32"] == pytest.approx(90.5e12)
     assert p.ici.latency == pytest.approx(3e-6)
+    assert p.hbm_efficiency == 1.0 and p.sustained_hbm_bandwidth == pytest.approx(960e9)
+    f.write_text(f.read_text().replace("hbm_bandwidth_gbps = 960", "hbm_bandwidth_gbps = 960\nhbm_efficiency = 0.8"))
+    assert devices.get_profile(str(f)).sustained_hbm_bandwidth == pytest.approx(768e9)
+    f.write_text(f.read_text().replace("hbm_efficiency = 0.8", "hbm_efficiency = 1.5"))
+    with pytest.raises(UsageError, match="at most 1"):
+        devices.get_profile(str(f))
+
+
+def test_tpu_profiles_sustain_the_tpu_compilers_hbm_bandwidth():
+    """The TPU compiler's cost model (libtpu 0.0.42) charges HBM-bound work at 0.90 x 819 GB/s on v5e,
+    0.85 x 2,765 GB/s on v5p, the datasheet figure on v6e (BENCHMARKS.md, Round 10); GPUs: no figure."""
+    assert devices.get_profile("tpu-v5e").sustained_hbm_bandwidth == pytest.approx(737.1e9)
+    assert devices.get_profile("tpu-v5p").sustained_hbm_bandwidth == pytest.approx(2350.25e9)
+    assert devices.get_profile("tpu-v6e").sustained_hbm_bandwidth == pytest.approx(1638e9)
+    assert devices.get_profile("h100-sxm").sustained_hbm_bandwidth == pytest.approx(3.35e12)
 
 
 @pytest.mark.parametrize("body, message", [

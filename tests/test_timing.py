@@ -100,6 +100,10 @@ def test_written_collectives_cost_the_link_their_groups_cross(tmp_path):
     ar = 2 * (1 / 2) * mb / h100.ici.bandwidth + 1 * h100.ici.latency     # ring all-reduce over 2 devices
     ag_ici = (3 / 4) * 4 * mb / h100.ici.bandwidth + 3 * h100.ici.latency  # ring all-gather of 4 MiB over 4
     ag_dcn = (3 / 4) * 4 * mb / h100.dcn.bandwidth + 3 * h100.dcn.latency
+    # each collective also reads its input and writes its output in HBM (collectives.with_hbm)
+    ar += 2 * mb / h100.hbm_bandwidth
+    ag_ici += (mb + 4 * mb) / h100.hbm_bandwidth
+    ag_dcn += (mb + 4 * mb) / h100.hbm_bandwidth
     assert ici["step_time"]["breakdown_s"]["communication_s"] == pytest.approx(ar + ag_ici, rel=1e-3)
     assert dcn["step_time"]["breakdown_s"]["communication_s"] == pytest.approx(ar + ag_dcn, rel=1e-3)
     # the whole per-device program runs on each device: flops of the dot, HBM bytes of what is materialised

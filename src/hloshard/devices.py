@@ -19,7 +19,9 @@ byte moved over a mesh axis with ``beta = 1`` costs 1 and one floating-point ope
   steps, each paying the link's latency once (all-reduce's second ring phase is not counted: an
   approximation that underestimates its latency, not its bytes).
 
-The collective formulas stay those of :mod:`hloshard.cost.collectives` (ring: all-gather moves
+Each collective also moves its input and output through HBM: with a device its cost adds that time at
+the profile's sustained HBM bandwidth (:func:`hloshard.cost.collectives.with_hbm`). The collective
+formulas stay those of :mod:`hloshard.cost.collectives` (ring: all-gather moves
 ``(n-1)/n * B`` per device, all-reduce ``2(n-1)/n * B``; NCCL's ring algorithm and XLA's TPU
 collectives both move these byte counts per device), so a cost times ``u`` is a time in seconds.
 
@@ -73,7 +75,13 @@ class DeviceProfile:
     ``hbm_bandwidth``: bytes/s; ``ici`` / ``dcn``: :class:`LinkSpec` inside / across nodes;
     ``devices_per_node``: devices that share the fast links (GPUs per node, TPU chips per host for DCN
     purposes: a TPU slice's ICI spans hosts, so TPU profiles set it to the slice size given by the
-    user's marks or, unmarked, a large number); ``sources``: where the numbers come from."""
+    user's marks or, unmarked, a large number); ``sources``: where the numbers come from;
+    ``hbm_efficiency``: the share of ``hbm_bandwidth`` a memory-bound kernel sustains
+    (:attr:`sustained_hbm_bandwidth`, what the roofline and collectives' HBM traffic are priced at):
+    1.0 unless measured; the TPU profiles carry the TPU compiler's own figure (libtpu 0.0.42's cost
+    model charges every HBM-bound kernel and every collective alone its bytes at 0.90 x 819 GB/s on
+    v5e, 0.85 x 2,765 GB/s on v5p and 1.00 x 1,638 GB/s on v6e: single-operation probes of sizes 3 KB
+    to 3.4 GB, ``benchmarks/time_truth.py --probe``; BENCHMARKS.md "Round 10")."""
 
     name: str
     description: str
@@ -85,6 +93,12 @@ class DeviceProfile:
     dcn: LinkSpec
     devices_per_node: int
     sources: tuple[str, ...] = field(default=())
+    hbm_efficiency: float = 1.0
+
+    @property
+    def sustained_hbm_bandwidth(self) -> float:
+        """Bytes/s a memory-bound kernel moves: ``hbm_bandwidth x hbm_efficiency``."""
+        return self.hbm_bandwidth * self.hbm_efficiency
 
     @property
     def backend(self) -> str:
@@ -109,6 +123,7 @@ _NV_IB = "NVIDIA DGX H100/B200 user guides: one 400 Gb/s ConnectX-7 InfiniBand p
 _GCP = "Google Cloud TPU documentation, system architecture of TPU {v} (cloud.google.com/tpu/docs/{v})"
 _LAT = "link latencies are order-of-magnitude estimates (about 1-2 us per NVLink/ICI ring step, 5-10 us per IB/DCN step), not datasheet figures"
 
+_TPUC = "HBM efficiency: the TPU compiler's cost model (libtpu 0.0.42 ahead of time), measured by single-op probes"
 _H100_FLOPS = {"fp64": 67 * _T, "fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989.5 * _T,
                "fp16": 989.5 * _T, "fp8": 1979 * _T, "int8": 1979 * _T}
 
@@ -147,21 +162,21 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", DEVICE_MEMORY["tpu-v5e"], 819 * _GB,
         ici=LinkSpec(2 * 50 * _GB, 1e-6), dcn=LinkSpec(3.125 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v5e") + ": 400 GB/s bidirectional ICI per chip over 4 ports (50 GB/s per "
-                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT)),
+                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT, _TPUC), hbm_efficiency=0.90),
     DeviceProfile(
         "tpu-v5p", "Cloud TPU v5p chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
         {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", DEVICE_MEMORY["tpu-v5p"],
         2765 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=8960,
         sources=(_GCP.format(v="v5p") + ": 1,200 GB/s bidirectional ICI per chip over 6 ports (100 GB/s "
-                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT)),
+                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT, _TPUC), hbm_efficiency=0.85),
     DeviceProfile(
         "tpu-v6e", "Cloud TPU v6e (Trillium) chip, 2D torus ICI inside a slice (up to 256 chips), DCN across",
         {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", DEVICE_MEMORY["tpu-v6e"], 1638 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(12.5 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v6e") + ": 800 GB/s bidirectional ICI per chip over 4 ports (100 GB/s per "
                  "port and direction; a torus axis has 2 ports); DCN per chip an estimate (4 x 200 Gb/s "
-                 "NICs per 8-chip host assumed)", _LAT)),
+                 "NICs per 8-chip host assumed)", _LAT, _TPUC), hbm_efficiency=1.00),
 )}
 
 _ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
@@ -197,6 +212,7 @@ def load_profile(path: str) -> DeviceProfile:
         devices_per_node = 8
         hbm_gib = 80                     # HBM per device, GiB
         hbm_bandwidth_gbps = 3350        # GB/s
+        hbm_efficiency = 0.9             # optional; share of it a memory-bound kernel sustains (default 1)
         f32_matmul = "tf32"              # optional; the peak_tflops key f32 dots run at (default
                                          # "fp32", else bf16 as matmul_peak falls back)
         [peak_tflops]                    # dense TFLOP/s per dtype; at least one
@@ -235,10 +251,13 @@ def load_profile(path: str) -> DeviceProfile:
     dpn = _positive(data, "devices_per_node", path)
     if dpn != int(dpn):
         raise UsageError(f"{path}: 'devices_per_node' must be an integer, got {data['devices_per_node']!r}")
+    eff = _positive(data, "hbm_efficiency", path) if "hbm_efficiency" in data else 1.0
+    if eff > 1:
+        raise UsageError(f"{path}: 'hbm_efficiency' must be at most 1, got {data['hbm_efficiency']!r}")
     name = str(data.get("name") or path.rsplit("/", 1)[-1].removesuffix(".toml"))
     return DeviceProfile(name, f"from {path}", flops, f32, int(_positive(data, "hbm_gib", path) * 2**30),
                          _positive(data, "hbm_bandwidth_gbps", path) * _GB, links["ici"], links["dcn"],
-                         int(dpn), sources=(path,))
+                         int(dpn), sources=(path,), hbm_efficiency=eff)
 
 
 def axis_links(shape: Sequence[int], devices_per_node: int,

@@ -115,7 +115,7 @@ def plan_roofline(result, module, profile=None):
         return 1.0 if profile is None else instruction_peak(instr, profile)
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
-                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.hbm_bandwidth)
+                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth)
     return roof, result, per_device
 
 

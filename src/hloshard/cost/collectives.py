@@ -29,6 +29,12 @@ beta = max beta, n = product of the axis sizes); we apply the same rule to every
 ``group_size`` (optional on every function): devices per replica group when the groups cover only a
 sub-axis of the named mesh axes (e.g. pairs along an axis of size 4); n is then the group size.
 
+HBM traffic (only when the mesh carries a device's roofline prices, ``mesh.roofline_prices``, i.e.
+``--device``): a collective also reads its input from and writes its output to HBM on every device;
+:func:`collective_hbm_bytes` gives those bytes, :func:`hbm_units_per_byte` their price, and each cost
+function adds them to the link cost (:func:`with_hbm`; the model and its measurement are stated there).
+Without a device the costs are exactly the formulas above.
+
 Variadic (tuple) collectives, e.g. ``all-reduce((f32[8], f32[16]))``: pass a sequence of byte counts;
 they pay one alpha and beta over the summed bytes (that saving is why variadic collectives exist,
 see ``../shared/seeds/003_52935072611a13a9.txt``).
@@ -110,6 +116,70 @@ def axis_params(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
     return alpha, beta, n
 
 
+def hbm_units_per_byte(mesh) -> float | None:
+    """Cost units one byte of HBM traffic costs on ``mesh``'s device: ``1 / (sustained HBM bandwidth x
+    seconds_per_unit)`` from ``mesh.roofline_prices`` (:class:`hloshard.cost.roofline.RooflinePrices`,
+    set by ``--device``); None when the mesh carries no device (the unit model: no HBM term)."""
+    prices = getattr(mesh, "roofline_prices", None)
+    if prices is None:
+        return None
+    return 1.0 / (float(prices.profile.sustained_hbm_bandwidth) * float(prices.seconds_per_unit))
+
+
+def collective_hbm_bytes(kind: str, nbytes: float, group_size: int) -> float:
+    """HBM bytes one device reads and writes for one collective: its input plus its output.
+
+    ``nbytes`` as the cost function of ``kind`` takes it, ``group_size`` ``n``:
+
+    ========================  ===========================  =================================
+    kind (``nbytes``)         read + written               per device
+    ========================  ===========================  =================================
+    all-gather (gathered B)   ``B/n + B``                  the shard in, the gathered result out
+    reduce-scatter (input B)  ``B + B/n``                  the partial sums in, one shard out
+    all-reduce (buffer B)     ``2 B``
+    all-to-all (group's B)    ``2 B/n``                    ``B``: bytes the group holds together
+                                                           (the resharding convention,
+                                                           :func:`all_to_all_cost`)
+    collective-permute (B)    ``2 B``                      the bytes each pair sends
+    ========================  ===========================  =================================
+
+    This is what the TPU compiler's ``HloCostAnalysis`` counts as a collective's ``bytes accessed``
+    (operands plus result), measured with libtpu 0.0.42 ahead of time on ``v5e:2x4`` (BENCHMARKS.md,
+    "Round 10: collectives' HBM traffic"). Raises ValueError for another kind."""
+    n = max(int(group_size), 1)
+    b = float(nbytes)
+    if kind in ("all-gather", "reduce-scatter"):
+        return b + b / n
+    if kind in ("all-reduce", "collective-permute"):
+        return 2.0 * b
+    if kind == "all-to-all":
+        return 2.0 * b / n
+    raise ValueError(f"not a collective kind: {kind!r}")
+
+
+def with_hbm(mesh, link_cost: float, kind: str, nbytes: float, group_size: int) -> float:
+    """A collective's cost on ``mesh``: ``link_cost`` (alpha-beta units), plus, when the mesh carries a
+    device (:func:`hbm_units_per_byte`), the time its HBM traffic (:func:`collective_hbm_bytes`) takes at
+    the device's HBM bandwidth, in the same units.
+
+    The model, stated: **a collective costs its link time plus its HBM time**.  The two are summed, not
+    overlapped, for two reasons measured or stated elsewhere: (1) the TPU compiler's own time estimate
+    (``optimal_seconds``) charges a collective alone exactly its HBM bytes at the HBM bandwidth it
+    charges every memory-bound kernel (0.9 x 819 GB/s on v5e) and no link time at all, for all-gather,
+    all-reduce, reduce-scatter, all-to-all and collective-permute, in groups of 2 and 8, from 0.26 MB to
+    3.4 GB (ratio 0.9992 on every probe); (2) when a collective runs asynchronously beside compute its
+    link time can hide, but its HBM traffic shares the HBM with the (mostly memory-bound) kernels and
+    cannot: the step time's no-overlap model (:mod:`hloshard.cost.steptime`) sums both.  For one
+    collective alone on real hardware the two stream together (a DMA reads HBM while the link sends),
+    so this over-estimates an isolated collective by its HBM share (v5e ICI, 100 GB/s per axis vs
+    737 GB/s sustained HBM: an all-gather's HBM time is 14% of its link time in a large group, 41% in
+    a pair)."""
+    per_byte = hbm_units_per_byte(mesh)
+    if per_byte is None:
+        return link_cost
+    return link_cost + per_byte * collective_hbm_bytes(kind, nbytes, group_size)
+
+
 def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
     """Cost of an all-gather over ``axes``: ``round(alpha + beta*(n-1)/n*B) + 0.1``.
 
@@ -118,7 +188,8 @@ def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    return round_half_away(alpha + beta * (n - 1) / n * b) + ALL_GATHER_TIE_BREAK
+    link = alpha + beta * (n - 1) / n * b
+    return round_half_away(with_hbm(mesh, link, "all-gather", b, n)) + ALL_GATHER_TIE_BREAK
 
 
 def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
@@ -130,7 +201,7 @@ def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    return round_half_away(alpha + beta * 2 * (n - 1) / n * b) + ALL_REDUCE_TIE_BREAK
+    return round_half_away(with_hbm(mesh, alpha + beta * 2 * (n - 1) / n * b, "all-reduce", b, n)) + ALL_REDUCE_TIE_BREAK
 
 
 def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
@@ -141,21 +212,27 @@ def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: i
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    return round_half_away(alpha + beta * (n - 1) / n * b) + REDUCE_SCATTER_TIE_BREAK
+    return round_half_away(with_hbm(mesh, alpha + beta * (n - 1) / n * b, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
 
 
-def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
+def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None,
+                    hbm_bytes: float | None = None) -> float:
     """Cost of an all-to-all over ``axes``: ``round(alpha + beta*(n-1)/n/n*B*(n/2)) + 0.001``.
 
     ``nbytes``: bytes per device of the buffer being exchanged (XLA's resharding cost passes the
     **full unsharded** tensor bytes here; the planner passes what its callers document). The factor
-    ``n/2`` is XLA's "penalty factor to match v100+nvlink". Returns cost units.
+    ``n/2`` is XLA's "penalty factor to match v100+nvlink". ``hbm_bytes``: with a device, the HBM
+    bytes read and written per device (:func:`with_hbm`) when ``nbytes`` is not the group's bytes
+    (default: :func:`collective_hbm_bytes`, ``2 B/n``). Returns cost units.
     Source: XLA ``ClusterEnvironment::AllToAllCostUtil``.
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
     penalty = n / 2.0
-    return round_half_away(alpha + beta * (n - 1) / n / n * b * penalty) + ALL_TO_ALL_TIE_BREAK
+    link = alpha + beta * (n - 1) / n / n * b * penalty
+    if hbm_bytes is not None:   # the buffer's own bytes per device, read and written: 2 B_device = 2 B/n
+        b = float(hbm_bytes) / 2.0 * n
+    return round_half_away(with_hbm(mesh, link, "all-to-all", b, n)) + ALL_TO_ALL_TIE_BREAK
 
 
 def mesh_coordinates(mesh, device: int) -> tuple[int, ...]:
@@ -188,6 +265,8 @@ def collective_permute_cost(mesh, nbytes: Bytes, pairs: Iterable[tuple[int, int]
             if a != c:
                 cost += float(mesh.alpha[i]) + float(mesh.beta[i]) * b
         best = max(best, cost)
+    if best > 0:   # some pair moves: its source reads and its target writes the bytes (with_hbm)
+        best = with_hbm(mesh, best, "collective-permute", b, 1)
     return best
 
 
@@ -325,7 +404,11 @@ def priced(kind: str, mesh, nbytes: Bytes, axes: Axes = (), pairs=(), group_size
     :class:`hloshard.mesh.DeviceMesh` and whole axes).  Raises ValueError for an unknown kind.
     """
     b = int(round(total_bytes(nbytes)))
-    cost = collective_cost(kind, mesh, nbytes if cost_bytes is None else cost_bytes, axes, pairs, group_size)
+    if kind == "all-to-all":   # its HBM traffic is the buffer's per-device bytes in and out, whatever cost_bytes
+        cost = all_to_all_cost(mesh, nbytes if cost_bytes is None else cost_bytes, axes, group_size,
+                               hbm_bytes=2.0 * total_bytes(nbytes))
+    else:
+        cost = collective_cost(kind, mesh, nbytes if cost_bytes is None else cost_bytes, axes, pairs, group_size)
     if kind == "collective-permute":
         moving = tuple((int(s), int(t)) for s, t in pairs if int(s) != int(t))
         ax = sorted({i for s, t in moving for i, (a, c) in enumerate(zip(_coordinate_table(mesh)[s],

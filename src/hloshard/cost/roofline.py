@@ -180,9 +180,10 @@ class RooflinePrices:
 
     def units(self, instr, flops: float, hbm: float) -> float:
         """Cost units of ``instr`` doing ``flops`` and moving ``hbm`` HBM bytes on one device:
-        :func:`instruction_seconds` at :func:`instruction_peak` over ``seconds_per_unit``."""
+        :func:`instruction_seconds` at :func:`instruction_peak` and the profile's sustained HBM
+        bandwidth (``DeviceProfile.sustained_hbm_bandwidth``) over ``seconds_per_unit``."""
         sec, _ = instruction_seconds(instr, flops, hbm, instruction_peak(instr, self.profile),
-                                     self.profile.hbm_bandwidth)
+                                     self.profile.sustained_hbm_bandwidth)
         return sec / self.seconds_per_unit
 
 

@@ -5,6 +5,11 @@ Inputs: the breakdown of a plan in cost units (``compute``, ``communication``, `
 seconds for that device and mesh), the program's model flops (:func:`hloshard.cost.flops.model_flops`)
 and the device count.
 
+Communication and resharding, with a device: each collective's link time (ring formulas on the link
+its axis crosses, :mod:`hloshard.devices`) plus the time its input and output take through HBM
+(:func:`hloshard.cost.collectives.with_hbm`: the TPU compiler's own estimate charges a collective its HBM
+bytes and no link time, measured).
+
 The overlap model, stated: XLA runs collectives asynchronously and its latency-hiding scheduler can
 overlap them with independent compute, but how much it hides depends on the schedule, which hloshard
 does not model. ``estimated_step_time_s`` therefore assumes **no overlap** (compute + communication +
