@@ -33,6 +33,9 @@ for label, call in [
     ("keep", lambda: auto_shard(f, w, x, mesh=mesh, keep_shardings="some")),
     ("budget", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget="tpu-v99")),
     ("device", lambda: auto_shard(f, w, x, mesh=mesh, device="nosuch")),
+    ("time_neg", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=-1)),
+    ("time_nan", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=float("nan"))),
+    ("time_str", lambda: auto_shard(f, w, x, mesh=mesh, time_limit="10")),
 ]:
     try:
         call()
@@ -57,6 +60,8 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["keep"].startswith("ValueError") and "keep_shardings" in out["keep"]
     assert out["budget"].startswith("ValueError") and "tpu-v99" in out["budget"]
     assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
+    for label in ("time_neg", "time_nan", "time_str"):
+        assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]
     assert out["kept"] == "P(None, 'data')"
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import math
 import re
 from typing import Any, Callable
 
@@ -730,7 +731,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
-    a bad ``memory_budget`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
+    a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
     shardings differ is dropped with a report warning; :class:`hloshard.errors.SolveFailed` when no
     sharding fits the budget (its message names the liveness point and tensors).
     """
@@ -758,6 +759,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(f"state_mode must be one of {', '.join(STATE_MODES)}, got {state_mode!r}")
     if not isinstance(mesh, jax.sharding.Mesh):
         raise ValueError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(time_limit) or time_limit <= 0:
+        raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
     budget = None
     if memory_budget is not None:
         try:
