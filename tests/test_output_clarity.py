@@ -156,3 +156,19 @@ def test_layer_of():
     assert layer_of("jit(train_step)/jvp(loss_fn)/blocks.3/add") == "loss_fn/blocks.3"
     assert layer_of("jit(step)/jvp(decoder)/embed/gather") == "decoder"
     assert layer_of("jit(f)/dot_general") is None and layer_of(None) is None
+
+
+def test_root_tuple_row_is_abbreviated_not_thousands_wide():
+    """A root tuple in the peak-tensors table (new-user trial: a 2,466-character line): the first
+    elements, then the count; a single sharding or a short tuple is unchanged."""
+    from hloshard.textout import abbreviate_tuple, tuple_elements
+
+    shape = "(" + ", ".join(f"f32[{i},64]{{1,0}}" for i in range(1, 40)) + ")"
+    short = abbreviate_tuple(shape)
+    assert len(short) <= 100 and short.startswith("(f32[1,64]{1,0}, ") and short.endswith("... 39 elements)")
+    sharding = "{" + ", ".join(["{devices=[2,1,4]<=[8] last_tile_dim_replicate}"] * 20) + "}"
+    assert abbreviate_tuple(sharding).endswith("... 20 elements}")
+    assert tuple_elements(sharding) == ["{devices=[2,1,4]<=[8] last_tile_dim_replicate}"] * 20
+    single = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"
+    assert tuple_elements(single) is None and abbreviate_tuple(single, 10) == single
+    assert abbreviate_tuple("(f32[2], s32[])") == "(f32[2], s32[])"

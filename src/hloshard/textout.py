@@ -35,6 +35,45 @@ def report_console(file=None, stderr: bool = False, terminal: bool | None = None
                    highlight=False)
 
 
+def tuple_elements(text: str) -> list[str] | None:
+    """The top-level elements of a tuple written as ``(a, b, ...)`` (an HLO tuple shape) or ``{a, b, ...}``
+    (a tuple HloSharding), split at the commas outside any bracket; None when ``text`` is not one."""
+    text = text.strip()
+    if len(text) < 2 or (text[0], text[-1]) not in (("(", ")"), ("{", "}")):
+        return None
+    parts, depth, start = [], 0, 1
+    for i, ch in enumerate(text[1:-1], start=1):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:-1].strip())
+    if text[0] == "{" and len(parts) == 1 and not parts[0].startswith("{"):
+        return None   # a single sharding such as {devices=[2,4]<=[8]}, not a tuple of them
+    return [p for p in parts if p]
+
+
+def abbreviate_tuple(text: str, max_chars: int = 100) -> str:
+    """``text`` unchanged when it is at most ``max_chars`` long or not a tuple (see
+    :func:`tuple_elements`); otherwise its first elements that fit, then ``... N elements`` (so a root
+    tuple's shape or sharding does not make a table row thousands of characters wide).  The JSON
+    report keeps the whole text."""
+    if len(text) <= max_chars:
+        return text
+    parts = tuple_elements(text)
+    if not parts:
+        return text
+    kept: list[str] = []
+    for part in parts:
+        if kept and len(", ".join(kept + [part])) + 2 > max_chars // 2:
+            break
+        kept.append(part)
+    return f"{text[0]}{', '.join(kept)}, ... {len(parts)} elements{text[-1]}"
+
+
 def print_table(console, table) -> None:
     """Print ``table`` whole: on a terminal as rich lays it out (columns made with ``overflow="fold"``
     wrap), elsewhere at its natural width, however wide, so no cell is cut to ``...`` or wrapped."""

@@ -230,7 +230,7 @@ def print_summary(report: dict) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from ..textout import mesh_words, print_table, report_console
+    from ..textout import abbreviate_tuple, mesh_words, print_table, report_console
 
     con = report_console(stderr=True)
     con.print("hloshard solve", style="italic", justify="center")
@@ -269,7 +269,8 @@ def print_summary(report: dict) -> None:
         pt.add_column("per device", justify="right")
         pt.add_column("share", justify="right")
         for row in report["peak_tensors"]:
-            pt.add_row(row["name"], row["shape"], row["sharding"] or "", format_bytes(row["bytes_per_device"]),
+            pt.add_row(row["name"], abbreviate_tuple(row["shape"] or ""), abbreviate_tuple(row["sharding"] or ""),
+                       format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
         print_table(con, pt)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
