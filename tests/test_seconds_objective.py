@@ -173,6 +173,11 @@ def test_mesh_auto_with_device_compares_candidates_in_seconds(tmp_path):
     best = min(trials, key=lambda t: t["objective_s"])
     assert d["mesh_search"]["best"] == best["mesh"]
     assert d["estimated_step_time_s"] > 0
+    # the text table names its figure the objective, and says why the summary's step time differs
+    r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "tpu-v5e", "--deterministic",
+                                  "--time-limit", "6", "-o", str(tmp_path / "t.hlo")])
+    assert r.exit_code == 0, r.output
+    assert "objective (s)" in r.output and "estimated step time" in r.output and "can differ" in r.output
     r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "auto", "--device", "tpu-v5e", "--alpha", "1",
                                   "-o", str(tmp_path / "o.hlo")])
     assert r.exit_code == 2 and "--device" in r.output

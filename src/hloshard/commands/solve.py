@@ -290,7 +290,7 @@ def print_mesh_search(search) -> None:
 
     timed = search.seconds_per_unit is not None   # --device: the objective as a step time
     for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"),
-                      ("step time" if timed else "cost", "right"),
+                      ("objective (s)" if timed else "cost", "right"),
                       ("memory / device", "right"), ("gap", "right"), ("seconds", "right")):
         t.add_column(col, justify=just)
     for i, tr in enumerate(search.trials):
@@ -303,6 +303,11 @@ def print_mesh_search(search) -> None:
                   f"{tr.seconds:.1f}")
     console = report_console(stderr=True)
     print_table(console, t)
+    if timed:   # new-user trial: the table's figure and the summary's step time are two estimates
+        console.print("note: objective (s) is the solver's objective in seconds, the figure the candidates are "
+                      "ranked by; the summary's estimated step time re-prices the written module (each kernel's "
+                      "reads at the per-device size of the buffers as written), so the two can differ",
+                      highlight=False, markup=False)
     for tr in search.trials:   # why a candidate has no figures (refined twins are named in the table)
         if tr.message and not tr.same_as:
             console.print(f"note: {tr.label}: {tr.status}: {tr.message}", highlight=False, markup=False)
