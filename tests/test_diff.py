@@ -85,3 +85,24 @@ def test_not_the_same_module_is_refused(tmp_path):
     r = run(["diff", SAMPLES / "mlp_train_step.propagated.hlo", SAMPLES / "conv_layer.propagated.hlo",
              "--mesh", "2x4"])
     assert r.exit_code == 2 and "not two plans of one module" in r.stderr
+
+
+def test_pins_only_in_the_solved_module_carry_their_cost(tmp_path):
+    """diff of a module and its `solve` output (which adds `*.pin` instructions): the differences, the
+    instructions sharded alike and the instructions only in one module add up to the total change
+    (new-user trial: a -8,070.50 "alike" change balanced by pins listed by name only)."""
+    src = SAMPLES / "transformer_train_step.pre.hlo"
+    solved = tmp_path / "s.hlo"
+    r = run(["solve", src, "--mesh", "2x4", "--deterministic", "--time-limit", "5", "-o", solved])
+    assert r.exit_code == 0, r.output
+    r = run(["diff", src, solved, "--mesh", "2x4", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert rep["only_in_b"] and all(".pin" in n or ".tpin" in n for n in rep["only_in_b"])
+    assert any(abs(v) > 1e-6 for v in rep["only_in_b_change"].values())
+    for k in ("compute", "communication", "resharding"):
+        total = (sum(d["change"][k] for d in rep["differences"]) + rep["same_sharding_change"][k]
+                 + rep["only_in_a_change"][k] + rep["only_in_b_change"][k])
+        assert total == pytest.approx(rep["totals"][k]["change"], rel=1e-6, abs=1e-6)
+    text_out = run(["diff", src, solved, "--mesh", "2x4"]).stdout
+    assert f"only in B ({len(rep['only_in_b']):,} instructions, adding " in text_out

@@ -61,7 +61,10 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     differs: name, opcode, sharding_a, sharding_b, chosen_a / chosen_b (True where that module had no
     sharding and the one shown is what ``cost`` chose), change per kind and total, memory_change; largest
     absolute total change first), ``same_sharding_change`` (what the instructions with unchanged
-    shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names), ``unannotated`` and
+    shardings add to the total change), ``only_in_a`` / ``only_in_b`` (names), ``only_in_a_change`` /
+    ``only_in_b_change`` (what those add to the total change, per kind: minus A's own cost, plus B's;
+    e.g. the operand pins ``solve`` writes, which carry the resharding their consumers paid in A, so
+    the differences, ``same_sharding_change`` and these two add up to the total change), ``unannotated`` and
     ``completion`` per side (how many instructions carried no sharding; how ``cost`` chose them).
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: the fast
     completion), for each module in turn.
@@ -108,6 +111,8 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
             "instructions": len(shared), "differing": len(diffs), "totals": totals, "differences": diffs,
             "same_sharding_change": {k: round(v, 6) for k, v in same.items()},
             "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca),
+            "only_in_a_change": {k: round(-sum(ca[n][k] for n in ca if n not in cb), 6) for k in KINDS},
+            "only_in_b_change": {k: round(sum(cb[n][k] for n in cb if n not in ca), 6) for k in KINDS},
             "unannotated": {"a": len(ra.unannotated), "b": len(rb.unannotated)},
             "instructions_counted": {"a": ra.instructions, "b": rb.instructions},
             "completion": {"a": ra.completion_words(with_time=False), "b": rb.completion_words(with_time=False)}}
@@ -127,7 +132,9 @@ def in_seconds(report: dict, seconds_per_unit: float, device: str) -> dict:
     for d in report["differences"]:
         d["change"] = {k: s(v) for k, v in d["change"].items()}
         d["total_change"] = s(d["total_change"])
-    report["same_sharding_change"] = {k: s(v) for k, v in report["same_sharding_change"].items()}
+    for key in ("same_sharding_change", "only_in_a_change", "only_in_b_change"):
+        if key in report:
+            report[key] = {k: s(v) for k, v in report[key].items()}
     report["units"], report["device"] = "seconds", device
     return report
 
@@ -190,4 +197,9 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
                       f"{f(s['communication'], signed=True)}, resharding {f(s['resharding'], signed=True)})")
     for side, key in ((a, "only_in_a"), (b, "only_in_b")):
         if report[key]:
-            console.print(f"only in {side}: {', '.join(report[key][:8])}{', ...' if len(report[key]) > 8 else ''}")
+            c = report.get(f"{key}_change")
+            adds = "" if c is None else (
+                f", adding {f(sum(c.values()), signed=True)} (compute {f(c['compute'], signed=True)}, communication "
+                f"{f(c['communication'], signed=True)}, resharding {f(c['resharding'], signed=True)})")
+            console.print(f"only in {side} ({len(report[key]):,} instructions{adds}): "
+                          f"{', '.join(report[key][:8])}{', ...' if len(report[key]) > 8 else ''}")
