@@ -75,7 +75,7 @@ def main() -> None:
                               "--time-limit", str(a.time_limit), "--workers", "1", "-o", str(out))
                 row = {"case": name, "gspmd_xla": gspmd, "budget": b, "exit": r.returncode,
                        "model": None, "xla": None, "stated_bound": None}
-                m = re.search(r"need at least ([\d,]+) bytes", r.stdout + r.stderr)
+                m = re.search(r"needs? at least ([\d,]+) bytes", r.stdout + r.stderr)
                 if m:
                     row["stated_bound"] = int(m.group(1).replace(",", ""))
                 if r.returncode == 0:

@@ -41,7 +41,8 @@ from typing import Callable
 import numpy as np
 
 from ..costgraph import Problem
-from ..cost.liveness import effective_users, in_place_user, is_fused, read_until, relayout_intervals
+from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
+                             relayout_intervals)
 from ..strategy.base import TOKEN
 from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes
 from .graph import Graph
@@ -155,7 +156,8 @@ def edge_memory_terms(graph: Graph) -> list:
                     moved = mat()[i] > 0
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
-                terms.append(Term((source, consumer), t, end, copy, carrier=1))
+                lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
+                terms.append(Term((source, consumer), lo, end, copy, carrier=1))
             readers = effective_users(g.instr) if fused else [g.instr]
             if any(x.opcode in ("dot", "convolution") for x in readers):
                 # the relayout copy after an all-gather along a dimension that is not the most major
