@@ -218,6 +218,7 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     terms = edge_memory_terms(graph)
     priced: list = []
     spent, out_of_time, last = 0.0, False, None
+    closest = (sol, choice, ev)   # the plan nearest the limit, reported when none keeps it
     try:
         for _ in range(FIT_ROUNDS):
             done = set(priced)
@@ -246,12 +247,14 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
             e = evaluate_choice(graph, c)
             if e.peak_memory <= limit:
                 return found, c, e, spent, False
-            sol, choice, ev = found, c, e   # the next round linearises at this plan
+            if e.peak_memory < closest[2].peak_memory:
+                closest = (found, c, e)
+            choice, ev = c, e   # the next round linearises at this plan
     finally:
         graph.solver_problem = base
     if not deterministic and solve_end - time.monotonic() < MIN_SOLVE_SECONDS:
         out_of_time = True
-    return sol, choice, ev, spent, out_of_time
+    return closest + (spent, out_of_time)
 
 
 def _over_points(graph: Graph, choice, ev: Evaluation, node_limit) -> list:
