@@ -35,6 +35,9 @@ FIRST_SOLVE_SHARE = 0.6
 #: The most re-solves :func:`_fit_buffers` makes with the communication buffers priced (a bound on the
 #: loop, not a tuned figure; each round's re-solve gets half the time left).
 FIT_ROUNDS = 8
+#: In deterministic mode (each re-solve a full work budget), the most re-solves: 3, the bound of the loop
+#: this one replaced, so that a deterministic run's work stays what it was.
+DETERMINISTIC_FIT_ROUNDS = 3
 
 
 @dataclass
@@ -219,7 +222,7 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     priced: list = []
     spent, out_of_time, last = 0.0, False, None
     closest = (sol, choice, ev)   # the plan nearest the limit, reported when none keeps it
-    det_left = float(det_limit or 0.0)
+    rounds = 0
     try:
         for _ in range(FIT_ROUNDS):
             done = set(priced)
@@ -228,14 +231,18 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
                 break   # a fixed point: the buffers where it exceeds the limit are priced at this plan
             last = choice
             priced.extend(new)
-            # deterministic: the same halving of a work budget of det_limit (no clock is read)
-            left = det_left if deterministic else solve_end - time.monotonic()
-            if left < MIN_SOLVE_SECONDS:
-                out_of_time = True
-                break
-            given = left if left < 2 * MIN_SOLVE_SECONDS else max(MIN_SOLVE_SECONDS, left / 2)
-            if deterministic:
-                det_left -= given
+            if deterministic:   # a work budget each, at most DETERMINISTIC_FIT_ROUNDS of them (no clock)
+                if rounds == DETERMINISTIC_FIT_ROUNDS:
+                    out_of_time = True
+                    break
+                given = det_limit
+            else:
+                left = solve_end - time.monotonic()
+                if left < MIN_SOLVE_SECONDS:
+                    out_of_time = True
+                    break
+                given = left if left < 2 * MIN_SOLVE_SECONDS else max(MIN_SOLVE_SECONDS, left / 2)
+            rounds += 1
             graph.solver_problem = priced_problem(graph, base, [terms[k] for k in priced], choice)
             try:
                 found = solve_graph(graph, time_limit=given, workers=workers, seed=seed, deterministic=deterministic,
@@ -253,7 +260,7 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
             choice, ev = c, e   # the next round linearises at this plan
     finally:
         graph.solver_problem = base
-    if (det_left if deterministic else solve_end - time.monotonic()) < MIN_SOLVE_SECONDS:
+    if not deterministic and solve_end - time.monotonic() < MIN_SOLVE_SECONDS:
         out_of_time = True
     return closest + (spent, out_of_time)
 
