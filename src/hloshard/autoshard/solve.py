@@ -157,7 +157,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t_solve = time.monotonic()
     first_limit = time_limit
     if memory_budget is not None and not deterministic:
-        # leave time for the re-solves under a lowered node limit (the communication buffers, below)
+        # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
