@@ -1,5 +1,6 @@
-"""Under a memory budget, ``solve``'s re-solves (the communication buffers are outside the solver's node
-memory, so a plan over the limit is solved again under a lowered node limit) share the solver's time:
+"""Under a memory budget, ``solve``'s re-solves (the communication buffers are outside the first solve's
+node memory, so a plan over the limit is solved again with the buffers where it exceeds the limit
+priced: ``autoshard.solve._fit_buffers``) share the solver's time:
 they never get a full time limit each, so ``--time-limit`` stays the whole command's promise (a new
 user measured 48 s for ``--time-limit 20 --memory-budget 3MiB`` before).  Checked on the limits the
 re-solves are given, not by timing the run.  The module: a 1-layer transformer block train step a

@@ -41,8 +41,8 @@ from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
-from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, program_schedule, read_until,
-                             relayout_intervals)
+from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
+                             program_schedule, read_until, relayout_intervals)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..strategy.handlers import build_group
@@ -290,7 +290,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     would have fused is then made: its tile from its definition to the consumer): the operand in the
     layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
-    reader of a fused consumer, e.g. a pin ``copy``, whose value it is).  The IOPDDL form
+    reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
+    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
     ivs: list = []
@@ -382,7 +383,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
                     if own > 0 and hi_s > t + 1 and hi_s <= end:
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
-            ivs.append((t, end))
+            # an entry parameter's resharding is made at the program's start (cost.liveness.made_at_entry_start)
+            ivs.append((0 if made_at_entry_start(inst, graph.module.entry) else t, end))
             sizes.append(b)
     return ivs, sizes
 

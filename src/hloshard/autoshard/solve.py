@@ -7,11 +7,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..cost.liveness import usage_profile
 from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
-from .build import Graph, build_graph
+from .build import Graph, build_graph, edge_buffers
 from .coarse import COARSE_SHARE, coarse_first, coarse_start
+from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
@@ -24,10 +28,16 @@ REPRICE_SHARE = 0.25
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = 0.5
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
-#: kept for the re-solves under a node limit lowered by the communication buffers, which the solver's
-#: problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
+#: kept for the re-solves with the communication buffers priced (:func:`_fit_buffers`), which the first
+#: solve's problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
 #: not a measured figure: without it a first solve that used the whole limit left no time to re-solve.
 FIRST_SOLVE_SHARE = 0.6
+#: The most re-solves :func:`_fit_buffers` makes with the communication buffers priced (a bound on the
+#: loop, not a tuned figure; each round's re-solve gets half the time left).
+FIT_ROUNDS = 8
+#: In deterministic mode (each re-solve a full work budget), the most re-solves: 3, the bound of the loop
+#: this one replaced, so that a deterministic run's work stays what it was.
+DETERMINISTIC_FIT_ROUNDS = 3
 
 
 @dataclass
@@ -147,7 +157,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t_solve = time.monotonic()
     first_limit = time_limit
     if memory_budget is not None and not deterministic:
-        # leave time for the re-solves under a lowered node limit (the communication buffers, below)
+        # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
@@ -167,38 +177,19 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         solve_end = min(solve_end, deadline - REPRICE_SHARE * (t1 - t0))
     solver_seconds = float(sol.seconds or 0.0)
     out_of_time = False
-    for _ in range(3):
-        # the communication buffers (hloshard.autoshard.build.edge_buffers) are not in the solver's problem
-        # (node memory only): re-solve under a limit lowered by the excess until the choice keeps it
-        if limit is None or ev.peak_memory <= limit:
-            break
-        tighter = int(graph.solver_problem.usage_limit) - (int(ev.peak_memory) - int(limit))
-        if tighter <= 0:
-            break
-        left = time_limit if deterministic else solve_end - time.monotonic()
-        if left < MIN_SOLVE_SECONDS:
-            out_of_time = True
-            break
-        graph.solver_problem = dataclasses.replace(graph.solver_problem, usage_limit=tighter)
-        try:
-            sol = solve_graph(graph, time_limit=left, workers=workers, seed=seed, deterministic=deterministic,
-                              progress=progress)
-            solver_seconds += float(sol.seconds or 0.0)
-        except SolveFailed as exc:
-            raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plan found needs "
-                          f"{format_bytes(ev.peak_memory)} per device with its communication buffers, above the "
-                          f"model's limit for this budget ({format_bytes(limit)}, cost.memory.model_limit), and "
-                          f"none was found under a node limit lowered by the excess ({format_bytes(tighter)}: "
-                          f"{exc})", "infeasible") from None
-        choice = list(sol.strategies)
-        ev = evaluate_choice(graph, choice)
     if limit is not None and ev.peak_memory > limit:
-        more = (" and the time limit ended before a re-solve under a lower node limit could run"
+        sol, choice, ev, spent, out_of_time = _fit_buffers(
+            graph, sol, choice, ev, limit, time_limit if deterministic else None, solve_end, workers, seed,
+            deterministic, progress, memory_budget)
+        solver_seconds += spent
+    if limit is not None and ev.peak_memory > limit:
+        more = (" and the time limit ended before a re-solve with them priced could end"
                 if out_of_time else "")
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                       f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                       f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
-                      f"cost.memory.model_limit){more}", "infeasible")
+                      f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
+                      "infeasible")
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
@@ -206,6 +197,90 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limit, solve_end: float, workers: int,
+                 seed: int, deterministic: bool, progress, memory_budget):
+    """Re-solve with the communication buffers priced until the plan keeps ``limit`` (the model's limit)
+    with them, or the search ends.  Returns ``(solution, choice, evaluation, solver seconds spent, out
+    of time)``; the evaluation is over ``limit`` when no plan kept it.
+
+    Each round adds, as node memory of the solver's problem, the buffers live where the plan found
+    exceeds the limit (:func:`hloshard.autoshard.edgememory.terms_at` of the points of
+    :func:`_over_points`), each priced as :func:`~hloshard.autoshard.edgememory.priced_problem` does, an
+    operand's resharding linearised at that plan; the buffers added before stay, re-linearised at the
+    new plan.  The solver then prices what the plan's memory depends on instead of the loop guessing a
+    lower node limit.  The first plan that keeps ``limit`` in the evaluation (the exact buffers of
+    :func:`hloshard.autoshard.build.edge_buffers`) is the answer; the search ends after
+    :data:`FIT_ROUNDS` rounds, when a round adds no buffer and the plan is the one its buffers were
+    linearised at, or when the solver finds nothing (its refusal then states no bound).  In wall-clock mode each re-solve gets
+    half of the solver's time left (the last what is left); deterministic: ``det_limit`` each."""
+    import time
+
+    base = graph.solver_problem
+    terms = edge_memory_terms(graph)
+    priced: list = []
+    spent, out_of_time, last = 0.0, False, None
+    closest = (sol, choice, ev)   # the plan nearest the limit, reported when none keeps it
+    rounds = 0
+    try:
+        for _ in range(FIT_ROUNDS):
+            done = set(priced)
+            new = [k for k in terms_at(terms, _over_points(graph, choice, ev, base.usage_limit)) if k not in done]
+            if not new and choice == last:
+                break   # a fixed point: the buffers where it exceeds the limit are priced at this plan
+            last = choice
+            priced.extend(new)
+            if deterministic:   # a work budget each, at most DETERMINISTIC_FIT_ROUNDS of them (no clock)
+                if rounds == DETERMINISTIC_FIT_ROUNDS:
+                    out_of_time = True
+                    break
+                given = det_limit
+            else:
+                left = solve_end - time.monotonic()
+                if left < MIN_SOLVE_SECONDS:
+                    out_of_time = True
+                    break
+                given = left if left < 2 * MIN_SOLVE_SECONDS else max(MIN_SOLVE_SECONDS, left / 2)
+            rounds += 1
+            graph.solver_problem = priced_problem(graph, base, [terms[k] for k in priced], choice)
+            try:
+                found = solve_graph(graph, time_limit=given, workers=workers, seed=seed, deterministic=deterministic,
+                                    progress=progress)
+            except SolveFailed as exc:
+                out_of_time = getattr(exc, "status", None) == "timeout"
+                break
+            spent += float(found.seconds or 0.0)
+            c = list(found.strategies)
+            e = evaluate_choice(graph, c)
+            if e.peak_memory <= limit:
+                return found, c, e, spent, False
+            if e.peak_memory < closest[2].peak_memory:
+                closest = (found, c, e)
+            choice, ev = c, e   # the next round linearises at this plan
+    finally:
+        graph.solver_problem = base
+    if not deterministic and solve_end - time.monotonic() < MIN_SOLVE_SECONDS:
+        out_of_time = True
+    return closest + (spent, out_of_time)
+
+
+def _over_points(graph: Graph, choice, ev: Evaluation, node_limit) -> list:
+    """The schedule points where ``choice``'s usage with its communication buffers
+    (:func:`hloshard.autoshard.evaluate.peak_memory`'s sum, before a TPU's VMEM credit) exceeds
+    ``node_limit`` (the solver's limit); the evaluated peak's point when there is none."""
+    p = graph.problem
+    sizes = [int(u[int(c)]) for u, c in zip(p.node_usages, choice)]
+    eiv, esz = edge_buffers(graph, choice)
+    ivs = np.concatenate([np.asarray(p.intervals, dtype=np.int64).reshape(-1, 2),
+                          np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
+    times, usage = usage_profile(ivs, sizes + list(esz))
+    if node_limit is not None and len(times):
+        ends = np.append(times[1:], max(len(graph.schedule), int(times[-1]) + 1))
+        over = [t for k in np.nonzero(usage > int(node_limit))[0] for t in range(int(times[k]), int(ends[k]))]
+        if over:
+            return over
+    return [int(ev.peak_time)]
 
 
 def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, apply: bool, on_overrun,

@@ -54,7 +54,12 @@ more (and pads to tiles); that is not modelled here.
   memory of its own (``alias_size``).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
-  node memory only).
+  node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
+  scheduler (``HloMemoryScheduler`` on the partitioned, scheduled module) places the resharding of an
+  entry parameter -- a collective whose operand is the parameter, through bitcasts and copies -- at the
+  start of the entry computation, so its buffer lives from there to its last reader, not from its
+  consumer (read in the scheduled module of ``solve``'s plan for the new user's block train step: all
+  fourteen all-gathers of weights, forward and backward pins, come before the first dot).
 * *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
   is the sum of live buffers, which never exceeds the packed heap), scheduling (XLA reorders to
   reduce memory; here the schedule is post order), layout assignment (a transposed accumulator that
@@ -645,6 +650,24 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def made_at_entry_start(instr, entry) -> bool:
+    """True when a resharding of ``instr``'s value is made at the start of the program (schedule
+    position 0; module docstring, *Communication buffers*): ``instr`` is a parameter of the ``entry``
+    computation, possibly through forwarding copies, reshapes, bitcasts and identity custom calls
+    (:data:`IDENTITY_CUSTOM_CALLS`).  Such a buffer depends on nothing computed, and XLA's CPU
+    scheduler puts it first."""
+    seen = 0
+    while instr is not None and seen < 64:
+        if instr.opcode == "parameter":
+            return instr.parent is entry
+        if _kind(instr) in ("copy", "reshape", "bitcast") and instr.operands:
+            instr = instr.operands[0]
+            seen += 1
+            continue
+        return False
+    return False
 
 
 def dot_transposed_operands(instr) -> list:

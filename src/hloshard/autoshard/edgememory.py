@@ -1,0 +1,233 @@
+"""The communication buffers of a plan as node memory of the solver's problem (issue 25, item 1).
+
+:func:`hloshard.autoshard.build.edge_buffers` prices, for one chosen plan, the buffers that are not a
+node's value: the buffer on the other side of a chosen strategy's collectives, XLA's ``DotDecomposer``
+relayout copies, and per resharded operand the operand in the consumer's layout (with its relayout
+copy after an all-gather, and the producer XLA would have fused, made because a collective now sits
+between it and its consumer).  The IOPDDL form has node memory only.  Each buffer here becomes a
+**shadow node**: a node with no cost tied to one node of the problem by an alias (strategy ``a`` of the
+node allows only strategy ``a`` of the shadow; the presolve merges it into the node exactly, as one
+more memory term), live over the buffer's interval, whose usage per strategy is the buffer's bytes.
+
+* A chosen strategy's collectives and the dot relayout copies depend on one node's strategy: their
+  shadow is exact for every plan.
+* A resharded operand depends on a strategy *pair* of its edge: the buffer exists only when the pair's
+  resharding cost is non-zero.  Node memory cannot say that without a node per pair, and that was
+  measured too large for the solver (the new user's block train step, mesh 2x4: up to 307 x 307
+  strategies per edge, 6.3 million pair strategies for its 366 buffers; a smaller exact encoding, one
+  strategy per source layout plus one per size, tied to both ends by aliases, left the solver 18 s
+  to find its first plan, and none in 20 s after the next round).  So the pair is **linearised at a
+  plan** (:func:`priced_problem`'s ``at``): the buffer is carried by the end whose bytes it is, with
+  the other end's strategy held at the plan's -- the copy in the consumer's layout and its relayout
+  copy on the consumer, ``bytes[j]`` where the plan's source strategy reshards into ``j``; the made
+  producer's tile on the source, where ``i`` reshards into the plan's consumer strategy.  Exact for
+  every plan that keeps the other end's strategy; a plan that changes it is priced again by the
+  evaluation (:func:`hloshard.autoshard.evaluate.peak_memory`), which is what a budget is checked on.
+  (Bounding the copy over every source strategy instead, exact for no plan, was measured worse: on the
+  block above, deterministic, work budget 20, no priced plan was found; linearised, the second round's
+  plan was 1.5 KB over the limit, from 461 KB over.)
+
+:func:`edge_memory_terms` lists the buffers with their intervals (bytes computed when a term is
+priced); :func:`terms_at` picks those live at given points; :func:`priced_problem` adds a set of them
+to a problem, and lowers its limit by the entry tuple's pointer table (the same for every plan).  The
+loop that uses them: :func:`hloshard.autoshard.solve.solve_module`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..costgraph import Problem
+from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
+                             relayout_intervals)
+from ..strategy.base import TOKEN
+from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes
+from .graph import Graph
+
+
+@dataclass
+class Term:
+    """One buffer outside the problem's nodes, live over the half-open schedule interval ``[lo, hi)``.
+
+    ``nodes == (v,)``: ``usage()`` gives its bytes per device for each strategy of node ``v`` of
+    ``graph.problem``.  ``nodes == (source, consumer)``, an operand's edge: ``usage(i, j)`` gives, with
+    ``i`` (the source's strategy) or ``j`` (the consumer's) held and the other None, the bytes per
+    strategy of the free end (0 where the pair does not reshard); ``carrier`` is the free end
+    (0: the source, 1: the consumer)."""
+
+    nodes: tuple
+    lo: int
+    hi: int
+    usage: Callable = field(repr=False)
+    carrier: int = 0
+
+
+class _Pick:
+    """A choice that is only read at one node (``_relayout_bytes`` reads the source's strategy)."""
+
+    def __init__(self, node: int, strategy: int):
+        self.node, self.strategy = node, strategy
+
+    def __getitem__(self, v):
+        if int(v) != self.node:
+            raise KeyError(v)
+        return self.strategy
+
+
+def edge_memory_terms(graph: Graph) -> list:
+    """The buffers :func:`hloshard.autoshard.build.edge_buffers` adds to a plan's peak, as
+    :class:`Term` s over every strategy (the same rules; module docstring).  Not included: the entry
+    tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credit for a source
+    tile a resharded fused consumer frees early (a negative buffer: leaving it out over-states a plan's
+    memory, never under-states it).  Cheap: bytes are computed when a term is priced."""
+    terms: list = []
+    minfo = graph.ctx.minfo
+    ids = {id(i): t for i, t in graph.positions.items()}
+
+    def bytes_of(shape, req) -> int:
+        if req is None:
+            return 0
+        try:
+            return int(minfo.bytes_per_device(shape, req))
+        except (ValueError, TypeError, AttributeError):
+            return 0
+
+    # the collectives of each strategy (and the halo concatenation of a halo exchange), at the node
+    for v, g in enumerate(graph.nodes):
+        t = graph.positions.get(g.instr)
+        if t is None or not any(st.collectives for st in g.strategies):
+            continue
+
+        def collectives(g=g):
+            use = np.zeros(len(g.strategies), dtype=np.int64)
+            for a, st in enumerate(g.strategies):
+                extra = sum(int(c.nbytes) for c in st.collectives)
+                halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
+                if halo:
+                    extra += halo + _operand_tile_bytes(g, st, minfo)
+                use[a] = extra
+            return use
+        terms.append(Term((v,), t, t + 1, collectives))
+    # XLA's DotDecomposer relayout copies, sized by the first dot reading the operand
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
+        if r is TOKEN:
+            continue
+        dg = r[0]
+
+        def relayout(dg=dg, op=dot.operands[k]):
+            return np.array([bytes_of(op.shape, _required(dg, st, op, 0)) for st in dg.strategies], dtype=np.int64)
+        terms.append(Term((dg.node,), lo, hi, relayout))
+    # the resharded operands: present for the pairs whose resharding cost is non-zero
+    for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
+        u, v = int(u), int(v)
+        for inst, leaf, g, _scale in contribs:
+            t = graph.positions.get(g.instr)
+            r = graph.ctx.resolve(inst, leaf)
+            if t is None or r is TOKEN:
+                continue
+            sg, kk = r
+            consumer = g.node
+            source = v if consumer == u else u
+            if sg.node != source:
+                continue
+            mat = (lambda m=m, c=consumer, v=v: np.asarray(m if c == v else m.T))   # source x consumer
+            reqs = (lambda g=g, inst=inst, leaf=leaf: [_required(g, st, inst, leaf) for st in g.strategies])
+            src_pos = graph.positions.get(inst)
+            if is_fused(inst) and src_pos is not None:
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
+                def made(i, j, sg=sg, mat=mat, reqs=reqs):
+                    if reqs()[j] is None:
+                        return np.zeros(len(sg.strategies), dtype=np.int64)
+                    tiles = np.array([int(s.memory) for s in sg.strategies], dtype=np.int64)
+                    return np.where(mat()[:, j] > 0, tiles, 0)
+                terms.append(Term((source, consumer), src_pos, t + 1, made, carrier=0))
+            fused = is_fused(g.instr)
+            end = t + 1
+            if fused:   # read where the fused consumer's readers run
+                last = read_until(g.instr, ids)
+                end = max(end, (last if last is not None else t) + 1)
+            if fused or not in_place_user(g.instr, inst):
+                def copy(i, j, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
+                    shape = _leaf_shape(inst, leaf)
+                    moved = mat()[i] > 0
+                    return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
+                                    dtype=np.int64)
+                lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
+                terms.append(Term((source, consumer), lo, end, copy, carrier=1))
+            readers = effective_users(g.instr) if fused else [g.instr]
+            if any(x.opcode in ("dot", "convolution") for x in readers):
+                # the relayout copy after an all-gather along a dimension that is not the most major
+                def relayout_after(i, j, sg=sg, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
+                    moved = mat()[i] > 0
+                    cache: dict = {}
+                    use = np.zeros(len(moved), dtype=np.int64)
+                    for n, q in enumerate(reqs()):
+                        if moved[n] and q is not None:
+                            key = repr(q)
+                            if key not in cache:
+                                cache[key] = _relayout_bytes(graph, inst, leaf, _Pick(sg.node, i), q)
+                            use[n] = cache[key]
+                    return use
+                terms.append(Term((source, consumer), t, t + 1, relayout_after, carrier=1))
+    return terms
+
+
+def terms_at(terms: list, points) -> list:
+    """Indices of the ``terms`` live at any of the schedule ``points``."""
+    pts = np.unique(np.asarray(list(points), dtype=np.int64))
+    if len(pts) == 0:
+        return []
+    out = []
+    for k, term in enumerate(terms):
+        a = np.searchsorted(pts, term.lo)
+        if a < len(pts) and pts[a] < term.hi:
+            out.append(k)
+    return out
+
+
+def constant_bytes(graph: Graph) -> int:
+    """Bytes every plan adds for the whole run outside the nodes: XLA's entry output tuple table."""
+    root = graph.module.entry.root if graph.module.entry is not None else None
+    return _tuple_table_bytes(root.shape) if root is not None else 0
+
+
+def priced_problem(graph: Graph, problem: Problem, terms: list, at) -> Problem:
+    """``problem`` (the solver's problem of ``graph``: one node per class of ``graph.classes``) with each
+    of ``terms`` added as a shadow node (module docstring: no cost, tied to its node by an alias, the
+    term's usage and interval; an operand's buffer linearised at the plan ``at``, one strategy per node
+    of ``graph.problem``) and the limit lowered by :func:`constant_bytes`.  The first
+    ``problem.num_nodes`` strategies of a solution are a solution of ``problem`` with the same
+    objective."""
+    classes = graph.classes
+    maps = getattr(classes, "maps", None) or {}
+    counts = [len(c) for c in problem.node_costs]
+    costs, usages, aliases = list(problem.node_costs), list(problem.node_usages), list(problem.aliases)
+    extra_iv: list = []
+    for term in terms:
+        if len(term.nodes) == 1:
+            node, use = term.nodes[0], term.usage()
+        else:
+            src, con = term.nodes
+            node = term.nodes[term.carrier]
+            use = term.usage(int(at[src]), None) if term.carrier == 1 else term.usage(None, int(at[con]))
+        c = int(classes[node])
+        pick = np.asarray(maps[node], dtype=np.int64) if node in maps else np.arange(counts[c])
+        use = np.asarray(use, dtype=np.int64)[pick]   # per strategy of the solver's node
+        if not use.any():
+            continue
+        costs.append(np.zeros(len(use), dtype=np.int64))
+        usages.append(use)
+        extra_iv.append((term.lo, term.hi))
+        aliases.append((c, len(costs) - 1, np.eye(counts[c], dtype=bool)))
+    limit = problem.usage_limit
+    if limit is not None:
+        limit = int(limit) - constant_bytes(graph)
+    iv = np.concatenate([np.asarray(problem.intervals, dtype=np.int64).reshape(-1, 2),
+                         np.asarray(extra_iv, dtype=np.int64).reshape(-1, 2)])
+    return Problem(name=problem.name, intervals=iv, node_costs=costs, node_usages=usages,
+                   edges=problem.edges, edge_costs=problem.edge_costs, usage_limit=limit,
+                   cost_scale=problem.cost_scale, aliases=aliases)
