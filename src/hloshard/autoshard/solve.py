@@ -188,6 +188,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                       f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                       f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
+                      f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
                       f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
                       "infeasible")
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
