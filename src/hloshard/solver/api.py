@@ -82,6 +82,11 @@ BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop 
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
+#: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
+#: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
+#: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, ~100-230 s there)
+#: no time to end; B and G end their rounds within seconds anyway
+LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
@@ -182,7 +187,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     else:
         rounds = 1000
     plan = dict(t0=t0, time_limit=time_limit, deadline=deadline, det=det, big=big, rounds=rounds,
-                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT)
+                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT,
+                exact_follows=model_size <= FULL_MODEL_LIMIT)
     portfolio = _use_portfolio(red, workers)
     ls = LocalSearch(red, seed=seed)
     child = None
@@ -373,9 +379,12 @@ def _trajectory(red, ls, plan, progress):
         if best is None and plan["keep_trying"]:  # no CP-SAT to fall back on: keep trying
             pen_deadline = deadline
     lag_info: dict = {}
+    # when the LP and the full CP-SAT model follow, rounds that stopped finding incumbents give their
+    # time to those (wall-clock mode only: deterministic mode counts rounds)
+    stall = None if det or not plan.get("exact_follows") else LAGRANGE_STALL * time_limit
     ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
                                    progress=pen_progress, max_rounds=plan["rounds"], max_pair_sweeps=pair_sweeps,
-                                   info=lag_info)
+                                   info=lag_info, stall_seconds=stall)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
     return best, best_obj, mu, lag_info
