@@ -23,6 +23,9 @@ Pipeline (all phases share the budget ``time_limit``):
    reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
    rounded solution, repaired and improved by local search, is one more candidate;
    then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
+   (in wall-clock mode with two or more workers and no portfolio it runs from the start in a forked
+   child on the second core, which the single-threaded heuristic phases leave idle, and is collected
+   here, waited for at most ``LP_SHARE`` of the limit; contest instance V's LP takes 100-280 s)
    solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
@@ -192,141 +195,158 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     portfolio = _use_portfolio(red, workers)
     ls = LocalSearch(red, seed=seed)
     child = None
-    if portfolio:
-        # the second search's own time is its phase's; it never keeps searching to the deadline
-        child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
-        if child is None and not det:
-            portfolio = False  # no second core to use without fork; deterministic mode runs it after
+    # the LP relaxation on the second core, beside the heuristic phases (wall-clock mode, no portfolio)
+    lp_child = None
+    if not det and not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT:
+        lp_child = fork.start(lp_bound, red, max(0.2, deadline - time.monotonic()))
+        t_lp_child = time.monotonic()
     try:
-        mine = _trajectory(red, ls, plan, progress)
-        other = None
         if portfolio:
+            # the second search's own time is its phase's; it never keeps searching to the deadline
+            child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
+            if child is None and not det:
+                portfolio = False  # no second core to use without fork; deterministic mode runs it after
+        try:
+            mine = _trajectory(red, ls, plan, progress)
+            other = None
+            if portfolio:
+                if child is not None:
+                    c, child = child, None
+                    other = fork.collect(c, max(0.0, deadline - time.monotonic()))
+                # deterministic mode: the same answer whether the child ran, failed or was never forked
+                if other is None and det:
+                    other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
+        finally:
             if child is not None:
-                c, child = child, None
-                other = fork.collect(c, max(0.0, deadline - time.monotonic()))
-            # deterministic mode: the same answer whether the child ran, failed or was never forked
-            if other is None and det:
-                other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
-    finally:
-        if child is not None:
-            fork.cancel(child)
-    best, best_obj, mu, lag_info = mine
-    stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
-    if portfolio:
-        best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
-    # repeated structure (e.g. transformer layers): propose the solution where every class of
-    # look-alike nodes takes its most common choice; kept only when better after local search
-    if best is not None and red.num_nodes >= 2:
-        classes = repeated_classes(red)
-        stats["repetition"] = repetition_stats(classes)
-        if stats["repetition"]["repeated_nodes"]:
-            cand = shared_choice(classes, best)
-            if not np.array_equal(cand, best):
-                ls.set_solution(cand)
-                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
-                if ls.feasible() and ls.objective() < best_obj:
-                    best, best_obj = ls.s.copy(), ls.objective()
-                    stats["repetition"]["improved"] = True
-    if best is not None:
-        ls.set_solution(best)
-    stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
-                          "seconds": round(elapsed(), 3)}
-    if best_obj is not None:
-        _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
+                fork.cancel(child)
+        best, best_obj, mu, lag_info = mine
+        stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
+        if portfolio:
+            best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
+        # repeated structure (e.g. transformer layers): propose the solution where every class of
+        # look-alike nodes takes its most common choice; kept only when better after local search
+        if best is not None and red.num_nodes >= 2:
+            classes = repeated_classes(red)
+            stats["repetition"] = repetition_stats(classes)
+            if stats["repetition"]["repeated_nodes"]:
+                cand = shared_choice(classes, best)
+                if not np.array_equal(cand, best):
+                    ls.set_solution(cand)
+                    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
+                    if ls.feasible() and ls.objective() < best_obj:
+                        best, best_obj = ls.s.copy(), ls.objective()
+                        stats["repetition"]["improved"] = True
+        if best is not None:
+            ls.set_solution(best)
+        stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
+                              "seconds": round(elapsed(), 3)}
+        if best_obj is not None:
+            _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
 
-    # 4. a proven lower bound (dual ascent, with the memory prices)
-    target = None if best_obj is None else best_obj + red.offset
-    bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
-                            stats, target)
-    # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
-    ls.set_solution(decoded)
-    if red.memory is not None and not ls.feasible():
-        repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
-    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
-    if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
-        stats["bound"]["decoded_objective"] = ls.objective() + red.offset
-        best, best_obj = ls.s.copy(), ls.objective()
-        _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
-    if best is not None:
-        ls.set_solution(best)
-    _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
+        # 4. a proven lower bound (dual ascent, with the memory prices)
+        target = None if best_obj is None else best_obj + red.offset
+        bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
+                                stats, target)
+        # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
+        ls.set_solution(decoded)
+        if red.memory is not None and not ls.feasible():
+            repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+        ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+        if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
+            stats["bound"]["decoded_objective"] = ls.objective() + red.offset
+            best, best_obj = ls.s.copy(), ls.objective()
+            _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
+        if best is not None:
+            ls.set_solution(best)
+        _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
 
-    def closed():  # proven within GAP_LIMIT: nothing worth searching for
-        if best_obj is None:
-            return False
-        o = best_obj + red.offset
-        return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
+        def closed():  # proven within GAP_LIMIT: nothing worth searching for
+            if best_obj is None:
+                return False
+            o = best_obj + red.offset
+            return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
 
-    # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
-    # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
-    # optimum that fits in memory is an optimal solution
-    if model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
-        t_lp = time.monotonic()
-        # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
-        lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
-        lb, lpos = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
-        stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
-        if lb is not None:
-            bound = max(bound, lb)
-            _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
-        if lpos is not None and ls.feasible(lpos):
-            o = ls.objective(lpos)
-            if best_obj is None or o < best_obj:
-                best, best_obj = lpos, o
-                ls.set_solution(best)
-                _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
+        # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
+        # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
+        # optimum that fits in memory is an optimal solution
+        lp_res = None
+        if lp_child is not None:   # started after presolve: wait for it at most the LP's share
+            c, lp_child = lp_child, None
+            t_lp = t_lp_child
+            wait = 0.0 if closed() else max(0.0, min(deadline - time.monotonic(), LP_SHARE * time_limit))
+            lp_res = fork.collect(c, wait) or (None, None)
+        elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+            t_lp = time.monotonic()
+            # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
+            lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
+            lp_res = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+        if lp_res is not None:
+            lb, lpos = lp_res
+            stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+            if lpos is not None and ls.feasible(lpos):
+                o = ls.objective(lpos)
+                if best_obj is None or o < best_obj:
+                    best, best_obj = lpos, o
+                    ls.set_solution(best)
+                    _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
 
-    # 5. CP-SAT on the whole reduced problem
-    cp_status = "unknown"
-    remaining = deadline - time.monotonic()
-    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
-        mdl = cpsat.build_model(red)
-        stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
-                          "build_seconds": round(elapsed(), 3)}
+        # 5. CP-SAT on the whole reduced problem
+        cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
-        full_time = max(0.1, remaining * (1.0 - lns_share))
-        if remaining > 0.1:
-            res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
-                              deterministic_limit=DET_FULL * time_limit,
-                              hint=best if best_obj is not None else None,
-                              progress=progress, offset=red.offset, t0=t0)
-            cp_status = res.status
-            if res.status == "infeasible":
-                why = tightest_point(problem)
-                if why is None:
-                    return Solution([], None, None, "infeasible", elapsed(), stats=stats,
-                                    explanation="no combination of allowed (finite-cost) strategies exists "
-                                                "(CP-SAT proved it)")
-                return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
-                                detail=why.detail, stats=stats)
-            if res.positions is not None:
-                if ls.feasible(res.positions):
-                    o = ls.objective(res.positions)
-                    if best_obj is None or o < best_obj:
-                        best, best_obj = res.positions, o
-            if res.bound is not None:
-                bound = max(bound, res.bound + red.offset)
-            stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
-                              "deterministic_time": round(res.deterministic_time, 3)}
+        if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
+            mdl = cpsat.build_model(red)
+            stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
+                              "build_seconds": round(elapsed(), 3)}
+            remaining = deadline - time.monotonic()
+            lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
+            full_time = max(0.1, remaining * (1.0 - lns_share))
+            if remaining > 0.1:
+                res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
+                                  deterministic_limit=DET_FULL * time_limit,
+                                  hint=best if best_obj is not None else None,
+                                  progress=progress, offset=red.offset, t0=t0)
+                cp_status = res.status
+                if res.status == "infeasible":
+                    why = tightest_point(problem)
+                    if why is None:
+                        return Solution([], None, None, "infeasible", elapsed(), stats=stats,
+                                        explanation="no combination of allowed (finite-cost) strategies exists "
+                                                    "(CP-SAT proved it)")
+                    return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
+                                    detail=why.detail, stats=stats)
+                if res.positions is not None:
+                    if ls.feasible(res.positions):
+                        o = ls.objective(res.positions)
+                        if best_obj is None or o < best_obj:
+                            best, best_obj = res.positions, o
+                if res.bound is not None:
+                    bound = max(bound, res.bound + red.offset)
+                stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
+                                  "deterministic_time": round(res.deterministic_time, 3)}
 
-    # 6. LNS polish
-    if best_obj is not None and cp_status != "optimal" and not closed():
-        best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
-                              progress, t0, stats, det_budget=DET_LNS * time_limit)
+        # 6. LNS polish
+        if best_obj is not None and cp_status != "optimal" and not closed():
+            best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
+                                  progress, t0, stats, det_budget=DET_LNS * time_limit)
 
-    if best_obj is None:
-        return Solution([], None, bound, "timeout", elapsed(), stats=stats)
-    strategies = red.expand(best)
-    obj, feas = evaluate(problem, strategies)
-    if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
-        raise AssertionError("internal error: solver produced an infeasible solution")
-    if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
-        raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
-    status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
-    if status == "optimal":
-        bound = obj
-    return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+        if best_obj is None:
+            return Solution([], None, bound, "timeout", elapsed(), stats=stats)
+        strategies = red.expand(best)
+        obj, feas = evaluate(problem, strategies)
+        if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
+            raise AssertionError("internal error: solver produced an infeasible solution")
+        if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
+            raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
+        status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
+        if status == "optimal":
+            bound = obj
+        return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+    finally:
+        if lp_child is not None:  # an early return or an error: the LP child goes
+            fork.cancel(lp_child)
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
