@@ -25,7 +25,8 @@ Pipeline (all phases share the budget ``time_limit``):
    then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
    (in wall-clock mode with two or more workers and no portfolio it runs from the start in a forked
    child on the second core, which the single-threaded heuristic phases leave idle, and is collected
-   here, waited for at most ``LP_SHARE`` of the limit; contest instance V's LP takes 100-280 s)
+   here, waited for at most ``LP_SHARE`` of the limit; contest instance V's LP took 229-277 s on the
+   loaded 2-core machine)
    solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
@@ -87,7 +88,8 @@ LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
 #: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
 #: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
-#: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, ~100-230 s there)
+#: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, 229-277 s there on a
+#: loaded machine)
 #: no time to end; B and G end their rounds within seconds anyway
 LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
