@@ -25,8 +25,9 @@ Pipeline (all phases share the budget ``time_limit``):
    then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
    (in wall-clock mode with two or more workers and no portfolio it runs from the start in a forked
    child on the second core, which the single-threaded heuristic phases leave idle, and is collected
-   here, waited for at most ``LP_SHARE`` of the limit; contest instance V's LP took 229-277 s on the
-   loaded 2-core machine)
+   here when it has ended within ``LP_WAIT`` of the limit (B and G: it has); otherwise it goes on
+   beside CP-SAT and LNS until the deadline, and its bound counts if it ends by then: contest instance
+   V's LP took 229-277 s on the loaded 2-core machine)
    solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
@@ -85,6 +86,7 @@ LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian ro
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
+LP_WAIT = 0.05       # the LP run beside the search (forked child): most waited for before CP-SAT
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
 #: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
 #: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
@@ -272,11 +274,14 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
         # optimum that fits in memory is an optimal solution
         lp_res = None
-        if lp_child is not None:   # started after presolve: wait for it at most the LP's share
-            c, lp_child = lp_child, None
+        if lp_child is not None and closed():
+            fork.cancel(lp_child)
+            lp_child = None
+        if lp_child is not None:   # started after presolve: done by now on small models (B, G)
             t_lp = t_lp_child
-            wait = 0.0 if closed() else max(0.0, min(deadline - time.monotonic(), LP_SHARE * time_limit))
-            lp_res = fork.collect(c, wait) or (None, None)
+            if fork.ready(lp_child, max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))):
+                c, lp_child = lp_child, None
+                lp_res = fork.collect(c, 0.0) or (None, None)
         elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
@@ -334,6 +339,14 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
                                   progress, t0, stats, det_budget=DET_LNS * time_limit)
 
+        if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
+            c, lp_child = lp_child, None
+            lb, _ = fork.collect(c, max(0.0, deadline - time.monotonic())) or (None, None)
+            stats["lp"] = {"bound": lb, "integral": False, "seconds": round(time.monotonic() - t_lp_child, 3),
+                           "beside_search": True}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
         if best_obj is None:
             return Solution([], None, bound, "timeout", elapsed(), stats=stats)
         strategies = red.expand(best)
