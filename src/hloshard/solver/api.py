@@ -8,7 +8,10 @@ Pipeline (all phases share the budget ``time_limit``):
 3. :func:`~hloshard.solver.heuristic.lagrangian_search`: one price per liveness point, message
    passing (min-sum or TRW-S, chosen in the first round) on the priced problem, repair and local
    search (without a memory limit that can bind: one round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
-   local search stays 3% above);
+   local search stays 3% above); when the LP and the full CP-SAT model follow (the model is small
+   enough), in wall-clock mode the rounds stop after :data:`LAGRANGE_STALL` of the limit without a
+   new incumbent, and CP-SAT and LNS get the time (contest instance V: the rounds' best, 1,670,909,
+   came 13 s in; CP-SAT then LNS reached the proven optimum 1,617,084 in one 300 s run);
    **the portfolio** (:func:`_use_portfolio`: two or more workers, a large problem whose memory
    limit can bind): steps 2-3 run twice side by side, with seeds ``seed`` and ``seed + 1``, the
    second in a forked child on the other core (:mod:`~hloshard.solver.fork`; in deterministic mode
