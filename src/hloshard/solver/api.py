@@ -90,6 +90,7 @@ BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop 
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
 LP_WAIT = 0.05       # the LP run beside the search (forked child): most waited for before CP-SAT
+LP_READ_S = 10.0     # seconds allowed to read the result of an LP child that has ended (a pickle)
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
 #: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
 #: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
@@ -284,7 +285,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             t_lp = t_lp_child
             if fork.ready(lp_child, max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))):
                 c, lp_child = lp_child, None
-                lp_res = fork.collect(c, 0.0) or (None, None)
+                lp_res = fork.collect(c, LP_READ_S) or (None, None)   # it has ended: read its result
         elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
@@ -344,7 +345,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
         if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
             c, lp_child = lp_child, None
-            lb, _ = fork.collect(c, max(0.0, deadline - time.monotonic())) or (None, None)
+            done = fork.ready(c, max(0.0, deadline - time.monotonic()))
+            lb, _ = (fork.collect(c, LP_READ_S) if done else fork.cancel(c)) or (None, None)
             stats["lp"] = {"bound": lb, "integral": False, "seconds": round(time.monotonic() - t_lp_child, 3),
                            "beside_search": True}
             if lb is not None:
