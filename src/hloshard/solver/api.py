@@ -31,7 +31,7 @@ Pipeline (all phases share the budget ``time_limit``):
    here when it has ended within ``LP_WAIT`` of the limit (B and G: it has); otherwise it goes on
    beside CP-SAT and LNS until the deadline, and its bound counts if it ends by then: contest instance
    V's LP took 229-277 s on the loaded 2-core machine)
-   solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
+   solved exactly (:func:`~hloshard.solver.lp.lp_solve`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
@@ -70,7 +70,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
-from .lp import lp_bound
+from .lp import lp_solve
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
@@ -206,7 +206,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # the LP relaxation on the second core, beside the heuristic phases (wall-clock mode, no portfolio)
     lp_child = None
     if not det and not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT:
-        lp_child = fork.start(lp_bound, red, max(0.2, deadline - time.monotonic()))
+        lp_child = fork.start(lp_solve, red, max(0.2, deadline - time.monotonic()))
         t_lp_child = time.monotonic()
     try:
         if portfolio:
@@ -278,25 +278,39 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
         # optimum that fits in memory is an optimal solution
         lp_res = None
-        if lp_child is not None and closed():
-            fork.cancel(lp_child)
-            lp_child = None
         if lp_child is not None:   # started after presolve: done by now on small models (B, G)
             t_lp = t_lp_child
-            if fork.ready(lp_child, max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))):
+            # within GAP_LIMIT but not proven: an LP that has ended may still hold the optimum (G: its
+            # LP optimum is integral), so it is read when ready, but not waited for
+            proven = best_obj is not None and bound >= best_obj + red.offset
+            wait = 0.0 if closed() else max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))
+            if not proven and fork.ready(lp_child, wait):
                 c, lp_child = lp_child, None
-                lp_res = fork.collect(c, LP_READ_S) or (None, None)   # it has ended: read its result
+                lp_res = fork.collect(c, LP_READ_S) or (None, None, False)   # it has ended: read its result
+            elif closed():
+                fork.cancel(lp_child)
+                lp_child = None
         elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
             lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
-            lp_res = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+            lp_res = lp_solve(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
         if lp_res is not None:
-            lb, lpos = lp_res
-            stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
+            lb, lpos, integral = lp_res
+            stats["lp"] = {"bound": lb, "integral": integral, "seconds": round(time.monotonic() - t_lp, 3)}
             if lb is not None:
                 bound = max(bound, lb)
                 _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+            if lpos is not None and not integral:
+                # the LP optimum rounded (largest value per node), repaired and improved: on G the
+                # LP's vertex is fractional after the dominance reductions, its rounding the optimum
+                ls.set_solution(lpos)
+                if red.memory is not None and not ls.feasible():
+                    repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+                lpos = ls.s.copy()
+                if best is not None:
+                    ls.set_solution(best)
             if lpos is not None and ls.feasible(lpos):
                 o = ls.objective(lpos)
                 if best_obj is None or o < best_obj:
@@ -346,7 +360,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
             c, lp_child = lp_child, None
             done = fork.ready(c, max(0.0, deadline - time.monotonic()))
-            lb, _ = (fork.collect(c, LP_READ_S) if done else fork.cancel(c)) or (None, None)
+            lb = ((fork.collect(c, LP_READ_S) if done else fork.cancel(c)) or (None, None, False))[0]
             stats["lp"] = {"bound": lb, "integral": False, "seconds": round(time.monotonic() - t_lp_child, 3),
                            "beside_search": True}
             if lb is not None:
