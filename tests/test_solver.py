@@ -177,6 +177,21 @@ def test_instance_g_quick_and_deterministic():
     assert a.seconds < 3.0 * 6 + 10 + 30, f"solve_problem hung ({a.seconds:.0f} s for a 6 s limit)"
 
 
+def test_instance_b_proven_by_the_lp_run_beside_the_search():
+    # wall-clock mode, two workers: the LP relaxation runs in a forked child from the start; on B its
+    # optimum is integral (the proven optimum, 532,843), so the run must end proven well before 60 s
+    from hloshard.solver import fork
+
+    p = load_problem(str(require_shared("iopddl", "asplos-2025-iopddl-B.json.gz")))
+    sol = solve_problem(p, time_limit=60, workers=2, seed=0)
+    assert evaluate(p, sol.strategies) == (sol.objective, True)
+    assert sol.bound <= 532_843 <= sol.objective
+    if fork.available():
+        assert sol.stats["lp"]["bound"] is not None, sol.stats.get("lp")
+        assert (sol.status, sol.objective) == ("optimal", 532_843)
+        assert sol.seconds < 45, sol.seconds   # hang guard: 2.6 s on the 2-core machine under load
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "hloshard.cli", *args], capture_output=True, text=True,
                           timeout=60)

@@ -171,6 +171,20 @@ def test_fork_failure_and_timeout_give_none_and_reap_the_child():
         os.waitpid(pid, 0)
 
 
+def _short_sleep():
+    time.sleep(1.0)
+    return "done"
+
+
+@pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
+def test_fork_ready_tells_a_finished_child_without_taking_its_result():
+    child = fork.start(_short_sleep)
+    assert not fork.ready(child, 0.0)        # still sleeping
+    assert fork.ready(child, 30.0)           # then its result arrives
+    assert fork.collect(child, 30.0) == "done"
+    assert not fork.ready(child, 0.0)        # collected: nothing more to wait for
+
+
 def test_fork_unavailable_starts_nothing(monkeypatch):
     monkeypatch.setattr(fork.sys, "platform", "win32")
     assert not fork.available()

@@ -8,7 +8,10 @@ Pipeline (all phases share the budget ``time_limit``):
 3. :func:`~hloshard.solver.heuristic.lagrangian_search`: one price per liveness point, message
    passing (min-sum or TRW-S, chosen in the first round) on the priced problem, repair and local
    search (without a memory limit that can bind: one round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
-   local search stays 3% above);
+   local search stays 3% above); when the LP and the full CP-SAT model follow (the model is small
+   enough), in wall-clock mode the rounds stop after :data:`LAGRANGE_STALL` of the limit without a
+   new incumbent, and CP-SAT and LNS get the time (contest instance V: the rounds' best, 1,670,909,
+   came 13 s in; CP-SAT then LNS reached the proven optimum 1,617,084 in one 300 s run);
    **the portfolio** (:func:`_use_portfolio`: two or more workers, a large problem whose memory
    limit can bind): steps 2-3 run twice side by side, with seeds ``seed`` and ``seed + 1``, the
    second in a forked child on the other core (:mod:`~hloshard.solver.fork`; in deterministic mode
@@ -23,7 +26,12 @@ Pipeline (all phases share the budget ``time_limit``):
    reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
    rounded solution, repaired and improved by local search, is one more candidate;
    then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
-   solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
+   (in wall-clock mode with two or more workers and no portfolio it runs from the start in a forked
+   child on the second core, which the single-threaded heuristic phases leave idle, and is collected
+   here when it has ended within ``LP_WAIT`` of the limit (B and G: it has); otherwise it goes on
+   beside CP-SAT and LNS until the deadline, and its bound counts if it ends by then: contest instance
+   V's LP took 229-277 s on the loaded 2-core machine)
+   solved exactly (:func:`~hloshard.solver.lp.lp_solve`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
@@ -62,7 +70,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
-from .lp import lp_bound
+from .lp import lp_solve
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
@@ -81,7 +89,15 @@ LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian ro
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
+LP_WAIT = 0.05       # the LP run beside the search (forked child): most waited for before CP-SAT
+LP_READ_S = 10.0     # seconds allowed to read the result of an LP child that has ended (a pickle)
 DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
+#: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
+#: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
+#: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, 229-277 s there on a
+#: loaded machine)
+#: no time to end; B and G end their rounds within seconds anyway
+LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
@@ -182,145 +198,189 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     else:
         rounds = 1000
     plan = dict(t0=t0, time_limit=time_limit, deadline=deadline, det=det, big=big, rounds=rounds,
-                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT)
+                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT,
+                exact_follows=model_size <= FULL_MODEL_LIMIT)
     portfolio = _use_portfolio(red, workers)
     ls = LocalSearch(red, seed=seed)
     child = None
-    if portfolio:
-        # the second search's own time is its phase's; it never keeps searching to the deadline
-        child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
-        if child is None and not det:
-            portfolio = False  # no second core to use without fork; deterministic mode runs it after
+    # the LP relaxation on the second core, beside the heuristic phases (wall-clock mode, no portfolio)
+    lp_child = None
+    if not det and not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT:
+        lp_child = fork.start(lp_solve, red, max(0.2, deadline - time.monotonic()))
+        t_lp_child = time.monotonic()
     try:
-        mine = _trajectory(red, ls, plan, progress)
-        other = None
         if portfolio:
+            # the second search's own time is its phase's; it never keeps searching to the deadline
+            child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
+            if child is None and not det:
+                portfolio = False  # no second core to use without fork; deterministic mode runs it after
+        try:
+            mine = _trajectory(red, ls, plan, progress)
+            other = None
+            if portfolio:
+                if child is not None:
+                    c, child = child, None
+                    other = fork.collect(c, max(0.0, deadline - time.monotonic()))
+                # deterministic mode: the same answer whether the child ran, failed or was never forked
+                if other is None and det:
+                    other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
+        finally:
             if child is not None:
-                c, child = child, None
-                other = fork.collect(c, max(0.0, deadline - time.monotonic()))
-            # deterministic mode: the same answer whether the child ran, failed or was never forked
-            if other is None and det:
-                other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
-    finally:
-        if child is not None:
-            fork.cancel(child)
-    best, best_obj, mu, lag_info = mine
-    stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
-    if portfolio:
-        best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
-    # repeated structure (e.g. transformer layers): propose the solution where every class of
-    # look-alike nodes takes its most common choice; kept only when better after local search
-    if best is not None and red.num_nodes >= 2:
-        classes = repeated_classes(red)
-        stats["repetition"] = repetition_stats(classes)
-        if stats["repetition"]["repeated_nodes"]:
-            cand = shared_choice(classes, best)
-            if not np.array_equal(cand, best):
-                ls.set_solution(cand)
-                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
-                if ls.feasible() and ls.objective() < best_obj:
-                    best, best_obj = ls.s.copy(), ls.objective()
-                    stats["repetition"]["improved"] = True
-    if best is not None:
-        ls.set_solution(best)
-    stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
-                          "seconds": round(elapsed(), 3)}
-    if best_obj is not None:
-        _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
+                fork.cancel(child)
+        best, best_obj, mu, lag_info = mine
+        stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
+        if portfolio:
+            best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
+        # repeated structure (e.g. transformer layers): propose the solution where every class of
+        # look-alike nodes takes its most common choice; kept only when better after local search
+        if best is not None and red.num_nodes >= 2:
+            classes = repeated_classes(red)
+            stats["repetition"] = repetition_stats(classes)
+            if stats["repetition"]["repeated_nodes"]:
+                cand = shared_choice(classes, best)
+                if not np.array_equal(cand, best):
+                    ls.set_solution(cand)
+                    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
+                    if ls.feasible() and ls.objective() < best_obj:
+                        best, best_obj = ls.s.copy(), ls.objective()
+                        stats["repetition"]["improved"] = True
+        if best is not None:
+            ls.set_solution(best)
+        stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
+                              "seconds": round(elapsed(), 3)}
+        if best_obj is not None:
+            _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
 
-    # 4. a proven lower bound (dual ascent, with the memory prices)
-    target = None if best_obj is None else best_obj + red.offset
-    bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
-                            stats, target)
-    # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
-    ls.set_solution(decoded)
-    if red.memory is not None and not ls.feasible():
-        repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
-    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
-    if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
-        stats["bound"]["decoded_objective"] = ls.objective() + red.offset
-        best, best_obj = ls.s.copy(), ls.objective()
-        _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
-    if best is not None:
-        ls.set_solution(best)
-    _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
+        # 4. a proven lower bound (dual ascent, with the memory prices)
+        target = None if best_obj is None else best_obj + red.offset
+        bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
+                                stats, target)
+        # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
+        ls.set_solution(decoded)
+        if red.memory is not None and not ls.feasible():
+            repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+        ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+        if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
+            stats["bound"]["decoded_objective"] = ls.objective() + red.offset
+            best, best_obj = ls.s.copy(), ls.objective()
+            _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
+        if best is not None:
+            ls.set_solution(best)
+        _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
 
-    def closed():  # proven within GAP_LIMIT: nothing worth searching for
-        if best_obj is None:
-            return False
-        o = best_obj + red.offset
-        return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
+        def closed():  # proven within GAP_LIMIT: nothing worth searching for
+            if best_obj is None:
+                return False
+            o = best_obj + red.offset
+            return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
 
-    # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
-    # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
-    # optimum that fits in memory is an optimal solution
-    if model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
-        t_lp = time.monotonic()
-        # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
-        lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
-        lb, lpos = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
-        stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
-        if lb is not None:
-            bound = max(bound, lb)
-            _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
-        if lpos is not None and ls.feasible(lpos):
-            o = ls.objective(lpos)
-            if best_obj is None or o < best_obj:
-                best, best_obj = lpos, o
-                ls.set_solution(best)
-                _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
+        # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
+        # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
+        # optimum that fits in memory is an optimal solution
+        lp_res = None
+        if lp_child is not None:   # started after presolve: done by now on small models (B, G)
+            t_lp = t_lp_child
+            # within GAP_LIMIT but not proven: an LP that has ended may still hold the optimum (G: its
+            # LP optimum is integral), so it is read when ready, but not waited for
+            proven = best_obj is not None and bound >= best_obj + red.offset
+            wait = 0.0 if closed() else max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))
+            if not proven and fork.ready(lp_child, wait):
+                c, lp_child = lp_child, None
+                lp_res = fork.collect(c, LP_READ_S) or (None, None, False)   # it has ended: read its result
+            elif closed():
+                fork.cancel(lp_child)
+                lp_child = None
+        elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+            t_lp = time.monotonic()
+            # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
+            lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
+            lp_res = lp_solve(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+        if lp_res is not None:
+            lb, lpos, integral = lp_res
+            stats["lp"] = {"bound": lb, "integral": integral, "seconds": round(time.monotonic() - t_lp, 3)}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+            if lpos is not None and not integral:
+                # the LP optimum rounded (largest value per node), repaired and improved: on G the
+                # LP's vertex is fractional after the dominance reductions, its rounding the optimum
+                ls.set_solution(lpos)
+                if red.memory is not None and not ls.feasible():
+                    repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+                lpos = ls.s.copy()
+                if best is not None:
+                    ls.set_solution(best)
+            if lpos is not None and ls.feasible(lpos):
+                o = ls.objective(lpos)
+                if best_obj is None or o < best_obj:
+                    best, best_obj = lpos, o
+                    ls.set_solution(best)
+                    _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
 
-    # 5. CP-SAT on the whole reduced problem
-    cp_status = "unknown"
-    remaining = deadline - time.monotonic()
-    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
-        mdl = cpsat.build_model(red)
-        stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
-                          "build_seconds": round(elapsed(), 3)}
+        # 5. CP-SAT on the whole reduced problem
+        cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
-        full_time = max(0.1, remaining * (1.0 - lns_share))
-        if remaining > 0.1:
-            res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
-                              deterministic_limit=DET_FULL * time_limit,
-                              hint=best if best_obj is not None else None,
-                              progress=progress, offset=red.offset, t0=t0)
-            cp_status = res.status
-            if res.status == "infeasible":
-                why = tightest_point(problem)
-                if why is None:
-                    return Solution([], None, None, "infeasible", elapsed(), stats=stats,
-                                    explanation="no combination of allowed (finite-cost) strategies exists "
-                                                "(CP-SAT proved it)")
-                return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
-                                detail=why.detail, stats=stats)
-            if res.positions is not None:
-                if ls.feasible(res.positions):
-                    o = ls.objective(res.positions)
-                    if best_obj is None or o < best_obj:
-                        best, best_obj = res.positions, o
-            if res.bound is not None:
-                bound = max(bound, res.bound + red.offset)
-            stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
-                              "deterministic_time": round(res.deterministic_time, 3)}
+        if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
+            mdl = cpsat.build_model(red)
+            stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
+                              "build_seconds": round(elapsed(), 3)}
+            remaining = deadline - time.monotonic()
+            lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
+            full_time = max(0.1, remaining * (1.0 - lns_share))
+            if remaining > 0.1:
+                res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
+                                  deterministic_limit=DET_FULL * time_limit,
+                                  hint=best if best_obj is not None else None,
+                                  progress=progress, offset=red.offset, t0=t0)
+                cp_status = res.status
+                if res.status == "infeasible":
+                    why = tightest_point(problem)
+                    if why is None:
+                        return Solution([], None, None, "infeasible", elapsed(), stats=stats,
+                                        explanation="no combination of allowed (finite-cost) strategies exists "
+                                                    "(CP-SAT proved it)")
+                    return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
+                                    detail=why.detail, stats=stats)
+                if res.positions is not None:
+                    if ls.feasible(res.positions):
+                        o = ls.objective(res.positions)
+                        if best_obj is None or o < best_obj:
+                            best, best_obj = res.positions, o
+                if res.bound is not None:
+                    bound = max(bound, res.bound + red.offset)
+                stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
+                                  "deterministic_time": round(res.deterministic_time, 3)}
 
-    # 6. LNS polish
-    if best_obj is not None and cp_status != "optimal" and not closed():
-        best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
-                              progress, t0, stats, det_budget=DET_LNS * time_limit)
+        # 6. LNS polish
+        if best_obj is not None and cp_status != "optimal" and not closed():
+            best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
+                                  progress, t0, stats, det_budget=DET_LNS * time_limit)
 
-    if best_obj is None:
-        return Solution([], None, bound, "timeout", elapsed(), stats=stats)
-    strategies = red.expand(best)
-    obj, feas = evaluate(problem, strategies)
-    if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
-        raise AssertionError("internal error: solver produced an infeasible solution")
-    if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
-        raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
-    status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
-    if status == "optimal":
-        bound = obj
-    return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+        if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
+            c, lp_child = lp_child, None
+            done = fork.ready(c, max(0.0, deadline - time.monotonic()))
+            lb = ((fork.collect(c, LP_READ_S) if done else fork.cancel(c)) or (None, None, False))[0]
+            stats["lp"] = {"bound": lb, "integral": False, "seconds": round(time.monotonic() - t_lp_child, 3),
+                           "beside_search": True}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+        if best_obj is None:
+            return Solution([], None, bound, "timeout", elapsed(), stats=stats)
+        strategies = red.expand(best)
+        obj, feas = evaluate(problem, strategies)
+        if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
+            raise AssertionError("internal error: solver produced an infeasible solution")
+        if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
+            raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
+        status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
+        if status == "optimal":
+            bound = obj
+        return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+    finally:
+        if lp_child is not None:  # an early return or an error: the LP child goes
+            fork.cancel(lp_child)
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
@@ -373,9 +433,12 @@ def _trajectory(red, ls, plan, progress):
         if best is None and plan["keep_trying"]:  # no CP-SAT to fall back on: keep trying
             pen_deadline = deadline
     lag_info: dict = {}
+    # when the LP and the full CP-SAT model follow, rounds that stopped finding incumbents give their
+    # time to those (wall-clock mode only: deterministic mode counts rounds)
+    stall = None if det or not plan.get("exact_follows") else LAGRANGE_STALL * time_limit
     ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
                                    progress=pen_progress, max_rounds=plan["rounds"], max_pair_sweeps=pair_sweeps,
-                                   info=lag_info)
+                                   info=lag_info, stall_seconds=stall)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
     return best, best_obj, mu, lag_info

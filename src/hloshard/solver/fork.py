@@ -110,6 +110,16 @@ def collect(child: Child, timeout: float):
         return None
 
 
+def ready(child: Child, timeout: float) -> bool:
+    """Whether the child's result has started to arrive (or the child has ended), waiting at most
+    ``timeout`` seconds; reads nothing (then :func:`collect` takes it).  False once collected."""
+    if child.fd < 0:
+        return False
+    poller = select.poll()
+    poller.register(child.fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(max(0, int(math.ceil(max(0.0, timeout) * 1000)))))
+
+
 def cancel(child: Child) -> None:
     """Kill the child and close its pipe (for the caller's error and interrupt paths); does nothing
     once :func:`collect` or :func:`cancel` has finished with it."""

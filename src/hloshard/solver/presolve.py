@@ -18,9 +18,10 @@ objective (:meth:`Reduced.expand`).  Reductions, applied to a fixed point from a
   with more edges survives.  A merged node keeps one memory term per member (usage vector +
   liveness interval);
 * **single-strategy nodes** are fixed and their edges folded into the neighbours' node costs;
-* **dominated strategies**: strategy ``a`` is removed when another ``a'`` costs no more at the node
-  and on every incident edge (row-wise), and uses no more memory when memory matters for the node;
-  of identical strategies the lowest index is kept;
+* **dominated strategies** (:func:`_dominated`, Goldstein's dead-end elimination): strategy ``a``
+  is removed when another ``b`` is never dearer whatever the neighbours take (its node cost plus
+  the sum over incident edges of the largest row difference is no more) and uses no more memory
+  in any memory term that matters for the node; of equivalent strategies the lowest index is kept;
 * **degree-one nodes** are collapsed into their neighbour (for each neighbour strategy the best own
   strategy; its cost goes onto the neighbour), **isolated nodes** are fixed to their best strategy,
   and **degree-two nodes** are eliminated into an edge between their neighbours (min-plus product)
@@ -570,25 +571,15 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
         # dominance
         mem = g.mem_matters(i)
         if k <= 512 and "dominated" in enabled:
-            cols = [g.cost[i][:, None]] + [m for m in g.adj[i].values()]
-            if mem:
-                cols.extend(u[:, None] for _, u in g.mem_terms(i))
-            R = np.concatenate(cols, axis=1) if len(cols) > 1 else cols[0]
-            if R.shape[1] * k * k <= 4_000_000:
-                le = (R[:, None, :] <= R[None, :, :]).all(axis=2)  # le[a2, a]: a2 dominates-or-equals a
-                eq = le & le.T
-                idx = np.arange(k)
-                strictly = le & ~eq
-                tie = eq & (idx[:, None] < idx[None, :])
-                dominated = (strictly | tie).any(axis=0)
-                if dominated.any():
-                    counters["dominated"] += int(dominated.sum())
-                    nbrs = list(g.adj[i])
-                    g.keep(i, ~dominated)
-                    for j in nbrs:
-                        push(j)
-                    push(i)
-                    continue
+            dominated = _dominated(g, i, mem)
+            if dominated is not None and dominated.any():
+                counters["dominated"] += int(dominated.sum())
+                nbrs = list(g.adj[i])
+                g.keep(i, ~dominated)
+                for j in nbrs:
+                    push(j)
+                push(i)
+                continue
         deg = len(g.adj[i])
         if deg == 0 and "isolated" in enabled:
             c = g.cost[i]
@@ -667,6 +658,50 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                      memory_terms=0 if memory is None else memory.num_terms,
                      seconds=round(time.monotonic() - t0, 3))
     return red
+
+
+#: most ``k * k * (1 + sum of the neighbours' strategy counts + memory terms)`` of one node's dominance
+#: test (its k x k x |S_j| difference arrays, 8 bytes each: 32 MB at this size)
+DOMINANCE_LIMIT = 4_000_000
+_SAT = np.int64(2**61)  # saturation of the dominance margins (beyond any finite cost sum)
+
+
+def _dominated(g, i, mem: bool):
+    """Boolean mask of node ``i``'s strategies that another remaining one *beats* (None when the
+    test is too large, :data:`DOMINANCE_LIMIT`).
+
+    The test is Goldstein's dead-end-elimination criterion (Goldstein 1994, "Efficient rotamer
+    elimination applied to protein side-chains"), with memory: for strategies ``a`` and ``b`` let
+    ``D[a, b] = c(a) - c(b) + sum over incident edges e of min_k (M_e[a, k] - M_e[b, k])`` (a
+    forbidden entry of ``a`` counts as +inf, one of ``b`` alone as -inf).  Whatever the neighbours
+    take, switching ``a`` to ``b`` changes the objective by at most ``-D[a, b]``; so when
+    ``D[a, b] >= 0`` and ``b`` uses no more memory than ``a`` in every memory term that matters,
+    some optimal solution avoids ``a`` if ``b`` stays.  ``b`` beats ``a`` when that holds and not the
+    converse, or both hold and ``b`` has the lower index.  ``D`` is super-additive (``D[a, c] >=
+    D[a, b] + D[b, c]``) and the memory order is transitive, so "beats" is a strict order: every
+    beaten strategy is beaten by an unbeaten one and all beaten ones can go at once.  It contains
+    the row-wise test (``b`` no dearer at the node and on every edge entry)."""
+    k = len(g.strat[i])
+    adj = list(g.adj[i].values())
+    terms = [u for _, u in g.mem_terms(i)] if mem else []
+    if k * k * (1 + sum(m.shape[1] for m in adj) + len(terms)) > DOMINANCE_LIMIT:
+        return None
+    c = g.cost[i]
+    D = np.clip(c[:, None] - c[None, :], -_SAT, _SAT)
+    for m in adj:
+        fin = m < INF
+        diff = m[:, None, :] - m[None, :, :]   # diff[a, b, k] = M[a, k] - M[b, k]
+        if not fin.all():
+            fa, fb = fin[:, None, :], fin[None, :, :]
+            diff = np.where(fa & fb, diff, np.where(fb, _SAT, np.where(fa, -_SAT, _SAT)))
+        D = np.clip(D + diff.min(axis=2), -_SAT, _SAT)
+    ok = D >= 0   # ok[a, b]: a may be replaced by b as far as costs go
+    for u in terms:
+        ok &= u[None, :] <= u[:, None]
+    np.fill_diagonal(ok, False)
+    idx = np.arange(k)
+    beats = ok & (~ok.T | (idx[None, :] < idx[:, None]))  # beats[a, b]: b beats a
+    return beats.any(axis=1)
 
 
 def merge_into(g, i, j, f):
