@@ -7,6 +7,7 @@ expanded back to the original problem) and compared with brute force on the orig
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -67,7 +68,7 @@ def test_dominance_keeps_an_optimum(seed):
     p = wide_problem(seed)
     best = brute_force(p)
     for enabled in ({"dominated"}, {"dominated", "fix", "merge", "leaf", "series", "isolated"}):
-        red = presolve(p, enabled=enabled)
+        red = presolve(p, enabled=enabled, dee_limit=math.inf)
         if best is None:
             assert red.num_nodes == 0 or reduced_optimum(p, red) is None
             continue
@@ -83,7 +84,7 @@ def test_goldstein_removes_what_row_wise_comparison_cannot():
                 node_usages=[np.ones(2, dtype=np.int64), np.ones(2, dtype=np.int64)],
                 edges=np.array([(0, 1)], dtype=np.int64),
                 edge_costs=[np.array([[0, 5], [3, 3]], dtype=np.int64)])
-    red = presolve(p, enabled={"dominated"})
+    red = presolve(p, enabled={"dominated"}, dee_limit=math.inf)
     assert red.stats["dominated"] >= 1   # then node 1's strategy 1 too, once node 0 is fixed
     assert red.strat[0].tolist() == [1]
     assert reduced_optimum(p, red) == brute_force(p)
@@ -99,6 +100,25 @@ def test_dominance_respects_memory():
                 node_usages=[np.array([1, 3], dtype=np.int64), one, np.array([1, 3], dtype=np.int64)],
                 edges=np.array([(0, 1)], dtype=np.int64),
                 edge_costs=[np.array([[0, 5], [3, 3]], dtype=np.int64)], usage_limit=5)
-    red = presolve(p, enabled={"dominated"})
+    red = presolve(p, enabled={"dominated"}, dee_limit=math.inf)
     assert red.strat[0].tolist() == [0, 1]
     assert reduced_optimum(p, red) == brute_force(p) == 10
+
+
+def test_dead_end_elimination_only_below_its_size_limit():
+    # rows (node cost | edge row) a = [10 | 0, 1], b = [0 | 3, 0]: not comparable entry by entry
+    # (the edge is already normalised: every row and column has a zero), and node 1's rows [0 | 0, 3],
+    # [0 | 1, 0] neither, so the row-wise phase keeps all four strategies; but a loses at least
+    # 10 - 3 = 7 whatever node 1 takes, and the dead-end phase removes it
+    p = Problem(name="dee", intervals=np.zeros((2, 2), dtype=np.int64),
+                node_costs=[np.array([10, 0], dtype=np.int64), np.array([0, 0], dtype=np.int64)],
+                node_usages=[np.ones(2, dtype=np.int64), np.ones(2, dtype=np.int64)],
+                edges=np.array([(0, 1)], dtype=np.int64),
+                edge_costs=[np.array([[0, 1], [3, 0]], dtype=np.int64)])
+    for limit in (None, 3):   # the edge has 4 entries
+        red = presolve(p, enabled={"dominated"}, dee_limit=limit)
+        assert red.strat[0].tolist() == [0, 1] and red.strat[1].tolist() == [0, 1], limit
+        assert red.stats["dee"] == 0
+    red = presolve(p, enabled={"dominated"}, dee_limit=4)
+    assert red.strat[0].tolist() == [1] and red.stats["dee"] == 1
+    assert reduced_optimum(p, red) == brute_force(p)
