@@ -61,6 +61,7 @@ The reported objective is always re-evaluated on the original problem (:func:`co
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -70,7 +71,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
-from .lp import lp_solve
+from .lp import lp_size, lp_solve
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
@@ -87,11 +88,44 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 ROUND_OVERHEAD = 5_000
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
+#: deterministic mode, when the full model follows (the bound can end the search there): work units
+#: (as ``work``) one dual sweep handles per CPU second.  Measured (CPU time of 20 passes, 2-core
+#: machine under load 7): 53 M/s on the 824-node Gemma train step's problem (577,767 units), 65 M/s
+#: on contest V, 15 M/s on B and 11 M/s on A (small problems: the per-node Python cost dominates);
+#: the lowest is taken
+SWEEP_RATE = 1.0e7
+MAX_SWEEPS = 1000     # most dual sweeps (passes) in one bound phase when the full model follows
+#: share of the limit for the dual sweeps when the full model follows (instead of BOUND_SHARE): the
+#: bound is what can end the search there, and the sweeps stop as soon as they stall or prove the
+#: incumbent; the LP and CP-SAT that follow cost far more per unit of bound on models of this size
+#: (Gemma train step, 570,526 entries: the sweeps converge in ~80 passes, 1-2 s of CPU, to within
+#: 0.001% of the optimum; GLOP needs ~20 s of CPU for the same bound)
+EXACT_BOUND_SHARE = 0.4
+#: when the full model follows: the dual's rounded solution is tried (repaired, improved) every this
+#: many passes, not only after the last one; the rounding of a given pass can be far worse than the
+#: one before (Gemma: 0.001% above the bound at pass 81, 1.8% at 65, 0.02% at 57) and a sweep never
+#: lowers the bound, so the best rounding so far is kept and the sweeps stop once it is proven
+DECODE_EVERY = 16
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
 LP_WAIT = 0.05       # the LP run beside the search (forked child): most waited for before CP-SAT
 LP_READ_S = 10.0     # seconds allowed to read the result of an LP child that has ended (a pickle)
-DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
+#: deterministic mode: GLOP's deterministic time (its own count of work, independent of the load)
+#: per second of limit.  GLOP runs in a child beside the search from the start, as in wall-clock
+#: mode, so it gets about the whole limit there too (it was 0.15, after the search: the Gemma train
+#: step's LP never ended and deterministic solves reported the dual ascent's weaker bound)
+DET_LP = 1.0
+#: smallest LP (:func:`~hloshard.solver.lp.lp_size`: variables) run in a forked child; smaller ones
+#: are solved in-process when their turn comes.  Measured (2-core machine under load 8): a fork and
+#: collect of a trivial child took 0.06 s (0.11 s with contest B loaded); GLOP took 17-31 us of CPU
+#: per LP variable (33-node dense test problem, 255 variables: 8 ms; contest B, 47,927: 0.83 s),
+#: so below ~3,500 variables the child costs more than the LP
+LP_CHILD_MIN = 5_000
+#: wall-clock mode: the full CP-SAT model is built only with at least ``model_size / MODEL_BUILD_RATE``
+#: seconds left: building it and CP-SAT's presolve do not stop on time (the Gemma train step's
+#: 570,526 entries: 2.9-5.3 s build and 4.5-6.4 s in CP-SAT for a 0.5-2 s limit, loaded machine;
+#: contest V's 405,256: 1.2-1.4 s and 2-4 s)
+MODEL_BUILD_RATE = 2.0e5
 #: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
 #: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
 #: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, 229-277 s there on a
@@ -206,11 +240,16 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     portfolio = _use_portfolio(red, workers)
     ls = LocalSearch(red, seed=seed)
     child = None
-    # the LP relaxation on the second core, beside the heuristic phases (wall-clock mode, no portfolio)
+    # the LP relaxation on the second core, beside the heuristic phases (no portfolio; big enough LPs)
     lp_child = None
-    if not det and not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT:
-        lp_child = fork.start(lp_solve, red, max(0.2, deadline - time.monotonic()))
+    lp_det = DET_LP * time_limit if det else None
+    lp_in_child = (not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT
+                   and lp_size(red) >= LP_CHILD_MIN)
+    if lp_in_child:
+        # deterministic mode: no wall limit (GLOP's deterministic time decides)
+        lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
         t_lp_child = time.monotonic()
+    lp_forked = lp_child is not None   # else the LP runs in-process at step 4b
     try:
         if portfolio:
             # the second search's own time is its phase's; it never keeps searching to the deadline
@@ -255,20 +294,31 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
 
         # 4. a proven lower bound (dual ascent, with the memory prices)
+        def try_decoded(decoded):
+            """The dual's own solution (priced reparametrisation, rounded greedily), repaired and
+            improved; kept when better.  Returns the incumbent's objective (offset included) or None."""
+            nonlocal best, best_obj
+            ls.set_solution(decoded)
+            if red.memory is not None and not ls.feasible():
+                repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+            ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+            if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
+                stats.setdefault("bound", {})["decoded_objective"] = ls.objective() + red.offset
+                best, best_obj = ls.s.copy(), ls.objective()
+                _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
+            if best is not None:
+                ls.set_solution(best)
+            return None if best_obj is None else best_obj + red.offset
+
         target = None if best_obj is None else best_obj + red.offset
-        bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
-                                stats, target)
-        # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
-        ls.set_solution(decoded)
-        if red.memory is not None and not ls.feasible():
-            repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
-        ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
-        if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
-            stats["bound"]["decoded_objective"] = ls.objective() + red.offset
-            best, best_obj = ls.s.copy(), ls.objective()
-            _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
-        if best is not None:
-            ls.set_solution(best)
+        exact = model_size <= FULL_MODEL_LIMIT
+        share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
+        bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + share * time_limit),
+                                stats, target, polish=try_decoded if exact else None)
+        decoded_obj = stats["bound"].get("decoded_objective")
+        try_decoded(decoded)
+        if decoded_obj is not None:
+            stats["bound"]["decoded_objective"] = min(decoded_obj, stats["bound"].get("decoded_objective", decoded_obj))
         _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
 
         def closed():  # proven within GAP_LIMIT: nothing worth searching for
@@ -281,7 +331,18 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
         # optimum that fits in memory is an optimal solution
         lp_res = None
-        if lp_child is not None:   # started after presolve: done by now on small models (B, G)
+        if lp_child is not None and det:
+            # deterministic mode: the child's result is waited for (it is a function of the input),
+            # unless the search is already proven within GAP_LIMIT
+            t_lp = t_lp_child
+            c, lp_child = lp_child, None
+            if closed():
+                fork.cancel(c)
+            else:
+                lp_res = fork.collect(c, math.inf)
+                if lp_res is None:   # the child failed: the same result in-process
+                    lp_res = lp_solve(red, 1e7, deterministic_limit=lp_det)
+        elif lp_child is not None:   # started after presolve: done by now on small models (B, G)
             t_lp = t_lp_child
             # within GAP_LIMIT but not proven: an LP that has ended may still hold the optimum (G: its
             # LP optimum is integral), so it is read when ready, but not waited for
@@ -293,11 +354,11 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             elif closed():
                 fork.cancel(lp_child)
                 lp_child = None
-        elif model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+        elif not lp_forked and model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
-            lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
-            lp_res = lp_solve(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+            lp_wall = 1e7 if det else min(deadline - t_lp, LP_SHARE * time_limit)
+            lp_res = lp_solve(red, max(0.2, lp_wall), deterministic_limit=lp_det)
         if lp_res is not None:
             lb, lpos, integral = lp_res
             stats["lp"] = {"bound": lb, "integral": integral, "seconds": round(time.monotonic() - t_lp, 3)}
@@ -324,7 +385,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # 5. CP-SAT on the whole reduced problem
         cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
+        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and model_size <= FULL_MODEL_LIMIT and not closed():
             mdl = cpsat.build_model(red)
             stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                               "build_seconds": round(elapsed(), 3)}
@@ -489,20 +550,30 @@ def _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed):
     return best, best_obj, mu
 
 
-def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
+def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None) -> int:
     """``(bound, decoded)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
     same reparametrisation, without them.  Sweeps: until ``deadline`` (default mode) or a number
     derived from the limit and the problem's size (deterministic mode); either way no further once
     the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective).  ``decoded``: the
-    dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node."""
+    dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node.
+
+    ``polish`` (given when the full model follows): ``polish(decoded) -> incumbent objective``, called
+    every :data:`DECODE_EVERY` passes with the dual's current rounding (it keeps the best solution);
+    its result becomes the ``target``.  The sweeps then get up to :data:`MAX_SWEEPS` passes, in
+    deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit."""
     trivial = red.offset + sum(int(c.min()) for c in red.costs)
     t = time.monotonic()
-    passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
+    if polish is None:
+        passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
+    else:
+        passes = max(2, min(MAX_SWEEPS, int(EXACT_BOUND_SHARE * time_limit * SWEEP_RATE / max(work, 1)))) if det \
+            else MAX_SWEEPS
     best, dual = lower_bound(red, ls, mu, passes=1)
     done = 1
     per_pass = time.monotonic() - t
+    order = bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist())
     while done < passes and (det or time.monotonic() + 2 * per_pass < deadline):
         if target is not None and target - best <= GAP_LIMIT * abs(target):
             break
@@ -513,7 +584,9 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> 
         done += step
         if stalled:
             break
-    decoded = dual.decode(bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist()))
+        if polish is not None and done % DECODE_EVERY == 1:
+            target = polish(dual.decode(order))
+    decoded = dual.decode(order)
     if mu is not None:   # the same reparametrisation without prices: also a bound
         b, dual = lower_bound(red, None, None, passes=0, dual=dual)
         best = max(best, b)
