@@ -25,18 +25,25 @@ Pipeline (all phases share the budget ``time_limit``):
 4. a proven lower bound: :func:`~hloshard.solver.bounds.lower_bound` (dual ascent on the
    reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
    rounded solution, repaired and improved by local search, is one more candidate;
-   then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
-   (in wall-clock mode with two or more workers and no portfolio it runs from the start in a forked
-   child on the second core, which the single-threaded heuristic phases leave idle, and is collected
-   here when it has ended within ``LP_WAIT`` of the limit (B and G: it has); otherwise it goes on
-   beside CP-SAT and LNS until the deadline, and its bound counts if it ends by then: contest instance
-   V's LP took 229-277 s on the loaded 2-core machine)
+   when the model is small enough (the full CP-SAT model's size test) the sweeps get
+   :data:`EXACT_BOUND_SHARE` of the limit and the dual's rounding is tried every
+   :data:`DECODE_EVERY` passes, so they stop once the incumbent is proven (the Gemma train step's
+   problem: within 0.001% of the optimum after ~80 passes);
+   then, when the model is small enough, the LP relaxation
+   (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
+   from the start in a forked child on the second core, which the single-threaded heuristic phases
+   leave idle, and dies with the solver; in deterministic mode it is bounded by GLOP's deterministic
+   time, :data:`DET_LP` per second of limit, and waited for here unless the search is already proven;
+   in wall-clock mode it is collected here when it has ended within ``LP_WAIT`` of the limit (B and
+   G: it has); otherwise it goes on beside CP-SAT and LNS until the deadline, and its bound counts if
+   it ends by then: contest instance V's LP took 229-277 s on the loaded 2-core machine)
    solved exactly (:func:`~hloshard.solver.lp.lp_solve`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
-   (its bound is used when higher);
+   (its bound is used when higher); in wall-clock mode only with ``model_size /``
+   :data:`MODEL_BUILD_RATE` seconds left (building the model and CP-SAT's presolve overrun short limits);
 6. large-neighbourhood search: CP-SAT on subgraphs while the budget lasts; the neighbourhood kinds
    (:data:`KINDS`: breadth-first balls, the nodes live at a tight liveness point, memory exchanges
    around a node held back by memory) are drawn in proportion to their success so far.
