@@ -95,12 +95,13 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 ROUND_OVERHEAD = 5_000
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
-#: deterministic mode, when the full model follows (the bound can end the search there): work units
-#: (as ``work``) one dual sweep handles per CPU second.  Measured (CPU time of 20 passes, 2-core
-#: machine under load 7): 53 M/s on the 824-node Gemma train step's problem (577,767 units), 65 M/s
-#: on contest V, 15 M/s on B and 11 M/s on A (small problems: the per-node Python cost dominates);
-#: the lowest is taken
-SWEEP_RATE = 1.0e7
+#: deterministic mode: the modelled CPU seconds of one dual sweep (pass) are ``SWEEP_NODE_S * nodes +
+#: work / SWEEP_RATE`` (``work`` as in the module docstring).  Measured (CPU time of 20 passes,
+#: 2-core machine under load 7): 0.0109 s on the Gemma train step's problem (264 reduced nodes,
+#: 577,767 units), 0.0063 s on contest V (208, 411,891), 0.0033 s on B (160, 48,077); both
+#: constants are taken on the slow side of that fit (~15 us per node, 50-130 M units/s)
+SWEEP_NODE_S = 2.0e-5
+SWEEP_RATE = 4.0e7
 MAX_SWEEPS = 1000     # most dual sweeps (passes) in one bound phase when the full model follows
 #: share of the limit for the dual sweeps when the full model follows (instead of BOUND_SHARE): the
 #: bound is what can end the search there, and the sweeps stop as soon as they stall or prove the
@@ -572,11 +573,14 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit."""
     trivial = red.offset + sum(int(c.min()) for c in red.costs)
     t = time.monotonic()
-    if polish is None:
-        passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
-    else:
-        passes = max(2, min(MAX_SWEEPS, int(EXACT_BOUND_SHARE * time_limit * SWEEP_RATE / max(work, 1)))) if det \
-            else MAX_SWEEPS
+    share = BOUND_SHARE if polish is None else EXACT_BOUND_SHARE
+    passes = max(2, min(MAX_SWEEPS, int(share * time_limit / (SWEEP_NODE_S * red.num_nodes + work / SWEEP_RATE)))) \
+        if det else MAX_SWEEPS
+    # without ``polish`` the rounding is taken where it always was (deterministic mode: after the
+    # passes WORK_RATE allowed, the search's path on the large contest instances unchanged); the
+    # sweeps after it only raise the bound
+    decode_at = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
+    decoded = None
     best, dual = lower_bound(red, ls, mu, passes=1)
     done = 1
     per_pass = time.monotonic() - t
@@ -585,15 +589,20 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
         if target is not None and target - best <= GAP_LIMIT * abs(target):
             break
         step = min(4, passes - done)
+        if polish is None and decoded is None and done < decode_at:
+            step = min(step, decode_at - done)
         b, dual = lower_bound(red, ls, mu, passes=step, dual=dual)
         stalled = b - best <= 0.1 * GAP_LIMIT * max(abs(b), 1)  # converged: leave the time to LNS
         best = max(best, b)
         done += step
+        if polish is None and decoded is None and done >= decode_at:
+            decoded = dual.decode(order)
         if stalled:
             break
         if polish is not None and done % DECODE_EVERY == 1:
             target = polish(dual.decode(order))
-    decoded = dual.decode(order)
+    if decoded is None:
+        decoded = dual.decode(order)
     if mu is not None:   # the same reparametrisation without prices: also a bound
         b, dual = lower_bound(red, None, None, passes=0, dual=dual)
         best = max(best, b)
