@@ -451,7 +451,8 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     only those reductions (for testing each one alone): "fix" (single-strategy nodes), "merge"
     (follow / alias edges), "dominated", "isolated" (degree 0), "leaf" (degree 1), "series" (degree 2).
     ``dee_limit``: after the fixed point of the reductions above (row-wise dominance), when the
-    remaining edge-matrix entries number at most this, one more pass to a fixed point with
+    remaining edge-matrix entries plus memory terms (the solver's model size) number at most this,
+    one more pass to a fixed point with
     dominance by dead-end elimination (:func:`_dominated`); None: never (``math.inf``: always).
     """
     if not reductions:
@@ -518,153 +519,153 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
     steps_done = 0
     # phase 1: forbidden choices, fixing and merging (cheap, and they shrink everything else);
     # phase 2: all reductions
-    # phase 3 (``dee_limit``): all reductions again, dominance by dead-end elimination
-    full = False
-    dee = False
-    while queue or not full or (not dee and dee_limit is not None and "dominated" in enabled):
-        if not queue:
-            if full:
-                dee = True
-                alive_ids = np.nonzero(g.alive)[0]
-                if sum(m.size for i in alive_ids.tolist() for j, m in g.adj[i].items() if i < j) > dee_limit:
-                    break
-                counters["dee"] = 1
-            full = True
-            if not dee:
+    def reduce_loop(dee: bool) -> bool:
+        """Apply the reductions to a fixed point (``dee``: dominance by dead-end elimination instead
+        of row-wise); True when stopped by ``deadline``."""
+        nonlocal full, steps_done
+        while queue or not full:
+            if not queue:
+                full = True
                 counters["phase1_seconds"] = round(time.monotonic() - t0, 3)
-            queue.extend(np.nonzero(g.alive)[0].tolist())
-            queued[g.alive] = True
-            continue
-        i = queue.popleft()
-        queued[i] = False
-        if not g.alive[i]:
-            continue
-        steps_done += 1
-        if deadline is not None and steps_done % 256 == 0 and time.monotonic() > deadline:
-            break
-        bad = g.forbidden_mask(i)
-        if bad.any():
-            if bad.all():
-                raise Infeasible(f"node {i}: every strategy is forbidden (infinite cost) given its "
-                                 f"neighbours' allowed strategies",
-                                 {"node": int(i)})
-            counters["forbidden"] += int(bad.sum())
-            nbrs = list(g.adj[i])
-            g.keep(i, ~bad)
-            for j in nbrs:
-                push(j)
-            push(i)
-            continue
-        k = len(g.strat[i])
-        if k == 1 and "fix" in enabled:
-            eliminate_fixed(i, 0)
-            continue
-        # a neighbour whose strategy is a function of ours (each row of the edge has exactly one
-        # allowed entry: XLA's "follow" / alias edges): merge it into this node
-        merged = False
-        for j, m in (list(g.adj[i].items()) if "merge" in enabled else ()):
-            fin = m < INF
-            if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
-                if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
-                        and len(g.adj[j]) > len(g.adj[i])):
-                    # a bijection: keep the node with more edges (re-attach the fewer)
-                    for w in merge_into(g, j, i, np.argmax(fin.T, axis=1)):
-                        push(w)
-                    push(j)
-                    merged = None
-                    break
-                for w in merge_into(g, i, j, np.argmax(fin, axis=1)):
-                    push(w)
-                merged = True
-                break
-        if merged is not None and merged:
-            counters["merged"] += 1
-        if merged is None:
-            counters["merged"] += 1
-            continue
-        if merged:
-            push(i)
-            continue
-        if not full:
-            continue
-        # dominance
-        mem = g.mem_matters(i)
-        if k <= 512 and "dominated" in enabled:
-            dominated = _dominated(g, i, mem) if dee else _dominated_rows(g, i, mem)
-            if dominated is not None and dominated.any():
-                counters["dominated"] += int(dominated.sum())
+                queue.extend(np.nonzero(g.alive)[0].tolist())
+                queued[g.alive] = True
+                continue
+            i = queue.popleft()
+            queued[i] = False
+            if not g.alive[i]:
+                continue
+            steps_done += 1
+            if deadline is not None and steps_done % 256 == 0 and time.monotonic() > deadline:
+                return True
+            bad = g.forbidden_mask(i)
+            if bad.any():
+                if bad.all():
+                    raise Infeasible(f"node {i}: every strategy is forbidden (infinite cost) given its "
+                                     f"neighbours' allowed strategies",
+                                     {"node": int(i)})
+                counters["forbidden"] += int(bad.sum())
                 nbrs = list(g.adj[i])
-                g.keep(i, ~dominated)
+                g.keep(i, ~bad)
                 for j in nbrs:
                     push(j)
                 push(i)
                 continue
-        deg = len(g.adj[i])
-        if deg == 0 and "isolated" in enabled:
-            c = g.cost[i]
-            if mem:
-                best = np.lexsort((g.mem_key(i), c))[0]
-                if not g.min_usage_ok(i, np.array([best])):
+            k = len(g.strat[i])
+            if k == 1 and "fix" in enabled:
+                eliminate_fixed(i, 0)
+                continue
+            # a neighbour whose strategy is a function of ours (each row of the edge has exactly one
+            # allowed entry: XLA's "follow" / alias edges): merge it into this node
+            merged = False
+            for j, m in (list(g.adj[i].items()) if "merge" in enabled else ()):
+                fin = m < INF
+                if fin.shape[1] <= fin.shape[0] and (fin.sum(axis=1) == 1).all():
+                    if (fin.shape[0] == fin.shape[1] and (fin.sum(axis=0) == 1).all()
+                            and len(g.adj[j]) > len(g.adj[i])):
+                        # a bijection: keep the node with more edges (re-attach the fewer)
+                        for w in merge_into(g, j, i, np.argmax(fin.T, axis=1)):
+                            push(w)
+                        push(j)
+                        merged = None
+                        break
+                    for w in merge_into(g, i, j, np.argmax(fin, axis=1)):
+                        push(w)
+                    merged = True
+                    break
+            if merged is not None and merged:
+                counters["merged"] += 1
+            if merged is None:
+                counters["merged"] += 1
+                continue
+            if merged:
+                push(i)
+                continue
+            if not full:
+                continue
+            # dominance
+            mem = g.mem_matters(i)
+            if k <= 512 and "dominated" in enabled:
+                dominated = _dominated(g, i, mem) if dee else _dominated_rows(g, i, mem)
+                if dominated is not None and dominated.any():
+                    counters["dominated"] += int(dominated.sum())
+                    nbrs = list(g.adj[i])
+                    g.keep(i, ~dominated)
+                    for j in nbrs:
+                        push(j)
+                    push(i)
                     continue
-            else:
-                best = int(np.argmin(c))
-            eliminate_fixed(i, int(best))
-            continue
-        if deg == 1 and "leaf" in enabled:
-            (u, m), = g.adj[i].items()  # m: |S_i| x |S_u|
-            T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
-            if mem:
-                # prefer lower usage among ties
-                order = np.argsort(g.mem_key(i), kind="stable")
-                arg = order[np.argmin(T[order], axis=0)]
-                if not g.min_usage_ok(i, arg):
-                    continue
-            else:
-                arg = np.argmin(T, axis=0)
-            best = T[arg, np.arange(T.shape[1])]
-            g.adj[u].pop(i)
-            g.adj[i].clear()
-            g.cost[u] = _add(g.cost[u], best)
-            g.steps.append(("leaf", i, u, g.strat[u].copy(), g.strat[i][arg]))
-            g.retire(i)
-            counters["leaf"] += 1
-            push(u)
-            continue
-        if deg == 2 and "series" in enabled:
-            (u, mu), (w, mw) = g.adj[i].items()  # mu: k_i x k_u ; mw: k_i x k_w
-            ku, kw = mu.shape[1], mw.shape[1]
-            old = g.get(u, w)
-            old_size = old.size if old is not None else 0
-            if ku * k * kw <= series_limit and ku * kw <= ku * k + k * kw + old_size:
-                T = _add(_add(mu.T[:, :, None], g.cost[i][None, :, None]), mw[None, :, :])  # (ku, k, kw)
+            deg = len(g.adj[i])
+            if deg == 0 and "isolated" in enabled:
+                c = g.cost[i]
                 if mem:
+                    best = np.lexsort((g.mem_key(i), c))[0]
+                    if not g.min_usage_ok(i, np.array([best])):
+                        continue
+                else:
+                    best = int(np.argmin(c))
+                eliminate_fixed(i, int(best))
+                continue
+            if deg == 1 and "leaf" in enabled:
+                (u, m), = g.adj[i].items()  # m: |S_i| x |S_u|
+                T = _add(m, g.cost[i][:, None])  # (k_i, k_u)
+                if mem:
+                    # prefer lower usage among ties
                     order = np.argsort(g.mem_key(i), kind="stable")
-                    arg = order[np.argmin(T[:, order, :], axis=1)]
+                    arg = order[np.argmin(T[order], axis=0)]
                     if not g.min_usage_ok(i, arg):
                         continue
                 else:
-                    arg = np.argmin(T, axis=1)
-                best = np.take_along_axis(T, arg[:, None, :], axis=1)[:, 0, :]
+                    arg = np.argmin(T, axis=0)
+                best = T[arg, np.arange(T.shape[1])]
                 g.adj[u].pop(i)
-                g.adj[w].pop(i)
                 g.adj[i].clear()
-                g.steps.append(("series", i, u, w, g.strat[u].copy(), g.strat[w].copy(), g.strat[i][arg]))
+                g.cost[u] = _add(g.cost[u], best)
+                g.steps.append(("leaf", i, u, g.strat[u].copy(), g.strat[i][arg]))
                 g.retire(i)
-                counters["series"] += 1
-                g.add_edge(u, w, best)
+                counters["leaf"] += 1
                 push(u)
-                push(w)
                 continue
+            if deg == 2 and "series" in enabled:
+                (u, mu), (w, mw) = g.adj[i].items()  # mu: k_i x k_u ; mw: k_i x k_w
+                ku, kw = mu.shape[1], mw.shape[1]
+                old = g.get(u, w)
+                old_size = old.size if old is not None else 0
+                if ku * k * kw <= series_limit and ku * kw <= ku * k + k * kw + old_size:
+                    T = _add(_add(mu.T[:, :, None], g.cost[i][None, :, None]), mw[None, :, :])  # (ku, k, kw)
+                    if mem:
+                        order = np.argsort(g.mem_key(i), kind="stable")
+                        arg = order[np.argmin(T[:, order, :], axis=1)]
+                        if not g.min_usage_ok(i, arg):
+                            continue
+                    else:
+                        arg = np.argmin(T, axis=1)
+                    best = np.take_along_axis(T, arg[:, None, :], axis=1)[:, 0, :]
+                    g.adj[u].pop(i)
+                    g.adj[w].pop(i)
+                    g.adj[i].clear()
+                    g.steps.append(("series", i, u, w, g.strat[u].copy(), g.strat[w].copy(), g.strat[i][arg]))
+                    g.retire(i)
+                    counters["series"] += 1
+                    g.add_edge(u, w, best)
+                    push(u)
+                    push(w)
+                    continue
 
+        return False
+
+    # phase 3 (``dee_limit``): all reductions again, dominance by dead-end elimination
+    full = False
+    timed_out = reduce_loop(False)
+    alive, pos, edges, edge_costs, memory = _remaining(g, times, start, end, limit, npts)
+    if (not timed_out and dee_limit is not None and "dominated" in enabled
+            and sum(m.size for m in edge_costs) + (0 if memory is None else memory.num_terms) <= dee_limit):
+        counters["dee"] = 1
+        queue.extend(alive.tolist())
+        queued[alive] = True
+        reduce_loop(True)
+        alive, pos, edges, edge_costs, memory = _remaining(g, times, start, end, limit, npts)
     counters["loop_seconds"] = round(time.monotonic() - t0, 3)
     # -- build the reduced problem -------------------------------------------------------------
-    alive = np.nonzero(g.alive)[0]
-    pos = np.full(n, -1, dtype=np.int64)
-    pos[alive] = np.arange(len(alive))
-    edges, edge_costs = g.edge_list(alive, pos)
-    memory = None
-    if limit is not None and npts and g.mem_node.any():
-        memory = _memory_model(g, alive, pos, times, start, end, limit)
     red = Reduced(num_original=n, orig=alive.astype(np.int64), strat=[g.strat[i] for i in alive],
                   costs=[g.cost[i] for i in alive], usages=[np.sum([u for _, u in g.terms[i]], axis=0) for i in alive],
                   edges=np.array(edges, dtype=np.int64).reshape(-1, 2), edge_costs=edge_costs,
@@ -677,6 +678,19 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
                      memory_terms=0 if memory is None else memory.num_terms,
                      seconds=round(time.monotonic() - t0, 3))
     return red
+
+
+def _remaining(g, times, start, end, limit, npts):
+    """``(alive, pos, edges, edge_costs, memory)`` of the working graph: the remaining original node
+    ids, their positions (-1 for the others), the reduced edges and matrices, the memory model."""
+    alive = np.nonzero(g.alive)[0]
+    pos = np.full(g.n, -1, dtype=np.int64)
+    pos[alive] = np.arange(len(alive))
+    edges, edge_costs = g.edge_list(alive, pos)
+    memory = None
+    if limit is not None and npts and g.mem_node.any():
+        memory = _memory_model(g, alive, pos, times, start, end, limit)
+    return alive, pos, edges, edge_costs, memory
 
 
 def _dominated_rows(g, i, mem: bool):
