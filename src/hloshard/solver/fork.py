@@ -53,6 +53,9 @@ def start(fn, *args) -> Child | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
+            # jax's fork hook warns of deadlocks in a child that uses jax; ours never does (it runs
+            # numpy, GLOP or CP-SAT on the solver's arrays and leaves by os._exit)
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             pid = os.fork()
     except BaseException:  # noqa: BLE001 - no child: clean up and run without one
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
