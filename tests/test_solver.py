@@ -177,6 +177,21 @@ def test_instance_g_quick_and_deterministic():
     assert a.seconds < 3.0 * 6 + 10 + 30, f"solve_problem hung ({a.seconds:.0f} s for a 6 s limit)"
 
 
+def test_instance_b_proven_by_the_lp_run_beside_the_search():
+    # wall-clock mode, two workers: the LP relaxation runs in a forked child from the start; on B its
+    # optimum is integral (the proven optimum, 532,843), so the run must end proven well before 60 s
+    from hloshard.solver import fork
+
+    p = load_problem(str(require_shared("iopddl", "asplos-2025-iopddl-B.json.gz")))
+    sol = solve_problem(p, time_limit=60, workers=2, seed=0)
+    assert evaluate(p, sol.strategies) == (sol.objective, True)
+    assert sol.bound <= 532_843 <= sol.objective
+    if fork.available():
+        assert sol.stats["lp"]["bound"] is not None, sol.stats.get("lp")
+        assert (sol.status, sol.objective) == ("optimal", 532_843)
+        assert sol.seconds < 45, sol.seconds   # hang guard: 2.6 s on the 2-core machine under load
+
+
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "hloshard.cli", *args], capture_output=True, text=True,
                           timeout=60)
@@ -266,3 +281,23 @@ def test_memory_infeasible_only_with_forbidden_pairs_is_proven_and_explained():
     assert "tightest liveness point is t=0" in sol.explanation and "node 0: 1" in sol.explanation
     p.usage_limit = 11
     assert solve_problem(p, time_limit=5).objective == brute_force(p)[0] == 1
+
+
+def test_lp_child_only_for_big_enough_lps(monkeypatch):
+    # the LP is forked beside the search only from LP_CHILD_MIN variables on: below, a fork costs
+    # more than GLOP (measured in api.LP_CHILD_MIN's comment); the small LP still runs, in-process
+    from hloshard.solver import api, fork
+    from hloshard.solver.lp import lp_size
+
+    started = []
+    real_start = fork.start
+    monkeypatch.setattr(fork, "start", lambda fn, *a: started.append(fn) or real_start(fn, *a))
+    p = dense_problem(3, n=12)
+    red = presolve(p, dee_limit=api.FULL_MODEL_LIMIT)
+    assert 0 < lp_size(red) < api.LP_CHILD_MIN
+    sol = solve_problem(p, time_limit=5, workers=2, seed=0)
+    assert evaluate(p, sol.strategies) == (sol.objective, True)
+    assert api.lp_solve not in started
+    monkeypatch.setattr(api, "LP_CHILD_MIN", 1)   # the same problem with the threshold lowered: forked
+    solve_problem(p, time_limit=5, workers=2, seed=0)
+    assert (api.lp_solve in started) == fork.available()

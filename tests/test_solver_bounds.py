@@ -149,3 +149,26 @@ def test_repeated_layers_are_found_and_the_shared_choice_is_a_valid_proposal():
     assert sh[4] == sh[6] == sh[8] and sh[3] == sh[5] == sh[7]
     assert sh[3] == 1                         # b-nodes 3, 5, 7 take 1, 1, 0: the majority is 1
     assert all(sh[i] == s[i] for i in range(13) if (cl == cl[i]).sum() == 1)
+
+
+@pytest.mark.parametrize("order", ["index", "reversed"])
+def test_sequential_sweeps_on_loopy_graphs_stay_below_the_optimum_and_never_drop(order):
+    # random graphs with cycles and forbidden pairs; any node order of the sequential schedule
+    for seed in range(8):
+        p = random_problem(300 + seed, n=7, memory=False, follow=False)
+        best, _ = brute_force(p)
+        if best is None:
+            continue
+        red = presolve(p, reductions=False)
+        dual = DualBound(red)
+        nodes = list(range(red.num_nodes))
+        if order == "reversed":
+            nodes = nodes[::-1]
+        prev = dual.proven() + red.offset
+        assert prev <= best
+        for _ in range(20):
+            dual.sweep(1, order=nodes)
+            b = dual.proven() + red.offset
+            assert b <= best, (seed, b, best)
+            assert b >= prev - 1, (seed, b, prev)
+            prev = b

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -171,6 +173,20 @@ def test_fork_failure_and_timeout_give_none_and_reap_the_child():
         os.waitpid(pid, 0)
 
 
+def _short_sleep():
+    time.sleep(1.0)
+    return "done"
+
+
+@pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
+def test_fork_ready_tells_a_finished_child_without_taking_its_result():
+    child = fork.start(_short_sleep)
+    assert not fork.ready(child, 0.0)        # still sleeping
+    assert fork.ready(child, 30.0)           # then its result arrives
+    assert fork.collect(child, 30.0) == "done"
+    assert not fork.ready(child, 0.0)        # collected: nothing more to wait for
+
+
 def test_fork_unavailable_starts_nothing(monkeypatch):
     monkeypatch.setattr(fork.sys, "platform", "win32")
     assert not fork.available()
@@ -270,3 +286,36 @@ def test_deterministic_answer_does_not_read_the_clock(monkeypatch):
             b["merge"] = {k: v for k, v in b.get("merge", {}).items() if k != "seconds"}
         assert a == b, key
     assert None not in slow.stats["portfolio"]["objectives"]  # the second search's answer was used
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its new parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not fork.available(), reason="fork is Linux-only")
+def test_fork_child_dies_with_a_killed_parent():
+    # a parent process forks a child that would sleep 60 s, prints its pid and waits; killed with
+    # SIGKILL (no chance to cancel the child), its child must go too (PR_SET_PDEATHSIG)
+    code = ("import sys, time\n"
+            "from hloshard.solver import fork\n"
+            "c = fork.start(time.sleep, 60)\n"
+            "print(c.pid, flush=True)\n"
+            "time.sleep(60)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(parent.stdout.readline())
+        assert _alive(pid)
+        parent.kill()
+        parent.wait(30)
+        end = time.monotonic() + 10
+        while _alive(pid) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _alive(pid)
+    finally:
+        parent.kill()
+        parent.wait(30)

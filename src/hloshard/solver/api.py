@@ -8,7 +8,10 @@ Pipeline (all phases share the budget ``time_limit``):
 3. :func:`~hloshard.solver.heuristic.lagrangian_search`: one price per liveness point, message
    passing (min-sum or TRW-S, chosen in the first round) on the priced problem, repair and local
    search (without a memory limit that can bind: one round, which on the 12-layer transformer lands within 0.001% of the dual bound where greedy +
-   local search stays 3% above);
+   local search stays 3% above); when the LP and the full CP-SAT model follow (the model is small
+   enough), in wall-clock mode the rounds stop after :data:`LAGRANGE_STALL` of the limit without a
+   new incumbent, and CP-SAT and LNS get the time (contest instance V: the rounds' best, 1,670,909,
+   came 13 s in; CP-SAT then LNS reached the proven optimum 1,617,084 in one 300 s run);
    **the portfolio** (:func:`_use_portfolio`: two or more workers, a large problem whose memory
    limit can bind): steps 2-3 run twice side by side, with seeds ``seed`` and ``seed + 1``, the
    second in a forked child on the other core (:mod:`~hloshard.solver.fork`; in deterministic mode
@@ -22,13 +25,25 @@ Pipeline (all phases share the budget ``time_limit``):
 4. a proven lower bound: :func:`~hloshard.solver.bounds.lower_bound` (dual ascent on the
    reparametrised problem with the prices of step 3 -- Lagrangian relaxation of memory); the dual's
    rounded solution, repaired and improved by local search, is one more candidate;
-   then, when the model is small enough (the full CP-SAT model's size test), the LP relaxation
-   solved exactly (:func:`~hloshard.solver.lp.lp_bound`: GLOP's dual simplex, the bound certified
+   when the model is small enough (the full CP-SAT model's size test) the sweeps get
+   :data:`EXACT_BOUND_SHARE` of the limit and the dual's rounding is tried every
+   :data:`DECODE_EVERY` passes, so they stop once the incumbent is proven (the Gemma train step's
+   problem: within 0.001% of the optimum after ~80 passes);
+   then, when the model is small enough, the LP relaxation
+   (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
+   from the start in a forked child on the second core, which the single-threaded heuristic phases
+   leave idle, and dies with the solver; in deterministic mode it is bounded by GLOP's deterministic
+   time, :data:`DET_LP` per second of limit, and waited for here unless the search is already proven;
+   in wall-clock mode it is collected here when it has ended within ``LP_WAIT`` of the limit (B and
+   G: it has); otherwise it goes on beside CP-SAT and LNS until the deadline, and its bound counts if
+   it ends by then: contest instance V's LP took 229-277 s on the loaded 2-core machine)
+   solved exactly (:func:`~hloshard.solver.lp.lp_solve`: GLOP's dual simplex, the bound certified
    from its dual in rational arithmetic): the dual ascent can stop below the LP optimum (3.0% on
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
-   (its bound is used when higher);
+   (its bound is used when higher); in wall-clock mode only with ``model_size /``
+   :data:`MODEL_BUILD_RATE` seconds left (building the model and CP-SAT's presolve overrun short limits);
 6. large-neighbourhood search: CP-SAT on subgraphs while the budget lasts; the neighbourhood kinds
    (:data:`KINDS`: breadth-first balls, the nodes live at a tight liveness point, memory exchanges
    around a node held back by memory) are drawn in proportion to their success so far.
@@ -53,6 +68,7 @@ The reported objective is always re-evaluated on the original problem (:func:`co
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -62,7 +78,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
-from .lp import lp_bound
+from .lp import lp_size, lp_solve
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
@@ -79,9 +95,51 @@ WORK_RATE = 1.0e6  # work units (see module docstring) one heuristic pass handle
 ROUND_OVERHEAD = 5_000
 LAGRANGE_SHARE = 0.3  # deterministic mode: share of the limit for Lagrangian rounds
 BOUND_SHARE = 0.2     # share of the limit for the dual-bound sweeps (they stop earlier once converged)
+#: deterministic mode: the modelled CPU seconds of one dual sweep (pass) are ``SWEEP_NODE_S * nodes +
+#: work / SWEEP_RATE`` (``work`` as in the module docstring).  Measured (CPU time of 20 passes,
+#: 2-core machine under load 7): 0.0109 s on the Gemma train step's problem (264 reduced nodes,
+#: 577,767 units), 0.0063 s on contest V (208, 411,891), 0.0033 s on B (160, 48,077); both
+#: constants are taken on the slow side of that fit (~15 us per node, 50-130 M units/s)
+SWEEP_NODE_S = 2.0e-5
+SWEEP_RATE = 4.0e7
+MAX_SWEEPS = 1000     # most dual sweeps (passes) in one bound phase when the full model follows
+#: share of the limit for the dual sweeps when the full model follows (instead of BOUND_SHARE): the
+#: bound is what can end the search there, and the sweeps stop as soon as they stall or prove the
+#: incumbent; the LP and CP-SAT that follow cost far more per unit of bound on models of this size
+#: (Gemma train step, 570,526 entries: the sweeps converge in ~80 passes, 1-2 s of CPU, to within
+#: 0.001% of the optimum; GLOP needs ~20 s of CPU for the same bound)
+EXACT_BOUND_SHARE = 0.4
+#: when the full model follows: the dual's rounded solution is tried (repaired, improved) every this
+#: many passes, not only after the last one; the rounding of a given pass can be far worse than the
+#: one before (Gemma: 0.001% above the bound at pass 81, 1.8% at 65, 0.02% at 57) and a sweep never
+#: lowers the bound, so the best rounding so far is kept and the sweeps stop once it is proven
+DECODE_EVERY = 16
 DET_PAIR_SWEEPS = 2   # deterministic mode: joint-move sweeps per local search
 LP_SHARE = 0.3       # share of the limit for the LP relaxation (GLOP)
-DET_LP = 0.15        # deterministic mode: GLOP deterministic time per second of limit
+LP_WAIT = 0.05       # the LP run beside the search (forked child): most waited for before CP-SAT
+LP_READ_S = 10.0     # seconds allowed to read the result of an LP child that has ended (a pickle)
+#: deterministic mode: GLOP's deterministic time (its own count of work, independent of the load)
+#: per second of limit.  GLOP runs in a child beside the search from the start, as in wall-clock
+#: mode, so it gets about the whole limit there too (it was 0.15, after the search: the Gemma train
+#: step's LP never ended and deterministic solves reported the dual ascent's weaker bound)
+DET_LP = 1.0
+#: smallest LP (:func:`~hloshard.solver.lp.lp_size`: variables) run in a forked child; smaller ones
+#: are solved in-process when their turn comes.  Measured (2-core machine under load 8): a fork and
+#: collect of a trivial child took 0.06 s (0.11 s with contest B loaded); GLOP took 17-31 us of CPU
+#: per LP variable (33-node dense test problem, 255 variables: 8 ms; contest B, 47,927: 0.83 s),
+#: so below ~3,500 variables the child costs more than the LP
+LP_CHILD_MIN = 5_000
+#: wall-clock mode: the full CP-SAT model is built only with at least ``model_size / MODEL_BUILD_RATE``
+#: seconds left: building it and CP-SAT's presolve do not stop on time (the Gemma train step's
+#: 570,526 entries: 2.9-5.3 s build and 4.5-6.4 s in CP-SAT for a 0.5-2 s limit, loaded machine;
+#: contest V's 405,256: 1.2-1.4 s and 2-4 s)
+MODEL_BUILD_RATE = 2.0e5
+#: wall-clock mode, when the full model follows: the Lagrangian rounds stop after this share of the
+#: limit without a new incumbent.  Contest instance V (208 reduced nodes, 300 s): the last new
+#: incumbent came 16 s in and the rounds went on to 150 s, leaving the LP (GLOP, 229-277 s there on a
+#: loaded machine)
+#: no time to end; B and G end their rounds within seconds anyway
+LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
@@ -156,7 +214,10 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
     # 1. presolve
     try:
-        red = presolve(problem, deadline=None if det else t0 + 0.45 * time_limit)
+        # dominance by dead-end elimination only where the full model follows (its size test on the
+        # edge entries): it shrinks the LP and CP-SAT models; on larger problems it would only change
+        # the heuristic search's path (contest K and N: 0.5-1.9% worse, deterministic mode, round 9)
+        red = presolve(problem, deadline=None if det else t0 + 0.45 * time_limit, dee_limit=FULL_MODEL_LIMIT)
     except Infeasible as exc:
         return Solution([], None, None, "infeasible", elapsed(), explanation=exc.explanation, detail=exc.detail)
     stats = {"presolve": red.stats}
@@ -182,145 +243,216 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     else:
         rounds = 1000
     plan = dict(t0=t0, time_limit=time_limit, deadline=deadline, det=det, big=big, rounds=rounds,
-                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT)
+                pair_sweeps=pair_sweeps, hint=hint, keep_trying=model_size > FULL_MODEL_LIMIT,
+                exact_follows=model_size <= FULL_MODEL_LIMIT)
     portfolio = _use_portfolio(red, workers)
     ls = LocalSearch(red, seed=seed)
     child = None
-    if portfolio:
-        # the second search's own time is its phase's; it never keeps searching to the deadline
-        child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
-        if child is None and not det:
-            portfolio = False  # no second core to use without fork; deterministic mode runs it after
+    # the LP relaxation on the second core, beside the heuristic phases (no portfolio; big enough LPs)
+    lp_child = None
+    lp_det = DET_LP * time_limit if det else None
+    lp_in_child = (not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT
+                   and lp_size(red) >= LP_CHILD_MIN)
+    if lp_in_child:
+        # deterministic mode: no wall limit (GLOP's deterministic time decides)
+        lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
+        t_lp_child = time.monotonic()
+    lp_forked = lp_child is not None   # else the LP runs in-process at step 4b
     try:
-        mine = _trajectory(red, ls, plan, progress)
-        other = None
         if portfolio:
+            # the second search's own time is its phase's; it never keeps searching to the deadline
+            child = fork.start(_second_trajectory, red, seed + 1, dict(plan, keep_trying=False))
+            if child is None and not det:
+                portfolio = False  # no second core to use without fork; deterministic mode runs it after
+        try:
+            mine = _trajectory(red, ls, plan, progress)
+            other = None
+            if portfolio:
+                if child is not None:
+                    c, child = child, None
+                    other = fork.collect(c, max(0.0, deadline - time.monotonic()))
+                # deterministic mode: the same answer whether the child ran, failed or was never forked
+                if other is None and det:
+                    other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
+        finally:
             if child is not None:
-                c, child = child, None
-                other = fork.collect(c, max(0.0, deadline - time.monotonic()))
-            # deterministic mode: the same answer whether the child ran, failed or was never forked
-            if other is None and det:
-                other = _second_trajectory(red, seed + 1, dict(plan, keep_trying=False))
-    finally:
-        if child is not None:
-            fork.cancel(child)
-    best, best_obj, mu, lag_info = mine
-    stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
-    if portfolio:
-        best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
-    # repeated structure (e.g. transformer layers): propose the solution where every class of
-    # look-alike nodes takes its most common choice; kept only when better after local search
-    if best is not None and red.num_nodes >= 2:
-        classes = repeated_classes(red)
-        stats["repetition"] = repetition_stats(classes)
-        if stats["repetition"]["repeated_nodes"]:
-            cand = shared_choice(classes, best)
-            if not np.array_equal(cand, best):
-                ls.set_solution(cand)
-                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
-                if ls.feasible() and ls.objective() < best_obj:
-                    best, best_obj = ls.s.copy(), ls.objective()
-                    stats["repetition"]["improved"] = True
-    if best is not None:
-        ls.set_solution(best)
-    stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
-                          "seconds": round(elapsed(), 3)}
-    if best_obj is not None:
-        _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
+                fork.cancel(child)
+        best, best_obj, mu, lag_info = mine
+        stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
+        if portfolio:
+            best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
+        # repeated structure (e.g. transformer layers): propose the solution where every class of
+        # look-alike nodes takes its most common choice; kept only when better after local search
+        if best is not None and red.num_nodes >= 2:
+            classes = repeated_classes(red)
+            stats["repetition"] = repetition_stats(classes)
+            if stats["repetition"]["repeated_nodes"]:
+                cand = shared_choice(classes, best)
+                if not np.array_equal(cand, best):
+                    ls.set_solution(cand)
+                    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=False)
+                    if ls.feasible() and ls.objective() < best_obj:
+                        best, best_obj = ls.s.copy(), ls.objective()
+                        stats["repetition"]["improved"] = True
+        if best is not None:
+            ls.set_solution(best)
+        stats["heuristic"] = {"objective": None if best_obj is None else best_obj + red.offset,
+                              "seconds": round(elapsed(), 3)}
+        if best_obj is not None:
+            _emit(progress, phase="heuristic", objective=best_obj + red.offset, elapsed=elapsed())
 
-    # 4. a proven lower bound (dual ascent, with the memory prices)
-    target = None if best_obj is None else best_obj + red.offset
-    bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + BOUND_SHARE * time_limit),
-                            stats, target)
-    # the dual's own solution (priced reparametrisation, rounded greedily), repaired and improved
-    ls.set_solution(decoded)
-    if red.memory is not None and not ls.feasible():
-        repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
-    ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
-    if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
-        stats["bound"]["decoded_objective"] = ls.objective() + red.offset
-        best, best_obj = ls.s.copy(), ls.objective()
-        _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
-    if best is not None:
-        ls.set_solution(best)
-    _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
-
-    def closed():  # proven within GAP_LIMIT: nothing worth searching for
-        if best_obj is None:
-            return False
-        o = best_obj + red.offset
-        return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
-
-    # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
-    # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
-    # optimum that fits in memory is an optimal solution
-    if model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
-        t_lp = time.monotonic()
-        # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
-        lp_wall = max(0.2, deadline - t_lp if det else min(deadline - t_lp, LP_SHARE * time_limit))
-        lb, lpos = lp_bound(red, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
-        stats["lp"] = {"bound": lb, "integral": lpos is not None, "seconds": round(time.monotonic() - t_lp, 3)}
-        if lb is not None:
-            bound = max(bound, lb)
-            _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
-        if lpos is not None and ls.feasible(lpos):
-            o = ls.objective(lpos)
-            if best_obj is None or o < best_obj:
-                best, best_obj = lpos, o
+        # 4. a proven lower bound (dual ascent, with the memory prices)
+        def try_decoded(decoded):
+            """The dual's own solution (priced reparametrisation, rounded greedily), repaired and
+            improved; kept when better.  Returns the incumbent's objective (offset included) or None."""
+            nonlocal best, best_obj
+            ls.set_solution(decoded)
+            if red.memory is not None and not ls.feasible():
+                repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+            ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+            if ls.feasible() and (best_obj is None or ls.objective() < best_obj):
+                stats.setdefault("bound", {})["decoded_objective"] = ls.objective() + red.offset
+                best, best_obj = ls.s.copy(), ls.objective()
+                _emit(progress, phase="dual", objective=best_obj + red.offset, elapsed=elapsed())
+            if best is not None:
                 ls.set_solution(best)
-                _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
+            return None if best_obj is None else best_obj + red.offset
 
-    # 5. CP-SAT on the whole reduced problem
-    cp_status = "unknown"
-    remaining = deadline - time.monotonic()
-    if remaining > 0.2 and model_size <= FULL_MODEL_LIMIT and not closed():
-        mdl = cpsat.build_model(red)
-        stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
-                          "build_seconds": round(elapsed(), 3)}
+        target = None if best_obj is None else best_obj + red.offset
+        exact = model_size <= FULL_MODEL_LIMIT
+        share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
+        bound, decoded = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + share * time_limit),
+                                stats, target, polish=try_decoded if exact else None)
+        decoded_obj = stats["bound"].get("decoded_objective")
+        try_decoded(decoded)
+        if decoded_obj is not None:
+            stats["bound"]["decoded_objective"] = min(decoded_obj, stats["bound"].get("decoded_objective", decoded_obj))
+        _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
+
+        def closed():  # proven within GAP_LIMIT: nothing worth searching for
+            if best_obj is None:
+                return False
+            o = best_obj + red.offset
+            return bound >= o or (o > 0 and (o - bound) <= GAP_LIMIT * o)
+
+        # 4b. the LP relaxation solved exactly (GLOP), when the model is small enough: MPLP's fixed point
+        # can be below the LP optimum; the LP's value is certified from its dual, and an integral LP
+        # optimum that fits in memory is an optimal solution
+        lp_res = None
+        if lp_child is not None and det:
+            # deterministic mode: the child's result is waited for (it is a function of the input),
+            # unless the search is already proven within GAP_LIMIT
+            t_lp = t_lp_child
+            c, lp_child = lp_child, None
+            if closed():
+                fork.cancel(c)
+            else:
+                lp_res = fork.collect(c, math.inf)
+                if lp_res is None:   # the child failed: the same result in-process
+                    lp_res = lp_solve(red, 1e7, deterministic_limit=lp_det)
+        elif lp_child is not None:   # started after presolve: done by now on small models (B, G)
+            t_lp = t_lp_child
+            # within GAP_LIMIT but not proven: an LP that has ended may still hold the optimum (G: its
+            # LP optimum is integral), so it is read when ready, but not waited for
+            proven = best_obj is not None and bound >= best_obj + red.offset
+            wait = 0.0 if closed() else max(0.0, min(deadline - time.monotonic(), LP_WAIT * time_limit))
+            if not proven and fork.ready(lp_child, wait):
+                c, lp_child = lp_child, None
+                lp_res = fork.collect(c, LP_READ_S) or (None, None, False)   # it has ended: read its result
+            elif closed():
+                fork.cancel(lp_child)
+                lp_child = None
+        elif not lp_forked and model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+            t_lp = time.monotonic()
+            # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
+            lp_wall = 1e7 if det else min(deadline - t_lp, LP_SHARE * time_limit)
+            lp_res = lp_solve(red, max(0.2, lp_wall), deterministic_limit=lp_det)
+        if lp_res is not None:
+            lb, lpos, integral = lp_res
+            stats["lp"] = {"bound": lb, "integral": integral, "seconds": round(time.monotonic() - t_lp, 3)}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+            if lpos is not None and not integral:
+                # the LP optimum rounded (largest value per node), repaired and improved: on G the
+                # LP's vertex is fractional after the dominance reductions, its rounding the optimum
+                ls.set_solution(lpos)
+                if red.memory is not None and not ls.feasible():
+                    repair_memory(ls, wall(time.monotonic() + 0.05 * time_limit), batch=16 if big else 1)
+                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+                lpos = ls.s.copy()
+                if best is not None:
+                    ls.set_solution(best)
+            if lpos is not None and ls.feasible(lpos):
+                o = ls.objective(lpos)
+                if best_obj is None or o < best_obj:
+                    best, best_obj = lpos, o
+                    ls.set_solution(best)
+                    _emit(progress, phase="lp", objective=best_obj + red.offset, elapsed=elapsed())
+
+        # 5. CP-SAT on the whole reduced problem
+        cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
-        full_time = max(0.1, remaining * (1.0 - lns_share))
-        if remaining > 0.1:
-            res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
-                              deterministic_limit=DET_FULL * time_limit,
-                              hint=best if best_obj is not None else None,
-                              progress=progress, offset=red.offset, t0=t0)
-            cp_status = res.status
-            if res.status == "infeasible":
-                why = tightest_point(problem)
-                if why is None:
-                    return Solution([], None, None, "infeasible", elapsed(), stats=stats,
-                                    explanation="no combination of allowed (finite-cost) strategies exists "
-                                                "(CP-SAT proved it)")
-                return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
-                                detail=why.detail, stats=stats)
-            if res.positions is not None:
-                if ls.feasible(res.positions):
-                    o = ls.objective(res.positions)
-                    if best_obj is None or o < best_obj:
-                        best, best_obj = res.positions, o
-            if res.bound is not None:
-                bound = max(bound, res.bound + red.offset)
-            stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
-                              "deterministic_time": round(res.deterministic_time, 3)}
+        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and model_size <= FULL_MODEL_LIMIT and not closed():
+            mdl = cpsat.build_model(red)
+            stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
+                              "build_seconds": round(elapsed(), 3)}
+            remaining = deadline - time.monotonic()
+            lns_share = 0.0 if red.num_nodes < 50 else LNS_SHARE
+            full_time = max(0.1, remaining * (1.0 - lns_share))
+            if remaining > 0.1:
+                res = cpsat.solve(mdl, full_time, workers=workers, seed=seed, deterministic=det,
+                                  deterministic_limit=DET_FULL * time_limit,
+                                  hint=best if best_obj is not None else None,
+                                  progress=progress, offset=red.offset, t0=t0)
+                cp_status = res.status
+                if res.status == "infeasible":
+                    why = tightest_point(problem)
+                    if why is None:
+                        return Solution([], None, None, "infeasible", elapsed(), stats=stats,
+                                        explanation="no combination of allowed (finite-cost) strategies exists "
+                                                    "(CP-SAT proved it)")
+                    return Solution([], None, None, "infeasible", elapsed(), explanation=why.explanation,
+                                    detail=why.detail, stats=stats)
+                if res.positions is not None:
+                    if ls.feasible(res.positions):
+                        o = ls.objective(res.positions)
+                        if best_obj is None or o < best_obj:
+                            best, best_obj = res.positions, o
+                if res.bound is not None:
+                    bound = max(bound, res.bound + red.offset)
+                stats["cpsat"] = {"status": res.status, "wall": round(res.wall, 3),
+                                  "deterministic_time": round(res.deterministic_time, 3)}
 
-    # 6. LNS polish
-    if best_obj is not None and cp_status != "optimal" and not closed():
-        best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
-                              progress, t0, stats, det_budget=DET_LNS * time_limit)
+        # 6. LNS polish
+        if best_obj is not None and cp_status != "optimal" and not closed():
+            best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
+                                  progress, t0, stats, det_budget=DET_LNS * time_limit)
 
-    if best_obj is None:
-        return Solution([], None, bound, "timeout", elapsed(), stats=stats)
-    strategies = red.expand(best)
-    obj, feas = evaluate(problem, strategies)
-    if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
-        raise AssertionError("internal error: solver produced an infeasible solution")
-    if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
-        raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
-    status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
-    if status == "optimal":
-        bound = obj
-    return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+        if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
+            c, lp_child = lp_child, None
+            done = fork.ready(c, max(0.0, deadline - time.monotonic()))
+            lb = ((fork.collect(c, LP_READ_S) if done else fork.cancel(c)) or (None, None, False))[0]
+            stats["lp"] = {"bound": lb, "integral": False, "seconds": round(time.monotonic() - t_lp_child, 3),
+                           "beside_search": True}
+            if lb is not None:
+                bound = max(bound, lb)
+                _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+        if best_obj is None:
+            return Solution([], None, bound, "timeout", elapsed(), stats=stats)
+        strategies = red.expand(best)
+        obj, feas = evaluate(problem, strategies)
+        if not feas:  # cannot happen unless a reduction is wrong; never report an infeasible answer
+            raise AssertionError("internal error: solver produced an infeasible solution")
+        if bound > obj:  # cannot happen unless a bound is wrong; never report a false proof
+            raise AssertionError(f"internal error: lower bound {bound} above a solution's objective {obj}")
+        status = "optimal" if cp_status == "optimal" or bound >= obj else "feasible"
+        if status == "optimal":
+            bound = obj
+        return Solution(strategies.tolist(), obj, bound, status, elapsed(), stats=stats)
+    finally:
+        if lp_child is not None:  # an early return or an error: the LP child goes
+            fork.cancel(lp_child)
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
@@ -373,9 +505,12 @@ def _trajectory(red, ls, plan, progress):
         if best is None and plan["keep_trying"]:  # no CP-SAT to fall back on: keep trying
             pen_deadline = deadline
     lag_info: dict = {}
+    # when the LP and the full CP-SAT model follow, rounds that stopped finding incumbents give their
+    # time to those (wall-clock mode only: deterministic mode counts rounds)
+    stall = None if det or not plan.get("exact_follows") else LAGRANGE_STALL * time_limit
     ps, po, mu = lagrangian_search(ls, pen_deadline, incumbent=None if best is None else (best, best_obj),
                                    progress=pen_progress, max_rounds=plan["rounds"], max_pair_sweeps=pair_sweeps,
-                                   info=lag_info)
+                                   info=lag_info, stall_seconds=stall)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
     return best, best_obj, mu, lag_info
@@ -423,31 +558,51 @@ def _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed):
     return best, best_obj, mu
 
 
-def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None) -> int:
+def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None) -> int:
     """``(bound, decoded)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
     same reparametrisation, without them.  Sweeps: until ``deadline`` (default mode) or a number
     derived from the limit and the problem's size (deterministic mode); either way no further once
     the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective).  ``decoded``: the
-    dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node."""
+    dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node.
+
+    ``polish`` (given when the full model follows): ``polish(decoded) -> incumbent objective``, called
+    every :data:`DECODE_EVERY` passes with the dual's current rounding (it keeps the best solution);
+    its result becomes the ``target``.  The sweeps then get up to :data:`MAX_SWEEPS` passes, in
+    deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit."""
     trivial = red.offset + sum(int(c.min()) for c in red.costs)
     t = time.monotonic()
-    passes = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
+    share = BOUND_SHARE if polish is None else EXACT_BOUND_SHARE
+    passes = max(2, min(MAX_SWEEPS, int(share * time_limit / (SWEEP_NODE_S * red.num_nodes + work / SWEEP_RATE)))) \
+        if det else MAX_SWEEPS
+    # without ``polish`` the rounding is taken where it always was (deterministic mode: after the
+    # passes WORK_RATE allowed, the search's path on the large contest instances unchanged); the
+    # sweeps after it only raise the bound
+    decode_at = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
+    decoded = None
     best, dual = lower_bound(red, ls, mu, passes=1)
     done = 1
     per_pass = time.monotonic() - t
+    order = bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist())
     while done < passes and (det or time.monotonic() + 2 * per_pass < deadline):
         if target is not None and target - best <= GAP_LIMIT * abs(target):
             break
         step = min(4, passes - done)
+        if polish is None and decoded is None and done < decode_at:
+            step = min(step, decode_at - done)
         b, dual = lower_bound(red, ls, mu, passes=step, dual=dual)
         stalled = b - best <= 0.1 * GAP_LIMIT * max(abs(b), 1)  # converged: leave the time to LNS
         best = max(best, b)
         done += step
+        if polish is None and decoded is None and done >= decode_at:
+            decoded = dual.decode(order)
         if stalled:
             break
-    decoded = dual.decode(bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist()))
+        if polish is not None and done % DECODE_EVERY == 1:
+            target = polish(dual.decode(order))
+    if decoded is None:
+        decoded = dual.decode(order)
     if mu is not None:   # the same reparametrisation without prices: also a bound
         b, dual = lower_bound(red, None, None, passes=0, dual=dual)
         best = max(best, b)

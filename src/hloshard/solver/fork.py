@@ -8,11 +8,15 @@ nothing is pickled on the way in; the result comes back pickled through a pipe. 
 :func:`start` returns None and the caller runs the work itself or not at all.
 
 The child ignores SIGINT (the parent decides: :func:`cancel` kills it), never runs the parent's
-exit handlers (it leaves by ``os._exit``) and never writes to the parent's streams.
+exit handlers (it leaves by ``os._exit``) and never writes to the parent's streams.  It dies with
+its parent: the kernel sends it SIGKILL when the parent goes (``prctl(PR_SET_PDEATHSIG)``, see
+prctl(2); the parent's pid is checked after the call, for a parent that died during the fork), so a
+killed solver leaves no LP child running until GLOP's own limit.
 """
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
 import pickle
@@ -44,10 +48,14 @@ def start(fn, *args) -> Child | None:
     sys.stdout.flush()
     sys.stderr.flush()
     r, w = os.pipe()
+    parent = os.getpid()
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
+            # jax's fork hook warns of deadlocks in a child that uses jax; ours never does (it runs
+            # numpy, GLOP or CP-SAT on the solver's arrays and leaves by os._exit)
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called", category=RuntimeWarning)
             pid = os.fork()
     except BaseException:  # noqa: BLE001 - no child: clean up and run without one
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
@@ -57,6 +65,7 @@ def start(fn, *args) -> Child | None:
     if pid == 0:  # the child
         code = 1
         try:
+            _die_with_parent(parent)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             os.close(r)
@@ -75,6 +84,22 @@ def start(fn, *args) -> Child | None:
     signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     os.close(w)
     return Child(pid, r)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a forked child: have the kernel kill this process when the thread that forked it ends
+    (the solver forks from the thread that then waits for the child); exits at once when the parent
+    ``parent`` is already gone.  Without libc's ``prctl`` (not glibc/musl) nothing is set."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def collect(child: Child, timeout: float):
@@ -108,6 +133,16 @@ def collect(child: Child, timeout: float):
         return pickle.loads(b"".join(chunks))
     except Exception:  # noqa: BLE001 - a truncated result counts as none
         return None
+
+
+def ready(child: Child, timeout: float) -> bool:
+    """Whether the child's result has started to arrive (or the child has ended), waiting at most
+    ``timeout`` seconds; reads nothing (then :func:`collect` takes it).  False once collected."""
+    if child.fd < 0:
+        return False
+    poller = select.poll()
+    poller.register(child.fd, select.POLLIN | select.POLLHUP)
+    return bool(poller.poll(max(0, int(math.ceil(max(0.0, timeout) * 1000)))))
 
 
 def cancel(child: Child) -> None:

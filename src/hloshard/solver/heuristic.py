@@ -501,7 +501,8 @@ def point_penalties(ls: "LocalSearch", mu: np.ndarray) -> list:
 
 def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progress=None,
                       max_rounds: int = 1000, trace=None, repair_fraction: float = 0.05,
-                      max_pair_sweeps: int | None = None, info: dict | None = None):
+                      max_pair_sweeps: int | None = None, info: dict | None = None,
+                      stall_seconds: float | None = None):
     """Memory by Lagrangian relaxation with one price per liveness point (subgradient, Polyak step).
 
     Round ``r``: node costs plus the prices' penalties (:func:`point_penalties`) are minimised
@@ -525,6 +526,8 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     overflow, the round's solution is repaired to feasibility (:func:`repair_memory`) and improved by
     the memory-aware local search; every feasible one can become the incumbent.
 
+    ``stall_seconds``: stop once this many seconds (wall clock) have passed since the start or the
+    last new incumbent (None: no such stop; callers in deterministic mode leave it None).
     ``incumbent``: ``(positions, objective)`` of a feasible solution (an upper bound for the step), or
     None; ``info``: a dict that receives the chosen message passer (``"message_passing"``) and the
     first round's value for each (``"first_round"``).  Returns ``(best positions, best objective, mu)`` (positions None if no feasible one was
@@ -544,8 +547,13 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     best_l, stall = -math.inf, 0
     first_l = None
     big = n >= LARGE_NODES
+    last_new = time.monotonic()
     for rounds in range(1, max_rounds + 1):
         if time.monotonic() >= deadline:
+            break
+        if stall_seconds is not None and time.monotonic() - last_new > stall_seconds:
+            if info is not None:
+                info["stalled_after_round"] = rounds - 1
             break
         pen = point_penalties(ls, mu) if npts else None
         if pen is None:
@@ -604,6 +612,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
                         ls.improve(deadline, max_pair_sweeps=max_pair_sweeps)
                         o = ls.objective() if ls.feasible() else o
                     best_s, best_obj = ls.s.copy(), o
+                    last_new = time.monotonic()
                     if progress is not None:
                         progress(best_obj)
         if trace is not None:

@@ -48,11 +48,18 @@ def lp_size(red) -> int:
 
 
 def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
-    """``(bound, positions)``: a proven lower bound of the reduced problem's optimum (presolve offset
-    included; a Python int) from the LP relaxation (module docstring), or ``(None, None)`` when GLOP
-    ends without an optimal LP basis; ``positions``: the LP optimum's strategy per reduced node when
-    it is integral (then it is an optimal solution of the relaxation and, if feasible, of the
-    problem), else None.
+    """``(bound, positions)`` of :func:`lp_solve`, positions only when the LP optimum is integral."""
+    bound, positions, integral = lp_solve(red, time_limit, deterministic_limit)
+    return bound, positions if integral else None
+
+
+def lp_solve(red, time_limit: float, deterministic_limit: float | None = None):
+    """``(bound, positions, integral)``: a proven lower bound of the reduced problem's optimum (presolve
+    offset included; a Python int) from the LP relaxation (module docstring), or ``(None, None,
+    False)`` when GLOP ends without an optimal LP basis; ``positions``: per reduced node the strategy
+    with the largest LP value (``(n,)`` int64); ``integral``: whether the LP optimum is integral (then
+    ``positions`` is an optimal solution of the relaxation and, if feasible, of the problem; else it
+    is only a rounding, a starting point for local search).
 
     ``time_limit``: wall seconds for GLOP (a safety net in deterministic mode);
     ``deterministic_limit``: GLOP's deterministic-time limit (then the result does not depend on the
@@ -139,19 +146,21 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
     resp = linear_solver_pb2.MPSolutionResponse()
     pywraplp.Solver.SolveWithProto(req, resp)
     if resp.status != linear_solver_pb2.MPSOLVER_OPTIMAL or len(resp.dual_value) != len(cons_rhs):
-        return None, None
+        return None, None, False
     y = np.ldexp(np.array(resp.dual_value, dtype=np.float64), shift)
     kind = np.array(cons_kind, dtype=np.int64)
     y = np.where(kind == 1, np.minimum(y, 0.0), y)  # "<=" rows of a minimisation: y <= 0
     bound = _certified(cost_all, ub_all, cons_idx, cons_coef, cons_rhs, y) + int(red.offset)
 
     x = np.array(resp.variable_value[:nx], dtype=np.float64)
-    positions = None
+    integral = False
     if n and np.all(np.abs(x - np.round(x)) <= 1e-9):
         blocks = np.split(np.round(x).astype(np.int64), xoff[1:])
-        if all(b.sum() == 1 for b in blocks):
-            positions = np.array([int(np.argmax(b)) for b in blocks], dtype=np.int64)
-    return bound, positions
+        integral = all(b.sum() == 1 for b in blocks)
+    xs = np.where(allowed_x, x, -1.0)
+    positions = np.array([int(np.argmax(b)) for b in np.split(xs, xoff[1:])], dtype=np.int64) if n else \
+        np.zeros(0, dtype=np.int64)
+    return bound, positions, integral
 
 
 def _certified(cost, ub, cons_idx, cons_coef, cons_rhs, y) -> int:
