@@ -49,27 +49,14 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+from hloshard.textout import tuple_elements  # noqa: E402  (after the path set-up)
+
 MB = 1e6
 PLAN_ORDER = ["expert", "expert_params", "replicated", "auto", "auto_budget", "auto_expert"]
 
 _COLLECTIVE = re.compile(r"\b(all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(-start)?\(")
 _CHANNEL = re.compile(r"\bchannel_id=(\d+)")
 _START = re.compile(r"^(\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*)(.*?)(\s+collective-permute-start\()")
-
-
-def _top_level(text: str) -> list[str]:
-    """``text`` split at the commas outside any (), [], {} (the elements of a tuple shape's inside)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
 
 
 def final_once(text: str) -> str:
@@ -88,7 +75,7 @@ def final_once(text: str) -> str:
                 seen.add(ch.group(1))
             s = _START.match(line)
             if s and s.group(2).startswith("("):
-                elems = _top_level(s.group(2).strip()[1:-1])
+                elems = tuple_elements(s.group(2).strip()) or [s.group(2).strip()]
                 line = s.group(1) + elems[min(1, len(elems) - 1)] + line[s.start(3):]
         out.append(line)
     return "\n".join(out)

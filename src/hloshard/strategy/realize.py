@@ -155,7 +155,6 @@ def insert_loop_state_pins(whiles) -> int:
     ``NAME.sh = custom-call(NAME), custom_call_target="Sharding", sharding=<its sharding>`` and make those
     users read it.  ``whiles``: the ``while`` instructions whose shardings are written (the IR after the
     apply step).  Returns the custom-calls added.  Deterministic (the given order, then text order)."""
-    from ..hlo.ir import Instruction
     from ..hlo.loops import called, invariant_elements
 
     count = 0
@@ -175,19 +174,28 @@ def insert_loop_state_pins(whiles) -> int:
             users = [u for u in g.users if u is not body.root]
             if not users:
                 continue
-            name = g.name + ".sh"
-            k = 1
-            while name in names:
-                k += 1
-                name = f"{g.name}.sh{k}"
-            names.add(name)
-            cc = Instruction(name, "custom-call", g.shape, [g], attrs={"custom_call_target": "Sharding"})
-            cc.sharding = g.sharding
-            body.add_instruction(cc, before=_first_user(body, g, users[0]))
-            for u in users:
-                u.set_operands([cc if o is g else o for o in u.operands])
+            _pin_between(body, g, users, ".sh", names)
             count += 1
     return count
+
+
+def _pin_between(comp, src, users, suffix: str, names: set):
+    """Insert ``<src.name><suffix> = custom-call(src), custom_call_target="Sharding"`` carrying ``src``'s
+    sharding into ``comp`` before the first of ``users`` and make ``users`` read it; the name gets a
+    number when taken (``names``: the names in use, updated).  Returns the custom-call."""
+    from ..hlo.ir import Instruction
+
+    name, k = src.name + suffix, 1
+    while name in names:
+        k += 1
+        name = f"{src.name}{suffix}{k}"
+    names.add(name)
+    cc = Instruction(name, "custom-call", src.shape, [src], attrs={"custom_call_target": "Sharding"})
+    cc.sharding = src.sharding
+    comp.add_instruction(cc, before=_first_user(comp, src, users[0]))
+    for u in users:
+        u.set_operands([cc if o is src else o for o in u.operands])
+    return cc
 
 
 def insert_transpose_pins(instructions) -> int:
@@ -197,8 +205,6 @@ def insert_transpose_pins(instructions) -> int:
     partitions (the TPU compiler's algebraic simplifier) cannot carry the dot's sharding onto a result of
     other dims (module docstring).  ``instructions``: the written module's instructions (every
     computation's).  Returns the custom-calls added.  Deterministic (the given order)."""
-    from ..hlo.ir import Instruction
-
     count = 0
     for d in list(instructions):
         if d.opcode != "dot" or d.sharding is None or not is_array(d.shape):
@@ -207,15 +213,6 @@ def insert_transpose_pins(instructions) -> int:
         if not users:
             continue
         comp = d.parent
-        names = {i.name for i in comp.instructions}
-        name, k = d.name + ".tpin", 1
-        while name in names:
-            k += 1
-            name = f"{d.name}.tpin{k}"
-        cc = Instruction(name, "custom-call", d.shape, [d], attrs={"custom_call_target": "Sharding"})
-        cc.sharding = d.sharding
-        comp.add_instruction(cc, before=_first_user(comp, d, users[0]))
-        for u in users:
-            u.set_operands([cc if o is d else o for o in u.operands])
+        _pin_between(comp, d, users, ".tpin", {i.name for i in comp.instructions})
         count += 1
     return count
