@@ -375,12 +375,7 @@ def _loop_state_pins(module, eqns: dict) -> dict:
             continue
         if eqn.primitive.name == "while":
             inputs = _while_body_inputs(eqn, w, body)
-            for cc in body.instructions:
-                if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
-                    continue
-                g = cc.operands[0]
-                if g.opcode != "get-tuple-element" or not g.operands or g.operands[0] is not body.parameters[0]:
-                    continue
+            for cc, g in _state_read_pins(body):
                 i = inputs.get(int(str(g.attrs.get("index"))))
                 if i is not None and not cc.sharding.is_tuple:
                     out.setdefault(path, []).append((i, cc.sharding, len(g.shape.dims)))
@@ -390,12 +385,7 @@ def _loop_state_pins(module, eqns: dict) -> dict:
         nxs = len(invars) - nc - ncarry
         n = len(w.shape.tuple_shapes)
         length = int(eqn.params.get("length", 0))
-        for cc in body.instructions:
-            if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
-                continue
-            g = cc.operands[0]
-            if g.opcode != "get-tuple-element" or not g.operands or g.operands[0] is not body.parameters[0]:
-                continue
+        for cc, g in _state_read_pins(body):
             t = int(str(g.attrs.get("index")))
             dims = tuple(g.shape.dims)
             if 1 <= t <= ncarry and tuple(getattr(invars[nc + t - 1].aval, "shape", ())) == dims:
@@ -408,6 +398,18 @@ def _loop_state_pins(module, eqns: dict) -> dict:
                     if sliced is not None:
                         out.setdefault(path, []).append((i, sliced, len(inner)))
     return out
+
+
+def _state_read_pins(body):
+    """``(pin, read)`` for each sharding constraint (a ``Sharding`` custom-call with a sharding) of a loop
+    ``body`` whose operand is a ``get-tuple-element`` of the body's parameter (a read of the loop
+    state), in text order."""
+    for cc in body.instructions:
+        if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
+            continue
+        g = cc.operands[0]
+        if g.opcode == "get-tuple-element" and g.operands and g.operands[0] is body.parameters[0]:
+            yield cc, g
 
 
 def _while_body_inputs(eqn, w, body) -> dict:
