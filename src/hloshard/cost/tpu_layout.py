@@ -109,7 +109,10 @@ def reported_temp_bytes(heap_bytes: int, small_slots: int, holds_more_than_heade
     assignment: color 0, ``preallocated-temp``) is ``heap_bytes`` long, has ``small_slots`` slots holding
     a value of at most 512 B (async headers, spilled scalars), and holds more than async headers
     (``holds_more_than_headers``: a non-tuple value); module docstring, measured.  0 for a heap of
-    headers only, else ``ceil(heap_bytes / 16 KiB) * 16 KiB + small_slots * 15,872``.  Bytes per device."""
+    headers only, else ``ceil(heap_bytes / 16 KiB) * 16 KiB + small_slots * 15,872``.  Bytes per device.
+    One counter-example is known (round 10, ``tests/test_tpu_memory.py``): a heap of 15 headers and one
+    spilled ``s32[1]`` reported as 0, so for a heap whose only other values are spilled scalars libtpu
+    reports 0 or this figure; which one is its buffer assignment's decision."""
     if not holds_more_than_headers or heap_bytes <= 0:
         return 0
     return -(-int(heap_bytes) // HBM_ALIGN_BYTES) * HBM_ALIGN_BYTES + int(small_slots) * HEAP_SLOT_EXTRA_BYTES
