@@ -12,7 +12,7 @@ MaxText-style shardings on a ``('data', 'model')`` mesh -- every weight split ov
 devices (``XLA_FLAGS=--xla_force_host_platform_device_count=N``, set here before jax is imported).
 ``OUT.hlo`` is XLA's module right after its SPMD partitioner (the ``spmd-partitioning`` pass dump):
 per-device shapes, ``num_partitions=N``, and the collectives with their replica groups, the form of a
-program that is already partitioned (issue 26's 128-partition scale check: ``hloshard cost OUT.hlo
+program that is already partitioned (``--logical``: jax's module before partitioning instead) (issue 26's 128-partition scale check: ``hloshard cost OUT.hlo
 --mesh 16x8``).  Only shapes and dtypes are used: nothing runs, no weights are allocated.
 
 Raises SystemExit(2) with a message when the mesh does not multiply to ``--devices`` or a size does
@@ -40,6 +40,9 @@ def parse_args(argv):
     p.add_argument("--vocab", type=int, default=32768)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq", type=int, default=256)
+    p.add_argument("--logical", action="store_true",
+                   help="write the module before partitioning instead (jax's lowering: the parameters' "
+                        "shardings, no collectives), the input `solve` takes")
     a = p.parse_args(argv)
     try:
         data, model = (int(x) for x in a.mesh.lower().split("x"))
@@ -108,7 +111,14 @@ def main(argv=None) -> int:
         return loss, jax.tree.map(lambda w, g: w - 1e-3 * g, params, grads)
 
     out_sh = (NamedSharding(mesh, P()), {k: v.sharding for k, v in params.items()})
-    jax.jit(train_step, out_shardings=out_sh, donate_argnums=0).lower(params, tokens).compile()
+    lowered = jax.jit(train_step, out_shardings=out_sh, donate_argnums=0).lower(params, tokens)
+    if a.logical:
+        with open(a.out, "w") as f:
+            f.write(lowered.as_text(dialect="hlo"))
+        shutil.rmtree(dump, ignore_errors=True)
+        print(f"wrote {a.out}: {a.layers} layers, logical module for {a.devices} devices, mesh {a.mesh}")
+        return 0
+    lowered.compile()
     found = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
     if not found:
         print(f"make_partitioned: XLA wrote no after_spmd-partitioning dump in {dump}", file=sys.stderr)
