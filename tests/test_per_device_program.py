@@ -88,3 +88,10 @@ def test_diff_prices_both_sides_as_cost_does(tmp_path):
     assert rep["totals"]["total"]["a"] == rep["totals"]["total"]["b"] == cost["total_cost"]
     assert rep["totals"]["resharding"]["a"] == 0
     assert "per-device program" in rep["completion"]["a"]
+
+
+def test_explain_lists_no_alternatives_for_a_shard(tmp_path):
+    rep = _json(tmp_path, "explain", "--instruction", "d", "--mesh", "data=4,model=2")
+    assert rep["completion"]["method"] == "per-device"
+    assert rep["alternatives"] == [] and rep["sharding_used"] == "{replicated}"
+    assert any("no alternative sharding of d" in n for n in rep["notes"]), rep["notes"]

@@ -405,6 +405,11 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         return Explanation(data, notes=notes, cost_result=given)
     if alternatives <= 0 and want_spec is None:
         return Explanation(data, notes=notes, cost_result=given)
+    if given.method == "per-device":
+        notes.append(f"the module is {given.completion_words(with_time=False)}; its shapes are already one "
+                     f"device's shard, so no alternative sharding of {target.name} is listed (explain the "
+                     f"logical module, before SPMD partitioning, for those)")
+        return Explanation(data, notes=notes, cost_result=given)
 
     # 2. the neighbourhood: re-built without its annotations over the as-given graph (explain_local)
     from .explain_local import Pricing
