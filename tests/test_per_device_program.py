@@ -95,3 +95,20 @@ def test_explain_lists_no_alternatives_for_a_shard(tmp_path):
     assert rep["completion"]["method"] == "per-device"
     assert rep["alternatives"] == [] and rep["sharding_used"] == "{replicated}"
     assert any("no alternative sharding of d" in n for n in rep["notes"]), rep["notes"]
+
+
+def test_solve_warns_that_the_input_is_already_partitioned(tmp_path):
+    path = tmp_path / "m.hlo"
+    path.write_text(PER_DEVICE)
+    out = tmp_path / "out.hlo"
+    r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "data=4,model=2", "-o", str(out), "--format", "json",
+                                  "--deterministic", "--time-limit", "5"])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(r.stdout)
+    assert any("already a per-device program" in w for w in rep["warnings"]), rep["warnings"]
+    logical = tmp_path / "l.hlo"
+    logical.write_text(LOGICAL)
+    r = CliRunner().invoke(main, ["solve", str(logical), "--mesh", "data=4,model=2", "-o", str(out), "--format",
+                                  "json", "--deterministic", "--time-limit", "5"])
+    assert r.exit_code == 0, r.output
+    assert not any("per-device" in w for w in json.loads(r.stdout)["warnings"])
