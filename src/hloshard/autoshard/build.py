@@ -50,7 +50,7 @@ from ..strategy.registry import BuildContext
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
-from .resharder import _Resharder
+from .resharder import PastDeadline, _Resharder
 from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings
 
@@ -159,14 +159,18 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                 nodes.append(sg)
                 node_owner.append(instr)
 
-    resh = _Resharder(ctx)
+    resh = _Resharder(ctx, deadline)
     edges: dict = {}
     info: dict = {}
     follows: list = []
     for v, g in enumerate(nodes):
         if deadline is not None and time.monotonic() > deadline:
             raise BuildStopped("edges", v, len(nodes), time.monotonic() - started)
-        for inst, leaf, src, follow, m, scale in in_edges(g, ctx, resh):
+        try:
+            made = list(in_edges(g, ctx, resh))
+        except PastDeadline:
+            raise BuildStopped("edges", v, len(nodes), time.monotonic() - started) from None
+        for inst, leaf, src, follow, m, scale in made:
             u = src.node
             if not follow and not np.any(m):
                 continue
