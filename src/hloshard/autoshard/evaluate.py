@@ -338,6 +338,17 @@ def module_mesh(module, mesh):
     ``solve``'s input, whose written output can need finer sub-axes (``--mesh 8``: the input's
     reshapes need 2x4, the written shardings 2x2x2).  So the re-evaluation of a written module prices it
     exactly as ``hloshard cost`` of the written file does."""
+    user = user_mesh(mesh)
+    if user is mesh:
+        return mesh
+    out = refine_for_module(user, module)
+    return mesh if out == mesh else out
+
+
+def user_mesh(mesh):
+    """The user's mesh that ``mesh`` refines (its sub-axes merged back into the user's axes, each with
+    the alpha / beta of its first sub-axis, the refinement note dropped), or ``mesh`` itself when it is
+    not refined."""
     if not isinstance(mesh, DeviceMesh) or not getattr(mesh, "sub_axes", None):
         return mesh
     first: dict = {}
@@ -353,12 +364,11 @@ def module_mesh(module, mesh):
     user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
     user.roofline_prices = mesh.roofline_prices
     user.memory_device = getattr(mesh, "memory_device", None)
-    out = refine_for_module(user, module)
-    return mesh if out == mesh else out
+    return user
 
 
 def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0, progress=None,
-                    deterministic: bool = True) -> CostResult:
+                    deterministic: bool = True, refine: bool = True) -> CostResult:
     """Evaluate the shardings ``module`` carries (every annotation kept, as ``--keep-shardings all``).
 
     An annotated instruction keeps exactly its sharding; where several strategies produce it (e.g. a dot
@@ -369,10 +379,11 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     CP-SAT included; ``deterministic`` as for ``solve``).  ``progress(event)``: solver-style progress
     events, ``{"phase": "building"}`` first.  Costs in cost units, memory in bytes per device.
     The module is priced on :func:`module_mesh` (``mesh`` itself unless ``mesh`` was refined for
-    another module).  Raises InputError for annotations that do not fit the mesh / shapes, SolveFailed
-    when no consistent choice exists."""
+    another module; ``refine=False``: on ``mesh`` as given).  Raises InputError for annotations that do
+    not fit the mesh / shapes, SolveFailed when no consistent choice exists."""
     t0 = time.monotonic()
-    mesh = module_mesh(module, mesh)
+    if refine:
+        mesh = module_mesh(module, mesh)
     if progress is not None:
         progress({"phase": "building"})
     counted = counted_instructions(module)    # before build_graph clones called computations
@@ -429,7 +440,9 @@ def replicated_evaluation(module, mesh) -> CostResult:
     """``evaluate_module`` of ``module`` with every instruction of every computation annotated
     replicated (the module is restored before returning, also on an error): a per-device program as it
     runs, whole on every device, each written collective priced by the mesh axes its replica groups
-    cross.  ``unannotated`` keeps the instructions the input left without a sharding."""
+    cross.  ``unannotated`` keeps the instructions the input left without a sharding.  Priced on the
+    user's mesh (:func:`user_mesh`): nothing is split, so no sub-axes are needed (a group along part of
+    an axis costs over that axis' link either way, :func:`hloshard.strategy.collectives.group_axes`)."""
     counted = counted_instructions(module)
     unannotated = [i.name for i in counted if i.sharding is None]
     saved = [(i, i.sharding) for i in module.all_instructions()]
@@ -440,7 +453,7 @@ def replicated_evaluation(module, mesh) -> CostResult:
                 instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
             else:
                 instr.sharding = HloSharding.replicated()
-        result = evaluate_module(module, mesh)
+        result = evaluate_module(module, user_mesh(mesh), refine=False)
     finally:
         for instr, s in saved:
             instr.sharding = s

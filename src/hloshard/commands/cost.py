@@ -266,7 +266,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})", *seconds]))
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
-    con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
+    shown = result.graph.mesh if result.method == "per-device" else dmesh   # nothing refined for a per-device program
+    con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     line = unannotated_line(result)
