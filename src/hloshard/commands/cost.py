@@ -85,8 +85,9 @@ def cost_report(result, mesh, comparison=None) -> dict:
             row["xla_collectives"] = [r.to_json() for r in c.xla] if c is not None else []
             row["kinds_agree"] = c.kinds_agree if c is not None else None
             row["groups_agree"] = c.groups_agree if c is not None else None
-        report["xla_bytes_per_device"] = _mb(comparison.xla_bytes)
-        report["kind_agreement"] = comparison.kind_agreement
+        failed = comparison.xla_error is not None   # nothing measured: no figure, not 0
+        report["xla_bytes_per_device"] = None if failed else _mb(comparison.xla_bytes)
+        report["kind_agreement"] = None if failed else comparison.kind_agreement
         report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
         report["xla_error"] = comparison.xla_error
         report["xla_compile_error"] = comparison.xla_compile_error
@@ -233,8 +234,14 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     parsing.stop()
     note_input(module_file, module)
     if use_xla:
+        from ..autoshard import is_per_device_program
+        from ..errors import UsageError
         from ..xla_check import require_jax
 
+        if is_per_device_program(module):
+            raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "
+                             "a per-device program (its collectives cross partitions), which XLA does not partition "
+                             "again: its collectives are the ones written, priced as they are without --xla")
         require_jax()
     with SolverProgress(show, time_limit) as progress:
         result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,

@@ -169,9 +169,9 @@ def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool) -> 
         report.update(plan_timing(result, module, scale))
         lines.append(step_time_line(report))
     if use_xla:
-        from ..hlo import print_module
+        from ..xla_compare import tag_module_text   # the text XLA's partitioner takes (Shardy constraints as GSPMD's)
 
         roof = plan_roofline(result, module, None if scale is None else scale.profile)[0]
-        report.update(xla_cost_fields(roof, print_module(module), int(mesh.num_devices)))
+        report.update(xla_cost_fields(roof, tag_module_text(module)[0], int(mesh.num_devices)))
         lines.append(xla_cost_line(report))
     return lines
