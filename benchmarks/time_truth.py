@@ -174,20 +174,12 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
 
 def collective_hbm_seconds(result, profile) -> float:
     """Seconds one device spends moving the HBM bytes of the collectives hloshard predicts for the plan
-    (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times their
-    executions) at the profile's sustained HBM bandwidth: :func:`hloshard.cost.collectives.collective_hbm_bytes`
-    (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that).  The part of the step time
-    the TPU compiler's ``optimal_seconds`` also counts (it charges a collective its HBM bytes, no link
-    time), so compute + this is hloshard's like-for-like figure."""
-    from hloshard.cost.collectives import collective_hbm_bytes
-    from hloshard.xla_compare import predicted_collectives
+    (:func:`hloshard.commands.timing.plan_collective_hbm_bytes`) at the profile's sustained HBM
+    bandwidth.  The part of the step time the TPU compiler's ``optimal_seconds`` also counts (it charges
+    a collective its HBM bytes, no link time), so compute + this is hloshard's like-for-like figure."""
+    from hloshard.commands.timing import plan_collective_hbm_bytes
 
-    total = 0.0
-    for recs in predicted_collectives(result).values():
-        for r in recs:
-            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
-            total += b * r.executions
-    return total / profile.sustained_hbm_bandwidth
+    return plan_collective_hbm_bytes(result) / profile.sustained_hbm_bandwidth
 
 
 def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,

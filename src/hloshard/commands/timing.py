@@ -30,7 +30,7 @@ from ..cost.roofline import instruction_peak, roofline
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["plan_timing", "plan_roofline", "is_per_device_program", "replicated_evaluation", "step_time_line",
+__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "is_per_device_program", "replicated_evaluation", "step_time_line",
            "links_text", "xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 _CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
@@ -116,7 +116,27 @@ def plan_roofline(result, module, profile=None):
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth)
+    if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
+        roof.collective_bytes = plan_collective_hbm_bytes(result)
+        roof.hbm_bytes += roof.collective_bytes
     return roof, result, per_device
+
+
+def plan_collective_hbm_bytes(result) -> float:
+    """HBM bytes one device reads and writes for the collectives hloshard predicts for the plan
+    ``result`` (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times
+    their executions): :func:`hloshard.cost.collectives.collective_hbm_bytes` each, operands plus result,
+    what XLA's ``HloCostAnalysis`` counts as a collective's bytes accessed on the CPU backend and the TPU
+    compiler alike (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that)."""
+    from ..cost.collectives import collective_hbm_bytes
+    from ..xla_compare import predicted_collectives
+
+    total = 0.0
+    for recs in predicted_collectives(result).values():
+        for r in recs:
+            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
+            total += b * r.executions
+    return total
 
 
 def plan_timing(result, module, scale) -> dict:

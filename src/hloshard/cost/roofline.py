@@ -73,10 +73,15 @@ class RooflineRow:
 @dataclass
 class Roofline:
     """The roofline of a whole program on one device: totals (flops, HBM bytes, seconds) and the
-    seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction."""
+    seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction.
+    ``collective_bytes``: the part of ``hbm_bytes`` that the plan's implicit collectives (a strategy's
+    all-reduce, a resharding's all-gather: not instructions of the module) read and write, added by the
+    caller (:func:`hloshard.commands.timing.plan_roofline`); not in ``seconds`` (their time, HBM
+    traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`)."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
+    collective_bytes: float = 0.0
     seconds: float = 0.0
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
