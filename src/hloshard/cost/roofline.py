@@ -38,7 +38,7 @@ from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users, is_fused
 
-__all__ = ["kernel_reads", "NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -51,6 +51,9 @@ NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "
 COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                                 "collective-broadcast", "all-reduce-start", "all-gather-start",
                                 "collective-permute-start", "ragged-all-to-all", "send", "recv"})
+
+#: opcodes that read a part of their operand (module docstring: counted at their result's size)
+SLICES = frozenset({"slice", "dynamic-slice"})
 
 #: opcodes that run at the tensor-core / MXU peak
 MATMUL_OPCODES = frozenset({"dot", "convolution"})
@@ -77,11 +80,13 @@ class Roofline:
     ``collective_bytes``: the part of ``hbm_bytes`` that the plan's implicit collectives (a strategy's
     all-reduce, a resharding's all-gather: not instructions of the module) read and write, added by the
     caller (:func:`hloshard.commands.timing.plan_roofline`); not in ``seconds`` (their time, HBM
-    traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`)."""
+    traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`);
+    ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip)."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
     collective_bytes: float = 0.0
+    collective_bytes_once: float = 0.0
     seconds: float = 0.0
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
@@ -107,7 +112,10 @@ def kernel_reads(instr) -> list:
     (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
     into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
     adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
-    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9")."""
+    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9").  A fused ``slice`` or
+    ``dynamic-slice`` is read as a buffer of its own (result) size: the kernel reads that part of its
+    operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
+    slice's size (:data:`SLICES`)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
@@ -116,7 +124,7 @@ def kernel_reads(instr) -> list:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o) and not _shared_join(o):
+        if is_fused(o) and not _shared_join(o) and o.opcode not in SLICES:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
@@ -128,14 +136,21 @@ def hbm_bytes(instr, size_of: Callable) -> float:
     0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
     opcode; else ``size_of(instr)`` (its result) plus
     ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
-    it lives in the executable, not in a buffer, but a fusion reads it).  ``size_of``: instruction ->
-    bytes per device under the plan."""
+    it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
+    counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
+    ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
+    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan."""
     if instr.opcode in NO_TRAFFIC:
         return 0.0
     if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
         return 0.0
-    total = float(size_of(instr))
-    for o, _ in kernel_reads(instr):
+    if instr.opcode in SLICES:
+        return 2.0 * float(size_of(instr))
+    in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
+    total = float(size_of(instr.operands[1] if in_place else instr))
+    for o, k in kernel_reads(instr):
+        if in_place and k == 0:
+            continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         total += float(size_of(o))
