@@ -51,7 +51,9 @@ more (and pads to tiles); that is not modelled here.
   still read).  The operand's interval then ends where the reuse starts.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
-  memory of its own (``alias_size``).
+  memory of its own (``alias_size``).  Before an output is first written, XLA's ``BufferAssigner``
+  places other buffers in its allocation (:func:`place_in_outputs`; applied to a plan's buffers by
+  :func:`hloshard.autoshard.evaluate.plan_buffers`, since it depends on their sizes).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory

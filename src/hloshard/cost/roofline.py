@@ -16,17 +16,23 @@ entry of the profile: elementwise work does not run on tensor cores / the MXU).
 decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
-its per-device size.  Instructions that move no
+its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
+update (in place), as ``HloCostAnalysis`` counts them.  Instructions that move no
 data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
 them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their
-roofline seconds are 0 here.
+roofline seconds are 0 here; the plan's implicit collectives (a strategy's all-reduce, a resharding's
+all-gather), which are no instruction of the module, are added by the caller
+(:attr:`Roofline.collective_bytes`).
 
-What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured, see BENCHMARKS.md
-"Seconds: predicted vs XLA"): the operands of each fusion as XLA's (backend-specific) fusion left them
-(a TPU fuses far more than the CPU rule modelled here), slices read at their full operand size by some
-fusions, and the bookkeeping of loops (the induction variable, the loop-state copies XLA inserts).
+What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
+BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
+fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
+of dot operands, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` around the attention
+dots, and the producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
+(the induction variable, the loop-state copies XLA inserts); ``HloCostAnalysis`` counts a while body
+once, the roofline per trip (:func:`hloshard.commands.timing.body_once` gives the figure to compare).
 """
 
 from __future__ import annotations
