@@ -323,20 +323,9 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((t, t + 1))
             sizes.append(extra)
     # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals)
-    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
-        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
-        if r is TOKEN:
-            continue
-        dg = r[0]
-        op = dot.operands[k]
-        req = _required(dg, dg.strategies[int(choice[dg.node])], op, 0)
-        try:
-            b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
-        except (ValueError, TypeError, AttributeError):
-            b = 0
-        if b > 0:
-            ivs.append((lo, hi))
-            sizes.append(b)
+    for _dot, lo, hi, b in relayout_copies(graph, choice, ids):
+        ivs.append((lo, hi))
+        sizes.append(b)
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -391,6 +380,31 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((0 if made_at_entry_start(inst, graph.module.entry) else t, end))
             sizes.append(b)
     return ivs, sizes
+
+
+def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:
+    """The dot operand copies XLA's ``DotDecomposer`` makes under ``choice``
+    (:func:`hloshard.cost.liveness.relayout_intervals`): ``[(dot, lo, hi, bytes)]``, bytes per device of
+    the operand in the layout the dot's chosen strategy requires (copies of 0 bytes left out).  The
+    memory model counts each as a buffer over ``[lo, hi)`` (:func:`edge_buffers`), the roofline as a
+    kernel reading and writing it (:func:`hloshard.commands.timing.plan_roofline`)."""
+    ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
+    minfo = graph.ctx.minfo
+    out = []
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
+        if r is TOKEN:
+            continue
+        dg = r[0]
+        op = dot.operands[k]
+        req = _required(dg, dg.strategies[int(choice[dg.node])], op, 0)
+        try:
+            b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
+        except (ValueError, TypeError, AttributeError):
+            b = 0
+        if b > 0:
+            out.append((dot, lo, hi, b))
+    return out
 
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:

@@ -24,6 +24,7 @@ times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.mo
 from __future__ import annotations
 
 from ..autoshard import evaluate_module, instruction_sharding
+from ..autoshard.build import relayout_copies
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
@@ -120,6 +121,17 @@ def plan_roofline(result, module, profile=None):
         roof.collective_bytes = plan_collective_hbm_bytes(result)
         roof.hbm_bytes += roof.collective_bytes
         roof.collective_bytes_once = plan_collective_hbm_bytes(result, once=True)
+    # the dot operand copies the memory model counts (autoshard.build.relayout_copies): a kernel reading
+    # and writing the operand, memory-bound
+    bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
+    for dot, _lo, _hi, b in relayout_copies(graph, choice):
+        moved = 2.0 * b
+        roof.relayout_bytes_once += moved
+        moved *= float(graph.ctx.weight(dot))
+        roof.relayout_bytes += moved
+        roof.hbm_bytes += moved
+        roof.seconds += moved / bandwidth
+        roof.memory_bound_s += moved / bandwidth
     return roof, result, per_device
 
 
@@ -145,10 +157,10 @@ def body_once(roof) -> tuple[float, float]:
     """``(flops, HBM bytes)`` of the roofline ``roof`` with every instruction counted once, a loop
     body's once rather than once per trip: what XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``,
     CPU and TPU alike) counts, for a like-for-like comparison on modules with while loops (each row's
-    figures over its executions; the plan's collectives once each)."""
+    figures over its executions; the plan's collectives and dot operand copies once each)."""
     flops = sum(r.flops / r.executions for r in roof.rows if r.executions > 0)
     hbm = sum(r.hbm_bytes / r.executions for r in roof.rows if r.executions > 0)
-    return flops, hbm + roof.collective_bytes_once
+    return flops, hbm + roof.collective_bytes_once + roof.relayout_bytes_once
 
 
 def plan_timing(result, module, scale) -> dict:

@@ -29,8 +29,9 @@ all-gather), which are no instruction of the module, are added by the caller
 What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
 fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
-of dot operands, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` around the attention
-dots, and the producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
+around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
+``DotDecomposer`` copies of dot operands are counted, :attr:`Roofline.relayout_bytes` -- and the
+producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
 (the induction variable, the loop-state copies XLA inserts); ``HloCostAnalysis`` counts a while body
 once, the roofline per trip (:func:`hloshard.commands.timing.body_once` gives the figure to compare).
 """
@@ -87,12 +88,17 @@ class Roofline:
     all-reduce, a resharding's all-gather: not instructions of the module) read and write, added by the
     caller (:func:`hloshard.commands.timing.plan_roofline`); not in ``seconds`` (their time, HBM
     traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`);
-    ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip)."""
+    ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip).
+    ``relayout_bytes`` (``_once``): the part of ``hbm_bytes`` (and of the memory-bound ``seconds``) that
+    the dot operand copies of the memory model read and write
+    (:func:`hloshard.autoshard.build.relayout_copies`), added by the same caller."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
     collective_bytes: float = 0.0
     collective_bytes_once: float = 0.0
+    relayout_bytes: float = 0.0
+    relayout_bytes_once: float = 0.0
     seconds: float = 0.0
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
