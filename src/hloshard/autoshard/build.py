@@ -283,7 +283,7 @@ def _usage(g, s, minfo, memory_device) -> int:
     return strategy_bytes(shapes, outs, minfo.tile_dims)
 
 
-def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
+def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list, list]:
     """The buffers of ``choice`` outside the problem's nodes: ``(intervals, sizes)`` (XLA's 8-byte
     pointer per element of the entry output tuple, for the whole run, and the communication buffers).  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
@@ -297,7 +297,10 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
-    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
+    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
+    ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
+    dot operand copies and the relayouts of gathered operands: kernels that read and write those bytes,
+    for the roofline, :func:`hloshard.commands.timing.plan_roofline`; the instruction is the consumer)."""
     ivs: list = []
     sizes: list = []
     minfo = graph.ctx.minfo
@@ -323,9 +326,11 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((t, t + 1))
             sizes.append(extra)
     # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals)
-    for _dot, lo, hi, b in relayout_copies(graph, choice, ids):
+    for dot, lo, hi, b in relayout_copies(graph, choice, ids):
         ivs.append((lo, hi))
         sizes.append(b)
+        if copies is not None:
+            copies.append((dot, b))
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -357,6 +362,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             if relayout:
                 ivs.append((t, t + 1))
                 sizes.append(relayout)
+                if copies is not None:
+                    copies.append((g.instr, relayout))
             fused = is_fused(g.instr)
             if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
@@ -385,9 +392,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
 def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:
     """The dot operand copies XLA's ``DotDecomposer`` makes under ``choice``
     (:func:`hloshard.cost.liveness.relayout_intervals`): ``[(dot, lo, hi, bytes)]``, bytes per device of
-    the operand in the layout the dot's chosen strategy requires (copies of 0 bytes left out).  The
-    memory model counts each as a buffer over ``[lo, hi)`` (:func:`edge_buffers`), the roofline as a
-    kernel reading and writing it (:func:`hloshard.commands.timing.plan_roofline`)."""
+    the operand in the layout the dot's chosen strategy requires (copies of 0 bytes left out), each a
+    buffer over ``[lo, hi)`` of :func:`edge_buffers`."""
     ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
     minfo = graph.ctx.minfo
     out = []

@@ -24,7 +24,7 @@ times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.mo
 from __future__ import annotations
 
 from ..autoshard import evaluate_module, instruction_sharding
-from ..autoshard.build import relayout_copies
+from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
@@ -121,13 +121,15 @@ def plan_roofline(result, module, profile=None):
         roof.collective_bytes = plan_collective_hbm_bytes(result)
         roof.hbm_bytes += roof.collective_bytes
         roof.collective_bytes_once = plan_collective_hbm_bytes(result, once=True)
-    # the dot operand copies the memory model counts (autoshard.build.relayout_copies): a kernel reading
-    # and writing the operand, memory-bound
+    # the layout copies the memory model counts (autoshard.build.edge_buffers: dot operand copies and
+    # relayouts of gathered operands): a kernel reading and writing the copy, memory-bound
     bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
-    for dot, _lo, _hi, b in relayout_copies(graph, choice):
+    copies: list = []
+    edge_buffers(graph, choice, copies)
+    for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
-        moved *= float(graph.ctx.weight(dot))
+        moved *= float(graph.ctx.weight(instr))
         roof.relayout_bytes += moved
         roof.hbm_bytes += moved
         roof.seconds += moved / bandwidth

@@ -30,7 +30,8 @@ What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (mea
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
 fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
-``DotDecomposer`` copies of dot operands are counted, :attr:`Roofline.relayout_bytes` -- and the
+``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
+:attr:`Roofline.relayout_bytes` -- and the
 producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
 (the induction variable, the loop-state copies XLA inserts); ``HloCostAnalysis`` counts a while body
 once, the roofline per trip (:func:`hloshard.commands.timing.body_once` gives the figure to compare).
@@ -90,8 +91,8 @@ class Roofline:
     traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`);
     ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip).
     ``relayout_bytes`` (``_once``): the part of ``hbm_bytes`` (and of the memory-bound ``seconds``) that
-    the dot operand copies of the memory model read and write
-    (:func:`hloshard.autoshard.build.relayout_copies`), added by the same caller."""
+    the layout copies of the memory model read and write (dot operand copies, relayouts of gathered
+    operands: :func:`hloshard.autoshard.build.edge_buffers`), added by the same caller."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
