@@ -1,6 +1,6 @@
 """``hloshard diff``: two sharding plans of the same module compared instruction by instruction.
 
-Both modules are priced exactly as ``hloshard cost`` prices them (:func:`hloshard.autoshard.evaluate_module`:
+Both modules are priced exactly as ``hloshard cost`` prices them (:func:`hloshard.autoshard.evaluate_as_written`:
 every annotation kept, the cheapest consistent choice for what they leave open).  Instructions are matched
 by name (the plans of one module: hloshard's solve, XLA's propagation, a hand annotation).  Per
 instruction the cost is split into compute and communication (its own strategy, times its loop
@@ -69,11 +69,11 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: the fast
     completion), for each module in turn.
     """
-    from .autoshard import evaluate_module
+    from .autoshard import evaluate_as_written
     from .errors import InputError
 
-    ra = evaluate_module(module_a, mesh, time_limit=time_limit, progress=_side(progress, "A"), deterministic=False)
-    rb = evaluate_module(module_b, mesh_b or mesh, time_limit=time_limit, progress=_side(progress, "B"),
+    ra = evaluate_as_written(module_a, mesh, time_limit=time_limit, progress=_side(progress, "A"), deterministic=False)
+    rb = evaluate_as_written(module_b, mesh_b or mesh, time_limit=time_limit, progress=_side(progress, "B"),
                          deterministic=False)
     ca, cb = instruction_costs(ra), instruction_costs(rb)
     shared = [n for n in ca if n in cb]

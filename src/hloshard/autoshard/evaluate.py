@@ -12,6 +12,7 @@ import numpy as np
 from ..cost.liveness import peak_usage, place_in_outputs
 from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
+from ..hlo.sharding import HloSharding
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
 from ..solver.followers import expand_choice
@@ -182,7 +183,8 @@ class CostResult:
     """``evaluate_module`` output: the module's own shardings evaluated under the cost model.
 
     ``method``: how the choices the annotations leave open were made -- ``"fixed"`` (nothing was left
-    open: every node has one allowed strategy), ``"exact"`` (the fast default's exact presolve
+    open: every node has one allowed strategy), ``"per-device"`` (the module is already a per-device
+    program, priced as it runs: :func:`evaluate_as_written`), ``"exact"`` (the fast default's exact presolve
     reductions alone chose them: an optimal completion), ``"heuristic"`` (the fast default's heuristics:
     :func:`complete_choice`), ``"solver"`` (the full solver within a time limit); ``bound``: a proven
     lower bound (cost units) on the cheapest consistent completion, None when unknown;
@@ -222,6 +224,10 @@ class CostResult:
         took = f" in {self.seconds_choose:.1f} s" if with_time else ""
         if self.method == "fixed":
             return "the annotations fix every choice (nothing left to choose)"
+        if self.method == "per-device":
+            return ("already a per-device program (its collectives cross partitions): priced as it runs, "
+                    "every instruction whole on each device, each collective by the axes its replica groups "
+                    "cross")
         if self.method == "exact":
             return f"chosen by exact presolve reductions (the fast default; no CP-SAT){took}, proven optimal"
         how = ("chosen by greedy + local search + one message-passing round (the fast default; no CP-SAT)"
@@ -413,6 +419,75 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     return CostResult(graph, choice, ev, unannotated, status, method, bound, t1 - t0, time.monotonic() - t1,
                       len(counted))
 
+
+
+#: opcodes whose replica groups cross partitions (a per-device program writes them; a logical one does not)
+CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                   "all-reduce-start", "all-gather-start", "collective-permute-start")
+
+
+def is_per_device_program(module) -> bool:
+    """True when ``module`` is already partitioned: it has a collective across more than one partition
+    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
+    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
+    and XLA's ``after_spmd-partitioning`` dumps do; its shapes are per device.)"""
+    has_collective = False
+    for instr in module.all_instructions():
+        s = instr.sharding
+        if s is not None and _manual(s):
+            return False
+        if instr.opcode in CROSS_PARTITION and not has_collective:
+            groups = getattr(instr, "replica_groups", None)
+            has_collective = instr.opcode.startswith("collective-permute") or not groups or \
+                any(len(g) > 1 for g in groups)
+    return has_collective
+
+
+def _manual(s) -> bool:
+    if getattr(s, "is_tuple", False):
+        return any(_manual(e) for e in s.tuple_elements)
+    return bool(getattr(s, "is_manual", False))
+
+
+def replicated_evaluation(module, mesh) -> CostResult:
+    """``evaluate_module`` of ``module`` with every instruction of every computation annotated
+    replicated (the module is restored before returning, also on an error): a per-device program as it
+    runs, whole on every device, each written collective priced by the mesh axes its replica groups
+    cross.  ``unannotated`` keeps the instructions the input left without a sharding."""
+    counted = counted_instructions(module)
+    unannotated = [i.name for i in counted if i.sharding is None]
+    saved = [(i, i.sharding) for i in module.all_instructions()]
+    try:
+        for instr, _ in saved:
+            if instr.shape.is_tuple:
+                n = max(1, len(instr.shape.leaves()))
+                instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
+            else:
+                instr.sharding = HloSharding.replicated()
+        result = evaluate_module(module, mesh)
+    finally:
+        for instr, s in saved:
+            instr.sharding = s
+    result.unannotated = unannotated
+    return result
+
+
+def evaluate_as_written(module, mesh, time_limit: float | None = None, seed: int = 0, progress=None,
+                        deterministic: bool = True) -> CostResult:
+    """What ``cost``, ``diff`` and ``explain`` price: :func:`evaluate_module` of a logical module (its
+    open choices completed), and a per-device program (:func:`is_per_device_program`: its shapes are
+    already one device's shard) as it runs -- :func:`replicated_evaluation`, ``method`` ``"per-device"``
+    -- since splitting a shard again is not what the program does.  Same arguments, units and errors
+    as :func:`evaluate_module` (``time_limit`` and ``deterministic`` are unused for a per-device
+    program: nothing is left to choose)."""
+    if is_per_device_program(module):
+        if progress is not None:
+            progress({"phase": "building"})
+        result = replicated_evaluation(module, mesh)
+        result.method = "per-device"
+        return result
+    return evaluate_module(module, mesh, time_limit=time_limit, seed=seed, progress=progress,
+                           deterministic=deterministic)
 
 
 def per_instruction_costs(graph: Graph, choice, ev: Evaluation) -> list[dict]:

@@ -104,6 +104,8 @@ def unannotated_line(result) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
     '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
     un = result.unannotated
+    if result.method == "per-device":
+        return f"{len(un):,} of {instruction_count(result):,} instructions carried no sharding; {result.completion_words()}"
     if not un:
         return ""
     n = instruction_count(result)
@@ -220,7 +222,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     note_input(module_file)
     show = show_progress(quiet)
     parsing = start_step(f"parsing {module_file}", show)
-    from ..autoshard import evaluate_module
+    from ..autoshard import evaluate_as_written
     from ..hlo.verify import verify_module
     from ..io import write_text_atomic
     from ..load import load_module
@@ -235,7 +237,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
 
         require_jax()
     with SolverProgress(show, time_limit) as progress:
-        result = evaluate_module(module, dmesh, time_limit=time_limit, progress=progress if show else None,
+        result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
                                  deterministic=False)
     comparison = None
     if use_xla:

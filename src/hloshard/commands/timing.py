@@ -14,8 +14,8 @@ The figures (:func:`plan_timing`):
 * step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
   fully-overlapped bound beside it).
 
-A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`is_per_device_program`) runs whole on every device:
-it is priced with every instruction replicated on the mesh (:func:`replicated_evaluation`), so compute is
+A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`hloshard.autoshard.is_per_device_program`) runs whole on every device:
+it is priced with every instruction replicated on the mesh (:func:`hloshard.autoshard.replicated_evaluation`, as ``cost`` prices it), so compute is
 the whole program's and each written collective costs what its replica groups cross (a group inside one
 node on the fast links); model flops for MFU are then one device's share, and the whole job's are that
 times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.model_flops` of the module.
@@ -23,7 +23,7 @@ times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.mo
 
 from __future__ import annotations
 
-from ..autoshard import evaluate_module, instruction_sharding
+from ..autoshard import instruction_sharding, is_per_device_program, replicated_evaluation
 from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
@@ -31,53 +31,8 @@ from ..cost.roofline import instruction_peak, roofline
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "is_per_device_program",
-           "replicated_evaluation", "step_time_line", "links_text", "body_once", "xla_cost_fields", "xla_cost_line", "seconds_report"]
-
-_CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-                    "all-reduce-start", "all-gather-start", "collective-permute-start")
-
-
-def is_per_device_program(module) -> bool:
-    """True when ``module`` is already partitioned: it has a collective across more than one partition
-    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
-    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
-    do; its shapes are per device.)"""
-    has_collective = False
-    for instr in module.all_instructions():
-        s = instr.sharding
-        if s is not None and _manual(s):
-            return False
-        if instr.opcode in _CROSS_PARTITION and not has_collective:
-            groups = getattr(instr, "replica_groups", None)
-            has_collective = instr.opcode.startswith("collective-permute") or not groups or \
-                any(len(g) > 1 for g in groups)
-    return has_collective
-
-
-def _manual(s) -> bool:
-    if getattr(s, "is_tuple", False):
-        return any(_manual(e) for e in s.tuple_elements)
-    return bool(getattr(s, "is_manual", False))
-
-
-def replicated_evaluation(module, mesh):
-    """``evaluate_module`` of ``module`` with every instruction of every computation annotated
-    replicated (the module is restored before returning, also on an error)."""
-    from ..hlo.sharding import HloSharding
-
-    saved = [(i, i.sharding) for i in module.all_instructions()]
-    try:
-        for instr, _ in saved:
-            if instr.shape.is_tuple:
-                n = max(1, len(instr.shape.leaves()))
-                instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
-            else:
-                instr.sharding = HloSharding.replicated()
-        return evaluate_module(module, mesh)
-    finally:
-        for instr, s in saved:
-            instr.sharding = s
+__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once", "step_time_line", "links_text",
+           "xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 
 def plan_roofline(result, module, profile=None):
@@ -86,7 +41,7 @@ def plan_roofline(result, module, profile=None):
     :class:`hloshard.devices.DeviceProfile` whose peaks and HBM bandwidth give the seconds (None: flops
     and bytes only, the seconds are then meaningless)."""
     per_device = is_per_device_program(module)
-    if per_device:
+    if per_device and result.method != "per-device":   # cost / diff / explain priced it so already
         result = replicated_evaluation(module, result.graph.mesh)
     graph, choice = result.graph, result.choice
     node_flops: dict = {}
