@@ -314,3 +314,14 @@ def test_one_sharding_with_another_device_count_is_the_one_blamed(tmp_path):
     assert r.exit_code == 2 and "Traceback" not in r.output
     assert f"{bad}:41:3: error: x.1: sharding {{devices=[4,1,4]<=[16]" in r.output, r.output
     assert not (tmp_path / "o.hlo").exists()
+
+
+@pytest.mark.parametrize("flag", ["--html", "--report"])
+def test_two_results_into_one_file_are_refused(tmp_path, flag):
+    """``-o X --html X`` wrote the module, then the report over it, and exited 0 (new-user trial, round
+    11): now exit 2 before any work, and nothing is written."""
+    out = tmp_path / "out.hlo"
+    r = CliRunner().invoke(main, ["solve", str(SAMPLES / "mlp_train_step.pre.hlo"), "--mesh", "2x4", "-o", str(out),
+                                  flag, str(tmp_path / "." / "out.hlo")])
+    assert r.exit_code == 2, r.output
+    assert "same file" in r.output and not out.exists()

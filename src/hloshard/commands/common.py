@@ -67,12 +67,20 @@ def check_outputs(inputs=(), **paths) -> None:
     from ..errors import UsageError
     from ..io import check_output_path, same_file
 
+    given = []
     for what, path in paths.items():
         check_output_path(path, what.replace("_", " "))
         for src in inputs:
             if path not in (None, "-") and src not in (None, "-") and same_file(path, src):
                 raise UsageError(f"{path}: the {what.replace('_', ' ')} would overwrite the input {src}; "
                                  f"give another file", filename=path)
+        if path in (None, "-"):
+            continue
+        for other_what, other in given:   # two results into one file: the later would replace the first
+            if same_file(path, other) or os.path.realpath(path) == os.path.realpath(other):
+                raise UsageError(f"{path}: the {what.replace('_', ' ')} and the {other_what.replace('_', ' ')} "
+                                 f"would be written to the same file; give each its own", filename=path)
+        given.append((what, path))
 
 
 def show_progress(quiet: bool = False) -> bool:
