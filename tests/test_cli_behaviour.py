@@ -325,3 +325,16 @@ def test_two_results_into_one_file_are_refused(tmp_path, flag):
                                   flag, str(tmp_path / "." / "out.hlo")])
     assert r.exit_code == 2, r.output
     assert "same file" in r.output and not out.exists()
+
+
+def test_byte_order_mark_is_named(tmp_path):
+    path = tmp_path / "bom.hlo"
+    path.write_bytes(b"\xef\xbb\xbfHloModule m\n")
+    r = CliRunner().invoke(main, ["fmt", str(path)])
+    assert r.exit_code == 2 and "byte-order mark" in r.output, r.output
+
+
+@pytest.mark.parametrize("args", [["cost", "--top", "-1"], ["solve", "--workers", "10000"]])
+def test_out_of_range_counts_are_refused(args):
+    r = CliRunner().invoke(main, [args[0], str(SAMPLES / "mlp_train_step.pre.hlo"), "--mesh", "2x4", *args[1:]])
+    assert r.exit_code == 2 and "range" in r.output, r.output

@@ -112,7 +112,8 @@ def unannotated_line(result) -> str:
     n = instruction_count(result)
     shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
     return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
-            f"cheapest consistent it found: {result.completion_words()}")
+            f"cheapest consistent it found: {result.completion_words()}. XLA's own propagation of the same "
+            f"annotations can choose differently and move more (--xla shows what it does)")
 
 
 def _mb(x: float) -> float:
@@ -200,7 +201,7 @@ Examples:
 @device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=str, default=None, help="Write the report here.")
-@click.option("--top", type=int, default=15, show_default=True, help="Instructions listed in the text table.")
+@click.option("--top", type=click.IntRange(0), default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")

@@ -438,7 +438,7 @@ Examples:
                    "graph is built first and, when the full graph would not be built in time, its plan is "
                    "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
-@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
+@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "

@@ -32,7 +32,7 @@ Examples:
               help="Seconds for the whole command, loading included. Without --deterministic this is "
                    "wall-clock time and the result can depend on the machine's load (a busy machine "
                    "searches less in the same time).")
-@click.option("--workers", type=int, default=2, show_default=True, help="CP-SAT worker threads; with 2 or more, large memory-bound problems also run a second search (seed + 1) in a forked process beside the first, and the two are merged.")
+@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with 2 or more, large memory-bound problems also run a second search (seed + 1) in a forked process beside the first, and the two are merged.")
 @click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
               help="Random seed (CP-SAT and LNS).")
 @click.option("--deterministic", is_flag=True,

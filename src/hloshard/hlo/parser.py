@@ -861,6 +861,8 @@ def _run(ctx: _Ctx, start: str):
             _attr_error(ctx, text, pos)
         if ch == "\0":
             ctx.error_at("NUL character in the input", pos)
+        if ch == "\ufeff":
+            ctx.error_at("a byte-order mark (U+FEFF) in the input; save the file as UTF-8 without a BOM", pos)
         before = re.search(r"([A-Za-z0-9]+)\s*$", text[max(0, pos - 40):pos])
         if ch == "[" and before and before.group(1) in ELEMENT_BITS:
             ctx.error_at(f"malformed shape: expected {before.group(1)}[dims] such as f32[8,16] with an optional "
