@@ -17,7 +17,7 @@ import sys
 import click
 
 from . import __version__
-from .errors import HloshardError, format_error, locate_in_module
+from .errors import HloshardError, UsageError, format_error, locate_in_module
 
 #: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
@@ -72,7 +72,8 @@ class LazyGroup(click.Group):
             ctx.exit(130)
         except HloshardError as exc:
             filename, module = noted_input(ctx)
-            if filename is not None:
+            # a usage error is about the options, not the input: it names a file only when it gives one
+            if filename is not None and not isinstance(exc, UsageError):
                 locate_in_module(exc, filename, module)
             click.echo(format_error(exc), err=True)
             ctx.exit(exc.exit_code)

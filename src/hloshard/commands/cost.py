@@ -242,7 +242,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         if is_per_device_program(module):
             raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "
                              "a per-device program (its collectives cross partitions), which XLA does not partition "
-                             "again: its collectives are the ones written, priced as they are without --xla")
+                             "again: its collectives are the ones written, priced as they are without --xla",
+                             filename="<stdin>" if module_file == "-" else module_file)
         require_jax()
     with SolverProgress(show, time_limit) as progress:
         result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
