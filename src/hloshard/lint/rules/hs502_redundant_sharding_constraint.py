@@ -24,6 +24,11 @@ class RedundantShardingConstraint(Rule):
           a = f32[8,8] parameter(0), sharding={devices=[2,1]<=[2]}
           ROOT c = f32[8,8] custom-call(a), custom_call_target="Sharding", sharding={devices=[1,2]<=[2]}
         }
+
+    Not reported between a dot or convolution and a ``transpose`` that reads the constraint: there it is
+    not redundant. XLA's algebraic simplifier (run before partitioning in the TPU pipeline) folds
+    ``transpose(dot(a, b))`` into ``dot(b, a)`` and keeps the old dot's sharding untransposed, and the
+    constraint keeps the fold from changing the plan (``hloshard solve`` writes these as ``*.tpin``).
     """
 
     code = "HS502"
@@ -40,6 +45,8 @@ class RedundantShardingConstraint(Rule):
             operand = instr.operands[0]
             if operand.sharding is None or not context.sharding_is_sound(instr):
                 continue
+            if operand.opcode in ("dot", "convolution") and any(u.opcode == "transpose" for u in instr.users):
+                continue   # guards the plan against the transpose(dot) fold (docstring)
             if operand.sharding == instr.sharding:
                 yield self.finding(context, instr,
                                    f"%{instr.name} constrains %{operand.name} to "
