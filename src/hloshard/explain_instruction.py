@@ -787,12 +787,16 @@ def render_text(expl: Explanation, console) -> None:
         cols = n["collectives"]
         if cols:
             t = Table(header_style="bold", title="collectives behind its communication cost", title_justify="left")
-            for col in ("kind", "mesh axes", "replica groups", "bytes / device"):
+            # data: the operand (all-gather: result) bytes per device; ring bytes: what the ring moves per
+            # device, the figure `cost --format json` / `--xla` give (all-reduce 2(n-1)/n x data)
+            for col in ("kind", "mesh axes", "replica groups", "data / device", "ring bytes / device"):
                 t.add_column(col)
             for c in cols:
                 groups = c["replica_groups"]
                 shown = str(groups[:2])[:-1] + (", ...]" if len(groups) > 2 else "]")
-                t.add_row(c["kind"], ",".join(map(str, c["mesh_axes"])), shown, format_bytes(c["bytes_per_device"]))
+                ring = c.get("ring_bytes")
+                t.add_row(c["kind"], ",".join(map(str, c["mesh_axes"])), shown, format_bytes(c["bytes_per_device"]),
+                          "-" if ring is None else format_bytes(int(round(ring))))
             print_table(console, t)
         if n["users_resharding"]:
             console.print("  users that reshard its output: " + ", ".join(
