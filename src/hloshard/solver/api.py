@@ -148,6 +148,10 @@ GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is a
 #: 26 s in CP-SAT against a 2 s limit (its presolve does not stop on time); the node count alone
 #: does not bound the model on multi-axis meshes
 LNS_MAX_ENTRIES = 200_000
+#: wall-clock mode, step 4a: the dual sweeps on the pruned problem may use this share of the time left
+#: (at least BOUND_SHARE of the limit; they stop when they stall: decoder2's pruned problem converges in
+#: ~230 passes, 3-5 s on the loaded 2-core machine, where LNS after them found nothing in 5-16 rounds)
+PRUNED_SWEEP_SHARE = 0.5
 
 
 @dataclass
@@ -630,7 +634,8 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tupl
     incumbent ``best_obj`` (offset excluded) by the reduced costs of ``dual``
     (:func:`~hloshard.solver.bounds.reduced_cost_pruning`), reduced again by :func:`presolve` (dead-end
     elimination included), then bounded by the dual sweeps on what is left (:data:`BOUND_SHARE` of the
-    limit; deterministic mode: the pass count :data:`SWEEP_RATE` allows in it) and, when it has at most
+    limit or :data:`PRUNED_SWEEP_SHARE` of the time left, whichever is longer; deterministic mode: the
+    pass count :data:`SWEEP_RATE` allows in :data:`BOUND_SHARE` of the limit) and, when it has at most
     :data:`FULL_MODEL_LIMIT` edge entries, its LP relaxation (:func:`~hloshard.solver.lp.lp_solve`;
     :data:`LP_SHARE` of the limit, deterministic mode :data:`DET_LP` deterministic seconds per second of
     limit).  The bound is ``min(incumbent, pruned bound)`` with the presolve offset; an empty pruned
@@ -663,7 +668,8 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tupl
     work = size + r2.stats["strategies"]
     passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
         if det else MAX_SWEEPS
-    end = min(deadline, time.monotonic() + BOUND_SHARE * time_limit)
+    now = time.monotonic()   # wall-clock mode: what is left goes to LNS, which rarely improves on models this large
+    end = min(deadline, now + max(BOUND_SHARE * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
     lb, d2 = lower_bound(r2, passes=1)
     n_pass = 1
     while n_pass < passes and (det or time.monotonic() < end) and lb + red.offset < incumbent:
