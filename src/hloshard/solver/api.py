@@ -29,6 +29,15 @@ Pipeline (all phases share the budget ``time_limit``):
    :data:`EXACT_BOUND_SHARE` of the limit and the dual's rounding is tried every
    :data:`DECODE_EVERY` passes, so they stop once the incumbent is proven (the Gemma train step's
    problem: within 0.001% of the optimum after ~80 passes);
+   **4a.** on a model too large for the LP and the full CP-SAT model (more than
+   :data:`FULL_MODEL_LIMIT` entries) without memory constraints: *reduced-cost pruning*
+   (:func:`~hloshard.solver.bounds.reduced_cost_pruning`): every strategy and strategy pair that the
+   dual's reparametrisation proves to be in no solution cheaper than the incumbent is forbidden, the
+   rest presolved again (dead-end elimination included), and the dual sweeps and, when it fits, the
+   LP bound what is left; the bound is ``min(incumbent, that bound)`` (decoder2 at 2x2x2: 148.6
+   strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after, the bound 1.9% -> 1.4%
+   under the plan).  With a hint, whose objective is an incumbent from the start, it runs in a
+   forked child beside the search (:func:`_prune_bound`), else after the sweeps (:func:`_pruned_bound`);
    then, when the model is small enough, the LP relaxation
    (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
    from the start in a forked child on the second core, which the single-threaded heuristic phases
