@@ -158,7 +158,7 @@ def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
 def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     from hloshard.autoshard import evaluate_module
     from hloshard.commands.options import timed_mesh_from_options
-    from hloshard.commands.timing import plan_timing
+    from hloshard.commands.timing import body_once, plan_roofline, plan_timing
     from hloshard.hlo import parse_module
 
     module = parse_module(text)
@@ -167,27 +167,21 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]
     coll = collective_hbm_seconds(res, scale.profile)
+    flops_once, bytes_once = body_once(plan_roofline(res, module, scale.profile)[0])
     return {"flops": t["flops_per_device"], "bytes": t["hbm_bytes_per_device"], "compute_s": b["compute_s"],
+            "flops_once": flops_once, "bytes_once": bytes_once,
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
             "collective_hbm_s": coll, "tpu_like_s": b["compute_s"] + coll}
 
 
 def collective_hbm_seconds(result, profile) -> float:
     """Seconds one device spends moving the HBM bytes of the collectives hloshard predicts for the plan
-    (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times their
-    executions) at the profile's sustained HBM bandwidth: :func:`hloshard.cost.collectives.collective_hbm_bytes`
-    (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that).  The part of the step time
-    the TPU compiler's ``optimal_seconds`` also counts (it charges a collective its HBM bytes, no link
-    time), so compute + this is hloshard's like-for-like figure."""
-    from hloshard.cost.collectives import collective_hbm_bytes
-    from hloshard.xla_compare import predicted_collectives
+    (:func:`hloshard.commands.timing.plan_collective_hbm_bytes`) at the profile's sustained HBM
+    bandwidth.  The part of the step time the TPU compiler's ``optimal_seconds`` also counts (it charges
+    a collective its HBM bytes, no link time), so compute + this is hloshard's like-for-like figure."""
+    from hloshard.commands.timing import plan_collective_hbm_bytes
 
-    total = 0.0
-    for recs in predicted_collectives(result).values():
-        for r in recs:
-            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
-            total += b * r.executions
-    return total / profile.sustained_hbm_bandwidth
+    return plan_collective_hbm_bytes(result) / profile.sustained_hbm_bandwidth
 
 
 def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,
@@ -346,22 +340,23 @@ def _r(a, b) -> str:
 
 
 def table(rows) -> str:
-    head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | bytes hloshard | XLA CPU | TPU | "
-            "ratio (CPU) | ratio (TPU) | roofline s | TPU estimate s | roofline / estimate | "
-            "roofline + collectives' HBM s | that / estimate | comm s | step s |")
-    lines = [head, "|" + "---|" * 18]
+    head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | loop bodies once / CPU | bytes hloshard | "
+            "XLA CPU | TPU | ratio (CPU) | loop bodies once / CPU | ratio (TPU) | roofline s | TPU estimate s | "
+            "roofline / estimate | roofline + collectives' HBM s | that / estimate | comm s | step s |")
+    lines = [head, "|" + "---|" * 20]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 16)
+            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 18)
             continue
         h, c, t = r["hloshard"], r["cpu"], r["tpu"] or {}
         if "error" in h:
-            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 16)
+            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 18)
             continue
         lines.append(
             f"| {r['name']} | {r['plan']} | {_g(h['flops'])} | {_g(c.get('flops'))} | {_g(t.get('flops'))} | "
-            f"{_r(h['flops'], c.get('flops'))} | {_g(h['bytes'])} | {_g(c.get('bytes_accessed'))} | "
-            f"{_g(t.get('bytes_accessed'))} | {_r(h['bytes'], c.get('bytes_accessed'))} | "
+            f"{_r(h['flops'], c.get('flops'))} | {_r(h.get('flops_once'), c.get('flops'))} | {_g(h['bytes'])} | "
+            f"{_g(c.get('bytes_accessed'))} | {_g(t.get('bytes_accessed'))} | {_r(h['bytes'], c.get('bytes_accessed'))} | "
+            f"{_r(h.get('bytes_once'), c.get('bytes_accessed'))} | "
             f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('estimate_seconds', t.get('optimal_seconds')))} | "
             f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h.get('tpu_like_s'))} | "
             f"{_r(h.get('tpu_like_s'), t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")

@@ -1,6 +1,6 @@
 """``hloshard diff``: two sharding plans of the same module compared instruction by instruction.
 
-Both modules are priced exactly as ``hloshard cost`` prices them (:func:`hloshard.autoshard.evaluate_module`:
+Both modules are priced exactly as ``hloshard cost`` prices them (:func:`hloshard.autoshard.evaluate_as_written`:
 every annotation kept, the cheapest consistent choice for what they leave open).  Instructions are matched
 by name (the plans of one module: hloshard's solve, XLA's propagation, a hand annotation).  Per
 instruction the cost is split into compute and communication (its own strategy, times its loop
@@ -21,6 +21,19 @@ from .cost.steptime import cost_formatter
 KINDS = ("compute", "communication", "resharding")
 #: what the ``instructions`` count of a diff counts (said beside it in the text and HTML reports)
 COUNTED = "instructions both modules have, matched by name, per-call-site copies of called computations included"
+
+
+def _same_module(shapes_a: dict, shapes_b: dict, error) -> None:
+    """Raise ``error`` unless two modules (instruction name -> shape text) are plans of one module: at
+    least half of the larger one's names shared, and every shared name of the same shape."""
+    shared = [n for n in shapes_a if n in shapes_b]
+    if len(shared) < 0.5 * max(len(shapes_a), len(shapes_b)):
+        raise error(f"the two modules share only {len(shared)} of {max(len(shapes_a), len(shapes_b))} instruction "
+                    f"names: they are not two plans of one module")
+    for n in shared:
+        if shapes_a[n] != shapes_b[n]:
+            raise error(f"{n} has shape {shapes_a[n]} in the first module but {shapes_b[n]} in the second: "
+                        f"they are not two plans of one module")
 
 
 def instruction_costs(result) -> dict:
@@ -69,23 +82,21 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: the fast
     completion), for each module in turn.
     """
-    from .autoshard import evaluate_module
+    from .autoshard import evaluate_as_written
+    from .autoshard.evaluate import counted_instructions
     from .errors import InputError
 
-    ra = evaluate_module(module_a, mesh, time_limit=time_limit, progress=_side(progress, "A"), deterministic=False)
-    rb = evaluate_module(module_b, mesh_b or mesh, time_limit=time_limit, progress=_side(progress, "B"),
+    # the same module? checked on the input before either is priced (pricing can take minutes)
+    ia = {i.name: str(i.shape) for i in counted_instructions(module_a)}
+    ib = {i.name: str(i.shape) for i in counted_instructions(module_b)}
+    _same_module(ia, ib, InputError)
+    ra = evaluate_as_written(module_a, mesh, time_limit=time_limit, progress=_side(progress, "A"), deterministic=False)
+    rb = evaluate_as_written(module_b, mesh_b or mesh, time_limit=time_limit, progress=_side(progress, "B"),
                          deterministic=False)
     ca, cb = instruction_costs(ra), instruction_costs(rb)
     shared = [n for n in ca if n in cb]
-    if len(shared) < 0.5 * max(len(ca), len(cb)):
-        raise InputError(f"the two modules share only {len(shared)} of {max(len(ca), len(cb))} instruction names: "
-                         f"they are not two plans of one module")
-    shapes_a = {i.name: str(i.shape) for i in ra.graph.schedule}
-    shapes_b = {i.name: str(i.shape) for i in rb.graph.schedule}
-    for n in shared:
-        if shapes_a[n] != shapes_b[n]:
-            raise InputError(f"{n} has shape {shapes_a[n]} in the first module but {shapes_b[n]} in the second: "
-                             f"they are not two plans of one module")
+    _same_module({i.name: str(i.shape) for i in ra.graph.schedule}, {i.name: str(i.shape) for i in rb.graph.schedule},
+                 InputError)
     diffs = []
     same = {k: 0.0 for k in KINDS}
     for n in shared:

@@ -1,7 +1,7 @@
 """``hloshard explain``: why one instruction is sharded as it is, what it costs, what it causes, and
 what the best alternatives would change.
 
-The report is built from the cost graph ``hloshard cost`` prices (:func:`hloshard.autoshard.evaluate_module`):
+The report is built from the cost graph ``hloshard cost`` prices (:func:`hloshard.autoshard.evaluate_as_written`):
 no second cost model, and the graph is built once.
 
 1. *As given*: the module exactly as ``hloshard cost`` evaluates it.  The instruction's strategy in that
@@ -366,7 +366,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: its fast
     completion of what the annotations leave open; seconds: the full solver).
     """
-    from .autoshard import evaluate_module, processed_computations
+    from .autoshard import evaluate_as_written, processed_computations
 
     target = find_instruction(module, name, filename)
     comps = processed_computations(module)
@@ -379,7 +379,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     want_spec = _parse_why_not(why_not, target, mesh) if why_not is not None else None
 
     # 1. as given: exactly what `hloshard cost` evaluates
-    given = evaluate_module(module, mesh, time_limit=time_limit, progress=progress, deterministic=False)
+    given = evaluate_as_written(module, mesh, time_limit=time_limit, progress=progress, deterministic=False)
     g1, c1, ev1 = given.graph, given.choice, given.evaluation
     tnodes1 = _nodes_of(g1, target)
     from .autoshard import instruction_sharding
@@ -404,6 +404,11 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         notes.append(f"{target.name} has no cost-graph node of its own (a tuple, token or alias of another value)")
         return Explanation(data, notes=notes, cost_result=given)
     if alternatives <= 0 and want_spec is None:
+        return Explanation(data, notes=notes, cost_result=given)
+    if given.method == "per-device":
+        notes.append(f"the module is {given.completion_words(with_time=False)}; its shapes are already one "
+                     f"device's shard, so no alternative sharding of {target.name} is listed (explain the "
+                     f"logical module, before SPMD partitioning, for those)")
         return Explanation(data, notes=notes, cost_result=given)
 
     # 2. the neighbourhood: re-built without its annotations over the as-given graph (explain_local)
@@ -620,11 +625,11 @@ def rewritten_module(module, target_name: str, row: dict):
 def _verify(row: dict, module, mesh, target, given_total: float, time_limit: float) -> None:
     """``verified_total``: ``hloshard cost`` of the module rewritten with ``row``'s shardings;
     ``verified_change``: that minus the module as given (cost units)."""
-    from .autoshard import evaluate_module
+    from .autoshard import evaluate_as_written
     from .errors import HloshardError
 
     try:
-        total = evaluate_module(rewritten_module(module, target.name, row), mesh, time_limit=time_limit).total_cost
+        total = evaluate_as_written(rewritten_module(module, target.name, row), mesh, time_limit=time_limit).total_cost
     except HloshardError as exc:
         row["verified_error"] = str(exc)
         return

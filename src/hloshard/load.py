@@ -38,6 +38,7 @@ def is_stablehlo_path(path: str) -> bool:
 def load_text(text: str, filename: str, stablehlo: bool = False):
     """Parse ``text`` (HLO, or StableHLO when ``stablehlo``) into a Module with ``source_info``."""
     from .hlo import parse_module
+    from .sdy_mesh import read_result_shardings
 
     if stablehlo:
         from .stablehlo import mlir_signature, stablehlo_to_hlo
@@ -48,6 +49,7 @@ def load_text(text: str, filename: str, stablehlo: bool = False):
     else:
         module = parse_module(text, filename)
         module.source_info = SourceInfo("hlo", filename)
+    read_result_shardings(module)   # jax's Shardy-mode out_shardings: kept like any annotation
     return module
 
 

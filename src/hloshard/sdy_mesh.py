@@ -11,6 +11,8 @@ Public API::
     module_sdy_mesh(module) -> SdyMesh | None       # the mesh the module's shardings use
     module_mesh(module) -> (names, sizes) | None    # its axis names and sizes, as data
     parse_mesh(body, name="mesh") -> SdyMesh        # '<["data"=2, "model"=4]>' (sdy.mesh / #sdy.mesh body)
+    sharding_from_sdy(text, rank, meshes) -> HloSharding | None   # one Shardy value, whole axes
+    read_result_shardings(module) -> int            # out_shardings / constraints written only in Shardy form
 
 Errors: :class:`~hloshard.errors.InputError` for a mesh body it cannot read.
 """
@@ -27,7 +29,8 @@ from .errors import InputError
 from .hlo.attributes import decode_attr
 from .stablehlo import bracketed
 
-__all__ = ["SdyMesh", "module_meshes", "module_sdy_mesh", "module_mesh", "parse_mesh", "SDY_SHARDING", "SDY_MESHES"]
+__all__ = ["SdyMesh", "module_meshes", "module_sdy_mesh", "module_mesh", "parse_mesh", "SDY_SHARDING", "SDY_MESHES",
+           "SDY_RESULT_TARGETS", "sharding_from_sdy", "read_result_shardings"]
 
 SDY_SHARDING = "xla.sdy.sharding"
 SDY_MESHES = "xla.sdy.meshes"
@@ -154,3 +157,77 @@ def _frontend(instr) -> dict:
     if not fa:
         return {}
     return dict(fa.items()) if isinstance(fa, dict) else dict(fa)
+
+
+# ------------------------------------------------------------------------------------------------
+# the sharding constraints of jax's Shardy-mode HLO read back (out_shardings, with_sharding_constraint)
+
+#: custom-calls of jax's Shardy-mode HLO whose ``xla.sdy.sharding`` is a sharding constraint on their
+#: one result (``jax.jit(out_shardings=...)``: one per output; ``with_sharding_constraint``); XLA's GSPMD
+#: partitioner takes the same constraint as a ``Sharding`` custom-call (:mod:`hloshard.xla_compare`)
+SDY_RESULT_TARGETS = ("xla.sdy.FuncResultSharding", "xla.sdy.ShardingConstraint")
+
+_VALUE = re.compile(r"<\s*@([\w.\-$]+)\s*,\s*\[(.*?)\]\s*(?:,[^>]*)?>", re.S)
+_DIM = re.compile(r"\{([^{}]*)\}")
+
+
+def sharding_from_sdy(text: str, rank: int, meshes: dict):
+    """The HloSharding of a one-value Shardy sharding, ``#sdy.sharding<@mesh, [{"data"}, {}]>`` or
+    ``#sdy.sharding_per_value<[<@mesh, [{}, {"model"}]>]>``, for an array of ``rank`` dims over the
+    named mesh of ``meshes`` (:func:`module_meshes`): each dim tiled by its axes (major to minor), the
+    mesh's other axes replicated (``last_tile_dim_replicate``), open dims (``?``) unsharded.  None when
+    the text is not one value over a known mesh of whole axes (sub-axes ``"x":(1)2``, several values,
+    a dim count other than ``rank``): the caller then leaves the instruction unannotated."""
+    from .hlo.sharding import HloSharding
+
+    values = _VALUE.findall(text or "")
+    if len(values) != 1:
+        return None
+    name, body = values[0]
+    mesh = meshes.get(name)
+    if mesh is None or ":" in body:
+        return None
+    dims = _DIM.findall(body)
+    if len(dims) != rank:
+        return None
+    index = {n: k for k, n in enumerate(mesh.names)}
+    per_dim = []
+    for d in dims:
+        axes = [a.strip().strip('"') for a in d.split(",") if a.strip() and a.strip() != "?"]
+        if any(a not in index for a in axes):
+            return None
+        per_dim.append([index[a] for a in axes])
+    used = [a for axes in per_dim for a in axes]
+    if len(set(used)) != len(used):
+        return None
+    if not used or all(mesh.sizes[a] == 1 for a in used):
+        return HloSharding.replicated()
+    rest = [a for a in range(len(mesh.sizes)) if a not in used]
+    ta = mesh.devices().transpose(used + rest)
+    tiles = [math.prod(mesh.sizes[a] for a in axes) for axes in per_dim]
+    replicas = math.prod(mesh.sizes[a] for a in rest)
+    if replicas > 1:
+        return HloSharding.tiled(ta.reshape(tiles + [replicas]), last_tile_dim_replicate=True)
+    return HloSharding.tiled(ta.reshape(tiles))
+
+
+def read_result_shardings(module) -> int:
+    """Give each sharding-constraint custom-call of jax's Shardy-mode HLO (:data:`SDY_RESULT_TARGETS`)
+    that carries no ``sharding=`` the HloSharding of its ``xla.sdy.sharding``
+    (:func:`sharding_from_sdy`), so that ``out_shardings`` and ``with_sharding_constraint`` written
+    only in Shardy form are kept like any annotation.  Returns how many were read."""
+    meshes = None
+    n = 0
+    for instr in module.all_instructions():
+        if instr.sharding is not None or instr.custom_call_target not in SDY_RESULT_TARGETS:
+            continue
+        if meshes is None:
+            meshes = module_meshes(module)
+        shape = instr.shape
+        if not shape.is_array:
+            continue
+        s = sharding_from_sdy(_frontend(instr).get(SDY_SHARDING), len(shape.dims), meshes)
+        if s is not None:
+            instr.sharding = s
+            n += 1
+    return n

@@ -282,6 +282,7 @@ def tag_module_text(module) -> tuple[str, dict]:
     before returning (its own metadata is put back)."""
     from .hlo import print_module
     from .hlo.attributes import Raw
+    from .sdy_mesh import SDY_RESULT_TARGETS
 
     tags: dict = {}
     saved = []
@@ -289,15 +290,17 @@ def tag_module_text(module) -> tuple[str, dict]:
         for k, instr in enumerate(module.all_instructions()):
             name = f"{TAG_PREFIX}{k}"
             tags[name] = instr
-            saved.append((instr, instr.attrs.get("metadata")))
+            saved.append((instr, dict(instr.attrs)))
             instr.set_attr("metadata", Raw(f'{{op_name="{name}"}}'))
+            if instr.custom_call_target in SDY_RESULT_TARGETS and instr.sharding is not None:
+                # GSPMD's form of the same constraint (XLA's partitioner rejects xla.sdy.* custom-calls)
+                instr.attrs["custom_call_target"] = Raw('"Sharding"')
+                instr.attrs.pop("custom_call_has_side_effect", None)
         text = print_module(module)
     finally:
         for instr, old in saved:
-            if old is None:
-                instr.attrs.pop("metadata", None)
-            else:
-                instr.attrs["metadata"] = old
+            instr.attrs.clear()
+            instr.attrs.update(old)
     return text, tags
 
 

@@ -25,8 +25,8 @@ from .build import (
     choose_scale, processed_computations,
 )
 from .evaluate import (
-    CostResult, Evaluation, evaluate_choice, evaluate_module, peak_memory, per_instruction_costs, reshardings_of,
-    top_edges,
+    CostResult, Evaluation, evaluate_as_written, evaluate_choice, evaluate_module, is_per_device_program, peak_memory,
+    per_instruction_costs, replicated_evaluation, reshardings_of, top_edges,
 )
 from ..solver.followers import merge_followers
 from .report import _failed, _name_nodes, infeasible_message, minimum_memory_check
@@ -37,8 +37,8 @@ from .user_shardings import KEEP_MODES, _check_user_sharding, user_shardings
 
 __all__ = [
     "EXHAUSTIVE_LIMIT", "KEEP_MODES", "CostResult", "Evaluation", "Graph", "SolveResult", "apply_choice",
-    "build_graph", "choose_scale", "evaluate_choice", "evaluate_module", "infeasible_message",
-    "instruction_sharding", "leaf_spec", "merge_followers", "minimum_memory_check", "peak_memory",
-    "per_instruction_costs", "processed_computations", "reshardings_of", "solve_graph", "solve_module",
+    "build_graph", "choose_scale", "evaluate_as_written", "evaluate_choice", "evaluate_module", "infeasible_message",
+    "instruction_sharding", "is_per_device_program", "leaf_spec", "merge_followers", "minimum_memory_check", "peak_memory",
+    "per_instruction_costs", "processed_computations", "replicated_evaluation", "reshardings_of", "solve_graph", "solve_module",
     "top_edges", "user_shardings", "with_memory_tie_break", "real_part",
 ]

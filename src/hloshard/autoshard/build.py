@@ -51,7 +51,7 @@ from ..strategy.registry import BuildContext
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
-from .resharder import _Resharder
+from .resharder import PastDeadline, _Resharder
 from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings
 
@@ -164,14 +164,18 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                 nodes.append(sg)
                 node_owner.append(instr)
 
-    resh = _Resharder(ctx)
+    resh = _Resharder(ctx, deadline)
     edges: dict = {}
     info: dict = {}
     follows: list = []
     for v, g in enumerate(nodes):
         if deadline is not None and time.monotonic() > deadline:
             raise BuildStopped("edges", v, len(nodes), time.monotonic() - started)
-        for inst, leaf, src, follow, m, scale in in_edges(g, ctx, resh):
+        try:
+            made = list(in_edges(g, ctx, resh))
+        except PastDeadline:
+            raise BuildStopped("edges", v, len(nodes), time.monotonic() - started) from None
+        for inst, leaf, src, follow, m, scale in made:
             u = src.node
             if not follow and not np.any(m):
                 continue
@@ -203,9 +207,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the memory model (cost/liveness.buffer_intervals): fusion, in place, outputs and donation
     entry = module.entry
     param_nodes = [u for p in entry.parameters for u in leaf_nodes(p)]
+    output_starts: dict = {}
     iv = buffer_intervals(schedule, lambda i: owned.get(id(i), ()), leaf_nodes,
                           parameters=param_nodes,
-                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes))
+                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes),
+                          output_starts=output_starts)
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
@@ -258,6 +264,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
     graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
     # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
+    # entry output node -> where its buffer is first written (cost.liveness.place_in_outputs)
+    graph.output_starts = {int(u): int(t) for u, t in output_starts.items()}
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
@@ -284,7 +292,7 @@ def _usage(g, s, minfo, memory_device) -> int:
     return strategy_bytes(shapes, outs, minfo.tile_dims)
 
 
-def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
+def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list, list]:
     """The buffers of ``choice`` outside the problem's nodes: ``(intervals, sizes)`` (XLA's 8-byte
     pointer per element of the entry output tuple, for the whole run, and the communication buffers).  One per collective of a chosen
     strategy (``Strategy.collectives``: ``nbytes`` per device, the buffer beside the node's value while
@@ -298,7 +306,10 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
-    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that."""
+    (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
+    ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
+    dot operand copies and the relayouts of gathered operands: kernels that read and write those bytes,
+    for the roofline, :func:`hloshard.commands.timing.plan_roofline`; the instruction is the consumer)."""
     ivs: list = []
     sizes: list = []
     minfo = graph.ctx.minfo
@@ -324,20 +335,11 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((t, t + 1))
             sizes.append(extra)
     # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals)
-    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
-        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
-        if r is TOKEN:
-            continue
-        dg = r[0]
-        op = dot.operands[k]
-        req = _required(dg, dg.strategies[int(choice[dg.node])], op, 0)
-        try:
-            b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
-        except (ValueError, TypeError, AttributeError):
-            b = 0
-        if b > 0:
-            ivs.append((lo, hi))
-            sizes.append(b)
+    for dot, lo, hi, b in relayout_copies(graph, choice, ids):
+        ivs.append((lo, hi))
+        sizes.append(b)
+        if copies is not None:
+            copies.append((dot, b))
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -369,6 +371,8 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             if relayout:
                 ivs.append((t, t + 1))
                 sizes.append(relayout)
+                if copies is not None:
+                    copies.append((g.instr, relayout))
             fused = is_fused(g.instr)
             if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
@@ -392,6 +396,30 @@ def edge_buffers(graph: Graph, choice) -> tuple[list, list]:
             ivs.append((0 if made_at_entry_start(inst, graph.module.entry) else t, end))
             sizes.append(b)
     return ivs, sizes
+
+
+def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:
+    """The dot operand copies XLA's ``DotDecomposer`` makes under ``choice``
+    (:func:`hloshard.cost.liveness.relayout_intervals`): ``[(dot, lo, hi, bytes)]``, bytes per device of
+    the operand in the layout the dot's chosen strategy requires (copies of 0 bytes left out), each a
+    buffer over ``[lo, hi)`` of :func:`edge_buffers`."""
+    ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
+    minfo = graph.ctx.minfo
+    out = []
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+        r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
+        if r is TOKEN:
+            continue
+        dg = r[0]
+        op = dot.operands[k]
+        req = _required(dg, dg.strategies[int(choice[dg.node])], op, 0)
+        try:
+            b = int(minfo.bytes_per_device(op.shape, req)) if req is not None else 0
+        except (ValueError, TypeError, AttributeError):
+            b = 0
+        if b > 0:
+            out.append((dot, lo, hi, b))
+    return out
 
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.liveness import peak_usage
+from ..cost.liveness import peak_usage, place_in_outputs
 from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
+from ..hlo.sharding import HloSharding
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
 from ..solver.followers import expand_choice
@@ -63,27 +64,51 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
 
 
 
+def plan_buffers(problem: Problem, choice, graph: Graph | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``(intervals, sizes)`` of every buffer of ``choice``: the problem's nodes at their chosen usage,
+    plus, with ``graph``, the communication buffers (:func:`hloshard.autoshard.build.edge_buffers`);
+    on the CPU model (no ``--device tpu-*``), a buffer XLA places inside an entry output's allocation
+    (:func:`hloshard.cost.liveness.place_in_outputs`) has size 0, and a credit against it (a negative
+    entry of ``edge_buffers`` with its end and size) is dropped with it."""
+    sizes = np.array([int(u[int(c)]) for u, c in zip(problem.node_usages, choice)], dtype=np.int64)
+    ivs = np.asarray(problem.intervals, dtype=np.int64).reshape(-1, 2)
+    n = len(sizes)
+    if graph is None:
+        return ivs, sizes
+    eiv, esz = edge_buffers(graph, choice)
+    if eiv:
+        ivs = np.concatenate([ivs, np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
+        sizes = np.concatenate([sizes, np.asarray(esz, dtype=np.int64)])
+    starts = getattr(graph, "output_starts", None)
+    if getattr(graph, "memory_device", None) is None and starts:
+        placed = place_in_outputs(ivs, sizes, starts)
+        if placed.any():
+            sizes = sizes.copy()
+            credits = {}
+            for k in np.nonzero(sizes[n:] < 0)[0]:
+                credits.setdefault((int(ivs[n + k, 1]), int(-sizes[n + k])), []).append(n + int(k))
+            for k in np.nonzero(placed)[0]:
+                hit = credits.get((int(ivs[k, 1]), int(sizes[k])))
+                if hit:
+                    sizes[hit.pop()] = 0
+                sizes[k] = 0
+    return ivs, sizes
+
+
 def peak_memory(problem: Problem, choice, graph: Graph | None = None) -> tuple[int, int]:
     """(peak bytes per device over all liveness points, the point where it is reached), by
-    :func:`hloshard.cost.liveness.peak_usage` over the problem's intervals, plus, with ``graph``, the
-    resharding temporaries of the choice (:func:`hloshard.autoshard.build.edge_buffers`)."""
-    sizes = [int(u[int(c)]) for u, c in zip(problem.node_usages, choice)]
-    ivs = problem.intervals
-    n = len(sizes)
+    :func:`hloshard.cost.liveness.peak_usage` over :func:`plan_buffers` (the problem's intervals, plus,
+    with ``graph``, the resharding temporaries of the choice and XLA's placement of temporaries in the
+    output allocations)."""
+    n = len(problem.node_usages)
+    ivs, sizes = plan_buffers(problem, choice, graph)
     if graph is not None:
-        eiv, esz = edge_buffers(graph, choice)
-        if eiv:
-            ivs = np.concatenate([np.asarray(ivs, dtype=np.int64).reshape(-1, 2),
-                                  np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
-            sizes = sizes + esz
         device = getattr(graph, "memory_device", None)
         if device is not None and len(getattr(graph, "persistent", ())) == n:   # --device tpu-*: temporaries in VMEM first (cost/tpu_layout)
-            iv = np.asarray(ivs, dtype=np.int64).reshape(-1, 2)
-            sz = np.asarray(sizes, dtype=np.int64)
-            keep = np.zeros(len(sz), dtype=bool)
+            keep = np.zeros(len(sizes), dtype=bool)
             keep[:n] = graph.persistent
-            temp, t = peak_usage(iv[~keep], sz[~keep])
-            fixed = int(sz[keep & (iv[:, 1] > iv[:, 0])].sum())
+            temp, t = peak_usage(ivs[~keep], sizes[~keep])
+            fixed = int(sizes[keep & (ivs[:, 1] > ivs[:, 0])].sum())
             return hbm_peak(fixed, temp, vmem_bytes(device)), t
     return peak_usage(ivs, sizes)
 
@@ -158,7 +183,8 @@ class CostResult:
     """``evaluate_module`` output: the module's own shardings evaluated under the cost model.
 
     ``method``: how the choices the annotations leave open were made -- ``"fixed"`` (nothing was left
-    open: every node has one allowed strategy), ``"exact"`` (the fast default's exact presolve
+    open: every node has one allowed strategy), ``"per-device"`` (the module is already a per-device
+    program, priced as it runs: :func:`evaluate_as_written`), ``"exact"`` (the fast default's exact presolve
     reductions alone chose them: an optimal completion), ``"heuristic"`` (the fast default's heuristics:
     :func:`complete_choice`), ``"solver"`` (the full solver within a time limit); ``bound``: a proven
     lower bound (cost units) on the cheapest consistent completion, None when unknown;
@@ -198,6 +224,10 @@ class CostResult:
         took = f" in {self.seconds_choose:.1f} s" if with_time else ""
         if self.method == "fixed":
             return "the annotations fix every choice (nothing left to choose)"
+        if self.method == "per-device":
+            return ("already a per-device program (its collectives cross partitions): priced as it runs, "
+                    "every instruction whole on each device, each collective by the axes its replica groups "
+                    "cross")
         if self.method == "exact":
             return f"chosen by exact presolve reductions (the fast default; no CP-SAT){took}, proven optimal"
         how = ("chosen by greedy + local search + one message-passing round (the fast default; no CP-SAT)"
@@ -332,6 +362,17 @@ def module_mesh(module, mesh):
     ``solve``'s input, whose written output can need finer sub-axes (``--mesh 8``: the input's
     reshapes need 2x4, the written shardings 2x2x2).  So the re-evaluation of a written module prices it
     exactly as ``hloshard cost`` of the written file does."""
+    user = user_mesh(mesh)
+    if user is mesh:
+        return mesh
+    out = refine_for_module(user, module)
+    return mesh if out == mesh else out
+
+
+def user_mesh(mesh):
+    """The user's mesh that ``mesh`` refines (its sub-axes merged back into the user's axes, each with
+    the alpha / beta of its first sub-axis, the refinement note dropped), or ``mesh`` itself when it is
+    not refined."""
     if not isinstance(mesh, DeviceMesh) or not getattr(mesh, "sub_axes", None):
         return mesh
     first: dict = {}
@@ -347,12 +388,11 @@ def module_mesh(module, mesh):
     user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
     user.roofline_prices = mesh.roofline_prices
     user.memory_device = getattr(mesh, "memory_device", None)
-    out = refine_for_module(user, module)
-    return mesh if out == mesh else out
+    return user
 
 
 def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0, progress=None,
-                    deterministic: bool = True) -> CostResult:
+                    deterministic: bool = True, refine: bool = True) -> CostResult:
     """Evaluate the shardings ``module`` carries (every annotation kept, as ``--keep-shardings all``).
 
     An annotated instruction keeps exactly its sharding; where several strategies produce it (e.g. a dot
@@ -363,10 +403,11 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     CP-SAT included; ``deterministic`` as for ``solve``).  ``progress(event)``: solver-style progress
     events, ``{"phase": "building"}`` first.  Costs in cost units, memory in bytes per device.
     The module is priced on :func:`module_mesh` (``mesh`` itself unless ``mesh`` was refined for
-    another module).  Raises InputError for annotations that do not fit the mesh / shapes, SolveFailed
-    when no consistent choice exists."""
+    another module; ``refine=False``: on ``mesh`` as given).  Raises InputError for annotations that do
+    not fit the mesh / shapes, SolveFailed when no consistent choice exists."""
     t0 = time.monotonic()
-    mesh = module_mesh(module, mesh)
+    if refine:
+        mesh = module_mesh(module, mesh)
     if progress is not None:
         progress({"phase": "building"})
     counted = counted_instructions(module)    # before build_graph clones called computations
@@ -389,6 +430,77 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     return CostResult(graph, choice, ev, unannotated, status, method, bound, t1 - t0, time.monotonic() - t1,
                       len(counted))
 
+
+
+#: opcodes whose replica groups cross partitions (a per-device program writes them; a logical one does not)
+CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+                   "all-reduce-start", "all-gather-start", "collective-permute-start")
+
+
+def is_per_device_program(module) -> bool:
+    """True when ``module`` is already partitioned: it has a collective across more than one partition
+    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
+    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
+    and XLA's ``after_spmd-partitioning`` dumps do; its shapes are per device.)"""
+    has_collective = False
+    for instr in module.all_instructions():
+        s = instr.sharding
+        if s is not None and _manual(s):
+            return False
+        if instr.opcode in CROSS_PARTITION and not has_collective:
+            groups = getattr(instr, "replica_groups", None)
+            has_collective = instr.opcode.startswith("collective-permute") or not groups or \
+                any(len(g) > 1 for g in groups)
+    return has_collective
+
+
+def _manual(s) -> bool:
+    if getattr(s, "is_tuple", False):
+        return any(_manual(e) for e in s.tuple_elements)
+    return bool(getattr(s, "is_manual", False))
+
+
+def replicated_evaluation(module, mesh) -> CostResult:
+    """``evaluate_module`` of ``module`` with every instruction of every computation annotated
+    replicated (the module is restored before returning, also on an error): a per-device program as it
+    runs, whole on every device, each written collective priced by the mesh axes its replica groups
+    cross.  ``unannotated`` keeps the instructions the input left without a sharding.  Priced on the
+    user's mesh (:func:`user_mesh`): nothing is split, so no sub-axes are needed (a group along part of
+    an axis costs over that axis' link either way, :func:`hloshard.strategy.collectives.group_axes`)."""
+    counted = counted_instructions(module)
+    unannotated = [i.name for i in counted if i.sharding is None]
+    saved = [(i, i.sharding) for i in module.all_instructions()]
+    try:
+        for instr, _ in saved:
+            if instr.shape.is_tuple:
+                n = max(1, len(instr.shape.leaves()))
+                instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
+            else:
+                instr.sharding = HloSharding.replicated()
+        result = evaluate_module(module, user_mesh(mesh), refine=False)
+    finally:
+        for instr, s in saved:
+            instr.sharding = s
+    result.unannotated = unannotated
+    return result
+
+
+def evaluate_as_written(module, mesh, time_limit: float | None = None, seed: int = 0, progress=None,
+                        deterministic: bool = True) -> CostResult:
+    """What ``cost``, ``diff`` and ``explain`` price: :func:`evaluate_module` of a logical module (its
+    open choices completed), and a per-device program (:func:`is_per_device_program`: its shapes are
+    already one device's shard) as it runs -- :func:`replicated_evaluation`, ``method`` ``"per-device"``
+    -- since splitting a shard again is not what the program does.  Same arguments, units and errors
+    as :func:`evaluate_module` (``time_limit`` and ``deterministic`` are unused for a per-device
+    program: nothing is left to choose)."""
+    if is_per_device_program(module):
+        if progress is not None:
+            progress({"phase": "building"})
+        result = replicated_evaluation(module, mesh)
+        result.method = "per-device"
+        return result
+    return evaluate_module(module, mesh, time_limit=time_limit, seed=seed, progress=progress,
+                           deterministic=deterministic)
 
 
 def per_instruction_costs(graph: Graph, choice, ev: Evaluation) -> list[dict]:

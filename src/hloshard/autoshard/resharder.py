@@ -4,6 +4,8 @@ source, target); the edge costs of the cost graph.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from ..cost import collectives
@@ -12,11 +14,23 @@ from ..strategy.base import is_mesh_spec
 from ..strategy.registry import BuildContext
 
 
-class _Resharder:
-    """Vectorised, cached resharding-cost matrices."""
+#: rows of a resharding matrix priced between two reads of the clock when a deadline is set
+DEADLINE_ROWS = 8
 
-    def __init__(self, ctx: BuildContext):
+
+class PastDeadline(Exception):
+    """A matrix of :class:`_Resharder` with a ``deadline`` was not finished by it (the build turns this
+    into :class:`hloshard.autoshard.build.BuildStopped`)."""
+
+
+class _Resharder:
+    """Vectorised, cached resharding-cost matrices.  ``deadline``: a ``time.monotonic()`` instant after
+    which a matrix being priced raises :class:`PastDeadline` (checked every :data:`DEADLINE_ROWS`
+    rows, so that one large matrix cannot outlast ``--time-limit``); None: no clock is read."""
+
+    def __init__(self, ctx: BuildContext, deadline: float | None = None):
         self.ctx = ctx
+        self.deadline = deadline
         self.cache: dict = {}    # (shape id, source id, target id) -> cost units
         self.mcache: dict = {}
         self.scache: dict = {}   # (id of a cached matrix, scale) -> the scaled matrix, read-only
@@ -93,6 +107,10 @@ class _Resharder:
             self.scache[key] = hit
         return hit
 
+    def _check_deadline(self) -> None:
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise PastDeadline()
+
     def _matrix(self, shape, srcs: list, dsts: list, diagonal_only: bool = False) -> np.ndarray:
         m = np.zeros((len(srcs), len(dsts)), dtype=np.float64)
         if diagonal_only:
@@ -110,15 +128,24 @@ class _Resharder:
         cols = [j for j, did in enumerate(dids) if did is not None]
         table = np.zeros((len(su), len(du)))
         if rows and cols:
-            # every pair between tiled / replicated shardings of the mesh at once (cost/reshard.py)
-            sub = resharding_cost_table(shape, [self._sharding(su[i], rank) for i in rows],
-                                        [self._sharding(du[j], rank) for j in cols], self.ctx.mesh)
+            # every pair between tiled / replicated shardings of the mesh at once (cost/reshard.py); with a
+            # deadline, a block of rows at a time
+            targets = [self._sharding(du[j], rank) for j in cols]
+            step = len(rows) if self.deadline is None else DEADLINE_ROWS
+            blocks = []
+            for r0 in range(0, len(rows), step):
+                blocks.append(resharding_cost_table(shape, [self._sharding(su[i], rank) for i in rows[r0:r0 + step]],
+                                                    targets, self.ctx.mesh))
+                self._check_deadline()
+            sub = blocks[0] if len(blocks) == 1 else np.vstack(blocks)
             same = np.equal.outer(np.asarray([sids[i] for i in rows]), np.asarray([dids[j] for j in cols]))
             sub[same] = 0.0   # the same spec: nothing to move
             table[np.ix_(rows, cols)] = sub
-            for a, b in zip(*np.nonzero(np.isnan(sub))):   # pairs the table leaves to the planner
+            for k, (a, b) in enumerate(zip(*np.nonzero(np.isnan(sub)))):   # pairs the table leaves to the planner
                 i, j = rows[a], cols[b]
                 table[i, j] = self._pair(shape, shape_id, su[i], du[j], sids[i], dids[j])
+                if k % DEADLINE_ROWS == DEADLINE_ROWS - 1:
+                    self._check_deadline()
         return table[np.ix_(si, di)]
 
 

@@ -85,8 +85,9 @@ def cost_report(result, mesh, comparison=None) -> dict:
             row["xla_collectives"] = [r.to_json() for r in c.xla] if c is not None else []
             row["kinds_agree"] = c.kinds_agree if c is not None else None
             row["groups_agree"] = c.groups_agree if c is not None else None
-        report["xla_bytes_per_device"] = _mb(comparison.xla_bytes)
-        report["kind_agreement"] = comparison.kind_agreement
+        failed = comparison.xla_error is not None   # nothing measured: no figure, not 0
+        report["xla_bytes_per_device"] = None if failed else _mb(comparison.xla_bytes)
+        report["kind_agreement"] = None if failed else comparison.kind_agreement
         report["xla_unmatched_collectives"] = [r.to_json() for r in comparison.unmatched]
         report["xla_error"] = comparison.xla_error
         report["xla_compile_error"] = comparison.xla_compile_error
@@ -104,6 +105,8 @@ def unannotated_line(result) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
     '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
     un = result.unannotated
+    if result.method == "per-device":
+        return f"{len(un):,} of {instruction_count(result):,} instructions carried no sharding; {result.completion_words()}"
     if not un:
         return ""
     n = instruction_count(result)
@@ -220,7 +223,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     note_input(module_file)
     show = show_progress(quiet)
     parsing = start_step(f"parsing {module_file}", show)
-    from ..autoshard import evaluate_module
+    from ..autoshard import evaluate_as_written
     from ..hlo.verify import verify_module
     from ..io import write_text_atomic
     from ..load import load_module
@@ -231,11 +234,17 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     parsing.stop()
     note_input(module_file, module)
     if use_xla:
+        from ..autoshard import is_per_device_program
+        from ..errors import UsageError
         from ..xla_check import require_jax
 
+        if is_per_device_program(module):
+            raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "
+                             "a per-device program (its collectives cross partitions), which XLA does not partition "
+                             "again: its collectives are the ones written, priced as they are without --xla")
         require_jax()
     with SolverProgress(show, time_limit) as progress:
-        result = evaluate_module(module, dmesh, time_limit=time_limit, progress=progress if show else None,
+        result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
                                  deterministic=False)
     comparison = None
     if use_xla:
@@ -264,7 +273,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})", *seconds]))
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
-    con.print(f"mesh {dmesh.describe()}" + "".join(f"\nnote: {n}" for n in dmesh.notes))  # issue 14
+    shown = result.graph.mesh if result.method == "per-device" else dmesh   # nothing refined for a per-device program
+    con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     line = unannotated_line(result)

@@ -368,6 +368,20 @@ def _same_text(old, new) -> bool:
         return str(old) == str(new)
 
 
+def per_device_warning(module, module_file: str) -> str | None:
+    """The warning ``solve`` gives for an input that XLA has already partitioned
+    (:func:`hloshard.autoshard.is_per_device_program`), or None for a logical module."""
+    from ..autoshard import is_per_device_program
+
+    if not is_per_device_program(module):
+        return None
+    name = "<stdin>" if module_file == "-" else module_file
+    return (f"{name} is already a per-device program (its collectives cross partitions: XLA's SPMD partitioner "
+            f"wrote them); solve treats its per-device shapes as a logical program's and splits them again. To "
+            f"plan the model, give solve the module before partitioning (jax: `jax.jit(f).lower(...)"
+            f".as_text(dialect=\"hlo\")`); `hloshard cost` prices this one as it runs")
+
+
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
     a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit."""
@@ -514,6 +528,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             click.echo(f"warning: {msg}", err=True)
             said.add(msg)
 
+    per_device_note = per_device_warning(module, module_file)
+    if per_device_note:
+        overrun(per_device_note)
     with step("pricing the input as given", show):
         if auto:
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
@@ -548,6 +565,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         raise
     phases["solve"] = time.monotonic()
     report = build_report(result, dmesh, keep, memory_budget)
+    if per_device_note:
+        report["warnings"].insert(0, per_device_note)
     report["pins"] = getattr(result.graph, "pins", 0)   # operand pin copies written (--pin-operands)
     if search is not None:
         report["mesh_search"] = search.to_json()

@@ -14,8 +14,8 @@ The figures (:func:`plan_timing`):
 * step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
   fully-overlapped bound beside it).
 
-A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`is_per_device_program`) runs whole on every device:
-it is priced with every instruction replicated on the mesh (:func:`replicated_evaluation`), so compute is
+A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`hloshard.autoshard.is_per_device_program`) runs whole on every device:
+it is priced with every instruction replicated on the mesh (:func:`hloshard.autoshard.replicated_evaluation`, as ``cost`` prices it), so compute is
 the whole program's and each written collective costs what its replica groups cross (a group inside one
 node on the fast links); model flops for MFU are then one device's share, and the whole job's are that
 times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.model_flops` of the module.
@@ -23,60 +23,16 @@ times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.mo
 
 from __future__ import annotations
 
-from ..autoshard import evaluate_module, instruction_sharding
+from ..autoshard import instruction_sharding, is_per_device_program, replicated_evaluation
+from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["plan_timing", "plan_roofline", "is_per_device_program", "replicated_evaluation", "step_time_line",
-           "links_text", "xla_cost_fields", "xla_cost_line", "seconds_report"]
-
-_CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
-                    "all-reduce-start", "all-gather-start", "collective-permute-start")
-
-
-def is_per_device_program(module) -> bool:
-    """True when ``module`` is already partitioned: it has a collective across more than one partition
-    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
-    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
-    do; its shapes are per device.)"""
-    has_collective = False
-    for instr in module.all_instructions():
-        s = instr.sharding
-        if s is not None and _manual(s):
-            return False
-        if instr.opcode in _CROSS_PARTITION and not has_collective:
-            groups = getattr(instr, "replica_groups", None)
-            has_collective = instr.opcode.startswith("collective-permute") or not groups or \
-                any(len(g) > 1 for g in groups)
-    return has_collective
-
-
-def _manual(s) -> bool:
-    if getattr(s, "is_tuple", False):
-        return any(_manual(e) for e in s.tuple_elements)
-    return bool(getattr(s, "is_manual", False))
-
-
-def replicated_evaluation(module, mesh):
-    """``evaluate_module`` of ``module`` with every instruction of every computation annotated
-    replicated (the module is restored before returning, also on an error)."""
-    from ..hlo.sharding import HloSharding
-
-    saved = [(i, i.sharding) for i in module.all_instructions()]
-    try:
-        for instr, _ in saved:
-            if instr.shape.is_tuple:
-                n = max(1, len(instr.shape.leaves()))
-                instr.sharding = HloSharding.tuple([HloSharding.replicated()] * n)
-            else:
-                instr.sharding = HloSharding.replicated()
-        return evaluate_module(module, mesh)
-    finally:
-        for instr, s in saved:
-            instr.sharding = s
+__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once", "step_time_line", "links_text",
+           "xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 
 def plan_roofline(result, module, profile=None):
@@ -85,7 +41,7 @@ def plan_roofline(result, module, profile=None):
     :class:`hloshard.devices.DeviceProfile` whose peaks and HBM bandwidth give the seconds (None: flops
     and bytes only, the seconds are then meaningless)."""
     per_device = is_per_device_program(module)
-    if per_device:
+    if per_device and result.method != "per-device":   # cost / diff / explain priced it so already
         result = replicated_evaluation(module, result.graph.mesh)
     graph, choice = result.graph, result.choice
     node_flops: dict = {}
@@ -116,7 +72,52 @@ def plan_roofline(result, module, profile=None):
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth)
+    if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
+        roof.collective_bytes = plan_collective_hbm_bytes(result)
+        roof.hbm_bytes += roof.collective_bytes
+        roof.collective_bytes_once = plan_collective_hbm_bytes(result, once=True)
+    # the layout copies the memory model counts (autoshard.build.edge_buffers: dot operand copies and
+    # relayouts of gathered operands): a kernel reading and writing the copy, memory-bound
+    bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
+    copies: list = []
+    edge_buffers(graph, choice, copies)
+    for instr, b in copies:
+        moved = 2.0 * b
+        roof.relayout_bytes_once += moved
+        moved *= float(graph.ctx.weight(instr))
+        roof.relayout_bytes += moved
+        roof.hbm_bytes += moved
+        roof.seconds += moved / bandwidth
+        roof.memory_bound_s += moved / bandwidth
     return roof, result, per_device
+
+
+def plan_collective_hbm_bytes(result, once: bool = False) -> float:
+    """HBM bytes one device reads and writes for the collectives hloshard predicts for the plan
+    ``result`` (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times
+    their executions; ``once``: each counted once, a loop body's as XLA's ``HloCostAnalysis`` counts it):
+    :func:`hloshard.cost.collectives.collective_hbm_bytes` each, operands plus result, what
+    ``HloCostAnalysis`` counts as a collective's bytes accessed on the CPU backend and the TPU compiler
+    alike (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that)."""
+    from ..cost.collectives import collective_hbm_bytes
+    from ..xla_compare import predicted_collectives
+
+    total = 0.0
+    for recs in predicted_collectives(result).values():
+        for r in recs:
+            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
+            total += b * (1.0 if once else r.executions)
+    return total
+
+
+def body_once(roof) -> tuple[float, float]:
+    """``(flops, HBM bytes)`` of the roofline ``roof`` with every instruction counted once, a loop
+    body's once rather than once per trip: what XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``,
+    CPU and TPU alike) counts, for a like-for-like comparison on modules with while loops (each row's
+    figures over its executions; the plan's collectives and dot operand copies once each)."""
+    flops = sum(r.flops / r.executions for r in roof.rows if r.executions > 0)
+    hbm = sum(r.hbm_bytes / r.executions for r in roof.rows if r.executions > 0)
+    return flops, hbm + roof.collective_bytes_once + roof.relayout_bytes_once
 
 
 def plan_timing(result, module, scale) -> dict:
@@ -188,8 +189,10 @@ def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:
     from ..xla_cost import xla_cost
 
     x = xla_cost([module_text], num_devices)[0]
+    flops_once, bytes_once = body_once(roof)
     return {"xla_cost": {"flops_per_device": roof.flops, "xla_flops_per_device": x.flops,
                          "hbm_bytes_per_device": roof.hbm_bytes, "xla_bytes_accessed_per_device": x.bytes_accessed,
+                         "flops_per_device_body_once": flops_once, "hbm_bytes_per_device_body_once": bytes_once,
                          "xla_cost_error": x.error}}
 
 
@@ -199,11 +202,16 @@ def xla_cost_line(fields: dict) -> str:
     if c["xla_cost_error"]:
         return f"XLA cost analysis failed: {c['xla_cost_error']}"
 
-    def pair(mine, xla):
+    def pair(mine, xla, once):
         ratio = f" (x{mine / xla:.2f})" if xla else ""
-        return f"hloshard {mine:.4g}, XLA {'-' if xla is None else f'{xla:.4g}'}{ratio}"
-    return (f"flops per device: {pair(c['flops_per_device'], c['xla_flops_per_device'])}; HBM bytes per device: "
-            f"{pair(c['hbm_bytes_per_device'], c['xla_bytes_accessed_per_device'])} (XLA CPU cost_analysis)")
+        loops = ""
+        if once is not None and abs(once - mine) > 1e-9 * max(abs(mine), 1.0):
+            # a while body: hloshard counts it per trip, XLA's HloCostAnalysis once
+            loops = f"; loop bodies once, as XLA counts them: {once:.4g}" + (f" (x{once / xla:.2f})" if xla else "")
+        return f"hloshard {mine:.4g}, XLA {'-' if xla is None else f'{xla:.4g}'}{ratio}{loops}"
+    flops = pair(c["flops_per_device"], c["xla_flops_per_device"], c.get("flops_per_device_body_once"))
+    hbm = pair(c["hbm_bytes_per_device"], c["xla_bytes_accessed_per_device"], c.get("hbm_bytes_per_device_body_once"))
+    return f"flops per device: {flops}; HBM bytes per device: {hbm} (XLA CPU cost_analysis)"
 
 
 def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool) -> list[str]:
@@ -214,9 +222,9 @@ def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool) -> 
         report.update(plan_timing(result, module, scale))
         lines.append(step_time_line(report))
     if use_xla:
-        from ..hlo import print_module
+        from ..xla_compare import tag_module_text   # the text XLA's partitioner takes (Shardy constraints as GSPMD's)
 
         roof = plan_roofline(result, module, None if scale is None else scale.profile)[0]
-        report.update(xla_cost_fields(roof, print_module(module), int(mesh.num_devices)))
+        report.update(xla_cost_fields(roof, tag_module_text(module)[0], int(mesh.num_devices)))
         lines.append(xla_cost_line(report))
     return lines

@@ -16,17 +16,25 @@ entry of the profile: elementwise work does not run on tensor cores / the MXU).
 decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
-its per-device size.  Instructions that move no
+its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
+update (in place), as ``HloCostAnalysis`` counts them.  Instructions that move no
 data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
 them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their
-roofline seconds are 0 here.
+roofline seconds are 0 here; the plan's implicit collectives (a strategy's all-reduce, a resharding's
+all-gather), which are no instruction of the module, are added by the caller
+(:attr:`Roofline.collective_bytes`).
 
-What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured, see BENCHMARKS.md
-"Seconds: predicted vs XLA"): the operands of each fusion as XLA's (backend-specific) fusion left them
-(a TPU fuses far more than the CPU rule modelled here), slices read at their full operand size by some
-fusions, and the bookkeeping of loops (the induction variable, the loop-state copies XLA inserts).
+What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
+BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
+fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
+around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
+``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
+:attr:`Roofline.relayout_bytes` -- and the
+producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
+(the induction variable, the loop-state copies XLA inserts); ``HloCostAnalysis`` counts a while body
+once, the roofline per trip (:func:`hloshard.commands.timing.body_once` gives the figure to compare).
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users, is_fused
 
-__all__ = ["kernel_reads", "NO_TRAFFIC", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -51,6 +59,9 @@ NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "
 COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
                                 "collective-broadcast", "all-reduce-start", "all-gather-start",
                                 "collective-permute-start", "ragged-all-to-all", "send", "recv"})
+
+#: opcodes that read a part of their operand (module docstring: counted at their result's size)
+SLICES = frozenset({"slice", "dynamic-slice"})
 
 #: opcodes that run at the tensor-core / MXU peak
 MATMUL_OPCODES = frozenset({"dot", "convolution"})
@@ -73,10 +84,22 @@ class RooflineRow:
 @dataclass
 class Roofline:
     """The roofline of a whole program on one device: totals (flops, HBM bytes, seconds) and the
-    seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction."""
+    seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction.
+    ``collective_bytes``: the part of ``hbm_bytes`` that the plan's implicit collectives (a strategy's
+    all-reduce, a resharding's all-gather: not instructions of the module) read and write, added by the
+    caller (:func:`hloshard.commands.timing.plan_roofline`); not in ``seconds`` (their time, HBM
+    traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`);
+    ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip).
+    ``relayout_bytes`` (``_once``): the part of ``hbm_bytes`` (and of the memory-bound ``seconds``) that
+    the layout copies of the memory model read and write (dot operand copies, relayouts of gathered
+    operands: :func:`hloshard.autoshard.build.edge_buffers`), added by the same caller."""
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
+    collective_bytes: float = 0.0
+    collective_bytes_once: float = 0.0
+    relayout_bytes: float = 0.0
+    relayout_bytes_once: float = 0.0
     seconds: float = 0.0
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
@@ -102,7 +125,10 @@ def kernel_reads(instr) -> list:
     (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
     into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
     adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
-    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9")."""
+    48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9").  A fused ``slice`` or
+    ``dynamic-slice`` is read as a buffer of its own (result) size: the kernel reads that part of its
+    operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
+    slice's size (:data:`SLICES`)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
@@ -111,7 +137,7 @@ def kernel_reads(instr) -> list:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o) and not _shared_join(o):
+        if is_fused(o) and not _shared_join(o) and o.opcode not in SLICES:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
@@ -123,14 +149,21 @@ def hbm_bytes(instr, size_of: Callable) -> float:
     0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
     opcode; else ``size_of(instr)`` (its result) plus
     ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
-    it lives in the executable, not in a buffer, but a fusion reads it).  ``size_of``: instruction ->
-    bytes per device under the plan."""
+    it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
+    counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
+    ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
+    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan."""
     if instr.opcode in NO_TRAFFIC:
         return 0.0
     if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
         return 0.0
-    total = float(size_of(instr))
-    for o, _ in kernel_reads(instr):
+    if instr.opcode in SLICES:
+        return 2.0 * float(size_of(instr))
+    in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
+    total = float(size_of(instr.operands[1] if in_place else instr))
+    for o, k in kernel_reads(instr):
+        if in_place and k == 0:
+            continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         total += float(size_of(o))

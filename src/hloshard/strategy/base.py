@@ -43,6 +43,14 @@ COMPUTE_COST_PER_FLOP = 1.0 / 512.0
 #: a forbidden choice (mirrors hloshard.costgraph.INFINITY, kept as float here)
 INF = float("inf")
 
+#: at most this many axis-to-dim assignments are enumerated per array shape ((d + 1) ** n for d candidate
+#: dims and n non-trivial mesh axes: :meth:`MeshInfo._layouts`).  A bound on untrusted input, not a
+#: tuning constant: a rank-12 array on a 6-axis mesh would otherwise enumerate 13 ** 6 = 4.8 M
+#: assignments and build edge matrices of millions of entries for a 4-instruction module; every array
+#: of rank <= 6 on a mesh of <= 3 non-trivial axes, or of rank <= 4 on 5 axes, is enumerated in full
+#: (7 ** 3 = 343, 6 ** 4 = 1,296, 5 ** 5 = 3,125 <= 4,096).
+LAYOUT_ASSIGNMENT_LIMIT = 4096
+
 Spec = tuple  # tuple[tuple[int, ...], ...]  or an HloSharding for non-mesh layouts
 
 
@@ -400,7 +408,7 @@ class MeshInfo:
         # non-trivial axes (+2..17% strategies on the samples and MaxText at 2x4); on 3+ axis meshes the
         # reversed products would add ~45% (MaxText at 2x2x2) and only mesh order is enumerated
         any_order = self.any_order
-        for assign in itertools.product([None] + list(range(rank)), repeat=len(self.axes)):
+        for assign in itertools.product([None] + layout_dims(dims, len(self.axes)), repeat=len(self.axes)):
             per = [[] for _ in range(rank)]
             for ax, d in zip(self.axes, assign):
                 if d is not None:
@@ -484,6 +492,20 @@ class MeshInfo:
         # drop size-1 axes for a canonical form
         spec = tuple(tuple(a for a in ax if self.shape[a] > 1) for ax in spec)
         return spec
+
+
+def layout_dims(dims: Sequence[int], n_axes: int) -> list[int]:
+    """The dims of an array with ``dims`` that mesh axes are assigned to in :meth:`MeshInfo._layouts`:
+    all of them, unless ``(rank + 1) ** n_axes`` exceeds :data:`LAYOUT_ASSIGNMENT_LIMIT`; then the
+    largest dims (ties: the earlier dim), as many as the limit allows (at least one), in dim order --
+    the dims whose split changes bytes most.  A dim of size 1 is never a candidate."""
+    order = [d for d in range(len(dims)) if dims[d] > 1]
+    if n_axes <= 0 or (len(dims) + 1) ** n_axes <= LAYOUT_ASSIGNMENT_LIMIT:
+        return list(range(len(dims)))
+    keep = 1
+    while keep < len(order) and (keep + 2) ** n_axes <= LAYOUT_ASSIGNMENT_LIMIT:
+        keep += 1
+    return sorted(sorted(order, key=lambda d: (-dims[d], d))[:keep])
 
 
 def _orders(axes: list, any_order: bool, groupings=()) -> list:
