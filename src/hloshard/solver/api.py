@@ -36,8 +36,7 @@ Pipeline (all phases share the budget ``time_limit``):
    rest presolved again (dead-end elimination included), and the dual sweeps and, when it fits, the
    LP bound what is left; the bound is ``min(incumbent, that bound)`` (decoder2 at 2x2x2: 148.6
    strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after, the bound 1.9% -> 1.4%
-   under the plan).  With a hint, whose objective is an incumbent from the start, it runs in a
-   forked child beside the search (:func:`_prune_bound`), else after the sweeps (:func:`_pruned_bound`);
+   under the plan), after the sweeps (:func:`_pruned_bound`);
    then, when the model is small enough, the LP relaxation
    (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
    from the start in a forked child on the second core, which the single-threaded heuristic phases
@@ -161,11 +160,6 @@ LNS_MAX_ENTRIES = 200_000
 #: (at least BOUND_SHARE of the limit; they stop when they stall: decoder2's pruned problem converges in
 #: ~230 passes, 3-5 s on the loaded 2-core machine, where LNS after them found nothing in 5-16 rounds)
 PRUNED_SWEEP_SHARE = 0.5
-#: wall-clock mode, step 4a in a child beside the search: share of its time for the sweeps on the whole
-#: problem; the pruning, second presolve and the pruned sweeps get the rest (decoder2 at 2x2x2 in 7 s
-#: alone: 49 passes, then 3.5 s for the rest; beside the search on a loaded machine the rest took
-#: over half of a 15 s limit)
-PRUNE_FIRST_SHARE = 0.3
 
 
 @dataclass
@@ -276,17 +270,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
         t_lp_child = time.monotonic()
     lp_forked = lp_child is not None   # else the LP runs in-process at step 4b
-    # step 4a on the second core from the start when the hint gives an incumbent: a model too large for
-    # the LP (no LP child), no portfolio, no memory model (:func:`_prune_bound`)
-    prune_args = None
-    if (hint is not None and not portfolio and workers >= 2 and model_size > FULL_MODEL_LIMIT
-            and red.memory is None and red.reduce_choice(hint) is not None):
-        h_obj, h_ok = evaluate(problem, hint)
-        if h_ok:
-            # the child ends a little before the search so that its result is read in time
-            prune_args = (red, int(h_obj) - int(red.offset), det, time_limit,
-                          deadline - min(1.0, 0.05 * time_limit))
-    prune_child = fork.start(_prune_bound, *prune_args) if prune_args is not None else None
     try:
         if portfolio:
             # the second search's own time is its phase's; it never keeps searching to the deadline
@@ -366,8 +349,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
         # 4a. a model too large for the LP: reduced-cost pruning by the dual's reparametrisation against
         # the incumbent, presolved again; the LP of what is left when it is small enough
-        if (prune_args is None and not exact and red.memory is None and best_obj is not None and not closed()
-                and (det or deadline - time.monotonic() > 1.0)):
+        if not exact and red.memory is None and best_obj is not None and not closed() and (det or deadline - time.monotonic() > 1.0):
             pb, ppos = _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats)
             if pb is not None and pb > bound:
                 bound = pb
@@ -471,25 +453,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
                                   progress, t0, stats, det_budget=DET_LNS * time_limit)
 
-        if prune_args is not None:   # step 4a beside the search: its bound (deterministic mode: waited for)
-            c, prune_child = prune_child, None
-            if c is None:
-                res = _prune_bound(*prune_args) if det else None
-            elif det or fork.ready(c, max(0.0, deadline - time.monotonic())):
-                res = fork.collect(c, math.inf if det else LP_READ_S)
-                if res is None and det:   # the child failed: the same result in-process
-                    res = _prune_bound(*prune_args)
-            else:
-                res = fork.cancel(c)
-            if res is not None:
-                pb, ppos, pstats = res
-                stats["prune"] = pstats
-                if pb is not None and pb > bound:
-                    bound = pb
-                    _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
-                if ppos is not None and ls.feasible(ppos) and ls.objective(ppos) < best_obj:
-                    best, best_obj = ppos, ls.objective(ppos)
-
         if lp_child is not None:   # still running (V: GLOP 229-277 s): its bound, if it ends in time
             c, lp_child = lp_child, None
             done = fork.ready(c, max(0.0, deadline - time.monotonic()))
@@ -514,8 +477,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
-        if prune_child is not None:
-            fork.cancel(prune_child)
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
@@ -676,35 +637,6 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     return max(best, trivial), decoded, dual
 
 
-def _prune_bound(red, incumbent, det, time_limit, deadline) -> tuple:
-    """Step 4a on its own, for a forked child beside the search (or in-process in deterministic mode
-    when forking fails, with the same result): the dual sweeps on ``red`` (deterministic mode: the
-    passes :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit, the share the sweeps get
-    where the bound is what can end the search; wall-clock mode: :data:`PRUNE_FIRST_SHARE` of the time
-    to ``deadline``), to a
-    stall, then :func:`_pruned_bound` against ``incumbent`` (the hint's objective, ``red``'s units
-    without the offset).  Returns ``(bound with the offset, positions or None, stats)``."""
-    t = time.monotonic()
-    work = red.stats["edge_entries"] + red.stats["strategies"]
-    passes = max(2, min(MAX_SWEEPS, int(EXACT_BOUND_SHARE * time_limit / (SWEEP_NODE_S * red.num_nodes
-                                                                           + work / SWEEP_RATE)))) if det else MAX_SWEEPS
-    end = t + PRUNE_FIRST_SHARE * (deadline - t)
-    lb, dual = lower_bound(red, passes=1)
-    done = 1
-    while done < passes and (det or time.monotonic() < end):
-        b, dual = lower_bound(red, passes=min(4, passes - done), dual=dual)
-        done += min(4, passes - done)
-        stalled = b - lb <= 0.1 * GAP_LIMIT * max(abs(b), 1)
-        lb = max(lb, b)
-        if stalled:
-            break
-    stats: dict = {}
-    pb, pos = _pruned_bound(red, dual, incumbent, det, time_limit, deadline, stats)
-    out = stats.get("prune", {})
-    out["first_sweeps"] = {"passes": done, "bound": lb, "seconds": round(time.monotonic() - t, 3)}
-    return max(lb, pb if pb is not None else lb), pos, out
-
-
 def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tuple:
     """``(bound or None, positions or None)`` of step 4a: the reduced problem pruned against the
     incumbent ``best_obj`` (offset excluded) by the reduced costs of ``dual``
@@ -748,16 +680,20 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tupl
     end = min(deadline, now + max(BOUND_SHARE * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
     lb, d2 = lower_bound(r2, passes=1)
     n_pass = 1
+    step = 4 if det else 2   # wall-clock mode: the clock read after every forward and backward pass
     while n_pass < passes and (det or time.monotonic() < end) and lb + red.offset < incumbent:
-        b2, d2 = lower_bound(r2, passes=4, dual=d2)
-        n_pass += 4
+        b2, d2 = lower_bound(r2, passes=step, dual=d2)
+        n_pass += step
         stalled = b2 - lb <= 0.1 * GAP_LIMIT * max(abs(b2), 1)
         lb = max(lb, b2)
         if stalled:
             break
     bound = min(incumbent, lb + red.offset)
     st["sweeps"] = {"passes": n_pass, "bound": lb + red.offset}
-    if bound >= incumbent or size > FULL_MODEL_LIMIT or (not det and deadline - time.monotonic() < 1.0):
+    # the LP's model is built in Python and GLOP's limit does not cover that: wall-clock mode runs it only
+    # with twice the full model's build time left (MODEL_BUILD_RATE)
+    if bound >= incumbent or size > FULL_MODEL_LIMIT or (
+            not det and deadline - time.monotonic() < max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE)):
         return done(bound)
     lp_wall = 1e7 if det else max(0.2, min(deadline - time.monotonic(), LP_SHARE * time_limit))
     lpb, lpos, integral = lp_solve(r2, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
