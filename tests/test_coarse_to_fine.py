@@ -32,13 +32,15 @@ def test_coarse_mesh_cuts_are_the_fine_meshs():
     assert coarse_mesh(coarse, m) is None
 
 
-def test_coarse_space_embeds_into_the_fine_space():
-    """Every strategy of the coarse space (mesh order only) has a fine strategy with the same output
-    and operand shardings (compared as HloSharding objects)."""
+@pytest.mark.parametrize("spec", ["2x2x2", "4x2"])
+def test_coarse_space_embeds_into_the_fine_space(spec):
+    """Every strategy of the coarse space (its two axes in both orders) has a fine strategy with the same
+    output and operand shardings (compared as HloSharding objects), also on a 2x2x2 user mesh (three
+    user axes) and on 4x2 refined to 2x2x2 (user axes (0, 1) | (2), coarse axes (0) | (1, 2))."""
     m = _module()
-    fine_mesh = DeviceMesh.for_module(m, "2x2x2")
+    fine_mesh = DeviceMesh.for_module(m, spec)
     fine = build_graph(m, fine_mesh)
-    coarse = build_graph(m, coarse_mesh(fine_mesh, m), mesh_order_only=True)
+    coarse = build_graph(m, coarse_mesh(fine_mesh, m))
     where = {k: v for v, k in enumerate(node_keys(fine))}
     assert len(where) == len(fine.nodes) == len(coarse.nodes)
     checked = 0
@@ -57,7 +59,7 @@ def test_mapped_plan_costs_what_the_coarse_plan_costs():
     m = _module()
     fine_mesh = DeviceMesh.for_module(m, "2x2x2")
     fine = build_graph(m, fine_mesh)
-    coarse = build_graph(m, coarse_mesh(fine_mesh, m), mesh_order_only=True)
+    coarse = build_graph(m, coarse_mesh(fine_mesh, m))
     sol = solve_graph(coarse, time_limit=5, workers=1, deterministic=True)
     choice, unmatched = map_choice(coarse, sol.strategies, fine)
     assert unmatched == 0 and choice is not None
@@ -181,3 +183,31 @@ def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert c.returncode == 0, c.stderr[-2000:]
     assert json.loads(c.stdout)["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
+
+
+@pytest.mark.parametrize("user", [(2, 2, 2), (4, 2), (2, 4)])
+def test_fine_mesh_holds_every_layout_of_its_coarse_mesh_in_both_orders(user):
+    """With the coarse mesh's cuts (:func:`hloshard.mesh.coarse_cuts`: 2x4 here) the fine enumeration
+    also swaps the two runs of fine axes the coarse axes are made of: every layout of the coarse 2x4
+    mesh, either order, is a fine layout (compared as HloSharding: the same tile assignment), e.g. the
+    reversed product ``{devices=[8]<=[2,4]T(1,0)}`` that a 2x2x2 mesh in mesh order alone lacks."""
+    from hloshard.strategy.base import MeshInfo
+
+    mesh = DeviceMesh(user).refine((2, 2, 2))
+    fine, plain = MeshInfo(mesh), MeshInfo(mesh)
+    fine.add_coarse_order({1, 4, 8})
+    coarse = MeshInfo(DeviceMesh((8,)).refine((2, 4)))
+    assert coarse.any_order
+    missing = 0
+    for dims in [(8,), (8, 16), (2, 4, 8), (16, 4), (4, 4)]:
+        have = {fine.to_sharding(s) for s in fine.enumerate(dims)}
+        want = {coarse.to_sharding(s) for s in coarse.enumerate(dims)}
+        assert want <= have, dims
+        missing += len(want - {plain.to_sharding(s) for s in plain.enumerate(dims)})
+    # a 2x4 user mesh swaps its user axes, which are the coarse axes: nothing to add; the others lack some
+    assert (missing == 0) == (user == (2, 4))
+    # cuts that are not two axes of this mesh add nothing
+    other = MeshInfo(mesh)
+    other.add_coarse_order({1, 2, 4, 8})
+    other.add_coarse_order({1, 3, 8})
+    assert other.extra_groups == []

@@ -172,3 +172,43 @@ def test_sequential_sweeps_on_loopy_graphs_stay_below_the_optimum_and_never_drop
             assert b <= best, (seed, b, best)
             assert b >= prev - 1, (seed, b, prev)
             prev = b
+
+
+def test_reduced_cost_pruning_keeps_every_cheaper_solution():
+    """``reduced_cost_pruning`` (the dual's reduced costs against an incumbent) forbids no strategy and
+    no strategy pair of any solution cheaper than the incumbent (checked by enumerating every solution
+    of the reduced problem), and with the optimum as the incumbent it does forbid some: so a bound of
+    the pruned problem, capped at the incumbent, is a bound of the problem."""
+    from hloshard.solver.bounds import reduced_cost_pruning
+
+    pruned_some = 0
+    for seed in range(10):
+        p = random_problem(300 + seed, n=6, memory=False, follow=seed % 2 == 0)
+        try:
+            red = presolve(p, enabled=frozenset({"fix"}))
+        except Infeasible:
+            continue
+        if red.num_nodes < 2:
+            continue
+        _, dual = lower_bound(red, passes=30)
+        sols = []
+        for combo in itertools.product(*[range(len(c)) for c in red.costs]):
+            obj, ok = evaluate(p, red.expand(list(combo)))
+            if ok:
+                sols.append((obj - red.offset, combo))
+        if not sols:
+            continue
+        opt = min(o for o, _ in sols)
+        for incumbent in (opt, opt + 5, max(o for o, _ in sols) + 1):
+            q, st = reduced_cost_pruning(red, dual, incumbent)
+            assert st["strategies"][1] <= st["strategies"][0]
+            for obj, combo in sols:
+                if obj < incumbent:   # a cheaper solution: every choice and pair of it survives
+                    o2, ok = evaluate(q, list(combo))
+                    assert ok and o2 == obj, (seed, incumbent, combo)
+        q, st = reduced_cost_pruning(red, dual, opt)
+        pruned_some += st["strategies"][1] < st["strategies"][0] or st["edge_entries"][1] < st["edge_entries"][0]
+    assert pruned_some >= 3
+    with pytest.raises(ValueError, match="memory"):   # no usages in the pruned problem: refused
+        import types
+        reduced_cost_pruning(types.SimpleNamespace(memory=object()), None, 0)

@@ -856,6 +856,23 @@ def _reshape_cuts(module, cuts: set[int], n: int):
                                 yield hi // gg, instr
 
 
+def coarse_cuts(mesh: DeviceMesh, module) -> set[int] | None:
+    """The cuts of the flat device order (strides, :func:`_shape_cuts`) of ``mesh``'s *coarse mesh*
+    for ``module``: the 1-D mesh of the same devices in the same order, refined for ``module``
+    (:func:`refine_for_module`) but only at cuts ``mesh`` has too, so that each of its axes is a run of
+    consecutive axes of ``mesh``.  None when that is not coarser (the same cuts as ``mesh``) or
+    ``mesh`` has one device.  The coarse space of :mod:`hloshard.autoshard.coarse` (coarse to fine)
+    is built on it, and ``build_graph`` enumerates its two axes' orders on ``mesh`` too
+    (:meth:`hloshard.strategy.base.MeshInfo.add_coarse_order`)."""
+    n = mesh.num_devices
+    if n <= 1:
+        return None
+    fine = _shape_cuts(mesh.shape)
+    base = DeviceMesh((n,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
+    cuts = _shape_cuts(refine_for_module(base, module).shape) & fine
+    return None if cuts == fine else cuts
+
+
 def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
     """``mesh`` refined so that every tiled user sharding of ``module`` maps onto whole axes and every
     reshape can carry its split onto sub-axes (:func:`sharding_cuts`, :func:`_reshape_cuts`);

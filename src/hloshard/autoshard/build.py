@@ -45,6 +45,7 @@ from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, i
                              program_schedule, read_until, relayout_intervals)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
+from ..mesh import coarse_cuts
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext
 from .aliases import _add_aliases, pay_edges, tie_merges
@@ -131,6 +132,10 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     ctx.exhaustive = True   # the full dot / convolution space whatever the module size
     if mesh_order_only:
         ctx.minfo.any_order = ctx.minfo.group_order = False
+    else:   # the coarse mesh's layouts in both orders are layouts here too (coarse to fine embeds)
+        cuts = coarse_cuts(mesh, module)
+        if cuts is not None:
+            ctx.minfo.add_coarse_order(cuts)
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops

@@ -6,9 +6,11 @@ strategies per node than the 1-D mesh of its devices (``../shared/cases/decoder2
 within the same limit (issue 26: 5,243,528 at 2x4 against 5,047,663 at 8).  A layout of the 1-D mesh
 (refined only at cuts of the device order the fine mesh has too, :func:`coarse_mesh`) that splits a dim
 over its axes in mesh order is a layout of the fine mesh: the same dim split over the corresponding
-fine axes, major to minor, in the same device order.  Layouts in reversed order (enumerated on meshes of
-two axes, not on three) have no fine counterpart, so the coarse space is built in mesh order only
-(``build_graph(mesh_order_only=True)``) and then embeds exactly (``tests/test_coarse_to_fine.py``).
+fine axes, major to minor, in the same device order.  A layout in reversed order (the coarse mesh has
+two axes, so both orders are enumerated) is the fine product with the two runs of fine axes swapped:
+the fine build enumerates those orders too (:meth:`hloshard.strategy.base.MeshInfo.add_coarse_order`,
+from :func:`hloshard.mesh.coarse_cuts`), so the coarse space embeds exactly in both orders
+(``tests/test_coarse_to_fine.py``).
 
 :func:`coarse_start` solves the coarse problem with a share of the limit and maps its plan node by node
 onto the fine graph (:func:`map_choice`: for each node the fine strategy with the same output and
@@ -27,8 +29,8 @@ import numpy as np
 
 from ..costgraph import INFINITY, evaluate
 from ..errors import HloshardError, SolveFailed
-from ..mesh import DeviceMesh, refine_for_module
-from ..strategy.base import MeshInfo, StrategyGroup
+from ..mesh import DeviceMesh, coarse_cuts
+from ..strategy.base import StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice
 
@@ -73,33 +75,20 @@ def _shape_of(cuts) -> tuple:
 
 
 def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
-    """The 1-D mesh of ``mesh``'s devices in the same order, refined for ``module`` as the fine mesh
-    was (:func:`hloshard.mesh.refine_for_module`) but only at cuts of the flat device order the fine
-    mesh has too (so that each of its sub-axes is a product of consecutive fine axes), with the fine
-    mesh's largest alpha and beta (what a collective over several of its axes is priced with) and its
-    uneven-split policy.  None when it is not coarser (the same cuts as ``mesh``)."""
-    n = mesh.num_devices
-    if n <= 1:
+    """The 1-D mesh of ``mesh``'s devices in the same order, refined at the cuts of
+    :func:`hloshard.mesh.coarse_cuts` (so that each of its sub-axes is a product of consecutive fine
+    axes), with the fine mesh's largest alpha and beta (what a collective over several of its axes is
+    priced with) and its uneven-split policy.  None when it is not coarser (the same cuts as ``mesh``)."""
+    cuts = coarse_cuts(mesh, module)
+    if cuts is None:
         return None
-    fine = _cuts(mesh.shape)
-    base = DeviceMesh((n,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
+    base = DeviceMesh((mesh.num_devices,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
     base.source = mesh.source
-    cuts = _cuts(refine_for_module(base, module).shape) & fine
-    if cuts == fine:
-        return None
     coarse = base.refine(_shape_of(cuts))
     coarse.with_policy(mesh.max_padding, mesh.memory_budget)
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
-
-
-def any_order_embeds(mesh: DeviceMesh, coarse: DeviceMesh, minfo) -> bool:
-    """Whether the coarse space may keep both orders of its two axes: the fine mesh enumerates the
-    user's two axes in both orders (``minfo.group_order``, a refined mesh of a two-axis user mesh) and
-    the coarse mesh's axes are exactly the user's axes (the same cuts of the device order), so that a
-    reversed coarse product is a fine product with the users' runs of sub-axes swapped."""
-    return bool(getattr(minfo, "group_order", False)) and _cuts(coarse.shape) == _cuts(mesh.user_shape)
 
 
 def node_keys(graph) -> list:
@@ -242,10 +231,9 @@ class CoarseSolve:
     seconds: float
 
 
-def coarse_solve(module, mesh: DeviceMesh, minfo, solve, keep: str, memory_budget, time_limit: float, workers: int,
+def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
                  seed: int, deterministic: bool) -> CoarseSolve | None:
-    """Build the coarse graph of ``module`` for the fine ``mesh`` (:func:`coarse_mesh`; ``minfo``: the
-    fine mesh's :class:`~hloshard.strategy.base.MeshInfo`, for :func:`any_order_embeds`) and solve it
+    """Build the coarse graph of ``module`` for the fine ``mesh`` (:func:`coarse_mesh`) and solve it
     with ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.search.solve_graph`).  None when there is
     no coarser mesh, the coarse graph cannot be built or its solve finds nothing."""
     cmesh = coarse_mesh(mesh, module)
@@ -253,8 +241,7 @@ def coarse_solve(module, mesh: DeviceMesh, minfo, solve, keep: str, memory_budge
         return None
     t0 = time.monotonic()
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-        cgraph = build_graph(module, cmesh, keep, memory_budget,
-                             mesh_order_only=not any_order_embeds(mesh, cmesh, minfo))
+        cgraph = build_graph(module, cmesh, keep, memory_budget)
     except HloshardError:
         return None
     try:
@@ -288,7 +275,7 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
     passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
     None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
     nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
-    cs = coarse_solve(module, graph.mesh, graph.ctx.minfo, solve, keep, memory_budget, COARSE_SHARE * time_limit,
+    cs = coarse_solve(module, graph.mesh, solve, keep, memory_budget, COARSE_SHARE * time_limit,
                       workers, seed, deterministic)
     return None if cs is None else map_start(cs, graph)
 
@@ -327,14 +314,12 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
     (there is nothing else to return).  Non-deterministic mode only (it reads the clock)."""
-    minfo = MeshInfo(mesh)
     cmesh = coarse_mesh(mesh, module)
     cgraph = None
     t0 = time.monotonic()
     if cmesh is not None:
         try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-            cgraph = build_graph(module, cmesh, keep, memory_budget,
-                                 mesh_order_only=not any_order_embeds(mesh, cmesh, minfo))
+            cgraph = build_graph(module, cmesh, keep, memory_budget)
         except HloshardError:
             cgraph = None
     t1 = time.monotonic()

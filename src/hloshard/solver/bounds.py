@@ -33,7 +33,7 @@ import math
 
 import numpy as np
 
-from ..costgraph import INFINITY
+from ..costgraph import INFINITY, Problem
 
 BIG = float(INFINITY)
 
@@ -167,3 +167,65 @@ def lower_bound(red, ls=None, mu=None, passes: int = 8, dual: DualBound | None =
         dual.set_extra([np.zeros(len(c)) for c in red.costs])
     dual.sweep(passes)
     return dual.proven(const) + int(red.offset), dual
+
+
+def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
+    """The reduced problem without the strategies and strategy pairs that no solution cheaper than
+    ``incumbent`` can use, by the reduced costs of the reparametrisation ``dual`` (reduced-cost fixing,
+    e.g. Wolsey, *Integer Programming*, 2nd ed., sec. 7.5, on the dual of :class:`DualBound`).
+
+    With ``V = dual.value()`` and the reparametrised costs ``theta``, ``M``: every solution with
+    ``x_i = a`` costs at least ``V + r_i(a)`` where ``r_i(a) = theta_i(a) - min theta_i + sum over
+    the edges e at i of (min_k M_e(a, k) - min M_e)`` (each term of the dual's sum restricted to
+    ``x_i = a``), and every solution with ``x_u = a, x_v = b`` on edge ``e`` at least ``V + r_u(a) +
+    r_v(b) - (row terms of e at u and v) + M_e(a, b) - min M_e``.  A strategy or pair whose bound,
+    less a float margin (as :meth:`DualBound.proven`), exceeds ``incumbent - 1`` is forbidden
+    (objectives are integers).  So the optimum is ``min(incumbent, optimum of the pruned problem)``
+    and any lower bound ``L`` of the pruned problem proves ``min(incumbent, L)``.
+
+    ``red``: a :class:`~hloshard.solver.presolve.Reduced` without a memory model (``red.memory`` None:
+    the pruned problem carries no usages); ``incumbent``: a solution's objective in ``red``'s units,
+    the presolve offset excluded.  Returns ``(problem, stats)``: a
+    :class:`~hloshard.costgraph.Problem` over ``red``'s nodes and strategies (node costs and edge
+    matrices of ``red``, pruned entries at ``INFINITY``; its solutions are positions of ``red``), and
+    ``{"strategies": [before, after], "edge_entries": [before, finite after]}``.  Raises ValueError
+    when ``red`` has a memory model."""
+
+    if red.memory is not None:
+        raise ValueError("reduced_cost_pruning: a problem with memory constraints")
+    n = red.num_nodes
+    value = dual.value()
+    margin = 1e-9 * (dual.scale + sum(float(np.abs(x).sum()) for x in dual.extra) + abs(value)
+                     + abs(float(incumbent))) + 1e-6
+    limit = float(incumbent) - 1.0 + margin   # a bound above this: no solution of cost <= incumbent - 1
+    rows = {}
+    part = []
+    for i in range(n):
+        th = dual.theta[i]
+        r = th - th.min()
+        for e, row in dual.inc[i]:
+            m = dual.mat[e]
+            rm = m.min(axis=1) if row else m.min(axis=0)
+            rows[(e, row)] = rm - m.min()
+            r = r + rows[(e, row)]
+        part.append(r)
+    costs = []
+    kept = 0
+    for i in range(n):
+        keep = value + part[i] <= limit
+        kept += int(keep.sum())
+        costs.append(np.where(keep, red.costs[i], INFINITY).astype(np.int64))
+    edge_costs = []
+    finite = 0
+    for e, ((u, v), m) in enumerate(zip(red.edges.tolist(), red.edge_costs)):
+        mat = dual.mat[e]
+        lb = (value + (part[u] - rows[(e, True)])[:, None] + (part[v] - rows[(e, False)])[None, :]
+              + (mat - mat.min()))
+        out = np.where(lb > limit, INFINITY, m).astype(np.int64)
+        finite += int((out < INFINITY).sum())
+        edge_costs.append(out)
+    problem = Problem("pruned", red.intervals, costs, [np.zeros(len(c), dtype=np.int64) for c in costs],
+                      red.edges, edge_costs)
+    before = int(sum(len(c) for c in red.costs))
+    return problem, {"strategies": [before, kept],
+                     "edge_entries": [int(sum(m.size for m in red.edge_costs)), finite]}

@@ -266,6 +266,34 @@ class MeshInfo:
         owners = [subs[a].user_axis if a < len(subs) else a for a in range(len(self.shape))]
         self.user_of = tuple(owners)
         self.group_order = len(self.axes) > 2 and len({owners[a] for a in self.axes}) <= 2
+        #: further groupings of the mesh axes (per axis a group id) whose two runs of a dim's axes are
+        #: also enumerated swapped (:meth:`add_coarse_order`)
+        self.extra_groups: list = []
+
+    def add_coarse_order(self, cuts) -> None:
+        """Also enumerate a dim's axes with the two runs of a coarser mesh's axes swapped: ``cuts`` are
+        the strides at which that mesh (two non-trivial axes, e.g. the coarse mesh of
+        :func:`hloshard.mesh.coarse_cuts`, the 1-D mesh of the same devices refined for the module)
+        cuts the flat device order, each one a cut of this mesh too.  Every layout of the coarse mesh,
+        in either order of its two axes, is then a layout of this one (the same tile assignment: a
+        reversed coarse product is the fine product with the two runs of fine axes swapped), so a
+        coarse plan embeds (issue 26: decoder2's ``--mesh 8`` plan splits dims as
+        ``{devices=[1,8]<=[2,4]T(1,0)}``, outside a 2x2x2 mesh's mesh-order space).  Call before any
+        enumeration (the caches are not cleared).  Does nothing for other than three cuts (two axes)
+        or cuts that are not this mesh's."""
+        c = sorted(int(x) for x in cuts)
+        if len(c) != 3:
+            return
+        stride, strides = 1, [0] * len(self.shape)
+        for a in reversed(range(len(self.shape))):
+            strides[a] = stride
+            stride *= self.shape[a]
+        if not set(c) <= {strides[a] * self.shape[a] for a in range(len(self.shape))} | {1}:
+            return
+        groups = tuple(0 if strides[a] >= c[1] else 1 for a in range(len(self.shape)))
+        if (len({groups[a] for a in self.axes}) == 2 and groups not in self.extra_groups
+                and not (self.group_order and groups == self.user_of)):
+            self.extra_groups.append(groups)
 
     def split(self, axes: Iterable[int]) -> int:
         n = 1
@@ -385,7 +413,7 @@ class MeshInfo:
             for ax, d in zip(self.axes, assign):
                 if d is not None:
                     per[d].append(ax)
-            groups = self.user_of if self.group_order else None
+            groups = ([self.user_of] if self.group_order else []) + self.extra_groups
             for orders in itertools.product(*(_orders(p, any_order, groups) for p in per)):
                 spec = tuple(tuple(o) for o in orders)
                 if spec in seen:
@@ -480,18 +508,22 @@ def layout_dims(dims: Sequence[int], n_axes: int) -> list[int]:
     return sorted(sorted(order, key=lambda d: (-dims[d], d))[:keep])
 
 
-def _orders(axes: list, any_order: bool, groups=None) -> list:
-    """The orders a dim's axes are tried in: both orders of two axes when ``any_order``; with
-    ``groups`` (per mesh axis its user axis) also the order with the two user axes' runs of sub-axes
-    swapped; else (and for three or more axes) mesh order only."""
+def _orders(axes: list, any_order: bool, groupings=()) -> list:
+    """The orders a dim's axes are tried in: both orders of two axes when ``any_order``; for each of
+    ``groupings`` (per mesh axis a group: its user axis, or its axis of a coarser mesh) whose groups
+    split the dim's axes into two runs, also the order with the two runs swapped; else (and for three
+    or more axes) mesh order only.  Mesh order first, no order twice."""
     if any_order and len(axes) == 2:
         return [tuple(axes), tuple(reversed(axes))]
-    if groups is not None and len(axes) >= 2:
+    out = [tuple(axes)]
+    for groups in groupings:
+        if len(axes) < 2:
+            break
         first = [a for a in axes if groups[a] == groups[axes[0]]]
         rest = [a for a in axes if groups[a] != groups[axes[0]]]
-        if rest and len({groups[a] for a in rest}) == 1:
-            return [tuple(axes), tuple(rest + first)]
-    return [tuple(axes)]
+        if rest and len({groups[a] for a in rest}) == 1 and tuple(rest + first) not in out:
+            out.append(tuple(rest + first))
+    return out
 
 
 def _dimaxes_dims(dim_axes):
