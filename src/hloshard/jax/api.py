@@ -594,47 +594,80 @@ def _state_ties(args, out, donated: tuple, state, state_mode: str) -> list:
     return [(j, q, mode, q in don, source) for j, (q, mode, source) in sorted(ties.items())]
 
 
-def baseline_peak(module, dmesh, timeout: float = 600.0) -> dict:
+def _user_sharded(module) -> bool:
+    """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
+    the user sharded)."""
+    return any(p.sharding is not None and not p.sharding.is_replicated for p in module.entry.parameters)
+
+
+def _plan_entry(result, module) -> dict:
+    """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
+    built from ``module``, not yet applied) gives each entry parameter and the entry root: the
+    ``in_shardings`` / ``out_shardings`` :func:`auto_shard` hands to ``jax.jit``."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(result.graph.schedule)
+    return {i.name: instruction_sharding(result.graph, i, result.choice)
+            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
-    what XLA does with only the user's shardings (GSPMD propagation from the entry parameters' and
-    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), each tied
-    state output (``module.ties``) leaving in its argument's sharding and every other output
-    replicated -- the plan ``jax.jit(fn, in_shardings=..., out_shardings=...)`` of the same arguments
-    runs; with nothing sharded every instruction is replicated (no XLA run).  The propagated shardings
-    are written on a copy of ``module`` and priced by
+    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), the plan
+    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
+
+    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
+      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
+      nothing sharded every instruction is replicated (no XLA run);
+    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
+      :func:`_plan_entry`): exactly those, the intermediates left to XLA's propagation.
+
+    The propagated shardings are written on a copy of ``module`` and priced by
     :func:`hloshard.autoshard.evaluate_module` (the one liveness model).
 
-    Returns ``{"plan": "gspmd" | "replicated", "peak_bytes": int (predicted peak per device),
-    "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or XLA rejects the
-    module, SolveFailed when the propagated shardings cannot be priced."""
+    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
+    per device), "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or
+    XLA rejects the module, SolveFailed when the propagated shardings cannot be priced."""
     from ..autoshard import evaluate_module
     from ..hlo import parse_module, print_module
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
     copy = parse_module(print_module(module), "<baseline>")
-    entry = copy.entry
-    params = {p.parameter_number: p for p in entry.parameters}
-    sharded = any(p.sharding is not None and not p.sharding.is_replicated for p in params.values())
-    root = entry.root
+    entry_comp = copy.entry
+    params = {p.parameter_number: p for p in entry_comp.parameters}
+    root = entry_comp.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
-    outs = [HloSharding.replicated() for _ in leaves]
-    for tie in getattr(module, "ties", None) or []:
-        j = tie.output[0] if tie.output else 0
-        p = params.get(tie.param)
-        if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
-            outs[j] = p.sharding
-    if not sharded:
-        for ins in entry.instructions:
+    if entry is not None:
+        for ins in list(params.values()) + [root]:
+            if ins.name in entry:
+                ins.sharding = entry[ins.name]
+        outs = None
+    else:
+        outs = [HloSharding.replicated() for _ in leaves]
+        for tie in getattr(module, "ties", None) or []:
+            j = tie.output[0] if tie.output else 0
+            p = params.get(tie.param)
+            if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
+                outs[j] = p.sharding
+        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    shardings = [p.sharding for p in params.values()] + (
+        list(root.sharding.tuple_elements) if root.sharding is not None and root.sharding.is_tuple
+        else [root.sharding])
+    if all(sh is None or sh.is_replicated for sh in shardings):
+        for ins in entry_comp.instructions:
             ins.sharding = None if ins.shape.is_tuple else HloSharding.replicated()
         plan = "replicated"
     else:
-        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+        kept = root.sharding
         for name, sh in xla_propagate(copy, dmesh.num_devices, timeout=timeout).items():
-            if sh is not None and name in entry:
-                entry.get(name).sharding = sh
-        plan = "gspmd"
-    root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+            if sh is not None and name in entry_comp:
+                entry_comp.get(name).sharding = sh
+        root.sharding = kept
+        plan = "gspmd" if entry is None else "gspmd_from_plan"
+    if outs is not None:
+        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
     ev = evaluate_module(copy, dmesh)
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
 
@@ -649,7 +682,10 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
 
     plan_peak = int(result.evaluation.peak_memory)
     try:
-        base = baseline_peak(module, dmesh)
+        # the user's shardings when there are any; else the plan's own entry shardings with XLA's
+        # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
+        base = baseline_peak(module, dmesh) if _user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=_plan_entry(result, module))
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
@@ -681,7 +717,7 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
     guard["limit_bytes"] = tried[-1]
     within = "within it" if tried[-1] == limit else (
         f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
-    guard["note"] = (f"memory guard: the plan found without a budget peaks at {format_bytes(plan_peak)} per "
+    guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
     guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
@@ -817,7 +853,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
                               seed=seed, deterministic=deterministic, apply=False)
         guard = None
-        if budget is None and memory_guard:
+        if memory_guard:
             result, guard = _memory_guard(result, module, dmesh, keep_shardings, time_limit, seed, deterministic)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
