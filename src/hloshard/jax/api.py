@@ -676,10 +676,11 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
     """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
     ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``)."""
     from ..autoshard import solve_module
-    from ..cost.memory import budget_for_model_limit
+    from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
 
+    device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
@@ -694,6 +695,14 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
              "plan_peak_bytes": plan_peak, "applied": False, "note": None}
     if plan_peak <= limit:
         return result, guard
+    if base["plan"] == "gspmd_from_plan" and xla_lower_bound(plan_peak, device) <= limit:
+        # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
+        # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
+        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted) by less than the "
+                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(plan_peak, device))} "
+                         f"by XLA): kept")
+        return result, guard
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
     # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
     guarded, tried, reason = None, [], None
@@ -702,7 +711,7 @@ def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, getattr(dmesh, "memory_device", None)),
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
                                    time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
             break
         except SolveFailed as exc:
