@@ -761,20 +761,36 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``pin_operands``: write the operand pins (:mod:`hloshard.strategy.realize`) and carry them into
     ``fn`` as sharding constraints (False: equation outputs only).
 
-    **Memory guard** (``memory_guard``, on by default; only without ``memory_budget``): a plan must not
-    peak above the baseline it is meant to improve on.  The baseline is what XLA does with only the
-    user's shardings (:func:`baseline_peak`: GSPMD propagation from the kept argument shardings, tied
-    state leaving as it came; everything replicated when nothing is sharded), priced by the same memory
-    model.  When the plan found without a budget peaks above the baseline's predicted peak, the search
-    is repeated with that peak as an implicit memory limit in the model's own bytes (it enters the
-    solver as the budget :func:`hloshard.cost.memory.budget_for_model_limit` of it, so
-    ``model_limit`` is the baseline's peak exactly): the solver then only trades collective bytes within
-    the baseline's memory.  If no plan is found under it (the communication buffers are outside the
-    solver's node memory), the limit is bisected towards the unguarded plan's peak (at most two more
-    solves; ``limit_bytes`` is the one used); if none is found, the unguarded plan is kept and a warning
-    says so.  ``report["memory_guard"]``: ``{"baseline", "baseline_peak_bytes", "limit_bytes",
-    "plan_peak_bytes" (before the guard), "applied", "note"}`` (the XLA run costs one child process
-    when an argument is sharded).
+    **Memory guard** (``memory_guard``, on by default, with or without ``memory_budget``): a plan must
+    not peak above the baseline it is meant to improve on, priced by the same memory model
+    (:func:`baseline_peak`, GSPMD propagation in a child process):
+
+    * some argument sharded by the user: what XLA does with only the user's shardings (GSPMD propagation
+      from the kept argument shardings, tied state leaving as it came) -- the plan the user had;
+    * nothing sharded: the plan's own parameter and output shardings with the intermediates left to XLA
+      (GSPMD propagation from them; ``"gspmd_from_plan"``) -- ``jax.jit(fn, in_shardings=...,
+      out_shardings=...)`` without hloshard's constraints.  Choosing the intermediates is what the solver
+      adds to the parameter layouts, and it must not cost memory against XLA's own choice for the same
+      layouts.  (The replicated plan, the baseline before, bounds nothing: any plan that splits a weight
+      peaks below it, and the solver, which minimises collective cost only, was free to trade peak for
+      bytes: keras-hub ``gemma_small`` peaked at 13.48 MB by XLA against its expert's 12.46.)  Both
+      figures are predictions, and the model's peak errs on both sides of XLA's
+      (:mod:`hloshard.cost.memory`); a plan whose peak, read at the model's measured worst over-estimate
+      (:func:`hloshard.cost.memory.xla_lower_bound`), is not above this baseline is kept, since a
+      smaller excess is no evidence that XLA's peak is higher (on keras-hub's 4-layer Gemma, re-solving
+      at a predicted excess of 10% raised XLA's peak, 132.8 -> 136.0 MB, and the bytes, 72.9 -> 79.8 MB,
+      BENCHMARKS.md "helper peak, round 11").
+
+    When the plan found first peaks above the baseline's predicted peak, the search is repeated with that
+    peak as an implicit memory limit in the model's own bytes (it enters the solver as the budget
+    :func:`hloshard.cost.memory.budget_for_model_limit` of it, so ``model_limit`` is the baseline's peak
+    exactly; with a ``memory_budget`` it is below the budget's limit): the solver then only trades
+    collective bytes within the baseline's memory.  If no plan is found under it (the communication
+    buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
+    (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
+    and a warning says so.  ``report["memory_guard"]``: ``{"baseline": "gspmd" | "gspmd_from_plan" |
+    "replicated", "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before the guard), "applied",
+    "note"}``; the XLA run costs one child process (none when the baseline is all replicated).
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
