@@ -277,19 +277,19 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import numpy as np, jax, jax.numpy as jnp
 from jax.sharding import Mesh
 import hloshard.jax.api as api
-from hloshard.hlo import parse_module
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 
-def step(params, x):
+def step(params, x, y):                 # a 3-layer MLP regression, SGD
     def loss(p):
-        h = jnp.tanh(x @ p["w1"])
-        return jnp.mean((h @ p["w2"]) ** 2)
+        h = jax.nn.gelu(x @ p["up"])
+        h = jax.nn.relu(h @ p["mid"])
+        return jnp.mean((h @ p["down"] - y) ** 2)
     l, g = jax.value_and_grad(loss)(params)
-    return l, jax.tree_util.tree_map(lambda p, d: p - 0.1 * d, params, g)
+    return l, {k: params[k] - 0.05 * g[k] for k in params}
 
 S = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
-plain = ({"w1": S((512, 2048)), "w2": S((2048, 512))}, S((64, 512)))
+plain = ({"up": S((512, 2048)), "mid": S((2048, 1024)), "down": S((1024, 512))}, S((64, 512)), S((64, 512)))
 out = {}
 real = api.baseline_peak
 seen = []
