@@ -269,3 +269,86 @@ def test_equation_outputs_match_index_and_type():
         for r in rs:
             assert r["index"] is None or r["index"] == r["j"], r
     assert out["err"] < 1e-4
+
+
+GUARD_SCRIPT = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh
+import hloshard.jax.api as api
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+def step(params, x, y):                 # a 3-layer MLP regression, SGD
+    def loss(p):
+        h = jax.nn.gelu(x @ p["up"])
+        h = jax.nn.relu(h @ p["mid"])
+        return jnp.mean((h @ p["down"] - y) ** 2)
+    l, g = jax.value_and_grad(loss)(params)
+    return l, {k: params[k] - 0.05 * g[k] for k in params}
+
+S = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
+plain = ({"up": S((512, 2048)), "mid": S((2048, 1024)), "down": S((1024, 512))}, S((64, 512)), S((64, 512)))
+out = {}
+real = api.baseline_peak
+seen = []
+def spy(module, dmesh, timeout=600.0, entry=None):
+    seen.append(None if entry is None else {k: str(v) for k, v in entry.items()})
+    b = real(module, dmesh, timeout, entry)
+    if forced is not None:   # a baseline below the plan's peak by more than the model's over-estimate
+        b["peak_bytes"] = forced
+    return b
+api.baseline_peak = spy
+forced = None
+r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False)
+params = sorted(r.module.entry.parameters, key=lambda p: p.parameter_number)
+out["plain"] = {"guard": r.report["memory_guard"], "entry": seen[-1],
+                "params": {p.name: str(p.sharding) for p in params},
+                "root": str(r.module.entry.root.sharding)}
+peak = r.report["memory_guard"]["plan_peak_bytes"]
+forced = int(peak * 0.8)
+for label, kw in [("forced", {}), ("forced_budget", {"memory_budget": 1 << 30})]:
+    seen.clear()
+    r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False, **kw)
+    out[label] = {"guard": r.report["memory_guard"], "peak": r.report["peak_memory_per_device"],
+                  "entry": seen[-1] is not None, "forced": forced}
+r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False, memory_guard=False)
+out["off"] = r.report.get("memory_guard")
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.oracle
+def test_auto_shard_memory_guard_without_user_shardings():
+    """With nothing sharded, the memory guard's baseline is the plan's own parameter and output shardings
+    with XLA's intermediates (``gspmd_from_plan``), not the replicated plan; a baseline below the plan's
+    peak (by more than the memory model's over-estimate) makes it re-solve, with or without a budget."""
+    import json
+
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", GUARD_SCRIPT], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    plain = out["plain"]
+    g = plain["guard"]
+    # the baseline is priced from the plan's own entry shardings (it splits the weights: not replicated)
+    assert any("devices=" in s for s in plain["params"].values()), plain["params"]
+    assert g["baseline"] == "gspmd_from_plan" and g["baseline_peak_bytes"] > 0, g
+    entry = plain["entry"]
+    assert entry is not None and set(plain["params"]) <= set(entry), (entry, plain["params"])
+    for name, sh in plain["params"].items():
+        if not g["applied"]:   # the written plan is the one the baseline was priced from
+            assert entry[name] == sh, (name, entry[name], sh)
+    for label in ("forced", "forced_budget"):
+        f = out[label]
+        assert f["entry"], f
+        gf = f["guard"]
+        assert gf["baseline_peak_bytes"] == f["forced"] and gf["plan_peak_bytes"] > gf["limit_bytes"], gf
+        if gf["applied"]:   # re-solved within the limit (the written module's pins may add a little)
+            assert f["peak"] < gf["plan_peak_bytes"], f
+        else:
+            assert "plan is kept" in gf["note"], gf
+    assert out["forced"]["guard"]["applied"] or out["forced_budget"]["guard"]["applied"], out
+    assert out["off"] is None

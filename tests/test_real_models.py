@@ -73,8 +73,7 @@ def test_auto_shard_no_worse_than_expert(rows, plan):
     problems = []
     if r["comm_bytes"] > e["comm_bytes"]:
         problems.append("moves more bytes")
-    peaks_higher = r["peak_bytes"] > e["peak_bytes"]
-    if peaks_higher and plan == "auto_expert":
+    if r["peak_bytes"] > e["peak_bytes"]:
         problems.append("peaks higher")
     if r["rel_err"] >= 1e-4:
         problems.append("numerics differ")
@@ -83,10 +82,3 @@ def test_auto_shard_no_worse_than_expert(rows, plan):
     if plan == "auto_budget" and r["peak_bytes"] > r["budget"]:
         problems.append(f"exceeds its budget {r['budget'] / 1e6:.3f} MB")
     assert not problems, f"{', '.join(problems)}: {figures(r)} vs {figures(e)}"
-    if peaks_higher:
-        # Known gap (issue 24, round 10): with nothing sharded by the user the memory guard's baseline is
-        # the replicated plan, and without a memory term the solver is free to trade peak for bytes; the
-        # round-10 solver found a plan moving 6.90 MB (was 7.55) at a 13.48 MB peak vs the expert's 12.46.
-        # Every other check above still holds; auto_expert (the guarded plan) must not peak higher.
-        pytest.xfail(f"peaks higher than the expert (no memory term without user shardings): "
-                     f"{figures(r)} vs {figures(e)}")
