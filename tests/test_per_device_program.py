@@ -58,6 +58,11 @@ def _json(tmp_path, command, *args, text=PER_DEVICE):
 def test_detects_per_device_programs():
     assert is_per_device_program(parse_module(PER_DEVICE))
     assert not is_per_device_program(parse_module(LOGICAL))
+    # a GSPMD module that writes a collective beside an annotated instruction is logical: kept as annotated
+    annotated = PER_DEVICE.replace("d = bf16[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+                                   "d = bf16[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                                   "sharding={replicated}")
+    assert annotated != PER_DEVICE and not is_per_device_program(parse_module(annotated))
 
 
 def test_cost_prices_the_written_collectives_only(tmp_path):

@@ -438,14 +438,17 @@ CROSS_PARTITION = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "
 
 
 def is_per_device_program(module) -> bool:
-    """True when ``module`` is already partitioned: it has a collective across more than one partition
-    and no manual (``{manual}``: shard_map) region, the one place a logical module writes collectives.
-    (Such a module may still carry the global shardings of its parameters, as the corpus' train steps
-    and XLA's ``after_spmd-partitioning`` dumps do; its shapes are per device.)"""
+    """True when ``module`` is already partitioned: it has a collective across more than one partition,
+    no manual region (``{manual}`` or a manual subgroup: shard_map, the one place a logical module
+    writes collectives) and no sharding on any instruction but the entry parameters -- the form of
+    XLA's ``after_spmd-partitioning`` dumps and the corpus' train steps, whose parameters keep their
+    global shardings while every shape is one device's.  A GSPMD module that writes collectives beside
+    annotated instructions is a logical module (its annotations are kept)."""
     has_collective = False
+    params = set(module.entry.parameters) if getattr(module, "entry", None) is not None else set()
     for instr in module.all_instructions():
         s = instr.sharding
-        if s is not None and _manual(s):
+        if s is not None and (_manual(s) or instr not in params):
             return False
         if instr.opcode in CROSS_PARTITION and not has_collective:
             groups = getattr(instr, "replica_groups", None)
@@ -457,7 +460,7 @@ def is_per_device_program(module) -> bool:
 def _manual(s) -> bool:
     if getattr(s, "is_tuple", False):
         return any(_manual(e) for e in s.tuple_elements)
-    return bool(getattr(s, "is_manual", False))
+    return bool(getattr(s, "is_manual", False) or getattr(s, "has_manual_subgroup", False))
 
 
 def replicated_evaluation(module, mesh) -> CostResult:
