@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import dot_transposed_operands, fused_reads, is_fused, place_in_outputs
+from hloshard.cost.liveness import dot_transposed_operands, fused_reads, is_fused
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -123,20 +123,6 @@ ENTRY main {{
 }}
 """
 
-# XLA's BufferAssigner places a temporary in an entry output's allocation when it fits and is dead
-# before the output is written (cost.liveness.place_in_outputs): a lives there, b (live with a) goes to
-# the temp heap.  By hand: p + w 8192, the output n 4096, temp b 4096 = 16384 (20480 without the rule).
-OUTPUT_REUSE = f"""HloModule outreuse, num_partitions=8
-
-ENTRY main {{
-  p = f32[1024] parameter(0){_R}
-  w = f32[32,32] parameter(1){_R}
-  a = f32[32,32] dot(w, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
-  b = f32[32,32] dot(a, a), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
-  ROOT n = f32[32,32] dot(b, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
-}}
-"""
-
 # d's rhs has its batch dimension in the middle: XLA transposes it (the exponential fuses into that
 # copy, 8192 B: e's own buffer, written transposed); its lhs w (batch leading, one contracting and one free dimension) is read as it is
 # (TransposeFolding), no copy.  By hand: w 32768 + h 8192 + the output 4096 + the copy 8192 = 53248.
@@ -153,7 +139,7 @@ ENTRY main {{
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
-         "output_reuse": (OUTPUT_REUSE, 16384), "dot_batch_minor": (DOT_BATCH_MINOR, 53248)}
+         "dot_batch_minor": (DOT_BATCH_MINOR, 53248)}
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
@@ -217,17 +203,6 @@ ENTRY main {
     e7 = {i.name: i for i in parse_module(DOT_BATCH_MINOR).entry.instructions}
     assert dot_transposed_operands(e7["d"]) == []
     assert dot_transposed_operands(parse_module(DOT_BATCH_MINOR.replace("dot(w, e)", "dot(w, h)")).entry.get("d")) == [1]
-
-
-def test_place_in_outputs_follows_buffer_assignment_order():
-    """Largest first, an allocation holds buffers that do not overlap in time (its output's own value
-    from its first write on); too large, overlapping or negative (credit) entries stay on the heap."""
-    ivs = [(0, 20), (0, 5), (3, 8), (5, 12), (0, 2), (6, 9), (1, 4)]
-    sizes = [100, 80, 90, 50, 120, 60, -80]
-    placed = place_in_outputs(ivs, sizes, {0: 10})
-    # 90 [3,8) first; 80 [0,5) overlaps it; 60 [6,9) overlaps it; 50 [5,12) overlaps the output (10 on)
-    assert placed.tolist() == [False, False, True, False, False, False, False]
-    assert not place_in_outputs(ivs, sizes, {}).any()
 
 
 def test_margin_arithmetic_is_exact():

@@ -8,7 +8,7 @@ Reads the cost graph's liveness (``Problem.intervals``: node v is live at points
 from __future__ import annotations
 
 from .autoshard import instruction_sharding
-from .autoshard.evaluate import plan_buffers
+from .autoshard.build import edge_buffers
 
 __all__ = ["peak_tensors", "peak_tensors_of"]
 
@@ -22,18 +22,17 @@ def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
     p = graph.problem
     per: dict = {}
     total = 0
-    # the buffers as the peak counts them (autoshard.evaluate.plan_buffers: a temporary XLA places in an
-    # output's allocation has size 0; the communication buffers follow the problem's nodes)
-    ivs, sizes = plan_buffers(p, choice, graph)
     for v in range(p.num_nodes):
-        if ivs[v, 0] <= time < ivs[v, 1]:
-            u = int(sizes[v])
+        if p.intervals[v, 0] <= time < p.intervals[v, 1]:
+            u = int(p.node_usages[v][int(choice[v])])
             if u <= 0:
                 continue
             instr = graph.nodes[v].instr
             per[instr] = per.get(instr, 0) + u
             total += u
-    comm = sum(int(b) for (lo, hi), b in zip(ivs[p.num_nodes:], sizes[p.num_nodes:]) if lo <= time < hi)
+    # the communication buffers of the choice live at ``time`` (not in the problem's nodes)
+    eiv, esz = edge_buffers(graph, choice)
+    comm = sum(int(b) for (lo, hi), b in zip(eiv, esz) if lo <= time < hi)
     total += comm
     order = sorted(per.items(), key=lambda kv: (-kv[1], kv[0].name))[:k]
     out = []

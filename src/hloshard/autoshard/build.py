@@ -207,11 +207,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the memory model (cost/liveness.buffer_intervals): fusion, in place, outputs and donation
     entry = module.entry
     param_nodes = [u for p in entry.parameters for u in leaf_nodes(p)]
-    output_starts: dict = {}
     iv = buffer_intervals(schedule, lambda i: owned.get(id(i), ()), leaf_nodes,
                           parameters=param_nodes,
-                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes),
-                          output_starts=output_starts)
+                          outputs=leaf_nodes(entry.root), donated=_donated_nodes(module, leaf_nodes))
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
@@ -264,8 +262,6 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
     graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
     # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
-    # entry output node -> where its buffer is first written (cost.liveness.place_in_outputs)
-    graph.output_starts = {int(u): int(t) for u, t in output_starts.items()}
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True

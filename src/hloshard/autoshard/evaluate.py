@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..cost.liveness import peak_usage, place_in_outputs
+from ..cost.liveness import peak_usage
 from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
 from ..hlo.sharding import HloSharding
@@ -64,51 +64,27 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
 
 
 
-def plan_buffers(problem: Problem, choice, graph: Graph | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(intervals, sizes)`` of every buffer of ``choice``: the problem's nodes at their chosen usage,
-    plus, with ``graph``, the communication buffers (:func:`hloshard.autoshard.build.edge_buffers`);
-    on the CPU model (no ``--device tpu-*``), a buffer XLA places inside an entry output's allocation
-    (:func:`hloshard.cost.liveness.place_in_outputs`) has size 0, and a credit against it (a negative
-    entry of ``edge_buffers`` with its end and size) is dropped with it."""
-    sizes = np.array([int(u[int(c)]) for u, c in zip(problem.node_usages, choice)], dtype=np.int64)
-    ivs = np.asarray(problem.intervals, dtype=np.int64).reshape(-1, 2)
-    n = len(sizes)
-    if graph is None:
-        return ivs, sizes
-    eiv, esz = edge_buffers(graph, choice)
-    if eiv:
-        ivs = np.concatenate([ivs, np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
-        sizes = np.concatenate([sizes, np.asarray(esz, dtype=np.int64)])
-    starts = getattr(graph, "output_starts", None)
-    if getattr(graph, "memory_device", None) is None and starts:
-        placed = place_in_outputs(ivs, sizes, starts)
-        if placed.any():
-            sizes = sizes.copy()
-            credits = {}
-            for k in np.nonzero(sizes[n:] < 0)[0]:
-                credits.setdefault((int(ivs[n + k, 1]), int(-sizes[n + k])), []).append(n + int(k))
-            for k in np.nonzero(placed)[0]:
-                hit = credits.get((int(ivs[k, 1]), int(sizes[k])))
-                if hit:
-                    sizes[hit.pop()] = 0
-                sizes[k] = 0
-    return ivs, sizes
-
-
 def peak_memory(problem: Problem, choice, graph: Graph | None = None) -> tuple[int, int]:
     """(peak bytes per device over all liveness points, the point where it is reached), by
-    :func:`hloshard.cost.liveness.peak_usage` over :func:`plan_buffers` (the problem's intervals, plus,
-    with ``graph``, the resharding temporaries of the choice and XLA's placement of temporaries in the
-    output allocations)."""
-    n = len(problem.node_usages)
-    ivs, sizes = plan_buffers(problem, choice, graph)
+    :func:`hloshard.cost.liveness.peak_usage` over the problem's intervals, plus, with ``graph``, the
+    resharding temporaries of the choice (:func:`hloshard.autoshard.build.edge_buffers`)."""
+    sizes = [int(u[int(c)]) for u, c in zip(problem.node_usages, choice)]
+    ivs = problem.intervals
+    n = len(sizes)
     if graph is not None:
+        eiv, esz = edge_buffers(graph, choice)
+        if eiv:
+            ivs = np.concatenate([np.asarray(ivs, dtype=np.int64).reshape(-1, 2),
+                                  np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
+            sizes = sizes + esz
         device = getattr(graph, "memory_device", None)
         if device is not None and len(getattr(graph, "persistent", ())) == n:   # --device tpu-*: temporaries in VMEM first (cost/tpu_layout)
-            keep = np.zeros(len(sizes), dtype=bool)
+            iv = np.asarray(ivs, dtype=np.int64).reshape(-1, 2)
+            sz = np.asarray(sizes, dtype=np.int64)
+            keep = np.zeros(len(sz), dtype=bool)
             keep[:n] = graph.persistent
-            temp, t = peak_usage(ivs[~keep], sizes[~keep])
-            fixed = int(sizes[keep & (ivs[:, 1] > ivs[:, 0])].sum())
+            temp, t = peak_usage(iv[~keep], sz[~keep])
+            fixed = int(sz[keep & (iv[:, 1] > iv[:, 0])].sum())
             return hbm_peak(fixed, temp, vmem_bytes(device)), t
     return peak_usage(ivs, sizes)
 

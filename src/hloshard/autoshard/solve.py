@@ -13,10 +13,10 @@ from ..cost.liveness import usage_profile
 from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
-from .build import Graph, build_graph
+from .build import Graph, build_graph, edge_buffers
 from .coarse import COARSE_SHARE, coarse_first, coarse_start
 from .edgememory import edge_memory_terms, priced_problem, terms_at
-from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module, plan_buffers
+from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
 from ..cost.memory import model_limit
@@ -270,8 +270,12 @@ def _over_points(graph: Graph, choice, ev: Evaluation, node_limit) -> list:
     """The schedule points where ``choice``'s usage with its communication buffers
     (:func:`hloshard.autoshard.evaluate.peak_memory`'s sum, before a TPU's VMEM credit) exceeds
     ``node_limit`` (the solver's limit); the evaluated peak's point when there is none."""
-    ivs, sizes = plan_buffers(graph.problem, choice, graph)
-    times, usage = usage_profile(ivs, sizes)
+    p = graph.problem
+    sizes = [int(u[int(c)]) for u, c in zip(p.node_usages, choice)]
+    eiv, esz = edge_buffers(graph, choice)
+    ivs = np.concatenate([np.asarray(p.intervals, dtype=np.int64).reshape(-1, 2),
+                          np.asarray(eiv, dtype=np.int64).reshape(-1, 2)])
+    times, usage = usage_profile(ivs, sizes + list(esz))
     if node_limit is not None and len(times):
         ends = np.append(times[1:], max(len(graph.schedule), int(times[-1]) + 1))
         over = [t for k in np.nonzero(usage > int(node_limit))[0] for t in range(int(times[k]), int(ends[k]))]

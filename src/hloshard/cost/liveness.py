@@ -51,9 +51,10 @@ more (and pads to tiles); that is not modelled here.
   still read).  The operand's interval then ends where the reuse starts.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
-  memory of its own (``alias_size``).  Before an output is first written, XLA's ``BufferAssigner``
-  places other buffers in its allocation (:func:`place_in_outputs`; applied to a plan's buffers by
-  :func:`hloshard.autoshard.evaluate.plan_buffers`, since it depends on their sizes).
+  memory of its own (``alias_size``).  (XLA's ``BufferAssigner`` also places other buffers in an
+  output's allocation before the output is first written; not modelled: with the model's other
+  under-counts on train steps it moved predictions away from XLA on the held-out and keras-hub train
+  steps, BENCHMARKS.md "Round 11: the output-allocation rule, reverted".)
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -72,7 +73,6 @@ more (and pads to tiles); that is not modelled here.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -489,8 +489,7 @@ def read_until(instr, positions: dict) -> int | None:
 
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
                      values: Callable[[object], Sequence[Hashable]], parameters: Iterable[Hashable] = (),
-                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = (),
-                     output_starts: dict | None = None) -> dict:
+                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = ()) -> dict:
     """Key -> ``(lo, hi)``: the half-open schedule interval in which each buffer XLA allocates is live
     (the memory model of the module docstring; an empty interval: no buffer of its own).
 
@@ -526,7 +525,6 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             definer.setdefault(k, i)
     for k in params:
         iv[k] = (0, T)
-    first_write = {k: iv[k][0] for k in outs if k in iv}
     for k in outs:
         if k in iv:
             iv[k] = (0, T)
@@ -607,9 +605,6 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         members.add(rep)
         keep = next((k for k in members if k in protected), rep)
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
-        if keep in first_write:
-            first_write[keep] = min(first_write.get(k, raw[k][0]) for k in members
-                                    if raw[k][1] > raw[k][0] and k not in param_set)
         hi = max(raw[k][1] for k in members)
         for k in members:
             iv[k] = (iv[k][0], iv[k][0])
@@ -617,10 +612,6 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     for k in donated:   # output in a parameter's buffer: no memory of its own
         if k in iv and k not in set(params):
             iv[k] = (iv[k][0], iv[k][0])
-    if output_starts is not None:
-        for k, t in first_write.items():
-            if iv[k][1] > iv[k][0] and k not in param_set:
-                output_starts[k] = t
     # a while body's root values are written into the loop state
     for w in order:
         if w.opcode != "while":
@@ -765,52 +756,3 @@ def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
             else:
                 hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
     return [tuple(g) for g in groups.values()]
-
-
-def place_in_outputs(intervals, sizes, outputs: dict) -> np.ndarray:
-    """Which temporaries XLA's buffer assignment places inside an entry output's allocation, so that they
-    take no memory of their own: a bool mask over ``intervals`` / ``sizes``.
-
-    XLA's ``BufferAssigner`` gives each live-out buffer (an entry output) its own allocation of exactly
-    its size, beside the temp heap (``memory_analysis().output_size``), and then tries every other buffer,
-    largest first, on the existing allocations, smallest first (``MaybeAssignBuffer``): a buffer that
-    fits in an output allocation and whose live range overlaps none of the buffers already placed there
-    -- the output's own value included, live from its definition to the end -- is placed at offset 0 of
-    it; only the rest goes to the temp heap.  An output computed late therefore lends its allocation to
-    the temporaries before it (measured on ``samples/attention_6heads``'s GSPMD plan: XLA's output
-    allocation holds the query projection, an all-gather, a transpose and the output dot's partial sums
-    before the output; temp 576 KiB where the model without this rule had 884 KiB).
-
-    ``intervals``: (N, 2) half-open ``[lo, hi)``; ``sizes``: N bytes (a negative size, a credit against
-    another buffer, is never placed); ``outputs``: index -> ``start`` for the entry outputs among them
-    (their allocation: ``sizes[index]`` bytes, occupied from ``start`` on).  Parameters and outputs
-    themselves are never placed (give them as outputs or leave them out of the candidates by an
-    interval reaching the end: an interval overlapping every output is never placed).  Order: size
-    descending, then interval start, then index (deterministic); allocations smallest first, then by
-    index."""
-    iv = np.asarray(intervals, dtype=np.int64).reshape(-1, 2)
-    sz = np.asarray(sizes, dtype=np.int64).reshape(-1)
-    placed = np.zeros(len(sz), dtype=bool)
-    allocs = sorted(((int(sz[k]), k) for k in outputs if sz[k] > 0), key=lambda a: (a[0], a[1]))
-    if not allocs:
-        return placed
-    # per allocation: sorted disjoint occupied intervals (starts, ends), the output's own first
-    occ = [([int(outputs[k])], [int(max(iv[k, 1], outputs[k] + 1))]) for _, k in allocs]
-    cap = [a[0] for a in allocs]
-    biggest = max(cap)
-    out_set = set(outputs)
-    cands = [k for k in range(len(sz)) if k not in out_set and 0 < sz[k] <= biggest and iv[k, 1] > iv[k, 0]]
-    cands.sort(key=lambda k: (-int(sz[k]), int(iv[k, 0]), k))
-    first = bisect_left(cap, 1)
-    for k in cands:
-        lo, hi, s = int(iv[k, 0]), int(iv[k, 1]), int(sz[k])
-        for a in range(max(first, bisect_left(cap, s)), len(allocs)):
-            starts, ends = occ[a]
-            j = bisect_right(starts, lo)   # the occupied interval starting at or before lo, and the next
-            if (j > 0 and ends[j - 1] > lo) or (j < len(starts) and starts[j] < hi):
-                continue
-            starts.insert(j, lo)
-            ends.insert(j, hi)
-            placed[k] = True
-            break
-    return placed
