@@ -212,3 +212,34 @@ def test_reduced_cost_pruning_keeps_every_cheaper_solution():
     with pytest.raises(ValueError, match="memory"):   # no usages in the pruned problem: refused
         import types
         reduced_cost_pruning(types.SimpleNamespace(memory=object()), None, 0)
+
+
+def test_pruned_bound_is_a_number_whatever_presolve_leaves():
+    """Step 4a (``solver.api._pruned_bound``) returns ``(bound, positions)`` with a number as the bound
+    on every path, including the one where the second presolve decides the pruned problem entirely (it
+    returned a tuple there, which crashed the solve of an attention train step at 2x4; round 11), and the
+    bound never exceeds the incumbent nor undercuts the optimum."""
+    from hloshard.solver.api import _pruned_bound
+
+    paths = set()
+    for seed in range(12):
+        p = random_problem(500 + seed, n=6, memory=False, follow=seed % 2 == 0)
+        try:
+            red = presolve(p, enabled=frozenset({"fix"}))
+        except Infeasible:
+            continue
+        if red.num_nodes < 2:
+            continue
+        _, dual = lower_bound(red, passes=30)
+        sols = [evaluate(p, red.expand(list(c))) for c in itertools.product(*[range(len(c)) for c in red.costs])]
+        feasible = [o for o, ok in sols if ok]
+        if not feasible:
+            continue
+        opt = min(feasible)
+        for incumbent in (opt - red.offset, max(feasible) - red.offset):
+            stats: dict = {}
+            bound, pos = _pruned_bound(red, dual, incumbent, True, 5.0, None, stats)
+            assert isinstance(bound, (int, float)), (seed, bound)
+            assert opt - 1e-6 <= bound <= incumbent + red.offset + 1e-6, (seed, bound, opt)
+            paths.add("decided" if stats["prune"].get("presolved", {}).get("nodes", 1) == 0 else "searched")
+    assert "decided" in paths, paths

@@ -671,7 +671,7 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tupl
     if r2.num_nodes == 0:   # presolve decided it: its one solution is the pruned problem's optimum
         pos = r2.expand([])
         obj, ok = evaluate(q, pos)
-        return done((min(incumbent, obj + red.offset), pos) if ok else (incumbent, None))
+        return done(min(incumbent, obj + red.offset), pos) if ok else done(incumbent)
     # dual sweeps on the pruned problem (anytime: every value a bound), to a stall or the budget
     work = size + r2.stats["strategies"]
     passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
