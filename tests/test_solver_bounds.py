@@ -174,16 +174,11 @@ def test_sequential_sweeps_on_loopy_graphs_stay_below_the_optimum_and_never_drop
             prev = b
 
 
-def test_reduced_cost_pruning_keeps_every_cheaper_solution():
-    """``reduced_cost_pruning`` (the dual's reduced costs against an incumbent) forbids no strategy and
-    no strategy pair of any solution cheaper than the incumbent (checked by enumerating every solution
-    of the reduced problem), and with the optimum as the incumbent it does forbid some: so a bound of
-    the pruned problem, capped at the incumbent, is a bound of the problem."""
-    from hloshard.solver.bounds import reduced_cost_pruning
-
-    pruned_some = 0
-    for seed in range(10):
-        p = random_problem(300 + seed, n=6, memory=False, follow=seed % 2 == 0)
+def _small_reduced_problems(seeds):
+    """``(reduced problem, its dual after 30 passes, every feasible solution as (objective without the
+    offset, positions))`` of the random 6-node problems of ``seeds`` that presolve leaves with >= 2 nodes."""
+    for seed in seeds:
+        p = random_problem(seed, n=6, memory=False, follow=seed % 2 == 0)
         try:
             red = presolve(p, enabled=frozenset({"fix"}))
         except Infeasible:
@@ -196,8 +191,19 @@ def test_reduced_cost_pruning_keeps_every_cheaper_solution():
             obj, ok = evaluate(p, red.expand(list(combo)))
             if ok:
                 sols.append((obj - red.offset, combo))
-        if not sols:
-            continue
+        if sols:
+            yield red, dual, sols
+
+
+def test_reduced_cost_pruning_keeps_every_cheaper_solution():
+    """``reduced_cost_pruning`` (the dual's reduced costs against an incumbent) forbids no strategy and
+    no strategy pair of any solution cheaper than the incumbent (checked by enumerating every solution
+    of the reduced problem), and with the optimum as the incumbent it does forbid some: so a bound of
+    the pruned problem, capped at the incumbent, is a bound of the problem."""
+    from hloshard.solver.bounds import reduced_cost_pruning
+
+    pruned_some = 0
+    for red, dual, sols in _small_reduced_problems(range(300, 310)):
         opt = min(o for o, _ in sols)
         for incumbent in (opt, opt + 5, max(o for o, _ in sols) + 1):
             q, st = reduced_cost_pruning(red, dual, incumbent)
@@ -222,21 +228,10 @@ def test_pruned_bound_is_a_number_whatever_presolve_leaves():
     from hloshard.solver.api import _pruned_bound
 
     paths = set()
-    for seed in range(12):
-        p = random_problem(500 + seed, n=6, memory=False, follow=seed % 2 == 0)
-        try:
-            red = presolve(p, enabled=frozenset({"fix"}))
-        except Infeasible:
-            continue
-        if red.num_nodes < 2:
-            continue
-        _, dual = lower_bound(red, passes=30)
-        sols = [evaluate(p, red.expand(list(c))) for c in itertools.product(*[range(len(c)) for c in red.costs])]
-        feasible = [o for o, ok in sols if ok]
-        if not feasible:
-            continue
-        opt = min(feasible)
-        for incumbent in (opt - red.offset, max(feasible) - red.offset):
+    for red, dual, sols in _small_reduced_problems(range(500, 512)):
+        objs = [o for o, _ in sols]
+        opt = min(objs) + red.offset
+        for incumbent in (min(objs), max(objs)):
             stats: dict = {}
             bound, pos = _pruned_bound(red, dual, incumbent, True, 5.0, None, stats)
             assert isinstance(bound, (int, float)), (seed, bound)
