@@ -338,3 +338,14 @@ def test_byte_order_mark_is_named(tmp_path):
 def test_out_of_range_counts_are_refused(args):
     r = CliRunner().invoke(main, [args[0], str(SAMPLES / "mlp_train_step.pre.hlo"), "--mesh", "2x4", *args[1:]])
     assert r.exit_code == 2 and "range" in r.output, r.output
+
+
+def test_plain_text_reports_carry_no_trailing_spaces(tmp_path):
+    """rich pads grid and table lines to the console width; in a pipe or a file the summary and tables are
+    written without that padding (new-user trial, round 11: lines up to 546 characters)."""
+    r = subprocess.run([sys.executable, "-m", "hloshard", "solve", str(SAMPLES / "mlp_train_step.pre.hlo"), "--mesh",
+                        "2x4", "-o", str(tmp_path / "out.hlo")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert any(line.startswith("cost ") for line in lines), r.stderr
+    assert [line for line in lines if line != line.rstrip()] == []

@@ -31,8 +31,33 @@ def report_console(file=None, stderr: bool = False, terminal: bool | None = None
 
             return Console(file=file, force_terminal=True, width=shutil.get_terminal_size().columns, highlight=False)
         return Console(file=stream, highlight=False)
-    return Console(file=stream, width=TEXT_WIDTH, color_system=None, force_terminal=False, soft_wrap=False,
-                   highlight=False)
+    return Console(file=_NoTrailingSpaces(stream), width=TEXT_WIDTH, color_system=None, force_terminal=False,
+                   soft_wrap=False, highlight=False)
+
+
+class _NoTrailingSpaces:
+    """A text stream wrapper that drops the spaces rich pads each line of a grid or table to the console
+    width with (plain-text reports in a pipe or a file carry no trailing whitespace)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        import re
+
+        self._stream.write(re.sub(r"[ \t]+(?=\n)", "", text))
+        return len(text)
+
+    def flush(self) -> None:
+        flush = getattr(self._stream, "flush", None)
+        if flush is not None:
+            flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def tuple_elements(text: str) -> list[str] | None:
