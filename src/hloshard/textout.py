@@ -9,6 +9,8 @@ be searched for with grep. Plain text lines wrap at :data:`TEXT_WIDTH` there.
 
 from __future__ import annotations
 
+import re
+
 #: the width of plain text lines when the output is not a terminal
 TEXT_WIDTH = 120
 
@@ -35,6 +37,9 @@ def report_console(file=None, stderr: bool = False, terminal: bool | None = None
                    soft_wrap=False, highlight=False)
 
 
+_TRAILING = re.compile(r"[ \t]+(?=\n)")
+
+
 class _NoTrailingSpaces:
     """A text stream wrapper that drops the spaces rich pads each line of a grid or table to the console
     width with (plain-text reports in a pipe or a file carry no trailing whitespace)."""
@@ -43,9 +48,7 @@ class _NoTrailingSpaces:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        import re
-
-        self._stream.write(re.sub(r"[ \t]+(?=\n)", "", text))
+        self._stream.write(_TRAILING.sub("", text))
         return len(text)
 
     def flush(self) -> None:
