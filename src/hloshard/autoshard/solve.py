@@ -232,6 +232,8 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
                 break   # a fixed point: the buffers where it exceeds the limit are priced at this plan
             last = choice
             priced.extend(new)
+            # priced before the clock is read: the solver gets what is left when it starts
+            graph.solver_problem = priced_problem(graph, base, [terms[k] for k in priced], choice)
             if deterministic:   # a work budget each, at most DETERMINISTIC_FIT_ROUNDS of them (no clock)
                 if rounds == DETERMINISTIC_FIT_ROUNDS:
                     out_of_time = True
@@ -244,7 +246,6 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
                     break
                 given = left if left < 2 * MIN_SOLVE_SECONDS else max(MIN_SOLVE_SECONDS, left / 2)
             rounds += 1
-            graph.solver_problem = priced_problem(graph, base, [terms[k] for k in priced], choice)
             try:
                 found = solve_graph(graph, time_limit=given, workers=workers, seed=seed, deterministic=deterministic,
                                     progress=progress)
