@@ -2,7 +2,8 @@
 
 Why a child process: jaxlib's HLO parser and verifier hit C++ ``CHECK`` failures on some malformed
 inputs (for example a reshape whose element counts differ), which abort the whole interpreter. Every
-function here therefore runs XLA in ``python -c <script>`` with
+function here therefore runs XLA in a child interpreter (``python -c <script>``, one per test process,
+serving one request at a time and replaced when a request kills or hangs it: :class:`_Server`) with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=8`` (8 fake CPU devices) and a timeout, and returns
 plain Python data (bool, str, list, dict, numpy arrays).
 
@@ -30,12 +31,15 @@ Failures of the oracle itself (timeout, interpreter abort, XLA error where a res
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import Any, Sequence
 
 import numpy as np
@@ -55,7 +59,6 @@ class OracleError(RuntimeError):
 # line starting with the marker) on stdout. Arrays travel through .npz files in a temporary directory.
 _CHILD = r'''
 import json, os, re, sys, glob, traceback
-req = json.loads(sys.stdin.read())
 import numpy as np
 import jax, jax.extend, jax.extend.mlir, jax.extend.backend
 from jax._src.lib import xla_client as xc
@@ -107,8 +110,8 @@ def compile_text(text, n, dump_dir=None, propagate_to_output=False, shardy=False
     exe = backend.compile_and_load(mlir, xc.DeviceList(tuple(devs)), opts)
     return exe, devs
 
-op = req["op"]
-try:
+def handle(req):
+    op = req["op"]
     if op == "parse":
         # one line per text as soon as it is done: if a later text aborts the interpreter, the parent
         # keeps these results and knows which text killed the child
@@ -152,10 +155,10 @@ try:
             exe, _ = compile_text(req["text"], req["n"], dump_dir=req["dump"],
                                   propagate_to_output=req.get("propagate_to_output", False))
         except Exception as e:
-            answer({"error": err(e)}); sys.exit(0)
+            answer({"error": err(e)}); return
         files = sorted(glob.glob(os.path.join(req["dump"], "*after_spmd-partitioning*.txt")))
         if not files:
-            answer({"error": "no after_spmd-partitioning dump was written"}); sys.exit(0)
+            answer({"error": "no after_spmd-partitioning dump was written"}); return
         with open(files[-1]) as f:
             answer({"text": f.read(), "final": exe.hlo_modules()[0].to_string()})
     elif op == "shardy_partition":
@@ -163,12 +166,12 @@ try:
             exe, _ = compile_text(req["text"], req["n"], dump_dir=req["dump"], shardy=True,
                                   propagate_to_output=req.get("propagate_to_output", False))
         except Exception as e:
-            answer({"error": err(e)}); sys.exit(0)
+            answer({"error": err(e)}); return
         imported = sorted(glob.glob(os.path.join(req["dump"], "*after_shardy-xla*.txt")))
         files = sorted(glob.glob(os.path.join(req["dump"], "*after_spmd-partitioning*.txt")))
         if not imported:
             answer({"error": "Shardy did not run (XLA falls back to GSPMD when the module has sharding={...})"})
-            sys.exit(0)
+            return
         with open(imported[-1]) as f:
             imp = f.read()
         with open(files[-1]) as f:
@@ -182,7 +185,7 @@ try:
         try:
             comp = xc._xla.mlir.mlir_module_to_xla_computation(body, use_tuple_args=False, return_tuple=False)
         except Exception as e:
-            answer({"error": err(e) + "\n" + body}); sys.exit(0)
+            answer({"error": err(e) + "\n" + body}); return
         found = {}
         for line in comp.as_hlo_text().splitlines():
             m = re.search(r"parameter\((\d+)\).*?, sharding=(\{.*?\})(?:, |$)", line)
@@ -195,7 +198,7 @@ try:
         try:
             exe, devs = compile_text(req["text"], n, propagate_to_output=req.get("propagate_to_output", False))
         except Exception as e:
-            answer({"error": err(e)}); sys.exit(0)
+            answer({"error": err(e)}); return
         data = np.load(req["inputs"])
         def fix(a, name):
             if a.dtype.kind == "V":   # npz stores ml_dtypes (bfloat16, float8...) as raw void
@@ -206,12 +209,12 @@ try:
         param_sh = [xc.HloSharding.from_proto(p) for p in exe.get_parameter_shardings()]
         given = req.get("shardings") or [None] * len(inputs)
         if len(param_sh) != len(inputs):
-            answer({"error": f"module has {len(param_sh)} parameters, got {len(inputs)} inputs"}); sys.exit(0)
+            answer({"error": f"module has {len(param_sh)} parameters, got {len(inputs)} inputs"}); return
         arrays = []
         for x, s, ps in zip(inputs, given, param_sh):
             h = xc.HloSharding.from_string(s) if s else ps
             if h != ps:
-                answer({"error": f"input sharding {h} differs from the compiled parameter sharding {ps}"}); sys.exit(0)
+                answer({"error": f"input sharding {h} differs from the compiled parameter sharding {ps}"}); return
             sh = GSPMDSharding(tuple(devs), h)
             arrays.append(jax.make_array_from_callback(x.shape, sh, lambda idx, x=x: x[idx]))
         results = exe.execute_sharded(arrays).disassemble_into_single_device_arrays()
@@ -251,8 +254,14 @@ try:
                 "output_shardings": [str(h) for h in out_sh]})
     else:
         answer({"error": f"unknown op {op}"})
-except Exception:
-    answer({"error": traceback.format_exc()})
+
+
+# serve requests, one JSON line each, until stdin closes; every request ends with exactly one MARK line
+for line in sys.stdin:
+    try:
+        handle(json.loads(line))
+    except Exception:
+        answer({"error": traceback.format_exc()})
 '''
 
 _MARK = "@@ORACLE@@"
@@ -269,18 +278,102 @@ def _env() -> dict[str, str]:
     return env
 
 
+class _Died(Exception):
+    """The server process ended (an XLA ``CHECK`` abort, a crash) or timed out in the middle of a request."""
+
+    def __init__(self, message: str, items: list):
+        super().__init__(message)
+        self.items = items
+
+
+class _Server:
+    """One long-lived child interpreter per test process, serving requests one JSON line at a time.
+
+    Importing jax and starting its CPU backend costs ~2 s of CPU per child; the suite makes hundreds of
+    oracle requests, so they share a child. Isolation is kept where it matters: a request that aborts or
+    hangs the interpreter kills only this child (the caller gets "XLA child died" / "timed out", as with
+    a child per request) and the next request starts a fresh one. The child is also replaced after
+    :data:`RECYCLE_AFTER` requests (so the memory a long-lived XLA client accumulates stays bounded), when
+    the environment it would get changes, and in a forked process."""
+
+    #: requests served by one child before it is replaced
+    RECYCLE_AFTER = 64
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.lock = threading.Lock()
+
+    def _start(self, env: dict[str, str]) -> None:
+        self.err = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
+        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.env, self.pid, self.served = env, os.getpid(), 0
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines), daemon=True).start()
+
+    @staticmethod
+    def _pump(stream, lines: queue.Queue) -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)   # end of file: the child exited
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait()
+            self.err.close()
+        self.proc = None
+
+    def _tail(self) -> str:
+        self.err.seek(0)
+        return "\n".join(self.err.read().strip().splitlines()[-5:])
+
+    def request(self, request: dict, timeout: float) -> tuple[Any, list]:
+        """Send ``request``; return ``(answer, streamed items)``. ``timeout`` (seconds) runs from the
+        request and again from each streamed item. Raises :class:`_Died` (with the items received)."""
+        with self.lock:
+            env = _env()
+            if self.proc is not None and self.pid != os.getpid():
+                self.proc = None   # a forked copy of the process: that child is its parent's to stop
+            if (self.proc is None or self.proc.poll() is not None or self.env != env
+                    or self.served >= self.RECYCLE_AFTER):
+                self.stop()
+                self._start(env)
+            self.served += 1
+            items: list = []
+            try:
+                self.proc.stdin.write(json.dumps(request) + "\n")
+                self.proc.stdin.flush()
+            except OSError:
+                pass   # the child is gone: its end of file below says so
+            while True:
+                try:
+                    line = self.lines.get(timeout=timeout)
+                except queue.Empty:
+                    self.stop()
+                    raise _Died(f"XLA child timed out after {timeout:.0f} s", items) from None
+                if line is None:
+                    code = self.proc.wait()
+                    message = f"XLA child died (exit code {code}): {self._tail()}"
+                    self.stop()
+                    raise _Died(message, items)
+                if line.startswith("@@ITEM@@"):
+                    items.append(json.loads(line[len("@@ITEM@@"):]))
+                elif line.startswith(_MARK):
+                    return json.loads(line[len(_MARK):]), items
+
+
+_SERVER = _Server()
+atexit.register(lambda: _SERVER.stop() if _SERVER.proc is not None and _SERVER.pid == os.getpid() else None)
+
+
 def _child(request: dict, timeout: float = DEFAULT_TIMEOUT) -> Any:
-    """Run one request in a fresh interpreter; returns the decoded answer or raises OracleError."""
+    """Run one request in the oracle's child interpreter; returns the decoded answer or raises OracleError."""
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps(request),
-                              capture_output=True, text=True, env=_env(), timeout=timeout)
-    except subprocess.TimeoutExpired as exc:
-        raise OracleError(f"XLA child timed out after {timeout:.0f} s") from exc
-    for line in proc.stdout.splitlines():
-        if line.startswith(_MARK):
-            return json.loads(line[len(_MARK):])
-    tail = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
-    raise OracleError(f"XLA child died (exit code {proc.returncode}): {tail}")
+        return _SERVER.request(request, timeout)[0]
+    except _Died as exc:
+        raise OracleError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -303,23 +396,19 @@ def parse_many(texts: Sequence[str], timeout: float = DEFAULT_TIMEOUT) -> list[t
 
 
 def _stream(op: str, texts: list[str], timeout: float, **extra) -> list[tuple[bool, str]]:
-    """Run a per-text op in as few children as possible: results stream back one line per text, and a
-    text that kills the interpreter is reported as such before a fresh child resumes after it."""
+    """Run a per-text op, results streamed back one line per text (``timeout`` seconds per text): a text
+    that kills or hangs the interpreter is reported as such and a fresh child resumes after it."""
     out: list[tuple[bool, str]] = []
     while len(out) < len(texts):
         rest = texts[len(out):]
         try:
-            proc = subprocess.run([sys.executable, "-c", _CHILD],
-                                  input=json.dumps({"op": op, "texts": rest, **extra}),
-                                  capture_output=True, text=True, env=_env(), timeout=timeout * len(rest))
-        except subprocess.TimeoutExpired:
-            out.append((False, f"XLA child timed out after {timeout:.0f} s per text"))
-            continue
-        items = [json.loads(ln[len("@@ITEM@@"):]) for ln in proc.stdout.splitlines() if ln.startswith("@@ITEM@@")]
-        out.extend((bool(ok), msg) for ok, msg in items)
-        if len(items) < len(rest):
-            tail = "\n".join((proc.stderr or "").strip().splitlines()[-5:])
-            out.append((False, f"XLA child died (exit code {proc.returncode}): {tail}"))
+            _answer, items = _SERVER.request({"op": op, "texts": rest, **extra}, timeout)
+            out.extend((bool(ok), msg) for ok, msg in items)
+            if len(items) < len(rest):   # the child answered an error before finishing the texts
+                out.extend((False, f"XLA child error: {_answer}") for _ in rest[len(items):])
+        except _Died as exc:
+            out.extend((bool(ok), msg) for ok, msg in exc.items)
+            out.append((False, str(exc) + (" per text" if "timed out" in str(exc) else "")))
     return out
 
 
