@@ -44,7 +44,8 @@ from typing import Callable, Iterable
 
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
-from .liveness import effective_users, is_fused
+from .liveness import effective_users
+from .tpu_fusion import CPU_FUSION, FusionRule, fusion_rule
 
 __all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -106,17 +107,17 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
-def _shared_join(o) -> bool:
+def _shared_join(o, rule: FusionRule = CPU_FUSION) -> bool:
     """A fused producer that several consumers read and that itself joins two or more array buffers
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
     than inlined into each consumer (see :func:`kernel_reads`)."""
-    if len(effective_users(o)) < 2:
+    if len(effective_users(o)) < 2 or rule.absorbed_by(o) is not None:
         return False
     arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
 
 
-def kernel_reads(instr) -> list:
+def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     """``(buffer, operand index)`` for every buffer the kernel of ``instr`` reads once XLA's fusion has
     run: its operands, each one XLA fuses into its consumers (:func:`hloshard.cost.liveness.is_fused`,
     the memory model's fusion rule) replaced by what it reads, recursively, each buffer once; the index
@@ -128,40 +129,53 @@ def kernel_reads(instr) -> list:
     48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9").  A fused ``slice`` or
     ``dynamic-slice`` is read as a buffer of its own (result) size: the kernel reads that part of its
     operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
-    slice's size (:data:`SLICES`)."""
+    slice's size (:data:`SLICES`).  ``rule``: the backend's fusion rule (:mod:`hloshard.cost.tpu_fusion`;
+    the CPU's by default); under an output-fusing rule a dot / convolution with an epilogue
+    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot, with index
+    None (reached through no operand of ``instr``)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
+    tail = rule.epilogue(instr)
+    if tail is not None:
+        seen.add(id(instr))
+        stack = [(o, None) for o in reversed(tail.operands)] + stack
     while stack:
         o, k = stack.pop()
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o) and not _shared_join(o) and o.opcode not in SLICES:
+        if rule.is_fused(o) and not _shared_join(o, rule) and o.opcode not in SLICES:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
     return out
 
 
-def hbm_bytes(instr, size_of: Callable) -> float:
+def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
-    0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
-    opcode; else ``size_of(instr)`` (its result) plus
+    0 when fused (a shared join, :func:`_shared_join`, is written once), when computed in a dot's output
+    fusion (``rule.absorbed_by``) or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its
+    result; a dot's epilogue's result under an output-fusing ``rule``) plus
     ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
     it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
-    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan."""
+    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan;
+    ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
+    default)."""
     if instr.opcode in NO_TRAFFIC:
         return 0.0
-    if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
+    if rule.is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr, rule):
+        return 0.0
+    if rule.absorbed_by(instr) is not None:
         return 0.0
     if instr.opcode in SLICES:
         return 2.0 * float(size_of(instr))
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
-    total = float(size_of(instr.operands[1] if in_place else instr))
-    for o, k in kernel_reads(instr):
+    tail = rule.epilogue(instr)
+    total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
+    for o, k in kernel_reads(instr, rule):
         if in_place and k == 0:
             continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
@@ -219,19 +233,26 @@ class RooflinePrices:
                                      self.profile.sustained_hbm_bandwidth)
         return sec / self.seconds_per_unit
 
+    @property
+    def fusion(self) -> FusionRule:
+        """The device's fusion rule for HBM bytes (:func:`hloshard.cost.tpu_fusion.fusion_rule`: the
+        TPU compiler's on a TPU, else the CPU backend's)."""
+        return fusion_rule(self.profile)
+
 
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
-             peak_of: Callable, hbm_bandwidth: float) -> Roofline:
+             peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION) -> Roofline:
     """:class:`Roofline` of ``instrs`` (each counted once, in order).
 
     ``flops_of(instr)``: flops per device of one execution; ``size_of(instr)``: bytes per device of its
     result; ``executions_of(instr)``: executions per run (loop trips); ``peak_of(instr)``: FLOP/s it runs
-    at; ``hbm_bandwidth``: bytes/s.  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
+    at; ``hbm_bandwidth``: bytes/s; ``fusion``: the backend's fusion rule for HBM bytes
+    (:func:`hloshard.cost.tpu_fusion.fusion_rule`).  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
     out = Roofline()
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
-        b = hbm_bytes(instr, size_of) * n
+        b = hbm_bytes(instr, size_of, fusion) * n
         sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
         out.flops += f
         out.hbm_bytes += b
