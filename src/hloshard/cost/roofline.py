@@ -110,10 +110,12 @@ class Roofline:
 def _shared_join(o, rule: FusionRule = CPU_FUSION) -> bool:
     """A fused producer that several consumers read and that itself joins two or more array buffers
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
-    than inlined into each consumer (see :func:`kernel_reads`)."""
+    than inlined into each consumer (see :func:`kernel_reads`); under a rule whose ``broadcasts_join``
+    is false (the TPU's) a broadcast or iota operand is no array of the join."""
     if len(effective_users(o)) < 2 or rule.absorbed_by(o) is not None:
         return False
-    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims
+              and (rule.broadcasts_join or x.opcode not in ("broadcast", "iota"))}
     return len(arrays) >= 2
 
 
