@@ -107,15 +107,41 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
+def _is_large_array(x) -> bool:
+    """An array buffer a join counts: not a constant, a scalar, a broadcast or an iota (those are read
+    as vectors or computed in place)."""
+    return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
+
+
+def _join_width(o, rule: FusionRule, depth: int = 0) -> int:
+    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
+    and iotas, each fused
+    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
+    depth of 64: a longer private chain counts as one buffer)."""
+    width = 0
+    for x in o.operands:
+        if x.opcode in ("broadcast", "iota"):
+            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
+        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1:
+            width += _join_width(x, rule, depth + 1)
+        elif _is_large_array(x):
+            width += 1
+    return width
+
+
 def _shared_join(o, rule: FusionRule = CPU_FUSION) -> bool:
     """A fused producer that several consumers read and that itself joins two or more array buffers
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
-    than inlined into each consumer (see :func:`kernel_reads`); under a rule whose ``broadcasts_join``
-    is false (the TPU's) a broadcast or iota operand is no array of the join."""
+    than inlined into each consumer (see :func:`kernel_reads`).  The arrays joined: under the CPU rule
+    ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
+    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
+    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
+    b; ``x - broadcast(mean)`` joins nothing)."""
     if len(effective_users(o)) < 2 or rule.absorbed_by(o) is not None:
         return False
-    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims
-              and (rule.broadcasts_join or x.opcode not in ("broadcast", "iota"))}
+    if rule.transitive_join:
+        return _join_width(o, rule) >= 2
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
 
 

@@ -18,10 +18,12 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers.  The TPU
   compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
   multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
-  so that rule is not applied; a shared join of two or more activations is still read once as a
-  buffer of its own size (:func:`hloshard.cost.roofline.kernel_reads`), but a broadcast operand (a
-  layer norm's mean, rsqrt, scale or shift, read as a vector) makes no join: a TPU kernel recomputes
-  ``x - broadcast(mean)`` in each consumer while it reads ``x``.
+  so that rule is not applied.  A producer read by several consumers is inlined into each while its
+  kernel reads one large buffer (``x - broadcast(mean)``: the mean, rsqrt, scale and shift of a layer
+  norm are vectors); one whose inlined kernel reads two or more (a backward layer norm's
+  ``convert(add(a, b))`` read by six dots) is written once and read by each
+  (:func:`hloshard.cost.roofline.kernel_reads`, ``transitive_join``), as the TPU's multi-output loop
+  fusions (``add_add_fusion``) write it.
 * **output fusion**: a dot or convolution whose one consumer is elementwise (a bias or residual add,
   a convert to bf16, an activation) writes that consumer's result, not its own (``kind=kOutput``
   fusions rooted at the elementwise op; XLA's ``HloInstruction::FusionKind::kOutput``, the
@@ -112,15 +114,15 @@ class FusionRule:
 
     ``is_fused(instr) -> bool``: no HBM buffer of its own; ``epilogue(instr)``: the consumer whose
     result a dot / convolution writes instead of its own (or None); ``absorbed_by(instr)``: the dot /
-    convolution that computes ``instr`` in its fusion (or None); ``broadcasts_join``: whether a
-    broadcast / iota operand counts as an array a shared producer joins (the bound on inlining of
-    :func:`hloshard.cost.roofline.kernel_reads`)."""
+    convolution that computes ``instr`` in its fusion (or None); ``transitive_join``: whether a shared
+    producer's join (the bound on inlining of :func:`hloshard.cost.roofline.kernel_reads`) counts the
+    large buffers its inlined kernel reads (True) or its own operands, broadcasts included (False)."""
 
     name: str
     is_fused: Callable
     epilogue: Callable
     absorbed_by: Callable
-    broadcasts_join: bool = True
+    transitive_join: bool = False
 
 
 def _none(instr):
@@ -128,9 +130,9 @@ def _none(instr):
 
 
 #: XLA's CPU backend (the memory model's rule; no output fusion)
-CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, True)
+CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, False)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True)
 
 
 def fusion_rule(profile) -> FusionRule:
