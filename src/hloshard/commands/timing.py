@@ -82,7 +82,8 @@ def plan_roofline(result, module, profile=None):
     # relayouts of gathered operands): a kernel reading and writing the copy, memory-bound
     bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
     copies: list = []
-    edge_buffers(graph, choice, copies)
+    if fusion_rule(profile).relayout_copies:   # not on a TPU (cost.tpu_fusion.FusionRule.relayout_copies)
+        edge_buffers(graph, choice, copies)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved

@@ -116,13 +116,18 @@ class FusionRule:
     result a dot / convolution writes instead of its own (or None); ``absorbed_by(instr)``: the dot /
     convolution that computes ``instr`` in its fusion (or None); ``transitive_join``: whether a shared
     producer's join (the bound on inlining of :func:`hloshard.cost.roofline.kernel_reads`) counts the
-    large buffers its inlined kernel reads (True) or its own operands, broadcasts included (False)."""
+    large buffers its inlined kernel reads (True) or its own operands, broadcasts included (False);
+    ``relayout_copies``: whether the backend copies a dot operand whose dimensions are not in the
+    order its kernel wants (the CPU's ``DotDecomposer``, priced by the memory model's
+    ``autoshard.build.edge_buffers``) -- the TPU's layout assignment gives each dot operand the layout
+    its fusion reads instead (the samples' optimised TPU programs hold no such copies)."""
 
     name: str
     is_fused: Callable
     epilogue: Callable
     absorbed_by: Callable
     transitive_join: bool = False
+    relayout_copies: bool = True
 
 
 def _none(instr):
@@ -130,9 +135,9 @@ def _none(instr):
 
 
 #: XLA's CPU backend (the memory model's rule; no output fusion)
-CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False)
+CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False)
 
 
 def fusion_rule(profile) -> FusionRule:
