@@ -45,7 +45,7 @@ from typing import Callable, Iterable
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users
-from .tpu_fusion import CPU_FUSION, FusionRule, fusion_rule
+from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join
 
 __all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -61,8 +61,6 @@ COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "a
                                 "collective-broadcast", "all-reduce-start", "all-gather-start",
                                 "collective-permute-start", "ragged-all-to-all", "send", "recv"})
 
-#: opcodes that read a part of their operand (module docstring: counted at their result's size)
-SLICES = frozenset({"slice", "dynamic-slice"})
 
 #: opcodes that run at the tensor-core / MXU peak
 MATMUL_OPCODES = frozenset({"dot", "convolution"})
@@ -107,51 +105,13 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
-def _is_large_array(x) -> bool:
-    """An array buffer a join counts: not a constant, a scalar, a broadcast or an iota (those are read
-    as vectors or computed in place)."""
-    return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
-
-
-def _join_width(o, rule: FusionRule, depth: int = 0) -> int:
-    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
-    and iotas, each fused
-    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
-    depth of 64: a longer private chain counts as one buffer)."""
-    width = 0
-    for x in o.operands:
-        if x.opcode in ("broadcast", "iota"):
-            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
-        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1:
-            width += _join_width(x, rule, depth + 1)
-        elif _is_large_array(x):
-            width += 1
-    return width
-
-
-def _shared_join(o, rule: FusionRule = CPU_FUSION) -> bool:
-    """A fused producer that several consumers read and that itself joins two or more array buffers
-    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
-    than inlined into each consumer (see :func:`kernel_reads`).  The arrays joined: under the CPU rule
-    ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
-    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
-    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
-    b; ``x - broadcast(mean)`` joins nothing)."""
-    if len(effective_users(o)) < 2 or rule.absorbed_by(o) is not None:
-        return False
-    if rule.transitive_join:
-        return _join_width(o, rule) >= 2
-    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
-    return len(arrays) >= 2
-
-
 def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     """``(buffer, operand index)`` for every buffer the kernel of ``instr`` reads once XLA's fusion has
     run: its operands, each one XLA fuses into its consumers (:func:`hloshard.cost.liveness.is_fused`,
     the memory model's fusion rule) replaced by what it reads, recursively, each buffer once; the index
     is that of the operand of ``instr`` it is reached through.  One exception bounds the inlining: a
     fused producer read by several consumers that joins two or more array buffers
-    (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
+    (:func:`hloshard.cost.tpu_fusion.shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
     into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
     adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
     48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9").  A fused ``slice`` or
@@ -173,7 +133,7 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if rule.is_fused(o) and not _shared_join(o, rule) and o.opcode not in SLICES:
+        if rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
@@ -182,7 +142,7 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
 
 def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
-    0 when fused (a shared join, :func:`_shared_join`, is written once), when computed in a dot's output
+    0 when fused (a shared join, :func:`hloshard.cost.tpu_fusion.shared_join`, is written once), when computed in a dot's output
     fusion (``rule.absorbed_by``) or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its
     result; a dot's epilogue's result under an output-fusing ``rule``) plus
     ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
@@ -194,7 +154,7 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     default)."""
     if instr.opcode in NO_TRAFFIC:
         return 0.0
-    if rule.is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr, rule):
+    if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
         return 0.0
     if rule.absorbed_by(instr) is not None:
         return 0.0

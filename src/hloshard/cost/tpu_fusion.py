@@ -47,11 +47,14 @@ from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
-           "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
+           "shared_join", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
 TPU_FUSING_CONSUMERS = FUSING_CONSUMERS | {"dot", "convolution"}
+
+#: opcodes that read a part of their operand (counted at their result's size by the roofline)
+SLICES = frozenset({"slice", "dynamic-slice"})
 
 #: opcodes whose result an elementwise consumer's output fusion replaces (``kind=kOutput``)
 OUTPUT_FUSING = frozenset({"dot", "convolution"})
@@ -59,6 +62,23 @@ OUTPUT_FUSING = frozenset({"dot", "convolution"})
 
 def _same_parent(a, b) -> bool:
     return a.parent is b.parent
+
+
+def _memo(tag: str, instr, fn):
+    """``fn(instr)``, cached per computation under ``tag`` (recomputed when the computation's
+    instruction count or root changes, as :func:`hloshard.cost.liveness` caches its own rule)."""
+    comp = instr.parent
+    if comp is None:
+        return fn(instr)
+    key = (len(comp.instructions), id(comp.root))
+    store = getattr(comp, "_hloshard_tpu_fusion", None)
+    if store is None or store[0] != key:
+        store = (key, {})
+        comp._hloshard_tpu_fusion = store
+    k = (tag, id(instr))
+    if k not in store[1]:
+        store[1][k] = fn(instr)
+    return store[1][k]
 
 
 def is_fused(instr) -> bool:
@@ -77,18 +97,67 @@ def is_fused(instr) -> bool:
     return not (instr.opcode in EXPENSIVE and len(consumers) > 1)
 
 
+def _is_large_array(x) -> bool:
+    """An array buffer a join counts: not a constant, a scalar, a broadcast or an iota (those are read
+    as vectors or computed in place)."""
+    return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
+
+
+def _join_width(o, rule: "FusionRule", depth: int = 0) -> int:
+    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
+    and iotas, each fused
+    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
+    depth of 64: a longer private chain counts as one buffer)."""
+    width = 0
+    for x in o.operands:
+        if x.opcode in ("broadcast", "iota"):
+            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
+        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1 \
+                and rule.absorbed_by(x) is None:
+            width += _join_width(x, rule, depth + 1)
+        elif _is_large_array(x):
+            width += 1
+    return width
+
+
+def shared_join(o, rule: "FusionRule") -> bool:
+    """A fused producer that several consumers read and that itself joins two or more array buffers
+    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
+    than inlined into each consumer (see :func:`hloshard.cost.roofline.kernel_reads`).  The arrays joined: under the CPU rule
+    ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
+    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
+    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
+    b; ``x - broadcast(mean)`` joins nothing)."""
+    if len(effective_users(o)) < 2:
+        return False
+    if rule.transitive_join:
+        return _memo("join", o, lambda x: _join_width(x, rule)) >= 2
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
+    return len(arrays) >= 2
+
+
 def epilogue(instr):
     """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
+    (output fusion, module docstring), or None: see :func:`_epilogue` (cached per computation)."""
+    if instr.opcode not in OUTPUT_FUSING:
+        return None
+    return _memo("epilogue", instr, _epilogue)
+
+
+def _epilogue(instr):
+    """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
     (output fusion, module docstring), or None: ``instr`` has exactly one consumer (through forwarding
-    users), elementwise, in the same computation, that is not itself fused (:func:`is_fused`: then it
-    has no buffer to write and its consumers read ``instr``'s)."""
+    users), elementwise, in the same computation, that has a buffer (not :func:`is_fused`, or a
+    :func:`shared_join`: else its consumers inline it and read ``instr``'s result)."""
     if instr.opcode not in OUTPUT_FUSING or instr.is_root or not instr.shape.is_array:
         return None
     consumers = effective_users(instr)
     if len(consumers) != 1:
         return None
     u = consumers[0]
-    if u.opcode not in ELEMENTWISE or not _same_parent(u, instr) or not u.shape.is_array or is_fused(u):
+    if u.opcode not in ELEMENTWISE or not _same_parent(u, instr) or not u.shape.is_array:
+        return None
+    if is_fused(u) and not shared_join(u, TPU_FUSION):
         return None
     return u
 
