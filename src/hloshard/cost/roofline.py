@@ -45,7 +45,7 @@ from typing import Callable, Iterable
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users
-from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join
+from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join, sibling_key
 
 __all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -140,6 +140,33 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     return out
 
 
+def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
+    """Ids of the buffers of :func:`kernel_reads` of the reduce ``instr`` that an earlier reduce of the
+    same :func:`hloshard.cost.tpu_fusion.sibling_key` in its computation also reads (one multi-output
+    kernel reads them once, :attr:`FusionRule.sibling_reduces`); empty for anything else or under a
+    rule without sibling fusion.  Computed once per computation and cached on it."""
+    key = sibling_key(instr) if rule.sibling_reduces else None
+    comp = instr.parent
+    if key is None or comp is None:
+        return frozenset()
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, "_hloshard_sibling_reads", None)
+    if cache is None or cache[0] != stamp:
+        seen: dict = {}
+        shared: dict = {}
+        for i in comp.instructions:
+            k = sibling_key(i)
+            if k is None or (rule.is_fused(i) and not shared_join(i, rule)):
+                continue
+            reads = {id(b) for b, _ in kernel_reads(i, rule)}
+            before = seen.setdefault(k, set())
+            shared[id(i)] = frozenset(reads & before)
+            before |= reads
+        cache = (stamp, shared)
+        comp._hloshard_sibling_reads = cache
+    return cache[1].get(id(instr), frozenset())
+
+
 def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
     0 when fused (a shared join, :func:`hloshard.cost.tpu_fusion.shared_join`, is written once), when computed in a dot's output
@@ -149,7 +176,8 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
-    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan;
+    update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
+    (:func:`read_by_earlier_sibling`, TPU rule).  ``size_of``: instruction -> bytes per device under the plan;
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
     default)."""
     if instr.opcode in NO_TRAFFIC:
@@ -163,8 +191,9 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
     tail = rule.epilogue(instr)
     total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
+    shared = read_by_earlier_sibling(instr, rule)
     for o, k in kernel_reads(instr, rule):
-        if in_place and k == 0:
+        if (in_place and k == 0) or id(o) in shared:
             continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue

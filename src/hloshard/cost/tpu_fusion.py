@@ -30,6 +30,11 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   ``OutputFusion`` pass of its TPU pipeline).  Here: :func:`epilogue` names the consumer;
   the roofline charges the dot's kernel with the consumer's result and its other reads, and the
   consumer nothing (:func:`absorbed_by`).
+* **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
+  dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
+  with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
+  of them in the computation's order (:func:`sibling_key`,
+  :func:`hloshard.cost.roofline.hbm_bytes`).
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
 samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
@@ -47,7 +52,7 @@ from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
-           "shared_join", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
+           "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -177,6 +182,17 @@ def absorbed_by(instr):
     return None
 
 
+def sibling_key(instr):
+    """The kind of reduction ``instr`` is, for sibling multi-output fusion (module docstring), or None
+    when it is no reduce: the reduced operand's dimensions and the reduced dimensions.  Reductions of
+    one key in one computation that read a common buffer (a layer norm's mean and variance of ``x``;
+    the backward's sums of ``dy`` and ``dy * xhat``) are one kernel on the TPU (its
+    ``multiply_reduce_fusion`` with a tuple result), which reads the buffer once."""
+    if instr.opcode != "reduce" or not instr.operands or not instr.operands[0].shape.is_array:
+        return None
+    return tuple(instr.operands[0].shape.dims), tuple(sorted(instr.dimensions or ()))
+
+
 @dataclass(frozen=True)
 class FusionRule:
     """A backend's fusion rule for the roofline's HBM bytes (:mod:`hloshard.cost.roofline`).
@@ -189,7 +205,9 @@ class FusionRule:
     ``relayout_copies``: whether the backend copies a dot operand whose dimensions are not in the
     order its kernel wants (the CPU's ``DotDecomposer``, priced by the memory model's
     ``autoshard.build.edge_buffers``) -- the TPU's layout assignment gives each dot operand the layout
-    its fusion reads instead (the samples' optimised TPU programs hold no such copies)."""
+    its fusion reads instead (the samples' optimised TPU programs hold no such copies);
+    ``sibling_reduces``: whether reductions of the same kind that read a common buffer share one
+    kernel that reads it once (:func:`sibling_key`)."""
 
     name: str
     is_fused: Callable
@@ -197,6 +215,7 @@ class FusionRule:
     absorbed_by: Callable
     transitive_join: bool = False
     relayout_copies: bool = True
+    sibling_reduces: bool = False
 
 
 def _none(instr):
@@ -204,9 +223,9 @@ def _none(instr):
 
 
 #: XLA's CPU backend (the memory model's rule; no output fusion)
-CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True)
+CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True)
 
 
 def fusion_rule(profile) -> FusionRule:
