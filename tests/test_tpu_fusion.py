@@ -76,3 +76,43 @@ def test_the_rule_follows_the_device_backend():
     assert fusion_rule(get_profile("tpu-v5e")) is TPU_FUSION
     assert fusion_rule(get_profile("h100-sxm")) is CPU_FUSION
     assert fusion_rule(None) is CPU_FUSION
+
+
+# a residual add (x + dot) read by two consumers, and a layer norm's two reductions of the same sum
+RESIDUAL = f"""HloModule res, num_partitions=8
+
+add {{
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT s = f32[] add(p, q)
+}}
+
+ENTRY main {{
+  x = f32[128,256] parameter(0){_R}
+  w = f32[256,256] parameter(1){_R}
+  d = f32[128,256] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  r = f32[128,256] add(x, d){_R}
+  z = f32[] constant(0)
+  sa = f32[128] reduce(r, z), dimensions={{1}}, to_apply=add{_R}
+  sq = f32[128,256] multiply(r, r){_R}
+  sb = f32[128] reduce(sq, z), dimensions={{1}}, to_apply=add{_R}
+  sc = f32[256] reduce(r, z), dimensions={{0}}, to_apply=add{_R}
+  ROOT t = (f32[128], f32[128], f32[256]) tuple(sa, sb, sc), sharding={{{{replicated}}, {{replicated}}, {{replicated}}}}
+}}
+"""
+
+
+def test_a_shared_residual_add_is_the_dots_output_and_sibling_reductions_read_it_once():
+    ins = _by_name(RESIDUAL)
+    r = ins["r"]
+    # r joins two activations and has three consumers: written once, by the dot's output fusion
+    assert is_fused(r) and epilogue(ins["d"]) is r and absorbed_by(r) is ins["d"]
+    assert hbm_bytes(r, _size, TPU_FUSION) == 0.0
+    assert hbm_bytes(ins["d"], _size, TPU_FUSION) == 2 * _size(x := ins["x"]) + _size(ins["w"])  # reads x, w; writes r
+    assert x.shape.dims == r.shape.dims
+    # sa and sb reduce the same dimension of r's shape: one kernel reads r once; sc reduces another
+    assert hbm_bytes(ins["sa"], _size, TPU_FUSION) == _size(r) + _size(ins["sa"])
+    assert hbm_bytes(ins["sb"], _size, TPU_FUSION) == _size(ins["sb"])
+    assert hbm_bytes(ins["sc"], _size, TPU_FUSION) == _size(r) + _size(ins["sc"])
+    # the CPU rule reads r in each
+    assert hbm_bytes(ins["sb"], _size, CPU_FUSION) == _size(r) + _size(ins["sb"])
