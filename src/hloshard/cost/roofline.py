@@ -12,8 +12,11 @@ per flop); ``peak``: the device's dense FLOP/s for a dot / convolution / fused-a
 instruction's element type (:func:`hloshard.devices.matmul_peak`), else its vector peak (the ``fp32``
 entry of the profile: elementwise work does not run on tensor cores / the MXU).
 
-``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the memory model
-decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
+``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the backend's
+fusion rule decides it (:class:`hloshard.cost.tpu_fusion.FusionRule`: by default the memory model's, XLA's
+CPU backend, :mod:`hloshard.cost.liveness`; with ``--device tpu-*`` the TPU compiler's, which also fuses
+producers into dot operands, a dot's elementwise consumer into the dot's output, and sibling reductions,
+:mod:`hloshard.cost.tpu_fusion`): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
@@ -28,7 +31,8 @@ all-gather), which are no instruction of the module, are added by the caller
 
 What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
-fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
+fusion left them (on a TPU, besides the TPU rule's fusions: the prefetch copies of memory-space
+assignment into on-chip memory, ``copy-start`` / ``copy-done``, and padding to (8,128) tiles; on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
 ``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
 :attr:`Roofline.relayout_bytes` -- and the
