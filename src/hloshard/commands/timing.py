@@ -28,6 +28,7 @@ from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
+from ..cost.tpu_fusion import fusion_rule
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
@@ -71,7 +72,8 @@ def plan_roofline(result, module, profile=None):
         return 1.0 if profile is None else instruction_peak(instr, profile)
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
-                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth)
+                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth,
+                    fusion=fusion_rule(profile))
     if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
         roof.collective_bytes = plan_collective_hbm_bytes(result)
         roof.hbm_bytes += roof.collective_bytes
@@ -80,7 +82,8 @@ def plan_roofline(result, module, profile=None):
     # relayouts of gathered operands): a kernel reading and writing the copy, memory-bound
     bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
     copies: list = []
-    edge_buffers(graph, choice, copies)
+    if fusion_rule(profile).relayout_copies:   # not on a TPU (cost.tpu_fusion.FusionRule.relayout_copies)
+        edge_buffers(graph, choice, copies)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved

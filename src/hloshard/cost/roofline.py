@@ -12,8 +12,11 @@ per flop); ``peak``: the device's dense FLOP/s for a dot / convolution / fused-a
 instruction's element type (:func:`hloshard.devices.matmul_peak`), else its vector peak (the ``fp32``
 entry of the profile: elementwise work does not run on tensor cores / the MXU).
 
-``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the memory model
-decides it (:mod:`hloshard.cost.liveness`, the one fusion rule): an instruction XLA fuses into its
+``hbm_bytes``: what the instruction moves through HBM once XLA's fusion has run, as the backend's
+fusion rule decides it (:class:`hloshard.cost.tpu_fusion.FusionRule`: by default the memory model's, XLA's
+CPU backend, :mod:`hloshard.cost.liveness`; with ``--device tpu-*`` the TPU compiler's, which also fuses
+producers into dot operands, a dot's elementwise consumer into the dot's output, and sibling reductions,
+:mod:`hloshard.cost.tpu_fusion`): an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
@@ -28,7 +31,8 @@ all-gather), which are no instruction of the module, are added by the caller
 
 What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
-fusion left them (a TPU fuses far more than the CPU rule modelled here; on the CPU the layout copies
+fusion left them (on a TPU, besides the TPU rule's fusions: the prefetch copies of memory-space
+assignment into on-chip memory, ``copy-start`` / ``copy-done``, and padding to (8,128) tiles; on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
 ``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
 :attr:`Roofline.relayout_bytes` -- and the
@@ -44,7 +48,8 @@ from typing import Callable, Iterable
 
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
-from .liveness import effective_users, is_fused
+from .liveness import effective_users
+from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join, sibling_key
 
 __all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -60,8 +65,6 @@ COLLECTIVE_OPCODES = frozenset({"all-reduce", "all-gather", "reduce-scatter", "a
                                 "collective-broadcast", "all-reduce-start", "all-gather-start",
                                 "collective-permute-start", "ragged-all-to-all", "send", "recv"})
 
-#: opcodes that read a part of their operand (module docstring: counted at their result's size)
-SLICES = frozenset({"slice", "dynamic-slice"})
 
 #: opcodes that run at the tensor-core / MXU peak
 MATMUL_OPCODES = frozenset({"dot", "convolution"})
@@ -106,63 +109,95 @@ class Roofline:
     rows: list = field(default_factory=list)
 
 
-def _shared_join(o) -> bool:
-    """A fused producer that several consumers read and that itself joins two or more array buffers
-    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
-    than inlined into each consumer (see :func:`kernel_reads`)."""
-    if len(effective_users(o)) < 2:
-        return False
-    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
-    return len(arrays) >= 2
-
-
-def kernel_reads(instr) -> list:
+def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     """``(buffer, operand index)`` for every buffer the kernel of ``instr`` reads once XLA's fusion has
     run: its operands, each one XLA fuses into its consumers (:func:`hloshard.cost.liveness.is_fused`,
     the memory model's fusion rule) replaced by what it reads, recursively, each buffer once; the index
     is that of the operand of ``instr`` it is reached through.  One exception bounds the inlining: a
     fused producer read by several consumers that joins two or more array buffers
-    (:func:`_shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
+    (:func:`hloshard.cost.tpu_fusion.shared_join`) counts as one buffer of its own size, as XLA does not copy a shared chain
     into every consumer without bound (otherwise a residual stream ``x + f(x)`` over L layers, whose
     adds all fuse, would have each layer re-read every earlier layer: L^2 reads; measured on a
     48-layer transformer, 8.7x the TPU compiler's bytes, BENCHMARKS.md "Round 9").  A fused ``slice`` or
     ``dynamic-slice`` is read as a buffer of its own (result) size: the kernel reads that part of its
     operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
-    slice's size (:data:`SLICES`)."""
+    slice's size (:data:`SLICES`).  ``rule``: the backend's fusion rule (:mod:`hloshard.cost.tpu_fusion`;
+    the CPU's by default); under an output-fusing rule a dot / convolution with an epilogue
+    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot, with index
+    None (reached through no operand of ``instr``)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
+    tail = rule.epilogue(instr)
+    if tail is not None:
+        seen.add(id(instr))
+        stack = [(o, None) for o in reversed(tail.operands)] + stack
     while stack:
         o, k = stack.pop()
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o) and not _shared_join(o) and o.opcode not in SLICES:
+        if rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
     return out
 
 
-def hbm_bytes(instr, size_of: Callable) -> float:
+def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
+    """Ids of the buffers of :func:`kernel_reads` of the reduce ``instr`` that an earlier reduce of the
+    same :func:`hloshard.cost.tpu_fusion.sibling_key` in its computation also reads (one multi-output
+    kernel reads them once, :attr:`FusionRule.sibling_reduces`); empty for anything else or under a
+    rule without sibling fusion.  Computed once per computation and cached on it."""
+    key = sibling_key(instr) if rule.sibling_reduces else None
+    comp = instr.parent
+    if key is None or comp is None:
+        return frozenset()
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, "_hloshard_sibling_reads", None)
+    if cache is None or cache[0] != stamp:
+        seen: dict = {}
+        shared: dict = {}
+        for i in comp.instructions:
+            k = sibling_key(i)
+            if k is None or (rule.is_fused(i) and not shared_join(i, rule)):
+                continue
+            reads = {id(b) for b, _ in kernel_reads(i, rule)}
+            before = seen.setdefault(k, set())
+            shared[id(i)] = frozenset(reads & before)
+            before |= reads
+        cache = (stamp, shared)
+        comp._hloshard_sibling_reads = cache
+    return cache[1].get(id(instr), frozenset())
+
+
+def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
-    0 when fused (a shared join, :func:`_shared_join`, is written once) or of a :data:`NO_TRAFFIC`
-    opcode; else ``size_of(instr)`` (its result) plus
+    0 when fused (a shared join, :func:`hloshard.cost.tpu_fusion.shared_join`, is written once), when computed in a dot's output
+    fusion (``rule.absorbed_by``) or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its
+    result; a dot's epilogue's result under an output-fusing ``rule``) plus
     ``size_of(o)`` of each buffer of :func:`kernel_reads` that moves data (a constant operand is read:
     it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
-    update reads, not its operand 0.  ``size_of``: instruction -> bytes per device under the plan."""
+    update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
+    (:func:`read_by_earlier_sibling`, TPU rule).  ``size_of``: instruction -> bytes per device under the plan;
+    ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
+    default)."""
     if instr.opcode in NO_TRAFFIC:
         return 0.0
-    if is_fused(instr) and instr.opcode != "constant" and not _shared_join(instr):
+    if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
+        return 0.0
+    if rule.absorbed_by(instr) is not None:
         return 0.0
     if instr.opcode in SLICES:
         return 2.0 * float(size_of(instr))
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
-    total = float(size_of(instr.operands[1] if in_place else instr))
-    for o, k in kernel_reads(instr):
-        if in_place and k == 0:
+    tail = rule.epilogue(instr)
+    total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
+    shared = read_by_earlier_sibling(instr, rule)
+    for o, k in kernel_reads(instr, rule):
+        if (in_place and k == 0) or id(o) in shared:
             continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
@@ -219,19 +254,26 @@ class RooflinePrices:
                                      self.profile.sustained_hbm_bandwidth)
         return sec / self.seconds_per_unit
 
+    @property
+    def fusion(self) -> FusionRule:
+        """The device's fusion rule for HBM bytes (:func:`hloshard.cost.tpu_fusion.fusion_rule`: the
+        TPU compiler's on a TPU, else the CPU backend's)."""
+        return fusion_rule(self.profile)
+
 
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
-             peak_of: Callable, hbm_bandwidth: float) -> Roofline:
+             peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION) -> Roofline:
     """:class:`Roofline` of ``instrs`` (each counted once, in order).
 
     ``flops_of(instr)``: flops per device of one execution; ``size_of(instr)``: bytes per device of its
     result; ``executions_of(instr)``: executions per run (loop trips); ``peak_of(instr)``: FLOP/s it runs
-    at; ``hbm_bandwidth``: bytes/s.  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
+    at; ``hbm_bandwidth``: bytes/s; ``fusion``: the backend's fusion rule for HBM bytes
+    (:func:`hloshard.cost.tpu_fusion.fusion_rule`).  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
     out = Roofline()
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
-        b = hbm_bytes(instr, size_of) * n
+        b = hbm_bytes(instr, size_of, fusion) * n
         sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
         out.flops += f
         out.hbm_bytes += b

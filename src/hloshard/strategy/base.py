@@ -597,7 +597,8 @@ def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
     return float(minfo.bytes_per_device(shape, spec))
 
 
-def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict) -> float:
+def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict,
+                       fusion=None) -> float:
     """HBM bytes one device moves for one execution of ``instr`` under strategy ``st``: the roofline's
     rule (:func:`hloshard.cost.roofline.hbm_bytes`: the memory model's fusion rule, 0 when XLA fuses
     ``instr`` into its consumers) with the sizes this strategy implies: its result at ``st.out``, an
@@ -605,7 +606,9 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     fused producer (an operand's operand, ...) at that buffer's whole size times the share of the
     direct operand it is reached through (``origin``: id(buffer) -> operand index, from
     :func:`hloshard.cost.roofline.kernel_reads`); where the strategy sets no requirement, at the share
-    of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``)."""
+    of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``);
+    ``fusion``: the device's fusion rule (:attr:`hloshard.cost.roofline.RooflinePrices.fusion`; None:
+    the CPU backend's)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
 
@@ -628,7 +631,7 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
             mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
         return whole * (mine / total if total else 1.0)
 
-    return hbm_bytes(instr, size_of)
+    return hbm_bytes(instr, size_of) if fusion is None else hbm_bytes(instr, size_of, fusion)
 
 
 def price_roofline(group, minfo: MeshInfo) -> None:
@@ -643,13 +646,14 @@ def price_roofline(group, minfo: MeshInfo) -> None:
         return
     instr = group.instr
     operands = group.ops()
-    origin = {id(b): k for b, k in kernel_reads(instr)} if group.operands is None else {}
+    fusion = prices.fusion
+    origin = {id(b): k for b, k in kernel_reads(instr, fusion)} if group.operands is None else {}
     out = []
     for st in group.strategies:
         if st.flops is not None:      # already priced (a group built twice)
             out.append(st)
             continue
         flops = st.compute / COMPUTE_COST_PER_FLOP
-        b = strategy_hbm_bytes(instr, st, operands, minfo, origin)
+        b = strategy_hbm_bytes(instr, st, operands, minfo, origin, fusion)
         out.append(replace(st, compute=prices.units(instr, flops, b), flops=flops))
     group.strategies = out

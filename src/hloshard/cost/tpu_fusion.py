@@ -1,0 +1,234 @@
+"""What the TPU compiler's fusion materialises in HBM: the fusion rule of the roofline's HBM bytes with
+``--device tpu-*`` (``DeviceProfile.backend == 'tpu'``).
+
+The memory model's rule (:func:`hloshard.cost.liveness.is_fused`) is XLA's CPU backend: loop fusion of
+elementwise producers into elementwise / reduce consumers (``CpuInstructionFusion``, an
+``InstructionFusion``), with ``ComputeGloballyUnfusible`` keeping a buffer for every producer that
+would be re-read by several consumers.  The TPU compiler fuses more; read off its optimised programs
+(libtpu 0.0.42.1 ahead of time, ``compiled.as_text()`` of the samples on ``v5e:2x4``: ``kind=kOutput``
+fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results):
+
+* **producer fusion into dot / convolution operands**: a layer norm's elementwise tail (subtract the
+  mean, multiply by the rsqrt, scale, shift, convert) is computed inside the dot's fusion while it
+  reads the activation; the normalised activation never reaches HBM.  Here: a fusible producer
+  (:data:`hloshard.cost.liveness.FUSIBLE_PRODUCERS`) whose consumers are elementwise / reduce
+  consumers *or dots and convolutions* is fused (:func:`is_fused`).  XLA's open-source analogue is
+  ``InstructionFusion`` with the GPU backend's ``IsProducerConsumerFusible`` of a dot's operand;
+  as in ``InstructionFusion`` an expensive producer (``HloInstruction::IsExpensive``:
+  :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers.  The TPU
+  compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
+  multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
+  so that rule is not applied.  A producer read by several consumers is inlined into each while its
+  kernel reads one large buffer (``x - broadcast(mean)``: the mean, rsqrt, scale and shift of a layer
+  norm are vectors); one whose inlined kernel reads two or more (a backward layer norm's
+  ``convert(add(a, b))`` read by six dots) is written once and read by each
+  (:func:`hloshard.cost.roofline.kernel_reads`, ``transitive_join``), as the TPU's multi-output loop
+  fusions (``add_add_fusion``) write it.
+* **output fusion**: a dot or convolution whose one consumer is elementwise (a bias or residual add,
+  a convert to bf16, an activation) writes that consumer's result, not its own (``kind=kOutput``
+  fusions rooted at the elementwise op; XLA's ``HloInstruction::FusionKind::kOutput``, the
+  ``OutputFusion`` pass of its TPU pipeline).  Here: :func:`epilogue` names the consumer;
+  the roofline charges the dot's kernel with the consumer's result and its other reads, and the
+  consumer nothing (:func:`absorbed_by`).
+* **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
+  dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
+  with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
+  of them in the computation's order (:func:`sibling_key`,
+  :func:`hloshard.cost.roofline.hbm_bytes`).
+
+Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
+samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
+multi-output fusion), padding to (8,128) tiles (:mod:`hloshard.cost.tpu_layout` is the memory
+model's, not used for bytes moved), and the prefetch copies of parameters into on-chip memory
+(``copy-start`` to ``S(1)``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from . import liveness
+from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
+
+__all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
+           "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
+
+#: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
+#: dots and convolutions (producer fusion into their operands)
+TPU_FUSING_CONSUMERS = FUSING_CONSUMERS | {"dot", "convolution"}
+
+#: opcodes that read a part of their operand (counted at their result's size by the roofline)
+SLICES = frozenset({"slice", "dynamic-slice"})
+
+#: opcodes whose result an elementwise consumer's output fusion replaces (``kind=kOutput``)
+OUTPUT_FUSING = frozenset({"dot", "convolution"})
+
+
+def _same_parent(a, b) -> bool:
+    return a.parent is b.parent
+
+
+def _memo(tag: str, instr, fn):
+    """``fn(instr)``, cached per computation under ``tag`` (recomputed when the computation's
+    instruction count or root changes, as :func:`hloshard.cost.liveness` caches its own rule)."""
+    comp = instr.parent
+    if comp is None:
+        return fn(instr)
+    key = (len(comp.instructions), id(comp.root))
+    store = getattr(comp, "_hloshard_tpu_fusion", None)
+    if store is None or store[0] != key:
+        store = (key, {})
+        comp._hloshard_tpu_fusion = store
+    k = (tag, id(instr))
+    if k not in store[1]:
+        store[1][k] = fn(instr)
+    return store[1][k]
+
+
+def is_fused(instr) -> bool:
+    """True when the TPU compiler gives ``instr``'s result no HBM buffer (module docstring): what the CPU
+    rule fuses (:func:`hloshard.cost.liveness.is_fused`: constants, forwarding copies and reshapes,
+    loop-fused producers), and a fusible producer that is not a root whose consumers (through
+    forwarding users) are all in :data:`TPU_FUSING_CONSUMERS` in its own computation, an expensive one
+    (:data:`hloshard.cost.liveness.EXPENSIVE`) only when it has one consumer."""
+    if liveness.is_fused(instr):
+        return True
+    if instr.opcode not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
+        return False
+    consumers = effective_users(instr)
+    if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, instr) for u in consumers):
+        return False
+    return not (instr.opcode in EXPENSIVE and len(consumers) > 1)
+
+
+def _is_large_array(x) -> bool:
+    """An array buffer a join counts: not a constant, a scalar, a broadcast or an iota (those are read
+    as vectors or computed in place)."""
+    return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
+
+
+def _join_width(o, rule: "FusionRule", depth: int = 0) -> int:
+    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
+    and iotas, each fused
+    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
+    depth of 64: a longer private chain counts as one buffer)."""
+    width = 0
+    for x in o.operands:
+        if x.opcode in ("broadcast", "iota"):
+            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
+        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1 \
+                and rule.absorbed_by(x) is None:
+            width += _join_width(x, rule, depth + 1)
+        elif _is_large_array(x):
+            width += 1
+    return width
+
+
+def shared_join(o, rule: "FusionRule") -> bool:
+    """A fused producer that several consumers read and that itself joins two or more array buffers
+    (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
+    than inlined into each consumer (see :func:`hloshard.cost.roofline.kernel_reads`).  The arrays joined: under the CPU rule
+    ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
+    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
+    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
+    b; ``x - broadcast(mean)`` joins nothing)."""
+    if len(effective_users(o)) < 2:
+        return False
+    if rule.transitive_join:
+        return _memo("join", o, lambda x: _join_width(x, rule)) >= 2
+    arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
+    return len(arrays) >= 2
+
+
+def epilogue(instr):
+    """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
+    (output fusion, module docstring), or None: see :func:`_epilogue` (cached per computation)."""
+    if instr.opcode not in OUTPUT_FUSING:
+        return None
+    return _memo("epilogue", instr, _epilogue)
+
+
+def _epilogue(instr):
+    """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
+    (output fusion, module docstring), or None: ``instr`` has exactly one consumer (through forwarding
+    users), elementwise, in the same computation, that has a buffer (not :func:`is_fused`, or a
+    :func:`shared_join`: else its consumers inline it and read ``instr``'s result)."""
+    if instr.opcode not in OUTPUT_FUSING or instr.is_root or not instr.shape.is_array:
+        return None
+    consumers = effective_users(instr)
+    if len(consumers) != 1:
+        return None
+    u = consumers[0]
+    if u.opcode not in ELEMENTWISE or not _same_parent(u, instr) or not u.shape.is_array:
+        return None
+    if is_fused(u) and not shared_join(u, TPU_FUSION):
+        return None
+    return u
+
+
+def absorbed_by(instr):
+    """The dot / convolution whose output fusion computes ``instr`` (``epilogue(dot) is instr``), or
+    None."""
+    if instr.opcode not in ELEMENTWISE:
+        return None
+    for o in instr.operands:
+        src = o
+        while liveness.is_fused(src) and src.opcode != "constant" and src.operands and src.opcode not in OUTPUT_FUSING \
+                and len(src.operands) == 1:
+            src = src.operands[0]     # a forwarding copy / reshape between the dot and its consumer
+        if src.opcode in OUTPUT_FUSING and epilogue(src) is instr:
+            return src
+    return None
+
+
+def sibling_key(instr):
+    """The kind of reduction ``instr`` is, for sibling multi-output fusion (module docstring), or None
+    when it is no reduce: the reduced operand's dimensions and the reduced dimensions.  Reductions of
+    one key in one computation that read a common buffer (a layer norm's mean and variance of ``x``;
+    the backward's sums of ``dy`` and ``dy * xhat``) are one kernel on the TPU (its
+    ``multiply_reduce_fusion`` with a tuple result), which reads the buffer once."""
+    if instr.opcode != "reduce" or not instr.operands or not instr.operands[0].shape.is_array:
+        return None
+    return tuple(instr.operands[0].shape.dims), tuple(sorted(instr.dimensions or ()))
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """A backend's fusion rule for the roofline's HBM bytes (:mod:`hloshard.cost.roofline`).
+
+    ``is_fused(instr) -> bool``: no HBM buffer of its own; ``epilogue(instr)``: the consumer whose
+    result a dot / convolution writes instead of its own (or None); ``absorbed_by(instr)``: the dot /
+    convolution that computes ``instr`` in its fusion (or None); ``transitive_join``: whether a shared
+    producer's join (the bound on inlining of :func:`hloshard.cost.roofline.kernel_reads`) counts the
+    large buffers its inlined kernel reads (True) or its own operands, broadcasts included (False);
+    ``relayout_copies``: whether the backend copies a dot operand whose dimensions are not in the
+    order its kernel wants (the CPU's ``DotDecomposer``, priced by the memory model's
+    ``autoshard.build.edge_buffers``) -- the TPU's layout assignment gives each dot operand the layout
+    its fusion reads instead (the samples' optimised TPU programs hold no such copies);
+    ``sibling_reduces``: whether reductions of the same kind that read a common buffer share one
+    kernel that reads it once (:func:`sibling_key`)."""
+
+    name: str
+    is_fused: Callable
+    epilogue: Callable
+    absorbed_by: Callable
+    transitive_join: bool = False
+    relayout_copies: bool = True
+    sibling_reduces: bool = False
+
+
+def _none(instr):
+    return None
+
+
+#: XLA's CPU backend (the memory model's rule; no output fusion)
+CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
+#: the TPU compiler (module docstring)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True)
+
+
+def fusion_rule(profile) -> FusionRule:
+    """:data:`TPU_FUSION` for a profile whose ``backend`` is ``'tpu'``
+    (:attr:`hloshard.devices.DeviceProfile.backend`), else :data:`CPU_FUSION` (also for None)."""
+    return TPU_FUSION if profile is not None and getattr(profile, "backend", None) == "tpu" else CPU_FUSION
