@@ -60,31 +60,22 @@ def choose_followee(instr, ctx, candidates=None):
 _SAME = object()
 
 
-def _template(instr):
-    """Per operand: None (not an array), _SAME (same dims as the output) or its replicated spec."""
-    t = getattr(instr, "_hs_same_dims", None)
-    if t is None:
-        t = []
-        dims = tuple(instr.shape.dims)
-        for op in instr.operands:
-            if not is_array(op.shape):
-                t.append(None)
-            elif tuple(op.shape.dims) == dims:
-                t.append(_SAME)
-            else:
-                t.append(replicated_spec(len(op.shape.dims)))
-        t = tuple(t)
-        try:
-            instr._hs_same_dims = t
-        except AttributeError:  # pragma: no cover - slotted instruction class
-            pass
-    return t
+def _template(instr) -> tuple:
+    """Per operand: None (not an array), _SAME (same dims as the output) or its replicated spec.
+    (Computed once per handler call: the IR's instructions are slotted, nothing can be cached on them.)"""
+    dims = tuple(instr.shape.dims)
+    return tuple(None if not is_array(op.shape) else _SAME if tuple(op.shape.dims) == dims
+                 else replicated_spec(len(op.shape.dims)) for op in instr.operands)
+
+
+def _fill(template: tuple, spec) -> tuple:
+    return tuple(spec if x is _SAME else x for x in template)
 
 
 def same_dims_inputs(instr, spec):
     """Operand specs of an elementwise op with output ``spec``: same-shaped operands get ``spec``,
     others (scalars, rank-0 bounds) are required replicated."""
-    return tuple(spec if x is _SAME else x for x in _template(instr))
+    return _fill(_template(instr), spec)
 
 
 def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: float = 1.0, multi_shapes=None):
@@ -168,13 +159,14 @@ def handle_elementwise(instr, ctx):
         return follow_group(instr, ctx, 0, lambda s: (s, (s,) + (None,) * (len(instr.operands) - 1), 0.0), 0.0)
     fpe = 0.0 if _copy_is_removed(instr) else 1.0
     i = choose_followee(instr, ctx)
+    template = _template(instr)
     if i is None:
-        return free_group(instr, ctx, lambda s: same_dims_inputs(instr, s), fpe)
+        return free_group(instr, ctx, lambda s: _fill(template, s), fpe)
 
     def transform(spec):
         if spec is None:
             spec = replicated_spec(len(instr.shape.dims))
-        return spec, same_dims_inputs(instr, spec), 0.0
+        return spec, _fill(template, spec), 0.0
 
     return follow_group(instr, ctx, i, transform, fpe)
 
