@@ -59,7 +59,7 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
 
 
 def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, cycle_rounds: int = 0,
-             stats: dict | None = None):
+             stats: dict | None = None, enough: int | None = None):
     """``(bound, positions, integral)``: a proven lower bound of the reduced problem's optimum (presolve
     offset included; a Python int) from the LP relaxation (module docstring), or ``(None, None,
     False)`` when GLOP ends without an optimal LP basis; ``positions``: per reduced node the strategy
@@ -73,7 +73,8 @@ def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, c
     ``cycle_rounds``: after the first solve, up to this many rounds of *cycle inequalities*
     (:func:`separate_cycles`) violated by the LP optimum are added and the LP solved again; the bound
     is the best certified one of all the solves (each a bound on its own: the inequalities hold for
-    every integral solution).  ``stats`` (a dict): ``"cycles"`` gets one ``[inequalities added, bound
+    every integral solution); they end once the bound reaches ``enough`` (offset included), when given.
+    ``stats`` (a dict): ``"cycles"`` gets one ``[inequalities added, bound
     after]`` per round.
     """
     t0 = time.monotonic()
@@ -90,7 +91,7 @@ def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, c
     bound, values = res
     best = bound
     for _ in range(cycle_rounds):
-        if lp.integral(values):
+        if lp.integral(values) or (enough is not None and best >= enough):
             break
         left = time_limit - (time.monotonic() - t0)
         if left <= 0.05:
