@@ -681,7 +681,7 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     t = time.monotonic()
     incumbent = best_obj + red.offset
     st = stats["prune"] = {"targets": []}
-    lo = incumbent if lower is None else min(int(lower), incumbent)
+    lo = -math.inf if lower is None else min(int(lower), incumbent)   # proven so far
     hi = incumbent     # the next target lies in (lo, hi]
     pos_out = None
     first = True
@@ -718,7 +718,9 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             if rec.get("integral") or rec.get("decided"):   # the pruned problem's optimum itself
                 break
     st["seconds"] = round(time.monotonic() - t, 3)
-    bound = min(incumbent, lo)
+    if lo == -math.inf:
+        return None, pos_out
+    bound = min(incumbent, int(lo))
     st["bound"] = bound
     return bound, pos_out
 
