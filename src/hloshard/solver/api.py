@@ -751,7 +751,11 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline) -> dict:
         out.update(decided=True, positions=pos if ok else None, integral=ok,
                    bound=obj + int(red.offset) if ok else target)
         return out
-    if size > FULL_MODEL_LIMIT:
+    # the LP's model is built in Python and GLOP's limit does not cover that: wall-clock mode runs it only
+    # with twice the full model's build time left (MODEL_BUILD_RATE)
+    lp_fits = size <= FULL_MODEL_LIMIT and (
+        det or deadline - time.monotonic() >= max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE))
+    if not lp_fits:
         # dual sweeps on the pruned problem (anytime: every value a bound), to a stall or the budget
         work = size + r2.stats["strategies"]
         passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
@@ -770,10 +774,6 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline) -> dict:
                 break
         st["sweeps"] = {"passes": n_pass, "bound": lb + red.offset}
         out["bound"] = lb + int(red.offset)
-        return out
-    # the LP's model is built in Python and GLOP's limit does not cover that: wall-clock mode runs it only
-    # with twice the full model's build time left (MODEL_BUILD_RATE)
-    if not det and deadline - time.monotonic() < max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE):
         return out
     # the LP with cycle inequalities may use the time left (an integral optimum ends the search)
     lp_wall = 1e7 if det else max(0.2, deadline - time.monotonic())
