@@ -671,8 +671,10 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     passes: LP variables 134,623 at the incumbent, 61,193 at 1% under it; GLOP 9.5 s against 1.4 s) and
     its LP is higher (4,973,269,821 against 5,001,489,675).  The first target is halfway between
     ``lower`` and the incumbent; when the pruned problem's bound reaches ``T`` (or nothing is left) the
-    bound is ``T`` and the next target is halfway up to the incumbent, else the bound is that of the
-    pruned problem and the next target halfway down to it; at most :data:`TARGET_STEPS` targets, the
+    bound is ``T`` and the next target is the pruned problem's bound when above ``T``, else halfway up
+    to the incumbent; when it stays below ``T`` the bound is that of the pruned problem, and when nothing
+    is proven (the LP did not end within its limit) the bound stays, and either way the next target is
+    halfway down; at most :data:`TARGET_STEPS` targets, the
     last one the incumbent itself, and the steps end when the time does or the interval is within
     :data:`GAP_LIMIT`.  Without ``lower`` the target is the incumbent (one step).
 
@@ -704,8 +706,11 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             pos_out = rec["positions"]
             st["lp_integral"] = bool(rec.get("integral"))
         b = rec["bound"]
-        if b is None:
-            break
+        if b is None:   # nothing proven at this target (the LP did not end): an easier one, lower down
+            if target <= lo + 1:
+                break
+            hi = target
+            continue
         if b >= target:                       # no solution cheaper than the target
             lo = max(lo, target)
             if target >= incumbent:
