@@ -43,15 +43,20 @@ def test_lp_bound_never_exceeds_the_optimum_on_random_memory_problems():
     assert checked >= 15 and integral >= 3
 
 
+def _triangle() -> Problem:
+    """x0 != x1, x1 != x2, x0 != x2 with 2 strategies each (an equal pair costs 10)."""
+    differ = np.array([[10, 0], [0, 10]], dtype=np.int64)
+    return Problem(name="triangle", intervals=np.zeros((3, 2), dtype=np.int64),
+                   node_costs=[np.zeros(2, dtype=np.int64) for _ in range(3)],
+                   node_usages=[np.ones(2, dtype=np.int64) for _ in range(3)],
+                   edges=np.array([(0, 1), (1, 2), (0, 2)], dtype=np.int64), edge_costs=[differ] * 3)
+
+
 def test_frustrated_cycle_keeps_a_gap_and_claims_no_integral_optimum():
     # x0 != x1, x1 != x2, x0 != x2 with 2 strategies each: every integral choice breaks one pair
     # (cost 10, optimum 10); the local polytope has x = 1/2 everywhere with every edge on its two
     # "differ" pairs at 1/2 each: LP value 0
-    differ = np.array([[10, 0], [0, 10]], dtype=np.int64)
-    p = Problem(name="triangle", intervals=np.zeros((3, 2), dtype=np.int64),
-                node_costs=[np.zeros(2, dtype=np.int64) for _ in range(3)],
-                node_usages=[np.ones(2, dtype=np.int64) for _ in range(3)],
-                edges=np.array([(0, 1), (1, 2), (0, 2)], dtype=np.int64), edge_costs=[differ] * 3)
+    p = _triangle()
     best, _ = brute_force(p)
     assert best == 10
     bound, pos = lp_bound(presolve(p, reductions=False), time_limit=10)
@@ -103,11 +108,7 @@ def _dense_problem(seed: int, n: int = 6, labels: int = 3) -> Problem:
 
 
 def test_cycle_inequalities_close_the_frustrated_triangle():
-    differ = np.array([[10, 0], [0, 10]], dtype=np.int64)
-    p = Problem(name="triangle", intervals=np.zeros((3, 2), dtype=np.int64),
-                node_costs=[np.zeros(2, dtype=np.int64) for _ in range(3)],
-                node_usages=[np.ones(2, dtype=np.int64) for _ in range(3)],
-                edges=np.array([(0, 1), (1, 2), (0, 2)], dtype=np.int64), edge_costs=[differ] * 3)
+    p = _triangle()
     stats: dict = {}
     bound, pos, integral = lp_solve(presolve(p, reductions=False), time_limit=10, cycle_rounds=2, stats=stats)
     assert bound == 10, stats   # plain LP: 0 (test above); one cycle inequality lifts it to the optimum
