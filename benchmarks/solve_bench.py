@@ -13,8 +13,8 @@ Prints a Markdown table (for BENCHMARKS.md) and writes the raw figures as JSON (
 
 ``--ladder MESHES`` (e.g. ``8,2x4,2x2x2``; issue 26) instead solves each of ``--modules`` (default: the
 samples above) on every mesh of the list, coarsest first, and prints per module and mesh: the
-objective (``hloshard cost`` of the written module on that mesh), the same for the module written at the
-first (1-D) mesh, priced on this mesh (the finer mesh must never be costlier), gap, solve and total
+objective (``hloshard cost`` of the written module on that mesh), the solver's proven lower bound (cost
+units), the same for the module written at the first (1-D) mesh, priced on this mesh (the finer mesh must never be costlier), gap, solve and total
 seconds, peak RSS of the solve, and the strategy space: strategies per node of the cost graph, per node
 of the solver's problem after presolve (its exact reductions, dominated strategies included), and the
 classes per node under permutations of interchangeable mesh axes (equal size, alpha and beta; a
@@ -186,12 +186,12 @@ def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pa
 
 
 def fmt_ladder(rows: list[dict]) -> str:
-    head = ("| module | mesh (internal) | objective | 1-D plan on this mesh | gap | solve s | total s | RSS | "
+    head = ("| module | mesh (internal) | objective | bound | 1-D plan on this mesh | gap | solve s | total s | RSS | "
             "strategies / node | after presolve | symmetry classes / node |")
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         if r.get("exit") != 0 or "per_node" not in r:
-            lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 8)
+            lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 9)
             continue
         first = r.get("first_mesh_cost")
         gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
@@ -199,6 +199,7 @@ def fmt_ladder(rows: list[dict]) -> str:
             if "refined" in r["mesh_described"] else r["mesh"]
         lines.append(
             f"| {r['module']} | {r['mesh']} ({internal}) | {r['objective']:,.0f} | "
+            f"{'-' if r.get('bound') is None else format(r['bound'], ',.0f')} | "
             f"{'-' if first is None else f'{first:,.0f}'} | {gap} | {r['seconds_solve']:.1f} | {r['wall']:.1f} | "
             f"{r['rss'] / 2**20:,.0f} MiB | {r['per_node']:.1f} | {r['per_reduced_node']:.1f} "
             f"({r['reduced_nodes']} nodes) | {r['classes_per_node']:.1f} |")

@@ -211,3 +211,28 @@ def test_fine_mesh_holds_every_layout_of_its_coarse_mesh_in_both_orders(user):
     other.add_coarse_order({1, 2, 4, 8})
     other.add_coarse_order({1, 3, 8})
     assert other.extra_groups == []
+
+
+def test_coarse_build_stops_at_the_deadline_too():
+    """The coarse build of coarse to fine has a deadline as well (issue 26: a 128-partition per-device
+    program at 16x8 built its coarse graph for minutes): COARSE_BUILD_GRACE limits (at least
+    COARSE_BUILD_MIN_GRACE seconds) past the deadline
+    it stops after the first strategy group with BuildStopped (exit 3, status "timeout"), its message
+    naming the coarse mesh and the user's; the same solve with time to spare writes a plan."""
+    import time
+
+    from hloshard.autoshard.build import BuildStopped
+    from hloshard.autoshard.coarse import coarse_first
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    with pytest.raises(BuildStopped) as info:
+        coarse_first(m, mesh, None, "io", None, 2.0, 1, 0, deadline=time.monotonic() - 30.0)
+    err = info.value
+    assert err.status == "timeout" and err.exit_code == 3 and err.phase == "strategies" and err.done == 1
+    assert "coarse mesh" in str(err) and "mesh 2x2x2" in str(err) and "could not be built in time" in str(err)
+    with pytest.raises(BuildStopped):   # and through solve_module, as `hloshard solve --time-limit` runs it
+        solve_module(_module(), mesh, time_limit=2, workers=1, deadline=time.monotonic() - 30.0, stop_build=True)
+    res = solve_module(_module(), mesh, time_limit=5, workers=1, deadline=time.monotonic() + 60, stop_build=True,
+                       reevaluate=False, apply=False)
+    assert res.solution.strategies

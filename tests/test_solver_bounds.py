@@ -232,9 +232,19 @@ def test_pruned_bound_is_a_number_whatever_presolve_leaves():
         objs = [o for o, _ in sols]
         opt = min(objs) + red.offset
         for incumbent in (min(objs), max(objs)):
-            stats: dict = {}
-            bound, pos = _pruned_bound(red, dual, incumbent, True, 5.0, None, stats)
-            assert isinstance(bound, (int, float)), (seed, bound)
-            assert opt - 1e-6 <= bound <= incumbent + red.offset + 1e-6, (seed, bound, opt)
-            paths.add("decided" if stats["prune"].get("presolved", {}).get("nodes", 1) == 0 else "searched")
-    assert "decided" in paths, paths
+            # without a proven bound (one target: the incumbent), and by bisection from the dual's bound
+            for lower in (None, dual.proven() + red.offset):
+                stats: dict = {}
+                bound, pos = _pruned_bound(red, dual, incumbent, True, 5.0, None, stats, lower=lower)
+                assert isinstance(bound, (int, float)), (bound,)
+                assert opt - 1e-6 <= bound <= incumbent + red.offset + 1e-6, (bound, opt, lower)
+                for rec in stats["prune"]["targets"]:
+                    paths.add("decided" if rec.get("presolved", {}).get("nodes", 1) == 0 else "searched")
+                    if rec["target"] < incumbent + red.offset:
+                        paths.add("below the incumbent")
+                if pos is not None and stats["prune"].get("lp_integral"):
+                    # an integral answer is a solution, never below the bound
+                    by_combo = {tuple(c): o for o, c in sols}
+                    assert tuple(int(a) for a in pos) in by_combo, pos
+                    assert by_combo[tuple(int(a) for a in pos)] + red.offset >= bound
+    assert {"decided", "below the incumbent"} <= paths, paths

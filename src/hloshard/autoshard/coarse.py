@@ -297,6 +297,12 @@ class CoarseFirst:
 #: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
 #: time limit, at least :data:`FALLBACK_MIN_SECONDS`
 FALLBACK_SHARE = 0.25
+#: the coarse build of :func:`coarse_first` stops this many time limits past the deadline, and not before
+#: COARSE_BUILD_MIN_GRACE seconds past it (the command then fails, exit 3, instead of ending minutes late);
+#: before it, a coarse plan written late is the answer (``--time-limit 0.5``: the interpreter's start alone
+#: takes 1-4 s on the 2-core machine, and the small module's coarse plan is still written)
+COARSE_BUILD_GRACE = 1.0
+COARSE_BUILD_MIN_GRACE = 10.0
 FALLBACK_MIN_SECONDS = 1.0
 #: and for applying, evaluating and writing the coarse plan: this share of the coarse build's seconds
 #: (measured, apply + write / coarse build: Llama 3.1 8B corpus module at 2x2x2, 3.8 s / 26.8 s under
@@ -313,13 +319,27 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
-    (there is nothing else to return).  Non-deterministic mode only (it reads the clock)."""
+    (there is nothing else to return).  The coarse build stops :data:`COARSE_BUILD_GRACE` times
+    ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
+    message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the
+    clock)."""
     cmesh = coarse_mesh(mesh, module)
     cgraph = None
     t0 = time.monotonic()
     if cmesh is not None:
         try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-            cgraph = build_graph(module, cmesh, keep, memory_budget)
+            # the coarse build, too, stops, COARSE_BUILD_GRACE limits past the deadline: a plan written late
+            # is still the answer to a limit the interpreter's start alone uses up, but not one that takes
+            # minutes (a 128-partition per-device program at 16x8: its coarse build ran 3 min at 1.2 GB
+            # before it was stopped by hand; issue 26)
+            cgraph = build_graph(module, cmesh, keep, memory_budget,
+                                 deadline=deadline + max(COARSE_BUILD_GRACE * float(time_limit), COARSE_BUILD_MIN_GRACE))
+        except BuildStopped as exc:
+            exc.args = (f"no plan within the time limit: the cost graph of the coarse mesh "
+                        f"{'x'.join(map(str, cmesh.shape))} (the same devices as mesh "
+                        f"{'x'.join(map(str, mesh.user_shape))}, solved first) could not be built in time: {exc}; "
+                        f"a larger --time-limit, or a mesh of fewer devices, would let it finish",)
+            raise
         except HloshardError:
             cgraph = None
     t1 = time.monotonic()

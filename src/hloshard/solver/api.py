@@ -32,11 +32,14 @@ Pipeline (all phases share the budget ``time_limit``):
    **4a.** on a model too large for the LP and the full CP-SAT model (more than
    :data:`FULL_MODEL_LIMIT` entries) without memory constraints: *reduced-cost pruning*
    (:func:`~hloshard.solver.bounds.reduced_cost_pruning`): every strategy and strategy pair that the
-   dual's reparametrisation proves to be in no solution cheaper than the incumbent is forbidden, the
-   rest presolved again (dead-end elimination included), and the dual sweeps and, when it fits, the
-   LP bound what is left; the bound is ``min(incumbent, that bound)`` (decoder2 at 2x2x2: 148.6
-   strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after, the bound 1.9% -> 1.4%
-   under the plan), after the sweeps (:func:`_pruned_bound`);
+   dual's reparametrisation proves to be in no solution cheaper than a *target* is forbidden, the
+   rest presolved again (dead-end elimination included), and, when it fits, its LP relaxation
+   tightened by cycle inequalities (:func:`~hloshard.solver.lp.separate_cycles`), else the dual
+   sweeps, bound what is left; the bound is ``min(target, that bound)``, and the targets go by
+   bisection between the proven bound and the incumbent (:func:`_pruned_bound`).  decoder2 at 2x2x2:
+   148.6 strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after pruning at the
+   incumbent, where the plain LP is 1.41% under the plan; three rounds of cycle inequalities make the
+   LP integral: the optimum, 0.66% below the plan the search had found, proven;
    then, when the model is small enough, the LP relaxation
    (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
    from the start in a forked child on the second core, which the single-threaded heuristic phases
@@ -160,6 +163,12 @@ LNS_MAX_ENTRIES = 200_000
 #: (at least BOUND_SHARE of the limit; they stop when they stall: decoder2's pruned problem converges in
 #: ~230 passes, 3-5 s on the loaded 2-core machine, where LNS after them found nothing in 5-16 rounds)
 PRUNED_SWEEP_SHARE = 0.5
+#: most rounds of cycle inequalities added to an LP relaxation (:func:`~hloshard.solver.lp.lp_solve`),
+#: each one more GLOP solve; the rounds also end when none is violated or the LP is integral.  A cap on
+#: the solves, not a tuned figure: decoder2's pruned problem at 2x2x2 (77 nodes, 98,814 LP variables)
+#: needed 3 rounds (65, 40, 23 inequalities) for an integral optimum, 1.41% -> 0.95% -> 0.79% -> 0%
+#: under the incumbent
+CYCLE_ROUNDS = 8
 
 
 @dataclass
@@ -350,10 +359,16 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # 4a. a model too large for the LP: reduced-cost pruning by the dual's reparametrisation against
         # the incumbent, presolved again; the LP of what is left when it is small enough
         if not exact and red.memory is None and best_obj is not None and not closed() and (det or deadline - time.monotonic() > 1.0):
-            pb, ppos = _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats)
+            pb, ppos = _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=bound)
             if pb is not None and pb > bound:
                 bound = pb
                 _emit(progress, phase="lp", bound=bound, elapsed=elapsed())
+            if ppos is not None and not stats["prune"].get("lp_integral"):
+                # the LP optimum rounded (largest value per node), improved by local search, as in step 4b
+                ls.set_solution(ppos)
+                ls.improve(wall(time.monotonic() + 0.05 * time_limit), pairs=not big, max_pair_sweeps=pair_sweeps)
+                ppos = ls.s.copy()
+                ls.set_solution(best)
             if ppos is not None and ls.feasible(ppos) and ls.objective(ppos) < best_obj:
                 best, best_obj = ppos, ls.objective(ppos)
                 ls.set_solution(best)
@@ -637,70 +652,147 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     return max(best, trivial), decoded, dual
 
 
-def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats) -> tuple:
-    """``(bound or None, positions or None)`` of step 4a: the reduced problem pruned against the
-    incumbent ``best_obj`` (offset excluded) by the reduced costs of ``dual``
-    (:func:`~hloshard.solver.bounds.reduced_cost_pruning`), reduced again by :func:`presolve` (dead-end
-    elimination included), then bounded by the dual sweeps on what is left (:data:`BOUND_SHARE` of the
-    limit or :data:`PRUNED_SWEEP_SHARE` of the time left, whichever is longer; deterministic mode: the
-    pass count :data:`SWEEP_RATE` allows in :data:`BOUND_SHARE` of the limit) and, when it has at most
-    :data:`FULL_MODEL_LIMIT` edge entries, its LP relaxation (:func:`~hloshard.solver.lp.lp_solve`;
-    :data:`LP_SHARE` of the limit, deterministic mode :data:`DET_LP` deterministic seconds per second of
-    limit).  The bound is ``min(incumbent, pruned bound)`` with the presolve offset; an empty pruned
-    problem proves the incumbent optimal.  ``positions``: an integral LP optimum (positions of
-    ``red``), else None.  Records ``stats["prune"]`` (strategies and edge entries before / after the
-    pruning, after the second presolve, and the bounds).  decoder2 at 2x2x2 (118 nodes, 17,538
-    strategies, 6.29 M entries, the first dual 1.9% under the incumbent after 200 passes): 77 nodes,
-    3,554 strategies, 285,591 entries; sweeps on it reach 1.42% under the incumbent, its LP 1.41%."""
+def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=None) -> tuple:
+    """``(bound or None, positions or None)`` of step 4a: the reduced problem pruned by the reduced costs
+    of ``dual`` (:func:`~hloshard.solver.bounds.reduced_cost_pruning`) against a *target* ``T`` (every
+    strategy and pair that no solution cheaper than ``T`` can use is forbidden), reduced again by
+    :func:`presolve` (dead-end elimination included), then bounded: any solution cheaper than ``T`` is
+    a solution of the pruned problem, so ``min(T, bound of the pruned problem)`` is a lower bound.
+
+    The bound of the pruned problem: when it has at most :data:`FULL_MODEL_LIMIT` edge entries, its LP
+    relaxation tightened by cycle inequalities (:func:`~hloshard.solver.lp.lp_solve`,
+    :data:`CYCLE_ROUNDS`; the time left, deterministic mode :data:`DET_LP` deterministic seconds per
+    second of limit per GLOP solve); else the dual sweeps (:data:`BOUND_SHARE` of the limit or
+    :data:`PRUNED_SWEEP_SHARE` of the time left, whichever is longer; deterministic mode: the pass
+    count :data:`SWEEP_RATE` allows in :data:`BOUND_SHARE` of the limit).
+
+    **Targets by bisection** (with ``lower``, the bound proven so far, offset included): a target
+    below the incumbent prunes far more (decoder2 at 2x2x2, the dual 2.3% under the incumbent after 80
+    passes: LP variables 134,623 at the incumbent, 61,193 at 1% under it; GLOP 9.5 s against 1.4 s) and
+    its LP is higher (4,973,269,821 against 5,001,489,675).  The first target is halfway between
+    ``lower`` and the incumbent; when the pruned problem's bound reaches ``T`` (or nothing is left) the
+    bound is ``T`` and the next target is the pruned problem's bound when above ``T``, else halfway up
+    to the incumbent; when it stays below ``T`` the bound is that of the pruned problem, and when nothing
+    is proven (the LP did not end within its limit) the bound stays, and either way the next target is
+    halfway down; at most :data:`TARGET_STEPS` targets, the
+    last one the incumbent itself, and the steps end when the time does or the interval is within
+    :data:`GAP_LIMIT`.  Without ``lower`` the target is the incumbent (one step).
+
+    The bound never exceeds the incumbent; an empty pruned problem at the incumbent proves it optimal.
+    ``positions``: the pruned problem's LP optimum (positions of ``red``; integral: an optimal solution
+    of it, so the optimum when it costs less than ``T``; else a rounding) or the one solution its presolve
+    leaves, of the last step that had one; else None.  Records ``stats["prune"]`` (per target:
+    strategies and edge entries before / after the pruning, after the second presolve, the bounds)."""
     t = time.monotonic()
     incumbent = best_obj + red.offset
-    q, pst = reduced_cost_pruning(red, dual, best_obj)
-    st = stats["prune"] = dict(pst)
+    st = stats["prune"] = {"targets": []}
+    lo = -math.inf if lower is None else min(int(lower), incumbent)   # proven so far
+    hi = incumbent     # the next target lies in (lo, hi]
+    pos_out = None
+    first = True
+    lo_next = [None]   # the next target when the last step chose one
+    for step in range(TARGET_STEPS):
+        if hi - lo <= GAP_LIMIT * max(abs(hi), 1) and not first:
+            break
+        if not det and deadline - time.monotonic() < 1.0 and not first:
+            break
+        last = step == TARGET_STEPS - 1 or lower is None or hi - lo <= GAP_LIMIT * max(abs(hi), 1)
+        target = hi if last else (lo_next[0] if lo_next[0] is not None and lo < lo_next[0] <= hi else (lo + hi + 1) // 2)
+        lo_next[0] = None
+        first = False
+        rec = _bound_at_target(red, dual, target, det, time_limit, deadline)
+        st["targets"].append(rec["stats"])
+        if rec.get("positions") is not None:
+            pos_out = rec["positions"]
+            st["lp_integral"] = bool(rec.get("integral"))
+        b = rec["bound"]
+        if b is None:   # nothing proven at this target (the LP did not end): an easier one, lower down
+            if target <= lo + 1:
+                break
+            hi = target
+            continue
+        if b >= target:                       # no solution cheaper than the target
+            lo = max(lo, target)
+            if target >= incumbent:
+                break
+            # the next target: the pruned problem's bound when above the target (pruned at that bound the
+            # problem tends to reach it again: decoder2 at 2x2x2, the LP of the problem pruned at 1% and
+            # at 0.5% under the incumbent was the same, 5,001,489,675; halfway up to the incumbent, 5.012 M,
+            # it did not end in the time left), else halfway up
+            lo_next[0] = min(int(b), hi) if int(b) > lo else (lo + hi + 1) // 2
+        else:
+            lo = max(lo, b)
+            hi = target
+            if rec.get("integral") or rec.get("decided"):   # the pruned problem's optimum itself
+                break
+    st["seconds"] = round(time.monotonic() - t, 3)
+    if lo == -math.inf:
+        return None, pos_out
+    bound = min(incumbent, int(lo))
+    st["bound"] = bound
+    return bound, pos_out
 
-    def done(bound, pos=None):
-        st["seconds"] = round(time.monotonic() - t, 3)
-        return bound, pos
 
+#: most targets of step 4a's bisection (:func:`_pruned_bound`), each a pruning, a presolve and an LP
+TARGET_STEPS = 4
+
+
+def _bound_at_target(red, dual, target, det, time_limit, deadline) -> dict:
+    """One target of :func:`_pruned_bound`: ``{"bound": lower bound of the pruned problem's optimum, offset
+    included (``target`` or more when nothing below it is left; None when nothing was proven),
+    "positions": positions of ``red`` or None, "integral", "decided", "stats"}``."""
+    t = time.monotonic()
+    q, pst = reduced_cost_pruning(red, dual, target - int(red.offset))
+    st = dict(pst, target=target)
+    out = {"bound": None, "stats": st}
     try:
         r2 = presolve(q, deadline=None if det else max(t + 0.5, min(deadline, t + LP_SHARE * time_limit)),
                       dee_limit=FULL_MODEL_LIMIT)
-    except Infeasible:   # nothing cheaper than the incumbent
-        return done(incumbent)
+    except Infeasible:   # nothing cheaper than the target
+        out["bound"] = target
+        return out
     size = r2.stats["edge_entries"]
     st["presolved"] = {"nodes": r2.num_nodes, "strategies": r2.stats["strategies"], "edge_entries": size}
     if r2.num_nodes == 0:   # presolve decided it: its one solution is the pruned problem's optimum
         pos = r2.expand([])
         obj, ok = evaluate(q, pos)
-        return done(min(incumbent, obj + red.offset), pos) if ok else done(incumbent)
-    # dual sweeps on the pruned problem (anytime: every value a bound), to a stall or the budget
-    work = size + r2.stats["strategies"]
-    passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
-        if det else MAX_SWEEPS
-    now = time.monotonic()   # wall-clock mode: what is left goes to LNS, which rarely improves on models this large
-    end = min(deadline, now + max(BOUND_SHARE * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
-    lb, d2 = lower_bound(r2, passes=1)
-    n_pass = 1
-    step = 4 if det else 2   # wall-clock mode: the clock read after every forward and backward pass
-    while n_pass < passes and (det or time.monotonic() < end) and lb + red.offset < incumbent:
-        b2, d2 = lower_bound(r2, passes=step, dual=d2)
-        n_pass += step
-        stalled = b2 - lb <= 0.1 * GAP_LIMIT * max(abs(b2), 1)
-        lb = max(lb, b2)
-        if stalled:
-            break
-    bound = min(incumbent, lb + red.offset)
-    st["sweeps"] = {"passes": n_pass, "bound": lb + red.offset}
+        out.update(decided=True, positions=pos if ok else None, integral=ok,
+                   bound=obj + int(red.offset) if ok else target)
+        return out
     # the LP's model is built in Python and GLOP's limit does not cover that: wall-clock mode runs it only
     # with twice the full model's build time left (MODEL_BUILD_RATE)
-    if bound >= incumbent or size > FULL_MODEL_LIMIT or (
-            not det and deadline - time.monotonic() < max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE)):
-        return done(bound)
-    lp_wall = 1e7 if det else max(0.2, min(deadline - time.monotonic(), LP_SHARE * time_limit))
-    lpb, lpos, integral = lp_solve(r2, lp_wall, deterministic_limit=DET_LP * time_limit if det else None)
+    lp_fits = size <= FULL_MODEL_LIMIT and (
+        det or deadline - time.monotonic() >= max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE))
+    if not lp_fits:
+        # dual sweeps on the pruned problem (anytime: every value a bound), to a stall or the budget
+        work = size + r2.stats["strategies"]
+        passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
+            if det else MAX_SWEEPS
+        now = time.monotonic()   # wall-clock mode: what is left goes to LNS, which rarely improves on models this large
+        end = min(deadline, now + max(BOUND_SHARE * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
+        lb, d2 = lower_bound(r2, passes=1)
+        n_pass = 1
+        step = 4 if det else 2   # wall-clock mode: the clock read after every forward and backward pass
+        while n_pass < passes and (det or time.monotonic() < end) and lb + red.offset < target:
+            b2, d2 = lower_bound(r2, passes=step, dual=d2)
+            n_pass += step
+            stalled = b2 - lb <= 0.1 * GAP_LIMIT * max(abs(b2), 1)
+            lb = max(lb, b2)
+            if stalled:
+                break
+        st["sweeps"] = {"passes": n_pass, "bound": lb + red.offset}
+        out["bound"] = lb + int(red.offset)
+        return out
+    # the LP with cycle inequalities may use the time left (an integral optimum ends the search)
+    lp_wall = 1e7 if det else max(0.2, deadline - time.monotonic())
+    lpb, lpos, integral = lp_solve(r2, lp_wall, deterministic_limit=DET_LP * time_limit if det else None,
+                                   cycle_rounds=CYCLE_ROUNDS, stats=st, enough=target - int(red.offset))
     st["lp"] = lpb if lpb is None else lpb + red.offset
+    st["seconds"] = round(time.monotonic() - t, 3)
     if lpb is None:
-        return done(bound)
-    return done(max(bound, min(incumbent, lpb + red.offset)), r2.expand(lpos) if integral else None)
+        return out
+    out.update(bound=lpb + int(red.offset), positions=r2.expand(lpos), integral=bool(integral))
+    return out
 
 
 KINDS = ("ball", "tight", "exchange")  # LNS neighbourhood kinds (see _neighbourhood)
