@@ -84,11 +84,23 @@ class LocalSearch:
         self._node_off = np.concatenate([[0], np.cumsum(k)[:-1]]).astype(np.int64)
         self._node_flat = np.concatenate(red.costs).astype(np.int64) if n else np.zeros(0, dtype=np.int64)
         self._eu, self._ev = (red.edges[:, 0], red.edges[:, 1]) if len(red.edges) else (np.zeros(0, np.int64),) * 2
-        sizes = np.array([m.size for m in red.edge_costs], dtype=np.int64)
-        self._edge_off = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        # edges sharing one matrix object (repeated layers: the build and presolve intern them) share
+        # one stretch of edge_flat, so it grows with the distinct matrices, not with the edges
+        first: dict = {}
+        distinct: list = []
+        offs = []
+        at = 0
+        for m in red.edge_costs:
+            o = first.get(id(m))
+            if o is None:
+                o = first[id(m)] = at
+                distinct.append(m)
+                at += m.size
+            offs.append(o)
+        self._edge_off = np.array(offs, dtype=np.int64)
         self._edge_k = k[self._ev] if len(red.edges) else np.zeros(0, dtype=np.int64)
-        self._edge_flat = (np.concatenate([m.ravel() for m in red.edge_costs]).astype(np.int64)
-                           if len(red.edge_costs) else np.zeros(0, dtype=np.int64))
+        self._edge_flat = (np.concatenate([m.ravel() for m in distinct]).astype(np.int64)
+                           if distinct else np.zeros(0, dtype=np.int64))
         self._priced = (None, None)  # (the last cost list given to objective(), its flat layout)
         self._float_nbrs = None  # float copies of the oriented edge matrices (float_nbrs())
         self._fold = self._mem_flat = None  # the forest moves' flat layouts, built on first use there
