@@ -116,6 +116,81 @@ def computation_order(comp) -> list:
     return order + [i for i in comp.instructions if id(i) not in seen]
 
 
+def breadth_first_order(comp) -> list:
+    """The instructions of ``comp`` in the order XLA's CPU backend runs them (module docstring,
+    *Schedule*): XLA's ``BFSMemoryScheduler`` -- the CPU compiler's scheduler while
+    ``xla_cpu_enable_concurrency_optimized_scheduler`` is on, its default -- on the fused computation.
+
+    The graph scheduled is the one XLA's fusion leaves: the instructions that get a buffer or forward
+    one (not :func:`is_fused`), each depending on the unique instructions it reads once its fused
+    producers are inlined (:func:`fused_reads`) and on its control predecessors.  Instructions with no
+    such dependency start a first-in-first-out queue in post order (:func:`computation_order`); popping
+    an instruction appends it to the schedule and makes ready each user whose dependencies are now all
+    scheduled (users in post order).  Each fused instruction (no buffer of its own) is placed right
+    before the first scheduled instruction that reads it (in post order among themselves), so every
+    operand still precedes its users; fused instructions nothing reads come first.
+
+    Measured: ``samples/transformer_train_step.propagated.hlo`` on 8 CPU devices, temp 22,589,880 B by
+    default and 19,298,744 B with ``--xla_cpu_enable_concurrency_optimized_scheduler=false`` (XLA's
+    ``DFSMemoryScheduler``): XLA runs the breadth-first schedule."""
+    post = computation_order(comp)
+    index = {id(i): n for n, i in enumerate(post)}
+    node = [not is_fused(i) for i in post]
+    deps: list = [None] * len(post)
+    users: list = [[] for _ in post]
+    for n, i in enumerate(post):
+        if not node[n]:
+            continue
+        ds = [index[id(o)] for o in fused_reads(i) if id(o) in index]
+        ds += [index[id(c)] for c in (i.attrs.get("control-predecessors") or ()) if id(c) in index]
+        ds = sorted(set(ds))
+        deps[n] = len(ds)
+        for d in ds:
+            users[d].append(n)
+    ready = [n for n in range(len(post)) if node[n] and deps[n] == 0]
+    seq: list = []
+    head = 0
+    while head < len(ready):
+        n = ready[head]
+        head += 1
+        seq.append(n)
+        for u in users[n]:
+            deps[u] -= 1
+            if deps[u] == 0:
+                ready.append(u)
+    if len(seq) != sum(node):   # not a DAG once fused (cannot happen for valid HLO): keep post order
+        return post
+    # fused instructions: before the first scheduled reader (readers through fused chains)
+    slot = {n: t for t, n in enumerate(seq)}
+    first = [None] * len(post)
+    for n in range(len(post) - 1, -1, -1):   # reverse post order: users before their operands
+        if node[n]:
+            continue
+        best = None
+        for u in post[n].users:
+            k = index.get(id(u))
+            if k is None:
+                continue
+            t = slot[k] if node[k] else first[k]
+            if t is not None and (best is None or t < best):
+                best = t
+        first[n] = best
+    before: dict = {}
+    lead: list = []
+    for n in range(len(post)):
+        if node[n]:
+            continue
+        if first[n] is None:
+            lead.append(post[n])
+        else:
+            before.setdefault(first[n], []).append(post[n])
+    out = list(lead)
+    for t, n in enumerate(seq):
+        out.extend(before.get(t, ()))
+        out.append(post[n])
+    return out
+
+
 def called_in_order(instr) -> list:
     """The computations a control-flow instruction runs, in schedule order (while: body, condition)."""
     if instr.opcode == "while":
@@ -135,7 +210,7 @@ def program_schedule(module) -> list:
     def place(comp) -> None:
         placed.add(id(comp))
         # iterative: (computation order, index) frames
-        stack = [(computation_order(comp), 0)]
+        stack = [(breadth_first_order(comp), 0)]
         while stack:
             order, i = stack[-1]
             if i == len(order):
@@ -149,7 +224,7 @@ def program_schedule(module) -> list:
                 placed.add(id(c))
             # callees run one after another: push in reverse so the first runs first
             for c in reversed(callees):
-                stack.append((computation_order(c), 0))
+                stack.append((breadth_first_order(c), 0))
 
     if module.entry is not None:
         place(module.entry)
@@ -312,7 +387,57 @@ def is_fused(instr) -> bool:
         return False
     if op in EXPENSIVE and len(consumers) > 1:
         return False
+    if id(instr) in _reduce_inputs(instr.parent):
+        return False
     return id(instr) not in _globally_unfusible(instr.parent)
+
+
+def _reduce_inputs(comp) -> frozenset:
+    """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
+    they keep a buffer.  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
+    takes in a fusible producer only when every user of it is already in the fusion (it duplicates
+    nothing): starting from the reduce, a fusible operand all of whose users are in the fusion joins it,
+    recursively; a fusible operand with a user outside is read from its own buffer (made once, by a
+    loop fusion of its own), e.g. a layer norm's centred input ``x - mean`` that the variance's reduce
+    and the normalisation both read.  Broadcasts, iotas and constants are not counted (duplicated
+    freely).  Cached on the computation like :func:`_globally_unfusible`."""
+    if comp is None:
+        return frozenset()
+    key = (len(comp.instructions), id(comp.root))
+    cached = getattr(comp, "_hloshard_reduce_inputs", None)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    out: set = set()
+    index = {id(i): n for n, i in enumerate(computation_order(comp))}
+
+    def joins(o) -> bool:
+        """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
+        k = _kind(o)
+        return (o.parent is comp and o.shape.is_array and k not in ("broadcast", "iota", "constant")
+                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+
+    for r in comp.instructions:
+        if r.opcode != "reduce":
+            continue
+        cone: dict = {}
+        stack = [o for o in r.operands if joins(o)]
+        while stack:   # the fusible producers reachable from the reduce through fusible producers
+            o = stack.pop()
+            if id(o) in cone:
+                continue
+            cone[id(o)] = o
+            stack.extend(x for x in o.operands if joins(x))
+        inside = {id(r)}
+        # users before operands: each candidate's users in the cone are decided when it is
+        for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
+            if any(id(u) in inside for u in o.users):
+                if all(id(u) in inside for u in o.users):
+                    inside.add(id(o))
+                elif not _forwards(o):
+                    out.add(id(o))
+    result = frozenset(out)
+    comp._hloshard_reduce_inputs = (key, result)
+    return result
 
 
 def _true_rank(shape) -> int:
