@@ -200,17 +200,23 @@ def called_in_order(instr) -> list:
     return []
 
 
-def program_schedule(module) -> list:
+def program_schedule(module, breadth_first: bool = True) -> list:
     """Entry order with called computations placed after their caller (see the module docstring).
     A computation reached from several call sites is placed at its first one only (flatten the call
-    graph first, :func:`hloshard.hlo.callgraph.flatten_call_graph`, to give each site its own)."""
+    graph first, :func:`hloshard.hlo.callgraph.flatten_call_graph`, to give each site its own).
+
+    ``breadth_first``: each computation in the order XLA's CPU backend runs it
+    (:func:`breadth_first_order`: the memory model's time axis); False: in post order
+    (:func:`computation_order`: the order the cost graph numbers its nodes in, kept from before the
+    breadth-first schedule so that the solver's search is unchanged)."""
     out: list = []
     placed: set = set()
+    comp_order = breadth_first_order if breadth_first else computation_order
 
     def place(comp) -> None:
         placed.add(id(comp))
         # iterative: (computation order, index) frames
-        stack = [(breadth_first_order(comp), 0)]
+        stack = [(comp_order(comp), 0)]
         while stack:
             order, i = stack[-1]
             if i == len(order):
@@ -224,7 +230,7 @@ def program_schedule(module) -> list:
                 placed.add(id(c))
             # callees run one after another: push in reverse so the first runs first
             for c in reversed(callees):
-                stack.append((breadth_first_order(c), 0))
+                stack.append((comp_order(c), 0))
 
     if module.entry is not None:
         place(module.entry)
