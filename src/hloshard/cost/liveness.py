@@ -420,7 +420,7 @@ def _reduce_inputs(comp) -> frozenset:
     freely).  Read in XLA's buffer assignment of ``samples/transformer_train_step.propagated.hlo``
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
-    is 28,631,292 B against XLA's 28,381,876 (26,263,868 with post order and without it).  Cached on
+    is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
     the computation like :func:`_globally_unfusible`."""
     if comp is None:
         return frozenset()
