@@ -132,27 +132,7 @@ def _root_post_order(comp) -> list:
     order; depth first), then those the root does not reach, in post order: the order XLA's
     ``MakeInstructionPostOrder`` gives a module as jax hands it over (its StableHLO round trip prints
     each computation in that order, so users are listed in it too)."""
-    out: list = []
-    seen: set = set()
-    starts = ([comp.root] if comp.root is not None else []) + list(comp.instructions)
-    for start in starts:
-        if id(start) in seen:
-            continue
-        seen.add(id(start))
-        stack = [(start, 0)]
-        while stack:
-            node, i = stack[-1]
-            preds = list(node.operands) + list(node.attrs.get("control-predecessors") or ())
-            if i < len(preds):
-                stack[-1] = (node, i + 1)
-                p = preds[i]
-                if id(p) not in seen and p.parent is comp:
-                    seen.add(id(p))
-                    stack.append((p, 0))
-            else:
-                stack.pop()
-                out.append(node)
-    return out
+    return comp.post_order(first=[comp.root] if comp.root is not None else None)
 
 
 def breadth_first_order(comp) -> list:
