@@ -71,8 +71,9 @@ XLA_CPU_UNDERESTIMATE = 1.28
 #: Largest ``predicted peak / XLA peak`` measured on the same plans, rounded up (``attention_6heads``'
 #: GSPMD plan, 1.150; round 12: 1.100): a plan the model puts at P bytes needs at least
 #: ``P / XLA_CPU_OVERESTIMATE`` under XLA (what a refused budget states as its lower bound).  Held out
-#: and above it (round 12, BENCHMARKS.md "helper memory, round 12"): keras-hub ``gemma_small``'s first,
-#: unguarded ``auto`` plan (1.185) -- a bound from such a plan alone would not hold.
+#: and above it (round 12, BENCHMARKS.md "helper memory, round 12"): a first, unguarded ``auto`` plan of
+#: keras-hub ``gemma_small`` (1.185, found while the nodes were numbered breadth first) -- a bound from
+#: such a plan alone would not hold.
 XLA_CPU_OVERESTIMATE = 1.16
 
 
