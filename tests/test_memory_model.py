@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import dot_transposed_operands, fused_reads, is_fused
+from hloshard.cost.liveness import breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -203,6 +203,76 @@ ENTRY main {
     e7 = {i.name: i for i in parse_module(DOT_BATCH_MINOR).entry.instructions}
     assert dot_transposed_operands(e7["d"]) == []
     assert dot_transposed_operands(parse_module(DOT_BATCH_MINOR.replace("dot(w, e)", "dot(w, h)")).entry.get("d")) == [1]
+
+
+# wt depends on the weight only; h, h2, h3 are a chain.  XLA's CPU schedule of this module (its
+# *live-range.txt InstructionSequence, 8 devices): x, w, h, wt, h2, h3, r -- breadth first, seeded and
+# expanded in post order from the root (h is w's first user there), not post order (x, w, h, h2, h3, wt).
+BREADTH_FIRST = f"""HloModule bfs, num_partitions=8
+
+ENTRY main {{
+  x = f32[64,64] parameter(0){_R}
+  w = f32[64,64] parameter(1){_R}
+  wt = f32[64,64] dot(w, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  h = f32[64,64] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  h2 = f32[64,64] dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  h3 = f32[64,64] dot(h2, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  ROOT r = f32[64,64] add(h3, wt){_R}
+}}
+"""
+
+# a layer norm without scale: c = p - mean is read by the variance's reduce (through sq, which the
+# reduce takes in) and by the output n.  XLA's CPU reduce fusion (ynn_fusion) takes in no producer
+# with a user outside it, so c is made (XLA's broadcast_subtract_fusion); sq is not.
+LAYER_NORM = f"""HloModule lnorm, num_partitions=8
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  p = f32[64,256] parameter(0){_R}
+  z = f32[] constant(0)
+  sum1 = f32[64] reduce(p, z), dimensions={{1}}, to_apply=add{_R}
+  k = f32[] constant(0.00390625)
+  kb = f32[64] broadcast(k), dimensions={{}}{_R}
+  mean = f32[64] multiply(sum1, kb){_R}
+  mb = f32[64,256] broadcast(mean), dimensions={{0}}{_R}
+  c = f32[64,256] subtract(p, mb){_R}
+  sq = f32[64,256] multiply(c, c){_R}
+  sum2 = f32[64] reduce(sq, z), dimensions={{1}}, to_apply=add{_R}
+  r = f32[64] rsqrt(sum2){_R}
+  rb = f32[64,256] broadcast(r), dimensions={{0}}{_R}
+  ROOT n = f32[64,256] multiply(c, rb){_R}
+}}
+"""
+
+
+def test_breadth_first_schedule():
+    m = parse_module(BREADTH_FIRST)
+    assert [i.name for i in breadth_first_order(m.entry)] == ["x", "w", "h", "wt", "h2", "h3", "r"]
+    assert [i.name for i in program_schedule(m)] == ["x", "w", "h", "wt", "h2", "h3", "r"]
+    # the cost graph's numbering order: post order as before
+    assert [i.name for i in program_schedule(m, breadth_first=False)] == ["x", "w", "wt", "h", "h2", "h3", "r"]
+    # fused instructions come right before their first reader; every operand precedes its users
+    ln = parse_module(LAYER_NORM)
+    order = breadth_first_order(ln.entry)
+    pos = {i.name: t for t, i in enumerate(order)}
+    assert len(order) == len(ln.entry.instructions)
+    assert all(pos[o.name] < pos[i.name] for i in order for o in i.operands)
+    assert pos["sq"] == pos["sum2"] - 1
+
+
+def test_reduce_fusion_takes_in_single_user_producers_only():
+    e = {i.name: i for i in parse_module(LAYER_NORM).entry.instructions}
+    assert not is_fused(e["c"])                 # read by the variance's reduce and by n: made once
+    assert is_fused(e["sq"]) and is_fused(e["mb"]) and is_fused(e["mean"]) and is_fused(e["r"])
+    assert [i.name for i in fused_reads(e["sum2"])] == ["c"]   # the constant init is in the executable
+    # the same module with the output reading p instead of c: c has one user (sq), taken in
+    e2 = {i.name: i for i in parse_module(LAYER_NORM.replace("multiply(c, rb)", "multiply(p, rb)")).entry.instructions}
+    assert is_fused(e2["c"])
 
 
 def test_margin_arithmetic_is_exact():

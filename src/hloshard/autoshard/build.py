@@ -71,7 +71,7 @@ def processed_computations(module) -> list:
     strategies and shardings), in order of first appearance in the program schedule
     (:func:`hloshard.cost.liveness.program_schedule`); fused computations and reducers are not."""
     out, seen = [], set()
-    for instr in program_schedule(module):
+    for instr in program_schedule(module, breadth_first=False):
         if id(instr.parent) not in seen:
             seen.add(id(instr.parent))
             out.append(instr.parent)
@@ -139,12 +139,13 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # the schedule: entry post order with while bodies / conditions, called computations and branches
     # right after their caller (the handlers of while / call / conditional alias the parameters of the
     # computations they call before those are built); execution counts from hlo.loops
-    schedule = program_schedule(module)
+    schedule = program_schedule(module)   # the memory model's time axis (XLA CPU's breadth-first order)
+    numbering = program_schedule(module, breadth_first=False)   # strategies built and nodes numbered in post order
     counts = execution_counts(module, warnings)
     positions = {instr: t for t, instr in enumerate(schedule)}
     ctx.visit = lambda comp, weight: None
     started = time.monotonic() if deadline is not None else None
-    for k, instr in enumerate(schedule):
+    for k, instr in enumerate(numbering):
         ctx.weights[instr] = counts.get(id(instr.parent), 1.0)
         if instr not in ctx.groups:
             build_group(instr, ctx)
@@ -155,7 +156,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     nodes: list = []
     node_owner: list = []
     seen = set()
-    for instr in schedule:
+    for instr in numbering:
         g = ctx.groups[instr]
         for sg in ([g] if isinstance(g, StrategyGroup) else g.children):
             if isinstance(sg, StrategyGroup) and id(sg) not in seen:

@@ -328,12 +328,13 @@ class Computation:
         if self.root is old:
             self.root = new
 
-    def post_order(self) -> list[Instruction]:
+    def post_order(self, first: list[Instruction] | None = None) -> list[Instruction]:
         """Instructions with operands and control predecessors before their users (iterative DFS,
-        stable with respect to text order)."""
+        stable with respect to text order).  ``first``: instructions to start the DFS from before the
+        text order (e.g. ``[root]``: post order from the root, as XLA's ``MakeInstructionPostOrder``)."""
         seen: set[int] = set()
         out: list[Instruction] = []
-        for start in self.instructions:
+        for start in list(first or ()) + list(self.instructions):
             if id(start) in seen:
                 continue
             stack = [(start, 0)]
