@@ -202,7 +202,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import numpy as np, jax, jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from hloshard.jax import auto_shard
-from hloshard.jax.api import _equations, _equation_outputs, _hlo_element_type
+from hloshard.jax.jaxpr import equations, equation_outputs, hlo_element_type
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 
@@ -224,13 +224,13 @@ step = jax.value_and_grad(loss)
 args = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32))
 res = auto_shard(step, *args, mesh=mesh, time_limit=5, with_constraints=False)
 closed = jax.make_jaxpr(step)(*args)
-eqns = _equations(closed)
-pins = _equation_outputs(res.module, eqns)
+eqns = equations(closed)
+pins = equation_outputs(res.module, eqns)
 rows = []
 for (path, j), ins in sorted(pins.items()):
     v = eqns[path].outvars[j]
     rows.append({"path": list(path), "j": j, "prim": eqns[path].primitive.name, "n_out": len(eqns[path].outvars),
-                 "want": [list(v.aval.shape), _hlo_element_type(v.aval.dtype)],
+                 "want": [list(v.aval.shape), hlo_element_type(v.aval.dtype)],
                  "got": [list(ins.shape.dims), ins.shape.element_type], "instr": ins.name, "opcode": ins.opcode,
                  "index": None if ins.opcode != "get-tuple-element" else int(str(ins.attrs.get("index")))})
 x = np.random.default_rng(0).normal(size=(64, 256)).astype(np.float32)
@@ -239,7 +239,7 @@ got = jax.jit(res.fn, in_shardings=res.in_shardings, out_shardings=res.out_shard
 want = step(w, x)
 err = max(float(np.abs(np.asarray(g) - np.asarray(h)).max() / (np.abs(np.asarray(h)).max() + 1e-30))
           for g, h in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
-print(json.dumps({"rows": rows, "err": err, "types": [_hlo_element_type(t) for t in
+print(json.dumps({"rows": rows, "err": err, "types": [hlo_element_type(t) for t in
                   (jnp.float32, jnp.bool_, jnp.bfloat16, jnp.int32, jnp.uint8)]}))
 '''
 
@@ -277,6 +277,7 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import numpy as np, jax, jax.numpy as jnp
 from jax.sharding import Mesh
 import hloshard.jax.api as api
+import hloshard.jax.guard as guard
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 
@@ -291,7 +292,7 @@ def step(params, x, y):                 # a 3-layer MLP regression, SGD
 S = lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32)
 plain = ({"up": S((512, 2048)), "mid": S((2048, 1024)), "down": S((1024, 512))}, S((64, 512)), S((64, 512)))
 out = {}
-real = api.baseline_peak
+real = guard.baseline_peak
 seen = []
 def spy(module, dmesh, timeout=600.0, entry=None):
     seen.append(None if entry is None else {k: str(v) for k, v in entry.items()})
@@ -299,7 +300,7 @@ def spy(module, dmesh, timeout=600.0, entry=None):
     if forced is not None:   # a baseline below the plan's peak by more than the model's over-estimate
         b["peak_bytes"] = forced
     return b
-api.baseline_peak = spy
+guard.baseline_peak = spy
 forced = None
 r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False)
 params = sorted(r.module.entry.parameters, key=lambda p: p.parameter_number)

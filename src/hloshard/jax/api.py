@@ -10,7 +10,7 @@ Flow:
    That function is lowered with ``jax.jit(..., keep_unused=True)``: entry parameter i is flattened
    argument leaf i, output j flattened result leaf j, and every HLO instruction's
    ``metadata={op_name=...}`` names the equation it came from.
-3. The step's state is tied (:func:`_state_ties`): each result leaf that is the next value of an
+3. The step's state is tied (:func:`hloshard.jax.state.find_ties`): each result leaf that is the next value of an
    argument leaf leaves in that leaf's sharding (``module.ties``, :mod:`hloshard.autoshard.aliases`).
 4. :func:`hloshard.autoshard.solve_module` chooses a sharding for every instruction on the mesh
    (logical device ids = positions in ``mesh.devices.flat``, the order of jax's device assignment) and
@@ -22,7 +22,7 @@ Flow:
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
-   body starts, for the loop-state pins (:func:`_loop_state_pins`), so XLA carries out the plan that
+   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), so XLA carries out the plan that
    was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
    equation for this (their operand pins and outputs are constrained as the top level's).
 """
@@ -30,19 +30,14 @@ Flow:
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
-import re
 from typing import Any, Callable
 
-__all__ = ["AutoShardResult", "auto_shard"]
+from .guard import baseline_peak, guard_plan
+from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
+from .state import STATE_MODES, donated_args, find_ties
 
-_EQN = re.compile(r"hloshard_eqn([0-9_]+)")
-#: the primitives of a nested ``jit`` call (evaluated inline when it has no shardings of its own)
-_CALLS = ("jit", "pjit")
-STATE_MODES = ("tie", "pay")
-#: primitives that stand for a loop or a call (their HLO is in other computations): no pin maps onto them
-_LOOP_OR_CALL = re.compile(r"call|jit|scan|while|cond|remat|checkpoint|shard_map|custom")
+__all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
 
 
 @dataclasses.dataclass
@@ -132,605 +127,6 @@ def _spec(sharding, rank: int, sdy_mesh):
     while out and out[-1] is None:
         out.pop()
     return PartitionSpec(*out)
-
-
-def _inline(eqn) -> bool:
-    """A nested ``jit`` call with no shardings, layouts or compiler options of its own: evaluated inline."""
-    if eqn.primitive.name not in _CALLS or "jaxpr" not in eqn.params:
-        return False
-    p = eqn.params
-    return (all(type(s).__name__ == "UnspecifiedValue" for s in tuple(p.get("in_shardings", ())) +
-                tuple(p.get("out_shardings", ())))
-            and all(x is None for x in tuple(p.get("in_layouts", ())) + tuple(p.get("out_layouts", ())))
-            and not p.get("compiler_options_kvs"))
-
-
-#: loop primitive -> the parameter holding its body (a ClosedJaxpr)
-_LOOP_BODIES = {"scan": "jaxpr", "while": "body_jaxpr"}
-
-
-def _loop_body_key(eqn) -> str | None:
-    """The parameter of a loop equation (``scan`` / ``while``) whose body :func:`_runner` evaluates
-    equation by equation (equation ``i`` of the body of equation ``k`` is ``hloshard_eqn{k}_{i}``), None
-    for any other equation."""
-    key = _LOOP_BODIES.get(eqn.primitive.name)
-    return key if key is not None and key in eqn.params else None
-
-
-def _loop_with_body(eqn) -> bool:
-    """A loop (``scan`` or ``while``) whose body :func:`_runner` evaluates equation by equation."""
-    return _loop_body_key(eqn) is not None
-
-
-def _equations(closed) -> dict:
-    """Equation path (tuple of indices, see the module docstring) -> jaxpr equation, inlined ``jit``
-    calls expanded (the call itself is not listed), ``scan`` bodies too (the scan is listed)."""
-    out: dict = {}
-
-    def walk(jaxpr, prefix):
-        for k, eqn in enumerate(jaxpr.eqns):
-            path = prefix + (k,)
-            if _inline(eqn):
-                walk(eqn.params["jaxpr"].jaxpr, path)
-            else:
-                out[path] = eqn
-                if _loop_with_body(eqn):
-                    walk(eqn.params[_loop_body_key(eqn)].jaxpr, path)
-
-    walk(closed.jaxpr, ())
-    return out
-
-
-def _scope(path) -> str:
-    return "hloshard_eqn" + "_".join(map(str, path))
-
-
-def _runner(closed, constraints: dict | None = None, operand_constraints: dict | None = None,
-            body_constraints: dict | None = None):
-    """A flat function evaluating ``closed`` (a ClosedJaxpr) equation by equation, each under
-    ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
-    ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
-    ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
-    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
-    body starts (the loop state as each trip reads it)."""
-    import jax
-    import jax.extend.core as jcore
-    from jax._src import source_info_util as siu
-
-    constraints = constraints or {}
-    operand_constraints = operand_constraints or {}
-    body_constraints = body_constraints or {}
-
-    def evaluate(jaxpr, consts, args, prefix):
-        env: dict = {}
-        args = list(args)
-        for i, sh in body_constraints.get(prefix, ()) if prefix else ():
-            args[i] = jax.lax.with_sharding_constraint(args[i], sh)
-
-        def read(v):
-            return v.val if isinstance(v, jcore.Literal) else env[v]
-
-        for v, c in zip(jaxpr.constvars, consts):
-            env[v] = c
-        for v, a in zip(jaxpr.invars, args):
-            env[v] = a
-        for k, eqn in enumerate(jaxpr.eqns):
-            path = prefix + (k,)
-            invals = [read(v) for v in eqn.invars]
-            for i, sh in operand_constraints.get(path, ()):
-                invals[i] = jax.lax.with_sharding_constraint(invals[i], sh)
-            if _inline(eqn):
-                inner = eqn.params["jaxpr"]
-                outs = evaluate(inner.jaxpr, inner.consts, invals, path)
-            else:
-                params = eqn.params
-                if _loop_with_body(eqn):   # the body re-traced equation by equation, named and constrained too
-                    key = _loop_body_key(eqn)
-                    body = params[key]
-                    params = dict(params, **{key: jax.make_jaxpr(
-                        lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
-                            *[v.aval for v in body.jaxpr.invars])})
-                stack = siu.current_name_stack() + eqn.source_info.name_stack
-                with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
-                        jax.named_scope(_scope(path)), eqn.ctx.manager:
-                    outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
-                if not eqn.primitive.multiple_results:
-                    outs = [outs]
-            for j, (v, o) in enumerate(zip(eqn.outvars, outs)):
-                if isinstance(v, jcore.DropVar):
-                    continue
-                sh = constraints.get((path, j))
-                env[v] = jax.lax.with_sharding_constraint(o, sh) if sh is not None else o
-        return [read(v) for v in jaxpr.outvars]
-
-    def run(*args):
-        return evaluate(closed.jaxpr, closed.consts, args, ())
-
-    return run
-
-
-def _equation_of(instr):
-    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None."""
-    from ..hlo.attributes import parse_metadata
-
-    raw = instr.attrs.get("metadata")
-    if not raw:
-        return None
-    try:
-        found = _EQN.findall(str(parse_metadata(str(raw)).get("op_name", "")))
-    except Exception:  # noqa: BLE001 - metadata without an op_name
-        return None
-    return tuple(int(x) for x in found[-1].split("_")) if found else None
-
-
-_HLO_TYPE = re.compile(r"(float|int|uint|complex)([0-9]+)$")
-
-
-def _hlo_element_type(dtype) -> str | None:
-    """The HLO element type of a jax/numpy dtype (``float32`` -> ``f32``, ``bool`` -> ``pred``,
-    ``bfloat16`` -> ``bf16``), None for one without a plain HLO name (e.g. the float8 variants)."""
-    import numpy as np
-
-    try:
-        name = np.dtype(dtype).name
-    except TypeError:
-        return None
-    if name == "bool":
-        return "pred"
-    if name == "bfloat16":
-        return "bf16"
-    m = _HLO_TYPE.match(name)
-    return None if m is None else {"float": "f", "int": "s", "uint": "u", "complex": "c"}[m.group(1)] + m.group(2)
-
-
-def _equation_outputs(module, eqns: dict) -> dict:
-    """(equation path, output j) -> the instruction that computes it, among the instructions with a
-    sharding whose op_name names that equation (innermost ``hloshard_eqn``) and whose dims and element
-    type are the output's:
-
-    * one output: the last such instruction;
-    * several (a call lowered to a tuple, ``split``, ``unstack``, ...): the ``get-tuple-element`` with
-      ``index=j`` when there is one; else, when the equation's outputs of that dims and type are
-      exactly as many as such instructions, the one at the output's rank among them (program order);
-      else none -- an ambiguous output is left to XLA's propagation rather than pinned to a sibling's
-      layout (a ``jnp.where`` under ``jvp`` has f32, pred, f32 outputs of one shape).
-    """
-    by_eqn: dict = {}
-    for instr in module.all_instructions():
-        if instr.shape.is_tuple or instr.sharding is None:
-            continue
-        path = _equation_of(instr)
-        if path is not None:
-            by_eqn.setdefault(path, []).append(instr)
-    out = {}
-    for path, eqn in eqns.items():
-        cands = by_eqn.get(path, [])
-        if not cands:
-            continue
-        kinds = [(tuple(getattr(v.aval, "shape", ())), _hlo_element_type(getattr(v.aval, "dtype", "")))
-                 for v in eqn.outvars]
-
-        def fits(instr, kind):
-            return tuple(instr.shape.dims) == kind[0] and kind[1] in (None, instr.shape.element_type)
-
-        for j, kind in enumerate(kinds):
-            hits = [i for i in cands if fits(i, kind)]
-            if len(kinds) == 1:
-                if hits:
-                    out[(path, j)] = hits[-1]
-                continue
-            gte = [i for i in hits if i.opcode == "get-tuple-element" and str(i.attrs.get("index")) == str(j)]
-            if gte:
-                out[(path, j)] = gte[-1]
-                continue
-            same = [k for k, other in enumerate(kinds) if other == kind]
-            plain = [i for i in hits if i.opcode != "get-tuple-element"]
-            if len(plain) == len(same):
-                out[(path, j)] = plain[same.index(j)]
-    return out
-
-
-def _pin_operand(pin, operand, eqns: dict):
-    """``(equation path, input index)`` of the jaxpr value a :class:`hloshard.strategy.realize.Pin`
-    constrains: the pinned user's equation, the input with the operand's shape (the operand's own
-    index first), when that equation is no loop or call (a ``scan`` body's equations are their own) and
-    the operand comes from outside it; None otherwise."""
-    import jax.extend.core as jcore
-
-    path = _equation_of(pin.user)
-    eqn = eqns.get(path) if path is not None else None
-    if eqn is None or _loop_with_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
-        return None   # the user is inside a loop / call this equation stands for, not the equation itself
-    if operand.opcode != "parameter" and _equation_of(operand) == path:
-        return None
-    dims = tuple(operand.shape.dims)
-    order = [pin.index] + [i for i in range(len(eqn.invars)) if i != pin.index]
-    for i in order:
-        if i < len(eqn.invars) and not isinstance(eqn.invars[i], jcore.Literal) \
-                and tuple(getattr(eqn.invars[i].aval, "shape", ())) == dims:
-            return path, i
-    return None
-
-
-def _loop_state_pins(module, eqns: dict) -> dict:
-    """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
-    (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
-    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as
-    constraints on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's
-    scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
-    checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
-    without the stacked dim (only when that dim is not split); ys buffers have no body input."""
-    from ..hlo.loops import called
-
-    out: dict = {}
-    for w in module.all_instructions():
-        if w.opcode != "while" or not w.shape.is_tuple:
-            continue
-        path = _equation_of(w)
-        eqn = eqns.get(path) if path is not None else None
-        if eqn is None or not _loop_with_body(eqn):
-            continue
-        body = called(w, "body", 0)
-        if body is None or not body.parameters:
-            continue
-        if eqn.primitive.name == "while":
-            inputs = _while_body_inputs(eqn, w, body)
-            for cc, g in _state_read_pins(body):
-                i = inputs.get(int(str(g.attrs.get("index"))))
-                if i is not None and not cc.sharding.is_tuple:
-                    out.setdefault(path, []).append((i, cc.sharding, len(g.shape.dims)))
-            continue
-        invars = eqn.params["jaxpr"].jaxpr.invars
-        nc, ncarry = int(eqn.params.get("num_consts", 0)), int(eqn.params.get("num_carry", 0))
-        nxs = len(invars) - nc - ncarry
-        n = len(w.shape.tuple_shapes)
-        length = int(eqn.params.get("length", 0))
-        for cc, g in _state_read_pins(body):
-            t = int(str(g.attrs.get("index")))
-            dims = tuple(g.shape.dims)
-            if 1 <= t <= ncarry and tuple(getattr(invars[nc + t - 1].aval, "shape", ())) == dims:
-                out.setdefault(path, []).append((nc + t - 1, cc.sharding, len(dims)))
-            elif t >= n - nxs:
-                i = nc + ncarry + (t - (n - nxs))
-                inner = tuple(getattr(invars[i].aval, "shape", ()))
-                if dims == (length,) + inner and not cc.sharding.is_tuple:
-                    sliced = _drop_leading(cc.sharding, len(dims))
-                    if sliced is not None:
-                        out.setdefault(path, []).append((i, sliced, len(inner)))
-    return out
-
-
-def _state_read_pins(body):
-    """``(pin, read)`` for each sharding constraint (a ``Sharding`` custom-call with a sharding) of a loop
-    ``body`` whose operand is a ``get-tuple-element`` of the body's parameter (a read of the loop
-    state), in text order."""
-    for cc in body.instructions:
-        if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
-            continue
-        g = cc.operands[0]
-        if g.opcode == "get-tuple-element" and g.operands and g.operands[0] is body.parameters[0]:
-            yield cc, g
-
-
-def _while_body_inputs(eqn, w, body) -> dict:
-    """HLO loop-state index -> body input of a ``while`` equation (``jax.lax.while_loop``), for the
-    elements the body reads; ``{}`` when the HLO loop state cannot be matched with the equation.
-
-    jax lowers the loop state as the equation's operands, ``(cond consts, body consts, carry)``; the
-    body's inputs are ``(body consts, carry)``.  Lowered to HLO, the operands the body passes through
-    unchanged (the consts, and a carry element returned as it came) may be captured from the enclosing
-    computation instead, and then come last, in their order (seen with jaxlib 0.10.2).  Both orders are
-    tried; one is taken only when every element's shape and element type is the operand's and no
-    element the equation's body changes is passed through unchanged by the HLO body."""
-    import jax.extend.core as jcore
-
-    body_jaxpr = eqn.params["body_jaxpr"].jaxpr
-    ncond, nbody = int(eqn.params.get("cond_nconsts", 0)), int(eqn.params.get("body_nconsts", 0))
-    operands = list(eqn.invars)
-    n = len(operands)
-    shapes = list(w.shape.tuple_shapes)
-    root = body.root
-    if len(shapes) != n or len(body_jaxpr.outvars) != n - ncond - nbody or root is None \
-            or root.opcode != "tuple" or len(root.operands) != n:
-        return {}
-    carry_in = body_jaxpr.invars[nbody:]
-
-    def passthrough(k: int) -> bool:   # operand k is the same value after every trip
-        if k < ncond + nbody:
-            return True
-        c = k - ncond - nbody
-        out = body_jaxpr.outvars[c]
-        return not isinstance(out, jcore.Literal) and out is carry_in[c]
-
-    def passed_in_hlo(t: int) -> bool:
-        o = root.operands[t]
-        return o.opcode == "get-tuple-element" and o.operands and o.operands[0] is body.parameters[0] \
-            and int(str(o.attrs.get("index"))) == t
-
-    def fits(order) -> bool:
-        for t, k in enumerate(order):
-            aval = operands[k].aval
-            if shapes[t].is_tuple or tuple(shapes[t].dims) != tuple(getattr(aval, "shape", ())) or \
-                    _hlo_element_type(getattr(aval, "dtype", "")) not in (None, shapes[t].element_type):
-                return False
-            if not passthrough(k) and passed_in_hlo(t):
-                return False
-        return True
-
-    moved = [k for k in range(n) if not passthrough(k)] + [k for k in range(n) if passthrough(k)]
-    for order in (list(range(n)), moved):
-        if fits(order):
-            return {t: k - ncond for t, k in enumerate(order) if k >= ncond}
-    return {}
-
-
-def _drop_leading(sharding, rank: int):
-    """The sharding of one slice along dim 0 of an array of rank ``rank`` sharded ``sharding``: the tile
-    assignment without its first dim, which must be 1 (not split); None otherwise (or for a form without
-    a tile assignment)."""
-    from ..hlo.sharding import HloSharding
-
-    if sharding.is_replicated:
-        return sharding
-    text = str(sharding)
-    m = re.search(r"devices=\[([0-9,]+)\]", text)
-    if m is None or rank < 2:
-        return None
-    dims = m.group(1).split(",")
-    if dims[0] != "1" or len(tuple(sharding.tile_dims)) != rank:
-        return None
-    try:
-        return HloSharding.parse(text[:m.start(1)] + ",".join(dims[1:]) + text[m.end(1):])
-    except Exception:  # noqa: BLE001 - a form this rewrite does not handle: not pinned
-        return None
-
-
-def _donated(fn, nargs: int, donate_argnums, donate_argnames) -> tuple:
-    """The donated positional argument numbers, as ``jax.jit`` reads ``donate_argnums`` /
-    ``donate_argnames``; ValueError for a number or name that is not an argument."""
-    nums = (donate_argnums,) if isinstance(donate_argnums, int) else tuple(donate_argnums or ())
-    names = (donate_argnames,) if isinstance(donate_argnames, str) else tuple(donate_argnames or ())
-    out = set()
-    for n in nums:
-        if not -nargs <= int(n) < nargs:
-            raise ValueError(f"donate_argnums {n}: the function is called with {nargs} positional arguments")
-        out.add(int(n) % nargs)
-    if names:
-        try:
-            params = [p.name for p in inspect.signature(fn).parameters.values()
-                      if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        except (TypeError, ValueError):
-            params = []
-        for name in names:
-            if name not in params[:nargs]:
-                raise ValueError(f"donate_argnames {name!r}: not a positional argument of the function "
-                                 f"({', '.join(params[:nargs]) or 'no signature'})")
-            out.add(params.index(name))
-    return tuple(sorted(out))
-
-
-def _state_ties(args, out, donated: tuple, state, state_mode: str) -> list:
-    """``(output leaf, input leaf, mode, donated, source)`` for every result leaf that is the next value
-    of an argument leaf (flat leaf indices of ``out`` and of the ``args`` tuple; ``args`` / ``out``:
-    pytrees of ``ShapeDtypeStruct``).
-
-    ``state`` None: by path -- the whole result, else each top-level element of it, is tied to the first
-    positional argument (not yet tied) with the same pytree structure and leaf shapes and dtypes (the
-    ``(loss, new_params)`` pattern; a single array only when exactly one argument matches it); a dict: exactly its pairs, ``{output path: input path}`` or
-    ``{output path: (input path, mode)}`` with jax key paths (``jax.tree_util.keystr``: ``"[1]['w']"``
-    of the result, ``"[0]['w']"`` of the argument tuple) or flat leaf numbers.  Then every leaf of a
-    donated argument not yet tied is tied to the first untied result leaf of its shape and dtype (as
-    ``jax.jit`` pairs donated buffers).  ValueError for a path that names no leaf or a pair whose shapes
-    or dtypes differ."""
-    import jax
-
-    in_flat = jax.tree_util.tree_flatten_with_path(args)[0]
-    out_flat = jax.tree_util.tree_flatten_with_path(out)[0]
-    in_paths = [jax.tree_util.keystr(k) for k, _ in in_flat]
-    out_paths = [jax.tree_util.keystr(k) for k, _ in out_flat]
-
-    def aval(leaf):
-        return tuple(leaf.shape), str(leaf.dtype)
-
-    ties: dict = {}   # output leaf -> (input leaf, mode, source)
-    if state is None:
-        used: set = set()
-        groups = [((), out)]
-        if isinstance(out, (tuple, list)):
-            groups += [((jax.tree_util.SequenceKey(j),), o) for j, o in enumerate(out)]
-        elif isinstance(out, dict):
-            groups += [((jax.tree_util.DictKey(k),), out[k]) for k in sorted(out)]
-        for prefix, sub in groups:
-            leaves = [j for j, (k, _) in enumerate(out_flat) if tuple(k[:len(prefix)]) == prefix]
-            if not leaves or any(j in ties for j in leaves):
-                continue
-            matches = []
-            for i, a in enumerate(args):
-                if i in used or jax.tree_util.tree_structure(a) != jax.tree_util.tree_structure(sub):
-                    continue
-                ins = [q for q, (k, _) in enumerate(in_flat) if k[0] == jax.tree_util.SequenceKey(i)]
-                if len(ins) == len(leaves) and all(aval(in_flat[q][1]) == aval(out_flat[j][1])
-                                                   for q, j in zip(ins, leaves)):
-                    matches.append((i, ins))
-            # a bare array matching several arguments (f(w, x) -> x @ w, all square) names no state
-            if matches and (len(leaves) > 1 or len(matches) == 1):
-                i, ins = matches[0]
-                used.add(i)
-                for q, j in zip(ins, leaves):
-                    ties[j] = (q, state_mode, "path")
-    else:
-        if not isinstance(state, dict):
-            raise ValueError(f"state must be a dict {{output path: input path}} or None, got {type(state).__name__}")
-
-        def index(key, paths, what):
-            if isinstance(key, int) and 0 <= key < len(paths):
-                return key
-            if isinstance(key, str) and key in paths:
-                return paths.index(key)
-            raise ValueError(f"state: {key!r} is not a {what} leaf (one of {', '.join(paths)})")
-
-        for o, v in state.items():
-            src, mode = (v if isinstance(v, tuple) else (v, state_mode))
-            if mode not in STATE_MODES:
-                raise ValueError(f"state {o!r}: mode {mode!r} is not one of {', '.join(STATE_MODES)}")
-            j, q = index(o, out_paths, "result"), index(src, in_paths, "argument")
-            if aval(in_flat[q][1]) != aval(out_flat[j][1]):
-                raise ValueError(f"state {out_paths[j]} -> {in_paths[q]}: shapes / dtypes differ "
-                                 f"({aval(out_flat[j][1])} vs {aval(in_flat[q][1])})")
-            ties[j] = (q, mode, "state")
-    tied_in = {q for q, _, _ in ties.values()}
-    don = set()
-    for q, (k, leaf) in enumerate(in_flat):
-        if k[0].idx not in donated:
-            continue
-        don.add(q)
-        if q in tied_in:
-            continue
-        for j, (_, o) in enumerate(out_flat):
-            if j not in ties and aval(o) == aval(leaf):
-                ties[j] = (q, "tie", "donate")
-                tied_in.add(q)
-                break
-    return [(j, q, mode, q in don, source) for j, (q, mode, source) in sorted(ties.items())]
-
-
-def _user_sharded(module) -> bool:
-    """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
-    the user sharded)."""
-    return any(p.sharding is not None and not p.sharding.is_replicated for p in module.entry.parameters)
-
-
-def _plan_entry(result, module) -> dict:
-    """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
-    built from ``module``, not yet applied) gives each entry parameter and the entry root: the
-    ``in_shardings`` / ``out_shardings`` :func:`auto_shard` hands to ``jax.jit``."""
-    from ..autoshard.apply import instruction_sharding
-
-    scheduled = set(result.graph.schedule)
-    return {i.name: instruction_sharding(result.graph, i, result.choice)
-            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
-
-
-def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
-    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
-    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
-    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), the plan
-    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
-
-    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
-      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
-      nothing sharded every instruction is replicated (no XLA run);
-    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
-      :func:`_plan_entry`): exactly those, the intermediates left to XLA's propagation.
-
-    The propagated shardings are written on a copy of ``module`` and priced by
-    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).
-
-    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
-    per device), "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or
-    XLA rejects the module, SolveFailed when the propagated shardings cannot be priced."""
-    from ..autoshard import evaluate_module
-    from ..hlo import parse_module, print_module
-    from ..hlo.sharding import HloSharding
-    from ..partition_specs import xla_propagate
-
-    copy = parse_module(print_module(module), "<baseline>")
-    entry_comp = copy.entry
-    params = {p.parameter_number: p for p in entry_comp.parameters}
-    root = entry_comp.root
-    leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
-    if entry is not None:
-        for ins in list(params.values()) + [root]:
-            if ins.name in entry:
-                ins.sharding = entry[ins.name]
-        outs = None
-    else:
-        outs = [HloSharding.replicated() for _ in leaves]
-        for tie in getattr(module, "ties", None) or []:
-            j = tie.output[0] if tie.output else 0
-            p = params.get(tie.param)
-            if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
-                outs[j] = p.sharding
-        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
-    shardings = [p.sharding for p in params.values()] + (
-        list(root.sharding.tuple_elements) if root.sharding is not None and root.sharding.is_tuple
-        else [root.sharding])
-    if all(sh is None or sh.is_replicated for sh in shardings):
-        for ins in entry_comp.instructions:
-            ins.sharding = None if ins.shape.is_tuple else HloSharding.replicated()
-        plan = "replicated"
-    else:
-        kept = root.sharding
-        for name, sh in xla_propagate(copy, dmesh.num_devices, timeout=timeout).items():
-            if sh is not None and name in entry_comp:
-                entry_comp.get(name).sharding = sh
-        root.sharding = kept
-        plan = "gspmd" if entry is None else "gspmd_from_plan"
-    if outs is not None:
-        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
-    ev = evaluate_module(copy, dmesh)
-    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
-
-
-def _memory_guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
-    """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
-    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``)."""
-    from ..autoshard import solve_module
-    from ..cost.memory import budget_for_model_limit, xla_lower_bound
-    from ..errors import HloshardError, SolveFailed
-    from ..units import format_bytes
-
-    device = getattr(dmesh, "memory_device", None)
-    plan_peak = int(result.evaluation.peak_memory)
-    try:
-        # the user's shardings when there are any; else the plan's own entry shardings with XLA's
-        # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
-        base = baseline_peak(module, dmesh) if _user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=_plan_entry(result, module))
-    except (HloshardError, SolveFailed) as exc:
-        return result, {"baseline": None, "applied": False,
-                        "note": f"memory guard off: the baseline could not be priced ({exc})"}
-    limit = base["peak_bytes"]
-    guard = {"baseline": base["plan"], "baseline_peak_bytes": limit, "limit_bytes": limit,
-             "plan_peak_bytes": plan_peak, "applied": False, "note": None}
-    if plan_peak <= limit:
-        return result, guard
-    if base["plan"] == "gspmd_from_plan" and xla_lower_bound(plan_peak, device) <= limit:
-        # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
-        # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
-        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
-                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted) by less than the "
-                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(plan_peak, device))} "
-                         f"by XLA): kept")
-        return result, guard
-    # within the baseline's peak; when nothing is found there (the communication buffers are outside the
-    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
-    guarded, tried, reason = None, [], None
-    lo, hi = limit, plan_peak
-    for _ in range(3):
-        at = lo if not tried else (lo + hi) // 2
-        tried.append(at)
-        try:
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
-                                   time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
-            break
-        except SolveFailed as exc:
-            reason = reason or str(exc)
-            lo = at
-    if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
-        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
-                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
-                         f"found within it ({reason}); the unguarded plan is kept")
-        return result, guard
-    guard["applied"] = True
-    guard["limit_bytes"] = tried[-1]
-    within = "within it" if tried[-1] == limit else (
-        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
-    guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
-                     f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
-                     f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
-    guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
-    return guarded, guard
 
 
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
@@ -832,7 +228,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 parse_memory_budget(str(memory_budget))
         except HloshardError as exc:
             raise ValueError(str(exc)) from None
-    donated = _donated(fn, len(example_args), donate_argnums, donate_argnames)
+    donated = donated_args(fn, len(example_args), donate_argnums, donate_argnames)
     leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
     def abstract(leaf):
@@ -846,11 +242,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     name = getattr(fn, "__name__", "fn")
     try:
         closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
-        lowered = jax.jit(_runner(closed), keep_unused=True).lower(*flat_abstract)
+        lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
     except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
         raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
     out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
-    state_ties = _state_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
+    state_ties = find_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
     from jax._src.lib import xla_client as xc
 
     opts = xc.hlo.HloPrintOptions()
@@ -879,7 +275,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                               seed=seed, deterministic=deterministic, apply=False)
         guard = None
         if memory_guard:
-            result, guard = _memory_guard(result, module, dmesh, keep_shardings, time_limit, seed, deterministic)
+            result, guard = guard_plan(result, module, dmesh, keep_shardings, time_limit, seed, deterministic)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
@@ -925,9 +321,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
                                                            and not t["same_sharding"])}
 
-    eqns = _equations(closed)
+    eqns = equations(closed)
     pinned = {}
-    for key, instr in _equation_outputs(module, eqns).items():
+    for key, instr in equation_outputs(module, eqns).items():
         if instr.sharding is None:
             continue
         try:
@@ -937,7 +333,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     operand_constraints: dict = {}
     pin_rows = []
     for pin, operand in pins:
-        at = _pin_operand(pin, operand, eqns)
+        at = pin_operand(pin, operand, eqns)
         sh = None
         if at is not None:
             try:
@@ -950,7 +346,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                          "equation": None if at is None else "_".join(map(str, at[0])),
                          "input": None if at is None else at[1]})
     body_constraints: dict = {}
-    for path, rows in (_loop_state_pins(module, eqns) if pin_operands else {}).items():
+    for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
         for i, sh, rank in rows:
             try:
                 body_constraints.setdefault(path, []).append((i, NamedSharding(mesh, _spec(sh, rank, sdy_mesh))))
@@ -959,7 +355,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                       "loop_state_carried": sum(len(v) for v in body_constraints.values())}
-    run = _runner(closed, pinned, operand_constraints, body_constraints)
+    run = runner(closed, pinned, operand_constraints, body_constraints)
 
     def constrained(*args):
         return jax.tree_util.tree_unflatten(out_tree, run(*jax.tree_util.tree_leaves(args)))

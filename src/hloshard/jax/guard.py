@@ -1,0 +1,145 @@
+"""The memory guard of :func:`hloshard.jax.auto_shard` (its docstring, "Memory guard"): the baseline a plan
+is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, priced by
+hloshard's memory model) and the re-solve when the plan peaks above it (:func:`memory_guard`).
+"""
+
+from __future__ import annotations
+
+def user_sharded(module) -> bool:
+    """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
+    the user sharded)."""
+    return any(p.sharding is not None and not p.sharding.is_replicated for p in module.entry.parameters)
+
+
+def plan_entry(result, module) -> dict:
+    """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
+    built from ``module``, not yet applied) gives each entry parameter and the entry root: the
+    ``in_shardings`` / ``out_shardings`` :func:`auto_shard` hands to ``jax.jit``."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(result.graph.schedule)
+    return {i.name: instruction_sharding(result.graph, i, result.choice)
+            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
+    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
+    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), the plan
+    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
+
+    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
+      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
+      nothing sharded every instruction is replicated (no XLA run);
+    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
+      :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
+
+    The propagated shardings are written on a copy of ``module`` and priced by
+    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).
+
+    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
+    per device), "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or
+    XLA rejects the module, SolveFailed when the propagated shardings cannot be priced."""
+    from ..autoshard import evaluate_module
+    from ..hlo import parse_module, print_module
+    from ..hlo.sharding import HloSharding
+    from ..partition_specs import xla_propagate
+
+    copy = parse_module(print_module(module), "<baseline>")
+    entry_comp = copy.entry
+    params = {p.parameter_number: p for p in entry_comp.parameters}
+    root = entry_comp.root
+    leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
+    if entry is not None:
+        for ins in list(params.values()) + [root]:
+            if ins.name in entry:
+                ins.sharding = entry[ins.name]
+        outs = None
+    else:
+        outs = [HloSharding.replicated() for _ in leaves]
+        for tie in getattr(module, "ties", None) or []:
+            j = tie.output[0] if tie.output else 0
+            p = params.get(tie.param)
+            if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
+                outs[j] = p.sharding
+        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    shardings = [p.sharding for p in params.values()] + (
+        list(root.sharding.tuple_elements) if root.sharding is not None and root.sharding.is_tuple
+        else [root.sharding])
+    if all(sh is None or sh.is_replicated for sh in shardings):
+        for ins in entry_comp.instructions:
+            ins.sharding = None if ins.shape.is_tuple else HloSharding.replicated()
+        plan = "replicated"
+    else:
+        kept = root.sharding
+        for name, sh in xla_propagate(copy, dmesh.num_devices, timeout=timeout).items():
+            if sh is not None and name in entry_comp:
+                entry_comp.get(name).sharding = sh
+        root.sharding = kept
+        plan = "gspmd" if entry is None else "gspmd_from_plan"
+    if outs is not None:
+        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    ev = evaluate_module(copy, dmesh)
+    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
+
+
+def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
+    """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
+    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``)."""
+    from ..autoshard import solve_module
+    from ..cost.memory import budget_for_model_limit, xla_lower_bound
+    from ..errors import HloshardError, SolveFailed
+    from ..units import format_bytes
+
+    device = getattr(dmesh, "memory_device", None)
+    plan_peak = int(result.evaluation.peak_memory)
+    try:
+        # the user's shardings when there are any; else the plan's own entry shardings with XLA's
+        # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
+        base = baseline_peak(module, dmesh) if user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=plan_entry(result, module))
+    except (HloshardError, SolveFailed) as exc:
+        return result, {"baseline": None, "applied": False,
+                        "note": f"memory guard off: the baseline could not be priced ({exc})"}
+    limit = base["peak_bytes"]
+    guard = {"baseline": base["plan"], "baseline_peak_bytes": limit, "limit_bytes": limit,
+             "plan_peak_bytes": plan_peak, "applied": False, "note": None}
+    if plan_peak <= limit:
+        return result, guard
+    if base["plan"] == "gspmd_from_plan" and xla_lower_bound(plan_peak, device) <= limit:
+        # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
+        # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
+        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted) by less than the "
+                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(plan_peak, device))} "
+                         f"by XLA): kept")
+        return result, guard
+    # within the baseline's peak; when nothing is found there (the communication buffers are outside the
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
+    guarded, tried, reason = None, [], None
+    lo, hi = limit, plan_peak
+    for _ in range(3):
+        at = lo if not tried else (lo + hi) // 2
+        tried.append(at)
+        try:
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
+                                   time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
+            break
+        except SolveFailed as exc:
+            reason = reason or str(exc)
+            lo = at
+    if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
+        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                         f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
+                         f"found within it ({reason}); the unguarded plan is kept")
+        return result, guard
+    guard["applied"] = True
+    guard["limit_bytes"] = tried[-1]
+    within = "within it" if tried[-1] == limit else (
+        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
+    guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
+                     f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
+                     f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
+    guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
+    return guarded, guard
+

@@ -1,0 +1,371 @@
+"""The jaxpr side of :func:`hloshard.jax.auto_shard`: evaluating a traced function equation by equation
+under named scopes (so every HLO instruction's ``op_name`` names its equation), mapping HLO instructions
+back to equations, and turning the plan's operand pins and loop-state pins into the equation inputs
+``with_sharding_constraint`` is applied to (steps 2 and 5 of :mod:`hloshard.jax.api`'s flow).
+"""
+
+from __future__ import annotations
+
+import re
+
+_EQN = re.compile(r"hloshard_eqn([0-9_]+)")
+
+
+#: the primitives of a nested ``jit`` call (evaluated inline when it has no shardings of its own)
+_CALLS = ("jit", "pjit")
+
+
+#: primitives that stand for a loop or a call (their HLO is in other computations): no pin maps onto them
+_LOOP_OR_CALL = re.compile(r"call|jit|scan|while|cond|remat|checkpoint|shard_map|custom")
+
+
+def _inline(eqn) -> bool:
+    """A nested ``jit`` call with no shardings, layouts or compiler options of its own: evaluated inline."""
+    if eqn.primitive.name not in _CALLS or "jaxpr" not in eqn.params:
+        return False
+    p = eqn.params
+    return (all(type(s).__name__ == "UnspecifiedValue" for s in tuple(p.get("in_shardings", ())) +
+                tuple(p.get("out_shardings", ())))
+            and all(x is None for x in tuple(p.get("in_layouts", ())) + tuple(p.get("out_layouts", ())))
+            and not p.get("compiler_options_kvs"))
+
+
+#: loop primitive -> the parameter holding its body (a ClosedJaxpr)
+_LOOP_BODIES = {"scan": "jaxpr", "while": "body_jaxpr"}
+
+
+def _loop_body_key(eqn) -> str | None:
+    """The parameter of a loop equation (``scan`` / ``while``) whose body :func:`runner` evaluates
+    equation by equation (equation ``i`` of the body of equation ``k`` is ``hloshard_eqn{k}_{i}``), None
+    for any other equation."""
+    key = _LOOP_BODIES.get(eqn.primitive.name)
+    return key if key is not None and key in eqn.params else None
+
+
+def _loop_with_body(eqn) -> bool:
+    """A loop (``scan`` or ``while``) whose body :func:`runner` evaluates equation by equation."""
+    return _loop_body_key(eqn) is not None
+
+
+def equations(closed) -> dict:
+    """Equation path (tuple of indices, see the module docstring) -> jaxpr equation, inlined ``jit``
+    calls expanded (the call itself is not listed), ``scan`` bodies too (the scan is listed)."""
+    out: dict = {}
+
+    def walk(jaxpr, prefix):
+        for k, eqn in enumerate(jaxpr.eqns):
+            path = prefix + (k,)
+            if _inline(eqn):
+                walk(eqn.params["jaxpr"].jaxpr, path)
+            else:
+                out[path] = eqn
+                if _loop_with_body(eqn):
+                    walk(eqn.params[_loop_body_key(eqn)].jaxpr, path)
+
+    walk(closed.jaxpr, ())
+    return out
+
+
+def _scope(path) -> str:
+    return "hloshard_eqn" + "_".join(map(str, path))
+
+
+def runner(closed, constraints: dict | None = None, operand_constraints: dict | None = None,
+            body_constraints: dict | None = None):
+    """A flat function evaluating ``closed`` (a ClosedJaxpr) equation by equation, each under
+    ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
+    ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
+    ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
+    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
+    body starts (the loop state as each trip reads it)."""
+    import jax
+    import jax.extend.core as jcore
+    from jax._src import source_info_util as siu
+
+    constraints = constraints or {}
+    operand_constraints = operand_constraints or {}
+    body_constraints = body_constraints or {}
+
+    def evaluate(jaxpr, consts, args, prefix):
+        env: dict = {}
+        args = list(args)
+        for i, sh in body_constraints.get(prefix, ()) if prefix else ():
+            args[i] = jax.lax.with_sharding_constraint(args[i], sh)
+
+        def read(v):
+            return v.val if isinstance(v, jcore.Literal) else env[v]
+
+        for v, c in zip(jaxpr.constvars, consts):
+            env[v] = c
+        for v, a in zip(jaxpr.invars, args):
+            env[v] = a
+        for k, eqn in enumerate(jaxpr.eqns):
+            path = prefix + (k,)
+            invals = [read(v) for v in eqn.invars]
+            for i, sh in operand_constraints.get(path, ()):
+                invals[i] = jax.lax.with_sharding_constraint(invals[i], sh)
+            if _inline(eqn):
+                inner = eqn.params["jaxpr"]
+                outs = evaluate(inner.jaxpr, inner.consts, invals, path)
+            else:
+                params = eqn.params
+                if _loop_with_body(eqn):   # the body re-traced equation by equation, named and constrained too
+                    key = _loop_body_key(eqn)
+                    body = params[key]
+                    params = dict(params, **{key: jax.make_jaxpr(
+                        lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
+                            *[v.aval for v in body.jaxpr.invars])})
+                stack = siu.current_name_stack() + eqn.source_info.name_stack
+                with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
+                        jax.named_scope(_scope(path)), eqn.ctx.manager:
+                    outs = eqn.primitive.bind(*invals, **eqn.primitive.get_bind_params(params))
+                if not eqn.primitive.multiple_results:
+                    outs = [outs]
+            for j, (v, o) in enumerate(zip(eqn.outvars, outs)):
+                if isinstance(v, jcore.DropVar):
+                    continue
+                sh = constraints.get((path, j))
+                env[v] = jax.lax.with_sharding_constraint(o, sh) if sh is not None else o
+        return [read(v) for v in jaxpr.outvars]
+
+    def run(*args):
+        return evaluate(closed.jaxpr, closed.consts, args, ())
+
+    return run
+
+
+def equation_of(instr):
+    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None."""
+    from ..hlo.attributes import parse_metadata
+
+    raw = instr.attrs.get("metadata")
+    if not raw:
+        return None
+    try:
+        found = _EQN.findall(str(parse_metadata(str(raw)).get("op_name", "")))
+    except Exception:  # noqa: BLE001 - metadata without an op_name
+        return None
+    return tuple(int(x) for x in found[-1].split("_")) if found else None
+
+
+_HLO_TYPE = re.compile(r"(float|int|uint|complex)([0-9]+)$")
+
+
+def hlo_element_type(dtype) -> str | None:
+    """The HLO element type of a jax/numpy dtype (``float32`` -> ``f32``, ``bool`` -> ``pred``,
+    ``bfloat16`` -> ``bf16``), None for one without a plain HLO name (e.g. the float8 variants)."""
+    import numpy as np
+
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return None
+    if name == "bool":
+        return "pred"
+    if name == "bfloat16":
+        return "bf16"
+    m = _HLO_TYPE.match(name)
+    return None if m is None else {"float": "f", "int": "s", "uint": "u", "complex": "c"}[m.group(1)] + m.group(2)
+
+
+def equation_outputs(module, eqns: dict) -> dict:
+    """(equation path, output j) -> the instruction that computes it, among the instructions with a
+    sharding whose op_name names that equation (innermost ``hloshard_eqn``) and whose dims and element
+    type are the output's:
+
+    * one output: the last such instruction;
+    * several (a call lowered to a tuple, ``split``, ``unstack``, ...): the ``get-tuple-element`` with
+      ``index=j`` when there is one; else, when the equation's outputs of that dims and type are
+      exactly as many as such instructions, the one at the output's rank among them (program order);
+      else none -- an ambiguous output is left to XLA's propagation rather than pinned to a sibling's
+      layout (a ``jnp.where`` under ``jvp`` has f32, pred, f32 outputs of one shape).
+    """
+    by_eqn: dict = {}
+    for instr in module.all_instructions():
+        if instr.shape.is_tuple or instr.sharding is None:
+            continue
+        path = equation_of(instr)
+        if path is not None:
+            by_eqn.setdefault(path, []).append(instr)
+    out = {}
+    for path, eqn in eqns.items():
+        cands = by_eqn.get(path, [])
+        if not cands:
+            continue
+        kinds = [(tuple(getattr(v.aval, "shape", ())), hlo_element_type(getattr(v.aval, "dtype", "")))
+                 for v in eqn.outvars]
+
+        def fits(instr, kind):
+            return tuple(instr.shape.dims) == kind[0] and kind[1] in (None, instr.shape.element_type)
+
+        for j, kind in enumerate(kinds):
+            hits = [i for i in cands if fits(i, kind)]
+            if len(kinds) == 1:
+                if hits:
+                    out[(path, j)] = hits[-1]
+                continue
+            gte = [i for i in hits if i.opcode == "get-tuple-element" and str(i.attrs.get("index")) == str(j)]
+            if gte:
+                out[(path, j)] = gte[-1]
+                continue
+            same = [k for k, other in enumerate(kinds) if other == kind]
+            plain = [i for i in hits if i.opcode != "get-tuple-element"]
+            if len(plain) == len(same):
+                out[(path, j)] = plain[same.index(j)]
+    return out
+
+
+def pin_operand(pin, operand, eqns: dict):
+    """``(equation path, input index)`` of the jaxpr value a :class:`hloshard.strategy.realize.Pin`
+    constrains: the pinned user's equation, the input with the operand's shape (the operand's own
+    index first), when that equation is no loop or call (a ``scan`` body's equations are their own) and
+    the operand comes from outside it; None otherwise."""
+    import jax.extend.core as jcore
+
+    path = equation_of(pin.user)
+    eqn = eqns.get(path) if path is not None else None
+    if eqn is None or _loop_with_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
+        return None   # the user is inside a loop / call this equation stands for, not the equation itself
+    if operand.opcode != "parameter" and equation_of(operand) == path:
+        return None
+    dims = tuple(operand.shape.dims)
+    order = [pin.index] + [i for i in range(len(eqn.invars)) if i != pin.index]
+    for i in order:
+        if i < len(eqn.invars) and not isinstance(eqn.invars[i], jcore.Literal) \
+                and tuple(getattr(eqn.invars[i].aval, "shape", ())) == dims:
+            return path, i
+    return None
+
+
+def loop_state_pins(module, eqns: dict) -> dict:
+    """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
+    (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
+    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as
+    constraints on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's
+    scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
+    checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
+    without the stacked dim (only when that dim is not split); ys buffers have no body input."""
+    from ..hlo.loops import called
+
+    out: dict = {}
+    for w in module.all_instructions():
+        if w.opcode != "while" or not w.shape.is_tuple:
+            continue
+        path = equation_of(w)
+        eqn = eqns.get(path) if path is not None else None
+        if eqn is None or not _loop_with_body(eqn):
+            continue
+        body = called(w, "body", 0)
+        if body is None or not body.parameters:
+            continue
+        if eqn.primitive.name == "while":
+            inputs = _while_body_inputs(eqn, w, body)
+            for cc, g in _state_read_pins(body):
+                i = inputs.get(int(str(g.attrs.get("index"))))
+                if i is not None and not cc.sharding.is_tuple:
+                    out.setdefault(path, []).append((i, cc.sharding, len(g.shape.dims)))
+            continue
+        invars = eqn.params["jaxpr"].jaxpr.invars
+        nc, ncarry = int(eqn.params.get("num_consts", 0)), int(eqn.params.get("num_carry", 0))
+        nxs = len(invars) - nc - ncarry
+        n = len(w.shape.tuple_shapes)
+        length = int(eqn.params.get("length", 0))
+        for cc, g in _state_read_pins(body):
+            t = int(str(g.attrs.get("index")))
+            dims = tuple(g.shape.dims)
+            if 1 <= t <= ncarry and tuple(getattr(invars[nc + t - 1].aval, "shape", ())) == dims:
+                out.setdefault(path, []).append((nc + t - 1, cc.sharding, len(dims)))
+            elif t >= n - nxs:
+                i = nc + ncarry + (t - (n - nxs))
+                inner = tuple(getattr(invars[i].aval, "shape", ()))
+                if dims == (length,) + inner and not cc.sharding.is_tuple:
+                    sliced = _drop_leading(cc.sharding, len(dims))
+                    if sliced is not None:
+                        out.setdefault(path, []).append((i, sliced, len(inner)))
+    return out
+
+
+def _state_read_pins(body):
+    """``(pin, read)`` for each sharding constraint (a ``Sharding`` custom-call with a sharding) of a loop
+    ``body`` whose operand is a ``get-tuple-element`` of the body's parameter (a read of the loop
+    state), in text order."""
+    for cc in body.instructions:
+        if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
+            continue
+        g = cc.operands[0]
+        if g.opcode == "get-tuple-element" and g.operands and g.operands[0] is body.parameters[0]:
+            yield cc, g
+
+
+def _while_body_inputs(eqn, w, body) -> dict:
+    """HLO loop-state index -> body input of a ``while`` equation (``jax.lax.while_loop``), for the
+    elements the body reads; ``{}`` when the HLO loop state cannot be matched with the equation.
+
+    jax lowers the loop state as the equation's operands, ``(cond consts, body consts, carry)``; the
+    body's inputs are ``(body consts, carry)``.  Lowered to HLO, the operands the body passes through
+    unchanged (the consts, and a carry element returned as it came) may be captured from the enclosing
+    computation instead, and then come last, in their order (seen with jaxlib 0.10.2).  Both orders are
+    tried; one is taken only when every element's shape and element type is the operand's and no
+    element the equation's body changes is passed through unchanged by the HLO body."""
+    import jax.extend.core as jcore
+
+    body_jaxpr = eqn.params["body_jaxpr"].jaxpr
+    ncond, nbody = int(eqn.params.get("cond_nconsts", 0)), int(eqn.params.get("body_nconsts", 0))
+    operands = list(eqn.invars)
+    n = len(operands)
+    shapes = list(w.shape.tuple_shapes)
+    root = body.root
+    if len(shapes) != n or len(body_jaxpr.outvars) != n - ncond - nbody or root is None \
+            or root.opcode != "tuple" or len(root.operands) != n:
+        return {}
+    carry_in = body_jaxpr.invars[nbody:]
+
+    def passthrough(k: int) -> bool:   # operand k is the same value after every trip
+        if k < ncond + nbody:
+            return True
+        c = k - ncond - nbody
+        out = body_jaxpr.outvars[c]
+        return not isinstance(out, jcore.Literal) and out is carry_in[c]
+
+    def passed_in_hlo(t: int) -> bool:
+        o = root.operands[t]
+        return o.opcode == "get-tuple-element" and o.operands and o.operands[0] is body.parameters[0] \
+            and int(str(o.attrs.get("index"))) == t
+
+    def fits(order) -> bool:
+        for t, k in enumerate(order):
+            aval = operands[k].aval
+            if shapes[t].is_tuple or tuple(shapes[t].dims) != tuple(getattr(aval, "shape", ())) or \
+                    hlo_element_type(getattr(aval, "dtype", "")) not in (None, shapes[t].element_type):
+                return False
+            if not passthrough(k) and passed_in_hlo(t):
+                return False
+        return True
+
+    moved = [k for k in range(n) if not passthrough(k)] + [k for k in range(n) if passthrough(k)]
+    for order in (list(range(n)), moved):
+        if fits(order):
+            return {t: k - ncond for t, k in enumerate(order) if k >= ncond}
+    return {}
+
+
+def _drop_leading(sharding, rank: int):
+    """The sharding of one slice along dim 0 of an array of rank ``rank`` sharded ``sharding``: the tile
+    assignment without its first dim, which must be 1 (not split); None otherwise (or for a form without
+    a tile assignment)."""
+    from ..hlo.sharding import HloSharding
+
+    if sharding.is_replicated:
+        return sharding
+    text = str(sharding)
+    m = re.search(r"devices=\[([0-9,]+)\]", text)
+    if m is None or rank < 2:
+        return None
+    dims = m.group(1).split(",")
+    if dims[0] != "1" or len(tuple(sharding.tile_dims)) != rank:
+        return None
+    try:
+        return HloSharding.parse(text[:m.start(1)] + ",".join(dims[1:]) + text[m.end(1):])
+    except Exception:  # noqa: BLE001 - a form this rewrite does not handle: not pinned
+        return None
+
