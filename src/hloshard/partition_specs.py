@@ -233,20 +233,55 @@ def write_partition_specs(path: str, module, dmesh) -> None:
 # ------------------------------------------------------------------------------------------------
 # the child process (jax imported only there)
 
+#: seconds between two looks of the child's watcher at XLA's dump folder
+_WATCH_S = 0.02
+
+
 def _child_main() -> int:  # pragma: no cover - runs in the subprocess
+    """Compile the request's module with the dumps around sharding propagation and SPMD partitioning; print
+    the module after propagation as JSON.  A watcher thread prints it and ends the process as soon as the
+    partitioner's dump appears (XLA writes each dump whole, so the propagation's is complete then): the
+    rest of the compile -- the CPU backend's passes and code generation, ~90% of it on keras-hub's 4-layer
+    Gemma (0.3 s of 6.5 s, round 12) -- is of no use here."""
     import tempfile
+    import threading
 
     from .xla_check import compile_with_dump
 
     request = json.load(sys.stdin)
-    try:
-        with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
-            compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation")
-            files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
-            out = {"text": open(files[-1]).read()} if files else {"error": "no sharding-propagation dump"}
-    except Exception as exc:  # noqa: BLE001
-        out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    json.dump(out, sys.stdout)
+
+    def answer(out: dict) -> None:
+        sys.stdout.write(json.dumps(out))
+        sys.stdout.flush()
+        os._exit(0)   # not sys.exit: the compile is still running in the main thread
+
+    def propagated(dump: str):
+        files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
+        if not files:
+            return None
+        with open(files[-1]) as fh:
+            return fh.read()
+
+    def watch(dump: str, stop: threading.Event) -> None:
+        while not stop.wait(_WATCH_S):
+            if glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")):
+                text = propagated(dump)
+                if text is not None:
+                    answer({"text": text})
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
+        stop = threading.Event()
+        watcher = threading.Thread(target=watch, args=(dump, stop), daemon=True)
+        watcher.start()
+        try:
+            compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation|spmd-partitioning")
+            text = propagated(dump)
+            out = {"text": text} if text is not None else {"error": "no sharding-propagation dump"}
+        except Exception as exc:  # noqa: BLE001
+            out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+        stop.set()
+        watcher.join()
+        json.dump(out, sys.stdout)
     return 0
 
 if __name__ == "__main__":  # pragma: no cover

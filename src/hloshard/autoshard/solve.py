@@ -94,7 +94,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -117,6 +117,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
+    ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
+    solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
+    when it does not fit the graph built (node or strategy counts differ).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -147,8 +150,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                 on_overrun(msg)
         time_limit = solver_limit
     # coarse to fine: the plan of the 1-D mesh of the same devices as the hint and incumbent (.coarse)
+    counts = graph.problem.strategy_counts
+    if hint is not None and (len(hint) != len(counts) or any(not 0 <= int(h) < int(c) for h, c in zip(hint, counts))):
+        hint = None   # not a choice of this graph
     if first is not None:   # solved before the fine build, its time already spent
         start = first.start
+    elif hint is not None:
+        start = None
     else:
         start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
     graph.coarse = start
@@ -161,7 +169,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress, hint=None if start is None else start.choice)
+                          progress=progress, hint=hint if start is None else start.choice)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "

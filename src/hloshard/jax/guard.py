@@ -25,7 +25,7 @@ def plan_entry(result, module) -> dict:
 def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
     what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
-    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`, in a child process), the plan
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
     ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
 
     * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
@@ -34,27 +34,31 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
       :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
 
-    The propagated shardings are written on a copy of ``module`` and priced by
-    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).
+    XLA runs in a child process that ends once the propagation is dumped
+    (:func:`hloshard.partition_specs.xla_propagate`).  The propagated shardings are written on a copy of ``module`` and priced
+    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
+    own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
+    that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
+    outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
+    ``gemma_small``, round 12.)
 
     Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
-    per device), "collective_cost": float (cost units)}``.  Raises InputError when jax is missing or
-    XLA rejects the module, SolveFailed when the propagated shardings cannot be priced."""
+    per device), "collective_cost": float (cost units)}``.  Raises
+    InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
+    cannot be priced."""
     from ..autoshard import evaluate_module
     from ..hlo import parse_module, print_module
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
-    copy = parse_module(print_module(module), "<baseline>")
-    entry_comp = copy.entry
+    entry_comp = module.entry
     params = {p.parameter_number: p for p in entry_comp.parameters}
     root = entry_comp.root
     leaves = list(root.shape.tuple_shapes) if root.shape.is_tuple else [root.shape]
+    given = {p.name: p.sharding for p in params.values()}
     if entry is not None:
-        for ins in list(params.values()) + [root]:
-            if ins.name in entry:
-                ins.sharding = entry[ins.name]
-        outs = None
+        given.update({n: sh for n, sh in entry.items() if n in given or n == root.name})
+        root_sh = entry.get(root.name, root.sharding)
     else:
         outs = [HloSharding.replicated() for _ in leaves]
         for tie in getattr(module, "ties", None) or []:
@@ -62,30 +66,48 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
             p = params.get(tie.param)
             if p is not None and p.sharding is not None and j < len(outs) and not tie.param_index:
                 outs[j] = p.sharding
-        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
-    shardings = [p.sharding for p in params.values()] + (
-        list(root.sharding.tuple_elements) if root.sharding is not None and root.sharding.is_tuple
-        else [root.sharding])
+        root_sh = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    given[root.name] = root_sh
+    shardings = [given[p.name] for p in params.values()] + (
+        list(root_sh.tuple_elements) if root_sh is not None and root_sh.is_tuple else [root_sh])
     if all(sh is None or sh.is_replicated for sh in shardings):
-        for ins in entry_comp.instructions:
-            ins.sharding = None if ins.shape.is_tuple else HloSharding.replicated()
+        found = {i.name: HloSharding.replicated() for i in entry_comp.instructions if not i.shape.is_tuple}
         plan = "replicated"
     else:
-        kept = root.sharding
-        for name, sh in xla_propagate(copy, dmesh.num_devices, timeout=timeout).items():
-            if sh is not None and name in entry_comp:
-                entry_comp.get(name).sharding = sh
-        root.sharding = kept
+        # the entry shardings written on the module for XLA's run only, then restored
+        saved = {ins: ins.sharding for ins in list(params.values()) + [root]}
+        try:
+            for ins in saved:
+                ins.sharding = given.get(ins.name, ins.sharding)
+            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout).items()
+                     if sh is not None and n in entry_comp}
+        finally:
+            for ins, sh in saved.items():
+                ins.sharding = sh
         plan = "gspmd" if entry is None else "gspmd_from_plan"
-    if outs is not None:
-        root.sharding = HloSharding.tuple(outs) if root.shape.is_tuple else outs[0]
+    found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
+    found[root.name] = root_sh
+    copy = parse_module(print_module(module), "<baseline>")
+    for ins in copy.entry.instructions:
+        if ins.name in found:
+            ins.sharding = found[ins.name]
+        elif plan == "replicated":   # a tuple other than the output: its elements' layouts
+            ins.sharding = None
     ev = evaluate_module(copy, dmesh)
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
 
 
+#: the guard's re-solves share one budget: the first (within the baseline's peak) gets half of
+#: ``time_limit``, each bisection step a quarter, so they add at most ``time_limit`` of solver time to the
+#: first solve's (auto_shard's solver time is at most ``2 x time_limit``; its docstring)
+RESOLVE_SHARES = (0.5, 0.25, 0.25)
+
+
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
     """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
-    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``)."""
+    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).  The
+    re-solves share :data:`RESOLVE_SHARES` of ``time_limit``, each hinted with
+    the plan found before it (the solver's answer is never costlier than a feasible hint)."""
     from ..autoshard import solve_module
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
@@ -115,15 +137,18 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
                          f"by XLA): kept")
         return result, guard
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
-    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway.
+    # One time budget for all of them (RESOLVE_SHARES of time_limit), each started from the plan before it
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
-    for _ in range(3):
+    hint = list(result.choice)
+    for share in RESOLVE_SHARES:
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
             guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
-                                   time_limit=time_limit, seed=seed, deterministic=deterministic, apply=False)
+                                   time_limit=share * time_limit, seed=seed, deterministic=deterministic,
+                                   apply=False, hint=hint)
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
