@@ -184,9 +184,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
     (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
-    and a warning says so.  ``report["memory_guard"]``: ``{"baseline": "gspmd" | "gspmd_from_plan" |
-    "replicated", "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before the guard), "applied",
-    "note"}``; the XLA run costs one child process (none when the baseline is all replicated).
+    and a warning says so.  The re-solves share one budget, ``time_limit`` in all (half for the first,
+    a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each started from the
+    plan found before it (its hint; no coarse solve), so ``auto_shard``'s solver time is at most
+    ``2 x time_limit`` (plus at most three more cost-graph builds).  ``report["memory_guard"]``:
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
+    "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
+    ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
