@@ -22,26 +22,76 @@ MODELS = ["mlp_train_step", "transformer_train_step", "moe_layer"]
 #: (transformer_train_step was here until issue 11's solver: XLA now measures 3,738,628 B/device for
 #: hloshard's plan vs 5,111,812 for Megatron's, it was 5,442,564)
 XLA_WORSE: dict = {}
-_RESULT: dict = {}
+
+#: the child that runs every scenario of this file in one process (one jax / hloshard / OR-Tools start
+#: instead of four): the models of ``tests/jax_e2e_models.py``, then each script below as ``__main__`` with
+#: its own ``sys.argv``; each scenario's stdout (its JSON line) and stderr (file descriptor 2, so XLA's C++
+#: warnings too) are kept apart, and an exception is that scenario's result, not the run's
+RUNNER = r'''
+import contextlib, io, json, os, sys, tempfile, traceback
+from tests.jax_e2e_models import run_model        # 8 fake CPU devices before jax is imported
+
+def run(thunk):
+    with tempfile.TemporaryFile(mode="w+") as err:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(err.fileno(), 2)
+        try:
+            out = {"result": thunk()}
+        except BaseException:
+            out = {"error": traceback.format_exc()[-3000:]}
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        err.seek(0)
+        out["stderr"] = err.read()
+    return out
+
+def script(src, argv):
+    def go():
+        sys.argv = ["-c"] + argv
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            exec(compile(src, "<scenario>", "exec"), {"__name__": "__main__"})
+        return json.loads(buf.getvalue().strip().splitlines()[-1])
+    return go
+
+req = json.load(sys.stdin)
+out = {"model:" + name: run(lambda n=name: run_model(n)) for name in req["models"]}
+for label, src, argv in req["scripts"]:
+    out[label] = run(script(src, argv))
+print(json.dumps(out))
+'''
 
 
-def results() -> dict:
-    if not _RESULT:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-        proc = subprocess.run([sys.executable, str(ROOT / "tests" / "jax_e2e_models.py"), *MODELS],
-                              capture_output=True, text=True, env=env, timeout=600)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        _RESULT.update(json.loads(proc.stdout.strip().splitlines()[-1])["models"])
-    return _RESULT
+@pytest.fixture(scope="module")
+def e2e() -> dict:
+    """Scenario label -> ``{"result" | "error", "stderr"}`` of the one child (:data:`RUNNER`)."""
+    require_jax()
+    scripts = [("scan", SCAN_SCRIPT, []), ("while", WHILE_SCRIPT, [])]
+    if DECODER.exists():
+        scripts.insert(0, ("decoder2", DECODER_SCRIPT, [str(DECODER)]))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps({"models": MODELS, "scripts": scripts}),
+                          capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def scenario(e2e: dict, label: str) -> tuple[dict, str]:
+    """(result, stderr) of one scenario of the child; fails with its traceback when it raised."""
+    got = e2e[label]
+    assert "error" not in got, got["error"] + got["stderr"][-2000:]
+    return got["result"], got["stderr"]
 
 
 @pytest.mark.oracle
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XLA_WORSE[n]))
                                   if n in XLA_WORSE else n for n in MODELS])
-def test_auto_shard_end_to_end(name):
-    require_jax()
-    r = results()[name]
+def test_auto_shard_end_to_end(e2e, name):
+    r, _ = scenario(e2e, "model:" + name)
     assert not r["replicated_fits"], r                       # the budget excludes replication
     assert r["max_rel_err"] < 1e-4, r                        # same numbers as unsharded (float reordering)
     assert r["hloshard"]["peak_bytes"] <= r["budget"], r      # fits by XLA's memory_analysis
@@ -82,20 +132,14 @@ print(json.dumps({"xla": m["comm_bytes"], "predicted": plan.report["predicted_co
 
 @pytest.mark.oracle
 @pytest.mark.skipif(not DECODER.exists(), reason="../shared/cases/decoder2.py is not here (a fresh clone)")
-def test_auto_shard_plan_is_what_xla_runs_on_decoder2():
+def test_auto_shard_plan_is_what_xla_runs_on_decoder2(e2e):
     """The 2-layer decoder train step of ../shared/cases: XLA's collective bytes for ``auto_shard``'s plan
     are the plan's prediction within 10% (or 0.1 MB) -- the operand pins reach XLA through ``fn`` --,
     XLA warns of no involuntary full rematerialization, every parameter leaves in its input sharding
     and the step feeds itself three more times without a transfer; numbers as unsharded."""
-    require_jax()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", DECODER_SCRIPT, str(DECODER)], capture_output=True, text=True,
-                          env=env, timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r, stderr = scenario(e2e, "decoder2")
     assert abs(r["xla"] - r["predicted"]) <= max(0.1 * r["predicted"], 0.1e6), r
-    assert "Involuntary full rematerialization" not in proc.stderr
+    assert "Involuntary full rematerialization" not in stderr
     assert r["ties"] == {"tied": 22, "mismatches": 0}, r
     assert r["pins"]["operand_pins"] > 0 and r["pins"]["carried"] == r["pins"]["operand_pins"], r
     assert r["err"] < 1e-4, r
@@ -146,22 +190,16 @@ print(json.dumps({"xla": sum(c["bytes"] for c in collective_bytes(raw)), "whiles
 
 
 @pytest.mark.oracle
-def test_auto_shard_carries_loop_state_pins_into_a_scan():
+def test_auto_shard_carries_loop_state_pins_into_a_scan(e2e):
     """A scanned MLP train step (Megatron weights kept): the loop-state pins of both scans reach XLA as
     sharding constraints on the scan bodies' inputs, and XLA's collective bytes (each loop body counted
     per trip) are the plan's prediction within 10% (or 0.1 MB); measured without them: +55%."""
-    require_jax()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", SCAN_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r, stderr = scenario(e2e, "scan")
     assert r["whiles"] == 2, r
     assert r["pins"]["loop_state_carried"] >= 2, r
     assert abs(r["xla"] - r["predicted"]) <= max(0.1 * r["predicted"], 0.1e6), r
     assert r["ties"]["mismatches"] == 0 and r["err"] < 1e-4, r
-    assert "Involuntary full rematerialization" not in proc.stderr
+    assert "Involuntary full rematerialization" not in stderr
 
 
 WHILE_SCRIPT = r'''
@@ -206,7 +244,7 @@ print(json.dumps({"xla": sum(c["bytes"] for c in collective_bytes(raw)), "whiles
 
 
 @pytest.mark.oracle
-def test_auto_shard_carries_pins_into_a_while_loop():
+def test_auto_shard_carries_pins_into_a_while_loop(e2e):
     """A ``jax.lax.while_loop`` of residual MLP blocks with awkward user layouts kept, its result tied to
     ``x`` (same shape and dtype): the operand pins inside the loop body and its loop-state pin reach XLA
     as sharding constraints in the re-traced body, and XLA's collective bytes (the body counted per trip)
@@ -214,17 +252,11 @@ def test_auto_shard_carries_pins_into_a_while_loop():
     the tie crashed ``auto_shard`` (an IndexError pricing the written module: ``complete_choice`` did not
     map the tied parameter's strategy), and with ``state={}`` no pin was carried: XLA 950,272 B for
     376,832 B predicted."""
-    require_jax()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", WHILE_SCRIPT], capture_output=True, text=True, env=env,
-                          timeout=600, cwd=ROOT)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    r = json.loads(proc.stdout.strip().splitlines()[-1])
+    r, stderr = scenario(e2e, "while")
     assert r["whiles"] == 1, r
     assert r["pins"]["operand_pins"] > 0 and r["pins"]["carried"] == r["pins"]["operand_pins"], r
     assert r["pins"]["loop_state_carried"] >= 1, r
     assert r["ties"] == {"tied": 1, "mismatches": 0}, r
     assert abs(r["xla"] - r["predicted"]) <= max(0.1 * r["predicted"], 0.1e6), r
     assert r["err"] < 1e-4, r
-    assert "Involuntary full rematerialization" not in proc.stderr
+    assert "Involuntary full rematerialization" not in stderr
