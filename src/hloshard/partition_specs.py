@@ -233,7 +233,8 @@ def write_partition_specs(path: str, module, dmesh) -> None:
 # ------------------------------------------------------------------------------------------------
 # the child process (jax imported only there)
 
-#: seconds between two looks of the child's watcher at XLA's dump folder
+#: seconds between two looks of the child's watcher at XLA's dump folder (small beside the ~0.1 s between
+#: the propagation's and the partitioner's dumps on keras-hub's 4-layer Gemma; a look is one glob)
 _WATCH_S = 0.02
 
 

@@ -1,9 +1,10 @@
 """The memory guard of :func:`hloshard.jax.auto_shard` (its docstring, "Memory guard"): the baseline a plan
 is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, priced by
-hloshard's memory model) and the re-solve when the plan peaks above it (:func:`memory_guard`).
+hloshard's memory model) and the re-solve when the plan peaks above it (:func:`guard_plan`).
 """
 
 from __future__ import annotations
+
 
 def user_sharded(module) -> bool:
     """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
@@ -14,7 +15,7 @@ def user_sharded(module) -> bool:
 def plan_entry(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
     built from ``module``, not yet applied) gives each entry parameter and the entry root: the
-    ``in_shardings`` / ``out_shardings`` :func:`auto_shard` hands to ``jax.jit``."""
+    ``in_shardings`` / ``out_shardings`` :func:`hloshard.jax.auto_shard` hands to ``jax.jit``."""
     from ..autoshard.apply import instruction_sharding
 
     scheduled = set(result.graph.schedule)
@@ -99,15 +100,18 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
 
 #: the guard's re-solves share one budget: the first (within the baseline's peak) gets half of
 #: ``time_limit``, each bisection step a quarter, so they add at most ``time_limit`` of solver time to the
-#: first solve's (auto_shard's solver time is at most ``2 x time_limit``; its docstring)
+#: first solve's (auto_shard's solver time is at most ``2 x time_limit``; its docstring).  The split is the
+#: bound's, not tuned: the first re-solve is the one that usually answers, the bisection steps are rarer
+#: (on the held-out keras-hub llama_small it re-solves once and finds the same plan as with a full limit
+#: each, BENCHMARKS.md "helper guard, round 12")
 RESOLVE_SHARES = (0.5, 0.25, 0.25)
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
-    """``(result, guard)``: :func:`auto_shard`'s memory guard (its docstring) applied to the unguarded
-    ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).  The
-    re-solves share :data:`RESOLVE_SHARES` of ``time_limit``, each hinted with
-    the plan found before it (the solver's answer is never costlier than a feasible hint)."""
+    """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
+    unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).  The
+    re-solves share :data:`RESOLVE_SHARES` of ``time_limit``, each hinted with the plan found before it
+    (the solver's answer is never costlier than a feasible hint)."""
     from ..autoshard import solve_module
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
