@@ -409,6 +409,12 @@ Examples:
   hloshard solve model.pre.hlo --mesh 2x4 -o model.solved.hlo
   hloshard solve model.pre.hlo --mesh 2x4 --memory-budget 32MiB --time-limit 30 -o out.hlo --html report.html
   hloshard solve model.pre.hlo --mesh 2x4 -o out.hlo --format json | jq .status
+
+\b
+Exit status: 0 solved; 2 bad input or options (nothing written); 3 no plan: the memory
+budget is infeasible (the message names the liveness point, the tensors and a lower bound
+where one is proven) or no solution was found within the time limit (nothing written);
+130 interrupted (never a partial output file).
 """
 
 
