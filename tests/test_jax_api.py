@@ -45,6 +45,16 @@ for label, call in [
 kept = auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32, sharding=NamedSharding(mesh, P(None, "data"))),
                   x, mesh=mesh, time_limit=5, with_constraints=False)
 print("kept", kept.in_shardings[0].spec)
+print("keptwarn", any("stays replicated" in w for w in kept.report.get("warnings", [])))
+
+def step(w, x):   # a tied step with dims no axis divides: every argument stays replicated; the report says why
+    loss, g = jax.value_and_grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
+    return loss, w - 0.1 * g
+
+tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
+                  mesh=mesh, time_limit=5, with_constraints=False)
+print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
+      " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
 '''
 
 
@@ -63,6 +73,10 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     for label in ("time_neg", "time_nan", "time_str"):
         assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]
     assert out["kept"] == "P(None, 'data')"
+    assert out["keptwarn"] == "False"
+    specs, note = out["tiny"].split("|", 1)
+    assert specs == "P(),P()", specs
+    assert "every argument stays replicated" in note and "1 state leaves are tied" in note and "memory_budget=" in note
 
 
 def test_cli_does_not_import_jax():
