@@ -70,7 +70,7 @@ def test_readme_setup_commands_are_the_ci_ones():
 
 def _shorter(line: str) -> str:
     """The example with a shorter time limit: 3 s for the solver of ``solve-problem``; 10 s for ``solve``,
-    whose limit is the whole command's (start, parse and build included: the README's 32 MiB budget
+    whose limit is the whole command's (start, parse and build included: the README's 40 MiB budget
     needs a few seconds of solver after a build of about 2 s on a loaded machine)."""
     short = "10" if line.startswith("hloshard solve ") else "3"
     return re.sub(r"--time-limit \d+", f"--time-limit {short}", line)
