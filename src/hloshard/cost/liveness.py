@@ -84,6 +84,7 @@ more (and pads to tiles); that is not modelled here.
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -417,6 +418,27 @@ def is_fused(instr) -> bool:
     return id(instr) not in _globally_unfusible(instr.parent)
 
 
+def _per_computation(attr: str):
+    """Decorator: ``fn(comp)`` (a set of instruction ids) computed once per computation and cached on it
+    under ``attr`` as a frozenset; recomputed when the computation's instruction count or root changes;
+    ``None`` gives the empty set."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def cached(comp) -> frozenset:
+            if comp is None:
+                return frozenset()
+            key = (len(comp.instructions), id(comp.root))
+            hit = getattr(comp, attr, None)
+            if hit is not None and hit[0] == key:
+                return hit[1]
+            result = frozenset(fn(comp))
+            setattr(comp, attr, (key, result))
+            return result
+        return cached
+    return wrap
+
+
+@_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
     they keep a buffer.  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
@@ -430,12 +452,6 @@ def _reduce_inputs(comp) -> frozenset:
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
     the computation like :func:`_globally_unfusible`."""
-    if comp is None:
-        return frozenset()
-    key = (len(comp.instructions), id(comp.root))
-    cached = getattr(comp, "_hloshard_reduce_inputs", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
     out: set = set()
     index = {id(i): n for n, i in enumerate(computation_order(comp))}
 
@@ -464,9 +480,7 @@ def _reduce_inputs(comp) -> frozenset:
                     inside.add(id(o))
                 elif not _forwards(o):
                     out.add(id(o))
-    result = frozenset(out)
-    comp._hloshard_reduce_inputs = (key, result)
-    return result
+    return out
 
 
 def _true_rank(shape) -> int:
@@ -508,6 +522,7 @@ def _widens_reads(instr) -> bool:
     return large > 1 and elements > instr.shape.num_elements
 
 
+@_per_computation("_hloshard_unfusible")
 def _globally_unfusible(comp) -> frozenset:
     """The ids of the instructions of ``comp`` XLA's fusion never duplicates into their consumers,
     so they keep a buffer (XLA's ``InstructionFusion::ComputeGloballyUnfusible``, the CPU backend's
@@ -518,12 +533,6 @@ def _globally_unfusible(comp) -> frozenset:
     (which depends on them through the loss, across dots) in their own buffers.  Computed once per
     computation in reverse post order, as XLA does, and cached on the computation (recomputed when
     its instruction count changes)."""
-    if comp is None:
-        return frozenset()
-    key = (len(comp.instructions), id(comp.root))
-    cached = getattr(comp, "_hloshard_unfusible", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
     order = computation_order(comp)
     cands = [i for i in order if _kind(i) in FUSIBLE_PRODUCERS and not i.is_root and _widens_reads(i)]
     out: set = set()
@@ -566,9 +575,7 @@ def _globally_unfusible(comp) -> frozenset:
         for i in reversed(order):   # reverse post order: consumers are decided before their producers
             if id(i) in cand_ids and not all(on_all_paths(i, u) for u in i.users):
                 out.add(id(i))
-    result = frozenset(out)
-    comp._hloshard_unfusible = (key, result)
-    return result
+    return out
 
 
 def fused_reads(instr) -> list:
