@@ -1,7 +1,8 @@
 """One validity rule for the shardings a module carries (issue 28 part 4).
 
 An invalid sharding anywhere in the input -- a tile assignment naming a device twice, tiling more
-dimensions than the shape has, or naming 4 or 16 devices in an 8-device module -- is exit 2 with
+dimensions than the shape has, naming 4 or 16 devices in an 8-device module, naming a device the
+module does not have, or a tuple sharding on an array -- is exit 2 with
 ``FILE:LINE:COL: error:`` at that instruction in every command that reads shardings (solve, cost,
 explain, diff, explain-reshape, combine), with nothing written; ``lint`` reports it as a finding.
 The invalid sharding sits on an intermediate instruction (``add.11``) that ``solve``'s default
@@ -34,6 +35,10 @@ CASES = {  # name: (the invalid sharding, what the message says, lint's codes)
     "wrong_rank": ("sharding={devices=[2,2,2]<=[8]}", "tiles 3 dims but the shape", {"HS105"}),
     "four_devices": ("sharding={devices=[2,2]<=[4]}", "uses 4 devices but the mesh", {"HS101"}),
     "sixteen_devices": ("sharding={devices=[4,4]<=[16]}", "uses 16 devices but the mesh", {"HS101", "HS104"}),
+    # a new user's: the mesh inference indexed device 99 and crashed (IndexError) before the rule ran
+    "device_out_of_range": ("sharding={devices=[2,4]0,1,2,3,4,5,6,99}", "names device 99, which is not in the mesh",
+                            {"HS104"}),
+    "tuple_on_array": ("sharding={{devices=[2,4]<=[8]}}", "tuple sharding", {"HS106"}),
 }
 
 

@@ -680,8 +680,8 @@ def sharding_cuts(sharding: HloSharding, positions: np.ndarray | None = None) ->
         return None
     ta = np.asarray(sharding.tile_assignment, dtype=np.int64)
     if positions is not None:
-        if ta.size != positions.size:
-            return None
+        if ta.size != positions.size or ta.size and (ta.min() < 0 or ta.max() >= positions.size):
+            return None   # names a device the mesh lacks: the validity rule reports it (exit 2), not here
         ta = positions[ta]
     n = int(ta.size)
     if n <= 1:

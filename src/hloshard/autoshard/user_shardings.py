@@ -2,14 +2,14 @@
 ``solve`` / ``cost`` keep (``--keep-shardings``).
 
 The rule (:func:`check_module_shardings`, per instruction :func:`_check_user_sharding`): a tuple
-sharding has one element per leaf of the shape; a tiled sharding tiles as many dimensions as its
+sharding sits on a tuple shape and has one element per leaf of it; a tiled sharding tiles as many dimensions as its
 shape has, names as many devices as the mesh has, only devices of the mesh, each once; a maximal
 sharding names a device of the mesh.  It applies to every annotated instruction of the input,
 whether the command keeps the sharding or not: every command that reads a module's shardings
 (``solve``, ``cost``, ``explain``, ``diff``, ``explain-reshape``, ``combine``, through
 :func:`hloshard.commands.options.mesh_from_options`, and the cost-graph builder through
 :func:`user_shardings`) exits 2 with ``FILE:LINE:COL`` on the first violation; ``lint`` reports the
-same cases as findings (HS101, HS103, HS104, HS105).
+same cases as findings (HS101, HS103, HS104, HS105, HS106).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ def _sharding_problem(instr, sh, mesh) -> str | None:
     """What breaks the validity rule (module docstring) in ``sh`` on ``instr`` on ``mesh``, or None."""
     leaves = leaf_shapes(instr.shape)
     if sh.is_tuple:
+        if not getattr(instr.shape, "is_tuple", False):   # XLA: "Sharding is tuple-shaped but validation shape is not" (lint HS106)
+            return f"tuple sharding {sh} on the non-tuple shape {instr.shape}"
         elems = list(sh.tuple_elements)
         if len(elems) != len(leaves) and not (len(leaves) == 0 and len(elems) == 1):
             return f"sharding {sh} has {len(elems)} elements but the shape {instr.shape} has {len(leaves)} leaves"
