@@ -229,6 +229,24 @@ def test_options_cli():
     assert r.exit_code == 2 and "invalid byte size '64QB'" in r.output
 
 
+@pytest.mark.parametrize("text, says", [
+    ("0.5", "less than one byte"),                              # was 0 B, then "infeasible" (exit 3)
+    ("99999999999999999999999999TiB", "larger than any device"),  # was accepted, shown as 1e26 TiB
+])
+def test_a_budget_no_device_can_have_is_a_usage_error(text, says):
+    r = CliRunner().invoke(_cmd, ["--mesh", "2x4", "--budget", text])
+    assert r.exit_code == 2 and says in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_huge_sizes_print_in_the_largest_unit():
+    from hloshard.units import format_bytes
+    assert format_bytes(4e18) == "3.5 EiB"
+    assert format_bytes(5 * 2**50) == "5.0 PiB"
+    assert format_bytes(2**40) == "1.0 TiB"
+    assert format_bytes(1023) == "1023 B"
+
+
 def test_mesh_from_options():
     with pytest.raises(UsageError, match="pass --mesh"):
         mesh_from_options(None, None, None, None, None)

@@ -19,13 +19,20 @@ def parse_bytes(text: str) -> int:
     """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB`` (IEC suffixes are powers of two,
     SI suffixes powers of ten, bare K/M/G/T powers of two). Returns bytes (int).
 
-    Raises UsageError on anything else (negative, unknown suffix, empty).
+    Raises UsageError on anything else (negative, unknown suffix, empty), on a size that is not zero
+    but rounds to less than one byte (``0.5``), and on one of 2**63 bytes (8 EiB) or more, which no
+    device holds.
     """
     m = _RE.match(str(text))
     if not m or m.group(2).lower() not in _UNITS:
         raise UsageError(f"invalid byte size {text!r}: expected an integer or a size like 64MiB, 2GiB, 1.5GB")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
-    return int(round(value))
+    if value >= 2**63:
+        raise UsageError(f"invalid byte size {text!r}: 8 EiB or more, larger than any device holds")
+    out = int(round(value))
+    if out == 0 and value > 0:
+        raise UsageError(f"invalid byte size {text!r}: less than one byte")
+    return out
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
@@ -37,11 +44,12 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 def format_bytes(n: float) -> str:
     """Human-readable IEC size, e.g. ``125.0 MiB`` (for display only)."""
     n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
+    units = ("B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    for unit in units:
+        if abs(n) < 1024 or unit == units[-1]:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f} TiB"
+    raise AssertionError("unreachable: the last unit returns")
 
 
 #: Published HBM capacity per chip (TPU) or per GPU, in bytes, for ``--memory-budget NAME``. Sources are
