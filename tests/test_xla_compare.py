@@ -7,6 +7,7 @@ the ring formulas (bytes per device, ``n`` the replica-group size).
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -217,6 +218,12 @@ def test_cost_and_solve_xla_flag_through_the_cli(tmp_path):
     assert rows["d"]["xla_bytes_per_device"] == DOT_ALL_REDUCE_BYTES
     text = CliRunner().invoke(main, ["cost", str(src), "--xla"])
     assert text.exit_code == 0 and "predicted vs XLA collectives" in text.output and "all-reduce {0,1,2,3,4,5,6,7}x1" in text.output
+    assert re.search(r"peak memory per device: predicted [0-9.]+ \S+, XLA CPU ", text.output), text.output
+    # with a TPU profile the prediction is the TPU layout's and XLA's figure the CPU backend's: the line
+    # says which is which (a new user read the two as one figure 9x off)
+    tpu = CliRunner().invoke(main, ["cost", str(src), "--xla", "--device", "tpu-v5e"])
+    assert tpu.exit_code == 0, tpu.output
+    assert re.search(r"predicted for tpu-v5e [0-9.]+ \S+, XLA CPU ", tpu.output) and "two backends" in tpu.output
 
     out, report = tmp_path / "solved.hlo", tmp_path / "report.json"
     r = CliRunner().invoke(main, ["solve", str(src), "--xla", "-o", str(out), "--report", str(report),

@@ -120,9 +120,10 @@ def _mb(x: float) -> float:
     return round(float(x), 3)
 
 
-def render_comparison(con, comparison, top: int) -> None:
+def render_comparison(con, comparison, top: int, memory_device: str | None = None) -> None:
     """Print predicted vs XLA collectives (rich console): totals, then the ``top`` instructions with the
-    largest difference (kinds, ring bytes per device over all executions), then unmatched XLA collectives."""
+    largest difference (kinds, ring bytes per device over all executions), then unmatched XLA collectives,
+    then memory (:func:`render_memory`; ``memory_device``: the TPU whose layout the prediction follows)."""
     from rich.table import Table
 
     from ..units import format_bytes
@@ -151,12 +152,14 @@ def render_comparison(con, comparison, top: int) -> None:
     for r in comparison.unmatched:
         con.print(f"unmatched XLA collective: {r.kind} {r.shape} in {r.computation} "
                   f"({format_bytes(int(r.total_bytes))})")
-    render_memory(con, comparison)
+    render_memory(con, comparison, memory_device)
 
 
-def render_memory(con, comparison) -> None:
+def render_memory(con, comparison, memory_device: str | None = None) -> None:
     """Print the predicted peak memory per device beside XLA's memory_analysis(), and the largest
-    buffers at each side's peak."""
+    buffers at each side's peak.  XLA's figure is always its CPU backend's (what ``--xla`` compiles
+    with); with ``memory_device`` (``--device tpu-*``) the prediction is the TPU layout's, and the line
+    says the two are different backends."""
     from ..units import format_bytes
 
     m = comparison.xla_memory
@@ -165,13 +168,17 @@ def render_memory(con, comparison) -> None:
     if m.error:
         con.print(f"XLA memory analysis failed: {m.error}")
         return
-    con.print(f"peak memory per device: predicted {format_bytes(comparison.predicted_peak)}, XLA "
+    ours_label = f"predicted for {memory_device}" if memory_device else "predicted"
+    con.print(f"peak memory per device: {ours_label} {format_bytes(comparison.predicted_peak)}, XLA CPU "
               f"{format_bytes(m.total)} (argument {format_bytes(m.argument)} + output {format_bytes(m.output)} "
               f"+ temp {format_bytes(m.temp)} - alias {format_bytes(m.alias)})")
     ours = [f"{t['name']} {format_bytes(t['bytes_per_device'])}" for t in comparison.predicted_peak_tensors]
     theirs = [f"{b['name']} {format_bytes(b['bytes'])} ({b['kind']})" for b in m.peak_buffers]
     con.print("  at hloshard's peak: " + (", ".join(ours) or "-"))
     con.print("  at XLA's peak: " + (", ".join(theirs) or "-"))
+    if memory_device:
+        con.print(f"  (two backends: the prediction lays buffers out as {memory_device} does; XLA's figure is its "
+                  f"CPU backend's. For the TPU's own, compile for it ahead of time: README, \"Device profiles\")")
 
 
 def _kind_text(records) -> str:
@@ -298,5 +305,5 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         t.add_row(r["name"], r["opcode"], f"{r['cost']:,.2f}", *timed, kinds)
     print_table(con, t)
     if comparison is not None:
-        render_comparison(con, comparison, top)
+        render_comparison(con, comparison, top, getattr(dmesh, "memory_device", None))
     write_text_atomic(output or "-", buf.getvalue())

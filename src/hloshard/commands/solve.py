@@ -634,5 +634,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
 
             from .cost import render_comparison
 
-            render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15)
+            render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
+                              getattr(dmesh, "memory_device", None))
 
