@@ -249,9 +249,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     def abstract(leaf):
         shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
+        # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
+        # strong trace would hand back strong outputs and the next step would compile again
+        weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
         if _is_sharded(leaf, mesh):
-            return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding)
-        return jax.ShapeDtypeStruct(shape, dtype)
+            return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
+        return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
 
     flat_abstract = [abstract(x) for x in leaves]
     abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
