@@ -83,6 +83,22 @@ def test_time_limit_must_be_positive(bad):
     assert "--time-limit must be a positive finite number" in r.output
 
 
+def test_time_limit_bounds_the_build_too(tmp_path):
+    """A build that cannot finish within ``--time-limit`` stops at it (exit 3, saying how far it got), not
+    minutes later (a new user's 919-instruction module on a 4x4x4x4 mesh built for over 300 s under
+    ``--time-limit 30``); nothing is written."""
+    import time
+
+    out = tmp_path / "cost.txt"
+    t0 = time.monotonic()
+    r = CliRunner().invoke(main, ["cost", str(PRE), "--mesh", "2x2x2", "--time-limit", "0.001", "-o", str(out)])
+    took = time.monotonic() - t0
+    assert r.exit_code == 3, r.output
+    assert "building the cost graph passed its deadline" in r.output and " done)" in r.output
+    assert not out.exists()
+    assert took < 60, took   # the deadline, not a timing test: the build would take seconds on 2x2x2
+
+
 def test_diff_marks_the_shardings_cost_chose():
     solved = PROP   # XLA's propagation of PRE: a sharding on every instruction
     rep = json.loads(_run("diff", PRE, solved, "--mesh", "2x4", "--format", "json"))

@@ -213,9 +213,10 @@ Examples:
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")
 @click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
-              help="Choose what the annotations leave open with the full solver (CP-SAT), searching at most "
-                   "this long. Default: the fast completion (greedy + local search + one message-passing "
-                   "round, no CP-SAT, deterministic), with its gap to a proven lower bound in the summary.")
+              help="Choose what the annotations leave open with the full solver (CP-SAT); building the "
+                   "cost graph and the search share this limit (a build that passes it: exit 3). Default: the "
+                   "fast completion (greedy + local search + one message-passing round, no CP-SAT, "
+                   "deterministic), with its gap to a proven lower bound in the summary.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
