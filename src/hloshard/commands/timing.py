@@ -29,6 +29,7 @@ from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
 from ..cost.tpu_fusion import fusion_rule
+from ..cost.tpu_layout import padded_bytes_per_device
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
@@ -50,13 +51,14 @@ def plan_roofline(result, module, profile=None):
         st = g.strategies[int(choice[v])]
         node_flops[id(g.instr)] = node_flops.get(id(g.instr), 0.0) + st.flop_count()
     sizes: dict = {}
+    per_device_bytes = padded_bytes_per_device if fusion_rule(profile).tiled_layout else bytes_per_device
 
     def size_of(instr) -> float:
         key = id(instr)
         if key not in sizes:
             try:
                 sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
-                sizes[key] = bytes_per_device(instr.shape, sharding)
+                sizes[key] = per_device_bytes(instr.shape, sharding)
             except (KeyError, ValueError, IndexError, AttributeError):
                 sizes[key] = instr.shape.byte_size if instr.shape.is_array else 0
         return sizes[key]

@@ -38,9 +38,9 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
 samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
-multi-output fusion), padding to (8,128) tiles (:mod:`hloshard.cost.tpu_layout` is the memory
-model's, not used for bytes moved), and the prefetch copies of parameters into on-chip memory
-(``copy-start`` to ``S(1)``).
+multi-output fusion), and the prefetch copies of parameters into on-chip memory (``copy-start`` to
+``S(1)``).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every buffer the
+roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it out.
 """
 
 from __future__ import annotations
@@ -207,7 +207,11 @@ class FusionRule:
     ``autoshard.build.edge_buffers``) -- the TPU's layout assignment gives each dot operand the layout
     its fusion reads instead (the samples' optimised TPU programs hold no such copies);
     ``sibling_reduces``: whether reductions of the same kind that read a common buffer share one
-    kernel that reads it once (:func:`sibling_key`)."""
+    kernel that reads it once (:func:`sibling_key`); ``tiled_layout``: whether a kernel moves each
+    buffer in the backend's tiled layout, padding included (the TPU's (8, 128) tiles:
+    :func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; measured: ``conv_layer``'s f32
+    activations with a minor dimension of 32 or 64 are read and written at 128 lanes, 4x / 2x their
+    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes."""
 
     name: str
     is_fused: Callable
@@ -216,6 +220,7 @@ class FusionRule:
     transitive_join: bool = False
     relayout_copies: bool = True
     sibling_reduces: bool = False
+    tiled_layout: bool = False
 
 
 def _none(instr):
@@ -225,7 +230,7 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True)
 
 
 def fusion_rule(profile) -> FusionRule:
