@@ -38,9 +38,11 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
 samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
-multi-output fusion), and the prefetch copies of parameters into on-chip memory (``copy-start`` to
-``S(1)``).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every buffer the
-roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it out.
+multi-output fusion).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
+buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it
+out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
+``S(1)``, memory-space assignment) are :attr:`FusionRule.prefetch_parameters`
+(:func:`hloshard.cost.roofline.prefetched`).
 """
 
 from __future__ import annotations
@@ -211,7 +213,9 @@ class FusionRule:
     buffer in the backend's tiled layout, padding included (the TPU's (8, 128) tiles:
     :func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; measured: ``conv_layer``'s f32
     activations with a minor dimension of 32 or 64 are read and written at 128 lanes, 4x / 2x their
-    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes."""
+    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes;
+    ``prefetch_parameters``: whether the backend's memory-space assignment copies entry parameters into
+    on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`)."""
 
     name: str
     is_fused: Callable
@@ -221,6 +225,7 @@ class FusionRule:
     relayout_copies: bool = True
     sibling_reduces: bool = False
     tiled_layout: bool = False
+    prefetch_parameters: bool = False
 
 
 def _none(instr):
@@ -230,7 +235,7 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True)
 
 
 def fusion_rule(profile) -> FusionRule:
