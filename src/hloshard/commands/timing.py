@@ -158,6 +158,7 @@ def plan_timing(result, module, scale) -> dict:
                       "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
                       "per_device_program": per_device,
                       "axis_links": dict(zip(map(str, names), scale.links)),
+                      "axis_link_names": {str(a): profile.link_name(c) for a, c in zip(names, scale.links)},
                       "overlap_model": "estimated_step_time_s: no overlap (compute + communication + "
                                        "resharding); overlapped_step_time_s: every collective hidden",
                       "breakdown_s": breakdown},
@@ -165,8 +166,11 @@ def plan_timing(result, module, scale) -> dict:
 
 
 def links_text(timing: dict) -> str:
-    """``data: dcn, model: ici``."""
-    return ", ".join(f"{a}: {c}" for a, c in timing["step_time"]["axis_links"].items())
+    """``data: InfiniBand (dcn), model: NVLink (ici)``: each axis' link as the device calls it
+    (:meth:`hloshard.devices.DeviceProfile.link_name`), with its class in the mesh marks' syntax."""
+    st = timing["step_time"]
+    names = st.get("axis_link_names", {})
+    return ", ".join(f"{a}: {names[a]} ({c})" if a in names else f"{a}: {c}" for a, c in st["axis_links"].items())
 
 
 _s = format_seconds
