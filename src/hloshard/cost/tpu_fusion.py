@@ -213,7 +213,14 @@ class FusionRule:
     buffer in the backend's tiled layout, padding included (the TPU's (8, 128) tiles:
     :func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; measured: ``conv_layer``'s f32
     activations with a minor dimension of 32 or 64 are read and written at 128 lanes, 4x / 2x their
-    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes;
+    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes: in the
+    report's roofline (:func:`hloshard.commands.timing.plan_roofline`), not in the solver's objective
+    (``strategy.base.strategy_hbm_bytes`` prices elements), because a plan that avoids padding by
+    splitting a convolution's batch down to a few rows per device meets a cost the model does not
+    have: the TPU's convolution emitters keep the batch in the sublanes and re-lay a small per-device
+    batch out (pad, slices, layout copies; measured: ``conv_layer`` solved with padding priced splits
+    its batch 8 ways, 2 rows per device, and the TPU compiler estimates that plan at 43.75 us against
+    GSPMD's 23.75 us, BENCHMARKS.md round 13);
     ``prefetch_parameters``: whether the backend's memory-space assignment copies entry parameters into
     on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`)."""
 

@@ -36,7 +36,6 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..cost.roofline import hbm_bytes, kernel_reads
-from ..cost.tpu_layout import padded_bytes
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -584,20 +583,16 @@ def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_p
 # ---------------------------------------------------------------------------------------------
 
 
-def _sized(minfo: MeshInfo, shape, spec, tiled: bool = False) -> float:
+def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
     """Bytes per device of ``shape`` under ``spec`` (a Spec or HloSharding; for a tuple shape a tuple
-    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape; ``tiled``:
-    in the TPU's tiled layout (:func:`hloshard.cost.tpu_layout.padded_bytes`)."""
+    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape."""
     if shape.is_tuple:
         leaves = leaf_shapes(shape)
         specs = spec if isinstance(spec, tuple) and len(spec) == len(leaves) else (None,) * len(leaves)
-        return float(sum(_sized(minfo, s, p, tiled) for s, p in zip(leaves, specs)))
+        return float(sum(_leaf_bytes(minfo, s, p) for s, p in zip(leaves, specs)))
     if not is_array(shape):
         return 0.0
-    whole = spec is None or (is_mesh_spec(spec) and len(spec) != len(shape.dims))
-    if tiled:
-        return float(padded_bytes(shape.element_type, shape.dims if whole else minfo.tile_dims(shape.dims, spec)))
-    if whole:
+    if spec is None or (is_mesh_spec(spec) and len(spec) != len(shape.dims)):
         return float(math.ceil(math.prod(shape.dims) * element_bytes(shape)))
     return float(minfo.bytes_per_device(shape, spec))
 
@@ -616,25 +611,24 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     the CPU backend's)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
-    tiled = bool(getattr(fusion, "tiled_layout", False))    # the TPU's padded tiles (FusionRule.tiled_layout)
 
     def spec_of(k):
         return st.inputs[k] if k is not None and k < len(st.inputs) else None
 
     def size_of(x) -> float:
         if x is instr:
-            return _sized(minfo, x.shape, out, tiled)
+            return _leaf_bytes(minfo, x.shape, out)
         k = direct.get(id(x))
         if spec_of(k) is not None:
-            return _sized(minfo, x.shape, spec_of(k), tiled)
+            return _leaf_bytes(minfo, x.shape, spec_of(k))
         k = origin.get(id(x), k)
-        whole = _sized(minfo, x.shape, None, tiled)
+        whole = _leaf_bytes(minfo, x.shape, None)
         spec = spec_of(k)
         if spec is None:
-            mine, total = _sized(minfo, instr.shape, out, tiled), _sized(minfo, instr.shape, None, tiled)
+            mine, total = _leaf_bytes(minfo, instr.shape, out), _leaf_bytes(minfo, instr.shape, None)
         else:
             o = operands[k]
-            mine, total = _sized(minfo, o.shape, spec, tiled), _sized(minfo, o.shape, None, tiled)
+            mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
         return whole * (mine / total if total else 1.0)
 
     return hbm_bytes(instr, size_of) if fusion is None else hbm_bytes(instr, size_of, fusion)
