@@ -32,8 +32,12 @@ all-gather), which are no instruction of the module, are added by the caller
 
 What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
-fusion left them (on a TPU, besides the TPU rule's fusions: the prefetch copies of memory-space
-assignment into on-chip memory, ``copy-start`` / ``copy-done``, and padding to (8,128) tiles; on the CPU the layout copies
+fusion left them (on a TPU, besides the TPU rule's fusions, its padded tiles and its prefetches of
+entry parameters -- both counted with ``--device tpu-*``: :attr:`~hloshard.cost.tpu_fusion.FusionRule.tiled_layout`,
+:func:`prefetched` --: the layout copies its layout assignment adds, e.g. of a convolution's output
+into the entry's layout or of a weight gradient written transposed, the all-to-all and relayout
+fusions of a reduce-scatter it decomposes, and its convolution emitters' re-layout of a small batch;
+on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
 ``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
 :attr:`Roofline.relayout_bytes` -- and the
