@@ -190,23 +190,26 @@ PREFETCH_MAX_BYTES = 128 * 2 ** 20
 
 def _kernels_reading(param, rule: FusionRule) -> list:
     """The kernels (materialised instructions, :func:`hbm_bytes` > 0 under ``rule``) that read ``param``:
-    its users, through the fused ones (inlined into their consumers) and an epilogue's dot; a user that
-    is control flow or a tuple counts as a reader of its own."""
+    its users (:func:`hloshard.cost.liveness.effective_users`), through the fused ones (inlined into their
+    consumers) and an epilogue's dot, level by level; a user that is control flow or a tuple counts as a
+    reader of its own."""
     out: list = []
     seen: set = set()
-    stack = list(param.users)
-    while stack:
-        u = stack.pop()
-        if id(u) in seen:
-            continue
-        seen.add(id(u))
-        dot = rule.absorbed_by(u)
-        if dot is not None:
-            out.append(dot)
-        elif u.opcode not in NO_TRAFFIC and rule.is_fused(u) and not shared_join(u, rule) and u.opcode not in SLICES:
-            stack.extend(u.users)
-        else:
-            out.append(u)
+    frontier = [param]
+    while frontier:
+        fused = []
+        for u in (u for x in frontier for u in effective_users(x)):
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            dot = rule.absorbed_by(u)
+            if dot is not None:
+                out.append(dot)
+            elif u.opcode not in NO_TRAFFIC and rule.is_fused(u) and not shared_join(u, rule) and u.opcode not in SLICES:
+                fused.append(u)
+            else:
+                out.append(u)
+        frontier = fused
     return out
 
 
