@@ -115,6 +115,29 @@ latency_us = 10
         devices.get_profile(str(f))
 
 
+def test_links_are_named_as_the_device_calls_them(tmp_path):
+    """The marks stay :ici / :dcn on every device; reports name them NVLink / InfiniBand on a GPU, ICI /
+    DCN on a TPU, or what a TOML profile calls them."""
+    for gpu in ("h100-sxm", "h200", "a100-80gb", "b200"):
+        p = devices.get_profile(gpu)
+        assert (p.link_name("ici"), p.link_name("dcn")) == ("NVLink", "InfiniBand")
+    for tpu in ("tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e"):
+        p = devices.get_profile(tpu)
+        assert (p.link_name("ici"), p.link_name("dcn")) == ("ICI", "DCN")
+    with pytest.raises(UsageError, match="unknown link class"):
+        devices.get_profile("h100").link_name("nvlink")
+    body = ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = 3\n"
+            "[ici]\nbandwidth_gbps = 2\nlatency_us = 1\n[dcn]\nbandwidth_gbps = 1\nlatency_us = 9\n")
+    f = tmp_path / "lab.toml"
+    f.write_text(body)
+    assert devices.get_profile(str(f)).link_name("dcn") == "InfiniBand"      # not tpu-*: a GPU's names
+    f.write_text(body + 'name = "RoCE"\n')
+    assert devices.get_profile(str(f)).link_name("dcn") == "RoCE"
+    f.write_text(body + "name = 3\n")
+    with pytest.raises(UsageError, match=r"\[dcn\]: 'name' must be a non-empty string"):
+        devices.get_profile(str(f))
+
+
 def test_tpu_profiles_sustain_the_tpu_compilers_hbm_bandwidth():
     """The TPU compiler's cost model (libtpu 0.0.42) charges HBM-bound work at 0.90 x 819 GB/s on v5e,
     0.85 x 2,765 GB/s on v5p, the datasheet figure on v6e (BENCHMARKS.md, Round 10); GPUs: no figure."""

@@ -168,6 +168,8 @@ def test_mesh_auto_with_device_compares_candidates_in_seconds(tmp_path):
     assert d["memory_budget"] == get_profile("tpu-v5e").hbm_bytes
     trials = [t for t in d["mesh_search"]["trials"] if t["objective"] is not None]
     assert trials and all(t["objective_s"] > 0 and t["axis_links"] for t in trials)
+    assert all(len(t["axis_link_names"]) == len(t["axis_links"]) and set(t["axis_link_names"]) <= {"ICI", "DCN"}
+               for t in trials)
     u = trials[0]["objective_s"] / trials[0]["objective"]
     assert all(t["objective_s"] == pytest.approx(t["objective"] * u, rel=1e-5) for t in trials)
     best = min(trials, key=lambda t: t["objective_s"])

@@ -45,11 +45,34 @@ ENTRY e {
 def test_model_flops_counts_loops_per_trip_and_convolutions():
     m = parse_module(LOOP)
     dot = 2 * 32 * 64 * 64
-    conv = 2 * (8 * 16 * 16 * 4) * (3 * 3) * 3
+    # batch x output features x input features x the (output position, tap) pairs that read an input
+    # element: 16 positions x 3 taps less the 2 that fall on the padding, per spatial dimension
+    conv = 2 * (8 * 4) * 3 * (16 * 3 - 2) ** 2
     assert model_flops(m) == pytest.approx(5 * dot + conv)
     by_name = {i.name: i for i in m.all_instructions()}
     assert matmul_flops(by_name["conv"]) == conv
     assert matmul_flops(by_name["r"]) == 0
+
+
+def test_convolution_flops_count_only_taps_that_read_input():
+    """A tap on padding or between the elements of a dilated input is no work (XLA's HloCostAnalysis):
+    checked against counting every (output, tap) pair one by one."""
+    from hloshard.cost.flops import valid_taps
+
+    def brute(size, stride, pad, lhs_d, rhs_d, n_in, n_out):
+        span = (n_in - 1) * lhs_d
+        return sum(1 for o in range(n_out) for k in range(size)
+                   if 0 <= o * stride + k * rhs_d - pad <= span and (o * stride + k * rhs_d - pad) % lhs_d == 0)
+
+    cases = [(3, 1, 1, 1, 1, 32, 32), (3, 2, 1, 1, 1, 32, 16), (3, 1, 1, 2, 1, 4, 7), (4, 1, 3, 1, 2, 8, 10),
+             (5, 3, 4, 2, 3, 9, 6), (1, 1, 0, 1, 1, 7, 7), (7, 1, 0, 1, 1, 3, 0)]
+    for c in cases:
+        assert valid_taps(*c) == brute(*c), c
+    assert valid_taps(3, 1, 1, 1, 1, 32, 32) == 94
+    m = parse_module(LOOP.replace("pad=1_1x1_1", "pad=0_2x1_1 lhs_dilate=2x1").replace(
+        "conv = f32[8,16,16,4]", "conv = f32[8,31,16,4]"))
+    conv = next(i for i in m.all_instructions() if i.name == "conv")
+    assert matmul_flops(conv) == 2 * (8 * 4) * 3 * brute(3, 1, 0, 2, 1, 16, 31) * brute(3, 1, 1, 1, 1, 16, 16)
 
 
 def test_step_time_breakdown_overlap_and_mfu():

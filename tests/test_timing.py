@@ -96,6 +96,7 @@ def test_written_collectives_cost_the_link_their_groups_cross(tmp_path):
     assert ici["step_time"]["per_device_program"] is True
     assert ici["step_time"]["axis_links"] == {"data": "ici", "model": "ici"}
     assert dcn["step_time"]["axis_links"] == {"data": "dcn", "model": "ici"}
+    assert dcn["step_time"]["axis_link_names"] == {"data": "InfiniBand", "model": "NVLink"}
     mb = 512 * 1024 * 2
     ar = 2 * (1 / 2) * mb / h100.ici.bandwidth + 1 * h100.ici.latency     # ring all-reduce over 2 devices
     ag_ici = (3 / 4) * 4 * mb / h100.ici.bandwidth + 3 * h100.ici.latency  # ring all-gather of 4 MiB over 4
@@ -126,7 +127,7 @@ def test_cost_text_summary_says_seconds_and_links(tmp_path):
     path.write_text(PER_DEVICE)
     r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "data=4:dcn,model=2", "--device", "h100-sxm"])
     assert r.exit_code == 0, r.output
-    assert "estimated step time" in r.output and "data: dcn, model: ici" in r.output
+    assert "estimated step time" in r.output and "data: InfiniBand (dcn), model: NVLink (ici)" in r.output
     assert "total cost" not in r.output
 
 

@@ -147,3 +147,77 @@ def test_tpu_rule_bytes_against_the_tpu_compiler_on_the_train_step():
     cpu_rule = plan_roofline(res, module, get_profile("h100-sxm"))[0].hbm_bytes
     assert 0.75 < tpu_rule / tpu_bytes < 1.25
     assert abs(tpu_rule / tpu_bytes - 1) < abs(cpu_rule / tpu_bytes - 1)
+
+
+# two dots in a chain: d1 reads only parameters (it can run first), d2 reads d1's kernel's result (its
+# exponential epilogue), v, and x again through its residual add
+CHAIN = f"""HloModule chain, num_partitions=8
+
+ENTRY main {{
+  x = f32[128,256] parameter(0){_R}
+  w = f32[256,256] parameter(1){_R}
+  v = f32[256,256] parameter(2){_R}
+  d1 = f32[128,256] dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  e = f32[128,256] exponential(d1){_R}
+  d2 = f32[128,256] dot(e, v), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  ROOT r = f32[128,256] add(d2, x){_R}
+}}
+"""
+
+
+def test_entry_parameters_are_prefetched_unless_only_a_first_kernel_reads_them():
+    """Memory-space assignment's copy-start / copy-done of a parameter into VMEM: 4x its bytes in the TPU
+    compiler's bytes accessed; none for a parameter whose one reader reads nothing but parameters (w,
+    read by d1 only), none under the CPU rule."""
+    from hloshard.cost.roofline import PREFETCH_COPY_FACTOR, prefetched
+
+    ins = _by_name(CHAIN)
+    assert [prefetched(ins[k], TPU_FUSION) for k in ("x", "w", "v")] == [True, False, True]
+    assert PREFETCH_COPY_FACTOR == 4
+    assert hbm_bytes(ins["v"], _size, TPU_FUSION) == 4 * _size(ins["v"])
+    assert hbm_bytes(ins["w"], _size, TPU_FUSION) == 0.0
+    assert all(hbm_bytes(ins[k], _size, CPU_FUSION) == 0.0 for k in ("x", "w", "v"))
+    # LN_DOT: every parameter is read by the dot's kernel alone, which reads only parameters
+    ln = _by_name(LN_DOT)
+    assert not any(prefetched(ln[k], TPU_FUSION) for k in ("x", "m", "g", "w", "b"))
+
+
+def test_tpu_bytes_are_counted_in_padded_tiles():
+    """The TPU lays an f32 tile of 16 x 32 out in 128 lanes: 4x its elements' bytes, per
+    device under the sharding (tpu_layout.padded_bytes_per_device); the CPU rule counts elements."""
+    from hloshard.cost.tpu_layout import padded_bytes_per_device
+    from hloshard.hlo.sharding import parse_sharding
+    from hloshard.hlo.shape import parse_shape
+
+    assert TPU_FUSION.tiled_layout and not CPU_FUSION.tiled_layout
+    shape = parse_shape("f32[16,32]")     # either dimension minor: 128 lanes of 16 or of 32 rows
+    assert padded_bytes_per_device(shape, None) == 16 * 128 * 4
+    assert padded_bytes_per_device(shape, parse_sharding("{devices=[2,1,4]<=[8] last_tile_dim_replicate}")) == 8 * 128 * 4
+    tup = parse_shape("(f32[16,32], bf16[16,256])")
+    assert padded_bytes_per_device(tup, None) == 16 * 128 * 4 + 16 * 256 * 2
+
+
+def test_tpu_roofline_of_a_plan_counts_padding_and_prefetches():
+    """plan_roofline with tpu-v5e: CHAIN's x and v rows are their prefetches, and a kernel on f32 rows of
+    32 elements moves them at 128 lanes; with h100-sxm (the CPU rule) neither."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.commands.timing import plan_roofline
+    from hloshard.mesh import DeviceMesh
+
+    def rows(text, device):
+        module = parse_module(text)
+        result = evaluate_module(module, DeviceMesh.for_module(module, "2x4"))
+        return {r.name: r.hbm_bytes for r in plan_roofline(result, module, get_profile(device))[0].rows}
+
+    tpu, gpu = rows(CHAIN, "tpu-v5e"), rows(CHAIN, "h100-sxm")
+    assert tpu["x"] == 4 * 128 * 256 * 4 and tpu["v"] == 4 * 256 * 256 * 4 and tpu["w"] == 0
+    assert gpu["x"] == gpu["v"] == gpu["w"] == 0
+    narrow = f"""HloModule narrow, num_partitions=8
+
+ENTRY main {{
+  x = f32[16,32] parameter(0){_R}
+  ROOT y = f32[16,32] exponential(x){_R}
+}}
+"""
+    assert rows(narrow, "tpu-v5e")["y"] == 2 * 16 * 128 * 4     # read and written at 128 lanes
+    assert rows(narrow, "h100-sxm")["y"] == 2 * 16 * 32 * 4

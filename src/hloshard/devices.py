@@ -2,7 +2,9 @@
 
 A :class:`DeviceProfile` holds, per device: peak dense FLOP/s per dtype, HBM size and bandwidth, and two
 link classes with a bandwidth and a latency each: ``ici`` (inside a node or a TPU slice: NVLink, ICI)
-and ``dcn`` (across nodes or slices: InfiniBand / RoCE, the data-center network). Built-in profiles
+and ``dcn`` (across nodes or slices: InfiniBand / RoCE, the data-center network).  ``ici`` / ``dcn`` are
+the mesh marks' syntax on every device (on a GPU: intra-node / inter-node); reports call each link
+what the device calls it (:meth:`DeviceProfile.link_name`: NVLink / InfiniBand, ICI / DCN). Built-in profiles
 (:data:`PROFILES`) come from vendor datasheets, named in each profile's ``sources`` and in the README
 ("Device profiles"); a machine that is not in the table is described by a small TOML file
 (:func:`load_profile`).
@@ -45,10 +47,17 @@ from .units import DEVICE_MEMORY
 
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
-           "module_matmul_dtype"]
+           "module_matmul_dtype", "LINK_NAMES"]
 
-#: The two link classes a mesh axis can cross.
+#: The two link classes a mesh axis can cross.  The names are the mesh marks' syntax (``:ici`` /
+#: ``:dcn``) on every device: on a GPU ``ici`` means inside a node (NVLink) and ``dcn`` across nodes
+#: (InfiniBand / RoCE); reports name the links as the device calls them (:data:`LINK_NAMES`).
 LINK_CLASSES = ("ici", "dcn")
+
+#: What each link class is called, per backend (:attr:`DeviceProfile.backend`), in reports
+#: (:meth:`DeviceProfile.link_name`): NVIDIA's intra-node NVLink and inter-node InfiniBand (the DGX /
+#: HGX user guides of the GPU profiles' sources); Google's ICI and DCN (Cloud TPU system architecture).
+LINK_NAMES = {"gpu": {"ici": "NVLink", "dcn": "InfiniBand"}, "tpu": {"ici": "ICI", "dcn": "DCN"}}
 
 _GB = 1e9
 _T = 1e12
@@ -59,10 +68,13 @@ class LinkSpec:
     """One link class as a device sees it.
 
     ``bandwidth``: bytes per second per device in one direction along one mesh axis (a ring's step
-    moves this fast); ``latency``: seconds per ring step."""
+    moves this fast); ``latency``: seconds per ring step; ``name``: what the link is called on this
+    device (a TOML profile's ``name`` in ``[ici]`` / ``[dcn]``; empty: the backend's default,
+    :meth:`DeviceProfile.link_name`)."""
 
     bandwidth: float
     latency: float
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -105,6 +117,13 @@ class DeviceProfile:
         """The compiler backend this device runs: ``'tpu'`` for a ``tpu-*`` profile, else ``'gpu'``
         (the memory model's layouts and HBM rule follow it: :mod:`hloshard.cost.tpu_layout`)."""
         return "tpu" if self.name.lower().startswith("tpu") else "gpu"
+
+    def link_name(self, cls: str) -> str:
+        """What link class ``cls`` (``'ici'`` / ``'dcn'``, the mesh marks' syntax) is called on this
+        device, for reports: the link's own ``name`` when the profile gives one, else the backend's
+        (:data:`LINK_NAMES`: NVLink / InfiniBand on a GPU, ICI / DCN on a TPU).  Raises UsageError for
+        an unknown class."""
+        return self.link(cls).name or LINK_NAMES[self.backend][cls]
 
     def link(self, cls: str) -> LinkSpec:
         """The :class:`LinkSpec` of link class ``'ici'`` or ``'dcn'``."""
@@ -221,9 +240,12 @@ def load_profile(path: str) -> DeviceProfile:
         [ici]                            # inside a node / slice: per device, per direction, one axis
         bandwidth_gbps = 450             # GB/s
         latency_us = 2
+        name = "NVLink"                  # optional; what reports call it (default: NVLink on a GPU,
+                                         # ICI on a profile named tpu-*)
         [dcn]                            # across nodes / slices
         bandwidth_gbps = 50
         latency_us = 8
+        name = "RoCE"                    # optional (default: InfiniBand, DCN on a TPU)
 
     Raises UsageError (file, what is wrong) for an unreadable file, a TOML syntax error (with its line
     and column) or a missing / non-positive number."""
@@ -246,8 +268,11 @@ def load_profile(path: str) -> DeviceProfile:
         sect = data.get(cls)
         if not isinstance(sect, dict):
             raise UsageError(f"{path}: missing [{cls}] with bandwidth_gbps and latency_us")
+        label = sect.get("name", "")
+        if not isinstance(label, str) or ("name" in sect and not label.strip()):
+            raise UsageError(f"{path} [{cls}]: 'name' must be a non-empty string, got {label!r}")
         links[cls] = LinkSpec(_positive(sect, "bandwidth_gbps", f"{path} [{cls}]") * _GB,
-                              _positive(sect, "latency_us", f"{path} [{cls}]") * 1e-6)
+                              _positive(sect, "latency_us", f"{path} [{cls}]") * 1e-6, label.strip())
     dpn = _positive(data, "devices_per_node", path)
     if dpn != int(dpn):
         raise UsageError(f"{path}: 'devices_per_node' must be an integer, got {data['devices_per_node']!r}")

@@ -78,6 +78,7 @@ class MeshTrial:
         if self.scale is not None:   # --device: the objective in seconds, and each axis' link
             out["objective_s"] = None if self.objective is None else float(f"{self.objective_seconds():.6g}")
             out["axis_links"] = list(self.scale.links)
+            out["axis_link_names"] = [self.scale.profile.link_name(c) for c in self.scale.links]
         return out
 
     def objective_seconds(self) -> float | None:

@@ -75,7 +75,8 @@ def device_option(func):
         "--device", "device", metavar="NAME|FILE.toml", default=None,
         help="Price in seconds on this accelerator: h100-sxm, h200, a100-80gb, b200, tpu-v4, tpu-v5e, "
              "tpu-v5p, tpu-v6e, or a TOML profile file. Sets alpha/beta per mesh axis from its links "
-             "(mark axes with --mesh data=16:dcn,model=8; unmarked: the innermost axes up to a node's "
+             "(mark axes with --mesh data=16:dcn,model=8: :ici inside a node or TPU slice, NVLink on a "
+             "GPU; :dcn across them, InfiniBand on a GPU; unmarked: the innermost axes up to a node's "
              "devices are intra-node) and defaults --memory-budget to its HBM.")(func)
 
 

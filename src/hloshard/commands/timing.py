@@ -29,6 +29,7 @@ from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
 from ..cost.roofline import instruction_peak, roofline
 from ..cost.tpu_fusion import fusion_rule
+from ..cost.tpu_layout import padded_bytes_per_device
 from ..cost.steptime import format_seconds, step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP
 
@@ -50,13 +51,14 @@ def plan_roofline(result, module, profile=None):
         st = g.strategies[int(choice[v])]
         node_flops[id(g.instr)] = node_flops.get(id(g.instr), 0.0) + st.flop_count()
     sizes: dict = {}
+    per_device_bytes = padded_bytes_per_device if fusion_rule(profile).tiled_layout else bytes_per_device
 
     def size_of(instr) -> float:
         key = id(instr)
         if key not in sizes:
             try:
                 sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
-                sizes[key] = bytes_per_device(instr.shape, sharding)
+                sizes[key] = per_device_bytes(instr.shape, sharding)
             except (KeyError, ValueError, IndexError, AttributeError):
                 sizes[key] = instr.shape.byte_size if instr.shape.is_array else 0
         return sizes[key]
@@ -156,6 +158,7 @@ def plan_timing(result, module, scale) -> dict:
                       "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
                       "per_device_program": per_device,
                       "axis_links": dict(zip(map(str, names), scale.links)),
+                      "axis_link_names": {str(a): profile.link_name(c) for a, c in zip(names, scale.links)},
                       "overlap_model": "estimated_step_time_s: no overlap (compute + communication + "
                                        "resharding); overlapped_step_time_s: every collective hidden",
                       "breakdown_s": breakdown},
@@ -163,8 +166,11 @@ def plan_timing(result, module, scale) -> dict:
 
 
 def links_text(timing: dict) -> str:
-    """``data: dcn, model: ici``."""
-    return ", ".join(f"{a}: {c}" for a, c in timing["step_time"]["axis_links"].items())
+    """``data: InfiniBand (dcn), model: NVLink (ici)``: each axis' link as the device calls it
+    (:meth:`hloshard.devices.DeviceProfile.link_name`), with its class in the mesh marks' syntax."""
+    st = timing["step_time"]
+    names = st.get("axis_link_names", {})
+    return ", ".join(f"{a}: {names[a]} ({c})" if a in names else f"{a}: {c}" for a, c in st["axis_links"].items())
 
 
 _s = format_seconds

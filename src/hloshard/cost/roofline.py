@@ -21,7 +21,8 @@ consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a mat
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
 update (in place), as ``HloCostAnalysis`` counts them.  Instructions that move no
-data of their own count 0: ``parameter``, ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
+data of their own count 0: ``parameter`` (under the TPU rule an entry parameter's prefetch copies into
+on-chip memory instead, :func:`prefetched`: :data:`PREFETCH_COPY_FACTOR` x its size), ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
 them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their
@@ -31,8 +32,12 @@ all-gather), which are no instruction of the module, are added by the caller
 
 What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (measured on the samples,
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
-fusion left them (on a TPU, besides the TPU rule's fusions: the prefetch copies of memory-space
-assignment into on-chip memory, ``copy-start`` / ``copy-done``, and padding to (8,128) tiles; on the CPU the layout copies
+fusion left them (on a TPU, besides the TPU rule's fusions, its padded tiles and its prefetches of
+entry parameters -- both counted with ``--device tpu-*``: :attr:`~hloshard.cost.tpu_fusion.FusionRule.tiled_layout`,
+:func:`prefetched` --: the layout copies its layout assignment adds, e.g. of a convolution's output
+into the entry's layout or of a weight gradient written transposed, the all-to-all and relayout
+fusions of a reduce-scatter it decomposes, and its convolution emitters' re-layout of a small batch;
+on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
 ``DotDecomposer`` copies of dot operands and the relayouts of gathered operands are counted,
 :attr:`Roofline.relayout_bytes` -- and the
@@ -51,7 +56,7 @@ from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users
 from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join, sibling_key
 
-__all__ = ["kernel_reads", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -171,6 +176,78 @@ def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     return cache[1].get(id(instr), frozenset())
 
 
+#: bytes ``HloCostAnalysis`` counts for one prefetch of a buffer into on-chip memory, in units of the
+#: buffer's size: ``copy-start`` reads it (HBM) and writes it (VMEM), ``copy-done`` again reads and writes
+#: it, each counted as operand plus result (measured on the TPU compiler's optimised ``conv_layer`` GSPMD
+#: program: its only prefetch, of the f32[3,3,64,32] weight of 147,456 padded bytes, is 589,824 of the
+#: 17,519,616 bytes accessed, the rest being its two kernels' padded operands and results to 0.03%)
+PREFETCH_COPY_FACTOR = 4
+
+#: the largest parameter (bytes per device) that memory-space assignment can prefetch: the smallest
+#: on-chip VMEM measured (v5e, 128 MiB: :data:`hloshard.cost.tpu_layout.VMEM_BYTES`)
+PREFETCH_MAX_BYTES = 128 * 2 ** 20
+
+
+def _kernels_reading(param, rule: FusionRule) -> list:
+    """The kernels (materialised instructions, :func:`hbm_bytes` > 0 under ``rule``) that read ``param``:
+    its users (:func:`hloshard.cost.liveness.effective_users`), through the fused ones (inlined into their
+    consumers) and an epilogue's dot, level by level; a user that is control flow or a tuple counts as a
+    reader of its own."""
+    out: list = []
+    seen: set = set()
+    frontier = [param]
+    while frontier:
+        fused = []
+        for u in (u for x in frontier for u in effective_users(x)):
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            dot = rule.absorbed_by(u)
+            if dot is not None:
+                out.append(dot)
+            elif u.opcode not in NO_TRAFFIC and rule.is_fused(u) and not shared_join(u, rule) and u.opcode not in SLICES:
+                fused.append(u)
+            else:
+                out.append(u)
+        frontier = fused
+    return out
+
+
+def prefetched(param, rule: FusionRule) -> bool:
+    """Whether the TPU compiler's memory-space assignment prefetches the entry parameter ``param`` into
+    on-chip memory (``copy-start`` / ``copy-done`` to ``S(1)`` in its optimised program), under a rule
+    with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation of at most
+    :data:`PREFETCH_MAX_BYTES` that some kernel reads, unless its one reader is a kernel that reads
+    nothing but parameters and constants (a kernel that can run first: there is no earlier kernel to
+    hide the copy behind, and the TPU programs read such a parameter from HBM directly).  Read off the
+    optimised programs of the samples' GSPMD plans (``v5e:2x4``): 40 of the 45 parameters prefetched;
+    of the five that are not, three are read by the first kernel only (``conv_layer``'s input and bias,
+    ``moe_layer``'s first expert weight) and two were hidden behind earlier kernels in the TPU's own
+    schedule but not in this rule (``attention_6heads``: one of the q/k/v weights read by the first
+    kernel is prefetched, its cross-program prefetch; ``conv_layer``'s weight, the same).  Cached per
+    computation."""
+    if param.opcode != "parameter" or not rule.prefetch_parameters or not param.shape.is_array:
+        return False
+    comp = param.parent
+    if comp is None or not getattr(comp, "is_entry", False):
+        return False
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, "_hloshard_prefetched", None)
+    if cache is None or cache[0] != stamp:
+        cache = (stamp, {})
+        comp._hloshard_prefetched = cache
+    hit = cache[1].get(id(param))
+    if hit is None:
+        readers = _kernels_reading(param, rule)
+        hit = bool(readers)
+        if len(readers) == 1:
+            only = readers[0]
+            hit = only.opcode in NO_TRAFFIC or any(b.opcode not in ("parameter", "constant")
+                                                   for b, _ in kernel_reads(only, rule))
+        cache[1][id(param)] = hit
+    return hit
+
+
 def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
     0 when fused (a shared join, :func:`hloshard.cost.tpu_fusion.shared_join`, is written once), when computed in a dot's output
@@ -184,6 +261,9 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     (:func:`read_by_earlier_sibling`, TPU rule).  ``size_of``: instruction -> bytes per device under the plan;
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
     default)."""
+    if instr.opcode == "parameter" and rule.prefetch_parameters:
+        size = float(size_of(instr))
+        return PREFETCH_COPY_FACTOR * size if size <= PREFETCH_MAX_BYTES and prefetched(instr, rule) else 0.0
     if instr.opcode in NO_TRAFFIC:
         return 0.0
     if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):

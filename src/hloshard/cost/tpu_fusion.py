@@ -38,9 +38,11 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
 samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
-multi-output fusion), padding to (8,128) tiles (:mod:`hloshard.cost.tpu_layout` is the memory
-model's, not used for bytes moved), and the prefetch copies of parameters into on-chip memory
-(``copy-start`` to ``S(1)``).
+multi-output fusion).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
+buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it
+out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
+``S(1)``, memory-space assignment) are :attr:`FusionRule.prefetch_parameters`
+(:func:`hloshard.cost.roofline.prefetched`).
 """
 
 from __future__ import annotations
@@ -207,7 +209,20 @@ class FusionRule:
     ``autoshard.build.edge_buffers``) -- the TPU's layout assignment gives each dot operand the layout
     its fusion reads instead (the samples' optimised TPU programs hold no such copies);
     ``sibling_reduces``: whether reductions of the same kind that read a common buffer share one
-    kernel that reads it once (:func:`sibling_key`)."""
+    kernel that reads it once (:func:`sibling_key`); ``tiled_layout``: whether a kernel moves each
+    buffer in the backend's tiled layout, padding included (the TPU's (8, 128) tiles:
+    :func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; measured: ``conv_layer``'s f32
+    activations with a minor dimension of 32 or 64 are read and written at 128 lanes, 4x / 2x their
+    elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes: in the
+    report's roofline (:func:`hloshard.commands.timing.plan_roofline`), not in the solver's objective
+    (``strategy.base.strategy_hbm_bytes`` prices elements), because a plan that avoids padding by
+    splitting a convolution's batch down to a few rows per device meets a cost the model does not
+    have: the TPU's convolution emitters keep the batch in the sublanes and re-lay a small per-device
+    batch out (pad, slices, layout copies; measured: ``conv_layer`` solved with padding priced splits
+    its batch 8 ways, 2 rows per device, and the TPU compiler estimates that plan at 43.75 us against
+    GSPMD's 23.75 us, BENCHMARKS.md round 13);
+    ``prefetch_parameters``: whether the backend's memory-space assignment copies entry parameters into
+    on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`)."""
 
     name: str
     is_fused: Callable
@@ -216,6 +231,8 @@ class FusionRule:
     transitive_join: bool = False
     relayout_copies: bool = True
     sibling_reduces: bool = False
+    tiled_layout: bool = False
+    prefetch_parameters: bool = False
 
 
 def _none(instr):
@@ -225,7 +242,7 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True)
 
 
 def fusion_rule(profile) -> FusionRule:

@@ -68,6 +68,7 @@ exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM ther
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Sequence
 
@@ -157,6 +158,12 @@ def padded_bytes(element_type: str, dims: Sequence[int]) -> int:
     per-device tile: pass the sharded dims), with its tiled layout (module docstring).  0 for an array
     with a zero dimension and for non-array types (token, opaque).  Raises KeyError for an unknown
     element type."""
+    return _padded_bytes(str(element_type), tuple(int(d) for d in dims))
+
+
+@functools.lru_cache(maxsize=65536)
+def _padded_bytes(element_type: str, dims: tuple) -> int:
+    """:func:`padded_bytes` (cached: the roofline asks for the same tiles many times)."""
     width = element_byte_size(element_type)
     if width == 0:
         return 0
@@ -184,6 +191,30 @@ def padded_bytes(element_type: str, dims: Sequence[int]) -> int:
             if best is None or size < best:
                 best = size
     return _granule(best)
+
+
+def padded_bytes_per_device(shape, sharding) -> int:
+    """:func:`padded_bytes` of the per-device tile of ``shape`` (a :class:`hloshard.hlo.shape.Shape`) under
+    ``sharding`` (an :class:`hloshard.hlo.sharding.HloSharding`, None: replicated; a tuple shape: the sum
+    over its leaves with the matching leaf sharding), as :func:`hloshard.cost.memory.bytes_per_device`
+    tiles it (ceil tiling) but with the TPU's tiled layout: what a kernel of the TPU compiler reads or
+    writes of that buffer (the roofline's HBM bytes with ``--device tpu-*``,
+    :attr:`hloshard.cost.tpu_fusion.FusionRule.tiled_layout`).  0 for tokens and opaque values.  Raises
+    ValueError when a tiled sharding's rank differs from the shape's."""
+    if shape.is_tuple:
+        total = 0
+        for i, leaf in enumerate(shape.leaves()):
+            s = None if sharding is None else sharding.leaf(i) if sharding.is_tuple else sharding
+            total += padded_bytes_per_device(leaf, s)
+        return total
+    if not shape.is_array:
+        return 0
+    dims = tuple(shape.dims)
+    if sharding is not None and sharding.is_tiled:
+        if sharding.tiled_rank != len(dims):
+            raise ValueError(f"sharding {sharding} has {sharding.tiled_rank} tiled dims but {shape} has rank {len(dims)}")
+        dims = tuple(sharding.tile_shape(dims))
+    return padded_bytes(shape.element_type, dims)
 
 
 def vmem_bytes(device: str | None) -> int:
