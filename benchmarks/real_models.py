@@ -239,7 +239,7 @@ def rel_err(got, want, params) -> float:
 
 
 def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
-          stablehlo_dir: str | None = None):
+          stablehlo_dir: str | None = None, deterministic: bool = True):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
     per plan. ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
     measured before it in ``plans``. A plan that raises gives a row with ``error``."""
@@ -256,6 +256,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["params"], ctx["data"] = example(lm, batch, seq)
     ctx["experts"] = expert_specs(lm, backbone_cls, ctx["mesh"])
     ctx["model_name"], ctx["stablehlo_dir"] = name, stablehlo_dir
+    ctx["deterministic"] = deterministic   # auto_shard's mode (--wall-clock: False, auto_shard's default)
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
     done: dict = {}
     for plan in plans:
@@ -303,8 +304,10 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
             args = ({k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
         t0 = time.monotonic()
         res = auto_shard(step, *args, mesh=mesh, memory_budget=budget if plan == "auto_budget" else None,
-                         keep_shardings="io", time_limit=time_limit, with_constraints=False)
+                         keep_shardings="io", time_limit=time_limit, with_constraints=False,
+                         deterministic=ctx.get("deterministic", True))
         row["seconds"] = round(time.monotonic() - t0, 1)
+        row["time"] = res.report.get("time")
         fn, in_sh, out_sh = res.fn, res.in_shardings, res.out_shardings
         rep = res.report
         row.update(pred_peak=rep.get("peak_memory_per_device"), status=rep.get("status"), gap=rep.get("gap"),
@@ -377,6 +380,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         extra += ["--diff-dir", diff_dir]
     if getattr(args, "stablehlo_dir", None):
         extra += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
+    if getattr(args, "wall_clock", False):
+        extra += ["--wall-clock"]
     return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -478,7 +483,11 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=None, help=f"comma list of {', '.join(CONFIGS)}")
     ap.add_argument("--plans", default=",".join(PLANS))
     ap.add_argument("--quick", action="store_true", help="the small configs only")
-    ap.add_argument("--time-limit", type=float, default=20.0, help="auto_shard's solver seconds")
+    ap.add_argument("--time-limit", type=float, default=20.0,
+                    help="auto_shard's time_limit (a work budget; with --wall-clock seconds for the whole call)")
+    ap.add_argument("--wall-clock", action="store_true",
+                    help="auto_shard in wall-clock mode (deterministic=False, its default); without it "
+                         "deterministic=True, the same plans on every run")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
     ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
     ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
@@ -491,7 +500,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
-                         args.stablehlo_dir):
+                         args.stablehlo_dir, deterministic=not args.wall_clock):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()

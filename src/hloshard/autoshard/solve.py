@@ -35,8 +35,9 @@ FIRST_SOLVE_SHARE = 0.6
 #: The most re-solves :func:`_fit_buffers` makes with the communication buffers priced (a bound on the
 #: loop, not a tuned figure; each round's re-solve gets half the time left).
 FIT_ROUNDS = 8
-#: In deterministic mode (each re-solve a full work budget), the most re-solves: 3, the bound of the loop
-#: this one replaced, so that a deterministic run's work stays what it was.
+#: In deterministic mode, the most re-solves: 3, the bound of the loop this one replaced.  They share the
+#: work budget as the wall-clock re-solves share the time (the first solve FIRST_SOLVE_SHARE, each re-solve
+#: half of the budget left, the last what is left), so ``time_limit`` bounds the work of every solve.
 DETERMINISTIC_FIT_ROUNDS = 3
 
 
@@ -164,7 +165,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
     t_solve = time.monotonic()
     first_limit = time_limit
-    if memory_budget is not None and not deterministic:
+    if memory_budget is not None:
         # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
@@ -187,7 +188,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     out_of_time = False
     if limit is not None and ev.peak_memory > limit:
         sol, choice, ev, spent, out_of_time = _fit_buffers(
-            graph, sol, choice, ev, limit, time_limit if deterministic else None, solve_end, workers, seed,
+            graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget)
         solver_seconds += spent
     if limit is not None and ev.peak_memory > limit:
@@ -223,13 +224,14 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     :func:`hloshard.autoshard.build.edge_buffers`) is the answer; the search ends after
     :data:`FIT_ROUNDS` rounds, when a round adds no buffer and the plan is the one its buffers were
     linearised at, or when the solver finds nothing (its refusal then states no bound).  In wall-clock mode each re-solve gets
-    half of the solver's time left (the last what is left); deterministic: ``det_limit`` each."""
+    half of the solver's time left (the last what is left); deterministic: likewise of the work budget
+    ``det_limit`` (what the first solve left of ``time_limit``)."""
     import time
 
     base = graph.solver_problem
     terms = edge_memory_terms(graph)
     priced: list = []
-    spent, out_of_time, last = 0.0, False, None
+    spent, out_of_time, last, det_given = 0.0, False, None, 0.0
     closest = (sol, choice, ev)   # the plan nearest the limit, reported when none keeps it
     rounds = 0
     try:
@@ -242,11 +244,13 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
             priced.extend(new)
             # priced before the clock is read: the solver gets what is left when it starts
             graph.solver_problem = priced_problem(graph, base, [terms[k] for k in priced], choice)
-            if deterministic:   # a work budget each, at most DETERMINISTIC_FIT_ROUNDS of them (no clock)
-                if rounds == DETERMINISTIC_FIT_ROUNDS:
+            if deterministic:   # the work left, at most DETERMINISTIC_FIT_ROUNDS of them (no clock)
+                if rounds == DETERMINISTIC_FIT_ROUNDS or det_limit - det_given < MIN_SOLVE_SECONDS:
                     out_of_time = True
                     break
-                given = det_limit
+                left = det_limit - det_given
+                given = left if rounds == DETERMINISTIC_FIT_ROUNDS - 1 else max(MIN_SOLVE_SECONDS, left / 2)
+                det_given += given
             else:
                 left = solve_end - time.monotonic()
                 if left < MIN_SOLVE_SECONDS:

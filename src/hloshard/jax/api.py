@@ -33,7 +33,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
-from .guard import baseline_peak, guard_plan
+from .guard import FIRST_SHARE, baseline_peak, guard_plan
 from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
 from .state import STATE_MODES, donated_args, find_ties
 
@@ -142,7 +142,7 @@ def _all_replicated_note(report: dict, state_ties: list, device) -> str:
 
 
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
-               time_limit: float = 20.0, seed: int = 0, deterministic: bool = True,
+               time_limit: float = 20.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
                state_mode: str = "tie", pin_operands: bool = True,
                device: str | None = None, memory_guard: bool = True) -> AutoShardResult:
@@ -152,9 +152,33 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     a leaf with a ``NamedSharding`` keeps it under ``keep_shardings="io"`` or ``"all"``, ``"none"``
     lets hloshard change it). ``memory_budget``: bytes per device, a size string (``"64MiB"``) or a
     device name (``"tpu-v5e"``, ``"h100-80gb"``; :data:`hloshard.units.DEVICE_MEMORY`), None for no
-    budget. ``time_limit``: solver seconds. ``with_constraints``: also run XLA's sharding propagation
-    from the chosen parameter / output shardings (a child process) to list the intermediate shardings it
-    does not reach (``constraints``, as ``hloshard solve --partition-specs`` writes them).
+    budget. ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
+    XLA's sharding propagation from the chosen parameter / output shardings (a child process) to list the
+    intermediate shardings it does not reach (``constraints``, as ``hloshard solve --partition-specs``
+    writes them).
+
+    **Time** (one budget, ``time_limit`` seconds, for every phase; ``report["time"]`` gives the split and
+    the call's seconds).  Wall-clock mode (``deterministic=False``, the default, as ``hloshard solve``):
+    one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
+    and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
+    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
+    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit``, ending early enough to write the
+    plan; the memory guard's XLA run times out at the deadline, and a re-solve that the time left cannot
+    hold is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
+    ``auto_shard`` therefore returns within ``time_limit`` plus (a) the last phase that had started before
+    the deadline, each at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time,
+    (b) writing and re-pricing the plan (one evaluation of the written module, for which the solve keeps
+    back :data:`hloshard.autoshard.solve.REPRICE_SHARE` of its build time) and (c) with
+    ``with_constraints`` one XLA sharding propagation (a child process; seconds on the models of
+    BENCHMARKS.md).  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
+    shorter than they take is overrun by them.  The plan can depend on the machine's load.
+    Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
+    solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
+    seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
+    first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
+    re-solves with the communication buffers priced inside it), the guard's re-solves the rest.  It does
+    not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
+    work (tracing, cost-graph builds, XLA's run, re-pricing) are not budgeted.
 
     **State** (a training step is a loop): a result leaf that is the next value of an argument leaf
     (parameters, optimizer state, counters, RNG keys) leaves in the sharding it came in with
@@ -196,10 +220,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
     (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
-    and a warning says so.  The re-solves share one budget, ``time_limit`` in all (half for the first,
-    a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each started from the
-    plan found before it (its hint; no coarse solve), so ``auto_shard``'s solver time is at most
-    ``2 x time_limit`` (plus at most three more cost-graph builds).  ``report["memory_guard"]``:
+    and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
+    for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
+    started from the plan found before it (its hint; no coarse solve); each builds the cost graph again.
+    ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
@@ -210,6 +234,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     shardings differ is dropped with a report warning; :class:`hloshard.errors.SolveFailed` when no
     sharding fits the budget (its message names the liveness point and tensors).
     """
+    import time
+
+    started = time.monotonic()   # the time limit covers the call from here (module docstring, "Time")
     import jax
     import numpy as np
     from jax.sharding import NamedSharding
@@ -289,12 +316,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 device, budget)
         except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
             raise ValueError(str(exc)) from None
+    # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
+    # mode, one work budget shared by the first solve and the guard's re-solves
+    deadline = None if deterministic else started + float(time_limit)
+    first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
     try:
-        result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=time_limit,
-                              seed=seed, deterministic=deterministic, apply=False)
+        result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
+                              seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
+                              stop_build=deadline is not None)
         guard = None
         if memory_guard:
-            result, guard = guard_plan(result, module, dmesh, keep_shardings, time_limit, seed, deterministic)
+            result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
+                                       seed, deterministic, deadline=deadline)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
@@ -339,6 +372,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             out_sh[j] = in_sh[q]    # the very object: the output feeds the next step as it is
         ties.append({"output": out_paths[j], "input": in_paths[q], "mode": mode, "donated": don, "source": source,
                      "same_sharding": bool(same)})
+    report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                      "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
+                      if memory_guard else 0.0}
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
                                                            and not t["same_sharding"])}
 
@@ -387,6 +423,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         from ..partition_specs import partition_specs
 
         constraints = partition_specs(module, dmesh)["intermediates"]
+    report["time"]["seconds"] = round(time.monotonic() - started, 3)   # the whole call (noisy: load)
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,

@@ -98,32 +98,58 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
 
 
-#: the guard's re-solves share one budget: the first (within the baseline's peak) gets half of
-#: ``time_limit``, each bisection step a quarter, so they add at most ``time_limit`` of solver time to the
-#: first solve's (auto_shard's solver time is at most ``2 x time_limit``; its docstring).  The split is the
-#: bound's, not tuned: the first re-solve is the one that usually answers, the bisection steps are rarer
-#: (on the held-out keras-hub llama_small it re-solves once and finds the same plan as with a full limit
-#: each, BENCHMARKS.md "helper guard, round 12")
+#: :func:`hloshard.jax.auto_shard`'s ``time_limit`` is one budget for every solve: the first solve gets
+#: this share of it, the guard (its XLA baseline and its re-solves) the rest.  The split is the bound's, not
+#: tuned: it keeps round 12's ratio (the first solve and the guard's re-solves had ``time_limit`` each,
+#: ``2 x time_limit`` in all) within one ``time_limit``.  Without the guard the first solve gets all of it.
+FIRST_SHARE = 0.5
+#: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
+#: each bisection step a quarter.  The split is the bound's, not tuned: the first re-solve is the one that
+#: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
+#: and finds the same plan as with a full limit each, BENCHMARKS.md "helper guard, round 12")
 RESOLVE_SHARES = (0.5, 0.25, 0.25)
 
 
-def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool):
+def _time_left(deadline) -> float:
+    """Seconds before ``deadline`` (a ``time.monotonic()`` instant; None: no clock, infinite)."""
+    import time
+
+    return float("inf") if deadline is None else deadline - time.monotonic()
+
+
+def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
+               deadline: float | None = None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
-    unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).  The
-    re-solves share :data:`RESOLVE_SHARES` of ``time_limit``, each hinted with the plan found before it
-    (the solver's answer is never costlier than a feasible hint)."""
+    unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
+    ``time_limit``: the guard's budget (seconds; a work budget with ``deterministic``), shared by the
+    re-solves as :data:`RESOLVE_SHARES`, each hinted with the plan found before it (the solver's answer is
+    never costlier than a feasible hint).  ``deadline`` (wall-clock mode; a ``time.monotonic()`` instant):
+    every phase checks it -- XLA's baseline run gets the time left as its time-out, each re-solve is given
+    ``deadline`` (:func:`~hloshard.autoshard.solve_module` keeps its solver within it), and a phase that the
+    time left cannot hold (less than the first solve's cost-graph build plus the solver's minimum) is not
+    started: the plan found before it is kept and ``guard["note"]`` says so."""
     from ..autoshard import solve_module
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
 
+    from ..autoshard.solve import MIN_SOLVE_SECONDS
+
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
+    # a re-solve builds the cost graph again and solves: less time than that left, none is started
+    need = float(result.seconds_build) + MIN_SOLVE_SECONDS
+    if _time_left(deadline) < need:
+        return result, {"baseline": None, "applied": False, "plan_peak_bytes": plan_peak,
+                        "note": f"memory guard skipped: the time limit left {max(0.0, _time_left(deadline)):.1f} s "
+                                f"after the first solve, less than a re-solve needs ({need:.1f} s: the cost graph's "
+                                f"build and the solver's minimum); the plan is not checked against XLA's baseline"}
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
-        base = baseline_peak(module, dmesh) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module))
+        timeout = 600.0 if deadline is None else max(1.0, _time_left(deadline))
+        base = baseline_peak(module, dmesh, timeout=timeout) if user_sharded(module) else \
+            baseline_peak(module, dmesh, timeout=timeout, entry=plan_entry(result, module))
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
@@ -146,13 +172,18 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
     hint = list(result.choice)
+    # wall-clock mode: the guard's budget is what the deadline leaves, when that is less
+    budget = min(float(time_limit), _time_left(deadline))
     for share in RESOLVE_SHARES:
+        if _time_left(deadline) < need:
+            reason = reason or f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve needs {need:.1f} s)"
+            break
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
             guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
-                                   time_limit=share * time_limit, seed=seed, deterministic=deterministic,
-                                   apply=False, hint=hint)
+                                   time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
+                                   deterministic=deterministic, apply=False, hint=hint, deadline=deadline)
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
