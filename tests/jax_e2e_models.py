@@ -163,7 +163,8 @@ def run_model(name: str, bench: bool = False) -> dict:
     rep = measure(fn, args, _named(mesh, dp[0]), _named(mesh, dp[1]))
     budget = (man["peak_bytes"] + rep["peak_bytes"]) // 2
     t0 = time.monotonic()
-    res = auto_shard(fn, *args, mesh=mesh, memory_budget=budget, time_limit=TIME_LIMIT, with_constraints=bench)
+    res = auto_shard(fn, *args, mesh=mesh, memory_budget=budget, time_limit=TIME_LIMIT, deterministic=True,
+                     with_constraints=bench)
     seconds = time.monotonic() - t0
     # jax.jit(res.fn, in_shardings=..., out_shardings=...): the whole plan (intermediates as constraints)
     ours = measure(res.fn, args, res.in_shardings, res.out_shardings)

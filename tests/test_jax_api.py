@@ -43,7 +43,7 @@ for label, call in [
     except ValueError as exc:
         print(label, "ValueError", str(exc).splitlines()[0])
 kept = auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32, sharding=NamedSharding(mesh, P(None, "data"))),
-                  x, mesh=mesh, time_limit=5, with_constraints=False)
+                  x, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 print("kept", kept.in_shardings[0].spec)
 print("keptwarn", any("stays replicated" in w for w in kept.report.get("warnings", [])))
 
@@ -52,7 +52,7 @@ def step(w, x):   # a tied step with dims no axis divides: every argument stays 
     return loss, w - 0.1 * g
 
 tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
-                  mesh=mesh, time_limit=5, with_constraints=False)
+                  mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
 '''
@@ -151,7 +151,7 @@ def show(label, plan):
                            zip(jax.tree_util.tree_leaves(plan.in_shardings[0]),
                                jax.tree_util.tree_leaves(plan.out_shardings[1]))]}
 
-kw = dict(mesh=mesh, time_limit=5, with_constraints=False)
+kw = dict(mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 show("path", auto_shard(step, params, x, **kw))
 show("none", auto_shard(step, params, x, state={}, **kw))
 show("explicit", auto_shard(step, params, x, state={"[1]['w1']": "[0]['w1']", 2: ("[0]['w2']", "pay")}, **kw))
@@ -236,7 +236,7 @@ def loss(w, x):
 
 step = jax.value_and_grad(loss)
 args = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32))
-res = auto_shard(step, *args, mesh=mesh, time_limit=5, with_constraints=False)
+res = auto_shard(step, *args, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 closed = jax.make_jaxpr(step)(*args)
 eqns = equations(closed)
 pins = equation_outputs(res.module, eqns)
@@ -316,7 +316,7 @@ def spy(module, dmesh, timeout=600.0, entry=None):
     return b
 guard.baseline_peak = spy
 forced = None
-r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False)
+r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 params = sorted(r.module.entry.parameters, key=lambda p: p.parameter_number)
 out["plain"] = {"guard": r.report["memory_guard"], "entry": seen[-1],
                 "params": {p.name: str(p.sharding) for p in params},
@@ -325,10 +325,10 @@ peak = r.report["memory_guard"]["plan_peak_bytes"]
 forced = int(peak * 0.8)
 for label, kw in [("forced", {}), ("forced_budget", {"memory_budget": 1 << 30})]:
     seen.clear()
-    r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False, **kw)
+    r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False, **kw)
     out[label] = {"guard": r.report["memory_guard"], "peak": r.report["peak_memory_per_device"],
                   "entry": seen[-1] is not None, "forced": forced}
-r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, with_constraints=False, memory_guard=False)
+r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False, memory_guard=False)
 out["off"] = r.report.get("memory_guard")
 print(json.dumps(out))
 '''

@@ -171,7 +171,7 @@ put = lambda a, *spec: jax.device_put(a, NamedSharding(mesh, P(*spec)))
 params = (put(rng.standard_normal((L, D, F), np.float32) * 0.05, None, None, "model"),
           put(rng.standard_normal((L, F, D), np.float32) * 0.05, None, "model", None))
 x, y = put(np.ones((B, D), np.float32), "data", None), put(np.zeros((B, D), np.float32), "data", None)
-plan = auto_shard(train_step, params, x, y, mesh=mesh, time_limit=5, with_constraints=False)
+plan = auto_shard(train_step, params, x, y, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 step = plan.jit()
 with tempfile.TemporaryDirectory() as dump:
     step.lower(params, x, y).compile(compiler_options={"xla_dump_to": dump,
@@ -228,7 +228,7 @@ put = lambda a, *spec: jax.device_put(a, NamedSharding(mesh, P(*spec)))
 params = (put(rng.standard_normal((L, D, F), np.float32) * 0.05, None, None, "data"),
           put(rng.standard_normal((L, F, D), np.float32) * 0.05, None, "model", None))
 x = put(rng.standard_normal((B, D)).astype(np.float32), None, "model")
-plan = auto_shard(forward, params, x, mesh=mesh, time_limit=5, with_constraints=False)   # the result tied to x
+plan = auto_shard(forward, params, x, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)   # the result tied to x
 step = plan.jit()
 with tempfile.TemporaryDirectory() as dump:
     step.lower(params, x).compile(compiler_options={"xla_dump_to": dump,
