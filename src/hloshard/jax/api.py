@@ -142,7 +142,7 @@ def _all_replicated_note(report: dict, state_ties: list, device) -> str:
 
 
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
-               time_limit: float = 20.0, seed: int = 0, deterministic: bool = False,
+               time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
                state_mode: str = "tie", pin_operands: bool = True,
                device: str | None = None, memory_guard: bool = True) -> AutoShardResult:
