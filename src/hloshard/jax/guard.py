@@ -121,8 +121,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
                deadline: float | None = None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
-    ``time_limit``: the guard's budget (seconds; a work budget with ``deterministic``), shared by the
-    re-solves as :data:`RESOLVE_SHARES`, each hinted with the plan found before it (the solver's answer is
+    ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
+    seconds left before it instead), shared by the re-solves as :data:`RESOLVE_SHARES`, each hinted with the plan found before it (the solver's answer is
     never costlier than a feasible hint).  ``deadline`` (wall-clock mode; a ``time.monotonic()`` instant):
     every phase checks it -- XLA's baseline run gets the time left as its time-out, each re-solve is given
     ``deadline`` (:func:`~hloshard.autoshard.solve_module` keeps its solver within it), and a phase that the
@@ -172,8 +172,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
     hint = list(result.choice)
-    # wall-clock mode: the guard's budget is what the deadline leaves, when that is less
-    budget = min(float(time_limit), _time_left(deadline))
+    # wall-clock mode: the guard's budget is what the deadline leaves (the first solve's unused share
+    # included: it ends early once its plan is proven); deterministic mode: ``time_limit`` of work
+    budget = float(time_limit) if deadline is None else _time_left(deadline)
     for share in RESOLVE_SHARES:
         if _time_left(deadline) < need:
             reason = reason or f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve needs {need:.1f} s)"
