@@ -163,14 +163,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
     answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
     at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit``, ending early enough to write the
-    plan; the memory guard's XLA run times out at the deadline, and a re-solve that the time left cannot
-    hold is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
-    ``auto_shard`` therefore returns within ``time_limit`` plus (a) the last phase that had started before
-    the deadline, each at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time,
-    (b) writing and re-pricing the plan (one evaluation of the written module, for which the solve keeps
-    back :data:`hloshard.autoshard.solve.REPRICE_SHARE` of its build time) and (c) with
-    ``with_constraints`` one XLA sharding propagation (a child process; seconds on the models of
-    BENCHMARKS.md).  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
+    plan; a memory-guard re-solve that the time left cannot hold is not started (the plan found before it
+    is kept; ``report["memory_guard"]["note"]`` says so).  ``auto_shard`` therefore returns within
+    ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
+    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
+    (one evaluation of the written module, for which the solve keeps back
+    :data:`hloshard.autoshard.solve.REPRICE_SHARE` of its build time) and (c) the XLA runs: the memory
+    guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
+    the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
+    more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
     shorter than they take is overrun by them.  The plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
