@@ -99,7 +99,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
 
 
 #: :func:`hloshard.jax.auto_shard`'s ``time_limit`` is one budget for every solve: the first solve gets
-#: this share of it, the guard (its XLA baseline and its re-solves) the rest.  The split is the bound's, not
+#: this share of it, the guard's re-solves the rest (XLA's baseline run is outside it: auto_shard's "Time").  The split is the bound's, not
 #: tuned: it keeps round 12's ratio (the first solve and the guard's re-solves had ``time_limit`` each,
 #: ``2 x time_limit`` in all) within one ``time_limit``.  Without the guard the first solve gets all of it.
 FIRST_SHARE = 0.5
@@ -122,18 +122,17 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
-    seconds left before it instead), shared by the re-solves as :data:`RESOLVE_SHARES`, each hinted with the plan found before it (the solver's answer is
-    never costlier than a feasible hint).  ``deadline`` (wall-clock mode; a ``time.monotonic()`` instant):
+    seconds left before it instead), shared by the re-solves as :data:`RESOLVE_SHARES`, each hinted with
+    the plan found before it (the solver's answer is never costlier than a feasible hint).  ``deadline`` (wall-clock mode; a ``time.monotonic()`` instant):
     each re-solve is given it (:func:`~hloshard.autoshard.solve_module` keeps its solver within it), and a
     re-solve that the time left cannot hold (less than the first solve's cost-graph build plus the solver's
     minimum) is not started: the plan found before it is kept and ``guard["note"]`` says so.  XLA's
     baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit)."""
     from ..autoshard import solve_module
+    from ..autoshard.solve import MIN_SOLVE_SECONDS
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
-
-    from ..autoshard.solve import MIN_SOLVE_SECONDS
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
@@ -173,7 +172,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     budget = float(time_limit) if deadline is None else _time_left(deadline)
     for share in RESOLVE_SHARES:
         if _time_left(deadline) < need:
-            reason = reason or f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve needs {need:.1f} s)"
+            reason = reason or (f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve "
+                                f"needs {need:.1f} s)")
             break
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
