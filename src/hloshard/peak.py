@@ -16,9 +16,10 @@ __all__ = ["peak_tensors", "peak_tensors_of"]
 def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
     """The ``k`` largest tensors live at liveness point ``time`` under ``choice``, largest first:
     ``{"name", "shape", "sharding", "bytes_per_device", "share"}`` (share of the point's total, 0..1).
-    Several nodes of one instruction (tuple leaves) are summed under its name; the communication buffers
-    live there (:func:`hloshard.autoshard.build.edge_buffers`) are one row, ``"(communication
-    buffers)"`` (shape and sharding None), when they are among the largest."""
+    Several nodes of one instruction (tuple leaves) are summed under its name; the temporaries live
+    there that are no instruction's output (:func:`hloshard.autoshard.build.edge_buffers`: collectives'
+    other sides, resharded operands, relayout copies, a grouped convolution's expansion) are one row,
+    ``"(temporaries)"`` (shape and sharding None), when they are among the largest."""
     p = graph.problem
     per: dict = {}
     total = 0
@@ -44,7 +45,7 @@ def peak_tensors(graph, choice, time: int, k: int = 5) -> list[dict]:
         out.append({"name": instr.name, "shape": str(instr.shape), "sharding": sh, "bytes_per_device": u,
                     "share": round(u / total, 4) if total else 0.0})
     if comm > 0 and (len(out) < k or comm > out[-1]["bytes_per_device"]):
-        row = {"name": "(communication buffers)", "shape": None, "sharding": None, "bytes_per_device": comm,
+        row = {"name": "(temporaries)", "shape": None, "sharding": None, "bytes_per_device": comm,
                "share": round(comm / total, 4) if total else 0.0}
         out = sorted(out + [row], key=lambda d: -d["bytes_per_device"])[:k]
     return out

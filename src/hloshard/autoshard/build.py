@@ -38,6 +38,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
+from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
@@ -320,13 +321,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
     # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
     for v, g in enumerate(graph.nodes):
-        st = g.strategies[int(choice[v])]
-        extra = sum(int(c.nbytes) for c in st.collectives)
-        halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
-        if halo:
-            # a halo exchange: XLA's partitioner concatenates the operand's local tile with the halos
-            # it received (then slices the result out of that): one more buffer of tile + halos
-            extra += halo + _operand_tile_bytes(g, st, minfo)
+        extra = scratch_bytes(g, g.strategies[int(choice[v])], minfo, getattr(graph, "memory_device", None))
         t = graph.positions.get(g.instr)
         if extra > 0 and t is not None:
             ivs.append((t, t + 1))
@@ -444,6 +439,24 @@ def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
             if math.prod(step.output_shape[:d]) > 1:
                 out = max(out, int(step.output_bytes))
     return out
+
+
+def scratch_bytes(g, st, minfo, memory_device=None) -> int:
+    """Bytes per device live beside node ``g``'s output while it runs under strategy ``st``: the buffer
+    on the other side of each of its collectives (an all-reduce's partial sums, a reduce-scatter's
+    input, an all-gathered operand); for a halo exchange (collective-permutes) the operand's local tile
+    concatenated with the halos it received, which XLA's partitioner slices the result out of; and,
+    when memory follows the CPU backend (``memory_device`` None), XLA CPU's dense expansion of a
+    batch-grouped convolution (:func:`hloshard.cost.group_conv.expansion_bytes`).  The one rule for
+    the evaluation (:func:`edge_buffers`) and the solver's priced problem
+    (:func:`hloshard.autoshard.edgememory.edge_memory_terms`)."""
+    extra = sum(int(c.nbytes) for c in st.collectives)
+    halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
+    if halo:
+        extra += halo + _operand_tile_bytes(g, st, minfo)
+    if memory_device is None:
+        extra += expansion_bytes(g.instr, st.memory)
+    return extra
 
 
 def _operand_tile_bytes(g, st, minfo) -> int:

@@ -41,10 +41,11 @@ from typing import Callable
 import numpy as np
 
 from ..costgraph import Problem
+from ..cost.group_conv import batch_groups
 from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
                              relayout_intervals)
 from ..strategy.base import TOKEN
-from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes
+from .build import _leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, scratch_bytes
 from .graph import Graph
 
 
@@ -96,20 +97,15 @@ def edge_memory_terms(graph: Graph) -> list:
             return 0
 
     # the collectives of each strategy (and the halo concatenation of a halo exchange), at the node
+    device = getattr(graph, "memory_device", None)
     for v, g in enumerate(graph.nodes):
         t = graph.positions.get(g.instr)
-        if t is None or not any(st.collectives for st in g.strategies):
+        if t is None or not (any(st.collectives for st in g.strategies)
+                             or device is None and batch_groups(g.instr) > 1):
             continue
 
         def collectives(g=g):
-            use = np.zeros(len(g.strategies), dtype=np.int64)
-            for a, st in enumerate(g.strategies):
-                extra = sum(int(c.nbytes) for c in st.collectives)
-                halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
-                if halo:
-                    extra += halo + _operand_tile_bytes(g, st, minfo)
-                use[a] = extra
-            return use
+            return np.array([scratch_bytes(g, st, minfo, device) for st in g.strategies], dtype=np.int64)
         terms.append(Term((v,), t, t + 1, collectives))
     # XLA's DotDecomposer relayout copies, sized by the first dot reading the operand
     for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
