@@ -46,7 +46,7 @@ from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, i
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
-from ..strategy.handlers import build_group
+from ..strategy.sharing import GroupSharing
 from ..strategy.registry import BuildContext
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
@@ -109,7 +109,7 @@ class BuildStopped(SolveFailed):
 
 
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
-                mesh_order_only: bool = False, deadline: float | None = None) -> Graph:
+                mesh_order_only: bool = False, deadline: float | None = None, share: bool = True) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
@@ -120,7 +120,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
     (:func:`hloshard.cost.memory.model_limit`).  ``deadline``: a ``time.monotonic()`` instant; the build
     checks it after each strategy group and each node's edge matrices and raises :class:`BuildStopped`
-    once it has passed (None: no clock is read, as in deterministic mode).  A computation called from several sites is first cloned per site
+    once it has passed (None: no clock is read, as in deterministic mode).  ``share``: structurally
+    equal instructions get one strategy list (:mod:`hloshard.strategy.sharing`; False builds every
+    group by its handler, the same graph more slowly).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
@@ -145,10 +147,12 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     positions = {instr: t for t, instr in enumerate(schedule)}
     ctx.visit = lambda comp, weight: None
     started = time.monotonic() if deadline is not None else None
+    sharing = GroupSharing(ctx)
+    sharing.enabled = sharing.enabled and share
     for k, instr in enumerate(numbering):
         ctx.weights[instr] = counts.get(id(instr.parent), 1.0)
         if instr not in ctx.groups:
-            build_group(instr, ctx)
+            sharing.build(instr)
         if deadline is not None and time.monotonic() > deadline:
             raise BuildStopped("strategies", k + 1, len(schedule), time.monotonic() - started)
 
@@ -257,6 +261,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                   comps, warnings)
     _add_aliases(graph)
     graph.follows = follows
+    # strategy groups given a shared list by signature / built by their handler (strategy.sharing)
+    graph.shared_groups = {"shared": sharing.hits, "built": sharing.built, "interned": sharing.interned}
     graph.kept = kept
     graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     graph.memory_device = memory_device
