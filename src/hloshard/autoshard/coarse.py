@@ -148,13 +148,22 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     n = len(fine_graph.nodes)
     # per fine node, the indices whose shardings are those of the coarse plan's strategy
     allowed: list = [None] * n
+    # per fine strategy list (nodes of repeated layers share one: strategy.sharing) its indices by key
+    by_key: dict = {}
     for v, (g, key) in enumerate(zip(fine_graph.nodes, node_keys(fine_graph))):
         u = ckeys.get(key)
         if u is None:
             continue
         cg = coarse_graph.nodes[u]
         want = strategy_key(cmin, cg, cg.strategies[int(coarse_choice[u])])
-        allowed[v] = [q for q, st in enumerate(g.strategies) if strategy_key(fmin, g, st) == want]
+        lkey = (id(g.strategies), g.multi)
+        hit = by_key.get(lkey)
+        if hit is None or hit[0] is not g.strategies:
+            index: dict = {}
+            for q, st in enumerate(g.strategies):
+                index.setdefault(strategy_key(fmin, g, st), []).append(q)
+            hit = by_key[lkey] = (g.strategies, index)
+        allowed[v] = list(hit[1].get(want, ()))
     # followers pair index p with their followee's p only: one index per class of followers, one that
     # every member allows, of least summed node cost
     parent = list(range(n))
