@@ -368,11 +368,19 @@ class _Graph:
         """``(edges, matrices)`` of the remaining graph: one entry per pair ``i < j`` of alive nodes,
         renumbered through ``pos``, in node order."""
         edges, mats = [], []
+        same: dict = {}   # one contiguous array per memory region and layout (edges sharing a matrix)
         for i in alive.tolist():
             for j, m in sorted(self.adj[i].items()):
                 if i < j:
                     edges.append((pos[i], pos[j]))
-                    mats.append(np.ascontiguousarray(m))
+                    key = (m.__array_interface__["data"][0], m.shape, m.strides, m.dtype.str)
+                    hit = same.get(key)
+                    if hit is None:
+                        c = np.ascontiguousarray(m)
+                        if c is not m:
+                            c.flags.writeable = False
+                        hit = same[key] = (m, c)
+                    mats.append(hit[1])
         return edges, mats
 
     # -- strategies ----------------------------------------------------------------------------
