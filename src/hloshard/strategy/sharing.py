@@ -4,9 +4,9 @@ Real modules repeat their layers: the 48-layer generated transformer has 13,548 
 only a few hundred distinct (instruction, operand strategies) situations.  :class:`GroupSharing` builds
 each situation's strategy group once (:func:`hloshard.strategy.handlers.build_group`) and gives every
 later instruction with the same **signature** a group of its own (its ``instr``, its ``follow`` mapped
-onto its own operands) holding the *same* strategy list object, whose ``Strategy`` objects are then
-shared and must not be changed after the build (nothing does: handlers only change the strategies of
-the group they are building).
+onto its own operands) holding the *same* strategy list object (a tuple, so that nothing can append
+to it), whose ``Strategy`` objects are then shared and must not be changed after the build (nothing
+does: handlers only change the strategies of the group they are building).
 
 The signature (:meth:`GroupSharing.signature`) holds everything a shareable handler reads: the opcode,
 shape, attributes (called computations by a structural fingerprint, metadata left out), literal, the
@@ -87,10 +87,12 @@ class GroupSharing:
         if self.enabled and isinstance(g, StrategyGroup) and g.operands is None and g.strategies:
             key = content_key(g.strategies)
             if key is not None:
-                same = self.lists.setdefault(key, g.strategies)
-                if same is not g.strategies:
-                    g.strategies = same
+                same = self.lists.get(key)
+                if same is None:   # a tuple: a shared list can be read, not appended to
+                    same = self.lists[key] = tuple(g.strategies)
+                else:
                     self.interned += 1
+                g.strategies = same
             if sig is not None and (g.follow is None or _position(instr, g.follow[0]) is not None):
                 self.templates[sig] = g
         return g
