@@ -328,7 +328,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
-    (there is nothing else to return).  The coarse build stops :data:`COARSE_BUILD_GRACE` times
+    (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
     message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the
     clock)."""
@@ -353,7 +353,11 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
             cgraph = None
     t1 = time.monotonic()
     if cgraph is None:
-        graph = build_graph(module, mesh, keep, memory_budget)
+        # no coarse plan to fall back on: the fine build stops as the coarse one would (BuildStopped,
+        # exit 3) instead of running unbounded (a 128-partition per-device program at 16x8, whose coarse
+        # build fails: its fine build ran past 5 minutes)
+        graph = build_graph(module, mesh, keep, memory_budget,
+                            deadline=deadline + max(COARSE_BUILD_GRACE * float(time_limit), COARSE_BUILD_MIN_GRACE))
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
     write = WRITE_SHARE * (t1 - t0)
     keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
