@@ -169,3 +169,28 @@ def test_cycle_rounds_raise_the_bound_and_never_pass_the_optimum():
         raised += bound > plain
         closed += bound == best > plain
     assert raised >= 5 and closed >= 3, (raised, closed)
+
+
+def test_iteration_budget_is_shared_and_charged():
+    """lp_solve(budget=): the solves draw on one IterationBudget; an ample budget gives the unbudgeted
+    result, an exhausted one starts no solve, and a budget spent part way ends the rounds with a bound
+    that still holds (never above the optimum, never below the plain LP's when that one finished)."""
+    from hloshard.solver.lp import IterationBudget
+    cut_short = 0
+    for seed in range(10):
+        p = _dense_problem(700 + seed, n=8)
+        best, _ = brute_force(p)
+        red = presolve(p, reductions=False)
+        free = lp_solve(red, time_limit=10, cycle_rounds=8)
+        ample = IterationBudget(10 ** 9)
+        assert lp_solve(red, time_limit=10, cycle_rounds=8, budget=ample)[0] == free[0], seed
+        used = ample.total - ample.left
+        assert used > 0 and ample.solves >= 1
+        assert lp_solve(red, time_limit=10, cycle_rounds=8, budget=IterationBudget(0)) == (None, None, False)
+        small = IterationBudget(max(1, used // 2))
+        bound, _, _ = lp_solve(red, time_limit=10, cycle_rounds=8, budget=small)
+        assert small.left <= used // 2 and small.solves >= 1
+        if bound is not None:
+            assert bound <= best, (seed, bound, best)
+        cut_short += bound is None or bound < free[0]
+    assert cut_short >= 1   # some budget ran out before the free rounds ended

@@ -47,7 +47,7 @@ from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, i
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
-from ..strategy.handlers import build_group
+from ..strategy.sharing import GroupSharing
 from ..strategy.registry import BuildContext
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
@@ -110,7 +110,7 @@ class BuildStopped(SolveFailed):
 
 
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
-                mesh_order_only: bool = False, deadline: float | None = None) -> Graph:
+                mesh_order_only: bool = False, deadline: float | None = None, share: bool = True) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
@@ -121,7 +121,9 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
     (:func:`hloshard.cost.memory.model_limit`).  ``deadline``: a ``time.monotonic()`` instant; the build
     checks it after each strategy group and each node's edge matrices and raises :class:`BuildStopped`
-    once it has passed (None: no clock is read, as in deterministic mode).  A computation called from several sites is first cloned per site
+    once it has passed (None: no clock is read, as in deterministic mode).  ``share``: structurally
+    equal instructions get one strategy list (:mod:`hloshard.strategy.sharing`; False builds every
+    group by its handler, the same graph more slowly).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
@@ -146,10 +148,12 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     positions = {instr: t for t, instr in enumerate(schedule)}
     ctx.visit = lambda comp, weight: None
     started = time.monotonic() if deadline is not None else None
+    sharing = GroupSharing(ctx)
+    sharing.enabled = sharing.enabled and share
     for k, instr in enumerate(numbering):
         ctx.weights[instr] = counts.get(id(instr.parent), 1.0)
         if instr not in ctx.groups:
-            build_group(instr, ctx)
+            sharing.build(instr)
         if deadline is not None and time.monotonic() > deadline:
             raise BuildStopped("strategies", k + 1, len(schedule), time.monotonic() - started)
 
@@ -217,10 +221,19 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
 
     # --- integer problem ----------------------------------------------------------------------------
+    # nodes sharing a strategy list (strategy.sharing) and an execution count share one read-only cost
+    # array, and one usage array (memory of the integer problem grows with the distinct lists)
     fcosts = []
+    by_list: dict = {}
     for g in nodes:
         w = ctx.weight(g.instr)
-        fcosts.append(np.array([(s.compute + s.comm) * w for s in g.strategies], dtype=np.float64))
+        key = (id(g.strategies), w)
+        hit = by_list.get(key)
+        if hit is None:
+            arr = np.array([(s.compute + s.comm) * w for s in g.strategies], dtype=np.float64)
+            arr.flags.writeable = False
+            hit = by_list[key] = (g.strategies, arr)
+        fcosts.append(hit[1])
     edge_keys = sorted(edges)
     edge_float = [edges[k] for k in edge_keys]
     finite_max = 0.0
@@ -229,21 +242,22 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         if f.size:
             finite_max = max(finite_max, float(np.abs(f).max()))
     scale = choose_scale(finite_max)
-    node_costs = [_to_int(c, scale) for c in fcosts]
+    node_costs = _shared_ints(fcosts, scale)
     # --device tpu-*: each buffer as the TPU compiler lays it out (cost/tpu_layout: padded tiles)
     memory_device = getattr(mesh, "memory_device", None)
-    node_usages = [np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else
-                   np.array([_usage(g, s, ctx.minfo, memory_device) for s in g.strategies], dtype=np.int64)
-                   for v, g in enumerate(nodes)]
-    # equal float matrices are one object (the resharder's scaled matrices): one integer array each
-    ints: dict = {}
-    edge_costs = []
-    for m in edge_float:
-        hit = ints.get(id(m))
+    usages: dict = {}
+    node_usages = []
+    for v, g in enumerate(nodes):
+        key = (id(g.strategies), bool(no_buffer[v]), g.multi, g.leaf_shapes or (g.instr.shape,))
+        hit = usages.get(key)
         if hit is None:
-            hit = ints[id(m)] = _to_int(m, scale)
-            hit.flags.writeable = False
-        edge_costs.append(hit)
+            arr = np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else \
+                np.array([_usage(g, s, ctx.minfo, memory_device) for s in g.strategies], dtype=np.int64)
+            arr.flags.writeable = False
+            hit = usages[key] = (g.strategies, arr)
+        node_usages.append(hit[1])
+    # equal float matrices are one object (the resharder's scaled matrices): one integer array each
+    edge_costs = _shared_ints(edge_float, scale)
     problem = Problem(
         name=name or module.name,
         intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
@@ -258,6 +272,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                   comps, warnings)
     _add_aliases(graph)
     graph.follows = follows
+    # strategy groups given a shared list by signature / built by their handler (strategy.sharing)
+    graph.shared_groups = {"shared": sharing.hits, "built": sharing.built, "interned": sharing.interned}
     graph.kept = kept
     graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     graph.memory_device = memory_device
@@ -532,7 +548,7 @@ def in_edges(g, ctx, resh):
     for i, opref in enumerate(ops):
         if not isinstance(opref, LeafRef) and not opref.shape.is_tuple:
             # the common case: one array operand, one requirement per strategy
-            per_leaf = {(opref, 0): [st.inputs[i] if i < len(st.inputs) else None for st in g.strategies]}
+            per_leaf = {(opref, 0): resh.specs(g.strategies, ("in", i))}
         else:
             per_leaf = {}
             for q, st in enumerate(g.strategies):
@@ -551,7 +567,7 @@ def in_edges(g, ctx, resh):
             shape = _leaf_shape(inst, leaf)
             if not is_array(shape):
                 continue
-            srcs = [s.out if k is None else s.out[k] for s in src.strategies]
+            srcs = resh.specs(src.strategies, ("out", k))
             follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
                       and len(srcs) == len(reqs))
             scale = w * weights[i]
@@ -579,6 +595,21 @@ def choose_scale(finite_max: float) -> float:
     exp = math.floor(math.log10(finite_max)) - 9
     return float(10.0 ** max(exp, -3))
 
+
+
+def _shared_ints(arrays: list, scale: float) -> list:
+    """``[_to_int(a, scale) for a in arrays]`` with one read-only integer array per distinct input
+    object (inputs shared between nodes or edges stay shared)."""
+    ints: dict = {}
+    out = []
+    for a in arrays:
+        hit = ints.get(id(a))
+        if hit is None or hit[0] is not a:
+            b = _to_int(a, scale)
+            b.flags.writeable = False
+            hit = ints[id(a)] = (a, b)
+        out.append(hit[1])
+    return out
 
 
 def _to_int(arr: np.ndarray, scale: float) -> np.ndarray:

@@ -148,13 +148,22 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     n = len(fine_graph.nodes)
     # per fine node, the indices whose shardings are those of the coarse plan's strategy
     allowed: list = [None] * n
+    # per fine strategy list (nodes of repeated layers share one: strategy.sharing) its indices by key
+    by_key: dict = {}
     for v, (g, key) in enumerate(zip(fine_graph.nodes, node_keys(fine_graph))):
         u = ckeys.get(key)
         if u is None:
             continue
         cg = coarse_graph.nodes[u]
         want = strategy_key(cmin, cg, cg.strategies[int(coarse_choice[u])])
-        allowed[v] = [q for q, st in enumerate(g.strategies) if strategy_key(fmin, g, st) == want]
+        lkey = (id(g.strategies), g.multi)
+        hit = by_key.get(lkey)
+        if hit is None or hit[0] is not g.strategies:
+            index: dict = {}
+            for q, st in enumerate(g.strategies):
+                index.setdefault(strategy_key(fmin, g, st), []).append(q)
+            hit = by_key[lkey] = (g.strategies, index)
+        allowed[v] = list(hit[1].get(want, ()))
     # followers pair index p with their followee's p only: one index per class of followers, one that
     # every member allows, of least summed node cost
     parent = list(range(n))
@@ -319,7 +328,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
-    (there is nothing else to return).  The coarse build stops :data:`COARSE_BUILD_GRACE` times
+    (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
     message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the
     clock)."""
@@ -344,7 +353,11 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
             cgraph = None
     t1 = time.monotonic()
     if cgraph is None:
-        graph = build_graph(module, mesh, keep, memory_budget)
+        # no coarse plan to fall back on: the fine build stops as the coarse one would (BuildStopped,
+        # exit 3) instead of running unbounded (a 128-partition per-device program at 16x8, whose coarse
+        # build fails: its fine build ran past 5 minutes)
+        graph = build_graph(module, mesh, keep, memory_budget,
+                            deadline=deadline + max(COARSE_BUILD_GRACE * float(time_limit), COARSE_BUILD_MIN_GRACE))
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
     write = WRITE_SHARE * (t1 - t0)
     keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write

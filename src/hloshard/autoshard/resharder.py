@@ -36,6 +36,8 @@ class _Resharder:
         self.scache: dict = {}   # (id of a cached matrix, scale) -> the scaled matrix, read-only
         self._ids: dict = {}     # shapes and spec keys -> small ints (cheap cache keys)
         self.shardings: dict = {}  # (spec id, rank) -> HloSharding
+        self.lcache: dict = {}   # (id of source spec list, id of target spec list, ...) -> (lists, matrix)
+        self.spec_lists: dict = {}   # (id of a strategy list, pick) -> (it, spec list)
 
     def _id(self, key) -> int:
         hit = self._ids.get(key)
@@ -88,12 +90,34 @@ class _Resharder:
         """Resharding cost from each of ``srcs`` to each of ``dsts`` (cost units); ``diagonal_only``:
         only pairs (p, p), every other entry infinite (a follower edge).  Cached per distinct
         (shape, source list, target list): repeated layers reuse whole matrices."""
+        lkey = (id(srcs), id(dsts), shape.element_type, tuple(shape.dims), diagonal_only)
+        same = self.lcache.get(lkey)   # the same two list objects (strategy.sharing: repeated layers)
+        if same is not None and same[0] is srcs and same[1] is dsts:
+            return same[2]
         mkey = (shape.element_type, tuple(shape.dims), _keys(srcs), _keys(dsts), diagonal_only)
         hit = self.mcache.get(mkey)
         if hit is None:
             hit = self._matrix(shape, srcs, dsts, diagonal_only)
             self.mcache[mkey] = hit
+        self.lcache[lkey] = (srcs, dsts, hit)
         return hit
+
+    def specs(self, strategies, pick) -> list:
+        """``[pick(s) for s in strategies]``, one list object per (strategy list object, ``pick`` key):
+        ``pick`` is ``("out", k)`` (the output spec, leaf ``k`` or the whole when None) or ``("in", i)``
+        (the requirement on operand ``i``, None past the inputs).  Shared lists then give shared spec
+        lists, and :meth:`matrix` finds their matrix by identity."""
+        key = (id(strategies), pick)
+        hit = self.spec_lists.get(key)
+        if hit is not None and hit[0] is strategies:
+            return hit[1]
+        kind, k = pick
+        if kind == "out":
+            out = [s.out if k is None else s.out[k] for s in strategies]
+        else:
+            out = [s.inputs[k] if k < len(s.inputs) else None for s in strategies]
+        self.spec_lists[key] = (strategies, out)
+        return out
 
     def scaled(self, shape, srcs: list, dsts: list, scale: float, diagonal_only: bool = False) -> np.ndarray:
         """:meth:`matrix` times ``scale``, one read-only array per distinct (matrix, scale): the edges

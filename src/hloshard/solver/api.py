@@ -89,7 +89,7 @@ from ..costgraph import Problem, evaluate
 from . import cpsat, fork
 from .bounds import lower_bound, reduced_cost_pruning
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
-from .lp import lp_size, lp_solve
+from .lp import IterationBudget, lp_size, lp_solve
 from .merge import merge_solutions
 from .presolve import Infeasible, presolve, tightest_point
 from .symmetry import repeated_classes, repetition_stats, shared_choice
@@ -662,7 +662,9 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     The bound of the pruned problem: when it has at most :data:`FULL_MODEL_LIMIT` edge entries, its LP
     relaxation tightened by cycle inequalities (:func:`~hloshard.solver.lp.lp_solve`,
     :data:`CYCLE_ROUNDS`; the time left, deterministic mode :data:`DET_LP` deterministic seconds per
-    second of limit per GLOP solve); else the dual sweeps (:data:`BOUND_SHARE` of the limit or
+    second of limit per GLOP solve and, for all the GLOP solves of all the targets together, one budget
+    of :data:`DET_LP_ITERATIONS` simplex iterations per second of limit: once it is spent no target is
+    started); else the dual sweeps (:data:`BOUND_SHARE` of the limit or
     :data:`PRUNED_SWEEP_SHARE` of the time left, whichever is longer; deterministic mode: the pass
     count :data:`SWEEP_RATE` allows in :data:`BOUND_SHARE` of the limit).
 
@@ -686,6 +688,8 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     t = time.monotonic()
     incumbent = best_obj + red.offset
     st = stats["prune"] = {"targets": []}
+    # deterministic mode: every GLOP solve of the targets and their cycle rounds draws on one budget
+    budget = IterationBudget(DET_LP_ITERATIONS * time_limit) if det else None
     lo = -math.inf if lower is None else min(int(lower), incumbent)   # proven so far
     hi = incumbent     # the next target lies in (lo, hi]
     pos_out = None
@@ -696,11 +700,13 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             break
         if not det and deadline - time.monotonic() < 1.0 and not first:
             break
+        if budget is not None and budget.spent() and not first:
+            break
         last = step == TARGET_STEPS - 1 or lower is None or hi - lo <= GAP_LIMIT * max(abs(hi), 1)
         target = hi if last else (lo_next[0] if lo_next[0] is not None and lo < lo_next[0] <= hi else (lo + hi + 1) // 2)
         lo_next[0] = None
         first = False
-        rec = _bound_at_target(red, dual, target, det, time_limit, deadline)
+        rec = _bound_at_target(red, dual, target, det, time_limit, deadline, budget)
         st["targets"].append(rec["stats"])
         if rec.get("positions") is not None:
             pos_out = rec["positions"]
@@ -726,6 +732,9 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             if rec.get("integral") or rec.get("decided"):   # the pruned problem's optimum itself
                 break
     st["seconds"] = round(time.monotonic() - t, 3)
+    if budget is not None:
+        st["glop_iterations"] = budget.total - budget.left
+        st["glop_solves"] = budget.solves
     if lo == -math.inf:
         return None, pos_out
     bound = min(incumbent, int(lo))
@@ -735,9 +744,18 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
 
 #: most targets of step 4a's bisection (:func:`_pruned_bound`), each a pruning, a presolve and an LP
 TARGET_STEPS = 4
+#: deterministic mode, step 4a: GLOP simplex iterations per second of limit that all the LP solves of
+#: the targets and their cycle rounds share (:class:`~hloshard.solver.lp.IterationBudget`; before, each
+#: of up to TARGET_STEPS x (1 + CYCLE_ROUNDS) solves had DET_LP x limit deterministic seconds of its own,
+#: and decoder2 at 2x2x2, ``--time-limit 30``, spent 125,319 iterations in 13 solves, 149 s of GLOP at
+#: load 5-7, to prove its optimum).  The figure: half of GLOP's measured rate on decoder2's pruned LP
+#: (114,045 variables: 6,025 iterations at ``max_deterministic_time`` 1.0, 6,242 to its optimum), so
+#: that step 4a as a whole stays within about half the deterministic seconds one GLOP solve was allowed
+#: (DET_LP x limit), the wall of the deterministic mode near round 11's (one LP)
+DET_LP_ITERATIONS = 3000
 
 
-def _bound_at_target(red, dual, target, det, time_limit, deadline) -> dict:
+def _bound_at_target(red, dual, target, det, time_limit, deadline, budget=None) -> dict:
     """One target of :func:`_pruned_bound`: ``{"bound": lower bound of the pruned problem's optimum, offset
     included (``target`` or more when nothing below it is left; None when nothing was proven),
     "positions": positions of ``red`` or None, "integral", "decided", "stats"}``."""
@@ -786,7 +804,8 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline) -> dict:
     # the LP with cycle inequalities may use the time left (an integral optimum ends the search)
     lp_wall = 1e7 if det else max(0.2, deadline - time.monotonic())
     lpb, lpos, integral = lp_solve(r2, lp_wall, deterministic_limit=DET_LP * time_limit if det else None,
-                                   cycle_rounds=CYCLE_ROUNDS, stats=st, enough=target - int(red.offset))
+                                   cycle_rounds=CYCLE_ROUNDS, stats=st, enough=target - int(red.offset),
+                                   budget=budget)
     st["lp"] = lpb if lpb is None else lpb + red.offset
     st["seconds"] = round(time.monotonic() - t, 3)
     if lpb is None:

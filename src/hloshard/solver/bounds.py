@@ -50,7 +50,17 @@ class DualBound:
         n = red.num_nodes
         self.theta = [np.minimum(c.astype(np.float64), BIG) for c in red.costs]
         self.extra = [np.zeros(len(c)) for c in red.costs]
-        self.mat = [np.minimum(m.astype(np.float64), BIG) for m in red.edge_costs]
+        # one float array per distinct matrix object to start with (repeated layers share them); the
+        # sweeps replace an edge's array when they reparametrise it, never write into one
+        start: dict = {}
+        self.mat = []
+        for m in red.edge_costs:
+            hit = start.get(id(m))
+            if hit is None or hit[0] is not m:
+                f = np.minimum(m.astype(np.float64), BIG)
+                f.flags.writeable = False
+                hit = start[id(m)] = (m, f)
+            self.mat.append(hit[1])
         self.inc: list[list] = [[] for _ in range(n)]   # per node: (edge id, node is the row side)
         for e, (u, v) in enumerate(red.edges.tolist()):
             self.inc[u].append((e, True))

@@ -79,11 +79,13 @@ def merge_followers(problem: Problem, follows, merge: bool = True, ties=()):
     if not pairs and not tied:
         return problem, list(range(n))
     g = _Graph(problem)
+    g.share_matrices(True)   # merged edges of repeated layers: one matrix each, not one per edge
     for keep, gone in pairs:
         merge_into(g, keep, gone, np.arange(len(g.strat[keep]), dtype=np.int64))
     for keep, gone, mapping in tied:
         g.cost[keep] = np.where(mapping < 0, INFINITY, g.cost[keep])
         merge_into(g, keep, gone, np.maximum(mapping, 0))
+    g.share_matrices(False)
     alive = np.nonzero(g.alive)[0]
     pos = np.full(n, -1, dtype=np.int64)
     pos[alive] = np.arange(len(alive))
@@ -114,8 +116,14 @@ def _interned(arrays: list) -> list:
     edges of repeated layers are equal, and the problem then holds each once (memory grows with the
     distinct matrices, not with the layers)."""
     seen: dict = {}
+    done: dict = {}   # id of an input array -> (it, its interned array): one object shared by edges
     out = []
     for m in arrays:
+        hit = done.get(id(m))
+        if hit is not None and hit[0] is m:
+            out.append(hit[1])
+            continue
+        given = m
         m = np.ascontiguousarray(m)
         key = (m.shape, m.dtype.str, hash(m.tobytes()))
         hits = seen.setdefault(key, [])
@@ -126,5 +134,6 @@ def _interned(arrays: list) -> list:
         else:
             m.flags.writeable = False
             hits.append(m)
+        done[id(given)] = (given, m)
         out.append(m)
     return out

@@ -124,9 +124,20 @@ class LocalSearch:
 
     def float_nbrs(self) -> list:
         """``nbrs`` with each oriented edge matrix as float64, clamped to ``INFINITY`` (built once;
-        the message passers share it)."""
+        the message passers share it, read-only).  One float array per distinct edge matrix object
+        (repeated layers share their matrices), seen from the other side as its transpose."""
         if self._float_nbrs is None:
-            self._float_nbrs = [[(j, np.minimum(m, INF).astype(np.float64)) for j, m in row] for row in self.nbrs]
+            out: list[list] = [[] for _ in range(self.n)]
+            memo: dict = {}
+            for (u, v), m in zip(self.red.edges.tolist(), self.red.edge_costs):
+                hit = memo.get(id(m))
+                if hit is None or hit[0] is not m:
+                    f = np.minimum(m, INF).astype(np.float64)
+                    f.flags.writeable = False
+                    hit = memo[id(m)] = (m, f)
+                out[u].append((v, hit[1]))
+                out[v].append((u, hit[1].T))
+            self._float_nbrs = out
         return self._float_nbrs
 
     def _min_usage(self, i):

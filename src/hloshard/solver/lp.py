@@ -58,8 +58,26 @@ def lp_bound(red, time_limit: float, deterministic_limit: float | None = None):
     return bound, positions if integral else None
 
 
+class IterationBudget:
+    """GLOP simplex iterations shared by several :func:`lp_solve` calls (deterministic mode: the
+    iteration count, like GLOP's deterministic time, does not depend on the load, and GLOP reports it
+    per solve, which it does not for its deterministic time).  ``left``: iterations still allowed;
+    each solve is given ``max_number_of_iterations`` = what is left and is charged what it used."""
+
+    def __init__(self, iterations: int):
+        self.total = self.left = max(0, int(iterations))
+        self.solves = 0
+
+    def spent(self) -> bool:
+        return self.left <= 0
+
+    def charge(self, iterations: int) -> None:
+        self.left -= max(0, int(iterations))
+        self.solves += 1
+
+
 def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, cycle_rounds: int = 0,
-             stats: dict | None = None, enough: int | None = None):
+             stats: dict | None = None, enough: int | None = None, budget: IterationBudget | None = None):
     """``(bound, positions, integral)``: a proven lower bound of the reduced problem's optimum (presolve
     offset included; a Python int) from the LP relaxation (module docstring), or ``(None, None,
     False)`` when GLOP ends without an optimal LP basis; ``positions``: per reduced node the strategy
@@ -75,13 +93,17 @@ def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, c
     is the best certified one of all the solves (each a bound on its own: the inequalities hold for
     every integral solution); they end once the bound reaches ``enough`` (offset included), when given.
     ``stats`` (a dict): ``"cycles"`` gets one ``[inequalities added, bound
-    after]`` per round.
+    after]`` per round.  ``budget``: an :class:`IterationBudget` the solves draw on (they are
+    incremental then, so that GLOP reports its iterations); none is started once it is spent, and a
+    solve that reaches it ends like one at its time limit (no optimal basis: the best bound so far).
     """
     t0 = time.monotonic()
     lp = _LocalPolytope(red)
     t1 = time.monotonic()
-    incremental = cycle_rounds > 0
-    res = lp.solve(time_limit - (t1 - t0), deterministic_limit, incremental)
+    incremental = cycle_rounds > 0 or budget is not None
+    if budget is not None and budget.spent():
+        return None, None, False
+    res = lp.solve(time_limit - (t1 - t0), deterministic_limit, incremental, budget)
     if stats is not None:
         stats["lp_build_s"] = round(t1 - t0, 3)
         stats["lp_first_s"] = round(time.monotonic() - t1, 3)
@@ -94,14 +116,14 @@ def lp_solve(red, time_limit: float, deterministic_limit: float | None = None, c
         if lp.integral(values) or (enough is not None and best >= enough):
             break
         left = time_limit - (time.monotonic() - t0)
-        if left <= 0.05:
+        if left <= 0.05 or (budget is not None and budget.spent()):
             break
         cuts = separate_cycles(lp, values)
         if not cuts:
             break
         for idx, coef, rhs in cuts:
             lp.add(idx, coef, rhs, 1)
-        res = lp.solve(left, deterministic_limit, incremental)
+        res = lp.solve(left, deterministic_limit, incremental, budget)
         if res is None:
             break
         bound, values = res
@@ -188,7 +210,8 @@ class _LocalPolytope:
         ct.upper_bound = float(rhs)
         ct.lower_bound = float(rhs) if kind == 0 else -math.inf
 
-    def solve(self, time_limit: float, deterministic_limit: float | None, incremental: bool = False):
+    def solve(self, time_limit: float, deterministic_limit: float | None, incremental: bool = False,
+              budget: IterationBudget | None = None):
         """``(certified bound with the presolve offset, variable values)`` or None without an optimal basis.
 
         ``incremental``: keep GLOP's solver between calls (rows added since the last call are appended
@@ -198,8 +221,10 @@ class _LocalPolytope:
         params = [GLOP_PARAMS] + ([INCREMENTAL_PARAMS] if incremental else [])
         if deterministic_limit is not None:
             params.append(f"max_deterministic_time: {max(0.01, float(deterministic_limit))}")
+        if budget is not None:
+            params.append(f"max_number_of_iterations: {max(1, budget.left)}")
         if incremental:
-            return self._solve_incremental(time_limit, " ".join(params))
+            return self._solve_incremental(time_limit, " ".join(params), budget)
         req = linear_solver_pb2.MPModelRequest()
         req.model.CopyFrom(self.model)
         req.solver_type = linear_solver_pb2.MPModelRequest.GLOP_LINEAR_PROGRAMMING
@@ -211,7 +236,7 @@ class _LocalPolytope:
             return None
         return self._result(np.array(resp.dual_value, dtype=np.float64), np.array(resp.variable_value, dtype=np.float64))
 
-    def _solve_incremental(self, time_limit: float, params: str):
+    def _solve_incremental(self, time_limit: float, params: str, budget: IterationBudget | None = None):
         solver = getattr(self, "_solver", None)
         if solver is None:
             solver = self._solver = pywraplp.Solver.CreateSolver("GLOP")
@@ -229,7 +254,10 @@ class _LocalPolytope:
             self._loaded = len(self.cons_rhs)
         solver.SetSolverSpecificParametersAsString(params)
         solver.SetTimeLimit(max(50, int(1000 * float(time_limit))))
-        if solver.Solve() != pywraplp.Solver.OPTIMAL:
+        status = solver.Solve()
+        if budget is not None:
+            budget.charge(solver.iterations())
+        if status != pywraplp.Solver.OPTIMAL:
             return None
         cons = solver.constraints()
         if len(cons) != len(self.cons_rhs):

@@ -345,18 +345,42 @@ class _Graph:
     def add_edge(self, u, v, m):
         old = self.adj[u].get(v)
         if old is not None:
-            m = _add(old, m)
+            sums = getattr(self, "_sums", None)
+            if sums is None:
+                m = _add(old, m)
+            else:   # sharing on (merge_followers): the same two matrices summed once (repeated layers)
+                key = (id(old), id(m))
+                hit = sums.get(key)
+                if hit is None or hit[0] is not old or hit[1] is not m:
+                    hit = sums[key] = (old, m, _add(old, m))
+                m = hit[2]
         self.set_edge(u, v, m)
+
+    def share_matrices(self, on: bool) -> None:
+        """While ``on``, :meth:`set_edge` normalises an input matrix object once and :meth:`add_edge`
+        sums a pair of matrix objects once, the results shared read-only between edges (the merges of
+        repeated layers then make one matrix per distinct edge, not one per edge); off, the memos are
+        dropped.  Only for a sequence of merges whose inputs are not changed in place."""
+        self._norm = {} if on else None
+        self._sums = {} if on else None
 
     def edge_list(self, alive, pos):
         """``(edges, matrices)`` of the remaining graph: one entry per pair ``i < j`` of alive nodes,
         renumbered through ``pos``, in node order."""
         edges, mats = [], []
+        same: dict = {}   # one contiguous array per memory region and layout (edges sharing a matrix)
         for i in alive.tolist():
             for j, m in sorted(self.adj[i].items()):
                 if i < j:
                     edges.append((pos[i], pos[j]))
-                    mats.append(np.ascontiguousarray(m))
+                    key = (m.__array_interface__["data"][0], m.shape, m.strides, m.dtype.str)
+                    hit = same.get(key)
+                    if hit is None:
+                        c = np.ascontiguousarray(m)
+                        if c is not m:
+                            c.flags.writeable = False
+                        hit = same[key] = (m, c)
+                    mats.append(hit[1])
         return edges, mats
 
     # -- strategies ----------------------------------------------------------------------------
@@ -770,9 +794,10 @@ def merge_into(g, i, j, f):
         g.cost[i] = _add(g.cost[i], m[np.arange(len(f)), f])
     g.terms[i] = g.terms[i] + [(jj, u[f]) for jj, u in g.terms[j]]
     touched = list(g.adj[j])
+    same = len(f) == len(g.strat[j]) and bool((f == np.arange(len(f))).all())   # j takes i's index
     for w, mw in list(g.adj[j].items()):  # mw: |S_j| x |S_w|
         g.adj[w].pop(j, None)
-        g.add_edge(i, w, mw[f])
+        g.add_edge(i, w, mw if same else mw[f])
     g.adj[j].clear()
     g.steps.append(("leaf", j, i, g.strat[i].copy(), g.strat[j][f]))
     g.terms[j] = []

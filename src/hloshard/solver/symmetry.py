@@ -44,8 +44,12 @@ def repeated_classes(red, max_rounds: int = 2) -> np.ndarray:
     profs = red.memory.profiles() if red.memory is not None else [None] * n
     colour = [_digest(red.costs[i], None if profs[i] is None else profs[i][1]) for i in range(n)]
     inc: list[list] = [[] for _ in range(n)]
+    seen: dict = {}   # id of a matrix -> (it, digest): matrices shared between edges digested once
     for (u, v), m in zip(red.edges.tolist(), red.edge_costs):
-        d = _digest(m)
+        hit = seen.get(id(m))
+        if hit is None or hit[0] is not m:
+            hit = seen[id(m)] = (m, _digest(m))
+        d = hit[1]
         inc[u].append((d, 0, v))
         inc[v].append((d, 1, u))
     count = len(set(colour))
