@@ -42,7 +42,7 @@ from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
-                             program_schedule, read_until, relayout_intervals)
+                             one_buffer_per_reshard, program_schedule, read_until, relayout_intervals)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
@@ -301,7 +301,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
-    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`).  The IOPDDL form
+    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); consumers of
+    one computation reading one value in one layout share that buffer, from the first to the last
+    (:func:`hloshard.cost.liveness.one_buffer_per_reshard`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
@@ -337,6 +339,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
+    resharded: list = []
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -390,8 +393,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
             # an entry parameter's resharding is made at the program's start (cost.liveness.made_at_entry_start)
-            ivs.append((0 if made_at_entry_start(inst, graph.module.entry) else t, end))
-            sizes.append(b)
+            resharded.append(((id(g.instr.parent), id(inst), leaf, repr(req)),
+                              0 if made_at_entry_start(inst, graph.module.entry) else t, end, b))
+    # one buffer per value and layout, from its first reader to its last (cost.liveness.one_buffer_per_reshard)
+    for lo, hi, b in one_buffer_per_reshard(resharded):
+        ivs.append((lo, hi))
+        sizes.append(b)
     return ivs, sizes
 
 

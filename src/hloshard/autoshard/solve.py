@@ -235,7 +235,8 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     try:
         for _ in range(FIT_ROUNDS):
             done = set(priced)
-            new = [k for k in terms_at(terms, _over_points(graph, choice, ev, base.usage_limit)) if k not in done]
+            new = [k for k in terms_at(terms, _over_points(graph, choice, ev, base.usage_limit), choice)
+                   if k not in done]
             if not new and choice == last:
                 break   # a fixed point: the buffers where it exceeds the limit are priced at this plan
             last = choice

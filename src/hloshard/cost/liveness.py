@@ -72,7 +72,12 @@ more (and pads to tiles); that is not modelled here.
   entry parameter -- a collective whose operand is the parameter, through bitcasts and copies -- at the
   start of the entry computation, so its buffer lives from there to its last reader, not from its
   consumer (read in the scheduled module of ``solve``'s plan for the new user's block train step: all
-  fourteen all-gathers of weights, forward and backward pins, come before the first dot).
+  fourteen all-gathers of weights, forward and backward pins, come before the first dot).  One sharing
+  rule is here too, :func:`one_buffer_per_reshard`: XLA's SPMD partitioner reshards a value to a given
+  sharding once per computation (``PartitionedHlo::Reshard`` keeps a cache per value and target sharding;
+  ``HloCSE`` then merges what is left identical, and ``solve``'s pins are one per operand and layout:
+  :func:`hloshard.strategy.realize.insert_pins`), so several consumers that read one value in the same
+  new layout read one buffer, live from the first of them to the last.
 * *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
   is the sum of live buffers, which never exceeds the packed heap), the schedule's finer points (XLA
   schedules the partitioned module, whose collectives and bitcasts are instructions of their own; here
@@ -814,6 +819,26 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
+    """The resharded copies of a plan as the buffers XLA makes (module docstring, *Communication
+    buffers*: one per value, target layout and computation).  ``buffers``: ``(key, lo, hi, nbytes)``, one
+    per consumer that reads a value in a layout other than its own, ``key`` naming the computation, the
+    value (instruction and leaf) and the layout it is read in; ``[lo, hi)`` the schedule interval in which
+    that consumer's copy is live, ``nbytes`` its bytes per device.  Returns ``[(lo, hi, nbytes)]``: one per
+    key, over the hull of its intervals (the first consumer makes it, the last frees it), in the order of
+    the keys' first appearance.  Raises ValueError when one key is given two sizes."""
+    merged: dict = {}
+    for key, lo, hi, nbytes in buffers:
+        have = merged.get(key)
+        if have is None:
+            merged[key] = [int(lo), int(hi), int(nbytes)]
+            continue
+        if have[2] != int(nbytes):
+            raise ValueError(f"one resharded value, two sizes: {have[2]} and {int(nbytes)} bytes ({key!r})")
+        have[0], have[1] = min(have[0], int(lo)), max(have[1], int(hi))
+    return [tuple(v) for v in merged.values()]
 
 
 def made_at_entry_start(instr, entry) -> bool:
