@@ -330,3 +330,15 @@ def test_hand_peaks_are_xlas():
     got = xla_memory(texts, 8)
     assert [m.error for m in got] == [None] * len(got)
     assert [m.total for m in got] == want
+
+
+def test_one_buffer_per_reshard():
+    """One buffer per key over the hull of its intervals, in the order keys first appear; one key with
+    two sizes is an error (cost.liveness.one_buffer_per_reshard)."""
+    from hloshard.cost.liveness import one_buffer_per_reshard
+
+    got = one_buffer_per_reshard([("a", 5, 6, 100), ("b", 2, 3, 7), ("a", 0, 1, 100), ("a", 9, 12, 100)])
+    assert got == [(0, 12, 100), (2, 3, 7)]
+    assert one_buffer_per_reshard([]) == []
+    with pytest.raises(ValueError, match="two sizes"):
+        one_buffer_per_reshard([("a", 0, 1, 4), ("a", 2, 3, 8)])
