@@ -42,7 +42,8 @@ from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
-                             one_buffer_per_reshard, program_schedule, read_until, relayout_intervals)
+                             one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
+                             resharded_by_tuple)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
@@ -356,13 +357,14 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             except (ValueError, TypeError, AttributeError):
                 continue
             src = graph.positions.get(inst)
-            if is_fused(inst) and src is not None:
-                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
-                r = graph.ctx.resolve(inst, leaf)
-                if r is not TOKEN:
-                    sg = r[0]
-                    ivs.append((src, t + 1))
-                    sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
+            r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
+            if r is not TOKEN and (is_fused(inst) or
+                                   resharded_by_tuple(g.instr, inst, graph.problem.intervals[r[0].node])):
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or a
+                # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
+                sg = r[0]
+                ivs.append((src, t + 1))
+                sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
             # reshape or a copy reads the gathered layout directly)
             readers = effective_users(g.instr) if is_fused(g.instr) else [g.instr]

@@ -42,7 +42,7 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
-                             relayout_intervals)
+                             relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
 from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes
 from .graph import Graph
@@ -142,8 +142,10 @@ def edge_memory_terms(graph: Graph) -> list:
             mat = (lambda m=m, c=consumer, v=v: np.asarray(m if c == v else m.T))   # source x consumer
             reqs = (lambda g=g, inst=inst, leaf=leaf: [_required(g, st, inst, leaf) for st in g.strategies])
             src_pos = graph.positions.get(inst)
-            if is_fused(inst) and src_pos is not None:
-                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
+            if src_pos is not None and (is_fused(inst) or
+                                        resharded_by_tuple(g.instr, inst, graph.problem.intervals[sg.node])):
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or
+                # a root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
                 def made(i, j, sg=sg, mat=mat, reqs=reqs):
                     if reqs()[j] is None:
                         return np.zeros(len(sg.strategies), dtype=np.int64)

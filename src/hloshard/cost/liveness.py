@@ -625,11 +625,27 @@ def _same_array(a, b) -> bool:
 
 def in_place_user(user, operand) -> bool:
     """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
-    elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes."""
+    elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes.  Also true for a
+    ``tuple`` (a computation's root whose written leaf sharding differs from its operand's: the leaf's
+    value is the operand resharded, the collective writes the output buffer itself, no copy beside it;
+    the operand's own buffer, which :func:`buffer_intervals` lets the tuple take over, is then live
+    until the resharding: :func:`resharded_by_tuple`)."""
     op = _kind(user)
     if op == "dynamic-update-slice":
         return bool(user.operands) and user.operands[0] is operand
+    if op == "tuple":
+        return True
     return op in ELEMENTWISE and _same_array(operand, user)
+
+
+def resharded_by_tuple(user, operand, operand_interval) -> bool:
+    """True when ``user`` is a ``tuple`` that reshards ``operand`` into a pinned leaf and took over the
+    operand's buffer (:func:`buffer_intervals`: the operand's interval ``operand_interval`` is empty and
+    it is not fused): the operand's tile is then live from its definition until the tuple, beside the
+    leaf's value, which has the leaf's layout (measured, 8 CPU devices: a split ``subtract`` under a
+    replicated root leaf is a temp of its tile and the all-gather writes the output)."""
+    lo, hi = (int(x) for x in operand_interval)
+    return _kind(user) == "tuple" and hi <= lo and not is_fused(operand)
 
 
 def read_until(instr, positions: dict) -> int | None:
