@@ -84,10 +84,20 @@ def test_terms_at_picks_live_terms(graph):
 
 
 def test_a_value_resharded_for_several_consumers_is_one_buffer(graph):
-    """Consumers of one computation reading one value in one new layout read one buffer, from the first
-    to the last (XLA's partitioner reshards a value once per target sharding; solve's pins are one per
-    operand and layout): the evaluation counts it once over the hull, and the priced problem carries it on
-    one copy of the group over the same interval (the others carry nothing for that layout)."""
+    """Consumers (dots, ...) of one computation reading one value in one new layout share one of solve's
+    pins, one buffer from the first to the last: for a plan written with pins the evaluation counts it
+    once over the hull, and the priced problem carries it on one copy of the group over the same interval
+    (the others carry nothing for that layout); a graph priced as it is keeps one copy per consumer."""
+    assert not getattr(graph, "pin_operands", False)
+    assert all(t.share is None for t in edge_memory_terms(graph))   # not a plan written with pins: no sharing
+    graph.pin_operands = True   # as solve_module sets it for a plan it writes with pins (build.pin_key)
+    try:
+        _check_shared(graph)
+    finally:
+        graph.pin_operands = False
+
+
+def _check_shared(graph):
     terms = edge_memory_terms(graph)
     rng = np.random.default_rng(1)
     p = graph.problem

@@ -49,6 +49,7 @@ from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext
+from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
@@ -302,9 +303,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
-    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); consumers of
-    one computation reading one value in one layout share that buffer, from the first to the last
-    (:func:`hloshard.cost.liveness.one_buffer_per_reshard`).  The IOPDDL form
+    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
+    solve writes with pins, the consumers that share a pin share that buffer, from the first to the last
+    (:func:`pin_key`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
@@ -395,13 +396,26 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
             # an entry parameter's resharding is made at the program's start (cost.liveness.made_at_entry_start)
-            resharded.append(((id(g.instr.parent), id(inst), leaf, repr(req)),
+            resharded.append((pin_key(graph, g, inst, leaf, req) or len(resharded),
                               0 if made_at_entry_start(inst, graph.module.entry) else t, end, b))
-    # one buffer per value and layout, from its first reader to its last (cost.liveness.one_buffer_per_reshard)
+    # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
     for lo, hi, b in one_buffer_per_reshard(resharded):
         ivs.append((lo, hi))
         sizes.append(b)
     return ivs, sizes
+
+
+def pin_key(graph: Graph, g, inst, leaf, req):
+    """The key of the pin ``solve --pin-operands`` writes for consumer group ``g`` reading leaf ``leaf``
+    of ``inst`` in layout ``req`` (:func:`hloshard.strategy.realize.insert_pins`: one pin per computation,
+    operand and layout, which its consumers share), or None when no pin is written there: the graph is
+    not one whose plan is written with pins (``graph.pin_operands``, set by
+    :func:`hloshard.autoshard.solve.solve_module`) or ``g`` is not a pinned op.  Copies with one key are
+    one buffer (:func:`hloshard.cost.liveness.one_buffer_per_reshard`); the copies of a module priced as
+    it is (``hloshard cost``: its pins are instructions of their own) stay one per consumer."""
+    if not getattr(graph, "pin_operands", False) or g.instr.opcode not in PINNED_OPS or g.operands is not None:
+        return None
+    return (id(g.instr.parent), id(inst), leaf, repr(req))
 
 
 def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:

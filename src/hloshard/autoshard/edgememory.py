@@ -44,7 +44,7 @@ from ..costgraph import Problem
 from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes
+from .build import _leaf_shape, _operand_tile_bytes, _relayout_bytes, _required, _tuple_table_bytes, pin_key
 from .graph import Graph
 
 
@@ -164,9 +164,10 @@ def edge_memory_terms(graph: Graph) -> list:
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
                 lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
+                shared = pin_key(graph, g, inst, leaf, None) is not None
                 terms.append(Term((source, consumer), lo, end, copy, carrier=1,
-                                  share=(id(g.instr.parent), id(inst), leaf),
-                                  layout=(lambda j, reqs=reqs: repr(reqs()[j]))))
+                                  share=(id(g.instr.parent), id(inst), leaf) if shared else None,
+                                  layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))
             readers = effective_users(g.instr) if fused else [g.instr]
             if any(x.opcode in ("dot", "convolution") for x in readers):
                 # the relayout copy after an all-gather along a dimension that is not the most major
@@ -188,7 +189,7 @@ def edge_memory_terms(graph: Graph) -> list:
 def shared_spans(terms: list, at) -> tuple[dict, dict]:
     """The copies among ``terms`` that are one buffer at the plan ``at`` (one strategy per node of
     ``graph.problem``): copies of one value, in one computation, that the plan reshards into one layout
-    (:func:`hloshard.cost.liveness.one_buffer_per_reshard`, what
+    for consumers that share one of solve's pins (:func:`hloshard.autoshard.build.pin_key`; what
     :func:`hloshard.autoshard.build.edge_buffers` prices).  Linearised at the plan like the copies
     themselves (module docstring): the group's first copy (by interval) carries the buffer over the hull
     of the group's intervals, and the others carry nothing for a strategy that reads the value in the

@@ -132,6 +132,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         graph = first.graph
     else:
         graph = build_graph(module, mesh, keep, memory_budget)
+    # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
+    graph.pin_operands = bool(pin_operands)
     if export_problem:
         from ..costgraph import save_problem
 
