@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from hloshard.autoshard.build import build_graph, edge_buffers
-from hloshard.autoshard.edgememory import constant_bytes, edge_memory_terms, priced_problem, terms_at
+from hloshard.autoshard.edgememory import constant_bytes, edge_memory_terms, priced_problem, shared_spans, terms_at
 from hloshard.autoshard.search import solve_graph
 from hloshard.cost.liveness import peak_usage
 from hloshard.hlo import parse_file
@@ -81,3 +81,40 @@ def test_terms_at_picks_live_terms(graph):
     assert all(terms[k].lo <= t < terms[k].hi for k in picked)
     assert len(picked) == sum(1 for x in terms if x.lo <= t < x.hi)
     assert terms_at(terms, []) == []
+
+
+def test_a_value_resharded_for_several_consumers_is_one_buffer(graph):
+    """Consumers (dots, ...) of one computation reading one value in one new layout share one of solve's
+    pins, one buffer from the first to the last: for a plan written with pins the evaluation counts it
+    once over the hull, and the priced problem carries it on one copy of the group over the same interval
+    (the others carry nothing for that layout); a graph priced as it is keeps one copy per consumer."""
+    assert not getattr(graph, "pin_operands", False)
+    assert all(t.share is None for t in edge_memory_terms(graph))   # not a plan written with pins: no sharing
+    graph.pin_operands = True   # as solve_module sets it for a plan it writes with pins (build.pin_key)
+    try:
+        _check_shared(graph)
+    finally:
+        graph.pin_operands = False
+
+
+def _check_shared(graph):
+    terms = edge_memory_terms(graph)
+    rng = np.random.default_rng(1)
+    p = graph.problem
+    groups = 0
+    for plan in [[int(rng.integers(len(c))) for c in p.node_costs] for _ in range(4)]:
+        spans, shared = shared_spans(terms, plan)
+        eiv, _esz = edge_buffers(graph, plan)
+        made = {tuple(int(x) for x in iv) for iv in eiv}
+        for k, (lo, hi) in spans.items():
+            layout = terms[k].layout(plan[terms[k].nodes[1]])
+            members = [terms[k]] + [terms[m] for m, lay in shared.items()
+                                    if terms[m].share == terms[k].share and lay == layout]
+            assert len(members) > 1
+            assert lo == min(t.lo for t in members) and hi == max(t.hi for t in members)
+            assert (lo, hi) in made   # the evaluation's one buffer of the group
+        priced = priced_problem(graph, graph.solver_problem, terms, plan)
+        extra = [tuple(int(x) for x in iv) for iv in priced.intervals[p.num_nodes:]]
+        assert all(span in extra for span in spans.values())
+        groups += len(spans)
+    assert groups > 0, "no value resharded twice into one layout: the case no longer exercises sharing"

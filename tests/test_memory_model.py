@@ -136,10 +136,26 @@ ENTRY main {{
 }}
 """
 
+# A root tuple leaf written replicated over a split operand (the output resharded by the root): the
+# all-gather writes the output buffer itself (no copy beside it) and the split subtract is a temp of its
+# tile until then.  By hand: a + b 524,288 (split 8 ways), the outputs s 2,097,152 (replicated) + m 262,144
+# + the tuple's two pointers 16, the temp s tile 262,144 = 3,145,744 (the model counted the gathered
+# output twice, as the pinned leaf and as a communication buffer beside it: 4,980,752).
+ROOT_RESHARDED = """HloModule rootrep, num_partitions=8
+
+ENTRY main {
+  a = f32[1024,512] parameter(0), sharding={devices=[8,1]<=[8]}
+  b = f32[1024,512] parameter(1), sharding={devices=[8,1]<=[8]}
+  s = f32[1024,512] subtract(a, b), sharding={devices=[8,1]<=[8]}
+  m = f32[1024,512] multiply(a, b), sharding={devices=[8,1]<=[8]}
+  ROOT t = (f32[1024,512], f32[1024,512]) tuple(s, m), sharding={{replicated}, {devices=[8,1]<=[8]}}
+}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
-         "dot_batch_minor": (DOT_BATCH_MINOR, 53248)}
+         "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744)}
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
@@ -330,3 +346,15 @@ def test_hand_peaks_are_xlas():
     got = xla_memory(texts, 8)
     assert [m.error for m in got] == [None] * len(got)
     assert [m.total for m in got] == want
+
+
+def test_one_buffer_per_reshard():
+    """One buffer per key over the hull of its intervals, in the order keys first appear; one key with
+    two sizes is an error (cost.liveness.one_buffer_per_reshard)."""
+    from hloshard.cost.liveness import one_buffer_per_reshard
+
+    got = one_buffer_per_reshard([("a", 5, 6, 100), ("b", 2, 3, 7), ("a", 0, 1, 100), ("a", 9, 12, 100)])
+    assert got == [(0, 12, 100), (2, 3, 7)]
+    assert one_buffer_per_reshard([]) == []
+    with pytest.raises(ValueError, match="two sizes"):
+        one_buffer_per_reshard([("a", 0, 1, 4), ("a", 2, 3, 8)])

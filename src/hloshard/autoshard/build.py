@@ -43,12 +43,14 @@ from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
-                             program_schedule, read_until, relayout_intervals)
+                             one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
+                             resharded_by_tuple)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
 from ..strategy.sharing import GroupSharing
 from ..strategy.registry import BuildContext
+from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
@@ -318,7 +320,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     layout the consumer's strategy requires (bytes per device, ``MeshInfo.bytes_per_device``), live at the
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
-    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`).  The IOPDDL form
+    the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
+    solve writes with pins, the consumers that share a pin share that buffer, from the first to the last
+    (:func:`pin_key`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
@@ -348,6 +352,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
+    resharded: list = []
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -364,13 +369,14 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             except (ValueError, TypeError, AttributeError):
                 continue
             src = graph.positions.get(inst)
-            if is_fused(inst) and src is not None:
-                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
-                r = graph.ctx.resolve(inst, leaf)
-                if r is not TOKEN:
-                    sg = r[0]
-                    ivs.append((src, t + 1))
-                    sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
+            r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
+            if r is not TOKEN and (is_fused(inst) or
+                                   resharded_by_tuple(g.instr, inst, graph.problem.intervals[r[0].node])):
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or a
+                # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
+                sg = r[0]
+                ivs.append((src, t + 1))
+                sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
             # reshape or a copy reads the gathered layout directly)
             readers = effective_users(g.instr) if is_fused(g.instr) else [g.instr]
@@ -401,9 +407,26 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
             # an entry parameter's resharding is made at the program's start (cost.liveness.made_at_entry_start)
-            ivs.append((0 if made_at_entry_start(inst, graph.module.entry) else t, end))
-            sizes.append(b)
+            resharded.append((pin_key(graph, g, inst, leaf, req) or len(resharded),
+                              0 if made_at_entry_start(inst, graph.module.entry) else t, end, b))
+    # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
+    for lo, hi, b in one_buffer_per_reshard(resharded):
+        ivs.append((lo, hi))
+        sizes.append(b)
     return ivs, sizes
+
+
+def pin_key(graph: Graph, g, inst, leaf, req):
+    """The key of the pin ``solve --pin-operands`` writes for consumer group ``g`` reading leaf ``leaf``
+    of ``inst`` in layout ``req`` (:func:`hloshard.strategy.realize.insert_pins`: one pin per computation,
+    operand and layout, which its consumers share), or None when no pin is written there: the graph is
+    not one whose plan is written with pins (``graph.pin_operands``, set by
+    :func:`hloshard.autoshard.solve.solve_module`) or ``g`` is not a pinned op.  Copies with one key are
+    one buffer (:func:`hloshard.cost.liveness.one_buffer_per_reshard`); the copies of a module priced as
+    it is (``hloshard cost``: its pins are instructions of their own) stay one per consumer."""
+    if not getattr(graph, "pin_operands", False) or g.instr.opcode not in PINNED_OPS or g.operands is not None:
+        return None
+    return (id(g.instr.parent), id(inst), leaf, repr(req))
 
 
 def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:

@@ -43,9 +43,9 @@ import numpy as np
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
 from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
-                             relayout_intervals)
+                             relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import _leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, scratch_bytes
+from .build import _leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, pin_key, scratch_bytes
 from .graph import Graph
 
 
@@ -64,6 +64,11 @@ class Term:
     hi: int
     usage: Callable = field(repr=False)
     carrier: int = 0
+    #: a resharded operand's copy (carried by the consumer): ``(computation, value, leaf)`` ids, and the
+    #: layout key the consumer's strategy ``j`` reads it in (``layout(j)``); None for the other terms.
+    #: Copies of one ``share`` and layout are one buffer (:func:`shared_spans`)
+    share: tuple | None = None
+    layout: Callable | None = field(default=None, repr=False)
 
 
 class _Pick:
@@ -133,8 +138,10 @@ def edge_memory_terms(graph: Graph) -> list:
             mat = (lambda m=m, c=consumer, v=v: np.asarray(m if c == v else m.T))   # source x consumer
             reqs = (lambda g=g, inst=inst, leaf=leaf: [_required(g, st, inst, leaf) for st in g.strategies])
             src_pos = graph.positions.get(inst)
-            if is_fused(inst) and src_pos is not None:
-                # a collective between producer and consumer: XLA cannot fuse the producer, it is made
+            if src_pos is not None and (is_fused(inst) or
+                                        resharded_by_tuple(g.instr, inst, graph.problem.intervals[sg.node])):
+                # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or
+                # a root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
                 def made(i, j, sg=sg, mat=mat, reqs=reqs):
                     if reqs()[j] is None:
                         return np.zeros(len(sg.strategies), dtype=np.int64)
@@ -153,7 +160,10 @@ def edge_memory_terms(graph: Graph) -> list:
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
                 lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
-                terms.append(Term((source, consumer), lo, end, copy, carrier=1))
+                shared = pin_key(graph, g, inst, leaf, None) is not None
+                terms.append(Term((source, consumer), lo, end, copy, carrier=1,
+                                  share=(id(g.instr.parent), id(inst), leaf) if shared else None,
+                                  layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))
             readers = effective_users(g.instr) if fused else [g.instr]
             if any(x.opcode in ("dot", "convolution") for x in readers):
                 # the relayout copy after an all-gather along a dimension that is not the most major
@@ -172,16 +182,54 @@ def edge_memory_terms(graph: Graph) -> list:
     return terms
 
 
-def terms_at(terms: list, points) -> list:
-    """Indices of the ``terms`` live at any of the schedule ``points``."""
+def shared_spans(terms: list, at) -> tuple[dict, dict]:
+    """The copies among ``terms`` that are one buffer at the plan ``at`` (one strategy per node of
+    ``graph.problem``): copies of one value, in one computation, that the plan reshards into one layout
+    for consumers that share one of solve's pins (:func:`hloshard.autoshard.build.pin_key`; what
+    :func:`hloshard.autoshard.build.edge_buffers` prices).  Linearised at the plan like the copies
+    themselves (module docstring): the group's first copy (by interval) carries the buffer over the hull
+    of the group's intervals, and the others carry nothing for a strategy that reads the value in the
+    group's layout.  Returns ``(spans, shared)``: term index -> ``(lo, hi)`` for each carrier, and term
+    index -> the layout key it no longer carries for each other member; groups of one copy are in
+    neither."""
+    groups: dict = {}
+    for k, term in enumerate(terms):
+        if term.share is None:
+            continue
+        src, con = term.nodes
+        j = int(at[con])
+        if term.usage(int(at[src]), None)[j] <= 0:
+            continue   # the plan does not reshard this operand
+        groups.setdefault((term.share, term.layout(j)), []).append(k)
+    spans: dict = {}
+    shared: dict = {}
+    for (_share, layout), ks in groups.items():
+        if len(ks) < 2:
+            continue
+        first = min(ks, key=lambda k: (terms[k].lo, k))
+        spans[first] = (min(terms[k].lo for k in ks), max(terms[k].hi for k in ks))
+        for k in ks:
+            if k != first:
+                shared[k] = layout
+    return spans, shared
+
+
+def terms_at(terms: list, points, at=None) -> list:
+    """Indices of the ``terms`` live at any of the schedule ``points``; with a plan ``at``, a shared
+    copy's interval is its group's (:func:`shared_spans`) and a group is taken whole."""
     pts = np.unique(np.asarray(list(points), dtype=np.int64))
     if len(pts) == 0:
         return []
+    spans, shared = shared_spans(terms, at) if at is not None else ({}, {})
     out = []
     for k, term in enumerate(terms):
-        a = np.searchsorted(pts, term.lo)
-        if a < len(pts) and pts[a] < term.hi:
+        lo, hi = spans.get(k, (term.lo, term.hi))
+        a = np.searchsorted(pts, lo)
+        if a < len(pts) and pts[a] < hi:
             out.append(k)
+    if spans:   # the other members of a taken group
+        taken = {(terms[k].share, terms[k].layout(int(at[terms[k].nodes[1]]))) for k in out if k in spans}
+        out = sorted(set(out) | {k for k, layout in shared.items() if (terms[k].share, layout) in taken})
     return out
 
 
@@ -203,13 +251,16 @@ def priced_problem(graph: Graph, problem: Problem, terms: list, at) -> Problem:
     counts = [len(c) for c in problem.node_costs]
     costs, usages, aliases = list(problem.node_costs), list(problem.node_usages), list(problem.aliases)
     extra_iv: list = []
-    for term in terms:
+    spans, shared = shared_spans(terms, at)
+    for k, term in enumerate(terms):
         if len(term.nodes) == 1:
             node, use = term.nodes[0], term.usage()
         else:
             src, con = term.nodes
             node = term.nodes[term.carrier]
             use = term.usage(int(at[src]), None) if term.carrier == 1 else term.usage(None, int(at[con]))
+            if k in shared:   # another copy of its group carries the shared buffer
+                use = np.where([term.layout(j) == shared[k] for j in range(len(use))], 0, use)
         c = int(classes[node])
         pick = np.asarray(maps[node], dtype=np.int64) if node in maps else np.arange(counts[c])
         use = np.asarray(use, dtype=np.int64)[pick]   # per strategy of the solver's node
@@ -217,7 +268,7 @@ def priced_problem(graph: Graph, problem: Problem, terms: list, at) -> Problem:
             continue
         costs.append(np.zeros(len(use), dtype=np.int64))
         usages.append(use)
-        extra_iv.append((term.lo, term.hi))
+        extra_iv.append(spans.get(k, (term.lo, term.hi)))
         aliases.append((c, len(costs) - 1, np.eye(counts[c], dtype=bool)))
     limit = problem.usage_limit
     if limit is not None:

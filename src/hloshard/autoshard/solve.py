@@ -133,6 +133,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         graph = first.graph
     else:
         graph = build_graph(module, mesh, keep, memory_budget)
+    # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
+    graph.pin_operands = bool(pin_operands)
     if export_problem:
         from ..costgraph import save_problem
 
@@ -237,7 +239,8 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     try:
         for _ in range(FIT_ROUNDS):
             done = set(priced)
-            new = [k for k in terms_at(terms, _over_points(graph, choice, ev, base.usage_limit)) if k not in done]
+            new = [k for k in terms_at(terms, _over_points(graph, choice, ev, base.usage_limit), choice)
+                   if k not in done]
             if not new and choice == last:
                 break   # a fixed point: the buffers where it exceeds the limit are priced at this plan
             last = choice
