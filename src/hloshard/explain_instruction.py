@@ -760,7 +760,9 @@ def render_text(expl: Explanation, console) -> None:
     if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
         console.print(f"  priced as {d['sharding_used']}")
     mc = d["module_cost"]
-    console.print(("  (costs in seconds on " + d["device"] + ")\n" if d.get("units") == "seconds" else "") +
+    console.print(("  (costs in seconds on " + d["device"] + ": the solver's objective, `cost`'s total_cost; `cost`'s "
+                   "estimated step time is the plan's roofline, which also counts layout copies and a per-device "
+                   "program's collectives as HBM traffic)\n" if d.get("units") == "seconds" else "") +
                   f"  module cost {f(mc['total'])} (compute {f(mc['compute'])}, communication "
                   f"{f(mc['communication'])}, resharding {f(mc['resharding'])}); peak memory "
                   f"{format_bytes(d['peak_memory_per_device'])} per device")
