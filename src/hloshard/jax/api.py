@@ -324,7 +324,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
-                              stop_build=deadline is not None)
+                              stop_build=deadline is not None, pin_operands=pin_operands)
         guard = None
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,

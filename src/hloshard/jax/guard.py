@@ -180,7 +180,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         try:
             guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
-                                   deterministic=deterministic, apply=False, hint=hint, deadline=deadline)
+                                   deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
+                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)))
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
