@@ -152,6 +152,10 @@ def test_tpu_profiles_sustain_the_tpu_compilers_hbm_bandwidth():
     ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = -3\n", "positive"),
     ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = 3\n[ici]\nbandwidth_gbps = 1\nlatency_us = 1\n", r"\[dcn\]"),
     ("devices_per_node = [\n", "invalid TOML"),
+    # a typo in an optional key was ignored silently (a new user's finding): one error naming the closest
+    ("devices_per_node = 4\nhbm_efficency = 0.9\n", r"unknown key 'hbm_efficency' \(did you mean 'hbm_efficiency'\?\)"),
+    ("devices_per_node = 4\nhbm_gib = 1\nhbm_bandwidth_gbps = 1\n[peak_tflops]\nbf16 = 3\n[ici]\nbandwith_gbps = 1\n",
+     r"\[ici\]: unknown key 'bandwith_gbps'"),
 ])
 def test_bad_toml_profile_is_a_usage_error(tmp_path, body, message):
     f = tmp_path / "bad.toml"
@@ -187,6 +191,9 @@ ENTRY e {
 
 
 def test_every_profile_name_is_a_memory_budget():
-    from hloshard.units import parse_memory_budget
+    from hloshard.units import DEVICE_ALIASES, parse_memory_budget
     for name, p in devices.PROFILES.items():
         assert parse_memory_budget(name) == p.hbm_bytes
+    # the short names --device takes are budgets too (``--memory-budget h100`` was refused)
+    for short, name in DEVICE_ALIASES.items():
+        assert parse_memory_budget(short) == devices.get_profile(short).hbm_bytes, short

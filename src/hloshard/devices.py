@@ -37,13 +37,14 @@ unknown name, an unreadable or malformed TOML file, or a missing or non-positive
 
 from __future__ import annotations
 
+import difflib
 import math
 import tomllib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 from .errors import UsageError
-from .units import DEVICE_MEMORY
+from .units import DEVICE_ALIASES, DEVICE_MEMORY
 
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
@@ -198,8 +199,6 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
                  "NICs per 8-chip host assumed)", _LAT, _TPUC), hbm_efficiency=1.00),
 )}
 
-_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
-            "v4": "tpu-v4", "v5e": "tpu-v5e", "v5p": "tpu-v5p", "v6e": "tpu-v6e"}
 
 
 def get_profile(name: str) -> DeviceProfile:
@@ -209,7 +208,7 @@ def get_profile(name: str) -> DeviceProfile:
     if text.lower().endswith(".toml"):
         return load_profile(text)
     key = text.lower()
-    key = _ALIASES.get(key, key)
+    key = DEVICE_ALIASES.get(key, key)
     if key in PROFILES:
         return PROFILES[key]
     raise UsageError(f"unknown device {name!r}: expected one of {', '.join(PROFILES)} or a .toml profile file")
@@ -222,6 +221,21 @@ def _positive(data: Mapping, key: str, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         raise UsageError(f"{where}: '{key}' must be a positive number, got {value!r}")
     return float(value)
+
+
+_PROFILE_KEYS = ("name", "devices_per_node", "hbm_gib", "hbm_bandwidth_gbps", "hbm_efficiency", "f32_matmul",
+                 "peak_tflops", "ici", "dcn")
+_LINK_KEYS = ("bandwidth_gbps", "latency_us", "name")
+
+
+def _no_unknown_keys(data: Mapping, known: Sequence[str], where: str) -> None:
+    """UsageError naming the first key of ``data`` not in ``known`` (a typo in an optional key, e.g.
+    ``hbm_efficency``, would otherwise be ignored silently), with the closest known key."""
+    for key in data:
+        if key not in known:
+            near = difflib.get_close_matches(str(key), known, n=1)
+            hint = f" (did you mean '{near[0]}'?)" if near else ""
+            raise UsageError(f"{where}: unknown key '{key}'{hint}; expected {', '.join(known)}")
 
 
 def load_profile(path: str) -> DeviceProfile:
@@ -248,7 +262,7 @@ def load_profile(path: str) -> DeviceProfile:
         name = "RoCE"                    # optional (default: InfiniBand, DCN on a TPU)
 
     Raises UsageError (file, what is wrong) for an unreadable file, a TOML syntax error (with its line
-    and column) or a missing / non-positive number."""
+    and column), a key not listed above (with the closest one) or a missing / non-positive number."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -256,6 +270,10 @@ def load_profile(path: str) -> DeviceProfile:
         raise UsageError(f"cannot read device profile {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: invalid TOML: {e}") from None
+    _no_unknown_keys(data, _PROFILE_KEYS, path)
+    for cls in LINK_CLASSES:
+        if isinstance(data.get(cls), dict):
+            _no_unknown_keys(data[cls], _LINK_KEYS, f"{path} [{cls}]")
     peaks = data.get("peak_tflops")
     if not isinstance(peaks, dict) or not peaks:
         raise UsageError(f"{path}: missing [peak_tflops] with at least one dtype (e.g. bf16 = 989.5)")

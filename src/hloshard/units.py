@@ -76,13 +76,19 @@ DEVICE_MEMORY.update({"h100-sxm": DEVICE_MEMORY["h100-80gb"], "h200": DEVICE_MEM
                       "b200": DEVICE_MEMORY["b200-180gb"]})
 
 
+#: Short names of devices, for ``--device`` and ``--memory-budget`` alike (:func:`hloshard.devices.get_profile`).
+DEVICE_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
+                  "v4": "tpu-v4", "v5e": "tpu-v5e", "v5p": "tpu-v5p", "v6e": "tpu-v6e"}
+
+
 def parse_memory_budget(text: str) -> int:
     """A memory budget per device: a device name from :data:`DEVICE_MEMORY` (``tpu-v5e``,
-    ``h100-80gb``; case-insensitive) or a byte size as :func:`parse_bytes` reads it. Returns bytes.
+    ``h100-80gb``; case-insensitive; or a short name of :data:`DEVICE_ALIASES`, ``h100``, ``v5e``) or a byte size as :func:`parse_bytes` reads it. Returns bytes.
 
     Raises UsageError naming the known devices when it is neither.
     """
     key = str(text).strip().lower()
+    key = key if key in DEVICE_MEMORY else DEVICE_ALIASES.get(key, key)
     if key in DEVICE_MEMORY:
         return DEVICE_MEMORY[key]
     try:
