@@ -23,7 +23,7 @@ times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.mo
 
 from __future__ import annotations
 
-from ..autoshard import instruction_sharding, is_per_device_program, replicated_evaluation
+from ..autoshard import evaluate_module, instruction_sharding, is_per_device_program, replicated_evaluation
 from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
@@ -45,6 +45,11 @@ def plan_roofline(result, module, profile=None):
     per_device = is_per_device_program(module)
     if per_device and result.method != "per-device":   # cost / diff / explain priced it so already
         result = replicated_evaluation(module, result.graph.mesh)
+    elif _pinned_after_build(result, module):
+        # solve's coarse fallback: its plan was written with pins and not re-priced (the fine build had
+        # passed the deadline); its graph no longer matches the module, so price the written module on
+        # the graph's (coarse) mesh, as the written module of any other solve is priced
+        result = evaluate_module(module, result.graph.mesh)
     graph, choice = result.graph, result.choice
     node_flops: dict = {}
     for v, g in enumerate(graph.nodes):
@@ -95,6 +100,14 @@ def plan_roofline(result, module, profile=None):
         roof.seconds += moved / bandwidth
         roof.memory_bound_s += moved / bandwidth
     return roof, result, per_device
+
+
+def _pinned_after_build(result, module) -> bool:
+    """Whether ``module`` holds operand pins (:mod:`hloshard.strategy.realize`'s ``Sharding``
+    custom-calls) that ``result``'s graph did not build: the pins were written after the plan was priced."""
+    positions = result.graph.positions
+    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "Sharding" and i not in positions
+               for c in module.computations for i in c.instructions)
 
 
 def plan_collective_hbm_bytes(result, once: bool = False) -> float:
