@@ -9,7 +9,8 @@ module, without writing anything into it (``apply=False``; only the picked candi
 written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
 is solved first, in this process, with ``time_limit / candidates``; a remaining candidate whose
 predicted build time (the rate measured on the first build times its size) would exceed the time
-limit is skipped and reported as such; the others share what is left of the limit, and with
+limit is skipped and reported as such, and so is one not started before the limit ends (each candidate
+gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, and with
 ``workers >= 2`` they are solved ``workers`` at a time in forked processes that inherit the parsed
 module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
 second core buys): a candidate solved elsewhere is rebuilt here only when it is picked. With
@@ -275,11 +276,12 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         rounds = max(1, math.ceil(len(run) / jobs))
         longest = max((rate * work[i] for i in run), default=0.0) if rate is not None else 0.0
         shares = {i: max(1.0, (float(time_limit) - elapsed - longest) / rounds) for i in run}
+    deadline = None if deterministic else start + float(time_limit)   # candidates not started by then: skipped
     if jobs > 1:
-        _solve_in_parallel(first, meshes, run, shares, options, jobs, trials)
+        _solve_in_parallel(first, meshes, run, shares, options, jobs, trials, deadline)
     else:
         for i in run:
-            _record(trials[i], _solve_one(first, meshes[i][1], shares[i], options, progress), first)
+            _record(trials[i], _solve_one(first, meshes[i][1], shares[i], options, progress, deadline), first)
     out = MeshSearch(n, trials)
     ok = [i for i, t in enumerate(out.trials) if t.objective is not None]
     if not ok:
@@ -316,11 +318,17 @@ def _timed_mesh(module, spec: str, device: str):
     return mesh, scale
 
 
-def _solve_one(module, mesh, share: float, options: dict, progress=None) -> dict:
-    """Solve one candidate without writing into ``module``: a dict with the solve result or the failure."""
+def _solve_one(module, mesh, share: float, options: dict, progress=None, deadline: float | None = None) -> dict:
+    """Solve one candidate without writing into ``module``: a dict with the solve result or the failure.
+    ``deadline`` (a ``time.monotonic()`` instant, wall-clock mode): a candidate not started by then is
+    skipped (status ``"skipped"``), so the search's candidates cannot run past the limit one floor share
+    at a time."""
     from .autoshard import solve_module
 
     t0 = time.monotonic()
+    if deadline is not None and t0 >= deadline:
+        return {"status": "skipped", "seconds": 0.0,
+                "message": "the time limit had passed before its turn came (not solved)"}
     try:
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
                               **options)
@@ -368,7 +376,7 @@ def _child(i: int, share: float) -> dict:
     """In a forked process: solve candidate ``i`` and return what the parent needs to rebuild it (the
     choice and the Solution; the graph is rebuilt in the parent only if this candidate is picked)."""
     module, meshes, options = _SHARED["module"], _SHARED["meshes"], _SHARED["options"]
-    outcome = _solve_one(module, meshes[i][1], share, options)
+    outcome = _solve_one(module, meshes[i][1], share, options, deadline=_SHARED.get("deadline"))
     result = outcome.pop("result", None)
     if result is not None:
         outcome.update(figures=_figures(result), choice=list(result.choice), solution=result.solution,
@@ -376,14 +384,15 @@ def _child(i: int, share: float) -> dict:
     return outcome
 
 
-def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, jobs: int, trials: list) -> None:
+def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, jobs: int, trials: list,
+                       deadline: float | None = None) -> None:
     """Solve the candidates ``run`` in ``jobs`` forked processes (each inherits the parsed module; the
     solver's result is deterministic per candidate, so the outcome is the one a sequential search
     gets).  A candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`)."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    _SHARED.update(module=module, meshes=meshes, options=options)
+    _SHARED.update(module=module, meshes=meshes, options=options, deadline=deadline)
     try:
         with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             futures = {i: pool.submit(_child, i, shares[i]) for i in run}
