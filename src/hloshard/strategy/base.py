@@ -609,7 +609,8 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     :func:`hloshard.cost.roofline.kernel_reads`); where the strategy sets no requirement, at the share
     of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``);
     ``fusion``: the device's fusion rule (:attr:`hloshard.cost.roofline.RooflinePrices.fusion`; None:
-    the CPU backend's)."""
+    the CPU backend's); under the TPU's rule a dot strategy that scatters its partial sums also pays
+    the windowed einsum's extra reads (:func:`windowed_dot_bytes`)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
 
