@@ -66,10 +66,19 @@ def test_dot_writes_its_bias_add_and_the_add_moves_nothing():
     assert hbm_bytes(ins["y"], _size, CPU_FUSION) == 3 * _size(ins["y"])
 
 
-def test_an_expensive_producer_read_twice_keeps_its_buffer():
+def test_an_f32_exponential_read_twice_is_duplicated_on_the_tpu_only():
+    """f32 exp is cheap on the accelerator (tpu_fusion.expensive_on_tpu; libtpu's program of LN_DOT
+    writes y, n1 and n2 from one kernel, e never reaches HBM); the CPU rule keeps e's buffer
+    (IsExpensive, two consumers), and so does the TPU rule for an f64 exp."""
+    from hloshard.cost.tpu_fusion import expensive_on_tpu
+
     ins = _by_name(LN_DOT)
-    assert not is_fused(ins["e"])     # exponential, two consumers: not duplicated (IsExpensive)
-    assert hbm_bytes(ins["e"], _size, TPU_FUSION) == 2 * _size(ins["e"])   # reads y, writes e
+    assert is_fused(ins["e"]) and not expensive_on_tpu(ins["e"])
+    assert hbm_bytes(ins["e"], _size, TPU_FUSION) == 0.0
+    assert not CPU_FUSION.is_fused(ins["e"])
+    assert hbm_bytes(ins["e"], _size, CPU_FUSION) == 2 * _size(ins["e"])   # reads y, writes e
+    wide = _by_name(LN_DOT.replace("f32[128,512] exponential", "f64[128,512] exponential"))
+    assert expensive_on_tpu(wide["e"]) and not is_fused(wide["e"])
 
 
 def test_the_rule_follows_the_device_backend():

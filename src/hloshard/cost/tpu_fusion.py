@@ -15,7 +15,10 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   consumers *or dots and convolutions* is fused (:func:`is_fused`).  XLA's open-source analogue is
   ``InstructionFusion`` with the GPU backend's ``IsProducerConsumerFusible`` of a dot's operand;
   as in ``InstructionFusion`` an expensive producer (``HloInstruction::IsExpensive``:
-  :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers.  The TPU
+  :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers, but for the
+  floating-point ops that are cheap on the accelerator (:func:`expensive_on_tpu`: a softmax's ``exp``
+  and ``divide`` are computed inside each dot fusion that reads them, nested ``kLoop`` fusions in the
+  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs).  The TPU
   compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
   multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
   so that rule is not applied.  A producer read by several consumers is inlined into each while its
@@ -67,7 +70,8 @@ from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMER
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
-           "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES"]
+           "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
+           "CHEAP_FLOAT_OPS", "expensive_on_tpu"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -114,7 +118,25 @@ def is_fused(instr) -> bool:
     consumers = effective_users(instr)
     if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, instr) for u in consumers):
         return False
-    return not (instr.opcode in EXPENSIVE and len(consumers) > 1)
+    return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+#: elementwise ops that are cheap on the accelerator for floating-point elements of at most 32 bits,
+#: so that fusion duplicates them into every consumer (XLA's GPU backend,
+#: ``GpuInstructionFusion::IsExpensive``: "some floating-point math ops are cheap on the GPU": divide,
+#: sqrt, rsqrt, exp for F32 / F16)
+CHEAP_FLOAT_OPS = frozenset({"divide", "sqrt", "rsqrt", "exponential"})
+
+
+def expensive_on_tpu(instr) -> bool:
+    """Whether the TPU compiler's fusion keeps ``instr`` out of several consumers
+    (``HloInstruction::IsExpensive``, :data:`hloshard.cost.liveness.EXPENSIVE`) but for
+    :data:`CHEAP_FLOAT_OPS` on f32 / bf16 / f16 elements, which it duplicates (read off the optimised
+    programs: a softmax's ``exp`` and ``divide`` computed inside each dot that reads them)."""
+    if instr.opcode not in EXPENSIVE:
+        return False
+    return not (instr.opcode in CHEAP_FLOAT_OPS and instr.shape.is_array
+                and instr.shape.element_type in ("f32", "bf16", "f16"))
 
 
 def _is_large_array(x) -> bool:
