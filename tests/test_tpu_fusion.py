@@ -256,10 +256,13 @@ def test_a_reduce_scattered_dot_pays_the_tpu_windowed_einsum():
     from hloshard.cost.tpu_fusion import WINDOWED_EINSUM_MIN_OPERAND_BYTES, windowed_einsum_bytes, windowed_reread_operand
     from hloshard.mesh import DeviceMesh
 
-    def hbm(text, device):
+    def roof(text, device):
         module = parse_module(text)
         result = evaluate_module(module, DeviceMesh.for_module(module, "8"))
-        return plan_roofline(result, module, get_profile(device))[0].hbm_bytes
+        return plan_roofline(result, module, get_profile(device))[0]
+
+    def hbm(text, device):
+        return roof(text, device).hbm_bytes
 
     dot = _by_name(_weight_grad(64, 512, 4096, 1024, "{devices=[1,8]<=[8]}"))["d"]
     assert windowed_reread_operand(dot, [1]) == 0 and windowed_reread_operand(dot, [0]) == 1
@@ -273,6 +276,8 @@ def test_a_reduce_scattered_dot_pays_the_tpu_windowed_einsum():
     extra = hbm(rs, "tpu-v5e") - hbm(ar, "tpu-v5e")
     # the scattered plan writes 1/8 of the result and all-reduces nothing, yet moves 5 x a more
     assert extra > 4 * a
+    rows = [r for r in roof(rs, "tpu-v5e").rows if r.opcode == "windowed-einsum"]
+    assert [r.name for r in rows] == ["d"] and rows[0].hbm_bytes == 5 * a     # its own row: 3 re-reads + copy
     assert hbm(rs, "h100-sxm") < hbm(ar, "h100-sxm")
 
 

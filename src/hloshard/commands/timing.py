@@ -27,7 +27,7 @@ from ..autoshard import instruction_sharding, is_per_device_program, replicated_
 from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
-from ..cost.roofline import instruction_peak, roofline
+from ..cost.roofline import RooflineRow, instruction_peak, roofline
 from ..cost.tpu_fusion import fusion_rule
 from ..cost.tpu_layout import padded_bytes_per_device
 from ..cost.steptime import format_seconds, step_time
@@ -94,10 +94,13 @@ def plan_roofline(result, module, profile=None):
             if g.instr.opcode == "dot":
                 extra = windowed_dot_bytes(g.instr, g.strategies[int(choice[v])], g.ops(), graph.ctx.minfo, fusion)
                 if extra:
-                    moved = extra * float(graph.ctx.weight(g.instr))
+                    n = float(graph.ctx.weight(g.instr))
+                    moved = extra * n
                     roof.hbm_bytes += moved
                     roof.seconds += moved / bandwidth
                     roof.memory_bound_s += moved / bandwidth
+                    roof.rows.append(RooflineRow(g.instr.name, "windowed-einsum", n, 0.0, moved, moved / bandwidth,
+                                                 "memory"))
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
