@@ -1,6 +1,7 @@
 """The TPU compiler's fusion rule for the roofline's HBM bytes (issue 27, :mod:`hloshard.cost.tpu_fusion`):
-producers fused into dot operands, dot output fusion, expensive producers not duplicated; the CPU rule
-unchanged without a TPU device."""
+producers fused into dot operands, dot output fusion, expensive producers not duplicated (but f32 exp /
+divide / sqrt / rsqrt, cheap on the TPU), the windowed einsum of a dot whose partial sums are scattered;
+the CPU rule unchanged without a TPU device."""
 
 from __future__ import annotations
 
