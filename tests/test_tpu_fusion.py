@@ -1,6 +1,7 @@
 """The TPU compiler's fusion rule for the roofline's HBM bytes (issue 27, :mod:`hloshard.cost.tpu_fusion`):
-producers fused into dot operands, dot output fusion, expensive producers not duplicated; the CPU rule
-unchanged without a TPU device."""
+producers fused into dot operands, dot output fusion, expensive producers not duplicated (but f32 exp /
+divide / sqrt / rsqrt, cheap on the TPU), the windowed einsum of a dot whose partial sums are scattered;
+the CPU rule unchanged without a TPU device."""
 
 from __future__ import annotations
 
@@ -66,10 +67,19 @@ def test_dot_writes_its_bias_add_and_the_add_moves_nothing():
     assert hbm_bytes(ins["y"], _size, CPU_FUSION) == 3 * _size(ins["y"])
 
 
-def test_an_expensive_producer_read_twice_keeps_its_buffer():
+def test_an_f32_exponential_read_twice_is_duplicated_on_the_tpu_only():
+    """f32 exp is cheap on the accelerator (tpu_fusion.expensive_on_tpu; libtpu's program of LN_DOT
+    writes y, n1 and n2 from one kernel, e never reaches HBM); the CPU rule keeps e's buffer
+    (IsExpensive, two consumers), and so does the TPU rule for an f64 exp."""
+    from hloshard.cost.tpu_fusion import expensive_on_tpu
+
     ins = _by_name(LN_DOT)
-    assert not is_fused(ins["e"])     # exponential, two consumers: not duplicated (IsExpensive)
-    assert hbm_bytes(ins["e"], _size, TPU_FUSION) == 2 * _size(ins["e"])   # reads y, writes e
+    assert is_fused(ins["e"]) and not expensive_on_tpu(ins["e"])
+    assert hbm_bytes(ins["e"], _size, TPU_FUSION) == 0.0
+    assert not CPU_FUSION.is_fused(ins["e"])
+    assert hbm_bytes(ins["e"], _size, CPU_FUSION) == 2 * _size(ins["e"])   # reads y, writes e
+    wide = _by_name(LN_DOT.replace("f32[128,512] exponential", "f64[128,512] exponential"))
+    assert expensive_on_tpu(wide["e"]) and not is_fused(wide["e"])
 
 
 def test_the_rule_follows_the_device_backend():
@@ -221,3 +231,73 @@ ENTRY main {{
 """
     assert rows(narrow, "tpu-v5e")["y"] == 2 * 16 * 128 * 4     # read and written at 128 lanes
     assert rows(narrow, "h100-sxm")["y"] == 2 * 16 * 32 * 4
+
+
+def _weight_grad(batch: int, seq: int, f: int, g: int, out_sharding: str) -> str:
+    """A weight gradient ``f32[F,G] = dot(bf16[B,S,F], bf16[B,S,G])`` contracted over the batch split 8
+    ways, its result under ``out_sharding`` (``{devices=[1,8]<=[8]}``: the partial sums scattered over
+    G, a reduce-scatter; ``{replicated}``: an all-reduce)."""
+    return f"""HloModule wgrad, num_partitions=8
+
+ENTRY e {{
+  a = bf16[{batch},{seq},{f}] parameter(0), sharding={{devices=[8,1,1]<=[8]}}
+  b = bf16[{batch},{seq},{g}] parameter(1), sharding={{devices=[8,1,1]<=[8]}}
+  ROOT d = f32[{f},{g}] dot(a, b), lhs_contracting_dims={{0,1}}, rhs_contracting_dims={{0,1}}, sharding={out_sharding}
+}}
+"""
+
+
+def test_a_reduce_scattered_dot_pays_the_tpu_windowed_einsum():
+    """The TPU lowers a dot whose partial sums are scattered as a windowed einsum (cost.tpu_fusion
+    module docstring): over 8 devices 4 bidirectional steps, each reading the operand that does not
+    carry the scattered dim (a) whole, and a layout copy of the larger operand; small operands: none.
+    The all-reduce plan of the same dot and the CPU rule (h100-sxm) pay nothing of it."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.commands.timing import plan_roofline
+    from hloshard.cost.tpu_fusion import WINDOWED_EINSUM_MIN_OPERAND_BYTES, windowed_einsum_bytes, windowed_reread_operand
+    from hloshard.mesh import DeviceMesh
+
+    def roof(text, device):
+        module = parse_module(text)
+        result = evaluate_module(module, DeviceMesh.for_module(module, "8"))
+        return plan_roofline(result, module, get_profile(device))[0]
+
+    def hbm(text, device):
+        return roof(text, device).hbm_bytes
+
+    dot = _by_name(_weight_grad(64, 512, 4096, 1024, "{devices=[1,8]<=[8]}"))["d"]
+    assert windowed_reread_operand(dot, [1]) == 0 and windowed_reread_operand(dot, [0]) == 1
+    a, b = 8 * 512 * 4096 * 2, 8 * 512 * 1024 * 2          # per device
+    assert windowed_einsum_bytes(TPU_FUSION, 8, 0, a, b) == 3 * a + 2 * a
+    assert windowed_einsum_bytes(TPU_FUSION, 7, 0, a, b) == 6 * a + 2 * a    # odd: one direction
+    assert windowed_einsum_bytes(CPU_FUSION, 8, 0, a, b) == 0.0
+    small = WINDOWED_EINSUM_MIN_OPERAND_BYTES // 2
+    assert windowed_einsum_bytes(TPU_FUSION, 8, 0, small, small) == 0.0
+    rs, ar = (_weight_grad(64, 512, 4096, 1024, s) for s in ("{devices=[1,8]<=[8]}", "{replicated}"))
+    extra = hbm(rs, "tpu-v5e") - hbm(ar, "tpu-v5e")
+    # the scattered plan writes 1/8 of the result and all-reduces nothing, yet moves 5 x a more
+    assert extra > 4 * a
+    rows = [r for r in roof(rs, "tpu-v5e").rows if r.opcode == "windowed-einsum"]
+    assert [r.name for r in rows] == ["d"] and rows[0].hbm_bytes == 5 * a     # its own row: 3 re-reads + copy
+    assert hbm(rs, "h100-sxm") < hbm(ar, "h100-sxm")
+
+
+def test_the_windowed_einsum_threshold_against_the_tpu_compiler():
+    """libtpu (ahead of time, v5e:2x4): the scattered weight gradient above the operand threshold is a
+    ``while`` loop of the TPU's windowed einsum and its bytes accessed exceed the all-reduce plan's, as
+    the rule prices it; below the threshold no loop."""
+    import pytest
+
+    from tests.tpu_oracle import compile_for_tpu, tpu_available
+
+    why = tpu_available()
+    if why:
+        pytest.skip(why)
+    texts = [_weight_grad(64, 512, 1024, 1024, "{devices=[1,8]<=[8]}"),    # 8 + 8 MiB per device
+             _weight_grad(64, 512, 1024, 1024, "{replicated}"),
+             _weight_grad(8, 512, 1024, 1024, "{devices=[1,8]<=[8]}")]     # 1 + 1 MiB per device
+    big, allreduce, small = compile_for_tpu(texts)
+    assert big["ok"] and allreduce["ok"] and small["ok"]
+    assert "windowed_dot_general_body_rs" in big["final"] and " while(" in big["final"]
+    assert big["cost"]["bytes accessed"] > allreduce["cost"]["bytes accessed"]
+    assert " while(" not in small["final"]

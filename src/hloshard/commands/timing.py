@@ -27,11 +27,11 @@ from ..autoshard import evaluate_module, instruction_sharding, is_per_device_pro
 from ..autoshard.build import edge_buffers
 from ..cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from ..cost.memory import bytes_per_device
-from ..cost.roofline import instruction_peak, roofline
+from ..cost.roofline import RooflineRow, instruction_peak, roofline
 from ..cost.tpu_fusion import fusion_rule
 from ..cost.tpu_layout import padded_bytes_per_device
 from ..cost.steptime import format_seconds, step_time
-from ..strategy.base import COMPUTE_COST_PER_FLOP
+from ..strategy.base import COMPUTE_COST_PER_FLOP, windowed_dot_bytes
 
 __all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once", "step_time_line", "links_text",
            "xla_cost_fields", "xla_cost_line", "seconds_report"]
@@ -91,6 +91,21 @@ def plan_roofline(result, module, profile=None):
     copies: list = []
     if fusion_rule(profile).relayout_copies:   # not on a TPU (cost.tpu_fusion.FusionRule.relayout_copies)
         edge_buffers(graph, choice, copies)
+    # the TPU's windowed einsum of a reduce-scattered dot (cost.tpu_fusion.windowed_einsum_bytes):
+    # re-reads and a layout copy, memory-bound, as the objective prices them (strategy.base)
+    fusion = fusion_rule(profile)
+    if fusion.windowed_reduce_scatter:
+        for v, g in enumerate(graph.nodes):
+            if g.instr.opcode == "dot":
+                extra = windowed_dot_bytes(g.instr, g.strategies[int(choice[v])], g.ops(), graph.ctx.minfo, fusion)
+                if extra:
+                    n = float(graph.ctx.weight(g.instr))
+                    moved = extra * n
+                    roof.hbm_bytes += moved
+                    roof.seconds += moved / bandwidth
+                    roof.memory_bound_s += moved / bandwidth
+                    roof.rows.append(RooflineRow(g.instr.name, "windowed-einsum", n, 0.0, moved, moved / bandwidth,
+                                                 "memory"))
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved

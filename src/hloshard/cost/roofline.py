@@ -16,7 +16,9 @@ entry of the profile: elementwise work does not run on tensor cores / the MXU).
 fusion rule decides it (:class:`hloshard.cost.tpu_fusion.FusionRule`: by default the memory model's, XLA's
 CPU backend, :mod:`hloshard.cost.liveness`; with ``--device tpu-*`` the TPU compiler's, which also fuses
 producers into dot operands, a dot's elementwise consumer into the dot's output, and sibling reductions,
-:mod:`hloshard.cost.tpu_fusion`): an instruction XLA fuses into its
+and runs a dot whose partial sums are scattered as a windowed einsum loop, whose extra reads the
+caller adds, :func:`hloshard.cost.tpu_fusion.windowed_einsum_bytes`, :mod:`hloshard.cost.tpu_fusion`):
+an instruction XLA fuses into its
 consumers (:func:`~hloshard.cost.liveness.is_fused`) moves nothing itself; a materialised one writes its
 result and reads the buffers it reads with its fused producers inlined (:func:`kernel_reads`), each at
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its

@@ -15,7 +15,10 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   consumers *or dots and convolutions* is fused (:func:`is_fused`).  XLA's open-source analogue is
   ``InstructionFusion`` with the GPU backend's ``IsProducerConsumerFusible`` of a dot's operand;
   as in ``InstructionFusion`` an expensive producer (``HloInstruction::IsExpensive``:
-  :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers.  The TPU
+  :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers, but for the
+  floating-point ops that are cheap on the accelerator (:func:`expensive_on_tpu`: a softmax's ``exp``
+  and ``divide`` are computed inside each dot fusion that reads them, nested ``kLoop`` fusions in the
+  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs).  The TPU
   compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
   multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
   so that rule is not applied.  A producer read by several consumers is inlined into each while its
@@ -43,6 +46,18 @@ buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_by
 out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
 ``S(1)``, memory-space assignment) are :attr:`FusionRule.prefetch_parameters`
 (:func:`hloshard.cost.roofline.prefetched`).
+
+* **windowed einsum of a reduce-scattered dot** (:attr:`FusionRule.windowed_reduce_scatter`,
+  :func:`windowed_einsum_bytes`): a dot whose partial sums are scattered over the mesh axes its
+  contraction is split on (the dot strategies ``|allreduce+slice``: GSPMD's all-reduce + slice, which
+  the TPU pipeline turns into a reduce-scatter) is lowered by the TPU compiler as a collective matmul,
+  a ``while`` loop ``windowed_dot_general_body_rs`` (its default
+  ``xla_tpu_enable_windowed_einsum_for_reduce_scatter``, bidirectional: two result chunks per step,
+  n / 2 steps over n devices).  Each step computes the result chunk a neighbour accumulates from the
+  whole of the operand that does not carry the scattered dimension and a slice of the other, so that
+  operand is read n / 2 times instead of once; and the loop reads its operand in a layout with the
+  contracting dimensions minor, made by a layout copy before the loop.  Read off the optimised programs
+  of the 2-layer 256-chip solve plan (12 such loops) and of single-dot probes on ``v5e:2x4``.
 """
 
 from __future__ import annotations
@@ -54,7 +69,9 @@ from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
-           "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING"]
+           "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
+           "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
+           "CHEAP_FLOAT_OPS", "expensive_on_tpu"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -101,7 +118,25 @@ def is_fused(instr) -> bool:
     consumers = effective_users(instr)
     if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, instr) for u in consumers):
         return False
-    return not (instr.opcode in EXPENSIVE and len(consumers) > 1)
+    return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+#: elementwise ops that are cheap on the accelerator for floating-point elements of at most 32 bits,
+#: so that fusion duplicates them into every consumer (XLA's GPU backend,
+#: ``GpuInstructionFusion::IsExpensive``: "some floating-point math ops are cheap on the GPU": divide,
+#: sqrt, rsqrt, exp for F32 / F16)
+CHEAP_FLOAT_OPS = frozenset({"divide", "sqrt", "rsqrt", "exponential"})
+
+
+def expensive_on_tpu(instr) -> bool:
+    """Whether the TPU compiler's fusion keeps ``instr`` out of several consumers
+    (``HloInstruction::IsExpensive``, :data:`hloshard.cost.liveness.EXPENSIVE`) but for
+    :data:`CHEAP_FLOAT_OPS` on f32 / bf16 / f16 elements, which it duplicates (read off the optimised
+    programs: a softmax's ``exp`` and ``divide`` computed inside each dot that reads them)."""
+    if instr.opcode not in EXPENSIVE:
+        return False
+    return not (instr.opcode in CHEAP_FLOAT_OPS and instr.shape.is_array
+                and instr.shape.element_type in ("f32", "bf16", "f16"))
 
 
 def _is_large_array(x) -> bool:
@@ -222,7 +257,9 @@ class FusionRule:
     its batch 8 ways, 2 rows per device, and the TPU compiler estimates that plan at 43.75 us against
     GSPMD's 23.75 us, BENCHMARKS.md round 13);
     ``prefetch_parameters``: whether the backend's memory-space assignment copies entry parameters into
-    on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`)."""
+    on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`);
+    ``windowed_reduce_scatter``: whether a dot whose partial sums are scattered runs as a windowed
+    einsum loop (:func:`windowed_einsum_bytes`; the objective and the report alike)."""
 
     name: str
     is_fused: Callable
@@ -233,6 +270,7 @@ class FusionRule:
     sibling_reduces: bool = False
     tiled_layout: bool = False
     prefetch_parameters: bool = False
+    windowed_reduce_scatter: bool = False
 
 
 def _none(instr):
@@ -242,10 +280,64 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True)
 
 
 def fusion_rule(profile) -> FusionRule:
     """:data:`TPU_FUSION` for a profile whose ``backend`` is ``'tpu'``
     (:attr:`hloshard.devices.DeviceProfile.backend`), else :data:`CPU_FUSION` (also for None)."""
     return TPU_FUSION if profile is not None and getattr(profile, "backend", None) == "tpu" else CPU_FUSION
+
+
+#: the sum of a dot's two operands, bytes per device, above which the TPU compiler lowers a
+#: reduce-scattered dot as a windowed einsum (:func:`windowed_einsum_bytes`).  Measured with single-dot
+#: probes on ``v5e:2x4`` (a weight gradient ``f32[F,G] = dot(bf16[B,S,F], bf16[B,S,G])`` contracted over
+#: the batch split 8 ways, result split 8 ways over G; BENCHMARKS.md round 14): no loop with operands of
+#: 1 and 2 MiB per device (0.5 + 0.5, 1 + 1), a loop with 4 + 4, 8 + 8, 32 + 8, 1 + 32 MiB; at 2 + 2
+#: MiB one probe of two had a loop (the TPU compiler also weighs the result's size, not modelled).
+WINDOWED_EINSUM_MIN_OPERAND_BYTES = 4 * 2 ** 20
+
+
+def windowed_reread_operand(instr, scattered_dims) -> int | None:
+    """The operand (0: lhs, 1: rhs) a windowed einsum of the dot ``instr`` reads whole at every step:
+    the one that does not supply the scattered result dimensions ``scattered_dims`` (result dimension
+    indices; a dot's result is its batch dims, then the lhs free dims, then the rhs free dims, XLA's
+    ``DotGeneral`` order).  None when a scattered dim is a batch dim (both operands are sliced) or the
+    scattered dims come from both operands, or ``instr`` is not a two-operand dot."""
+    if instr.opcode != "dot" or len(instr.operands) < 2 or not scattered_dims:
+        return None
+    lhs = instr.operands[0]
+    nb = len(instr.attrs.get("lhs_batch_dims") or ())
+    nc = len(instr.attrs.get("lhs_contracting_dims") or ())
+    n_lhs_free = len(lhs.shape.dims) - nb - nc
+    sides = set()
+    for d in scattered_dims:
+        if d < nb:
+            return None
+        sides.add(0 if d < nb + n_lhs_free else 1)
+    if len(sides) != 1:
+        return None
+    return 1 - sides.pop()
+
+
+def windowed_einsum_bytes(rule: FusionRule, group_size: int, reread: int | None, lhs_bytes: float,
+                          rhs_bytes: float) -> float:
+    """HBM bytes one device moves for a reduce-scattered dot beyond the plain dot's kernel when the TPU
+    compiler lowers it as a windowed einsum (module docstring), for one execution:
+
+        (steps - 1) x bytes of the operand read whole at every step + 2 x max(lhs_bytes, rhs_bytes)
+
+    with ``steps`` = n / 2 for an even ``group_size`` n (bidirectional: two result chunks per step), n
+    otherwise; the second term is the layout copy (read and written) of an operand into the loop's
+    layout, the larger in the programs measured.  ``reread``: :func:`windowed_reread_operand` (None:
+    0); ``lhs_bytes`` / ``rhs_bytes``: the operands' bytes per device.  0 under a rule without
+    :attr:`FusionRule.windowed_reduce_scatter`, for n < 2, or when the operands sum to at most
+    :data:`WINDOWED_EINSUM_MIN_OPERAND_BYTES` (no loop)."""
+    n = int(group_size)
+    if not rule.windowed_reduce_scatter or reread is None or n < 2:
+        return 0.0
+    if lhs_bytes + rhs_bytes <= WINDOWED_EINSUM_MIN_OPERAND_BYTES:
+        return 0.0
+    steps = n // 2 if n % 2 == 0 else n
+    whole = lhs_bytes if reread == 0 else rhs_bytes
+    return (steps - 1) * float(whole) + 2.0 * max(float(lhs_bytes), float(rhs_bytes))

@@ -36,6 +36,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..cost.roofline import hbm_bytes, kernel_reads
+from ..cost.tpu_fusion import windowed_einsum_bytes, windowed_reread_operand
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -608,7 +609,8 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     :func:`hloshard.cost.roofline.kernel_reads`); where the strategy sets no requirement, at the share
     of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``);
     ``fusion``: the device's fusion rule (:attr:`hloshard.cost.roofline.RooflinePrices.fusion`; None:
-    the CPU backend's)."""
+    the CPU backend's); under the TPU's rule a dot strategy that scatters its partial sums also pays
+    the windowed einsum's extra reads (:func:`windowed_dot_bytes`)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
 
@@ -631,7 +633,28 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
             mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
         return whole * (mine / total if total else 1.0)
 
-    return hbm_bytes(instr, size_of) if fusion is None else hbm_bytes(instr, size_of, fusion)
+    total = hbm_bytes(instr, size_of) if fusion is None else hbm_bytes(instr, size_of, fusion)
+    return total + windowed_dot_bytes(instr, st, operands, minfo, fusion)
+
+
+def windowed_dot_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, fusion=None) -> float:
+    """HBM bytes the TPU compiler's windowed einsum adds to the dot ``instr`` under ``st`` when the
+    strategy scatters its partial sums (its all-reduce's mesh axes also split a result dimension:
+    :func:`hloshard.cost.tpu_fusion.windowed_einsum_bytes`, operands at the specs ``st.inputs``
+    requires); 0 for anything else or a ``fusion`` rule without windowed einsums (None: the CPU's)."""
+    if fusion is None or not fusion.windowed_reduce_scatter or instr.opcode != "dot" or not is_mesh_spec(st.out):
+        return 0.0
+    reduce = [c for c in st.collectives if c.kind == "all-reduce" and c.mesh_axes]
+    if len(reduce) != 1 or len(operands) < 2 or len(st.inputs) < 2:
+        return 0.0
+    axes = set(reduce[0].mesh_axes)
+    scattered = [d for d, spec in enumerate(st.out) if axes & set(spec)]
+    reread = windowed_reread_operand(instr, scattered)
+    if reread is None:
+        return 0.0
+    lhs = _leaf_bytes(minfo, operands[0].shape, st.inputs[0])
+    rhs = _leaf_bytes(minfo, operands[1].shape, st.inputs[1])
+    return windowed_einsum_bytes(fusion, reduce[0].group_size, reread, lhs, rhs)
 
 
 def price_roofline(group, minfo: MeshInfo) -> None:
