@@ -18,7 +18,9 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     and expand the choice to every node of ``graph.problem``; the Solution's objective and bound are
     returned in integer cost units of ``graph.problem`` (tie-break removed).  ``hint``: a choice of
     ``graph.problem`` (one strategy per node, e.g. the coarse plan of :mod:`.coarse`) to start from;
-    the answer is never costlier than it (when it is feasible).  Raises SolveFailed (exit 3) when the memory budget is
+    the answer is never costlier than it (when it is feasible), nor than the cheapest plan of
+    :func:`hloshard.autoshard.trivial.trivial_plans` (replicated, data parallel) that keeps the memory
+    limit.  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
     from ..costgraph import evaluate
     from ..solver import solve_problem
@@ -52,6 +54,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         sol.bound = real_part(getattr(sol, "bound", None), k)
     if sol.strategies:
         sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
+    _no_worse_than_trivial(graph, sol)
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)
@@ -59,3 +62,30 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     if sol.status == "timeout" or not sol.strategies:
         raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
     return sol
+
+
+def _no_worse_than_trivial(graph: Graph, sol) -> None:
+    """Replace ``sol``'s plan (strategies per node of ``graph.problem``, objective in its integer units)
+    by the cheapest trivial plan (:func:`hloshard.autoshard.trivial.cheapest_trivial`) when that one
+    costs less and keeps the problem's memory limit; ``sol.stats["trivial"]`` says which was taken.
+    Without a memory limit only (a trivial plan is then always feasible; under a budget the memory
+    model's buffers decide, :mod:`hloshard.autoshard.solve`).  The solver's search is not changed."""
+    from ..costgraph import evaluate
+    from .trivial import cheapest_trivial
+
+    if sol.status == "infeasible" or graph.problem.usage_limit is not None:
+        return
+    best = cheapest_trivial(graph)
+    if best is None:
+        return
+    name, choice, obj = best
+    mine = None
+    if sol.strategies:
+        mine, ok = evaluate(graph.problem, sol.strategies)
+        mine = mine if ok else None
+    sol.stats["trivial"] = {"plan": name, "objective": obj, "taken": mine is None or obj < mine}
+    if mine is not None and obj >= mine:
+        return
+    sol.strategies = list(choice)
+    sol.objective = obj
+    sol.status = "optimal" if sol.bound is not None and sol.bound >= obj else "feasible"
