@@ -239,6 +239,8 @@ class CoarseFirst:
     fallback: CoarseSolve | None = None
     stopped: BuildStopped | None = None
     seconds_fine_build: float = 0.0
+    #: wall seconds of the coarse build (0.0 without a coarse graph)
+    seconds_coarse_build: float = 0.0
 
 
 #: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
@@ -258,11 +260,13 @@ WRITE_SHARE = 0.25
 
 
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deadline: float) -> CoarseFirst:
+                 seed: int, deadline: float, reprice_share: float = 0.0) -> CoarseFirst:
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
     command's promise): build the coarse graph, then the fine graph with a deadline that keeps back the
     coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
-    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan).  When the fine build stops
+    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan), and ``reprice_share`` times
+    the coarse build's seconds (the re-pricing of the fine plan, which costs about what a build of the
+    module on the 1-D mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  When the fine build stops
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
@@ -300,7 +304,9 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     write = WRITE_SHARE * (t1 - t0)
     keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
     try:
-        graph = build_graph(module, mesh, keep, memory_budget, deadline=deadline - keep_back)
+        # what the fine plan's re-pricing will need is kept back too
+        graph = build_graph(module, mesh, keep, memory_budget,
+                            deadline=deadline - keep_back - max(0.0, float(reprice_share)) * (t1 - t0))
         stopped = None
     except BuildStopped as exc:
         graph, stopped = None, exc
@@ -315,5 +321,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
         if cs is None:   # no coarse plan either: the fine graph after all (the command ends late)
             graph = build_graph(module, mesh, keep, memory_budget)
             return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
-        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1)
-    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1)
+        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1,
+                           seconds_coarse_build=t1 - t0)
+    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1,
+                       seconds_coarse_build=t1 - t0)

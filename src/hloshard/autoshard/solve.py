@@ -21,16 +21,17 @@ from .report import _failed
 from .search import solve_graph
 from ..cost.memory import model_limit
 
-#: With a ``deadline``, the time kept back after the solve for applying the plan, re-pricing the written
-#: module and writing it, as a multiple of the build of the graph solved (the fine graph's alone under
-#: coarse to fine: the re-pricing builds that graph again, with the pins written; the coarse build and
-#: solve do not recur).  Measured (seconds after the solve, writing included / the fine build's, 2
-#: cores at load 5-7, ``solve --time-limit 60``): the 48-layer transformer at 2x2x2 1.31 and 1.35, at
-#: 2x4 1.93 (the schedule and buffer intervals of an unchanged structure reused:
-#: :func:`hloshard.autoshard.build.program_orders`); the largest is the figure here.  Before (0.25 of the
-#: whole build): mlp_train_step 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35,
-#: scan_mlp_train_step 0.55 of the build.
-REPRICE_SHARE = 1.95
+#: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
+#: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
+#: (the coarse build of coarse to fine, else the build itself): the re-pricing builds the written module
+#: with every sharding fixed, which costs about what the 1-D build does (both grow with the module, not
+#: with the fine strategy space), and the coarse build's seconds are known before the fine build starts
+#: (:func:`hloshard.autoshard.coarse.coarse_first` stops the fine build early enough).  Measured (seconds
+#: from the end of the solve to the end of the re-pricing / the coarse build's, ``solve --time-limit
+#: 60``, 2 cores at load 6-7): the 48-layer transformer at 2x2x2 1.96 and 2.27; the larger is the
+#: figure here (held out: Llama 3.1 8B at 4x2 1.5).  Before (0.25 of the whole build): mlp_train_step
+#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55 of the build.
+REPRICE_SHARE = 2.3
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = 0.5
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
@@ -117,7 +118,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     parse and writes only the one it picks.
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
-    before the deadline minus REPRICE_SHARE x the (fine) build's time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    before the deadline minus REPRICE_SHARE x the 1-D mesh's build time)``, at least :data:`MIN_SOLVE_SECONDS`;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
     warning), and the message is added to the graph's warnings.
@@ -133,7 +134,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t0 = time.monotonic()
     first = None
     if stop_build and deadline is not None and not deterministic and not export_problem:
-        first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline)
+        first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
+                             reprice_share=REPRICE_SHARE)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
@@ -148,8 +150,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t1 = time.monotonic()
     solver_limit = None
     given_limit = time_limit
-    # the re-pricing reserve scales with the build it repeats: the fine graph's (coarse to fine) or the build
-    reprice = REPRICE_SHARE * (first.seconds_fine_build if first is not None else t1 - t0)
+    # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build)
+    one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else t1 - t0
+    reprice = REPRICE_SHARE * one_d
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))

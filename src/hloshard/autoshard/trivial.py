@@ -20,14 +20,22 @@ from ..costgraph import INFINITY, evaluate
 from ..strategy.base import is_mesh_spec
 
 
-def complete(prob, choice) -> bool:
-    """Fill the ``-1`` entries of ``choice`` (one strategy index per node of ``prob``, changed in place)
-    in node order with the strategy of least node cost plus edge cost to the nodes already chosen;
-    False when some node has only infinite options."""
+def adjacency(prob) -> dict:
+    """Per node of ``prob`` its edges as ``(edge, other node, node is the column side)``."""
     adj: dict = {}
     for e, (a, b) in enumerate(prob.edges.tolist()):
         adj.setdefault(a, []).append((e, b, False))
         adj.setdefault(b, []).append((e, a, True))
+    return adj
+
+
+def complete(prob, choice, adj: dict | None = None) -> bool:
+    """Fill the ``-1`` entries of ``choice`` (one strategy index per node of ``prob``, changed in place)
+    in node order with the strategy of least node cost plus edge cost to the nodes already chosen;
+    False when some node has only infinite options.  ``adj``: :func:`adjacency` of ``prob``, when the
+    caller has it."""
+    if adj is None:
+        adj = adjacency(prob)
     for v in range(len(choice)):
         if choice[v] >= 0:
             continue
@@ -67,15 +75,16 @@ def follower_classes(graph) -> list:
     return list(classes.values())
 
 
-def choose_allowed(graph, allowed: list) -> tuple[list | None, int]:
+def choose_allowed(graph, allowed: list, classes: list | None = None, adj: dict | None = None) -> tuple[list | None, int]:
     """A choice of ``graph.problem`` from ``allowed`` (per node a list of strategy indices, or None:
     no preference): per class of followers (:func:`follower_classes`) the index every member allows
     of least summed node cost (each member alone when none is common), the rest completed greedily
     (:func:`complete`).  Returns ``(choice, nodes completed greedily)``; the choice is None when no
-    finite completion exists."""
+    finite completion exists.  ``classes`` / ``adj``: :func:`follower_classes` of ``graph`` and
+    :func:`adjacency` of its problem, when the caller has them."""
     prob = graph.problem
     choice = [-1] * len(graph.nodes)
-    for members in follower_classes(graph):
+    for members in (follower_classes(graph) if classes is None else classes):
         ok = None
         for v in members:
             if allowed[v] is not None:
@@ -92,7 +101,7 @@ def choose_allowed(graph, allowed: list) -> tuple[list | None, int]:
         for v in members:
             choice[v] = best
     open_nodes = sum(1 for c in choice if c < 0)
-    if open_nodes and not complete(prob, choice):
+    if open_nodes and not complete(prob, choice, adj):
         return None, open_nodes
     return choice, open_nodes
 
@@ -126,12 +135,21 @@ def _layout_class(st, multi: bool):
 
 
 def trivial_plans(graph) -> list:
-    """``[(name, choice)]``: the replicated plan (``"replicated"``) and the data-parallel plan of each
-    mesh axis and of all axes (``"data-parallel over axes (0,)"``, ...), each a choice of
+    """``[(name, choice)]``: the replicated plan (``"replicated"``) and the data-parallel plans of the
+    data axis and of all axes (``"data-parallel over axes (0,)"``, ...), each a choice of
     ``graph.problem`` that is finite there (module docstring); plans that cannot be completed are
     left out.  Strategy lists shared between nodes (:mod:`hloshard.strategy.sharing`) are scanned once."""
     axes = tuple(getattr(graph.ctx.minfo, "axes", ()))
-    sets = [()] + [(a,) for a in axes] + ([axes] if len(axes) > 1 else [])
+    # the data axis: the mesh axes (sub-axes of a refined mesh) that make up the user's first axis
+    sub = getattr(graph.mesh, "sub_axes", None) or ()
+    if axes and len(sub) == len(graph.ctx.minfo.shape):
+        first = tuple(a for a in axes if sub[a].user_axis == sub[axes[0]].user_axis)
+    else:
+        first = axes[:1]
+    sets = [()]
+    for want in (first, axes):
+        if want and want not in sets:
+            sets.append(want)
     memo: dict = {}
     lists = []   # per node its list's entry: (strategies, layout class per strategy, allowed per set)
     for g in graph.nodes:
@@ -143,8 +161,9 @@ def trivial_plans(graph) -> list:
                                               for want in sets])
         lists.append(hit[1])
     out = []
+    classes, adj = follower_classes(graph), adjacency(graph.problem)
     for k, want in enumerate(sets):
-        choice = choose_allowed(graph, [per[k] for per in lists])[0]
+        choice = choose_allowed(graph, [per[k] for per in lists], classes, adj)[0]
         if choice is None or not evaluate(graph.problem, choice)[1]:
             continue
         out.append(("replicated" if want == () else f"data-parallel over axes {want}", choice))
