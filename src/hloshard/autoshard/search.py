@@ -69,21 +69,22 @@ def _no_worse_than_trivial(graph: Graph, sol) -> None:
     by the cheapest trivial plan (:func:`hloshard.autoshard.trivial.cheapest_trivial`) when that one
     costs less and keeps the problem's memory limit; ``sol.stats["trivial"]`` says which was taken.
     Without a memory limit only (a trivial plan is then always feasible; under a budget the memory
-    model's buffers decide, :mod:`hloshard.autoshard.solve`).  The solver's search is not changed."""
+    model's buffers decide, :mod:`hloshard.autoshard.solve`), and only under a plan the solver found (a
+    solve that found none stays a timeout, exit 3).  The solver's search is not changed."""
     from ..costgraph import evaluate
     from .trivial import cheapest_trivial
 
-    if sol.status == "infeasible" or graph.problem.usage_limit is not None:
-        return
+    if sol.status in ("infeasible", "timeout") or not sol.strategies or graph.problem.usage_limit is not None:
+        return   # no plan found in time stays a timeout (exit 3): the floor is under plans, not instead of them
     best = cheapest_trivial(graph)
     if best is None:
         return
     name, choice, obj = best
-    mine = None
-    if sol.strategies:
-        mine, ok = evaluate(graph.problem, sol.strategies)
-        mine = mine if ok else None
-    sol.stats["trivial"] = {"plan": name, "objective": obj, "taken": mine is None or obj < mine}
+    mine, ok = evaluate(graph.problem, sol.strategies)
+    mine = mine if ok else None
+    stats = getattr(sol, "stats", None)
+    if isinstance(stats, dict):
+        stats["trivial"] = {"plan": name, "objective": obj, "taken": mine is None or obj < mine}
     if mine is not None and obj >= mine:
         return
     sol.strategies = list(choice)
