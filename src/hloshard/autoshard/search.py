@@ -41,6 +41,14 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         for v, c in enumerate(graph.classes):
             if shint[c] < 0 and v not in maps:
                 shint[c] = int(hint[v])
+    # the trivial plans first: their seconds come out of the solver's (wall-clock mode; deterministic:
+    # the work budget is the limit as given, the search unchanged)
+    import time
+
+    t0 = time.monotonic()
+    floor = _cheapest_trivial(graph)
+    if not deterministic:
+        time_limit = max(0.5, float(time_limit) - (time.monotonic() - t0))
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, hint=shint, progress=report)
     if shint is not None and -1 not in shint:   # the incumbent: the search may end above its hint
@@ -54,7 +62,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         sol.bound = real_part(getattr(sol, "bound", None), k)
     if sol.strategies:
         sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
-    _no_worse_than_trivial(graph, sol)
+    _no_worse_than_trivial(graph, sol, floor)
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)
@@ -64,21 +72,24 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     return sol
 
 
-def _no_worse_than_trivial(graph: Graph, sol) -> None:
+def _cheapest_trivial(graph: Graph):
+    """:func:`hloshard.autoshard.trivial.cheapest_trivial` of ``graph`` without a memory limit, else None."""
+    from .trivial import cheapest_trivial
+
+    return None if graph.problem.usage_limit is not None else cheapest_trivial(graph)
+
+
+def _no_worse_than_trivial(graph: Graph, sol, best) -> None:
     """Replace ``sol``'s plan (strategies per node of ``graph.problem``, objective in its integer units)
-    by the cheapest trivial plan (:func:`hloshard.autoshard.trivial.cheapest_trivial`) when that one
+    by ``best``, the cheapest trivial plan (:func:`_cheapest_trivial`), when that one
     costs less and keeps the problem's memory limit; ``sol.stats["trivial"]`` says which was taken.
     Without a memory limit only (a trivial plan is then always feasible; under a budget the memory
     model's buffers decide, :mod:`hloshard.autoshard.solve`), and only under a plan the solver found (a
     solve that found none stays a timeout, exit 3).  The solver's search is not changed."""
     from ..costgraph import evaluate
-    from .trivial import cheapest_trivial
 
-    if sol.status in ("infeasible", "timeout") or not sol.strategies or graph.problem.usage_limit is not None:
+    if best is None or sol.status in ("infeasible", "timeout") or not sol.strategies:
         return   # no plan found in time stays a timeout (exit 3): the floor is under plans, not instead of them
-    best = cheapest_trivial(graph)
-    if best is None:
-        return
     name, choice, obj = best
     mine, ok = evaluate(graph.problem, sol.strategies)
     mine = mine if ok else None
