@@ -236,3 +236,37 @@ def test_coarse_build_stops_at_the_deadline_too():
     res = solve_module(_module(), mesh, time_limit=5, workers=1, deadline=time.monotonic() + 60, stop_build=True,
                        reevaluate=False, apply=False)
     assert res.solution.strategies
+
+
+def test_later_builds_reuse_the_schedule_and_intervals_only_while_the_structure_is_the_same():
+    """``build_graph`` keeps the schedule and buffer intervals of a module (the coarse build, the fine build
+    and the re-pricing read the same ones): reused while the structure is unchanged, made again after a
+    pin is inserted, and always equal to a fresh computation."""
+    import numpy as np
+
+    from hloshard.autoshard.build import program_orders
+    from hloshard.cost.liveness import program_schedule
+    from hloshard.hlo.ir import Instruction
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    coarse = build_graph(m, coarse_mesh(mesh, m))
+    orders = program_orders(m)
+    fine = build_graph(m, mesh)
+    assert program_orders(m)[0] is orders[0]   # the same list: not computed again
+    assert np.array_equal(fine.problem.intervals, coarse.problem.intervals)
+    assert [i.name for i in orders[0]] == [i.name for i in program_schedule(m)]
+    # a pin between a dot and its first user changes the structure: a new schedule that holds it
+    dot = next(i for i in m.entry.instructions if i.opcode == "dot" and i.users)
+    user = dot.users[0]
+    pin = Instruction(dot.name + ".pin", "custom-call", dot.shape, [dot], attrs={"custom_call_target": "Sharding"})
+    m.entry.add_instruction(pin, before=user)
+    user.set_operands([pin if o is dot else o for o in user.operands])
+    again = program_orders(m)
+    assert again[0] is not orders[0] and pin in again[0]
+    assert [i.name for i in again[0]] == [i.name for i in program_schedule(m)]
+    rebuilt = build_graph(m, mesh)
+    del m._hloshard_orders, m._hloshard_intervals   # nothing kept: everything computed afresh
+    fresh = build_graph(m, mesh)
+    assert np.array_equal(rebuilt.problem.intervals, fresh.problem.intervals)
+    assert [g.instr.name for g in rebuilt.nodes] == [g.instr.name for g in fresh.nodes]

@@ -25,14 +25,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numpy as np
 
-from ..costgraph import INFINITY, evaluate
+from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice
+from .trivial import choose_allowed
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
 #: gap limit; decoder2: 2.4 s); the fine solve gets the rest
@@ -144,7 +144,6 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     None when no finite completion exists, number of nodes completed greedily)``."""
     ckeys = {k: v for v, k in enumerate(node_keys(coarse_graph))}
     cmin, fmin = coarse_graph.ctx.minfo, fine_graph.ctx.minfo
-    prob = fine_graph.problem
     n = len(fine_graph.nodes)
     # per fine node, the indices whose shardings are those of the coarse plan's strategy
     allowed: list = [None] * n
@@ -164,69 +163,8 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
                 index.setdefault(strategy_key(fmin, g, st), []).append(q)
             hit = by_key[lkey] = (g.strategies, index)
         allowed[v] = list(hit[1].get(want, ()))
-    # followers pair index p with their followee's p only: one index per class of followers, one that
-    # every member allows, of least summed node cost
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for a, b in getattr(fine_graph, "follows", ()):
-        if len(fine_graph.nodes[a].strategies) == len(fine_graph.nodes[b].strategies):
-            ra, rb = find(int(a)), find(int(b))
-            if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
-    classes: dict = {}
-    for v in range(n):
-        classes.setdefault(find(v), []).append(v)
-    choice = [-1] * n
-    for members in classes.values():
-        ok = None
-        for v in members:
-            if allowed[v] is not None:
-                ok = set(allowed[v]) if ok is None else ok & set(allowed[v])
-        if not ok:   # no index every member allows: match each alone, the completion settles the rest
-            for v in members:
-                if allowed[v]:
-                    choice[v] = min(allowed[v], key=lambda q: prob.node_costs[v][q])
-            if len(members) > 1:
-                for v in members[1:]:
-                    choice[v] = -1
-            continue
-        best = min(sorted(ok), key=lambda q: sum(int(prob.node_costs[v][q]) for v in members))
-        for v in members:
-            choice[v] = best
-    unmatched = sum(1 for c in choice if c < 0)
-    if unmatched:
-        if not _complete(prob, choice):
-            return None, unmatched
-    return choice, unmatched
-
-
-def _complete(prob, choice) -> bool:
-    """Fill the ``-1`` entries of ``choice`` in node order with the strategy of least node cost plus
-    edge cost to the nodes already chosen; False when some node has only infinite options."""
-    adj: dict = {}
-    for e, (a, b) in enumerate(prob.edges.tolist()):
-        adj.setdefault(a, []).append((e, b, False))
-        adj.setdefault(b, []).append((e, a, True))
-    for v in range(len(choice)):
-        if choice[v] >= 0:
-            continue
-        c = prob.node_costs[v].astype(np.float64).copy()
-        for e, w, transposed in adj.get(v, ()):
-            if choice[w] < 0:
-                continue
-            m = prob.edge_costs[e]
-            c += m[choice[w], :] if transposed else m[:, choice[w]]
-        q = int(np.argmin(c))
-        if c[q] >= INFINITY:
-            return False
-        choice[v] = q
-    return True
+    # followers pair index p with their followee's p only (one index per class), the rest completed
+    return choose_allowed(fine_graph, allowed)
 
 
 @dataclass
@@ -301,6 +239,8 @@ class CoarseFirst:
     fallback: CoarseSolve | None = None
     stopped: BuildStopped | None = None
     seconds_fine_build: float = 0.0
+    #: wall seconds of the coarse build (0.0 without a coarse graph)
+    seconds_coarse_build: float = 0.0
 
 
 #: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
@@ -320,11 +260,13 @@ WRITE_SHARE = 0.25
 
 
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deadline: float) -> CoarseFirst:
+                 seed: int, deadline: float, reprice_share: float = 0.0) -> CoarseFirst:
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
     command's promise): build the coarse graph, then the fine graph with a deadline that keeps back the
     coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
-    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan).  When the fine build stops
+    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan), and ``reprice_share`` times
+    the coarse build's seconds (the re-pricing of the fine plan, which costs about what a build of the
+    module on the 1-D mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  When the fine build stops
     (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
@@ -362,7 +304,9 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     write = WRITE_SHARE * (t1 - t0)
     keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
     try:
-        graph = build_graph(module, mesh, keep, memory_budget, deadline=deadline - keep_back)
+        # what the fine plan's re-pricing will need is kept back too
+        graph = build_graph(module, mesh, keep, memory_budget,
+                            deadline=deadline - keep_back - max(0.0, float(reprice_share)) * (t1 - t0))
         stopped = None
     except BuildStopped as exc:
         graph, stopped = None, exc
@@ -377,5 +321,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
         if cs is None:   # no coarse plan either: the fine graph after all (the command ends late)
             graph = build_graph(module, mesh, keep, memory_budget)
             return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
-        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1)
-    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1)
+        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1,
+                           seconds_coarse_build=t1 - t0)
+    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1,
+                       seconds_coarse_build=t1 - t0)

@@ -18,7 +18,9 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     and expand the choice to every node of ``graph.problem``; the Solution's objective and bound are
     returned in integer cost units of ``graph.problem`` (tie-break removed).  ``hint``: a choice of
     ``graph.problem`` (one strategy per node, e.g. the coarse plan of :mod:`.coarse`) to start from;
-    the answer is never costlier than it (when it is feasible).  Raises SolveFailed (exit 3) when the memory budget is
+    the answer is never costlier than it (when it is feasible), nor than the cheapest plan of
+    :func:`hloshard.autoshard.trivial.trivial_plans` (replicated, data parallel) that keeps the memory
+    limit.  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
     from ..costgraph import evaluate
     from ..solver import solve_problem
@@ -39,6 +41,14 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         for v, c in enumerate(graph.classes):
             if shint[c] < 0 and v not in maps:
                 shint[c] = int(hint[v])
+    # the trivial plans first: their seconds come out of the solver's (wall-clock mode; deterministic:
+    # the work budget is the limit as given, the search unchanged)
+    import time
+
+    t0 = time.monotonic()
+    floor = _cheapest_trivial(graph)
+    if not deterministic:
+        time_limit = max(0.5, float(time_limit) - (time.monotonic() - t0))
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, hint=shint, progress=report)
     if shint is not None and -1 not in shint:   # the incumbent: the search may end above its hint
@@ -52,6 +62,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         sol.bound = real_part(getattr(sol, "bound", None), k)
     if sol.strategies:
         sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
+    _no_worse_than_trivial(graph, sol, floor)
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)
@@ -59,3 +70,34 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     if sol.status == "timeout" or not sol.strategies:
         raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
     return sol
+
+
+def _cheapest_trivial(graph: Graph):
+    """:func:`hloshard.autoshard.trivial.cheapest_trivial` of ``graph`` without a memory limit, else None."""
+    from .trivial import cheapest_trivial
+
+    return None if graph.problem.usage_limit is not None else cheapest_trivial(graph)
+
+
+def _no_worse_than_trivial(graph: Graph, sol, best) -> None:
+    """Replace ``sol``'s plan (strategies per node of ``graph.problem``, objective in its integer units)
+    by ``best``, the cheapest trivial plan (:func:`_cheapest_trivial`), when that one
+    costs less and keeps the problem's memory limit; ``sol.stats["trivial"]`` says which was taken.
+    Without a memory limit only (a trivial plan is then always feasible; under a budget the memory
+    model's buffers decide, :mod:`hloshard.autoshard.solve`), and only under a plan the solver found (a
+    solve that found none stays a timeout, exit 3).  The solver's search is not changed."""
+    from ..costgraph import evaluate
+
+    if best is None or sol.status in ("infeasible", "timeout") or not sol.strategies:
+        return   # no plan found in time stays a timeout (exit 3): the floor is under plans, not instead of them
+    name, choice, obj = best
+    mine, ok = evaluate(graph.problem, sol.strategies)
+    mine = mine if ok else None
+    stats = getattr(sol, "stats", None)
+    if isinstance(stats, dict):
+        stats["trivial"] = {"plan": name, "objective": obj, "taken": mine is None or obj < mine}
+    if mine is not None and obj >= mine:
+        return
+    sol.strategies = list(choice)
+    sol.objective = obj
+    sol.status = "optimal" if sol.bound is not None and sol.bound >= obj else "feasible"

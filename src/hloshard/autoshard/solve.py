@@ -21,10 +21,17 @@ from .report import _failed
 from .search import solve_graph
 from ..cost.memory import model_limit
 
-#: With a ``deadline``, the time kept back after the solve for applying and re-pricing the written module,
-#: as a share of the build's time.  Measured (re-pricing / build wall seconds, 2x4 mesh): mlp_train_step
-#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55.
-REPRICE_SHARE = 0.25
+#: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
+#: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
+#: (the coarse build of coarse to fine, else the build itself): the re-pricing builds the written module
+#: with every sharding fixed, which costs about what the 1-D build does (both grow with the module, not
+#: with the fine strategy space), and the coarse build's seconds are known before the fine build starts
+#: (:func:`hloshard.autoshard.coarse.coarse_first` stops the fine build early enough).  Measured (seconds
+#: from the end of the solve to the end of the re-pricing / the coarse build's, ``solve --time-limit
+#: 60``, 2 cores at load 6-7): the 48-layer transformer at 2x2x2 1.96 and 2.27; the larger is the
+#: figure here (held out: Llama 3.1 8B at 4x2 1.5).  Before (0.25 of the whole build): mlp_train_step
+#: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55 of the build.
+REPRICE_SHARE = 2.3
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = 0.5
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
@@ -111,7 +118,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     parse and writes only the one it picks.
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
-    before the deadline minus REPRICE_SHARE x the build's time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    before the deadline minus REPRICE_SHARE x the 1-D mesh's build time)``, at least :data:`MIN_SOLVE_SECONDS`;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
     warning), and the message is added to the graph's warnings.
@@ -127,7 +134,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t0 = time.monotonic()
     first = None
     if stop_build and deadline is not None and not deterministic and not export_problem:
-        first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline)
+        first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
+                             reprice_share=REPRICE_SHARE)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
@@ -142,8 +150,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     t1 = time.monotonic()
     solver_limit = None
     given_limit = time_limit
+    # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build)
+    one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else t1 - t0
+    reprice = REPRICE_SHARE * one_d
     if deadline is not None and not deterministic:
-        left = deadline - t1 - REPRICE_SHARE * (t1 - t0)
+        left = deadline - t1 - reprice
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
         if left < MIN_SOLVE_SECONDS:
             msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
@@ -185,7 +196,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # limit (or the command's deadline, less the re-pricing reserve) ends, never a full limit each
     solve_end = t_solve + time_limit
     if deadline is not None:
-        solve_end = min(solve_end, deadline - REPRICE_SHARE * (t1 - t0))
+        solve_end = min(solve_end, deadline - reprice)
     solver_seconds = float(sol.seconds or 0.0)
     out_of_time = False
     if limit is not None and ev.peak_memory > limit:

@@ -43,32 +43,61 @@ class DualBound:
     :meth:`sweep`; :meth:`value` is the current lower bound (a float, the presolve offset excluded).
 
     ``node_extra`` (optional per-node float vectors) is added to the node costs; change it later with
-    :meth:`set_extra` (the reparametrisation is kept: it stays valid for any node costs)."""
+    :meth:`set_extra` (the reparametrisation is kept: it stays valid for any node costs).
+
+    An edge's reparametrised matrix is never stored: it is its problem matrix less a row potential and
+    a column potential, ``M'_e(a, b) = M_e(a, b) - p_e(a) - q_e(b)`` (what every star update changes:
+    it moves a vector into or out of the rows or the columns of the edge), made when a sweep or the
+    pruning reads it (:meth:`matrix`).  The problem matrices are one float array per distinct integer
+    matrix (repeated layers share them: :mod:`hloshard.strategy.sharing`), so the memory of the bound
+    grows with the distinct matrices plus two vectors per edge, not with the edges' entries (48-layer
+    transformer, 2x2x2: the per-edge float copies were the solve's peak, about 1.2 GB)."""
 
     def __init__(self, red, node_extra=None):
         self.red = red
         n = red.num_nodes
         self.theta = [np.minimum(c.astype(np.float64), BIG) for c in red.costs]
         self.extra = [np.zeros(len(c)) for c in red.costs]
-        # one float array per distinct matrix object to start with (repeated layers share them); the
-        # sweeps replace an edge's array when they reparametrise it, never write into one
+        # one float array per distinct matrix object (repeated layers share them); read only
         start: dict = {}
-        self.mat = []
+        self.base = []
+        sums: dict = {}
         for m in red.edge_costs:
             hit = start.get(id(m))
             if hit is None or hit[0] is not m:
                 f = np.minimum(m.astype(np.float64), BIG)
                 f.flags.writeable = False
                 hit = start[id(m)] = (m, f)
-            self.mat.append(hit[1])
+                sums[id(f)] = float(np.abs(f[f < BIG]).sum())
+            self.base.append(hit[1])
+        mins = {id(f): min(float(f.min()), BIG) if f.size else 0.0 for f in self.base}
+        # per edge the least entry of M'_e (each star update sets it: the rows or columns it visits
+        # have minimum 0 afterwards, plus the share given to the edge)
+        self.emin = np.array([mins[id(f)] for f in self.base], dtype=np.float64)
+        self.prow = [np.zeros(m.shape[0]) for m in self.base]   # p_e: subtracted from row a
+        self.pcol = [np.zeros(m.shape[1]) for m in self.base]   # q_e: subtracted from column b
         self.inc: list[list] = [[] for _ in range(n)]   # per node: (edge id, node is the row side)
         for e, (u, v) in enumerate(red.edges.tolist()):
             self.inc[u].append((e, True))
             self.inc[v].append((e, False))
         self.scale = sum(float(np.abs(c[c < BIG]).sum()) for c in self.theta) + \
-            sum(float(np.abs(m[m < BIG]).sum()) for m in self.mat)
+            sum(sums[id(m)] for m in self.base)
         if node_extra is not None:
             self.set_extra(node_extra)
+
+    def matrix(self, e: int) -> np.ndarray:
+        """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG)."""
+        m = self.base[e] - self.prow[e][:, None]
+        m -= self.pcol[e][None, :]
+        return np.minimum(m, BIG, out=m)
+
+    def _minima(self, e: int, row: bool) -> np.ndarray:
+        """Row minima (``row``) or column minima of edge ``e``'s reparametrised matrix (at most BIG)."""
+        if row:
+            r = (self.base[e] - self.pcol[e][None, :]).min(axis=1) - self.prow[e]
+        else:
+            r = (self.base[e] - self.prow[e][:, None]).min(axis=0) - self.pcol[e]
+        return np.minimum(r, BIG, out=r)
 
     def set_extra(self, extra) -> None:
         for i, x in enumerate(extra):
@@ -88,7 +117,8 @@ class DualBound:
         edges' minima add up to at least ``(1 - n_later gamma) min h + n_later gamma min h``).
         Measured on decoder2's 2x4 graph (118 nodes, 6.3 M edge entries): 40 passes reach a bound
         0.6% higher than the equal split over node and all edges (the max-product LP star update,
-        Globerson & Jaakkola 2007) reaches in 60, at 2/3 of the time."""
+        Globerson & Jaakkola 2007) reaches in 60, at 2/3 of the time.  Moving a vector into the node
+        or out to an edge changes only the edge's row or column potential (class docstring)."""
         n = len(self.inc)
         nodes = [i for i in (range(n) if order is None else order) if self.inc[i]]
         key = (tuple(nodes),)
@@ -110,24 +140,26 @@ class DualBound:
             for i in seq:
                 h = self.theta[i].copy()
                 for e, row in self.inc[i]:
-                    m = self.mat[e]
+                    r = self._minima(e, row)
                     if row:
-                        r = m.min(axis=1)
-                        self.mat[e] = m - r[:, None]
+                        self.prow[e] += r
                     else:
-                        r = m.min(axis=0)
-                        self.mat[e] = m - r[None, :]
+                        self.pcol[e] += r
                     h += r
                 h = np.minimum(h, BIG)
                 gam, later, earlier = plan[i]
                 out = later if forward else earlier
                 share = gam * h
                 self.theta[i] = h - len(out) * share
+                for e, _row in self.inc[i]:
+                    self.emin[e] = 0.0   # each row (column) of M'_e at i now has minimum 0
+                low = min(float(share.min()), BIG) if share.size else 0.0
                 for e, row in out:
                     if row:
-                        self.mat[e] = np.minimum(self.mat[e] + share[:, None], BIG)
+                        self.prow[e] -= share
                     else:
-                        self.mat[e] = np.minimum(self.mat[e] + share[None, :], BIG)
+                        self.pcol[e] -= share
+                    self.emin[e] = low
 
     def decode(self, order) -> np.ndarray:
         """A primal solution from the reparametrisation (the usual rounding of dual methods): nodes in
@@ -142,13 +174,16 @@ class DualBound:
             for e, row in self.inc[i]:
                 j = int(edges[e, 1] if row else edges[e, 0])
                 if x[j] >= 0:
-                    c += self.mat[e][:, x[j]] if row else self.mat[e][x[j], :]
+                    if row:
+                        c += np.minimum(self.base[e][:, x[j]] - self.prow[e] - self.pcol[e][x[j]], BIG)
+                    else:
+                        c += np.minimum(self.base[e][x[j], :] - self.prow[e][x[j]] - self.pcol[e], BIG)
             x[i] = int(np.argmin(c))
         return x
 
     def value(self) -> float:
         """The current bound (float; see :meth:`proven` for the rounded-down integer)."""
-        return float(sum(t.min() for t in self.theta) + sum(m.min() for m in self.mat))
+        return float(sum(t.min() for t in self.theta) + sum(self.emin.tolist()))
 
     def proven(self, constant: float = 0.0) -> int:
         """``floor(value() + constant - margin)`` as a Python int (the margin covers float rounding)."""
@@ -214,9 +249,8 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
         th = dual.theta[i]
         r = th - th.min()
         for e, row in dual.inc[i]:
-            m = dual.mat[e]
-            rm = m.min(axis=1) if row else m.min(axis=0)
-            rows[(e, row)] = rm - m.min()
+            rm = dual._minima(e, row)
+            rows[(e, row)] = rm - rm.min()
             r = r + rows[(e, row)]
         part.append(r)
     costs = []
@@ -228,7 +262,7 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
     edge_costs = []
     finite = 0
     for e, ((u, v), m) in enumerate(zip(red.edges.tolist(), red.edge_costs)):
-        mat = dual.mat[e]
+        mat = dual.matrix(e)
         lb = (value + (part[u] - rows[(e, True)])[:, None] + (part[v] - rows[(e, False)])[None, :]
               + (mat - mat.min()))
         out = np.where(lb > limit, INFINITY, m).astype(np.int64)
