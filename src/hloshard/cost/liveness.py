@@ -785,9 +785,11 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     classes: dict = {}
     for k in list(parent):
         classes.setdefault(find(k), {k}).add(k)
+    holds: set = set()   # the keys that carry a shared buffer's interval for the other members
     for rep, members in classes.items():
         members.add(rep)
         keep = next((k for k in members if k in protected), rep)
+        holds.add(keep)
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
         for k in members:
@@ -821,7 +823,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             if v == s_key or v not in iv or v in protected:
                 continue
             if n in passed:   # a pinned pass-through of a loop invariant: a copy XLA removes
-                iv[v] = (iv[v][0], iv[v][0])
+                if v not in holds:   # (one that carries the invariant's own buffer keeps it)
+                    iv[v] = (iv[v][0], iv[v][0])
                 continue
             lo, hi = iv[v]
             end = last.get(s_key)
