@@ -59,6 +59,16 @@ more (and pads to tiles); that is not modelled here.
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read).  The operand's interval then ends where the reuse starts.
+* *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
+  when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
+  which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
+  reads is held as an **f32 copy** for the loop (:func:`widened_invariants`: XLA's CPU compiler
+  computes bf16 in f32 -- float normalization -- and ``WhileLoopInvariantCodeMotion`` hoists the
+  invariant's convert out of the loop; the copy is made as soon as its source is, by the breadth-first
+  scheduler, and the bf16 source dies there unless it is an entry parameter).  Measured on hand scans
+  (f16 and f32: no copy) and MaxText's backward loop (six f32 copies of its bf16 activation stacks,
+  2.89 GB per device); the copy's bytes depend on the plan, so
+  :func:`hloshard.autoshard.build.edge_buffers` adds them like a communication buffer.  Not on a TPU.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
   memory of its own (``alias_size``).  (XLA's ``BufferAssigner`` also places other buffers in an
@@ -84,8 +94,11 @@ more (and pads to tiles); that is not modelled here.
   is the sum of live buffers, which never exceeds the packed heap), the schedule's finer points (XLA
   schedules the partitioned module, whose collectives and bitcasts are instructions of their own; here
   the logical module, fusion applied), XLA's ``HloCSE`` (identical instructions made once), layout assignment (a transposed accumulator that
-  cannot be updated in place), loop-invariant code motion (XLA's CPU pipeline hoists a convert of a
-  loop invariant out of the loop: MaxText's f32 copies of its stacked activations).  Measured error and
+  cannot be updated in place), XLA's buffer assignment putting a backward loop's gradient accumulator in the
+  temp heap while an entry output's allocation holds the forward loop's activation stack
+  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the CPU's recomputation of a layer norm's centred and
+  normalised values inside the fusions that read them in the backward (the 12-layer generated
+  transformer's solve plan).  Measured error and
   the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
