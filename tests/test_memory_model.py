@@ -415,6 +415,29 @@ def test_hand_peaks_are_xlas():
         assert 0 <= m.total - peak <= 128, (name, m.total, peak)
 
 
+def test_widened_invariant_one_copy_per_value():
+    """Two loops reading one bf16 parameter: one f32 copy (XLA's HloCSE merges the identical converts),
+    from the program's start (an entry parameter: factor 2, the parameter stays) to the second loop's
+    end; f32 invariants get none."""
+    from hloshard.cost.liveness import widened_invariants
+
+    text = _scan_module("param", "bf16")
+    body = text[text.index("ENTRY main"):]
+    twice = text.replace(body, body.replace(
+        "  ROOT o = f32[1024] get-tuple-element(l), index=1" + _R,
+        "  o1 = f32[1024] get-tuple-element(l), index=1" + _R + "\n"
+        "  init2 = (s32[], f32[1024], bf16[8,1024]) tuple(z, o1, w)\n"
+        "  l2 = (s32[], f32[1024], bf16[8,1024]) while(init2), condition=cond, body=body\n"
+        "  ROOT o = f32[1024] get-tuple-element(l2), index=1" + _R))
+    m = parse_module(twice, "twice")
+    order = program_schedule(m)
+    got = widened_invariants(order, m.entry)
+    pos = {i.name: t for t, i in enumerate(order) if i.parent is m.entry}
+    assert [(w.name, leaf, lo, factor) for w, leaf, lo, _, factor in got] == [("l", 2, 0, 2)]
+    assert got[0][3] > pos["l2"]
+    assert widened_invariants(program_schedule(parse_module(_scan_module("param", "f32"), "f")), None) == []
+
+
 def test_one_buffer_per_reshard():
     """One buffer per key over the hull of its intervals, in the order keys first appear; one key with
     two sizes is an error (cost.liveness.one_buffer_per_reshard)."""

@@ -861,8 +861,9 @@ CPU_F32_LOOP_INVARIANTS = frozenset({"bf16"})
 
 
 def _element_source(instr, k: int):
-    """``(instruction, is_entry_parameter)``: what makes element ``k`` of the tuple value ``instr``,
-    through ``tuple`` / ``get-tuple-element`` and forwarding copies / bitcasts."""
+    """``(instruction, index path, is_entry_parameter)``: what makes element ``k`` of the tuple value
+    ``instr`` (the element at that tuple index path of its result), through ``tuple`` /
+    ``get-tuple-element`` and forwarding copies / bitcasts."""
     path = [int(k)]
     for _ in range(256):
         op = instr.opcode
@@ -878,7 +879,7 @@ def _element_source(instr, k: int):
             continue
         break
     entry_param = op == "parameter" and instr.parent is not None and getattr(instr.parent, "is_entry", False)
-    return instr, entry_param
+    return instr, tuple(path), entry_param
 
 
 def widened_invariants(order: Sequence, entry=None, positions: dict | None = None) -> list:
@@ -895,9 +896,14 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
     only) costs an f32 copy of the whole stack in XLA's temp (8,388,740 B; f16 and f32 none); MaxText's
     backward loop reads six bf16 activation stacks of its forward loop as f32 ``wrapped_convert``
     buffers (2.89 GB per device of its 10.08 GB temp).  XLA's CPU compiler computes bf16 in f32 (float
-    normalization) and ``WhileLoopInvariantCodeMotion`` hoists the invariant convert out of the loop."""
+    normalization) and ``WhileLoopInvariantCodeMotion`` hoists the invariant convert out of the loop.
+    One value read by several loops (a scan's stacked weights in the forward and the backward loop) is
+    one copy over the hull of their intervals (XLA's ``HloCSE`` merges the identical converts; held-out
+    bf16 scan train step: two f32 weight copies live across both loops, not four), listed at its first
+    loop."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
-    out = []
+    out: list = []
+    by_source: dict = {}
     for w in order:
         if w.opcode != "while" or not w.shape.is_tuple or not w.operands:
             continue
@@ -918,18 +924,25 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
         for k, elem in enumerate(w.shape.tuple_shapes):
             width = len(elem.leaves()) if elem.is_tuple else 1
             if k in inv and k in read and elem.is_array and elem.element_type in CPU_F32_LOOP_INVARIANTS:
-                src, param = _element_source(w.operands[0], k)
+                src, path, param = _element_source(w.operands[0], k)
                 if param and (entry is None or src.parent is entry):
-                    out.append((w, flat, 0, hi, 2))
+                    lo, factor = 0, 2
                 else:
                     s = pos.get(id(src))
                     if src.opcode == "while":
                         s = max([s if s is not None else t] + [pos[id(i)] for c in called_in_order(src)
                                                                 for i in c.instructions if id(i) in pos])
-                    lo = t if s is None or s > t else s + 1
-                    out.append((w, flat, min(lo, t), hi, 1))
+                    lo, factor = (t if s is None or s > t else s + 1), 1
+                key = (id(src), path)
+                have = by_source.get(key)
+                if have is None:
+                    by_source[key] = len(out)
+                    out.append([w, flat, min(lo, t), hi, factor])
+                else:
+                    have = out[have]
+                    have[2], have[3] = min(have[2], lo, t), max(have[3], hi)
             flat += width
-    return out
+    return [tuple(x) for x in out]
 
 
 def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
