@@ -152,6 +152,63 @@ ENTRY main {
 }
 """
 
+
+def _scan_module(source: str, dtype: str, pinned: bool = False) -> str:
+    """A loop over the 8 rows of ``w`` (``dtype[8,1024]``, a loop invariant the body dynamic-slices and
+    adds to an f32 carry), ``w`` an entry parameter (``source='param'``) or made by a multiply of one
+    (``'made'``); ``pinned``: the body's root tuple carries its own (replicated) sharding, as the body
+    roots of ``solve``'s plans do, so the invariant passes through a pinned root leaf."""
+    made = (f"  a = {dtype}[8,1024] parameter(0){_R}\n  w = {dtype}[8,1024] multiply(a, a){_R}\n"
+            if source == "made" else f"  w = {dtype}[8,1024] parameter(0){_R}\n")
+    pin = ", sharding={{replicated}, {replicated}, {replicated}}" if pinned else ""
+    state = f"(s32[], f32[1024], {dtype}[8,1024])"
+    return f"""HloModule scan, num_partitions=8
+
+body {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  c = f32[1024] get-tuple-element(p), index=1
+  xs = {dtype}[8,1024] get-tuple-element(p), index=2
+  z = s32[] constant(0){_R}
+  s = {dtype}[1,1024] dynamic-slice(xs, i, z), dynamic_slice_sizes={{1,1024}}{_R}
+  r = {dtype}[1024] reshape(s){_R}
+  f = f32[1024] convert(r){_R}
+  n = f32[1024] add(c, f){_R}
+  one = s32[] constant(1){_R}
+  j = s32[] add(i, one){_R}
+  ROOT t = {state} tuple(j, n, xs){pin}
+}}
+
+cond {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  k = s32[] constant(8){_R}
+  ROOT lt = pred[] compare(i, k), direction=LT{_R}
+}}
+
+ENTRY main {{
+{made}  c0 = f32[1024] parameter(1){_R}
+  z = s32[] constant(0){_R}
+  init = {state} tuple(z, c0, w)
+  l = {state} while(init), condition=cond, body=body
+  ROOT o = f32[1024] get-tuple-element(l), index=1{_R}
+}}
+"""
+
+
+# Loops (cost/liveness.py, *While loops*).  Every case: c0 4096 (parameter), the loop's f32 carry 4096 (the
+# output), the s32 state and its increment 8.
+# - a pinned pass-through of a loop invariant (the body root's own sharding): w (f32, made, 32768) is
+#   read by the loop and lives to its end; a 32768: 73736 (the model dropped w: 40968).
+# - a bf16 invariant: XLA's CPU backend holds it as an f32 copy for the loop (32768, its temp), made as
+#   soon as w is (the multiply fuses into that convert): a 16384 + w 16384 + the copy's other half 16384
+#   = 57352 (without the rule 40968); w an entry parameter (16384, kept) beside its f32 copy 32768:
+#   57352.  XLA: argument + output + temp, its temp heap aligning the scalars (132 B where the model
+#   has 8): within 128 B of the model, the oracle test.
+LOOP_CASES = {"invariant_pinned": (_scan_module("made", "f32", pinned=True), 73736),
+              "bf16_invariant_made": (_scan_module("made", "bf16"), 57352),
+              "bf16_invariant_parameter": (_scan_module("param", "bf16", pinned=True), 57352)}
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
@@ -169,6 +226,12 @@ def _peak(tmp_path, text: str, mesh: str = "8") -> int:
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_peak_derived_by_hand(tmp_path, case):
     text, peak = CASES[case]
+    assert _peak(tmp_path, text) == peak
+
+
+@pytest.mark.parametrize("case", sorted(LOOP_CASES))
+def test_loop_peak_derived_by_hand(tmp_path, case):
+    text, peak = LOOP_CASES[case]
     assert _peak(tmp_path, text) == peak
 
 
@@ -343,9 +406,36 @@ def test_hand_peaks_are_xlas():
 
     texts = [text for text, _ in CASES.values()] + [(SAMPLES / "reshape_seed.hlo").read_text()]
     want = [peak for _, peak in CASES.values()] + [294_912_000]
-    got = xla_memory(texts, 8)
+    loops = [text for text, _ in LOOP_CASES.values()]
+    got = xla_memory(texts + loops, 8)
     assert [m.error for m in got] == [None] * len(got)
-    assert [m.total for m in got] == want
+    assert [m.total for m in got[:len(texts)]] == want
+    # the loops: XLA's temp heap aligns the scalars (132 B for the model's 8)
+    for (name, (_, peak)), m in zip(LOOP_CASES.items(), got[len(texts):]):
+        assert 0 <= m.total - peak <= 128, (name, m.total, peak)
+
+
+def test_widened_invariant_one_copy_per_value():
+    """Two loops reading one bf16 parameter: one f32 copy (XLA's HloCSE merges the identical converts),
+    from the program's start (an entry parameter: factor 2, the parameter stays) to the second loop's
+    end; f32 invariants get none."""
+    from hloshard.cost.liveness import widened_invariants
+
+    text = _scan_module("param", "bf16")
+    body = text[text.index("ENTRY main"):]
+    twice = text.replace(body, body.replace(
+        "  ROOT o = f32[1024] get-tuple-element(l), index=1" + _R,
+        "  o1 = f32[1024] get-tuple-element(l), index=1" + _R + "\n"
+        "  init2 = (s32[], f32[1024], bf16[8,1024]) tuple(z, o1, w)\n"
+        "  l2 = (s32[], f32[1024], bf16[8,1024]) while(init2), condition=cond, body=body\n"
+        "  ROOT o = f32[1024] get-tuple-element(l2), index=1" + _R))
+    m = parse_module(twice, "twice")
+    order = program_schedule(m)
+    got = widened_invariants(order, m.entry)
+    pos = {i.name: t for t, i in enumerate(order) if i.parent is m.entry}
+    assert [(w.name, leaf, lo, factor) for w, leaf, lo, _, factor in got] == [("l", 2, 0, 2)]
+    assert got[0][3] > pos["l2"]
+    assert widened_invariants(program_schedule(parse_module(_scan_module("param", "f32"), "f")), None) == []
 
 
 def test_one_buffer_per_reshard():

@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple)
+                             resharded_by_tuple, widened_invariants)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts
@@ -352,6 +352,14 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
+    # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
+    # (node whose tile is copied, lo, hi, factor), priced by edge_buffers and edgememory like a collective's
+    graph.widened = []
+    if memory_device is None:
+        for w, leaf, wlo, whi, factor in widened_invariants(schedule, entry):
+            r = ctx.resolve(w, leaf) if w in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, wlo, whi, factor))
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
     tb_problem, graph.tie_break = with_memory_tie_break(problem)
@@ -405,6 +413,11 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     if table:
         ivs.append((0, max(len(graph.schedule), 1)))
         sizes.append(table)
+    # XLA CPU's f32 copy of a bf16 loop invariant, over the loop (cost.liveness.widened_invariants)
+    for u, lo, hi, factor in getattr(graph, "widened", ()):
+        g = graph.nodes[u]
+        ivs.append((lo, hi))
+        sizes.append(factor * int(g.strategies[int(choice[u])].memory))
     # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
     # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
     for v, g in enumerate(graph.nodes):

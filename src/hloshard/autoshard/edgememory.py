@@ -112,6 +112,11 @@ def edge_memory_terms(graph: Graph) -> list:
         def collectives(g=g):
             return np.array([scratch_bytes(g, st, minfo, device) for st in g.strategies], dtype=np.int64)
         terms.append(Term((v,), t, t + 1, collectives))
+    # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants), the leaf's tile
+    for u, lo, hi, factor in getattr(graph, "widened", ()):
+        def widened(g=graph.nodes[u], factor=factor):
+            return np.array([factor * int(st.memory) for st in g.strategies], dtype=np.int64)
+        terms.append(Term((u,), lo, hi, widened))
     # XLA's DotDecomposer relayout copies, sized by the first dot reading the operand
     for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
         r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN

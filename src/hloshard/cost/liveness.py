@@ -59,6 +59,16 @@ more (and pads to tiles); that is not modelled here.
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read).  The operand's interval then ends where the reuse starts.
+* *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
+  when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
+  which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
+  reads is held as an **f32 copy** for the loop (:func:`widened_invariants`: XLA's CPU compiler
+  computes bf16 in f32 -- float normalization -- and ``WhileLoopInvariantCodeMotion`` hoists the
+  invariant's convert out of the loop; the copy is made as soon as its source is, by the breadth-first
+  scheduler, and the bf16 source dies there unless it is an entry parameter).  Measured on hand scans
+  (f16 and f32: no copy) and MaxText's backward loop (six f32 copies of its bf16 activation stacks,
+  2.89 GB per device); the copy's bytes depend on the plan, so
+  :func:`hloshard.autoshard.build.edge_buffers` adds them like a communication buffer.  Not on a TPU.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
   memory of its own (``alias_size``).  (XLA's ``BufferAssigner`` also places other buffers in an
@@ -84,8 +94,11 @@ more (and pads to tiles); that is not modelled here.
   is the sum of live buffers, which never exceeds the packed heap), the schedule's finer points (XLA
   schedules the partitioned module, whose collectives and bitcasts are instructions of their own; here
   the logical module, fusion applied), XLA's ``HloCSE`` (identical instructions made once), layout assignment (a transposed accumulator that
-  cannot be updated in place), loop-invariant code motion (XLA's CPU pipeline hoists a convert of a
-  loop invariant out of the loop: MaxText's f32 copies of its stacked activations).  Measured error and
+  cannot be updated in place), XLA's buffer assignment putting a backward loop's gradient accumulator in the
+  temp heap while an entry output's allocation holds the forward loop's activation stack
+  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the CPU's recomputation of a layer norm's centred and
+  normalised values inside the fusions that read them in the backward (the 12-layer generated
+  transformer's solve plan).  Measured error and
   the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
@@ -785,9 +798,11 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     classes: dict = {}
     for k in list(parent):
         classes.setdefault(find(k), {k}).add(k)
+    holds: set = set()   # the keys that carry a shared buffer's interval for the other members
     for rep, members in classes.items():
         members.add(rep)
         keep = next((k for k in members if k in protected), rep)
+        holds.add(keep)
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
         for k in members:
@@ -821,7 +836,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             if v == s_key or v not in iv or v in protected:
                 continue
             if n in passed:   # a pinned pass-through of a loop invariant: a copy XLA removes
-                iv[v] = (iv[v][0], iv[v][0])
+                if v not in holds:   # (one that carries the invariant's own buffer keeps it)
+                    iv[v] = (iv[v][0], iv[v][0])
                 continue
             lo, hi = iv[v]
             end = last.get(s_key)
@@ -837,6 +853,96 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+#: element types whose loop invariants XLA's CPU backend holds in f32 for the loop (module docstring, *While
+#: loops*): measured bf16 yes, f16 and f32 no (hand scans, 8 CPU devices off, jaxlib 0.10.2)
+CPU_F32_LOOP_INVARIANTS = frozenset({"bf16"})
+
+
+def _element_source(instr, k: int):
+    """``(instruction, index path, is_entry_parameter)``: what makes element ``k`` of the tuple value
+    ``instr`` (the element at that tuple index path of its result), through ``tuple`` /
+    ``get-tuple-element`` and forwarding copies / bitcasts."""
+    path = [int(k)]
+    for _ in range(256):
+        op = instr.opcode
+        if op == "tuple" and path and instr.operands and path[-1] < len(instr.operands):
+            instr = instr.operands[path.pop()]
+            continue
+        if op == "get-tuple-element" and instr.operands:
+            path.append(int(str(instr.attrs.get("index"))))
+            instr = instr.operands[0]
+            continue
+        if not path and (_kind(instr) in ("copy", "bitcast") or _forwards(instr)) and instr.operands:
+            instr = instr.operands[0]
+            continue
+        break
+    entry_param = op == "parameter" and instr.parent is not None and getattr(instr.parent, "is_entry", False)
+    return instr, tuple(path), entry_param
+
+
+def widened_invariants(order: Sequence, entry=None, positions: dict | None = None) -> list:
+    """The f32 copies XLA's CPU backend makes of the bf16 loop invariants of each ``while`` (module
+    docstring, *While loops*), as ``[(while, leaf, lo, hi, factor)]``: the invariant is flat leaf ``leaf`` of
+    the while's state (:func:`hloshard.hlo.loops.invariant_elements`, of a type in
+    :data:`CPU_F32_LOOP_INVARIANTS`, read in the body by something other than its root), and besides the
+    buffers the model already has, a buffer of ``factor`` times that leaf's bytes per device is live over
+    ``[lo, hi)``: from the point its source is made (XLA's breadth-first scheduler runs the convert as soon
+    as it can) to the end of the loop's body and condition in ``order``.  ``factor`` is 1 (the f32 copy is
+    twice the bf16 buffer, which dies at the convert while the model keeps it to its last read in the loop)
+    or 2 when the source is an entry parameter (``entry``: the entry computation), which stays.
+    Measured: a bf16 ``f32[8, 2^18]``-sized stack read by ``lax.scan`` (elementwise, a dot, or moved
+    only) costs an f32 copy of the whole stack in XLA's temp (8,388,740 B; f16 and f32 none); MaxText's
+    backward loop reads six bf16 activation stacks of its forward loop as f32 ``wrapped_convert``
+    buffers (2.89 GB per device of its 10.08 GB temp).  XLA's CPU compiler computes bf16 in f32 (float
+    normalization) and ``WhileLoopInvariantCodeMotion`` hoists the invariant convert out of the loop.
+    One value read by several loops (a scan's stacked weights in the forward and the backward loop) is
+    one copy over the hull of their intervals (XLA's ``HloCSE`` merges the identical converts; held-out
+    bf16 scan train step: two f32 weight copies live across both loops, not four), listed at its first
+    loop."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    by_source: dict = {}
+    for w in order:
+        if w.opcode != "while" or not w.shape.is_tuple or not w.operands:
+            continue
+        body = called(w, "body", 0)
+        t = pos.get(id(w))
+        if body is None or t is None or not body.parameters:
+            continue
+        inv = set(invariant_elements(w))
+        if not inv:
+            continue
+        read: set = set()
+        for u in body.parameters[0].users:
+            if u.opcode == "get-tuple-element" and any(x is not body.root for x in u.users):
+                read.add(int(str(u.attrs.get("index"))))
+        ends = [pos[id(i)] for c in called_in_order(w) for i in c.instructions if id(i) in pos]
+        hi = max([t] + ends) + 1
+        flat = 0
+        for k, elem in enumerate(w.shape.tuple_shapes):
+            width = len(elem.leaves()) if elem.is_tuple else 1
+            if k in inv and k in read and elem.is_array and elem.element_type in CPU_F32_LOOP_INVARIANTS:
+                src, path, param = _element_source(w.operands[0], k)
+                if param and (entry is None or src.parent is entry):
+                    lo, factor = 0, 2
+                else:
+                    s = pos.get(id(src))
+                    if src.opcode == "while":
+                        s = max([s if s is not None else t] + [pos[id(i)] for c in called_in_order(src)
+                                                                for i in c.instructions if id(i) in pos])
+                    lo, factor = (t if s is None or s > t else s + 1), 1
+                key = (id(src), path)
+                have = by_source.get(key)
+                if have is None:
+                    by_source[key] = len(out)
+                    out.append([w, flat, min(lo, t), hi, factor])
+                else:
+                    have = out[have]
+                    have[2], have[3] = min(have[2], lo, t), max(have[3], hi)
+            flat += width
+    return [tuple(x) for x in out]
 
 
 def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
