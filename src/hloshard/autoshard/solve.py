@@ -95,7 +95,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False, hint=None) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None, known=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -121,6 +121,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
     solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
     when it does not fit the graph built (node or strategy counts differ).
+    ``known``: a callable ``graph -> list of choices`` of the graph built (plans known before the search,
+    e.g. :func:`hloshard.jax.known.known_plans`); the solver starts from the cheapest feasible of them,
+    the hint and the coarse plan (:func:`cheapest_start`), so its answer is never costlier than any of
+    them; ``graph.known`` keeps the list.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -165,6 +169,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     graph.coarse = start
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
+    begin = hint if start is None else start.choice
+    graph.known = list(known(graph)) if known is not None else []
+    if graph.known:
+        begin = cheapest_start(graph.problem, [begin] + graph.known)
     t_solve = time.monotonic()
     first_limit = time_limit
     if memory_budget is not None:
@@ -172,7 +180,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress, hint=hint if start is None else start.choice)
+                          progress=progress, hint=begin)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
@@ -209,6 +217,23 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def cheapest_start(problem, choices):
+    """Of ``choices`` (each one strategy index per node of ``problem``, or None), the feasible one of least
+    objective (:func:`hloshard.costgraph.evaluate`: finite costs, aliases kept, the memory limit kept); the
+    first not-None one when none is feasible (the solver repairs it), None when all are None."""
+    from ..costgraph import evaluate
+
+    best, first = None, None
+    for c in choices:
+        if c is None or len(c) != problem.num_nodes:
+            continue
+        first = c if first is None else first
+        obj, ok = evaluate(problem, c)
+        if ok and (best is None or obj < best[0]):
+            best = (obj, c)
+    return first if best is None else best[1]
 
 
 def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limit, solve_end: float, workers: int,

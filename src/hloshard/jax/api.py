@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from .guard import FIRST_SHARE, baseline_peak, guard_plan
 from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
+from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
@@ -321,14 +322,25 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # mode, one work budget shared by the first solve and the guard's re-solves
     deadline = None if deterministic else started + float(time_limit)
     first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
+    # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
+    # solve builds: the search starts from the cheapest, so it never returns a costlier plan
+    state_params = [t.param for t in module.ties]
+    known = {}
+
+    def known_choices(graph):
+        known[id(graph)] = plans = known_plans(graph, state_params)
+        return [p.choice for p in plans]
+
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
-                              stop_build=deadline is not None, pin_operands=pin_operands)
+                              stop_build=deadline is not None, pin_operands=pin_operands, known=known_choices)
+        first_known = known.get(id(result.graph), [])
         guard = None
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
-                                       seed, deterministic, deadline=deadline)
+                                       seed, deterministic, deadline=deadline, known=known_choices,
+                                       known_plans=first_known)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
@@ -342,6 +354,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         from ..commands.timing import plan_timing
         report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
+    # the plans known before the search (hloshard.jax.known) on the first solve's graph
+    report["known_plans"] = [p.row() for p in first_known]
     if guard is not None:
         report["memory_guard"] = guard
         if guard.get("note"):

@@ -117,8 +117,28 @@ def _time_left(deadline) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
+def _fallback(result, plans, limit: int):
+    """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
+    and peaks at most ``limit`` bytes per device (predicted), as a result like ``result`` (its graph, the
+    solver's bound); None when none does."""
+    import dataclasses
+
+    best = None
+    for p in plans:
+        ev = p.evaluation
+        if p.feasible and len(p.choice) == len(result.choice) and ev.peak_memory <= limit \
+                and (best is None or ev.total < best[1].total):
+            best = (p, ev)
+    if best is None:
+        return None
+    p, ev = best
+    sol = dataclasses.replace(result.solution, strategies=list(p.choice), objective=p.objective,
+                              status="feasible")
+    return dataclasses.replace(result, solution=sol, choice=list(p.choice), evaluation=ev), p
+
+
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None):
+               deadline: float | None = None, known=None, known_plans=()):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -127,7 +147,12 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     each re-solve is given it (:func:`~hloshard.autoshard.solve_module` keeps its solver within it), and a
     re-solve that the time left cannot hold (less than the first solve's cost-graph build plus the solver's
     minimum) is not started: the plan found before it is kept and ``guard["note"]`` says so.  XLA's
-    baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit)."""
+    baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit).
+    ``known``: passed to each re-solve (``solve_module(known=...)``: it starts from the cheapest feasible of
+    the plan before it and the known plans of its graph); ``known_plans``: the known plans of
+    ``result.graph`` (:func:`hloshard.jax.known.known_plans`): when no re-solve could start or none found a
+    plan, the cheapest of them within the baseline's peak is returned instead of the unguarded plan
+    (``guard["fallback"]`` names it; the note says so)."""
     from ..autoshard import solve_module
     from ..autoshard.solve import MIN_SOLVE_SECONDS
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
@@ -181,12 +206,23 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
             guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
                                    deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
-                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)))
+                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)), known=known)
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
             lo = at
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
+        back = _fallback(result, known_plans, limit)
+        if back is not None:   # a plan known before the search keeps the baseline's peak: that one
+            back_result, plan = back
+            guard.update(applied=True, fallback=plan.name)
+            guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                             f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
+                             f"found within it ({reason}); the {plan.name} plan, known before the search, "
+                             f"keeps it ({format_bytes(int(back_result.evaluation.peak_memory))}, objective "
+                             f"{back_result.evaluation.total:,.0f} against {result.evaluation.total:,.0f}): "
+                             f"returned instead")
+            return back_result, guard
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
                          f"found within it ({reason}); the unguarded plan is kept")
