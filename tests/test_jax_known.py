@@ -136,3 +136,25 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
 
 if __name__ == "__main__":   # pragma: no cover
     pytest.main([__file__, "-q"])
+
+
+def test_with_memory_budget_is_the_budgeted_build():
+    """The guard's re-solve takes the first solve's graph with its limit (``with_memory_budget``) instead of
+    building again: the same problem as a build with that budget, and the same deterministic answer."""
+    from hloshard.autoshard.build import with_memory_budget
+
+    mesh = _mesh()
+    module = _module()
+    g0 = build_graph(module, mesh, "io")
+    budget = 3 << 20
+    g1 = with_memory_budget(g0, budget)
+    g2 = build_graph(_module(), mesh, "io", budget)
+    assert g0.problem.usage_limit is None and g0.memory_budget is None   # left as it was
+    assert g1.problem.usage_limit == g2.problem.usage_limit is not None
+    assert (g1.memory_budget, g1.model_limit) == (g2.memory_budget, g2.model_limit)
+    assert g1.solver_problem.num_nodes == g2.solver_problem.num_nodes > g0.solver_problem.num_nodes
+    a = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=1, deterministic=True, apply=False,
+                     graph=g1)
+    b = solve_module(_module(), mesh, keep="io", memory_budget=budget, time_limit=1, deterministic=True,
+                     apply=False)
+    assert a.graph is g1 and a.choice == b.choice and a.evaluation.total == b.evaluation.total

@@ -95,7 +95,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False, hint=None, known=None) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -125,17 +125,21 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     e.g. :func:`hloshard.jax.known.known_plans`); the solver starts from the cheapest feasible of them,
     the hint and the coarse plan (:func:`cheapest_start`), so its answer is never costlier than any of
     them; ``graph.known`` keeps the list.
+    ``graph``: the cost graph of ``module`` on ``mesh`` for ``keep`` and ``memory_budget``, built before (e.g.
+    :func:`hloshard.autoshard.build.with_memory_budget` of an earlier solve's graph): used instead of a
+    build (no coarse solve then; the re-pricing reserve is that of the build it came from).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
     t0 = time.monotonic()
     first = None
-    if stop_build and deadline is not None and not deterministic and not export_problem:
+    built = graph is not None   # built before: its build's seconds for the re-pricing reserve
+    if not built and stop_build and deadline is not None and not deterministic and not export_problem:
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
-    else:
+    elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
     graph.pin_operands = bool(pin_operands)
@@ -144,10 +148,13 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
+    if not built:
+        graph.build_seconds = t1 - t0
+    build_seconds = float(getattr(graph, "build_seconds", t1 - t0))   # what the re-pricing reserve is of
     solver_limit = None
     given_limit = time_limit
     if deadline is not None and not deterministic:
-        left = deadline - t1 - REPRICE_SHARE * (t1 - t0)
+        left = deadline - t1 - REPRICE_SHARE * build_seconds
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
         if left < MIN_SOLVE_SECONDS:
             msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
@@ -193,7 +200,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # limit (or the command's deadline, less the re-pricing reserve) ends, never a full limit each
     solve_end = t_solve + time_limit
     if deadline is not None:
-        solve_end = min(solve_end, deadline - REPRICE_SHARE * (t1 - t0))
+        solve_end = min(solve_end, deadline - REPRICE_SHARE * build_seconds)
     solver_seconds = float(sol.seconds or 0.0)
     out_of_time = False
     if limit is not None and ev.peak_memory > limit:

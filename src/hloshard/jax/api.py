@@ -195,6 +195,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``pin_operands``: write the operand pins (:mod:`hloshard.strategy.realize`) and carry them into
     ``fn`` as sharding constraints (False: equation outputs only).
 
+    **Known plans** (:mod:`hloshard.jax.known`): the replicated plan and the data-parallel plan (each
+    argument that is not state split along its leading dim) are built on the cost graph before the search;
+    the first solve starts from the cheapest of them and the coarse plan, so its answer is never costlier
+    (in the solver's objective) than any of them, however short or loaded its search.
+    ``report["known_plans"]``: their objective (cost units), predicted peak and feasibility.
+
     **Memory guard** (``memory_guard``, on by default, with or without ``memory_budget``): a plan must
     not peak above the baseline it is meant to improve on, priced by the same memory model
     (:func:`baseline_peak`, GSPMD propagation in a child process):
@@ -224,7 +230,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
-    started from the plan found before it (its hint; no coarse solve); each builds the cost graph again.
+    started from the cheapest feasible of the plan found before it and the known plans (below; no coarse
+    solve); each takes the first solve's cost graph with its limit
+    (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
+    ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
+    the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept.
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that

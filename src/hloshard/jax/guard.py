@@ -154,6 +154,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     plan, the cheapest of them within the baseline's peak is returned instead of the unguarded plan
     (``guard["fallback"]`` names it; the note says so)."""
     from ..autoshard import solve_module
+    from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
@@ -161,8 +162,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
-    # a re-solve builds the cost graph again and solves: less time than that left, none is started
-    need = float(result.seconds_build) + MIN_SOLVE_SECONDS
+    # a re-solve takes the first solve's cost graph with the guard's limit (build.with_memory_budget: no
+    # build) and solves: less than the solver's minimum left, none is started
+    need = MIN_SOLVE_SECONDS
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
@@ -203,7 +205,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
+            limit_budget = budget_for_model_limit(at, device)
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=limit_budget,
+                                   graph=with_memory_budget(result.graph, limit_budget),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
                                    deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
                                    pin_operands=bool(getattr(result.graph, "pin_operands", False)), known=known)
