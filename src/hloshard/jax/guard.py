@@ -23,7 +23,18 @@ def plan_entry(result, module) -> dict:
             for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
 
 
-def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
+def plan_shardings(result, module) -> dict:
+    """Instruction name -> HloSharding the plan ``result`` (not yet applied) gives each array instruction of
+    ``module``'s entry computation (:func:`baseline_peak`'s ``fill``)."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(result.graph.schedule)
+    return {i.name: instruction_sharding(result.graph, i, result.choice) for i in module.entry.instructions
+            if i in scheduled and not i.shape.is_tuple}
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
+                  fill: dict | None = None) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
     what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
     outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
@@ -36,7 +47,14 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
       :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
 
     XLA runs in a child process that ends once the propagation is dumped
-    (:func:`hloshard.partition_specs.xla_propagate`).  The propagated shardings are written on a copy of ``module`` and priced
+    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
+    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
+    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
+    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
+    HloSharding, e.g. the plan's, :func:`plan_shardings`) it takes that one, else the evaluation completes
+    it (its cheapest choice).  Filled, the evaluation has no open choice left and skips enumerating their
+    strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer Gemma, its peak 147,987,264 -> 147,999,552 bytes
+    (round 14, BENCHMARKS.md "helper guard, round 14", which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
     by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
     own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
     that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
@@ -80,7 +98,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         try:
             for ins in saved:
                 ins.sharding = given.get(ins.name, ins.sharding)
-            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout).items()
+            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout, child=child).items()
                      if sh is not None and n in entry_comp}
         finally:
             for ins, sh in saved.items():
@@ -88,6 +106,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         plan = "gspmd" if entry is None else "gspmd_from_plan"
     found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
     found[root.name] = root_sh
+    if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
+        found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
     copy = parse_module(print_module(module), "<baseline>")
     for ins in copy.entry.instructions:
         if ins.name in found:
@@ -138,7 +158,7 @@ def _fallback(result, plans, limit: int):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known=None, known_plans=()):
+               deadline: float | None = None, known=None, known_plans=(), child=None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -152,7 +172,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     the plan before it and the known plans of its graph); ``known_plans``: the known plans of
     ``result.graph`` (:func:`hloshard.jax.known.known_plans`): when no re-solve could start or none found a
     plan, the cheapest of them within the baseline's peak is returned instead of the unguarded plan
-    (``guard["fallback"]`` names it; the note says so)."""
+    (``guard["fallback"]`` names it; the note says so).  ``child``: the XLA child for the baseline, started
+    before (:func:`baseline_peak`)."""
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
@@ -170,8 +191,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
         # XLA's run is one of the XLA compiles auto_shard's time promise lists outside the limit (its
         # docstring, "Time"): not cut at the deadline, or a loaded machine would turn the guard off
-        base = baseline_peak(module, dmesh) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module))
+        fill = plan_shardings(result, module)
+        base = baseline_peak(module, dmesh, child=child, fill=fill) if user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=plan_entry(result, module), child=child, fill=fill)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
