@@ -51,10 +51,11 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
     propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
     merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
-    HloSharding, e.g. the plan's, :func:`plan_shardings`) it takes that one, else the evaluation completes
-    it (its cheapest choice).  Filled, the evaluation has no open choice left and skips enumerating their
-    strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer Gemma, its peak 147,987,264 -> 147,999,552 bytes
-    (round 14, BENCHMARKS.md "helper guard, round 14", which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
+    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
+    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
+    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
+    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
+    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
     by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
     own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
     that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
@@ -191,9 +192,12 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
         # XLA's run is one of the XLA compiles auto_shard's time promise lists outside the limit (its
         # docstring, "Time"): not cut at the deadline, or a loaded machine would turn the guard off
-        fill = plan_shardings(result, module)
-        base = baseline_peak(module, dmesh, child=child, fill=fill) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module), child=child, fill=fill)
+        # the plan's own layouts fill what XLA simplified away only where the baseline is the plan's own
+        # entry shardings; the user's baseline (gspmd) stays the evaluation's cheapest completion, not the
+        # plan's (filled, keras-hub gemma_small's given the expert's shardings rose 1.2%, round 14)
+        base = baseline_peak(module, dmesh, child=child) if user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=plan_entry(result, module), child=child,
+                          fill=plan_shardings(result, module))
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
