@@ -123,14 +123,14 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
         raise SolveFailed("no feasible solution (test)")
 
     monkeypatch.setattr(autoshard, "solve_module", refuse)
-    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known=known, known_plans=holder["plans"])
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
     assert g["applied"] and g["fallback"] == "data-parallel", g
     assert out.choice == dp.choice and out.evaluation.peak_memory <= limit
     assert "known before the search" in g["note"]
     # nothing known keeps the limit: the unguarded plan is kept, as before
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1,
                                                                   "collective_cost": 0.0})
-    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known=known, known_plans=holder["plans"])
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
     assert not g["applied"] and out is first and "plan is kept" in g["note"]
 
 

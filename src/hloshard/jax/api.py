@@ -241,8 +241,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
-    started from the cheapest feasible of the plan found before it and the known plans (below; no coarse
-    solve); each takes the first solve's cost graph with its limit
+    started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan
+    (below) within the same limit that costs less; each takes the first solve's cost graph with its limit
     (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
     ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
     the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept.
@@ -366,8 +366,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         guard = None
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
-                                       seed, deterministic, deadline=deadline, known=known_choices,
-                                       known_plans=first_known, child=warm)
+                                       seed, deterministic, deadline=deadline, known_plans=first_known,
+                                       child=warm)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
