@@ -47,24 +47,18 @@ def complete_plan(problem, allowed: list, follows=()) -> list | None:
     Greedy and myopic by design: a start for the solver, not a search.  None when some class has no
     finite option left."""
     from ..costgraph import INFINITY
+    from ..solver.unionfind import UnionFind
 
     n = problem.num_nodes
     counts = problem.strategy_counts
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = UnionFind(n)
     for a, b in follows:
-        ra, rb = find(int(a)), find(int(b))
+        ra, rb = sets.find(int(a)), sets.find(int(b))
         if ra != rb and counts[ra] == counts[rb]:
-            parent[max(ra, rb)] = min(ra, rb)
+            sets.union(min(ra, rb), max(ra, rb))   # the class's first node represents it
     members: dict = {}
     for v in range(n):
-        members.setdefault(find(v), []).append(v)
+        members.setdefault(sets.find(v), []).append(v)
     adj: list = [[] for _ in range(n)]
     for e, (a, b) in enumerate(np.asarray(problem.edges).reshape(-1, 2).tolist()):
         adj[a].append((problem.edge_costs[e], b, False))
