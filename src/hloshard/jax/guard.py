@@ -195,9 +195,10 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         # the plan's own layouts fill what XLA simplified away only where the baseline is the plan's own
         # entry shardings; the user's baseline (gspmd) stays the evaluation's cheapest completion, not the
         # plan's (filled, keras-hub gemma_small's given the expert's shardings rose 1.2%, round 14)
-        base = baseline_peak(module, dmesh, child=child) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module), child=child,
-                          fill=plan_shardings(result, module))
+        warm = {} if child is None else {"child": child}   # (a caller's stand-in may take no child)
+        base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
+                          **warm)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
