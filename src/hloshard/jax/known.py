@@ -1,8 +1,9 @@
 """Plans :func:`hloshard.jax.auto_shard` knows before it searches, as choices of the cost graph: the
-replicated plan and the data-parallel plan (:func:`known_plans`).  They are the first solve's and the
-memory guard's starting points (``solve_module(known=...)``: the search starts from the cheapest of them
-and the coarse plan, and its answer is never costlier than the one it started from) and the guard's
-fallback when the time ends before a re-solve (:mod:`hloshard.jax.guard`).
+replicated plan and the data-parallel plan (:func:`known_plans`).  They are the first solve's starting
+points (``solve_module(known=...)``: the search starts from the cheapest of them and the coarse plan, and
+its answer is never costlier than the one it started from), the bar a memory-guard re-solve's plan must
+beat within its limit, and the guard's fallback when the time ends before a re-solve
+(:mod:`hloshard.jax.guard`).
 
 A new user's ConvNeXt-style train step (``auto_shard(time_limit=20)``, round 13) came back with an
 objective of 1.36 M cost units where leaving everything replicated costs 1.12 M, and a peak of 20.0 MB
