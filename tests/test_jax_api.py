@@ -308,9 +308,9 @@ plain = ({"up": S((512, 2048)), "mid": S((2048, 1024)), "down": S((1024, 512))},
 out = {}
 real = guard.baseline_peak
 seen = []
-def spy(module, dmesh, timeout=600.0, entry=None):
+def spy(module, dmesh, timeout=600.0, entry=None, child=None, fill=None):
     seen.append(None if entry is None else {k: str(v) for k, v in entry.items()})
-    b = real(module, dmesh, timeout, entry)
+    b = real(module, dmesh, timeout, entry, child=child, fill=fill)
     if forced is not None:   # a baseline below the plan's peak by more than the model's over-estimate
         b["peak_bytes"] = forced
     return b

@@ -114,10 +114,11 @@ def _op_name(instr) -> str | None:
         return None
 
 
-def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
+def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), child=None):
     """XLA's GSPMD sharding propagation of ``module`` with only its entry parameter and output
     shardings kept (and those of the instructions named in ``keep``): name -> HloSharding of every
-    instruction of the propagated entry computation.
+    instruction of the propagated entry computation.  ``child``: a child started before
+    (``hloshard.xla_check.start_jax_child("hloshard.partition_specs", num_devices)``) to run it in.
     Raises InputError when jax is missing or XLA rejects the module."""
     from .errors import InputError
     from .hlo import parse_module, print_module
@@ -153,7 +154,7 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=()):
         for instr, md in meta.items():
             instr.set_attr("metadata", md)
     data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices}, num_devices, timeout,
-                         what="XLA sharding propagation", flag="--partition-specs")
+                         what="XLA sharding propagation", flag="--partition-specs", child=child)
     if data.get("error"):
         raise InputError(f"XLA sharding propagation failed: {data['error']}")
     prop = parse_module(data["text"], "<xla propagation>")
@@ -247,8 +248,13 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import tempfile
     import threading
 
+    import jax.extend.backend
+
     from .xla_check import compile_with_dump
 
+    # jax and its CPU backend first: a child started ahead of its request (xla_check.start_jax_child) is
+    # then ready when the request comes
+    jax.extend.backend.get_backend("cpu")
     request = json.load(sys.stdin)
 
     def answer(out: dict) -> None:

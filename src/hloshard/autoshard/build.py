@@ -333,8 +333,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         node_costs=node_costs, node_usages=node_usages,
         edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
         edge_costs=edge_costs,
-        usage_limit=None if memory_budget is None else solver_limit(model_limit(memory_budget, memory_device),
-                                                                    memory_device),
+        usage_limit=_usage_limit(memory_budget, memory_device),
         cost_scale=scale,
     )
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
@@ -344,10 +343,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # strategy groups given a shared list by signature / built by their handler (strategy.sharing)
     graph.shared_groups = {"shared": sharing.hits, "built": sharing.built, "interned": sharing.interned}
     graph.kept = kept
-    graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
     graph.memory_device = memory_device
-    # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
-    graph.model_limit = None if memory_budget is None else model_limit(memory_budget, memory_device)
     # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
@@ -360,14 +356,45 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(w, leaf) if w in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, wlo, whi, factor))
+    _budgeted(graph, memory_budget)
+    return graph
+
+
+def _usage_limit(memory_budget: int | None, memory_device) -> int | None:
+    """The solver's node limit for ``memory_budget`` (the model's limit, :func:`hloshard.cost.memory.model_limit`,
+    with a TPU's VMEM credit, :func:`hloshard.cost.tpu_layout.solver_limit`); None without a budget."""
+    return None if memory_budget is None else solver_limit(model_limit(memory_budget, memory_device), memory_device)
+
+
+def _budgeted(graph: Graph, memory_budget: int | None) -> None:
+    """Set what depends on the memory budget in a built ``graph``: its budget, the model's limit, the
+    solver's problem (below).  Strategies, costs, edges and usages do not depend on it."""
+    graph.memory_budget = memory_budget   # the user's budget; problem.usage_limit: the model's limit
+    # the limit on the evaluated peak (cost/tpu_layout: on a TPU the solver's limit adds the VMEM credit)
+    graph.model_limit = None if memory_budget is None else model_limit(memory_budget, graph.memory_device)
     # the solver's problem: memory as a tie-breaker (worth less than one cost unit in total), followers
     # merged into the node they follow (not under a memory budget: memory stays exact per tensor)
-    tb_problem, graph.tie_break = with_memory_tie_break(problem)
+    tb_problem, graph.tie_break = with_memory_tie_break(graph.problem)
     # merged into the node they follow and each tied output / parameter pair into one node (not under a
     # memory budget: memory stays exact per tensor; the presolve then merges the tied pairs exactly)
-    graph.solver_problem, graph.classes = merge_followers(tb_problem, follows, merge=memory_budget is None,
+    graph.solver_problem, graph.classes = merge_followers(tb_problem, graph.follows, merge=memory_budget is None,
                                                           ties=tie_merges(graph))
-    return graph
+
+
+def with_memory_budget(graph: Graph, memory_budget: int | None) -> Graph:
+    """``graph`` (from :func:`build_graph`) for another ``memory_budget`` (bytes per device or None) without
+    building it again: the graph :func:`build_graph` would give for that budget (a shallow copy sharing the
+    strategies, edges and usages, which do not depend on the budget; its problem's ``usage_limit``, model
+    limit and solver's problem are the budget's, its warnings a copy).  ``graph`` is left as it was."""
+    import copy
+    import dataclasses
+
+    memory_device = graph.memory_device
+    out = copy.copy(graph)
+    out.warnings = list(graph.warnings)
+    out.problem = dataclasses.replace(graph.problem, usage_limit=_usage_limit(memory_budget, memory_device))
+    _budgeted(out, memory_budget)
+    return out
 
 
 

@@ -102,7 +102,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False, hint=None) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -128,18 +128,26 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
     solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
     when it does not fit the graph built (node or strategy counts differ).
+    ``known``: a callable ``graph -> list of choices`` of the graph built (plans known before the search,
+    e.g. :func:`hloshard.jax.known.known_plans`); the solver starts from the cheapest feasible of them,
+    the hint and the coarse plan (:func:`cheapest_start`), so its answer is never costlier than any of
+    them; ``graph.known`` keeps the list.
+    ``graph``: the cost graph of ``module`` on ``mesh`` for ``keep`` and ``memory_budget``, built before (e.g.
+    :func:`hloshard.autoshard.build.with_memory_budget` of an earlier solve's graph): used instead of a
+    build (no coarse solve then; the re-pricing reserve is that of the build it came from).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
     t0 = time.monotonic()
     first = None
-    if stop_build and deadline is not None and not deterministic and not export_problem:
+    built = graph is not None   # built before: its build's seconds for the re-pricing reserve
+    if not built and stop_build and deadline is not None and not deterministic and not export_problem:
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
                              reprice_share=REPRICE_SHARE)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
-    else:
+    elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
     graph.pin_operands = bool(pin_operands)
@@ -148,10 +156,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
+    if not built:
+        graph.build_seconds = t1 - t0
+    build_seconds = float(getattr(graph, "build_seconds", t1 - t0))   # what the re-pricing reserve is of
     solver_limit = None
     given_limit = time_limit
-    # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build)
-    one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else t1 - t0
+    # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
+    # graph built before, ``graph=``: its own build)
+    one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
     reprice = REPRICE_SHARE * one_d
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
@@ -176,6 +188,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     graph.coarse = start
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
+    begin = hint if start is None else start.choice
+    graph.known = list(known(graph)) if known is not None else []
+    if graph.known:
+        begin = cheapest_start(graph.problem, [begin] + graph.known)
     t_solve = time.monotonic()
     first_limit = time_limit
     if memory_budget is not None:
@@ -183,7 +199,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
-                          progress=progress, hint=hint if start is None else start.choice)
+                          progress=progress, hint=begin)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
@@ -220,6 +236,23 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def cheapest_start(problem, choices):
+    """Of ``choices`` (each one strategy index per node of ``problem``, or None), the feasible one of least
+    objective (:func:`hloshard.costgraph.evaluate`: finite costs, aliases kept, the memory limit kept); the
+    first not-None one when none is feasible (the solver repairs it), None when all are None."""
+    from ..costgraph import evaluate
+
+    best, first = None, None
+    for c in choices:
+        if c is None or len(c) != problem.num_nodes:
+            continue
+        first = c if first is None else first
+        obj, ok = evaluate(problem, c)
+        if ok and (best is None or obj < best[0]):
+            best = (obj, c)
+    return first if best is None else best[1]
 
 
 def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limit, solve_end: float, workers: int,

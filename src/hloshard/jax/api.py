@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from .guard import FIRST_SHARE, baseline_peak, guard_plan
 from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
+from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
@@ -141,6 +142,17 @@ def _all_replicated_note(report: dict, state_ties: list, device) -> str:
             "shards what it must), `device=` prices flops and links in seconds, `state={}` unties the state.")
 
 
+def _start_child(num_devices: int):
+    """The memory guard's XLA child (:func:`hloshard.xla_check.start_jax_child` of
+    ``hloshard.partition_specs``), or None when it cannot be started (the guard then starts its own)."""
+    from ..xla_check import start_jax_child
+
+    try:
+        return start_jax_child("hloshard.partition_specs", num_devices)
+    except OSError:
+        return None
+
+
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
@@ -194,6 +206,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``pin_operands``: write the operand pins (:mod:`hloshard.strategy.realize`) and carry them into
     ``fn`` as sharding constraints (False: equation outputs only).
 
+    **Known plans** (:mod:`hloshard.jax.known`): the replicated plan and the data-parallel plan (each
+    argument that is not state split along its leading dim) are built on the cost graph before the search;
+    the first solve starts from the cheapest of them and the coarse plan, so its answer is never costlier
+    (in the solver's objective) than any of them, however short or loaded its search.
+    ``report["known_plans"]``: their objective (cost units), predicted peak and feasibility.
+
     **Memory guard** (``memory_guard``, on by default, with or without ``memory_budget``): a plan must
     not peak above the baseline it is meant to improve on, priced by the same memory model
     (:func:`baseline_peak`, GSPMD propagation in a child process):
@@ -223,7 +241,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
-    started from the plan found before it (its hint; no coarse solve); each builds the cost graph again.
+    started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan
+    (below) within the same limit that costs less; each takes the first solve's cost graph with its limit
+    (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
+    ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
+    the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept.
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
@@ -321,14 +343,31 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # mode, one work budget shared by the first solve and the guard's re-solves
     deadline = None if deterministic else started + float(time_limit)
     first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
+    # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
+    # solve builds: the search starts from the cheapest, so it never returns a costlier plan
+    state_params = [t.param for t in module.ties]
+    known = {}
+
+    def known_choices(graph):
+        known[id(graph)] = plans = known_plans(graph, state_params)
+        return [p.choice for p in plans]
+
+    # deterministic mode: the guard's XLA run (its baseline, a child process) is started now, so jax's start
+    # in it (1.8 s of CPU, 4.3 s wall at load 6) runs beside the first solve instead of after it; the solve
+    # counts work, so the plan is the same.  Not in wall-clock mode: there the child's CPU is taken from the
+    # first solve's seconds (the 4 MiB-budget decoder of tests/test_jax_time.py at load 7 found no plan
+    # within its budget in its 5 s with the child beside it, and did without it; round 14)
+    warm = _start_child(dmesh.num_devices) if memory_guard and deterministic else None
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
-                              stop_build=deadline is not None, pin_operands=pin_operands)
+                              stop_build=deadline is not None, pin_operands=pin_operands, known=known_choices)
+        first_known = known.get(id(result.graph), [])
         guard = None
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
-                                       seed, deterministic, deadline=deadline)
+                                       seed, deterministic, deadline=deadline, known_plans=first_known,
+                                       child=warm)
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []
@@ -337,11 +376,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
+    finally:
+        if warm is not None and warm.poll() is None:   # not used (a replicated baseline) or not finished
+            warm.kill()
+            warm.communicate()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
         from ..commands.timing import plan_timing
         report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
+    # the plans known before the search (hloshard.jax.known) on the first solve's graph
+    report["known_plans"] = [p.row() for p in first_known]
     if guard is not None:
         report["memory_guard"] = guard
         if guard.get("note"):

@@ -23,7 +23,18 @@ def plan_entry(result, module) -> dict:
             for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
 
 
-def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None) -> dict:
+def plan_shardings(result, module) -> dict:
+    """Instruction name -> HloSharding the plan ``result`` (not yet applied) gives each array instruction of
+    ``module``'s entry computation (:func:`baseline_peak`'s ``fill``)."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(result.graph.schedule)
+    return {i.name: instruction_sharding(result.graph, i, result.choice) for i in module.entry.instructions
+            if i in scheduled and not i.shape.is_tuple}
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
+                  fill: dict | None = None) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
     what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
     outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
@@ -36,7 +47,15 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
       :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
 
     XLA runs in a child process that ends once the propagation is dumped
-    (:func:`hloshard.partition_specs.xla_propagate`).  The propagated shardings are written on a copy of ``module`` and priced
+    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
+    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
+    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
+    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
+    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
+    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
+    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
+    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
+    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
     by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
     own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
     that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
@@ -80,7 +99,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         try:
             for ins in saved:
                 ins.sharding = given.get(ins.name, ins.sharding)
-            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout).items()
+            found = {n: sh for n, sh in xla_propagate(module, dmesh.num_devices, timeout=timeout, child=child).items()
                      if sh is not None and n in entry_comp}
         finally:
             for ins, sh in saved.items():
@@ -88,6 +107,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         plan = "gspmd" if entry is None else "gspmd_from_plan"
     found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
     found[root.name] = root_sh
+    if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
+        found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
     copy = parse_module(print_module(module), "<baseline>")
     for ins in copy.entry.instructions:
         if ins.name in found:
@@ -117,8 +138,28 @@ def _time_left(deadline) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
+def _fallback(result, plans, limit: int):
+    """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
+    and peaks at most ``limit`` bytes per device (predicted), as a result like ``result`` (its graph, the
+    solver's bound); None when none does."""
+    import dataclasses
+
+    best = None
+    for p in plans:
+        ev = p.evaluation
+        if p.feasible and len(p.choice) == len(result.choice) and ev.peak_memory <= limit \
+                and (best is None or ev.total < best[1].total):
+            best = (p, ev)
+    if best is None:
+        return None
+    p, ev = best
+    sol = dataclasses.replace(result.solution, strategies=list(p.choice), objective=p.objective,
+                              status="feasible")
+    return dataclasses.replace(result, solution=sol, choice=list(p.choice), evaluation=ev), p
+
+
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None):
+               deadline: float | None = None, known_plans=(), child=None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -127,8 +168,15 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     each re-solve is given it (:func:`~hloshard.autoshard.solve_module` keeps its solver within it), and a
     re-solve that the time left cannot hold (less than the first solve's cost-graph build plus the solver's
     minimum) is not started: the plan found before it is kept and ``guard["note"]`` says so.  XLA's
-    baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit)."""
+    baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit).
+    ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
+    re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
+    names it); when no re-solve could start or none found a plan, the cheapest of them within the
+    baseline's peak is returned instead of the unguarded plan (``guard["fallback"]`` names it; the note says
+    so).  ``child``: the XLA child for the baseline, started
+    before (:func:`baseline_peak`)."""
     from ..autoshard import solve_module
+    from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
@@ -136,15 +184,21 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
-    # a re-solve builds the cost graph again and solves: less time than that left, none is started
-    need = float(result.seconds_build) + MIN_SOLVE_SECONDS
+    # a re-solve takes the first solve's cost graph with the guard's limit (build.with_memory_budget: no
+    # build) and solves: less than the solver's minimum left, none is started
+    need = MIN_SOLVE_SECONDS
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
         # XLA's run is one of the XLA compiles auto_shard's time promise lists outside the limit (its
         # docstring, "Time"): not cut at the deadline, or a loaded machine would turn the guard off
-        base = baseline_peak(module, dmesh) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module))
+        # the plan's own layouts fill what XLA simplified away only where the baseline is the plan's own
+        # entry shardings; the user's baseline (gspmd) stays the evaluation's cheapest completion, not the
+        # plan's (filled, keras-hub gemma_small's given the expert's shardings rose 1.2%, round 14)
+        warm = {} if child is None else {"child": child}   # (a caller's stand-in may take no child)
+        base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
+            baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
+                          **warm)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
@@ -178,7 +232,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
         try:
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=budget_for_model_limit(at, device),
+            limit_budget = budget_for_model_limit(at, device)
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=limit_budget,
+                                   graph=with_memory_budget(result.graph, limit_budget),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
                                    deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
                                    pin_operands=bool(getattr(result.graph, "pin_operands", False)))
@@ -187,10 +243,27 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
             reason = reason or str(exc)
             lo = at
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
+        back = _fallback(result, known_plans, limit)
+        if back is not None:   # a plan known before the search keeps the baseline's peak: that one
+            back_result, plan = back
+            guard.update(applied=True, fallback=plan.name)
+            guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+                             f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
+                             f"found within it ({reason}); the {plan.name} plan, known before the search, "
+                             f"keeps it ({format_bytes(int(back_result.evaluation.peak_memory))}, objective "
+                             f"{back_result.evaluation.total:,.0f} against {result.evaluation.total:,.0f}): "
+                             f"returned instead")
+            return back_result, guard
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
                          f"found within it ({reason}); the unguarded plan is kept")
         return result, guard
+    # never costlier than a known plan within the same limit (the re-solve starts from the plan before it,
+    # not from them: started from them, keras-hub gemma_small given the expert's shardings ended on a plan
+    # that peaked above the expert's by XLA, round 14)
+    back = _fallback(guarded, known_plans, tried[-1])
+    if back is not None and back[0].evaluation.total < guarded.evaluation.total:
+        guarded, guard["known_plan"] = back[0], back[1].name
     guard["applied"] = True
     guard["limit_bytes"] = tried[-1]
     within = "within it" if tried[-1] == limit else (

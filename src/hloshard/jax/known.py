@@ -1,0 +1,172 @@
+"""Plans :func:`hloshard.jax.auto_shard` knows before it searches, as choices of the cost graph: the
+replicated plan and the data-parallel plan (:func:`known_plans`).  They are the first solve's starting
+points (``solve_module(known=...)``: the search starts from the cheapest of them and the coarse plan, and
+its answer is never costlier than the one it started from), the bar a memory-guard re-solve's plan must
+beat within its limit, and the guard's fallback when the time ends before a re-solve
+(:mod:`hloshard.jax.guard`).
+
+A new user's ConvNeXt-style train step (``auto_shard(time_limit=20)``, round 13) came back with an
+objective of 1.36 M cost units where leaving everything replicated costs 1.12 M, and a peak of 20.0 MB
+by XLA where splitting the batch peaks at 9.9 MB: a short or loaded search had not reached either.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["known_plans", "complete_plan", "KnownPlan"]
+
+
+class KnownPlan:
+    """One known plan of a cost graph: ``name`` (``"replicated"``, ``"data-parallel"``), ``choice`` (one
+    strategy index per node of ``graph.problem``), ``objective`` (integer units of ``graph.problem``, the
+    solver's), ``feasible`` (finite costs, tied pairs consistent, the problem's memory limit kept:
+    :func:`hloshard.costgraph.evaluate`) and ``evaluation`` (:func:`hloshard.autoshard.evaluate.evaluate_choice`:
+    cost units, predicted peak bytes per device)."""
+
+    def __init__(self, name: str, choice: list, objective: int, feasible: bool, evaluation):
+        self.name, self.choice, self.objective, self.feasible = name, choice, objective, feasible
+        self.evaluation = evaluation
+
+    def row(self) -> dict:
+        """``report["known_plans"]`` row: name, objective (cost units), peak_bytes, feasible."""
+        return {"name": self.name, "objective": round(float(self.evaluation.total), 6),
+                "peak_bytes": int(self.evaluation.peak_memory), "feasible": self.feasible}
+
+    def __repr__(self) -> str:
+        return f"KnownPlan({self.name!r}, objective={self.objective}, feasible={self.feasible})"
+
+
+def complete_plan(problem, allowed: list, follows=()) -> list | None:
+    """A choice of ``problem`` (a :class:`hloshard.costgraph.Problem`) that takes, for every node ``v``
+    with ``allowed[v]`` (a list of strategy indices, or None: any), one of those indices.  Followers
+    (``follows``: ``(followee, follower)`` node pairs, ``graph.follows``; a pair with equal strategy
+    counts takes one index, as :func:`hloshard.solver.followers.merge_followers` merges them) are one
+    class.  Classes in order of their first node (the build's order: a node's operands before it), each
+    the index of least node cost plus edge cost to the nodes already chosen, among those every member
+    allows and its alias pairs with chosen nodes allow (a tied output leaves as its parameter came in).
+    Greedy and myopic by design: a start for the solver, not a search.  None when some class has no
+    finite option left."""
+    from ..costgraph import INFINITY
+    from ..solver.unionfind import UnionFind
+
+    n = problem.num_nodes
+    counts = problem.strategy_counts
+    sets = UnionFind(n)
+    for a, b in follows:
+        ra, rb = sets.find(int(a)), sets.find(int(b))
+        if ra != rb and counts[ra] == counts[rb]:
+            sets.union(min(ra, rb), max(ra, rb))   # the class's first node represents it
+    members: dict = {}
+    for v in range(n):
+        members.setdefault(sets.find(v), []).append(v)
+    adj: list = [[] for _ in range(n)]
+    for e, (a, b) in enumerate(np.asarray(problem.edges).reshape(-1, 2).tolist()):
+        adj[a].append((problem.edge_costs[e], b, False))
+        adj[b].append((problem.edge_costs[e], a, True))
+    pairs: list = [[] for _ in range(n)]
+    for u, v, ok in problem.aliases:
+        pairs[int(u)].append((np.asarray(ok, dtype=bool), int(v), False))
+        pairs[int(v)].append((np.asarray(ok, dtype=bool), int(u), True))
+    choice = [-1] * n
+    for root in sorted(members):
+        group = members[root]
+        inside = set(group)
+        cost = np.zeros(int(counts[root]), dtype=np.float64)
+        for v in group:
+            cost += np.asarray(problem.node_costs[v], dtype=np.float64)
+            if allowed[v]:
+                mask = np.full(cost.shape, True)
+                mask[list(allowed[v])] = False
+                cost[mask] = INFINITY
+            for m, w, transposed in adj[v]:
+                if w in inside:   # one index for the class: the diagonal, counted from one end
+                    if not transposed:
+                        cost += np.diagonal(np.asarray(m, dtype=np.float64))
+                elif choice[w] >= 0:
+                    cost += m[choice[w], :] if transposed else m[:, choice[w]]
+            for ok, w, transposed in pairs[v]:
+                if w in inside:
+                    if not transposed:
+                        cost[~np.diagonal(ok)] = INFINITY
+                elif choice[w] >= 0:
+                    cost[~(ok[choice[w], :] if transposed else ok[:, choice[w]])] = INFINITY
+        q = int(np.argmin(cost))
+        if cost[q] >= INFINITY:
+            return None
+        for v in group:
+            choice[v] = q
+    return choice
+
+
+def _split_devices(minfo, spec) -> int:
+    """Devices the spec's dims split over (the product of its mesh axes' sizes)."""
+    return int(np.prod([minfo.shape[a] for axes in spec for a in axes])) if spec else 1
+
+
+def _replicated(minfo, st) -> bool:
+    from ..strategy.base import is_mesh_spec, spec_axes
+
+    out = st.out
+    return is_mesh_spec(out) and not spec_axes(out)
+
+
+def _leading_split(minfo, st) -> int:
+    """Devices ``st`` splits its output's leading dim over when that is the only dim split (else 0)."""
+    from ..strategy.base import is_mesh_spec
+
+    out = st.out
+    if not is_mesh_spec(out) or not out or any(out[1:]) or not out[0]:
+        return 0
+    return _split_devices(minfo, out)
+
+
+def known_plans(graph, state_params=()) -> list[KnownPlan]:
+    """The plans of ``graph`` (a :class:`hloshard.autoshard.build.Graph`) known without a search:
+
+    * ``"replicated"``: every node whose strategies include an unsplit output takes one (the operands'
+      layouts completed as :func:`complete_plan` does; kept shardings stay kept) -- no collective but
+      what the module writes itself;
+    * ``"data-parallel"``: every entry parameter that is not state (``state_params``: parameter numbers
+      of tied state, :attr:`module.ties`) split along its leading dim only, over the most devices its
+      strategies offer (the batch, as a jax step takes it first); the state and every other node as
+      :func:`complete_plan` continues from there (state replicated where its strategies allow).  Not
+      listed when no parameter has such a strategy.
+
+    Each is evaluated on ``graph.problem`` (:class:`KnownPlan`); a plan :func:`complete_plan` cannot
+    finish is left out.  Costs one pass over the nodes and edges per plan."""
+    from ..autoshard.evaluate import evaluate_choice
+    from ..costgraph import evaluate
+
+    minfo = graph.ctx.minfo
+    entry = graph.module.entry
+    params = set(id(p) for p in entry.parameters)
+    state = set(int(q) for q in state_params)
+    n = len(graph.nodes)
+    rep = [None] * n
+    dp = [None] * n
+    split_any = False
+    for v, g in enumerate(graph.nodes):
+        if g.multi:
+            continue
+        keep = [q for q, st in enumerate(g.strategies) if _replicated(minfo, st)]
+        rep[v] = keep or None
+        if id(g.instr) in params and g.instr.parameter_number not in state:
+            ways = [_leading_split(minfo, st) for st in g.strategies]
+            most = max(ways, default=0)
+            if most > 1:
+                dp[v] = [q for q, w in enumerate(ways) if w == most]
+                split_any = True
+                continue
+        if id(g.instr) in params:
+            dp[v] = rep[v]
+    out = []
+    for name, allowed in (("replicated", rep), ("data-parallel", dp if split_any else None)):
+        if allowed is None:
+            continue
+        choice = complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
+        if choice is None:
+            continue
+        obj, ok = evaluate(graph.problem, choice)
+        out.append(KnownPlan(name, choice, int(obj), bool(ok), evaluate_choice(graph, choice)))
+    return out

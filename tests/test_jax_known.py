@@ -1,0 +1,160 @@
+"""The plans ``auto_shard`` knows before it searches (:mod:`hloshard.jax.known`): the replicated and the
+data-parallel plan of the cost graph, the first solve's start (``solve_module(known=...)``: never a costlier
+answer) and the memory guard's fallback when no re-solve could run (:func:`hloshard.jax.guard.guard_plan`).
+
+The module is the sample MLP train step (``samples/mlp_train_step.pre.hlo``: four weights, a batch
+``f32[64,512]`` and targets, outputs the loss and the four updated weights), its weights tied to their
+updates as ``auto_shard`` ties a step's state; no jax needed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hloshard.autoshard import solve_module
+from hloshard.autoshard.aliases import Tie
+from hloshard.autoshard.build import build_graph
+from hloshard.costgraph import evaluate
+from hloshard.hlo import parse_module
+from hloshard.jax.known import complete_plan, known_plans
+from hloshard.mesh import DeviceMesh
+from hloshard.strategy.base import spec_axes
+from tests.conftest import ROOT
+
+STATE = (0, 1, 2, 3)   # the weights; parameters 4 and 5 are the batch
+
+
+def _module():
+    module = parse_module((ROOT / "samples" / "mlp_train_step.pre.hlo").read_text(), "<mlp>")
+    for p in module.entry.parameters:   # the example as a user hands it over: nothing sharded
+        p.sharding = None
+    module.ties = [Tie((q + 1,), q) for q in STATE]
+    return module
+
+
+def _mesh():
+    return DeviceMesh.parse("data=2,model=4")
+
+
+def _out(graph, choice, instr):
+    v = next(v for v, g in enumerate(graph.nodes) if g.instr is instr)
+    return graph.nodes[v].strategies[choice[v]].out
+
+
+def test_known_plans_replicated_and_data_parallel():
+    module = _module()
+    graph = build_graph(module, _mesh(), "io")
+    plans = {p.name: p for p in known_plans(graph, STATE)}
+    assert set(plans) == {"replicated", "data-parallel"}
+    params = {p.parameter_number: p for p in module.entry.parameters}
+    for name, p in plans.items():
+        obj, ok = evaluate(graph.problem, p.choice)
+        assert ok and p.feasible and obj == p.objective, name
+        for q in STATE:   # the state stays replicated in both
+            assert not spec_axes(_out(graph, p.choice, params[q])), (name, q)
+    rep, dp = plans["replicated"], plans["data-parallel"]
+    assert all(not spec_axes(g.strategies[c].out) for g, c in zip(graph.nodes, rep.choice)
+               if not g.multi and any(not spec_axes(s.out) for s in g.strategies))
+    for q in (4, 5):   # the batch split along its leading dim over all 8 devices
+        out = _out(graph, dp.choice, params[q])
+        assert out[0] and not any(out[1:]) and len(out[0]) == len(graph.ctx.minfo.axes), out
+    # the batch split: no replicated copy of a [64, 1024] activation, so a lower peak; collectives paid
+    assert dp.evaluation.peak_memory < rep.evaluation.peak_memory
+    assert rep.evaluation.communication == 0 < dp.evaluation.communication
+
+
+def test_complete_plan_keeps_ties_and_followers():
+    """A tied output takes its parameter's layout even when the node it follows was chosen before it."""
+    graph = build_graph(_module(), _mesh(), "io")
+    prob = graph.problem
+    allowed = [None] * prob.num_nodes
+    choice = complete_plan(prob, allowed, graph.follows)
+    assert choice is not None and evaluate(prob, choice)[1]
+    for a, b in graph.follows:
+        if prob.strategy_counts[a] == prob.strategy_counts[b]:
+            assert choice[a] == choice[b]
+    # a node with no allowed strategy that is finite: no plan
+    v = next(v for v, g in enumerate(graph.nodes) if len(g.strategies) > 1)
+    allowed[v] = [0]
+    forced = complete_plan(prob, allowed, graph.follows)
+    assert forced is None or forced[v] == 0
+
+
+def test_solve_never_costlier_than_a_known_plan():
+    """Given the known plans, even a search with almost no time answers no costlier than the cheapest."""
+    module = _module()
+    seen = {}
+
+    def known(graph):
+        seen["plans"] = plans = known_plans(graph, STATE)
+        return [p.choice for p in plans]
+
+    r = solve_module(module, _mesh(), keep="io", time_limit=0.01, deterministic=True, apply=False, known=known)
+    best = min(p.objective for p in seen["plans"] if p.feasible)
+    assert evaluate(r.graph.problem, r.choice)[0] <= best
+    assert len(r.graph.known) == len(seen["plans"])
+
+
+def test_guard_falls_back_to_a_known_plan(monkeypatch):
+    """When no re-solve finds a plan within the baseline's peak, the guard returns the cheapest known plan
+    that keeps it instead of the unguarded plan."""
+    import hloshard.autoshard as autoshard
+    import hloshard.jax.guard as guard
+    from hloshard.errors import SolveFailed
+
+    module = _module()
+    mesh = _mesh()
+    holder = {}
+
+    def known(graph):
+        holder["plans"] = plans = known_plans(graph, STATE)
+        return [p.choice for p in plans]
+
+    first = solve_module(module, mesh, keep="io", time_limit=2, deterministic=True, apply=False, known=known)
+    plans = {p.name: p for p in holder["plans"]}
+    # the first plan as the replicated one (the highest peak), the baseline at the data-parallel plan's peak
+    rep, dp = plans["replicated"], plans["data-parallel"]
+    first.choice, first.evaluation = list(rep.choice), rep.evaluation
+    limit = int(dp.evaluation.peak_memory)
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
+                                                                  "collective_cost": 0.0})
+
+    def refuse(*a, **k):
+        raise SolveFailed("no feasible solution (test)")
+
+    monkeypatch.setattr(autoshard, "solve_module", refuse)
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
+    assert g["applied"] and g["fallback"] == "data-parallel", g
+    assert out.choice == dp.choice and out.evaluation.peak_memory <= limit
+    assert "known before the search" in g["note"]
+    # nothing known keeps the limit: the unguarded plan is kept, as before
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1,
+                                                                  "collective_cost": 0.0})
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
+    assert not g["applied"] and out is first and "plan is kept" in g["note"]
+
+
+if __name__ == "__main__":   # pragma: no cover
+    pytest.main([__file__, "-q"])
+
+
+def test_with_memory_budget_is_the_budgeted_build():
+    """The guard's re-solve takes the first solve's graph with its limit (``with_memory_budget``) instead of
+    building again: the same problem as a build with that budget, and the same deterministic answer."""
+    from hloshard.autoshard.build import with_memory_budget
+
+    mesh = _mesh()
+    module = _module()
+    g0 = build_graph(module, mesh, "io")
+    budget = 3 << 20
+    g1 = with_memory_budget(g0, budget)
+    g2 = build_graph(_module(), mesh, "io", budget)
+    assert g0.problem.usage_limit is None and g0.memory_budget is None   # left as it was
+    assert g1.problem.usage_limit == g2.problem.usage_limit is not None
+    assert (g1.memory_budget, g1.model_limit) == (g2.memory_budget, g2.model_limit)
+    assert g1.solver_problem.num_nodes == g2.solver_problem.num_nodes > g0.solver_problem.num_nodes
+    a = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=1, deterministic=True, apply=False,
+                     graph=g1)
+    b = solve_module(_module(), mesh, keep="io", memory_budget=budget, time_limit=1, deterministic=True,
+                     apply=False)
+    assert a.graph is g1 and a.choice == b.choice and a.evaluation.total == b.evaluation.total
