@@ -16,7 +16,8 @@ from hloshard.autoshard.aliases import Tie
 from hloshard.autoshard.build import build_graph
 from hloshard.costgraph import evaluate
 from hloshard.hlo import parse_module
-from hloshard.jax.known import complete_plan, known_plans
+from hloshard.autoshard.trivial import complete_plan
+from hloshard.jax.known import known_plans
 from hloshard.mesh import DeviceMesh
 from hloshard.strategy.base import spec_axes
 from tests.conftest import ROOT

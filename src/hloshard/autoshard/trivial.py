@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..costgraph import INFINITY, evaluate
+from ..solver.unionfind import UnionFind
 from ..strategy.base import is_mesh_spec
 
 
@@ -56,22 +57,15 @@ def follower_classes(graph) -> list:
     """The classes of nodes that must take one strategy index (``graph.follows`` pairs with strategy
     lists of one length), each a list of nodes, the least first."""
     n = len(graph.nodes)
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = UnionFind(n)
     for a, b in getattr(graph, "follows", ()):
         if len(graph.nodes[a].strategies) == len(graph.nodes[b].strategies):
-            ra, rb = find(int(a)), find(int(b))
+            ra, rb = sets.find(int(a)), sets.find(int(b))
             if ra != rb:
-                parent[max(ra, rb)] = min(ra, rb)
+                sets.union(min(ra, rb), max(ra, rb))   # the class's least node represents it
     classes: dict = {}
     for v in range(n):
-        classes.setdefault(find(v), []).append(v)
+        classes.setdefault(sets.find(v), []).append(v)
     return list(classes.values())
 
 
@@ -105,6 +99,68 @@ def choose_allowed(graph, allowed: list, classes: list | None = None, adj: dict 
         return None, open_nodes
     return choice, open_nodes
 
+
+
+def complete_plan(problem, allowed: list, follows=()) -> list | None:
+    """A choice of ``problem`` (a :class:`hloshard.costgraph.Problem`) that takes, for every node ``v``
+    with ``allowed[v]`` (a list of strategy indices, or None: any), one of those indices.  Followers
+    (``follows``: ``(followee, follower)`` node pairs, ``graph.follows``; a pair with equal strategy
+    counts takes one index, as :func:`hloshard.solver.followers.merge_followers` merges them) are one
+    class.  Classes in order of their first node (the build's order: a node's operands before it), each
+    the index of least node cost plus edge cost to the nodes already chosen, among those every member
+    allows and its alias pairs with chosen nodes allow (a tied output leaves as its parameter came in).
+    Greedy and myopic by design: a start for the solver, not a search.  Unlike :func:`choose_allowed`
+    (a class's index by node cost alone, for the coarse plan's image and the trivial plans) the class's
+    edges and alias pairs decide here: plans of tied state (:mod:`hloshard.jax.known`) stay feasible.  None when some class has no
+    finite option left."""
+
+    n = problem.num_nodes
+    counts = problem.strategy_counts
+    sets = UnionFind(n)
+    for a, b in follows:
+        ra, rb = sets.find(int(a)), sets.find(int(b))
+        if ra != rb and counts[ra] == counts[rb]:
+            sets.union(min(ra, rb), max(ra, rb))   # the class's first node represents it
+    members: dict = {}
+    for v in range(n):
+        members.setdefault(sets.find(v), []).append(v)
+    adj: list = [[] for _ in range(n)]
+    for e, (a, b) in enumerate(np.asarray(problem.edges).reshape(-1, 2).tolist()):
+        adj[a].append((problem.edge_costs[e], b, False))
+        adj[b].append((problem.edge_costs[e], a, True))
+    pairs: list = [[] for _ in range(n)]
+    for u, v, ok in problem.aliases:
+        pairs[int(u)].append((np.asarray(ok, dtype=bool), int(v), False))
+        pairs[int(v)].append((np.asarray(ok, dtype=bool), int(u), True))
+    choice = [-1] * n
+    for root in sorted(members):
+        group = members[root]
+        inside = set(group)
+        cost = np.zeros(int(counts[root]), dtype=np.float64)
+        for v in group:
+            cost += np.asarray(problem.node_costs[v], dtype=np.float64)
+            if allowed[v]:
+                mask = np.full(cost.shape, True)
+                mask[list(allowed[v])] = False
+                cost[mask] = INFINITY
+            for m, w, transposed in adj[v]:
+                if w in inside:   # one index for the class: the diagonal, counted from one end
+                    if not transposed:
+                        cost += np.diagonal(np.asarray(m, dtype=np.float64))
+                elif choice[w] >= 0:
+                    cost += m[choice[w], :] if transposed else m[:, choice[w]]
+            for ok, w, transposed in pairs[v]:
+                if w in inside:
+                    if not transposed:
+                        cost[~np.diagonal(ok)] = INFINITY
+                elif choice[w] >= 0:
+                    cost[~(ok[choice[w], :] if transposed else ok[:, choice[w]])] = INFINITY
+        q = int(np.argmin(cost))
+        if cost[q] >= INFINITY:
+            return None
+        for v in group:
+            choice[v] = q
+    return choice
 
 def _is_spec(entry) -> bool:
     """An array's mesh spec (a tuple of axis tuples), not a tuple of per-leaf specs."""

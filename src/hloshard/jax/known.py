@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["known_plans", "complete_plan", "KnownPlan"]
+from ..autoshard.trivial import complete_plan
+
+__all__ = ["known_plans", "KnownPlan"]
 
 
 class KnownPlan:
@@ -35,68 +37,6 @@ class KnownPlan:
 
     def __repr__(self) -> str:
         return f"KnownPlan({self.name!r}, objective={self.objective}, feasible={self.feasible})"
-
-
-def complete_plan(problem, allowed: list, follows=()) -> list | None:
-    """A choice of ``problem`` (a :class:`hloshard.costgraph.Problem`) that takes, for every node ``v``
-    with ``allowed[v]`` (a list of strategy indices, or None: any), one of those indices.  Followers
-    (``follows``: ``(followee, follower)`` node pairs, ``graph.follows``; a pair with equal strategy
-    counts takes one index, as :func:`hloshard.solver.followers.merge_followers` merges them) are one
-    class.  Classes in order of their first node (the build's order: a node's operands before it), each
-    the index of least node cost plus edge cost to the nodes already chosen, among those every member
-    allows and its alias pairs with chosen nodes allow (a tied output leaves as its parameter came in).
-    Greedy and myopic by design: a start for the solver, not a search.  None when some class has no
-    finite option left."""
-    from ..costgraph import INFINITY
-    from ..solver.unionfind import UnionFind
-
-    n = problem.num_nodes
-    counts = problem.strategy_counts
-    sets = UnionFind(n)
-    for a, b in follows:
-        ra, rb = sets.find(int(a)), sets.find(int(b))
-        if ra != rb and counts[ra] == counts[rb]:
-            sets.union(min(ra, rb), max(ra, rb))   # the class's first node represents it
-    members: dict = {}
-    for v in range(n):
-        members.setdefault(sets.find(v), []).append(v)
-    adj: list = [[] for _ in range(n)]
-    for e, (a, b) in enumerate(np.asarray(problem.edges).reshape(-1, 2).tolist()):
-        adj[a].append((problem.edge_costs[e], b, False))
-        adj[b].append((problem.edge_costs[e], a, True))
-    pairs: list = [[] for _ in range(n)]
-    for u, v, ok in problem.aliases:
-        pairs[int(u)].append((np.asarray(ok, dtype=bool), int(v), False))
-        pairs[int(v)].append((np.asarray(ok, dtype=bool), int(u), True))
-    choice = [-1] * n
-    for root in sorted(members):
-        group = members[root]
-        inside = set(group)
-        cost = np.zeros(int(counts[root]), dtype=np.float64)
-        for v in group:
-            cost += np.asarray(problem.node_costs[v], dtype=np.float64)
-            if allowed[v]:
-                mask = np.full(cost.shape, True)
-                mask[list(allowed[v])] = False
-                cost[mask] = INFINITY
-            for m, w, transposed in adj[v]:
-                if w in inside:   # one index for the class: the diagonal, counted from one end
-                    if not transposed:
-                        cost += np.diagonal(np.asarray(m, dtype=np.float64))
-                elif choice[w] >= 0:
-                    cost += m[choice[w], :] if transposed else m[:, choice[w]]
-            for ok, w, transposed in pairs[v]:
-                if w in inside:
-                    if not transposed:
-                        cost[~np.diagonal(ok)] = INFINITY
-                elif choice[w] >= 0:
-                    cost[~(ok[choice[w], :] if transposed else ok[:, choice[w]])] = INFINITY
-        q = int(np.argmin(cost))
-        if cost[q] >= INFINITY:
-            return None
-        for v in group:
-            choice[v] = q
-    return choice
 
 
 def _split_devices(minfo, spec) -> int:
