@@ -180,7 +180,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
-    :data:`hloshard.autoshard.solve.REPRICE_SHARE` of its build time) and (c) the XLA runs: the memory
+    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time) and (c) the XLA runs: the memory
     guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
     the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
     more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
