@@ -91,6 +91,9 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "peak_memory_per_device": int(ev.peak_memory),
         "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
         "memory_budget": memory_budget,
+        # the predicted peak a plan may have under the budget (the budget less the memory model's measured
+        # under-estimate of XLA: hloshard.cost.memory.model_limit)
+        "memory_model_limit": getattr(g, "model_limit", None),
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
@@ -223,7 +226,11 @@ def _memory_line(report: dict) -> str:
     line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
     budget = report.get("memory_budget")
     if budget:
-        line += f"; budget {format_bytes(budget)} ({peak / budget:.0%} used)"
+        line += f"; budget {format_bytes(budget)} ({peak / budget:.0%} used"
+        limit = report.get("memory_model_limit")
+        if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
+            line += f"; held to {format_bytes(limit)} predicted, {peak / limit:.0%} of it"
+        line += ")"
     else:
         line += "; no budget"
     return line
