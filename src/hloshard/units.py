@@ -93,6 +93,8 @@ def parse_memory_budget(text: str) -> int:
         return DEVICE_MEMORY[key]
     try:
         return parse_bytes(text)
-    except UsageError:
+    except UsageError as exc:
+        if re.match(r"\s*[-+]?[0-9.]", str(text)):   # a size, out of range or malformed: parse_bytes says which
+            raise UsageError(f"invalid memory budget {text!r}: {str(exc).split(': ', 1)[-1]}") from None
         raise UsageError(f"invalid memory budget {text!r}: expected a byte size like 64MiB or a device name "
                          f"({', '.join(DEVICE_MEMORY)})") from None

@@ -43,10 +43,7 @@ class _Budget(click.ParamType):
         if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-80gb, ...)
             from ..units import parse_memory_budget
 
-            try:
-                return parse_memory_budget(value)
-            except UsageError as exc:
-                self.fail(str(exc), param, ctx)
+            return parse_memory_budget(value)   # a UsageError: the CLI's one error form, exit 2
         return BYTE_SIZE.convert(value, param, ctx)
 
 
