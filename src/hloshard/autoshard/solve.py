@@ -221,6 +221,16 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
             deterministic, progress, memory_budget)
         solver_seconds += spent
     if limit is not None and ev.peak_memory > limit:
+        known_fit = _known_within(graph, limit)
+        if known_fit is not None:   # the search found nothing within the limit: a plan known without one does
+            name, kchoice, kev, kobj = known_fit
+            msg = (f"the search found no plan within the model's limit for the memory budget "
+                   f"({format_bytes(int(limit))}){' in time' if out_of_time else ''}; the plan written is the "
+                   f"{name} plan, known without a search ({format_bytes(kev.peak_memory)} predicted)")
+            graph.warnings.append(msg)
+            sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
+            choice, ev = list(kchoice), kev
+    if limit is not None and ev.peak_memory > limit:
         more = (" and the time limit ended before a re-solve with them priced could end"
                 if out_of_time else "")
         raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
@@ -236,6 +246,30 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def _known_within(graph: Graph, limit: int):
+    """The cheapest plan known without a search (``graph.known``, the caller's, e.g.
+    :func:`hloshard.jax.known.known_plans`; and :func:`hloshard.autoshard.trivial.trivial_plans`) whose
+    evaluated peak (communication buffers included, :func:`evaluate_choice`) keeps ``limit``, as
+    ``(name, choice, evaluation, objective in the problem's integer units)``; None when none does.
+    A new user's T5 with ``memory_budget="12MiB"`` failed or passed by the machine's load: the search's
+    plans needed 9,898,820 B against a 9,830,400 B limit when the time ended (round 14, finding 4)."""
+    from ..costgraph import evaluate
+    from .trivial import trivial_plans
+
+    plans = [(f"known ({k + 1})", c) for k, c in enumerate(getattr(graph, "known", None) or [])]
+    best = None
+    for name, c in plans + trivial_plans(graph):
+        if c is None or len(c) != graph.problem.num_nodes:
+            continue
+        obj, ok = evaluate(graph.problem, c)
+        if not ok or (best is not None and obj >= best[3]):
+            continue
+        kev = evaluate_choice(graph, c)
+        if kev.peak_memory <= limit:
+            best = (name, c, kev, obj)
+    return best
 
 
 def cheapest_start(problem, choices):
