@@ -74,7 +74,9 @@ def test_solve_json_is_the_product_on_stdout_and_needs_o(tmp_path):
     assert r.exit_code == 0, r.output
     rep = json.loads(r.stdout)           # stdout holds exactly the JSON report
     assert rep["output"] == str(out) and out.read_text().startswith("HloModule")
-    assert r.stderr == ""
+    # nothing else on stderr but the report's own warnings (the untied-state note of a train step)
+    assert all(line.startswith("warning: ") for line in r.stderr.splitlines())
+    assert len(r.stderr.splitlines()) == len(rep["warnings"])
 
 
 def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
@@ -92,8 +94,8 @@ def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
     out = tmp_path / "m.hlo"
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "--format", "json", "--deterministic", "--time-limit", "5", "-o", out])
     assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["warnings"][-1] == "a test warning"
-    assert r.stderr.strip().splitlines() == ["warning: a test warning"]
+    assert "a test warning" in json.loads(r.stdout)["warnings"]
+    assert "warning: a test warning" in r.stderr.strip().splitlines()
 
 
 def test_solve_text_summary_on_stderr_module_on_stdout():

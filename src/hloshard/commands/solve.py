@@ -216,6 +216,45 @@ def _cost_line(report: dict) -> str:
     return line
 
 
+def untied_state_note(module) -> str | None:
+    """A note when the written ``module`` looks like a training step whose state is not tied: it has no
+    ``input_output_alias`` and no ``--tie``, and top-level root outputs have the shape and dtype of an
+    entry parameter (each paired with the first unpaired such parameter, in order) but leave in another
+    layout than it comes in, so a loop would reshard them before every next step, which no cost counts.
+    None otherwise.  A new user's T5 train step came back with its parameters in replicated and its new
+    parameters out split (round 14, finding 6); ``hloshard.jax.auto_shard`` ties them by itself."""
+    from ..autoshard.aliases import module_ties
+
+    if module_ties(module):
+        return None
+    root = module.entry.root
+    if not root.shape.is_tuple or root.sharding is None or not root.sharding.is_tuple:
+        return None
+    params = sorted((p for p in module.entry.parameters if p.shape.is_array), key=lambda p: p.parameter_number)
+    used: set = set()
+    pairs = []
+    leaf = 0
+    for j, sub in enumerate(root.shape.tuple_shapes):
+        if not sub.is_array:
+            leaf += len(sub.leaves()) if hasattr(sub, "leaves") else 1
+            continue
+        out_sh = root.sharding.tuple_elements[leaf] if leaf < len(root.sharding.tuple_elements) else None
+        leaf += 1
+        p = next((p for p in params if p.parameter_number not in used and str(p.shape) == str(sub)), None)
+        if p is None:
+            continue
+        used.add(p.parameter_number)
+        if out_sh is not None and p.sharding is not None and out_sh != p.sharding:
+            pairs.append((j, p.parameter_number))
+    if not pairs:
+        return None
+    ex = " ".join(f"--tie {j}={q}" for j, q in pairs[:3])
+    return (f"{len(pairs)} root outputs have the shape and dtype of an entry parameter and leave in another "
+            f"layout than it comes in; if this is a training step, a loop reshards them before every next step "
+            f"(no cost here counts it): `--tie OUTPUT_INDEX=PARAM_NUMBER` keeps each in its parameter's layout "
+            f"(e.g. {ex}{' ...' if len(pairs) > 3 else ''})")
+
+
 def _memory_line(report: dict) -> str:
     from ..units import format_bytes
 
@@ -585,6 +624,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report = build_report(result, dmesh, keep, memory_budget)
     if per_device_note:
         report["warnings"].insert(0, per_device_note)
+    state_note = untied_state_note(module)
+    if state_note:
+        report["warnings"].append(state_note)
     report["pins"] = getattr(result.graph, "pins", 0)   # operand pin copies written (--pin-operands)
     if search is not None:
         report["mesh_search"] = search.to_json()
