@@ -251,24 +251,35 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
 def _known_within(graph: Graph, limit: int):
     """The cheapest plan known without a search (``graph.known``, the caller's, e.g.
     :func:`hloshard.jax.known.known_plans`; and :func:`hloshard.autoshard.trivial.trivial_plans`) whose
-    evaluated peak (communication buffers included, :func:`evaluate_choice`) keeps ``limit``, as
-    ``(name, choice, evaluation, objective in the problem's integer units)``; None when none does.
-    A new user's T5 with ``memory_budget="12MiB"`` failed or passed by the machine's load: the search's
-    plans needed 9,898,820 B against a 9,830,400 B limit when the time ended (round 14, finding 4)."""
-    from ..costgraph import evaluate
+    evaluated peak keeps ``limit`` (:func:`cheapest_within`), or None.  A new
+    user's T5 with ``memory_budget="12MiB"`` failed or passed by the machine's load: the search's plans
+    needed 9,898,820 B against a 9,830,400 B limit when the time ended (round 14, finding 4)."""
     from .trivial import trivial_plans
 
-    plans = [(f"known ({k + 1})", c) for k, c in enumerate(getattr(graph, "known", None) or [])]
+    plans = [(f"known ({k + 1})", c, None) for k, c in enumerate(getattr(graph, "known", None) or [])]
+    return cheapest_within(graph, limit, plans + [(n, c, None) for n, c in trivial_plans(graph)])
+
+
+def cheapest_within(graph, limit: int, plans) -> tuple | None:
+    """The cheapest of ``plans`` (``(name, choice, evaluation or None)``: choices of ``graph.problem``;
+    an evaluation already made, :func:`hloshard.autoshard.evaluate.evaluate_choice`, is reused) that is
+    feasible on ``graph.problem`` (:func:`hloshard.costgraph.evaluate`) and whose evaluated peak
+    (communication buffers included) is at most ``limit`` bytes per device, as ``(name, choice,
+    evaluation, objective in the problem's integer units)``; None when none is.  Used where a search
+    ended without a plan within a limit: the memory budget's (:mod:`hloshard.autoshard.solve`) and the
+    JAX memory guard's (:mod:`hloshard.jax.guard`)."""
+    from ..costgraph import evaluate
+
     best = None
-    for name, c in plans + trivial_plans(graph):
+    for name, c, ev in plans:
         if c is None or len(c) != graph.problem.num_nodes:
             continue
         obj, ok = evaluate(graph.problem, c)
         if not ok or (best is not None and obj >= best[3]):
             continue
-        kev = evaluate_choice(graph, c)
-        if kev.peak_memory <= limit:
-            best = (name, c, kev, obj)
+        ev = ev if ev is not None else evaluate_choice(graph, c)
+        if ev.peak_memory <= limit:
+            best = (name, c, ev, obj)
     return best
 
 

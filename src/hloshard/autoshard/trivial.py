@@ -235,3 +235,4 @@ def cheapest_trivial(graph):
         if ok and (best is None or obj < best[2]):
             best = (name, choice, int(obj))
     return best
+

@@ -140,22 +140,19 @@ def _time_left(deadline) -> float:
 
 def _fallback(result, plans, limit: int):
     """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
-    and peaks at most ``limit`` bytes per device (predicted), as a result like ``result`` (its graph, the
-    solver's bound); None when none does."""
+    and peaks at most ``limit`` bytes per device (predicted; :func:`hloshard.autoshard.solve.cheapest_within`),
+    as ``(a result like result, with its graph and the solver's bound, the plan)``; None when none does."""
     import dataclasses
 
-    best = None
-    for p in plans:
-        ev = p.evaluation
-        if p.feasible and len(p.choice) == len(result.choice) and ev.peak_memory <= limit \
-                and (best is None or ev.total < best[1].total):
-            best = (p, ev)
+    from ..autoshard.solve import cheapest_within
+
+    by_name = {p.name: p for p in plans}
+    best = cheapest_within(result.graph, limit, [(p.name, p.choice, p.evaluation) for p in plans if p.feasible])
     if best is None:
         return None
-    p, ev = best
-    sol = dataclasses.replace(result.solution, strategies=list(p.choice), objective=p.objective,
-                              status="feasible")
-    return dataclasses.replace(result, solution=sol, choice=list(p.choice), evaluation=ev), p
+    name, choice, ev, obj = best
+    sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
+    return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), by_name[name]
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
