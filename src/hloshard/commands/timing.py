@@ -121,7 +121,7 @@ def _pinned_after_build(result, module) -> bool:
     """Whether ``module`` holds operand pins (:mod:`hloshard.strategy.realize`'s ``Sharding``
     custom-calls) that ``result``'s graph did not build: the pins were written after the plan was priced."""
     positions = result.graph.positions
-    return any(i.opcode == "custom-call" and i.attrs.get("custom_call_target") == "Sharding" and i not in positions
+    return any(i.is_sharding_constraint and i not in positions
                for c in module.computations for i in c.instructions)
 
 
