@@ -236,7 +236,7 @@ def untied_state_note(module) -> str | None:
     leaf = 0
     for j, sub in enumerate(root.shape.tuple_shapes):
         if not sub.is_array:
-            leaf += len(sub.leaves()) if hasattr(sub, "leaves") else 1
+            leaf += len(sub.leaves())
             continue
         out_sh = root.sharding.tuple_elements[leaf] if leaf < len(root.sharding.tuple_elements) else None
         leaf += 1
