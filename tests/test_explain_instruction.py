@@ -244,3 +244,23 @@ ENTRY e {
     x = json.loads(r.stdout)["xla"]
     assert x["xla_kinds"] == ["all-reduce"] and "/" in x["collectives"][0]["op_name"], x
     assert x["xla_ring_bytes"] == 3584.0 and x["predicted_ring_bytes"] == 3584.0
+
+
+def test_sub_axes_in_words():
+    """A refined mesh's sub-axes are named as parts of the user's axes, and consecutive sub-axes that
+    make up a contiguous part of one user axis are one (new user 14: 'axis 1:(2)2' in explain)."""
+    from hloshard.explain_instruction import axes_words, describe_spec
+    from hloshard.mesh import DeviceMesh
+
+    unnamed = DeviceMesh((2, 8)).refine((2, 2, 2, 2))
+    assert axes_words(unnamed, (1,)) == "axis 1 (its major 2 of 8; 1:(1)2)"
+    assert axes_words(unnamed, (2,)) == "axis 1 (2 of 8, after the major 2; 1:(2)2)"
+    assert axes_words(unnamed, (3,)) == "axis 1 (its minor 2 of 8; 1:(4)2)"
+    assert axes_words(unnamed, (1, 2, 3)) == "axis 1"                       # all of axis 1, merged
+    assert axes_words(unnamed, (0, 2, 3)) == "axis 0+axis 1 (its minor 4 of 8; 1:(2)4)"
+    assert axes_words(unnamed, (3, 1)) == ("axis 1 (its minor 2 of 8; 1:(4)2)+"   # not contiguous in
+                                           "axis 1 (its major 2 of 8; 1:(1)2)")   # this order: not merged
+    named = DeviceMesh((2, 4), axis_names=("data", "model")).refine((2, 2, 2))
+    assert describe_spec(((0,), (), (1, 2)), named) == "dim 0 over data, dim 2 over model"
+    assert describe_spec(((2,), (1,)), named) == ("rows over model (its minor 2 of 4; model:(2)2), "
+                                                  "columns over model (its major 2 of 4; model:(1)2)")

@@ -74,11 +74,47 @@ class Explanation:
 # strategies in words
 
 
-def axis_words(mesh, axis: int) -> str:
-    """A mesh axis as reports name it: its user name (``model``), a sub-axis in Shardy's form
-    (``model:(1)2``, the major 2 of model), or ``axis 1`` on an unnamed mesh."""
-    label = mesh.axis_label(axis) if hasattr(mesh, "axis_label") else str(axis)
-    return f"axis {label}" if label[:1].isdigit() else label
+def _user_axis_words(mesh, user_axis: int) -> str:
+    names = getattr(mesh, "user_names", None)
+    return names[user_axis] if names else f"axis {user_axis}"
+
+
+def _part_words(mesh, user_axis: int, pre: int, size: int) -> str:
+    """Part ``(pre)size`` of the user's axis ``user_axis`` in words: the whole axis by its name, else
+    which of its devices the part spans, e.g. ``model (its major 2 of 4)``, ``axis 1 (its minor 2 of 4)``,
+    ``axis 1 (2 of 8, after the major 2)``; Shardy's form ``model:(1)2`` in brackets for the HLO reader."""
+    full = mesh.user_shape[user_axis]
+    base = _user_axis_words(mesh, user_axis)
+    if size == full:
+        return base
+    short = (getattr(mesh, "user_names", None) or [None] * len(mesh.user_shape))[user_axis]
+    shardy = f"{short if short else user_axis}:({pre}){size}"
+    if pre == 1:
+        where = f"its major {size} of {full}"
+    elif pre * size == full:
+        where = f"its minor {size} of {full}"
+    else:
+        where = f"{size} of {full}, after the major {pre}"
+    return f"{base} ({where}; {shardy})"
+
+
+def axes_words(mesh, axes) -> str:
+    """Mesh axes (internal axis indices, major to minor) as reports name them, joined with ``+``:
+    user names (``model``) or ``axis 1`` on an unnamed mesh; the sub-axes of a refined mesh
+    (:meth:`hloshard.mesh.DeviceMesh.axis_label`) in words, and consecutive sub-axes that make up a
+    contiguous part of one user axis merged (``1:(1)2`` + ``1:(2)2`` = all of axis 1)."""
+    subs = getattr(mesh, "sub_axes", None)
+    if not subs or not hasattr(mesh, "user_shape"):
+        return "+".join(f"axis {a}" for a in axes)
+    merged: list[list[int]] = []            # [user_axis, pre, size]
+    for a in axes:
+        sub = subs[a]
+        last = merged[-1] if merged else None
+        if last and last[0] == sub.user_axis and last[1] * last[2] == sub.pre_size:
+            last[2] *= sub.size
+        else:
+            merged.append([sub.user_axis, sub.pre_size, sub.size])
+    return "+".join(_part_words(mesh, u, pre, size) for u, pre, size in merged)
 
 
 def _is_dims_spec(spec) -> bool:
@@ -96,7 +132,7 @@ def describe_spec(spec, mesh) -> str:
     for d, axes in enumerate(spec):
         if axes:
             what = names[d] if names else f"dim {d}"
-            parts.append(f"{what} over {'+'.join(axis_words(mesh, a) for a in axes)}")
+            parts.append(f"{what} over {axes_words(mesh, axes)}")
     return ", ".join(parts) if parts else "replicated"
 
 
@@ -125,7 +161,7 @@ def describe_strategy(st, mesh) -> str:
     parts = [prefix + layout]
     for pc in getattr(st, "collectives", ()) or ():
         axes = tuple(getattr(pc, "mesh_axes", ()) or ())
-        over = f" over {'+'.join(axis_words(mesh, a) for a in axes)}" if axes else ""
+        over = f" over {axes_words(mesh, axes)}" if axes else ""
         parts.append(f"{pc.kind}{over}")
     if name.endswith("|allreduce+slice"):
         parts.append("then each device keeps its slice of the sum")
@@ -339,7 +375,8 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
                 out_cost += c / max(1, len(graph.edge_info[e]))
                 if c > 0:
                     users.append({"user": dst_group.instr.name, "cost": round(c / len(graph.edge_info[e]), 6)})
-    collectives = [{"kind": pc.kind, "mesh_axes": list(pc.mesh_axes), "group_size": int(pc.group_size),
+    collectives = [{"kind": pc.kind, "mesh_axes": list(pc.mesh_axes),
+                    "mesh_axes_words": axes_words(graph.mesh, tuple(pc.mesh_axes)), "group_size": int(pc.group_size),
                     "bytes_per_device": int(pc.nbytes), "ring_bytes": round(float(pc.ring_bytes), 3),
                     "replica_groups": [list(x) for x in (pc.replica_groups or
                                                          graph.mesh.replica_groups(tuple(pc.mesh_axes)))]}
@@ -797,7 +834,7 @@ def render_text(expl: Explanation, console) -> None:
                 groups = c["replica_groups"]
                 shown = str(groups[:2])[:-1] + (", ...]" if len(groups) > 2 else "]")
                 ring = c.get("ring_bytes")
-                t.add_row(c["kind"], ",".join(map(str, c["mesh_axes"])), shown, format_bytes(c["bytes_per_device"]),
+                t.add_row(c["kind"], c.get("mesh_axes_words") or ",".join(map(str, c["mesh_axes"])), shown, format_bytes(c["bytes_per_device"]),
                           "-" if ring is None else format_bytes(int(round(ring))))
             print_table(console, t)
         if n["users_resharding"]:
