@@ -100,6 +100,12 @@ def test_explain_lists_no_alternatives_for_a_shard(tmp_path):
     assert rep["completion"]["method"] == "per-device"
     assert rep["alternatives"] == [] and rep["sharding_used"] == "{replicated}"
     assert any("no alternative sharding of d" in n for n in rep["notes"]), rep["notes"]
+    # the text says the value is one device's shard, not "replicated" (new user 14)
+    path = tmp_path / "m.hlo"
+    r = CliRunner().invoke(main, ["explain", str(path), "--instruction", "d", "--mesh", "data=4,model=2"])
+    assert r.exit_code == 0, r.output
+    assert "already one device's shard" in r.output and "whole on each device" in r.output
+    assert "replicated" not in r.output and "chosen as" not in r.output, r.output
 
 
 def test_solve_warns_that_the_input_is_already_partitioned(tmp_path):

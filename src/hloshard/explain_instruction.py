@@ -792,10 +792,16 @@ def render_text(expl: Explanation, console) -> None:
                   f"{d['computation']})")
     if source_text(d["source"]):
         console.print(f"  source  {source_text(d['source'])}")
-    given = d["sharding"] or "none (chosen as `hloshard cost` would)"
-    console.print(f"  sharding  {given}")
-    if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
-        console.print(f"  priced as {d['sharding_used']}")
+    per_device = (d.get("completion") or {}).get("method") == "per-device"
+    if per_device:   # a per-device program: no sharding to choose, the shape is one device's shard
+        console.print(f"  sharding  {d['sharding'] or 'none'}: a per-device program's value, its shape is "
+                      f"already one device's shard")
+        console.print("  priced as whole on each device (the module's own collectives move the data)")
+    else:
+        given = d["sharding"] or "none (chosen as `hloshard cost` would)"
+        console.print(f"  sharding  {given}")
+        if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
+            console.print(f"  priced as {d['sharding_used']}")
     mc = d["module_cost"]
     console.print(("  (costs in seconds on " + d["device"] + ": the solver's objective, `cost`'s total_cost; `cost`'s "
                    "estimated step time is the plan's roofline, which also counts layout copies and a per-device "
@@ -805,12 +811,14 @@ def render_text(expl: Explanation, console) -> None:
                   f"{format_bytes(d['peak_memory_per_device'])} per device")
     for n in d["nodes"]:
         leaf = "" if n["leaf"] is None else f" (leaf {n['leaf']})"
-        console.print(f"\n[bold]strategy[/bold]{leaf}: {n.get('strategy_description') or n['strategy']}", soft_wrap=True)
+        words = "whole on each device (a per-device program)" if per_device else \
+            (n.get("strategy_description") or n["strategy"])
+        console.print(f"\n[bold]strategy[/bold]{leaf}: {words}", soft_wrap=True)
         console.print(f"  compute {f(n['compute'])}, communication "
                       f"{f(n['communication'])}, resharding of its operands {f(n['resharding_in'])}, of its "
                       f"output by users {f(n['resharding_out'])}; memory {format_bytes(n['memory_per_device'])} "
                       f"per device" + (f"; runs {n['executions']:g}x" if n["executions"] != 1 else ""))
-        if n["operands"]:
+        if n["operands"] and not per_device:   # a per-device program's operands are whole on each device
             t = Table(header_style="bold", title="operand shardings it needs", title_justify="left")
             for col in ("operand", "needs", "has", "resharding"):
                 t.add_column(col)
