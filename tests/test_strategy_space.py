@@ -202,6 +202,25 @@ def test_56_way_uneven_row_split_under_a_tight_budget():
     assert ((1, 2), (3,)) in mi.enumerate((32, 128))     # 128 over 7: padding 5/128
 
 
+def test_divisible_io_splits_parameters_and_outputs_evenly():
+    """``mesh.divisible_io`` (auto_shard's meshes, ``solve --partition-specs``): a jax.jit argument's or
+    result's NamedSharding must divide its dims (new user 15: a budgeted plan put P('model') on a (10,)
+    bias and jax raised IndivisibleError). DOT56 without it: the root d is split 8 x 7 with 128 columns over
+    7 (padded tiles of 19); with it, d and the parameter a split evenly and the plan costs more."""
+    module, _, free = _solve(DOT56, "1x2x4x7")
+    assert _shardings(module)["d"] == HloSharding.parse("{devices=[8,7]<=[56]}")   # uneven without it
+    module = parse_module(DOT56)
+    mesh = DeviceMesh.for_module(module, "1x2x4x7").with_policy(None, None, divisible_io=True)
+    even = solve_module(module, mesh, time_limit=20, deterministic=True)
+    assert even.objective > free.objective
+    for name in ("a", "d"):
+        sh = _shardings(module)[name]
+        dims = [i for i in module.entry.instructions if i.name == name][0].shape.dims
+        assert all(d % t == 0 for d, t in zip(dims, sh.tile_dims)), (name, sh)
+    # a refined or coarse copy of the mesh keeps the rule
+    assert mesh.refine((1, 2, 2, 2, 7)).divisible_io
+
+
 U24 = """HloModule u24, num_partitions=32
 
 ENTRY e {

@@ -105,7 +105,7 @@ class DeviceMesh:
     """
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
-                 "source", "notes", "max_padding", "memory_budget", "roofline_prices", "memory_device",
+                 "source", "notes", "max_padding", "memory_budget", "divisible_io", "roofline_prices", "memory_device",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -124,7 +124,10 @@ class DeviceMesh:
           ``xla.sdy.meshes``), ``'inferred'``, ``'num_partitions'``, ``'auto'`` or ``'given'``);
         * ``notes``: messages for the commands to print (refinements, shardings left as they are);
         * ``max_padding`` (default 0.5) and ``memory_budget`` (bytes or None): the uneven-split policy
-          of the strategy space (:class:`hloshard.strategy.base.MeshInfo`);
+          of the strategy space (:class:`hloshard.strategy.base.MeshInfo`); ``divisible_io`` (default
+          False): entry parameters and outputs split evenly only (a ``jax.jit`` argument's or result's
+          ``NamedSharding`` must divide its dims; XLA's auto-sharding option
+          ``only_allow_divisible_input_output``), :func:`hloshard.autoshard.build.build_graph`;
         * ``roofline_prices``: with ``--device``, the device's roofline in cost units
           (:class:`hloshard.cost.roofline.RooflinePrices`: compute priced as max(flops, HBM bytes)),
           else None.
@@ -164,6 +167,7 @@ class DeviceMesh:
         self.notes = []
         self.max_padding = 0.5
         self.memory_budget = None
+        self.divisible_io = False
         self.roofline_prices = None
         #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
         self.memory_device = None
@@ -279,15 +283,19 @@ class DeviceMesh:
             mesh = refine_for_module(mesh, module)
         return mesh
 
-    def with_policy(self, max_padding: float | None = None, memory_budget: int | None = None) -> "DeviceMesh":
+    def with_policy(self, max_padding: float | None = None, memory_budget: int | None = None,
+                    divisible_io: bool | None = None) -> "DeviceMesh":
         """Set the uneven-split policy (``max_padding``: padded elements / real elements allowed for an
         uneven split, default 0.5; ``memory_budget``: bytes per device, enables uneven splits that use
-        more devices than any even one). Returns ``self``. Raises UsageError on a negative padding."""
+        more devices than any even one; ``divisible_io``: entry parameters and outputs split evenly only,
+        None leaves it as it is). Returns ``self``. Raises UsageError on a negative padding."""
         if max_padding is not None:
             if not math.isfinite(float(max_padding)) or float(max_padding) < 0:
                 raise UsageError(f"--max-padding must be a non-negative number, got {max_padding}")
             self.max_padding = float(max_padding)
         self.memory_budget = memory_budget
+        if divisible_io is not None:
+            self.divisible_io = bool(divisible_io)
         return self
 
     # ---------------------------------------------------------------- refinement
@@ -328,7 +336,7 @@ class DeviceMesh:
         out.user_shape, out.user_names = self.user_shape, self.user_names
         out.axis_names = tuple(out.axis_label(k) for k in range(out.ndim)) if self.user_names else None
         out.source, out.notes = self.source, list(self.notes)
-        out.max_padding, out.memory_budget = self.max_padding, self.memory_budget
+        out.max_padding, out.memory_budget, out.divisible_io = self.max_padding, self.memory_budget, self.divisible_io
         out.roofline_prices = self.roofline_prices
         out.memory_device = getattr(self, "memory_device", None)
         return out

@@ -37,7 +37,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
-from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, leaf_shapes
+from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, is_mesh_spec, leaf_shapes
 from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
@@ -303,6 +303,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             arr.flags.writeable = False
             hit = by_list[key] = (g.strategies, arr)
         fcosts.append(hit[1])
+    if getattr(mesh, "divisible_io", False):
+        _divisible_io(nodes, fcosts, param_nodes + leaf_nodes(entry.root), ctx.minfo, kept)
     edge_keys = sorted(edges)
     edge_float = [edges[k] for k in edge_keys]
     finite_max = 0.0
@@ -358,6 +360,35 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                 graph.widened.append((r[0].node, wlo, whi, factor))
     _budgeted(graph, memory_budget)
     return graph
+
+
+def _divisible_io(nodes: list, fcosts: list, io_nodes: list, minfo, kept) -> None:
+    """Entry parameters and outputs split evenly only (``mesh.divisible_io``): in ``fcosts`` (per node,
+    float costs of its strategies; replaced, not written, as they are shared) the strategies of the nodes
+    ``io_nodes`` whose output layout splits some dim unevenly (:meth:`MeshInfo.fits_evenly` false) cost
+    ``inf``, unless no strategy of the node is even (then it keeps them all) or it is a user's sharding
+    (``kept``: kept as given). The rule of ``jax.jit``: an argument's or result's ``NamedSharding`` must
+    divide its dims (``IndivisibleError``; jax ``pjit``, ``allow_uneven_sharding=False``), where a
+    ``with_sharding_constraint`` inside may be uneven; XLA's auto-sharding has the same option,
+    ``only_allow_divisible_input_output`` (default true)."""
+    for v in sorted(set(io_nodes)):
+        g = nodes[v]
+        if g.instr in kept:
+            continue
+        shapes = g.leaf_shapes or (g.instr.shape,)
+        even = np.ones(len(g.strategies), dtype=bool)
+        for k, st in enumerate(g.strategies):
+            outs = st.out if g.multi else (st.out,)
+            for shape, out in zip(shapes, outs):
+                if is_mesh_spec(out) and getattr(shape, "dims", None) is not None and \
+                        not minfo.fits_evenly(shape.dims, out):
+                    even[k] = False
+                    break
+        if even.any() and not even.all():
+            arr = np.array(fcosts[v], dtype=np.float64)
+            arr[~even] = np.inf
+            arr.flags.writeable = False
+            fcosts[v] = arr
 
 
 def _usage_limit(memory_budget: int | None, memory_device) -> int | None:

@@ -85,7 +85,7 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     base = DeviceMesh((mesh.num_devices,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
-    coarse.with_policy(mesh.max_padding, mesh.memory_budget)
+    coarse.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse

@@ -362,6 +362,7 @@ def user_mesh(mesh):
     user.source = mesh.source
     user.notes = [n for n in mesh.notes if not n.startswith(f"mesh {user} refined internally")]
     user.max_padding, user.memory_budget = mesh.max_padding, mesh.memory_budget
+    user.divisible_io = getattr(mesh, "divisible_io", False)
     user.roofline_prices = mesh.roofline_prices
     user.memory_device = getattr(mesh, "memory_device", None)
     return user

@@ -497,7 +497,9 @@ where one is proven) or no solution was found within the time limit (nothing wri
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
-                   "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra).")
+                   "shardings XLA's propagation would not reach from them, as JSON (needs the xla extra). "
+                   "Entry parameters and outputs then split evenly only, as jax.jit requires of its "
+                   "arguments and results.")
 @click.option("--pin-operands/--no-pin-operands", default=True, show_default=True,
               help="Pin each dot/convolution/gather/scatter operand the plan reshards with a Sharding custom-call "
                    "(what with_sharding_constraint lowers to) in the planned layout, so XLA's partitioner carries "
@@ -561,6 +563,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         memory_budget = get_profile(device).hbm_bytes
     dmesh, scale, memory_budget = (None, None, memory_budget) if auto else timed_mesh_from_options(
         module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding)
+    if partition_specs_file and dmesh is not None:   # specs for jax.jit: its arguments and results split evenly
+        dmesh.divisible_io = True
     if use_xla:
         from ..xla_check import require_jax
 

@@ -339,6 +339,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 device, budget)
         except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
             raise ValueError(str(exc)) from None
+    # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
+    dmesh.divisible_io = True
     # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
     # mode, one work budget shared by the first solve and the guard's re-solves
     deadline = None if deterministic else started + float(time_limit)
