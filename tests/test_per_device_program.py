@@ -63,6 +63,21 @@ def test_detects_per_device_programs():
                                    "d = bf16[512,1024] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
                                    "sharding={replicated}")
     assert annotated != PER_DEVICE and not is_per_device_program(parse_module(annotated))
+    # an optimised (compiled) module keeps a fused instruction's sharding inside its fusion computation:
+    # still a per-device program (new user 15: `cost` of plan.jit()'s compiled step priced as logical)
+    fused = PER_DEVICE.replace("ENTRY e {", """fc {
+  p = bf16[1024,1024] parameter(0)
+  ROOT c = bf16[1024,1024] copy(p), sharding={devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}
+}
+
+ENTRY e {""").replace("d = bf16[512,1024] dot(x, w),", "wc = bf16[1024,1024] fusion(w), kind=kLoop, calls=fc\n"
+                      "  d = bf16[512,1024] dot(x, wc),")
+    assert "calls=fc" in fused and is_per_device_program(parse_module(fused))
+    # the same copy outside a fusion is an annotation of a logical module
+    unfused = fused.replace("wc = bf16[1024,1024] fusion(w), kind=kLoop, calls=fc",
+                            "wc = bf16[1024,1024] copy(w), sharding={devices=[1,2,4]<=[4,2]T(1,0) "
+                            "last_tile_dim_replicate}")
+    assert not is_per_device_program(parse_module(unfused))
 
 
 def test_cost_prices_the_written_collectives_only(tmp_path):

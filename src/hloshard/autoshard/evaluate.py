@@ -426,12 +426,16 @@ def is_per_device_program(module) -> bool:
     writes collectives) and no sharding on any instruction but the entry parameters -- the form of
     XLA's ``after_spmd-partitioning`` dumps and the corpus' train steps, whose parameters keep their
     global shardings while every shape is one device's.  A GSPMD module that writes collectives beside
-    annotated instructions is a logical module (its annotations are kept)."""
+    annotated instructions is a logical module (its annotations are kept).  Shardings inside fusion
+    computations do not count: XLA's optimised (compiled) modules keep a fused instruction's attribute
+    there (a layout ``copy`` of a parameter, measured on ``jax.jit(...).lower(...).compile().as_text()``),
+    and a logical module has no fusions yet."""
     has_collective = False
     params = set(module.entry.parameters) if getattr(module, "entry", None) is not None else set()
+    fused = {id(c) for i in module.all_instructions() if i.opcode == "fusion" for c in i.called_computations}
     for instr in module.all_instructions():
         s = instr.sharding
-        if s is not None and (_manual(s) or instr not in params):
+        if s is not None and (_manual(s) or (instr not in params and id(instr.parent) not in fused)):
             return False
         if instr.opcode in CROSS_PARTITION and not has_collective:
             groups = getattr(instr, "replica_groups", None)
