@@ -273,7 +273,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     lp_child = None
     lp_det = DET_LP * time_limit if det else None
     lp_in_child = (not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT
-                   and lp_size(red) >= LP_CHILD_MIN)
+                   and lp_size(red) >= LP_CHILD_MIN and (det or deadline - time.monotonic() > 0.5))
     if lp_in_child:
         # deterministic mode: no wall limit (GLOP's deterministic time decides)
         lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
@@ -304,7 +304,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
         # repeated structure (e.g. transformer layers): propose the solution where every class of
         # look-alike nodes takes its most common choice; kept only when better after local search
-        if best is not None and red.num_nodes >= 2:
+        if best is not None and red.num_nodes >= 2 and not past(plan, best):
             classes = repeated_classes(red)
             stats["repetition"] = repetition_stats(classes)
             if stats["repetition"]["repeated_nodes"]:
@@ -342,10 +342,16 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         target = None if best_obj is None else best_obj + red.offset
         exact = model_size <= FULL_MODEL_LIMIT
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
-        bound, decoded, dual = _bound(red, ls, mu, det, time_limit, work, wall(time.monotonic() + share * time_limit),
-                                      stats, target, polish=try_decoded if exact else None)
+        if past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
+            bound, decoded, dual = red.offset + sum(int(c.min()) for c in red.costs), None, None
+            stats["bound"] = {"passes": 0, "trivial": bound, "skipped": "past the deadline"}
+        else:
+            bound, decoded, dual = _bound(red, ls, mu, det, time_limit, work,
+                                          wall(time.monotonic() + share * time_limit), stats, target,
+                                          polish=try_decoded if exact else None)
         decoded_obj = stats["bound"].get("decoded_objective")
-        try_decoded(decoded)
+        if decoded is not None:
+            try_decoded(decoded)
         if decoded_obj is not None:
             stats["bound"]["decoded_objective"] = min(decoded_obj, stats["bound"].get("decoded_objective", decoded_obj))
         _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
@@ -358,7 +364,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
         # 4a. a model too large for the LP: reduced-cost pruning by the dual's reparametrisation against
         # the incumbent, presolved again; the LP of what is left when it is small enough
-        if not exact and red.memory is None and best_obj is not None and not closed() and (det or deadline - time.monotonic() > 1.0):
+        if not exact and red.memory is None and best_obj is not None and dual is not None and not closed() \
+                and (det or deadline - time.monotonic() > 1.0):
             pb, ppos = _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=bound)
             if pb is not None and pb > bound:
                 bound = pb
@@ -544,6 +551,9 @@ def _trajectory(red, ls, plan, progress):
         if best is None and plan["keep_trying"]:  # no CP-SAT to fall back on: keep trying
             pen_deadline = deadline
     lag_info: dict = {}
+    if past(plan, best):   # a first round is seconds on large problems (48-layer 2x2x2: 5.5 s)
+        lag_info["skipped"] = "past the deadline"
+        return best, best_obj, None, lag_info
     # when the LP and the full CP-SAT model follow, rounds that stopped finding incumbents give their
     # time to those (wall-clock mode only: deterministic mode counts rounds)
     stall = None if det or not plan.get("exact_follows") else LAGRANGE_STALL * time_limit
@@ -553,6 +563,14 @@ def _trajectory(red, ls, plan, progress):
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
     return best, best_obj, mu, lag_info
+
+
+def past(plan, best) -> bool:
+    """Wall-clock mode: whether the deadline has passed with an incumbent (``best`` not None), so that a
+    phase which only improves on it or bounds it more tightly is not started (the limit is a promise:
+    the Llama 3.1 8B corpus module's coarse solve, given 0.5 s, ran 9.8 s through a Lagrangian round,
+    the repeated-structure proposal and a dual pass, load 8).  Never in deterministic mode (no clock)."""
+    return not plan["det"] and best is not None and time.monotonic() >= plan["deadline"]
 
 
 def _second_trajectory(red, seed, plan):
