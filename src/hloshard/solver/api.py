@@ -74,6 +74,12 @@ it would make the answer depend on the load (it did: a 10-node problem's 1,000 L
 20 s on a loaded machine, past the former 3x-the-limit + 10 s net, and the answer changed).  The run
 can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.
 
+In wall-clock mode a phase whose first pass alone can take seconds and which only improves on the
+incumbent or tightens the bound (the Lagrangian rounds, the repeated-structure proposal, the dual sweeps,
+the LP beside the search) is not started once the deadline has passed with an incumbent (:func:`past`);
+the bound is then the cheapest one (:func:`_trivial_bound`).  The presolve, the greedy first solution
+and the trivial plans of :func:`hloshard.autoshard.search.solve_graph` always run.
+
 The reported objective is always re-evaluated on the original problem (:func:`costgraph.evaluate`).
 """
 
@@ -343,7 +349,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         exact = model_size <= FULL_MODEL_LIMIT
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
         if past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
-            bound, decoded, dual = red.offset + sum(int(c.min()) for c in red.costs), None, None
+            bound, decoded, dual = _trivial_bound(red), None, None
             stats["bound"] = {"passes": 0, "trivial": bound, "skipped": "past the deadline"}
         else:
             bound, decoded, dual = _bound(red, ls, mu, det, time_limit, work,
@@ -615,6 +621,12 @@ def _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed):
     return best, best_obj, mu
 
 
+def _trivial_bound(red) -> int:
+    """The cheapest bound: the presolve offset plus every node's cheapest strategy (the reduced problem's
+    edge matrices are normalised to minimum 0), in the problem's integer units."""
+    return red.offset + sum(int(c.min()) for c in red.costs)
+
+
 def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None) -> tuple:
     """``(bound, decoded, dual)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
@@ -630,7 +642,7 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     every :data:`DECODE_EVERY` passes with the dual's current rounding (it keeps the best solution);
     its result becomes the ``target``.  The sweeps then get up to :data:`MAX_SWEEPS` passes, in
     deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit."""
-    trivial = red.offset + sum(int(c.min()) for c in red.costs)
+    trivial = _trivial_bound(red)
     t = time.monotonic()
     share = BOUND_SHARE if polish is None else EXACT_BOUND_SHARE
     passes = max(2, min(MAX_SWEEPS, int(share * time_limit / (SWEEP_NODE_S * red.num_nodes + work / SWEEP_RATE)))) \
