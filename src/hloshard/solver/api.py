@@ -74,12 +74,13 @@ it would make the answer depend on the load (it did: a 10-node problem's 1,000 L
 20 s on a loaded machine, past the former 3x-the-limit + 10 s net, and the answer changed).  The run
 can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.
 
-In wall-clock mode a phase whose first pass alone can take seconds and which only improves on the
-incumbent or tightens the bound (the repeated-structure proposal, the dual sweeps, the LP beside the
-search) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then
-the cheapest one (:func:`_trivial_bound`).  The presolve, the greedy first solution, the first Lagrangian
-round (the greedy alone can be far worse: the 48-layer transformer at 2x2x2, 405 M against 284 M) and the
-trivial plans of :func:`hloshard.autoshard.search.solve_graph` always run.
+In wall-clock mode a phase whose first pass alone can take seconds and which only searches on from the
+incumbent or tightens the bound (the dual sweeps and their rounding, the LP beside the search, CP-SAT,
+LNS) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then the
+cheapest one (:func:`_trivial_bound`).  What makes the first plan always runs: the presolve, the greedy,
+the first Lagrangian round and the repeated-structure proposal (the 48-layer transformer at 2x2x2,
+``--time-limit 60``, load 9-10: 399.5 M written without the proposal, 284.4 M with it), and the trivial
+plans of :func:`hloshard.autoshard.search.solve_graph`.
 
 The reported objective is always re-evaluated on the original problem (:func:`costgraph.evaluate`).
 """
@@ -311,7 +312,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
         # repeated structure (e.g. transformer layers): propose the solution where every class of
         # look-alike nodes takes its most common choice; kept only when better after local search
-        if best is not None and red.num_nodes >= 2 and not past(plan, best):
+        if best is not None and red.num_nodes >= 2:
             classes = repeated_classes(red)
             stats["repetition"] = repetition_stats(classes)
             if stats["repetition"]["repeated_nodes"]:
@@ -570,12 +571,12 @@ def _trajectory(red, ls, plan, progress):
 
 
 def past(plan, best) -> bool:
-    """Wall-clock mode: whether the deadline has passed with an incumbent (``best`` not None), so that a
-    phase which only improves on it or bounds it more tightly is not started (the limit is a promise:
-    the Llama 3.1 8B corpus module's coarse solve, given 0.5 s, ran 9.8 s through a Lagrangian round,
-    the repeated-structure proposal and a dual pass, load 8).  Never in deterministic mode (no clock).
-    The first Lagrangian round is not among them: it is the first real solution (greedy alone, the
-    48-layer transformer at 2x2x2 wrote a plan 40% costlier)."""
+    """Wall-clock mode: whether the deadline has passed with an incumbent (``best`` not None), so that
+    the phases that only bound it more tightly or search on from it are not started (the limit is a
+    promise: the Llama 3.1 8B corpus module's coarse solve, given 0.5 s, ran 9.8 s, 2.9 s of it a dual
+    pass and its rounding, load 8).  The first Lagrangian round and the repeated-structure proposal are
+    not among them (module docstring: they make the first plan).  Never in deterministic mode (no
+    clock)."""
     return not plan["det"] and best is not None and time.monotonic() >= plan["deadline"]
 
 
