@@ -73,3 +73,29 @@ def test_build_deadline_reports_a_timeout():
 def test_no_deadline_builds_the_rank12_module_on_three_axes():
     g = build_graph(parse_module(RANK12), DeviceMesh.parse("2x2x2"))
     assert len(g.nodes) == 2 and all(len(n.strategies) > 1 for n in g.nodes)
+
+
+def test_the_table_reads_the_check_inside_a_row():
+    """``resharding_cost_table(check=...)`` calls ``check`` before every row and while it plans pairs, and
+    what ``check`` raises propagates (it is not a pair left NaN): one row of a 6-axis matrix on a rank-6
+    tensor planned for 22 s past a 10 s ``--time-limit`` (new user 14, finding 3)."""
+    from hloshard.cost.reshard import CHECK_PLANS, clear_cache, resharding_cost_table
+
+    mesh = DeviceMesh.parse("2x2x2x2")
+    minfo = MeshInfo(mesh)
+    shape = parse_module(RANK4).entry.instructions[0].shape
+    shardings = [minfo.to_sharding(s, 4) for s in minfo.enumerate(list(shape.dims))]
+    clear_cache()
+    calls = []
+    resharding_cost_table(shape, shardings[:2], shardings, mesh, check=lambda: calls.append(1))
+    assert len(shardings) > CHECK_PLANS and len(calls) > 2   # the rows, and inside them
+    clear_cache()
+
+    class Stop(Exception):
+        pass
+
+    def stop():
+        raise Stop
+
+    with pytest.raises(Stop):
+        resharding_cost_table(shape, shardings[:1], shardings, mesh, check=stop)

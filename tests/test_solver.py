@@ -301,3 +301,34 @@ def test_lp_child_only_for_big_enough_lps(monkeypatch):
     monkeypatch.setattr(api, "LP_CHILD_MIN", 1)   # the same problem with the threshold lowered: forked
     solve_problem(p, time_limit=5, workers=2, seed=0)
     assert (api.lp_solve in started) == fork.available()
+
+
+def test_nothing_is_started_past_the_deadline(monkeypatch):
+    """Wall-clock mode: once the deadline has passed with an incumbent, the dual sweeps, the LP and the
+    searches are not started: the first plan (greedy, the first Lagrangian round, the repeated-structure
+    proposal) and the cheap bound (every node's cheapest strategy) come back at once (the Llama 3.1 8B
+    corpus module's coarse solve, limit 0.5 s, took 9.8 s).  With time left they all run."""
+    import time
+
+    from hloshard.solver import api
+    from hloshard.solver.heuristic import LocalSearch
+
+    p = dense_problem(3, n=12)
+    real_greedy = LocalSearch.greedy
+
+    def slow_greedy(self, *a, **k):   # the first pass outlasts the whole limit
+        time.sleep(0.6)
+        return real_greedy(self, *a, **k)
+
+    monkeypatch.setattr(LocalSearch, "greedy", slow_greedy)
+    t = time.monotonic()
+    sol = solve_problem(p, time_limit=0.5, workers=2, seed=0)
+    assert time.monotonic() - t < 0.6 + 3.0   # the greedy, then a few numpy calls (a loaded machine)
+    assert sol.stats["bound"]["skipped"] == "past the deadline"
+    assert sol.stats["bound"]["passes"] == 0 and "lp" not in sol.stats and "model" not in sol.stats
+    assert evaluate(p, sol.strategies) == (sol.objective, True)
+    monkeypatch.setattr(LocalSearch, "greedy", real_greedy)
+    full = solve_problem(p, time_limit=2, workers=2, seed=0)
+    assert "skipped" not in full.stats["bound"] and full.stats["bound"]["passes"] >= 1
+    assert full.status == "optimal" and sol.bound <= full.objective <= sol.objective
+    assert api.past({"det": True, "deadline": 0.0}, [0]) is False   # deterministic mode reads no clock

@@ -14,7 +14,8 @@ from ..strategy.base import is_mesh_spec
 from ..strategy.registry import BuildContext
 
 
-#: rows of a resharding matrix priced between two reads of the clock when a deadline is set
+#: pairs a resharding matrix leaves to the pairwise planner (``_pair``) priced between two reads of the clock
+#: when a deadline is set
 DEADLINE_ROWS = 8
 
 
@@ -25,8 +26,9 @@ class PastDeadline(Exception):
 
 class _Resharder:
     """Vectorised, cached resharding-cost matrices.  ``deadline``: a ``time.monotonic()`` instant after
-    which a matrix being priced raises :class:`PastDeadline` (checked every :data:`DEADLINE_ROWS`
-    rows, so that one large matrix cannot outlast ``--time-limit``); None: no clock is read."""
+    which a matrix being priced raises :class:`PastDeadline` (checked before each row and every
+    :data:`hloshard.cost.reshard.CHECK_PLANS` pairs planned, and every :data:`DEADLINE_ROWS` pairs left
+    to the planner, so that one large matrix cannot outlast ``--time-limit``); None: no clock is read."""
 
     def __init__(self, ctx: BuildContext, deadline: float | None = None):
         self.ctx = ctx
@@ -153,15 +155,10 @@ class _Resharder:
         table = np.zeros((len(su), len(du)))
         if rows and cols:
             # every pair between tiled / replicated shardings of the mesh at once (cost/reshard.py); with a
-            # deadline, a block of rows at a time
+            # deadline, the table reads the clock before each row and every few pairs it plans
             targets = [self._sharding(du[j], rank) for j in cols]
-            step = len(rows) if self.deadline is None else DEADLINE_ROWS
-            blocks = []
-            for r0 in range(0, len(rows), step):
-                blocks.append(resharding_cost_table(shape, [self._sharding(su[i], rank) for i in rows[r0:r0 + step]],
-                                                    targets, self.ctx.mesh))
-                self._check_deadline()
-            sub = blocks[0] if len(blocks) == 1 else np.vstack(blocks)
+            sub = resharding_cost_table(shape, [self._sharding(su[i], rank) for i in rows], targets, self.ctx.mesh,
+                                        check=None if self.deadline is None else self._check_deadline)
             same = np.equal.outer(np.asarray([sids[i] for i in rows]), np.asarray([dids[j] for j in cols]))
             sub[same] = 0.0   # the same spec: nothing to move
             table[np.ix_(rows, cols)] = sub
