@@ -270,3 +270,20 @@ def test_later_builds_reuse_the_schedule_and_intervals_only_while_the_structure_
     fresh = build_graph(m, mesh)
     assert np.array_equal(rebuilt.problem.intervals, fresh.problem.intervals)
     assert [g.instr.name for g in rebuilt.nodes] == [g.instr.name for g in fresh.nodes]
+
+
+def test_fine_build_not_started_says_why():
+    """When the coarse build leaves less time than the fine build and its re-pricing are estimated to need
+    (``reprice_share`` x the coarse build's seconds), the fine build is not started and the coarse plan is
+    the answer; the reason says so instead of "passed its deadline after 0.0 s" (new user 15)."""
+    import time
+
+    from hloshard.autoshard.coarse import coarse_first
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    first = coarse_first(m, mesh, solve_graph, "io", None, 5.0, 1, 0, deadline=time.monotonic() + 5.0,
+                         reprice_share=1e6)
+    assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
+    assert str(first.stopped).startswith("not started: after the coarse mesh's graph"), str(first.stopped)
+    assert "after 0.0 s" not in str(first.stopped)

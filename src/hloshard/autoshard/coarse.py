@@ -303,13 +303,22 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
     write = WRITE_SHARE * (t1 - t0)
     keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
-    try:
-        # what the fine plan's re-pricing will need is kept back too
-        graph = build_graph(module, mesh, keep, memory_budget,
-                            deadline=deadline - keep_back - max(0.0, float(reprice_share)) * (t1 - t0))
-        stopped = None
-    except BuildStopped as exc:
-        graph, stopped = None, exc
+    # what the fine plan's re-pricing will need is kept back too
+    reprice = max(0.0, float(reprice_share)) * (t1 - t0)
+    fine_deadline = deadline - keep_back - reprice
+    if time.monotonic() >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
+        graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0)
+        stopped.args = (f"not started: after the coarse mesh's graph ({t1 - t0:.1f} s) "
+                        f"{max(0.0, deadline - time.monotonic()):.1f} s were left, less than the fine build and "
+                        f"the re-pricing of its plan are estimated to need (about {reprice:.1f} s for the "
+                        f"re-pricing, from the coarse build's seconds, and {keep_back:.1f} s kept for the coarse "
+                        f"solve and writing)",)
+    else:
+        try:
+            graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline)
+            stopped = None
+        except BuildStopped as exc:
+            graph, stopped = None, exc
     t2 = time.monotonic()
     left = deadline - t2 - write if stopped is not None else COARSE_SHARE * min(float(time_limit), deadline - t2)
     try:

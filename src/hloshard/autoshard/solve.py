@@ -398,9 +398,9 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
 
     cs = first.fallback
     graph = cs.graph
-    msg = (f"the cost graph for mesh {'x'.join(map(str, mesh.user_shape))} (refined internally to "
-           f"{'x'.join(map(str, mesh.shape))}) could not be built within the time "
-           f"limit ({first.stopped}); the plan written is the coarse mesh's "
+    refined = f" (refined internally to {'x'.join(map(str, mesh.shape))})" if mesh.is_refined else ""
+    msg = (f"the cost graph for mesh {'x'.join(map(str, mesh.user_shape))}{refined} could not be built within "
+           f"the time limit ({first.stopped}); the plan written is the coarse mesh's "
            f"({'x'.join(map(str, cs.mesh.shape))}, the same devices), whose cost and gap are those of the coarse "
            f"strategy space; `hloshard cost` of the output prices it on the given mesh")
     graph.warnings.append(msg)
