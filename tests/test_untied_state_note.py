@@ -26,3 +26,21 @@ def test_untied_train_step_is_noted_and_tied_one_is_not(tmp_path):
     assert "--tie 1=0" in text
     tied = " ".join(_solve(tmp_path, "--tie", "1=0", "--tie", "2=1", "--tie", "3=2", "--tie", "4=3").split())
     assert "leave in another layout" not in tied
+
+
+def test_tie_matching_ties_every_output_of_a_parameters_shape(tmp_path):
+    """``--tie matching`` (new user 15: a 133-leaf state needed 66 flags by hand) ties the pairs the note
+    names, and the written outputs leave in their parameters' layouts; a bad --tie value is the CLI's one
+    error form."""
+    from hloshard.autoshard.aliases import matching_pairs
+    from hloshard.hlo import parse_module
+
+    assert matching_pairs(parse_module(SAMPLE.read_text())) == [(1, 0), (2, 1), (3, 2), (4, 3)]
+    text = " ".join(_solve(tmp_path, "--tie", "matching").split())
+    assert "leave in another layout" not in text
+    out = parse_module((tmp_path / "o.hlo").read_text())
+    params = {p.parameter_number: p.sharding for p in out.entry.parameters}
+    elements = out.entry.root.sharding.tuple_elements
+    assert all(elements[j] == params[q] for j, q in [(1, 0), (2, 1), (3, 2), (4, 3)])
+    r = CliRunner().invoke(main, ["solve", str(SAMPLE), "--mesh", "2x4", "--tie", "abc"])
+    assert r.exit_code == 2 and "hloshard: error:" in r.output and "Usage:" not in r.output, r.output

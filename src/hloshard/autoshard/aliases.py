@@ -97,6 +97,33 @@ def parse_tie(text: str) -> Tie:
     return Tie(output=out, param=par[0], param_index=par[1:], source="--tie")
 
 
+def matching_pairs(module) -> list:
+    """``(output_index, parameter_number)`` for each top-level array output of the entry root tuple that
+    has the shape and dtype (the same shape text) of an entry array parameter, each paired with the
+    first unpaired such parameter in parameter order (a training step's ``(loss, new_params, new_opt)``
+    returns its state in the order it takes it: jax flattens both pytrees alike).  ``[]`` when the root
+    is not a tuple.  The rule of ``solve --tie matching`` and of its untied-state note."""
+    root = module.entry.root
+    if not root.shape.is_tuple:
+        return []
+    params = sorted((p for p in module.entry.parameters if p.shape.is_array), key=lambda p: p.parameter_number)
+    used: set = set()
+    pairs = []
+    for j, sub in enumerate(root.shape.tuple_shapes):
+        if not sub.is_array:
+            continue
+        p = next((p for p in params if p.parameter_number not in used and str(p.shape) == str(sub)), None)
+        if p is not None:
+            used.add(p.parameter_number)
+            pairs.append((j, p.parameter_number))
+    return pairs
+
+
+def matching_ties(module) -> list:
+    """``solve --tie matching``: a :class:`Tie` for each pair of :func:`matching_pairs`."""
+    return [Tie(output=(j,), param=q, source="--tie matching") for j, q in matching_pairs(module)]
+
+
 def module_ties(module) -> list:
     """The module's ties: its ``input_output_alias`` pairs (donated) then ``module.ties``."""
     try:

@@ -48,17 +48,12 @@ class _Budget(click.ParamType):
 
 
 def _tie_option(ctx, param, values):
-    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie` (a usage error, exit 2,
-    for anything else)."""
+    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie`, ``--tie matching``
+    -> ``"matching"`` (expanded against the module: :func:`hloshard.autoshard.aliases.matching_ties`);
+    anything else is the CLI's usage error (``hloshard: error:``, exit 2)."""
     from ..autoshard.aliases import parse_tie
 
-    out = []
-    for v in values or ():
-        try:
-            out.append(parse_tie(v))
-        except UsageError as exc:
-            raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
-    return tuple(out)
+    return tuple("matching" if str(v).strip() == "matching" else parse_tie(v) for v in values or ())
 
 
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
@@ -223,36 +218,29 @@ def untied_state_note(module) -> str | None:
     layout than it comes in, so a loop would reshard them before every next step, which no cost counts.
     None otherwise.  A new user's T5 train step came back with its parameters in replicated and its new
     parameters out split (round 14, finding 6); ``hloshard.jax.auto_shard`` ties them by itself."""
-    from ..autoshard.aliases import module_ties
+    from ..autoshard.aliases import matching_pairs, module_ties
 
     if module_ties(module):
         return None
     root = module.entry.root
     if not root.shape.is_tuple or root.sharding is None or not root.sharding.is_tuple:
         return None
-    params = sorted((p for p in module.entry.parameters if p.shape.is_array), key=lambda p: p.parameter_number)
-    used: set = set()
-    pairs = []
-    leaf = 0
+    first_leaf, leaf = {}, 0
     for j, sub in enumerate(root.shape.tuple_shapes):
-        if not sub.is_array:
-            leaf += len(sub.leaves())
-            continue
-        out_sh = root.sharding.tuple_elements[leaf] if leaf < len(root.sharding.tuple_elements) else None
-        leaf += 1
-        p = next((p for p in params if p.parameter_number not in used and str(p.shape) == str(sub)), None)
-        if p is None:
-            continue
-        used.add(p.parameter_number)
-        if out_sh is not None and p.sharding is not None and out_sh != p.sharding:
-            pairs.append((j, p.parameter_number))
+        first_leaf[j] = leaf
+        leaf += len(sub.leaves()) if not sub.is_array else 1
+    params = {p.parameter_number: p for p in module.entry.parameters}
+    elements = root.sharding.tuple_elements
+    pairs = [(j, q) for j, q in matching_pairs(module)
+             if first_leaf[j] < len(elements) and params[q].sharding is not None
+             and elements[first_leaf[j]] != params[q].sharding]
     if not pairs:
         return None
     ex = " ".join(f"--tie {j}={q}" for j, q in pairs[:3])
     return (f"{len(pairs)} root outputs have the shape and dtype of an entry parameter and leave in another "
             f"layout than it comes in; if this is a training step, a loop reshards them before every next step "
-            f"(no cost here counts it): `--tie OUTPUT_INDEX=PARAM_NUMBER` keeps each in its parameter's layout "
-            f"(e.g. {ex}{' ...' if len(pairs) > 3 else ''})")
+            f"(no cost here counts it): `--tie matching` ties every output to the parameter of its shape and dtype, "
+            f"in order, or `--tie OUTPUT_INDEX=PARAM_NUMBER` one pair (e.g. {ex}{' ...' if len(pairs) > 3 else ''})")
 
 
 def _memory_line(report: dict) -> str:
@@ -506,10 +494,13 @@ where one is proven) or no solution was found within the time limit (nothing wri
                    "out the plan (measured: no more bytes than GSPMD under XLA on every sample, CPU backend and "
                    "TPU compiler; the pins compute nothing). Without it XLA picks its own variant from the "
                    "operands' layouts.")
-@click.option("--tie", "ties", multiple=True, callback=_tie_option, metavar="OUTPUT_INDEX=PARAM_NUMBER",
+@click.option("--tie", "ties", multiple=True, callback=_tie_option, metavar="OUTPUT_INDEX=PARAM_NUMBER|matching",
               help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
                    "training step's state): it leaves in the sharding the parameter came in with, one decision "
-                   "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2.")
+                   "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2. "
+                   "'matching': every top-level output with the shape and dtype of an entry parameter, each "
+                   "paired with the first unpaired such parameter in order (jax flattens a step's state in and "
+                   "out alike); pairs given explicitly take precedence.")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
@@ -548,7 +539,13 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
     if ties:   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
-        module.ties = list(getattr(module, "ties", None) or []) + list(ties)
+        from ..autoshard.aliases import matching_ties
+
+        given = [t for t in ties if t != "matching"]
+        if "matching" in ties:   # every output with a parameter's shape and dtype, paired in order
+            taken = {t.output for t in given}
+            given += [t for t in matching_ties(module) if t.output not in taken]
+        module.ties = list(getattr(module, "ties", None) or []) + given
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
