@@ -161,3 +161,13 @@ def test_entry_computation_layout_index_comments_are_canonical():
     once = print_module(parse_module(odd + body))
     assert once.splitlines()[0] == "HloModule m, entry_computation_layout={not a layout}"
     assert print_module(parse_module(once)) == once
+
+
+def test_fmt_says_it_reads_hlo_text_only(tmp_path):
+    """A StableHLO file (which solve and cost read through jaxlib) is one clear usage error, not a syntax
+    error at '@' (new user 15); nothing is written."""
+    src = SAMPLES / "mlp_train_step.stablehlo.mlir"
+    out = tmp_path / "o.hlo"
+    r = CliRunner().invoke(main, ["fmt", str(src), "-o", str(out)])
+    assert r.exit_code == 2 and "fmt formats HLO text only" in r.output and "StableHLO" in r.output, r.output
+    assert not out.exists()

@@ -37,11 +37,16 @@ def command(file: str, output: str, check: bool) -> None:
     XLA's own dumps differ slightly (operand shapes, blank lines), so they
     take one fmt pass before --check passes.
     """
+    from ..errors import UsageError
     from ..hlo import parse_file, print_module
     from ..io import read_text, write_text_atomic
+    from ..load import is_stablehlo_path
     from .common import check_outputs, note_input
 
     note_input(file)
+    if is_stablehlo_path(file):   # solve / cost read StableHLO through jaxlib; fmt prints HLO text only
+        raise UsageError(f"{file}: fmt formats HLO text only, and a .mlir file is StableHLO; `hloshard solve` "
+                         f"and `cost` read it, or give fmt the HLO (jax: `.lower(...).as_text(dialect=\"hlo\")`)")
     if not check:
         check_outputs(output=output)
     if check:
