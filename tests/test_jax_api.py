@@ -32,6 +32,7 @@ for label, call in [
     ("trace", lambda: auto_shard(lambda w, x: w @ x, w, x, mesh=mesh)),
     ("keep", lambda: auto_shard(f, w, x, mesh=mesh, keep_shardings="some")),
     ("budget", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget="tpu-v99")),
+    ("budget_neg", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=-1)),
     ("device", lambda: auto_shard(f, w, x, mesh=mesh, device="nosuch")),
     ("time_neg", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=-1)),
     ("time_nan", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=float("nan"))),
@@ -69,6 +70,7 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["trace"].startswith("ValueError") and "does not trace" in out["trace"]
     assert out["keep"].startswith("ValueError") and "keep_shardings" in out["keep"]
     assert out["budget"].startswith("ValueError") and "tpu-v99" in out["budget"]
+    assert out["budget_neg"].startswith("ValueError") and "positive" in out["budget_neg"], out["budget_neg"]
     assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
     for label in ("time_neg", "time_nan", "time_str"):
         assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]

@@ -294,6 +294,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 parse_memory_budget(str(memory_budget))
         except HloshardError as exc:
             raise ValueError(str(exc)) from None
+        if budget <= 0:   # as the CLI's --memory-budget (new user 15: -1 ran the search, then "infeasible")
+            raise ValueError(f"memory_budget must be a positive number of bytes per device, got {memory_budget!r}")
     donated = donated_args(fn, len(example_args), donate_argnums, donate_argnames)
     leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
