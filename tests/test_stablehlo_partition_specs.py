@@ -61,3 +61,22 @@ def test_partition_specs_cli_on_mlir(tmp_path):
     still = {i.name for i in module.entry.instructions
              if i.name in xla and i.sharding is not None and not i.shape.is_tuple and xla[i.name] != i.sharding}
     assert still <= listed and len(still) < len(listed), (still, listed)
+
+
+def test_io_specs_name_the_users_axes_on_a_refined_mesh():
+    """On a mesh refined internally (attention_6heads at data=2,model=4 becomes 2x2x2), the specs are
+    over the user's axes, a split over part of one as its Shardy sub-axis, never 'axis_0..2' of the
+    refinement (new user 15); every parameter and output splits evenly (what jax.jit takes)."""
+    from hloshard.autoshard import solve_module
+    from hloshard.mesh import DeviceMesh as DM
+
+    module = parse_file(str(SAMPLES / "attention_6heads.pre.hlo"))
+    mesh = DM.for_module(module, "data=2,model=4")
+    mesh.divisible_io = True
+    res = solve_module(module, mesh, time_limit=2.0, deterministic=True)
+    assert res.graph.mesh.is_refined
+    ps = partition_specs(module, res.graph.mesh, propagate=False)
+    assert ps["mesh"]["axes"] == ["data", "model"] and ps["mesh"]["sizes"] == [2, 4]
+    names = {a for side in ("parameters", "outputs") for p in ps[side] for d in p["partition_spec"] or []
+             for a in ([d] if isinstance(d, str) else d or [])}
+    assert names and all(a.split(":")[0] in ("data", "model") for a in names), names

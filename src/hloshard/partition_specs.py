@@ -13,7 +13,8 @@ with its source file and line when the metadata has them (``source_file``/``sour
 ``stack_frame_id`` into the module's stack-frame table).
 
 The mesh axes are those of the module's named Shardy mesh (:func:`hloshard.sdy.module_sdy_mesh`),
-else ``axis_0, axis_1, ...`` of hloshard's device mesh.
+else those of the user's mesh (``--mesh data=2,model=4``: ``data``, ``model``; unnamed: ``axis_0, axis_1,
+...``), a split over part of an axis as its Shardy sub-axis, never the internal refinement's axes.
 """
 
 from __future__ import annotations
@@ -33,8 +34,13 @@ def _mesh(module, dmesh):
     m = module_sdy_mesh(module)
     if m is not None:
         return m
+    # the user's mesh (its names, its axes), not the internal refinement: a split over part of an axis is
+    # a Shardy sub-axis ("model:(1)2") of it (new user 15: specs on 'axis_0..2' of a 2x2x2 refinement of
+    # data=2,model=4); a refinement keeps the device order, so the ids are the same
+    shape = tuple(getattr(dmesh, "user_shape", None) or dmesh.shape)
+    names = tuple(getattr(dmesh, "user_names", None) or (f"axis_{i}" for i in range(len(shape))))
     ids = None if dmesh.is_iota else tuple(int(x) for x in dmesh.device_ids.reshape(-1))
-    return SdyMesh("mesh", tuple(f"axis_{i}" for i in range(dmesh.ndim)), tuple(dmesh.shape), ids)
+    return SdyMesh("mesh", names, shape, ids)
 
 
 def spec_json(sharding, rank: int, mesh) -> list | None:
