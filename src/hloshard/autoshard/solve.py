@@ -220,25 +220,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget)
         solver_seconds += spent
-    if limit is not None and ev.peak_memory > limit:
-        known_fit = _known_within(graph, limit)
-        if known_fit is not None:   # the search found nothing within the limit: a plan known without one does
-            name, kchoice, kev, kobj = known_fit
-            msg = (f"the search found no plan within the model's limit for the memory budget "
-                   f"({format_bytes(int(limit))}){' in time' if out_of_time else ''}; the plan written is the "
-                   f"{name} plan, known without a search ({format_bytes(kev.peak_memory)} predicted)")
-            graph.warnings.append(msg)
-            sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
-            choice, ev = list(kchoice), kev
-    if limit is not None and ev.peak_memory > limit:
-        more = (" and the time limit ended before a re-solve with them priced could end"
-                if out_of_time else "")
-        raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
-                      f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
-                      f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
-                      f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
-                      f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
-                      "infeasible")
+    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
@@ -246,6 +228,32 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out_of_time: bool = False):
+    """``(sol, choice, ev)`` kept when the evaluated peak ``ev.peak_memory`` is within ``limit`` (the
+    model's limit for ``memory_budget``; None: no budget); else the cheapest plan known without a search
+    that keeps it (:func:`_known_within`, a warning says so); else raises SolveFailed (``infeasible``,
+    exit 3) naming both figures.  The one rule for a budgeted plan's memory, for the fine graph's plan and
+    for the coarse fallback's (:func:`_coarse_fallback`)."""
+    if limit is None or ev.peak_memory <= limit:
+        return sol, choice, ev
+    known_fit = _known_within(graph, limit)
+    if known_fit is not None:   # the search found nothing within the limit: a plan known without one does
+        name, kchoice, kev, kobj = known_fit
+        msg = (f"the search found no plan within the model's limit for the memory budget "
+               f"({format_bytes(int(limit))}){' in time' if out_of_time else ''}; the plan written is the "
+               f"{name} plan, known without a search ({format_bytes(kev.peak_memory)} predicted)")
+        graph.warnings.append(msg)
+        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
+        return sol, list(kchoice), kev
+    more = " and the time limit ended before a re-solve with them priced could end" if out_of_time else ""
+    raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
+                  f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
+                  f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
+                  f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
+                  f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
+                  "infeasible")
 
 
 def _known_within(graph: Graph, limit: int):
@@ -412,7 +420,12 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     t1 = time.monotonic()
     # the builds (coarse, and the fine one that stopped); the coarse solve is the summary's solve phase
     build = max(0.0, (t1 - t0) - float(getattr(sol, "seconds", 0.0) or 0.0))
-    result = SolveResult(graph, sol, choice, evaluate_choice(graph, choice), build, 0.0)
+    # a budget holds the coarse plan as it holds the fine one (new user 15: a coarse plan at 116% of the
+    # model's limit was written, exit 0)
+    sol, choice, ev = _within_limit(graph, sol, choice, evaluate_choice(graph, choice),
+                                    getattr(graph, "model_limit", None) if memory_budget is not None else None,
+                                    memory_budget)
+    result = SolveResult(graph, sol, choice, ev, build, 0.0)
     if apply:
         apply_solution(result, module, cs.mesh, pin_operands, memory_budget, reevaluate=False)
     result.seconds_solve = time.monotonic() - t1
