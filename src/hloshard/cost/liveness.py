@@ -47,7 +47,13 @@ more (and pads to tiles); that is not modelled here.
   ``reduce`` is an XNNPACK fusion on the CPU backend (``ynn_fusion``) that takes in a fusible producer
   only when every user of it is in the fusion already; one read by the reduce and by anything else
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
-  the normalisation, and its normalised output, read by the scale's gradient reduce).  A
+  the normalisation, and its normalised output, read by the scale's gradient reduce).  That buffer
+  is read by the reductions only: the loop fuser duplicates a cheap producer (not :data:`EXPENSIVE`,
+  not globally unfusible) into each of its other, loop-fusible consumers, which compute it again from
+  what it reads (:func:`recomputed_by`: the normalisation and the backward read the residual sum and
+  the mean, so the residual lives to the backward).  In a module with written shardings, an
+  elementwise consumer whose operand the partitioner slices locally (:func:`sliced_operand`: a
+  ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
   ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape``
   (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
@@ -96,9 +102,10 @@ more (and pads to tiles); that is not modelled here.
   the logical module, fusion applied), XLA's ``HloCSE`` (identical instructions made once), layout assignment (a transposed accumulator that
   cannot be updated in place), XLA's buffer assignment putting a backward loop's gradient accumulator in the
   temp heap while an entry output's allocation holds the forward loop's activation stack
-  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the CPU's recomputation of a layer norm's centred and
-  normalised values inside the fusions that read them in the backward (the 12-layer generated
-  transformer's solve plan).  Measured error and
+  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the
+  buffer of a local slice (:func:`sliced_operand`) from the point the breadth-first scheduler makes it
+  to its reader (the 12-layer generated transformer's solve plan: 23 of 128 KiB at XLA's peak; the
+  model counts the consumer's tile at the consumer only).  Measured error and
   the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
@@ -458,10 +465,94 @@ def _per_computation(attr: str):
     return wrap
 
 
+def _sharding_of(instr):
+    """``instr``'s written array sharding, or None (none written, a tuple, or one that does not name
+    tiles: unknown, manual, maximal, named)."""
+    sh = getattr(instr, "sharding", None)
+    if sh is None or sh.is_tuple or not instr.shape.is_array:
+        return None
+    if sh.is_replicated or (sh.is_tiled and not sh.has_manual_subgroup):
+        return sh
+    return None
+
+
+def sliced_operand(user, operand) -> bool:
+    """True when XLA's SPMD partitioner reads ``operand`` in ``user`` through a **local slice**: both
+    carry written shardings, ``user`` is elementwise on an operand of its own dims (it needs the
+    operand in its own sharding), the two differ, and on every device the tile ``user`` needs lies
+    inside the tile the device holds (the resharding planner's rules 2 and 6 without a permute,
+    :mod:`hloshard.cost.reshard`: a ``dynamic-slice``, no communication).  That ``dynamic-slice`` is a
+    loop fusion of its own on the CPU backend (``CpuInstructionFusion``: ``kDynamicSlice`` is
+    loop-fusible), so the user -- and a reduction fusion the user joins -- reads the slice's buffer,
+    not ``operand``'s; the slice takes the operand's fusible producers in like any loop fusion.
+    Measured in XLA's buffer assignment of the 12-layer generated transformer's solve plan: a layer
+    norm's centred and normalised values (``[2,1,1,4]``) read by the backward's ``[8,1,1]`` multiplies
+    are 128 KiB ``subtract_dynamic-slice_fusion`` / ``multiply_dynamic-slice_fusion`` buffers made in the
+    forward; the 512 KiB values themselves are not kept.  False when either sharding is missing
+    (a module before a plan is chosen: the rule then never applies)."""
+    if _kind(user) not in ELEMENTWISE or not _same_dims(user, operand):
+        return False
+    a, b = _sharding_of(operand), _sharding_of(user)
+    if a is None or b is None or a == b:
+        return False
+    dims = [int(d) for d in user.shape.dims]
+    try:
+        devices = set(a.devices) if a.is_tiled else None
+        if b.is_replicated or (devices is not None and set(b.devices) != devices):
+            return False
+        if a.is_replicated:
+            return b.is_tiled
+        for d in devices:
+            have = a.shard_slices(dims, d)
+            need = b.shard_slices(dims, d)
+            if any(n.start < h.start or n.stop > h.stop for h, n in zip(have, need)):
+                return False
+        return a.tile_shape(dims) != b.tile_shape(dims)
+    except (ValueError, IndexError):
+        return False
+
+
+def sliced_edges(module) -> frozenset:
+    """``(id(user), id(operand))`` of every pair of ``module`` that :func:`sliced_operand` holds for:
+    what the memory model reads of the written shardings (a cache of buffer intervals keyed on the
+    module's structure must also key on this)."""
+    out = set()
+    for comp in module.computations:
+        for u in comp.instructions:
+            if getattr(u, "sharding", None) is None or _kind(u) not in ELEMENTWISE:
+                continue
+            for o in u.operands:
+                if sliced_operand(u, o):
+                    out.add((id(u), id(o)))
+    return frozenset(out)
+
+
+def forget_shardings(comp) -> None:
+    """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
+    through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
+    reach without changing the computation's instructions."""
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_readers"):
+        if getattr(comp, attr, None) is not None:
+            setattr(comp, attr, None)
+
+
+def _same_dims(a, b) -> bool:
+    return a.shape.is_array and b.shape.is_array and tuple(a.shape.dims) == tuple(b.shape.dims)
+
+
 @_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
-    they keep a buffer.  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
+    they keep a buffer (:func:`_reduce_readers`)."""
+    return frozenset(o for o, _ in _reduce_readers(comp))
+
+
+@_per_computation("_hloshard_reduce_readers")
+def _reduce_readers(comp) -> frozenset:
+    """``(id(producer), id(user))``: the fusible producers of ``comp`` that a ``reduce`` reads without
+    taking them in, so they keep a buffer, each with its users inside the reduction's fusion (the ones
+    that read that buffer; its other users are loop fusions that compute it again when it is cheap:
+    :func:`recomputed_by`).  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
     takes in a fusible producer only when every user of it is already in the fusion (it duplicates
     nothing): starting from the reduce, a fusible operand all of whose users are in the fusion joins it,
     recursively; a fusible operand with a user outside is read from its own buffer (made once, by a
@@ -471,7 +562,9 @@ def _reduce_inputs(comp) -> frozenset:
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
-    the computation like :func:`_globally_unfusible`."""
+    the computation like :func:`_globally_unfusible`.  A reduction reads an operand that the
+    partitioner slices locally (:func:`sliced_operand`) from the slice's own loop fusion, so the walk
+    stops there."""
     out: set = set()
     index = {id(i): n for n, i in enumerate(computation_order(comp))}
 
@@ -485,13 +578,13 @@ def _reduce_inputs(comp) -> frozenset:
         if r.opcode != "reduce":
             continue
         cone: dict = {}
-        stack = [o for o in r.operands if joins(o)]
+        stack = [o for o in r.operands if joins(o) and not sliced_operand(r, o)]
         while stack:   # the fusible producers reachable from the reduce through fusible producers
             o = stack.pop()
             if id(o) in cone:
                 continue
             cone[id(o)] = o
-            stack.extend(x for x in o.operands if joins(x))
+            stack.extend(x for x in o.operands if joins(x) and not sliced_operand(o, x))
         inside = {id(r)}
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
@@ -499,8 +592,32 @@ def _reduce_inputs(comp) -> frozenset:
                 if all(id(u) in inside for u in o.users):
                     inside.add(id(o))
                 elif not _forwards(o):
-                    out.add(id(o))
+                    out.update((id(o), id(u)) for u in o.users if id(u) in inside)
     return out
+
+
+def recomputed_by(user, producer) -> bool:
+    """True when ``user`` computes ``producer`` again inside its own fusion instead of reading the
+    buffer :func:`_reduce_inputs` keeps for it: the buffer is made for the reductions that read it (an
+    XNNPACK fusion takes in no producer with a user outside it), while XLA's loop fuser
+    (``InstructionFusion`` with ``CpuInstructionFusion::ShouldFuse``, ``may_duplicate``) duplicates a
+    producer into every loop-fusible consumer unless duplicating it is expensive
+    (``CpuInstructionFusion::IsExpensive``: :data:`EXPENSIVE`) or it is globally unfusible
+    (:func:`_globally_unfusible`).  So ``user`` -- a loop-fusion consumer of ``producer`` outside the
+    reductions' fusion -- reads what ``producer`` reads.  Read in XLA's buffer assignment of the
+    12-layer generated transformer (GSPMD and solve plans, 8 CPU devices): a layer norm's centred value
+    ``broadcast_subtract_fusion`` is read by the variance's ``ynn_fusion`` (and by the backward's
+    reductions), while the normalisation ``add_bitcast_fusion`` and the backward's
+    ``broadcast_multiply_fusion`` read the residual sum and the mean and compute it again; the residual
+    sum then lives to the backward."""
+    comp = producer.parent
+    if comp is None or user.parent is not comp or id(producer) not in _reduce_inputs(comp):
+        return False
+    if _kind(producer) in EXPENSIVE or id(producer) in _globally_unfusible(comp):
+        return False
+    if (id(producer), id(user)) in _reduce_readers(comp):
+        return False
+    return _kind(user) in FUSING_CONSUMERS and _kind(user) != "reduce" or _forwards(user)
 
 
 def _true_rank(shape) -> int:
@@ -600,18 +717,21 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once), and so
+    is an operand that the reading instruction computes again (:func:`recomputed_by`)."""
     out: list = []
     seen: set = set()
-    stack = list(reversed(instr.operands))
+    stack = [(instr, o) for o in reversed(instr.operands)]
     while stack:
-        o = stack.pop()
-        if id(o) in seen:
+        u, o = stack.pop()
+        again = not is_fused(o) and recomputed_by(u, o)
+        key = (id(o), again)
+        if key in seen:
             continue
-        seen.add(id(o))
-        if is_fused(o):
-            stack.extend(reversed(o.operands))
-        else:
+        seen.add(key)
+        if is_fused(o) or again:
+            stack.extend((o, x) for x in reversed(o.operands))
+        elif o not in out:
             out.append(o)
     return out
 
@@ -665,19 +785,24 @@ def resharded_by_tuple(user, operand, operand_interval) -> bool:
 
 def read_until(instr, positions: dict) -> int | None:
     """The last schedule position at which ``instr``'s value is read once fusion is applied: its users'
-    positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
-    position).  None when nothing reads it."""
+    positions, a fused user's replaced by its own readers', a user that computes ``instr`` again
+    (:func:`recomputed_by`) left out, and the users that compute a reader again added
+    (``positions``: ``id(instruction)`` -> position).  None when nothing reads it."""
     last = None
-    stack = list(instr.users)
+    stack = [(instr, u) for u in instr.users]
     seen: set = set()
     while stack:
-        u = stack.pop()
-        if id(u) in seen:
+        p, u = stack.pop()
+        if (id(p), id(u)) in seen:
             continue
-        seen.add(id(u))
+        seen.add((id(p), id(u)))
+        if recomputed_by(u, p) and p is instr:   # u computes instr again: it does not read it
+            continue
+        # (a user that computes a reader p again reads what p reads: counted like p's own reads)
         if is_fused(u):
-            stack.extend(u.users)
+            stack.extend((u, w) for w in u.users)
             continue
+        stack.extend((u, w) for w in u.users if recomputed_by(w, u))
         t = positions.get(id(u))
         if t is not None and (last is None or t > last):
             last = t
@@ -697,6 +822,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
     no memory of their own.  Every key of ``own`` gets an interval."""
     pos = {id(i): t for t, i in enumerate(order)}
+    for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
+        forget_shardings(comp)
     fused = {id(i) for i in order if is_fused(i)}
 
     def defined(i):
