@@ -617,7 +617,8 @@ def recomputed_by(user, producer) -> bool:
         return False
     if (id(producer), id(user)) in _reduce_readers(comp):
         return False
-    return _kind(user) in FUSING_CONSUMERS and _kind(user) != "reduce" or _forwards(user)
+    # a forwarding user (a pin, a reshape) may hand the value to anything: it reads the buffer
+    return _kind(user) in FUSING_CONSUMERS and _kind(user) != "reduce" and not _forwards(user)
 
 
 def _true_rank(shape) -> int:
