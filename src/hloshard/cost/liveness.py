@@ -47,13 +47,9 @@ more (and pads to tiles); that is not modelled here.
   ``reduce`` is an XNNPACK fusion on the CPU backend (``ynn_fusion``) that takes in a fusible producer
   only when every user of it is in the fusion already; one read by the reduce and by anything else
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
-  the normalisation, and its normalised output, read by the scale's gradient reduce).  That buffer
-  is read by the reductions only: the loop fuser duplicates a cheap producer (not :data:`EXPENSIVE`,
-  not globally unfusible) into each of its other, loop-fusible consumers, which compute it again from
-  what it reads (:func:`recomputed_by`: the normalisation and the backward read the residual sum and
-  the mean, so the residual lives to the backward).  In a module with written shardings, an
-  elementwise consumer whose operand the partitioner slices locally (:func:`sliced_operand`: a
-  ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
+  the normalisation, and its normalised output, read by the scale's gradient reduce).  In a module
+  with written shardings, an elementwise consumer whose operand the partitioner slices locally
+  (:func:`sliced_operand`: a ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
   ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape``
   (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
@@ -531,9 +527,8 @@ def forget_shardings(comp) -> None:
     """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
     through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
     reach without changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_readers"):
-        if getattr(comp, attr, None) is not None:
-            setattr(comp, attr, None)
+    if getattr(comp, "_hloshard_reduce_inputs", None) is not None:
+        comp._hloshard_reduce_inputs = None
 
 
 def _same_dims(a, b) -> bool:
@@ -543,16 +538,7 @@ def _same_dims(a, b) -> bool:
 @_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
-    they keep a buffer (:func:`_reduce_readers`)."""
-    return frozenset(o for o, _ in _reduce_readers(comp))
-
-
-@_per_computation("_hloshard_reduce_readers")
-def _reduce_readers(comp) -> frozenset:
-    """``(id(producer), id(user))``: the fusible producers of ``comp`` that a ``reduce`` reads without
-    taking them in, so they keep a buffer, each with its users inside the reduction's fusion (the ones
-    that read that buffer; its other users are loop fusions that compute it again when it is cheap:
-    :func:`recomputed_by`).  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
+    they keep a buffer.  XLA's CPU backend makes each ``reduce`` an XNNPACK fusion (``ynn_fusion``) that
     takes in a fusible producer only when every user of it is already in the fusion (it duplicates
     nothing): starting from the reduce, a fusible operand all of whose users are in the fusion joins it,
     recursively; a fusible operand with a user outside is read from its own buffer (made once, by a
@@ -592,33 +578,8 @@ def _reduce_readers(comp) -> frozenset:
                 if all(id(u) in inside for u in o.users):
                     inside.add(id(o))
                 elif not _forwards(o):
-                    out.update((id(o), id(u)) for u in o.users if id(u) in inside)
+                    out.add(id(o))
     return out
-
-
-def recomputed_by(user, producer) -> bool:
-    """True when ``user`` computes ``producer`` again inside its own fusion instead of reading the
-    buffer :func:`_reduce_inputs` keeps for it: the buffer is made for the reductions that read it (an
-    XNNPACK fusion takes in no producer with a user outside it), while XLA's loop fuser
-    (``InstructionFusion`` with ``CpuInstructionFusion::ShouldFuse``, ``may_duplicate``) duplicates a
-    producer into every loop-fusible consumer unless duplicating it is expensive
-    (``CpuInstructionFusion::IsExpensive``: :data:`EXPENSIVE`) or it is globally unfusible
-    (:func:`_globally_unfusible`).  So ``user`` -- a loop-fusion consumer of ``producer`` outside the
-    reductions' fusion -- reads what ``producer`` reads.  Read in XLA's buffer assignment of the
-    12-layer generated transformer (GSPMD and solve plans, 8 CPU devices): a layer norm's centred value
-    ``broadcast_subtract_fusion`` is read by the variance's ``ynn_fusion`` (and by the backward's
-    reductions), while the normalisation ``add_bitcast_fusion`` and the backward's
-    ``broadcast_multiply_fusion`` read the residual sum and the mean and compute it again; the residual
-    sum then lives to the backward."""
-    comp = producer.parent
-    if comp is None or user.parent is not comp or id(producer) not in _reduce_inputs(comp):
-        return False
-    if _kind(producer) in EXPENSIVE or id(producer) in _globally_unfusible(comp):
-        return False
-    if (id(producer), id(user)) in _reduce_readers(comp):
-        return False
-    # a forwarding user (a pin, a reshape) may hand the value to anything: it reads the buffer
-    return _kind(user) in FUSING_CONSUMERS and _kind(user) != "reduce" and not _forwards(user)
 
 
 def _true_rank(shape) -> int:
@@ -718,21 +679,18 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once), and so
-    is an operand that the reading instruction computes again (:func:`recomputed_by`)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once)."""
     out: list = []
     seen: set = set()
-    stack = [(instr, o) for o in reversed(instr.operands)]
+    stack = list(reversed(instr.operands))
     while stack:
-        u, o = stack.pop()
-        again = not is_fused(o) and recomputed_by(u, o)
-        key = (id(o), again)
-        if key in seen:
+        o = stack.pop()
+        if id(o) in seen:
             continue
-        seen.add(key)
-        if is_fused(o) or again:
-            stack.extend((o, x) for x in reversed(o.operands))
-        elif o not in out:
+        seen.add(id(o))
+        if is_fused(o):
+            stack.extend(reversed(o.operands))
+        else:
             out.append(o)
     return out
 
@@ -786,24 +744,19 @@ def resharded_by_tuple(user, operand, operand_interval) -> bool:
 
 def read_until(instr, positions: dict) -> int | None:
     """The last schedule position at which ``instr``'s value is read once fusion is applied: its users'
-    positions, a fused user's replaced by its own readers', a user that computes ``instr`` again
-    (:func:`recomputed_by`) left out, and the users that compute a reader again added
-    (``positions``: ``id(instruction)`` -> position).  None when nothing reads it."""
+    positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
+    position).  None when nothing reads it."""
     last = None
-    stack = [(instr, u) for u in instr.users]
+    stack = list(instr.users)
     seen: set = set()
     while stack:
-        p, u = stack.pop()
-        if (id(p), id(u)) in seen:
+        u = stack.pop()
+        if id(u) in seen:
             continue
-        seen.add((id(p), id(u)))
-        if recomputed_by(u, p) and p is instr:   # u computes instr again: it does not read it
-            continue
-        # (a user that computes a reader p again reads what p reads: counted like p's own reads)
+        seen.add(id(u))
         if is_fused(u):
-            stack.extend((u, w) for w in u.users)
+            stack.extend(u.users)
             continue
-        stack.extend((u, w) for w in u.users if recomputed_by(w, u))
         t = positions.get(id(u))
         if t is not None and (last is None or t > last):
             last = t
