@@ -354,6 +354,36 @@ def test_reduce_fusion_takes_in_single_user_producers_only():
     assert is_fused(e2["c"])
 
 
+SLICED = """HloModule sliced, num_partitions=8
+
+ENTRY main {
+  a = f32[8,128,256] parameter(0), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+  b = f32[8,128,256] parameter(1), sharding={devices=[8,1,1]<=[8]}
+  fine = f32[8,128,256] multiply(a, b), sharding={devices=[8,1,1]<=[8]}
+  other = f32[8,128,256] multiply(a, b), sharding={devices=[8,1,1]<=[4,2]T(1,0)}
+  coarse = f32[8,128,256] multiply(b, a), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+  ROOT t = (f32[8,128,256], f32[8,128,256], f32[8,128,256]) tuple(fine, other, coarse)
+}
+"""
+
+
+def test_sliced_operand():
+    """A local slice (every device's new tile inside its old one) and not a gather or a permute."""
+    from hloshard.cost.liveness import sliced_edges, sliced_operand
+
+    m = parse_module(SLICED)
+    e = {i.name: i for i in m.entry.instructions}
+    assert sliced_operand(e["fine"], e["a"])          # [2,1,1,4] -> [8,1,1]: each device slices its half
+    assert not sliced_operand(e["fine"], e["b"])      # the same sharding
+    assert not sliced_operand(e["other"], e["a"])     # device 1's tile is in the other half: a permute
+    assert not sliced_operand(e["coarse"], e["b"])    # [8,1,1] -> [2,1,1,4]: an all-gather
+    assert sliced_edges(m) == frozenset({(id(e["fine"]), id(e["a"]))})
+    # no written sharding on the operand (a module before a plan is chosen): never a slice
+    bare = {i.name: i for i in parse_module(SLICED.replace(
+        " parameter(0), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}", " parameter(0)")).entry.instructions}
+    assert not sliced_operand(bare["fine"], bare["a"])
+
+
 def test_margin_arithmetic_is_exact():
     assert model_limit(int(600 * 1024 * XLA_CPU_UNDERESTIMATE)) == 600 * 1024
     assert xla_lower_bound(int(1000 * XLA_CPU_OVERESTIMATE)) == 1000

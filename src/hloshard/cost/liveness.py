@@ -47,7 +47,9 @@ more (and pads to tiles); that is not modelled here.
   ``reduce`` is an XNNPACK fusion on the CPU backend (``ynn_fusion``) that takes in a fusible producer
   only when every user of it is in the fusion already; one read by the reduce and by anything else
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
-  the normalisation, and its normalised output, read by the scale's gradient reduce).  A
+  the normalisation, and its normalised output, read by the scale's gradient reduce).  In a module
+  with written shardings, an elementwise consumer whose operand the partitioner slices locally
+  (:func:`sliced_operand`: a ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
   ``copy`` (a pin, a sharding annotation: removed by the algebraic simplifier) and a ``reshape``
   (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
@@ -96,9 +98,10 @@ more (and pads to tiles); that is not modelled here.
   the logical module, fusion applied), XLA's ``HloCSE`` (identical instructions made once), layout assignment (a transposed accumulator that
   cannot be updated in place), XLA's buffer assignment putting a backward loop's gradient accumulator in the
   temp heap while an entry output's allocation holds the forward loop's activation stack
-  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the CPU's recomputation of a layer norm's centred and
-  normalised values inside the fusions that read them in the backward (the 12-layer generated
-  transformer's solve plan).  Measured error and
+  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the
+  buffer of a local slice (:func:`sliced_operand`) from the point the breadth-first scheduler makes it
+  to its reader (the 12-layer generated transformer's solve plan: 23 of 128 KiB at XLA's peak; the
+  model counts the consumer's tile at the consumer only).  Measured error and
   the margin a memory budget keeps: :mod:`hloshard.cost.memory`.
 """
 
@@ -458,6 +461,80 @@ def _per_computation(attr: str):
     return wrap
 
 
+def _sharding_of(instr):
+    """``instr``'s written array sharding, or None (none written, a tuple, or one that does not name
+    tiles: unknown, manual, maximal, named)."""
+    sh = getattr(instr, "sharding", None)
+    if sh is None or sh.is_tuple or not instr.shape.is_array:
+        return None
+    if sh.is_replicated or (sh.is_tiled and not sh.has_manual_subgroup):
+        return sh
+    return None
+
+
+def sliced_operand(user, operand) -> bool:
+    """True when XLA's SPMD partitioner reads ``operand`` in ``user`` through a **local slice**: both
+    carry written shardings, ``user`` is elementwise on an operand of its own dims (it needs the
+    operand in its own sharding), the two differ, and on every device the tile ``user`` needs lies
+    inside the tile the device holds (the resharding planner's rules 2 and 6 without a permute,
+    :mod:`hloshard.cost.reshard`: a ``dynamic-slice``, no communication).  That ``dynamic-slice`` is a
+    loop fusion of its own on the CPU backend (``CpuInstructionFusion``: ``kDynamicSlice`` is
+    loop-fusible), so the user -- and a reduction fusion the user joins -- reads the slice's buffer,
+    not ``operand``'s; the slice takes the operand's fusible producers in like any loop fusion.
+    Measured in XLA's buffer assignment of the 12-layer generated transformer's solve plan: a layer
+    norm's centred and normalised values (``[2,1,1,4]``) read by the backward's ``[8,1,1]`` multiplies
+    are 128 KiB ``subtract_dynamic-slice_fusion`` / ``multiply_dynamic-slice_fusion`` buffers made in the
+    forward; the 512 KiB values themselves are not kept.  False when either sharding is missing
+    (a module before a plan is chosen: the rule then never applies)."""
+    if _kind(user) not in ELEMENTWISE or not _same_dims(user, operand):
+        return False
+    a, b = _sharding_of(operand), _sharding_of(user)
+    if a is None or b is None or a == b:
+        return False
+    dims = [int(d) for d in user.shape.dims]
+    try:
+        devices = set(a.devices) if a.is_tiled else None
+        if b.is_replicated or (devices is not None and set(b.devices) != devices):
+            return False
+        if a.is_replicated:
+            return b.is_tiled
+        for d in devices:
+            have = a.shard_slices(dims, d)
+            need = b.shard_slices(dims, d)
+            if any(n.start < h.start or n.stop > h.stop for h, n in zip(have, need)):
+                return False
+        return a.tile_shape(dims) != b.tile_shape(dims)
+    except (ValueError, IndexError):
+        return False
+
+
+def sliced_edges(module) -> frozenset:
+    """``(id(user), id(operand))`` of every pair of ``module`` that :func:`sliced_operand` holds for:
+    what the memory model reads of the written shardings (a cache of buffer intervals keyed on the
+    module's structure must also key on this)."""
+    out = set()
+    for comp in module.computations:
+        for u in comp.instructions:
+            if getattr(u, "sharding", None) is None or _kind(u) not in ELEMENTWISE:
+                continue
+            for o in u.operands:
+                if sliced_operand(u, o):
+                    out.add((id(u), id(o)))
+    return frozenset(out)
+
+
+def forget_shardings(comp) -> None:
+    """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
+    through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
+    reach without changing the computation's instructions."""
+    if getattr(comp, "_hloshard_reduce_inputs", None) is not None:
+        comp._hloshard_reduce_inputs = None
+
+
+def _same_dims(a, b) -> bool:
+    return a.shape.is_array and b.shape.is_array and tuple(a.shape.dims) == tuple(b.shape.dims)
+
+
 @_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
@@ -471,7 +548,9 @@ def _reduce_inputs(comp) -> frozenset:
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
-    the computation like :func:`_globally_unfusible`."""
+    the computation like :func:`_globally_unfusible`.  A reduction reads an operand that the
+    partitioner slices locally (:func:`sliced_operand`) from the slice's own loop fusion, so the walk
+    stops there."""
     out: set = set()
     index = {id(i): n for n, i in enumerate(computation_order(comp))}
 
@@ -485,13 +564,13 @@ def _reduce_inputs(comp) -> frozenset:
         if r.opcode != "reduce":
             continue
         cone: dict = {}
-        stack = [o for o in r.operands if joins(o)]
+        stack = [o for o in r.operands if joins(o) and not sliced_operand(r, o)]
         while stack:   # the fusible producers reachable from the reduce through fusible producers
             o = stack.pop()
             if id(o) in cone:
                 continue
             cone[id(o)] = o
-            stack.extend(x for x in o.operands if joins(x))
+            stack.extend(x for x in o.operands if joins(x) and not sliced_operand(o, x))
         inside = {id(r)}
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
@@ -697,6 +776,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
     no memory of their own.  Every key of ``own`` gets an interval."""
     pos = {id(i): t for t, i in enumerate(order)}
+    for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
+        forget_shardings(comp)
     fused = {id(i) for i in order if is_fused(i)}
 
     def defined(i):

@@ -64,8 +64,10 @@ def total_bytes(shape: Shape, sharding: HloSharding | None) -> int:
 #: rounded up (the worst: ``scan_mlp_train_step``'s GSPMD plan, 0.785; with the breadth-first schedule
 #: and the reduce fusion rule of round 12, 0.795: kept).  A plan the model puts at P
 #: bytes needs at most ``P * XLA_CPU_UNDERESTIMATE`` under XLA -- on modules like those measured: the
-#: held-out 12-layer transformer (round 12: 1.024 GSPMD, 1.117 solve) is covered, the MaxText corpus
-#: module (0.593 in round 11: f32 copies of its stacked activations the model does not see) is not.
+#: held-out 12-layer transformer (round 12: 1.024 GSPMD, 1.117 solve; round 15, the local-slice rule of
+#: :func:`hloshard.cost.liveness.sliced_operand`: solve 1.055) is covered, the MaxText corpus module
+#: (0.593 in round 11: f32 copies of its stacked activations the model does not see; 0.903 since round 14)
+#: is too.
 XLA_CPU_UNDERESTIMATE = 1.28
 
 #: Largest ``predicted peak / XLA peak`` measured on the same plans, rounded up (``attention_6heads``'
