@@ -420,12 +420,10 @@ def whole_axis_alpha(sub_alpha: float, size: int, sub_size: int) -> float:
     whose sub-axis of ``sub_size`` (> 1) devices has ``sub_alpha``; ``sub_alpha`` itself when the
     sub-axis is the whole axis. Raises ValueError for a sub-axis of one device (it carries no latency
     to scale) or one that does not divide ``size``."""
-    size, sub_size = int(size), int(sub_size)
-    if sub_size < 2 or size % sub_size:
+    share = sub_axis_alpha(1.0, size, sub_size)   # the sub-axis' steps over the axis' (validates the sizes)
+    if share <= 0:
         raise ValueError(f"no axis latency from a sub-axis of {sub_size} devices of an axis of {size}")
-    if sub_size == size:
-        return float(sub_alpha)
-    return float(sub_alpha) * (size - 1) / (sub_size - 1)
+    return float(sub_alpha) if share == 1.0 else float(sub_alpha) / share
 
 
 def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ...] | None]:
