@@ -19,7 +19,8 @@ For each plan (the module text, compiled for 8 partitions):
 * the TPU compiler ahead of time (``v5e:2x4``, libtpu in ``--tpu-python``;
   :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds`` with the -1 of each
   ``ConcatBitcast`` added back (:attr:`hloshard.xla_cost.XlaCost.estimate_seconds`; the column "TPU
-  estimate s").
+  estimate s"), beside hloshard's like-for-like figure (roofline plus the collectives' HBM seconds),
+  per trip and with every loop body once (:func:`roofline_seconds_once`: what the estimate counts).
 
 ``--probe`` first runs single-operation modules on the TPU compiler to show what ``optimal_seconds``
 counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
