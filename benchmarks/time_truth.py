@@ -19,7 +19,8 @@ For each plan (the module text, compiled for 8 partitions):
 * the TPU compiler ahead of time (``v5e:2x4``, libtpu in ``--tpu-python``;
   :func:`hloshard.xla_cost.tpu_cost`): flops, bytes accessed, ``optimal_seconds`` with the -1 of each
   ``ConcatBitcast`` added back (:attr:`hloshard.xla_cost.XlaCost.estimate_seconds`; the column "TPU
-  estimate s").
+  estimate s"), beside hloshard's like-for-like figure (roofline plus the collectives' HBM seconds),
+  per trip and with every loop body once (:func:`roofline_seconds_once`: what the estimate counts).
 
 ``--probe`` first runs single-operation modules on the TPU compiler to show what ``optimal_seconds``
 counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
@@ -167,21 +168,40 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]
     coll = collective_hbm_seconds(res, scale.profile)
-    flops_once, bytes_once = body_once(plan_roofline(res, module, scale.profile)[0])
+    roof = plan_roofline(res, module, scale.profile)[0]
+    flops_once, bytes_once = body_once(roof)
+    coll_once = collective_hbm_seconds(res, scale.profile, once=True)
     return {"flops": t["flops_per_device"], "bytes": t["hbm_bytes_per_device"], "compute_s": b["compute_s"],
             "flops_once": flops_once, "bytes_once": bytes_once,
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
-            "collective_hbm_s": coll, "tpu_like_s": b["compute_s"] + coll}
+            "collective_hbm_s": coll, "tpu_like_s": b["compute_s"] + coll,
+            "tpu_like_once_s": roofline_seconds_once(roof) + coll_once}
 
 
-def collective_hbm_seconds(result, profile) -> float:
+def roofline_seconds_once(roof) -> float:
+    """The roofline's seconds with every instruction counted once, a loop body's once rather than once per
+    trip (each row's seconds over its executions; the layout copies' seconds scaled by their bytes counted
+    once over their bytes per trip): the TPU compiler's ``optimal_seconds`` counts a while body once
+    (BENCHMARKS.md, round 14: the windowed einsum loops), so this, plus the collectives' HBM seconds
+    counted once, is the like-for-like figure for a module with loops; equal to ``roof.seconds``
+    without loops."""
+    rows = sum(r.seconds for r in roof.rows)
+    once = sum(r.seconds / r.executions for r in roof.rows if r.executions > 0)
+    rest = roof.seconds - rows   # the memory model's layout copies (relayout_bytes), per trip
+    if roof.relayout_bytes > 0:
+        rest *= roof.relayout_bytes_once / roof.relayout_bytes
+    return once + rest
+
+
+def collective_hbm_seconds(result, profile, once: bool = False) -> float:
     """Seconds one device spends moving the HBM bytes of the collectives hloshard predicts for the plan
     (:func:`hloshard.commands.timing.plan_collective_hbm_bytes`) at the profile's sustained HBM
     bandwidth.  The part of the step time the TPU compiler's ``optimal_seconds`` also counts (it charges
-    a collective its HBM bytes, no link time), so compute + this is hloshard's like-for-like figure."""
+    a collective its HBM bytes, no link time), so compute + this is hloshard's like-for-like figure.
+    ``once``: each collective counted once (a loop body's not per trip)."""
     from hloshard.commands.timing import plan_collective_hbm_bytes
 
-    return plan_collective_hbm_bytes(result) / profile.sustained_hbm_bandwidth
+    return plan_collective_hbm_bytes(result, once=once) / profile.sustained_hbm_bandwidth
 
 
 def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,
@@ -342,15 +362,16 @@ def _r(a, b) -> str:
 def table(rows) -> str:
     head = ("| module | plan | flops hloshard | XLA CPU | TPU | ratio (CPU) | loop bodies once / CPU | bytes hloshard | "
             "XLA CPU | TPU | ratio (CPU) | loop bodies once / CPU | ratio (TPU) | roofline s | TPU estimate s | "
-            "roofline / estimate | roofline + collectives' HBM s | that / estimate | comm s | step s |")
-    lines = [head, "|" + "---|" * 20]
+            "roofline / estimate | roofline + collectives' HBM s | that / estimate | that, loop bodies once / estimate | "
+            "comm s | step s |")
+    lines = [head, "|" + "---|" * 21]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 18)
+            lines.append(f"| {r['name']} | {r['plan']} | error: {r['error'][:80]} |" + " |" * 19)
             continue
         h, c, t = r["hloshard"], r["cpu"], r["tpu"] or {}
         if "error" in h:
-            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 18)
+            lines.append(f"| {r['name']} | {r['plan']} | hloshard error: {h['error'][:80]} |" + " |" * 19)
             continue
         lines.append(
             f"| {r['name']} | {r['plan']} | {_g(h['flops'])} | {_g(c.get('flops'))} | {_g(t.get('flops'))} | "
@@ -359,7 +380,8 @@ def table(rows) -> str:
             f"{_r(h.get('bytes_once'), c.get('bytes_accessed'))} | "
             f"{_r(h['bytes'], t.get('bytes_accessed'))} | {_g(h['compute_s'])} | {_g(t.get('estimate_seconds', t.get('optimal_seconds')))} | "
             f"{_r(h['compute_s'], t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h.get('tpu_like_s'))} | "
-            f"{_r(h.get('tpu_like_s'), t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
+            f"{_r(h.get('tpu_like_s'), t.get('estimate_seconds', t.get('optimal_seconds')))} | "
+            f"{_r(h.get('tpu_like_once_s'), t.get('estimate_seconds', t.get('optimal_seconds')))} | {_g(h['comm_s'])} | {_g(h['step_s'])} |")
     return "\n".join(lines)
 
 

@@ -19,7 +19,10 @@ byte moved over a mesh axis with ``beta = 1`` costs 1 and one floating-point ope
   per-direction bandwidth of the axis' link class, bytes/s), and
 - ``alpha_axis = (size_axis - 1) * latency_axis / u`` units: a ring over the axis takes ``n - 1``
   steps, each paying the link's latency once (all-reduce's second ring phase is not counted: an
-  approximation that underestimates its latency, not its bytes).
+  approximation that underestimates its latency, not its bytes).  A sub-axis of ``s`` devices that
+  hloshard splits an axis into (``DeviceMesh.refine``) is a ring of ``s`` over the same link:
+  ``(s - 1) * latency_axis / u`` (:func:`sub_axis_alpha`, :func:`ring_alphas`); a collective in groups
+  of 2 along an axis of 8 pays one step, not seven.
 
 Each collective also moves its input and output through HBM: with a device its cost adds that time at
 the profile's sustained HBM bandwidth (:func:`hloshard.cost.collectives.with_hbm`). The collective
@@ -48,7 +51,7 @@ from .units import DEVICE_ALIASES, DEVICE_MEMORY
 
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
-           "module_matmul_dtype", "LINK_NAMES"]
+           "module_matmul_dtype", "LINK_NAMES", "sub_axis_alpha", "ring_alphas", "whole_axis_alpha"]
 
 #: The two link classes a mesh axis can cross.  The names are the mesh marks' syntax (``:ici`` /
 #: ``:dcn``) on every device: on a GPU ``ici`` means inside a node (NVLink) and ``dcn`` across nodes
@@ -389,6 +392,38 @@ def time_scale(profile: DeviceProfile, shape: Sequence[int], links: Sequence[str
         beta.append(1.0 / (link.bandwidth * unit))
         alpha.append(max(int(size) - 1, 0) * link.latency / unit)
     return TimeScale(profile, tuple(links), tuple(alpha), tuple(beta), unit, key, peak)
+
+
+def sub_axis_alpha(alpha: float, size: int, sub_size: int) -> float:
+    """The latency term (cost units) of a sub-axis of ``sub_size`` devices of a mesh axis of ``size``
+    devices whose latency term is ``alpha`` under :func:`time_scale`'s ring formula (``size - 1`` steps of
+    one link latency each): ``alpha * (sub_size - 1) / (size - 1)``, the ring over the sub-axis' own
+    ``sub_size - 1`` steps of the same link; ``alpha`` itself for the whole axis, 0 for one device.
+    Raises ValueError when ``sub_size`` does not divide ``size``."""
+    size, sub_size = int(size), int(sub_size)
+    if sub_size < 1 or size % sub_size:
+        raise ValueError(f"a sub-axis of {sub_size} devices does not divide an axis of {size}")
+    if sub_size == size:
+        return float(alpha)
+    return float(alpha) * (sub_size - 1) / (size - 1)
+
+
+def ring_alphas(alpha: Sequence[float], user_shape: Sequence[int], sub_axes) -> tuple[float, ...]:
+    """Per axis of a refined mesh, its latency term: :func:`sub_axis_alpha` of the user axis' ``alpha``
+    (``alpha[i]``: :attr:`TimeScale.alpha` of user axis i of ``user_shape``) for each sub-axis
+    (``sub_axes``: ``DeviceMesh.sub_axes``, each with ``user_axis`` and ``size``)."""
+    return tuple(sub_axis_alpha(alpha[s.user_axis], user_shape[s.user_axis], s.size) for s in sub_axes)
+
+
+def whole_axis_alpha(sub_alpha: float, size: int, sub_size: int) -> float:
+    """The inverse of :func:`sub_axis_alpha`: the latency term of the whole axis of ``size`` devices
+    whose sub-axis of ``sub_size`` (> 1) devices has ``sub_alpha``; ``sub_alpha`` itself when the
+    sub-axis is the whole axis. Raises ValueError for a sub-axis of one device (it carries no latency
+    to scale) or one that does not divide ``size``."""
+    share = sub_axis_alpha(1.0, size, sub_size)   # the sub-axis' steps over the axis' (validates the sizes)
+    if share <= 0:
+        raise ValueError(f"no axis latency from a sub-axis of {sub_size} devices of an axis of {size}")
+    return float(sub_alpha) if share == 1.0 else float(sub_alpha) / share
 
 
 def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ...] | None]:

@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from .devices import sub_axis_alpha
 from .errors import InputError, UsageError
 from .hlo.reshape_dims import reshape_groups
 from .hlo.sharding import HloSharding
@@ -302,7 +303,9 @@ class DeviceMesh:
     def refine(self, shape: Sequence[int]) -> "DeviceMesh":
         """This mesh with its axes split into sub-axes: ``shape`` must refine ``self.shape`` (each axis
         of size n replaced by consecutive axes whose product is n, major first). Device order,
-        alpha and beta (per sub-axis those of its axis), names, source and notes carry over; the
+        alpha and beta (per sub-axis those of its axis; on a mesh priced on a device,
+        ``roofline_prices`` set, a sub-axis' alpha is the ring latency of its own size,
+        :func:`hloshard.devices.sub_axis_alpha`), names, source and notes carry over; the
         user's mesh stays ``self.user_shape`` and ``sub_axes`` says which part of which user axis each
         new axis is. Raises ValueError when ``shape`` does not refine the mesh."""
         shape = tuple(int(x) for x in shape)
@@ -325,8 +328,11 @@ class DeviceMesh:
                 j += 1
         if j != len(shape) or math.prod(shape) != self.num_devices:
             raise ValueError(f"mesh {'x'.join(map(str, shape))} does not refine the mesh {self}")
-        out = DeviceMesh(shape, self.device_ids.ravel(), [self.alpha[a] for a in owner],
-                         [self.beta[a] for a in owner])
+        if self.roofline_prices is None:   # the unit model: a sub-axis keeps its axis' alpha
+            alpha = [self.alpha[a] for a in owner]
+        else:   # priced on a device: a sub-axis is a ring of its own size (devices.sub_axis_alpha)
+            alpha = [sub_axis_alpha(self.alpha[a], self.shape[a], shape[k]) for k, a in enumerate(owner)]
+        out = DeviceMesh(shape, self.device_ids.ravel(), alpha, [self.beta[a] for a in owner])
         base = self.sub_axes
         subs = []
         for k, a in enumerate(owner):

@@ -306,7 +306,7 @@ def _timed_mesh(module, spec: str, device: str):
     the per-axis alpha / beta of :func:`hloshard.devices.time_scale` for the links the default rule
     gives the user's axes, and the device's roofline prices."""
     from .cost.roofline import RooflinePrices
-    from .devices import axis_links, get_profile, module_matmul_dtype, time_scale
+    from .devices import axis_links, get_profile, module_matmul_dtype, ring_alphas, time_scale
     from .strategy.base import COMPUTE_COST_PER_FLOP
 
     profile = get_profile(device)
@@ -315,6 +315,7 @@ def _timed_mesh(module, spec: str, device: str):
                        COMPUTE_COST_PER_FLOP)
     mesh = DeviceMesh.for_module(module, spec, None, list(scale.alpha), list(scale.beta))
     mesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)
+    mesh.alpha = ring_alphas(scale.alpha, shape, mesh.sub_axes)   # a sub-axis: the ring of its own size
     return mesh, scale
 
 

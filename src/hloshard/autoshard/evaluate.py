@@ -12,6 +12,7 @@ import numpy as np
 from ..cost.liveness import peak_usage
 from ..cost.tpu_layout import hbm_peak, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
+from ..devices import whole_axis_alpha
 from ..hlo.sharding import HloSharding
 from ..mesh import DeviceMesh, refine_for_module
 from ..solver.bounds import lower_bound
@@ -347,7 +348,8 @@ def module_mesh(module, mesh):
 
 def user_mesh(mesh):
     """The user's mesh that ``mesh`` refines (its sub-axes merged back into the user's axes, each with
-    the alpha / beta of its first sub-axis, the refinement note dropped), or ``mesh`` itself when it is
+    the alpha / beta of its first sub-axis (on a device, the alpha of its whole ring:
+    :func:`hloshard.devices.whole_axis_alpha`), the refinement note dropped), or ``mesh`` itself when it is
     not refined."""
     if not isinstance(mesh, DeviceMesh) or not getattr(mesh, "sub_axes", None):
         return mesh
@@ -357,7 +359,13 @@ def user_mesh(mesh):
     user_shape = tuple(mesh.user_shape)
     if any(a not in first for a in range(len(user_shape))):
         return mesh
-    user = DeviceMesh(user_shape, mesh.device_ids.ravel(), [mesh.alpha[first[a]] for a in range(len(user_shape))],
+    alpha = [mesh.alpha[first[a]] for a in range(len(user_shape))]
+    if mesh.roofline_prices is not None:   # priced on a device: sub-axes carry their own ring's latency
+        for a, size in enumerate(user_shape):
+            k = max(range(mesh.ndim), key=lambda k: (mesh.sub_axes[k].user_axis == a, mesh.sub_axes[k].size))
+            if mesh.sub_axes[k].size > 1:
+                alpha[a] = whole_axis_alpha(mesh.alpha[k], size, mesh.sub_axes[k].size)
+    user = DeviceMesh(user_shape, mesh.device_ids.ravel(), alpha,
                       [mesh.beta[first[a]] for a in range(len(user_shape))], axis_names=mesh.user_names)
     user.source = mesh.source
     user.notes = [n for n in mesh.notes if not n.startswith(f"mesh {user} refined internally")]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from ..devices import axis_links, get_profile, module_matmul_dtype, split_link_marks, time_scale
+from ..devices import axis_links, get_profile, module_matmul_dtype, ring_alphas, split_link_marks, time_scale
 from ..errors import UsageError
 from ..mesh import DeviceMesh
 from ..cost.roofline import RooflinePrices
@@ -102,6 +102,7 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     budget = profile.hbm_bytes if memory_budget is None else memory_budget
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
+    dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size
     dmesh.memory_device = profile.name if profile.backend == "tpu" else None   # memory as the TPU compiler lays it out
     return dmesh, scale, budget
 

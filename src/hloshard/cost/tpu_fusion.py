@@ -105,18 +105,52 @@ def _memo(tag: str, instr, fn):
     return store[1][k]
 
 
+def inlined_call(comp):
+    """The ``call`` instruction whose computation ``comp`` is, when it is ``comp``'s only caller: XLA's
+    ``CallInliner`` (run before fusion by the TPU compiler, as by every XLA backend) replaces it by
+    ``comp``'s body, so that the body's root is read where the call's result is (the GSPMD-propagated
+    samples hold no ``call`` any more; a solve plan written from the ``pre.hlo`` keeps jax's
+    ``jit(relu)`` calls). None for the entry, a loop body, a reducer or a computation called from
+    several sites.  The callers are found once per module (cached on it while its computation and
+    instruction counts stay the same)."""
+    module = getattr(comp, "parent", None)
+    if module is None or getattr(comp, "is_entry", False):
+        return None
+    stamp = (len(module.computations), sum(len(c.instructions) for c in module.computations))
+    cache = getattr(module, "_hloshard_callers", None)
+    if cache is None or cache[0] != stamp:
+        callers: dict = {}
+        for c in module.computations:
+            for i in c.instructions:
+                for callee in i.called_computations:
+                    callers.setdefault(id(callee), []).append(i)
+        cache = (stamp, callers)
+        module._hloshard_callers = cache
+    sites = cache[1].get(id(comp), ())
+    return sites[0] if len(sites) == 1 and sites[0].opcode == "call" else None
+
+
 def is_fused(instr) -> bool:
     """True when the TPU compiler gives ``instr``'s result no HBM buffer (module docstring): what the CPU
     rule fuses (:func:`hloshard.cost.liveness.is_fused`: constants, forwarding copies and reshapes,
     loop-fused producers), and a fusible producer that is not a root whose consumers (through
     forwarding users) are all in :data:`TPU_FUSING_CONSUMERS` in its own computation, an expensive one
-    (:data:`hloshard.cost.liveness.EXPENSIVE`) only when it has one consumer."""
+    (:data:`hloshard.cost.liveness.EXPENSIVE`) only when it has one consumer.  The root of a computation
+    a ``call`` inlines (:func:`inlined_call`) is judged at the call, by the call's consumers, and the
+    call itself is fused (no buffer: its consumers read what the inlined body reads, the call's
+    operands) when its root is."""
     if liveness.is_fused(instr):
         return True
-    if instr.opcode not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
+    if instr.opcode == "call":
+        body = instr.called_computations
+        return len(body) == 1 and body[0].root is not None and inlined_call(body[0]) is instr \
+            and is_fused(body[0].root)
+    site = inlined_call(instr.parent) if instr.is_root and instr.parent is not None else instr
+    if site is None or site.is_root or instr.opcode not in FUSIBLE_PRODUCERS or not site.users \
+            or not instr.shape.is_array:
         return False
-    consumers = effective_users(instr)
-    if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, instr) for u in consumers):
+    consumers = effective_users(site)
+    if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, site) for u in consumers):
         return False
     return not (expensive_on_tpu(instr) and len(consumers) > 1)
 
