@@ -123,9 +123,11 @@ def make_step(lm):
         logits, _ = lm.stateless_call(trainable, non_trainable,
                                       {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]},
                                       training=True)
-        logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        # in the parameters' float type: float32, or float64 for the float64 step (``build(..., "float64")``)
+        ftype = params[paths[0]].dtype
+        logp = jax.nn.log_softmax(logits.astype(ftype), axis=-1)
         nll = -jnp.take_along_axis(logp, batch["labels"][..., None], axis=-1)[..., 0]
-        mask = batch["padding_mask"].astype(jnp.float32)
+        mask = batch["padding_mask"].astype(ftype)
         return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
     def train_step(params, batch):
