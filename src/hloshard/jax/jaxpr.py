@@ -147,6 +147,12 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
                 val = wide_closed(val, path)
             elif isinstance(val, tuple) and val and all(isinstance(x, jcore.ClosedJaxpr) for x in val):
                 val = tuple(wide_closed(x, path) for x in val)
+            elif isinstance(val, jcore.Jaxpr) and not val.constvars:   # e.g. a scatter's combiner
+                val = wide_closed(jcore.ClosedJaxpr(val, []), path)
+                if val.consts:
+                    raise NotPromotable(f"equation {'_'.join(map(str, path))} ({eqn.primitive.name}): its "
+                                        f"{key!r} re-traced in float64 has constants")
+                val = val.jaxpr
             elif isinstance(val, jcore.Jaxpr) or callable(val) and not isinstance(val, type) and \
                     type(val).__name__ in ("WrappedFun", "function"):
                 raise NotPromotable(f"equation {'_'.join(map(str, path))} ({eqn.primitive.name}) holds "
