@@ -123,10 +123,8 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     import jax
     import numpy as np
 
-    from .api import AutoShardResult
-
-    if not isinstance(result, AutoShardResult) or result.source_fn is None or result.program is None:
-        raise ValueError("check needs the AutoShardResult auto_shard returned")
+    if getattr(result, "source_fn", None) is None or getattr(result, "program", None) is None:
+        raise ValueError("check needs the AutoShardResult auto_shard returned (its source_fn and program)")
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not rtol > 0:
         raise ValueError(f"rtol must be a positive number, got {rtol!r}")
     closed, in_tree, out_tree, pinned, operand_constraints, body_constraints = result.program
