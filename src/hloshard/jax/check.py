@@ -163,11 +163,14 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     if float64:
         from .jaxpr import NotPromotable
 
+        # the reference: the user's function traced anew (not the plan's program), as the plan's was traced
+        # (x64 as in this process), then widened.  Traced under x64 instead, a function with a float -> int
+        # step (a new user's T5: relative-position buckets) differed from the widened plan by 0.23, its
+        # constants rounded at trace time on the other side of a bucket boundary (round 15)
+        ref = jax.make_jaxpr(flat(result.source_fn))(*want_avals)
         try:
             with jax.enable_x64(True):
                 plan64 = program(closed, out_tree, pinned, operand_constraints, body_constraints, promote=True)
-                # the reference: the user's function traced anew (not the plan's program), in float64
-                ref = jax.make_jaxpr(flat(result.source_fn))(*want_avals)
                 bare64 = program(ref, out_tree, promote=True)
                 got64 = [np.asarray(x) for x in jax.jit(flat_out(plan64), in_shardings=tuple(in_flat),
                                                          out_shardings=tuple(out_flat))(*placed)]
