@@ -23,7 +23,11 @@ collective-permute bytes sent); peak per device = ``compiled.memory_analysis()``
 temp - alias bytes. ``rel err``: the plan's compiled step on random data against the unsharded step
 (one device), max over the loss and every parameter's update ``new - old`` of ||got - want|| / ||want||
 (the gradient's error, stricter than the outputs' own, ``rel_err_out`` in the JSON: max over the loss and
-the new parameters).
+the new parameters).  ``rel err f64``: the same plan (its shardings, and auto_shard's constraints) on the
+step evaluated in float64 (:func:`hloshard.jax.jaxpr.runner` ``promote=True``: the traced program with every
+float32 widened; :func:`float64_reference` says why keras-hub's own float64 build is not used) against the
+unsharded float64 step, same metric: float64 rounding (~1e-13) when the plan computes the same function.
+``f32 floor``: the unsharded float32 step against the unsharded float64 step (the model's own rounding).
 ``tied``: parameters whose output sharding of the compiled step is not equivalent to their input
 sharding (each would be resharded before the next step; must be 0). ``seconds``: wall time of
 ``auto_shard``. ``pred``: hloshard's own prediction for its plan (ring bytes of the collectives it
@@ -123,9 +127,11 @@ def make_step(lm):
         logits, _ = lm.stateless_call(trainable, non_trainable,
                                       {"token_ids": batch["token_ids"], "padding_mask": batch["padding_mask"]},
                                       training=True)
-        logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
+        # in the parameters' float type: float32, or float64 for the float64 step (``build(..., "float64")``)
+        ftype = params[paths[0]].dtype
+        logp = jax.nn.log_softmax(logits.astype(ftype), axis=-1)
         nll = -jnp.take_along_axis(logp, batch["labels"][..., None], axis=-1)[..., 0]
-        mask = batch["padding_mask"].astype(jnp.float32)
+        mask = batch["padding_mask"].astype(ftype)
         return jnp.sum(nll * mask) / jnp.maximum(jnp.sum(mask), 1.0)
 
     def train_step(params, batch):
@@ -239,9 +245,9 @@ def rel_err(got, want, params) -> float:
 
 
 def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
-          stablehlo_dir: str | None = None, deterministic: bool = True):
+          stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
-    per plan. ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
+    per plan (the plans in ``float64_plans``, all when None, with ``rel_err_f64`` / ``rel_err_f32_floor``). ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
     measured before it in ``plans``. A plan that raises gives a row with ``error``."""
     setup_child_env()
     import hloshard.jax  # noqa: F401  - before keras-hub (tensorflow): google/or-tools#3230
@@ -258,6 +264,9 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["model_name"], ctx["stablehlo_dir"] = name, stablehlo_dir
     ctx["deterministic"] = deterministic   # auto_shard's mode (--wall-clock: False, auto_shard's default)
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
+    ctx["float64_plans"] = float64_plans
+    if float64_plans is None or any(p in float64_plans for p in plans):
+        float64_reference(ctx)
     done: dict = {}
     for plan in plans:
         b = budget if plan == "auto_budget" else None
@@ -368,7 +377,47 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
                                    / max(np.linalg.norm(np.asarray(w, np.float64)), 1e-30))
                              for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
     row["loss"] = float(want[0])
+
+    # float64 (hloshard.jax.jaxpr.runner promote=True: the same program, every float32 widened): the plan's
+    # shardings (and auto_shard's constraints) against the unsharded float64 step.  A correct partitioning
+    # agrees to float64 rounding; a plan that computes another function does not (the test: > 1e-9)
+    from hloshard.jax.check import program
+
+    if ctx.get("float64_plans") is not None and plan not in ctx["float64_plans"]:
+        return row
+    with jax.enable_x64(True):
+        if res is not None:
+            closed, _, out_tree, pinned, operands, bodies = res.program
+            fn64 = program(closed, out_tree, pinned, operands, bodies, promote=True)
+        else:
+            fn64 = program(*ctx["step_jaxpr"], promote=True)
+        got64 = jax.jit(fn64, in_shardings=in_sh, out_shardings=out_sh)(placed_p, placed_d)
+        row["rel_err_f64"] = rel_err(got64, ctx["want64"], {k: np.asarray(v, np.float64) for k, v in params.items()})
+    row["rel_err_f32_floor"] = ctx["rel_err_f32_floor"]
     return row
+
+
+def float64_reference(ctx: dict) -> None:
+    """The unsharded float64 step of ``ctx`` (``want64``: :func:`hloshard.jax.jaxpr.runner` ``promote=True``
+    of the step's jaxpr, one device; ``step_jaxpr``: (ClosedJaxpr, result treedef)) and the model's own
+    float32 rounding floor (``rel_err_f32_floor``: the unsharded float32 step ``want`` against it, the
+    ``rel_err`` metric).  keras-hub's models are not built in float64 for this: with ``dtype="float64"``
+    their RMS norms still cast to ``"float32"`` (``gemma/rms_normalization.py`` "Always compute
+    normalization in float32", ``llama_layernorm.py``, ``qwen_layernorm.py``), the attention softmax
+    layers are built with ``dtype="float32"`` and keras' RoPE ``sin`` / ``cos`` of integer positions are
+    ``floatx()``: 76 of gemma_small's 681 float values stay float32 (measured, round 15)."""
+    import jax
+    import numpy as np
+
+    from hloshard.jax.check import program
+
+    closed, out_struct = jax.make_jaxpr(ctx["step"], return_shape=True)(ctx["params"], ctx["data"])
+    ctx["step_jaxpr"] = (closed, jax.tree_util.tree_structure(out_struct))
+    with jax.enable_x64(True):
+        ctx["want64"] = jax.jit(program(*ctx["step_jaxpr"], promote=True))(ctx["params"], ctx["data"])
+        ctx["want64"] = jax.tree_util.tree_map(np.asarray, ctx["want64"])
+    ctx["rel_err_f32_floor"] = rel_err(ctx["want"], ctx["want64"],
+                                       {k: np.asarray(v, np.float64) for k, v in ctx["params"].items()})
 
 
 # ------------------------------------------------------------------------------------------------
@@ -384,6 +433,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         extra += ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)]
     if getattr(args, "wall_clock", False):
         extra += ["--wall-clock"]
+    if getattr(args, "float64_plans", None) is not None:
+        extra += ["--float64-plans", args.float64_plans]
     return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -415,20 +466,21 @@ def _mb(x) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| model | plan | XLA bytes/dev (MB) | pred (MB) | XLA peak/dev (MB) | pred peak (MB) | budget (MB) "
-            "| rel err | tied mismatches | auto_shard s | vs expert (bytes, peak) |")
+            "| rel err | rel err f64 | f32 floor | tied mismatches | auto_shard s | vs expert (bytes, peak) |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     expert = {r["model"]: r for r in rows if r.get("plan") == "expert" and "error" not in r}
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | {r['plan']} | error: {r['error']} |" + " |" * 9)
+            out.append(f"| {r['model']} | {r['plan']} | error: {r['error']} |" + " |" * 11)
             continue
         e = expert.get(r["model"])
         vs = "-"
         if e and r["plan"] != "expert":
             vs = f"{r['comm_bytes'] / max(e['comm_bytes'], 1):.2f}x, {r['peak_bytes'] / max(e['peak_bytes'], 1):.2f}x"
-        err = f"{r['rel_err']:.1e}" if r.get("rel_err") is not None else "-"
+        err, e64, floor = (f"{r[k]:.1e}" if r.get(k) is not None else "-"
+                           for k in ("rel_err", "rel_err_f64", "rel_err_f32_floor"))
         out.append(f"| {r['model']} | {r['plan']} | {_mb(r['comm_bytes'])} | {_mb(r.get('pred_bytes'))} | "
-                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('pred_peak'))} | {_mb(r.get('budget'))} | {err} | "
+                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('pred_peak'))} | {_mb(r.get('budget'))} | {err} | {e64} | {floor} | "
                    f"{r['tied_mismatches']} | {r.get('seconds', '-')} | {vs} |")
     return "\n".join(out)
 
@@ -490,6 +542,9 @@ def main(argv=None) -> int:
     ap.add_argument("--wall-clock", action="store_true",
                     help="auto_shard in wall-clock mode (deterministic=False, its default); without it "
                          "deterministic=True, the same plans on every run")
+    ap.add_argument("--float64-plans", default=None,
+                    help="comma list of the plans measured in float64 too (rel_err_f64; one more compile each); "
+                         "default all, '' none")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
     ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
     ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
@@ -502,7 +557,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.child:
         for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
-                         args.stablehlo_dir, deterministic=not args.wall_clock):
+                         args.stablehlo_dir, deterministic=not args.wall_clock, float64_plans=None if args.float64_plans is None else
+                         [p for p in args.float64_plans.split(",") if p]):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
@@ -537,7 +593,7 @@ def main(argv=None) -> int:
                     fh.write(json.dumps(got[plan]) + "\n")
             r = got[plan]
             print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB peak {_mb(r['peak_bytes'])} MB "
-                  f"err {r['rel_err']:.1e} tied {r['tied_mismatches']} s {r.get('seconds', '-')} wall {r['wall']}"),
+                  f"err {r['rel_err']:.1e} f64 {r.get('rel_err_f64') or float('nan'):.1e} tied {r['tied_mismatches']} s {r.get('seconds', '-')} wall {r['wall']}"),
                   file=sys.stderr, flush=True)
         if args.diff:
             diffs += diff_reports(name, tmp)

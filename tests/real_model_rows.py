@@ -12,12 +12,13 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def child_rows(script, model: str, plans: list, env_extra: dict | None = None, time_limit: float = 10.0) -> dict:
-    """plan -> row of ``script --child model plans`` run with this checkout's ``src`` first on PYTHONPATH;
-    asserts the child succeeded and measured every plan without an error."""
+def child_rows(script, model: str, plans: list, env_extra: dict | None = None, time_limit: float = 10.0,
+               extra=()) -> dict:
+    """plan -> row of ``script --child model plans [extra]`` run with this checkout's ``src`` first on
+    PYTHONPATH; asserts the child succeeded and measured every plan without an error."""
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    p = subprocess.run([sys.executable, str(script), "--child", model, ",".join(plans), "--time-limit", str(time_limit)],
+    p = subprocess.run([sys.executable, str(script), "--child", model, ",".join(plans), "--time-limit", str(time_limit), *extra],
                        capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     out = {}
@@ -34,4 +35,5 @@ def child_rows(script, model: str, plans: list, env_extra: dict | None = None, t
 def figures(row: dict) -> str:
     """One row's XLA figures in words (assertion messages)."""
     return (f"{row['plan']}: {row['comm_bytes'] / 1e6:.3f} MB moved, {row['peak_bytes'] / 1e6:.3f} MB peak per device, "
-            f"rel err {row['rel_err']:.1e}, {row['tied_mismatches']} tied mismatches {row.get('tied_examples', [])}")
+            f"rel err {row['rel_err']:.1e} (float64 {row.get('rel_err_f64', float('nan')):.1e}, float32 floor "
+            f"{row.get('rel_err_f32_floor', float('nan')):.1e}), {row['tied_mismatches']} tied mismatches {row.get('tied_examples', [])}")

@@ -33,6 +33,7 @@ import dataclasses
 import math
 from typing import Any, Callable
 
+from .check import program
 from .guard import FIRST_SHARE, baseline_peak, guard_plan
 from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
 from .known import known_plans
@@ -76,6 +77,11 @@ class AutoShardResult:
     ties: list = dataclasses.field(default_factory=list)
     pins: list = dataclasses.field(default_factory=list)
     donate_argnums: tuple = ()
+    #: the function auto_shard was given (the unsharded reference of :meth:`check`)
+    source_fn: Callable | None = dataclasses.field(default=None, repr=False)
+    #: (ClosedJaxpr of the flat arguments, argument treedef, result treedef, output constraints, operand
+    #: constraints, loop-body constraints): what :attr:`fn` evaluates (:func:`hloshard.jax.jaxpr.runner`)
+    program: tuple | None = dataclasses.field(default=None, repr=False)
 
     @property
     def hlo_text(self) -> str:
@@ -92,6 +98,24 @@ class AutoShardResult:
 
         kwargs.setdefault("donate_argnums", self.donate_argnums)
         return jax.jit(self.fn, in_shardings=self.in_shardings, out_shardings=self.out_shardings, **kwargs)
+
+    def check(self, *args, rtol: float = 1e-4, float64: bool | None = None):
+        """Do the numbers match?  Runs one step of the plan (:attr:`fn` under :attr:`in_shardings` /
+        :attr:`out_shardings`, nothing donated) and of the function ``auto_shard`` was given, unsharded on
+        one device, on ``args`` (concrete arrays shaped as the example arguments), and returns a
+        :class:`hloshard.jax.check.CheckReport`: per output leaf the relative error ||got - want|| /
+        ||want|| (for a floating leaf tied to an argument -- the step's state -- of its update
+        ``new - old``), flagged above ``rtol``.  ``float64`` (default: whether jax's x64 mode is on in this
+        process; True turns it on for the check only): the same two programs again in float64
+        (:func:`hloshard.jax.jaxpr.runner` ``promote=True``: every float32 / bfloat16 / float16 value
+        widened, the plan's constraints where they were), whose disagreement tells a plan that computes
+        another function (``verdict`` ``"wrong"``: above :data:`hloshard.jax.check.F64_TOL`) from float
+        rounding the step amplifies (``"rounding"``), and the unsharded float32 step against the float64
+        one (the model's own rounding floor).  Costs two compiles, four with ``float64``.  Raises
+        ValueError for arguments not shaped as the example arguments or a bad ``rtol``."""
+        from .check import check_plan
+
+        return check_plan(self, args, rtol, float64)
 
 
 def _is_sharded(leaf, mesh) -> bool:
@@ -462,11 +486,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                       "loop_state_carried": sum(len(v) for v in body_constraints.values())}
-    run = runner(closed, pinned, operand_constraints, body_constraints)
-
-    def constrained(*args):
-        return jax.tree_util.tree_unflatten(out_tree, run(*jax.tree_util.tree_leaves(args)))
-
+    constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     constraints = []
     if with_constraints:
@@ -477,4 +497,5 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
-                           ties=ties, pins=pin_rows, donate_argnums=donated)
+                           ties=ties, pins=pin_rows, donate_argnums=donated, source_fn=fn,
+                           program=(closed, in_tree, out_tree, pinned, operand_constraints, body_constraints))

@@ -70,14 +70,57 @@ def _scope(path) -> str:
     return "hloshard_eqn" + "_".join(map(str, path))
 
 
+#: the floating types :func:`runner` widens with ``promote=True`` (float64 itself stays)
+_NARROW_FLOATS = ("float32", "bfloat16", "float16")
+
+
+class NotPromotable(ValueError):
+    """The jaxpr has an equation :func:`runner` cannot evaluate in float64 (``promote=True``): one whose
+    result depends on the float's bit width (``bitcast_convert_type``) or whose parameters hold a
+    function rather than a jaxpr (e.g. a ``custom_jvp_call`` left in a forward-only trace)."""
+
+
+def _wide(dtype):
+    """float64 for a float type of :data:`_NARROW_FLOATS`, else ``dtype`` unchanged."""
+    import numpy as np
+
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:
+        return dtype
+    return np.dtype("float64") if name in _NARROW_FLOATS else dtype
+
+
+def _wide_value(x):
+    """A constant / literal / argument with a narrow float type cast to float64 (others unchanged)."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    dtype = getattr(x, "dtype", None)
+    if dtype is None or _wide(dtype) is dtype:
+        return x
+    return jnp.asarray(x, dtype=np.float64) if hasattr(x, "devices") else np.asarray(x, dtype=np.float64)
+
+
 def runner(closed, constraints: dict | None = None, operand_constraints: dict | None = None,
-            body_constraints: dict | None = None):
+            body_constraints: dict | None = None, promote: bool = False):
     """A flat function evaluating ``closed`` (a ClosedJaxpr) equation by equation, each under
     ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
     ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
     ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
     ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
-    body starts (the loop state as each trip reads it)."""
+    body starts (the loop state as each trip reads it).
+
+    ``promote``: evaluate the same program in float64 -- every float32 / bfloat16 / float16 argument,
+    constant, literal and dtype parameter (``convert_element_type``'s ``new_dtype``, ``dot_general``'s
+    ``preferred_element_type``, ``iota``'s ``dtype``, ...) widened to float64, every nested jaxpr
+    (loop bodies, ``cond`` branches, calls) re-traced that way, ``reduce_precision`` left out (it
+    would round to the narrow type); the equations and their paths are the same, so the same
+    constraints apply.  Needs jax's x64 mode on while it is traced (``jax.enable_x64(True)``).  The
+    float64 program tells float rounding from a partitioning that computes another function: the
+    partitioned program agrees with the unpartitioned one to float64 rounding (at most 3.7e-12 relative,
+    BENCHMARKS.md "helper guard, round 15") only if it is the same function.  Raises
+    :class:`NotPromotable` for an equation it cannot widen (the class docstring)."""
     import jax
     import jax.extend.core as jcore
     from jax._src import source_info_util as siu
@@ -86,14 +129,56 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
     operand_constraints = operand_constraints or {}
     body_constraints = body_constraints or {}
 
-    def evaluate(jaxpr, consts, args, prefix):
+    def wide_aval(aval):
+        dtype = getattr(aval, "dtype", None)
+        return aval if dtype is None or _wide(dtype) is dtype else aval.update(dtype=_wide(dtype))
+
+    def wide_closed(inner, path):   # a nested ClosedJaxpr, re-traced in float64 (same equations)
+        return jax.make_jaxpr(lambda *a: evaluate(inner.jaxpr, inner.consts, a, path, own=False))(
+            *[wide_aval(v.aval) for v in inner.jaxpr.invars])
+
+    def wide_params(eqn, path):
+        if eqn.primitive.name == "bitcast_convert_type":
+            raise NotPromotable(f"equation {'_'.join(map(str, path))} ({eqn.primitive.name}) depends on the "
+                                f"float's bit width")
+        out = {}
+        for key, val in eqn.params.items():
+            if isinstance(val, jcore.ClosedJaxpr):
+                val = wide_closed(val, path)
+            elif isinstance(val, tuple) and val and all(isinstance(x, jcore.ClosedJaxpr) for x in val):
+                val = tuple(wide_closed(x, path) for x in val)
+            elif isinstance(val, jcore.Jaxpr) and not val.constvars:   # e.g. a scatter's combiner
+                val = wide_closed(jcore.ClosedJaxpr(val, []), path)
+                if val.consts:
+                    raise NotPromotable(f"equation {'_'.join(map(str, path))} ({eqn.primitive.name}): its "
+                                        f"{key!r} re-traced in float64 has constants")
+                val = val.jaxpr
+            elif isinstance(val, jcore.Jaxpr) or callable(val) and not isinstance(val, type) and \
+                    type(val).__name__ in ("WrappedFun", "function"):
+                raise NotPromotable(f"equation {'_'.join(map(str, path))} ({eqn.primitive.name}) holds "
+                                    f"{type(val).__name__} {key!r}, which cannot be re-traced in float64")
+            else:
+                try:
+                    wide = _wide(val) if key.endswith("dtype") or key == "preferred_element_type" else val
+                except TypeError:
+                    wide = val
+                val = wide
+            out[key] = val
+        return out
+
+    def evaluate(jaxpr, consts, args, prefix, own=True):
         env: dict = {}
         args = list(args)
-        for i, sh in body_constraints.get(prefix, ()) if prefix else ():
+        if promote:
+            consts = [_wide_value(c) for c in consts]
+            args = [_wide_value(a) for a in args]
+        for i, sh in body_constraints.get(prefix, ()) if prefix and own else ():
             args[i] = jax.lax.with_sharding_constraint(args[i], sh)
 
         def read(v):
-            return v.val if isinstance(v, jcore.Literal) else env[v]
+            if isinstance(v, jcore.Literal):
+                return _wide_value(v.val) if promote else v.val
+            return env[v]
 
         for v, c in zip(jaxpr.constvars, consts):
             env[v] = c
@@ -102,19 +187,31 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
         for k, eqn in enumerate(jaxpr.eqns):
             path = prefix + (k,)
             invals = [read(v) for v in eqn.invars]
-            for i, sh in operand_constraints.get(path, ()):
+            # (own False: a nested jaxpr re-traced for ``promote``; no constraints of its own)
+            for i, sh in operand_constraints.get(path, ()) if own else ():
                 invals[i] = jax.lax.with_sharding_constraint(invals[i], sh)
-            if _inline(eqn):
+            if promote and eqn.primitive.name == "reduce_precision":
+                outs = invals[:1]   # it rounds to the narrow type: the float64 program leaves it out
+            elif promote and eqn.primitive.name.startswith("custom_") and \
+                    isinstance(eqn.params.get("call_jaxpr"), jcore.ClosedJaxpr):
+                # a custom_jvp / custom_vjp function's primal: its values (derivatives of a traced grad
+                # are equations of their own already)
+                inner = eqn.params["call_jaxpr"]
+                outs = evaluate(inner.jaxpr, inner.consts, invals, path, own=False)
+            elif _inline(eqn):
                 inner = eqn.params["jaxpr"]
-                outs = evaluate(inner.jaxpr, inner.consts, invals, path)
+                outs = evaluate(inner.jaxpr, inner.consts, invals, path, own)
             else:
                 params = eqn.params
-                if _loop_with_body(eqn):   # the body re-traced equation by equation, named and constrained too
-                    key = _loop_body_key(eqn)
-                    body = params[key]
-                    params = dict(params, **{key: jax.make_jaxpr(
+                body_key = _loop_body_key(eqn) if own else None
+                if promote:
+                    params = wide_params(eqn if body_key is None else _without(eqn, body_key), path)
+                    params.update({body_key: eqn.params[body_key]} if body_key else {})
+                if body_key is not None:   # the body re-traced equation by equation, named and constrained too
+                    body = params[body_key]
+                    params = dict(params, **{body_key: jax.make_jaxpr(
                         lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
-                            *[v.aval for v in body.jaxpr.invars])})
+                            *[wide_aval(v.aval) if promote else v.aval for v in body.jaxpr.invars])})
                 stack = siu.current_name_stack() + eqn.source_info.name_stack
                 with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
                         jax.named_scope(_scope(path)), eqn.ctx.manager:
@@ -124,7 +221,7 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
             for j, (v, o) in enumerate(zip(eqn.outvars, outs)):
                 if isinstance(v, jcore.DropVar):
                     continue
-                sh = constraints.get((path, j))
+                sh = constraints.get((path, j)) if own else None
                 env[v] = jax.lax.with_sharding_constraint(o, sh) if sh is not None else o
         return [read(v) for v in jaxpr.outvars]
 
@@ -132,6 +229,14 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
         return evaluate(closed.jaxpr, closed.consts, args, ())
 
     return run
+
+
+class _without:
+    """An equation seen without one parameter (:func:`runner` widens a loop's other parameters; its body
+    is re-traced on its own)."""
+
+    def __init__(self, eqn, key: str):
+        self.primitive, self.params = eqn.primitive, {k: v for k, v in eqn.params.items() if k != key}
 
 
 def equation_of(instr):

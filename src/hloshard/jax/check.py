@@ -1,0 +1,199 @@
+"""Do the numbers match?  One step of a plan against the unsharded step (:meth:`AutoShardResult.check
+<hloshard.jax.api.AutoShardResult.check>`), and in float64 to tell float rounding from a plan that
+computes another function.
+
+A sharded step sums in another order than the unsharded one, so in float32 the two differ by rounding,
+and a training step can amplify that: a ReLU whose pre-activation sits at float32 noise flips its
+derivative under another summation order, and every gradient upstream of it changes (a new user's T5,
+round 14: 9.6% of a leaf; the same program in float64 agreed to 2.9e-14).  So a float32 difference alone
+does not say whether the plan is wrong.  The same program evaluated in float64
+(:func:`hloshard.jax.jaxpr.runner` with ``promote=True``: every narrow float widened, the plan's
+constraints at the same equations) does: partitioned and unpartitioned agree to float64 rounding
+(3e-16 to 3.7e-12 relative on the models of BENCHMARKS.md "helper guard, round 15") when the partitioned
+program is the same function, and by far more when it is not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+__all__ = ["LeafCheck", "CheckReport", "relative_error", "program"]
+
+#: float64 relative error above which a plan computes another function.  float64 rounding of a step is
+#: ~1e-16 x the condition of the step; the plans measured (BENCHMARKS.md "helper guard, round 15": keras-hub
+#: gemma, llama_small, qwen2_small, every plan) stay at or below 3.7e-12, while a wrong plan differs at the
+#: size of what it gets wrong (1.7e-1 for the injected dropped partial sum of tests/test_jax_check.py):
+#: 1e-9 lies between, over two orders of magnitude above the worst rounding seen (issue 24's round-15 brief
+#: named it).
+F64_TOL = 1e-9
+
+
+def relative_error(got, want, old=None) -> float:
+    """||got - want|| / ||want|| (Frobenius norms, computed in float64); with ``old`` (the value the leaf
+    had before the step, e.g. a parameter) the error of the update: ||(got - old) - (want - old)|| /
+    ||want - old||.  A zero denominator counts as 1e-30 (so equal zeros give 0)."""
+    import numpy as np
+
+    g = np.asarray(got, np.float64)
+    w = np.asarray(want, np.float64)
+    if old is not None:
+        o = np.asarray(old, np.float64)
+        g, w = g - o, w - o
+    return float(np.linalg.norm(g - w) / max(float(np.linalg.norm(w)), 1e-30))
+
+
+@dataclasses.dataclass
+class LeafCheck:
+    """One output leaf of :class:`CheckReport`: ``path`` (jax key path of the result), ``shape``,
+    ``dtype``, ``rel_err`` (the plan's step against the unsharded step, :func:`relative_error`; for a
+    floating leaf tied to an argument leaf -- the step's state, e.g. a parameter -- the error of its update
+    ``new - old``, since a weight's own norm hides its gradient's error), ``rel_err_f64`` (the same in
+    float64, None when not run), ``rel_err_f32_floor`` (the unsharded step against the unsharded float64
+    step: the model's own float rounding; None when not run), ``flagged`` (``rel_err`` above the
+    tolerance) and ``verdict``: ``"ok"``, ``"rounding"`` (flagged, but float64 agrees: the difference is
+    float rounding the step amplifies), ``"wrong"`` (float64 disagrees beyond :data:`F64_TOL`: the plan
+    computes another function) or ``"unknown"`` (flagged, float64 not run)."""
+
+    path: str
+    shape: tuple
+    dtype: str
+    rel_err: float
+    rel_err_f64: float | None = None
+    rel_err_f32_floor: float | None = None
+    update: bool = False
+    flagged: bool = False
+    verdict: str = "ok"
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """What :meth:`~hloshard.jax.api.AutoShardResult.check` returns: ``leaves`` (one :class:`LeafCheck`
+    per output leaf), ``rtol`` (the tolerance ``rel_err`` is held to), ``float64`` (whether the float64
+    comparison ran) and ``note`` (why it did not, when asked for and impossible).  ``ok``: no leaf
+    ``"wrong"``, and no leaf flagged when float64 did not run; ``str(report)`` is a table."""
+
+    leaves: list
+    rtol: float
+    float64: bool
+    note: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not any(leaf.verdict in ("wrong", "unknown") for leaf in self.leaves)
+
+    @property
+    def flagged(self) -> list:
+        """The leaves whose ``rel_err`` is above ``rtol``."""
+        return [leaf for leaf in self.leaves if leaf.flagged]
+
+    def __str__(self) -> str:
+        def e(x):
+            return "-" if x is None else f"{x:.1e}"
+
+        head = f"{'output':<40} {'rel err':>9} {'float64':>9} {'f32 floor':>9}  verdict"
+        rows = [head] + [f"{(leaf.path or '(result)') + (' (update)' if leaf.update else ''):<40} "
+                         f"{e(leaf.rel_err):>9} {e(leaf.rel_err_f64):>9} {e(leaf.rel_err_f32_floor):>9}  "
+                         f"{leaf.verdict}" for leaf in self.leaves]
+        bad = [leaf for leaf in self.leaves if leaf.verdict != "ok"]
+        summary = (f"{len(self.leaves)} output leaves, rtol {self.rtol:g}: "
+                   + ("all within it" if not self.flagged else f"{len(self.flagged)} above it")
+                   + ("" if self.float64 else " (float64 comparison not run" + (f": {self.note}" if self.note
+                                                                                 else "") + ")")
+                   + ("" if not bad else "; " + ", ".join(sorted({leaf.verdict for leaf in bad}))))
+        return "\n".join(rows + [summary])
+
+
+def program(closed, out_tree, constraints=None, operand_constraints=None, body_constraints=None,
+            promote: bool = False):
+    """``fn(*args) -> result pytree``: :func:`hloshard.jax.jaxpr.runner` of ``closed`` (a ClosedJaxpr of
+    the flattened arguments) with the given constraints, its flat results unflattened by ``out_tree``;
+    ``promote``: in float64 (the runner's docstring; trace it under ``jax.enable_x64(True)``)."""
+    import jax
+
+    from .jaxpr import runner
+
+    run = runner(closed, constraints, operand_constraints, body_constraints, promote=promote)
+
+    def fn(*args):
+        return jax.tree_util.tree_unflatten(out_tree, run(*jax.tree_util.tree_leaves(args)))
+
+    return fn
+
+
+def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
+    """:meth:`hloshard.jax.api.AutoShardResult.check` (its docstring)."""
+    import jax
+    import numpy as np
+
+    if getattr(result, "source_fn", None) is None or getattr(result, "program", None) is None:
+        raise ValueError("check needs the AutoShardResult auto_shard returned (its source_fn and program)")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not rtol > 0:
+        raise ValueError(f"rtol must be a positive number, got {rtol!r}")
+    closed, in_tree, out_tree, pinned, operand_constraints, body_constraints = result.program
+    leaves, tree = jax.tree_util.tree_flatten(tuple(args))
+    if tree != in_tree:
+        raise ValueError(f"check's arguments are shaped {tree}, auto_shard's example arguments {in_tree}")
+    want_avals = [v.aval for v in closed.jaxpr.invars]
+    for i, (x, aval) in enumerate(zip(leaves, want_avals)):
+        if tuple(np.shape(x)) != tuple(aval.shape):
+            raise ValueError(f"argument leaf {i} has shape {tuple(np.shape(x))}, the plan's {tuple(aval.shape)}")
+    in_flat = jax.tree_util.tree_leaves(result.in_shardings)
+    out_flat = jax.tree_util.tree_leaves(result.out_shardings)
+    one = jax.devices()[0]
+    local = [jax.device_put(x, one) for x in leaves]
+    placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
+    flat_out = lambda fn: lambda *a: tuple(jax.tree_util.tree_leaves(fn(*a)))  # noqa: E731
+
+    def flat(fn):   # fn of the positional arguments -> fn of the flat argument leaves, flat results
+        return lambda *a: tuple(jax.tree_util.tree_leaves(fn(*jax.tree_util.tree_unflatten(in_tree, a))))
+
+    # the plan's step (no donation: the arguments are used again) and the user's own step, unsharded
+    got = jax.jit(flat(result.fn), in_shardings=tuple(in_flat), out_shardings=tuple(out_flat))(*placed)
+    want = jax.jit(flat(result.source_fn))(*local)
+    out_paths = [jax.tree_util.keystr(k) for k, _ in
+                 jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_unflatten(out_tree, list(want)))[0]]
+    in_paths = [jax.tree_util.keystr(k) for k, _ in
+                jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_unflatten(in_tree, leaves))[0]]
+    tied = {t["output"]: in_paths.index(t["input"]) for t in result.ties if t["input"] in in_paths}
+
+    if float64 is None:
+        float64 = bool(jax.config.read("jax_enable_x64"))
+    got64 = want64 = None
+    note = None
+    if float64:
+        from .jaxpr import NotPromotable
+
+        # the reference: the user's function traced anew (not the plan's program), as the plan's was traced
+        # (x64 as in this process), then widened.  Traced under x64 instead, a function with a float -> int
+        # step (a new user's T5: relative-position buckets) differed from the widened plan by 0.23, its
+        # constants rounded at trace time on the other side of a bucket boundary (round 15)
+        ref = jax.make_jaxpr(flat(result.source_fn))(*want_avals)
+        try:
+            with jax.enable_x64(True):
+                plan64 = program(closed, out_tree, pinned, operand_constraints, body_constraints, promote=True)
+                bare64 = program(ref, out_tree, promote=True)
+                got64 = [np.asarray(x) for x in jax.jit(flat_out(plan64), in_shardings=tuple(in_flat),
+                                                         out_shardings=tuple(out_flat))(*placed)]
+                want64 = [np.asarray(x) for x in jax.jit(flat_out(bare64))(*local)]
+        except NotPromotable as exc:
+            float64, note = False, str(exc)
+
+    rows = []
+    for j, (g, w) in enumerate(zip(got, want)):
+        path = out_paths[j]
+        floating = np.issubdtype(np.asarray(w).dtype, np.floating)
+        q = tied.get(path)
+        old = np.asarray(leaves[q]) if q is not None and floating and \
+            np.shape(leaves[q]) == np.shape(w) else None
+        leaf = LeafCheck(path, tuple(np.shape(w)), str(np.asarray(w).dtype), relative_error(g, w, old),
+                         update=old is not None)
+        if got64 is not None:
+            leaf.rel_err_f64 = relative_error(got64[j], want64[j], old)
+            leaf.rel_err_f32_floor = relative_error(w, want64[j], old)
+        leaf.flagged = leaf.rel_err > rtol
+        if leaf.rel_err_f64 is not None and leaf.rel_err_f64 > F64_TOL:
+            leaf.verdict = "wrong"
+        elif leaf.flagged:
+            leaf.verdict = "rounding" if leaf.rel_err_f64 is not None else "unknown"
+        rows.append(leaf)
+    return CheckReport(rows, float(rtol), bool(float64), note)

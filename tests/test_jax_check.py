@@ -1,0 +1,86 @@
+"""``AutoShardResult.check``: one step of the plan against the unsharded step, in float32 and float64.
+
+A right plan agrees in float64 to rounding (verdict ``ok``); a plan that computes another function -- here
+the test injects one whose first dot keeps only one shard's partial sum, as a partitioning that drops an
+all-reduce would -- is ``"wrong"`` in float64 too, so ``report.ok`` is False.  Runs in a child process (8
+fake CPU devices must be set before jax is imported)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT, require_jax
+
+SCRIPT = r'''
+import os, json, dataclasses
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh
+from hloshard.jax import auto_shard
+from hloshard.jax.check import program
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+def step(params, x, y, first=None):     # a 2-layer MLP regression, SGD; (loss, new params)
+    def loss(p):
+        h = jax.nn.relu(first(x, p["up"]) if first else x @ p["up"])
+        return jnp.mean((h @ p["down"] - y) ** 2)
+    l, g = jax.value_and_grad(loss)(params)
+    return l, {k: params[k] - 0.1 * g[k] for k in params}
+
+rng = np.random.default_rng(0)
+params = {"up": rng.normal(size=(256, 512)).astype(np.float32) / 16,
+          "down": rng.normal(size=(512, 128)).astype(np.float32) / 22}
+x = rng.normal(size=(64, 256)).astype(np.float32)
+y = rng.normal(size=(64, 128)).astype(np.float32)
+res = auto_shard(step, params, x, y, mesh=mesh, time_limit=2, deterministic=True, with_constraints=False,
+                 memory_guard=False)
+out = {}
+rep = res.check(params, x, y, float64=True)
+out["right"] = {"ok": rep.ok, "float64": rep.float64, "text": str(rep),
+                "leaves": [dataclasses.asdict(l) for l in rep.leaves]}
+
+# a wrong plan: the first dot keeps the first half of its contraction (one shard's partial sum)
+half = lambda a, b: a[:, :128] @ b[:128]
+closed, in_tree, out_tree = res.program[:3]
+bad_closed = jax.make_jaxpr(lambda *flat: jax.tree_util.tree_leaves(
+    step(*jax.tree_util.tree_unflatten(in_tree, flat), first=half)))(*jax.tree_util.tree_leaves((params, x, y)))
+bad = dataclasses.replace(res, fn=program(bad_closed, out_tree), program=(bad_closed, in_tree, out_tree, {}, {}, {}))
+rep = bad.check(params, x, y, float64=True)
+out["wrong"] = {"ok": rep.ok, "text": str(rep), "verdicts": [l.verdict for l in rep.leaves],
+                "f64": [l.rel_err_f64 for l in rep.leaves]}
+try:
+    res.check(params, x)
+    out["bad_args"] = None
+except ValueError as exc:
+    out["bad_args"] = str(exc)
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.oracle
+def test_check_tells_a_wrong_plan_from_rounding():
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    right = out["right"]
+    assert right["ok"] and right["float64"], right["text"]
+    for leaf in right["leaves"]:
+        assert leaf["verdict"] == "ok", right["text"]
+        assert leaf["rel_err"] < 1e-4, right["text"]
+        assert leaf["rel_err_f64"] < 1e-12, right["text"]      # float64 rounding: the same function
+        assert leaf["rel_err_f32_floor"] > leaf["rel_err_f64"], right["text"]
+    # the new parameters are tied state: their error is their update's
+    assert sum(1 for leaf in right["leaves"] if leaf["update"]) == 2, right["text"]
+    wrong = out["wrong"]
+    assert not wrong["ok"], wrong["text"]
+    assert set(wrong["verdicts"]) == {"wrong"}, wrong["text"]
+    assert min(wrong["f64"]) > 1e-3, wrong["text"]
+    assert out["bad_args"] and "shaped" in out["bad_args"], out["bad_args"]
