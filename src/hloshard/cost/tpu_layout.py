@@ -61,8 +61,9 @@ So the same program's temp is 0 or about twice its header heap depending on whet
 free output buffer -- a decision of libtpu's buffer assignment that the model does not follow.
 **Which heap is reported** (round 15, ``benchmarks/tpu_truth.py --memory``, whose table gives per plan
 where the buffer assignment put the partition-offset scalars, ``s32[1]`` / ``pred[1]``): on all 18
-sample plans libtpu's ``memory_analysis()`` total is the model's peak plus libtpu's temp to the byte
-(argument + output - alias is the model's peak; every data temporary of these plans is in VMEM), and
+sample plans libtpu's ``memory_analysis()`` total is the model's peak plus libtpu's temp to within
+one 512 B granule (argument + output - alias is the model's peak, 0 or 512 B under it; every data
+temporary of these plans is in VMEM), and
 its temp is 0 on the 9 plans whose heap holds no scalar (headers only: 1 to 97 slots, the scalars, up
 to 7, all placed in entry outputs not yet written) and the heap rule's figure on 8 of the 9 whose
 heap holds one (a scalar live while every entry output's buffer is already written or hosting
