@@ -405,16 +405,29 @@ def budget_run(args, rows) -> list[dict]:
 
 
 def memory_table(rows) -> str:
+    """The ``--memory`` table: per plan the predicted peak, libtpu's, their ratio, libtpu's temp, its HBM
+    heap (slots; the partition-offset scalars its buffer assignment placed in entry outputs and in the
+    heap), the temp :func:`hloshard.cost.tpu_layout.reported_temp_bytes` gives for that heap, and the
+    predicted peak plus libtpu's temp over libtpu's peak (1.000: libtpu's figure is the model's HBM data
+    plus its reported heap; module docstring of :mod:`hloshard.cost.tpu_layout`, "which heap is reported")."""
     lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
-             "temp by the heap rule MB |", "|---|---|---:|---:|---:|---:|---|---:|"]
+             "offset scalars: in outputs, in the heap | temp by the heap rule MB | (predicted + TPU temp) / TPU |",
+             "|---|---|---:|---:|---:|---:|---|---|---:|---:|"]
     for r in rows:
         p, t = r.get("predicted"), r.get("tpu")
         ratio = "-" if not p or not t else f"{p / t:.3f}"
         h, m = r.get("heap"), r.get("tpu_parts")
         heap = "-" if not h else f"{h['small_slots']}, {'yes' if h['other_values'] else 'no'}"
+        scal = "-" if not h or "scalars_in_outputs" not in h else f"{h['scalars_in_outputs']}, {h['other_values']}"
         rule = "-" if r.get("rule_temp") is None else _f(r["rule_temp"] / MB) + ("" if r["rule_ok"] else " **differs**")
+        plus = "-" if not p or not t or not m else f"{(p + m['temp']) / t:.3f}"
         lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
-                     f"{_f(m and m['temp'] / MB)} | {heap} | {rule} |")
+                     f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {rule} | {plus} |")
+    spilled = [r for r in rows if r.get("heap") and r.get("tpu_parts") and r["heap"]["other_values"]]
+    kept = [r for r in rows if r.get("heap") and r.get("tpu_parts") and not r["heap"]["other_values"]]
+    lines.append(f"\n- no offset scalar in the heap (headers only): temp 0 on {sum(r['tpu_parts']['temp'] == 0 for r in kept)}"
+                 f" of {len(kept)} plans; a scalar in the heap: temp > 0 on "
+                 f"{sum(r['tpu_parts']['temp'] > 0 for r in spilled)} of {len(spilled)}")
     ok = [r for r in rows if r.get("predicted") and r.get("tpu")]
     within = [r for r in ok if abs(r["predicted"] / r["tpu"] - 1) <= 0.15]
     lines.append(f"\n- within 15% of the TPU compiler: {len(within)} of {len(ok)} plans")

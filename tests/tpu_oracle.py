@@ -20,7 +20,8 @@ with it) and returns plain data:
   buffer assignment holds a preallocated temporary buffer in HBM), ``hbm_bytes`` (the buffer assignment's total of HBM, memory space 0, from
   its memory-usage report: arguments, outputs and temporaries), ``hbm_heap`` (the buffer assignment's HBM
 temp heap: ``bytes``, ``headers`` (tuple values: async headers), ``other_values`` / ``other_bytes`` (the
-rest), ``small_slots`` (distinct offsets of values of at most 512 B); what
+rest), ``small_slots`` (distinct offsets of values of at most 512 B), ``scalars_in_outputs`` (one-element arrays, the
+partition offsets ``s32[1]`` / ``pred[1]``, that it placed in an entry output's allocation instead); what
 :func:`hloshard.cost.tpu_layout.reported_temp_bytes` takes) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
@@ -107,6 +108,13 @@ for k, text in enumerate(req["texts"]):
                         if int(size) <= 512:
                             small.add(int(offset))
                     heap["small_slots"] += len(small)
+                # one-element arrays (the s32[1] / pred[1] partition offsets) that the buffer
+                # assignment put into an entry output's allocation before the output is written
+                heap["scalars_in_outputs"] = 0
+                for block in open(ba).read().split("\nallocation ")[1:]:
+                    head = block.split("\n", 1)[0]
+                    if "maybe-live-out" in head and "parameter" not in head:
+                        heap["scalars_in_outputs"] += len(re.findall(r"value: <\d+ \S+ @0> \(size=\d+,offset=\d+\): [a-z]\w*\[1\]\{", block))
                 rec["hbm_heap"] = heap
         rec["ok"] = True
     except Exception as exc:

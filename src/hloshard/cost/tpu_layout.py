@@ -58,10 +58,26 @@ What ``memory_analysis().temp_size_in_bytes`` reports of the heap:
   of f32[8192,8192] matmuls with all-gathers: 302,235,648 B of heap, 15 header slots, temp 302,473,728).
 
 So the same program's temp is 0 or about twice its header heap depending on whether one scalar found a
-free output buffer -- a decision of libtpu's buffer assignment that the model does not follow.  The
-model's peak (:func:`hbm_peak`) counts no header heap; :func:`header_heap_bound` is the most
-``memory_analysis()`` can add to it for a plan with a given number of asynchronous operations, which
-a memory budget must allow for (:mod:`hloshard.cost.memory`).  One probe is not explained by the rule:
+free output buffer -- a decision of libtpu's buffer assignment that the model does not follow.
+**Which heap is reported** (round 15, ``benchmarks/tpu_truth.py --memory``, whose table gives per plan
+where the buffer assignment put the partition-offset scalars, ``s32[1]`` / ``pred[1]``): on all 18
+sample plans libtpu's ``memory_analysis()`` total is the model's peak plus libtpu's temp to within
+one 512 B granule (argument + output - alias is the model's peak, 0 or 512 B under it; every data
+temporary of these plans is in VMEM), and
+its temp is 0 on the 9 plans whose heap holds no scalar (headers only: 1 to 97 slots, the scalars, up
+to 7, all placed in entry outputs not yet written) and the heap rule's figure on 8 of the 9 whose
+heap holds one (a scalar live while every entry output's buffer is already written or hosting
+another; ``mlp_train_step``'s solve plan, 15 headers and one ``s32[1]``, reports 0).  The number of
+offset scalars does not decide it (``fused_qkv_train_step``: 7 scalars and 18 outputs, none in the
+heap, on GSPMD's plan; 4 scalars, one in the heap, on the solve plan, the one that spills an offset
+libtpu computes at step 34 of 471 and uses at 467): their live ranges in libtpu's schedule do, which
+the model does not have.  The held-out 2- and 6-layer transformers (``scripts/make_transformer.py``)
+follow both rules on their 4 plans.  Adding the heap rule's figure to the peak would put the 10
+plans reported at 0 at 1.00x to 2.09x of libtpu (``fused_qkv_train_step``'s GSPMD plan: 89 header
+slots on 2.64 MB), so the model's peak
+(:func:`hbm_peak`) counts no heap; :func:`header_heap_bound` is the most ``memory_analysis()`` can add
+to it for a plan with a given number of asynchronous operations, which a memory budget must allow
+for (:mod:`hloshard.cost.memory`).  One probe is not explained by the rule:
 a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
 exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
