@@ -203,3 +203,58 @@ def test_inference_keeps_every_devices_elements(data):
         assert _elements(b, fwd.sharding, d) <= _elements(a, back.sharding, d)
         if back.exact:
             assert _elements(b, fwd.sharding, d) == _elements(a, back.sharding, d)
+
+
+# ------------------------------------------------------------------------------------------------
+# the strategy handler's inference on mesh axes gives the layouts of the HloSharding inference
+
+from hloshard.hlo.shape import Shape  # noqa: E402
+from hloshard.strategy import reshape as SR  # noqa: E402
+from hloshard.strategy.base import MeshInfo, is_mesh_spec  # noqa: E402
+
+# (operand dims, output dims): part128's (the 128-partition per-device program of issue 26) and
+# merges, splits, dropped and uneven splits, size-1 dims
+AXES_CASES = [
+    ((1, 32, 256, 64), (32, 256, 64)), ((32, 256, 128), (32, 256, 2, 64)), ((32, 256, 2, 64), (32, 256, 128)),
+    ((2, 256, 1024), (2, 256, 16, 64)), ((16, 2, 256, 64), (32, 256, 64)), ((32, 256, 64), (16, 2, 256, 64)),
+    ((2, 255), (2, 255, 1)), ((1, 1, 64), (64,)), ((8, 4, 10, 16), (32, 10, 16)), ((32, 10, 16), (8, 4, 10, 16)),
+    ((32, 16), (4, 8, 16)), ((24, 16), (3, 8, 16)), ((1024,), (4, 256)), ((6, 4), (24,)), ((12, 10), (120,)),
+    ((4, 6, 2), (2, 12, 2)), ((), (1,)),
+]
+AXES_MESHES = ["2x4", "4x2", "2x2x2", "2x8x2x4"]
+
+
+def _layouts_compared(mesh_text, cases):
+    """Per case and layout: the axes inference against ``cost.reshape`` (required operand layout of
+    every output layout, no-communication output layouts of every operand layout); returns how many
+    layouts the axes inference answered and how many it passed on (a sub-axis)."""
+    minfo = MeshInfo(DeviceMesh.parse(mesh_text))
+    answered = passed = 0
+    for a, b in cases:
+        sa, sb = Shape("f32", a), Shape("f32", b)
+        for spec in minfo.enumerate(b):
+            spec_in, _ = SR.axes_inference(b, a, spec, minfo.shape, False)
+            want = SR.required_by_sharding(sa, sb, spec, minfo)
+            if spec_in is None:
+                passed += 1
+                assert not is_mesh_spec(want), (a, b, spec, want)   # a sub-axis: not a spec
+            else:
+                answered += 1
+                assert spec_in == want, (a, b, spec)
+        for spec in minfo.enumerate(a):
+            got = SR._axes_no_comm(a, b, spec, minfo)
+            want = SR.forward_by_sharding(sa, sb, spec, minfo)
+            if got is None:
+                passed += 1
+                assert want and not is_mesh_spec(want[0]), (a, b, spec, want)
+            else:
+                answered += 1
+                assert got == [s for s in want if is_mesh_spec(s)], (a, b, spec)
+    return answered, passed
+
+
+@pytest.mark.parametrize("mesh_text", AXES_MESHES)
+def test_axes_inference_agrees_with_the_sharding_inference(mesh_text):
+    small = [c for c in AXES_CASES if len(c[0]) <= 3 and len(c[1]) <= 3] if mesh_text == "2x8x2x4" else AXES_CASES
+    answered, passed = _layouts_compared(mesh_text, small)
+    assert answered > 10 * passed   # the HloSharding path is the exception

@@ -29,6 +29,8 @@ Public API (shardings are :class:`~hloshard.hlo.sharding.HloSharding`, shapes
     output_shardings_without_communication(in_shape, out_shape, in_sharding, mesh) -> list[HloSharding]
     required_operand_sharding(in_shape, out_shape, out_sharding, mesh) -> HloSharding
     xla_reshape_sharding(in_shape, out_shape, in_sharding) -> HloSharding
+    source_groups(src_dims, dst_dims, src_is_operand) -> tuple[ReshapeGroup, ...]  # oriented groups
+    carry_group(sizes, tiles, dst_sizes) -> (kept, dist, why, status)    # one group's tile arithmetic
 
 Errors: :class:`~hloshard.errors.InputError` when the element counts differ or a sharding's rank is
 not the shape's rank.
@@ -147,6 +149,47 @@ def _distribute(count: int, sizes: Sequence[int]) -> list[int] | None:
     return out if rem == 1 else None
 
 
+@functools.lru_cache(maxsize=4096)
+def source_groups(src_dims: tuple[int, ...], dst_dims: tuple[int, ...],
+                  src_is_operand: bool) -> tuple[ReshapeGroup, ...]:
+    """The groups of a reshape (:func:`reshape_groups` of operand -> output) with ``in_dims`` on the
+    side the inference starts from (``src_dims``: the operand's when ``src_is_operand``, else the
+    output's).  Raises InputError when the element counts differ; cached."""
+    if src_is_operand:
+        return tuple(reshape_groups(src_dims, dst_dims))
+    return tuple(ReshapeGroup(g.out_dims, g.in_dims) for g in reshape_groups(dst_dims, src_dims))
+
+
+@functools.lru_cache(maxsize=65536)
+def carry_group(sizes: tuple[int, ...], tiles: tuple[int, ...], dst_sizes: tuple[int, ...],
+                dst_side: str = "output") -> tuple[tuple[int, ...], tuple[int, ...], str, str]:
+    """How the tiles of one group's source dims carry over (the module docstring's rules).
+
+    ``sizes`` / ``tiles``: the group's source dims and their tile counts (product > 1); ``dst_sizes``:
+    the group's target dims; ``dst_side``: their side's name in ``why``.  Returns ``(kept, dist, why,
+    status)``: per source dim the tile count that carries over (the major factor of its tiles; the
+    rest becomes replication), per target dim the tile count it gets (major-first, product ==
+    prod(kept)), why some tiles are dropped ('' when none is) and the status of a group that drops
+    some (``'dropped'`` or ``'uneven'``, :class:`GroupResult`).  Shape arithmetic only (no device
+    order); cached."""
+    _, cut, why = _prefix_blocks(sizes, tiles)
+    kept_here = [tiles[k] if k < cut else 1 for k in range(len(tiles))]
+    status = "uneven" if "uneven" in why else "dropped"
+    while True:
+        kept = math.prod(kept_here)
+        dist = _distribute(kept, dst_sizes)
+        if dist is not None:
+            break
+        if not why:
+            why = f"{kept} blocks do not factor over the {dst_side} dims {list(dst_sizes)} (non-divisible)"
+            status = "uneven"
+        # keep the largest factor of the most minor kept split that still factors
+        last = max(k for k in range(len(kept_here)) if kept_here[k] > 1)
+        t = kept_here[last]
+        kept_here[last] = next(f for f in range(t - 1, 0, -1) if t % f == 0)
+    return tuple(kept_here), tuple(dist), why, status
+
+
 def _infer(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], sharding: HloSharding,
            src_is_operand: bool) -> ReshapeInference:
     """Cached :func:`_infer_uncached`; each call gets its own lists (safe to mutate)."""
@@ -161,8 +204,7 @@ def _infer_cached(src_dims, dst_dims, sharding, src_is_operand):
 
 def _infer_uncached(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], sharding: HloSharding,
                     src_is_operand: bool) -> ReshapeInference:
-    groups = reshape_groups(src_dims, dst_dims) if src_is_operand else \
-        [ReshapeGroup(g.out_dims, g.in_dims) for g in reshape_groups(dst_dims, src_dims)]
+    groups = source_groups(src_dims, dst_dims, src_is_operand)
     side = "operand" if src_is_operand else "output"
     if sharding.kind in ("replicated", "maximal", "manual", "unknown", "unreduced"):
         res = [GroupResult(g, "unsplit", 1, 1, "not split") for g in groups]
@@ -197,22 +239,10 @@ def _infer_uncached(src_dims: tuple[int, ...], dst_dims: tuple[int, ...], shardi
         if total == 1:
             results.append(GroupResult(g, "unsplit", 1, 1, "not split"))
             continue
-        _, cut, why = _prefix_blocks(sizes, gt)
-        kept_here = [gt[k] if k < cut else 1 for k in range(len(gt))]
-        status = "uneven" if "uneven" in why else "dropped"
-        while True:
-            kept = math.prod(kept_here)
-            dist = _distribute(kept, dsizes)
-            if dist is not None:
-                break
-            if not why:
-                why = (f"{kept} blocks do not factor over the "
-                       f"{'output' if src_is_operand else 'operand'} dims {dsizes} (non-divisible)")
-                status = "uneven"
-            # keep the largest factor of the most minor kept split that still factors
-            last = max(k for k in range(len(kept_here)) if kept_here[k] > 1)
-            t = kept_here[last]
-            kept_here[last] = next(f for f in range(t - 1, 0, -1) if t % f == 0)
+        kept_here, dist, why, status = carry_group(tuple(sizes), tuple(gt), tuple(dsizes),
+                                                   "output" if src_is_operand else "operand")
+        kept_here, dist = list(kept_here), list(dist)
+        kept = math.prod(kept_here)
         dropped = total // kept
         for d, t in zip(g.in_dims, kept_here):
             keep_tiles_src[d] = t

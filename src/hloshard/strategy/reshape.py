@@ -28,102 +28,185 @@ all-gather of the operand).
 
 from __future__ import annotations
 
+import math
+
+from ..cost import reshape as reshape_cost
 from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
 from .registry import PREFERRED, register, register_backward, register_result_flops
 
 #: name prefix of the strategies that reshape locally in the forward layout and reshard the result
 FORWARD = "fwd:"
 
-_REQ_CACHE: dict = {}
-_FWD_CACHE: dict = {}
+
+# ---------------------------------------------------------------------------------------------------
+# the inference on mesh axes
+#
+# ``cost.reshape`` infers on HloShardings (device arrays); a reshape of a high-rank tensor on a 4-axis
+# mesh has hundreds of layouts on each side, and building, normalising and mapping back a device array
+# per layout was most of the strategy build of a 128-partition module at 16x8 (issue 26).  The same
+# inference on mesh axes: ``cost.reshape.carry_group`` gives, per group of dims, the tiles each source
+# dim keeps (the major factor of its tiles) and the tiles each target dim gets (major-first); when the
+# kept tiles of a dim are a prefix of its axes and each target dim's tiles a run of the group's kept
+# axes (in order), the inferred sharding splits whole mesh axes: the target dim gets that run and the
+# dropped axes become replication -- the sharding ``cost.reshape`` builds, the spec
+# ``MeshInfo.from_sharding`` maps it to.  Otherwise (a tile count that cuts a mesh axis: the sharding
+# needs a sub-axis, kept as a raw HloSharding) the HloSharding inference answers.
+# tests/test_reshape_inference.py checks that both give the same layouts, on every layout of a set of
+# reshapes (part128's among them) on 2x4, 4x2, 2x2x2 and 2x8x2x4 meshes.
+# ---------------------------------------------------------------------------------------------------
 
 
-def _groups(a, b):
-    """Split dims of two shapes with equal element counts into minimal groups of equal products:
-    list of (a dim indices, b dim indices)."""
-    groups = []
-    i = j = 0
-    while i < len(a) or j < len(b):
-        gi, gj = [], []
-        pa = pb = 1
-        while True:
-            if pa == pb and (gi or gj) and (pa != 1 or i >= len(a) or a[i] != 1) and (pb != 1 or j >= len(b) or b[j] != 1):
-                break
-            if (pa <= pb and i < len(a)) or j >= len(b):
-                if i >= len(a):
+def axes_inference(src_dims, dst_dims, spec, sizes, src_is_operand: bool):
+    """The reshape sharding inference (``cost.reshape.infer_output`` when ``src_is_operand``, else
+    ``infer_operand``) on mesh axes.
+
+    ``src_dims`` / ``dst_dims``: dims (ints) of the side whose layout is known and of the other side;
+    ``spec``: the known layout (per dim a tuple of mesh axes, major to minor, each of size > 1);
+    ``sizes``: the mesh axis sizes.  Returns ``(other_spec, exact)`` -- the inferred layout (splits that
+    cannot carry over become replication; None when the inferred sharding cuts a mesh axis: not
+    expressible as a spec, ask ``cost.reshape``) and whether every split carries over; None for an empty
+    tensor.  Raises InputError when the element counts differ."""
+    if not any(spec):
+        return replicated_spec(len(dst_dims)), True
+    if math.prod(src_dims) == 0:
+        return None
+    side = "output" if src_is_operand else "operand"
+    out = [()] * len(dst_dims)
+    exact = aligned = True
+    for g in reshape_cost.source_groups(src_dims, dst_dims, src_is_operand):
+        tiles = tuple(math.prod([sizes[a] for a in spec[d]]) if spec[d] else 1 for d in g.in_dims)
+        if math.prod(tiles) == 1:
+            continue
+        kept, dist, _, _ = reshape_cost.carry_group(tuple(src_dims[d] for d in g.in_dims), tiles,
+                                                    tuple(dst_dims[d] for d in g.out_dims), side)
+        run = []   # the group's kept axes, major to minor
+        for d, t, k in zip(g.in_dims, tiles, kept):
+            exact = exact and k == t
+            n = 1
+            for a in spec[d]:
+                if n == k:
                     break
-                pa *= a[i]
-                gi.append(i)
+                n *= sizes[a]
+                run.append(a)
+            aligned = aligned and n == k
+        if not aligned:   # (the other groups still say whether every split carries over)
+            continue
+        i = 0
+        for d, t in zip(g.out_dims, dist):
+            n, start = 1, i
+            while n < t:
+                n *= sizes[run[i]]
                 i += 1
-            else:
-                pb *= b[j]
-                gj.append(j)
-                j += 1
-        groups.append((gi, gj))
-    return groups
+            if n != t:
+                aligned = False
+                break
+            out[d] = tuple(run[start:i])
+    return (tuple(out) if aligned else None), exact
 
 
-def _local_required(in_dims, out_dims, out_spec, minfo):
-    """Fallback inference (used when hloshard.cost.reshape is unavailable): in each group of dims the
-    axes of the major output dim carry over to the major input dim when they divide it; everything
-    else is replicated in the operand (the output is then a local slice of the reshaped operand)."""
-    spec = [()] * len(in_dims)
-    for gi, gj in _groups(list(in_dims), list(out_dims)):
-        if not gi or not gj:
-            continue
-        if len(gi) == 1 and len(gj) == 1:
-            spec[gi[0]] = out_spec[gj[0]]
-            continue
-        major_in = next((d for d in gi if in_dims[d] != 1), gi[0])
-        major_out = next((d for d in gj if out_dims[d] != 1), gj[0])
-        ax = out_spec[major_out]
-        n = minfo.split(ax)
-        if ax and in_dims[major_in] % n == 0 and (out_dims[major_out] % n == 0):
-            spec[major_in] = ax
-    return tuple(spec)
+def _axes_no_comm(in_dims, out_dims, in_spec, minfo):
+    """``cost.reshape.output_shardings_without_communication`` on mesh axes, as specs (the exact
+    carry-over, then the replication's major factor sliced into one output dim; [] when some split
+    cannot carry over), or None where the carry-over cuts a mesh axis or the tensor is empty.  A slice
+    of the replication that cuts a mesh axis is left out: its minor tile step moves by a sub-axis
+    stride, which no layout of whole axes has (not a spec).  Needs an iota mesh (the replication's
+    device order is then mesh order)."""
+    sizes = minfo.shape
+    inf = axes_inference(in_dims, out_dims, in_spec, sizes, True)
+    if inf is None:
+        return None
+    spec, exact = inf
+    if not exact:
+        return []
+    if spec is None:
+        return None
+    out = [spec]
+    used = {a for ax in spec for a in ax}
+    rest = [a for a in range(len(sizes)) if sizes[a] > 1 and a not in used]
+    rep = math.prod(sizes[a] for a in rest)
+    if rep == 1:
+        return out
+    factors = sorted({n for n in sizes if n > 1})
+    for d, n in enumerate(out_dims):
+        tiles = math.prod([sizes[a] for a in spec[d]])
+        for f in factors:
+            if rep % f or n % (tiles * f):
+                continue
+            m, k = 1, 0
+            while m < f:
+                m *= sizes[rest[k]]
+                k += 1
+            if m != f:
+                continue
+            cand = spec[:d] + (spec[d] + tuple(rest[:k]),) + spec[d + 1:]
+            if cand not in out:
+                out.append(cand)
+    return out
+
+
+def _whole_axes(spec, minfo) -> bool:
+    """Every axis of ``spec`` has size > 1 (the specs the strategy space enumerates)."""
+    return all(minfo.shape[a] > 1 for ax in spec for a in ax)
+
+
+def required_by_sharding(in_shape, out_shape, out_spec, minfo):
+    """:func:`required_operand_spec` by ``cost.reshape`` on HloShardings (a spec, or the raw
+    HloSharding where it needs a sub-axis)."""
+    sh = reshape_cost.required_operand_sharding(in_shape, out_shape, minfo.to_sharding(out_spec), minfo.mesh)
+    return minfo.from_sharding(sh, len(in_shape.dims))
+
+
+def forward_by_sharding(in_shape, out_shape, in_spec, minfo) -> list:
+    """The layouts of ``cost.reshape.output_shardings_without_communication`` for ``in_spec`` (specs or
+    raw HloShardings, in its order; [] where it raises: an inexpressible layout)."""
+    try:
+        outs = reshape_cost.output_shardings_without_communication(
+            in_shape, out_shape, minfo.to_sharding(in_spec), minfo.mesh)
+    except Exception:  # noqa: BLE001 - an inexpressible layout just gives no forward candidate
+        return []
+    return [minfo.from_sharding(sh, len(out_shape.dims)) for sh in outs]
 
 
 def required_operand_spec(instr, out_spec, ctx):
-    """Operand layout under which the reshape to ``out_spec`` is local (cached per mesh/shapes)."""
+    """Operand layout under which the reshape to ``out_spec`` is local: a spec, or the raw HloSharding
+    when it needs a sub-axis (``cost.reshape.required_operand_sharding``).  Cached per mesh, shapes and
+    spec (``MeshInfo.memo``)."""
     op = instr.operands[0]
-    key = (id(ctx.mesh), op.shape.element_type, tuple(op.shape.dims), tuple(instr.shape.dims), out_spec)
-    hit = _REQ_CACHE.get(key)
+    in_dims, out_dims = tuple(op.shape.dims), tuple(instr.shape.dims)
+    memo = ctx.minfo.memo.setdefault("reshape.required", {})
+    key = (in_dims, out_dims, out_spec)
+    hit = memo.get(key)
     if hit is None:
-        try:
-            from ..cost import reshape as reshape_cost
-        except ImportError:
-            reshape_cost = None
-        if reshape_cost is None:
-            hit = _local_required(op.shape.dims, instr.shape.dims, out_spec, ctx.minfo)
-        else:
-            sh = reshape_cost.required_operand_sharding(op.shape, instr.shape, ctx.minfo.to_sharding(out_spec),
-                                                        ctx.mesh)
-            hit = ctx.minfo.from_sharding(sh, len(op.shape.dims))
-        _REQ_CACHE[key] = hit
+        minfo = ctx.minfo
+        inf = axes_inference(out_dims, in_dims, out_spec, minfo.shape, False) \
+            if _whole_axes(out_spec, minfo) else None
+        hit = inf[0] if inf is not None and inf[0] is not None else \
+            required_by_sharding(op.shape, instr.shape, out_spec, minfo)
+        memo[key] = hit
     return hit
 
 
 def forward_specs(instr, in_spec, ctx) -> list:
-    try:
-        from ..cost import reshape as reshape_cost
-    except ImportError:
-        return []
-
+    """The output layouts (specs) the reshape reaches from the operand layout ``in_spec`` without
+    communication (``cost.reshape.output_shardings_without_communication``), those that fit the output
+    (``MeshInfo.fits``); [] when some split cannot carry over.  Cached per mesh, shapes and spec."""
     op = instr.operands[0]
-    key = (id(ctx.mesh), op.shape.element_type, tuple(op.shape.dims), tuple(instr.shape.dims), in_spec)
-    hit = _FWD_CACHE.get(key)
+    in_dims, out_dims = tuple(op.shape.dims), tuple(instr.shape.dims)
+    memo = ctx.minfo.memo.setdefault("reshape.forward", {})
+    key = (in_dims, out_dims, in_spec)
+    hit = memo.get(key)
     if hit is None:
+        minfo = ctx.minfo
+        specs = None
+        if minfo.mesh.is_iota and _whole_axes(in_spec, minfo) and math.prod(in_dims) == math.prod(out_dims):
+            specs = _axes_no_comm(in_dims, out_dims, in_spec, minfo)
+        if specs is None:
+            specs = forward_by_sharding(op.shape, instr.shape, in_spec, minfo)
         hit = []
-        try:
-            outs = reshape_cost.output_shardings_without_communication(
-                op.shape, instr.shape, ctx.minfo.to_sharding(in_spec), ctx.mesh)
-        except Exception:  # noqa: BLE001 - an inexpressible layout just gives no forward candidate
-            outs = []
-        for sh in outs:
-            spec = ctx.minfo.from_sharding(sh, len(instr.shape.dims))
-            if is_mesh_spec(spec) and ctx.minfo.fits(instr.shape.dims, spec) and spec not in hit:
+        for spec in specs:
+            if is_mesh_spec(spec) and minfo.fits(out_dims, spec) and spec not in hit:
                 hit.append(spec)
-        _FWD_CACHE[key] = hit
+        memo[key] = hit
     return hit
 
 
