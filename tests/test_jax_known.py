@@ -159,3 +159,24 @@ def test_with_memory_budget_is_the_budgeted_build():
     b = solve_module(_module(), mesh, keep="io", memory_budget=budget, time_limit=1, deterministic=True,
                      apply=False)
     assert a.graph is g1 and a.choice == b.choice and a.evaluation.total == b.evaluation.total
+
+
+def test_complete_plan_looks_ahead_to_a_later_alias_partner():
+    """A class chosen before its alias partner keeps only indices the partner can still pair with (a new
+    user's ViT with Adam, round 15: a tied output chosen with its follower class first left its parameter
+    no option, and the data-parallel plan was missing).  Node 0 (the output, first) is cheapest at index 0,
+    which pairs with no strategy of node 1 (the parameter); index 1 pairs with node 1's index 0."""
+    import numpy as np
+
+    from hloshard.costgraph import Problem
+
+    ok = np.array([[False, False], [True, False]])
+    prob = Problem(name="alias", intervals=np.array([[0, 1], [0, 1]]),
+                   node_costs=[np.array([0, 5]), np.array([0, 0])], node_usages=[np.zeros(2, int), np.zeros(2, int)],
+                   edges=np.zeros((0, 2), dtype=np.int64), edge_costs=[], aliases=[(0, 1, ok)])
+    assert complete_plan(prob, [None, None]) == [1, 0]
+    assert complete_plan(prob, [None, [1]]) is None          # the partner allows only an index none pairs with
+    # the partner first (transposed side): it takes an index the output can pair with
+    prob2 = Problem(name="alias2", intervals=prob.intervals, node_costs=[np.array([0, 5]), np.array([0, 0])],
+                    node_usages=prob.node_usages, edges=prob.edges, edge_costs=[], aliases=[(1, 0, ok.T)])
+    assert complete_plan(prob2, [None, None]) == [1, 0]

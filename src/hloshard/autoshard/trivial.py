@@ -155,6 +155,11 @@ def complete_plan(problem, allowed: list, follows=()) -> list | None:
                         cost[~np.diagonal(ok)] = INFINITY
                 elif choice[w] >= 0:
                     cost[~(ok[choice[w], :] if transposed else ok[:, choice[w]])] = INFINITY
+                else:   # the partner comes later: keep only indices it can still pair with (a tied output
+                    # chosen with its follower class before its parameter left the parameter no option:
+                    # a new user's ViT with Adam had no data-parallel plan, round 15)
+                    cols = ok if not allowed[w] else (ok[list(allowed[w]), :] if transposed else ok[:, list(allowed[w])])
+                    cost[~(cols.any(axis=0) if transposed else cols.any(axis=1))] = INFINITY
         q = int(np.argmin(cost))
         if cost[q] >= INFINITY:
             return None
