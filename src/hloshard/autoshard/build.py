@@ -172,9 +172,10 @@ class BuildStopped(SolveFailed):
     reaches the CLI); ``done`` / ``total``: the strategy groups or edge matrices made of how many, and
     ``phase``: ``"strategies"`` or ``"edges"``."""
 
-    def __init__(self, phase: str, done: int, total: int, seconds: float):
-        super().__init__(f"building the cost graph passed its deadline after {seconds:.1f} s ({phase}: "
-                         f"{done} of {total} done)")
+    def __init__(self, phase: str, done: int, total: int, seconds: float, reason: str | None = None):
+        # ``reason``: the message when the build was not started at all (coarse.coarse_first)
+        super().__init__(reason or f"building the cost graph passed its deadline after {seconds:.1f} s "
+                                   f"({phase}: {done} of {total} done)")
         self.status = "timeout"
         self.phase, self.done, self.total, self.seconds = phase, done, total, seconds
 

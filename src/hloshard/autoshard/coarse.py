@@ -307,12 +307,12 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     reprice = max(0.0, float(reprice_share)) * (t1 - t0)
     fine_deadline = deadline - keep_back - reprice
     if time.monotonic() >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
-        graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0)
-        stopped.args = (f"not started: after the coarse mesh's graph ({t1 - t0:.1f} s) "
-                        f"{max(0.0, deadline - time.monotonic()):.1f} s were left, less than the fine build and "
-                        f"the re-pricing of its plan are estimated to need (about {reprice:.1f} s for the "
-                        f"re-pricing, from the coarse build's seconds, and {keep_back:.1f} s kept for the coarse "
-                        f"solve and writing)",)
+        graph, stopped = None, BuildStopped(
+            "strategies", 0, 0, 0.0,
+            reason=f"not started: after the coarse mesh's graph ({t1 - t0:.1f} s) "
+                   f"{max(0.0, deadline - time.monotonic()):.1f} s were left, less than the fine build and the "
+                   f"re-pricing of its plan are estimated to need (about {reprice:.1f} s for the re-pricing, "
+                   f"from the coarse build's seconds, and {keep_back:.1f} s kept for the coarse solve and writing)")
     else:
         try:
             graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline)
