@@ -3,6 +3,7 @@ metadata. Bad files declare their findings in ``// expect: CODE LINE:COL`` heade
 
 from __future__ import annotations
 
+import json
 import pathlib
 import re
 
@@ -11,6 +12,7 @@ import pytest
 from hloshard.lint.context import LintOptions
 from hloshard.lint.engine import lint_text
 from hloshard.lint.registry import all_rules
+from hloshard.lint.reporters import render_sarif
 
 CASES = pathlib.Path(__file__).parent / "cases"
 BAD = sorted(CASES.glob("hs*_bad*.hlo"))
@@ -121,6 +123,23 @@ def test_uneven_padding_per_shard():
     [f] = lint_text(text, "x.hlo", LintOptions(select=("HS2",)))
     assert f.code == "HS202"
     assert "held: 2,2,2,1" in f.message and "shard 3 pads 1" in f.message
+
+
+def test_uneven_intermediate_is_info_and_what_crosses_the_boundary_a_warning():
+    # a caller gets %c back (a root tuple operand) and passes %p in: jax.jit refuses an uneven
+    # in/out sharding there; %b lives only inside the program, where the partitioner pads it
+    text = """HloModule m, num_partitions=4
+ENTRY e {
+  p = f32[10] parameter(0), sharding={devices=[4]<=[4]}
+  b = f32[10] negate(p), sharding={devices=[4]<=[4]}
+  c = f32[10] exponential(b), sharding={devices=[4]<=[4]}
+  ROOT t = (f32[10]) tuple(c)
+}
+"""
+    got = {f.instruction: f.severity for f in lint_text(text, "x.hlo", LintOptions(select=("HS202",)))}
+    assert got == {"p": "warning", "b": "info", "c": "warning"}
+    log = json.loads(render_sarif(lint_text(text, "x.hlo", LintOptions(select=("HS202",))), all_rules()))
+    assert [r["level"] for r in log["runs"][0]["results"]] == ["warning", "note", "warning"]
 
 
 def test_variadic_reduce_scatter_must_divide():

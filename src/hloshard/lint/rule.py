@@ -95,12 +95,16 @@ class Rule:
         raise NotImplementedError
 
     # -- helpers ---------------------------------------------------------------------------------
-    def finding(self, context: "LintContext", where, message: str, key: str = "") -> Finding:
+    def finding(self, context: "LintContext", where, message: str, key: str = "",
+                severity: str | None = None) -> Finding:
         """Build a finding of this rule.
 
         ``where`` is an :class:`~hloshard.hlo.ir.Instruction` (its line/column), a
         :class:`~hloshard.lint.source.ShardingSite` (the position of its ``sharding=``), or a
-        ``(line, column)`` pair. ``key`` (optional) is appended to the fingerprint key.
+        ``(line, column)`` pair. ``key`` (optional) is appended to the fingerprint key. ``severity``
+        (optional) lowers this one finding below the rule's :attr:`severity` (a rule whose findings
+        differ in consequence, e.g. HS202 on an entry argument vs an intermediate); the rule's own
+        severity stays the SARIF ``defaultConfiguration`` level.
         """
         line, column, instr_name, base_key = context.locate(where)
         return Finding(
@@ -109,7 +113,7 @@ class Rule:
             column=column,
             code=self.code,
             name=self.name,
-            severity=self.severity,
+            severity=severity or self.severity,
             message=message,
             key=f"{base_key}|{key}" if key else base_key,
             instruction=instr_name,
