@@ -352,3 +352,38 @@ def test_plain_text_reports_carry_no_trailing_spaces(tmp_path):
     lines = r.stderr.splitlines()
     assert any(line.startswith("cost ") for line in lines), r.stderr
     assert [line for line in lines if line != line.rstrip()] == []
+
+
+# --------------------------------------------------------------------------- new user 16
+
+BIG_DOT = """HloModule big
+ENTRY e {
+  a = f32[1048576,1048576] parameter(0)
+  b = f32[1048576,1048576] parameter(1)
+  ROOT d = f32[1048576,1048576] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_lint_report_never_replaces_a_linted_file(tmp_path):
+    # `lint victim.hlo -o victim.hlo` replaced the module with "All checks passed" (new user 16, finding 1)
+    victim = tmp_path / "victim.hlo"
+    victim.write_text(MLP_PRE.read_text())
+    for args in (["lint", victim, "-o", victim], ["lint", tmp_path, "--format", "sarif", "-o", victim]):
+        r = run(args)
+        assert r.exit_code == 2 and "would overwrite the input" in r.output, r.output
+        assert victim.read_text() == MLP_PRE.read_text()
+    assert run(["lint", victim, "-o", tmp_path / "report.txt"]).exit_code == 0
+
+
+def test_memory_budget_none_turns_off_the_devices_hbm_default(tmp_path):
+    # a 1M x 1M dot needs TiBs per device: with --device its HBM is the default budget (exit 3), an
+    # explicit `none` solves with no budget (it was ignored: new user 16, finding 4)
+    src = tmp_path / "big.hlo"
+    src.write_text(BIG_DOT)
+    base = ["solve", src, "--mesh", "2x4", "--device", "h100-sxm", "--time-limit", "20", "-o", tmp_path / "o.hlo"]
+    r = run(base)
+    assert r.exit_code == 3 and "80.0 GiB per device is infeasible" in r.output, r.output
+    r = run(base + ["--memory-budget", "none"])
+    assert r.exit_code == 0, r.output
+    assert "budget 80.0 GiB" not in r.output and "TiB per device at the peak" in r.output, r.output

@@ -230,7 +230,10 @@ def test_options_cli():
 
 
 @pytest.mark.parametrize("text, says", [
-    ("0.5", "less than one byte"),                              # was 0 B, then "infeasible" (exit 3)
+    ("0.5", "a fraction of a byte"),                            # was 0 B, then "infeasible" (exit 3)
+    ("1.5", "a fraction of a byte"),                            # was 2 B (new user 16: meant 1.5 GiB)
+    ("0.0001KiB", "less than one byte"),
+    ("-5MiB", "negative"),
     ("99999999999999999999999999TiB", "larger than any device"),  # was accepted, shown as 1e26 TiB
 ])
 def test_a_budget_no_device_can_have_is_a_usage_error(text, says):

@@ -19,11 +19,16 @@ def parse_bytes(text: str) -> int:
     """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB`` (IEC suffixes are powers of two,
     SI suffixes powers of ten, bare K/M/G/T powers of two). Returns bytes (int).
 
-    Raises UsageError on anything else (negative, unknown suffix, empty), on a size that is not zero
-    but rounds to less than one byte (``0.5``), and on one of 2**63 bytes (8 EiB) or more, which no
-    device holds.
+    Raises UsageError on anything else (unknown suffix, empty), on a negative size, on a fraction of a
+    byte (``1.5``, ``1.5B``: a whole number of bytes or a unit, ``1.5GiB``), and on one of 2**63 bytes
+    (8 EiB) or more, which no device holds.
     """
+    if re.match(r"^\s*-\s*[0-9.]", str(text)):
+        raise UsageError(f"invalid byte size {text!r}: negative")
     m = _RE.match(str(text))
+    if m and m.group(2).lower() in ("", "b") and float(m.group(1)) != int(float(m.group(1))):
+        raise UsageError(f"invalid byte size {text!r}: a fraction of a byte; give a whole number of bytes "
+                         f"or a unit (e.g. {m.group(1)}GiB)")
     if not m or m.group(2).lower() not in _UNITS:
         raise UsageError(f"invalid byte size {text!r}: expected an integer or a size like 64MiB, 2GiB, 1.5GB")
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]

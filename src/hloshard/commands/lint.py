@@ -13,6 +13,7 @@ import click
 from ..errors import UsageError
 from ..hlo.attributes import MAX_DEVICES
 from ..io import write_text_atomic
+from .common import check_outputs
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
 
 _FORMATS = ("text", "json", "sarif", "github")
@@ -94,7 +95,7 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
     """
     from ..lint.config import load_config
     from ..lint.context import LintOptions
-    from ..lint.engine import lint_paths
+    from ..lint.engine import collect_paths, lint_paths
     from ..lint.registry import select_rules
     from ..lint.reporters import render
 
@@ -122,6 +123,7 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
         mesh=mesh, device_ids=device_ids, alpha=alpha, beta=beta,
     )
     rules = select_rules(options.select, options.ignore)
+    check_outputs(inputs=collect_paths(paths)[0], report=output)   # the report never replaces a linted file
     result = lint_paths(paths, options)
     color = fmt == "text" and output == "-" and sys.stdout.isatty()
     if result.files or fmt != "text":  # no "All checks passed" when nothing could be read

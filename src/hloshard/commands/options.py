@@ -82,10 +82,11 @@ def device_option(func):
 
 def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
                             beta: str | None, device: str | None, memory_budget: int | None = None,
-                            max_padding: float | None = None):
+                            max_padding: float | None = None, hbm_default: bool = True):
     """``(DeviceMesh, TimeScale | None, memory_budget)``: :func:`mesh_from_options`, and with ``device``
     the per-axis alpha / beta of :func:`hloshard.devices.time_scale` (the module's matmul dtype picks
-    the peak) and the memory budget defaulted to the device's HBM. ``--alpha`` / ``--beta`` together
+    the peak) and the memory budget defaulted to the device's HBM (not with ``hbm_default`` False: the
+    user said ``--memory-budget none``). ``--alpha`` / ``--beta`` together
     with ``--device`` is a UsageError, so are link marks (``:dcn``) without ``--device``."""
     if device is None:
         return mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding), None, memory_budget
@@ -99,7 +100,7 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     links = axis_links(shape, profile.devices_per_node, marks)
     dtype = module_matmul_dtype(module) if module is not None else "bf16"
     scale = time_scale(profile, shape, links, dtype, COMPUTE_COST_PER_FLOP)
-    budget = profile.hbm_bytes if memory_budget is None else memory_budget
+    budget = profile.hbm_bytes if memory_budget is None and hbm_default else memory_budget
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
     dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size

@@ -554,12 +554,15 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if auto and export_problem:
         raise UsageError("--export-problem cannot be used with --mesh auto")
     search = None
-    if auto and device is not None and memory_budget is None:   # as timed_mesh_from_options defaults it
+    # an explicit `--memory-budget none` turns the budget off, --device's HBM default included
+    hbm_default = not (memory_budget is None and click.get_current_context().get_parameter_source(
+        "memory_budget") not in (None, click.core.ParameterSource.DEFAULT))
+    if auto and device is not None and memory_budget is None and hbm_default:   # as timed_mesh_from_options does
         from ..devices import get_profile
 
         memory_budget = get_profile(device).hbm_bytes
     dmesh, scale, memory_budget = (None, None, memory_budget) if auto else timed_mesh_from_options(
-        module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding)
+        module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding, hbm_default)
     if partition_specs_file and dmesh is not None:   # specs for jax.jit: its arguments and results split evenly
         dmesh.divisible_io = True
     if use_xla:
