@@ -119,6 +119,15 @@ def test_tuple_shape_nested_1000_deep_is_a_clean_error():
     assert "nested more than 64 deep" in e.message and e.line == 3
 
 
+def test_rank_beyond_what_a_tile_assignment_holds_is_a_clean_error():
+    # rank 64 crashed solve/cost/explain in numpy ("maximum supported dimension"; new user 16)
+    dims = ",".join(["1"] * 63 + ["8"])
+    e = err(f"HloModule m\nENTRY e {{\n  ROOT p = f32[{dims}] parameter(0)\n}}\n")
+    assert "has rank 64" in e.message and "at most 61" in e.message and (e.line, e.column) == (3, 16)
+    dims = ",".join(["1"] * 60 + ["8"])
+    assert parse_module(f"HloModule m\nENTRY e {{\n  ROOT p = f32[{dims}] parameter(0)\n}}\n").entry.root.shape.rank == 61
+
+
 def test_braces_nested_1000_deep_are_a_clean_error():
     blob = "{" * 1000 + "}" * 1000
     e = err(f"HloModule m\nENTRY e {{\n  ROOT p = f32[] parameter(0), backend_config={blob}\n}}\n")

@@ -254,6 +254,10 @@ _DIM_RE = re.compile(r"\s*(?:(<=)\s*(\d+)|(\?)|(\d+))\s*$")
 
 
 _MAX_DIM = 2**63 - 1   # XLA dimension sizes are int64
+#: The highest array rank hloshard reads: a sharding's tile assignment is a numpy array of the
+#: array's rank plus up to three subgroup dims (manual, replicated, unreduced), and numpy arrays have at
+#: most 64 dims (``numpy.MAXDIMS``).  XLA sets no limit of its own; no real model comes near it.
+MAX_RANK = 64 - 3
 
 
 class _ShapeError(ValueError):
@@ -291,6 +295,9 @@ def parse_array_shape(text: str) -> Shape:
             else:
                 dims.append(int(d.group(4)))
                 dynamic.append(False)
+    if len(dims) > MAX_RANK:
+        raise _ShapeError(f"shape {text.strip()[:40]}... has rank {len(dims)}: hloshard reads arrays of rank at "
+                          f"most {MAX_RANK} (a tile assignment is a numpy array of at most 64 dims)", m.start(3))
     layout = None
     if m2m_text is not None:
         try:
