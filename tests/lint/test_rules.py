@@ -142,6 +142,27 @@ ENTRY e {
     assert [r["level"] for r in log["runs"][0]["results"]] == ["warning", "note", "warning"]
 
 
+def test_no_divisibility_finding_on_a_per_device_program():
+    # XLA's partitioned output keeps the parameters' global shardings on per-device shapes: f32[2,32]
+    # is one device's rows of f32[16,32] (new user 16: false HS201 on jax's compiled step)
+    body = """HloModule m, num_partitions=8
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  p = f32[2,32] parameter(0), sharding={devices=[8,1]<=[8]}
+  r = f32[32] reduce(p, f32[] constant(0)), dimensions={0}, to_apply=add
+  ROOT a = f32[32] %s
+}
+"""
+    per_device = body % "all-reduce(r), replica_groups={{0,1,2,3,4,5,6,7}}, to_apply=add"
+    assert lint_text(per_device, "x.hlo", LintOptions(select=("HS2",))) == []
+    logical = body % "negate(r)"   # no collective: a logical module, its split of 2 rows 8 ways is empty shards
+    assert [f.code for f in lint_text(logical, "x.hlo", LintOptions(select=("HS2",)))] == ["HS201"]
+
+
 def test_variadic_reduce_scatter_must_divide():
     text = """HloModule m, num_partitions=4
 sum {

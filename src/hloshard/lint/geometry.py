@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..hlo.partitioned import is_per_device_program
 from .context import leaf_shapes, sharding_arity
 
 
@@ -110,10 +111,14 @@ def uneven_splits(context, site):
 
 def all_uneven_splits(context) -> list:
     """(site, leaf_shape, DimSplit) for every site, computed once per context (HS201 and HS202
-    share it)."""
+    share it); none in a per-device program (:func:`hloshard.hlo.partitioned.is_per_device_program`:
+    its parameters keep their global shardings while every shape is already one device's, so a split
+    of those shapes says nothing)."""
     cached = context.__dict__.get("_all_uneven_splits")
     if cached is None:
-        cached = [(site, leaf, split) for site in context.sites for leaf, split in uneven_splits(context, site)]
+        per_device = context.module is not None and is_per_device_program(context.module)
+        cached = [] if per_device else [
+            (site, leaf, split) for site in context.sites for leaf, split in uneven_splits(context, site)]
         context.__dict__["_all_uneven_splits"] = cached
     return cached
 
