@@ -163,6 +163,21 @@ ENTRY e {
     assert [f.code for f in lint_text(logical, "x.hlo", LintOptions(select=("HS2",)))] == ["HS201"]
 
 
+def test_costly_resharding_behind_a_sharding_custom_call():
+    # with_sharding_constraint lowers to a Sharding custom-call: its all-gather went unreported (new user 16)
+    text = """HloModule m, num_partitions=8
+ENTRY e {
+  p = f32[8192,8192] parameter(0), sharding={devices=[8,1]<=[8]}
+  c = f32[8192,8192] custom-call(p), custom_call_target="Sharding", sharding={replicated}
+  k = f32[8192,8192] custom-call(p), custom_call_target="Sharding", sharding={devices=[8,1]<=[8]}
+  t = f32[8192,8192] custom-call(p), custom_call_target="SomethingElse", sharding={replicated}
+  ROOT n = (f32[8192,8192], f32[8192,8192], f32[8192,8192]) tuple(c, k, t)
+}
+"""
+    [f] = lint_text(text, "x.hlo", LintOptions(select=("HS401",)))
+    assert f.instruction == "c" and "all-gather" in f.message and "224.0 MiB" in f.message
+
+
 def test_variadic_reduce_scatter_must_divide():
     text = """HloModule m, num_partitions=4
 sum {

@@ -16,8 +16,14 @@ ELEMENTWISE = frozenset({
 })
 
 
-#: the opcodes whose operand requirements this rule models
-MODELLED = ELEMENTWISE | {"transpose", "broadcast", "reshape"}
+#: the opcodes whose operand requirements this rule models (a custom-call only as a ``Sharding`` pin)
+MODELLED = ELEMENTWISE | {"transpose", "broadcast", "reshape", "custom-call"}
+
+
+def _is_pin(instr) -> bool:
+    """A ``custom-call`` to ``Sharding``: what ``jax.lax.with_sharding_constraint`` lowers to.  Its
+    operand is resharded to the pin's sharding (the partitioner's identity with a sharding)."""
+    return instr.opcode == "custom-call" and (instr.custom_call_target or "") == "Sharding"
 
 
 def _usable(sharding) -> bool:
@@ -149,7 +155,8 @@ class CostlyResharding(Rule):
     """An operand's sharding differs from the one its user needs, and fixing that moves a lot of data.
 
     When an instruction's operand is sharded differently from what the instruction needs (an
-    element-wise op needs its operands sharded like its result; a transpose needs the permuted
+    element-wise op, like a ``Sharding`` custom-call (``with_sharding_constraint``), needs its operands
+    sharded like its result; a transpose needs the permuted
     sharding; a broadcast needs its result sharding without the broadcast dims; a reshape needs
     the operand sharding its output sharding implies), the SPMD partitioner silently inserts
     collectives in between -- an all-gather hidden in a reshape is the classic example. The rule
@@ -193,7 +200,7 @@ class CostlyResharding(Rule):
         for comp in context.partitioned_computations:
             for user in comp.instructions:
                 op = user.opcode
-                if op not in MODELLED:
+                if op not in MODELLED or (op == "custom-call" and not _is_pin(user)):
                     continue
                 out = user.sharding
                 if not _usable(out) or user.shape.is_tuple or not context.sharding_is_sound(user):
@@ -202,7 +209,7 @@ class CostlyResharding(Rule):
                     src = operand.sharding
                     if not _usable(src) or operand.shape.is_tuple:
                         continue
-                    if op in ELEMENTWISE and src == out:
+                    if (op in ELEMENTWISE or op == "custom-call") and src == out:
                         continue  # the common case in annotated dumps: nothing to reshard
                     if not context.sharding_is_sound(operand):
                         continue
@@ -249,7 +256,7 @@ class CostlyResharding(Rule):
 
         out = user.sharding
         op = user.opcode
-        if op in ELEMENTWISE:
+        if op in ELEMENTWISE or _is_pin(user):
             if tuple(operand.shape.dims) != tuple(user.shape.dims):
                 return None  # scalar predicate of select, implicit broadcast: not modelled
             return out, operand.sharding
