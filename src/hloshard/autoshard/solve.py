@@ -169,8 +169,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         left = deadline - t1 - reprice
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
         if left < MIN_SOLVE_SECONDS:
+            after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
+                     if deadline - t1 >= MIN_SOLVE_SECONDS else "")
             msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
-                   f"time limit: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+                   f"time limit{after}: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
             graph.warnings.append(msg)
             if on_overrun is not None:
                 on_overrun(msg)
