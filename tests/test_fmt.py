@@ -96,7 +96,7 @@ def test_fmt_missing_file_is_a_usage_error(tmp_path):
 def test_installed_tool_finds_its_grammar_from_any_directory(tmp_path):
     """The grammar is package data: run the CLI from an unrelated directory, grammar cache cold."""
     src = tmp_path / "in.hlo"
-    src.write_text((DATA / "collectives.hlo").read_text())
+    src.write_text((ROOT / "samples" / "mlp_train_step.pre.hlo").read_text())   # one the verifier takes
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([sys.executable, "-m", "hloshard.cli", "fmt", str(src)], cwd=tmp_path,
@@ -171,3 +171,15 @@ def test_fmt_says_it_reads_hlo_text_only(tmp_path):
     r = CliRunner().invoke(main, ["fmt", str(src), "-o", str(out)])
     assert r.exit_code == 2 and "fmt formats HLO text only" in r.output and "StableHLO" in r.output, r.output
     assert not out.exists()
+
+
+def test_fmt_refuses_what_the_verifier_refuses(tmp_path):
+    # one validity rule for every command: fmt wrote a dot of the wrong result shape, exit 0 (new user 16)
+    src = tmp_path / "wrongdot.hlo"
+    src.write_text("HloModule m\nENTRY e {\n  a = f32[4,3] parameter(0)\n  b = f32[3,5] parameter(1)\n"
+                   "  ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    out = tmp_path / "out.hlo"
+    for args in (["fmt", str(src), "-o", str(out)], ["fmt", "--check", str(src)]):
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2 and f"{src}:5:8: error:" in res.output and "should be [4, 5]" in res.output
+        assert "Traceback" not in res.output and not out.exists()

@@ -1,7 +1,8 @@
 """``hloshard fmt FILE [-o OUT]``: parse HLO text and print it canonically.
 
 ``-`` reads standard input / writes standard output. The output file is written atomically, and
-not at all when the input does not parse (the error goes to stderr, exit code 2).
+not at all when the input does not parse or the verifier refuses it (the one validity rule of every
+command, :func:`hloshard.hlo.verify.verify_module`; the error goes to stderr, exit code 2).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def command(file: str, output: str, check: bool) -> None:
     """
     from ..errors import UsageError
     from ..hlo import parse_file, print_module
+    from ..hlo.verify import verify_module
     from ..io import read_text, write_text_atomic
     from ..load import is_stablehlo_path
     from .common import check_outputs, note_input
@@ -49,14 +51,18 @@ def command(file: str, output: str, check: bool) -> None:
                          f"and `cost` read it, or give fmt the HLO (jax: `.lower(...).as_text(dialect=\"hlo\")`)")
     if not check:
         check_outputs(output=output)
+    name = "<stdin>" if file == "-" else file
     if check:
         text = read_text(file)
         from ..hlo import parse_module
 
-        out = print_module(parse_module(text, "<stdin>" if file == "-" else file))
+        module = parse_module(text, name)
+        verify_module(module, name)   # the one validity rule: what solve / cost / lint refuse, fmt refuses
+        out = print_module(module)
         if out != text:
             click.echo(f"{file}: would be reformatted", err=True)
             raise SystemExit(1)
         return
     module = parse_file(file)
+    verify_module(module, name)
     write_text_atomic(output, print_module(module))
