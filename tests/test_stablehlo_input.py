@@ -95,6 +95,14 @@ def test_not_stablehlo_is_one_error(tmp_path):
     assert r.exit_code == 2 and "not StableHLO: this is HLO text" in r.output
 
 
+def test_empty_mlir_is_a_located_error(tmp_path):
+    # it said "empty.mlir:0:0: error: ... conversion requires module with `main` function" (new user 16)
+    empty = tmp_path / "empty.mlir"
+    empty.write_text("\n")
+    r = CliRunner().invoke(main, ["cost", str(empty), "--mesh", "2x4"])
+    assert r.exit_code == 2 and f"{empty}:1:1: error: not StableHLO: the file is empty" in r.output, r.output
+
+
 def test_mlir_without_jax_names_the_extra(tmp_path, monkeypatch):
     fake = tmp_path / "nojax"
     (fake / "jax").mkdir(parents=True)

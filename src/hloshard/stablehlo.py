@@ -39,6 +39,8 @@ def stablehlo_to_hlo(text: str, filename: str = "<string>") -> str:
     from .xla_check import run_jax_child
 
     head = text.lstrip()[:64]
+    if not head:
+        raise HloSyntaxError("not StableHLO: the file is empty", filename, 1, 1)
     if head.startswith(("HloModule", "ENTRY")):
         raise HloSyntaxError("not StableHLO: this is HLO text; name the file .hlo", filename, 1, 1,
                              text.splitlines()[0] if text else None)
@@ -56,11 +58,12 @@ def _diagnostic(error: str, text: str, filename: str) -> HloSyntaxError:
         raw = re.sub(r"^[A-Z_]+: ", "", raw.strip())
         m = _DIAG.match(raw)
         if m:
-            line, col = int(m.group(1)), int(m.group(2))
+            line, col = max(1, int(m.group(1))), max(1, int(m.group(2)))   # MLIR says 0:0 for the module
             src = lines[line - 1] if 0 < line <= len(lines) else None
             return HloSyntaxError(f"not StableHLO: {m.group(3)}", filename, line, col, src)
     first = next((ln.strip() for ln in error.splitlines() if ln.strip()), "conversion failed")
-    return HloSyntaxError(f"not StableHLO: {first}", filename, 0, 0)
+    # no location in the diagnostic: the module as a whole, reported at its start
+    return HloSyntaxError(f"not StableHLO: {first}", filename, 1, 1, lines[0] if lines else None)
 
 
 # ------------------------------------------------------------------------------------------------
