@@ -391,15 +391,21 @@ def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, j
     solver's result is deterministic per candidate, so the outcome is the one a sequential search
     gets).  A candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`)."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     _SHARED.update(module=module, meshes=meshes, options=options, deadline=deadline)
+    pool = multiprocessing.get_context("fork").Pool(processes=jobs)
     try:
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
-            futures = {i: pool.submit(_child, i, shares[i]) for i in run}
-            for i in run:
-                _record(trials[i], futures[i].result(), module)
+        pending = {i: pool.apply_async(_child, (i, shares[i])) for i in run}
+        for i in run:
+            _record(trials[i], pending[i].get(), module)
+        pool.close()
+    except BaseException:
+        # Ctrl-C (or an error in one candidate): stop the other candidates now instead of waiting for
+        # their solves to end (new user 16: 8-12 s after the interrupt)
+        pool.terminate()
+        raise
     finally:
+        pool.join()
         _SHARED.clear()
 
 
