@@ -4,9 +4,7 @@
 concatenated dim after it; a transpose with a dim of more than one element per device before that
 position moves data (on the TPU a transposing loop fusion plus a layout copy: ``attn_h6m4_d32_s64_fwd``'s
 round-15 solve plan, BENCHMARKS.md round 16). ``cost.collectives.all_to_all_transposes`` counts them;
-with a device each reads and writes the per-device buffer (HBM), without one nothing changes; on a TPU
-the relayouts of a buffer whose minor dim is not whole 128-lane rows too
-(``cost.tpu_layout.all_to_all_relayouts``).
+with a device each reads and writes the per-device buffer (HBM), without one nothing changes.
 """
 
 from __future__ import annotations
@@ -34,21 +32,6 @@ def test_the_transposes_that_move_data():
     assert C.all_to_all_transposes([4, 1, 256], 1, 0, 4)[0] == 0     # after the exchange dim 0 holds 1
     # both move data
     assert C.all_to_all_transposes([16, 8, 256], 1, 2, 8)[0] == 2
-
-
-def test_a_tpu_relayouts_an_all_to_all_of_ragged_lanes():
-    """On a TPU an all-to-all whose per-device minor dim is not whole 128-lane rows is exchanged in a
-    dense layout: a relayout before and one after (2 kernels); whole rows, or no TPU: none."""
-    from hloshard.cost.tpu_layout import all_to_all_relayouts
-
-    tpu, _ = _v5e_mesh(True)
-    bare, _ = _v5e_mesh(False)
-    ones = (1, 1, 1)
-    assert all_to_all_relayouts(tpu, (2, 64, 48), ones, (4, 64, 24), ones)[0] == 2
-    assert all_to_all_relayouts(tpu, (16, 64, 32), ones, (2, 64, 256), ones)[0] == 2   # the input's
-    assert all_to_all_relayouts(tpu, (16, 8, 256), ones, (2, 64, 256), ones)[0] == 0
-    assert all_to_all_relayouts(tpu, (4, 128, 1), ones, (1, 512, 1), ones)[0] == 0     # minor: last above 1
-    assert all_to_all_relayouts(bare, (2, 64, 48), ones, (4, 64, 24), ones)[0] == 0
 
 
 def test_a_transposing_all_to_all_pays_its_copies_with_a_device_only():

@@ -47,7 +47,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cost.collectives import COLLECTIVE_KINDS, all_to_all_transposes, hbm_units_per_byte, ring_bytes
-from .cost.tpu_layout import all_to_all_relayouts
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."
@@ -64,9 +63,8 @@ class CollectiveRecord:
     (empty for collective-permute); ``source``: ``'strategy'``, ``'reshard OPERAND'`` or ``'xla'``;
     ``shape``: XLA's result shape text (XLA side); ``op_name``/``computation``: where XLA put it;
     ``transposed_bytes``: HBM bytes per execution of the partitioner's data-moving transposes around a
-    resharding all-to-all on a device-priced mesh (:func:`hloshard.cost.collectives.all_to_all_transposes`)
-    and a TPU's relayouts of it (:func:`hloshard.cost.tpu_layout.all_to_all_relayouts`), each reading and
-    writing the per-device buffer, else 0.
+    resharding all-to-all on a device-priced mesh (:func:`hloshard.cost.collectives.all_to_all_transposes`,
+    each reading and writing the per-device buffer), else 0.
     """
 
     kind: str
@@ -274,10 +272,7 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
                 nb = _step_nbytes(s)
                 moved = 0.0
                 if s["kind"] == "all-to-all" and priced and len(s.get("dims", ())) == 2:
-                    ones = [1] * len(s["input_shape"])
-                    copies = all_to_all_transposes(s["input_shape"], *s["dims"], n)[0] + all_to_all_relayouts(
-                        graph.mesh, s["input_shape"], ones, s["output_shape"], ones)[0]
-                    moved = 2.0 * float(s["input_bytes"]) * copies
+                    moved = 2.0 * float(s["input_bytes"]) * all_to_all_transposes(s["input_shape"], *s["dims"], n)[0]
                 out.setdefault(user, []).append(CollectiveRecord(
                     kind=s["kind"], group_size=n, nbytes=nb, ring_bytes=ring_bytes(s["kind"], nb, n), executions=w,
                     replica_groups=tuple(tuple(x) for x in s.get("replica_groups", ())),

@@ -63,7 +63,6 @@ from ..hlo.shape import Shape, parse_shape
 from ..hlo.sharding import HloSharding
 from . import collectives as C
 from .memory import tile_bytes
-from .tpu_layout import all_to_all_relayouts
 
 #: GSPMD's last resort replicates fully and slices (measured); False keeps the dims it can.
 FULL_REPLICATE_FALLBACK = True
@@ -647,10 +646,6 @@ class _Builder:
             for d, size in looked:   # a replay must see the same sizes 1 / above 1 (twice the tile count divides)
                 self.look(d, 2 * (nxt.tiles[d] if d == dst_dim else cur.tiles[d]))   # dst_dim: after the exchange
                 self.even = False    # the test read sizes, not tile counts: no replay by gcd (_planned_cost)
-            lanes, looks = all_to_all_relayouts(self.mesh, in_shape, cur.tiles, out_shape, nxt.tiles)
-            for d, multiple in looks:
-                self.look(d, multiple)
-            t += lanes
         kw = {"transposes": t} if t else {}
         cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k, t), C.all_to_all_cost, axes,
                            group_size=k, **kw) if axes else 0.0
@@ -1335,9 +1330,8 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
 
     ``tests/test_reshard_cache.py`` checks this figure against a fresh full plan on random pairs."""
     keep = tuple(d for d in range(len(dims)) if la.tiles[d] > 1 or lb.tiles[d] > 1)
-    if keep and C.hbm_units_per_byte(mesh) is not None:   # all-to-all transposes read the dims before a split
-        # one, a TPU's relayouts the minor one (the last of more than one element): every dim above 1 kept
-        keep = tuple(d for d in range(len(dims)) if d in keep or dims[d] > 1)
+    if keep and C.hbm_units_per_byte(mesh) is not None:   # all-to-all transposes read the dims before a split one
+        keep = tuple(d for d in range(keep[-1] + 1) if d in keep or dims[d] > 1)
     rdims = tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
     ia, ra = _reduced_layout(la, keep, memo)
     ib, rb = _reduced_layout(lb, keep, memo)

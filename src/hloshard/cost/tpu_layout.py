@@ -268,33 +268,3 @@ def solver_limit(limit: int, device: str | None) -> int:
     VMEM`` on a TPU (``P + max(0, T - V) <= L`` holds iff ``P + T <= L + V`` and ``P <= L``; the second
     is checked on the evaluated peak), ``limit`` elsewhere."""
     return int(limit) + vmem_bytes(device) if device is not None else int(limit)
-
-
-def all_to_all_relayouts(mesh, in_shape: Sequence[int], in_tiles: Sequence[int], out_shape: Sequence[int],
-                         out_tiles: Sequence[int]) -> tuple[int, list]:
-    """Kernels the TPU compiler adds around an all-to-all (each reading and writing the per-device buffer)
-    beyond the partitioner's transposes, and the tile-count multiples a cached plan must share for the
-    same answer: ``(count, [(dim, multiple), ...])``.
-
-    The rule, read off single all-to-all probes on ``v5e:2x4`` (f32 / bf16 ``[16,64,256]`` and
-    ``[8,64,256]`` between splits of two dims, in groups of 8 and of 2; BENCHMARKS.md round 16): when the
-    per-device minor dimension (the last of more than one element) of the buffer before or after the
-    exchange is not a whole number of :data:`LANES`, its (8, 128) tiles are padded and the compiler
-    exchanges it in a dense layout instead (a ``reshape`` into ``[k, 1, n]`` with (1, 128) / (2, 128)
-    tiles before the all-to-all and one back after it): 2 kernels; else 0 (a minor dimension of 256
-    or 128 elements: no such reshape in any probe).  0 when ``mesh`` carries no TPU profile
-    (``mesh.roofline_prices.profile.backend``).  ``in_shape`` / ``out_shape``: per-device dims before /
-    after; ``in_tiles`` / ``out_tiles``: the tile counts per dim that give them."""
-    prices = getattr(mesh, "roofline_prices", None)
-    if prices is None or getattr(prices.profile, "backend", None) != "tpu":
-        return 0, []
-    looks: list = []
-    ragged = False
-    for shape, tiles in ((in_shape, in_tiles), (out_shape, out_tiles)):
-        for d in range(len(shape) - 1, -1, -1):
-            if shape[d] > 1:
-                looks.append((d, LANES * int(tiles[d])))
-                ragged = ragged or shape[d] % LANES != 0
-                break
-            looks.append((d, 2 * int(tiles[d])))   # one element per device: a replay must see one too
-    return (2 if ragged else 0), looks
