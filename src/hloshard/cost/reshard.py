@@ -643,7 +643,7 @@ class _Builder:
         t = 0
         if axes and self.transposes:
             t, looked = C.all_to_all_transposes(in_shape, src_dim, dst_dim, k)
-            for d, size in looked:   # a replay must see the same sizes 1 / above 1 (twice the tile count divides)
+            for d, _ in looked:   # a replay must see the same sizes 1 / above 1 (twice the tile count divides)
                 self.look(d, 2 * (nxt.tiles[d] if d == dst_dim else cur.tiles[d]))   # dst_dim: after the exchange
                 self.even = False    # the test read sizes, not tile counts: no replay by gcd (_planned_cost)
         kw = {"transposes": t} if t else {}
