@@ -46,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .cost.collectives import COLLECTIVE_KINDS, ring_bytes
+from .cost.collectives import COLLECTIVE_KINDS, all_to_all_transposes, hbm_units_per_byte, ring_bytes
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."
@@ -61,7 +61,10 @@ class CollectiveRecord:
     all-to-all buffer, collective-permute bytes sent); ``ring_bytes``: ring-formula bytes per device for
     one execution; ``executions``: how often it runs (loop trips); ``replica_groups``: explicit groups
     (empty for collective-permute); ``source``: ``'strategy'``, ``'reshard OPERAND'`` or ``'xla'``;
-    ``shape``: XLA's result shape text (XLA side); ``op_name``/``computation``: where XLA put it.
+    ``shape``: XLA's result shape text (XLA side); ``op_name``/``computation``: where XLA put it;
+    ``transposed_bytes``: HBM bytes per execution of the partitioner's data-moving transposes around a
+    resharding all-to-all on a device-priced mesh (:func:`hloshard.cost.collectives.all_to_all_transposes`,
+    each reading and writing the per-device buffer), else 0.
     """
 
     kind: str
@@ -74,6 +77,7 @@ class CollectiveRecord:
     shape: str = ""
     op_name: str | None = None
     computation: str | None = None
+    transposed_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -255,6 +259,7 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
                 kind=c.kind, group_size=int(c.group_size), nbytes=float(c.nbytes), ring_bytes=float(c.ring_bytes),
                 executions=w, replica_groups=groups, source="strategy"))
     by_name = {i.name: i for i in graph.schedule}
+    priced = hbm_units_per_byte(graph.mesh) is not None   # a device: the all-to-alls' transposes move HBM bytes
     for user, rows in reshardings_of(graph, choice).items():
         instr = by_name.get(user)
         base = float(ctx.weight(instr)) if instr is not None else 1.0
@@ -265,10 +270,13 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
             for s in steps:
                 n = _step_group_size(s)
                 nb = _step_nbytes(s)
+                moved = 0.0
+                if s["kind"] == "all-to-all" and priced and len(s.get("dims", ())) == 2:
+                    moved = 2.0 * float(s["input_bytes"]) * all_to_all_transposes(s["input_shape"], *s["dims"], n)[0]
                 out.setdefault(user, []).append(CollectiveRecord(
                     kind=s["kind"], group_size=n, nbytes=nb, ring_bytes=ring_bytes(s["kind"], nb, n), executions=w,
                     replica_groups=tuple(tuple(x) for x in s.get("replica_groups", ())),
-                    source=f"reshard {row['operand']}"))
+                    source=f"reshard {row['operand']}", transposed_bytes=moved))
     return out
 
 

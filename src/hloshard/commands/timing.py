@@ -131,7 +131,8 @@ def plan_collective_hbm_bytes(result, once: bool = False) -> float:
     their executions; ``once``: each counted once, a loop body's as XLA's ``HloCostAnalysis`` counts it):
     :func:`hloshard.cost.collectives.collective_hbm_bytes` each, operands plus result, what
     ``HloCostAnalysis`` counts as a collective's bytes accessed on the CPU backend and the TPU compiler
-    alike (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that)."""
+    alike (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that), plus the transposes
+    around a resharding all-to-all that move data (``CollectiveRecord.transposed_bytes``)."""
     from ..cost.collectives import collective_hbm_bytes
     from ..xla_compare import predicted_collectives
 
@@ -139,6 +140,7 @@ def plan_collective_hbm_bytes(result, once: bool = False) -> float:
     for recs in predicted_collectives(result).values():
         for r in recs:
             b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
+            b += r.transposed_bytes   # a resharding all-to-all's data-moving transposes (with a device)
             total += b * (1.0 if once else r.executions)
     return total
 

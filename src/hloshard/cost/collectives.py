@@ -215,16 +215,48 @@ def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: i
     return round_half_away(with_hbm(mesh, alpha + beta * (n - 1) / n * b, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
 
 
+def all_to_all_transposes(in_shape: Sequence[int], concat_dim: int, split_dim: int, k: int) -> tuple[int, list]:
+    """How many of the two transposes XLA's SPMD partitioner writes around an all-to-all resharding move
+    data, and the per-device dims each test read: ``(count, [(dim, size), ...])``.
+
+    ``ReshardWithAllToAll`` (``spmd_partitioner.cc``) moves a factor ``k`` of the split from
+    ``concat_dim`` to ``split_dim`` as: reshape ``split_dim`` into ``[k, size / k]``; **transpose** that
+    ``k`` dim to the front; an all-to-all on dim 0; **transpose** it back to just before
+    ``concat_dim``; reshape it into ``concat_dim``.  A transpose that moves a dim to or from the front
+    is a bitcast when every dim before that position is of size 1 per device, else a kernel that reads
+    and writes the per-device buffer (on the TPU a transposing loop fusion and a layout copy, read off
+    ``attn_h6m4_d32_s64_fwd``'s optimised program, libtpu 0.0.42.1, BENCHMARKS.md round 16).
+    ``in_shape``: the per-device (padded) dims before the all-to-all; the first transpose reads them
+    before ``split_dim``, the second the dims before ``concat_dim`` after the exchange (``split_dim``
+    then ``in_shape[split_dim] / k``)."""
+    looked: list = []
+    count = 0
+    for d in range(split_dim):
+        looked.append((d, int(in_shape[d])))
+        if in_shape[d] > 1:
+            count += 1
+            break
+    for d in range(concat_dim):
+        size = -(-int(in_shape[d]) // k) if d == split_dim else int(in_shape[d])
+        looked.append((d, size))
+        if size > 1:
+            count += 1
+            break
+    return count, looked
+
+
 def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None,
-                    hbm_bytes: float | None = None) -> float:
+                    hbm_bytes: float | None = None, transposes: int = 0) -> float:
     """Cost of an all-to-all over ``axes``: ``round(alpha + beta*(n-1)/n/n*B*(n/2)) + 0.001``.
 
     ``nbytes``: bytes per device of the buffer being exchanged (XLA's resharding cost passes the
     **full unsharded** tensor bytes here; the planner passes what its callers document). The factor
     ``n/2`` is XLA's "penalty factor to match v100+nvlink". ``hbm_bytes``: with a device, the HBM
     bytes read and written per device (:func:`with_hbm`) when ``nbytes`` is not the group's bytes
-    (default: :func:`collective_hbm_bytes`, ``2 B/n``). Returns cost units.
-    Source: XLA ``ClusterEnvironment::AllToAllCostUtil``.
+    (default: :func:`collective_hbm_bytes`, ``2 B/n``); ``transposes``: with a device, the
+    partitioner's transposes around it that move data (:func:`all_to_all_transposes`), each reading and
+    writing the per-device buffer (``2 B/n`` more HBM bytes each; none without a device). Returns cost
+    units. Source: XLA ``ClusterEnvironment::AllToAllCostUtil``.
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
@@ -232,7 +264,11 @@ def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     link = alpha + beta * (n - 1) / n / n * b * penalty
     if hbm_bytes is not None:   # the buffer's own bytes per device, read and written: 2 B_device = 2 B/n
         b = float(hbm_bytes) / 2.0 * n
-    return round_half_away(with_hbm(mesh, link, "all-to-all", b, n)) + ALL_TO_ALL_TIE_BREAK
+    cost = with_hbm(mesh, link, "all-to-all", b, n)
+    per_byte = hbm_units_per_byte(mesh) if transposes else None
+    if per_byte is not None:   # each transposing copy reads and writes the per-device buffer B/n
+        cost += per_byte * transposes * collective_hbm_bytes("all-to-all", b, n)
+    return round_half_away(cost) + ALL_TO_ALL_TIE_BREAK
 
 
 def mesh_coordinates(mesh, device: int) -> tuple[int, ...]:

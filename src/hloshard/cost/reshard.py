@@ -455,6 +455,8 @@ class _Builder:
         #: :meth:`tile_shape`, :meth:`repads`, :meth:`repad`): when each divides the dim, every such test
         #: had the outcome of a dim that no tile count pads (see :func:`_planned_cost`)
         self.looked = [1] * len(self.dims)
+        #: a device prices HBM traffic: an all-to-all's data-moving transposes too (C.all_to_all_transposes)
+        self.transposes = C.hbm_units_per_byte(mesh) is not None
 
     # geometry
     def look(self, dim: int, *counts: int) -> None:
@@ -638,8 +640,15 @@ class _Builder:
         in_shape, out_shape = self.tile_shape(cur), self.tile_shape(nxt)
         in_b, out_b = self.nbytes(in_shape), self.nbytes(out_shape)
         cost_b = in_b * k
-        cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k), C.all_to_all_cost, axes,
-                           group_size=k) if axes else 0.0
+        t = 0
+        if axes and self.transposes:
+            t, looked = C.all_to_all_transposes(in_shape, src_dim, dst_dim, k)
+            for d, _ in looked:   # a replay must see the same sizes 1 / above 1 (twice the tile count divides)
+                self.look(d, 2 * (nxt.tiles[d] if d == dst_dim else cur.tiles[d]))   # dst_dim: after the exchange
+                self.even = False    # the test read sizes, not tile counts: no replay by gcd (_planned_cost)
+        kw = {"transposes": t} if t else {}
+        cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k, t), C.all_to_all_cost, axes,
+                           group_size=k, **kw) if axes else 0.0
         moved = in_b - in_b // k
         note = ""
         bad = [d for d in (src_dim, dst_dim) if self.repads(d, cur.tiles[d], nxt.tiles[d])]
@@ -1321,6 +1330,8 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
 
     ``tests/test_reshard_cache.py`` checks this figure against a fresh full plan on random pairs."""
     keep = tuple(d for d in range(len(dims)) if la.tiles[d] > 1 or lb.tiles[d] > 1)
+    if keep and C.hbm_units_per_byte(mesh) is not None:   # all-to-all transposes read the dims before a split one
+        keep = tuple(d for d in range(keep[-1] + 1) if d in keep or dims[d] > 1)
     rdims = tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
     ia, ra = _reduced_layout(la, keep, memo)
     ib, rb = _reduced_layout(lb, keep, memo)
