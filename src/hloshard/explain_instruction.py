@@ -861,10 +861,13 @@ def render_text(expl: Explanation, console) -> None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "
                       f"the total by {f(nr['total_change'], True)}")
     if d["alternatives"]:
-        t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left")
+        t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left",
+                  caption="changes are signed against the current plan; output / device is the instruction's "
+                          "own result per device with that sharding; moved: neighbours whose sharding changes",
+                  caption_justify="left")
         verified = any("verified_change" in a for a in d["alternatives"])
         cols = ("sharding", "total change") + (("as written",) if verified else ()) + \
-            ("compute", "comm", "resharding", "memory", "moved")
+            ("compute", "comm", "resharding", "output / device", "moved")
         for col in cols:
             t.add_column(col, justify="left" if col in ("sharding",) else "right",
                          overflow="fold", min_width=24 if col == "sharding" else None)
