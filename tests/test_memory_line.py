@@ -27,12 +27,12 @@ def test_budget_line_and_report_name_the_model_limit(tmp_path):
     limit = model_limit(4 << 20)
     assert report["memory_model_limit"] == limit < 4 << 20
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("memory"))
-    assert "budget 4.0 MiB" in line and "held to 3.1 MiB predicted" in line
-    assert f"{report['peak_memory_per_device'] / limit:.0%} of it" in line
+    assert "budget 4.0 MiB, the predicted peak is" in line and "held to 3.1 MiB predicted" in line
+    assert f"uses {report['peak_memory_per_device'] / limit:.0%} of that" in line
 
 
 @pytest.mark.parametrize("budget, why", [
-    ("-5MiB", "expected an integer or a size like 64MiB"),
+    ("-5MiB", "negative"),
     ("99999999999999999999999999TiB", "8 EiB or more"),      # a size, too large: said so, not "not a size"
     ("h1000", "expected a byte size like 64MiB or a device name"),
 ])

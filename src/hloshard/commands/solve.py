@@ -250,11 +250,11 @@ def _memory_line(report: dict) -> str:
     line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
     budget = report.get("memory_budget")
     if budget:
-        line += f"; budget {format_bytes(budget)} ({peak / budget:.0%} used"
+        line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
         limit = report.get("memory_model_limit")
         if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
-            line += f"; held to {format_bytes(limit)} predicted, {peak / limit:.0%} of it"
-        line += ")"
+            line += (f"; the plan was held to {format_bytes(limit)} predicted (the budget less the memory "
+                     f"model's largest measured under-estimate of XLA) and uses {peak / limit:.0%} of that")
     else:
         line += "; no budget"
     return line
