@@ -153,6 +153,17 @@ ENTRY main {
 """
 
 
+def _cond(state: str) -> str:
+    """The condition of a loop over 8 steps whose state ``state`` has its s32 counter first."""
+    return f"""cond {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  k = s32[] constant(8){_R}
+  ROOT lt = pred[] compare(i, k), direction=LT{_R}
+}}
+"""
+
+
 def _scan_module(source: str, dtype: str, pinned: bool = False) -> str:
     """A loop over the 8 rows of ``w`` (``dtype[8,1024]``, a loop invariant the body dynamic-slices and
     adds to an f32 carry), ``w`` an entry parameter (``source='param'``) or made by a multiply of one
@@ -179,12 +190,7 @@ body {{
   ROOT t = {state} tuple(j, n, xs){pin}
 }}
 
-cond {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  k = s32[] constant(8){_R}
-  ROOT lt = pred[] compare(i, k), direction=LT{_R}
-}}
+{_cond(state)}
 
 ENTRY main {{
 {made}  c0 = f32[1024] parameter(1){_R}
@@ -228,12 +234,7 @@ body {{
   ROOT t = {st} tuple(j, na, nb, xs)
 }}
 
-cond {{
-  p = {st} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  k = s32[] constant(8){_R}
-  ROOT lt = pred[] compare(i, k), direction=LT{_R}
-}}
+{_cond(st)}
 
 ENTRY main {{
   w = f32[8,1024] parameter(0){_R}
