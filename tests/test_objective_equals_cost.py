@@ -63,14 +63,16 @@ def test_pins_are_sharding_custom_calls_next_to_their_users(tmp_path):
 
 
 def test_budgeted_report_describes_the_written_module(tmp_path):
-    """scan_mlp_train_step under a 3 MB budget: the report's peak and objective are ``cost`` of the written
+    """scan_mlp_train_step under a 3.5 MB budget: the report's peak and objective are ``cost`` of the written
     module (they used to fall back, silently, to the solver's figures when the written module exceeded
     the budget; such a module is now refused, exit 3, by ``reevaluate_written``), and the written peak
     keeps the budget within the memory model's margin (``cost.memory.model_limit``)."""
     from hloshard.cost.memory import model_limit
 
-    report, cost, _ = _solve_and_cost(tmp_path, "scan_mlp_train_step", "2x4", "--memory-budget", "3MB")
-    assert report["peak_memory_per_device"] == cost["peak_memory_per_device"] <= model_limit(3_000_000)
+    # (3 MB until round 16: with the loop accumulator XLA keeps in its temp heap, cost.liveness's
+    # _outputs_not_in_place, the plans found under that budget's model limit, 2.34 MB, no longer fit it)
+    report, cost, _ = _solve_and_cost(tmp_path, "scan_mlp_train_step", "2x4", "--memory-budget", "3.5MB")
+    assert report["peak_memory_per_device"] == cost["peak_memory_per_device"] <= model_limit(3_500_000)
     assert cost["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
 
 

@@ -73,10 +73,18 @@ more (and pads to tiles); that is not modelled here.
   :func:`hloshard.autoshard.build.edge_buffers` adds them like a communication buffer.  Not on a TPU.
 * *Outputs and parameters* are live over the whole run (XLA allocates entry outputs beside the temp
   heap: ``output_size``); an output aliased to a parameter (``input_output_alias``: donation) takes no
-  memory of its own (``alias_size``).  (XLA's ``BufferAssigner`` also places other buffers in an
-  output's allocation before the output is first written; not modelled: with the model's other
-  under-counts on train steps it moved predictions away from XLA on the held-out and keras-hub train
-  steps, BENCHMARKS.md "Round 11: the output-allocation rule, reverted".)
+  memory of its own (``alias_size``).  An output computed in place on an operand (an elementwise
+  update of a loop's gradient accumulator) shares that operand's buffer only where XLA's
+  ``BufferAssigner`` puts the operand into an output's allocation: outputs first, then the operands
+  largest first, each into the newest output allocation its live range fits, else the temp heap
+  (:func:`_outputs_not_in_place`; two accumulators updated in the outputs' order: one of them in the
+  temp heap).  It follows the model's schedule; XLA's order of the updates is its schedulers' (the
+  order of a ``while``'s users), which the model does not see, so with the updates run in another
+  order XLA places all of them in place (measured: BENCHMARKS.md, round 16).  (XLA's
+  ``BufferAssigner`` also places other buffers in an output's allocation before the output is first
+  written; not modelled: with the model's other under-counts on train steps it moved predictions away
+  from XLA on the held-out and keras-hub train steps, BENCHMARKS.md "Round 11: the output-allocation
+  rule, reverted".)
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -96,9 +104,8 @@ more (and pads to tiles); that is not modelled here.
   is the sum of live buffers, which never exceeds the packed heap), the schedule's finer points (XLA
   schedules the partitioned module, whose collectives and bitcasts are instructions of their own; here
   the logical module, fusion applied), XLA's ``HloCSE`` (identical instructions made once), layout assignment (a transposed accumulator that
-  cannot be updated in place), XLA's buffer assignment putting a backward loop's gradient accumulator in the
-  temp heap while an entry output's allocation holds the forward loop's activation stack
-  (``scan_mlp_train_step``, 256-512 KiB; when ``HloCSE`` merged two zero accumulators, their copy), the
+  cannot be updated in place), an entry output's allocation holding the forward loop's activation stack
+  before the output is written (``scan_mlp_train_step``, 128 KiB), the
   buffer of a local slice (:func:`sliced_operand`) from the point the breadth-first scheduler makes it
   to its reader (the 12-layer generated transformer's solve plan: 23 of 128 KiB at XLA's peak; the
   model counts the consumer's tile at the consumer only).  Measured error and
@@ -801,6 +808,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         for k in own(i):
             iv.setdefault(k, (t, t))
             definer.setdefault(k, i)
+    defined_at = {k: iv[k][0] for k in iv}   # where each value is first written (outputs: before (0, T))
     for k in params:
         iv[k] = (0, T)
     for k in outs:
@@ -818,13 +826,16 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         return k
 
     param_set = set(params)
+    shares: list = []   # (a, c, elementwise): each sharing, in order
 
-    def share(a, c, read_only: bool = False) -> None:
+    def share(a, c, read_only: bool = False, elementwise: bool = False) -> None:
         """``c``'s buffer is ``a``'s (``a`` is read last where ``c`` is made, or ``c`` is written by
         a called computation's root ``a``; ``read_only``: ``c`` never writes it, so ``a`` may be a
-        parameter)."""
+        parameter; ``elementwise``: ``c`` is an elementwise result computed in place, a buffer of its
+        own for XLA's alias analysis, shared only by its buffer assignment)."""
         if a == c or a not in iv or c not in iv or (a in param_set and not read_only):
             return
+        shares.append((a, c, elementwise))
         ra, rc = find(a), find(c)
         if ra != rc:
             parent[ra] = rc
@@ -874,20 +885,31 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         for o in cands:
             ks = values(o)
             if len(ks) == 1 and raw.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
-                share(ks[0], mine[0])
+                share(ks[0], mine[0], elementwise=op in ELEMENTWISE)
                 break
     classes: dict = {}
     for k in list(parent):
         classes.setdefault(find(k), {k}).add(k)
-    holds: set = set()   # the keys that carry a shared buffer's interval for the other members
     for rep, members in classes.items():
         members.add(rep)
+    donated_set = set(donated)
+    in_temp = _outputs_not_in_place(order, classes, shares, find, raw, defined_at, param_set, donated_set,
+                                    [k for k in outs if k in iv and k not in param_set], definer, own)
+    holds: set = set()   # the keys that carry a shared buffer's interval for the other members
+    for rep, members in classes.items():
         keep = next((k for k in members if k in protected), rep)
+        for k in members:
+            iv[k] = (iv[k][0], iv[k][0])
+        if rep in in_temp:
+            # the output's operand keeps a temp buffer of its own: the output is written beside it
+            rest = sorted(in_temp[rep], key=lambda k: (raw[k], str(k)))
+            iv[rest[0]] = (min(raw[k][0] for k in rest), max(raw[k][1] for k in rest))
+            holds.update((keep, rest[0]))
+            iv[keep] = (0, T)
+            continue
         holds.add(keep)
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
-        for k in members:
-            iv[k] = (iv[k][0], iv[k][0])
         iv[keep] = (0, T) if keep in protected else (lo, hi)
     for k in donated:   # output in a parameter's buffer: no memory of its own
         if k in iv and k not in set(params):
@@ -934,6 +956,144 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def _post_order_positions(order: Sequence) -> dict:
+    """``id(instruction)`` -> position in XLA's ``MakeInstructionPostOrder`` of the module: each
+    computation of ``order`` in order of first appearance (the entry first), its instructions in post
+    order from its root (:func:`_root_post_order`).  The order ``BufferAssigner`` breaks ties in."""
+    pos: dict = {}
+    seen: set = set()
+    for i in order:
+        comp = i.parent
+        if comp is None or id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        for j in _root_post_order(comp):
+            pos.setdefault(id(j), len(pos))
+    return pos
+
+
+def _logical_bytes(key, definer: dict, own: Callable) -> int:
+    """Bytes of the whole (unsharded) array leaf ``key`` of its defining instruction."""
+    d = definer.get(key)
+    if d is None:
+        return 0
+    leaves = [x for x in d.shape.leaves() if x.is_array]
+    keys = list(own(d))
+    if len(keys) == len(leaves) and key in keys:
+        return int(leaves[keys.index(key)].byte_size)
+    return int(d.shape.byte_size)
+
+
+def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Callable, raw: dict,
+                          defined_at: dict, param_set: set, donated: set, outputs: list, definer: dict,
+                          own: Callable) -> dict:
+    """The in-place classes of :func:`buffer_intervals` whose entry output XLA does **not** compute in
+    place on its operand: class representative -> the keys of that operand (they keep a temp buffer of
+    their own, live from the first one's definition to the last one's read).
+
+    XLA's ``BufferAssigner::AssignBuffersForComputations`` (the XLA of jaxlib 0.10.2,
+    ``xla/service/buffer_assignment.cc``) takes the buffers largest first, live-out before others of one
+    size, then by the earliest post-order position of their values (``CompareSize``, ``CompareLiveOut``,
+    ``ComparePosition``).  So every entry output gets its own allocation (exactly its size) before the
+    operand it is computed from is placed; that operand -- here the chain the model shares in place into
+    the output through an elementwise result (a loop's gradient accumulator: its init, the ``while``
+    state and the ``dynamic-update-slice`` updates, one buffer for XLA's alias analysis) -- then takes the
+    **newest** existing allocation that is large enough and whose buffers its live range does not
+    overlap (``DefaultBufferAllocationsManagerForComputationsWithoutOrdering::TryAssignToExistingAllocation``
+    scans from the last allocation made; ``MaybeAssignBuffer`` / ``LiveRangeInterferes``: a range may
+    end where another starts only when that one is its user and can share its buffer), and goes to the
+    temp heap when none does.  Two accumulators live from the program's start, each read last by its own
+    output's update, with the updates run in the outputs' order, therefore end up one in the last
+    output's allocation and one in the temp heap (``samples/scan_mlp_train_step``'s GSPMD plan, 8 CPU
+    devices: ``while.5{3}``, 524,288 B, in the preallocated temp, ``while.5{2}`` in the other output's
+    allocation); run in the reverse order, both are in place.  A donated output (``input_output_alias``)
+    is written into its parameter's allocation, which holds the parameter until the update reads it: it
+    takes no operand.
+
+    Modelled on the model's schedule (``raw``: half-open intervals before sharing; ``defined_at``: where
+    each key is written first): the entry outputs (``outputs``, parameters left out, ``donated`` ones
+    hold nothing) as the allocations, the classes with an elementwise sharing (``shares``: ``(a, c,
+    elementwise)`` in the order :func:`buffer_intervals` made them; ``find``: its union-find) into an
+    output as the operands placed; sizes are the arrays' unsharded bytes (:func:`_logical_bytes`: the
+    intervals do not depend on the plan; a plan that tiles an output and its operand alike keeps their
+    order).  Not modelled: the other temporaries XLA also places in an output's allocation before the
+    output is written (BENCHMARKS.md "Round 11: the output-allocation rule, reverted"), which can take
+    an allocation before one of these operands does; XLA's order of the updates where its scheduler's
+    differs from the model's (the order of a ``while``'s users, not in the module's text)."""
+    ew = [(a, c) for a, c, e in shares if e]
+    if not ew or not outputs:
+        return {}
+    post = _post_order_positions(order)
+    big = 1 << 62
+
+    def position(keys) -> int:
+        return min((post.get(id(definer[k]), big) for k in keys if k in definer), default=big)
+
+    out_set = set(outputs)
+    ew_of: dict = {}   # class representative -> its elementwise sharings, in order
+    for a, c in ew:
+        ew_of.setdefault(find(c), []).append((a, c))
+    adj: dict = {}   # the sharings that are one buffer for XLA's alias analysis (not elementwise)
+    for a, c, e in shares:
+        if not e and find(a) in ew_of:
+            adj.setdefault(a, []).append(c)
+            adj.setdefault(c, []).append(a)
+    out_value: dict = {}   # output key -> the keys of its own buffer (aliases, not elementwise sharing)
+    cand_of: dict = {}     # output key -> (class representative, the keys computed in place into it)
+    for rep, pairs in ew_of.items():
+        members = classes.get(rep, {rep})
+        keep = next((k for k in members if k in out_set), None)
+        if keep is None or members & param_set:
+            continue
+        mine, stack = {keep}, [keep]
+        while stack:
+            for m in adj.get(stack.pop(), ()):
+                if m not in mine:
+                    mine.add(m)
+                    stack.append(m)
+        out_value[keep] = mine
+        rest = [k for k in members if k not in mine and raw[k][1] > raw[k][0]]
+        if rest and any(a not in mine and c in mine for a, c in pairs):
+            cand_of[keep] = (rep, rest)
+    if not cand_of:
+        return {}
+    allocs = []   # (bytes, position, index, key): a donated output is written into its parameter's
+    for n, k in enumerate(dict.fromkeys(outputs)):
+        if k in donated:
+            continue
+        allocs.append((_logical_bytes(k, definer, own), position(out_value.get(k, [k])), n, k))
+    allocs.sort(key=lambda a: (-a[0], a[1], a[2]))
+    occupied: list = []
+    for a in allocs:   # the output's own value, from where it is first written
+        occupied.append([(min(defined_at.get(k, 0) for k in out_value.get(a[3], [a[3]])), big)])
+    cands = []
+    for keep, (rep, rest) in cand_of.items():
+        lo, hi = min(raw[k][0] for k in rest), max(raw[k][1] for k in rest)
+        nbytes = _logical_bytes(keep, definer, own)   # an elementwise result in place: its operand's bytes
+        cands.append((-nbytes, position(rest), lo, hi, rep, keep, nbytes, rest))
+    cands.sort(key=lambda c: c[:4])
+    not_placed: dict = {}
+    for _, _, lo, hi, rep, keep, nbytes, rest in cands:
+        for a in range(len(allocs) - 1, -1, -1):   # the newest allocation first
+            if nbytes > allocs[a][0]:
+                continue
+            own_out = allocs[a][3] == keep
+            ok = True
+            for n, (s, e) in enumerate(occupied[a]):
+                if n == 0:   # the output itself, from its definition on; its own operand may end there
+                    ok = hi <= s + (1 if own_out else 0)
+                else:
+                    ok = hi <= s or e <= lo
+                if not ok:
+                    break
+            if ok:
+                occupied[a].append((lo, hi))
+                break
+        else:
+            not_placed[rep] = rest
+    return not_placed
 
 
 #: element types whose loop invariants XLA's CPU backend holds in f32 for the loop (module docstring, *While
