@@ -31,7 +31,7 @@ from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import StrategyGroup
 from .build import BuildStopped, build_graph
-from .evaluate import evaluate_choice
+from .evaluate import evaluate_choice, user_mesh
 from .trivial import choose_allowed
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
@@ -94,9 +94,10 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
 
 
 def unrefined_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
-    """The user's mesh of a refined ``mesh`` (``mesh.user_shape``, the same devices in the same order),
-    when it has two or more axes of more than one device; None when ``mesh`` is not refined or the
-    user's mesh is 1-D (the 1-D mesh refined for the module is then already the coarse mesh).
+    """The user's mesh of a refined ``mesh`` (:func:`hloshard.autoshard.evaluate.user_mesh`: the same
+    devices in the same order, alpha and beta per user axis), when it has two or more axes of more than
+    one device; None when ``mesh`` is not refined or the user's mesh is 1-D (the 1-D mesh refined for the
+    module is then already the coarse mesh).
 
     Every layout of it is a layout of ``mesh``: a dim split over a user axis is the same dim split over
     that axis' sub-axes, major to minor; a dim split over the user's two axes in reversed order is
@@ -105,30 +106,11 @@ def unrefined_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
     it is wanted: a refinement into sub-axes multiplies the layouts per node (a 128-partition per-device
     program at 16x8, refined to 2x8x2x4: 251,121 strategies and 61.3 M distinct resharding pairs
     against 8,195 strategies and 70,369 pairs unrefined; issue 26), and without a coarser space the
-    fine build passing its deadline left no plan.  Alpha and beta per user axis: each sub-axis has its
-    axis' beta, and its alpha (:meth:`DeviceMesh.refine`) unless priced on a device, where a sub-axis'
-    alpha is :func:`hloshard.devices.sub_axis_alpha` of its axis', inverted here from the largest
-    sub-axis."""
+    fine build passing its deadline left no plan."""
     if not mesh.is_refined or sum(1 for n in mesh.user_shape if n > 1) < 2:
         return None
-    alpha, beta = [], []
-    for u, size in enumerate(mesh.user_shape):
-        subs = [a for a in range(mesh.ndim) if mesh.sub_axes[a].user_axis == u]
-        if not subs:   # a size-1 user axis the refinement dropped
-            alpha.append(0.0)
-            beta.append(0.0)
-            continue
-        a = max(subs, key=lambda k: (mesh.shape[k], -k))
-        sub = int(mesh.shape[a])
-        scale = 1.0 if mesh.roofline_prices is None or sub in (1, int(size)) else (int(size) - 1) / (sub - 1)
-        alpha.append(float(mesh.alpha[a]) * scale)
-        beta.append(float(mesh.beta[a]))
-    out = DeviceMesh(tuple(mesh.user_shape), mesh.device_ids.ravel(), alpha, beta, axis_names=mesh.user_names)
-    out.source = mesh.source
-    out.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
-    out.roofline_prices = mesh.roofline_prices
-    out.memory_device = getattr(mesh, "memory_device", None)
-    return out
+    out = user_mesh(mesh)
+    return None if out is mesh else out
 
 
 def node_keys(graph) -> list:
