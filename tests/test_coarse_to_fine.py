@@ -320,3 +320,29 @@ def test_fine_build_not_started_says_why():
     assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
     assert str(first.stopped).startswith("not started: after the coarse mesh's graph"), str(first.stopped)
     assert "after 0.0 s" not in str(first.stopped)
+
+
+def test_kept_sharding_in_the_coarse_order_is_a_layout_of_the_graph_that_prices_it():
+    """A written layout in two runs of the mesh's axes swapped (``[4,2]T(1,0)`` on 2x2x2: what a plan of
+    the coarse space writes) is enumerated by the build that keeps it (``hloshard cost``: keep all), so
+    it is priced as a mesh layout, not a raw sharding (decoder2's module solved at 2x2x2 cost 5,394,479
+    by ``hloshard cost`` against the solver's 5,011,247 before)."""
+    from hloshard.autoshard.build import kept_coarse_cuts, processed_computations
+    from hloshard.autoshard.user_shardings import user_shardings
+    from hloshard.strategy.base import is_mesh_spec
+
+    text = TINY_RESHAPE.replace("exponential(r)", "exponential(r), sharding={devices=[4,1,2]<=[4,2]T(1,0) "
+                                                 "last_tile_dim_replicate}")
+    # r's layout gives the cuts {1, 2, 8} (two runs: 4 devices, then 2); e's dim split over the runs' axes in
+    # the swapped order needs them (its own cuts are all four)
+    text = text.replace("reshape(p0)", "reshape(p0), sharding={devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    m = parse_module(text, "written.hlo")
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    fixed = user_shardings(m, "all", mesh, processed_computations(m))
+    assert kept_coarse_cuts(m, mesh, fixed) == [{1, 2, 8}]
+    assert kept_coarse_cuts(m, mesh, user_shardings(m, "io", mesh, processed_computations(m))) == []
+    g = build_graph(m, mesh, keep="all")
+    node = next(n for n in g.nodes if n.instr.name == "e")
+    assert len(node.strategies) == 1 and is_mesh_spec(node.strategies[0].out)
+    # e's layout (its dim over axes (2, 0)) is one the graph enumerates for its users and neighbours
+    assert node.strategies[0].out == ((2, 0), ()) and ((2, 0), ()) in g.ctx.minfo.enumerate((8, 64))
