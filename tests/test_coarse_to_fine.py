@@ -10,14 +10,31 @@ from hloshard.autoshard.coarse import _cuts, coarse_mesh, map_choice, node_keys,
 from hloshard.autoshard.evaluate import evaluate_choice
 from hloshard.autoshard.solve import solve_graph, solve_module
 from hloshard.costgraph import evaluate
+from hloshard.hlo.parser import parse_module
 from hloshard.load import load_module
 from hloshard.mesh import DeviceMesh
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "mlp_train_step.pre.hlo"
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLE = SAMPLES / "mlp_train_step.pre.hlo"
 
 
-def _module():
-    return load_module(str(SAMPLE))
+#: a reshape merging 2x2x2 into 8: its 1-D mesh of 8 refines to 2x2x2 (every cut), as 2x4 does
+TINY_RESHAPE = """HloModule tiny_reshape, entry_computation_layout={(f32[2,2,2,64]{3,2,1,0}, f32[64,32]{1,0})->f32[8,32]{1,0}}
+
+ENTRY main {
+  p0 = f32[2,2,2,64]{3,2,1,0} parameter(0)
+  p1 = f32[64,32]{1,0} parameter(1)
+  r = f32[8,64]{1,0} reshape(p0)
+  e = f32[8,64]{1,0} exponential(r)
+  ROOT d = f32[8,32]{1,0} dot(e, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def _module(name: str = "mlp_train_step.pre.hlo"):
+    if name == "tiny_reshape":
+        return parse_module(TINY_RESHAPE, "tiny_reshape.hlo")
+    return load_module(str(SAMPLES / name))
 
 
 def test_coarse_mesh_cuts_are_the_fine_meshs():
@@ -32,12 +49,28 @@ def test_coarse_mesh_cuts_are_the_fine_meshs():
     assert coarse_mesh(coarse, m) is None
 
 
-@pytest.mark.parametrize("spec", ["2x2x2", "4x2"])
-def test_coarse_space_embeds_into_the_fine_space(spec):
+def test_user_mesh_unrefined_is_the_coarse_mesh_when_the_1d_mesh_is_not_coarser():
+    """A reshape that needs every cut of 2x2x2 (the 1-D mesh refines to 2x2x2 too): the coarse mesh is
+    then the user's 2x4 unrefined, the same devices, alpha and beta per user axis; a 1-D user mesh has
+    none."""
+    m = _module("tiny_reshape")
+    fine = DeviceMesh.for_module(m, "2x4", alpha="1,3", beta="2,5")
+    assert fine.shape == (2, 2, 2)
+    coarse = coarse_mesh(fine, m)
+    assert coarse is not None and coarse.shape == (2, 4) and not coarse.is_refined
+    assert list(coarse.device_ids.ravel()) == list(fine.device_ids.ravel())
+    assert (list(coarse.alpha), list(coarse.beta)) == ([1.0, 3.0], [2.0, 5.0])
+    assert coarse_mesh(DeviceMesh.for_module(m, "8"), m) is None
+
+
+@pytest.mark.parametrize("name,spec", [("mlp_train_step.pre.hlo", "2x2x2"), ("mlp_train_step.pre.hlo", "4x2"),
+                                       ("tiny_reshape", "2x4")])
+def test_coarse_space_embeds_into_the_fine_space(name, spec):
     """Every strategy of the coarse space (its two axes in both orders) has a fine strategy with the same
     output and operand shardings (compared as HloSharding objects), also on a 2x2x2 user mesh (three
-    user axes) and on 4x2 refined to 2x2x2 (user axes (0, 1) | (2), coarse axes (0) | (1, 2))."""
-    m = _module()
+    user axes), on 4x2 refined to 2x2x2 (user axes (0, 1) | (2), coarse axes (0) | (1, 2)) and on the
+    user's 2x4 unrefined as the coarse mesh of its refinement 2x2x2 (:data:`TINY_RESHAPE`)."""
+    m = _module(name)
     fine_mesh = DeviceMesh.for_module(m, spec)
     fine = build_graph(m, fine_mesh)
     coarse = build_graph(m, coarse_mesh(fine_mesh, m))
@@ -287,3 +320,29 @@ def test_fine_build_not_started_says_why():
     assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
     assert str(first.stopped).startswith("not started: after the coarse mesh's graph"), str(first.stopped)
     assert "after 0.0 s" not in str(first.stopped)
+
+
+def test_kept_sharding_in_the_coarse_order_is_a_layout_of_the_graph_that_prices_it():
+    """A written layout in two runs of the mesh's axes swapped (``[4,2]T(1,0)`` on 2x2x2: what a plan of
+    the coarse space writes) is enumerated by the build that keeps it (``hloshard cost``: keep all), so
+    it is priced as a mesh layout, not a raw sharding (decoder2's module solved at 2x2x2 cost 5,394,479
+    by ``hloshard cost`` against the solver's 5,011,247 before)."""
+    from hloshard.autoshard.build import kept_coarse_cuts, processed_computations
+    from hloshard.autoshard.user_shardings import user_shardings
+    from hloshard.strategy.base import is_mesh_spec
+
+    text = TINY_RESHAPE.replace("exponential(r)", "exponential(r), sharding={devices=[4,1,2]<=[4,2]T(1,0) "
+                                                 "last_tile_dim_replicate}")
+    # r's layout gives the cuts {1, 2, 8} (two runs: 4 devices, then 2); e's dim split over the runs' axes in
+    # the swapped order needs them (its own cuts are all four)
+    text = text.replace("reshape(p0)", "reshape(p0), sharding={devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    m = parse_module(text, "written.hlo")
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    fixed = user_shardings(m, "all", mesh, processed_computations(m))
+    assert kept_coarse_cuts(m, mesh, fixed) == [{1, 2, 8}]
+    assert kept_coarse_cuts(m, mesh, user_shardings(m, "io", mesh, processed_computations(m))) == []
+    g = build_graph(m, mesh, keep="all")
+    node = next(n for n in g.nodes if n.instr.name == "e")
+    assert len(node.strategies) == 1 and is_mesh_spec(node.strategies[0].out)
+    # e's layout (its dim over axes (2, 0)) is one the graph enumerates for its users and neighbours
+    assert node.strategies[0].out == ((2, 0), ()) and ((2, 0), ()) in g.ctx.minfo.enumerate((8, 64))

@@ -107,3 +107,44 @@ def test_lagrangian_search_keeps_the_cheaper_message_passer(memory):
         if not memory:  # one round, then local search: no worse than the first round's result
             assert obj <= min(first.values())
     assert chosen == {"min-sum", "trw-s"}
+
+
+def test_first_round_past_its_deadline_tries_no_trw_s_and_min_sum_stops_mid_sweep(monkeypatch):
+    """Wall-clock mode: once min-sum's candidate is made past the deadline, the first round does not
+    build or run TRW-S (the 48-layer transformer's fine solve ran 3 s past its limit there), and a
+    min-sum sweep stops within :data:`~hloshard.solver.heuristic.CLOCK_NODES` nodes of a passed
+    deadline, still returning a position per node."""
+    import time
+
+    from hloshard.solver import heuristic
+
+    ls = LocalSearch(simple(3, n=8, extra_edges=8), seed=3)
+    built = []
+
+    class Counted(TRWS):
+        def __init__(self, *a, **k):
+            built.append(1)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(heuristic, "TRWS", Counted)
+    run = MinSum.run
+
+    def slow(self, costs, sweeps=6, deadline=float("inf"), **kw):
+        time.sleep(0.02)   # min-sum ends past the deadline
+        return run(self, costs, sweeps=sweeps, deadline=deadline, **kw)
+
+    monkeypatch.setattr(MinSum, "run", slow)
+    info: dict = {}
+    s, obj, _ = lagrangian_search(ls, time.monotonic() + 0.01, info=info)
+    assert built == [] and info["message_passing"] == "min-sum" and info["first_round"]["trw-s"] is None
+    assert s is None or ls.feasible(s)
+    monkeypatch.setattr(MinSum, "run", run)
+    # one node per sweep visited before the clock is read past the deadline: messages stay zero after it
+    big = LocalSearch(simple(4, n=3 * heuristic.CLOCK_NODES, extra_edges=40), seed=4)
+    ms = MinSum(big)
+    x = ms.run(big.costs, sweeps=6, deadline=0.0)
+    assert x.shape == (big.n,) and ((x >= 0) & (x < np.array([len(c) for c in big.costs]))).all()
+    touched = sum(bool(np.any(m)) for row in ms._msgs for m in row)
+    full = MinSum(big)
+    full.run(big.costs, sweeps=1)
+    assert touched < sum(bool(np.any(m)) for row in full._msgs for m in row)

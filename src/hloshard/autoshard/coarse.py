@@ -31,7 +31,7 @@ from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import StrategyGroup
 from .build import BuildStopped, build_graph
-from .evaluate import evaluate_choice
+from .evaluate import evaluate_choice, user_mesh
 from .trivial import choose_allowed
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
@@ -78,10 +78,12 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     """The 1-D mesh of ``mesh``'s devices in the same order, refined at the cuts of
     :func:`hloshard.mesh.coarse_cuts` (so that each of its sub-axes is a product of consecutive fine
     axes), with the fine mesh's largest alpha and beta (what a collective over several of its axes is
-    priced with) and its uneven-split policy.  None when it is not coarser (the same cuts as ``mesh``)."""
+    priced with) and its uneven-split policy.  When that is not coarser (the same cuts as ``mesh``: the
+    module's reshapes need every cut), the user's mesh of two or more axes unrefined
+    (:func:`unrefined_mesh`); None when neither is coarser."""
     cuts = coarse_cuts(mesh, module)
     if cuts is None:
-        return None
+        return unrefined_mesh(mesh)
     base = DeviceMesh((mesh.num_devices,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
@@ -89,6 +91,26 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse
+
+
+def unrefined_mesh(mesh: DeviceMesh) -> DeviceMesh | None:
+    """The user's mesh of a refined ``mesh`` (:func:`hloshard.autoshard.evaluate.user_mesh`: the same
+    devices in the same order, alpha and beta per user axis), when it has two or more axes of more than
+    one device; None when ``mesh`` is not refined or the user's mesh is 1-D (the 1-D mesh refined for the
+    module is then already the coarse mesh).
+
+    Every layout of it is a layout of ``mesh``: a dim split over a user axis is the same dim split over
+    that axis' sub-axes, major to minor; a dim split over the user's two axes in reversed order is
+    enumerated on ``mesh`` too (:attr:`hloshard.strategy.base.MeshInfo.group_order`), and a 3-axis user
+    mesh enumerates mesh order only, as ``mesh`` does.  So its plan embeds (:func:`map_choice`).  Why
+    it is wanted: a refinement into sub-axes multiplies the layouts per node (a 128-partition per-device
+    program at 16x8, refined to 2x8x2x4: 251,121 strategies and 61.3 M distinct resharding pairs
+    against 8,195 strategies and 70,369 pairs unrefined; issue 26), and without a coarser space the
+    fine build passing its deadline left no plan."""
+    if not mesh.is_refined or sum(1 for n in mesh.user_shape if n > 1) < 2:
+        return None
+    out = user_mesh(mesh)
+    return None if out is mesh else out
 
 
 def node_keys(graph) -> list:

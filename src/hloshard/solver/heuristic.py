@@ -357,6 +357,11 @@ class LocalSearch:
 
 # -- min-sum message passing and the memory penalty loop -----------------------------------------
 
+#: :meth:`MinSum.run` reads the clock every this many nodes of a sweep (a node's messages: ~10 us to
+#: ms; the read ~0.1 us), only with a finite deadline
+CLOCK_NODES = 32
+
+
 class MinSum:
     """Min-sum belief propagation (sequential forward/backward sweeps) for the problem without
     memory constraints, with per-node cost overrides.  Exact on trees; a strong heuristic on the
@@ -383,7 +388,9 @@ class MinSum:
     def run(self, costs, sweeps: int = 6, deadline: float = float("inf"), damping: float = 0.0,
             warm: bool = False):
         """Return strategy positions minimising (heuristically) node costs ``costs`` + edge costs.
-        ``warm``: start from the messages of the previous run (costs changed a little)."""
+        ``warm``: start from the messages of the previous run (costs changed a little).  ``deadline``
+        (``time.monotonic()`` seconds): no sweep starts after it, and a sweep stops once it has passed
+        (read every :data:`CLOCK_NODES` nodes; the positions are then decoded from the messages so far)."""
         n = self.n
         msgs = getattr(self, "_msgs", None) if warm else None
         if msgs is None:
@@ -391,9 +398,12 @@ class MinSum:
         self._msgs = msgs
         cf = [np.asarray(c, dtype=np.float64) for c in costs]
         order = self.order
+        timed = deadline != float("inf")
         for sweep in range(sweeps):
             seq = order if sweep % 2 == 0 else order[::-1]
-            for i in seq:
+            for t, i in enumerate(seq):
+                if timed and t % CLOCK_NODES == CLOCK_NODES - 1 and time.monotonic() > deadline:
+                    break
                 nb = self.nbrs_f[i]
                 if not nb:
                     continue
@@ -533,7 +543,9 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
     moves: :meth:`LocalSearch.forest_descent`).  The message passer is chosen in the first round:
     min-sum (:class:`MinSum`) and TRW-S (:class:`~hloshard.solver.trws.TRWS`) both minimise the
     unpriced problem, each followed by the same moves, and the one whose result is cheaper serves
-    every later round (contest instance N: TRW-S, 8% cheaper; the other six instances: min-sum).
+    every later round (contest instance N: TRW-S, 8% cheaper; the other six instances: min-sum); when
+    ``deadline`` has passed once min-sum's candidate is made, TRW-S is not tried (a finite deadline
+    only: the 48-layer transformer's fine solve at 2x2x2 ran its first round 3 s past its limit).
     With TRW-S the previous round's solution, re-polished on the new prices, is a second candidate
     and the cheaper of the two on the priced costs is kept: on N, TRW-S's decode from warm messages
     after a price change was the more expensive one in most rounds, by up to 20%.  The overflow
@@ -587,7 +599,10 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
         if rounds == 1:  # both message passers on the unpriced problem; the cheaper one stays
             firsts = []
             rng0 = ls.rng.bit_generator.state
-            for cand in (MinSum(ls), TRWS(ls)):
+            for cand in (MinSum, TRWS):
+                if firsts and time.monotonic() >= deadline:
+                    break   # past the deadline after min-sum (wall-clock mode): TRW-S is not tried
+                cand = cand(ls)
                 ls.rng.bit_generator.state = rng0  # each polish draws the same forests
                 x = _priced_descent(ls, cand.run(costs, sweeps=6, deadline=deadline), costs, deadline, big)
                 firsts.append((ls.objective(x, costs=costs), x, cand, ls.rng.bit_generator.state))
@@ -595,7 +610,7 @@ def lagrangian_search(ls: "LocalSearch", deadline: float, incumbent=None, progre
             ls.rng.bit_generator.state = rng1  # the search goes on as if only the kept one had run
             if info is not None:
                 info["message_passing"] = "trw-s" if isinstance(ms, TRWS) else "min-sum"
-                info["first_round"] = {"min-sum": firsts[0][0], "trw-s": firsts[1][0]}
+                info["first_round"] = {"min-sum": firsts[0][0], "trw-s": firsts[1][0] if len(firsts) > 1 else None}
             del firsts, cand  # the other message passer's messages go
         elif isinstance(ms, TRWS):
             # TRW-S's decode from warm messages after a price change can be far off: the previous

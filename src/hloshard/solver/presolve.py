@@ -559,7 +559,7 @@ def presolve(problem: Problem, deadline: float | None = None, series_limit: int 
             if not g.alive[i]:
                 continue
             steps_done += 1
-            if deadline is not None and steps_done % 256 == 0 and time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:   # ~0.1 us; one step: 10 us to ms
                 return True
             bad = g.forbidden_mask(i)
             if bad.any():
