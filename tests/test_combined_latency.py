@@ -83,9 +83,10 @@ def test_latency_saving_is_the_largest_alpha_times_the_rest():
 def test_h100_chooses_data_parallel_over_replication(tmp_path):
     """The new user's finding (issue 27) on a small train step (8 layers, 256 wide, batch 4096): with
     each of the 8 gradient all-reduces paying a full NVLink ring latency (7 steps x 2 us in the h100-sxm
-    profile), replication (108 us estimated) looked cheaper than data parallelism (138 us); with the
-    latency shared as XLA's combiner leaves it, the batch is split over the 8 devices (x's sharding) and
-    the weight gradients are all-reduced, the 8 latencies costing one between them."""
+    profile), replication (108 us estimated) looked cheaper than data parallelism (about 138 us by the
+    same model); with the latency shared as XLA's combiner leaves it, the batch is split over the 8
+    devices (x's sharding) and the weight gradients are all-reduced, the 8 latencies costing one between
+    them (40 us estimated)."""
     from hloshard.devices import get_profile
 
     path = tmp_path / "step.hlo"
