@@ -56,6 +56,40 @@ def test_weight_gradient_dots_form_one_height_class():
     assert all(by[n] == 1 for n in ("z0", "z1", "z2", "z3", "dh0", "dh1", "dh2"))
 
 
+PER_DEVICE = """HloModule pd, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[16,32] parameter(0)
+  w0 = f32[32,32] parameter(1)
+  w1 = f32[32,32] parameter(2)
+  g0 = f32[32,32] dot(x, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  g1 = f32[32,32] dot(x, w0), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r0 = f32[32,32] all-reduce(g0), channel_id=1, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=add
+  r1 = f32[32,32] all-reduce(g1), channel_id=2, replica_groups={{0,1,2,3,4,5,6,7}}, use_global_device_ids=true, to_apply=add
+  n0 = f32[32,32] subtract(w0, r0)
+  n1 = f32[32,32] subtract(w1, r1)
+  ROOT t = (f32[32,32], f32[32,32]) tuple(n0, n1)
+}
+"""
+
+
+def test_written_all_reduces_of_a_per_device_program_form_the_class():
+    """In a per-device program only the written collectives carry one: the two independent all-reduces
+    are a class of 2 (the dots feeding them are not counted); counting every member opcode, the dots
+    (height 1: an all-reduce follows each) are a class of their own."""
+    comp = parse_module(PER_DEVICE).entry
+    by = {i.name: k for i in comp.instructions for k in [height_classes(comp, True).get(id(i))] if k}
+    assert by == {"r0": 2, "r1": 2}
+    every = {i.name: height_classes(comp).get(id(i)) for i in comp.instructions}
+    assert (every["r0"], every["g0"], every["g1"]) == (2, 2, 2)
+
+
 def test_latency_share_follows_the_count_and_byte_thresholds():
     assert latency_share(1000, 1) == 1.0
     assert latency_share(1000, 4) == 0.25

@@ -69,10 +69,13 @@ BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
 })
 
 
-def height_classes(computation) -> dict:
-    """``{id(instruction): k}`` for the members (:data:`MEMBER_OPCODES`) of ``computation`` (an
-    :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height (module docstring),
-    itself included.  Users outside the computation are ignored.  O(instructions + edges)."""
+def height_classes(computation, written_only: bool = False) -> dict:
+    """``{id(instruction): k}`` for the members (:data:`MEMBER_OPCODES`; with ``written_only`` only the
+    written collectives, :data:`COMBINABLE_KINDS`: in a per-device program nothing else carries one) of
+    ``computation`` (an :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height
+    (module docstring), itself included.  Users outside the computation are ignored.
+    O(instructions + edges)."""
+    members = frozenset(COMBINABLE_KINDS) if written_only else MEMBER_OPCODES
     instrs = list(computation.instructions)
     inside = {id(i) for i in instrs}
     order = _topological(instrs, inside)
@@ -85,9 +88,9 @@ def height_classes(computation) -> dict:
         height[id(instr)] = h
     count: dict[int, int] = {}
     for instr in instrs:
-        if instr.opcode in MEMBER_OPCODES:
+        if instr.opcode in members:
             count[height[id(instr)]] = count.get(height[id(instr)], 0) + 1
-    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in MEMBER_OPCODES}
+    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members}
 
 
 def _topological(instrs: list, inside: set) -> list:
@@ -127,7 +130,10 @@ def share_latency(group, mesh, cache: dict) -> None:
     latency its combinable collectives share with the rest of ``group.instr``'s height class:
     ``alpha x (1 - latency_share)`` each (:func:`hloshard.cost.collectives.latency_saving`).  The
     strategies are replaced by copies.  ``cache``: a dict kept for one build (id(computation) ->
-    :func:`height_classes`).  Without a device, or for a class of one, nothing changes."""
+    :func:`height_classes`; a per-device program's classes count its written collectives only,
+    :func:`hloshard.hlo.partitioned.is_per_device_program`).  Without a device, or for a class of one,
+    nothing changes."""
+    from ..hlo.partitioned import is_per_device_program
     from .collectives import latency_saving
 
     if getattr(mesh, "roofline_prices", None) is None:
@@ -139,7 +145,12 @@ def share_latency(group, mesh, cache: dict) -> None:
     comp = instr.parent
     hit = cache.get(id(comp))
     if hit is None or hit[0] is not comp:
-        hit = (comp, height_classes(comp))
+        module = comp.parent
+        written = cache.get(("per-device", id(module)))
+        if written is None or written[0] is not module:
+            written = (module, module is not None and is_per_device_program(module))
+            cache[("per-device", id(module))] = written
+        hit = (comp, height_classes(comp, written[1]))
         cache[id(comp)] = hit
     k = hit[1].get(id(instr), 1)
     if k <= 1:
