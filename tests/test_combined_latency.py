@@ -80,13 +80,13 @@ ENTRY e {
 
 
 def test_written_all_reduces_of_a_per_device_program_form_the_class():
-    """In a per-device program only the written collectives carry one: the two independent all-reduces
-    are a class of 2 (the dots feeding them are not counted); counting every member opcode, the dots
-    (height 1: an all-reduce follows each) are a class of their own."""
+    """In a computation that writes its collectives (a per-device program) only they carry one: the two
+    independent all-reduces are a class of 2 and the dots feeding them are not members (the default);
+    counting every member opcode, the dots (height 1: an all-reduce follows each) form a class too."""
     comp = parse_module(PER_DEVICE).entry
-    by = {i.name: k for i in comp.instructions for k in [height_classes(comp, True).get(id(i))] if k}
+    by = {i.name: k for i in comp.instructions for k in [height_classes(comp).get(id(i))] if k}
     assert by == {"r0": 2, "r1": 2}
-    every = {i.name: height_classes(comp).get(id(i)) for i in comp.instructions}
+    every = {i.name: height_classes(comp, written_only=False).get(id(i)) for i in comp.instructions}
     assert (every["r0"], every["g0"], every["g1"]) == (2, 2, 2)
 
 

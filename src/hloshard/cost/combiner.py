@@ -26,7 +26,8 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
   collectives they carry.  The weight-gradient dots and bias-gradient reduces of a train step, whose
   results only flow into the elementwise optimizer update, are the class of height 0.
 * *Shares.*  An instruction of a class of ``k`` members (:data:`MEMBER_OPCODES`, the opcodes whose
-  strategies price an all-reduce, reduce-scatter or all-gather of their own) pays, for each such
+  strategies price an all-reduce, reduce-scatter or all-gather of their own; in a computation that
+  writes its collectives, a per-device program, only those: :func:`height_classes`) pays, for each such
   collective of ``B`` bytes per device, the fraction :func:`latency_share` ``= max(1 / min(k, 256),
   min(1, B / T))`` of its latency (alpha), ``T`` = :data:`COMBINE_THRESHOLD_BYTES`.  Summed over the
   class this is at least ``max(1, sum B / T)``: the ``ceil(sum B / T)`` merged collectives the
@@ -69,14 +70,19 @@ BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
 })
 
 
-def height_classes(computation, written_only: bool = False) -> dict:
-    """``{id(instruction): k}`` for the members (:data:`MEMBER_OPCODES`; with ``written_only`` only the
-    written collectives, :data:`COMBINABLE_KINDS`: in a per-device program nothing else carries one) of
-    ``computation`` (an :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height
-    (module docstring), itself included.  Users outside the computation are ignored.
+def height_classes(computation, written_only: bool | None = None) -> dict:
+    """``{id(instruction): k}`` for the members of ``computation`` (an
+    :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height (module docstring),
+    itself included.  Members: :data:`MEMBER_OPCODES`, or with ``written_only`` only the written
+    collectives (:data:`COMBINABLE_KINDS`).  ``None`` (default): ``written_only`` when the computation
+    writes such a collective -- a per-device program or a manual (shard_map) region, where nothing else
+    carries one; a logical computation that writes a few beside automatic dots counts fewer members
+    than it might (a larger, conservative share).  Users outside the computation are ignored.
     O(instructions + edges)."""
-    members = frozenset(COMBINABLE_KINDS) if written_only else MEMBER_OPCODES
     instrs = list(computation.instructions)
+    if written_only is None:
+        written_only = any(i.opcode in COMBINABLE_KINDS for i in instrs)
+    members = frozenset(COMBINABLE_KINDS) if written_only else MEMBER_OPCODES
     inside = {id(i) for i in instrs}
     order = _topological(instrs, inside)
     height: dict[int, int] = {}
@@ -130,10 +136,7 @@ def share_latency(group, mesh, cache: dict) -> None:
     latency its combinable collectives share with the rest of ``group.instr``'s height class:
     ``alpha x (1 - latency_share)`` each (:func:`hloshard.cost.collectives.latency_saving`).  The
     strategies are replaced by copies.  ``cache``: a dict kept for one build (id(computation) ->
-    :func:`height_classes`; a per-device program's classes count its written collectives only,
-    :func:`hloshard.hlo.partitioned.is_per_device_program`).  Without a device, or for a class of one,
-    nothing changes."""
-    from ..hlo.partitioned import is_per_device_program
+    :func:`height_classes`).  Without a device, or for a class of one, nothing changes."""
     from .collectives import latency_saving
 
     if getattr(mesh, "roofline_prices", None) is None:
@@ -145,12 +148,7 @@ def share_latency(group, mesh, cache: dict) -> None:
     comp = instr.parent
     hit = cache.get(id(comp))
     if hit is None or hit[0] is not comp:
-        module = comp.parent
-        written = cache.get(("per-device", id(module)))
-        if written is None or written[0] is not module:
-            written = (module, module is not None and is_per_device_program(module))
-            cache[("per-device", id(module))] = written
-        hit = (comp, height_classes(comp, written[1]))
+        hit = (comp, height_classes(comp))
         cache[id(comp)] = hit
     k = hit[1].get(id(instr), 1)
     if k <= 1:
