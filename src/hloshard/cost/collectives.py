@@ -477,3 +477,17 @@ def _mesh_groups(mesh, axes: tuple) -> tuple:
         _GROUP_CACHE.clear()
     _GROUP_CACHE[key] = (mesh, groups)
     return groups
+
+
+def latency_saving(mesh: MeshLike, col: PredictedCollective, share: float) -> float:
+    """Cost units a collective ``col`` (a :class:`PredictedCollective` over mesh axes) saves when it
+    pays only ``share`` (in [0, 1]) of its latency, the rest being paid by the collectives XLA's combiner
+    merges it with (:mod:`hloshard.cost.combiner`): ``alpha x (1 - share)``, alpha as every cost function
+    here takes it (:func:`axis_params`: the largest alpha of ``col.mesh_axes``).  0.0 for a collective
+    over no mesh axis.  Raises ValueError for a share outside [0, 1]."""
+    if not 0.0 <= share <= 1.0:
+        raise ValueError(f"latency share must be in [0, 1], got {share!r}")
+    if not col.mesh_axes:
+        return 0.0
+    alpha, _, _ = axis_params(mesh, col.mesh_axes)
+    return alpha * (1.0 - share)

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (imported for their registrations)
 from .base import leaf_shapes
 from .collectives import charge_manual_collective
 from .base import price_roofline
+from ..cost.combiner import share_latency
 from .control_flow import called, trip_count
 from .custom_call import is_manual_instruction, manual_group
 from .registry import (
@@ -51,6 +52,7 @@ def build_group(instr, ctx: BuildContext):
             group = apply_fixed(group, instr, ctx)
         _free_rematerialized(group, instr, ctx)
         price_roofline(group, ctx.minfo)   # --device: compute = roofline (flops vs HBM bytes)
+        share_latency(group, ctx.mesh, vars(ctx).setdefault("latency_classes", {}))   # --device: XLA's combiners
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group

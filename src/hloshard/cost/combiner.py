@@ -1,0 +1,161 @@
+"""The latency XLA's collective combiners leave: independent collectives share one latency.
+
+**XLA's rule** (``xla/service/all_reduce_combiner.cc``, ``all_gather_combiner.cc``,
+``reduce_scatter_combiner.cc``, all through ``collective_combiner_utils.h``
+``CombineInstructionsByKey``; read in openxla/xla, not copied): per non-fusion computation, collectives
+of one kind with an equal key (all-reduce: the reduction opcode, replica groups, channel mode, element
+type, sharding domain; all-gather / reduce-scatter: also the dimension) are merged into one variadic
+collective when **neither depends on the other** (no path between them), greedily in post order, until
+the merged operands' bytes would pass ``combine_threshold_in_bytes`` or their count
+``combine_threshold_count``.  The GPU compiler runs all three after fusion with thresholds from
+``xla_gpu_{all_reduce,all_gather,reduce_scatter}_combine_threshold_bytes``, default
+``kDefaultAllReduceCombineThreshold`` = 30 MiB + 7 bytes (``collective_utils.h``, the same value for
+all-gather and reduce-scatter), and a count limit of 256; the CPU compiler runs the all-reduce combiner
+too (``../shared/reference/xla_oracle.md``: XLA's CPU step of the data-parallel MLP has one variadic
+gradient all-reduce); the TPU compiler's pipeline is not public and is assumed to combine alike.  A
+data-parallel train step's gradient all-reduces are therefore **one** collective (the new user's U-Net:
+23 gradient all-reduces in hloshard's plan, 1 in XLA's compiled program), paying one latency, not 23.
+
+**The node-separable approximation** (the cost graph prices each instruction's strategy alone):
+
+* *Height classes.*  In one computation, an instruction's height is 0 when no instruction that may
+  carry a collective (:data:`BARRIER_OPCODES`) depends on it, else 1 + the largest height of such an
+  instruction among its users' descendants (computed in reverse topological order:
+  ``height(i) = max over users u of height(u) + [u is a barrier]``).  Two barriers of the same height are
+  independent (if ``a`` reached ``b``, ``height(a) >= height(b) + 1``), so XLA may merge the
+  collectives they carry.  The weight-gradient dots and bias-gradient reduces of a train step, whose
+  results only flow into the elementwise optimizer update, are the class of height 0.
+* *Shares.*  An instruction of a class of ``k`` members (:data:`MEMBER_OPCODES`, the opcodes whose
+  strategies price an all-reduce, reduce-scatter or all-gather of their own; in a computation that
+  writes its collectives, a per-device program, only those: :func:`height_classes`) pays, for each such
+  collective of ``B`` bytes per device, the fraction :func:`latency_share` ``= max(1 / min(k, 256),
+  min(1, B / T))`` of its latency (alpha), ``T`` = :data:`COMBINE_THRESHOLD_BYTES`.  Summed over the
+  class this is at least ``max(1, sum B / T)``: the ``ceil(sum B / T)`` merged collectives the
+  threshold leaves, to within one; the count limit is the ``min(k, 256)``.
+* *What it assumes.*  That the class's collectives share one key (the same mesh axes, kind and element
+  type: true of a data-parallel gradient set, where every member all-reduces over the batch axes);
+  members that choose no collective, or different axes, make the share too small (an optimistic
+  latency).  Bandwidth (beta) and HBM terms are unchanged: combining saves latency only.
+
+Applies only to device-priced meshes (``--device``: ``mesh.roofline_prices`` set); the unit model is
+XLA's auto-sharding formulas, which charge every collective its alpha, and stays exactly as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+__all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
+           "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency"]
+
+#: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
+COMBINE_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
+#: the ``combine_threshold_count`` the GPU compiler passes to each combiner
+COMBINE_THRESHOLD_COUNT = 256
+#: the collective kinds XLA's combiners merge (collective-permute and all-to-all are left alone here)
+COMBINABLE_KINDS = ("all-reduce", "reduce-scatter", "all-gather")
+
+#: instructions whose strategies price a combinable collective of their own (a class's members)
+MEMBER_OPCODES = frozenset({
+    "dot", "convolution", "reduce", "gather", "scatter", "fusion",
+    "all-reduce", "reduce-scatter", "all-gather",
+})
+#: instructions that may carry (or contain) a collective: a member, a call into other computations, or
+#: a collective that is not combined; they raise the height of everything upstream
+BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
+    "all-to-all", "collective-permute", "collective-broadcast", "ragged-all-to-all",
+    "all-reduce-start", "all-gather-start", "collective-permute-start", "reduce-scatter-start",
+    "call", "while", "conditional", "custom-call", "async-start", "reduce-window", "select-and-scatter",
+    "sort",
+})
+
+
+def height_classes(computation, written_only: bool | None = None) -> dict:
+    """``{id(instruction): k}`` for the members of ``computation`` (an
+    :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height (module docstring),
+    itself included.  Members: :data:`MEMBER_OPCODES`, or with ``written_only`` only the written
+    collectives (:data:`COMBINABLE_KINDS`).  ``None`` (default): ``written_only`` when the computation
+    writes such a collective -- a per-device program or a manual (shard_map) region, where nothing else
+    carries one; a logical computation that writes a few beside automatic dots counts fewer members
+    than it might (a larger, conservative share).  Users outside the computation are ignored.
+    O(instructions + edges)."""
+    instrs = list(computation.instructions)
+    if written_only is None:
+        written_only = any(i.opcode in COMBINABLE_KINDS for i in instrs)
+    members = frozenset(COMBINABLE_KINDS) if written_only else MEMBER_OPCODES
+    inside = {id(i) for i in instrs}
+    order = _topological(instrs, inside)
+    height: dict[int, int] = {}
+    for instr in reversed(order):
+        h = 0
+        for u in instr.users:
+            if id(u) in inside:
+                h = max(h, height[id(u)] + (1 if u.opcode in BARRIER_OPCODES else 0))
+        height[id(instr)] = h
+    count: dict[int, int] = {}
+    for instr in instrs:
+        if instr.opcode in members:
+            count[height[id(instr)]] = count.get(height[id(instr)], 0) + 1
+    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members}
+
+
+def _topological(instrs: list, inside: set) -> list:
+    """``instrs`` with every operand before its users (Kahn, ties in text order)."""
+    pending = {id(i): sum(1 for o in i.operands if id(o) in inside) for i in instrs}
+    ready = [i for i in instrs if pending[id(i)] == 0]
+    out = []
+    while ready:
+        instr = ready.pop()
+        out.append(instr)
+        for u in instr.users:
+            if id(u) in pending:
+                pending[id(u)] -= 1
+                if pending[id(u)] == 0:
+                    ready.append(u)
+    if len(out) != len(instrs):   # a cycle (rejected by the parser): leave the rest at height 0
+        seen = {id(i) for i in out}
+        out.extend(i for i in instrs if id(i) not in seen)
+    return out
+
+
+def latency_share(nbytes: float, members: int) -> float:
+    """The fraction of its latency one collective of ``nbytes`` bytes per device pays in a height class
+    of ``members`` instructions: ``max(1 / min(members, 256), min(1, nbytes / T))`` with
+    ``T`` = :data:`COMBINE_THRESHOLD_BYTES` (module docstring; 1.0 for a class of one).  Raises
+    ValueError for ``members < 1``."""
+    if members < 1:
+        raise ValueError(f"a height class has at least one member, got {members}")
+    if members == 1:
+        return 1.0
+    return max(1.0 / min(members, COMBINE_THRESHOLD_COUNT), min(1.0, float(nbytes) / COMBINE_THRESHOLD_BYTES))
+
+
+def share_latency(group, mesh, cache: dict) -> None:
+    """With a device-priced ``mesh`` (``mesh.roofline_prices`` set), lower the ``comm`` of each strategy
+    of ``group`` (a strategy group: ``instr``, ``strategies`` with ``comm`` and ``collectives``) by the
+    latency its combinable collectives share with the rest of ``group.instr``'s height class:
+    ``alpha x (1 - latency_share)`` each (:func:`hloshard.cost.collectives.latency_saving`).  The
+    strategies are replaced by copies.  ``cache``: a dict kept for one build (id(computation) ->
+    :func:`height_classes`).  Without a device, or for a class of one, nothing changes."""
+    from .collectives import latency_saving
+
+    if getattr(mesh, "roofline_prices", None) is None:
+        return
+    strategies = getattr(group, "strategies", None)
+    instr = getattr(group, "instr", None)
+    if not strategies or instr is None or instr.opcode not in MEMBER_OPCODES or instr.parent is None:
+        return
+    comp = instr.parent
+    hit = cache.get(id(comp))
+    if hit is None or hit[0] is not comp:
+        hit = (comp, height_classes(comp))
+        cache[id(comp)] = hit
+    k = hit[1].get(id(instr), 1)
+    if k <= 1:
+        return
+    out = []
+    for st in strategies:
+        saved = sum(latency_saving(mesh, col, latency_share(col.nbytes, k))
+                    for col in st.collectives if col.kind in COMBINABLE_KINDS and col.mesh_axes)
+        out.append(replace(st, comm=max(st.comm - saved, 0.0)) if saved > 0 else st)
+    group.strategies = out
