@@ -57,13 +57,12 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from .cost.combiner import COMBINABLE_KINDS   # the collective opcodes XLA's combiners merge
 from .errors import InputError, UsageError
 from .hlo.ir import Computation, Instruction, Module
 from .hlo import replica_groups as _rg
 from .hlo.shape import Shape
 
-#: the collective opcodes that can be combined
-COMBINABLE_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 #: version of the ``--format json`` report (:data:`REPORT_SCHEMA`)
 SCHEMA_VERSION = 1

@@ -53,7 +53,7 @@ COMBINE_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
 #: the ``combine_threshold_count`` the GPU compiler passes to each combiner
 COMBINE_THRESHOLD_COUNT = 256
 #: the collective kinds XLA's combiners merge (collective-permute and all-to-all are left alone here)
-COMBINABLE_KINDS = ("all-reduce", "reduce-scatter", "all-gather")
+COMBINABLE_KINDS = ("all-gather", "reduce-scatter", "all-reduce")
 
 #: instructions whose strategies price a combinable collective of their own (a class's members)
 MEMBER_OPCODES = frozenset({
