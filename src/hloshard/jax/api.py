@@ -275,6 +275,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 
+    **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
+    cost alone, so a plan can hold far more memory than a plan of nearly the same cost (tunix's Llama 3:
+    the plan peaked 1.41x tunix's own at half its bytes, round 15).  After the guard, the plan is re-solved
+    under a memory limit (:func:`hloshard.autoshard.solve.pareto_step`): first XLA auto-sharding's default
+    budget (its memory lower bound, every tensor at its smallest layout, times ``memory_budget_ratio``
+    1.1), then halfway between that and the plan's peak; the lower-peak plan is kept only if its predicted
+    cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
+    hloshard's predicted collective bytes promise XLA's) of the cheapest plan found.  Its time: what the
+    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds
+    (wall-clock).  ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and
+    cost, whether one was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
+    ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
+    ``--deterministic`` keeps byte-identical).
+
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
     a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept

@@ -156,7 +156,38 @@ def _fallback(result, plans, limit: int):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known_plans=(), child=None):
+               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True):
+    """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
+    ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
+    step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
+    budget ``time_limit`` less the shares its re-solves took (:data:`RESOLVE_SHARES`); in wall-clock mode
+    what the ``deadline`` leaves, at most the first solve's own solver seconds (at least
+    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`): the step never searches longer than the search
+    that found the plan.  The share is of the cheapest plan found (the first solve's, or the guard's when
+    cheaper).  Arguments as :func:`_guard`'s."""
+    from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
+
+    first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+    first_cost = float(result.evaluation.total)
+    user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
+    result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
+                           known_plans=known_plans, child=child)
+    if not pareto or user_budget is not None:
+        return result, guard
+    if deterministic:
+        budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+    else:
+        budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
+    result, info = pareto_step(result, budget, best_cost=first_cost, seed=seed, deterministic=deterministic,
+                               deadline=deadline)
+    guard["pareto"] = info
+    if info["applied"]:
+        guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
+    return result, guard
+
+
+def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
+           deadline: float | None = None, known_plans=(), child=None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -239,6 +270,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         except SolveFailed as exc:
             reason = reason or str(exc)
             lo = at
+    guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit)
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
