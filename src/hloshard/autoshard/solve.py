@@ -542,8 +542,8 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     (``time.monotonic()`` instant, wall-clock mode) no solve starts with less than
     :data:`MIN_SOLVE_SECONDS` before it.  ``info``: ``{"applied", "floor_bytes" (least node-memory
     peak), "share", "peak_before", "cost_before", "cost_bound", "tried": [{"limit_bytes", "peak_bytes",
-    "cost", "taken"} or {"limit_bytes", "failed"}], "note"}`` (peaks predicted, bytes per device; costs
-    in cost units)."""
+    "cost", "taken", "seconds" (the solver's wall seconds)} or {"limit_bytes", "failed"}], "note"}`` (peaks
+    predicted, bytes per device; costs in cost units)."""
     import time
 
     from ..cost.memory import budget_for_model_limit
@@ -589,7 +589,8 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
         ev = evaluate_choice(graph, choice)
         taken = ev.total <= bound and int(ev.peak_memory) < int(best.evaluation.peak_memory)
         info["tried"].append({"limit_bytes": at, "peak_bytes": int(ev.peak_memory),
-                              "cost": round(float(ev.total), 6), "taken": bool(taken)})
+                              "cost": round(float(ev.total), 6), "taken": bool(taken),
+                              "seconds": round(float(sol.seconds or 0.0), 2)})
         if taken:
             best = dataclasses.replace(result, solution=sol, choice=choice, evaluation=ev)
             hi = int(ev.peak_memory)

@@ -33,41 +33,14 @@ def plan_shardings(result, module) -> dict:
             if i in scheduled and not i.shape.is_tuple}
 
 
-def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
-                  fill: dict | None = None) -> dict:
-    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
-    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
-    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
-    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
-
-    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
-      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
-      nothing sharded every instruction is replicated (no XLA run);
-    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
-      :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
-
-    XLA runs in a child process that ends once the propagation is dumped
-    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
-    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
-    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
-    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
-    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
-    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
-    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
-    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
-    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
-    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
-    own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
-    that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
-    outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
-    ``gemma_small``, round 12.)
-
-    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
-    per device), "collective_cost": float (cost units)}``.  Raises
-    InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
-    cannot be priced."""
-    from ..autoshard import evaluate_module
-    from ..hlo import parse_module, print_module
+def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float = 600.0, child=None) -> tuple:
+    """``(plan, found)``: XLA's GSPMD propagation from ``module``'s entry shardings read back (the part of
+    :func:`baseline_peak` before the pricing; its ``entry`` and ``child`` mean the same): ``found`` is
+    instruction name -> HloSharding of the entry instructions XLA's propagation names, the entry
+    parameters and the root taking the given shardings; ``plan`` is ``"replicated"`` (nothing sharded:
+    every array replicated, no XLA run), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
+    (``entry`` given).  ``module`` is left as it was.  Raises InputError when jax is missing or XLA
+    rejects the module."""
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
@@ -107,6 +80,46 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         plan = "gspmd" if entry is None else "gspmd_from_plan"
     found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
     found[root.name] = root_sh
+    return plan, found
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
+                  fill: dict | None = None) -> dict:
+    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
+    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
+    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
+
+    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
+      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
+      nothing sharded every instruction is replicated (no XLA run);
+    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
+      :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
+
+    XLA runs in a child process that ends once the propagation is dumped
+    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
+    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
+    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
+    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
+    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
+    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
+    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
+    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
+    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
+    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
+    own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
+    that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
+    outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
+    ``gemma_small``, round 12.)
+
+    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
+    per device), "collective_cost": float (cost units)}``.  Raises
+    InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
+    cannot be priced."""
+    from ..autoshard import evaluate_module
+    from ..hlo import parse_module, print_module
+
+    plan, found = entry_propagation(module, dmesh, entry, timeout, child)
     if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
         found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
     copy = parse_module(print_module(module), "<baseline>")
