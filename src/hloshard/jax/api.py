@@ -34,7 +34,7 @@ import math
 from typing import Any, Callable
 
 from .check import program
-from .guard import FIRST_SHARE, baseline_peak, guard_plan
+from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
 from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
 from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
@@ -269,7 +269,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (below) within the same limit that costs less; each takes the first solve's cost graph with its limit
     (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
     ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
-    the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept.
+    the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept;
+    the data-parallel plan is then the cheaper of its greedy completion and XLA's propagation of its entry
+    shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the limit, as the baseline's).
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
@@ -409,7 +411,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
                                        seed, deterministic, deadline=deadline, known_plans=first_known,
-                                       child=warm)
+                                       child=warm, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
         graph = result.graph
         pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
             if pin_operands else []

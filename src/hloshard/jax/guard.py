@@ -16,10 +16,16 @@ def plan_entry(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
     built from ``module``, not yet applied) gives each entry parameter and the entry root: the
     ``in_shardings`` / ``out_shardings`` :func:`hloshard.jax.auto_shard` hands to ``jax.jit``."""
+    return choice_entry(result.graph, result.choice, module)
+
+
+def choice_entry(graph, choice, module) -> dict:
+    """:func:`plan_entry` of a choice of ``graph`` (one strategy index per node of the graph built from
+    ``module``)."""
     from ..autoshard.apply import instruction_sharding
 
-    scheduled = set(result.graph.schedule)
-    return {i.name: instruction_sharding(result.graph, i, result.choice)
+    scheduled = set(graph.schedule)
+    return {i.name: instruction_sharding(graph, i, choice)
             for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
 
 
@@ -151,14 +157,17 @@ def _time_left(deadline) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
-def _fallback(result, plans, limit: int):
+def _fallback(result, plans, limit: int, propagate=None):
     """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
     and peaks at most ``limit`` bytes per device (predicted; :func:`hloshard.autoshard.solve.cheapest_within`),
     as ``(a result like result, with its graph and the solver's bound, the plan)``; None when none does."""
     import dataclasses
 
     from ..autoshard.solve import cheapest_within
+    from .known import xla_refined
 
+    if propagate is not None:   # the data-parallel plan as XLA completes its entry shardings, when cheaper
+        plans = [xla_refined(result.graph, p, propagate) if p.name == "data-parallel" else p for p in plans]
     by_name = {p.name: p for p in plans}
     best = cheapest_within(result.graph, limit, [(p.name, p.choice, p.evaluation) for p in plans if p.feasible])
     if best is None:
@@ -169,7 +178,7 @@ def _fallback(result, plans, limit: int):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True):
+               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
@@ -184,7 +193,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     first_cost = float(result.evaluation.total)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
-                           known_plans=known_plans, child=child)
+                           known_plans=known_plans, child=child, propagate=propagate)
     if not pareto or user_budget is not None:
         return result, guard
     if deterministic:
@@ -200,7 +209,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
 
 
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-           deadline: float | None = None, known_plans=(), child=None):
+           deadline: float | None = None, known_plans=(), child=None, propagate=None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -215,7 +224,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
     baseline's peak is returned instead of the unguarded plan (``guard["fallback"]`` names it; the note says
     so).  ``child``: the XLA child for the baseline, started
-    before (:func:`baseline_peak`)."""
+    before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
+    :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
+    and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
+    outside the time limit as the baseline's is)."""
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
@@ -285,7 +297,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             lo = at
     guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
-        back = _fallback(result, known_plans, limit)
+        back = _fallback(result, known_plans, limit, propagate)
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
             back_result, plan = back
             guard.update(applied=True, fallback=plan.name)
