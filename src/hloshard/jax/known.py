@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autoshard.trivial import complete_plan
+from ..autoshard.trivial import complete_plan, follower_classes
 
 __all__ = ["known_plans", "KnownPlan"]
 
@@ -92,7 +92,29 @@ def propagated_choice(graph, choice, found: dict) -> list | None:
                                         for st in g.strategies])
         shs = memo[key][1]
         allowed[v] = [q for q, sh in enumerate(shs) if sh is not None and sh == want] or None
-    return complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
+    # a follower class takes one index, and a tied member the index its fixed partner allows: where XLA's
+    # layouts leave a class none (a layout against a tie or a followee fixed at the entry), the class is
+    # left to the completion but for what is fixed
+    tied: dict = {}
+    for u, w, ok in graph.problem.aliases:
+        u, w, ok = int(u), int(w), np.asarray(ok, dtype=bool)
+        if w < len(allowed) and id(graph.nodes[w].instr) in fixed:
+            tied.setdefault(u, []).append(set(np.nonzero(ok[:, int(choice[w])])[0].tolist()))
+        if u < len(allowed) and id(graph.nodes[u].instr) in fixed:
+            tied.setdefault(w, []).append(set(np.nonzero(ok[int(choice[u]), :])[0].tolist()))
+    for members in follower_classes(graph):
+        common = None
+        for v in members:
+            for part in ([set(allowed[v])] if allowed[v] is not None else []) + tied.get(v, []):
+                common = part if common is None else common & part
+        if common is not None and not common:
+            for v in members:
+                if id(graph.nodes[v].instr) not in fixed:
+                    allowed[v] = None
+    choice = complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
+    if choice is None:   # XLA's layouts and a tie or an infinite edge disagree: the entry alone, greedily
+        return None
+    return choice
 
 
 def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
