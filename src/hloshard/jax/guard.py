@@ -16,17 +16,9 @@ def plan_entry(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
     built from ``module``, not yet applied) gives each entry parameter and the entry root: the
     ``in_shardings`` / ``out_shardings`` :func:`hloshard.jax.auto_shard` hands to ``jax.jit``."""
+    from .known import choice_entry
+
     return choice_entry(result.graph, result.choice, module)
-
-
-def choice_entry(graph, choice, module) -> dict:
-    """:func:`plan_entry` of a choice of ``graph`` (one strategy index per node of the graph built from
-    ``module``)."""
-    from ..autoshard.apply import instruction_sharding
-
-    scheduled = set(graph.schedule)
-    return {i.name: instruction_sharding(graph, i, choice)
-            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
 
 
 def plan_shardings(result, module) -> dict:

@@ -66,6 +66,17 @@ def _leading_split(minfo, st) -> int:
     return _split_devices(minfo, out)
 
 
+def choice_entry(graph, choice, module) -> dict:
+    """Instruction name -> HloSharding a choice of ``graph`` (one strategy index per node of the graph
+    built from ``module``) gives each entry parameter and the entry root: the ``in_shardings`` /
+    ``out_shardings`` it hands to ``jax.jit`` (:func:`hloshard.jax.guard.plan_entry` of a plan)."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(graph.schedule)
+    return {i.name: instruction_sharding(graph, i, choice)
+            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
+
+
 def propagated_choice(graph, choice, found: dict) -> list | None:
     """The choice of ``graph`` that keeps ``choice``'s entry parameters and root and takes, at every other
     node, a strategy whose output layout is ``found``'s (instruction name -> HloSharding: XLA's propagation
@@ -184,7 +195,6 @@ def xla_refined(graph, plan: KnownPlan, propagate) -> KnownPlan:
     from ..autoshard.evaluate import evaluate_choice
     from ..costgraph import evaluate
     from ..errors import HloshardError
-    from .guard import choice_entry
 
     if plan.completion != "greedy":
         return plan
