@@ -1,6 +1,8 @@
 """The memory guard of :func:`hloshard.jax.auto_shard` (its docstring, "Memory guard"): the baseline a plan
-is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, priced by
-hloshard's memory model) and the re-solve when the plan peaks above it (:func:`guard_plan`).
+is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, read back by
+:func:`entry_propagation` and priced by hloshard's memory model), the re-solve when the plan peaks above
+it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
+:func:`hloshard.autoshard.solve.pareto_step`).
 """
 
 from __future__ import annotations
