@@ -513,10 +513,13 @@ PARETO_SHARE = 0.10
 #: none is given, to its memory lower bound (the same bound) times ``memory_budget_ratio``, 1.1 by
 #: default (``AutoShardingOption``, xla/hlo/experimental/auto_sharding).
 PARETO_FLOOR_RATIO = 1.1
-#: The most re-solves of a Pareto step: the floor's limit, then bisection steps towards the highest
-#: limit worth asking for (a bound on the loop, not a tuned figure; each gets half of the step's time
-#: left, the last the rest).
-PARETO_STEPS = 3
+#: The most re-solves of a Pareto step: first the highest limit worth asking for (the least saving that
+#: counts), then, while plans are taken, bisection steps towards the floor's limit (a bound on the loop,
+#: not a tuned figure; each gets half of the step's time left, the last the rest).  One: every solve
+#: under a memory limit costs a presolve and a model of its own (three took keras-hub Gemma's
+#: ``auto_shard`` from 35 to 222 s at load 5-9 and doubled the JAX tests' time, round 16), and in the
+#: measured cases no plan was taken at a lower limit than the highest.
+PARETO_STEPS = 1
 
 
 def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None = None, seed: int = 0,
@@ -528,10 +531,10 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     The rule (for a solve without a memory budget; :func:`hloshard.jax.auto_shard` applies it after its
     memory guard, ``hloshard solve`` does not): the solver minimises collective cost only, and among
     plans of nearly equal cost their peaks can differ by a third (tunix's Llama 3, round 16).  The step
-    re-solves ``result.graph`` with a memory limit, first at :data:`PARETO_FLOOR_RATIO` times the least
-    node-memory peak (XLA auto-sharding's default budget), then, when that plan costs more than the
-    share or none is found, bisecting between the last refused limit and the highest limit worth asking
-    for (at most :data:`PARETO_STEPS` solves, each started from the best plan so far).  A plan is taken
+    re-solves ``result.graph`` with a memory limit, first at the highest limit worth asking for (below),
+    then, while plans are taken, bisecting towards :data:`PARETO_FLOOR_RATIO` times the least node-memory
+    peak (XLA auto-sharding's default budget: no lower limit is asked) (at most :data:`PARETO_STEPS`
+    solves, each started from the best plan so far).  A plan is taken
     when its cost is at most ``(1 + PARETO_SHARE) * best_cost`` and its evaluated peak (communication
     buffers included, :func:`hloshard.autoshard.evaluate.evaluate_choice`) is below the best plan's read
     at the memory model's measured worst over-estimate of XLA
@@ -571,10 +574,13 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     best = result
     # the highest limit worth asking for: below the plan's peak by the model's measured over-estimate
     lo, hi = int(floor * PARETO_FLOOR_RATIO), xla_lower_bound(int(ev0.peak_memory), device)
-    at = lo
+    at = hi
     given_total = 0.0
     for k in range(PARETO_STEPS):
-        if at >= hi:
+        if at <= lo and k:   # nothing lower worth asking
+            break
+        if lo >= hi:
+            info["note"] = "the floor's limit is not below the highest limit worth asking: no room"
             break
         left_budget = float(time_limit) - given_total
         if deadline is not None and not deterministic:
@@ -590,22 +596,18 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
                               hint=list(best.choice))
         except SolveFailed as exc:
             info["tried"].append({"limit_bytes": at, "failed": str(exc)[:200]})
-            lo, at = at, (at + hi) // 2
-            continue
+            break   # nothing at this limit: none lower
         choice = list(sol.strategies)
         ev = evaluate_choice(graph, choice)
         taken = ev.total <= bound and int(ev.peak_memory) <= hi
         info["tried"].append({"limit_bytes": at, "peak_bytes": int(ev.peak_memory),
                               "cost": round(float(ev.total), 6), "taken": bool(taken),
                               "seconds": round(float(sol.seconds or 0.0), 2)})
-        if taken:
-            best = dataclasses.replace(result, solution=sol, choice=choice, evaluation=ev)
-            if at == lo:   # the lowest limit asked for is kept: nothing lower to ask
-                break
-            hi = xla_lower_bound(int(ev.peak_memory), device)
-            at = (lo + hi) // 2
-        else:
-            lo, at = at, (at + hi) // 2
+        if not taken:
+            break   # over the share at this limit: a lower one costs at least as much
+        best = dataclasses.replace(result, solution=sol, choice=choice, evaluation=ev)
+        hi = xla_lower_bound(int(ev.peak_memory), device)
+        at = max(lo, (lo + hi) // 2)
     if best is not result:
         info["applied"] = True
         info["note"] = (f"Pareto step: peak {format_bytes(int(ev0.peak_memory))} -> "
