@@ -517,8 +517,10 @@ PARETO_FLOOR_RATIO = 1.1
 #: counts), then, while plans are taken, bisection steps towards the floor's limit (a bound on the loop,
 #: not a tuned figure; each gets half of the step's time left, the last the rest).  One: every solve
 #: under a memory limit costs a presolve and a model of its own (three took keras-hub Gemma's
-#: ``auto_shard`` from 35 to 222 s at load 5-9 and doubled the JAX tests' time, round 16), and in the
-#: measured cases no plan was taken at a lower limit than the highest.
+#: ``auto_shard`` from 35 to 222 s at load 5-9 and doubled the JAX tests' time, round 16); the three
+#: (from the floor's limit upwards) took nothing at the floor's limit on any model measured, and reached a
+#: lower peak than the one solve only on tunix's Llama 3 (XLA 10.90 against 11.36 MB; BENCHMARKS.md,
+#: "helper guard, round 16").
 PARETO_STEPS = 1
 
 
