@@ -124,15 +124,86 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
         raise SolveFailed("no feasible solution (test)")
 
     monkeypatch.setattr(autoshard, "solve_module", refuse)
-    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"], pareto=False)
     assert g["applied"] and g["fallback"] == "data-parallel", g
     assert out.choice == dp.choice and out.evaluation.peak_memory <= limit
     assert "known before the search" in g["note"]
     # nothing known keeps the limit: the unguarded plan is kept, as before
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1,
                                                                   "collective_cost": 0.0})
-    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"])
+    out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"], pareto=False)
     assert not g["applied"] and out is first and "plan is kept" in g["note"]
+
+
+def test_data_parallel_completed_from_xla_layouts():
+    """The data-parallel plan completed from given layouts (XLA's propagation of its entry shardings, here
+    a solved plan's own layouts standing in for XLA's): every node named takes that layout, the entry stays
+    the plan's, and :func:`xla_refined` keeps the cheaper of the two completions."""
+    from hloshard.autoshard.apply import instruction_sharding
+    from hloshard.jax.known import propagated_choice, xla_refined
+
+    module = _module()
+    graph = build_graph(module, _mesh(), "io")
+    dp = {p.name: p for p in known_plans(graph, STATE)}["data-parallel"]
+    solved = solve_module(module, _mesh(), keep="io", time_limit=2, deterministic=True, apply=False,
+                          graph=graph, hint=dp.choice)
+    entry = set(module.entry.parameters) | {module.entry.root}
+    found = {g.instr.name: instruction_sharding(graph, g.instr, solved.choice) for g in graph.nodes
+             if not g.multi and not g.instr.shape.is_tuple}
+    # from the solved plan's entry: every node takes the layout named for it
+    choice = propagated_choice(graph, solved.choice, found)
+    assert choice is not None and evaluate(graph.problem, choice)[1]
+    for v, g in enumerate(graph.nodes):
+        if g.instr in entry:
+            assert choice[v] == solved.choice[v]
+        elif g.instr.name in found:   # this layout (the strategy may differ in its operands' layouts)
+            assert instruction_sharding(graph, g.instr, choice) == found[g.instr.name], g.instr.name
+    # from the data-parallel entry, layouts that contradict its ties are dropped, not made a failure
+    assert propagated_choice(graph, dp.choice, found) is not None
+    refined = xla_refined(graph, dp, lambda e: found)
+    assert refined.objective <= dp.objective and refined.feasible
+    xla = propagated_choice(graph, dp.choice, found)
+    assert (refined.completion == "xla") == (evaluate(graph.problem, xla)[0] < dp.objective)
+    # a propagation that fails leaves the greedy plan
+    from hloshard.errors import InputError
+
+    def broken(e):
+        raise InputError("no jax (test)")
+    assert xla_refined(graph, dp, broken) is dp
+
+
+def test_pareto_step_trades_within_the_share():
+    """Without a budget the Pareto step keeps a plan only when it peaks lower by more than the memory
+    model's over-estimate and costs at most (1 + PARETO_SHARE) x the cheapest; under a user's budget it
+    does nothing."""
+    import dataclasses
+
+    from hloshard.autoshard.build import with_memory_budget
+    from hloshard.autoshard.solve import PARETO_SHARE, pareto_step
+    from hloshard.cost.memory import xla_lower_bound
+
+    module = _module()
+    first = solve_module(module, _mesh(), keep="io", time_limit=1, deterministic=True, apply=False)
+    out, info = pareto_step(first, 1.0, deterministic=True)
+    assert info["tried"] and info["floor_bytes"] <= int(first.evaluation.peak_memory)
+    assert info["cost_bound"] == pytest.approx((1 + PARETO_SHARE) * first.evaluation.total, rel=1e-9)
+    taken = [t for t in info["tried"] if t.get("taken")]
+    assert info["applied"] == bool(taken) == (out is not first)
+    # a saving is taken only beyond the memory model's measured over-estimate of XLA
+    worth = xla_lower_bound(int(first.evaluation.peak_memory))
+    if info["applied"]:
+        assert out.evaluation.peak_memory <= worth
+        assert out.evaluation.total <= info["cost_bound"] + 1e-6
+        assert evaluate(first.graph.problem, out.choice)[1]
+    for t in info["tried"]:   # until one is taken, a refused plan is over the share or not low enough
+        if t.get("taken"):
+            break
+        if "cost" in t:
+            assert t["cost"] > info["cost_bound"] or t["peak_bytes"] > worth, t
+        assert t["limit_bytes"] <= worth
+    budgeted = dataclasses.replace(first, graph=with_memory_budget(first.graph, 1 << 30))   # the user's budget
+    same, binfo = pareto_step(budgeted, 1.0, deterministic=True)
+    assert same is budgeted and not binfo["tried"] and "budget" in binfo["note"]
 
 
 if __name__ == "__main__":   # pragma: no cover

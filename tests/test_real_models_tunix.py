@@ -74,7 +74,9 @@ def test_auto_shard_given_tunix_weights_moves_no_more(rows):
 
 #: measured 2026-12-04 on llama3_tiny: auto_expert peaks at 2.16 MB per device against the expert's 1.28 MB
 #: (tunix's activation constraints keep activations split; hloshard's objective has no memory term without a
-#: budget): issue 24 stays open on peak memory. Strict: the suite fails once it stops losing.
+#: budget): issue 24 stays open on peak memory. Strict: the suite fails once it stops losing.  Round 16: the
+#: Pareto step (autoshard.solve.pareto_step) finds no lower-peak plan within its 10% cost share here (on
+#: llama3_small auto_expert none either; auto 14.08 -> 10.90 MB, still above tunix's 9.98): still losing.
 @pytest.mark.xfail(strict=True, reason="peaks above tunix's plan (issue 24, measured)")
 def test_auto_shard_given_tunix_weights_peaks_no_higher(rows):
     e, r = rows["expert"], rows["auto_expert"]

@@ -19,12 +19,26 @@ def minimum_memory_check(graph: Graph, budget: int) -> None:
     p = graph.problem
     if p.num_nodes == 0:
         return
-    mins = np.array([int(u.min()) for u in p.node_usages], dtype=np.int64)
-    peak, t = peak_usage(p.intervals, mins)
+    peak, t, mins = minimum_peak(p)
     if peak <= budget:
         return
     user = getattr(graph, "memory_budget", None)
     raise _failed(infeasible_message(graph, t, mins, user if user is not None else budget, peak), "infeasible")
+
+
+def minimum_peak(problem) -> tuple[int, int, np.ndarray]:
+    """``(peak, point, usages)``: the least node-memory peak any plan of ``problem`` (a
+    :class:`hloshard.costgraph.Problem`) can have, bytes per device: every node at its smallest usage
+    (``usages``, int64 per node), summed over the liveness intervals
+    (:func:`hloshard.cost.liveness.peak_usage`), and the liveness point where it peaks.  XLA's
+    auto-sharding computes the same bound (its memory lower bound, every tensor at its smallest
+    strategy) to set a budget when none is given.  Communication buffers are not in it.  ``(0, 0, [])``
+    for a problem with no nodes."""
+    if problem.num_nodes == 0:
+        return 0, 0, np.zeros(0, dtype=np.int64)
+    mins = np.array([int(u.min()) for u in problem.node_usages], dtype=np.int64)
+    peak, t = peak_usage(problem.intervals, mins)
+    return int(peak), int(t), mins
 
 
 def _failed(message: str, status: str) -> SolveFailed:

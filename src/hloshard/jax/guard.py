@@ -1,6 +1,8 @@
 """The memory guard of :func:`hloshard.jax.auto_shard` (its docstring, "Memory guard"): the baseline a plan
-is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, priced by
-hloshard's memory model) and the re-solve when the plan peaks above it (:func:`guard_plan`).
+is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, read back by
+:func:`entry_propagation` and priced by hloshard's memory model), the re-solve when the plan peaks above
+it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
+:func:`hloshard.autoshard.solve.pareto_step`).
 """
 
 from __future__ import annotations
@@ -16,11 +18,9 @@ def plan_entry(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
     built from ``module``, not yet applied) gives each entry parameter and the entry root: the
     ``in_shardings`` / ``out_shardings`` :func:`hloshard.jax.auto_shard` hands to ``jax.jit``."""
-    from ..autoshard.apply import instruction_sharding
+    from .known import choice_entry
 
-    scheduled = set(result.graph.schedule)
-    return {i.name: instruction_sharding(result.graph, i, result.choice)
-            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
+    return choice_entry(result.graph, result.choice, module)
 
 
 def plan_shardings(result, module) -> dict:
@@ -33,41 +33,14 @@ def plan_shardings(result, module) -> dict:
             if i in scheduled and not i.shape.is_tuple}
 
 
-def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
-                  fill: dict | None = None) -> dict:
-    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
-    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
-    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
-    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
-
-    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
-      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
-      nothing sharded every instruction is replicated (no XLA run);
-    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
-      :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
-
-    XLA runs in a child process that ends once the propagation is dumped
-    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
-    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
-    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
-    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
-    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
-    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
-    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
-    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
-    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
-    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
-    own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
-    that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
-    outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
-    ``gemma_small``, round 12.)
-
-    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
-    per device), "collective_cost": float (cost units)}``.  Raises
-    InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
-    cannot be priced."""
-    from ..autoshard import evaluate_module
-    from ..hlo import parse_module, print_module
+def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float = 600.0, child=None) -> tuple:
+    """``(plan, found)``: XLA's GSPMD propagation from ``module``'s entry shardings read back (the part of
+    :func:`baseline_peak` before the pricing; its ``entry`` and ``child`` mean the same): ``found`` is
+    instruction name -> HloSharding of the entry instructions XLA's propagation names, the entry
+    parameters and the root taking the given shardings; ``plan`` is ``"replicated"`` (nothing sharded:
+    every array replicated, no XLA run), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
+    (``entry`` given).  ``module`` is left as it was.  Raises InputError when jax is missing or XLA
+    rejects the module."""
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
@@ -107,6 +80,46 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         plan = "gspmd" if entry is None else "gspmd_from_plan"
     found.update({p.name: given[p.name] for p in params.values() if given[p.name] is not None})
     found[root.name] = root_sh
+    return plan, found
+
+
+def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
+                  fill: dict | None = None) -> dict:
+    """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
+    what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
+    outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
+    ``jax.jit(fn, in_shardings=..., out_shardings=...)`` runs.  The entry shardings are
+
+    * ``entry`` None: the user's, as ``module`` carries them on its parameters, each tied state output
+      (``module.ties``) leaving in its argument's sharding and every other output replicated; with
+      nothing sharded every instruction is replicated (no XLA run);
+    * ``entry`` given (instruction name -> HloSharding of entry parameters and the root, e.g. a plan's,
+      :func:`plan_entry`): exactly those, the intermediates left to XLA's propagation.
+
+    XLA runs in a child process that ends once the propagation is dumped
+    (:func:`hloshard.partition_specs.xla_propagate`; ``child``: one started before, which
+    :func:`hloshard.jax.auto_shard` starts beside its first solve).  An entry instruction XLA's
+    propagation does not name (it simplified it away before propagating: CSE'd broadcasts and constants,
+    merged reshapes; 310 of Gemma's 1,757) has no layout from XLA: with ``fill`` (instruction name ->
+    HloSharding, e.g. the plan's, :func:`plan_shardings`; :func:`guard_plan` gives it with ``entry`` only)
+    it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
+    no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
+    Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
+    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
+    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
+    own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
+    that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
+    outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
+    ``gemma_small``, round 12.)
+
+    Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
+    per device), "collective_cost": float (cost units)}``.  Raises
+    InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
+    cannot be priced."""
+    from ..autoshard import evaluate_module
+    from ..hlo import parse_module, print_module
+
+    plan, found = entry_propagation(module, dmesh, entry, timeout, child)
     if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
         found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
     copy = parse_module(print_module(module), "<baseline>")
@@ -138,14 +151,17 @@ def _time_left(deadline) -> float:
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
-def _fallback(result, plans, limit: int):
+def _fallback(result, plans, limit: int, propagate=None):
     """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
     and peaks at most ``limit`` bytes per device (predicted; :func:`hloshard.autoshard.solve.cheapest_within`),
     as ``(a result like result, with its graph and the solver's bound, the plan)``; None when none does."""
     import dataclasses
 
     from ..autoshard.solve import cheapest_within
+    from .known import xla_refined
 
+    if propagate is not None:   # the data-parallel plan as XLA completes its entry shardings, when cheaper
+        plans = [xla_refined(result.graph, p, propagate) if p.name == "data-parallel" else p for p in plans]
     by_name = {p.name: p for p in plans}
     best = cheapest_within(result.graph, limit, [(p.name, p.choice, p.evaluation) for p in plans if p.feasible])
     if best is None:
@@ -156,7 +172,38 @@ def _fallback(result, plans, limit: int):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known_plans=(), child=None):
+               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None):
+    """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
+    ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
+    step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
+    budget ``time_limit`` less the shares its re-solves took (:data:`RESOLVE_SHARES`); in wall-clock mode
+    what the ``deadline`` leaves, at most the first solve's own solver seconds (at least
+    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`): the step never searches longer than the search
+    that found the plan.  The share is of the cheapest plan found (the first solve's, or the guard's when
+    cheaper).  Arguments as :func:`_guard`'s."""
+    from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
+
+    first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+    first_cost = float(result.evaluation.total)
+    user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
+    result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
+                           known_plans=known_plans, child=child, propagate=propagate)
+    if not pareto or user_budget is not None:
+        return result, guard
+    if deterministic:
+        budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+    else:
+        budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
+    result, info = pareto_step(result, budget, best_cost=first_cost, seed=seed, deterministic=deterministic,
+                               deadline=deadline)
+    guard["pareto"] = info
+    if info["applied"]:
+        guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
+    return result, guard
+
+
+def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
+           deadline: float | None = None, known_plans=(), child=None, propagate=None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -171,7 +218,10 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
     baseline's peak is returned instead of the unguarded plan (``guard["fallback"]`` names it; the note says
     so).  ``child``: the XLA child for the baseline, started
-    before (:func:`baseline_peak`)."""
+    before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
+    :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
+    and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
+    outside the time limit as the baseline's is)."""
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
@@ -239,8 +289,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         except SolveFailed as exc:
             reason = reason or str(exc)
             lo = at
+    guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
-        back = _fallback(result, known_plans, limit)
+        back = _fallback(result, known_plans, limit, propagate)
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
             back_result, plan = back
             guard.update(applied=True, fallback=plan.name)

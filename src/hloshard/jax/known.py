@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autoshard.trivial import complete_plan
+from ..autoshard.trivial import complete_plan, follower_classes
 
 __all__ = ["known_plans", "KnownPlan"]
 
@@ -30,10 +30,15 @@ class KnownPlan:
         self.name, self.choice, self.objective, self.feasible = name, choice, objective, feasible
         self.evaluation = evaluation
 
+    #: how the nodes past the entry were chosen: ``"greedy"`` (:func:`complete_plan`) or ``"xla"`` (XLA's
+    #: propagation of the plan's entry shardings, :func:`propagated_choice`)
+    completion = "greedy"
+
     def row(self) -> dict:
-        """``report["known_plans"]`` row: name, objective (cost units), peak_bytes, feasible."""
+        """``report["known_plans"]`` row: name, objective (cost units), peak_bytes, feasible, completion."""
         return {"name": self.name, "objective": round(float(self.evaluation.total), 6),
-                "peak_bytes": int(self.evaluation.peak_memory), "feasible": self.feasible}
+                "peak_bytes": int(self.evaluation.peak_memory), "feasible": self.feasible,
+                "completion": self.completion}
 
     def __repr__(self) -> str:
         return f"KnownPlan({self.name!r}, objective={self.objective}, feasible={self.feasible})"
@@ -61,7 +66,69 @@ def _leading_split(minfo, st) -> int:
     return _split_devices(minfo, out)
 
 
-def known_plans(graph, state_params=()) -> list[KnownPlan]:
+def choice_entry(graph, choice, module) -> dict:
+    """Instruction name -> HloSharding a choice of ``graph`` (one strategy index per node of the graph
+    built from ``module``) gives each entry parameter and the entry root: the ``in_shardings`` /
+    ``out_shardings`` it hands to ``jax.jit`` (:func:`hloshard.jax.guard.plan_entry` of a plan)."""
+    from ..autoshard.apply import instruction_sharding
+
+    scheduled = set(graph.schedule)
+    return {i.name: instruction_sharding(graph, i, choice)
+            for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
+
+
+def propagated_choice(graph, choice, found: dict) -> list | None:
+    """The choice of ``graph`` that keeps ``choice``'s entry parameters and root and takes, at every other
+    node, a strategy whose output layout is ``found``'s (instruction name -> HloSharding: XLA's propagation
+    from ``choice``'s entry shardings, :func:`hloshard.jax.guard.entry_propagation`); a node XLA names no
+    layout for, or whose strategies hold none equal to it, is left open, and :func:`complete_plan` settles
+    it and the operands' layouts.  None when that cannot be completed (e.g. XLA's layouts and a tied
+    pair's constraint disagree)."""
+    minfo = graph.ctx.minfo
+    entry = graph.module.entry
+    fixed = set(id(p) for p in entry.parameters) | {id(entry.root)}
+    memo: dict = {}
+    allowed: list = [None] * len(graph.nodes)
+    for v, g in enumerate(graph.nodes):
+        if id(g.instr) in fixed:
+            allowed[v] = [int(choice[v])]
+            continue
+        want = found.get(g.instr.name)
+        if g.multi or want is None or g.instr.shape.is_tuple:
+            continue
+        rank = len(g.instr.shape.dims)
+        key = (id(g.strategies), rank)
+        if key not in memo:   # strategy lists shared between nodes are converted once
+            memo[key] = (g.strategies, [None if st.out is None else minfo.to_sharding(st.out, rank)
+                                        for st in g.strategies])
+        shs = memo[key][1]
+        allowed[v] = [q for q, sh in enumerate(shs) if sh is not None and sh == want] or None
+    # a follower class takes one index, and a tied member the index its fixed partner allows: where XLA's
+    # layouts leave a class none (a layout against a tie or a followee fixed at the entry), the class is
+    # left to the completion but for what is fixed
+    tied: dict = {}
+    for u, w, ok in graph.problem.aliases:
+        u, w, ok = int(u), int(w), np.asarray(ok, dtype=bool)
+        if w < len(allowed) and id(graph.nodes[w].instr) in fixed:
+            tied.setdefault(u, []).append(set(np.nonzero(ok[:, int(choice[w])])[0].tolist()))
+        if u < len(allowed) and id(graph.nodes[u].instr) in fixed:
+            tied.setdefault(w, []).append(set(np.nonzero(ok[int(choice[u]), :])[0].tolist()))
+    for members in follower_classes(graph):
+        common = None
+        for v in members:
+            for part in ([set(allowed[v])] if allowed[v] is not None else []) + tied.get(v, []):
+                common = part if common is None else common & part
+        if common is not None and not common:
+            for v in members:
+                if id(graph.nodes[v].instr) not in fixed:
+                    allowed[v] = None
+    choice = complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
+    if choice is None:   # XLA's layouts and a tie or an infinite edge disagree: the entry alone, greedily
+        return None
+    return choice
+
+
+def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
     """The plans of ``graph`` (a :class:`hloshard.autoshard.build.Graph`) known without a search:
 
     * ``"replicated"``: every node whose strategies include an unsplit output takes one (the operands'
@@ -73,8 +140,15 @@ def known_plans(graph, state_params=()) -> list[KnownPlan]:
       :func:`complete_plan` continues from there (state replicated where its strategies allow).  Not
       listed when no parameter has such a strategy.
 
+    ``propagate`` (instruction name -> HloSharding of entry parameters and root -> instruction name ->
+    HloSharding: XLA's propagation from them, :func:`hloshard.jax.guard.entry_propagation`): the
+    data-parallel plan is also completed from XLA's propagation of its entry shardings
+    (:func:`propagated_choice`), and the cheaper completion of the two is the plan (``completion``:
+    ``"greedy"`` / ``"xla"``), so it is never costlier than what XLA makes of the same entry shardings
+    (in the objective); a propagation that fails (``HloshardError``) leaves the greedy one.
+
     Each is evaluated on ``graph.problem`` (:class:`KnownPlan`); a plan :func:`complete_plan` cannot
-    finish is left out.  Costs one pass over the nodes and edges per plan."""
+    finish is left out.  Costs one pass over the nodes and edges per plan, with ``propagate`` one XLA run."""
     from ..autoshard.evaluate import evaluate_choice
     from ..costgraph import evaluate
 
@@ -108,5 +182,32 @@ def known_plans(graph, state_params=()) -> list[KnownPlan]:
         if choice is None:
             continue
         obj, ok = evaluate(graph.problem, choice)
-        out.append(KnownPlan(name, choice, int(obj), bool(ok), evaluate_choice(graph, choice)))
+        plan = KnownPlan(name, choice, int(obj), bool(ok), evaluate_choice(graph, choice))
+        out.append(xla_refined(graph, plan, propagate) if name == "data-parallel" and propagate else plan)
+    return out
+
+
+def xla_refined(graph, plan: KnownPlan, propagate) -> KnownPlan:
+    """``plan`` (a greedy :class:`KnownPlan` of ``graph``) or, when cheaper in ``graph.problem``'s objective
+    and feasible, the plan of the same entry shardings completed from XLA's propagation of them
+    (:func:`propagated_choice`; ``propagate`` as :func:`known_plans` takes it; ``completion`` ``"xla"``).
+    A propagation that fails (``HloshardError``) or cannot be completed leaves ``plan``.  One XLA run."""
+    from ..autoshard.evaluate import evaluate_choice
+    from ..costgraph import evaluate
+    from ..errors import HloshardError
+
+    if plan.completion != "greedy":
+        return plan
+    try:
+        found = propagate(choice_entry(graph, plan.choice, graph.module))
+    except HloshardError:
+        return plan
+    xla = propagated_choice(graph, plan.choice, found)
+    if xla is None:
+        return plan
+    obj, ok = evaluate(graph.problem, xla)
+    if not ok or (plan.feasible and obj >= plan.objective):
+        return plan
+    out = KnownPlan(plan.name, xla, int(obj), True, evaluate_choice(graph, xla))
+    out.completion = "xla"
     return out
