@@ -378,3 +378,16 @@ def test_auto_shard_memory_guard_without_user_shardings():
         assert g["plan_peak_bytes_after_pareto"] <= xla_lower_bound(p["peak_before"]), g
         assert any(t.get("taken") and t["cost"] <= p["cost_bound"] for t in p["tried"]), p
     assert "pareto" not in out["forced_budget"]["guard"], out["forced_budget"]   # the user's budget decides
+
+
+def test_a_state_path_that_names_no_leaf_lists_the_paths():
+    # a scalar result printed "(one of )" (new user 16): the whole result's path is the empty string
+    require_jax()
+    import jax
+    import jax.numpy as jnp
+
+    from hloshard.jax.state import find_ties
+
+    args = (jax.ShapeDtypeStruct((4,), jnp.float32),)
+    with pytest.raises(ValueError, match=r"one of the paths '' \(the whole result\), or an index 0\.\.0"):
+        find_ties(args, jax.ShapeDtypeStruct((), jnp.float32), (), {"[9]": "[0]"}, "tie")

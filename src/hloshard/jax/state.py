@@ -92,7 +92,10 @@ def find_ties(args, out, donated: tuple, state, state_mode: str) -> list:
                 return key
             if isinstance(key, str) and key in paths:
                 return paths.index(key)
-            raise ValueError(f"state: {key!r} is not a {what} leaf (one of {', '.join(paths)})")
+            names = ", ".join(repr(p) + (" (the whole " + what + ")" if p == "" else "") for p in paths)
+            raise ValueError(f"state: {key!r} is not a {what} leaf (one of the paths {names}, "
+                             f"or an index 0..{len(paths) - 1})" if paths else
+                             f"state: {key!r} is not a {what} leaf (the {what} has no array leaf)")
 
         for o, v in state.items():
             src, mode = (v if isinstance(v, tuple) else (v, state_mode))
