@@ -122,10 +122,8 @@ def propagated_choice(graph, choice, found: dict) -> list | None:
             for v in members:
                 if id(graph.nodes[v].instr) not in fixed:
                     allowed[v] = None
-    choice = complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
-    if choice is None:   # XLA's layouts and a tie or an infinite edge disagree: the entry alone, greedily
-        return None
-    return choice
+    # None where XLA's layouts and a tie or an infinite edge disagree (the caller keeps the greedy plan)
+    return complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
 
 
 def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
