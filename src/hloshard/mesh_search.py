@@ -167,20 +167,23 @@ def _single(value, flag: str) -> str | None:
     return parts[0]
 
 
-def _work(module, mesh: DeviceMesh) -> int:
-    """A cheap proxy for the cost-graph build of ``module`` on ``mesh``: the sum over array
-    instructions of (number of enumerated layouts)^2 (resharding matrices dominate the build)."""
+def layout_counts(module, mesh: DeviceMesh) -> list[int]:
+    """The number of enumerated layouts (``MeshInfo.enumerate``) of each array instruction of
+    ``module`` on ``mesh``, in instruction order: what both the candidate order (:func:`_work`) and
+    the skip rule (:func:`_build_work`) are made of, counted once per candidate."""
     from .strategy.base import MeshInfo
 
     info = MeshInfo(mesh)
-    total = 0
-    for instr in module.all_instructions():
-        if instr.shape.is_array:
-            total += len(info.enumerate(instr.shape.dims)) ** 2
-    return total
+    return [len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array]
 
 
-def _build_work(module, mesh: DeviceMesh) -> int:
+def _work(counts: list[int]) -> int:
+    """A cheap proxy for the cost-graph build, used to order the candidates: the sum over array
+    instructions of (number of enumerated layouts)^2 (resharding matrices were the build's bulk)."""
+    return sum(n * n for n in counts)
+
+
+def _build_work(counts: list[int]) -> int:
     """What the skip rule scales the first candidate's measured build time by: the sum over array
     instructions of the number of enumerated layouts.  Since strategies and resharding tables are shared
     between structurally equal instructions (round 15), a build grows about linearly in the layouts, not
@@ -190,10 +193,7 @@ def _build_work(module, mesh: DeviceMesh) -> int:
     in 10 s); 2x4 -> 2x2x2 on the same module 12.4x, layouts 4.3x, squared 22x; transformer_train_step
     7.5x / 3.2x / 12.8x; moe_layer 21x / 3.8x / 16.9x.  So it can under-estimate: a build that then passes
     the deadline stops there (the candidate's status says so); an over-estimate instead loses a mesh."""
-    from .strategy.base import MeshInfo
-
-    info = MeshInfo(mesh)
-    return sum(len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array)
+    return sum(counts)
 
 
 def search_meshes(module, filename: str, devices: int | None = None, alpha=None, beta=None,
@@ -252,7 +252,8 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         meshes.append((label, mesh, scale))
     scales = [sc for _, _, sc in meshes]
     meshes = [(label, mesh) for label, mesh, _ in meshes]
-    work = [_work(first, mesh) for _, mesh in meshes]
+    counts = [layout_counts(first, mesh) for _, mesh in meshes]
+    work = [_work(c) for c in counts]
     trials: list = [None] * len(meshes)
     start = time.monotonic()
     order = sorted(range(len(meshes)), key=lambda i: (work[i], i))
@@ -273,7 +274,7 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     head = distinct[0]
     share = max(1.0, float(time_limit) / len(order))
     _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
-    layouts = [_build_work(first, mesh) for _, mesh in meshes]
+    layouts = [_build_work(c) for c in counts]
     rate = trials[head].result.seconds_build / layouts[head] \
         if trials[head].result is not None and layouts[head] else None
     elapsed = time.monotonic() - start
