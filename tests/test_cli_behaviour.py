@@ -222,7 +222,7 @@ def test_solve_summary_says_what_a_user_needs_first(tmp_path):
 
 
 def test_status_in_words():
-    from hloshard.commands.solve import status_in_words
+    from hloshard.summary import status_in_words
 
     assert status_in_words({"status": "optimal", "seconds_solve": 0.42}) == "proven optimal in 0.4 s"
     assert status_in_words({"status": "feasible", "seconds_solve": 60.2, "gap": 0.2213}) == \

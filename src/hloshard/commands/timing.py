@@ -30,10 +30,11 @@ from ..cost.memory import bytes_per_device
 from ..cost.roofline import RooflineRow, instruction_peak, roofline
 from ..cost.tpu_fusion import fusion_rule
 from ..cost.tpu_layout import padded_bytes_per_device
-from ..cost.steptime import format_seconds, step_time
+from ..cost.steptime import step_time
 from ..strategy.base import COMPUTE_COST_PER_FLOP, windowed_dot_bytes
+from ..summary import step_time_line
 
-__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once", "step_time_line", "links_text",
+__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once",
            "xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 
@@ -193,31 +194,6 @@ def plan_timing(result, module, scale) -> dict:
                                        "resharding); overlapped_step_time_s: every collective hidden",
                       "breakdown_s": breakdown},
     }
-
-
-def links_text(timing: dict) -> str:
-    """``data: InfiniBand (dcn), model: NVLink (ici)``: each axis' link as the device calls it
-    (:meth:`hloshard.devices.DeviceProfile.link_name`), with its class in the mesh marks' syntax."""
-    st = timing["step_time"]
-    names = st.get("axis_link_names", {})
-    return ", ".join(f"{a}: {names[a]} ({c})" if a in names else f"{a}: {c}" for a, c in st["axis_links"].items())
-
-
-_s = format_seconds
-
-
-def step_time_line(timing: dict) -> str:
-    """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
-    st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
-    mfu = timing["mfu"]
-    return (f"estimated step time {_s(timing['estimated_step_time_s'])} on {st['devices']} x {st['device']} "
-            f"(compute {_s(b['compute_s'])} [{_s(b['compute_bound_s'])} compute-bound, "
-            f"{_s(b['memory_bound_s'])} memory-bound], communication {_s(b['communication_s'])}, "
-            f"resharding {_s(b['resharding_s'])}; no overlap; all hidden: {_s(b['overlapped_step_time_s'])})"
-            f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
-            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}"
-            + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
-               "the links their replica groups cross" if st.get("per_device_program") else ""))
 
 
 def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:

@@ -99,6 +99,16 @@ class AutoShardResult:
         kwargs.setdefault("donate_argnums", self.donate_argnums)
         return jax.jit(self.fn, in_shardings=self.in_shardings, out_shardings=self.out_shardings, **kwargs)
 
+    def summary(self, width: int | None = None) -> str:
+        """The plan in words, as ``hloshard solve`` prints it on stderr (:func:`hloshard.summary.
+        render_summary` of :attr:`report`): mesh, cost against the input as given (seconds with
+        ``device=``), memory per device against the budget, the solver's status, the dearest resharding
+        edges, the largest tensors at the peak, notes and warnings.  Plain text, ``width`` columns
+        (default :data:`hloshard.textout.TEXT_WIDTH`)."""
+        from ..summary import render_summary
+
+        return render_summary(self.report, title="hloshard.jax.auto_shard", files=False, width=width)
+
     def check(self, *args, rtol: float = 1e-4, float64: bool | None = None):
         """Do the numbers match?  Runs one step of the plan (:attr:`fn` under :attr:`in_shardings` /
         :attr:`out_shardings`, nothing donated) and of the function ``auto_shard`` was given, unsharded on
