@@ -85,7 +85,7 @@ def test_solve_json_is_the_product_on_stdout_and_needs_o(tmp_path):
 
 def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
     # warnings go to stderr in every format (the README's output rule); the JSON report has them too
-    import hloshard.commands.solve as cmd
+    import hloshard.autoshard.report_json as cmd   # solve imports build_report from it when it runs
 
     real = cmd.build_report
 

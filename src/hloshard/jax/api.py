@@ -317,7 +317,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
     from ..autoshard.solve import apply_solution
-    from ..commands.solve import build_report
+    from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
     from ..load import SourceInfo
@@ -383,8 +383,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
                              device_ids=",".join(str(d.id) for d in mesh.devices.flat))
     sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
-    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.commands.timing)
-        from ..commands.options import timed_mesh_from_options
+    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
+        from ..mesh_setup import timed_mesh_from_options
         try:
             dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
                 mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
@@ -436,7 +436,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             warm.communicate()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
-        from ..commands.timing import plan_timing
+        from ..timing import plan_timing
         report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
     # the plans known before the search (hloshard.jax.known) on the first solve's graph
