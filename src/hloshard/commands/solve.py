@@ -28,7 +28,7 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
-from .common import check_outputs, note_input, process_started, show_progress, start_step, step
+from .common import check_outputs, note_input, process_started, show_progress, start_step, step, xla_ready
 from .options import BYTE_SIZE, device_option, mesh_options, space_options, \
     timed_mesh_from_options
 from .progress import SolverProgress
@@ -370,9 +370,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if partition_specs_file and dmesh is not None:   # specs for jax.jit: its arguments and results split evenly
         dmesh.divisible_io = True
     if use_xla:
-        from ..xla_check import require_jax
-
-        require_jax()
+        xla_ready(module, "<stdin>" if module_file == "-" else module_file)
     show = not quiet and sys.stderr.isatty()
     parsing.stop()
     note_input(module_file, module)
