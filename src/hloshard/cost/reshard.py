@@ -1345,13 +1345,14 @@ class _Table:
     its rounded cost for these dims, ``fits`` a recorded plan's ``(dims, looked)`` to whether its
     recipe holds for these dims (:func:`_canonical_value`)."""
 
-    __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "fits")
+    __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "fits", "shape")
 
     def __init__(self, mkey, element_type: str, rdims: tuple[int, ...]):
         self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
         self.values: dict[int, dict[int, float]] = {}
         self.steps: dict[int, float] = {}
         self.fits: dict[tuple, bool] = {}
+        self.shape = Shape(element_type, rdims)   # what the canonical pairs are planned on
 
 
 def _table(mkey, element_type: str, rdims: tuple[int, ...]) -> _Table:
@@ -1389,7 +1390,7 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
                 value = _replay_ids(ids, table)
                 break
     if value is None:
-        b = _Builder(Shape(element_type, rdims), mesh, 0, False)
+        b = _Builder(table.shape, mesh, 0, False)
         b.run(ra, rb)
         value = round(float(sum(b.costs)), 6)
         if entries is None or len(entries) < _PLANS_PER_PAIR:   # recorded only where it replays exactly
