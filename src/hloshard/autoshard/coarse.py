@@ -282,6 +282,22 @@ def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh:
     return float(coarse_seconds) * ratio, ratio
 
 
+#: deterministic mode's limit on the fine build (:func:`work_limit`), in resharding pairs per second of
+#: ``--time-limit``: the fastest fine build measured (round 17, 2-core machine at load 7, cold caches, CPU
+#: seconds of the edge phase): fused_qkv_train_step at 2x2x2 468,385 pairs in 1.85 s (253 k/s); decoder2
+#: at 2x2x2 524,494 in 2.59 s (202 k/s); transformer_train_step 428,086 in 1.85 s (231 k/s); the other
+#: samples 18-153 k/s.  So the limit binds only where even that rate would pass the time limit (a
+#: 128-partition per-device program at 16x8: 61.3 M pairs, about 4 minutes at that rate and much more
+#: in fact: its 4-axis plans cost up to 0.5 ms each)
+PAIRS_PER_SECOND = 250_000
+
+
+def work_limit(time_limit: float) -> int:
+    """The most resharding pairs (:func:`hloshard.autoshard.build.build_graph`'s ``work_limit``) the fine
+    build may price in deterministic mode with ``time_limit`` seconds: :data:`PAIRS_PER_SECOND` per second."""
+    return int(PAIRS_PER_SECOND * max(0.0, float(time_limit)))
+
+
 @dataclass
 class CoarseFirst:
     """What :func:`coarse_first` returns: the fine ``graph`` and the coarse plan mapped onto it
@@ -402,3 +418,28 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                            seconds_coarse_build=t1 - t0)
     return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1,
                        seconds_coarse_build=t1 - t0)
+
+
+def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
+                        seed: int) -> CoarseFirst:
+    """Deterministic mode's fine build (no clock is read): when ``mesh`` has a coarse mesh
+    (:func:`coarse_mesh`), the fine graph is built under :func:`work_limit` of ``time_limit``, and when its
+    edge matrices hold more pairs than that (:class:`BuildStopped` before any is priced) the coarse graph is
+    solved with the whole ``time_limit`` by ``solve`` (deterministic) and its plan is the answer
+    (``fallback``, ``stopped`` naming the limit), as :func:`coarse_first` falls back in wall-clock mode.
+    Without a coarse mesh, or when the coarse solve finds nothing, the fine graph is built without a limit
+    (as before: there is nothing else to return).  Returns a :class:`CoarseFirst` whose ``start`` is None
+    (the caller's coarse start follows the fine build as it did)."""
+    limit = work_limit(time_limit) if coarse_mesh(mesh, module) is not None else None
+    try:
+        return CoarseFirst(build_graph(module, mesh, keep, memory_budget, work_limit=limit), None)
+    except BuildStopped as exc:
+        if limit is None:
+            raise
+        stopped = exc
+    stopped.args = (f"{stopped}: {PAIRS_PER_SECOND:,} per second of --time-limit {float(time_limit):g} in "
+                    f"deterministic mode (coarse.work_limit)",)
+    cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, True)
+    if cs is None:
+        return CoarseFirst(build_graph(module, mesh, keep, memory_budget), None)
+    return CoarseFirst(None, None, fallback=cs, stopped=stopped)

@@ -14,7 +14,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, coarse_first, coarse_start
+from .coarse import COARSE_SHARE, coarse_first, coarse_start, deterministic_first
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
@@ -147,6 +147,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
+    elif not built and deterministic and not export_problem:   # under a work limit (coarse.deterministic_first)
+        det = deterministic_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed)
+        if det.graph is None:
+            return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
+        graph = det.graph
     elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
