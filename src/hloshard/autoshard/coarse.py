@@ -383,20 +383,19 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule)
     estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh)
     now = time.monotonic()
+    not_started = None
     if now >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
-        graph, stopped = None, BuildStopped(
-            "strategies", 0, 0, 0.0,
-            reason=f"not started: after the coarse mesh's graph ({t1 - t0:.1f} s) "
-                   f"{max(0.0, deadline - now):.1f} s were left, less than the fine build and the "
-                   f"re-pricing of its plan are estimated to need (about {reprice:.1f} s for the re-pricing, "
-                   f"from the coarse build's seconds, and {keep_back:.1f} s kept for the coarse solve and writing)")
+        not_started = (f"after the coarse mesh's graph ({t1 - t0:.1f} s) {max(0.0, deadline - now):.1f} s were left, "
+                       f"less than the fine build and the re-pricing of its plan are estimated to need (about "
+                       f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and {keep_back:.1f} s "
+                       f"kept for the coarse solve and writing)")
     elif now + estimate > fine_deadline:   # it would stop at its deadline: not started, its time kept
-        graph, stopped = None, BuildStopped(
-            "strategies", 0, 0, 0.0,
-            reason=f"not started: the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the layouts "
-                   f"of the coarse mesh's graph, built in {t1 - t0:.1f} s), more than the {fine_deadline - now:.1f} s "
-                   f"it had (the time limit less {keep_back:.1f} s kept for the coarse solve and writing and "
-                   f"{reprice:.1f} s for the re-pricing)")
+        not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the layouts of the coarse "
+                       f"mesh's graph, built in {t1 - t0:.1f} s), more than the {fine_deadline - now:.1f} s it had (the "
+                       f"time limit less {keep_back:.1f} s kept for the coarse solve and writing and {reprice:.1f} s "
+                       f"for the re-pricing)")
+    if not_started is not None:
+        graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0, reason=f"not started: {not_started}")
     else:
         try:
             graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline)
