@@ -380,8 +380,9 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # what the fine plan's re-pricing will need is kept back too
     reprice = max(0.0, float(reprice_share)) * (t1 - t0)
     fine_deadline = deadline - keep_back - reprice
-    # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule)
-    estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh)
+    now = time.monotonic()
+    # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule), when it could start
+    estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if now < fine_deadline else (0.0, 1.0)
     now = time.monotonic()
     not_started = None
     if now >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
