@@ -125,6 +125,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
+    With ``deterministic`` (no ``export_problem``) the fine build has a work limit instead, which reads no clock
+    (:func:`hloshard.autoshard.coarse.deterministic_first`): past it the coarse plan is the answer, likewise.
     ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
     solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
     when it does not fit the graph built (node or strategy counts differ).
