@@ -387,6 +387,23 @@ def test_deterministic_fine_build_past_its_work_limit_writes_the_coarse_plan(mon
     assert runs[0].choice == runs[1].choice and runs[0].objective == runs[1].objective
 
 
+def test_default_limit_fine_build_past_its_work_limit_writes_the_coarse_plan(monkeypatch):
+    """`solve` without --time-limit: the clock does not stop its build (a deadline without stop_build), but
+    the same work limit as deterministic mode does, counted before any pair is priced (a 3-instruction
+    rank-12 module at 2x2x2x2 built for 90-100 s at 1 GB; new user 17): past it the coarse plan, said."""
+    import time
+
+    from hloshard.autoshard import coarse
+
+    monkeypatch.setattr(coarse, "PAIRS_PER_SECOND", 1)
+    mesh = DeviceMesh.for_module(_module(), "2x2x2")
+    res = solve_module(_module(), mesh, time_limit=2, workers=1, deadline=time.monotonic() + 30, reevaluate=False,
+                       apply=False)
+    assert res.graph.mesh.shape == coarse_mesh(mesh, _module()).shape
+    (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert "the default limit, which does not stop a build" in msg
+
+
 def test_fine_build_not_started_when_estimated_past_its_deadline(monkeypatch):
     """coarse_first does not start a fine build that --mesh auto's estimate (the coarse build's seconds
     times the layouts' ratio, coarse.fine_build_estimate) puts past its deadline: the coarse plan is the

@@ -125,8 +125,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
-    With ``deterministic`` (no ``export_problem``) the fine build has a work limit instead, which reads no clock
-    (:func:`hloshard.autoshard.coarse.deterministic_first`): past it the coarse plan is the answer, likewise.
+    With ``deterministic``, or a ``deadline`` without ``stop_build`` (``solve``'s default limit), the fine build
+    has a work limit instead, which reads no clock (:func:`hloshard.autoshard.coarse.deterministic_first`;
+    no ``export_problem``): past it the coarse plan is the answer, likewise.
     ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
     solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
     when it does not fit the graph built (node or strategy counts differ).
@@ -149,8 +150,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
-    elif not built and deterministic and not export_problem:   # under a work limit (coarse.deterministic_first)
-        det = deterministic_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed)
+    elif not built and not export_problem and (deterministic or deadline is not None):
+        # under a work limit (coarse.deterministic_first): deterministic mode, and a deadline the build is
+        # not stopped by (solve's default --time-limit), where a fine build of billions of pairs ran minutes
+        det = deterministic_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed,
+                                  deterministic=deterministic)
         if det.graph is None:
             return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = det.graph
