@@ -43,7 +43,10 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   :func:`conv_batch_factor`): the TPU's convolution kernels lay an activation out with its batch as the
   second-minor (sublane) dimension of the (8, 128) tiles and its features in the lanes (the layout
   ``{3,0,2,1}`` of a ``b01f`` activation in the optimised programs); a per-device batch below
-  :data:`CONV_BATCH_TILE` moves as many bytes as a batch of 8.  Measured with chains of 3x3 ``SAME``
+  :data:`CONV_BATCH_TILE` moves as many bytes of activations (the convolution's input, its result,
+  its epilogue's reads) as a batch of 8; its kernel operand is read as it is (8x8x256x256 chains: 11.9
+  MB per convolution at a batch of 1, 2 and 4, 11.1 MB at 8 -- the 2.4 MB kernel's prefetch and reads,
+  not scaled).  Measured with chains of 3x3 ``SAME``
   convolutions (f32, ReLU between, one chip of ``v5e``; the marginal ``bytes accessed`` of a convolution,
   from chains of 2 and 6): 32x32x16 activations 1.42 / 2.47 / 7.35 / 2.47 / 4.57 MB at a batch of
   1 / 2 / 4 / 8 / 16 (the same bytes at 2 as at 8; 16 adds one 8-row tile); 16x16x64 1.87 / 2.27 / 3.05
