@@ -377,6 +377,8 @@ def test_conv_batch_factor_pads_a_small_forward_batch_to_a_tile():
     y, g = ins["y"], ins["g"]
     assert CONV_BATCH_TILE == 8
     assert conv_batch_factor(y, (2, 32, 32, 16), TPU_FUSION) == 4.0
+    assert conv_batch_factor(ins["x"], (2, 32, 32, 16), TPU_FUSION) == 4.0       # its input, by any kernel
+    assert conv_batch_factor(ins["w"], (3, 3, 16, 16), TPU_FUSION) == 1.0       # its kernel
     assert conv_batch_factor(y, (1, 32, 32, 16), TPU_FUSION) == 8.0
     assert conv_batch_factor(y, (8, 32, 32, 16), TPU_FUSION) == 1.0
     assert conv_batch_factor(y, (16, 32, 32, 16), TPU_FUSION) == 1.0
@@ -384,6 +386,7 @@ def test_conv_batch_factor_pads_a_small_forward_batch_to_a_tile():
     assert conv_batch_factor(y, None, TPU_FUSION) == 1.0
     assert conv_batch_factor(y, (2, 32, 32), TPU_FUSION) == 1.0          # does not fit: no factor
     assert conv_batch_factor(g, (3, 3, 2, 16), TPU_FUSION) == 1.0        # filter gradient (its b is C_in)
+    assert conv_batch_factor(ins["dy"], (2, 32, 32, 16), TPU_FUSION) == 1.0      # read by a filter gradient only
     assert conv_batch_factor(_by_name(LN_DOT)["d"], (2, 512), TPU_FUSION) == 1.0
 
 

@@ -401,32 +401,62 @@ def windowed_einsum_bytes(rule: FusionRule, group_size: int, reread: int | None,
 CONV_BATCH_TILE = 8
 
 
-def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
-    """How many times its elements' share of bytes the kernel of the convolution ``instr`` moves because
-    of its per-device batch (module docstring): ``CONV_BATCH_TILE / b`` when the per-device output batch
-    ``b`` (``out_tile[output_batch]``, the ``b`` of its ``dim_labels``) is below
-    :data:`CONV_BATCH_TILE`, else 1.  1 for anything but a convolution, under a rule without
-    :attr:`FusionRule.conv_batch_tile`, when ``out_tile`` (the per-device dims of ``instr``'s result) is
-    None or does not fit, for unparsable ``dim_labels``, and for a filter-gradient convolution (its
-    output has fewer spatial positions than its kernel operand: the window spans the input, and the
-    batch it contracts is not tiled this way, measured)."""
-    if not rule.conv_batch_tile or instr.opcode != "convolution" or out_tile is None or len(instr.operands) < 2:
-        return 1.0
+def _forward_labels(conv):
+    """The parsed ``dim_labels`` of the convolution ``conv`` when it is a forward or input-gradient one
+    (its output has at least as many spatial positions as its kernel operand has taps), else None (a
+    filter gradient, whose window spans its input; unparsable labels; not a convolution)."""
+    if conv.opcode != "convolution" or len(conv.operands) < 2:
+        return None
     try:
-        labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
+        labels = parse_dim_labels(str(conv.attrs.get("dim_labels")))
     except AttrError:
-        return 1.0
-    dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
-    if len(out_tile) != len(dims) or labels.output_batch >= len(dims) \
+        return None
+    dims, rhs = tuple(conv.shape.dims), tuple(conv.operands[1].shape.dims)
+    if max(labels.output_spatial + (labels.output_batch,), default=-1) >= len(dims) \
             or max(labels.kernel_spatial, default=-1) >= len(rhs):
-        return 1.0
+        return None
     positions = 1
     for d in labels.output_spatial:
         positions *= dims[d]
     taps = 1
     for d in labels.kernel_spatial:
         taps *= rhs[d]
-    batch = int(out_tile[labels.output_batch])
-    if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
+    return labels if positions >= taps else None
+
+
+def conv_batch_dim(buffer):
+    """The dimension of ``buffer`` that a TPU convolution keeps in the sublanes (module docstring), or
+    None: the output batch of a forward / input-gradient convolution (``buffer`` is its result), or the
+    input batch of one that reads ``buffer`` as its input (operand 0, through forwarding users).
+    Cached per computation."""
+    return _memo("conv-batch", buffer, _conv_batch_dim)
+
+
+def _conv_batch_dim(buffer):
+    labels = _forward_labels(buffer)
+    if labels is not None:
+        return labels.output_batch
+    if not buffer.shape.is_array:
+        return None
+    for u in effective_users(buffer):
+        labels = _forward_labels(u)
+        if labels is not None and u.operands[0] is buffer and labels.input_batch < len(buffer.shape.dims):
+            return labels.input_batch
+    return None
+
+
+def conv_batch_factor(buffer, tile, rule: FusionRule) -> float:
+    """How many times its elements' share of bytes a kernel moves of ``buffer`` because of a
+    convolution's batch tile (module docstring): ``CONV_BATCH_TILE / b`` when ``buffer`` is an
+    activation a forward / input-gradient convolution writes or reads as its input
+    (:func:`conv_batch_dim`) and its per-device batch ``b`` (``tile[conv_batch_dim]``; ``tile``: the
+    per-device dims of ``buffer``) is below :data:`CONV_BATCH_TILE`, else 1.  1 under a rule without
+    :attr:`FusionRule.conv_batch_tile`, when ``tile`` is None or does not fit, for a filter gradient's
+    operands and result (measured: no such floor) and for a convolution's kernel operand."""
+    if not rule.conv_batch_tile or tile is None or not buffer.shape.is_array or len(tile) != len(buffer.shape.dims):
         return 1.0
-    return CONV_BATCH_TILE / batch
+    d = conv_batch_dim(buffer)
+    if d is None:
+        return 1.0
+    batch = int(tile[d])
+    return CONV_BATCH_TILE / batch if 0 < batch < CONV_BATCH_TILE else 1.0
