@@ -260,9 +260,8 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
     update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
-    (:func:`read_by_earlier_sibling`, TPU rule); a buffer that a forward convolution writes or reads as
-    its input, with a per-device batch below a tile's rows, is moved as a full tile's by every kernel
-    that reads or writes it (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
+    (:func:`read_by_earlier_sibling`, TPU rule); a convolution whose per-device batch is below a tile's
+    rows moves a full tile's (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
     ``tile_of`` is given).  ``size_of``: instruction -> bytes per device under the plan;
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
     default); ``tile_of``: instruction -> the per-device dims of its result under the plan (None: not
@@ -280,21 +279,16 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
         return 2.0 * float(size_of(instr))
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
     tail = rule.epilogue(instr)
-    if tile_of is not None and rule.conv_batch_tile:   # activations of convolutions at whole batch tiles
-        def rows(x) -> float:
-            return conv_batch_factor(x, tile_of(x), rule)
-    else:
-        def rows(x) -> float:
-            return 1.0
-    written = instr.operands[1] if in_place else (instr if tail is None else tail)
-    total = max(rows(written), rows(instr)) * float(size_of(written))
+    total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
     shared = read_by_earlier_sibling(instr, rule)
     for o, k in kernel_reads(instr, rule):
         if (in_place and k == 0) or id(o) in shared:
             continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
-        total += rows(o) * float(size_of(o))
+        total += float(size_of(o))
+    if tile_of is not None and rule.conv_batch_tile and instr.opcode == "convolution":
+        total *= conv_batch_factor(instr, tile_of(instr), rule)
     return total
 
 

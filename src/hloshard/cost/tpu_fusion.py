@@ -43,10 +43,15 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   :func:`conv_batch_factor`): the TPU's convolution kernels lay an activation out with its batch as the
   second-minor (sublane) dimension of the (8, 128) tiles and its features in the lanes (the layout
   ``{3,0,2,1}`` of a ``b01f`` activation in the optimised programs); a per-device batch below
-  :data:`CONV_BATCH_TILE` moves as many bytes of activations (the convolution's input, its result,
-  its epilogue's reads) as a batch of 8; its kernel operand is read as it is (8x8x256x256 chains: 11.9
-  MB per convolution at a batch of 1, 2 and 4, 11.1 MB at 8 -- the 2.4 MB kernel's prefetch and reads,
-  not scaled).  Measured with chains of 3x3 ``SAME``
+  :data:`CONV_BATCH_TILE` moves as many bytes as a batch of 8: the kernel's bytes (input, result,
+  epilogue, and its kernel operand too) are scaled by ``8 / b``.  Scaling the kernel operand is an
+  over-count where the weights dominate (8x8x256x256 chains: 11.9 MB per convolution at a batch of 1, 2
+  and 4, 11.1 MB at 8; the rule says 4x at 2), kept because the TPU's train steps cost more at a batch
+  of 2..7 than at 8, not as much (a 4-convolution train step, 16x16x32: 37.3 / 70.1 / 30.1 MB at a
+  batch of 2 / 4 / 8: layout changes around the convolutions that the padding alone does not give), and
+  two narrower rules (the activations only, in the convolution's kernel; the activations in every
+  kernel) left the plans of the new user's U-Net and of a held-out convolution net at their slower
+  small-batch splits (BENCHMARKS.md round 17).  Measured with chains of 3x3 ``SAME``
   convolutions (f32, ReLU between, one chip of ``v5e``; the marginal ``bytes accessed`` of a convolution,
   from chains of 2 and 6): 32x32x16 activations 1.42 / 2.47 / 7.35 / 2.47 / 4.57 MB at a batch of
   1 / 2 / 4 / 8 / 16 (the same bytes at 2 as at 8; 16 adds one 8-row tile); 16x16x64 1.87 / 2.27 / 3.05
@@ -401,62 +406,32 @@ def windowed_einsum_bytes(rule: FusionRule, group_size: int, reread: int | None,
 CONV_BATCH_TILE = 8
 
 
-def _forward_labels(conv):
-    """The parsed ``dim_labels`` of the convolution ``conv`` when it is a forward or input-gradient one
-    (its output has at least as many spatial positions as its kernel operand has taps), else None (a
-    filter gradient, whose window spans its input; unparsable labels; not a convolution)."""
-    if conv.opcode != "convolution" or len(conv.operands) < 2:
-        return None
+def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
+    """How many times its elements' share of bytes the kernel of the convolution ``instr`` moves because
+    of its per-device batch (module docstring): ``CONV_BATCH_TILE / b`` when the per-device output batch
+    ``b`` (``out_tile[output_batch]``, the ``b`` of its ``dim_labels``) is below
+    :data:`CONV_BATCH_TILE`, else 1.  1 for anything but a convolution, under a rule without
+    :attr:`FusionRule.conv_batch_tile`, when ``out_tile`` (the per-device dims of ``instr``'s result) is
+    None or does not fit, for unparsable ``dim_labels``, and for a filter-gradient convolution (its
+    output has fewer spatial positions than its kernel operand: the window spans the input, and the
+    batch it contracts is not tiled this way, measured)."""
+    if not rule.conv_batch_tile or instr.opcode != "convolution" or out_tile is None or len(instr.operands) < 2:
+        return 1.0
     try:
-        labels = parse_dim_labels(str(conv.attrs.get("dim_labels")))
+        labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
     except AttrError:
-        return None
-    dims, rhs = tuple(conv.shape.dims), tuple(conv.operands[1].shape.dims)
-    if max(labels.output_spatial + (labels.output_batch,), default=-1) >= len(dims) \
+        return 1.0
+    dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
+    if len(out_tile) != len(dims) or labels.output_batch >= len(dims) \
             or max(labels.kernel_spatial, default=-1) >= len(rhs):
-        return None
+        return 1.0
     positions = 1
     for d in labels.output_spatial:
         positions *= dims[d]
     taps = 1
     for d in labels.kernel_spatial:
         taps *= rhs[d]
-    return labels if positions >= taps else None
-
-
-def conv_batch_dim(buffer):
-    """The dimension of ``buffer`` that a TPU convolution keeps in the sublanes (module docstring), or
-    None: the output batch of a forward / input-gradient convolution (``buffer`` is its result), or the
-    input batch of one that reads ``buffer`` as its input (operand 0, through forwarding users).
-    Cached per computation."""
-    return _memo("conv-batch", buffer, _conv_batch_dim)
-
-
-def _conv_batch_dim(buffer):
-    labels = _forward_labels(buffer)
-    if labels is not None:
-        return labels.output_batch
-    if not buffer.shape.is_array:
-        return None
-    for u in effective_users(buffer):
-        labels = _forward_labels(u)
-        if labels is not None and u.operands[0] is buffer and labels.input_batch < len(buffer.shape.dims):
-            return labels.input_batch
-    return None
-
-
-def conv_batch_factor(buffer, tile, rule: FusionRule) -> float:
-    """How many times its elements' share of bytes a kernel moves of ``buffer`` because of a
-    convolution's batch tile (module docstring): ``CONV_BATCH_TILE / b`` when ``buffer`` is an
-    activation a forward / input-gradient convolution writes or reads as its input
-    (:func:`conv_batch_dim`) and its per-device batch ``b`` (``tile[conv_batch_dim]``; ``tile``: the
-    per-device dims of ``buffer``) is below :data:`CONV_BATCH_TILE`, else 1.  1 under a rule without
-    :attr:`FusionRule.conv_batch_tile`, when ``tile`` is None or does not fit, for a filter gradient's
-    operands and result (measured: no such floor) and for a convolution's kernel operand."""
-    if not rule.conv_batch_tile or tile is None or not buffer.shape.is_array or len(tile) != len(buffer.shape.dims):
+    batch = int(out_tile[labels.output_batch])
+    if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
         return 1.0
-    d = conv_batch_dim(buffer)
-    if d is None:
-        return 1.0
-    batch = int(tile[d])
-    return CONV_BATCH_TILE / batch if 0 < batch < CONV_BATCH_TILE else 1.0
+    return CONV_BATCH_TILE / batch

@@ -634,18 +634,8 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
         return whole * (mine / total if total else 1.0)
 
     total = hbm_bytes(instr, size_of) if fusion is None else \
-        hbm_bytes(instr, size_of, fusion, lambda x: _tile_of(minfo, x, instr, out, direct, spec_of))
+        hbm_bytes(instr, size_of, fusion, lambda x: minfo.tile_dims(x.shape.dims, out) if x is instr and is_array(x.shape) else None)
     return total + windowed_dot_bytes(instr, st, operands, minfo, fusion)
-
-
-def _tile_of(minfo: MeshInfo, x, instr, out, direct: dict, spec_of):
-    """Per-device dims of the array ``x`` that a strategy of ``instr`` implies (its result at ``out``, a
-    direct operand at its required spec), else None (``strategy_hbm_bytes``; the TPU rule's convolution
-    batch tile, :func:`hloshard.cost.tpu_fusion.conv_batch_factor`)."""
-    spec = out if x is instr else spec_of(direct.get(id(x)))
-    if spec is None or not is_array(x.shape) or (is_mesh_spec(spec) and len(spec) != len(x.shape.dims)):
-        return None
-    return minfo.tile_dims(x.shape.dims, spec)
 
 
 def windowed_dot_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, fusion=None) -> float:
