@@ -2,7 +2,7 @@
 """Issue 27: what the TPU compiler's cost model charges a convolution, by per-device batch (round 17).
 
 For each (batch, H, C) a chain of 2 and of 6 ``3x3 SAME`` convolutions (f32, C -> C channels on H x H
-activations, a ReLU after each) is compiled for one chip of ``v5e:2x4`` by libtpu ahead of time
+activations, a ReLU after each) is compiled for one chip of ``v5e:2x4`` (``--topology``) by libtpu ahead of time
 (:func:`tests.tpu_oracle.compile_for_tpu`); the marginal ``bytes accessed`` and ``optimal_seconds`` of one
 convolution are (6-chain - 2-chain) / 4, so that the entry layout copies and the first kernel's
 parameter reads cancel.  ``--filter-gradient`` probes weight-gradient convolutions instead
@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--shape", nargs="+", default=["32x16", "16x64", "8x256"], help="HxC (square H x H activations)")
     ap.add_argument("--filter-gradient", action="store_true")
+    ap.add_argument("--topology", default="v5e:2x4", help="libtpu topology (one chip of it is used)")
     args = ap.parse_args(argv)
     from tests.tpu_oracle import compile_for_tpu
 
@@ -69,7 +70,8 @@ def main(argv=None) -> int:
         except ValueError:
             ap.error(f"--shape expects HxC, e.g. 32x16, got {shape!r}")
         cases += [(b, h, c) for b in args.batch]
-    recs = compile_for_tpu([make(b, h, c, n) for b, h, c in cases for n in (2, 6)], partitions=1)
+    recs = compile_for_tpu([make(b, h, c, n) for b, h, c in cases for n in (2, 6)], topology=args.topology,
+                           partitions=1)
     print("| batch | activations | bytes per convolution (MB) | optimal_seconds per convolution (us) |")
     print("|---:|---|---:|---:|")
     for k, (b, h, c) in enumerate(cases):
