@@ -85,7 +85,7 @@ def test_solve_json_is_the_product_on_stdout_and_needs_o(tmp_path):
 
 def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
     # warnings go to stderr in every format (the README's output rule); the JSON report has them too
-    import hloshard.commands.solve as cmd
+    import hloshard.autoshard.report_json as cmd   # solve imports build_report from it when it runs
 
     real = cmd.build_report
 
@@ -222,7 +222,7 @@ def test_solve_summary_says_what_a_user_needs_first(tmp_path):
 
 
 def test_status_in_words():
-    from hloshard.commands.solve import status_in_words
+    from hloshard.summary import status_in_words
 
     assert status_in_words({"status": "optimal", "seconds_solve": 0.42}) == "proven optimal in 0.4 s"
     assert status_in_words({"status": "feasible", "seconds_solve": 60.2, "gap": 0.2213}) == \
@@ -391,3 +391,20 @@ def test_memory_budget_none_turns_off_the_devices_hbm_default(tmp_path):
     r = run(base + ["--memory-budget", "none"])
     assert r.exit_code == 0, r.output
     assert "budget 80.0 GiB" not in r.output and "TiB per device at the peak" in r.output, r.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["solve", "x.hlo", "--devices", "0"], "Invalid value for '--devices'"),
+    (["solve", "x.hlo", "--keep-shardings", "bogus"], "'bogus' is not one of"),
+    (["lint", "--fail-on", "bogus", "x.hlo"], "'bogus' is not one of"),
+    (["solve"], "Missing argument"),
+    (["cost", "x.hlo", "--bogus"], "No such option '--bogus'"),
+])
+def test_click_option_errors_in_the_one_error_style(args, says):
+    """click's own option checks end as every other error does: one ``hloshard: error:`` line naming the
+    help to read, exit 2 (they printed click's usage block and ``Error:`` before; new user 17, finding 10)."""
+    r = CliRunner().invoke(main, args, prog_name="hloshard")
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("hloshard: error: ") and says in lines[0], r.output
+    assert f"(see `hloshard {args[0]} --help`)" in lines[0] and "Usage:" not in r.output

@@ -346,3 +346,65 @@ def test_kept_sharding_in_the_coarse_order_is_a_layout_of_the_graph_that_prices_
     assert len(node.strategies) == 1 and is_mesh_spec(node.strategies[0].out)
     # e's layout (its dim over axes (2, 0)) is one the graph enumerates for its users and neighbours
     assert node.strategies[0].out == ((2, 0), ()) and ((2, 0), ()) in g.ctx.minfo.enumerate((8, 64))
+
+
+def test_work_limit_counts_the_pairs_before_pricing_any():
+    """``build_graph(work_limit=)``: the pairs are counted (distinct source x target layouts per distinct
+    matrix) before any is priced; a limit below the graph's count stops the build (BuildStopped, "not
+    priced"), one at the count builds the same graph as no limit (deterministic mode's fine build)."""
+    import numpy as np
+
+    from hloshard.autoshard.build import BuildStopped
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    free = build_graph(m, mesh)
+    pairs = free.resharding_pairs
+    assert pairs > 0
+    with pytest.raises(BuildStopped) as info:
+        build_graph(m, mesh, work_limit=pairs - 1)
+    assert str(info.value).startswith("not priced: its edge matrices hold more than") and info.value.exit_code == 3
+    limited = build_graph(m, mesh, work_limit=pairs)
+    assert limited.resharding_pairs == pairs
+    assert all(np.array_equal(a, b) for a, b in zip(limited.problem.edge_costs, free.problem.edge_costs))
+    assert all(np.array_equal(a, b) for a, b in zip(limited.problem.node_costs, free.problem.node_costs))
+
+
+def test_deterministic_fine_build_past_its_work_limit_writes_the_coarse_plan(monkeypatch):
+    """`solve --deterministic` reads no clock: its fine build stops at coarse.work_limit of the time limit
+    (here made smaller than the 2x2x2 graph's pairs) and the coarse plan is the answer, with a warning that
+    names the limit; twice the same plan."""
+    from hloshard.autoshard import coarse
+
+    monkeypatch.setattr(coarse, "PAIRS_PER_SECOND", 1)
+    mesh = DeviceMesh.for_module(_module(), "2x2x2")
+    runs = [solve_module(_module(), mesh, time_limit=2, workers=1, deterministic=True, reevaluate=False,
+                         apply=False) for _ in range(2)]
+    for res in runs:
+        assert res.graph.mesh.shape == coarse_mesh(mesh, _module()).shape
+        (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+        assert "not priced" in msg and "1 per second of --time-limit 2 in deterministic mode" in msg
+    assert runs[0].choice == runs[1].choice and runs[0].objective == runs[1].objective
+
+
+def test_fine_build_not_started_when_estimated_past_its_deadline(monkeypatch):
+    """coarse_first does not start a fine build that --mesh auto's estimate (the coarse build's seconds
+    times the layouts' ratio, coarse.fine_build_estimate) puts past its deadline: the coarse plan is the
+    answer and the reason states the estimate; the estimate of mlp_train_step at 2x2x2 is the layouts'
+    ratio (above 1: the refined mesh has more layouts)."""
+    import time
+
+    from hloshard.autoshard.coarse import build_work, coarse_first, fine_build_estimate, layout_counts
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    cm = coarse_mesh(mesh, m)
+    seconds, ratio = fine_build_estimate(m, cm, 2.0, mesh)
+    assert ratio == build_work(layout_counts(m, mesh)) / build_work(layout_counts(m, cm)) and ratio > 1
+    assert seconds == pytest.approx(2.0 * ratio)
+    from hloshard.autoshard import coarse
+
+    monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (1e6, 123.4))
+    first = coarse_first(m, mesh, solve_graph, "io", None, 20.0, 1, 0, deadline=time.monotonic() + 20.0)
+    assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
+    assert str(first.stopped).startswith("not started: the fine build is estimated at about 1000000 s (123.4x")

@@ -69,6 +69,13 @@ def test_readme_auto_shard_example_runs(tmp_path):
     assert lines[0].startswith("True P(")   # the new params (out_shardings[1]) leave as they came in
     peak = int(lines[1].split()[0])
     assert 0 < peak <= 8 * 2**20                       # memory_budget="8MiB"
+    summary = "\n".join(lines[2:-1])                  # plan.summary(): solve's summary of the report
+    assert summary.lstrip().startswith("hloshard.jax.auto_shard"), summary
+    for row in ("mesh", "cost", "memory", "collectives", "known plans", "state", "status",
+                "largest tensors at peak memory"):
+        assert re.search(rf"^\s*{row}\b", summary, re.M) or row in summary, (row, summary)
+    assert "budget 8.0 MiB" in summary and "input " not in summary, summary
+    assert "2 results leave in the layout their argument came in (0 mismatches)" in summary, summary
     loss = float(lines[-1].split()[0])
     assert loss > 0
     check = json.loads([ln for ln in proc.stdout.splitlines() if ln.startswith("CHECK ")][0][6:])

@@ -235,11 +235,20 @@ def test_options_cli():
     ("0.0001KiB", "less than one byte"),
     ("-5MiB", "negative"),
     ("99999999999999999999999999TiB", "larger than any device"),  # was accepted, shown as 1e26 TiB
+    ("1e30GiB", "larger than any device"),   # was "expected ... a size like 64MiB" (new user 17)
+    ("-1e3", "negative"),
+    ("-x", "expected an integer or a size"),
 ])
 def test_a_budget_no_device_can_have_is_a_usage_error(text, says):
     r = CliRunner().invoke(_cmd, ["--mesh", "2x4", "--budget", text])
     assert r.exit_code == 2 and says in r.output, r.output
     assert "Traceback" not in r.output
+
+
+def test_sizes_in_exponent_notation_and_minus_zero():
+    from hloshard.units import parse_bytes
+    assert parse_bytes("1e9") == 10**9 and parse_bytes("2.5e3") == 2500 and parse_bytes("1E3KiB") == 1024000
+    assert parse_bytes("-0") == 0 and parse_bytes("-0MiB") == 0   # zero, not "negative" (new user 17)
 
 
 def test_huge_sizes_print_in_the_largest_unit():

@@ -138,3 +138,17 @@ def test_solve_warns_that_the_input_is_already_partitioned(tmp_path):
                                   "json", "--deterministic", "--time-limit", "5"])
     assert r.exit_code == 0, r.output
     assert not any("per-device" in w for w in json.loads(r.stdout)["warnings"])
+
+
+def test_xla_refused_alike_by_every_command(tmp_path):
+    """``--xla`` on a per-device program: one clear refusal, exit 2, from cost, explain and solve (explain
+    printed XLA's RET_CHECK and exited 0; new user 17, finding 7).  The check runs before jax is needed."""
+    path = tmp_path / "p.hlo"
+    path.write_text(PER_DEVICE)
+    for args in (["cost", str(path), "--mesh", "4x2", "--xla"],
+                 ["explain", str(path), "--mesh", "4x2", "--instruction", "d", "--xla"],
+                 ["solve", str(path), "--mesh", "4x2", "--xla", "-o", str(tmp_path / "o.hlo")]):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 2, (args[0], r.output)
+        assert "already a per-device program" in r.output and "Traceback" not in r.output, r.output
+    assert not (tmp_path / "o.hlo").exists()

@@ -211,7 +211,7 @@ def test_reduced_cost_pruning_keeps_every_cheaper_solution():
             for obj, combo in sols:
                 if obj < incumbent:   # a cheaper solution: every choice and pair of it survives
                     o2, ok = evaluate(q, list(combo))
-                    assert ok and o2 == obj, (seed, incumbent, combo)
+                    assert ok and o2 == obj, (incumbent, combo)
         q, st = reduced_cost_pruning(red, dual, opt)
         pruned_some += st["strategies"][1] < st["strategies"][0] or st["edge_entries"][1] < st["edge_entries"][0]
     assert pruned_some >= 3

@@ -5,7 +5,8 @@ imported only when used (so ``hloshard fmt`` never pays for importing OR-Tools).
 :class:`~hloshard.errors.HloshardError` becomes one short message on stderr in one style
 (``FILE:LINE:COL: error: ...`` when the location is known, :func:`hloshard.errors.format_error`) and
 its exit code (2 for usage / input errors, 3 for a solve with no feasible solution): never a
-traceback.  Ctrl-C prints ``interrupted`` and exits 130 (a running CP-SAT search stops at once,
+traceback.  click's own option checks (ranges, choices, a missing argument) are said the same way,
+``hloshard: error: ... (see `hloshard CMD --help`)``, exit 2.  Ctrl-C prints ``interrupted`` and exits 130 (a running CP-SAT search stops at once,
 nothing is written; :func:`hloshard.commands.common.stop_on_interrupt`).
 """
 
@@ -76,6 +77,12 @@ class LazyGroup(click.Group):
             if filename is not None and not isinstance(exc, UsageError):
                 locate_in_module(exc, filename, module)
             click.echo(format_error(exc), err=True)
+            ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            # click's own checks of an option (a range, a choice, a missing argument): the one style of
+            # every other error, naming the help to read, instead of click's usage block
+            where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            click.echo(f"hloshard: error: {exc.format_message()} (see `{where} --help`)", err=True)
             ctx.exit(exc.exit_code)
         except RecursionError:
             click.echo("hloshard: error: input nested too deeply", err=True)

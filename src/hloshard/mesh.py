@@ -376,7 +376,7 @@ class DeviceMesh:
         user = "x".join(map(str, self.user_shape))
         if self.user_names:
             user += " (" + ", ".join(f"{a}={n}" for a, n in zip(self.user_names, self.user_shape)) + ")"
-        text = f"{user} from {self.source}"
+        text = user if self.source == "given" else f"{user} from {self.source}"   # "given": built by a caller
         if self.is_refined:
             text += (f", refined internally to {self} "
                      f"[{', '.join(self.axis_label(a) for a in range(self.ndim))}]")

@@ -37,6 +37,7 @@ import math
 import time
 from dataclasses import dataclass, field
 
+from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
 from .errors import SolveFailed, UsageError
 from .mesh import DeviceMesh, _sharding_device_count, infer_mesh, module_named_mesh
 
@@ -167,33 +168,10 @@ def _single(value, flag: str) -> str | None:
     return parts[0]
 
 
-def _work(module, mesh: DeviceMesh) -> int:
-    """A cheap proxy for the cost-graph build of ``module`` on ``mesh``: the sum over array
-    instructions of (number of enumerated layouts)^2 (resharding matrices dominate the build)."""
-    from .strategy.base import MeshInfo
-
-    info = MeshInfo(mesh)
-    total = 0
-    for instr in module.all_instructions():
-        if instr.shape.is_array:
-            total += len(info.enumerate(instr.shape.dims)) ** 2
-    return total
-
-
-def _build_work(module, mesh: DeviceMesh) -> int:
-    """What the skip rule scales the first candidate's measured build time by: the sum over array
-    instructions of the number of enumerated layouts.  Since strategies and resharding tables are shared
-    between structurally equal instructions (round 15), a build grows about linearly in the layouts, not
-    in their squares (:func:`_work`, which orders the candidates): measured in one process each
-    (round 16, new user 16's U-Net): 1-D 8 -> 2x2x2 build 0.23 -> 6.8 s (29.7x), layouts 2,024 -> 46,346
-    (22.9x), squared 5,990 -> 5,246,114 (876x, the skip said "about 324 s" and left out a mesh that builds
-    in 10 s); 2x4 -> 2x2x2 on the same module 12.4x, layouts 4.3x, squared 22x; transformer_train_step
-    7.5x / 3.2x / 12.8x; moe_layer 21x / 3.8x / 16.9x.  So it can under-estimate: a build that then passes
-    the deadline stops there (the candidate's status says so); an over-estimate instead loses a mesh."""
-    from .strategy.base import MeshInfo
-
-    info = MeshInfo(mesh)
-    return sum(len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array)
+def _work(counts: list[int]) -> int:
+    """A cheap proxy for the cost-graph build, used to order the candidates: the sum over array
+    instructions of (number of enumerated layouts)^2 (resharding matrices were the build's bulk)."""
+    return sum(n * n for n in counts)
 
 
 def search_meshes(module, filename: str, devices: int | None = None, alpha=None, beta=None,
@@ -252,7 +230,8 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         meshes.append((label, mesh, scale))
     scales = [sc for _, _, sc in meshes]
     meshes = [(label, mesh) for label, mesh, _ in meshes]
-    work = [_work(first, mesh) for _, mesh in meshes]
+    counts = [layout_counts(first, mesh) for _, mesh in meshes]
+    work = [_work(c) for c in counts]
     trials: list = [None] * len(meshes)
     start = time.monotonic()
     order = sorted(range(len(meshes)), key=lambda i: (work[i], i))
@@ -273,7 +252,7 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     head = distinct[0]
     share = max(1.0, float(time_limit) / len(order))
     _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
-    layouts = [_build_work(first, mesh) for _, mesh in meshes]
+    layouts = [_build_work(c) for c in counts]
     rate = trials[head].result.seconds_build / layouts[head] \
         if trials[head].result is not None and layouts[head] else None
     elapsed = time.monotonic() - start

@@ -129,6 +129,7 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
     from .errors import InputError
     from .hlo import parse_module, print_module
     from .hlo.attributes import Raw
+    from .sdy_mesh import SDY_RESULT_TARGETS
     from .xla_check import run_jax_child
 
     # XLA renumbers instruction names on its HLO -> StableHLO -> HLO round trip but keeps
@@ -139,6 +140,18 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
         meta[instr] = instr.attrs.get("metadata")
         quoted = instr.name.replace("\\", "\\\\").replace('"', '\\"')
         instr.set_attr("metadata", Raw('{op_name="' + quoted + '"}'))
+        if instr.custom_call_target in SDY_RESULT_TARGETS:
+            # jax's out_shardings (xla.sdy.FuncResultSharding): an output sharding, kept, in GSPMD's form
+            # (XLA's partitioner rejects xla.sdy.* custom-calls; as cost --xla hands them over,
+            # xla_compare.tag_module_text); without a sharding, propagated through as a copy
+            pins[instr] = dict(instr.attrs)
+            instr.attrs.pop("custom_call_has_side_effect", None)
+            if instr.sharding is not None:
+                instr.attrs["custom_call_target"] = Raw('"Sharding"')
+            else:
+                instr.opcode = "copy"
+                instr.attrs.pop("custom_call_target", None)
+            continue
         if instr.opcode != "parameter" and instr is not root and instr.sharding is not None \
                 and instr.name not in keep:
             saved[instr] = instr.sharding

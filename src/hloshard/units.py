@@ -12,25 +12,32 @@ _UNITS = {
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
 }
-_RE = re.compile(r"^\s*([0-9]+(?:\.[0-9]*)?|\.[0-9]+)\s*([a-zA-Z]*)\s*$")
+_RE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(text: str) -> int:
-    """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB`` (IEC suffixes are powers of two,
-    SI suffixes powers of ten, bare K/M/G/T powers of two). Returns bytes (int).
+    """Parse a byte size: ``1048576``, ``64MiB``, ``2GiB``, ``1.5GB``, ``1e9`` (IEC suffixes are powers of
+    two, SI suffixes powers of ten, bare K/M/G/T powers of two). Returns bytes (int).
 
     Raises UsageError on anything else (unknown suffix, empty), on a negative size, on a fraction of a
     byte (``1.5``, ``1.5B``: a whole number of bytes or a unit, ``1.5GiB``), and on one of 2**63 bytes
     (8 EiB) or more, which no device holds.
     """
-    if re.match(r"^\s*-\s*[0-9.]", str(text)):
-        raise UsageError(f"invalid byte size {text!r}: negative")
+    expected = f"invalid byte size {text!r}: expected an integer or a size like 64MiB, 2GiB, 1.5GB"
+    neg = re.match(r"^\s*-(.*)$", str(text))
+    if neg:   # a minus sign: -0 is zero, any other size is negative
+        m = _RE.match(neg.group(1))
+        if m is None:
+            raise UsageError(expected)
+        if float(m.group(1)) != 0.0:
+            raise UsageError(f"invalid byte size {text!r}: negative")
+        text = neg.group(1)
     m = _RE.match(str(text))
     if m and m.group(2).lower() in ("", "b") and float(m.group(1)) != int(float(m.group(1))):
         raise UsageError(f"invalid byte size {text!r}: a fraction of a byte; give a whole number of bytes "
                          f"or a unit (e.g. {m.group(1)}GiB)")
     if not m or m.group(2).lower() not in _UNITS:
-        raise UsageError(f"invalid byte size {text!r}: expected an integer or a size like 64MiB, 2GiB, 1.5GB")
+        raise UsageError(expected)
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value >= 2**63:
         raise UsageError(f"invalid byte size {text!r}: 8 EiB or more, larger than any device holds")

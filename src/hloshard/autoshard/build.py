@@ -54,7 +54,7 @@ from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
-from .resharder import PastDeadline, _Resharder
+from .resharder import PastDeadline, PastWorkLimit, _PairCount, _Resharder
 from .tiebreak import with_memory_tie_break
 from .user_shardings import user_shardings
 
@@ -181,6 +181,23 @@ def kept_coarse_cuts(module, mesh, fixed) -> list:
     return out
 
 
+def _check_work(module, ctx, nodes: list, work_limit: int) -> None:
+    """Raise :class:`BuildStopped` when the edge matrices of ``nodes`` (and the tied outputs' edges) hold
+    more than ``work_limit`` resharding pairs (:class:`~hloshard.autoshard.resharder._PairCount`: counted
+    as :class:`~hloshard.autoshard.resharder._Resharder` would price them, none priced)."""
+    counter = _PairCount(ctx, work_limit=work_limit)
+    try:
+        for g in nodes:
+            for _ in in_edges(g, ctx, counter):
+                pass
+        for _ in pay_edges(module, ctx, counter):
+            pass
+    except PastWorkLimit:
+        raise BuildStopped("edges", 0, len(nodes), 0.0, reason=(
+            f"not priced: its edge matrices hold more than {work_limit:,} resharding pairs (distinct source x "
+            f"target layouts), the build's work limit")) from None
+
+
 def _operand_leaves(opref, inputs_entry):
     """(instr, leaf, required spec) triples for one operand slot of a strategy."""
     if isinstance(opref, LeafRef):
@@ -200,9 +217,9 @@ def _leaf_shape(instr, leaf):
 
 
 class BuildStopped(SolveFailed):
-    """:func:`build_graph` passed its ``deadline`` and stopped (``status`` ``"timeout"``, exit 3 when it
-    reaches the CLI); ``done`` / ``total``: the strategy groups or edge matrices made of how many, and
-    ``phase``: ``"strategies"`` or ``"edges"``."""
+    """:func:`build_graph` passed its ``deadline`` (or its ``work_limit``) and stopped (``status``
+    ``"timeout"``, exit 3 when it reaches the CLI); ``done`` / ``total``: the strategy groups or edge
+    matrices made of how many, and ``phase``: ``"strategies"`` or ``"edges"``."""
 
     def __init__(self, phase: str, done: int, total: int, seconds: float, reason: str | None = None):
         # ``reason``: the message when the build was not started at all (coarse.coarse_first)
@@ -213,7 +230,8 @@ class BuildStopped(SolveFailed):
 
 
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
-                mesh_order_only: bool = False, deadline: float | None = None, share: bool = True) -> Graph:
+                mesh_order_only: bool = False, deadline: float | None = None, share: bool = True,
+                work_limit: int | None = None) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
 
     ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
@@ -224,7 +242,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     device or None; the problem's ``usage_limit`` is the model peak that keeps XLA within it
     (:func:`hloshard.cost.memory.model_limit`).  ``deadline``: a ``time.monotonic()`` instant; the build
     checks it after each strategy group and each node's edge matrices and raises :class:`BuildStopped`
-    once it has passed (None: no clock is read, as in deterministic mode).  ``share``: structurally
+    once it has passed (None: no clock is read, as in deterministic mode).  ``work_limit``: the most
+    resharding pairs the edge matrices may hold (distinct source x target layouts per distinct matrix,
+    :class:`~hloshard.autoshard.resharder._PairCount`), counted after the strategies and before any pair
+    is priced; more raises :class:`BuildStopped` (a count, no clock: deterministic mode's limit on the
+    build, :func:`hloshard.autoshard.coarse.work_limit`; None: none).  ``share``: structurally
     equal instructions get one strategy list (:mod:`hloshard.strategy.sharing`; False builds every
     group by its handler, the same graph more slowly).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
@@ -278,6 +300,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                 nodes.append(sg)
                 node_owner.append(instr)
 
+    if work_limit is not None:   # counted before any is priced (a pair of a 4-axis mesh can cost 0.5 ms)
+        _check_work(module, ctx, nodes, work_limit)
     resh = _Resharder(ctx, deadline)
     edges: dict = {}
     info: dict = {}
@@ -297,7 +321,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
                 follows.append((u, v))
             _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
     # ties in "pay" mode: the resharding of an output back to its parameter's layout (autoshard.aliases)
-    for u, v, m, contribution in pay_edges(module, ctx, resh):
+    try:
+        paid = list(pay_edges(module, ctx, resh))
+    except PastDeadline:
+        raise BuildStopped("edges", len(nodes), len(nodes), time.monotonic() - started) from None
+    for u, v, m, contribution in paid:
         _add_edge(edges, info, u, v, m, contribution)
 
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
@@ -384,6 +412,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.shared_groups = {"shared": sharing.hits, "built": sharing.built, "interned": sharing.interned}
     graph.kept = kept
     graph.memory_device = memory_device
+    graph.resharding_pairs = resh.pairs   # what a work_limit counts (deterministic mode's build limit)
     # entry parameters and outputs (always in HBM on a TPU: cost/tpu_layout.hbm_peak, autoshard.evaluate.peak_memory)
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):

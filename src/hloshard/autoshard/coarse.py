@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
-from ..strategy.base import StrategyGroup
+from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
 from .trivial import choose_allowed
@@ -249,6 +249,55 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
     return None if cs is None else map_start(cs, graph)
 
 
+def layout_counts(module, mesh: DeviceMesh) -> list[int]:
+    """The number of enumerated layouts (``MeshInfo.enumerate``) of each array instruction of
+    ``module`` on ``mesh``, in instruction order: what ``--mesh auto``'s candidate order
+    (:func:`hloshard.mesh_search._work`) and the build estimate (:func:`build_work`) are made of."""
+    info = MeshInfo(mesh)
+    return [len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array]
+
+
+def build_work(counts: list[int]) -> int:
+    """What a measured build time is scaled by to estimate another mesh's build (``--mesh auto``'s skip
+    rule, :func:`hloshard.mesh_search.search_meshes`, and the fine build's, :func:`coarse_first`): the sum
+    over array instructions of the number of enumerated layouts (:func:`layout_counts`).  Since strategies
+    and resharding tables are shared between structurally equal instructions (round 15), a build grows
+    about linearly in the layouts, not in their squares (:func:`hloshard.mesh_search._work`, which orders
+    the candidates): measured in one process each (round 16, new user 16's U-Net): 1-D 8 -> 2x2x2 build
+    0.23 -> 6.8 s (29.7x), layouts 2,024 -> 46,346 (22.9x), squared 5,990 -> 5,246,114 (876x, the skip said
+    "about 324 s" and left out a mesh that builds in 10 s); 2x4 -> 2x2x2 on the same module 12.4x, layouts
+    4.3x, squared 22x; transformer_train_step 7.5x / 3.2x / 12.8x; moe_layer 21x / 3.8x / 16.9x.  So it can
+    under-estimate: a build that then passes the deadline stops there; an over-estimate instead loses a
+    mesh."""
+    return sum(counts)
+
+
+def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh: DeviceMesh) -> tuple[float, float]:
+    """``(seconds, ratio)``: the fine build on ``mesh`` estimated from the coarse build on ``coarse``
+    (``coarse_seconds`` wall seconds) by :func:`build_work`'s rule, ``ratio`` = the fine mesh's layouts
+    over the coarse mesh's (a 128-partition per-device program at 16x8: 216,727 / 8,133 = 26.6x;
+    decoder2 at 2x2x2: 33,660 / 10,521 = 3.2x)."""
+    a, b = build_work(layout_counts(module, coarse)), build_work(layout_counts(module, mesh))
+    ratio = b / a if a else 1.0
+    return float(coarse_seconds) * ratio, ratio
+
+
+#: deterministic mode's limit on the fine build (:func:`work_limit`), in resharding pairs per second of
+#: ``--time-limit``: the fastest fine build measured (round 17, 2-core machine at load 7, cold caches, CPU
+#: seconds of the edge phase): fused_qkv_train_step at 2x2x2 468,385 pairs in 1.85 s (253 k/s); decoder2
+#: at 2x2x2 524,494 in 2.59 s (202 k/s); transformer_train_step 428,086 in 1.85 s (231 k/s); the other
+#: samples 18-153 k/s.  So the limit binds only where even that rate would pass the time limit (a
+#: 128-partition per-device program at 16x8: 61.3 M pairs, about 4 minutes at that rate and much more
+#: in fact: its 4-axis plans cost up to 0.5 ms each)
+PAIRS_PER_SECOND = 250_000
+
+
+def work_limit(time_limit: float) -> int:
+    """The most resharding pairs (:func:`hloshard.autoshard.build.build_graph`'s ``work_limit``) the fine
+    build may price in deterministic mode with ``time_limit`` seconds: :data:`PAIRS_PER_SECOND` per second."""
+    return int(PAIRS_PER_SECOND * max(0.0, float(time_limit)))
+
+
 @dataclass
 class CoarseFirst:
     """What :func:`coarse_first` returns: the fine ``graph`` and the coarse plan mapped onto it
@@ -288,8 +337,11 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
     and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan), and ``reprice_share`` times
     the coarse build's seconds (the re-pricing of the fine plan, which costs about what a build of the
-    module on the 1-D mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  When the fine build stops
-    (:class:`BuildStopped`), the coarse graph is solved with what is left and its plan is the answer
+    module on the 1-D mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  The fine build is not
+    started when :func:`fine_build_estimate` (the coarse build's seconds times the layouts' ratio, ``--mesh
+    auto``'s rule) says it would not end before its deadline (a 128-partition per-device program at 16x8: about
+    26x a coarse build of a few seconds; it used to run ~16 s and stop).  When the fine build stops
+    (:class:`BuildStopped`) or is not started, the coarse graph is solved with what is left and its plan is the answer
     (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
     (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
@@ -328,13 +380,23 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # what the fine plan's re-pricing will need is kept back too
     reprice = max(0.0, float(reprice_share)) * (t1 - t0)
     fine_deadline = deadline - keep_back - reprice
-    if time.monotonic() >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
-        graph, stopped = None, BuildStopped(
-            "strategies", 0, 0, 0.0,
-            reason=f"not started: after the coarse mesh's graph ({t1 - t0:.1f} s) "
-                   f"{max(0.0, deadline - time.monotonic()):.1f} s were left, less than the fine build and the "
-                   f"re-pricing of its plan are estimated to need (about {reprice:.1f} s for the re-pricing, "
-                   f"from the coarse build's seconds, and {keep_back:.1f} s kept for the coarse solve and writing)")
+    now = time.monotonic()
+    # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule), when it could start
+    estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if now < fine_deadline else (0.0, 1.0)
+    now = time.monotonic()
+    not_started = None
+    if now >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
+        not_started = (f"after the coarse mesh's graph ({t1 - t0:.1f} s) {max(0.0, deadline - now):.1f} s were left, "
+                       f"less than the fine build and the re-pricing of its plan are estimated to need (about "
+                       f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and {keep_back:.1f} s "
+                       f"kept for the coarse solve and writing)")
+    elif now + estimate > fine_deadline:   # it would stop at its deadline: not started, its time kept
+        not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the layouts of the coarse "
+                       f"mesh's graph, built in {t1 - t0:.1f} s), more than the {fine_deadline - now:.1f} s it had (the "
+                       f"time limit less {keep_back:.1f} s kept for the coarse solve and writing and {reprice:.1f} s "
+                       f"for the re-pricing)")
+    if not_started is not None:
+        graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0, reason=f"not started: {not_started}")
     else:
         try:
             graph = build_graph(module, mesh, keep, memory_budget, deadline=fine_deadline)
@@ -356,3 +418,28 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                            seconds_coarse_build=t1 - t0)
     return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1,
                        seconds_coarse_build=t1 - t0)
+
+
+def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
+                        seed: int) -> CoarseFirst:
+    """Deterministic mode's fine build (no clock is read): when ``mesh`` has a coarse mesh
+    (:func:`coarse_mesh`), the fine graph is built under :func:`work_limit` of ``time_limit``, and when its
+    edge matrices hold more pairs than that (:class:`BuildStopped` before any is priced) the coarse graph is
+    solved with the whole ``time_limit`` by ``solve`` (deterministic) and its plan is the answer
+    (``fallback``, ``stopped`` naming the limit), as :func:`coarse_first` falls back in wall-clock mode.
+    Without a coarse mesh, or when the coarse solve finds nothing, the fine graph is built without a limit
+    (as before: there is nothing else to return).  Returns a :class:`CoarseFirst` whose ``start`` is None
+    (the caller's coarse start follows the fine build as it did)."""
+    limit = work_limit(time_limit) if coarse_mesh(mesh, module) is not None else None
+    try:
+        return CoarseFirst(build_graph(module, mesh, keep, memory_budget, work_limit=limit), None)
+    except BuildStopped as exc:
+        if limit is None:
+            raise
+        stopped = exc
+    stopped.args = (f"{stopped}: {PAIRS_PER_SECOND:,} per second of --time-limit {float(time_limit):g} in "
+                    f"deterministic mode (coarse.work_limit)",)
+    cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, True)
+    if cs is None:
+        return CoarseFirst(build_graph(module, mesh, keep, memory_budget), None)
+    return CoarseFirst(None, None, fallback=cs, stopped=stopped)

@@ -14,7 +14,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, coarse_first, coarse_start
+from .coarse import COARSE_SHARE, coarse_first, coarse_start, deterministic_first
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
@@ -125,6 +125,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
+    With ``deterministic`` (no ``export_problem``) the fine build has a work limit instead, which reads no clock
+    (:func:`hloshard.autoshard.coarse.deterministic_first`): past it the coarse plan is the answer, likewise.
     ``hint``: a choice of the graph's nodes (one strategy index per node, e.g. a plan of the same module
     solved before) the solver starts from instead of the coarse plan (no coarse solve then); ignored
     when it does not fit the graph built (node or strategy counts differ).
@@ -147,6 +149,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
         graph = first.graph
+    elif not built and deterministic and not export_problem:   # under a work limit (coarse.deterministic_first)
+        det = deterministic_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed)
+        if det.graph is None:
+            return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0)
+        graph = det.graph
     elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InputError, UsageError
+from ..sdy_mesh import SDY_RESULT_TARGETS
 from ..strategy.base import leaf_shapes
 from ..units import counted
 
@@ -87,8 +88,9 @@ def check_module_shardings(module, mesh, computations=None) -> None:
 
 def user_shardings(module, keep: str, mesh, computations) -> dict:
     """Instruction -> HloSharding to keep.  ``keep``: 'all' (every annotated instruction), 'io' (entry
-    parameters, the entry root and ``Sharding`` custom-calls: XLA's default keeps parameters and outputs;
-    explicit constraints are user intent too), 'none'.  ``Sharding`` custom-calls feeding
+    parameters, the entry root, ``Sharding`` custom-calls and their Shardy forms, jax's out_shardings and
+    constraints (:data:`hloshard.sdy_mesh.SDY_RESULT_TARGETS`): XLA's default keeps parameters and
+    outputs; explicit constraints are user intent too), 'none'.  ``Sharding`` custom-calls feeding
     ``SPMDFullToShardShape`` are always kept (they define the manual region's layout).
     Raises InputError for any sharding of ``computations`` that breaks the validity rule
     (:func:`check_module_shardings`), kept or not."""
@@ -113,7 +115,10 @@ def user_shardings(module, keep: str, mesh, computations) -> dict:
             elif keep == "io":
                 if comp is entry and (instr.opcode == "parameter" or instr is entry.root):
                     keep_it = True
-                elif instr.is_sharding_constraint:
+                elif instr.is_sharding_constraint or instr.custom_call_target in SDY_RESULT_TARGETS:
+                    # jax's Shardy-mode HLO: out_shardings as xla.sdy.FuncResultSharding (the entry root is
+                    # then a get-tuple-element of a tuple of them, which pins nothing itself),
+                    # with_sharding_constraint as xla.sdy.ShardingConstraint
                     keep_it = True
             if keep_it:
                 fixed[instr] = sh

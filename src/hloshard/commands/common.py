@@ -179,3 +179,20 @@ def stop_on_interrupt():
         os.close(w)
         if old_handler is signal.SIG_DFL:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def xla_ready(module, filename: str) -> None:
+    """The check every ``--xla`` runs before its work: jax is importable
+    (:func:`hloshard.xla_check.require_jax`), and ``module`` is not already a per-device program
+    (:func:`hloshard.hlo.partitioned.is_per_device_program`: XLA's SPMD partitioner does not partition one
+    again, it fails inside with a RET_CHECK).  Raises UsageError (exit 2) naming the file."""
+    from ..errors import UsageError
+    from ..hlo.partitioned import is_per_device_program
+    from ..xla_check import require_jax
+
+    if is_per_device_program(module):
+        raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "
+                         "a per-device program (its collectives cross partitions), which XLA does not partition "
+                         "again: its collectives are the ones written, priced as they are without --xla",
+                         filename=filename)
+    require_jax()

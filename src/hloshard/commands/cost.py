@@ -31,7 +31,7 @@ import sys
 import click
 
 from ..textout import print_table, report_console
-from .common import check_outputs, note_input, show_progress, start_step, step
+from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
 from .options import device_option, mesh_options, timed_mesh_from_options
 from .progress import SolverProgress
 
@@ -243,16 +243,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     parsing.stop()
     note_input(module_file, module)
     if use_xla:
-        from ..autoshard import is_per_device_program
-        from ..errors import UsageError
-        from ..xla_check import require_jax
-
-        if is_per_device_program(module):
-            raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "
-                             "a per-device program (its collectives cross partitions), which XLA does not partition "
-                             "again: its collectives are the ones written, priced as they are without --xla",
-                             filename="<stdin>" if module_file == "-" else module_file)
-        require_jax()
+        xla_ready(module, "<stdin>" if module_file == "-" else module_file)
     with SolverProgress(show, time_limit) as progress:
         result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
                                  deterministic=False)

@@ -20,15 +20,14 @@ Examples:
 
 
 def _load(path: str, show: bool):
-    from ..hlo import parse_module
     from ..hlo.verify import verify_module
-    from ..io import read_text
+    from ..load import load_module
     from .common import note_input, step
 
     name = "<stdin>" if path == "-" else path
     note_input(path)
     with step(f"parsing {path}", show):
-        module = parse_module(read_text(path), name)
+        module = load_module(path)  # HLO text or StableHLO .mlir; jax's Shardy out_shardings read, as cost does
         verify_module(module, name)
     return module
 

@@ -51,10 +51,10 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     source location, and the best alternative shardings with the change of the module's TOTAL cost
     each would bring when its neighbourhood is re-solved (in seconds with --device)."""
     from ..explain_instruction import attach_xla, explain_instruction, render_text
-    from ..hlo import parse_module
+    from ..load import load_module
     from ..hlo.verify import verify_module
-    from ..io import read_text, write_text_atomic
-    from .common import check_outputs, note_input, show_progress, step
+    from ..io import write_text_atomic
+    from .common import check_outputs, note_input, show_progress, step, xla_ready
 
     from .cost import check_time_limit
     from .progress import SolverProgress
@@ -65,10 +65,11 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     show = show_progress(quiet)
     name = "<stdin>" if module_file == "-" else module_file
     with step(f"parsing {module_file}", show):
-        text = read_text(module_file)
-        module = parse_module(text, name)
+        module = load_module(module_file)  # HLO text or StableHLO .mlir; jax's Shardy out_shardings read
         verify_module(module, name)
     note_input(module_file, module)
+    if use_xla:
+        xla_ready(module, name)
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     with SolverProgress(show, time_limit) as progress:
         expl = explain_instruction(module, dmesh, instruction, alternatives=alternatives, why_not=why_not,

@@ -123,8 +123,9 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
         mesh=mesh, device_ids=device_ids, alpha=alpha, beta=beta,
     )
     rules = select_rules(options.select, options.ignore)
-    check_outputs(inputs=collect_paths(paths)[0], report=output)   # the report never replaces a linted file
-    result = lint_paths(paths, options)
+    collected = collect_paths(paths)
+    check_outputs(inputs=collected[0], report=output)   # the report never replaces a linted file
+    result = lint_paths(paths, options, collected=collected)
     color = fmt == "text" and output == "-" and sys.stdout.isatty()
     if result.files or fmt != "text":  # no "All checks passed" when nothing could be read
         write_text_atomic(output, render(fmt, result.findings, rules, files=len(result.files), color=color,

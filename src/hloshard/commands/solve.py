@@ -28,10 +28,11 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
-from .common import check_outputs, note_input, process_started, show_progress, start_step, step
+from .common import check_outputs, note_input, process_started, show_progress, start_step, step, xla_ready
 from .options import BYTE_SIZE, device_option, mesh_options, space_options, \
     timed_mesh_from_options
 from .progress import SolverProgress
+from ..summary import gap_percent, print_summary, status_in_words, user_warning
 
 
 class _Budget(click.ParamType):
@@ -56,53 +57,6 @@ def _tie_option(ctx, param, values):
     return tuple("matching" if str(v).strip() == "matching" else parse_tie(v) for v in values or ())
 
 
-def build_report(result, mesh, keep: str, memory_budget) -> dict:
-    """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
-    from ..autoshard import top_edges
-
-    g, sol = result.graph, result.solution
-    # objective, breakdown, memory and top edges of the shardings as written (= hloshard cost of the output)
-    w = result.written
-    eg, echoice, ev = (w.graph, w.choice, w.evaluation) if w is not None else (g, result.choice, result.evaluation)
-    gap = result.gap
-    return {
-        "status": sol.status,
-        "objective": round(ev.total, 6),
-        "solver_objective": round(result.solver_objective, 6),
-        "bound": None if result.bound is None else round(result.bound, 6),
-        # the bound and gap are of the solver's own figure; the written module's (objective) can differ
-        "bound_of": "solver_objective",
-        "gap": None if gap is None else round(gap, 6),
-        "seconds": round(result.seconds_build + result.seconds_solve, 3),
-        "seconds_build": round(result.seconds_build, 3),
-        "seconds_solve": round(result.seconds_solve, 3),
-        # the solver's own time (every solve of the budget loop): what the status line states
-        "seconds_solver": round(float(getattr(result.solution, "seconds", 0.0) or 0.0), 3),
-        "breakdown": {"compute": round(ev.compute, 6), "communication": round(ev.communication, 6),
-                      "resharding": round(ev.resharding, 6)},
-        "peak_memory_per_device": int(ev.peak_memory),
-        "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
-        "memory_budget": memory_budget,
-        # the predicted peak a plan may have under the budget (the budget less the memory model's measured
-        # under-estimate of XLA: hloshard.cost.memory.model_limit)
-        "memory_model_limit": getattr(g, "model_limit", None),
-        "keep_shardings": keep,
-        "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
-        "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
-        # the mesh `hloshard cost` prices the written module on (its own refinement of the user's mesh)
-        "written_mesh": str(w.graph.mesh) if w is not None else None,
-        "nodes": g.problem.num_nodes,
-        "edges": g.problem.num_edges,
-        "solver_nodes": g.solver_problem.num_nodes,
-        "solver_edges": g.solver_problem.num_edges,
-        "strategies": int(sum(len(c) for c in g.problem.node_costs)),
-        "cost_scale": g.cost_scale,
-        "objective_int": sol.objective,
-        "top_edges": top_edges(eg, echoice, ev),
-        "warnings": list(g.warnings),
-    }
-
-
 def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
     """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
     order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
@@ -123,15 +77,6 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
         prev = end
     out["total"] = round(prev - started, 3)
     return out
-
-
-def _time_line(report: dict) -> str | None:
-    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
-    ph = report.get("seconds_phases")
-    if not ph:
-        return None
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
-    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -156,59 +101,6 @@ def failure_report(exc, mesh, keep: str, memory_budget, seconds: float) -> dict:
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
     }
-
-
-def status_in_words(report: dict) -> str:
-    """'proven optimal in 0.4 s' / 'best found in 60 s, within 22% of optimal' / ... ."""
-    secs = report.get("seconds_solver", report.get("seconds_solve", report.get("seconds")))
-    took = "" if secs is None else (f" in {secs:.1f} s" if report["status"] == "optimal" else f" in {secs:.0f} s")
-    if report["status"] == "optimal":
-        return f"proven optimal{took}"
-    gap = report.get("gap")
-    if gap is None:
-        return f"best found{took} (no bound: distance to the optimum unknown)"
-    own = report.get("solver_objective")
-    differs = own is not None and abs(own - report.get("objective", own)) > 1e-9 * max(1.0, abs(own))
-    return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
-            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else ""))
-
-
-def gap_percent(gap: float, floor: bool = False) -> str:
-    """A gap (fraction) in words: whole percents from 1% up, two decimals below that, and under
-    0.01% "0.01%" (``floor``: "within 0.01%", a true upper bound) or "< 0.01%" (never "0.00%" or
-    "0%", which would claim a proof the solver did not make)."""
-    if gap >= 0.01:
-        return f"{gap:.0%}"
-    if gap >= 1e-4:
-        return f"{gap:.2%}"
-    return "0.01%" if floor else "< 0.01%"
-
-
-def _mesh_words(mesh: dict) -> str:
-    shape = "x".join(str(s) for s in mesh.get("shape", ()))
-    names = mesh.get("axis_names") or mesh.get("names")
-    text = shape + (f" (axes {', '.join(map(str, names))})" if names else "")
-    a, b = mesh.get("alpha"), mesh.get("beta")
-    if a is not None and b is not None:
-        text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
-    return text
-
-
-def _cost_line(report: dict) -> str:
-    if report.get("estimated_step_time_s") is not None:  # --device: seconds (hloshard.commands.timing)
-        from .timing import step_time_line
-
-        return step_time_line(report)
-    b = report["breakdown"]
-    line = (f"{report['objective']:,.2f}  (compute {b['compute']:,.2f}, communication {b['communication']:,.2f}, "
-            f"resharding {b['resharding']:,.2f})")
-    base = report.get("input_cost")
-    if base is not None:
-        change = (report["objective"] - base) / base if base else 0.0
-        line += f"\nvs {base:,.2f} for the input as given ({change:+.1%})"
-    elif report.get("input_cost_note"):
-        line += f"\n{report['input_cost_note']}"
-    return line
 
 
 def untied_state_note(module) -> str | None:
@@ -243,78 +135,6 @@ def untied_state_note(module) -> str | None:
             f"in order, or `--tie OUTPUT_INDEX=PARAM_NUMBER` one pair (e.g. {ex}{' ...' if len(pairs) > 3 else ''})")
 
 
-def _memory_line(report: dict) -> str:
-    from ..units import format_bytes
-
-    peak = report["peak_memory_per_device"]
-    line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
-    budget = report.get("memory_budget")
-    if budget:
-        line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
-        limit = report.get("memory_model_limit")
-        if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
-            line += (f"; the plan was held to {format_bytes(limit)} predicted (the budget less the memory "
-                     f"model's largest measured under-estimate of XLA) and uses {peak / limit:.0%} of that")
-    else:
-        line += "; no budget"
-    return line
-
-
-def print_summary(report: dict) -> None:
-    """The text summary on stderr: what a user needs first (files, mesh, what changed, cost against
-    the input, memory against the budget, status in words), then the dearest resharding edges."""
-    from rich.table import Table
-    from rich.text import Text
-
-    from ..textout import abbreviate_tuple, mesh_words, print_table, report_console
-
-    con = report_console(stderr=True)
-    con.print("hloshard solve", style="italic", justify="center")
-    # file paths are printed whole, never wrapped or cut (a user copies them)
-    for item in ("input", "output"):
-        con.print(Text.assemble((f"{item:<9}", "bold"), report.get(item) or "-"), soft_wrap=True)
-    t = Table(show_header=False, box=None, pad_edge=False)
-    t.add_column("item", style="bold")
-    t.add_column("value")
-    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
-    ch = report.get("changed")
-    if ch is not None:
-        t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
-                             f" ({ch['unannotated']:,} of them had none)")
-    t.add_row("cost", _cost_line(report))
-    t.add_row("memory", _memory_line(report))
-    t.add_row("status", status_in_words(report))
-    t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges; build {report['seconds_build']:.1f} s")
-    if _time_line(report):
-        t.add_row("time", _time_line(report))
-    print_table(con, t)
-    if report["top_edges"]:
-        e = Table(title="most expensive resharding edges", header_style="bold")
-        e.add_column("from")
-        e.add_column("to")
-        e.add_column("cost", justify="right")
-        e.add_column("source sharding", overflow="fold")
-        for row in report["top_edges"]:
-            e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
-        print_table(con, e)
-    if report.get("peak_tensors"):
-        pt = Table(title=f"largest tensors at peak memory ({report.get('peak_memory_at') or '-'})",
-                   header_style="bold")
-        for col in ("tensor", "shape", "sharding"):
-            pt.add_column(col, overflow="fold")
-        pt.add_column("per device", justify="right")
-        pt.add_column("share", justify="right")
-        for row in report["peak_tensors"]:
-            pt.add_row(row["name"], abbreviate_tuple(row["shape"] or ""), abbreviate_tuple(row["sharding"] or ""),
-                       format_bytes(row["bytes_per_device"]),
-                       f"{row['share']:.0%}")
-        print_table(con, pt)
-    for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
-        con.print(f"[cyan]note:[/cyan] {w}")
-    for w in report["warnings"]:
-        con.print(f"[yellow]warning:[/yellow] {_user_warning(w, report)}")
-
-
 def print_mesh_search(search) -> None:
     """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
     from rich.table import Table
@@ -347,23 +167,6 @@ def print_mesh_search(search) -> None:
     for tr in search.trials:   # why a candidate has no figures (refined twins are named in the table)
         if tr.message and not tr.same_as:
             console.print(f"note: {tr.label}: {tr.status}: {tr.message}", highlight=False, markup=False)
-
-
-def _user_warning(w: str, report: dict) -> str:
-    """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
-    if w.startswith("the solver's choice costs"):
-        internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
-        written = report.get("written_mesh")
-        if written and internal and written != "x".join(map(str, internal)):
-            why = (f"the written shardings need a finer refinement of the mesh ({written} instead of "
-                   f"{'x'.join(map(str, internal))}), on which `hloshard cost` prices them, and a sharding does "
-                   f"not pin every choice")
-        else:
-            why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
-        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
-                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
-                f"differs because {why}, and the written module is priced with the cheapest choice it allows")
-    return w
 
 
 def changed_shardings(before: dict, graph) -> dict:
@@ -516,6 +319,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
     from ..autoshard import solve_module
+    from ..autoshard.report_json import build_report
     from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
@@ -566,9 +370,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if partition_specs_file and dmesh is not None:   # specs for jax.jit: its arguments and results split evenly
         dmesh.divisible_io = True
     if use_xla:
-        from ..xla_check import require_jax
-
-        require_jax()
+        xla_ready(module, "<stdin>" if module_file == "-" else module_file)
     show = not quiet and sys.stderr.isatty()
     parsing.stop()
     note_input(module_file, module)
@@ -677,7 +479,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
             for w in report["warnings"]:
                 if w not in said:
-                    click.echo(f"warning: {_user_warning(w, report)}", err=True)
+                    click.echo(f"warning: {user_warning(w, report)}", err=True)
     elif not quiet:
         if search is not None:
             print_mesh_search(search)

@@ -1339,15 +1339,20 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
 
 
 class _Table:
-    """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps a pair of reduced
-    layout ids to its cost, ``steps`` a recorded step's id to its rounded cost for these dims."""
+    """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps the id of a
+    reduced source layout to a dict from the id of a reduced target layout to its cost (nested, so
+    that :func:`resharding_cost_table` looks a row's dict up once), ``steps`` a recorded step's id to
+    its rounded cost for these dims, ``fits`` a recorded plan's ``(dims, looked)`` to whether its
+    recipe holds for these dims (:func:`_canonical_value`)."""
 
-    __slots__ = ("mkey", "element_type", "rdims", "values", "steps")
+    __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "fits", "shape")
 
     def __init__(self, mkey, element_type: str, rdims: tuple[int, ...]):
         self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
-        self.values: dict[tuple[int, int], float] = {}
+        self.values: dict[int, dict[int, float]] = {}
         self.steps: dict[int, float] = {}
+        self.fits: dict[tuple, bool] = {}
+        self.shape = Shape(element_type, rdims)   # what the canonical pairs are planned on
 
 
 def _table(mkey, element_type: str, rdims: tuple[int, ...]) -> _Table:
@@ -1364,7 +1369,10 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
     """The cost of the canonical pair (``ia``: ``ra``, ``ib``: ``rb``) for ``table``'s dims
     (:func:`_canonical_cost` says why it is the planner's figure): remembered in the table, else
     replayed from a recorded plan whose tile counts match the dims, else planned and recorded."""
-    hit = table.values.get((ia, ib))
+    row = table.values.get(ia)
+    if row is None:
+        row = table.values[ia] = {}
+    hit = row.get(ib)
     if hit is not None:
         return hit
     rdims, element_type = table.rdims, table.element_type
@@ -1372,26 +1380,32 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
     entries = _RECIPE_CACHE.get(ckey)
     value = None
     if entries is not None:
+        fits = table.fits
         for d0, looked, ids in entries:
-            if all(d == e or (d % t == 0 and e % t == 0) for d, e, t in zip(rdims, d0, looked)):
+            fk = (d0, looked)
+            ok = fits.get(fk)
+            if ok is None:   # whether the recorded plan's tests have the same outcomes on these dims
+                ok = fits[fk] = all(d == e or (d % t == 0 and e % t == 0) for d, e, t in zip(rdims, d0, looked))
+            if ok:
                 value = _replay_ids(ids, table)
                 break
     if value is None:
-        b = _Builder(Shape(element_type, rdims), mesh, 0, False)
+        b = _Builder(table.shape, mesh, 0, False)
         b.run(ra, rb)
         value = round(float(sum(b.costs)), 6)
-        if _replay(b.recipe, element_type, rdims) == value:
-            if entries is None:
-                if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
-                    _RECIPE_CACHE.clear()
-                entries = _RECIPE_CACHE[ckey] = []
-            if len(entries) < _PLANS_PER_PAIR:
-                entries.append((rdims, tuple(b.looked), tuple(_step_id(st) for st in b.recipe)))
+        if entries is None or len(entries) < _PLANS_PER_PAIR:   # recorded only where it replays exactly
+            ids = tuple(_step_id(st) for st in b.recipe)
+            if _replay_ids(ids, table) == value:
+                if entries is None:
+                    if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
+                        _RECIPE_CACHE.clear()
+                    entries = _RECIPE_CACHE[ckey] = []
+                entries.append((rdims, tuple(b.looked), ids))
     _TABLE_SIZE[0] += 1
     if _TABLE_SIZE[0] > _TABLE_LIMIT:   # bounded memory: forget every table (they are refilled on demand)
         _TABLES.clear()
         _TABLE_SIZE[0] = 0
-    table.values[(ia, ib)] = value
+    row[ib] = value
     return value
 
 
@@ -1446,42 +1460,52 @@ def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts:
     la = [_canonical_layout(s, rank, mesh, memo) for s in srcs]
     lb = [_canonical_layout(d, rank, mesh, memo) for d in dsts]
     ma = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in la]
-    mb = [None if x is None else sum(1 << d for d, t in enumerate(x.tiles) if t > 1) for x in lb]
+    # the targets by the dims they split: a row meets each such class with one mask, so one table
+    cls: dict[int, list[int]] = {}
+    for j, y in enumerate(lb):
+        if y is not None:
+            cls.setdefault(sum(1 << d for d, t in enumerate(y.tiles) if t > 1), []).append(j)
+    classes = [(m_b, np.asarray(js, dtype=np.intp), js) for m_b, js in cls.items()]
     groups: dict[int, tuple] = {}
+    targets: dict[tuple, tuple] = {}   # (mask, target class) -> the class' reduced target ids and layouts
     planned = 0
     for i, (x, m_a) in enumerate(zip(la, ma)):
         if check is not None:
             check()
         if x is None:
             continue
-        row = [math.nan] * len(lb)
-        for j, (y, m_b) in enumerate(zip(lb, mb)):
-            if y is None:
-                continue
+        row = out[i]
+        for m_b, cols, js in classes:
             m = m_a | m_b
             g = groups.get(m)
             if g is None:
                 keep = tuple(d for d in range(rank) if m >> d & 1)
                 rdims = tuple(dims[d] for d in keep) + (math.prod(dims[d] for d in range(rank) if not m >> d & 1),)
-                g = groups[m] = (keep, _table(mkey, shape.element_type, rdims), {}, {})
-            keep, table, red_a, red_b = g
+                g = groups[m] = (keep, _table(mkey, shape.element_type, rdims), {})
+            keep, table, red_a = g
             ra = red_a.get(i)
             if ra is None:
                 ra = red_a[i] = _reduced_layout(x, keep, memo)
-            rb = red_b.get(j)
-            if rb is None:
-                rb = red_b[j] = _reduced_layout(y, keep, memo)
-            hit = table.values.get((ra[0], rb[0]))
-            if hit is None:
-                planned += 1
-                if check is not None and planned % CHECK_PLANS == 0:
-                    check()
-                try:
-                    hit = _canonical_value(table, ra[0], ra[1], rb[0], rb[1], mesh)
-                except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
-                    continue
-            row[j] = hit
-        out[i] = row
+            tk = (m, m_b)
+            tg = targets.get(tk)
+            if tg is None:
+                rbs = [_reduced_layout(lb[j], keep, memo) for j in js]
+                tg = targets[tk] = ([r[0] for r in rbs], rbs)
+            ids, rbs = tg
+            known = table.values.get(ra[0])
+            vals = [None] * len(ids) if known is None else [known.get(b) for b in ids]
+            if None in vals:
+                for k, v in enumerate(vals):
+                    if v is not None:
+                        continue
+                    planned += 1
+                    if check is not None and planned % CHECK_PLANS == 0:
+                        check()
+                    try:
+                        vals[k] = _canonical_value(table, ra[0], ra[1], ids[k], rbs[k][1], mesh)
+                    except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
+                        vals[k] = math.nan
+            row[cols] = vals
     return out
 
 

@@ -99,6 +99,16 @@ class AutoShardResult:
         kwargs.setdefault("donate_argnums", self.donate_argnums)
         return jax.jit(self.fn, in_shardings=self.in_shardings, out_shardings=self.out_shardings, **kwargs)
 
+    def summary(self, width: int | None = None) -> str:
+        """The plan in words, as ``hloshard solve`` prints it on stderr (:func:`hloshard.summary.
+        render_summary` of :attr:`report`): mesh, cost against the input as given (seconds with
+        ``device=``), memory per device against the budget, the solver's status, the dearest resharding
+        edges, the largest tensors at the peak, notes and warnings.  Plain text, ``width`` columns
+        (default :data:`hloshard.textout.TEXT_WIDTH`)."""
+        from ..summary import render_summary
+
+        return render_summary(self.report, title="hloshard.jax.auto_shard", files=False, width=width)
+
     def check(self, *args, rtol: float = 1e-4, float64: bool | None = None):
         """Do the numbers match?  Runs one step of the plan (:attr:`fn` under :attr:`in_shardings` /
         :attr:`out_shardings`, nothing donated) and of the function ``auto_shard`` was given, unsharded on
@@ -307,7 +317,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
     from ..autoshard.solve import apply_solution
-    from ..commands.solve import build_report
+    from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
     from ..load import SourceInfo
@@ -373,8 +383,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
                              device_ids=",".join(str(d.id) for d in mesh.devices.flat))
     sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
-    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.commands.timing)
-        from ..commands.options import timed_mesh_from_options
+    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
+        from ..mesh_setup import timed_mesh_from_options
         try:
             dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
                 mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
@@ -426,7 +436,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             warm.communicate()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
-        from ..commands.timing import plan_timing
+        from ..timing import plan_timing
         report.update(plan_timing(result.written or result, module, scale))
     report["peak_tensors"] = peak_tensors_of(result)
     # the plans known before the search (hloshard.jax.known) on the first solve's graph

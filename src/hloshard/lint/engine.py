@@ -135,12 +135,13 @@ def lint_text(text: str, path: str = "<string>", options: LintOptions | None = N
     return out
 
 
-def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[str]]:
+def collect_paths(paths: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """Expand the command-line paths: files as given; directories recursively, keeping ``*.hlo``
-    and ``*.txt`` files, skipping hidden directories, sorted. Returns (files, problem messages
-    ``path: reason``): a path that does not exist, or a directory holding no HLO file."""
-    files, problems = _collect(paths)
-    return files, [_message(p, reason) for p, reason in problems]
+    and ``*.txt`` files, skipping hidden directories, sorted, each file once. Returns (files,
+    problems as ``(path, reason)``): a path that does not exist, or a directory holding no HLO
+    file. ``lint_paths(..., collected=)`` takes the pair, so a caller that needs the file list
+    first (the CLI's output check) walks the directories once."""
+    return _collect(paths)
 
 
 def _message(path: str, reason: str) -> str:
@@ -198,15 +199,17 @@ def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Find
     return Finding(path, line, column, rule.code, rule.name, rule.severity, message, key="not-utf-8")
 
 
-def lint_paths(paths: Sequence[str], options: LintOptions | None = None) -> LintResult:
+def lint_paths(paths: Sequence[str], options: LintOptions | None = None, *,
+               collected: tuple[list[str], list[tuple[str, str]]] | None = None) -> LintResult:
     """Lint files and directories (directories: every ``*.hlo`` / ``*.txt`` below, sorted; ``-``
     reads standard input). Inputs that are missing or cannot be opened, and directories holding no
     HLO file, are recorded in ``LintResult.unreadable`` (the CLI exits 2) and the rest are linted.
     A file that is not UTF-8 text is linted: it gives one HS001 finding (when HS001 is selected).
+    ``collected``: ``collect_paths(paths)``'s answer when the caller has it already.
     Raises UsageError for a bad rule selection."""
     options = options or LintOptions()
     rules = select_rules(options.select, options.ignore)
-    files, problems = _collect(paths)
+    files, problems = collected if collected is not None else _collect(paths)
     result = LintResult()
     for path, reason in problems:
         result.add_unreadable(path, reason, _message(path, reason))

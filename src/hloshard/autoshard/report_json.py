@@ -1,0 +1,54 @@
+"""The report JSON of a solved plan: ``hloshard solve --report`` and ``hloshard.jax.auto_shard``'s
+``report`` start from :func:`build_report`; each adds its own fields (phases' seconds, known plans, ties).
+"""
+
+from __future__ import annotations
+
+from .evaluate import top_edges
+
+__all__ = ["build_report"]
+
+
+def build_report(result, mesh, keep: str, memory_budget) -> dict:
+    """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
+    g, sol = result.graph, result.solution
+    # objective, breakdown, memory and top edges of the shardings as written (= hloshard cost of the output)
+    w = result.written
+    eg, echoice, ev = (w.graph, w.choice, w.evaluation) if w is not None else (g, result.choice, result.evaluation)
+    gap = result.gap
+    return {
+        "status": sol.status,
+        "objective": round(ev.total, 6),
+        "solver_objective": round(result.solver_objective, 6),
+        "bound": None if result.bound is None else round(result.bound, 6),
+        # the bound and gap are of the solver's own figure; the written module's (objective) can differ
+        "bound_of": "solver_objective",
+        "gap": None if gap is None else round(gap, 6),
+        "seconds": round(result.seconds_build + result.seconds_solve, 3),
+        "seconds_build": round(result.seconds_build, 3),
+        "seconds_solve": round(result.seconds_solve, 3),
+        # the solver's own time (every solve of the budget loop): what the status line states
+        "seconds_solver": round(float(getattr(result.solution, "seconds", 0.0) or 0.0), 3),
+        "breakdown": {"compute": round(ev.compute, 6), "communication": round(ev.communication, 6),
+                      "resharding": round(ev.resharding, 6)},
+        "peak_memory_per_device": int(ev.peak_memory),
+        "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
+        "memory_budget": memory_budget,
+        # the predicted peak a plan may have under the budget (the budget less the memory model's measured
+        # under-estimate of XLA: hloshard.cost.memory.model_limit)
+        "memory_model_limit": getattr(g, "model_limit", None),
+        "keep_shardings": keep,
+        "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
+        "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),
+        # the mesh `hloshard cost` prices the written module on (its own refinement of the user's mesh)
+        "written_mesh": str(w.graph.mesh) if w is not None else None,
+        "nodes": g.problem.num_nodes,
+        "edges": g.problem.num_edges,
+        "solver_nodes": g.solver_problem.num_nodes,
+        "solver_edges": g.solver_problem.num_edges,
+        "strategies": int(sum(len(c) for c in g.problem.node_costs)),
+        "cost_scale": g.cost_scale,
+        "objective_int": sol.objective,
+        "top_edges": top_edges(eg, echoice, ev),
+        "warnings": list(g.warnings),
+    }

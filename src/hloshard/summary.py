@@ -1,0 +1,219 @@
+"""The text summary of a solve: ``hloshard solve``'s summary on stderr and
+:meth:`hloshard.jax.AutoShardResult.summary`, both from the report dict (the ``--report`` JSON).
+
+Each line is a function of the report alone (status and gap in words, cost against the input, the
+step time with ``--device``, memory against the budget, the phases' seconds), so the CLI, the JAX layer
+and tests render one text.
+"""
+
+from __future__ import annotations
+
+from .cost.steptime import format_seconds
+from .textout import abbreviate_tuple, mesh_words, print_table, report_console
+from .units import format_bytes
+
+__all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line",
+           "time_line", "step_time_line", "links_text", "user_warning"]
+
+
+def status_in_words(report: dict) -> str:
+    """'proven optimal in 0.4 s' / 'best found in 60 s, within 22% of optimal' / ... ."""
+    secs = report.get("seconds_solver", report.get("seconds_solve", report.get("seconds")))
+    took = "" if secs is None else (f" in {secs:.1f} s" if report["status"] == "optimal" else f" in {secs:.0f} s")
+    if report["status"] == "optimal":
+        return f"proven optimal{took}"
+    gap = report.get("gap")
+    if gap is None:
+        return f"best found{took} (no bound: distance to the optimum unknown)"
+    own = report.get("solver_objective")
+    differs = own is not None and abs(own - report.get("objective", own)) > 1e-9 * max(1.0, abs(own))
+    return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
+            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else ""))
+
+
+def gap_percent(gap: float, floor: bool = False) -> str:
+    """A gap (fraction) in words: whole percents from 1% up, two decimals below that, and under
+    0.01% "0.01%" (``floor``: "within 0.01%", a true upper bound) or "< 0.01%" (never "0.00%" or
+    "0%", which would claim a proof the solver did not make)."""
+    if gap >= 0.01:
+        return f"{gap:.0%}"
+    if gap >= 1e-4:
+        return f"{gap:.2%}"
+    return "0.01%" if floor else "< 0.01%"
+
+
+def time_line(report: dict) -> str | None:
+    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
+    ph = report.get("seconds_phases")
+    if not ph:
+        return None
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
+    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
+
+
+def cost_line(report: dict) -> str:
+    if report.get("estimated_step_time_s") is not None:  # --device: seconds (step_time_line)
+        return step_time_line(report)
+    b = report["breakdown"]
+    line = (f"{report['objective']:,.2f}  (compute {b['compute']:,.2f}, communication {b['communication']:,.2f}, "
+            f"resharding {b['resharding']:,.2f})")
+    base = report.get("input_cost")
+    if base is not None:
+        change = (report["objective"] - base) / base if base else 0.0
+        line += f"\nvs {base:,.2f} for the input as given ({change:+.1%})"
+    elif report.get("input_cost_note"):
+        line += f"\n{report['input_cost_note']}"
+    return line
+
+
+def memory_line(report: dict) -> str:
+    peak = report["peak_memory_per_device"]
+    line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
+    budget = report.get("memory_budget")
+    if budget:
+        line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
+        limit = report.get("memory_model_limit")
+        if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
+            line += (f"; the plan was held to {format_bytes(limit)} predicted (the budget less the memory "
+                     f"model's largest measured under-estimate of XLA) and uses {peak / limit:.0%} of that")
+    else:
+        line += "; no budget"
+    return line
+
+
+def links_text(timing: dict) -> str:
+    """``data: InfiniBand (dcn), model: NVLink (ici)``: each axis' link as the device calls it
+    (:meth:`hloshard.devices.DeviceProfile.link_name`), with its class in the mesh marks' syntax."""
+    st = timing["step_time"]
+    names = st.get("axis_link_names", {})
+    return ", ".join(f"{a}: {names[a]} ({c})" if a in names else f"{a}: {c}" for a, c in st["axis_links"].items())
+
+
+def step_time_line(timing: dict) -> str:
+    """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
+    st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
+    mfu = timing["mfu"]
+    return (f"estimated step time {format_seconds(timing['estimated_step_time_s'])} on {st['devices']} x {st['device']} "
+            f"(compute {format_seconds(b['compute_s'])} [{format_seconds(b['compute_bound_s'])} compute-bound, "
+            f"{format_seconds(b['memory_bound_s'])} memory-bound], communication {format_seconds(b['communication_s'])}, "
+            f"resharding {format_seconds(b['resharding_s'])}; no overlap; all hidden: {format_seconds(b['overlapped_step_time_s'])})"
+            f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}"
+            + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
+               "the links their replica groups cross" if st.get("per_device_program") else ""))
+
+
+def user_warning(w: str, report: dict) -> str:
+    """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
+    if w.startswith("the solver's choice costs"):
+        internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
+        written = report.get("written_mesh")
+        if written and internal and written != "x".join(map(str, internal)):
+            why = (f"the written shardings need a finer refinement of the mesh ({written} instead of "
+                   f"{'x'.join(map(str, internal))}), on which `hloshard cost` prices them, and a sharding does "
+                   f"not pin every choice")
+        else:
+            why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
+        return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
+                f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
+                f"differs because {why}, and the written module is priced with the cheapest choice it allows")
+    return w
+
+
+def plan_rows(report: dict) -> list[tuple[str, str]]:
+    """The rows only ``hloshard.jax.auto_shard``'s report has (absent keys give no row): the collective
+    bytes the plan predicts (what to hold beside XLA's count), the plans known without a search
+    (:mod:`hloshard.jax.known`) against the plan, and the tied state (results that leave in their
+    argument's layout, so a loop feeds them back without resharding)."""
+    rows = []
+    moved = report.get("predicted_collective_bytes_per_device")
+    if moved is not None:
+        rows.append(("collectives", f"{format_bytes(moved)} per device predicted (ring bytes of the plan's "
+                                    f"collectives, as XLA's partitioner counts them)"))
+    known = report.get("known_plans")
+    if known:
+        rows.append(("known plans", "; ".join(
+            f"{p['name']} {p['objective']:,.2f} at {format_bytes(p['peak_bytes'])}"
+            + ("" if p.get("feasible", True) else " (infeasible: over the memory limit or breaking a tie)")
+            for p in known) + " (cost, predicted peak per device; the search starts from the cheapest)"))
+    ties = report.get("ties")
+    if isinstance(ties, dict) and "tied" in ties:
+        rows.append(("state", f"{ties['tied']:,} results leave in the layout their argument came in "
+                              f"({ties.get('mismatches', 0):,} mismatches)"))
+    return rows
+
+
+def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
+    """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
+    ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
+    against the input, memory against the budget, status in words), then the dearest resharding edges,
+    the largest tensors at the peak, notes and warnings.  ``console``: a rich Console
+    (:func:`hloshard.textout.report_console`; default: one on stderr, as ``solve`` prints it);
+    ``files``: print the input / output lines."""
+    from rich.table import Table   # rich is imported when a summary is printed, not with the command
+    from rich.text import Text
+
+    if console is None:
+        console = report_console(stderr=True)
+    con = console
+    con.print(title, style="italic", justify="center")
+    if files:   # file paths are printed whole, never wrapped or cut (a user copies them)
+        for item in ("input", "output"):
+            con.print(Text.assemble((f"{item:<9}", "bold"), report.get(item) or "-"), soft_wrap=True)
+    t = Table(show_header=False, box=None, pad_edge=False)
+    t.add_column("item", style="bold")
+    t.add_column("value")
+    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
+    ch = report.get("changed")
+    if ch is not None:
+        t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
+                             f" ({ch['unannotated']:,} of them had none)")
+    t.add_row("cost", cost_line(report))
+    t.add_row("memory", memory_line(report))
+    t.add_row("status", status_in_words(report))
+    for name, value in plan_rows(report):
+        t.add_row(name, value)
+    if "nodes" in report:
+        build = f"; build {report['seconds_build']:.1f} s" if "seconds_build" in report else ""
+        t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges{build}")
+    if time_line(report):
+        t.add_row("time", time_line(report))
+    print_table(con, t)
+    if report.get("top_edges"):
+        e = Table(title="most expensive resharding edges", header_style="bold")
+        e.add_column("from")
+        e.add_column("to")
+        e.add_column("cost", justify="right")
+        e.add_column("source sharding", overflow="fold")
+        for row in report["top_edges"]:
+            e.add_row(row["from"], row["to"], f"{row['cost']:,.2f}", row["src_sharding"] or "")
+        print_table(con, e)
+    if report.get("peak_tensors"):
+        pt = Table(title=f"largest tensors at peak memory ({report.get('peak_memory_at') or '-'})",
+                   header_style="bold")
+        for col in ("tensor", "shape", "sharding"):
+            pt.add_column(col, overflow="fold")
+        pt.add_column("per device", justify="right")
+        pt.add_column("share", justify="right")
+        for row in report["peak_tensors"]:
+            pt.add_row(row["name"], abbreviate_tuple(row["shape"] or ""), abbreviate_tuple(row["sharding"] or ""),
+                       format_bytes(row["bytes_per_device"]),
+                       f"{row['share']:.0%}")
+        print_table(con, pt)
+    for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
+        con.print(f"[cyan]note:[/cyan] {w}")
+    for w in report.get("warnings", ()):
+        con.print(f"[yellow]warning:[/yellow] {user_warning(w, report)}")
+
+
+def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:
+    """:func:`print_summary`'s text as a string (plain, no colour or control codes; ``width``: the
+    wrapping width, default :data:`hloshard.textout.TEXT_WIDTH`)."""
+    import io
+
+    buf = io.StringIO()
+    con = report_console(buf, terminal=False)
+    if width:
+        con.width = width
+    print_summary(report, con, title=title, files=files)
+    return buf.getvalue()

@@ -1,0 +1,205 @@
+"""The step time of a plan in seconds (``cost`` / ``solve`` with ``--device``, ``auto_shard(device=)``): the
+estimated step time, its breakdown, MFU and the link class of each mesh axis, as report fields
+(:func:`plan_timing`); the summary's line is :func:`hloshard.summary.step_time_line`.
+
+The figures (:func:`plan_timing`):
+
+* **compute**: the roofline of every instruction the plan runs (:mod:`hloshard.cost.roofline`): flops of
+  its shard (the chosen strategy's compute; fused-attention calls from their operand shapes,
+  :func:`hloshard.cost.flops.attention_flops`, divided like their output) over the device's peak for its
+  dtype, against the HBM bytes it reads and writes (per-device sizes under the plan's shardings, the
+  memory model's fusion rule) over the HBM bandwidth; loop bodies once per trip;
+* **communication** and **resharding**: the cost model's figures on the mesh the device profile priced
+  (:func:`hloshard.devices.time_scale`: per-axis ring alpha / beta of the link each axis crosses), in
+  seconds;
+* step time, overlap and MFU: :func:`hloshard.cost.steptime.step_time` (no-overlap estimate, and the
+  fully-overlapped bound beside it).
+
+A module that is already a per-device program (a collective across partitions and no manual region, e.g. the corpus' GPU train steps: :func:`hloshard.autoshard.is_per_device_program`) runs whole on every device:
+it is priced with every instruction replicated on the mesh (:func:`hloshard.autoshard.replicated_evaluation`, as ``cost`` prices it), so compute is
+the whole program's and each written collective costs what its replica groups cross (a group inside one
+node on the fast links); model flops for MFU are then one device's share, and the whole job's are that
+times the device count.  Otherwise model flops are :func:`hloshard.cost.flops.model_flops` of the module.
+"""
+
+from __future__ import annotations
+
+from .autoshard.apply import instruction_sharding
+from .autoshard.build import edge_buffers
+from .autoshard.evaluate import evaluate_module, replicated_evaluation
+from .cost.collectives import collective_hbm_bytes
+from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
+from .cost.memory import bytes_per_device
+from .cost.roofline import RooflineRow, instruction_peak, roofline
+from .cost.steptime import step_time
+from .cost.tpu_fusion import fusion_rule
+from .cost.tpu_layout import padded_bytes_per_device
+from .hlo.partitioned import is_per_device_program
+from .strategy.base import COMPUTE_COST_PER_FLOP, windowed_dot_bytes
+from .xla_compare import predicted_collectives
+
+__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once"]
+
+
+def plan_roofline(result, module, profile=None):
+    """``(Roofline, result priced, per_device_program)`` of the plan ``result`` of ``module`` (module
+    docstring; a per-device program is re-evaluated replicated).  ``profile``: the
+    :class:`hloshard.devices.DeviceProfile` whose peaks and HBM bandwidth give the seconds (None: flops
+    and bytes only, the seconds are then meaningless)."""
+    per_device = is_per_device_program(module)
+    if per_device and result.method != "per-device":   # cost / diff / explain priced it so already
+        result = replicated_evaluation(module, result.graph.mesh)
+    elif _pinned_after_build(result, module):
+        # solve's coarse fallback: its plan was written with pins and not re-priced (the fine build had
+        # passed the deadline); its graph no longer matches the module, so price the written module on
+        # the graph's (coarse) mesh, as the written module of any other solve is priced
+        result = evaluate_module(module, result.graph.mesh)
+    graph, choice = result.graph, result.choice
+    node_flops: dict = {}
+    for v, g in enumerate(graph.nodes):
+        st = g.strategies[int(choice[v])]
+        node_flops[id(g.instr)] = node_flops.get(id(g.instr), 0.0) + st.flop_count()
+    sizes: dict = {}
+    per_device_bytes = padded_bytes_per_device if fusion_rule(profile).tiled_layout else bytes_per_device
+
+    def size_of(instr) -> float:
+        key = id(instr)
+        if key not in sizes:
+            try:
+                sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
+                sizes[key] = per_device_bytes(instr.shape, sharding)
+            except (KeyError, ValueError, IndexError, AttributeError):
+                sizes[key] = instr.shape.byte_size if instr.shape.is_array else 0
+        return sizes[key]
+
+    def flops_of(instr) -> float:
+        if instr.custom_call_target in FUSED_ATTENTION_TARGETS:
+            full = attention_flops(instr)
+            whole = instr.shape.byte_size if instr.shape.is_array else sum(l.byte_size for l in instr.shape.leaves())
+            return full * (size_of(instr) / whole if whole else 1.0)
+        return node_flops.get(id(instr), 0.0)
+
+    def tile_of(instr):
+        try:
+            sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
+            return tuple(instr.shape.dims) if sharding is None or not sharding.is_tiled else \
+                tuple(sharding.tile_shape(instr.shape.dims))
+        except (KeyError, ValueError, IndexError, AttributeError):
+            return None
+
+    def peak_of(instr) -> float:
+        return 1.0 if profile is None else instruction_peak(instr, profile)
+
+    roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
+                    peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth,
+                    fusion=fusion_rule(profile), tile_of=tile_of)
+    if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
+        roof.collective_bytes = plan_collective_hbm_bytes(result)
+        roof.hbm_bytes += roof.collective_bytes
+        roof.collective_bytes_once = plan_collective_hbm_bytes(result, once=True)
+    # the layout copies the memory model counts (autoshard.build.edge_buffers: dot operand copies and
+    # relayouts of gathered operands): a kernel reading and writing the copy, memory-bound
+    bandwidth = 1.0 if profile is None else profile.sustained_hbm_bandwidth
+    copies: list = []
+    if fusion_rule(profile).relayout_copies:   # not on a TPU (cost.tpu_fusion.FusionRule.relayout_copies)
+        edge_buffers(graph, choice, copies)
+    # the TPU's windowed einsum of a reduce-scattered dot (cost.tpu_fusion.windowed_einsum_bytes):
+    # re-reads and a layout copy, memory-bound, as the objective prices them (strategy.base)
+    fusion = fusion_rule(profile)
+    if fusion.windowed_reduce_scatter:
+        for v, g in enumerate(graph.nodes):
+            if g.instr.opcode == "dot":
+                extra = windowed_dot_bytes(g.instr, g.strategies[int(choice[v])], g.ops(), graph.ctx.minfo, fusion)
+                if extra:
+                    n = float(graph.ctx.weight(g.instr))
+                    moved = extra * n
+                    roof.hbm_bytes += moved
+                    roof.seconds += moved / bandwidth
+                    roof.memory_bound_s += moved / bandwidth
+                    roof.rows.append(RooflineRow(g.instr.name, "windowed-einsum", n, 0.0, moved, moved / bandwidth,
+                                                 "memory"))
+    for instr, b in copies:
+        moved = 2.0 * b
+        roof.relayout_bytes_once += moved
+        moved *= float(graph.ctx.weight(instr))
+        roof.relayout_bytes += moved
+        roof.hbm_bytes += moved
+        roof.seconds += moved / bandwidth
+        roof.memory_bound_s += moved / bandwidth
+    return roof, result, per_device
+
+
+def _pinned_after_build(result, module) -> bool:
+    """Whether ``module`` holds operand pins (:mod:`hloshard.strategy.realize`'s ``Sharding``
+    custom-calls) that ``result``'s graph did not build: the pins were written after the plan was priced."""
+    positions = result.graph.positions
+    return any(i.is_sharding_constraint and i not in positions
+               for c in module.computations for i in c.instructions)
+
+
+def plan_collective_hbm_bytes(result, once: bool = False) -> float:
+    """HBM bytes one device reads and writes for the collectives hloshard predicts for the plan
+    ``result`` (strategies' and reshardings', :func:`hloshard.xla_compare.predicted_collectives`, times
+    their executions; ``once``: each counted once, a loop body's as XLA's ``HloCostAnalysis`` counts it):
+    :func:`hloshard.cost.collectives.collective_hbm_bytes` each, operands plus result, what
+    ``HloCostAnalysis`` counts as a collective's bytes accessed on the CPU backend and the TPU compiler
+    alike (an all-to-all record's ``nbytes`` is its per-device buffer: 2 x that), plus the transposes
+    around a resharding all-to-all that move data (``CollectiveRecord.transposed_bytes``)."""
+
+    total = 0.0
+    for recs in predicted_collectives(result).values():
+        for r in recs:
+            b = 2.0 * r.nbytes if r.kind == "all-to-all" else collective_hbm_bytes(r.kind, r.nbytes, r.group_size)
+            b += r.transposed_bytes   # a resharding all-to-all's data-moving transposes (with a device)
+            total += b * (1.0 if once else r.executions)
+    return total
+
+
+def body_once(roof) -> tuple[float, float]:
+    """``(flops, HBM bytes)`` of the roofline ``roof`` with every instruction counted once, a loop
+    body's once rather than once per trip: what XLA's ``HloCostAnalysis`` (``compiled.cost_analysis()``,
+    CPU and TPU alike) counts, for a like-for-like comparison on modules with while loops (each row's
+    figures over its executions; the plan's collectives and dot operand copies once each)."""
+    flops = sum(r.flops / r.executions for r in roof.rows if r.executions > 0)
+    hbm = sum(r.hbm_bytes / r.executions for r in roof.rows if r.executions > 0)
+    return flops, hbm + roof.collective_bytes_once + roof.relayout_bytes_once
+
+
+def plan_timing(result, module, scale) -> dict:
+    """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
+    re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
+    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
+    ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
+    roofline split). Raises nothing for a well-formed result."""
+    profile = scale.profile
+    roof, result, per_device = plan_roofline(result, module, profile)
+    graph, ev = result.graph, result.evaluation
+    devices = int(graph.mesh.num_devices)
+    mf = model_flops(module)
+    if per_device:
+        mf *= devices
+    st = step_time(scale, ev.compute, ev.communication, ev.resharding, mf, devices, COMPUTE_COST_PER_FLOP,
+                   roofline=roof)
+    names = next((list(n) for n in (getattr(graph.mesh, "user_names", None), getattr(graph.mesh, "axis_names", None))
+                  if n and len(n) == len(scale.links)), [f"axis{i}" for i in range(len(scale.links))])
+    breakdown = {"compute_s": st.compute_s, "compute_bound_s": roof.compute_bound_s,
+                 "memory_bound_s": roof.memory_bound_s, "flops_at_peak_s": st.compute_flops_s,
+                 "communication_s": st.communication_s, "resharding_s": st.resharding_s,
+                 "overlapped_step_time_s": st.overlapped_step_time_s,
+                 "exposed_communication_s": st.exposed_communication_s}
+    return {
+        "estimated_step_time_s": st.estimated_step_time_s,
+        "flops_per_device": st.flops_per_device,
+        "hbm_bytes_per_device": st.hbm_bytes_per_device,
+        "mfu": st.mfu,
+        "step_time": {"device": profile.name, "peak_flops": st.peak_flops, "peak_dtype": st.peak_dtype,
+                      # the report's cost-unit figures (objective, breakdown) in seconds: x this
+                      "seconds_per_unit": scale.seconds_per_unit,
+                      "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
+                      "per_device_program": per_device,
+                      "axis_links": dict(zip(map(str, names), scale.links)),
+                      "axis_link_names": {str(a): profile.link_name(c) for a, c in zip(names, scale.links)},
+                      "overlap_model": "estimated_step_time_s: no overlap (compute + communication + "
+                                       "resharding); overlapped_step_time_s: every collective hidden",
+                      "breakdown_s": breakdown},
+    }
