@@ -37,7 +37,10 @@ ENTRY main {{
 
 
 def _by_name(text):
-    module = parse_module(text)
+    return _by_name_in(parse_module(text))
+
+
+def _by_name_in(module):
     return {i.name: i for c in module.computations for i in c.instructions}
 
 
@@ -346,3 +349,83 @@ def test_a_called_computation_is_inlined_before_tpu_fusion():
     assert called == inlined
     # the CPU rule (the memory model's) is unchanged: the call's root keeps its buffer
     assert not CPU_FUSION.is_fused(ci["r"]) and total(call, CPU_FUSION)[0] > called
+
+
+def _conv_module(out_sharding: str) -> str:
+    """A forward 3x3 convolution of a batch of 16 (b01f) under ``out_sharding``, and its filter gradient
+    (f01b_i01o->01bf: the window spans the input)."""
+    return f"""HloModule conv, num_partitions=8
+
+ENTRY e {{
+  x = f32[16,32,32,16] parameter(0), sharding={out_sharding}
+  w = f32[3,3,16,16] parameter(1){_R}
+  dy = f32[16,32,32,16] parameter(2), sharding={out_sharding}
+  y = f32[16,32,32,16] convolution(x, w), window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f, sharding={out_sharding}
+  g = f32[3,3,16,16] convolution(x, dy), window={{size=32x32 pad=1_1x1_1}}, dim_labels=f01b_i01o->01bf{_R}
+  ROOT t = (f32[16,32,32,16], f32[3,3,16,16]) tuple(y, g), sharding={{{out_sharding}, {{replicated}}}}
+}}
+"""
+
+
+def test_conv_batch_factor_pads_a_small_forward_batch_to_a_tile():
+    """conv_batch_factor: 8 / b for a forward (or input-gradient) convolution of per-device batch b < 8
+    under the TPU rule; 1 at b >= 8, for a filter gradient, under the CPU rule, without a tile, for a
+    dot."""
+    from hloshard.cost.tpu_fusion import CONV_BATCH_TILE, conv_batch_factor
+
+    ins = _by_name(_conv_module("{replicated}"))
+    y, g = ins["y"], ins["g"]
+    assert CONV_BATCH_TILE == 8
+    assert conv_batch_factor(y, (2, 32, 32, 16), TPU_FUSION) == 4.0
+    assert conv_batch_factor(y, (1, 32, 32, 16), TPU_FUSION) == 8.0
+    assert conv_batch_factor(y, (8, 32, 32, 16), TPU_FUSION) == 1.0
+    assert conv_batch_factor(y, (16, 32, 32, 16), TPU_FUSION) == 1.0
+    assert conv_batch_factor(y, (2, 32, 32, 16), CPU_FUSION) == 1.0
+    assert conv_batch_factor(y, None, TPU_FUSION) == 1.0
+    assert conv_batch_factor(y, (2, 32, 32), TPU_FUSION) == 1.0          # does not fit: no factor
+    assert conv_batch_factor(g, (3, 3, 2, 16), TPU_FUSION) == 1.0        # filter gradient (its b is C_in)
+    assert conv_batch_factor(_by_name(LN_DOT)["d"], (2, 512), TPU_FUSION) == 1.0
+
+
+def test_tpu_roofline_moves_a_convolution_batch_of_2_as_one_of_8():
+    """plan_roofline with tpu-v5e: the forward convolution split 8 ways over its batch of 16 (2 rows per
+    device) moves what the 2-way split (8 rows) moves, as the TPU compiler's chains of convolutions
+    measured (BENCHMARKS.md round 17), but for its kernel operand, scaled too (tpu_fusion's docstring);
+    the filter gradient and every kernel under h100-sxm scale with the rows. Solving with tpu-v5e prices
+    the same factor (strategy.base.strategy_hbm_bytes)."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.commands.timing import plan_roofline
+    from hloshard.mesh import DeviceMesh
+    from hloshard.strategy.base import strategy_hbm_bytes
+
+    def rows(sharding, device):
+        module = parse_module(_conv_module(sharding))
+        result = evaluate_module(module, DeviceMesh.for_module(module, "2x4"))
+        return {r.name: r.hbm_bytes for r in plan_roofline(result, module, get_profile(device))[0].rows}
+
+    eight, two = "{devices=[8,1,1,1]<=[8]}", "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"
+    tpu8, tpu2 = rows(eight, "tpu-v5e"), rows(two, "tpu-v5e")
+    kernel = 3 * 3 * 16 * 128 * 4      # w, replicated, at 128 lanes: scaled with the rest of the kernel
+    assert tpu8["y"] - 4 * kernel == tpu2["y"] - kernel > 0
+    assert (tpu8["g"] - kernel) * 4 == tpu2["g"] - kernel   # a filter gradient: no floor (its result: kernel-sized)
+    gpu8, gpu2 = rows(eight, "h100-sxm"), rows(two, "h100-sxm")
+    w = 3 * 3 * 16 * 16 * 4
+    assert (gpu8["y"] - w) * 4 == gpu2["y"] - w
+
+    # the objective's bytes of the forward convolution's strategies (solve --device tpu-v5e,
+    # strategy.base.strategy_hbm_bytes, elements unpadded): splitting the batch over both mesh axes
+    # (2 rows per device) costs what a split over the first (8 rows) does, but for the kernel operand
+    from hloshard.strategy.base import MeshInfo, Strategy
+
+    module = parse_module(_conv_module("{replicated}"))
+    minfo = MeshInfo(DeviceMesh.for_module(module, "2x4"))
+    y = _by_name_in(module)["y"]
+    whole = ((), (), (), ())
+
+    def objective_bytes(spec, fusion):
+        st = Strategy(name="s", out=spec, inputs=(spec, whole))
+        return strategy_hbm_bytes(y, st, y.operands, minfo, {}, fusion)
+
+    split8, split2 = ((0, 1), (), (), ()), ((0,), (), (), ())
+    assert objective_bytes(split8, TPU_FUSION) - 4 * w == objective_bytes(split2, TPU_FUSION) - w > 0
+    assert (objective_bytes(split8, CPU_FUSION) - w) * 4 == objective_bytes(split2, CPU_FUSION) - w

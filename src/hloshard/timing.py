@@ -79,12 +79,20 @@ def plan_roofline(result, module, profile=None):
             return full * (size_of(instr) / whole if whole else 1.0)
         return node_flops.get(id(instr), 0.0)
 
+    def tile_of(instr):
+        try:
+            sharding = instruction_sharding(graph, instr, choice) if instr in graph.positions else instr.sharding
+            return tuple(instr.shape.dims) if sharding is None or not sharding.is_tiled else \
+                tuple(sharding.tile_shape(instr.shape.dims))
+        except (KeyError, ValueError, IndexError, AttributeError):
+            return None
+
     def peak_of(instr) -> float:
         return 1.0 if profile is None else instruction_peak(instr, profile)
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth,
-                    fusion=fusion_rule(profile))
+                    fusion=fusion_rule(profile), tile_of=tile_of)
     if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
         roof.collective_bytes = plan_collective_hbm_bytes(result)
         roof.hbm_bytes += roof.collective_bytes

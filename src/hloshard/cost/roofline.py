@@ -56,7 +56,7 @@ from typing import Callable, Iterable
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .liveness import effective_users
-from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, fusion_rule, shared_join, sibling_key
+from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, conv_batch_factor, fusion_rule, shared_join, sibling_key
 
 __all__ = ["kernel_reads", "prefetched", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -250,7 +250,7 @@ def prefetched(param, rule: FusionRule) -> bool:
     return hit
 
 
-def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
+def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: Callable | None = None) -> float:
     """Bytes one device moves through HBM for one execution of ``instr`` (module docstring):
     0 when fused (a shared join, :func:`hloshard.cost.tpu_fusion.shared_join`, is written once), when computed in a dot's output
     fusion (``rule.absorbed_by``) or of a :data:`NO_TRAFFIC` opcode; else ``size_of(instr)`` (its
@@ -260,9 +260,12 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
     update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
-    (:func:`read_by_earlier_sibling`, TPU rule).  ``size_of``: instruction -> bytes per device under the plan;
+    (:func:`read_by_earlier_sibling`, TPU rule); a convolution whose per-device batch is below a tile's
+    rows moves a full tile's (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
+    ``tile_of`` is given).  ``size_of``: instruction -> bytes per device under the plan;
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
-    default)."""
+    default); ``tile_of``: instruction -> the per-device dims of its result under the plan (None: not
+    known, no batch-tile factor)."""
     if instr.opcode == "parameter" and rule.prefetch_parameters:
         size = float(size_of(instr))
         return PREFETCH_COPY_FACTOR * size if size <= PREFETCH_MAX_BYTES and prefetched(instr, rule) else 0.0
@@ -284,6 +287,8 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION) -> float:
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         total += float(size_of(o))
+    if tile_of is not None and rule.conv_batch_tile and instr.opcode == "convolution":
+        total *= conv_batch_factor(instr, tile_of(instr), rule)
     return total
 
 
@@ -344,18 +349,20 @@ class RooflinePrices:
 
 
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
-             peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION) -> Roofline:
+             peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION,
+             tile_of: Callable | None = None) -> Roofline:
     """:class:`Roofline` of ``instrs`` (each counted once, in order).
 
     ``flops_of(instr)``: flops per device of one execution; ``size_of(instr)``: bytes per device of its
     result; ``executions_of(instr)``: executions per run (loop trips); ``peak_of(instr)``: FLOP/s it runs
     at; ``hbm_bandwidth``: bytes/s; ``fusion``: the backend's fusion rule for HBM bytes
-    (:func:`hloshard.cost.tpu_fusion.fusion_rule`).  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
+    (:func:`hloshard.cost.tpu_fusion.fusion_rule`); ``tile_of(instr)``: the per-device dims of its result
+    (:func:`hbm_bytes`; None: not known).  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
     out = Roofline()
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
-        b = hbm_bytes(instr, size_of, fusion) * n
+        b = hbm_bytes(instr, size_of, fusion, tile_of) * n
         sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
         out.flops += f
         out.hbm_bytes += b

@@ -39,6 +39,25 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   of them in the computation's order (:func:`sibling_key`,
   :func:`hloshard.cost.roofline.hbm_bytes`).
 
+* **a convolution's batch in the sublanes** (:attr:`FusionRule.conv_batch_tile`,
+  :func:`conv_batch_factor`): the TPU's convolution kernels lay an activation out with its batch as the
+  second-minor (sublane) dimension of the (8, 128) tiles and its features in the lanes (the layout
+  ``{3,0,2,1}`` of a ``b01f`` activation in the optimised programs); a per-device batch below
+  :data:`CONV_BATCH_TILE` moves as many bytes as a batch of 8: the kernel's bytes (input, result,
+  epilogue, and its kernel operand too) are scaled by ``8 / b``.  Scaling the kernel operand is an
+  over-count where the weights dominate (8x8x256x256 chains: 11.9 MB per convolution at a batch of 1, 2
+  and 4, 11.1 MB at 8; the rule says 4x at 2), kept because the TPU's train steps cost more at a batch
+  of 2..7 than at 8, not as much (a 4-convolution train step, 16x16x32: 37.3 / 70.1 / 30.1 MB at a
+  batch of 2 / 4 / 8: layout changes around the convolutions that the padding alone does not give), and
+  two narrower rules (the activations only, in the convolution's kernel; the activations in every
+  kernel) left the plans of the new user's U-Net and of a held-out convolution net at their slower
+  small-batch splits (BENCHMARKS.md round 17).  Measured with chains of 3x3 ``SAME``
+  convolutions (f32, ReLU between, one chip of ``v5e``; the marginal ``bytes accessed`` of a convolution,
+  from chains of 2 and 6): 32x32x16 activations 1.42 / 2.47 / 7.35 / 2.47 / 4.57 MB at a batch of
+  1 / 2 / 4 / 8 / 16 (the same bytes at 2 as at 8; 16 adds one 8-row tile); 16x16x64 1.87 / 2.27 / 3.05
+  / 2.00 / 2.53 MB.  A filter-gradient convolution (its window spans the input, ``f01b_i01o->01bf``) has
+  no such floor: 1.65 / 7.41 / 14.75 MB at a batch of 2 / 8 / 16.
+
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
 samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
 multi-output fusion).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
@@ -65,13 +84,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..hlo.attributes import AttrError, parse_dim_labels
 from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
-           "CHEAP_FLOAT_OPS", "expensive_on_tpu"]
+           "CHEAP_FLOAT_OPS", "expensive_on_tpu", "CONV_BATCH_TILE", "conv_batch_factor"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -293,7 +313,10 @@ class FusionRule:
     ``prefetch_parameters``: whether the backend's memory-space assignment copies entry parameters into
     on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`);
     ``windowed_reduce_scatter``: whether a dot whose partial sums are scattered runs as a windowed
-    einsum loop (:func:`windowed_einsum_bytes`; the objective and the report alike)."""
+    einsum loop (:func:`windowed_einsum_bytes`; the objective and the report alike);
+    ``conv_batch_tile``: whether a convolution's kernel moves a per-device batch below
+    :data:`CONV_BATCH_TILE` as a full tile of batch rows (:func:`conv_batch_factor`; the objective and
+    the report alike)."""
 
     name: str
     is_fused: Callable
@@ -305,6 +328,7 @@ class FusionRule:
     tiled_layout: bool = False
     prefetch_parameters: bool = False
     windowed_reduce_scatter: bool = False
+    conv_batch_tile: bool = False
 
 
 def _none(instr):
@@ -314,7 +338,7 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True)
 
 
 def fusion_rule(profile) -> FusionRule:
@@ -375,3 +399,39 @@ def windowed_einsum_bytes(rule: FusionRule, group_size: int, reread: int | None,
     steps = n // 2 if n % 2 == 0 else n
     whole = lhs_bytes if reread == 0 else rhs_bytes
     return (steps - 1) * float(whole) + 2.0 * max(float(lhs_bytes), float(rhs_bytes))
+
+
+#: the batch rows of one tile of a TPU convolution's activations: the sublanes of the (8, 128) tile
+#: (:data:`hloshard.cost.tpu_layout.SUBLANES`; module docstring, "a convolution's batch in the sublanes")
+CONV_BATCH_TILE = 8
+
+
+def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
+    """How many times its elements' share of bytes the kernel of the convolution ``instr`` moves because
+    of its per-device batch (module docstring): ``CONV_BATCH_TILE / b`` when the per-device output batch
+    ``b`` (``out_tile[output_batch]``, the ``b`` of its ``dim_labels``) is below
+    :data:`CONV_BATCH_TILE`, else 1.  1 for anything but a convolution, under a rule without
+    :attr:`FusionRule.conv_batch_tile`, when ``out_tile`` (the per-device dims of ``instr``'s result) is
+    None or does not fit, for unparsable ``dim_labels``, and for a filter-gradient convolution (its
+    output has fewer spatial positions than its kernel operand: the window spans the input, and the
+    batch it contracts is not tiled this way, measured)."""
+    if not rule.conv_batch_tile or instr.opcode != "convolution" or out_tile is None or len(instr.operands) < 2:
+        return 1.0
+    try:
+        labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
+    except AttrError:
+        return 1.0
+    dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
+    if len(out_tile) != len(dims) or labels.output_batch >= len(dims) \
+            or max(labels.kernel_spatial, default=-1) >= len(rhs):
+        return 1.0
+    positions = 1
+    for d in labels.output_spatial:
+        positions *= dims[d]
+    taps = 1
+    for d in labels.kernel_spatial:
+        taps *= rhs[d]
+    batch = int(out_tile[labels.output_batch])
+    if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
+        return 1.0
+    return CONV_BATCH_TILE / batch

@@ -633,7 +633,8 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
             mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
         return whole * (mine / total if total else 1.0)
 
-    total = hbm_bytes(instr, size_of) if fusion is None else hbm_bytes(instr, size_of, fusion)
+    total = hbm_bytes(instr, size_of) if fusion is None else \
+        hbm_bytes(instr, size_of, fusion, lambda x: minfo.tile_dims(x.shape.dims, out) if x is instr and is_array(x.shape) else None)
     return total + windowed_dot_bytes(instr, st, operands, minfo, fusion)
 
 
