@@ -12,7 +12,7 @@ For every sample (``samples/NAME.pre.hlo``, mesh 2x4) and, with ``--corpus``, th
 
 For each plan (the module text, compiled for 8 partitions):
 
-* hloshard (``--device tpu-v5e``, :mod:`hloshard.commands.timing`): flops per device, HBM bytes per
+* hloshard (``--device tpu-v5e``, :mod:`hloshard.timing`): flops per device, HBM bytes per
   device (the roofline's), the roofline's compute seconds, communication + resharding seconds, the
   no-overlap step time;
 * XLA CPU: ``compiled.cost_analysis()`` flops and bytes accessed per device (:func:`hloshard.xla_cost.xla_cost`);
@@ -158,8 +158,8 @@ def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
 
 def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.options import timed_mesh_from_options
-    from hloshard.commands.timing import body_once, plan_roofline, plan_timing
+    from hloshard.mesh_setup import timed_mesh_from_options
+    from hloshard.timing import body_once, plan_roofline, plan_timing
     from hloshard.hlo import parse_module
 
     module = parse_module(text)
@@ -195,11 +195,11 @@ def roofline_seconds_once(roof) -> float:
 
 def collective_hbm_seconds(result, profile, once: bool = False) -> float:
     """Seconds one device spends moving the HBM bytes of the collectives hloshard predicts for the plan
-    (:func:`hloshard.commands.timing.plan_collective_hbm_bytes`) at the profile's sustained HBM
+    (:func:`hloshard.timing.plan_collective_hbm_bytes`) at the profile's sustained HBM
     bandwidth.  The part of the step time the TPU compiler's ``optimal_seconds`` also counts (it charges
     a collective its HBM bytes, no link time), so compute + this is hloshard's like-for-like figure.
     ``once``: each collective counted once (a loop body's not per trip)."""
-    from hloshard.commands.timing import plan_collective_hbm_bytes
+    from hloshard.timing import plan_collective_hbm_bytes
 
     return plan_collective_hbm_bytes(result, once=once) / profile.sustained_hbm_bandwidth
 
@@ -207,7 +207,7 @@ def collective_hbm_seconds(result, profile, once: bool = False) -> float:
 def solved_text(pre: pathlib.Path, mesh: str, time_limit: float, budget_is_hbm: bool = True,
                 device: str = "tpu-v5e") -> str:
     from hloshard.autoshard import solve_module
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
     from hloshard.hlo import print_module
     from hloshard.load import load_module
 

@@ -239,7 +239,7 @@ CORPUS_MAXTEXT = ROOT.parent / "shared" / "corpus" / "xla_benchmarks" / \
 
 def tpu_mesh(module, spec: str, budget: int | None = None):
     """The mesh ``--mesh spec --device tpu-v5e`` gives (memory as the TPU compiler lays it out)."""
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
 
     mesh, _scale, budget = timed_mesh_from_options(module, spec, None, None, None, DEVICE, budget)
     return mesh, budget

@@ -131,7 +131,7 @@ def test_module_mesh_refines_for_the_module_itself():
     """A mesh refined for one module (conv_layer at --mesh 8: 2x4) prices another on that module's own
     refinement (attention_6heads at --mesh 8: 2x2x2), as ``cost`` of the other module's file derives it."""
     from hloshard.autoshard.evaluate import module_mesh
-    from hloshard.commands.options import mesh_from_options
+    from hloshard.mesh_setup import mesh_from_options
     from hloshard.load import load_module
 
     conv = load_module(str(SAMPLES / "conv_layer.pre.hlo"))

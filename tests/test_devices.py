@@ -170,7 +170,7 @@ def test_missing_toml_profile(tmp_path):
 
 
 def test_timed_mesh_from_options_sets_link_costs_and_budget():
-    from hloshard.commands.options import mesh_from_options, timed_mesh_from_options
+    from hloshard.mesh_setup import mesh_from_options, timed_mesh_from_options
     from hloshard.hlo import parse_module
     text = """HloModule m, num_partitions=8
 ENTRY e {
@@ -205,7 +205,7 @@ def test_a_sub_axis_pays_the_ring_latency_of_its_own_size():
     sub-axis; the user's mesh is recovered with the whole axis' alpha (round 15: the refined mesh's
     sub-axes paid 7 steps, which made solve prefer a plan the TPU compiler puts 19% slower)."""
     from hloshard.autoshard.evaluate import module_mesh, user_mesh
-    from hloshard.commands.options import mesh_from_options, timed_mesh_from_options
+    from hloshard.mesh_setup import mesh_from_options, timed_mesh_from_options
     from hloshard.hlo import parse_module
     m = parse_module("""HloModule m, num_partitions=8
 ENTRY e {

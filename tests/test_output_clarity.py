@@ -82,7 +82,7 @@ def test_explain_describes_the_strategy_in_words(tmp_path):
 def test_describe_strategy_of_a_dot_with_a_reduction():
     """A dot split on its contracting dim: 'rows over data, all-reduce over model' and the like."""
     from hloshard.autoshard import build_graph
-    from hloshard.commands.options import mesh_from_options
+    from hloshard.mesh_setup import mesh_from_options
     from hloshard.explain_instruction import describe_strategy
     from hloshard.load import load_module
 

@@ -11,7 +11,7 @@ import pytest
 
 from hloshard import devices
 from hloshard.autoshard.solve import apply_solution, solve_module
-from hloshard.commands.timing import plan_timing
+from hloshard.timing import plan_timing
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
 from hloshard.strategy.base import COMPUTE_COST_PER_FLOP

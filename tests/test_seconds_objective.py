@@ -41,7 +41,7 @@ ENTRY e {
 
 def _graph(text: str, device: str | None, mesh: str = "2x4"):
     from hloshard.autoshard.build import build_graph
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
 
     m = parse_module(text)
     dmesh, scale, _ = timed_mesh_from_options(m, mesh, None, None, None, device)
@@ -233,7 +233,7 @@ def test_tpu_estimate_adds_back_the_concat_bitcast_sentinels():
 def _v5e_mesh(prices: bool):
     """A 2x4 mesh priced for a v5e (alpha / beta in the device's units), with or without its roofline
     prices (the HBM term of collectives comes with them)."""
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
 
     dmesh, scale, _ = timed_mesh_from_options(parse_module(SMALL), "2x4", None, None, None, "tpu-v5e")
     if not prices:

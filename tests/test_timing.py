@@ -165,7 +165,7 @@ ENTRY step {
 
 def _plan_collectives(spec: str):
     from hloshard.autoshard import solve_module
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
     from hloshard.xla_compare import predicted_collectives
 
     m = parse_module(MLP_STEP)

@@ -146,8 +146,8 @@ def test_tpu_rule_bytes_against_the_tpu_compiler_on_the_train_step():
     if why:
         pytest.skip(why)
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.options import timed_mesh_from_options
-    from hloshard.commands.timing import plan_roofline
+    from hloshard.mesh_setup import timed_mesh_from_options
+    from hloshard.timing import plan_roofline
 
     text = (SAMPLES / "transformer_train_step.propagated.hlo").read_text()
     rec = compile_for_tpu([text])[0]
@@ -214,7 +214,7 @@ def test_tpu_roofline_of_a_plan_counts_padding_and_prefetches():
     """plan_roofline with tpu-v5e: CHAIN's x and v rows are their prefetches, and a kernel on f32 rows of
     32 elements moves them at 128 lanes; with h100-sxm (the CPU rule) neither."""
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.timing import plan_roofline
+    from hloshard.timing import plan_roofline
     from hloshard.mesh import DeviceMesh
 
     def rows(text, device):
@@ -256,7 +256,7 @@ def test_a_reduce_scattered_dot_pays_the_tpu_windowed_einsum():
     carry the scattered dim (a) whole, and a layout copy of the larger operand; small operands: none.
     The all-reduce plan of the same dot and the CPU rule (h100-sxm) pay nothing of it."""
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.timing import plan_roofline
+    from hloshard.timing import plan_roofline
     from hloshard.cost.tpu_fusion import WINDOWED_EINSUM_MIN_OPERAND_BYTES, windowed_einsum_bytes, windowed_reread_operand
     from hloshard.mesh import DeviceMesh
 
@@ -394,7 +394,7 @@ def test_tpu_roofline_moves_a_convolution_batch_of_2_as_one_of_8():
     the filter gradient and every kernel under h100-sxm scale with the rows. Solving with tpu-v5e prices
     the same factor (strategy.base.strategy_hbm_bytes)."""
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.timing import plan_roofline
+    from hloshard.timing import plan_roofline
     from hloshard.mesh import DeviceMesh
     from hloshard.strategy.base import strategy_hbm_bytes
 

@@ -17,7 +17,7 @@ import pathlib
 import pytest
 
 from hloshard.autoshard import evaluate_module, solve_module
-from hloshard.commands.options import timed_mesh_from_options
+from hloshard.mesh_setup import timed_mesh_from_options
 from hloshard.cost.memory import (XLA_TPU_HEADER_BYTES, XLA_TPU_HEADER_SLOTS, XLA_TPU_LARGE_UNDERESTIMATE,
                                   XLA_TPU_OVERESTIMATE, XLA_TPU_UNDERESTIMATE, budget_for_model_limit, model_limit,
                                   xla_lower_bound)

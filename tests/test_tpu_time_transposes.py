@@ -84,7 +84,7 @@ H6_MESH = "8"
 
 def _objective(text: str) -> float:
     from hloshard.autoshard import evaluate_module
-    from hloshard.commands.options import timed_mesh_from_options
+    from hloshard.mesh_setup import timed_mesh_from_options
 
     m = parse_module(text)
     dmesh, _, _ = timed_mesh_from_options(m, H6_MESH, None, None, None, "tpu-v5e")

@@ -527,7 +527,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
     dot operand copies and the relayouts of gathered operands: kernels that read and write those bytes,
-    for the roofline, :func:`hloshard.commands.timing.plan_roofline`; the instruction is the consumer)."""
+    for the roofline, :func:`hloshard.timing.plan_roofline`; the instruction is the consumer)."""
     ivs: list = []
     sizes: list = []
     minfo = graph.ctx.minfo

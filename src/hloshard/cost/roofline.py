@@ -45,7 +45,7 @@ around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_
 :attr:`Roofline.relayout_bytes` -- and the
 producers XLA's XNNPACK reduce fusions do not take in), and the bookkeeping of loops
 (the induction variable, the loop-state copies XLA inserts); ``HloCostAnalysis`` counts a while body
-once, the roofline per trip (:func:`hloshard.commands.timing.body_once` gives the figure to compare).
+once, the roofline per trip (:func:`hloshard.timing.body_once` gives the figure to compare).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class Roofline:
     seconds of the compute-bound and memory-bound instructions; ``rows``: per instruction.
     ``collective_bytes``: the part of ``hbm_bytes`` that the plan's implicit collectives (a strategy's
     all-reduce, a resharding's all-gather: not instructions of the module) read and write, added by the
-    caller (:func:`hloshard.commands.timing.plan_roofline`); not in ``seconds`` (their time, HBM
+    caller (:func:`hloshard.timing.plan_roofline`); not in ``seconds`` (their time, HBM
     traffic included, is communication: :func:`hloshard.cost.collectives.with_hbm`);
     ``collective_bytes_once``: the same with each collective counted once (a loop body's not per trip).
     ``relayout_bytes`` (``_once``): the part of ``hbm_bytes`` (and of the memory-bound ``seconds``) that

@@ -303,7 +303,7 @@ class FusionRule:
     :func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; measured: ``conv_layer``'s f32
     activations with a minor dimension of 32 or 64 are read and written at 128 lanes, 4x / 2x their
     elements, in the TPU compiler's ``bytes accessed``) rather than at its elements' bytes: in the
-    report's roofline (:func:`hloshard.commands.timing.plan_roofline`), not in the solver's objective
+    report's roofline (:func:`hloshard.timing.plan_roofline`), not in the solver's objective
     (``strategy.base.strategy_hbm_bytes`` prices elements), because a plan that avoids padding by
     splitting a convolution's batch down to a few rows per device meets a cost the model does not
     have: the TPU's convolution emitters keep the batch in the sublanes and re-lay a small per-device
