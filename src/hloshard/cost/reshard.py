@@ -231,9 +231,12 @@ class _Layout:
     devs: np.ndarray  # shape tiles + (R,)
     _key: tuple | None = dataclasses.field(default=None, init=False, repr=False)
     _skey: tuple | None = dataclasses.field(default=None, init=False, repr=False)
+    #: devices per tile (the last axis of ``devs``)
+    rep: int = dataclasses.field(default=1, init=False, repr=False)
 
     def __post_init__(self):
         self.devs.flags.writeable = False
+        self.rep = int(self.devs.shape[-1])
 
     @property
     def key(self) -> tuple:
@@ -249,10 +252,6 @@ class _Layout:
             srt = np.sort(self.devs, axis=-1)
             self._skey = (self.tiles, srt.shape, srt.dtype.str, srt.tobytes())
         return self._skey
-
-    @property
-    def rep(self) -> int:
-        return int(self.devs.shape[-1])
 
     def positions(self) -> dict[int, tuple[int, ...]]:
         out: dict[int, tuple[int, ...]] = {}
@@ -552,7 +551,7 @@ class _Builder:
             nxt, costs, recipe, looked = hit
             self.costs.extend(costs)
             self.recipe.extend(recipe)
-            for d, t in enumerate(looked):
+            for d, t in looked:   # only the counts above 1: look() ignores the others
                 self.look(d, t)
             return nxt
         even, n_costs, n_recipe = self.even, len(self.costs), len(self.recipe)
@@ -562,7 +561,8 @@ class _Builder:
         for d, t in enumerate(looked):
             self.look(d, t)
         if even and self.even:
-            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:], tuple(looked))
+            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:],
+                               tuple((d, t) for d, t in enumerate(looked) if t > 1))
         return nxt
 
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
@@ -767,12 +767,7 @@ class _Builder:
         if src.rep > dst.rep and src.rep % dst.rep == 0:
             # slice part of the replication into dims the target splits more, so that the tile counts
             # become a permutation of the target's, then swap them with all-to-alls
-            best = None
-            for slices in _split_choices(src.tiles, dst.tiles, src.rep // dst.rep):
-                mid = tuple(t * g for t, g in zip(src.tiles, slices))
-                seq = _swap_moves(mid, dst.tiles)
-                if seq and (best is None or len(seq) < len(best[1])):
-                    best = (slices, seq)
+            best = _best_split(src.tiles, dst.tiles, src.rep // dst.rep)
             if best is not None:
                 cur = self.dynamic_slice(src, _slice_replication(src, best[0]))
                 cur = self.moves(cur, best[1])
@@ -964,7 +959,31 @@ def _sorted_groups(groups: list[list[int]]) -> list[list[int]]:
     return sorted(([int(d) for d in g] for g in groups), key=lambda g: (min(g), g))
 
 
-def _dim_move(src: Sequence[int], dst: Sequence[int]) -> tuple[int, int, int] | None:
+#: results of the pure functions of tile counts below (:func:`_counts_memo`)
+_COUNTS_MEMO: dict = {}
+
+
+def _counts_memo(fn):
+    """Memoise a pure function of tuples of tile counts and ints (its results are shared: callers do
+    not mutate them); bounded like :data:`_LAYOUT_MEMO`."""
+    name = fn.__name__
+
+    def wrapper(*args):
+        key = (name,) + args
+        hit = _COUNTS_MEMO.get(key, _MISS)
+        if hit is _MISS:
+            hit = fn(*args)
+            if len(_COUNTS_MEMO) >= _MEMO_LIMIT:
+                _COUNTS_MEMO.clear()
+            _COUNTS_MEMO[key] = hit
+        return hit
+
+    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, fn.__doc__, fn
+    return wrapper
+
+
+@_counts_memo
+def _dim_move(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, int, int] | None:
     """(source dim, target dim, k) when exactly one dim loses a factor k and one other gains it."""
     down = [d for d, (s, t) in enumerate(zip(src, dst)) if t < s]
     up = [d for d, (s, t) in enumerate(zip(src, dst)) if t > s]
@@ -979,7 +998,8 @@ def _dim_move(src: Sequence[int], dst: Sequence[int]) -> tuple[int, int, int] | 
     return i, j, k
 
 
-def _swap_moves(src: Sequence[int], dst: Sequence[int]) -> list[tuple[int, int, int]] | None:
+@_counts_memo
+def _swap_moves(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[int, int, int]] | None:
     """All-to-alls that turn tile counts ``src`` into ``dst`` when the counts of the differing dims are
     a permutation of each other: each all-to-all swaps the counts of two dims (the larger count's
     dim hands its extra factor to the other). Greedy, smallest current count first (as GSPMD orders
@@ -1033,7 +1053,8 @@ def _gather_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
     yield from rec(n - 1, total)
 
 
-def _whole_dim_gathers(tiles: Sequence[int], dst: Sequence[int], total: int):
+@_counts_memo
+def _whole_dim_gathers(tiles: tuple[int, ...], dst: tuple[int, ...], total: int) -> list[tuple[int, ...]]:
     """Sets of split dims gathered completely whose tile product is ``total``: dims the target does
     not split first, then fewer dims, then lower dims (deterministic)."""
     split = [d for d, t in enumerate(tiles) if t > 1]
@@ -1063,6 +1084,19 @@ def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
                     yield (f,) + rest
 
     yield from rec(0, total)
+
+
+@_counts_memo
+def _best_split(tiles: tuple[int, ...], dst: tuple[int, ...], total: int):
+    """The first of :func:`_split_choices` whose sliced tile counts reach ``dst`` by the fewest
+    :func:`_swap_moves`: ``(slices, moves)``, or None when none does."""
+    best = None
+    for slices in _split_choices(tiles, dst, total):
+        mid = tuple(t * g for t, g in zip(tiles, slices))
+        seq = _swap_moves(mid, dst)
+        if seq and (best is None or len(seq) < len(best[1])):
+            best = (slices, seq)
+    return best
 
 
 @_memo
@@ -1342,15 +1376,17 @@ class _Table:
     """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps the id of a
     reduced source layout to a dict from the id of a reduced target layout to its cost (nested, so
     that :func:`resharding_cost_table` looks a row's dict up once), ``steps`` a recorded step's id to
-    its rounded cost for these dims, ``fits`` a recorded plan's ``(dims, looked)`` to whether its
-    recipe holds for these dims (:func:`_canonical_value`)."""
+    its rounded cost for these dims, ``totals`` a recorded plan's step ids to its replayed total
+    (:func:`_replay_ids`), ``fits`` a recorded plan's ``(dims, looked)`` to whether its recipe holds
+    for these dims (:func:`_canonical_value`)."""
 
-    __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "fits", "shape")
+    __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "totals", "fits", "shape")
 
     def __init__(self, mkey, element_type: str, rdims: tuple[int, ...]):
         self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
         self.values: dict[int, dict[int, float]] = {}
         self.steps: dict[int, float] = {}
+        self.totals: dict[tuple[int, ...], float] = {}
         self.fits: dict[tuple, bool] = {}
         self.shape = Shape(element_type, rdims)   # what the canonical pairs are planned on
 
@@ -1420,7 +1456,10 @@ def _step_id(step: tuple) -> int:
 
 def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
     """:func:`_replay` of the recorded steps ``ids`` for ``table``'s dims, each step's rounded cost
-    remembered in the table (the same figures, rounding and summation order)."""
+    remembered in the table, and so is the total (the same figures, rounding and summation order)."""
+    hit = table.totals.get(ids)
+    if hit is not None:
+        return hit
     total = 0
     costs = table.steps
     for sid in ids:
@@ -1430,7 +1469,8 @@ def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
             c = costs[sid] = round(float(priced(_step_bytes(table.element_type, table.rdims, tiles, mult,
                                                             extra))), 6)
         total += c
-    return round(float(total), 6)
+    total = table.totals[ids] = round(float(total), 6)
+    return total
 
 
 #: :func:`resharding_cost_table`'s ``check`` is called after every this many pairs it plans: a pair not in a
@@ -1560,6 +1600,7 @@ def clear_cache() -> None:
     _STEP_IDS.clear()
     _STEPS.clear()
     _LAYOUT_MEMO.clear()
+    _COUNTS_MEMO.clear()
     _MESH_MEMO.clear()
     _MESH_TOKENS.clear()
 
