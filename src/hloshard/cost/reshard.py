@@ -450,26 +450,24 @@ class _Builder:
         #: every tile count this plan looked at divides its dim (no padding anywhere): then the same
         #: plan, re-priced by the recipe, holds for every shape whose dims share their gcd with N
         self.even = True
-        #: per dim, the lcm of every tile count a dims-dependent test of this plan looked at (the ceil of
-        #: :meth:`tile_shape`, :meth:`repads`, :meth:`repad`): when each divides the dim, every such test
-        #: had the outcome of a dim that no tile count pads (see :func:`_planned_cost`)
-        self.looked = [1] * len(self.dims)
+        #: every dims-dependent *decision* this plan made, ``(kind, dim, a, b) -> outcome``
+        #: (:func:`_decision`: :meth:`move_repads`, :meth:`repad`, an all-to-all's transposes): a plan
+        #: holds for other dims when each decision has the same outcome there (:func:`_canonical_cost`).
+        #: The padded tile sizes of :meth:`tile_shape` decide nothing: they only size a step's bytes,
+        #: which a replay recomputes from its own dims (:func:`_step_bytes`)
+        self.tests: dict[tuple[int, int, int, int], int] = {}
         #: a device prices HBM traffic: an all-to-all's data-moving transposes too (C.all_to_all_transposes)
         self.transposes = C.hbm_units_per_byte(mesh) is not None
 
     # geometry
-    def look(self, dim: int, *counts: int) -> None:
-        """Record that a dims-dependent test of this plan looked at tile ``counts`` of ``dim``."""
-        lk = self.looked
-        for t in counts:
-            if t > 1 and lk[dim] % t:
-                lk[dim] = math.lcm(lk[dim], t)
+    def decide(self, kind: int, dim: int, a: int, b: int) -> int:
+        """:func:`_decision` ``(kind, dims[dim], a, b)``, recorded in :attr:`tests`."""
+        out = self.tests[(kind, dim, a, b)] = _decision(kind, self.dims[dim], a, b)
+        return out
 
     def tile_shape(self, layout: _Layout) -> tuple[int, ...]:
-        lk = self.looked
-        for d, t in enumerate(layout.tiles):
-            if t > 1 and lk[d] % t:
-                lk[d] = math.lcm(lk[d], t)
+        """The padded per-device tile ``ceil(dims / tiles)`` of ``layout`` (clears :attr:`even` when a
+        count does not divide its dim); used only for bytes, so it records no :meth:`look`."""
         if self.even and any(n % t for n, t in zip(self.dims, layout.tiles)):
             self.even = False
         return tuple(-(-n // t) for n, t in zip(self.dims, layout.tiles))
@@ -509,10 +507,9 @@ class _Builder:
 
     def repads(self, dim: int, a: int, b: int) -> bool:
         """Going from a to b tiles on ``dim`` changes the padded size (both split): GSPMD then moves
-        the padding with extra collective-permutes (halo exchange) that this plan does not list."""
-        n = self.dims[dim]
-        self.look(dim, a, b)
-        return a > 1 and b > 1 and -(-n // a) * a != -(-n // b) * b
+        the padding with extra collective-permutes (halo exchange) that this plan does not list. Only
+        a note's test: not recorded as a decision (:meth:`move_repads` records its own)."""
+        return bool(_decision(0, self.dims[dim], a, b))
 
     def move_repads(self, tiles: Sequence[int], move: tuple[int, int, int]) -> bool:
         """True when the single all-to-all ``move`` (``(src_dim, dst_dim, k)`` from tile counts ``tiles``)
@@ -525,7 +522,7 @@ class _Builder:
         i, j, k = move
         if tiles[j] != 1 and tiles[i] // k != 1:
             return False   # both dims stay split: XLA's all-to-all with halo permutes (f32[10,6] above)
-        return self.repads(i, tiles[i], tiles[i] // k) or self.repads(j, tiles[j], tiles[j] * k)
+        return bool(self.decide(0, i, tiles[i], tiles[i] // k) or self.decide(0, j, tiles[j], tiles[j] * k))
 
     # steps
     def add(self, **kw) -> None:
@@ -548,21 +545,18 @@ class _Builder:
         key = key + (self.dims, self.shape.element_type)
         hit = self._memo.get(key)
         if hit is not None:
-            nxt, costs, recipe, looked = hit
+            nxt, costs, recipe, tests = hit
             self.costs.extend(costs)
             self.recipe.extend(recipe)
-            for d, t in looked:   # only the counts above 1: look() ignores the others
-                self.look(d, t)
+            self.tests.update(tests)
             return nxt
         even, n_costs, n_recipe = self.even, len(self.costs), len(self.recipe)
-        outer, self.looked = self.looked, [1] * len(self.dims)
+        outer, self.tests = self.tests, {}
         nxt = make()
-        looked, self.looked = self.looked, outer
-        for d, t in enumerate(looked):
-            self.look(d, t)
+        tests, self.tests = self.tests, outer
+        outer.update(tests)
         if even and self.even:
-            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:],
-                               tuple((d, t) for d, t in enumerate(looked) if t > 1))
+            self._memo[key] = (nxt, self.costs[n_costs:], self.recipe[n_recipe:], tuple(tests.items()))
         return nxt
 
     def all_gather(self, cur: _Layout, dim: int, factor: int) -> _Layout:
@@ -601,7 +595,7 @@ class _Builder:
         device holds is off by :func:`_repad_shift` elements when the padded sizes differ: GSPMD then
         shifts it into place with a collective-permute of that many elements of the new tile (measured:
         ``f32[10,64]`` from 4 to 2 row tiles moves one row, ``f32[6,64]`` from 2 to 8 moves one row)."""
-        self.look(dim, a, b)
+        self.decide(1, dim, a, b)
         shift = _repad_shift(self.dims[dim], a, b)
         if shift <= 0:
             return
@@ -643,8 +637,8 @@ class _Builder:
         t = 0
         if axes and self.transposes:
             t, looked = C.all_to_all_transposes(in_shape, src_dim, dst_dim, k)
-            for d, _ in looked:   # a replay must see the same sizes 1 / above 1 (twice the tile count divides)
-                self.look(d, 2 * (nxt.tiles[d] if d == dst_dim else cur.tiles[d]))   # dst_dim: after the exchange
+            for d, _ in looked:   # a replay must see the same sizes 1 / above 1: dim > its tile count
+                self.decide(2, d, nxt.tiles[d] if d == dst_dim else cur.tiles[d], 0)   # dst_dim: after the exchange
                 self.even = False    # the test read sizes, not tile counts: no replay by gcd (_planned_cost)
         kw = {"transposes": t} if t else {}
         cost = self.charge(cost_b, cur.tiles, k, ("all-to-all", axes, k, t), C.all_to_all_cost, axes,
@@ -951,6 +945,26 @@ def _repad_shift(n: int, a: int, b: int) -> int:
     return worst
 
 
+def _decision(kind: int, n: int, a: int, b: int) -> int:
+    """The outcome of one dims-dependent decision of the planner on a dim of size ``n``:
+
+    - kind 0, :meth:`_Builder.move_repads`: 1 when re-tiling from ``a`` to ``b`` padded tiles (both
+      above 1) changes the padded size ``ceil(n / t) * t``, else 0;
+    - kind 1, :meth:`_Builder.repad`: 0 when the data needs no shift (:func:`_repad_shift`), else the
+      elements of the new tile the re-pad permute moves, ``min(shift, ceil(n / b))`` (>= 1; what its
+      recorded step charges, :func:`_step_bytes`);
+    - kind 2, an all-to-all's transposes (:func:`collectives.all_to_all_transposes`): whether the
+      padded per-device size ``ceil(n / a)`` is above 1, i.e. ``n > a`` (``b`` unused).
+
+    Two dims with the same outcome of every decision a plan made get the same plan."""
+    if kind == 0:
+        return int(a > 1 and b > 1 and -(-n // a) * a != -(-n // b) * b)
+    if kind == 1:
+        shift = _repad_shift(n, a, b)
+        return min(shift, -(-n // b)) if shift > 0 else 0
+    return int(n > a)
+
+
 def _flat_permute_cost(mesh, nbytes: int) -> float:
     return max(float(a) for a in mesh.alpha) + max(float(b) for b in mesh.beta) * nbytes
 
@@ -1236,6 +1250,10 @@ _TABLE_LIMIT = 1 << 21
 #: recorded plan steps ``(priced, tiles, mult, extra)`` -> index in :data:`_STEPS`
 _STEP_IDS: dict[tuple, int] = {}
 _STEPS: list[tuple] = []
+#: a recorded plan's decisions (sorted ``((kind, dim, a, b), outcome)`` items of ``_Builder.tests``) ->
+#: index in :data:`_TESTS`
+_TESTS_IDS: dict[tuple, int] = {}
+_TESTS: list[tuple] = []
 
 
 def resharding_cost(shape: Shape | str, src: HloSharding, dst: HloSharding, mesh) -> float:
@@ -1350,26 +1368,38 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
        ``tile_bytes(ceil(dims / tiles))`` with tile 1 on those dims: the product of the dropped dims as
        one trailing dim gives the same integer. So the reduced problem charges the same steps with the
        same cost functions on the same bytes, in the same order.
-    2. *One plan serves many shapes of the pair.* The planner reads the dims only in tests of a dim
-       against tile counts (the ceil of ``tile_shape``, ``repads``, ``_repad_shift``) and in the bytes
-       of its steps; ``_Builder.looked`` records, per dim, the lcm ``L`` of every count such a test
-       looked at (also through memoised steps). Take a plan recorded on dims ``D0`` and other dims ``D``
-       with, per dim, either ``D[d] == D0[d]``, or ``L[d]`` dividing both (then each test on that dim
-       has the no-padding outcome for both: ceil exact, no re-pad, shift 0). By induction over the run,
-       the planner on ``D`` makes the same tests on the same counts with the same outcomes, hence the
-       same steps (re-pad permutes included, only on dims equal in ``D0``); :func:`_replay` recomputes
-       each step's bytes from ``D`` as the step does (:func:`_step_bytes`) and its cost with the same
-       function, rounding and summation order. Shapes that match no recorded plan are planned (reduced,
+    2. *One plan serves many shapes of the pair.* The planner reads the dims only in decisions that
+       test one dim against tile counts (:func:`_decision`: whether an all-to-all move re-pads, the
+       elements a re-pad permute moves, which padded sizes an all-to-all's transposes see above 1) and
+       in the bytes of its steps (the ceil of ``tile_shape``, which decides nothing: the notes'
+       ``repads`` tests change no cost); ``_Builder.tests`` records every decision with its outcome
+       (also through memoised steps). Take a plan recorded on dims ``D0`` and other dims ``D`` on which
+       every recorded decision has the same outcome. By induction over the run, the planner on ``D``
+       makes the same decisions with the same outcomes (the first one that differed would be recorded),
+       hence the same steps (re-pad permutes included, moving the same number of elements);
+       :func:`_replay` recomputes each step's bytes from ``D`` as the step does (:func:`_step_bytes`)
+       and its cost with the same function, rounding and summation order. So a plan on a dim that a
+       tile count pads (the 6 heads of a model over 4 devices) serves the even dims of another table
+       wherever the padding decided nothing. Shapes that match no recorded plan are planned (reduced,
        by 1), and their plan is recorded too (up to :data:`_PLANS_PER_PAIR` per pair).
 
     ``tests/test_reshard_cache.py`` checks this figure against a fresh full plan on random pairs."""
-    keep = tuple(d for d in range(len(dims)) if la.tiles[d] > 1 or lb.tiles[d] > 1)
-    if keep and C.hbm_units_per_byte(mesh) is not None:   # all-to-all transposes read the dims before a split one
-        keep = tuple(d for d in range(keep[-1] + 1) if d in keep or dims[d] > 1)
-    rdims = tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
+    keep, rdims = _canonical_dims(dims, tuple(d for d in range(len(dims)) if la.tiles[d] > 1 or lb.tiles[d] > 1),
+                                  mesh)
     ia, ra = _reduced_layout(la, keep, memo)
     ib, rb = _reduced_layout(lb, keep, memo)
     return _canonical_value(_table(mkey, element_type, rdims), ia, ra, ib, rb, mesh)
+
+
+def _canonical_dims(dims: tuple[int, ...], split: tuple[int, ...], mesh) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The dims a canonical pair keeps (``split``: the dims either side splits, ascending) and its reduced
+    dims (the kept ones, then the product of the others). On a mesh that prices HBM the dims of size
+    above 1 before the last split one are kept too: an all-to-all's transposes read them
+    (:func:`collectives.all_to_all_transposes`)."""
+    keep = split
+    if keep and C.hbm_units_per_byte(mesh) is not None:
+        keep = tuple(d for d in range(keep[-1] + 1) if d in keep or dims[d] > 1)
+    return keep, tuple(dims[d] for d in keep) + (math.prod(d for i, d in enumerate(dims) if i not in keep),)
 
 
 class _Table:
@@ -1377,8 +1407,8 @@ class _Table:
     reduced source layout to a dict from the id of a reduced target layout to its cost (nested, so
     that :func:`resharding_cost_table` looks a row's dict up once), ``steps`` a recorded step's id to
     its rounded cost for these dims, ``totals`` a recorded plan's step ids to its replayed total
-    (:func:`_replay_ids`), ``fits`` a recorded plan's ``(dims, looked)`` to whether its recipe holds
-    for these dims (:func:`_canonical_value`)."""
+    (:func:`_replay_ids`), ``fits`` the id of a recorded plan's decisions (:data:`_TESTS`) to whether
+    they have the same outcomes on these dims (:func:`_canonical_value`)."""
 
     __slots__ = ("mkey", "element_type", "rdims", "values", "steps", "totals", "fits", "shape")
 
@@ -1387,7 +1417,7 @@ class _Table:
         self.values: dict[int, dict[int, float]] = {}
         self.steps: dict[int, float] = {}
         self.totals: dict[tuple[int, ...], float] = {}
-        self.fits: dict[tuple, bool] = {}
+        self.fits: dict[int, bool] = {}
         self.shape = Shape(element_type, rdims)   # what the canonical pairs are planned on
 
 
@@ -1417,11 +1447,10 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
     value = None
     if entries is not None:
         fits = table.fits
-        for d0, looked, ids in entries:
-            fk = (d0, looked)
-            ok = fits.get(fk)
-            if ok is None:   # whether the recorded plan's tests have the same outcomes on these dims
-                ok = fits[fk] = all(d == e or (d % t == 0 and e % t == 0) for d, e, t in zip(rdims, d0, looked))
+        for tid, ids in entries:
+            ok = fits.get(tid)
+            if ok is None:   # whether the recorded plan's decisions have the same outcomes on these dims
+                ok = fits[tid] = all(_decision(kind, rdims[d], a, b) == out for (kind, d, a, b), out in _TESTS[tid])
             if ok:
                 value = _replay_ids(ids, table)
                 break
@@ -1436,7 +1465,7 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
                     if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
                         _RECIPE_CACHE.clear()
                     entries = _RECIPE_CACHE[ckey] = []
-                entries.append((rdims, tuple(b.looked), ids))
+                entries.append((_tests_id(tuple(sorted(b.tests.items()))), ids))
     _TABLE_SIZE[0] += 1
     if _TABLE_SIZE[0] > _TABLE_LIMIT:   # bounded memory: forget every table (they are refilled on demand)
         _TABLES.clear()
@@ -1451,6 +1480,15 @@ def _step_id(step: tuple) -> int:
     if hit is None:
         hit = _STEP_IDS[step] = len(_STEPS)
         _STEPS.append(step)
+    return hit
+
+
+def _tests_id(tests: tuple) -> int:
+    """A small int naming a plan's decisions ``((kind, dim, a, b), outcome), ...`` (:data:`_TESTS`)."""
+    hit = _TESTS_IDS.get(tests)
+    if hit is None:
+        hit = _TESTS_IDS[tests] = len(_TESTS)
+        _TESTS.append(tests)
     return hit
 
 
@@ -1518,9 +1556,8 @@ def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts:
         for m_b, cols, js in classes:
             m = m_a | m_b
             g = groups.get(m)
-            if g is None:
-                keep = tuple(d for d in range(rank) if m >> d & 1)
-                rdims = tuple(dims[d] for d in keep) + (math.prod(dims[d] for d in range(rank) if not m >> d & 1),)
+            if g is None:   # the same reduction as _canonical_cost's
+                keep, rdims = _canonical_dims(dims, tuple(d for d in range(rank) if m >> d & 1), mesh)
                 g = groups[m] = (keep, _table(mkey, shape.element_type, rdims), {})
             keep, table, red_a = g
             ra = red_a.get(i)
@@ -1599,6 +1636,8 @@ def clear_cache() -> None:
     _TABLE_SIZE[0] = 0
     _STEP_IDS.clear()
     _STEPS.clear()
+    _TESTS_IDS.clear()
+    _TESTS.clear()
     _LAYOUT_MEMO.clear()
     _COUNTS_MEMO.clear()
     _MESH_MEMO.clear()
