@@ -499,6 +499,19 @@ class _Builder:
         ax = tuple(sorted(axes))
         return ax, True
 
+    def pair_axes(self, pairs: Sequence[tuple[int, int]]) -> tuple[tuple[int, ...], ...]:
+        """The distinct tuples of mesh axes along which a moving pair's devices differ (all devices on
+        the mesh): ``collectives.collective_permute_cost`` is a function of these alone (per pair the
+        sum over its axes in axis order, then the max over pairs), so permutes with the same tuples
+        share one priced cost function (the same floats)."""
+        coords = self._coords
+        out = set()
+        for x, y in pairs:
+            cx, cy = coords[x], coords[y]
+            out.add(tuple(i for i, (a, c) in enumerate(zip(cx, cy)) if a != c))
+        out.discard(())
+        return tuple(sorted(out))
+
     def group_axes(self, groups: list[list[int]]) -> tuple[tuple[int, ...], bool]:
         ax, ok = self.axes_of(groups)
         n = len(groups[0]) if groups else 1
@@ -610,8 +623,8 @@ class _Builder:
         axes, ok = self.axes_of(pairs)
         extra = (1, dim, shape[dim])
         if ok:
-            cost = self.charge(nbytes, nxt.tiles, 1, ("repad-permute", nxt.key, dim), C.collective_permute_cost,
-                               pairs, extra=extra)
+            cost = self.charge(nbytes, nxt.tiles, 1, ("collective-permute", self.pair_axes(pairs)),
+                               C.collective_permute_cost, pairs, extra=extra)
         else:
             cost = self.charge(nbytes, nxt.tiles, 1, ("flat-permute",), _flat_permute_cost, extra=extra)
         self.add(kind="collective-permute", dims=(dim,), mesh_axes=axes, replica_groups=[],
@@ -665,12 +678,13 @@ class _Builder:
         if hit is None:
             pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
             moving = [(a, b) for a, b in pairs if a != b]
-            hit = self._memo[key] = (pairs, moving) + self.axes_of(moving)
-        pairs, moving, axes, ok = hit
+            axes, ok = self.axes_of(moving)
+            hit = self._memo[key] = (pairs, moving, axes, ok, self.pair_axes(moving) if ok else None)
+        pairs, moving, axes, ok, signature = hit
         shape = self.tile_shape(cur)
         b = self.nbytes(shape)
         if ok:
-            cost = self.charge(b, cur.tiles, 1, ("collective-permute", cur.key, nxt.key),
+            cost = self.charge(b, cur.tiles, 1, ("collective-permute", signature),
                                C.collective_permute_cost, moving)
         else:
             cost = self.charge(b, cur.tiles, 1, ("flat-permute",), _flat_permute_cost)
@@ -1250,6 +1264,9 @@ _TABLE_LIMIT = 1 << 21
 #: recorded plan steps ``(priced, tiles, mult, extra)`` -> index in :data:`_STEPS`
 _STEP_IDS: dict[tuple, int] = {}
 _STEPS: list[tuple] = []
+#: a recorded plan's steps (a tuple of step ids) -> index in :data:`_RECIPES`
+_RECIPE_IDS: dict[tuple, int] = {}
+_RECIPES: list[tuple] = []
 #: a recorded plan's decisions (sorted ``((kind, dim, a, b), outcome)`` items of ``_Builder.tests``) ->
 #: index in :data:`_TESTS`
 _TESTS_IDS: dict[tuple, int] = {}
@@ -1406,7 +1423,7 @@ class _Table:
     """The canonical costs of one (mesh, element type, reduced dims): ``values`` maps the id of a
     reduced source layout to a dict from the id of a reduced target layout to its cost (nested, so
     that :func:`resharding_cost_table` looks a row's dict up once), ``steps`` a recorded step's id to
-    its rounded cost for these dims, ``totals`` a recorded plan's step ids to its replayed total
+    its rounded cost for these dims, ``totals`` a recorded plan's id (:data:`_RECIPES`) to its replayed total
     (:func:`_replay_ids`), ``fits`` the id of a recorded plan's decisions (:data:`_TESTS`) to whether
     they have the same outcomes on these dims (:func:`_canonical_value`)."""
 
@@ -1416,7 +1433,7 @@ class _Table:
         self.mkey, self.element_type, self.rdims = mkey, element_type, rdims
         self.values: dict[int, dict[int, float]] = {}
         self.steps: dict[int, float] = {}
-        self.totals: dict[tuple[int, ...], float] = {}
+        self.totals: dict[int, float] = {}
         self.fits: dict[int, bool] = {}
         self.shape = Shape(element_type, rdims)   # what the canonical pairs are planned on
 
@@ -1434,7 +1451,8 @@ def _table(mkey, element_type: str, rdims: tuple[int, ...]) -> _Table:
 def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, mesh) -> float:
     """The cost of the canonical pair (``ia``: ``ra``, ``ib``: ``rb``) for ``table``'s dims
     (:func:`_canonical_cost` says why it is the planner's figure): remembered in the table, else
-    replayed from a recorded plan whose tile counts match the dims, else planned and recorded."""
+    replayed from a recorded plan whose decisions have the same outcomes on the dims, else planned and
+    recorded."""
     row = table.values.get(ia)
     if row is None:
         row = table.values[ia] = {}
@@ -1447,25 +1465,27 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
     value = None
     if entries is not None:
         fits = table.fits
-        for tid, ids in entries:
+        for tid, rid in entries:
             ok = fits.get(tid)
             if ok is None:   # whether the recorded plan's decisions have the same outcomes on these dims
                 ok = fits[tid] = all(_decision(kind, rdims[d], a, b) == out for (kind, d, a, b), out in _TESTS[tid])
             if ok:
-                value = _replay_ids(ids, table)
+                value = table.totals.get(rid)
+                if value is None:
+                    value = _replay_ids(rid, table)
                 break
     if value is None:
         b = _Builder(table.shape, mesh, 0, False)
         b.run(ra, rb)
         value = round(float(sum(b.costs)), 6)
         if entries is None or len(entries) < _PLANS_PER_PAIR:   # recorded only where it replays exactly
-            ids = tuple(_step_id(st) for st in b.recipe)
-            if _replay_ids(ids, table) == value:
+            rid = _interned(tuple(_interned(st, _STEP_IDS, _STEPS) for st in b.recipe), _RECIPE_IDS, _RECIPES)
+            if _replay_ids(rid, table) == value:
                 if entries is None:
                     if len(_RECIPE_CACHE) >= _CACHE_LIMIT:
                         _RECIPE_CACHE.clear()
                     entries = _RECIPE_CACHE[ckey] = []
-                entries.append((_tests_id(tuple(sorted(b.tests.items()))), ids))
+                entries.append((_interned(tuple(sorted(b.tests.items())), _TESTS_IDS, _TESTS), rid))
     _TABLE_SIZE[0] += 1
     if _TABLE_SIZE[0] > _TABLE_LIMIT:   # bounded memory: forget every table (they are refilled on demand)
         _TABLES.clear()
@@ -1474,30 +1494,24 @@ def _canonical_value(table: _Table, ia: int, ra: _Layout, ib: int, rb: _Layout, 
     return value
 
 
-def _step_id(step: tuple) -> int:
-    """A small int naming a recorded step ``(priced, tiles, mult, extra)`` (:data:`_STEPS`)."""
-    hit = _STEP_IDS.get(step)
+def _interned(item: tuple, ids: dict[tuple, int], items: list[tuple]) -> int:
+    """A small int naming ``item`` (its index in ``items``; ``ids`` maps each item to it): a recorded step
+    (:data:`_STEPS`), a plan's steps (:data:`_RECIPES`) or its decisions (:data:`_TESTS`)."""
+    hit = ids.get(item)
     if hit is None:
-        hit = _STEP_IDS[step] = len(_STEPS)
-        _STEPS.append(step)
+        hit = ids[item] = len(items)
+        items.append(item)
     return hit
 
 
-def _tests_id(tests: tuple) -> int:
-    """A small int naming a plan's decisions ``((kind, dim, a, b), outcome), ...`` (:data:`_TESTS`)."""
-    hit = _TESTS_IDS.get(tests)
-    if hit is None:
-        hit = _TESTS_IDS[tests] = len(_TESTS)
-        _TESTS.append(tests)
-    return hit
-
-
-def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
-    """:func:`_replay` of the recorded steps ``ids`` for ``table``'s dims, each step's rounded cost
-    remembered in the table, and so is the total (the same figures, rounding and summation order)."""
-    hit = table.totals.get(ids)
+def _replay_ids(rid: int, table: _Table) -> float:
+    """:func:`_replay` of the recorded plan ``rid`` (its step ids, :data:`_RECIPES`) for ``table``'s dims,
+    each step's rounded cost remembered in the table, and so is the total (the same figures, rounding
+    and summation order)."""
+    hit = table.totals.get(rid)
     if hit is not None:
         return hit
+    ids = _RECIPES[rid]
     total = 0
     costs = table.steps
     for sid in ids:
@@ -1507,7 +1521,7 @@ def _replay_ids(ids: tuple[int, ...], table: _Table) -> float:
             c = costs[sid] = round(float(priced(_step_bytes(table.element_type, table.rdims, tiles, mult,
                                                             extra))), 6)
         total += c
-    total = table.totals[ids] = round(float(total), 6)
+    total = table.totals[rid] = round(float(total), 6)
     return total
 
 
@@ -1638,6 +1652,8 @@ def clear_cache() -> None:
     _STEPS.clear()
     _TESTS_IDS.clear()
     _TESTS.clear()
+    _RECIPE_IDS.clear()
+    _RECIPES.clear()
     _LAYOUT_MEMO.clear()
     _COUNTS_MEMO.clear()
     _MESH_MEMO.clear()
