@@ -618,8 +618,8 @@ class _Builder:
         shape[dim] = min(shift, shape[dim])
         nbytes = per * shape[dim]
         devs = np.moveaxis(nxt.devs, dim, 0)
-        pairs = [(int(x), int(y)) for t in range(1, devs.shape[0])
-                 for x, y in zip(devs[t - 1].ravel(), devs[t].ravel())]
+        pairs = [(x, y) for t in range(1, devs.shape[0])
+                 for x, y in zip(devs[t - 1].ravel().tolist(), devs[t].ravel().tolist())]   # Python ints
         axes, ok = self.axes_of(pairs)
         extra = (1, dim, shape[dim])
         if ok:
@@ -676,7 +676,7 @@ class _Builder:
         key = ("collective-permute", cur.key, nxt.key)
         hit = self._memo.get(key)
         if hit is None:
-            pairs = [(int(a), int(b)) for a, b in zip(cur.devs.ravel(), nxt.devs.ravel())]
+            pairs = list(zip(cur.devs.ravel().tolist(), nxt.devs.ravel().tolist()))   # Python ints
             moving = [(a, b) for a, b in pairs if a != b]
             axes, ok = self.axes_of(moving)
             hit = self._memo[key] = (pairs, moving, axes, ok, self.pair_axes(moving) if ok else None)
