@@ -283,8 +283,9 @@ _MISS = object()
 
 
 def _memo(fn):
-    """Memoise a function of layouts and integers (layouts keyed on :attr:`_Layout.key`; results are
-    shared, callers do not mutate them)."""
+    """Memoise a function of layouts, integers and tuples of them (layouts keyed on :attr:`_Layout.key`;
+    results are shared, callers do not mutate them): the layout functions and the planner's choices
+    from tile counts (:func:`_dim_move`, :func:`_swap_moves`, ...)."""
     name = fn.__name__
 
     def wrapper(*args):
@@ -987,30 +988,7 @@ def _sorted_groups(groups: list[list[int]]) -> list[list[int]]:
     return sorted(([int(d) for d in g] for g in groups), key=lambda g: (min(g), g))
 
 
-#: results of the pure functions of tile counts below (:func:`_counts_memo`)
-_COUNTS_MEMO: dict = {}
-
-
-def _counts_memo(fn):
-    """Memoise a pure function of tuples of tile counts and ints (its results are shared: callers do
-    not mutate them); bounded like :data:`_LAYOUT_MEMO`."""
-    name = fn.__name__
-
-    def wrapper(*args):
-        key = (name,) + args
-        hit = _COUNTS_MEMO.get(key, _MISS)
-        if hit is _MISS:
-            hit = fn(*args)
-            if len(_COUNTS_MEMO) >= _MEMO_LIMIT:
-                _COUNTS_MEMO.clear()
-            _COUNTS_MEMO[key] = hit
-        return hit
-
-    wrapper.__name__, wrapper.__doc__, wrapper.__wrapped__ = name, fn.__doc__, fn
-    return wrapper
-
-
-@_counts_memo
+@_memo
 def _dim_move(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, int, int] | None:
     """(source dim, target dim, k) when exactly one dim loses a factor k and one other gains it."""
     down = [d for d, (s, t) in enumerate(zip(src, dst)) if t < s]
@@ -1026,7 +1004,7 @@ def _dim_move(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, int, int
     return i, j, k
 
 
-@_counts_memo
+@_memo
 def _swap_moves(src: tuple[int, ...], dst: tuple[int, ...]) -> list[tuple[int, int, int]] | None:
     """All-to-alls that turn tile counts ``src`` into ``dst`` when the counts of the differing dims are
     a permutation of each other: each all-to-all swaps the counts of two dims (the larger count's
@@ -1081,7 +1059,7 @@ def _gather_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
     yield from rec(n - 1, total)
 
 
-@_counts_memo
+@_memo
 def _whole_dim_gathers(tiles: tuple[int, ...], dst: tuple[int, ...], total: int) -> list[tuple[int, ...]]:
     """Sets of split dims gathered completely whose tile product is ``total``: dims the target does
     not split first, then fewer dims, then lower dims (deterministic)."""
@@ -1114,7 +1092,7 @@ def _split_choices(tiles: Sequence[int], dst: Sequence[int], total: int):
     yield from rec(0, total)
 
 
-@_counts_memo
+@_memo
 def _best_split(tiles: tuple[int, ...], dst: tuple[int, ...], total: int):
     """The first of :func:`_split_choices` whose sliced tile counts reach ``dst`` by the fewest
     :func:`_swap_moves`: ``(slices, moves)``, or None when none does."""
@@ -1655,7 +1633,6 @@ def clear_cache() -> None:
     _RECIPE_IDS.clear()
     _RECIPES.clear()
     _LAYOUT_MEMO.clear()
-    _COUNTS_MEMO.clear()
     _MESH_MEMO.clear()
     _MESH_TOKENS.clear()
 
