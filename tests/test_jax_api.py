@@ -391,3 +391,20 @@ def test_a_state_path_that_names_no_leaf_lists_the_paths():
     args = (jax.ShapeDtypeStruct((4,), jnp.float32),)
     with pytest.raises(ValueError, match=r"one of the paths '' \(the whole result\), or an index 0\.\.0"):
         find_ties(args, jax.ShapeDtypeStruct((), jnp.float32), (), {"[9]": "[0]"}, "tie")
+
+
+def test_broadcast_operand_spec():
+    """The layout a broadcast needs of its source (hloshard.jax.jaxpr.broadcast_operand_spec): its own
+    layout on the operand's dims; an axis on a broadcast dim is replicated; unit dims map across."""
+    from hloshard.jax.jaxpr import broadcast_operand_spec
+
+    # Mistral's layer norm: r [8,32,1] -> reshape [8,32] -> broadcast dims {0,1} to [8,32,128]
+    assert broadcast_operand_spec([None, "data", None], [0, 1], [8, 32], [8, 32, 1]) == [None, "data", None]
+    assert broadcast_operand_spec([("data", "model"), None, "model"], [0, 1], [8, 32], [8, 32, 1]) == \
+        [("data", "model"), None, None]
+    # the rotary embedding: sin [1,32,1,32] -> [32,32] -> broadcast dims {1,3} to [8,32,4,32]
+    assert broadcast_operand_spec(["model", None, None, None], [1, 3], [32, 32], [1, 32, 1, 32]) == [None] * 4
+    assert broadcast_operand_spec([None, "data", None, "model"], [1, 3], [32, 32], [1, 32, 1, 32]) == \
+        [None, "data", None, "model"]
+    # a unit dim of the operand cannot be split: no layout
+    assert broadcast_operand_spec(["model", None], [0, 1], [1, 32], [1, 32]) is None

@@ -22,7 +22,10 @@ Flow:
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
-   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), so XLA carries out the plan that
+   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
+   equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
+   layout the plan's broadcast needs of it where the plan reshards it before broadcasting
+   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), so XLA carries out the plan that
    was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
    equation for this (their operand pins and outputs are constrained as the top level's).
 """
@@ -35,7 +38,8 @@ from typing import Any, Callable
 
 from .check import program
 from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
-from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
+from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
+                    pin_operand, runner)
 from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
 
@@ -152,6 +156,35 @@ def _spec(sharding, rank: int, sdy_mesh):
     while out and out[-1] is None:
         out.pop()
     return PartitionSpec(*out)
+
+
+def _padded(spec, rank: int) -> list:
+    return list(spec) + [None] * (rank - len(spec))
+
+
+def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, sdy_mesh) -> int:
+    """Add to ``operand_constraints`` (equation path -> ``[(input i, NamedSharding)]``) the layout each
+    broadcast inside an equation needs of the equation's input it broadcasts
+    (:func:`hloshard.jax.jaxpr.broadcast_sources`, :func:`~hloshard.jax.jaxpr.broadcast_operand_spec`)
+    where the plan reshards that input before broadcasting it (the layout differs from the input's
+    own) and no operand pin constrains it already.  Returns how many were added."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    added = 0
+    for path, i, b, src in broadcast_sources(module, eqns):
+        if src.sharding is None or any(k == i for k, _ in operand_constraints.get(path, ())):
+            continue
+        try:
+            out_spec = _padded(_spec(b.sharding, len(b.shape.dims), sdy_mesh), len(b.shape.dims))
+            have = _padded(_spec(src.sharding, len(src.shape.dims), sdy_mesh), len(src.shape.dims))
+        except ValueError:   # a sub-axis layout: left to XLA
+            continue
+        want = broadcast_operand_spec(out_spec, b.dimensions or [], b.operands[0].shape.dims, src.shape.dims)
+        if want is None or want == have:
+            continue
+        operand_constraints.setdefault(path, []).append((i, NamedSharding(mesh, PartitionSpec(*want))))
+        added += 1
+    return added
 
 
 def _all_replicated_note(report: dict, state_ties: list, device) -> str:
@@ -492,6 +525,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
                          "equation": None if at is None else "_".join(map(str, at[0])),
                          "input": None if at is None else at[1]})
+    carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
+        if pin_operands else 0
     body_constraints: dict = {}
     for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
         for i, sh, rank in rows:
@@ -501,7 +536,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 continue
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
-                      "loop_state_carried": sum(len(v) for v in body_constraints.values())}
+                      "loop_state_carried": sum(len(v) for v in body_constraints.values()),
+                      "broadcast_sources": carried_broadcasts}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     constraints = []
