@@ -52,8 +52,12 @@ def step(w, x):   # a tied step with dims no axis divides: every argument stays 
     loss, g = jax.value_and_grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
     return loss, w - 0.1 * g
 
-tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
-                  mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
+                      mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+print("tinywarn", sum(1 for w in caught if issubclass(w.category, UserWarning) and "replicates the whole step" in str(w.message)))
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
 '''
@@ -79,6 +83,10 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     specs, note = out["tiny"].split("|", 1)
     assert specs == "P(),P()", specs
     assert "every argument stays replicated" in note and "1 state leaves are tied" in note and "memory_budget=" in note
+    # said plainly, with the figures, and as a Python warning (new user 16: the report's note went unread)
+    assert "the plan replicates the whole step" in note and "each of the 8 devices computes all of it" in note, note
+    assert "peak" in note and "device=" in note, note
+    assert out["tinywarn"] == "1", out["tinywarn"]
 
 
 def test_cli_does_not_import_jax():

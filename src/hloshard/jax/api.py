@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Callable
 
 from .check import program
@@ -187,16 +188,40 @@ def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, 
     return added
 
 
-def _all_replicated_note(report: dict, state_ties: list, device) -> str:
-    """Why a plan can leave every argument replicated, and what changes the trade (a new user's
-    decoder LM, 2.1 MB of parameters on 2x4: replicated, with 8.8 MB of XLA temp memory per device
-    where a hand-written Megatron plan had 1.0 MB, and nothing said why)."""
+def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int) -> str:
+    """What a plan that leaves every argument replicated means, why the objective can choose it, and what
+    changes the trade, with the figures to decide by (a new user's decoder LM, 2.1 MB of parameters on
+    2x4: replicated, with 8.8 MB of XLA temp memory per device where a hand-written Megatron plan had
+    1.0 MB, and nothing said why; keras-hub Mistral with nothing sharded, round 16: replicated at an
+    11.1 MB peak per device by XLA against 3.9 MB for Llama's expert layout, and the note in
+    ``report["warnings"]`` went unread, so :func:`auto_shard` also issues it as a ``UserWarning``).
+
+    Figures (all predicted, per device): the plan's objective and peak; the data-parallel plan
+    known before the search (``report["known_plans"]``: its objective and peak, when feasible); the least peak any layout of a node reaches (``report["memory_guard"]["pareto"]
+    ["floor_bytes"]``, a lower bound)."""
+    from ..units import format_bytes
+
+    unit = "seconds" if device is not None else "cost units"
+    objective = report.get("objective")
+    peak = report.get("peak_memory_per_device")
+    figures = [f"objective {objective} {unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
+    dp = next((k for k in report.get("known_plans") or [] if k.get("name") == "data-parallel"), None)
+    alt = ""
+    if dp is not None and dp.get("feasible"):
+        alt = (f"; the data-parallel plan known before the search costs {dp['objective']} {unit} at a "
+               f"{format_bytes(int(dp['peak_bytes']))} peak")
+    floor = ((report.get("memory_guard") or {}).get("pareto") or {}).get("floor_bytes")
+    if floor:
+        alt += f"; no plan peaks below {format_bytes(int(floor))} (every tensor at its smallest layout)"
     why = (f"{len(state_ties)} state leaves are tied (each leaves in the layout it came in with), so a "
            "sharded parameter pays its gradient's collective every step; " if state_ties else "")
-    return (f"every argument stays replicated: it is the cheapest plan found by the objective "
-            f"(objective {report.get('objective')}{', seconds' if device is not None else ', cost units'}); {why}sharding pays off when the model's compute or "
-            "memory outweighs the collectives. `memory_budget=` bounds the peak per device (the plan then "
-            "shards what it must), `device=` prices flops and links in seconds, `state={}` unties the state.")
+    return (f"the plan replicates the whole step: every argument stays replicated, so each of the {num_devices} "
+            f"devices computes all of it ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
+            f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
+            f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
+            "memory outweighs the collectives. Pass `memory_budget=` (bytes per device: the plan then shards "
+            "what it must to fit) or `device=` (flops and links priced in seconds) to trade collective bytes "
+            "for memory or time; `state={}` unties the state.")
 
 
 def _start_child(num_devices: int):
@@ -478,7 +503,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
     if mesh.devices.size > 1 and in_sh and all(s.is_fully_replicated for s in in_sh):
-        report.setdefault("warnings", []).append(_all_replicated_note(report, state_ties, device))
+        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size))
+        report.setdefault("warnings", []).append(note)
+        warnings.warn(note, UserWarning, stacklevel=2)
     root = module.entry.root
     if root.shape.is_tuple:
         outs = list(root.sharding.tuple_elements) if root.sharding.is_tuple else [root.sharding] * len(out_leaves)
