@@ -188,7 +188,21 @@ def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, 
     return added
 
 
-def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int) -> str:
+def _computes_replicated(report: dict) -> bool:
+    """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
+    compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost
+    is its compute alone), so no flop is divided among the devices.  Catches the plan that shards only an
+    argument the step merely updates elementwise (keras-hub Mistral's unused ``reverse_embeddings``, split
+    8 ways for free while every other argument stayed replicated, new user round 16 finding 11)."""
+    rep = next((k for k in report.get("known_plans") or [] if k.get("name") == "replicated"), None)
+    compute = (report.get("breakdown") or {}).get("compute")
+    if rep is None or compute is None or report.get("predicted_collective_bytes_per_device"):
+        return False
+    return abs(float(compute) - float(rep["objective"])) <= 1e-9 * max(1.0, abs(float(rep["objective"])))
+
+
+def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int, sharded_args: int = 0,
+                         num_args: int = 0) -> str:
     """What a plan that leaves every argument replicated means, why the objective can choose it, and what
     changes the trade, with the figures to decide by (a new user's decoder LM, 2.1 MB of parameters on
     2x4: replicated, with 8.8 MB of XLA temp memory per device where a hand-written Megatron plan had
@@ -197,25 +211,41 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
     ``report["warnings"]`` went unread, so :func:`auto_shard` also issues it as a ``UserWarning``).
 
     Figures (all predicted, per device): the plan's objective and peak; the data-parallel plan
-    known before the search (``report["known_plans"]``: its objective and peak, when feasible); the least peak any layout of a node reaches (``report["memory_guard"]["pareto"]
-    ["floor_bytes"]``, a lower bound)."""
+    known before the search (``report["known_plans"]``: its objective and peak, when feasible); the
+    lowest-peak plan the Pareto step found and did not take (``report["memory_guard"]["pareto"]["tried"]``:
+    its peak and cost); the least peak any layout of a node reaches (``["pareto"]["floor_bytes"]``, a lower
+    bound).  ``sharded_args`` of ``num_args`` arguments split (:func:`_computes_replicated`)."""
     from ..units import format_bytes
 
     unit = "seconds" if device is not None else "cost units"
     objective = report.get("objective")
+
+    def num(x) -> str:
+        return f"{float(x):.4g}" if device is not None else f"{float(x):,.0f}"
+
     peak = report.get("peak_memory_per_device")
-    figures = [f"objective {objective} {unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
+    figures = [f"objective {num(objective)} {unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
     dp = next((k for k in report.get("known_plans") or [] if k.get("name") == "data-parallel"), None)
     alt = ""
     if dp is not None and dp.get("feasible"):
-        alt = (f"; the data-parallel plan known before the search costs {dp['objective']} {unit} at a "
+        alt = (f"; the data-parallel plan known before the search costs {num(dp['objective'])} {unit} at a "
                f"{format_bytes(int(dp['peak_bytes']))} peak")
-    floor = ((report.get("memory_guard") or {}).get("pareto") or {}).get("floor_bytes")
+    pareto = (report.get("memory_guard") or {}).get("pareto") or {}
+    lower = [t for t in pareto.get("tried") or [] if "peak_bytes" in t and not t.get("taken")]
+    if lower and objective:
+        t = min(lower, key=lambda t: t["peak_bytes"])
+        alt += (f"; a plan peaking at {format_bytes(int(t['peak_bytes']))} costs {num(t['cost'])} "
+                f"({float(t['cost']) / float(objective) - 1:+.0%}, above the Pareto step's "
+                f"{float(pareto.get('share', 0)):.0%} share)")
+    floor = pareto.get("floor_bytes")
     if floor:
         alt += f"; no plan peaks below {format_bytes(int(floor))} (every tensor at its smallest layout)"
     why = (f"{len(state_ties)} state leaves are tied (each leaves in the layout it came in with), so a "
            "sharded parameter pays its gradient's collective every step; " if state_ties else "")
-    return (f"the plan replicates the whole step: every argument stays replicated, so each of the {num_devices} "
+    args = "every argument stays replicated" if not sharded_args else (
+        f"{num_args - sharded_args} of {num_args} arguments stay replicated (the {sharded_args} "
+        "split divide no priced flop)")
+    return (f"the plan replicates the whole step: {args}, so each of the {num_devices} "
             f"devices computes all of it ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
             f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
             f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
@@ -502,8 +532,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     if len(params) != len(leaves):
         raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
-    if mesh.devices.size > 1 and in_sh and all(s.is_fully_replicated for s in in_sh):
-        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size))
+    sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
+    if mesh.devices.size > 1 and in_sh and (not sharded_args or _computes_replicated(report)):
+        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh))
         report.setdefault("warnings", []).append(note)
         warnings.warn(note, UserWarning, stacklevel=2)
     root = module.entry.root
