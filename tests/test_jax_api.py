@@ -416,3 +416,27 @@ def test_broadcast_operand_spec():
         [None, "data", None, "model"]
     # a unit dim of the operand cannot be split: no layout
     assert broadcast_operand_spec(["model", None], [0, 1], [1, 32], [1, 32]) is None
+
+
+def test_whole_step_replication_is_told_when_only_free_arguments_are_split():
+    """keras-hub Mistral with nothing sharded (new user 16, finding 11): the plan split only the unused
+    ``reverse_embeddings`` (free: no flop) and replicated the rest, so "every argument replicated" did not
+    hold and nothing was said.  The test is the plan's compute: the replicated plan's, nothing moved.
+    Figures from that run's report (deterministic, time_limit 10)."""
+    from hloshard.jax.api import _all_replicated_note, _computes_replicated
+
+    report = {"objective": 1153223.898438, "breakdown": {"compute": 1153223.898438, "communication": 0.0},
+              "predicted_collective_bytes_per_device": 0, "peak_memory_per_device": 11794868,
+              "known_plans": [{"name": "replicated", "objective": 1153223.898438, "peak_bytes": 11991476,
+                               "feasible": True},
+                              {"name": "data-parallel", "objective": 3311214.26075, "peak_bytes": 4690356,
+                               "feasible": True}],
+              "memory_guard": {"pareto": {"share": 0.1, "floor_bytes": 1498916, "tried": [
+                  {"limit_bytes": 10139741, "peak_bytes": 3189940, "cost": 1821991.397438, "taken": False}]}}}
+    assert _computes_replicated(report)
+    note = _all_replicated_note(report, [], None, 8, 1, 23)
+    assert note.startswith("the plan replicates the whole step: 22 of 23 arguments stay replicated"), note
+    assert "data-parallel plan known before the search costs 3,311,214" in note and "+58%" in note, note
+    # a plan that moves bytes, or divides compute, is not told so
+    assert not _computes_replicated(dict(report, predicted_collective_bytes_per_device=4096))
+    assert not _computes_replicated(dict(report, breakdown={"compute": 144152.99}))
