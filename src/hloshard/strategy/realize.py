@@ -88,6 +88,9 @@ def operand_pins(nodes, choice, ctx) -> list:
         st = g.strategies[int(choice[v])]
         for k, op in enumerate(instr.operands):
             req = st.inputs[k] if k < len(st.inputs) else None
+            always = _scatter_into_scalar_broadcast(instr, k, op)
+            if always and req is None:   # the edge of a written (rematerialized) broadcast is dropped: the
+                req = st.out if len(instr.operands) == 3 else st.out[k]   # destination is the result's layout
             if req is None or isinstance(op, LeafRef) or not is_array(op.shape) or op.shape.is_tuple:
                 continue
             r = ctx.resolve(op, 0)
@@ -96,7 +99,6 @@ def operand_pins(nodes, choice, ctx) -> list:
             src_group, leaf = r
             src_st = src_group.strategies[int(choice[src_group.node])]
             src = src_st.out if leaf is None else src_st.out[leaf]
-            always = _scatter_into_scalar_broadcast(instr, k, op)
             if is_mesh_spec(src) and is_mesh_spec(req) and src == req and not always:
                 continue
             rank = len(op.shape.dims)
