@@ -122,10 +122,11 @@ def _scatter_into_scalar_broadcast(instr, k: int, op) -> bool:
     backward scatters pin them ``[4,1,2]``): XLA scattered in ``[4,1,2]`` and all-gathered each result
     over the replicated axis (128 KiB per device each, 3.93 MiB in all where hloshard predicted 3.6); a
     pin in the planned layout keeps it (XLA re-broadcasts the scalar there: nothing moves)."""
+    from .registry import rematerialized   # the cost graph's "rebuilt in any layout" (a constant too)
+
     if instr.opcode != "scatter" or k >= (len(instr.operands) - 1) // 2:
         return False
-    return op.opcode == "broadcast" and len(op.operands) == 1 and is_array(op.operands[0].shape) \
-        and not op.operands[0].shape.dims
+    return op.opcode == "broadcast" and rematerialized(op)
 
 
 def insert_pins(pins) -> int:
