@@ -80,11 +80,15 @@ more (and pads to tiles); that is not modelled here.
   (:func:`_outputs_not_in_place`; two accumulators updated in the outputs' order: one of them in the
   temp heap).  It follows the model's schedule; XLA's order of the updates is its schedulers' (the
   order of a ``while``'s users), which the model does not see, so with the updates run in another
-  order XLA places all of them in place (measured: BENCHMARKS.md, round 16).  (XLA's
-  ``BufferAssigner`` also places other buffers in an output's allocation before the output is first
-  written; not modelled: with the model's other under-counts on train steps it moved predictions away
-  from XLA on the held-out and keras-hub train steps, BENCHMARKS.md "Round 11: the output-allocation
-  rule, reverted".)
+  order XLA places all of them in place (measured: BENCHMARKS.md, round 16).  The same greedy puts
+  any other temporary into an output's allocation before that output is first written, newest
+  allocation first, where its bytes per device fit and its live range overlaps nothing there
+  (:func:`_temps_in_outputs`): a training step's forward activations sit in the allocations of the
+  updated weights until the backward writes them.  It needs each buffer's bytes per device, so it
+  applies where shardings are written (a plan's evaluation: ``cost``, ``solve``'s report of the written
+  module, the guard's baselines); the solver's cost graph, built before a plan exists, keeps those
+  temporaries in the heap (round 11 tried it with whole-array sizes: reverted, BENCHMARKS.md "Round 11:
+  the output-allocation rule, reverted"; with per-device sizes, round 17).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -1034,9 +1038,9 @@ def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Ca
     elementwise)`` in the order :func:`buffer_intervals` made them; ``find``: its union-find) into an
     output as the operands placed; sizes are the arrays' unsharded bytes (:func:`_logical_bytes`: the
     intervals do not depend on the plan; a plan that tiles an output and its operand alike keeps their
-    order).  Not modelled: the other temporaries XLA also places in an output's allocation before the
-    output is written (BENCHMARKS.md "Round 11: the output-allocation rule, reverted"), which can take
-    an allocation before one of these operands does; XLA's order of the updates where its scheduler's
+    order).  The other temporaries XLA places in an output's allocation before the output is written
+    are placed afterwards (:func:`_temps_in_outputs`); XLA takes all buffers in one size order, so a
+    larger temporary can take an allocation before one of these operands does (not modelled); XLA's order of the updates where its scheduler's
     differs from the model's (the order of a ``while``'s users, not in the module's text)."""
     ew = [(a, c) for a, c, e in shares if e]
     if not ew or not outputs:
