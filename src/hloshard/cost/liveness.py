@@ -930,7 +930,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             written_from[keep] = min(defined_at.get(k, T) for k in members if raw[k][1] > raw[k][0] or k == keep)
     # an output's operand that found no output allocation above stays in the temp heap
     in_heap = {min(in_temp[r], key=lambda k: (raw[k], str(k))) for r in in_temp}
-    _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own)
+    _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own, values)
     for k in donated:   # output in a parameter's buffer: no memory of its own
         if k in iv and k not in set(params):
             iv[k] = (iv[k][0], iv[k][0])
@@ -1141,8 +1141,29 @@ def _written_bytes(key, definer: dict, own: Callable) -> int | None:
     return bytes_per_device(leaves[n], leaf)
 
 
+def _output_bytes(order: Sequence, values: Callable) -> dict:
+    """Output key -> its allocation's bytes per device: the entry root's leaf under the root's written
+    sharding (the layout the output leaves in, whatever layout its value is computed in), for the
+    leaves whose root sharding names tiles or is replicated."""
+    from .memory import bytes_per_device
+
+    root = order[0].parent.root if order and order[0].parent is not None else None
+    if root is None or getattr(root, "sharding", None) is None:
+        return {}
+    leaves = [x for x in root.shape.leaves() if x.is_array] if root.shape.is_tuple else [root.shape]
+    keys = list(values(root))
+    if len(keys) != len(leaves):
+        return {}
+    out: dict = {}
+    for n, (k, leaf) in enumerate(zip(keys, leaves)):
+        sh = root.sharding.leaf(n) if root.sharding.is_tuple else root.sharding
+        if k not in out and sh is not None and (sh.is_replicated or (sh.is_tiled and not sh.has_manual_subgroup)):
+            out[k] = bytes_per_device(leaf, sh)
+    return out
+
+
 def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: set, donated: set,
-                      definer: dict, own: Callable) -> None:
+                      definer: dict, own: Callable, values: Callable) -> None:
     """Temporaries XLA keeps in an entry output's allocation before that output is written: their
     intervals in ``iv`` are set empty (the output's bytes are counted over the whole run).
 
@@ -1158,16 +1179,18 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
     whose outputs are large replicated weights, keep 1.5 MB (``gemma_small``) and 25.7 MB (4 layers) of
     forward activations in output allocations at XLA's peak.
 
-    Sizes are per device under the written shardings (:func:`_written_bytes`); a value or output with
-    none written (the solver's cost graph, built before a plan exists) takes no part, so that view
+    Sizes are per device under the written shardings: a temporary's by its instruction's
+    (:func:`_written_bytes`), an output allocation's by the root's leaf (:func:`_output_bytes`); a value
+    or output with none written (the solver's cost graph, built before a plan exists) takes no part, so that view
     keeps every temporary in the heap (an over-estimate) and the written module's evaluation, which
     ``solve`` reports, places them.  Parameters, outputs, donated outputs and the keys in
     ``protected`` are never placed; donated outputs hold no allocation of their own."""
     post = _post_order_positions(order)
     big = 1 << 62
     allocs = []
+    out_bytes = _output_bytes(order, values)
     for n, k in enumerate(written_from):
-        size = None if k in donated or k not in iv else _written_bytes(k, definer, own)
+        size = None if k in donated or k not in iv else out_bytes.get(k)
         if size:
             allocs.append((size, post.get(id(definer.get(k)), big), n, k))
     if not allocs:
