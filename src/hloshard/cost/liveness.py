@@ -1180,7 +1180,8 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
     forward activations in output allocations at XLA's peak.
 
     Sizes are per device under the written shardings: a temporary's by its instruction's
-    (:func:`_written_bytes`), an output allocation's by the root's leaf (:func:`_output_bytes`); a value
+    (:func:`_written_bytes`), an output allocation's by the root's leaf (:func:`_output_bytes`; by its
+    value's instruction where the root has none written); a value
     or output with none written (the solver's cost graph, built before a plan exists) takes no part, so that view
     keeps every temporary in the heap (an over-estimate) and the written module's evaluation, which
     ``solve`` reports, places them.  Parameters, outputs, donated outputs and the keys in
@@ -1190,7 +1191,7 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
     allocs = []
     out_bytes = _output_bytes(order, values)
     for n, k in enumerate(written_from):
-        size = None if k in donated or k not in iv else out_bytes.get(k)
+        size = None if k in donated or k not in iv else out_bytes.get(k, _written_bytes(k, definer, own))
         if size:
             allocs.append((size, post.get(id(definer.get(k)), big), n, k))
     if not allocs:
