@@ -125,6 +125,7 @@ import numpy as np
 
 from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
+from .memory import bytes_per_device
 
 #: opcodes whose result forwards (a part of) an operand's buffer: they allocate nothing
 ALIASING_OPCODES = frozenset({"get-tuple-element", "tuple", "bitcast"})
@@ -927,7 +928,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         hi = max(raw[k][1] for k in members)
         iv[keep] = (0, T) if keep in protected else (lo, hi)
         if keep in written_from:   # an output computed in place: its allocation holds the chain from its start
-            written_from[keep] = min(defined_at.get(k, T) for k in members if raw[k][1] > raw[k][0] or k == keep)
+            written_from[keep] = min(defined_at.get(k, T) for k in members
+                                     if raw[k][1] > raw[k][0] or k == keep)
     # an output's operand that found no output allocation above stays in the temp heap
     in_heap = {min(in_temp[r], key=lambda k: (raw[k], str(k))) for r in in_temp}
     _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own, values)
@@ -1040,8 +1042,9 @@ def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Ca
     intervals do not depend on the plan; a plan that tiles an output and its operand alike keeps their
     order).  The other temporaries XLA places in an output's allocation before the output is written
     are placed afterwards (:func:`_temps_in_outputs`); XLA takes all buffers in one size order, so a
-    larger temporary can take an allocation before one of these operands does (not modelled); XLA's order of the updates where its scheduler's
-    differs from the model's (the order of a ``while``'s users, not in the module's text)."""
+    larger temporary can take an allocation before one of these operands does (not modelled); XLA's
+    order of the updates where its scheduler's differs from the model's (the order of a ``while``'s
+    users, not in the module's text)."""
     ew = [(a, c) for a, c, e in shares if e]
     if not ew or not outputs:
         return {}
@@ -1116,13 +1119,10 @@ def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Ca
     return not_placed
 
 
-
 def _written_bytes(key, definer: dict, own: Callable) -> int | None:
     """Bytes per device of value ``key`` under the sharding written on its defining instruction (a
     tuple's leaf sharding for a tuple leaf, e.g. the root tuple's outputs), or None when no array
     sharding naming tiles is written there (a plan not yet chosen: the solver's cost graph)."""
-    from .memory import bytes_per_device
-
     d = definer.get(key)
     if d is None:
         return None
@@ -1145,8 +1145,6 @@ def _output_bytes(order: Sequence, values: Callable) -> dict:
     """Output key -> its allocation's bytes per device: the entry root's leaf under the root's written
     sharding (the layout the output leaves in, whatever layout its value is computed in), for the
     leaves whose root sharding names tiles or is replicated."""
-    from .memory import bytes_per_device
-
     root = order[0].parent.root if order and order[0].parent is not None else None
     if root is None or getattr(root, "sharding", None) is None:
         return {}
@@ -1157,7 +1155,8 @@ def _output_bytes(order: Sequence, values: Callable) -> dict:
     out: dict = {}
     for n, (k, leaf) in enumerate(zip(keys, leaves)):
         sh = root.sharding.leaf(n) if root.sharding.is_tuple else root.sharding
-        if k not in out and sh is not None and (sh.is_replicated or (sh.is_tiled and not sh.has_manual_subgroup)):
+        if k not in out and sh is not None and (sh.is_replicated or
+                                                (sh.is_tiled and not sh.has_manual_subgroup)):
             out[k] = bytes_per_device(leaf, sh)
     return out
 
@@ -1175,16 +1174,17 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
     when its bytes per device are at most the allocation's and its live range overlaps no buffer
     already there: the output's own value from where it (or the chain computed in place into it,
     ``written_from``) is first written, and the temporaries placed before it (an operand the output's
-    writer computes in place on is already in that chain: the in-place rule above).  Measured (BENCHMARKS.md, round 17): keras-hub Gemma's ``auto_shard`` plans,
-    whose outputs are large replicated weights, keep 1.5 MB (``gemma_small``) and 25.7 MB (4 layers) of
-    forward activations in output allocations at XLA's peak.
+    writer computes in place on is already in that chain: the in-place rule above).  Measured
+    (BENCHMARKS.md, round 17): keras-hub Gemma's ``auto_shard`` plans, whose outputs are large replicated
+    weights, keep 1.5 MB (``gemma_small``) and 25.7 MB (4 layers) of forward activations in output
+    allocations at XLA's peak.
 
     Sizes are per device under the written shardings: a temporary's by its instruction's
     (:func:`_written_bytes`), an output allocation's by the root's leaf (:func:`_output_bytes`; by its
-    value's instruction where the root has none written); a value
-    or output with none written (the solver's cost graph, built before a plan exists) takes no part, so that view
-    keeps every temporary in the heap (an over-estimate) and the written module's evaluation, which
-    ``solve`` reports, places them.  Parameters, outputs, donated outputs and the keys in
+    value's instruction where the root has none written); a value or output with none written (the
+    solver's cost graph, built before a plan exists) takes no part, so that view keeps every temporary
+    in the heap (an over-estimate) and the written module's evaluation, which ``solve`` reports, places
+    them.  Parameters, outputs, donated outputs and the keys in
     ``protected`` are never placed; donated outputs hold no allocation of their own."""
     post = _post_order_positions(order)
     big = 1 << 62
