@@ -65,7 +65,8 @@ def total_bytes(shape: Shape, sharding: HloSharding | None) -> int:
 #: Measured on: the GSPMD and ``solve`` plans of the 9 samples (worst ``mlp_train_step`` GSPMD, 0.906;
 #: ``scan_mlp_train_step`` 0.985 / 0.988), MaxText (0.903 / 0.903), the 6-layer generated transformer
 #: (0.994 / 1.021), and keras-hub Gemma's ``auto_shard`` plans as written (``gemma_small`` auto 1.059,
-#: auto_expert 0.929; the 4-layer Gemma auto 1.027).  Not in it: the plans jax compiles from
+#: auto_expert 0.929; the 4-layer Gemma's auto plans 1.027 and, re-planned by the guard after round 17's
+#: output-allocation rule, 0.903; its auto_expert 0.957).  Not in it: the plans jax compiles from
 #: ``auto_shard``'s constraints where they differ from the written module (``gemma_small`` auto_expert:
 #: 11.90 MB by jax's jit, 10.25 MB the written module) and the guard's expert baselines under Shardy
 #: (jax's default partitioner; the guard propagates with GSPMD: 0.963 of GSPMD's compile of the same
