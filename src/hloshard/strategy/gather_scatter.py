@@ -23,7 +23,7 @@ a scalar (the zeros of ``segment_sum``), the cost graph treats it as rebuilt in 
 (``registry.rematerialized``), which holds for XLA only if that broadcast reaches the scatter in the
 result's layout: XLA merges identical broadcasts and refines a partially replicated one to the layout of
 a ``Sharding`` custom-call reading it, so a pin written for another scatter of the same zeros moved them
-all.  Measured (tests/test_scatter_oracle17.py): zeros ``[4,1,1,2] last_tile_dim_replicate`` shared with
+all.  Measured (tests/test_scatter_destination_pin.py): zeros ``[4,1,1,2] last_tile_dim_replicate`` shared with
 a scatter pinned ``[4,1,2]`` -- XLA scatters ``[4,1,2]`` tiles and all-gathers each result over the
 replicated axis ((n-1)/n x the result tile, n = 2); ``strategy.realize`` therefore always pins such a
 destination in the planned layout, and XLA then moves nothing for it.

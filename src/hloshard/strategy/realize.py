@@ -117,7 +117,7 @@ def _scatter_into_scalar_broadcast(instr, k: int, op) -> bool:
     layout of a ``Sharding`` custom-call that reads it (so one pin of the shared zeros, for another
     scatter, moves them all to its layout), and XLA's scatter handler partitions in its *operand's*
     layout (``PartitionScatterOperandPassthroughDimensions``, openxla gather_scatter_handler.cc) and
-    reshards the result to the scatter's own.  Measured (tests/test_scatter_oracle17.py; new user 17's
+    reshards the result to the scatter's own.  Measured (tests/test_scatter_destination_pin.py; new user 17's
     GNN, three ``segment_sum`` scatters into zeros split ``[4,1,1,2] last_tile_dim_replicate`` whose
     backward scatters pin them ``[4,1,2]``): XLA scattered in ``[4,1,2]`` and all-gathered each result
     over the replicated axis (128 KiB per device each, 3.93 MiB in all where hloshard predicted 3.6); a
