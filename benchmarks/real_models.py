@@ -76,6 +76,14 @@ CONFIGS: dict[str, tuple[str, dict, int, int]] = {
     "qwen2_small": ("qwen2", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8, num_key_value_heads=4,
                                   hidden_dim=256, intermediate_dim=512), 8, 64),
 }
+# Mistral (held out for the plan.jit-vs-written-module check of round 17: new user 16 finding 5): keras-hub
+# has no MistralBackbone.get_layout_map; its variable paths are Llama's, so the expert plan is
+# LlamaBackbone.get_layout_map's (EXPERT_LAYOUT_FROM), as the new user applied it. Sliding window 32 of 64.
+CONFIGS["mistral_small"] = ("mistral", dict(vocabulary_size=2048, num_layers=2, num_query_heads=8,
+                                            num_key_value_heads=4, hidden_dim=256, intermediate_dim=512,
+                                            sliding_window=32), 8, 64)
+#: family -> the family whose get_layout_map is the expert plan (a backbone without one of its own)
+EXPERT_LAYOUT_FROM = {"mistral": "llama"}
 # the CI test's model (tests/test_real_models.py): seconds, not minutes
 CONFIGS["gemma_tiny"] = ("gemma", dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=4,
                                        hidden_dim=128, intermediate_dim=256, head_dim=16), 8, 32)
@@ -96,7 +104,8 @@ def setup_child_env() -> None:
 
 
 def build(name: str):
-    """(causal LM, backbone class, batch, seq) of config ``name``, random weights (seeded)."""
+    """(causal LM, backbone class whose ``get_layout_map`` is the expert plan, batch, seq) of config
+    ``name``, random weights (seeded)."""
     import keras
     import keras_hub
 
@@ -106,9 +115,12 @@ def build(name: str):
         "gemma": (keras_hub.models.GemmaBackbone, keras_hub.models.GemmaCausalLM),
         "llama": (keras_hub.models.LlamaBackbone, keras_hub.models.LlamaCausalLM),
         "qwen2": (keras_hub.models.QwenBackbone, keras_hub.models.QwenCausalLM),
+        "mistral": (keras_hub.models.MistralBackbone, keras_hub.models.MistralCausalLM),
     }[family]
     backbone = backbone_cls(dtype="float32", **kwargs)
     lm = lm_cls(backbone=backbone, preprocessor=None)
+    if family in EXPERT_LAYOUT_FROM:   # the layout map's class (expert_specs)
+        backbone_cls = {"llama": keras_hub.models.LlamaBackbone}[EXPERT_LAYOUT_FROM[family]]
     return lm, backbone_cls, batch, seq
 
 
@@ -245,7 +257,7 @@ def rel_err(got, want, params) -> float:
 
 
 def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
-          stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None):
+          stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None, written: bool = False):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
     per plan (the plans in ``float64_plans``, all when None, with ``rel_err_f64`` / ``rel_err_f32_floor``). ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
     measured before it in ``plans``. A plan that raises gives a row with ``error``."""
@@ -265,6 +277,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["deterministic"] = deterministic   # auto_shard's mode (--wall-clock: False, auto_shard's default)
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
     ctx["float64_plans"] = float64_plans
+    ctx["written"] = written
     if float64_plans is None or any(p in float64_plans for p in plans):
         float64_reference(ctx)
     done: dict = {}
@@ -349,6 +362,8 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
             pathlib.Path(stem + ".solved.hlo").write_text(res.hlo_text)
     compiled, raw = _spmd_text(lowered)
     row.update(xla_figures(compiled, raw))
+    if res is not None and ctx.get("written"):
+        row["written_bytes"] = written_module_bytes(res.hlo_text, mesh.devices.size)
     if diff_path:
         with open(diff_path, "w") as fh:
             json.dump(collectives_by_op(raw), fh)
@@ -399,6 +414,26 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     return row
 
 
+def written_module_bytes(hlo_text: str, num_devices: int) -> float:
+    """XLA's collective ring bytes per device for hloshard's written module (what ``hloshard solve``
+    writes, every instruction's sharding and the operand pins), compiled in this process as ``hloshard
+    cost --xla`` compiles it (:func:`hloshard.xla_check.compile_with_dump`: GSPMD): what ``plan.jit()``
+    should move too (issue 24, "the plan XLA runs is the plan that was priced")."""
+    import glob
+    import tempfile
+
+    from hloshard.xla_check import compile_with_dump
+
+    sys.path.insert(0, str(ROOT))
+    from tests.xla_bytes import collective_bytes
+
+    with tempfile.TemporaryDirectory(prefix="hloshard-written-") as dump:
+        compile_with_dump(hlo_text, num_devices, dump, "spmd-partitioning")
+        files = sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))
+        raw = open(files[0]).read() if files else ""
+    return float(sum(c["bytes"] for c in collective_bytes(raw)))
+
+
 def float64_reference(ctx: dict) -> None:
     """The unsharded float64 step of ``ctx`` (``want64``: :func:`hloshard.jax.jaxpr.runner` ``promote=True``
     of the step's jaxpr, one device; ``step_jaxpr``: (ClosedJaxpr, result treedef)) and the model's own
@@ -437,6 +472,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         extra += ["--wall-clock"]
     if getattr(args, "float64_plans", None) is not None:
         extra += ["--float64-plans", args.float64_plans]
+    if getattr(args, "written", False):
+        extra += ["--written"]
     return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -547,6 +584,9 @@ def main(argv=None) -> int:
     ap.add_argument("--float64-plans", default=None,
                     help="comma list of the plans measured in float64 too (rel_err_f64; one more compile each); "
                          "default all, '' none")
+    ap.add_argument("--written", action="store_true",
+                    help="also compile each auto plan's written module (GSPMD, as `hloshard cost --xla`): "
+                         "written_bytes, what plan.jit() should move")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
     ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
     ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
@@ -560,7 +600,7 @@ def main(argv=None) -> int:
     if args.child:
         for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
                          args.stablehlo_dir, deterministic=not args.wall_clock, float64_plans=None if args.float64_plans is None else
-                         [p for p in args.float64_plans.split(",") if p]):
+                         [p for p in args.float64_plans.split(",") if p], written=args.written):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
@@ -594,7 +634,7 @@ def main(argv=None) -> int:
                 with open(args.json + "l", "a") as fh:
                     fh.write(json.dumps(got[plan]) + "\n")
             r = got[plan]
-            print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB peak {_mb(r['peak_bytes'])} MB "
+            print(f"[{name} {plan}] " + (r.get("error") or f"bytes {_mb(r['comm_bytes'])} MB (written {_mb(r.get('written_bytes'))}) peak {_mb(r['peak_bytes'])} MB "
                   f"err {r['rel_err']:.1e} f64 {r.get('rel_err_f64') or float('nan'):.1e} tied {r['tied_mismatches']} s {r.get('seconds', '-')} wall {r['wall']}"),
                   file=sys.stderr, flush=True)
         if args.diff:

@@ -52,8 +52,12 @@ def step(w, x):   # a tied step with dims no axis divides: every argument stays 
     loss, g = jax.value_and_grad(lambda w: jnp.sum(jnp.tanh(x @ w)))(w)
     return loss, w - 0.1 * g
 
-tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
-                  mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+import warnings
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    tiny = auto_shard(step, jax.ShapeDtypeStruct((3, 5), jnp.float32), jax.ShapeDtypeStruct((7, 3), jnp.float32),
+                      mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+print("tinywarn", sum(1 for w in caught if issubclass(w.category, UserWarning) and "replicates the whole step" in str(w.message)))
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
 '''
@@ -79,6 +83,10 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     specs, note = out["tiny"].split("|", 1)
     assert specs == "P(),P()", specs
     assert "every argument stays replicated" in note and "1 state leaves are tied" in note and "memory_budget=" in note
+    # said plainly, with the figures, and as a Python warning (new user 16: the report's note went unread)
+    assert "the plan replicates the whole step" in note and "each of the 8 devices computes all of it" in note, note
+    assert "peak" in note and "device=" in note, note
+    assert out["tinywarn"] == "1", out["tinywarn"]
 
 
 def test_cli_does_not_import_jax():
@@ -391,3 +399,44 @@ def test_a_state_path_that_names_no_leaf_lists_the_paths():
     args = (jax.ShapeDtypeStruct((4,), jnp.float32),)
     with pytest.raises(ValueError, match=r"one of the paths '' \(the whole result\), or an index 0\.\.0"):
         find_ties(args, jax.ShapeDtypeStruct((), jnp.float32), (), {"[9]": "[0]"}, "tie")
+
+
+def test_broadcast_operand_spec():
+    """The layout a broadcast needs of its source (hloshard.jax.jaxpr.broadcast_operand_spec): its own
+    layout on the operand's dims; an axis on a broadcast dim is replicated; unit dims map across."""
+    from hloshard.jax.jaxpr import broadcast_operand_spec
+
+    # Mistral's layer norm: r [8,32,1] -> reshape [8,32] -> broadcast dims {0,1} to [8,32,128]
+    assert broadcast_operand_spec([None, "data", None], [0, 1], [8, 32], [8, 32, 1]) == [None, "data", None]
+    assert broadcast_operand_spec([("data", "model"), None, "model"], [0, 1], [8, 32], [8, 32, 1]) == \
+        [("data", "model"), None, None]
+    # the rotary embedding: sin [1,32,1,32] -> [32,32] -> broadcast dims {1,3} to [8,32,4,32]
+    assert broadcast_operand_spec(["model", None, None, None], [1, 3], [32, 32], [1, 32, 1, 32]) == [None] * 4
+    assert broadcast_operand_spec([None, "data", None, "model"], [1, 3], [32, 32], [1, 32, 1, 32]) == \
+        [None, "data", None, "model"]
+    # a unit dim of the operand cannot be split: no layout
+    assert broadcast_operand_spec(["model", None], [0, 1], [1, 32], [1, 32]) is None
+
+
+def test_whole_step_replication_is_told_when_only_free_arguments_are_split():
+    """keras-hub Mistral with nothing sharded (new user 16, finding 11): the plan split only the unused
+    ``reverse_embeddings`` (free: no flop) and replicated the rest, so "every argument replicated" did not
+    hold and nothing was said.  The test is the plan's compute: the replicated plan's, nothing moved.
+    Figures from that run's report (deterministic, time_limit 10)."""
+    from hloshard.jax.api import _all_replicated_note, _computes_replicated
+
+    report = {"objective": 1153223.898438, "breakdown": {"compute": 1153223.898438, "communication": 0.0},
+              "predicted_collective_bytes_per_device": 0, "peak_memory_per_device": 11794868,
+              "known_plans": [{"name": "replicated", "objective": 1153223.898438, "peak_bytes": 11991476,
+                               "feasible": True},
+                              {"name": "data-parallel", "objective": 3311214.26075, "peak_bytes": 4690356,
+                               "feasible": True}],
+              "memory_guard": {"pareto": {"share": 0.1, "floor_bytes": 1498916, "tried": [
+                  {"limit_bytes": 10139741, "peak_bytes": 3189940, "cost": 1821991.397438, "taken": False}]}}}
+    assert _computes_replicated(report)
+    note = _all_replicated_note(report, [], None, 8, 1, 23)
+    assert note.startswith("the plan replicates the whole step: 22 of 23 arguments stay replicated"), note
+    assert "data-parallel plan known before the search costs 3,311,214" in note and "+58%" in note, note
+    # a plan that moves bytes, or divides compute, is not told so
+    assert not _computes_replicated(dict(report, predicted_collective_bytes_per_device=4096))
+    assert not _computes_replicated(dict(report, breakdown={"compute": 144152.99}))

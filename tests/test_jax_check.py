@@ -84,3 +84,15 @@ def test_check_tells_a_wrong_plan_from_rounding():
     assert set(wrong["verdicts"]) == {"wrong"}, wrong["text"]
     assert min(wrong["f64"]) > 1e-3, wrong["text"]
     assert out["bad_args"] and "shaped" in out["bad_args"], out["bad_args"]
+
+
+def test_an_unknown_verdict_says_how_to_decide_it():
+    """A leaf above rtol without the float64 run is "unknown": the summary names float64=True, the run that
+    tells rounding from a wrong plan (new user 17, finding 13); without such a leaf it does not."""
+    from hloshard.jax.check import CheckReport, LeafCheck
+
+    flagged = LeafCheck("[0]", (4,), "float32", 3e-4, flagged=True, verdict="unknown")
+    fine = LeafCheck("[1]", (4,), "float32", 1e-7)
+    text = str(CheckReport([flagged, fine], 1e-4, False))
+    assert "1 above it" in text and "unknown" in text and "float64=True" in text, text
+    assert "float64=True" not in str(CheckReport([fine], 1e-4, False))

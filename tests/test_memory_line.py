@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from hloshard.cost.memory import model_limit
+from hloshard.units import format_bytes
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 
@@ -27,7 +28,8 @@ def test_budget_line_and_report_name_the_model_limit(tmp_path):
     limit = model_limit(4 << 20)
     assert report["memory_model_limit"] == limit < 4 << 20
     line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("memory"))
-    assert "budget 4.0 MiB, the predicted peak is" in line and "held to 3.1 MiB predicted" in line
+    # the limit is the budget less the measured margin (cost.memory.XLA_CPU_UNDERESTIMATE): 3.6 MiB at 1.11
+    assert "budget 4.0 MiB, the predicted peak is" in line and f"held to {format_bytes(limit)} predicted" in line
     assert f"uses {report['peak_memory_per_device'] / limit:.0%} of that" in line
 
 

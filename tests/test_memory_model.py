@@ -264,18 +264,34 @@ ENTRY main {{
 # updates in the root's post order.  Root (ob, oa): ob's update first; ga, read last by oa's update (the
 # last), takes oa's allocation (the newest: its own output), gb takes ob's: both in place, 163864 (XLA
 # 163988: its temp heap aligns the scalars).  Root (oa, ob): oa's update first; ga ends there, before ob
-# is written, and takes ob's allocation (the newest); gb then fits neither: + 32768 = 196632.  XLA runs
+# is written, and takes ob's allocation (the newest); gb then fits neither: + 32768, and the loop body's
+# s32 increment (4 B, written before either output) sits in an output's allocation
+# (``_temps_in_outputs``): 196632 - 4 = 196628.  XLA runs
 # this module's updates in the other order (ob's first) and puts both in place (163988): the order of a
 # while's users is XLA's, not in the text (samples/scan_mlp_train_step, written by jax: updates in the
 # outputs' order, one accumulator in XLA's temp heap; BENCHMARKS.md, round 16).
 TWO_ACCUMULATORS = {"root_b_a": (_two_accumulators("ob, oa"), 163864),
-                    "root_a_b": (_two_accumulators("oa, ob"), 196632)}
+                    "root_a_b": (_two_accumulators("oa, ob"), 196628)}
 
 LOOP_CASES = {"invariant_pinned": (_scan_module("made", "f32", pinned=True), 73736),
               "bf16_invariant_made": (_scan_module("made", "bf16"), 57352),
               "bf16_invariant_parameter": (_scan_module("param", "bf16", pinned=True), 57352)}
 
-CASES = {"fused_chain": (FUSED_CHAIN, 12288), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
+# x (a dot's result) is dead before the output o is written, so XLA's buffer assignment keeps it in o's
+# allocation (cost/liveness.py ``_temps_in_outputs``); s, read by o's dot, is live where o is written and
+# stays in the temp heap.  By hand: p + q 8192, o 4096, s 4096 = 16384 (x counted too: 20480).
+TEMP_IN_OUTPUT = f"""HloModule temp_in_output, num_partitions=8
+
+ENTRY main {{
+  p = f32[32,32] parameter(0){_R}
+  q = f32[32,32] parameter(1){_R}
+  x = f32[32,32] dot(p, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  s = f32[32,32] dot(x, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  ROOT o = f32[32,32] dot(s, p), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+}}
+"""
+
+CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744)}

@@ -17,11 +17,13 @@ figure.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main as cli_main
+from hloshard.units import parse_bytes
 from tests.conftest import SAMPLES
 
 
@@ -43,8 +45,13 @@ def test_reported_objective_and_peak_are_cost_of_the_written_module(tmp_path, na
     assert cost["total_cost"] == pytest.approx(report["objective"], rel=1e-9)
     assert report["solver_objective"] == pytest.approx(report["objective"], rel=1e-9)
     assert cost["peak_memory_per_device"] == report["peak_memory_per_device"]
-    # the solver's own peak equals the written one here: no warning that they differ
-    assert not [w for w in report["warnings"] if "peaks at" in w], report["warnings"]
+    # the solver's own peak equals the written one here, or exceeds it by the temporaries the written
+    # module's evaluation places in entry outputs' allocations (cost.liveness._temps_in_outputs: it needs
+    # the written shardings; mlp_train_step 2x4: 1,542,828 written, 1,575,596 the solver's): never below
+    for w in (w for w in report["warnings"] if "peaks at" in w):
+        written, own = (parse_bytes(n.replace(",", "") + ("B" if u == "bytes" else u))
+                        for n, u in re.findall(r"([\d.,]+) (bytes|[KMG]iB)", w))
+        assert written < own, w
 
 
 def test_pins_are_sharding_custom_calls_next_to_their_users(tmp_path):

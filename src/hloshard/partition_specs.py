@@ -188,6 +188,35 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
     return out
 
 
+def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
+    """Write XLA's GSPMD propagation onto the entry instructions of ``module`` that carry no sharding, in
+    place, every written sharding kept (XLA propagates from all of them, as ``jax.jit`` does from its
+    constraints): ``cost --complete xla`` prices the plan XLA would run instead of hloshard's cheapest
+    completion.  Tuple-shaped instructions and those XLA's propagation does not name (simplified away
+    before it propagates: CSE'd broadcasts and constants) stay unannotated, for hloshard to complete.
+    An entry root tuple left open takes its operands' shardings (``jax.jit``'s unspecified out_shardings: XLA
+    propagates to the outputs).  Returns the names written, in text order.  Raises InputError when jax is
+    missing or XLA rejects the module (:func:`xla_propagate`)."""
+    from .hlo.sharding import HloSharding
+
+    entry = module.entry
+    keep = {i.name for i in entry.instructions if i.sharding is not None}
+    found = xla_propagate(module, num_devices, timeout=timeout, keep=keep)
+    written = []
+    for ins in entry.instructions:
+        if ins.sharding is None and not ins.shape.is_tuple and found.get(ins.name) is not None:
+            ins.sharding = found[ins.name]
+            written.append(ins.name)
+    root = entry.root
+    if root.sharding is None and root.opcode == "tuple" and root.operands and \
+            all(op.sharding is not None and not op.shape.is_tuple for op in root.operands):
+        # outputs left open leave as XLA's propagation produces them (jax.jit's unspecified out_shardings:
+        # propagation to the outputs), not replicated
+        root.sharding = HloSharding.tuple([op.sharding for op in root.operands])
+        written.append(root.name)
+    return written
+
+
 def partition_specs(module, dmesh, propagate: bool = True) -> dict:
     """The ``--partition-specs`` JSON of a solved ``module`` on ``dmesh`` (a DeviceMesh):
     ``{"mesh": {"axes": [...], "sizes": [...]}, "parameters": [...], "outputs": [...],

@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, sliced_edges, widened_invariants)
+                             resharded_by_tuple, widened_invariants, written_layouts)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
@@ -122,11 +122,11 @@ def _cached_intervals(module, schedule, own, values, params, outputs, donated) -
     """:func:`hloshard.cost.liveness.buffer_intervals` of ``schedule`` (node -> interval), reused from
     the module's previous build when the schedule is the same list (:func:`program_orders`: the same
     structure) and ``own`` / ``values`` give the same nodes for every instruction the previous call
-    asked them about, with the same parameters, outputs and donated nodes and the same sliced operands
-    (:func:`hloshard.cost.liveness.sliced_edges`, the one thing it reads of the written shardings): its
+    asked them about, with the same parameters, outputs and donated nodes and the same written shardings
+    (:func:`hloshard.cost.liveness.written_layouts`, what it reads of them): its
     answer is then the same.  ``solve``'s coarse build, fine build and the re-pricing of
     the written module number their nodes alike (48-layer transformer, 2x2x2: 2-4 s per build)."""
-    key = (tuple(params), tuple(outputs), tuple(donated), sliced_edges(module))
+    key = (tuple(params), tuple(outputs), tuple(donated), written_layouts(module))
     hit = getattr(module, "_hloshard_intervals", None)
     if hit is not None and hit[0] is schedule and hit[1] == key and hit[2].same_for(own) and \
             hit[3].same_for(values):

@@ -101,7 +101,7 @@ def instruction_count(result) -> int:
     return result.instructions
 
 
-def unannotated_line(result) -> str:
+def unannotated_line(result, after_xla: bool = False) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
     '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
     un = result.unannotated
@@ -111,9 +111,13 @@ def unannotated_line(result) -> str:
         return ""
     n = instruction_count(result)
     shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+    if after_xla:   # --complete xla: what is left is what XLA's propagation does not name
+        return (f"{len(un):,} of {n:,} instructions got no sharding from XLA's propagation either ({shown}: tuples, "
+                f"values XLA simplifies away before it propagates, called computations); cost chose theirs, the "
+                f"cheapest consistent it found: {result.completion_words()}")
     return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
             f"cheapest consistent it found: {result.completion_words()}. XLA's own propagation of the same "
-            f"annotations can choose differently and move more (--xla shows what it does)")
+            f"annotations can choose differently and move more (--xla shows what it does, --complete xla prices it)")
 
 
 def _mb(x: float) -> float:
@@ -212,20 +216,28 @@ Examples:
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")
+@click.option("--complete", "complete", type=click.Choice(["hloshard", "xla"]), default="hloshard",
+              show_default=True,
+              help="Who chooses the shardings of unannotated instructions: hloshard (the cheapest it finds) or "
+                   "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs: prices a "
+                   "hand-written plan as XLA carries it out; needs the xla extra).")
 @click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
               help="Choose what the annotations leave open with the full solver (CP-SAT); building the "
                    "cost graph and the search share this limit (a build that passes it: exit 3). Default: the "
                    "fast completion (greedy + local search + one message-passing round, no CP-SAT, "
                    "deterministic), with its gap to a proven lower bound in the summary.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None):
+def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None,
+            complete="hloshard"):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
     chooses their shardings itself, consistent with the annotated ones -- by default with the fast
     completion (greedy + local search + one round of message passing, no CP-SAT; the summary gives
     its gap to a proven lower bound), with --time-limit by the full solver as solve would -- says how
-    many and how in the summary and lists them under "unannotated" in --format json.
+    many and how in the summary and lists them under "unannotated" in --format json.  With --complete xla
+    XLA's own propagation chooses them first (what jax.jit runs with the same shardings), and hloshard
+    only what XLA's propagation does not name.
     """
     check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output)
@@ -242,8 +254,15 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)
-    if use_xla:
+    if use_xla or complete == "xla":
         xla_ready(module, "<stdin>" if module_file == "-" else module_file)
+    by_xla = None
+    if complete == "xla":   # XLA's propagation written on what the module leaves open, then priced as written
+        from ..partition_specs import complete_with_xla
+
+        open_before = sum(1 for i in module.entry.instructions if i.sharding is None and not i.shape.is_tuple)
+        with step("XLA: propagating the written shardings (child process)", show):
+            by_xla = complete_with_xla(module, dmesh.num_devices)
     with SolverProgress(show, time_limit) as progress:
         result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
                                  deterministic=False)
@@ -254,6 +273,9 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
             comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
+    if by_xla is not None:
+        report["completion"]["xla_propagated"] = by_xla
+        report["completion"]["xla_open_before"] = open_before
     from .timing import seconds_report  # --device: seconds; --xla: XLA's flops / bytes (commands.timing)
 
     seconds = seconds_report(report, result, module, dmesh, scale, use_xla)
@@ -278,7 +300,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
-    line = unannotated_line(result)
+    if by_xla is not None:
+        con.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the shardings of "
+                  f"{len(by_xla):,} of the {open_before:,} entry instructions the module left open")
+    line = unannotated_line(result, after_xla=by_xla is not None)
     if line:
         con.print(line)
     elif result.method != "fixed":

@@ -80,11 +80,15 @@ more (and pads to tiles); that is not modelled here.
   (:func:`_outputs_not_in_place`; two accumulators updated in the outputs' order: one of them in the
   temp heap).  It follows the model's schedule; XLA's order of the updates is its schedulers' (the
   order of a ``while``'s users), which the model does not see, so with the updates run in another
-  order XLA places all of them in place (measured: BENCHMARKS.md, round 16).  (XLA's
-  ``BufferAssigner`` also places other buffers in an output's allocation before the output is first
-  written; not modelled: with the model's other under-counts on train steps it moved predictions away
-  from XLA on the held-out and keras-hub train steps, BENCHMARKS.md "Round 11: the output-allocation
-  rule, reverted".)
+  order XLA places all of them in place (measured: BENCHMARKS.md, round 16).  The same greedy puts
+  any other temporary into an output's allocation before that output is first written, newest
+  allocation first, where its bytes per device fit and its live range overlaps nothing there
+  (:func:`_temps_in_outputs`): a training step's forward activations sit in the allocations of the
+  updated weights until the backward writes them.  It needs each buffer's bytes per device, so it
+  applies where shardings are written (a plan's evaluation: ``cost``, ``solve``'s report of the written
+  module, the guard's baselines); the solver's cost graph, built before a plan exists, keeps those
+  temporaries in the heap (round 11 tried it with whole-array sizes: reverted, BENCHMARKS.md "Round 11:
+  the output-allocation rule, reverted"; with per-device sizes, round 17).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -121,6 +125,7 @@ import numpy as np
 
 from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
+from .memory import bytes_per_device
 
 #: opcodes whose result forwards (a part of) an operand's buffer: they allocate nothing
 ALIASING_OPCODES = frozenset({"get-tuple-element", "tuple", "bitcast"})
@@ -530,6 +535,16 @@ def sliced_edges(module) -> frozenset:
     return frozenset(out)
 
 
+def written_layouts(module) -> tuple:
+    """What :func:`buffer_intervals` reads of ``module``'s written shardings, as a hashable key (a cache
+    of buffer intervals keyed on the module's structure must also key on this): the pairs of
+    :func:`sliced_edges` and every instruction's written sharding (:func:`_temps_in_outputs` sizes
+    buffers by them)."""
+    layouts = tuple((id(i), i.sharding) for comp in module.computations for i in comp.instructions
+                    if getattr(i, "sharding", None) is not None)
+    return sliced_edges(module), layouts
+
+
 def forget_shardings(comp) -> None:
     """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
     through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
@@ -896,6 +911,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     in_temp = _outputs_not_in_place(order, classes, shares, find, raw, defined_at, param_set, donated_set,
                                     [k for k in outs if k in iv and k not in param_set], definer, own)
     holds: set = set()   # the keys that carry a shared buffer's interval for the other members
+    written_from = {k: defined_at.get(k, 0) for k in outs}   # an output's allocation holds its value from here
     for rep, members in classes.items():
         keep = next((k for k in members if k in protected), rep)
         for k in members:
@@ -911,6 +927,12 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
         iv[keep] = (0, T) if keep in protected else (lo, hi)
+        if keep in written_from:   # an output computed in place: its allocation holds the chain from its start
+            written_from[keep] = min(defined_at.get(k, T) for k in members
+                                     if raw[k][1] > raw[k][0] or k == keep)
+    # an output's operand that found no output allocation above stays in the temp heap
+    in_heap = {min(in_temp[r], key=lambda k: (raw[k], str(k))) for r in in_temp}
+    _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own, values)
     for k in donated:   # output in a parameter's buffer: no memory of its own
         if k in iv and k not in set(params):
             iv[k] = (iv[k][0], iv[k][0])
@@ -1018,10 +1040,11 @@ def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Ca
     elementwise)`` in the order :func:`buffer_intervals` made them; ``find``: its union-find) into an
     output as the operands placed; sizes are the arrays' unsharded bytes (:func:`_logical_bytes`: the
     intervals do not depend on the plan; a plan that tiles an output and its operand alike keeps their
-    order).  Not modelled: the other temporaries XLA also places in an output's allocation before the
-    output is written (BENCHMARKS.md "Round 11: the output-allocation rule, reverted"), which can take
-    an allocation before one of these operands does; XLA's order of the updates where its scheduler's
-    differs from the model's (the order of a ``while``'s users, not in the module's text)."""
+    order).  The other temporaries XLA places in an output's allocation before the output is written
+    are placed afterwards (:func:`_temps_in_outputs`); XLA takes all buffers in one size order, so a
+    larger temporary can take an allocation before one of these operands does (not modelled); XLA's
+    order of the updates where its scheduler's differs from the model's (the order of a ``while``'s
+    users, not in the module's text)."""
     ew = [(a, c) for a, c, e in shares if e]
     if not ew or not outputs:
         return {}
@@ -1094,6 +1117,102 @@ def _outputs_not_in_place(order: Sequence, classes: dict, shares: list, find: Ca
         else:
             not_placed[rep] = rest
     return not_placed
+
+
+def _written_bytes(key, definer: dict, own: Callable) -> int | None:
+    """Bytes per device of value ``key`` under the sharding written on its defining instruction (a
+    tuple's leaf sharding for a tuple leaf, e.g. the root tuple's outputs), or None when no array
+    sharding naming tiles is written there (a plan not yet chosen: the solver's cost graph)."""
+    d = definer.get(key)
+    if d is None:
+        return None
+    if d.shape.is_array:
+        sh = _sharding_of(d)
+        return None if sh is None else bytes_per_device(d.shape, sh)
+    leaves = [x for x in d.shape.leaves() if x.is_array]
+    keys = list(own(d))
+    sh = getattr(d, "sharding", None)
+    if sh is None or len(keys) != len(leaves) or key not in keys:
+        return None
+    n = keys.index(key)
+    leaf = sh.leaf(n) if sh.is_tuple else sh
+    if leaf is None or not (leaf.is_replicated or (leaf.is_tiled and not leaf.has_manual_subgroup)):
+        return None
+    return bytes_per_device(leaves[n], leaf)
+
+
+def _output_bytes(order: Sequence, values: Callable) -> dict:
+    """Output key -> its allocation's bytes per device: the entry root's leaf under the root's written
+    sharding (the layout the output leaves in, whatever layout its value is computed in), for the
+    leaves whose root sharding names tiles or is replicated."""
+    root = order[0].parent.root if order and order[0].parent is not None else None
+    if root is None or getattr(root, "sharding", None) is None:
+        return {}
+    leaves = [x for x in root.shape.leaves() if x.is_array] if root.shape.is_tuple else [root.shape]
+    keys = list(values(root))
+    if len(keys) != len(leaves):
+        return {}
+    out: dict = {}
+    for n, (k, leaf) in enumerate(zip(keys, leaves)):
+        sh = root.sharding.leaf(n) if root.sharding.is_tuple else root.sharding
+        if k not in out and sh is not None and (sh.is_replicated or
+                                                (sh.is_tiled and not sh.has_manual_subgroup)):
+            out[k] = bytes_per_device(leaf, sh)
+    return out
+
+
+def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: set, donated: set,
+                      definer: dict, own: Callable, values: Callable) -> None:
+    """Temporaries XLA keeps in an entry output's allocation before that output is written: their
+    intervals in ``iv`` are set empty (the output's bytes are counted over the whole run).
+
+    XLA's ``BufferAssigner::AssignBuffersForComputations`` (jaxlib 0.10.2, ``buffer_assignment.cc``)
+    takes the buffers largest first (live-out first among equals, then by post-order position) and
+    tries each on the existing allocations, newest first, before it defers a temporary to the heap
+    simulator; at that point the only allocations a temporary may share are the entry outputs' (a
+    parameter's is read-only, the heap is built afterwards).  A temporary fits an output's allocation
+    when its bytes per device are at most the allocation's and its live range overlaps no buffer
+    already there: the output's own value from where it (or the chain computed in place into it,
+    ``written_from``) is first written, and the temporaries placed before it (an operand the output's
+    writer computes in place on is already in that chain: the in-place rule above).  Measured
+    (BENCHMARKS.md, round 17): keras-hub Gemma's ``auto_shard`` plans, whose outputs are large replicated
+    weights, keep 1.5 MB (``gemma_small``) and 25.7 MB (4 layers) of forward activations in output
+    allocations at XLA's peak.
+
+    Sizes are per device under the written shardings: a temporary's by its instruction's
+    (:func:`_written_bytes`), an output allocation's by the root's leaf (:func:`_output_bytes`; by its
+    value's instruction where the root has none written); a value or output with none written (the
+    solver's cost graph, built before a plan exists) takes no part, so that view keeps every temporary
+    in the heap (an over-estimate) and the written module's evaluation, which ``solve`` reports, places
+    them.  Parameters, outputs, donated outputs and the keys in
+    ``protected`` are never placed; donated outputs hold no allocation of their own."""
+    post = _post_order_positions(order)
+    big = 1 << 62
+    allocs = []
+    out_bytes = _output_bytes(order, values)
+    for n, k in enumerate(written_from):
+        size = None if k in donated or k not in iv else out_bytes.get(k, _written_bytes(k, definer, own))
+        if size:
+            allocs.append((size, post.get(id(definer.get(k)), big), n, k))
+    if not allocs:
+        return
+    allocs.sort(key=lambda a: (-a[0], a[1], a[2]))
+    occupied = [[(written_from[a[3]], big)] for a in allocs]
+    temps = []
+    for k, (lo, hi) in iv.items():
+        if hi > lo and k not in protected and k in definer:
+            size = _written_bytes(k, definer, own)
+            if size:
+                temps.append((-size, post.get(id(definer[k]), big), lo, hi, k))
+    temps.sort(key=lambda c: c[:4])
+    for negb, _, lo, hi, k in temps:
+        for a in range(len(allocs) - 1, -1, -1):   # the newest allocation first
+            if -negb > allocs[a][0]:
+                continue
+            if all(hi <= s or e <= lo for s, e in occupied[a]):
+                occupied[a].append((lo, hi))
+                iv[k] = (lo, lo)
+                break
 
 
 #: element types whose loop invariants XLA's CPU backend holds in f32 for the loop (module docstring, *While

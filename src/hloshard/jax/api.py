@@ -22,7 +22,10 @@ Flow:
    instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
-   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), so XLA carries out the plan that
+   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
+   equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
+   layout the plan's broadcast needs of it where the plan reshards it before broadcasting
+   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), so XLA carries out the plan that
    was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
    equation for this (their operand pins and outputs are constrained as the top level's).
 """
@@ -31,11 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any, Callable
 
 from .check import program
 from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
-from .jaxpr import equation_outputs, equations, loop_state_pins, pin_operand, runner
+from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
+                    pin_operand, runner)
 from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
 
@@ -164,16 +169,99 @@ def _spec(sharding, rank: int, sdy_mesh):
     return PartitionSpec(*out)
 
 
-def _all_replicated_note(report: dict, state_ties: list, device) -> str:
-    """Why a plan can leave every argument replicated, and what changes the trade (a new user's
-    decoder LM, 2.1 MB of parameters on 2x4: replicated, with 8.8 MB of XLA temp memory per device
-    where a hand-written Megatron plan had 1.0 MB, and nothing said why)."""
+def _padded(spec, rank: int) -> list:
+    return list(spec) + [None] * (rank - len(spec))
+
+
+def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, sdy_mesh) -> int:
+    """Add to ``operand_constraints`` (equation path -> ``[(input i, NamedSharding)]``) the layout each
+    broadcast inside an equation needs of the equation's input it broadcasts
+    (:func:`hloshard.jax.jaxpr.broadcast_sources`, :func:`~hloshard.jax.jaxpr.broadcast_operand_spec`)
+    where the plan reshards that input before broadcasting it (the layout differs from the input's
+    own) and no operand pin constrains it already.  Returns how many were added."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    added = 0
+    for path, i, b, src in broadcast_sources(module, eqns):
+        if src.sharding is None or any(k == i for k, _ in operand_constraints.get(path, ())):
+            continue
+        try:
+            out_spec = _padded(_spec(b.sharding, len(b.shape.dims), sdy_mesh), len(b.shape.dims))
+            have = _padded(_spec(src.sharding, len(src.shape.dims), sdy_mesh), len(src.shape.dims))
+        except ValueError:   # a sub-axis layout: left to XLA
+            continue
+        want = broadcast_operand_spec(out_spec, b.dimensions or [], b.operands[0].shape.dims, src.shape.dims)
+        if want is None or want == have:
+            continue
+        operand_constraints.setdefault(path, []).append((i, NamedSharding(mesh, PartitionSpec(*want))))
+        added += 1
+    return added
+
+
+def _computes_replicated(report: dict) -> bool:
+    """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
+    compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost
+    is its compute alone), so no flop is divided among the devices.  Catches the plan that shards only an
+    argument the step merely updates elementwise (keras-hub Mistral's unused ``reverse_embeddings``, split
+    8 ways for free while every other argument stayed replicated, new user round 16 finding 11)."""
+    rep = next((k for k in report.get("known_plans") or [] if k.get("name") == "replicated"), None)
+    compute = (report.get("breakdown") or {}).get("compute")
+    if rep is None or compute is None or report.get("predicted_collective_bytes_per_device"):
+        return False
+    return abs(float(compute) - float(rep["objective"])) <= 1e-9 * max(1.0, abs(float(rep["objective"])))
+
+
+def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int, sharded_args: int = 0,
+                         num_args: int = 0) -> str:
+    """What a plan that leaves every argument replicated means, why the objective can choose it, and what
+    changes the trade, with the figures to decide by (a new user's decoder LM, 2.1 MB of parameters on
+    2x4: replicated, with 8.8 MB of XLA temp memory per device where a hand-written Megatron plan had
+    1.0 MB, and nothing said why; keras-hub Mistral with nothing sharded, round 16: replicated at an
+    11.1 MB peak per device by XLA against 3.9 MB for Llama's expert layout, and the note in
+    ``report["warnings"]`` went unread, so :func:`auto_shard` also issues it as a ``UserWarning``).
+
+    Figures (all predicted, per device): the plan's objective and peak; the data-parallel plan
+    known before the search (``report["known_plans"]``: its objective and peak, when feasible); the
+    lowest-peak plan the Pareto step found and did not take (``report["memory_guard"]["pareto"]["tried"]``:
+    its peak and cost); the least peak any layout of a node reaches (``["pareto"]["floor_bytes"]``, a lower
+    bound).  ``sharded_args`` of ``num_args`` arguments split (:func:`_computes_replicated`)."""
+    from ..units import format_bytes
+
+    unit = "seconds" if device is not None else "cost units"
+    objective = report.get("objective")
+
+    def num(x) -> str:
+        return f"{float(x):.4g}" if device is not None else f"{float(x):,.0f}"
+
+    peak = report.get("peak_memory_per_device")
+    figures = [f"objective {num(objective)} {unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
+    dp = next((k for k in report.get("known_plans") or [] if k.get("name") == "data-parallel"), None)
+    alt = ""
+    if dp is not None and dp.get("feasible"):
+        alt = (f"; the data-parallel plan known before the search costs {num(dp['objective'])} {unit} at a "
+               f"{format_bytes(int(dp['peak_bytes']))} peak")
+    pareto = (report.get("memory_guard") or {}).get("pareto") or {}
+    lower = [t for t in pareto.get("tried") or [] if "peak_bytes" in t and not t.get("taken")]
+    if lower and objective:
+        t = min(lower, key=lambda t: t["peak_bytes"])
+        alt += (f"; a plan peaking at {format_bytes(int(t['peak_bytes']))} costs {num(t['cost'])} "
+                f"({float(t['cost']) / float(objective) - 1:+.0%}, above the Pareto step's "
+                f"{float(pareto.get('share', 0)):.0%} share)")
+    floor = pareto.get("floor_bytes")
+    if floor:
+        alt += f"; no plan peaks below {format_bytes(int(floor))} (every tensor at its smallest layout)"
     why = (f"{len(state_ties)} state leaves are tied (each leaves in the layout it came in with), so a "
            "sharded parameter pays its gradient's collective every step; " if state_ties else "")
-    return (f"every argument stays replicated: it is the cheapest plan found by the objective "
-            f"(objective {report.get('objective')}{', seconds' if device is not None else ', cost units'}); {why}sharding pays off when the model's compute or "
-            "memory outweighs the collectives. `memory_budget=` bounds the peak per device (the plan then "
-            "shards what it must), `device=` prices flops and links in seconds, `state={}` unties the state.")
+    args = "every argument stays replicated" if not sharded_args else (
+        f"{num_args - sharded_args} of {num_args} arguments stay replicated (the {sharded_args} "
+        "split divide no priced flop)")
+    return (f"the plan replicates the whole step: {args}, so each of the {num_devices} "
+            f"devices computes all of it ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
+            f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
+            f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
+            "memory outweighs the collectives. Pass `memory_budget=` (bytes per device: the plan then shards "
+            "what it must to fit) or `device=` (flops and links priced in seconds) to trade collective bytes "
+            "for memory or time; `state={}` unties the state.")
 
 
 def _start_child(num_devices: int):
@@ -454,8 +542,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     if len(params) != len(leaves):
         raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
-    if mesh.devices.size > 1 and in_sh and all(s.is_fully_replicated for s in in_sh):
-        report.setdefault("warnings", []).append(_all_replicated_note(report, state_ties, device))
+    sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
+    if mesh.devices.size > 1 and in_sh and (not sharded_args or _computes_replicated(report)):
+        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh))
+        report.setdefault("warnings", []).append(note)
+        warnings.warn(note, UserWarning, stacklevel=2)
     root = module.entry.root
     if root.shape.is_tuple:
         outs = list(root.sharding.tuple_elements) if root.sharding.is_tuple else [root.sharding] * len(out_leaves)
@@ -502,6 +593,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
                          "equation": None if at is None else "_".join(map(str, at[0])),
                          "input": None if at is None else at[1]})
+    carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
+        if pin_operands else 0
     body_constraints: dict = {}
     for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
         for i, sh, rank in rows:
@@ -511,7 +604,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 continue
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
-                      "loop_state_carried": sum(len(v) for v in body_constraints.values())}
+                      "loop_state_carried": sum(len(v) for v in body_constraints.values()),
+                      "broadcast_sources": carried_broadcasts}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     constraints = []

@@ -99,7 +99,9 @@ class CheckReport:
                    + ("all within it" if not self.flagged else f"{len(self.flagged)} above it")
                    + ("" if self.float64 else " (float64 comparison not run" + (f": {self.note}" if self.note
                                                                                  else "") + ")")
-                   + ("" if not bad else "; " + ", ".join(sorted({leaf.verdict for leaf in bad}))))
+                   + ("" if not bad else "; " + ", ".join(sorted({leaf.verdict for leaf in bad})))
+                   + ("; `plan.check(..., float64=True)` tells rounding from a wrong plan"
+                      if any(leaf.verdict == "unknown" for leaf in self.leaves) else ""))
         return "\n".join(rows + [summary])
 
 

@@ -342,6 +342,81 @@ def pin_operand(pin, operand, eqns: dict):
     return None
 
 
+#: opcodes that move no element and keep the layout when they only add or drop unit dims (a
+#: broadcast that expands no dim, a reshape of unit dims) or change the element type alone
+_UNIT_DIM_OPS = ("broadcast", "reshape", "bitcast", "copy", "convert")
+
+
+def _unit_free(dims) -> tuple:
+    return tuple(int(d) for d in dims if int(d) != 1)
+
+
+def broadcast_sources(module, eqns: dict) -> list:
+    """``(equation path, input index, broadcast, source)`` for each HLO ``broadcast`` inside an
+    equation whose operand is an input of that equation seen through unit-dim changes only
+    (:data:`_UNIT_DIM_OPS` instructions of the same equation that keep the non-unit dims): the
+    implicit broadcast jax lowers ``mul a b`` to when ``b`` is ``f32[8,32,1]`` and ``a`` ``f32[8,32,128]``
+    (``broadcast`` -> ``reshape`` -> ``broadcast``), or an explicit ``broadcast_in_dim``.  ``source``
+    is the instruction outside the equation (the input's value, shape ``input.aval.shape``).
+
+    Why: the plan prices and writes a layout for every instruction, so it can reshard the small
+    operand of such a broadcast (an all-gather of ``f32[8,32]``) where jax has no value to constrain:
+    ``with_sharding_constraint`` reaches only an equation's inputs and outputs, and XLA then moves the
+    broadcast result instead (``f32[8,32,128]``, 128x the bytes; keras-hub Mistral's layer norms and
+    rotary embedding, new user round 16 finding 5).  :func:`broadcast_operand_spec` turns the
+    broadcast's layout into the input's.  Loops and calls are left out (their bodies are equations of
+    their own); the input index: the position in the equation of the operand the chain ends in first
+    (its shape must be the source's), else the only input of that shape, else none."""
+    import jax.extend.core as jcore
+
+    out = []
+    for b in module.all_instructions():
+        if b.opcode != "broadcast" or b.sharding is None or b.shape.is_tuple or not b.operands:
+            continue
+        path = equation_of(b)
+        eqn = eqns.get(path) if path is not None else None
+        if eqn is None or _loop_with_body(eqn) or _LOOP_OR_CALL.search(eqn.primitive.name):
+            continue
+        op = b.operands[0]
+        src = op
+        while src.opcode in _UNIT_DIM_OPS and src.operands and equation_of(src) == path \
+                and _unit_free(src.operands[0].shape.dims) == _unit_free(src.shape.dims):
+            src = src.operands[0]
+        if (src.opcode != "parameter" and equation_of(src) == path) or src.shape.is_tuple \
+                or _unit_free(src.shape.dims) != _unit_free(op.shape.dims):
+            continue
+        dims = tuple(src.shape.dims)
+        fits = [i for i, v in enumerate(eqn.invars) if not isinstance(v, jcore.Literal)
+                and tuple(getattr(v.aval, "shape", ())) == dims]
+        first = next((k for u in b.users if equation_of(u) == path
+                      for k, o in enumerate(u.operands) if o is b), None)
+        i = first if first in fits else fits[0] if len(fits) == 1 else None
+        if i is not None:
+            out.append((path, i, b, src))
+    return out
+
+
+def broadcast_operand_spec(out_spec, dimensions, operand_dims, source_dims):
+    """The layout a ``broadcast`` needs of its source, per source dim (mesh axis names or None), from
+    the broadcast's own layout: ``out_spec`` (one entry per output dim: None, an axis name or a tuple
+    of them) restricted to ``dimensions`` (the operand's dims in the output); a mesh axis that splits
+    a dim the broadcast adds is replicated in the operand (each device holds the whole operand rows it
+    broadcasts).  ``operand_dims`` -> ``source_dims`` differ by unit dims only: the entries of the
+    non-unit dims move in order, unit dims get None.  None when a unit dim of the operand would be
+    split (no such layout)."""
+    req = [out_spec[d] if d < len(out_spec) else None for d in dimensions]
+    if len(req) != len(operand_dims):
+        return None
+    kept = []
+    for size, entry in zip(operand_dims, req):
+        if int(size) != 1:
+            kept.append(entry)
+        elif entry not in (None, ()):
+            return None
+    it = iter(kept)
+    return [None if int(size) == 1 else next(it) for size in source_dims]
+
+
 def loop_state_pins(module, eqns: dict) -> dict:
     """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's

@@ -14,6 +14,19 @@ e.g. take_along_axis' backward) split splits the matching indices batching dim a
 walks it alike (XLA partitions them in parallel: nothing moves).  Scatter-add also has the
 "index-parallel" strategy of :func:`handle_scatter`.
 Compute: one flop per output (gather) / update (scatter) element per device.
+
+The scatter's destination operand: every strategy here reads it in the result's layout, and XLA's
+scatter handler partitions in the layout the destination *has* (``PartitionScatterOperandPassthroughDimensions``
+of openxla's spmd/gather_scatter_handler.cc: the updates are resharded to the operand's passthrough
+layout, the result is resharded to the scatter's own afterwards).  When the destination is a broadcast of
+a scalar (the zeros of ``segment_sum``), the cost graph treats it as rebuilt in any layout for free
+(``registry.rematerialized``), which holds for XLA only if that broadcast reaches the scatter in the
+result's layout: XLA merges identical broadcasts and refines a partially replicated one to the layout of
+a ``Sharding`` custom-call reading it, so a pin written for another scatter of the same zeros moved them
+all.  Measured (tests/test_scatter_destination_pin.py): zeros ``[4,1,1,2] last_tile_dim_replicate`` shared with
+a scatter pinned ``[4,1,2]`` -- XLA scatters ``[4,1,2]`` tiles and all-gathers each result over the
+replicated axis ((n-1)/n x the result tile, n = 2); ``strategy.realize`` therefore always pins such a
+destination in the planned layout, and XLA then moves nothing for it.
 """
 
 from __future__ import annotations
