@@ -408,3 +408,27 @@ def test_click_option_errors_in_the_one_error_style(args, says):
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("hloshard: error: ") and says in lines[0], r.output
     assert f"(see `hloshard {args[0]} --help`)" in lines[0] and "Usage:" not in r.output
+
+
+def test_summary_rows_of_an_auto_shard_report():
+    """plan.summary()'s own rows (hloshard.summary.plan_rows): a greedily completed known plan is said to be
+    an upper bound (new user 17: a GNN's data-parallel row at 2.3x a solver's data-parallel completion), an
+    infeasible one says so, the tied state and the predicted bytes are stated; a solve report has none."""
+    from hloshard.summary import plan_rows
+
+    rows = dict(plan_rows({
+        "predicted_collective_bytes_per_device": 229376,
+        "known_plans": [{"name": "replicated", "objective": 10.0, "peak_bytes": 2048, "feasible": True,
+                         "completion": "greedy"},
+                        {"name": "data-parallel", "objective": 20.0, "peak_bytes": 1024, "feasible": False,
+                         "completion": "greedy"},
+                        {"name": "data-parallel", "objective": 15.0, "peak_bytes": 1024, "feasible": True,
+                         "completion": "xla"}],
+        "ties": {"tied": 2, "mismatches": 0}}))
+    assert rows["collectives"].startswith("224.0 KiB per device predicted")
+    known = rows["known plans"].split("; data-parallel")
+    assert "greedily" not in known[0] and "infeasible" not in known[0]            # replicated: nothing to choose
+    assert "infeasible" in known[1] and "chosen greedily: an upper bound" in known[1]
+    assert "greedily" not in known[2] and "infeasible" not in known[2]           # completed by XLA's propagation
+    assert rows["state"] == "2 results leave in the layout their argument came in (0 mismatches)"
+    assert plan_rows({"objective": 1.0}) == []
