@@ -444,7 +444,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
-        from .timing import plan_timing
+        from ..timing import plan_timing
 
         report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):

@@ -4,11 +4,10 @@ XLA's ``cost_analysis()`` beside it, as report fields and summary lines (:func:`
 
 from __future__ import annotations
 
-from ..timing import body_once, plan_collective_hbm_bytes, plan_roofline, plan_timing
+from ..timing import body_once, plan_roofline, plan_timing
 from ..summary import step_time_line
 
-__all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once",
-           "xla_cost_fields", "xla_cost_line", "seconds_report"]
+__all__ = ["xla_cost_fields", "xla_cost_line", "seconds_report"]
 
 
 def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:
