@@ -293,6 +293,7 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     partitioner's dump appears (XLA writes each dump whole, so the propagation's is complete then): the
     rest of the compile -- the CPU backend's passes and code generation, ~90% of it on keras-hub's 4-layer
     Gemma (0.3 s of 6.5 s, round 12) -- is of no use here."""
+    import shutil
     import tempfile
     import threading
 
@@ -305,9 +306,11 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     jax.extend.backend.get_backend("cpu")
     request = json.load(sys.stdin)
 
-    def answer(out: dict) -> None:
+    def answer(out: dict, dump: str) -> None:
         sys.stdout.write(json.dumps(out))
         sys.stdout.flush()
+        # os._exit skips the TemporaryDirectory's cleanup: remove the dump first
+        shutil.rmtree(dump, ignore_errors=True)
         os._exit(0)   # not sys.exit: the compile is still running in the main thread
 
     def propagated(dump: str):
@@ -322,7 +325,7 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
             if glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")):
                 text = propagated(dump)
                 if text is not None:
-                    answer({"text": text})
+                    answer({"text": text}, dump)
 
     with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
         stop = threading.Event()
