@@ -404,17 +404,19 @@ def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _
 
 
 @_memo
-def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
-    """Source tiles re-assigned so that every device's destination tile lies in its source tile: the
-    devices of source tile i are those of the destination sub-tiles of i (sub-tile major, replica minor)."""
-    out = np.empty_like(src.devs)
+def _slice_in_place(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+    """``dst``'s tiles held so that every device's tile lies in its ``src`` tile (a local slice reaches it):
+    the devices of source tile i, in their order, take the destination sub-tiles of i (sub-tile major,
+    replica minor)."""
+    out = np.empty_like(dst.devs)
     for tile in np.ndindex(*src.tiles):
-        devs = []
+        devs = src.devs[tile].tolist()
+        k = 0
         for sub in np.ndindex(*factors):
             t_dst = tuple(i * f + s for i, f, s in zip(tile, factors, sub))
-            devs.extend(int(d) for d in dst.devs[t_dst])
-        out[tile] = devs
-    return _Layout(src.tiles, out)
+            out[t_dst] = devs[k:k + dst.rep]
+            k += dst.rep
+    return _Layout(dst.tiles, out)
 
 
 @_memo
@@ -725,9 +727,14 @@ class _Builder:
         return cur
 
     def slice_to(self, cur: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
-        if not _slice_is_local(cur, dst, factors):
-            cur = self.permute(cur, _arrange_for_slice(cur, dst, factors))
-        return self.dynamic_slice(cur, dst)
+        if _slice_is_local(cur, dst, factors):
+            return self.dynamic_slice(cur, dst)
+        # GSPMD slices first, each device a target tile inside the tile it holds, then permutes the target
+        # tiles (a quarter of the bytes of permuting the source tiles first, when 4 replicas become 4 tiles:
+        # f32[16,512,256] from {devices=[1,1,2,4]<=[8] last_tile_dim_replicate} to {devices=[1,2,4]<=[8]},
+        # XLA 0.10.2 on 8 CPU devices: one collective-permute of 1 MiB per device, not 4 MiB)
+        cur = self.dynamic_slice(cur, _slice_in_place(cur, dst, factors))
+        return cur if _equivalent(cur, dst) else self.permute(cur, dst)
 
     def moves(self, cur: _Layout, seq: Sequence[tuple[int, int, int]]) -> _Layout:
         for i, j, k in seq:
