@@ -22,7 +22,8 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
    that dim's gathered (minor) factor; a ``collective-permute`` goes first when the devices of a target
    tile are not the ones whose source tiles make it up;
 6. the target is finer on every dim (partially replicated -> more tiled): a local ``dynamic-slice``,
-   after a ``collective-permute`` when a device's target tile is not inside its source tile;
+   and when a device's target tile is not inside its source tile, the slice goes to the target's tiles
+   as the source's devices hold them, then a ``collective-permute`` moves the (smaller) target tiles;
 7. the target is more replicated: all-gather whole dims until the replication matches, then as 4;
 8. the target is less replicated: slice the replication into dims so that the tile counts become a
    permutation of the target's, then as 4; or, for a fully tiled target, slice into the dims the
