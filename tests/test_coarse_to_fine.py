@@ -404,6 +404,39 @@ def test_default_limit_fine_build_past_its_work_limit_writes_the_coarse_plan(mon
     assert "the default limit, which does not stop a build" in msg
 
 
+#: a 4-axis mesh's pairs: parameter, negate and add (new user 17's rank-12 module, smaller)
+SMALL4 = """HloModule small4
+
+ENTRY e {
+  a = f32[4,4]{1,0} parameter(0)
+  b = f32[4,4]{1,0} negate(a)
+  ROOT c = f32[4,4]{1,0} add(a, b)
+}
+"""
+
+
+def test_work_limit_counts_a_four_axis_pair_dearer():
+    """coarse.work_limit allows fewer pairs per second on a mesh of more than FEW_AXES axes (a pair's plan
+    there costs several times one of 3 axes): a deterministic solve at 2x2x2x2 whose pairs fit the 3-axis
+    rate but not the 4-axis one falls back to the coarse plan, naming the 4-axis rate; at 2x2x2 the rate
+    is unchanged."""
+    from hloshard.autoshard import coarse
+
+    assert coarse.pairs_per_second(DeviceMesh([2, 2, 2])) == coarse.PAIRS_PER_SECOND
+    assert coarse.pairs_per_second(DeviceMesh([2, 1, 4])) == coarse.PAIRS_PER_SECOND
+    four = DeviceMesh.for_module(parse_module(SMALL4, "small4.hlo"), "2x2x2x2")
+    assert coarse.pairs_per_second(four) == coarse.PAIRS_PER_SECOND_MANY_AXES < coarse.PAIRS_PER_SECOND
+    pairs = build_graph(parse_module(SMALL4, "small4.hlo"), four).resharding_pairs
+    # a limit between the pairs at the 4-axis rate and at the 3-axis rate
+    limit = 2 * pairs / (coarse.PAIRS_PER_SECOND + coarse.PAIRS_PER_SECOND_MANY_AXES)
+    assert coarse.work_limit(limit, DeviceMesh([2, 2, 2])) > pairs > coarse.work_limit(limit, four)
+    res = solve_module(parse_module(SMALL4, "small4.hlo"), four, time_limit=limit, workers=1, deterministic=True,
+                       reevaluate=False, apply=False)
+    assert res.graph.mesh.shape == coarse_mesh(four, parse_module(SMALL4, "small4.hlo")).shape
+    (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert f"{coarse.PAIRS_PER_SECOND_MANY_AXES:,} per second" in msg
+
+
 def test_fine_build_not_started_when_estimated_past_its_deadline(monkeypatch):
     """coarse_first does not start a fine build that --mesh auto's estimate (the coarse build's seconds
     times the layouts' ratio, coarse.fine_build_estimate) puts past its deadline: the coarse plan is the

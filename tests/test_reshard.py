@@ -187,7 +187,7 @@ def test_seed_simulated_small():
     ("{devices=[2,4]<=[8]}", "{devices=[4,2]<=[8]}", ["all-to-all", "collective-permute"]),
     ("{devices=[8,1]0,1,2,3,4,5,6,7}", "{devices=[8,1]1,0,3,2,5,4,7,6}", ["collective-permute"]),
     ("{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}",
-     ["collective-permute", "dynamic-slice"]),
+     ["dynamic-slice", "collective-permute"]),
     ("{devices=[2,4]<=[8]}", "{devices=[2,4]<=[8]}", []),
     ("{devices=[2,1,4]<=[8] last_tile_dim_replicate}", "{devices=[2,1,4]0,3,2,1,4,5,7,6 last_tile_dim_replicate}", []),
 ])

@@ -99,6 +99,9 @@ COPY8 = [
     ('f32[16,32,16]', '{devices=[1,2,2,2]<=[2,4]T(1,0) last_tile_dim_replicate}', '{devices=[4,2,1]<=[8]}'),
     ('f32[32,32,16]', '{devices=[2,2,1,2]<=[8] last_tile_dim_replicate}', '{devices=[1,2,4]4,0,6,2,7,3,5,1}'),
     ('f32[64,64]', '{devices=[8,1]2,5,0,7,1,4,6,3}', '{devices=[2,4]<=[8]}'),
+    # 4 replicas become 4 tiles across a permutation: XLA slices, then permutes 1/4 of the source tile (new user
+    # 17's GNN; the plan permuted the source tile first, 4x the bytes)
+    ('f32[16,512,256]', '{devices=[1,1,2,4]<=[8] last_tile_dim_replicate}', '{devices=[1,2,4]<=[8]}'),
 ]
 
 COPY4 = [
@@ -286,6 +289,9 @@ def test_copy_8_devices(i):
     p = plan(shape, H.parse(src), H.parse(dst), MESH8)
     assert _norm_plan(p.steps) == _norm_xla(cols)
     assert any(s.kind == "dynamic-slice" for s in p.steps) == ds
+    # and a collective-permute moves what XLA's does (its result's bytes): a slice goes first when it can
+    assert [s.input_bytes for s in p.steps if s.kind == "collective-permute"] == \
+        [parse_shape(c.shape).byte_size for c in cols if c.kind == "collective-permute"]
 
 
 @pytest.mark.parametrize("i", range(len(COPY4)))

@@ -283,19 +283,38 @@ def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh:
 
 
 #: deterministic mode's limit on the fine build (:func:`work_limit`), in resharding pairs per second of
-#: ``--time-limit``: the fastest fine build measured (round 17, 2-core machine at load 7, cold caches, CPU
-#: seconds of the edge phase): fused_qkv_train_step at 2x2x2 468,385 pairs in 1.85 s (253 k/s); decoder2
-#: at 2x2x2 524,494 in 2.59 s (202 k/s); transformer_train_step 428,086 in 1.85 s (231 k/s); the other
-#: samples 18-153 k/s.  So the limit binds only where even that rate would pass the time limit (a
-#: 128-partition per-device program at 16x8: 61.3 M pairs, about 4 minutes at that rate and much more
-#: in fact: its 4-axis plans cost up to 0.5 ms each)
+#: ``--time-limit``, on meshes of at most :data:`FEW_AXES` non-trivial axes: the fastest fine build measured
+#: (round 17, 2-core machine at load 7, cold caches, CPU seconds of the edge phase): fused_qkv_train_step at
+#: 2x2x2 468,385 pairs in 1.85 s (253 k/s); decoder2 at 2x2x2 524,494 in 2.59 s (202 k/s);
+#: transformer_train_step 428,086 in 1.85 s (231 k/s); the other samples 18-153 k/s.  So the limit binds
+#: only where even that rate would pass the time limit
 PAIRS_PER_SECOND = 250_000
+#: the most non-trivial mesh axes :data:`PAIRS_PER_SECOND` was measured on
+FEW_AXES = 3
+#: the same limit on meshes of more axes: a pair's plan takes one move per mesh axis it changes, so a pair
+#: of a 4-axis mesh costs several times one of 3 axes whatever the rank (round 18, each sample's pre-HLO
+#: without its shardings on a 16-device 2x2x2x2 mesh, one cold process each, CPU seconds in the edge
+#: matrices, load 5-8: scan_mlp_train_step 814,430 pairs in 14.0 s (58 k/s), mlp_train_step 170,154 in 3.3 s
+#: (51 k/s), attention_6heads 4,085,384 in 81.8 s (50 k/s), embedding_lookup 31 k/s, conv_layer 26 k/s,
+#: moe_layer not done in 120 s; the same samples at 2x2x2 with their shardings 95-344 k/s): the fastest.  Rank is not what costs: a 3-instruction rank-12
+#: module prices 3,074,762 pairs at 2x2x2 at 522 k/s, faster than any sample (new user 17's module: at
+#: 2x2x2x2 it holds 3,847,482 pairs, priced at 137 k/s)
+PAIRS_PER_SECOND_MANY_AXES = 58_000
 
 
-def work_limit(time_limit: float) -> int:
+def pairs_per_second(mesh: DeviceMesh) -> int:
+    """The pairs per second :func:`work_limit` allows on ``mesh``: :data:`PAIRS_PER_SECOND` on meshes of at
+    most :data:`FEW_AXES` axes of size above 1, :data:`PAIRS_PER_SECOND_MANY_AXES` on more (a 16x8 mesh
+    refined as 2x8x2x4, a 2x2x2x2 mesh)."""
+    axes = sum(1 for n in mesh.shape if int(n) > 1)
+    return PAIRS_PER_SECOND if axes <= FEW_AXES else PAIRS_PER_SECOND_MANY_AXES
+
+
+def work_limit(time_limit: float, mesh: DeviceMesh) -> int:
     """The most resharding pairs (:func:`hloshard.autoshard.build.build_graph`'s ``work_limit``) the fine
-    build may price in deterministic mode with ``time_limit`` seconds: :data:`PAIRS_PER_SECOND` per second."""
-    return int(PAIRS_PER_SECOND * max(0.0, float(time_limit)))
+    build on ``mesh`` may price in deterministic mode (and under ``solve``'s default limit) with
+    ``time_limit`` seconds: :func:`pairs_per_second` of ``mesh`` per second."""
+    return int(pairs_per_second(mesh) * max(0.0, float(time_limit)))
 
 
 @dataclass
@@ -432,7 +451,7 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
     Without a coarse mesh, or when the coarse solve finds nothing, the fine graph is built without a limit
     (as before: there is nothing else to return).  Returns a :class:`CoarseFirst` whose ``start`` is None
     (the caller's coarse start follows the fine build as it did)."""
-    limit = work_limit(time_limit) if coarse_mesh(mesh, module) is not None else None
+    limit = work_limit(time_limit, mesh) if coarse_mesh(mesh, module) is not None else None
     try:
         return CoarseFirst(build_graph(module, mesh, keep, memory_budget, work_limit=limit), None)
     except BuildStopped as exc:
@@ -440,7 +459,7 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
             raise
         stopped = exc
     mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-    stopped.args = (f"{stopped}: {PAIRS_PER_SECOND:,} per second of --time-limit {float(time_limit):g} {mode} "
+    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g} {mode} "
                     f"(coarse.work_limit)",)
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:

@@ -22,7 +22,8 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
    that dim's gathered (minor) factor; a ``collective-permute`` goes first when the devices of a target
    tile are not the ones whose source tiles make it up;
 6. the target is finer on every dim (partially replicated -> more tiled): a local ``dynamic-slice``,
-   after a ``collective-permute`` when a device's target tile is not inside its source tile;
+   and when a device's target tile is not inside its source tile, the slice goes to the target's tiles
+   as the source's devices hold them, then a ``collective-permute`` moves the (smaller) target tiles;
 7. the target is more replicated: all-gather whole dims until the replication matches, then as 4;
 8. the target is less replicated: slice the replication into dims so that the tile counts become a
    permutation of the target's, then as 4; or, for a fully tiled target, slice into the dims the
@@ -404,17 +405,19 @@ def _arrange_for_gather(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _
 
 
 @_memo
-def _arrange_for_slice(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
-    """Source tiles re-assigned so that every device's destination tile lies in its source tile: the
-    devices of source tile i are those of the destination sub-tiles of i (sub-tile major, replica minor)."""
-    out = np.empty_like(src.devs)
+def _slice_in_place(src: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
+    """``dst``'s tiles held so that every device's tile lies in its ``src`` tile (a local slice reaches it):
+    the devices of source tile i, in their order, take the destination sub-tiles of i (sub-tile major,
+    replica minor)."""
+    out = np.empty_like(dst.devs)
     for tile in np.ndindex(*src.tiles):
-        devs = []
+        devs = src.devs[tile].tolist()
+        k = 0
         for sub in np.ndindex(*factors):
             t_dst = tuple(i * f + s for i, f, s in zip(tile, factors, sub))
-            devs.extend(int(d) for d in dst.devs[t_dst])
-        out[tile] = devs
-    return _Layout(src.tiles, out)
+            out[t_dst] = devs[k:k + dst.rep]
+            k += dst.rep
+    return _Layout(dst.tiles, out)
 
 
 @_memo
@@ -725,9 +728,14 @@ class _Builder:
         return cur
 
     def slice_to(self, cur: _Layout, dst: _Layout, factors: Sequence[int]) -> _Layout:
-        if not _slice_is_local(cur, dst, factors):
-            cur = self.permute(cur, _arrange_for_slice(cur, dst, factors))
-        return self.dynamic_slice(cur, dst)
+        if _slice_is_local(cur, dst, factors):
+            return self.dynamic_slice(cur, dst)
+        # GSPMD slices first, each device a target tile inside the tile it holds, then permutes the target
+        # tiles (a quarter of the bytes of permuting the source tiles first, when 4 replicas become 4 tiles:
+        # f32[16,512,256] from {devices=[1,1,2,4]<=[8] last_tile_dim_replicate} to {devices=[1,2,4]<=[8]},
+        # XLA 0.10.2 on 8 CPU devices: one collective-permute of 1 MiB per device, not 4 MiB)
+        cur = self.dynamic_slice(cur, _slice_in_place(cur, dst, factors))
+        return cur if _equivalent(cur, dst) else self.permute(cur, dst)
 
     def moves(self, cur: _Layout, seq: Sequence[tuple[int, int, int]]) -> _Layout:
         for i, j, k in seq:
