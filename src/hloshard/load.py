@@ -14,6 +14,7 @@ All exit 2.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 __all__ = ["SourceInfo", "load_module", "load_text", "is_stablehlo_path"]
 
@@ -22,12 +23,15 @@ __all__ = ["SourceInfo", "load_module", "load_text", "is_stablehlo_path"]
 class SourceInfo:
     """Where a module came from: ``format`` ('hlo' | 'stablehlo'), ``filename``, and for StableHLO the
     JAX paths of the entry parameters (``arg_paths[parameter number]``) and of the outputs
-    (``result_paths[output index]``), None where unknown."""
+    (``result_paths[output index]``), None where unknown; ``convert_seconds``: wall seconds of the
+    StableHLO -> HLO conversion (jaxlib in a child process; 0 for HLO), which is not parsing: ``solve``
+    reserves the parse's seconds again for writing its output, not the conversion's."""
 
     format: str
     filename: str
     arg_paths: list = dataclasses.field(default_factory=list)
     result_paths: list = dataclasses.field(default_factory=list)
+    convert_seconds: float = 0.0
 
 
 def is_stablehlo_path(path: str) -> bool:
@@ -44,8 +48,11 @@ def load_text(text: str, filename: str, stablehlo: bool = False):
         from .stablehlo import mlir_signature, stablehlo_to_hlo
 
         sig = mlir_signature(text)
-        module = parse_module(stablehlo_to_hlo(text, filename), f"{filename} (as HLO)")
-        module.source_info = SourceInfo("stablehlo", filename, list(sig["args"]), list(sig["results"]))
+        began = time.monotonic()
+        hlo = stablehlo_to_hlo(text, filename)
+        converted = time.monotonic() - began
+        module = parse_module(hlo, f"{filename} (as HLO)")
+        module.source_info = SourceInfo("stablehlo", filename, list(sig["args"]), list(sig["results"]), converted)
     else:
         module = parse_module(text, filename)
         module.source_info = SourceInfo("hlo", filename)
