@@ -642,7 +642,8 @@ def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list
     ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
     minfo = graph.ctx.minfo
     out = []
-    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids,
+                                            gathers=getattr(graph, "memory_device", None) is None):
         r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
         if r is TOKEN:
             continue

@@ -1305,6 +1305,90 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
     return [tuple(x) for x in out]
 
 
+def _gather_permutation(instr) -> list:
+    """The output dimensions (of size > 1) of the ``gather`` ``instr`` in the order XLA's canonical gather
+    writes them: the batch dimensions (those not in ``offset_dims``) first, then the offset dimensions,
+    each group in order (XLA's ``GatherSimplifier``; a transpose restores the gather's own order)."""
+    dims = instr.shape.dims
+    offset = sorted(int(d) for d in (instr.attrs.get("offset_dims") or ()))
+    batch = [d for d in range(len(dims)) if d not in offset]
+    return [d for d in batch + offset if int(dims[d]) > 1]
+
+
+def _rearrangeable(o, perm: list) -> bool:
+    """True when XLA's ``ReshapeMover`` can sink a transpose of permutation ``perm`` past an elementwise
+    op with operand ``o``: ``o`` is a non-canonical gather of the same permutation (its own transpose),
+    a constant or a broadcast of a scalar (trivially rearranged)."""
+    while _forwards(o) and o.operands:
+        o = o.operands[0]
+    k = _kind(o)
+    if k == "constant" or (k == "broadcast" and o.operands and o.operands[0].shape.is_array
+                           and o.operands[0].shape.rank == 0):
+        return True
+    return k == "gather" and o.shape.is_array and _gather_permutation(o) == perm
+
+
+def gather_relayouts(order: Sequence, positions: dict | None = None) -> list:
+    """The transposed copies XLA's CPU backend makes of non-canonical gathers, as
+    ``[(reader, k, lo, hi)]``: besides the model's buffer of the gather (its tile), a copy of the gather
+    in the layout its operand ``k`` of ``reader`` has (the first instruction on the way to a ``reduce``
+    that reads it: the copy fuses that reader's local slice, if any) is live over ``[lo, hi)``, from just
+    after the gather to the last ``reduce`` reading it.
+
+    XLA's ``GatherSimplifier`` computes a gather whose output dimensions (of size > 1) are not in the
+    canonical order -- batch dimensions first, then ``offset_dims`` (:func:`_gather_permutation`; e.g.
+    a GNN's edge gather ``h[:, src, :]`` of ``h: [B, N, H]`` writes ``[E, B, H]``) -- as a canonical
+    gather and a transpose.  ``ReshapeMover`` sinks that transpose past the gather's elementwise users
+    only when every user of it can take it (each operand of each user another gather of the same
+    permutation, a constant or a scalar broadcast: :func:`_rearrangeable`); otherwise the transpose
+    stays, layout assignment makes it a bitcast of the canonical buffer, loop fusions read that buffer
+    directly, and a ``reduce`` (an XNNPACK fusion, which fuses no transpose) that reads it, directly or
+    through fused elementwise producers (:func:`fused_reads`), reads a row-major copy
+    (``transpose_copy_fusion``), made once (``HloCSE``) and kept until the last such reduce.  When the
+    reduces are the gather's only readers, the gather fuses into the copy: one buffer, the model's own,
+    no second one.  Read in XLA's buffer assignment of new user 17's GNN (8 CPU devices, its
+    ``auto_shard`` plan): each ``f32[16,512,256]`` edge gather is a ``[512,4,1,128]`` gather fusion plus a
+    ``[4,512,128]`` transposed copy read by the gate's ``reduce_sum``, four such copies (1 MiB each) live
+    at XLA's peak; reproduced on a hand gather (a gate of ``sum(g * g2)`` multiplying ``g``: a copy; the
+    same with a scalar instead of the gate, or ``g`` read by the reduce alone: none).  ``order``: the
+    program schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for g in order:
+        if g.opcode != "gather" or not g.shape.is_array or id(g) not in pos:
+            continue
+        perm = _gather_permutation(g)
+        if perm == sorted(perm):
+            continue   # canonical: no transpose
+        users = effective_users(g)
+        if all(_kind(u) in ELEMENTWISE and all(_rearrangeable(o, perm) for o in u.operands) for u in users):
+            continue   # the transpose sinks past every user (ReshapeMover): none stays
+        reduces: list = []
+        first = None   # (reduce position, direct reader, operand number)
+        others = False
+        for d in users:   # the readers of g's buffer once fusion is applied, each under its direct user
+            ks = [k for k, o in enumerate(d.operands) if o is g or (_forwards(o) and _source(o) is g)]
+            stack, seen, hit = [d], set(), []
+            while stack:
+                u = stack.pop()
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                if is_fused(u):
+                    stack.extend(u.users)
+                elif u.opcode == "reduce" and pos.get(id(u)) is not None:
+                    hit.append(pos[id(u)])
+                else:
+                    others = True
+            reduces += hit
+            if hit and ks and (first is None or min(hit) < first[0]):
+                first = (min(hit), d, ks[0])
+        if reduces and others and first is not None:
+            t = pos[id(g)]
+            out.append((first[1], first[2], t + 1, max(max(reduces) + 1, t + 2)))
+    return out
+
+
 def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
     """The resharded copies of a plan as the buffers XLA makes (module docstring, *Communication
     buffers*: one per value, target layout and computation).  ``buffers``: ``(key, lo, hi, nbytes)``, one
@@ -1400,11 +1484,13 @@ def dot_transposed_operands(instr) -> list:
     return out
 
 
-def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
+def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: bool = True) -> list:
     """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
     copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
-    such dot and its operand number, whose layout gives the copy's size).  ``order``: the program
+    such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
+    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`, the same
+    form: ``dot`` is the reader whose operand ``k`` layout sizes the copy).  ``order``: the program
     schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     groups: dict = {}
@@ -1425,4 +1511,5 @@ def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
                 groups[key] = [i, k, t, t + 1]
             else:
                 hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
-    return [tuple(g) for g in groups.values()]
+    out = [tuple(g) for g in groups.values()]
+    return out + gather_relayouts(order, pos) if gathers else out
