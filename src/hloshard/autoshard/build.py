@@ -118,7 +118,7 @@ class _Recorded:
         return all(tuple(fn(instr)) == out for instr, out in self.seen.values())
 
 
-def _cached_intervals(module, schedule, own, values, params, outputs, donated) -> dict:
+def _cached_intervals(module, schedule, own, values, params, outputs, donated, gather_copies=False) -> dict:
     """:func:`hloshard.cost.liveness.buffer_intervals` of ``schedule`` (node -> interval), reused from
     the module's previous build when the schedule is the same list (:func:`program_orders`: the same
     structure) and ``own`` / ``values`` give the same nodes for every instruction the previous call
@@ -126,13 +126,14 @@ def _cached_intervals(module, schedule, own, values, params, outputs, donated) -
     (:func:`hloshard.cost.liveness.written_layouts`, what it reads of them): its
     answer is then the same.  ``solve``'s coarse build, fine build and the re-pricing of
     the written module number their nodes alike (48-layer transformer, 2x2x2: 2-4 s per build)."""
-    key = (tuple(params), tuple(outputs), tuple(donated), written_layouts(module))
+    key = (tuple(params), tuple(outputs), tuple(donated), written_layouts(module), bool(gather_copies))
     hit = getattr(module, "_hloshard_intervals", None)
     if hit is not None and hit[0] is schedule and hit[1] == key and hit[2].same_for(own) and \
             hit[3].same_for(values):
         return dict(hit[4])
     rec_own, rec_values = _Recorded(own), _Recorded(values)
-    iv = buffer_intervals(schedule, rec_own, rec_values, parameters=key[0], outputs=key[1], donated=key[2])
+    iv = buffer_intervals(schedule, rec_own, rec_values, parameters=key[0], outputs=key[1], donated=key[2],
+                          gather_copies=key[4])
     module._hloshard_intervals = (schedule, key, rec_own, rec_values, dict(iv))
     return iv
 
@@ -350,7 +351,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     entry = module.entry
     param_nodes = [u for p in entry.parameters for u in leaf_nodes(p)]
     iv = _cached_intervals(module, schedule, lambda i: owned.get(id(i), ()), leaf_nodes, param_nodes,
-                           leaf_nodes(entry.root), _donated_nodes(module, leaf_nodes))
+                           leaf_nodes(entry.root), _donated_nodes(module, leaf_nodes),
+                           gather_copies=getattr(mesh, "memory_device", None) is None)   # XLA CPU: relayout_copies
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy

@@ -547,10 +547,12 @@ def written_layouts(module) -> tuple:
 
 def forget_shardings(comp) -> None:
     """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
-    through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
-    reach without changing the computation's instructions."""
-    if getattr(comp, "_hloshard_reduce_inputs", None) is not None:
-        comp._hloshard_reduce_inputs = None
+    through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
+    :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
+    changing the computation's instructions."""
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes"):
+        if getattr(comp, attr, None) is not None:
+            setattr(comp, attr, None)
 
 
 def _same_dims(a, b) -> bool:
@@ -787,7 +789,8 @@ def read_until(instr, positions: dict) -> int | None:
 
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
                      values: Callable[[object], Sequence[Hashable]], parameters: Iterable[Hashable] = (),
-                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = ()) -> dict:
+                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = (),
+                     gather_copies: bool = False) -> dict:
     """Key -> ``(lo, hi)``: the half-open schedule interval in which each buffer XLA allocates is live
     (the memory model of the module docstring; an empty interval: no buffer of its own).
 
@@ -796,7 +799,10 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     a called computation's parameter); ``values(instr)``: the keys of ``instr``'s value, leaf order,
     forwarding resolved; ``parameters``: entry parameter keys (whole run); ``outputs``: entry output
     keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
-    no memory of their own.  Every key of ``own`` gets an interval."""
+    no memory of their own; ``gather_copies``: a ``reduce`` reads the transposed copy of a gather
+    (:func:`gather_copy_readers`), not the gather's buffer (the caller prices the copy:
+    :func:`relayout_intervals`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
+    gets an interval."""
     pos = {id(i): t for t, i in enumerate(order)}
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
         forget_shardings(comp)
@@ -811,6 +817,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
             return ()   # forwarded: its readers read the values it forwards
         ops = fused_reads(i)
+        if gather_copies and i.opcode == "reduce":   # it reads the gather's transposed copy instead
+            ops = [o for o in ops if o.opcode != "gather" or
+                   not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
 
@@ -1315,17 +1324,77 @@ def _gather_permutation(instr) -> list:
     return [d for d in batch + offset if int(dims[d]) > 1]
 
 
-def _rearrangeable(o, perm: list) -> bool:
-    """True when XLA's ``ReshapeMover`` can sink a transpose of permutation ``perm`` past an elementwise
-    op with operand ``o``: ``o`` is a non-canonical gather of the same permutation (its own transpose),
-    a constant or a broadcast of a scalar (trivially rearranged)."""
+def _transposed_gather(o):
+    """``o`` (looked through forwarding copies that keep its written sharding) when it is a
+    non-canonical ``gather`` (:func:`_gather_permutation` not in order: XLA computes it as a canonical
+    gather and a transpose), else None."""
+    while _forwards(o) and o.operands and _sharding_of(o) == _sharding_of(o.operands[0]):
+        o = o.operands[0]
+    if o.opcode != "gather" or not o.shape.is_array:
+        return None
+    perm = _gather_permutation(o)
+    return o if perm != sorted(perm) else None
+
+
+def _trivially_rearranged(o) -> bool:
+    """A constant or a broadcast of a scalar (XLA's ``ReshapeMover``: it changes shape for free)."""
     while _forwards(o) and o.operands:
         o = o.operands[0]
     k = _kind(o)
-    if k == "constant" or (k == "broadcast" and o.operands and o.operands[0].shape.is_array
-                           and o.operands[0].shape.rank == 0):
-        return True
-    return k == "gather" and o.shape.is_array and _gather_permutation(o) == perm
+    return k == "constant" or (k == "broadcast" and bool(o.operands) and o.operands[0].shape.is_array
+                               and o.operands[0].shape.rank == 0)
+
+
+def _direct_users(g) -> list:
+    """The users of ``g`` that XLA's partitioned module has: forwarding copies that keep ``g``'s
+    written sharding looked through (a pin that reshards is a slice or a collective: a user)."""
+    out: list = []
+    stack = list(g.users)
+    while stack:
+        u = stack.pop()
+        if _forwards(u) and _sharding_of(u) == _sharding_of(g):
+            stack.extend(u.users)
+        elif all(u is not x for x in out):
+            out.append(u)
+    return out
+
+
+@_per_computation("_hloshard_kept_gather_transposes")
+def _kept_transposes(comp) -> set:
+    """The ids of the non-canonical gathers of ``comp`` whose transpose XLA's ``ReshapeMover`` does not
+    sink: an elementwise user is a candidate when each of its operands is a non-canonical gather of the
+    same permutation and dimensions or trivially rearranged (:func:`_trivially_rearranged`); while a
+    transpose has a user that is no candidate, every user of it stops being one (the pass's fixpoint);
+    what remains is sunk, the other transposes stay."""
+    gathers = [i for i in comp.instructions if _transposed_gather(i) is i]
+    if not gathers:
+        return set()
+    users = {id(g): _direct_users(g) for g in gathers}
+    cand: set = set()
+    for g in gathers:
+        for u in users[id(g)]:
+            if _kind(u) not in ELEMENTWISE or id(u) in cand:
+                continue
+            ok = True
+            for o in u.operands:
+                t = _transposed_gather(o)
+                if t is not None:
+                    ok = ok and _gather_permutation(t) == _gather_permutation(g) and \
+                        list(t.shape.dims) == list(g.shape.dims)
+                else:
+                    ok = ok and _trivially_rearranged(o)
+            if ok:
+                cand.add(id(u))
+    changed = True
+    while changed:
+        changed = False
+        for g in gathers:
+            us = users[id(g)]
+            if any(id(u) not in cand for u in us) and any(id(u) in cand for u in us):
+                for u in us:
+                    cand.discard(id(u))
+                changed = True
+    return {id(g) for g in gathers if not users[id(g)] or any(id(u) not in cand for u in users[id(g)])}
 
 
 def gather_relayouts(order: Sequence, positions: dict | None = None) -> list:
@@ -1339,8 +1408,7 @@ def gather_relayouts(order: Sequence, positions: dict | None = None) -> list:
     canonical order -- batch dimensions first, then ``offset_dims`` (:func:`_gather_permutation`; e.g.
     a GNN's edge gather ``h[:, src, :]`` of ``h: [B, N, H]`` writes ``[E, B, H]``) -- as a canonical
     gather and a transpose.  ``ReshapeMover`` sinks that transpose past the gather's elementwise users
-    only when every user of it can take it (each operand of each user another gather of the same
-    permutation, a constant or a scalar broadcast: :func:`_rearrangeable`); otherwise the transpose
+    only when every user of it can take it (:func:`_kept_transposes`); otherwise the transpose
     stays, layout assignment makes it a bitcast of the canonical buffer, loop fusions read that buffer
     directly, and a ``reduce`` (an XNNPACK fusion, which fuses no transpose) that reads it, directly or
     through fused elementwise producers (:func:`fused_reads`), reads a row-major copy
@@ -1354,39 +1422,54 @@ def gather_relayouts(order: Sequence, positions: dict | None = None) -> list:
     program schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     out: list = []
+    for comp in {id(i.parent): i.parent for i in order if i.opcode == "gather" and i.parent is not None}.values():
+        forget_shardings(comp)
     for g in order:
-        if g.opcode != "gather" or not g.shape.is_array or id(g) not in pos:
+        if g.opcode != "gather" or id(g) not in pos:
             continue
-        perm = _gather_permutation(g)
-        if perm == sorted(perm):
-            continue   # canonical: no transpose
-        users = effective_users(g)
-        if all(_kind(u) in ELEMENTWISE and all(_rearrangeable(o, perm) for o in u.operands) for u in users):
-            continue   # the transpose sinks past every user (ReshapeMover): none stays
-        reduces: list = []
-        first = None   # (reduce position, direct reader, operand number)
-        others = False
-        for d in users:   # the readers of g's buffer once fusion is applied, each under its direct user
-            ks = [k for k, o in enumerate(d.operands) if o is g or (_forwards(o) and _source(o) is g)]
-            stack, seen, hit = [d], set(), []
-            while stack:
-                u = stack.pop()
-                if id(u) in seen:
-                    continue
-                seen.add(id(u))
-                if is_fused(u):
-                    stack.extend(u.users)
-                elif u.opcode == "reduce" and pos.get(id(u)) is not None:
-                    hit.append(pos[id(u)])
-                else:
-                    others = True
-            reduces += hit
-            if hit and ks and (first is None or min(hit) < first[0]):
-                first = (min(hit), d, ks[0])
-        if reduces and others and first is not None:
+        hit = gather_copy_readers(g)
+        if hit is None:
+            continue
+        reduces, reader, k = hit
+        ends = [pos[id(r)] for r in reduces if id(r) in pos]
+        if ends:
             t = pos[id(g)]
-            out.append((first[1], first[2], t + 1, max(max(reduces) + 1, t + 2)))
+            out.append((reader, k, t + 1, max(max(ends) + 1, t + 2)))
     return out
+
+
+def gather_copy_readers(g) -> tuple | None:
+    """``(reduces, reader, k)`` when XLA's CPU backend makes a transposed copy of the ``gather`` ``g``
+    (:func:`gather_relayouts`): the ``reduce`` instructions that read the copy instead of ``g``'s own
+    buffer, and the direct user ``reader`` of ``g`` on the way to the first of them with ``g`` (or a
+    forwarding copy of it) its operand ``k``; None when no copy is made (a canonical gather, a transpose
+    that sinks, no reduce reading it, or reduces its only readers: the gather then fuses into the copy,
+    one buffer)."""
+    if not g.shape.is_array or _transposed_gather(g) is not g or id(g) not in _kept_transposes(g.parent):
+        return None
+    reduces: list = []
+    first = None
+    others = False
+    for d in effective_users(g):   # the readers of g's buffer once fusion is applied, by direct user
+        ks = [k for k, o in enumerate(d.operands) if o is g or (_forwards(o) and _source(o) is g)]
+        stack, seen, hit = [d], set(), []
+        while stack:
+            u = stack.pop()
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if is_fused(u):
+                stack.extend(u.users)
+            elif u.opcode == "reduce":
+                hit.append(u)
+            else:
+                others = True
+        reduces += [r for r in hit if all(r is not x for x in reduces)]
+        if hit and ks and first is None:
+            first = (d, ks[0])
+    if not reduces or not others or first is None:
+        return None
+    return reduces, first[0], first[1]
 
 
 def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
@@ -1489,8 +1572,9 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
     copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
     such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
-    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`, the same
-    form: ``dot`` is the reader whose operand ``k`` layout sizes the copy).  ``order``: the program
+    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`) and the
+    copies of shared scatter destinations (:func:`scatter_destination_copies`), in the same form
+    (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
     schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     groups: dict = {}
@@ -1512,4 +1596,37 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
             else:
                 hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
     out = [tuple(g) for g in groups.values()]
-    return out + gather_relayouts(order, pos) if gathers else out
+    return out + gather_relayouts(order, pos) + scatter_destination_copies(order, pos) if gathers else out
+
+
+def scatter_destination_copies(order: Sequence, positions: dict | None = None) -> list:
+    """The copies XLA's CPU backend makes of a ``scatter``'s destination that other instructions also
+    read, as ``[(scatter, 0, lo, hi)]``: a buffer of the destination in the scatter's layout, live over
+    ``[lo, hi)`` from just after the destination is made to the scatter, which then updates it in place
+    (its result, the model's buffer of the scatter from there on).
+
+    A scatter updates its operand 0 in place; where that buffer is read elsewhere too (the one zero
+    ``broadcast`` every ``segment_sum`` of a step starts from, after ``HloCSE``), XLA's copy insertion
+    gives each scatter a copy of it, and the breadth-first scheduler makes each copy as soon as its
+    source exists.  Read in XLA's buffer assignment of new user 17's GNN (``copy.436``-``copy.442`` of
+    one ``wrapped_broadcast``, each live from the start of the step to its ``wrapped_scatter``).
+    ``order``: the program schedule; ``positions``: ``id(instruction)`` -> position (built from
+    ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for sc in order:
+        if sc.opcode != "scatter" or not sc.shape.is_array or not sc.operands or id(sc) not in pos:
+            continue
+        d = sc.operands[0]
+        while _forwards(d) and d.operands and _sharding_of(d) == _sharding_of(d.operands[0]):
+            d = d.operands[0]
+        if _kind(d) == "constant" or len([u for u in effective_users(d) if u is not sc]) == 0:
+            continue   # read by this scatter alone: updated in place, no copy
+        src = d
+        while is_fused(src) and src.operands and _kind(src) != "constant":
+            src = src.operands[0]   # a fused destination is made where its own source is
+        t = pos[id(sc)]
+        lo = pos.get(id(src), pos.get(id(d), t - 1)) + 1
+        if lo < t:
+            out.append((sc, 0, lo, t))
+    return out
