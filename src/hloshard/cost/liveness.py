@@ -1317,8 +1317,16 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
 def _gather_permutation(instr) -> list:
     """The output dimensions (of size > 1) of the ``gather`` ``instr`` in the order XLA's canonical gather
     writes them: the batch dimensions (those not in ``offset_dims``) first, then the offset dimensions,
-    each group in order (XLA's ``GatherSimplifier``; a transpose restores the gather's own order)."""
+    each group in order (XLA's ``GatherSimplifier``; a transpose restores the gather's own order).  The
+    sizes are per device under a written sharding (a dimension split down to 1 moves for free: the
+    transpose is a bitcast), else the whole array's."""
     dims = instr.shape.dims
+    sh = _sharding_of(instr)
+    if sh is not None:
+        try:
+            dims = sh.tile_shape(dims)
+        except ValueError:
+            pass
     offset = sorted(int(d) for d in (instr.attrs.get("offset_dims") or ()))
     batch = [d for d in range(len(dims)) if d not in offset]
     return [d for d in batch + offset if int(dims[d]) > 1]
