@@ -44,7 +44,8 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, widened_invariants, written_layouts)
+                             resharded_by_tuple, scatter_destination_copies, widened_invariants,
+                             written_layouts)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
@@ -419,7 +420,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
-    # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
+    # XLA CPU's copies of a node's tile: f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
     # (node whose tile is copied, lo, hi, factor), priced by edge_buffers and edgememory like a collective's
     graph.widened = []
     if memory_device is None:
@@ -427,6 +428,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(w, leaf) if w in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, wlo, whi, factor))
+        # and the copy of a shared scatter destination, in the scatter's tile (cost.liveness.scatter_destination_copies)
+        for sc, slo, shi in scatter_destination_copies(schedule):
+            r = ctx.resolve(sc, 0) if sc in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, slo, shi, 1))
     _budgeted(graph, memory_budget)
     return graph
 

@@ -800,8 +800,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     forwarding resolved; ``parameters``: entry parameter keys (whole run); ``outputs``: entry output
     keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
     no memory of their own; ``gather_copies``: a ``reduce`` reads the transposed copy of a gather
-    (:func:`gather_copy_readers`), not the gather's buffer (the caller prices the copy:
-    :func:`relayout_intervals`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
+    (:func:`gather_copy_readers`), not the gather's buffer, and a ``scatter`` its copy of a shared
+    destination (:func:`copied_destination`) (the caller prices the copies: :func:`relayout_intervals`,
+    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
     gets an interval."""
     pos = {id(i): t for t, i in enumerate(order)}
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
@@ -820,6 +821,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if gather_copies and i.opcode == "reduce":   # it reads the gather's transposed copy instead
             ops = [o for o in ops if o.opcode != "gather" or
                    not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
+        elif gather_copies and i.opcode == "scatter" and copied_destination(i, pos) is not None:
+            ops = [o for o in ops if o is not i.operands[0]]   # it updates its copy of the destination
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
 
@@ -903,7 +906,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
         elif op in ELEMENTWISE:
-            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i)]
+            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
         else:
             continue
         for o in cands:
@@ -1580,9 +1583,8 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
     copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
     such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
-    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`) and the
-    copies of shared scatter destinations (:func:`scatter_destination_copies`), in the same form
-    (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
+    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`), in the
+    same form (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
     schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     groups: dict = {}
@@ -1604,14 +1606,56 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
             else:
                 hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
     out = [tuple(g) for g in groups.values()]
-    return out + gather_relayouts(order, pos) + scatter_destination_copies(order, pos) if gathers else out
+    return out + gather_relayouts(order, pos) if gathers else out
+
+
+def _through_forwards(o):
+    while _forwards(o) and o.operands:
+        o = o.operands[0]
+    return o
+
+
+def _added_into(sc) -> bool:
+    """True when XLA's algebraic simplifier folds the ``scatter`` ``sc`` into its one user, an ``add``
+    (``A + scatter(0, I, U)`` becomes ``scatter(A, I, U)``, updating ``A`` in place): of an add of two
+    scatters, the second operand's."""
+    users = effective_users(sc)
+    if len(users) != 1 or _kind(users[0]) != "add" or len(users[0].operands) != 2:
+        return False
+    a, b = (_through_forwards(o) for o in users[0].operands)
+    return b is sc or (a is sc and b.opcode != "scatter")
+
+
+def copied_destination(sc, positions: dict | None = None):
+    """The destination (operand 0, through forwarding copies that keep its sharding) of the ``scatter``
+    ``sc`` when XLA's CPU backend gives the scatter a copy of it (:func:`scatter_destination_copies`):
+    the destination is no constant and is read by something else after the scatter (``positions``:
+    ``id(instruction)`` -> schedule position; without them, anywhere), the scatter is not folded into
+    an add (:func:`_added_into`), and its result is no entry output (an output's allocation holds the
+    copy); else None."""
+    if sc.opcode != "scatter" or not sc.shape.is_array or not sc.operands:
+        return None
+    d = sc.operands[0]
+    while _forwards(d) and d.operands and _sharding_of(d) == _sharding_of(d.operands[0]):
+        d = d.operands[0]
+    others = [u for u in effective_users(d) if u is not sc]
+    if positions is not None and id(sc) in positions:
+        t = positions[id(sc)]
+        others = [u for u in others if positions.get(id(u), t + 1) > t]
+    if _kind(d) == "constant" or not others or _added_into(sc):
+        return None   # the last reader of the destination updates it in place: no copy
+    root = sc.parent.root if sc.parent is not None else None
+    if sc.is_root or (root is not None and root.opcode == "tuple" and getattr(sc.parent, "is_entry", False)
+                      and any(u is root for u in effective_users(sc))):
+        return None
+    return d
 
 
 def scatter_destination_copies(order: Sequence, positions: dict | None = None) -> list:
     """The copies XLA's CPU backend makes of a ``scatter``'s destination that other instructions also
-    read, as ``[(scatter, 0, lo, hi)]``: a buffer of the destination in the scatter's layout, live over
-    ``[lo, hi)`` from just after the destination is made to the scatter, which then updates it in place
-    (its result, the model's buffer of the scatter from there on).
+    read, as ``[(scatter, lo, hi)]``: a buffer of the scatter's result (its tile: the copy has its
+    layout), live over ``[lo, hi)`` from just after the destination is made to the scatter, which then
+    updates it in place (its result, the model's buffer of the scatter from there on).
 
     A scatter updates its operand 0 in place; where that buffer is read elsewhere too (the one zero
     ``broadcast`` every ``segment_sum`` of a step starts from, after ``HloCSE``), XLA's copy insertion
@@ -1623,18 +1667,14 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     out: list = []
     for sc in order:
-        if sc.opcode != "scatter" or not sc.shape.is_array or not sc.operands or id(sc) not in pos:
+        d = copied_destination(sc, pos)
+        if d is None or id(sc) not in pos:
             continue
-        d = sc.operands[0]
-        while _forwards(d) and d.operands and _sharding_of(d) == _sharding_of(d.operands[0]):
-            d = d.operands[0]
-        if _kind(d) == "constant" or len([u for u in effective_users(d) if u is not sc]) == 0:
-            continue   # read by this scatter alone: updated in place, no copy
         src = d
         while is_fused(src) and src.operands and _kind(src) != "constant":
             src = src.operands[0]   # a fused destination is made where its own source is
         t = pos[id(sc)]
         lo = pos.get(id(src), pos.get(id(d), t - 1)) + 1
         if lo < t:
-            out.append((sc, 0, lo, t))
+            out.append((sc, lo, t))
     return out
