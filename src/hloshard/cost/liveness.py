@@ -89,6 +89,11 @@ more (and pads to tiles); that is not modelled here.
   module, the guard's baselines); the solver's cost graph, built before a plan exists, keeps those
   temporaries in the heap (round 11 tried it with whole-array sizes: reverted, BENCHMARKS.md "Round 11:
   the output-allocation rule, reverted"; with per-device sizes, round 17).
+* *Gathers and scatters* (XLA's CPU backend; the cost graph prices the copies with the plan's layouts):
+  a gather whose output is not in canonical order is a canonical gather plus a transpose that a
+  ``reduce`` reads as a row-major copy unless ``ReshapeMover`` sinks it (:func:`gather_relayouts`), and
+  no elementwise result is computed in place on it; a scatter whose destination is read after it gets
+  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -771,7 +776,18 @@ def read_until(instr, positions: dict) -> int | None:
     positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
     position).  None when nothing reads it."""
     last = None
-    stack = list(instr.users)
+    for u in fused_readers(instr.users):
+        t = positions.get(id(u))
+        if t is not None and (last is None or t > last):
+            last = t
+    return last
+
+
+def fused_readers(users) -> list:
+    """The instructions that read a buffer once fusion is applied, given the instructions ``users`` that
+    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once)."""
+    out: list = []
+    stack = list(users)
     seen: set = set()
     while stack:
         u = stack.pop()
@@ -780,11 +796,9 @@ def read_until(instr, positions: dict) -> int | None:
         seen.add(id(u))
         if is_fused(u):
             stack.extend(u.users)
-            continue
-        t = positions.get(id(u))
-        if t is not None and (last is None or t > last):
-            last = t
-    return last
+        else:
+            out.append(u)
+    return out
 
 
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
@@ -1463,18 +1477,9 @@ def gather_copy_readers(g) -> tuple | None:
     others = False
     for d in effective_users(g):   # the readers of g's buffer once fusion is applied, by direct user
         ks = [k for k, o in enumerate(d.operands) if o is g or (_forwards(o) and _source(o) is g)]
-        stack, seen, hit = [d], set(), []
-        while stack:
-            u = stack.pop()
-            if id(u) in seen:
-                continue
-            seen.add(id(u))
-            if is_fused(u):
-                stack.extend(u.users)
-            elif u.opcode == "reduce":
-                hit.append(u)
-            else:
-                others = True
+        readers = fused_readers([d])
+        hit = [u for u in readers if u.opcode == "reduce"]
+        others = others or len(hit) < len(readers)
         reduces += [r for r in hit if all(r is not x for x in reduces)]
         if hit and ks and first is None:
             first = (d, ks[0])
