@@ -291,10 +291,66 @@ ENTRY main {{
 }}
 """
 
+# A GNN's edge gather ``h[:, idx, :]`` (offset_dims {0,2}: XLA gathers in canonical order [128,4,1,64] and
+# transposes).  Its gate ``m`` feeds a reduce, its other reader ``o`` multiplies it by a non-scalar broadcast
+# (ReshapeMover cannot sink the transpose past it), so the reduce reads a row-major copy of g beside g itself
+# (cost.liveness.gather_relayouts).  By hand: h 32768 + idx 512 + w 4096 (parameters), r 2048 + d 32768 +
+# the pointers 16 (outputs), g 131072 and its copy 131072 at the reduce = 334352 (without the copy: 203280).
+GATHER_COPY = f"""HloModule gcopy, num_partitions=8
+
+sum {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}}
+
+ENTRY main {{
+  h = f32[4,32,64] parameter(0){_R}
+  idx = s32[128,1] parameter(1){_R}
+  w = f32[64,16] parameter(2){_R}
+  g = f32[4,128,64] gather(h, idx), offset_dims={{0,2}}, collapsed_slice_dims={{1}}, start_index_map={{1}}, index_vector_dim=1, slice_sizes={{4,1,64}}{_R}
+  m = f32[4,128,64] multiply(g, g){_R}
+  z = f32[] constant(0)
+  r = f32[4,128] reduce(m, z), dimensions={{2}}, to_apply=sum{_R}
+  b = f32[4,128,64] broadcast(r), dimensions={{0,1}}{_R}
+  o = f32[4,128,64] multiply(g, b){_R}
+  d = f32[4,128,16] dot(o, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}{_R}
+  ROOT t = (f32[4,128], f32[4,128,16]) tuple(r, d), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
+# Two scatter-adds start from one zero broadcast: the first gets a copy of it (XLA's copy insertion), made
+# as soon as the broadcast is; the second, its last reader, updates it in place
+# (cost.liveness.scatter_destination_copies).  By hand: u + v 131072 + idx 1024 (parameters), t 8192 (output,
+# sa's buffer), e + f 131072 (both made first, breadth first), zb 8192 and its copy 8192 = 287744 (without
+# the copy: 279552).
+SCATTER_COPY = f"""HloModule scopy, num_partitions=8
+
+sum {{
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}}
+
+ENTRY main {{
+  u = f32[256,64] parameter(0){_R}
+  v = f32[256,64] parameter(1){_R}
+  idx = s32[256,1] parameter(2){_R}
+  z = f32[] constant(0)
+  zb = f32[32,64] broadcast(z), dimensions={{}}{_R}
+  e = f32[256,64] exponential(u){_R}
+  sa = f32[32,64] scatter(zb, idx, e), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=sum{_R}
+  f = f32[256,64] exponential(v){_R}
+  sb = f32[32,64] scatter(zb, idx, f), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=sum{_R}
+  ROOT t = f32[32,64] add(sa, sb){_R}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
-         "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744)}
+         "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
+         "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744)}
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
@@ -576,3 +632,36 @@ def test_one_buffer_per_reshard():
     assert one_buffer_per_reshard([]) == []
     with pytest.raises(ValueError, match="two sizes"):
         one_buffer_per_reshard([("a", 0, 1, 4), ("a", 2, 3, 8)])
+
+
+def test_gather_and_scatter_copies_follow_xlas_passes():
+    """Which gathers get a transposed copy and which scatters a copy of their destination
+    (cost.liveness.gather_relayouts / scatter_destination_copies): the gate's reduce of GATHER_COPY reads
+    a copy of g from just after g to the reduce; with a scalar instead of the gate ReshapeMover sinks the
+    transpose (no copy); a canonical gather (offset dims last) needs none, nor one split down to a single
+    row per device (the transpose is a bitcast); in SCATTER_COPY the first scatter copies the broadcast
+    from just after it is made, the second (its last reader) updates it in place."""
+    from hloshard.cost.liveness import gather_relayouts, program_schedule, scatter_destination_copies
+
+    def relayouts(text):
+        m = parse_module(text)
+        order = program_schedule(m)
+        pos = {i.name: t for t, i in enumerate(order)}
+        return [(r.name, k, lo, hi) for r, k, lo, hi in gather_relayouts(order)], pos
+
+    got, pos = relayouts(GATHER_COPY)
+    assert got == [("m", 0, pos["g"] + 1, pos["r"] + 1)]
+    scalar = GATHER_COPY.replace("  b = f32[4,128,64] broadcast(r), dimensions={0,1}" + _R,
+                                 "  c2 = f32[] constant(2)\n  b = f32[4,128,64] broadcast(c2), dimensions={}" + _R)
+    assert scalar != GATHER_COPY and relayouts(scalar)[0] == []
+    split = GATHER_COPY.replace("slice_sizes={4,1,64}" + _R, "slice_sizes={4,1,64}, sharding={devices=[4,1,1,2]<=[8] last_tile_dim_replicate}")
+    assert split != GATHER_COPY and relayouts(split)[0] == []
+    canonical = GATHER_COPY.replace("4,128", "128,4").replace("h = f32[4,32,64]", "h = f32[32,4,64]").replace(
+        "offset_dims={0,2}, collapsed_slice_dims={1}, start_index_map={1}, index_vector_dim=1, slice_sizes={4,1,64}",
+        "offset_dims={1,2}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4,64}")
+    assert canonical != GATHER_COPY and relayouts(canonical)[0] == []
+    m = parse_module(SCATTER_COPY)
+    order = program_schedule(m)
+    pos = {i.name: t for t, i in enumerate(order)}
+    assert [(s.name, lo, hi) for s, lo, hi in scatter_destination_copies(order)] == [
+        ("sa", pos["zb"] + 1, pos["sa"])]

@@ -44,7 +44,8 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, widened_invariants, written_layouts)
+                             resharded_by_tuple, scatter_destination_copies, widened_invariants,
+                             written_layouts)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
@@ -118,7 +119,7 @@ class _Recorded:
         return all(tuple(fn(instr)) == out for instr, out in self.seen.values())
 
 
-def _cached_intervals(module, schedule, own, values, params, outputs, donated) -> dict:
+def _cached_intervals(module, schedule, own, values, params, outputs, donated, gather_copies=False) -> dict:
     """:func:`hloshard.cost.liveness.buffer_intervals` of ``schedule`` (node -> interval), reused from
     the module's previous build when the schedule is the same list (:func:`program_orders`: the same
     structure) and ``own`` / ``values`` give the same nodes for every instruction the previous call
@@ -126,13 +127,14 @@ def _cached_intervals(module, schedule, own, values, params, outputs, donated) -
     (:func:`hloshard.cost.liveness.written_layouts`, what it reads of them): its
     answer is then the same.  ``solve``'s coarse build, fine build and the re-pricing of
     the written module number their nodes alike (48-layer transformer, 2x2x2: 2-4 s per build)."""
-    key = (tuple(params), tuple(outputs), tuple(donated), written_layouts(module))
+    key = (tuple(params), tuple(outputs), tuple(donated), written_layouts(module), bool(gather_copies))
     hit = getattr(module, "_hloshard_intervals", None)
     if hit is not None and hit[0] is schedule and hit[1] == key and hit[2].same_for(own) and \
             hit[3].same_for(values):
         return dict(hit[4])
     rec_own, rec_values = _Recorded(own), _Recorded(values)
-    iv = buffer_intervals(schedule, rec_own, rec_values, parameters=key[0], outputs=key[1], donated=key[2])
+    iv = buffer_intervals(schedule, rec_own, rec_values, parameters=key[0], outputs=key[1], donated=key[2],
+                          gather_copies=key[4])
     module._hloshard_intervals = (schedule, key, rec_own, rec_values, dict(iv))
     return iv
 
@@ -350,7 +352,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     entry = module.entry
     param_nodes = [u for p in entry.parameters for u in leaf_nodes(p)]
     iv = _cached_intervals(module, schedule, lambda i: owned.get(id(i), ()), leaf_nodes, param_nodes,
-                           leaf_nodes(entry.root), _donated_nodes(module, leaf_nodes))
+                           leaf_nodes(entry.root), _donated_nodes(module, leaf_nodes),
+                           gather_copies=getattr(mesh, "memory_device", None) is None)   # XLA CPU: relayout_copies
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
@@ -417,7 +420,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
-    # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
+    # XLA CPU's copies of a node's tile: f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
     # (node whose tile is copied, lo, hi, factor), priced by edge_buffers and edgememory like a collective's
     graph.widened = []
     if memory_device is None:
@@ -425,6 +428,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(w, leaf) if w in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, wlo, whi, factor))
+        # and the copy of a shared scatter destination, in the scatter's tile (cost.liveness.scatter_destination_copies)
+        for sc, slo, shi in scatter_destination_copies(schedule):
+            r = ctx.resolve(sc, 0) if sc in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, slo, shi, 1))
     _budgeted(graph, memory_budget)
     return graph
 
@@ -642,7 +650,8 @@ def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list
     ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
     minfo = graph.ctx.minfo
     out = []
-    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids,
+                                            gathers=getattr(graph, "memory_device", None) is None):
         r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
         if r is TOKEN:
             continue

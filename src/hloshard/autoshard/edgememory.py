@@ -118,7 +118,7 @@ def edge_memory_terms(graph: Graph) -> list:
             return np.array([factor * int(st.memory) for st in g.strategies], dtype=np.int64)
         terms.append(Term((u,), lo, hi, widened))
     # XLA's DotDecomposer relayout copies, sized by the first dot reading the operand
-    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids):
+    for dot, k, lo, hi in relayout_intervals(graph.schedule, ids, gathers=device is None):
         r = graph.ctx.resolve(dot, 0) if dot in graph.ctx.groups else TOKEN
         if r is TOKEN:
             continue

@@ -89,6 +89,11 @@ more (and pads to tiles); that is not modelled here.
   module, the guard's baselines); the solver's cost graph, built before a plan exists, keeps those
   temporaries in the heap (round 11 tried it with whole-array sizes: reverted, BENCHMARKS.md "Round 11:
   the output-allocation rule, reverted"; with per-device sizes, round 17).
+* *Gathers and scatters* (XLA's CPU backend; the cost graph prices the copies with the plan's layouts):
+  a gather whose output is not in canonical order is a canonical gather plus a transpose that a
+  ``reduce`` reads as a row-major copy unless ``ReshapeMover`` sinks it (:func:`gather_relayouts`), and
+  no elementwise result is computed in place on it; a scatter whose destination is read after it gets
+  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -547,10 +552,12 @@ def written_layouts(module) -> tuple:
 
 def forget_shardings(comp) -> None:
     """Drop what is cached on ``comp`` that depends on its written shardings (:func:`_reduce_inputs`,
-    through :func:`sliced_operand`): called by :func:`buffer_intervals`, which a plan's new shardings
-    reach without changing the computation's instructions."""
-    if getattr(comp, "_hloshard_reduce_inputs", None) is not None:
-        comp._hloshard_reduce_inputs = None
+    through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
+    :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
+    changing the computation's instructions."""
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes"):
+        if getattr(comp, attr, None) is not None:
+            setattr(comp, attr, None)
 
 
 def _same_dims(a, b) -> bool:
@@ -769,7 +776,18 @@ def read_until(instr, positions: dict) -> int | None:
     positions, a fused user's replaced by its own readers' (``positions``: ``id(instruction)`` ->
     position).  None when nothing reads it."""
     last = None
-    stack = list(instr.users)
+    for u in fused_readers(instr.users):
+        t = positions.get(id(u))
+        if t is not None and (last is None or t > last):
+            last = t
+    return last
+
+
+def fused_readers(users) -> list:
+    """The instructions that read a buffer once fusion is applied, given the instructions ``users`` that
+    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once)."""
+    out: list = []
+    stack = list(users)
     seen: set = set()
     while stack:
         u = stack.pop()
@@ -778,16 +796,15 @@ def read_until(instr, positions: dict) -> int | None:
         seen.add(id(u))
         if is_fused(u):
             stack.extend(u.users)
-            continue
-        t = positions.get(id(u))
-        if t is not None and (last is None or t > last):
-            last = t
-    return last
+        else:
+            out.append(u)
+    return out
 
 
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
                      values: Callable[[object], Sequence[Hashable]], parameters: Iterable[Hashable] = (),
-                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = ()) -> dict:
+                     outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = (),
+                     gather_copies: bool = False) -> dict:
     """Key -> ``(lo, hi)``: the half-open schedule interval in which each buffer XLA allocates is live
     (the memory model of the module docstring; an empty interval: no buffer of its own).
 
@@ -796,7 +813,11 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     a called computation's parameter); ``values(instr)``: the keys of ``instr``'s value, leaf order,
     forwarding resolved; ``parameters``: entry parameter keys (whole run); ``outputs``: entry output
     keys (whole run); ``donated``: output keys that share a parameter's buffer (``input_output_alias``):
-    no memory of their own.  Every key of ``own`` gets an interval."""
+    no memory of their own; ``gather_copies``: a ``reduce`` reads the transposed copy of a gather
+    (:func:`gather_copy_readers`), not the gather's buffer, and a ``scatter`` its copy of a shared
+    destination (:func:`copied_destination`) (the caller prices the copies: :func:`relayout_intervals`,
+    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
+    gets an interval."""
     pos = {id(i): t for t, i in enumerate(order)}
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
         forget_shardings(comp)
@@ -811,6 +832,11 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if id(i) in fused or (i.opcode in ALIASING_OPCODES and not own(i)):
             return ()   # forwarded: its readers read the values it forwards
         ops = fused_reads(i)
+        if gather_copies and i.opcode == "reduce":   # it reads the gather's transposed copy instead
+            ops = [o for o in ops if o.opcode != "gather" or
+                   not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
+        elif gather_copies and i.opcode == "scatter" and copied_destination(i, pos) is not None:
+            ops = [o for o in ops if o is not i.operands[0]]   # it updates its copy of the destination
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
 
@@ -894,7 +920,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
         elif op in ELEMENTWISE:
-            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i)]
+            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
         else:
             continue
         for o in cands:
@@ -1305,6 +1331,163 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
     return [tuple(x) for x in out]
 
 
+def _gather_permutation(instr) -> list:
+    """The output dimensions (of size > 1) of the ``gather`` ``instr`` in the order XLA's canonical gather
+    writes them: the batch dimensions (those not in ``offset_dims``) first, then the offset dimensions,
+    each group in order (XLA's ``GatherSimplifier``; a transpose restores the gather's own order).  The
+    sizes are per device under a written sharding (a dimension split down to 1 moves for free: the
+    transpose is a bitcast), else the whole array's."""
+    dims = instr.shape.dims
+    sh = _sharding_of(instr)
+    if sh is not None:
+        try:
+            dims = sh.tile_shape(dims)
+        except ValueError:
+            pass
+    offset = sorted(int(d) for d in (instr.attrs.get("offset_dims") or ()))
+    batch = [d for d in range(len(dims)) if d not in offset]
+    return [d for d in batch + offset if int(dims[d]) > 1]
+
+
+def _transposed_gather(o):
+    """``o`` (looked through forwarding copies that keep its written sharding) when it is a
+    non-canonical ``gather`` (:func:`_gather_permutation` not in order: XLA computes it as a canonical
+    gather and a transpose), else None."""
+    while _forwards(o) and o.operands and _sharding_of(o) == _sharding_of(o.operands[0]):
+        o = o.operands[0]
+    if o.opcode != "gather" or not o.shape.is_array:
+        return None
+    perm = _gather_permutation(o)
+    return o if perm != sorted(perm) else None
+
+
+def _trivially_rearranged(o) -> bool:
+    """A constant or a broadcast of a scalar (XLA's ``ReshapeMover``: it changes shape for free)."""
+    while _forwards(o) and o.operands:
+        o = o.operands[0]
+    k = _kind(o)
+    return k == "constant" or (k == "broadcast" and bool(o.operands) and o.operands[0].shape.is_array
+                               and o.operands[0].shape.rank == 0)
+
+
+def _direct_users(g) -> list:
+    """The users of ``g`` that XLA's partitioned module has: forwarding copies that keep ``g``'s
+    written sharding looked through (a pin that reshards is a slice or a collective: a user)."""
+    out: list = []
+    stack = list(g.users)
+    while stack:
+        u = stack.pop()
+        if _forwards(u) and _sharding_of(u) == _sharding_of(g):
+            stack.extend(u.users)
+        elif all(u is not x for x in out):
+            out.append(u)
+    return out
+
+
+@_per_computation("_hloshard_kept_gather_transposes")
+def _kept_transposes(comp) -> set:
+    """The ids of the non-canonical gathers of ``comp`` whose transpose XLA's ``ReshapeMover`` does not
+    sink: an elementwise user is a candidate when each of its operands is a non-canonical gather of the
+    same permutation and dimensions or trivially rearranged (:func:`_trivially_rearranged`); while a
+    transpose has a user that is no candidate, every user of it stops being one (the pass's fixpoint);
+    what remains is sunk, the other transposes stay."""
+    gathers = [i for i in comp.instructions if _transposed_gather(i) is i]
+    if not gathers:
+        return set()
+    users = {id(g): _direct_users(g) for g in gathers}
+    cand: set = set()
+    for g in gathers:
+        for u in users[id(g)]:
+            if _kind(u) not in ELEMENTWISE or id(u) in cand:
+                continue
+            ok = True
+            for o in u.operands:
+                t = _transposed_gather(o)
+                if t is not None:
+                    ok = ok and _gather_permutation(t) == _gather_permutation(g) and \
+                        list(t.shape.dims) == list(g.shape.dims)
+                else:
+                    ok = ok and _trivially_rearranged(o)
+            if ok:
+                cand.add(id(u))
+    changed = True
+    while changed:
+        changed = False
+        for g in gathers:
+            us = users[id(g)]
+            if any(id(u) not in cand for u in us) and any(id(u) in cand for u in us):
+                for u in us:
+                    cand.discard(id(u))
+                changed = True
+    return {id(g) for g in gathers if not users[id(g)] or any(id(u) not in cand for u in users[id(g)])}
+
+
+def gather_relayouts(order: Sequence, positions: dict | None = None) -> list:
+    """The transposed copies XLA's CPU backend makes of non-canonical gathers, as
+    ``[(reader, k, lo, hi)]``: besides the model's buffer of the gather (its tile), a copy of the gather
+    in the layout its operand ``k`` of ``reader`` has (the first instruction on the way to a ``reduce``
+    that reads it: the copy fuses that reader's local slice, if any) is live over ``[lo, hi)``, from just
+    after the gather to the last ``reduce`` reading it.
+
+    XLA's ``GatherSimplifier`` computes a gather whose output dimensions (of size > 1) are not in the
+    canonical order -- batch dimensions first, then ``offset_dims`` (:func:`_gather_permutation`; e.g.
+    a GNN's edge gather ``h[:, src, :]`` of ``h: [B, N, H]`` writes ``[E, B, H]``) -- as a canonical
+    gather and a transpose.  ``ReshapeMover`` sinks that transpose past the gather's elementwise users
+    only when every user of it can take it (:func:`_kept_transposes`); otherwise the transpose
+    stays, layout assignment makes it a bitcast of the canonical buffer, loop fusions read that buffer
+    directly, and a ``reduce`` (an XNNPACK fusion, which fuses no transpose) that reads it, directly or
+    through fused elementwise producers (:func:`fused_reads`), reads a row-major copy
+    (``transpose_copy_fusion``), made once (``HloCSE``) and kept until the last such reduce.  When the
+    reduces are the gather's only readers, the gather fuses into the copy: one buffer, the model's own,
+    no second one.  Read in XLA's buffer assignment of new user 17's GNN (8 CPU devices, its
+    ``auto_shard`` plan): each ``f32[16,512,256]`` edge gather is a ``[512,4,1,128]`` gather fusion plus a
+    ``[4,512,128]`` transposed copy read by the gate's ``reduce_sum``, four such copies (1 MiB each) live
+    at XLA's peak; reproduced on a hand gather (a gate of ``sum(g * g2)`` multiplying ``g``: a copy; the
+    same with a scalar instead of the gate, or ``g`` read by the reduce alone: none).  ``order``: the
+    program schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for comp in {id(i.parent): i.parent for i in order if i.opcode == "gather" and i.parent is not None}.values():
+        forget_shardings(comp)
+    for g in order:
+        if g.opcode != "gather" or id(g) not in pos:
+            continue
+        hit = gather_copy_readers(g)
+        if hit is None:
+            continue
+        reduces, reader, k = hit
+        ends = [pos[id(r)] for r in reduces if id(r) in pos]
+        if ends:
+            t = pos[id(g)]
+            out.append((reader, k, t + 1, max(max(ends) + 1, t + 2)))
+    return out
+
+
+def gather_copy_readers(g) -> tuple | None:
+    """``(reduces, reader, k)`` when XLA's CPU backend makes a transposed copy of the ``gather`` ``g``
+    (:func:`gather_relayouts`): the ``reduce`` instructions that read the copy instead of ``g``'s own
+    buffer, and the direct user ``reader`` of ``g`` on the way to the first of them with ``g`` (or a
+    forwarding copy of it) its operand ``k``; None when no copy is made (a canonical gather, a transpose
+    that sinks, no reduce reading it, or reduces its only readers: the gather then fuses into the copy,
+    one buffer)."""
+    if not g.shape.is_array or _transposed_gather(g) is not g or id(g) not in _kept_transposes(g.parent):
+        return None
+    reduces: list = []
+    first = None
+    others = False
+    for d in effective_users(g):   # the readers of g's buffer once fusion is applied, by direct user
+        ks = [k for k, o in enumerate(d.operands) if o is g or (_forwards(o) and _source(o) is g)]
+        readers = fused_readers([d])
+        hit = [u for u in readers if u.opcode == "reduce"]
+        others = others or len(hit) < len(readers)
+        reduces += [r for r in hit if all(r is not x for x in reduces)]
+        if hit and ks and first is None:
+            first = (d, ks[0])
+    if not reduces or not others or first is None:
+        return None
+    return reduces, first[0], first[1]
+
+
 def one_buffer_per_reshard(buffers: Iterable[tuple]) -> list:
     """The resharded copies of a plan as the buffers XLA makes (module docstring, *Communication
     buffers*: one per value, target layout and computation).  ``buffers``: ``(key, lo, hi, nbytes)``, one
@@ -1400,11 +1583,13 @@ def dot_transposed_operands(instr) -> list:
     return out
 
 
-def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
+def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: bool = True) -> list:
     """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
     copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
-    such dot and its operand number, whose layout gives the copy's size).  ``order``: the program
+    such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
+    backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`), in the
+    same form (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
     schedule; ``positions``: ``id(instruction)`` -> position (built from ``order`` when None)."""
     pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
     groups: dict = {}
@@ -1425,4 +1610,76 @@ def relayout_intervals(order: Sequence, positions: dict | None = None) -> list:
                 groups[key] = [i, k, t, t + 1]
             else:
                 hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
-    return [tuple(g) for g in groups.values()]
+    out = [tuple(g) for g in groups.values()]
+    return out + gather_relayouts(order, pos) if gathers else out
+
+
+def _through_forwards(o):
+    while _forwards(o) and o.operands:
+        o = o.operands[0]
+    return o
+
+
+def _added_into(sc) -> bool:
+    """True when XLA's algebraic simplifier folds the ``scatter`` ``sc`` into its one user, an ``add``
+    (``A + scatter(0, I, U)`` becomes ``scatter(A, I, U)``, updating ``A`` in place): of an add of two
+    scatters, the second operand's."""
+    users = effective_users(sc)
+    if len(users) != 1 or _kind(users[0]) != "add" or len(users[0].operands) != 2:
+        return False
+    a, b = (_through_forwards(o) for o in users[0].operands)
+    return b is sc or (a is sc and b.opcode != "scatter")
+
+
+def copied_destination(sc, positions: dict | None = None):
+    """The destination (operand 0, through forwarding copies that keep its sharding) of the ``scatter``
+    ``sc`` when XLA's CPU backend gives the scatter a copy of it (:func:`scatter_destination_copies`):
+    the destination is no constant and is read by something else after the scatter (``positions``:
+    ``id(instruction)`` -> schedule position; without them, anywhere), the scatter is not folded into
+    an add (:func:`_added_into`), and its result is no entry output (an output's allocation holds the
+    copy); else None."""
+    if sc.opcode != "scatter" or not sc.shape.is_array or not sc.operands:
+        return None
+    d = sc.operands[0]
+    while _forwards(d) and d.operands and _sharding_of(d) == _sharding_of(d.operands[0]):
+        d = d.operands[0]
+    others = [u for u in effective_users(d) if u is not sc]
+    if positions is not None and id(sc) in positions:
+        t = positions[id(sc)]
+        others = [u for u in others if positions.get(id(u), t + 1) > t]
+    if _kind(d) == "constant" or not others or _added_into(sc):
+        return None   # the last reader of the destination updates it in place: no copy
+    root = sc.parent.root if sc.parent is not None else None
+    if sc.is_root or (root is not None and root.opcode == "tuple" and getattr(sc.parent, "is_entry", False)
+                      and any(u is root for u in effective_users(sc))):
+        return None
+    return d
+
+
+def scatter_destination_copies(order: Sequence, positions: dict | None = None) -> list:
+    """The copies XLA's CPU backend makes of a ``scatter``'s destination that other instructions also
+    read, as ``[(scatter, lo, hi)]``: a buffer of the scatter's result (its tile: the copy has its
+    layout), live over ``[lo, hi)`` from just after the destination is made to the scatter, which then
+    updates it in place (its result, the model's buffer of the scatter from there on).
+
+    A scatter updates its operand 0 in place; where that buffer is read elsewhere too (the one zero
+    ``broadcast`` every ``segment_sum`` of a step starts from, after ``HloCSE``), XLA's copy insertion
+    gives each scatter a copy of it, and the breadth-first scheduler makes each copy as soon as its
+    source exists.  Read in XLA's buffer assignment of new user 17's GNN (``copy.436``-``copy.442`` of
+    one ``wrapped_broadcast``, each live from the start of the step to its ``wrapped_scatter``).
+    ``order``: the program schedule; ``positions``: ``id(instruction)`` -> position (built from
+    ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for sc in order:
+        d = copied_destination(sc, pos)
+        if d is None or id(sc) not in pos:
+            continue
+        src = d
+        while is_fused(src) and src.operands and _kind(src) != "constant":
+            src = src.operands[0]   # a fused destination is made where its own source is
+        t = pos[id(sc)]
+        lo = pos.get(id(src), pos.get(id(d), t - 1)) + 1
+        if lo < t:
+            out.append((sc, lo, t))
+    return out
