@@ -236,6 +236,8 @@ def test_options_cli():
     ("-5MiB", "negative"),
     ("99999999999999999999999999TiB", "larger than any device"),  # was accepted, shown as 1e26 TiB
     ("1e30GiB", "larger than any device"),   # was "expected ... a size like 64MiB" (new user 17)
+    ("1e999", "larger than any device"),     # float infinity: was an OverflowError traceback (new user 18)
+    ("1E400MiB", "larger than any device"),
     ("-1e3", "negative"),
     ("-x", "expected an integer or a size"),
 ])

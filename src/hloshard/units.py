@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .errors import UsageError
@@ -33,6 +34,8 @@ def parse_bytes(text: str) -> int:
             raise UsageError(f"invalid byte size {text!r}: negative")
         text = neg.group(1)
     m = _RE.match(str(text))
+    if m and not math.isfinite(float(m.group(1))):   # 1e999: a float overflows to infinity
+        raise UsageError(f"invalid byte size {text!r}: 8 EiB or more, larger than any device holds")
     if m and m.group(2).lower() in ("", "b") and float(m.group(1)) != int(float(m.group(1))):
         raise UsageError(f"invalid byte size {text!r}: a fraction of a byte; give a whole number of bytes "
                          f"or a unit (e.g. {m.group(1)}GiB)")
