@@ -1,6 +1,6 @@
 """``python -m hloshard``: the same CLI as the ``hloshard`` script."""
 
-from .cli import main
+from .entry import main
 
 if __name__ == "__main__":
     main()

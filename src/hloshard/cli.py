@@ -7,7 +7,9 @@ imported only when used (so ``hloshard fmt`` never pays for importing OR-Tools).
 its exit code (2 for usage / input errors, 3 for a solve with no feasible solution): never a
 traceback.  click's own option checks (ranges, choices, a missing argument) are said the same way,
 ``hloshard: error: ... (see `hloshard CMD --help`)``, exit 2.  Ctrl-C prints ``interrupted`` and exits 130 (a running CP-SAT search stops at once,
-nothing is written; :func:`hloshard.commands.common.stop_on_interrupt`).
+nothing is written; :func:`hloshard.commands.common.stop_on_interrupt`), also while a command's modules import
+(:func:`hloshard.interrupts.held_interrupts`; the console script holds it while this module imports,
+:mod:`hloshard.entry`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import click
 
 from . import __version__
 from .errors import HloshardError, UsageError, format_error, locate_in_module
+from .interrupts import held_interrupts
 
 #: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
@@ -50,7 +53,8 @@ class LazyGroup(click.Group):
             return None
         module = entry[0]
         try:
-            mod = importlib.import_module(f"hloshard.commands.{module}")
+            with held_interrupts():   # an extension's init cut by Ctrl-C fails as ImportError, not as Ctrl-C
+                mod = importlib.import_module(f"hloshard.commands.{module}")
         except ModuleNotFoundError as exc:
             if exc.name == f"hloshard.commands.{module}":
                 return None  # not built yet
@@ -58,10 +62,10 @@ class LazyGroup(click.Group):
         return mod.command
 
     def invoke(self, ctx):
-        from .commands.common import noted_input, stop_on_interrupt
-
         try:
-            with stop_on_interrupt():
+            with held_interrupts():
+                common = importlib.import_module("hloshard.commands.common")
+            with common.stop_on_interrupt():
                 return super().invoke(ctx)
         except KeyboardInterrupt:
             import signal
@@ -72,7 +76,7 @@ class LazyGroup(click.Group):
             click.echo("interrupted", err=True)
             ctx.exit(130)
         except HloshardError as exc:
-            filename, module = noted_input(ctx)
+            filename, module = common.noted_input(ctx)
             # a usage error is about the options, not the input: it names a file only when it gives one
             if filename is not None and not isinstance(exc, UsageError):
                 locate_in_module(exc, filename, module)

@@ -10,7 +10,7 @@ paths checked before the work starts, the stderr progress display, and Ctrl-C.
   terminal (never in pipes, files or CI logs).
 * :func:`stop_on_interrupt` turns Ctrl-C into a stopped CP-SAT search: the signal is noticed by a
   watcher thread even while the main thread is inside the solver's C++ code, which sets
-  :data:`hloshard.solver.cpsat.STOP`; the search returns at once and the pending KeyboardInterrupt
+  :data:`hloshard.interrupts.STOP`; the search returns at once and the pending KeyboardInterrupt
   surfaces in the main thread (the CLI prints ``interrupted`` and exits 130, writing nothing).
 """
 
@@ -26,6 +26,7 @@ import time
 import click
 
 from .. import IMPORTED_AT
+from ..interrupts import STOP
 
 META_KEY = "hloshard.input"
 
@@ -132,8 +133,6 @@ def stop_on_interrupt():
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    from ..solver import cpsat
-
     event = threading.Event()
     done = threading.Event()
     r, w = os.pipe()
@@ -166,11 +165,11 @@ def stop_on_interrupt():
 
     watcher = threading.Thread(target=watch, name="hloshard-sigint", daemon=True)
     watcher.start()
-    token = cpsat.STOP.set(event)
+    token = STOP.set(event)
     try:
         yield event
     finally:
-        cpsat.STOP.reset(token)
+        STOP.reset(token)
         signal.set_wakeup_fd(old_fd)
         done.set()
         os.write(w, b"\0")  # wake the watcher

@@ -24,7 +24,6 @@ builder makes LNS sub-models: a subset of nodes is free, the others are fixed to
 
 from __future__ import annotations
 
-import contextvars
 import math
 import os
 import sys
@@ -60,14 +59,11 @@ def _load_ortools():
 cp_model = _load_ortools()
 
 from ..costgraph import INFINITY
+from ..interrupts import STOP
 from .presolve import Reduced
 
 INF = np.int64(INFINITY)
 
-#: A ``threading.Event`` (or None) for the searches started in this context: once it is set, a
-#: running CP-SAT search stops at once (``StopSearch``) and returns what it has, and a new one gets no
-#: time.  The CLI sets it on Ctrl-C (``hloshard.commands.common.stop_on_interrupt``).
-STOP: contextvars.ContextVar = contextvars.ContextVar("hloshard_cpsat_stop", default=None)
 _SAFE_OBJECTIVE = 2**60  # sum of the largest objective terms must stay below this
 
 
