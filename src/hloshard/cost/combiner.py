@@ -217,7 +217,8 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
     kind in :data:`COMBINABLE_KINDS` of ``alpha x (1 - latency_share(bytes, members))``.  ``srcs`` /
     ``dsts``: mesh specs (tuples; anything else, or None, saves nothing); ``to_sharding(spec, rank)``:
     the spec's :class:`~hloshard.hlo.sharding.HloSharding`; ``costs``: the edge's matrix, its zero or
-    infinite entries skipped (nothing moves / not allowed).  ``cache``: a dict kept for one build
+    infinite entries skipped (nothing moves / not allowed), and pairs whose target keeps every mesh axis
+    of the source (no gather: a slice, a permute or an all-to-all).  ``cache``: a dict kept for one build
     (``(shape, src, dst, members)`` -> saving).  None when nothing is saved (no device prices, a class
     of one, no collective)."""
     import numpy as np
@@ -239,10 +240,11 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
         if type(b) is tuple:
             du.setdefault(b, []).append(q)
     out = None
+    axes = {spec: frozenset(x for d in spec for x in d) for spec in list(su) + list(du)}
     for a, rows in su.items():
         for b, cols in du.items():
-            if a == b:
-                continue
+            if a == b or axes[a] <= axes[b]:
+                continue   # no mesh axis of the source is dropped: nothing is gathered
             if costs is not None:
                 c = costs[np.ix_(rows, cols)]
                 if not np.any((c > 0) & (c < inf)):
