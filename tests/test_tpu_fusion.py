@@ -429,3 +429,59 @@ def test_tpu_roofline_moves_a_convolution_batch_of_2_as_one_of_8():
     split8, split2 = ((0, 1), (), (), ()), ((0,), (), (), ())
     assert objective_bytes(split8, TPU_FUSION) - 4 * w == objective_bytes(split2, TPU_FUSION) - w > 0
     assert (objective_bytes(split8, CPU_FUSION) - w) * 4 == objective_bytes(split2, CPU_FUSION) - w
+
+
+# an Adam-like update: new moments m1, v1 (outputs) read again by the new weight's kernel, the new weight
+# (an output) read again by its norm's reduce; p reads m1 directly and through a dot (its output fusion
+# writes e; a kernel between them: no merge)
+ADAM = f"""HloModule adam, num_partitions=8
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  w = f32[128,256] parameter(0){_R}
+  m = f32[128,256] parameter(1){_R}
+  v = f32[128,256] parameter(2){_R}
+  g = f32[128,256] parameter(3){_R}
+  q = f32[256,256] parameter(4){_R}
+  c9 = f32[] constant(0.9)
+  b9 = f32[128,256] broadcast(c9), dimensions={{}}{_R}
+  m0 = f32[128,256] multiply(b9, m){_R}
+  m1 = f32[128,256] add(m0, g){_R}
+  gg = f32[128,256] multiply(g, g){_R}
+  v0 = f32[128,256] multiply(b9, v){_R}
+  v1 = f32[128,256] add(v0, gg){_R}
+  sr = f32[128,256] sqrt(v1){_R}
+  u = f32[128,256] divide(m1, sr){_R}
+  w1 = f32[128,256] subtract(w, u){_R}
+  ww = f32[128,256] multiply(w1, w1){_R}
+  z = f32[] constant(0)
+  n = f32[] reduce(ww, z), dimensions={{0,1}}, to_apply=add{_R}
+  dd = f32[128,256] dot(m1, q), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  e = f32[128,256] exponential(dd){_R}
+  p = f32[128,256] add(m1, e){_R}
+  ROOT t = (f32[128,256], f32[128,256], f32[128,256], f32[], f32[128,256]) tuple(w1, m1, v1, n, p)
+}}
+"""
+
+
+def test_multi_output_fusion_of_an_optimizer_update_on_tpu_only():
+    """The weight's kernel computes m1 and v1 (no read back), the norm's reduce computes w1, v1's
+    kernel reads g with m1's (siblings); p reads m1 (a dot lies between them); the CPU rule reads all."""
+    from hloshard.cost.roofline import multi_output_skips
+
+    ins = _by_name(ADAM)
+    names = lambda instr, rule: {o.name for o in ins.values() if id(o) in multi_output_skips(instr, rule)}  # noqa: E731
+    assert names(ins["w1"], TPU_FUSION) == {"m1", "v1"}
+    assert names(ins["n"], TPU_FUSION) == {"w1"}
+    assert "g" in names(ins["v1"], TPU_FUSION) and "v" not in names(ins["v1"], TPU_FUSION)
+    assert names(ins["p"], TPU_FUSION) == set() and names(ins["m1"], TPU_FUSION) == set()
+    assert all(not names(ins[k], CPU_FUSION) for k in ("w1", "n", "v1"))
+    # the bytes: the weight's kernel reads w only and writes w1; the reduce writes its scalar
+    assert hbm_bytes(ins["w1"], _size, TPU_FUSION) == _size(ins["w"]) + _size(ins["w1"])
+    assert hbm_bytes(ins["n"], _size, TPU_FUSION) == _size(ins["n"])
+    assert hbm_bytes(ins["p"], _size, TPU_FUSION) == _size(ins["m1"]) + _size(ins["e"]) + _size(ins["p"])

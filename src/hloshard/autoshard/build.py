@@ -38,6 +38,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, is_mesh_spec, leaf_shapes
+from ..cost.combiner import edge_savings, independent_values
 from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
@@ -777,6 +778,9 @@ def in_edges(g, ctx, resh):
     yields ``(operand instruction, leaf, source group, follow, matrix, scale)``, the matrix (source
     strategies x ``g``'s strategies, cost units) already multiplied by ``scale`` = ``g``'s executions
     times the operand's edge weight; ``follow``: ``g`` follows that operand (a diagonal matrix).
+    With a device-priced mesh, an edge from a value independent of every collective of its computation
+    (a parameter, or computed from parameters without one) is priced with its all-gathers sharing
+    latency as XLA's combiners merge them (:func:`_combined`, :mod:`hloshard.cost.combiner`).
     ``resh``: the :class:`~hloshard.autoshard.resharder._Resharder` pricing the pairs.  Used by
     :func:`build_graph` and by ``explain``'s local re-pricing (one edge loop)."""
     w = ctx.weight(g.instr)
@@ -808,7 +812,37 @@ def in_edges(g, ctx, resh):
             follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
                       and len(srcs) == len(reqs))
             scale = w * weights[i]
-            yield inst, leaf, src, follow, resh.scaled(shape, srcs, reqs, scale, diagonal_only=follow), scale
+            m = resh.scaled(shape, srcs, reqs, scale, diagonal_only=follow)
+            yield inst, leaf, src, follow, _combined(ctx, resh, inst, shape, srcs, reqs, m, scale), scale
+
+
+def _combined(ctx, resh, inst, shape, srcs, reqs, m, scale):
+    """``m`` (an edge's scaled matrix) less what its all-gathers save by sharing latency in XLA's
+    combiners when ``inst`` (the producer) is independent of every collective of its computation
+    (:func:`hloshard.cost.combiner.edge_savings`, the rule in :mod:`hloshard.cost.combiner`); ``m``
+    itself without a device-priced mesh, for other producers, or when nothing is saved.  One result
+    object per distinct (``m``, class size): equal edges keep sharing one array."""
+    if getattr(ctx.mesh, "roofline_prices", None) is None or inst.parent is None or not np.any(m):
+        return m
+    state = vars(ctx).setdefault("edge_combiner", {"classes": {}, "pairs": {}, "matrices": {}})
+    comp = inst.parent
+    hit = state["classes"].get(id(comp))
+    if hit is None or hit[0] is not comp:
+        hit = state["classes"][id(comp)] = (comp, *independent_values(comp))
+    _, free, k = hit
+    if id(inst) not in free or k <= 1:
+        return m
+    key = (id(m), k)
+    done = state["matrices"].get(key)
+    if done is not None and done[0] is m:
+        return done[1]
+    saved = edge_savings(ctx.mesh, shape, srcs, reqs, ctx.minfo.to_sharding, k, state["pairs"], costs=m)
+    out = m
+    if saved is not None:
+        out = np.maximum(m - saved * scale, 0.0)
+        out.flags.writeable = False
+    state["matrices"][key] = (m, out)
+    return out
 
 
 def _add_edge(edges, info, u, v, m, contribution):

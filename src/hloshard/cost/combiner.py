@@ -37,6 +37,24 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
   members that choose no collective, or different axes, make the share too small (an optimistic
   latency).  Bandwidth (beta) and HBM terms are unchanged: combining saves latency only.
 
+**Resharding edges from independent values** (:func:`independent_values`, :func:`edge_savings`): the
+all-gathers a resharding edge carries (``cost/reshard.plan``'s steps; an FSDP-style plan's gathering of
+a sharded parameter before its dot) are collectives of the partitioned program like any other, so the
+same rule merges them.  An edge's collectives run on its producer's value; when that producer depends
+on no instruction that may carry a collective (its own opcode and every ancestor in its computation
+outside :data:`BARRIER_OPCODES`: a parameter, a ``get-tuple-element`` of a loop body's parameter, a
+``convert`` or ``dynamic-slice`` of one), no collective of the computation precedes it, so no path
+joins two such edges' collectives: they are mutually independent, which is exactly the combiners'
+condition.  They form one class of ``k`` = the array operand uses of such values by the computation's
+instructions (every edge that may carry one; as for instruction classes, uses that choose no
+collective make the share too small), each combinable collective of a pair paying
+:func:`latency_share` of its alpha; the edge's matrix entry drops by ``alpha x (1 - share)`` per
+collective (never below 0).  On the TPU this is not what happens (measured, BENCHMARKS.md round 18: the
+TPU compiler's program of ``transformer_train_step``'s FSDP-style plan keeps its 86 parameter all-gathers
+apart, each in an ``async_collective_fusion`` overlapping compute); its plans priced with the shared
+latency were as fast or faster by its own estimate on 18 of 19 sample and held-out modules (one 0.4%
+slower).
+
 Applies only to device-priced meshes (``--device``: ``mesh.roofline_prices`` set); the unit model is
 XLA's auto-sharding formulas, which charge every collective its alpha, and stays exactly as it was.
 """
@@ -46,7 +64,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
-           "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency"]
+           "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency", "independent_values",
+           "edge_savings"]
 
 #: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
 COMBINE_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
@@ -159,3 +178,88 @@ def share_latency(group, mesh, cache: dict) -> None:
                     for col in st.collectives if col.kind in COMBINABLE_KINDS and col.mesh_axes)
         out.append(replace(st, comm=max(st.comm - saved, 0.0)) if saved > 0 else st)
     group.strategies = out
+
+
+def independent_values(computation) -> tuple[frozenset, int]:
+    """``(ids, k)`` for ``computation`` (an :class:`hloshard.hlo.ir.Computation`): ``ids`` = the
+    instructions that are not in :data:`BARRIER_OPCODES` and have no ancestor in the computation that is
+    (collectives on their values are independent of every other collective: module docstring); ``k`` =
+    the operand uses of such instructions with an array shape of more than one element by instructions
+    of the computation (the class size of their edges).  O(instructions + edges)."""
+    instrs = list(computation.instructions)
+    inside = {id(i) for i in instrs}
+    free: set = set()
+    for instr in _topological(instrs, inside):
+        if instr.opcode in BARRIER_OPCODES:
+            continue
+        if all(id(o) in free for o in instr.operands if id(o) in inside):
+            free.add(id(instr))
+    uses = 0
+    for instr in instrs:
+        for o in instr.operands:
+            if id(o) in free and o.shape.is_array and _elements(o.shape) > 1:
+                uses += 1
+    return frozenset(free), uses
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape.dims:
+        n *= int(d)
+    return n
+
+
+def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int, cache: dict,
+                 costs=None) -> "np.ndarray | None":
+    """Cost units each pair of a resharding edge saves by its combinable collectives sharing latency
+    (module docstring): a ``len(srcs) x len(dsts)`` float array, entry ``(p, q)`` = the sum over the
+    collectives of ``cost.reshard.plan(shape, to_sharding(srcs[p]), to_sharding(dsts[q]), mesh)`` of
+    kind in :data:`COMBINABLE_KINDS` of ``alpha x (1 - latency_share(bytes, members))``.  ``srcs`` /
+    ``dsts``: mesh specs (tuples; anything else, or None, saves nothing); ``to_sharding(spec, rank)``:
+    the spec's :class:`~hloshard.hlo.sharding.HloSharding`; ``costs``: the edge's matrix, its zero or
+    infinite entries skipped (nothing moves / not allowed), and pairs whose target keeps every mesh axis
+    of the source (no gather: a slice, a permute or an all-to-all).  ``cache``: a dict kept for one build
+    (``(shape, src, dst, members)`` -> saving).  None when nothing is saved (no device prices, a class
+    of one, no collective)."""
+    import numpy as np
+
+    from .collectives import latency_saving
+    from .reshard import plan
+
+    if getattr(mesh, "roofline_prices", None) is None or members <= 1 or not shape.is_array:
+        return None
+    rank = len(shape.dims)
+    skey = (shape.element_type, tuple(shape.dims))
+    inf = float("inf")
+    su: dict = {}
+    du: dict = {}
+    for p, a in enumerate(srcs):
+        if type(a) is tuple:
+            su.setdefault(a, []).append(p)
+    for q, b in enumerate(dsts):
+        if type(b) is tuple:
+            du.setdefault(b, []).append(q)
+    out = None
+    axes = {spec: frozenset(x for d in spec for x in d) for spec in list(su) + list(du)}
+    for a, rows in su.items():
+        for b, cols in du.items():
+            if a == b or axes[a] <= axes[b]:
+                continue   # no mesh axis of the source is dropped: nothing is gathered
+            if costs is not None:
+                c = costs[np.ix_(rows, cols)]
+                if not np.any((c > 0) & (c < inf)):
+                    continue
+            key = (skey, a, b, members)
+            saved = cache.get(key)
+            if saved is None:
+                try:
+                    cols_ = plan(shape, to_sharding(a, rank), to_sharding(b, rank), mesh).predicted_collectives()
+                except Exception:  # noqa: BLE001 - a pair the planner cannot express is priced as a gather-all
+                    cols_ = []
+                saved = cache[key] = float(sum(latency_saving(mesh, col, latency_share(col.nbytes, members))
+                                               for col in cols_ if col.kind in COMBINABLE_KINDS and col.mesh_axes))
+            if saved > 0:
+                if out is None:
+                    out = np.zeros((len(srcs), len(dsts)), dtype=np.float64)
+                out[np.ix_(rows, cols)] = saved
+    return out

@@ -55,7 +55,8 @@ from typing import Callable, Iterable
 
 from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
-from .liveness import effective_users
+from .combiner import _topological
+from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, conv_batch_factor, fusion_rule, shared_join, sibling_key
 
 __all__ = ["kernel_reads", "prefetched", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
@@ -178,6 +179,95 @@ def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     return cache[1].get(id(instr), frozenset())
 
 
+def _materialised(instr, rule: FusionRule) -> bool:
+    """Whether ``instr`` is a kernel of its own under ``rule`` (:func:`hbm_bytes` may be > 0): not
+    :data:`NO_TRAFFIC`, not fused (a shared join is written once), not computed in a dot's output
+    fusion."""
+    if instr.opcode in NO_TRAFFIC:
+        return False
+    if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
+        return False
+    return rule.absorbed_by(instr) is None
+
+
+def _loop_shape(instr):
+    """The iteration space of ``instr``'s kernel for multi-output fusion: an elementwise op's result
+    dims, a reduce's operand dims (XLA's ``ShapesCompatibleForMultiOutputFusion`` compares these), or
+    None for anything else."""
+    if instr.opcode == "reduce" and instr.operands and instr.operands[0].shape.is_array:
+        return tuple(instr.operands[0].shape.dims)
+    if instr.opcode in ELEMENTWISE and instr.shape.is_array:
+        return tuple(instr.shape.dims)
+    return None
+
+
+def multi_output_skips(instr, rule: FusionRule) -> frozenset:
+    """Ids of the buffers of :func:`kernel_reads` of ``instr`` that its kernel does not read from HBM
+    under a rule with :attr:`FusionRule.multi_output_loops` (the TPU's): XLA's ``MultiOutputFusion``
+    (``xla/service/multi_output_fusion.cc``, ``gpu/multi_output_fusion.cc``; read in openxla/xla, not
+    copied) puts kernels of one iteration space (:func:`_loop_shape`) into one kernel with a tuple
+    result when that creates no cycle:
+
+    * *producer-consumer*: an elementwise kernel ``o`` that ``instr`` reads, of ``instr``'s iteration
+      space, is computed inside ``instr``'s kernel and written from there (its other readers -- an
+      entry output, another consumer -- read that result): ``instr`` does not read ``o`` back.  Legal
+      when no other kernel lies on a path from ``o`` to ``instr``;
+    * *siblings*: elementwise kernels of one iteration space that read a common buffer are one kernel
+      that reads it once (the first of them in the computation's order reads it).  Legal when neither
+      reaches the other.
+
+    The cycle test: each instruction's *level* in its computation is 0 when no kernel
+    (:func:`_materialised`) depends on it, else the largest over its users ``u`` of ``level(u)`` plus 1
+    when ``u`` is a kernel; ``o`` merges into ``instr`` when ``level(o) == level(instr) + 1`` (another
+    kernel between them would make it at least 2 more), siblings when their levels are equal (a path
+    between them would make them differ).  An Adam update is the case in point (MaxText's optimizer,
+    BENCHMARKS.md round 17: the TPU's ``multiply_reduce_fusion`` writes the new moments and weight and
+    sums the squared weight in one pass): the new moments are entry outputs read again by the weight's
+    kernel, the new weight is an output read again by its norm's reduce.  Reductions keep their own
+    sibling rule (:func:`read_by_earlier_sibling`).  Empty for anything else.  Cached per computation."""
+    if not rule.multi_output_loops or instr.parent is None or _loop_shape(instr) is None:
+        return frozenset()
+    comp = instr.parent
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, "_hloshard_multi_output", None)
+    if cache is None or cache[0] != stamp:
+        cache = (stamp, _multi_output_table(comp, rule))
+        comp._hloshard_multi_output = cache
+    return cache[1].get(id(instr), frozenset())
+
+
+def _multi_output_table(comp, rule: FusionRule) -> dict:
+    """``{id(kernel): ids of buffers it does not read}`` for :func:`multi_output_skips`."""
+    instrs = list(comp.instructions)
+    inside = {id(i) for i in instrs}
+    kernel = {id(i): _materialised(i, rule) for i in instrs}
+    level: dict = {}
+    for i in reversed(_topological(instrs, inside)):
+        lv = 0
+        for u in i.users:
+            if id(u) in inside:
+                lv = max(lv, level.get(id(u), 0) + (1 if kernel[id(u)] else 0))
+        level[id(i)] = lv
+    out: dict = {}
+    seen: dict = {}
+    for i in instrs:
+        shape = _loop_shape(i)
+        if shape is None or not kernel[id(i)]:
+            continue
+        reads = [b for b, _ in kernel_reads(i, rule)]
+        skip = {id(b) for b in reads
+                if b.parent is comp and kernel.get(id(b)) and b.opcode in ELEMENTWISE and b.shape.is_array
+                and tuple(b.shape.dims) == shape and level[id(b)] == level[id(i)] + 1}
+        if i.opcode in ELEMENTWISE:
+            before = seen.setdefault((shape, level[id(i)]), set())
+            ids = {id(b) for b in reads}
+            skip |= ids & before
+            before |= ids
+        if skip:
+            out[id(i)] = frozenset(skip)
+    return out
+
+
 #: bytes ``HloCostAnalysis`` counts for one prefetch of a buffer into on-chip memory, in units of the
 #: buffer's size: ``copy-start`` reads it (HBM) and writes it (VMEM), ``copy-done`` again reads and writes
 #: it, each counted as operand plus result (measured on the TPU compiler's optimised ``conv_layer`` GSPMD
@@ -260,7 +350,8 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
     update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
-    (:func:`read_by_earlier_sibling`, TPU rule); a convolution whose per-device batch is below a tile's
+    (:func:`read_by_earlier_sibling`, TPU rule), nor a buffer its multi-output kernel computes or
+    another member reads (:func:`multi_output_skips`, TPU rule); a convolution whose per-device batch is below a tile's
     rows moves a full tile's (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
     ``tile_of`` is given).  ``size_of``: instruction -> bytes per device under the plan;
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
@@ -280,7 +371,7 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
     tail = rule.epilogue(instr)
     total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
-    shared = read_by_earlier_sibling(instr, rule)
+    shared = read_by_earlier_sibling(instr, rule) | multi_output_skips(instr, rule)
     for o, k in kernel_reads(instr, rule):
         if (in_place and k == 0) or id(o) in shared:
             continue

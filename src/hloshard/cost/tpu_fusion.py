@@ -39,6 +39,13 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   of them in the computation's order (:func:`sibling_key`,
   :func:`hloshard.cost.roofline.hbm_bytes`).
 
+* **multi-output fusion of elementwise kernels** (:attr:`FusionRule.multi_output_loops`,
+  :func:`hloshard.cost.roofline.multi_output_skips`): an elementwise kernel of a reduce's or another
+  elementwise kernel's iteration space is computed in that consumer's kernel and written from there
+  (not read back), and elementwise siblings of one iteration space read a common buffer once, where
+  no other kernel lies between them (XLA's ``MultiOutputFusion``; an optimizer's update of the moments
+  and weights, MaxText's ``multiply_reduce_fusion``).
+
 * **a convolution's batch in the sublanes** (:attr:`FusionRule.conv_batch_tile`,
   :func:`conv_batch_factor`): the TPU's convolution kernels lay an activation out with its batch as the
   second-minor (sublane) dimension of the (8, 128) tiles and its features in the lanes (the layout
@@ -314,6 +321,9 @@ class FusionRule:
     on-chip memory before their readers run (:func:`hloshard.cost.roofline.prefetched`);
     ``windowed_reduce_scatter``: whether a dot whose partial sums are scattered runs as a windowed
     einsum loop (:func:`windowed_einsum_bytes`; the objective and the report alike);
+    ``multi_output_loops``: whether elementwise kernels of one iteration space merge into multi-output
+    kernels, producer into consumer and siblings, each buffer read once
+    (:func:`hloshard.cost.roofline.multi_output_skips`);
     ``conv_batch_tile``: whether a convolution's kernel moves a per-device batch below
     :data:`CONV_BATCH_TILE` as a full tile of batch rows (:func:`conv_batch_factor`; the objective and
     the report alike)."""
@@ -329,6 +339,7 @@ class FusionRule:
     prefetch_parameters: bool = False
     windowed_reduce_scatter: bool = False
     conv_batch_tile: bool = False
+    multi_output_loops: bool = False
 
 
 def _none(instr):
@@ -338,7 +349,8 @@ def _none(instr):
 #: XLA's CPU backend (the memory model's rule; no output fusion)
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
-TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True)
+TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
+                        multi_output_loops=True)
 
 
 def fusion_rule(profile) -> FusionRule:
