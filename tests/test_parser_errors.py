@@ -92,6 +92,9 @@ def test_module_level_errors():
     assert "end of input" in e.message
     e = err("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0)\n")
     assert "unexpected end of input" in e.message and e.line == 4
+    # cut inside a layout: the lexer stops at the '{' (was "unexpected '{'", new user 18)
+    e = err("HloModule m\nENTRY e {\n  ROOT p = f32[16,24]{1,")
+    assert "unexpected end of input: this '{' is never closed" in e.message and (e.line, e.column) == (3, 22)
     e = err("HloModule m\nENTRY e {\n  ROOT p = f32[] para\0meter(0)\n}\n")
     assert "NUL" in e.message and (e.line, e.column) == (3, 22)
 

@@ -844,6 +844,18 @@ def _unbalanced_line_error(ctx: _Ctx, text: str) -> None:
         pos += len(line)
 
 
+def _cut_after_opener(ctx: _Ctx, text: str, pos: int) -> None:
+    """A file cut on its last line inside a layout or a list (``f32[16,24]{1,``): the lexer stops at the
+    '{' / '(' / '[' whose closer never comes; say that the input ended there (new user 18: "unexpected
+    '{'")."""
+    ch = text[pos:pos + 1]
+    closer = {"{": "}", "(": ")", "[": "]"}.get(ch)
+    rest = text[pos:]
+    if closer is not None and closer not in rest and "\n" not in rest.rstrip():
+        ctx.error_at(f"unexpected end of input: this {ch!r} is never closed (the text ends before its "
+                     f"{closer!r}; a truncated file?)", pos)
+
+
 def _run(ctx: _Ctx, start: str):
     text = ctx.text
     try:
@@ -867,6 +879,7 @@ def _run(ctx: _Ctx, start: str):
         if ch == "[" and before and before.group(1) in ELEMENT_BITS:
             ctx.error_at(f"malformed shape: expected {before.group(1)}[dims] such as f32[8,16] with an optional "
                          "layout {1,0}", pos - len(before.group(0)))
+        _cut_after_opener(ctx, text, pos)
         ctx.error_at(f"unexpected character {ch!r}; expected {_expected(exc.allowed or ())}", pos)
     except UnexpectedToken as exc:
         tok = exc.token
@@ -882,6 +895,7 @@ def _run(ctx: _Ctx, start: str):
         if tok.value.startswith("{") and re.match(r"\{[0-9,\s]*:[^{}]*P\(", tok.value):
             ctx.error_at(f"Layout has physical shape, but is not for a sparse array: {tok.value}",
                          _next_token_pos(text, tok.end_pos))
+        _cut_after_opener(ctx, text, tok.start_pos)
         desc = tok.value.strip().splitlines()[0] if tok.value.strip() else tok.value
         desc = desc if len(desc) <= 40 else desc[:37] + "..."
         if tok.type in ("IDENT", "PNAME") and "ATTRS" in exc.expected and text[tok.end_pos:tok.end_pos + 1].isspace():
