@@ -88,7 +88,7 @@ def operand_pins(nodes, choice, ctx) -> list:
         st = g.strategies[int(choice[v])]
         for k, op in enumerate(instr.operands):
             req = st.inputs[k] if k < len(st.inputs) else None
-            always = _scatter_into_scalar_broadcast(instr, k, op)
+            always = scatter_into_scalar_broadcast(instr, k, op)
             if always and req is None:   # the edge of a written (rematerialized) broadcast is dropped: the
                 req = st.out if len(instr.operands) == 3 else st.out[k]   # destination is the result's layout
             if req is None or isinstance(op, LeafRef) or not is_array(op.shape) or op.shape.is_tuple:
@@ -109,7 +109,7 @@ def operand_pins(nodes, choice, ctx) -> list:
     return pins
 
 
-def _scatter_into_scalar_broadcast(instr, k: int, op) -> bool:
+def scatter_into_scalar_broadcast(instr, k: int, op) -> bool:
     """Is operand ``k`` of ``instr`` a scatter's destination (one of its first n of 2n+1 operands) that
     is a broadcast of a scalar (the zeros a ``segment_sum`` or ``.at[].add`` scatters into)?  Such an
     operand is pinned even in the layout its producer already has.  Why: XLA's pipeline merges

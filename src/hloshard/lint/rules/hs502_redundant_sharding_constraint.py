@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ...strategy.realize import scatter_into_scalar_broadcast
 from ..rule import Rule
 
 
@@ -29,6 +30,10 @@ class RedundantShardingConstraint(Rule):
     not redundant. XLA's algebraic simplifier (run before partitioning in the TPU pipeline) folds
     ``transpose(dot(a, b))`` into ``dot(b, a)`` and keeps the old dot's sharding untransposed, and the
     constraint keeps the fold from changing the plan (``hloshard solve`` writes these as ``*.tpin``).
+    Nor on a broadcast of a scalar that a scatter reads as its destination: XLA merges identical
+    broadcasts whatever their shardings and moves them to the layout of a constraint reading one, so
+    ``hloshard solve`` pins each scatter's zeros in its own layout
+    (:func:`hloshard.strategy.realize.scatter_into_scalar_broadcast`).
     """
 
     code = "HS502"
@@ -47,6 +52,9 @@ class RedundantShardingConstraint(Rule):
                 continue
             if operand.opcode in ("dot", "convolution") and any(u.opcode == "transpose" for u in instr.users):
                 continue   # guards the plan against the transpose(dot) fold (docstring)
+            if any(u.opcode == "scatter" and scatter_into_scalar_broadcast(u, k, operand)
+                   for u in instr.users for k, o in enumerate(u.operands) if o is instr):
+                continue   # a scatter's zeros, pinned against XLA's broadcast merging (docstring)
             if operand.sharding == instr.sharding:
                 yield self.finding(context, instr,
                                    f"%{instr.name} constrains %{operand.name} to "
