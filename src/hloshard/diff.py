@@ -36,6 +36,10 @@ def _same_module(shapes_a: dict, shapes_b: dict, error) -> None:
                         f"they are not two plans of one module")
 
 
+#: how many instructions sharded alike whose cost changed :func:`diff_plans` lists
+SAME_SHARDING_ROWS = 20
+
+
 def instruction_costs(result) -> dict:
     """Instruction name -> {'sharding', 'opcode', 'chosen', 'compute', 'communication', 'resharding',
     'memory'} of a :class:`hloshard.autoshard.CostResult` (resharding: the chosen cost of the edges whose
@@ -97,7 +101,7 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     shared = [n for n in ca if n in cb]
     _same_module({i.name: str(i.shape) for i in ra.graph.schedule}, {i.name: str(i.shape) for i in rb.graph.schedule},
                  InputError)
-    diffs = []
+    diffs, alike = [], []
     same = {k: 0.0 for k in KINDS}
     for n in shared:
         a, b = ca[n], cb[n]
@@ -105,6 +109,10 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
         if a["sharding"] == b["sharding"]:
             for k in KINDS:
                 same[k] += change[k]
+            if any(abs(v) > 1e-9 for v in change.values()):
+                alike.append({"instruction": n, "opcode": a["opcode"],
+                              "change": {k: round(v, 6) for k, v in change.items()},
+                              "total_change": round(sum(change.values()), 6)})
             continue
         total = sum(change.values())
         diffs.append({"instruction": n, "opcode": a["opcode"], "sharding_a": a["sharding"], "sharding_b": b["sharding"],
@@ -112,6 +120,7 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
                       "change": {k: round(v, 6) for k, v in change.items()}, "total_change": round(total, 6),
                       "memory_a": a["memory"], "memory_b": b["memory"], "memory_change": b["memory"] - a["memory"]})
     diffs.sort(key=lambda r: (-abs(r["total_change"]), r["instruction"]))
+    alike.sort(key=lambda r: (-abs(r["total_change"]), r["instruction"]))
     ea, eb = ra.evaluation, rb.evaluation
     totals = {k: {"a": round(getattr(ea, k), 6), "b": round(getattr(eb, k), 6),
                   "change": round(getattr(eb, k) - getattr(ea, k), 6)} for k in KINDS}
@@ -121,6 +130,7 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
     return {"mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
             "instructions": len(shared), "differing": len(diffs), "totals": totals, "differences": diffs,
             "same_sharding_change": {k: round(v, 6) for k, v in same.items()},
+            "same_sharding_largest": alike[:SAME_SHARDING_ROWS],
             "only_in_a": sorted(n for n in ca if n not in cb), "only_in_b": sorted(n for n in cb if n not in ca),
             "only_in_a_change": {k: round(-sum(ca[n][k] for n in ca if n not in cb), 6) for k in KINDS},
             "only_in_b_change": {k: round(sum(cb[n][k] for n in cb if n not in ca), 6) for k in KINDS},
@@ -140,7 +150,7 @@ def in_seconds(report: dict, seconds_per_unit: float, device: str) -> dict:
     for k, row in report["totals"].items():
         if k != "peak_memory_per_device":
             report["totals"][k] = {side: s(v) for side, v in row.items()}
-    for d in report["differences"]:
+    for d in report["differences"] + report.get("same_sharding_largest", []):
         d["change"] = {k: s(v) for k, v in d["change"].items()}
         d["total_change"] = s(d["total_change"])
     for key in ("same_sharding_change", "only_in_a_change", "only_in_b_change"):
@@ -206,6 +216,17 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
         console.print(f"instructions sharded alike change by {f(sum(s.values()), signed=True)} (their strategies or "
                       f"operands moved: compute {f(s['compute'], signed=True)}, communication "
                       f"{f(s['communication'], signed=True)}, resharding {f(s['resharding'], signed=True)})")
+        moved = report.get("same_sharding_largest", [])[:max(0, top)]
+        if moved:
+            t2 = Table(title="sharded alike, largest changes first", header_style="bold", title_justify="left")
+            for col in ("instruction", "opcode", "total", "compute", "comm", "resharding"):
+                t2.add_column(col, justify="left" if col in ("instruction", "opcode") else "right", overflow="fold")
+            for r in moved:
+                c = r["change"]
+                t2.add_row(r["instruction"], r["opcode"], f(r["total_change"], signed=True),
+                           f(c["compute"], signed=True), f(c["communication"], signed=True),
+                           f(c["resharding"], signed=True))
+            print_table(console, t2)
     for side, key in ((a, "only_in_a"), (b, "only_in_b")):
         if report[key]:
             c = report.get(f"{key}_change")
