@@ -292,6 +292,13 @@ def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_z
     row = next(line for line in err.splitlines() if line.lstrip("│ ").startswith("8 *"))
     assert "< 0.01%" in row and "0.00%" not in err and "36,889,234,922" in row
     assert "note: 2x2x2: skipped: building its cost graph would take about 159 s" in " ".join(err.split())
+    assert "note: the * row" not in err   # nothing was written for these trials
+    # the picked candidate's figures are its written module's, the others the solver's (new user 18)
+    from types import SimpleNamespace
+
+    search.trials[0].result = SimpleNamespace(written=SimpleNamespace())
+    print_mesh_search(search)
+    assert "note: the * row's cost and memory are its written module's" in " ".join(capsys.readouterr().err.split())
 
 
 # --------------------------------------------------------------------------- help

@@ -159,6 +159,12 @@ def print_mesh_search(search) -> None:
                   f"{tr.seconds:.1f}")
     console = report_console(stderr=True)
     print_table(console, t)
+    best = search.trials[search.best_index] if 0 <= search.best_index < len(search.trials) else None
+    if best is not None and best.result is not None and getattr(best.result, "written", None) is not None \
+            and len(search.trials) > 1:   # new user 18: "one column, two meanings"
+        console.print("note: the * row's cost and memory are its written module's (the summary's figures); the "
+                      "other rows' are the solver's own figures, which the candidates were ranked by",
+                      highlight=False, markup=False)
     if timed:   # new-user trial: the table's figure and the summary's step time are two estimates
         console.print("note: objective (s) is the solver's objective in seconds, the figure the candidates are "
                       "ranked by; the summary's estimated step time re-prices the written module (each kernel's "
