@@ -275,6 +275,13 @@ def _start_child(num_devices: int):
         return None
 
 
+def _stop_child(child) -> None:
+    """End the guard's XLA child (:func:`_start_child`) when it is still running (given no payload)."""
+    if child is not None and child.poll() is None:
+        child.kill()
+        child.communicate()
+
+
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
@@ -435,71 +442,75 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if budget <= 0:   # as the CLI's --memory-budget (new user 15: -1 ran the search, then "infeasible")
             raise ValueError(f"memory_budget must be a positive number of bytes per device, got {memory_budget!r}")
     donated = donated_args(fn, len(example_args), donate_argnums, donate_argnames)
-    leaves, in_tree = jax.tree_util.tree_flatten(example_args)
-
-    def abstract(leaf):
-        shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
-        # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
-        # strong trace would hand back strong outputs and the next step would compile again
-        weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
-        if _is_sharded(leaf, mesh):
-            return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
-        return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
-
-    flat_abstract = [abstract(x) for x in leaves]
-    abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
-    name = getattr(fn, "__name__", "fn")
+    # the guard's XLA run (its baseline, a child process) is started before jax traces ``fn``: jax's start
+    # in it (1.8 s of CPU, 4.3 s wall at load 6, round 14) runs beside the tracing and lowering here, which
+    # take one core, instead of after the first solve (wall-clock mode, round 17: the baseline's 3-4 s were
+    # past the deadline) or beside it (deterministic mode; round 14 found a wall-clock solve beside the
+    # starting child short of CPU: with tracing first it now mostly is not)
+    warm = _start_child(int(mesh.devices.size)) if memory_guard else None
     try:
-        closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
-        lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
-    except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
-        raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
-    out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
-    state_ties = find_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
-    from jax._src.lib import xla_client as xc
+        leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
-    opts = xc.hlo.HloPrintOptions()
-    opts.print_metadata = True
-    module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
-    in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
-    out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
-    module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
-    tuple_root = module.entry.root.shape.is_tuple
-    module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
-                   for j, q, mode, don, source in state_ties]
-    # the user's axis names and device order, so reports and constraints speak of "data" / "model"
-    dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
-                             device_ids=",".join(str(d.id) for d in mesh.devices.flat))
-    sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
-    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
-        from ..mesh_setup import timed_mesh_from_options
+        def abstract(leaf):
+            shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
+            # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
+            # strong trace would hand back strong outputs and the next step would compile again
+            weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
+            if _is_sharded(leaf, mesh):
+                return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
+            return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+
+        flat_abstract = [abstract(x) for x in leaves]
+        abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
+        name = getattr(fn, "__name__", "fn")
         try:
-            dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
-                mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
-                device, budget)
-        except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
-            raise ValueError(str(exc)) from None
-    # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
-    dmesh.divisible_io = True
-    # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
-    # mode, one work budget shared by the first solve and the guard's re-solves
-    deadline = None if deterministic else started + float(time_limit)
-    first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
-    # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
-    # solve builds: the search starts from the cheapest, so it never returns a costlier plan
-    state_params = [t.param for t in module.ties]
-    known = {}
+            closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
+            lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
+        except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
+            raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
+        out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
+        state_ties = find_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
+        from jax._src.lib import xla_client as xc
 
-    def known_choices(graph):
-        known[id(graph)] = plans = known_plans(graph, state_params)
-        return [p.choice for p in plans]
+        opts = xc.hlo.HloPrintOptions()
+        opts.print_metadata = True
+        module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
+        in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
+        out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
+        module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
+        tuple_root = module.entry.root.shape.is_tuple
+        module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
+                       for j, q, mode, don, source in state_ties]
+        # the user's axis names and device order, so reports and constraints speak of "data" / "model"
+        dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
+                                 device_ids=",".join(str(d.id) for d in mesh.devices.flat))
+        sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
+        if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
+            from ..mesh_setup import timed_mesh_from_options
+            try:
+                dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
+                    mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
+                    device, budget)
+            except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
+                raise ValueError(str(exc)) from None
+        # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
+        dmesh.divisible_io = True
+        # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
+        # mode, one work budget shared by the first solve and the guard's re-solves
+        deadline = None if deterministic else started + float(time_limit)
+        first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
+        # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
+        # solve builds: the search starts from the cheapest, so it never returns a costlier plan
+        state_params = [t.param for t in module.ties]
+        known = {}
 
-    # deterministic mode: the guard's XLA run (its baseline, a child process) is started now, so jax's start
-    # in it (1.8 s of CPU, 4.3 s wall at load 6) runs beside the first solve instead of after it; the solve
-    # counts work, so the plan is the same.  Not in wall-clock mode: there the child's CPU is taken from the
-    # first solve's seconds (the 4 MiB-budget decoder of tests/test_jax_time.py at load 7 found no plan
-    # within its budget in its 5 s with the child beside it, and did without it; round 14)
-    warm = _start_child(dmesh.num_devices) if memory_guard and deterministic else None
+        def known_choices(graph):
+            known[id(graph)] = plans = known_plans(graph, state_params)
+            return [p.choice for p in plans]
+    except BaseException:
+        _stop_child(warm)
+        raise
+
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
@@ -519,9 +530,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
     finally:
-        if warm is not None and warm.poll() is None:   # not used (a replicated baseline) or not finished
-            warm.kill()
-            warm.communicate()
+        _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
         from ..timing import plan_timing

@@ -105,8 +105,9 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
     no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
     Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
-    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
-    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
+    which lists the other models).  The propagated shardings are written on ``module``'s entry for the
+    pricing and restored after it (``module`` is left as it was); the pricing is
+    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
     own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
     that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
     outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
@@ -117,18 +118,27 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
-    from ..hlo import parse_module, print_module
 
     plan, found = entry_propagation(module, dmesh, entry, timeout, child)
     if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
         found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
-    copy = parse_module(print_module(module), "<baseline>")
-    for ins in copy.entry.instructions:
-        if ins.name in found:
-            ins.sharding = found[ins.name]
-        elif plan == "replicated":   # a tuple other than the output: its elements' layouts
-            ins.sharding = None
-    ev = evaluate_module(copy, dmesh)
+    # priced on ``module`` itself, its entry shardings replaced for the evaluation and restored after (not on a
+    # printed and parsed copy: the copy cost a parse and a schedule of its own, 0.3 + 0.5 s of CPU on keras-hub's
+    # 4-layer Gemma, round 18); as on that copy, without ``module.ties`` (the text does not carry them)
+    saved = [(ins, ins.sharding) for ins in module.entry.instructions]
+    ties = getattr(module, "ties", None)
+    try:
+        for ins, _ in saved:
+            if ins.name in found:
+                ins.sharding = found[ins.name]
+            elif plan == "replicated":   # a tuple other than the output: its elements' layouts
+                ins.sharding = None
+        module.ties = []
+        ev = evaluate_module(module, dmesh)
+    finally:
+        for ins, sh in saved:
+            ins.sharding = sh
+        module.ties = ties
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
 
 
