@@ -311,8 +311,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (one evaluation of the written module, for which the solve keeps back
     :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time) and (c) the XLA runs: the memory
     guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
-    the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
-    more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
+    the models of BENCHMARKS.md, its jax start, about half of it, made beside jax's tracing: the child is
+    started before ``fn`` is traced; with ``memory_guard``) and its pricing, and with ``with_constraints``
+    one more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
     shorter than they take is overrun by them.  The plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
