@@ -376,8 +376,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
     ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
     the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept;
-    the data-parallel plan is then the cheaper of its greedy completion and XLA's propagation of its entry
-    shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the limit, as the baseline's).
+    the data-parallel plan is then the cheaper of its completion (:mod:`hloshard.jax.known`) and XLA's
+    propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the limit, as the baseline's).
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
@@ -391,8 +391,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     1.1), then halfway between that and the plan's peak; the lower-peak plan is kept only if its predicted
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
     hloshard's predicted collective bytes promise XLA's) of the cheapest plan found.  Its time: what the
-    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds
-    (wall-clock).  ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and
+    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
+    ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).  ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and
     cost, whether one was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
     ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
     ``--deterministic`` keeps byte-identical).

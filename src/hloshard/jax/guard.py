@@ -187,10 +187,14 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
     budget ``time_limit`` less the shares its re-solves took (:data:`RESOLVE_SHARES`); in wall-clock mode
-    what the ``deadline`` leaves, at most the first solve's own solver seconds (at least
-    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`): the step never searches longer than the search
-    that found the plan.  The share is of the cheapest plan found (the first solve's, or the guard's when
-    cheaper).  Arguments as :func:`_guard`'s."""
+    what the ``deadline`` leaves less the re-pricing reserve of the first solve's graph
+    (``graph.reprice_seconds``, :data:`hloshard.autoshard.solve.REPRICE_SHARE` times its 1-D build, as the
+    first solve and the guard's re-solves keep it: the plan is applied and re-priced after the step), at
+    most the first solve's own solver seconds (at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`;
+    none when less is left): the step never searches longer than the search that found the plan.  (Without
+    the reserve the step searched up to the deadline and the re-pricing came after it: keras-hub's 4-layer
+    Gemma at ``time_limit=10`` returned after 14.2-14.6 s, round 17.)  The share is of the cheapest plan
+    found (the first solve's, or the guard's when cheaper).  Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
@@ -202,7 +206,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         return result, guard
     if deterministic:
         budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
-    else:
+    else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
+        if deadline is not None:
+            deadline = deadline - float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     result, info = pareto_step(result, budget, best_cost=first_cost, seed=seed, deterministic=deterministic,
                                deadline=deadline)
