@@ -198,6 +198,43 @@ def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, 
     return added
 
 
+def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_sh: list, mesh) -> int:
+    """Before each operand constraint (``operand_constraints``: equation path -> ``[(input i, NamedSharding)]``)
+    whose value XLA's partitioner could only reach by replicating it whole from the layout the value was
+    constrained to where it was made (``pinned``: its equation's output constraint; ``in_sh``: an argument's
+    sharding), a constraint to the layout between the two (:func:`hloshard.jax.jaxpr.meet_spec`): an
+    all-gather, then a slice, the same collective as the replication at no more bytes, without XLA's
+    "Involuntary full rematerialization" (new user 17's GNN: the mean of its readout, constrained
+    ``P('model')`` where it is made and pinned ``P(None, 'data')`` for the dot that reads it; the written
+    module has the same pair, and XLA replicates it there too).  Returns how many were added."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .jaxpr import meet_spec
+
+    made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
+    for (path, j), sh in pinned.items():
+        eqn = eqns.get(path)
+        if eqn is not None and j < len(eqn.outvars):
+            made[eqn.outvars[j]] = sh
+    added = 0
+    for path, rows in operand_constraints.items():
+        eqn = eqns.get(path)
+        if eqn is None:
+            continue
+        out = []
+        for i, sh in rows:
+            var = eqn.invars[i] if i < len(eqn.invars) else None
+            have = made.get(var) if var is not None and not hasattr(var, "val") else None
+            rank = len(getattr(var.aval, "shape", ())) if var is not None else 0
+            step = meet_spec(have.spec, sh.spec, rank) if have is not None else None
+            if step is not None:
+                out.append((i, NamedSharding(mesh, PartitionSpec(*step))))
+                added += 1
+            out.append((i, sh))
+        rows[:] = out
+    return added
+
+
 def _computes_replicated(report: dict) -> bool:
     """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
     compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost
@@ -605,6 +642,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                          "input": None if at is None else at[1]})
     carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
         if pin_operands else 0
+    meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
     body_constraints: dict = {}
     for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
         for i, sh, rank in rows:
@@ -615,7 +653,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                       "loop_state_carried": sum(len(v) for v in body_constraints.values()),
-                      "broadcast_sources": carried_broadcasts}
+                      "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     constraints = []
