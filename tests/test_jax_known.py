@@ -331,3 +331,19 @@ def test_baseline_priced_in_place_leaves_the_module():
     assert got["plan"] == "replicated"
     assert got["peak_bytes"] == int(want.evaluation.peak_memory)
     assert got["collective_cost"] == pytest.approx(float(want.total_cost), rel=1e-12)
+
+
+def test_meet_spec():
+    """The layout between two of a value's layouts that XLA reaches from both without replicating the
+    value whole: only where axes come off and others go on and none moves (new user 17's GNN mean,
+    ``P('model')`` -> ``P(None, 'data')``)."""
+    from hloshard.jax.jaxpr import meet_spec
+
+    assert meet_spec(("model",), (None, "data"), 2) == []                    # through replicated
+    assert meet_spec((None, "data"), ("model", None), 2) == []
+    assert meet_spec((("data", "model"),), ("data", "x"), 2) == ["data"]     # the common first axis kept
+    assert meet_spec(("model",), ("model", None, "data"), 3) is None          # a slice only
+    assert meet_spec(("model", "data"), ("model",), 2) is None                # an all-gather only
+    assert meet_spec(("model",), (None, "model"), 2) is None                  # an axis moves: all-to-all
+    assert meet_spec((("data", "model"),), (("model", "data"),), 1) is None   # the same axes, reordered
+    assert meet_spec(("model",), ("model",), 1) is None
