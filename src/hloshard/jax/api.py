@@ -25,8 +25,10 @@ Flow:
    body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
    equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
    layout the plan's broadcast needs of it where the plan reshards it before broadcasting
-   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), so XLA carries out the plan that
-   was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
+   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), and (e) before
+   an operand constraint XLA could reach from the value's own constraint only by replicating the value whole,
+   on the layout between the two (:func:`hloshard.jax.jaxpr.meet_spec`; ``report["pins"]["meet_steps"]``),
+   so XLA carries out the plan that was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
    equation for this (their operand pins and outputs are constrained as the top level's).
 """
 
