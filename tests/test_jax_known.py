@@ -347,3 +347,36 @@ def test_meet_spec():
     assert meet_spec(("model",), (None, "model"), 2) is None                  # an axis moves: all-to-all
     assert meet_spec((("data", "model"),), (("model", "data"),), 1) is None   # the same axes, reordered
     assert meet_spec(("model",), ("model",), 1) is None
+
+
+def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
+    """The fast completion costs less, not always memory: where only the greedy data-parallel plan keeps the
+    baseline's peak, the guard's fallback still returns it."""
+    import hloshard.autoshard as autoshard
+    import hloshard.jax.guard as guard
+    from hloshard.errors import SolveFailed
+
+    module = _module()
+    mesh = _mesh()
+    holder = {}
+
+    def known(graph):
+        holder["plans"] = plans = known_plans(graph, STATE)
+        return [p.choice for p in plans]
+
+    first = solve_module(module, mesh, keep="io", time_limit=1, deterministic=True, apply=False, known=known)
+    dp = {p.name: p for p in holder["plans"]}["data-parallel"]
+    assert dp.completion == "fast" and dp.greedy is not None
+    fast, greedy = dp, dp.greedy
+    # the fast plan made to peak above the limit, the greedy one within it
+    limit = int(greedy.evaluation.peak_memory)
+    import dataclasses
+    fast.evaluation = dataclasses.replace(fast.evaluation, peak_memory=limit + 1)
+    plans = [p for p in holder["plans"] if p.name != "replicated"]
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
+                                                                  "collective_cost": 0.0})
+    monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
+    first.evaluation = dataclasses.replace(first.evaluation, peak_memory=limit + 10)
+    out, g = guard.guard_plan(first, module, mesh, "io", 1.0, 0, True, known_plans=plans, pareto=False)
+    assert g.get("fallback") == "data-parallel", g
+    assert out.choice == greedy.choice

@@ -546,7 +546,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
         def known_choices(graph):
             known[id(graph)] = plans = known_plans(graph, state_params)
-            return [p.choice for p in plans]
+            return [q.choice for p in plans for q in (p, p.greedy) if q is not None]
     except BaseException:
         _stop_child(warm)
         raise

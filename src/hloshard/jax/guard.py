@@ -172,6 +172,9 @@ def _fallback(result, plans, limit: int, propagate=None):
 
     if propagate is not None:   # the data-parallel plan as XLA completes its entry shardings, when cheaper
         plans = [xla_refined(result.graph, p, propagate) if p.name == "data-parallel" else p for p in plans]
+    # a plan refined for its cost keeps the one it refined (:func:`hloshard.jax.known.fast_refined`): that can
+    # peak lower, and here the peak decides first
+    plans = [q for p in plans for q in (p, getattr(p, "greedy", None)) if q is not None]
     by_name = {p.name: p for p in plans}
     best = cheapest_within(result.graph, limit, [(p.name, p.choice, p.evaluation) for p in plans if p.feasible])
     if best is None:

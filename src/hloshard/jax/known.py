@@ -34,6 +34,8 @@ class KnownPlan:
     #: fast completion of ``hloshard cost`` from the plan's entry, :func:`fast_refined`) or ``"xla"`` (XLA's
     #: propagation of the plan's entry shardings, :func:`propagated_choice`)
     completion = "greedy"
+    #: the greedy plan a ``"fast"`` one refined (None otherwise)
+    greedy = None
 
     def row(self) -> dict:
         """``report["known_plans"]`` row: name, objective (cost units), peak_bytes, feasible, completion."""
@@ -214,7 +216,8 @@ def fast_refined(graph, plan: KnownPlan) -> KnownPlan:
     with every other node chosen by ``hloshard cost``'s fast completion
     (:func:`hloshard.autoshard.evaluate.complete_choice`: greedy, local search, one message-passing round;
     work-limited, so deterministic; no lower bound) instead of :func:`complete_plan`'s one greedy pass
-    (``completion`` ``"fast"``).  The greedy pass is myopic: on new user 17's GNN train step it priced the
+    (``completion`` ``"fast"``; ``greedy``: ``plan``, which can peak lower, for the memory guard's fallback,
+    :func:`hloshard.jax.guard._fallback`).  The greedy pass is myopic: on new user 17's GNN train step it priced the
     data-parallel plan at 11.9 M cost units where ``hloshard cost`` of the same entry shardings says 5.2 M
     (finding 8).  One more presolve and local search of the graph, no build and no XLA run."""
     import copy
@@ -240,6 +243,7 @@ def fast_refined(graph, plan: KnownPlan) -> KnownPlan:
         return plan
     out = KnownPlan(plan.name, list(done.strategies), int(obj), True, evaluate_choice(graph, done.strategies))
     out.completion = "fast"
+    out.greedy = plan   # the completion costs less, not always memory: the guard's fallback weighs both
     return out
 
 
@@ -266,4 +270,5 @@ def xla_refined(graph, plan: KnownPlan, propagate) -> KnownPlan:
         return plan
     out = KnownPlan(plan.name, xla, int(obj), True, evaluate_choice(graph, xla))
     out.completion = "xla"
+    out.greedy = plan.greedy if plan.greedy is not None else plan
     return out
