@@ -28,8 +28,9 @@ Flow:
    (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), and (e) before
    an operand constraint XLA could reach from the value's own constraint only by replicating the value whole,
    on the layout between the two (:func:`hloshard.jax.jaxpr.meet_spec`; ``report["pins"]["meet_steps"]``),
-   so XLA carries out the plan that was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
-   equation for this (their operand pins and outputs are constrained as the top level's).
+   so XLA carries out the plan that was priced, not its own variant from the operands' layouts.  Loop bodies
+   are re-traced equation by equation for this (their operand pins and outputs are constrained as the top
+   level's).
 """
 
 from __future__ import annotations
@@ -416,7 +417,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
     the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept;
     the data-parallel plan is then the cheaper of its completion (:mod:`hloshard.jax.known`) and XLA's
-    propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the limit, as the baseline's).
+    propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
+    limit, as the baseline's).
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
@@ -431,8 +433,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
     hloshard's predicted collective bytes promise XLA's) of the cheapest plan found.  Its time: what the
     guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
-    ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).  ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and
-    cost, whether one was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
+    ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
+    ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one
+    was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
     ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
     ``--deterministic`` keeps byte-identical).
 
