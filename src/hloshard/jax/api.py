@@ -351,9 +351,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (one evaluation of the written module, for which the solve keeps back
     :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time) and (c) the XLA runs: the memory
     guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
-    the models of BENCHMARKS.md, its jax start, about half of it, made beside jax's tracing: the child is
-    started before ``fn`` is traced; with ``memory_guard``) and its pricing, and with ``with_constraints``
-    one more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
+    the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
+    more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
     shorter than they take is overrun by them.  The plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
@@ -485,12 +484,14 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if budget <= 0:   # as the CLI's --memory-budget (new user 15: -1 ran the search, then "infeasible")
             raise ValueError(f"memory_budget must be a positive number of bytes per device, got {memory_budget!r}")
     donated = donated_args(fn, len(example_args), donate_argnums, donate_argnames)
-    # the guard's XLA run (its baseline, a child process) is started before jax traces ``fn``: jax's start
-    # in it (1.8 s of CPU, 4.3 s wall at load 6, round 14) runs beside the tracing and lowering here, which
-    # take one core, instead of after the first solve (wall-clock mode, round 17: the baseline's 3-4 s were
-    # past the deadline) or beside it (deterministic mode; round 14 found a wall-clock solve beside the
-    # starting child short of CPU: with tracing first it now mostly is not)
-    warm = _start_child(int(mesh.devices.size)) if memory_guard else None
+    # deterministic mode: the guard's XLA run (its baseline, a child process) is started before jax traces
+    # ``fn``, so jax's start in it (1.8 s of CPU, 4.3 s wall at load 6) runs beside the tracing, the build and
+    # the first solve instead of after them; the solves count work, so the plan is the same.  Not in
+    # wall-clock mode: there the child's CPU is taken from the build's and the first solve's seconds (round
+    # 14: the 4 MiB-budget decoder of tests/test_jax_time.py at load 7 found no plan in its 5 s beside it;
+    # round 18, started before tracing: keras-hub's 4-layer Gemma at time_limit 10 and load 5.5 built in 3.7 s
+    # instead of 2.0 s and its first solve had 0.36 s of solver instead of 1.69 s)
+    warm = _start_child(int(mesh.devices.size)) if memory_guard and deterministic else None
     try:
         leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
@@ -548,7 +549,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         known = {}
 
         def known_choices(graph):
-            known[id(graph)] = plans = known_plans(graph, state_params)
+            known[id(graph)] = plans = known_plans(graph, state_params, fast=deterministic)
             return [q.choice for p in plans for q in (p, p.greedy) if q is not None]
     except BaseException:
         _stop_child(warm)

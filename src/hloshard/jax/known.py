@@ -129,7 +129,7 @@ def propagated_choice(graph, choice, found: dict) -> list | None:
     return complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
 
 
-def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
+def known_plans(graph, state_params=(), propagate=None, fast: bool = True) -> list[KnownPlan]:
     """The plans of ``graph`` (a :class:`hloshard.autoshard.build.Graph`) known without a search:
 
     * ``"replicated"``: every node whose strategies include an unsplit output takes one (the operands'
@@ -140,7 +140,10 @@ def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
       strategies offer (the batch, as a jax step takes it first); the state and every other node as
       :func:`complete_plan` continues from there (state replicated where its strategies allow).  Not
       listed when no parameter has such a strategy.  Its other nodes are the cheaper of :func:`complete_plan`'s
-      greedy pass and the fast completion of ``hloshard cost`` from the same entry (:func:`fast_refined`).
+      greedy pass and the fast completion of ``hloshard cost`` from the same entry (:func:`fast_refined`;
+      ``fast=False``: the greedy pass alone -- :func:`hloshard.jax.auto_shard`'s wall-clock mode, where the
+      completion's CPU, 1.12 s on keras-hub's 4-layer Gemma at load 11.8, would come out of the first solve's
+      seconds).
 
     ``propagate`` (instruction name -> HloSharding of entry parameters and root -> instruction name ->
     HloSharding: XLA's propagation from them, :func:`hloshard.jax.guard.entry_propagation`): the
@@ -185,7 +188,7 @@ def known_plans(graph, state_params=(), propagate=None) -> list[KnownPlan]:
             continue
         obj, ok = evaluate(graph.problem, choice)
         plan = KnownPlan(name, choice, int(obj), bool(ok), evaluate_choice(graph, choice))
-        if name == "data-parallel":
+        if name == "data-parallel" and fast:
             plan = fast_refined(graph, plan)
         out.append(xla_refined(graph, plan, propagate) if name == "data-parallel" and propagate else plan)
     return out
