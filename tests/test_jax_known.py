@@ -96,6 +96,18 @@ def test_solve_never_costlier_than_a_known_plan():
     assert len(r.graph.known) == len(seen["plans"])
 
 
+def _first_with_known(time_limit: float):
+    """(module, mesh, the first solve's result, {"plans": its known plans}) of the MLP, deterministic."""
+    module, mesh, holder = _module(), _mesh(), {}
+
+    def known(graph):
+        holder["plans"] = plans = known_plans(graph, STATE)
+        return [p.choice for p in plans]
+
+    first = solve_module(module, mesh, keep="io", time_limit=time_limit, deterministic=True, apply=False, known=known)
+    return module, mesh, first, holder
+
+
 def test_guard_falls_back_to_a_known_plan(monkeypatch):
     """When no re-solve finds a plan within the baseline's peak, the guard returns the cheapest known plan
     that keeps it instead of the unguarded plan."""
@@ -103,15 +115,7 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
     import hloshard.jax.guard as guard
     from hloshard.errors import SolveFailed
 
-    module = _module()
-    mesh = _mesh()
-    holder = {}
-
-    def known(graph):
-        holder["plans"] = plans = known_plans(graph, STATE)
-        return [p.choice for p in plans]
-
-    first = solve_module(module, mesh, keep="io", time_limit=2, deterministic=True, apply=False, known=known)
+    module, mesh, first, holder = _first_with_known(2)
     plans = {p.name: p for p in holder["plans"]}
     # the first plan as the replicated one (the highest peak), the baseline at the data-parallel plan's peak
     rep, dp = plans["replicated"], plans["data-parallel"]
@@ -356,15 +360,7 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     import hloshard.jax.guard as guard
     from hloshard.errors import SolveFailed
 
-    module = _module()
-    mesh = _mesh()
-    holder = {}
-
-    def known(graph):
-        holder["plans"] = plans = known_plans(graph, STATE)
-        return [p.choice for p in plans]
-
-    first = solve_module(module, mesh, keep="io", time_limit=1, deterministic=True, apply=False, known=known)
+    module, mesh, first, holder = _first_with_known(1)
     dp = {p.name: p for p in holder["plans"]}["data-parallel"]
     assert dp.completion == "fast" and dp.greedy is not None
     fast, greedy = dp, dp.greedy
