@@ -29,7 +29,7 @@ x = jax.ShapeDtypeStruct((64, 256), jnp.float32)
 for label, call in [
     ("devices", lambda: auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32,
                                                            sharding=NamedSharding(small, P("data"))), x, mesh=mesh)),
-    ("trace", lambda: auto_shard(lambda w, x: w @ x, w, x, mesh=mesh)),
+    ("trace", lambda: auto_shard(lambda w, x: w @ x, w, x, mesh=mesh, deterministic=True)),   # its XLA child ended
     ("keep", lambda: auto_shard(f, w, x, mesh=mesh, keep_shardings="some")),
     ("budget", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget="tpu-v99")),
     ("budget_neg", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=-1)),
@@ -43,6 +43,20 @@ for label, call in [
         print(label, "NO ERROR")
     except ValueError as exc:
         print(label, "ValueError", str(exc).splitlines()[0])
+
+def xla_children():   # the guard's XLA children (started before tracing) still running: -1 without /proc
+    if not os.path.isdir("/proc"):
+        return -1
+    n = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            state, ppid = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[:2]
+            cmd = open(f"/proc/{pid}/cmdline").read()
+        except OSError:
+            continue
+        n += ppid == str(os.getpid()) and state != "Z" and "hloshard.partition_specs" in cmd
+    return n
+print("children", xla_children())
 kept = auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32, sharding=NamedSharding(mesh, P(None, "data"))),
                   x, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 print("kept", kept.in_shardings[0].spec)
@@ -78,6 +92,8 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
     for label in ("time_neg", "time_nan", "time_str"):
         assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]
+    # an argument that fails after the guard's XLA child started (tracing, the mesh, the device) ends it
+    assert out["children"] in ("0", "-1"), out["children"]
     assert out["kept"] == "P(None, 'data')"
     assert out["keptwarn"] == "False"
     specs, note = out["tiny"].split("|", 1)

@@ -96,6 +96,18 @@ def test_solve_never_costlier_than_a_known_plan():
     assert len(r.graph.known) == len(seen["plans"])
 
 
+def _first_with_known(time_limit: float):
+    """(module, mesh, the first solve's result, {"plans": its known plans}) of the MLP, deterministic."""
+    module, mesh, holder = _module(), _mesh(), {}
+
+    def known(graph):
+        holder["plans"] = plans = known_plans(graph, STATE)
+        return [p.choice for p in plans]
+
+    first = solve_module(module, mesh, keep="io", time_limit=time_limit, deterministic=True, apply=False, known=known)
+    return module, mesh, first, holder
+
+
 def test_guard_falls_back_to_a_known_plan(monkeypatch):
     """When no re-solve finds a plan within the baseline's peak, the guard returns the cheapest known plan
     that keeps it instead of the unguarded plan."""
@@ -103,15 +115,7 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
     import hloshard.jax.guard as guard
     from hloshard.errors import SolveFailed
 
-    module = _module()
-    mesh = _mesh()
-    holder = {}
-
-    def known(graph):
-        holder["plans"] = plans = known_plans(graph, STATE)
-        return [p.choice for p in plans]
-
-    first = solve_module(module, mesh, keep="io", time_limit=2, deterministic=True, apply=False, known=known)
+    module, mesh, first, holder = _first_with_known(2)
     plans = {p.name: p for p in holder["plans"]}
     # the first plan as the replicated one (the highest peak), the baseline at the data-parallel plan's peak
     rep, dp = plans["replicated"], plans["data-parallel"]
@@ -251,3 +255,124 @@ def test_complete_plan_looks_ahead_to_a_later_alias_partner():
     prob2 = Problem(name="alias2", intervals=prob.intervals, node_costs=[np.array([0, 5]), np.array([0, 0])],
                     node_usages=prob.node_usages, edges=prob.edges, edge_costs=[], aliases=[(1, 0, ok.T)])
     assert complete_plan(prob2, [None, None]) == [1, 0]
+
+
+def test_data_parallel_fast_completion():
+    """The data-parallel plan's other nodes by ``hloshard cost``'s fast completion when that is cheaper than
+    the greedy pass (new user 17, finding 8: the GNN's at 2.3x a data-parallel completion): on the MLP the
+    greedy pass prices it at 882,883 cost units; the completion from the same entry is cheaper, keeps every
+    entry node's strategy and is feasible."""
+    from hloshard.jax import known as K
+
+    graph = build_graph(_module(), _mesh(), "io")
+    dp = {p.name: p for p in known_plans(graph, STATE)}["data-parallel"]
+    # the greedy pass alone from the same entry strategies (what known_plans gave before)
+    fixed = K.entry_nodes(graph)
+    allowed = [None] * len(graph.nodes)
+    for v in fixed:
+        allowed[v] = [dp.choice[v]]
+    alone = complete_plan(graph.problem, allowed, graph.follows)
+    obj_alone, ok = evaluate(graph.problem, alone)
+    assert ok
+    assert dp.completion == "fast" and dp.feasible and dp.row()["completion"] == "fast"
+    assert dp.objective < obj_alone
+    assert evaluate(graph.problem, dp.choice) == (dp.objective, True)
+    params = {id(p) for p in graph.module.entry.parameters}
+    assert any(id(graph.nodes[v].instr) in params for v in fixed)
+    assert all(dp.choice[v] == alone[v] for v in fixed)
+
+
+def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
+    """In wall-clock mode the Pareto step ends before the deadline by the first graph's re-pricing reserve
+    (the plan is applied and re-priced after it), as the solves do."""
+    import time
+
+    import hloshard.autoshard.solve as solve
+    import hloshard.jax.guard as guard
+
+    module = _module()
+    first = solve_module(module, _mesh(), keep="io", time_limit=0.5, deterministic=True, apply=False)
+    first.graph.reprice_seconds = 7.0
+    monkeypatch.setattr(guard, "_guard", lambda result, *a, **k: (result, {"applied": False}))
+    seen = {}
+
+    def step(result, budget, **k):
+        seen.update(budget=budget, deadline=k["deadline"])
+        return result, {"applied": False}
+
+    monkeypatch.setattr(solve, "pareto_step", step)
+    deadline = time.monotonic() + 100.0
+    guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, False, deadline=deadline)
+    assert seen["deadline"] == pytest.approx(deadline - 7.0)
+    assert seen["budget"] <= 93.0
+    guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, True)   # deterministic: no clock, no reserve
+    assert seen["deadline"] is None
+
+
+def test_baseline_priced_in_place_leaves_the_module():
+    """The guard's baseline is priced on the module itself (its entry shardings replaced, then restored; no
+    printed copy): the same figures as the copy gave, and the module, its shardings and ties as they were."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo import print_module
+    from hloshard.jax.guard import baseline_peak
+
+    module = _module()
+    mesh = _mesh()
+    build_graph(module, mesh, "io")   # as auto_shard's first build leaves it
+    before = print_module(module)
+    ties = list(module.ties)
+    got = baseline_peak(module, mesh)   # nothing sharded: the replicated baseline, no XLA run
+    assert print_module(module) == before and module.ties == ties
+    copy = parse_module(before, "<copy>")
+    for ins in copy.entry.instructions:
+        if not ins.shape.is_tuple or ins is copy.entry.root:
+            from hloshard.hlo.sharding import HloSharding
+            ins.sharding = HloSharding.replicated() if not ins.shape.is_tuple else \
+                HloSharding.tuple([HloSharding.replicated()] * len(ins.shape.leaves()))
+        else:
+            ins.sharding = None
+    want = evaluate_module(copy, mesh)
+    assert got["plan"] == "replicated"
+    assert got["peak_bytes"] == int(want.evaluation.peak_memory)
+    assert got["collective_cost"] == pytest.approx(float(want.total_cost), rel=1e-12)
+
+
+def test_meet_spec():
+    """The layout between two of a value's layouts that XLA reaches from both without replicating the
+    value whole: only where axes come off and others go on and none moves (new user 17's GNN mean,
+    ``P('model')`` -> ``P(None, 'data')``)."""
+    from hloshard.jax.jaxpr import meet_spec
+
+    assert meet_spec(("model",), (None, "data"), 2) == []                    # through replicated
+    assert meet_spec((None, "data"), ("model", None), 2) == []
+    assert meet_spec((("data", "model"),), ("data", "x"), 2) == ["data"]     # the common first axis kept
+    assert meet_spec(("model",), ("model", None, "data"), 3) is None          # a slice only
+    assert meet_spec(("model", "data"), ("model",), 2) is None                # an all-gather only
+    assert meet_spec(("model",), (None, "model"), 2) is None                  # an axis moves: all-to-all
+    assert meet_spec((("data", "model"),), (("model", "data"),), 1) is None   # the same axes, reordered
+    assert meet_spec(("model",), ("model",), 1) is None
+
+
+def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
+    """The fast completion costs less, not always memory: where only the greedy data-parallel plan keeps the
+    baseline's peak, the guard's fallback still returns it."""
+    import hloshard.autoshard as autoshard
+    import hloshard.jax.guard as guard
+    from hloshard.errors import SolveFailed
+
+    module, mesh, first, holder = _first_with_known(1)
+    dp = {p.name: p for p in holder["plans"]}["data-parallel"]
+    assert dp.completion == "fast" and dp.greedy is not None
+    fast, greedy = dp, dp.greedy
+    # the fast plan made to peak above the limit, the greedy one within it
+    limit = int(greedy.evaluation.peak_memory)
+    import dataclasses
+    fast.evaluation = dataclasses.replace(fast.evaluation, peak_memory=limit + 1)
+    plans = [p for p in holder["plans"] if p.name != "replicated"]
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
+                                                                  "collective_cost": 0.0})
+    monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
+    first.evaluation = dataclasses.replace(first.evaluation, peak_memory=limit + 10)
+    out, g = guard.guard_plan(first, module, mesh, "io", 1.0, 0, True, known_plans=plans, pareto=False)
+    assert g.get("fallback") == "data-parallel", g
+    assert out.choice == greedy.choice

@@ -247,7 +247,7 @@ class Completion:
     method: str
 
 
-def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | None:
+def complete_choice(graph: Graph, progress=None, seed: int = 0, with_bound: bool = True) -> Completion | None:
     """The fast completion behind ``hloshard cost``: a cheap consistent choice of every strategy the
     kept annotations leave open, without CP-SAT.
 
@@ -259,8 +259,10 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
     limit binds here); the lower bound is the dual ascent of :func:`hloshard.solver.bounds.lower_bound`
     (at most ``FAST_BOUND_PASSES`` passes, fewer once it stalls).  Work-limited, never clock-limited:
     the answer is deterministic.  ``progress(event)``: solver-style events (``phase``, ``objective``,
-    ``bound`` in integer units, ``cost_scale``).  Returns None when presolve proves no consistent
-    choice exists or the heuristics find none (the caller then runs the full solver, which explains)."""
+    ``bound`` in integer units, ``cost_scale``).  ``with_bound=False``: no dual ascent (the completion alone;
+    ``bound`` is then the objective, a placeholder, not a proven bound).  Returns None when presolve proves
+    no consistent choice exists or the heuristics find none (the caller then runs the full solver, which
+    explains)."""
     problem = graph.solver_problem
     k = getattr(graph, "tie_break", 1)
     scale = graph.cost_scale
@@ -297,6 +299,10 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
         if best is None:
             return None
         emit("message passing", best_obj + red.offset)
+        positions = best
+    if red.num_nodes and not with_bound:
+        bound = None
+    elif red.num_nodes:
         target = best_obj + red.offset
         bound, dual = lower_bound(red, None, None, passes=8)
         done = 8
@@ -309,7 +315,6 @@ def complete_choice(graph: Graph, progress=None, seed: int = 0) -> Completion | 
                 break
         bound = max(bound, red.offset + sum(int(c.min()) for c in red.costs))
         emit("bound", best_obj + red.offset, bound)
-        positions = best
     strategies = red.expand(positions)
     obj, feasible = evaluate(problem, strategies)
     if not feasible:

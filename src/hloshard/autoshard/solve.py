@@ -176,6 +176,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
     reprice = REPRICE_SHARE * one_d
+    if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
+        graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))

@@ -25,9 +25,12 @@ Flow:
    body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
    equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
    layout the plan's broadcast needs of it where the plan reshards it before broadcasting
-   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), so XLA carries out the plan that
-   was priced, not its own variant from the operands' layouts.  Loop bodies are re-traced equation by
-   equation for this (their operand pins and outputs are constrained as the top level's).
+   (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), and (e) before
+   an operand constraint XLA could reach from the value's own constraint only by replicating the value whole,
+   on the layout between the two (:func:`hloshard.jax.jaxpr.meet_spec`; ``report["pins"]["meet_steps"]``),
+   so XLA carries out the plan that was priced, not its own variant from the operands' layouts.  Loop bodies
+   are re-traced equation by equation for this (their operand pins and outputs are constrained as the top
+   level's).
 """
 
 from __future__ import annotations
@@ -198,6 +201,43 @@ def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, 
     return added
 
 
+def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_sh: list, mesh) -> int:
+    """Before each operand constraint (``operand_constraints``: equation path -> ``[(input i, NamedSharding)]``)
+    whose value XLA's partitioner could only reach by replicating it whole from the layout the value was
+    constrained to where it was made (``pinned``: its equation's output constraint; ``in_sh``: an argument's
+    sharding), a constraint to the layout between the two (:func:`hloshard.jax.jaxpr.meet_spec`): an
+    all-gather, then a slice, the same collective as the replication at no more bytes, without XLA's
+    "Involuntary full rematerialization" (new user 17's GNN: the mean of its readout, constrained
+    ``P('model')`` where it is made and pinned ``P(None, 'data')`` for the dot that reads it; the written
+    module has the same pair, and XLA replicates it there too).  Returns how many were added."""
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from .jaxpr import meet_spec
+
+    made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
+    for (path, j), sh in pinned.items():
+        eqn = eqns.get(path)
+        if eqn is not None and j < len(eqn.outvars):
+            made[eqn.outvars[j]] = sh
+    added = 0
+    for path, rows in operand_constraints.items():
+        eqn = eqns.get(path)
+        if eqn is None:
+            continue
+        out = []
+        for i, sh in rows:
+            var = eqn.invars[i] if i < len(eqn.invars) else None
+            have = made.get(var) if var is not None and not hasattr(var, "val") else None
+            rank = len(getattr(var.aval, "shape", ())) if var is not None else 0
+            step = meet_spec(have.spec, sh.spec, rank) if have is not None else None
+            if step is not None:
+                out.append((i, NamedSharding(mesh, PartitionSpec(*step))))
+                added += 1
+            out.append((i, sh))
+        rows[:] = out
+    return added
+
+
 def _computes_replicated(report: dict) -> bool:
     """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
     compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost
@@ -273,6 +313,13 @@ def _start_child(num_devices: int):
         return start_jax_child("hloshard.partition_specs", num_devices)
     except OSError:
         return None
+
+
+def _stop_child(child) -> None:
+    """End the guard's XLA child (:func:`_start_child`) when it is still running (given no payload)."""
+    if child is not None and child.poll() is None:
+        child.kill()
+        child.communicate()
 
 
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
@@ -368,8 +415,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
     ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
     the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept;
-    the data-parallel plan is then the cheaper of its greedy completion and XLA's propagation of its entry
-    shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the limit, as the baseline's).
+    the data-parallel plan is then the cheaper of its completion (:mod:`hloshard.jax.known`) and XLA's
+    propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
+    limit, as the baseline's).
     ``report["memory_guard"]``:
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
     "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
@@ -383,9 +431,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     1.1), then halfway between that and the plan's peak; the lower-peak plan is kept only if its predicted
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
     hloshard's predicted collective bytes promise XLA's) of the cheapest plan found.  Its time: what the
-    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds
-    (wall-clock).  ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and
-    cost, whether one was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
+    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
+    ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
+    ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one
+    was taken.  With a ``memory_budget`` the budget states the trade and no step is made.
     ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
     ``--deterministic`` keeps byte-identical).
 
@@ -435,71 +484,77 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if budget <= 0:   # as the CLI's --memory-budget (new user 15: -1 ran the search, then "infeasible")
             raise ValueError(f"memory_budget must be a positive number of bytes per device, got {memory_budget!r}")
     donated = donated_args(fn, len(example_args), donate_argnums, donate_argnames)
-    leaves, in_tree = jax.tree_util.tree_flatten(example_args)
-
-    def abstract(leaf):
-        shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
-        # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
-        # strong trace would hand back strong outputs and the next step would compile again
-        weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
-        if _is_sharded(leaf, mesh):
-            return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
-        return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
-
-    flat_abstract = [abstract(x) for x in leaves]
-    abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
-    name = getattr(fn, "__name__", "fn")
+    # deterministic mode: the guard's XLA run (its baseline, a child process) is started before jax traces
+    # ``fn``, so jax's start in it (1.8 s of CPU, 4.3 s wall at load 6) runs beside the tracing, the build and
+    # the first solve instead of after them; the solves count work, so the plan is the same.  Not in
+    # wall-clock mode: there the child's CPU is taken from the build's and the first solve's seconds (round
+    # 14: the 4 MiB-budget decoder of tests/test_jax_time.py at load 7 found no plan in its 5 s beside it;
+    # round 18, started before tracing: keras-hub's 4-layer Gemma at time_limit 10 and load 5.5 built in 3.7 s
+    # instead of 2.0 s and its first solve had 0.36 s of solver instead of 1.69 s)
+    warm = _start_child(int(mesh.devices.size)) if memory_guard and deterministic else None
     try:
-        closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
-        lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
-    except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
-        raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
-    out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
-    state_ties = find_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
-    from jax._src.lib import xla_client as xc
+        leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
-    opts = xc.hlo.HloPrintOptions()
-    opts.print_metadata = True
-    module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
-    in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
-    out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
-    module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
-    tuple_root = module.entry.root.shape.is_tuple
-    module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
-                   for j, q, mode, don, source in state_ties]
-    # the user's axis names and device order, so reports and constraints speak of "data" / "model"
-    dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
-                             device_ids=",".join(str(d.id) for d in mesh.devices.flat))
-    sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
-    if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
-        from ..mesh_setup import timed_mesh_from_options
+        def abstract(leaf):
+            shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
+            # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
+            # strong trace would hand back strong outputs and the next step would compile again
+            weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
+            if _is_sharded(leaf, mesh):
+                return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
+            return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
+
+        flat_abstract = [abstract(x) for x in leaves]
+        abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
+        name = getattr(fn, "__name__", "fn")
         try:
-            dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
-                mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
-                device, budget)
-        except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
-            raise ValueError(str(exc)) from None
-    # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
-    dmesh.divisible_io = True
-    # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
-    # mode, one work budget shared by the first solve and the guard's re-solves
-    deadline = None if deterministic else started + float(time_limit)
-    first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
-    # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
-    # solve builds: the search starts from the cheapest, so it never returns a costlier plan
-    state_params = [t.param for t in module.ties]
-    known = {}
+            closed, out_struct = jax.make_jaxpr(fn, return_shape=True)(*abstract_args)
+            lowered = jax.jit(runner(closed), keep_unused=True).lower(*flat_abstract)
+        except Exception as exc:  # noqa: BLE001 - any tracing error is the user's function's
+            raise ValueError(f"{name} does not trace with these arguments: {type(exc).__name__}: {exc}") from exc
+        out_leaves, out_tree = jax.tree_util.tree_flatten(out_struct)
+        state_ties = find_ties(tuple(abstract_args), out_struct, donated, state, state_mode)
+        from jax._src.lib import xla_client as xc
 
-    def known_choices(graph):
-        known[id(graph)] = plans = known_plans(graph, state_params)
-        return [p.choice for p in plans]
+        opts = xc.hlo.HloPrintOptions()
+        opts.print_metadata = True
+        module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
+        in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
+        out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
+        module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
+        tuple_root = module.entry.root.shape.is_tuple
+        module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
+                       for j, q, mode, don, source in state_ties]
+        # the user's axis names and device order, so reports and constraints speak of "data" / "model"
+        dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
+                                 device_ids=",".join(str(d.id) for d in mesh.devices.flat))
+        sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
+        if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
+            from ..mesh_setup import timed_mesh_from_options
+            try:
+                dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
+                    mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
+                    device, budget)
+            except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
+                raise ValueError(str(exc)) from None
+        # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
+        dmesh.divisible_io = True
+        # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
+        # mode, one work budget shared by the first solve and the guard's re-solves
+        deadline = None if deterministic else started + float(time_limit)
+        first_limit = FIRST_SHARE * float(time_limit) if memory_guard else float(time_limit)
+        # the plans known without a search (replicated, data-parallel: hloshard.jax.known), on each graph a
+        # solve builds: the search starts from the cheapest, so it never returns a costlier plan
+        state_params = [t.param for t in module.ties]
+        known = {}
 
-    # deterministic mode: the guard's XLA run (its baseline, a child process) is started now, so jax's start
-    # in it (1.8 s of CPU, 4.3 s wall at load 6) runs beside the first solve instead of after it; the solve
-    # counts work, so the plan is the same.  Not in wall-clock mode: there the child's CPU is taken from the
-    # first solve's seconds (the 4 MiB-budget decoder of tests/test_jax_time.py at load 7 found no plan
-    # within its budget in its 5 s with the child beside it, and did without it; round 14)
-    warm = _start_child(dmesh.num_devices) if memory_guard and deterministic else None
+        def known_choices(graph):
+            known[id(graph)] = plans = known_plans(graph, state_params, fast=deterministic)
+            return [q.choice for p in plans for q in (p, p.greedy) if q is not None]
+    except BaseException:
+        _stop_child(warm)
+        raise
+
     try:
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
@@ -519,9 +574,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
     finally:
-        if warm is not None and warm.poll() is None:   # not used (a replicated baseline) or not finished
-            warm.kill()
-            warm.communicate()
+        _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
         from ..timing import plan_timing
@@ -595,6 +648,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                          "input": None if at is None else at[1]})
     carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
         if pin_operands else 0
+    meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
     body_constraints: dict = {}
     for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
         for i, sh, rank in rows:
@@ -605,7 +659,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                       "loop_state_carried": sum(len(v) for v in body_constraints.values()),
-                      "broadcast_sources": carried_broadcasts}
+                      "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     constraints = []

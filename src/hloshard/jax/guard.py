@@ -105,8 +105,9 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     it takes that one, else the evaluation completes it (its cheapest choice).  Filled, the evaluation has
     no open choice left and skips enumerating their strategies: 3.5 -> 1.3 s of CPU on keras-hub's 4-layer
     Gemma, its peak 147,987,264 -> 147,999,552 bytes (round 14, BENCHMARKS.md "helper guard, round 14",
-    which lists the other models).  The propagated shardings are written on a copy of ``module`` and priced
-    by :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
+    which lists the other models).  The propagated shardings are written on ``module``'s entry for the
+    pricing and restored after it (``module`` is left as it was); the pricing is
+    :func:`hloshard.autoshard.evaluate_module` (the one liveness model).  (Pricing them on the plan's
     own cost graph instead, each node restricted to the strategies giving its propagated sharding, saves
     that build but is no baseline: the plan's graph has no strategy pairs for XLA's resharding at tied
     outputs and between some propagated layouts, and the restricted problem is infeasible on keras-hub
@@ -117,18 +118,27 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
-    from ..hlo import parse_module, print_module
 
     plan, found = entry_propagation(module, dmesh, entry, timeout, child)
     if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
         found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
-    copy = parse_module(print_module(module), "<baseline>")
-    for ins in copy.entry.instructions:
-        if ins.name in found:
-            ins.sharding = found[ins.name]
-        elif plan == "replicated":   # a tuple other than the output: its elements' layouts
-            ins.sharding = None
-    ev = evaluate_module(copy, dmesh)
+    # priced on ``module`` itself, its entry shardings replaced for the evaluation and restored after (not on a
+    # printed and parsed copy: the copy cost a parse and a schedule of its own, 0.3 + 0.5 s of CPU on keras-hub's
+    # 4-layer Gemma, round 18); as on that copy, without ``module.ties`` (the text does not carry them)
+    saved = [(ins, ins.sharding) for ins in module.entry.instructions]
+    ties = getattr(module, "ties", None)
+    try:
+        for ins, _ in saved:
+            if ins.name in found:
+                ins.sharding = found[ins.name]
+            elif plan == "replicated":   # a tuple other than the output: its elements' layouts
+                ins.sharding = None
+        module.ties = []
+        ev = evaluate_module(module, dmesh)
+    finally:
+        for ins, sh in saved:
+            ins.sharding = sh
+        module.ties = ties
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
 
 
@@ -162,6 +172,9 @@ def _fallback(result, plans, limit: int, propagate=None):
 
     if propagate is not None:   # the data-parallel plan as XLA completes its entry shardings, when cheaper
         plans = [xla_refined(result.graph, p, propagate) if p.name == "data-parallel" else p for p in plans]
+    # a plan refined for its cost keeps the one it refined (:func:`hloshard.jax.known.fast_refined`): that can
+    # peak lower, and here the peak decides first
+    plans = [q for p in plans for q in (p, getattr(p, "greedy", None)) if q is not None]
     by_name = {p.name: p for p in plans}
     best = cheapest_within(result.graph, limit, [(p.name, p.choice, p.evaluation) for p in plans if p.feasible])
     if best is None:
@@ -177,10 +190,14 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
     budget ``time_limit`` less the shares its re-solves took (:data:`RESOLVE_SHARES`); in wall-clock mode
-    what the ``deadline`` leaves, at most the first solve's own solver seconds (at least
-    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`): the step never searches longer than the search
-    that found the plan.  The share is of the cheapest plan found (the first solve's, or the guard's when
-    cheaper).  Arguments as :func:`_guard`'s."""
+    what the ``deadline`` leaves less the re-pricing reserve of the first solve's graph
+    (``graph.reprice_seconds``, :data:`hloshard.autoshard.solve.REPRICE_SHARE` times its 1-D build, as the
+    first solve and the guard's re-solves keep it: the plan is applied and re-priced after the step), at
+    most the first solve's own solver seconds (at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`;
+    none when less is left): the step never searches longer than the search that found the plan.  (Without
+    the reserve the step searched up to the deadline and the re-pricing came after it: keras-hub's 4-layer
+    Gemma at ``time_limit=10`` returned after 14.2-14.6 s, round 17.)  The share is of the cheapest plan
+    found (the first solve's, or the guard's when cheaper).  Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
@@ -192,7 +209,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         return result, guard
     if deterministic:
         budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
-    else:
+    else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
+        if deadline is not None:
+            deadline = deadline - float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     result, info = pareto_step(result, budget, best_cost=first_cost, seed=seed, deterministic=deterministic,
                                deadline=deadline)

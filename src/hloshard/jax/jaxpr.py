@@ -417,6 +417,40 @@ def broadcast_operand_spec(out_spec, dimensions, operand_dims, source_dims):
     return [None if int(size) == 1 else next(it) for size in source_dims]
 
 
+def _axes(entry) -> tuple:
+    """A PartitionSpec entry (None, an axis name or a tuple of them) as a tuple of axis names."""
+    return () if entry is None else tuple(entry) if isinstance(entry, tuple) else (entry,)
+
+
+def meet_spec(have, want, rank: int):
+    """The layout between two of one value's layouts that XLA's SPMD partitioner reaches from both without
+    replicating the value whole, or None when none is needed (one entry per dim: None, an axis name or a
+    tuple of them).  ``have`` -> ``want`` (PartitionSpecs, or lists of entries, ``rank`` dims) that takes
+    some mesh axes off the value's dims and puts others on, none of them the same axis (no all-to-all can
+    move it), is not one step XLA can take: it replicates the value and partitions it again ("Involuntary
+    full rematerialization", new user 17's GNN: ``P('model')`` -> ``P(None, 'data')`` of a mean).  Through
+    the meet -- per dim the axes both layouts split it by, as far as they agree from the first -- it is an
+    all-gather of what ``have`` has beyond the meet, then a slice to ``want``, at no more bytes than the
+    whole replication.  None when ``have`` -> ``want`` only takes axes off, only puts axes on, moves an
+    axis between dims, or changes nothing."""
+    a = [_axes(x) for x in list(have) + [None] * (rank - len(have))]
+    b = [_axes(x) for x in list(want) + [None] * (rank - len(want))]
+    meet = []
+    for x, y in zip(a, b):
+        k = 0
+        while k < min(len(x), len(y)) and x[k] == y[k]:
+            k += 1
+        meet.append(x[:k])
+    off = {ax for x, m in zip(a, meet) for ax in x[len(m):]}
+    on = {ax for y, m in zip(b, meet) for ax in y[len(m):]}
+    if not off or not on or off & on:
+        return None
+    out = [None if not m else m[0] if len(m) == 1 else m for m in meet]
+    while out and out[-1] is None:
+        out.pop()
+    return out
+
+
 def loop_state_pins(module, eqns: dict) -> dict:
     """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
