@@ -459,7 +459,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     free_instrs = [i for i in neighbourhood(target, allowed, radius)
                    if _freeable(i, target, module) and pricing.plain(i)]
     data["neighbourhood"] = [i.name for i in free_instrs]
-    search = _Search(pricing, target, free_instrs)
+    from .explain_local import SolveSpace
+
+    search = _Search(pricing, target, free_instrs, SolveSpace(module, mesh))
     if search.site is None:
         notes.append(f"the neighbourhood of {target.name} could not be re-built; alternatives not computed")
         return Explanation(data, notes=notes, cost_result=given)
@@ -474,7 +476,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     kept = search.best(cur_spec)
     if kept is not None:
         data["neighbourhood_resolved"] = {"total_change": round(sum(kept["change"].values()), 6),
-                                          "changed": kept["changed"]}
+                                          "changed": kept["changed"],
+                                          "outside_solve_space": kept["outside_solve_space"]}
 
     def evaluate_alt(spec) -> dict:
         from .strategy.base import leaf_shapes
@@ -491,7 +494,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         row.update(possible=True, total_change=round(sum(best["change"].values()), 6),
                    change={k: round(v, 6) for k, v in best["change"].items()},
                    memory_per_device=int(best["memory"]), strategy=best["strategy"], changed=best["changed"],
-                   peak_memory_change=best["peak_memory_change"])
+                   peak_memory_change=best["peak_memory_change"], outside_solve_space=best["outside_solve_space"])
         return row
 
     if alternatives > 0:
@@ -536,12 +539,14 @@ class _Search:
     as-given choice; the shardings that solve gives, and the target's sharding alone, are then each
     priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.explain_local.Site`:
     the changed instructions and their users re-built with the new annotations) and the cheaper is
-    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module."""
+    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module.
+    ``space``: the groups ``solve`` builds for the module (:class:`hloshard.explain_local.SolveSpace`);
+    each priced plan's ``outside_solve_space`` lists the follower pairs no ``solve`` plan can give
+    (None: not checked)."""
 
-    def __init__(self, pricing, target, free):
-
-
+    def __init__(self, pricing, target, free, space=None):
         self.pricing, self.target, self.free = pricing, target, list(free)
+        self.space = space
         g1, c1 = pricing.graph, pricing.choice
         self.given_spec = {i: g1.nodes[g1.ctx.groups[i].node].strategies[c1[g1.ctx.groups[i].node]].out
                            for i in self.free}
@@ -633,9 +638,22 @@ class _Search:
                                 "to": str(shardings[i])} for i in site.instrs if i in changes and i is not self.target]
                     result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
                               "strategy": st.name, "memory": int(st.memory),
-                              "peak_memory_change": self._peak_change(site, pick)}
+                              "peak_memory_change": self._peak_change(site, pick),
+                              "outside_solve_space": self._breaks(changes)}
         self._priced[key] = result
         return result
+
+    def _breaks(self, changes: dict) -> list:
+        """The follower pairs whose layouts in the plan ``changes`` no ``solve`` plan has
+        (:func:`hloshard.explain_local.follower_breaks`), as JSON rows."""
+        from .explain_local import follower_breaks
+
+        if self.space is None:
+            return []
+        minfo = self.pricing.graph.ctx.minfo
+        return [{"instruction": x.name, "follows": y.name, "sharding": str(minfo.to_sharding(sx, len(x.shape.dims))),
+                 "operand_sharding": str(minfo.to_sharding(sy, len(y.shape.dims)))}
+                for x, y, sx, sy in follower_breaks(self.pricing, self.space, changes, list(changes))]
 
     def _peak_change(self, site, pick) -> int:
         """Peak memory per device with the re-built groups' memory, minus as given (bytes)."""
@@ -672,6 +690,18 @@ def _verify(row: dict, module, mesh, target, given_total: float, time_limit: flo
         return
     row["verified_total"] = round(total, 6)
     row["verified_change"] = round(total - given_total, 6)
+
+
+def _outside_words(rows: list) -> str:
+    """Why a plan is outside ``solve``'s strategy space (``outside_solve_space`` rows of
+    :meth:`_Search._breaks`), and what that means for solve's gap."""
+    r = rows[0]
+    more = f" (and {counted(len(rows) - 1, 'other pair')})" if len(rows) > 1 else ""
+    return (f"this plan is outside solve's strategy space: without annotations {r['instruction']} follows "
+            f"{r['follows']} (takes a layout derived from its operand's, so solve never reshards between "
+            f"them), but here {r['instruction']} is {r['sharding']} with {r['follows']} "
+            f"{r['operand_sharding']}{more}; hloshard cost prices such a written module, solve's gap is "
+            f"measured within its own space")
 
 
 def _parse_why_not(text: str, target, mesh):
@@ -859,7 +889,9 @@ def render_text(expl: Explanation, console) -> None:
     nr = d.get("neighbourhood_resolved")
     if nr is not None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "
-                      f"the total by {f(nr['total_change'], True)}")
+                      f"hloshard cost of the module (the total above) by {f(nr['total_change'], True)}")
+        if nr.get("outside_solve_space"):
+            console.print("  " + _outside_words(nr["outside_solve_space"]))
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left",
                   caption="changes are signed against the current plan; output / device is the instruction's "
@@ -879,6 +911,12 @@ def render_text(expl: Explanation, console) -> None:
             t.add_row(*cells, f"{f(c['compute'], True)}", f"{f(c['communication'], True)}", f"{f(c['resharding'], True)}",
                       format_bytes(a["memory_per_device"]), str(len(a["changed"])))
         print_table(console, t)
+        outside = [a for a in d["alternatives"] if a.get("outside_solve_space")]
+        if outside:
+            console.print(f"  {counted(len(outside), 'alternative')} of these "
+                          f"{'is' if len(outside) == 1 else 'are'} outside solve's strategy space "
+                          f"(outside_solve_space in --format json), e.g. {outside[0]['sharding']}: "
+                          + _outside_words(outside[0]["outside_solve_space"]))
     w = d.get("why_not")
     if w is not None:
         if not w.get("possible"):

@@ -490,3 +490,88 @@ class Site:
         if not sol.strategies:
             return None
         return [int(x) for x in sol.strategies]
+
+
+
+class SolveSpace:
+    """The strategy groups ``solve`` builds for a module (``hloshard solve --keep-shardings io``, its
+    default: the annotations of parameters and outputs kept, every other instruction free):
+    :func:`hloshard.autoshard.build_graph` of a copy of the module, built on first use (one more graph
+    build).  ``group(name)``: the group of the instruction of that name, or None."""
+
+    def __init__(self, module, mesh):
+        self.module, self.mesh = module, mesh
+        self._groups = None
+
+    def group(self, name: str):
+        if self._groups is None:
+            from .autoshard import build_graph
+            from .hlo import parse_module, print_module
+
+            copy = parse_module(print_module(self.module), "<solve space>")
+            graph = build_graph(copy, self.mesh, keep="io")
+            self._groups = {i.name: g for i, g in graph.ctx.groups.items()}
+            self._ctx = graph.ctx
+        return self._groups.get(name)
+
+    def leaf_specs(self, name: str) -> list:
+        """Output spec of the instruction ``name`` (leaf 0) under each strategy of its group."""
+        g = self.group(name)
+        return [s.out for s in g.strategies]
+
+
+def follower_breaks(pricing, space: SolveSpace, plan: dict, changed) -> list:
+    """Where a plan leaves ``solve``'s strategy space: ``(X, Y)`` pairs, X an instruction that ``solve``
+    builds as a follower of its operand Y (``space``: X takes a layout derived from Y's, strategy q of X
+    from strategy q of Y, ``strategy.elementwise.follow_group``; the edge is diagonal and the solver
+    merges the pair, ``solver.followers``) whose layouts in ``plan`` no strategy pair of the two gives.
+    ``solve`` cannot choose such a plan; ``hloshard cost`` of a module written with both annotated can
+    (the annotated X reshards Y's output).
+
+    ``plan``: instruction -> output spec for the instructions it changes (the rest as given by
+    ``pricing``); ``changed``: those instructions.  Checked: each changed instruction and each plain
+    user of one.  Sharding constraints (``custom-call`` ``Sharding``, the form of ``solve``'s own operand
+    pins, which its cost graph does not have: there the pin's layout is the user's operand requirement)
+    are never X or Y: no claim is made about them.  Returns ``[(X, Y, X's spec, Y's spec)]`` in
+    schedule order."""
+    g, c = pricing.graph, pricing.choice
+
+    def spec_of(instr):
+        if instr in plan:
+            return plan[instr]
+        return g.nodes[g.ctx.groups[instr].node].strategies[c[g.ctx.groups[instr].node]].out
+
+    xs, seen = [], set()
+    for i in changed:
+        for x in [i] + list(i.users):
+            if id(x) not in seen and x in g.positions and pricing.plain(x) and not x.is_sharding_constraint:
+                seen.add(id(x))
+                xs.append(x)
+    xs.sort(key=lambda i: g.positions[i])
+    out = []
+    for x in xs:
+        gx = space.group(x.name)
+        if gx is None or getattr(gx, "follow", None) is None or gx.follow[1] != 0 or gx.multi:
+            continue
+        y = next((o for o in x.operands if o.name == gx.follow[0].name), None)
+        if y is None or y.is_sharding_constraint or y not in g.ctx.groups or not pricing.plain(y):
+            continue
+        if x not in plan and y not in plan:
+            continue
+        gy = space.group(y.name)
+        if gy is None or getattr(gy, "multi", False) or getattr(gy, "operands", None) is not None:
+            continue
+        ys = space.leaf_specs(y.name)
+        if len(ys) != len(gx.strategies):
+            continue
+        sx, sy = spec_of(x), spec_of(y)
+        if not any(_same(a, sy) and _same(st.out, sx) for a, st in zip(ys, gx.strategies)):
+            out.append((x, y, sx, sy))
+    return out
+
+
+def _same(a, b) -> bool:
+    """Two output specs are the same layout (``autoshard.resharder._key``)."""
+    from .autoshard.resharder import _key
+
+    return _key(a) == _key(b)
