@@ -32,6 +32,7 @@ gets no sharding of its own (inside a fusion or reducer), :class:`hloshard.error
 from __future__ import annotations
 
 import difflib
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -217,8 +218,17 @@ def _freeable(instr, target, module) -> bool:
     entry = module.entry
     if instr.parent is entry and (instr.opcode == "parameter" or instr is entry.root):
         return False  # the program's interface stays as the user wrote it
+    if instr.is_sharding_constraint and not _SOLVE_PIN.search(instr.name):
+        return False  # a user's constraint (with_sharding_constraint): solve keeps it (user_shardings)
     sh = instr.sharding
     return sh is None or isinstance(sh, str) or not (sh.is_manual or sh.is_maximal)
+
+
+#: the names of the Sharding custom-calls ``solve`` writes itself (``strategy.realize``: operand pins
+#: ``NAME.pin``, loop-state ``.sh``, transpose ``.tpin``; a number when the name was taken): its cost graph
+#: has none (a pin's layout is its user's operand requirement there), so explain re-solves them freely;
+#: every other Sharding custom-call is the user's and is kept, as ``solve`` keeps it
+_SOLVE_PIN = re.compile(r"\.(pin|sh|tpin)(\.?\d+)?$")
 
 
 # ------------------------------------------------------------------------------------------------
