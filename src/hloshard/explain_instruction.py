@@ -649,21 +649,28 @@ class _Search:
                     result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
                               "strategy": st.name, "memory": int(st.memory),
                               "peak_memory_change": self._peak_change(site, pick),
-                              "outside_solve_space": self._breaks(changes)}
+                              "outside_solve_space": self._breaks(changes, site, pick)}
         self._priced[key] = result
         return result
 
-    def _breaks(self, changes: dict) -> list:
-        """The follower pairs whose layouts in the plan ``changes`` no ``solve`` plan has
-        (:func:`hloshard.explain_local.follower_breaks`), as JSON rows."""
-        from .explain_local import follower_breaks
+    def _breaks(self, changes: dict, site, pick) -> list:
+        """Where the plan ``changes`` (priced as ``site``, ``pick``) leaves ``solve``'s strategy space, as
+        JSON rows: ``kind`` "follower" (:func:`hloshard.explain_local.follower_breaks`: a pair of layouts no
+        ``solve`` plan has) or "strategy" (:func:`hloshard.explain_local.strategies_unlisted`: a strategy
+        ``solve`` does not build for the instruction)."""
+        from .explain_local import follower_breaks, strategies_unlisted
 
         if self.space is None:
             return []
         minfo = self.pricing.graph.ctx.minfo
-        return [{"instruction": x.name, "follows": y.name, "sharding": str(minfo.to_sharding(sx, len(x.shape.dims))),
+        rows = [{"kind": "follower", "instruction": x.name, "follows": y.name,
+                 "sharding": str(minfo.to_sharding(sx, len(x.shape.dims))),
                  "operand_sharding": str(minfo.to_sharding(sy, len(y.shape.dims)))}
                 for x, y, sx, sy in follower_breaks(self.pricing, self.space, changes, list(changes))]
+        rows += [{"kind": "strategy", "instruction": i.name, "strategy": st.name,
+                  "sharding": str(minfo.to_sharding(st.out, len(i.shape.dims)))}
+                 for i, st in strategies_unlisted(self.pricing, self.space, site, pick)]
+        return rows
 
     def _peak_change(self, site, pick) -> int:
         """Peak memory per device with the re-built groups' memory, minus as given (bytes)."""
@@ -706,12 +713,16 @@ def _outside_words(rows: list) -> str:
     """Why a plan is outside ``solve``'s strategy space (``outside_solve_space`` rows of
     :meth:`_Search._breaks`), and what that means for solve's gap."""
     r = rows[0]
-    more = f" (and {counted(len(rows) - 1, 'other pair')})" if len(rows) > 1 else ""
-    return (f"this plan is outside solve's strategy space: without annotations {r['instruction']} follows "
-            f"{r['follows']} (takes a layout derived from its operand's, so solve never reshards between "
-            f"them), but here {r['instruction']} is {r['sharding']} with {r['follows']} "
-            f"{r['operand_sharding']}{more}; hloshard cost prices such a written module, solve's gap is "
-            f"measured within its own space")
+    more = f" (and {counted(len(rows) - 1, 'other place')})" if len(rows) > 1 else ""
+    if r["kind"] == "follower":
+        why = (f"without annotations {r['instruction']} follows {r['follows']} (takes a layout derived from "
+               f"its operand's, so solve never reshards between them), but here {r['instruction']} is "
+               f"{r['sharding']} with {r['follows']} {r['operand_sharding']}")
+    else:
+        why = (f"{r['instruction']} {r['sharding']} is computed as XLA partitions it from its operands' layouts "
+               f"({r['strategy']}), a strategy solve does not build for it")
+    return (f"this plan is outside solve's strategy space: {why}{more}; hloshard cost prices such a written "
+            f"module, solve's gap is measured within its own space")
 
 
 def _parse_why_not(text: str, target, mesh):

@@ -570,6 +570,35 @@ def follower_breaks(pricing, space: SolveSpace, plan: dict, changed) -> list:
     return out
 
 
+def strategies_unlisted(pricing, space: SolveSpace, site, pick) -> list:
+    """The re-built instructions of a priced plan (``site``, ``pick``: :meth:`Site.solve`) whose strategy
+    there -- the one XLA realizes for the annotated instruction from its operands' layouts
+    (``strategy.registry._realized``) -- is not among the strategies ``solve`` builds for it (``space``):
+    none has the same output and operand layouts (``_keys`` of ``out`` and ``inputs``).  Only where the
+    strategy differs from the as-given one (the as-given plan is priced the same way).  ``solve`` cannot
+    choose that strategy; it may reach the same layouts another way (e.g. its output resharded on every
+    user edge), priced per edge.  Returns ``[(instruction, strategy)]``."""
+    from .autoshard.resharder import _keys
+
+    g, c = pricing.graph, pricing.choice
+    out = []
+    for k, instr in enumerate(site.instrs):
+        if instr.is_sharding_constraint:
+            continue
+        st = site.groups[k].strategies[pick[k]]
+        v = g.ctx.groups[instr].node
+        old = g.nodes[v].strategies[c[v]]
+        sig = (_keys([st.out]), _keys(list(st.inputs)))
+        if sig == (_keys([old.out]), _keys(list(old.inputs))):
+            continue
+        sg = space.group(instr.name)
+        if sg is None or getattr(sg, "multi", False) or not hasattr(sg, "strategies"):
+            continue
+        if not any((_keys([t.out]), _keys(list(t.inputs))) == sig for t in sg.strategies):
+            out.append((instr, st))
+    return out
+
+
 def _same(a, b) -> bool:
     """Two output specs are the same layout (``autoshard.resharder._key``)."""
     from .autoshard.resharder import _key
