@@ -656,9 +656,11 @@ class _Search:
     def _breaks(self, changes: dict, site, pick) -> list:
         """Where the plan ``changes`` (priced as ``site``, ``pick``) leaves ``solve``'s strategy space, as
         JSON rows: ``kind`` "follower" (:func:`hloshard.explain_local.follower_breaks`: a pair of layouts no
-        ``solve`` plan has) or "strategy" (:func:`hloshard.explain_local.strategies_unlisted`: a strategy
-        ``solve`` does not build for the instruction)."""
-        from .explain_local import follower_breaks, strategies_unlisted
+        ``solve`` plan has), "strategy" (:func:`hloshard.explain_local.strategies_unlisted`: a strategy
+        ``solve`` does not build for the instruction) or "rematerialized"
+        (:func:`hloshard.explain_local.rematerialized_moved`: a value its users rebuild, whose edges
+        ``solve``'s graph prices and ``hloshard cost`` of the written module does not)."""
+        from .explain_local import follower_breaks, rematerialized_moved, strategies_unlisted
 
         if self.space is None:
             return []
@@ -670,6 +672,9 @@ class _Search:
         rows += [{"kind": "strategy", "instruction": i.name, "strategy": st.name,
                   "sharding": str(minfo.to_sharding(st.out, len(i.shape.dims)))}
                  for i, st in strategies_unlisted(self.pricing, self.space, site, pick)]
+        rows += [{"kind": "rematerialized", "instruction": i.name,
+                  "sharding": str(minfo.to_sharding(changes[i], len(i.shape.dims)))}
+                 for i in rematerialized_moved(self.pricing, changes)]
         return rows
 
     def _peak_change(self, site, pick) -> int:
@@ -718,9 +723,14 @@ def _outside_words(rows: list) -> str:
         why = (f"without annotations {r['instruction']} follows {r['follows']} (takes a layout derived from "
                f"its operand's, so solve never reshards between them), but here {r['instruction']} is "
                f"{r['sharding']} with {r['follows']} {r['operand_sharding']}")
-    else:
+    elif r["kind"] == "strategy":
         why = (f"{r['instruction']} {r['sharding']} is computed as XLA partitions it from its operands' layouts "
                f"({r['strategy']}), a strategy solve does not build for it")
+    else:
+        return (f"this plan is priced differently by solve's graph: {r['instruction']} becomes {r['sharding']}, "
+                f"but its users rebuild it in their own layouts (XLA rematerializes a constant or a broadcast "
+                f"scalar), so in the written module only its own compute changes, while solve's graph prices "
+                f"its edges to its users{more}; solve's gap is measured in its own graph")
     return (f"this plan is outside solve's strategy space: {why}{more}; hloshard cost prices such a written "
             f"module, solve's gap is measured within its own space")
 
@@ -935,8 +945,9 @@ def render_text(expl: Explanation, console) -> None:
         outside = [a for a in d["alternatives"] if a.get("outside_solve_space")]
         if outside:
             console.print(f"  {counted(len(outside), 'alternative')} of these "
-                          f"{'is' if len(outside) == 1 else 'are'} outside solve's strategy space "
-                          f"(outside_solve_space in --format json), e.g. {outside[0]['sharding']}: "
+                          f"{'is' if len(outside) == 1 else 'are'} outside solve's strategy space or priced "
+                          f"differently by its graph (outside_solve_space in --format json), e.g. "
+                          f"{outside[0]['sharding']}: "
                           + _outside_words(outside[0]["outside_solve_space"]))
     w = d.get("why_not")
     if w is not None:

@@ -599,6 +599,26 @@ def strategies_unlisted(pricing, space: SolveSpace, site, pick) -> list:
     return out
 
 
+def rematerialized_moved(pricing, plan: dict) -> list:
+    """The instructions of ``plan`` (instruction -> new output spec) that XLA rebuilds for each user in
+    the user's layout (``strategy.registry.rematerialized``: a constant, a broadcast of a scalar) and
+    whose layout the plan changes.  Where their layout is written (``hloshard cost``), their users
+    require nothing of them (``strategy.registry._free_rematerialized``), so the change moves only their
+    own compute; ``solve``'s graph keeps their edges to their users (it gives them their users' layout)
+    and prices the plan's layout with those edges.  Returns the instructions in schedule order."""
+    from .strategy.registry import rematerialized
+
+    g, c = pricing.graph, pricing.choice
+    out = []
+    for x, spec in plan.items():
+        if not rematerialized(x) or x not in g.ctx.groups:
+            continue
+        v = g.ctx.groups[x].node
+        if not _same(g.nodes[v].strategies[c[v]].out, spec):
+            out.append(x)
+    return sorted(out, key=lambda i: g.positions[i])
+
+
 def _same(a, b) -> bool:
     """Two output specs are the same layout (``autoshard.resharder._key``)."""
     from .autoshard.resharder import _key
