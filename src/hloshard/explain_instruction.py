@@ -551,8 +551,8 @@ class _Search:
     the changed instructions and their users re-built with the new annotations) and the cheaper is
     reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module.
     ``space``: the groups ``solve`` builds for the module (:class:`hloshard.explain_local.SolveSpace`);
-    each priced plan's ``outside_solve_space`` lists the follower pairs no ``solve`` plan can give
-    (None: not checked)."""
+    a reported plan cheaper than the module gets ``outside_solve_space``: where it leaves solve's space
+    (:meth:`_breaks`; empty for a plan that is not cheaper, or when ``space`` is None)."""
 
     def __init__(self, pricing, target, free, space=None):
         self.pricing, self.target, self.free = pricing, target, list(free)
@@ -622,6 +622,10 @@ class _Search:
             r = self.price(changes)
             if r is not None and (out is None or sum(r["change"].values()) < sum(out["change"].values()) - 1e-9):
                 out = r
+        if out is not None and "outside_solve_space" not in out:
+            # only a plan cheaper than the module is checked against solve's space (the check builds
+            # solve's graph once): a positive change needs no explaining beside a solver's gap
+            out["outside_solve_space"] = self._breaks(*out["_plan"]) if sum(out["change"].values()) < 0 else []
         return out
 
     def price(self, changes: dict):
@@ -649,7 +653,7 @@ class _Search:
                     result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
                               "strategy": st.name, "memory": int(st.memory),
                               "peak_memory_change": self._peak_change(site, pick),
-                              "outside_solve_space": self._breaks(changes, site, pick)}
+                              "_plan": (changes, site, pick)}
         self._priced[key] = result
         return result
 
