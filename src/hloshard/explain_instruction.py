@@ -21,7 +21,14 @@ no second cost model, and the graph is built once.
    cheaper is reported.  ``total_change`` is the change of the module's TOTAL cost (cost units) that
    ``hloshard cost`` of that written module shows (:func:`rewritten_module`; exact when the
    instructions around are annotated, see :mod:`hloshard.explain_local`), with the neighbours it
-   moves (``changed``).  ``why_not`` does the same for one given sharding.
+   moves (``changed``).  ``why_not`` does the same for one given sharding.  The user's Sharding
+   constraints stay as written (``solve`` keeps them); ``solve``'s own pins (``NAME.pin`` ...) are
+   re-solved, as its graph has none.
+4. *Against solve's space*: a reported plan cheaper than the module (the kept re-solve or an
+   alternative) lists in ``outside_solve_space`` where it leaves the space ``solve`` searches
+   (:mod:`hloshard.explain_local`: a follower pair split, a strategy ``solve`` does not build, a moved
+   rematerialized value): such a plan can be cheaper than a solved module whose stated gap is small,
+   since that gap is measured within solve's own graph (new user 17, finding 12).
 
 Costs are in the mesh's cost units (alpha-beta model), memory in bytes per device.
 Raises :class:`hloshard.errors.InputError` for an unknown instruction (with close names) or one that

@@ -26,6 +26,16 @@ instructions next to the re-built ones are annotated (XLA's propagation, a solve
 cost graph separates.  Where an unannotated instruction next to them could also change its strategy,
 ``cost`` may find a lower total (this is an upper bound).  Costs in cost units (float, no integer
 rounding), memory in bytes per device.
+
+Against ``solve``'s space (:class:`SolveSpace`, :func:`follower_breaks`, :func:`strategies_unlisted`,
+:func:`rematerialized_moved`): ``hloshard cost`` prices a written module in which every instruction is
+annotated, so its plans include some that ``solve``'s graph (parameters and outputs kept, the rest free)
+does not hold or prices higher: an annotated instruction may reshard an operand it would follow, and
+takes the strategy XLA realizes from its operands' layouts.  The GNN of new user 17 (finding 12): the
+kept re-solve of ``scatter-add.45`` gives -98,368.10 = -65,536.10 (the weight all-to-all instead of its
+all-gather) - 32,768 (``dot_general.45`` fully tiled) - 131,137.10 + 131,073.10 (the all-gather moved
+from ``add.99 -> add.100`` to ``add.100 -> add.104``), and ``solve`` builds ``add.104`` as a follower of
+``add.100``: that move is not in its space.
 """
 
 from __future__ import annotations
