@@ -21,7 +21,14 @@ no second cost model, and the graph is built once.
    cheaper is reported.  ``total_change`` is the change of the module's TOTAL cost (cost units) that
    ``hloshard cost`` of that written module shows (:func:`rewritten_module`; exact when the
    instructions around are annotated, see :mod:`hloshard.explain_local`), with the neighbours it
-   moves (``changed``).  ``why_not`` does the same for one given sharding.
+   moves (``changed``).  ``why_not`` does the same for one given sharding.  The user's Sharding
+   constraints stay as written (``solve`` keeps them); ``solve``'s own pins (``NAME.pin`` ...) are
+   re-solved, as its graph has none.
+4. *Against solve's space*: a reported plan cheaper than the module (the kept re-solve or an
+   alternative) lists in ``outside_solve_space`` where it leaves the space ``solve`` searches
+   (:mod:`hloshard.explain_local`: a follower pair split, a strategy ``solve`` does not build, a moved
+   rematerialized value): such a plan can be cheaper than a solved module whose stated gap is small,
+   since that gap is measured within solve's own graph (new user 17, finding 12).
 
 Costs are in the mesh's cost units (alpha-beta model), memory in bytes per device.
 Raises :class:`hloshard.errors.InputError` for an unknown instruction (with close names) or one that
@@ -32,6 +39,7 @@ gets no sharding of its own (inside a fusion or reducer), :class:`hloshard.error
 from __future__ import annotations
 
 import difflib
+import re
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -217,8 +225,17 @@ def _freeable(instr, target, module) -> bool:
     entry = module.entry
     if instr.parent is entry and (instr.opcode == "parameter" or instr is entry.root):
         return False  # the program's interface stays as the user wrote it
+    if instr.is_sharding_constraint and not _SOLVE_PIN.search(instr.name):
+        return False  # a user's constraint (with_sharding_constraint): solve keeps it (user_shardings)
     sh = instr.sharding
     return sh is None or isinstance(sh, str) or not (sh.is_manual or sh.is_maximal)
+
+
+#: the names of the Sharding custom-calls ``solve`` writes itself (``strategy.realize``: operand pins
+#: ``NAME.pin``, loop-state ``.sh``, transpose ``.tpin``; a number when the name was taken): its cost graph
+#: has none (a pin's layout is its user's operand requirement there), so explain re-solves them freely;
+#: every other Sharding custom-call is the user's and is kept, as ``solve`` keeps it
+_SOLVE_PIN = re.compile(r"\.(pin|sh|tpin)(\.?\d+)?$")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -459,7 +476,9 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     free_instrs = [i for i in neighbourhood(target, allowed, radius)
                    if _freeable(i, target, module) and pricing.plain(i)]
     data["neighbourhood"] = [i.name for i in free_instrs]
-    search = _Search(pricing, target, free_instrs)
+    from .explain_local import SolveSpace
+
+    search = _Search(pricing, target, free_instrs, SolveSpace(module, mesh))
     if search.site is None:
         notes.append(f"the neighbourhood of {target.name} could not be re-built; alternatives not computed")
         return Explanation(data, notes=notes, cost_result=given)
@@ -474,7 +493,8 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     kept = search.best(cur_spec)
     if kept is not None:
         data["neighbourhood_resolved"] = {"total_change": round(sum(kept["change"].values()), 6),
-                                          "changed": kept["changed"]}
+                                          "changed": kept["changed"],
+                                          "outside_solve_space": kept["outside_solve_space"]}
 
     def evaluate_alt(spec) -> dict:
         from .strategy.base import leaf_shapes
@@ -491,7 +511,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         row.update(possible=True, total_change=round(sum(best["change"].values()), 6),
                    change={k: round(v, 6) for k, v in best["change"].items()},
                    memory_per_device=int(best["memory"]), strategy=best["strategy"], changed=best["changed"],
-                   peak_memory_change=best["peak_memory_change"])
+                   peak_memory_change=best["peak_memory_change"], outside_solve_space=best["outside_solve_space"])
         return row
 
     if alternatives > 0:
@@ -536,12 +556,14 @@ class _Search:
     as-given choice; the shardings that solve gives, and the target's sharding alone, are then each
     priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.explain_local.Site`:
     the changed instructions and their users re-built with the new annotations) and the cheaper is
-    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module."""
+    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module.
+    ``space``: the groups ``solve`` builds for the module (:class:`hloshard.explain_local.SolveSpace`);
+    a reported plan cheaper than the module gets ``outside_solve_space``: where it leaves solve's space
+    (:meth:`_breaks`; empty for a plan that is not cheaper, or when ``space`` is None)."""
 
-    def __init__(self, pricing, target, free):
-
-
+    def __init__(self, pricing, target, free, space=None):
         self.pricing, self.target, self.free = pricing, target, list(free)
+        self.space = space
         g1, c1 = pricing.graph, pricing.choice
         self.given_spec = {i: g1.nodes[g1.ctx.groups[i].node].strategies[c1[g1.ctx.groups[i].node]].out
                            for i in self.free}
@@ -607,6 +629,10 @@ class _Search:
             r = self.price(changes)
             if r is not None and (out is None or sum(r["change"].values()) < sum(out["change"].values()) - 1e-9):
                 out = r
+        if out is not None and "outside_solve_space" not in out:
+            # only a plan cheaper than the module is checked against solve's space (the check builds
+            # solve's graph once): a positive change needs no explaining beside a solver's gap
+            out["outside_solve_space"] = self._breaks(*out["_plan"]) if sum(out["change"].values()) < 0 else []
         return out
 
     def price(self, changes: dict):
@@ -633,9 +659,34 @@ class _Search:
                                 "to": str(shardings[i])} for i in site.instrs if i in changes and i is not self.target]
                     result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
                               "strategy": st.name, "memory": int(st.memory),
-                              "peak_memory_change": self._peak_change(site, pick)}
+                              "peak_memory_change": self._peak_change(site, pick),
+                              "_plan": (changes, site, pick)}
         self._priced[key] = result
         return result
+
+    def _breaks(self, changes: dict, site, pick) -> list:
+        """Where the plan ``changes`` (priced as ``site``, ``pick``) leaves ``solve``'s strategy space, as
+        JSON rows: ``kind`` "follower" (:func:`hloshard.explain_local.follower_breaks`: a pair of layouts no
+        ``solve`` plan has), "strategy" (:func:`hloshard.explain_local.strategies_unlisted`: a strategy
+        ``solve`` does not build for the instruction) or "rematerialized"
+        (:func:`hloshard.explain_local.rematerialized_moved`: a value its users rebuild, whose edges
+        ``solve``'s graph prices and ``hloshard cost`` of the written module does not)."""
+        from .explain_local import follower_breaks, rematerialized_moved, strategies_unlisted
+
+        if self.space is None:
+            return []
+        minfo = self.pricing.graph.ctx.minfo
+        rows = [{"kind": "follower", "instruction": x.name, "follows": y.name,
+                 "sharding": str(minfo.to_sharding(sx, len(x.shape.dims))),
+                 "operand_sharding": str(minfo.to_sharding(sy, len(y.shape.dims)))}
+                for x, y, sx, sy in follower_breaks(self.pricing, self.space, changes, list(changes))]
+        rows += [{"kind": "strategy", "instruction": i.name, "strategy": st.name,
+                  "sharding": str(minfo.to_sharding(st.out, len(i.shape.dims)))}
+                 for i, st in strategies_unlisted(self.pricing, self.space, site, pick)]
+        rows += [{"kind": "rematerialized", "instruction": i.name,
+                  "sharding": str(minfo.to_sharding(changes[i], len(i.shape.dims)))}
+                 for i in rematerialized_moved(self.pricing, changes)]
+        return rows
 
     def _peak_change(self, site, pick) -> int:
         """Peak memory per device with the re-built groups' memory, minus as given (bytes)."""
@@ -672,6 +723,27 @@ def _verify(row: dict, module, mesh, target, given_total: float, time_limit: flo
         return
     row["verified_total"] = round(total, 6)
     row["verified_change"] = round(total - given_total, 6)
+
+
+def _outside_words(rows: list) -> str:
+    """Why a plan is outside ``solve``'s strategy space (``outside_solve_space`` rows of
+    :meth:`_Search._breaks`), and what that means for solve's gap."""
+    r = rows[0]
+    more = f" (and {counted(len(rows) - 1, 'other place')})" if len(rows) > 1 else ""
+    if r["kind"] == "follower":
+        why = (f"without annotations {r['instruction']} follows {r['follows']} (takes a layout derived from "
+               f"its operand's, so solve never reshards between them), but here {r['instruction']} is "
+               f"{r['sharding']} with {r['follows']} {r['operand_sharding']}")
+    elif r["kind"] == "strategy":
+        why = (f"{r['instruction']} {r['sharding']} is computed as XLA partitions it from its operands' layouts "
+               f"({r['strategy']}), a strategy solve does not build for it")
+    else:
+        return (f"this plan is priced differently by solve's graph: {r['instruction']} becomes {r['sharding']}, "
+                f"but its users rebuild it in their own layouts (XLA rematerializes a constant or a broadcast "
+                f"scalar), so in the written module only its own compute changes, while solve's graph prices "
+                f"its edges to its users{more}; solve's gap is measured in its own graph")
+    return (f"this plan is outside solve's strategy space: {why}{more}; hloshard cost prices such a written "
+            f"module, solve's gap is measured within its own space")
 
 
 def _parse_why_not(text: str, target, mesh):
@@ -859,7 +931,9 @@ def render_text(expl: Explanation, console) -> None:
     nr = d.get("neighbourhood_resolved")
     if nr is not None:
         console.print(f"\nre-solving its {len(d['neighbourhood']) - 1} neighbours with this sharding kept changes "
-                      f"the total by {f(nr['total_change'], True)}")
+                      f"hloshard cost of the module (the total above) by {f(nr['total_change'], True)}")
+        if nr.get("outside_solve_space"):
+            console.print("  " + _outside_words(nr["outside_solve_space"]))
     if d["alternatives"]:
         t = Table(header_style="bold", title="best alternatives (neighbourhood re-solved)", title_justify="left",
                   caption="changes are signed against the current plan; output / device is the instruction's "
@@ -879,6 +953,13 @@ def render_text(expl: Explanation, console) -> None:
             t.add_row(*cells, f"{f(c['compute'], True)}", f"{f(c['communication'], True)}", f"{f(c['resharding'], True)}",
                       format_bytes(a["memory_per_device"]), str(len(a["changed"])))
         print_table(console, t)
+        outside = [a for a in d["alternatives"] if a.get("outside_solve_space")]
+        if outside:
+            console.print(f"  {counted(len(outside), 'alternative')} of these "
+                          f"{'is' if len(outside) == 1 else 'are'} outside solve's strategy space or priced "
+                          f"differently by its graph (outside_solve_space in --format json), e.g. "
+                          f"{outside[0]['sharding']}: "
+                          + _outside_words(outside[0]["outside_solve_space"]))
     w = d.get("why_not")
     if w is not None:
         if not w.get("possible"):
