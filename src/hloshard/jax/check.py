@@ -171,20 +171,6 @@ def traced_with_x64(closed) -> bool:
     return any(wide(c) for c in closed.consts) or walk(closed.jaxpr)
 
 
-def _canonical_dtype(x):
-    """The dtype jax gives ``x`` as an argument in the current x64 mode (numpy float64 -> float32 with x64
-    off), None for a value without one (a PRNG key's extended dtype)."""
-    import jax
-    import numpy as np
-
-    try:
-        dtype = getattr(x, "dtype", None)
-        dtype = np.dtype(np.result_type(x) if dtype is None else dtype)
-        return np.dtype(jax.dtypes.canonicalize_dtype(dtype))
-    except (TypeError, ValueError):
-        return None
-
-
 def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     """:meth:`hloshard.jax.api.AutoShardResult.check` (its docstring)."""
     import jax
@@ -211,16 +197,16 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
             if tuple(np.shape(x)) != tuple(aval.shape):
                 raise ValueError(f"argument leaf {i} has shape {tuple(np.shape(x))}, the plan's "
                                  f"{tuple(aval.shape)}")
-            dtype = _canonical_dtype(x)
-            if dtype is not None and hasattr(aval, "dtype") and dtype != np.dtype(aval.dtype):
-                raise ValueError(f"argument leaf {i} has dtype {dtype}, the plan's {np.dtype(aval.dtype)} "
-                                 f"(auto_shard traced the function with jax_enable_x64 "
-                                 f"{'on' if x64 else 'off'}): pass arguments of the example arguments' dtypes")
-    in_flat = jax.tree_util.tree_leaves(result.in_shardings)
-    out_flat = jax.tree_util.tree_leaves(result.out_shardings)
-    one = jax.devices()[0]
-    local = [jax.device_put(x, one) for x in leaves]
-    placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
+        in_flat = jax.tree_util.tree_leaves(result.in_shardings)
+        out_flat = jax.tree_util.tree_leaves(result.out_shardings)
+        one = jax.devices()[0]
+        local = [jax.device_put(x, one) for x in leaves]    # numpy float64 -> float32 with x64 off
+        placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
+    for i, (x, aval) in enumerate(zip(local, want_avals)):
+        if hasattr(aval, "dtype") and x.dtype != aval.dtype:
+            raise ValueError(f"argument leaf {i} has dtype {x.dtype}, the plan's {aval.dtype} (auto_shard traced "
+                             f"the function with jax_enable_x64 {'on' if x64 else 'off'}): pass arguments of "
+                             f"the example arguments' dtypes; float64=True widens them itself")
     flat_out = lambda fn: lambda *a: tuple(jax.tree_util.tree_leaves(fn(*a)))  # noqa: E731
 
     def flat(fn):   # fn of the positional arguments -> fn of the flat argument leaves, flat results
