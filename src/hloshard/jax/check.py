@@ -11,6 +11,12 @@ does not say whether the plan is wrong.  The same program evaluated in float64
 constraints at the same equations) does: partitioned and unpartitioned agree to float64 rounding
 (3e-16 to 3.7e-12 relative on the models of BENCHMARKS.md "helper guard, round 15") when the partitioned
 program is the same function, and by far more when it is not.
+
+Both sides are the same function only when traced in the same x64 mode: the float32 steps and the
+reference's trace run in the mode ``auto_shard`` traced the plan's program in (:func:`traced_with_x64`), not
+the process's mode at the check, which a user switches on for the float64 check (new user 18: with x64
+switched on after ``auto_shard``, a numpy float64 scale widened half the reference to float64 at trace
+time, its constants with it, and 33 leaves of a right plan were "wrong" at 1e-8 - 2e-4).
 """
 
 from __future__ import annotations
