@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["LeafCheck", "CheckReport", "relative_error", "program"]
+__all__ = ["LeafCheck", "CheckReport", "relative_error", "program", "traced_with_x64"]
 
 #: float64 relative error above which a plan computes another function.  float64 rounding of a step is
 #: ~1e-16 x the condition of the step; the plans measured (BENCHMARKS.md "helper guard, round 15": keras-hub
