@@ -110,3 +110,28 @@ def test_an_unknown_verdict_says_how_to_decide_it():
     text = str(CheckReport([flagged, fine], 1e-4, False))
     assert "1 above it" in text and "unknown" in text and "float64=True" in text, text
     assert "float64=True" not in str(CheckReport([fine], 1e-4, False))
+
+
+def test_traced_with_x64_sees_a_64bit_value_in_a_nested_jaxpr():
+    """``traced_with_x64``: a jaxpr is known as traced with x64 on by a 64-bit value anywhere in it, a
+    ``cond`` branch inside a ``scan`` body included; the same function traced with x64 off has none (what
+    :func:`hloshard.jax.check.check_plan` retraces the reference in)."""
+    require_jax()
+    import jax
+    import numpy as np
+
+    from hloshard.jax.check import traced_with_x64
+
+    def inner(c, x):    # the numpy float64 scale is float64 only with x64 on, and only in the branch
+        return jax.lax.cond(c > 0, lambda v: (v / np.sqrt(3.0)).astype(v.dtype), lambda v: v * 2, x), None
+
+    def f(c, xs):
+        return jax.lax.scan(lambda h, x: (h + inner(c, x)[0], None), xs[0], xs)[0]
+
+    args = (np.float32(1.0), np.ones((3, 4), np.float32))
+    with jax.enable_x64(False):
+        assert not traced_with_x64(jax.make_jaxpr(f)(*args))
+    with jax.enable_x64(True):
+        closed = jax.make_jaxpr(f)(*args)
+        assert traced_with_x64(closed)
+        assert not traced_with_x64(jax.make_jaxpr(lambda v: v * 2.0 + 1)(args[1]))   # weak scalars: float32
