@@ -2,9 +2,9 @@
 
 A right plan agrees in float64 to rounding (verdict ``ok``); a plan that computes another function -- here
 the test injects one whose first dot keeps only one shard's partial sum, as a partitioning that drops an
-all-reduce would -- is ``"wrong"`` in float64 too, so ``report.ok`` is False; the right plan is checked with x64 switched on
-only after ``auto_shard`` (the check traces in the plan's x64 mode, not the process's).  Runs in a child process (8
-fake CPU devices must be set before jax is imported)."""
+all-reduce would -- is ``"wrong"`` in float64 too, so ``report.ok`` is False; the right plan is checked with
+x64 switched on only after ``auto_shard`` (the check traces in the plan's x64 mode, not the process's).  Runs
+in a child process (8 fake CPU devices must be set before jax is imported)."""
 
 from __future__ import annotations
 
