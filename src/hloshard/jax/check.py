@@ -11,13 +11,19 @@ does not say whether the plan is wrong.  The same program evaluated in float64
 constraints at the same equations) does: partitioned and unpartitioned agree to float64 rounding
 (3e-16 to 3.7e-12 relative on the models of BENCHMARKS.md "helper guard, round 15") when the partitioned
 program is the same function, and by far more when it is not.
+
+Both sides are the same function only when traced in the same x64 mode: the float32 steps and the
+reference's trace run in the mode ``auto_shard`` traced the plan's program in (:func:`traced_with_x64`), not
+the process's mode at the check, which a user switches on for the float64 check (new user 18: with x64
+switched on after ``auto_shard``, a numpy float64 scale widened half the reference to float64 at trace
+time, its constants with it, and 33 leaves of a right plan were "wrong" at 1e-8 - 2e-4).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["LeafCheck", "CheckReport", "relative_error", "program"]
+__all__ = ["LeafCheck", "CheckReport", "relative_error", "program", "traced_with_x64"]
 
 #: float64 relative error above which a plan computes another function.  float64 rounding of a step is
 #: ~1e-16 x the condition of the step; the plans measured (BENCHMARKS.md "helper guard, round 15": keras-hub
@@ -122,6 +128,55 @@ def program(closed, out_tree, constraints=None, operand_constraints=None, body_c
     return fn
 
 
+#: dtypes that exist in a jaxpr only when it was traced with jax's x64 mode on (x64 off canonicalizes them
+#: to their 32-bit types)
+_X64_ONLY = frozenset({"float64", "int64", "uint64", "complex128"})
+
+
+def _sub_jaxprs(value):
+    """The jaxprs (``Jaxpr``) an equation parameter holds: a loop body, a call, ``cond``'s branches."""
+    if hasattr(value, "eqns"):
+        yield value
+    elif hasattr(value, "jaxpr") and hasattr(value, "consts"):
+        yield value.jaxpr
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _sub_jaxprs(v)
+
+
+def traced_with_x64(closed) -> bool:
+    """Whether ``closed`` (a ClosedJaxpr) was traced with jax's x64 mode on, as far as it can tell: some
+    variable, literal or constant of it or of a nested jaxpr has a 64-bit type (:data:`_X64_ONLY`), which
+    x64 off never produces.  False for a jaxpr with none, traced either way: x64 on without a 64-bit value
+    anywhere traces the function as x64 off does (a weak Python scalar takes its operand's type either
+    way), so :func:`check_plan` retraces it with x64 off."""
+    import numpy as np
+
+    def wide(x) -> bool:
+        dtype = getattr(getattr(x, "aval", x), "dtype", None)
+        try:
+            return dtype is not None and np.dtype(dtype).name in _X64_ONLY
+        except TypeError:   # an extended dtype (a PRNG key)
+            return False
+
+    seen: set = set()
+
+    def walk(jaxpr) -> bool:
+        if id(jaxpr) in seen:
+            return False
+        seen.add(id(jaxpr))
+        if any(wide(v) for v in list(jaxpr.invars) + list(jaxpr.constvars) + list(jaxpr.outvars)):
+            return True
+        for eqn in jaxpr.eqns:
+            if any(wide(v) for v in list(eqn.invars) + list(eqn.outvars)):
+                return True
+            if any(walk(sub) for p in eqn.params.values() for sub in _sub_jaxprs(p)):
+                return True
+        return False
+
+    return any(wide(c) for c in closed.consts) or walk(closed.jaxpr)
+
+
 def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     """:meth:`hloshard.jax.api.AutoShardResult.check` (its docstring)."""
     import jax
@@ -136,22 +191,37 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     if tree != in_tree:
         raise ValueError(f"check's arguments are shaped {tree}, auto_shard's example arguments {in_tree}")
     want_avals = [v.aval for v in closed.jaxpr.invars]
-    for i, (x, aval) in enumerate(zip(leaves, want_avals)):
-        if tuple(np.shape(x)) != tuple(aval.shape):
-            raise ValueError(f"argument leaf {i} has shape {tuple(np.shape(x))}, the plan's {tuple(aval.shape)}")
-    in_flat = jax.tree_util.tree_leaves(result.in_shardings)
-    out_flat = jax.tree_util.tree_leaves(result.out_shardings)
-    one = jax.devices()[0]
-    local = [jax.device_put(x, one) for x in leaves]
-    placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
+    # both float32 steps and the reference's trace run in the x64 mode the plan's program was traced in, not
+    # this process's mode now: a function traced with x64 on holds float64 pieces where the one auto_shard
+    # traced with it off holds float32 (a numpy float64 scale such as attention's 1/np.sqrt(d) widens what
+    # follows, and jax.nn.gelu's constants then take float64 values), so a user who switches x64 on after
+    # auto_shard to run the float64 check compared two functions (new user 18, finding 1: 33 leaves of a
+    # right data-parallel plan "wrong" at 1e-8 - 2e-4)
+    x64 = traced_with_x64(closed)
+    with jax.enable_x64(x64):
+        for i, (x, aval) in enumerate(zip(leaves, want_avals)):
+            if tuple(np.shape(x)) != tuple(aval.shape):
+                raise ValueError(f"argument leaf {i} has shape {tuple(np.shape(x))}, the plan's "
+                                 f"{tuple(aval.shape)}")
+        in_flat = jax.tree_util.tree_leaves(result.in_shardings)
+        out_flat = jax.tree_util.tree_leaves(result.out_shardings)
+        one = jax.devices()[0]
+        local = [jax.device_put(x, one) for x in leaves]    # numpy float64 -> float32 with x64 off
+        placed = [jax.device_put(x, s) for x, s in zip(leaves, in_flat)]
+    for i, (x, aval) in enumerate(zip(local, want_avals)):
+        if hasattr(aval, "dtype") and x.dtype != aval.dtype:
+            raise ValueError(f"argument leaf {i} has dtype {x.dtype}, the plan's {aval.dtype} (auto_shard traced "
+                             f"the function with jax_enable_x64 {'on' if x64 else 'off'}): pass arguments of "
+                             f"the example arguments' dtypes; float64=True widens them itself")
     flat_out = lambda fn: lambda *a: tuple(jax.tree_util.tree_leaves(fn(*a)))  # noqa: E731
 
     def flat(fn):   # fn of the positional arguments -> fn of the flat argument leaves, flat results
         return lambda *a: tuple(jax.tree_util.tree_leaves(fn(*jax.tree_util.tree_unflatten(in_tree, a))))
 
     # the plan's step (no donation: the arguments are used again) and the user's own step, unsharded
-    got = jax.jit(flat(result.fn), in_shardings=tuple(in_flat), out_shardings=tuple(out_flat))(*placed)
-    want = jax.jit(flat(result.source_fn))(*local)
+    with jax.enable_x64(x64):
+        got = jax.jit(flat(result.fn), in_shardings=tuple(in_flat), out_shardings=tuple(out_flat))(*placed)
+        want = jax.jit(flat(result.source_fn))(*local)
     out_paths = [jax.tree_util.keystr(k) for k, _ in
                  jax.tree_util.tree_flatten_with_path(jax.tree_util.tree_unflatten(out_tree, list(want)))[0]]
     in_paths = [jax.tree_util.keystr(k) for k, _ in
@@ -165,11 +235,12 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     if float64:
         from .jaxpr import NotPromotable
 
-        # the reference: the user's function traced anew (not the plan's program), as the plan's was traced
-        # (x64 as in this process), then widened.  Traced under x64 instead, a function with a float -> int
-        # step (a new user's T5: relative-position buckets) differed from the widened plan by 0.23, its
-        # constants rounded at trace time on the other side of a bucket boundary (round 15)
-        ref = jax.make_jaxpr(flat(result.source_fn))(*want_avals)
+        # the reference: the user's function traced anew (not the plan's program), in the x64 mode the
+        # plan's was traced in (x64 above), then widened.  Traced under x64 instead, a function with a float
+        # -> int step (a new user's T5: relative-position buckets) differed from the widened plan by 0.23,
+        # its constants rounded at trace time on the other side of a bucket boundary (round 15)
+        with jax.enable_x64(x64):
+            ref = jax.make_jaxpr(flat(result.source_fn))(*want_avals)
         try:
             with jax.enable_x64(True):
                 plan64 = program(closed, out_tree, pinned, operand_constraints, body_constraints, promote=True)
