@@ -76,15 +76,15 @@ def main(argv=None) -> int:
     from tests.tpu_oracle import compile_for_tpu, tpu_available, with_trip_counts
     from tests.xla_bytes import collective_bytes
 
-    why = tpu_available()
-    if why:
-        print(f"error: {why}", file=sys.stderr)
-        return 2
     known = all_samples()
     names = args.samples.split(",") if args.samples else known
     bad = [n for n in names if n not in known]
     if bad:
         print(f"error: no such sample: {', '.join(bad)} (known: {', '.join(known)})", file=sys.stderr)
+        return 2
+    why = tpu_available()
+    if why:
+        print(f"error: {why}", file=sys.stderr)
         return 2
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
