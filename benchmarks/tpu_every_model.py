@@ -135,6 +135,7 @@ def table(rows: list[dict]) -> str:
             if not r["compiles"]:
                 cells.append(f"does not compile: {r['error'][:120]}")
                 peaks.append("-")
+                us.append("-")
                 continue
             cells.append(f"{_mb(r.get('raw_bytes'))} / {_mb(r.get('final_bytes'))}")
             peaks.append(_mb(r["peak_bytes"]))
