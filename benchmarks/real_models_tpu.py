@@ -99,7 +99,9 @@ def figures(rec: dict) -> dict:
         row["raw_kinds"] = _kinds(counted)
     if rec.get("final"):
         try:
-            counted = collective_bytes(final_once(rec["final"]))
+            # a scan's final while carries no known_trip_count (the wide / sunk loop): the trip count is
+            # read off its induction variable, as for the raw column
+            counted = collective_bytes(final_once(with_trip_counts(rec["final"])))
             row["final_bytes"] = float(sum(c["bytes"] for c in counted))
             row["final_kinds"] = _kinds(counted)
         except ValueError as exc:   # a loop without a trip count: not counted rather than miscounted

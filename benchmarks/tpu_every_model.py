@@ -38,7 +38,7 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
-from benchmarks.real_models_tpu import figures, final_once  # noqa: E402  (after the path set-up)
+from benchmarks.real_models_tpu import figures  # noqa: E402  (after the path set-up)
 
 SAMPLES = ROOT / "samples"
 PLANS = ["solved", "gspmd", "gspmd_tpu"]
@@ -73,8 +73,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--hlo-out", action="store_true", help="keep each plan's TPU partitioned / final HLO in OUT")
     args = ap.parse_args(argv)
-    from tests.tpu_oracle import compile_for_tpu, tpu_available, with_trip_counts
-    from tests.xla_bytes import collective_bytes
+    from tests.tpu_oracle import compile_for_tpu, tpu_available
 
     known = all_samples()
     names = args.samples.split(",") if args.samples else known
@@ -99,13 +98,7 @@ def main(argv=None) -> int:
     print(f"{len(texts)} modules compiled for {args.topology} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     rows = []
     for (n, plan), rec in zip(keys, recs):
-        row = {"sample": n, "plan": plan, **figures(rec)}
-        if row.get("final_error") and rec.get("final"):
-            # the final HLO of a scan: its while carries no known_trip_count (the wide/sunk loop); count
-            # it as the raw column does, with the trip count read off the induction variable
-            counted = collective_bytes(final_once(with_trip_counts(rec["final"])))
-            row["final_bytes"] = float(sum(c["bytes"] for c in counted))
-            row["final_trip_counted"] = True
+        row = {"sample": n, "plan": plan, **figures(rec)}   # a scan's final loop counted by its trip count
         if plan == "solved":
             row["solve_s"] = round(solve_s[n], 1)
         if args.hlo_out and rec["ok"]:
