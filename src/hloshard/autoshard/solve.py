@@ -176,6 +176,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
     reprice = REPRICE_SHARE * one_d
+    if built and getattr(graph, "reprice_seconds", None) is not None:
+        # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
+        # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
+        # guard's re-solves of new user 18's encoder-decoder (fine build 10.3 s) the 0.5 s floor of solver
+        reprice = float(graph.reprice_seconds)
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
@@ -217,8 +222,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                           progress=progress, hint=begin)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
-            exc.args = (f"no feasible solution found within the time limit ({given_limit:g} s); building the "
-                        f"cost graph took {t1 - t0:.1f} s of it and the solver had {solver_limit:g} s",)
+            spent = (f"the cost graph was built before" if built else
+                     f"building the cost graph took {t1 - t0:.1f} s")
+            exc.args = (f"no feasible solution found in the solver's {solver_limit:g} s ({spent}; of the time "
+                        f"limit of {given_limit:g} s, {reprice:.1f} s are kept for re-pricing the plan)",)
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)

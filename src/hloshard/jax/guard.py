@@ -314,9 +314,11 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
             back_result, plan = back
             guard.update(applied=True, fallback=plan.name)
+            how = (" (its intermediates as XLA propagates its entry shardings, not the greedy completion of "
+                   "the known plans' row)" if getattr(plan, "completion", None) == "xla" else "")
             guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                              f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
-                             f"found within it ({reason}); the {plan.name} plan, known before the search, "
+                             f"found within it ({reason}); the {plan.name} plan, known before the search{how}, "
                              f"keeps it ({format_bytes(int(back_result.evaluation.peak_memory))}, objective "
                              f"{back_result.evaluation.total:,.0f} against {result.evaluation.total:,.0f}): "
                              f"returned instead")
@@ -339,5 +341,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
     guarded.graph.memory_budget = None   # an implicit limit, not the user's budget
+    guarded.seconds_build = result.seconds_build   # its graph is the first solve's (with_memory_budget: no build)
     return guarded, guard
 
