@@ -453,6 +453,13 @@ def test_whole_step_replication_is_told_when_only_free_arguments_are_split():
     note = _all_replicated_note(report, [], None, 8, 1, 23)
     assert note.startswith("the plan replicates the whole step: 22 of 23 arguments stay replicated"), note
     assert "data-parallel plan known before the search costs 3,311,214" in note and "+58%" in note, note
+    # with a device the objective is in the time scale's units and is said in seconds (new user 18 saw
+    # "objective 5.277e+07 seconds")
+    from types import SimpleNamespace
+
+    scale = SimpleNamespace(seconds=lambda units: units * 1e-9)
+    timed = _all_replicated_note(report, [], "h100-sxm", 8, 1, 23, scale)
+    assert "objective 1.153 ms" in timed and "costs 3.311 ms at a" in timed and "seconds" not in timed.split(".")[0], timed
     # a plan that moves bytes, or divides compute, is not told so
     assert not _computes_replicated(dict(report, predicted_collective_bytes_per_device=4096))
     assert not _computes_replicated(dict(report, breakdown={"compute": 144152.99}))

@@ -252,7 +252,7 @@ def _computes_replicated(report: dict) -> bool:
 
 
 def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int, sharded_args: int = 0,
-                         num_args: int = 0) -> str:
+                         num_args: int = 0, scale=None) -> str:
     """What a plan that leaves every argument replicated means, why the objective can choose it, and what
     changes the trade, with the figures to decide by (a new user's decoder LM, 2.1 MB of parameters on
     2x4: replicated, with 8.8 MB of XLA temp memory per device where a hand-written Megatron plan had
@@ -264,21 +264,24 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
     known before the search (``report["known_plans"]``: its objective and peak, when feasible); the
     lowest-peak plan the Pareto step found and did not take (``report["memory_guard"]["pareto"]["tried"]``:
     its peak and cost); the least peak any layout of a node reaches (``["pareto"]["floor_bytes"]``, a lower
-    bound).  ``sharded_args`` of ``num_args`` arguments split (:func:`_computes_replicated`)."""
+    bound).  ``sharded_args`` of ``num_args`` arguments split (:func:`_computes_replicated`).  ``scale``: the
+    device's :class:`hloshard.devices.TimeScale` (with ``device``), which turns the objective into seconds."""
+    from ..cost.steptime import format_seconds
     from ..units import format_bytes
 
-    unit = "seconds" if device is not None else "cost units"
     objective = report.get("objective")
+    timed = device is not None and scale is not None
+    unit = "" if timed else " cost units"
 
-    def num(x) -> str:
-        return f"{float(x):.4g}" if device is not None else f"{float(x):,.0f}"
+    def num(x) -> str:   # with a device the objective is in the time scale's units: said in seconds
+        return format_seconds(scale.seconds(float(x))) if timed else f"{float(x):,.0f}"
 
     peak = report.get("peak_memory_per_device")
-    figures = [f"objective {num(objective)} {unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
+    figures = [f"objective {num(objective)}{unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
     dp = next((k for k in report.get("known_plans") or [] if k.get("name") == "data-parallel"), None)
     alt = ""
     if dp is not None and dp.get("feasible"):
-        alt = (f"; the data-parallel plan known before the search costs {num(dp['objective'])} {unit} at a "
+        alt = (f"; the data-parallel plan known before the search costs {num(dp['objective'])}{unit} at a "
                f"{format_bytes(int(dp['peak_bytes']))} peak")
     pareto = (report.get("memory_guard") or {}).get("pareto") or {}
     lower = [t for t in pareto.get("tried") or [] if "peak_bytes" in t and not t.get("taken")]
@@ -597,7 +600,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
     sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
     if mesh.devices.size > 1 and in_sh and (not sharded_args or _computes_replicated(report)):
-        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh))
+        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
+                                    scale if device is not None else None)
         report.setdefault("warnings", []).append(note)
         warnings.warn(note, UserWarning, stacklevel=2)
     root = module.entry.root
