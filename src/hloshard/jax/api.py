@@ -303,8 +303,9 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
             f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
             f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
             "memory outweighs the collectives. Pass `memory_budget=` (bytes per device: the plan then shards "
-            "what it must to fit) or `device=` (flops and links priced in seconds) to trade collective bytes "
-            "for memory or time; `state={}` unties the state.")
+            "what it must to fit)" + ("" if device is not None else " or `device=` (flops and links priced in "
+                                      "seconds)") + " to trade collective bytes for memory or time; `state={}` "
+            "unties the state.")
 
 
 def _start_child(num_devices: int):
