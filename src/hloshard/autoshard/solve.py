@@ -18,7 +18,7 @@ from .coarse import COARSE_SHARE, coarse_first, coarse_start, deterministic_firs
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
-from .search import solve_graph
+from .search import budget_start, solve_graph
 from ..cost.memory import model_limit
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
@@ -278,6 +278,8 @@ def _known_within(graph: Graph, limit: int):
     from .trivial import trivial_plans
 
     plans = [(f"known ({k + 1})", c, None) for k, c in enumerate(getattr(graph, "known", None) or [])]
+    if graph.problem.usage_limit is not None:   # the budget's start (search.budget_start), cached on the graph
+        plans.append(("greedy", budget_start(graph), None))
     return cheapest_within(graph, limit, plans + [(n, c, None) for n, c in trivial_plans(graph)])
 
 
