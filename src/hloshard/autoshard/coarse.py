@@ -432,18 +432,19 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
         cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
     except SolveFailed:
         cs = None
-    if cs is not None and not_started is None and _search_behind(sol):
-        # the coarse search has not beaten the trivial plans in its share: the fine mesh's search, in a
-        # space ratio times larger and starting from that plan, would not in what is left either (new user
-        # 18, enc_dec at 2x2x2, --time-limit 30: the coarse solve's 4 s ended at its greedy plan, the
-        # replicated plan was the incumbent and the answer).  The coarse solve gets the rest instead
+    if not_started is None and (cs is None or _search_behind(cs.solution)):
+        # the coarse search found no plan, or none cheaper than the trivial plans, in its share: the fine
+        # mesh's search, in a space ratio times larger and starting from that plan, would not in what is
+        # left either (new user 18, enc_dec at 2x2x2, --time-limit 30: the coarse solve's 4 s ended at its
+        # greedy plan, the replicated plan was the incumbent and the answer).  The coarse solve gets the rest
         spent = time.monotonic() - t2
         not_started = (f"the coarse mesh's search found no plan cheaper than the replicated and data-parallel "
                        f"ones in its {spent:.1f} s, so the fine mesh's (a space {ratio:.1f}x the layouts, its build "
                        f"estimated at about {estimate:.0f} s) would not in less; the coarse solve had the time instead")
         try:
             more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, deadline - time.monotonic() - write),
-                         workers=workers, seed=seed, deterministic=False, hint=list(sol.strategies))
+                         workers=workers, seed=seed, deterministic=False,
+                         hint=None if cs is None else list(cs.solution.strategies))
             cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))
         except SolveFailed:
             pass
