@@ -9,7 +9,7 @@ import pytest
 
 from hloshard.autoshard.build import build_graph
 from hloshard.autoshard.evaluate import peak_memory
-from hloshard.autoshard.search import budget_start, solve_graph
+from hloshard.autoshard.start import budget_start
 from hloshard.autoshard.solve import _known_within
 from hloshard.autoshard.trivial import complete_plan, trivial_plans
 from hloshard.costgraph import evaluate
@@ -43,15 +43,17 @@ def test_start_keeps_the_limit_where_no_trivial_plan_does(budgeted):
 
 
 def test_solve_under_a_budget_is_never_costlier_than_the_start(budgeted):
-    """The start is the solver's hint and incumbent: with a hint that does not fit (the replicated plan)
-    the answer still costs at most the start, and keeps the node limit."""
+    """solve_module under the budget: the start is the solver's hint and incumbent (the trivial plans do not
+    fit), so the plan written costs at most the start and keeps the model's limit with its buffers."""
+    from hloshard.autoshard.solve import solve_module
+
     g = budgeted
-    p = g.problem
-    start = budget_start(g)
-    replicated = dict(trivial_plans(g)).get("replicated")
-    sol = solve_graph(g, time_limit=1.0, workers=1, deterministic=True, hint=replicated)
-    obj, ok = evaluate(p, sol.strategies)
-    assert ok and obj <= evaluate(p, start)[0]
+    m = load_module(str(SAMPLE))
+    res = solve_module(m, DeviceMesh.for_module(m, "2x4"), memory_budget=4 * MIB, time_limit=1.0, workers=1,
+                       deterministic=True, reevaluate=False, apply=False)
+    p = res.graph.problem
+    assert evaluate(p, res.choice)[0] <= evaluate(g.problem, budget_start(g))[0]
+    assert res.evaluation.peak_memory <= res.graph.model_limit
 
 
 def test_search_without_a_fitting_plan_falls_back_on_the_start(budgeted):

@@ -9,9 +9,7 @@ from .graph import Graph
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
 
-__all__ = ["budget_start", "solve_graph"]
-
-
+__all__ = ["solve_graph"]
 
 
 def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
@@ -36,15 +34,6 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         def report(event: dict):   # integer cost units without the tie-break, and the scale to cost units
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
                                   if event.get(key) is not None}, "cost_scale": graph.cost_scale})
-    import time
-
-    t0 = time.monotonic()
-    if graph.problem.usage_limit is not None:
-        # under a budget: a start that keeps the model's limit with its communication buffers when the hint
-        # (or, without one, the trivial plans) does not; the search then starts from a plan that fits
-        start = budget_start(graph)
-        if start is not None and (hint is None or not _fits(graph, hint)):
-            hint = start
     shint = None
     if hint is not None:   # the hint on the solver's (follower- and tie-merged) nodes: from each class's kept node
         maps = getattr(graph.classes, "maps", None) or {}
@@ -52,8 +41,11 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         for v, c in enumerate(graph.classes):
             if shint[c] < 0 and v not in maps:
                 shint[c] = int(hint[v])
-    # the trivial plans (and the budget's start) first: their seconds come out of the solver's (wall-clock
-    # mode; deterministic: the work budget is the limit as given, the search unchanged)
+    # the trivial plans first: their seconds come out of the solver's (wall-clock mode; deterministic:
+    # the work budget is the limit as given, the search unchanged)
+    import time
+
+    t0 = time.monotonic()
     floor = _cheapest_trivial(graph)
     if not deterministic:
         time_limit = max(0.5, float(time_limit) - (time.monotonic() - t0))
@@ -109,49 +101,3 @@ def _no_worse_than_trivial(graph: Graph, sol, best) -> None:
     sol.strategies = list(choice)
     sol.objective = obj
     sol.status = "optimal" if sol.bound is not None and sol.bound >= obj else "feasible"
-
-
-def _fits(graph: Graph, choice) -> bool:
-    """Whether ``choice`` (one strategy per node of ``graph.problem``) is feasible there and its peak with
-    its communication buffers (:func:`hloshard.autoshard.evaluate.peak_memory`) keeps the model's limit
-    (``graph.model_limit``, else the problem's node limit)."""
-    from ..costgraph import evaluate
-    from .evaluate import peak_memory
-
-    p = graph.problem
-    if choice is None or len(choice) != p.num_nodes or not evaluate(p, choice)[1]:
-        return False
-    limit = getattr(graph, "model_limit", None) or p.usage_limit
-    return limit is None or peak_memory(p, choice, graph)[0] <= limit
-
-
-def budget_start(graph: Graph):
-    """A plan of ``graph.problem`` whose peak with its communication buffers keeps the model's limit for the
-    memory budget (``graph.model_limit``, else the problem's node limit), or None: the cheapest feasible
-    one (objective of ``graph.problem``) of the trivial plans (:func:`hloshard.autoshard.trivial.trivial_plans`:
-    replicated, data parallel) and the greedy plan (:func:`hloshard.autoshard.trivial.complete_plan`, no
-    preference: per follower class in build order the strategy of least node cost plus edge cost to the
-    classes chosen before) that keeps it, by :func:`hloshard.autoshard.evaluate.peak_memory`.  A start for
-    the solver, not a search: new user 18's encoder-decoder at 2x4 with a 16 MiB budget (model limit
-    15,114,609 B): replicated 58.6 MiB and data parallel 19,659,876 B do not fit, the greedy plan does at
-    11,970,340 B (cost 23,991,846; unbudgeted optimum about 5.79 M); the search's plans needed 17.2 MiB with
-    their buffers and the command exited 3.  Cached on the graph per limit."""
-    p = graph.problem
-    key = (p.usage_limit, getattr(graph, "model_limit", None))
-    cached = getattr(graph, "_budget_start", None)
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    from .evaluate import peak_memory
-    from .trivial import complete_plan, trivial_plans
-    from ..costgraph import evaluate
-
-    limit = getattr(graph, "model_limit", None) or p.usage_limit
-    greedy = complete_plan(p, [None] * p.num_nodes, getattr(graph, "follows", ()))
-    best = None
-    for c in [c for _name, c in trivial_plans(graph)] + ([greedy] if greedy is not None else []):
-        obj, ok = evaluate(p, c)
-        if ok and (best is None or obj < best[0]) and peak_memory(p, c, graph)[0] <= limit:
-            best = (obj, list(c))
-    out = None if best is None else best[1]
-    graph._budget_start = (key, out)
-    return out
