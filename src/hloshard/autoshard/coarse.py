@@ -32,6 +32,7 @@ from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
+from .start import budget_start
 from .trivial import choose_allowed
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
@@ -427,8 +428,9 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     share = deadline - now - write if not_started is not None else (1.0 - FINE_SPLIT) * (avail - estimate)
     t2 = time.monotonic()
     try:
+        # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
         sol = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, share), workers=workers, seed=seed,
-                    deterministic=False)
+                    deterministic=False, hint=None if memory_budget is None else budget_start(cgraph))
         cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
     except SolveFailed:
         cs = None
