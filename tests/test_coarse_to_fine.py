@@ -458,3 +458,55 @@ def test_fine_build_not_started_when_estimated_past_its_deadline(monkeypatch):
     first = coarse_first(m, mesh, solve_graph, "io", None, 20.0, 1, 0, deadline=time.monotonic() + 20.0)
     assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
     assert str(first.stopped).startswith("not started: the fine build is estimated at about 1000000 s (123.4x")
+
+
+def _recording_solve(behind: bool):
+    """solve_graph with a short limit, recording each call's limit and hint; with ``behind`` its first answer
+    is marked as the trivial plan taken (the coarse search found nothing cheaper: coarse._search_behind)."""
+    calls = []
+
+    def solve(graph, time_limit, workers, seed, deterministic, hint=None):
+        calls.append({"time_limit": time_limit, "hint": hint})
+        sol = solve_graph(graph, time_limit=min(1.0, time_limit), workers=1, seed=seed, deterministic=True, hint=hint)
+        if behind and len(calls) == 1:
+            sol.stats["trivial"] = {"plan": "replicated", "objective": sol.objective, "taken": True}
+        return sol
+
+    return solve, calls
+
+
+def test_coarse_solve_runs_first_with_its_share_of_what_the_fine_build_leaves():
+    """coarse_first solves the coarse graph before the fine build, with 1 - FINE_SPLIT of what the estimated
+    fine build leaves (not COARSE_SHARE of what the fine build left: new user 18's enc_dec at 2x2x2, 30 s,
+    whose coarse solve got 4 s after an 8.8 s fine build and returned the replicated plan)."""
+    import time
+
+    from hloshard.autoshard import coarse
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    solve, calls = _recording_solve(False)
+    t0 = time.monotonic()
+    first = coarse.coarse_first(m, mesh, solve, "io", None, 40.0, 1, 0, deadline=t0 + 40.0)
+    assert first.graph is not None and first.start is not None and first.start.choice is not None
+    assert len(calls) == 1 and calls[0]["hint"] is None
+    assert calls[0]["time_limit"] <= (1 - coarse.FINE_SPLIT) * 40.0 + 1e-6
+    assert calls[0]["time_limit"] >= coarse.FALLBACK_MIN_SECONDS
+
+
+def test_coarse_search_behind_the_trivial_plans_keeps_the_time_for_the_coarse_solve():
+    """When the coarse search found nothing cheaper than the trivial plans in its share, the fine build is not
+    started (the reason says so) and the coarse graph is solved again with the rest, from its plan; that plan
+    is the answer (fallback)."""
+    import time
+
+    from hloshard.autoshard import coarse
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    solve, calls = _recording_solve(True)
+    first = coarse.coarse_first(m, mesh, solve, "io", None, 40.0, 1, 0, deadline=time.monotonic() + 40.0)
+    assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
+    assert str(first.stopped).startswith("not started: the coarse mesh's search found no plan cheaper than"), \
+        str(first.stopped)
+    assert len(calls) == 2 and calls[1]["hint"] is not None and calls[1]["time_limit"] > calls[0]["time_limit"]

@@ -32,6 +32,7 @@ from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
+from .start import budget_start
 from .trivial import choose_allowed
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
@@ -333,15 +334,17 @@ class CoarseFirst:
     seconds_coarse_build: float = 0.0
 
 
-#: with a deadline, the time kept back for the coarse solve when the fine build stops: this share of the
-#: time limit, at least :data:`FALLBACK_MIN_SECONDS`
-FALLBACK_SHARE = 0.25
+#: with a deadline, the share of what the fine build is estimated to leave (before the re-pricing) that the
+#: fine solve gets; the coarse solve, run first, gets the rest and ends earlier once proven (an even split,
+#: not a measured figure: the fine search starts from the coarse plan, in a space ratio times larger)
+FINE_SPLIT = 0.5
 #: the coarse build of :func:`coarse_first` stops this many time limits past the deadline, and not before
 #: COARSE_BUILD_MIN_GRACE seconds past it (the command then fails, exit 3, instead of ending minutes late);
 #: before it, a coarse plan written late is the answer (``--time-limit 0.5``: the interpreter's start alone
 #: takes 1-4 s on the 2-core machine, and the small module's coarse plan is still written)
 COARSE_BUILD_GRACE = 1.0
 COARSE_BUILD_MIN_GRACE = 10.0
+#: the least time each solve (coarse, fine) is given when the fine build is planned
 FALLBACK_MIN_SECONDS = 1.0
 #: and for applying, evaluating and writing the coarse plan: this share of the coarse build's seconds
 #: (measured, apply + write / coarse build: Llama 3.1 8B corpus module at 2x2x2, 3.8 s / 26.8 s under
@@ -352,16 +355,20 @@ WRITE_SHARE = 0.25
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
                  seed: int, deadline: float, reprice_share: float = 0.0) -> CoarseFirst:
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
-    command's promise): build the coarse graph, then the fine graph with a deadline that keeps back the
-    coarse solve's time (:data:`FALLBACK_SHARE` of ``time_limit``, at least :data:`FALLBACK_MIN_SECONDS`)
-    and :data:`WRITE_SHARE` of the coarse build's seconds (to write its plan), and ``reprice_share`` times
-    the coarse build's seconds (the re-pricing of the fine plan, which costs about what a build of the
-    module on the 1-D mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  The fine build is not
-    started when :func:`fine_build_estimate` (the coarse build's seconds times the layouts' ratio, ``--mesh
-    auto``'s rule) says it would not end before its deadline (a 128-partition per-device program at 16x8: about
-    26x a coarse build of a few seconds; it used to run ~16 s and stop).  When the fine build stops
-    (:class:`BuildStopped`) or is not started, the coarse graph is solved with what is left and its plan is the answer
-    (``fallback``); else the coarse graph is solved with :data:`COARSE_SHARE` of what is left and its plan
+    command's promise): build the coarse graph, then solve it first, then build the fine graph.  Kept back
+    throughout: :data:`WRITE_SHARE` of the coarse build's seconds (to write a plan) and ``reprice_share``
+    times them (the re-pricing of the fine plan, which costs about what a build of the module on the 1-D
+    mesh does: :data:`hloshard.autoshard.solve.REPRICE_SHARE`).  The fine build is not started when
+    :func:`fine_build_estimate` (the coarse build's seconds times the layouts' ratio, ``--mesh auto``'s
+    rule) says it would not leave each solve :data:`FALLBACK_MIN_SECONDS` (a 128-partition per-device
+    program at 16x8: about 26x a coarse build of a few seconds; it used to run ~16 s and stop); the coarse
+    solve then gets all the time.  Else the coarse solve gets ``1 -`` :data:`FINE_SPLIT` of what the
+    estimated fine build leaves (it ends earlier once proven), and the fine build is still not started
+    when the coarse search found nothing cheaper than the trivial plans in that time (the coarse solve
+    then goes on with the rest, from its plan: new user 18's enc_dec at 2x2x2, 30 s, whose coarse solve
+    had 4 s after the fine build and the replicated plan became the answer) or when the estimate no
+    longer fits.  When the fine build stops (:class:`BuildStopped`) or is not started, the coarse plan is
+    the answer (``fallback``); else it is
     mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
     (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
@@ -395,25 +402,62 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                             deadline=deadline + max(COARSE_BUILD_GRACE * float(time_limit), COARSE_BUILD_MIN_GRACE))
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
     write = WRITE_SHARE * (t1 - t0)
-    keep_back = max(FALLBACK_MIN_SECONDS, FALLBACK_SHARE * float(time_limit)) + write
     # what the fine plan's re-pricing will need is kept back too
     reprice = max(0.0, float(reprice_share)) * (t1 - t0)
-    fine_deadline = deadline - keep_back - reprice
     now = time.monotonic()
+    # the time for the coarse solve, the fine build and the fine solve
+    avail = deadline - now - write - reprice
     # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule), when it could start
-    estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if now < fine_deadline else (0.0, 1.0)
+    estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if avail > 0 else (0.0, 1.0)
     now = time.monotonic()
+    avail = deadline - now - write - reprice
     not_started = None
-    if now >= fine_deadline:   # no time for the fine build at all: say so, not "0.0 s"
+    if avail < 2 * FALLBACK_MIN_SECONDS:   # no time for the fine build at all: say so, not "0.0 s"
         not_started = (f"after the coarse mesh's graph ({t1 - t0:.1f} s) {max(0.0, deadline - now):.1f} s were left, "
                        f"less than the fine build and the re-pricing of its plan are estimated to need (about "
-                       f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and {keep_back:.1f} s "
-                       f"kept for the coarse solve and writing)")
-    elif now + estimate > fine_deadline:   # it would stop at its deadline: not started, its time kept
+                       f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and "
+                       f"{2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and writing)")
+    elif estimate > avail - 2 * FALLBACK_MIN_SECONDS:   # it would stop at its deadline: not started, its time kept
         not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the layouts of the coarse "
-                       f"mesh's graph, built in {t1 - t0:.1f} s), more than the {fine_deadline - now:.1f} s it had (the "
-                       f"time limit less {keep_back:.1f} s kept for the coarse solve and writing and {reprice:.1f} s "
-                       f"for the re-pricing)")
+                       f"mesh's graph, built in {t1 - t0:.1f} s), more than the {avail - 2 * FALLBACK_MIN_SECONDS:.1f} s "
+                       f"it had (the time limit less {2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and "
+                       f"writing and {reprice:.1f} s for the re-pricing)")
+    # the coarse solve first (it is the answer when the fine mesh is not built, and the fine solve's
+    # incumbent when it is): all the time when the fine build is not started, else FINE_SPLIT of what the
+    # fine build leaves; it ends earlier once proven within the solver's gap limit
+    share = deadline - now - write if not_started is not None else (1.0 - FINE_SPLIT) * (avail - estimate)
+    t2 = time.monotonic()
+    try:
+        # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
+        sol = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, share), workers=workers, seed=seed,
+                    deterministic=False, hint=None if memory_budget is None else budget_start(cgraph))
+        cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
+    except SolveFailed:
+        cs = None
+    if not_started is None and (cs is None or _search_behind(cs.solution)):
+        # the coarse search found no plan, or none cheaper than the trivial plans, in its share: the fine
+        # mesh's search, in a space ratio times larger and starting from that plan, would not in what is
+        # left either (new user 18, enc_dec at 2x2x2, --time-limit 30: the coarse solve's 4 s ended at its
+        # greedy plan, the replicated plan was the incumbent and the answer).  The coarse solve gets the rest
+        spent = time.monotonic() - t2
+        not_started = (f"the coarse mesh's search found no plan cheaper than the replicated and data-parallel "
+                       f"ones in its {spent:.1f} s, so the fine mesh's (a space {ratio:.1f}x the layouts, its build "
+                       f"estimated at about {estimate:.0f} s) would not in less; the coarse solve had the time instead")
+        try:
+            more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, deadline - time.monotonic() - write),
+                         workers=workers, seed=seed, deterministic=False,
+                         hint=None if cs is None else list(cs.solution.strategies))
+            cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))
+        except SolveFailed:
+            pass
+    t3 = time.monotonic()
+    # the fine build stops where the fine solve would get less than its minimum
+    fine_deadline = deadline - write - reprice - FALLBACK_MIN_SECONDS
+    if not_started is None and t3 + estimate > fine_deadline:
+        not_started = (f"after the coarse mesh's graph and solve ({t3 - t0:.1f} s) the fine build, estimated at about "
+                       f"{estimate:.0f} s ({ratio:.1f}x the layouts of the coarse mesh's graph), would not end in "
+                       f"the {max(0.0, fine_deadline - t3):.1f} s left before the re-pricing ({reprice:.1f} s) and "
+                       f"writing")
     if not_started is not None:
         graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0, reason=f"not started: {not_started}")
     else:
@@ -422,21 +466,22 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
             stopped = None
         except BuildStopped as exc:
             graph, stopped = None, exc
-    t2 = time.monotonic()
-    left = deadline - t2 - write if stopped is not None else COARSE_SHARE * min(float(time_limit), deadline - t2)
-    try:
-        sol = solve(cgraph, time_limit=max(0.5, left), workers=workers, seed=seed, deterministic=False)
-        cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
-    except SolveFailed:
-        cs = None
+    t4 = time.monotonic()
     if stopped is not None:
         if cs is None:   # no coarse plan either: the fine graph after all (the command ends late)
             graph = build_graph(module, mesh, keep, memory_budget)
-            return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
-        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t2 - t1,
+            return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t3)
+        return CoarseFirst(None, None, fallback=cs, stopped=stopped, seconds_fine_build=t4 - t3,
                            seconds_coarse_build=t1 - t0)
-    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t2 - t1,
+    return CoarseFirst(graph, None if cs is None else map_start(cs, graph), seconds_fine_build=t4 - t3,
                        seconds_coarse_build=t1 - t0)
+
+
+def _search_behind(sol) -> bool:
+    """Whether ``sol`` (a Solution of :func:`hloshard.autoshard.search.solve_graph`) is a trivial plan taken
+    because the search found nothing cheaper (``stats["trivial"]["taken"]``, set without a memory limit)."""
+    trivial = (getattr(sol, "stats", None) or {}).get("trivial")
+    return bool(isinstance(trivial, dict) and trivial.get("taken"))
 
 
 def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,

@@ -19,6 +19,7 @@ from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
+from .start import budget_start, fits
 from ..cost.memory import model_limit
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
@@ -212,6 +213,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     graph.known = list(known(graph)) if known is not None else []
     if graph.known:
         begin = cheapest_start(graph.problem, [begin] + graph.known)
+    if memory_budget is not None and not fits(graph, begin):   # a start that keeps the limit (.start)
+        begin = budget_start(graph) or begin
     t_solve = time.monotonic()
     first_limit = time_limit
     if memory_budget is not None:
@@ -287,6 +290,8 @@ def _known_within(graph: Graph, limit: int):
     from .trivial import trivial_plans
 
     plans = [(f"known ({k + 1})", c, None) for k, c in enumerate(getattr(graph, "known", None) or [])]
+    if graph.problem.usage_limit is not None:   # the budget's start (start.budget_start), cached on the graph
+        plans.append(("greedy", budget_start(graph), None))
     return cheapest_within(graph, limit, plans + [(n, c, None) for n, c in trivial_plans(graph)])
 
 
@@ -382,7 +387,7 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
             rounds += 1
             try:
                 found = solve_graph(graph, time_limit=given, workers=workers, seed=seed, deterministic=deterministic,
-                                    progress=progress)
+                                    progress=progress, hint=budget_start(graph))
             except SolveFailed as exc:
                 out_of_time = getattr(exc, "status", None) == "timeout"
                 break
