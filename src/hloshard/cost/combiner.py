@@ -219,7 +219,7 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
     the spec's :class:`~hloshard.hlo.sharding.HloSharding`; ``costs``: the edge's matrix, its zero or
     infinite entries skipped (nothing moves / not allowed), and pairs whose target keeps every mesh axis
     of the source (no gather: a slice, a permute or an all-to-all).  ``cache``: a dict kept for one build
-    (``(shape, src, dst, members)`` -> saving).  None when nothing is saved (no device prices, a class
+    (``(shape, src, dst, members)`` -> saving, ``(shape, src, dst)`` -> the pair's combinable collectives).  None when nothing is saved (no device prices, a class
     of one, no collective)."""
     import numpy as np
 
@@ -252,12 +252,16 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
             key = (skey, a, b, members)
             saved = cache.get(key)
             if saved is None:
-                try:
-                    cols_ = plan(shape, to_sharding(a, rank), to_sharding(b, rank), mesh).predicted_collectives()
-                except Exception:  # noqa: BLE001 - a pair the planner cannot express is priced as a gather-all
-                    cols_ = []
+                ckey = (skey, a, b)   # the pair's combinable collectives, whatever the class size
+                cols_ = cache.get(ckey)
+                if cols_ is None:
+                    try:
+                        planned = plan(shape, to_sharding(a, rank), to_sharding(b, rank), mesh).predicted_collectives()
+                    except Exception:  # noqa: BLE001 - a pair the planner cannot express is priced as a gather-all
+                        planned = []
+                    cols_ = cache[ckey] = tuple(col for col in planned if col.kind in COMBINABLE_KINDS and col.mesh_axes)
                 saved = cache[key] = float(sum(latency_saving(mesh, col, latency_share(col.nbytes, members))
-                                               for col in cols_ if col.kind in COMBINABLE_KINDS and col.mesh_axes))
+                                               for col in cols_))
             if saved > 0:
                 if out is None:
                     out = np.zeros((len(srcs), len(dsts)), dtype=np.float64)
