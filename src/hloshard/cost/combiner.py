@@ -241,14 +241,17 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
             du.setdefault(b, []).append(q)
     out = None
     axes = {spec: frozenset(x for d in spec for x in d) for spec in list(su) + list(du)}
-    for a, rows in su.items():
-        for b, cols in du.items():
+    moves = None
+    if costs is not None and su and du:   # (source spec, target spec) -> some pair of them moves data
+        pos = (costs > 0) & (costs < inf)
+        by_src = np.stack([pos[rows].any(axis=0) for rows in su.values()])
+        moves = np.stack([by_src[:, cols].any(axis=1) for cols in du.values()], axis=1)
+    for ai, (a, rows) in enumerate(su.items()):
+        for bi, (b, cols) in enumerate(du.items()):
             if a == b or axes[a] <= axes[b]:
                 continue   # no mesh axis of the source is dropped: nothing is gathered
-            if costs is not None:
-                c = costs[np.ix_(rows, cols)]
-                if not np.any((c > 0) & (c < inf)):
-                    continue
+            if moves is not None and not moves[ai, bi]:
+                continue
             key = (skey, a, b, members)
             saved = cache.get(key)
             if saved is None:
