@@ -70,6 +70,16 @@ def test_edge_saving_is_alpha_times_the_rest_of_the_share_per_gather():
     assert s[0, 0] == pytest.approx(want)
     assert s[1, 1] == 0.0 and s[0, 1] == 0.0       # the same spec; replicated -> split slices locally
     assert edge_savings(mesh, shape, [split], [rep], minfo.to_sharding, 1, {}) is None
+    # one build's cache holds a pair's collectives for every class size: a class of 3 after one of 6
+    # saves what a fresh cache says for 3, not the 6's saving
+    cache: dict = {}
+    edge_savings(mesh, shape, [split, rep], [rep, split], minfo.to_sharding, 6, cache)
+    s3 = edge_savings(mesh, shape, [split, rep], [rep, split], minfo.to_sharding, 3, cache)
+    assert s3[0, 0] == latency_saving(mesh, cols[0], latency_share(cols[0].nbytes, 3)) < s[0, 0]
+    np.testing.assert_array_equal(s3, edge_savings(mesh, shape, [split, rep], [rep, split], minfo.to_sharding, 3, {}))
+    # a pair whose resharding costs nothing (or is not allowed) saves nothing
+    costs = np.array([[0.0, 1.0], [np.inf, 0.0]])
+    assert edge_savings(mesh, shape, [split, rep], [rep, split], minfo.to_sharding, 6, {}, costs=costs) is None
     _, bare = _mesh(None)
     assert edge_savings(bare, shape, [split], [rep], MeshInfo(bare).to_sharding, 6, {}) is None
 

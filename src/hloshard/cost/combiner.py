@@ -219,7 +219,7 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
     the spec's :class:`~hloshard.hlo.sharding.HloSharding`; ``costs``: the edge's matrix, its zero or
     infinite entries skipped (nothing moves / not allowed), and pairs whose target keeps every mesh axis
     of the source (no gather: a slice, a permute or an all-to-all).  ``cache``: a dict kept for one build
-    (``(shape, src, dst, members)`` -> saving).  None when nothing is saved (no device prices, a class
+    (``(shape, src, dst, members)`` -> saving, ``(shape, src, dst)`` -> the pair's combinable collectives).  None when nothing is saved (no device prices, a class
     of one, no collective)."""
     import numpy as np
 
@@ -241,23 +241,30 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
             du.setdefault(b, []).append(q)
     out = None
     axes = {spec: frozenset(x for d in spec for x in d) for spec in list(su) + list(du)}
-    for a, rows in su.items():
-        for b, cols in du.items():
+    moves = None
+    if costs is not None and su and du:   # (source spec, target spec) -> some pair of them moves data
+        pos = (costs > 0) & (costs < inf)
+        by_src = np.stack([pos[rows].any(axis=0) for rows in su.values()])
+        moves = np.stack([by_src[:, cols].any(axis=1) for cols in du.values()], axis=1)
+    for ai, (a, rows) in enumerate(su.items()):
+        for bi, (b, cols) in enumerate(du.items()):
             if a == b or axes[a] <= axes[b]:
                 continue   # no mesh axis of the source is dropped: nothing is gathered
-            if costs is not None:
-                c = costs[np.ix_(rows, cols)]
-                if not np.any((c > 0) & (c < inf)):
-                    continue
+            if moves is not None and not moves[ai, bi]:
+                continue
             key = (skey, a, b, members)
             saved = cache.get(key)
             if saved is None:
-                try:
-                    cols_ = plan(shape, to_sharding(a, rank), to_sharding(b, rank), mesh).predicted_collectives()
-                except Exception:  # noqa: BLE001 - a pair the planner cannot express is priced as a gather-all
-                    cols_ = []
+                ckey = (skey, a, b)   # the pair's combinable collectives, whatever the class size
+                cols_ = cache.get(ckey)
+                if cols_ is None:
+                    try:
+                        planned = plan(shape, to_sharding(a, rank), to_sharding(b, rank), mesh).predicted_collectives()
+                    except Exception:  # noqa: BLE001 - a pair the planner cannot express is priced as a gather-all
+                        planned = []
+                    cols_ = cache[ckey] = tuple(col for col in planned if col.kind in COMBINABLE_KINDS and col.mesh_axes)
                 saved = cache[key] = float(sum(latency_saving(mesh, col, latency_share(col.nbytes, members))
-                                               for col in cols_ if col.kind in COMBINABLE_KINDS and col.mesh_axes))
+                                               for col in cols_))
             if saved > 0:
                 if out is None:
                     out = np.zeros((len(srcs), len(dsts)), dtype=np.float64)

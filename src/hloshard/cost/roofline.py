@@ -59,7 +59,7 @@ from .combiner import _topological
 from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, conv_batch_factor, fusion_rule, shared_join, sibling_key
 
-__all__ = ["kernel_reads", "prefetched", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -357,28 +357,58 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     ``rule``: the backend's fusion rule (:func:`hloshard.cost.tpu_fusion.fusion_rule`; the CPU's by
     default); ``tile_of``: instruction -> the per-device dims of its result under the plan (None: not
     known, no batch-tile factor)."""
+    return hbm_total(instr, hbm_terms(instr, rule), size_of, rule, tile_of)
+
+
+def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
+    """What :func:`hbm_bytes` of ``instr`` adds up under ``rule``, with the sizes left out (they depend on
+    the plan, the rest only on the module): ``("zero",)``, ``("prefetch", prefetched)`` (an entry
+    parameter under a prefetching rule), ``("slice",)`` or ``("kernel", head, reads, conv)`` (the buffer
+    whose size is the result's, the buffers of :func:`kernel_reads` it reads, in order, and whether the
+    convolution batch-tile factor applies).  Computed once per instruction by a caller that prices many
+    plans of it (:func:`hloshard.strategy.base.price_roofline`); :func:`hbm_total` evaluates it."""
     if instr.opcode == "parameter" and rule.prefetch_parameters:
-        size = float(size_of(instr))
-        return PREFETCH_COPY_FACTOR * size if size <= PREFETCH_MAX_BYTES and prefetched(instr, rule) else 0.0
+        return ("prefetch", prefetched(instr, rule))
     if instr.opcode in NO_TRAFFIC:
-        return 0.0
+        return ("zero",)
     if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
-        return 0.0
+        return ("zero",)
     if rule.absorbed_by(instr) is not None:
-        return 0.0
+        return ("zero",)
     if instr.opcode in SLICES:
-        return 2.0 * float(size_of(instr))
+        return ("slice",)
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1
     tail = rule.epilogue(instr)
-    total = float(size_of(instr.operands[1] if in_place else (instr if tail is None else tail)))
+    head = instr.operands[1] if in_place else (instr if tail is None else tail)
     shared = read_by_earlier_sibling(instr, rule) | multi_output_skips(instr, rule)
+    reads = []
     for o, k in kernel_reads(instr, rule):
         if (in_place and k == 0) or id(o) in shared:
             continue
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
+        reads.append(o)
+    return ("kernel", head, tuple(reads), bool(rule.conv_batch_tile and instr.opcode == "convolution"))
+
+
+def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUSION,
+              tile_of: Callable | None = None) -> float:
+    """:func:`hbm_bytes` of ``instr`` from its :func:`hbm_terms` ``terms`` (under the same ``rule``) and
+    the plan's ``size_of`` / ``tile_of`` (as :func:`hbm_bytes` takes them): bytes per device, one
+    execution."""
+    kind = terms[0]
+    if kind == "zero":
+        return 0.0
+    if kind == "prefetch":
+        size = float(size_of(instr))
+        return PREFETCH_COPY_FACTOR * size if size <= PREFETCH_MAX_BYTES and terms[1] else 0.0
+    if kind == "slice":
+        return 2.0 * float(size_of(instr))
+    _, head, reads, conv = terms
+    total = float(size_of(head))
+    for o in reads:
         total += float(size_of(o))
-    if tile_of is not None and rule.conv_batch_tile and instr.opcode == "convolution":
+    if tile_of is not None and conv:
         total *= conv_batch_factor(instr, tile_of(instr), rule)
     return total
 

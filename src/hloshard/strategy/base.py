@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Iterable, Sequence
 
-from ..cost.roofline import hbm_bytes, kernel_reads
-from ..cost.tpu_fusion import windowed_einsum_bytes, windowed_reread_operand
+from ..cost.roofline import hbm_terms, hbm_total, kernel_reads
+from ..cost.tpu_fusion import CPU_FUSION, windowed_einsum_bytes, windowed_reread_operand
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -599,7 +599,7 @@ def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
 
 
 def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict,
-                       fusion=None) -> float:
+                       fusion=None, terms: tuple | None = None) -> float:
     """HBM bytes one device moves for one execution of ``instr`` under strategy ``st``: the roofline's
     rule (:func:`hloshard.cost.roofline.hbm_bytes`: the memory model's fusion rule, 0 when XLA fuses
     ``instr`` into its consumers) with the sizes this strategy implies: its result at ``st.out``, an
@@ -610,7 +610,9 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``);
     ``fusion``: the device's fusion rule (:attr:`hloshard.cost.roofline.RooflinePrices.fusion`; None:
     the CPU backend's); under the TPU's rule a dot strategy that scatters its partial sums also pays
-    the windowed einsum's extra reads (:func:`windowed_dot_bytes`)."""
+    the windowed einsum's extra reads (:func:`windowed_dot_bytes`).  ``terms``: ``instr``'s
+    :func:`hloshard.cost.roofline.hbm_terms` under ``fusion`` when the caller has them (None: computed
+    here)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
 
@@ -633,8 +635,11 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
             mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
         return whole * (mine / total if total else 1.0)
 
-    total = hbm_bytes(instr, size_of) if fusion is None else \
-        hbm_bytes(instr, size_of, fusion, lambda x: minfo.tile_dims(x.shape.dims, out) if x is instr and is_array(x.shape) else None)
+    rule = CPU_FUSION if fusion is None else fusion
+    if terms is None:
+        terms = hbm_terms(instr, rule)
+    total = hbm_total(instr, terms, size_of) if fusion is None else \
+        hbm_total(instr, terms, size_of, fusion, lambda x: minfo.tile_dims(x.shape.dims, out) if x is instr and is_array(x.shape) else None)
     return total + windowed_dot_bytes(instr, st, operands, minfo, fusion)
 
 
@@ -672,12 +677,13 @@ def price_roofline(group, minfo: MeshInfo) -> None:
     operands = group.ops()
     fusion = prices.fusion
     origin = {id(b): k for b, k in kernel_reads(instr, fusion)} if group.operands is None else {}
+    terms = hbm_terms(instr, fusion)   # the fusion decisions: once per instruction, not per strategy
     out = []
     for st in group.strategies:
         if st.flops is not None:      # already priced (a group built twice)
             out.append(st)
             continue
         flops = st.compute / COMPUTE_COST_PER_FLOP
-        b = strategy_hbm_bytes(instr, st, operands, minfo, origin, fusion)
+        b = strategy_hbm_bytes(instr, st, operands, minfo, origin, fusion, terms)
         out.append(replace(st, compute=prices.units(instr, flops, b), flops=flops))
     group.strategies = out
