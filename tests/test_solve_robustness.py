@@ -251,7 +251,10 @@ def test_report_written_on_timeout(tmp_path, monkeypatch):
     assert r.exit_code == 3, r.output
     report = json.loads(rep.read_text())
     assert report["status"] == "timeout"
-    assert "within the time limit (1 s)" in report["explanation"]
+    # the solver's own seconds said once, and the limit they came from (round 18: "within the time limit
+    # (5.43 s) ... the solver had 0.5 s" in one sentence confused a new user)
+    assert "no feasible solution found in the solver's" in report["explanation"]
+    assert "of the time limit of 1 s" in report["explanation"]
 
 
 # --------------------------------------------------------------------------- objective == cost of output

@@ -227,7 +227,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             spent = (f"the cost graph was built before" if built else
                      f"building the cost graph took {t1 - t0:.1f} s")
-            exc.args = (f"no feasible solution found in the solver's {solver_limit:g} s ({spent}; of the time "
+            exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; of the time "
                         f"limit of {given_limit:g} s, {reprice:.1f} s are kept for re-pricing the plan)",)
         raise
     choice = list(sol.strategies)
