@@ -24,6 +24,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 
 __all__ = ["partition_specs", "spec_json", "xla_propagate", "source_location"]
 
@@ -172,8 +173,13 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
             instr.sharding = sh
         for instr, md in meta.items():
             instr.set_attr("metadata", md)
-    data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices}, num_devices, timeout,
-                         what="XLA sharding propagation", flag="--partition-specs", child=child)
+    # the dump folder is the parent's: the child ends by os._exit as soon as the propagation's dump is
+    # written, while its compile may still be writing more, so only here, after it has exited, can the
+    # folder be removed (the child removing it raced with those writes: 1,748 folders left in /tmp)
+    with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
+        data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices, "dump": dump},
+                             num_devices, timeout, what="XLA sharding propagation", flag="--partition-specs",
+                             child=child)
     if data.get("error"):
         raise InputError(f"XLA sharding propagation failed: {data['error']}")
     prop = parse_module(data["text"], "<xla propagation>")
@@ -293,8 +299,6 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     partitioner's dump appears (XLA writes each dump whole, so the propagation's is complete then): the
     rest of the compile -- the CPU backend's passes and code generation, ~90% of it on keras-hub's 4-layer
     Gemma (0.3 s of 6.5 s, round 12) -- is of no use here."""
-    import shutil
-    import tempfile
     import threading
 
     import jax.extend.backend
@@ -306,12 +310,10 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     jax.extend.backend.get_backend("cpu")
     request = json.load(sys.stdin)
 
-    def answer(out: dict, dump: str) -> None:
+    def answer(out: dict) -> None:
         sys.stdout.write(json.dumps(out))
         sys.stdout.flush()
-        # os._exit skips the TemporaryDirectory's cleanup: remove the dump first
-        shutil.rmtree(dump, ignore_errors=True)
-        os._exit(0)   # not sys.exit: the compile is still running in the main thread
+        os._exit(0)   # not sys.exit: the compile is still running in the main thread (the parent removes the dump)
 
     def propagated(dump: str):
         files = sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))
@@ -325,21 +327,21 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
             if glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")):
                 text = propagated(dump)
                 if text is not None:
-                    answer({"text": text}, dump)
+                    answer({"text": text})
 
-    with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
-        stop = threading.Event()
-        watcher = threading.Thread(target=watch, args=(dump, stop), daemon=True)
-        watcher.start()
-        try:
-            compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation|spmd-partitioning")
-            text = propagated(dump)
-            out = {"text": text} if text is not None else {"error": "no sharding-propagation dump"}
-        except Exception as exc:  # noqa: BLE001
-            out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-        stop.set()
-        watcher.join()
-        json.dump(out, sys.stdout)
+    dump = request["dump"]   # the parent's folder (xla_propagate), removed by it once this process has ended
+    stop = threading.Event()
+    watcher = threading.Thread(target=watch, args=(dump, stop), daemon=True)
+    watcher.start()
+    try:
+        compile_with_dump(request["text"], int(request["n"]), dump, "sharding-propagation|spmd-partitioning")
+        text = propagated(dump)
+        out = {"text": text} if text is not None else {"error": "no sharding-propagation dump"}
+    except Exception as exc:  # noqa: BLE001
+        out = {"error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    stop.set()
+    watcher.join()
+    json.dump(out, sys.stdout)
     return 0
 
 if __name__ == "__main__":  # pragma: no cover
