@@ -502,7 +502,6 @@ class Site:
         return [int(x) for x in sol.strategies]
 
 
-
 class SolveSpace:
     """The strategy groups ``solve`` builds for a module (``hloshard solve --keep-shardings io``, its
     default: the annotations of parameters and outputs kept, every other instruction free):
@@ -521,7 +520,6 @@ class SolveSpace:
             copy = parse_module(print_module(self.module), "<solve space>")
             graph = build_graph(copy, self.mesh, keep="io")
             self._groups = {i.name: g for i, g in graph.ctx.groups.items()}
-            self._ctx = graph.ctx
         return self._groups.get(name)
 
     def leaf_specs(self, name: str) -> list:
