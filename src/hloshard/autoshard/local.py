@@ -1,5 +1,5 @@
 """Local re-building and re-pricing of a few instructions on top of the cost graph ``hloshard cost``
-built for a module (``explain``'s alternatives).
+built for a module (``explain``'s alternatives, ``solve``'s post-solve local moves).
 
 ``hloshard cost`` of a module is the deterministic solve of its cost graph with every annotation kept
 (:func:`hloshard.autoshard.evaluate_module`).  When only a few instructions change sharding, only the
@@ -27,15 +27,11 @@ cost graph separates.  Where an unannotated instruction next to them could also 
 ``cost`` may find a lower total (this is an upper bound).  Costs in cost units (float, no integer
 rounding), memory in bytes per device.
 
-Against ``solve``'s space (:class:`SolveSpace`, :func:`follower_breaks`, :func:`strategies_unlisted`,
-:func:`rematerialized_moved`): ``hloshard cost`` prices a written module in which every instruction is
-annotated, so its plans include some that ``solve``'s graph (parameters and outputs kept, the rest free)
-does not hold or prices higher: an annotated instruction may reshard an operand it would follow, and
-takes the strategy XLA realizes from its operands' layouts.  The GNN of new user 17 (finding 12): the
-kept re-solve of ``scatter-add.45`` gives -98,368.10 = -65,536.10 (the weight all-to-all instead of its
-all-gather) - 32,768 (``dot_general.45`` fully tiled) - 131,137.10 + 131,073.10 (the all-gather moved
-from ``add.99 -> add.100`` to ``add.100 -> add.104``), and ``solve`` builds ``add.104`` as a follower of
-``add.100``: that move is not in its space.
+One local re-solve for ``explain`` (:mod:`hloshard.explain_instruction`'s alternatives; its checks against
+``solve``'s space stay in :mod:`hloshard.explain_local`) and for ``solve``'s post-solve pass
+(:func:`improve_written`, ``solve --local-moves``), which writes the moves that lower the module's
+total: the GNN of new user 17 (finding 12), where explain's kept re-solve of ``scatter-add.45`` found
+-98,368.10 outside solve's space (``add.104`` is built as a follower of ``add.100`` there).
 """
 
 from __future__ import annotations
