@@ -518,7 +518,11 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
         from .local import improve_written
 
+        before = written.total_cost
         written, result.local_moves = improve_written(module, mesh, written, deadline=deadline)
+        if result.local_moves:
+            graph.warnings.append(f"local moves changed {len(result.local_moves)} annotations of the written module "
+                                  f"(outside the solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")
     if written is not None and memory_budget is not None and \
             written.evaluation.peak_memory > model_limit(memory_budget, getattr(mesh, "memory_device", None)):
         # a budget is a promise about the written module: never report the solver's figure instead
