@@ -1,31 +1,6 @@
-"""Local re-building and re-pricing of a few instructions on top of the cost graph ``hloshard cost``
-built for a module (``explain``'s alternatives).
-
-``hloshard cost`` of a module is the deterministic solve of its cost graph with every annotation kept
-(:func:`hloshard.autoshard.evaluate_module`).  When only a few instructions change sharding, only the
-strategy groups of those instructions and of their users change (a user fixed by its annotation keeps
-the strategies XLA's partitioner realizes from its operands' layouts, ``strategy.registry._realized``,
-so it must be re-built too); every other group, node cost and edge is the same.  :class:`Site` re-builds
-exactly those groups with the registry (``strategy.registry.build_group``) in a copy of the build
-context whose other groups are the as-given ones, and prices them:
-
-* node costs: ``(compute + communication) * executions`` of each re-built group's strategies,
-* edges: the resharding matrices into each re-built group from all its operands, and from re-built
-  groups into the groups that read them without being re-built (tuples, loop states), as
-  :func:`hloshard.autoshard.build_graph` forms them (``_Resharder`` matrices, follower edges diagonal),
-* alias constraints (``input_output_alias``, ``shard_as``) of the re-built nodes: the same sharding on
-  both sides,
-
-with every group that is not re-built at the as-given choice.  :meth:`Site.solve` minimises the sum over
-the re-built groups (exhaustively when small, else the same CP-SAT solver on a small problem) and
-returns it with the as-given value of the same terms (:meth:`Site.given_terms`), so that
-``new - given`` is the change of the module's total cost.
-
-Exactness: equal to ``hloshard cost`` of the module written with the new shardings when the
-instructions next to the re-built ones are annotated (XLA's propagation, a solved module): then the
-cost graph separates.  Where an unannotated instruction next to them could also change its strategy,
-``cost`` may find a lower total (this is an upper bound).  Costs in cost units (float, no integer
-rounding), memory in bytes per device.
+"""Explain's checks of a re-priced plan against ``solve``'s strategy space; the local re-building and
+re-pricing itself (:class:`Pricing`, :class:`Site`, :func:`edges_into`) is :mod:`hloshard.autoshard.local`
+(re-exported here), which ``solve``'s post-solve local moves use too.
 
 Against ``solve``'s space (:class:`SolveSpace`, :func:`follower_breaks`, :func:`strategies_unlisted`,
 :func:`rematerialized_moved`): ``hloshard cost`` prices a written module in which every instruction is
