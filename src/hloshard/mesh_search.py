@@ -347,8 +347,12 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
         return {"status": "skipped", "seconds": 0.0,
                 "message": "the time limit had passed before its turn came (not solved)"}
     try:
+        # in wall-clock mode the candidate's own solve ends by the search's deadline too (as `solve
+        # --time-limit` does: its fine build stopped, its solver cut, when its build runs longer than the
+        # first candidate's rate predicted)
+        timed = dict(deadline=deadline, stop_build=True) if deadline is not None else {}
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
-                              **options)
+                              **timed, **options)
     except SolveFailed as exc:
         return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
                 "seconds": time.monotonic() - t0}
