@@ -553,14 +553,11 @@ def freeable(instr, target, module, pins: bool = True) -> bool:
 
 
 def same_spec(a, b) -> bool:
-    """Two output specs are the same layout (mesh specs by value, raw shardings by text)."""
-    from ..strategy.base import is_mesh_spec
+    """Two output specs are the same layout (mesh specs by value, raw shardings by text): the
+    registry's own comparison (``strategy.registry._same``)."""
+    from ..strategy.registry import _same
 
-    if is_mesh_spec(a) and is_mesh_spec(b):
-        return a == b
-    if is_mesh_spec(a) or is_mesh_spec(b):
-        return False
-    return a == b
+    return _same(a, b)
 
 
 def spec_key(spec):
