@@ -63,10 +63,10 @@ def test_neighbourhood_resolve_is_the_enumerated_optimum(monkeypatch, limit):
     """The neighbourhood re-solve (t, s, d built without annotations, the rest as given) is, for each
     sharding of s, the best of all strategy combinations of the re-built groups (brute force over
     Site.value), both through CP-SAT (limit 0) and the exhaustive path."""
-    from hloshard import explain_local
+    from hloshard.autoshard import local
     from hloshard.explain_local import Pricing
 
-    monkeypatch.setattr(explain_local, "ENUMERATE_LIMIT", limit)
+    monkeypatch.setattr(local, "ENUMERATE_LIMIT", limit)   # the local re-solve lives in autoshard.local
     mesh = DeviceMesh.parse("4")
     module = parse_module(CHAIN)
     given = evaluate_module(module, mesh)

@@ -23,7 +23,9 @@ def test_a_candidate_not_started_by_the_deadline_is_skipped():
 
 
 def test_many_candidates_end_near_the_limit():
-    search = search_meshes(parse_module(DOT), "dot.hlo", devices=4096, time_limit=2.0, workers=1)
+    # 0.5 s: since round 19 each candidate's solve ends by the search's deadline too, and the 67 of this
+    # module take about 0.02 s each (1.2 s in all at load 6.4), so a 2 s limit no longer skips any
+    search = search_meshes(parse_module(DOT), "dot.hlo", devices=4096, time_limit=0.5, workers=1)
     statuses = [t.status for t in search.trials]
     assert len(statuses) >= 60
     skipped = [t for t in search.trials if t.status == "skipped"]

@@ -51,8 +51,13 @@ from .errors import HloSyntaxError, InputError, UsageError
 from .textout import print_table
 from .units import counted
 
-#: most instructions re-solved around the explained one (keeps each re-solve a small exact CP-SAT model)
-MAX_FREE = 40
+# the neighbourhood, what may be freed in it and its kept re-solve: the solver side's (autoshard.local,
+# solve's post-solve improvement pass uses them too)
+from .autoshard.local import MAX_FREE, LocalSearch, neighbourhood  # noqa: F401
+from .autoshard.local import freeable as _freeable
+from .autoshard.local import same_spec as _same_spec
+from .autoshard.local import spec_key as _spec_key
+
 #: most distinct output shardings re-solved as alternatives (beyond it the locally cheapest are kept)
 MAX_CANDIDATES = 24
 #: alternatives priced exactly (as the written module) per row listed, and at least
@@ -198,64 +203,8 @@ def find_instruction(module, name: str, filename: str | None = None):
     raise InputError(f"no instruction named {name!r}{' in ' + filename if filename else ''}{hint}")
 
 
-def neighbourhood(instr, allowed: set, radius: int = 2, limit: int = MAX_FREE) -> list:
-    """Instructions within ``radius`` operand/user steps of ``instr`` (itself first, then by distance,
-    in operand-then-user order), restricted to ``allowed`` (ids), at most ``limit``."""
-    seen = {id(instr)}
-    out = [instr]
-    frontier = deque([(instr, 0)])
-    while frontier and len(out) < limit:
-        cur, d = frontier.popleft()
-        if d >= radius:
-            continue
-        for nxt in list(cur.operands) + list(cur.users):
-            if id(nxt) in seen or id(nxt) not in allowed:
-                continue
-            seen.add(id(nxt))
-            out.append(nxt)
-            frontier.append((nxt, d + 1))
-            if len(out) >= limit:
-                break
-    return out
-
-
-def _freeable(instr, target, module) -> bool:
-    if instr is target:
-        return True
-    entry = module.entry
-    if instr.parent is entry and (instr.opcode == "parameter" or instr is entry.root):
-        return False  # the program's interface stays as the user wrote it
-    if instr.is_sharding_constraint and not _SOLVE_PIN.search(instr.name):
-        return False  # a user's constraint (with_sharding_constraint): solve keeps it (user_shardings)
-    sh = instr.sharding
-    return sh is None or isinstance(sh, str) or not (sh.is_manual or sh.is_maximal)
-
-
-#: the names of the Sharding custom-calls ``solve`` writes itself (``strategy.realize``: operand pins
-#: ``NAME.pin``, loop-state ``.sh``, transpose ``.tpin``; a number when the name was taken): its cost graph
-#: has none (a pin's layout is its user's operand requirement there), so explain re-solves them freely;
-#: every other Sharding custom-call is the user's and is kept, as ``solve`` keeps it
-_SOLVE_PIN = re.compile(r"\.(pin|sh|tpin)(\.?\d+)?$")
-
-
 # ------------------------------------------------------------------------------------------------
 # spec helpers
-
-
-def _same_spec(a, b) -> bool:
-    from .strategy.base import is_mesh_spec
-
-    if is_mesh_spec(a) and is_mesh_spec(b):
-        return a == b
-    if is_mesh_spec(a) or is_mesh_spec(b):
-        return False
-    return a == b
-
-
-def _spec_key(spec):
-    from .strategy.base import is_mesh_spec
-
-    return spec if is_mesh_spec(spec) or spec is None else ("raw", str(spec))
 
 
 def _nodes_of(graph, instr) -> list:
@@ -550,11 +499,11 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     return Explanation(data, notes=notes, cost_result=given)
 
 
-class _Search:
+class _Search(LocalSearch):
     """The alternatives of ``target``: for an output sharding of it, the neighbourhood ``free`` (built
     without annotations, their users with theirs) is re-solved exactly with everything else at the
     as-given choice; the shardings that solve gives, and the target's sharding alone, are then each
-    priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.explain_local.Site`:
+    priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.autoshard.local.LocalSearch`:
     the changed instructions and their users re-built with the new annotations) and the cheaper is
     reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module.
     ``space``: the groups ``solve`` builds for the module (:class:`hloshard.explain_local.SolveSpace`);
@@ -562,24 +511,14 @@ class _Search:
     (:meth:`_breaks`; empty for a plan that is not cheaper, or when ``space`` is None)."""
 
     def __init__(self, pricing, target, free, space=None):
-        self.pricing, self.target, self.free = pricing, target, list(free)
+        super().__init__(pricing, target, free)
         self.space = space
-        g1, c1 = pricing.graph, pricing.choice
-        self.given_spec = {i: g1.nodes[g1.ctx.groups[i].node].strategies[c1[g1.ctx.groups[i].node]].out
-                           for i in self.free}
-        users = [u for i in self.free for u in i.users if pricing.plain(u)]
-        self.site = pricing.site(self.free + users, free=self.free, estimate=True)
         if self.site is None:
             return
-        self.k_target = self.site.instrs.index(target)
-        self.free_k = [self.site.instrs.index(i) for i in self.free]
+        g1, c1 = pricing.graph, pricing.choice
         self._priced: dict = {}
-        self._resolved: dict = {}
         self._sizes = [int(u[c]) for u, c in zip(g1.problem.node_usages, c1)]
         self._peak = int(peak_usage(g1.problem.intervals, self._sizes)[0])
-
-    def _outs(self, k: int) -> list:
-        return [st.out for st in self.site.groups[k].strategies]
 
     def offers(self, spec) -> bool:
         return any(_same_spec(o, spec) for o in self._outs(self.k_target))
@@ -597,24 +536,6 @@ class _Search:
             if k not in best or c < best[k]:
                 best[k], specs[k] = c, o
         return [specs[k] for k in sorted(best, key=lambda k: (best[k], str(k)))]
-
-    def resolve(self, spec):
-        """Re-solve the neighbourhood with the target sharded ``spec``: ``(estimate, config)`` with the
-        estimate the re-solved neighbourhood's own objective (cost units; its users' realization not
-        modelled, so only for ranking) and config the output spec per free instruction; None when
-        nothing is allowed."""
-        key = _spec_key(spec)
-        if key in self._resolved:
-            return self._resolved[key]
-        masks = {self.k_target: np.array([_same_spec(o, spec) for o in self._outs(self.k_target)])}
-        out = None
-        if masks[self.k_target].any():
-            pick = self.site.solve(masks, self.pricing.graph.cost_scale)
-            if pick is not None:
-                est = sum(self.site.value(pick).values())
-                out = (est, {i: self.site.groups[k].strategies[pick[k]].out for i, k in zip(self.free, self.free_k)})
-        self._resolved[key] = out
-        return out
 
     def best(self, spec):
         """The best of (the re-solved neighbourhood, the target alone) for the target sharded ``spec``,
@@ -637,30 +558,22 @@ class _Search:
 
     def price(self, changes: dict):
         """Exact change of the module's total cost when the instructions of ``changes`` (instruction ->
-        output spec) are annotated with those shardings; None when no strategy choice allows it."""
+        output spec) are annotated with those shardings (:meth:`LocalSearch.price_changes`), with the
+        target's strategy and the peak's change; None when no strategy choice allows it."""
         key = tuple(sorted((i.name, str(_spec_key(o))) for i, o in changes.items()))
         if key in self._priced:
             return self._priced[key]
-        p, g1 = self.pricing, self.pricing.graph
-        minfo = g1.ctx.minfo
-        shardings = {i: minfo.to_sharding(o, len(i.shape.dims)) for i, o in changes.items()}
-        users = [u for i in changes for u in i.users if p.plain(u)]
-        site = p.site(list(changes) + users, shardings=shardings, cascade=True)
+        core = self.price_changes(changes)
         result = None
-        if site is not None:
-            pick = site.solve(None, g1.cost_scale)
-            if pick is not None:
-                new = site.value(pick)
-                if all(np.isfinite(v) for v in new.values()):
-                    old = p.given_terms(site.instrs)
-                    k = site.instrs.index(self.target)
-                    st = site.groups[k].strategies[pick[k]]
-                    changed = [{"instruction": i.name, "from": str(minfo.to_sharding(self.given_spec[i], len(i.shape.dims))),
-                                "to": str(shardings[i])} for i in site.instrs if i in changes and i is not self.target]
-                    result = {"change": {kk: new[kk] - old[kk] for kk in new}, "changed": changed,
-                              "strategy": st.name, "memory": int(st.memory),
-                              "peak_memory_change": self._peak_change(site, pick),
-                              "_plan": (changes, site, pick)}
+        if core is not None:
+            site, pick, change, shardings = core
+            minfo = self.pricing.graph.ctx.minfo
+            k = site.instrs.index(self.target)
+            st = site.groups[k].strategies[pick[k]]
+            changed = [{"instruction": i.name, "from": str(minfo.to_sharding(self.given_spec[i], len(i.shape.dims))),
+                        "to": str(shardings[i])} for i in site.instrs if i in changes and i is not self.target]
+            result = {"change": change, "changed": changed, "strategy": st.name, "memory": int(st.memory),
+                      "peak_memory_change": self._peak_change(site, pick), "_plan": (changes, site, pick)}
         self._priced[key] = result
         return result
 

@@ -177,7 +177,8 @@ def _work(counts: list[int]) -> int:
 def search_meshes(module, filename: str, devices: int | None = None, alpha=None, beta=None,
                   keep: str = "io", memory_budget: int | None = None, max_padding: float | None = None,
                   time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
-                  progress=None, pin_operands: bool = False, device: str | None = None) -> MeshSearch:
+                  progress=None, pin_operands: bool = False, device: str | None = None,
+                  local_moves: bool = False) -> MeshSearch:
     """Solve ``module`` (an IR module, or HLO text parsed here) on every candidate mesh (module
     docstring), pick the best and write its shardings into the module (in place).
 
@@ -269,11 +270,14 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     jobs = _jobs(workers, len(run))
     if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
         shares = {i: float(time_limit) / len(order) for i in run}
+        reserve = 0.0
     else:
         rounds = max(1, math.ceil(len(run) / jobs))
         longest = max((rate * layouts[i] for i in run), default=0.0) if rate is not None else 0.0
-        shares = {i: max(1.0, (float(time_limit) - elapsed - longest) / rounds) for i in run}
-    deadline = None if deterministic else start + float(time_limit)   # candidates not started by then: skipped
+        reserve = final_reserve(trials[head].result, longest if jobs > 1 else 0.0)
+        shares = {i: max(1.0, (float(time_limit) - elapsed - longest - reserve) / rounds) for i in run}
+    # candidates not started by then are skipped; the picked one's writing and re-pricing come after it
+    deadline = None if deterministic else start + float(time_limit) - reserve
     if jobs > 1:
         _solve_in_parallel(first, meshes, run, shares, options, jobs, trials, deadline)
     else:
@@ -291,11 +295,26 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     best = out.trials[out.best_index]
     if best.result is None:   # solved in a forked process
         best.result = _rebuild(best, memory_budget, keep)
-    apply_solution(best.result, best.module, best.mesh, pin_operands, memory_budget)
+    apply_solution(best.result, best.module, best.mesh, pin_operands, memory_budget, local_moves=local_moves,
+                   deadline=None if deterministic else start + float(time_limit))
     if best.result.written is not None:
         best.objective = float(best.result.written.evaluation.total)
         best.peak_memory = int(best.result.written.evaluation.peak_memory)
     return out
+
+
+def final_reserve(head_result, rebuild: float) -> float:
+    """Seconds kept from ``--mesh auto``'s limit for what follows the candidates' solves: the picked
+    plan written and priced as ``hloshard cost`` prices it (``autoshard.solve.REPRICE_SHARE`` x the first
+    candidate's build, the cheapest strategy space: the re-pricing reserve ``solve_module`` keeps, from
+    its 1-D build) and, when candidates are solved in forked processes, ``rebuild``: the picked one's
+    cost graph built again here (the caller's estimate of the longest such build).  0 without a first
+    result (nothing measured)."""
+    from .autoshard.solve import REPRICE_SHARE
+
+    if head_result is None:
+        return float(rebuild)
+    return REPRICE_SHARE * float(head_result.seconds_build) + float(rebuild)
 
 
 def _timed_mesh(module, spec: str, device: str):
@@ -328,8 +347,12 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
         return {"status": "skipped", "seconds": 0.0,
                 "message": "the time limit had passed before its turn came (not solved)"}
     try:
+        # in wall-clock mode the candidate's own solve ends by the search's deadline too (as `solve
+        # --time-limit` does: its fine build stopped, its solver cut, when its build runs longer than the
+        # first candidate's rate predicted)
+        timed = dict(deadline=deadline, stop_build=True) if deadline is not None else {}
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
-                              **options)
+                              **timed, **options)
     except SolveFailed as exc:
         return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
                 "seconds": time.monotonic() - t0}

@@ -66,6 +66,9 @@ class SolveResult:
     #: the solver's time limit after :func:`solve_module`'s ``deadline`` took the build into account
     #: (seconds; None: ``time_limit`` as given)
     solver_time_limit: float | None = None
+    #: the annotations the post-solve local moves changed (``solve_module(local_moves=True)``):
+    #: ``(instruction name, old sharding text or None, new sharding text)``
+    local_moves: list = dataclasses.field(default_factory=list)
 
     @property
     def objective(self) -> float:
@@ -103,7 +106,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
+                 local_moves: bool = False) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -139,6 +143,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``graph``: the cost graph of ``module`` on ``mesh`` for ``keep`` and ``memory_budget``, built before (e.g.
     :func:`hloshard.autoshard.build.with_memory_budget` of an earlier solve's graph): used instead of a
     build (no coarse solve then; the re-pricing reserve is that of the build it came from).
+    ``local_moves``: after the written module is priced, lower it by local moves
+    (:func:`hloshard.autoshard.local.improve_written`; by the ``deadline`` in wall-clock mode).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -250,7 +256,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
-        apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
+        apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate, local_moves=local_moves,
+                       deadline=None if deterministic else deadline)
     result.seconds_solve = time.monotonic() - t1
     return result
 
@@ -460,10 +467,11 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
 
 
 def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False, memory_budget: int | None = None,
-                   reevaluate: bool = True) -> SolveResult:
+                   reevaluate: bool = True, local_moves: bool = False, deadline: float | None = None) -> SolveResult:
     """Write ``result``'s choice into ``module`` (the module its graph was built from) as ``sharding=``,
     insert the operand and loop-state pins when ``pin_operands`` (see :func:`solve_module`), and with
-    ``reevaluate`` price the written module (:func:`reevaluate_written`).  Returns ``result``."""
+    ``reevaluate`` price the written module (:func:`reevaluate_written`; ``local_moves`` / ``deadline``:
+    its post-solve pass).  Returns ``result``."""
     graph, choice = result.graph, result.choice
     apply_choice(graph, choice)
     # A dot / convolution / gather / scatter is partitioned by XLA from its operands' layouts, not from
@@ -480,18 +488,21 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
         # and a dot's layout against the TPU compiler folding transpose(dot) before it partitions
         insert_transpose_pins([i for c in module.computations for i in c.instructions])
     if reevaluate:
-        reevaluate_written(result, module, mesh, memory_budget)
+        reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves, deadline=deadline)
     return result
 
 
-def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None) -> SolveResult:
+def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None,
+                       local_moves: bool = False, deadline: float | None = None) -> SolveResult:
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
     says of the output; None only when that finds nothing in its own time limit, which a warning says)
     and add a warning, naming both figures, when its cost or its peak memory per device differs from the
     solver's own.  The report always describes the written module when it could be priced.  Raises
     SolveFailed (exit 3) when the written module's peak exceeds the model's limit for ``memory_budget``
     (:func:`hloshard.cost.memory.model_limit`: XLA's peak then stays within the budget by the measured
-    model error).  Returns ``result``."""
+    model error).  ``local_moves`` (no ``memory_budget``): then lower the written module by local moves
+    (:func:`hloshard.autoshard.local.improve_written`, ``deadline`` as there; ``result.local_moves``: the
+    annotations changed).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
@@ -503,6 +514,15 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         written = None
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
+    result.local_moves = []
+    if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
+        from .local import improve_written
+
+        before = written.total_cost
+        written, result.local_moves = improve_written(module, mesh, written, deadline=deadline)
+        if result.local_moves:
+            graph.warnings.append(f"local moves changed {len(result.local_moves)} annotations of the written module "
+                                  f"(outside the solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")
     if written is not None and memory_budget is not None and \
             written.evaluation.peak_memory > model_limit(memory_budget, getattr(mesh, "memory_device", None)):
         # a budget is a promise about the written module: never report the solver's figure instead
