@@ -268,6 +268,10 @@ def test_status_in_words():
     # the solver's own seconds, not the solve phase with the written module's re-pricing
     assert status_in_words({"status": "feasible", "seconds_solve": 45.0, "seconds_solver": 11.2, "gap": 0.05}) == \
         "best found in 11 s, within 5% of optimal"
+    # the coarse fallback: the status is of the given mesh's space, not of the coarse one the solver proved
+    assert status_in_words({"status": "feasible", "seconds_solver": 4.5, "gap": None, "searched_mesh": "8"}) == \
+        "best found in 4 s on the coarse mesh 8 (the given mesh's strategy space was not searched: distance to " \
+        "its optimum unknown)"
 
 
 def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_zero_gap(capsys):

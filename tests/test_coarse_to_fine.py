@@ -212,6 +212,10 @@ def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
     assert "the plan written is the coarse mesh's (2x4" in err
     report = json.loads(rep.read_text())
     assert any("could not be built" in w for w in report["warnings"])
+    # the status is of the given mesh's space, which was not searched: no proof, no bound (new user 19
+    # saw "proven optimal" beside that warning)
+    assert report["status"] == "feasible" and report["gap"] is None and report["searched_mesh"] == "2x4"
+    assert "proven optimal" not in err and "on the coarse mesh 2x4" in err
     c = subprocess.run([sys.executable, "-m", "hloshard.cli", "cost", str(out), "--mesh", "2x2x2", "--format", "json"],
                        capture_output=True, text=True, timeout=300)
     assert c.returncode == 0, c.stderr[-2000:]

@@ -23,6 +23,9 @@ def status_in_words(report: dict) -> str:
     if report["status"] == "optimal":
         return f"proven optimal{took}"
     gap = report.get("gap")
+    if report.get("searched_mesh"):   # the coarse fallback (hloshard.autoshard.report_json)
+        return (f"best found{took} on the coarse mesh {report['searched_mesh']} (the given mesh's strategy "
+                f"space was not searched: distance to its optimum unknown)")
     if gap is None:
         return f"best found{took} (no bound: distance to the optimum unknown)"
     own = report.get("solver_objective")

@@ -15,12 +15,19 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
     # objective, breakdown, memory and top edges of the shardings as written (= hloshard cost of the output)
     w = result.written
     eg, echoice, ev = (w.graph, w.choice, w.evaluation) if w is not None else (g, result.choice, result.evaluation)
-    gap = result.gap
+    gap, bound, status = result.gap, result.bound, sol.status
+    coarse = getattr(g, "coarse_fallback", None)
+    if coarse:   # the coarse mesh's plan, written because the given mesh's graph was not built in time: its
+        # status and bound are of the coarse space, which the given mesh's contains; of the given mesh's
+        # space nothing is known but this plan (new user 19: "proven optimal" beside that warning)
+        gap, bound, status = None, None, "feasible"
     return {
-        "status": sol.status,
+        "status": status,
+        # the mesh whose strategy space was searched, when not the given one (the coarse fallback)
+        "searched_mesh": "x".join(map(str, g.mesh.shape)) if coarse else None,
         "objective": round(ev.total, 6),
         "solver_objective": round(result.solver_objective, 6),
-        "bound": None if result.bound is None else round(result.bound, 6),
+        "bound": None if bound is None else round(bound, 6),
         # the bound and gap are of the solver's own figure; the written module's (objective) can differ
         "bound_of": "solver_objective",
         "gap": None if gap is None else round(gap, 6),
