@@ -274,6 +274,19 @@ def test_status_in_words():
         "its optimum unknown)"
 
 
+def test_written_vs_solver_warning_speaks_the_cost_lines_units():
+    """With --device the summary's cost line is a step time: the warning that the written module's figure
+    differs from the solver's gives both in seconds too (new user 19: raw units beside "2.336 ms")."""
+    from hloshard.summary import user_warning
+
+    report = {"objective": 81_933_000.0, "solver_objective": 88_460_000.0, "mesh": {"shape": [2, 4]},
+              "written_mesh": "2x4"}
+    w = "the solver's choice costs 88,460,000.00 but the written shardings 81,933,000.00"
+    assert "81,933,000.00" in user_warning(w, report)
+    timed = user_warning(w, dict(report, step_time={"seconds_per_unit": 1e-12}))
+    assert "81.93 us" in timed and "88.46 us" in timed and "81,933,000" not in timed
+
+
 def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_zero_gap(capsys):
     """The --mesh auto table (stderr): a skipped or failed candidate's reason is printed under it
     (fresh-user finding: it was only in the JSON report), and a gap below 0.01% reads "< 0.01%",

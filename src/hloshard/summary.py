@@ -117,6 +117,13 @@ def user_warning(w: str, report: dict) -> str:
                    f"not pin every choice")
         else:
             why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
+        spu = (report.get("step_time") or {}).get("seconds_per_unit")
+        if spu:   # --device: the two objectives in seconds, as the cost line (new user 19: raw units beside ms)
+            return (f"the plan's objective, {format_seconds(report['objective'] * spu)}, is that of the module as "
+                    f"written (what `hloshard cost --device` says of it; the estimated step time above has its "
+                    f"communication and resharding, and its compute from the roofline of the written instructions); "
+                    f"the solver's own figure, {format_seconds(report['solver_objective'] * spu)}, "
+                    f"differs because {why}, and the written module is priced with the cheapest choice it allows")
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
                 f"differs because {why}, and the written module is priced with the cheapest choice it allows")
