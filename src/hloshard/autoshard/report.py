@@ -56,7 +56,15 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
     live.sort(key=lambda v: (-int(usage[v]), v))
     instr = graph.schedule[t] if t < len(graph.schedule) else None
-    names = ", ".join(f"{graph.nodes[v].instr.name} ({format_bytes(int(usage[v]))})" for v in live[:5])
+    # the largest, one entry per instruction (a while loop's leaves are nodes of one instruction: new user
+    # 19 saw "while.43 (1.0 MiB), while.43 (1.0 MiB)")
+    by_name: dict = {}
+    for v in live:
+        name = graph.nodes[v].instr.name
+        if name in by_name or len(by_name) < 5:
+            by_name.setdefault(name, []).append(int(usage[v]))
+    names = ", ".join(f"{n} ({format_bytes(b[0])})" if len(b) == 1 else
+                      f"{n} ({len(b)} leaves, {format_bytes(sum(b))})" for n, b in by_name.items())
     at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
     device = getattr(graph, "memory_device", None)
     keep = getattr(graph, "persistent", None)   # entry parameters and outputs (a TPU keeps them in HBM)
@@ -65,11 +73,16 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
         alive = p.intervals[:, 1] > p.intervals[:, 0]
         fixed = int(np.asarray(usage, dtype=np.int64)[keep & alive].sum())
     under, over = margin_names(device)
+    # a GPU profile has no margin of its own: XLA CPU's is used (no GPU compiler to measure against here)
+    prices = getattr(graph.mesh, "roofline_prices", None)   # --device (hloshard.mesh_setup)
+    named = getattr(getattr(prices, "profile", None), "name", None)
+    gpu = "" if named is None or under != "XLA_CPU_UNDERESTIMATE" else \
+        f", XLA CPU's: the memory model has no measurement on {named}'s compiler"
     low = xla_lower_bound(total, device, fixed)
     return (f"memory budget {format_bytes(budget)} per device is infeasible: {at} the live tensors need at least "
             f"{format_bytes(total)} per device in the memory model even when sharded as far as possible, above "
             f"its limit for this budget ({format_bytes(model_limit(budget, device))}: the budget less the model's largest "
-            f"measured under-estimate of XLA, cost.memory.{under}); under XLA every plan needs at "
+            f"measured under-estimate of XLA, cost.memory.{under}{gpu}); under XLA every plan needs at "
             f"least {low:,} bytes ({format_bytes(low)}) per device (less the largest measured over-estimate, "
             f"{over}); largest: {names}")
 
