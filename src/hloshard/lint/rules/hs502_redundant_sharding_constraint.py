@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from ...hlo.loops import called
 from ...strategy.realize import scatter_into_scalar_broadcast
 from ..rule import Rule
 
@@ -34,6 +35,10 @@ class RedundantShardingConstraint(Rule):
     broadcasts whatever their shardings and moves them to the layout of a constraint reading one, so
     ``hloshard solve`` pins each scatter's zeros in its own layout
     (:func:`hloshard.strategy.realize.scatter_into_scalar_broadcast`).
+    Nor after a ``get-tuple-element`` of a ``while`` body's parameter (a read of the loop state): on the
+    way into XLA through StableHLO the body parameter becomes block arguments and the read's own sharding
+    is lost, so the constraint is what keeps the loop state's layout (``hloshard solve`` writes these as
+    ``*.sh``, :func:`hloshard.strategy.realize.insert_loop_state_pins`; new user 19 saw 24 of them reported).
     """
 
     code = "HS502"
@@ -55,7 +60,20 @@ class RedundantShardingConstraint(Rule):
             if any(u.opcode == "scatter" and scatter_into_scalar_broadcast(u, k, operand)
                    for u in instr.users for k, o in enumerate(u.operands) if o is instr):
                 continue   # a scatter's zeros, pinned against XLA's broadcast merging (docstring)
+            if _reads_loop_state(operand, context):
+                continue   # the loop state's layout survives StableHLO only through it (docstring)
             if operand.sharding == instr.sharding:
                 yield self.finding(context, instr,
                                    f"%{instr.name} constrains %{operand.name} to "
                                    f"{instr.sharding.to_string(False)}, the sharding it already has")
+
+
+def _reads_loop_state(operand, context) -> bool:
+    """Is ``operand`` a ``get-tuple-element`` of a ``while`` body's parameter?"""
+    if operand.opcode != "get-tuple-element" or not operand.operands or operand.operands[0].opcode != "parameter":
+        return False
+    bodies = getattr(context, "_while_bodies", None)
+    if bodies is None:
+        bodies = {id(called(i, "body", 0)) for i in context.instructions() if i.opcode == "while"}
+        context._while_bodies = bodies
+    return id(operand.operands[0].parent) in bodies
