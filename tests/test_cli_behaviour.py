@@ -316,6 +316,13 @@ def test_mesh_auto_table_says_why_a_candidate_has_no_figures_and_never_shows_a_z
     search.trials[0].result = SimpleNamespace(written=SimpleNamespace())
     print_mesh_search(search)
     assert "note: the * row's cost and memory are its written module's" in " ".join(capsys.readouterr().err.split())
+    assert "above its bound" not in err   # no candidate ended far from its bound
+    # one that did (new user 19: a 2x4 row at 68% where --mesh 2x4 alone found a cheaper plan) is named
+    search.trials[1] = trial("2x4", status="feasible", objective=4e10, peak_memory=1 << 30, gap=0.68)
+    print_mesh_search(search)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "note: 2x4 ended more than 1% above its bound in the time it had (2 candidates shared the time limit)" in err
+    assert "--mesh SHAPE alone with the whole limit" in err
 
 
 # --------------------------------------------------------------------------- help
