@@ -423,8 +423,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
-    "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_all_replicated" (every entry
+    sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
+    even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
+    the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
+    "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 
     **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
