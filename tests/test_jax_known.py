@@ -208,10 +208,9 @@ def test_pareto_step_trades_within_the_share():
     budgeted = dataclasses.replace(first, graph=with_memory_budget(first.graph, 1 << 30))   # the user's budget
     same, binfo = pareto_step(budgeted, 1.0, deterministic=True)
     assert same is budgeted and not binfo["tried"] and "budget" in binfo["note"]
-
-
-if __name__ == "__main__":   # pragma: no cover
-    pytest.main([__file__, "-q"])
+    # a limit at or above the step's highest ask that the search just before found nothing within: none asked
+    skip, sinfo = pareto_step(first, 1.0, deterministic=True, searched_within=worth)
+    assert skip is first and not sinfo["tried"] and not sinfo["applied"] and "found no plan within" in sinfo["note"]
 
 
 def test_with_memory_budget_is_the_budgeted_build():
@@ -335,6 +334,16 @@ def test_baseline_priced_in_place_leaves_the_module():
     assert got["plan"] == "replicated"
     assert got["peak_bytes"] == int(want.evaluation.peak_memory)
     assert got["collective_cost"] == pytest.approx(float(want.total_cost), rel=1e-12)
+    assert got["all_replicated"]
+    # the same all-replicated shardings given as a plan's own entry shardings: named for what they are (the
+    # plan's entry, XLA's intermediates: gspmd_from_plan; no XLA run), priced the same
+    from hloshard.hlo.sharding import HloSharding
+    root = module.entry.root
+    entry = {p.name: HloSharding.replicated() for p in module.entry.parameters}
+    entry[root.name] = HloSharding.tuple([HloSharding.replicated()] * len(root.shape.tuple_shapes))
+    mine = baseline_peak(module, mesh, entry=entry)
+    assert mine["plan"] == "gspmd_from_plan" and mine["all_replicated"], mine
+    assert mine["peak_bytes"] == got["peak_bytes"] and print_module(module) == before
 
 
 def test_meet_spec():
@@ -376,3 +385,37 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     out, g = guard.guard_plan(first, module, mesh, "io", 1.0, 0, True, known_plans=plans, pareto=False)
     assert g.get("fallback") == "data-parallel", g
     assert out.choice == greedy.choice
+
+
+def test_guard_resolve_prices_buffers_from_the_start(monkeypatch):
+    """The memory guard's re-solve (``solve_module(buffers_first=True)``) makes no solve without the
+    communication buffers: its first solve already prices those live where the plan it re-solves exceeds the
+    limit; the plan it returns keeps the limit with its buffers (or it raises SolveFailed)."""
+    import hloshard.autoshard.solve as solve
+    from hloshard.autoshard.build import with_memory_budget
+    from hloshard.cost.memory import budget_for_model_limit
+    from hloshard.errors import SolveFailed
+
+    module, mesh = _module(), _mesh()
+    first = solve_module(module, mesh, keep="io", time_limit=0.5, deterministic=True, apply=False)
+    limit = int(first.evaluation.peak_memory) * 9 // 10   # below the plan found first, as the guard asks
+    budget = budget_for_model_limit(limit)
+    graph = with_memory_budget(first.graph, budget)
+    plain = graph.solver_problem.num_nodes
+    sizes = []
+    real = solve.solve_graph
+
+    def spy(g, **k):
+        sizes.append(g.solver_problem.num_nodes)
+        return real(g, **k)
+
+    monkeypatch.setattr(solve, "solve_graph", spy)
+    try:
+        out = solve_module(module, mesh, keep="io", memory_budget=budget, graph=graph, time_limit=1.0,
+                           deterministic=True, apply=False, hint=list(first.choice), buffers_first=True)
+    except SolveFailed:
+        out = None
+    assert sizes and all(n > plain for n in sizes), (sizes, plain)   # every solve with buffers priced
+    if out is not None:
+        assert out.evaluation.peak_memory <= graph.model_limit
+        assert evaluate(graph.problem, out.choice)[1]
