@@ -386,36 +386,3 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     assert g.get("fallback") == "data-parallel", g
     assert out.choice == greedy.choice
 
-
-def test_guard_resolve_prices_buffers_from_the_start(monkeypatch):
-    """The memory guard's re-solve (``solve_module(buffers_first=True)``) makes no solve without the
-    communication buffers: its first solve already prices those live where the plan it re-solves exceeds the
-    limit; the plan it returns keeps the limit with its buffers (or it raises SolveFailed)."""
-    import hloshard.autoshard.solve as solve
-    from hloshard.autoshard.build import with_memory_budget
-    from hloshard.cost.memory import budget_for_model_limit
-    from hloshard.errors import SolveFailed
-
-    module, mesh = _module(), _mesh()
-    first = solve_module(module, mesh, keep="io", time_limit=0.5, deterministic=True, apply=False)
-    limit = int(first.evaluation.peak_memory) * 9 // 10   # below the plan found first, as the guard asks
-    budget = budget_for_model_limit(limit)
-    graph = with_memory_budget(first.graph, budget)
-    plain = graph.solver_problem.num_nodes
-    sizes = []
-    real = solve.solve_graph
-
-    def spy(g, **k):
-        sizes.append(g.solver_problem.num_nodes)
-        return real(g, **k)
-
-    monkeypatch.setattr(solve, "solve_graph", spy)
-    try:
-        out = solve_module(module, mesh, keep="io", memory_budget=budget, graph=graph, time_limit=1.0,
-                           deterministic=True, apply=False, hint=list(first.choice), buffers_first=True)
-    except SolveFailed:
-        out = None
-    assert sizes and all(n > plain for n in sizes), (sizes, plain)   # every solve with buffers priced
-    if out is not None:
-        assert out.evaluation.peak_memory <= graph.model_limit
-        assert evaluate(graph.problem, out.choice)[1]
