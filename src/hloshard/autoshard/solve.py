@@ -103,8 +103,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
-                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
-                 buffers_first: bool = False) -> SolveResult:
+                 on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -140,13 +139,6 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``graph``: the cost graph of ``module`` on ``mesh`` for ``keep`` and ``memory_budget``, built before (e.g.
     :func:`hloshard.autoshard.build.with_memory_budget` of an earlier solve's graph): used instead of a
     build (no coarse solve then; the re-pricing reserve is that of the build it came from).
-    ``buffers_first`` (with a ``memory_budget`` and a ``hint``): no solve without the communication
-    buffers first; the first solve already prices those live where the start exceeds the limit, linearised
-    at it (:func:`_fit_buffers` from the start, with the whole solver time).  The memory guard's re-solves
-    (:mod:`hloshard.jax.guard`) take it: their start is a plan that peaks above the limit, and the plain
-    first solve's plan needed its buffers priced anyway (keras-hub's 4-layer Gemma, wall-clock, round 18's
-    code: each of the three re-solves' plain solves ended 21-112% over the limit once the buffers were
-    counted, and its buffer rounds then had 1-3 s left; the guard spent 21 s and found nothing).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -224,10 +216,6 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     if memory_budget is not None and not fits(graph, begin):   # a start that keeps the limit (.start)
         begin = budget_start(graph) or begin
     t_solve = time.monotonic()
-    if buffers_first and memory_budget is not None and begin is not None:
-        return _solve_buffers_first(graph, module, mesh, hint if hint is not None else begin, begin, time_limit, deadline, reprice, t0, t1, t_solve,
-                                    solver_limit, workers, seed, deterministic, progress, memory_budget, apply,
-                                    pin_operands, reevaluate)
     first_limit = time_limit
     if memory_budget is not None:
         # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
@@ -260,49 +248,6 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
-    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
-    if apply:
-        apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)
-    result.seconds_solve = time.monotonic() - t1
-    return result
-
-
-def _solve_buffers_first(graph: Graph, module, mesh, at, begin, time_limit: float, deadline, reprice: float, t0: float,
-                         t1: float, t_solve: float, solver_limit, workers: int, seed: int, deterministic: bool,
-                         progress, memory_budget, apply: bool, pin_operands: bool, reevaluate: bool) -> SolveResult:
-    """:func:`solve_module`'s solve with ``buffers_first`` (its docstring): :func:`_fit_buffers` with the whole
-    solver time ``time_limit`` (a work budget with ``deterministic``), its first round pricing the buffers
-    live where the plan ``at`` (the hint: the plan the guard re-solves) exceeds the limit, linearised at it,
-    each round started from :func:`hloshard.autoshard.start.budget_start` as every round of it is; then the
-    limit's rule (:func:`_within_limit`).  When no round found a plan nearer the limit than ``at`` and the
-    start ``begin`` keeps the limit, ``begin`` is the answer; else SolveFailed as :func:`_within_limit`
-    raises it (a known plan within the limit first)."""
-    import time
-
-    from ..solver import Solution
-
-    choice = [int(c) for c in at]
-    ev = evaluate_choice(graph, choice)
-    limit = getattr(graph, "model_limit", graph.problem.usage_limit)
-    solve_end = t_solve + time_limit
-    if deadline is not None:
-        solve_end = min(solve_end, deadline - reprice)
-    sol, choice, ev, spent, out_of_time = _fit_buffers(
-        graph, None, choice, ev, limit, time_limit if deterministic else None, solve_end, workers, seed,
-        deterministic, progress, memory_budget)
-    if sol is None:   # no round found a plan nearer the limit than ``at``: the start when it keeps it
-        from ..costgraph import evaluate
-
-        start = [int(c) for c in begin]
-        if start != choice and fits(graph, start):
-            choice, ev = start, evaluate_choice(graph, start)
-        obj, ok = evaluate(graph.problem, choice)
-        if not ok:
-            raise _failed("no feasible solution found within the time limit "
-                          f"({time_limit:g} s, the communication buffers priced from the start)", "timeout")
-        sol = Solution(list(choice), int(obj), None, "feasible", spent)
-    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
-    sol = dataclasses.replace(sol, seconds=spent)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate)

@@ -318,8 +318,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                                    graph=with_memory_budget(result.graph, limit_budget),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
                                    deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
-                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)),
-                                   buffers_first=True)
+                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)))
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
