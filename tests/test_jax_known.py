@@ -283,7 +283,9 @@ def test_data_parallel_fast_completion():
 
 def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     """In wall-clock mode the Pareto step ends before the deadline by the first graph's re-pricing reserve
-    (the plan is applied and re-priced after it), as the solves do."""
+    (the plan is applied and re-priced after it), as the solves do; its share is of the plan the guard
+    returns, and it is told the limit a guard re-solve found nothing within."""
+    import dataclasses
     import time
 
     import hloshard.autoshard.solve as solve
@@ -296,7 +298,8 @@ def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     seen = {}
 
     def step(result, budget, **k):
-        seen.update(budget=budget, deadline=k["deadline"])
+        seen.update(budget=budget, deadline=k["deadline"], best_cost=k.get("best_cost"),
+                    searched_within=k.get("searched_within"), result=result)
         return result, {"applied": False}
 
     monkeypatch.setattr(solve, "pareto_step", step)
@@ -306,6 +309,13 @@ def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     assert seen["budget"] <= 93.0
     guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, True)   # deterministic: no clock, no reserve
     assert seen["deadline"] is None
+    # a guarded plan: the step's share is of that plan (no cost of the rejected first plan is passed), and it
+    # is told the highest limit a re-solve found nothing within
+    guarded = dataclasses.replace(first, choice=list(first.choice))
+    monkeypatch.setattr(guard, "_guard", lambda result, *a, **k: (guarded, {"applied": True,
+                                                                           "failed_limit_bytes": 12345}))
+    guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, True)
+    assert seen["result"] is guarded and seen["best_cost"] is None and seen["searched_within"] == 12345
 
 
 def test_baseline_priced_in_place_leaves_the_module():
