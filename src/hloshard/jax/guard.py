@@ -41,8 +41,8 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
     nothing sharded: every array replicated), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
     (``entry`` given: the plan's own entry shardings, even when they are all replicated; before round 19 that
     case was named ``"replicated"``, although it is the plan priced again, not a replicated plan chosen
-    independently of it).  With every entry sharding replicated XLA is not run: every array is replicated.  ``module`` is left as it was.  Raises InputError when jax is missing or XLA
-    rejects the module."""
+    independently of it).  With every entry sharding replicated XLA is not run: every array is replicated.
+    ``module`` is left as it was.  Raises InputError when jax is missing or XLA rejects the module."""
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
