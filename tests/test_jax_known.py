@@ -208,10 +208,9 @@ def test_pareto_step_trades_within_the_share():
     budgeted = dataclasses.replace(first, graph=with_memory_budget(first.graph, 1 << 30))   # the user's budget
     same, binfo = pareto_step(budgeted, 1.0, deterministic=True)
     assert same is budgeted and not binfo["tried"] and "budget" in binfo["note"]
-
-
-if __name__ == "__main__":   # pragma: no cover
-    pytest.main([__file__, "-q"])
+    # a limit at or above the step's highest ask that the search just before found nothing within: none asked
+    skip, sinfo = pareto_step(first, 1.0, deterministic=True, searched_within=worth)
+    assert skip is first and not sinfo["tried"] and not sinfo["applied"] and "found no plan within" in sinfo["note"]
 
 
 def test_with_memory_budget_is_the_budgeted_build():
@@ -284,7 +283,9 @@ def test_data_parallel_fast_completion():
 
 def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     """In wall-clock mode the Pareto step ends before the deadline by the first graph's re-pricing reserve
-    (the plan is applied and re-priced after it), as the solves do."""
+    (the plan is applied and re-priced after it), as the solves do; its share is of the plan the guard
+    returns, and it is told the limit a guard re-solve found nothing within."""
+    import dataclasses
     import time
 
     import hloshard.autoshard.solve as solve
@@ -297,7 +298,8 @@ def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     seen = {}
 
     def step(result, budget, **k):
-        seen.update(budget=budget, deadline=k["deadline"])
+        seen.update(budget=budget, deadline=k["deadline"], best_cost=k.get("best_cost"),
+                    searched_within=k.get("searched_within"), result=result)
         return result, {"applied": False}
 
     monkeypatch.setattr(solve, "pareto_step", step)
@@ -307,6 +309,13 @@ def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
     assert seen["budget"] <= 93.0
     guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, True)   # deterministic: no clock, no reserve
     assert seen["deadline"] is None
+    # a guarded plan: the step's share is of that plan (no cost of the rejected first plan is passed), and it
+    # is told the highest limit a re-solve found nothing within
+    guarded = dataclasses.replace(first, choice=list(first.choice))
+    monkeypatch.setattr(guard, "_guard", lambda result, *a, **k: (guarded, {"applied": True,
+                                                                           "failed_limit_bytes": 12345}))
+    guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, True)
+    assert seen["result"] is guarded and seen["best_cost"] is None and seen["searched_within"] == 12345
 
 
 def test_baseline_priced_in_place_leaves_the_module():
@@ -335,6 +344,16 @@ def test_baseline_priced_in_place_leaves_the_module():
     assert got["plan"] == "replicated"
     assert got["peak_bytes"] == int(want.evaluation.peak_memory)
     assert got["collective_cost"] == pytest.approx(float(want.total_cost), rel=1e-12)
+    assert got["all_replicated"]
+    # the same all-replicated shardings given as a plan's own entry shardings: named for what they are (the
+    # plan's entry, XLA's intermediates: gspmd_from_plan; no XLA run), priced the same
+    from hloshard.hlo.sharding import HloSharding
+    root = module.entry.root
+    entry = {p.name: HloSharding.replicated() for p in module.entry.parameters}
+    entry[root.name] = HloSharding.tuple([HloSharding.replicated()] * len(root.shape.tuple_shapes))
+    mine = baseline_peak(module, mesh, entry=entry)
+    assert mine["plan"] == "gspmd_from_plan" and mine["all_replicated"], mine
+    assert mine["peak_bytes"] == got["peak_bytes"] and print_module(module) == before
 
 
 def test_meet_spec():
@@ -376,3 +395,4 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     out, g = guard.guard_plan(first, module, mesh, "io", 1.0, 0, True, known_plans=plans, pareto=False)
     assert g.get("fallback") == "data-parallel", g
     assert out.choice == greedy.choice
+

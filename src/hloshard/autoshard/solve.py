@@ -572,7 +572,8 @@ PARETO_STEPS = 1
 
 
 def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None = None, seed: int = 0,
-                workers: int = 2, deterministic: bool = False, deadline: float | None = None):
+                workers: int = 2, deterministic: bool = False, deadline: float | None = None,
+                searched_within: int | None = None):
     """``(result, info)``: a plan of ``result.graph`` (the graph of an unbudgeted solve, its plan not yet
     applied) with a lower predicted peak than ``result``'s at a cost within :data:`PARETO_SHARE` of
     ``best_cost`` (cost units; default ``result``'s own cost), else ``result`` itself.
@@ -598,7 +599,14 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     ``time_limit``: seconds (a work budget with ``deterministic``) for the whole step, each solve half
     of what is left (the last all of it), at least :data:`MIN_SOLVE_SECONDS`; with a ``deadline``
     (``time.monotonic()`` instant, wall-clock mode) no solve starts with less than
-    :data:`MIN_SOLVE_SECONDS` before it.  ``info``: ``{"applied", "floor_bytes" (least node-memory
+    :data:`MIN_SOLVE_SECONDS` before it.  ``searched_within``: a limit (bytes per device, the model's) that a
+    search of the same graph found no plan within just before (the memory guard's re-solve,
+    :func:`hloshard.jax.guard.guard_plan`, with at least this step's time): the step then asks no limit at
+    or below it, since each of its solves would search a smaller space from a costlier start with less
+    time (a rule of thumb, not a proof: the guard's search ended without a plan, it did not prove there is
+    none); ``info["note"]`` says so.  Measured: keras-hub ``gemma_small``'s step asked 11.27 MB after the
+    guard had found nothing within 11.82 MB, and its plan (12.0 MB) was not taken: one solve, 8.5 s of
+    CPU, of the call's five (round 19).  ``info``: ``{"applied", "floor_bytes" (least node-memory
     peak), "share", "peak_before", "cost_before", "cost_bound", "tried": [{"limit_bytes", "peak_bytes",
     "cost", "taken", "seconds" (the solver's wall seconds)} or {"limit_bytes", "failed"}], "note"}`` (peaks
     predicted, bytes per device; costs in cost units)."""
@@ -625,6 +633,10 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     lo, hi = int(floor * PARETO_FLOOR_RATIO), xla_lower_bound(int(ev0.peak_memory), device)
     at = hi
     given_total = 0.0
+    if searched_within is not None and hi <= int(searched_within):
+        info["note"] = (f"no limit asked: {format_bytes(hi)} is at or below {format_bytes(int(searched_within))}, "
+                        f"which the search just before found no plan within")
+        return result, info
     for k in range(PARETO_STEPS):
         if at <= lo and k:   # nothing lower worth asking
             break

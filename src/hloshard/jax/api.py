@@ -423,8 +423,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_peak_bytes", "limit_bytes",
-    "plan_peak_bytes" (before the guard), "applied", "note"}``; the XLA run costs one child process that
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_all_replicated" (every entry
+    sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
+    even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
+    the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
+    "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 
     **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
@@ -434,7 +437,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     budget (its memory lower bound, every tensor at its smallest layout, times ``memory_budget_ratio``
     1.1), then halfway between that and the plan's peak; the lower-peak plan is kept only if its predicted
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
-    hloshard's predicted collective bytes promise XLA's) of the cheapest plan found.  Its time: what the
+    hloshard's predicted collective bytes promise XLA's) of the plan the guard returns (not of a first plan
+    the guard rejected for its peak), and no limit is asked at or below one a guard re-solve has just found
+    nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: what the
     guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
     ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
     ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one

@@ -37,10 +37,12 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
     """``(plan, found)``: XLA's GSPMD propagation from ``module``'s entry shardings read back (the part of
     :func:`baseline_peak` before the pricing; its ``entry`` and ``child`` mean the same): ``found`` is
     instruction name -> HloSharding of the entry instructions XLA's propagation names, the entry
-    parameters and the root taking the given shardings; ``plan`` is ``"replicated"`` (nothing sharded:
-    every array replicated, no XLA run), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
-    (``entry`` given).  ``module`` is left as it was.  Raises InputError when jax is missing or XLA
-    rejects the module."""
+    parameters and the root taking the given shardings; ``plan`` is ``"replicated"`` (no ``entry`` and
+    nothing sharded: every array replicated), ``"gspmd"`` (the user's shardings) or ``"gspmd_from_plan"``
+    (``entry`` given: the plan's own entry shardings, even when they are all replicated; before round 19 that
+    case was named ``"replicated"``, although it is the plan priced again, not a replicated plan chosen
+    independently of it).  With every entry sharding replicated XLA is not run: every array is replicated.
+    ``module`` is left as it was.  Raises InputError when jax is missing or XLA rejects the module."""
     from ..hlo.sharding import HloSharding
     from ..partition_specs import xla_propagate
 
@@ -65,7 +67,7 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
         list(root_sh.tuple_elements) if root_sh is not None and root_sh.is_tuple else [root_sh])
     if all(sh is None or sh.is_replicated for sh in shardings):
         found = {i.name: HloSharding.replicated() for i in entry_comp.instructions if not i.shape.is_tuple}
-        plan = "replicated"
+        plan = "replicated" if entry is None else "gspmd_from_plan"
     else:
         # the entry shardings written on the module for XLA's run only, then restored
         saved = {ins: ins.sharding for ins in list(params.values()) + [root]}
@@ -114,13 +116,15 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     ``gemma_small``, round 12.)
 
     Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
-    per device), "collective_cost": float (cost units)}``.  Raises
+    per device), "collective_cost": float (cost units), "all_replicated": bool (every entry sharding
+    replicated: the baseline is the replicated plan, whatever ``plan`` says)}``.  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
 
     plan, found = entry_propagation(module, dmesh, entry, timeout, child)
-    if fill and plan != "replicated":   # what XLA simplified away before propagating: no layout of its own
+    all_replicated = all(sh.is_replicated for sh in found.values() if sh is not None)
+    if fill and not all_replicated:   # what XLA simplified away before propagating: no layout of its own
         found.update({n: sh for n, sh in fill.items() if n not in found and sh is not None})
     # priced on ``module`` itself, its entry shardings replaced for the evaluation and restored after (not on a
     # printed and parsed copy: the copy cost a parse and a schedule of its own, 0.3 + 0.5 s of CPU on keras-hub's
@@ -131,7 +135,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         for ins, _ in saved:
             if ins.name in found:
                 ins.sharding = found[ins.name]
-            elif plan == "replicated":   # a tuple other than the output: its elements' layouts
+            elif all_replicated:   # a tuple other than the output: its elements' layouts
                 ins.sharding = None
         module.ties = []
         ev = evaluate_module(module, dmesh)
@@ -139,7 +143,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         for ins, sh in saved:
             ins.sharding = sh
         module.ties = ties
-    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost)}
+    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
+            "all_replicated": all_replicated}
 
 
 #: :func:`hloshard.jax.auto_shard`'s ``time_limit`` is one budget for every solve: the first solve gets
@@ -196,12 +201,14 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     most the first solve's own solver seconds (at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`;
     none when less is left): the step never searches longer than the search that found the plan.  (Without
     the reserve the step searched up to the deadline and the re-pricing came after it: keras-hub's 4-layer
-    Gemma at ``time_limit=10`` returned after 14.2-14.6 s, round 17.)  The share is of the cheapest plan
-    found (the first solve's, or the guard's when cheaper).  Arguments as :func:`_guard`'s."""
+    Gemma at ``time_limit=10`` returned after 14.2-14.6 s, round 17.)  The share is of the plan the guard
+    returns (before round 19: of the cheapest plan found, which could be a first plan the guard had rejected
+    for its peak, so a guarded plan's step measured its 10% against a plan that was never on offer).  When a
+    guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
+    below it (``pareto_step``'s ``searched_within``).  Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
-    first_cost = float(result.evaluation.total)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate)
@@ -213,8 +220,10 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         if deadline is not None:
             deadline = deadline - float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
-    result, info = pareto_step(result, budget, best_cost=first_cost, seed=seed, deterministic=deterministic,
-                               deadline=deadline)
+    # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
+    # no plan to measure against
+    result, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
+                               searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
     if info["applied"]:
         guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
@@ -269,11 +278,17 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
     limit = base["peak_bytes"]
-    guard = {"baseline": base["plan"], "baseline_peak_bytes": limit, "limit_bytes": limit,
+    guard = {"baseline": base["plan"], "baseline_all_replicated": bool(base.get("all_replicated")),
+             "baseline_peak_bytes": limit, "limit_bytes": limit,
              "plan_peak_bytes": plan_peak, "applied": False, "note": None}
     if plan_peak <= limit:
         return result, guard
-    if base["plan"] == "gspmd_from_plan" and xla_lower_bound(plan_peak, device) <= limit:
+    # (not when the plan's entry shardings are all replicated: the baseline is then the replicated plan, the
+    # plan itself priced again, and the rule would keep every plan that splits no argument; re-solving under its
+    # peak is what split new user 18's encoder-decoder: 3.6 MiB moved at 35.1 MiB by XLA against the replicated
+    # plan's 58.6 MiB predicted, helper guard2, round 18)
+    if base["plan"] == "gspmd_from_plan" and not base.get("all_replicated") and \
+            xla_lower_bound(plan_peak, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
@@ -308,6 +323,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         except SolveFailed as exc:
             reason = reason or str(exc)
             lo = at
+            # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it)
+            guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
     guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit, propagate)
