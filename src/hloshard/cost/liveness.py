@@ -251,6 +251,11 @@ def breadth_first_order(comp) -> list:
     return out
 
 
+def _text_order(comp) -> list:
+    """``comp``'s instructions in text order: a compiled (scheduled) module's sequence."""
+    return list(comp.instructions)
+
+
 def called_in_order(instr) -> list:
     """The computations a control-flow instruction runs, in schedule order (while: body, condition)."""
     if instr.opcode == "while":
@@ -272,6 +277,8 @@ def program_schedule(module, breadth_first: bool = True) -> list:
     out: list = []
     placed: set = set()
     comp_order = breadth_first_order if breadth_first else computation_order
+    if breadth_first and module.entry is not None and is_scheduled(module.entry):
+        comp_order = _text_order   # a compiled module runs in the order XLA's scheduler wrote
 
     def place(comp) -> None:
         placed.add(id(comp))
@@ -415,11 +422,21 @@ def _kind(instr) -> str:
     return instr.opcode
 
 
+def is_scheduled(comp) -> bool:
+    """True when ``comp`` belongs to a module XLA has already compiled (``is_scheduled=true``: the text of
+    ``compiled.as_text()`` or an ``*after_optimizations*`` dump).  Such a module is taken as XLA runs it
+    (module docstring, *Compiled modules*): its fusions are formed, each computation runs in text order,
+    and every ``copy`` / ``reshape`` left in it moves bytes."""
+    module = getattr(comp, "parent", None)
+    return module is not None and getattr(module, "attrs", {}).get("is_scheduled") == "true"
+
+
 def _forwards(instr) -> bool:
     """A ``copy`` (a pin, a sharding annotation: removed by XLA's algebraic simplifier) or a
-    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer."""
+    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer.
+    Not in a compiled module (:func:`is_scheduled`): the simplifier has run, what is left is a real copy."""
     return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
-            and instr.shape.is_array)
+            and instr.shape.is_array and not is_scheduled(instr.parent))
 
 
 def effective_users(instr) -> list:
@@ -446,6 +463,8 @@ def is_fused(instr) -> bool:
     op = _kind(instr)
     if op == "constant" or _forwards(instr):
         return True
+    if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
+        return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     consumers = effective_users(instr)
@@ -746,6 +765,59 @@ def _same_array(a, b) -> bool:
     return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
 
 
+#: ops XLA's ``IsElementwiseOnOperand`` accepts on the way from a fused parameter to the fusion's root
+_ELEMENTWISE_ON_OPERAND = ELEMENTWISE | {"copy", "select", "clamp"}
+
+
+def _same_layout(a, b) -> bool:
+    """Same element type, dims and layout (XLA's ``ShapeUtil::Equal``; no layout written = row major)."""
+    sa, sb = a.shape, b.shape
+    if not (sa.is_array and sb.is_array and sa.element_type == sb.element_type and tuple(sa.dims) == tuple(sb.dims)):
+        return False
+    rows = tuple(range(len(sa.dims) - 1, -1, -1))
+    la = sa.layout.minor_to_major if sa.layout is not None else rows
+    lb = sb.layout.minor_to_major if sb.layout is not None else rows
+    return tuple(la) == tuple(lb)
+
+
+def fusion_in_place_operands(fusion) -> list:
+    """The operand indices whose buffer an already formed ``fusion`` may write its result into
+    (compiled modules, :func:`is_scheduled`), XLA's ``HloDataflowAnalysis::CanShareOperandBufferWithUser``
+    (jaxlib 0.10.2): the operand has the result's shape and layout, and the fusion is a loop or input
+    fusion whose fused parameter reaches the root only through ops elementwise on it (XLA's
+    ``AreTransitiveUsesElementwiseOrTuple``), or its root is a ``dynamic-update-slice`` whose operand 0
+    is that parameter (updated in place).  Output, custom (XNNPACK) and other fusions: none."""
+    kind = fusion.attrs.get("kind")
+    comps = fusion.called_computations
+    if fusion.opcode != "fusion" or kind not in ("kLoop", "kInput") or not comps or not fusion.shape.is_array:
+        return []
+    comp = comps[0]
+    params = comp.parameters
+    root = comp.root
+    out = []
+    for n, o in enumerate(fusion.operands):
+        if n >= len(params) or not _same_layout(o, fusion):
+            continue
+        prm = params[n]
+        if root is not None and root.opcode == "dynamic-update-slice" and root.operands and root.operands[0] is prm:
+            out.append(n)
+            continue
+        stack, seen, ok = [prm], set(), True
+        while stack and ok:
+            x = stack.pop()
+            for u in x.users:
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                if u.opcode != "tuple" and _kind(u) not in _ELEMENTWISE_ON_OPERAND:
+                    ok = False
+                    break
+                stack.append(u)
+        if ok:
+            out.append(n)
+    return out
+
+
 def in_place_user(user, operand) -> bool:
     """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
     elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes.  Also true for a
@@ -919,6 +991,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             continue
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
+        elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
+            cands = [i.operands[n] for n in fusion_in_place_operands(i)]
         elif op in ELEMENTWISE:
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
         else:
