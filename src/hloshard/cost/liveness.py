@@ -989,6 +989,12 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                     if d is not None and d.parent is comp and a not in protected:
                         share(a, c)
             continue
+        if op == "bitcast" and is_scheduled(i.parent) and i.operands:
+            # a compiled module's bitcast is a view of its operand's buffer (XLA's alias analysis)
+            ks = values(i.operands[0])
+            if len(ks) == 1 and len(mine) == 1:
+                share(ks[0], mine[0], read_only=True)
+            continue
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
         elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
