@@ -998,7 +998,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
         elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
-            cands = [i.operands[n] for n in fusion_in_place_operands(i)]
+            # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
+            cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
+                     if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
         elif op in ELEMENTWISE:
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
         else:
