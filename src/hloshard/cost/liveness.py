@@ -953,6 +953,24 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if ra != rc:
             parent[ra] = rc
 
+    # a compiled module's bitcast is a view of its operand's buffer (XLA's alias analysis): one buffer,
+    # read until the last reader of any view (an in-place writer must come after all of them)
+    views: set = set()
+    for i in order:
+        if i.opcode == "bitcast" and id(i) not in fused and i.operands and is_scheduled(i.parent):
+            ks, mine = values(i.operands[0]), list(own(i))
+            if len(ks) == 1 and len(mine) == 1:
+                share(ks[0], mine[0], read_only=True)
+                views.add(id(i))
+    view_end: dict = {}
+    for k in {x for kv in list(parent.items()) for x in kv}:
+        r = find(k)
+        view_end[r] = max(view_end.get(r, 0), raw.get(k, (0, 0))[1])
+
+    def read_last_at(k, t) -> bool:
+        """``k`` (and every view of it) is read last at ``t``."""
+        return raw.get(k, (0, 0))[1] == t + 1 and view_end.get(find(k), 0) <= t + 1
+
     for t, i in enumerate(order):
         if id(i) in fused:
             continue
@@ -989,12 +1007,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                     if d is not None and d.parent is comp and a not in protected:
                         share(a, c)
             continue
-        if op == "bitcast" and is_scheduled(i.parent) and i.operands:
-            # a compiled module's bitcast is a view of its operand's buffer (XLA's alias analysis)
-            ks = values(i.operands[0])
-            if len(ks) == 1 and len(mine) == 1:
-                share(ks[0], mine[0], read_only=True)
-            continue
+        if op == "bitcast" and id(i) in views:
+            continue   # shared above
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
         elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
@@ -1007,7 +1021,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             continue
         for o in cands:
             ks = values(o)
-            if len(ks) == 1 and raw.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
+            if len(ks) == 1 and read_last_at(ks[0], t) and ks[0] not in protected:
                 share(ks[0], mine[0], elementwise=op in ELEMENTWISE)
                 break
     classes: dict = {}
