@@ -619,6 +619,31 @@ def test_compiled_module_runs_as_written():
     assert ev.peak_memory == 4096 + 32768 + 4096
 
 
+def test_resharding_pin_is_a_buffer_made_after_its_operand():
+    """A pin written in another layout than its operand's, read by a dot, is XLA's collective: a buffer of
+    its own, made by the breadth-first scheduler as soon as its operand is; a pin in its operand's layout
+    forwards."""
+    from hloshard.cost.liveness import resharding_pin
+
+    mod = parse_module("""HloModule pin, num_partitions=8
+
+ENTRY main {
+  p = f32[1024] parameter(0), sharding={devices=[8]<=[8]}
+  q = f32[1024] parameter(1), sharding={replicated}
+  a = f32[1024] exponential(p), sharding={devices=[8]<=[8]}
+  g = f32[1024] custom-call(a), custom_call_target="Sharding", sharding={replicated}
+  same = f32[1024] custom-call(q), custom_call_target="Sharding", sharding={replicated}
+  w = f32[1024] exponential(same), sharding={replicated}
+  ROOT r = f32[] dot(w, g), lhs_contracting_dims={0}, rhs_contracting_dims={0}, sharding={replicated}
+}
+""")
+    e = mod.entry
+    assert resharding_pin(e.get("g")) and not is_fused(e.get("g"))
+    assert not resharding_pin(e.get("same")) and is_fused(e.get("same"))
+    order = [i.name for i in breadth_first_order(e)]
+    assert order.index("a") < order.index("g") < order.index("r")
+
+
 @pytest.mark.oracle
 def test_hand_peaks_are_xlas():
     """The hand-derived figures are what XLA's memory_analysis() says, to the byte (and so is the

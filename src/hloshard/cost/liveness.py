@@ -109,6 +109,11 @@ more (and pads to tiles); that is not modelled here.
   partitioner also reuses a value's resharding to one sharding (``PartitionedHlo::Reshard``'s cache);
   applied to every consumer of an unpinned module it moved keras-hub ``gemma_small``'s guard baseline
   from 1.042 to 1.100 of XLA's peak (round 13): not applied there.
+* *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
+  differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
+  as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
+  last read there (not yet where its readers are elementwise: :func:`is_fused` still fuses it into them).
+  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
   ``*after_optimizations*`` dump; priced per device, :func:`hloshard.hlo.partitioned.is_per_device_program`):
   XLA has already run, so the module is taken as it runs.  Each computation runs in text order (the
@@ -450,7 +455,25 @@ def _forwards(instr) -> bool:
     ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer.
     Not in a compiled module (:func:`is_scheduled`): the simplifier has run, what is left is a real copy."""
     return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
-            and instr.shape.is_array and not is_scheduled(instr.parent))
+            and instr.shape.is_array and not is_scheduled(instr.parent) and not resharding_pin(instr))
+
+
+def resharding_pin(instr) -> bool:
+    """A ``copy`` or ``Sharding`` custom call written with a sharding other than its operand's written one
+    (``solve``'s pins, a sharding constraint that moves data): XLA's partitioner makes it a collective (or
+    a local slice), an instruction of its own that the breadth-first scheduler runs as soon as its
+    operand exists.  Its result is a buffer of its own (the operand's bytes in the pin's layout), live
+    from there to its last reader, and its operand is last read there (read in the compiled module and
+    buffer assignment of the budget start's enc-dec plan: ``mul.885.pin.1``, an all-gathered activation,
+    made right after ``mul.885`` in the forward pass and read by a backward dot; BENCHMARKS.md, round 19).
+    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Left: a
+    resharding pin whose readers are all loop-fusion consumers (elementwise) is still taken as fused into
+    them by :func:`is_fused` (its resharding priced at the reader, as before), although XLA cannot fuse a
+    collective."""
+    if _kind(instr) != "copy" or not instr.operands:
+        return False
+    mine, theirs = instr.sharding, instr.operands[0].sharding
+    return mine is not None and theirs is not None and mine != theirs
 
 
 def effective_users(instr) -> list:
