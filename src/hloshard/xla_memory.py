@@ -49,6 +49,8 @@ class XlaMemory:
     alias: int = 0
     peak_buffers: list = dataclasses.field(default_factory=list)
     error: str | None = None
+    #: XLA's optimised module (``compiled.as_text()``: fused, scheduled, per device), when asked for
+    compiled: str | None = None
 
     @property
     def total(self) -> int:
@@ -171,12 +173,14 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                 m = exe.get_compiled_memory_stats()
                 ba = sorted(glob.glob(os.path.join(dump, "*after_optimizations-buffer-assignment.txt")))
                 lr = sorted(glob.glob(os.path.join(dump, "*after_optimizations-live-range.txt")))
+                ao = sorted(glob.glob(os.path.join(dump, "*after_optimizations.txt")))
+                compiled = open(ao[-1]).read() if ao and request.get("compiled") else None
                 buffers = []
                 if ba:
                     buffers = peak_buffers(open(ba[-1]).read(), open(lr[-1]).read() if lr else "", k)
                 results.append({"argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
                                 "temp": int(m.temp_size_in_bytes), "alias": int(m.alias_size_in_bytes),
-                                "peak_buffers": buffers})
+                                "peak_buffers": buffers, "compiled": compiled})
         except Exception as exc:  # one bad module must not hide the others
             results.append({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
@@ -184,17 +188,19 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
 
 
 def xla_memory(texts: list[str], num_partitions: int, timeout: float = 900.0, k: int = 5,
-               propagate_outputs: bool = False) -> list[XlaMemory]:
+               propagate_outputs: bool = False, compiled: bool = False) -> list[XlaMemory]:
     """XLA's memory figures for each HLO text (one child process for all; see the module docstring),
     compiled for ``num_partitions`` devices.  ``k``: how many peak buffers to keep;
     ``propagate_outputs``: GSPMD may choose unannotated outputs' shardings (as jax compiles a module
-    without out_shardings).  Raises InputError when jax is missing or the child dies."""
+    without out_shardings); ``compiled``: also return XLA's optimised module text
+    (:attr:`XlaMemory.compiled`).  Raises InputError when jax is missing or the child dies."""
     from .xla_check import run_jax_child
 
     if not texts:
         return []
     data = run_jax_child("hloshard.xla_memory", {"num_partitions": int(num_partitions), "texts": list(texts),
-                                                 "k": int(k), "propagate_outputs": bool(propagate_outputs)},
+                                                 "k": int(k), "propagate_outputs": bool(propagate_outputs),
+                                                 "compiled": bool(compiled)},
                          num_partitions, timeout, what="XLA memory analysis", flag="--xla")
     out = []
     for r in data["results"]:
@@ -202,7 +208,7 @@ def xla_memory(texts: list[str], num_partitions: int, timeout: float = 900.0, k:
             out.append(XlaMemory(error=r["error"]))
         else:
             out.append(XlaMemory(argument=r["argument"], output=r["output"], temp=r["temp"], alias=r["alias"],
-                                 peak_buffers=r.get("peak_buffers", [])))
+                                 peak_buffers=r.get("peak_buffers", []), compiled=r.get("compiled")))
     return out
 
 

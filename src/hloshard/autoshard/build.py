@@ -52,6 +52,7 @@ from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
 from ..strategy.sharing import GroupSharing
 from ..strategy.registry import BuildContext
+from ..strategy.collectives import charged_collective
 from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph
@@ -703,9 +704,12 @@ def scratch_bytes(g, st, minfo, memory_device=None) -> int:
     when memory follows the CPU backend (``memory_device`` None), XLA CPU's dense expansion of a
     batch-grouped convolution (:func:`hloshard.cost.group_conv.expansion_bytes`).  The one rule for
     the evaluation (:func:`edge_buffers`) and the solver's priced problem
-    (:func:`hloshard.autoshard.edgememory.edge_memory_terms`)."""
-    extra = sum(int(c.nbytes) for c in st.collectives)
-    halo = sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
+    (:func:`hloshard.autoshard.edgememory.edge_memory_terms`).  A collective the module already
+    writes (:func:`hloshard.strategy.collectives.charged_collective`: its operand and its result are
+    values of their own, with their own intervals) has no other side to add."""
+    own = charged_collective(g.instr) is not None
+    extra = 0 if own else sum(int(c.nbytes) for c in st.collectives)
+    halo = 0 if own else sum(int(c.nbytes) for c in st.collectives if c.kind == "collective-permute")
     if halo:
         extra += halo + _operand_tile_bytes(g, st, minfo)
     if memory_device is None:

@@ -109,6 +109,25 @@ more (and pads to tiles); that is not modelled here.
   partitioner also reuses a value's resharding to one sharding (``PartitionedHlo::Reshard``'s cache);
   applied to every consumer of an unpinned module it moved keras-hub ``gemma_small``'s guard baseline
   from 1.042 to 1.100 of XLA's peak (round 13): not applied there.
+* *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
+  differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
+  as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
+  last read there (not yet where its readers are elementwise: :func:`is_fused` still fuses it into them).
+  A pin in its operand's layout still forwards.
+* *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
+  ``*after_optimizations*`` dump; priced per device, :func:`hloshard.hlo.partitioned.is_per_device_program`):
+  XLA has already run, so the module is taken as it runs.  Each computation runs in text order (the
+  sequence XLA's scheduler wrote); no fusion rule is applied again (its fusions are instructions, and a
+  ``copy`` or ``reshape`` left in it moves bytes); a ``bitcast`` is a view of its operand's buffer (one
+  buffer, read until the last reader of any view); a loop or input fusion writes its result into an
+  operand of the same shape and layout that reaches its root only through elementwise ops, or that its
+  root ``dynamic-update-slice`` updates (:func:`fusion_in_place_operands`, XLA's
+  ``CanShareOperandBufferWithUser``), where that operand and all its views are read last there; a
+  collective the module writes adds no buffer beside its own operand and result
+  (:func:`hloshard.autoshard.build.scratch_bytes`).  Measured (BENCHMARKS.md, round 19): XLA's compiled
+  text of 17 samples within 0.1% of its ``memory_analysis()``.  A variadic collective is one value here
+  (the strategy graph gives it one node): XLA's per-leaf sharing of it (an optimizer update written into
+  each gradient's buffer) is not modelled, an over-estimate (new user 18's enc-dec auto plan: 1.15x).
 * *Not modelled*: XLA's heap fragmentation (its temp heap is packed by a heap simulator: the peak here
   is the sum of live buffers, which never exceeds the packed heap), the schedule's finer points (XLA
   schedules the partitioned module, whose collectives and bitcasts are instructions of their own; here
@@ -251,6 +270,11 @@ def breadth_first_order(comp) -> list:
     return out
 
 
+def _text_order(comp) -> list:
+    """``comp``'s instructions in text order: a compiled (scheduled) module's sequence."""
+    return list(comp.instructions)
+
+
 def called_in_order(instr) -> list:
     """The computations a control-flow instruction runs, in schedule order (while: body, condition)."""
     if instr.opcode == "while":
@@ -272,6 +296,8 @@ def program_schedule(module, breadth_first: bool = True) -> list:
     out: list = []
     placed: set = set()
     comp_order = breadth_first_order if breadth_first else computation_order
+    if breadth_first and module.entry is not None and is_scheduled(module.entry):
+        comp_order = _text_order   # a compiled module runs in the order XLA's scheduler wrote
 
     def place(comp) -> None:
         placed.add(id(comp))
@@ -415,11 +441,39 @@ def _kind(instr) -> str:
     return instr.opcode
 
 
+def is_scheduled(comp) -> bool:
+    """True when ``comp`` belongs to a module XLA has already compiled (``is_scheduled=true``: the text of
+    ``compiled.as_text()`` or an ``*after_optimizations*`` dump).  Such a module is taken as XLA runs it
+    (module docstring, *Compiled modules*): its fusions are formed, each computation runs in text order,
+    and every ``copy`` / ``reshape`` left in it moves bytes."""
+    module = getattr(comp, "parent", None)
+    return module is not None and getattr(module, "attrs", {}).get("is_scheduled") == "true"
+
+
 def _forwards(instr) -> bool:
     """A ``copy`` (a pin, a sharding annotation: removed by XLA's algebraic simplifier) or a
-    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer."""
+    ``reshape`` (a bitcast of a row-major buffer) that is not a root: it forwards its operand's buffer.
+    Not in a compiled module (:func:`is_scheduled`): the simplifier has run, what is left is a real copy."""
     return (_kind(instr) in ("copy", "reshape") and bool(instr.users) and not instr.is_root
-            and instr.shape.is_array)
+            and instr.shape.is_array and not is_scheduled(instr.parent) and not resharding_pin(instr))
+
+
+def resharding_pin(instr) -> bool:
+    """A ``copy`` or ``Sharding`` custom call written with a sharding other than its operand's written one
+    (``solve``'s pins, a sharding constraint that moves data): XLA's partitioner makes it a collective (or
+    a local slice), an instruction of its own that the breadth-first scheduler runs as soon as its
+    operand exists.  Its result is a buffer of its own (the operand's bytes in the pin's layout), live
+    from there to its last reader, and its operand is last read there (read in the compiled module and
+    buffer assignment of the budget start's enc-dec plan: ``mul.885.pin.1``, an all-gathered activation,
+    made right after ``mul.885`` in the forward pass and read by a backward dot; BENCHMARKS.md, round 19).
+    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Left: a
+    resharding pin whose readers are all loop-fusion consumers (elementwise) is still taken as fused into
+    them by :func:`is_fused` (its resharding priced at the reader, as before), although XLA cannot fuse a
+    collective."""
+    if _kind(instr) != "copy" or not instr.operands:
+        return False
+    mine, theirs = instr.sharding, instr.operands[0].sharding
+    return mine is not None and theirs is not None and mine != theirs
 
 
 def effective_users(instr) -> list:
@@ -446,6 +500,8 @@ def is_fused(instr) -> bool:
     op = _kind(instr)
     if op == "constant" or _forwards(instr):
         return True
+    if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
+        return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     consumers = effective_users(instr)
@@ -746,6 +802,59 @@ def _same_array(a, b) -> bool:
     return sa.is_array and sb.is_array and sa.rank == sb.rank and sa.byte_size == sb.byte_size
 
 
+#: ops XLA's ``IsElementwiseOnOperand`` accepts on the way from a fused parameter to the fusion's root
+_ELEMENTWISE_ON_OPERAND = ELEMENTWISE | {"copy", "select", "clamp"}
+
+
+def _same_layout(a, b) -> bool:
+    """Same element type, dims and layout (XLA's ``ShapeUtil::Equal``; no layout written = row major)."""
+    sa, sb = a.shape, b.shape
+    if not (sa.is_array and sb.is_array and sa.element_type == sb.element_type and tuple(sa.dims) == tuple(sb.dims)):
+        return False
+    rows = tuple(range(len(sa.dims) - 1, -1, -1))
+    la = sa.layout.minor_to_major if sa.layout is not None else rows
+    lb = sb.layout.minor_to_major if sb.layout is not None else rows
+    return tuple(la) == tuple(lb)
+
+
+def fusion_in_place_operands(fusion) -> list:
+    """The operand indices whose buffer an already formed ``fusion`` may write its result into
+    (compiled modules, :func:`is_scheduled`), XLA's ``HloDataflowAnalysis::CanShareOperandBufferWithUser``
+    (jaxlib 0.10.2): the operand has the result's shape and layout, and the fusion is a loop or input
+    fusion whose fused parameter reaches the root only through ops elementwise on it (XLA's
+    ``AreTransitiveUsesElementwiseOrTuple``), or its root is a ``dynamic-update-slice`` whose operand 0
+    is that parameter (updated in place).  Output, custom (XNNPACK) and other fusions: none."""
+    kind = fusion.attrs.get("kind")
+    comps = fusion.called_computations
+    if fusion.opcode != "fusion" or kind not in ("kLoop", "kInput") or not comps or not fusion.shape.is_array:
+        return []
+    comp = comps[0]
+    params = comp.parameters
+    root = comp.root
+    out = []
+    for n, o in enumerate(fusion.operands):
+        if n >= len(params) or not _same_layout(o, fusion):
+            continue
+        prm = params[n]
+        if root is not None and root.opcode == "dynamic-update-slice" and root.operands and root.operands[0] is prm:
+            out.append(n)
+            continue
+        stack, seen, ok = [prm], set(), True
+        while stack and ok:
+            x = stack.pop()
+            for u in x.users:
+                if id(u) in seen:
+                    continue
+                seen.add(id(u))
+                if u.opcode != "tuple" and _kind(u) not in _ELEMENTWISE_ON_OPERAND:
+                    ok = False
+                    break
+                stack.append(u)
+        if ok:
+            out.append(n)
+    return out
+
+
 def in_place_user(user, operand) -> bool:
     """True when ``user`` may compute in place on ``operand``'s buffer (XLA's buffer sharing for an
     elementwise op or a ``dynamic-update-slice``'s operand 0): same dims and bytes.  Also true for a
@@ -881,6 +990,24 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if ra != rc:
             parent[ra] = rc
 
+    # a compiled module's bitcast is a view of its operand's buffer (XLA's alias analysis): one buffer,
+    # read until the last reader of any view (an in-place writer must come after all of them)
+    views: set = set()
+    for i in order:
+        if i.opcode == "bitcast" and id(i) not in fused and i.operands and is_scheduled(i.parent):
+            ks, mine = values(i.operands[0]), list(own(i))
+            if len(ks) == 1 and len(mine) == 1:
+                share(ks[0], mine[0], read_only=True)
+                views.add(id(i))
+    view_end: dict = {}
+    for k in {x for kv in list(parent.items()) for x in kv}:
+        r = find(k)
+        view_end[r] = max(view_end.get(r, 0), raw.get(k, (0, 0))[1])
+
+    def read_last_at(k, t) -> bool:
+        """``k`` (and every view of it) is read last at ``t``."""
+        return raw.get(k, (0, 0))[1] == t + 1 and view_end.get(find(k), 0) <= t + 1
+
     for t, i in enumerate(order):
         if id(i) in fused:
             continue
@@ -917,15 +1044,21 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                     if d is not None and d.parent is comp and a not in protected:
                         share(a, c)
             continue
+        if op == "bitcast" and id(i) in views:
+            continue   # shared above
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
+        elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
+            # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
+            cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
+                     if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
         elif op in ELEMENTWISE:
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
         else:
             continue
         for o in cands:
             ks = values(o)
-            if len(ks) == 1 and raw.get(ks[0], (0, 0))[1] == t + 1 and ks[0] not in protected:
+            if len(ks) == 1 and read_last_at(ks[0], t) and ks[0] not in protected:
                 share(ks[0], mine[0], elementwise=op in ELEMENTWISE)
                 break
     classes: dict = {}

@@ -22,7 +22,10 @@ def is_per_device_program(module) -> bool:
     annotated instructions is a logical module (its annotations are kept).  Shardings inside fusion
     computations do not count: XLA's optimised (compiled) modules keep a fused instruction's attribute
     there (a layout ``copy`` of a parameter, measured on ``jax.jit(...).lower(...).compile().as_text()``),
-    and a logical module has no fusions yet."""
+    and a logical module has no fusions yet.  A scheduled module (``is_scheduled=true``: XLA's compiled
+    text, ``compiled.as_text()``) is one whether or not it communicates: XLA schedules after partitioning."""
+    if getattr(module, "attrs", {}).get("is_scheduled") == "true":
+        return True   # XLA schedules a module after partitioning it: a compiled module runs per device
     has_collective = False
     params = set(module.entry.parameters) if getattr(module, "entry", None) is not None else set()
     fused = {id(c) for i in module.all_instructions() if i.opcode == "fusion" for c in i.called_computations}
