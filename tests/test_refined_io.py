@@ -114,7 +114,7 @@ def step(p, x):   # two heads of 128 over the 4-way model axis: the reshape refi
 
 k = jax.random.split(jax.random.PRNGKey(0), 3)
 p = {"w1": jax.random.normal(k[0], (64, 256)) * 0.1, "w2": jax.random.normal(k[1], (256, 64)) * 0.1}
-x = jax.random.normal(k[2], (32, 64))
+x = jax.random.normal(k[2], (4096, 64))   # a batch whose replicated compute outweighs the gradient all-reduce
 plan = auto_shard(step, p, x, mesh=mesh, time_limit=1, deterministic=True, with_constraints=False, memory_guard=False)
 print("mesh", plan.report["mesh"]["shape"])
 for s in jax.tree_util.tree_leaves(plan.in_shardings) + jax.tree_util.tree_leaves(plan.out_shardings):
@@ -141,6 +141,7 @@ def test_auto_shard_refines_and_keeps_partition_specs_on_whole_axes():
     assert "mesh [2, 2, 2]" in lines, lines   # refined, as the CLI refines it
     specs = [eval(line.split(" ", 1)[1]) for line in lines if line.startswith("spec ")]   # noqa: S307 - our own repr
     assert len(specs) == 6   # two parameters and the batch in; loss and two parameters out
+    # the batch is split over both axes (data parallel over 8: (data, model) on the refined mesh's three axes)
     named = {a for s in specs for d in s if d is not None for a in ((d,) if isinstance(d, str) else d)}
     assert named and named <= {"data", "model"}, specs   # whole user axes only, and something is split
     assert "cache 1" in lines, lines   # the second step reuses the first compile: no resharding between
