@@ -112,7 +112,8 @@ class DeviceMesh:
     """
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
-                 "source", "notes", "max_padding", "memory_budget", "divisible_io", "roofline_prices", "memory_device",
+                 "source", "notes", "max_padding", "memory_budget", "divisible_io", "whole_axes_io", "roofline_prices",
+                 "memory_device",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -135,6 +136,10 @@ class DeviceMesh:
           False): entry parameters and outputs split evenly only (a ``jax.jit`` argument's or result's
           ``NamedSharding`` must divide its dims; XLA's auto-sharding option
           ``only_allow_divisible_input_output``), :func:`hloshard.autoshard.build.build_graph`;
+        * ``whole_axes_io`` (default None): when set (:meth:`keep_io_on_user_axes`), the cuts of the
+          user's mesh (:func:`_shape_cuts`); entry parameters and outputs are then laid out over whole
+          user axes only (:meth:`on_user_axes`: a ``jax.sharding.PartitionSpec`` names user axes, each
+          whole), while intermediates may use the sub-axes of a refinement;
         * ``roofline_prices``: with ``--device``, the device's roofline in cost units
           (:class:`hloshard.cost.roofline.RooflinePrices`: compute priced as max(flops, HBM bytes)),
           else None.
@@ -178,6 +183,7 @@ class DeviceMesh:
         self.max_padding = 0.5
         self.memory_budget = None
         self.divisible_io = False
+        self.whole_axes_io = None
         self.roofline_prices = None
         #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
         self.memory_device = None
@@ -308,6 +314,46 @@ class DeviceMesh:
             self.divisible_io = bool(divisible_io)
         return self
 
+    def keep_io_on_user_axes(self) -> "DeviceMesh":
+        """Lay entry parameters and outputs over whole axes of the user's mesh only (``jax.jit``'s
+        ``in_shardings`` / ``out_shardings`` are ``NamedSharding``s whose ``PartitionSpec`` names user axes,
+        each whole: a Shardy sub-axis such as ``model:(1)2`` has no PartitionSpec form), while the
+        intermediates of a refined mesh may use sub-axes. Sets ``whole_axes_io`` to the user mesh's cuts
+        of the flat device order (carried by :meth:`refine`; a coarse mesh of the same devices takes it
+        over, :func:`hloshard.autoshard.coarse.coarse_mesh`); applied to the entry's values by
+        :func:`hloshard.autoshard.build.build_graph` through :meth:`on_user_axes`. Returns ``self``."""
+        self.whole_axes_io = frozenset(_shape_cuts(self.user_shape))
+        return self
+
+    def on_user_axes(self, axes: Sequence[int]) -> bool:
+        """Whether one tensor dim split over this mesh's ``axes`` (major to minor, as a strategy spec
+        lists them) is split over whole axes of the user's mesh, i.e. has a PartitionSpec form: True when
+        ``whole_axes_io`` is None (no restriction).  Each axis ``k`` covers the strides ``[lo, lo *
+        shape[k])`` of the flat device order (``lo``: the product of the sizes minor to it); the axes
+        form maximal chains (one axis' ``lo`` the next one's ``lo * size``), and every chain must start
+        and end at a cut of the user's mesh (a chain between two cuts is a run of whole user axes, major
+        to minor).  So on 2x4 refined to 2x2x2: ``(1, 2)`` (``model``), ``(0, 1, 2)`` (``data, model``)
+        and ``(1, 2, 0)`` (``model, data``) are whole; ``(1,)`` (``model:(1)2``), ``(2, 1)`` and
+        ``(0, 1)`` are not.  Size-1 axes are skipped."""
+        cuts = self.whole_axes_io
+        if cuts is None:
+            return True
+        lo = [1] * self.ndim
+        for k in range(self.ndim - 2, -1, -1):
+            lo[k] = lo[k + 1] * self.shape[k + 1]
+        chain_hi = chain_lo = None
+        for k in axes:
+            if self.shape[k] == 1:
+                continue
+            hi = lo[k] * self.shape[k]
+            if chain_lo is not None and hi == chain_lo:
+                chain_lo = lo[k]
+                continue
+            if chain_lo is not None and (chain_lo not in cuts or chain_hi not in cuts):
+                return False
+            chain_hi, chain_lo = hi, lo[k]
+        return chain_lo is None or (chain_lo in cuts and chain_hi in cuts)
+
     # ---------------------------------------------------------------- refinement
     def refine(self, shape: Sequence[int]) -> "DeviceMesh":
         """This mesh with its axes split into sub-axes: ``shape`` must refine ``self.shape`` (each axis
@@ -352,6 +398,7 @@ class DeviceMesh:
         out.axis_names = tuple(out.axis_label(k) for k in range(out.ndim)) if self.user_names else None
         out.source, out.notes = self.source, list(self.notes)
         out.max_padding, out.memory_budget, out.divisible_io = self.max_padding, self.memory_budget, self.divisible_io
+        out.whole_axes_io = self.whole_axes_io
         out.roofline_prices = self.roofline_prices
         out.memory_device = getattr(self, "memory_device", None)
         return out

@@ -374,7 +374,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             arr.flags.writeable = False
             hit = by_list[key] = (g.strategies, arr)
         fcosts.append(hit[1])
-    if getattr(mesh, "divisible_io", False):
+    if getattr(mesh, "divisible_io", False) or getattr(mesh, "whole_axes_io", None) is not None:
         _divisible_io(nodes, fcosts, param_nodes + leaf_nodes(entry.root), ctx.minfo, kept)
     edge_keys = sorted(edges)
     edge_float = [edges[k] for k in edge_keys]
@@ -447,7 +447,12 @@ def _divisible_io(nodes: list, fcosts: list, io_nodes: list, minfo, kept) -> Non
     (``kept``: kept as given). The rule of ``jax.jit``: an argument's or result's ``NamedSharding`` must
     divide its dims (``IndivisibleError``; jax ``pjit``, ``allow_uneven_sharding=False``), where a
     ``with_sharding_constraint`` inside may be uneven; XLA's auto-sharding has the same option,
-    ``only_allow_divisible_input_output`` (default true)."""
+    ``only_allow_divisible_input_output`` (default true).  With ``mesh.whole_axes_io`` set the same holds
+    for a layout that splits a dim over part of a user axis (:meth:`hloshard.mesh.DeviceMesh.on_user_axes`:
+    a PartitionSpec names whole user axes only), the layouts of a refined mesh's sub-axes."""
+    mesh = minfo.mesh
+    even_only = getattr(mesh, "divisible_io", False)
+    whole_only = getattr(mesh, "whole_axes_io", None) is not None
     for v in sorted(set(io_nodes)):
         g = nodes[v]
         if g.instr in kept:
@@ -457,8 +462,9 @@ def _divisible_io(nodes: list, fcosts: list, io_nodes: list, minfo, kept) -> Non
         for k, st in enumerate(g.strategies):
             outs = st.out if g.multi else (st.out,)
             for shape, out in zip(shapes, outs):
-                if is_mesh_spec(out) and getattr(shape, "dims", None) is not None and \
-                        not minfo.fits_evenly(shape.dims, out):
+                if is_mesh_spec(out) and getattr(shape, "dims", None) is not None and (
+                        (even_only and not minfo.fits_evenly(shape.dims, out))
+                        or (whole_only and not all(mesh.on_user_axes(ax) for ax in out))):
                     even[k] = False
                     break
         if even.any() and not even.all():

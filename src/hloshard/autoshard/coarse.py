@@ -89,6 +89,7 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
     coarse.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
+    coarse.whole_axes_io = getattr(mesh, "whole_axes_io", None)   # the same devices in the same order
     coarse.roofline_prices = mesh.roofline_prices
     coarse.memory_device = getattr(mesh, "memory_device", None)
     return coarse

@@ -467,7 +467,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
     from ..load import SourceInfo
-    from ..mesh import DeviceMesh
+    from ..mesh import DeviceMesh, refine_for_module
     from ..peak import peak_tensors_of
     from ..sdy import SdyMesh
     from ..strategy.realize import operand_pins
@@ -548,6 +548,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 raise ValueError(str(exc)) from None
         # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
         dmesh.divisible_io = True
+        # refined for the module as the CLI's mesh (reshapes carry a split onto sub-axes), the entry's values
+        # kept on whole user axes: a PartitionSpec names no sub-axis (mesh.DeviceMesh.keep_io_on_user_axes)
+        dmesh.keep_io_on_user_axes()
+        if not dmesh.is_refined:   # device=: timed_mesh_from_options refined it already
+            dmesh = refine_for_module(dmesh, module)
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
         deadline = None if deterministic else started + float(time_limit)
