@@ -759,7 +759,7 @@ def _strategy_changes(before, after) -> set:
 
 
 def improve_written(module, mesh, written, deadline: float | None = None, rounds: int = IMPROVE_ROUNDS,
-                    pins: bool = False, work: int | None = None, stats: dict | None = None):
+                    pins: bool = False, work: int | None = None, stats: dict | None = None, keep_ids=()):
     """Lower ``hloshard cost`` of a written ``module`` by local moves: around each instruction that pays
     communication (:func:`paid_nodes`), in schedule order, its neighbourhood (:func:`neighbourhood`: radius
     2, :func:`freeable`, ``solve``'s own operand pins included) is re-solved with the instruction's layout
@@ -792,7 +792,8 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     ``written``: ``evaluate_module`` of ``module`` as it is (a :class:`~hloshard.autoshard.evaluate.CostResult`);
     ``module`` is changed in place (its instructions' ``sharding``).  ``deadline``: a ``time.monotonic()``
     instant; no candidate is started after it and no re-pricing that the last one's seconds would take
-    past it (None: no clock read, deterministic).  ``work``: the most neighbourhood re-solves over all
+    past it (None: no clock read, deterministic).  ``keep_ids``: ids of instructions whose annotation stays
+    (``solve``'s kept user shardings, ``--keep all``: ``graph.ctx.fixed`` of its solve).  ``work``: the most neighbourhood re-solves over all
     rounds (a deterministic budget; None with no ``deadline``: as many as the written graph has nodes, one
     per node, as the build builds each once).  ``stats``: a dict, filled with ``rounds``, ``candidates``
     (re-solves), ``priced`` (exact re-pricings of a site), ``evaluations`` (modules priced again) and
@@ -837,7 +838,7 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
                 break
             stats["candidates"] += 1
             free = [i for i in neighbourhood(target, allowed) if freeable(i, target, module, pins=pins)
-                    and pricing.plain(i)]
+                    and pricing.plain(i) and (i is target or id(i) not in keep_ids)]
             ls = LocalSearch(pricing, target, free)
             frames[id(target)] = _frame(pricing, ls.site.instrs if ls.site is not None else free)
             if ls.site is None:
