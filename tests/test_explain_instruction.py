@@ -62,7 +62,7 @@ ENTRY e {
 def test_neighbourhood_resolve_is_the_enumerated_optimum(monkeypatch, limit):
     """The neighbourhood re-solve (t, s, d built without annotations, the rest as given) is, for each
     sharding of s, the best of all strategy combinations of the re-built groups (brute force over
-    Site.value), both through CP-SAT (limit 0) and the exhaustive path."""
+    Site.value), both through CP-SAT (limit 0) and the exact elimination (local.eliminate)."""
     from hloshard.autoshard import local
     from hloshard.explain_local import Pricing
 

@@ -65,3 +65,67 @@ def test_solve_local_moves_keep_the_written_figure():
     result = solve_module(module, MESH, time_limit=5.0, deterministic=True, local_moves=True)
     assert result.local_moves == []
     assert result.objective == pytest.approx(evaluate_module(module, MESH).total_cost, rel=1e-12)
+
+
+def test_elimination_is_the_brute_force_minimum():
+    """local.eliminate (bucket elimination) on a small graph with a cycle and forbidden entries: the
+    minimum of all assignments, its pick attaining it; an all-forbidden variable gives None; a table
+    past the limit gives TOO_LARGE."""
+    import itertools
+
+    import numpy as np
+
+    from hloshard.autoshard.local import TOO_LARGE, eliminate
+
+    rng = np.random.default_rng(0)
+    sizes = [3, 4, 2, 3, 4]
+    unary = [rng.uniform(0, 10, n) for n in sizes]
+    unary[2][1] = np.inf
+    pairs = {(j, k): rng.uniform(0, 10, (sizes[j], sizes[k])) for j, k in [(0, 1), (1, 2), (0, 2), (2, 3), (3, 4), (1, 4)]}
+    pairs[(0, 1)][0, :] = np.inf
+
+    def value(p):
+        return sum(unary[k][p[k]] for k in range(len(sizes))) + sum(m[p[j], p[k]] for (j, k), m in pairs.items())
+
+    best = min(value(p) for p in itertools.product(*[range(n) for n in sizes]))
+    pick = eliminate(unary, pairs, 1 << 20)
+    assert value(pick) == pytest.approx(best, rel=1e-12)
+    assert eliminate(unary, pairs, 8) is TOO_LARGE          # every bucket of the cycle needs more than 8 entries
+    unary[3][:] = np.inf
+    assert eliminate(unary, pairs, 1 << 20) is None
+
+
+def test_kept_annotations_and_the_cli_default():
+    """solve keeps what --keep keeps: with keep='all' the detour's x stays (the pass would move it,
+    above); and `solve` runs the pass unless --no-local-moves."""
+    from click.testing import CliRunner
+
+    from hloshard.autoshard import local, solve_module
+    from hloshard.cli import main
+
+    module = parse_module(DETOUR)
+    result = solve_module(module, MESH, keep="all", time_limit=5.0, deterministic=True, local_moves=True)
+    assert result.local_moves == [] and str(module.entry.get("x").sharding) == "{devices=[1,4]<=[4]}"
+
+    calls = []
+    real = local.improve_written
+
+    def spy(*a, **k):
+        calls.append(k.get("keep_ids"))
+        return real(*a, **k)
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "detour.hlo"
+        path.write_text(DETOUR)
+        local.improve_written = spy
+        try:
+            for extra, n in (([], 1), (["--no-local-moves"], 1), (["--local-moves"], 2)):
+                r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "4", "--deterministic", "--time-limit", "5",
+                                              "-o", str(Path(d) / "out.hlo"), "--quiet", *extra])
+                assert r.exit_code == 0, r.output
+                assert len(calls) == n
+        finally:
+            local.improve_written = real

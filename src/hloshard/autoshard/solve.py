@@ -519,7 +519,8 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         from .local import improve_written
 
         before = written.total_cost
-        written, result.local_moves = improve_written(module, mesh, written, deadline=deadline)
+        written, result.local_moves = improve_written(module, mesh, written, deadline=deadline,
+                                                      keep_ids={id(i) for i in graph.ctx.fixed})
         if result.local_moves:
             graph.warnings.append(f"local moves changed {len(result.local_moves)} annotations of the written module "
                                   f"(outside the solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")

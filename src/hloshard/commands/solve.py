@@ -328,18 +328,19 @@ where one is proven) or no solution was found within the time limit (nothing wri
                    "'matching': every top-level output with the shape and dtype of an entry parameter, each "
                    "paired with the first unpaired such parameter in order (jax flattens a step's state in and "
                    "out alike); pairs given explicitly take precedence.")
-@click.option("--local-moves", is_flag=True,
+@click.option("--local-moves/--no-local-moves", default=True, show_default=True,
               help="After the solve, re-solve the neighbourhood of every instruction that pays communication in "
                    "the written module (explain's kept re-solve) and keep the moves that lower hloshard cost of "
                    "it: plans outside the solver's space (a follower resharding the value it follows). Within "
-                   "--time-limit; not with --memory-budget.")
+                   "--time-limit (with --deterministic: at most one re-solve per cost-graph node); not with "
+                   "--memory-budget.")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the written module with XLA (needs the xla extra): its collectives beside "
                    "the predicted ones in the summary and under 'xla' in the report.")
 def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, output, fmt, report_file, html_file,
             keep, memory_budget, time_limit, workers, seed, deterministic, export_problem, quiet,
-            partition_specs_file=None, use_xla=False, pin_operands=False, ties=(), device=None, local_moves=False):
+            partition_specs_file=None, use_xla=False, pin_operands=False, ties=(), device=None, local_moves=True):
     """Choose a sharding for every instruction of MODULE.hlo on the device mesh (CP-SAT).
 
     The annotated module goes to -o (default stdout); the summary (input and output, mesh, how many
