@@ -188,6 +188,12 @@ def is_fused(instr) -> bool:
 #: sqrt, rsqrt, exp for F32 / F16)
 CHEAP_FLOAT_OPS = frozenset({"divide", "sqrt", "rsqrt", "exponential"})
 
+#: what the TPU compiler also duplicates: :data:`CHEAP_FLOAT_OPS` and ``tanh`` (read off the optimised
+#: ``transformer_train_step`` solve plan on ``v5e:2x4``: a GELU's ``tanh`` is computed again inside each
+#: dot fusion that reads the activation -- the forward ``w2`` dot and the ``w2`` weight-gradient dot --
+#: rather than read from a buffer)
+CHEAP_ON_TPU = CHEAP_FLOAT_OPS | {"tanh"}
+
 
 def expensive_on_tpu(instr) -> bool:
     """Whether the TPU compiler's fusion keeps ``instr`` out of several consumers
@@ -196,7 +202,7 @@ def expensive_on_tpu(instr) -> bool:
     programs: a softmax's ``exp`` and ``divide`` computed inside each dot that reads them)."""
     if instr.opcode not in EXPENSIVE:
         return False
-    return not (instr.opcode in CHEAP_FLOAT_OPS and instr.shape.is_array
+    return not (instr.opcode in CHEAP_ON_TPU and instr.shape.is_array
                 and instr.shape.element_type in ("f32", "bf16", "f16"))
 
 
@@ -206,21 +212,23 @@ def _is_large_array(x) -> bool:
     return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
 
 
-def _join_width(o, rule: "FusionRule", depth: int = 0) -> int:
-    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
-    and iotas, each fused
-    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
-    depth of 64: a longer private chain counts as one buffer)."""
-    width = 0
-    for x in o.operands:
-        if x.opcode in ("broadcast", "iota"):
-            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
-        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1 \
-                and rule.absorbed_by(x) is None:
-            width += _join_width(x, rule, depth + 1)
-        elif _is_large_array(x):
-            width += 1
-    return width
+def _join_leaves(o, rule: "FusionRule", depth: int = 0) -> frozenset:
+    """Ids of the large array buffers (:func:`_is_large_array`) the kernel of ``o`` reads once its fused
+    producers are inlined: its operands but broadcasts and iotas, each fused operand that is not a
+    :func:`shared_join` of its own replaced by what it reads, recursively (to a depth of 64: deeper, a
+    fused operand counts as one buffer), each buffer once.  Cached per computation."""
+    def compute(_):
+        out = set()
+        for x in o.operands:
+            if x.opcode in ("broadcast", "iota"):
+                continue      # a vector (a layer norm's statistics, its scale) read along the kernel
+            if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and rule.absorbed_by(x) is None \
+                    and not shared_join(x, rule):
+                out |= _join_leaves(x, rule, depth + 1)
+            elif _is_large_array(x):
+                out.add(id(x))
+        return frozenset(out)
+    return _memo("leaves", o, compute)
 
 
 def shared_join(o, rule: "FusionRule") -> bool:
@@ -234,7 +242,7 @@ def shared_join(o, rule: "FusionRule") -> bool:
     if len(effective_users(o)) < 2:
         return False
     if rule.transitive_join:
-        return _memo("join", o, lambda x: _join_width(x, rule)) >= 2
+        return _memo("join", o, lambda x: len(_join_leaves(x, rule))) >= 2
     arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
 
