@@ -471,7 +471,7 @@ ENTRY main {{
 
 def test_multi_output_fusion_of_an_optimizer_update_on_tpu_only():
     """The weight's kernel computes m1 and v1 (no read back), the norm's reduce computes w1, v1's
-    kernel reads g with m1's (siblings); p reads m1 (a dot lies between them); the CPU rule reads all."""
+    kernel reads g with m1's (siblings); p is computed in the dot's output fusion; the CPU rule reads all."""
     from hloshard.cost.roofline import multi_output_skips
 
     ins = _by_name(ADAM)
@@ -484,4 +484,7 @@ def test_multi_output_fusion_of_an_optimizer_update_on_tpu_only():
     # the bytes: the weight's kernel reads w only and writes w1; the reduce writes its scalar
     assert hbm_bytes(ins["w1"], _size, TPU_FUSION) == _size(ins["w"]) + _size(ins["w1"])
     assert hbm_bytes(ins["n"], _size, TPU_FUSION) == _size(ins["n"])
-    assert hbm_bytes(ins["p"], _size, TPU_FUSION) == _size(ins["m1"]) + _size(ins["e"]) + _size(ins["p"])
+    # p = m1 + exp(dd) is the dot's output region (libtpu's program: one kOutput fusion of dd, e and p
+    # reading m1 and q): the dot's kernel reads m1 and q and writes p; p moves nothing of its own
+    assert hbm_bytes(ins["p"], _size, TPU_FUSION) == 0
+    assert hbm_bytes(ins["dd"], _size, TPU_FUSION) == _size(ins["m1"]) + _size(ins["q"]) + _size(ins["p"])

@@ -145,7 +145,9 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
+        if tail is not None and k is None and rule.absorbed_by(o) is instr:
+            stack.extend((x, None) for x in reversed(o.operands))    # a member of instr's output region
+        elif rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))

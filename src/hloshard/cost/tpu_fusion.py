@@ -98,7 +98,8 @@ from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMER
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
-           "CHEAP_FLOAT_OPS", "expensive_on_tpu", "CONV_BATCH_TILE", "conv_batch_factor"]
+           "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
+           "moved_element_type", "DEFAULT_PRECISION_TYPE", "CONV_BATCH_TILE", "conv_batch_factor"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -255,13 +256,75 @@ def epilogue(instr):
     return _memo("epilogue", instr, _epilogue)
 
 
+#: the most elementwise instructions :func:`output_region` follows from one dot (a bound on the search's
+#: cost per dot, not a measured figure: the regions seen are 2-8 instructions, a GELU's backward)
+REGION_MAX = 64
+
+
+def _elements(x) -> int:
+    n = 1
+    for d in x.shape.dims:
+        n *= d
+    return n
+
+
+def output_region(instr):
+    """The elementwise consumers a dot / convolution ``instr`` computes in its output fusion when they
+    are more than one, as ``(members, sink)``, or None (module docstring, *output fusion*).  The forward
+    closure of ``instr`` through elementwise users (:func:`hloshard.cost.liveness.effective_users`) in its
+    computation with as many elements as ``instr``'s result; when exactly one member (the sink) is a root
+    or has a user outside it, the sink is materialised (not :func:`is_fused`, or read by several
+    consumers: a dot's kernel is not duplicated) and the closure has two members or more, the dot's
+    kernel computes all of them and writes the sink only.  Read off the optimised ``transformer_train_step``
+    solve plan (``v5e:2x4``): a GELU's backward -- the gradient dot's result read by two multiplies
+    whose paths meet again at an add read by two dots -- is one ``kOutput`` fusion writing that add.
+    A closure of more than :data:`REGION_MAX` members is not followed (None).  Cached per computation."""
+    if instr.opcode not in OUTPUT_FUSING:
+        return None
+    return _memo("region", instr, _output_region)
+
+
+def _output_region(instr):
+    if instr.is_root or not instr.shape.is_array:
+        return None
+    size = _elements(instr)
+    members: dict = {}
+    stack = list(effective_users(instr))
+    while stack:
+        u = stack.pop()
+        if id(u) in members:
+            continue
+        if u.opcode not in ELEMENTWISE or not _same_parent(u, instr) or not u.shape.is_array \
+                or _elements(u) != size:
+            return None
+        members[id(u)] = u
+        if len(members) > REGION_MAX:
+            return None
+        stack.extend(x for x in effective_users(u) if x.opcode in ELEMENTWISE and _same_parent(x, instr)
+                     and x.shape.is_array and _elements(x) == size)
+    if len(members) < 2:
+        return None
+    exits = [u for u in members.values()
+             if u.is_root or any(id(x) not in members for x in effective_users(u))]
+    if len(exits) != 1:
+        return None
+    sink = exits[0]
+    if is_fused(sink) and len(effective_users(sink)) < 2:
+        return None
+    return frozenset(members), sink
+
+
 def _epilogue(instr):
     """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
-    (output fusion, module docstring), or None: ``instr`` has exactly one consumer (through forwarding
-    users), elementwise, in the same computation, that has a buffer (not :func:`is_fused`, or a
-    :func:`shared_join`: else its consumers inline it and read ``instr``'s result)."""
+    (output fusion, module docstring), or None: the sink of its :func:`output_region`, else ``instr``'s
+    one consumer (through forwarding users), elementwise, in the same computation, that has a buffer
+    (not :func:`is_fused`, or a :func:`shared_join`: else its consumers inline it and read ``instr``'s
+    result)."""
     if instr.opcode not in OUTPUT_FUSING or instr.is_root or not instr.shape.is_array:
         return None
+    region = output_region(instr)
+    if region is not None:
+        return region[1]
     consumers = effective_users(instr)
     if len(consumers) != 1:
         return None
@@ -273,9 +336,20 @@ def _epilogue(instr):
     return u
 
 
+def _regions_of(comp) -> dict:
+    """``{id(member): dot}`` for every :func:`output_region` of the dots and convolutions of ``comp``."""
+    out: dict = {}
+    for i in comp.instructions:
+        region = output_region(i) if i.opcode in OUTPUT_FUSING else None
+        if region is not None:
+            for m in region[0]:
+                out[m] = i
+    return out
+
+
 def absorbed_by(instr):
-    """The dot / convolution whose output fusion computes ``instr`` (``epilogue(dot) is instr``), or
-    None."""
+    """The dot / convolution whose output fusion computes ``instr`` (``epilogue(dot) is instr``, or
+    ``instr`` in the dot's :func:`output_region`), or None."""
     if instr.opcode not in ELEMENTWISE:
         return None
     for o in instr.operands:
@@ -285,7 +359,10 @@ def absorbed_by(instr):
             src = src.operands[0]     # a forwarding copy / reshape between the dot and its consumer
         if src.opcode in OUTPUT_FUSING and epilogue(src) is instr:
             return src
-    return None
+    comp = instr.parent
+    if comp is None:
+        return None
+    return _memo("regions", comp.root if comp.root is not None else instr, lambda _: _regions_of(comp)).get(id(instr))
 
 
 def sibling_key(instr):
@@ -455,3 +532,57 @@ def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
     if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
         return 1.0
     return CONV_BATCH_TILE / batch
+
+
+#: the element type a TPU dot / convolution at DEFAULT precision reads an ``f32`` operand as (its MXU's
+#: one bf16 pass; ``operand_precision={high,...}`` / ``{highest,...}`` keep f32)
+DEFAULT_PRECISION_TYPE = "bf16"
+
+
+def _default_precision(instr) -> bool:
+    """Whether every operand of the dot / convolution ``instr`` is read at DEFAULT precision (no
+    ``operand_precision``, or all ``default``)."""
+    raw = instr.attrs.get("operand_precision")
+    if raw is None:
+        return True
+    words = [w.strip().lower() for w in str(raw).strip("{} ").split(",") if w.strip()]
+    return all(w == "default" for w in words)
+
+
+def _narrow_read(u, element_type: str) -> str | None:
+    """The element type narrower than ``element_type`` that the consumer ``u`` reads its operand at, or
+    None: a ``convert`` to a narrower type (its result's type); an ``f32`` operand of a dot /
+    convolution at DEFAULT precision (:data:`DEFAULT_PRECISION_TYPE`)."""
+    from ..hlo.shape import ELEMENT_BITS
+
+    width = ELEMENT_BITS.get(element_type, 0)
+    if u.opcode == "convert" and u.shape.is_array:
+        t = u.shape.element_type
+        return t if 0 < ELEMENT_BITS.get(t, 0) < width and t.startswith(("bf", "f")) else None
+    if u.opcode in ("dot", "convolution") and element_type == "f32" and _default_precision(u):
+        return DEFAULT_PRECISION_TYPE
+    return None
+
+
+def moved_element_type(consumer, element_type: str) -> str | None:
+    """The narrower element type in which the TPU compiler moves a floating-point value of
+    ``element_type`` resharded for ``consumer``, or None (it moves ``element_type``).
+
+    Read off the TPU compiler's optimised programs (libtpu 0.0.42.1 ahead of time, ``v5e:2x4``; single-dot
+    probes ``f32[512,1024] x f32[1024,1024]`` with the weight split 8 ways and gathered, BENCHMARKS.md round
+    19): when every reader of the gathered value reads it narrower -- a ``convert`` to bf16, or an f32 dot at
+    DEFAULT precision, which the MXU reads as bf16 -- the compiler converts before the all-gather and gathers
+    bf16 (half the bytes); with ``operand_precision={high,high}`` or ``{highest,highest}``, or with another
+    reader beside the dot (an ``add``, a ``reduce`` of the gathered weight), it gathers f32.  ``consumer``:
+    the instruction the resharding is for; a forwarding one (a copy, a reshape, a ``Sharding`` pin:
+    :func:`hloshard.cost.liveness.effective_users`) is judged by its readers, all of which must read the
+    same narrower type.  Applies under the TPU rule only (the caller's condition)."""
+    if not consumer.shape.is_array:
+        return None
+    readers = effective_users(consumer) if liveness._forwards(consumer) else [consumer]
+    if not readers:
+        return None
+    types = {_narrow_read(u, element_type) for u in readers}
+    if len(types) != 1:
+        return None
+    return types.pop()
