@@ -131,8 +131,9 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
     slice's size (:data:`SLICES`).  ``rule``: the backend's fusion rule (:mod:`hloshard.cost.tpu_fusion`;
     the CPU's by default); under an output-fusing rule a dot / convolution with an epilogue
-    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot, with index
-    None (reached through no operand of ``instr``)."""
+    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot -- for an output
+    region (:func:`hloshard.cost.tpu_fusion.output_region`) what its members read besides the dot and
+    each other -- with index None (reached through no operand of ``instr``)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]

@@ -18,7 +18,8 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers, but for the
   floating-point ops that are cheap on the accelerator (:func:`expensive_on_tpu`: a softmax's ``exp``
   and ``divide`` are computed inside each dot fusion that reads them, nested ``kLoop`` fusions in the
-  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs).  The TPU
+  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs; a GELU's ``tanh``, the same in
+  ``transformer_train_step``'s).  The TPU
   compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
   multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
   so that rule is not applied.  A producer read by several consumers is inlined into each while its
@@ -32,7 +33,9 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   fusions rooted at the elementwise op; XLA's ``HloInstruction::FusionKind::kOutput``, the
   ``OutputFusion`` pass of its TPU pipeline).  Here: :func:`epilogue` names the consumer;
   the roofline charges the dot's kernel with the consumer's result and its other reads, and the
-  consumer nothing (:func:`absorbed_by`).
+  consumer nothing (:func:`absorbed_by`).  Several elementwise consumers whose paths meet again at one
+  sink (a GELU's backward after its gradient dot) are all computed in the dot's kernel, which writes the
+  sink only (:func:`output_region`).
 * **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
   dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
   with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
@@ -237,9 +240,10 @@ def shared_join(o, rule: "FusionRule") -> bool:
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
     than inlined into each consumer (see :func:`hloshard.cost.roofline.kernel_reads`).  The arrays joined: under the CPU rule
     ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
-    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
-    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
-    b; ``x - broadcast(mean)`` joins nothing)."""
+    :mod:`hloshard.cost.tpu_fusion`) the distinct large buffers its kernel reads with its fused producers inlined
+    (:func:`_join_leaves`, each buffer once: a backward layer norm's ``convert(add(a, b))`` read by six
+    dots joins a and b; ``x - broadcast(mean)`` joins nothing; a GELU ``x * 0.5 * (1 + tanh(f(x)))``
+    read by two dots joins x alone, and each dot computes it from x, as the TPU's programs do)."""
     if len(effective_users(o)) < 2:
         return False
     if rule.transitive_join:
