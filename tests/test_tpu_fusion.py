@@ -414,7 +414,13 @@ def test_tpu_roofline_moves_a_convolution_batch_of_2_as_one_of_8():
     eight, two = "{devices=[8,1,1,1]<=[8]}", "{devices=[2,1,1,1,4]<=[8] last_tile_dim_replicate}"
     tpu8, tpu2 = rows(eight, "tpu-v5e"), rows(two, "tpu-v5e")
     kernel = 3 * 3 * 16 * 128 * 4      # w, replicated, at 128 lanes: scaled with the rest of the kernel
-    assert tpu8["y"] - 4 * kernel == tpu2["y"] - kernel > 0
+    from hloshard.cost.tpu_layout import padded_bytes_per_device
+    from hloshard.hlo.sharding import parse_sharding
+
+    y = _by_name(_conv_module(eight))["y"]
+    copy8, copy2 = (2 * padded_bytes_per_device(y.shape, parse_sharding(s)) for s in (eight, two))
+    # y is an entry output: the copy into the entry's layout (conv_output_relayout), not scaled
+    assert tpu8["y"] - copy8 - 4 * kernel == tpu2["y"] - copy2 - kernel > 0
     assert (tpu8["g"] - kernel) * 4 == tpu2["g"] - kernel   # a filter gradient: no floor (its result: kernel-sized)
     gpu8, gpu2 = rows(eight, "h100-sxm"), rows(two, "h100-sxm")
     w = 3 * 3 * 16 * 16 * 4
@@ -435,7 +441,9 @@ def test_tpu_roofline_moves_a_convolution_batch_of_2_as_one_of_8():
         return strategy_hbm_bytes(y, st, y.operands, minfo, {}, fusion)
 
     split8, split2 = ((0, 1), (), (), ()), ((0,), (), (), ())
-    assert objective_bytes(split8, TPU_FUSION) - 4 * w == objective_bytes(split2, TPU_FUSION) - w > 0
+    y_bytes = 16 * 32 * 32 * 16 * 4    # the entry output's copy into the entry's layout: 2 x its share
+    assert objective_bytes(split8, TPU_FUSION) - 2 * y_bytes / 8 - 4 * w == \
+        objective_bytes(split2, TPU_FUSION) - 2 * y_bytes / 2 - w > 0
     assert (objective_bytes(split8, CPU_FUSION) - w) * 4 == objective_bytes(split2, CPU_FUSION) - w
 
 
@@ -586,3 +594,16 @@ def test_an_all_gather_read_only_by_default_precision_dots_moves_bf16_on_tpu():
     assert highest > 0 and default == highest / 2
     assert mixed == highest
     assert gathered(_gather(), "h100-sxm") == highest     # another backend: the value's own type
+
+
+def test_a_forward_convolution_writing_an_entry_output_pays_the_copy_into_its_layout():
+    """libtpu's ``conv_layer`` program copies the convolution kernel's result (batch in the sublanes) into
+    the entry's layout: 2 x the result more under the TPU rule, for a forward convolution only."""
+    from hloshard.cost.tpu_fusion import conv_output_relayout
+
+    ins = _by_name(_conv_module("{replicated}"))
+    assert conv_output_relayout(ins["y"], ins["y"], TPU_FUSION)
+    assert not conv_output_relayout(ins["g"], ins["g"], TPU_FUSION)       # a filter gradient
+    assert not conv_output_relayout(ins["y"], ins["y"], CPU_FUSION)
+    plain = hbm_bytes(ins["y"], _size, TPU_FUSION) - 2 * _size(ins["y"])
+    assert plain == _size(ins["x"]) + _size(ins["w"]) + _size(ins["y"])

@@ -102,7 +102,7 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
-           "moved_element_type", "DEFAULT_PRECISION_TYPE", "CONV_BATCH_TILE", "conv_batch_factor"]
+           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -590,3 +590,39 @@ def moved_element_type(consumer, element_type: str) -> str | None:
     if len(types) != 1:
         return None
     return types.pop()
+
+
+def _entry_output(x) -> bool:
+    """Whether ``x`` is an output of the entry computation: its root, or an element of a root tuple."""
+    comp = x.parent
+    if comp is None or not getattr(comp, "is_entry", False):
+        return False
+    return x.is_root or any(u.is_root and u.opcode == "tuple" for u in x.users)
+
+
+def conv_output_relayout(instr, head, rule: FusionRule) -> bool:
+    """Whether the TPU compiler copies the result ``head`` of the convolution ``instr``'s kernel (the
+    convolution's own, or its epilogue's) into the entry's layout: under a rule with
+    :attr:`FusionRule.conv_batch_tile` (the TPU's convolutions keep the batch in the sublanes, module
+    docstring), a forward convolution (not a filter gradient, :func:`conv_batch_factor`) whose kernel
+    writes an entry output.  Read off ``conv_layer``'s optimised GSPMD program (``v5e:2x4``): one
+    ``kOutput`` fusion of the convolution, its bias add and ReLU writes ``f32[8,32,32,32]`` in layout
+    ``{3,0,2,1}`` (8.54 MB accessed), then a ``copy`` to the entry's ``{3,2,1,0}`` reads and writes it
+    (8.39 MB)."""
+    if not rule.conv_batch_tile or instr.opcode != "convolution" or head is None or not head.shape.is_array \
+            or not _entry_output(head) or len(instr.operands) < 2:
+        return False
+    try:
+        labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
+    except AttrError:
+        return False
+    dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
+    if max(labels.output_spatial, default=-1) >= len(dims) or max(labels.kernel_spatial, default=-1) >= len(rhs):
+        return False
+    positions = 1
+    for d in labels.output_spatial:
+        positions *= dims[d]
+    taps = 1
+    for d in labels.kernel_spatial:
+        taps *= rhs[d]
+    return positions >= taps
