@@ -516,26 +516,38 @@ def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
     None or does not fit, for unparsable ``dim_labels``, and for a filter-gradient convolution (its
     output has fewer spatial positions than its kernel operand: the window spans the input, and the
     batch it contracts is not tiled this way, measured)."""
-    if not rule.conv_batch_tile or instr.opcode != "convolution" or out_tile is None or len(instr.operands) < 2:
+    if not rule.conv_batch_tile or out_tile is None:
         return 1.0
+    labels = _forward_conv_labels(instr)
+    if labels is None or len(out_tile) != len(instr.shape.dims) or labels.output_batch >= len(out_tile):
+        return 1.0
+    batch = int(out_tile[labels.output_batch])
+    if batch <= 0 or batch >= CONV_BATCH_TILE:
+        return 1.0
+    return CONV_BATCH_TILE / batch
+
+
+def _forward_conv_labels(instr):
+    """The parsed ``dim_labels`` of the convolution ``instr`` when it is a forward (or input-gradient)
+    convolution -- its output has at least as many spatial positions as its kernel operand has taps --,
+    else None (not a convolution, unparsable or out-of-range labels, a filter gradient: the window spans
+    the input)."""
+    if instr.opcode != "convolution" or len(instr.operands) < 2:
+        return None
     try:
         labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
     except AttrError:
-        return 1.0
+        return None
     dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
-    if len(out_tile) != len(dims) or labels.output_batch >= len(dims) \
-            or max(labels.kernel_spatial, default=-1) >= len(rhs):
-        return 1.0
+    if max(labels.output_spatial, default=-1) >= len(dims) or max(labels.kernel_spatial, default=-1) >= len(rhs):
+        return None
     positions = 1
     for d in labels.output_spatial:
         positions *= dims[d]
     taps = 1
     for d in labels.kernel_spatial:
         taps *= rhs[d]
-    batch = int(out_tile[labels.output_batch])
-    if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
-        return 1.0
-    return CONV_BATCH_TILE / batch
+    return labels if positions >= taps else None
 
 
 #: the element type a TPU dot / convolution at DEFAULT precision reads an ``f32`` operand as (its MXU's
@@ -609,20 +621,6 @@ def conv_output_relayout(instr, head, rule: FusionRule) -> bool:
     ``kOutput`` fusion of the convolution, its bias add and ReLU writes ``f32[8,32,32,32]`` in layout
     ``{3,0,2,1}`` (8.54 MB accessed), then a ``copy`` to the entry's ``{3,2,1,0}`` reads and writes it
     (8.39 MB)."""
-    if not rule.conv_batch_tile or instr.opcode != "convolution" or head is None or not head.shape.is_array \
-            or not _entry_output(head) or len(instr.operands) < 2:
+    if not rule.conv_batch_tile or head is None or not head.shape.is_array or not _entry_output(head):
         return False
-    try:
-        labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
-    except AttrError:
-        return False
-    dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
-    if max(labels.output_spatial, default=-1) >= len(dims) or max(labels.kernel_spatial, default=-1) >= len(rhs):
-        return False
-    positions = 1
-    for d in labels.output_spatial:
-        positions *= dims[d]
-    taps = 1
-    for d in labels.kernel_spatial:
-        taps *= rhs[d]
-    return positions >= taps
+    return _forward_conv_labels(instr) is not None
