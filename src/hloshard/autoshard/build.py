@@ -43,6 +43,8 @@ from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
+from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
+from ..hlo.shape import Shape
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, widened_invariants,
@@ -217,6 +219,31 @@ def _operand_leaves(opref, inputs_entry):
 
 def _leaf_shape(instr, leaf):
     return leaf_shapes(instr.shape)[leaf]
+
+
+def moved_leaf_shape(mesh, consumer, instr, leaf):
+    """The shape in which leaf ``leaf`` of ``instr`` is resharded for ``consumer``: its own
+    (:func:`_leaf_shape`), or with a device whose fusion rule is the TPU compiler's (``--device tpu-*``:
+    ``mesh.roofline_prices``) the same dims in the narrower element type the TPU compiler converts to
+    before the collective (:func:`hloshard.cost.tpu_fusion.moved_element_type`: every reader converts it
+    to bf16 or is an f32 dot at DEFAULT precision).  Without a device, or on another, the leaf's shape:
+    the unit model is unchanged.
+
+    Used by the report's collectives (:func:`hloshard.autoshard.evaluate.reshardings_of`, hence
+    :func:`hloshard.timing.plan_collective_hbm_bytes`: what the TPU's ``bytes accessed`` counts of a
+    written plan's gathers), not by the solver's objective (:func:`in_edges` prices the value's own
+    type), as :attr:`hloshard.cost.tpu_fusion.FusionRule.tiled_layout` is the report's only: priced in
+    the objective, the halved gathers led ``solve --device tpu-v5e`` to plans the TPU compiler estimates
+    slower on 4 of the 9 samples (``moe_layer`` 3.49 -> 5.24 us, an input gathered for the router dot and
+    a weight prefetch its memory-space assignment adds; ``transformer_train_step`` 167.55 -> 177.36,
+    ``fused_qkv_train_step`` 93.86 -> 101.38, ``attention_6heads`` 12.31 -> 12.88; BENCHMARKS.md round
+    19): costs of the gathered plans this model does not have."""
+    shape = _leaf_shape(instr, leaf)
+    prices = getattr(mesh, "roofline_prices", None)
+    if prices is None or not is_array(shape) or prices.fusion is not TPU_FUSION:
+        return shape
+    t = moved_element_type(consumer, shape.element_type)
+    return shape if t is None else Shape.array(t, shape.dims, shape.layout)
 
 
 
@@ -815,7 +842,7 @@ def in_edges(g, ctx, resh):
             src, k = r
             if src is g:
                 continue
-            shape = _leaf_shape(inst, leaf)
+            shape = _leaf_shape(inst, leaf)    # not moved_leaf_shape: the report's only (its docstring)
             if not is_array(shape):
                 continue
             srcs = resh.specs(src.strategies, ("out", k))

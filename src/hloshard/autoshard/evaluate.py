@@ -22,7 +22,7 @@ from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
 from ..solver.presolve import Infeasible, presolve
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
-from .build import Graph, _leaf_shape, _operand_leaves, build_graph, edge_buffers, processed_computations
+from .build import Graph, _operand_leaves, build_graph, moved_leaf_shape, edge_buffers, processed_computations
 from .resharder import _key
 from .search import solve_graph
 from .tiebreak import real_part
@@ -129,7 +129,7 @@ def reshardings_of(graph: Graph, choice) -> dict:
                 if r is TOKEN or r[0] is g:
                     continue
                 src = leaf_spec(graph, inst, leaf, choice)
-                shape = _leaf_shape(inst, leaf)
+                shape = moved_leaf_shape(graph.mesh, g.instr, inst, leaf)
                 if src is None or not is_array(shape):
                     continue
                 if _key(src) == _key(req):

@@ -36,8 +36,9 @@ What XLA's ``HloCostAnalysis`` ``bytes accessed`` counts that this does not (mea
 BENCHMARKS.md "Round 11, helper memory"): the operands of each fusion as XLA's (backend-specific)
 fusion left them (on a TPU, besides the TPU rule's fusions, its padded tiles and its prefetches of
 entry parameters -- both counted with ``--device tpu-*``: :attr:`~hloshard.cost.tpu_fusion.FusionRule.tiled_layout`,
-:func:`prefetched` --: the layout copies its layout assignment adds, e.g. of a convolution's output
-into the entry's layout or of a weight gradient written transposed, the all-to-all and relayout
+:func:`prefetched` --: the layout copies its layout assignment adds, e.g. of a weight gradient written transposed
+(a forward convolution's output copied into the entry's layout is counted,
+:func:`~hloshard.cost.tpu_fusion.conv_output_relayout`), the all-to-all and relayout
 fusions of a reduce-scatter it decomposes, and its convolution emitters' re-layout of a small batch;
 on the CPU the layout copies
 around the attention reshapes, e.g. XLA's ``transpose_copy_fusion`` / ``bitcast_copy_fusion`` -- the
@@ -57,7 +58,8 @@ from ..devices import matmul_peak
 from .flops import FUSED_ATTENTION_TARGETS
 from .combiner import _topological
 from .liveness import ELEMENTWISE, effective_users
-from .tpu_fusion import CPU_FUSION, SLICES, FusionRule, conv_batch_factor, fusion_rule, shared_join, sibling_key
+from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
+                         shared_join, sibling_key)
 
 __all__ = ["kernel_reads", "prefetched", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -131,8 +133,9 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     operand only, and XLA's ``HloCostAnalysis`` counts a fusion parameter read through a slice at the
     slice's size (:data:`SLICES`).  ``rule``: the backend's fusion rule (:mod:`hloshard.cost.tpu_fusion`;
     the CPU's by default); under an output-fusing rule a dot / convolution with an epilogue
-    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot, with index
-    None (reached through no operand of ``instr``)."""
+    (:attr:`FusionRule.epilogue`) also reads what the epilogue reads besides the dot -- for an output
+    region (:func:`hloshard.cost.tpu_fusion.output_region`) what its members read besides the dot and
+    each other -- with index None (reached through no operand of ``instr``)."""
     out: list = []
     seen: set = set()
     stack = [(o, k) for k, o in reversed(list(enumerate(instr.operands)))]
@@ -145,7 +148,9 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
+        if tail is not None and k is None and rule.absorbed_by(o) is instr:
+            stack.extend((x, None) for x in reversed(o.operands))    # a member of instr's output region
+        elif rule.is_fused(o) and not shared_join(o, rule) and o.opcode not in SLICES and rule.absorbed_by(o) is None:
             stack.extend((x, k) for x in reversed(o.operands))
         else:
             out.append((o, k))
@@ -363,9 +368,10 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
 def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
     """What :func:`hbm_bytes` of ``instr`` adds up under ``rule``, with the sizes left out (they depend on
     the plan, the rest only on the module): ``("zero",)``, ``("prefetch", prefetched)`` (an entry
-    parameter under a prefetching rule), ``("slice",)`` or ``("kernel", head, reads, conv)`` (the buffer
-    whose size is the result's, the buffers of :func:`kernel_reads` it reads, in order, and whether the
-    convolution batch-tile factor applies).  Computed once per instruction by a caller that prices many
+    parameter under a prefetching rule), ``("slice",)`` or ``("kernel", head, reads, conv, relayout)`` (the
+    buffer whose size is the result's, the buffers of :func:`kernel_reads` it reads, in order, whether the
+    convolution batch-tile factor applies, and whether the result is copied into the entry's layout,
+    :func:`hloshard.cost.tpu_fusion.conv_output_relayout`: 2 x its size more).  Computed once per instruction by a caller that prices many
     plans of it (:func:`hloshard.strategy.base.price_roofline`); :func:`hbm_total` evaluates it."""
     if instr.opcode == "parameter" and rule.prefetch_parameters:
         return ("prefetch", prefetched(instr, rule))
@@ -388,7 +394,8 @@ def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
         if o.opcode in ("tuple", "after-all") or (o.opcode == "constant" and not o.shape.is_array):
             continue
         reads.append(o)
-    return ("kernel", head, tuple(reads), bool(rule.conv_batch_tile and instr.opcode == "convolution"))
+    return ("kernel", head, tuple(reads), bool(rule.conv_batch_tile and instr.opcode == "convolution"),
+            conv_output_relayout(instr, head, rule))
 
 
 def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUSION,
@@ -404,12 +411,14 @@ def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUS
         return PREFETCH_COPY_FACTOR * size if size <= PREFETCH_MAX_BYTES and terms[1] else 0.0
     if kind == "slice":
         return 2.0 * float(size_of(instr))
-    _, head, reads, conv = terms
+    _, head, reads, conv, relayout = terms
     total = float(size_of(head))
     for o in reads:
         total += float(size_of(o))
     if tile_of is not None and conv:
         total *= conv_batch_factor(instr, tile_of(instr), rule)
+    if relayout:
+        total += 2.0 * float(size_of(head))    # the copy into the entry's layout reads and writes it
     return total
 
 

@@ -18,7 +18,8 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   :data:`hloshard.cost.liveness.EXPENSIVE`) is not duplicated into several consumers, but for the
   floating-point ops that are cheap on the accelerator (:func:`expensive_on_tpu`: a softmax's ``exp``
   and ``divide`` are computed inside each dot fusion that reads them, nested ``kLoop`` fusions in the
-  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs).  The TPU
+  ``kOutput`` ones of ``attn_h12m8_d32_s128_train``'s optimised programs; a GELU's ``tanh``, the same in
+  ``transformer_train_step``'s).  The TPU
   compiler's fusion is not ``ComputeGloballyUnfusible``-bounded the way the CPU backend's is (its
   multi-output fusions compute a shared producer once beside its consumers, ``MultiOutputFusion``),
   so that rule is not applied.  A producer read by several consumers is inlined into each while its
@@ -32,7 +33,9 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   fusions rooted at the elementwise op; XLA's ``HloInstruction::FusionKind::kOutput``, the
   ``OutputFusion`` pass of its TPU pipeline).  Here: :func:`epilogue` names the consumer;
   the roofline charges the dot's kernel with the consumer's result and its other reads, and the
-  consumer nothing (:func:`absorbed_by`).
+  consumer nothing (:func:`absorbed_by`).  Several elementwise consumers whose paths meet again at one
+  sink (a GELU's backward after its gradient dot) are all computed in the dot's kernel, which writes the
+  sink only (:func:`output_region`).
 * **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
   dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
   with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
@@ -98,7 +101,8 @@ from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMER
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
-           "CHEAP_FLOAT_OPS", "expensive_on_tpu", "CONV_BATCH_TILE", "conv_batch_factor"]
+           "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
+           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -188,6 +192,12 @@ def is_fused(instr) -> bool:
 #: sqrt, rsqrt, exp for F32 / F16)
 CHEAP_FLOAT_OPS = frozenset({"divide", "sqrt", "rsqrt", "exponential"})
 
+#: what the TPU compiler also duplicates: :data:`CHEAP_FLOAT_OPS` and ``tanh`` (read off the optimised
+#: ``transformer_train_step`` solve plan on ``v5e:2x4``: a GELU's ``tanh`` is computed again inside each
+#: dot fusion that reads the activation -- the forward ``w2`` dot and the ``w2`` weight-gradient dot --
+#: rather than read from a buffer)
+CHEAP_ON_TPU = CHEAP_FLOAT_OPS | {"tanh"}
+
 
 def expensive_on_tpu(instr) -> bool:
     """Whether the TPU compiler's fusion keeps ``instr`` out of several consumers
@@ -196,7 +206,7 @@ def expensive_on_tpu(instr) -> bool:
     programs: a softmax's ``exp`` and ``divide`` computed inside each dot that reads them)."""
     if instr.opcode not in EXPENSIVE:
         return False
-    return not (instr.opcode in CHEAP_FLOAT_OPS and instr.shape.is_array
+    return not (instr.opcode in CHEAP_ON_TPU and instr.shape.is_array
                 and instr.shape.element_type in ("f32", "bf16", "f16"))
 
 
@@ -206,21 +216,23 @@ def _is_large_array(x) -> bool:
     return x.shape.is_array and x.opcode not in ("constant", "broadcast", "iota") and bool(x.shape.dims)
 
 
-def _join_width(o, rule: "FusionRule", depth: int = 0) -> int:
-    """How many large array buffers (:func:`_is_large_array`) ``o`` joins: its operands but broadcasts
-    and iotas, each fused
-    operand that only ``o`` reads (its private producer) replaced by what it joins, recursively (to a
-    depth of 64: a longer private chain counts as one buffer)."""
-    width = 0
-    for x in o.operands:
-        if x.opcode in ("broadcast", "iota"):
-            continue      # a vector (a layer norm's statistics, its scale) read along the kernel
-        if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and len(effective_users(x)) == 1 \
-                and rule.absorbed_by(x) is None:
-            width += _join_width(x, rule, depth + 1)
-        elif _is_large_array(x):
-            width += 1
-    return width
+def _join_leaves(o, rule: "FusionRule", depth: int = 0) -> frozenset:
+    """Ids of the large array buffers (:func:`_is_large_array`) the kernel of ``o`` reads once its fused
+    producers are inlined: its operands but broadcasts and iotas, each fused operand that is not a
+    :func:`shared_join` of its own replaced by what it reads, recursively (to a depth of 64: deeper, a
+    fused operand counts as one buffer), each buffer once.  Cached per computation."""
+    def compute(_):
+        out = set()
+        for x in o.operands:
+            if x.opcode in ("broadcast", "iota"):
+                continue      # a vector (a layer norm's statistics, its scale) read along the kernel
+            if depth < 64 and rule.is_fused(x) and x.opcode not in SLICES and rule.absorbed_by(x) is None \
+                    and not shared_join(x, rule):
+                out |= _join_leaves(x, rule, depth + 1)
+            elif _is_large_array(x):
+                out.add(id(x))
+        return frozenset(out)
+    return _memo("leaves", o, compute)
 
 
 def shared_join(o, rule: "FusionRule") -> bool:
@@ -228,13 +240,14 @@ def shared_join(o, rule: "FusionRule") -> bool:
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
     than inlined into each consumer (see :func:`hloshard.cost.roofline.kernel_reads`).  The arrays joined: under the CPU rule
     ``o``'s operands (broadcasts included); under a rule with ``transitive_join`` (the TPU's,
-    :mod:`hloshard.cost.tpu_fusion`) the large buffers it and its private producers read
-    (:func:`_join_width`: a backward layer norm's ``convert(add(a, b))`` read by six dots joins a and
-    b; ``x - broadcast(mean)`` joins nothing)."""
+    :mod:`hloshard.cost.tpu_fusion`) the distinct large buffers its kernel reads with its fused producers inlined
+    (:func:`_join_leaves`, each buffer once: a backward layer norm's ``convert(add(a, b))`` read by six
+    dots joins a and b; ``x - broadcast(mean)`` joins nothing; a GELU ``x * 0.5 * (1 + tanh(f(x)))``
+    read by two dots joins x alone, and each dot computes it from x, as the TPU's programs do)."""
     if len(effective_users(o)) < 2:
         return False
     if rule.transitive_join:
-        return _memo("join", o, lambda x: _join_width(x, rule)) >= 2
+        return _memo("join", o, lambda x: len(_join_leaves(x, rule))) >= 2
     arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
 
@@ -247,13 +260,75 @@ def epilogue(instr):
     return _memo("epilogue", instr, _epilogue)
 
 
+#: the most elementwise instructions :func:`output_region` follows from one dot (a bound on the search's
+#: cost per dot, not a measured figure: the regions seen are 2-8 instructions, a GELU's backward)
+REGION_MAX = 64
+
+
+def _elements(x) -> int:
+    n = 1
+    for d in x.shape.dims:
+        n *= d
+    return n
+
+
+def output_region(instr):
+    """The elementwise consumers a dot / convolution ``instr`` computes in its output fusion when they
+    are more than one, as ``(members, sink)``, or None (module docstring, *output fusion*).  The forward
+    closure of ``instr`` through elementwise users (:func:`hloshard.cost.liveness.effective_users`) in its
+    computation with as many elements as ``instr``'s result; when exactly one member (the sink) is a root
+    or has a user outside it, the sink is materialised (not :func:`is_fused`, or read by several
+    consumers: a dot's kernel is not duplicated) and the closure has two members or more, the dot's
+    kernel computes all of them and writes the sink only.  Read off the optimised ``transformer_train_step``
+    solve plan (``v5e:2x4``): a GELU's backward -- the gradient dot's result read by two multiplies
+    whose paths meet again at an add read by two dots -- is one ``kOutput`` fusion writing that add.
+    A closure of more than :data:`REGION_MAX` members is not followed (None).  Cached per computation."""
+    if instr.opcode not in OUTPUT_FUSING:
+        return None
+    return _memo("region", instr, _output_region)
+
+
+def _output_region(instr):
+    if instr.is_root or not instr.shape.is_array:
+        return None
+    size = _elements(instr)
+    members: dict = {}
+    stack = list(effective_users(instr))
+    while stack:
+        u = stack.pop()
+        if id(u) in members:
+            continue
+        if u.opcode not in ELEMENTWISE or not _same_parent(u, instr) or not u.shape.is_array \
+                or _elements(u) != size:
+            return None
+        members[id(u)] = u
+        if len(members) > REGION_MAX:
+            return None
+        stack.extend(x for x in effective_users(u) if x.opcode in ELEMENTWISE and _same_parent(x, instr)
+                     and x.shape.is_array and _elements(x) == size)
+    if len(members) < 2:
+        return None
+    exits = [u for u in members.values()
+             if u.is_root or any(id(x) not in members for x in effective_users(u))]
+    if len(exits) != 1:
+        return None
+    sink = exits[0]
+    if is_fused(sink) and len(effective_users(sink)) < 2:
+        return None
+    return frozenset(members), sink
+
+
 def _epilogue(instr):
     """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
-    (output fusion, module docstring), or None: ``instr`` has exactly one consumer (through forwarding
-    users), elementwise, in the same computation, that has a buffer (not :func:`is_fused`, or a
-    :func:`shared_join`: else its consumers inline it and read ``instr``'s result)."""
+    (output fusion, module docstring), or None: the sink of its :func:`output_region`, else ``instr``'s
+    one consumer (through forwarding users), elementwise, in the same computation, that has a buffer
+    (not :func:`is_fused`, or a :func:`shared_join`: else its consumers inline it and read ``instr``'s
+    result)."""
     if instr.opcode not in OUTPUT_FUSING or instr.is_root or not instr.shape.is_array:
         return None
+    region = output_region(instr)
+    if region is not None:
+        return region[1]
     consumers = effective_users(instr)
     if len(consumers) != 1:
         return None
@@ -265,9 +340,20 @@ def _epilogue(instr):
     return u
 
 
+def _regions_of(comp) -> dict:
+    """``{id(member): dot}`` for every :func:`output_region` of the dots and convolutions of ``comp``."""
+    out: dict = {}
+    for i in comp.instructions:
+        region = output_region(i) if i.opcode in OUTPUT_FUSING else None
+        if region is not None:
+            for m in region[0]:
+                out[m] = i
+    return out
+
+
 def absorbed_by(instr):
-    """The dot / convolution whose output fusion computes ``instr`` (``epilogue(dot) is instr``), or
-    None."""
+    """The dot / convolution whose output fusion computes ``instr`` (``epilogue(dot) is instr``, or
+    ``instr`` in the dot's :func:`output_region`), or None."""
     if instr.opcode not in ELEMENTWISE:
         return None
     for o in instr.operands:
@@ -277,7 +363,10 @@ def absorbed_by(instr):
             src = src.operands[0]     # a forwarding copy / reshape between the dot and its consumer
         if src.opcode in OUTPUT_FUSING and epilogue(src) is instr:
             return src
-    return None
+    comp = instr.parent
+    if comp is None:
+        return None
+    return _memo("regions", comp.root if comp.root is not None else instr, lambda _: _regions_of(comp)).get(id(instr))
 
 
 def sibling_key(instr):
@@ -427,23 +516,111 @@ def conv_batch_factor(instr, out_tile, rule: FusionRule) -> float:
     None or does not fit, for unparsable ``dim_labels``, and for a filter-gradient convolution (its
     output has fewer spatial positions than its kernel operand: the window spans the input, and the
     batch it contracts is not tiled this way, measured)."""
-    if not rule.conv_batch_tile or instr.opcode != "convolution" or out_tile is None or len(instr.operands) < 2:
+    if not rule.conv_batch_tile or out_tile is None:
         return 1.0
+    labels = _forward_conv_labels(instr)
+    if labels is None or len(out_tile) != len(instr.shape.dims) or labels.output_batch >= len(out_tile):
+        return 1.0
+    batch = int(out_tile[labels.output_batch])
+    if batch <= 0 or batch >= CONV_BATCH_TILE:
+        return 1.0
+    return CONV_BATCH_TILE / batch
+
+
+def _forward_conv_labels(instr):
+    """The parsed ``dim_labels`` of the convolution ``instr`` when it is a forward (or input-gradient)
+    convolution -- its output has at least as many spatial positions as its kernel operand has taps --,
+    else None (not a convolution, unparsable or out-of-range labels, a filter gradient: the window spans
+    the input)."""
+    if instr.opcode != "convolution" or len(instr.operands) < 2:
+        return None
     try:
         labels = parse_dim_labels(str(instr.attrs.get("dim_labels")))
     except AttrError:
-        return 1.0
+        return None
     dims, rhs = tuple(instr.shape.dims), tuple(instr.operands[1].shape.dims)
-    if len(out_tile) != len(dims) or labels.output_batch >= len(dims) \
-            or max(labels.kernel_spatial, default=-1) >= len(rhs):
-        return 1.0
+    if max(labels.output_spatial, default=-1) >= len(dims) or max(labels.kernel_spatial, default=-1) >= len(rhs):
+        return None
     positions = 1
     for d in labels.output_spatial:
         positions *= dims[d]
     taps = 1
     for d in labels.kernel_spatial:
         taps *= rhs[d]
-    batch = int(out_tile[labels.output_batch])
-    if positions < taps or batch <= 0 or batch >= CONV_BATCH_TILE:
-        return 1.0
-    return CONV_BATCH_TILE / batch
+    return labels if positions >= taps else None
+
+
+#: the element type a TPU dot / convolution at DEFAULT precision reads an ``f32`` operand as (its MXU's
+#: one bf16 pass; ``operand_precision={high,...}`` / ``{highest,...}`` keep f32)
+DEFAULT_PRECISION_TYPE = "bf16"
+
+
+def _default_precision(instr) -> bool:
+    """Whether every operand of the dot / convolution ``instr`` is read at DEFAULT precision (no
+    ``operand_precision``, or all ``default``)."""
+    raw = instr.attrs.get("operand_precision")
+    if raw is None:
+        return True
+    words = [w.strip().lower() for w in str(raw).strip("{} ").split(",") if w.strip()]
+    return all(w == "default" for w in words)
+
+
+def _narrow_read(u, element_type: str) -> str | None:
+    """The element type narrower than ``element_type`` that the consumer ``u`` reads its operand at, or
+    None: a ``convert`` to a narrower type (its result's type); an ``f32`` operand of a dot /
+    convolution at DEFAULT precision (:data:`DEFAULT_PRECISION_TYPE`)."""
+    from ..hlo.shape import ELEMENT_BITS
+
+    width = ELEMENT_BITS.get(element_type, 0)
+    if u.opcode == "convert" and u.shape.is_array:
+        t = u.shape.element_type
+        return t if 0 < ELEMENT_BITS.get(t, 0) < width and t.startswith(("bf", "f")) else None
+    if u.opcode in ("dot", "convolution") and element_type == "f32" and _default_precision(u):
+        return DEFAULT_PRECISION_TYPE
+    return None
+
+
+def moved_element_type(consumer, element_type: str) -> str | None:
+    """The narrower element type in which the TPU compiler moves a floating-point value of
+    ``element_type`` resharded for ``consumer``, or None (it moves ``element_type``).
+
+    Read off the TPU compiler's optimised programs (libtpu 0.0.42.1 ahead of time, ``v5e:2x4``; single-dot
+    probes ``f32[512,1024] x f32[1024,1024]`` with the weight split 8 ways and gathered, BENCHMARKS.md round
+    19): when every reader of the gathered value reads it narrower -- a ``convert`` to bf16, or an f32 dot at
+    DEFAULT precision, which the MXU reads as bf16 -- the compiler converts before the all-gather and gathers
+    bf16 (half the bytes); with ``operand_precision={high,high}`` or ``{highest,highest}``, or with another
+    reader beside the dot (an ``add``, a ``reduce`` of the gathered weight), it gathers f32.  ``consumer``:
+    the instruction the resharding is for; a forwarding one (a copy, a reshape, a ``Sharding`` pin:
+    :func:`hloshard.cost.liveness.effective_users`) is judged by its readers, all of which must read the
+    same narrower type.  Applies under the TPU rule only (the caller's condition)."""
+    if not consumer.shape.is_array:
+        return None
+    readers = effective_users(consumer) if liveness._forwards(consumer) else [consumer]
+    if not readers:
+        return None
+    types = {_narrow_read(u, element_type) for u in readers}
+    if len(types) != 1:
+        return None
+    return types.pop()
+
+
+def _entry_output(x) -> bool:
+    """Whether ``x`` is an output of the entry computation: its root, or an element of a root tuple."""
+    comp = x.parent
+    if comp is None or not getattr(comp, "is_entry", False):
+        return False
+    return x.is_root or any(u.is_root and u.opcode == "tuple" for u in x.users)
+
+
+def conv_output_relayout(instr, head, rule: FusionRule) -> bool:
+    """Whether the TPU compiler copies the result ``head`` of the convolution ``instr``'s kernel (the
+    convolution's own, or its epilogue's) into the entry's layout: under a rule with
+    :attr:`FusionRule.conv_batch_tile` (the TPU's convolutions keep the batch in the sublanes, module
+    docstring), a forward convolution (not a filter gradient, :func:`conv_batch_factor`) whose kernel
+    writes an entry output.  Read off ``conv_layer``'s optimised GSPMD program (``v5e:2x4``): one
+    ``kOutput`` fusion of the convolution, its bias add and ReLU writes ``f32[8,32,32,32]`` in layout
+    ``{3,0,2,1}`` (8.54 MB accessed), then a ``copy`` to the entry's ``{3,2,1,0}`` reads and writes it
+    (8.39 MB)."""
+    if not rule.conv_batch_tile or head is None or not head.shape.is_array or not _entry_output(head):
+        return False
+    return _forward_conv_labels(instr) is not None
