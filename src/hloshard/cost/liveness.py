@@ -422,18 +422,81 @@ def _forwards(instr) -> bool:
             and instr.shape.is_array)
 
 
-def effective_users(instr) -> list:
-    """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
+#: opcodes whose identical copies XLA's ``HloCSE`` merges and the memory model follows (:func:`cse_representative`)
+CSE_OPCODES = frozenset({"broadcast", "reshape"})
+
+
+def _cse_classes(comp) -> tuple:
+    """``(rep, members)`` for ``comp``: ``rep`` maps ``id(i)`` -> the instruction XLA's ``HloCSE`` keeps for
+    ``i`` (only where that is another instruction), ``members`` maps ``id(kept)`` -> all instructions merged
+    into it (itself first).  Cached on the computation (key: instruction count and root), dropped by
+    :func:`forget_shardings`: two instructions are identical when opcode, shape with layout, operands (after
+    merging), attributes and written sharding agree (XLA compares the partitioned instructions; two written
+    shardings that differ make different ones); only :data:`CSE_OPCODES`, never a root."""
+    if comp is None:
+        return {}, {}
+    key = (len(comp.instructions), id(comp.root))
+    hit = getattr(comp, "_hloshard_cse", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    rep: dict = {}
+    members: dict = {}
+    seen: dict = {}
+    for i in computation_order(comp):   # post order: operands are merged before their users
+        if i.opcode not in CSE_OPCODES or i.is_root or not i.shape.is_array:
+            continue
+        ident = (i.opcode, str(i.shape), tuple(id(rep.get(id(o), o)) for o in i.operands),
+                 repr(sorted((k, str(v)) for k, v in i.attrs.items() if k not in ("sharding", "metadata"))),
+                 str(i.sharding))
+        kept = seen.setdefault(ident, i)
+        if kept is not i:
+            rep[id(i)] = kept
+            members.setdefault(id(kept), [kept]).append(i)
+    setattr(comp, "_hloshard_cse", (key, (rep, members)))
+    return rep, members
+
+
+def cse_representative(instr):
+    """The instruction XLA's ``HloCSE`` keeps in place of ``instr`` (``instr`` itself when none is merged
+    into another; module docstring, *CSE*).  A training step's backward recomputes the forward's
+    broadcasts (``jax.vjp`` of a ``broadcast_in_dim``: the same reshape and broadcast of the same
+    operand); XLA makes them one instruction before fusion, whose users are the forward's and the
+    backward's together (:func:`effective_users`)."""
+    return _cse_classes(instr.parent)[0].get(id(instr), instr)
+
+
+def _cse_users(instr) -> list:
+    """The users of ``instr`` and of every instruction ``HloCSE`` merges into it, each user replaced by
+    the instruction kept for it (:func:`cse_representative`), in order, each once."""
     out: list = []
     seen: set = set()
-    stack = list(instr.users)
+    for m in _cse_classes(instr.parent)[1].get(id(instr), [instr]):
+        for u in m.users:
+            u = cse_representative(u)
+            if id(u) not in seen:
+                seen.add(id(u))
+                out.append(u)
+    return out
+
+
+def _cse_merged(instr) -> bool:
+    """True when ``HloCSE`` merges another instruction into ``instr``."""
+    return id(instr) in _cse_classes(instr.parent)[1]
+
+
+def effective_users(instr) -> list:
+    """The users of ``instr``, each forwarding user replaced by its own users (recursively); with the
+    users of the instructions ``HloCSE`` merges into it (:func:`cse_representative`)."""
+    out: list = []
+    seen: set = set()
+    stack = _cse_users(instr)
     while stack:
         u = stack.pop()
         if id(u) in seen:
             continue
         seen.add(id(u))
         if _forwards(u):
-            stack.extend(u.users)
+            stack.extend(_cse_users(u))
         else:
             out.append(u)
     return out
@@ -442,9 +505,10 @@ def effective_users(instr) -> list:
 def is_fused(instr) -> bool:
     """True when XLA never gives ``instr``'s result a buffer (module docstring, *Fusion*): a constant,
     a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
-    fuse it (and that is not a root)."""
+    fuse it (and that is not a root); an instruction ``HloCSE`` merges into another (its readers read
+    the one kept, :func:`cse_representative`)."""
     op = _kind(instr)
-    if op == "constant" or _forwards(instr):
+    if op == "constant" or _forwards(instr) or cse_representative(instr) is not instr:
         return True
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
@@ -555,7 +619,7 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes", "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
@@ -586,25 +650,26 @@ def _reduce_inputs(comp) -> frozenset:
     def joins(o) -> bool:
         """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
         k = _kind(o)
-        return (o.parent is comp and o.shape.is_array and k not in ("broadcast", "iota", "constant")
-                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+        return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
+                and (k != "broadcast" or _cse_merged(o)) and (k in FUSIBLE_PRODUCERS or _forwards(o)))
 
     for r in comp.instructions:
         if r.opcode != "reduce":
             continue
         cone: dict = {}
-        stack = [o for o in r.operands if joins(o) and not sliced_operand(r, o)]
+        stack = [cse_representative(o) for o in r.operands if not sliced_operand(r, o)]
         while stack:   # the fusible producers reachable from the reduce through fusible producers
             o = stack.pop()
-            if id(o) in cone:
+            if id(o) in cone or not joins(o):
                 continue
             cone[id(o)] = o
-            stack.extend(x for x in o.operands if joins(x) and not sliced_operand(o, x))
+            stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
         inside = {id(r)}
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
-            if any(id(u) in inside for u in o.users):
-                if all(id(u) in inside for u in o.users):
+            users = _cse_users(o)
+            if any(id(u) in inside for u in users):
+                if all(id(u) in inside for u in users):
                     inside.add(id(o))
                 elif not _forwards(o):
                     out.add(id(o))
@@ -708,12 +773,13 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once); an operand
+    ``HloCSE`` merges into another is read as that one (:func:`cse_representative`)."""
     out: list = []
     seen: set = set()
     stack = list(reversed(instr.operands))
     while stack:
-        o = stack.pop()
+        o = cse_representative(stack.pop())
         if id(o) in seen:
             continue
         seen.add(id(o))
@@ -785,17 +851,18 @@ def read_until(instr, positions: dict) -> int | None:
 
 def fused_readers(users) -> list:
     """The instructions that read a buffer once fusion is applied, given the instructions ``users`` that
-    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once)."""
+    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once); one
+    ``HloCSE`` merges into another by the one kept (:func:`cse_representative`)."""
     out: list = []
     stack = list(users)
     seen: set = set()
     while stack:
-        u = stack.pop()
+        u = cse_representative(stack.pop())
         if id(u) in seen:
             continue
         seen.add(id(u))
         if is_fused(u):
-            stack.extend(u.users)
+            stack.extend(_cse_users(u))
         else:
             out.append(u)
     return out
