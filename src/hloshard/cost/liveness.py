@@ -56,11 +56,22 @@ more (and pads to tiles); that is not modelled here.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
+* *CSE* (XLA's ``HloCSE``, which runs before fusion): identical ``broadcast`` / ``reshape`` instructions
+  (same operands after merging, attributes, shape with layout and written sharding; never a root) are
+  one instruction, the first in post order (:func:`cse_representative`), whose users are all of theirs
+  (:func:`effective_users`).  A training step's backward recomputes the forward's broadcasts
+  (``jax.vjp`` of ``broadcast_in_dim``); merged, one broadcast is read by a forward consumer and by a
+  backward reduce's multiply, so the reduce rule below keeps it: a Mamba-style scan LM's three
+  ``[B,T,D_inner,N]`` broadcasts per layer (``/tmp/nu19``, new user 19; BENCHMARKS.md, round 19 scanmem).
+  Other opcodes are not merged here (merging every fusible opcode lowers ``fused_qkv_train_step``'s
+  GSPMD peak from 8,212,620 to 7,430,284 B and ``transformer_train_step``'s from 28.07 to 25.46 MB, not
+  checked against XLA's buffer assignment: not applied).
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
-  still read).  The operand's interval then ends where the reuse starts.
+  still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
+  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`).
 * *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
   when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
   which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
@@ -479,11 +490,6 @@ def _cse_users(instr) -> list:
     return out
 
 
-def _cse_merged(instr) -> bool:
-    """True when ``HloCSE`` merges another instruction into ``instr``."""
-    return id(instr) in _cse_classes(instr.parent)[1]
-
-
 def effective_users(instr) -> list:
     """The users of ``instr``, each forwarding user replaced by its own users (recursively); with the
     users of the instructions ``HloCSE`` merges into it (:func:`cse_representative`)."""
@@ -636,8 +642,12 @@ def _reduce_inputs(comp) -> frozenset:
     nothing): starting from the reduce, a fusible operand all of whose users are in the fusion joins it,
     recursively; a fusible operand with a user outside is read from its own buffer (made once, by a
     loop fusion of its own), e.g. a layer norm's centred input ``x - mean`` that the variance's reduce
-    and the normalisation both read.  Broadcasts, iotas and constants are not counted (duplicated
-    freely).  Read in XLA's buffer assignment of ``samples/transformer_train_step.propagated.hlo``
+    and the normalisation both read.  Iotas, constants and broadcasts of a scalar are not counted
+    (duplicated freely); a broadcast of an array is: read by the reduce's multiply and by another
+    consumer it keeps a buffer (``wrapped_broadcast``, XLA's buffer assignment of a hand module, 8 CPU
+    devices: ``b = broadcast(p[256])`` to f32[64,256] read by ``y = exp(x) * b`` and by ``reduce(y * b)``:
+    argument 66,560 + output 65,808 + temp 65,536, the model's peak 197,904 to the byte; 132,368 without
+    it; ``tests/test_scan_buffers.py``).  Read in XLA's buffer assignment of ``samples/transformer_train_step.propagated.hlo``
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
@@ -651,7 +661,8 @@ def _reduce_inputs(comp) -> frozenset:
         """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
         k = _kind(o)
         return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
-                and (k != "broadcast" or _cse_merged(o)) and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+                and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
+                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
 
     for r in comp.instructions:
         if r.opcode != "reduce":
