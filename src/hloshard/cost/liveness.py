@@ -978,7 +978,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                 elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
                     share(a, c)
                 else:
-                    _state_copy_at_init(iv, raw, a, c, param_set)
+                    _state_copy_at_init(iv, raw, a, c, param_set, defined_at)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
             srcs = [k for o in i.operands for k in values(o)]
@@ -1086,7 +1086,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     return iv
 
 
-def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set) -> None:
+def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set, defined_at: dict) -> None:
     """A ``while`` state leaf ``c`` whose init value ``a`` the loop does not take over (``a`` is read after
     the loop, or initialises other loops too) is a copy of ``a`` that XLA's ``CopyInsertion`` adds
     (``AddCopiesForWhile``: a loop updates its state in place, so its init must be a buffer of its own);
@@ -1096,11 +1096,12 @@ def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set) -> None:
     Read in XLA's buffer assignment of a Mamba-style LM (``/tmp/nu19/s24.hlo``, 8 CPU devices): one
     ``wrapped_broadcast.2`` and eleven ``copy`` of it, scheduled at points 160-205 of 1,113, each live to
     its loop's end.  An entry parameter's copy is left where the model had it (at the loop; not measured:
-    no sample's loop state starts from a parameter it does not take over).  Changes ``iv[c]`` and
+    no sample's loop state starts from a parameter it does not take over).  ``defined_at``: where each
+    value is first written (an entry output's interval is the whole run).  Changes ``iv[c]`` and
     ``raw[c]`` in place."""
     if a in params or a not in raw or c not in raw:
         return
-    lo = raw[a][0]
+    lo = defined_at.get(a, raw[a][0])
     if lo < raw[c][0]:
         raw[c] = (lo, raw[c][1])
         iv[c] = (lo, iv[c][1])
