@@ -647,7 +647,8 @@ def _reduce_inputs(comp) -> frozenset:
     consumer it keeps a buffer (``wrapped_broadcast``, XLA's buffer assignment of a hand module, 8 CPU
     devices: ``b = broadcast(p[256])`` to f32[64,256] read by ``y = exp(x) * b`` and by ``reduce(y * b)``:
     argument 66,560 + output 65,808 + temp 65,536, the model's peak 197,904 to the byte; 132,368 without
-    it; ``tests/test_scan_buffers.py``).  Read in XLA's buffer assignment of ``samples/transformer_train_step.propagated.hlo``
+    it; ``tests/test_scan_buffers.py``).  Read in XLA's buffer assignment of
+    ``samples/transformer_train_step.propagated.hlo``
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
@@ -1096,7 +1097,7 @@ def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set, defined_at: dict
     Read in XLA's buffer assignment of a Mamba-style LM (``/tmp/nu19/s24.hlo``, 8 CPU devices): one
     ``wrapped_broadcast.2`` and eleven ``copy`` of it, scheduled at points 160-205 of 1,113, each live to
     its loop's end.  An entry parameter's copy is left where the model had it (at the loop; not measured:
-    no sample's loop state starts from a parameter it does not take over).  ``defined_at``: where each
+    starting it at the program's start gives the same peaks on every sample and Mamba plan).  ``defined_at``: where each
     value is first written (an entry output's interval is the whole run).  Changes ``iv[c]`` and
     ``raw[c]`` in place."""
     if a in params or a not in raw or c not in raw:
