@@ -56,11 +56,22 @@ more (and pads to tiles); that is not modelled here.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
   control flow are materialised and never fuse their producers.
+* *CSE* (XLA's ``HloCSE``, which runs before fusion): identical ``broadcast`` / ``reshape`` instructions
+  (same operands after merging, attributes, shape with layout and written sharding; never a root) are
+  one instruction, the first in post order (:func:`cse_representative`), whose users are all of theirs
+  (:func:`effective_users`).  A training step's backward recomputes the forward's broadcasts
+  (``jax.vjp`` of ``broadcast_in_dim``); merged, one broadcast is read by a forward consumer and by a
+  backward reduce's multiply, so the reduce rule below keeps it: a Mamba-style scan LM's three
+  ``[B,T,D_inner,N]`` broadcasts per layer (``/tmp/nu19``, new user 19; BENCHMARKS.md, round 19 scanmem).
+  Other opcodes are not merged here (merging every fusible opcode lowers ``fused_qkv_train_step``'s
+  GSPMD peak from 8,212,620 to 7,430,284 B and ``transformer_train_step``'s from 28.07 to 25.46 MB, not
+  checked against XLA's buffer assignment: not applied).
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
-  still read).  The operand's interval then ends where the reuse starts.
+  still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
+  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`).
 * *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
   when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
   which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
@@ -476,18 +487,76 @@ def resharding_pin(instr) -> bool:
     return mine is not None and theirs is not None and mine != theirs
 
 
-def effective_users(instr) -> list:
-    """The users of ``instr``, each forwarding user replaced by its own users (recursively)."""
+#: opcodes whose identical copies XLA's ``HloCSE`` merges and the memory model follows (:func:`cse_representative`)
+CSE_OPCODES = frozenset({"broadcast", "reshape"})
+
+
+def _cse_classes(comp) -> tuple:
+    """``(rep, members)`` for ``comp``: ``rep`` maps ``id(i)`` -> the instruction XLA's ``HloCSE`` keeps for
+    ``i`` (only where that is another instruction), ``members`` maps ``id(kept)`` -> all instructions merged
+    into it (itself first).  Cached on the computation (key: instruction count and root), dropped by
+    :func:`forget_shardings`: two instructions are identical when opcode, shape with layout, operands (after
+    merging), attributes and written sharding agree (XLA compares the partitioned instructions; two written
+    shardings that differ make different ones); only :data:`CSE_OPCODES`, never a root."""
+    if comp is None:
+        return {}, {}
+    key = (len(comp.instructions), id(comp.root))
+    hit = getattr(comp, "_hloshard_cse", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    rep: dict = {}
+    members: dict = {}
+    seen: dict = {}
+    for i in computation_order(comp):   # post order: operands are merged before their users
+        if i.opcode not in CSE_OPCODES or i.is_root or not i.shape.is_array:
+            continue
+        ident = (i.opcode, str(i.shape), tuple(id(rep.get(id(o), o)) for o in i.operands),
+                 repr(sorted((k, str(v)) for k, v in i.attrs.items() if k not in ("sharding", "metadata"))),
+                 str(i.sharding))
+        kept = seen.setdefault(ident, i)
+        if kept is not i:
+            rep[id(i)] = kept
+            members.setdefault(id(kept), [kept]).append(i)
+    setattr(comp, "_hloshard_cse", (key, (rep, members)))
+    return rep, members
+
+
+def cse_representative(instr):
+    """The instruction XLA's ``HloCSE`` keeps in place of ``instr`` (``instr`` itself when none is merged
+    into another; module docstring, *CSE*).  A training step's backward recomputes the forward's
+    broadcasts (``jax.vjp`` of a ``broadcast_in_dim``: the same reshape and broadcast of the same
+    operand); XLA makes them one instruction before fusion, whose users are the forward's and the
+    backward's together (:func:`effective_users`)."""
+    return _cse_classes(instr.parent)[0].get(id(instr), instr)
+
+
+def _cse_users(instr) -> list:
+    """The users of ``instr`` and of every instruction ``HloCSE`` merges into it, each user replaced by
+    the instruction kept for it (:func:`cse_representative`), in order, each once."""
     out: list = []
     seen: set = set()
-    stack = list(instr.users)
+    for m in _cse_classes(instr.parent)[1].get(id(instr), [instr]):
+        for u in m.users:
+            u = cse_representative(u)
+            if id(u) not in seen:
+                seen.add(id(u))
+                out.append(u)
+    return out
+
+
+def effective_users(instr) -> list:
+    """The users of ``instr``, each forwarding user replaced by its own users (recursively); with the
+    users of the instructions ``HloCSE`` merges into it (:func:`cse_representative`)."""
+    out: list = []
+    seen: set = set()
+    stack = _cse_users(instr)
     while stack:
         u = stack.pop()
         if id(u) in seen:
             continue
         seen.add(id(u))
         if _forwards(u):
-            stack.extend(u.users)
+            stack.extend(_cse_users(u))
         else:
             out.append(u)
     return out
@@ -496,9 +565,10 @@ def effective_users(instr) -> list:
 def is_fused(instr) -> bool:
     """True when XLA never gives ``instr``'s result a buffer (module docstring, *Fusion*): a constant,
     a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
-    fuse it (and that is not a root)."""
+    fuse it (and that is not a root); an instruction ``HloCSE`` merges into another (its readers read
+    the one kept, :func:`cse_representative`)."""
     op = _kind(instr)
-    if op == "constant" or _forwards(instr):
+    if op == "constant" or _forwards(instr) or cse_representative(instr) is not instr:
         return True
     if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
         return False
@@ -611,7 +681,7 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes", "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
@@ -628,8 +698,13 @@ def _reduce_inputs(comp) -> frozenset:
     nothing): starting from the reduce, a fusible operand all of whose users are in the fusion joins it,
     recursively; a fusible operand with a user outside is read from its own buffer (made once, by a
     loop fusion of its own), e.g. a layer norm's centred input ``x - mean`` that the variance's reduce
-    and the normalisation both read.  Broadcasts, iotas and constants are not counted (duplicated
-    freely).  Read in XLA's buffer assignment of ``samples/transformer_train_step.propagated.hlo``
+    and the normalisation both read.  Iotas, constants and broadcasts of a scalar are not counted
+    (duplicated freely); a broadcast of an array is: read by the reduce's multiply and by another
+    consumer it keeps a buffer (``wrapped_broadcast``, XLA's buffer assignment of a hand module, 8 CPU
+    devices: ``b = broadcast(p[256])`` to f32[64,256] read by ``y = exp(x) * b`` and by ``reduce(y * b)``:
+    argument 66,560 + output 65,808 + temp 65,536, the model's peak 197,904 to the byte; 132,368 without
+    it; ``tests/test_scan_buffers.py``).  Read in XLA's buffer assignment of
+    ``samples/transformer_train_step.propagated.hlo``
     (8 CPU devices): each layer norm's ``broadcast_subtract_fusion`` is an operand of the variance's
     ``ynn_fusion`` and of the backward's; with the rule and the breadth-first schedule the model's peak
     is 28,631,292 B against XLA's 28,381,876 (26,263,804 with post order and without it).  Cached on
@@ -642,25 +717,27 @@ def _reduce_inputs(comp) -> frozenset:
     def joins(o) -> bool:
         """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
         k = _kind(o)
-        return (o.parent is comp and o.shape.is_array and k not in ("broadcast", "iota", "constant")
+        return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
+                and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
                 and (k in FUSIBLE_PRODUCERS or _forwards(o)))
 
     for r in comp.instructions:
         if r.opcode != "reduce":
             continue
         cone: dict = {}
-        stack = [o for o in r.operands if joins(o) and not sliced_operand(r, o)]
+        stack = [cse_representative(o) for o in r.operands if not sliced_operand(r, o)]
         while stack:   # the fusible producers reachable from the reduce through fusible producers
             o = stack.pop()
-            if id(o) in cone:
+            if id(o) in cone or not joins(o):
                 continue
             cone[id(o)] = o
-            stack.extend(x for x in o.operands if joins(x) and not sliced_operand(o, x))
+            stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
         inside = {id(r)}
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
-            if any(id(u) in inside for u in o.users):
-                if all(id(u) in inside for u in o.users):
+            users = _cse_users(o)
+            if any(id(u) in inside for u in users):
+                if all(id(u) in inside for u in users):
                     inside.add(id(o))
                 elif not _forwards(o):
                     out.add(id(o))
@@ -764,12 +841,13 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once); an operand
+    ``HloCSE`` merges into another is read as that one (:func:`cse_representative`)."""
     out: list = []
     seen: set = set()
     stack = list(reversed(instr.operands))
     while stack:
-        o = stack.pop()
+        o = cse_representative(stack.pop())
         if id(o) in seen:
             continue
         seen.add(id(o))
@@ -894,17 +972,18 @@ def read_until(instr, positions: dict) -> int | None:
 
 def fused_readers(users) -> list:
     """The instructions that read a buffer once fusion is applied, given the instructions ``users`` that
-    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once)."""
+    use it: each fused one (:func:`is_fused`) replaced by its own users, recursively (each once); one
+    ``HloCSE`` merges into another by the one kept (:func:`cse_representative`)."""
     out: list = []
     stack = list(users)
     seen: set = set()
     while stack:
-        u = stack.pop()
+        u = cse_representative(stack.pop())
         if id(u) in seen:
             continue
         seen.add(id(u))
         if is_fused(u):
-            stack.extend(u.users)
+            stack.extend(_cse_users(u))
         else:
             out.append(u)
     return out
@@ -1026,6 +1105,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
                     share(a, c, read_only=True)
                 elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
                     share(a, c)
+                else:
+                    _state_copy_at_init(iv, raw, a, c, param_set, defined_at)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
             srcs = [k for o in i.operands for k in values(o)]
@@ -1137,6 +1218,27 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
     return iv
+
+
+def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set, defined_at: dict) -> None:
+    """A ``while`` state leaf ``c`` whose init value ``a`` the loop does not take over (``a`` is read after
+    the loop, or initialises other loops too) is a copy of ``a`` that XLA's ``CopyInsertion`` adds
+    (``AddCopiesForWhile``: a loop updates its state in place, so its init must be a buffer of its own);
+    XLA's breadth-first scheduler runs that copy as soon as ``a`` exists, so ``c``'s buffer is live from
+    ``a``'s definition, not from the loop.  A zero-initialised stack of a scan's residuals or gradient
+    accumulator (one ``broadcast`` of a constant for all loops) is therefore live from the program's start.
+    Read in XLA's buffer assignment of a Mamba-style LM (``/tmp/nu19/s24.hlo``, 8 CPU devices): one
+    ``wrapped_broadcast.2`` and eleven ``copy`` of it, scheduled at points 160-205 of 1,113, each live to
+    its loop's end.  An entry parameter's copy is left where the model had it (at the loop; not measured:
+    starting it at the program's start gives the same peaks on every sample and Mamba plan).  ``defined_at``: where each
+    value is first written (an entry output's interval is the whole run).  Changes ``iv[c]`` and
+    ``raw[c]`` in place."""
+    if a in params or a not in raw or c not in raw:
+        return
+    lo = defined_at.get(a, raw[a][0])
+    if lo < raw[c][0]:
+        raw[c] = (lo, raw[c][1])
+        iv[c] = (lo, iv[c][1])
 
 
 def _post_order_positions(order: Sequence) -> dict:
