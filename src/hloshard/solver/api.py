@@ -148,6 +148,10 @@ DET_LP = 1.0
 #: per LP variable (33-node dense test problem, 255 variables: 8 ms; contest B, 47,927: 0.83 s),
 #: so below ~3,500 variables the child costs more than the LP
 LP_CHILD_MIN = 5_000
+#: deterministic mode: the least CPU seconds GLOP needs per LP variable to reach an optimum (the fast end
+#: of LP_CHILD_MIN's measurement, 17-31 us); an LP whose variables need more than its budget
+#: (``DET_LP`` x limit) at this rate is not started (:func:`_det_fits`)
+LP_VAR_S = 1.7e-5
 #: wall-clock mode: the full CP-SAT model is built only with at least ``model_size / MODEL_BUILD_RATE``
 #: seconds left: building it and CP-SAT's presolve do not stop on time (the Gemma train step's
 #: 570,526 entries: 2.9-5.3 s build and 4.5-6.4 s in CP-SAT for a 0.5-2 s limit, loaded machine;
@@ -280,8 +284,12 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # the LP relaxation on the second core, beside the heuristic phases (no portfolio; big enough LPs)
     lp_child = None
     lp_det = DET_LP * time_limit if det else None
-    lp_in_child = (not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT
-                   and lp_size(red) >= LP_CHILD_MIN and (det or deadline - time.monotonic() > 0.5))
+    nlp = lp_size(red) if model_size <= FULL_MODEL_LIMIT else None
+    # deterministic mode: an LP, full model or LNS whose fixed part alone exceeds its budget is not
+    # started (it ends without a result: no basis, no solution, no better neighbourhood)
+    lp_fits = nlp is not None and (not det or _det_fits(nlp * LP_VAR_S, lp_det))
+    lp_in_child = (not portfolio and workers >= 2 and lp_fits
+                   and nlp >= LP_CHILD_MIN and (det or deadline - time.monotonic() > 0.5))
     if lp_in_child:
         # deterministic mode: no wall limit (GLOP's deterministic time decides)
         lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
@@ -416,7 +424,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             elif closed():
                 fork.cancel(lp_child)
                 lp_child = None
-        elif not lp_forked and model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+        elif not lp_forked and lp_fits and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
             lp_wall = 1e7 if det else min(deadline - t_lp, LP_SHARE * time_limit)
@@ -447,7 +455,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # 5. CP-SAT on the whole reduced problem
         cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and model_size <= FULL_MODEL_LIMIT and not closed():
+        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and model_size <= FULL_MODEL_LIMIT and not closed() \
+                and (not det or _det_fits(model_size / MODEL_BUILD_RATE, DET_FULL * time_limit)):
             mdl = cpsat.build_model(red)
             stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                               "build_seconds": round(elapsed(), 3)}
@@ -479,7 +488,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                                   "deterministic_time": round(res.deterministic_time, 3)}
 
         # 6. LNS polish
-        if best_obj is not None and cp_status != "optimal" and not closed():
+        if best_obj is not None and cp_status != "optimal" and not closed() \
+                and (not det or _det_fits(min(model_size, LNS_MAX_ENTRIES) / MODEL_BUILD_RATE, DET_LNS * time_limit)):
             best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
                                   progress, t0, stats, det_budget=DET_LNS * time_limit)
 
@@ -507,6 +517,17 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
+
+
+def _det_fits(fixed_s: float, budget: float) -> bool:
+    """Deterministic mode: whether a phase whose fixed part (model build, CP-SAT's or GLOP's start,
+    modelled in seconds from the problem's size alone: ``model_size / MODEL_BUILD_RATE``, LP variables
+    x :data:`LP_VAR_S`) fits in its work budget (deterministic seconds).  A phase that does not fit
+    ends without a result (keras-hub Gemma's guard solves, 0.5-2.5 s limits, 290,000-340,000 entries:
+    the full model ``unknown`` after 0.1-0.5 deterministic seconds, GLOP without a basis, one LNS round
+    that found nothing; 9-10 s of CPU of the 13 s each solve took), so it is not started.  Depends
+    only on sizes and the limit: the answer stays independent of the load."""
+    return fixed_s <= budget
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
