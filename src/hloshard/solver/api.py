@@ -72,7 +72,10 @@ units, its Python cost whatever the problem's size.  No wall-clock deadline is k
 net that stopped a phase, killed the forked second search or skipped the merge once the clock passed
 it would make the answer depend on the load (it did: a 10-node problem's 1,000 Lagrangian rounds took
 20 s on a loaded machine, past the former 3x-the-limit + 10 s net, and the answer changed).  The run
-can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.
+can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.  A phase
+whose fixed part (building its model, CP-SAT's or GLOP's start, modelled from the reduced problem's size)
+alone exceeds its work budget is not started (:func:`_det_fits`: it would end without a result);
+``stats["budget_skipped"]`` names those phases.
 
 In wall-clock mode a phase whose first pass alone can take seconds and which only searches on from the
 incumbent or tightens the bound (the dual sweeps and their rounding, the LP beside the search, CP-SAT,
@@ -148,6 +151,10 @@ DET_LP = 1.0
 #: per LP variable (33-node dense test problem, 255 variables: 8 ms; contest B, 47,927: 0.83 s),
 #: so below ~3,500 variables the child costs more than the LP
 LP_CHILD_MIN = 5_000
+#: deterministic mode: the least CPU seconds GLOP needs per LP variable to reach an optimum (the fast end
+#: of LP_CHILD_MIN's measurement, 17-31 us); an LP whose variables need more than its budget
+#: (``DET_LP`` x limit) at this rate is not started (:func:`_det_fits`)
+LP_VAR_S = 1.7e-5
 #: wall-clock mode: the full CP-SAT model is built only with at least ``model_size / MODEL_BUILD_RATE``
 #: seconds left: building it and CP-SAT's presolve do not stop on time (the Gemma train step's
 #: 570,526 entries: 2.9-5.3 s build and 4.5-6.4 s in CP-SAT for a 0.5-2 s limit, loaded machine;
@@ -167,6 +174,7 @@ GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is a
 #: 26 s in CP-SAT against a 2 s limit (its presolve does not stop on time); the node count alone
 #: does not bound the model on multi-axis meshes
 LNS_MAX_ENTRIES = 200_000
+LNS_START_NODES = 60   # nodes of LNS's first neighbourhood (then grown or shrunk by its results)
 #: wall-clock mode, step 4a: the dual sweeps on the pruned problem may use this share of the time left
 #: (at least BOUND_SHARE of the limit; they stop when they stall: decoder2's pruned problem converges in
 #: ~230 passes, 3-5 s on the loaded 2-core machine, where LNS after them found nothing in 5-16 rounds)
@@ -280,8 +288,21 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # the LP relaxation on the second core, beside the heuristic phases (no portfolio; big enough LPs)
     lp_child = None
     lp_det = DET_LP * time_limit if det else None
-    lp_in_child = (not portfolio and workers >= 2 and model_size <= FULL_MODEL_LIMIT
-                   and lp_size(red) >= LP_CHILD_MIN and (det or deadline - time.monotonic() > 0.5))
+    exact = model_size <= FULL_MODEL_LIMIT
+    nlp = lp_size(red) if exact else 0
+    # deterministic mode: the LP, the full model and LNS are started only when their fixed part fits
+    # their budget (:func:`_det_fits`; otherwise they end without a result)
+    lp_fits = exact and (not det or _det_fits(nlp * LP_VAR_S, lp_det))
+    full_fits = not det or _det_fits(model_size / MODEL_BUILD_RATE, DET_FULL * time_limit)
+    # LNS: its first neighbourhood (LNS_START_NODES nodes) modelled as that share of the model's entries
+    lns_entries = min(LNS_MAX_ENTRIES, model_size * min(red.num_nodes, LNS_START_NODES) / red.num_nodes)
+    lns_fits = not det or _det_fits(lns_entries / MODEL_BUILD_RATE, DET_LNS * time_limit)
+    skipped = [name for name, fits, used in (("lp", lp_fits, exact), ("full_model", full_fits, exact),
+                                              ("lns", lns_fits, True)) if used and not fits]
+    if skipped:
+        stats["budget_skipped"] = skipped
+    lp_in_child = (not portfolio and workers >= 2 and lp_fits
+                   and nlp >= LP_CHILD_MIN and (det or deadline - time.monotonic() > 0.5))
     if lp_in_child:
         # deterministic mode: no wall limit (GLOP's deterministic time decides)
         lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
@@ -348,7 +369,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             return None if best_obj is None else best_obj + red.offset
 
         target = None if best_obj is None else best_obj + red.offset
-        exact = model_size <= FULL_MODEL_LIMIT
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
         if past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
             bound, decoded, dual = _trivial_bound(red), None, None
@@ -416,7 +436,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             elif closed():
                 fork.cancel(lp_child)
                 lp_child = None
-        elif not lp_forked and model_size <= FULL_MODEL_LIMIT and not closed() and deadline - time.monotonic() > 0.5:
+        elif not lp_forked and lp_fits and not closed() and deadline - time.monotonic() > 0.5:
             t_lp = time.monotonic()
             # deterministic mode: GLOP's deterministic time decides (no wall-clock limit)
             lp_wall = 1e7 if det else min(deadline - t_lp, LP_SHARE * time_limit)
@@ -447,7 +467,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # 5. CP-SAT on the whole reduced problem
         cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and model_size <= FULL_MODEL_LIMIT and not closed():
+        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and exact and full_fits and not closed():
             mdl = cpsat.build_model(red)
             stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
                               "build_seconds": round(elapsed(), 3)}
@@ -479,7 +499,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
                                   "deterministic_time": round(res.deterministic_time, 3)}
 
         # 6. LNS polish
-        if best_obj is not None and cp_status != "optimal" and not closed():
+        if best_obj is not None and cp_status != "optimal" and not closed() and lns_fits:
             best, best_obj = _lns(red, ls, best, best_obj, deadline, rng, workers, seed, det,
                                   progress, t0, stats, det_budget=DET_LNS * time_limit)
 
@@ -507,6 +527,19 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
+
+
+def _det_fits(fixed_s: float, budget: float) -> bool:
+    """Deterministic mode: whether a phase's fixed part, ``fixed_s`` modelled seconds from the reduced
+    problem's size alone (the full model and LNS's first neighbourhood: their edge entries + memory terms
+    / :data:`MODEL_BUILD_RATE`, building the model, before CP-SAT's presolve; GLOP: LP variables x
+    :data:`LP_VAR_S`), fits in its work budget ``budget`` (deterministic seconds: ``DET_FULL``,
+    ``DET_LNS``, ``DET_LP`` x limit).  A phase that does not fit is not started: it would end without
+    a result (keras-hub Gemma's memory-guard solves at 0.5-2.5 s limits, 290,000-340,000 entries: the
+    full model ``unknown`` after 0.1-0.5 deterministic seconds, GLOP without an optimal basis, one LNS
+    round that found nothing; 9-12 s of the 11-14 s of CPU each solve took).  Depends only on sizes
+    and the limit, so the answer stays independent of the load."""
+    return fixed_s <= budget
 
 
 PORTFOLIO_MIN_NODES = LARGE_NODES  # reduced nodes from which the portfolio runs
@@ -965,7 +998,7 @@ def _lns(red, ls, best, best_obj, deadline, rng, workers, seed, deterministic, p
     used = 0.0
     overhead = 0.0
     n = red.num_nodes
-    size = min(n, 60)
+    size = min(n, LNS_START_NODES)
     rounds = improved = 0
     ls.set_solution(best)
     # neighbourhood kinds chosen in proportion to their success so far ((improvements + 1) /
