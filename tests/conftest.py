@@ -59,6 +59,18 @@ def jax_available() -> bool:
     return True
 
 
+def run_python_child(script: str, timeout: float = 300) -> str:
+    """Run ``script`` with ``python -c`` in a child process that imports this checkout's ``src`` (a jax
+    program whose XLA flags must be set before jax loads); assert it exits 0 and return its stdout."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stdout
+
+
 def require_jax() -> None:
     """Call at the top of an oracle test: skip without jax locally, fail under CI=true."""
     if jax_available():

@@ -4,13 +4,9 @@ first step and once for the second, which fed the outputs back).  Run in a child
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
-from tests.conftest import ROOT, require_jax
+from tests.conftest import require_jax, run_python_child
 
 SCRIPT = r'''
 import os
@@ -49,10 +45,8 @@ print("err", max(float(jnp.max(jnp.abs(a - b))) for a, b in zip(jax.tree_util.tr
 @pytest.mark.oracle
 def test_plan_fn_keeps_the_weak_type_and_compiles_once():
     require_jax()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
+    stdout = run_python_child(SCRIPT, timeout=600)
+    out = dict(line.split(" ", 1) for line in stdout.strip().splitlines())
     want, got, strong = out["weak"].split()
     assert (want, got, strong) == ("True", "True", "False"), out["weak"]   # as jax.jit(step) returns them
     assert out["compiles"] == "1", out

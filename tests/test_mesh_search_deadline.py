@@ -22,9 +22,20 @@ def test_a_candidate_not_started_by_the_deadline_is_skipped():
     assert out["status"] == "skipped" and "time limit" in out["message"]
 
 
-def test_many_candidates_end_near_the_limit():
-    # 0.5 s: since round 19 each candidate's solve ends by the search's deadline too, and the 67 of this
-    # module take about 0.02 s each (1.2 s in all at load 6.4), so a 2 s limit no longer skips any
+def test_many_candidates_end_near_the_limit(monkeypatch):
+    # each candidate made to take at least 0.05 s, so that 67 of them cannot all run in a 0.5 s limit on
+    # any machine (unpatched they take about 0.02 s each or less: a fast machine ran them all in time)
+    import time
+
+    from hloshard import mesh_search
+
+    solve_one = mesh_search._solve_one
+
+    def slow(*args, **kwargs):
+        time.sleep(0.05)
+        return solve_one(*args, **kwargs)
+
+    monkeypatch.setattr(mesh_search, "_solve_one", slow)
     search = search_meshes(parse_module(DOT), "dot.hlo", devices=4096, time_limit=0.5, workers=1)
     statuses = [t.status for t in search.trials]
     assert len(statuses) >= 60

@@ -5,19 +5,15 @@ axes only, keep off the sub-axes (``DeviceMesh.keep_io_on_user_axes``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from hloshard.autoshard.build import build_graph
 from hloshard.hlo import parse_module
 from hloshard.mesh import DeviceMesh, refine_for_module
-from hloshard.sdy import NotExpressible, SdyMesh, dim_axes
+from hloshard.sdy import SdyMesh, dim_axes
 from hloshard.strategy.base import is_mesh_spec
-from tests.conftest import ROOT, require_jax
+from tests.conftest import require_jax, run_python_child
 
 # the reshape splits the 256 columns into 2 x 128: a split of them over the 4-way 'model' axis is carried
 # onto both dims as model:(1)2 x model:(2)2, so the mesh is refined to 2x2x2
@@ -134,10 +130,8 @@ print("err", float(abs(l2 - r2) / abs(r2)))
 @pytest.mark.oracle
 def test_auto_shard_refines_and_keeps_partition_specs_on_whole_axes():
     require_jax()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    stdout = run_python_child(SCRIPT, timeout=300)
+    lines = stdout.strip().splitlines()
     assert "mesh [2, 2, 2]" in lines, lines   # refined, as the CLI refines it
     specs = [eval(line.split(" ", 1)[1]) for line in lines if line.startswith("spec ")]   # noqa: S307 - our own repr
     assert len(specs) == 6   # two parameters and the batch in; loss and two parameters out

@@ -595,7 +595,10 @@ def moved_element_type(consumer, element_type: str) -> str | None:
     same narrower type.  Applies under the TPU rule only (the caller's condition)."""
     if not consumer.shape.is_array:
         return None
-    readers = effective_users(consumer) if liveness._forwards(consumer) else [consumer]
+    # a pin that reshards is a buffer of its own (liveness.resharding_pin) but still moves its operand for
+    # its readers: they decide the type, as for a forwarding one
+    pin = liveness._forwards(consumer) or liveness.resharding_pin(consumer)
+    readers = effective_users(consumer) if pin else [consumer]
     if not readers:
         return None
     types = {_narrow_read(u, element_type) for u in readers}
