@@ -39,11 +39,7 @@ gets no sharding of its own (inside a fusion or reducer), :class:`hloshard.error
 from __future__ import annotations
 
 import difflib
-import re
-from collections import deque
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from .cost.liveness import peak_usage
 from .cost.steptime import cost_formatter

@@ -29,7 +29,6 @@ the mesh's cost units (alpha-beta model), memory in bytes per device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 import math
 import time
 

@@ -231,7 +231,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                           progress=progress, hint=begin)
     except SolveFailed as exc:
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
-            spent = (f"the cost graph was built before" if built else
+            spent = ("the cost graph was built before" if built else
                      f"building the cost graph took {t1 - t0:.1f} s")
             exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; of the time "
                         f"limit of {given_limit:g} s, {reprice:.1f} s are kept for re-pricing the plan)",)

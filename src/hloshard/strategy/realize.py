@@ -181,11 +181,12 @@ def insert_pins(pins) -> int:
             src = op
             if pin.via is not None:   # first to the replicated layout (:func:`replicated_stop`)
                 skey = (id(comp), id(op), str(pin.via))
-                src = stops.get(skey)
+                src = stops[skey][1] if skey in stops else None
                 if src is None:
-                    src = stops[skey] = Instruction(op.name + ".full.pin", "custom-call", op.shape, [op],
-                                                    attrs={"custom_call_target": "Sharding"})
+                    src = Instruction(op.name + ".full.pin", "custom-call", op.shape, [op],
+                                      attrs={"custom_call_target": "Sharding"})
                     src.sharding = pin.via
+                    stops[skey] = (comp, src)
             cp = Instruction(op.name + ".pin", "custom-call", op.shape, [src],
                              attrs={"custom_call_target": "Sharding"})
             cp.sharding = pin.sharding
@@ -198,8 +199,7 @@ def insert_pins(pins) -> int:
     for key, cp in made.items():
         comp, users = readers[key]
         comp.add_instruction(cp, before=_first_user(comp, cp, users[0]))
-    for (comp_id, _, _), stop in stops.items():   # just before the pins that read it
-        comp = next(c for c, _ in readers.values() if id(c) == comp_id)
+    for comp, stop in stops.values():   # just before the pins that read it
         comp.add_instruction(stop, before=_first_user(comp, stop, stop.users[0]))
     return len(made) + len(stops)
 
