@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""Measured step time on a real TPU chip beside hloshard's estimate and the TPU compiler's own.
+
+Issue 27 checks hloshard's step-time estimate (``hloshard cost --device tpu-v5e``: a roofline per
+instruction, :mod:`hloshard.cost.roofline`) against the TPU compiler's ``optimal_seconds`` ahead of
+time.  This benchmark adds the one figure neither of them is: the wall time the program takes on a
+real chip.  It runs single-chip programs (mesh 1: no collectives, so it checks the compute and HBM
+part of the estimate, the part that does not depend on links), big enough that launch overhead is
+small beside them.
+
+Three steps, on two machines:
+
+``hlo DIR``
+    (any machine with jax) writes each workload's pre-optimisation HLO text, ``DIR/NAME.hlo``, from
+    ``jax.jit(f).lower(...)`` -- the text hloshard reads.
+``time DIR``
+    (a machine with one TPU chip) lowers the same functions there (the text it lowered: ``DIR/NAME.tpu.hlo``
+    and its sha256, which ``compare`` checks against ``hlo``'s: a mismatch is reported), compiles, reads
+    ``cost_analysis()`` (flops, bytes accessed, ``optimal_seconds``) and ``memory_analysis()``, and
+    times ``REPEATS`` calls (``block_until_ready`` each; median and minimum, in seconds) and
+    ``REPEATS`` calls back to back with one wait at the end (``pipelined_s``: the device's time per call
+    without the host's round trip, the figure ``compare`` uses) into ``DIR/measured.json`` -- in a second pass, after every workload was compiled and run ``WARMUP``
+    times (the first program run on a fresh chip was measured slower than a larger one after it).
+``compare DIR``
+    (where hloshard is installed) prices each ``DIR/NAME.hlo`` with ``hloshard cost --mesh 1 --device
+    DEVICE`` (library calls, the same as the CLI) and prints measured / estimate / optimal_seconds.
+
+The workloads are a plain choice of sizes a single v5e chip (16 GiB of HBM) holds: square bf16 and
+f32 matmuls and a 3x3 convolution (compute-bound), elementwise and reduction passes over 256 MiB (HBM-bound), an MLP train
+step and a 2-layer transformer train step in bf16.  None was used to set a device profile's numbers
+(they come from datasheets, :mod:`hloshard.devices`): every row is held out.
+
+Usage::
+
+    python benchmarks/tpu_measured.py hlo /tmp/tpum
+    python benchmarks/tpu_measured.py time /tmp/tpum        # on the TPU machine
+    python benchmarks/tpu_measured.py compare /tmp/tpum --device tpu-v5e
+    python benchmarks/tpu_measured.py compare /tmp/tpum --measured benchmarks/measured/tpu_v5e_single_chip.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import pathlib
+import statistics
+import sys
+import time
+
+#: Timed calls after the warm-up calls (the first call compiles and transfers).
+WARMUP, REPEATS = 3, 20
+
+
+def workloads():
+    """``{name: (fn, [ShapeDtypeStruct, ...])}``: the single-chip programs (shapes and dtypes in the
+    structs; no sharding)."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32 = jnp.bfloat16, jnp.float32
+    out = {}
+
+    def mm(a, b):
+        return jnp.tanh(a @ b)
+
+    def tiny(x):
+        return x + 1.0
+
+    out["tiny_f32_1K"] = (tiny, [S((1024,), f32)])   # the per-call floor (launch and wait)
+
+    def plain(a, b):
+        return a @ b
+
+    out["matmul_bf16_4096"] = (mm, [S((4096, 4096), bf), S((4096, 4096), bf)])
+    out["matmul_bf16_4096_plain"] = (plain, [S((4096, 4096), bf), S((4096, 4096), bf)])
+    out["matmul_f32_4096_plain"] = (plain, [S((4096, 4096), f32), S((4096, 4096), f32)])
+    out["matmul_bf16_8192"] = (mm, [S((8192, 8192), bf), S((8192, 8192), bf)])
+    out["matmul_f32_4096"] = (mm, [S((4096, 4096), f32), S((4096, 4096), f32)])
+
+    def axpy(x, y, z):
+        return x * y + z
+
+    def conv(x, w):
+        y = jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        return jax.nn.relu(y)
+
+    out["conv3x3_bf16"] = (conv, [S((64, 56, 56, 256), bf), S((3, 3, 256, 256), bf)])
+    out["elementwise_f32_64M"] = (axpy, [S((8192, 8192), f32)] * 3)
+
+    def softmax(x):
+        return jax.nn.softmax(x, axis=-1)
+
+    out["softmax_f32_64M"] = (softmax, [S((8192, 8192), f32)])
+    out["softmax_bf16_64M"] = (softmax, [S((8192, 8192), bf)])
+
+    def layernorm(x, g):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+    out["layernorm_f32_64M"] = (layernorm, [S((8192, 8192), f32), S((8192,), f32)])
+
+    def gather(table, ids):
+        return jnp.take(table, ids, axis=0)
+
+    out["embedding_gather_f32"] = (gather, [S((65536, 4096), f32), S((16384,), jnp.int32)])
+
+    def mlp_loss(p, x, y):
+        h = jax.nn.gelu(x @ p["w1"])
+        return jnp.mean(((h @ p["w2"]) - y).astype(f32) ** 2)
+
+    def mlp_step(p, x, y):
+        g = jax.grad(mlp_loss)(p, x, y)
+        return jax.tree.map(lambda a, b: a - jnp.asarray(0.01, a.dtype) * b, p, g)
+
+    d, f, b = 2048, 8192, 8192
+    out["mlp_train_bf16"] = (mlp_step, [{"w1": S((d, f), bf), "w2": S((f, d), bf)}, S((b, d), bf), S((b, d), bf)])
+    out["mlp_train_f32"] = (mlp_step, [{"w1": S((d, f), f32), "w2": S((f, d), f32)}, S((b // 2, d), f32),
+                                       S((b // 2, d), f32)])
+
+    def layer(h, p, heads):
+        bsz, t, dm = h.shape
+        q = (h @ p["wq"]).reshape(bsz, t, heads, dm // heads)
+        k = (h @ p["wk"]).reshape(bsz, t, heads, dm // heads)
+        v = (h @ p["wv"]).reshape(bsz, t, heads, dm // heads)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.asarray(dm // heads, h.dtype))
+        a = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v).reshape(bsz, t, dm)
+        h = h + a @ p["wo"]
+        return h + jax.nn.gelu(h @ p["w1"]) @ p["w2"]
+
+    def tf_loss(ps, x, y):
+        h = x
+        for p in ps:
+            h = layer(h, p, 16)
+        return jnp.mean((h - y).astype(f32) ** 2)
+
+    def tf_step(ps, x, y):
+        g = jax.grad(tf_loss)(ps, x, y)
+        return jax.tree.map(lambda a, b: a - jnp.asarray(0.01, a.dtype) * b, ps, g)
+
+    dm, ff, bsz, t = 2048, 8192, 8, 1024
+    lp = {"wq": S((dm, dm), bf), "wk": S((dm, dm), bf), "wv": S((dm, dm), bf), "wo": S((dm, dm), bf),
+          "w1": S((dm, ff), bf), "w2": S((ff, dm), bf)}
+    out["transformer2_train_bf16"] = (tf_step, [[lp, dict(lp)], S((bsz, t, dm), bf), S((bsz, t, dm), bf)])
+    return out
+
+
+def _text(fn, args) -> str:
+    import jax
+
+    return jax.jit(fn).lower(*args).as_text(dialect="hlo")
+
+
+def write_hlo(out: pathlib.Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, (fn, args) in workloads().items():
+        (out / f"{name}.hlo").write_text(_text(fn, args))
+        print("wrote", out / f"{name}.hlo")
+
+
+def _concrete(args, seed: int = 0):
+    import jax
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return jax.tree.map(lambda s: jax.device_put(
+        (rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype)), args)
+
+
+def time_all(out: pathlib.Path) -> None:
+    import jax
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows, ready = {}, {}
+    for name, (fn, args) in workloads().items():   # pass 1: compile and warm every workload
+        text = _text(fn, args)
+        (out / f"{name}.tpu.hlo").write_text(text)
+        compiled = jax.jit(fn).lower(*args).compile()
+        vals = _concrete(args)
+        for _ in range(WARMUP):
+            jax.block_until_ready(compiled(*vals))
+        ready[name] = (text, compiled, vals)
+        del vals
+    for name, (text, compiled, vals) in ready.items():   # pass 2: time each, on a warm chip
+        ca = compiled.cost_analysis()
+        ca = ca[0] if isinstance(ca, (list, tuple)) else ca
+        ma = compiled.memory_analysis()
+        jax.block_until_ready(compiled(*vals))
+        ts = []
+        for _ in range(REPEATS):
+            t0 = time.perf_counter()
+            jax.block_until_ready(compiled(*vals))
+            ts.append(time.perf_counter() - t0)
+        # back to back, one wait at the end: the device's time per call without the host's round trip
+        t0 = time.perf_counter()
+        outs = [compiled(*vals) for _ in range(REPEATS)]
+        jax.block_until_ready(outs)
+        pipelined = (time.perf_counter() - t0) / REPEATS
+        del outs
+        rows[name] = {"pipelined_s": pipelined,
+            "hlo_sha256": hashlib.sha256(text.encode()).hexdigest(),
+            "median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
+            "flops": float(ca.get("flops", 0.0)), "bytes_accessed": float(ca.get("bytes accessed", 0.0)),
+            "optimal_seconds": float(ca.get("optimal_seconds", 0.0)),
+            "argument_bytes": int(ma.argument_size_in_bytes), "output_bytes": int(ma.output_size_in_bytes),
+            "temp_bytes": int(ma.temp_size_in_bytes), "alias_bytes": int(ma.alias_size_in_bytes),
+        }
+        print(name, json.dumps(rows[name]))
+    meta = {"device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
+            "warmup": WARMUP, "repeats": REPEATS}
+    (out / "measured.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, sort_keys=True))
+
+
+def estimate(text: str, device: str) -> dict:
+    """hloshard's figures for the single-chip module ``text`` (what ``hloshard cost --mesh 1 --device
+    DEVICE`` prints): ``seconds`` (estimated step time), ``compute_bound_s`` / ``memory_bound_s`` (the
+    roofline's split), ``flops`` and ``hbm_bytes`` per device."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo import parse_module
+    from hloshard.mesh_setup import timed_mesh_from_options
+    from hloshard.timing import plan_timing
+
+    module = parse_module(text)
+    dmesh, scale, _ = timed_mesh_from_options(module, "1", None, None, None, device)
+    t = plan_timing(evaluate_module(module, dmesh), module, scale)
+    b = t["step_time"]["breakdown_s"]
+    return {"seconds": t["estimated_step_time_s"], "compute_bound_s": b["compute_bound_s"],
+            "memory_bound_s": b["memory_bound_s"], "flops": t["flops_per_device"],
+            "hbm_bytes": t["hbm_bytes_per_device"]}
+
+
+def compare(out: pathlib.Path, device: str, measured: pathlib.Path | None = None) -> None:
+    """Print measured / hloshard / TPU compiler per workload: ``measured`` (default ``out/measured.json``,
+    the ``time`` step's) against hloshard's :func:`estimate` of ``out/NAME.hlo`` (the ``hlo`` step's)."""
+    data = json.loads((measured or out / "measured.json").read_text())
+    print(f"device {data['meta']['device']}, jax {data['meta']['jax']}, {data['meta']['repeats']} calls back to back "
+          f"(measured = their wall time / calls)")
+    print(f"{'workload':26s} {'measured us':>12s} {'hloshard us':>12s} {'est/meas':>9s} {'TPU opt us':>11s} "
+          f"{'opt/meas':>9s} {'flops h/x':>10s} {'HBM h/x':>8s} {'bound':>7s}")
+    for name, row in sorted(data["rows"].items()):
+        text = (out / f"{name}.hlo").read_text()
+        same = hashlib.sha256(text.encode()).hexdigest() == row["hlo_sha256"]
+        est = estimate(text, device)
+        meas = row.get("pipelined_s", row["median_s"])
+        print(f"{name:26s} {meas * 1e6:12.1f} {est['seconds'] * 1e6:12.1f} {est['seconds'] / meas:9.3f} "
+              f"{row['optimal_seconds'] * 1e6:11.1f} {row['optimal_seconds'] / meas:9.3f} "
+              f"{est['flops'] / row['flops'] if row['flops'] else float('nan'):10.3f} "
+              f"{est['hbm_bytes'] / row['bytes_accessed'] if row['bytes_accessed'] else float('nan'):8.3f} "
+              f"{'compute' if est['compute_bound_s'] >= est['memory_bound_s'] else 'memory':>7s}"
+              f"{'' if same else '  (HLO lowered on the TPU machine differs)'}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("step", choices=["hlo", "time", "compare"])
+    ap.add_argument("dir")
+    ap.add_argument("--device", default="tpu-v5e", help="hloshard device profile for compare (default tpu-v5e)")
+    ap.add_argument("--measured", default=None,
+                    help="compare: the time step's JSON (default DIR/measured.json; one run on a v5e chip is "
+                         "benchmarks/measured/tpu_v5e_single_chip.json)")
+    ns = ap.parse_args(argv)
+    out = pathlib.Path(ns.dir)
+    {"hlo": lambda: write_hlo(out), "time": lambda: time_all(out),
+     "compare": lambda: compare(out, ns.device, ns.measured and pathlib.Path(ns.measured))}[ns.step]()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
