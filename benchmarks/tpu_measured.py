@@ -147,15 +147,75 @@ def workloads():
     return out
 
 
+def heldout():
+    """A second set, measured in the same session as :func:`workloads` but kept out of any change to the
+    cost model made against the first: the check that a fix generalises (``--set heldout``)."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32 = jnp.bfloat16, jnp.float32
+    out = {}
+
+    def rmsnorm(x, g):
+        xf = x.astype(f32)
+        return (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-6)).astype(x.dtype) * g
+
+    out["rmsnorm_bf16_32M"] = (rmsnorm, [S((4096, 8192), bf), S((8192,), bf)])
+
+    def xent(logits, labels):
+        lp = jax.nn.log_softmax(logits.astype(f32), axis=-1)
+        return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=-1))
+
+    out["cross_entropy_bf16_32k"] = (jax.grad(xent), [S((4096, 32768), bf), S((4096,), jnp.int32)])
+
+    def attn(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1), v)
+
+    out["attention_fwd_bf16_s2048"] = (attn, [S((4, 16, 2048, 64), bf)] * 3)
+
+    def gelu_mlp(x, w1, w2):
+        return jax.nn.gelu(x @ w1) @ w2
+
+    out["gelu_mlp_f32_fwd"] = (gelu_mlp, [S((4096, 1024), f32), S((1024, 4096), f32), S((4096, 1024), f32)])
+
+    def conv_bn(x, w, scale, bias):
+        y = jax.lax.conv_general_dilated(x, w, (2, 2), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+        m = jnp.mean(y, axis=(0, 1, 2))
+        v = jnp.var(y, axis=(0, 1, 2))
+        return jax.nn.relu((y - m) * jax.lax.rsqrt(v + 1e-5) * scale + bias)
+
+    out["conv_bn_f32"] = (conv_bn, [S((32, 112, 112, 128), f32), S((3, 3, 128, 256), f32), S((256,), f32),
+                                    S((256,), f32)])
+
+    def layer_loss(p, x):
+        h = x
+        for w in p:
+            h = h + jax.nn.gelu(h @ w["a"]) @ w["b"]
+        return jnp.mean(h.astype(f32) ** 2)
+
+    def adam_like(p, x):
+        g = jax.grad(layer_loss)(p, x)
+        return jax.tree.map(lambda a, b: a - 1e-3 * b / (jnp.abs(b) + 1e-8), p, g)
+
+    w = {"a": S((1024, 4096), bf), "b": S((4096, 1024), bf)}
+    out["resmlp4_train_bf16"] = (adam_like, [[w, dict(w), dict(w), dict(w)], S((16, 512, 1024), bf)])
+    return out
+
+
+SETS = {"main": workloads, "heldout": heldout}
+
+
 def _text(fn, args) -> str:
     import jax
 
     return jax.jit(fn).lower(*args).as_text(dialect="hlo")
 
 
-def write_hlo(out: pathlib.Path) -> None:
+def write_hlo(out: pathlib.Path, which: str = "main") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for name, (fn, args) in workloads().items():
+    for name, (fn, args) in SETS[which]().items():
         (out / f"{name}.hlo").write_text(_text(fn, args))
         print("wrote", out / f"{name}.hlo")
 
@@ -169,12 +229,12 @@ def _concrete(args, seed: int = 0):
         (rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype)), args)
 
 
-def time_all(out: pathlib.Path) -> None:
+def time_all(out: pathlib.Path, which: str = "main") -> None:
     import jax
 
     out.mkdir(parents=True, exist_ok=True)
     rows, ready = {}, {}
-    for name, (fn, args) in workloads().items():   # pass 1: compile and warm every workload
+    for name, (fn, args) in SETS[which]().items():   # pass 1: compile and warm every workload
         text = _text(fn, args)
         (out / f"{name}.tpu.hlo").write_text(text)
         compiled = jax.jit(fn).lower(*args).compile()
@@ -256,13 +316,15 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=["hlo", "time", "compare"])
     ap.add_argument("dir")
+    ap.add_argument("--set", default="main", choices=sorted(SETS),
+                    help="hlo / time: the workloads (main; heldout: a second set kept out of tuning)")
     ap.add_argument("--device", default="tpu-v5e", help="hloshard device profile for compare (default tpu-v5e)")
     ap.add_argument("--measured", default=None,
                     help="compare: the time step's JSON (default DIR/measured.json; one run on a v5e chip is "
                          "benchmarks/measured/tpu_v5e_single_chip.json)")
     ns = ap.parse_args(argv)
     out = pathlib.Path(ns.dir)
-    {"hlo": lambda: write_hlo(out), "time": lambda: time_all(out),
+    {"hlo": lambda: write_hlo(out, ns.set), "time": lambda: time_all(out, ns.set),
      "compare": lambda: compare(out, ns.device, ns.measured and pathlib.Path(ns.measured))}[ns.step]()
     return 0
 
