@@ -111,3 +111,28 @@ def test_the_tpu_compiler_partitions_it_so():
     mesh, _, _ = timed_mesh_from_options(module, "2x4", None, None, None, "tpu-v5e")
     assert _ring(evaluate_module(tpu_partitioned_view(module)[0], mesh)) == pytest.approx(measured)
     assert "all-to-all" in measured
+
+
+def test_cost_prices_the_tpus_partitioning_with_a_tpu_device_only(tmp_path):
+    """``cost --device tpu-v5e`` names the pair and prices the all-to-all as resharding seconds; on a GPU
+    profile (whose backend partitions the plan as written) nothing is rewritten and no resharding is
+    priced."""
+    import json
+
+    from click.testing import CliRunner
+
+    from hloshard.cli import main
+
+    path = tmp_path / "wgrad.hlo"
+    path.write_text(WEIGHT_GRADIENT)
+    tpu = CliRunner().invoke(main, ["cost", str(path), "--mesh", "2x4", "--device", "tpu-v5e", "--format", "json",
+                                    "--quiet"])
+    assert tpu.exit_code == 0, tpu.output
+    rep = json.loads(tpu.output)
+    assert rep["tpu_folded_transposes"] == [["d", "t"]]
+    assert rep["step_time"]["breakdown_s"]["resharding_s"] > 0
+    gpu = json.loads(CliRunner().invoke(main, ["cost", str(path), "--mesh", "2x4", "--device", "h100-sxm", "--format",
+                                               "json", "--quiet"]).output)
+    assert "tpu_folded_transposes" not in gpu and gpu["step_time"]["breakdown_s"]["resharding_s"] == 0
+    text = CliRunner().invoke(main, ["cost", str(path), "--mesh", "2x4", "--device", "tpu-v5e", "--quiet"]).output
+    assert "1 transposed dot(s) priced as the TPU computes them" in text
