@@ -289,7 +289,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
             timed_module = view
             timed_result = evaluate_as_written(view, dmesh, time_limit=time_limit, deterministic=False)
             report["tpu_folded_transposes"] = [list(p) for p in folded]
-    seconds = seconds_report(report, timed_result, timed_module, dmesh, scale, use_xla)
+    seconds = seconds_report(report, result, module, dmesh, scale, use_xla, timed=(timed_result, timed_module))
     if timed_module is not module:
         seconds.insert(1, f"  ({len(report['tpu_folded_transposes'])} transposed dot(s) priced as the TPU computes them: "
                           "dot(b, a) under the dot's written sharding, then resharded for the transpose's readers)")
