@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..hlo import parse_module, print_module
 from ..hlo.sharding import HloSharding
 
 
@@ -101,8 +102,6 @@ def tpu_partitioned_view(module):
     pairs = folded_transposes(module)
     if not pairs:
         return module, []
-    from ..hlo import parse_module, print_module
-
     names = [(d.name, t.name) for d, t in pairs]
     copy = parse_module(print_module(module))
     by_name = {i.name: i for c in copy.computations for i in c.instructions}
