@@ -158,12 +158,16 @@ def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
 
 def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     from hloshard.autoshard import evaluate_module
+    from hloshard.cost.tpu_partitioner import tpu_partitioned_view
     from hloshard.mesh_setup import timed_mesh_from_options
     from hloshard.timing import body_once, plan_roofline, plan_timing
     from hloshard.hlo import parse_module
 
     module = parse_module(text)
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, None, None, None, device)
+    folded = []
+    if scale.profile.backend == "tpu":   # what the TPU's partitioner is given (cost.tpu_partitioner)
+        module, folded = tpu_partitioned_view(module)
     res = evaluate_module(module, dmesh)
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]
@@ -175,7 +179,7 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
             "flops_once": flops_once, "bytes_once": bytes_once,
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
             "collective_hbm_s": coll, "tpu_like_s": b["compute_s"] + coll,
-            "tpu_like_once_s": roofline_seconds_once(roof) + coll_once}
+            "tpu_like_once_s": roofline_seconds_once(roof) + coll_once, "folded_transposes": len(folded)}
 
 
 def roofline_seconds_once(roof) -> float:

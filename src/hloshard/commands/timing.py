@@ -43,12 +43,15 @@ def xla_cost_line(fields: dict) -> str:
     return f"flops per device: {flops}; HBM bytes per device: {hbm} (XLA CPU cost_analysis)"
 
 
-def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool) -> list[str]:
+def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool, timed=None) -> list[str]:
     """``cost``'s one hook: with a device (``scale``) add :func:`plan_timing`'s fields to ``report``; with
-    ``--xla`` add :func:`xla_cost_fields`. Returns the summary lines (the step time line first)."""
+    ``--xla`` add :func:`xla_cost_fields`. Returns the summary lines (the step time line first).
+    ``timed``: ``(result, module)`` to time instead of the written plan (``cost.tpu_partitioner``'s view
+    for a TPU); ``--xla`` always compiles and prices the written ``module``."""
     lines = []
     if scale is not None:
-        report.update(plan_timing(result, module, scale))
+        t_result, t_module = timed if timed is not None else (result, module)
+        report.update(plan_timing(t_result, t_module, scale))
         lines.append(step_time_line(report))
     if use_xla:
         from ..xla_compare import tag_module_text   # the text XLA's partitioner takes (Shardy constraints as GSPMD's)
