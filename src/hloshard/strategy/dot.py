@@ -208,7 +208,34 @@ def keeps_contracting(instr, actual, strategies, roles=None):
     return out
 
 
-register_preference("dot")(keeps_contracting)
+def no_new_contracting_split(instr, actual, strategies, roles=None):
+    """When neither operand's layout splits a contracting dim, XLA's dot handler computes no partial
+    sums: it gathers (or slices) each operand to the layout the written result needs on its free dims,
+    contracting dims whole, rather than re-splitting the contraction and all-reducing (measured,
+    tests/test_handlers_dot.py ``GATHERS_OPERAND``: 7 cases, e.g. ``free_free_rep``: both free dims split,
+    replicated result: XLA gathers both operands, 65,536 + 393,216 B, where an all-to-all into a
+    contracting split and an all-reduce would move less).  The strategies that split no contracting
+    dim; [] when an operand already splits one (:func:`keeps_contracting` decides those) or none exists."""
+    from .base import is_mesh_spec
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    if any(lhs[a] or rhs[b] for a, b in pairs):
+        return []
+    return [st for st in strategies if is_mesh_spec(st.inputs[0]) and is_mesh_spec(st.inputs[1])
+            and not any(st.inputs[0][a] or st.inputs[1][b] for a, b in pairs)]
+
+
+@register_preference("dot")
+def dot_preference(instr, actual, strategies):
+    """The strategies XLA's dot handler realizes from the operands' layouts ``actual`` (registry
+    ``PREFERRED``): the shared contracting split kept (:func:`keeps_contracting`), else, with no
+    contracting split in either operand, none made (:func:`no_new_contracting_split`)."""
+    roles = _roles(instr)
+    return keeps_contracting(instr, actual, strategies, roles) or \
+        no_new_contracting_split(instr, actual, strategies, roles)
 
 
 @register_backward("dot")
