@@ -761,7 +761,7 @@ def _strategy_changes(before, after) -> set:
 
 
 def improve_written(module, mesh, written, deadline: float | None = None, rounds: int = IMPROVE_ROUNDS,
-                    pins: bool = False, work: int | None = None, stats: dict | None = None, keep_ids=()):
+                    pins: bool = True, work: int | None = None, stats: dict | None = None, keep_ids=()):
     """Lower ``hloshard cost`` of a written ``module`` by local moves: around each instruction that pays
     communication (:func:`paid_nodes`), in schedule order, its neighbourhood (:func:`neighbourhood`: radius
     2, :func:`freeable`, ``solve``'s own operand pins included) is re-solved with the instruction's layout
@@ -782,11 +782,14 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     (1.68 s before); the re-pricing (one ``evaluate_module`` per round with moves) is a third of it where
     moves are found.
 
-    ``solve``'s own operand pins stay as written (unlike explain's re-solve): a pin is the layout the
-    solver planned a dot / gather / scatter to read, and moving it leaves XLA to realize the
-    instruction from the other layouts, which the model prices less surely (fused_qkv, round 19: the
-    wqkv pins freed, -294,912.80 predicted, 722.8 M flops and 5,134,852 collective bytes per device
-    under XLA before and after).
+    ``solve``'s own operand pins are re-solved too (``pins``, as explain's re-solve; False: kept as
+    written): moving one leaves XLA to realize the reader from the other layouts
+    (``strategy.registry._realized``).  Round 19 kept them, because a dot whose operand split a free dim
+    its result did not was priced computing a quarter of its columns and gathering the result, where
+    XLA gathers the operand (fused_qkv: -294,912.80 predicted, the same flops and bytes under XLA);
+    round 20 prices XLA's gather (``strategy.dot.no_new_contracting_split``): fused_qkv finds nothing
+    with the pins freed, transformer_block -98,304.00 (-3.9%; XLA flops per device 272.1 -> 221.8 M,
+    the same 1,966,080 collective bytes).
 
     Reaches plans outside ``solve``'s strategy space: an annotated follower may reshard the operand it
     follows (``solve`` merges the pair, :mod:`hloshard.solver.followers`), an annotated instruction takes
