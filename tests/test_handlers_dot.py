@@ -84,8 +84,23 @@ GATHERS_OPERAND = [
     ("lhs_rows_to_data", [(X, M0), (W, R)], DOT, D0, Y),
     # lhs rows on model, replicated result: gather the small lhs (3/4 * f32[8,512] = 12288)
     ("lhs_rows_small", [("f32[8,512]", M0), ("f32[512,2048]", R)], DOT, R, "f32[8,2048]"),
+    # only lhs splits the contracting dim, on 'model', replicated over 'data' (partly replicated): XLA
+    # gathers it (3/4 * f32[64,4096]) rather than slicing rhs and all-reducing (24576)
+    # (strategy.dot.gathers_partial_contracting)
+    ("contract_partial_rep", [("f32[64,4096]", M1), ("f32[4096,64]", R)], DOT, R, "f32[64,64]"),
+    ("contract_partial_d0", [("f32[64,4096]", M1), ("f32[4096,64]", R)], DOT, D0, "f32[64,64]"),
+    # the same on 'data' (2), replicated over 'model': gathered over 2 (1/2 * f32[64,4096])
+    ("contract_partial_data", [("f32[64,4096]", "{devices=[1,2,4]<=[8] last_tile_dim_replicate}"),
+                               ("f32[4096,64]", R)], DOT, R, "f32[64,64]"),
 ]
-CASES += GATHERS_OPERAND
+#: controls: the contracting split kept -- lhs tiled over every axis (rhs sliced, all-reduce), or a
+#: split both operands share even when partly replicated
+KEEPS_CONTRACTING = [
+    ("contract_tiled", [("f32[64,4096]", "{devices=[4,2]<=[2,4]T(1,0)}"), ("f32[4096,64]", R)], DOT, M0,
+     "f32[64,64]"),
+    ("contract_shared_partial", [("f32[64,4096]", M1), ("f32[4096,64]", M0)], DOT, R, "f32[64,64]"),
+]
+CASES += GATHERS_OPERAND + KEEPS_CONTRACTING
 
 
 @functools.lru_cache(maxsize=1)
@@ -124,6 +139,10 @@ def test_dot_expected_figures():
     assert res["qkv_small_batch"][0] == [("all-gather", 4, 589824)]
     assert res["free_free_rep"][0] == [("all-gather", 2, 65536), ("all-gather", 4, 393216)]
     assert res["lhs_rows_small"][0] == [("all-gather", 4, 12288)]
+    assert res["contract_partial_rep"][0] == [("all-gather", 4, 786432)]
+    assert res["contract_partial_data"][0] == [("all-gather", 2, 524288)]
+    assert res["contract_tiled"][0] == [("all-reduce", 2, 4096)]
+    assert res["contract_shared_partial"][0] == [("all-reduce", 4, 24576)]
 
 
 def test_dot_gathers_the_operand_not_the_result():
