@@ -62,13 +62,16 @@ class Pricing:
     ``choice`` (of :func:`hloshard.autoshard.evaluate_module`), a resharding-matrix cache, and the map
     from each node's group to the groups that read it (found once, structurally)."""
 
-    def __init__(self, graph, choice):
+    def __init__(self, graph, choice, resharders=None):
         from .resharder import _Resharder
 
         self.graph = graph
         self.choice = [int(c) for c in choice]
-        self.resh = _Resharder(graph.ctx)
-        self.estimate = _budget_resharder(graph.ctx, PLAN_BUDGET)
+        # ``resharders``: the (exact, ranking) pair of an earlier Pricing of the same module and mesh, whose
+        # caches are keyed by value (shapes and specs), not by groups: a later round re-uses their matrices
+        self.resh, self.estimate = resharders if resharders is not None else \
+            (_Resharder(graph.ctx), _budget_resharder(graph.ctx, PLAN_BUDGET))
+        self.estimate.planned = 0   # each round plans up to PLAN_BUDGET new pairs, as a fresh one would
         #: re-built groups by :meth:`build_key` (re-used by later sites: a group is never changed after)
         self.built: dict = {}
         self._edges: dict = {}
@@ -820,6 +823,7 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
         work = len(written.graph.nodes)
     frames: dict = {}      # id(target) -> ids of the instructions its last re-solve read (round > 1: skipped unless changed)
     changed = None         # ids of the instructions whose annotation or as-given strategy the last round changed
+    resharders = None      # the first round's (Pricing.resh, Pricing.estimate), kept for the later rounds
     for _ in range(rounds):
         t_eval = float(written.seconds_build + written.seconds_choose)
         graph, choice = written.graph, [int(c) for c in written.choice]
@@ -827,7 +831,8 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
             break
         stats["rounds"] += 1
         stats.setdefault("per_round", []).append([stats["candidates"], 0 if changed is None else len(changed)])
-        pricing = Pricing(graph, choice)
+        pricing = Pricing(graph, choice, resharders)
+        resharders = (pricing.resh, pricing.estimate)
         allowed = {id(i) for c in processed_computations(module) for i in c.instructions}
         paid = paid_nodes(graph, choice)
         least = TARGET_LEAST * max(1.0, abs(written.total_cost))
