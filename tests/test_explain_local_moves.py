@@ -54,6 +54,22 @@ def test_the_interface_and_a_users_constraint_are_kept():
     assert str(module.entry.get("x").sharding) == "{devices=[1,4]<=[4]}"
 
 
+def test_solves_own_pins_are_re_solved():
+    """A Sharding custom-call named as solve writes its operand pins (``NAME.pin``) is solve's, not the
+    user's: the pass moves it by default (round 20) and keeps it with ``pins=False``."""
+    text = DETOUR.replace("x = f32[64,64] negate(a), sharding={devices=[1,4]<=[4]}",
+                          "x.pin = f32[64,64] custom-call(a), custom_call_target=\"Sharding\", "
+                          "sharding={devices=[1,4]<=[4]}").replace("exponential(x)", "exponential(x.pin)")
+    kept = parse_module(text)
+    before = evaluate_module(kept, MESH)
+    _, moves = improve_written(kept, MESH, before, pins=False)
+    assert moves == [] and str(kept.entry.get("x.pin").sharding) == "{devices=[1,4]<=[4]}"
+    module = parse_module(text)
+    after, moves = improve_written(module, MESH, evaluate_module(module, MESH))
+    assert [m[0] for m in moves] == ["x.pin"] and after.total_cost < before.total_cost
+    assert str(module.entry.get("x.pin").sharding) == "{devices=[4,1]<=[4]}"
+
+
 def test_solve_local_moves_keep_the_written_figure():
     """Wired into solve: an optimal solve of the unannotated detour leaves nothing to move, and the
     written figure is the module's hloshard cost."""

@@ -62,13 +62,16 @@ class Pricing:
     ``choice`` (of :func:`hloshard.autoshard.evaluate_module`), a resharding-matrix cache, and the map
     from each node's group to the groups that read it (found once, structurally)."""
 
-    def __init__(self, graph, choice):
+    def __init__(self, graph, choice, resharders=None):
         from .resharder import _Resharder
 
         self.graph = graph
         self.choice = [int(c) for c in choice]
-        self.resh = _Resharder(graph.ctx)
-        self.estimate = _budget_resharder(graph.ctx, PLAN_BUDGET)
+        # ``resharders``: the (exact, ranking) pair of an earlier Pricing of the same module and mesh, whose
+        # caches are keyed by value (shapes and specs), not by groups: a later round re-uses their matrices
+        self.resh, self.estimate = resharders if resharders is not None else \
+            (_Resharder(graph.ctx), _budget_resharder(graph.ctx, PLAN_BUDGET))
+        self.estimate.planned = 0   # each round plans up to PLAN_BUDGET new pairs, as a fresh one would
         #: re-built groups by :meth:`build_key` (re-used by later sites: a group is never changed after)
         self.built: dict = {}
         self._edges: dict = {}
@@ -761,7 +764,7 @@ def _strategy_changes(before, after) -> set:
 
 
 def improve_written(module, mesh, written, deadline: float | None = None, rounds: int = IMPROVE_ROUNDS,
-                    pins: bool = False, work: int | None = None, stats: dict | None = None, keep_ids=()):
+                    pins: bool = True, work: int | None = None, stats: dict | None = None, keep_ids=()):
     """Lower ``hloshard cost`` of a written ``module`` by local moves: around each instruction that pays
     communication (:func:`paid_nodes`), in schedule order, its neighbourhood (:func:`neighbourhood`: radius
     2, :func:`freeable`, ``solve``'s own operand pins included) is re-solved with the instruction's layout
@@ -782,11 +785,15 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     (1.68 s before); the re-pricing (one ``evaluate_module`` per round with moves) is a third of it where
     moves are found.
 
-    ``solve``'s own operand pins stay as written (unlike explain's re-solve): a pin is the layout the
-    solver planned a dot / gather / scatter to read, and moving it leaves XLA to realize the
-    instruction from the other layouts, which the model prices less surely (fused_qkv, round 19: the
-    wqkv pins freed, -294,912.80 predicted, 722.8 M flops and 5,134,852 collective bytes per device
-    under XLA before and after).
+    ``solve``'s own operand pins are re-solved too (``pins``, as explain's re-solve; False: kept as
+    written): moving one leaves XLA to realize the reader from the other layouts
+    (``strategy.registry._realized``).  Round 19 kept them, because a dot whose operand split a free dim
+    its result did not was priced computing a quarter of its columns and gathering the result, where
+    XLA gathers the operand (fused_qkv: -294,912.80 predicted, the same flops and bytes under XLA);
+    round 20 prices XLA's gather (``strategy.dot.no_new_contracting_split``,
+    ``gathers_partial_contracting``): fused_qkv finds nothing with the pins freed, transformer_block
+    -98,304.00 (-3.9%; XLA flops per device 272.1 -> 221.8 M, the same 1,966,080 collective bytes),
+    held-out decoder2 -105,525.53 more (XLA collective bytes 5,199,366 -> 5,052,294).
 
     Reaches plans outside ``solve``'s strategy space: an annotated follower may reshard the operand it
     follows (``solve`` merges the pair, :mod:`hloshard.solver.followers`), an annotated instruction takes
@@ -816,6 +823,7 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
         work = len(written.graph.nodes)
     frames: dict = {}      # id(target) -> ids of the instructions its last re-solve read (round > 1: skipped unless changed)
     changed = None         # ids of the instructions whose annotation or as-given strategy the last round changed
+    resharders = None      # the first round's (Pricing.resh, Pricing.estimate), kept for the later rounds
     for _ in range(rounds):
         t_eval = float(written.seconds_build + written.seconds_choose)
         graph, choice = written.graph, [int(c) for c in written.choice]
@@ -823,7 +831,8 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
             break
         stats["rounds"] += 1
         stats.setdefault("per_round", []).append([stats["candidates"], 0 if changed is None else len(changed)])
-        pricing = Pricing(graph, choice)
+        pricing = Pricing(graph, choice, resharders)
+        resharders = (pricing.resh, pricing.estimate)
         allowed = {id(i) for c in processed_computations(module) for i in c.instructions}
         paid = paid_nodes(graph, choice)
         least = TARGET_LEAST * max(1.0, abs(written.total_cost))

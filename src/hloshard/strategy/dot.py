@@ -208,7 +208,71 @@ def keeps_contracting(instr, actual, strategies, roles=None):
     return out
 
 
-register_preference("dot")(keeps_contracting)
+def no_new_contracting_split(instr, actual, strategies, roles=None):
+    """When neither operand's layout splits a contracting dim, XLA's dot handler computes no partial
+    sums: it gathers (or slices) each operand to the layout the written result needs on its free dims,
+    contracting dims whole, rather than re-splitting the contraction and all-reducing (measured,
+    tests/test_handlers_dot.py ``GATHERS_OPERAND``: 7 cases, e.g. ``free_free_rep``: both free dims split,
+    replicated result: XLA gathers both operands, 65,536 + 393,216 B, where an all-to-all into a
+    contracting split and an all-reduce would move less).  The strategies that split no contracting
+    dim; [] when an operand already splits one (:func:`keeps_contracting` decides those) or none exists."""
+    from .base import is_mesh_spec
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    if any(lhs[a] or rhs[b] for a, b in pairs):
+        return []
+    return _no_contracting_split(strategies, pairs)
+
+
+def _no_contracting_split(strategies, pairs) -> list:
+    from .base import is_mesh_spec
+
+    return [st for st in strategies if is_mesh_spec(st.inputs[0]) and is_mesh_spec(st.inputs[1])
+            and not any(st.inputs[0][a] or st.inputs[1][b] for a, b in pairs)]
+
+
+def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
+    """One operand splits a contracting dim, the other none, and the splitting operand is partly
+    replicated (some mesh axis of size > 1 on none of its dims): XLA's dot handler gathers that
+    operand's contracting split rather than slicing the other operand to match and all-reducing
+    (measured, tests/test_handlers_dot.py ``GATHERS_OPERAND``: ``contract_partial_rep``, 786,432 B
+    gathered where an all-reduce of 24,576 B would do; with the splitting operand tiled over every
+    axis, ``lhs_contract_only_d0`` and ``TT`` rows, XLA slices and all-reduces).  The strategies that
+    split no contracting dim; [] otherwise."""
+    from .base import is_mesh_spec
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    on_l = any(lhs[a] for a, _ in pairs)
+    on_r = any(rhs[b] for _, b in pairs)
+    if on_l == on_r:
+        return []
+    spec = lhs if on_l else rhs
+    used = {ax for dim in spec for ax in dim}
+    if all(ax in used for ax, size in enumerate(mesh.shape) if size > 1):
+        return []
+    return _no_contracting_split(strategies, pairs)
+
+
+@register_preference("dot")
+def dot_preference(instr, actual, strategies, ctx=None):
+    """The strategies XLA's dot handler realizes from the operands' layouts ``actual`` (registry
+    ``PREFERRED``; ``ctx``: the build context, for its mesh): the shared contracting split kept
+    (:func:`keeps_contracting`), else, with no contracting split in either operand, none made
+    (:func:`no_new_contracting_split`), else a partly replicated operand's contracting split gathered
+    (:func:`gathers_partial_contracting`)."""
+    roles = _roles(instr)
+    return keeps_contracting(instr, actual, strategies, roles) or \
+        no_new_contracting_split(instr, actual, strategies, roles) or \
+        (gathers_partial_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])
+
+
+dot_preference.takes_ctx = True
 
 
 @register_backward("dot")

@@ -257,7 +257,8 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
 
 
 #: opcode -> fn(instr, operand specs, strategies) -> the strategies XLA's handler prefers (e.g. a dot
-#: keeps the contracting split its operands share); registered by handler modules
+#: keeps the contracting split its operands share); registered by handler modules; a fn with the
+#: attribute ``takes_ctx`` is also given the BuildContext (its mesh)
 PREFERRED: dict[str, Callable] = {}
 
 #: opcode -> fn(instr) -> True when XLA never sees ``instr``'s written sharding, so that it pins nothing
@@ -301,7 +302,7 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
         return exact
     pref = PREFERRED.get(instr.opcode)
     if pref is not None:
-        chosen = pref(instr, actual, keep)
+        chosen = pref(instr, actual, keep, ctx) if getattr(pref, "takes_ctx", False) else pref(instr, actual, keep)
         if chosen:
             return chosen
     free = [st for st in keep if not st.name.endswith("|allreduce+slice") and _free_edges(instr, st, actual, ctx)]
