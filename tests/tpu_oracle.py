@@ -165,7 +165,10 @@ for k, text in enumerate(req["texts"]):
                     if "maybe-live-out" in head and "parameter" not in head:
                         heap["scalars_in_outputs"] += len(re.findall(r"value: <\d+ \S+ @0> \(size=\d+,offset=\d+\): [a-z]\w*\[1\]\{", block))
                 rec["hbm_heap"] = heap
-                rec["offset_scalars"] = _scalar_hosts(open(ba).read(), exe.hlo_modules()[0].to_string())
+                try:   # a diagnostic: a text it cannot read leaves the record as it was
+                    rec["offset_scalars"] = _scalar_hosts(open(ba).read(), exe.hlo_modules()[0].to_string())
+                except Exception:
+                    rec["offset_scalars"] = None
         rec["ok"] = True
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
