@@ -300,7 +300,11 @@ def _take(row: dict, rec: dict) -> None:
         # which offset scalars libtpu put in its heap, and which the placement rule puts there when
         # replayed on libtpu's own schedule (tests.tpu_oracle.offset_scalar_spills)
         row["spills"] = {"libtpu": sorted(v["name"] for v in hosts["heap"]),
-                         "replay": sorted(offset_scalar_spills(hosts))}
+                         "replay": sorted(offset_scalar_spills(hosts)),
+                         # every offset scalar and the instruction of the compiled text it serves (op_name)
+                         "scalars": sorted({(v["name"], v["op_name"] or "") for out in hosts["outputs"]
+                                            for v in out["values"] if v["scalar"]}
+                                           | {(v["name"], v["op_name"] or "") for v in hosts["heap"]})}
     h, m = row["heap"], row["tpu_parts"]
     if h and m:
         row["rule_temp"] = reported_temp_bytes(h["bytes"], h["small_slots"], h["other_values"] > 0)

@@ -27,7 +27,8 @@ partition offsets ``s32[1]`` / ``pred[1]``, that it placed in an entry output's 
 :func:`hloshard.cost.tpu_layout.reported_temp_bytes` takes), ``offset_scalars`` (``steps``: the length of
 the scheduled entry computation; ``outputs``: per entry-output allocation in HBM its ``size`` and
 ``values``, each ``name``, ``scalar`` (a one-element array), ``tuple``, ``start`` / ``end`` (its
-definition and last read in that schedule, reads through bitcasts included); ``heap``: the scalars
+definition and last read in that schedule, reads through bitcasts included), ``op_name`` (its metadata:
+the instruction of the compiled text it was made for); ``heap``: the scalars
 in the temp heap; for :func:`offset_scalar_spills`) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
@@ -63,7 +64,7 @@ def _scalar_hosts(ba, final):
     # entry-output allocation of HBM (color 0, not a parameter), its values with their live ranges in
     # that schedule; the one-element arrays (partition-offset scalars) in outputs and in the temp heap.
     body = final.split("\nENTRY ", 1)[1].split("\n}\n", 1)[0].splitlines()[1:]
-    pos, users = {}, {}
+    pos, users, origin = {}, {}, {}
     for i, line in enumerate(body):
         m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = (.*)", line)
         if not m:
@@ -76,6 +77,8 @@ def _scalar_hosts(ba, final):
                 break
         op = re.match(r"\s*([\w\-]+)\(", rest[k:])
         pos[m.group(1)] = (i, op.group(1) if op else "")
+        where = re.search(r'op_name="([^"]*)"', rest)
+        origin[m.group(1)] = where.group(1) if where else None
         for u in re.findall(r"%([\w.\-]+)", rest):
             users.setdefault(u, []).append(m.group(1))
     def last_use(name, depth=0):
@@ -88,7 +91,8 @@ def _scalar_hosts(ba, final):
     def value(name, shape):
         base = name.split("{")[0]
         return {"name": name, "scalar": bool(re.match(r"[a-z]\w*\[1\]\{", shape)), "tuple": shape.startswith("("),
-                "start": pos[base][0] if base in pos else None, "end": last_use(base) if base in pos else None}
+                "start": pos[base][0] if base in pos else None, "end": last_use(base) if base in pos else None,
+                "op_name": origin.get(base)}
     outputs, heap = [], []
     for block in ba.split("\nallocation ")[1:]:
         head = block.split("\n", 1)[0]
