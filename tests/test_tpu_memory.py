@@ -212,3 +212,36 @@ def _assert_heap_rule(name, rec, either: bool = False):
     want = reported_temp_bytes(heap["bytes"], heap["small_slots"], heap["other_values"] > 0)
     allowed = {want, 0} if either and heap["other_bytes"] <= 512 * heap["other_values"] else {want}
     assert rec["memory"]["temp"] in allowed, (name, rec["memory"], heap)
+
+
+def _value(name, start, end, scalar=True, tuple_=False):
+    return {"name": name, "scalar": scalar, "tuple": tuple_, "start": start, "end": end, "op_name": None}
+
+
+def test_offset_scalar_placement_rule_by_hand():
+    from tests.tpu_oracle import offset_scalar_spills
+
+    # one entry output written at step 10, the root tuple's pointer table, 12 steps
+    out = {"size": 65536, "values": [_value("fusion.1", 10, 11, scalar=False)]}
+    root = {"size": 512, "values": [_value("tuple.1{}", 11, 11, scalar=False, tuple_=True)]}
+    # a chain (a read only by b) shares the output's allocation; c overlaps both: no host (the root tuple
+    # hosts none), so the heap
+    hosts = {"steps": 12, "outputs": [out, root],
+             "heap": [_value("c", 2, 9)], }
+    out["values"] += [_value("a", 1, 3), _value("b", 3, 8)]
+    assert offset_scalar_spills(hosts) == ["c"]
+    # a scalar read last by the output's own writer cannot live in it
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.2", 10, 11, scalar=False),
+                                                                _value("d", 1, 10)]}], "heap": []}
+    assert offset_scalar_spills(hosts) == ["d"]
+    # ... one read before the write can; a second output takes an overlapping scalar
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.2", 10, 11, scalar=False),
+                                                                _value("d", 1, 9)]},
+                                      {"size": 512, "values": [_value("fusion.3", 11, 11, scalar=False)]}],
+             "heap": [_value("e", 2, 10)]}
+    assert offset_scalar_spills(hosts) == []
+    # another temporary already in the output's allocation (a non-scalar guest) blocks an overlapping scalar
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.4{0}", 4, 6, scalar=False),
+                                                                _value("fusion.2", 10, 11, scalar=False)]}],
+             "heap": [_value("f", 5, 7)]}
+    assert offset_scalar_spills(hosts) == ["f"]
