@@ -77,15 +77,18 @@ def test_reported_temp_by_hand():
 
 
 def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
-    # the envelopes of cost.memory (read off the training set) on every measured plan, the held-out ones
-    # included: libtpu's peak T of a plan predicted at P is at most the looser of 1.63 P and
-    # 1.45 P + the header heap bound, and at least P / 1.22
+    # the envelopes of cost.memory (read off the training set) on every measured plan of round 15, the
+    # held-out ones included: libtpu's peak T of a plan predicted at P is at most 1.63 P and at most
+    # 1.45 P + the header heap bound, and at least P / 1.22 (round 20's measurements break the first:
+    # test_tpu_budget_margin_holds_on_round20_measurements)
     rows = json.loads(PEAKS.read_text())["rows"]
     held = [r for r in rows if r["set"] == "held out"]
     assert len(held) >= 18 and len(rows) - len(held) >= 18
     for r in rows:
         p, t = r["predicted"], r["tpu"]
-        assert t <= max(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+        # model_limit accepts a plan under either envelope, so each must hold on its own (the smaller;
+        # was the larger until round 20, which checked less than the promise needs)
+        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
         assert t >= p / XLA_TPU_OVERESTIMATE, r
         # a budget of T is accepted for this plan exactly when P is within model_limit(T), and a refusal's
         # stated bound for it never exceeds T
@@ -245,3 +248,31 @@ def test_offset_scalar_placement_rule_by_hand():
                                                                 _value("fusion.2", 10, 11, scalar=False)]}],
              "heap": [_value("f", 5, 7)]}
     assert offset_scalar_spills(hosts) == ["f"]
+
+
+ROUND20 = pathlib.Path(__file__).parent / "data" / "tpu_memory_round20.json"
+
+
+def test_round20_measurements_are_the_model_plus_libtpus_heap():
+    # every sample and held-out plan measured in round 20: libtpu's peak is the predicted peak plus its
+    # reported temp (the heap of async headers, when an offset scalar spilled) to within one 512 B granule
+    rows = json.loads(ROUND20.read_text())["rows"]
+    assert len(rows) == 36 and {r["set"] for r in rows} == {"samples", "held out"}
+    for r in rows:
+        assert abs(r["predicted"] + r["tpu_temp"] - r["tpu"]) <= GRANULE_BYTES, r
+        # the temp is 0 or the heap rule's figure for the heap's slots (headers and scalars only)
+        assert r["tpu_temp"] in (0, r["heap_slots"] * SLOT_REPORTED_BYTES), r
+
+
+@pytest.mark.xfail(strict=True, reason="round 20: the TPU budget margin is multiplicative (XLA_TPU_UNDERESTIMATE "
+                   "1.63) but the heap libtpu may add is a number of 32,256 B slots, not a share of the peak: "
+                   "fused_qkv_train_step's solve plan is at 1.78x its prediction, the held-out attn_h6m4_d32_s64_fwd "
+                   "solve plan at 1.98x, and its plan accepted under 80% of libtpu's GSPMD peak exceeds the budget "
+                   "(1,040,384 B > 912,179 B); BENCHMARKS.md 'Round 20, helper tpumem'")
+def test_tpu_budget_margin_holds_on_round20_measurements():
+    data = json.loads(ROUND20.read_text())
+    for r in data["rows"]:
+        p, t = r["predicted"], r["tpu"]
+        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+    for b in data["held_out_budgets"]:
+        assert b["tpu"] <= b["budget"], b
