@@ -233,8 +233,11 @@ def heap_probe_table(rows) -> str:
 
 
 DEVICE = "tpu-v5e"
-CORPUS_MAXTEXT = ROOT.parent / "shared" / "corpus" / "xla_benchmarks" / \
-    "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
+#: ``shared/`` beside the checkout (``/work/main`` -> ``/work/shared``) or beside its parent (a worktree
+#: under ``/work/wt/NAME``); the first that exists.
+_SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
+               ROOT.parent / "shared")
+CORPUS_MAXTEXT = _SHARED / "corpus" / "xla_benchmarks" / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
 
 
 def tpu_mesh(module, spec: str, budget: int | None = None):
@@ -289,7 +292,19 @@ def _take(row: dict, rec: dict) -> None:
     (``rule_temp``; ``rule_ok``: equal to ``memory_analysis()``'s temp)."""
     from hloshard.cost.tpu_layout import reported_temp_bytes
 
+    from tests.tpu_oracle import offset_scalar_spills
+
     row["tpu"], row["tpu_parts"], row["heap"] = _total(rec), rec.get("memory"), rec.get("hbm_heap")
+    hosts = rec.get("offset_scalars")
+    if hosts:
+        # which offset scalars libtpu put in its heap, and which the placement rule puts there when
+        # replayed on libtpu's own schedule (tests.tpu_oracle.offset_scalar_spills)
+        row["spills"] = {"libtpu": sorted(v["name"] for v in hosts["heap"]),
+                         "replay": sorted(offset_scalar_spills(hosts)),
+                         # every offset scalar and the instruction of the compiled text it serves (op_name)
+                         "scalars": sorted({(v["name"], v["op_name"] or "") for out in hosts["outputs"]
+                                            for v in out["values"] if v["scalar"]}
+                                           | {(v["name"], v["op_name"] or "") for v in hosts["heap"]})}
     h, m = row["heap"], row["tpu_parts"]
     if h and m:
         row["rule_temp"] = reported_temp_bytes(h["bytes"], h["small_slots"], h["other_values"] > 0)
@@ -411,8 +426,9 @@ def memory_table(rows) -> str:
     predicted peak plus libtpu's temp over libtpu's peak (1.000: libtpu's figure is the model's HBM data
     plus its reported heap; module docstring of :mod:`hloshard.cost.tpu_layout`, "which heap is reported")."""
     lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
-             "offset scalars: in outputs, in the heap | temp by the heap rule MB | (predicted + TPU temp) / TPU |",
-             "|---|---|---:|---:|---:|---:|---|---|---:|---:|"]
+             "offset scalars: in outputs, in the heap | heap's scalars replayed on libtpu's schedule | "
+             "temp by the heap rule MB | (predicted + TPU temp) / TPU |",
+             "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|"]
     for r in rows:
         p, t = r.get("predicted"), r.get("tpu")
         ratio = "-" if not p or not t else f"{p / t:.3f}"
@@ -421,8 +437,12 @@ def memory_table(rows) -> str:
         scal = "-" if not h or "scalars_in_outputs" not in h else f"{h['scalars_in_outputs']}, {h['other_values']}"
         rule = "-" if r.get("rule_temp") is None else _f(r["rule_temp"] / MB) + ("" if r["rule_ok"] else " **differs**")
         plus = "-" if not p or not t or not m else f"{(p + m['temp']) / t:.3f}"
+        sp = r.get("spills")
+        replay = "-" if not sp else ("same" if sp["libtpu"] == sp["replay"] else
+                                     f"**differs**: libtpu {', '.join(sp['libtpu']) or 'none'}; "
+                                     f"replay {', '.join(sp['replay']) or 'none'}")
         lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
-                     f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {rule} | {plus} |")
+                     f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {replay} | {rule} | {plus} |")
     spilled = [r for r in rows if r.get("heap") and r.get("tpu_parts") and r["heap"]["other_values"]]
     kept = [r for r in rows if r.get("heap") and r.get("tpu_parts") and not r["heap"]["other_values"]]
     lines.append(f"\n- no offset scalar in the heap (headers only): temp 0 on {sum(r['tpu_parts']['temp'] == 0 for r in kept)}"
@@ -431,6 +451,10 @@ def memory_table(rows) -> str:
     ok = [r for r in rows if r.get("predicted") and r.get("tpu")]
     within = [r for r in ok if abs(r["predicted"] / r["tpu"] - 1) <= 0.15]
     lines.append(f"\n- within 15% of the TPU compiler: {len(within)} of {len(ok)} plans")
+    replayed = [r for r in rows if r.get("spills")]
+    lines.append(f"- offset scalars in libtpu's heap = the placement rule replayed on libtpu's schedule "
+                 f"(tests.tpu_oracle.offset_scalar_spills): {sum(r['spills']['libtpu'] == r['spills']['replay'] for r in replayed)}"
+                 f" of {len(replayed)} plans")
     ruled = [r for r in rows if r.get("rule_temp") is not None]
     lines.append(f"- libtpu's temp equal to cost.tpu_layout.reported_temp_bytes of its HBM heap: "
                  f"{sum(1 for r in ruled if r['rule_ok'])} of {len(ruled)} plans")

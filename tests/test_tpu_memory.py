@@ -6,7 +6,9 @@
 * ``cost --device tpu-v5e`` prices a buffer with its padded tile; without a TPU device nothing changes.
 * Oracle (``@pytest.mark.oracle``, skipped with the reason where libtpu is not installed): on three
   samples the predicted peak per device is within 15% of libtpu's ``memory_analysis()`` (argument +
-  output + temp - alias), and a budget ``solve --device tpu-v5e`` accepts is kept by it.
+  output + temp - alias), and a budget ``solve --device tpu-v5e`` accepts is kept by it; on a plan whose
+  temp is a reported heap the total is the predicted peak plus that temp, and on every plan compiled the
+  offset scalars in libtpu's heap are those the placement rule puts there on libtpu's schedule.
 """
 
 from __future__ import annotations
@@ -75,15 +77,18 @@ def test_reported_temp_by_hand():
 
 
 def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
-    # the envelopes of cost.memory (read off the training set) on every measured plan, the held-out ones
-    # included: libtpu's peak T of a plan predicted at P is at most the looser of 1.63 P and
-    # 1.45 P + the header heap bound, and at least P / 1.22
+    # the envelopes of cost.memory (read off the training set) on every measured plan of round 15, the
+    # held-out ones included: libtpu's peak T of a plan predicted at P is at most 1.63 P and at most
+    # 1.45 P + the header heap bound, and at least P / 1.22 (round 20's measurements break the first:
+    # test_tpu_budget_margin_holds_on_round20_measurements)
     rows = json.loads(PEAKS.read_text())["rows"]
     held = [r for r in rows if r["set"] == "held out"]
     assert len(held) >= 18 and len(rows) - len(held) >= 18
     for r in rows:
         p, t = r["predicted"], r["tpu"]
-        assert t <= max(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+        # model_limit accepts a plan under either envelope, so each must hold on its own (the smaller;
+        # was the larger until round 20, which checked less than the promise needs)
+        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
         assert t >= p / XLA_TPU_OVERESTIMATE, r
         # a budget of T is accepted for this plan exactly when P is within model_limit(T), and a refusal's
         # stated bound for it never exceeds T
@@ -129,6 +134,9 @@ def test_cost_with_a_tpu_device_counts_padded_tiles():
 
 CASES = ["conv_layer", "mlp_train_step", "embedding_lookup"]
 
+#: A GSPMD plan whose libtpu temp is a reported heap: four partition-offset scalars find no free output.
+HEAP_CASE = "transformer_block"
+
 
 def _tpu_mesh(module, budget=None):
     mesh, _scale, budget = timed_mesh_from_options(module, "2x4", None, None, None, "tpu-v5e", budget)
@@ -143,7 +151,7 @@ def _total(rec) -> int:
 @pytest.mark.oracle
 def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_budgets_are_kept():
     require_jax()
-    from tests.tpu_oracle import compile_for_tpu, tpu_available
+    from tests.tpu_oracle import compile_for_tpu, offset_scalar_spills, tpu_available
 
     why = tpu_available()
     if why:
@@ -163,7 +171,12 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_budgets_are_ke
                      pin_operands=True)
         texts.append(print_module(module))
         budgets.append(budget)
-    recs = compile_for_tpu(texts)      # one child: the three GSPMD plans and the three budgeted ones
+    # a plan whose libtpu peak holds the heap of async headers (an offset scalar found no free output)
+    miss = (SAMPLES / f"{HEAP_CASE}.propagated.hlo").read_text()
+    module = parse_module(miss, HEAP_CASE)
+    miss_predicted = int(evaluate_module(module, _tpu_mesh(module)[0]).evaluation.peak_memory)
+    recs = compile_for_tpu(texts + [miss])   # one child: the three GSPMD plans, the three budgeted, the heap case
+    miss_rec = recs.pop()
     for n, p, rec in zip(CASES, predicted, recs):
         assert rec["ok"], f"{n}: {rec['error'][:300]}"
         assert abs(p / _total(rec) - 1) <= 0.15, (n, p, _total(rec))
@@ -176,6 +189,19 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_budgets_are_ke
         # of 15 headers and one s32[1] reported as 0; round 15: its solve plan, 15 headers and one
         # s32[1], reported as 0 as well)
         _assert_heap_rule(f"{n} solved under {budget}", rec, either=True)
+    # every plan: the partition-offset scalars libtpu put in its heap are the ones the placement rule
+    # puts there replayed on libtpu's schedule (tests.tpu_oracle.offset_scalar_spills)
+    for name, rec in zip([*CASES, *(f"{n} under a budget" for n in CASES), HEAP_CASE], [*recs, miss_rec]):
+        hosts = rec["offset_scalars"]
+        assert hosts is not None, f"{name}: no buffer assignment / schedule in libtpu's dump"
+        assert sorted(offset_scalar_spills(hosts)) == sorted(v["name"] for v in hosts["heap"]), (name, hosts)
+    # the heap case: libtpu reports a heap (temp > 0) because one offset scalar spilled, and its total is
+    # the model's peak plus that reported heap to within one 512 B granule (the model's data is exact;
+    # what it misses is the heap, which it does not predict: round 20's table)
+    assert miss_rec["ok"] and miss_rec["memory"]["temp"] > 0 and miss_rec["offset_scalars"]["heap"], miss_rec["memory"]
+    assert abs(miss_predicted + miss_rec["memory"]["temp"] - _total(miss_rec)) <= GRANULE_BYTES, \
+        (miss_predicted, miss_rec["memory"])
+    _assert_heap_rule(HEAP_CASE, miss_rec)
 
 
 def _assert_heap_rule(name, rec, either: bool = False):
@@ -189,3 +215,64 @@ def _assert_heap_rule(name, rec, either: bool = False):
     want = reported_temp_bytes(heap["bytes"], heap["small_slots"], heap["other_values"] > 0)
     allowed = {want, 0} if either and heap["other_bytes"] <= 512 * heap["other_values"] else {want}
     assert rec["memory"]["temp"] in allowed, (name, rec["memory"], heap)
+
+
+def _value(name, start, end, scalar=True, tuple_=False):
+    return {"name": name, "scalar": scalar, "tuple": tuple_, "start": start, "end": end, "op_name": None}
+
+
+def test_offset_scalar_placement_rule_by_hand():
+    from tests.tpu_oracle import offset_scalar_spills
+
+    # one entry output written at step 10, the root tuple's pointer table, 12 steps
+    out = {"size": 65536, "values": [_value("fusion.1", 10, 11, scalar=False)]}
+    root = {"size": 512, "values": [_value("tuple.1{}", 11, 11, scalar=False, tuple_=True)]}
+    # a chain (a read only by b) shares the output's allocation; c overlaps both: no host (the root tuple
+    # hosts none), so the heap
+    hosts = {"steps": 12, "outputs": [out, root],
+             "heap": [_value("c", 2, 9)], }
+    out["values"] += [_value("a", 1, 3), _value("b", 3, 8)]
+    assert offset_scalar_spills(hosts) == ["c"]
+    # a scalar read last by the output's own writer cannot live in it
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.2", 10, 11, scalar=False),
+                                                                _value("d", 1, 10)]}], "heap": []}
+    assert offset_scalar_spills(hosts) == ["d"]
+    # ... one read before the write can; a second output takes an overlapping scalar
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.2", 10, 11, scalar=False),
+                                                                _value("d", 1, 9)]},
+                                      {"size": 512, "values": [_value("fusion.3", 11, 11, scalar=False)]}],
+             "heap": [_value("e", 2, 10)]}
+    assert offset_scalar_spills(hosts) == []
+    # another temporary already in the output's allocation (a non-scalar guest) blocks an overlapping scalar
+    hosts = {"steps": 12, "outputs": [{"size": 512, "values": [_value("fusion.4{0}", 4, 6, scalar=False),
+                                                                _value("fusion.2", 10, 11, scalar=False)]}],
+             "heap": [_value("f", 5, 7)]}
+    assert offset_scalar_spills(hosts) == ["f"]
+
+
+ROUND20 = pathlib.Path(__file__).parent / "data" / "tpu_memory_round20.json"
+
+
+def test_round20_measurements_are_the_model_plus_libtpus_heap():
+    # every sample and held-out plan measured in round 20: libtpu's peak is the predicted peak plus its
+    # reported temp (the heap of async headers, when an offset scalar spilled) to within one 512 B granule
+    rows = json.loads(ROUND20.read_text())["rows"]
+    assert len(rows) == 36 and {r["set"] for r in rows} == {"samples", "held out"}
+    for r in rows:
+        assert abs(r["predicted"] + r["tpu_temp"] - r["tpu"]) <= GRANULE_BYTES, r
+        # the temp is 0 or the heap rule's figure for the heap's slots (headers and scalars only)
+        assert r["tpu_temp"] in (0, r["heap_slots"] * SLOT_REPORTED_BYTES), r
+
+
+@pytest.mark.xfail(strict=True, reason="round 20: the TPU budget margin is multiplicative (XLA_TPU_UNDERESTIMATE "
+                   "1.63) but the heap libtpu may add is a number of 32,256 B slots, not a share of the peak: "
+                   "fused_qkv_train_step's solve plan is at 1.78x its prediction, the held-out attn_h6m4_d32_s64_fwd "
+                   "solve plan at 1.98x, and its plan accepted under 80% of libtpu's GSPMD peak exceeds the budget "
+                   "(1,040,384 B > 912,179 B); BENCHMARKS.md 'Round 20, helper tpumem'")
+def test_tpu_budget_margin_holds_on_round20_measurements():
+    data = json.loads(ROUND20.read_text())
+    for r in data["rows"]:
+        p, t = r["predicted"], r["tpu"]
+        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+    for b in data["held_out_budgets"]:
+        assert b["tpu"] <= b["budget"], b

@@ -10,6 +10,8 @@ with it) and returns plain data:
 * :func:`with_trip_counts` -- the partitioned text with a ``known_trip_count`` on each ``while`` that has
   none (the TPU pipeline annotates trip counts after its partitioner, the CPU pipeline before it), so
   that :func:`tests.xla_bytes.collective_bytes` counts a loop body once per trip.
+* :func:`offset_scalar_spills` -- which partition-offset scalars XLA's buffer assignment puts into
+  the HBM temp heap, replayed on libtpu's own schedule (a record's ``offset_scalars``).
 * :func:`compile_for_tpu` -- per text (HLO text, compiled with GSPMD; or StableHLO text as jax lowers it,
   compiled with Shardy when it carries ``sdy.sharding``s, as ``jax.jit`` would): ``ok`` / ``error`` (XLA's
   message), ``partitioned`` (the TPU pipeline's raw HLO right after its SPMD partitioner, from the
@@ -22,7 +24,12 @@ with it) and returns plain data:
 temp heap: ``bytes``, ``headers`` (tuple values: async headers), ``other_values`` / ``other_bytes`` (the
 rest), ``small_slots`` (distinct offsets of values of at most 512 B), ``scalars_in_outputs`` (one-element arrays, the
 partition offsets ``s32[1]`` / ``pred[1]``, that it placed in an entry output's allocation instead); what
-:func:`hloshard.cost.tpu_layout.reported_temp_bytes` takes) and ``cost`` (``cost_analysis``: flops,
+:func:`hloshard.cost.tpu_layout.reported_temp_bytes` takes), ``offset_scalars`` (``steps``: the length of
+the scheduled entry computation; ``outputs``: per entry-output allocation in HBM its ``size`` and
+``values``, each ``name``, ``scalar`` (a one-element array), ``tuple``, ``start`` / ``end`` (its
+definition and last read in that schedule, reads through bitcasts included), ``op_name`` (its metadata:
+the instruction of the compiled text it was made for); ``heap``: the scalars
+in the temp heap; for :func:`offset_scalar_spills`) and ``cost`` (``cost_analysis``: flops,
   ``optimal_seconds``, the TPU cost model's time).
 
 The collective bytes of ``partitioned`` are counted with :func:`tests.xla_bytes.collective_bytes`, the
@@ -52,13 +59,59 @@ from jax._src.lib.mlir import ir
 from jax._src.interpreters import mlir as jmlir
 from jax._src import compiler
 
+def _scalar_hosts(ba, final):
+    # libtpu's schedule of the entry computation (the final HLO is scheduled: text order) and, per
+    # entry-output allocation of HBM (color 0, not a parameter), its values with their live ranges in
+    # that schedule; the one-element arrays (partition-offset scalars) in outputs and in the temp heap.
+    body = final.split("\nENTRY ", 1)[1].split("\n}\n", 1)[0].splitlines()[1:]
+    pos, users, origin = {}, {}, {}
+    for i, line in enumerate(body):
+        m = re.match(r"\s*(?:ROOT )?%?([\w.\-]+) = (.*)", line)
+        if not m:
+            continue
+        rest, depth, k = m.group(2), 0, 0
+        for k, ch in enumerate(rest):   # past the shape (a tuple shape has spaces inside its parentheses)
+            depth += ch in "([{"
+            depth -= ch in ")]}"
+            if ch == " " and depth == 0:
+                break
+        op = re.match(r"\s*([\w\-]+)\(", rest[k:])
+        pos[m.group(1)] = (i, op.group(1) if op else "")
+        where = re.search(r'op_name="([^"]*)"', rest)
+        origin[m.group(1)] = where.group(1) if where else None
+        for u in re.findall(r"%([\w.\-]+)", rest):
+            users.setdefault(u, []).append(m.group(1))
+    def last_use(name, depth=0):
+        best = pos[name][0] if name in pos else -1
+        for u in users.get(name, []):
+            best = max(best, pos[u][0])
+            if pos[u][1] in ("bitcast", "get-tuple-element") and depth < 20:   # a view: its reads count
+                best = max(best, last_use(u, depth + 1))
+        return best
+    def value(name, shape):
+        base = name.split("{")[0]
+        return {"name": name, "scalar": bool(re.match(r"[a-z]\w*\[1\]\{", shape)), "tuple": shape.startswith("("),
+                "start": pos[base][0] if base in pos else None, "end": last_use(base) if base in pos else None,
+                "op_name": origin.get(base)}
+    outputs, heap = [], []
+    for block in ba.split("\nallocation ")[1:]:
+        head = block.split("\n", 1)[0]
+        if re.search(r"color [1-9]", head):
+            continue
+        vals = [value(v, sh) for v, sh in re.findall(r"value: <\d+ (\S+) @0> \(size=\d+,offset=\d+\): (\S+)", block)]
+        if "maybe-live-out" in head and "parameter" not in head:
+            outputs.append({"size": int(re.search(r"size (\d+)", head).group(1)), "values": vals})
+        elif "preallocated-temp" in head:
+            heap += [v for v in vals if v["scalar"]]
+    return {"steps": len(body), "outputs": outputs, "heap": heap}
+
 topo = topologies.get_topology_desc(req["topology"], "tpu")
 n = req["partitions"]
 client = topo.devices[0].client
 out = []
 for k, text in enumerate(req["texts"]):
     rec = {"ok": False, "error": None, "partitioned": None, "final": None, "memory": None, "hbm_bytes": None,
-           "hbm_heap": None, "cost": None}
+           "hbm_heap": None, "offset_scalars": None, "cost": None}
     before = set(glob.glob(os.path.join(dump, "*after_tpu-spmd-partitioning*")))
     reports = set(glob.glob(os.path.join(dump, "*memory-usage-report*")))
     try:
@@ -116,6 +169,10 @@ for k, text in enumerate(req["texts"]):
                     if "maybe-live-out" in head and "parameter" not in head:
                         heap["scalars_in_outputs"] += len(re.findall(r"value: <\d+ \S+ @0> \(size=\d+,offset=\d+\): [a-z]\w*\[1\]\{", block))
                 rec["hbm_heap"] = heap
+                try:   # a diagnostic: a text it cannot read leaves the record as it was
+                    rec["offset_scalars"] = _scalar_hosts(open(ba).read(), exe.hlo_modules()[0].to_string())
+                except Exception:
+                    rec["offset_scalars"] = None
         rec["ok"] = True
     except Exception as exc:
         rec["error"] = f"{type(exc).__name__}: {exc}"
@@ -149,6 +206,43 @@ def with_trip_counts(text: str) -> str:
             line = line + f', backend_config={{"known_trip_count":{{"n":"{trips[m.group(1)]}"}}}}'
         out.append(line)
     return "\n".join(out)
+
+
+def offset_scalar_spills(hosts: dict) -> list[str]:
+    """The partition-offset scalars (one-element ``s32[1]`` / ``u32[1]`` / ``pred[1]`` values in HBM)
+    that XLA's buffer assignment must put into the temp heap, replayed on libtpu's own schedule:
+    ``hosts`` is a record's ``offset_scalars`` (:func:`compile_for_tpu`: the entry outputs' allocations
+    with their values' live ranges, the heap's scalars, positions in the scheduled entry computation).
+
+    The rule (BENCHMARKS.md "Round 20, helper tpumem"): scalars in order of definition, each into the
+    first entry-output allocation that is free over its whole live range -- its last read strictly
+    before the output's own value is written (the latest-defined non-scalar value of that allocation;
+    the reader of a scalar cannot write into it), not overlapping another temporary placed there (a
+    scalar whose reader is the next scalar of its chain shares: ``[a, b]`` and ``[b, c]`` do not
+    overlap); an allocation holding a tuple value (the root tuple's pointer table) hosts none.  What
+    finds no host goes into the heap; libtpu then reports the heap (:func:`hloshard.cost.tpu_layout.
+    reported_temp_bytes`).  Returns the names of the scalars the replay puts in the heap."""
+    allocs = []
+    for out in hosts["outputs"]:
+        vals = out["values"]
+        if any(v["tuple"] for v in vals):
+            continue
+        arrays = [v for v in vals if not v["scalar"] and v["start"] is not None]
+        written = max((v["start"] for v in arrays), default=hosts["steps"])
+        occupied = [(written, None)] + [(v["start"], v["end"]) for v in arrays if v["start"] != written]
+        allocs.append(occupied)
+    scalars = [v for out in hosts["outputs"] for v in out["values"] if v["scalar"]] + list(hosts["heap"])
+    scalars = sorted((v for v in scalars if v["start"] is not None), key=lambda v: (v["start"], v["name"]))
+    spilled = []
+    for v in scalars:
+        a, b = v["start"], v["end"]
+        for occupied in allocs:
+            if all(b < x if y is None else not (a < y and x < b) for x, y in occupied):
+                occupied.append((a, b))
+                break
+        else:
+            spilled.append(v["name"])
+    return spilled
 
 
 def tpu_available() -> str | None:

@@ -71,7 +71,17 @@ another; ``mlp_train_step``'s solve plan, 15 headers and one ``s32[1]``, reports
 offset scalars does not decide it (``fused_qkv_train_step``: 7 scalars and 18 outputs, none in the
 heap, on GSPMD's plan; 4 scalars, one in the heap, on the solve plan, the one that spills an offset
 libtpu computes at step 34 of 471 and uses at 467): their live ranges in libtpu's schedule do, which
-the model does not have.  The held-out 2- and 6-layer transformers (``scripts/make_transformer.py``)
+the model does not have.  Round 20 wrote the placement down and replayed it on libtpu's own schedule
+(``tests.tpu_oracle.offset_scalar_spills``): scalars in order of definition, each into the first entry
+output's allocation free over its whole live range (read for the last time strictly before the output
+is written; a scalar read only by the next scalar of its chain shares with it), never the root tuple's
+pointer table, else the heap.  It names libtpu's heap scalars exactly on the 18 sample plans (tuned
+on) and on 17 of 18 held-out plans (one extra scalar on the 18th; whether any spills: 18 of 18),
+BENCHMARKS.md "Round 20, helper tpumem".  A spill is not always reported either: 0 on 1 of 6 sample
+plans and 2 of 8 held-out plans whose heap holds a scalar.  What the model lacks to predict it is
+the scalars themselves (which resharding or iota offsets libtpu computes from an ``s32[8]`` table in
+HBM rather than inside a kernel: hloshard's resharding plans slice locally on many more edges than
+libtpu makes such scalars for) and libtpu's schedule.  The held-out 2- and 6-layer transformers (``scripts/make_transformer.py``)
 follow both rules on their 4 plans.  Adding the heap rule's figure to the peak would put the 10
 plans reported at 0 at 1.00x to 2.09x of libtpu (``fused_qkv_train_step``'s GSPMD plan: 89 header
 slots on 2.64 MB), so the model's peak
