@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -236,10 +237,16 @@ def test_solve_summary_says_what_a_user_needs_first(tmp_path):
              "--report", rep])
     assert r.exit_code == 0, r.output
     err = r.stderr
-    for needle in (f"input    {MLP_PROP}", f"output   {out}", "mesh     2x4", "per device at the peak",
-                   "budget 32.0 MiB", "for the input as given"):
-        assert needle in err, (needle, err)
+    # the labels' column is as wide as the longest label present
+    for needle in (rf"input\s+{re.escape(str(MLP_PROP))}", rf"output\s+{re.escape(str(out))}", r"mesh\s+2x4",
+                   "per device at the peak", "budget 32.0 MiB", "for the input as given",
+                   r"collectives\s+[0-9.]+ [KMG]?i?B per device predicted"):
+        assert re.search(needle, err), (needle, err)
     report = json.loads(rep.read_text())
+    # the written plan's collectives, ring bytes per device, as `hloshard cost` of the output predicts them
+    priced = json.loads(run(["cost", out, "--mesh", "2x4", "--format", "json"]).stdout)
+    assert report["predicted_collective_bytes_per_device"] == pytest.approx(
+        priced["predicted_bytes_per_device"], abs=1.0)
     # the input as given is priced exactly as `hloshard cost` prices it
     cost = json.loads(run(["cost", MLP_PROP, "--mesh", "2x4", "--format", "json"]).stdout)
     assert report["input_cost"] == pytest.approx(cost["total_cost"], rel=1e-9)

@@ -150,7 +150,14 @@ def _sub_leaves(shape, index: tuple, what: str) -> tuple[int, list]:
     cur = shape
     for i in index:
         if not cur.is_tuple or not 0 <= i < len(cur.tuple_shapes):
-            raise UsageError(f"{what}: index {{{','.join(map(str, index))}}} does not exist in {shape}")
+            # the shape in a few words: a train step's root tuple has hundreds of elements (new user 20:
+            # 5,000 characters of tuple in one error line)
+            where = (f"a tuple of {len(cur.tuple_shapes)} elements (valid indices 0..{len(cur.tuple_shapes) - 1})"
+                     if cur.is_tuple else f"the array {cur}, which has no elements to index")
+            text = str(shape)
+            whole = f" of {text}" if len(text) <= 120 else ""
+            raise UsageError(f"{what}: index {{{','.join(map(str, index))}}} does not exist: at that level the shape "
+                             f"is {where}{whole if cur is shape else ''}")
         cur = cur.tuple_shapes[i]
     return _flat_leaf(shape, index), leaf_shapes(cur)
 
