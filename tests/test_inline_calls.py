@@ -188,3 +188,34 @@ def test_xla_accepts_the_inlined_samples_and_computes_the_same():
     for a, b in zip(want, got):
         np.testing.assert_allclose(b, a, rtol=1e-6)
     np.testing.assert_allclose(got[1], np.sin(-np.exp(np.sin(-np.exp(x)))), rtol=1e-5)
+
+
+@pytest.mark.oracle
+def test_the_calls_sharding_lands_where_xla_puts_it():
+    """A call's ``sharding=`` goes to the root copy: XLA partitions the module with the call and the
+    inlined one alike (the all-to-all to [1,8] before the negate, the one back to [8,1] before the sine)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from tests import xla_oracle
+
+    text = """HloModule callsh, num_partitions=8
+
+%f (a: f32[64,64]) -> f32[64,64] {
+  %a = f32[64,64] parameter(0)
+  %e = f32[64,64] exponential(%a)
+  ROOT %n = f32[64,64] negate(%e)
+}
+
+ENTRY %main (x: f32[64,64]) -> f32[64,64] {
+  %x = f32[64,64] parameter(0), sharding={devices=[8,1]<=[8]}
+  %c = f32[64,64] call(%x), to_apply=%f, sharding={devices=[1,8]<=[8]}
+  ROOT %r = f32[64,64] sine(%c), sharding={devices=[8,1]<=[8]}
+}
+"""
+    m = parse_module(text)
+    inline_calls(m)
+    assert str(m.entry.get("n").sharding) == "{devices=[1,8]<=[8]}" and m.entry.get("e").sharding is None
+    kinds = [[(c["kind"], c["shape"], c["dimensions"]) for c in xla_oracle.collectives(xla_oracle.spmd_partition(t, 8))]
+             for t in (text, print_module(m))]
+    assert kinds[0] == kinds[1] == [("all-to-all", "f32[8,8,8]{2,1,0}", [1]), ("all-to-all", "f32[8,8,8]{2,1,0}", [0])]

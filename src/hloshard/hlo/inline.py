@@ -38,7 +38,7 @@ and computations reached from it through ``while`` / ``conditional`` / ``call`` 
 
 from __future__ import annotations
 
-from .callgraph import _reverse_post_order
+from .callgraph import reverse_post_order
 from .ir import Computation, Instruction
 
 __all__ = ["inline_calls", "is_inlinable_call"]
@@ -87,7 +87,7 @@ def inline_calls(module) -> list[tuple[str, str]]:
     the parser / verifier: a parameter number without an operand raises IndexError)."""
     if module.entry is None:
         return []
-    order = _reverse_post_order(module)                    # callers before callees
+    order = reverse_post_order(module)                    # callers before callees
     visited = {id(c) for c in order}
     sites: dict[int, list[Instruction]] = {}                # callee -> inlinable call sites
     refs: dict[int, int] = {}                               # callee -> references of any kind
