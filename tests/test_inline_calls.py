@@ -219,3 +219,17 @@ ENTRY %main (x: f32[64,64]) -> f32[64,64] {
     kinds = [[(c["kind"], c["shape"], c["dimensions"]) for c in xla_oracle.collectives(xla_oracle.spmd_partition(t, 8))]
              for t in (text, print_module(m))]
     assert kinds[0] == kinds[1] == [("all-to-all", "f32[8,8,8]{2,1,0}", [1]), ("all-to-all", "f32[8,8,8]{2,1,0}", [0])]
+
+
+def test_explain_names_an_inlined_call_by_its_root_copy():
+    """``explain --instruction CALL``: the call is gone after inlining; its name stands for the copy of
+    the callee's root (a tuple root whose readers were all forwarded: an error naming its elements)."""
+    from hloshard.errors import InputError
+    from hloshard.explain_instruction import explain_instruction
+
+    m = parse_module(NESTED)
+    expl = explain_instruction(m, DeviceMesh.parse("8"), "y", alternatives=0)
+    assert expl.data["instruction"] == "s.1" and expl.data["opcode"] == "sine"
+    m = parse_module(TUPLE_ROOT)
+    with pytest.raises(InputError, match="c was a call, inlined as XLA inlines it; its result is the tuple of m, r"):
+        explain_instruction(m, DeviceMesh.parse("8"), "c", alternatives=0)

@@ -83,8 +83,12 @@ def inline_calls(module) -> list[tuple[str, str]]:
     """Inline every inlinable ``call`` (:func:`is_inlinable_call`) of the entry and of the computations
     it reaches through control flow, recursively, in place (see the module docstring for what each
     call becomes).  Returns ``(call name, callee name)`` pairs in the order they were inlined (empty:
-    the module is unchanged).  Raises nothing on well-formed IR (a call's operand count is checked by
-    the parser / verifier: a parameter number without an operand raises IndexError)."""
+    the module is unchanged).  ``module.inlined_calls`` (added to, never reset) maps each inlined call's
+    name to ``(stand-in, its operands)``: the instruction that now stands for its result (the copy of the
+    callee's root) and that copy's operands (a tuple root whose every reader was forwarded is no longer
+    in any computation, ``parent`` None: its elements are those operands).  Raises nothing
+    on well-formed IR (a call's operand count is checked by the parser / verifier: a parameter number
+    without an operand raises IndexError)."""
     if module.entry is None:
         return []
     order = reverse_post_order(module)                    # callers before callees
@@ -104,6 +108,7 @@ def inline_calls(module) -> list[tuple[str, str]]:
     taken = {i.name for c in module.computations if id(c) not in dying for i in c.instructions}
 
     done: list[tuple[str, str]] = []
+    stand_in = module.__dict__.setdefault("inlined_calls", {})
     for comp in reversed(order):                            # callees before callers
         calls = [i for i in comp.instructions if is_inlinable_call(i)]
         if not calls:
@@ -114,7 +119,8 @@ def inline_calls(module) -> list[tuple[str, str]]:
         candidates: list[Instruction] = []
         for call in calls:
             callee = call.attrs["to_apply"]
-            copies, loose = _inline_one(call, callee, taken, id(comp) not in dying, ctrl)
+            copies, loose, root = _inline_one(call, callee, taken, id(comp) not in dying, ctrl)
+            stand_in[call.name] = (root, tuple(root.operands))
             ctrl = ctrl or any("control-predecessors" in c.attrs for c in copies)
             placed[id(call)] = copies
             candidates.extend(loose)
@@ -143,10 +149,10 @@ def _pick_name(name: str, comp: Computation, taken: set, live: bool) -> str:
 
 
 def _inline_one(call: Instruction, callee: Computation, taken: set, live: bool,
-                ctrl: bool) -> tuple[list[Instruction], list[Instruction]]:
+                ctrl: bool) -> tuple[list[Instruction], list[Instruction], Instruction]:
     """Copy ``callee`` into the call's computation (appended; the caller puts them in place) and rewire
     the call's users to the root copy.  Returns (the copies, instructions that may have become dead:
-    the copies, the call's operands, forwarded GTEs); the call itself is left without users."""
+    the copies, the call's operands, forwarded GTEs; the root copy); the call is left without users."""
     comp = call.parent
     mapping: dict[int, Instruction] = {}
     for p in callee.parameters:
@@ -187,7 +193,7 @@ def _inline_one(call: Instruction, callee: Computation, taken: set, live: bool,
             loose.append(gte)
     comp.replace_all_uses(call, root)
     call.set_operands([])
-    return copies, loose
+    return copies, loose, root
 
 
 def _remove_dead(comp: Computation, calls: list[Instruction], candidates: list[Instruction],
