@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from .cost.liveness import peak_usage
 from .cost.steptime import cost_formatter
 from .errors import HloSyntaxError, InputError, UsageError
+from .hlo.inline import inline_calls
 from .textout import print_table
 from .units import counted
 
@@ -188,6 +189,12 @@ def describe_strategy(st, mesh) -> str:
 def find_instruction(module, name: str, filename: str | None = None):
     """The instruction called ``name`` (a leading ``%`` is ignored). InputError with close names otherwise."""
     want = name.lstrip("%")
+    stand_in, elements = getattr(module, "inlined_calls", {}).get(want, (None, ()))   # inlined as XLA inlines it
+    if stand_in is not None:
+        if stand_in.parent is None:
+            raise InputError(f"{want} was a call, inlined as XLA inlines it; its result is the tuple of "
+                             f"{', '.join(o.name for o in elements)}: explain one of them")
+        return stand_in
     names = []
     for comp in module.computations:
         for instr in comp.instructions:
@@ -367,6 +374,7 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     """
     from .autoshard import evaluate_as_written, processed_computations
 
+    inline_calls(module)   # as build_graph does: a call's name then stands for its callee's root copy
     target = find_instruction(module, name, filename)
     comps = processed_computations(module)
     allowed = {id(i) for c in comps for i in c.instructions}

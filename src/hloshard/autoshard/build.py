@@ -49,6 +49,7 @@ from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, i
                              resharded_by_tuple, scatter_destination_copies, widened_invariants,
                              written_layouts)
 from ..hlo.callgraph import flatten_call_graph
+from ..hlo.inline import inline_calls
 from ..hlo.loops import execution_counts
 from ..mesh import coarse_cuts, sharding_cuts
 from ..strategy.sharing import GroupSharing
@@ -282,6 +283,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
+    inline_calls(module)   # XLA's CallInliner: calls are gone before partitioning, fusion and memory
     flatten_call_graph(module, warnings)   # one computation per call site, as XLA partitions them
     comps = processed_computations(module)
     fixed = user_shardings(module, keep, mesh, comps)

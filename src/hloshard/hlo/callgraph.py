@@ -3,7 +3,9 @@
 XLA partitions every call site on its own: ``CallInliner`` inlines each ``call`` before the SPMD
 partitioner runs (checked with the oracle: two calls of one computation on operands sharded
 ``[8,1]`` and ``[1,8]`` come out of ``spmd-partitioning`` as two inlined copies, each partitioned
-its own way), and ``FlattenCallGraph`` clones a while body / branch reached from several sites.  The
+its own way; hloshard inlines them too, :func:`hloshard.hlo.inline.inline_calls`, before this runs,
+so the calls left here are those XLA keeps), and ``FlattenCallGraph`` clones a while body / branch
+reached from several sites.  The
 cost graph does the same (:func:`flatten_call_graph` before building): each site's computation is
 costed with that site's execution count and gets its own shardings, which the written module
 carries in the clones.  Fusion bodies and reducers (``to_apply`` of reduce, sort comparators ...)
@@ -86,7 +88,7 @@ def flatten_call_graph(module, warnings: list | None = None,
     done: set[int] = set()
     # repeat until no computation is reached from two sites (clones add sites for their callees)
     while True:
-        order = _reverse_post_order(module)
+        order = reverse_post_order(module)
         reached = {id(c) for c in order}
         sites: dict[int, list] = {}
         for comp in module.computations:       # sites in text order: the first one keeps the original
@@ -123,7 +125,7 @@ def flatten_call_graph(module, warnings: list | None = None,
             created.append((callee.name, clone.name))
 
 
-def _reverse_post_order(module) -> list[Computation]:
+def reverse_post_order(module) -> list[Computation]:
     """Computations reached from the entry through control flow, callers before callees."""
     seen: set[int] = set()
     post: list[Computation] = []

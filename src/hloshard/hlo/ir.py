@@ -390,6 +390,14 @@ class Module:
         self._by_name[comp.name] = comp
         return comp
 
+    def remove_computation(self, comp: Computation) -> None:
+        """Remove ``comp`` (the caller makes sure no instruction calls it; raises ValueError for the entry)."""
+        if comp is self.entry:
+            raise ValueError(f"cannot remove the entry computation {comp.name}")
+        self.computations.remove(comp)
+        del self._by_name[comp.name]
+        comp.parent = None
+
     def get_computation(self, name: str) -> Computation:
         """The computation called ``name`` (``%`` optional); raises KeyError."""
         return self._by_name[name[1:] if name.startswith("%") else name]
