@@ -123,8 +123,11 @@ more (and pads to tiles); that is not modelled here.
 * *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
   differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
-  last read there (not yet where its readers are elementwise: :func:`is_fused` still fuses it into them).
-  A pin in its operand's layout still forwards.
+  last read there, whatever its readers (:func:`communicating_pin`: a collective is never fused into an
+  elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
+  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such a slice keeps its buffer (XLA's CPU fuser
+  does not take it into the slice's fusion; a cheap one it does).  A pin in its operand's layout still
+  forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
   ``*after_optimizations*`` dump; priced per device, :func:`hloshard.hlo.partitioned.is_per_device_program`):
   XLA has already run, so the module is taken as it runs.  Each computation runs in text order (the
@@ -477,14 +480,29 @@ def resharding_pin(instr) -> bool:
     from there to its last reader, and its operand is last read there (read in the compiled module and
     buffer assignment of the budget start's enc-dec plan: ``mul.885.pin.1``, an all-gathered activation,
     made right after ``mul.885`` in the forward pass and read by a backward dot; BENCHMARKS.md, round 19).
-    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Left: a
-    resharding pin whose readers are all loop-fusion consumers (elementwise) is still taken as fused into
-    them by :func:`is_fused` (its resharding priced at the reader, as before), although XLA cannot fuse a
-    collective."""
+    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Whether
+    elementwise readers fuse it: :func:`communicating_pin`."""
     if _kind(instr) != "copy" or not instr.operands:
         return False
     mine, theirs = instr.sharding, instr.operands[0].sharding
     return mine is not None and theirs is not None and mine != theirs
+
+
+def communicating_pin(instr) -> bool:
+    """A :func:`resharding_pin` whose resharding is not a :func:`local_slice` of its operand: the
+    partitioner makes it a collective (an all-gather, all-to-all, collective-permute), which no fusion
+    takes in, so it is a buffer of its own whatever reads it -- also when all its readers are elementwise
+    (:func:`is_fused`), and it is never computed in place on its operand.  A pin that is a local slice is
+    a ``dynamic-slice``: the CPU loop fuser computes it inside elementwise readers (which then read the
+    operand's buffer), and it is a loop fusion of its own before any other reader.  Measured with XLA's
+    CPU backend on hand modules (``tests/test_memory_model.py``: ``PIN_GATHER`` / ``PIN_SLICE``): the
+    all-gather of an exponential read by an add is a buffer made right after the exponential (the
+    model's peak was 32,768 B, the gathered tile, below XLA's); the slice is fused into the add."""
+    if not resharding_pin(instr):
+        return False
+    o = instr.operands[0]
+    dims = [int(d) for d in instr.shape.dims] if instr.shape.is_array else []
+    return not (_same_dims(instr, o) and local_slice(_sharding_of(o), _sharding_of(instr), dims))
 
 
 #: opcodes whose identical copies XLA's ``HloCSE`` merges and the memory model follows (:func:`cse_representative`)
@@ -572,13 +590,15 @@ def is_fused(instr) -> bool:
         return True
     if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
         return False
+    if communicating_pin(instr):   # a collective: never fused into its readers
+        return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     consumers = effective_users(instr)
     if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
         return False
-    if op in EXPENSIVE and len(consumers) > 1:
-        return False
+    if op in EXPENSIVE and (len(consumers) > 1 or any(resharding_pin(u) for u in consumers)):
+        return False   # (XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice)
     if id(instr) in _reduce_inputs(instr.parent):
         return False
     return id(instr) not in _globally_unfusible(instr.parent)
@@ -631,10 +651,18 @@ def sliced_operand(user, operand) -> bool:
     (a module before a plan is chosen: the rule then never applies)."""
     if _kind(user) not in ELEMENTWISE or not _same_dims(user, operand):
         return False
-    a, b = _sharding_of(operand), _sharding_of(user)
+    return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
+
+
+def local_slice(have, need, dims) -> bool:
+    """True when an array of ``dims`` held in sharding ``have`` is read in sharding ``need`` through a
+    local ``dynamic-slice`` (no communication): the two differ and on every device the tile of ``need``
+    lies inside the tile of ``have`` (the resharding planner's rules 2 and 6 without a permute,
+    :mod:`hloshard.cost.reshard`).  False when either is None (not written, or not a tiled / replicated
+    array sharding: :func:`_sharding_of`) or when the devices differ."""
+    a, b = have, need
     if a is None or b is None or a == b:
         return False
-    dims = [int(d) for d in user.shape.dims]
     try:
         devices = set(a.devices) if a.is_tiled else None
         if b.is_replicated or (devices is not None and set(b.devices) != devices):
@@ -642,9 +670,9 @@ def sliced_operand(user, operand) -> bool:
         if a.is_replicated:
             return b.is_tiled
         for d in devices:
-            have = a.shard_slices(dims, d)
-            need = b.shard_slices(dims, d)
-            if any(n.start < h.start or n.stop > h.stop for h, n in zip(have, need)):
+            held = a.shard_slices(dims, d)
+            needed = b.shard_slices(dims, d)
+            if any(n.start < h.start or n.stop > h.stop for h, n in zip(held, needed)):
                 return False
         return a.tile_shape(dims) != b.tile_shape(dims)
     except (ValueError, IndexError):
@@ -872,6 +900,15 @@ def _invariant_leaves(w) -> set:
             out.update(range(n, n + len(leaves)))
         n += len(leaves)
     return out
+
+
+def _resharded_read(operand, user) -> bool:
+    """Both written and in different layouts: the partitioner reshards ``operand`` for ``user`` (a local
+    slice or a collective, also through a pin fused into ``user``), so ``user`` cannot be computed in
+    its buffer (measured: a replicated exponential read through a pin's slice by a sharded multiply,
+    BENCHMARKS.md round 20 memtruth)."""
+    a, b = _sharding_of(operand), _sharding_of(user)
+    return a is not None and b is not None and a != b
 
 
 def _same_array(a, b) -> bool:
@@ -1133,8 +1170,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
                      if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
-        elif op in ELEMENTWISE:
-            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
+        elif op in ELEMENTWISE and not resharding_pin(i):   # a pin: a collective or a slice, not in place
+            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o
+                     and not _resharded_read(o, i)]
         else:
             continue
         for o in cands:
