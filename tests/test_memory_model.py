@@ -346,11 +346,28 @@ ENTRY main {{
 }}
 """
 
+# the subtract fuses into the gather (XLA CPU's loop fuser takes a gather's producers in:
+# cost.liveness.CPU_LOOP_CONSUMERS), so only the gathered rows get a buffer, in the output's allocation
+# (the negate fuses the gather in).  By hand: p + q 524,288 + i 32 + n 32,768 = 557,088 (with a buffer
+# for s: 819,232).
+GATHER_FUSED = f"""HloModule gather_fused, num_partitions=8
+
+ENTRY main {{
+  p = f32[64,1024] parameter(0){_R}
+  q = f32[64,1024] parameter(1){_R}
+  i = s32[8,1] parameter(2){_R}
+  s = f32[64,1024] subtract(p, q){_R}
+  g = f32[8,1024] gather(s, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,1024}}{_R}
+  ROOT n = f32[8,1024] negate(g){_R}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
-         "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744)}
+         "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
+         "gather_fused": (GATHER_FUSED, 557088)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:

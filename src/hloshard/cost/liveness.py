@@ -55,7 +55,9 @@ more (and pads to tiles); that is not modelled here.
   (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
-  control flow are materialised and never fuse their producers.
+  control flow are materialised; of those only a ``gather`` takes its producers in
+  (:data:`CPU_LOOP_CONSUMERS`: a log-softmax's ``take_along_axis`` reads ``x - max - log(sum)`` without a
+  buffer for it).
 * *CSE* (XLA's ``HloCSE``, which runs before fusion): identical ``broadcast`` / ``reshape`` instructions
   (same operands after merging, attributes, shape with layout and written sharding; never a root) are
   one instruction, the first in post order (:func:`cse_representative`), whose users are all of theirs
@@ -182,6 +184,12 @@ FUSIBLE_PRODUCERS = ELEMENTWISE | {"broadcast", "iota", "reshape", "transpose", 
 
 #: consumers that are the root of a loop or reduction fusion
 FUSING_CONSUMERS = FUSIBLE_PRODUCERS | {"reduce", "dynamic-update-slice"}
+
+#: further consumers XLA's CPU loop fuser computes its producers in (``CpuInstructionFusion``'s
+#: ``CanBeLoopFused``): a ``gather`` (a log-softmax's ``take_along_axis`` reads its gathered elements of
+#: ``x - max - log(sum)`` without a buffer for it: read in the compiled keras-hub Gemma train step).  Not in
+#: :data:`FUSING_CONSUMERS`, which the TPU rule (:mod:`hloshard.cost.tpu_fusion`) extends.
+CPU_LOOP_CONSUMERS = frozenset({"gather"})
 
 #: XLA's ``HloInstruction::IsExpensive`` elementwise ops: not duplicated into several consumers
 EXPENSIVE = frozenset({"divide", "remainder", "power", "atan2", "exponential", "exponential-minus-one", "log",
@@ -595,7 +603,8 @@ def is_fused(instr) -> bool:
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     consumers = effective_users(instr)
-    if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
+    if not consumers or any((_kind(u) not in FUSING_CONSUMERS and _kind(u) not in CPU_LOOP_CONSUMERS)
+                            or u.parent is not instr.parent for u in consumers):
         return False
     if op in EXPENSIVE and (len(consumers) > 1 or any(resharding_pin(u) for u in consumers)):
         return False   # (XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice)
@@ -844,7 +853,8 @@ def _globally_unfusible(comp) -> frozenset:
         def on_all_paths(p, c) -> bool:
             if c is p:
                 return True
-            if (_kind(c) not in FUSING_CONSUMERS and not _forwards(c)) or id(c) in out:
+            if (_kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c)) \
+                    or id(c) in out:
                 return False
             hit = memo.get((id(p), id(c)))
             if hit is not None:
@@ -903,12 +913,15 @@ def _invariant_leaves(w) -> set:
 
 
 def _resharded_read(operand, user) -> bool:
-    """Both written and in different layouts: the partitioner reshards ``operand`` for ``user`` (a local
-    slice or a collective, also through a pin fused into ``user``), so ``user`` cannot be computed in
-    its buffer (measured: a replicated exponential read through a pin's slice by a sharded multiply,
-    BENCHMARKS.md round 20 memtruth)."""
-    a, b = _sharding_of(operand), _sharding_of(user)
-    return a is not None and b is not None and a != b
+    """``user`` reads ``operand`` through a local slice (:func:`local_slice` of the two written layouts,
+    also through a pin fused into ``user``): the slice is fused into ``user``, which cannot be computed in
+    ``operand``'s buffer (another size per device; measured: a replicated exponential read through a
+    pin's slice by a sharded multiply, ``tests/test_memory_model.py`` ``PIN_SLICE``).  A read through a
+    collective is not one: the collective's result is a buffer of ``user``'s layout, which ``user`` may
+    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``)."""
+    if not _same_dims(operand, user):
+        return False
+    return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
 
 
 def _same_array(a, b) -> bool:
