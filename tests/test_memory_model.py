@@ -362,12 +362,34 @@ ENTRY main {{
 }}
 """
 
+# v = a + b is read by a canonical dot (d1) and by a weight-gradient dot (d2) that needs it transposed:
+# XLA's fuser duplicates the cheap add into the bitcast for d1 and into the transposed copy for d2, two
+# fusions made one after the other, both reading a and b, which are not fused (expensive: not duplicated)
+# and v is not computed in place (cost.liveness._relaid_in_copy).  By hand: p + q + w + y 819,200
+# (parameters) + d1 65,536 + d2 262,144 + the tuple's pointers 16 (outputs) + b, v and v's copy 393,216 (a
+# sits in d2's allocation before d2 is written) = 1,540,112 (before round 20: 1,409,040, a and b fused).
+RELAID_COPY = f"""HloModule relaid, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,8,512] parameter(0){_R}
+  q = f32[8,8,512] parameter(1){_R}
+  w = f32[512,256] parameter(2){_R}
+  y = f32[8,8,128] parameter(3){_R}
+  a = f32[8,8,512] exponential(p){_R}
+  b = f32[8,8,512] exponential(q){_R}
+  v = f32[8,8,512] add(a, b){_R}
+  d1 = f32[8,8,256] dot(v, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}{_R}
+  d2 = f32[512,128] dot(v, y), lhs_contracting_dims={{0,1}}, rhs_contracting_dims={{0,1}}{_R}
+  ROOT t = (f32[8,8,256], f32[512,128]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
-         "gather_fused": (GATHER_FUSED, 557088)}
+         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:

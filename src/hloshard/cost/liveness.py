@@ -606,8 +606,10 @@ def is_fused(instr) -> bool:
     if not consumers or any((_kind(u) not in FUSING_CONSUMERS and _kind(u) not in CPU_LOOP_CONSUMERS)
                             or u.parent is not instr.parent for u in consumers):
         return False
-    if op in EXPENSIVE and (len(consumers) > 1 or any(resharding_pin(u) for u in consumers)):
-        return False   # (XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice)
+    if op in EXPENSIVE and (len(consumers) > 1 or any(resharding_pin(u) or _relaid_in_copy(u) for u in consumers)):
+        # XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice, and does not duplicate
+        # it into a value's relayout copy (:func:`_relaid_in_copy`: a second fusion reading it)
+        return False
     if id(instr) in _reduce_inputs(instr.parent):
         return False
     return id(instr) not in _globally_unfusible(instr.parent)
@@ -912,6 +914,25 @@ def _invariant_leaves(w) -> set:
     return out
 
 
+def _relaid_in_copy(instr) -> bool:
+    """A cheap elementwise ``instr`` (not :data:`EXPENSIVE`) read by a dot that makes a relayout copy of it
+    (:func:`dot_transposed_operands`).  XLA's fuser duplicates such a value into the copy's loop fusion
+    (a transpose of it), which reads the value's own operands and which the breadth-first scheduler runs
+    as soon as they are ready: the copy is made where the value is (:func:`relayout_intervals`), and the
+    value is not computed in place on an operand (the copy still reads that operand).  Read in XLA's
+    compiled keras-hub Gemma train step (4 layers, auto_shard's plan, 2x4): the logits' gradient
+    ``add_any = scatter + p * exp`` is two loop fusions made one after the other, a ``[B*S, V]`` bitcast for
+    the input-gradient dot and its transpose for the embedding's gradient, with the scatter and the
+    exponential live until both (4 buffers of 8 MiB at XLA's peak; the model had 2); BENCHMARKS.md round
+    20 memtruth."""
+    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE:
+        return False
+    for u in effective_users(instr):
+        if u.opcode == "dot" and any(_through_forwards(u.operands[k]) is instr for k in dot_transposed_operands(u)):
+            return True
+    return False
+
+
 def _resharded_read(operand, user) -> bool:
     """``user`` reads ``operand`` through a local slice (:func:`local_slice` of the two written layouts,
     also through a pin fused into ``user``): the slice is fused into ``user``, which cannot be computed in
@@ -1183,7 +1204,7 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
                      if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
-        elif op in ELEMENTWISE and not resharding_pin(i):   # a pin: a collective or a slice, not in place
+        elif op in ELEMENTWISE and not resharding_pin(i) and not _relaid_in_copy(i):   # (see _relaid_in_copy)
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o
                      and not _resharded_read(o, i)]
         else:
@@ -1872,7 +1893,8 @@ def dot_transposed_operands(instr) -> list:
 def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: bool = True) -> list:
     """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
-    copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
+    copy), live over ``[lo, hi)`` from the first dot reading it (from the value itself for a cheap
+    elementwise value, :func:`_relaid_in_copy`) to the last (``dot`` / ``k``: the first
     such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
     backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`), in the
     same form (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
@@ -1892,10 +1914,13 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
             key = (id(src), k, tuple(i.attrs.get("lhs_batch_dims" if k == 0 else "rhs_batch_dims") or ()),
                    tuple(i.attrs.get("lhs_contracting_dims" if k == 0 else "rhs_contracting_dims") or ()))
             hit = groups.get(key)
+            # a cheap elementwise source is taken into the copy's loop fusion, which the breadth-first
+            # scheduler runs where the source's own inputs are ready: the copy is made with the source
+            made = pos.get(id(src), t) if _relaid_in_copy(src) else t
             if hit is None:
-                groups[key] = [i, k, t, t + 1]
+                groups[key] = [i, k, min(made, t), t + 1]
             else:
-                hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
+                hit[2], hit[3] = min(hit[2], made, t), max(hit[3], t + 1)
     out = [tuple(g) for g in groups.values()]
     return out + gather_relayouts(order, pos) if gathers else out
 
