@@ -127,9 +127,9 @@ more (and pads to tiles); that is not modelled here.
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
   last read there, whatever its readers (:func:`communicating_pin`: a collective is never fused into an
   elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
-  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such a slice keeps its buffer (XLA's CPU fuser
-  does not take it into the slice's fusion; a cheap one it does).  A pin in its operand's layout still
-  forwards.
+  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such
+  a slice keeps its buffer (XLA's CPU fuser does not take it into the slice's fusion; a cheap one it
+  does).  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
   ``*after_optimizations*`` dump; priced per device, :func:`hloshard.hlo.partitioned.is_per_device_program`):
   XLA has already run, so the module is taken as it runs.  Each computation runs in text order (the
