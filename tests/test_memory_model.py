@@ -346,11 +346,106 @@ ENTRY main {{
 }}
 """
 
+# the subtract fuses into the gather (XLA CPU's loop fuser takes a gather's producers in:
+# cost.liveness.CPU_LOOP_CONSUMERS), so only the gathered rows get a buffer, in the output's allocation
+# (the negate fuses the gather in).  By hand: p + q 524,288 + i 32 + n 32,768 = 557,088 (with a buffer
+# for s: 819,232).
+GATHER_FUSED = f"""HloModule gather_fused, num_partitions=8
+
+ENTRY main {{
+  p = f32[64,1024] parameter(0){_R}
+  q = f32[64,1024] parameter(1){_R}
+  i = s32[8,1] parameter(2){_R}
+  s = f32[64,1024] subtract(p, q){_R}
+  g = f32[8,1024] gather(s, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,1024}}{_R}
+  ROOT n = f32[8,1024] negate(g){_R}
+}}
+"""
+
+# v = a + b is read by a canonical dot (d1) and by a weight-gradient dot (d2) that needs it transposed:
+# XLA's fuser duplicates the cheap add into the bitcast for d1 and into the transposed copy for d2, two
+# fusions made one after the other, both reading a and b, which are not fused (expensive: not duplicated)
+# and v is not computed in place (cost.liveness._relaid_in_copy).  By hand: p + q + w + y 819,200
+# (parameters) + d1 65,536 + d2 262,144 + the tuple's pointers 16 (outputs) + b, v and v's copy 393,216 (a
+# sits in d2's allocation before d2 is written) = 1,540,112 (before round 20: 1,409,040, a and b fused).
+RELAID_COPY = f"""HloModule relaid, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,8,512] parameter(0){_R}
+  q = f32[8,8,512] parameter(1){_R}
+  w = f32[512,256] parameter(2){_R}
+  y = f32[8,8,128] parameter(3){_R}
+  a = f32[8,8,512] exponential(p){_R}
+  b = f32[8,8,512] exponential(q){_R}
+  v = f32[8,8,512] add(a, b){_R}
+  d1 = f32[8,8,256] dot(v, w), lhs_contracting_dims={{2}}, rhs_contracting_dims={{0}}{_R}
+  d2 = f32[512,128] dot(v, y), lhs_contracting_dims={{0,1}}, rhs_contracting_dims={{0,1}}{_R}
+  ROOT t = (f32[8,8,256], f32[512,128]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
-         "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744)}
+         "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
+         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112)}
+
+
+def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
+    """p -> a = producer(p) in ``psh`` -> g, a pin of a to ``gsh`` -> x = g + second -> r = x * q."""
+    body = "\n".join([
+        f"  p = f32[8192] parameter(0), sharding={psh}",
+        f"  q = f32[8192] parameter(1), sharding={gsh}",
+        f"  a = f32[8192] {producer}(p), sharding={psh}",
+        f'  g = f32[8192] custom-call(a), custom_call_target="Sharding", sharding={gsh}',
+        f"  x = f32[8192] add(g, {second}), sharding={gsh}",
+        f"  ROOT r = f32[8192] multiply(x, q), sharding={gsh}"])
+    return f"HloModule {name}, num_partitions=8\n\nENTRY main {{\n{body}\n}}\n"
+
+
+# Resharding pins read only by elementwise ops (cost.liveness.communicating_pin).  f32[8192] is 32,768 B
+# replicated, 4,096 B split 8 ways.
+# PIN_GATHER: the pin is an all-gather, a buffer made right after a (never fused into x); r is computed
+# in its buffer.  By hand: p 4,096 + q 32,768 (parameters) + r 32,768 (the output: g, then r) + a 4,096
+# (until the gather) = 73,728.  (Fused into x, as before round 20, the model said 106,496.)
+PIN_GATHER = _pin_module("pin_gather", "{devices=[8]<=[8]}", "{replicated}", "exponential", "e").replace(
+    "  x = f32[8192] add(g, e)", "  e = f32[8192] exponential(q), sharding={replicated}\n  x = f32[8192] add(g, e)")
+# PIN_SLICE: the pin is a local dynamic-slice, fused into x and r, which read a; the expensive a keeps its
+# buffer (XLA's fuser leaves it out of the slice's fusion) and r is not computed in it (another layout).
+# By hand: p 32,768 + q 4,096 + r 4,096 + a 32,768 = 73,728 (XLA: + the 4-byte partition id the slice
+# reads).  PIN_SLICE_CHEAP: a is a negate, fused into the slice too: 40,960 (+ 4).
+PIN_SLICE = _pin_module("pin_slice", "{replicated}", "{devices=[8]<=[8]}", "exponential", "q")
+PIN_SLICE_CHEAP = _pin_module("pin_slice_cheap", "{replicated}", "{devices=[8]<=[8]}", "negate", "q")
+#: name -> (module, hand peak, XLA's extra bytes: the partition id a slice reads)
+PIN_CASES = {"pin_gather": (PIN_GATHER, 73728, 0), "pin_slice": (PIN_SLICE, 73728, 4),
+             "pin_slice_cheap": (PIN_SLICE_CHEAP, 40960, 4)}
+
+
+@pytest.mark.parametrize("case", sorted(PIN_CASES))
+def test_resharding_pin_read_by_elementwise_ops(tmp_path, case):
+    """A pin that gathers is a buffer whatever reads it; a pin that slices locally fuses into its
+    elementwise readers, which read its operand (module comments above: peaks by hand)."""
+    from hloshard.cost.liveness import communicating_pin
+
+    text, peak, _ = PIN_CASES[case]
+    g = parse_module(text).entry.get("g")
+    assert communicating_pin(g) == (case == "pin_gather")
+    assert is_fused(g) == (case != "pin_gather")
+    assert _peak(tmp_path, text) == peak
+
+
+@pytest.mark.oracle
+def test_resharding_pin_peaks_are_xlas():
+    """The pin modules' hand peaks are XLA's memory_analysis() (a slice's partition id aside)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    got = xla_memory([t for t, _, _ in PIN_CASES.values()], 8)
+    assert [m.error for m in got] == [None] * len(got)
+    assert [m.total for m in got] == [peak + extra for _, peak, extra in PIN_CASES.values()]
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:

@@ -55,7 +55,9 @@ more (and pads to tiles); that is not modelled here.
   (a bitcast of a row-major buffer) forward their operand's buffer whatever their users.
   ``constant`` never counts (XLA keeps constants in the executable, outside argument /
   output / temp).  Dots, convolutions, collectives, gathers, scatters, sorts, custom calls and
-  control flow are materialised and never fuse their producers.
+  control flow are materialised; of those only a ``gather`` takes its producers in
+  (:data:`CPU_LOOP_CONSUMERS`: a log-softmax's ``take_along_axis`` reads ``x - max - log(sum)`` without a
+  buffer for it).
 * *CSE* (XLA's ``HloCSE``, which runs before fusion): identical ``broadcast`` / ``reshape`` instructions
   (same operands after merging, attributes, shape with layout and written sharding; never a root) are
   one instruction, the first in post order (:func:`cse_representative`), whose users are all of theirs
@@ -123,8 +125,11 @@ more (and pads to tiles); that is not modelled here.
 * *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
   differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
-  last read there (not yet where its readers are elementwise: :func:`is_fused` still fuses it into them).
-  A pin in its operand's layout still forwards.
+  last read there, whatever its readers (:func:`communicating_pin`: a collective is never fused into an
+  elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
+  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such
+  a slice keeps its buffer (XLA's CPU fuser does not take it into the slice's fusion; a cheap one it
+  does).  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
   ``*after_optimizations*`` dump; priced per device, :func:`hloshard.hlo.partitioned.is_per_device_program`):
   XLA has already run, so the module is taken as it runs.  Each computation runs in text order (the
@@ -179,6 +184,12 @@ FUSIBLE_PRODUCERS = ELEMENTWISE | {"broadcast", "iota", "reshape", "transpose", 
 
 #: consumers that are the root of a loop or reduction fusion
 FUSING_CONSUMERS = FUSIBLE_PRODUCERS | {"reduce", "dynamic-update-slice"}
+
+#: further consumers XLA's CPU loop fuser computes its producers in (``CpuInstructionFusion``'s
+#: ``CanBeLoopFused``): a ``gather`` (a log-softmax's ``take_along_axis`` reads its gathered elements of
+#: ``x - max - log(sum)`` without a buffer for it: read in the compiled keras-hub Gemma train step).  Not in
+#: :data:`FUSING_CONSUMERS`, which the TPU rule (:mod:`hloshard.cost.tpu_fusion`) extends.
+CPU_LOOP_CONSUMERS = frozenset({"gather"})
 
 #: XLA's ``HloInstruction::IsExpensive`` elementwise ops: not duplicated into several consumers
 EXPENSIVE = frozenset({"divide", "remainder", "power", "atan2", "exponential", "exponential-minus-one", "log",
@@ -477,14 +488,29 @@ def resharding_pin(instr) -> bool:
     from there to its last reader, and its operand is last read there (read in the compiled module and
     buffer assignment of the budget start's enc-dec plan: ``mul.885.pin.1``, an all-gathered activation,
     made right after ``mul.885`` in the forward pass and read by a backward dot; BENCHMARKS.md, round 19).
-    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Left: a
-    resharding pin whose readers are all loop-fusion consumers (elementwise) is still taken as fused into
-    them by :func:`is_fused` (its resharding priced at the reader, as before), although XLA cannot fuse a
-    collective."""
+    Not for a value whose sharding is not written (the solver's cost graph before a plan).  Whether
+    elementwise readers fuse it: :func:`communicating_pin`."""
     if _kind(instr) != "copy" or not instr.operands:
         return False
     mine, theirs = instr.sharding, instr.operands[0].sharding
     return mine is not None and theirs is not None and mine != theirs
+
+
+def communicating_pin(instr) -> bool:
+    """A :func:`resharding_pin` whose resharding is not a :func:`local_slice` of its operand: the
+    partitioner makes it a collective (an all-gather, all-to-all, collective-permute), which no fusion
+    takes in, so it is a buffer of its own whatever reads it -- also when all its readers are elementwise
+    (:func:`is_fused`), and it is never computed in place on its operand.  A pin that is a local slice is
+    a ``dynamic-slice``: the CPU loop fuser computes it inside elementwise readers (which then read the
+    operand's buffer), and it is a loop fusion of its own before any other reader.  Measured with XLA's
+    CPU backend on hand modules (``tests/test_memory_model.py``: ``PIN_GATHER`` / ``PIN_SLICE``): the
+    all-gather of an exponential read by an add is a buffer made right after the exponential (the
+    model's peak was 32,768 B, the gathered tile, below XLA's); the slice is fused into the add."""
+    if not resharding_pin(instr):
+        return False
+    o = instr.operands[0]
+    dims = [int(d) for d in instr.shape.dims] if instr.shape.is_array else []
+    return not (_same_dims(instr, o) and local_slice(_sharding_of(o), _sharding_of(instr), dims))
 
 
 #: opcodes whose identical copies XLA's ``HloCSE`` merges and the memory model follows (:func:`cse_representative`)
@@ -572,12 +598,17 @@ def is_fused(instr) -> bool:
         return True
     if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
         return False
+    if communicating_pin(instr):   # a collective: never fused into its readers
+        return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
         return False
     consumers = effective_users(instr)
-    if not consumers or any(_kind(u) not in FUSING_CONSUMERS or u.parent is not instr.parent for u in consumers):
+    if not consumers or any((_kind(u) not in FUSING_CONSUMERS and _kind(u) not in CPU_LOOP_CONSUMERS)
+                            or u.parent is not instr.parent for u in consumers):
         return False
-    if op in EXPENSIVE and len(consumers) > 1:
+    if op in EXPENSIVE and (len(consumers) > 1 or any(resharding_pin(u) or _relaid_in_copy(u) for u in consumers)):
+        # XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice, and does not duplicate
+        # it into a value's relayout copy (:func:`_relaid_in_copy`: a second fusion reading it)
         return False
     if id(instr) in _reduce_inputs(instr.parent):
         return False
@@ -631,10 +662,18 @@ def sliced_operand(user, operand) -> bool:
     (a module before a plan is chosen: the rule then never applies)."""
     if _kind(user) not in ELEMENTWISE or not _same_dims(user, operand):
         return False
-    a, b = _sharding_of(operand), _sharding_of(user)
+    return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
+
+
+def local_slice(have, need, dims) -> bool:
+    """True when an array of ``dims`` held in sharding ``have`` is read in sharding ``need`` through a
+    local ``dynamic-slice`` (no communication): the two differ and on every device the tile of ``need``
+    lies inside the tile of ``have`` (the resharding planner's rules 2 and 6 without a permute,
+    :mod:`hloshard.cost.reshard`).  False when either is None (not written, or not a tiled / replicated
+    array sharding: :func:`_sharding_of`) or when the devices differ."""
+    a, b = have, need
     if a is None or b is None or a == b:
         return False
-    dims = [int(d) for d in user.shape.dims]
     try:
         devices = set(a.devices) if a.is_tiled else None
         if b.is_replicated or (devices is not None and set(b.devices) != devices):
@@ -642,9 +681,9 @@ def sliced_operand(user, operand) -> bool:
         if a.is_replicated:
             return b.is_tiled
         for d in devices:
-            have = a.shard_slices(dims, d)
-            need = b.shard_slices(dims, d)
-            if any(n.start < h.start or n.stop > h.stop for h, n in zip(have, need)):
+            held = a.shard_slices(dims, d)
+            needed = b.shard_slices(dims, d)
+            if any(n.start < h.start or n.stop > h.stop for h, n in zip(held, needed)):
                 return False
         return a.tile_shape(dims) != b.tile_shape(dims)
     except (ValueError, IndexError):
@@ -816,7 +855,8 @@ def _globally_unfusible(comp) -> frozenset:
         def on_all_paths(p, c) -> bool:
             if c is p:
                 return True
-            if (_kind(c) not in FUSING_CONSUMERS and not _forwards(c)) or id(c) in out:
+            if (_kind(c) not in FUSING_CONSUMERS and _kind(c) not in CPU_LOOP_CONSUMERS and not _forwards(c)) \
+                    or id(c) in out:
                 return False
             hit = memo.get((id(p), id(c)))
             if hit is not None:
@@ -872,6 +912,37 @@ def _invariant_leaves(w) -> set:
             out.update(range(n, n + len(leaves)))
         n += len(leaves)
     return out
+
+
+def _relaid_in_copy(instr) -> bool:
+    """A cheap elementwise ``instr`` (not :data:`EXPENSIVE`) read by a dot that makes a relayout copy of it
+    (:func:`dot_transposed_operands`).  XLA's fuser duplicates such a value into the copy's loop fusion
+    (a transpose of it), which reads the value's own operands and which the breadth-first scheduler runs
+    as soon as they are ready: the copy is made where the value is (:func:`relayout_intervals`), and the
+    value is not computed in place on an operand (the copy still reads that operand).  Read in XLA's
+    compiled keras-hub Gemma train step (4 layers, auto_shard's plan, 2x4): the logits' gradient
+    ``add_any = scatter + p * exp`` is two loop fusions made one after the other, a ``[B*S, V]`` bitcast for
+    the input-gradient dot and its transpose for the embedding's gradient, with the scatter and the
+    exponential live until both (4 buffers of 8 MiB at XLA's peak; the model had 2); BENCHMARKS.md round
+    20 memtruth."""
+    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE:
+        return False
+    for u in effective_users(instr):
+        if u.opcode == "dot" and any(_through_forwards(u.operands[k]) is instr for k in dot_transposed_operands(u)):
+            return True
+    return False
+
+
+def _resharded_read(operand, user) -> bool:
+    """``user`` reads ``operand`` through a local slice (:func:`local_slice` of the two written layouts,
+    also through a pin fused into ``user``): the slice is fused into ``user``, which cannot be computed in
+    ``operand``'s buffer (another size per device; measured: a replicated exponential read through a
+    pin's slice by a sharded multiply, ``tests/test_memory_model.py`` ``PIN_SLICE``).  A read through a
+    collective is not one: the collective's result is a buffer of ``user``'s layout, which ``user`` may
+    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``)."""
+    if not _same_dims(operand, user):
+        return False
+    return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
 
 
 def _same_array(a, b) -> bool:
@@ -1133,8 +1204,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
                      if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
-        elif op in ELEMENTWISE:
-            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o]
+        elif op in ELEMENTWISE and not resharding_pin(i) and not _relaid_in_copy(i):   # (see _relaid_in_copy)
+            cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o
+                     and not _resharded_read(o, i)]
         else:
             continue
         for o in cands:
@@ -1821,7 +1893,8 @@ def dot_transposed_operands(instr) -> list:
 def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: bool = True) -> list:
     """The operand copies :func:`dot_transposed_operands` makes, as ``[(dot, k, lo, hi)]``: one per
     operand value and canonical order (XLA's ``HloCSE`` makes identical transposes of one value one
-    copy), live over ``[lo, hi)`` from the first dot reading it to the last (``dot`` / ``k``: the first
+    copy), live over ``[lo, hi)`` from the first dot reading it (from the value itself for a cheap
+    elementwise value, :func:`_relaid_in_copy`) to the last (``dot`` / ``k``: the first
     such dot and its operand number, whose layout gives the copy's size); with ``gathers`` (XLA's CPU
     backend), then the transposed copies of non-canonical gathers (:func:`gather_relayouts`), in the
     same form (``dot`` is the reader whose operand ``k`` in its layout sizes the copy).  ``order``: the program
@@ -1841,10 +1914,13 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
             key = (id(src), k, tuple(i.attrs.get("lhs_batch_dims" if k == 0 else "rhs_batch_dims") or ()),
                    tuple(i.attrs.get("lhs_contracting_dims" if k == 0 else "rhs_contracting_dims") or ()))
             hit = groups.get(key)
+            # a cheap elementwise source is taken into the copy's loop fusion, which the breadth-first
+            # scheduler runs where the source's own inputs are ready: the copy is made with the source
+            made = pos.get(id(src), t) if _relaid_in_copy(src) else t
             if hit is None:
-                groups[key] = [i, k, t, t + 1]
+                groups[key] = [i, k, min(made, t), t + 1]
             else:
-                hit[2], hit[3] = min(hit[2], t), max(hit[3], t + 1)
+                hit[2], hit[3] = min(hit[2], made, t), max(hit[3], t + 1)
     out = [tuple(g) for g in groups.values()]
     return out + gather_relayouts(order, pos) if gathers else out
 
