@@ -42,10 +42,11 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
+from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import _leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, pin_key, scratch_bytes
+from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
+                    scratch_bytes)
 from .graph import Graph
 
 
@@ -164,8 +165,8 @@ def edge_memory_terms(graph: Graph) -> list:
                     moved = mat()[i] > 0
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
-                lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
                 shared = pin_key(graph, g, inst, leaf, None) is not None
+                lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
                 terms.append(Term((source, consumer), lo, end, copy, carrier=1,
                                   share=(id(g.instr.parent), id(inst), leaf) if shared else None,
                                   layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))
