@@ -605,12 +605,13 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
             reevaluate_written(result, module, mesh, memory_budget)
         except WrittenOverLimit:
             continue
+        def b(n):
+            return f"{int(n):,} bytes ({format_bytes(int(n))})"
         graph.warnings.append(
-            f"the written module of the solver's plan needs {format_bytes(over.written)} per device (its pins "
-            f"priced as XLA runs them), above the model's limit for the memory budget ({format_bytes(limit)}), "
-            f"although the solver's graph priced it at {format_bytes(over.solver)}; the plan written is the "
-            f"{name} plan, known without a search, whose written module needs "
-            f"{format_bytes(int(result.written.evaluation.peak_memory))}")
+            f"the written module of the solver's plan needs {b(over.written)} per device (its pins priced as XLA "
+            f"runs them), above the model's limit for the memory budget ({b(limit)}), although the solver's "
+            f"graph priced it at {b(over.solver)}; the plan written is the {name} plan, known without a search, "
+            f"whose written module needs {b(result.written.evaluation.peak_memory)}")
         return True
     # none keeps it: the solver's plan written again, as the error describes it
     unwritten.restore()
