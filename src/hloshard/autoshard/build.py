@@ -563,8 +563,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
-    solve writes with pins, the consumers that share a pin share that buffer, from the first to the last
-    (:func:`pin_key`).  The IOPDDL form
+    solve writes with pins, the consumers that share a pin share that buffer, made where the operand is made
+    (:func:`copy_start`) and read until the last of them (:func:`pin_key`), and a value only pins read ends
+    at them (:func:`pinned_only_credit`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the

@@ -87,9 +87,11 @@ class _Pick:
 def edge_memory_terms(graph: Graph) -> list:
     """The buffers :func:`hloshard.autoshard.build.edge_buffers` adds to a plan's peak, as
     :class:`Term` s over every strategy (the same rules; module docstring).  Not included: the entry
-    tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credit for a source
-    tile a resharded fused consumer frees early (a negative buffer: leaving it out over-states a plan's
-    memory, never under-states it).  Cheap: bytes are computed when a term is priced."""
+    tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credits for a source
+    tile a resharded fused consumer frees early and for a value only solve's pins read
+    (:func:`hloshard.autoshard.build.pinned_only_credit`) (negative buffers: leaving them out over-states a
+    plan's memory, never under-states it).  A copy solve writes as a pin starts where its operand is made
+    (:func:`hloshard.autoshard.build.copy_start`), as the evaluation prices it.  Cheap: bytes are computed when a term is priced."""
     terms: list = []
     minfo = graph.ctx.minfo
     ids = {id(i): t for i, t in graph.positions.items()}
