@@ -169,7 +169,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                              reprice_share=REPRICE_SHARE)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
-                                    fit=(time_limit, False, deadline, workers, seed, progress))
+                                    fit=(time_limit, False, workers, seed, progress))
         graph = first.graph
     elif not built and not export_problem and (deterministic or deadline is not None):
         # under a work limit (coarse.deterministic_first): deterministic mode, and a deadline the build is
@@ -178,7 +178,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                                   deterministic=deterministic)
         if det.graph is None:
             return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
-                                    fit=(time_limit, deterministic, deadline, workers, seed, progress))
+                                    fit=(time_limit, deterministic, workers, seed, progress))
         graph = det.graph
     elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
@@ -453,7 +453,7 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     coarse graph (not re-priced on the fine mesh without a budget: that would build the fine graph again),
     with a warning.  Under a memory budget, a coarse plan whose peak with its communication buffers and
     pins exceeds the model's limit is re-solved with them priced (:func:`_fit_buffers`, as the fine graph's
-    plan is; ``fit``: ``(time_limit, deterministic, deadline, workers, seed, progress)`` of the call), with a
+    plan is; ``fit``: ``(time_limit, deterministic, workers, seed, progress)`` of the call), with a
     work budget, not a clock, in both modes (the plan must not depend on the machine's load: round 19's CI
     flake was the coarse fallback under load): in deterministic mode ``time_limit`` more (the coarse solve
     had the whole of it), in wall-clock mode ``(1 - FIRST_SOLVE_SHARE) * time_limit`` (two of the solver's
@@ -488,7 +488,7 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     limit = getattr(graph, "model_limit", None) if memory_budget is not None else None
     out_of_time = False
     if limit is not None and ev.peak_memory > limit and fit is not None:
-        time_limit, deterministic, deadline, workers, seed, progress = fit
+        time_limit, deterministic, workers, seed, progress = fit
         # a work budget (no clock) in both modes: the rescue must not depend on the machine's load
         work = float(time_limit) if deterministic else \
             max(2 * MIN_SOLVE_SECONDS, (1.0 - FIRST_SOLVE_SHARE) * float(time_limit))
