@@ -555,18 +555,22 @@ def _write(result: SolveResult, module, pin_operands: bool) -> None:
 
 
 class _Unwritten:
-    """``module`` as it is now (before a plan is written into it): each computation's instructions, root
-    and names, each instruction's operands, users and attributes (its sharding among them).
+    """``module`` as it is now (before a plan is written into it): its computations and header attributes,
+    each computation's instructions, root and names, each instruction's operands, users and attributes (its
+    sharding among them).
     :meth:`restore` puts it back, dropping the pins a plan inserted, so that another plan can be written
     into the same instructions (the cost graph refers to them by identity)."""
 
     def __init__(self, module):
         self.module = module
+        self.module_comps = (list(module.computations), dict(module._by_name), dict(module.attrs))
         self.comps = [(c, list(c.instructions), c.root, dict(c._by_name)) for c in module.computations]
         self.instrs = [(i, list(i.operands), list(i.users), dict(i.attrs))
                        for c in module.computations for i in c.instructions]
 
     def restore(self) -> None:
+        comps, names, attrs = self.module_comps
+        self.module.computations, self.module._by_name, self.module.attrs = list(comps), dict(names), dict(attrs)
         for c, instrs, root, names in self.comps:
             c.instructions, c.root, c._by_name = list(instrs), root, dict(names)
         for i, ops, users, attrs in self.instrs:
