@@ -565,8 +565,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     consumer's schedule point ``[t, t + 1)``, where XLA's partitioner materialises it (to the last
     reader of a fused consumer, e.g. a pin ``copy``, whose value it is; from the program's start when
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
-    solve writes with pins, the consumers that share a pin share that buffer, from the first to the last
-    (:func:`pin_key`).  The IOPDDL form
+    solve writes with pins, the consumers that share a pin share that buffer, made where the operand is made
+    (:func:`copy_start`) and read until the last of them (:func:`pin_key`), and a value only pins read ends
+    at them (:func:`pinned_only_credit`).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
@@ -602,6 +603,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         if copies is not None:
             copies.append((dot, b))
     resharded: list = []
+    pinned: dict = {}
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -655,14 +657,47 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                     if own > 0 and hi_s > t + 1 and hi_s <= end:
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
-            # an entry parameter's resharding is made at the program's start (cost.liveness.made_at_entry_start)
-            resharded.append((pin_key(graph, g, inst, leaf, req) or len(resharded),
-                              0 if made_at_entry_start(inst, graph.module.entry) else t, end, b))
+            # where the copy is made: a pin solve writes, as soon as its operand exists (copy_start)
+            key = pin_key(graph, g, inst, leaf, req)
+            resharded.append((key or len(resharded), copy_start(graph, inst, t, key is not None), end, b))
+            if key is not None:
+                pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
     # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
     for lo, hi, b in one_buffer_per_reshard(resharded):
         ivs.append((lo, hi))
         sizes.append(b)
+    # a value every reader of which reads through a pin is last read by the pins (cost.liveness.resharding_pin)
+    for lo, hi, b in pinned_only_credit(graph, choice, pinned):
+        ivs.append((lo, hi))
+        sizes.append(b)
     return ivs, sizes
+
+
+def pinned_only_credit(graph: Graph, choice, pinned: dict) -> list:
+    """``(lo, hi, -bytes)`` for each value of ``pinned`` (``id(instr) -> (instr, leaf, ids of the consumers
+    that read it through a pin solve writes)``, :func:`edge_buffers`) that every user reads through such a
+    pin: the written pins are its last readers, made as soon as it exists (:func:`copy_start`), so its
+    buffer ends there, not at its last consumer (how ``hloshard cost`` prices the written module,
+    :func:`hloshard.cost.liveness.resharding_pin`); the credit is its tile from one point after its
+    definition to the end of its node's interval.  Not for an entry parameter, a root, a value XLA would
+    fuse (made for the collective only) or a leaf of a tuple-valued node."""
+    out = []
+    entry = graph.module.entry
+    for inst, leaf, readers in pinned.values():
+        src = graph.positions.get(inst)
+        if src is None or inst.is_root or made_at_entry_start(inst, entry) or is_fused(inst) or \
+                any(id(u) not in readers for u in inst.users):
+            continue
+        r = graph.ctx.resolve(inst, leaf)
+        if r is TOKEN or r[1] is not None:
+            continue
+        v = r[0].node
+        lo_s, hi_s = (int(x) for x in graph.problem.intervals[v])
+        own = int(graph.problem.node_usages[v][int(choice[v])])
+        start = max(lo_s, int(src) + 1)
+        if own > 0 and hi_s > start:
+            out.append((start, hi_s, -own))
+    return out
 
 
 def pin_key(graph: Graph, g, inst, leaf, req):
@@ -676,6 +711,21 @@ def pin_key(graph: Graph, g, inst, leaf, req):
     if not getattr(graph, "pin_operands", False) or g.instr.opcode not in PINNED_OPS or g.operands is not None:
         return None
     return (id(g.instr.parent), id(inst), leaf, repr(req))
+
+
+def copy_start(graph: Graph, inst, t: int, pinned: bool) -> int:
+    """The schedule point where the copy of ``inst``'s value in a consumer's layout is made, the consumer
+    at point ``t``: 0 when ``inst`` is an entry parameter (:func:`hloshard.cost.liveness.made_at_entry_start`);
+    with ``pinned`` (the consumer reads the copy through a pin solve writes, :func:`pin_key`) the point
+    ``inst`` is defined at, since a pin whose layout differs from its operand's is XLA's collective, run
+    by the breadth-first scheduler as soon as its operand exists (:func:`hloshard.cost.liveness.resharding_pin`:
+    how ``hloshard cost`` prices the written pin); else ``t``, where XLA's partitioner reshards for the
+    consumer.  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
+    consumers (11.5 MiB peak) and the written module needed 14.0 MiB."""
+    if made_at_entry_start(inst, graph.module.entry):
+        return 0
+    src = graph.positions.get(inst) if pinned else None
+    return t if src is None else min(t, int(src))
 
 
 def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:

@@ -42,10 +42,11 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (effective_users, in_place_user, is_fused, made_at_entry_start, read_until,
+from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import _leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, pin_key, scratch_bytes
+from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
+                    scratch_bytes)
 from .graph import Graph
 
 
@@ -86,9 +87,11 @@ class _Pick:
 def edge_memory_terms(graph: Graph) -> list:
     """The buffers :func:`hloshard.autoshard.build.edge_buffers` adds to a plan's peak, as
     :class:`Term` s over every strategy (the same rules; module docstring).  Not included: the entry
-    tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credit for a source
-    tile a resharded fused consumer frees early (a negative buffer: leaving it out over-states a plan's
-    memory, never under-states it).  Cheap: bytes are computed when a term is priced."""
+    tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credits for a source
+    tile a resharded fused consumer frees early and for a value only solve's pins read
+    (:func:`hloshard.autoshard.build.pinned_only_credit`) (negative buffers: leaving them out over-states a
+    plan's memory, never under-states it).  A copy solve writes as a pin starts where its operand is made
+    (:func:`hloshard.autoshard.build.copy_start`), as the evaluation prices it.  Cheap: bytes are computed when a term is priced."""
     terms: list = []
     minfo = graph.ctx.minfo
     ids = {id(i): t for i, t in graph.positions.items()}
@@ -164,8 +167,8 @@ def edge_memory_terms(graph: Graph) -> list:
                     moved = mat()[i] > 0
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
-                lo = 0 if made_at_entry_start(inst, graph.module.entry) else t
                 shared = pin_key(graph, g, inst, leaf, None) is not None
+                lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
                 terms.append(Term((source, consumer), lo, end, copy, carrier=1,
                                   share=(id(g.instr.parent), id(inst), leaf) if shared else None,
                                   layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))

@@ -470,7 +470,6 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..mesh import DeviceMesh, refine_for_module
     from ..peak import peak_tensors_of
     from ..sdy import SdyMesh
-    from ..strategy.realize import operand_pins
     from ..units import parse_memory_budget
     from ..xla_compare import predicted_collectives
 
@@ -579,10 +578,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
                                        seed, deterministic, deadline=deadline, known_plans=first_known,
                                        child=warm, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
-        graph = result.graph
-        pins = [(p, p.user.operands[p.index]) for p in operand_pins(graph.nodes, result.choice, graph.ctx)] \
-            if pin_operands else []
+        # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
+        # are those of the plan written, apply_solution's operand_pins)
         apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
+        pins = list(result.operand_pins)
     except SolveFailed:
         raise
     except HloshardError as exc:
