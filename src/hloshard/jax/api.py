@@ -600,9 +600,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if guard.get("note"):
             report.setdefault("warnings", []).append(guard["note"])
     # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
+    # (none for the coarse fallback's plan without a budget: written with pins its graph never held, not re-priced)
     priced = result.written if result.written is not None else result
-    report["predicted_collective_bytes_per_device"] = round(sum(
-        r.total_bytes for rows in predicted_collectives(priced).values() for r in rows))
+    report["predicted_collective_bytes_per_device"] = None if getattr(result.graph, "coarse_fallback", None) \
+        and result.written is None else round(sum(
+            r.total_bytes for rows in predicted_collectives(priced).values() for r in rows))
 
     params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
     if len(params) != len(leaves):
