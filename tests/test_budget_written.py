@@ -67,10 +67,12 @@ def test_the_flake_reproduced(flake):
 @pytest.fixture(scope="module")
 def known_plan():
     """A plan known before the search (as auto_shard's hloshard.jax.known gives them): the plan of the same
-    module solved under the looser budget of 100% of GSPMD's XLA peak (3,359,076 B), whose written module
-    needs 2,379,812 B (XLA: 2,392,548 B)."""
+    module solved under the looser budget of 2,730,000 B, whose written module needs 2,375,716 B in the memory
+    model (calls inlined, round 20), within this budget's limit although the solver's own figure for it,
+    2,441,252 B, is not (a budget of 100% of GSPMD's XLA peak, 3,359,076 B, gives a plan whose written module
+    needs 2,457,636 B: over the limit)."""
     m = load_module(str(SCAN))
-    r = solve_mod.solve_module(m, DeviceMesh.for_module(m, "2x4"), memory_budget=3_359_076, time_limit=2,
+    r = solve_mod.solve_module(m, DeviceMesh.for_module(m, "2x4"), memory_budget=2_730_000, time_limit=2,
                                deterministic=True, workers=1, pin_operands=True, apply=False)
     return list(r.choice)
 
@@ -117,6 +119,7 @@ def test_the_module_as_it_was_is_restored(solved):
     before = print_module(m)
     keep = solve_mod._Unwritten(m)
     solve_mod._write(r, m, pin_operands=True)
-    assert print_module(m) != before and r.graph.pins > 0
+    # (its operand pins, or its loop-state pins: the plan solved here, after calls are inlined, writes only these)
+    assert print_module(m) != before and r.graph.pins + r.graph.loop_pins > 0
     keep.restore()
     assert print_module(m) == before
