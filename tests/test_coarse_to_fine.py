@@ -514,3 +514,27 @@ def test_coarse_search_behind_the_trivial_plans_keeps_the_time_for_the_coarse_so
     assert str(first.stopped).startswith("not started: the coarse mesh's search found no plan cheaper than"), \
         str(first.stopped)
     assert len(calls) == 2 and calls[1]["hint"] is not None and calls[1]["time_limit"] > calls[0]["time_limit"]
+
+
+def test_coarse_solve_keeps_its_time_limit_under_a_longer_deadline(monkeypatch):
+    """The coarse solve gets at most coarse_first's ``time_limit`` of solver, also when the ``deadline`` is
+    a longer promise's (auto_shard's whole call, whose first solve gets FIRST_SHARE of it; a --mesh auto
+    candidate's share of the search): with the fine build not started, it took all the deadline left
+    (keras-hub's 4-layer Gemma at time_limit=15: 9.0 s of a 7.5 s share, and the memory guard found no time
+    for its re-solves); the continuation after a coarse search behind the trivial plans keeps the same limit."""
+    import time
+
+    from hloshard.autoshard import coarse
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (1e6, 123.4))
+    solve, calls = _recording_solve(False)
+    first = coarse.coarse_first(m, mesh, solve, "io", None, 3.0, 1, 0, deadline=time.monotonic() + 60.0)
+    assert first.graph is None and first.fallback is not None
+    assert len(calls) == 1 and coarse.FALLBACK_MIN_SECONDS <= calls[0]["time_limit"] <= 3.0
+    monkeypatch.undo()
+    solve, calls = _recording_solve(True)
+    first = coarse.coarse_first(m, mesh, solve, "io", None, 4.0, 1, 0, deadline=time.monotonic() + 60.0)
+    assert first.graph is None and len(calls) == 2
+    assert calls[0]["time_limit"] <= 4.0 and calls[1]["time_limit"] <= 4.0

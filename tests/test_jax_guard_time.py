@@ -28,3 +28,37 @@ def test_a_graph_built_before_keeps_its_own_reprice_reserve():
     res = solve_module(module, mesh, graph=graph, time_limit=3.0, deadline=time.monotonic() + left, apply=False)
     assert res.solver_time_limit is not None and res.solver_time_limit > MIN_SOLVE_SECONDS
     assert res.solver_time_limit <= 3.0
+
+
+def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
+    """A guard re-solve that a bisection step follows makes no buffer-fitting rounds (``fit_buffers=False``:
+    the bisection is the guard's answer to buffers outside the node memory; on keras-hub's Gemmas those
+    rounds were 3 of 6 solver calls and found nothing); the last step keeps them.  Every re-solve here finds
+    nothing, so all three limits are tried, rising from the baseline's peak towards the plan's."""
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    calls = []
+
+    def no_plan(module, dmesh, **kw):
+        calls.append((kw["memory_budget"], kw["fit_buffers"], kw["hint"]))
+        raise SolveFailed("no plan within the limit")
+
+    monkeypatch.setattr(autoshard, "solve_module", no_plan)
+    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000), choice=[0, 1],
+                                  graph=types.SimpleNamespace(pin_operands=False))
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert result is first and info["resolves"] == 3 and not info["applied"]
+    assert [fit for _, fit, _ in calls] == [False, False, True]
+    budgets = [b for b, _, _ in calls]
+    assert budgets == sorted(budgets) and len(set(budgets)) == 3
+    assert all(h == [0, 1] for _, _, h in calls)   # each from the first plan

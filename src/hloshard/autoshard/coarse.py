@@ -363,7 +363,8 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     :func:`fine_build_estimate` (the coarse build's seconds times the layouts' ratio, ``--mesh auto``'s
     rule) says it would not leave each solve :data:`FALLBACK_MIN_SECONDS` (a 128-partition per-device
     program at 16x8: about 26x a coarse build of a few seconds; it used to run ~16 s and stop); the coarse
-    solve then gets all the time.  Else the coarse solve gets ``1 -`` :data:`FINE_SPLIT` of what the
+    solve then gets all the time, at most ``time_limit`` of solver (the ``deadline`` may be a longer
+    promise's: ``auto_shard``'s whole call, a ``--mesh auto`` search's).  Else the coarse solve gets ``1 -`` :data:`FINE_SPLIT` of what the
     estimated fine build leaves (it ends earlier once proven), and the fine build is still not started
     when the coarse search found nothing cheaper than the trivial plans in that time (the coarse solve
     then goes on with the rest, from its plan: new user 18's enc_dec at 2x2x2, 30 s, whose coarse solve
@@ -427,6 +428,11 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # incumbent when it is): all the time when the fine build is not started, else FINE_SPLIT of what the
     # fine build leaves; it ends earlier once proven within the solver's gap limit
     share = deadline - now - write if not_started is not None else (1.0 - FINE_SPLIT) * (avail - estimate)
+    # never more than the caller's ``time_limit`` of solver: the ``deadline`` can be a longer promise's (auto_shard's
+    # whole call, whose first solve gets FIRST_SHARE of it; a --mesh auto candidate's share of the search's) and
+    # the phases after this solve get what it leaves (keras-hub's 4-layer Gemma at time_limit=15: the coarse
+    # solve took 9.0 s of a 7.5 s share, and the memory guard found no time left for its re-solves)
+    share = min(share, float(time_limit))
     t2 = time.monotonic()
     try:
         # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
@@ -445,7 +451,8 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                        f"ones in its {spent:.1f} s, so the fine mesh's (a space {ratio:.1f}x the layouts, its build "
                        f"estimated at about {estimate:.0f} s) would not in less; the coarse solve had the time instead")
         try:
-            more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, deadline - time.monotonic() - write),
+            more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, min(deadline - time.monotonic() - write,
+                                                                          float(time_limit) - spent)),
                          workers=workers, seed=seed, deterministic=False,
                          hint=None if cs is None else list(cs.solution.strategies))
             cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))

@@ -120,7 +120,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
-                 local_moves: bool = False) -> SolveResult:
+                 local_moves: bool = False, fit_buffers: bool = True) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -158,6 +158,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     build (no coarse solve then; the re-pricing reserve is that of the build it came from).
     ``local_moves``: after the written module is priced, lower it by local moves
     (:func:`hloshard.autoshard.local.improve_written`; by the ``deadline`` in wall-clock mode).
+    ``fit_buffers`` False: a plan over the memory limit with its communication buffers is not re-solved with
+    them priced (:func:`_fit_buffers`); the known plans are tried (:func:`_within_limit`), else SolveFailed
+    (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     import time
 
@@ -261,7 +264,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         solve_end = min(solve_end, deadline - reprice)
     solver_seconds = float(sol.seconds or 0.0)
     out_of_time = False
-    if limit is not None and ev.peak_memory > limit:
+    if limit is not None and ev.peak_memory > limit and fit_buffers:
         sol, choice, ev, spent, out_of_time = _fit_buffers(
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget,

@@ -241,6 +241,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     re-solve that the time left cannot hold (less than the first solve's cost-graph build plus the solver's
     minimum) is not started: the plan found before it is kept and ``guard["note"]`` says so.  XLA's
     baseline run is not cut at the deadline (auto_shard's docstring, "Time", lists it outside the limit).
+    A re-solve that a bisection step follows does not re-solve with the communication buffers priced
+    (``solve_module(fit_buffers=False)``): the bisection is the guard's own answer to buffers outside the
+    solver's node memory, and those rounds, each a solve of the whole graph at a fraction of the re-solve's
+    share, found nothing on every guard re-solve measured (keras-hub gemma_small and the 4-layer Gemma: three
+    rounds each, 7.6 of the 4-layer Gemma's 21.7 CPU-s deterministic; the bisection's plan does not depend on
+    them, so both plans are unchanged); the last step keeps them.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
@@ -305,7 +311,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # wall-clock mode: the guard's budget is what the deadline leaves (the first solve's unused share
     # included: it ends early once its plan is proven); deterministic mode: ``time_limit`` of work
     budget = float(time_limit) if deadline is None else _time_left(deadline)
-    for share in RESOLVE_SHARES:
+    for step, share in enumerate(RESOLVE_SHARES):
         if _time_left(deadline) < need:
             reason = reason or (f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve "
                                 f"needs {need:.1f} s)")
@@ -318,7 +324,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                                    graph=with_memory_budget(result.graph, limit_budget),
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
                                    deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
-                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)))
+                                   pin_operands=bool(getattr(result.graph, "pin_operands", False)),
+                                   fit_buffers=step == len(RESOLVE_SHARES) - 1)
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
