@@ -317,9 +317,15 @@ def _multi_output_table(comp, rule: FusionRule) -> dict:
 #: 17,519,616 bytes accessed, the rest being its two kernels' padded operands and results to 0.03%)
 PREFETCH_COPY_FACTOR = 4
 
-#: the largest parameter (bytes per device) that memory-space assignment can prefetch: the smallest
-#: on-chip VMEM measured (v5e, 128 MiB: :data:`hloshard.cost.tpu_layout.VMEM_BYTES`)
-PREFETCH_MAX_BYTES = 128 * 2 ** 20
+#: the largest parameter (bytes per device) that memory-space assignment prefetches: less than the
+#: smallest on-chip VMEM measured (v5e, 128 MiB: :data:`hloshard.cost.tpu_layout.VMEM_BYTES`), as the
+#: kernel that reads it keeps its own scoped VMEM beside it.  Measured with the TPU compiler (libtpu
+#: 0.0.42.1, one v5e chip, ahead of time) on ``x * sum(x, axis=1, keepdims=True) + y`` with ``x``,
+#: ``y`` f32[n, 1024] (``y`` is read by the second kernel only, so it may be prefetched): ``y`` of 1,
+#: 8, ..., 104, 112 MiB is prefetched (``copy-start``), of 113, 114, 115, 116, 120, 124, 127, 128 MiB
+#: is not (bf16 the same at 1-96 and 128 MiB).  A 128 MiB bf16 softmax input was counted as
+#: prefetched at 4 x its size, 1.83x the chip's measured time (BENCHMARKS.md round 20, tpufuse).
+PREFETCH_MAX_BYTES = 112 * 2 ** 20
 
 
 def _kernels_reading(param, rule: FusionRule) -> list:
