@@ -471,11 +471,20 @@ def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwi
     ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
     nothing to do is ``(0, 'none')``. ``peak``: FLOP/s, ``hbm_bandwidth``: bytes/s (positive).  The one
     formula of the roofline, in the report (:func:`roofline`) and in the solver's objective
-    (:class:`RooflinePrices`)."""
+    (:class:`RooflinePrices`).
+
+    A ``parameter``'s bytes (the prefetch copies of :func:`prefetched`, the only bytes a parameter
+    has) take no seconds: the copy is an asynchronous DMA that reads the buffer from HBM once in place
+    of the kernel that then reads it from VMEM, and that kernel's read is counted in its own row.
+    ``HloCostAnalysis`` counts the copy 4 times (:data:`PREFETCH_COPY_FACTOR`) and the TPU compiler's
+    ``optimal_seconds`` with it; the chip does not.  Measured on one v5e chip (BENCHMARKS.md round 20,
+    tpufuse): ``x * sum(x, axis=1, keepdims=True) + y`` over f32[n, 1024] takes 6.27 / 6.26 us per MiB
+    of ``y`` at 96 / 112 MiB (``y`` prefetched) and 6.25 / 6.25 us at 116 / 120 MiB (not), while
+    ``optimal_seconds`` is 11.37 us per MiB prefetched and 5.69 not."""
     if instr.opcode in COLLECTIVE_OPCODES:
         return 0.0, "communication"
     tc = flops / peak if flops else 0.0
-    tm = hbm / hbm_bandwidth
+    tm = 0.0 if instr.opcode == "parameter" else hbm / hbm_bandwidth
     sec = max(tc, tm)
     return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
 
