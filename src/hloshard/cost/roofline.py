@@ -254,6 +254,12 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
       space, is computed inside ``instr``'s kernel and written from there (its other readers -- an
       entry output, another consumer -- read that result): ``instr`` does not read ``o`` back.  Legal
       when no other kernel lies on a path from ``o`` to ``instr``;
+    * *a reduction of a dot's result*: a reduce over the result a dot / convolution kernel writes (the
+      dot, or the epilogue it writes instead), of the result's iteration space, is computed in the
+      dot's kernel as a second output, on the same level test: the attention scores' ``reduce-max``
+      (``get-tuple-element(fusion)`` of the score dot's ``kOutput`` fusion in the TPU compiler's
+      optimised ``transformer_block`` solve plan, ``v5e:2x4``) and a layer norm's sum over a residual
+      add that a dot's output fusion computes;
     * *siblings*: elementwise kernels of one iteration space that read a common buffer are one kernel
       that reads it once (the first of them in the computation's order reads it).  Legal when neither
       reaches the other.
@@ -278,6 +284,15 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
     return cache[1].get(id(instr), frozenset())
 
 
+def _written_by_dot(b, kernel: dict, rule: FusionRule) -> bool:
+    """Whether ``b`` is the buffer a dot / convolution kernel writes: the dot itself (a kernel without an
+    epilogue) or the epilogue it writes instead (:attr:`FusionRule.epilogue`)."""
+    if b.opcode in MATMUL_OPCODES:
+        return bool(kernel.get(id(b))) and rule.epilogue(b) is None
+    d = rule.absorbed_by(b)
+    return d is not None and rule.epilogue(d) is b
+
+
 def _multi_output_table(comp, rule: FusionRule) -> dict:
     """``{id(kernel): ids of buffers it does not read}`` for :func:`multi_output_skips`."""
     instrs = list(comp.instructions)
@@ -298,8 +313,10 @@ def _multi_output_table(comp, rule: FusionRule) -> dict:
             continue
         reads = [b for b, _ in kernel_reads(i, rule)]
         skip = {id(b) for b in reads
-                if b.parent is comp and kernel.get(id(b)) and b.opcode in ELEMENTWISE and b.shape.is_array
-                and tuple(b.shape.dims) == shape and level[id(b)] == level[id(i)] + 1}
+                if b.parent is comp and b.shape.is_array and tuple(b.shape.dims) == shape
+                and level[id(b)] == level[id(i)] + 1
+                and ((kernel.get(id(b)) and b.opcode in ELEMENTWISE)
+                     or (i.opcode == "reduce" and _written_by_dot(b, kernel, rule)))}
         if i.opcode in ELEMENTWISE:
             before = seen.setdefault((shape, level[id(i)]), set())
             ids = {id(b) for b in reads}
