@@ -153,3 +153,43 @@ def test_prefetch_limit_and_its_seconds():
     # the copy's bytes stay (XLA's bytes accessed counts them), its seconds are 0; a kernel's are not
     assert instruction_seconds(x, 0.0, 4.0e8, 1e12, 8e11) == (0.0, "none")
     assert instruction_seconds(ins["out"], 0.0, 4.0e8, 1e12, 8e11) == (0.0005, "memory")
+
+
+# attention-like scores: a dot, its row max (a second output of the dot's kernel), then the sum of
+# exp(scores - max), which needs the max first and so is a kernel of its own that reads the scores
+DOT_REDUCE = """HloModule dot_reduce
+
+max_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+
+add_f {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY main {
+  q = f32[64,32] parameter(0)
+  k = f32[32,256] parameter(1)
+  d = f32[64,256] dot(q, k), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ninf = f32[] constant(-inf)
+  mx = f32[64] reduce(d, ninf), dimensions={1}, to_apply=max_f
+  mxb = f32[64,256] broadcast(mx), dimensions={0}
+  c = f32[64,256] subtract(d, mxb)
+  e = f32[64,256] exponential(c)
+  zero = f32[] constant(0)
+  sm = f32[64] reduce(e, zero), dimensions={1}, to_apply=add_f
+  ROOT t = (f32[64,256], f32[64], f32[64]) tuple(d, mx, sm)
+}
+"""
+
+
+def test_a_reduce_of_a_dot_result_is_computed_in_the_dot_kernel():
+    ins = _ins(DOT_REDUCE)
+    Q, K = 64 * 32 * 4, 32 * 256 * 4
+    assert hbm_bytes(ins["d"], _size, TPU_FUSION) == Q + K + X       # reads q, k; writes the scores
+    assert hbm_bytes(ins["mx"], _size, TPU_FUSION) == V              # a second output: writes the max only
+    assert hbm_bytes(ins["sm"], _size, TPU_FUSION) == X + V + V      # reads the scores and the max again
