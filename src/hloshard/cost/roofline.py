@@ -24,7 +24,8 @@ result and reads the buffers it reads with its fused producers inlined (:func:`k
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
 update (in place), as ``HloCostAnalysis`` counts them.  Instructions that move no
 data of their own count 0: ``parameter`` (under the TPU rule an entry parameter's prefetch copies into
-on-chip memory instead, :func:`prefetched`: :data:`PREFETCH_COPY_FACTOR` x its size), ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
+on-chip memory instead, :func:`prefetched`: :data:`PREFETCH_COPY_FACTOR` x its size, bytes that take no
+seconds, :func:`instruction_seconds`), ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
 them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their

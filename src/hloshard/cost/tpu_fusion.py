@@ -37,10 +37,11 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   sink (a GELU's backward after its gradient dot) are all computed in the dot's kernel, which writes the
   sink only (:func:`output_region`).
 * **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
-  dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
-  with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
-  of them in the computation's order (:func:`sibling_key`,
-  :func:`hloshard.cost.roofline.hbm_bytes`).
+  dimensions that read a common buffer, neither depending on the other, run as one kernel with a tuple
+  result (``multiply_reduce_fusion`` with several outputs; XLA's ``MultiOutputFusion`` of siblings): the
+  buffer is read once, by the first of them in the computation's order (:func:`sibling_key`,
+  :func:`hloshard.cost.roofline.read_by_earlier_sibling`); a softmax's sum, which reads its max, reads
+  the row again.
 
 * **multi-output fusion of elementwise kernels** (:attr:`FusionRule.multi_output_loops`,
   :func:`hloshard.cost.roofline.multi_output_skips`): an elementwise kernel of a reduce's or another
@@ -69,8 +70,8 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   no such floor: 1.65 / 7.41 / 14.75 MB at a batch of 2 / 8 / 16.
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
-samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
-multi-output fusion).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
+samples' 256-wide MLP).  (Reduce epilogues of dots -- ``reduce-max`` of attention scores in the score
+dot's multi-output fusion -- are: :func:`hloshard.cost.roofline.multi_output_skips`.)  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
 buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it
 out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
 ``S(1)``, memory-space assignment) are :attr:`FusionRule.prefetch_parameters`
