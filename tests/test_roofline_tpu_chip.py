@@ -193,30 +193,3 @@ def test_a_reduce_of_a_dot_result_is_computed_in_the_dot_kernel():
     assert hbm_bytes(ins["d"], _size, TPU_FUSION) == Q + K + X       # reads q, k; writes the scores
     assert hbm_bytes(ins["mx"], _size, TPU_FUSION) == V              # a second output: writes the max only
     assert hbm_bytes(ins["sm"], _size, TPU_FUSION) == X + V + V      # reads the scores and the max again
-
-
-# an SGD update of a weight from its gradient dot through a transpose: the TPU writes the dot's result in
-# the transposed layout and computes the update in the dot's output fusion
-SGD_T = """HloModule sgd_t
-
-ENTRY main {
-  a = f32[32,64] parameter(0)
-  b = f32[32,256] parameter(1)
-  w = f32[256,64] parameter(2)
-  d = f32[64,256] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
-  t = f32[256,64] transpose(d), dimensions={1,0}
-  lr = f32[] constant(0.01)
-  lrb = f32[256,64] broadcast(lr), dimensions={}
-  m = f32[256,64] multiply(t, lrb)
-  ROOT u = f32[256,64] subtract(w, m)
-}
-"""
-
-
-def test_a_transposed_update_is_the_dots_output_fusion():
-    ins = _ins(SGD_T)
-    A, B, W = 32 * 64 * 4, 32 * 256 * 4, 256 * 64 * 4
-    # one kernel: reads a, b and w, writes the new weight (the gradient, its transpose and the scaled
-    # gradient never reach HBM)
-    assert hbm_bytes(ins["d"], _size, TPU_FUSION) == A + B + W + W
-    assert all(hbm_bytes(ins[n], _size, TPU_FUSION) == 0 for n in ("t", "m", "u"))
