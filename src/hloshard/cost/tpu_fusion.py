@@ -322,13 +322,6 @@ def _output_region(instr):
     size = _elements(instr)
     members: dict = {}
     stack = list(effective_users(instr))
-    if len(stack) == 1 and stack[0].opcode == "transpose" and _same_parent(stack[0], instr) \
-            and stack[0].shape.is_array and _elements(stack[0]) == size:
-        # a dot's only reader transposing it: the TPU writes the dot's result in the transposed layout
-        # (the weight gradient's ``transpose`` in the optimised MLP train step is no instruction: the
-        # SGD update ``w - lr * transpose(dot)`` is the gradient dot's kOutput fusion)
-        members[id(stack[0])] = stack[0]
-        stack = list(effective_users(stack[0]))
     while stack:
         u = stack.pop()
         if id(u) in members:
