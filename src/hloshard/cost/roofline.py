@@ -24,7 +24,8 @@ result and reads the buffers it reads with its fused producers inlined (:func:`k
 its per-device size; a slice is read at its own size and a ``dynamic-update-slice`` moves only its
 update (in place), as ``HloCostAnalysis`` counts them.  Instructions that move no
 data of their own count 0: ``parameter`` (under the TPU rule an entry parameter's prefetch copies into
-on-chip memory instead, :func:`prefetched`: :data:`PREFETCH_COPY_FACTOR` x its size), ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
+on-chip memory instead, :func:`prefetched`: :data:`PREFETCH_COPY_FACTOR` x its size, bytes that take no
+seconds, :func:`instruction_seconds`), ``constant``, ``get-tuple-element``, ``tuple``, ``bitcast``,
 ``after-all``, and control flow (``while`` / ``call`` / ``conditional``: their bodies are counted per
 execution instead), ``*-done``.  Collectives are counted in the bytes (XLA's ``bytes accessed`` counts
 them too) but their time is communication, priced by :mod:`hloshard.cost.collectives`, so their
@@ -160,8 +161,20 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
 def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     """Ids of the buffers of :func:`kernel_reads` of the reduce ``instr`` that an earlier reduce of the
     same :func:`hloshard.cost.tpu_fusion.sibling_key` in its computation also reads (one multi-output
-    kernel reads them once, :attr:`FusionRule.sibling_reduces`); empty for anything else or under a
-    rule without sibling fusion.  Computed once per computation and cached on it."""
+    kernel reads them once, :attr:`FusionRule.sibling_reduces`), where that earlier reduce is not an
+    operand of ``instr``, directly or through other instructions; empty for anything else or under a
+    rule without sibling fusion.
+
+    The reachability test is XLA's for sibling multi-output fusion (``MultiOutputFusion`` fuses two
+    siblings only when neither reaches the other: the fused kernel would otherwise depend on itself).
+    A reduction over a row that reads an earlier one's result -- a softmax's sum of
+    ``exp(x - max(x))``, a layer norm's variance ``mean((x - mean(x))^2)`` -- is a kernel of its own
+    and reads ``x`` again: the TPU compiler's optimised programs of ``softmax`` and ``layernorm`` over
+    f32[8192,8192] (libtpu 0.0.42.1, one v5e chip) run three kernels that each read ``x``
+    (``reduce``, a ``kLoop`` fusion reducing the recomputed chain, the final ``kLoop`` fusion), 4 x 256
+    MiB of ``bytes accessed``, and the chip takes 1.54 ms for either (BENCHMARKS.md round 20, lead:
+    4 passes at its measured 691 GB/s), not the 3 passes counted while the sum shared the max's read.
+    Computed once per computation and cached on it."""
     key = sibling_key(instr) if rule.sibling_reduces else None
     comp = instr.parent
     if key is None or comp is None:
@@ -169,19 +182,44 @@ def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     stamp = (rule.name, len(comp.instructions), id(comp.root))
     cache = getattr(comp, "_hloshard_sibling_reads", None)
     if cache is None or cache[0] != stamp:
-        seen: dict = {}
-        shared: dict = {}
-        for i in comp.instructions:
-            k = sibling_key(i)
-            if k is None or (rule.is_fused(i) and not shared_join(i, rule)):
-                continue
-            reads = {id(b) for b, _ in kernel_reads(i, rule)}
-            before = seen.setdefault(k, set())
-            shared[id(i)] = frozenset(reads & before)
-            before |= reads
-        cache = (stamp, shared)
+        cache = (stamp, _sibling_table(comp, rule))
         comp._hloshard_sibling_reads = cache
     return cache[1].get(id(instr), frozenset())
+
+
+def _sibling_table(comp, rule: FusionRule) -> dict:
+    """``{id(reduce): ids of buffers an earlier independent sibling reads}`` for
+    :func:`read_by_earlier_sibling`.  Each keyed reduce kernel gets a bit; ``upstream[id(i)]``: the bits
+    of the keyed reduces ``i`` depends on (an int used as a bit set, in one topological pass)."""
+    instrs = list(comp.instructions)
+    inside = {id(i) for i in instrs}
+    bit: dict = {}
+    for i in instrs:
+        if sibling_key(i) is not None and not (rule.is_fused(i) and not shared_join(i, rule)):
+            bit[id(i)] = 1 << len(bit)
+    if len(bit) < 2:
+        return {}
+    upstream: dict = {}
+    for i in _topological(instrs, inside):
+        up = 0
+        for o in i.operands:
+            if id(o) in inside:
+                up |= upstream.get(id(o), 0) | bit.get(id(o), 0)
+        upstream[id(i)] = up
+    seen: dict = {}
+    shared: dict = {}
+    for i in instrs:
+        if id(i) not in bit:
+            continue
+        reads = {id(b) for b, _ in kernel_reads(i, rule)}
+        group = seen.setdefault(sibling_key(i), [])
+        before: set = set()
+        for b, r in group:
+            if not upstream[id(i)] & b:
+                before |= r
+        shared[id(i)] = frozenset(reads & before)
+        group.append((bit[id(i)], reads))
+    return shared
 
 
 def _materialised(instr, rule: FusionRule) -> bool:
@@ -217,6 +255,12 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
       space, is computed inside ``instr``'s kernel and written from there (its other readers -- an
       entry output, another consumer -- read that result): ``instr`` does not read ``o`` back.  Legal
       when no other kernel lies on a path from ``o`` to ``instr``;
+    * *a reduction of a dot's result*: a reduce over the result a dot / convolution kernel writes (the
+      dot, or the epilogue it writes instead), of the result's iteration space, is computed in the
+      dot's kernel as a second output, on the same level test: the attention scores' ``reduce-max``
+      (``get-tuple-element(fusion)`` of the score dot's ``kOutput`` fusion in the TPU compiler's
+      optimised ``transformer_block`` solve plan, ``v5e:2x4``) and a layer norm's sum over a residual
+      add that a dot's output fusion computes;
     * *siblings*: elementwise kernels of one iteration space that read a common buffer are one kernel
       that reads it once (the first of them in the computation's order reads it).  Legal when neither
       reaches the other.
@@ -241,6 +285,15 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
     return cache[1].get(id(instr), frozenset())
 
 
+def _written_by_dot(b, kernel: dict, rule: FusionRule) -> bool:
+    """Whether ``b`` is the buffer a dot / convolution kernel writes: the dot itself (a kernel without an
+    epilogue) or the epilogue it writes instead (:attr:`FusionRule.epilogue`)."""
+    if b.opcode in MATMUL_OPCODES:
+        return bool(kernel.get(id(b))) and rule.epilogue(b) is None
+    d = rule.absorbed_by(b)
+    return d is not None and rule.epilogue(d) is b
+
+
 def _multi_output_table(comp, rule: FusionRule) -> dict:
     """``{id(kernel): ids of buffers it does not read}`` for :func:`multi_output_skips`."""
     instrs = list(comp.instructions)
@@ -261,8 +314,10 @@ def _multi_output_table(comp, rule: FusionRule) -> dict:
             continue
         reads = [b for b, _ in kernel_reads(i, rule)]
         skip = {id(b) for b in reads
-                if b.parent is comp and kernel.get(id(b)) and b.opcode in ELEMENTWISE and b.shape.is_array
-                and tuple(b.shape.dims) == shape and level[id(b)] == level[id(i)] + 1}
+                if b.parent is comp and b.shape.is_array and tuple(b.shape.dims) == shape
+                and level[id(b)] == level[id(i)] + 1
+                and ((kernel.get(id(b)) and b.opcode in ELEMENTWISE)
+                     or (i.opcode == "reduce" and _written_by_dot(b, kernel, rule)))}
         if i.opcode in ELEMENTWISE:
             before = seen.setdefault((shape, level[id(i)]), set())
             ids = {id(b) for b in reads}
@@ -280,9 +335,15 @@ def _multi_output_table(comp, rule: FusionRule) -> dict:
 #: 17,519,616 bytes accessed, the rest being its two kernels' padded operands and results to 0.03%)
 PREFETCH_COPY_FACTOR = 4
 
-#: the largest parameter (bytes per device) that memory-space assignment can prefetch: the smallest
-#: on-chip VMEM measured (v5e, 128 MiB: :data:`hloshard.cost.tpu_layout.VMEM_BYTES`)
-PREFETCH_MAX_BYTES = 128 * 2 ** 20
+#: the largest parameter (bytes per device) that memory-space assignment prefetches: less than the
+#: smallest on-chip VMEM measured (v5e, 128 MiB: :data:`hloshard.cost.tpu_layout.VMEM_BYTES`), as the
+#: kernel that reads it keeps its own scoped VMEM beside it.  Measured with the TPU compiler (libtpu
+#: 0.0.42.1, one v5e chip, ahead of time) on ``x * sum(x, axis=1, keepdims=True) + y`` with ``x``,
+#: ``y`` f32[n, 1024] (``y`` is read by the second kernel only, so it may be prefetched): ``y`` of 1,
+#: 8, ..., 104, 112 MiB is prefetched (``copy-start``), of 113, 114, 115, 116, 120, 124, 127, 128 MiB
+#: is not (bf16 the same at 1-96 and 128 MiB).  A 128 MiB bf16 softmax input was counted as
+#: prefetched at 4 x its size, 1.83x the chip's measured time (BENCHMARKS.md round 20, tpufuse).
+PREFETCH_MAX_BYTES = 112 * 2 ** 20
 
 
 def _kernels_reading(param, rule: FusionRule) -> list:
@@ -428,11 +489,20 @@ def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwi
     ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
     nothing to do is ``(0, 'none')``. ``peak``: FLOP/s, ``hbm_bandwidth``: bytes/s (positive).  The one
     formula of the roofline, in the report (:func:`roofline`) and in the solver's objective
-    (:class:`RooflinePrices`)."""
+    (:class:`RooflinePrices`).
+
+    A ``parameter``'s bytes (the prefetch copies of :func:`prefetched`, the only bytes a parameter
+    has) take no seconds: the copy is an asynchronous DMA that reads the buffer from HBM once in place
+    of the kernel that then reads it from VMEM, and that kernel's read is counted in its own row.
+    ``HloCostAnalysis`` counts the copy 4 times (:data:`PREFETCH_COPY_FACTOR`) and the TPU compiler's
+    ``optimal_seconds`` with it; the chip does not.  Measured on one v5e chip (BENCHMARKS.md round 20,
+    tpufuse): ``x * sum(x, axis=1, keepdims=True) + y`` over f32[n, 1024] takes 6.27 / 6.26 us per MiB
+    of ``y`` at 96 / 112 MiB (``y`` prefetched) and 6.25 / 6.25 us at 116 / 120 MiB (not), while
+    ``optimal_seconds`` is 11.37 us per MiB prefetched and 5.69 not."""
     if instr.opcode in COLLECTIVE_OPCODES:
         return 0.0, "communication"
     tc = flops / peak if flops else 0.0
-    tm = hbm / hbm_bandwidth
+    tm = 0.0 if instr.opcode == "parameter" else hbm / hbm_bandwidth
     sec = max(tc, tm)
     return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
 

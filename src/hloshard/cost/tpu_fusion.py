@@ -37,10 +37,11 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   sink (a GELU's backward after its gradient dot) are all computed in the dot's kernel, which writes the
   sink only (:func:`output_region`).
 * **sibling multi-output fusion of reductions**: reductions of the same operand shape over the same
-  dimensions that read a common buffer run as one kernel with a tuple result (``multiply_reduce_fusion``
-  with several outputs; XLA's ``MultiOutputFusion`` of siblings): the buffer is read once, by the first
-  of them in the computation's order (:func:`sibling_key`,
-  :func:`hloshard.cost.roofline.hbm_bytes`).
+  dimensions that read a common buffer, neither depending on the other, run as one kernel with a tuple
+  result (``multiply_reduce_fusion`` with several outputs; XLA's ``MultiOutputFusion`` of siblings): the
+  buffer is read once, by the first of them in the computation's order (:func:`sibling_key`,
+  :func:`hloshard.cost.roofline.read_by_earlier_sibling`); a softmax's sum, which reads its max, reads
+  the row again.
 
 * **multi-output fusion of elementwise kernels** (:attr:`FusionRule.multi_output_loops`,
   :func:`hloshard.cost.roofline.multi_output_skips`): an elementwise kernel of a reduce's or another
@@ -69,8 +70,8 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   no such floor: 1.65 / 7.41 / 14.75 MB at a batch of 2 / 8 / 16.
 
 Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
-samples' 256-wide MLP), reduce epilogues of dots (``reduce-max`` of attention scores in the score dot's
-multi-output fusion).  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
+samples' 256-wide MLP).  (Reduce epilogues of dots -- ``reduce-max`` of attention scores in the score
+dot's multi-output fusion -- are: :func:`hloshard.cost.roofline.multi_output_skips`.)  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
 buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it
 out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
 ``S(1)``, memory-space assignment) are :attr:`FusionRule.prefetch_parameters`
@@ -235,6 +236,25 @@ def _join_leaves(o, rule: "FusionRule", depth: int = 0) -> frozenset:
     return _memo("leaves", o, compute)
 
 
+def _fused_sinks(o, rule: "FusionRule", depth: int = 0) -> frozenset:
+    """Ids of the kernels the value of the fused producer ``o`` flows into: each consumer
+    (:func:`hloshard.cost.liveness.effective_users`) that the rule fuses (not a slice) replaced by its
+    own sinks, recursively (to a depth of 64: deeper, the consumer counts as a sink of its own), any
+    other consumer by itself.  A shared fused consumer is passed through as if it were inlined (its
+    own readers are counted), and two members of one dot's output region count as two (output regions
+    are not asked for: :func:`epilogue` asks :func:`shared_join`): both can only find more sinks than
+    there are kernels, never fewer.  Cached per computation."""
+    def compute(_):
+        out = set()
+        for u in effective_users(o):
+            if depth < 64 and _same_parent(u, o) and u.opcode not in SLICES and rule.is_fused(u):
+                out |= _fused_sinks(u, rule, depth + 1)
+            else:
+                out.add(id(u))
+        return frozenset(out)
+    return _memo("sinks", o, compute)
+
+
 def shared_join(o, rule: "FusionRule") -> bool:
     """A fused producer that several consumers read and that itself joins two or more array buffers
     (an add of two activations, a select ...): its kernel is read as one buffer of its own size rather
@@ -243,10 +263,18 @@ def shared_join(o, rule: "FusionRule") -> bool:
     :mod:`hloshard.cost.tpu_fusion`) the distinct large buffers its kernel reads with its fused producers inlined
     (:func:`_join_leaves`, each buffer once: a backward layer norm's ``convert(add(a, b))`` read by six
     dots joins a and b; ``x - broadcast(mean)`` joins nothing; a GELU ``x * 0.5 * (1 + tanh(f(x)))``
-    read by two dots joins x alone, and each dot computes it from x, as the TPU's programs do)."""
+    read by two dots joins x alone, and each dot computes it from x, as the TPU's programs do).  Under
+    ``transitive_join`` a producer whose consumers all end in one kernel (:func:`_fused_sinks`: a
+    GELU's backward, whose terms several elementwise ops read, all computed in the operand fusion of
+    the weight-gradient dot) is no shared join: that kernel computes it once and nothing else reads it,
+    as the TPU compiler's optimised MLP train step (f32 4096x2048, f 8192, libtpu 0.0.42.1, one v5e
+    chip) does -- one ``kOutput`` fusion per dot, the GELU backward inside the ``w1`` gradient's, no
+    ``[4096,8192]`` buffer besides the two dots' results (BENCHMARKS.md round 20, tpufuse)."""
     if len(effective_users(o)) < 2:
         return False
     if rule.transitive_join:
+        if len(_fused_sinks(o, rule)) < 2:
+            return False
         return _memo("join", o, lambda x: len(_join_leaves(x, rule))) >= 2
     arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
