@@ -342,6 +342,19 @@ def pin_operand(pin, operand, eqns: dict):
     return None
 
 
+def pin_steps(pin) -> list:
+    """The layouts (HloShardings, in order) a :class:`hloshard.strategy.realize.Pin` constrains its operand
+    to where its user reads it: the pin's stop first when it has one (``pin.via``, the replicated layout of
+    :func:`hloshard.strategy.realize.replicated_stop`, written as ``NAME.full.pin``), then ``pin.sharding``
+    -- the chain :func:`hloshard.strategy.realize.insert_pins` writes, so the jax program carries the
+    same two ``with_sharding_constraint`` steps as the priced module.  Without the stop XLA's partitioner
+    meets a transition it cannot take in one step (e.g. ``P(('model','data'))`` -> ``P(None, 'model')``)
+    and replicates the value itself ("Involuntary full rematerialization"); measured on new user 20's
+    Perceiver (BENCHMARKS.md, "Round 20, helper jaxpins")."""
+    via = getattr(pin, "via", None)
+    return ([via] if via is not None else []) + [pin.sharding]
+
+
 #: opcodes that move no element and keep the layout when they only add or drop unit dims (a
 #: broadcast that expands no dim, a reshape of unit dims) or change the element type alone
 _UNIT_DIM_OPS = ("broadcast", "reshape", "bitcast", "copy", "convert")
