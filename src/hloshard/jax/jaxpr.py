@@ -240,17 +240,29 @@ class _without:
 
 
 def equation_of(instr):
-    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None."""
+    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None.
+
+    An op_name of several ``;``-separated names is one instruction jax's lowering folded from several
+    equations (``transpose(transpose(x))`` is one ``transpose``: ``.../hloshard_eqn1036/transpose;
+    .../hloshard_eqn1021/transpose``): its value is the output of the equation evaluated last, the latest
+    of the names' innermost paths in program order (paths compare as tuples: a loop body's equations
+    come at their loop's).  Taking the last name instead (the earlier equation, whose output no
+    instruction computes) left the later equation's output unconstrained in ``plan.jit()``: on new
+    user 20's Perceiver Shardy then gave that transpose another layout than the plan's and XLA
+    all-gathered 12.6 MB per device more than the written module (BENCHMARKS.md, "Round 20, helper
+    jaxpins")."""
     from ..hlo.attributes import parse_metadata
 
     raw = instr.attrs.get("metadata")
     if not raw:
         return None
     try:
-        found = _EQN.findall(str(parse_metadata(str(raw)).get("op_name", "")))
+        op_name = str(parse_metadata(str(raw)).get("op_name", ""))
     except Exception:  # noqa: BLE001 - metadata without an op_name
         return None
-    return tuple(int(x) for x in found[-1].split("_")) if found else None
+    paths = [tuple(int(x) for x in found[-1].split("_"))
+             for found in (_EQN.findall(part) for part in op_name.split(";")) if found]
+    return max(paths) if paths else None
 
 
 _HLO_TYPE = re.compile(r"(float|int|uint|complex)([0-9]+)$")
