@@ -228,7 +228,7 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
         last: dict = {}   # input i -> the layout its previous constraint here leaves it in (a pin's stop)
         for i, sh in rows:
             var = eqn.invars[i] if i < len(eqn.invars) else None
-            have = last.get(i) or (made.get(var) if var is not None and not hasattr(var, "val") else None)
+            have = last[i] if i in last else made.get(var) if var is not None and not hasattr(var, "val") else None
             last[i] = sh
             rank = len(getattr(var.aval, "shape", ())) if var is not None else 0
             step = meet_spec(have.spec, sh.spec, rank) if have is not None else None
