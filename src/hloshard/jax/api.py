@@ -43,7 +43,7 @@ from typing import Any, Callable
 from .check import program
 from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
-                    pin_operand, runner)
+                    pin_operand, pin_steps, runner)
 from .known import known_plans
 from .state import STATE_MODES, donated_args, find_ties
 
@@ -225,9 +225,11 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
         if eqn is None:
             continue
         out = []
+        last: dict = {}   # input i -> the layout its previous constraint here leaves it in (a pin's stop)
         for i, sh in rows:
             var = eqn.invars[i] if i < len(eqn.invars) else None
-            have = made.get(var) if var is not None and not hasattr(var, "val") else None
+            have = last[i] if i in last else made.get(var) if var is not None and not hasattr(var, "val") else None
+            last[i] = sh
             rank = len(getattr(var.aval, "shape", ())) if var is not None else 0
             step = meet_spec(have.spec, sh.spec, rank) if have is not None else None
             if step is not None:
@@ -651,14 +653,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     pin_rows = []
     for pin, operand in pins:
         at = pin_operand(pin, operand, eqns)
-        sh = None
+        steps = []
         if at is not None:
-            try:
-                sh = NamedSharding(mesh, _spec(pin.sharding, len(operand.shape.dims), sdy_mesh))
+            try:   # through the pin's stop first (Pin.via, the written module's NAME.full.pin), then to the pin
+                steps = [NamedSharding(mesh, _spec(s, len(operand.shape.dims), sdy_mesh))
+                         for s in pin_steps(pin)]
             except ValueError:
                 at = None
         if at is not None:
-            operand_constraints.setdefault(at[0], []).append((at[1], sh))
+            operand_constraints.setdefault(at[0], []).extend((at[1], sh) for sh in steps)
         pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
                          "equation": None if at is None else "_".join(map(str, at[0])),
                          "input": None if at is None else at[1]})

@@ -240,17 +240,29 @@ class _without:
 
 
 def equation_of(instr):
-    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None."""
+    """The equation path an instruction's ``op_name`` names (the innermost ``hloshard_eqn``), or None.
+
+    An op_name of several ``;``-separated names is one instruction jax's lowering folded from several
+    equations (``transpose(transpose(x))`` is one ``transpose``: ``.../hloshard_eqn1036/transpose;
+    .../hloshard_eqn1021/transpose``): its value is the output of the equation evaluated last, the latest
+    of the names' innermost paths in program order (paths compare as tuples: a loop body's equations
+    come at their loop's).  Taking the last name instead (the earlier equation, whose output no
+    instruction computes) left the later equation's output unconstrained in ``plan.jit()``: on new
+    user 20's Perceiver Shardy then gave that transpose another layout than the plan's and XLA
+    all-gathered 12.6 MB per device more than the written module (BENCHMARKS.md, "Round 20, helper
+    jaxpins")."""
     from ..hlo.attributes import parse_metadata
 
     raw = instr.attrs.get("metadata")
     if not raw:
         return None
     try:
-        found = _EQN.findall(str(parse_metadata(str(raw)).get("op_name", "")))
+        op_name = str(parse_metadata(str(raw)).get("op_name", ""))
     except Exception:  # noqa: BLE001 - metadata without an op_name
         return None
-    return tuple(int(x) for x in found[-1].split("_")) if found else None
+    paths = [tuple(int(x) for x in found[-1].split("_"))
+             for found in (_EQN.findall(part) for part in op_name.split(";")) if found]
+    return max(paths) if paths else None
 
 
 _HLO_TYPE = re.compile(r"(float|int|uint|complex)([0-9]+)$")
@@ -340,6 +352,19 @@ def pin_operand(pin, operand, eqns: dict):
                 and tuple(getattr(eqn.invars[i].aval, "shape", ())) == dims:
             return path, i
     return None
+
+
+def pin_steps(pin) -> list:
+    """The layouts (HloShardings, in order) a :class:`hloshard.strategy.realize.Pin` constrains its operand
+    to where its user reads it: the pin's stop first when it has one (``pin.via``, the replicated layout of
+    :func:`hloshard.strategy.realize.replicated_stop`, written as ``NAME.full.pin``), then ``pin.sharding``
+    -- the chain :func:`hloshard.strategy.realize.insert_pins` writes, so the jax program carries the
+    same two ``with_sharding_constraint`` steps as the priced module.  Without the stop XLA's partitioner
+    meets a transition it cannot take in one step (e.g. ``P(('model','data'))`` -> ``P(None, 'model')``)
+    and replicates the value itself ("Involuntary full rematerialization"); measured on new user 20's
+    Perceiver (BENCHMARKS.md, "Round 20, helper jaxpins")."""
+    via = getattr(pin, "via", None)
+    return ([via] if via is not None else []) + [pin.sharding]
 
 
 #: opcodes that move no element and keep the layout when they only add or drop unit dims (a
