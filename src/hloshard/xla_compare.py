@@ -286,12 +286,17 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
 
 def tag_module_text(module) -> tuple[str, dict]:
     """The module's text with ``metadata={op_name="hloshard.N"}`` on every instruction (N: position in
-    ``module.all_instructions()``), and the map op_name -> Instruction.  The module is restored
-    before returning (its own metadata is put back)."""
+    ``module.all_instructions()``), and the map op_name -> Instruction.  Its ``call``s are inlined first
+    (:func:`hloshard.hlo.inline.inline_calls`, as every pricing of the module inlines them, and as XLA does
+    before partitioning): the instructions tagged are those the pricing keeps, so a collective XLA makes
+    inside an inlined callee maps back to the instruction hloshard priced (and its loop trips); the module's
+    own metadata is put back before returning."""
     from .hlo import print_module
     from .hlo.attributes import Raw
+    from .hlo.inline import inline_calls
     from .sdy_mesh import SDY_RESULT_TARGETS
 
+    inline_calls(module)
     tags: dict = {}
     saved = []
     try:
