@@ -572,7 +572,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
                               seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
                               stop_build=deadline is not None, pin_operands=pin_operands, known=known_choices)
-        first_known = known.get(id(result.graph), [])
+        # under a budget that does not bind, the graph is the budget's view of the unbudgeted solve's
+        # (autoshard.solve._unbudgeted_first), whose known plans these are
+        first_known = known.get(id(result.graph)) or known.get(id(getattr(result.graph, "unbudgeted", None)), [])
         guard = None
         if memory_guard:
             result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
