@@ -298,6 +298,48 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     return result
 
 
+def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memory_budget: int,
+                      apply: bool = False) -> tuple:
+    """The one rule that makes the plan found without a memory budget a candidate under it (``solve_module``'s
+    :func:`_unbudgeted_first` and :func:`hloshard.jax.auto_shard`, after its memory guard and Pareto step):
+    ``free`` (a :class:`SolveResult` of ``module`` solved without the budget, not written) is written with its
+    pins and its written module priced (:func:`reevaluate_written`).  Returns ``(result, graph, note)``:
+    ``graph`` is ``free.graph`` for the budget (:func:`hloshard.autoshard.build.with_memory_budget`, no
+    build; ``graph.unbudgeted`` is ``free.graph``); ``result`` the plan on it when its written module keeps
+    the model's limit for ``memory_budget`` (bytes per device; a warning says the budget does not bind;
+    written into ``module`` when ``apply``, else the module is put back and ``result.priced`` keeps the price
+    for :func:`apply_solution`), else None and ``note`` says why (the module put back as it was)."""
+    from .build import with_memory_budget
+
+    graph = with_memory_budget(free.graph, memory_budget)
+    graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
+    result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
+                         free.seconds_build, free.seconds_solve, solver_time_limit=free.solver_time_limit)
+    unwritten = _Unwritten(module)
+    warnings = list(graph.warnings)
+    _write(result, module, pin_operands)
+    try:
+        reevaluate_written(result, module, mesh, memory_budget, local_moves=False)
+        over = None
+    except WrittenOverLimit as exc:
+        over = exc
+    if over is None and result.written is not None:
+        graph.warnings.append(
+            f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
+            f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
+            f"written; the budget does not bind")
+        result.priced = (tuple(result.choice), bool(pin_operands), result.written)
+        if not apply:   # apply_solution writes it and says what reevaluate_written said, once
+            unwritten.restore()
+            graph.warnings[:] = warnings + graph.warnings[-1:]
+        return result, graph, None
+    unwritten.restore()
+    graph.warnings[:] = warnings
+    peak = f"{over.written:,} bytes" if over is not None else "a figure it could not price"
+    return None, graph, (f"the plan found without the memory budget needs {peak} per device when written, above "
+                         f"the model's limit for the budget ({int(graph.model_limit):,}): searched under the budget")
+
+
 def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, workers, seed, deterministic, progress,
                       pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known,
                       local_moves) -> SolveResult:
@@ -323,43 +365,17 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     module's price is kept for :func:`apply_solution` when the same plan is written later)."""
     import time
 
-    from .build import with_memory_budget
-
     t0 = time.monotonic()
     free_limit = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * float(time_limit))
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
                          pin_operands, False, False, deadline, on_overrun, stop_build, hint, known, None, False)
     coarse = getattr(free.graph, "coarse_fallback", None) is not None
-    graph = with_memory_budget(free.graph, memory_budget)
-    graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
-    result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
-                         free.seconds_build, 0.0, solver_time_limit=free.solver_time_limit)
-    unwritten = _Unwritten(module)
-    warnings = list(graph.warnings)
-    _write(result, module, pin_operands)
-    try:
-        reevaluate_written(result, module, mesh, memory_budget, local_moves=False)
-        over = None
-    except WrittenOverLimit as exc:
-        over = exc
-    if over is None and result.written is not None:
-        graph.warnings.append(
-            f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
-            f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
-            f"written; the budget does not bind")
-        result.priced = (tuple(result.choice), bool(pin_operands), result.written)
-        if not apply:   # apply_solution writes it and says what reevaluate_written said, once
-            unwritten.restore()
-            graph.warnings[:] = warnings + graph.warnings[-1:]
+    result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
+    if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build
         return result
-    unwritten.restore()
-    graph.warnings[:] = warnings
     spent = time.monotonic() - t0
     rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, float(time_limit) - spent)
-    peak = f"{over.written:,} bytes" if over is not None else "a figure it could not price"
-    note = (f"the plan found without the memory budget needs {peak} per device when written, above the model's "
-            f"limit for the budget ({int(graph.model_limit):,}): searched under the budget")
     if coarse:   # a coarse mesh's plan: the budgeted call as it was, with its own build
         out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
                             pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known, None,

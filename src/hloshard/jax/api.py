@@ -462,7 +462,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
-    from ..autoshard.solve import apply_solution
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, MIN_SOLVE_SECONDS, apply_solution, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -569,17 +569,36 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise
 
     try:
-        result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
-                              seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
-                              stop_build=deadline is not None, pin_operands=pin_operands, known=known_choices)
-        # under a budget that does not bind, the graph is the budget's view of the unbudgeted solve's
-        # (autoshard.solve._unbudgeted_first), whose known plans these are
-        first_known = known.get(id(result.graph)) or known.get(id(getattr(result.graph, "unbudgeted", None)), [])
-        guard = None
-        if memory_guard:
-            result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
-                                       seed, deterministic, deadline=deadline, known_plans=first_known,
-                                       child=warm, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm):
+            """The first solve and the memory guard (with its Pareto step without a budget)."""
+            r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
+                             / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
+                             deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
+            kn = known.get(id(r.graph), [])
+            g = None
+            if memory_guard:
+                r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
+                                  seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
+                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+            return r, g, kn
+
+        if budget is None:
+            result, guard, first_known = plan(float(time_limit), None)
+        else:
+            # the plan a call without the budget returns is a candidate (autoshard.solve.unbudgeted_within, the
+            # rule solve --memory-budget keeps): written when its written module keeps the budget's limit, so a
+            # budget that does not bind changes nothing; else the search under the budget, hinted by it, on the
+            # same graph (deterministic: the work budget again; wall-clock: FIRST_SOLVE_SHARE of the time first)
+            share = 1.0 if deterministic else FIRST_SOLVE_SHARE
+            free, guard, first_known = plan(share * float(time_limit), None,
+                                            deadline_=None if deadline is None else started + share * float(time_limit))
+            result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget)
+            if result is None:
+                rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, deadline - time.monotonic())
+                result, guard, kn = plan(rest, budget, graph=graph, hint=list(free.choice), child=None)
+                first_known = kn or first_known
+                result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
         # are those of the plan written, apply_solution's operand_pins)
         apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
