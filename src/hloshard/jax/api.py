@@ -462,7 +462,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
-    from ..autoshard.solve import FIRST_SOLVE_SHARE, MIN_SOLVE_SECONDS, apply_solution, unbudgeted_within
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -595,8 +595,14 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget)
             if result is None:
-                rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, deadline - time.monotonic())
-                result, guard, kn = plan(rest, budget, graph=graph, hint=list(free.choice), child=None)
+                # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
+                # by that: a plan within the budget is worth it, as solve._coarse_fallback's rescue)
+                rest = float(time_limit) if deterministic else \
+                    max((1.0 - share) * float(time_limit), deadline - time.monotonic())
+                coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
+                result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
+                                         hint=None if coarse else list(free.choice), child=None,
+                                         deadline_=None if deadline is None else time.monotonic() + rest)
                 first_known = kn or first_known
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
