@@ -71,9 +71,6 @@ class SolveResult:
     local_moves: list = dataclasses.field(default_factory=list)
     #: ``(pin, operand)`` for each operand pin :func:`apply_solution` wrote (the operand before the pin)
     operand_pins: list = dataclasses.field(default_factory=list)
-    #: ``(choice, pin_operands, written)``: the written module of ``choice`` priced before it was put back
-    #: (:func:`_unbudgeted_first` with ``apply`` False): :func:`apply_solution` reuses it for that plan
-    priced: tuple | None = None
 
     @property
     def objective(self) -> float:
@@ -307,8 +304,8 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     ``graph`` is ``free.graph`` for the budget (:func:`hloshard.autoshard.build.with_memory_budget`, no
     build; ``graph.unbudgeted`` is ``free.graph``); ``result`` the plan on it when its written module keeps
     the model's limit for ``memory_budget`` (bytes per device; a warning says the budget does not bind;
-    written into ``module`` when ``apply``, else the module is put back and ``result.priced`` keeps the price
-    for :func:`apply_solution`), else None and ``note`` says why (the module put back as it was)."""
+    written into ``module`` when ``apply``, else the module is put back: :func:`apply_solution` writes and
+    prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was)."""
     from .build import with_memory_budget
 
     graph = with_memory_budget(free.graph, memory_budget)
@@ -328,7 +325,6 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
             f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
             f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
             f"written; the budget does not bind")
-        result.priced = (tuple(result.choice), bool(pin_operands), result.written)
         if not apply:   # apply_solution writes it and says what reevaluate_written said, once
             unwritten.restore()
             graph.warnings[:] = warnings + graph.warnings[-1:]
@@ -361,8 +357,7 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
        budget), the time left before the ``deadline`` in wall-clock mode.  When step 1's answer was the coarse
        mesh's (the fine build stopped, :func:`_coarse_fallback`) and does not keep the limit, step 3 is the
        budgeted call as it was (its own build).
-    Not written when ``apply`` is False (the module is put back as it was, :class:`_Unwritten`; the written
-    module's price is kept for :func:`apply_solution` when the same plan is written later)."""
+    Not written when ``apply`` is False (the module is put back as it was, :class:`_Unwritten`)."""
     import time
 
     t0 = time.monotonic()
@@ -639,11 +634,8 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
     unwritten = _Unwritten(module) if reevaluate and memory_budget is not None else None
     _write(result, module, pin_operands)
     if reevaluate:
-        p = result.priced
-        priced = p[2] if p is not None and p[0] == tuple(result.choice) and p[1] == bool(pin_operands) else None
         try:
-            reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves, deadline=deadline,
-                               written=priced)
+            reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves, deadline=deadline)
         except WrittenOverLimit as over:
             if unwritten is None or not _written_within(result, module, mesh, pin_operands, memory_budget,
                                                         unwritten, over):
@@ -757,7 +749,7 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
 
 
 def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | None = None,
-                       local_moves: bool = False, deadline: float | None = None, written=None) -> SolveResult:
+                       local_moves: bool = False, deadline: float | None = None) -> SolveResult:
     """Set ``result.written`` to ``evaluate_module`` of the written ``module`` (what ``hloshard cost``
     says of the output; None only when that finds nothing in its own time limit, which a warning says)
     and add a warning, naming both figures, when its cost or its peak memory per device differs from the
@@ -766,15 +758,14 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     (:func:`hloshard.cost.memory.model_limit`: XLA's peak then stays within the budget by the measured
     model error).  ``local_moves`` (no ``memory_budget``): then lower the written module by local moves
     (:func:`hloshard.autoshard.local.improve_written`, ``deadline`` as there; ``result.local_moves``: the
-    annotations changed).  ``written``: ``evaluate_module`` of this written module made before (the same
-    plan, pins and mesh), used instead of pricing it again.  Returns ``result``."""
+    annotations changed).  Returns ``result``."""
     graph, ev = result.graph, result.evaluation
     # A sharding does not name everything the strategy decided (e.g. whether a dot's replicated output
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the
     # written module the same way so the reported objective is exactly what ``cost`` says of the output.
     try:
-        written = evaluate_module(module, mesh) if written is None else written
+        written = evaluate_module(module, mesh)
     except SolveFailed:  # the re-evaluation found nothing in its own time limit: report the solver's choice
         written = None
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
