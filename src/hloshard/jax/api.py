@@ -569,8 +569,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise
 
     try:
-        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm):
-            """The first solve and the memory guard (with its Pareto step without a budget)."""
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, pareto=True):
+            """The first solve and the memory guard (its Pareto step with ``pareto`` and no budget)."""
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
@@ -580,18 +580,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                                  pareto=pareto, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
             return r, g, kn
 
         if budget is None:
             result, guard, first_known = plan(float(time_limit), None)
         else:
-            # the plan a call without the budget returns is a candidate (autoshard.solve.unbudgeted_within, the
-            # rule solve --memory-budget keeps): written when its written module keeps the budget's limit, so a
-            # budget that does not bind changes nothing; else the search under the budget, hinted by it, on the
-            # same graph (deterministic: the work budget again; wall-clock: FIRST_SOLVE_SHARE of the time first)
+            # the cheapest plan a call without the budget finds (its first solve and memory guard; not its
+            # Pareto step, which trades cost for memory: the budget states that trade) is a candidate
+            # (autoshard.solve.unbudgeted_within, the rule solve --memory-budget keeps): written when its written
+            # module keeps the budget's limit, so a budget that does not bind never costs more; else the search
+            # under the budget, hinted by it, on the same graph (deterministic: the work budget again;
+            # wall-clock: FIRST_SOLVE_SHARE of the time first)
             share = 1.0 if deterministic else FIRST_SOLVE_SHARE
-            free, guard, first_known = plan(share * float(time_limit), None,
+            free, guard, first_known = plan(share * float(time_limit), None, pareto=False,
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget)
             if result is None:
