@@ -337,7 +337,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     a leaf with a ``NamedSharding`` keeps it under ``keep_shardings="io"`` or ``"all"``, ``"none"``
     lets hloshard change it). ``memory_budget``: bytes per device, a size string (``"64MiB"``) or a
     device name (``"tpu-v5e"``, ``"h100-80gb"``; :data:`hloshard.units.DEVICE_MEMORY`), None for no
-    budget. ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
+    budget; the plan found without it (first solve and memory guard, no Pareto step) is written when its
+    written module keeps the budget's limit (:func:`hloshard.autoshard.solve.unbudgeted_within`), else the
+    search runs under the budget, hinted by it (deterministic mode: a second work budget). ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
     XLA's sharding propagation from the chosen parameter / output shardings (a child process) to list the
     intermediate shardings it does not reach (``constraints``, as ``hloshard solve --partition-specs``
     writes them).
