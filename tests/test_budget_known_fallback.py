@@ -46,6 +46,10 @@ def test_solve_writes_a_known_plan_when_the_search_ends_over_the_limit(monkeypat
     monkeypatch.setattr(solve_mod, "evaluate_choice", over_first)
     monkeypatch.setattr(solve_mod, "_fit_buffers",
                         lambda graph, sol, choice, ev, *a, **k: (sol, choice, ev, 0.0, True))
-    result = solve_mod.solve_module(module, mesh, memory_budget=BUDGET, time_limit=2, deterministic=True, apply=False)
+    # the search under the budget (a graph built for it: solve_module's unbudgeted plan, which keeps this
+    # budget, is not tried first; tests/test_budget_unbound.py tests that)
+    graph = build_graph(module, mesh, "io", BUDGET)
+    result = solve_mod.solve_module(module, mesh, memory_budget=BUDGET, time_limit=2, deterministic=True, apply=False,
+                                    graph=graph)
     assert result.evaluation.peak_memory <= result.graph.model_limit
     assert any("known without a search" in w for w in result.graph.warnings)

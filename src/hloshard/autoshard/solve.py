@@ -161,7 +161,26 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``fit_buffers`` False: a plan over the memory limit with its communication buffers is not re-solved with
     them priced (:func:`_fit_buffers`); the known plans are tried (:func:`_within_limit`), else SolveFailed
     (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
+    Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
+    is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
+    answer, so a budget that does not bind never changes the plan.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
+    if memory_budget is not None and graph is None and not export_problem:
+        return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
+                                 progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
+                                 known, local_moves)
+    return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
+                         export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
+                         known, graph, local_moves, fit_buffers)
+
+
+def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
+                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
+                  export_problem: str | None = None, pin_operands: bool = False, reevaluate: bool = True,
+                  apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
+                  hint=None, known=None, graph=None, local_moves: bool = False,
+                  fit_buffers: bool = True) -> SolveResult:
+    """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
     t0 = time.monotonic()
@@ -279,6 +298,99 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                        deadline=None if deterministic else deadline)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memory_budget: int,
+                      apply: bool = False) -> tuple:
+    """The one rule that makes the plan found without a memory budget a candidate under it (``solve_module``'s
+    :func:`_unbudgeted_first` and :func:`hloshard.jax.auto_shard`, after its memory guard and Pareto step):
+    ``free`` (a :class:`SolveResult` of ``module`` solved without the budget, not written) is written with its
+    pins and its written module priced (:func:`reevaluate_written`).  Returns ``(result, graph, note)``:
+    ``graph`` is ``free.graph`` for the budget (:func:`hloshard.autoshard.build.with_memory_budget`, no
+    build; ``graph.unbudgeted`` is ``free.graph``); ``result`` the plan on it when its written module keeps
+    the model's limit for ``memory_budget`` (bytes per device; a warning says the budget does not bind;
+    written into ``module`` when ``apply``, else the module is put back: :func:`apply_solution` writes and
+    prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was)."""
+    from .build import with_memory_budget
+
+    graph = with_memory_budget(free.graph, memory_budget)
+    graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
+    result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
+                         free.seconds_build, free.seconds_solve, solver_time_limit=free.solver_time_limit)
+    unwritten = _Unwritten(module)
+    warnings = list(graph.warnings)
+    _write(result, module, pin_operands)
+    try:
+        reevaluate_written(result, module, mesh, memory_budget, local_moves=False)
+        over = None
+    except WrittenOverLimit as exc:
+        over = exc
+    if over is None and result.written is not None:
+        graph.warnings.append(
+            f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
+            f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
+            f"written; the budget does not bind")
+        if not apply:   # apply_solution writes it and says what reevaluate_written said, once
+            unwritten.restore()
+            graph.warnings[:] = warnings + graph.warnings[-1:]
+        return result, graph, None
+    unwritten.restore()
+    graph.warnings[:] = warnings
+    peak = f"{over.written:,} bytes" if over is not None else "a figure it could not price"
+    return None, graph, (f"the plan found without the memory budget needs {peak} per device when written, above "
+                         f"the model's limit for the budget ({int(graph.model_limit):,}): searched under the budget")
+
+
+def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, workers, seed, deterministic, progress,
+                      pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known,
+                      local_moves) -> SolveResult:
+    """:func:`solve_module` under a ``memory_budget``: the plan found without it first, then a search under
+    the budget only when that plan's written module exceeds the model's limit for it.
+
+    1. The solve a call without the budget makes (its build, coarse start, known plans and hint; deterministic
+       mode: the same work budget ``time_limit``, so the same plan; wall-clock mode: :data:`FIRST_SOLVE_SHARE`
+       of ``time_limit``, the rest kept for step 3), not written.
+    2. That plan is written and its written module priced (:func:`reevaluate_written`, the pins priced as XLA
+       runs them): within the model's limit for the budget (:func:`hloshard.cost.memory.model_limit`) it is
+       the answer, on the graph for the budget (:func:`hloshard.autoshard.build.with_memory_budget`: no new
+       build).  So a budget that does not bind never changes the plan, and a budget only ever trades cost for
+       memory.  (Before, the search started under the budget: the solver's figure for that plan, 79.7 / 63.5
+       MiB, was above BERT's 72 MiB / Perceiver's 64 MiB limit although its written module was below, and the
+       budgeted search's plan moved 2-3.7x the bytes under XLA; new user 20, finding 1.)
+    3. Else the search under the budget (:func:`_solve_module` on the same graph with the budget), hinted by
+       that plan (the solver repairs it), with ``time_limit`` again in deterministic mode (a second work
+       budget), the time left before the ``deadline`` in wall-clock mode.  When step 1's answer was the coarse
+       mesh's (the fine build stopped, :func:`_coarse_fallback`) and does not keep the limit, step 3 is the
+       budgeted call as it was (its own build).
+    Not written when ``apply`` is False (the module is put back as it was, :class:`_Unwritten`)."""
+    import time
+
+    t0 = time.monotonic()
+    free_limit = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * float(time_limit))
+    free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
+                         pin_operands, False, False, deadline, on_overrun, stop_build, hint, known, None, False)
+    coarse = getattr(free.graph, "coarse_fallback", None) is not None
+    result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
+    if result is not None:
+        result.seconds_solve = time.monotonic() - t0 - result.seconds_build
+        return result
+    spent = time.monotonic() - t0
+    rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, float(time_limit) - spent)
+    if coarse:   # a coarse mesh's plan: the budgeted call as it was, with its own build
+        out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
+                            pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known, None,
+                            local_moves)
+    else:
+        out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
+                            pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
+                            known, graph, local_moves)
+    out.graph.warnings.append(note)
+    out.seconds_build += free.seconds_build
+    out.seconds_solve = time.monotonic() - t0 - out.seconds_build
+    if out.solution is not free.solution:
+        solver = float(getattr(out.solution, "seconds", 0.0) or 0.0) + float(getattr(free.solution, "seconds", 0.0) or 0)
+        out.solution = dataclasses.replace(out.solution, seconds=solver)
+    return out
 
 
 def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out_of_time: bool = False):

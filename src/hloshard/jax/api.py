@@ -339,7 +339,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     a leaf with a ``NamedSharding`` keeps it under ``keep_shardings="io"`` or ``"all"``, ``"none"``
     lets hloshard change it). ``memory_budget``: bytes per device, a size string (``"64MiB"``) or a
     device name (``"tpu-v5e"``, ``"h100-80gb"``; :data:`hloshard.units.DEVICE_MEMORY`), None for no
-    budget. ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
+    budget; the plan found without it (first solve and memory guard, no Pareto step) is written when its
+    written module keeps the budget's limit (:func:`hloshard.autoshard.solve.unbudgeted_within`), else the
+    search runs under the budget, hinted by it (deterministic mode: a second work budget). ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
     XLA's sharding propagation from the chosen parameter / output shardings (a child process) to list the
     intermediate shardings it does not reach (``constraints``, as ``hloshard solve --partition-specs``
     writes them).
@@ -464,7 +466,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
-    from ..autoshard.solve import apply_solution
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -571,15 +573,44 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise
 
     try:
-        result = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget, time_limit=first_limit,
-                              seed=seed, deterministic=deterministic, apply=False, deadline=deadline,
-                              stop_build=deadline is not None, pin_operands=pin_operands, known=known_choices)
-        first_known = known.get(id(result.graph), [])
-        guard = None
-        if memory_guard:
-            result, guard = guard_plan(result, module, dmesh, keep_shardings, float(time_limit) - first_limit,
-                                       seed, deterministic, deadline=deadline, known_plans=first_known,
-                                       child=warm, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, pareto=True):
+            """The first solve and the memory guard (its Pareto step with ``pareto`` and no budget)."""
+            r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
+                             / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
+                             deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
+            kn = known.get(id(r.graph), [])
+            g = None
+            if memory_guard:
+                r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
+                                  seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
+                                  pareto=pareto, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+            return r, g, kn
+
+        if budget is None:
+            result, guard, first_known = plan(float(time_limit), None)
+        else:
+            # the cheapest plan a call without the budget finds (its first solve and memory guard; not its
+            # Pareto step, which trades cost for memory: the budget states that trade) is a candidate
+            # (autoshard.solve.unbudgeted_within, the rule solve --memory-budget keeps): written when its written
+            # module keeps the budget's limit, so a budget that does not bind never costs more; else the search
+            # under the budget, hinted by it, on the same graph (deterministic: the work budget again;
+            # wall-clock: FIRST_SOLVE_SHARE of the time first)
+            share = 1.0 if deterministic else FIRST_SOLVE_SHARE
+            free, guard, first_known = plan(share * float(time_limit), None, pareto=False,
+                                            deadline_=None if deadline is None else started + share * float(time_limit))
+            result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget)
+            if result is None:
+                # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
+                # by that: a plan within the budget is worth it, as solve._coarse_fallback's rescue)
+                rest = float(time_limit) if deterministic else \
+                    max((1.0 - share) * float(time_limit), deadline - time.monotonic())
+                coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
+                result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
+                                         hint=None if coarse else list(free.choice), child=None,
+                                         deadline_=None if deadline is None else time.monotonic() + rest)
+                first_known = kn or first_known
+                result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
         # are those of the plan written, apply_solution's operand_pins)
         apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
