@@ -308,7 +308,7 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     pins and its written module priced (:func:`reevaluate_written`).  Returns ``(result, graph, note)``:
     ``graph`` is ``free.graph`` for the budget (:func:`hloshard.autoshard.build.with_memory_budget`, no
     build; ``graph.unbudgeted`` is ``free.graph``); ``result`` the plan on it when its written module keeps
-    the model's limit for ``memory_budget`` (bytes per device; a warning says the budget does not bind;
+    the model's limit for ``memory_budget`` (bytes per device; ``graph.budget_note`` says the budget does not bind;
     written into ``module`` when ``apply``, else the module is put back: :func:`apply_solution` writes and
     prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was)."""
     from .build import with_memory_budget
@@ -326,13 +326,15 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     except WrittenOverLimit as exc:
         over = exc
     if over is None and result.written is not None:
-        graph.warnings.append(
+        # a note, not a warning: nothing is wrong (and --device's HBM default budget would say it on every
+        # run); the summary's memory line gives the budget's use
+        graph.budget_note = (
             f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
             f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
             f"written; the budget does not bind")
         if not apply:   # apply_solution writes it and says what reevaluate_written said, once
             unwritten.restore()
-            graph.warnings[:] = warnings + graph.warnings[-1:]
+            graph.warnings[:] = warnings
         return result, graph, None
     unwritten.restore()
     graph.warnings[:] = warnings
