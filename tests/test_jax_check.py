@@ -112,6 +112,21 @@ def test_an_unknown_verdict_says_how_to_decide_it():
     assert "float64=True" not in str(CheckReport([fine], 1e-4, False))
 
 
+def test_a_vanishing_leaf_is_named_as_such():
+    """A "rounding" leaf whose unsharded float32 step is further from float64 than its own size (f32 floor
+    >= 1: its reference is ~0, e.g. a key-bias gradient a softmax's shift invariance makes zero) is counted
+    as vanishing in the summary (new user 20, finding 7); an ordinary rounding leaf is not."""
+    from hloshard.jax.check import CheckReport, LeafCheck
+
+    zero = LeafCheck("['bk']", (4,), "float32", 0.9, rel_err_f64=0.8, rel_err_f32_floor=3.9e8, flagged=True,
+                     verdict="rounding")
+    amplified = LeafCheck("['w']", (4,), "float32", 3e-4, rel_err_f64=1e-12, rel_err_f32_floor=1e-6, flagged=True,
+                          verdict="rounding")
+    text = str(CheckReport([zero, amplified], 1e-4, True))
+    assert "2 above it; rounding; 1 of them vanish" in text and "the reference is ~0" in text, text
+    assert "vanish" not in str(CheckReport([amplified], 1e-4, True))
+
+
 def test_traced_with_x64_sees_a_64bit_value_in_a_nested_jaxpr():
     """``traced_with_x64``: a jaxpr is known as traced with x64 on by a 64-bit value anywhere in it, a
     ``cond`` branch inside a ``scan`` body included; the same function traced with x64 off has none (what
