@@ -405,7 +405,9 @@ def test_auto_shard_memory_guard_without_user_shardings():
         lb = xla_lower_bound(p["peak_before"])
         assert all((t["peak_bytes"] <= lb and t["cost"] <= p["cost_bound"]) or
                    (t["cost"] < p["cost_before"] and t["peak_bytes"] <= p["peak_before"]) for t in taken), p
-    assert "pareto" not in out["forced_budget"]["guard"], out["forced_budget"]   # the user's budget decides
+    # a budget that does not bind (1 GiB) leaves the plan a call without it writes, its Pareto step included
+    assert out["forced_budget"]["peak"] == out["forced"]["peak"], out
+    assert out["forced_budget"]["guard"].get("pareto") == out["forced"]["guard"].get("pareto"), out
 
 
 def test_a_state_path_that_names_no_leaf_lists_the_paths():
