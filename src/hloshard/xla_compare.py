@@ -233,6 +233,19 @@ def _step_group_size(step: dict) -> int:
     return max(n, 1)
 
 
+def predicted_collective_bytes(result) -> int | None:
+    """Ring bytes per device of the collectives a solve's written plan predicts (all executions): of
+    ``result.written`` (the written module as ``hloshard cost`` prices it) when there is one, else of
+    ``result``'s own choice; None for the coarse fallback's plan left unpriced (written with pins its graph
+    never held: ``hloshard cost`` of the output gives the figure).  The ``predicted_collective_bytes_per_device``
+    of ``solve``'s and ``auto_shard``'s reports."""
+    written = getattr(result, "written", None)
+    if written is None and getattr(result.graph, "coarse_fallback", None):
+        return None
+    priced = written if written is not None else result
+    return round(sum(r.total_bytes for recs in predicted_collectives(priced).values() for r in recs))
+
+
 def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
     """Instruction name -> the collectives hloshard predicts for it under ``result``'s choice.
 

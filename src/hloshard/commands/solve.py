@@ -472,14 +472,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
     # ring bytes per device of the written plan's collectives, the figure to hold beside XLA's count (as in
     # auto_shard's report; new user 20 looked for it in solve's)
-    from ..xla_compare import predicted_collectives
+    from ..xla_compare import predicted_collective_bytes
 
-    # (none for the coarse fallback's plan: written with pins its graph never held and not re-priced, as its
-    # warning says; `hloshard cost` of the output gives it)
-    priced = result.written if result.written is not None else result
-    report["predicted_collective_bytes_per_device"] = None if getattr(result.graph, "coarse_fallback", None) \
-        and result.written is None else round(sum(
-            r.total_bytes for recs in predicted_collectives(priced).values() for r in recs))
+    report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
     report["input"] = "<stdin>" if module_file == "-" else module_file
     report["output"] = "<stdout>" if output in (None, "-") else output
     report["changed"] = changed_shardings(before, result.graph)

@@ -477,7 +477,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..peak import peak_tensors_of
     from ..sdy import SdyMesh
     from ..units import parse_memory_budget
-    from ..xla_compare import predicted_collectives
+    from ..xla_compare import predicted_collective_bytes
 
     if keep_shardings not in ("io", "all", "none"):
         raise ValueError(f"keep_shardings must be 'io', 'all' or 'none', got {keep_shardings!r}")
@@ -575,8 +575,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise
 
     try:
-        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, pareto=True):
-            """The first solve and the memory guard (its Pareto step with ``pareto`` and no budget)."""
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm):
+            """The first solve and the memory guard (its Pareto step without a budget)."""
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
@@ -586,7 +586,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  pareto=pareto, propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
             return r, g, kn
 
         if budget is None:
@@ -637,11 +637,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         if guard.get("note"):
             report.setdefault("warnings", []).append(guard["note"])
     # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
-    # (none for the coarse fallback's plan without a budget: written with pins its graph never held, not re-priced)
-    priced = result.written if result.written is not None else result
-    report["predicted_collective_bytes_per_device"] = None if getattr(result.graph, "coarse_fallback", None) \
-        and result.written is None else round(sum(
-            r.total_bytes for rows in predicted_collectives(priced).values() for r in rows))
+    report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
 
     params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
     if len(params) != len(leaves):
