@@ -204,7 +204,72 @@ def heldout():
     return out
 
 
-SETS = {"main": workloads, "heldout": heldout}
+def heldout21():
+    """A third set, written in round 21 before any change to the cost model that round (``--set heldout21``):
+    the check of round 21's changes, never tuned on.  Backward passes (layer norm, an embedding's scatter-add
+    gradient, a bf16 attention train step, a convolution's two gradients), a bf16 cross-entropy loss over a vocabulary
+    that is not a multiple of 128, and an AdamW-style update of four f32 arrays.  Integer inputs are drawn
+    uniformly below the bound the third element names (token ids into the table / vocabulary)."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32, i32 = jnp.bfloat16, jnp.float32, jnp.int32
+    out = {}
+
+    def layernorm(x, g):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+    def layernorm_bwd(x, g, dy):
+        _, vjp = jax.vjp(layernorm, x, g)
+        return vjp(dy)
+
+    out["layernorm_bwd_f32"] = (layernorm_bwd, [S((4096, 4096), f32), S((4096,), f32), S((4096, 4096), f32)])
+
+    def embed_grad(table, ids, dy):
+        return jax.grad(lambda t: jnp.sum(jnp.take(t, ids, axis=0) * dy))(table)
+
+    out["embedding_grad_f32"] = (embed_grad, [S((32768, 1024), f32), S((16384,), i32), S((16384, 1024), f32)],
+                                 {"int_high": 32768})
+
+    def attn(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s.astype(f32), axis=-1).astype(q.dtype), v)
+
+    def attn_train(q, k, v, do):
+        _, vjp = jax.vjp(attn, q, k, v)
+        return vjp(do)
+
+    out["attention_train_bf16_s1024"] = (attn_train, [S((4, 16, 1024, 64), bf)] * 4)
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def conv_bwd(x, w, dy):
+        _, vjp = jax.vjp(conv, x, w)
+        return vjp(dy)
+
+    out["conv3x3_bwd_bf16"] = (conv_bwd, [S((32, 56, 56, 128), bf), S((3, 3, 128, 128), bf),
+                                          S((32, 56, 56, 128), bf)])
+
+    def xent_loss(logits, labels):
+        lp = jax.nn.log_softmax(logits.astype(f32), axis=-1)
+        return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=-1))
+
+    out["cross_entropy_fwd_bf16_50257"] = (xent_loss, [S((2048, 50257), bf), S((2048,), i32)], {"int_high": 50257})
+
+    def adamw(p, m, v, g):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        return p - 1e-3 * (m / (jnp.sqrt(v) + 1e-8) + 0.01 * p), m, v
+
+    out["adamw_update_f32_16M"] = (adamw, [S((4096, 4096), f32)] * 4)
+    return out
+
+
+SETS = {"main": workloads, "heldout": heldout, "heldout21": heldout21}
 
 
 def _text(fn, args) -> str:
@@ -215,18 +280,25 @@ def _text(fn, args) -> str:
 
 def write_hlo(out: pathlib.Path, which: str = "main") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for name, (fn, args) in SETS[which]().items():
+    for name, (fn, args, *_) in SETS[which]().items():
         (out / f"{name}.hlo").write_text(_text(fn, args))
         print("wrote", out / f"{name}.hlo")
 
 
-def _concrete(args, seed: int = 0):
+def _concrete(args, seed: int = 0, int_high: int | None = None):
+    """Random device arrays for the structs ``args``: normal x 0.02 in each dtype; with ``int_high``, integer
+    arrays uniform in ``[0, int_high)`` (without it they are the float draw cast: all 0, as rounds 20's sets ran)."""
     import jax
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return jax.tree.map(lambda s: jax.device_put(
-        (rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype)), args)
+
+    def one(s):
+        if int_high is not None and np.issubdtype(np.dtype(s.dtype), np.integer):
+            return jax.device_put(rng.integers(0, int_high, s.shape).astype(s.dtype))
+        return jax.device_put((rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype))
+
+    return jax.tree.map(one, args)
 
 
 def time_all(out: pathlib.Path, which: str = "main") -> None:
@@ -234,11 +306,11 @@ def time_all(out: pathlib.Path, which: str = "main") -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     rows, ready = {}, {}
-    for name, (fn, args) in SETS[which]().items():   # pass 1: compile and warm every workload
+    for name, (fn, args, *opt) in SETS[which]().items():   # pass 1: compile and warm every workload
         text = _text(fn, args)
         (out / f"{name}.tpu.hlo").write_text(text)
         compiled = jax.jit(fn).lower(*args).compile()
-        vals = _concrete(args)
+        vals = _concrete(args, int_high=(opt[0] if opt else {}).get("int_high"))
         for _ in range(WARMUP):
             jax.block_until_ready(compiled(*vals))
         ready[name] = (text, compiled, vals)
@@ -317,7 +389,8 @@ def main(argv=None) -> int:
     ap.add_argument("step", choices=["hlo", "time", "compare"])
     ap.add_argument("dir")
     ap.add_argument("--set", default="main", choices=sorted(SETS),
-                    help="hlo / time: the workloads (main; heldout: a second set kept out of tuning)")
+                    help="hlo / time: the workloads (main; heldout: a second set kept out of tuning; heldout21: "
+                         "round 21's, written before its changes)")
     ap.add_argument("--device", default="tpu-v5e", help="hloshard device profile for compare (default tpu-v5e)")
     ap.add_argument("--measured", default=None,
                     help="compare: the time step's JSON (default DIR/measured.json; one run on a v5e chip is "
