@@ -103,7 +103,8 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
-           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor"]
+           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
+           "one_hot_scatter"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -178,13 +179,68 @@ def is_fused(instr) -> bool:
         return len(body) == 1 and body[0].root is not None and inlined_call(body[0]) is instr \
             and is_fused(body[0].root)
     site = inlined_call(instr.parent) if instr.is_root and instr.parent is not None else instr
-    if site is None or site.is_root or instr.opcode not in FUSIBLE_PRODUCERS or not site.users \
-            or not instr.shape.is_array:
+    if site is None or site.is_root or not (instr.opcode in FUSIBLE_PRODUCERS or one_hot_scatter(instr)) \
+            or not site.users or not instr.shape.is_array:
         return False
     consumers = effective_users(site)
-    if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, site) for u in consumers):
+    if not consumers or any((u.opcode not in TPU_FUSING_CONSUMERS and not one_hot_scatter(u))
+                            or not _same_parent(u, site) for u in consumers):
         return False
     return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+def one_hot_scatter(instr) -> bool:
+    """Whether the TPU compiler turns the ``scatter`` ``instr`` into an elementwise select, which fuses like
+    any elementwise op (:func:`is_fused`: into its consumers, and its operand's producers into it): one
+    update per batch element at one position of the other dimension(s), ``select(iota == index,
+    combine(operand, update), operand)``, so that no scatter kernel and no buffer for its result are
+    left.  The form it rewrites (read off its optimised programs, libtpu 0.0.42.1, one v5e chip, ahead of
+    time; BENCHMARKS.md round 21, chip): no update window dims, every operand dim either a batching dim
+    (``input_batching_dims``) or a scattered one (``inserted_window_dims``), the indices one index
+    vector per batch element, and the updates of the operand's rank (each batch dim at its size, each
+    scattered dim of size 1, so that the update broadcasts to the operand).  The gradient of
+    ``take_along_axis`` -- a cross-entropy's one-hot ``s32[n,1,1]`` indices, ``f32[n,1]`` updates into
+    zeros ``f32[n,V]`` -- is computed inside the kernel that reads it, and its reductions read only the
+    labels (held-out ``cross_entropy_bf16_32k``: the TPU's ``compare_select_fusion`` /
+    ``select_reduce_fusion``); the same with a non-zero operand (one ``add_select_fusion``) and with
+    any combiner.  Kept as a scatter there (not rewritten): updates of a lower rank than the operand
+    (``s32[n,1]`` indices with ``f32[n]`` updates), several indices per batch element, and index
+    vectors without batching dims (``x.at[arange(n), labels]``).  False for anything else."""
+    if instr.opcode != "scatter" or len(instr.operands) != 3 or not instr.shape.is_array:
+        return False
+    return _memo("onehot", instr, _one_hot_scatter)
+
+
+def _attr_ints(instr, key: str) -> tuple:
+    v = instr.attrs.get(key) if hasattr(instr, "attrs") else None
+    if v is None:
+        return ()
+    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
+
+
+def _one_hot_scatter(instr) -> bool:
+    op, idx, upd = instr.operands
+    if not (op.shape.is_array and idx.shape.is_array and upd.shape.is_array):
+        return False
+    if _attr_ints(instr, "update_window_dims"):
+        return False
+    batch, inserted = _attr_ints(instr, "input_batching_dims"), _attr_ints(instr, "inserted_window_dims")
+    sbatch = _attr_ints(instr, "scatter_indices_batching_dims")
+    odims, idims, udims = tuple(op.shape.dims), tuple(idx.shape.dims), tuple(upd.shape.dims)
+    if not batch or len(batch) != len(sbatch) or sorted(batch + inserted) != list(range(len(odims))):
+        return False
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = len(idims) if ivd is None else int(ivd)
+    per_batch = 1
+    for d, n in enumerate(idims):
+        if d != ivd and d not in sbatch:
+            per_batch *= n
+    if per_batch != 1 or any(idims[s] != odims[b] for b, s in zip(batch, sbatch)):
+        return False
+    if len(udims) != len(odims):
+        return False
+    want = sorted(odims[b] for b in batch) + [1] * len(inserted)
+    return sorted(udims) == sorted(want) and all(n == 1 or n in (odims[b] for b in batch) for n in udims)
 
 
 #: elementwise ops that are cheap on the accelerator for floating-point elements of at most 32 bits,
