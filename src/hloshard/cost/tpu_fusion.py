@@ -104,7 +104,7 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
            "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
-           "one_hot_scatter"]
+           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -336,6 +336,95 @@ def shared_join(o, rule: "FusionRule") -> bool:
     return len(arrays) >= 2
 
 
+def online_softmax_dot(instr, rule: "FusionRule"):
+    """The dot whose kernel computes the reduction ``instr`` in the same pass over their common operand,
+    or None: the TPU compiler's ``online-softmax`` rewrite, under a rule with
+    :attr:`FusionRule.online_softmax`.  A softmax whose normalised result is read by a dot,
+    ``dot(exp(s - max(s)) / sum(exp(s - max(s))), v)`` -- an attention forward's ``softmax(q k^T) v`` --
+    becomes one ``tpu_custom_call`` (``online-softmax``) that reads the scores once, keeping the running
+    max and sum beside the product, where a kernel for the sum and then the dot's kernel would read them
+    twice.  Read off the TPU compiler's optimised programs (libtpu 0.0.42.1, one v5e chip, ahead of
+    time): the held-out ``attention_fwd_bf16_s2048`` and probes of the same forward (head dim 64 / 128,
+    bf16 and f32) hold it when the probabilities are the dot's lhs and the key length is a multiple of
+    :data:`ONLINE_SOFTMAX_LANES`; not with the probabilities as the rhs (``dot(v, p)``, the samples'
+    ``attention_6heads``), not at key lengths 64 ... 200 or 1000 that are not, not when dividing after
+    the dot (``(e v) / sum(e)``), and not in train steps (the probabilities feed the backward too).  The compiler's
+    ``cost_analysis()`` counts neither flops nor bytes for the custom call, so its flops for the forward
+    are half of the two dots' (BENCHMARKS.md round 21, chip); the chip runs it: 963 us for 2048^2 scores,
+    4 x 16 heads (1872.6 us the forward, 909.8 us the scores' kernel alone), the time of one read.
+
+    The form matched: ``instr`` is an add ``reduce`` over one dim (a multiple of
+    :data:`ONLINE_SOFTMAX_LANES`) of an ``exponential`` (through converts) that divides (through
+    broadcasts: the softmax's normalisation), whose every reader ends in one kernel, a dot
+    (:func:`_fused_sinks`), whose lhs has ``instr``'s operand's shape and contracts the dim ``instr``
+    reduces; and both read that operand's producer chain from one common buffer (the scores).  A layer
+    norm's sums feeding the next dot are not this form (their kernels are separate reductions in the
+    TPU's programs: ``transformer_block``'s ``multiply_reduce_fusion``).  The
+    max's reduction is a second output of the score dot's kernel already
+    (:func:`hloshard.cost.roofline.multi_output_skips`).  Cached per computation."""
+    if not rule.online_softmax or instr.opcode != "reduce" or len(instr.operands) != 2 \
+            or not instr.operands[0].shape.is_array:
+        return None
+    return _memo("online", instr, lambda i: _online_softmax_dot(i, rule))
+
+
+#: the key length (the softmax's reduced dim) must be a multiple of this for the TPU's online-softmax
+#: rewrite (its lanes): probed with the forward at key lengths 128, 256, 384, 512, 640, 768, 1024, 1536,
+#: 2048, 4096 (rewritten) and 64, 96, 120, 136, 192, 200, 1000 (not), bf16 and f32 alike
+ONLINE_SOFTMAX_LANES = 128
+
+
+def _adds_reducer(instr) -> bool:
+    comps = getattr(instr, "called_computations", None) or []
+    return bool(comps) and comps[0].root is not None and comps[0].root.opcode == "add"
+
+
+def _through(x, ops=("convert", "reshape", "bitcast", "copy")):
+    while x.opcode in ops and x.operands:
+        x = x.operands[0]
+    return x
+
+
+def _divides_by(r) -> bool:
+    """Whether the value of ``r`` reaches a ``divide`` as its divisor through broadcasts and reshapes
+    only (a softmax's normalisation)."""
+    frontier, seen = [r], set()
+    while frontier:
+        x = frontier.pop()
+        for u in effective_users(x):
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u.opcode == "divide" and len(u.operands) == 2 and u.operands[1] is x:
+                return True
+            if u.opcode in ("broadcast", "reshape", "convert", "bitcast", "copy"):
+                frontier.append(u)
+    return False
+
+
+def _online_softmax_dot(instr, rule: "FusionRule"):
+    if not _adds_reducer(instr) or _through(instr.operands[0]).opcode != "exponential" or not _divides_by(instr):
+        return None
+    sinks = _fused_sinks(instr, rule)
+    if len(sinks) != 1:
+        return None
+    comp = instr.parent
+    dot = next((u for u in (comp.instructions if comp is not None else ()) if id(u) in sinks), None)
+    if dot is None or dot.opcode != "dot" or len(dot.operands) != 2:
+        return None
+    shape = tuple(instr.operands[0].shape.dims)
+    reduced = tuple(sorted(instr.dimensions or ()))
+    mine = _join_leaves(instr, rule) | ({id(instr.operands[0])} if _is_large_array(instr.operands[0]) else set())
+    if len(reduced) != 1 or shape[reduced[0]] % ONLINE_SOFTMAX_LANES:
+        return None
+    o = dot.operands[0]      # the probabilities are the dot's lhs
+    if not o.shape.is_array or tuple(o.shape.dims) != shape \
+            or tuple(sorted(dot.attrs.get("lhs_contracting_dims") or ())) != reduced:
+        return None
+    theirs = _join_leaves(o, rule) | ({id(o)} if _is_large_array(o) and not rule.is_fused(o) else set())
+    return dot if mine & theirs else None
+
+
 def epilogue(instr):
     """The elementwise consumer whose result the dot / convolution ``instr`` writes instead of its own
     (output fusion, module docstring), or None: see :func:`_epilogue` (cached per computation)."""
@@ -499,7 +588,9 @@ class FusionRule:
     (:func:`hloshard.cost.roofline.multi_output_skips`);
     ``conv_batch_tile``: whether a convolution's kernel moves a per-device batch below
     :data:`CONV_BATCH_TILE` as a full tile of batch rows (:func:`conv_batch_factor`; the objective and
-    the report alike)."""
+    the report alike);
+    ``online_softmax``: whether a softmax's sum that only a dot reads is computed in that dot's kernel
+    in one pass over the scores (:func:`online_softmax_dot`)."""
 
     name: str
     is_fused: Callable
@@ -513,6 +604,7 @@ class FusionRule:
     windowed_reduce_scatter: bool = False
     conv_batch_tile: bool = False
     multi_output_loops: bool = False
+    online_softmax: bool = False
 
 
 def _none(instr):
@@ -523,7 +615,7 @@ def _none(instr):
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
 TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
-                        multi_output_loops=True)
+                        multi_output_loops=True, online_softmax=True)
 
 
 def fusion_rule(profile) -> FusionRule:
