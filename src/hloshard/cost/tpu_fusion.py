@@ -104,7 +104,7 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
            "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
-           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES"]
+           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES", "gathered_from"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -172,7 +172,7 @@ def is_fused(instr) -> bool:
     a ``call`` inlines (:func:`inlined_call`) is judged at the call, by the call's consumers, and the
     call itself is fused (no buffer: its consumers read what the inlined body reads, the call's
     operands) when its root is."""
-    if liveness.is_fused(instr):
+    if liveness.is_fused(instr) and not gathered_from(instr):
         return True
     if instr.opcode == "call":
         body = instr.called_computations
@@ -187,6 +187,18 @@ def is_fused(instr) -> bool:
                             or not _same_parent(u, site) for u in consumers):
         return False
     return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+def gathered_from(instr) -> bool:
+    """Whether ``instr`` is an elementwise producer that a ``gather`` reads (through forwarding users): the
+    CPU backend computes it inside the gather's loop fusion (:data:`hloshard.cost.liveness.CPU_LOOP_CONSUMERS`),
+    the TPU compiler does not -- its gather is a ``kCustom`` fusion that reads its operand from HBM, so
+    the producer is written in full first.  Read off the TPU compiler's optimised program of a bf16
+    cross-entropy loss over 2048 x 50257 logits (libtpu 0.0.42.1, one v5e chip; BENCHMARKS.md round 21,
+    chip): ``take_along_axis`` of the f32 log-softmax is a ``gather_fusion`` of a ``kLoop`` fusion that
+    writes the whole f32[2048,50257] log-softmax (1.04e9 bytes accessed: three reads of the logits and
+    that write), where the CPU rule had the gather read the logits."""
+    return instr.opcode in ELEMENTWISE and any(u.opcode == "gather" for u in effective_users(instr))
 
 
 def one_hot_scatter(instr) -> bool:
