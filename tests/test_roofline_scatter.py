@@ -7,6 +7,7 @@ programs of the same forms, libtpu 0.0.42.1) and what each reads and writes.  No
   ``f32[n,1]`` updates into zeros) has no buffer: the kernel that reads it computes it from the labels,
   and a reduction over it reads only the labels;
 * the same form into a non-zero operand is one elementwise kernel (read the operand, write the result);
+* an elementwise producer a gather reads is written in full on the TPU (fused into the gather on the CPU);
 * the forms the TPU keeps as a scatter (updates of a lower rank than the operand, several indices per
   row) and the CPU rule are unchanged: the scatter writes its result and its reader reads it.
 """
@@ -14,7 +15,7 @@ programs of the same forms, libtpu 0.0.42.1) and what each reads and writes.  No
 from __future__ import annotations
 
 from hloshard.cost.roofline import hbm_bytes
-from hloshard.cost.tpu_fusion import CPU_FUSION, TPU_FUSION, is_fused, one_hot_scatter
+from hloshard.cost.tpu_fusion import CPU_FUSION, TPU_FUSION, gathered_from, is_fused, one_hot_scatter
 from hloshard.hlo import parse_module
 
 # f32[64,256]: X = 65,536 bytes; s32[64,1,1] / s32[64,1] labels: L = 256 bytes; f32[64] row vector: V = 256
@@ -122,3 +123,25 @@ def test_scatters_the_tpu_keeps_are_kernels():
         assert not is_fused(ins["g"])
         assert hbm_bytes(ins["g"], _size, TPU_FUSION) >= X                  # writes g
         assert hbm_bytes(ins["out"], _size, TPU_FUSION) == X + X + X        # reads x and g; out
+
+
+# take rows of x - m: the CPU computes the subtract inside the gather's loop fusion, the TPU writes it
+GATHERED = """HloModule gathered
+
+ENTRY main {
+  x = f32[64,256] parameter(0)
+  m = f32[64] parameter(1)
+  ids = s32[16,1] parameter(2)
+  mb = f32[64,256] broadcast(m), dimensions={0}
+  c = f32[64,256] subtract(x, mb)
+  ROOT g = f32[16,256] gather(c, ids), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,256}
+}
+"""
+
+
+def test_a_gathers_elementwise_operand_is_written_on_the_tpu():
+    ins = _ins(GATHERED)
+    assert gathered_from(ins["c"]) and not gathered_from(ins["x"])
+    assert not is_fused(ins["c"])
+    assert hbm_bytes(ins["c"], _size, TPU_FUSION) == X + V + X            # x and m in; c out
+    assert hbm_bytes(ins["c"], _size, CPU_FUSION) == 0                    # fused into the gather
