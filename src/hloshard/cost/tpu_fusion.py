@@ -214,8 +214,8 @@ def one_hot_scatter(instr) -> bool:
     ``take_along_axis`` -- a cross-entropy's one-hot ``s32[n,1,1]`` indices, ``f32[n,1]`` updates into
     zeros ``f32[n,V]`` -- is computed inside the kernel that reads it, and its reductions read only the
     labels (held-out ``cross_entropy_bf16_32k``: the TPU's ``compare_select_fusion`` /
-    ``select_reduce_fusion``); the same with a non-zero operand (one ``add_select_fusion``) and with
-    any combiner.  Kept as a scatter there (not rewritten): updates of a lower rank than the operand
+    ``select_reduce_fusion``); the same with a non-zero operand (one ``add_select_fusion``; probed with
+    an add combiner, any combiner accepted here).  Kept as a scatter there (not rewritten): updates of a lower rank than the operand
     (``s32[n,1]`` indices with ``f32[n]`` updates), several indices per batch element, and index
     vectors without batching dims (``x.at[arange(n), labels]``).  False for anything else."""
     if instr.opcode != "scatter" or len(instr.operands) != 3 or not instr.shape.is_array:
