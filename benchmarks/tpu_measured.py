@@ -204,7 +204,100 @@ def heldout():
     return out
 
 
-SETS = {"main": workloads, "heldout": heldout}
+def heldout21():
+    """A third set, written in round 21 before any change to the cost model that round (``--set heldout21``):
+    the check of round 21's changes, never tuned on.  Backward passes (layer norm, an embedding's scatter-add
+    gradient, a bf16 attention train step, a convolution's two gradients), a bf16 cross-entropy loss over a vocabulary
+    that is not a multiple of 128, and an AdamW-style update of four f32 arrays.  Integer inputs are drawn
+    uniformly below the bound the third element names (token ids into the table / vocabulary)."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32, i32 = jnp.bfloat16, jnp.float32, jnp.int32
+    out = {}
+
+    def layernorm(x, g):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+    def layernorm_bwd(x, g, dy):
+        _, vjp = jax.vjp(layernorm, x, g)
+        return vjp(dy)
+
+    out["layernorm_bwd_f32"] = (layernorm_bwd, [S((4096, 4096), f32), S((4096,), f32), S((4096, 4096), f32)])
+
+    def embed_grad(table, ids, dy):
+        return jax.grad(lambda t: jnp.sum(jnp.take(t, ids, axis=0) * dy))(table)
+
+    out["embedding_grad_f32"] = (embed_grad, [S((32768, 1024), f32), S((16384,), i32), S((16384, 1024), f32)],
+                                 {"int_high": 32768})
+
+    def attn(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s.astype(f32), axis=-1).astype(q.dtype), v)
+
+    def attn_train(q, k, v, do):
+        _, vjp = jax.vjp(attn, q, k, v)
+        return vjp(do)
+
+    out["attention_train_bf16_s1024"] = (attn_train, [S((4, 16, 1024, 64), bf)] * 4)
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def conv_bwd(x, w, dy):
+        _, vjp = jax.vjp(conv, x, w)
+        return vjp(dy)
+
+    out["conv3x3_bwd_bf16"] = (conv_bwd, [S((32, 56, 56, 128), bf), S((3, 3, 128, 128), bf),
+                                          S((32, 56, 56, 128), bf)])
+
+    def xent_loss(logits, labels):
+        lp = jax.nn.log_softmax(logits.astype(f32), axis=-1)
+        return -jnp.mean(jnp.take_along_axis(lp, labels[:, None], axis=-1))
+
+    out["cross_entropy_fwd_bf16_50257"] = (xent_loss, [S((2048, 50257), bf), S((2048,), i32)], {"int_high": 50257})
+
+    def adamw(p, m, v, g):
+        m = 0.9 * m + 0.1 * g
+        v = 0.999 * v + 0.001 * g * g
+        return p - 1e-3 * (m / (jnp.sqrt(v) + 1e-8) + 0.01 * p), m, v
+
+    out["adamw_update_f32_16M"] = (adamw, [S((4096, 4096), f32)] * 4)
+    return out
+
+
+def probe21():
+    """Round 21's probes of two main / held-out rows' causes (``--set probe21``; not held out: they take
+    apart rows already looked at).  The main set's embedding gather with its ids as ``time`` drew them
+    before round 21 (all 0: one row read 16384 times) and with ids uniform over the table; the held-out
+    attention forward's first kernel alone (the scores ``q k^T / 8``, bf16, written to HBM), so that
+    the TPU's ``online-softmax`` kernel's time is the difference."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32 = jnp.bfloat16, jnp.float32
+    out = {}
+
+    def gather(table, ids):
+        return jnp.take(table, ids, axis=0)
+
+    args = [S((65536, 4096), f32), S((16384,), jnp.int32)]
+    out["embedding_gather_f32_ids0"] = (gather, args)
+    out["embedding_gather_f32_ids_random"] = (gather, args, {"int_high": 65536})
+
+    def scores(q, k):
+        return jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+
+    # 512 MiB per result: 10 held at once in the back-to-back pass, not 20
+    out["attention_scores_bf16_s2048"] = (scores, [S((4, 16, 2048, 64), bf)] * 2, {"repeats": 10})
+    return out
+
+
+SETS = {"main": workloads, "heldout": heldout, "heldout21": heldout21, "probe21": probe21}
 
 
 def _text(fn, args) -> str:
@@ -215,51 +308,66 @@ def _text(fn, args) -> str:
 
 def write_hlo(out: pathlib.Path, which: str = "main") -> None:
     out.mkdir(parents=True, exist_ok=True)
-    for name, (fn, args) in SETS[which]().items():
+    for name, (fn, args, *_) in SETS[which]().items():
         (out / f"{name}.hlo").write_text(_text(fn, args))
         print("wrote", out / f"{name}.hlo")
 
 
-def _concrete(args, seed: int = 0):
+def _concrete(args, seed: int = 0, int_high: int | None = None):
+    """Random device arrays for the structs ``args``: normal x 0.02 in each dtype; with ``int_high``, integer
+    arrays uniform in ``[0, int_high)`` (without it they are the float draw cast: all 0, as rounds 20's sets ran)."""
     import jax
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return jax.tree.map(lambda s: jax.device_put(
-        (rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype)), args)
+
+    def one(s):
+        if int_high is not None and np.issubdtype(np.dtype(s.dtype), np.integer):
+            return jax.device_put(rng.integers(0, int_high, s.shape).astype(s.dtype))
+        return jax.device_put((rng.standard_normal(s.shape, dtype=np.float32) * 0.02).astype(s.dtype))
+
+    return jax.tree.map(one, args)
 
 
-def time_all(out: pathlib.Path, which: str = "main") -> None:
+def time_all(out: pathlib.Path, which: str = "main", repeats: int | None = None) -> None:
     import jax
 
+    n = repeats or REPEATS
     out.mkdir(parents=True, exist_ok=True)
     rows, ready = {}, {}
-    for name, (fn, args) in SETS[which]().items():   # pass 1: compile and warm every workload
+    meta = {"device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
+            "warmup": WARMUP, "repeats": n}
+    for name, (fn, args, *opt) in SETS[which]().items():   # pass 1: compile and warm every workload
         text = _text(fn, args)
         (out / f"{name}.tpu.hlo").write_text(text)
-        compiled = jax.jit(fn).lower(*args).compile()
-        vals = _concrete(args)
-        for _ in range(WARMUP):
-            jax.block_until_ready(compiled(*vals))
-        ready[name] = (text, compiled, vals)
+        extra = opt[0] if opt else {}
+        try:
+            compiled = jax.jit(fn).lower(*args).compile()
+            vals = _concrete(args, int_high=extra.get("int_high"))
+            for _ in range(WARMUP):
+                jax.block_until_ready(compiled(*vals))
+        except Exception as e:   # one workload that fails on the chip does not lose the others
+            print(name, "FAILED", type(e).__name__, str(e)[:300], flush=True)
+            continue
+        ready[name] = (text, compiled, vals, min(n, extra.get("repeats", n)))
         del vals
-    for name, (text, compiled, vals) in ready.items():   # pass 2: time each, on a warm chip
+    for name, (text, compiled, vals, n) in ready.items():   # pass 2: time each, on a warm chip
         ca = compiled.cost_analysis()
         ca = ca[0] if isinstance(ca, (list, tuple)) else ca
         ma = compiled.memory_analysis()
         jax.block_until_ready(compiled(*vals))
         ts = []
-        for _ in range(REPEATS):
+        for _ in range(n):
             t0 = time.perf_counter()
             jax.block_until_ready(compiled(*vals))
             ts.append(time.perf_counter() - t0)
         # back to back, one wait at the end: the device's time per call without the host's round trip
         t0 = time.perf_counter()
-        outs = [compiled(*vals) for _ in range(REPEATS)]
+        outs = [compiled(*vals) for _ in range(n)]
         jax.block_until_ready(outs)
-        pipelined = (time.perf_counter() - t0) / REPEATS
+        pipelined = (time.perf_counter() - t0) / n
         del outs
-        rows[name] = {"pipelined_s": pipelined,
+        rows[name] = {"pipelined_s": pipelined, "calls": n,
             "hlo_sha256": hashlib.sha256(text.encode()).hexdigest(),
             "median_s": statistics.median(ts), "min_s": min(ts), "max_s": max(ts),
             "flops": float(ca.get("flops", 0.0)), "bytes_accessed": float(ca.get("bytes accessed", 0.0)),
@@ -267,10 +375,9 @@ def time_all(out: pathlib.Path, which: str = "main") -> None:
             "argument_bytes": int(ma.argument_size_in_bytes), "output_bytes": int(ma.output_size_in_bytes),
             "temp_bytes": int(ma.temp_size_in_bytes), "alias_bytes": int(ma.alias_size_in_bytes),
         }
-        print(name, json.dumps(rows[name]))
-    meta = {"device": str(jax.devices()[0].device_kind), "jax": jax.__version__,
-            "warmup": WARMUP, "repeats": REPEATS}
-    (out / "measured.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, sort_keys=True))
+        print(name, json.dumps(rows[name]), flush=True)
+        # written after every row: what was timed survives a later failure
+        (out / "measured.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, sort_keys=True))
 
 
 def estimate(text: str, device: str) -> dict:
@@ -316,15 +423,27 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("step", choices=["hlo", "time", "compare"])
     ap.add_argument("dir")
-    ap.add_argument("--set", default="main", choices=sorted(SETS),
-                    help="hlo / time: the workloads (main; heldout: a second set kept out of tuning)")
+    ap.add_argument("--set", default="main",
+                    help="hlo / time: the workloads (main; heldout: a second set kept out of tuning; heldout21: "
+                         "round 21's, written before its changes; probe21: round 21's probes of known rows)")
     ap.add_argument("--device", default="tpu-v5e", help="hloshard device profile for compare (default tpu-v5e)")
     ap.add_argument("--measured", default=None,
                     help="compare: the time step's JSON (default DIR/measured.json; one run on a v5e chip is "
                          "benchmarks/measured/tpu_v5e_single_chip.json)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help=f"time: calls timed per workload (default {REPEATS}; the back-to-back pass holds as many "
+                         "results at once on the chip)")
     ns = ap.parse_args(argv)
     out = pathlib.Path(ns.dir)
-    {"hlo": lambda: write_hlo(out, ns.set), "time": lambda: time_all(out, ns.set),
+    sets = ns.set.split(",")
+    if any(x not in SETS for x in sets) or (len(sets) > 1 and ns.step != "time"):
+        ap.error(f"--set: one of {sorted(SETS)} (time: several, comma-separated, each into DIR/SET)")
+
+    def time_sets():
+        for x in sets:     # one process: the chip is opened once
+            time_all(out / x if len(sets) > 1 else out, x, ns.repeats)
+
+    {"hlo": lambda: write_hlo(out, ns.set), "time": time_sets,
      "compare": lambda: compare(out, ns.device, ns.measured and pathlib.Path(ns.measured))}[ns.step]()
     return 0
 

@@ -60,7 +60,7 @@ from .flops import FUSED_ATTENTION_TARGETS
 from .combiner import _topological
 from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
-                         shared_join, sibling_key)
+                         online_softmax_dot, shared_join, sibling_key)
 
 __all__ = ["kernel_reads", "prefetched", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
@@ -440,8 +440,8 @@ def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
         return ("zero",)
     if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
         return ("zero",)
-    if rule.absorbed_by(instr) is not None:
-        return ("zero",)
+    if rule.absorbed_by(instr) is not None or online_softmax_dot(instr, rule) is not None:
+        return ("zero",)      # computed in a dot's kernel: its output fusion, its online softmax
     if instr.opcode in SLICES:
         return ("slice",)
     in_place = instr.opcode == "dynamic-update-slice" and len(instr.operands) > 1

@@ -103,7 +103,8 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
-           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor"]
+           "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
+           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES", "gathered_from"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -171,20 +172,87 @@ def is_fused(instr) -> bool:
     a ``call`` inlines (:func:`inlined_call`) is judged at the call, by the call's consumers, and the
     call itself is fused (no buffer: its consumers read what the inlined body reads, the call's
     operands) when its root is."""
-    if liveness.is_fused(instr):
+    if liveness.is_fused(instr) and not gathered_from(instr):
         return True
     if instr.opcode == "call":
         body = instr.called_computations
         return len(body) == 1 and body[0].root is not None and inlined_call(body[0]) is instr \
             and is_fused(body[0].root)
     site = inlined_call(instr.parent) if instr.is_root and instr.parent is not None else instr
-    if site is None or site.is_root or instr.opcode not in FUSIBLE_PRODUCERS or not site.users \
-            or not instr.shape.is_array:
+    if site is None or site.is_root or not (instr.opcode in FUSIBLE_PRODUCERS or one_hot_scatter(instr)) \
+            or not site.users or not instr.shape.is_array:
         return False
     consumers = effective_users(site)
-    if not consumers or any(u.opcode not in TPU_FUSING_CONSUMERS or not _same_parent(u, site) for u in consumers):
+    if not consumers or any((u.opcode not in TPU_FUSING_CONSUMERS and not one_hot_scatter(u))
+                            or not _same_parent(u, site) for u in consumers):
         return False
     return not (expensive_on_tpu(instr) and len(consumers) > 1)
+
+
+def gathered_from(instr) -> bool:
+    """Whether ``instr`` is an elementwise producer that a ``gather`` reads (through forwarding users): the
+    CPU backend computes it inside the gather's loop fusion (:data:`hloshard.cost.liveness.CPU_LOOP_CONSUMERS`),
+    the TPU compiler does not -- its gather is a ``kCustom`` fusion that reads its operand from HBM, so
+    the producer is written in full first.  Read off the TPU compiler's optimised program of a bf16
+    cross-entropy loss over 2048 x 50257 logits (libtpu 0.0.42.1, one v5e chip; BENCHMARKS.md round 21,
+    chip): ``take_along_axis`` of the f32 log-softmax is a ``gather_fusion`` of a ``kLoop`` fusion that
+    writes the whole f32[2048,50257] log-softmax (1.04e9 bytes accessed: three reads of the logits and
+    that write), where the CPU rule had the gather read the logits."""
+    return instr.opcode in ELEMENTWISE and any(u.opcode == "gather" for u in effective_users(instr))
+
+
+def one_hot_scatter(instr) -> bool:
+    """Whether the TPU compiler turns the ``scatter`` ``instr`` into an elementwise select, which fuses like
+    any elementwise op (:func:`is_fused`: into its consumers, and its operand's producers into it): one
+    update per batch element at one position of the other dimension(s), ``select(iota == index,
+    combine(operand, update), operand)``, so that no scatter kernel and no buffer for its result are
+    left.  The form it rewrites (read off its optimised programs, libtpu 0.0.42.1, one v5e chip, ahead of
+    time; BENCHMARKS.md round 21, chip): no update window dims, every operand dim either a batching dim
+    (``input_batching_dims``) or a scattered one (``inserted_window_dims``), the indices one index
+    vector per batch element, and the updates of the operand's rank (each batch dim at its size, each
+    scattered dim of size 1, so that the update broadcasts to the operand).  The gradient of
+    ``take_along_axis`` -- a cross-entropy's one-hot ``s32[n,1,1]`` indices, ``f32[n,1]`` updates into
+    zeros ``f32[n,V]`` -- is computed inside the kernel that reads it, and its reductions read only the
+    labels (held-out ``cross_entropy_bf16_32k``: the TPU's ``compare_select_fusion`` /
+    ``select_reduce_fusion``); the same with a non-zero operand (one ``add_select_fusion``; probed with
+    an add combiner, any combiner accepted here).  Kept as a scatter there (not rewritten): updates of a lower rank than the operand
+    (``s32[n,1]`` indices with ``f32[n]`` updates), several indices per batch element, and index
+    vectors without batching dims (``x.at[arange(n), labels]``).  False for anything else."""
+    if instr.opcode != "scatter" or len(instr.operands) != 3 or not instr.shape.is_array:
+        return False
+    return _memo("onehot", instr, _one_hot_scatter)
+
+
+def _attr_ints(instr, key: str) -> tuple:
+    v = instr.attrs.get(key) if hasattr(instr, "attrs") else None
+    if v is None:
+        return ()
+    return tuple(int(x) for x in (v if isinstance(v, (list, tuple)) else (v,)))
+
+
+def _one_hot_scatter(instr) -> bool:
+    op, idx, upd = instr.operands
+    if not (op.shape.is_array and idx.shape.is_array and upd.shape.is_array):
+        return False
+    if _attr_ints(instr, "update_window_dims"):
+        return False
+    batch, inserted = _attr_ints(instr, "input_batching_dims"), _attr_ints(instr, "inserted_window_dims")
+    sbatch = _attr_ints(instr, "scatter_indices_batching_dims")
+    odims, idims, udims = tuple(op.shape.dims), tuple(idx.shape.dims), tuple(upd.shape.dims)
+    if not batch or len(batch) != len(sbatch) or sorted(batch + inserted) != list(range(len(odims))):
+        return False
+    ivd = instr.attrs.get("index_vector_dim")
+    ivd = len(idims) if ivd is None else int(ivd)
+    per_batch = 1
+    for d, n in enumerate(idims):
+        if d != ivd and d not in sbatch:
+            per_batch *= n
+    if per_batch != 1 or any(idims[s] != odims[b] for b, s in zip(batch, sbatch)):
+        return False
+    if len(udims) != len(odims):
+        return False
+    want = sorted(odims[b] for b in batch) + [1] * len(inserted)
+    return sorted(udims) == sorted(want) and all(n == 1 or n in (odims[b] for b in batch) for n in udims)
 
 
 #: elementwise ops that are cheap on the accelerator for floating-point elements of at most 32 bits,
@@ -278,6 +346,95 @@ def shared_join(o, rule: "FusionRule") -> bool:
         return _memo("join", o, lambda x: len(_join_leaves(x, rule))) >= 2
     arrays = {id(x) for x in o.operands if x.shape.is_array and x.opcode != "constant" and x.shape.dims}
     return len(arrays) >= 2
+
+
+def online_softmax_dot(instr, rule: "FusionRule"):
+    """The dot whose kernel computes the reduction ``instr`` in the same pass over their common operand,
+    or None: the TPU compiler's ``online-softmax`` rewrite, under a rule with
+    :attr:`FusionRule.online_softmax`.  A softmax whose normalised result is read by a dot,
+    ``dot(exp(s - max(s)) / sum(exp(s - max(s))), v)`` -- an attention forward's ``softmax(q k^T) v`` --
+    becomes one ``tpu_custom_call`` (``online-softmax``) that reads the scores once, keeping the running
+    max and sum beside the product, where a kernel for the sum and then the dot's kernel would read them
+    twice.  Read off the TPU compiler's optimised programs (libtpu 0.0.42.1, one v5e chip, ahead of
+    time): the held-out ``attention_fwd_bf16_s2048`` and probes of the same forward (head dim 64 / 128,
+    bf16 and f32) hold it when the probabilities are the dot's lhs and the key length is a multiple of
+    :data:`ONLINE_SOFTMAX_LANES`; not with the probabilities as the rhs (``dot(v, p)``, the samples'
+    ``attention_6heads``), not at key lengths 64 ... 200 or 1000 that are not, not when dividing after
+    the dot (``(e v) / sum(e)``), and not in train steps (the probabilities feed the backward too).  The compiler's
+    ``cost_analysis()`` counts neither flops nor bytes for the custom call, so its flops for the forward
+    are half of the two dots' (BENCHMARKS.md round 21, chip); the chip runs it: 963 us for 2048^2 scores,
+    4 x 16 heads (1872.6 us the forward, 909.8 us the scores' kernel alone), the time of one read.
+
+    The form matched: ``instr`` is an add ``reduce`` over one dim (a multiple of
+    :data:`ONLINE_SOFTMAX_LANES`) of an ``exponential`` (through converts) that divides (through
+    broadcasts: the softmax's normalisation), whose every reader ends in one kernel, a dot
+    (:func:`_fused_sinks`), whose lhs has ``instr``'s operand's shape and contracts the dim ``instr``
+    reduces; and both read that operand's producer chain from one common buffer (the scores).  A layer
+    norm's sums feeding the next dot are not this form (their kernels are separate reductions in the
+    TPU's programs: ``transformer_block``'s ``multiply_reduce_fusion``).  The
+    max's reduction is a second output of the score dot's kernel already
+    (:func:`hloshard.cost.roofline.multi_output_skips`).  Cached per computation."""
+    if not rule.online_softmax or instr.opcode != "reduce" or len(instr.operands) != 2 \
+            or not instr.operands[0].shape.is_array:
+        return None
+    return _memo("online", instr, lambda i: _online_softmax_dot(i, rule))
+
+
+#: the key length (the softmax's reduced dim) must be a multiple of this for the TPU's online-softmax
+#: rewrite (its lanes): probed with the forward at key lengths 128, 256, 384, 512, 640, 768, 1024, 1536,
+#: 2048, 4096 (rewritten) and 64, 96, 120, 136, 192, 200, 1000 (not), bf16 and f32 alike
+ONLINE_SOFTMAX_LANES = 128
+
+
+def _adds_reducer(instr) -> bool:
+    comps = getattr(instr, "called_computations", None) or []
+    return bool(comps) and comps[0].root is not None and comps[0].root.opcode == "add"
+
+
+def _through(x, ops=("convert", "reshape", "bitcast", "copy")):
+    while x.opcode in ops and x.operands:
+        x = x.operands[0]
+    return x
+
+
+def _divides_by(r) -> bool:
+    """Whether the value of ``r`` reaches a ``divide`` as its divisor through broadcasts and reshapes
+    only (a softmax's normalisation)."""
+    frontier, seen = [r], set()
+    while frontier:
+        x = frontier.pop()
+        for u in effective_users(x):
+            if id(u) in seen:
+                continue
+            seen.add(id(u))
+            if u.opcode == "divide" and len(u.operands) == 2 and u.operands[1] is x:
+                return True
+            if u.opcode in ("broadcast", "reshape", "convert", "bitcast", "copy"):
+                frontier.append(u)
+    return False
+
+
+def _online_softmax_dot(instr, rule: "FusionRule"):
+    if not _adds_reducer(instr) or _through(instr.operands[0]).opcode != "exponential" or not _divides_by(instr):
+        return None
+    sinks = _fused_sinks(instr, rule)
+    if len(sinks) != 1:
+        return None
+    comp = instr.parent
+    dot = next((u for u in (comp.instructions if comp is not None else ()) if id(u) in sinks), None)
+    if dot is None or dot.opcode != "dot" or len(dot.operands) != 2:
+        return None
+    shape = tuple(instr.operands[0].shape.dims)
+    reduced = tuple(sorted(instr.dimensions or ()))
+    mine = _join_leaves(instr, rule) | ({id(instr.operands[0])} if _is_large_array(instr.operands[0]) else set())
+    if len(reduced) != 1 or shape[reduced[0]] % ONLINE_SOFTMAX_LANES:
+        return None
+    o = dot.operands[0]      # the probabilities are the dot's lhs
+    if not o.shape.is_array or tuple(o.shape.dims) != shape \
+            or tuple(sorted(dot.attrs.get("lhs_contracting_dims") or ())) != reduced:
+        return None
+    theirs = _join_leaves(o, rule) | ({id(o)} if _is_large_array(o) and not rule.is_fused(o) else set())
+    return dot if mine & theirs else None
 
 
 def epilogue(instr):
@@ -443,7 +600,9 @@ class FusionRule:
     (:func:`hloshard.cost.roofline.multi_output_skips`);
     ``conv_batch_tile``: whether a convolution's kernel moves a per-device batch below
     :data:`CONV_BATCH_TILE` as a full tile of batch rows (:func:`conv_batch_factor`; the objective and
-    the report alike)."""
+    the report alike);
+    ``online_softmax``: whether a softmax's sum that only a dot reads is computed in that dot's kernel
+    in one pass over the scores (:func:`online_softmax_dot`)."""
 
     name: str
     is_fused: Callable
@@ -457,6 +616,7 @@ class FusionRule:
     windowed_reduce_scatter: bool = False
     conv_batch_tile: bool = False
     multi_output_loops: bool = False
+    online_softmax: bool = False
 
 
 def _none(instr):
@@ -467,7 +627,7 @@ def _none(instr):
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
 TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
-                        multi_output_loops=True)
+                        multi_output_loops=True, online_softmax=True)
 
 
 def fusion_rule(profile) -> FusionRule:
