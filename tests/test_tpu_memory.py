@@ -108,6 +108,9 @@ def test_heap_slot_bound_covers_libtpus_heap_on_every_plan_measured():
         # libtpu's peak is the model's data plus its reported heap (0 or the slots' figure) on every plan
         assert abs(r["predicted"] + r["tpu_temp"] - r["tpu"]) <= GRANULE_BYTES, r
         assert r["tpu_temp"] in (0, r["heap_slots"] * SLOT_REPORTED_BYTES), r
+    # MaxText (data temporaries in HBM, every output donated): its GSPMD plan's heap is within the bound too
+    mt = data["maxtext_gspmd"]
+    assert mt["heap_slots"] <= devs[mt["module"]].heap_slots, mt
     # the bound is not vacuous: some plan comes within 20% of it, on each set
     assert max(r["heap_slots"] / devs[r["module"]].heap_slots for r in held) > 0.8
     assert max(r["heap_slots"] / devs[r["module"]].heap_slots for r in rows if r["set"] == "samples") > 0.8
