@@ -102,7 +102,9 @@ def test_heap_slot_bound_covers_libtpus_heap_on_every_plan_measured():
     devs = _devices()
     rows = data["rows"]
     held = [r for r in rows if r["set"] == "held out"]
-    assert len(held) == 18 and len(rows) - len(held) >= 17
+    assert len(held) == 18 and sum(r["set"] == "samples" for r in rows) >= 17
+    # and three plans compiled only after the margin was final (6-layer transformer, ../shared/cases/decoder2.py)
+    assert sum(r["set"] == "held out 2" for r in rows) == 3
     for r in rows:
         assert r["heap_slots"] <= devs[r["module"]].heap_slots, r
         # libtpu's peak is the model's data plus its reported heap (0 or the slots' figure) on every plan
@@ -123,7 +125,7 @@ def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
     devs = _devices()
     rows = json.loads(PEAKS.read_text())["rows"] + json.loads(ROUND20.read_text())["rows"] + \
         json.loads(ROUND21.read_text())["rows"]
-    assert len(rows) >= 38 + 36 + 35
+    assert len(rows) >= 38 + 36 + 38
     for r in rows:
         dev = devs[r["module"]]
         p, t = r["predicted"], r["tpu"]
@@ -131,10 +133,12 @@ def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
         assert t >= p / XLA_TPU_OVERESTIMATE, r
         assert xla_lower_bound(p, dev, persistent=p) <= t, r
     # MaxText is the regime where the data margin applies (temporaries beyond VMEM): GSPMD's plan (round 15,
-    # 0.691) is within 1.45 P only with it; the samples' and held-out modules all fit VMEM (data exact)
+    # 0.691) is within 1.45 P only with it; the samples' and first held-out modules all fit VMEM (data exact;
+    # the 6-layer transformer does not, unsharded, and gets the data margin although its data was exact)
     maxtext = devs["maxtext_train_step (corpus, mesh 8)"]
-    assert not maxtext.temporaries_fit_vmem
-    assert all(d.temporaries_fit_vmem for n, d in devs.items() if not n.startswith("maxtext"))
+    assert not maxtext.temporaries_fit_vmem and not devs["transformer_6l"].temporaries_fit_vmem
+    sets = json.loads(ROUND21.read_text())["bounds"]
+    assert all(d.temporaries_fit_vmem for n, d in devs.items() if sets[n]["set"] in ("samples", "held out"))
 
 
 def test_tpu_margin_is_additive_by_hand():
