@@ -281,6 +281,30 @@ def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | 
     return print_module(module), int(ev.peak_memory)
 
 
+def heap_allowance(pre_text: str, name: str) -> dict:
+    """What a budget allows for libtpu's heap on the module ``pre_text`` (:mod:`hloshard.cost.tpu_heap`):
+    ``heap_bound`` (:func:`~hloshard.cost.tpu_heap.heap_slot_bound`, slots), ``fits_vmem``
+    (:func:`~hloshard.cost.tpu_heap.temporaries_fit_vmem`); with them :func:`_envelope` gives the budget
+    the model's margin needs for a plan."""
+    from hloshard.cost.tpu_heap import tpu_memory_device
+    from hloshard.hlo import parse_module
+
+    dev = tpu_memory_device(DEVICE, parse_module(pre_text, name))
+    return {"heap_bound": dev.heap_slots, "fits_vmem": dev.temporaries_fit_vmem}
+
+
+def _envelope(r) -> int | None:
+    """The budget the model's margin needs for row ``r``'s plan (:func:`hloshard.cost.memory.
+    budget_for_model_limit` of its predicted peak on its module's :class:`~hloshard.cost.tpu_heap.
+    TpuMemoryDevice`): libtpu's peak must be at most this for any budget it accepts to be kept."""
+    from hloshard.cost.memory import budget_for_model_limit
+    from hloshard.cost.tpu_heap import TpuMemoryDevice
+
+    if r.get("predicted") is None or r.get("heap_bound") is None:
+        return None
+    return budget_for_model_limit(r["predicted"], TpuMemoryDevice(DEVICE, r["heap_bound"], r["fits_vmem"]))
+
+
 def _total(rec) -> int | None:
     m = rec.get("memory") if rec.get("ok") else None
     return None if m is None else m["argument"] + m["output"] + m["temp"] - m["alias"]
@@ -328,10 +352,11 @@ def memory_run(args) -> list[dict]:
         mesh_file = src / f"{n}.mesh"
         spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
         written, spred = solve_tpu(pre, n, spec, args.time_limit)
+        bound = heap_allowance(pre, n)
         rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, spec), "text": prop,
-                     "fallback": pre})
+                     "fallback": pre, **bound})
         rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "text": written,
-                     "error": None if written else spred})
+                     "error": None if written else spred, **bound})
         print(f"{n}: hloshard side {time.monotonic() - t0:.0f} s", file=sys.stderr)
     jobs = [r for r in rows if r.get("text")]
     for r, rec in zip(jobs, compile_for_tpu([r["text"] for r in jobs], timeout=3600)):
@@ -364,7 +389,8 @@ def maxtext_rows(args) -> list[dict]:
     t0 = time.monotonic()
     res = run_xla([text], 8, propagated=True, timeout=3600, crash_as_error=True)[0]
     out = []
-    g = {"name": "maxtext_train_step", "plan": "GSPMD", "predicted": None}
+    bound = heap_allowance(text, "maxtext")
+    g = {"name": "maxtext_train_step", "plan": "GSPMD", "predicted": None, **bound}
     if res.propagated:
         g["predicted"] = predicted_peak(res.propagated, "maxtext", "8")
     rec = compile_for_tpu([text], timeout=3600, propagate_outputs=True)[0]
@@ -372,7 +398,7 @@ def maxtext_rows(args) -> list[dict]:
     out.append(g)
     written, spred = solve_tpu(text, "maxtext", "8", 60.0)
     s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None,
-         "error": None if written else spred}
+         "error": None if written else spred, **bound}
     if written:
         rec = compile_for_tpu([written], timeout=3600)[0]
         _take(s, rec)
@@ -383,7 +409,7 @@ def maxtext_rows(args) -> list[dict]:
     hbm = get_profile(DEVICE).hbm_bytes
     written, spred = solve_tpu(text, "maxtext", "8", 60.0, hbm)
     b = {"name": "maxtext_train_step", "plan": f"solve, budget {hbm / MB:,.0f} MB (HBM)",
-         "predicted": spred if written else None, "error": None if written else spred, "budget": hbm}
+         "predicted": spred if written else None, "error": None if written else spred, "budget": hbm, **bound}
     if written:
         rec = compile_for_tpu([written], timeout=3600)[0]
         _take(b, rec)
@@ -427,8 +453,9 @@ def memory_table(rows) -> str:
     plus its reported heap; module docstring of :mod:`hloshard.cost.tpu_layout`, "which heap is reported")."""
     lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
              "offset scalars: in outputs, in the heap | heap's scalars replayed on libtpu's schedule | "
-             "temp by the heap rule MB | (predicted + TPU temp) / TPU |",
-             "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|"]
+             "temp by the heap rule MB | (predicted + TPU temp) / TPU | heap-slot bound (fits VMEM) | "
+             "TPU / smallest budget accepting P |",
+             "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|"]
     for r in rows:
         p, t = r.get("predicted"), r.get("tpu")
         ratio = "-" if not p or not t else f"{p / t:.3f}"
@@ -441,8 +468,11 @@ def memory_table(rows) -> str:
         replay = "-" if not sp else ("same" if sp["libtpu"] == sp["replay"] else
                                      f"**differs**: libtpu {', '.join(sp['libtpu']) or 'none'}; "
                                      f"replay {', '.join(sp['replay']) or 'none'}")
+        env = _envelope(r)
+        bound = "-" if r.get("heap_bound") is None else f"{r['heap_bound']} ({'yes' if r['fits_vmem'] else 'no'})"
+        envr = "-" if not env or not t else f"{t / env:.3f}" + ("" if t <= env else " **OVER**")
         lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
-                     f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {replay} | {rule} | {plus} |")
+                     f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {replay} | {rule} | {plus} | {bound} | {envr} |")
     spilled = [r for r in rows if r.get("heap") and r.get("tpu_parts") and r["heap"]["other_values"]]
     kept = [r for r in rows if r.get("heap") and r.get("tpu_parts") and not r["heap"]["other_values"]]
     lines.append(f"\n- no offset scalar in the heap (headers only): temp 0 on {sum(r['tpu_parts']['temp'] == 0 for r in kept)}"
@@ -461,6 +491,17 @@ def memory_table(rows) -> str:
     if ok:
         rs = [r["predicted"] / r["tpu"] for r in ok]
         lines.append(f"- ratio predicted / TPU: {min(rs):.3f} .. {max(rs):.3f}")
+    bounded = [r for r in rows if r.get("heap") and r.get("heap_bound") is not None]
+    if bounded:
+        lines.append(f"- libtpu's heap slots within the module's bound (cost.tpu_heap.heap_slot_bound): "
+                     f"{sum(r['heap']['small_slots'] <= r['heap_bound'] for r in bounded)} of {len(bounded)} plans "
+                     f"(slots / bound {min(r['heap']['small_slots'] / r['heap_bound'] for r in bounded):.2f} .. "
+                     f"{max(r['heap']['small_slots'] / r['heap_bound'] for r in bounded):.2f})")
+    env = [(r, _envelope(r)) for r in ok]
+    env = [(r, e) for r, e in env if e]
+    if env:
+        lines.append(f"- libtpu's peak within the smallest budget that accepts the plan's predicted peak "
+                     f"(cost.memory.budget_for_model_limit): {sum(r['tpu'] <= e for r, e in env)} of {len(env)} plans")
     return "\n".join(lines)
 
 

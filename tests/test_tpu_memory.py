@@ -20,9 +20,9 @@ import pytest
 
 from hloshard.autoshard import evaluate_module, solve_module
 from hloshard.mesh_setup import timed_mesh_from_options
-from hloshard.cost.memory import (XLA_TPU_HEADER_BYTES, XLA_TPU_HEADER_SLOTS, XLA_TPU_LARGE_UNDERESTIMATE,
-                                  XLA_TPU_OVERESTIMATE, XLA_TPU_UNDERESTIMATE, budget_for_model_limit, model_limit,
-                                  xla_lower_bound)
+from hloshard.cost.memory import (XLA_TPU_HEADER_SLOTS, XLA_TPU_OVERESTIMATE, XLA_TPU_UNDERESTIMATE,
+                                  budget_for_model_limit, model_limit, xla_lower_bound)
+from hloshard.cost.tpu_heap import (TpuMemoryDevice, heap_slot_bound, temporaries_fit_vmem, tpu_memory_device)
 from hloshard.cost.tpu_layout import (GRANULE_BYTES, HBM_ALIGN_BYTES, SLOT_REPORTED_BYTES, header_heap_bound,
                                       padded_bytes, reported_temp_bytes, vmem_bytes)
 from hloshard.hlo import parse_module, print_module
@@ -76,37 +76,123 @@ def test_reported_temp_by_hand():
     assert header_heap_bound(25) == 806400 and header_heap_bound(-1) == 0
 
 
-def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
-    # the envelopes of cost.memory (read off the training set) on every measured plan of round 15, the
-    # held-out ones included: libtpu's peak T of a plan predicted at P is at most 1.63 P and at most
-    # 1.45 P + the header heap bound, and at least P / 1.22 (round 20's measurements break the first:
-    # test_tpu_budget_margin_holds_on_round20_measurements)
-    rows = json.loads(PEAKS.read_text())["rows"]
+ROUND21 = pathlib.Path(__file__).parent / "data" / "tpu_heap_round21.json"
+
+
+def _devices() -> dict:
+    """Module name -> its TpuMemoryDevice: recomputed from samples/NAME.pre.hlo for the samples (and held to
+    the recorded bound), the recorded bound for the held-out cases and MaxText (generated / corpus modules)."""
+    bounds = json.loads(ROUND21.read_text())["bounds"]
+    out = {}
+    for name, b in bounds.items():
+        pre = SAMPLES / f"{name}.pre.hlo"
+        if pre.exists():
+            dev = tpu_memory_device("tpu-v5e", parse_module(pre.read_text(), name))
+            assert (dev.heap_slots, dev.temporaries_fit_vmem) == (b["heap_slots"], b["fits_vmem"]), (name, b)
+        else:
+            dev = TpuMemoryDevice("tpu-v5e", b["heap_slots"], b["fits_vmem"])
+        out[name] = dev
+    return out
+
+
+def test_heap_slot_bound_covers_libtpus_heap_on_every_plan_measured():
+    # round 21: libtpu's HBM temp heap (slots of async headers and spilled scalars) of 17 sample plans (the
+    # rule was fixed on them) and 18 held-out plans (looked at only after): never above the module's bound
+    data = json.loads(ROUND21.read_text())
+    devs = _devices()
+    rows = data["rows"]
     held = [r for r in rows if r["set"] == "held out"]
-    assert len(held) >= 18 and len(rows) - len(held) >= 18
+    assert len(held) == 18 and sum(r["set"] == "samples" for r in rows) >= 17
+    # and three plans compiled only after the margin was final (6-layer transformer, ../shared/cases/decoder2.py)
+    assert sum(r["set"] == "held out 2" for r in rows) == 3
     for r in rows:
+        assert r["heap_slots"] <= devs[r["module"]].heap_slots, r
+        # libtpu's peak is the model's data plus its reported heap (0 or the slots' figure) on every plan
+        assert abs(r["predicted"] + r["tpu_temp"] - r["tpu"]) <= GRANULE_BYTES, r
+        assert r["tpu_temp"] in (0, r["heap_slots"] * SLOT_REPORTED_BYTES), r
+    # MaxText (data temporaries in HBM, every output donated): its GSPMD plan's heap is within the bound too
+    mt = data["maxtext_gspmd"]
+    assert mt["heap_slots"] <= devs[mt["module"]].heap_slots, mt
+    # the bound is not vacuous: some plan comes within 20% of it, on each set
+    assert max(r["heap_slots"] / devs[r["module"]].heap_slots for r in held) > 0.8
+    assert max(r["heap_slots"] / devs[r["module"]].heap_slots for r in rows if r["set"] == "samples") > 0.8
+
+
+def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
+    # every plan measured in rounds 15, 20 and 21 (samples, held out, MaxText): libtpu's peak T of a plan
+    # predicted at P is within the smallest budget whose model limit accepts P (U * P + the module's heap
+    # allowance, cost.memory.model_limit), and at least P / 1.22
+    devs = _devices()
+    rows = json.loads(PEAKS.read_text())["rows"] + json.loads(ROUND20.read_text())["rows"] + \
+        json.loads(ROUND21.read_text())["rows"]
+    assert len(rows) >= 38 + 36 + 38
+    for r in rows:
+        dev = devs[r["module"]]
         p, t = r["predicted"], r["tpu"]
-        # model_limit accepts a plan under either envelope, so each must hold on its own (the smaller;
-        # was the larger until round 20, which checked less than the promise needs)
-        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+        assert t <= budget_for_model_limit(p, dev), (r, budget_for_model_limit(p, dev))
         assert t >= p / XLA_TPU_OVERESTIMATE, r
-        # a budget of T is accepted for this plan exactly when P is within model_limit(T), and a refusal's
-        # stated bound for it never exceeds T
-        assert xla_lower_bound(p, "tpu-v5e", persistent=p) <= t, r
-    # the held-out set reaches the margin's regime (a header heap reported) without breaking it
-    assert min(r["predicted"] / r["tpu"] for r in held) < 0.7
+        assert xla_lower_bound(p, dev, persistent=p) <= t, r
+    # MaxText is the regime where the data margin applies (temporaries beyond VMEM): GSPMD's plan (round 15,
+    # 0.691) is within 1.45 P only with it; the samples' and first held-out modules all fit VMEM (data exact;
+    # the 6-layer transformer does not, unsharded, and gets the data margin although its data was exact)
+    maxtext = devs["maxtext_train_step (corpus, mesh 8)"]
+    assert not maxtext.temporaries_fit_vmem and not devs["transformer_6l"].temporaries_fit_vmem
+    sets = json.loads(ROUND21.read_text())["bounds"]
+    assert all(d.temporaries_fit_vmem for n, d in devs.items() if sets[n]["set"] in ("samples", "held out"))
 
 
-def test_tpu_header_allowance_is_the_measured_heap_rule():
-    assert XLA_TPU_HEADER_BYTES == header_heap_bound(XLA_TPU_HEADER_SLOTS) == 110 * 32256
-    # the largest training heap is at least the largest measured one (tests/data/tpu_heap_measured.json)
-    rows = json.loads(HEAP.read_text())["rows"]
-    assert XLA_TPU_HEADER_SLOTS >= max(r["small_slots"] for r in rows if r["module"].startswith("samples/"))
-    # budget_for_model_limit inverts model_limit on both envelopes (small: 1.63 P; large: 1.45 P + heap)
-    for limit in (10 ** 6, 10 ** 8, 10 ** 10):
-        b = budget_for_model_limit(limit, "tpu-v5e")
-        assert model_limit(b, "tpu-v5e") >= limit > model_limit(b - 1, "tpu-v5e")
-    assert model_limit(10 ** 10, "tpu-v5e") == int((10 ** 10 - XLA_TPU_HEADER_BYTES) / 1.45)
+def test_tpu_margin_is_additive_by_hand():
+    small = TpuMemoryDevice("tpu-v5e", 10, True)        # 10 heap slots, data exact
+    large = TpuMemoryDevice("tpu-v5e", 10, False)       # temporaries may reach HBM: the data margin too
+    heap = 10 * SLOT_REPORTED_BYTES + GRANULE_BYTES
+    assert model_limit(10 ** 6, small) == 10 ** 6 - heap
+    assert model_limit(10 ** 9, large) == int((10 ** 9 - heap) / XLA_TPU_UNDERESTIMATE)
+    assert model_limit(heap - 1, small) == 0            # a budget below the heap allowance accepts nothing
+    # a plain profile name (no module known): the largest heap measured on a sample plan
+    assert model_limit(10 ** 7, "tpu-v5e") == int((10 ** 7 - XLA_TPU_HEADER_SLOTS * SLOT_REPORTED_BYTES -
+                                                   GRANULE_BYTES) / XLA_TPU_UNDERESTIMATE)
+    data = json.loads(ROUND21.read_text())
+    assert XLA_TPU_HEADER_SLOTS >= max([r["heap_slots"] for r in data["rows"]] + [data["maxtext_gspmd"]["heap_slots"]])
+    # budget_for_model_limit inverts model_limit exactly on each device
+    for dev in (small, large, "tpu-v5e"):
+        for limit in (1, 10 ** 6, 10 ** 8, 10 ** 10):
+            b = budget_for_model_limit(limit, dev)
+            assert model_limit(b, dev) >= limit > model_limit(b - 1, dev), (dev, limit)
+    # the device compares as its name and survives pickling (the solver's forked workers)
+    import pickle
+
+    back = pickle.loads(pickle.dumps(small))
+    assert back == "tpu-v5e" and (back.heap_slots, back.temporaries_fit_vmem) == (10, True)
+
+
+HEAP_BY_HAND = """HloModule heap, entry_computation_layout={(f32[8,128]{1,0}, f32[128,128]{1,0})->f32[8,128]{1,0}}
+
+ENTRY main {
+  x = f32[8,128] parameter(0)
+  w = f32[128,128] parameter(1)
+  c = f32[] constant(1)
+  b = f32[8,128] broadcast(c), dimensions={}
+  d = f32[8,128] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[128,8] transpose(d), dimensions={1,0}
+  r = f32[8,128] transpose(t), dimensions={1,0}
+  s = f32[8,128] custom-call(r), custom_call_target="Sharding", sharding={replicated}
+  ROOT a = f32[8,128] add(s, b)
+}
+"""
+
+
+def test_heap_slot_bound_and_vmem_rule_by_hand():
+    module = parse_module(HEAP_BY_HAND, "heap")
+    # two parameters, the dot and the add; the constant, broadcast, transposes and the Sharding pin make none
+    assert heap_slot_bound(module) == 4
+    assert temporaries_fit_vmem(module, "tpu-v5e")
+    assert not temporaries_fit_vmem(module, "tpu-v4")       # no measured VMEM: no credit
+    big = parse_module(HEAP_BY_HAND.replace("8,128", "65536,1024"), "big")   # 256 MiB arrays: beyond VMEM
+    assert heap_slot_bound(big) == 4 and not temporaries_fit_vmem(big, "tpu-v5e")
+    # --device tpu-v5e: the mesh's memory device carries the module's bound; no device, none
+    mesh, _ = _tpu_mesh(module)
+    assert isinstance(mesh.memory_device, TpuMemoryDevice) and mesh.memory_device.heap_slots == 4
+    assert mesh.memory_device == "tpu-v5e"
 
 
 PADDED = """HloModule padded, entry_computation_layout={(f32[5,7]{1,0})->f32[5,7]{1,0}}
@@ -166,7 +252,8 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_budgets_are_ke
     # so solve --device tpu-v5e accepts it); every plan it writes must fit under libtpu's figure
     for n, p in zip(CASES, predicted):
         module = parse_module((SAMPLES / f"{n}.pre.hlo").read_text(), n)
-        mesh, budget = _tpu_mesh(module, budget_for_model_limit(p, "tpu-v5e"))
+        # the module's own heap allowance (the mesh's memory device, cost.tpu_heap)
+        mesh, budget = _tpu_mesh(module, budget_for_model_limit(p, _tpu_mesh(module)[0].memory_device))
         solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=5, workers=1, deterministic=True,
                      pin_operands=True)
         texts.append(print_module(module))
@@ -264,15 +351,21 @@ def test_round20_measurements_are_the_model_plus_libtpus_heap():
         assert r["tpu_temp"] in (0, r["heap_slots"] * SLOT_REPORTED_BYTES), r
 
 
-@pytest.mark.xfail(strict=True, reason="round 20: the TPU budget margin is multiplicative (XLA_TPU_UNDERESTIMATE "
-                   "1.63) but the heap libtpu may add is a number of 32,256 B slots, not a share of the peak: "
-                   "fused_qkv_train_step's solve plan is at 1.78x its prediction, the held-out attn_h6m4_d32_s64_fwd "
-                   "solve plan at 1.98x, and its plan accepted under 80% of libtpu's GSPMD peak exceeds the budget "
-                   "(1,040,384 B > 912,179 B); BENCHMARKS.md 'Round 20, helper tpumem'")
 def test_tpu_budget_margin_holds_on_round20_measurements():
+    # round 20's strict xfail, now held: the margin is additive (the module's heap allowance), so every plan
+    # measured is within the smallest budget accepting its prediction, and every held-out budget that the
+    # margin accepts (p within model_limit) is kept by libtpu -- the one round 20 broke (attn_h6m4_d32_s64_fwd
+    # at 80% of libtpu's GSPMD peak, 1,040,384 B > 912,179 B) is refused
     data = json.loads(ROUND20.read_text())
+    devs = _devices()
     for r in data["rows"]:
-        p, t = r["predicted"], r["tpu"]
-        assert t <= min(XLA_TPU_UNDERESTIMATE * p, XLA_TPU_LARGE_UNDERESTIMATE * p + XLA_TPU_HEADER_BYTES), r
+        assert r["tpu"] <= budget_for_model_limit(r["predicted"], devs[r["module"]]), r
+    accepted = 0
     for b in data["held_out_budgets"]:
-        assert b["tpu"] <= b["budget"], b
+        dev = devs[b["module"]]
+        if b["predicted"] <= model_limit(b["budget"], dev):
+            accepted += 1
+            assert b["tpu"] <= b["budget"], b
+    assert accepted >= 10
+    broke = next(b for b in data["held_out_budgets"] if b["module"] == "attn_h6m4_d32_s64_fwd" and b["share"] == 0.8)
+    assert broke["predicted"] > model_limit(broke["budget"], devs[broke["module"]])

@@ -7,6 +7,7 @@ The click options that collect the strings are :mod:`hloshard.commands.options`.
 from __future__ import annotations
 
 from .cost.roofline import RooflinePrices
+from .cost.tpu_heap import tpu_memory_device
 from .devices import axis_links, get_profile, module_matmul_dtype, ring_alphas, split_link_marks, time_scale
 from .errors import UsageError
 from .mesh import DeviceMesh
@@ -39,7 +40,8 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
     dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size
-    dmesh.memory_device = profile.name if profile.backend == "tpu" else None   # memory as the TPU compiler lays it out
+    # memory as the TPU compiler lays it out; the name carries the module's bound on libtpu's heap (the budget's margin)
+    dmesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
     return dmesh, scale, budget
 
 

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ..hlo.shape import Shape, element_byte_size
 from ..hlo.sharding import HloSharding
-from .tpu_layout import header_heap_bound, vmem_bytes
+from .tpu_layout import GRANULE_BYTES, SLOT_REPORTED_BYTES, vmem_bytes
 
 
 def tile_bytes(element_type: str, tile_shape: Sequence[int]) -> int:
@@ -85,46 +85,44 @@ XLA_CPU_UNDERESTIMATE = 1.11
 XLA_CPU_OVERESTIMATE = 1.16
 
 
-#: The same two figures for the TPU compiler (``--device tpu-*``: padded layouts and VMEM,
-#: :mod:`hloshard.cost.tpu_layout`), measured against libtpu's ``memory_analysis()`` (``v5e:2x4``, ahead of
-#: time; ``benchmarks/tpu_truth.py --memory``; BENCHMARKS.md "TPU memory: the async-header heap").
-#: *Training set*: the GSPMD and ``solve`` plans of the 9 samples (re-measured 2026-12-04) and MaxText's
-#: two plans.  *Held out* (not looked at for these constants): the 8 ``benchmarks/attention_heads.py``
-#: cases and ``scripts/make_transformer.py --layers 2``, GSPMD and solve plans (18 plans): every one is
-#: within both envelopes.  The worst under-estimate of the training set is ``mlp_train_step``'s solve
-#: plan (0.614, rounded up to 1.63): libtpu reports that plan's HBM heap of async headers (24 headers
-#: and one spilled scalar, 25 slots x 32,256 B, :func:`hloshard.cost.tpu_layout.reported_temp_bytes`),
-#: which the model's peak does not count (libtpu reports such a heap as 0 when it holds headers only;
-#: whether a scalar spills into it is its buffer assignment's choice); held out, the worst is 0.632
-#: (``attn_h6m4_d32_s64_fwd``'s GSPMD plan, the same cause).  The worst over-estimate is MaxText's solve
-#: plan (1.211: 18.55 GB predicted, 15.31 GB allocated; the samples' at most 1.000).
-#: **Round 20 re-measured both sets and the 1.63 no longer holds** (BENCHMARKS.md "Round 20, helper tpumem";
-#: ``tests/data/tpu_memory_round20.json``): ``fused_qkv_train_step``'s solve plan at 1.78x its prediction
-#: (training set) and the held-out ``attn_h6m4_d32_s64_fwd`` solve plan at 1.98x, whose plan accepted under a
-#: budget of 912,179 B takes 1,040,384 B.  What libtpu adds is its heap of 32,256 B slots (async headers and
-#: spilled offset scalars), a count, not a share of the peak: a small plan's ratio has no bound.
-XLA_TPU_UNDERESTIMATE = 1.63
+#: The TPU compiler (``--device tpu-*``: padded layouts and VMEM, :mod:`hloshard.cost.tpu_layout`), measured
+#: against libtpu's ``memory_analysis()`` (``v5e:2x4``, ahead of time; ``benchmarks/tpu_truth.py --memory``).
+#: libtpu's peak is the model's HBM data plus its temp heap of 32,256 B slots (async headers and spilled
+#: partition-offset scalars, :func:`hloshard.cost.tpu_layout.reported_temp_bytes`), which it reports as 0 or in
+#: full depending on one scalar's placement: a *count* of slots, not a share of the peak (round 20:
+#: ``fused_qkv_train_step``'s solve plan at 1.78x its prediction, a held-out plan at 1.98x; a multiplicative
+#: margin of 1.63 was broken by a budget, 1,040,384 B taken under 912,179 B).  So the TPU's margin is
+#: additive where the heap is (round 21, BENCHMARKS.md "Round 21, helper tpuheap"): libtpu's peak of a plan
+#: the model puts at P is at most ``U * P + slots * 32,256 + 512`` with ``slots`` the module's
+#: :func:`hloshard.cost.tpu_heap.heap_slot_bound` and U = 1 when every temporary of the module fits in VMEM
+#: (:func:`hloshard.cost.tpu_heap.temporaries_fit_vmem`: the model's HBM data was exact to one 512 B granule
+#: on every such plan measured, 36 in round 20 and 35 in round 21, held out included), else
+#: ``XLA_TPU_UNDERESTIMATE``: the data the model misses when temporaries reach HBM, 1.45 from MaxText's GSPMD plan
+#: (round 15: 0.691, rounded up; loop-invariant copies and gradient accumulators in libtpu's HBM heap; round 20
+#: re-measured MaxText at 0.963 / 1.040 / 0.841, so 1.45 is the older, looser figure, kept until MaxText is
+#: measured again).
+XLA_TPU_UNDERESTIMATE = 1.45
+
+#: Largest ``predicted peak / libtpu's peak`` measured (training set: the samples' GSPMD and ``solve`` plans
+#: and MaxText's; the worst MaxText's solve plan, 1.211 in round 15, 1.192 in round 20): a plan the model
+#: puts at P bytes needs at least ``P / XLA_TPU_OVERESTIMATE`` under libtpu (the heap only adds to it).
 XLA_TPU_OVERESTIMATE = 1.22
 
-#: Slots of the largest HBM heap of async headers in the training set (``transformer_train_step``'s solve
-#: plan: 110 headers; held out at most 81): what :func:`hloshard.cost.tpu_layout.header_heap_bound` of it
-#: adds is the largest header heap libtpu can report for such a module.
-XLA_TPU_HEADER_SLOTS = 110
-
-#: A second envelope of the same measurements for large modules: the TPU compiler's peak is also at most
-#: ``XLA_TPU_LARGE_UNDERESTIMATE * P + XLA_TPU_HEADER_BYTES`` -- 1.45 from MaxText's GSPMD plan (0.691,
-#: rounded up; a miss that scales with the model: loop-invariant copies and gradient accumulators, not
-#: headers), and the header heap of :data:`XLA_TPU_HEADER_SLOTS` slots as libtpu reports it
-#: (``header_heap_bound(110)`` = 3,548,160 B; was 3.7 MB, "twice the largest heap seen", before the
-#: heap's rule was measured).  :func:`model_limit` uses the looser of the two limits.
-XLA_TPU_LARGE_UNDERESTIMATE = 1.45
-XLA_TPU_HEADER_BYTES = header_heap_bound(XLA_TPU_HEADER_SLOTS)
+#: Heap slots a budget allows for when the module is not known (``model_limit`` given a plain profile name
+#: rather than a :class:`hloshard.cost.tpu_heap.TpuMemoryDevice`): the largest heap measured on any plan
+#: (round 21: ``make_transformer.py --layers 6``'s solve plan, 239 slots; the samples' largest is
+#: ``transformer_train_step``'s solve plan, 125; was 110 before round 20 measured it); a module with more
+#: async operations may need more, which is why the CLI's and ``auto_shard``'s meshes carry the module's
+#: own bound (MaxText's GSPMD plan: 165 slots).
+XLA_TPU_HEADER_SLOTS = 239
 
 
 def margin_names(device: str | None) -> tuple[str, str]:
-    """The names of the two margins :func:`model_limit` / :func:`xla_lower_bound` use for ``device``."""
+    """The names of the two margins :func:`model_limit` / :func:`xla_lower_bound` use for ``device`` (as a
+    refusal names them after ``cost.memory.``; a TPU's first also names the heap allowance)."""
     if device is not None and str(device).lower().startswith("tpu"):
-        return "XLA_TPU_UNDERESTIMATE", "XLA_TPU_OVERESTIMATE"
+        return ("XLA_TPU_UNDERESTIMATE and the module's allowance for libtpu's heap (cost.tpu_heap.heap_slot_bound)",
+                "XLA_TPU_OVERESTIMATE")
     return "XLA_CPU_UNDERESTIMATE", "XLA_CPU_OVERESTIMATE"
 
 
@@ -134,16 +132,32 @@ def _margins(device: str | None) -> tuple[str, str]:
     return str(XLA_CPU_UNDERESTIMATE), str(XLA_CPU_OVERESTIMATE)
 
 
+def _tpu_margin(device) -> tuple[Fraction, int]:
+    """``(U, heap)`` of a TPU ``device`` (module docstring above ``XLA_TPU_UNDERESTIMATE``): the data
+    margin U (1 when the module's temporaries fit in VMEM) and the heap allowance in bytes (the module's
+    heap-slot bound, or ``XLA_TPU_HEADER_SLOTS`` for a plain profile name, times
+    :data:`hloshard.cost.tpu_layout.SLOT_REPORTED_BYTES`, plus one 512 B granule)."""
+    slots = getattr(device, "heap_slots", None)
+    slots = XLA_TPU_HEADER_SLOTS if slots is None else int(slots)
+    fits = bool(getattr(device, "temporaries_fit_vmem", False))
+    u = Fraction(1) if fits else Fraction(str(XLA_TPU_UNDERESTIMATE))
+    return u, slots * SLOT_REPORTED_BYTES + GRANULE_BYTES
+
+
+def _is_tpu(device) -> bool:
+    return device is not None and str(device).lower().startswith("tpu")
+
+
 def model_limit(budget: int, device: str | None = None) -> int:
     """The model peak (bytes per device) a plan may have so that XLA's peak stays within ``budget``:
-    ``floor(budget / XLA_CPU_UNDERESTIMATE)`` (the measured worst under-estimate); with a TPU
-    ``device`` (a profile name, ``mesh.memory_device``) the larger of ``budget / XLA_TPU_UNDERESTIMATE``
-    and ``(budget - XLA_TPU_HEADER_BYTES) / XLA_TPU_LARGE_UNDERESTIMATE``."""
-    limit = int(Fraction(int(budget)) / Fraction(_margins(device)[0]))   # exact: no float rounding
-    if device is not None and str(device).lower().startswith("tpu"):
-        large = int(Fraction(int(budget) - XLA_TPU_HEADER_BYTES) / Fraction(str(XLA_TPU_LARGE_UNDERESTIMATE)))
-        limit = max(limit, large)
-    return limit
+    ``floor(budget / XLA_CPU_UNDERESTIMATE)`` (the measured worst under-estimate); with a TPU ``device``
+    (a profile name, ``mesh.memory_device``; a :class:`hloshard.cost.tpu_heap.TpuMemoryDevice` carries
+    the module's heap bound) the additive margin ``floor((budget - heap) / U)`` (:func:`_tpu_margin`; at
+    least 0)."""
+    if _is_tpu(device):
+        u, heap = _tpu_margin(device)
+        return max(0, math.floor(Fraction(int(budget) - heap) / u))
+    return int(Fraction(int(budget)) / Fraction(_margins(device)[0]))   # exact: no float rounding
 
 
 def xla_lower_bound(model_bytes: int, device: str | None = None, persistent: int = 0) -> int:
@@ -159,17 +173,18 @@ def xla_lower_bound(model_bytes: int, device: str | None = None, persistent: int
 
 def budget_for_model_limit(limit: int, device: str | None = None) -> int:
     """The smallest budget (bytes per device) whose :func:`model_limit` is at least ``limit`` (a peak in
-    the model's own bytes): ``ceil(limit * XLA_CPU_UNDERESTIMATE)`` (with a TPU ``device`` the smaller of
-    that with ``XLA_TPU_UNDERESTIMATE`` and ``ceil(limit * XLA_TPU_LARGE_UNDERESTIMATE) +
-    XLA_TPU_HEADER_BYTES``), so that ``model_limit`` of it is ``limit``.  How a limit in the model's units
-    (an implicit memory guard: the predicted peak of a baseline plan, :func:`hloshard.jax.auto_shard`)
-    enters the solver through the budget path."""
+    the model's own bytes): ``ceil(limit * XLA_CPU_UNDERESTIMATE)``; with a TPU ``device``
+    ``ceil(limit * U) + heap`` (:func:`_tpu_margin`), so that ``model_limit`` of it is ``limit``.  How a
+    limit in the model's units (an implicit memory guard: the predicted peak of a baseline plan,
+    :func:`hloshard.jax.auto_shard`) enters the solver through the budget path."""
     limit = int(limit)
-    cands = [math.ceil(Fraction(limit) * Fraction(_margins(device)[0]))]   # exact
-    if device is not None and str(device).lower().startswith("tpu"):
-        cands.append(math.ceil(Fraction(limit) * Fraction(str(XLA_TPU_LARGE_UNDERESTIMATE))) + XLA_TPU_HEADER_BYTES)
-    best = min(c for c in cands if model_limit(c, device) >= limit) if any(
-        model_limit(c, device) >= limit for c in cands) else max(cands)
+    if _is_tpu(device):
+        u, heap = _tpu_margin(device)
+        best = math.ceil(Fraction(limit) * u) + heap
+    else:
+        best = math.ceil(Fraction(limit) * Fraction(_margins(device)[0]))   # exact
+    while model_limit(best, device) < limit:
+        best += 1
     while best > 0 and model_limit(best - 1, device) >= limit:   # rounding: step down to the smallest
         best -= 1
     return best

@@ -86,8 +86,13 @@ follow both rules on their 4 plans.  Adding the heap rule's figure to the peak w
 plans reported at 0 at 1.00x to 2.09x of libtpu (``fused_qkv_train_step``'s GSPMD plan: 89 header
 slots on 2.64 MB), so the model's peak
 (:func:`hbm_peak`) counts no heap; :func:`header_heap_bound` is the most ``memory_analysis()`` can add
-to it for a plan with a given number of asynchronous operations, which a memory budget must allow
-for (:mod:`hloshard.cost.memory`).  One probe is not explained by the rule:
+to it for a plan with a given number of heap slots, which a memory budget must allow for: round 21
+(:mod:`hloshard.cost.tpu_heap`) found the heap's headers to be exactly the tuple-valued instructions of
+the compiled entry computation (copy-starts, asynchronous collectives' starts, multi-output fusions,
+collective-permute-starts, combined all-reduces, sorts, a loop; a slice-start two; in a loop body its
+multi-output fusions too) on the 17 sample plans that
+compile, bounds the slots per module (:func:`hloshard.cost.tpu_heap.heap_slot_bound`) and makes the
+budget's margin additive (:func:`hloshard.cost.memory.model_limit`).  One probe is not explained by the rule:
 a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
 exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
