@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule
+from hloshard.cost.liveness import (breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule,
+                                    relayout_intervals, relayout_key, transposed_reads, written_transposed)
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -384,12 +385,51 @@ ENTRY main {{
 }}
 """
 
+# v = p + q is read by two dots, as d1's lhs and as d2's rhs, both through DotDecomposer's transpose
+# to [b, h, d, s] (an attention value read forward and backward): HloCSE makes the two transposes one,
+# v's only user, and the add is computed in that layout (cost.liveness.written_transposed): one buffer.
+# By hand: p + q 131,072, s 131,072, g 262,144 (parameters) + d1 262,144 + d2 131,072 + the pointers 16
+# (outputs) + v transposed 65,536 = 983,056 (before round 21: 1,114,128, v and two copies).
+SHARED_TRANSPOSE = f"""HloModule shared_transpose, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,16,4,32] parameter(0){_R}
+  q = f32[8,16,4,32] parameter(1){_R}
+  s = f32[8,4,16,64] parameter(2){_R}
+  g = f32[8,4,64,32] parameter(3){_R}
+  v = f32[8,16,4,32] add(p, q){_R}
+  d1 = f32[8,4,32,64] dot(v, s), lhs_batch_dims={{0,2}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  d2 = f32[8,4,64,16] dot(g, v), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{3}}{_R}
+  ROOT t = (f32[8,4,32,64], f32[8,4,64,16]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
+# v = p + q is read only transposed, in two orders (an attention key: [b, h, s, d] by the scores' dot,
+# [b, h, d, s] by the backward's): XLA computes the add in each transpose's loop fusion and never on its
+# own (cost.liveness.relayout_intervals); k is a parameter, its transpose a copy.  By hand: p, q, k
+# 196,608 + s 4,096 (parameters) + d1 32,768 + d2 8,192 + the pointers 16 (outputs) + k's copy and v's two
+# transposes 196,608 = 438,288 (before round 21: 503,824, v besides its two copies).
+TWO_ORDERS = f"""HloModule two_orders, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,16,4,32] parameter(0){_R}
+  q = f32[8,16,4,32] parameter(1){_R}
+  k = f32[8,16,4,32] parameter(2){_R}
+  s = f32[8,4,2,16] parameter(3){_R}
+  v = f32[8,16,4,32] add(p, q){_R}
+  d1 = f32[8,4,16,16] dot(k, v), lhs_batch_dims={{0,2}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{3}}{_R}
+  d2 = f32[8,4,2,32] dot(s, v), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{1}}{_R}
+  ROOT t = (f32[8,4,16,16], f32[8,4,2,32]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
-         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112)}
+         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
+         "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -483,6 +523,23 @@ def test_donation_frees_the_output(tmp_path):
     undonated = DONATED.replace(", input_output_alias={ {0}: (0, {}, must-alias) }", "")
     assert undonated != DONATED
     assert _peak(tmp_path, undonated) == 16400
+
+
+def test_values_read_only_transposed():
+    """A value two dots read through one transpose is written in that layout (no copy); one read in two
+    orders is its copies (the one read last stands for its own buffer), a parameter's transpose a copy."""
+    e = {i.name: i for i in parse_module(SHARED_TRANSPOSE).entry.instructions}
+    assert relayout_key(e["d1"], 0) == relayout_key(e["d2"], 1) == ((8, 16, 4, 32), (0, 2, 3, 1))
+    assert written_transposed(e["v"]) and transposed_reads(e["v"]) == {((8, 16, 4, 32), (0, 2, 3, 1)): 2}
+    assert dot_transposed_operands(e["d1"]) == [] and dot_transposed_operands(e["d2"]) == []
+    m = parse_module(TWO_ORDERS)
+    e = {i.name: i for i in m.entry.instructions}
+    assert not written_transposed(e["v"]) and len(transposed_reads(e["v"])) == 2
+    assert transposed_reads(e["k"]) is None   # an entry parameter's layout is the caller's
+    assert dot_transposed_operands(e["d1"]) == [0, 1] and dot_transposed_operands(e["d2"]) == [1]
+    copies = relayout_intervals(program_schedule(m))
+    # k's copy for d1 and v's for d1 (read first); v's copy for d2 is v's own buffer
+    assert sorted((d.name, k) for d, k, _, _ in copies) == [("d1", 0), ("d1", 1)]
 
 
 def test_fusion_rule():
