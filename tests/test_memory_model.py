@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from hloshard.cost.liveness import (breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule,
-                                    relayout_intervals, relayout_key, transposed_reads, written_transposed)
+                                    folded_zero_destination, relayout_intervals, relayout_key, transposed_reads,
+                                    written_transposed)
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -423,13 +424,44 @@ ENTRY main {{
 }}
 """
 
+# an embedding's gradient added to 0.9 x its momentum: XLA's algebraic simplifier rewrites
+# ``m9 + scatter(0, i, g)`` into ``scatter(m9, i, g)`` (cost.liveness.folded_zero_destination): no zero
+# broadcast, the scatter updates m9 in the output's buffer.  By hand: m 1,048,576 + i 2,048 + u and x
+# 262,144 (parameters) + the output 1,048,576 + g 131,072 (the scatter's updates) = 2,492,416 (before
+# round 21: 3,540,992, the zeros a buffer of their own).
+ZERO_DESTINATION = f"""HloModule zero_dest, num_partitions=8
+
+add_f32 {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  m = f32[4096,64] parameter(0){_R}
+  i = s32[512,1] parameter(1){_R}
+  u = f32[512,64] parameter(2){_R}
+  x = f32[512,64] parameter(3){_R}
+  e = f32[512,64] exponential(x){_R}
+  g = f32[512,64] multiply(u, e){_R}
+  zero = f32[] constant(0)
+  z = f32[4096,64] broadcast(zero), dimensions={{}}{_R}
+  sc = f32[4096,64] scatter(z, i, g), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add_f32{_R}
+  nine = f32[] constant(0.9)
+  b9 = f32[4096,64] broadcast(nine), dimensions={{}}{_R}
+  m9 = f32[4096,64] multiply(m, b9){_R}
+  ROOT r = f32[4096,64] add(m9, sc){_R}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
          "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
-         "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288)}
+         "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288),
+         "zero_destination": (ZERO_DESTINATION, 2492416)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -540,6 +572,20 @@ def test_values_read_only_transposed():
     copies = relayout_intervals(program_schedule(m))
     # k's copy for d1 and v's for d1 (read first); v's copy for d2 is v's own buffer
     assert sorted((d.name, k) for d, k, _, _ in copies) == [("d1", 0), ("d1", 1)]
+
+
+def test_zero_scatter_destination_is_folded():
+    """The zeros a scatter-add folded into an add starts from are no buffer; a non-zero start, or a
+    scatter whose result is not added, keeps its destination."""
+    e = {i.name: i for i in parse_module(ZERO_DESTINATION).entry.instructions}
+    assert folded_zero_destination(e["z"]) and is_fused(e["z"]) and not folded_zero_destination(e["b9"])
+    e = {i.name: i for i in parse_module(ZERO_DESTINATION.replace("constant(0)", "constant(1)")).entry.instructions}
+    assert not folded_zero_destination(e["z"])
+    kept = ZERO_DESTINATION.replace("ROOT r = f32[4096,64] add(m9, sc){_R}".format(_R=_R),
+                                    "ROOT r = (f32[4096,64], f32[4096,64]) tuple(m9, sc), "
+                                    "sharding={{replicated}, {replicated}}")
+    e = {i.name: i for i in parse_module(kept).entry.instructions}
+    assert "tuple(m9, sc)" in kept and not folded_zero_destination(e["z"])
 
 
 def test_fusion_rule():

@@ -598,6 +598,8 @@ def is_fused(instr) -> bool:
         return True
     if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
         return False
+    if folded_zero_destination(instr):
+        return True
     if communicating_pin(instr):   # a collective: never fused into its readers
         return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
@@ -2005,6 +2007,40 @@ def _added_into(sc) -> bool:
         return False
     a, b = (_through_forwards(o) for o in users[0].operands)
     return b is sc or (a is sc and b.opcode != "scatter")
+
+
+def folded_zero_destination(instr) -> bool:
+    """True for a ``broadcast`` of a zero scalar constant that only scatters read, as their destination
+    (operand 0, through forwarding copies), each folded into its one user, an ``add``
+    (:func:`_added_into`): XLA's algebraic simplifier rewrites ``A + scatter(0, I, U)`` into
+    ``scatter(A, I, U)``, so the zeros are never made and the scatter updates ``A`` in place.  Such a
+    broadcast has no buffer (:func:`is_fused`); a training step's embedding gradient (``jnp.take``'s
+    transpose) added to the momentum or to a tied embedding's dot gradient.  Read in XLA's compiled
+    keras-hub BERT train step (auto_shard's plan, 2x4): the token embedding's ``scatter-add`` is a
+    ``wrapped_scatter`` on the momentum's ``0.9 * m`` in its output allocation, and no 1 MiB zero
+    broadcast (the model held one from the step's start; BENCHMARKS.md, round 21 memtruth)."""
+    if _kind(instr) != "broadcast" or not instr.operands or not instr.shape.is_array:
+        return False
+    c = instr.operands[0]
+    if c.opcode != "constant" or c.shape.is_tuple or c.shape.num_elements != 1:
+        return False
+    try:
+        if float(np.asarray(c.literal_value()).reshape(-1)[0]) != 0.0:
+            return False
+    except Exception:  # noqa: BLE001 - a literal we cannot read is not known to be zero
+        return False
+    users = effective_users(instr)
+    if not users:
+        return False
+    for sc in users:
+        if (sc.opcode != "scatter" or len(sc.operands) != 3 or _through_forwards(sc.operands[0]) is not instr
+                or any(_through_forwards(o) is instr for o in sc.operands[1:]) or not _added_into(sc)):
+            return False
+        comps = sc.called_computations
+        root = comps[0].root if comps else None
+        if root is None or root.opcode != "add" or {id(o) for o in root.operands} != {id(q) for q in comps[0].parameters}:
+            return False   # the scatter adds its updates (the only scatter the rewrite folds)
+    return True
 
 
 def copied_destination(sc, positions: dict | None = None):
