@@ -612,9 +612,31 @@ def is_fused(instr) -> bool:
         # XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice, and does not duplicate
         # it into a value's relayout copy (:func:`_relaid_in_copy`: a second fusion reading it)
         return False
-    if id(instr) in _reduce_inputs(instr.parent):
+    if id(instr) in _globally_unfusible(instr.parent):
+        return False
+    return id(instr) not in _reduce_inputs(instr.parent)
+
+
+def duplicated_into_loops(instr) -> bool:
+    """True when ``instr`` is a buffer only for the reductions that read it (:func:`_reduce_inputs`: an
+    XNNPACK reduce fusion takes in no producer with a user outside it) and is otherwise fusible
+    (:func:`is_fused` without that rule): XLA's loop fuser still computes it inside each loop fusion that
+    reads it, so its buffer is read by the reductions alone and a loop fusion reads its operands
+    (:func:`fused_reads`).  Read in XLA's compiled keras-hub BERT train step (auto_shard's plan, 2x4): a
+    layer norm's ``x - mean`` is a ``broadcast_subtract_fusion`` the variance's ``ynn_fusion`` reads, and
+    the backward's loop fusion (``broadcast_multiply_fusion``, ``2 (x - mean) ...``) recomputes it from
+    ``x`` and the mean's sum, which stay live instead (the model held ``x - mean`` over the whole
+    step; BENCHMARKS.md, round 21 memtruth).  A backward that reads it through a reduction keeps it
+    (``samples/transformer_train_step``: the backward's ``ynn_fusion`` reads the forward's buffer)."""
+    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent):
+        return False
+    if is_scheduled(instr.parent) or communicating_pin(instr) or _forwards(instr):
         return False
     return id(instr) not in _globally_unfusible(instr.parent)
+
+
+#: consumers whose loop fusion duplicates a reduction's input into itself (:func:`duplicated_into_loops`)
+_LOOP_ROOTS = (FUSIBLE_PRODUCERS | {"dynamic-update-slice"} | CPU_LOOP_CONSUMERS)
 
 
 def _per_computation(attr: str):
@@ -883,17 +905,20 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once); an operand
-    ``HloCSE`` merges into another is read as that one (:func:`cse_representative`)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once), and so, when
+    ``instr`` is the root of a loop fusion, are the reductions' inputs it computes again itself
+    (:func:`duplicated_into_loops`); an operand ``HloCSE`` merges into another is read as that one
+    (:func:`cse_representative`)."""
     out: list = []
     seen: set = set()
     stack = list(reversed(instr.operands))
+    loop = _kind(instr) in _LOOP_ROOTS and not is_scheduled(instr.parent)
     while stack:
         o = cse_representative(stack.pop())
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o):
+        if is_fused(o) or (loop and o.parent is instr.parent and duplicated_into_loops(o)):
             stack.extend(reversed(o.operands))
         else:
             out.append(o)
