@@ -47,7 +47,11 @@ more (and pads to tiles); that is not modelled here.
   ``reduce`` is an XNNPACK fusion on the CPU backend (``ynn_fusion``) that takes in a fusible producer
   only when every user of it is in the fusion already; one read by the reduce and by anything else
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
-  the normalisation, and its normalised output, read by the scale's gradient reduce).  In a module
+  the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
+  read by the reductions only, a loop fusion reading the producer computes it again from its operands
+  (:func:`duplicated_into_loops`).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
+  ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
   (:func:`sliced_operand`: a ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
