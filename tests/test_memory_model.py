@@ -13,7 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
-from hloshard.cost.liveness import breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule
+from hloshard.cost.liveness import (breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule,
+                                    duplicated_into_loops, folded_zero_destination, relayout_intervals, relayout_key, transposed_reads,
+                                    written_transposed)
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -384,12 +386,107 @@ ENTRY main {{
 }}
 """
 
+# v = p + q is read by two dots, as d1's lhs and as d2's rhs, both through DotDecomposer's transpose
+# to [b, h, d, s] (an attention value read forward and backward): HloCSE makes the two transposes one,
+# v's only user, and the add is computed in that layout (cost.liveness.written_transposed): one buffer.
+# By hand: p + q 131,072, s 131,072, g 262,144 (parameters) + d1 262,144 + d2 131,072 + the pointers 16
+# (outputs) + v transposed 65,536 = 983,056 (before round 21: 1,114,128, v and two copies).
+SHARED_TRANSPOSE = f"""HloModule shared_transpose, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,16,4,32] parameter(0){_R}
+  q = f32[8,16,4,32] parameter(1){_R}
+  s = f32[8,4,16,64] parameter(2){_R}
+  g = f32[8,4,64,32] parameter(3){_R}
+  v = f32[8,16,4,32] add(p, q){_R}
+  d1 = f32[8,4,32,64] dot(v, s), lhs_batch_dims={{0,2}}, lhs_contracting_dims={{1}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  d2 = f32[8,4,64,16] dot(g, v), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{3}}{_R}
+  ROOT t = (f32[8,4,32,64], f32[8,4,64,16]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
+# v = p + q is read only transposed, in two orders (an attention key: [b, h, s, d] by the scores' dot,
+# [b, h, d, s] by the backward's): XLA computes the add in each transpose's loop fusion and never on its
+# own (cost.liveness.relayout_intervals); k is a parameter, its transpose a copy.  By hand: p, q, k
+# 196,608 + s 4,096 (parameters) + d1 32,768 + d2 8,192 + the pointers 16 (outputs) + k's copy and v's two
+# transposes 196,608 = 438,288 (before round 21: 503,824, v besides its two copies).
+TWO_ORDERS = f"""HloModule two_orders, num_partitions=8
+
+ENTRY main {{
+  p = f32[8,16,4,32] parameter(0){_R}
+  q = f32[8,16,4,32] parameter(1){_R}
+  k = f32[8,16,4,32] parameter(2){_R}
+  s = f32[8,4,2,16] parameter(3){_R}
+  v = f32[8,16,4,32] add(p, q){_R}
+  d1 = f32[8,4,16,16] dot(k, v), lhs_batch_dims={{0,2}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{3}}{_R}
+  d2 = f32[8,4,2,32] dot(s, v), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,2}}, rhs_contracting_dims={{1}}{_R}
+  ROOT t = (f32[8,4,16,16], f32[8,4,2,32]) tuple(d1, d2), sharding={{{{replicated}}, {{replicated}}}}
+}}
+"""
+
+# an embedding's gradient added to 0.9 x its momentum: XLA's algebraic simplifier rewrites
+# ``m9 + scatter(0, i, g)`` into ``scatter(m9, i, g)`` (cost.liveness.folded_zero_destination): no zero
+# broadcast, the scatter updates m9 in the output's buffer.  By hand: m 1,048,576 + i 2,048 + u and x
+# 262,144 (parameters) + the output 1,048,576 + g 131,072 (the scatter's updates) = 2,492,416 (before
+# round 21: 3,540,992, the zeros a buffer of their own).
+ZERO_DESTINATION = f"""HloModule zero_dest, num_partitions=8
+
+add_f32 {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  m = f32[4096,64] parameter(0){_R}
+  i = s32[512,1] parameter(1){_R}
+  u = f32[512,64] parameter(2){_R}
+  x = f32[512,64] parameter(3){_R}
+  e = f32[512,64] exponential(x){_R}
+  g = f32[512,64] multiply(u, e){_R}
+  zero = f32[] constant(0)
+  z = f32[4096,64] broadcast(zero), dimensions={{}}{_R}
+  sc = f32[4096,64] scatter(z, i, g), update_window_dims={{1}}, inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add_f32{_R}
+  nine = f32[] constant(0.9)
+  b9 = f32[4096,64] broadcast(nine), dimensions={{}}{_R}
+  m9 = f32[4096,64] multiply(m, b9){_R}
+  ROOT r = f32[4096,64] add(m9, sc){_R}
+}}
+"""
+
+LAYER_NORM = f"""HloModule lnorm, num_partitions=8
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  p = f32[64,256] parameter(0){_R}
+  z = f32[] constant(0)
+  sum1 = f32[64] reduce(p, z), dimensions={{1}}, to_apply=add{_R}
+  k = f32[] constant(0.00390625)
+  kb = f32[64] broadcast(k), dimensions={{}}{_R}
+  mean = f32[64] multiply(sum1, kb){_R}
+  mb = f32[64,256] broadcast(mean), dimensions={{0}}{_R}
+  c = f32[64,256] subtract(p, mb){_R}
+  sq = f32[64,256] multiply(c, c){_R}
+  sum2 = f32[64] reduce(sq, z), dimensions={{1}}, to_apply=add{_R}
+  r = f32[64] rsqrt(sum2){_R}
+  rb = f32[64,256] broadcast(r), dimensions={{0}}{_R}
+  ROOT n = f32[64,256] multiply(c, rb){_R}
+}}
+"""
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
          "dot_batch_minor": (DOT_BATCH_MINOR, 53248), "root_resharded": (ROOT_RESHARDED, 3145744),
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
-         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112)}
+         "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
+         "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288),
+         "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -485,6 +582,37 @@ def test_donation_frees_the_output(tmp_path):
     assert _peak(tmp_path, undonated) == 16400
 
 
+def test_values_read_only_transposed():
+    """A value two dots read through one transpose is written in that layout (no copy); one read in two
+    orders is its copies (the one read last stands for its own buffer), a parameter's transpose a copy."""
+    e = {i.name: i for i in parse_module(SHARED_TRANSPOSE).entry.instructions}
+    assert relayout_key(e["d1"], 0) == relayout_key(e["d2"], 1) == ((8, 16, 4, 32), (0, 2, 3, 1))
+    assert written_transposed(e["v"]) and transposed_reads(e["v"]) == {((8, 16, 4, 32), (0, 2, 3, 1)): 2}
+    assert dot_transposed_operands(e["d1"]) == [] and dot_transposed_operands(e["d2"]) == []
+    m = parse_module(TWO_ORDERS)
+    e = {i.name: i for i in m.entry.instructions}
+    assert not written_transposed(e["v"]) and len(transposed_reads(e["v"])) == 2
+    assert transposed_reads(e["k"]) is None   # an entry parameter's layout is the caller's
+    assert dot_transposed_operands(e["d1"]) == [0, 1] and dot_transposed_operands(e["d2"]) == [1]
+    copies = relayout_intervals(program_schedule(m))
+    # k's copy for d1 and v's for d1 (read first); v's copy for d2 is v's own buffer
+    assert sorted((d.name, k) for d, k, _, _ in copies) == [("d1", 0), ("d1", 1)]
+
+
+def test_zero_scatter_destination_is_folded():
+    """The zeros a scatter-add folded into an add starts from are no buffer; a non-zero start, or a
+    scatter whose result is not added, keeps its destination."""
+    e = {i.name: i for i in parse_module(ZERO_DESTINATION).entry.instructions}
+    assert folded_zero_destination(e["z"]) and is_fused(e["z"]) and not folded_zero_destination(e["b9"])
+    e = {i.name: i for i in parse_module(ZERO_DESTINATION.replace("constant(0)", "constant(1)")).entry.instructions}
+    assert not folded_zero_destination(e["z"])
+    kept = ZERO_DESTINATION.replace("ROOT r = f32[4096,64] add(m9, sc){_R}".format(_R=_R),
+                                    "ROOT r = (f32[4096,64], f32[4096,64]) tuple(m9, sc), "
+                                    "sharding={{replicated}, {replicated}}")
+    e = {i.name: i for i in parse_module(kept).entry.instructions}
+    assert "tuple(m9, sc)" in kept and not folded_zero_destination(e["z"])
+
+
 def test_fusion_rule():
     m = parse_module(FUSED_CHAIN)
     e = {i.name: i for i in m.entry.instructions}
@@ -546,30 +674,6 @@ ENTRY main {{
 # a layer norm without scale: c = p - mean is read by the variance's reduce (through sq, which the
 # reduce takes in) and by the output n.  XLA's CPU reduce fusion (ynn_fusion) takes in no producer
 # with a user outside it, so c is made (XLA's broadcast_subtract_fusion); sq is not.
-LAYER_NORM = f"""HloModule lnorm, num_partitions=8
-
-add {{
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}}
-
-ENTRY main {{
-  p = f32[64,256] parameter(0){_R}
-  z = f32[] constant(0)
-  sum1 = f32[64] reduce(p, z), dimensions={{1}}, to_apply=add{_R}
-  k = f32[] constant(0.00390625)
-  kb = f32[64] broadcast(k), dimensions={{}}{_R}
-  mean = f32[64] multiply(sum1, kb){_R}
-  mb = f32[64,256] broadcast(mean), dimensions={{0}}{_R}
-  c = f32[64,256] subtract(p, mb){_R}
-  sq = f32[64,256] multiply(c, c){_R}
-  sum2 = f32[64] reduce(sq, z), dimensions={{1}}, to_apply=add{_R}
-  r = f32[64] rsqrt(sum2){_R}
-  rb = f32[64,256] broadcast(r), dimensions={{0}}{_R}
-  ROOT n = f32[64,256] multiply(c, rb){_R}
-}}
-"""
 
 
 def test_breadth_first_schedule():
@@ -592,6 +696,10 @@ def test_reduce_fusion_takes_in_single_user_producers_only():
     assert not is_fused(e["c"])                 # read by the variance's reduce and by n: made once
     assert is_fused(e["sq"]) and is_fused(e["mb"]) and is_fused(e["mean"]) and is_fused(e["r"])
     assert [i.name for i in fused_reads(e["sum2"])] == ["c"]   # the constant init is in the executable
+    # c is a buffer for the variance's reduce only: n's loop fusion computes it again from p and the sum
+    # (XLA: 131,584 B, ``layer_norm`` in CASES; 131,328 when n read c, sum1 freed early)
+    assert duplicated_into_loops(e["c"]) and not duplicated_into_loops(e["sq"])
+    assert [i.name for i in fused_reads(e["n"])] == ["p", "sum1", "sum2"]
     # the same module with the output reading p instead of c: c has one user (sq), taken in
     e2 = {i.name: i for i in parse_module(LAYER_NORM.replace("multiply(c, rb)", "multiply(p, rb)")).entry.instructions}
     assert is_fused(e2["c"])

@@ -47,7 +47,11 @@ more (and pads to tiles); that is not modelled here.
   ``reduce`` is an XNNPACK fusion on the CPU backend (``ynn_fusion``) that takes in a fusible producer
   only when every user of it is in the fusion already; one read by the reduce and by anything else
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
-  the normalisation, and its normalised output, read by the scale's gradient reduce).  In a module
+  the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
+  read by the reductions only, a loop fusion reading the producer computes it again from its operands
+  (:func:`duplicated_into_loops`).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
+  ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
   (:func:`sliced_operand`: a ``dynamic-slice``, its own loop fusion) stops a reduction's fusion there.  A
   consumer reads what its fused producers read, so those values live until the consumer.  A
@@ -598,6 +602,8 @@ def is_fused(instr) -> bool:
         return True
     if is_scheduled(instr.parent):   # a compiled module: XLA's fusions are already instructions
         return False
+    if folded_zero_destination(instr):
+        return True
     if communicating_pin(instr):   # a collective: never fused into its readers
         return False
     if op not in FUSIBLE_PRODUCERS or instr.is_root or not instr.users or not instr.shape.is_array:
@@ -610,9 +616,31 @@ def is_fused(instr) -> bool:
         # XLA's CPU fuser keeps an expensive op out of a pin's local dynamic-slice, and does not duplicate
         # it into a value's relayout copy (:func:`_relaid_in_copy`: a second fusion reading it)
         return False
-    if id(instr) in _reduce_inputs(instr.parent):
+    if id(instr) in _globally_unfusible(instr.parent):
+        return False
+    return id(instr) not in _reduce_inputs(instr.parent)
+
+
+def duplicated_into_loops(instr) -> bool:
+    """True when ``instr`` is a buffer only for the reductions that read it (:func:`_reduce_inputs`: an
+    XNNPACK reduce fusion takes in no producer with a user outside it) and is otherwise fusible
+    (:func:`is_fused` without that rule): XLA's loop fuser still computes it inside each loop fusion that
+    reads it, so its buffer is read by the reductions alone and a loop fusion reads its operands
+    (:func:`fused_reads`).  Read in XLA's compiled keras-hub BERT train step (auto_shard's plan, 2x4): a
+    layer norm's ``x - mean`` is a ``broadcast_subtract_fusion`` the variance's ``ynn_fusion`` reads, and
+    the backward's loop fusion (``broadcast_multiply_fusion``, ``2 (x - mean) ...``) recomputes it from
+    ``x`` and the mean's sum, which stay live instead (the model held ``x - mean`` over the whole
+    step; BENCHMARKS.md, round 21 memtruth).  A backward that reads it through a reduction keeps it
+    (``samples/transformer_train_step``: the backward's ``ynn_fusion`` reads the forward's buffer)."""
+    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent):
+        return False
+    if is_scheduled(instr.parent) or communicating_pin(instr) or _forwards(instr):
         return False
     return id(instr) not in _globally_unfusible(instr.parent)
+
+
+#: consumers whose loop fusion duplicates a reduction's input into itself (:func:`duplicated_into_loops`)
+_LOOP_ROOTS = (FUSIBLE_PRODUCERS | {"dynamic-update-slice"} | CPU_LOOP_CONSUMERS)
 
 
 def _per_computation(attr: str):
@@ -881,17 +909,20 @@ def _globally_unfusible(comp) -> frozenset:
 
 def fused_reads(instr) -> list:
     """The operands whose buffers ``instr`` reads once its fused producers are inlined: operands that
-    are :func:`is_fused` are replaced by what they read, recursively (each instruction once); an operand
-    ``HloCSE`` merges into another is read as that one (:func:`cse_representative`)."""
+    are :func:`is_fused` are replaced by what they read, recursively (each instruction once), and so, when
+    ``instr`` is the root of a loop fusion, are the reductions' inputs it computes again itself
+    (:func:`duplicated_into_loops`); an operand ``HloCSE`` merges into another is read as that one
+    (:func:`cse_representative`)."""
     out: list = []
     seen: set = set()
     stack = list(reversed(instr.operands))
+    loop = _kind(instr) in _LOOP_ROOTS and not is_scheduled(instr.parent)
     while stack:
         o = cse_representative(stack.pop())
         if id(o) in seen:
             continue
         seen.add(id(o))
-        if is_fused(o):
+        if is_fused(o) or (loop and o.parent is instr.parent and duplicated_into_loops(o)):
             stack.extend(reversed(o.operands))
         else:
             out.append(o)
@@ -1204,7 +1235,8 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
                      if all(definer.get(k) is None or definer[k].shape.is_array for k in values(o))]
-        elif op in ELEMENTWISE and not resharding_pin(i) and not _relaid_in_copy(i):   # (see _relaid_in_copy)
+        elif (op in ELEMENTWISE and not resharding_pin(i) and not _relaid_in_copy(i)   # (see _relaid_in_copy)
+              and not written_transposed(i)):
             cands = [o for o in reads_of.get(id(i), ()) if _same_array(o, i) and _transposed_gather(o) is not o
                      and not _resharded_read(o, i)]
         else:
@@ -1849,8 +1881,9 @@ def dot_transposed_operands(instr) -> list:
     swaps the two minor dimensions, and XLA's ``TransposeFolding`` folds it back into the dot's
     dimension numbers (measured on ``samples/moe_layer``: XLA's ``dot.5`` reads the parameter itself).  The transpose costs no buffer
     when the operand's producer can write the transposed layout itself (XLA's layout assignment gives
-    it that layout): when this dot alone reads it (through forwarding copies / reshapes) and it is not
-    an entry parameter (whose layout is the caller's); else it is a copy.
+    it that layout): when this dot alone reads it (through forwarding copies / reshapes), or when every
+    reader of it is a dot that reads it through this one transpose (:func:`written_transposed`), and it is
+    not an entry parameter (whose layout is the caller's); else it is a copy.
     Empty for other opcodes and non-array operands."""
     if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
         return []
@@ -1862,32 +1895,86 @@ def dot_transposed_operands(instr) -> list:
     if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
         return []   # already canonical: the GEMM reads either operand order itself
     out = []
-    for k, (batch_key, contract_key) in enumerate((("lhs_batch_dims", "lhs_contracting_dims"),
-                                                   ("rhs_batch_dims", "rhs_contracting_dims"))):
-        op = instr.operands[k]
-        if not op.shape.is_array:
+    for k in (0, 1):
+        if relayout_key(instr, k) is None:
             continue
-        dims = op.shape.dims
-        batch = [int(d) for d in (attrs.get(batch_key) or ())]
-        contract = [int(d) for d in (attrs.get(contract_key) or ())]
-        free = [d for d in range(len(dims)) if d not in batch and d not in contract]
-        if batch == list(range(len(batch))) and len(contract) <= 1 and len(free) <= 1:
-            # batch dimensions leading and one contracting / one free dimension: DotDecomposer's
-            # transpose of this operand only swaps its two minor dimensions, which XLA's TransposeFolding
-            # folds back into the dot's dimension numbers (the GEMM reads either order): no copy
-            continue
-        canonical = batch + (free + contract if k == 0 else contract + free)
-        order = [d for d in canonical if int(dims[d]) > 1]
-        if order == sorted(order):
-            continue
-        src = op
-        while _forwards(src) and src.operands:
-            src = src.operands[0]
+        src = _through_forwards(instr.operands[k])
         readers = effective_users(src)
         if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr:
             continue
+        if written_transposed(src):
+            continue
         out.append(k)
     return out
+
+
+def relayout_key(instr, k: int) -> tuple | None:
+    """``(dims, order)`` of the transpose XLA's ``DotDecomposer`` makes of operand ``k`` of the ``dot``
+    ``instr`` (the operand's dims as the dot reads it, and its dimensions in canonical order: lhs
+    ``[batch, non-contracting, contracting]``, rhs ``[batch, contracting, non-contracting]``); None when
+    the dot reads the operand as it is (:func:`dot_transposed_operands`: canonical dots, an operand whose
+    transpose only swaps its two minor dimensions, an order that is already the operand's once its
+    dimensions of size 1 are left out).  Two reads with one key are one transpose after XLA's ``HloCSE``,
+    whether each reads it as lhs or as rhs."""
+    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
+        return None
+    attrs = instr.attrs
+    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
+    lc = list(attrs.get("lhs_contracting_dims") or ())
+    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
+    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
+    if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
+        return None   # already canonical: the GEMM reads either operand order itself
+    batch_key, contract_key = (("lhs_batch_dims", "lhs_contracting_dims"),
+                               ("rhs_batch_dims", "rhs_contracting_dims"))[k]
+    dims = instr.operands[k].shape.dims
+    batch = [int(d) for d in (attrs.get(batch_key) or ())]
+    contract = [int(d) for d in (attrs.get(contract_key) or ())]
+    free = [d for d in range(len(dims)) if d not in batch and d not in contract]
+    if batch == list(range(len(batch))) and len(contract) <= 1 and len(free) <= 1:
+        # batch dimensions leading and one contracting / one free dimension: DotDecomposer's
+        # transpose of this operand only swaps its two minor dimensions, which XLA's TransposeFolding
+        # folds back into the dot's dimension numbers (the GEMM reads either order): no copy
+        return None
+    canonical = batch + (free + contract if k == 0 else contract + free)
+    order = [d for d in canonical if int(dims[d]) > 1]
+    if order == sorted(order):
+        return None
+    return tuple(int(d) for d in dims), tuple(canonical)
+
+
+def written_transposed(src) -> bool:
+    """True when ``src`` (not an entry parameter) is read only by dots, each through the one transpose
+    :func:`relayout_key` of the same key (two or more reads): XLA's ``HloCSE`` makes those transposes
+    one instruction, the only user of ``src``, and ``src`` is made in the transposed layout (a cheap
+    producer fused into the transpose's loop fusion, another given that layout): one buffer, no copy
+    beside it, and not computed in place on an operand of the untransposed layout.  Read in XLA's
+    compiled keras-hub BERT train step (auto_shard's plan, 2x4): an attention value ``add`` read by the
+    forward ``probs . v`` dot as lhs and by the backward dot as rhs, both in order ``[b, h, d, s]``, is one
+    ``transpose_copy_fusion``; the model held the ``add`` and two copies (BENCHMARKS.md, round 21 memtruth)."""
+    keys = transposed_reads(src)
+    return keys is not None and len(keys) == 1 and sum(keys.values()) > 1
+
+
+def transposed_reads(src) -> dict | None:
+    """``{relayout_key: reads}`` when every reader of ``src`` (through forwarding users; ``src`` not an
+    entry parameter) is a dot that reads it through a ``DotDecomposer`` transpose (:func:`relayout_key`
+    not None); else None.  Such a value is needed only transposed: with one key it is made in that layout
+    (:func:`written_transposed`); with several, a cheap elementwise one is computed in each transpose's
+    loop fusion (:func:`_relaid_in_copy`) and never on its own (:func:`relayout_intervals`)."""
+    if src.opcode == "parameter" or not src.shape.is_array:
+        return None
+    keys: dict = {}
+    for u in effective_users(src):
+        if u.opcode != "dot" or u.parent is not src.parent:
+            return None
+        for j in (0, 1):
+            if j < len(u.operands) and _through_forwards(u.operands[j]) is src:
+                key = relayout_key(u, j)
+                if key is None:
+                    return None
+                keys[key] = keys.get(key, 0) + 1
+    return keys or None
 
 
 def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: bool = True) -> list:
@@ -1911,8 +1998,7 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
             src = i.operands[k]
             while _forwards(src) and src.operands:
                 src = src.operands[0]
-            key = (id(src), k, tuple(i.attrs.get("lhs_batch_dims" if k == 0 else "rhs_batch_dims") or ()),
-                   tuple(i.attrs.get("lhs_contracting_dims" if k == 0 else "rhs_contracting_dims") or ()))
+            key = (id(src), relayout_key(i, k))
             hit = groups.get(key)
             # a cheap elementwise source is taken into the copy's loop fusion, which the breadth-first
             # scheduler runs where the source's own inputs are ready: the copy is made with the source
@@ -1921,7 +2007,17 @@ def relayout_intervals(order: Sequence, positions: dict | None = None, gathers: 
                 groups[key] = [i, k, min(made, t), t + 1]
             else:
                 hit[2], hit[3] = min(hit[2], made, t), max(hit[3], t + 1)
-    out = [tuple(g) for g in groups.values()]
+    # a cheap elementwise value every reader of which transposes (several orders): XLA computes it in each
+    # copy's fusion and never on its own; its own buffer (the node) is the copy read last (ties: the
+    # first), which is made with it and read as long (compiled BERT: a key projection's ``add`` is two
+    # ``transpose_copy_fusion``s and no buffer of its own)
+    last: dict = {}
+    for key, g in groups.items():
+        src = _through_forwards(g[0].operands[g[1]])
+        if id(src) in last or not _relaid_in_copy(src) or transposed_reads(src) is None:
+            continue
+        last[id(src)] = max((k for k in groups if k[0] == id(src)), key=lambda k: (groups[k][3], -groups[k][2]))
+    out = [tuple(g) for key, g in groups.items() if last.get(key[0]) != key]
     return out + gather_relayouts(order, pos) if gathers else out
 
 
@@ -1940,6 +2036,40 @@ def _added_into(sc) -> bool:
         return False
     a, b = (_through_forwards(o) for o in users[0].operands)
     return b is sc or (a is sc and b.opcode != "scatter")
+
+
+def folded_zero_destination(instr) -> bool:
+    """True for a ``broadcast`` of a zero scalar constant that only scatters read, as their destination
+    (operand 0, through forwarding copies), each folded into its one user, an ``add``
+    (:func:`_added_into`): XLA's algebraic simplifier rewrites ``A + scatter(0, I, U)`` into
+    ``scatter(A, I, U)``, so the zeros are never made and the scatter updates ``A`` in place.  Such a
+    broadcast has no buffer (:func:`is_fused`); a training step's embedding gradient (``jnp.take``'s
+    transpose) added to the momentum or to a tied embedding's dot gradient.  Read in XLA's compiled
+    keras-hub BERT train step (auto_shard's plan, 2x4): the token embedding's ``scatter-add`` is a
+    ``wrapped_scatter`` on the momentum's ``0.9 * m`` in its output allocation, and no 1 MiB zero
+    broadcast (the model held one from the step's start; BENCHMARKS.md, round 21 memtruth)."""
+    if _kind(instr) != "broadcast" or not instr.operands or not instr.shape.is_array:
+        return False
+    c = instr.operands[0]
+    if c.opcode != "constant" or c.shape.is_tuple or c.shape.num_elements != 1:
+        return False
+    try:
+        if float(np.asarray(c.literal_value()).reshape(-1)[0]) != 0.0:
+            return False
+    except Exception:  # noqa: BLE001 - a literal we cannot read is not known to be zero
+        return False
+    users = effective_users(instr)
+    if not users:
+        return False
+    for sc in users:
+        if (sc.opcode != "scatter" or len(sc.operands) != 3 or _through_forwards(sc.operands[0]) is not instr
+                or any(_through_forwards(o) is instr for o in sc.operands[1:]) or not _added_into(sc)):
+            return False
+        comps = sc.called_computations
+        root = comps[0].root if comps else None
+        if root is None or root.opcode != "add" or {id(o) for o in root.operands} != {id(q) for q in comps[0].parameters}:
+            return False   # the scatter adds its updates (the only scatter the rewrite folds)
+    return True
 
 
 def copied_destination(sc, positions: dict | None = None):
