@@ -538,3 +538,21 @@ def test_coarse_solve_keeps_its_time_limit_under_a_longer_deadline(monkeypatch):
     first = coarse.coarse_first(m, mesh, solve, "io", None, 4.0, 1, 0, deadline=time.monotonic() + 60.0)
     assert first.graph is None and len(calls) == 2
     assert calls[0]["time_limit"] <= 4.0 and calls[1]["time_limit"] <= 4.0
+
+
+@pytest.mark.parametrize("name", ["mlp_train_step.pre.hlo", "scan_mlp_train_step.pre.hlo", "moe_layer.pre.hlo"])
+def test_work_limit_counted_while_the_strategies_are_built_is_what_the_edges_price(name):
+    """The work limit's pairs are counted as each instruction's strategies are made (build._WorkCount), not
+    after all of them: the running count ends at the pairs the edge matrices then price (a while loop's body,
+    scan_mlp; tied outputs' edges), so the limit decides as a count after the build would; a limit of half
+    of them stops the build among the strategies, before the last instruction's are made."""
+    from hloshard.autoshard.build import BuildStopped
+
+    m = _module(name)
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh, work_limit=10 ** 12)
+    assert graph.counted_pairs == graph.resharding_pairs > 0
+    with pytest.raises(BuildStopped) as info:
+        build_graph(_module(name), mesh, work_limit=graph.resharding_pairs // 2)
+    assert info.value.phase == "strategies" and 0 < info.value.done < info.value.total
+    assert str(info.value).startswith("not priced: its edge matrices hold more than")
