@@ -320,7 +320,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     resharding pairs the edge matrices may hold (distinct source x target layouts per distinct matrix,
     :class:`~hloshard.autoshard.resharder._PairCount`), counted as the strategies are built (:class:`_WorkCount`:
     the build stops where the count passes it) and before any pair is priced; more raises
-    :class:`BuildStopped` (a count, no clock: deterministic mode's limit on the build, :func:`hloshard.autoshard.coarse.work_limit`; None: none).  ``share``: structurally
+    :class:`BuildStopped` (a count, no clock: deterministic mode's limit on the build,
+    :func:`hloshard.autoshard.coarse.work_limit`; None: none).  ``share``: structurally
     equal instructions get one strategy list (:mod:`hloshard.strategy.sharing`; False builds every
     group by its handler, the same graph more slowly).  A computation called from several sites is first cloned per site
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
