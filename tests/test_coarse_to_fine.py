@@ -538,3 +538,70 @@ def test_coarse_solve_keeps_its_time_limit_under_a_longer_deadline(monkeypatch):
     first = coarse.coarse_first(m, mesh, solve, "io", None, 4.0, 1, 0, deadline=time.monotonic() + 60.0)
     assert first.graph is None and len(calls) == 2
     assert calls[0]["time_limit"] <= 4.0 and calls[1]["time_limit"] <= 4.0
+
+
+@pytest.mark.parametrize("name", ["mlp_train_step.pre.hlo", "scan_mlp_train_step.pre.hlo", "moe_layer.pre.hlo"])
+def test_work_limit_counted_while_the_strategies_are_built_is_what_the_edges_price(name):
+    """The work limit's pairs are counted as each instruction's strategies are made (build._WorkCount), not
+    after all of them: the running count ends at the pairs the edge matrices then price (a while loop's body,
+    scan_mlp; tied outputs' edges), so the limit decides as a count after the build would; a limit of half
+    of them stops the build among the strategies, before the last instruction's are made."""
+    from hloshard.autoshard.build import BuildStopped
+
+    m = _module(name)
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh, work_limit=10 ** 12)
+    assert graph.counted_pairs == graph.resharding_pairs > 0
+    with pytest.raises(BuildStopped) as info:
+        build_graph(_module(name), mesh, work_limit=graph.resharding_pairs // 2)
+    assert info.value.phase == "strategies" and 0 < info.value.done < info.value.total
+    assert str(info.value).startswith("not priced: its edge matrices hold more than")
+
+
+
+#: a tied update (the new ``w`` leaves as ``w`` came in, auto_shard's state ties) that follows a gradient:
+#: ``nw`` follows ``m``, ``m`` follows ``r``, ``r`` follows ``x`` (one follower class on the fine graph)
+TIED_UPDATE = """HloModule tied_update
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  w = f32[512]{0} parameter(0)
+  x = f32[64,512]{1,0} parameter(1)
+  z = f32[] constant(0)
+  r = f32[512]{0} reduce(x, z), dimensions={0}, to_apply=add
+  c = f32[] constant(0.01)
+  b = f32[512]{0} broadcast(c), dimensions={}
+  m = f32[512]{0} multiply(r, b)
+  nw = f32[512]{0} subtract(w, m)
+  ROOT t = (f32[512]{0}) tuple(nw)
+}
+"""
+
+
+def test_coarse_image_keeps_the_ties_of_a_follower_class():
+    """A coarse plan whose follower class has no index common to its members on the fine graph (the gradient
+    split, the tied update replicated as its parameter: keras-hub's 4-layer Gemma, mul.961 -> sub.101 ->
+    args_7) maps to a fine choice that keeps the tie (map_choice: complete_plan with the class's indices);
+    before, the class took its first member's split and the tied update broke its alias, the image was
+    infeasible and the fine solve had no coarse incumbent (Gemma wrote 127.4 M against the coarse 114.1 M)."""
+    from hloshard.autoshard.aliases import Tie
+    from hloshard.autoshard.trivial import trivial_plans
+
+    m = parse_module(TIED_UPDATE, "tied_update.hlo")
+    m.ties = [Tie((0,), 0)]
+    fine_mesh = DeviceMesh.for_module(m, "2x2x2")
+    fine, coarse = build_graph(m, fine_mesh), build_graph(m, coarse_mesh(fine_mesh, m))
+    names = [g.instr.name for g in coarse.nodes]
+    choice = list(dict(trivial_plans(coarse))["replicated"])
+    for name in ("x", "r", "m"):   # the gradient split over the 1-D mesh, the update and w replicated
+        v = names.index(name)
+        choice[v] = next(q for q, st in enumerate(coarse.nodes[v].strategies) if st.out in (((), (0,)), ((0,),)))
+    image, _ = map_choice(coarse, choice, fine)
+    assert image is not None and fine.problem.aliases
+    assert all(ok[image[u], image[v]] for u, v, ok in fine.problem.aliases)
+    assert evaluate(fine.problem, image)[1]

@@ -62,3 +62,51 @@ def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
     budgets = [b for b, _, _ in calls]
     assert budgets == sorted(budgets) and len(set(budgets)) == 3
     assert all(h == [0, 1] for _, _, h in calls)   # each from the first plan
+
+
+def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it(monkeypatch):
+    """A re-solve that finds nothing within its limit still found a plan (``SolveFailed.closest``: the plan
+    nearest the limit, its peak with the buffers); the next bisection step whose limit holds that peak starts
+    from it (its hint), and when its own search finds nothing within, that plan is the guard's answer: no third
+    re-solve (keras-hub's 4-layer Gemma: the strict re-solve's plan needs 152.3 MB, within the first bisection
+    step's 153.9 MB; before, that step failed and a third re-solve found a plan at 157.5 MB)."""
+    import dataclasses
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    import hloshard.costgraph as costgraph
+    from hloshard.autoshard.solve import SolveResult
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    @dataclasses.dataclass
+    class Sol:
+        strategies: list
+        objective: int
+        status: str
+
+    calls = []
+
+    def no_plan(module, dmesh, **kw):
+        calls.append((kw["memory_budget"], kw["fit_buffers"], kw["hint"]))
+        err = SolveFailed("the plans found need more with their communication buffers")
+        err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
+        raise err
+
+    monkeypatch.setattr(autoshard, "solve_module", no_plan)
+    monkeypatch.setattr(build, "with_memory_budget",
+                        lambda graph, budget: types.SimpleNamespace(pin_operands=False, problem=None, budget=budget))
+    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
+                        types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert len(calls) == 2 and info["resolves"] == 2 and info["applied"] and info["held"]
+    assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1]   # the second from the first's plan
+    assert [fit for _, fit, _ in calls] == [False, False]
+    assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
+    assert result.solution.objective == 70 and info["limit_bytes"] == (1_000_000 + 9_000_000) // 2

@@ -33,7 +33,7 @@ from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
 from .start import budget_start
-from .trivial import choose_allowed
+from .trivial import choose_allowed, complete_plan, follower_classes
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
 #: gap limit; decoder2: 2.4 s); the fine solve gets the rest
@@ -164,7 +164,10 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     (both built from one module): per node the fine strategy with the same output and operand
     shardings (of several, the one with the lowest node cost); a follower takes its followee's index
     when that strategy has the same shardings.  Nodes without such a strategy are completed greedily
-    (the cheapest strategy given the nodes already chosen, edges included).  Returns ``(choice or
+    (the cheapest strategy given the nodes already chosen, edges included).  When that image breaks an
+    alias pair of the fine problem (a tied output and its parameter on two strategies the tie does not pair),
+    the same allowed indices are taken with the alias pairs and edges deciding
+    (:func:`hloshard.autoshard.trivial.complete_plan`) when that finds a choice.  Returns ``(choice or
     None when no finite completion exists, number of nodes completed greedily)``."""
     ckeys = {k: v for v, k in enumerate(node_keys(coarse_graph))}
     cmin, fmin = coarse_graph.ctx.minfo, fine_graph.ctx.minfo
@@ -188,7 +191,33 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
             hit = by_key[lkey] = (g.strategies, index)
         allowed[v] = list(hit[1].get(want, ()))
     # followers pair index p with their followee's p only (one index per class), the rest completed
-    return choose_allowed(fine_graph, allowed)
+    choice, open_nodes = choose_allowed(fine_graph, allowed)
+    prob = fine_graph.problem
+    if prob.aliases and (choice is None or not _aliases_kept(prob, choice)):
+        # choose_allowed takes a class's index by node cost alone, blind to the alias pairs: of several fine
+        # strategies with the coarse plan's shardings a tied output and its parameter could take two that the
+        # tie does not pair (keras-hub's 4-layer Gemma at 2x2x2: its 38 ties broken, the image infeasible, so
+        # the fine solve had no coarse incumbent and wrote 127.4 M against the coarse plan's 114.1 M).  The
+        # same allowed indices with the alias pairs deciding (complete_plan), when that finds one.  A class of
+        # followers whose members allow no common index (the coarse plan splits a gradient that the fine graph's
+        # update follows, and leaves the tied update replicated: Gemma's mul.961 -> sub.101 -> args_7) allows
+        # each member's indices to all of them, the tie then picks one
+        relaxed = list(allowed)
+        for members in follower_classes(fine_graph):
+            sets = [set(allowed[v]) for v in members if allowed[v]]
+            if len(sets) > 1 and not set.intersection(*sets):
+                union = sorted(set().union(*sets))
+                for v in members:
+                    relaxed[v] = union
+        paired = complete_plan(prob, relaxed, getattr(fine_graph, "follows", ()))
+        if paired is not None:
+            return paired, sum(1 for v, a in enumerate(allowed) if not a or paired[v] not in a)
+    return choice, open_nodes
+
+
+def _aliases_kept(problem, choice) -> bool:
+    """Whether ``choice`` takes an allowed pair of every alias of ``problem`` (tied outputs and parameters)."""
+    return all(bool(ok[int(choice[u]), int(choice[v])]) for u, v, ok in problem.aliases)
 
 
 @dataclass

@@ -416,12 +416,16 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
         return sol, list(kchoice), kev
     more = " and the time limit ended before a re-solve with them priced could end" if out_of_time else ""
-    raise _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
+    err = _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
                   f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
                   f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
                   "infeasible")
+    # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
+    # (hloshard.jax.guard._guard)
+    err.closest = (list(choice), ev)
+    raise err
 
 
 def _known_within(graph: Graph, limit: int):

@@ -415,7 +415,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     exactly; with a ``memory_budget`` it is below the budget's limit): the solver then only trades
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
-    (at most two more solves; ``limit_bytes`` is the one used); if none is found, the first plan is kept
+    (at most two more solves; ``limit_bytes`` is the one used); a step whose limit holds the peak (with its
+    buffers) of the plan a failed re-solve found starts from that plan and returns it when its own search finds
+    nothing within (``report["memory_guard"]["held"]``); if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
     started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan

@@ -189,6 +189,21 @@ def _fallback(result, plans, limit: int, propagate=None):
     return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), by_name[name]
 
 
+def _held(result, nearest, graph):
+    """``result`` (a :class:`~hloshard.autoshard.SolveResult`) with the plan ``nearest`` = ``(choice,
+    evaluation)`` of ``graph`` (``result.graph`` with a guard step's limit,
+    :func:`hloshard.autoshard.build.with_memory_budget`) instead, its solver objective from
+    :func:`hloshard.costgraph.evaluate`."""
+    import dataclasses
+
+    from ..costgraph import evaluate
+
+    choice, ev = nearest
+    obj, _ = evaluate(graph.problem, choice)
+    sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
+    return dataclasses.replace(result, graph=graph, solution=sol, choice=list(choice), evaluation=ev)
+
+
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
                deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
@@ -246,7 +261,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     solver's node memory, and those rounds, each a solve of the whole graph at a fraction of the re-solve's
     share, found nothing on every guard re-solve measured (keras-hub gemma_small and the 4-layer Gemma: three
     rounds each, 7.6 of the 4-layer Gemma's 21.7 CPU-s deterministic; the bisection's plan does not depend on
-    them, so both plans are unchanged); the last step keeps them.
+    them, so both plans are unchanged); the last step keeps them.  A failed re-solve's plan nearest its limit
+(``SolveFailed.closest``, :func:`hloshard.autoshard.solve._within_limit`), when below the unguarded plan's
+peak, is a plan within every higher limit that holds its peak: the next step whose limit holds it starts from
+it (its node memory keeps that limit), without the buffer-fitting rounds, and returns it when its own search
+finds nothing within (``guard["held"]``), instead of bisecting further (keras-hub's 4-layer Gemma: the strict
+re-solve's plan needs 152.3 MB with its buffers, within the first bisection step's 153.9 MB, which failed
+before and left a third re-solve to find a plan at 157.5 MB).
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
@@ -308,6 +329,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
     hint = list(result.choice)
+    # the plan nearest its limit that a failed re-solve found, ``(choice, evaluation)``, while it is below the
+    # unguarded plan's peak: a later step whose limit holds it starts from it and returns it when its own search
+    # finds nothing within (_held)
+    nearest = None
     # wall-clock mode: the guard's budget is what the deadline leaves (the first solve's unused share
     # included: it ends early once its plan is proven); deterministic mode: ``time_limit`` of work
     budget = float(time_limit) if deadline is None else _time_left(deadline)
@@ -318,20 +343,30 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             break
         at = lo if not tried else (lo + hi) // 2
         tried.append(at)
+        held = nearest is not None and int(nearest[1].peak_memory) <= at
         try:
             limit_budget = budget_for_model_limit(at, device)
-            guarded = solve_module(module, dmesh, keep=keep, memory_budget=limit_budget,
-                                   graph=with_memory_budget(result.graph, limit_budget),
+            step_graph = with_memory_budget(result.graph, limit_budget)
+            guarded = solve_module(module, dmesh, keep=keep, memory_budget=limit_budget, graph=step_graph,
                                    time_limit=max(MIN_SOLVE_SECONDS, share * budget), seed=seed,
-                                   deterministic=deterministic, apply=False, hint=hint, deadline=deadline,
+                                   deterministic=deterministic, apply=False, hint=nearest[0] if held else hint,
+                                   deadline=deadline,
                                    pin_operands=bool(getattr(result.graph, "pin_operands", False)),
-                                   fit_buffers=step == len(RESOLVE_SHARES) - 1)
+                                   fit_buffers=step == len(RESOLVE_SHARES) - 1 and not held)
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
+            if held:   # its search found nothing within ``at``: the plan an earlier re-solve found is
+                guarded = _held(result, nearest, step_graph)
+                guard["held"] = True
+                break
             lo = at
             # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it)
             guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
+            closest = getattr(exc, "closest", None)
+            if closest is not None and int(closest[1].peak_memory) < plan_peak and (
+                    nearest is None or closest[1].peak_memory < nearest[1].peak_memory):
+                nearest = closest
     guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit, propagate)
