@@ -357,7 +357,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
-    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time) and (c) the XLA runs: the memory
+    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
+    none of their re-solves or re-pricings past the deadline) and (c) the XLA runs: the memory
     guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
     the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
     more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
@@ -452,6 +453,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     trade).
     ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
     ``--deterministic`` keeps byte-identical).
+
+    **Local moves** (as ``hloshard solve`` runs them after its solve): the written module, pins included, is
+    lowered by :func:`hloshard.autoshard.local.improve_written` (around each instruction that pays
+    communication, its neighbourhood re-solved and the moves priced exactly as ``hloshard cost`` prices the
+    module written with them), through :func:`hloshard.autoshard.solve.improve_applied`: a round of moves is
+    kept only when the re-priced module costs less at no higher predicted peak than the plan written, so the
+    memory guard's, the Pareto step's and the budget's promises (each kept by that plan) still hold; entry
+    parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
+    no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
+    ``report["local_moves"]``: ``{"changed": annotations changed, "seconds"}``; the report's figures are the
+    moved module's.
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
