@@ -813,9 +813,8 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     change of the total as priced and, when priced again, as found).  ``peak_limit``: bytes per device; a
     round whose module, priced again, peaks above it (``evaluation.peak_memory``, the memory model of
     ``hloshard cost``) is undone and the pass ends, as a round that does not lower the total
-    (:func:`hloshard.jax.auto_shard` passes the written plan's own peak: its moves trade no memory for
-    cost, so the memory guard's, the Pareto step's and a budget's promises, each kept by the plan before
-    them, still hold).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
+    (:func:`hloshard.autoshard.solve.improve_applied`, :func:`hloshard.jax.auto_shard`'s moves: the memory
+    guard's and a budget's limits, or the written plan's own peak).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
     sharding text, new sharding text)])``."""
     import time
 

@@ -838,12 +838,15 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
     return written
 
 
-def improve_applied(result: SolveResult, module, mesh, deadline: float | None = None) -> SolveResult:
+def improve_applied(result: SolveResult, module, mesh, deadline: float | None = None,
+                    peak_limit: int | None = None) -> SolveResult:
     """Lower ``hloshard cost`` of ``module`` as written with ``result``'s plan (:func:`apply_solution` with
     ``reevaluate``: ``result.written`` is its price) by ``solve``'s post-solve local moves
-    (:func:`hloshard.autoshard.local.improve_written`), at no higher predicted peak than the written
-    module's (``peak_limit``: every memory promise the plan kept -- a budget's model limit, the memory
-    guard's baseline, the Pareto step's lower peak -- still holds).  ``deadline``: a ``time.monotonic()``
+    (:func:`hloshard.autoshard.local.improve_written`), each round kept only when the moved module's
+    predicted peak (bytes per device, the memory model of ``hloshard cost``) is at most the written
+    module's, or ``peak_limit`` when that is higher (the caller's promise, e.g. the memory guard's limit:
+    :func:`hloshard.jax.auto_shard`), and never above the model's limit of the graph's memory budget
+    (``graph.model_limit``) -- so every memory promise the plan kept still holds.  ``deadline``: a ``time.monotonic()``
     instant no candidate starts after (None: deterministic, one re-solve per node at most).  The moves
     change intermediate annotations and ``solve``'s own pins only (never the entry parameters, the root
     or a kept sharding: :func:`hloshard.autoshard.local.freeable`), so the tied state's layouts stay;
@@ -854,7 +857,12 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
 
     if result.written is None:
         return result
-    result.written = _moved(result, module, mesh, result.written, deadline, int(result.written.evaluation.peak_memory))
+    before = int(result.written.evaluation.peak_memory)
+    limit = before if peak_limit is None else max(before, int(peak_limit))
+    budget_limit = getattr(result.graph, "model_limit", None)
+    if budget_limit is not None:
+        limit = max(before, min(limit, int(budget_limit)))
+    result.written = _moved(result, module, mesh, result.written, deadline, limit)
     if result.local_moves:
         result.operand_pins = [(as_written(p), op) for p, op in result.operand_pins]
     return result

@@ -458,8 +458,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     lowered by :func:`hloshard.autoshard.local.improve_written` (around each instruction that pays
     communication, its neighbourhood re-solved and the moves priced exactly as ``hloshard cost`` prices the
     module written with them), through :func:`hloshard.autoshard.solve.improve_applied`: a round of moves is
-    kept only when the re-priced module costs less at no higher predicted peak than the plan written, so the
-    memory guard's, the Pareto step's and the budget's promises (each kept by that plan) still hold; entry
+    kept only when the re-priced module costs less and its predicted peak stays within the memory guard's
+    limit (``report["memory_guard"]["limit_bytes"]``; the written plan's own peak when that is higher, when a
+    Pareto step took a lower-peak plan, or without the guard) and the budget's model limit; entry
     parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
     no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
     ``report["local_moves"]``: ``{"changed": annotations changed, "seconds"}``; the report's figures are the
@@ -639,7 +640,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
         # wall-clock mode: none started past the call's deadline
         t_moves = time.monotonic()
-        improve_applied(result, module, dmesh, deadline=deadline)
+        # up to the memory guard's limit (its baseline's peak, or the limit its re-solve held): the guard's
+        # promise; no higher than the written peak where a Pareto step took a lower-peak plan (or no guard ran)
+        held = None if guard is None or (guard.get("pareto") or {}).get("applied") else guard.get("limit_bytes")
+        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held)
         t_moves = time.monotonic() - t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
