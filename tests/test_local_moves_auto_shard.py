@@ -82,3 +82,30 @@ def test_improve_applied_keeps_the_interface_and_the_peak():
     assert int(result.written.evaluation.peak_memory) <= int(before.evaluation.peak_memory)
     assert str(module.entry.get("a").sharding) == ROWS and str(module.entry.root.sharding) == ROWS
     assert result.written.total_cost == pytest.approx(evaluate_module(module, MESH).total_cost, rel=1e-12)
+
+
+def test_improve_applied_holds_the_callers_limit_and_the_budgets(monkeypatch):
+    """The peak the moves may reach: the written plan's by default; the caller's (the memory guard's) when
+    higher; never above the budget's model limit (``graph.model_limit``), unless the plan is above it already
+    (then its own peak: the moves never raise it)."""
+    from hloshard.autoshard import local
+
+    seen = []
+    real = local.improve_written
+
+    def spy(*a, **k):
+        seen.append(k["peak_limit"])
+        return real(*a, **k)
+
+    monkeypatch.setattr(local, "improve_written", spy)
+    module = parse_module(DETOUR)
+    result = solve_module(module, MESH, keep="io", time_limit=5.0, deterministic=True, pin_operands=True)
+    peak = int(result.written.evaluation.peak_memory)
+    improve_applied(result, module, MESH)
+    improve_applied(result, module, MESH, peak_limit=peak + 1000)
+    improve_applied(result, module, MESH, peak_limit=peak - 1000)
+    result.graph.model_limit = peak + 10
+    improve_applied(result, module, MESH, peak_limit=peak + 1000)
+    result.graph.model_limit = peak - 10
+    improve_applied(result, module, MESH, peak_limit=peak + 1000)
+    assert seen == [peak, peak + 1000, peak, peak + 10, peak]
