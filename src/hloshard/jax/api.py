@@ -463,8 +463,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     Pareto step took a lower-peak plan, or without the guard) and the budget's model limit; entry
     parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
     no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
-    ``report["local_moves"]``: ``{"changed": annotations changed, "seconds"}``; the report's figures are the
-    moved module's.
+    ``report["local_moves"]``: ``{"changed": annotations changed, "seconds", "peak_limit" (the guard's limit
+    passed, bytes per device, or None), "cost_before", "peak_before" (the written module's before the moves:
+    cost units, bytes per device)}``; the report's figures are the moved module's.
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
@@ -640,6 +641,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
         # wall-clock mode: none started past the call's deadline
         t_moves = time.monotonic()
+        unmoved = result.written   # the written module's price before the moves (report["local_moves"])
         # up to the memory guard's limit (its baseline's peak, or the limit its re-solve held): the guard's
         # promise; no higher than the written peak where a Pareto step took a lower-peak plan (or no guard ran)
         held = None if guard is None or (guard.get("pareto") or {}).get("applied") else guard.get("limit_bytes")
@@ -696,7 +698,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                       "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
                       if memory_guard else 0.0}
     # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
-    report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3)}
+    report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
+                             "peak_limit": held,
+                             "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
+                             "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
                                                            and not t["same_sharding"])}
 
