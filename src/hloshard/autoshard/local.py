@@ -814,7 +814,7 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     round whose module, priced again, peaks above it (``evaluation.peak_memory``, the memory model of
     ``hloshard cost``) is undone and the pass ends, as a round that does not lower the total
     (:func:`hloshard.autoshard.solve.improve_applied`, :func:`hloshard.jax.auto_shard`'s moves: the memory
-    guard's and a budget's limits, or the written plan's own peak).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
+    guard's baseline and a budget's limit, or the written plan's own peak).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
     sharding text, new sharding text)])``."""
     import time
 
