@@ -414,6 +414,7 @@ def test_auto_shard_memory_guard_without_user_shardings():
     # the local moves lower the cost and stay within the guard's limit (or the written peak)
     for label in ("forced", "forced_budget"):
         f, mv = out[label], out[label]["moves"]
+        assert mv["peak_limit"] in (None, f["guard"]["baseline_peak_bytes"]), (mv, f["guard"])
         held = max(mv["peak_before"], mv["peak_limit"] or 0)
         assert f["peak"] <= held, (label, f["peak"], mv)
         assert f["objective"] <= mv["cost_before"] + 1e-6 and (mv["changed"] > 0) == (f["objective"] < mv["cost_before"]), mv
