@@ -638,7 +638,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # are those of the plan written, apply_solution's operand_pins)
         if not written:
             apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
-        # solve's post-solve local moves on the written module, pins included, at no higher predicted peak
+        # solve's post-solve local moves on the written module, pins included, within the peak limit below
         # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
         # wall-clock mode: none started past the call's deadline
         t_moves = time.monotonic()
