@@ -353,7 +353,8 @@ for label, kw in [("forced", {}), ("forced_budget", {"memory_budget": 1 << 30})]
     seen.clear()
     r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False, **kw)
     out[label] = {"guard": r.report["memory_guard"], "peak": r.report["peak_memory_per_device"],
-                  "entry": seen[-1] is not None, "forced": forced}
+                  "entry": seen[-1] is not None, "forced": forced, "moves": r.report["local_moves"],
+                  "hlo": r.hlo_text, "objective": r.report["objective"]}
 r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False, memory_guard=False)
 out["off"] = r.report.get("memory_guard")
 print(json.dumps(out))
@@ -408,6 +409,15 @@ def test_auto_shard_memory_guard_without_user_shardings():
     # a budget that does not bind (1 GiB) leaves the plan a call without it writes, its Pareto step included
     assert out["forced_budget"]["peak"] == out["forced"]["peak"], out
     assert out["forced_budget"]["guard"].get("pareto") == out["forced"]["guard"].get("pareto"), out
+    # ... and its local moves: the very module (autoshard.solve.improve_applied on both paths)
+    assert out["forced_budget"]["hlo"] == out["forced"]["hlo"]
+    # the local moves lower the cost and stay within the guard's limit (or the written peak)
+    for label in ("forced", "forced_budget"):
+        f, mv = out[label], out[label]["moves"]
+        assert mv["peak_limit"] in (None, f["guard"]["baseline_peak_bytes"]), (mv, f["guard"])
+        held = max(mv["peak_before"], mv["peak_limit"] or 0)
+        assert f["peak"] <= held, (label, f["peak"], mv)
+        assert f["objective"] <= mv["cost_before"] + 1e-6 and (mv["changed"] > 0) == (f["objective"] < mv["cost_before"]), mv
 
 
 def test_a_state_path_that_names_no_leaf_lists_the_paths():

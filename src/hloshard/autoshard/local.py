@@ -764,7 +764,8 @@ def _strategy_changes(before, after) -> set:
 
 
 def improve_written(module, mesh, written, deadline: float | None = None, rounds: int = IMPROVE_ROUNDS,
-                    pins: bool = True, work: int | None = None, stats: dict | None = None, keep_ids=()):
+                    pins: bool = True, work: int | None = None, stats: dict | None = None, keep_ids=(),
+                    peak_limit: int | None = None):
     """Lower ``hloshard cost`` of a written ``module`` by local moves: around each instruction that pays
     communication (:func:`paid_nodes`), in schedule order, its neighbourhood (:func:`neighbourhood`: radius
     2, :func:`freeable`, ``solve``'s own operand pins included) is re-solved with the instruction's layout
@@ -806,10 +807,15 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     (``solve``'s kept user shardings, ``--keep all``: ``graph.ctx.fixed`` of its solve).  ``work``: the most neighbourhood re-solves over all
     rounds (a deterministic budget; None with no ``deadline``: as many as the written graph has nodes, one
     per node, as the build builds each once).  ``stats``: a dict, filled with ``rounds``, ``candidates``
-    (re-solves), ``priced`` (exact re-pricings of a site), ``evaluations`` (modules priced again) and
+    (re-solves), ``priced`` (exact re-pricings of a site), ``evaluations`` (modules priced again),
+    ``peak_refused`` (rounds undone for their peak) and
     ``per_round`` (per round: candidates before it, instructions changed by the last, and the round's
-    change of the total as priced and, when priced again, as found).  Returns ``(CostResult of the module
-    as left, moves kept: [(instruction name, old sharding text, new sharding text)])``."""
+    change of the total as priced and, when priced again, as found).  ``peak_limit``: bytes per device; a
+    round whose module, priced again, peaks above it (``evaluation.peak_memory``, the memory model of
+    ``hloshard cost``) is undone and the pass ends, as a round that does not lower the total
+    (:func:`hloshard.autoshard.solve.improve_applied`, :func:`hloshard.jax.auto_shard`'s moves: the memory
+    guard's baseline and a budget's limit, or the written plan's own peak).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
+    sharding text, new sharding text)])``."""
     import time
 
     from .build import processed_computations
@@ -817,7 +823,7 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
 
     kept: list = []
     stats = {"rounds": 0, "candidates": 0, "priced": 0, "evaluations": 0} if stats is None else stats
-    for key in ("rounds", "candidates", "priced", "evaluations"):
+    for key in ("rounds", "candidates", "priced", "evaluations", "peak_refused"):
         stats.setdefault(key, 0)
     if work is None and deadline is None:
         work = len(written.graph.nodes)
@@ -893,7 +899,9 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
             break
         stats["evaluations"] += 1
         again = evaluate_module(module, mesh)
-        if not again.total_cost < written.total_cost - IMPROVE_EPS * max(1.0, abs(written.total_cost)):
+        over = peak_limit is not None and int(again.evaluation.peak_memory) > int(peak_limit)
+        stats["peak_refused"] += bool(over)
+        if over or not again.total_cost < written.total_cost - IMPROVE_EPS * max(1.0, abs(written.total_cost)):
             for instr, sh in reversed(undo):
                 instr.sharding = sh
             break

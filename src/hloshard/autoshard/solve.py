@@ -799,14 +799,7 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
                               "solver's own and hloshard cost of the output may be lower")
     result.local_moves = []
     if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
-        from .local import improve_written
-
-        before = written.total_cost
-        written, result.local_moves = improve_written(module, mesh, written, deadline=deadline,
-                                                      keep_ids={id(i) for i in graph.ctx.fixed})
-        if result.local_moves:
-            graph.warnings.append(f"local moves changed {len(result.local_moves)} annotations of the written module "
-                                  f"(outside the solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")
+        written = _moved(result, module, mesh, written, deadline, None)
     if written is not None and memory_budget is not None and \
             written.evaluation.peak_memory > model_limit(memory_budget, getattr(mesh, "memory_device", None)):
         # a budget is a promise about the written module: never report the solver's figure instead
@@ -830,6 +823,52 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
             graph.warnings.append(f"the written module peaks at {a} per device (as hloshard cost "
                                   f"evaluates it); the solver's own figure is {b}")
     result.written = written
+    return result
+
+
+def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
+    """``written`` (the CostResult of ``module`` as written with ``result``'s plan) lowered by local moves
+    (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit`` as there; the kept user
+    shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when any was made."""
+    from .local import improve_written
+
+    before = written.total_cost
+    written, result.local_moves = improve_written(module, mesh, written, deadline=deadline, peak_limit=peak_limit,
+                                                  keep_ids={id(i) for i in result.graph.ctx.fixed})
+    if result.local_moves:
+        result.graph.warnings.append(
+            f"local moves changed {len(result.local_moves)} annotations of the written module (outside the "
+            f"solver's space): its cost {before:,.2f} -> {written.total_cost:,.2f}")
+    return written
+
+
+def improve_applied(result: SolveResult, module, mesh, deadline: float | None = None,
+                    peak_limit: int | None = None) -> SolveResult:
+    """Lower ``hloshard cost`` of ``module`` as written with ``result``'s plan (:func:`apply_solution` with
+    ``reevaluate``: ``result.written`` is its price) by ``solve``'s post-solve local moves
+    (:func:`hloshard.autoshard.local.improve_written`), each round kept only when the moved module's
+    predicted peak (bytes per device, the memory model of ``hloshard cost``) is at most the written
+    module's, or ``peak_limit`` when that is higher (the caller's promise, e.g. the memory guard's limit:
+    :func:`hloshard.jax.auto_shard`), and never above the model's limit of the graph's memory budget
+    (``graph.model_limit``) -- so every memory promise the plan kept still holds.  ``deadline``: a ``time.monotonic()``
+    instant no candidate starts after (None: deterministic, one re-solve per node at most).  The moves
+    change intermediate annotations and ``solve``'s own pins only (never the entry parameters, the root
+    or a kept sharding: :func:`hloshard.autoshard.local.freeable`), so the tied state's layouts stay;
+    ``result.operand_pins`` is re-read from the module (:func:`hloshard.strategy.realize.as_written`).
+    Sets ``result.written`` and ``result.local_moves``; :func:`hloshard.jax.auto_shard` calls it.
+    Returns ``result`` (unchanged when it has no written price)."""
+    from ..strategy.realize import as_written
+
+    if result.written is None:
+        return result
+    before = int(result.written.evaluation.peak_memory)
+    limit = before if peak_limit is None else max(before, int(peak_limit))
+    budget_limit = getattr(result.graph, "model_limit", None)
+    if budget_limit is not None:
+        limit = max(before, min(limit, int(budget_limit)))
+    result.written = _moved(result, module, mesh, result.written, deadline, limit)
+    if result.local_moves:
+        result.operand_pins = [(as_written(p), op) for p, op in result.operand_pins]
     return result
 
 

@@ -357,7 +357,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
-    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time) and (c) the XLA runs: the memory
+    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
+    none of their re-solves or re-pricings past the deadline) and (c) the XLA runs: the memory
     guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
     the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
     more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
@@ -455,6 +456,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
     ``--deterministic`` keeps byte-identical).
 
+    **Local moves** (as ``hloshard solve`` runs them after its solve): the written module, pins included, is
+    lowered by :func:`hloshard.autoshard.local.improve_written` (around each instruction that pays
+    communication, its neighbourhood re-solved and the moves priced exactly as ``hloshard cost`` prices the
+    module written with them), through :func:`hloshard.autoshard.solve.improve_applied`: a round of moves is
+    kept only when the re-priced module costs less and its predicted peak stays within the memory guard's
+    baseline peak (``report["memory_guard"]["baseline_peak_bytes"]``; the written plan's own peak when that is
+    higher, when a Pareto step took a lower-peak plan, when the baseline is all replicated, or without the
+    guard) and the budget's model limit; entry
+    parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
+    no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
+    ``report["local_moves"]``: ``{"changed": annotations changed, "seconds", "peak_limit" (the guard's baseline
+    peak passed, bytes per device, or None), "cost_before", "peak_before" (the written module's before the moves:
+    cost units, bytes per device)}``; the report's figures are the moved module's.
+
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
     a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
@@ -470,7 +485,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
-    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, unbudgeted_within
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, improve_applied, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -591,6 +606,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                   propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
             return r, g, kn
 
+        written = False   # the plan is written into module and priced (the budget's candidate kept)
         if budget is None:
             result, guard, first_known = plan(float(time_limit), None)
         else:
@@ -605,7 +621,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             share = 1.0 if deterministic else FIRST_SOLVE_SHARE
             free, guard, first_known = plan(share * float(time_limit), None,
                                             deadline_=None if deadline is None else started + share * float(time_limit))
-            result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget)
+            # written and priced here when it keeps the limit (apply=True): apply_solution below would write and
+            # price the same plan again (one more evaluate_module of the written module, finding 9)
+            result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget, apply=True)
+            written = result is not None
             if result is None:
                 # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
                 # by that: a plan within the budget is worth it, as solve._coarse_fallback's rescue)
@@ -619,7 +638,21 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
         # are those of the plan written, apply_solution's operand_pins)
-        apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
+        if not written:
+            apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
+        # solve's post-solve local moves on the written module, pins included, within the peak limit below
+        # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
+        # wall-clock mode: none started past the call's deadline
+        t_moves = time.monotonic()
+        unmoved = result.written   # the written module's price before the moves (report["local_moves"])
+        # up to the memory guard's baseline peak (its promise: not above what XLA makes of the same entry, or of
+        # the user's shardings), not its bisected limit (Perceiver: 87.8 MB against a 70.1 MB baseline and a 62.2 MB
+        # plan); no higher than the written peak where a Pareto step took a lower-peak plan, where the baseline is
+        # the replicated plan (it bounds nothing) or without the guard
+        held = None if guard is None or (guard.get("pareto") or {}).get("applied") or \
+            guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
+        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held)
+        t_moves = time.monotonic() - t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
         raise
@@ -670,6 +703,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
                       "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
                       if memory_guard else 0.0}
+    # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
+    report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
+                             "peak_limit": held,
+                             "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
+                             "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
                                                            and not t["same_sharding"])}
 

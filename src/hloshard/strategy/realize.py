@@ -77,6 +77,23 @@ class Pin:
     via: object = None
 
 
+def as_written(pin: Pin) -> Pin:
+    """``pin`` as the module now carries it: the layouts of the ``Sharding`` custom-calls :func:`insert_pins`
+    wrote for it (its user's operand, and that one's operand when it is the pin's stop ``NAME.full.pin``),
+    which a later pass may have re-annotated (``solve``'s local moves re-solve its own pins,
+    :func:`hloshard.autoshard.local.improve_written`).  ``pin`` itself when its user no longer reads a
+    ``Sharding`` custom-call there."""
+    import dataclasses
+
+    cp = pin.user.operands[pin.index]
+    if not cp.is_sharding_constraint or cp.sharding is None:
+        return pin
+    stop = cp.operands[0] if pin.via is not None else None
+    via = stop.sharding if stop is not None and stop.is_sharding_constraint and stop.sharding is not None \
+        else pin.via
+    return dataclasses.replace(pin, sharding=cp.sharding, via=via)
+
+
 def operand_pins(nodes, choice, ctx) -> list:
     """The pins a choice needs: for each node of an op in :data:`PINNED_OPS`, each array operand whose
     chosen layout differs from the one the node's chosen strategy requires.  ``nodes``: the cost
