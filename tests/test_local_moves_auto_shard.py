@@ -12,20 +12,10 @@ from hloshard.autoshard.local import improve_written
 from hloshard.autoshard.solve import improve_applied
 from hloshard.hlo import parse_module
 from hloshard.hlo.sharding import HloSharding
-from hloshard.mesh import DeviceMesh
 from hloshard.strategy.realize import Pin, as_written, insert_pins
 
-MESH = DeviceMesh.parse("4")
+from tests.test_explain_local_moves import DETOUR, MESH   # the detour module: one definition
 
-# x goes to columns and z back to rows: two all-to-alls that x in rows (z's layout kept) removes
-DETOUR = """HloModule detour
-ENTRY e {
-  a = f32[64,64] parameter(0), sharding={devices=[4,1]<=[4]}
-  x = f32[64,64] negate(a), sharding={devices=[1,4]<=[4]}
-  z = f32[64,64] exponential(x), sharding={devices=[4,1]<=[4]}
-  ROOT w = f32[64,64] negate(z), sharding={devices=[4,1]<=[4]}
-}
-"""
 ROWS, COLS = "{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}"
 
 

@@ -1885,15 +1885,8 @@ def dot_transposed_operands(instr) -> list:
     reader of it is a dot that reads it through this one transpose (:func:`written_transposed`), and it is
     not an entry parameter (whose layout is the caller's); else it is a copy.
     Empty for other opcodes and non-array operands."""
-    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
+    if not _decomposed_dot(instr):
         return []
-    attrs = instr.attrs
-    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
-    lc = list(attrs.get("lhs_contracting_dims") or ())
-    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
-    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
-    if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
-        return []   # already canonical: the GEMM reads either operand order itself
     out = []
     for k in (0, 1):
         if relayout_key(instr, k) is None:
@@ -1908,6 +1901,21 @@ def dot_transposed_operands(instr) -> list:
     return out
 
 
+def _decomposed_dot(instr) -> bool:
+    """True for a ``dot`` of two arrays that XLA's ``DotDecomposer`` rewrites (transposes its operands
+    into canonical order); False for other opcodes and for dots already canonical (batch dims leading,
+    at most one non-contracting and one contracting dim each beside them: the GEMM reads either operand
+    order itself)."""
+    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
+        return False
+    attrs = instr.attrs
+    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
+    lc = list(attrs.get("lhs_contracting_dims") or ())
+    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
+    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
+    return not (ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading)
+
+
 def relayout_key(instr, k: int) -> tuple | None:
     """``(dims, order)`` of the transpose XLA's ``DotDecomposer`` makes of operand ``k`` of the ``dot``
     ``instr`` (the operand's dims as the dot reads it, and its dimensions in canonical order: lhs
@@ -1916,15 +1924,9 @@ def relayout_key(instr, k: int) -> tuple | None:
     transpose only swaps its two minor dimensions, an order that is already the operand's once its
     dimensions of size 1 are left out).  Two reads with one key are one transpose after XLA's ``HloCSE``,
     whether each reads it as lhs or as rhs."""
-    if instr.opcode != "dot" or len(instr.operands) < 2 or not all(o.shape.is_array for o in instr.operands[:2]):
+    if not _decomposed_dot(instr):
         return None
     attrs = instr.attrs
-    lb, rb = list(attrs.get("lhs_batch_dims") or ()), list(attrs.get("rhs_batch_dims") or ())
-    lc = list(attrs.get("lhs_contracting_dims") or ())
-    ranks = [len(instr.operands[0].shape.dims), len(instr.operands[1].shape.dims)]
-    leading = [int(d) for d in lb] == list(range(len(lb))) and [int(d) for d in rb] == list(range(len(rb)))
-    if ranks[0] <= len(lb) + 2 and ranks[1] <= len(rb) + 2 and (lb or lc) and leading:
-        return None   # already canonical: the GEMM reads either operand order itself
     batch_key, contract_key = (("lhs_batch_dims", "lhs_contracting_dims"),
                                ("rhs_batch_dims", "rhs_contracting_dims"))[k]
     dims = instr.operands[k].shape.dims
