@@ -273,8 +273,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         if solver_limit is not None and getattr(exc, "status", None) == "timeout":
             spent = ("the cost graph was built before" if built else
                      f"building the cost graph took {t1 - t0:.1f} s")
-            exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; of the time "
-                        f"limit of {given_limit:g} s, {reprice:.1f} s are kept for re-pricing the plan)",)
+            # the deadline is the whole call's (auto_shard's phases share it); the reserve is kept before it
+            exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; the time limit "
+                        f"of {given_limit:g} s, {max(0.0, deadline - t1):.1f} s left before the deadline, "
+                        f"{reprice:.1f} s of them kept for re-pricing the plan)",)
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
@@ -415,7 +417,9 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         graph.warnings.append(msg)
         sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
         return sol, list(kchoice), kev
-    more = " and the time limit ended before a re-solve with them priced could end" if out_of_time else ""
+    more = (" and the time limit ended before a re-solve with them priced could end (a longer time limit, or "
+            "deterministic mode's work budget, which the machine's load does not shorten, may find one)"
+            if out_of_time else "")
     err = _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
