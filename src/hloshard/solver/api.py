@@ -316,7 +316,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     bound_child = None
     if (not det and not exact and red.memory is None and not portfolio and lp_child is None and workers >= 2
             and red.num_nodes >= 2 and deadline - time.monotonic() > 0.5):
-        bound_child = fork.start(_bound_beside, red, ls, time_limit, work, deadline)
+        bound_end = min(deadline, time.monotonic() + BOUND_SHARE * time_limit)
+        bound_child = fork.start(_bound_beside, red, ls, time_limit, work, bound_end)
     try:
         if portfolio:
             # the second search's own time is its phase's; it never keeps searching to the deadline
@@ -380,24 +381,14 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         target = None if best_obj is None else best_obj + red.offset
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
         beside = None
-        if bound_child is not None:   # asked to end after its current sweeps; its result is a small pickle
+        if bound_child is not None:   # its sweeps end by bound_end; reading the result is a small pickle
             c, bound_child = bound_child, None
-            fork.wrap_up(c)
-            beside = fork.collect(c, 0.0 if past(plan, best) else LP_READ_S)
+            beside = fork.collect(c, 0.0 if past(plan, best) else max(0.0, bound_end - time.monotonic()) + LP_WAIT
+                                  * time_limit)
         if beside is not None:
-            # the sweeps get the share of the limit they had after the search, less what they had beside it
-            bound, decoded, potentials, before = beside
+            bound, decoded, potentials, stats["bound"] = beside
             dual = DualBound.with_potentials(red, potentials)
-            end = time.monotonic() + max(0.0, share * time_limit - before["seconds"])
-            if not past(plan, best) and time.monotonic() < end:
-                bound, decoded, dual = _bound(red, ls, None, det, time_limit, work, wall(end), stats, target,
-                                              dual=dual)
-                bound = max(bound, before["dual"], before["trivial"])
-                stats["bound"]["passes"] += before["passes"]
-                stats["bound"]["dual"] = max(stats["bound"]["dual"], before["dual"])
-            else:
-                stats["bound"] = before
-            stats["bound"]["beside_search"] = before["seconds"]
+            stats["bound"]["beside_search"] = True
         elif past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
             bound, decoded, dual = _trivial_bound(red), None, None
             stats["bound"] = {"passes": 0, "trivial": bound, "skipped": "past the deadline"}
@@ -694,8 +685,7 @@ def _trivial_bound(red) -> int:
     return red.offset + sum(int(c.min()) for c in red.costs)
 
 
-def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None, dual=None,
-           stop=None) -> tuple:
+def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None) -> tuple:
     """``(bound, decoded, dual)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
@@ -704,9 +694,7 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     the bound is within ``GAP_LIMIT`` of ``target`` (the incumbent's objective).  ``decoded``: the
     dual's rounded solution (:meth:`~hloshard.solver.bounds.DualBound.decode`), positions per node;
     ``dual``: the final :class:`~hloshard.solver.bounds.DualBound` (its reparametrisation, for
-    :func:`_pruned_bound`).  ``dual``: a :class:`~hloshard.solver.bounds.DualBound` of ``red`` to sweep on
-    from (its reparametrisation is kept); ``stop()``: when it returns True between sweeps, no further
-    sweep is started (:func:`_bound_beside`).
+    :func:`_pruned_bound`).
 
     ``polish`` (given when the full model follows): ``polish(decoded) -> incumbent objective``, called
     every :data:`DECODE_EVERY` passes with the dual's current rounding (it keeps the best solution);
@@ -722,11 +710,11 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     # sweeps after it only raise the bound
     decode_at = max(2, min(200, int(BOUND_SHARE * time_limit * WORK_RATE / max(work, 1)))) if det else 200
     decoded = None
-    best, dual = lower_bound(red, ls, mu, passes=1, dual=dual)
+    best, dual = lower_bound(red, ls, mu, passes=1)
     done = 1
     per_pass = time.monotonic() - t
     order = bfs_order(ls.nbrs, np.argsort(-np.array([len(x) for x in ls.nbrs]), kind="stable").tolist())
-    while done < passes and (det or time.monotonic() + 2 * per_pass < deadline) and not (stop and stop()):
+    while done < passes and (det or time.monotonic() + 2 * per_pass < deadline):
         if target is not None and target - best <= GAP_LIMIT * abs(target):
             break
         step = min(4, passes - done)
@@ -754,15 +742,14 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
 
 def _bound_beside(red, ls, time_limit, work, end) -> tuple:
     """:func:`_bound` (wall-clock mode, no memory prices, no incumbent to stop at) run in a forked child
-    beside the heuristic search, its sweeps until ``end`` (a ``time.monotonic()`` instant), a stall or the
-    parent's :func:`~hloshard.solver.fork.wrap_up` (its search has ended):
+    beside the heuristic search, its sweeps until ``end`` (a ``time.monotonic()`` instant) or a stall:
     ``(bound, decoded, potentials, stats)`` with the dual's reparametrisation as
     :meth:`~hloshard.solver.bounds.DualBound.potentials` (vectors, not the problem it holds: the parent
     rebuilds it with :meth:`~hloshard.solver.bounds.DualBound.with_potentials`) and the ``stats["bound"]``
     record.  ``ls`` is the parent's :class:`~hloshard.solver.heuristic.LocalSearch` as it was at the fork
     (its neighbour lists are read)."""
     st: dict = {}
-    bound, decoded, dual = _bound(red, ls, None, False, time_limit, work, end, st, stop=fork.wrap_up_asked)
+    bound, decoded, dual = _bound(red, ls, None, False, time_limit, work, end, st)
     return bound, decoded, dual.potentials(), st["bound"]
 
 

@@ -7,8 +7,7 @@ nothing is pickled on the way in; the result comes back pickled through a pipe. 
 (``fork`` of a process that has threads is unsafe on macOS, and absent on Windows): elsewhere
 :func:`start` returns None and the caller runs the work itself or not at all.
 
-The child ignores SIGINT (the parent decides: :func:`cancel` kills it, :func:`wrap_up` asks it to end
-early with what it has), never runs the parent's
+The child ignores SIGINT (the parent decides: :func:`cancel` kills it), never runs the parent's
 exit handlers (it leaves by ``os._exit``) and never writes to the parent's streams.  It dies with
 its parent: the kernel sends it SIGKILL when the parent goes (``prctl(PR_SET_PDEATHSIG)``, see
 prctl(2); the parent's pid is checked after the call, for a parent that died during the fork), so a
@@ -50,7 +49,7 @@ def start(fn, *args) -> Child | None:
     sys.stderr.flush()
     r, w = os.pipe()
     parent = os.getpid()
-    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGUSR1})
+    old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
@@ -68,8 +67,6 @@ def start(fn, *args) -> Child | None:
         try:
             _die_with_parent(parent)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            _WRAP_UP[0] = False
-            signal.signal(signal.SIGUSR1, _on_wrap_up)   # installed before the signal is unblocked
             signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
             os.close(r)
             try:
@@ -90,30 +87,6 @@ def start(fn, *args) -> Child | None:
 
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-#: in a forked child only (reset at each fork): whether its parent asked it to wrap up (:func:`wrap_up`)
-_WRAP_UP = [False]
-
-
-def _on_wrap_up(signum, frame) -> None:
-    _WRAP_UP[0] = True
-
-
-def wrap_up(child: Child) -> None:
-    """Ask the child to end its work early and send what it has (SIGUSR1; the child's function reads
-    :func:`wrap_up_asked` between its steps); then :func:`collect` its result.  Does nothing once it is
-    collected or cancelled."""
-    if child.pid > 0:
-        try:
-            os.kill(child.pid, signal.SIGUSR1)
-        except OSError:
-            pass
-
-
-def wrap_up_asked() -> bool:
-    """In a function run by :func:`start`: whether the parent has called :func:`wrap_up` (always False
-    in the parent itself, which never receives the signal)."""
-    return _WRAP_UP[0]
 
 
 def _die_with_parent(parent: int) -> None:
