@@ -22,17 +22,6 @@ from hloshard.solver.presolve import REDUCTIONS, Infeasible, presolve
 from tests.test_solver import brute_force, random_problem
 
 
-def clique_problem(seed: int, n: int = 6, k: int = 3) -> Problem:
-    """A random complete graph without memory limit (presolve reduces none of its nodes)."""
-    rng = np.random.default_rng(seed)
-    edges = [(u, v) for u in range(n) for v in range(u + 1, n)]
-    return Problem(name="clique", intervals=np.zeros((n, 2), dtype=np.int64),
-                   node_costs=[rng.integers(0, 30, size=k).astype(np.int64) for _ in range(n)],
-                   node_usages=[np.ones(k, dtype=np.int64) for _ in range(n)],
-                   edges=np.array(edges, dtype=np.int64),
-                   edge_costs=[rng.integers(0, 30, size=(k, k)).astype(np.int64) for _ in edges])
-
-
 def best_expansion(p: Problem, red) -> int | None:
     """Min over every combination of reduced strategy positions of the expanded solution's
     objective on the original problem (None when none is feasible)."""
@@ -289,56 +278,3 @@ def test_shared_matrices_stay_shared_and_the_tracked_minima_are_the_matrices():
                 assert dual.proven() + red.offset <= best
         assert len({id(m) for m in dual.base}) == len({id(m) for m in red.edge_costs})
     assert checked >= 4
-
-
-def test_potentials_rebuild_the_same_dual():
-    """``DualBound.potentials`` / ``with_potentials`` (how the dual sweeps run beside the search hand their
-    dual back from the forked child): the rebuilt bound has the same value, proven bound, rounding and
-    reduced-cost pruning as the one it came from, and potentials of another problem are refused."""
-    from hloshard.solver.bounds import reduced_cost_pruning
-
-    checked = 0
-    others = list(_small_reduced_problems(range(300, 310)))
-    for k, (red, dual, sols) in enumerate(others):
-        again = DualBound.with_potentials(red, dual.potentials())
-        assert again.value() == dual.value() and again.proven() == dual.proven()
-        order = list(range(red.num_nodes))
-        assert np.array_equal(again.decode(order), dual.decode(order))
-        incumbent = min(o for o, _ in sols) + 3
-        (q1, s1), (q2, s2) = reduced_cost_pruning(red, dual, incumbent), reduced_cost_pruning(red, again, incumbent)
-        assert s1 == s2 and all(np.array_equal(a, b) for a, b in zip(q1.edge_costs, q2.edge_costs))
-        # sweeping on from either gives the same bound (the rebuilt one carries the whole reparametrisation)
-        dual_copy = DualBound.with_potentials(red, dual.potentials())
-        dual_copy.sweep(3)
-        again.sweep(3)
-        assert again.value() == dual_copy.value()
-        other = others[(k + 1) % len(others)][0]
-        if [len(c) for c in other.costs] != [len(c) for c in red.costs] or len(other.edge_costs) != len(red.edge_costs):
-            with pytest.raises(ValueError, match="another problem"):
-                DualBound.with_potentials(other, dual.potentials())
-        checked += 1
-    assert checked >= 5
-
-
-def test_dual_sweeps_beside_the_search(monkeypatch):
-    """Wall-clock mode, a model above the full-model limit and no memory: the dual sweeps run in a forked
-    child beside the heuristic search (``stats["bound"]["beside_search"]``) and step 4a prunes with the
-    dual they hand back; the bound stays below the brute-force optimum and the answer is a solution.  In
-    deterministic mode, or with one worker, they run after the search as before (no such flag)."""
-    from hloshard.solver import api, fork
-
-    if not fork.available():
-        pytest.skip("no fork on this platform: the sweeps run in-process")
-    monkeypatch.setattr(api, "FULL_MODEL_LIMIT", 10)   # every test problem counts as too large for the LP
-    for seed in range(4):
-        p = clique_problem(seed)   # presolve leaves every node of a clique
-        best, _ = brute_force(p)
-        sol = solve_problem(p, time_limit=2.0, workers=2)
-        st = sol.stats["bound"]
-        assert st.get("beside_search") is True, sol.stats
-        assert "prune" in sol.stats   # step 4a ran on the dual the child handed back
-        assert sol.bound <= best <= sol.objective
-        for kw in (dict(workers=1), dict(workers=2, deterministic=True)):
-            again = solve_problem(p, time_limit=2.0, **kw)
-            assert "beside_search" not in again.stats["bound"]
-            assert again.bound <= best <= again.objective

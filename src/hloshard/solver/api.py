@@ -39,10 +39,7 @@ Pipeline (all phases share the budget ``time_limit``):
    bisection between the proven bound and the incumbent (:func:`_pruned_bound`).  decoder2 at 2x2x2:
    148.6 strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after pruning at the
    incumbent, where the plain LP is 1.41% under the plan; three rounds of cycle inequalities make the
-   LP integral: the optimum, 0.66% below the plan the search had found, proven; in wall-clock mode
-   with two or more workers the sweeps of step 4 that feed it need no incumbent and no memory prices,
-   so they run from the start in a forked child beside steps 2-3 (:func:`_bound_beside`; the second
-   core is idle there: no portfolio without memory) and step 4a starts as soon as the search ends;
+   LP integral: the optimum, 0.66% below the plan the search had found, proven;
    then, when the model is small enough, the LP relaxation
    (with two or more workers, no portfolio and at least :data:`LP_CHILD_MIN` LP variables it runs
    from the start in a forked child on the second core, which the single-threaded heuristic phases
@@ -101,7 +98,7 @@ import numpy as np
 
 from ..costgraph import Problem, evaluate
 from . import cpsat, fork
-from .bounds import DualBound, lower_bound, reduced_cost_pruning
+from .bounds import lower_bound, reduced_cost_pruning
 from .heuristic import LARGE_NODES, LocalSearch, bfs_order, give_ratio, lagrangian_search, repair_memory
 from .lp import IterationBudget, lp_size, lp_solve
 from .merge import merge_solutions
@@ -311,13 +308,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         lp_child = fork.start(lp_solve, red, 1e7 if det else max(0.2, deadline - time.monotonic()), lp_det)
         t_lp_child = time.monotonic()
     lp_forked = lp_child is not None   # else the LP runs in-process at step 4b
-    # wall-clock mode, a model too large for the LP and CP-SAT (step 4a bounds it) and no memory (no
-    # portfolio then): the dual sweeps need no incumbent, so they run on the second core beside steps 2-3
-    bound_child = None
-    if (not det and not exact and red.memory is None and not portfolio and lp_child is None and workers >= 2
-            and red.num_nodes >= 2 and deadline - time.monotonic() > 0.5):
-        bound_end = min(deadline, time.monotonic() + BOUND_SHARE * time_limit)
-        bound_child = fork.start(_bound_beside, red, ls, time_limit, work, bound_end)
     try:
         if portfolio:
             # the second search's own time is its phase's; it never keeps searching to the deadline
@@ -380,16 +370,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
         target = None if best_obj is None else best_obj + red.offset
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
-        beside = None
-        if bound_child is not None:   # its sweeps end by bound_end; reading the result is a small pickle
-            c, bound_child = bound_child, None
-            beside = fork.collect(c, 0.0 if past(plan, best) else max(0.0, bound_end - time.monotonic()) + LP_WAIT
-                                  * time_limit)
-        if beside is not None:
-            bound, decoded, potentials, stats["bound"] = beside
-            dual = DualBound.with_potentials(red, potentials)
-            stats["bound"]["beside_search"] = True
-        elif past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
+        if past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
             bound, decoded, dual = _trivial_bound(red), None, None
             stats["bound"] = {"passes": 0, "trivial": bound, "skipped": "past the deadline"}
         else:
@@ -546,8 +527,6 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
-        if bound_child is not None:   # likewise the dual sweeps beside the search
-            fork.cancel(bound_child)
 
 
 def _det_fits(fixed_s: float, budget: float) -> bool:
@@ -738,19 +717,6 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     stats["bound"] = {"passes": done, "dual": best, "trivial": trivial,
                       "seconds": round(time.monotonic() - t, 3)}
     return max(best, trivial), decoded, dual
-
-
-def _bound_beside(red, ls, time_limit, work, end) -> tuple:
-    """:func:`_bound` (wall-clock mode, no memory prices, no incumbent to stop at) run in a forked child
-    beside the heuristic search, its sweeps until ``end`` (a ``time.monotonic()`` instant) or a stall:
-    ``(bound, decoded, potentials, stats)`` with the dual's reparametrisation as
-    :meth:`~hloshard.solver.bounds.DualBound.potentials` (vectors, not the problem it holds: the parent
-    rebuilds it with :meth:`~hloshard.solver.bounds.DualBound.with_potentials`) and the ``stats["bound"]``
-    record.  ``ls`` is the parent's :class:`~hloshard.solver.heuristic.LocalSearch` as it was at the fork
-    (its neighbour lists are read)."""
-    st: dict = {}
-    bound, decoded, dual = _bound(red, ls, None, False, time_limit, work, end, st)
-    return bound, decoded, dual.potentials(), st["bound"]
 
 
 def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=None) -> tuple:

@@ -85,28 +85,6 @@ class DualBound:
         if node_extra is not None:
             self.set_extra(node_extra)
 
-    def potentials(self) -> dict:
-        """The reparametrisation alone (node vectors ``theta`` and ``extra``, per edge ``prow``, ``pcol``
-        and ``emin``): a few vectors per node and edge, not the edge matrices, so a forked child hands
-        its dual back cheaply (:func:`hloshard.solver.api._bound_beside`); :meth:`with_potentials`
-        rebuilds the bound on the same reduced problem."""
-        return {"theta": self.theta, "extra": self.extra, "prow": self.prow, "pcol": self.pcol, "emin": self.emin}
-
-    @classmethod
-    def with_potentials(cls, red, potentials: dict) -> "DualBound":
-        """The :class:`DualBound` of ``red`` whose reparametrisation is ``potentials`` (of
-        :meth:`potentials` on a bound of the same ``red``): the same value, matrices and rounding.
-        Raises ValueError when the vectors do not fit ``red`` (node or edge counts or sizes differ)."""
-        d = cls(red)
-        if len(potentials["theta"]) != len(d.theta) or len(potentials["prow"]) != len(d.prow) or \
-                any(len(a) != len(b) for a, b in zip(potentials["theta"], d.theta)) or \
-                any(len(a) != len(b) for a, b in zip(potentials["prow"], d.prow)):
-            raise ValueError("DualBound.with_potentials: the potentials are of another problem")
-        for name in ("theta", "extra", "prow", "pcol"):
-            setattr(d, name, [np.asarray(x, dtype=np.float64) for x in potentials[name]])
-        d.emin = np.asarray(potentials["emin"], dtype=np.float64)
-        return d
-
     def matrix(self, e: int) -> np.ndarray:
         """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG)."""
         m = self.base[e] - self.prow[e][:, None]
