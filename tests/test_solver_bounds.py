@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -20,6 +21,17 @@ from hloshard.solver.bounds import DualBound, lower_bound
 from hloshard.solver.heuristic import LocalSearch, lagrangian_search
 from hloshard.solver.presolve import REDUCTIONS, Infeasible, presolve
 from tests.test_solver import brute_force, random_problem
+
+
+def clique_problem(seed: int, n: int = 6, k: int = 3) -> Problem:
+    """A random complete graph without memory limit (presolve reduces none of its nodes)."""
+    rng = np.random.default_rng(seed)
+    edges = [(u, v) for u in range(n) for v in range(u + 1, n)]
+    return Problem(name="clique", intervals=np.zeros((n, 2), dtype=np.int64),
+                   node_costs=[rng.integers(0, 30, size=k).astype(np.int64) for _ in range(n)],
+                   node_usages=[np.ones(k, dtype=np.int64) for _ in range(n)],
+                   edges=np.array(edges, dtype=np.int64),
+                   edge_costs=[rng.integers(0, 30, size=(k, k)).astype(np.int64) for _ in edges])
 
 
 def best_expansion(p: Problem, red) -> int | None:
@@ -278,3 +290,40 @@ def test_shared_matrices_stay_shared_and_the_tracked_minima_are_the_matrices():
                 assert dual.proven() + red.offset <= best
         assert len({id(m) for m in dual.base}) == len({id(m) for m in red.edge_costs})
     assert checked >= 4
+
+
+def test_the_target_after_a_proven_bound_keeps_the_plans_at_that_bound():
+    """Step 4a's bisection: when the problem pruned at ``T`` has its bound ``b`` above ``T``, the next target
+    is ``b + 1``, never ``b`` (pruning at ``T`` keeps the plans of cost ``T - 1`` or less, so a target at the
+    bound could never hold a plan reaching it: decoder2's deterministic solve proved its optimum's cost and
+    never found the plan).  Random cliques (presolve keeps every node), the dual after one sweep as the
+    ``lower`` bound, an incumbent 2 above the optimum (so the first target lies below it): every step after
+    such a bound targets ``b + 1``, the bound never passes the optimum, and where the last LP is integral
+    its positions are a plan at the optimum."""
+    from hloshard.solver.api import TARGET_STEPS, _pruned_bound
+
+    follow_ups = at_bound = 0
+    for seed in range(12):
+        p = clique_problem(seed)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        lower, dual = lower_bound(red, passes=1)
+        sols = {}
+        for combo in itertools.product(*[range(len(c)) for c in red.costs]):
+            obj, ok = evaluate(p, red.expand(list(combo)))
+            if ok:
+                sols[combo] = obj
+        opt = min(sols.values())
+        stats: dict = {}
+        bound, pos = _pruned_bound(red, dual, opt + 2 - red.offset, True, 5.0, None, stats, lower=lower)
+        assert bound <= opt
+        recs = stats["prune"]["targets"]
+        for k, (a, b) in enumerate(zip(recs, recs[1:])):
+            lp = a.get("lp")
+            last = k + 1 == TARGET_STEPS - 1   # the last step's target is the incumbent
+            if lp is not None and a["target"] < lp < opt + 2 and b["target"] > a["target"] and not last:
+                assert b["target"] == math.ceil(lp) + 1, recs   # was lp itself
+                follow_ups += 1
+        if pos is not None and stats["prune"].get("lp_integral"):
+            assert sols[tuple(int(x) for x in pos)] == opt == bound
+            at_bound += 1
+    assert follow_ups >= 3 and at_bound >= 3, (follow_ups, at_bound)

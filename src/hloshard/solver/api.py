@@ -740,7 +740,9 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     passes: LP variables 134,623 at the incumbent, 61,193 at 1% under it; GLOP 9.5 s against 1.4 s) and
     its LP is higher (4,973,269,821 against 5,001,489,675).  The first target is halfway between
     ``lower`` and the incumbent; when the pruned problem's bound reaches ``T`` (or nothing is left) the
-    bound is ``T`` and the next target is the pruned problem's bound when above ``T``, else halfway up
+    bound is ``T`` and the next target is one above the pruned problem's bound ``b`` when ``b`` is above
+    ``T`` (pruned at ``b + 1`` the problem keeps the plans of cost ``b``: an integral LP there is a plan at
+    the bound), else halfway up
     to the incumbent; when it stays below ``T`` the bound is that of the pruned problem, and when nothing
     is proven (the LP did not end within its limit) the bound stays, and either way the next target is
     halfway down; at most :data:`TARGET_STEPS` targets, the
@@ -791,8 +793,11 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             # the next target: the pruned problem's bound when above the target (pruned at that bound the
             # problem tends to reach it again: decoder2 at 2x2x2, the LP of the problem pruned at 1% and
             # at 0.5% under the incumbent was the same, 5,001,489,675; halfway up to the incumbent, 5.012 M,
-            # it did not end in the time left), else halfway up
-            lo_next[0] = min(int(b), hi) if int(b) > lo else (lo + hi + 1) // 2
+            # it did not end in the time left), else halfway up.  One above that bound: pruning at T keeps
+            # the solutions of cost T - 1 or less, so a target at the bound itself could never hold a plan
+            # that reaches it (decoder2 at 2x4, deterministic: the LP at 5,011,246,768 proved that bound
+            # and nothing below it, and the plan of that cost was pruned away)
+            lo_next[0] = min(math.ceil(b) + 1, hi) if int(b) > lo else (lo + hi + 1) // 2
         else:
             lo = max(lo, b)
             hi = target
