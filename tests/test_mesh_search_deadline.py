@@ -42,3 +42,18 @@ def test_many_candidates_end_near_the_limit(monkeypatch):
     skipped = [t for t in search.trials if t.status == "skipped"]
     assert skipped and all(t.message for t in skipped)
     assert search.best.objective is not None     # the candidates that ran still give a plan
+
+
+def test_auto_mesh_candidates_on_a_tpu_use_its_memory_model():
+    """A candidate mesh of ``--mesh auto --device tpu-v5e`` carries the TPU's memory model (its layout and
+    libtpu's heap bound, the budget's margin) as ``--mesh SPEC --device tpu-v5e`` does; round 21: it carried
+    none, so a budget under ``--mesh auto`` got the CPU's margin.  A GPU profile has none on either path."""
+    from hloshard.mesh_search import _timed_mesh
+    from hloshard.mesh_setup import timed_mesh_from_options
+
+    module = parse_module(DOT)
+    for device in ("tpu-v5e", "h100-sxm"):
+        auto, _ = _timed_mesh(module, "2x4", device)
+        given, _, _ = timed_mesh_from_options(module, "2x4", None, None, None, device, None)
+        assert auto.memory_device == given.memory_device, device
+        assert (auto.memory_device is not None) == device.startswith("tpu"), (device, auto.memory_device)

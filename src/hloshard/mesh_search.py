@@ -38,6 +38,7 @@ import time
 from dataclasses import dataclass, field
 
 from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
+from .cost.tpu_heap import tpu_memory_device
 from .errors import SolveFailed, UsageError
 from .mesh import DeviceMesh, _sharding_device_count, infer_mesh, module_named_mesh
 
@@ -332,6 +333,9 @@ def _timed_mesh(module, spec: str, device: str):
     mesh = DeviceMesh.for_module(module, spec, None, list(scale.alpha), list(scale.beta))
     mesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)
     mesh.alpha = ring_alphas(scale.alpha, shape, mesh.sub_axes)   # a sub-axis: the ring of its own size
+    # memory as the TPU compiler lays it out, as mesh_setup.timed_mesh_from_options sets it for --mesh SPEC (a
+    # budget's margin under --mesh auto --device tpu-* was the CPU's: round 21, helper tpuheap)
+    mesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
     return mesh, scale
 
 
