@@ -7,7 +7,8 @@ header or spilled partition-offset scalar, reported as 0 or in full depending on
 (:func:`hloshard.cost.memory.model_limit`): this module bounds the count for a module before any plan is
 chosen (:func:`heap_slot_bound`), says when the model's data is exact (:func:`temporaries_fit_vmem`), and
 carries both on the mesh's ``memory_device`` (:class:`TpuMemoryDevice`, set by
-:func:`hloshard.mesh_setup.timed_mesh_from_options`), where every budget path already reads the device.
+:func:`hloshard.mesh_setup.timed_mesh_from_options`, and for ``--mesh auto``'s candidates by
+``hloshard.mesh_search``), where every budget path already reads the device.
 """
 
 from __future__ import annotations
