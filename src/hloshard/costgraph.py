@@ -318,6 +318,12 @@ def live_usage_profile(problem: Problem, strategies) -> tuple[np.ndarray, np.nda
     return usage_profile(problem.intervals, use)
 
 
+def aliases_kept(problem: Problem, strategies) -> bool:
+    """Whether ``strategies`` (one index per node, in range) takes an allowed pair of every alias of
+    ``problem`` (tied outputs and parameters): the alias part of :func:`evaluate`'s feasibility."""
+    return all(bool(allowed[int(strategies[u]), int(strategies[v])]) for u, v, allowed in problem.aliases)
+
+
 def evaluate(problem: Problem, strategies) -> tuple[int, bool]:
     """Objective and feasibility of a strategy choice (one index per node).
 
@@ -335,10 +341,7 @@ def evaluate(problem: Problem, strategies) -> tuple[int, bool]:
         raise InputError(f"strategy {int(s[bad])} of node {bad} is out of range 0..{int(counts[bad]) - 1}")
     node = [int(c[k]) for c, k in zip(problem.node_costs, s)]
     edge = [int(m[s[u], s[v]]) for (u, v), m in zip(problem.edges, problem.edge_costs)]
-    feasible = all(c < INFINITY for c in node) and all(c < INFINITY for c in edge)
-    for u, v, allowed in problem.aliases:
-        if not allowed[s[u], s[v]]:
-            feasible = False
+    feasible = all(c < INFINITY for c in node) and all(c < INFINITY for c in edge) and aliases_kept(problem, s)
     if problem.usage_limit is not None and feasible:
         _, usage = live_usage_profile(problem, s)
         if len(usage) and usage.max() > problem.usage_limit:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass
 
 
-from ..costgraph import evaluate
+from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
 from ..strategy.base import MeshInfo, StrategyGroup
@@ -193,7 +193,7 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
     # followers pair index p with their followee's p only (one index per class), the rest completed
     choice, open_nodes = choose_allowed(fine_graph, allowed)
     prob = fine_graph.problem
-    if prob.aliases and (choice is None or not _aliases_kept(prob, choice)):
+    if prob.aliases and (choice is None or not aliases_kept(prob, choice)):
         # choose_allowed takes a class's index by node cost alone, blind to the alias pairs: of several fine
         # strategies with the coarse plan's shardings a tied output and its parameter could take two that the
         # tie does not pair (keras-hub's 4-layer Gemma at 2x2x2: its 38 ties broken, the image infeasible, so
@@ -213,11 +213,6 @@ def map_choice(coarse_graph, coarse_choice, fine_graph) -> tuple[list | None, in
         if paired is not None:
             return paired, sum(1 for v, a in enumerate(allowed) if not a or paired[v] not in a)
     return choice, open_nodes
-
-
-def _aliases_kept(problem, choice) -> bool:
-    """Whether ``choice`` takes an allowed pair of every alias of ``problem`` (tied outputs and parameters)."""
-    return all(bool(ok[int(choice[u]), int(choice[v])]) for u, v, ok in problem.aliases)
 
 
 @dataclass
