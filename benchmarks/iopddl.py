@@ -43,7 +43,10 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "iopddl"
+sys.path.insert(0, str(ROOT))
+from tests.shared_dir import SHARED  # noqa: E402  (HLOSHARD_SHARED, else <repo>/../shared)
+
+DATA = SHARED / "iopddl"
 TUNED = ("A", "G", "M", "S", "V")  # constants may be chosen looking at these
 HELD_OUT = ("B", "K", "N")        # validation only: never tune on them
 

@@ -29,10 +29,11 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "src"))
+from tests.shared_dir import SHARED  # noqa: E402  (HLOSHARD_SHARED, else <repo>/../shared)
 
 
 def files() -> list[pathlib.Path]:
-    shared = ROOT.parent / "shared" / "corpus"
+    shared = SHARED / "corpus"
     out = []
     for base in (ROOT / "tests" / "data", ROOT / "samples", shared):
         out += sorted(base.rglob("*.hlo"))
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
     compiled = xla_oracle.compile_many(texts, timeout=1800)
     rows = []
     for p, text, (pok, pmsg), (cok, cmsg) in zip(paths, texts, parsed, compiled):
-        rel = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else "../shared/" + str(p.relative_to(ROOT.parent / "shared"))
+        rel = str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else "../shared/" + str(p.relative_to(SHARED))
         row = {"file": rel, "xla_parse": pok, "xla_compile": cok,
                "xla_parse_msg": "" if pok else _first(pmsg), "xla_compile_msg": "" if cok else _first(cmsg)}
         row.update(hloshard_side(text, rel))

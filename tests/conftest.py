@@ -4,9 +4,9 @@ Oracle tests (marked ``oracle``) run real XLA (jaxlib) in a subprocess. When jax
 they skip locally but FAIL under ``CI=true``: a CI run must never pass by skipping the oracle.
 
 Reference data (IOPDDL instances, the SARIF schema, seeds) lives in the project's ``shared`` directory,
-which is not part of this repository. It is located once, here: the ``HLOSHARD_SHARED`` environment
-variable if set, else ``<repo>/../shared`` (where CI checks it out beside the clone). Tests reach it only
-through :func:`require_shared` (or the ``shared_dir`` fixture), which skips locally with the reason when
+which is not part of this repository. It is located once, in :mod:`tests.shared_dir` (the benchmarks use
+it too): the ``HLOSHARD_SHARED`` environment variable if set, else ``<repo>/../shared`` (where CI checks it
+out beside the clone). Tests reach it only through :func:`require_shared` (or the ``shared_dir`` fixture), which skips locally with the reason when
 the directory or file is missing and fails under ``CI=true``.
 """
 
@@ -17,9 +17,9 @@ import pathlib
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.shared_dir import ROOT, SHARED
+
 SAMPLES = ROOT / "samples"
-SHARED = pathlib.Path(os.environ.get("HLOSHARD_SHARED") or (ROOT.parent / "shared")).resolve()
 
 
 def _in_ci() -> bool:
