@@ -66,10 +66,10 @@ def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
 
 def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it(monkeypatch):
     """A re-solve that finds nothing within its limit still found a plan (``SolveFailed.closest``: the plan
-    nearest the limit, its peak with the buffers); the next bisection step whose limit holds that peak starts
-    from it (its hint), and when its own search finds nothing within, that plan is the guard's answer: no third
-    re-solve (keras-hub's 4-layer Gemma: the strict re-solve's plan needs 152.3 MB, within the first bisection
-    step's 153.9 MB; before, that step failed and a third re-solve found a plan at 157.5 MB)."""
+    nearest the limit, its peak with the buffers); the next step asks for that peak and starts from it (its
+    hint), and when its own search finds nothing within, that plan is the guard's answer: no third re-solve
+    (keras-hub's 4-layer Gemma, round 22: the strict re-solve's plan needs 145.5 MB; before, a halfway step at
+    143.2 MB failed and a third re-solve, held, returned that plan)."""
     import dataclasses
     import types
 
@@ -109,4 +109,9 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1]   # the second from the first's plan
     assert [fit for _, fit, _ in calls] == [False, False]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
-    assert result.solution.objective == 70 and info["limit_bytes"] == (1_000_000 + 9_000_000) // 2
+    # the second step asks for the held plan's own peak (not halfway, 5,000,000: round 22), and its search finding
+    # nothing within that limit makes it one the Pareto step asks none below
+    assert result.solution.objective == 70 and info["limit_bytes"] == 2_000_000
+    assert info["failed_limit_bytes"] == 2_000_000
+    from hloshard.cost.memory import budget_for_model_limit
+    assert calls[1][0] == budget_for_model_limit(2_000_000, None) and "the peak of the plan nearest it" in info["note"]

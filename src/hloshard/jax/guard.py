@@ -262,12 +262,16 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     share, found nothing on every guard re-solve measured (keras-hub gemma_small and the 4-layer Gemma: three
     rounds each, 7.6 of the 4-layer Gemma's 21.7 CPU-s deterministic; the bisection's plan does not depend on
     them, so both plans are unchanged); the last step keeps them.  A failed re-solve's plan nearest its limit
-(``SolveFailed.closest``, :func:`hloshard.autoshard.solve._within_limit`), when below the unguarded plan's
-peak, is a plan within every higher limit that holds its peak: the next step whose limit holds it starts from
-it (its node memory keeps that limit), without the buffer-fitting rounds, and returns it when its own search
-finds nothing within (``guard["held"]``), instead of bisecting further (keras-hub's 4-layer Gemma: the strict
-re-solve's plan needs 152.3 MB with its buffers, within the first bisection step's 153.9 MB, which failed
-before and left a third re-solve to find a plan at 157.5 MB).
+    (``SolveFailed.closest``, :func:`hloshard.autoshard.solve._within_limit`), when below the unguarded plan's
+    peak, is a plan within every limit that holds its peak: the next step asks for that peak itself (not
+    halfway: the answer is likely there, a plan within it being known), starts from the plan (its node memory
+    keeps that limit), without the buffer-fitting rounds, and returns it when its own search finds nothing
+    within (``guard["held"]``; that limit is then one a re-solve found nothing within,
+    ``guard["failed_limit_bytes"]``); the guard stops there either way.  Keras-hub's 4-layer Gemma
+    (deterministic, ``time_limit=10``, round 22): the strict re-solve's plan needs 145.5 MB with its buffers;
+    before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
+    returned the 145.5 MB plan; now the second re-solve asks for 145.5 MB and returns it: 3 -> 2 re-solves,
+    the same plan.  The strict step is always tried first: a plan within the baseline is taken when found.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
@@ -324,7 +328,8 @@ before and left a third re-solve to find a plan at 157.5 MB).
                          f"by XLA): kept")
         return result, guard
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
-    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway.
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway (or at
+    # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
     # One time budget for all of them (RESOLVE_SHARES of time_limit), each started from the plan before it
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
@@ -341,7 +346,9 @@ before and left a third re-solve to find a plan at 157.5 MB).
             reason = reason or (f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve "
                                 f"needs {need:.1f} s)")
             break
-        at = lo if not tried else (lo + hi) // 2
+        # after a failed step that left a plan nearer its limit than the unguarded one, the next step asks for that
+        # plan's own peak (a plan within it is known: the answer is likely there) and starts from it; else halfway
+        at = lo if not tried else int(nearest[1].peak_memory) if nearest is not None else (lo + hi) // 2
         tried.append(at)
         held = nearest is not None and int(nearest[1].peak_memory) <= at
         try:
@@ -356,13 +363,14 @@ before and left a third re-solve to find a plan at 157.5 MB).
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
+            # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it);
+            # a held step's search found nothing within its limit either
+            guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
             if held:   # its search found nothing within ``at``: the plan an earlier re-solve found is
                 guarded = _held(result, nearest, step_graph)
                 guard["held"] = True
                 break
             lo = at
-            # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it)
-            guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
             closest = getattr(exc, "closest", None)
             if closest is not None and int(closest[1].peak_memory) < plan_peak and (
                     nearest is None or closest[1].peak_memory < nearest[1].peak_memory):
@@ -394,8 +402,10 @@ before and left a third re-solve to find a plan at 157.5 MB).
         guarded, guard["known_plan"] = back[0], back[1].name
     guard["applied"] = True
     guard["limit_bytes"] = tried[-1]
+    where = ("the peak of the plan nearest it that a re-solve found" if nearest is not None
+             and tried[-1] == int(nearest[1].peak_memory) else "halfway to the unguarded peak")
     within = "within it" if tried[-1] == limit else (
-        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
+        f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
