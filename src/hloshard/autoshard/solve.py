@@ -830,15 +830,17 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     return result
 
 
-def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
+def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit, pair_limit=None, stats=None):
     """``written`` (the CostResult of ``module`` as written with ``result``'s plan) lowered by local moves
-    (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit`` as there; the kept user
-    shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when any was made."""
+    (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit``, ``pair_limit``, ``stats``
+    as there; the kept user shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when
+    any was made."""
     from .local import improve_written
 
     before = written.total_cost
     written, result.local_moves = improve_written(module, mesh, written, deadline=deadline, peak_limit=peak_limit,
-                                                  keep_ids={id(i) for i in result.graph.ctx.fixed})
+                                                  keep_ids={id(i) for i in result.graph.ctx.fixed},
+                                                  pair_limit=pair_limit, stats=stats)
     if result.local_moves:
         result.graph.warnings.append(
             f"local moves changed {len(result.local_moves)} annotations of the written module (outside the "
@@ -847,7 +849,8 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
 
 
 def improve_applied(result: SolveResult, module, mesh, deadline: float | None = None,
-                    peak_limit: int | None = None) -> SolveResult:
+                    peak_limit: int | None = None, pair_limit: int | None = None,
+                    stats: dict | None = None) -> SolveResult:
     """Lower ``hloshard cost`` of ``module`` as written with ``result``'s plan (:func:`apply_solution` with
     ``reevaluate``: ``result.written`` is its price) by ``solve``'s post-solve local moves
     (:func:`hloshard.autoshard.local.improve_written`), each round kept only when the moved module's
@@ -855,7 +858,8 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
     module's, or ``peak_limit`` when that is higher (the caller's promise, e.g. the memory guard's limit:
     :func:`hloshard.jax.auto_shard`), and never above the model's limit of the graph's memory budget
     (``graph.model_limit``) -- so every memory promise the plan kept still holds.  ``deadline``: a ``time.monotonic()``
-    instant no candidate starts after (None: deterministic, one re-solve per node at most).  The moves
+    instant no candidate starts after (None: deterministic, one re-solve per node at most; ``pair_limit``: the
+    most resharding pairs the moves price, ``stats`` their figures: ``improve_written``'s).  The moves
     change intermediate annotations and ``solve``'s own pins only (never the entry parameters, the root
     or a kept sharding: :func:`hloshard.autoshard.local.freeable`), so the tied state's layouts stay;
     ``result.operand_pins`` is re-read from the module (:func:`hloshard.strategy.realize.as_written`).
@@ -870,7 +874,7 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
     budget_limit = getattr(result.graph, "model_limit", None)
     if budget_limit is not None:
         limit = max(before, min(limit, int(budget_limit)))
-    result.written = _moved(result, module, mesh, result.written, deadline, limit)
+    result.written = _moved(result, module, mesh, result.written, deadline, limit, pair_limit, stats)
     if result.local_moves:
         result.operand_pins = [(as_written(p), op) for p, op in result.operand_pins]
     return result

@@ -41,7 +41,7 @@ import warnings
 from typing import Any, Callable
 
 from .check import program
-from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
+from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
                     pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -509,6 +509,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
+    from ..autoshard.coarse import work_limit
     from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, improve_applied, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
@@ -675,7 +676,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # the replicated plan (it bounds nothing) or without the guard
         held = None if guard is None or (guard.get("pareto") or {}).get("applied") or \
             guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
-        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held)
+        # deterministic mode: within the work the call's budget leaves them (guard.moves_seconds), in resharding
+        # pairs as the deterministic build counts its work (coarse.work_limit)
+        pair_limit = work_limit(moves_seconds(time_limit, guard), dmesh) if deterministic else None
+        move_stats: dict = {}
+        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held, pair_limit=pair_limit,
+                        stats=move_stats)
         t_moves = time.monotonic() - t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
@@ -729,7 +735,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                       if memory_guard else 0.0}
     # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
     report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
-                             "peak_limit": held,
+                             "peak_limit": held, "pair_limit": pair_limit,
+                             "pairs_priced": move_stats.get("pairs"),
+                             "candidates": move_stats.get("candidates"),
                              "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
                              "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"

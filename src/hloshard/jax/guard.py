@@ -157,6 +157,22 @@ FIRST_SHARE = 0.5
 #: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
 #: and finds the same plan as with a full limit each, BENCHMARKS.md "helper guard, round 12")
 RESOLVE_SHARES = (0.5, 0.25, 0.25)
+#: deterministic mode: the least share of :func:`hloshard.jax.auto_shard`'s ``time_limit`` the post-solve local
+#: moves get (:func:`moves_seconds`): one bisection step's share of the guard's part, as the moves are one more
+#: step improving the plan the guard returns.  Not tuned: with it the moves price at most 312,500 resharding
+#: pairs at ``time_limit=10`` (:func:`hloshard.autoshard.coarse.work_limit`), where they priced 755,512 on
+#: keras-hub's 4-layer Gemma for nothing (3.9 s of its 18.4 CPU-s, round 21) and 297,918 on the 2-layer decoder
+#: of /work/shared/cases for its -2.3% (both measured round 22).
+MOVES_SHARE = (1.0 - FIRST_SHARE) * RESOLVE_SHARES[-1]
+
+
+def moves_seconds(time_limit: float, guard: dict | None) -> float:
+    """Deterministic mode's work for :func:`hloshard.jax.auto_shard`'s post-solve local moves, in seconds of
+    the call's ``time_limit`` (:func:`hloshard.autoshard.coarse.work_limit` turns them into resharding pairs,
+    :func:`hloshard.autoshard.local.improve_written`'s ``pair_limit``): what the guard left of its budget
+    (``guard["work_left"]``: no re-solve or Pareto solve spent it; :func:`guard_plan`), at least
+    :data:`MOVES_SHARE` of ``time_limit``.  ``guard`` None (no memory guard): :data:`MOVES_SHARE` of it."""
+    return max(MOVES_SHARE * float(time_limit), float((guard or {}).get("work_left", 0.0) or 0.0))
 
 
 def _time_left(deadline) -> float:
@@ -227,10 +243,13 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate)
+    left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+    if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
+        guard["work_left"] = left
     if not pareto or user_budget is not None:
         return result, guard
     if deterministic:
-        budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+        budget = left
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
         if deadline is not None:
             deadline = deadline - float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
@@ -240,6 +259,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     result, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
                                searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
+    if deterministic and info.get("tried"):   # the step's solves spent its work
+        guard["work_left"] = 0.0
     if info["applied"]:
         guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
     return result, guard
