@@ -115,3 +115,50 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     assert info["failed_limit_bytes"] == 2_000_000
     from hloshard.cost.memory import budget_for_model_limit
     assert calls[1][0] == budget_for_model_limit(2_000_000, None) and "the peak of the plan nearest it" in info["note"]
+
+
+def test_the_local_moves_get_what_the_guard_leaves_at_least_their_share(monkeypatch):
+    """Deterministic mode: ``guard["work_left"]`` is the guard's budget its re-solves (and a Pareto solve) did
+    not spend, and the post-solve local moves get that, at least ``MOVES_SHARE`` of the call's time_limit
+    (``moves_seconds``; auto_shard turns it into resharding pairs, ``coarse.work_limit``)."""
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    import hloshard.autoshard.solve as solve
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    assert guard.moves_seconds(10.0, None) == guard.MOVES_SHARE * 10.0 > 0
+    assert guard.moves_seconds(10.0, {"work_left": 4.0}) == 4.0
+    assert guard.moves_seconds(10.0, {"work_left": 0.0}) == guard.MOVES_SHARE * 10.0
+
+    def no_plan(module, dmesh, **kw):
+        raise SolveFailed("no plan within the limit")
+
+    monkeypatch.setattr(autoshard, "solve_module", no_plan)
+    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    asked = []
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+        asked.append(budget) or result, {"applied": False, "tried": []}))
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+
+    def first(peak):
+        return types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=peak), choice=[0, 1],
+                                     solution=types.SimpleNamespace(seconds=1.0),
+                                     graph=types.SimpleNamespace(pin_operands=False, memory_budget=None))
+
+    # three failed re-solves spend the guard's whole budget; the Pareto step asked nothing
+    _, info = guard.guard_plan(first(9_000_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["resolves"] == 3 and info["work_left"] == 0.0 and asked == [0.0]
+    # a plan within the baseline: no re-solve, the Pareto step asked nothing, the budget is left to the moves
+    _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["work_left"] == 8.0 and guard.moves_seconds(16.0, info) == 8.0
+    # a Pareto step that solved spent it
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+        result, {"applied": False, "tried": [{"limit_bytes": 1}]}))
+    _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["work_left"] == 0.0
