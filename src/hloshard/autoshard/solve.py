@@ -123,7 +123,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
-                 local_moves: bool = False, fit_buffers: bool = True) -> SolveResult:
+                 local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -164,6 +164,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``fit_buffers`` False: a plan over the memory limit with its communication buffers is not re-solved with
     them priced (:func:`_fit_buffers`); the known plans are tried (:func:`_within_limit`), else SolveFailed
     (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
+    ``solver_share`` (wall-clock mode, no ``memory_budget``): the solves get at most this share of what the
+    ``deadline`` leaves them after the builds and the re-pricing reserve (still at most ``time_limit``), so that
+    a later phase's share is not spent by slow builds (:func:`hloshard.jax.auto_shard`'s first solve with the
+    memory guard after it: :data:`hloshard.jax.guard.FIRST_SHARE`; keras-hub Falcon at ``time_limit=60``, load
+    12: tracing and builds left the guard's re-solve 0.7 s, new user 21 finding 3); 1: all of it.
     Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
     is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
     answer, so a budget that does not bind never changes the plan.
@@ -174,7 +179,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                                  known, local_moves)
     return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                          export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                         known, graph, local_moves, fit_buffers)
+                         known, graph, local_moves, fit_buffers, solver_share)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -182,7 +187,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   export_problem: str | None = None, pin_operands: bool = False, reevaluate: bool = True,
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
-                  fit_buffers: bool = True) -> SolveResult:
+                  fit_buffers: bool = True, solver_share: float = 1.0) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -191,7 +196,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     built = graph is not None   # built before: its build's seconds for the re-pricing reserve
     if not built and stop_build and deadline is not None and not deterministic and not export_problem:
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
-                             reprice_share=REPRICE_SHARE)
+                             reprice_share=REPRICE_SHARE, solver_share=solver_share)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress))
@@ -232,7 +237,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
-        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
+        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left if solver_share >= 1 else solver_share * left))
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -274,9 +279,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             spent = ("the cost graph was built before" if built else
                      f"building the cost graph took {t1 - t0:.1f} s")
             # the deadline is the whole call's (auto_shard's phases share it); the reserve is kept before it
+            before = max(0.0, deadline - t1)
+            kept = (f"{reprice:.1f} s of them kept for re-pricing the plan" if reprice <= before else
+                    f"less than the {reprice:.1f} s kept for re-pricing the plan: the solver got its minimum")
             exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; the time limit "
-                        f"of {given_limit:g} s, {max(0.0, deadline - t1):.1f} s left before the deadline, "
-                        f"{reprice:.1f} s of them kept for re-pricing the plan)",)
+                        f"of {given_limit:g} s, {before:.1f} s left before the deadline, {kept})",)
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)

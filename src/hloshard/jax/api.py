@@ -622,7 +622,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
-                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
+                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
+                             # wall-clock: the guard's share is of what the builds leave, not what they did not take
+                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None else 1.0)
             kn = known.get(id(r.graph), [])
             g = None
             if memory_guard:
@@ -680,8 +682,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # pairs as the deterministic build counts its work (coarse.work_limit)
         pair_limit = work_limit(moves_seconds(time_limit, guard), dmesh) if deterministic else None
         move_stats: dict = {}
-        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held, pair_limit=pair_limit,
-                        stats=move_stats)
+        # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
+        moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)
+        improve_applied(result, module, dmesh, deadline=None if deadline is None else deadline + moved_by,
+                        peak_limit=held, pair_limit=pair_limit, stats=move_stats)
         t_moves = time.monotonic() - t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
