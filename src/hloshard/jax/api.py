@@ -375,9 +375,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
     and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
     answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
-    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit``, ending early enough to write the
-    plan; a memory-guard re-solve that the time left cannot hold is not started (the plan found before it
-    is kept; ``report["memory_guard"]["note"]`` says so).  ``auto_shard`` therefore returns within
+    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
+    re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
+    not spend the guard's share), ending early enough to write the plan; the guard's XLA run (c, below) moves
+    the deadline of the phases after it by its seconds (``report["memory_guard"]["xla_seconds"]``); a
+    memory-guard re-solve that the time left cannot hold (the solver's minimum beside the re-pricing reserve)
+    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).  ``auto_shard`` therefore returns within
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
@@ -391,7 +394,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
     first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
-    re-solves with the communication buffers priced inside it), the guard's re-solves the rest.  It does
+    re-solves with the communication buffers priced inside it), the guard's re-solves the rest; the local
+    moves what the guard leaves, at least :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit``
+    (:func:`hloshard.jax.guard.moves_seconds`, counted in resharding pairs as the deterministic build counts
+    its work).  It does
     not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
     work (tracing, cost-graph builds, XLA's run, re-pricing) are not budgeted.
 
@@ -440,9 +446,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     exactly; with a ``memory_budget`` it is below the budget's limit): the solver then only trades
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
-    (at most two more solves; ``limit_bytes`` is the one used); a step whose limit holds the peak (with its
-    buffers) of the plan a failed re-solve found starts from that plan and returns it when its own search finds
-    nothing within (``report["memory_guard"]["held"]``); if none is found, the first plan is kept
+    (at most two more solves; ``limit_bytes`` is the one used); after a failed re-solve that found a plan
+    below the first plan's peak (with its buffers), the next step asks for that plan's peak instead, starts
+    from it and returns it when its own search finds nothing within (``report["memory_guard"]["held"]``),
+    and the guard stops there; if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
     started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan
@@ -489,9 +496,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     higher, when a Pareto step took a lower-peak plan, when the baseline is all replicated, or without the
     guard) and the budget's model limit; entry
     parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
-    no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
+    no move is started past the call's deadline; deterministic mode: one re-solve per node at most, and
+    none once the moves have priced ``pair_limit`` resharding pairs (the work "Time" gives them; the
+    candidates are then taken by what they pay, highest first).
     ``report["local_moves"]``: ``{"changed": annotations changed, "seconds", "peak_limit" (the guard's baseline
-    peak passed, bytes per device, or None), "cost_before", "peak_before" (the written module's before the moves:
+    peak passed, bytes per device, or None), "pair_limit" (deterministic mode), "pairs_priced", "candidates"
+    (neighbourhood re-solves), "cost_before", "peak_before" (the written module's before the moves:
     cost units, bytes per device)}``; the report's figures are the moved module's.
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
