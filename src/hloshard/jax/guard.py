@@ -236,7 +236,10 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     returns (before round 19: of the cheapest plan found, which could be a first plan the guard had rejected
     for its peak, so a guarded plan's step measured its 10% against a plan that was never on offer).  When a
     guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
-    below it (``pareto_step``'s ``searched_within``).  Arguments as :func:`_guard`'s."""
+    below it (``pareto_step``'s ``searched_within``).  Deterministic mode: ``guard["work_left"]`` is the guard's
+    work budget its re-solves and the step's solves did not spend (:func:`moves_seconds`, the local moves' share);
+    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  Arguments as
+    :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
