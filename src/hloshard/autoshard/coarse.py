@@ -397,7 +397,8 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     the answer (``fallback``); else it is
     mapped onto the fine graph (``start``).  ``solver_share`` < 1 (:func:`hloshard.autoshard.solve.solve_module`'s:
     a later phase of the caller, auto_shard's memory guard, keeps the rest): the coarse solve gets at most that share
-    of what the deadline leaves after the coarse build, writing and the re-pricing reserve.  Without a coarse mesh the fine graph is built without stopping
+    of what the deadline leaves after the coarse build, writing and the re-pricing reserve.  Without a coarse mesh
+    the fine graph is built without stopping
     (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
     message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the

@@ -237,7 +237,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
-        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left if solver_share >= 1 else solver_share * left))
+        ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
+        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")

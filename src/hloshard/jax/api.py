@@ -380,7 +380,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     not spend the guard's share), ending early enough to write the plan; the guard's XLA run (c, below) moves
     the deadline of the phases after it by its seconds (``report["memory_guard"]["xla_seconds"]``); a
     memory-guard re-solve that the time left cannot hold (the solver's minimum beside the re-pricing reserve)
-    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).  ``auto_shard`` therefore returns within
+    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
+    ``auto_shard`` therefore returns within
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
