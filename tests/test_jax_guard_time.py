@@ -66,10 +66,10 @@ def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
 
 def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it(monkeypatch):
     """A re-solve that finds nothing within its limit still found a plan (``SolveFailed.closest``: the plan
-    nearest the limit, its peak with the buffers); the next bisection step whose limit holds that peak starts
-    from it (its hint), and when its own search finds nothing within, that plan is the guard's answer: no third
-    re-solve (keras-hub's 4-layer Gemma: the strict re-solve's plan needs 152.3 MB, within the first bisection
-    step's 153.9 MB; before, that step failed and a third re-solve found a plan at 157.5 MB)."""
+    nearest the limit, its peak with the buffers); the next step asks for that peak and starts from it (its
+    hint), and when its own search finds nothing within, that plan is the guard's answer: no third re-solve
+    (keras-hub's 4-layer Gemma, round 22: the strict re-solve's plan needs 145.5 MB; before, a halfway step at
+    143.2 MB failed and a third re-solve, held, returned that plan)."""
     import dataclasses
     import types
 
@@ -109,4 +109,140 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1]   # the second from the first's plan
     assert [fit for _, fit, _ in calls] == [False, False]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
-    assert result.solution.objective == 70 and info["limit_bytes"] == (1_000_000 + 9_000_000) // 2
+    # the second step asks for the held plan's own peak (not halfway, 5,000,000: round 22), and its search finding
+    # nothing within that limit makes it one the Pareto step asks none below
+    assert result.solution.objective == 70 and info["limit_bytes"] == 2_000_000
+    assert info["failed_limit_bytes"] == 2_000_000
+    from hloshard.cost.memory import budget_for_model_limit
+    assert calls[1][0] == budget_for_model_limit(2_000_000, None) and "the peak of the plan nearest it" in info["note"]
+
+
+def test_the_local_moves_get_what_the_guard_leaves_at_least_their_share(monkeypatch):
+    """Deterministic mode: ``guard["work_left"]`` is the guard's budget its re-solves (and a Pareto solve) did
+    not spend, and the post-solve local moves get that, at least ``MOVES_SHARE`` of the call's time_limit
+    (``moves_seconds``; auto_shard turns it into resharding pairs, ``coarse.work_limit``)."""
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    import hloshard.autoshard.solve as solve
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    assert guard.moves_seconds(10.0, None) == guard.MOVES_SHARE * 10.0 > 0
+    assert guard.moves_seconds(10.0, {"work_left": 4.0}) == 4.0
+    assert guard.moves_seconds(10.0, {"work_left": 0.0}) == guard.MOVES_SHARE * 10.0
+
+    def no_plan(module, dmesh, **kw):
+        raise SolveFailed("no plan within the limit")
+
+    monkeypatch.setattr(autoshard, "solve_module", no_plan)
+    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    asked = []
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+        asked.append(budget) or result, {"applied": False, "tried": []}))
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+
+    def first(peak):
+        return types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=peak), choice=[0, 1],
+                                     solution=types.SimpleNamespace(seconds=1.0),
+                                     graph=types.SimpleNamespace(pin_operands=False, memory_budget=None))
+
+    # three failed re-solves spend the guard's whole budget; the Pareto step asked nothing
+    _, info = guard.guard_plan(first(9_000_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["resolves"] == 3 and info["work_left"] == 0.0 and asked == [0.0]
+    # a plan within the baseline: no re-solve, the Pareto step asked nothing, the budget is left to the moves
+    _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["work_left"] == 8.0 and guard.moves_seconds(16.0, info) == 8.0
+    # a Pareto step that solved spent it
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+        result, {"applied": False, "tried": [{"limit_bytes": 1}]}))
+    _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
+    assert info["work_left"] == 0.0
+
+
+def test_a_solver_share_and_a_starved_solvers_message(monkeypatch):
+    """Wall-clock ``solve_module(solver_share=)`` (auto_shard's first solve with the guard after it): the solver
+    gets that share of what the deadline leaves after the build and the re-pricing reserve, not the whole
+    ``time_limit``.  A solve whose deadline leaves less than its reserve says so, not "X s of them kept" of
+    fewer seconds (new user 21, finding 3: "0.7 s left before the deadline, 11.6 s of them kept")."""
+    import hloshard.autoshard.solve as solve
+    from hloshard.errors import SolveFailed
+
+    module = parse_file(str(SAMPLE))
+    mesh = DeviceMesh((2, 4))
+    graph = build_graph(module, mesh, "io", None)
+    graph.reprice_seconds = 1.0
+    asked = []
+
+    def timeout(graph, time_limit, **kw):
+        asked.append(time_limit)
+        err = SolveFailed("no solution")
+        err.status = "timeout"
+        raise err
+
+    monkeypatch.setattr(solve, "solve_graph", timeout)
+    for share in (1.0, 0.5):
+        try:
+            solve_module(module, mesh, graph=graph, time_limit=30.0, deadline=time.monotonic() + 9.0, apply=False,
+                         solver_share=share)
+        except SolveFailed as exc:
+            assert "of them kept for re-pricing" in str(exc)
+    whole, half = asked
+    assert 7.0 < whole <= 8.0 and 3.5 < half <= 4.0   # (9 s less the 1 s reserve), all or half of it
+    graph.reprice_seconds = 5.0
+    try:
+        solve_module(module, mesh, graph=graph, time_limit=3.0, deadline=time.monotonic() + 2.0, apply=False)
+    except SolveFailed as exc:
+        msg = str(exc)
+    assert "left before the deadline, less than the 5.0 s kept for re-pricing the plan" in msg, msg
+    assert asked[-1] == MIN_SOLVE_SECONDS
+
+
+def test_wall_clock_guard_moves_its_deadline_by_the_baseline_and_keeps_the_reserve(monkeypatch):
+    """Wall-clock: the baseline's XLA run is outside the limit (auto_shard's "Time"), so the re-solves' deadline
+    moves by its seconds (``guard["xla_seconds"]``); a re-solve is started only when the solver's minimum fits
+    beside the graph's re-pricing reserve, else the note says what was left and what a re-solve needs."""
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    from hloshard.jax import guard
+
+    seen = []
+
+    def slow_baseline(*a, **k):
+        time.sleep(0.6)
+        return {"plan": "gspmd", "peak_bytes": 1_000_000}
+
+    def records(module, dmesh, **kw):
+        seen.append(kw["deadline"])
+        raise AssertionError("not reached")   # replaced below where a re-solve must start
+
+    monkeypatch.setattr(autoshard, "solve_module", records)
+    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
+    monkeypatch.setattr(guard, "baseline_peak", slow_baseline)
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000), choice=[0, 1],
+                                  graph=types.SimpleNamespace(pin_operands=False, reprice_seconds=30.0))
+    deadline = time.monotonic() + 5.0
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, False, deadline=deadline)
+    assert result is first and seen == [] and info["xla_seconds"] >= 0.6
+    assert "a re-solve needs 30.5 s: 30.0 s of it kept for re-pricing the plan" in info["note"], info["note"]
+
+    from hloshard.errors import SolveFailed
+
+    def fails(module, dmesh, **kw):
+        seen.append(kw["deadline"])
+        raise SolveFailed("nothing within")
+
+    monkeypatch.setattr(autoshard, "solve_module", fails)
+    first.graph.reprice_seconds = 0.1
+    deadline = time.monotonic() + 5.0
+    _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, False, deadline=deadline)
+    assert seen and all(d == deadline + info["xla_seconds"] for d in seen)

@@ -99,3 +99,26 @@ def test_improve_applied_holds_the_callers_limit_and_the_budgets(monkeypatch):
     result.graph.model_limit = peak - 10
     improve_applied(result, module, MESH, peak_limit=peak + 1000)
     assert seen == [peak, peak + 1000, peak, peak + 10, peak]
+
+
+def test_a_pair_limit_bounds_the_moves_and_one_that_does_not_bind_changes_nothing():
+    """``improve_written(pair_limit=)`` (auto_shard's deterministic moves): no candidate starts once the pass's
+    resharding matrices have counted that many pairs (0: none at all, ``pair_limited``); a limit that does not
+    bind takes the candidates by what they pay instead of in schedule order and finds the same moves."""
+    module = parse_module(DETOUR)
+    stats: dict = {}
+    after, moves = improve_written(module, MESH, evaluate_module(module, MESH), stats=stats)
+    assert [m[0] for m in moves] == ["x"] and stats["pairs"] > 0 and not stats.get("pair_limited")
+
+    module = parse_module(DETOUR)
+    before = evaluate_module(module, MESH)
+    bound: dict = {}
+    left, none = improve_written(module, MESH, before, pair_limit=0, stats=bound)
+    assert none == [] and bound["candidates"] == 0 and bound["pair_limited"]
+    assert left.total_cost == before.total_cost and str(module.entry.get("x").sharding) == COLS
+
+    module = parse_module(DETOUR)
+    loose: dict = {}
+    left, same = improve_written(module, MESH, evaluate_module(module, MESH), pair_limit=10 ** 9, stats=loose)
+    assert same == moves and left.total_cost == pytest.approx(after.total_cost, rel=1e-12)
+    assert loose["pairs"] == stats["pairs"] and not loose.get("pair_limited")

@@ -378,7 +378,7 @@ WRITE_SHARE = 0.25
 
 
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deadline: float, reprice_share: float = 0.0) -> CoarseFirst:
+                 seed: int, deadline: float, reprice_share: float = 0.0, solver_share: float = 1.0) -> CoarseFirst:
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
     command's promise): build the coarse graph, then solve it first, then build the fine graph.  Kept back
     throughout: :data:`WRITE_SHARE` of the coarse build's seconds (to write a plan) and ``reprice_share``
@@ -395,7 +395,10 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     had 4 s after the fine build and the replicated plan became the answer) or when the estimate no
     longer fits.  When the fine build stops (:class:`BuildStopped`) or is not started, the coarse plan is
     the answer (``fallback``); else it is
-    mapped onto the fine graph (``start``).  Without a coarse mesh the fine graph is built without stopping
+    mapped onto the fine graph (``start``).  ``solver_share`` < 1 (:func:`hloshard.autoshard.solve.solve_module`'s:
+    a later phase of the caller, auto_shard's memory guard, keeps the rest): the coarse solve gets at most that share
+    of what the deadline leaves after the coarse build, writing and the re-pricing reserve.  Without a coarse mesh
+    the fine graph is built without stopping
     (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
     message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the
@@ -457,6 +460,8 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     # the phases after this solve get what it leaves (keras-hub's 4-layer Gemma at time_limit=15: the coarse
     # solve took 9.0 s of a 7.5 s share, and the memory guard found no time left for its re-solves)
     share = min(share, float(time_limit))
+    if solver_share < 1:   # a later phase of the caller keeps the rest of what the builds and reserves leave
+        share = min(share, solver_share * max(0.0, deadline - now - write - reprice))
     t2 = time.monotonic()
     try:
         # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
@@ -475,8 +480,10 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                        f"ones in its {spent:.1f} s, so the fine mesh's (a space {ratio:.1f}x the layouts, its build "
                        f"estimated at about {estimate:.0f} s) would not in less; the coarse solve had the time instead")
         try:
-            more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, min(deadline - time.monotonic() - write,
-                                                                          float(time_limit) - spent)),
+            left = deadline - time.monotonic() - write
+            if solver_share < 1:   # its share of the solves' time, less what its first search spent
+                left = solver_share * (left - reprice + spent) - spent
+            more = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, min(left, float(time_limit) - spent)),
                          workers=workers, seed=seed, deterministic=False,
                          hint=None if cs is None else list(cs.solution.strategies))
             cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))

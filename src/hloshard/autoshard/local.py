@@ -733,6 +733,12 @@ def paid_nodes(graph, choice) -> dict:
     return out
 
 
+def _pairs(pricing) -> int:
+    """The resharding pairs ``pricing``'s matrix caches have counted (exact and ranking: both are kept across
+    the rounds of :func:`improve_written`, so the count is the pass's)."""
+    return int(pricing.resh.pairs) + int(getattr(pricing.estimate, "pairs", 0))
+
+
 def _frame(pricing, instrs) -> set:
     """Ids of what a re-solve over ``instrs`` reads of the as-given module: the instructions, their
     operands and users, and the instructions of the groups that read them (tuples, loop states)."""
@@ -765,7 +771,7 @@ def _strategy_changes(before, after) -> set:
 
 def improve_written(module, mesh, written, deadline: float | None = None, rounds: int = IMPROVE_ROUNDS,
                     pins: bool = True, work: int | None = None, stats: dict | None = None, keep_ids=(),
-                    peak_limit: int | None = None):
+                    peak_limit: int | None = None, pair_limit: int | None = None):
     """Lower ``hloshard cost`` of a written ``module`` by local moves: around each instruction that pays
     communication (:func:`paid_nodes`), in schedule order, its neighbourhood (:func:`neighbourhood`: radius
     2, :func:`freeable`, ``solve``'s own operand pins included) is re-solved with the instruction's layout
@@ -808,13 +814,20 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     rounds (a deterministic budget; None with no ``deadline``: as many as the written graph has nodes, one
     per node, as the build builds each once).  ``stats``: a dict, filled with ``rounds``, ``candidates``
     (re-solves), ``priced`` (exact re-pricings of a site), ``evaluations`` (modules priced again),
-    ``peak_refused`` (rounds undone for their peak) and
+    ``peak_refused`` (rounds undone for their peak), ``pairs`` (resharding pairs counted, ``pair_limit``'s
+    unit), ``pair_limited`` (True when that limit stopped a round) and
     ``per_round`` (per round: candidates before it, instructions changed by the last, and the round's
     change of the total as priced and, when priced again, as found).  ``peak_limit``: bytes per device; a
     round whose module, priced again, peaks above it (``evaluation.peak_memory``, the memory model of
     ``hloshard cost``) is undone and the pass ends, as a round that does not lower the total
     (:func:`hloshard.autoshard.solve.improve_applied`, :func:`hloshard.jax.auto_shard`'s moves: the memory
-    guard's baseline and a budget's limit, or the written plan's own peak).  Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
+    guard's baseline and a budget's limit, or the written plan's own peak).  ``pair_limit``: the most resharding
+    pairs the pass's matrices may count over all rounds (``_Resharder.pairs`` of the exact and the ranking cache:
+    the work unit of the deterministic build's limit, :func:`hloshard.autoshard.coarse.work_limit`); no candidate
+    is started once the count has reached it, and the candidates are then taken by what they pay, highest
+    first (:func:`paid_nodes`; the schedule breaking ties), so a limit that binds leaves out the ones paying
+    least (:func:`hloshard.jax.auto_shard`'s deterministic moves; None: every candidate, in schedule order).
+    Returns ``(CostResult of the module as left, moves kept: [(instruction name, old
     sharding text, new sharding text)])``."""
     import time
 
@@ -843,8 +856,14 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
         paid = paid_nodes(graph, choice)
         least = TARGET_LEAST * max(1.0, abs(written.total_cost))
         moves = []
-        for target in graph.schedule:
+        order = graph.schedule if pair_limit is None else sorted(
+            graph.schedule, key=lambda t: (-paid.get(getattr(graph.ctx.groups.get(t), "node", None), 0.0),
+                                           graph.positions[t]))
+        for target in order:
             if deadline is not None and time.monotonic() + t_eval > deadline:
+                break
+            if pair_limit is not None and _pairs(pricing) >= pair_limit:
+                stats["pair_limited"] = True
                 break
             if id(target) not in allowed or not pricing.plain(target) \
                     or paid.get(graph.ctx.groups[target].node, 0.0) < least \
@@ -914,4 +933,6 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
         written = again
         if drop < ROUND_GAIN * max(1.0, abs(written.total_cost)):
             break   # the round brought less than the solver's tolerance: another would bring less still
+    if resharders is not None:
+        stats["pairs"] = int(resharders[0].pairs) + int(getattr(resharders[1], "pairs", 0))
     return written, kept

@@ -123,7 +123,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
-                 local_moves: bool = False, fit_buffers: bool = True) -> SolveResult:
+                 local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -164,6 +164,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``fit_buffers`` False: a plan over the memory limit with its communication buffers is not re-solved with
     them priced (:func:`_fit_buffers`); the known plans are tried (:func:`_within_limit`), else SolveFailed
     (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
+    ``solver_share`` (wall-clock mode, no ``memory_budget``): the solves get at most this share of what the
+    ``deadline`` leaves them after the builds and the re-pricing reserve (still at most ``time_limit``), so that
+    a later phase's share is not spent by slow builds (:func:`hloshard.jax.auto_shard`'s first solve with the
+    memory guard after it: :data:`hloshard.jax.guard.FIRST_SHARE`; keras-hub Falcon at ``time_limit=60``, load
+    12: tracing and builds left the guard's re-solve 0.7 s, new user 21 finding 3); 1: all of it.
     Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
     is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
     answer, so a budget that does not bind never changes the plan.
@@ -174,7 +179,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                                  known, local_moves)
     return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                          export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                         known, graph, local_moves, fit_buffers)
+                         known, graph, local_moves, fit_buffers, solver_share)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -182,7 +187,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   export_problem: str | None = None, pin_operands: bool = False, reevaluate: bool = True,
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
-                  fit_buffers: bool = True) -> SolveResult:
+                  fit_buffers: bool = True, solver_share: float = 1.0) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -191,7 +196,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     built = graph is not None   # built before: its build's seconds for the re-pricing reserve
     if not built and stop_build and deadline is not None and not deterministic and not export_problem:
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
-                             reprice_share=REPRICE_SHARE)
+                             reprice_share=REPRICE_SHARE, solver_share=solver_share)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress))
@@ -232,7 +237,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
-        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, left))
+        ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
+        solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -274,9 +280,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             spent = ("the cost graph was built before" if built else
                      f"building the cost graph took {t1 - t0:.1f} s")
             # the deadline is the whole call's (auto_shard's phases share it); the reserve is kept before it
+            before = max(0.0, deadline - t1)
+            kept = (f"{reprice:.1f} s of them kept for re-pricing the plan" if reprice <= before else
+                    f"less than the {reprice:.1f} s kept for re-pricing the plan: the solver got its minimum")
             exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; the time limit "
-                        f"of {given_limit:g} s, {max(0.0, deadline - t1):.1f} s left before the deadline, "
-                        f"{reprice:.1f} s of them kept for re-pricing the plan)",)
+                        f"of {given_limit:g} s, {before:.1f} s left before the deadline, {kept})",)
         raise
     choice = list(sol.strategies)
     ev = evaluate_choice(graph, choice)
@@ -830,15 +838,17 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     return result
 
 
-def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
+def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit, pair_limit=None, stats=None):
     """``written`` (the CostResult of ``module`` as written with ``result``'s plan) lowered by local moves
-    (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit`` as there; the kept user
-    shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when any was made."""
+    (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit``, ``pair_limit``, ``stats``
+    as there; the kept user shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when
+    any was made."""
     from .local import improve_written
 
     before = written.total_cost
     written, result.local_moves = improve_written(module, mesh, written, deadline=deadline, peak_limit=peak_limit,
-                                                  keep_ids={id(i) for i in result.graph.ctx.fixed})
+                                                  keep_ids={id(i) for i in result.graph.ctx.fixed},
+                                                  pair_limit=pair_limit, stats=stats)
     if result.local_moves:
         result.graph.warnings.append(
             f"local moves changed {len(result.local_moves)} annotations of the written module (outside the "
@@ -847,7 +857,8 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit):
 
 
 def improve_applied(result: SolveResult, module, mesh, deadline: float | None = None,
-                    peak_limit: int | None = None) -> SolveResult:
+                    peak_limit: int | None = None, pair_limit: int | None = None,
+                    stats: dict | None = None) -> SolveResult:
     """Lower ``hloshard cost`` of ``module`` as written with ``result``'s plan (:func:`apply_solution` with
     ``reevaluate``: ``result.written`` is its price) by ``solve``'s post-solve local moves
     (:func:`hloshard.autoshard.local.improve_written`), each round kept only when the moved module's
@@ -855,7 +866,8 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
     module's, or ``peak_limit`` when that is higher (the caller's promise, e.g. the memory guard's limit:
     :func:`hloshard.jax.auto_shard`), and never above the model's limit of the graph's memory budget
     (``graph.model_limit``) -- so every memory promise the plan kept still holds.  ``deadline``: a ``time.monotonic()``
-    instant no candidate starts after (None: deterministic, one re-solve per node at most).  The moves
+    instant no candidate starts after (None: deterministic, one re-solve per node at most; ``pair_limit``: the
+    most resharding pairs the moves price, ``stats`` their figures: ``improve_written``'s).  The moves
     change intermediate annotations and ``solve``'s own pins only (never the entry parameters, the root
     or a kept sharding: :func:`hloshard.autoshard.local.freeable`), so the tied state's layouts stay;
     ``result.operand_pins`` is re-read from the module (:func:`hloshard.strategy.realize.as_written`).
@@ -870,7 +882,7 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
     budget_limit = getattr(result.graph, "model_limit", None)
     if budget_limit is not None:
         limit = max(before, min(limit, int(budget_limit)))
-    result.written = _moved(result, module, mesh, result.written, deadline, limit)
+    result.written = _moved(result, module, mesh, result.written, deadline, limit, pair_limit, stats)
     if result.local_moves:
         result.operand_pins = [(as_written(p), op) for p, op in result.operand_pins]
     return result

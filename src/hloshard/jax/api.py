@@ -41,7 +41,7 @@ import warnings
 from typing import Any, Callable
 
 from .check import program
-from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan
+from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
                     pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -375,9 +375,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
     and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
     answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
-    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit``, ending early enough to write the
-    plan; a memory-guard re-solve that the time left cannot hold is not started (the plan found before it
-    is kept; ``report["memory_guard"]["note"]`` says so).  ``auto_shard`` therefore returns within
+    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
+    re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
+    not spend the guard's share), ending early enough to write the plan; the guard's XLA run (c, below) moves
+    the deadline of the phases after it by its seconds (``report["memory_guard"]["xla_seconds"]``); a
+    memory-guard re-solve that the time left cannot hold (the solver's minimum beside the re-pricing reserve)
+    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
+    ``auto_shard`` therefore returns within
     ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
@@ -391,7 +395,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
     first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
-    re-solves with the communication buffers priced inside it), the guard's re-solves the rest.  It does
+    re-solves with the communication buffers priced inside it), the guard's re-solves the rest; the local
+    moves what the guard leaves, at least :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit``
+    (:func:`hloshard.jax.guard.moves_seconds`, counted in resharding pairs as the deterministic build counts
+    its work).  It does
     not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
     work (tracing, cost-graph builds, XLA's run, re-pricing) are not budgeted.
 
@@ -440,9 +447,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     exactly; with a ``memory_budget`` it is below the budget's limit): the solver then only trades
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
-    (at most two more solves; ``limit_bytes`` is the one used); a step whose limit holds the peak (with its
-    buffers) of the plan a failed re-solve found starts from that plan and returns it when its own search finds
-    nothing within (``report["memory_guard"]["held"]``); if none is found, the first plan is kept
+    (at most two more solves; ``limit_bytes`` is the one used); after a failed re-solve that found a plan
+    below the first plan's peak (with its buffers), the next step asks for that plan's peak instead, starts
+    from it and returns it when its own search finds nothing within (``report["memory_guard"]["held"]``),
+    and the guard stops there; if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
     started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan
@@ -489,9 +497,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     higher, when a Pareto step took a lower-peak plan, when the baseline is all replicated, or without the
     guard) and the budget's model limit; entry
     parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
-    no move is started past the call's deadline; deterministic mode: one re-solve per node at most.
+    no move is started past the call's deadline; deterministic mode: one re-solve per node at most, and
+    none once the moves have priced ``pair_limit`` resharding pairs (the work "Time" gives them; the
+    candidates are then taken by what they pay, highest first).
     ``report["local_moves"]``: ``{"changed": annotations changed, "seconds", "peak_limit" (the guard's baseline
-    peak passed, bytes per device, or None), "cost_before", "peak_before" (the written module's before the moves:
+    peak passed, bytes per device, or None), "pair_limit" (deterministic mode), "pairs_priced", "candidates"
+    (neighbourhood re-solves), "cost_before", "peak_before" (the written module's before the moves:
     cost units, bytes per device)}``; the report's figures are the moved module's.
 
     Raises ValueError naming the problem: a mesh whose device count differs from the function's
@@ -509,6 +520,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
+    from ..autoshard.coarse import work_limit
     from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, improve_applied, unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
@@ -621,7 +633,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
-                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
+                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
+                             # wall-clock: the guard's share is of what the builds leave, not what they did not take
+                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None else 1.0)
             kn = known.get(id(r.graph), [])
             g = None
             if memory_guard:
@@ -675,7 +689,14 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # the replicated plan (it bounds nothing) or without the guard
         held = None if guard is None or (guard.get("pareto") or {}).get("applied") or \
             guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
-        improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held)
+        # deterministic mode: within the work the call's budget leaves them (guard.moves_seconds), in resharding
+        # pairs as the deterministic build counts its work (coarse.work_limit)
+        pair_limit = work_limit(moves_seconds(time_limit, guard), dmesh) if deterministic else None
+        move_stats: dict = {}
+        # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
+        moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)
+        improve_applied(result, module, dmesh, deadline=None if deadline is None else deadline + moved_by,
+                        peak_limit=held, pair_limit=pair_limit, stats=move_stats)
         t_moves = time.monotonic() - t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
@@ -729,7 +750,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                       if memory_guard else 0.0}
     # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
     report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
-                             "peak_limit": held,
+                             "peak_limit": held, "pair_limit": pair_limit,
+                             "pairs_priced": move_stats.get("pairs"),
+                             "candidates": move_stats.get("candidates"),
                              "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
                              "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
     report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"

@@ -157,6 +157,22 @@ FIRST_SHARE = 0.5
 #: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
 #: and finds the same plan as with a full limit each, BENCHMARKS.md "helper guard, round 12")
 RESOLVE_SHARES = (0.5, 0.25, 0.25)
+#: deterministic mode: the least share of :func:`hloshard.jax.auto_shard`'s ``time_limit`` the post-solve local
+#: moves get (:func:`moves_seconds`): one bisection step's share of the guard's part, as the moves are one more
+#: step improving the plan the guard returns.  Not tuned: with it the moves price at most 312,500 resharding
+#: pairs at ``time_limit=10`` (:func:`hloshard.autoshard.coarse.work_limit`), where they priced 755,512 on
+#: keras-hub's 4-layer Gemma for nothing (3.9 s of its 18.4 CPU-s, round 21) and 297,918 on the 2-layer decoder
+#: of /work/shared/cases for its -2.3% (both measured round 22).
+MOVES_SHARE = (1.0 - FIRST_SHARE) * RESOLVE_SHARES[-1]
+
+
+def moves_seconds(time_limit: float, guard: dict | None) -> float:
+    """Deterministic mode's work for :func:`hloshard.jax.auto_shard`'s post-solve local moves, in seconds of
+    the call's ``time_limit`` (:func:`hloshard.autoshard.coarse.work_limit` turns them into resharding pairs,
+    :func:`hloshard.autoshard.local.improve_written`'s ``pair_limit``): what the guard left of its budget
+    (``guard["work_left"]``: no re-solve or Pareto solve spent it; :func:`guard_plan`), at least
+    :data:`MOVES_SHARE` of ``time_limit``.  ``guard`` None (no memory guard): :data:`MOVES_SHARE` of it."""
+    return max(MOVES_SHARE * float(time_limit), float((guard or {}).get("work_left", 0.0) or 0.0))
 
 
 def _time_left(deadline) -> float:
@@ -220,26 +236,35 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     returns (before round 19: of the cheapest plan found, which could be a first plan the guard had rejected
     for its peak, so a guarded plan's step measured its 10% against a plan that was never on offer).  When a
     guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
-    below it (``pareto_step``'s ``searched_within``).  Arguments as :func:`_guard`'s."""
+    below it (``pareto_step``'s ``searched_within``).  Deterministic mode: ``guard["work_left"]`` is the guard's
+    work budget its re-solves and the step's solves did not spend (:func:`moves_seconds`, the local moves' share);
+    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  Arguments as
+    :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate)
+    left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+    if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
+        guard["work_left"] = left
     if not pareto or user_budget is not None:
         return result, guard
     if deterministic:
-        budget = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
+        budget = left
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
-        if deadline is not None:
-            deadline = deadline - float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
+        if deadline is not None:   # (moved by the guard's XLA run, outside the limit)
+            deadline = deadline + float(guard.get("xla_seconds", 0.0)) - \
+                float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
     result, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
                                searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
+    if deterministic and info.get("tried"):   # the step's solves spent its work
+        guard["work_left"] = 0.0
     if info["applied"]:
         guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
     return result, guard
@@ -262,12 +287,16 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     share, found nothing on every guard re-solve measured (keras-hub gemma_small and the 4-layer Gemma: three
     rounds each, 7.6 of the 4-layer Gemma's 21.7 CPU-s deterministic; the bisection's plan does not depend on
     them, so both plans are unchanged); the last step keeps them.  A failed re-solve's plan nearest its limit
-(``SolveFailed.closest``, :func:`hloshard.autoshard.solve._within_limit`), when below the unguarded plan's
-peak, is a plan within every higher limit that holds its peak: the next step whose limit holds it starts from
-it (its node memory keeps that limit), without the buffer-fitting rounds, and returns it when its own search
-finds nothing within (``guard["held"]``), instead of bisecting further (keras-hub's 4-layer Gemma: the strict
-re-solve's plan needs 152.3 MB with its buffers, within the first bisection step's 153.9 MB, which failed
-before and left a third re-solve to find a plan at 157.5 MB).
+    (``SolveFailed.closest``, :func:`hloshard.autoshard.solve._within_limit`), when below the unguarded plan's
+    peak, is a plan within every limit that holds its peak: the next step asks for that peak itself (not
+    halfway: the answer is likely there, a plan within it being known), starts from the plan (its node memory
+    keeps that limit), without the buffer-fitting rounds, and returns it when its own search finds nothing
+    within (``guard["held"]``; that limit is then one a re-solve found nothing within,
+    ``guard["failed_limit_bytes"]``); the guard stops there either way.  Keras-hub's 4-layer Gemma
+    (deterministic, ``time_limit=10``, round 22): the strict re-solve's plan needs 145.5 MB with its buffers;
+    before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
+    returned the 145.5 MB plan; now the second re-solve asks for 145.5 MB and returns it: 3 -> 2 re-solves,
+    the same plan.  The strict step is always tried first: a plan within the baseline is taken when found.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
@@ -277,6 +306,8 @@ before and left a third re-solve to find a plan at 157.5 MB).
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
     outside the time limit as the baseline's is)."""
+    import time
+
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import MIN_SOLVE_SECONDS
@@ -287,8 +318,10 @@ before and left a third re-solve to find a plan at 157.5 MB).
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
     # a re-solve takes the first solve's cost graph with the guard's limit (build.with_memory_budget: no
-    # build) and solves: less than the solver's minimum left, none is started
-    need = MIN_SOLVE_SECONDS
+    # build) and solves, keeping the graph's re-pricing reserve (solve_module): less than the solver's minimum
+    # beside that reserve left, none is started (its solver would get the minimum whatever its share)
+    reserve = 0.0 if deadline is None else float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
+    need = MIN_SOLVE_SECONDS + reserve
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
@@ -298,6 +331,7 @@ before and left a third re-solve to find a plan at 157.5 MB).
         # entry shardings; the user's baseline (gspmd) stays the evaluation's cheapest completion, not the
         # plan's (filled, keras-hub gemma_small's given the expert's shardings rose 1.2%, round 14)
         warm = {} if child is None else {"child": child}   # (a caller's stand-in may take no child)
+        t_base = time.monotonic()
         base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
             baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
                           **warm)
@@ -308,6 +342,12 @@ before and left a third re-solve to find a plan at 157.5 MB).
     guard = {"baseline": base["plan"], "baseline_all_replicated": bool(base.get("all_replicated")),
              "baseline_peak_bytes": limit, "limit_bytes": limit,
              "plan_peak_bytes": plan_peak, "applied": False, "note": None}
+    if deadline is not None:
+        # the baseline's XLA run and its pricing are outside the time limit (auto_shard's docstring, "Time"): the
+        # re-solves' deadline moves by their seconds (keras-hub Falcon at time_limit=60, load 12: the run took
+        # 7.4 s and left the re-solve 0.7 s, new user 21 finding 3); guard["xla_seconds"]: the later phases move too
+        guard["xla_seconds"] = time.monotonic() - t_base
+        deadline += guard["xla_seconds"]
     if plan_peak <= limit:
         return result, guard
     # (not when the plan's entry shardings are all replicated: the baseline is then the replicated plan, the
@@ -324,7 +364,8 @@ before and left a third re-solve to find a plan at 157.5 MB).
                          f"by XLA): kept")
         return result, guard
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
-    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway.
+    # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway (or at
+    # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
     # One time budget for all of them (RESOLVE_SHARES of time_limit), each started from the plan before it
     guarded, tried, reason = None, [], None
     lo, hi = limit, plan_peak
@@ -338,10 +379,13 @@ before and left a third re-solve to find a plan at 157.5 MB).
     budget = float(time_limit) if deadline is None else _time_left(deadline)
     for step, share in enumerate(RESOLVE_SHARES):
         if _time_left(deadline) < need:
+            kept = f": {reserve:.1f} s of it kept for re-pricing the plan" if reserve > 0 else ""
             reason = reason or (f"the time limit ended ({max(0.0, _time_left(deadline)):.1f} s left, a re-solve "
-                                f"needs {need:.1f} s)")
+                                f"needs {need:.1f} s{kept})")
             break
-        at = lo if not tried else (lo + hi) // 2
+        # after a failed step that left a plan nearer its limit than the unguarded one, the next step asks for that
+        # plan's own peak (a plan within it is known: the answer is likely there) and starts from it; else halfway
+        at = lo if not tried else int(nearest[1].peak_memory) if nearest is not None else (lo + hi) // 2
         tried.append(at)
         held = nearest is not None and int(nearest[1].peak_memory) <= at
         try:
@@ -356,13 +400,14 @@ before and left a third re-solve to find a plan at 157.5 MB).
             break
         except SolveFailed as exc:
             reason = reason or str(exc)
+            # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it);
+            # a held step's search found nothing within its limit either
+            guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
             if held:   # its search found nothing within ``at``: the plan an earlier re-solve found is
                 guarded = _held(result, nearest, step_graph)
                 guard["held"] = True
                 break
             lo = at
-            # the highest limit a re-solve found nothing within (guard_plan: the Pareto step asks none below it)
-            guard["failed_limit_bytes"] = max(at, guard.get("failed_limit_bytes", at))
             closest = getattr(exc, "closest", None)
             if closest is not None and int(closest[1].peak_memory) < plan_peak and (
                     nearest is None or closest[1].peak_memory < nearest[1].peak_memory):
@@ -394,8 +439,10 @@ before and left a third re-solve to find a plan at 157.5 MB).
         guarded, guard["known_plan"] = back[0], back[1].name
     guard["applied"] = True
     guard["limit_bytes"] = tried[-1]
+    where = ("the peak of the plan nearest it that a re-solve found" if nearest is not None
+             and tried[-1] == int(nearest[1].peak_memory) else "halfway to the unguarded peak")
     within = "within it" if tried[-1] == limit else (
-        f"none within it ({reason}); within {format_bytes(tried[-1])}, halfway to the unguarded peak")
+        f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
