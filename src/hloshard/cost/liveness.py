@@ -1199,15 +1199,17 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "while":
             passed = _invariant_leaves(i)
             own_set = set(mine)
+            taken: set = set()   # init values one state leaf of this loop already took over
             for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], values(i))):
                 if c not in own_set:   # a leaf the while forwards (captured): nothing of its own
                     continue
                 if n in passed:
                     # a loop invariant (the body passes it through): the loop reads the init's buffer
                     share(a, c, read_only=True)
-                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected and a not in taken:
                     share(a, c)
-                else:
+                    taken.add(a)
+                else:   # (also one init value of several updated leaves: each but the first a copy)
                     _state_copy_at_init(iv, raw, a, c, param_set, defined_at)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
