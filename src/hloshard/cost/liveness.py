@@ -970,10 +970,31 @@ def _resharded_read(operand, user) -> bool:
     ``operand``'s buffer (another size per device; measured: a replicated exponential read through a
     pin's slice by a sharded multiply, ``tests/test_memory_model.py`` ``PIN_SLICE``).  A read through a
     collective is not one: the collective's result is a buffer of ``user``'s layout, which ``user`` may
-    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``)."""
+    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``).
+    A read in another dimension order (a transpose folded into ``user``) of another size per device is one
+    too: the partitioner reshards between the two layouts, so ``user`` is not made in ``operand``'s buffer
+    (MaxText's budgeted plan: a replicated gradient accumulator out of the backward loop read transposed
+    by the sharded optimizer update, which the model had computed in the accumulator's buffer and priced
+    at the update's 1/8 from the program's start)."""
     if not _same_dims(operand, user):
-        return False
+        return _tile_bytes(operand) != _tile_bytes(user)
     return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
+
+
+def _tile_bytes(instr) -> int | None:
+    """Bytes of ``instr``'s array per device under its written sharding (:func:`_sharding_of`), or None
+    where none is written (then no size per device is known: :func:`_resharded_read` compares None alike)."""
+    sh = _sharding_of(instr)
+    if sh is None:
+        return None
+    try:
+        dims = sh.tile_shape([int(d) for d in instr.shape.dims])
+    except ValueError:
+        return None
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return int(n * instr.shape.element_size)
 
 
 def _same_array(a, b) -> bool:
