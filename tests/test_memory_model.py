@@ -585,6 +585,30 @@ ENTRY main {{
 """
 
 
+# A pin all-gathering w along its minor dimension, read by a dot: XLA CPU gathers in layout {0,1} (the
+# gathered dimension major) and copies to {1,0} for the dot, the copy made just before the dot
+# (cost.liveness.reshard_readers, autoshard.build.relayout_point).  By hand: x 65536 + w 65536 (an
+# eighth) + d 131072 (the output) + g 524288 (gathered) + its copy 524288 = 1310720 (without the copy,
+# as the model had it for a written pin: 786432; transformer_block's solve plan 0.919 of XLA).
+PIN_RELAYOUT = """HloModule pin_relayout, num_partitions=8
+
+ENTRY main {
+  x = f32[64,256] parameter(0), sharding={replicated}
+  w = f32[256,512] parameter(1), sharding={devices=[1,8]<=[8]}
+  g = f32[256,512] custom-call(w), custom_call_target="Sharding", sharding={replicated}
+  ROOT d = f32[64,512] dot(x, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+"""
+
+
+def test_gathered_pin_read_by_a_dot_is_relaid(tmp_path):
+    assert _peak(tmp_path, PIN_RELAYOUT) == 1310720
+    # gathered along the major dimension: no copy
+    rows = PIN_RELAYOUT.replace("w = f32[256,512] parameter(1), sharding={devices=[1,8]<=[8]}",
+                                "w = f32[256,512] parameter(1), sharding={devices=[8,1]<=[8]}")
+    assert _peak(tmp_path, rows) == 1310720 - 524288
+
+
 def test_transposed_read_of_another_size_is_not_in_place(tmp_path):
     assert _peak(tmp_path, TRANSPOSED_RESHARD) == 65536
     # the same read in one size per device (both replicated): r is made in a's buffer
@@ -613,9 +637,11 @@ def test_resharding_pin_peaks_are_xlas():
     require_jax()
     from hloshard.xla_memory import xla_memory
 
-    got = xla_memory([t for t, _, _ in PIN_CASES.values()] + [TRANSPOSED_RESHARD], 8)
+    rows = PIN_RELAYOUT.replace("sharding={devices=[1,8]<=[8]}", "sharding={devices=[8,1]<=[8]}")
+    got = xla_memory([t for t, _, _ in PIN_CASES.values()] + [TRANSPOSED_RESHARD, PIN_RELAYOUT, rows], 8)
     assert [m.error for m in got] == [None] * len(got)
-    assert [m.total for m in got] == [peak + extra for _, peak, extra in PIN_CASES.values()] + [65536 + 4]
+    assert [m.total for m in got] == [peak + extra for _, peak, extra in PIN_CASES.values()] + [
+        65536 + 4, 1310720, 1310720 - 524288]
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:
