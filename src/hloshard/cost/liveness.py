@@ -77,7 +77,12 @@ more (and pads to tiles); that is not modelled here.
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
-  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`).
+  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
+  one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
+  accumulators or residual stacks) is taken over by the first leaf only, the others are copies
+  (``CopyInsertion``: each updated leaf a buffer of its own; MaxText's two loops: eight such leaves).  No
+  in-place write across a resharded read (:func:`_resharded_read`: a local slice, or a transposed read of
+  another size per device).
 * *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
   when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
   which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
