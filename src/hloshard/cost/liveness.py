@@ -80,7 +80,7 @@ more (and pads to tiles); that is not modelled here.
   init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
   one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
   accumulators or residual stacks) is taken over by the first leaf only, the others are copies
-  (``CopyInsertion``: each updated leaf a buffer of its own; MaxText's two loops: eight such leaves).  No
+  (``CopyInsertion``: each updated leaf a buffer of its own; MaxText's two loops: six such copies).  No
   in-place write across a resharded read (:func:`_resharded_read`: a local slice, or a transposed read of
   another size per device).
 * *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
