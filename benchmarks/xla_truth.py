@@ -28,9 +28,20 @@ hloshard's predicted peak per device (``hloshard cost``'s ``peak_memory_per_devi
 model of :mod:`hloshard.cost.liveness`).  For ``scan_mlp_train_step``'s GSPMD plan XLA measures the
 pre module compiled with propagation to outputs (the same plan).
 
+**Measuring elsewhere** (modules too large for this machine's XLA: the 48-layer transformer, MaxText):
+``--measure DIR --json OUT`` compiles every ``DIR/*.hlo`` (a ``*.pre.hlo`` with XLA's propagation to
+outputs: GSPMD's plan; any other file as written) with XLA CPU, each module in its own child process
+(``--jobs`` at once, ``--timeout`` each), and writes ``{file: memory_analysis() parts, flops, peak
+buffers, seconds}``; ``--dump D`` keeps XLA's buffer assignment, live ranges and propagated /
+partitioned modules (gzipped) under ``D/<file>/``.  jax only; nothing of hloshard's parser runs, so it
+runs on a machine with jax alone.  ``--predict OUT.json`` then sets hloshard's peak of each module
+beside it (:func:`predict`: the GSPMD plan of a ``*.pre.hlo`` is priced from the propagated dump).
+
 Usage::
 
     python benchmarks/xla_truth.py [--time-limit 10] [--only NAME] [--no-corpus] [--json out.json]
+    python benchmarks/xla_truth.py --measure DIR --json OUT [--dump D] [--jobs 4] [--timeout 540]
+    python benchmarks/xla_truth.py --predict OUT [--dump D] [--mesh 2x4] [--mesh-for NAME=8 ...]
 """
 
 from __future__ import annotations
@@ -234,6 +245,79 @@ def run(args) -> list[dict]:
     return rows
 
 
+def measure(directory: pathlib.Path, jobs: int, timeout: float, dump: pathlib.Path | None,
+            devices: int = 8, out: pathlib.Path | None = None) -> dict:
+    """XLA's memory figures of every ``directory/*.hlo`` (see the module docstring), one child process per
+    module, ``jobs`` at a time: ``{file name: {"total_bytes", "argument_bytes", ..., "flops", "seconds",
+    "dumps"} or {"error", "seconds"}}``; rewritten to ``out`` (JSON) as each module finishes, so a run
+    stopped from outside keeps what it measured."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hloshard.errors import InputError
+    from hloshard.xla_memory import xla_memory
+
+    files = sorted(directory.glob("*.hlo"))
+    done: dict = {}
+    lock = threading.Lock()
+
+    def one(f: pathlib.Path) -> tuple[str, dict]:
+        t0 = time.monotonic()
+        keep = str(dump / f.name) if dump is not None else None
+        try:
+            (m,) = xla_memory([f.read_text()], devices, timeout=timeout, propagate_outputs=f.name.endswith(".pre.hlo"),
+                              keep_dump=keep)
+            rec = {**m.to_json(), "dumps": [str(pathlib.Path(d).relative_to(dump)) for d in m.dumps] if dump else []}
+        except InputError as exc:   # a time-out or a dead child: that module's row says so
+            rec = {"error": str(exc)}
+        rec["seconds"] = round(time.monotonic() - t0, 1)
+        print(f"{f.name}: {rec.get('total_bytes', rec.get('error'))} ({rec['seconds']} s)", file=sys.stderr,
+              flush=True)
+        with lock:
+            done[f.name] = rec
+            if out is not None:
+                out.write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+        return f.name, rec
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, files))
+    return done
+
+
+def predict(measured: dict, directory: pathlib.Path, dump: pathlib.Path | None, mesh: str,
+            mesh_for: dict) -> list[dict]:
+    """hloshard's predicted peak per device (``evaluate_as_written``, the one memory model) of every module
+    ``measure`` measured, beside XLA's: ``[{"file", "predicted", "xla", "ratio"}]``.  A ``*.pre.hlo`` is
+    GSPMD's plan: priced from XLA's after-sharding-propagation dump (``dump/<file>/0.propagated.txt.gz``)."""
+    import gzip
+
+    from hloshard.autoshard import evaluate_as_written
+    from hloshard.hlo import parse_module
+    from hloshard.mesh import DeviceMesh
+
+    rows = []
+    for name, rec in sorted(measured.items()):
+        path = directory / name
+        if name.endswith(".pre.hlo"):
+            prop = dump / name / "0.propagated.txt.gz" if dump is not None else None
+            if prop is None or not prop.exists():
+                rows.append({"file": name, "predicted": None, "xla": rec.get("total_bytes"), "ratio": None,
+                             "note": "no propagated dump"})
+                continue
+            text = gzip.open(prop, "rt").read()
+        else:
+            text = path.read_text()
+        mod = parse_module(text, name)
+        spec = next((v for k, v in mesh_for.items() if name.startswith(k)), mesh)
+        ev = evaluate_as_written(mod, DeviceMesh.for_module(mod, spec)).evaluation
+        x = rec.get("total_bytes")
+        rows.append({"file": name, "predicted": ev.peak_memory, "xla": x,
+                     "ratio": None if not x else ev.peak_memory / x, "error": rec.get("error")})
+        print(f"| `{name}` | {ev.peak_memory:,} | {x:,} | {ev.peak_memory / x:.3f} |" if x else
+              f"| `{name}` | {ev.peak_memory:,} | - | - |", flush=True)
+    return rows
+
+
 def _fmt(x, digits=3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
@@ -343,8 +427,32 @@ def main(argv=None) -> int:
     ap.add_argument("--pin-operands", action=argparse.BooleanOptionalAction, default=True,
                     help="solve with --pin-operands (the CLI's default) or --no-pin-operands")
     ap.add_argument("--json", help="write the raw figures here")
+    ap.add_argument("--measure", type=pathlib.Path, help="only measure XLA's memory of DIR/*.hlo (jax alone)")
+    ap.add_argument("--predict", type=pathlib.Path, help="set hloshard's peaks beside --measure's JSON")
+    ap.add_argument("--dir", type=pathlib.Path, help="--predict: the measured modules' directory")
+    ap.add_argument("--dump", type=pathlib.Path, help="--measure / --predict: XLA's dumps, per module")
+    ap.add_argument("--jobs", type=int, default=4, help="--measure: modules compiled at once")
+    ap.add_argument("--timeout", type=float, default=540.0, help="--measure: seconds per module")
+    ap.add_argument("--mesh", default="2x4", help="--predict: the mesh of the modules")
+    ap.add_argument("--mesh-for", action="append", default=[], metavar="PREFIX=MESH",
+                    help="--predict: another mesh for the files named PREFIX... (repeatable)")
     ns = ap.parse_args(argv)
     t0 = time.monotonic()
+    if ns.measure is not None:
+        out = measure(ns.measure, ns.jobs, ns.timeout, ns.dump, out=pathlib.Path(ns.json) if ns.json else None)
+        import resource
+
+        out["_children_max_rss_kb"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        text = json.dumps(out, indent=1, sort_keys=True) + "\n"
+        pathlib.Path(ns.json).write_text(text) if ns.json else print(text)
+        return 0
+    if ns.predict is not None:
+        measured = {k: v for k, v in json.loads(ns.predict.read_text()).items() if not k.startswith("_")}
+        mesh_for = dict(m.split("=", 1) for m in ns.mesh_for)
+        rows = predict(measured, ns.dir or ns.predict.parent, ns.dump, ns.mesh, mesh_for)
+        if ns.json:
+            pathlib.Path(ns.json).write_text(json.dumps(rows, indent=1) + "\n")
+        return 0
     rows = run(ns)
     print(table(rows))
     print()

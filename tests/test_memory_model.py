@@ -275,9 +275,57 @@ ENTRY main {{
 TWO_ACCUMULATORS = {"root_b_a": (_two_accumulators("ob, oa"), 163864),
                     "root_a_b": (_two_accumulators("oa, ob"), 196628)}
 
+# One zero broadcast initialising two accumulators of one loop (HloCSE merges jax's two zero broadcasts;
+# MaxText's backward loop: three f32[8,2560,8,128] gradient accumulators and three bf16 residual stacks of
+# its forward loop from one broadcast each).  XLA's CopyInsertion gives each updated state leaf its own
+# buffer: ia and a copy of it.  By hand: w 32768 (parameter) + o's allocation 32768 (ga's loop buffer,
+# then o in place) + gb's buffer 32768 (the copy) + the s32 state and its increment 8 = 98312 (XLA 98436:
+# the scalars aligned).  One buffer for both, as the model had it: 65544 (MaxText's GSPMD plan 0.862 of
+# XLA's peak).
+def _shared_init() -> str:
+    """A loop filling two f32[8,1024] accumulators row by row, both initialised by one zero broadcast."""
+    st = "(s32[], f32[8,1024], f32[8,1024], f32[8,1024])"
+    return f"""HloModule shared_init, num_partitions=8
+
+body {{
+  p = {st} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  a = f32[8,1024] get-tuple-element(p), index=1
+  b = f32[8,1024] get-tuple-element(p), index=2
+  xs = f32[8,1024] get-tuple-element(p), index=3
+  z = s32[] constant(0){_R}
+  s = f32[1,1024] dynamic-slice(xs, i, z), dynamic_slice_sizes={{1,1024}}{_R}
+  e = f32[1,1024] exponential(s){_R}
+  na = f32[8,1024] dynamic-update-slice(a, e, i, z){_R}
+  nb = f32[8,1024] dynamic-update-slice(b, s, i, z){_R}
+  one = s32[] constant(1){_R}
+  j = s32[] add(i, one){_R}
+  ROOT t = {st} tuple(j, na, nb, xs)
+}}
+
+{_cond(st)}
+
+ENTRY main {{
+  w = f32[8,1024] parameter(0){_R}
+  zero = f32[] constant(0){_R}
+  ia = f32[8,1024] broadcast(zero), dimensions={{}}{_R}
+  z = s32[] constant(0){_R}
+  init = {st} tuple(z, ia, ia, w)
+  l = {st} while(init), condition=cond, body=body
+  ga = f32[8,1024] get-tuple-element(l), index=1{_R}
+  gb = f32[8,1024] get-tuple-element(l), index=2{_R}
+  ea = f32[8,1024] exponential(ga){_R}
+  ROOT o = f32[8,1024] multiply(ea, gb){_R}
+}}
+"""
+
+
+SHARED_INIT = _shared_init()
+
 LOOP_CASES = {"invariant_pinned": (_scan_module("made", "f32", pinned=True), 73736),
               "bf16_invariant_made": (_scan_module("made", "bf16"), 57352),
-              "bf16_invariant_parameter": (_scan_module("param", "bf16", pinned=True), 57352)}
+              "bf16_invariant_parameter": (_scan_module("param", "bf16", pinned=True), 57352),
+              "shared_init": (SHARED_INIT, 98312)}
 
 # x (a dot's result) is dead before the output o is written, so XLA's buffer assignment keeps it in o's
 # allocation (cost/liveness.py ``_temps_in_outputs``); s, read by o's dot, is live where o is written and
@@ -518,6 +566,55 @@ PIN_SLICE_CHEAP = _pin_module("pin_slice_cheap", "{replicated}", "{devices=[8]<=
 PIN_CASES = {"pin_gather": (PIN_GATHER, 73728, 0), "pin_slice": (PIN_SLICE, 73728, 4),
              "pin_slice_cheap": (PIN_SLICE_CHEAP, 40960, 4)}
 
+# A replicated dot's result read transposed by a sharded add (no pin: the partitioner slices b locally):
+# r is not made in a's buffer (another size per device; cost.liveness._resharded_read).  By hand: p 8192
+# + w 16384 + q 4096 (parameters) + r 4096 (the output) + a 32768 = 65536 (XLA: + the partition id 4).
+# In a's buffer, as the model had it: 32768 (MaxText's budgeted plan: a replicated gradient accumulator
+# read transposed by the sharded optimizer update, 0.916 of XLA's peak).
+TRANSPOSED_RESHARD = f"""HloModule transposed_reshard, num_partitions=8
+
+ENTRY main {{
+  p = f32[64,32] parameter(0){_R}
+  w = f32[32,128] parameter(1){_R}
+  q = f32[128,64] parameter(2), sharding={{devices=[1,8]<=[8]}}
+  a = f32[64,128] dot(p, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}{_R}
+  b = f32[128,64] transpose(a), dimensions={{1,0}}{_R}
+  c = f32[128,64] exponential(q), sharding={{devices=[1,8]<=[8]}}
+  ROOT r = f32[128,64] add(b, c), sharding={{devices=[1,8]<=[8]}}
+}}
+"""
+
+
+# A pin all-gathering w along its minor dimension, read by a dot: XLA CPU gathers in layout {0,1} (the
+# gathered dimension major) and copies to {1,0} for the dot, the copy made just before the dot
+# (cost.liveness.reshard_readers, autoshard.build.relayout_point).  By hand: x 65536 + w 65536 (an
+# eighth) + d 131072 (the output) + g 524288 (gathered) + its copy 524288 = 1310720 (without the copy,
+# as the model had it for a written pin: 786432; transformer_block's solve plan 0.919 of XLA).
+PIN_RELAYOUT = """HloModule pin_relayout, num_partitions=8
+
+ENTRY main {
+  x = f32[64,256] parameter(0), sharding={replicated}
+  w = f32[256,512] parameter(1), sharding={devices=[1,8]<=[8]}
+  g = f32[256,512] custom-call(w), custom_call_target="Sharding", sharding={replicated}
+  ROOT d = f32[64,512] dot(x, g), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+}
+"""
+
+
+def test_gathered_pin_read_by_a_dot_is_relaid(tmp_path):
+    assert _peak(tmp_path, PIN_RELAYOUT) == 1310720
+    # gathered along the major dimension: no copy
+    rows = PIN_RELAYOUT.replace("w = f32[256,512] parameter(1), sharding={devices=[1,8]<=[8]}",
+                                "w = f32[256,512] parameter(1), sharding={devices=[8,1]<=[8]}")
+    assert _peak(tmp_path, rows) == 1310720 - 524288
+
+
+def test_transposed_read_of_another_size_is_not_in_place(tmp_path):
+    assert _peak(tmp_path, TRANSPOSED_RESHARD) == 65536
+    # the same read in one size per device (both replicated): r is made in a's buffer
+    same = TRANSPOSED_RESHARD.replace("sharding={devices=[1,8]<=[8]}", "sharding={replicated}")
+    assert _peak(tmp_path, same) == 8192 + 16384 + 32768 + 32768
+
 
 @pytest.mark.parametrize("case", sorted(PIN_CASES))
 def test_resharding_pin_read_by_elementwise_ops(tmp_path, case):
@@ -540,9 +637,11 @@ def test_resharding_pin_peaks_are_xlas():
     require_jax()
     from hloshard.xla_memory import xla_memory
 
-    got = xla_memory([t for t, _, _ in PIN_CASES.values()], 8)
+    rows = PIN_RELAYOUT.replace("sharding={devices=[1,8]<=[8]}", "sharding={devices=[8,1]<=[8]}")
+    got = xla_memory([t for t, _, _ in PIN_CASES.values()] + [TRANSPOSED_RESHARD, PIN_RELAYOUT, rows], 8)
     assert [m.error for m in got] == [None] * len(got)
-    assert [m.total for m in got] == [peak + extra for _, peak, extra in PIN_CASES.values()]
+    assert [m.total for m in got] == [peak + extra for _, peak, extra in PIN_CASES.values()] + [
+        65536 + 4, 1310720, 1310720 - 524288]
 
 
 def _peak(tmp_path, text: str, mesh: str = "8") -> int:

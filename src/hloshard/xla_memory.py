@@ -51,6 +51,10 @@ class XlaMemory:
     error: str | None = None
     #: XLA's optimised module (``compiled.as_text()``: fused, scheduled, per device), when asked for
     compiled: str | None = None
+    #: ``compiled.cost_analysis()['flops']`` per device (XLA's HloCostAnalysis), None where jaxlib has none
+    flops: float | None = None
+    #: the dump files kept (``xla_memory(..., keep_dump=DIR)``), gzipped
+    dumps: list = dataclasses.field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -60,7 +64,7 @@ class XlaMemory:
     def to_json(self) -> dict[str, Any]:
         return {"argument_bytes": self.argument, "output_bytes": self.output, "temp_bytes": self.temp,
                 "alias_bytes": self.alias, "total_bytes": self.total, "peak_buffers": self.peak_buffers,
-                "error": self.error}
+                "flops": self.flops, "error": self.error}
 
 
 # --------------------------------------------------------------------------------------------
@@ -156,7 +160,9 @@ def peak_buffers(text: str, live_range_text: str, k: int = 5) -> list[dict]:
 
 def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import glob
+    import gzip
     import os
+    import shutil
     import tempfile
 
     from .xla_check import compile_with_dump
@@ -164,12 +170,14 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     request = json.load(sys.stdin)
     n = int(request["num_partitions"])
     k = int(request.get("k", 5))
+    keep = request.get("keep_dump")
     results = []
-    for text in request["texts"]:
+    for i, text in enumerate(request["texts"]):
         try:
             with tempfile.TemporaryDirectory(prefix="hloshard-xla-mem-") as dump:
-                exe = compile_with_dump(text, n, dump, "NO-PASS-MATCHES^",
-                                        propagate_outputs=bool(request.get("propagate_outputs")))
+                prop = bool(request.get("propagate_outputs"))
+                pass_re = "sharding-propagation|spmd-partitioning" if keep else "NO-PASS-MATCHES^"
+                exe = compile_with_dump(text, n, dump, pass_re, propagate_outputs=prop)
                 m = exe.get_compiled_memory_stats()
                 ba = sorted(glob.glob(os.path.join(dump, "*after_optimizations-buffer-assignment.txt")))
                 lr = sorted(glob.glob(os.path.join(dump, "*after_optimizations-live-range.txt")))
@@ -178,9 +186,28 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
                 buffers = []
                 if ba:
                     buffers = peak_buffers(open(ba[-1]).read(), open(lr[-1]).read() if lr else "", k)
+                flops = None
+                try:   # XLA's HloCostAnalysis of the optimised module, per device
+                    ca = exe.cost_analysis()
+                    ca = ca[0] if isinstance(ca, (list, tuple)) and ca else ca
+                    flops = float(ca.get("flops")) if ca and ca.get("flops") is not None else None
+                except Exception:  # noqa: BLE001 - not every jaxlib has it; the memory figure stands alone
+                    flops = None
+                kept = []
+                if keep:   # the dumps a diagnosis reads, gzipped: KEEP/<i>.<what>.txt.gz
+                    os.makedirs(keep, exist_ok=True)
+                    pats = {"buffer-assignment": ba[-1:], "live-range": lr[-1:], "optimized": ao[-1:],
+                            "partitioned": sorted(glob.glob(os.path.join(dump, "*after_spmd-partitioning*.txt")))[:1],
+                            "propagated": sorted(glob.glob(os.path.join(dump, "*after_sharding-propagation*.txt")))[-1:]}
+                    for what, files in pats.items():
+                        for f in files:
+                            dst = os.path.join(keep, f"{i}.{what}.txt.gz")
+                            with open(f, "rb") as src, gzip.open(dst, "wb") as out:
+                                shutil.copyfileobj(src, out)
+                            kept.append(dst)
                 results.append({"argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
                                 "temp": int(m.temp_size_in_bytes), "alias": int(m.alias_size_in_bytes),
-                                "peak_buffers": buffers, "compiled": compiled})
+                                "peak_buffers": buffers, "compiled": compiled, "flops": flops, "dumps": kept})
         except Exception as exc:  # one bad module must not hide the others
             results.append({"error": f"{type(exc).__name__}: {exc}".splitlines()[0]})
     json.dump({"results": results}, sys.stdout)
@@ -188,19 +215,24 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
 
 
 def xla_memory(texts: list[str], num_partitions: int, timeout: float = 900.0, k: int = 5,
-               propagate_outputs: bool = False, compiled: bool = False) -> list[XlaMemory]:
+               propagate_outputs: bool = False, compiled: bool = False,
+               keep_dump: str | None = None) -> list[XlaMemory]:
     """XLA's memory figures for each HLO text (one child process for all; see the module docstring),
     compiled for ``num_partitions`` devices.  ``k``: how many peak buffers to keep;
     ``propagate_outputs``: GSPMD may choose unannotated outputs' shardings (as jax compiles a module
     without out_shardings); ``compiled``: also return XLA's optimised module text
-    (:attr:`XlaMemory.compiled`).  Raises InputError when jax is missing or the child dies."""
+    (:attr:`XlaMemory.compiled`); ``keep_dump``: a directory where the child writes, gzipped, XLA's
+    dumps of text ``i`` as ``i.buffer-assignment.txt.gz``, ``i.live-range.txt.gz``, ``i.optimized.txt.gz``,
+    ``i.partitioned.txt.gz`` (after spmd-partitioning) and ``i.propagated.txt.gz`` (after
+    sharding-propagation) -- the files :attr:`XlaMemory.dumps` lists.  Raises InputError when jax is
+    missing or the child dies."""
     from .xla_check import run_jax_child
 
     if not texts:
         return []
     data = run_jax_child("hloshard.xla_memory", {"num_partitions": int(num_partitions), "texts": list(texts),
                                                  "k": int(k), "propagate_outputs": bool(propagate_outputs),
-                                                 "compiled": bool(compiled)},
+                                                 "compiled": bool(compiled), "keep_dump": keep_dump},
                          num_partitions, timeout, what="XLA memory analysis", flag="--xla")
     out = []
     for r in data["results"]:
@@ -208,7 +240,8 @@ def xla_memory(texts: list[str], num_partitions: int, timeout: float = 900.0, k:
             out.append(XlaMemory(error=r["error"]))
         else:
             out.append(XlaMemory(argument=r["argument"], output=r["output"], temp=r["temp"], alias=r["alias"],
-                                 peak_buffers=r.get("peak_buffers", []), compiled=r.get("compiled")))
+                                 peak_buffers=r.get("peak_buffers", []), compiled=r.get("compiled"),
+                                 flops=r.get("flops"), dumps=r.get("dumps", [])))
     return out
 
 

@@ -45,6 +45,7 @@ from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
 from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
+                             communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, widened_invariants,
                              written_layouts)
@@ -679,11 +680,14 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
             # reshape or a copy reads the gathered layout directly)
-            readers = effective_users(g.instr) if is_fused(g.instr) else [g.instr]
-            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if any(
-                u.opcode in ("dot", "convolution") for u in readers) else 0
+            readers = reshard_readers(g.instr)
+            dots = [graph.positions.get(u) for u in readers if u.opcode in ("dot", "convolution")]
+            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if dots else 0
             if relayout:
-                ivs.append((t, t + 1))
+                # made just before the first dot that reads it (after a pin: the pin's reader, not the pin;
+                # the gathered buffer dies at the copy, which the pin's interval then stands for)
+                at = relayout_point(graph, g.instr, t)
+                ivs.append((at, at + 1))
                 sizes.append(relayout)
                 if copies is not None:
                     copies.append((g.instr, relayout))
@@ -800,6 +804,18 @@ def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list
         if b > 0:
             out.append((dot, lo, hi, b))
     return out
+
+
+def relayout_point(graph: Graph, consumer, t: int) -> int:
+    """Where the relayout copy after an all-gather into ``consumer`` (at schedule position ``t``) is live
+    (:func:`_relayout_bytes`): at ``t``, or, when ``consumer`` is a written
+    :func:`hloshard.cost.liveness.communicating_pin`, just before the first dot or convolution reading the
+    pin (XLA's buffer assignment of ``transformer_block``'s solve plan: ``all-gather`` live 18-20, its
+    ``wrapped_copy.1`` 20-23, read by the dot at 23; the pin's own interval stands for the copy after)."""
+    if not communicating_pin(consumer):
+        return t
+    dots = [graph.positions.get(u) for u in reshard_readers(consumer) if u.opcode in ("dot", "convolution")]
+    return min([x for x in dots if x is not None and x > t] or [t + 1]) - 1
 
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:

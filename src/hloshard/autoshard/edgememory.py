@@ -42,10 +42,11 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until,
+from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, reshard_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
 from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
+                    relayout_point,
                     scratch_bytes)
 from .graph import Graph
 
@@ -172,7 +173,7 @@ def edge_memory_terms(graph: Graph) -> list:
                 terms.append(Term((source, consumer), lo, end, copy, carrier=1,
                                   share=(id(g.instr.parent), id(inst), leaf) if shared else None,
                                   layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))
-            readers = effective_users(g.instr) if fused else [g.instr]
+            readers = reshard_readers(g.instr)
             if any(x.opcode in ("dot", "convolution") for x in readers):
                 # the relayout copy after an all-gather along a dimension that is not the most major
                 def relayout_after(i, j, sg=sg, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
@@ -186,7 +187,8 @@ def edge_memory_terms(graph: Graph) -> list:
                                 cache[key] = _relayout_bytes(graph, inst, leaf, _Pick(sg.node, i), q)
                             use[n] = cache[key]
                     return use
-                terms.append(Term((source, consumer), t, t + 1, relayout_after, carrier=1))
+                at = relayout_point(graph, g.instr, t)
+                terms.append(Term((source, consumer), at, at + 1, relayout_after, carrier=1))
     return terms
 
 

@@ -77,7 +77,12 @@ more (and pads to tiles); that is not modelled here.
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
-  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`).
+  init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
+  one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
+  accumulators or residual stacks) is taken over by the first leaf only, the others are copies
+  (``CopyInsertion``: each updated leaf a buffer of its own; MaxText's two loops: six such copies).  No
+  in-place write across a resharded read (:func:`_resharded_read`: a local slice, or a transposed read of
+  another size per device).
 * *While loops*: a loop invariant (the body passes it through) is read in its init's buffer, also
   when the body's root carries its own sharding for it (a pinned pass-through: the copy XLA removes,
   which must not take the shared buffer's interval with it).  A **bf16** loop invariant that the body
@@ -574,6 +579,22 @@ def _cse_users(instr) -> list:
     return out
 
 
+def reshard_readers(consumer) -> list:
+    """The instructions that read the value a resharding into ``consumer``'s layout makes: ``consumer``
+    itself, or where it is fused its :func:`effective_users`, or where it is a written
+    :func:`communicating_pin` (its collective a buffer of its own) the pin's readers.  A dot or convolution
+    among them reads an all-gather along a dimension that is not the most major one through XLA CPU's
+    relayout copy (:func:`hloshard.autoshard.build.edge_buffers`; measured on ``transformer_block``'s
+    solve plan: ``p__wqkv__.1.pin``'s all-gather in layout ``{0,1}`` and its ``wrapped_copy.1`` both live
+    at XLA's peak, which the model had without the copy, 0.919 of XLA)."""
+    if communicating_pin(consumer):
+        out: list = []
+        for u in effective_users(consumer):
+            out.extend(effective_users(u) if is_fused(u) else [u])
+        return out
+    return effective_users(consumer) if is_fused(consumer) else [consumer]
+
+
 def effective_users(instr) -> list:
     """The users of ``instr``, each forwarding user replaced by its own users (recursively); with the
     users of the instructions ``HloCSE`` merges into it (:func:`cse_representative`)."""
@@ -970,10 +991,31 @@ def _resharded_read(operand, user) -> bool:
     ``operand``'s buffer (another size per device; measured: a replicated exponential read through a
     pin's slice by a sharded multiply, ``tests/test_memory_model.py`` ``PIN_SLICE``).  A read through a
     collective is not one: the collective's result is a buffer of ``user``'s layout, which ``user`` may
-    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``)."""
+    overwrite (``PIN_GATHER``), and that buffer is priced as the edge's (``build.edge_buffers``).
+    A read in another dimension order (a transpose folded into ``user``) of another size per device is one
+    too: the partitioner reshards between the two layouts, so ``user`` is not made in ``operand``'s buffer
+    (MaxText's budgeted plan: a replicated gradient accumulator out of the backward loop read transposed
+    by the sharded optimizer update, which the model had computed in the accumulator's buffer and priced
+    at the update's 1/8 from the program's start)."""
     if not _same_dims(operand, user):
-        return False
+        return _tile_bytes(operand) != _tile_bytes(user)
     return local_slice(_sharding_of(operand), _sharding_of(user), [int(d) for d in user.shape.dims])
+
+
+def _tile_bytes(instr) -> int | None:
+    """Bytes of ``instr``'s array per device under its written sharding (:func:`_sharding_of`), or None
+    where none is written (then no size per device is known: :func:`_resharded_read` compares None alike)."""
+    sh = _sharding_of(instr)
+    if sh is None:
+        return None
+    try:
+        dims = sh.tile_shape([int(d) for d in instr.shape.dims])
+    except ValueError:
+        return None
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return int(n * instr.shape.element_size)
 
 
 def _same_array(a, b) -> bool:
@@ -1199,15 +1241,17 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
         if op == "while":
             passed = _invariant_leaves(i)
             own_set = set(mine)
+            taken: set = set()   # init values one state leaf of this loop already took over
             for n, (a, c) in enumerate(zip(values(i.operands[0]) if i.operands else [], values(i))):
                 if c not in own_set:   # a leaf the while forwards (captured): nothing of its own
                     continue
                 if n in passed:
                     # a loop invariant (the body passes it through): the loop reads the init's buffer
                     share(a, c, read_only=True)
-                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
+                elif raw.get(a, (0, 0))[1] == t + 1 and a not in protected and a not in taken:
                     share(a, c)
-                else:
+                    taken.add(a)
+                else:   # (also one init value of several updated leaves: each but the first a copy)
                     _state_copy_at_init(iv, raw, a, c, param_set, defined_at)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
