@@ -236,6 +236,29 @@ def test_written_plans_temporaries_and_the_data_margin_by_hand():
     assert written_memory_device(fits, whole) is fits
 
 
+def test_a_budget_the_written_plan_keeps_without_the_data_margin_is_accepted(monkeypatch):
+    # the hand module's unsharded arrays are beyond the VMEM (U = 1.45 before a plan exists): under 40 MB
+    # the plan (33,554,432 B predicted: the parameter's and the output's 16 MiB tiles) is above the module's
+    # limit, 27.5 MB; written, its temporaries fit the VMEM, so the check of the written module
+    # (solve.reevaluate_written) holds it to the budget less the heap allowance only, and accepts it
+    from hloshard.autoshard import solve as solve_mod
+    from hloshard.errors import SolveFailed
+
+    def solved(budget):
+        module = parse_module(WRITTEN_BY_HAND, "written")
+        mesh, budget = _tpu_mesh(module, budget)
+        return solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=5, workers=1,
+                            deterministic=True, pin_operands=True)
+
+    res = solved(40_000_000)
+    assert res.written.evaluation.peak_memory == 2 * 16 * 2 ** 20 > res.graph.model_limit
+    assert res.written_model_limit == 40_000_000 - 4 * SLOT_REPORTED_BYTES - GRANULE_BYTES
+    # without the written plan's device (the module's margin only): refused
+    monkeypatch.setattr(solve_mod, "written_memory_device", lambda device, module: device)
+    with pytest.raises(SolveFailed):
+        solved(40_000_000)
+
+
 ROUND22 = pathlib.Path(__file__).parent / "data" / "tpu_heap_round22.json"
 
 
