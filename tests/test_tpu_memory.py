@@ -144,8 +144,10 @@ def test_tpu_margins_hold_on_every_measured_plan_training_and_held_out():
     # the 6-layer transformer does not, unsharded, and gets the data margin although its data was exact)
     maxtext = devs["maxtext_train_step (corpus, mesh 8)"]
     assert not maxtext.temporaries_fit_vmem and not devs["transformer_6l"].temporaries_fit_vmem
-    # the data margin is MaxText's worst ratio rounded up to two decimals, no looser
+    # the data margin is MaxText's worst ratio rounded up to two decimals, no looser; under the chip's HBM
+    # (the CLI's default budget with --device tpu-v5e) the plan solved with it was kept by libtpu
     assert XLA_TPU_UNDERESTIMATE - 0.01 < max(r["tpu"] / r["predicted"] for r in mt22) <= XLA_TPU_UNDERESTIMATE
+    assert all(r["tpu"] <= r["budget"] for r in mt22 if "budget" in r)
     sets = json.loads(ROUND21.read_text())["bounds"]
     assert all(d.temporaries_fit_vmem for n, d in devs.items() if sets[n]["set"] in ("samples", "held out"))
 
