@@ -372,7 +372,16 @@ def test_predicted_peak_within_15_percent_of_the_tpu_compiler_and_budgets_are_ke
     miss = (SAMPLES / f"{HEAP_CASE}.propagated.hlo").read_text()
     module = parse_module(miss, HEAP_CASE)
     miss_predicted = int(evaluate_module(module, _tpu_mesh(module)[0]).evaluation.peak_memory)
-    recs = compile_for_tpu(texts + [miss])   # one child: the three GSPMD plans, the three budgeted, the heap case
+    # a plan accepted only by the written plan's device (cost.tpu_heap.written_memory_device): kept by libtpu too
+    hand = parse_module(WRITTEN_BY_HAND, "written")
+    hand_mesh, hand_budget = _tpu_mesh(hand, 40_000_000)
+    hand_res = solve_module(hand, hand_mesh, keep="io", memory_budget=hand_budget, time_limit=5, workers=1,
+                            deterministic=True, pin_operands=True)
+    assert hand_res.written_model_limit is not None
+    # one child: the three GSPMD plans, the three budgeted, the heap case, the written-device case
+    recs = compile_for_tpu(texts + [miss, print_module(hand)])
+    hand_rec = recs.pop()
+    assert hand_rec["ok"] and _total(hand_rec) <= hand_budget, (hand_rec["error"], hand_rec["memory"])
     miss_rec = recs.pop()
     for n, p, rec in zip(CASES, predicted, recs):
         assert rec["ok"], f"{n}: {rec['error'][:300]}"
