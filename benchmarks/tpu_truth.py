@@ -302,7 +302,18 @@ def _envelope(r) -> int | None:
 
     if r.get("predicted") is None or r.get("heap_bound") is None:
         return None
-    return budget_for_model_limit(r["predicted"], TpuMemoryDevice(DEVICE, r["heap_bound"], r["fits_vmem"]))
+    # the written plan's device (cost.tpu_heap.written_memory_device): the data margin dropped where the
+    # plan's own temporaries fit the VMEM, as the budget's check of the written module reads it
+    fits = r["fits_vmem"] or bool(r.get("written_fits"))
+    return budget_for_model_limit(r["predicted"], TpuMemoryDevice(DEVICE, r["heap_bound"], fits))
+
+
+def _written_fits(text: str | None, name: str) -> bool | None:
+    """:func:`hloshard.cost.tpu_heap.written_temporaries_fit_vmem` of a plan's text (None without one)."""
+    from hloshard.cost.tpu_heap import written_temporaries_fit_vmem
+    from hloshard.hlo import parse_module
+
+    return None if not text else written_temporaries_fit_vmem(parse_module(text, name), DEVICE)
 
 
 def _total(rec) -> int | None:
@@ -358,6 +369,8 @@ def memory_run(args) -> list[dict]:
         rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "text": written,
                      "error": None if written else spred, **bound})
         print(f"{n}: hloshard side {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    for r in rows:
+        r["written_fits"] = _written_fits(r.get("text"), r["name"])
     jobs = [r for r in rows if r.get("text")]
     for r, rec in zip(jobs, compile_for_tpu([r["text"] for r in jobs], timeout=3600)):
         _take(r, rec)
@@ -393,6 +406,7 @@ def maxtext_rows(args) -> list[dict]:
     g = {"name": "maxtext_train_step", "plan": "GSPMD", "predicted": None, **bound}
     if res.propagated:
         g["predicted"] = predicted_peak(res.propagated, "maxtext", "8")
+        g["written_fits"] = _written_fits(res.propagated, "maxtext")
     rec = compile_for_tpu([text], timeout=3600, propagate_outputs=True)[0]
     _take(g, rec)
     out.append(g)
@@ -400,6 +414,7 @@ def maxtext_rows(args) -> list[dict]:
     s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None,
          "error": None if written else spred, **bound}
     if written:
+        s["written_fits"] = _written_fits(written, "maxtext")
         rec = compile_for_tpu([written], timeout=3600)[0]
         _take(s, rec)
     out.append(s)
@@ -411,6 +426,7 @@ def maxtext_rows(args) -> list[dict]:
     b = {"name": "maxtext_train_step", "plan": f"solve, budget {hbm / MB:,.0f} MB (HBM)",
          "predicted": spred if written else None, "error": None if written else spred, "budget": hbm, **bound}
     if written:
+        b["written_fits"] = _written_fits(written, "maxtext")
         rec = compile_for_tpu([written], timeout=3600)[0]
         _take(b, rec)
     out.append(b)
@@ -453,7 +469,8 @@ def memory_table(rows) -> str:
     plus its reported heap; module docstring of :mod:`hloshard.cost.tpu_layout`, "which heap is reported")."""
     lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
              "offset scalars: in outputs, in the heap | heap's scalars replayed on libtpu's schedule | "
-             "temp by the heap rule MB | (predicted + TPU temp) / TPU | heap-slot bound (fits VMEM) | "
+             "temp by the heap rule MB | (predicted + TPU temp) / TPU | heap-slot bound (fits VMEM: module unsharded, "
+             "written plan) | "
              "TPU / smallest budget accepting P |",
              "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|"]
     for r in rows:
@@ -469,7 +486,9 @@ def memory_table(rows) -> str:
                                      f"**differs**: libtpu {', '.join(sp['libtpu']) or 'none'}; "
                                      f"replay {', '.join(sp['replay']) or 'none'}")
         env = _envelope(r)
-        bound = "-" if r.get("heap_bound") is None else f"{r['heap_bound']} ({'yes' if r['fits_vmem'] else 'no'})"
+        wf = r.get("written_fits")
+        bound = "-" if r.get("heap_bound") is None else (f"{r['heap_bound']} ({'yes' if r['fits_vmem'] else 'no'}"
+                                                        f"{'' if wf is None else ', written ' + ('yes' if wf else 'no')})")
         envr = "-" if not env or not t else f"{t / env:.3f}" + ("" if t <= env else " **OVER**")
         lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
                      f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {replay} | {rule} | {plus} | {bound} | {envr} |")

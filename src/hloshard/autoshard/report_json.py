@@ -42,8 +42,9 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
         "memory_budget": memory_budget,
         # the predicted peak a plan may have under the budget (the budget less the memory model's measured
-        # under-estimate of XLA: hloshard.cost.memory.model_limit)
-        "memory_model_limit": getattr(g, "model_limit", None),
+        # under-estimate of XLA: hloshard.cost.memory.model_limit; the written plan's own where it is looser,
+        # autoshard.solve.reevaluate_written)
+        "memory_model_limit": getattr(result, "written_model_limit", None) or getattr(g, "model_limit", None),
         "keep_shardings": keep,
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "mesh_description": mesh.describe() if hasattr(mesh, "describe") else str(mesh),

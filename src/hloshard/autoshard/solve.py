@@ -21,6 +21,7 @@ from .report import _failed
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import model_limit
+from ..cost.tpu_heap import written_memory_device
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
 #: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
@@ -74,6 +75,9 @@ class SolveResult:
     local_moves: list = dataclasses.field(default_factory=list)
     #: ``(pin, operand)`` for each operand pin :func:`apply_solution` wrote (the operand before the pin)
     operand_pins: list = dataclasses.field(default_factory=list)
+    #: the model's limit the written module was held to when it is looser than ``graph.model_limit``: on a
+    #: TPU, the written plan's temporaries fit VMEM (:func:`hloshard.cost.tpu_heap.written_memory_device`)
+    written_model_limit: int | None = None
 
     @property
     def objective(self) -> float:
@@ -343,7 +347,8 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
         # run); the summary's memory line gives the budget's use
         graph.budget_note = (
             f"the plan found without the memory budget keeps it when written ({result.written.evaluation.peak_memory:,} "
-            f"bytes per device in the memory model, the model's limit {int(graph.model_limit):,}): it is the plan "
+            f"bytes per device in the memory model, the model's limit "
+            f"{model_limit(memory_budget, written_memory_device(graph.memory_device, module)):,}): it is the plan "
             f"written; the budget does not bind")
         if not apply:   # apply_solution writes it and says what reevaluate_written said, once
             unwritten.restore()
@@ -812,16 +817,20 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     result.local_moves = []
     if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
         written = _moved(result, module, mesh, written, deadline, None)
+    # the device for the written plan (a TPU's data margin dropped where its temporaries fit VMEM)
+    device = None if memory_budget is None else written_memory_device(getattr(mesh, "memory_device", None), module)
     if written is not None and memory_budget is not None and \
-            written.evaluation.peak_memory > model_limit(memory_budget, getattr(mesh, "memory_device", None)):
+            written.evaluation.peak_memory > model_limit(memory_budget, device):
         # a budget is a promise about the written module: never report the solver's figure instead
-        limit = model_limit(memory_budget, getattr(mesh, "memory_device", None))
+        limit = model_limit(memory_budget, device)
         raise WrittenOverLimit(
             f"memory budget {format_bytes(memory_budget)} per device is not kept by the written "
             f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device in the memory "
             f"model, above its limit for this budget ({format_bytes(limit)}, cost.memory.model_limit; the "
             f"solver's choice: {format_bytes(ev.peak_memory)}), and no plan known without a search keeps it "
             f"when written", int(written.evaluation.peak_memory), int(ev.peak_memory), int(limit))
+    if written is not None and memory_budget is not None and device is not getattr(mesh, "memory_device", None):
+        result.written_model_limit = model_limit(memory_budget, device)   # the limit the written plan kept
     if written is not None:
         if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
             graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "

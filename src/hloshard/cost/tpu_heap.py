@@ -8,7 +8,11 @@ header or spilled partition-offset scalar, reported as 0 or in full depending on
 chosen (:func:`heap_slot_bound`), says when the model's data is exact (:func:`temporaries_fit_vmem`), and
 carries both on the mesh's ``memory_device`` (:class:`TpuMemoryDevice`, set by
 :func:`hloshard.mesh_setup.timed_mesh_from_options`, and for ``--mesh auto``'s candidates by
-``hloshard.mesh_search``), where every budget path already reads the device.
+``hloshard.mesh_search``), where every budget path already reads the device.  Once a plan is written its
+own temporaries are known: :func:`written_memory_device` gives the device for the written module (the
+data margin dropped when the plan's per-device temporaries fit in half the VMEM,
+:func:`written_temporaries_fit_vmem`), which is what the budget's check of the written module reads
+(:func:`hloshard.autoshard.solve.reevaluate_written`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 from ..hlo.callgraph import reverse_post_order
 from ..hlo.shape import element_byte_size
 from .liveness import computation_peak_bytes
-from .tpu_layout import padded_bytes, vmem_bytes
+from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
 
 #: Opcodes that never make a slot of libtpu's HBM temp heap by themselves (:func:`heap_slot_bound`): views,
 #: layout changes and constants the TPU compiler folds into a kernel or an allocation it already has
@@ -82,6 +86,51 @@ def temporaries_fit_vmem(module, device: str | None) -> bool:
     return True
 
 
+#: Share of the VMEM that a written plan's temporaries may take for its data to count as exact
+#: (:func:`written_temporaries_fit_vmem`).  Measured (:mod:`hloshard.cost.tpu_layout`, the matmul-chain
+#: probe on v5e): two live 16.8 MB temporaries (n = 2048, 32 MiB) stayed in VMEM, two of 67 MB (n = 4096,
+#: 128 MiB: the whole VMEM) did not -- libtpu put one in HBM where the VMEM rule said none.  Half the VMEM
+#: lies between the two probes (room for memory-space assignment's prefetches beside the temporaries);
+#: the plans measured on both sides of it: BENCHMARKS.md "Round 22, helper tpumem".
+WRITTEN_VMEM_SHARE = 0.5
+
+
+def written_temporaries_fit_vmem(module, device: str | None) -> bool:
+    """True when the *written* ``module`` (its instructions annotated with the plan's shardings, as
+    ``solve`` writes it) keeps its temporaries per device within :data:`WRITTEN_VMEM_SHARE` of
+    ``device``'s VMEM: the sum over the computations reached through control flow of each one's peak
+    of live buffers in text order (:func:`hloshard.cost.liveness.computation_peak_bytes`), every buffer
+    its padded per-device tile under its written sharding
+    (:func:`hloshard.cost.tpu_layout.padded_bytes_per_device`; unannotated or unreadable: the whole
+    array), entry parameters left out (always in HBM, counted exactly by the model; entry outputs are
+    kept in: conservative).  Then libtpu keeps every data temporary in VMEM and its peak is the model's
+    HBM data plus its heap, as on every plan measured whose temporaries fit (:func:`temporaries_fit_vmem`
+    asks the same of the module unsharded, before a plan exists).  False without VMEM."""
+    vmem = vmem_bytes(device)
+    if vmem <= 0:
+        return False
+    limit = WRITTEN_VMEM_SHARE * vmem
+    entry = module.entry
+
+    def tile(instr) -> int:
+        if instr.opcode == "parameter" and instr.parent is entry:
+            return 0
+        shape = instr.shape
+        try:
+            return int(padded_bytes_per_device(shape, instr.sharding))
+        except (ValueError, AttributeError, KeyError, IndexError):
+            return sum(padded_bytes(leaf.element_type, leaf.dims)
+                       for leaf in (shape.leaves() if shape.is_tuple else [shape])
+                       if leaf.is_array and element_byte_size(leaf.element_type) > 0)
+
+    total = 0
+    for comp in reverse_post_order(module):
+        total += computation_peak_bytes(comp, size_of=tile)
+        if total > limit:
+            return False
+    return True
+
+
 class TpuMemoryDevice(str):
     """The name of a TPU device profile (``tpu-v5e``: what ``mesh.memory_device`` holds, a ``str``) with
     what a memory budget needs to know of the one module being planned for it: ``heap_slots``
@@ -100,6 +149,19 @@ class TpuMemoryDevice(str):
 
     def __reduce__(self):
         return (TpuMemoryDevice, (str(self), self.heap_slots, self.temporaries_fit_vmem))
+
+
+def written_memory_device(device, module):
+    """The memory device a budget's check of the written ``module`` reads: ``device`` (``mesh.memory_device``)
+    itself unless it is a :class:`TpuMemoryDevice` whose module's temporaries do not fit VMEM unsharded
+    and the written plan's do (:func:`written_temporaries_fit_vmem`): then the same heap allowance with
+    the data margin dropped (U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
+    than ``device``'s, so a plan the solver kept within ``model_limit(budget, device)`` is kept here."""
+    if not isinstance(device, TpuMemoryDevice) or device.temporaries_fit_vmem or module is None:
+        return device
+    if not written_temporaries_fit_vmem(module, str(device)):
+        return device
+    return TpuMemoryDevice(str(device), device.heap_slots, True)
 
 
 def tpu_memory_device(name: str, module) -> str:
