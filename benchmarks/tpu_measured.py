@@ -297,7 +297,111 @@ def probe21():
     return out
 
 
-SETS = {"main": workloads, "heldout": heldout, "heldout21": heldout21, "probe21": probe21}
+def heldout22():
+    """Round 22's held-out set (``--set heldout22``), written and committed before any change to the cost
+    model that round, never tuned on: more backward passes of the kinds round 21 left outside 25% (a
+    normalisation's backward, a convolution's gradients) at other sizes and dtypes, and a softmax backward."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32 = jnp.bfloat16, jnp.float32
+    out = {}
+
+    def rmsnorm(x, g):
+        xf = x.astype(f32)
+        return (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + 1e-6) * g).astype(x.dtype)
+
+    def rmsnorm_bwd(x, g, dy):
+        _, vjp = jax.vjp(rmsnorm, x, g)
+        return vjp(dy)
+
+    out["rmsnorm_bwd_bf16"] = (rmsnorm_bwd, [S((8192, 4096), bf), S((4096,), f32), S((8192, 4096), bf)])
+
+    def layernorm(x, g):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+    def layernorm_bwd(x, g, dy):
+        _, vjp = jax.vjp(layernorm, x, g)
+        return vjp(dy)
+
+    out["layernorm_bwd_f32_2048x8192"] = (layernorm_bwd, [S((2048, 8192), f32), S((8192,), f32),
+                                                          S((2048, 8192), f32)])
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def conv_bwd(x, w, dy):
+        _, vjp = jax.vjp(conv, x, w)
+        return vjp(dy)
+
+    out["conv3x3_bwd_bf16_c256"] = (conv_bwd, [S((16, 28, 28, 256), bf), S((3, 3, 256, 256), bf),
+                                               S((16, 28, 28, 256), bf)])
+    out["conv1x1_bwd_bf16_c512"] = (conv_bwd, [S((32, 28, 28, 512), bf), S((1, 1, 512, 512), bf),
+                                               S((32, 28, 28, 512), bf)])
+
+    def softmax_bwd(x, dy):
+        _, vjp = jax.vjp(lambda a: jax.nn.softmax(a, axis=-1), x)
+        return vjp(dy)[0]
+
+    out["softmax_bwd_f32_4096x8192"] = (softmax_bwd, [S((4096, 8192), f32)] * 2)
+    return out
+
+
+def probe22():
+    """Round 22's probes of round 21's two held-out rows outside 25% (``--set probe22``; not held out):
+    the layer-norm backward (f32 4096^2: does x stay on chip across the backward's kernels?) beside the
+    same backward at 8192 x 4096 (x 128 MiB: above the largest prefetch) and its parts; the 3x3
+    convolution backward (bf16 32x56x56x128) split into its input gradient and its filter gradient, beside
+    the forward convolution of the same shapes."""
+    import jax
+    import jax.numpy as jnp
+
+    S = jax.ShapeDtypeStruct
+    bf, f32 = jnp.bfloat16, jnp.float32
+    out = {}
+
+    def layernorm(x, g):
+        m = jnp.mean(x, axis=-1, keepdims=True)
+        v = jnp.mean((x - m) ** 2, axis=-1, keepdims=True)
+        return (x - m) * jax.lax.rsqrt(v + 1e-5) * g
+
+    def layernorm_bwd(x, g, dy):
+        _, vjp = jax.vjp(layernorm, x, g)
+        return vjp(dy)
+
+    out["layernorm_bwd_f32_4096"] = (layernorm_bwd, [S((4096, 4096), f32), S((4096,), f32), S((4096, 4096), f32)])
+    out["layernorm_bwd_f32_8192x4096"] = (layernorm_bwd, [S((8192, 4096), f32), S((4096,), f32),
+                                                          S((8192, 4096), f32)])
+
+    def layernorm_bwd_dx(x, g, dy):
+        _, vjp = jax.vjp(lambda a: layernorm(a, g), x)
+        return vjp(dy)[0]
+
+    out["layernorm_bwd_dx_f32_4096"] = (layernorm_bwd_dx, [S((4096, 4096), f32), S((4096,), f32),
+                                                          S((4096, 4096), f32)])
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    def conv_dx(w, dy):
+        _, vjp = jax.vjp(lambda a: conv(a, w), jnp.zeros((32, 56, 56, 128), bf))
+        return vjp(dy)[0]
+
+    def conv_dw(x, dy):
+        _, vjp = jax.vjp(lambda b: conv(x, b), jnp.zeros((3, 3, 128, 128), bf))
+        return vjp(dy)[0]
+
+    out["conv3x3_fwd_bf16_c128"] = (conv, [S((32, 56, 56, 128), bf), S((3, 3, 128, 128), bf)])
+    out["conv3x3_dx_bf16_c128"] = (conv_dx, [S((3, 3, 128, 128), bf), S((32, 56, 56, 128), bf)])
+    out["conv3x3_dw_bf16_c128"] = (conv_dw, [S((32, 56, 56, 128), bf), S((32, 56, 56, 128), bf)])
+    return out
+
+
+SETS = {"main": workloads, "heldout": heldout, "heldout21": heldout21, "probe21": probe21,
+        "heldout22": heldout22, "probe22": probe22}
 
 
 def _text(fn, args) -> str:
@@ -425,7 +529,7 @@ def main(argv=None) -> int:
     ap.add_argument("dir")
     ap.add_argument("--set", default="main",
                     help="hlo / time: the workloads (main; heldout: a second set kept out of tuning; heldout21: "
-                         "round 21's, written before its changes; probe21: round 21's probes of known rows)")
+                         "round 21's, written before its changes; probe21: round 21's probes of known rows; heldout22 / probe22: round 22's)")
     ap.add_argument("--device", default="tpu-v5e", help="hloshard device profile for compare (default tpu-v5e)")
     ap.add_argument("--measured", default=None,
                     help="compare: the time step's JSON (default DIR/measured.json; one run on a v5e chip is "
