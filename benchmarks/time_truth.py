@@ -175,21 +175,24 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     roof = plan_roofline(res, module, scale.profile)[0]
     flops_once, bytes_once = body_once(roof)
     coll_once = collective_hbm_seconds(res, scale.profile, once=True)
-    pre = prefetch_seconds(roof, scale.profile)
+    pre = vmem_seconds(roof, scale.profile)
     return {"flops": t["flops_per_device"], "bytes": t["hbm_bytes_per_device"], "compute_s": b["compute_s"],
             "flops_once": flops_once, "bytes_once": bytes_once,
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
-            "collective_hbm_s": coll, "prefetch_s": pre, "tpu_like_s": b["compute_s"] + coll + pre,
+            "collective_hbm_s": coll, "vmem_s": pre, "tpu_like_s": b["compute_s"] + coll + pre,
             "tpu_like_once_s": roofline_seconds_once(roof) + coll_once + pre, "folded_transposes": len(folded)}
 
 
-def prefetch_seconds(roof, profile) -> float:
-    """Seconds of the entry parameters' prefetch copies as the TPU compiler's ``optimal_seconds`` counts
-    them: their ``bytes accessed`` (:data:`hloshard.cost.roofline.PREFETCH_COPY_FACTOR` x the size, the
-    ``parameter`` rows' HBM bytes) at the profile's sustained HBM bandwidth.  The roofline gives them no
-    seconds (the chip does not spend any: :func:`hloshard.cost.roofline.instruction_seconds`), the TPU
-    estimate does, so the like-for-like figure adds them back."""
-    return sum(r.hbm_bytes for r in roof.rows if r.opcode == "parameter") / profile.sustained_hbm_bandwidth
+def vmem_seconds(roof, profile) -> float:
+    """Seconds of the bytes the roofline counts but gives no HBM seconds, as the TPU compiler's
+    ``optimal_seconds`` counts them (every byte it accesses at its HBM rate): the rows'
+    :attr:`hloshard.cost.roofline.RooflineRow.vmem_bytes` -- an entry parameter's prefetch copy beyond its
+    one HBM read (``HloCostAnalysis`` counts it :data:`hloshard.cost.roofline.PREFETCH_COPY_FACTOR` x its
+    size) and the kernels' reads of parameters held in on-chip memory
+    (:func:`hloshard.cost.roofline.vmem_resident`) -- at the profile's sustained HBM bandwidth.  The
+    chip does not spend them, the estimate does, so the like-for-like figure adds them back (round 20's
+    ``prefetch_seconds`` was the copies' part: the copy's four counts, when the roofline gave it none)."""
+    return sum(r.vmem_bytes for r in roof.rows) / profile.sustained_hbm_bandwidth
 
 
 def roofline_seconds_once(roof) -> float:
