@@ -514,10 +514,11 @@ def local_program(text: str) -> str:
     """A single-chip stand-in of a per-device program (the TPU partitioner's module after
     ``tpu-spmd-partitioning``: per-device shapes, collectives with replica groups): every collective is
     replaced by a local op of the same result shape that moves the same buffers through HBM on one chip
-    and that XLA cannot fuse across -- an ``opt-barrier`` of the operand (all-reduce, all-to-all,
-    collective-permute), a ``concatenate`` of the barrier's result with itself (all-gather: it writes the
+    and that XLA cannot fuse across -- an ``opt-barrier`` of the operand (all-to-all, collective-permute:
+    then a same-shape ``reshape``; all-reduce: then an ``add`` of it to itself), a ``concatenate`` of the barrier's result with itself (all-gather: it writes the
     gathered buffer), a ``slice`` of it (reduce-scatter) -- and ``partition-id`` / ``replica-id`` by 0
-    (device 0's slices); shardings and the module's layout / partition attributes are dropped.  What the
+    (device 0's slices); an array ``copy`` becomes a same-shape ``reshape`` (jax's path to the TPU compiler
+    cannot legalize ``mhlo.copy``); shardings and the module's layout / partition attributes are dropped.  What the
     chip then runs is the plan's per-device kernels with the links' time taken out.  Raises ValueError on
     a collective it cannot replace (a tuple-shaped one)."""
     out = []
@@ -527,8 +528,8 @@ def local_program(text: str) -> str:
             continue
         line = _strip_attr(line, "sharding")
         m = _COLLECTIVE.match(line)
-        if not m:
-            out.append(line)
+        if not m:   # a copy (a pin, a layout copy) as a same-shape reshape: jax's path to the TPU compiler
+            out.append(_COPY.sub(r"\1reshape(", line))   # cannot legalize mhlo.copy (xla_cost.copies_as_sharding_calls)
             continue
         head, name, shape, op, rest = m.groups()
         if op in ("partition-id", "replica-id"):
@@ -553,11 +554,12 @@ def local_program(text: str) -> str:
             lim = ", ".join(f"[0:{n}]" for n in _dims(shape))
             out.append(f"{head}{shape} slice({bar}), slice={{{lim}}}")
         else:
-            out.append(f"{head}{shape} copy({bar})" if op != "all-reduce" else f"{head}{shape} add({bar}, {bar})")
+            out.append(f"{head}{shape} reshape({bar})" if op != "all-reduce" else f"{head}{shape} add({bar}, {bar})")
     return "\n".join(out) + "\n"
 
 
 _SHAPES: dict = {}
+_COPY = re.compile(r"^(\s*(?:ROOT )?%[\w.\-]+ = \w+\[[\d,]*\](?:\{[^}]*\})? )copy\(")
 
 
 def _dims(shape: str) -> list:
