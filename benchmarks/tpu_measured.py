@@ -618,6 +618,7 @@ def write_local(out: pathlib.Path, python: str, only=None, time_limit: float = 1
     meta = {}
     for (name, text, mesh), r in zip(plans, json.loads(proc.stdout)):
         row = {k: v for k, v in r.items() if k != "partitioned"}
+        (out / f"{name}.plan.txt").write_text(text)   # the 8-chip module, for compare-local to re-price
         try:
             row["hloshard"] = tt.hloshard_side(text, mesh)
             _index_shapes(r["partitioned"])
@@ -729,6 +730,35 @@ def time_local(out: pathlib.Path) -> None:
         (out / "local_measured.json").write_text(json.dumps(rows, indent=1, sort_keys=True))
 
 
+def compare_local(out: pathlib.Path, measured: pathlib.Path | None = None) -> None:
+    """``compare-local DIR``: per plan, the chip's device time of its per-device program (the profiler's
+    ``XLA Modules`` time per call, ``DIR/local_measured.json`` or ``measured``) beside the TPU compiler's
+    ``optimal_seconds`` of the 8-chip program (``DIR/plans.json``) and of the single-chip stand-in, and
+    hloshard's figure for the same kernels -- the roofline's compute plus its collectives' HBM seconds
+    (``time_truth.hloshard_side`` of ``DIR/NAME.plan.txt``, re-priced with this code): link time is in
+    none of them."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+    import time_truth as tt
+
+    plans = json.loads((out / "plans.json").read_text())
+    chip = json.loads((measured or out / "local_measured.json").read_text())
+    print(f"{'plan':32s} {'chip us':>8s} {'TPU 8-chip':>10s} {'TPU local':>9s} {'hloshard':>8s} "
+          f"{'TPU8/chip':>9s} {'TPUloc/chip':>11s} {'hloshard/chip':>13s}")
+    for name in sorted(plans):
+        p, c = plans[name], chip.get(name, {})
+        lines = (c.get("profile") or {}).get("lines") or {}
+        if "error" in p or "XLA Modules" not in lines or not (out / f"{name}.plan.txt").exists():
+            print(f"{name:32s} -- {p.get('error') or c.get('error') or 'not timed'}")
+            continue
+        t = lines["XLA Modules"][1]
+        est = p["optimal_seconds"] + (p.get("concat_bitcasts") or 0)
+        mesh = next(x["mesh"] for x in tt.cases(None, False) if name.startswith(x["name"] + "__"))
+        h = tt.hloshard_side((out / f"{name}.plan.txt").read_text(), mesh)
+        mine = h["compute_s"] + h["collective_hbm_s"]
+        print(f"{name:32s} {t * 1e6:8.2f} {est * 1e6:10.2f} {c['optimal_seconds'] * 1e6:9.2f} {mine * 1e6:8.2f} "
+              f"{est / t:9.2f} {c['optimal_seconds'] / t:11.2f} {mine / t:13.2f}")
+
+
 def estimate(text: str, device: str) -> dict:
     """hloshard's figures for the single-chip module ``text`` (what ``hloshard cost --mesh 1 --device
     DEVICE`` prints): ``seconds`` (estimated step time), ``compute_bound_s`` / ``memory_bound_s`` (the
@@ -770,7 +800,7 @@ def compare(out: pathlib.Path, device: str, measured: pathlib.Path | None = None
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["hlo", "time", "compare", "local", "time-local"])
+    ap.add_argument("step", choices=["hlo", "time", "compare", "local", "time-local", "compare-local"])
     ap.add_argument("dir")
     ap.add_argument("--set", default="main",
                     help="hlo / time: the workloads (main; heldout: a second set kept out of tuning; heldout21: "
@@ -797,6 +827,7 @@ def main(argv=None) -> int:
 
     {"hlo": lambda: write_hlo(out, ns.set), "time": time_sets,
      "local": lambda: write_local(out, ns.tpu_python, ns.only), "time-local": lambda: time_local(out),
+     "compare-local": lambda: compare_local(out, ns.measured and pathlib.Path(ns.measured)),
      "compare": lambda: compare(out, ns.device, ns.measured and pathlib.Path(ns.measured))}[ns.step]()
     return 0
 
