@@ -8,6 +8,8 @@ derived by hand from the module text: which kernels run (the TPU rule's fusion),
 
 from __future__ import annotations
 
+import dataclasses
+
 from hloshard.cost.roofline import (PREFETCH_COPY_FACTOR, PREFETCH_MAX_BYTES, instruction_seconds, prefetched,
                                     roofline, vmem_resident)
 from hloshard.cost.tpu_fusion import CPU_FUSION, TPU_FUSION
@@ -108,3 +110,32 @@ def test_a_parameter_takes_no_seconds_without_vmem():
     assert bound == "memory" and abs(sec - X / BW) < 1e-12
     sec, _ = instruction_seconds(ins["out"], 0.0, 3.0 * X, 1.0, BW, X)
     assert abs(sec - 2 * X / BW) < 1e-12
+
+
+# a sharding pin gathering a weight before a dot (what `solve` writes on an operand): under the TPU rule the
+# pin is no kernel -- its all-gather is the plan's collective, priced apart -- and the dot reads the gathered weight
+PIN = """HloModule pin
+
+ENTRY main {
+  x = f32[128,256] parameter(0)
+  w = f32[256,1024] parameter(1), sharding={devices=[1,4]<=[4]}
+  w_pin = f32[256,1024] custom-call(w), custom_call_target="Sharding", sharding={replicated}
+  ROOT y = f32[128,1024] dot(x, w_pin), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_a_sharding_pin_moves_no_bytes_under_the_tpu_rule():
+    from hloshard.cost.roofline import hbm_terms
+
+    m = parse_module(PIN)
+    ins = {i.name: i for i in m.entry.instructions}
+    assert hbm_terms(ins["w_pin"], TPU_FUSION) == ("zero",)
+    # without the rule the resharding pin is a kernel reading w and writing the gathered weight: the
+    # all-gather's bytes, which the plan's collectives count already
+    assert hbm_terms(ins["w_pin"], dataclasses.replace(TPU_FUSION, pins_free=False))[0] == "kernel"
+    _, rows, _ = _rows(PIN, TPU_FUSION)
+    assert rows["w_pin"].hbm_bytes == 0.0
+    assert rows["y"].hbm_bytes == 128 * 256 * 4 + 256 * 1024 * 4 + 128 * 1024 * 4   # x, the pinned w, y
+    _, rows, _ = _rows(PIN, CPU_FUSION)     # the CPU rule (the memory model's) is left as it was
+    assert rows["w_pin"].hbm_bytes == 256 * 1024 * 4 * 2

@@ -417,7 +417,9 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
-    update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
+    update reads, not its operand 0; a sharding pin (``Sharding`` custom-call) moves nothing under a rule
+    with :attr:`~hloshard.cost.tpu_fusion.FusionRule.pins_free` (its resharding is the plan's collective,
+    priced apart); a reduce does not read again what an earlier sibling reduce read
     (:func:`read_by_earlier_sibling`, TPU rule), nor a buffer its multi-output kernel computes or
     another member reads (:func:`multi_output_skips`, TPU rule); a convolution whose per-device batch is below a tile's
     rows moves a full tile's (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
@@ -438,7 +440,7 @@ def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
     plans of it (:func:`hloshard.strategy.base.price_roofline`); :func:`hbm_total` evaluates it."""
     if instr.opcode == "parameter" and rule.prefetch_parameters:
         return ("prefetch", prefetched(instr, rule))
-    if instr.opcode in NO_TRAFFIC:
+    if instr.opcode in NO_TRAFFIC or (rule.pins_free and instr.is_sharding_constraint):
         return ("zero",)
     if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
         return ("zero",)
