@@ -62,7 +62,7 @@ from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
                          online_softmax_dot, shared_join, sibling_key)
 
-__all__ = ["kernel_reads", "prefetched", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "vmem_resident", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -84,7 +84,10 @@ MATMUL_OPCODES = frozenset({"dot", "convolution"})
 @dataclass(frozen=True)
 class RooflineRow:
     """One instruction: ``flops`` and ``hbm_bytes`` per device for all its executions, ``seconds`` (the
-    roofline), ``bound`` (``'compute'`` | ``'memory'`` | ``'communication'`` | ``'none'``)."""
+    roofline), ``bound`` (``'compute'`` | ``'memory'`` | ``'communication'`` | ``'none'``); ``vmem_bytes``:
+    the part of ``hbm_bytes`` that does not cross HBM on the chip (reads of a parameter held in on-chip
+    memory, :func:`vmem_resident`; for the parameter's own row, its prefetch copy's bytes beyond the one
+    HBM read), counted in ``hbm_bytes`` as ``HloCostAnalysis`` counts them but given no seconds."""
 
     name: str
     opcode: str
@@ -93,6 +96,7 @@ class RooflineRow:
     hbm_bytes: float
     seconds: float
     bound: str
+    vmem_bytes: float = 0.0
 
 
 @dataclass
@@ -110,6 +114,7 @@ class Roofline:
 
     flops: float = 0.0
     hbm_bytes: float = 0.0
+    vmem_bytes: float = 0.0
     collective_bytes: float = 0.0
     collective_bytes_once: float = 0.0
     relayout_bytes: float = 0.0
@@ -375,9 +380,11 @@ def prefetched(param, rule: FusionRule) -> bool:
     """Whether the TPU compiler's memory-space assignment prefetches the entry parameter ``param`` into
     on-chip memory (``copy-start`` / ``copy-done`` to ``S(1)`` in its optimised program), under a rule
     with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation of at most
-    :data:`PREFETCH_MAX_BYTES` that some kernel reads, unless its one reader is a kernel that reads
+    :data:`PREFETCH_MAX_BYTES` that some kernel reads, unless every reader is a kernel that reads
     nothing but parameters and constants (a kernel that can run first: there is no earlier kernel to
-    hide the copy behind, and the TPU programs read such a parameter from HBM directly).  Read off the
+    hide the copy behind, and the TPU programs read such a parameter from HBM directly; round 22: the
+    f32 AdamW update of four 64 MiB arrays, every kernel reading parameters only, prefetches none of
+    them -- the rule had said "one reader" and counted a copy for the moments read by two such kernels).  Read off the
     optimised programs of the samples' GSPMD plans (``v5e:2x4``): 40 of the 45 parameters prefetched;
     of the five that are not, three are read by the first kernel only (``conv_layer``'s input and bias,
     ``moe_layer``'s first expert weight) and two were hidden behind earlier kernels in the TPU's own
@@ -396,12 +403,7 @@ def prefetched(param, rule: FusionRule) -> bool:
         comp._hloshard_prefetched = cache
     hit = cache[1].get(id(param))
     if hit is None:
-        readers = _kernels_reading(param, rule)
-        hit = bool(readers)
-        if len(readers) == 1:
-            only = readers[0]
-            hit = only.opcode in NO_TRAFFIC or any(b.opcode not in ("parameter", "constant")
-                                                   for b, _ in kernel_reads(only, rule))
+        hit = any(not _first_runnable(r, rule) for r in _kernels_reading(param, rule))
         cache[1][id(param)] = hit
     return hit
 
@@ -415,7 +417,9 @@ def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: 
     it lives in the executable, not in a buffer, but a fusion reads it).  As XLA's ``HloCostAnalysis``
     counts them: a materialised ``slice`` / ``dynamic-slice`` reads what it writes (2 x its result), a
     ``dynamic-update-slice`` (in place: the memory model's rule) writes its update and reads what the
-    update reads, not its operand 0; a reduce does not read again what an earlier sibling reduce read
+    update reads, not its operand 0; a sharding pin (``Sharding`` custom-call) moves nothing under a rule
+    with :attr:`~hloshard.cost.tpu_fusion.FusionRule.pins_free` (its resharding is the plan's collective,
+    priced apart); a reduce does not read again what an earlier sibling reduce read
     (:func:`read_by_earlier_sibling`, TPU rule), nor a buffer its multi-output kernel computes or
     another member reads (:func:`multi_output_skips`, TPU rule); a convolution whose per-device batch is below a tile's
     rows moves a full tile's (:func:`hloshard.cost.tpu_fusion.conv_batch_factor`, TPU rule, when
@@ -436,7 +440,7 @@ def hbm_terms(instr, rule: FusionRule = CPU_FUSION) -> tuple:
     plans of it (:func:`hloshard.strategy.base.price_roofline`); :func:`hbm_total` evaluates it."""
     if instr.opcode == "parameter" and rule.prefetch_parameters:
         return ("prefetch", prefetched(instr, rule))
-    if instr.opcode in NO_TRAFFIC:
+    if instr.opcode in NO_TRAFFIC or (rule.pins_free and instr.is_sharding_constraint):
         return ("zero",)
     if rule.is_fused(instr) and instr.opcode != "constant" and not shared_join(instr, rule):
         return ("zero",)
@@ -483,7 +487,8 @@ def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUS
     return total
 
 
-def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwidth: float) -> tuple[float, str]:
+def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwidth: float,
+                        vmem: float = 0.0) -> tuple[float, str]:
     """``(seconds, bound)`` of ``instr`` doing ``flops`` and moving ``hbm`` bytes through HBM on one device:
     ``max(flops / peak, hbm / hbm_bandwidth)`` (module docstring), ``bound`` ``'compute'`` /
     ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
@@ -498,11 +503,16 @@ def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwi
     ``optimal_seconds`` with it; the chip does not.  Measured on one v5e chip (BENCHMARKS.md round 20,
     tpufuse): ``x * sum(x, axis=1, keepdims=True) + y`` over f32[n, 1024] takes 6.27 / 6.26 us per MiB
     of ``y`` at 96 / 112 MiB (``y`` prefetched) and 6.25 / 6.25 us at 116 / 120 MiB (not), while
-    ``optimal_seconds`` is 11.37 us per MiB prefetched and 5.69 not."""
+    ``optimal_seconds`` is 11.37 us per MiB prefetched and 5.69 not.
+
+    ``vmem``: bytes of ``hbm`` that do not cross HBM (:func:`vmem_resident`, the report's roofline gives
+    them): ``hbm - vmem`` is what takes HBM seconds; for a ``parameter`` given ``vmem`` that is its
+    prefetch copy's one HBM read (the kernels then read it from on-chip memory, each read in its own
+    row's ``vmem``).  Without it (the solver's objective) a parameter takes no seconds, as above."""
     if instr.opcode in COLLECTIVE_OPCODES:
         return 0.0, "communication"
     tc = flops / peak if flops else 0.0
-    tm = 0.0 if instr.opcode == "parameter" else hbm / hbm_bandwidth
+    tm = 0.0 if instr.opcode == "parameter" and not vmem else max(hbm - vmem, 0.0) / hbm_bandwidth
     sec = max(tc, tm)
     return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
 
@@ -548,6 +558,50 @@ class RooflinePrices:
         return fusion_rule(self.profile)
 
 
+def _first_runnable(instr, rule: FusionRule) -> bool:
+    """Whether ``instr`` is a kernel that reads nothing but parameters and constants from memory (the
+    buffers of its :func:`hbm_terms`, after multi-output fusion): a kernel that can run first, before
+    any prefetch has completed.  Control flow, tuples and anything that is no kernel: False."""
+    t = hbm_terms(instr, rule)
+    return t[0] == "kernel" and all(b.opcode in ("parameter", "constant") for b in t[2])
+
+
+def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict | None = None) -> frozenset:
+    """Ids of the entry parameters among ``instrs`` that the TPU holds in on-chip memory (VMEM) once their
+    prefetch completes, under a rule with :attr:`FusionRule.prefetch_parameters` (else empty): the
+    :func:`prefetched` ones, in the order of their first reader in ``instrs``, while their per-device sizes
+    (``size_of``) add up to at most :data:`PREFETCH_MAX_BYTES` (one VMEM holds them all at once).
+
+    A kernel that reads such a parameter after the copy reads VMEM, not HBM; the copy reads it from HBM
+    once; a kernel that reads only parameters and constants (:func:`_first_runnable`) may run before the
+    copy completes and reads HBM.  Measured on one v5e chip (BENCHMARKS.md round 22, helper seconds,
+    profiler trace per kernel): the f32 [4096, 4096] layer-norm backward prefetches ``x`` (64 MiB; ``dy``,
+    64 MiB more, is not: the sum would pass the VMEM the kernels leave); the first reduce reads ``x``
+    from HBM in 89.4 us, the prefetch copy 88.4 us, two reductions reading ``x`` from VMEM 12.1 and 12.5
+    us (about 5.5 TB/s), and the 8192 x 4096 backward (``x`` 128 MiB: not prefetched) takes 2.84x the
+    time of the 4096^2 one for 2x the bytes.  ``terms``: ``{id(instr): hbm_terms(instr, rule)}`` when the
+    caller has them."""
+    if not rule.prefetch_parameters:
+        return frozenset()
+    order: dict = {}
+    for k, instr in enumerate(instrs):
+        t = terms[id(instr)] if terms is not None else hbm_terms(instr, rule)
+        if t[0] == "kernel":
+            for b in t[2]:
+                if b.opcode == "parameter":
+                    order.setdefault(id(b), (k, b))
+    out = set()
+    used = 0.0
+    for _, b in sorted(order.values(), key=lambda x: x[0]):
+        if hbm_terms(b, rule) != ("prefetch", True):
+            continue
+        size = float(size_of(b))
+        if used + size <= PREFETCH_MAX_BYTES:
+            used += size
+            out.add(id(b))
+    return frozenset(out)
+
+
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
              peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION,
              tile_of: Callable | None = None) -> Roofline:
@@ -557,19 +611,35 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
     result; ``executions_of(instr)``: executions per run (loop trips); ``peak_of(instr)``: FLOP/s it runs
     at; ``hbm_bandwidth``: bytes/s; ``fusion``: the backend's fusion rule for HBM bytes
     (:func:`hloshard.cost.tpu_fusion.fusion_rule`); ``tile_of(instr)``: the per-device dims of its result
-    (:func:`hbm_bytes`; None: not known).  Raises ZeroDivisionError for a non-positive peak or bandwidth."""
+    (:func:`hbm_bytes`; None: not known).  Entry parameters held in on-chip memory (:func:`vmem_resident`)
+    are read by later kernels without HBM seconds (:attr:`RooflineRow.vmem_bytes`); a prefetched parameter
+    that does not fit beside them is not prefetched (its copy's bytes 0).  Raises ZeroDivisionError for a
+    non-positive peak or bandwidth."""
     out = Roofline()
+    instrs = list(instrs)
+    all_terms = {id(i): hbm_terms(i, fusion) for i in instrs}
+    resident = vmem_resident(instrs, size_of, fusion, all_terms)
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
-        b = hbm_bytes(instr, size_of, fusion, tile_of) * n
-        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)
+        terms = all_terms[id(instr)]
+        b = hbm_total(instr, terms, size_of, fusion, tile_of) * n
+        vm = 0.0
+        if terms[0] == "prefetch" and terms[1]:
+            if id(instr) in resident:
+                vm = b - float(size_of(instr)) * n     # the copy's bytes beyond its one HBM read
+            else:
+                b = 0.0                                 # does not fit beside the resident ones: not prefetched
+        elif terms[0] == "kernel" and resident and not _first_runnable(instr, fusion):
+            vm = sum(float(size_of(o)) for o in terms[2] if id(o) in resident) * n
+        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth, vm)
         out.flops += f
         out.hbm_bytes += b
+        out.vmem_bytes += vm
         out.seconds += sec
         if bound == "compute":
             out.compute_bound_s += sec
         elif bound == "memory":
             out.memory_bound_s += sec
-        out.rows.append(RooflineRow(instr.name, instr.opcode, n, f, b, sec, bound))
+        out.rows.append(RooflineRow(instr.name, instr.opcode, n, f, b, sec, bound, vm))
     return out

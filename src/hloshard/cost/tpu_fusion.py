@@ -602,7 +602,12 @@ class FusionRule:
     :data:`CONV_BATCH_TILE` as a full tile of batch rows (:func:`conv_batch_factor`; the objective and
     the report alike);
     ``online_softmax``: whether a softmax's sum that only a dot reads is computed in that dot's kernel
-    in one pass over the scores (:func:`online_softmax_dot`)."""
+    in one pass over the scores (:func:`online_softmax_dot`);
+    ``pins_free``: whether a sharding pin (a ``Sharding`` custom-call, what ``solve`` writes on operands) is
+    no kernel: the partitioner turns it into the resharding collective the plan already prices (its HBM
+    bytes among the collectives') or into nothing -- the TPU's optimised programs hold no kernel for one (round
+    22: ``solve``'s plan of a held-out layer-norm MLP, two pins gathering f32[256,1024] weights: two
+    all-gathers and no copy), where the roofline had charged each pin the gather's bytes a second time."""
 
     name: str
     is_fused: Callable
@@ -617,6 +622,7 @@ class FusionRule:
     conv_batch_tile: bool = False
     multi_output_loops: bool = False
     online_softmax: bool = False
+    pins_free: bool = False
 
 
 def _none(instr):
@@ -627,7 +633,7 @@ def _none(instr):
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
 TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
-                        multi_output_loops=True, online_softmax=True)
+                        multi_output_loops=True, online_softmax=True, pins_free=True)
 
 
 def fusion_rule(profile) -> FusionRule:
