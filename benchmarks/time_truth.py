@@ -46,8 +46,10 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+from tests.shared_dir import SHARED  # noqa: E402  (HLOSHARD_SHARED, else <repo>/../shared)
 from hloshard.devices import get_profile  # noqa: E402  (after the path insert)
-CORPUS = ROOT.parent / "shared" / "corpus" / "xla_benchmarks"
+CORPUS = SHARED / "corpus" / "xla_benchmarks"
 MAXTEXT = CORPUS / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
 #: a Python with jax 0.10.2 and libtpu 0.0.42.* (../shared/reference/tpu_aot.md), e.g. a venv of its own
 TPU_PYTHON = os.environ.get("HLOSHARD_TPU_PYTHON", "")

@@ -52,6 +52,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
+from tests.shared_dir import SHARED  # noqa: E402  (HLOSHARD_SHARED, else <repo>/../shared)
+sys.path.insert(0, str(ROOT))
 MB = 1e6
 
 
@@ -233,11 +235,7 @@ def heap_probe_table(rows) -> str:
 
 
 DEVICE = "tpu-v5e"
-#: ``shared/`` beside the checkout (``/work/main`` -> ``/work/shared``) or beside its parent (a worktree
-#: under ``/work/wt/NAME``); the first that exists.
-_SHARED = next((p / "shared" for p in (ROOT.parent, ROOT.parent.parent) if (p / "shared").is_dir()),
-               ROOT.parent / "shared")
-CORPUS_MAXTEXT = _SHARED / "corpus" / "xla_benchmarks" / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
+CORPUS_MAXTEXT = SHARED / "corpus" / "xla_benchmarks" / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo"
 
 
 def tpu_mesh(module, spec: str, budget: int | None = None):

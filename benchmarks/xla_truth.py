@@ -54,7 +54,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
-CORPUS = ROOT.parent / "shared" / "corpus" / "xla_benchmarks"
+sys.path.insert(0, str(ROOT))
+from tests.shared_dir import SHARED  # noqa: E402  (HLOSHARD_SHARED, else <repo>/../shared)
+CORPUS = SHARED / "corpus" / "xla_benchmarks"
 CORPUS_CASES = [("maxtext_train_step", CORPUS / "nv_maxtext_1n1g_jit_train_step_before_optimization.hlo", "8"),
                 ("llama31_8b", CORPUS / "hlo_llama31_8b_bf16_1x8.hlo", "8")]
 MB = 1e6
