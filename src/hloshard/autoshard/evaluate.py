@@ -39,7 +39,10 @@ class Evaluation:
     peak_memory: int
     peak_time: int
     node_cost: np.ndarray       # per node: (compute + comm) * weight
-    edge_cost: np.ndarray       # per edge: chosen entry
+    edge_cost: np.ndarray       # per edge: chosen entry, less what XLA's reshard cache serves
+    #: what the graph's pairwise edges charge beyond ``resharding`` for reshardings XLA's cache serves
+    #: (:mod:`.reshard_cache`): ``total + cached`` is the solver's problem objective of the choice
+    cached: float = 0.0
 
     @property
     def total(self) -> float:
@@ -49,7 +52,10 @@ class Evaluation:
 
 def evaluate_choice(graph: Graph, choice) -> Evaluation:
     """Cost breakdown of ``choice`` (one strategy index per node of ``graph.problem``) on the full,
-    unmerged cost graph, in float cost units (no integer rounding); peak memory in bytes per device."""
+    unmerged cost graph, in float cost units (no integer rounding); peak memory in bytes per device.
+    A resharding XLA's partitioner takes from its cache (the same value to the same layout for an earlier
+    user: :func:`.reshard_cache.cached_reshards`) is counted once: ``resharding`` and ``edge_cost`` leave
+    the repeats out, ``cached`` holds what the pairwise edges charge for them."""
     ctx = graph.ctx
     comp = comm = 0.0
     node_cost = np.zeros(len(graph.nodes))
@@ -62,10 +68,12 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
     ecost = np.zeros(len(graph.edge_float))
     for e, ((u, v), m) in enumerate(zip(graph.problem.edges, graph.edge_float)):
         ecost[e] = m[int(choice[u]), int(choice[v])]
+    pairwise = float(ecost.sum())
     for c in cached_reshards(graph, choice):   # XLA reshards one value to one layout once (reshard_cache)
         ecost[c.edge] = max(0.0, ecost[c.edge] - c.saved)
     peak, t = peak_memory(graph.problem, choice, graph)
-    return Evaluation(comp, comm, float(ecost.sum()), peak, t, node_cost, ecost)
+    resharding = float(ecost.sum())
+    return Evaluation(comp, comm, resharding, peak, t, node_cost, ecost, pairwise - resharding)
 
 
 
