@@ -20,10 +20,26 @@ from dataclasses import dataclass
 
 from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
+from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
 from .build import _operand_leaves
 from .graph import Graph
 from .resharder import _key
+
+
+def resharded_as_planned(instr) -> bool:
+    """True for a user whose operand XLA's partitioner reshards to exactly the layout the plan requires
+    of it (``operand.Reshard(required)``), so that two such users share XLA's cached resharding: an
+    elementwise op (``HandleElementwise``: to its own layout) and a ``Sharding`` custom-call (solve's
+    operand pins, ``with_sharding_constraint``).  Other handlers reshard to layouts of their own (e.g. a
+    ``dynamic-update-slice`` to its operand's layout partly replicated), which the plan's requirement
+    need not equal: their reshardings are not taken as shared."""
+    if instr.opcode == "custom-call":
+        return instr.custom_call_target == "Sharding"
+    return instr.opcode in _ELEMENTWISE
+
+
+_ELEMENTWISE = frozenset(ELEMENTWISE)
 
 
 @dataclass(frozen=True)
@@ -44,9 +60,10 @@ class CachedReshard:
 
 def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     """The reshardings of ``choice`` (one strategy index per node of ``graph``) that XLA's partitioner
-    reuses instead of making again: every operand leaf whose (computation of the user, producing node and
-    leaf, source layout, required layout) equals that of an earlier operand leaf in its computation's instruction order (the
-    same instruction reading one value twice included).  Reshardings that move nothing (equal layouts, or
+    reuses instead of making again: every operand leaf of a user :func:`resharded_as_planned` whose
+    (computation of the user, producing node and leaf, source layout, required layout) equals that of an
+    earlier such operand leaf in its computation's instruction order (the same instruction reading one
+    value twice included).  Reshardings that move nothing (equal layouts, or
     manual ones) are not listed.  ``saved``: the plan's cost of that resharding
     (:func:`hloshard.cost.reshard.resharding_cost`) times the user's executions and operand weight;
     unplannable pairs are left out."""
@@ -63,6 +80,8 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     out: list[CachedReshard] = []
     for v in order:
         g = graph.nodes[v]
+        if not resharded_as_planned(g.instr):
+            continue
         st = g.strategies[int(choice[v])]
         ops = g.ops()
         weights = g.operand_weights or [1.0] * len(ops)
