@@ -18,7 +18,8 @@ from tests.conftest import require_jax
 
 pytestmark = [pytest.mark.oracle]
 
-_HEAD = "HloModule m, num_partitions=8\n\nENTRY main {\n"
+_HEAD = ("HloModule m, num_partitions=8\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+         "  ROOT c = f32[] add(a, b)\n}\n\nENTRY main {\n")
 _ROWS = "{devices=[8,1]<=[8]}"
 _COLS = "{devices=[1,8]<=[8]}"
 
@@ -64,6 +65,16 @@ CASES = {
   s = f32[64,128]{{1,0}} select(p2, p0, p1), sharding={_COLS}
   c = f32[64,128]{{1,0}} clamp(p0, p1, p0), sharding={_COLS}
   ROOT t = (f32[64,128]{{1,0}}, f32[64,128]{{1,0}}) tuple(s, c), sharding={{{_COLS}, {_COLS}}}
+""",
+    # a Megatron embedding gradient: tokens split on the batch (2 ways), the table on the vocabulary (4 ways);
+    # XLA adds each device's updates into its quarter of the table and all-reduces that quarter over the
+    # batch axis (gather_scatter.scatter_preference; the code before predicted gathering the updates)
+    "embedding_gradient": """
+  z = f32[] constant(0)
+  zeros = f32[64,16]{1,0} broadcast(z), dimensions={}, sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
+  ids = s32[8,4,1]{2,1,0} parameter(0), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+  upd = f32[8,4,16]{2,1,0} parameter(1), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}
+  ROOT s = f32[64,16]{1,0} scatter(zeros, ids, upd), update_window_dims={2}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2, to_apply=add, sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}
 """,
     # control: operands in different layouts -- XLA reshards each operand to the written layout
     "different_layouts": f"""
