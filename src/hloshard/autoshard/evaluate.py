@@ -23,6 +23,7 @@ from ..solver.presolve import Infeasible, presolve
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
 from .build import Graph, _operand_leaves, build_graph, moved_leaf_shape, edge_buffers, processed_computations
+from .reshard_cache import cached_reshards
 from .resharder import _key
 from .search import solve_graph
 from .tiebreak import real_part
@@ -38,7 +39,10 @@ class Evaluation:
     peak_memory: int
     peak_time: int
     node_cost: np.ndarray       # per node: (compute + comm) * weight
-    edge_cost: np.ndarray       # per edge: chosen entry
+    edge_cost: np.ndarray       # per edge: chosen entry, less what XLA's reshard cache serves
+    #: what the graph's pairwise edges charge beyond ``resharding`` for reshardings XLA's cache serves
+    #: (:mod:`.reshard_cache`): ``total + cached`` is the solver's problem objective of the choice
+    cached: float = 0.0
 
     @property
     def total(self) -> float:
@@ -48,7 +52,10 @@ class Evaluation:
 
 def evaluate_choice(graph: Graph, choice) -> Evaluation:
     """Cost breakdown of ``choice`` (one strategy index per node of ``graph.problem``) on the full,
-    unmerged cost graph, in float cost units (no integer rounding); peak memory in bytes per device."""
+    unmerged cost graph, in float cost units (no integer rounding); peak memory in bytes per device.
+    A resharding XLA's partitioner takes from its cache (the same value to the same layout for an earlier
+    user: :func:`.reshard_cache.cached_reshards`) is counted once: ``resharding`` and ``edge_cost`` leave
+    the repeats out, ``cached`` holds what the pairwise edges charge for them."""
     ctx = graph.ctx
     comp = comm = 0.0
     node_cost = np.zeros(len(graph.nodes))
@@ -61,8 +68,12 @@ def evaluate_choice(graph: Graph, choice) -> Evaluation:
     ecost = np.zeros(len(graph.edge_float))
     for e, ((u, v), m) in enumerate(zip(graph.problem.edges, graph.edge_float)):
         ecost[e] = m[int(choice[u]), int(choice[v])]
+    pairwise = float(ecost.sum())
+    for c in cached_reshards(graph, choice):   # XLA reshards one value to one layout once (reshard_cache)
+        ecost[c.edge] = max(0.0, ecost[c.edge] - c.saved)
     peak, t = peak_memory(graph.problem, choice, graph)
-    return Evaluation(comp, comm, float(ecost.sum()), peak, t, node_cost, ecost)
+    resharding = float(ecost.sum())
+    return Evaluation(comp, comm, resharding, peak, t, node_cost, ecost, pairwise - resharding)
 
 
 
@@ -111,10 +122,13 @@ def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:
 
 
 def reshardings_of(graph: Graph, choice) -> dict:
-    """Instruction name -> list of implicit reshardings on its operand edges (plan steps included)."""
+    """Instruction name -> list of implicit reshardings on its operand edges (plan steps included); a
+    resharding XLA takes from its cache (an earlier user's identical one: :mod:`.reshard_cache`) is not
+    listed."""
     from ..cost.reshard import plan
 
     minfo = graph.ctx.minfo
+    cached = {(c.node, c.index, id(c.operand), c.leaf) for c in cached_reshards(graph, choice)}
     out: dict = {}
     for v, g in enumerate(graph.nodes):
         st = g.strategies[int(choice[v])]
@@ -123,7 +137,7 @@ def reshardings_of(graph: Graph, choice) -> dict:
         for i, opref in enumerate(ops):
             entry = st.inputs[i] if i < len(st.inputs) else None
             for inst, leaf, req in _operand_leaves(opref, entry):
-                if req is None:
+                if req is None or (v, i, id(inst), leaf) in cached:
                     continue
                 r = graph.ctx.resolve(inst, leaf)
                 if r is TOKEN or r[0] is g:

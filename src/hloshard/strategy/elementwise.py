@@ -12,7 +12,7 @@ Compute: one flop per output element on each device.
 from __future__ import annotations
 
 from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, replicated_spec, spec_name
-from .registry import register, register_backward
+from .registry import register, register_backward, register_same_layout_computes
 
 UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-plus-one logistic negate not popcnt "
          "round-nearest-afz round-nearest-even rsqrt sqrt cbrt sign tanh erf is-finite real imag copy convert "
@@ -34,6 +34,11 @@ UNARY = _with_opcode_table(UNARY, ELEMENTWISE_UNARY)
 BINARY = _with_opcode_table(BINARY, ELEMENTWISE_BINARY)
 TERNARY = _with_opcode_table(TERNARY, ELEMENTWISE_TERNARY)
 ELEMENTWISE = UNARY + BINARY + TERNARY
+
+# XLA computes these in their operands' common layout and reshards the result (registry.SAME_LAYOUT_COMPUTES;
+# measured for add, multiply, compare, select, clamp: tests/test_strategy_xla_reshard_cache.py); map's
+# partitioning is not measured
+register_same_layout_computes(*(op for op in BINARY + TERNARY if op != "map"))
 
 
 def choose_followee(instr, ctx, candidates=None):

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from .base import attr_ints, compute_cost, is_array, replicated_spec
 from .elementwise import free_group
-from .registry import register, register_backward
+from .registry import register, register_backward, register_preference
 
 
 def _gather_inputs(instr, out_spec):
@@ -221,3 +221,49 @@ def backward_scatter(instr, out_spec, ctx):
     if len(instr.operands) != 3:
         return None
     return _scatter_inputs(instr, out_spec)
+
+
+@register_preference("scatter")
+def scatter_preference(instr, actual, keep, ctx):
+    """For a fixed scatter-add whose indices and updates come in exactly as one of :func:`handle_scatter`'s
+    index-parallel strategies needs them (split over some mesh axes along their scatter dims) and the written
+    layout leaves those axes replicated, XLA adds each device's updates into its own tile of the written layout
+    and all-reduces that tile over the updates' axes (new user 21's Falcon and the round-22 NeoX block under a
+    hand Megatron layout: the embedding gradient, table split on the vocabulary over ``model``, tokens on the
+    batch over ``data``: XLA all-reduces each ``model`` quarter of the table over ``data``).  Returns that
+    strategy with the written output, or [] (the other rules of ``registry._realized`` then apply)."""
+    from ..cost import collectives
+    from .base import Strategy, is_mesh_spec
+    from .registry import _same
+
+    if not keep or len(actual) != 3 or actual[1] is None or actual[2] is None:
+        return []
+    want = keep[0].out
+    if not is_mesh_spec(want):
+        return []
+    used = {a for d in want for a in d}
+    g = handle_scatter(instr, ctx)
+    if g is None:
+        return []
+    out = []
+    for st in g.strategies:
+        if not st.name.startswith("R|updates@"):
+            continue
+        if not (_same(st.inputs[1], actual[1]) and _same(st.inputs[2], actual[2])):
+            continue
+        ins = (actual[0] if actual[0] is not None else st.inputs[0], st.inputs[1], st.inputs[2])
+        if actual[0] is not None and not _same(actual[0], st.inputs[0]):
+            continue
+        axes = tuple(sorted({a for d in st.inputs[2] for a in d}))
+        if not axes or used & set(axes):
+            continue
+        # each device adds its updates into its own tile of the written layout (updates outside it masked)
+        # and the all-reduce over the updates' axes sums that tile
+        mem = ctx.minfo.bytes_per_device(instr.shape, want)
+        comm, col = collectives.priced("all-reduce", ctx.mesh, mem, axes)
+        out.append(Strategy(st.name + ">user", want, ins, compute=st.compute, comm=comm, memory=mem,
+                            collectives=(col,)))
+    return out
+
+
+scatter_preference.takes_ctx = True

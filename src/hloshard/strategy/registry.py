@@ -274,6 +274,18 @@ RESHARDS_OUTPUT = {"dot", "convolution", "slice"}
 #: produces the written layout directly (measured, tests/test_handlers_dot.py)
 OUTPUT_RESHARD_TIE_BREAK = 0.2
 
+#: elementwise opcodes of more than one operand, which XLA's partitioner computes in their operands'
+#: layout when every operand has the same one, then reshards the one result to the written layout
+#: (``SpmdPartitioningVisitor::HandleElementwise``, jaxlib 0.10.2: its ``multi_operand_same_sharding``
+#: branch); with operands in different layouts each operand is resharded to the written layout.  Filled
+#: by the elementwise handler module (:func:`register_same_layout_computes`).
+SAME_LAYOUT_COMPUTES: set = set()
+
+
+def register_same_layout_computes(*opcodes: str) -> None:
+    """Declare ``opcodes`` as :data:`SAME_LAYOUT_COMPUTES`."""
+    SAME_LAYOUT_COMPUTES.update(opcodes)
+
 
 def register_preference(*opcodes: str):
     def deco(fn):
@@ -308,10 +320,27 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
     free = [st for st in keep if not st.name.endswith("|allreduce+slice") and _free_edges(instr, st, actual, ctx)]
     if free:   # every operand reaches its layout by a local slice: XLA slices and partitions directly
         return free
+    if instr.opcode in SAME_LAYOUT_COMPUTES and _one_operand_layout(instr, actual):
+        # XLA computes in the operands' common layout and reshards the one result (not each operand)
+        exact = _exact(_resharded_outputs(group, want, ctx, tie_break=0.0), actual)
+        return exact or keep
     if instr.opcode not in RESHARDS_OUTPUT:
         return keep
     exact = _exact(_resharded_outputs(group, want, ctx), actual)
     return exact or keep
+
+
+def _one_operand_layout(instr, actual) -> bool:
+    """True when ``instr`` has at least two operands, all arrays that XLA does not rebuild per user
+    (:func:`rematerialized`: a broadcast of a scalar or a constant, whose layout under XLA is its own
+    propagation's choice, since jax's StableHLO route drops their shardings), in one known layout:
+    the condition of XLA's ``HandleElementwise`` computing in the operands' layout
+    (:data:`SAME_LAYOUT_COMPUTES`).  ``actual``: :func:`_operand_specs` of ``instr``."""
+    if len(instr.operands) < 2 or len(actual) != len(instr.operands):
+        return False
+    if any(a is None for a in actual):
+        return False
+    return all(_same(a, actual[0]) for a in actual[1:])
 
 
 def _operand_specs(instr, ctx: BuildContext):
@@ -363,13 +392,16 @@ def _exact(strategies: list, actual: list) -> list:
     return out
 
 
-def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
+def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext,
+                       tie_break: float = OUTPUT_RESHARD_TIE_BREAK) -> list:
     """For a user-fixed output no strategy produces: each strategy computed in its own layout and its
     result resharded to ``want`` (what XLA's partitioner does when an op's natural output layout is not
     the one written: e.g. a dot all-reduces in its own layout and dynamic-slices or collective-permutes
     the result; a slice exchanges halos in its operand's layout and gathers the small result).  The
     output resharding (``cost.reshard.plan``) is added to ``comm`` and its collectives to
-    ``Strategy.collectives``.  One candidate per distinct (output, inputs)."""
+    ``Strategy.collectives``.  One candidate per distinct (output, inputs).  ``tie_break``: added to each
+    candidate's ``comm`` (:data:`OUTPUT_RESHARD_TIE_BREAK`; 0 where XLA has no other way, as for
+    :data:`SAME_LAYOUT_COMPUTES`)."""
     instr = group.instr
     shape = instr.shape
     if not is_array(shape):
@@ -403,7 +435,7 @@ def _resharded_outputs(group: StrategyGroup, want, ctx: BuildContext) -> list:
             continue
         cost, cols = hit
         out.append(Strategy(st.name + ">user", want, st.inputs, compute=st.compute,
-                            comm=st.comm + cost + OUTPUT_RESHARD_TIE_BREAK,
+                            comm=st.comm + cost + tie_break,
                             memory=minfo.bytes_per_device(shape, want),
                             collectives=tuple(st.collectives) + cols))
     return out
