@@ -611,23 +611,34 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         def known_choices(graph):
             known[id(graph)] = plans = known_plans(graph, state_params, fast=deterministic)
             return [q.choice for p in plans for q in (p, p.greedy) if q is not None]
+        # where the call's wall seconds went (report["time"]["phases"]): the docstring's "Time" names what the
+        # limit covers; these say, per run, how far each phase ran and which ran past the deadline
+        phases: dict = {"trace": time.monotonic() - started}
+
+        def lap(name: str, since: float) -> float:
+            now = time.monotonic()
+            phases[name] = phases.get(name, 0.0) + (now - since)
+            return now
     except BaseException:
         _stop_child(warm)
         raise
 
     try:
-        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm):
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, phase="first"):
             """The first solve and the memory guard (its Pareto step without a budget)."""
+            t = time.monotonic()
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
                              pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
             kn = known.get(id(r.graph), [])
             g = None
+            t = lap(f"{phase}_solve", t)
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
                                   propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
         written = False   # the plan is written into module and priced (the budget's candidate kept)
@@ -647,7 +658,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             # written and priced here when it keeps the limit (apply=True): apply_solution below would write and
             # price the same plan again (one more evaluate_module of the written module, finding 9)
+            t = time.monotonic()
             result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget, apply=True)
+            lap("budget_check", t)   # the plan found without the budget written and priced
             written = result is not None
             if result is None:
                 # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
@@ -657,13 +670,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
                 result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
                                          hint=None if coarse else list(free.choice), child=None,
-                                         deadline_=None if deadline is None else time.monotonic() + rest)
+                                         deadline_=None if deadline is None else time.monotonic() + rest,
+                                         phase="budget")
                 first_known = kn or first_known
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
         # are those of the plan written, apply_solution's operand_pins)
         if not written:
+            t = time.monotonic()
             apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
+            lap("write", t)
         # solve's post-solve local moves on the written module, pins included, within the peak limit below
         # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
         # wall-clock mode: none started past the call's deadline
@@ -677,6 +693,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
         improve_applied(result, module, dmesh, deadline=deadline, peak_limit=held)
         t_moves = time.monotonic() - t_moves
+        phases["local_moves"] = t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
         raise
@@ -684,6 +701,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     finally:
         _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
+    t_report = time.monotonic()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
         from ..timing import plan_timing
@@ -776,12 +794,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                       "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
+    t = lap("report", t_report)
     constraints = []
     if with_constraints:
         from ..partition_specs import partition_specs
 
         constraints = partition_specs(module, dmesh)["intermediates"]
-    report["time"]["seconds"] = round(time.monotonic() - started, 3)   # the whole call (noisy: load)
+        lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
+    end = time.monotonic()
+    report["time"]["seconds"] = round(end - started, 3)   # the whole call (noisy: load)
+    # wall seconds per phase (noisy: load), and how far past the deadline the call returned (wall-clock mode)
+    report["time"]["phases"] = {k: round(v, 3) for k, v in phases.items()}
+    report["time"]["past_deadline"] = None if deadline is None else round(max(0.0, end - deadline), 3)
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
