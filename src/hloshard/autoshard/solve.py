@@ -300,6 +300,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     rescue = max(2 * MIN_SOLVE_SECONDS, (1.0 - FIRST_SOLVE_SHARE) * time_limit)
+    rescues_before = len(getattr(graph, "rescues", None) or [])
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
                           progress=progress, hint=begin)
@@ -320,6 +321,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             raise
         else:
             raise
+    first_rescues = len(getattr(graph, "rescues", None) or []) - rescues_before   # _starved's (0 or 1)
     choice = list(sol.strategies)
     _hold(graph, choice)
     ev = evaluate_choice(graph, choice)
@@ -334,7 +336,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if limit is not None and ev.peak_memory > limit and fit_buffers:
         sol, choice, ev, spent, out_of_time = _fit_buffers(
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
-            deterministic, progress, memory_budget, rescue=rescue)
+            deterministic, progress, memory_budget, rescue=rescue, rescues=first_rescues)
         solver_seconds += spent
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
@@ -451,7 +453,7 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
     fallback's (:func:`_coarse_fallback`)."""
     if limit is None or ev.peak_memory <= limit:
         return sol, choice, ev
-    known_fit = _known_within(graph, limit)
+    known_fit = _known_within(graph, limit, exclude=choice)
     if known_fit is not None:   # the search found nothing within the limit: a plan known without one does
         name, kchoice, kev, kobj = known_fit
         what = (f"a plan {name} (under a looser memory limit or none)" if name.startswith("found")
@@ -477,11 +479,12 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
     raise err
 
 
-def _known_within(graph: Graph, limit: int):
+def _known_within(graph: Graph, limit: int, exclude=None):
     """The cheapest plan known without a search (``graph.known``, the caller's, e.g.
     :func:`hloshard.jax.known.known_plans`; and :func:`hloshard.autoshard.trivial.trivial_plans`) or found by
     an earlier search (:func:`held`, named ``found by an earlier search (K)``) whose evaluated peak keeps
-    ``limit`` (:func:`cheapest_within`), or None.  A new
+    ``limit`` (:func:`cheapest_within`), or None; ``exclude``: a plan not to price (the one just found over
+    the limit).  A new
     user's T5 with ``memory_budget="12MiB"`` failed or passed by the machine's load: the search's plans
     needed 9,898,820 B against a 9,830,400 B limit when the time ended (round 14, finding 4)."""
     from .trivial import trivial_plans
@@ -489,7 +492,8 @@ def _known_within(graph: Graph, limit: int):
     plans = [(f"known ({k + 1})", c, None) for k, c in enumerate(getattr(graph, "known", None) or [])]
     if graph.problem.usage_limit is not None:   # the budget's start (start.budget_start), cached on the graph
         plans.append(("greedy", budget_start(graph), None))
-    plans += [(f"found by an earlier search ({k + 1})", c, None) for k, c in enumerate(held(graph))]
+    skip = None if exclude is None else [int(x) for x in exclude]
+    plans += [(f"found by an earlier search ({k + 1})", c, None) for k, c in enumerate(held(graph)) if c != skip]
     return cheapest_within(graph, limit, plans + [(n, c, None) for n, c in trivial_plans(graph)])
 
 
@@ -578,7 +582,8 @@ def cheapest_start(problem, choices):
 
 
 def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limit, solve_end: float, workers: int,
-                 seed: int, deterministic: bool, progress, memory_budget, rescue: float | None = None):
+                 seed: int, deterministic: bool, progress, memory_budget, rescue: float | None = None,
+                 rescues: int = 0):
     """Re-solve with the communication buffers priced until the plan keeps ``limit`` (the model's limit)
     with them, or the search ends.  Returns ``(solution, choice, evaluation, solver seconds spent, out
     of time)``; the evaluation is over ``limit`` when no plan kept it.
@@ -607,7 +612,8 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     XLA).  No rescue runs while a plan an earlier search of the graph found keeps ``limit``
     (:func:`_held_within`): the loop ends on time and :func:`_within_limit` writes the cheapest such plan.
     The rescues are counted apart from the :data:`FIT_ROUNDS` and their wall seconds kept on the graph
-    (``graph.rescues``).  Every plan a re-solve finds is held (:func:`held`).  Each re-solve is hinted with the
+    (``graph.rescues``); ``rescues``: those made before this call (a starved first solve's, :func:`_starved`),
+    so that :data:`RESCUE_ROUNDS` bounds them all.  Every plan a re-solve finds is held (:func:`held`).  Each re-solve is hinted with the
     budget's start (:func:`hloshard.autoshard.start.budget_start`) or, when there is none, the plan nearest the
     limit."""
     import time
@@ -617,7 +623,8 @@ def _fit_buffers(graph: Graph, sol, choice, ev: Evaluation, limit: int, det_limi
     priced: list = []
     spent, out_of_time, last, det_given = 0.0, False, None, 0.0
     closest = (sol, choice, ev)   # the plan nearest the limit, reported when none keeps it
-    rounds = rescues = 0
+    rounds = 0
+    rounds -= rescues   # ``rescues`` made before (the first solve's, _starved): counted apart from the rounds
     starved = False   # a re-solve on the clock ended without a plan: the next one is a rescue
     try:
         for _ in range(FIT_ROUNDS + RESCUE_ROUNDS):
