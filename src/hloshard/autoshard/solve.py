@@ -153,7 +153,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  export_problem: str | None = None, pin_operands: bool = False,
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
-                 local_moves: bool = False, fit_buffers: bool = True) -> SolveResult:
+                 local_moves: bool = False, fit_buffers: bool = True, free_first: bool = True) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -196,9 +196,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
     Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
     is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
-    answer, so a budget that does not bind never changes the plan.
+    answer, so a budget that does not bind never changes the plan.  ``free_first`` False: not that candidate
+    (a caller that tried it already: :func:`hloshard.jax.auto_shard`'s search under the budget after the coarse
+    mesh's fallback, which solved the module without the budget a second time before round 22).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
-    if memory_budget is not None and graph is None and not export_problem:
+    if memory_budget is not None and graph is None and not export_problem and free_first:
         return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
                                  progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
                                  known, local_moves)

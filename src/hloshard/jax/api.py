@@ -627,10 +627,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, phase="first"):
             """The first solve and the memory guard (its Pareto step without a budget)."""
             t = time.monotonic()
+            # (the search under the budget: the plan found without it was tried here already, unbudgeted_within)
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
-                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint)
+                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
+                             free_first=phase != "budget")
             kn = known.get(id(r.graph), [])
             g = None
             t = lap(f"{phase}_solve", t)
