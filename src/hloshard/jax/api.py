@@ -382,11 +382,26 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
     :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
-    none of their re-solves or re-pricings past the deadline) and (c) the XLA runs: the memory
-    guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
-    the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
-    more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
-    shorter than they take is overrun by them.  The plan can depend on the machine's load.
+    none of their re-solves or re-pricings past the deadline; under a ``memory_budget``, also the pricing of
+    the plan found without it as written, and of each known plan written when the plan's written module
+    exceeds the budget's limit) and (c) the XLA runs: the memory guard's sharding propagation (a child process
+    that ends once XLA has dumped it, 3-4 s at load 5-8, 7-17 s at load 10-17 on the models of BENCHMARKS.md;
+    with ``memory_guard``; once per guarded plan, so twice when a ``memory_budget`` binds, and once more when
+    the guard falls back to the data-parallel plan) and its pricing, and with ``with_constraints`` one more
+    propagation; and (d) under a ``memory_budget``, when the clock has ended (or starved a re-solve of any
+    plan) with no plan within the budget's limit and no plan an earlier search of the call found keeps it
+    (:func:`hloshard.autoshard.solve.held`: the plan found without the budget, the coarse plan, the guard's and
+    the Pareto step's re-solves; such a plan is written at once instead), at most
+    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget each (no clock: whether a plan
+    within the budget is found must not depend on the load; their wall seconds do, ``report["time"]
+    ["rescues"]``).  The phases outside the limit are not cut at the deadline because each is what a promise
+    rests on: XLA's propagation is the guard's baseline (cut, a loaded machine would turn the guard off), the
+    written module's price is the budget's (a plan is never returned on the solver's figure alone), and a
+    rescue is the budget's plan.  ``report["time"]["phases"]`` gives each phase's wall seconds (``trace``,
+    ``first_solve``, ``first_guard``; under a binding budget ``budget_check``, ``budget_solve``,
+    ``budget_guard``; ``write``, ``local_moves``, ``report``, ``constraints``) and ``["past_deadline"]`` how
+    far past the deadline the call returned.  Not promised: jax's tracing and lowering are not interrupted,
+    so a ``time_limit`` shorter than they take is overrun by them.  The plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
@@ -808,6 +823,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # wall seconds per phase (noisy: load), and how far past the deadline the call returned (wall-clock mode)
     report["time"]["phases"] = {k: round(v, 3) for k, v in phases.items()}
     report["time"]["past_deadline"] = None if deadline is None else round(max(0.0, end - deadline), 3)
+    # re-solves on a work budget past the clock under a memory budget (autoshard.solve._fit_buffers' rescues)
+    report["time"]["rescues"] = list(getattr(result.graph, "rescues", None) or [])
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
