@@ -469,6 +469,10 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
     more = (" and the time limit ended before a re-solve with them priced could end (a longer time limit, or "
             "deterministic mode's work budget, which the machine's load does not shorten, may find one)"
             if out_of_time else "")
+    rescued = list(getattr(graph, "rescues", None) or [])
+    if rescued:   # the rescues ran and found none within the limit either
+        more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
+                 f"within it either, and no plan an earlier search found or known without one keeps it")
     err = _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
