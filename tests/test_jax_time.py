@@ -96,4 +96,11 @@ def test_wall_clock_call_returns_within_its_limit():
     # the first solve's solver got at most its share of the limit
     assert r["time"]["first_solve_limit"] + r["time"]["guard_limit"] == pytest.approx(TIME_LIMIT)
     assert r["solver_time_limit"] is None or r["solver_time_limit"] <= TIME_LIMIT, r
+    # where the seconds went (round 22): the phases account for the call's seconds, and the call says how far past
+    # its deadline it returned and which rescues (work-budget re-solves past the clock) ran
+    phases, seconds = r["time"]["phases"], r["time"]["seconds"]
+    assert {"trace", "first_solve", "first_guard", "report"} <= set(phases), phases
+    assert abs(sum(phases.values()) - seconds) <= max(1.0, 0.05 * seconds), r["time"]
+    assert r["time"]["past_deadline"] == pytest.approx(max(0.0, seconds - TIME_LIMIT), abs=0.05), r["time"]
+    assert isinstance(r["time"]["rescues"], list)
 

@@ -386,11 +386,26 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
     (one evaluation of the written module, for which the solve keeps back
     :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
-    none of their re-solves or re-pricings past the deadline) and (c) the XLA runs: the memory
-    guard's sharding propagation (a child process that ends once XLA has dumped it, 3-4 s at load 5-8 on
-    the models of BENCHMARKS.md; with ``memory_guard``) and its pricing, and with ``with_constraints`` one
-    more propagation.  Not promised: jax's tracing and lowering are not interrupted, so a ``time_limit``
-    shorter than they take is overrun by them.  The plan can depend on the machine's load.
+    none of their re-solves or re-pricings past the deadline; under a ``memory_budget``, also the pricing of
+    the plan found without it as written, and of each known plan written when the plan's written module
+    exceeds the budget's limit) and (c) the XLA runs: the memory guard's sharding propagation (a child process
+    that ends once XLA has dumped it, 3-4 s at load 5-8, 7-17 s at load 10-17 on the models of BENCHMARKS.md;
+    with ``memory_guard``; once per guarded plan, so twice when a ``memory_budget`` binds, and once more when
+    the guard falls back to the data-parallel plan) and its pricing, and with ``with_constraints`` one more
+    propagation; and (d) under a ``memory_budget``, when the clock has ended (or starved a re-solve of any
+    plan) with no plan within the budget's limit and no plan an earlier search of the call found keeps it
+    (:func:`hloshard.autoshard.solve.held`: the plan found without the budget, the coarse plan, the guard's and
+    the Pareto step's re-solves; such a plan is written at once instead), at most
+    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget each (no clock: whether a plan
+    within the budget is found must not depend on the load; their wall seconds do, ``report["time"]
+    ["rescues"]``).  The phases outside the limit are not cut at the deadline because each is what a promise
+    rests on: XLA's propagation is the guard's baseline (cut, a loaded machine would turn the guard off), the
+    written module's price is the budget's (a plan is never returned on the solver's figure alone), and a
+    rescue is the budget's plan.  ``report["time"]["phases"]`` gives each phase's wall seconds (``trace``,
+    ``first_solve``, ``first_guard``; under a binding budget ``budget_check``, ``budget_solve``,
+    ``budget_guard``; ``write``, ``local_moves``, ``report``, ``constraints``) and ``["past_deadline"]`` how
+    far past the deadline the call returned.  Not promised: jax's tracing and lowering are not interrupted,
+    so a ``time_limit`` shorter than they take is overrun by them.  The plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
@@ -623,25 +638,38 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         def known_choices(graph):
             known[id(graph)] = plans = known_plans(graph, state_params, fast=deterministic)
             return [q.choice for p in plans for q in (p, p.greedy) if q is not None]
+        # where the call's wall seconds went (report["time"]["phases"]): the docstring's "Time" names what the
+        # limit covers; these say, per run, how far each phase ran and which ran past the deadline
+        phases: dict = {"trace": time.monotonic() - started}
+
+        def lap(name: str, since: float) -> float:
+            now = time.monotonic()
+            phases[name] = phases.get(name, 0.0) + (now - since)
+            return now
     except BaseException:
         _stop_child(warm)
         raise
 
     try:
-        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm):
+        def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, phase="first"):
             """The first solve and the memory guard (its Pareto step without a budget)."""
+            t = time.monotonic()
+            # (the search under the budget: the plan found without it was tried here already, unbudgeted_within)
             r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
                              / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
                              deadline=deadline_, stop_build=deadline_ is not None and graph is None,
                              pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
                              # wall-clock: the guard's share is of what the builds leave, not what they did not take
-                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None else 1.0)
+                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None else 1.0,
+                             free_first=phase != "budget")
             kn = known.get(id(r.graph), [])
             g = None
+            t = lap(f"{phase}_solve", t)
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
                                   propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
         written = False   # the plan is written into module and priced (the budget's candidate kept)
@@ -661,7 +689,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             # written and priced here when it keeps the limit (apply=True): apply_solution below would write and
             # price the same plan again (one more evaluate_module of the written module, finding 9)
+            t = time.monotonic()
             result, graph, note = unbudgeted_within(free, module, dmesh, pin_operands, budget, apply=True)
+            lap("budget_check", t)   # the plan found without the budget written and priced
             written = result is not None
             if result is None:
                 # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
@@ -671,13 +701,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
                 result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
                                          hint=None if coarse else list(free.choice), child=None,
-                                         deadline_=None if deadline is None else time.monotonic() + rest)
+                                         deadline_=None if deadline is None else time.monotonic() + rest,
+                                         phase="budget")
                 first_known = kn or first_known
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
         # are those of the plan written, apply_solution's operand_pins)
         if not written:
+            t = time.monotonic()
             apply_solution(result, module, dmesh, pin_operands=pin_operands, memory_budget=budget)
+            lap("write", t)
         # solve's post-solve local moves on the written module, pins included, within the peak limit below
         # (new user 20, finding 6: explain found a 5% cheaper layout of a Perceiver pin that auto_shard missed);
         # wall-clock mode: none started past the call's deadline
@@ -698,6 +731,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         improve_applied(result, module, dmesh, deadline=None if deadline is None else deadline + moved_by,
                         peak_limit=held, pair_limit=pair_limit, stats=move_stats)
         t_moves = time.monotonic() - t_moves
+        phases["local_moves"] = t_moves
         pins = list(result.operand_pins)
     except SolveFailed:
         raise
@@ -705,6 +739,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     finally:
         _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
+    t_report = time.monotonic()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
         from ..timing import plan_timing
@@ -799,12 +834,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                       "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps}
     constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
+    t = lap("report", t_report)
     constraints = []
     if with_constraints:
         from ..partition_specs import partition_specs
 
         constraints = partition_specs(module, dmesh)["intermediates"]
-    report["time"]["seconds"] = round(time.monotonic() - started, 3)   # the whole call (noisy: load)
+        lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
+    end = time.monotonic()
+    report["time"]["seconds"] = round(end - started, 3)   # the whole call (noisy: load)
+    # wall seconds per phase (noisy: load), and how far past the deadline the call returned (wall-clock mode)
+    report["time"]["phases"] = {k: round(v, 3) for k, v in phases.items()}
+    report["time"]["past_deadline"] = None if deadline is None else round(max(0.0, end - deadline), 3)
+    # re-solves on a work budget past the clock under a memory budget (autoshard.solve._fit_buffers' rescues)
+    report["time"]["rescues"] = list(getattr(result.graph, "rescues", None) or [])
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
