@@ -90,6 +90,10 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
             for inst, leaf, req in _operand_leaves(opref, entry):
                 if req is None:
                     continue
+                if inst not in ctx.groups:
+                    # an operand the graph was not built with: the module has since been written (its pins,
+                    # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
+                    continue
                 r = ctx.resolve(inst, leaf)
                 if r is TOKEN or r[0] is g:
                     continue
