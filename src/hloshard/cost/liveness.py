@@ -639,7 +639,7 @@ def is_fused(instr) -> bool:
         return False
     if id(instr) in _globally_unfusible(instr.parent):
         return False
-    return id(instr) not in _reduce_inputs(instr.parent)
+    return id(instr) not in _reduce_inputs(instr.parent) and id(instr) not in _reduce_tail_inputs(instr.parent)
 
 
 def duplicated_into_loops(instr) -> bool:
@@ -653,7 +653,8 @@ def duplicated_into_loops(instr) -> bool:
     ``x`` and the mean's sum, which stay live instead (the model held ``x - mean`` over the whole
     step; BENCHMARKS.md, round 21 memtruth).  A backward that reads it through a reduction keeps it
     (``samples/transformer_train_step``: the backward's ``ynn_fusion`` reads the forward's buffer)."""
-    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent):
+    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent) \
+            or id(instr) in _reduce_tail_inputs(instr.parent):
         return False
     if is_scheduled(instr.parent) or communicating_pin(instr) or _forwards(instr):
         return False
@@ -769,7 +770,8 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes", "_hloshard_cse"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_tail_inputs", "_hloshard_kept_gather_transposes",
+                 "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
@@ -799,28 +801,78 @@ def _reduce_inputs(comp) -> frozenset:
     the computation like :func:`_globally_unfusible`.  A reduction reads an operand that the
     partitioner slices locally (:func:`sliced_operand`) from the slice's own loop fusion, so the walk
     stops there."""
+    return _reduce_fusions(comp)[0]
+
+
+@_per_computation("_hloshard_reduce_tail_inputs")
+def _reduce_tail_inputs(comp) -> frozenset:
+    """The ids of the fusible producers of ``comp`` that a ``reduce``'s XNNPACK fusion reads *after* the
+    reduce and that something outside the fusion reads too, so they keep a buffer (:func:`is_fused`).  The
+    fusion takes in the reduce's consumers while each value in it has a single user (:func:`_reduce_tail`:
+    elementwise ops, broadcasts, reshapes, reductions; the fusion has one output, the first value with
+    several users or a user of another kind), and reads their other operands through fusible producers
+    as :func:`_reduce_inputs` reads the reduce's: one with a user outside is made by a loop fusion of its
+    own and read from its buffer.  Unlike a reduce's input it is not computed again in the loop fusions
+    that read it (:func:`duplicated_into_loops`): the fusion's root reads the buffer, which lives until
+    then.  Read in XLA's buffer assignments (XLA CPU, 8 devices) of new user 21's Falcon and DiT train
+    steps (``/tmp/nu21``): per attention layer, the softmax's sum broadcast to the scores' shape is a
+    ``wrapped_broadcast`` that lives from the forward divide to the backward, where the fusion of the
+    ``sum(g * p)`` reduce goes on into ``add(g / broadcast(s), broadcast(-sum)) * e`` and reads it
+    (2 MB per layer in Falcon, 4 MB in DiT); the forward's divide loop fusion broadcasts the sum again
+    itself.  Cached on the computation like :func:`_reduce_inputs`."""
+    return _reduce_fusions(comp)[1]
+
+
+def _joins_reduce_fusion(o, comp) -> bool:
+    """A candidate for a reduce's XNNPACK fusion: a fusible producer of ``comp`` (or a forwarding one);
+    not an iota, a constant or a broadcast of a scalar (duplicated freely)."""
+    k = _kind(o)
+    return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
+            and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
+            and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+
+
+#: the consumers a reduce's XNNPACK fusion goes on into (:func:`_reduce_tail`)
+_TAIL_OPCODES = ELEMENTWISE | {"broadcast", "reshape", "reduce"}
+
+
+def _reduce_tail(r, comp) -> list:
+    """The consumers of the reduce ``r`` its XNNPACK fusion takes in: from ``r``, while the value has a
+    single user (through HloCSE) that is an elementwise op, a broadcast, a reshape or a reduce of ``comp``
+    (not a root, not reading it through a local slice), that user; the last one is the fusion's output."""
+    tail: list = []
+    cur = r
+    while True:
+        users = _cse_users(cur)
+        if len(users) != 1:
+            return tail
+        u = users[0]
+        if u.parent is not comp or u.is_root or not u.shape.is_array or sliced_operand(u, cur) \
+                or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
+            return tail
+        tail.append(u)
+        cur = u
+
+
+def _reduce_fusions(comp) -> tuple:
+    """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give."""
     out: set = set()
+    tail_out: set = set()
     index = {id(i): n for n, i in enumerate(computation_order(comp))}
 
-    def joins(o) -> bool:
-        """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
-        k = _kind(o)
-        return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
-                and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
-                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
-
-    for r in comp.instructions:
-        if r.opcode != "reduce":
-            continue
+    def cone_of(seeds, stop) -> dict:
+        """The fusible producers reachable from ``seeds`` through fusible producers (not in ``stop``)."""
         cone: dict = {}
-        stack = [cse_representative(o) for o in r.operands if not sliced_operand(r, o)]
-        while stack:   # the fusible producers reachable from the reduce through fusible producers
+        stack = list(seeds)
+        while stack:
             o = stack.pop()
-            if id(o) in cone or not joins(o):
+            if id(o) in cone or id(o) in stop or not _joins_reduce_fusion(o, comp):
                 continue
             cone[id(o)] = o
             stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
-        inside = {id(r)}
+        return cone
+
+    def decide(cone, inside, kept) -> None:
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
             users = _cse_users(o)
@@ -828,8 +880,21 @@ def _reduce_inputs(comp) -> frozenset:
                 if all(id(u) in inside for u in users):
                     inside.add(id(o))
                 elif not _forwards(o):
-                    out.add(id(o))
-    return out
+                    kept.add(id(o))
+
+    for r in comp.instructions:
+        if r.opcode != "reduce":
+            continue
+        inside = {id(r)}
+        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, out)
+        tail = _reduce_tail(r, comp)
+        if not tail:
+            continue
+        inside |= {id(t) for t in tail}
+        seeds = [cse_representative(x) for t in tail for x in t.operands
+                 if id(cse_representative(x)) not in inside and not sliced_operand(t, x)]
+        decide(cone_of(seeds, inside | out), inside, tail_out)
+    return out, tail_out - out
 
 
 def _true_rank(shape) -> int:
