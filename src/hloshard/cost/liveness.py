@@ -832,15 +832,38 @@ def _joins_reduce_fusion(o, comp) -> bool:
             and (k in FUSIBLE_PRODUCERS or _forwards(o)))
 
 
-#: the consumers a reduce's XNNPACK fusion goes on into (:func:`_reduce_tail`)
-_TAIL_OPCODES = ELEMENTWISE | {"broadcast", "reshape", "reduce"}
+#: the consumers a reduce's XNNPACK fusion goes on into (:func:`_reduce_tail`): arithmetic, not a
+#: ``select`` / ``compare`` (a predicate: XLA's fusions of Falcon's and a hand module's masked softmax
+#: gradient end before the mask's ``select``, a loop fusion of its own)
+_TAIL_OPCODES = (ELEMENTWISE - {"select", "compare", "clamp"}) | {"broadcast", "reshape", "reduce"}
+
+
+#: XLA CPU's YNNPACK fusion takes a reduce of more input elements per device than this (XLA's
+#: ``IsReduceOpOffloadedToYnn``: 32 * 1024, f32 only); measured with the XLA jax 0.10.2 runs, a
+#: ``[2,4,64,64]`` f32 input (exactly 32,768 elements) is reduced without the fusion's tail, a
+#: ``[4,8,128,128]`` one with it
+YNN_REDUCE_MIN_ELEMENTS = 32 * 1024
+
+
+def _offloaded_reduce(r) -> bool:
+    """True when XLA CPU makes the reduce ``r`` a YNNPACK fusion that grows into its consumers: an f32
+    reduce of more than :data:`YNN_REDUCE_MIN_ELEMENTS` input elements per device (written sharding)."""
+    o = r.operands[0] if r.operands else None
+    if o is None or not o.shape.is_array or not r.shape.is_array or o.shape.element_type != "f32" \
+            or r.shape.element_type != "f32":
+        return False
+    return bytes_per_device(o.shape, _sharding_of(o)) // 4 > YNN_REDUCE_MIN_ELEMENTS
 
 
 def _reduce_tail(r, comp) -> list:
-    """The consumers of the reduce ``r`` its XNNPACK fusion takes in: from ``r``, while the value has a
-    single user (through HloCSE) that is an elementwise op, a broadcast, a reshape or a reduce of ``comp``
-    (not a root, not reading it through a local slice), that user; the last one is the fusion's output."""
+    """The consumers of the reduce ``r`` its XNNPACK fusion takes in (XLA CPU's ``LibraryRewriter``
+    grows a library fusion down into the single user of its root): when :func:`_offloaded_reduce`, from
+    ``r``, while the value has a single user (through HloCSE) that is an arithmetic elementwise op, a
+    broadcast, a reshape or a reduce of ``comp`` (not a root, not a predicate, not reading it through a
+    local slice), that user; the last one is the fusion's output.  Empty otherwise."""
     tail: list = []
+    if not _offloaded_reduce(r):
+        return tail
     cur = r
     while True:
         users = _cse_users(cur)
@@ -848,7 +871,7 @@ def _reduce_tail(r, comp) -> list:
             return tail
         u = users[0]
         if u.parent is not comp or u.is_root or not u.shape.is_array or sliced_operand(u, cur) \
-                or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
+                or u.shape.element_type == "pred" or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
             return tail
         tail.append(u)
         cur = u
@@ -858,7 +881,9 @@ def _reduce_fusions(comp) -> tuple:
     """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give."""
     out: set = set()
     tail_out: set = set()
-    index = {id(i): n for n, i in enumerate(computation_order(comp))}
+    order = computation_order(comp)
+    index = {id(i): n for n, i in enumerate(order)}
+    by_id = {id(i): i for i in order}
 
     def cone_of(seeds, stop) -> dict:
         """The fusible producers reachable from ``seeds`` through fusible producers (not in ``stop``)."""
@@ -882,11 +907,14 @@ def _reduce_fusions(comp) -> tuple:
                 elif not _forwards(o):
                     kept.add(id(o))
 
+    tail_read: set = set()
     for r in comp.instructions:
         if r.opcode != "reduce":
             continue
         inside = {id(r)}
-        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, out)
+        mine: set = set()
+        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, mine)
+        out |= mine
         tail = _reduce_tail(r, comp)
         if not tail:
             continue
@@ -894,7 +922,9 @@ def _reduce_fusions(comp) -> tuple:
         seeds = [cse_representative(x) for t in tail for x in t.operands
                  if id(cse_representative(x)) not in inside and not sliced_operand(t, x)]
         decide(cone_of(seeds, inside | out), inside, tail_out)
-    return out, tail_out - out
+        # a reduce input whose other readers are all in the tail: the fusion reads its buffer
+        tail_read |= {k for k in mine if all(id(u) in inside for u in _cse_users(by_id[k]))}
+    return out, (tail_out - out) | tail_read
 
 
 def _true_rank(shape) -> int:
