@@ -49,7 +49,10 @@ more (and pads to tiles); that is not modelled here.
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
   the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
   read by the reductions only, a loop fusion reading the producer computes it again from its operands
-  (:func:`duplicated_into_loops`).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  (:func:`duplicated_into_loops`).  An f32 reduce of more than 32 * 1024 elements per device is a
+  YNNPACK fusion that goes on into its consumers while each has a single user (:func:`_reduce_tail`:
+  XLA's ``LibraryRewriter``); a broadcast it reads there that another consumer reads too keeps a buffer
+  (:func:`_reduce_tail_inputs`: a softmax's sum broadcast, kept from the forward to the gradient).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
   from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
   ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
@@ -814,7 +817,9 @@ def _reduce_tail_inputs(comp) -> frozenset:
     as :func:`_reduce_inputs` reads the reduce's: one with a user outside is made by a loop fusion of its
     own and read from its buffer.  Unlike a reduce's input it is not computed again in the loop fusions
     that read it (:func:`duplicated_into_loops`): the fusion's root reads the buffer, which lives until
-    then.  Read in XLA's buffer assignments (XLA CPU, 8 devices) of new user 21's Falcon and DiT train
+    then; nor is a reduce's input (:func:`_reduce_inputs`) whose other readers are all in the tail (the
+    fusion reads its buffer: a masked gradient's ``select``, a loop fusion of its own that the reduce and
+    the tail's divide both read).  Read in XLA's buffer assignments (XLA CPU, 8 devices) of new user 21's Falcon and DiT train
     steps (``/tmp/nu21``): per attention layer, the softmax's sum broadcast to the scores' shape is a
     ``wrapped_broadcast`` that lives from the forward divide to the backward, where the fusion of the
     ``sum(g * p)`` reduce goes on into ``add(g / broadcast(s), broadcast(-sum)) * e`` and reads it
