@@ -773,8 +773,8 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_tail_inputs", "_hloshard_kept_gather_transposes",
-                 "_hloshard_cse"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_tail_inputs", "_hloshard_reduce_fusions",
+                 "_hloshard_kept_gather_transposes", "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
@@ -883,7 +883,18 @@ def _reduce_tail(r, comp) -> list:
 
 
 def _reduce_fusions(comp) -> tuple:
-    """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give."""
+    """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give
+    (computed once for both, cached on the computation like them)."""
+    key = (len(comp.instructions), id(comp.root))
+    hit = getattr(comp, "_hloshard_reduce_fusions", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    result = _compute_reduce_fusions(comp)
+    setattr(comp, "_hloshard_reduce_fusions", (key, result))
+    return result
+
+
+def _compute_reduce_fusions(comp) -> tuple:
     out: set = set()
     tail_out: set = set()
     order = computation_order(comp)
