@@ -850,6 +850,21 @@ _TAIL_OPCODES = (ELEMENTWISE - {"select", "compare", "clamp"}) | {"broadcast", "
 YNN_REDUCE_MIN_ELEMENTS = 32 * 1024
 
 
+#: XLA CPU's YNNPACK fusion takes in no elementwise op of fewer elements per device than this (the library
+#: leaves small ops to the loop fuser; XLA's ``IsElementwiseOpSupportedByYnn`` has such a bound).  Measured
+#: with hand softmax gradients (``tests/test_memory_model.py``'s ``_softmax_tail``, XLA of jax 0.10.2, 8 CPU
+#: devices): sums of 4,096 elements (``[4,8,128]``, ``[8,4,128]``) fuse the tail, of 3,072 (``[4,8,96]``),
+#: 2,048 (``[2,8,128]``, ``[1,8,256]``) or fewer do not
+YNN_ELEMENTWISE_MIN_ELEMENTS = 4096
+
+
+def _elements_per_device(instr) -> int:
+    """Elements one device holds of ``instr``'s array result under its written sharding."""
+    shape = instr.shape
+    per = max(1, shape.byte_size // max(1, shape.num_elements))
+    return bytes_per_device(shape, _sharding_of(instr)) // per
+
+
 def _offloaded_reduce(r) -> bool:
     """True when XLA CPU makes the reduce ``r`` a YNNPACK fusion that grows into its consumers: an f32
     reduce of more than :data:`YNN_REDUCE_MIN_ELEMENTS` input elements per device (written sharding)."""
@@ -857,7 +872,7 @@ def _offloaded_reduce(r) -> bool:
     if o is None or not o.shape.is_array or not r.shape.is_array or o.shape.element_type != "f32" \
             or r.shape.element_type != "f32":
         return False
-    return bytes_per_device(o.shape, _sharding_of(o)) // 4 > YNN_REDUCE_MIN_ELEMENTS
+    return _elements_per_device(o) > YNN_REDUCE_MIN_ELEMENTS
 
 
 def _reduce_tail(r, comp) -> list:
@@ -865,7 +880,12 @@ def _reduce_tail(r, comp) -> list:
     grows a library fusion down into the single user of its root): when :func:`_offloaded_reduce`, from
     ``r``, while the value has a single user (through HloCSE) that is an arithmetic elementwise op, a
     broadcast, a reshape or a reduce of ``comp`` (not a root, not a predicate, not reading it through a
-    local slice), that user; the last one is the fusion's output.  Empty otherwise."""
+    local slice), that user; the last one is the fusion's output.  Empty otherwise.  An elementwise op
+    of fewer than :data:`YNN_ELEMENTWISE_MIN_ELEMENTS` elements per device ends it (the library leaves
+    small ops to the loop fuser): the softmax gradient's ``sum -> negate -> broadcast -> add -> multiply``
+    is one fusion when the sums are ``[4,8,128]`` per device (Falcon, the hand modules) or ``[2,8,256]``
+    (DiT), and stops at the reduce when they are ``[4,4,128]`` (keras-hub BERT), ``[4,64]`` (Gemma's RMS
+    norm, ``ynn_fusion.48`` of ``f32[4,64]``) or smaller."""
     tail: list = []
     if not _offloaded_reduce(r):
         return tail
@@ -878,6 +898,8 @@ def _reduce_tail(r, comp) -> list:
         if u.parent is not comp or u.is_root or not u.shape.is_array or sliced_operand(u, cur) \
                 or u.shape.element_type == "pred" or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
             return tail
+        if _kind(u) in ELEMENTWISE and _elements_per_device(u) < YNN_ELEMENTWISE_MIN_ELEMENTS:
+            return tail   # too small for the library: loop-fused (see the docstring)
         tail.append(u)
         cur = u
 
