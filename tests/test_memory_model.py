@@ -534,7 +534,7 @@ def _softmax_tail(name: str, b: int, n: int, l: int, d: int) -> str:
     the gradient's ``sum(gm / s^2 * e)`` reduce a YNNPACK fusion that goes on into ``(gm / broadcast(s) -
     broadcast(sum)) * e`` (:func:`hloshard.cost.liveness._reduce_tail`) and reads the sum's broadcast
     there: made once in the forward and kept (``wrapped_broadcast``) over the middle, where the peak is
-    -- when the reduce reads more than 32 * 1024 elements (``[4,8,128,128]``; ``[2,4,64,64]``: no tail)."""
+    -- when the sums have 4,096 elements or more (``[4,8,128]``; ``[4,8,96]``, ``[2,8,128]``: no tail)."""
     A, R, R1, H, M = (f"f32[{b},{n},{l},{l}]", f"f32[{b},{n},{l}]", f"f32[{b},{n},{l},1]", f"f32[{b},{n},{l},{d}]",
                       f"pred[{b},{n},{l},{l}]")
     return f"""HloModule {name}, num_partitions=8
@@ -601,8 +601,9 @@ ENTRY main {{
 #: tuple's 24 B = 1,572,888; temps at its peak (the middle's exp(y)): e, y, exp(y) and the sum's broadcast
 #: (2 MiB each) + the sum 16 KiB = 8,404,992.  Main's model lacked the broadcast: 11,550,744 (0.846)
 SOFTMAX_TAIL = _softmax_tail("softmax_tail", 4, 8, 128, 32)
-#: the same at 32,768 elements per reduce: no tail, no broadcast buffer (XLA: 3 temps of 128 KiB + 4 KiB)
+#: the same with sums of 512 / 3,072 elements: no tail, no broadcast buffer (XLA's buffer assignment)
 SOFTMAX_TAIL_SMALL = _softmax_tail("softmax_tail_small", 2, 4, 64, 16)
+SOFTMAX_TAIL_3072 = _softmax_tail("softmax_tail_3072", 4, 8, 96, 32)
 #: the middle's second dot removed: XLA's peak is in the gradient, where its fusion reads ``gm``'s buffer
 #: (a loop fusion of the mask's select, in place on ``gd``; not computed again from ``gd``) and its output
 #: takes over the broadcast's buffer: 3,670,016 + 1,572,888 + 3 temps of 2 MiB = 11,534,360
@@ -785,16 +786,18 @@ def test_values_read_only_transposed():
 def test_reduce_tail_keeps_what_it_reads():
     """A large f32 reduce's YNNPACK fusion goes on into its single-user consumers up to the mask's
     select; the sum's broadcast it reads there (also read by the forward's divide) keeps a buffer, the
-    reduce input ``gm`` it reads is not computed again from ``gd``; at 32,768 elements neither."""
+    reduce input ``gm`` it reads is not computed again from ``gd``; with sums under 4,096 elements
+    neither (the negate is too small for the library)."""
     from hloshard.cost.liveness import _reduce_tail, duplicated_into_loops
 
     e = {i.name: i for i in parse_module(SOFTMAX_TAIL).entry.instructions}
     assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == ["tk", "nt", "nr", "ntb", "a", "o"]
     assert not is_fused(e["sb"]) and is_fused(e["tb"]) and not is_fused(e["gm"]) and not duplicated_into_loops(e["gm"])
     assert is_fused(e["d"]) and _reduce_tail(e["s"], e["s"].parent) == [e["sk"]]   # sk: several users
-    e = {i.name: i for i in parse_module(SOFTMAX_TAIL_SMALL).entry.instructions}
-    assert _reduce_tail(e["t"], e["t"].parent) == []
-    assert is_fused(e["sb"]) and duplicated_into_loops(e["gm"])
+    for text, tail in ((SOFTMAX_TAIL_SMALL, []), (SOFTMAX_TAIL_3072, ["tk"])):   # 32,768 inputs: no library
+        e = {i.name: i for i in parse_module(text).entry.instructions}
+        assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == tail
+        assert is_fused(e["sb"]) and duplicated_into_loops(e["gm"])
 
 
 def test_zero_scatter_destination_is_folded():
