@@ -859,10 +859,10 @@ YNN_ELEMENTWISE_MIN_ELEMENTS = 4096
 
 
 def _elements_per_device(instr) -> int:
-    """Elements one device holds of ``instr``'s array result under its written sharding."""
-    shape = instr.shape
-    per = max(1, shape.byte_size // max(1, shape.num_elements))
-    return bytes_per_device(shape, _sharding_of(instr)) // per
+    """Elements one device holds of ``instr``'s array result under its written sharding (all of them where
+    none is written, :func:`_tile_bytes`)."""
+    b = _tile_bytes(instr)
+    return int(instr.shape.num_elements) if b is None else b // max(1, int(instr.shape.element_size))
 
 
 def _offloaded_reduce(r) -> bool:
