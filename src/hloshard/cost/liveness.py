@@ -50,8 +50,8 @@ more (and pads to tiles); that is not modelled here.
   the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
   read by the reductions only, a loop fusion reading the producer computes it again from its operands
   (:func:`duplicated_into_loops`).  An f32 reduce of more than 32 * 1024 elements per device is a
-  YNNPACK fusion that goes on into its consumers while each has a single user (:func:`_reduce_tail`:
-  XLA's ``LibraryRewriter``); a broadcast it reads there that another consumer reads too keeps a buffer
+  YNNPACK fusion that goes on into its consumers while each has a single user and is no elementwise op
+  under 4,096 elements per device (:func:`_reduce_tail`: XLA's ``LibraryRewriter``); a broadcast it reads there that another consumer reads too keeps a buffer
   (:func:`_reduce_tail_inputs`: a softmax's sum broadcast, kept from the forward to the gradient).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
   from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
   ``scatter(A, I, U)``).  In a module
