@@ -7,12 +7,18 @@ command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refi
 internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on the one
 module, without writing anything into it (``apply=False``; only the picked candidate's choice is
 written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
-is solved first, in this process, with ``time_limit / candidates``; a remaining candidate whose
+is solved first, in this process, with ``time_limit / candidates``; its plan is every later candidate's
+known start (:func:`_carried`: mapped by :func:`hloshard.autoshard.coarse.map_choice`, so a finer mesh
+whose solve has no time to improve on it reports that plan, not a trivial one: new user 22's CLIP at
+2x4 / 4x2 / 2x2x2 ranked by the replicated plan) and, in wall-clock mode, their coarse solve where it is
+their coarse mesh (``solve_module(coarse=)``; not built or solved again).  A remaining candidate whose
 predicted build time (the rate measured on the first build times its size) would exceed the time
 limit is skipped and reported as such, and so is one not started before the limit ends (each candidate
-gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, and with
-``workers >= 2`` they are solved ``workers`` at a time in forked processes that inherit the parsed
-module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
+gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, each
+given its part when it starts (:class:`_Schedule`: one that ends early leaves its time to the next), and
+with ``workers >= 2`` they are solved ``workers`` at a time: the candidate of the largest build in this
+process (its graph kept), the others one after another in ``workers - 1`` forked processes that inherit
+the parsed module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
 second core buys): a candidate solved elsewhere is rebuilt here only when it is picked. With
 ``deterministic`` nothing depends on measured time: every distinct candidate is solved, each with
 ``time_limit / candidates`` (deterministic) seconds, and the answer does not depend on how many run
@@ -377,7 +383,9 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
     except SolveFailed as exc:
         return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
                 "seconds": time.monotonic() - t0}
-    return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0}
+    # the coarse mesh's plan when its fine build was not started or stopped: said under the table
+    return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0,
+            "message": getattr(result.graph, "coarse_fallback", None)}
 
 
 def _figures(result) -> dict:
