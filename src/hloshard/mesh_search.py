@@ -375,7 +375,9 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
     try:
         # in wall-clock mode the candidate's own solve ends by its end (as `solve --time-limit` does: its fine
         # build stopped, its solver cut, when its build runs longer than the first candidate's rate predicted);
-        # no re-pricing reserve is kept in it: the search keeps one for the plan it picks (final_reserve)
+        # no re-pricing reserve is kept in it: the search keeps one for the plan it picks (final_reserve).  Under a
+        # memory budget (every --device search: the device's HBM) solve_module keeps it all the same, since its
+        # unbudgeted first step re-prices its written plan (solve._unbudgeted_first), and solves its own coarse mesh
         timed = dict(deadline=end, stop_build=True) if end is not None else {}
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
                               reprice_reserve=False,
