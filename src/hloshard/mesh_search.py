@@ -7,12 +7,18 @@ command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refi
 internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on the one
 module, without writing anything into it (``apply=False``; only the picked candidate's choice is
 written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
-is solved first, in this process, with ``time_limit / candidates``; a remaining candidate whose
+is solved first, in this process, with ``time_limit / candidates``; its plan is every later candidate's
+known start (:func:`_carried`: mapped by :func:`hloshard.autoshard.coarse.map_choice`, so a finer mesh
+whose solve has no time to improve on it reports that plan, not a trivial one: new user 22's CLIP at
+2x4 / 4x2 / 2x2x2 ranked by the replicated plan) and, in wall-clock mode, their coarse solve where it is
+their coarse mesh (``solve_module(coarse=)``; not built or solved again).  A remaining candidate whose
 predicted build time (the rate measured on the first build times its size) would exceed the time
 limit is skipped and reported as such, and so is one not started before the limit ends (each candidate
-gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, and with
-``workers >= 2`` they are solved ``workers`` at a time in forked processes that inherit the parsed
-module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
+gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, each
+given its part when it starts (:class:`_Schedule`: one that ends early leaves its time to the next), and
+with ``workers >= 2`` they are solved ``workers`` at a time: the candidate of the largest build in this
+process (its graph kept), the others one after another in ``workers - 1`` forked processes that inherit
+the parsed module (:func:`_solve_in_parallel`; the builds are single-threaded Python, so this is what the
 second core buys): a candidate solved elsewhere is rebuilt here only when it is picked. With
 ``deterministic`` nothing depends on measured time: every distinct candidate is solved, each with
 ``time_limit / candidates`` (deterministic) seconds, and the answer does not depend on how many run
@@ -35,9 +41,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
+from .autoshard.coarse import CoarseSolve, map_choice
 from .cost.tpu_heap import tpu_memory_device
 from .errors import SolveFailed, UsageError
 from .mesh import DeviceMesh, _sharding_device_count, infer_mesh, module_named_mesh
@@ -254,6 +262,12 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     head = distinct[0]
     share = max(1.0, float(time_limit) / len(order))
     _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
+    if trials[head].result is not None:   # coarse to fine across the candidates: the head's plan is a start of each
+        options["known"] = _carried(trials[head].result)
+        if not deterministic and memory_budget is None:   # and, where it is their coarse mesh, their coarse solve
+            done = trials[head].result
+            options["coarse"] = CoarseSolve(done.graph, done.solution, meshes[head][1], trials[head].seconds,
+                                            done.seconds_build)
     layouts = [_build_work(c) for c in counts]
     rate = trials[head].result.seconds_build / layouts[head] \
         if trials[head].result is not None and layouts[head] else None
@@ -269,21 +283,24 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         else:
             run.append(i)
     jobs = _jobs(workers, len(run))
+    # with forked processes, the candidate of the largest build is solved here (its graph kept), the others in
+    # jobs - 1 lanes of forked processes: only theirs are rebuilt here when picked, so only theirs are reserved
+    here = max(run, key=lambda i: (layouts[i], -i)) if jobs > 1 else None
     if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
-        shares = {i: float(time_limit) / len(order) for i in run}
         reserve = 0.0
+        deadline = None
     else:
-        rounds = max(1, math.ceil(len(run) / jobs))
-        longest = max((rate * layouts[i] for i in run), default=0.0) if rate is not None else 0.0
+        longest = max((rate * layouts[i] for i in run if i != here), default=0.0) if rate is not None else 0.0
         reserve = final_reserve(trials[head].result, longest if jobs > 1 else 0.0)
-        shares = {i: max(1.0, (float(time_limit) - elapsed - longest - reserve) / rounds) for i in run}
-    # candidates not started by then are skipped; the picked one's writing and re-pricing come after it
-    deadline = None if deterministic else start + float(time_limit) - reserve
+        # candidates not started by then are skipped; the picked one's writing and re-pricing come after it
+        deadline = start + float(time_limit) - reserve
+    schedule = _Schedule(float(time_limit) / len(order) if deterministic else None, deadline)
     if jobs > 1:
-        _solve_in_parallel(first, meshes, run, shares, options, jobs, trials, deadline)
+        _solve_in_parallel(first, meshes, run, here, schedule, options, jobs, trials, progress)
     else:
-        for i in run:
-            _record(trials[i], _solve_one(first, meshes[i][1], shares[i], options, progress, deadline), first)
+        for k, i in enumerate(run):
+            share, end = schedule.next(len(run) - k)
+            _record(trials[i], _solve_one(first, meshes[i][1], share, options, progress, deadline, end), first)
     out = MeshSearch(n, trials)
     ok = [i for i, t in enumerate(out.trials) if t.objective is not None]
     if not ok:
@@ -339,28 +356,38 @@ def _timed_mesh(module, spec: str, device: str):
     return mesh, scale
 
 
-def _solve_one(module, mesh, share: float, options: dict, progress=None, deadline: float | None = None) -> dict:
+def _solve_one(module, mesh, share: float, options: dict, progress=None, deadline: float | None = None,
+               end: float | None = None) -> dict:
     """Solve one candidate without writing into ``module``: a dict with the solve result or the failure.
     ``deadline`` (a ``time.monotonic()`` instant, wall-clock mode): a candidate not started by then is
     skipped (status ``"skipped"``), so the search's candidates cannot run past the limit one floor share
-    at a time."""
+    at a time.  ``end`` (wall-clock mode, :class:`_Schedule`): the instant this candidate's builds and solves
+    end by (its coarse build, coarse solve, fine build and fine solve fit in it, as ``solve --time-limit``'s
+    fit in the command's limit); default ``deadline``."""
     from .autoshard import solve_module
 
     t0 = time.monotonic()
     if deadline is not None and t0 >= deadline:
         return {"status": "skipped", "seconds": 0.0,
                 "message": "the time limit had passed before its turn came (not solved)"}
+    if end is None:
+        end = deadline
     try:
-        # in wall-clock mode the candidate's own solve ends by the search's deadline too (as `solve
-        # --time-limit` does: its fine build stopped, its solver cut, when its build runs longer than the
-        # first candidate's rate predicted)
-        timed = dict(deadline=deadline, stop_build=True) if deadline is not None else {}
+        # in wall-clock mode the candidate's own solve ends by its end (as `solve --time-limit` does: its fine
+        # build stopped, its solver cut, when its build runs longer than the first candidate's rate predicted);
+        # no re-pricing reserve is kept in it: the search keeps one for the plan it picks (final_reserve).  Under a
+        # memory budget (every --device search: the device's HBM) solve_module keeps it all the same, since its
+        # unbudgeted first step re-prices its written plan (solve._unbudgeted_first), and solves its own coarse mesh
+        timed = dict(deadline=end, stop_build=True) if end is not None else {}
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
+                              reprice_reserve=False,
                               **timed, **options)
     except SolveFailed as exc:
         return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
                 "seconds": time.monotonic() - t0}
-    return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0}
+    # the coarse mesh's plan when its fine build was not started or stopped: said under the table
+    return {"status": result.solution.status, "result": result, "seconds": time.monotonic() - t0,
+            "message": getattr(result.graph, "coarse_fallback", None)}
 
 
 def _figures(result) -> dict:
@@ -397,11 +424,14 @@ def _jobs(workers: int, tasks: int) -> int:
 _SHARED: dict = {}   # what forked candidate processes inherit (the module is not pickled)
 
 
-def _child(i: int, share: float) -> dict:
-    """In a forked process: solve candidate ``i`` and return what the parent needs to rebuild it (the
-    choice and the Solution; the graph is rebuilt in the parent only if this candidate is picked)."""
-    module, meshes, options = _SHARED["module"], _SHARED["meshes"], _SHARED["options"]
-    outcome = _solve_one(module, meshes[i][1], share, options, deadline=_SHARED.get("deadline"))
+def _child(i: int, left: int) -> dict:
+    """In a forked process: solve candidate ``i`` with the share the schedule gives it now, ``left`` counting it
+    and the candidates after it in its lane (:meth:`_Schedule.next`), and return what the parent needs to
+    rebuild it (the choice and the Solution; the graph is rebuilt in the parent only if this candidate is
+    picked)."""
+    module, meshes, options, schedule = _SHARED["module"], _SHARED["meshes"], _SHARED["options"], _SHARED["schedule"]
+    share, end = schedule.next(left)
+    outcome = _solve_one(module, meshes[i][1], share, options, deadline=schedule.deadline, end=end)
     result = outcome.pop("result", None)
     if result is not None:
         outcome.update(figures=_figures(result), choice=list(result.choice), solution=result.solution,
@@ -409,28 +439,79 @@ def _child(i: int, share: float) -> dict:
     return outcome
 
 
-def _solve_in_parallel(module, meshes, run: list, shares: dict, options: dict, jobs: int, trials: list,
-                       deadline: float | None = None) -> None:
-    """Solve the candidates ``run`` in ``jobs`` forked processes (each inherits the parsed module; the
-    solver's result is deterministic per candidate, so the outcome is the one a sequential search
-    gets).  A candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`)."""
+def _solve_in_parallel(module, meshes, run: list, here: int, schedule: "_Schedule", options: dict, jobs: int,
+                       trials: list, progress=None) -> None:
+    """Solve the candidates ``run``: ``here`` in this process, the others in ``jobs - 1`` lanes, each a forked
+    process (it inherits the parsed module) that solves its candidates one after another, each with the share
+    :class:`_Schedule` gives it when it starts (what one that ended early left goes to the next in its lane).
+    The solver's result is deterministic per candidate, so the outcome is the one a sequential search gets.  A
+    forked candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`); ``here`` is the
+    candidate of the largest build, whose graph is kept (new user 22: 2x2x2's estimated rebuild, 25 s, was kept
+    back from every candidate)."""
     import multiprocessing
 
-    _SHARED.update(module=module, meshes=meshes, options=options, deadline=deadline)
-    pool = multiprocessing.get_context("fork").Pool(processes=jobs)
+    others = [i for i in run if i != here]
+    lanes = [others[k::jobs - 1] for k in range(jobs - 1)]
+    _SHARED.update(module=module, meshes=meshes, options=options, schedule=schedule)
+    context = multiprocessing.get_context("fork")
+    pools = [context.Pool(processes=1) for lane in lanes if lane]
     try:
-        pending = {i: pool.apply_async(_child, (i, shares[i])) for i in run}
-        for i in run:
-            _record(trials[i], pending[i].get(), module)
-        pool.close()
+        pending = [(i, pool.apply_async(_child, (i, len(lane) - k)))
+                   for pool, lane in zip(pools, [lane for lane in lanes if lane]) for k, i in enumerate(lane)]
+        share, end = schedule.next(1)   # this process' lane: one candidate, all of the time
+        _record(trials[here], _solve_one(module, meshes[here][1], share, options, progress, schedule.deadline, end),
+                module)
+        for i, result in pending:
+            _record(trials[i], result.get(), module)
+        for pool in pools:
+            pool.close()
     except BaseException:
         # Ctrl-C (or an error in one candidate): stop the other candidates now instead of waiting for
         # their solves to end (new user 16: 8-12 s after the interrupt)
-        pool.terminate()
+        for pool in pools:
+            pool.terminate()
         raise
     finally:
-        pool.join()
+        for pool in pools:
+            pool.join()
         _SHARED.clear()
+
+
+class _Schedule:
+    """The time of the candidates after the first.  ``fixed`` (deterministic mode): every candidate gets that
+    share (``time_limit / candidates``) and no clock is read.  Else a candidate, when it starts, gets an equal
+    part of what is left before ``deadline`` (the search's; the final reserve is kept after it) among itself and
+    the candidates after it in its lane (a process solving candidates one after another), at least 1 s:
+    ``next(left)`` -> ``(share, end)``.  A candidate that ends early (proven, or its fine build not started) so
+    leaves its time to the next ones (new user 22: fixed shares left 40% of a 90 s limit unused while three
+    candidates stopped at the replicated plan)."""
+
+    def __init__(self, fixed: float | None, deadline: float | None):
+        self.fixed, self.deadline = fixed, deadline
+
+    def next(self, left: int) -> tuple[float, float | None]:
+        """``(share, end)`` for the candidate starting now, ``left`` counting it and those after it in its lane:
+        ``share`` seconds (its solver's ``time_limit``), ``end`` the ``time.monotonic()`` instant its builds and
+        solves end by (None in deterministic mode)."""
+        if self.fixed is not None:
+            return self.fixed, None
+        now = time.monotonic()
+        share = max(1.0, (self.deadline - now) / max(1, int(left)))
+        return share, now + share
+
+
+def _carried(head) -> Callable[[object], list]:
+    """The ``known`` plans (:func:`hloshard.autoshard.solve_module`) of a later candidate: the first
+    candidate's plan (``head``, a SolveResult; the cheapest strategy space, the 1-D mesh of the devices)
+    mapped onto the candidate's graph (:func:`hloshard.autoshard.coarse.map_choice`, as coarse to fine maps
+    a coarse plan).  Where every node maps, the candidate's solve starts from a plan costing what the head's
+    did (same alpha and beta) and never reports a costlier one: a finer mesh is not ranked by a plan its
+    solve had no time to improve (new user 22: 2x4 / 4x2 / 2x2x2 at the replicated plan, 120.4 M, the 1-D
+    mesh 60.8 M).  No plan when no finite image exists."""
+    def known(graph) -> list:
+        choice, _ = map_choice(head.graph, list(head.choice), graph)
+        return [] if choice is None else [choice]
+    return known
 
 
 def _rebuild(trial: MeshTrial, memory_budget, keep: str):

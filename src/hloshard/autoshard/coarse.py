@@ -224,6 +224,21 @@ class CoarseSolve:
     solution: object
     mesh: DeviceMesh
     seconds: float
+    #: wall seconds of the coarse graph's build alone (None: not measured apart; ``seconds`` then stands for it)
+    seconds_build: float | None = None
+
+
+def same_space(a: DeviceMesh, b: DeviceMesh) -> bool:
+    """Whether a graph built on mesh ``a`` is the one a build on ``b`` makes (same module, keep and budget):
+    the same shape, device order, alpha and beta (:meth:`DeviceMesh.__eq__`), sub-axes and user mesh, and the
+    same uneven-split, memory and pricing policy (max padding, memory budget, divisible / whole-axes I/O,
+    roofline prices, memory device)."""
+    if a is b:
+        return True
+    if a != b or tuple(a.sub_axes) != tuple(b.sub_axes) or tuple(a.user_shape) != tuple(b.user_shape):
+        return False
+    return all(getattr(a, k, None) == getattr(b, k, None) for k in (
+        "max_padding", "memory_budget", "divisible_io", "whole_axes_io", "roofline_prices", "memory_device"))
 
 
 def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
@@ -378,7 +393,8 @@ WRITE_SHARE = 0.25
 
 
 def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deadline: float, reprice_share: float = 0.0, solver_share: float = 1.0) -> CoarseFirst:
+                 seed: int, deadline: float, reprice_share: float = 0.0, solver_share: float = 1.0,
+                 solved: CoarseSolve | None = None) -> CoarseFirst:
     """Coarse to fine under a wall-clock ``deadline`` (``time.monotonic()``; ``--time-limit`` as the whole
     command's promise): build the coarse graph, then solve it first, then build the fine graph.  Kept back
     throughout: :data:`WRITE_SHARE` of the coarse build's seconds (to write a plan) and ``reprice_share``
@@ -399,14 +415,23 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     a later phase of the caller, auto_shard's memory guard, keeps the rest): the coarse solve gets at most that share
     of what the deadline leaves after the coarse build, writing and the re-pricing reserve.  Without a coarse mesh
     the fine graph is built without stopping
-    (there is nothing else to return) but stops like the coarse build.  The coarse build stops :data:`COARSE_BUILD_GRACE` times
+    (there is nothing else to return) but stops like the coarse build.  ``solved``: the coarse problem solved
+    before (``--mesh auto``'s first candidate, the 1-D mesh of the same devices: :func:`hloshard.mesh_search.search_meshes`),
+    used instead of the coarse build and solve when its mesh is the coarse mesh (:func:`same_space`); its build's
+    seconds stand for the coarse build's in the estimates (the coarse solve is then re-run only where its plan is
+    a trivial one the search fell back on, as below).  The coarse build stops :data:`COARSE_BUILD_GRACE` times
     ``time_limit`` (at least :data:`COARSE_BUILD_MIN_GRACE` seconds) past ``deadline``: raises :class:`BuildStopped` (exit 3, status ``"timeout"``; its
     message names the coarse mesh and how far the build got).  Non-deterministic mode only (it reads the
     clock)."""
     cmesh = coarse_mesh(mesh, module)
     cgraph = None
     t0 = time.monotonic()
-    if cmesh is not None:
+    if solved is not None and (cmesh is None or not same_space(solved.mesh, cmesh)):
+        solved = None
+    if solved is not None:
+        cgraph = solved.graph
+        t0 -= solved.seconds if solved.seconds_build is None else solved.seconds_build   # its build, measured before
+    elif cmesh is not None:
         try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
             # the coarse build, too, stops, COARSE_BUILD_GRACE limits past the deadline: a plan written late
             # is still the answer to a limit the interpreter's start alone uses up, but not one that takes
@@ -463,13 +488,16 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     if solver_share < 1:   # a later phase of the caller keeps the rest of what the builds and reserves leave
         share = min(share, solver_share * max(0.0, deadline - now - write - reprice))
     t2 = time.monotonic()
-    try:
-        # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
-        sol = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, share), workers=workers, seed=seed,
-                    deterministic=False, hint=None if memory_budget is None else budget_start(cgraph))
-        cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
-    except SolveFailed:
-        cs = None
+    if solved is not None:   # solved before: its plan, and its solve's time not spent again
+        cs = CoarseSolve(cgraph, solved.solution, cmesh, solved.seconds, solved.seconds_build)
+    else:
+        try:
+            # under a budget the coarse search starts from a plan that keeps it (.start), as the fine one does
+            sol = solve(cgraph, time_limit=max(FALLBACK_MIN_SECONDS, share), workers=workers, seed=seed,
+                        deterministic=False, hint=None if memory_budget is None else budget_start(cgraph))
+            cs = CoarseSolve(cgraph, sol, cmesh, (t1 - t0) + (time.monotonic() - t2))
+        except SolveFailed:
+            cs = None
     if not_started is None and (cs is None or _search_behind(cs.solution)):
         # the coarse search found no plan, or none cheaper than the trivial plans, in its share: the fine
         # mesh's search, in a space ratio times larger and starting from that plan, would not in what is

@@ -160,7 +160,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
                  local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0,
-                 free_first: bool = True) -> SolveResult:
+                 free_first: bool = True, reprice_reserve: bool = True, coarse=None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -206,6 +206,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     a later phase's share is not spent by slow builds (:func:`hloshard.jax.auto_shard`'s first solve with the
     memory guard after it: :data:`hloshard.jax.guard.FIRST_SHARE`; keras-hub Falcon at ``time_limit=60``, load
     12: tracing and builds left the guard's re-solve 0.7 s, new user 21 finding 3); 1: all of it.
+    ``reprice_reserve`` False (no ``memory_budget``): no re-pricing reserve is kept before the ``deadline`` (a
+    ``--mesh auto`` candidate: the search keeps one for the plan it picks, :func:`hloshard.mesh_search.final_reserve`).
+    ``coarse`` (with ``stop_build``, no ``memory_budget``): a :class:`hloshard.autoshard.coarse.CoarseSolve` solved
+    before, used as the coarse plan when its mesh is this one's coarse mesh (``coarse_first(solved=)``).
     Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
     is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
     answer, so a budget that does not bind never changes the plan.  ``free_first`` False: not that candidate
@@ -218,7 +222,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                                  known, local_moves)
     return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                          export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                         known, graph, local_moves, fit_buffers, solver_share)
+                         known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -226,7 +230,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   export_problem: str | None = None, pin_operands: bool = False, reevaluate: bool = True,
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
-                  fit_buffers: bool = True, solver_share: float = 1.0) -> SolveResult:
+                  fit_buffers: bool = True, solver_share: float = 1.0, reprice_reserve: bool = True,
+                  coarse=None) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -235,7 +240,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     built = graph is not None   # built before: its build's seconds for the re-pricing reserve
     if not built and stop_build and deadline is not None and not deterministic and not export_problem:
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
-                             reprice_share=REPRICE_SHARE, solver_share=solver_share)
+                             reprice_share=REPRICE_SHARE if reprice_reserve else 0.0, solver_share=solver_share,
+                             solved=coarse)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress))
@@ -266,7 +272,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
-    reprice = REPRICE_SHARE * one_d
+    reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
