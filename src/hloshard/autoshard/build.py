@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
-from ..cost.liveness import (buffer_intervals, effective_users, in_place_user, is_fused, made_at_entry_start,
+from ..cost.liveness import (buffer_intervals, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, widened_invariants,
@@ -259,6 +259,23 @@ def _operand_leaves(opref, inputs_entry):
         return [(opref, l, inputs_entry[l]) for l in range(len(shapes))]
     return [(opref, 0, inputs_entry)]
 
+
+def chosen_operand_leaves(graph, choice, nodes=None):
+    """Yield ``(v, group, i, instr, leaf, required, weight)`` for every operand leaf of every node ``v`` of
+    ``graph`` (in ``nodes``' order, default all) under its chosen strategy ``choice[v]``: the ``i``-th operand
+    slot, the leaf ``leaf`` of ``instr`` it reads, the spec the strategy requires of it (None: no
+    requirement) and the slot's operand weight (``StrategyGroup.operand_weights``, default 1).  The one walk
+    of a plan's operand requirements (:func:`hloshard.autoshard.evaluate.reshardings_of`,
+    :func:`hloshard.autoshard.reshard_cache.cached_reshards`)."""
+    for v in (range(len(graph.nodes)) if nodes is None else nodes):
+        g = graph.nodes[v]
+        st = g.strategies[int(choice[v])]
+        ops = g.ops()
+        weights = g.operand_weights or [1.0] * len(ops)
+        for i, opref in enumerate(ops):
+            entry = st.inputs[i] if i < len(st.inputs) else None
+            for inst, leaf, req in _operand_leaves(opref, entry):
+                yield v, g, i, inst, leaf, req, weights[i]
 
 
 def _leaf_shape(instr, leaf):

@@ -22,7 +22,7 @@ from ..solver.heuristic import LARGE_NODES, LocalSearch, lagrangian_search
 from ..solver.presolve import Infeasible, presolve
 from ..strategy.base import TOKEN, is_array, is_mesh_spec
 from .apply import instruction_sharding, leaf_spec
-from .build import Graph, _operand_leaves, build_graph, moved_leaf_shape, edge_buffers, processed_computations
+from .build import Graph, build_graph, chosen_operand_leaves, moved_leaf_shape, edge_buffers, processed_computations
 from .reshard_cache import cached_reshards
 from .resharder import _key
 from .search import solve_graph
@@ -130,42 +130,36 @@ def reshardings_of(graph: Graph, choice) -> dict:
     minfo = graph.ctx.minfo
     cached = {(c.node, c.index, id(c.operand), c.leaf) for c in cached_reshards(graph, choice)}
     out: dict = {}
-    for v, g in enumerate(graph.nodes):
-        st = g.strategies[int(choice[v])]
-        ops = g.ops()
-        weights = g.operand_weights or [1.0] * len(ops)
-        for i, opref in enumerate(ops):
-            entry = st.inputs[i] if i < len(st.inputs) else None
-            for inst, leaf, req in _operand_leaves(opref, entry):
-                if req is None or (v, i, id(inst), leaf) in cached:
-                    continue
-                r = graph.ctx.resolve(inst, leaf)
-                if r is TOKEN or r[0] is g:
-                    continue
-                src = leaf_spec(graph, inst, leaf, choice)
-                shape = moved_leaf_shape(graph.mesh, g.instr, inst, leaf)
-                if src is None or not is_array(shape):
-                    continue
-                if _key(src) == _key(req):
-                    continue
-                a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
-                if a == b:
-                    continue
-                if not is_mesh_spec(src) and a.is_manual or not is_mesh_spec(req) and b.is_manual:
-                    continue
-                w = graph.ctx.weight(g.instr) * weights[i]
-                try:
-                    pl = plan(shape, a, b, graph.mesh)
-                    steps = [s.to_json() for s in pl.steps]
-                    cost = float(pl.total_cost)
-                except Exception as exc:  # noqa: BLE001
-                    steps = [{"kind": "unplannable", "reason": str(exc)}]
-                    cost = 0.0
-                if cost == 0.0 and not steps:
-                    continue
-                out.setdefault(g.instr.name, []).append({
-                    "operand": inst.name, "leaf": leaf, "from": str(a), "to": str(b),
-                    "cost": cost * w, "steps": steps})
+    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice):
+        if req is None or (v, i, id(inst), leaf) in cached:
+            continue
+        r = graph.ctx.resolve(inst, leaf)
+        if r is TOKEN or r[0] is g:
+            continue
+        src = leaf_spec(graph, inst, leaf, choice)
+        shape = moved_leaf_shape(graph.mesh, g.instr, inst, leaf)
+        if src is None or not is_array(shape):
+            continue
+        if _key(src) == _key(req):
+            continue
+        a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
+        if a == b:
+            continue
+        if not is_mesh_spec(src) and a.is_manual or not is_mesh_spec(req) and b.is_manual:
+            continue
+        w = graph.ctx.weight(g.instr) * weight
+        try:
+            pl = plan(shape, a, b, graph.mesh)
+            steps = [s.to_json() for s in pl.steps]
+            cost = float(pl.total_cost)
+        except Exception as exc:  # noqa: BLE001
+            steps = [{"kind": "unplannable", "reason": str(exc)}]
+            cost = 0.0
+        if cost == 0.0 and not steps:
+            continue
+        out.setdefault(g.instr.name, []).append({
+            "operand": inst.name, "leaf": leaf, "from": str(a), "to": str(b),
+            "cost": cost * w, "steps": steps})
     return out
 
 

@@ -22,7 +22,7 @@ from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
 from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
-from .build import _operand_leaves
+from .build import chosen_operand_leaves
 from .graph import Graph
 from .resharder import _key
 
@@ -78,47 +78,39 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     first: dict = {}
     out: list[CachedReshard] = []
-    for v in order:
-        g = graph.nodes[v]
-        if not resharded_as_planned(g.instr):
+    planned = [v for v in order if resharded_as_planned(graph.nodes[v].instr)]
+    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, planned):
+        if req is None:
             continue
-        st = g.strategies[int(choice[v])]
-        ops = g.ops()
-        weights = g.operand_weights or [1.0] * len(ops)
-        for i, opref in enumerate(ops):
-            entry = st.inputs[i] if i < len(st.inputs) else None
-            for inst, leaf, req in _operand_leaves(opref, entry):
-                if req is None:
-                    continue
-                if inst not in ctx.groups:
-                    # an operand the graph was not built with: the module has since been written (its pins,
-                    # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
-                    continue
-                r = ctx.resolve(inst, leaf)
-                if r is TOKEN or r[0] is g:
-                    continue
-                src = leaf_spec(graph, inst, leaf, choice)
-                if src is None or _key(src) == _key(req):
-                    continue
-                if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
-                        (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
-                    continue
-                key = (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
-                payer = first.get(key)
-                if payer is None:
-                    first[key] = g.instr.name
-                    continue
-                e = edge_of.get((id(inst), leaf, id(g)))
-                shape = leaf_shapes(inst.shape)[leaf]   # as the edges price it (build.in_edges)
-                if e is None or not is_array(shape):
-                    continue
-                rank = len(shape.dims)
-                try:
-                    cost = float(resharding_cost(shape, minfo.to_sharding(src, rank), minfo.to_sharding(req, rank),
-                                                 graph.mesh))
-                except Exception:  # noqa: BLE001 - not plannable: the graph priced it otherwise, keep it
-                    continue
-                if cost <= 0.0:
-                    continue
-                out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weights[i]))
+        if inst not in ctx.groups:
+            # an operand the graph was not built with: the module has since been written (its pins,
+            # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
+            continue
+        r = ctx.resolve(inst, leaf)
+        if r is TOKEN or r[0] is g:
+            continue
+        src = leaf_spec(graph, inst, leaf, choice)
+        if src is None or _key(src) == _key(req):
+            continue
+        if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
+                (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
+            continue
+        key = (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
+        payer = first.get(key)
+        if payer is None:
+            first[key] = g.instr.name
+            continue
+        e = edge_of.get((id(inst), leaf, id(g)))
+        shape = leaf_shapes(inst.shape)[leaf]   # as the edges price it (build.in_edges)
+        if e is None or not is_array(shape):
+            continue
+        rank = len(shape.dims)
+        try:
+            cost = float(resharding_cost(shape, minfo.to_sharding(src, rank), minfo.to_sharding(req, rank),
+                                         graph.mesh))
+        except Exception:  # noqa: BLE001 - not plannable: the graph priced it otherwise, keep it
+            continue
+        if cost <= 0.0:
+            continue
+        out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight))
     return out

@@ -78,10 +78,17 @@ def temporaries_fit_vmem(module, device: str | None) -> bool:
                    for leaf in (shape.leaves() if shape.is_tuple else [shape])
                    if leaf.is_array and element_byte_size(leaf.element_type) > 0)
 
+    return _peaks_within(module, whole, vmem)
+
+
+def _peaks_within(module, size_of, limit: float) -> bool:
+    """True when the sum over ``module``'s computations reached through control flow of each one's peak of
+    live buffers in text order (:func:`hloshard.cost.liveness.computation_peak_bytes`, buffers sized by
+    ``size_of(instr)`` in bytes) stays at or below ``limit`` bytes."""
     total = 0
     for comp in reverse_post_order(module):
-        total += computation_peak_bytes(comp, size_of=whole)
-        if total > vmem:
+        total += computation_peak_bytes(comp, size_of=size_of)
+        if total > limit:
             return False
     return True
 
@@ -123,12 +130,7 @@ def written_temporaries_fit_vmem(module, device: str | None) -> bool:
                        for leaf in (shape.leaves() if shape.is_tuple else [shape])
                        if leaf.is_array and element_byte_size(leaf.element_type) > 0)
 
-    total = 0
-    for comp in reverse_post_order(module):
-        total += computation_peak_bytes(comp, size_of=tile)
-        if total > limit:
-            return False
-    return True
+    return _peaks_within(module, tile, limit)
 
 
 class TpuMemoryDevice(str):
