@@ -44,7 +44,8 @@ def _sharding_problem(instr, sh, mesh) -> str | None:
                 return f"sharding {e} tiles {len(e.tile_dims)} dims but the shape {shape} has rank {len(shape.dims)}"
             if e.num_devices != mesh.num_devices:
                 return (f"sharding {e} uses {counted(e.num_devices, 'device')} but the mesh [{_user_mesh(mesh)}] has "
-                        f"{counted(mesh.num_devices, 'device')}")
+                        f"{counted(mesh.num_devices, 'device')}: the module's shardings need a mesh of "
+                        f"{counted(e.num_devices, 'device')}")
             mesh_ids = mesh_ids or set(int(x) for x in np.asarray(mesh.device_ids).reshape(-1))
             bad = [d for d in e.devices if d not in mesh_ids]
             if bad:
