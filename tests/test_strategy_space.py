@@ -116,8 +116,11 @@ def test_mesh_precedence_named_inferred_num_partitions():
     mesh = DeviceMesh.for_module(shardy)
     assert mesh.shape == (2, 4) and mesh.axis_names == ("data", "model") and mesh.source == "module mesh"
     assert mesh.describe().startswith("2x4 (data=2, model=4) from module mesh")
-    # --mesh wins over the module's mesh
-    assert DeviceMesh.for_module(shardy, "8").user_shape == (8,)
+    # --mesh wins over the module's mesh, and says so when it is another mesh (new user 22)
+    given = DeviceMesh.for_module(shardy, "8")
+    assert given.user_shape == (8,)
+    assert any("not the module's own mesh data=2,model=4" in n for n in given.notes)
+    assert not any("own mesh" in n for n in DeviceMesh.for_module(shardy, "2x4").notes)
     # no mesh, no tiled sharding: the 1-D mesh of num_partitions
     plain = parse_module("HloModule m, num_partitions=4\nENTRY e {\n  ROOT p = f32[8] parameter(0)\n}\n")
     mesh = DeviceMesh.for_module(plain)

@@ -272,6 +272,11 @@ class DeviceMesh:
             if stated and mesh.num_devices != int(n):
                 raise UsageError(f"--mesh {mesh} has {counted(mesh.num_devices, 'device')} but the module has "
                                  f"num_partitions={int(n)}")
+            named = module_named_mesh(module) if module is not None else None
+            if named is not None and tuple(named[1]) != tuple(mesh.shape):
+                own = ",".join(f"{a}={k}" for a, k in zip(named[0], named[1]))
+                mesh.notes.append(f"--mesh {mesh} is not the module's own mesh {own} (its xla.sdy.meshes "
+                                  f"attribute): the module's shardings are read on --mesh {mesh}")
         else:
             mesh, source = None, None
             if isinstance(alpha, str):
