@@ -78,15 +78,13 @@ def test_v5p_programs_copy_intermediates_and_v5e_programs_do_not():
     why = tpu_available()
     if why:
         pytest.skip(why)
-    from hloshard.xla_cost import tpu_cost
+    from hloshard.xla_cost import _analysis, _compile_tpu   # in this process: one libtpu start, not two
 
     text = (ROOT / "samples" / "moe_layer.propagated.hlo").read_text()
-    (v5e,) = tpu_cost([text], 8, "v5e:2x4", sys.executable)
-    (v5p,) = tpu_cost([text], 8, "v5p:2x2x2", sys.executable)
-    assert v5e.error is None and v5p.error is None
-    assert v5e.intermediate_copies == 0 and v5p.intermediate_copies > 0
-    extra = v5p.bytes_accessed - v5e.bytes_accessed
-    assert 2 * v5p.intermediate_copy_bytes <= extra <= 6 * v5p.intermediate_copy_bytes
+    v5e, v5p = (_analysis(_compile_tpu(text, 8, topology), tpu=True) for topology in ("v5e:2x4", "v5p:2x2x2"))
+    assert v5e["intermediate_copies"] == 0 and v5p["intermediate_copies"] > 0
+    extra = v5p["bytes_accessed"] - v5e["bytes_accessed"]
+    assert 2 * v5p["intermediate_copy_bytes"] <= extra <= 6 * v5p["intermediate_copy_bytes"]
 
 
 def test_op_bytes_splits_a_traced_op_by_memory_space():
