@@ -22,6 +22,10 @@ For each plan (the module text, compiled for 8 partitions):
   estimate s"), beside hloshard's like-for-like figure (roofline plus the collectives' HBM seconds),
   per trip and with every loop body once (:func:`roofline_seconds_once`: what the estimate counts).
 
+``--chips`` (round 23) compiles single-kernel modules for every topology and prints the rates the estimate
+charges; a second table gives each plan's like / estimate beside the estimate less the optimised
+program's copies of intermediates (:func:`msa_copy_seconds`).
+
 ``--probe`` first runs single-operation modules on the TPU compiler to show what ``optimal_seconds``
 counts (HBM bytes at a fixed bandwidth; MXU time; ICI time or not).
 
@@ -136,6 +140,81 @@ ENTRY e {
   ROOT c = f32[8,100] add(a, b)
 }""",
 })
+
+
+def _chip_probe_text(body: str, params: str) -> str:
+    return f"HloModule chip, num_partitions=8\n%add {{ x = f32[] parameter(0)\n y = f32[] parameter(1)\n " \
+           f"ROOT s = f32[] add(x, y) }}\nENTRY e {{\n{params}{body}\n}}"
+
+
+def _chip_dot(m: int, k: int, n: int, dt: str = "bf16") -> str:
+    return _chip_probe_text(f"  ROOT d = {dt}[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+                            f"  a = {dt}[{m},{k}] parameter(0)\n  b = {dt}[{k},{n}] parameter(1)\n")
+
+
+_X = "  a = f32[16384,1024] parameter(0)\n"
+#: round 23: one kind of kernel alone, per-device programs, compiled for each 8-chip topology of
+#: :data:`TOPOLOGIES` (``--chips``): what ``optimal_seconds`` charges per byte and per flop on each chip
+CHIP_PROBES = {
+    "add f32[16384,1024]": _chip_probe_text("  ROOT c = f32[16384,1024] add(a, b)", _X + "  b = f32[16384,1024] parameter(1)\n"),
+    "exponential f32[16384,1024]": _chip_probe_text("  ROOT c = f32[16384,1024] exponential(a)", _X),
+    "reduce rows f32[16384,1024]": _chip_probe_text(
+        "  z = f32[] constant(0)\n  ROOT r = f32[16384] reduce(a, z), dimensions={1}, to_apply=%add", _X),
+    "transpose f32[16384,1024]": _chip_probe_text("  ROOT t = f32[1024,16384] transpose(a), dimensions={1,0}", _X),
+    "dot bf16 1024x1024x1024": _chip_dot(1024, 1024, 1024),
+    "dot bf16 4096x512x2048": _chip_dot(4096, 512, 2048),
+    "dot bf16 4096x4096x4096": _chip_dot(4096, 4096, 4096),
+    "dot bf16 8192x8192x8192": _chip_dot(8192, 8192, 8192),
+    "dot f32 8192x8192x8192": _chip_dot(8192, 8192, 8192, "f32"),
+    "all-reduce f32[1024,4096] over 8": PROBES["all-reduce f32[1024,4096] over 8 (alone)"],
+    "all-gather f32[1024,4096] x8": PROBES["all-gather f32[1024,4096] x8 (16 MB in, 134 MB out)"],
+}
+
+
+def chip_probe(python: str) -> list[dict]:
+    """``--chips``: each :data:`CHIP_PROBES` module compiled for every topology of :data:`TOPOLOGIES`;
+    per probe and topology the TPU compiler's flops, bytes accessed and estimate, with the rates they
+    imply (bytes / estimate, flops / estimate) beside the profile's sustained HBM bandwidth and bf16
+    peak (:mod:`hloshard.devices`)."""
+    from hloshard.xla_cost import tpu_cost
+
+    rows = []
+    for device, topology in TOPOLOGIES.items():
+        prof = get_profile(device)
+        for label, costs in zip(CHIP_PROBES, tpu_cost(list(CHIP_PROBES.values()), 8, topology, python)):
+            rows.append({"probe": label, "device": device, "hbm_bandwidth": prof.sustained_hbm_bandwidth,
+                         "bf16_peak": prof.peak_flops["bf16"], **costs.to_json()})
+    return rows
+
+
+def chip_table(rows) -> str:
+    """The ``--chips`` rows as a markdown table: the estimate, bytes / estimate and flops / estimate per
+    topology, and the profile's figures they compare with."""
+    lines = ["| probe | device | estimate us | bytes accessed | bytes / estimate, GB/s (profile's sustained) | "
+             "flops / estimate, TF/s (profile's bf16 peak) |", "|---|---|---|---|---|---|"]
+    for r in sorted(rows, key=lambda r: (list(CHIP_PROBES).index(r["probe"]), r["device"])):
+        e, b, f = r.get("estimate_seconds"), r.get("bytes_accessed"), r.get("flops")
+        if not e:
+            lines.append(f"| {r['probe']} | {r['device']} | error: {(r.get('error') or '')[:60]} | | | |")
+            continue
+        lines.append(f"| {r['probe']} | {r['device']} | {e * 1e6:.2f} | {_g(b)} | {b / e / 1e9:.0f} "
+                     f"({r['hbm_bandwidth'] / 1e9:.0f}) | {(f or 0) / e / 1e12:.1f} ({r['bf16_peak'] / 1e12:.0f}) |")
+    return "\n".join(lines)
+
+
+def msa_copy_seconds(tpu: dict, device: str) -> float | None:
+    """Seconds the TPU compiler's estimate charges the optimised program's copies of intermediates between
+    HBM and on-chip memory (:func:`hloshard.xla_cost.intermediate_copies`), counted
+    :data:`hloshard.cost.roofline.PREFETCH_COPY_FACTOR` x their padded bytes at the profile's sustained HBM
+    bandwidth; None when the row has no such count.  Read off the compiler's output, not predicted: the
+    column that says how much of a row's estimate these copies are (``v5p:2x2x2`` has them, ``v5e:2x4`` and
+    ``v6e:2x4`` do not; BENCHMARKS.md "Round 23, helper seconds")."""
+    from hloshard.cost.roofline import PREFETCH_COPY_FACTOR
+
+    b = (tpu or {}).get("intermediate_copy_bytes")
+    if b is None:
+        return None
+    return PREFETCH_COPY_FACTOR * b / get_profile(device).sustained_hbm_bandwidth
 
 
 def cases(only, corpus: bool, extra: str | None = None) -> list[dict]:
@@ -325,7 +404,7 @@ def run(args) -> list[dict]:
             except Exception as exc:  # noqa: BLE001
                 mine = {"error": f"{type(exc).__name__}: {exc}"}
             rows.append({"name": case["name"], "plan": plan, "hloshard": mine, "cpu": c.to_json(),
-                         "tpu": None if t is None else t.to_json()})
+                         "tpu": None if t is None else t.to_json(), "device": args.device})
     return rows
 
 
@@ -456,6 +535,29 @@ def table(rows) -> str:
     return "\n".join(lines)
 
 
+def like_table(rows) -> str:
+    """Per row: the TPU estimate, hloshard's like-for-like figure (loop bodies once) over it, the
+    estimate's copies of intermediates (:func:`msa_copy_seconds`) and the like-for-like figure over the
+    estimate less them; the count of rows within 25% both ways."""
+    lines = ["| module | plan | TPU estimate us | like us | like / estimate | copies of intermediates: n, MB, "
+             "us counted | like / (estimate - copies) |", "|---|---|---|---|---|---|---|"]
+    n = inside = inside_less = 0
+    for r in rows:
+        h, t = r.get("hloshard") or {}, r.get("tpu") or {}
+        e, like = t.get("estimate_seconds"), h.get("tpu_like_once_s")
+        if not e or like is None:
+            continue
+        cs = msa_copy_seconds(t, r.get("device", "tpu-v5e")) or 0.0
+        n += 1
+        inside += 0.75 <= like / e <= 1.25
+        inside_less += 0.75 <= like / (e - cs) <= 1.25
+        lines.append(f"| {r['name']} | {r['plan']} | {e * 1e6:.2f} | {like * 1e6:.2f} | {like / e:.3f} | "
+                     f"{t.get('intermediate_copies')}, {(t.get('intermediate_copy_bytes') or 0) / 1e6:.3f}, "
+                     f"{cs * 1e6:.2f} | {like / (e - cs):.3f} |")
+    lines.append(f"| **within 25%** | | | | **{inside} / {n}** | | **{inside_less} / {n}** |")
+    return "\n".join(lines)
+
+
 def probe_table(rows) -> str:
     lines = ["| probe (v5e:2x4, per chip) | flops | bytes accessed | optimal_seconds | bytes / 819 GB/s | "
              "flops / 197 TF/s | optimal x 819 GB/s / bytes |", "|---|---|---|---|---|---|---|"]
@@ -472,6 +574,9 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=10.0)
     ap.add_argument("--corpus", action="store_true", help="also the MaxText corpus train step (mesh 8)")
     ap.add_argument("--probe", action="store_true", help="single-op TPU probes of what optimal_seconds counts")
+    ap.add_argument("--chips", action="store_true",
+                    help="only single-kernel probes compiled for each TPU topology (v4, v5e, v5p, v6e): the rates "
+                         "optimal_seconds charges per byte and per flop on each chip")
     ap.add_argument("--tpu-python", default=TPU_PYTHON if TPU_PYTHON and pathlib.Path(TPU_PYTHON).exists() else None,
                     help="a Python with jax and libtpu (default: $HLOSHARD_TPU_PYTHON when set)")
     ap.add_argument("--no-budget", action="store_true",
@@ -496,12 +601,22 @@ def main(argv=None) -> int:
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
         return 0
+    if args.chips:
+        if not args.tpu_python:
+            ap.error("--chips needs --tpu-python (or $HLOSHARD_TPU_PYTHON)")
+        out["chips"] = chip_probe(args.tpu_python)
+        print(chip_table(out["chips"]))
+        if args.json:
+            pathlib.Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
+        return 0
     if args.probe and args.tpu_python:
         out["probes"] = probe(args.tpu_python)
         print(probe_table(out["probes"]), flush=True)
         print()
     out["rows"] = run(args)
     print(table(out["rows"]))
+    print()
+    print(like_table(out["rows"]))
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(out, indent=1, sort_keys=True) + "\n")
     return 0

@@ -36,6 +36,7 @@ Usage::
     python benchmarks/tpu_measured.py time /tmp/tpum        # on the TPU machine
     python benchmarks/tpu_measured.py compare /tmp/tpum --device tpu-v5e
     python benchmarks/tpu_measured.py compare /tmp/tpum --measured benchmarks/measured/tpu_v5e_single_chip.json
+    python benchmarks/tpu_measured.py kernel-rates DIR/local_measured.json   # per-op chip times: HBM, VMEM, fixed
 """
 
 from __future__ import annotations
@@ -798,9 +799,77 @@ def compare(out: pathlib.Path, device: str, measured: pathlib.Path | None = None
               f"{'' if same else '  (HLO lowered on the TPU machine differs)'}")
 
 
+_ARRAY = re.compile(r"\b(f32|bf16|f16|s32|u32|s8|u8|pred)\[([0-9,]*)\](\{[^}]*\})?")
+_OP = re.compile(r"%[\w.\-]+ = (.*?) ([a-z][a-z\-]*)\((.*)")
+#: ops of a trace that ``kernel-rates`` leaves out of its fit: asynchronous copies run beside the kernels
+#: (their time overlaps), a convolution is compute-bound
+_NOT_FITTED = ("copy-start", "copy-done")
+
+
+def op_bytes(line: str) -> tuple[str, int, int]:
+    """``(opcode, hbm_bytes, vmem_bytes)`` of one op of an optimised TPU program as its profiler trace
+    names it (``%name = RESULT opcode(OPERANDS), ...``): the padded sizes
+    (:func:`hloshard.cost.tpu_layout.padded_bytes`) of its result's and operands' arrays, split by memory
+    space (a layout with ``S(1)``: on-chip VMEM; else HBM).  ``('', 0, 0)`` for a line of another form."""
+    from hloshard.cost.tpu_layout import padded_bytes
+
+    m = _OP.match(line)
+    if not m:
+        return "", 0, 0
+    hbm = vmem = 0
+    for dt, dims, layout in _ARRAY.findall(m.group(1) + " " + m.group(3).split("), ")[0]):
+        b = padded_bytes(dt, [int(x) for x in dims.split(",") if x])
+        if layout and "S(1)" in layout:
+            vmem += b
+        else:
+            hbm += b
+    return m.group(2), hbm, vmem
+
+
+def kernel_rates(measured: pathlib.Path, skip: tuple = ("conv_layer",)) -> dict:
+    """``kernel-rates FILE``: the per-op device times of a ``time-local`` run (``local_measured.json``, its
+    ``profile.ops``) split by least squares into seconds per HBM byte, per VMEM byte and a fixed cost per
+    op (:func:`op_bytes`; async copies and the programs named in ``skip`` left out: compute-bound), with
+    the count of ops that touch VMEM only and the rate they move bytes at.  An analysis of what the chip
+    spends on small per-device programs, not a model's constants (BENCHMARKS.md "Round 23, helper
+    seconds")."""
+    import numpy as np
+
+    data = json.loads(measured.read_text())
+    rows = []
+    for prog, rec in sorted(data.items()):
+        if "profile" not in rec or any(prog.startswith(k) for k in skip):
+            continue
+        for line, t in rec["profile"]["ops"].items():
+            op, h, v = op_bytes(line)
+            if op and op not in _NOT_FITTED:
+                rows.append((prog, op, h, v, float(t)))
+    if len(rows) < 3:
+        raise SystemExit(f"{measured}: fewer than 3 ops with a trace")
+    x = np.array([[r[2], r[3], 1.0] for r in rows])
+    y = np.array([r[4] for r in rows])
+    coef = np.linalg.lstsq(x, y, rcond=None)[0]
+    resid = y - x @ coef
+    vm = [r for r in rows if r[2] == 0 and r[3] > 0]
+    out = {"ops": len(rows), "programs": len({r[0] for r in rows}),
+           "hbm_bytes_per_s": (1 / coef[0]) if coef[0] > 0 else None,
+           "vmem_bytes_per_s": (1 / coef[1]) if coef[1] > 0 else None, "fixed_s": float(coef[2]),
+           "r2": float(1 - (resid ** 2).sum() / ((y - y.mean()) ** 2).sum()),
+           "vmem_only_ops": len(vm), "vmem_only_bytes_per_s": sum(r[3] for r in vm) / sum(r[4] for r in vm),
+           "vmem_only_median_s": float(np.median([r[4] for r in vm])), "sum_s": float(y.sum())}
+    print(f"{out['ops']} ops of {out['programs']} programs: HBM {out['hbm_bytes_per_s'] / 1e9:.0f} GB/s, VMEM "
+          f"{out['vmem_bytes_per_s'] / 1e9:.0f} GB/s, fixed {out['fixed_s'] * 1e6:.3f} us per op (R^2 {out['r2']:.2f}; "
+          f"the fixed part {len(rows) * out['fixed_s'] / out['sum_s']:.0%} of the ops' summed time); "
+          f"{out['vmem_only_ops']} ops touch VMEM only: {out['vmem_only_bytes_per_s'] / 1e9:.0f} GB/s together, "
+          f"median {out['vmem_only_median_s'] * 1e6:.3f} us")
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("step", choices=["hlo", "time", "compare", "local", "time-local", "compare-local"])
+    ap.add_argument("step", choices=["hlo", "time", "compare", "local", "time-local", "compare-local", "kernel-rates"],
+                    help="kernel-rates FILE: a time-local run's per-op chip times split into HBM bytes, VMEM bytes "
+                         "and a fixed cost per op")
     ap.add_argument("dir")
     ap.add_argument("--set", default="main",
                     help="hlo / time: the workloads (main; heldout: a second set kept out of tuning; heldout21: "
@@ -825,6 +894,9 @@ def main(argv=None) -> int:
         for x in sets:     # one process: the chip is opened once
             time_all(out / x if len(sets) > 1 else out, x, ns.repeats)
 
+    if ns.step == "kernel-rates":
+        kernel_rates(out)
+        return 0
     {"hlo": lambda: write_hlo(out, ns.set), "time": time_sets,
      "local": lambda: write_local(out, ns.tpu_python, ns.only), "time-local": lambda: time_local(out),
      "compare-local": lambda: compare_local(out, ns.measured and pathlib.Path(ns.measured)),

@@ -97,7 +97,11 @@ class DeviceProfile:
     1.0 unless measured; the TPU profiles carry the TPU compiler's own figure (libtpu 0.0.42's cost
     model charges every HBM-bound kernel and every collective alone its bytes at 0.90 x 819 GB/s on
     v5e, 0.85 x 2,765 GB/s on v5p and 1.00 x 1,638 GB/s on v6e: single-operation probes of sizes 3 KB
-    to 3.4 GB, ``benchmarks/time_truth.py --probe``; BENCHMARKS.md "Round 10")."""
+    to 3.4 GB, ``benchmarks/time_truth.py --probe``; BENCHMARKS.md "Round 10").  ``peak_flops`` stay the
+    datasheets': the same compiler charges a large dot (8192^3, bf16 or f32) 197.0 TF/s on v5e and 918.0 on
+    v6e (their datasheet peaks) but 394.0 TF/s on v5p, not 459 (``time_truth.py --chips``; BENCHMARKS.md
+    "Round 23, helper seconds"); no sample's kernel is compute-bound on v5p, so this is not what puts the
+    v5p estimate above hloshard's (the copies of intermediates its v5p programs hold are)."""
 
     name: str
     description: str

@@ -38,6 +38,7 @@ import re
 import subprocess
 import sys
 
+from .cost.tpu_layout import padded_bytes
 from .errors import InputError
 
 __all__ = ["XlaCost", "xla_cost", "tpu_cost"]
@@ -47,7 +48,10 @@ __all__ = ["XlaCost", "xla_cost", "tpu_cost"]
 class XlaCost:
     """``cost_analysis()`` of one module, per device: ``flops``, ``bytes_accessed`` (bytes),
     ``transcendentals``, ``optimal_seconds`` (TPU only, else None), ``error`` (XLA's message or None),
-    ``concat_bitcasts`` (TPU only: ``ConcatBitcast`` custom-calls in the optimised program, else None)."""
+    ``concat_bitcasts`` (TPU only: ``ConcatBitcast`` custom-calls in the optimised program, else None);
+    ``intermediate_copies`` / ``intermediate_copy_bytes`` (TPU only, else None): the optimised program's
+    asynchronous copies between HBM and on-chip memory of values other than entry parameters and constants
+    (memory-space assignment moving intermediates: :func:`intermediate_copies`), and their padded bytes."""
 
     flops: float | None = None
     bytes_accessed: float | None = None
@@ -55,6 +59,8 @@ class XlaCost:
     optimal_seconds: float | None = None
     error: str | None = None
     concat_bitcasts: int | None = None
+    intermediate_copies: int | None = None
+    intermediate_copy_bytes: float | None = None
 
     @property
     def estimate_seconds(self) -> float | None:
@@ -80,7 +86,36 @@ def _analysis(exe, tpu: bool = False) -> dict:  # pragma: no cover - child side
     if tpu:
         text = "\n".join(m.to_string() for m in exe.hlo_modules())
         out["concat_bitcasts"] = len(re.findall(r'custom_call_target="ConcatBitcast"', text))
+        out["intermediate_copies"], out["intermediate_copy_bytes"] = intermediate_copies(text)
     return out
+
+
+_DEF = re.compile(r"^\s*(?:ROOT )?%([\w.\-]+) = .*?\s([a-z][a-z\-]*)\(", re.M)
+_COPY_START = re.compile(r"^\s*(?:ROOT )?%[\w.\-]+ = \((\w+)\[([0-9,]*)\][^\n]*?\scopy-start\(%([\w.\-]+)\)", re.M)
+
+
+def intermediate_copies(text: str) -> tuple[int, int]:
+    """``(count, bytes)`` of the ``copy-start`` instructions of a TPU-optimised HLO text (every computation)
+    whose operand is not an entry ``parameter`` or a ``constant``: memory-space assignment's asynchronous
+    copies of intermediates between HBM and on-chip memory (VMEM, ``S(1)``) -- a prefetch of a value a
+    kernel wrote to HBM, or an eviction.  ``bytes``: the copied arrays' padded sizes
+    (:func:`hloshard.cost.tpu_layout.padded_bytes` of the copy's first tuple element).  The TPU compiler's
+    ``HloCostAnalysis`` counts each copy :data:`hloshard.cost.roofline.PREFETCH_COPY_FACTOR` x its size, as
+    for a parameter's prefetch (BENCHMARKS.md "Round 23, helper seconds": libtpu 0.0.42.1 compiles the
+    samples with such copies for ``v5p:2x2x2`` and none for ``v5e:2x4`` / ``v6e:2x4``).  An unknown element
+    type counts 0 bytes."""
+    opcode = {m.group(1): m.group(2) for m in _DEF.finditer(text)}
+    count = total = 0
+    for m in _COPY_START.finditer(text):
+        dtype, dims, src = m.groups()
+        if opcode.get(src) in ("parameter", "constant"):
+            continue
+        count += 1
+        try:
+            total += padded_bytes(dtype, [int(d) for d in dims.split(",") if d])
+        except KeyError:
+            pass
+    return count, total
 
 
 _PIN_COPY = re.compile(r"= (\S+) copy\(([^()]+)\), sharding=")
@@ -144,7 +179,8 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
 def _to_costs(data: dict) -> list[XlaCost]:
     return [XlaCost(error=r["error"]) if r.get("error") else
             XlaCost(r.get("flops"), r.get("bytes_accessed"), r.get("transcendentals"), r.get("optimal_seconds"),
-                    concat_bitcasts=r.get("concat_bitcasts"))
+                    concat_bitcasts=r.get("concat_bitcasts"), intermediate_copies=r.get("intermediate_copies"),
+                    intermediate_copy_bytes=r.get("intermediate_copy_bytes"))
             for r in data["results"]]
 
 
