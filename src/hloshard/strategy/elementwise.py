@@ -2,14 +2,15 @@
 
 The op follows one operand (XLA's "following"): strategy ``p`` has the followed operand's layout
 ``p`` as output and requires it of every operand of the same shape; scalar operands (clamp bounds,
-select predicate of rank 0) are required replicated.  The followed operand is chosen by a rule that
-does not depend on the mesh (:func:`choose_followee`): an operand computed from other values before
-one that every device makes locally in any layout (:data:`LOCAL_ANY_LAYOUT`: a broadcast, iota or
-constant), then the one produced last (closest in the schedule, like XLA's depth priority); a node
-pinned to one layout is followed only when every operand is.  So a follower follows the same operand
-on every mesh of the same devices, and a plan of a coarser mesh (whose layouts are layouts of the finer
-one) is a plan of the finer space too (:mod:`hloshard.autoshard.coarse`).  When no operand offers more
-than one layout the op enumerates its own layouts instead.
+select predicate of rank 0) are required replicated.  The followed operand (:func:`choose_followee`):
+an operand computed from other values before one that every device makes locally in any layout
+(:data:`LOCAL_ANY_LAYOUT`: a broadcast, iota or constant), then the one whose node has the most
+strategies, then the one produced last (closest in the schedule, like XLA's depth priority); a node
+pinned to one layout is followed only when every operand is.  The first key keeps the choice the same
+on a mesh and its coarse mesh where the counts alone flip (a broadcast and a computed value tie on the
+coarse mesh and differ on the fine one), so a coarse plan (whose layouts are layouts of the finer mesh)
+is a plan of the finer space too (:mod:`hloshard.autoshard.coarse`).  When no operand offers more than
+one layout the op enumerates its own layouts instead.
 Compute: one flop per output element on each device.
 """
 
@@ -55,12 +56,16 @@ def choose_followee(instr, ctx, candidates=None):
     """Index (into ``instr.operands``, among ``candidates``: operand indices, default all) of the operand
     to follow, or None when no operand of the output's dims offers more than one layout.
 
-    The rule reads no strategy count beyond "one or more" (module docstring): of the operands of the
-    output's dims whose node has more than one strategy, one not in :data:`LOCAL_ANY_LAYOUT` before one
-    that is, then the latest built (``seq``).  Following the operand with the most strategies (rounds
-    up to 22) made the choice depend on the mesh: decoder2's ``lt.5`` followed a broadcast at 2x2x2 (45
-    strategies against 37) and a compare at 8 (11 = 11, the later one), so the 1-D plan was not in the
-    2x2x2 space (7 nodes completed greedily, the fine solve ended 2.63 above it; issue 26)."""
+    Of the operands of the output's dims whose node has more than one strategy: one not in
+    :data:`LOCAL_ANY_LAYOUT` before one that is, then the most strategies, then the latest built
+    (``seq``).  The most strategies alone (rounds up to 22) made the choice depend on the mesh:
+    decoder2's ``lt.5 = compare(lt.4, broadcast_in_dim.75)`` followed the broadcast at 2x2x2 (45
+    strategies against 37) and the compare at 8 (11 = 11, the later one), so the 1-D plan was not in
+    the 2x2x2 space (7 nodes completed greedily, the fine solve ended 2.63 above it; issue 26).  Among
+    computed operands the counts still decide (following the richer one is worth it: decoder2's 1-D
+    optimum is 2.4% dearer when the latest computed operand is followed instead); measured, their order
+    does not flip between the meshes 8, 2x4, 4x2 and 2x2x2 on the samples and decoder2
+    (``tests/test_follow_coarse.py``)."""
     best = None
     best_key = None
     idx = candidates if candidates is not None else range(len(instr.operands))
