@@ -59,11 +59,12 @@ def choose_followee(instr, ctx, candidates=None):
     Of the operands of the output's dims whose node has more than one strategy: one not in
     :data:`LOCAL_ANY_LAYOUT` before one that is, then the most strategies, then the latest built
     (``seq``).  The most strategies alone (rounds up to 22) made the choice depend on the mesh:
-    decoder2's ``lt.5 = compare(lt.4, broadcast_in_dim.75)`` followed the broadcast at 2x2x2 (45
-    strategies against 37) and the compare at 8 (11 = 11, the later one), so the 1-D plan was not in
-    the 2x2x2 space (7 nodes completed greedily, the fine solve ended 2.63 above it; issue 26).  Among
-    computed operands the counts still decide (following the richer one is worth it: decoder2's 1-D
-    optimum is 2.4% dearer when the latest computed operand is followed instead); measured, their order
+    decoder2's ``lt.5 = compare(Arg_1.3, lt.4)`` (``lt.4`` a broadcast of a constant, ``Arg_1.3`` a
+    called computation's parameter, a reshape's value) followed the parameter at 2x2x2 (45 strategies
+    against 37) and the broadcast at 8 (11 = 11, the later one), so the 1-D plan was not in the 2x2x2
+    space (7 nodes completed greedily, the fine solve ended 2.63 above it; issue 26).  Among computed
+    operands the counts still decide (following the richer one is worth it: decoder2's 1-D plan of a
+    deterministic 30 s solve was 2.4% dearer when the latest operand was followed instead); measured, their order
     does not flip between the meshes 8, 2x4, 4x2 and 2x2x2 on the samples and decoder2
     (``tests/test_follow_coarse.py``)."""
     best = None
