@@ -13,7 +13,7 @@ Prints a Markdown table (for BENCHMARKS.md) and writes the raw figures as JSON (
 
 ``--ladder MESHES`` (e.g. ``8,2x4,2x2x2``; issue 26) instead solves each of ``--modules`` (default: the
 samples above) on every mesh of the list, coarsest first, and prints per module and mesh: the
-objective (``hloshard cost`` of the written module on that mesh), the solver's proven lower bound (cost
+objective (the report's), ``hloshard cost`` of the written module on that mesh, the solver's proven lower bound (cost
 units), the same for the module written at the first (1-D) mesh, priced on this mesh (the finer mesh must never be costlier), gap, solve and total
 seconds, peak RSS of the solve, and the strategy space: strategies per node of the cost graph, per node
 of the solver's problem after presolve (its exact reductions, dominated strategies included), and the
@@ -23,7 +23,7 @@ measure of the symmetry, not a reduction the search makes).
 Usage::
 
     python benchmarks/solve_bench.py [--layers 12,48] [--time-limit 60] [--json out.json] [--workdir DIR]
-    python benchmarks/solve_bench.py --ladder 8,2x4,2x2x2 --modules a.hlo,b.hlo [--time-limit 30]
+    python benchmarks/solve_bench.py --ladder 8,2x4,2x2x2 --modules a.hlo,b.hlo [--time-limit 30] [--deterministic] [--no-space]
 """
 
 from __future__ import annotations
@@ -148,9 +148,12 @@ def space_counts(path: str, mesh_spec: str) -> dict:
             "classes_per_node": classes / max(n, 1), "axis_permutations": len(perms)}
 
 
-def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pathlib.Path) -> list[dict]:
-    """Solve every module on every mesh (child processes) and price the first mesh's written module on
-    each finer mesh (``hloshard cost``)."""
+def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pathlib.Path,
+           deterministic: bool = False, space: bool = True) -> list[dict]:
+    """Solve every module on every mesh (child processes; ``deterministic``: ``solve --deterministic``),
+    price each written module on its own mesh (``cost``: ``hloshard cost --mesh``) and the first mesh's
+    written module on each finer mesh (``first_mesh_cost``); ``space``: the strategy counts
+    (:func:`space_counts`, a child process each)."""
     exe = [sys.executable, "-m", "hloshard.cli"]
     rows = []
     for path in modules:
@@ -160,13 +163,17 @@ def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pa
             tag = f"{name}.{mesh}"
             out, report = workdir / f"{tag}.solved.hlo", workdir / f"{tag}.report.json"
             rc, wall, rss, err = run(exe + ["solve", path, "--mesh", mesh, "-o", str(out), "--report", str(report),
-                                            "--time-limit", str(time_limit), "--quiet"])
+                                            "--time-limit", str(time_limit), "--quiet"]
+                                     + (["--deterministic"] if deterministic else []))
             row = {"module": name, "mesh": mesh, "exit": rc, "wall": round(wall, 2), "rss": rss}
             if rc == 0:
                 rep = json.loads(report.read_text())
                 row.update({k: rep.get(k) for k in ("status", "objective", "bound", "gap", "seconds_build",
                                                      "seconds_solve", "nodes", "strategies")})
                 written[mesh] = out
+                cj = workdir / f"{tag}.cost.json"
+                if run(exe + ["cost", str(out), "--mesh", mesh, "--format", "json", "-o", str(cj)])[0] == 0:
+                    row["cost"] = json.loads(cj.read_text())["total_cost"]
             else:
                 row["error"] = err.strip().splitlines()[-1:] if err else []
             first = written.get(meshes[0])
@@ -177,8 +184,8 @@ def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pa
                     row["first_mesh_cost"] = json.loads(cj.read_text())["total_cost"]
             # in a child too: a graph built here would count in every later child's RSS (fork)
             proc = subprocess.run([sys.executable, __file__, "--space-counts", path, mesh], capture_output=True,
-                                  text=True, cwd=ROOT)
-            if proc.returncode == 0:
+                                  text=True, cwd=ROOT) if space else None
+            if proc is not None and proc.returncode == 0:
                 row.update(json.loads(proc.stdout))
             rows.append(row)
             print(json.dumps(row), file=sys.stderr)
@@ -186,23 +193,27 @@ def ladder(modules: list[str], meshes: list[str], time_limit: float, workdir: pa
 
 
 def fmt_ladder(rows: list[dict]) -> str:
-    head = ("| module | mesh (internal) | objective | bound | 1-D plan on this mesh | gap | solve s | total s | RSS | "
+    head = ("| module | mesh (internal) | objective | cost | bound | 1-D plan on this mesh | gap | solve s | total s | RSS | "
             "strategies / node | after presolve | symmetry classes / node |")
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
+
+    def num(x) -> str:
+        return "-" if x is None else f"{x:,.0f}"
+
     for r in rows:
-        if r.get("exit") != 0 or "per_node" not in r:
-            lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 9)
+        if r.get("exit") != 0:
+            lines.append(f"| {r['module']} | {r['mesh']} | exit {r['exit']}: {' '.join(r.get('error', []))} |" + " |" * 10)
             continue
-        first = r.get("first_mesh_cost")
         gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
-        internal = r["mesh_described"].split("refined internally to ")[-1].split(" [")[0] \
-            if "refined" in r["mesh_described"] else r["mesh"]
+        described = r.get("mesh_described", "")
+        internal = described.split("refined internally to ")[-1].split(" [")[0] if "refined" in described else r["mesh"]
+        space = (f"{r['per_node']:.1f} | {r['per_reduced_node']:.1f} ({r['reduced_nodes']} nodes) | "
+                 f"{r['classes_per_node']:.1f}") if "per_node" in r else "- | - | -"
         lines.append(
-            f"| {r['module']} | {r['mesh']} ({internal}) | {r['objective']:,.0f} | "
-            f"{'-' if r.get('bound') is None else format(r['bound'], ',.0f')} | "
-            f"{'-' if first is None else f'{first:,.0f}'} | {gap} | {r['seconds_solve']:.1f} | {r['wall']:.1f} | "
-            f"{r['rss'] / 2**20:,.0f} MiB | {r['per_node']:.1f} | {r['per_reduced_node']:.1f} "
-            f"({r['reduced_nodes']} nodes) | {r['classes_per_node']:.1f} |")
+            f"| {r['module']} | {r['mesh']} ({internal}) | {num(r['objective'])} | {num(r.get('cost'))} | "
+            f"{num(r.get('bound'))} | {num(r.get('first_mesh_cost'))} | {gap} | "
+            f"{'-' if r.get('seconds_solve') is None else format(r['seconds_solve'], '.1f')} | "
+            f"{r['wall']:.1f} | {r['rss'] / 2**20:,.0f} MiB | {space} |")
     return "\n".join(lines)
 
 
@@ -216,8 +227,18 @@ def main(argv=None) -> int:
     ap.add_argument("--samples-only", action="store_true")
     ap.add_argument("--ladder", default=None, help="meshes to solve every module on, coarsest first (8,2x4,2x2x2)")
     ap.add_argument("--modules", default=None, help="with --ladder: comma-separated module paths (default: samples)")
+    ap.add_argument("--deterministic", action="store_true", help="with --ladder: solve --deterministic")
+    ap.add_argument("--no-space", action="store_true", help="with --ladder: leave out the strategy counts")
     ap.add_argument("--space-counts", nargs=2, metavar=("MODULE", "MESH"), help=argparse.SUPPRESS)
+    ap.add_argument("--table-from", default=None,
+                    help="print the --ladder table of rows saved before (a JSON list, or the JSON lines on stderr)")
     ns = ap.parse_args(argv)
+    if ns.table_from:
+        text = pathlib.Path(ns.table_from).read_text()
+        rows = json.loads(text) if text.lstrip().startswith("[") else \
+            [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+        print(fmt_ladder(rows))
+        return 0
     if ns.space_counts:
         print(json.dumps(space_counts(*ns.space_counts)))
         return 0
@@ -225,7 +246,7 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     if ns.ladder:
         mods = ns.modules.split(",") if ns.modules else [str(ROOT / "samples" / f"{n}.pre.hlo") for n in SAMPLES]
-        rows = ladder(mods, ns.ladder.split(","), ns.time_limit, workdir)
+        rows = ladder(mods, ns.ladder.split(","), ns.time_limit, workdir, ns.deterministic, not ns.no_space)
         print(fmt_ladder(rows))
         if ns.json:
             pathlib.Path(ns.json).write_text(json.dumps(rows, indent=2) + "\n")
