@@ -527,6 +527,90 @@ ENTRY main {{
 }}
 """
 
+
+def _softmax_tail(name: str, b: int, n: int, l: int, d: int) -> str:
+    """A masked softmax's forward and gradient (jax's ``e / broadcast(sum)`` and its vjp), scores
+    ``[b,n,l,l]`` replicated on 8 devices, with dots ``y = pd q``, ``exp(y)`` between them.  XLA CPU makes
+    the gradient's ``sum(gm / s^2 * e)`` reduce a YNNPACK fusion that goes on into ``(gm / broadcast(s) -
+    broadcast(sum)) * e`` (:func:`hloshard.cost.liveness._reduce_tail`) and reads the sum's broadcast
+    there: made once in the forward and kept (``wrapped_broadcast``) over the middle, where the peak is
+    -- when the sums have 4,096 elements or more (``[4,8,128]``; ``[4,8,96]``, ``[2,8,128]``: no tail)."""
+    A, R, R1, H, M = (f"f32[{b},{n},{l},{l}]", f"f32[{b},{n},{l}]", f"f32[{b},{n},{l},1]", f"f32[{b},{n},{l},{d}]",
+                      f"pred[{b},{n},{l},{l}]")
+    return f"""HloModule {name}, num_partitions=8
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  x = {A} parameter(0){_R}
+  q = {H} parameter(1){_R}
+  k = {H} parameter(2){_R}
+  z = f32[] constant(0)
+  mask = {M} parameter(3){_R}
+  zb = {A} broadcast(z), dimensions={{}}{_R}
+  e = {A} exponential(x){_R}
+  s = {R} reduce(e, z), dimensions={{3}}, to_apply=add{_R}
+  sk = {R1} reshape(s){_R}
+  sb0 = {R1} broadcast(sk), dimensions={{0,1,2,3}}{_R}
+  sr = {R} reshape(sb0){_R}
+  sb = {A} broadcast(sr), dimensions={{0,1,2}}{_R}
+  p = {A} divide(e, sb){_R}
+  pd = {H} dot(p, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  y = {A} dot(pd, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{3}}{_R}
+  ey = {A} exponential(y){_R}
+  yq1 = {H} dot(ey, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  yq2 = {H} dot(y, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  yq = {H} add(yq1, yq2){_R}
+  gd = {A} dot(yq, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{3}}{_R}
+  tb0 = {R1} broadcast(sk), dimensions={{0,1,2,3}}{_R}
+  tr = {R} reshape(tb0){_R}
+  tb = {A} broadcast(tr), dimensions={{0,1,2}}{_R}
+  gm = {A} select(mask, gd, zb){_R}
+  d = {A} divide(gm, tb){_R}
+  ss = {R1} multiply(sk, sk){_R}
+  one = f32[] constant(1)
+  oneb = {R1} broadcast(one), dimensions={{}}{_R}
+  inv = {R1} divide(oneb, ss){_R}
+  invr = {R} reshape(inv){_R}
+  invb = {A} broadcast(invr), dimensions={{0,1,2}}{_R}
+  m1 = {A} multiply(gm, invb){_R}
+  m2 = {A} multiply(m1, e){_R}
+  t = {R} reduce(m2, z), dimensions={{3}}, to_apply=add{_R}
+  tk = {R1} reshape(t){_R}
+  nt = {R1} negate(tk){_R}
+  nr = {R} reshape(nt){_R}
+  ntb = {A} broadcast(nr), dimensions={{0,1,2}}{_R}
+  a = {A} add(d, ntb){_R}
+  o = {A} multiply(a, e){_R}
+  om = {A} select(mask, o, zb){_R}
+  c8 = f32[] constant(0.125)
+  cb = {A} broadcast(c8), dimensions={{}}{_R}
+  oc = {A} multiply(om, cb){_R}
+  od = {H} dot(oc, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  oe = {H} dot(oc, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  ROOT r = ({H}, {H}, {H}) tuple(pd, od, oe)
+}}
+"""
+
+
+#: XLA (8 CPU devices): argument x 2 MiB + q, k 512 KiB + mask 512 KiB = 3,670,016; output 3 x 512 KiB + the
+#: tuple's 24 B = 1,572,888; temps at its peak (the middle's exp(y)): e, y, exp(y) and the sum's broadcast
+#: (2 MiB each) + the sum 16 KiB = 8,404,992.  Main's model lacked the broadcast: 11,550,744 (0.846)
+SOFTMAX_TAIL = _softmax_tail("softmax_tail", 4, 8, 128, 32)
+#: the same with sums of 512 / 3,072 elements: no tail, no broadcast buffer (XLA's buffer assignment)
+SOFTMAX_TAIL_SMALL = _softmax_tail("softmax_tail_small", 2, 4, 64, 16)
+SOFTMAX_TAIL_3072 = _softmax_tail("softmax_tail_3072", 4, 8, 96, 32)
+#: the middle's second dot removed: XLA's peak is in the gradient, where its fusion reads ``gm``'s buffer
+#: (a loop fusion of the mask's select, in place on ``gd``; not computed again from ``gd``) and its output
+#: takes over the broadcast's buffer: 3,670,016 + 1,572,888 + 3 temps of 2 MiB = 11,534,360
+SOFTMAX_TAIL_GRADIENT = SOFTMAX_TAIL.replace("yq1 = ", "yq = ").split("\n")
+SOFTMAX_TAIL_GRADIENT = "\n".join(line for line in SOFTMAX_TAIL_GRADIENT
+                                  if not line.lstrip().startswith(("yq2 =", "yq = f32[4,8,128,32] add")))
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
@@ -534,7 +618,8 @@ CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT,
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
          "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
          "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288),
-         "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584)}
+         "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584),
+         "softmax_tail": (SOFTMAX_TAIL, 13647896), "softmax_tail_gradient": (SOFTMAX_TAIL_GRADIENT, 11534360)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -696,6 +781,23 @@ def test_values_read_only_transposed():
     copies = relayout_intervals(program_schedule(m))
     # k's copy for d1 and v's for d1 (read first); v's copy for d2 is v's own buffer
     assert sorted((d.name, k) for d, k, _, _ in copies) == [("d1", 0), ("d1", 1)]
+
+
+def test_reduce_tail_keeps_what_it_reads():
+    """A large f32 reduce's YNNPACK fusion goes on into its single-user consumers up to the mask's
+    select; the sum's broadcast it reads there (also read by the forward's divide) keeps a buffer, the
+    reduce input ``gm`` it reads is not computed again from ``gd``; with sums under 4,096 elements
+    neither (the negate is too small for the library)."""
+    from hloshard.cost.liveness import _reduce_tail, duplicated_into_loops
+
+    e = {i.name: i for i in parse_module(SOFTMAX_TAIL).entry.instructions}
+    assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == ["tk", "nt", "nr", "ntb", "a", "o"]
+    assert not is_fused(e["sb"]) and is_fused(e["tb"]) and not is_fused(e["gm"]) and not duplicated_into_loops(e["gm"])
+    assert is_fused(e["d"]) and _reduce_tail(e["s"], e["s"].parent) == [e["sk"]]   # sk: several users
+    for text, tail in ((SOFTMAX_TAIL_SMALL, []), (SOFTMAX_TAIL_3072, ["tk"])):   # 32,768 inputs: no library
+        e = {i.name: i for i in parse_module(text).entry.instructions}
+        assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == tail
+        assert is_fused(e["sb"]) and duplicated_into_loops(e["gm"])
 
 
 def test_zero_scatter_destination_is_folded():

@@ -49,7 +49,10 @@ more (and pads to tiles); that is not modelled here.
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
   the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
   read by the reductions only, a loop fusion reading the producer computes it again from its operands
-  (:func:`duplicated_into_loops`).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  (:func:`duplicated_into_loops`).  An f32 reduce of more than 32 * 1024 elements per device is a
+  YNNPACK fusion that goes on into its consumers while each has a single user and is no elementwise op
+  under 4,096 elements per device (:func:`_reduce_tail`: XLA's ``LibraryRewriter``); a broadcast it reads there that another consumer reads too keeps a buffer
+  (:func:`_reduce_tail_inputs`: a softmax's sum broadcast, kept from the forward to the gradient).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
   from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
   ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
@@ -639,7 +642,7 @@ def is_fused(instr) -> bool:
         return False
     if id(instr) in _globally_unfusible(instr.parent):
         return False
-    return id(instr) not in _reduce_inputs(instr.parent)
+    return id(instr) not in _reduce_inputs(instr.parent) and id(instr) not in _reduce_tail_inputs(instr.parent)
 
 
 def duplicated_into_loops(instr) -> bool:
@@ -653,7 +656,8 @@ def duplicated_into_loops(instr) -> bool:
     ``x`` and the mean's sum, which stay live instead (the model held ``x - mean`` over the whole
     step; BENCHMARKS.md, round 21 memtruth).  A backward that reads it through a reduction keeps it
     (``samples/transformer_train_step``: the backward's ``ynn_fusion`` reads the forward's buffer)."""
-    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent):
+    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent) \
+            or id(instr) in _reduce_tail_inputs(instr.parent):
         return False
     if is_scheduled(instr.parent) or communicating_pin(instr) or _forwards(instr):
         return False
@@ -769,7 +773,8 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes", "_hloshard_cse"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_tail_inputs", "_hloshard_reduce_fusions",
+                 "_hloshard_kept_gather_transposes", "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
@@ -799,28 +804,146 @@ def _reduce_inputs(comp) -> frozenset:
     the computation like :func:`_globally_unfusible`.  A reduction reads an operand that the
     partitioner slices locally (:func:`sliced_operand`) from the slice's own loop fusion, so the walk
     stops there."""
+    return _reduce_fusions(comp)[0]
+
+
+@_per_computation("_hloshard_reduce_tail_inputs")
+def _reduce_tail_inputs(comp) -> frozenset:
+    """The ids of the fusible producers of ``comp`` that a ``reduce``'s XNNPACK fusion reads *after* the
+    reduce and that something outside the fusion reads too, so they keep a buffer (:func:`is_fused`).  The
+    fusion takes in the reduce's consumers while each value in it has a single user (:func:`_reduce_tail`:
+    elementwise ops, broadcasts, reshapes, reductions; the fusion has one output, the first value with
+    several users or a user of another kind), and reads their other operands through fusible producers
+    as :func:`_reduce_inputs` reads the reduce's: one with a user outside is made by a loop fusion of its
+    own and read from its buffer.  Unlike a reduce's input it is not computed again in the loop fusions
+    that read it (:func:`duplicated_into_loops`): the fusion's root reads the buffer, which lives until
+    then; nor is a reduce's input (:func:`_reduce_inputs`) whose other readers are all in the tail (the
+    fusion reads its buffer: a masked gradient's ``select``, a loop fusion of its own that the reduce and
+    the tail's divide both read).  Read in XLA's buffer assignments (XLA CPU, 8 devices) of new user 21's Falcon and DiT train
+    steps (``/tmp/nu21``): per attention layer, the softmax's sum broadcast to the scores' shape is a
+    ``wrapped_broadcast`` that lives from the forward divide to the backward, where the fusion of the
+    ``sum(g * p)`` reduce goes on into ``add(g / broadcast(s), broadcast(-sum)) * e`` and reads it
+    (2 MB per layer in Falcon, 4 MB in DiT); the forward's divide loop fusion broadcasts the sum again
+    itself.  Cached on the computation like :func:`_reduce_inputs`."""
+    return _reduce_fusions(comp)[1]
+
+
+def _joins_reduce_fusion(o, comp) -> bool:
+    """A candidate for a reduce's XNNPACK fusion: a fusible producer of ``comp`` (or a forwarding one);
+    not an iota, a constant or a broadcast of a scalar (duplicated freely)."""
+    k = _kind(o)
+    return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
+            and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
+            and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+
+
+#: the consumers a reduce's XNNPACK fusion goes on into (:func:`_reduce_tail`): arithmetic, not a
+#: ``select`` / ``compare`` (a predicate: XLA's fusions of Falcon's and a hand module's masked softmax
+#: gradient end before the mask's ``select``, a loop fusion of its own)
+_TAIL_OPCODES = (ELEMENTWISE - {"select", "compare", "clamp"}) | {"broadcast", "reshape", "reduce"}
+
+
+#: XLA CPU's YNNPACK fusion takes a reduce of more input elements per device than this (XLA's
+#: ``IsReduceOpOffloadedToYnn``: 32 * 1024, f32 only); measured with the XLA jax 0.10.2 runs, a
+#: ``[2,4,64,64]`` f32 input (exactly 32,768 elements) is reduced without the fusion's tail, a
+#: ``[4,8,128,128]`` one with it
+YNN_REDUCE_MIN_ELEMENTS = 32 * 1024
+
+
+#: XLA CPU's YNNPACK fusion takes in no elementwise op of fewer elements per device than this (the library
+#: leaves small ops to the loop fuser; XLA's ``IsElementwiseOpSupportedByYnn`` has such a bound).  Measured
+#: with hand softmax gradients (``tests/test_memory_model.py``'s ``_softmax_tail``, XLA of jax 0.10.2, 8 CPU
+#: devices): sums of 4,096 elements (``[4,8,128]``, ``[8,4,128]``) fuse the tail, of 3,072 (``[4,8,96]``),
+#: 2,048 (``[2,8,128]``, ``[1,8,256]``) or fewer do not
+YNN_ELEMENTWISE_MIN_ELEMENTS = 4096
+
+
+def _elements_per_device(instr) -> int | None:
+    """Elements one device holds of ``instr``'s array result under its written sharding
+    (:func:`_tile_bytes`); None where none is written: then the count per device depends on a plan not
+    chosen yet (the cost graph of an unannotated module), and a rule that needs it does not apply."""
+    b = _tile_bytes(instr)
+    return None if b is None else b // max(1, int(instr.shape.element_size))
+
+
+def _offloaded_reduce(r) -> bool:
+    """True when XLA CPU makes the reduce ``r`` a YNNPACK fusion that grows into its consumers: an f32
+    reduce of more than :data:`YNN_REDUCE_MIN_ELEMENTS` input elements per device under the input's
+    written sharding.  False where no sharding is written on the input (:func:`_elements_per_device`):
+    a module's cost graph is built before its plan, and the global count is no device's -- the
+    ``[8,8,64,64]`` scores of ``tests/jax_e2e_models.py``'s transformer are 262,144 elements, 32,768 or
+    fewer on each device under every plan that splits them; counted whole, the rule kept broadcasts
+    XLA never keeps in the plans the solver compared (round 23: the memory guard's re-solve, priced
+    with them, returned a plan moving 15% more bytes than the manual one)."""
+    o = r.operands[0] if r.operands else None
+    if o is None or not o.shape.is_array or not r.shape.is_array or o.shape.element_type != "f32" \
+            or r.shape.element_type != "f32":
+        return False
+    n = _elements_per_device(o)
+    return n is not None and n > YNN_REDUCE_MIN_ELEMENTS
+
+
+def _reduce_tail(r, comp) -> list:
+    """The consumers of the reduce ``r`` its XNNPACK fusion takes in (XLA CPU's ``LibraryRewriter``
+    grows a library fusion down into the single user of its root): when :func:`_offloaded_reduce`, from
+    ``r``, while the value has a single user (through HloCSE) that is an arithmetic elementwise op, a
+    broadcast, a reshape or a reduce of ``comp`` (not a root, not a predicate, not reading it through a
+    local slice), that user; the last one is the fusion's output.  Empty otherwise.  An elementwise op
+    of fewer than :data:`YNN_ELEMENTWISE_MIN_ELEMENTS` elements per device ends it (the library leaves
+    small ops to the loop fuser): the softmax gradient's ``sum -> negate -> broadcast -> add -> multiply``
+    is one fusion when the sums are ``[4,8,128]`` per device (Falcon, the hand modules) or ``[2,8,256]``
+    (DiT), and stops at the reduce when they are ``[4,4,128]`` (keras-hub BERT), ``[4,64]`` (Gemma's RMS
+    norm, ``ynn_fusion.48`` of ``f32[4,64]``) or smaller."""
+    tail: list = []
+    if not _offloaded_reduce(r):
+        return tail
+    cur = r
+    while True:
+        users = _cse_users(cur)
+        if len(users) != 1:
+            return tail
+        u = users[0]
+        if u.parent is not comp or u.is_root or not u.shape.is_array or sliced_operand(u, cur) \
+                or u.shape.element_type == "pred" or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
+            return tail
+        if _kind(u) in ELEMENTWISE and (_elements_per_device(u) or 0) < YNN_ELEMENTWISE_MIN_ELEMENTS:
+            return tail   # too small for the library: loop-fused (see the docstring)
+        tail.append(u)
+        cur = u
+
+
+def _reduce_fusions(comp) -> tuple:
+    """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give
+    (computed once for both, cached on the computation like them)."""
+    key = (len(comp.instructions), id(comp.root))
+    hit = getattr(comp, "_hloshard_reduce_fusions", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    result = _compute_reduce_fusions(comp)
+    setattr(comp, "_hloshard_reduce_fusions", (key, result))
+    return result
+
+
+def _compute_reduce_fusions(comp) -> tuple:
     out: set = set()
-    index = {id(i): n for n, i in enumerate(computation_order(comp))}
+    tail_out: set = set()
+    order = computation_order(comp)
+    index = {id(i): n for n, i in enumerate(order)}
+    by_id = {id(i): i for i in order}
 
-    def joins(o) -> bool:
-        """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
-        k = _kind(o)
-        return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
-                and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
-                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
-
-    for r in comp.instructions:
-        if r.opcode != "reduce":
-            continue
+    def cone_of(seeds, stop) -> dict:
+        """The fusible producers reachable from ``seeds`` through fusible producers (not in ``stop``)."""
         cone: dict = {}
-        stack = [cse_representative(o) for o in r.operands if not sliced_operand(r, o)]
-        while stack:   # the fusible producers reachable from the reduce through fusible producers
+        stack = list(seeds)
+        while stack:
             o = stack.pop()
-            if id(o) in cone or not joins(o):
+            if id(o) in cone or id(o) in stop or not _joins_reduce_fusion(o, comp):
                 continue
             cone[id(o)] = o
             stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
-        inside = {id(r)}
+        return cone
+
+    def decide(cone, inside, kept) -> None:
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
             users = _cse_users(o)
@@ -828,8 +951,26 @@ def _reduce_inputs(comp) -> frozenset:
                 if all(id(u) in inside for u in users):
                     inside.add(id(o))
                 elif not _forwards(o):
-                    out.add(id(o))
-    return out
+                    kept.add(id(o))
+
+    tail_read: set = set()
+    for r in comp.instructions:
+        if r.opcode != "reduce":
+            continue
+        inside = {id(r)}
+        mine: set = set()
+        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, mine)
+        out |= mine
+        tail = _reduce_tail(r, comp)
+        if not tail:
+            continue
+        inside |= {id(t) for t in tail}
+        seeds = [cse_representative(x) for t in tail for x in t.operands
+                 if id(cse_representative(x)) not in inside and not sliced_operand(t, x)]
+        decide(cone_of(seeds, inside | out), inside, tail_out)
+        # a reduce input whose other readers are all in the tail: the fusion reads its buffer
+        tail_read |= {k for k in mine if all(id(u) in inside for u in _cse_users(by_id[k]))}
+    return out, (tail_out - out) | tail_read
 
 
 def _true_rank(shape) -> int:
