@@ -800,6 +800,34 @@ def test_reduce_tail_keeps_what_it_reads():
         assert is_fused(e["sb"]) and duplicated_into_loops(e["gm"])
 
 
+def test_reduce_tail_needs_sizes_per_device_and_the_cpu_backend():
+    """The tail is XLA CPU's library fusion, decided by elements per device: not taken in where no
+    sharding is written (a cost graph built before its plan: the global count is no device's; the memory
+    guard's re-solve of ``tests/jax_e2e_models.py``'s transformer kept broadcasts that no plan's XLA
+    keeps), nor for a module planned for a TPU (``set_fusion_backend``, as ``tpu_memory_device`` marks it:
+    the TPU figures libtpu confirmed stay as they were); back with the CPU backend."""
+    from hloshard.cost.liveness import _reduce_tail, computation_peak_bytes, fusion_backend, set_fusion_backend
+    from hloshard.cost.tpu_heap import tpu_memory_device
+
+    def buffer_peak(module) -> int:
+        return computation_peak_bytes(module.entry)
+
+    unwritten = parse_module(SOFTMAX_TAIL.replace(_R, ""))
+    e = {i.name: i for i in unwritten.entry.instructions}
+    assert _reduce_tail(e["t"], e["t"].parent) == [] and is_fused(e["sb"])
+    m = parse_module(SOFTMAX_TAIL)
+    e = {i.name: i for i in m.entry.instructions}
+    assert fusion_backend(m) == "cpu" and not is_fused(e["sb"])   # the default: XLA CPU
+    tpu_memory_device("tpu-v5e", m)
+    assert fusion_backend(m) == "tpu" and _reduce_tail(e["t"], e["t"].parent) == [] and is_fused(e["sb"])
+    cpu_peak = buffer_peak(parse_module(SOFTMAX_TAIL))
+    assert buffer_peak(m) < cpu_peak   # the cached fusions were dropped with the backend
+    set_fusion_backend(m, "cpu")
+    assert not is_fused(e["sb"]) and buffer_peak(m) == cpu_peak
+    with pytest.raises(ValueError, match="fusion backend 'gpu'"):
+        set_fusion_backend(m, "gpu")
+
+
 def test_zero_scatter_destination_is_folded():
     """The zeros a scatter-add folded into an add starts from are no buffer; a non-zero start, or a
     scatter whose result is not added, keeps its destination."""

@@ -783,6 +783,36 @@ def _same_dims(a, b) -> bool:
     return a.shape.is_array and b.shape.is_array and tuple(a.shape.dims) == tuple(b.shape.dims)
 
 
+#: the compilers whose fusion :func:`set_fusion_backend` selects: ``"cpu"`` (XLA's CPU backend, every rule
+#: of the module docstring; the default) and ``"tpu"`` (the TPU compiler: XLA CPU's YNNPACK library
+#: fusions do not grow into a reduce's consumers there, :func:`_reduce_tail`)
+FUSION_BACKENDS = ("cpu", "tpu")
+
+
+def set_fusion_backend(module, backend: str) -> None:
+    """Say which compiler ``module`` (a :class:`hloshard.hlo.ir.Module`) is planned for, as far as the
+    buffers of this model depend on it: ``"cpu"`` (the default for a module never set) or ``"tpu"``
+    (:data:`FUSION_BACKENDS`).  The one backend-specific rule read here is XLA CPU's ``LibraryRewriter``
+    (a large f32 reduce's YNNPACK fusion goes on into its consumers, :func:`_reduce_tail`): a library of
+    XLA's CPU backend, which the TPU compiler does not run, so with ``"tpu"`` no tail is taken in.  Set by
+    :func:`hloshard.cost.tpu_heap.tpu_memory_device` (a module planned for a TPU profile, before its cost
+    graph is built) and by ``tpu_heap``'s VMEM checks; the figures of the TPU rule are those libtpu's
+    measurements confirmed (``tests/test_tpu_memory.py``).  Drops what is cached on ``module``'s
+    computations when it changes (:func:`forget_shardings`).  Raises ValueError for another name."""
+    if backend not in FUSION_BACKENDS:
+        raise ValueError(f"fusion backend {backend!r}: expected one of {', '.join(FUSION_BACKENDS)}")
+    if fusion_backend(module) == backend:
+        return
+    module._hloshard_fusion_backend = backend
+    for comp in getattr(module, "computations", ()):
+        forget_shardings(comp)
+
+
+def fusion_backend(module) -> str:
+    """The backend :func:`set_fusion_backend` gave ``module`` (``"cpu"`` when none, or ``module`` None)."""
+    return getattr(module, "_hloshard_fusion_backend", None) or "cpu"
+
+
 @_per_computation("_hloshard_reduce_inputs")
 def _reduce_inputs(comp) -> frozenset:
     """The ids of the fusible producers of ``comp`` that a ``reduce`` reads without taking them in, so
@@ -895,7 +925,7 @@ def _reduce_tail(r, comp) -> list:
     (DiT), and stops at the reduce when they are ``[4,4,128]`` (keras-hub BERT), ``[4,64]`` (Gemma's RMS
     norm, ``ynn_fusion.48`` of ``f32[4,64]``) or smaller."""
     tail: list = []
-    if not _offloaded_reduce(r):
+    if fusion_backend(comp.parent) != "cpu" or not _offloaded_reduce(r):   # a library of XLA CPU only
         return tail
     cur = r
     while True:
