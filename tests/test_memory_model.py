@@ -611,6 +611,53 @@ SOFTMAX_TAIL_GRADIENT = SOFTMAX_TAIL.replace("yq1 = ", "yq = ").split("\n")
 SOFTMAX_TAIL_GRADIENT = "\n".join(line for line in SOFTMAX_TAIL_GRADIENT
                                   if not line.lstrip().startswith(("yq2 =", "yq = f32[4,8,128,32] add")))
 
+
+def _batched_indices(name: str, b: int, n: int, l: int) -> str:
+    """jax's ``take_along_axis`` along the last dim of ``[b,n,l,l]`` and its gradient's scatter-add, with
+    batching dims (``operand_batching_dims={0,1,2}``), the index wrapped for negative values (``select``),
+    replicated on 8 devices.  XLA's ``BatchedGatherScatterNormalizer`` gives the gather and the scatter
+    each an index array with three ``iota`` columns concatenated (:func:`hloshard.cost.liveness.normalized_indices`)."""
+    A, R = f"[{b},{n},{l},{l}]", _R
+    return f"""HloModule {name}, num_partitions=8
+
+addf {{
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT s = f32[] add(a, c)
+}}
+
+ENTRY main {{
+  p = s32{A} parameter(0){R}
+  x = f32{A} parameter(1){R}
+  u = f32{A} parameter(2){R}
+  z = s32[] constant(0)
+  m = s32[] constant({l})
+  zb = s32{A} broadcast(z), dimensions={{}}{R}
+  mb = s32{A} broadcast(m), dimensions={{}}{R}
+  lt = pred{A} compare(p, zb), direction=LT{R}
+  pa = s32{A} add(p, mb){R}
+  w = s32{A} select(lt, pa, p){R}
+  wr = s32[{b},{n},{l},{l},1] reshape(w){R}
+  g = f32{A} gather(x, wr), offset_dims={{}}, collapsed_slice_dims={{3}}, start_index_map={{3}}, operand_batching_dims={{0,1,2}}, start_indices_batching_dims={{0,1,2}}, index_vector_dim=4, slice_sizes={{1,1,1,1}}{R}
+  e = f32{A} exponential(g){R}
+  y = f32{A} dot(e, x), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{R}
+  v = f32{A} multiply(y, u){R}
+  zf = f32[] constant(0)
+  zfb = f32{A} broadcast(zf), dimensions={{}}{R}
+  s = f32{A} scatter(zfb, wr, v), update_window_dims={{}}, inserted_window_dims={{3}}, scatter_dims_to_operand_dims={{3}}, input_batching_dims={{0,1,2}}, scatter_indices_batching_dims={{0,1,2}}, index_vector_dim=4, to_apply=addf{R}
+  zr = f32[] constant(0)
+  so = f32[{b},{n},{l}] reduce(s, zr), dimensions={{3}}, to_apply=addf{R}
+  ROOT r = (f32{A}, f32[{b},{n},{l}]) tuple(e, so)
+}}
+"""
+
+
+#: XLA (8 CPU devices): arguments p, x, u 2 MiB each = 6,291,456; outputs e 2 MiB + so 16 KiB + the tuple's
+#: 16 B = 2,113,552; temps at its peak (the gather): the gather's and the scatter's index concatenations
+#: (``s32[4,8,128,128,4]``, 8 MiB each) and the scatter's zero destination 2 MiB = 18,874,368.  Main's model
+#: had the 2 MiB index value instead of the two 8 MiB arrays: 16,793,616 (0.616)
+BATCHED_INDICES = _batched_indices("batched_indices", 4, 8, 128)
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
@@ -619,7 +666,8 @@ CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT,
          "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
          "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288),
          "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584),
-         "softmax_tail": (SOFTMAX_TAIL, 13647896), "softmax_tail_gradient": (SOFTMAX_TAIL_GRADIENT, 11534360)}
+         "softmax_tail": (SOFTMAX_TAIL, 13647896), "softmax_tail_gradient": (SOFTMAX_TAIL_GRADIENT, 11534360),
+         "batched_indices": (BATCHED_INDICES, 27279376)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -826,6 +874,22 @@ def test_reduce_tail_needs_sizes_per_device_and_the_cpu_backend():
     assert not is_fused(e["sb"]) and buffer_peak(m) == cpu_peak
     with pytest.raises(ValueError, match="fusion backend 'gpu'"):
         set_fusion_backend(m, "gpu")
+
+
+def test_batched_gather_and_scatter_read_normalized_indices():
+    """XLA's BatchedGatherScatterNormalizer: each batched gather / scatter reads its own index array with
+    one iota column per batching dim (1 + 3 = 4 columns), made from where the index value is; the
+    ``select`` only these and loop fusions read is taken into them (the scatter's array is its buffer
+    grown by 3 tiles); with no batching dims there is none."""
+    from hloshard.cost.liveness import normalized_indices, program_schedule
+
+    m = parse_module(BATCHED_INDICES)
+    order = program_schedule(m)
+    got = [(v.name, hi - lo > 0, f) for v, lo, hi, f in normalized_indices(order)]
+    assert got == [("w", True, 4), ("w", True, 3)]
+    plain = BATCHED_INDICES.replace(", operand_batching_dims={0,1,2}, start_indices_batching_dims={0,1,2}", "") \
+        .replace(", input_batching_dims={0,1,2}, scatter_indices_batching_dims={0,1,2}", "")
+    assert normalized_indices(program_schedule(parse_module(plain))) == []
 
 
 def test_zero_scatter_destination_is_folded():

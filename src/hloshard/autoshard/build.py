@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
-from ..cost.liveness import (buffer_intervals, in_place_user, is_fused, made_at_entry_start,
+from ..cost.liveness import (normalized_indices, buffer_intervals, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, set_fusion_backend,
@@ -533,6 +533,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(sc, 0) if sc in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, slo, shi, 1))
+        # and a batched gather's / scatter's index array with XLA's iota columns (cost.liveness.normalized_indices)
+        for ix, ilo, ihi, factor in normalized_indices(schedule):
+            r = ctx.resolve(ix, 0) if ix in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, ilo, ihi, factor))
     _budgeted(graph, memory_budget)
     return graph
 

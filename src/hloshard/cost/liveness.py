@@ -171,6 +171,7 @@ more (and pads to tiles); that is not modelled here.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -2340,4 +2341,81 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
         lo = pos.get(id(src), pos.get(id(d), t - 1)) + 1
         if lo < t:
             out.append((sc, lo, t))
+    return out
+
+
+def _attr_ints(instr, key: str) -> list:
+    """``instr.attrs[key]`` as a list of ints (a typed list or the text ``'{0,1}'``; [] when absent)."""
+    v = instr.attrs.get(key)
+    if v is None:
+        return []
+    if isinstance(v, int):
+        return [v]
+    if isinstance(v, (list, tuple)):
+        return [int(x) for x in v]
+    return [int(x) for x in re.findall(r"-?\d+", str(v))]
+
+
+#: the attribute naming a batched gather's / scatter's index batching dims (``BatchedGatherScatterNormalizer``)
+_INDEX_BATCHING_DIMS = {"gather": "start_indices_batching_dims", "scatter": "scatter_indices_batching_dims"}
+
+
+def normalized_indices(order: Sequence, positions: dict | None = None) -> list:
+    """The index arrays XLA's CPU backend makes for the ``gather`` and ``scatter`` instructions with
+    batching dims (``start_indices_batching_dims`` / ``scatter_indices_batching_dims``: jax's
+    ``take_along_axis`` and its gradient), as ``[(index value, lo, hi, factor)]``: a buffer of ``factor``
+    times the index value's tile (its layout: the same rows, more columns) live over ``[lo, hi)``, up to
+    the gather or scatter that reads it.
+
+    XLA's ``BatchedGatherScatterNormalizer`` rewrites such an instruction into one without batching dims:
+    its indices become the original ``k`` index columns (``k``: the size of ``index_vector_dim``, 1 where
+    it is the rank) with one ``iota`` column per batching dim concatenated, ``(k + nb) / k`` times the
+    index value's elements.  The concatenation is a loop fusion of its own per reader (neither a gather
+    nor a scatter fuses it into itself), which the breadth-first scheduler runs as soon as the index value
+    exists, and the reader reads its buffer: one buffer of ``(k + nb) / k`` tiles from the index value to
+    each reader.  Where the index value is a cheap fusible producer that only these readers and loop
+    fusions read (a ``select`` wrapping negative indices, also read by the bounds check's ``compare``),
+    the concatenations take it in and it has no buffer of its own: the model's buffer of it (kept for a
+    scatter, which fuses nothing) is the last reader's concatenation, which adds ``nb / k`` tiles to it.
+    Read in XLA's buffer assignments: keras-hub DeBERTaV3's train step (new user 22's 150 MiB plan, mesh
+    2x4): eight ``concatenate_bitcast_fusion`` of ``s32[262144,4]`` (4 MiB per device), each the
+    relative-position ``take_along_axis`` indices of ``[16,8,128,128]`` (3 batching dims), live from the
+    forward to the gradient's ``wrapped_scatter``, where the model had the 1 MiB index value; and the hand
+    module of ``tests/test_memory_model.py`` (``BATCHED_INDICES``: the gather's and the scatter's
+    concatenations, 8 MiB each, live at XLA's peak).  ``order``: the program schedule; ``positions``:
+    ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    readers: dict = {}
+    for r in order:
+        key = _INDEX_BATCHING_DIMS.get(_kind(r))
+        if key is None or id(r) not in pos or len(r.operands) < 2:
+            continue
+        nb = len(_attr_ints(r, key))
+        idx = r.operands[1]
+        if nb == 0 or not idx.shape.is_array:
+            continue
+        ivd = (_attr_ints(r, "index_vector_dim") or [idx.shape.rank])[0]
+        k = int(idx.shape.dims[ivd]) if 0 <= ivd < idx.shape.rank else 1
+        src = cse_representative(idx)
+        while _forwards(src) and src.operands:
+            src = cse_representative(src.operands[0])
+        if id(src) in pos and src.parent is r.parent and k > 0:
+            readers.setdefault(id(src), (src, []))[1].append((pos[id(r)], r, k, nb))
+    out: list = []
+    for src, rs in readers.values():
+        ids = {id(r) for _, r, _, _ in rs}
+        users = effective_users(src)
+        absorbed = (not is_fused(src) and _kind(src) in FUSIBLE_PRODUCERS
+                    and (_kind(src) not in EXPENSIVE or len(users) == 1)
+                    and all(id(u) in ids or (u.parent is src.parent and (_kind(u) in FUSING_CONSUMERS
+                                                                         or _kind(u) in CPU_LOOP_CONSUMERS))
+                            for u in users))
+        last = max(t for t, _, _, _ in rs)
+        lo = pos[id(src)]
+        for t, r, k, nb in sorted(rs, key=lambda x: x[0]):
+            extra = nb if (absorbed and t == last) else k + nb
+            factor = extra // k if extra % k == 0 else extra / k
+            out.append((src, lo, t + 1, factor))
+            if absorbed and t == last:
+                absorbed = False   # one reader takes the value's own buffer over
     return out
