@@ -51,8 +51,11 @@ more (and pads to tiles); that is not modelled here.
   read by the reductions only, a loop fusion reading the producer computes it again from its operands
   (:func:`duplicated_into_loops`).  An f32 reduce of more than 32 * 1024 elements per device is a
   YNNPACK fusion that goes on into its consumers while each has a single user and is no elementwise op
-  under 4,096 elements per device (:func:`_reduce_tail`: XLA's ``LibraryRewriter``); a broadcast it reads there that another consumer reads too keeps a buffer
-  (:func:`_reduce_tail_inputs`: a softmax's sum broadcast, kept from the forward to the gradient).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  under 4,096 elements per device (:func:`_reduce_tail`: XLA's ``LibraryRewriter``); a broadcast it
+  reads there that another consumer reads too keeps a buffer (:func:`_reduce_tail_inputs`: a softmax's
+  sum broadcast, kept from the forward to the gradient).  Both bounds are per device, so the tail is
+  counted only where a sharding is written (a cost graph built before its plan does not count it), and
+  only for a module planned for XLA CPU (:func:`set_fusion_backend`: the TPU compiler runs no YNNPACK).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
   from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
   ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
@@ -118,7 +121,9 @@ more (and pads to tiles); that is not modelled here.
   a gather whose output is not in canonical order is a canonical gather plus a transpose that a
   ``reduce`` reads as a row-major copy unless ``ReshapeMover`` sinks it (:func:`gather_relayouts`), and
   no elementwise result is computed in place on it; a scatter whose destination is read after it gets
-  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`).
+  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`); a gather or
+  scatter with batching dims reads an index array with one ``iota`` column per batching dim, made as
+  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
