@@ -890,6 +890,17 @@ def test_batched_gather_and_scatter_read_normalized_indices():
     plain = BATCHED_INDICES.replace(", operand_batching_dims={0,1,2}, start_indices_batching_dims={0,1,2}", "") \
         .replace(", input_batching_dims={0,1,2}, scatter_indices_batching_dims={0,1,2}", "")
     assert normalized_indices(program_schedule(parse_module(plain))) == []
+    # a second, identical index value (a called computation's clone): HloCSE makes the two one, and the
+    # model's buffers of the clones already count what XLA keeps -- no array added for either
+    twin = BATCHED_INDICES.replace("  g = f32", "  w2 = s32[4,8,128,128] select(lt, pa, p)" + _R +
+                                   "\n  wr2 = s32[4,8,128,128,1] reshape(w2)" + _R + "\n  g = f32") \
+        .replace("s = f32[4,8,128,128] scatter(zfb, wr, v)", "s = f32[4,8,128,128] scatter(zfb, wr2, v)")
+    assert normalized_indices(program_schedule(parse_module(twin))) == []
+    # unless they are written in different layouts (XLA compares the partitioned instructions)
+    moved = twin.replace("  w2 = s32[4,8,128,128] select(lt, pa, p)" + _R,
+                         "  w2 = s32[4,8,128,128] select(lt, pa, p), sharding={devices=[8,1,1,1]<=[8]}")
+    assert [(v.name, f) for v, _, _, f in normalized_indices(program_schedule(parse_module(moved)))] == [
+        ("w", 4), ("w2", 3)]
 
 
 def test_zero_scatter_destination_is_folded():

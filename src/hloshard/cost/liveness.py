@@ -2361,6 +2361,49 @@ def _attr_ints(instr, key: str) -> list:
     return [int(x) for x in re.findall(r"-?\d+", str(v))]
 
 
+#: opcodes whose results are never equal to another instruction's for :func:`_value_number` (collectives,
+#: random numbers, side effects, called computations): numbered by identity
+_UNIQUE_VALUE_OPCODES = frozenset({"parameter", "all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+                                   "collective-permute", "rng", "rng-bit-generator", "custom-call", "infeed",
+                                   "recv", "send", "while", "call", "conditional", "fusion", "after-all"})
+
+
+def _moved_from(operand, instr) -> bool:
+    """True when ``instr`` reads ``operand`` from a split layout written otherwise than its own: the
+    partitioner reshards it there, by a collective (never merged by ``HloCSE``: each has its channel) or
+    a local relayout.  Both written, ``operand``'s not replicated, the two texts differing (a reshape
+    keeping the same split is counted too: the numbering then merges less, never more)."""
+    a, b = getattr(operand, "sharding", None), getattr(instr, "sharding", None)
+    return a is not None and b is not None and not a.is_replicated and str(a) != str(b)
+
+
+def _value_number(instr, numbering: dict) -> int:
+    """A number equal for two instructions when ``HloCSE`` would make them one (same opcode, shape,
+    attributes, written sharding and operands, recursively), ``numbering`` (``id`` -> number, and the
+    structural keys) kept between calls; instructions of :data:`_UNIQUE_VALUE_OPCODES`, and those that
+    read an operand resharded from a split layout (:func:`_moved_from`: the partitioner's collective per
+    reader; DeBERTa's 150 MiB plan all-gathers each layer's relative positions, eight arrays in XLA), are
+    their own."""
+    stack = [(instr, False)]
+    while stack:
+        i, done = stack.pop()
+        if id(i) in numbering:
+            continue
+        if i.opcode in _UNIQUE_VALUE_OPCODES or not i.operands and i.opcode != "constant" and i.opcode != "iota" \
+                or any(_moved_from(o, i) for o in i.operands):
+            numbering[id(i)] = numbering.setdefault(("id", id(i)), len(numbering))
+            continue
+        if not done:
+            stack.append((i, True))
+            stack.extend((o, False) for o in i.operands if id(o) not in numbering)
+            continue
+        key = (i.opcode, str(i.shape), repr(sorted((k, str(v)) for k, v in i.attrs.items()
+                                                   if k not in ("sharding", "metadata"))),
+               str(i.sharding), str(getattr(i, "literal", None)), tuple(numbering[id(o)] for o in i.operands))
+        numbering[id(i)] = numbering.setdefault(key, len(numbering))
+    return numbering[id(instr)]
+
+
 #: the attribute naming a batched gather's / scatter's index batching dims (``BatchedGatherScatterNormalizer``)
 _INDEX_BATCHING_DIMS = {"gather": "start_indices_batching_dims", "scatter": "scatter_indices_batching_dims"}
 
@@ -2406,8 +2449,18 @@ def normalized_indices(order: Sequence, positions: dict | None = None) -> list:
             src = cse_representative(src.operands[0])
         if id(src) in pos and src.parent is r.parent and k > 0:
             readers.setdefault(id(src), (src, []))[1].append((pos[id(r)], r, k, nb))
+    # index values HloCSE makes one (a called computation's clones per call site: DeBERTa's relative
+    # positions, the same in every layer) share XLA's arrays, which the model's buffers of the clones
+    # already over-count: no array is added for them
+    numbering: dict = {}
+    classes: dict = {}
+    for src, _ in readers.values():
+        classes.setdefault(_value_number(src, numbering), []).append(id(src))
+    shared = {i for members in classes.values() if len(members) > 1 for i in members}
     out: list = []
     for src, rs in readers.values():
+        if id(src) in shared:
+            continue
         ids = {id(r) for _, r, _, _ in rs}
         users = effective_users(src)
         absorbed = (not is_fused(src) and _kind(src) in FUSIBLE_PRODUCERS
