@@ -176,7 +176,6 @@ more (and pads to tiles); that is not modelled here.
 from __future__ import annotations
 
 import functools
-import re
 from typing import Callable, Hashable, Iterable, Sequence
 
 import numpy as np
@@ -2350,15 +2349,11 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
 
 
 def _attr_ints(instr, key: str) -> list:
-    """``instr.attrs[key]`` as a list of ints (a typed list or the text ``'{0,1}'``; [] when absent)."""
+    """``instr.attrs[key]`` (the parser's typed int or tuple of ints) as a list of ints; [] when absent."""
     v = instr.attrs.get(key)
     if v is None:
         return []
-    if isinstance(v, int):
-        return [v]
-    if isinstance(v, (list, tuple)):
-        return [int(x) for x in v]
-    return [int(x) for x in re.findall(r"-?\d+", str(v))]
+    return [int(x) for x in (v if isinstance(v, (list, tuple)) else (v,))]
 
 
 #: opcodes whose results are never equal to another instruction's for :func:`_value_number` (collectives,
