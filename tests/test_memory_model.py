@@ -527,6 +527,137 @@ ENTRY main {{
 }}
 """
 
+
+def _softmax_tail(name: str, b: int, n: int, l: int, d: int) -> str:
+    """A masked softmax's forward and gradient (jax's ``e / broadcast(sum)`` and its vjp), scores
+    ``[b,n,l,l]`` replicated on 8 devices, with dots ``y = pd q``, ``exp(y)`` between them.  XLA CPU makes
+    the gradient's ``sum(gm / s^2 * e)`` reduce a YNNPACK fusion that goes on into ``(gm / broadcast(s) -
+    broadcast(sum)) * e`` (:func:`hloshard.cost.liveness._reduce_tail`) and reads the sum's broadcast
+    there: made once in the forward and kept (``wrapped_broadcast``) over the middle, where the peak is
+    -- when the sums have 4,096 elements or more (``[4,8,128]``; ``[4,8,96]``, ``[2,8,128]``: no tail)."""
+    A, R, R1, H, M = (f"f32[{b},{n},{l},{l}]", f"f32[{b},{n},{l}]", f"f32[{b},{n},{l},1]", f"f32[{b},{n},{l},{d}]",
+                      f"pred[{b},{n},{l},{l}]")
+    return f"""HloModule {name}, num_partitions=8
+
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+
+ENTRY main {{
+  x = {A} parameter(0){_R}
+  q = {H} parameter(1){_R}
+  k = {H} parameter(2){_R}
+  z = f32[] constant(0)
+  mask = {M} parameter(3){_R}
+  zb = {A} broadcast(z), dimensions={{}}{_R}
+  e = {A} exponential(x){_R}
+  s = {R} reduce(e, z), dimensions={{3}}, to_apply=add{_R}
+  sk = {R1} reshape(s){_R}
+  sb0 = {R1} broadcast(sk), dimensions={{0,1,2,3}}{_R}
+  sr = {R} reshape(sb0){_R}
+  sb = {A} broadcast(sr), dimensions={{0,1,2}}{_R}
+  p = {A} divide(e, sb){_R}
+  pd = {H} dot(p, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  y = {A} dot(pd, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{3}}{_R}
+  ey = {A} exponential(y){_R}
+  yq1 = {H} dot(ey, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  yq2 = {H} dot(y, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  yq = {H} add(yq1, yq2){_R}
+  gd = {A} dot(yq, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{3}}{_R}
+  tb0 = {R1} broadcast(sk), dimensions={{0,1,2,3}}{_R}
+  tr = {R} reshape(tb0){_R}
+  tb = {A} broadcast(tr), dimensions={{0,1,2}}{_R}
+  gm = {A} select(mask, gd, zb){_R}
+  d = {A} divide(gm, tb){_R}
+  ss = {R1} multiply(sk, sk){_R}
+  one = f32[] constant(1)
+  oneb = {R1} broadcast(one), dimensions={{}}{_R}
+  inv = {R1} divide(oneb, ss){_R}
+  invr = {R} reshape(inv){_R}
+  invb = {A} broadcast(invr), dimensions={{0,1,2}}{_R}
+  m1 = {A} multiply(gm, invb){_R}
+  m2 = {A} multiply(m1, e){_R}
+  t = {R} reduce(m2, z), dimensions={{3}}, to_apply=add{_R}
+  tk = {R1} reshape(t){_R}
+  nt = {R1} negate(tk){_R}
+  nr = {R} reshape(nt){_R}
+  ntb = {A} broadcast(nr), dimensions={{0,1,2}}{_R}
+  a = {A} add(d, ntb){_R}
+  o = {A} multiply(a, e){_R}
+  om = {A} select(mask, o, zb){_R}
+  c8 = f32[] constant(0.125)
+  cb = {A} broadcast(c8), dimensions={{}}{_R}
+  oc = {A} multiply(om, cb){_R}
+  od = {H} dot(oc, k), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  oe = {H} dot(oc, q), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{_R}
+  ROOT r = ({H}, {H}, {H}) tuple(pd, od, oe)
+}}
+"""
+
+
+#: XLA (8 CPU devices): argument x 2 MiB + q, k 512 KiB + mask 512 KiB = 3,670,016; output 3 x 512 KiB + the
+#: tuple's 24 B = 1,572,888; temps at its peak (the middle's exp(y)): e, y, exp(y) and the sum's broadcast
+#: (2 MiB each) + the sum 16 KiB = 8,404,992.  Main's model lacked the broadcast: 11,550,744 (0.846)
+SOFTMAX_TAIL = _softmax_tail("softmax_tail", 4, 8, 128, 32)
+#: the same with sums of 512 / 3,072 elements: no tail, no broadcast buffer (XLA's buffer assignment)
+SOFTMAX_TAIL_SMALL = _softmax_tail("softmax_tail_small", 2, 4, 64, 16)
+SOFTMAX_TAIL_3072 = _softmax_tail("softmax_tail_3072", 4, 8, 96, 32)
+#: the middle's second dot removed: XLA's peak is in the gradient, where its fusion reads ``gm``'s buffer
+#: (a loop fusion of the mask's select, in place on ``gd``; not computed again from ``gd``) and its output
+#: takes over the broadcast's buffer: 3,670,016 + 1,572,888 + 3 temps of 2 MiB = 11,534,360
+SOFTMAX_TAIL_GRADIENT = SOFTMAX_TAIL.replace("yq1 = ", "yq = ").split("\n")
+SOFTMAX_TAIL_GRADIENT = "\n".join(line for line in SOFTMAX_TAIL_GRADIENT
+                                  if not line.lstrip().startswith(("yq2 =", "yq = f32[4,8,128,32] add")))
+
+
+def _batched_indices(name: str, b: int, n: int, l: int) -> str:
+    """jax's ``take_along_axis`` along the last dim of ``[b,n,l,l]`` and its gradient's scatter-add, with
+    batching dims (``operand_batching_dims={0,1,2}``), the index wrapped for negative values (``select``),
+    replicated on 8 devices.  XLA's ``BatchedGatherScatterNormalizer`` gives the gather and the scatter
+    each an index array with three ``iota`` columns concatenated (:func:`hloshard.cost.liveness.normalized_indices`)."""
+    A, R = f"[{b},{n},{l},{l}]", _R
+    return f"""HloModule {name}, num_partitions=8
+
+addf {{
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT s = f32[] add(a, c)
+}}
+
+ENTRY main {{
+  p = s32{A} parameter(0){R}
+  x = f32{A} parameter(1){R}
+  u = f32{A} parameter(2){R}
+  z = s32[] constant(0)
+  m = s32[] constant({l})
+  zb = s32{A} broadcast(z), dimensions={{}}{R}
+  mb = s32{A} broadcast(m), dimensions={{}}{R}
+  lt = pred{A} compare(p, zb), direction=LT{R}
+  pa = s32{A} add(p, mb){R}
+  w = s32{A} select(lt, pa, p){R}
+  wr = s32[{b},{n},{l},{l},1] reshape(w){R}
+  g = f32{A} gather(x, wr), offset_dims={{}}, collapsed_slice_dims={{3}}, start_index_map={{3}}, operand_batching_dims={{0,1,2}}, start_indices_batching_dims={{0,1,2}}, index_vector_dim=4, slice_sizes={{1,1,1,1}}{R}
+  e = f32{A} exponential(g){R}
+  y = f32{A} dot(e, x), lhs_batch_dims={{0,1}}, lhs_contracting_dims={{3}}, rhs_batch_dims={{0,1}}, rhs_contracting_dims={{2}}{R}
+  v = f32{A} multiply(y, u){R}
+  zf = f32[] constant(0)
+  zfb = f32{A} broadcast(zf), dimensions={{}}{R}
+  s = f32{A} scatter(zfb, wr, v), update_window_dims={{}}, inserted_window_dims={{3}}, scatter_dims_to_operand_dims={{3}}, input_batching_dims={{0,1,2}}, scatter_indices_batching_dims={{0,1,2}}, index_vector_dim=4, to_apply=addf{R}
+  zr = f32[] constant(0)
+  so = f32[{b},{n},{l}] reduce(s, zr), dimensions={{3}}, to_apply=addf{R}
+  ROOT r = (f32{A}, f32[{b},{n},{l}]) tuple(e, so)
+}}
+"""
+
+
+#: XLA (8 CPU devices): arguments p, x, u 2 MiB each = 6,291,456; outputs e 2 MiB + so 16 KiB + the tuple's
+#: 16 B = 2,113,552; temps at its peak (the gather): the gather's and the scatter's index concatenations
+#: (``s32[4,8,128,128,4]``, 8 MiB each) and the scatter's zero destination 2 MiB = 18,874,368.  Main's model
+#: had the 2 MiB index value instead of the two 8 MiB arrays: 16,793,616 (0.616)
+BATCHED_INDICES = _batched_indices("batched_indices", 4, 8, 128)
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
@@ -534,7 +665,9 @@ CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT,
          "gather_copy": (GATHER_COPY, 334352), "scatter_copy": (SCATTER_COPY, 287744),
          "gather_fused": (GATHER_FUSED, 557088), "relaid_copy": (RELAID_COPY, 1540112),
          "shared_transpose": (SHARED_TRANSPOSE, 983056), "two_orders": (TWO_ORDERS, 438288),
-         "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584)}
+         "zero_destination": (ZERO_DESTINATION, 2492416), "layer_norm": (LAYER_NORM, 131584),
+         "softmax_tail": (SOFTMAX_TAIL, 13647896), "softmax_tail_gradient": (SOFTMAX_TAIL_GRADIENT, 11534360),
+         "batched_indices": (BATCHED_INDICES, 27279376)}
 
 
 def _pin_module(name: str, psh: str, gsh: str, producer: str, second: str) -> str:
@@ -696,6 +829,78 @@ def test_values_read_only_transposed():
     copies = relayout_intervals(program_schedule(m))
     # k's copy for d1 and v's for d1 (read first); v's copy for d2 is v's own buffer
     assert sorted((d.name, k) for d, k, _, _ in copies) == [("d1", 0), ("d1", 1)]
+
+
+def test_reduce_tail_keeps_what_it_reads():
+    """A large f32 reduce's YNNPACK fusion goes on into its single-user consumers up to the mask's
+    select; the sum's broadcast it reads there (also read by the forward's divide) keeps a buffer, the
+    reduce input ``gm`` it reads is not computed again from ``gd``; with sums under 4,096 elements
+    neither (the negate is too small for the library)."""
+    from hloshard.cost.liveness import _reduce_tail, duplicated_into_loops
+
+    e = {i.name: i for i in parse_module(SOFTMAX_TAIL).entry.instructions}
+    assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == ["tk", "nt", "nr", "ntb", "a", "o"]
+    assert not is_fused(e["sb"]) and is_fused(e["tb"]) and not is_fused(e["gm"]) and not duplicated_into_loops(e["gm"])
+    assert is_fused(e["d"]) and _reduce_tail(e["s"], e["s"].parent) == [e["sk"]]   # sk: several users
+    for text, tail in ((SOFTMAX_TAIL_SMALL, []), (SOFTMAX_TAIL_3072, ["tk"])):   # 32,768 inputs: no library
+        e = {i.name: i for i in parse_module(text).entry.instructions}
+        assert [i.name for i in _reduce_tail(e["t"], e["t"].parent)] == tail
+        assert is_fused(e["sb"]) and duplicated_into_loops(e["gm"])
+
+
+def test_reduce_tail_needs_sizes_per_device_and_the_cpu_backend():
+    """The tail is XLA CPU's library fusion, decided by elements per device: not taken in where no
+    sharding is written (a cost graph built before its plan: the global count is no device's; the memory
+    guard's re-solve of ``tests/jax_e2e_models.py``'s transformer kept broadcasts that no plan's XLA
+    keeps), nor for a module planned for a TPU (``set_fusion_backend``, as ``tpu_memory_device`` marks it:
+    the TPU figures libtpu confirmed stay as they were); back with the CPU backend."""
+    from hloshard.cost.liveness import _reduce_tail, computation_peak_bytes, fusion_backend, set_fusion_backend
+    from hloshard.cost.tpu_heap import tpu_memory_device
+
+    def buffer_peak(module) -> int:
+        return computation_peak_bytes(module.entry)
+
+    unwritten = parse_module(SOFTMAX_TAIL.replace(_R, ""))
+    e = {i.name: i for i in unwritten.entry.instructions}
+    assert _reduce_tail(e["t"], e["t"].parent) == [] and is_fused(e["sb"])
+    m = parse_module(SOFTMAX_TAIL)
+    e = {i.name: i for i in m.entry.instructions}
+    assert fusion_backend(m) == "cpu" and not is_fused(e["sb"])   # the default: XLA CPU
+    tpu_memory_device("tpu-v5e", m)
+    assert fusion_backend(m) == "tpu" and _reduce_tail(e["t"], e["t"].parent) == [] and is_fused(e["sb"])
+    cpu_peak = buffer_peak(parse_module(SOFTMAX_TAIL))
+    assert buffer_peak(m) < cpu_peak   # the cached fusions were dropped with the backend
+    set_fusion_backend(m, "cpu")
+    assert not is_fused(e["sb"]) and buffer_peak(m) == cpu_peak
+    with pytest.raises(ValueError, match="fusion backend 'gpu'"):
+        set_fusion_backend(m, "gpu")
+
+
+def test_batched_gather_and_scatter_read_normalized_indices():
+    """XLA's BatchedGatherScatterNormalizer: each batched gather / scatter reads its own index array with
+    one iota column per batching dim (1 + 3 = 4 columns), made from where the index value is; the
+    ``select`` only these and loop fusions read is taken into them (the scatter's array is its buffer
+    grown by 3 tiles); with no batching dims there is none."""
+    from hloshard.cost.liveness import normalized_indices, program_schedule
+
+    m = parse_module(BATCHED_INDICES)
+    order = program_schedule(m)
+    got = [(v.name, hi - lo > 0, f) for v, lo, hi, f in normalized_indices(order)]
+    assert got == [("w", True, 4), ("w", True, 3)]
+    plain = BATCHED_INDICES.replace(", operand_batching_dims={0,1,2}, start_indices_batching_dims={0,1,2}", "") \
+        .replace(", input_batching_dims={0,1,2}, scatter_indices_batching_dims={0,1,2}", "")
+    assert normalized_indices(program_schedule(parse_module(plain))) == []
+    # a second, identical index value (a called computation's clone): HloCSE makes the two one, and the
+    # model's buffers of the clones already count what XLA keeps -- no array added for either
+    twin = BATCHED_INDICES.replace("  g = f32", "  w2 = s32[4,8,128,128] select(lt, pa, p)" + _R +
+                                   "\n  wr2 = s32[4,8,128,128,1] reshape(w2)" + _R + "\n  g = f32") \
+        .replace("s = f32[4,8,128,128] scatter(zfb, wr, v)", "s = f32[4,8,128,128] scatter(zfb, wr2, v)")
+    assert normalized_indices(program_schedule(parse_module(twin))) == []
+    # unless they are written in different layouts (XLA compares the partitioned instructions)
+    moved = twin.replace("  w2 = s32[4,8,128,128] select(lt, pa, p)" + _R,
+                         "  w2 = s32[4,8,128,128] select(lt, pa, p), sharding={devices=[8,1,1,1]<=[8]}")
+    assert [(v.name, f) for v, _, _, f in normalized_indices(program_schedule(parse_module(moved)))] == [
+        ("w", 4), ("w2", 3)]
 
 
 def test_zero_scatter_destination_is_folded():

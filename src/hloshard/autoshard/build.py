@@ -44,11 +44,11 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
-from ..cost.liveness import (buffer_intervals, in_place_user, is_fused, made_at_entry_start,
+from ..cost.liveness import (normalized_indices, buffer_intervals, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, scatter_destination_copies, widened_invariants,
-                             written_layouts)
+                             resharded_by_tuple, scatter_destination_copies, set_fusion_backend,
+                             widened_invariants, written_layouts, fusion_backend)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.inline import inline_calls
 from ..hlo.loops import execution_counts
@@ -80,8 +80,9 @@ def _structure_key(module) -> tuple:
     root and, per instruction in text order, the instruction, opcode, shape, operands, control
     predecessors, called computations and custom-call target.  Instructions and computations compare
     by identity (the key holds them, so an id is never reused while it lives); shardings are not in it
-    (writing a plan changes no schedule); a pin copy inserted changes it."""
-    out = []
+    (writing a plan changes no schedule); a pin copy inserted changes it; so does the fusion backend
+    (:func:`hloshard.cost.liveness.set_fusion_backend`)."""
+    out: list = [fusion_backend(module)]
     for comp in module.computations:
         out.append((comp, comp.root, module.entry is comp))
         for i in comp.instructions:
@@ -345,6 +346,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
+    # the compiler whose fusion the memory model follows: XLA CPU's, or a TPU's (cost.liveness.set_fusion_backend)
+    set_fusion_backend(module, "cpu" if getattr(mesh, "memory_device", None) is None else "tpu")
     inline_calls(module)   # XLA's CallInliner: calls are gone before partitioning, fusion and memory
     flatten_call_graph(module, warnings)   # one computation per call site, as XLA partitions them
     comps = processed_computations(module)
@@ -530,6 +533,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(sc, 0) if sc in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, slo, shi, 1))
+        # and a batched gather's / scatter's index array with XLA's iota columns (cost.liveness.normalized_indices)
+        for ix, ilo, ihi, factor in normalized_indices(schedule):
+            r = ctx.resolve(ix, 0) if ix in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, ilo, ihi, factor))
     _budgeted(graph, memory_budget)
     return graph
 

@@ -49,7 +49,13 @@ more (and pads to tiles); that is not modelled here.
   keeps its buffer (:func:`_reduce_inputs`: a layer norm's centred input, read by the variance and by
   the normalisation, and its normalised output, read by the scale's gradient reduce); that buffer is
   read by the reductions only, a loop fusion reading the producer computes it again from its operands
-  (:func:`duplicated_into_loops`).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
+  (:func:`duplicated_into_loops`).  An f32 reduce of more than 32 * 1024 elements per device is a
+  YNNPACK fusion that goes on into its consumers while each has a single user and is no elementwise op
+  under 4,096 elements per device (:func:`_reduce_tail`: XLA's ``LibraryRewriter``); a broadcast it
+  reads there that another consumer reads too keeps a buffer (:func:`_reduce_tail_inputs`: a softmax's
+  sum broadcast, kept from the forward to the gradient).  Both bounds are per device, so the tail is
+  counted only where a sharding is written (a cost graph built before its plan does not count it), and
+  only for a module planned for XLA CPU (:func:`set_fusion_backend`: the TPU compiler runs no YNNPACK).  A zero ``broadcast`` that a scatter-add folded into an ``add`` starts
   from is never made (:func:`folded_zero_destination`: the simplifier's ``A + scatter(0, I, U)`` ->
   ``scatter(A, I, U)``).  In a module
   with written shardings, an elementwise consumer whose operand the partitioner slices locally
@@ -115,7 +121,9 @@ more (and pads to tiles); that is not modelled here.
   a gather whose output is not in canonical order is a canonical gather plus a transpose that a
   ``reduce`` reads as a row-major copy unless ``ReshapeMover`` sinks it (:func:`gather_relayouts`), and
   no elementwise result is computed in place on it; a scatter whose destination is read after it gets
-  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`).
+  a copy of it made as soon as the destination is (:func:`scatter_destination_copies`); a gather or
+  scatter with batching dims reads an index array with one ``iota`` column per batching dim, made as
+  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -639,7 +647,7 @@ def is_fused(instr) -> bool:
         return False
     if id(instr) in _globally_unfusible(instr.parent):
         return False
-    return id(instr) not in _reduce_inputs(instr.parent)
+    return id(instr) not in _reduce_inputs(instr.parent) and id(instr) not in _reduce_tail_inputs(instr.parent)
 
 
 def duplicated_into_loops(instr) -> bool:
@@ -653,7 +661,8 @@ def duplicated_into_loops(instr) -> bool:
     ``x`` and the mean's sum, which stay live instead (the model held ``x - mean`` over the whole
     step; BENCHMARKS.md, round 21 memtruth).  A backward that reads it through a reduction keeps it
     (``samples/transformer_train_step``: the backward's ``ynn_fusion`` reads the forward's buffer)."""
-    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent):
+    if _kind(instr) in EXPENSIVE or id(instr) not in _reduce_inputs(instr.parent) \
+            or id(instr) in _reduce_tail_inputs(instr.parent):
         return False
     if is_scheduled(instr.parent) or communicating_pin(instr) or _forwards(instr):
         return False
@@ -769,13 +778,44 @@ def forget_shardings(comp) -> None:
     through :func:`sliced_operand`; :func:`_kept_transposes`, through the pins that reshard): called by
     :func:`buffer_intervals` and :func:`gather_relayouts`, which a plan's new shardings reach without
     changing the computation's instructions."""
-    for attr in ("_hloshard_reduce_inputs", "_hloshard_kept_gather_transposes", "_hloshard_cse"):
+    for attr in ("_hloshard_reduce_inputs", "_hloshard_reduce_tail_inputs", "_hloshard_reduce_fusions",
+                 "_hloshard_kept_gather_transposes", "_hloshard_cse"):
         if getattr(comp, attr, None) is not None:
             setattr(comp, attr, None)
 
 
 def _same_dims(a, b) -> bool:
     return a.shape.is_array and b.shape.is_array and tuple(a.shape.dims) == tuple(b.shape.dims)
+
+
+#: the compilers whose fusion :func:`set_fusion_backend` selects: ``"cpu"`` (XLA's CPU backend, every rule
+#: of the module docstring; the default) and ``"tpu"`` (the TPU compiler: XLA CPU's YNNPACK library
+#: fusions do not grow into a reduce's consumers there, :func:`_reduce_tail`)
+FUSION_BACKENDS = ("cpu", "tpu")
+
+
+def set_fusion_backend(module, backend: str) -> None:
+    """Say which compiler ``module`` (a :class:`hloshard.hlo.ir.Module`) is planned for, as far as the
+    buffers of this model depend on it: ``"cpu"`` (the default for a module never set) or ``"tpu"``
+    (:data:`FUSION_BACKENDS`).  The one backend-specific rule read here is XLA CPU's ``LibraryRewriter``
+    (a large f32 reduce's YNNPACK fusion goes on into its consumers, :func:`_reduce_tail`): a library of
+    XLA's CPU backend, which the TPU compiler does not run, so with ``"tpu"`` no tail is taken in.  Set by
+    :func:`hloshard.cost.tpu_heap.tpu_memory_device` (a module planned for a TPU profile, before its cost
+    graph is built) and by ``tpu_heap``'s VMEM checks; the figures of the TPU rule are those libtpu's
+    measurements confirmed (``tests/test_tpu_memory.py``).  Drops what is cached on ``module``'s
+    computations when it changes (:func:`forget_shardings`).  Raises ValueError for another name."""
+    if backend not in FUSION_BACKENDS:
+        raise ValueError(f"fusion backend {backend!r}: expected one of {', '.join(FUSION_BACKENDS)}")
+    if fusion_backend(module) == backend:
+        return
+    module._hloshard_fusion_backend = backend
+    for comp in getattr(module, "computations", ()):
+        forget_shardings(comp)
+
+
+def fusion_backend(module) -> str:
+    """The backend :func:`set_fusion_backend` gave ``module`` (``"cpu"`` when none, or ``module`` None)."""
+    return getattr(module, "_hloshard_fusion_backend", None) or "cpu"
 
 
 @_per_computation("_hloshard_reduce_inputs")
@@ -799,28 +839,146 @@ def _reduce_inputs(comp) -> frozenset:
     the computation like :func:`_globally_unfusible`.  A reduction reads an operand that the
     partitioner slices locally (:func:`sliced_operand`) from the slice's own loop fusion, so the walk
     stops there."""
+    return _reduce_fusions(comp)[0]
+
+
+@_per_computation("_hloshard_reduce_tail_inputs")
+def _reduce_tail_inputs(comp) -> frozenset:
+    """The ids of the fusible producers of ``comp`` that a ``reduce``'s XNNPACK fusion reads *after* the
+    reduce and that something outside the fusion reads too, so they keep a buffer (:func:`is_fused`).  The
+    fusion takes in the reduce's consumers while each value in it has a single user (:func:`_reduce_tail`:
+    elementwise ops, broadcasts, reshapes, reductions; the fusion has one output, the first value with
+    several users or a user of another kind), and reads their other operands through fusible producers
+    as :func:`_reduce_inputs` reads the reduce's: one with a user outside is made by a loop fusion of its
+    own and read from its buffer.  Unlike a reduce's input it is not computed again in the loop fusions
+    that read it (:func:`duplicated_into_loops`): the fusion's root reads the buffer, which lives until
+    then; nor is a reduce's input (:func:`_reduce_inputs`) whose other readers are all in the tail (the
+    fusion reads its buffer: a masked gradient's ``select``, a loop fusion of its own that the reduce and
+    the tail's divide both read).  Read in XLA's buffer assignments (XLA CPU, 8 devices) of new user 21's Falcon and DiT train
+    steps (``/tmp/nu21``): per attention layer, the softmax's sum broadcast to the scores' shape is a
+    ``wrapped_broadcast`` that lives from the forward divide to the backward, where the fusion of the
+    ``sum(g * p)`` reduce goes on into ``add(g / broadcast(s), broadcast(-sum)) * e`` and reads it
+    (2 MB per layer in Falcon, 4 MB in DiT); the forward's divide loop fusion broadcasts the sum again
+    itself.  Cached on the computation like :func:`_reduce_inputs`."""
+    return _reduce_fusions(comp)[1]
+
+
+def _joins_reduce_fusion(o, comp) -> bool:
+    """A candidate for a reduce's XNNPACK fusion: a fusible producer of ``comp`` (or a forwarding one);
+    not an iota, a constant or a broadcast of a scalar (duplicated freely)."""
+    k = _kind(o)
+    return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
+            and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
+            and (k in FUSIBLE_PRODUCERS or _forwards(o)))
+
+
+#: the consumers a reduce's XNNPACK fusion goes on into (:func:`_reduce_tail`): arithmetic, not a
+#: ``select`` / ``compare`` (a predicate: XLA's fusions of Falcon's and a hand module's masked softmax
+#: gradient end before the mask's ``select``, a loop fusion of its own)
+_TAIL_OPCODES = (ELEMENTWISE - {"select", "compare", "clamp"}) | {"broadcast", "reshape", "reduce"}
+
+
+#: XLA CPU's YNNPACK fusion takes a reduce of more input elements per device than this (XLA's
+#: ``IsReduceOpOffloadedToYnn``: 32 * 1024, f32 only); measured with the XLA jax 0.10.2 runs, a
+#: ``[2,4,64,64]`` f32 input (exactly 32,768 elements) is reduced without the fusion's tail, a
+#: ``[4,8,128,128]`` one with it
+YNN_REDUCE_MIN_ELEMENTS = 32 * 1024
+
+
+#: XLA CPU's YNNPACK fusion takes in no elementwise op of fewer elements per device than this (the library
+#: leaves small ops to the loop fuser; XLA's ``IsElementwiseOpSupportedByYnn`` has such a bound).  Measured
+#: with hand softmax gradients (``tests/test_memory_model.py``'s ``_softmax_tail``, XLA of jax 0.10.2, 8 CPU
+#: devices): sums of 4,096 elements (``[4,8,128]``, ``[8,4,128]``) fuse the tail, of 3,072 (``[4,8,96]``),
+#: 2,048 (``[2,8,128]``, ``[1,8,256]``) or fewer do not
+YNN_ELEMENTWISE_MIN_ELEMENTS = 4096
+
+
+def _elements_per_device(instr) -> int | None:
+    """Elements one device holds of ``instr``'s array result under its written sharding
+    (:func:`_tile_bytes`); None where none is written: then the count per device depends on a plan not
+    chosen yet (the cost graph of an unannotated module), and a rule that needs it does not apply."""
+    b = _tile_bytes(instr)
+    return None if b is None else b // max(1, int(instr.shape.element_size))
+
+
+def _offloaded_reduce(r) -> bool:
+    """True when XLA CPU makes the reduce ``r`` a YNNPACK fusion that grows into its consumers: an f32
+    reduce of more than :data:`YNN_REDUCE_MIN_ELEMENTS` input elements per device under the input's
+    written sharding.  False where no sharding is written on the input (:func:`_elements_per_device`):
+    a module's cost graph is built before its plan, and the global count is no device's -- the
+    ``[8,8,64,64]`` scores of ``tests/jax_e2e_models.py``'s transformer are 262,144 elements, 32,768 or
+    fewer on each device under every plan that splits them; counted whole, the rule kept broadcasts
+    XLA never keeps in the plans the solver compared (round 23: the memory guard's re-solve, priced
+    with them, returned a plan moving 15% more bytes than the manual one)."""
+    o = r.operands[0] if r.operands else None
+    if o is None or not o.shape.is_array or not r.shape.is_array or o.shape.element_type != "f32" \
+            or r.shape.element_type != "f32":
+        return False
+    n = _elements_per_device(o)
+    return n is not None and n > YNN_REDUCE_MIN_ELEMENTS
+
+
+def _reduce_tail(r, comp) -> list:
+    """The consumers of the reduce ``r`` its XNNPACK fusion takes in (XLA CPU's ``LibraryRewriter``
+    grows a library fusion down into the single user of its root): when :func:`_offloaded_reduce`, from
+    ``r``, while the value has a single user (through HloCSE) that is an arithmetic elementwise op, a
+    broadcast, a reshape or a reduce of ``comp`` (not a root, not a predicate, not reading it through a
+    local slice), that user; the last one is the fusion's output.  Empty otherwise.  An elementwise op
+    of fewer than :data:`YNN_ELEMENTWISE_MIN_ELEMENTS` elements per device ends it (the library leaves
+    small ops to the loop fuser): the softmax gradient's ``sum -> negate -> broadcast -> add -> multiply``
+    is one fusion when the sums are ``[4,8,128]`` per device (Falcon, the hand modules) or ``[2,8,256]``
+    (DiT), and stops at the reduce when they are ``[4,4,128]`` (keras-hub BERT), ``[4,64]`` (Gemma's RMS
+    norm, ``ynn_fusion.48`` of ``f32[4,64]``) or smaller."""
+    tail: list = []
+    if fusion_backend(comp.parent) != "cpu" or not _offloaded_reduce(r):   # a library of XLA CPU only
+        return tail
+    cur = r
+    while True:
+        users = _cse_users(cur)
+        if len(users) != 1:
+            return tail
+        u = users[0]
+        if u.parent is not comp or u.is_root or not u.shape.is_array or sliced_operand(u, cur) \
+                or u.shape.element_type == "pred" or not (_kind(u) in _TAIL_OPCODES or _forwards(u)):
+            return tail
+        if _kind(u) in ELEMENTWISE and (_elements_per_device(u) or 0) < YNN_ELEMENTWISE_MIN_ELEMENTS:
+            return tail   # too small for the library: loop-fused (see the docstring)
+        tail.append(u)
+        cur = u
+
+
+def _reduce_fusions(comp) -> tuple:
+    """``(inputs, tail_inputs)``: the ids :func:`_reduce_inputs` and :func:`_reduce_tail_inputs` give
+    (computed once for both, cached on the computation like them)."""
+    key = (len(comp.instructions), id(comp.root))
+    hit = getattr(comp, "_hloshard_reduce_fusions", None)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    result = _compute_reduce_fusions(comp)
+    setattr(comp, "_hloshard_reduce_fusions", (key, result))
+    return result
+
+
+def _compute_reduce_fusions(comp) -> tuple:
     out: set = set()
-    index = {id(i): n for n, i in enumerate(computation_order(comp))}
+    tail_out: set = set()
+    order = computation_order(comp)
+    index = {id(i): n for n, i in enumerate(order)}
+    by_id = {id(i): i for i in order}
 
-    def joins(o) -> bool:
-        """A candidate for the fusion: a fusible producer of this computation (or a forwarding one)."""
-        k = _kind(o)
-        return (o.parent is comp and o.shape.is_array and k not in ("iota", "constant")
-                and (k != "broadcast" or _true_rank(o.operands[0].shape) > 0)
-                and (k in FUSIBLE_PRODUCERS or _forwards(o)))
-
-    for r in comp.instructions:
-        if r.opcode != "reduce":
-            continue
+    def cone_of(seeds, stop) -> dict:
+        """The fusible producers reachable from ``seeds`` through fusible producers (not in ``stop``)."""
         cone: dict = {}
-        stack = [cse_representative(o) for o in r.operands if not sliced_operand(r, o)]
-        while stack:   # the fusible producers reachable from the reduce through fusible producers
+        stack = list(seeds)
+        while stack:
             o = stack.pop()
-            if id(o) in cone or not joins(o):
+            if id(o) in cone or id(o) in stop or not _joins_reduce_fusion(o, comp):
                 continue
             cone[id(o)] = o
             stack.extend(cse_representative(x) for x in o.operands if not sliced_operand(o, x))
-        inside = {id(r)}
+        return cone
+
+    def decide(cone, inside, kept) -> None:
         # users before operands: each candidate's users in the cone are decided when it is
         for o in sorted(cone.values(), key=lambda i: -index.get(id(i), -1)):
             users = _cse_users(o)
@@ -828,8 +986,26 @@ def _reduce_inputs(comp) -> frozenset:
                 if all(id(u) in inside for u in users):
                     inside.add(id(o))
                 elif not _forwards(o):
-                    out.add(id(o))
-    return out
+                    kept.add(id(o))
+
+    tail_read: set = set()
+    for r in comp.instructions:
+        if r.opcode != "reduce":
+            continue
+        inside = {id(r)}
+        mine: set = set()
+        decide(cone_of([cse_representative(o) for o in r.operands if not sliced_operand(r, o)], ()), inside, mine)
+        out |= mine
+        tail = _reduce_tail(r, comp)
+        if not tail:
+            continue
+        inside |= {id(t) for t in tail}
+        seeds = [cse_representative(x) for t in tail for x in t.operands
+                 if id(cse_representative(x)) not in inside and not sliced_operand(t, x)]
+        decide(cone_of(seeds, inside | out), inside, tail_out)
+        # a reduce input whose other readers are all in the tail: the fusion reads its buffer
+        tail_read |= {k for k in mine if all(id(u) in inside for u in _cse_users(by_id[k]))}
+    return out, (tail_out - out) | tail_read
 
 
 def _true_rank(shape) -> int:
@@ -2169,4 +2345,130 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
         lo = pos.get(id(src), pos.get(id(d), t - 1)) + 1
         if lo < t:
             out.append((sc, lo, t))
+    return out
+
+
+def _attr_ints(instr, key: str) -> list:
+    """``instr.attrs[key]`` (the parser's typed int or tuple of ints) as a list of ints; [] when absent."""
+    v = instr.attrs.get(key)
+    if v is None:
+        return []
+    return [int(x) for x in (v if isinstance(v, (list, tuple)) else (v,))]
+
+
+#: opcodes whose results are never equal to another instruction's for :func:`_value_number` (collectives,
+#: random numbers, side effects, called computations): numbered by identity
+_UNIQUE_VALUE_OPCODES = frozenset({"parameter", "all-gather", "all-reduce", "reduce-scatter", "all-to-all",
+                                   "collective-permute", "rng", "rng-bit-generator", "custom-call", "infeed",
+                                   "recv", "send", "while", "call", "conditional", "fusion", "after-all"})
+
+
+def _moved_from(operand, instr) -> bool:
+    """True when ``instr`` reads ``operand`` from a split layout written otherwise than its own: the
+    partitioner reshards it there, by a collective (never merged by ``HloCSE``: each has its channel) or
+    a local relayout.  Both written, ``operand``'s not replicated, the two texts differing (a reshape
+    keeping the same split is counted too: the numbering then merges less, never more)."""
+    a, b = getattr(operand, "sharding", None), getattr(instr, "sharding", None)
+    return a is not None and b is not None and not a.is_replicated and str(a) != str(b)
+
+
+def _value_number(instr, numbering: dict) -> int:
+    """A number equal for two instructions when ``HloCSE`` would make them one (same opcode, shape,
+    attributes, written sharding and operands, recursively), ``numbering`` (``id`` -> number, and the
+    structural keys) kept between calls; instructions of :data:`_UNIQUE_VALUE_OPCODES`, and those that
+    read an operand resharded from a split layout (:func:`_moved_from`: the partitioner's collective per
+    reader; DeBERTa's 150 MiB plan all-gathers each layer's relative positions, eight arrays in XLA), are
+    their own."""
+    stack = [(instr, False)]
+    while stack:
+        i, done = stack.pop()
+        if id(i) in numbering:
+            continue
+        if i.opcode in _UNIQUE_VALUE_OPCODES or not i.operands and i.opcode != "constant" and i.opcode != "iota" \
+                or any(_moved_from(o, i) for o in i.operands):
+            numbering[id(i)] = numbering.setdefault(("id", id(i)), len(numbering))
+            continue
+        if not done:
+            stack.append((i, True))
+            stack.extend((o, False) for o in i.operands if id(o) not in numbering)
+            continue
+        key = (i.opcode, str(i.shape), repr(sorted((k, str(v)) for k, v in i.attrs.items()
+                                                   if k not in ("sharding", "metadata"))),
+               str(i.sharding), str(getattr(i, "literal", None)), tuple(numbering[id(o)] for o in i.operands))
+        numbering[id(i)] = numbering.setdefault(key, len(numbering))
+    return numbering[id(instr)]
+
+
+#: the attribute naming a batched gather's / scatter's index batching dims (``BatchedGatherScatterNormalizer``)
+_INDEX_BATCHING_DIMS = {"gather": "start_indices_batching_dims", "scatter": "scatter_indices_batching_dims"}
+
+
+def normalized_indices(order: Sequence, positions: dict | None = None) -> list:
+    """The index arrays XLA's CPU backend makes for the ``gather`` and ``scatter`` instructions with
+    batching dims (``start_indices_batching_dims`` / ``scatter_indices_batching_dims``: jax's
+    ``take_along_axis`` and its gradient), as ``[(index value, lo, hi, factor)]``: a buffer of ``factor``
+    times the index value's tile (its layout: the same rows, more columns) live over ``[lo, hi)``, up to
+    the gather or scatter that reads it.
+
+    XLA's ``BatchedGatherScatterNormalizer`` rewrites such an instruction into one without batching dims:
+    its indices become the original ``k`` index columns (``k``: the size of ``index_vector_dim``, 1 where
+    it is the rank) with one ``iota`` column per batching dim concatenated, ``(k + nb) / k`` times the
+    index value's elements.  The concatenation is a loop fusion of its own per reader (neither a gather
+    nor a scatter fuses it into itself), which the breadth-first scheduler runs as soon as the index value
+    exists, and the reader reads its buffer: one buffer of ``(k + nb) / k`` tiles from the index value to
+    each reader.  Where the index value is a cheap fusible producer that only these readers and loop
+    fusions read (a ``select`` wrapping negative indices, also read by the bounds check's ``compare``),
+    the concatenations take it in and it has no buffer of its own: the model's buffer of it (kept for a
+    scatter, which fuses nothing) is the last reader's concatenation, which adds ``nb / k`` tiles to it.
+    Read in XLA's buffer assignments: keras-hub DeBERTaV3's train step (new user 22's 150 MiB plan, mesh
+    2x4): eight ``concatenate_bitcast_fusion`` of ``s32[262144,4]`` (4 MiB per device), each the
+    relative-position ``take_along_axis`` indices of ``[16,8,128,128]`` (3 batching dims), live from the
+    forward to the gradient's ``wrapped_scatter``, where the model had the 1 MiB index value; and the hand
+    module of ``tests/test_memory_model.py`` (``BATCHED_INDICES``: the gather's and the scatter's
+    concatenations, 8 MiB each, live at XLA's peak).  ``order``: the program schedule; ``positions``:
+    ``id(instruction)`` -> position (built from ``order`` when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    readers: dict = {}
+    for r in order:
+        key = _INDEX_BATCHING_DIMS.get(_kind(r))
+        if key is None or id(r) not in pos or len(r.operands) < 2:
+            continue
+        nb = len(_attr_ints(r, key))
+        idx = r.operands[1]
+        if nb == 0 or not idx.shape.is_array:
+            continue
+        ivd = (_attr_ints(r, "index_vector_dim") or [idx.shape.rank])[0]
+        k = int(idx.shape.dims[ivd]) if 0 <= ivd < idx.shape.rank else 1
+        src = cse_representative(idx)
+        while _forwards(src) and src.operands:
+            src = cse_representative(src.operands[0])
+        if id(src) in pos and src.parent is r.parent and k > 0:
+            readers.setdefault(id(src), (src, []))[1].append((pos[id(r)], r, k, nb))
+    # index values HloCSE makes one (a called computation's clones per call site: DeBERTa's relative
+    # positions, the same in every layer) share XLA's arrays, which the model's buffers of the clones
+    # already over-count: no array is added for them
+    numbering: dict = {}
+    classes: dict = {}
+    for src, _ in readers.values():
+        classes.setdefault(_value_number(src, numbering), []).append(id(src))
+    shared = {i for members in classes.values() if len(members) > 1 for i in members}
+    out: list = []
+    for src, rs in readers.values():
+        if id(src) in shared:
+            continue
+        ids = {id(r) for _, r, _, _ in rs}
+        users = effective_users(src)
+        absorbed = (not is_fused(src) and _kind(src) in FUSIBLE_PRODUCERS
+                    and (_kind(src) not in EXPENSIVE or len(users) == 1)
+                    and all(id(u) in ids or (u.parent is src.parent and (_kind(u) in FUSING_CONSUMERS
+                                                                         or _kind(u) in CPU_LOOP_CONSUMERS))
+                            for u in users))
+        last = max(t for t, _, _, _ in rs)
+        lo = pos[id(src)]
+        for t, r, k, nb in sorted(rs, key=lambda x: x[0]):
+            extra = nb if (absorbed and t == last) else k + nb
+            factor = extra // k if extra % k == 0 else extra / k
+            out.append((src, lo, t + 1, factor))
+            if absorbed and t == last:
+                absorbed = False   # one reader takes the value's own buffer over
     return out

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..hlo.callgraph import reverse_post_order
 from ..hlo.shape import element_byte_size
-from .liveness import computation_peak_bytes
+from .liveness import computation_peak_bytes, set_fusion_backend
 from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
 
 #: Opcodes that never make a slot of libtpu's HBM temp heap by themselves (:func:`heap_slot_bound`): views,
@@ -71,6 +71,7 @@ def temporaries_fit_vmem(module, device: str | None) -> bool:
     vmem = vmem_bytes(device)
     if vmem <= 0:
         return False
+    set_fusion_backend(module, "tpu")   # the TPU compiler's buffers: no XLA CPU library fusion
 
     def whole(instr) -> int:
         shape = instr.shape
@@ -118,6 +119,7 @@ def written_temporaries_fit_vmem(module, device: str | None) -> bool:
         return False
     limit = WRITTEN_VMEM_SHARE * vmem
     entry = module.entry
+    set_fusion_backend(module, "tpu")   # the TPU compiler's buffers: no XLA CPU library fusion
 
     def tile(instr) -> int:
         if instr.opcode == "parameter" and instr.parent is entry:
@@ -168,9 +170,11 @@ def written_memory_device(device, module):
 
 def tpu_memory_device(name: str, module) -> str:
     """``name`` (a TPU profile's name) as a :class:`TpuMemoryDevice` for ``module``; ``name`` itself when
-    ``module`` is None."""
+    ``module`` is None.  Marks ``module`` as planned for a TPU (:func:`hloshard.cost.liveness.set_fusion_backend`:
+    its cost graph, evaluations and roofline then leave out XLA CPU's library fusions)."""
     if module is None:
         return name
+    set_fusion_backend(module, "tpu")   # planned for a TPU: its memory model has no XLA CPU library fusion
     return TpuMemoryDevice(name, heap_slot_bound(module), temporaries_fit_vmem(module, name))
 
 
