@@ -97,6 +97,8 @@ def test_check_output_path_gives_the_system_reason(tmp_path):
     with pytest.raises(UsageError, match="No such file or directory"):
         check_output_path(str(tmp_path / "missing" / "x.hlo"))
     check_output_path("/dev/null")                          # non-regular targets need only be writable
+    with pytest.raises(UsageError, match="a /proc file"):      # new user 23: solved, then failed to write
+        check_output_path("/proc/version")
 
 
 def test_non_regular_target_is_written_in_place(tmp_path):

@@ -131,6 +131,10 @@ def check_output_path(path: str | None, what: str = "output") -> None:
             raise UsageError(f"{path}: cannot write: No such file or directory", filename=path)
         if not os.access(path, os.W_OK):
             raise UsageError(f"{path}: cannot write: Permission denied", filename=path)
+        if real.startswith("/proc/") and os.path.isfile(real):
+            # a kernel file (/proc/version: new user 23's run solved, then failed to write); the descriptor
+            # paths (/proc/self/fd/N) resolve to what they name, outside /proc
+            raise UsageError(f"{path}: cannot write: a /proc file is not an output file", filename=path)
         return
     directory = os.path.dirname(real) or "."
     try:
