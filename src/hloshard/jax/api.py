@@ -668,13 +668,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1],
+                                  # the plan judged by its written module; kept written when nothing writes after
+                                  write="keep" if budget is None else "restore")
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
         written = False   # the plan is written into module and priced (the budget's candidate kept)
         if budget is None:
             result, guard, first_known = plan(float(time_limit), None)
+            written = bool((guard or {}).get("written"))   # the guard's plan, written and priced by it
         else:
             # the plan a call without the budget writes (its first solve, memory guard and Pareto step: the step
             # may take a cheaper plan, or a lower peak within PARETO_SHARE, either of which a budget that does not

@@ -221,7 +221,8 @@ def _held(result, nearest, graph):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None):
+               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None,
+               write: str | None = None):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
@@ -241,15 +242,29 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  Arguments as
     :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
+    from ..cost.memory import xla_lower_bound
+    from ..units import format_bytes
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
-                           known_plans=known_plans, child=child, propagate=propagate)
+                           known_plans=known_plans, child=child, propagate=propagate, write=write)
+    unwritten = guard.pop("_unwritten", None)   # the plan kept stays written (write="keep")
     left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
+        return result, guard
+    written_peak = guard.get("plan_written_peak_bytes")
+    if guard.get("written") and written_peak is not None and written_peak > guard["baseline_peak_bytes"]:
+        # kept by the band (its written module above the gspmd_from_plan baseline by less than the model's
+        # over-estimate): the step's highest limit, the written peak read at that over-estimate, is at or below
+        # the baseline -- XLA's own propagation of the same entry shardings, which the model cannot tell the plan
+        # from -- so the step would search below it, the guard's own re-solve, which the band leaves out
+        guard["pareto"] = {"applied": False, "tried": [], "note": (
+            f"no Pareto step: the written module's peak read at the model's over-estimate "
+            f"({format_bytes(xla_lower_bound(int(written_peak), getattr(dmesh, 'memory_device', None)))}) is at "
+            f"or below the baseline's ({format_bytes(int(guard['baseline_peak_bytes']))})")}
         return result, guard
     if deterministic:
         budget = left
@@ -260,18 +275,60 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
-    result, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
-                               searched_within=guard.get("failed_limit_bytes"))
+    stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
+                                searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
     if deterministic and info.get("tried"):   # the step's solves spent its work
         guard["work_left"] = 0.0
     if info["applied"]:
-        guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
+        guard["plan_peak_bytes_after_pareto"] = int(stepped.evaluation.peak_memory)
+        if unwritten is not None:   # another plan: the one kept written is taken out again (auto_shard writes it)
+            _unwrite(result, unwritten)
+            stepped.written = None
+            guard["written"] = False
+    return stepped, guard
+
+
+def _written_peak(result, module, dmesh) -> tuple:
+    """``(unwritten, peak)``: ``result``'s plan written into ``module`` with its pins
+    (:func:`hloshard.autoshard.solve.apply_solution`, no budget: ``result.written`` is set) and the written
+    module's predicted peak (bytes per device, :func:`hloshard.autoshard.evaluate_module`, what ``hloshard
+    cost`` says of it); ``unwritten`` (:class:`hloshard.autoshard.solve._Unwritten` with the graph's warnings
+    before) puts the module back (:func:`_unwrite`).  The solver's own figure when the written module could
+    not be priced."""
+    from ..autoshard.solve import _Unwritten, apply_solution
+
+    unwritten = (_Unwritten(module), list(result.graph.warnings))
+    apply_solution(result, module, dmesh, pin_operands=bool(getattr(result.graph, "pin_operands", False)))
+    written = result.written
+    return unwritten, int((written if written is not None else result).evaluation.peak_memory)
+
+
+def _unwrite(result, unwritten) -> None:
+    """``module`` as it was before :func:`_written_peak` wrote ``result``'s plan (its pins dropped), the graph's
+    warnings and ``result.written`` as before."""
+    state, warnings = unwritten
+    state.restore()
+    result.graph.warnings[:] = warnings
+    result.written = None
+
+
+def _kept(result, guard: dict, unwritten, write):
+    """``(result, guard)`` for a plan the guard keeps: with ``write == "keep"`` the plan stays written into the
+    module (``guard["written"]``; :func:`hloshard.jax.auto_shard` does not write it again, and
+    :func:`guard_plan` puts the module back when its Pareto step takes another plan); else the module is
+    put back."""
+    if unwritten is not None:
+        if write == "keep":
+            guard["written"] = True
+            guard["_unwritten"] = unwritten   # (guard_plan's, popped before the report)
+        else:
+            _unwrite(result, unwritten)
     return result, guard
 
 
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-           deadline: float | None = None, known_plans=(), child=None, propagate=None):
+           deadline: float | None = None, known_plans=(), child=None, propagate=None, write: str | None = None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -317,6 +374,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
+    unwritten = None   # with ``write``: the module as it was before the plan was written into it
     # a re-solve takes the first solve's cost graph with the guard's limit (build.with_memory_budget: no
     # build) and solves, keeping the graph's re-pricing reserve (solve_module): less than the solver's minimum
     # beside that reserve left, none is started (its solver would get the minimum whatever its share)
@@ -348,21 +406,30 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         # 7.4 s and left the re-solve 0.7 s, new user 21 finding 3); guard["xla_seconds"]: the later phases move too
         guard["xla_seconds"] = time.monotonic() - t_base
         deadline += guard["xla_seconds"]
-    if plan_peak <= limit:
-        return result, guard
+    # the plan's peak as its written module prices it (``write``): the baseline's model, and the one its margins
+    # were measured on (cost.memory); the solver's graph figure is the bisection's below
+    judged = plan_peak
+    if write is not None:
+        unwritten, judged = _written_peak(result, module, dmesh)
+        guard["plan_written_peak_bytes"] = judged
+    if judged <= limit:
+        return _kept(result, guard, unwritten, write)
     # (not when the plan's entry shardings are all replicated: the baseline is then the replicated plan, the
     # plan itself priced again, and the rule would keep every plan that splits no argument; re-solving under its
     # peak is what split new user 18's encoder-decoder: 3.6 MiB moved at 35.1 MiB by XLA against the replicated
     # plan's 58.6 MiB predicted, helper guard2, round 18)
     if base["plan"] == "gspmd_from_plan" and not base.get("all_replicated") and \
-            xla_lower_bound(plan_peak, device) <= limit:
+            xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
-        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+        what = "its written module peaks" if write is not None else "the plan peaks"
+        guard["note"] = (f"memory guard: {what} at {format_bytes(judged)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted) by less than the "
-                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(plan_peak, device))} "
+                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(judged, device))} "
                          f"by XLA): kept")
-        return result, guard
+        return _kept(result, guard, unwritten, write)
+    if unwritten is not None:   # re-solved: the module back as it was (auto_shard writes the plan returned)
+        _unwrite(result, unwritten)
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
     # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway (or at
     # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
