@@ -239,8 +239,13 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
     below it (``pareto_step``'s ``searched_within``).  Deterministic mode: ``guard["work_left"]`` is the guard's
     work budget its re-solves and the step's solves did not spend (:func:`moves_seconds`, the local moves' share);
-    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  Arguments as
-    :func:`_guard`'s."""
+    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A plan the guard
+    kept by the model's over-estimate (its written module above the baseline, read at the over-estimate not
+    above it: ``write``) gets no step: the step's highest limit, that reading, lies at or below the baseline,
+    where the guard's own rule says the model cannot tell the plan from XLA's propagation of its entry
+    shardings (keras-hub's 4-layer Gemma, round 23: a solve of 4.6 s of CPU asked 143.0 MB of the graph and
+    found 146.0 MB, not taken); a step that takes another plan puts the module back (the kept plan was written).
+    Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
     from ..cost.memory import xla_lower_bound
     from ..units import format_bytes
@@ -362,7 +367,17 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
-    outside the time limit as the baseline's is)."""
+    outside the time limit as the baseline's is).  ``write`` (``"keep"`` or ``"restore"``; None: the solver's
+    graph figure, for a caller with no module to write): the plan is judged by its written module's peak
+    (:func:`_written_peak`, after the baseline, which is priced on the module as it was): the baseline's own
+    model (:func:`baseline_peak` prices a written module) and the one :mod:`hloshard.cost.memory`'s margins
+    were measured on (``guard["plan_written_peak_bytes"]``; ``plan_peak_bytes`` stays the graph's figure, which
+    the bisection's limits and the re-solves' plans are compared in).  Kept, the plan stays written with
+    ``"keep"`` (``guard["written"]``), else the module is put back; re-solved, the module is put back before the
+    first re-solve.  Keras-hub's 4-layer Gemma (deterministic, ``time_limit=10``, round 23): 165.9 MB by the
+    graph, 135.8 MB written, baseline 120.6 MB (XLA: 132.8 MB, baseline 130.7 MB): kept by the band; judged by
+    the graph it was re-solved twice (5.5 s of CPU) into a plan XLA put at 81.8 MB moved / 135.0 MB against
+    the kept plan's 71.3 MB / 132.8 MB."""
     import time
 
     from ..autoshard import solve_module
