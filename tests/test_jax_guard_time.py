@@ -117,10 +117,11 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     assert calls[1][0] == budget_for_model_limit(2_000_000, None) and "the peak of the plan nearest it" in info["note"]
 
 
-def test_the_local_moves_get_what_the_guard_leaves_at_least_their_share(monkeypatch):
+def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(monkeypatch):
     """Deterministic mode: ``guard["work_left"]`` is the guard's budget its re-solves (and a Pareto solve) did
-    not spend, and the post-solve local moves get that, at least ``MOVES_SHARE`` of the call's time_limit
-    (``moves_seconds``; auto_shard turns it into resharding pairs, ``coarse.work_limit``)."""
+    not spend (reported); the post-solve local moves get ``MOVES_SHARE`` of the call's time_limit
+    (``moves_seconds``; auto_shard turns it into resharding pairs, ``coarse.work_limit``), not that: on
+    keras-hub's 4-layer Gemma it let them price 1.25 M pairs for nothing (round 23)."""
     import types
 
     import hloshard.autoshard as autoshard
@@ -129,9 +130,7 @@ def test_the_local_moves_get_what_the_guard_leaves_at_least_their_share(monkeypa
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
 
-    assert guard.moves_seconds(10.0, None) == guard.MOVES_SHARE * 10.0 > 0
-    assert guard.moves_seconds(10.0, {"work_left": 4.0}) == 4.0
-    assert guard.moves_seconds(10.0, {"work_left": 0.0}) == guard.MOVES_SHARE * 10.0
+    assert guard.moves_seconds(10.0) == guard.MOVES_SHARE * 10.0 > 0
 
     def no_plan(module, dmesh, **kw):
         raise SolveFailed("no plan within the limit")
@@ -156,7 +155,7 @@ def test_the_local_moves_get_what_the_guard_leaves_at_least_their_share(monkeypa
     assert info["resolves"] == 3 and info["work_left"] == 0.0 and asked == [0.0]
     # a plan within the baseline: no re-solve, the Pareto step asked nothing, the budget is left to the moves
     _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
-    assert info["work_left"] == 8.0 and guard.moves_seconds(16.0, info) == 8.0
+    assert info["work_left"] == 8.0
     # a Pareto step that solved spent it
     monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
         result, {"applied": False, "tried": [{"limit_bytes": 1}]}))

@@ -411,7 +411,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
     first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
     re-solves with the communication buffers priced inside it), the guard's re-solves the rest; the local
-    moves what the guard leaves, at least :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit``
+    moves :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit`` (not what the guard leaves: round 23)
     (:func:`hloshard.jax.guard.moves_seconds`, counted in resharding pairs as the deterministic build counts
     its work).  It does
     not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
@@ -732,9 +732,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # the replicated plan (it bounds nothing) or without the guard
         held = None if guard is None or (guard.get("pareto") or {}).get("applied") or \
             guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
-        # deterministic mode: within the work the call's budget leaves them (guard.moves_seconds), in resharding
+        # deterministic mode: within their share of the call's work (guard.moves_seconds), in resharding
         # pairs as the deterministic build counts its work (coarse.work_limit)
-        pair_limit = work_limit(moves_seconds(time_limit, guard), dmesh) if deterministic else None
+        pair_limit = work_limit(moves_seconds(time_limit), dmesh) if deterministic else None
         move_stats: dict = {}
         # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
         moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)
