@@ -263,9 +263,9 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
     4-layer Gemma, round 23: 165.9 MB by the graph, 135.8 MB written, XLA 132.8 MB against the baseline's
     120.6 MB predicted and 130.7 MB by XLA; the graph's figure made the guard re-solve twice into a plan XLA
     put at 81.8 MB / 135.0 MB against the kept plan's 71.3 MB / 132.8 MB).  Kept with ``write="keep"``: the
-    module holds the plan as ``apply_solution`` writes it (auto_shard does not write it again) and the Pareto
-    step, whose highest limit would lie below the baseline, is not made; with ``write="restore"`` the
-    module is put back as it was."""
+    module holds the plan as ``apply_solution`` writes it (auto_shard does not write it again), and a Pareto
+    step that takes another plan puts the module back; with ``write="restore"`` the module is put back as it
+    was."""
     import dataclasses
 
     import hloshard.autoshard as autoshard
@@ -288,13 +288,21 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": base,
                                                                    "all_replicated": False})
     monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-solved")))
-    monkeypatch.setattr(solve, "pareto_step", lambda *a, **k: (_ for _ in ()).throw(AssertionError("Pareto step")))
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **k: (result, {"applied": False, "tried": []}))
     out, info = guard.guard_plan(res, module, mesh, "io", 4.0, 0, True, write="keep")
     assert out is res and not info["applied"] and info["written"] and "_unwritten" not in info
     assert info["plan_written_peak_bytes"] == written and info["plan_peak_bytes"] == 4 * written
-    assert "its written module peaks" in info["note"] and "no Pareto step" in info["pareto"]["note"]
+    assert "its written module peaks" in info["note"]
     assert out.written is not None and int(out.written.evaluation.peak_memory) == written
     assert print_module(module) == print_module(ref_module) != before
+
+    # a Pareto step that takes another plan: the module is put back (auto_shard writes the step's plan)
+    module, mesh, res, before = _solved_mlp()
+    res.evaluation = dataclasses.replace(res.evaluation, peak_memory=4 * written)
+    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **k: (
+        dataclasses.replace(result), {"applied": True, "tried": [{"limit_bytes": 1}]}))
+    out, info = guard.guard_plan(res, module, mesh, "io", 4.0, 0, True, write="keep")
+    assert out is not res and not info["written"] and out.written is None and print_module(module) == before
 
     # the same, write="restore": judged alike, the module back as it was
     module, mesh, res, before = _solved_mlp()

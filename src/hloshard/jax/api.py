@@ -461,8 +461,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     the solver's graph figure can be far from it (keras-hub's 4-layer Gemma, round 23: 165.9 MB by the graph,
     135.8 MB written, 132.8 MB by XLA), and judged by it the guard re-solved twice into a plan XLA put at
     81.8 MB moved / 135.0 MB peak instead of 71.3 / 132.8 (``report["memory_guard"]["plan_written_peak_bytes"]``).
-    A plan kept stays written (``["written"]``); a plan kept by the over-estimate's band gets no Pareto step
-    (its highest limit, the written peak read at the over-estimate, is at or below the baseline).
+    A plan kept stays written (``["written"]``; the Pareto step, below, puts the module back when it takes
+    another).
     When the plan found first peaks above the baseline's predicted peak, the search is repeated with that
     peak as an implicit memory limit in the model's own bytes (it enters the solver as the budget
     :func:`hloshard.cost.memory.budget_for_model_limit` of it, so ``model_limit`` is the baseline's peak

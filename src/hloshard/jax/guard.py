@@ -240,16 +240,10 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
     below it (``pareto_step``'s ``searched_within``).  Deterministic mode: ``guard["work_left"]`` is the guard's
     work budget its re-solves and the step's solves did not spend (reported; not given to the local moves);
-    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A plan the guard
-    kept by the model's over-estimate (its written module above the baseline, read at the over-estimate not
-    above it: ``write``) gets no step: the step's highest limit, that reading, lies at or below the baseline,
-    where the guard's own rule says the model cannot tell the plan from XLA's propagation of its entry
-    shardings (keras-hub's 4-layer Gemma, round 23: a solve of 4.6 s of CPU asked 143.0 MB of the graph and
-    found 146.0 MB, not taken); a step that takes another plan puts the module back (the kept plan was written).
+    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A step that
+    takes another plan puts the module back (the plan the guard kept was written, ``write="keep"``).
     Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
-    from ..cost.memory import xla_lower_bound
-    from ..units import format_bytes
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
@@ -260,17 +254,6 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
-        return result, guard
-    written_peak = guard.get("plan_written_peak_bytes")
-    if guard.get("written") and written_peak is not None and written_peak > guard["baseline_peak_bytes"]:
-        # kept by the band (its written module above the gspmd_from_plan baseline by less than the model's
-        # over-estimate): the step's highest limit, the written peak read at that over-estimate, is at or below
-        # the baseline -- XLA's own propagation of the same entry shardings, which the model cannot tell the plan
-        # from -- so the step would search below it, the guard's own re-solve, which the band leaves out
-        guard["pareto"] = {"applied": False, "tried": [], "note": (
-            f"no Pareto step: the written module's peak read at the model's over-estimate "
-            f"({format_bytes(xla_lower_bound(int(written_peak), getattr(dmesh, 'memory_device', None)))}) is at "
-            f"or below the baseline's ({format_bytes(int(guard['baseline_peak_bytes']))})")}
         return result, guard
     if deterministic:
         budget = left
