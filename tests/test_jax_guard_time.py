@@ -156,6 +156,8 @@ def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(mo
     # a plan within the baseline: no re-solve, the Pareto step asked nothing, the budget is left to the moves
     _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
     assert info["work_left"] == 8.0
+    # the Pareto step asked one bisection step's share of the guard's budget, not all it left (round 23)
+    assert asked[-1] == guard.RESOLVE_SHARES[-1] * 8.0 < 8.0
     # a Pareto step that solved spent it
     monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
         result, {"applied": False, "tried": [{"limit_bytes": 1}]}))

@@ -500,8 +500,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
     hloshard's predicted collective bytes promise XLA's) of the plan the guard returns (not of a first plan
     the guard rejected for its peak), or if it is cheaper at no higher predicted peak, and no limit is asked at
-    or below one a guard re-solve has just found nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: what the
-    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
+    or below one a guard re-solve has just found nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: of the
+    guard's work budget one bisection step's share, at most what the re-solves left (deterministic); at most
+    the first solve's own solver seconds and
     ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
     ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one
     was taken.  With a ``memory_budget`` the step is made for the plan found without it (the candidate a
