@@ -411,7 +411,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
     first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
     re-solves with the communication buffers priced inside it), the guard's re-solves the rest; the local
-    moves what the guard leaves, at least :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit``
+    moves :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit`` (not what the guard leaves: round 23)
     (:func:`hloshard.jax.guard.moves_seconds`, counted in resharding pairs as the deterministic build counts
     its work).  It does
     not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
@@ -456,6 +456,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       at a predicted excess of 10% raised XLA's peak, 132.8 -> 136.0 MB, and the bytes, 72.9 -> 79.8 MB,
       BENCHMARKS.md "helper peak, round 11").
 
+    The plan's peak is its written module's, pins included (:func:`hloshard.autoshard.solve.apply_solution`,
+    what ``hloshard cost`` says of it): the baseline's own model, the one the over-estimate was measured on;
+    the solver's graph figure can be far from it (keras-hub's 4-layer Gemma, round 23: 165.9 MB by the graph,
+    135.8 MB written, 132.8 MB by XLA), and judged by it the guard re-solved twice into a plan XLA put at
+    81.8 MB moved / 135.0 MB peak instead of 71.3 / 132.8 (``report["memory_guard"]["plan_written_peak_bytes"]``).
+    A plan kept stays written (``["written"]``; the Pareto step, below, puts the module back when it takes
+    another).
     When the plan found first peaks above the baseline's predicted peak, the search is repeated with that
     peak as an implicit memory limit in the model's own bytes (it enters the solver as the budget
     :func:`hloshard.cost.memory.budget_for_model_limit` of it, so ``model_limit`` is the baseline's peak
@@ -493,8 +500,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
     hloshard's predicted collective bytes promise XLA's) of the plan the guard returns (not of a first plan
     the guard rejected for its peak), or if it is cheaper at no higher predicted peak, and no limit is asked at
-    or below one a guard re-solve has just found nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: what the
-    guard leaves of the work budget (deterministic), at most the first solve's own solver seconds and
+    or below one a guard re-solve has just found nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: of the
+    guard's work budget one bisection step's share, at most what the re-solves left (deterministic); at most
+    the first solve's own solver seconds and
     ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
     ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one
     was taken.  With a ``memory_budget`` the step is made for the plan found without it (the candidate a
@@ -668,13 +676,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1])
+                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1],
+                                  # the plan judged by its written module; kept written when nothing writes after
+                                  write="keep" if budget is None else "restore")
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
         written = False   # the plan is written into module and priced (the budget's candidate kept)
         if budget is None:
             result, guard, first_known = plan(float(time_limit), None)
+            written = bool((guard or {}).get("written"))   # the guard's plan, written and priced by it
         else:
             # the plan a call without the budget writes (its first solve, memory guard and Pareto step: the step
             # may take a cheaper plan, or a lower peak within PARETO_SHARE, either of which a budget that does not
@@ -722,9 +733,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # the replicated plan (it bounds nothing) or without the guard
         held = None if guard is None or (guard.get("pareto") or {}).get("applied") or \
             guard.get("baseline_all_replicated") else guard.get("baseline_peak_bytes")
-        # deterministic mode: within the work the call's budget leaves them (guard.moves_seconds), in resharding
+        # deterministic mode: within their share of the call's work (guard.moves_seconds), in resharding
         # pairs as the deterministic build counts its work (coarse.work_limit)
-        pair_limit = work_limit(moves_seconds(time_limit, guard), dmesh) if deterministic else None
+        pair_limit = work_limit(moves_seconds(time_limit), dmesh) if deterministic else None
         move_stats: dict = {}
         # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
         moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)

@@ -157,22 +157,23 @@ FIRST_SHARE = 0.5
 #: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
 #: and finds the same plan as with a full limit each, BENCHMARKS.md "helper guard, round 12")
 RESOLVE_SHARES = (0.5, 0.25, 0.25)
-#: deterministic mode: the least share of :func:`hloshard.jax.auto_shard`'s ``time_limit`` the post-solve local
+#: deterministic mode: the share of :func:`hloshard.jax.auto_shard`'s ``time_limit`` the post-solve local
 #: moves get (:func:`moves_seconds`): one bisection step's share of the guard's part, as the moves are one more
 #: step improving the plan the guard returns.  Not tuned: with it the moves price at most 312,500 resharding
 #: pairs at ``time_limit=10`` (:func:`hloshard.autoshard.coarse.work_limit`), where they priced 755,512 on
 #: keras-hub's 4-layer Gemma for nothing (3.9 s of its 18.4 CPU-s, round 21) and 297,918 on the 2-layer decoder
-#: of /work/shared/cases for its -2.3% (both measured round 22).
+#: of /work/shared/cases for its -2.3% (both measured round 22); the moves that paid on the models measured
+#: since priced fewer (round 23: BERT 20,561, the Perceiver 39,408), while the guard's unspent budget, given to
+#: them in round 22, let them price 1.25 M on the 4-layer Gemma for nothing once its guard re-solved no more.
 MOVES_SHARE = (1.0 - FIRST_SHARE) * RESOLVE_SHARES[-1]
 
 
-def moves_seconds(time_limit: float, guard: dict | None) -> float:
+def moves_seconds(time_limit: float) -> float:
     """Deterministic mode's work for :func:`hloshard.jax.auto_shard`'s post-solve local moves, in seconds of
     the call's ``time_limit`` (:func:`hloshard.autoshard.coarse.work_limit` turns them into resharding pairs,
-    :func:`hloshard.autoshard.local.improve_written`'s ``pair_limit``): what the guard left of its budget
-    (``guard["work_left"]``: no re-solve or Pareto solve spent it; :func:`guard_plan`), at least
-    :data:`MOVES_SHARE` of ``time_limit``.  ``guard`` None (no memory guard): :data:`MOVES_SHARE` of it."""
-    return max(MOVES_SHARE * float(time_limit), float((guard or {}).get("work_left", 0.0) or 0.0))
+    :func:`hloshard.autoshard.local.improve_written`'s ``pair_limit``): :data:`MOVES_SHARE` of it, whatever
+    the guard left unspent (``guard["work_left"]``, reported; the call then ends earlier)."""
+    return MOVES_SHARE * float(time_limit)
 
 
 def _time_left(deadline) -> float:
@@ -221,11 +222,16 @@ def _held(result, nearest, graph):
 
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None):
+               deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None,
+               write: str | None = None):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
-    step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode the guard's work
-    budget ``time_limit`` less the shares its re-solves took (:data:`RESOLVE_SHARES`); in wall-clock mode
+    step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode one bisection step's
+    share of the guard's work budget ``time_limit`` (:data:`RESOLVE_SHARES`' last, as the local moves get one,
+    :data:`MOVES_SHARE`), at most what its re-solves left (before round 23 all of that: a plan the guard kept
+    without a re-solve gave the step the whole budget, 5.0 s of CPU for nothing on keras-hub's 4-layer Gemma,
+    and held-out keras-hub BERT's step took the same 79.7 MB plan at that share as with the whole budget,
+    20.85 MB / 76.74 MB by XLA, round 23); in wall-clock mode
     what the ``deadline`` leaves less the re-pricing reserve of the first solve's graph
     (``graph.reprice_seconds``, :data:`hloshard.autoshard.solve.REPRICE_SHARE` times its 1-D build, as the
     first solve and the guard's re-solves keep it: the plan is applied and re-priced after the step), at
@@ -237,22 +243,24 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     for its peak, so a guarded plan's step measured its 10% against a plan that was never on offer).  When a
     guard re-solve found no plan within a limit (``guard["failed_limit_bytes"]``), the step asks none at or
     below it (``pareto_step``'s ``searched_within``).  Deterministic mode: ``guard["work_left"]`` is the guard's
-    work budget its re-solves and the step's solves did not spend (:func:`moves_seconds`, the local moves' share);
-    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  Arguments as
-    :func:`_guard`'s."""
+    work budget its re-solves and the step's solves did not spend (reported; not given to the local moves);
+    wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A step that
+    takes another plan puts the module back (the plan the guard kept was written, ``write="keep"``).
+    Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
-                           known_plans=known_plans, child=child, propagate=propagate)
+                           known_plans=known_plans, child=child, propagate=propagate, write=write)
+    unwritten = guard.pop("_unwritten", None)   # the plan kept stays written (write="keep")
     left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
         return result, guard
-    if deterministic:
-        budget = left
+    if deterministic:   # one bisection step's share of the guard's budget, at most what its re-solves left
+        budget = min(left, RESOLVE_SHARES[-1] * float(time_limit))
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
         if deadline is not None:   # (moved by the guard's XLA run, outside the limit)
             deadline = deadline + float(guard.get("xla_seconds", 0.0)) - \
@@ -260,18 +268,60 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
-    result, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
-                               searched_within=guard.get("failed_limit_bytes"))
+    stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
+                                searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
     if deterministic and info.get("tried"):   # the step's solves spent its work
         guard["work_left"] = 0.0
     if info["applied"]:
-        guard["plan_peak_bytes_after_pareto"] = int(result.evaluation.peak_memory)
+        guard["plan_peak_bytes_after_pareto"] = int(stepped.evaluation.peak_memory)
+        if unwritten is not None:   # another plan: the one kept written is taken out again (auto_shard writes it)
+            _unwrite(result, unwritten)
+            stepped.written = None
+            guard["written"] = False
+    return stepped, guard
+
+
+def _written_peak(result, module, dmesh) -> tuple:
+    """``(unwritten, peak)``: ``result``'s plan written into ``module`` with its pins
+    (:func:`hloshard.autoshard.solve.apply_solution`, no budget: ``result.written`` is set) and the written
+    module's predicted peak (bytes per device, :func:`hloshard.autoshard.evaluate_module`, what ``hloshard
+    cost`` says of it); ``unwritten`` (:class:`hloshard.autoshard.solve._Unwritten` with the graph's warnings
+    before) puts the module back (:func:`_unwrite`).  The solver's own figure when the written module could
+    not be priced."""
+    from ..autoshard.solve import _Unwritten, apply_solution
+
+    unwritten = (_Unwritten(module), list(result.graph.warnings))
+    apply_solution(result, module, dmesh, pin_operands=bool(getattr(result.graph, "pin_operands", False)))
+    written = result.written
+    return unwritten, int((written if written is not None else result).evaluation.peak_memory)
+
+
+def _unwrite(result, unwritten) -> None:
+    """``module`` as it was before :func:`_written_peak` wrote ``result``'s plan (its pins dropped), the graph's
+    warnings and ``result.written`` as before."""
+    state, warnings = unwritten
+    state.restore()
+    result.graph.warnings[:] = warnings
+    result.written = None
+
+
+def _kept(result, guard: dict, unwritten, write):
+    """``(result, guard)`` for a plan the guard keeps: with ``write == "keep"`` the plan stays written into the
+    module (``guard["written"]``; :func:`hloshard.jax.auto_shard` does not write it again, and
+    :func:`guard_plan` puts the module back when its Pareto step takes another plan); else the module is
+    put back."""
+    if unwritten is not None:
+        if write == "keep":
+            guard["written"] = True
+            guard["_unwritten"] = unwritten   # (guard_plan's, popped before the report)
+        else:
+            _unwrite(result, unwritten)
     return result, guard
 
 
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
-           deadline: float | None = None, known_plans=(), child=None, propagate=None):
+           deadline: float | None = None, known_plans=(), child=None, propagate=None, write: str | None = None):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -305,7 +355,17 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
-    outside the time limit as the baseline's is)."""
+    outside the time limit as the baseline's is).  ``write`` (``"keep"`` or ``"restore"``; None: the solver's
+    graph figure, for a caller with no module to write): the plan is judged by its written module's peak
+    (:func:`_written_peak`, after the baseline, which is priced on the module as it was): the baseline's own
+    model (:func:`baseline_peak` prices a written module) and the one :mod:`hloshard.cost.memory`'s margins
+    were measured on (``guard["plan_written_peak_bytes"]``; ``plan_peak_bytes`` stays the graph's figure, which
+    the bisection's limits and the re-solves' plans are compared in).  Kept, the plan stays written with
+    ``"keep"`` (``guard["written"]``), else the module is put back; re-solved, the module is put back before the
+    first re-solve.  Keras-hub's 4-layer Gemma (deterministic, ``time_limit=10``, round 23): 165.9 MB by the
+    graph, 135.8 MB written, baseline 120.6 MB (XLA: 132.8 MB, baseline 130.7 MB): kept by the band; judged by
+    the graph it was re-solved twice (5.5 s of CPU) into a plan XLA put at 81.8 MB moved / 135.0 MB against
+    the kept plan's 71.3 MB / 132.8 MB."""
     import time
 
     from ..autoshard import solve_module
@@ -317,6 +377,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
+    unwritten = None   # with ``write``: the module as it was before the plan was written into it
     # a re-solve takes the first solve's cost graph with the guard's limit (build.with_memory_budget: no
     # build) and solves, keeping the graph's re-pricing reserve (solve_module): less than the solver's minimum
     # beside that reserve left, none is started (its solver would get the minimum whatever its share)
@@ -348,21 +409,30 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         # 7.4 s and left the re-solve 0.7 s, new user 21 finding 3); guard["xla_seconds"]: the later phases move too
         guard["xla_seconds"] = time.monotonic() - t_base
         deadline += guard["xla_seconds"]
-    if plan_peak <= limit:
-        return result, guard
+    # the plan's peak as its written module prices it (``write``): the baseline's model, and the one its margins
+    # were measured on (cost.memory); the solver's graph figure is the bisection's below
+    judged = plan_peak
+    if write is not None:
+        unwritten, judged = _written_peak(result, module, dmesh)
+        guard["plan_written_peak_bytes"] = judged
+    if judged <= limit:
+        return _kept(result, guard, unwritten, write)
     # (not when the plan's entry shardings are all replicated: the baseline is then the replicated plan, the
     # plan itself priced again, and the rule would keep every plan that splits no argument; re-solving under its
     # peak is what split new user 18's encoder-decoder: 3.6 MiB moved at 35.1 MiB by XLA against the replicated
     # plan's 58.6 MiB predicted, helper guard2, round 18)
     if base["plan"] == "gspmd_from_plan" and not base.get("all_replicated") and \
-            xla_lower_bound(plan_peak, device) <= limit:
+            xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
-        guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
+        what = "its written module peaks" if write is not None else "the plan peaks"
+        guard["note"] = (f"memory guard: {what} at {format_bytes(judged)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted) by less than the "
-                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(plan_peak, device))} "
+                         f"memory model's measured over-estimate of XLA (at least {format_bytes(xla_lower_bound(judged, device))} "
                          f"by XLA): kept")
-        return result, guard
+        return _kept(result, guard, unwritten, write)
+    if unwritten is not None:   # re-solved: the module back as it was (auto_shard writes the plan returned)
+        _unwrite(result, unwritten)
     # within the baseline's peak; when nothing is found there (the communication buffers are outside the
     # solver's node memory), bisect towards the unguarded plan's peak: at most two more limits, halfway (or at
     # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
