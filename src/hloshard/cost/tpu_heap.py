@@ -186,7 +186,7 @@ def written_memory_device(device, module):
     """The memory device a budget's check of the written ``module`` reads: ``device`` (``mesh.memory_device``)
     itself unless it is a :class:`TpuMemoryDevice` whose module's temporaries do not fit VMEM unsharded
     and the written plan's do (:func:`written_temporaries_fit_vmem`): then the same heap allowance with
-    the data margin dropped (U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
+    the data margin dropped (no VMEM term, U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
     than ``device``'s, so a plan the solver kept within ``model_limit(budget, device)`` is kept here."""
     if not isinstance(device, TpuMemoryDevice) or device.temporaries_fit_vmem or module is None:
         return device
