@@ -134,7 +134,8 @@ def margin_names(device: str | None) -> tuple[str, str]:
     """The names of the two margins :func:`model_limit` / :func:`xla_lower_bound` use for ``device`` (as a
     refusal names them after ``cost.memory.``; a TPU's first also names the heap allowance)."""
     if device is not None and str(device).lower().startswith("tpu"):
-        return ("XLA_TPU_UNDERESTIMATE and the module's allowance for libtpu's heap (cost.tpu_heap.heap_slot_bound)",
+        return ("XLA_TPU_UNDERESTIMATE and the module's allowance for libtpu's heap (cost.tpu_heap.heap_slot_bound) "
+                "and, when its buffers do not fit the VMEM, the VMEM",
                 "XLA_TPU_OVERESTIMATE")
     return "XLA_CPU_UNDERESTIMATE", "XLA_CPU_OVERESTIMATE"
 
