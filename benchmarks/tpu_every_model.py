@@ -22,7 +22,7 @@ never hidden).  Exit 2 on bad input (no such sample / directory), 0 otherwise.
 
 Run with an interpreter that has jax 0.10.2, libtpu 0.0.42.* and hloshard's dependencies::
 
-    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_every_model.py OUTDIR [--samples a,b] [--json out.json]
+    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_every_model.py OUTDIR [--samples a,b] [--device tpu-v5e] [--json out.json]
 """
 
 from __future__ import annotations
@@ -51,12 +51,16 @@ def all_samples() -> list[str]:
                   and (SAMPLES / p.name.replace(".pre.hlo", ".propagated.hlo")).exists())
 
 
-def solve(name: str, out: pathlib.Path, time_limit: float) -> tuple[pathlib.Path, float]:
-    """Run ``hloshard solve`` on the sample's pre module; (the written module's path, wall seconds)."""
+def solve(name: str, out: pathlib.Path, time_limit: float, device: str | None = None) -> tuple[pathlib.Path, float]:
+    """Run ``hloshard solve`` on the sample's pre module (with ``--device device`` when given: its cost
+    and memory model, and the CLI's default budget, the device's HBM); (the written module's path, wall
+    seconds)."""
     dst = out / f"{name}.solved.hlo"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
     cmd = [sys.executable, "-m", "hloshard", "solve", str(SAMPLES / f"{name}.pre.hlo"), "--mesh", "2x4",
            "--deterministic", "--time-limit", str(time_limit), "-o", str(dst)]
+    if device:
+        cmd += ["--device", device]
     t0 = time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -70,6 +74,7 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", default=None, help="comma list (default: all nine)")
     ap.add_argument("--time-limit", type=float, default=10.0, help="solve's --time-limit (a work budget)")
     ap.add_argument("--topology", default="v5e:2x4")
+    ap.add_argument("--device", default=None, help="solve with --device DEVICE (e.g. tpu-v5e; default: none)")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--hlo-out", action="store_true", help="keep each plan's TPU partitioned / final HLO in OUT")
     args = ap.parse_args(argv)
@@ -89,7 +94,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     texts, keys, solve_s = [], [], {}
     for n in names:
-        path, solve_s[n] = solve(n, out, args.time_limit)
+        path, solve_s[n] = solve(n, out, args.time_limit, args.device)
         for plan, p in zip(PLANS, [path, SAMPLES / f"{n}.propagated.hlo", SAMPLES / f"{n}.pre.hlo"]):
             texts.append(p.read_text())
             keys.append((n, plan))

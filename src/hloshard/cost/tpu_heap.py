@@ -18,6 +18,7 @@ data margin dropped when the plan's per-device temporaries fit in half the VMEM,
 from __future__ import annotations
 
 from ..hlo.callgraph import reverse_post_order
+from ..hlo.inline import is_inlinable_call
 from ..hlo.shape import element_byte_size
 from .liveness import computation_peak_bytes, set_fusion_backend
 from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
@@ -31,9 +32,12 @@ HEAP_FREE_OPCODES = frozenset({"constant", "get-tuple-element", "tuple", "bitcas
 
 def heap_slot_bound(module) -> int:
     """An upper bound on the slots of libtpu's HBM temp heap for any plan of ``module`` (a
-    :class:`hloshard.hlo.ir.Module`; a count, plan-independent): the instructions of the computations
-    reached from the entry through control flow (each once, not per trip), less those of
-    :data:`HEAP_FREE_OPCODES` and ``Sharding`` custom-calls.
+    :class:`hloshard.hlo.ir.Module`; a count, plan-independent): the instructions of the program as XLA
+    compiles it after its ``CallInliner`` -- the computations reached from the entry through control flow
+    (each once, not per trip), every inlinable ``call`` (:func:`hloshard.hlo.inline.is_inlinable_call`)
+    replaced by its callee's instructions less the callee's parameters, at each call site -- less those of
+    :data:`HEAP_FREE_OPCODES` and ``Sharding`` custom-calls.  Counted without changing ``module``; on a
+    module whose calls are already inlined (what ``solve`` writes) it is the plain count.
 
     What fills the heap (:mod:`hloshard.cost.tpu_layout`; read from libtpu's buffer assignment of the 18 sample plans,
     round 21): one slot per tuple-valued instruction of the compiled entry computation -- a copy-start of
@@ -43,21 +47,46 @@ def heap_slot_bound(module) -> int:
     on the 17 sample plans whose final HLO was read) plus one per
     partition-offset scalar that found no free entry output.  Which of those libtpu makes depends on its
     fusion, scheduling and memory-space assignment, which hloshard does not replay; the count of the
-    source program's computing instructions bounds them: measured heap / bound 0.09-0.89 on the 18 sample
+    compiled program's computing instructions bounds them: measured heap / bound 0.09-0.89 on the 18 sample
     plans (tuned on; the tightest ``attention_6heads`` solve, 17 slots of 19), and on the 18 held-out
     plans of ``benchmarks/attention_heads.py`` and ``make_transformer.py --layers 2`` (not looked at
     before the rule was fixed: 0.21-0.84), on three plans compiled after the margin was final (6-layer
     transformer, ``../shared/cases/decoder2.py``: 0.12-0.22) and on MaxText's GSPMD plan (165 of 883):
-    BENCHMARKS.md "Round 21, helper tpuheap".  An empirical bound, not a
-    derivation: a module whose compiled program makes more async operations per source instruction than
-    these (e.g. a long collective-permute pipeline per instruction) could exceed it."""
-    count = 0
-    for comp in reverse_post_order(module):
+    BENCHMARKS.md "Round 21, helper tpuheap".  Until round 23 the count was taken on the module as
+    parsed: a ``call`` and its callee's parameters counted although XLA's ``CallInliner`` removes them
+    before anything is partitioned or fused (``scan_mlp_train_step``: 97 slots allowed, 49 after
+    inlining; ``moe_layer`` 24 -> 20), and a callee called from several sites counted once although it is
+    compiled at each; BENCHMARKS.md "Round 23, helper tpupin" re-checks every plan measured since round 20
+    against the inlined count.  An empirical bound, not a derivation: a module whose compiled program
+    makes more async operations per source instruction than these (e.g. a long collective-permute
+    pipeline per instruction) could exceed it."""
+    memo: dict[int, int] = {}
+
+    def inlined(comp, drop_parameters: bool) -> int:
+        key = (id(comp) << 1) | drop_parameters
+        if key in memo:
+            return memo[key]
+        memo[key] = 0   # a call cycle is malformed HLO; count it once rather than recurse forever
+        count = 0
         for instr in comp.instructions:
-            if instr.opcode in HEAP_FREE_OPCODES or instr.is_sharding_constraint:
+            if is_inlinable_call(instr):
+                count += inlined(instr.attrs["to_apply"], True)
+            elif instr.opcode in HEAP_FREE_OPCODES or instr.is_sharding_constraint or \
+                    (drop_parameters and instr.opcode == "parameter"):
                 continue
-            count += 1
-    return count
+            else:
+                count += 1
+        memo[key] = count
+        return count
+
+    comps = reverse_post_order(module)
+    # computations reached only through inlinable calls are counted at their call sites, not on their own
+    other = {id(module.entry)}
+    for comp in comps:
+        for instr in comp.instructions:
+            if instr.opcode in ("while", "conditional") or (instr.opcode == "call" and not is_inlinable_call(instr)):
+                other.update(id(c) for c in instr.called_computations)
+    return sum(inlined(comp, False) for comp in comps if id(comp) in other)
 
 
 def temporaries_fit_vmem(module, device: str | None) -> bool:
@@ -159,7 +188,7 @@ def written_memory_device(device, module):
     """The memory device a budget's check of the written ``module`` reads: ``device`` (``mesh.memory_device``)
     itself unless it is a :class:`TpuMemoryDevice` whose module's temporaries do not fit VMEM unsharded
     and the written plan's do (:func:`written_temporaries_fit_vmem`): then the same heap allowance with
-    the data margin dropped (U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
+    the data margin dropped (no VMEM term, U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
     than ``device``'s, so a plan the solver kept within ``model_limit(budget, device)`` is kept here."""
     if not isinstance(device, TpuMemoryDevice) or device.temporaries_fit_vmem or module is None:
         return device
