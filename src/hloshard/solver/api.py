@@ -168,12 +168,15 @@ MODEL_BUILD_RATE = 2.0e5
 LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
-#: deterministic mode: CPU seconds (this process, its forked children and CP-SAT's threads) one unit of
-#: ``time_limit`` costs on a memory budget's problems at the limits a rescue gets (0.5-8 units), measured
-#: (round 23, BENCHMARKS.md "Round 23, helper budget"): a solve's cost there is mostly what its work budget
-#: does not shorten -- the presolve, the greedy and its local searches (DET_PAIR_SWEEPS sweeps each), the
-#: first three Lagrangian rounds and bound sweeps -- so the ratio is far above 1 and falls as the limit
-#: grows.  :func:`work_for_cpu` turns CPU seconds allotted into a work budget with it.
+#: deterministic mode: CPU seconds (this process and its waited-for children) one unit of ``time_limit``
+#: costs on a memory budget's problem at the limits a rescue gets, measured (round 23, BENCHMARKS.md "Round
+#: 23, helper budget"; ``solve_problem`` on the exported budgeted problems, 2-core machine): CPU / units at 2
+#: units -- keras-hub Falcon 128 MiB 1.96, decoder2 10 MiB 2.62, transformer_train_step 20 MiB 0.49 (it ends
+#: early, infeasible): the median, 2.0.  The cost is not proportional: CPU ~ F + s x units, with F (the
+#: presolve, the greedy and its local searches of DET_PAIR_SWEEPS sweeps, the first three Lagrangian rounds,
+#: which the work budget does not shorten) 3.4 / 5.2 / 14 CPU-s on Falcon / decoder2 / DiT (held out: 13.4-14.4
+#: CPU-s at 0.5-4 units) and s 0.4-1.3 CPU-s per unit beyond it; round 22's 4.8-unit rescue on Falcon took
+#: 30.5 CPU-s.  :func:`work_for_cpu` turns CPU seconds allotted into a work budget with it.
 DET_CPU_PER_UNIT = 2.0
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 #: most edge-matrix entries (plus strategies) of one LNS neighbourhood's model: a breadth-first ball of
