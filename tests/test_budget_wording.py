@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from hloshard.cost.memory import XLA_TPU_HEADER_SLOTS, model_limit
+from hloshard.autoshard.solve import solve_module
+from hloshard.cost.memory import XLA_TPU_HEADER_SLOTS, budget_for_model_limit, model_limit
 from hloshard.cost.tpu_heap import TpuMemoryDevice
+from hloshard.errors import SolveFailed
+from hloshard.hlo.parser import parse_file
+from hloshard.mesh import DeviceMesh
 from hloshard.summary import memory_line
 from hloshard.units import format_bytes
 from tests.conftest import ROOT, require_jax
@@ -75,3 +81,22 @@ def test_auto_shard_with_a_device_names_no_cli_flag():
     budget, limit = out["budget"], out["limit"]
     assert budget == 16 * GIB and limit is not None and limit < budget   # the device's HBM, less the heap
     assert f"the budget less {format_bytes(budget - limit)}: libtpu's heap allowance" in summary, summary
+
+
+def test_a_budget_that_fails_names_the_budget_its_nearest_plan_needs():
+    """New user 21's DiT at 120 MiB: "the plans found need 114.4 MiB ... above the model's limit (108.1 MiB)"
+    left the user to work out which budget would take that plan (127.0 MiB, the margin being the largest
+    under-estimate measured on any model).  The refusal says it: the least budget whose model limit keeps the
+    nearest plan (``cost.memory.budget_for_model_limit``), and no less."""
+    sample = Path(__file__).resolve().parents[1] / "samples" / "transformer_train_step.pre.hlo"
+    module = parse_file(str(sample))
+    mesh = DeviceMesh.for_module(module, "2x4")
+    with pytest.raises(SolveFailed) as info:   # 20 MiB: its plans need ~21 MiB with their buffers (18.0 allowed)
+        solve_module(module, mesh, memory_budget=20 << 20, time_limit=4.0, deterministic=True, apply=False)
+    msg = str(info.value)
+    need = int(re.search(r"the plans found need ([\d,]+) bytes", msg).group(1).replace(",", ""))
+    accepted = re.search(r"nearest plan found is accepted from a budget of ([\d.]+ [KMG]iB)", msg)
+    assert accepted, msg
+    budget = budget_for_model_limit(need)
+    assert accepted.group(1) == format_bytes(budget) and budget > 20 << 20
+    assert model_limit(budget) >= need > model_limit(budget - 1)   # the least such budget
