@@ -512,8 +512,7 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
                   f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
                   f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist; the "
-                  f"nearest plan found is accepted from a budget of {format_bytes(_accepting(graph, ev.peak_memory))} "
-                  f"(its XLA peak may be lower: the margin is the largest under-estimate measured on any model)",
+                  f"nearest plan found is accepted from a budget of {format_bytes(_accepting(graph, ev.peak_memory))}",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
@@ -525,7 +524,7 @@ def _accepting(graph: Graph, peak: int) -> int:
     """The least memory budget (bytes per device) whose model limit keeps a plan that peaks at ``peak``
     (:func:`hloshard.cost.memory.budget_for_model_limit` on the graph's memory device): what a SolveFailed
     names, so that the user can tell the budget they would need (new user 21's DiT at 120 MiB: its nearest
-    plan, 114.4 MiB predicted, is accepted from 127.0 MiB)."""
+    plan, 114.4 MiB predicted, is accepted from 127.0 MiB; XLA CPU peaks at 134.0 MiB on a 114.3 MiB one)."""
     return budget_for_model_limit(int(peak), getattr(graph, "memory_device", None))
 
 
