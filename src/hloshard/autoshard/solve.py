@@ -60,9 +60,11 @@ HELD_PLANS = 32
 def rescue_work(seconds: float) -> float:
     """The work budget (deterministic ``time_limit``) of a rescue allotted ``seconds`` of the solver's time
     (wall-clock mode: ``(1 - FIRST_SOLVE_SHARE)`` of its limit): :func:`hloshard.solver.api.work_for_cpu`
-    of at least two of the solver's minimum, and at least :data:`MIN_SOLVE_SECONDS` units.  The rescue then
-    costs about the seconds allotted in CPU (more in wall seconds on a loaded machine), and its answer does
-    not depend on the load."""
+    of at least two of the solver's minimum, and at least :data:`MIN_SOLVE_SECONDS` units.  Its answer does
+    not depend on the load; its CPU is about the seconds allotted where the solve's fixed part is small
+    (Falcon's 128 MiB problem, 4.8 s allotted: 2.4 units, 3.4 CPU-s) and that fixed part where it is not (DiT:
+    13-14 CPU-s at any budget of 0.5-4.8 units; :data:`hloshard.solver.api.DET_CPU_PER_UNIT`), more in wall
+    seconds on a loaded machine."""
     return work_for_cpu(max(2 * MIN_SOLVE_SECONDS, float(seconds)), MIN_SOLVE_SECONDS)
 
 

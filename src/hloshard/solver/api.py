@@ -174,8 +174,8 @@ DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds p
 #: units -- keras-hub Falcon 128 MiB 1.96, decoder2 10 MiB 2.62, transformer_train_step 20 MiB 0.49 (it ends
 #: early, infeasible): the median, 2.0.  The cost is not proportional: CPU ~ F + s x units, with F (the
 #: presolve, the greedy and its local searches of DET_PAIR_SWEEPS sweeps, the first three Lagrangian rounds,
-#: which the work budget does not shorten) 3.4 / 5.2 / 14 CPU-s on Falcon / decoder2 / DiT (held out: 13.4-14.4
-#: CPU-s at 0.5-4 units) and s 0.4-1.3 CPU-s per unit beyond it; round 22's 4.8-unit rescue on Falcon took
+#: which the work budget does not shorten) 3.4 / 5.2 / 14 CPU-s on Falcon / decoder2 / DiT (held out: 13.1-14.4
+#: CPU-s at 0.5-4.8 units) and s 0.4-1.3 CPU-s per unit beyond it; round 22's 4.8-unit rescue on Falcon took
 #: 30.5 CPU-s.  :func:`work_for_cpu` turns CPU seconds allotted into a work budget with it.
 DET_CPU_PER_UNIT = 2.0
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
