@@ -102,7 +102,9 @@ def test_without_a_held_plan_a_starved_resolve_is_rescued_on_a_work_budget(solve
                                      hint=free, deadline=time.monotonic() + 30.0)
     except SolveFailed:
         out = None
-    rescue = max(2 * solve_mod.MIN_SOLVE_SECONDS, (1 - solve_mod.FIRST_SOLVE_SHARE) * 1.0)
+    # the rescue's work budget: its share of the solver's seconds at the measured CPU cost of a unit of work
+    rescue = solve_mod.rescue_work((1 - solve_mod.FIRST_SOLVE_SHARE) * 1.0)
+    assert solve_mod.MIN_SOLVE_SECONDS <= rescue < 2 * solve_mod.MIN_SOLVE_SECONDS   # fewer units than seconds
     # the first solve found nothing on the clock; a rescue on a work budget followed (before round 22: none, the
     # call raised at once) and no more than RESCUE_ROUNDS of them
     assert calls[0][0] is False

@@ -12,7 +12,7 @@ from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_table, report_console
 from .units import format_bytes
 
-__all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line",
+__all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line", "margin_words",
            "time_line", "step_time_line", "links_text", "user_warning"]
 
 
@@ -77,11 +77,27 @@ def memory_line(report: dict) -> str:
         line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
         limit = report.get("memory_model_limit")
         if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
-            line += (f"; the plan was held to {format_bytes(limit)} predicted (the budget less the memory "
-                     f"model's largest measured under-estimate of XLA) and uses {peak / limit:.0%} of that")
+            line += (f"; the plan was held to {format_bytes(limit)} predicted ({margin_words(report, budget, limit)}) "
+                     f"and uses {peak / limit:.0%} of that")
     else:
         line += "; no budget"
     return line
+
+
+def margin_words(report: dict, budget: int, limit: int) -> str:
+    """Why a plan is held to ``limit`` (bytes per device, the model's own figure) under ``budget``: the
+    margin :func:`hloshard.cost.memory.model_limit` took off, in bytes when the two print alike (a TPU whose
+    temporaries fit in VMEM keeps only libtpu's heap allowance, e.g. 16.0 GiB and 16.0 GiB less 0.1 MiB),
+    named after the compiler the margin was measured on (the report's device, ``step_time.device``)."""
+    device = (report.get("step_time") or {}).get("device")
+    if device is not None and str(device).lower().startswith("tpu"):
+        what = ("libtpu's heap allowance and, when the temporaries do not fit in VMEM, the memory model's largest "
+                "measured under-estimate of the TPU compiler")
+    else:
+        what = "the memory model's largest measured under-estimate of XLA"
+    if format_bytes(budget) == format_bytes(limit):   # print the margin itself: the two figures read alike
+        return f"the budget less {format_bytes(budget - limit)}: {what}"
+    return f"the budget less {what}"
 
 
 def links_text(timing: dict) -> str:

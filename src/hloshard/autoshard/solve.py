@@ -20,8 +20,9 @@ from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed
 from .search import solve_graph
 from .start import budget_start, fits
-from ..cost.memory import model_limit
+from ..cost.memory import budget_for_model_limit, model_limit
 from ..cost.tpu_heap import written_memory_device
+from ..solver.api import work_for_cpu
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
 #: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
@@ -49,11 +50,22 @@ FIT_ROUNDS = 8
 #: half of the budget left, the last what is left), so ``time_limit`` bounds the work of every solve.
 DETERMINISTIC_FIT_ROUNDS = 3
 #: wall-clock mode: re-solves of :func:`_fit_buffers` that run on a work budget after the clock has ended
-#: while no plan keeps the budget's limit (each ``rescue`` work units; the call ends late by them)
+#: while no plan keeps the budget's limit (each :func:`rescue_work` units; the call ends late by them)
 RESCUE_ROUNDS = 2
 #: The most plans :func:`held` keeps per graph (each one strategy index per node): a bound on memory and on
 #: the pricing a budget's fallback makes (:func:`_known_within`), not a tuned figure.
 HELD_PLANS = 32
+
+
+def rescue_work(seconds: float) -> float:
+    """The work budget (deterministic ``time_limit``) of a rescue allotted ``seconds`` of the solver's time
+    (wall-clock mode: ``(1 - FIRST_SOLVE_SHARE)`` of its limit): :func:`hloshard.solver.api.work_for_cpu`
+    of at least two of the solver's minimum, and at least :data:`MIN_SOLVE_SECONDS` units.  Its answer does
+    not depend on the load; its CPU is about the seconds allotted where the solve's fixed part is small
+    (Falcon's 128 MiB problem, 4.8 s allotted: 2.4 units, 3.4 CPU-s) and that fixed part where it is not (DiT:
+    13-14 CPU-s at any budget of 0.5-4.8 units; :data:`hloshard.solver.api.DET_CPU_PER_UNIT`), more in wall
+    seconds on a loaded machine."""
+    return work_for_cpu(max(2 * MIN_SOLVE_SECONDS, float(seconds)), MIN_SOLVE_SECONDS)
 
 
 def held(graph: Graph) -> list:
@@ -320,7 +332,9 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if memory_budget is not None:
         # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
-    rescue = max(2 * MIN_SOLVE_SECONDS, (1.0 - FIRST_SOLVE_SHARE) * time_limit)
+    # a rescue's work budget: the solver's seconds it is allotted, at the measured CPU cost of a unit of work
+    # (solver.api.work_for_cpu; round 22's 4.8 units cost 30.5 CPU-s on Falcon's problem)
+    rescue = rescue_work((1.0 - FIRST_SOLVE_SHARE) * time_limit)
     rescues_before = len(getattr(graph, "rescues", None) or [])
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
@@ -499,12 +513,21 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
                   f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
-                  f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist",
+                  f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist; the "
+                  f"nearest plan found is accepted from a budget of {format_bytes(_accepting(graph, ev.peak_memory))}",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
     err.closest = (list(choice), ev)
     raise err
+
+
+def _accepting(graph: Graph, peak: int) -> int:
+    """The least memory budget (bytes per device) whose model limit keeps a plan that peaks at ``peak``
+    (:func:`hloshard.cost.memory.budget_for_model_limit` on the graph's memory device): what a SolveFailed
+    names, so that the user can tell the budget they would need (new user 21's DiT at 120 MiB: its nearest
+    plan, 114.4 MiB predicted, is accepted from 127.0 MiB; XLA CPU peaks at 134.0 MiB on a 114.3 MiB one)."""
+    return budget_for_model_limit(int(peak), getattr(graph, "memory_device", None))
 
 
 def _known_within(graph: Graph, limit: int, exclude=None):

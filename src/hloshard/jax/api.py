@@ -627,6 +627,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                     device, budget)
             except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
                 raise ValueError(str(exc)) from None
+            dmesh.source = "given"   # the caller's jax Mesh, not the CLI's --mesh (DeviceMesh.describe)
         # jax.jit's arguments and results take even splits only (IndivisibleError otherwise): mesh.divisible_io
         dmesh.divisible_io = True
         # refined for the module as the CLI's mesh (reshapes carry a split onto sub-axes), the entry's values

@@ -168,6 +168,16 @@ MODEL_BUILD_RATE = 2.0e5
 LAGRANGE_STALL = 0.1
 MERGE_SHARE = 0.1    # share of the limit for merging the portfolio's two searches (CP-SAT)
 DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds per second of limit
+#: deterministic mode: CPU seconds (this process and its waited-for children) one unit of ``time_limit``
+#: costs on a memory budget's problem at the limits a rescue gets, measured (round 23, BENCHMARKS.md "Round
+#: 23, helper budget"; ``solve_problem`` on the exported budgeted problems, 2-core machine): CPU / units at 2
+#: units -- keras-hub Falcon 128 MiB 1.96, decoder2 10 MiB 2.62, transformer_train_step 20 MiB 0.49 (it ends
+#: early, infeasible): the median, 2.0.  The cost is not proportional: CPU ~ F + s x units, with F (the
+#: presolve, the greedy and its local searches of DET_PAIR_SWEEPS sweeps, the first three Lagrangian rounds,
+#: which the work budget does not shorten) 3.4 / 5.2 / 14 CPU-s on Falcon / decoder2 / DiT (held out: 13.1-14.4
+#: CPU-s at 0.5-4.8 units) and s 0.4-1.3 CPU-s per unit beyond it; round 22's 4.8-unit rescue on Falcon took
+#: 30.5 CPU-s.  :func:`work_for_cpu` turns CPU seconds allotted into a work budget with it.
+DET_CPU_PER_UNIT = 2.0
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 #: most edge-matrix entries (plus strategies) of one LNS neighbourhood's model: a breadth-first ball of
 #: 51 nodes of decoder2 at 2x2x2 (~150 strategies per node) made a model that took 10.6 s to build and
@@ -527,6 +537,15 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
+
+
+def work_for_cpu(cpu_seconds: float, least: float = 0.0) -> float:
+    """The deterministic ``time_limit`` (work units) whose solve is modelled to cost about ``cpu_seconds``
+    of CPU on a memory budget's problem: ``cpu_seconds / DET_CPU_PER_UNIT`` (:data:`DET_CPU_PER_UNIT`,
+    measured), at least ``least``.  What a wall-clock caller that needs a load-independent solve (the
+    memory budget's rescues, :func:`hloshard.autoshard.solve._fit_buffers`) gives it for the seconds it
+    allots; the answer depends on that figure only, never on the machine's load."""
+    return max(float(least), float(cpu_seconds) / DET_CPU_PER_UNIT)
 
 
 def _det_fits(fixed_s: float, budget: float) -> bool:

@@ -1,0 +1,102 @@
+"""What a budget's summary says in the Python API (new user 22, finding 7a): ``auto_shard(device="tpu-v5e")``
+said "mesh 2x4 ... from --mesh" (the CLI's flag, which the caller never passed) and "the plan was held to
+16.0 GiB predicted (the budget less the memory model's ... under-estimate of XLA)" under a 16.0 GiB budget:
+the margin taken off (libtpu's heap allowance) did not show at that precision, and it was named after the
+CPU compiler's margin.  The memory line now prints the margin itself when the two figures read alike and
+names the TPU's; the mesh line names no CLI flag."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hloshard.autoshard.solve import solve_module
+from hloshard.cost.memory import XLA_TPU_HEADER_SLOTS, budget_for_model_limit, model_limit
+from hloshard.cost.tpu_heap import TpuMemoryDevice
+from hloshard.errors import SolveFailed
+from hloshard.hlo.parser import parse_file
+from hloshard.mesh import DeviceMesh
+from hloshard.summary import memory_line
+from hloshard.units import format_bytes
+from tests.conftest import ROOT, require_jax
+
+GIB = 1 << 30
+
+
+def test_a_tpu_margin_that_prints_like_the_budget_is_stated_in_bytes():
+    budget = 16 * GIB
+    # a module whose temporaries fit in VMEM (as the new user's small step): only the heap allowance is taken off
+    limit = model_limit(budget, TpuMemoryDevice("tpu-v5e", XLA_TPU_HEADER_SLOTS, True))
+    assert 0 < budget - limit < GIB // 100 and format_bytes(limit) == format_bytes(budget)
+    report = {"peak_memory_per_device": 3 * GIB, "peak_memory_at": "dot.1", "memory_budget": budget,
+              "memory_model_limit": limit, "step_time": {"device": "tpu-v5e"}}
+    line = memory_line(report)
+    assert f"held to {format_bytes(limit)} predicted (the budget less {format_bytes(budget - limit)}: " in line
+    assert "libtpu's heap allowance" in line and "under-estimate of XLA" not in line
+
+
+def test_a_cpu_margin_keeps_its_words():
+    budget = 4 << 20
+    limit = model_limit(budget)   # 1.11: 3.6 MiB, reads unlike 4.0 MiB
+    line = memory_line({"peak_memory_per_device": 3 << 20, "memory_budget": budget, "memory_model_limit": limit})
+    assert (f"held to {format_bytes(limit)} predicted (the budget less the memory model's largest measured "
+            "under-estimate of XLA)") in line
+
+
+SCRIPT = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh
+from hloshard.jax import auto_shard
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+
+def f(w, x):
+    return jnp.tanh(x @ w)
+
+plan = auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32),
+                  mesh=mesh, device="tpu-v5e", time_limit=5, deterministic=True, with_constraints=False)
+print("RESULT", json.dumps({"summary": plan.summary(), "budget": plan.report.get("memory_budget"),
+                            "limit": plan.report.get("memory_model_limit")}))
+'''
+
+
+@pytest.mark.oracle
+def test_auto_shard_with_a_device_names_no_cli_flag():
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))[len("RESULT"):])
+    summary = out["summary"]
+    assert "--mesh" not in summary, summary
+    assert "2x4 (data=2, model=4)" in summary, summary
+    budget, limit = out["budget"], out["limit"]
+    assert budget == 16 * GIB and limit is not None and limit < budget   # the device's HBM, less the heap
+    assert f"the budget less {format_bytes(budget - limit)}: libtpu's heap allowance" in summary, summary
+
+
+def test_a_budget_that_fails_names_the_budget_its_nearest_plan_needs():
+    """New user 21's DiT at 120 MiB: "the plans found need 114.4 MiB ... above the model's limit (108.1 MiB)"
+    left the user to work out which budget would take that plan (127.0 MiB, the margin being the largest
+    under-estimate measured on any model).  The refusal says it: the least budget whose model limit keeps the
+    nearest plan (``cost.memory.budget_for_model_limit``), and no less."""
+    sample = Path(__file__).resolve().parents[1] / "samples" / "transformer_train_step.pre.hlo"
+    module = parse_file(str(sample))
+    mesh = DeviceMesh.for_module(module, "2x4")
+    with pytest.raises(SolveFailed) as info:   # 20 MiB: its plans need ~21 MiB with their buffers (18.0 allowed)
+        solve_module(module, mesh, memory_budget=20 << 20, time_limit=4.0, deterministic=True, apply=False)
+    msg = str(info.value)
+    need = int(re.search(r"the plans found need ([\d,]+) bytes", msg).group(1).replace(",", ""))
+    accepted = re.search(r"nearest plan found is accepted from a budget of ([\d.]+ [KMG]iB)", msg)
+    assert accepted, msg
+    budget = budget_for_model_limit(need)
+    assert accepted.group(1) == format_bytes(budget) and budget > 20 << 20
+    assert model_limit(budget) >= need > model_limit(budget - 1)   # the least such budget
