@@ -2,15 +2,10 @@
 
 The op follows one operand (XLA's "following"): strategy ``p`` has the followed operand's layout
 ``p`` as output and requires it of every operand of the same shape; scalar operands (clamp bounds,
-select predicate of rank 0) are required replicated.  The followed operand (:func:`choose_followee`):
-an operand computed from other values before one that every device makes locally in any layout
-(:data:`LOCAL_ANY_LAYOUT`: a broadcast, iota or constant), then the one whose node has the most
-strategies, then the one produced last (closest in the schedule, like XLA's depth priority); a node
-pinned to one layout is followed only when every operand is.  The first key keeps the choice the same
-on a mesh and its coarse mesh where the counts alone flip (a broadcast and a computed value tie on the
-coarse mesh and differ on the fine one), so a coarse plan (whose layouts are layouts of the finer mesh)
-is a plan of the finer space too (:mod:`hloshard.autoshard.coarse`).  When no operand offers more than
-one layout the op enumerates its own layouts instead.
+select predicate of rank 0) are required replicated.  The followed operand is the one whose node
+has the most strategies (a node pinned to one layout is followed only when every operand is);
+ties go to the operand produced last (closest in the schedule, like XLA's depth priority).
+When no operand offers more than one layout the op enumerates its own layouts instead.
 Compute: one flop per output element on each device.
 """
 
@@ -46,27 +41,8 @@ ELEMENTWISE = UNARY + BINARY + TERNARY
 register_same_layout_computes(*(op for op in BINARY + TERNARY if op != "map"))
 
 
-#: opcodes whose result every device makes locally in whatever layout is asked (XLA's SPMD partitioner
-#: partitions them without communication): a follower follows one of them only when no computed operand
-#: of its shape offers a choice (module docstring)
-LOCAL_ANY_LAYOUT = frozenset(("broadcast", "iota", "constant"))
-
-
 def choose_followee(instr, ctx, candidates=None):
-    """Index (into ``instr.operands``, among ``candidates``: operand indices, default all) of the operand
-    to follow, or None when no operand of the output's dims offers more than one layout.
-
-    Of the operands of the output's dims whose node has more than one strategy: one not in
-    :data:`LOCAL_ANY_LAYOUT` before one that is, then the most strategies, then the latest built
-    (``seq``).  The most strategies alone (rounds up to 22) made the choice depend on the mesh:
-    decoder2's ``lt.5 = compare(Arg_1.3, lt.4)`` (``lt.4`` a broadcast of a constant, ``Arg_1.3`` a
-    called computation's parameter, a reshape's value) followed the parameter at 2x2x2 (45 strategies
-    against 37) and the broadcast at 8 (11 = 11, the later one), so the 1-D plan was not in the 2x2x2
-    space (7 nodes completed greedily, the fine solve ended 2.63 above it; issue 26).  Among computed
-    operands the counts still decide (following the richer one is worth it: decoder2's 1-D plan of a
-    deterministic 30 s solve was 2.4% dearer when the latest operand was followed instead); measured, their order
-    does not flip between the meshes 8, 2x4, 4x2 and 2x2x2 on the samples and decoder2
-    (``tests/test_follow_coarse.py``)."""
+    """Index of the operand to follow, or None when none offers more than one layout."""
     best = None
     best_key = None
     idx = candidates if candidates is not None else range(len(instr.operands))
@@ -75,11 +51,14 @@ def choose_followee(instr, ctx, candidates=None):
         if not is_array(op.shape) or tuple(op.shape.dims) != tuple(instr.shape.dims):
             continue
         r = ctx.resolve(op, 0)
-        if not isinstance(r, tuple) or len(r[0].strategies) <= 1:
+        if not isinstance(r, tuple):
             continue
-        key = (op.opcode not in LOCAL_ANY_LAYOUT, len(r[0].strategies), r[0].seq)
+        n = len(r[0].strategies)
+        key = (n, r[0].seq)
         if best_key is None or key > best_key:
             best, best_key = i, key
+    if best is None or best_key[0] <= 1:
+        return None
     return best
 
 
