@@ -184,6 +184,29 @@ from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from .memory import bytes_per_device
 
+#: answers of :func:`is_fused` and :func:`effective_users` while a :func:`_memoizing` call runs (None outside)
+_MEMO: dict | None = None
+
+
+def _memoizing(fn):
+    """Decorator: while ``fn`` runs, :func:`is_fused` and :func:`effective_users` remember their answer per
+    instruction (the shardings, users and backend they read do not change inside one schedule or one
+    interval computation); nested calls share the outermost memo, and outside every call computes afresh.
+    On the Llama 3.1 8B corpus module they were a third of ``solve``'s time, recomputed per reader."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        global _MEMO
+        outer = _MEMO is None
+        if outer:
+            _MEMO = {}
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if outer:
+                _MEMO = None
+    return run
+
+
 #: opcodes whose result forwards (a part of) an operand's buffer: they allocate nothing
 ALIASING_OPCODES = frozenset({"get-tuple-element", "tuple", "bitcast"})
 
@@ -323,6 +346,7 @@ def called_in_order(instr) -> list:
     return []
 
 
+@_memoizing
 def program_schedule(module, breadth_first: bool = True) -> list:
     """Entry order with called computations placed after their caller (see the module docstring).
     A computation reached from several call sites is placed at its first one only (flatten the call
@@ -606,6 +630,16 @@ def reshard_readers(consumer) -> list:
 def effective_users(instr) -> list:
     """The users of ``instr``, each forwarding user replaced by its own users (recursively); with the
     users of the instructions ``HloCSE`` merges into it (:func:`cse_representative`)."""
+    memo = _MEMO
+    if memo is not None:
+        hit = memo.get(("users", id(instr)))
+        if hit is None:
+            hit = memo[("users", id(instr))] = tuple(_effective_users(instr))
+        return list(hit)
+    return _effective_users(instr)
+
+
+def _effective_users(instr) -> list:
     out: list = []
     seen: set = set()
     stack = _cse_users(instr)
@@ -626,6 +660,16 @@ def is_fused(instr) -> bool:
     a forwarding copy or reshape, or a fusible producer whose consumers (through forwarding users) all
     fuse it (and that is not a root); an instruction ``HloCSE`` merges into another (its readers read
     the one kept, :func:`cse_representative`)."""
+    memo = _MEMO
+    if memo is not None:
+        hit = memo.get(("fused", id(instr)))
+        if hit is None:
+            hit = memo[("fused", id(instr))] = _is_fused(instr)
+        return hit
+    return _is_fused(instr)
+
+
+def _is_fused(instr) -> bool:
     op = _kind(instr)
     if op == "constant" or _forwards(instr) or cse_representative(instr) is not instr:
         return True
@@ -1326,9 +1370,15 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     destination (:func:`copied_destination`) (the caller prices the copies: :func:`relayout_intervals`,
     :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
     gets an interval."""
-    pos = {id(i): t for t, i in enumerate(order)}
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
         forget_shardings(comp)
+    return _buffer_intervals(order, own, values, parameters, outputs, donated, gather_copies)
+
+
+@_memoizing
+def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_copies) -> dict:
+    """:func:`buffer_intervals` once the computations' sharding caches are dropped."""
+    pos = {id(i): t for t, i in enumerate(order)}
     fused = {id(i) for i in order if is_fused(i)}
 
     def defined(i):
