@@ -123,17 +123,33 @@ def test_tight_memory_budget_forces_sharding_of_a_large_parameter():
 
 
 def test_infeasible_budget_names_the_liveness_point():
+    # 150 KiB: above the parameters' floor (1,064,960 bytes over 8 devices: 133,120), below what the liveness
+    # point needs (x and d replicated, 16 KiB each, w at best 128 KiB, against the model's limit 150 KiB / 1.11)
     with pytest.raises(SolveFailed) as exc:
-        _solve(BUDGET, DeviceMesh.parse("2x4"), memory_budget=1024)
+        _solve(BUDGET, DeviceMesh.parse("2x4"), memory_budget=150 * 1024)
     msg = str(exc.value)
     assert "liveness point" in msg and "w (" in msg
+
+
+def test_budget_below_the_parameters_refused_before_any_build(monkeypatch):
+    import hloshard.autoshard.solve as solve_mod
+
+    def no_build(*a, **k):
+        raise AssertionError("a cost graph was built for a budget the parameters alone exceed")
+
+    for name in ("build_graph", "coarse_first", "deterministic_first"):
+        monkeypatch.setattr(solve_mod, name, no_build)
+    with pytest.raises(SolveFailed) as exc:
+        _solve(BUDGET, DeviceMesh.parse("2x4"), memory_budget=133119)
+    assert exc.value.status == "infeasible"
+    assert "needs at least 133,120 bytes" in str(exc.value) and "entry parameters alone" in str(exc.value)
 
 
 def test_cli_infeasible_budget_exits_3_and_writes_nothing(tmp_path):
     src = tmp_path / "m.hlo"
     src.write_text(BUDGET)
     out = tmp_path / "out.hlo"
-    r = CliRunner().invoke(main, ["solve", str(src), "--mesh", "2x4", "--memory-budget", "1KiB", "-o", str(out),
+    r = CliRunner().invoke(main, ["solve", str(src), "--mesh", "2x4", "--memory-budget", "150KiB", "-o", str(out),
                                   "--quiet"])
     assert r.exit_code == 3, r.output
     assert "liveness point" in r.output

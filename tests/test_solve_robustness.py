@@ -227,13 +227,14 @@ def test_report_written_when_budget_is_infeasible(tmp_path):
     import json
 
     rep = tmp_path / "rep.json"
-    r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--memory-budget", "1KiB",
+    # 600 KiB: above the parameters' floor (408.6 KiB per device), below the liveness point's 1.3 MiB
+    r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--memory-budget", "600KiB",
                     "--report", str(rep))
     assert r.exit_code == 3, r.output
     assert not out.exists()
     report = json.loads(rep.read_text())
     assert report["status"] == "infeasible"
-    assert report["objective"] is None and report["memory_budget"] == 1024
+    assert report["objective"] is None and report["memory_budget"] == 600 * 1024
     assert "liveness point" in report["explanation"]
 
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..cost.memory import margin_names, model_limit, xla_lower_bound
+from ..cost.memory import bytes_per_device, margin_names, model_limit, xla_lower_bound
 from ..errors import SolveFailed
+from ..units import format_bytes
 from .graph import Graph
 
 
@@ -24,6 +25,27 @@ def minimum_memory_check(graph: Graph, budget: int) -> None:
         return
     user = getattr(graph, "memory_budget", None)
     raise _failed(infeasible_message(graph, t, mins, user if user is not None else budget, peak), "infeasible")
+
+
+def parameter_floor_check(module, num_devices: int, budget: int) -> None:
+    """Raise SolveFailed ('infeasible') before any cost graph is built when the entry computation's
+    parameters alone exceed ``budget`` bytes per device however they are split: the ``num_devices``
+    devices together hold every parameter byte at least once for the whole step, so the fullest holds at
+    least ``ceil(total / num_devices)``, and XLA's ``memory_analysis()`` counts the arguments in every
+    plan's peak -- a lower bound on XLA's peak, with no model in it.  (New user 23: ``solve --memory-budget
+    1KiB`` on a Swin step with 18 MB of parameters built its cost graph for 42 s, past the time limit,
+    before it said no.)"""
+    entry = getattr(module, "entry", None)
+    if entry is None or num_devices < 1:
+        return
+    total = sum(bytes_per_device(p.shape, None) for p in entry.parameters)
+    floor = -(-total // int(num_devices))
+    if floor <= budget:
+        return
+    raise _failed(f"memory budget {format_bytes(budget)} per device is infeasible: under XLA every plan needs at "
+                  f"least {floor:,} bytes ({format_bytes(floor)}) per device for the entry parameters alone "
+                  f"({format_bytes(total)} however they are split over {num_devices} devices, held for the whole "
+                  "step; XLA's memory_analysis() counts them in its peak)", "infeasible")
 
 
 def minimum_peak(problem) -> tuple[int, int, np.ndarray]:
@@ -50,8 +72,6 @@ def _failed(message: str, status: str) -> SolveFailed:
 
 
 def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
-    from ..units import format_bytes
-
     p = graph.problem
     live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
     live.sort(key=lambda v: (-int(usage[v]), v))

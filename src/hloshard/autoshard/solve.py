@@ -17,7 +17,7 @@ from .build import Graph, build_graph, edge_buffers
 from .coarse import COARSE_SHARE, coarse_first, coarse_start, deterministic_first
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed
+from .report import _failed, parameter_floor_check
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit
@@ -228,6 +228,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     (a caller that tried it already: :func:`hloshard.jax.auto_shard`'s search under the budget after the coarse
     mesh's fallback, which solved the module without the budget a second time before round 22).
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
+    if memory_budget is not None and graph is None:
+        parameter_floor_check(module, mesh.num_devices, memory_budget)
     if memory_budget is not None and graph is None and not export_problem and free_first:
         return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
                                  progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
