@@ -135,6 +135,8 @@ def main(argv=None) -> int:
         rows.append(finish(proc, status, usage, row))
         free.append(cores)
         r = rows[-1]
+        if ns.json:   # after every case: a run stopped by its caller keeps what ended
+            pathlib.Path(ns.json).write_text(json.dumps(rows, indent=1))
         print(f"{r['module']} {r['mesh']}: exit {r['exit']}, {r['wall_s']} s, {r['cpu_s']} CPU-s, "
               f"{r['rss_mb']} MB, {r.get('status')} {r.get('objective')} gap {r.get('gap')}", flush=True)
     if ns.json:
