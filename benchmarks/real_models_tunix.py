@@ -164,10 +164,11 @@ def example_batch(vocab: int, batch: int, seq: int) -> dict:
     return {"input_tokens": tokens, "input_mask": mask}
 
 
-def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | None, budget: int | None = None):
+def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | None, budget: int | None = None,
+          steps: int = 0):
     """Measure ``plans`` of ``name`` in this process; yields one row dict per plan (``auto_budget`` under
     ``budget`` bytes per device, else halfway between the ``expert`` and ``replicated`` rows measured before
-    it here)."""
+    it here; ``steps``: each ``auto*`` plan also runs that many steps of ``plan.jit()``, real_models.loop_steps)."""
     real_models.setup_child_env()
     import hloshard.jax  # noqa: F401
     import ortools.sat.python.cp_model  # noqa: F401
@@ -181,7 +182,7 @@ def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | N
     data = example_batch(CONFIGS[name][0]["vocab_size"], batch, seq)
     plain = make_step(llama, graphdef, paths)
     ctx = {"step": plain, "mesh": mesh, "params": params, "data": data, "experts": experts,
-           "model_name": name, "stablehlo_dir": stablehlo_dir}
+           "model_name": name, "stablehlo_dir": stablehlo_dir, "steps": steps}
     ctx["want"] = jax.jit(plain)(params, data)   # the unsharded step (one device)
     done: dict = {}
     for plan in plans:
@@ -209,6 +210,7 @@ def run_one(name: str, plan: str, args, budget: int | None = None) -> dict:
     extra = ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)] if args.stablehlo_dir else []
     if budget is not None:
         extra += ["--budget", str(int(budget))]
+    extra += ["--steps", str(int(args.steps))]
     return real_models.run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -222,13 +224,15 @@ def main(argv=None) -> int:
     ap.add_argument("--stablehlo-dir", default=None, help="write each plan's lowered StableHLO here")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=10, help="steps of plan.jit() each auto* plan runs in a loop (0: none)")
     args = ap.parse_args(argv)
     why = tunix_missing()
     if why:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if args.child:
-        for row in child(args.child[0], args.child[1].split(","), args.time_limit, args.stablehlo_dir, args.budget):
+        for row in child(args.child[0], args.child[1].split(","), args.time_limit, args.stablehlo_dir, args.budget,
+                         args.steps):
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
         return 0
