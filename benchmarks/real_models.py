@@ -257,10 +257,12 @@ def rel_err(got, want, params) -> float:
 
 
 def child(name: str, plans: list[str], budget: int | None, time_limit: float, diff_dir: str | None,
-          stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None, written: bool = False):
+          stablehlo_dir: str | None = None, deterministic: bool = True, float64_plans=None, written: bool = False,
+          steps: int = 0):
     """Measure ``plans`` of model ``name`` in this process (the model is built once); yields one row dict
     per plan (the plans in ``float64_plans``, all when None, with ``rel_err_f64`` / ``rel_err_f32_floor``). ``auto_budget`` without ``budget`` takes it from the ``expert`` and ``replicated`` rows
-    measured before it in ``plans``. A plan that raises gives a row with ``error``."""
+    measured before it in ``plans``. ``steps``: each ``auto*`` plan also runs that many steps of
+    ``plan.jit()`` in a loop (:func:`loop_steps`). A plan that raises gives a row with ``error``."""
     setup_child_env()
     import hloshard.jax  # noqa: F401  - before keras-hub (tensorflow): google/or-tools#3230
     import ortools.sat.python.cp_model  # noqa: F401
@@ -278,6 +280,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
     ctx["want"] = jax.jit(ctx["step"])(ctx["params"], ctx["data"])   # the unsharded step (one device)
     ctx["float64_plans"] = float64_plans
     ctx["written"] = written
+    ctx["steps"] = steps
     if float64_plans is None or any(p in float64_plans for p in plans):
         float64_reference(ctx)
     done: dict = {}
@@ -392,6 +395,8 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
                                    / max(np.linalg.norm(np.asarray(w, np.float64)), 1e-30))
                              for g, w in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)))
     row["loss"] = float(want[0])
+    if res is not None and ctx.get("steps"):
+        row.update(loop_steps(res, params, data, ctx["steps"]))
 
     # float64 (hloshard.jax.jaxpr.runner promote=True: the same program, every float32 widened): the plan's
     # shardings (and auto_shard's constraints) against the unsharded float64 step.  A correct partitioning
@@ -412,6 +417,29 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
         row["rel_err_f64"] = rel_err(got64, ctx["want64"], {k: np.asarray(v, np.float64) for k, v in params.items()})
     row["rel_err_f32_floor"] = ctx["rel_err_f32_floor"]
     return row
+
+
+def loop_steps(res, params: dict, data: dict, steps: int) -> dict:
+    """Issue 24's loop: ``steps`` calls of ``res.jit()`` (``AutoShardResult.jit``: the plan's shardings and
+    donation), each step's new parameters fed back as the next step's parameters, the batch the same.
+    Returns ``steps``; ``step_compiles``: how many executables the jitted step holds after them (jax's cache
+    of the one ``jit`` object: 1 when every step's arguments came in the layouts of the first -- a
+    parameter that left in another layout would compile, or fail, again); ``step_resharded``: parameters
+    whose sharding after the last step is not equivalent to the plan's input sharding; ``loss_first`` /
+    ``loss_last`` (float)."""
+    import jax
+
+    jitted = res.jit()
+    p_sh, d_sh = res.in_shardings[0], res.in_shardings[1]
+    p = {k: jax.device_put(v, p_sh[k]) for k, v in params.items()}
+    d = {k: jax.device_put(v, d_sh[k]) for k, v in data.items()}
+    losses = []
+    for _ in range(steps):
+        loss, p = jitted(p, d)
+        losses.append(float(loss))
+    resharded = [k for k, v in p.items() if not v.sharding.is_equivalent_to(p_sh[k], v.ndim)]
+    return {"steps": steps, "step_compiles": int(jitted._cache_size()), "step_resharded": len(resharded),
+            "step_resharded_examples": resharded[:4], "loss_first": losses[0], "loss_last": losses[-1]}
 
 
 def written_module_bytes(hlo_text: str, num_devices: int) -> float:
@@ -474,6 +502,8 @@ def run_one(name: str, plan: str, budget, args, diff_dir=None) -> dict:
         extra += ["--float64-plans", args.float64_plans]
     if getattr(args, "written", False):
         extra += ["--written"]
+    if getattr(args, "steps", 0):
+        extra += ["--steps", str(int(args.steps))]
     return run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -505,22 +535,24 @@ def _mb(x) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| model | plan | XLA bytes/dev (MB) | pred (MB) | XLA peak/dev (MB) | pred peak (MB) | budget (MB) "
-            "| rel err | rel err f64 | f32 floor | tied mismatches | auto_shard s | vs expert (bytes, peak) |")
+            "| rel err | rel err f64 | f32 floor | tied mismatches | loop (steps, compiles, resharded) | auto_shard s (CPU-s) "
+            "| vs expert (bytes, peak) |")
     out = [head, "|" + "---|" * (head.count("|") - 1)]
     expert = {r["model"]: r for r in rows if r.get("plan") == "expert" and "error" not in r}
     for r in rows:
         if "error" in r:
-            out.append(f"| {r['model']} | {r['plan']} | error: {r['error']} |" + " |" * 11)
+            out.append(f"| {r['model']} | {r['plan']} | error: {r['error']} |" + " |" * 12)
             continue
         e = expert.get(r["model"])
         vs = "-"
         if e and r["plan"] != "expert":
             vs = f"{r['comm_bytes'] / max(e['comm_bytes'], 1):.2f}x, {r['peak_bytes'] / max(e['peak_bytes'], 1):.2f}x"
+        loop = f"{r['steps']}, {r['step_compiles']}, {r['step_resharded']}" if r.get("steps") else "-"
         err, e64, floor = (f"{r[k]:.1e}" if r.get(k) is not None else "-"
                            for k in ("rel_err", "rel_err_f64", "rel_err_f32_floor"))
         out.append(f"| {r['model']} | {r['plan']} | {_mb(r['comm_bytes'])} | {_mb(r.get('pred_bytes'))} | "
                    f"{_mb(r['peak_bytes'])} | {_mb(r.get('pred_peak'))} | {_mb(r.get('budget'))} | {err} | {e64} | {floor} | "
-                   f"{r['tied_mismatches']} | {r.get('seconds', '-')} | {vs} |")
+                   f"{r['tied_mismatches']} | {loop} | {r.get('seconds', '-')} ({r.get('cpu_seconds', '-')}) | {vs} |")
     return "\n".join(out)
 
 
@@ -587,6 +619,10 @@ def main(argv=None) -> int:
     ap.add_argument("--written", action="store_true",
                     help="also compile each auto plan's written module (GSPMD, as `hloshard cost --xla`): "
                          "written_bytes, what plan.jit() should move")
+    ap.add_argument("--steps", type=int, default=10,
+                    help="each auto* plan also runs this many steps of plan.jit() in a loop, its new parameters "
+                         "fed back (step_compiles: executables jax compiled; step_resharded: parameters that left "
+                         "in another layout); 0: none")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per (model, plan) child")
     ap.add_argument("--json", default=None, help="write the rows here (and each as it comes to JSON + 'l')")
     ap.add_argument("--diff", action="store_true", help="collectives by op_name: expert vs auto, predicted vs XLA")
@@ -600,7 +636,7 @@ def main(argv=None) -> int:
     if args.child:
         for row in child(args.child[0], args.child[1].split(","), args.budget, args.time_limit, args.diff_dir,
                          args.stablehlo_dir, deterministic=not args.wall_clock, float64_plans=None if args.float64_plans is None else
-                         [p for p in args.float64_plans.split(",") if p], written=args.written):
+                         [p for p in args.float64_plans.split(",") if p], written=args.written, steps=args.steps):
             row.pop("expert_specs", None)
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()

@@ -21,6 +21,8 @@ devices, mesh 2x4 named ``('batch', 'model')``: tunix's ``'fsdp'`` is mapped ont
 * ``expert_params``: the weights' specs and the batch only (what tunix does on the CPU platform);
 * ``replicated``: parameters replicated, the batch over ``'batch'``;
 * ``auto``: ``auto_shard`` with nothing sharded, no budget;
+* ``auto_budget``: ``auto_shard`` with nothing sharded and ``memory_budget`` halfway between the
+  ``expert`` and ``replicated`` plans' peaks by XLA (as ``real_models.py``'s; needs both rows first);
 * ``auto_expert``: ``auto_shard`` given the expert's weight and batch shardings (``keep_shardings="io"``).
 
 Every figure comes from :func:`real_models.measure_plan` (imported, not copied): XLA's collective ring
@@ -65,7 +67,7 @@ CONFIGS: dict[str, tuple[dict, int, int]] = {
     "llama3_tiny": (dict(num_layers=1, vocab_size=512, embed_dim=128, hidden_dim=256, num_heads=8, head_dim=16,
                          num_kv_heads=4, rope_theta=500_000, norm_eps=1e-5), 8, 32),
 }
-PLANS = ["expert", "expert_params", "replicated", "auto", "auto_expert"]
+PLANS = ["expert", "expert_params", "replicated", "auto", "auto_budget", "auto_expert"]
 WEIGHT_STD = 0.02
 
 
@@ -162,8 +164,11 @@ def example_batch(vocab: int, batch: int, seq: int) -> dict:
     return {"input_tokens": tokens, "input_mask": mask}
 
 
-def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | None):
-    """Measure ``plans`` of ``name`` in this process; yields one row dict per plan."""
+def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | None, budget: int | None = None,
+          steps: int = 0):
+    """Measure ``plans`` of ``name`` in this process; yields one row dict per plan (``auto_budget`` under
+    ``budget`` bytes per device, else halfway between the ``expert`` and ``replicated`` rows measured before
+    it here; ``steps``: each ``auto*`` plan also runs that many steps of ``plan.jit()``, real_models.loop_steps)."""
     real_models.setup_child_env()
     import hloshard.jax  # noqa: F401
     import ortools.sat.python.cp_model  # noqa: F401
@@ -177,26 +182,35 @@ def child(name: str, plans: list[str], time_limit: float, stablehlo_dir: str | N
     data = example_batch(CONFIGS[name][0]["vocab_size"], batch, seq)
     plain = make_step(llama, graphdef, paths)
     ctx = {"step": plain, "mesh": mesh, "params": params, "data": data, "experts": experts,
-           "model_name": name, "stablehlo_dir": stablehlo_dir}
+           "model_name": name, "stablehlo_dir": stablehlo_dir, "steps": steps}
     ctx["want"] = jax.jit(plain)(params, data)   # the unsharded step (one device)
+    done: dict = {}
     for plan in plans:
         c = dict(ctx)
         inner = plan
+        b = budget if plan == "auto_budget" else None
+        if plan == "auto_budget" and b is None and "peak_bytes" in done.get("expert", {}) \
+                and "peak_bytes" in done.get("replicated", {}):
+            b = (done["expert"]["peak_bytes"] + done["replicated"]["peak_bytes"]) // 2
         if plan == "expert":
             c["step"] = make_step(llama, graphdef, paths, mesh)
         elif plan == "expert_params":
             inner = "expert"
         c["plan_label"] = plan
         try:
-            row = real_models.measure_plan(c, inner, None, time_limit, None)
+            row = real_models.measure_plan(c, inner, b, time_limit, None)
         except Exception as exc:  # noqa: BLE001 - one plan's failure is its row
             row = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         row.update(plan=plan, model=name, batch=batch, seq=seq, params=int(sum(v.size for v in params.values())))
+        done[plan] = row
         yield row
 
 
-def run_one(name: str, plan: str, args) -> dict:
+def run_one(name: str, plan: str, args, budget: int | None = None) -> dict:
     extra = ["--stablehlo-dir", os.path.abspath(args.stablehlo_dir)] if args.stablehlo_dir else []
+    if budget is not None:
+        extra += ["--budget", str(int(budget))]
+    extra += ["--steps", str(int(args.steps))]
     return real_models.run_child(pathlib.Path(__file__).resolve(), name, plan, args.time_limit, args.timeout, extra)
 
 
@@ -209,13 +223,16 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--stablehlo-dir", default=None, help="write each plan's lowered StableHLO here")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PLAN"), help=argparse.SUPPRESS)
+    ap.add_argument("--budget", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--steps", type=int, default=10, help="steps of plan.jit() each auto* plan runs in a loop (0: none)")
     args = ap.parse_args(argv)
     why = tunix_missing()
     if why:
         print(f"error: {why}", file=sys.stderr)
         return 2
     if args.child:
-        for row in child(args.child[0], args.child[1].split(","), args.time_limit, args.stablehlo_dir):
+        for row in child(args.child[0], args.child[1].split(","), args.time_limit, args.stablehlo_dir, args.budget,
+                         args.steps):
             sys.stdout.write(json.dumps(row) + "\n")
             sys.stdout.flush()
         return 0
@@ -232,8 +249,16 @@ def main(argv=None) -> int:
         os.makedirs(args.stablehlo_dir, exist_ok=True)
     rows = []
     for name in names:
+        got: dict = {}
         for plan in plans:
-            r = run_one(name, plan, args)
+            budget = None
+            if plan == "auto_budget":
+                e, r = got.get("expert"), got.get("replicated")
+                if not e or not r or "error" in e or "error" in r:
+                    rows.append({"model": name, "plan": plan, "error": "needs the expert and replicated peaks"})
+                    continue
+                budget = (e["peak_bytes"] + r["peak_bytes"]) // 2
+            got[plan] = r = run_one(name, plan, args, budget)
             rows.append(r)
             print(f"[{name} {plan}] " + (r.get("error") or f"bytes {r['comm_bytes'] / MB:.2f} MB peak "
                   f"{r['peak_bytes'] / MB:.2f} MB err {r['rel_err']:.1e} tied {r['tied_mismatches']} "

@@ -13,7 +13,8 @@ unsharded step, and the parameters whose output sharding differs from their inpu
 Issue 24 item 3, "done means": with and without a memory budget (halfway between the expert's and the
 replicated plan's peak), and given the expert's parameter shardings, hloshard's plan moves no more bytes
 and peaks no higher than the expert plan, matches the unsharded step within 1e-4 and leaves every
-parameter in the sharding it came in with.  The same programs in float64 (``rel_err_f64``: the plan's
+parameter in the sharding it came in with; each auto plan runs ten steps of ``plan.jit()`` in a loop,
+compiled once, its parameters back in their layouts.  The same programs in float64 (``rel_err_f64``: the plan's
 shardings and constraints on the step evaluated in float64, :func:`hloshard.jax.jaxpr.runner`
 ``promote=True``, against the unsharded float64 step) agree within ``hloshard.jax.check.F64_TOL``
 (1e-9): float rounding aside, the plan computes the same function.
@@ -47,6 +48,8 @@ PLANS = ["expert", "replicated", "auto", "auto_budget", "auto_expert"]
 FLOAT64_PLANS = ["auto"]
 #: auto_shard's solver limit (deterministic: a work budget, the same plan on a loaded machine)
 TIME_LIMIT = 5.0
+#: steps of plan.jit() each auto plan runs in a loop (benchmarks/real_models.py --steps)
+STEPS = 10
 MISSING = [m for m in ("keras_hub", "keras", "jax") if importlib.util.find_spec(m) is None]
 
 pytestmark = [pytest.mark.oracle, pytest.mark.slow]
@@ -60,7 +63,7 @@ def rows() -> dict:
             pytest.fail(reason + "; CI=true: the real-model comparison must run, not skip")
         pytest.skip(reason)
     return child_rows(SCRIPT, MODEL, PLANS, {"KERAS_BACKEND": "jax"}, time_limit=TIME_LIMIT,
-                      extra=["--float64-plans", ",".join(FLOAT64_PLANS)])
+                      extra=["--float64-plans", ",".join(FLOAT64_PLANS), "--steps", str(STEPS)])
 
 
 def test_expert_plan_is_measured(rows):
@@ -75,9 +78,11 @@ def test_expert_plan_is_measured(rows):
     assert e["peak_bytes"] < rows["replicated"]["peak_bytes"], (figures(e), figures(rows["replicated"]))
 
 
-@pytest.mark.parametrize("plan", ["auto", "auto_budget", "auto_expert"])
-def test_auto_shard_no_worse_than_expert(rows, plan):
-    e, r = rows["expert"], rows[plan]
+def losses(e: dict, r: dict, plan: str) -> list[str]:
+    """How row ``r`` (plan ``plan``) loses to the expert row ``e`` by issue 24's "done means" (empty: it
+    does not): more collective bytes or a higher peak per device by XLA, numerics off the unsharded step,
+    tied state resharded, over its budget, and for the auto plans the ten-step loop of ``plan.jit()``
+    compiling more than once or leaving a parameter in another layout."""
     problems = []
     if r["comm_bytes"] > e["comm_bytes"]:
         problems.append("moves more bytes")
@@ -91,4 +96,28 @@ def test_auto_shard_no_worse_than_expert(rows, plan):
         problems.append("parameters leave in another sharding")
     if plan == "auto_budget" and r["peak_bytes"] > r["budget"]:
         problems.append(f"exceeds its budget {r['budget'] / 1e6:.3f} MB")
+    if plan.startswith("auto"):
+        if r.get("steps") != STEPS:
+            problems.append(f"ran {r.get('steps')} steps of plan.jit(), not {STEPS}")
+        elif r["step_compiles"] != 1 or r["step_resharded"]:
+            problems.append(f"the loop compiled {r['step_compiles']} times and left {r['step_resharded']} "
+                            f"parameters in another layout ({r.get('step_resharded_examples')})")
+    return problems
+
+
+@pytest.mark.parametrize("plan", ["auto", "auto_budget", "auto_expert"])
+def test_auto_shard_no_worse_than_expert(rows, plan):
+    e, r = rows["expert"], rows[plan]
+    problems = losses(e, r, plan)
     assert not problems, f"{', '.join(problems)}: {figures(r)} vs {figures(e)}"
+
+
+def test_the_comparison_fails_a_plan_that_loses(rows):
+    # the comparison above can fail: the replicated plan, measured by XLA in the same run, peaks above the
+    # expert (test_expert_plan_is_measured), and taken as hloshard's plan it must be reported as losing
+    e, rep = rows["expert"], dict(rows["replicated"], budget=rows["auto_budget"]["budget"])
+    got = losses(e, rep, "auto_budget")
+    assert "peaks higher" in got and any(g.startswith("exceeds its budget") for g in got), got
+    assert any("steps of plan.jit()" in g for g in got), got   # no loop measured: not a pass
+    # and a plan with the expert's own figures, one parameter resharded, loses on that alone
+    assert losses(e, dict(e, tied_mismatches=1), "expert") == ["parameters leave in another sharding"]
