@@ -478,4 +478,8 @@ def test_whole_step_replication_is_told_when_only_free_arguments_are_split():
     assert "objective 1.153 ms" in timed and "costs 3.311 ms at a" in timed and "seconds" not in timed.split(".")[0], timed
     # a plan that moves bytes, or divides compute, is not told so
     assert not _computes_replicated(dict(report, predicted_collective_bytes_per_device=4096))
+    # every argument replicated: the whole step on every device only when nothing moves (new user 23)
+    from hloshard.jax.api import _replicated_step
+    assert _replicated_step({"predicted_collective_bytes_per_device": 0}, 0)
+    assert not _replicated_step({"predicted_collective_bytes_per_device": 4096}, 0)
     assert not _computes_replicated(dict(report, breakdown={"compute": 144152.99}))
