@@ -742,6 +742,41 @@ class _Builder:
             cur = self.all_to_all(cur, i, j, k)
         return cur
 
+    def unreplicate_first_dim(self, src: _Layout, dst: _Layout) -> bool:
+        """Partially replicated -> fully tiled, GSPMD's way (``TryComplexReshardHandling``, the
+        partially-replicated-to-tiled case, spmd_partitioner.cc): the whole replication becomes the
+        tile count of the **first** dim that the source does not split and the target splits by a
+        multiple of the replication, the replica index in its order becoming the tile index (a local
+        slice), then the tile counts move to the target's with all-to-alls and a collective-permute
+        fixes the device order. Returns False (nothing added) when no dim qualifies or the counts are
+        not one move / a permutation apart (GSPMD then falls back too; the planner's other rules go on).
+
+        Measured (XLA 0.10.2, 8 CPU devices): f32[8,128,256] ``[2,1,2,2]<=[8] last_tile_dim_replicate``
+        -> ``[4,2,1]<=[2,2,2]T(0,2,1)`` slices the replication into dim 1, all-to-alls dim 2 into dim 0
+        and collective-permutes the f32[2,64,256] tile; slicing into dim 0 instead would need no permute,
+        but it is not what XLA emits."""
+        n = len(src.tiles)
+        first = next((i for i in range(n) if src.tiles[i] == 1 and dst.tiles[i] != 1
+                      and dst.tiles[i] % src.rep == 0), None)
+        if first is None:
+            return False
+        slices = [1] * n
+        slices[first] = src.rep
+        mid = _slice_replication(src, slices)
+        if mid.tiles == dst.tiles:
+            seq: list[tuple[int, int, int]] = []
+        else:
+            move = _dim_move(mid.tiles, dst.tiles)
+            if move is not None and self.move_repads(mid.tiles, move):
+                return False
+            seq = [move] if move is not None else (_swap_moves(mid.tiles, dst.tiles) or [])
+            if not seq:
+                return False
+        cur = self.moves(self.dynamic_slice(src, mid), seq)
+        if not _equivalent(cur, dst):
+            self.permute(cur, dst)
+        return True
+
     def run(self, src: _Layout, dst: _Layout) -> None:
         if _equivalent(src, dst):
             return
@@ -782,6 +817,8 @@ class _Builder:
                     self.permute(cur, dst)
                 return
         if src.rep > dst.rep and src.rep % dst.rep == 0:
+            if dst.rep == 1 and self.unreplicate_first_dim(src, dst):
+                return
             # slice part of the replication into dims the target splits more, so that the tile counts
             # become a permutation of the target's, then swap them with all-to-alls
             best = _best_split(src.tiles, dst.tiles, src.rep // dst.rep)
