@@ -742,6 +742,36 @@ class _Builder:
             cur = self.all_to_all(cur, i, j, k)
         return cur
 
+    def shifted_all_to_all(self, src: _Layout, dst: _Layout) -> bool:
+        """Partially replicated -> fully tiled when the source's tile counts are the target's shifted one
+        dim to the right (``(1, d0, .., d[n-2])`` replicated ``d[n-1]`` times -> ``(d0, .., d[n-1])``) and
+        both list the devices in the same order: GSPMD's ``ReshardPartialReplicateWithAllToAll``
+        (spmd_partitioner.cc) all-to-alls to ``(d0, .., d[n-2], 1)`` replicated ``d[n-1]`` times (same
+        device order), then slices the replication into the last dim locally. Tried before
+        :meth:`unreplicate_first_dim`, as GSPMD does. Returns False (nothing added) when the pattern
+        does not hold.
+
+        Measured (XLA 0.10.2, 8 CPU devices): f32[16,16] ``[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate``
+        -> ``[4,2]<=[4,2]T(1,0)``: one all-to-all in groups of 4 ([[0,4,1,5],[2,6,3,7]]), no permute."""
+        n = len(dst.tiles)
+        if n < 2 or src.tiles[0] != 1 or src.tiles[1:] != dst.tiles[:-1] or dst.tiles[-1] != src.rep:
+            return False
+        if not np.array_equal(src.devs.ravel(), dst.devs.ravel()):
+            return False
+        mid_tiles = dst.tiles[:-1] + (1,)
+        mid = _Layout(mid_tiles, dst.devs.reshape(mid_tiles + (src.rep,)).copy())
+        move = _dim_move(src.tiles, mid_tiles)
+        if move is not None and self.move_repads(src.tiles, move):
+            return False
+        seq = [move] if move is not None else (_swap_moves(src.tiles, mid_tiles) or [])
+        if not seq:
+            return False
+        cur = self.moves(src, seq)
+        if not _equivalent(cur, mid):
+            cur = self.permute(cur, mid)
+        self.slice_to(cur, dst, [1] * (n - 1) + [src.rep])
+        return True
+
     def unreplicate_first_dim(self, src: _Layout, dst: _Layout) -> bool:
         """Partially replicated -> fully tiled, GSPMD's way (``TryComplexReshardHandling``, the
         partially-replicated-to-tiled case, spmd_partitioner.cc): the whole replication becomes the
@@ -817,7 +847,7 @@ class _Builder:
                     self.permute(cur, dst)
                 return
         if src.rep > dst.rep and src.rep % dst.rep == 0:
-            if dst.rep == 1 and self.unreplicate_first_dim(src, dst):
+            if dst.rep == 1 and (self.shifted_all_to_all(src, dst) or self.unreplicate_first_dim(src, dst)):
                 return
             # slice part of the replication into dims the target splits more, so that the tile counts
             # become a permutation of the target's, then swap them with all-to-alls
