@@ -102,6 +102,21 @@ COPY8 = [
     # 4 replicas become 4 tiles across a permutation: XLA slices, then permutes 1/4 of the source tile (new user
     # 17's GNN; the plan permuted the source tile first, 4x the bytes)
     ('f32[16,512,256]', '{devices=[1,1,2,4]<=[8] last_tile_dim_replicate}', '{devices=[1,2,4]<=[8]}'),
+] + [
+    # partially replicated -> fully tiled (round 23): GSPMD slices the replication into the FIRST dim the source
+    # does not split and the target splits by a multiple of it, then all-to-alls and permutes (transformer_train_step
+    # 2x2x2 reshape.103/104/105.pin: the plan sliced into dim 0 and skipped the permute XLA emits, 65,536 B
+    # predicted, 196,608 B XLA)
+    ('f32[8,128,256]', '{devices=[2,1,2,2]<=[8] last_tile_dim_replicate}', '{devices=[4,2,1]<=[2,2,2]T(0,2,1)}'),
+    ('f32[8,128,256]', '{devices=[2,1,2,2]<=[8] last_tile_dim_replicate}', '{devices=[4,1,2]<=[2,2,2]T(0,2,1)}'),
+    ('f32[16,32,16]', '{devices=[2,1,2,2]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}', '{devices=[4,2,1]<=[2,2,2]T(2,1,0)}'),
+    ('f32[32,16,32]', '{devices=[1,4,1,2]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}', '{devices=[4,1,2]<=[2,4]T(1,0)}'),
+    ('f32[32,8,8]', '{devices=[1,2,2,2]<=[2,2,2]T(0,2,1) last_tile_dim_replicate}', '{devices=[2,4,1]<=[4,2]T(1,0)}'),
+    ('f32[32,16,32]', '{devices=[2,2,1,2]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}', '{devices=[1,4,2]<=[4,2]T(1,0)}'),
+    # ... unless the source is the target shifted one dim right, same device order (ReshardPartialReplicateWithAllToAll):
+    # one all-to-all, then a local slice
+    ('f32[8,16,8]', '{devices=[1,1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[1,4,2]<=[4,2]T(1,0)}'),
+    ('f32[16,16]', '{devices=[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[4,2]<=[4,2]T(1,0)}'),
 ]
 
 COPY4 = [
