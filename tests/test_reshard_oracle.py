@@ -117,6 +117,7 @@ COPY8 = [
     # one all-to-all, then a local slice
     ('f32[8,16,8]', '{devices=[1,1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[1,4,2]<=[4,2]T(1,0)}'),
     ('f32[16,16]', '{devices=[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[4,2]<=[4,2]T(1,0)}'),
+    ('f32[8,16,3,12]', '{devices=[1,4,1,1,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[4,1,1,2]<=[4,2]T(1,0)}'),
 ]
 
 COPY4 = [

@@ -753,11 +753,9 @@ class _Builder:
 
         Measured (XLA 0.10.2, 8 CPU devices): f32[16,16] ``[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate``
         -> ``[4,2]<=[4,2]T(1,0)``: one all-to-all in groups of 4 ([[0,4,1,5],[2,6,3,7]]), no permute."""
+        if not _shifted_pair(src, dst):
+            return False
         n = len(dst.tiles)
-        if n < 2 or src.tiles[0] != 1 or src.tiles[1:] != dst.tiles[:-1] or dst.tiles[-1] != src.rep:
-            return False
-        if not np.array_equal(src.devs.ravel(), dst.devs.ravel()):
-            return False
         mid_tiles = dst.tiles[:-1] + (1,)
         mid = _Layout(mid_tiles, dst.devs.reshape(mid_tiles + (src.rep,)).copy())
         move = _dim_move(src.tiles, mid_tiles)
@@ -1064,6 +1062,17 @@ def _sorted_groups(groups: list[list[int]]) -> list[list[int]]:
 
 
 @_memo
+def _shifted_pair(src: _Layout, dst: _Layout) -> bool:
+    """GSPMD's ``ReshardPartialReplicateWithAllToAll`` pattern: ``src`` partially replicated with tile counts
+    ``(1, d0, .., d[n-2])`` and replication ``d[n-1]``, ``dst`` fully tiled ``(d0, .., d[n-1])`` (n >= 2), the same
+    devices in the same (row-major) order. It reads dim positions, so a pair that matches is never priced
+    on its canonical reduction (:func:`_canonical_cost` drops inert dims): :func:`_planned_cost` and
+    :func:`resharding_cost_table` plan it in full (the gcd recipe path)."""
+    n = len(dst.tiles)
+    return (n >= 2 and src.rep > 1 and dst.rep == 1 and src.tiles[0] == 1 and src.tiles[1:] == dst.tiles[:-1]
+            and dst.tiles[-1] == src.rep and np.array_equal(src.devs.ravel(), dst.devs.ravel()))
+
+
 def _dim_move(src: tuple[int, ...], dst: tuple[int, ...]) -> tuple[int, int, int] | None:
     """(source dim, target dim, k) when exactly one dim loses a factor k and one other gains it."""
     down = [d for d, (s, t) in enumerate(zip(src, dst)) if t < s]
@@ -1368,7 +1377,7 @@ def _planned_cost(shape: Shape, src: HloSharding, dst: HloSharding, mesh, mkey) 
     dims = tuple(int(d) for d in shape.dims)
     memo = _mesh_memo(mesh)
     la, lb = _canonical_layout(src, len(dims), mesh, memo), _canonical_layout(dst, len(dims), mesh, memo)
-    if la is not None and lb is not None:
+    if la is not None and lb is not None and not _shifted_pair(la, lb):
         return _canonical_cost(shape.element_type, dims, la, lb, mesh, mkey, memo)
     n = memo.get("devices")
     if n is None:
@@ -1430,8 +1439,10 @@ def _canonical_cost(element_type: str, dims: tuple[int, ...], la: _Layout, lb: _
     1. *Dims split by neither side are inert.* :meth:`_Builder.run` looks at a dim through its tile
        counts; a dim with 1 tile in both never differs (``_dim_move``, ``_swap_moves`` and the
        all-to-all fallback act on differing dims; ``_whole_dim_gathers``, the gathers of ``gather_to``
-       and of the fallback act on split dims; ``_split_choices`` and the ``dst.rep == 1`` branch only
-       on dims the target splits), and no step ever splits it. The planner's other choices are
+       and of the fallback act on split dims; ``_split_choices``, the ``dst.rep == 1`` branch and
+       :meth:`_Builder.unreplicate_first_dim` only on dims the target splits), and no step ever splits
+       it (GSPMD's shifted all-to-all, :func:`_shifted_pair`, reads dim positions: its pairs never come
+       here). The planner's other choices are
        ordered by dim index (``min``/``max``/first over dims, tuples of dims sorted), which dropping dims
        keeps. A device array with its size-1 axes dropped holds its devices in the same row-major order,
        so groups, permutation pairs and equivalence tests are unchanged. Every step's bytes are
@@ -1611,6 +1622,10 @@ def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts:
         if y is not None:
             cls.setdefault(sum(1 << d for d, t in enumerate(y.tiles) if t > 1), []).append(j)
     classes = [(m_b, np.asarray(js, dtype=np.intp), js) for m_b, js in cls.items()]
+    shifted_to: dict[tuple[int, ...], list[int]] = {}   # fully tiled targets by tile counts (_shifted_pair)
+    for j, y in enumerate(lb):
+        if y is not None and y.rep == 1 and rank >= 2:
+            shifted_to.setdefault(y.tiles, []).append(j)
     groups: dict[int, tuple] = {}
     targets: dict[tuple, tuple] = {}   # (mask, target class) -> the class' reduced target ids and layouts
     planned = 0
@@ -1650,6 +1665,13 @@ def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts:
                     except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
                         vals[k] = math.nan
             row[cols] = vals
+        if x.rep > 1 and x.tiles[0] == 1:   # GSPMD's shifted all-to-all: planned in full (_shifted_pair)
+            for j in shifted_to.get(x.tiles[1:] + (x.rep,), ()):
+                if _shifted_pair(x, lb[j]):
+                    try:
+                        row[j] = _planned_cost(shape, srcs[i], dsts[j], mesh, mkey)
+                    except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
+                        row[j] = math.nan
     return out
 
 
