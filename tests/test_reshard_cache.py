@@ -263,3 +263,14 @@ def test_shifted_all_to_all_pairs_are_planned_in_full(mesh_name):
         assert table[0, 1] == want
         assert table[0, 0] == _fresh_cost(shape, src, others[0], mesh)
         assert table[0, 2] == _fresh_cost(shape, src, others[2], mesh)
+
+
+def test_table_on_scalars_and_vectors():
+    # rank 0 and 1: no shifted pattern to look for (an index error once, in every solve)
+    mesh = MESHES["2x4"]
+    rep = H.parse("{replicated}")
+    part = H.parse("{devices=[8]<=[8] last_tile_dim_replicate}")
+    assert reshard.resharding_cost_table("f32[]", [rep, part], [rep, part], mesh).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+    vec = [rep, H.parse("{devices=[2,4]<=[8] last_tile_dim_replicate}"), H.parse("{devices=[8]<=[8]}")]
+    table = reshard.resharding_cost_table("f32[64]", vec, vec, mesh)
+    assert table.tolist() == [[_fresh_cost("f32[64]", s, d, mesh) for d in vec] for s in vec]

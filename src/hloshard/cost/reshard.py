@@ -1665,7 +1665,7 @@ def resharding_cost_table(shape: Shape | str, srcs: Sequence[HloSharding], dsts:
                     except Exception:  # noqa: BLE001 - left NaN: the caller's resharding_cost raises it
                         vals[k] = math.nan
             row[cols] = vals
-        if x.rep > 1 and x.tiles[0] == 1:   # GSPMD's shifted all-to-all: planned in full (_shifted_pair)
+        if rank >= 2 and x.rep > 1 and x.tiles[0] == 1:   # GSPMD's shifted all-to-all: planned in full (_shifted_pair)
             for j in shifted_to.get(x.tiles[1:] + (x.rep,), ()):
                 if _shifted_pair(x, lb[j]):
                     try:
