@@ -186,7 +186,8 @@ def test_canonical_pairs_equal_full_plans(mesh_name):
     order = rng.permutation(len(cases))
     got = {int(k): resharding_cost(cases[k][0], cases[k][1], cases[k][2], mesh) for k in order}
     assert [got[k] for k in range(len(cases))] == want
-    replayed = sum(len(e) for e in reshard._RECIPE_CACHE.values())
+    # the canonical pairs' recorded plans (GSPMD's shifted all-to-all pairs are planned by the gcd path instead)
+    replayed = sum(len(e) for k, e in reshard._RECIPE_CACHE.items() if k[0] == "canonical")
     assert replayed < len({(s, d) for _, s, d in cases}) + len(cases) // 2   # plans really are shared
     # the matrix form: all pairs of one shape at once, from cold caches
     reshard.clear_cache()
