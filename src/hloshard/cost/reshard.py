@@ -25,9 +25,14 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
    and when a device's target tile is not inside its source tile, the slice goes to the target's tiles
    as the source's devices hold them, then a ``collective-permute`` moves the (smaller) target tiles;
 7. the target is more replicated: all-gather whole dims until the replication matches, then as 4;
-8. the target is less replicated: slice the replication into dims so that the tile counts become a
-   permutation of the target's, then as 4; or, for a fully tiled target, slice into the dims the
-   source does not split and move whole dims the target does not split into them;
+8. the target is less replicated. A fully tiled target first, as GSPMD orders it: when the source is
+   the target shifted one dim right (same device order), all-to-all, then slice the replication into
+   the last dim locally (``ReshardPartialReplicateWithAllToAll``); else the whole replication becomes
+   the tiles of the **first** dim the source does not split and the target splits by a multiple of it,
+   replica index as tile index (``TryComplexReshardHandling``), then as 4 (a collective-permute when
+   that slicing order is not the target's device order). Otherwise: slice the replication into dims so
+   that the tile counts become a permutation of the target's, then as 4; or, for a fully tiled target,
+   slice into the dims the source does not split and move whole dims the target does not split into them;
 9. otherwise: all-gather to replicated and slice (GSPMD's last resort).
 
 Measured agreement with GSPMD: every hand-written case in the oracle test, and 95-100% of random
