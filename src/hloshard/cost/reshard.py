@@ -30,9 +30,10 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
    the last dim locally (``ReshardPartialReplicateWithAllToAll``); else the whole replication becomes
    the tiles of the **first** dim the source does not split and the target splits by a multiple of it,
    replica index as tile index (``TryComplexReshardHandling``), then as 4 (a collective-permute when
-   that slicing order is not the target's device order). Otherwise: slice the replication into dims so
-   that the tile counts become a permutation of the target's, then as 4; or, for a fully tiled target,
-   slice into the dims the source does not split and move whole dims the target does not split into them;
+   that slicing order is not the target's device order). Otherwise, still for a fully tiled target:
+   slice the replication into dims so that the tile counts become a permutation of the target's, then
+   as 4; or slice into the dims the source does not split and move whole dims the target does not
+   split into them. A partially replicated target goes to 9 (GSPMD has no path for it);
 9. otherwise: all-gather to replicated and slice (GSPMD's last resort).
 
 Measured agreement with GSPMD: every hand-written case in the oracle test, and 95-100% of random
@@ -853,8 +854,12 @@ class _Builder:
             if dst.rep == 1 and (self.shifted_all_to_all(src, dst) or self.unreplicate_first_dim(src, dst)):
                 return
             # slice part of the replication into dims the target splits more, so that the tile counts
-            # become a permutation of the target's, then swap them with all-to-alls
-            best = _best_split(src.tiles, dst.tiles, src.rep // dst.rep)
+            # become a permutation of the target's, then swap them with all-to-alls. Only onto a fully tiled
+            # target: onto a partially replicated one GSPMD has no such path (none of ReshardNoCache's
+            # partial-replication cases matches) and replicates fully, then slices (the fallback below;
+            # measured: f32[8,16,32] [1,2,1,4] -> [2,1,2,2] last_tile_dim_replicate, XLA all-gathers
+            # 16,384 B where the slice + all-to-all would move 8,192 B)
+            best = _best_split(src.tiles, dst.tiles, src.rep // dst.rep) if dst.rep == 1 else None
             if best is not None:
                 cur = self.dynamic_slice(src, _slice_replication(src, best[0]))
                 cur = self.moves(cur, best[1])
