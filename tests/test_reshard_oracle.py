@@ -118,6 +118,11 @@ COPY8 = [
     ('f32[8,16,8]', '{devices=[1,1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[1,4,2]<=[4,2]T(1,0)}'),
     ('f32[16,16]', '{devices=[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[4,2]<=[4,2]T(1,0)}'),
     ('f32[8,16,3,12]', '{devices=[1,4,1,1,2]<=[4,2]T(1,0) last_tile_dim_replicate}', '{devices=[4,1,1,2]<=[4,2]T(1,0)}'),
+    # onto a less replicated PARTIAL target with no GSPMD pattern: replicate fully, then slice (not slice + all-to-all)
+    ('f32[8,16,32]', '{devices=[1,2,1,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}',
+     '{devices=[2,1,2,2]<=[4,2]T(1,0) last_tile_dim_replicate}'),
+    ('f32[32,32,32]', '{devices=[1,1,2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}',
+     '{devices=[2,2,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}'),
 ]
 
 COPY4 = [
