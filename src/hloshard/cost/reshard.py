@@ -34,7 +34,8 @@ two shardings are *equivalent* when every device holds the same tile. Then, firs
    slice the replication into dims so that the tile counts become a permutation of the target's, then
    as 4; or slice into the dims the source does not split and move whole dims the target does not
    split into them. A partially replicated target goes to 9 (GSPMD has no path for it);
-9. otherwise: all-gather to replicated and slice (GSPMD's last resort).
+9. otherwise: all-gather every dim the two do not split alike to replicated (the dims both split by the
+   same count stay, GSPMD's grouping on equal dims) and slice (GSPMD's last resort).
 
 Measured agreement with GSPMD: every hand-written case in the oracle test, and 95-100% of random
 reshardings on 8 devices (the rest differ in which replica of a partially replicated group pairs
@@ -903,8 +904,11 @@ class _Builder:
                 _, natural = _gather_groups(natural, d, f)
         factors = [t // m for m, t in zip(mid_tiles, dst.tiles)]
         if FULL_REPLICATE_FALLBACK or (not _equivalent(natural, dst) and not _slice_is_local(natural, dst, factors)):
-            mid_tiles = [1] * n
-            factors = list(dst.tiles)
+            # GSPMD keeps the dims both split alike (ReshardNoCache groups the devices on them) and replicates
+            # the rest within each group, then slices (measured, 16 CPU devices: f32[16,16,16]
+            # [2,2,1,4] -> [2,1,4,2] last_tile_dim_replicate, one all-gather of dim 1 in pairs, not two)
+            mid_tiles = [s_ if s_ == t > 1 else 1 for s_, t in zip(src.tiles, dst.tiles)]
+            factors = [t // m for m, t in zip(mid_tiles, dst.tiles)]
         cur = src
         for d in reversed(range(n)):
             f = src.tiles[d] // mid_tiles[d]
