@@ -16,6 +16,22 @@ from hloshard.mesh import DeviceMesh
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 
 
+def _stub_guard(monkeypatch, solve, baseline=None, with_budget=None):
+    """The guard's collaborators replaced: ``solve`` for ``autoshard.solve_module``, ``with_budget`` for
+    ``build.with_memory_budget`` (default: the graph itself), ``baseline`` for the XLA baseline (default: a
+    GSPMD plan peaking at 1,000,000 bytes), and no entry layouts or plan shardings to read."""
+    import hloshard.autoshard as autoshard
+    import hloshard.autoshard.build as build
+    from hloshard.jax import guard
+
+    monkeypatch.setattr(autoshard, "solve_module", solve)
+    monkeypatch.setattr(build, "with_memory_budget", with_budget or (lambda graph, budget: graph))
+    monkeypatch.setattr(guard, "baseline_peak",
+                        baseline or (lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000}))
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+
+
 def test_a_graph_built_before_keeps_its_own_reprice_reserve():
     module = parse_file(str(SAMPLE))
     mesh = DeviceMesh((2, 4))
@@ -37,8 +53,6 @@ def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
     nothing, so all three limits are tried, rising from the baseline's peak towards the plan's."""
     import types
 
-    import hloshard.autoshard as autoshard
-    import hloshard.autoshard.build as build
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
 
@@ -48,11 +62,7 @@ def test_guard_resolves_fit_buffers_only_on_the_last_step(monkeypatch):
         calls.append((kw["memory_budget"], kw["fit_buffers"], kw["hint"]))
         raise SolveFailed("no plan within the limit")
 
-    monkeypatch.setattr(autoshard, "solve_module", no_plan)
-    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
-    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
-    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
-    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    _stub_guard(monkeypatch, no_plan)
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000), choice=[0, 1],
                                   graph=types.SimpleNamespace(pin_operands=False))
@@ -73,8 +83,6 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     import dataclasses
     import types
 
-    import hloshard.autoshard as autoshard
-    import hloshard.autoshard.build as build
     import hloshard.costgraph as costgraph
     from hloshard.autoshard.solve import SolveResult
     from hloshard.errors import SolveFailed
@@ -94,13 +102,9 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
         err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
         raise err
 
-    monkeypatch.setattr(autoshard, "solve_module", no_plan)
-    monkeypatch.setattr(build, "with_memory_budget",
-                        lambda graph, budget: types.SimpleNamespace(pin_operands=False, problem=None, budget=budget))
+    _stub_guard(monkeypatch, no_plan, with_budget=lambda graph, budget: types.SimpleNamespace(
+        pin_operands=False, problem=None, budget=budget))
     monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
-    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
-    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
-    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
@@ -124,8 +128,6 @@ def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(mo
     keras-hub's 4-layer Gemma it let them price 1.25 M pairs for nothing (round 23)."""
     import types
 
-    import hloshard.autoshard as autoshard
-    import hloshard.autoshard.build as build
     import hloshard.autoshard.solve as solve
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
@@ -135,11 +137,7 @@ def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(mo
     def no_plan(module, dmesh, **kw):
         raise SolveFailed("no plan within the limit")
 
-    monkeypatch.setattr(autoshard, "solve_module", no_plan)
-    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
-    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000})
-    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
-    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    _stub_guard(monkeypatch, no_plan)
     asked = []
     monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
         asked.append(budget) or result, {"applied": False, "tried": []}))
@@ -210,7 +208,6 @@ def test_wall_clock_guard_moves_its_deadline_by_the_baseline_and_keeps_the_reser
     import types
 
     import hloshard.autoshard as autoshard
-    import hloshard.autoshard.build as build
     from hloshard.jax import guard
 
     seen = []
@@ -223,11 +220,7 @@ def test_wall_clock_guard_moves_its_deadline_by_the_baseline_and_keeps_the_reser
         seen.append(kw["deadline"])
         raise AssertionError("not reached")   # replaced below where a re-solve must start
 
-    monkeypatch.setattr(autoshard, "solve_module", records)
-    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: graph)
-    monkeypatch.setattr(guard, "baseline_peak", slow_baseline)
-    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
-    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    _stub_guard(monkeypatch, records, baseline=slow_baseline)
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=9_000_000), choice=[0, 1],
                                   graph=types.SimpleNamespace(pin_operands=False, reprice_seconds=30.0))

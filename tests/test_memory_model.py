@@ -213,15 +213,10 @@ ENTRY main {{
 #   = 57352 (without the rule 40968); w an entry parameter (16384, kept) beside its f32 copy 32768:
 #   57352.  XLA: argument + output + temp, its temp heap aligning the scalars (132 B where the model
 #   has 8): within 128 B of the model, the oracle test.
-def _two_accumulators(root: str) -> str:
-    """A loop filling two f32[8,1024] accumulators (zero- and half-initialised: no ``HloCSE`` merge) row
-    by row, after it two outputs each an elementwise update of one accumulator (``oa = pa - ga``,
-    ``ob = pb - gb``), the root tuple's operands in the order ``root``."""
-    st = "(s32[], f32[8,1024], f32[8,1024], f32[8,1024])"
-    return f"""HloModule acc2, num_partitions=8
-
-body {{
-  p = {st} parameter(0)
+#: the loop both accumulator cases run: row i of ``xs`` (exponentiated into ``a``, as it is into ``b``)
+_ACC_STATE = "(s32[], f32[8,1024], f32[8,1024], f32[8,1024])"
+_ACC_LOOP = f"""body {{
+  p = {_ACC_STATE} parameter(0)
   i = s32[] get-tuple-element(p), index=0
   a = f32[8,1024] get-tuple-element(p), index=1
   b = f32[8,1024] get-tuple-element(p), index=2
@@ -233,10 +228,20 @@ body {{
   nb = f32[8,1024] dynamic-update-slice(b, s, i, z){_R}
   one = s32[] constant(1){_R}
   j = s32[] add(i, one){_R}
-  ROOT t = {st} tuple(j, na, nb, xs)
+  ROOT t = {_ACC_STATE} tuple(j, na, nb, xs)
 }}
 
-{_cond(st)}
+{_cond(_ACC_STATE)}"""
+
+
+def _two_accumulators(root: str) -> str:
+    """A loop filling two f32[8,1024] accumulators (zero- and half-initialised: no ``HloCSE`` merge) row
+    by row, after it two outputs each an elementwise update of one accumulator (``oa = pa - ga``,
+    ``ob = pb - gb``), the root tuple's operands in the order ``root``."""
+    st = "(s32[], f32[8,1024], f32[8,1024], f32[8,1024])"
+    return f"""HloModule acc2, num_partitions=8
+
+{_ACC_LOOP}
 
 ENTRY main {{
   w = f32[8,1024] parameter(0){_R}
@@ -287,23 +292,7 @@ def _shared_init() -> str:
     st = "(s32[], f32[8,1024], f32[8,1024], f32[8,1024])"
     return f"""HloModule shared_init, num_partitions=8
 
-body {{
-  p = {st} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  a = f32[8,1024] get-tuple-element(p), index=1
-  b = f32[8,1024] get-tuple-element(p), index=2
-  xs = f32[8,1024] get-tuple-element(p), index=3
-  z = s32[] constant(0){_R}
-  s = f32[1,1024] dynamic-slice(xs, i, z), dynamic_slice_sizes={{1,1024}}{_R}
-  e = f32[1,1024] exponential(s){_R}
-  na = f32[8,1024] dynamic-update-slice(a, e, i, z){_R}
-  nb = f32[8,1024] dynamic-update-slice(b, s, i, z){_R}
-  one = s32[] constant(1){_R}
-  j = s32[] add(i, one){_R}
-  ROOT t = {st} tuple(j, na, nb, xs)
-}}
-
-{_cond(st)}
+{_ACC_LOOP}
 
 ENTRY main {{
   w = f32[8,1024] parameter(0){_R}
