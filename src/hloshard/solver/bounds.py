@@ -265,7 +265,9 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
         mat = dual.matrix(e)
         lb = (value + (part[u] - rows[(e, True)])[:, None] + (part[v] - rows[(e, False)])[None, :]
               + (mat - mat.min()))
-        out = np.where(lb > limit, INFINITY, m).astype(np.int64)
+        cut = lb > limit
+        # nothing pruned on this edge: the matrix itself (shared between edges, no per-edge copy)
+        out = np.where(cut, INFINITY, m).astype(np.int64, copy=False) if cut.any() else m
         finite += int((out < INFINITY).sum())
         edge_costs.append(out)
     problem = Problem("pruned", red.intervals, costs, [np.zeros(len(c), dtype=np.int64) for c in costs],
