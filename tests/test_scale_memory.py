@@ -11,10 +11,13 @@ the edges of repeated layers.  These tests check that
 * the presolve's working graph keeps one matrix object for edges given one object, copies nothing that is
   already within ``INF``, and leaves the caller's arrays writeable;
 * :func:`hloshard.solver.bounds.reduced_cost_pruning` returns an edge's own matrix object when it prunes
-  nothing there, and its pruned problem keeps the optimum (brute force) when the target is above it.
+  nothing there, a pruned edge normalised (the presolve then makes no second copy of it) with every allowed
+  assignment priced as in the reduced problem, and keeps the optimum (brute force) when the target is above it.
 """
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -87,6 +90,7 @@ def test_presolve_graph_shares_one_matrix_object_and_copies_nothing_within_inf()
 def test_pruning_keeps_unpruned_edges_shared_and_the_optimum():
     from tests.test_solver_bounds import clique_problem
 
+    pruned = 0
     for seed in range(12):
         p = clique_problem(seed, n=5, k=3)
         opt, _ = brute_force(p)
@@ -101,3 +105,21 @@ def test_pruning_keeps_unpruned_edges_shared_and_the_optimum():
         best, choice = brute_force(q)
         assert best is not None and best + int(red.offset) == opt
         assert evaluate(p, red.expand(choice))[0] == opt
+        # its pruned edges come normalised (minima moved into the node costs), so the presolve keeps them as
+        # they are; every pair it allows costs what it costs in the reduced problem
+        plain = Problem("red", red.intervals, list(red.costs), [np.zeros(len(c), dtype=np.int64) for c in red.costs],
+                        red.edges, list(red.edge_costs))
+        for m in q.edge_costs:
+            fin = m < INFINITY
+            rows = np.where(fin, m, INFINITY).min(axis=1)
+            cols = np.where(fin, m, INFINITY).min(axis=0)
+            assert not (rows[rows < INFINITY]).any() and not (cols[cols < INFINITY]).any()
+        allowed = 0
+        for combo in itertools.product(*[range(len(c)) for c in q.node_costs]):
+            obj, ok = evaluate(q, combo)
+            if ok:
+                allowed += 1
+                assert obj == evaluate(plain, combo)[0]
+        assert allowed >= 1
+        pruned += sum(a is not b for a, b in zip(q.edge_costs, red.edge_costs))
+    assert pruned > 0   # the pruned (normalised) path was taken

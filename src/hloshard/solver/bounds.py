@@ -34,6 +34,7 @@ import math
 import numpy as np
 
 from ..costgraph import INFINITY, Problem
+from .presolve import _normalised
 
 BIG = float(INFINITY)
 
@@ -266,8 +267,20 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
         lb = (value + (part[u] - rows[(e, True)])[:, None] + (part[v] - rows[(e, False)])[None, :]
               + (mat - mat.min()))
         cut = lb > limit
-        # nothing pruned on this edge: the matrix itself (shared between edges, no per-edge copy)
-        out = np.where(cut, INFINITY, m).astype(np.int64, copy=False) if cut.any() else m
+        if not cut.any():   # nothing pruned on this edge: the matrix itself (shared between edges, no copy)
+            finite += int((m < INFINITY).sum())
+            edge_costs.append(m)
+            continue
+        # pruned: normalised here as the presolve of the pruned problem would store it (its row and column
+        # minima moved into the node costs: the same objective for every allowed pair), so that presolve
+        # keeps this one per-edge array instead of making a second (48-layer transformer at 2x2x2: ~1 GB)
+        out, r, c = _normalised(np.where(cut, INFINITY, m).astype(np.int64, copy=False))
+        if r is not None:
+            costs[u] = np.minimum(costs[u] + r, INFINITY)
+        if c is not None:
+            costs[v] = np.minimum(costs[v] + c, INFINITY)
+        if out is None:   # all zero once normalised, nothing forbidden
+            out = np.broadcast_to(np.int64(0), m.shape)
         finite += int((out < INFINITY).sum())
         edge_costs.append(out)
     problem = Problem("pruned", red.intervals, costs, [np.zeros(len(c), dtype=np.int64) for c in costs],
