@@ -121,5 +121,10 @@ def test_pruning_keeps_unpruned_edges_shared_and_the_optimum():
                 allowed += 1
                 assert obj == evaluate(plain, combo)[0]
         assert allowed >= 1
+        # and the presolve of the pruned problem stores each of them as it is: no second per-edge copy
+        g = _Graph(q)
+        for (u, v), m, r in zip(q.edges.tolist(), q.edge_costs, red.edge_costs):
+            if m is not r and g.get(u, v) is not None:
+                assert np.shares_memory(g.get(u, v), m)
         pruned += sum(a is not b for a, b in zip(q.edge_costs, red.edge_costs))
     assert pruned > 0   # the pruned (normalised) path was taken
