@@ -264,16 +264,19 @@ def _normalised(m):
         if not m.any():
             return None, r_out, c_out
         return m, r_out, c_out
-    mm = np.where(fin, m, INF)
-    r = mm.min(axis=1)
+    # the forbidden entries at INF exactly; no copy when they are (a pruned problem's matrices: one per edge)
+    m = m if m.max() <= INF else np.minimum(m, INF)
+    r = m.min(axis=1)
     r = np.where(r >= INF, 0, r)
     if r.any():
-        m = np.where(fin, m - r[:, None], INF)
+        m = m - r[:, None]   # a new array: changed in place below
+        m[~fin] = INF
         r_out = r
-    c = np.where(fin, m, INF).min(axis=0)
+    c = m.min(axis=0)
     c = np.where(c >= INF, 0, c)
     if c.any():
-        m = np.where(fin, m - c[None, :], INF)
+        m = m - c[None, :] if r_out is None else np.subtract(m, c[None, :], out=m)
+        m[~fin] = INF
         c_out = c
     return m, r_out, c_out
 
@@ -302,8 +305,8 @@ class _Graph:
                 self.cost[u] = _add(self.cost[u], np.minimum(np.diagonal(m), INF))
                 continue
             c = clipped.get(id(m))   # a matrix the problem shares between edges (repeated layers)
-            if c is None or c[0] is not m:
-                c = clipped[id(m)] = (m, np.minimum(m, INF))
+            if c is None or c[0] is not m:   # clipped only when needed: no copy of a matrix already <= INF
+                c = clipped[id(m)] = (m, m.view() if not m.size or m.max() <= INF else np.minimum(m, INF))
             self.add_edge(u, v, c[1])
         self._norm = None
         for u, v, allowed in problem.aliases:  # aliases: forbidden pairs of an edge
