@@ -343,6 +343,14 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
             "unties the state.")
 
 
+def _xla_seconds(deadline) -> float:
+    """The seconds an XLA run (a child process) may take before ``deadline`` (a ``time.monotonic()`` instant; None:
+    deterministic mode, no clock: 600 s, the runs' own time-out)."""
+    import time
+
+    return 600.0 if deadline is None else deadline - time.monotonic()
+
+
 def _start_child(num_devices: int):
     """The memory guard's XLA child (:func:`hloshard.xla_check.start_jax_child` of
     ``hloshard.partition_specs``), or None when it cannot be started (the guard then starts its own)."""
@@ -553,7 +561,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
     from ..autoshard.coarse import work_limit
-    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, improve_applied, unbudgeted_within
+    from ..autoshard.report import parameter_floor_check
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, MIN_SOLVE_SECONDS, apply_solution, improve_applied, \
+        unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -644,6 +654,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         dmesh.keep_io_on_user_axes()
         if not dmesh.is_refined:   # device=: timed_mesh_from_options refined it already
             dmesh = refine_for_module(dmesh, module)
+        if budget is not None:   # a budget the parameters alone exceed: said before any build (new user 23, #7)
+            parameter_floor_check(module, dmesh.num_devices, budget)
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
         deadline = None if deterministic else started + float(time_limit)
@@ -686,7 +698,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1],
+                                  propagate=lambda entry: entry_propagation(module, dmesh, entry,
+                                                                            timeout=_xla_seconds(deadline_))[1],
                                   # the plan judged by its written module; kept written when nothing writes after
                                   write="keep" if budget is None else "restore")
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
@@ -715,15 +728,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             lap("budget_check", t)   # the plan found without the budget written and priced
             written = result is not None
             if result is None:
-                # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
-                # by that: a plan within the budget is worth it, as solve._coarse_fallback's rescue)
-                rest = float(time_limit) if deterministic else \
-                    max((1.0 - share) * float(time_limit), deadline - time.monotonic())
-                coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
-                result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
-                                         hint=None if coarse else list(free.choice), child=None,
-                                         deadline_=None if deadline is None else time.monotonic() + rest,
-                                         phase="budget")
+                # wall-clock: what the deadline leaves (round 24: no more; before, at least (1 - share) of the
+                # limit, past the deadline, and a coarse plan's graph was built again: new user 23's Swin at
+                # "60MiB", time_limit=120 took 574.6 s).  The graph the plan was found on (a coarse mesh's too:
+                # solve._coarse_fallback priced it under the budget), for the budget, hinted by the plan
+                rest = float(time_limit) if deterministic else deadline - time.monotonic()
+                result, guard, kn = plan(max(MIN_SOLVE_SECONDS, rest), budget, graph=graph, hint=list(free.choice),
+                                         child=None, deadline_=deadline, phase="budget")
                 first_known = kn or first_known
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
@@ -747,14 +758,23 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # pairs as the deterministic build counts its work (coarse.work_limit)
         pair_limit = work_limit(moves_seconds(time_limit), dmesh) if deterministic else None
         move_stats: dict = {}
-        # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
-        moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)
-        improve_applied(result, module, dmesh, deadline=None if deadline is None else deadline + moved_by,
+        # (wall-clock: the guard's XLA run is inside the limit since round 24, "Time": the deadline does not move)
+        improve_applied(result, module, dmesh, deadline=deadline,
                         peak_limit=held, pair_limit=pair_limit, stats=move_stats)
         t_moves = time.monotonic() - t_moves
         phases["local_moves"] = t_moves
         pins = list(result.operand_pins)
-    except SolveFailed:
+    except SolveFailed as exc:
+        # where the call's seconds went, on the exception (new user 23: a SolveFailed after 574.6 s said nothing of
+        # them): ``exc.report["time"]`` as a plan's report gives it, and the phases in the message
+        end = time.monotonic()
+        exc.report = {"time": {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                               "seconds": round(end - started, 3),
+                               "phases": {k: round(v, 3) for k, v in phases.items()},
+                               "past_deadline": None if deadline is None else round(max(0.0, end - deadline), 3)}}
+        said = ", ".join(f"{k} {v:.1f}" for k, v in exc.report["time"]["phases"].items())
+        exc.args = (f"{exc.args[0] if exc.args else exc} [auto_shard ran {end - started:.1f} s of its time_limit "
+                    f"{float(time_limit):g}: {said} s; exception.report['time']]",) + tuple(exc.args[1:])
         raise
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
@@ -860,7 +880,19 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     if with_constraints:
         from ..partition_specs import partition_specs
 
-        constraints = partition_specs(module, dmesh)["intermediates"]
+        # inside the time limit (round 24): not started past the deadline, cut at it ("Time")
+        left = _xla_seconds(deadline)
+        note = None
+        if left < MIN_SOLVE_SECONDS:
+            note = (f"the intermediates XLA's propagation leaves open (constraints) are not listed: the time limit "
+                    f"ended before its XLA run ({max(0.0, left):.1f} s left)")
+        else:
+            try:
+                constraints = partition_specs(module, dmesh, timeout=left)["intermediates"]
+            except HloshardError as exc:
+                note = f"the intermediates XLA's propagation leaves open (constraints) are not listed: {exc}"
+        if note:
+            report.setdefault("warnings", []).append(note)
         lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
     end = time.monotonic()
     report["time"]["seconds"] = round(end - started, 3)   # the whole call (noisy: load)
