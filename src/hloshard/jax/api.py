@@ -351,6 +351,19 @@ def _xla_seconds(deadline) -> float:
     return 600.0 if deadline is None else deadline - time.monotonic()
 
 
+def _propagate_within(module, dmesh, entry: dict, deadline) -> dict:
+    """XLA's propagation of ``entry`` (:func:`hloshard.jax.guard.entry_propagation`'s ``found``) cut at ``deadline``
+    (:func:`_xla_seconds`): not started with less than the solver's minimum left.  Raises InputError when it is
+    not started, times out or XLA fails (the guard's fallback then keeps its own completion)."""
+    from ..autoshard.solve import MIN_SOLVE_SECONDS
+    from ..errors import InputError
+
+    left = _xla_seconds(deadline)
+    if left < MIN_SOLVE_SECONDS:
+        raise InputError(f"the time limit ended before XLA's propagation ({max(0.0, left):.1f} s left)")
+    return entry_propagation(module, dmesh, entry, timeout=left)[1]
+
+
 def _start_child(num_devices: int):
     """The memory guard's XLA child (:func:`hloshard.xla_check.start_jax_child` of
     ``hloshard.partition_specs``), or None when it cannot be started (the guard then starts its own)."""
@@ -394,35 +407,33 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
     at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
     re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
-    not spend the guard's share), ending early enough to write the plan; the guard's XLA run (c, below) moves
-    the deadline of the phases after it by its seconds (``report["memory_guard"]["xla_seconds"]``); a
-    memory-guard re-solve that the time left cannot hold (the solver's minimum beside the re-pricing reserve)
-    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
-    ``auto_shard`` therefore returns within
-    ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
-    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
-    (one evaluation of the written module, for which the solve keeps back
-    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
-    none of their re-solves or re-pricings past the deadline; under a ``memory_budget``, also the pricing of
-    the plan found without it as written, and of each known plan written when the plan's written module
-    exceeds the budget's limit) and (c) the XLA runs: the memory guard's sharding propagation (a child process
-    that ends once XLA has dumped it, 3-4 s at load 5-8, 7-17 s at load 10-17 on the models of BENCHMARKS.md;
-    with ``memory_guard``; once per guarded plan, so twice when a ``memory_budget`` binds, and once more when
-    the guard falls back to the data-parallel plan) and its pricing, and with ``with_constraints`` one more
-    propagation; and (d) under a ``memory_budget``, when the clock has ended (or starved a re-solve of any
-    plan) with no plan within the budget's limit and no plan an earlier search of the call found keeps it
-    (:func:`hloshard.autoshard.solve.held`: the plan found without the budget, the coarse plan, the guard's and
-    the Pareto step's re-solves; such a plan is written at once instead), at most
-    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget each (no clock: whether a plan
-    within the budget is found must not depend on the load; their wall seconds do, ``report["time"]
-    ["rescues"]``).  The phases outside the limit are not cut at the deadline because each is what a promise
-    rests on: XLA's propagation is the guard's baseline (cut, a loaded machine would turn the guard off), the
-    written module's price is the budget's (a plan is never returned on the solver's figure alone), and a
-    rescue is the budget's plan.  ``report["time"]["phases"]`` gives each phase's wall seconds (``trace``,
-    ``first_solve``, ``first_guard``; under a binding budget ``budget_check``, ``budget_solve``,
-    ``budget_guard``; ``write``, ``local_moves``, ``report``, ``constraints``) and ``["past_deadline"]`` how
-    far past the deadline the call returned.  Not promised: jax's tracing and lowering are not interrupted,
-    so a ``time_limit`` shorter than they take is overrun by them.  The plan can depend on the machine's load.
+    not spend the guard's share), ending early enough to write the plan; the XLA runs (the memory guard's
+    sharding propagation, its data-parallel fallback's, and with ``with_constraints`` the constraints' one: child
+    processes) run inside the limit: none is started with less than the solver's minimum left, each is cut at the
+    deadline (the guard is then off, or the constraints not listed, and a warning says so; round 24: before, they
+    moved the deadline by their seconds, 7-17 s each at load 10-17); a memory-guard re-solve that the time left
+    cannot hold (the solver's minimum beside the re-pricing reserve) is not started (the plan found before it is
+    kept; ``report["memory_guard"]["note"]`` says so).  Under a ``memory_budget`` the search under the budget gets
+    what the deadline leaves, on the graph the plan without it was found on (the coarse mesh's when the fine build
+    was cut: no build again), and no re-solve runs past the deadline: when the clock ends with no plan within the
+    budget's limit and no plan found or known keeps it (:func:`hloshard.autoshard.solve.held`), the call raises
+    :class:`~hloshard.errors.SolveFailed` naming deterministic mode, whose work budget is not shortened by the
+    machine's load and may run past the clock (round 24: before, up to
+    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget ran past the deadline: new user 23's
+    Swin at ``memory_budget="60MiB", time_limit=120`` returned SolveFailed after 574.6 s, 704.3 s at load 16 on
+    main).  ``auto_shard`` therefore returns within ``time_limit`` plus a margin that covers only (a) the solver's
+    minimum, :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`, of a solve started just before the deadline,
+    (b) the error of the re-pricing reserve (writing and re-pricing the plan, one evaluation of the written
+    module, for which the solves keep back :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's
+    build time; the local moves start none of their re-solves or re-pricings past the deadline) and (c) the
+    ``report`` phase (the report and the plan mapped onto ``fn``'s equations), seconds on the models of
+    BENCHMARKS.md (round 24, helper swin).  ``SolveFailed`` raised by the call carries ``exc.report["time"]``
+    (the phases' seconds, ``past_deadline``) and names the phases in its message.  ``report["time"]["phases"]``
+    gives each phase's wall seconds (``trace``, ``first_solve``, ``first_guard``; under a binding budget
+    ``budget_check``, ``budget_solve``, ``budget_guard``; ``write``, ``local_moves``, ``report``,
+    ``constraints``) and ``["past_deadline"]`` how far past the deadline the call returned.  Not promised: jax's
+    tracing and lowering are not interrupted, so a ``time_limit`` shorter than they take is overrun by them.  The
+    plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
@@ -698,8 +709,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry,
-                                                                            timeout=_xla_seconds(deadline_))[1],
+                                  propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
                                   write="keep" if budget is None else "restore")
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
