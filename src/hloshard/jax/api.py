@@ -45,6 +45,7 @@ from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, mo
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
                     pin_operand, pin_steps, runner)
 from .known import known_plans
+from ..summary import replicated_batch_inputs
 from .state import STATE_MODES, donated_args, find_ties
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
@@ -810,6 +811,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
     sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
+    # inputs that are not state, left replicated although a mesh axis divides their leading dim (new user 23, #5)
+    report["replicated_inputs"] = replicated_batch_inputs(
+        in_paths, [tuple(p.shape.dims) for p in params], [s.is_fully_replicated for s in in_sh],
+        {q for _j, q, *_rest in state_ties}, dict(zip(mesh.axis_names, (int(n) for n in mesh.devices.shape))))
     if mesh.devices.size > 1 and in_sh and _replicated_step(report, sharded_args):
         note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
                                     scale if device is not None else None)
