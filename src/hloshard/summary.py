@@ -134,12 +134,13 @@ def user_warning(w: str, report: dict) -> str:
         else:
             why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
         spu = (report.get("step_time") or {}).get("seconds_per_unit")
-        if spu:   # --device: the two objectives in seconds, as the cost line (new user 19: raw units beside ms)
-            return (f"the plan's objective, {format_seconds(report['objective'] * spu)}, is that of the module as "
-                    f"written (what `hloshard cost --device` says of it; the estimated step time above has its "
-                    f"communication and resharding, and its compute from the roofline of the written instructions); "
-                    f"the solver's own figure, {format_seconds(report['solver_objective'] * spu)}, "
-                    f"differs because {why}, and the written module is priced with the cheapest choice it allows")
+        if spu:   # --device: in seconds, as the cost line (new user 19: raw units beside ms)
+            # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
+            # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
+            return (f"the solver's own figure for this plan, {format_seconds(report['solver_objective'] * spu)}, "
+                    f"is not the written module's (the estimated step time above, what `hloshard cost --device` "
+                    f"says of it): it differs because {why}, and the written module is priced with the cheapest "
+                    f"choice it allows")
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
                 f"differs because {why}, and the written module is priced with the cheapest choice it allows")
