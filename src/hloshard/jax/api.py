@@ -701,14 +701,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # promise, its guard gets what the search leaves; with the guard's half kept, Swin's "60MiB" search had
             # 2.5 s of solver and found nothing)
             whole = phase == "budget" and deadline_ is not None
-            r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
-                             time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
-                             deterministic=deterministic, apply=False,
-                             deadline=deadline_, stop_build=deadline_ is not None and graph is None,
-                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
-                             # wall-clock: the guard's share is of what the builds leave, not what they did not take
-                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None and not whole else 1.0,
-                             free_first=phase != "budget")
+            try:
+                r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
+                                 time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
+                                 deterministic=deterministic, apply=False,
+                                 deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                                 pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
+                                 # wall-clock: the guard's share is of what the builds leave, not what they did not take
+                                 solver_share=FIRST_SHARE if memory_guard and deadline_ is not None and not whole
+                                 else 1.0, free_first=phase != "budget")
+            except SolveFailed:
+                lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
+                raise
             kn = known.get(id(r.graph), [])
             g = None
             t = lap(f"{phase}_solve", t)
