@@ -57,6 +57,20 @@ RESCUE_ROUNDS = 2
 HELD_PLANS = 32
 
 
+#: what the phase after a first solve (auto_shard's memory guard, :func:`hloshard.jax.guard._guard`) prices before
+#: it can judge a plan: XLA's propagated baseline and the plan's written module, each about one re-pricing
+LATER_PHASE_PRICINGS = 2
+
+
+def later_phase_seconds(reprice: float) -> float:
+    """The least wall seconds the phase after a first solve needs to be of any use (``reprice``: the graph's
+    re-pricing reserve, ``graph.reprice_seconds``): :data:`LATER_PHASE_PRICINGS` re-pricings and the solver's
+    minimum.  The memory guard starts its XLA run only with this much left (it is cut at the deadline less the
+    pricings); a first solve whose ``solver_share`` would keep the guard less than this takes all the time instead
+    (:func:`_solve_module`)."""
+    return MIN_SOLVE_SECONDS + LATER_PHASE_PRICINGS * float(reprice)
+
+
 def rescue_work(seconds: float) -> float:
     """The work budget (deterministic ``time_limit``) of a rescue allotted ``seconds`` of the solver's time
     (wall-clock mode: ``(1 - FIRST_SOLVE_SHARE)`` of its limit): :func:`hloshard.solver.api.work_for_cpu`
@@ -299,6 +313,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
         ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
+        if solver_share < 1 and left - ours < later_phase_seconds(reprice):
+            # a share the later phase cannot use (auto_shard's memory guard: its XLA run starts only with its
+            # pricings left) is the solver's (round 24, new user 23's finding 3: Llama3's build left 11 s, half of
+            # it was kept for a guard that needed 21 s, and the solver had its 0.5 s minimum at a 70% gap)
+            ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"

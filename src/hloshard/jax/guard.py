@@ -369,7 +369,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
 
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
-    from ..autoshard.solve import MIN_SOLVE_SECONDS
+    from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
@@ -394,11 +394,11 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         if deadline is not None:   # round 24: inside the time limit (a limit is a limit, new user 23's finding 1)
             # after the run: the baseline priced and the plan's written module priced, each about a re-pricing
             # (the graph's reserve); new user 23's Swin at time_limit=60, load 17: run and pricing 31.6 s, 23.3 s late
-            if _time_left(deadline) < MIN_SOLVE_SECONDS + 2 * reserve:
+            if _time_left(deadline) < later_phase_seconds(reserve):
                 raise SolveFailed(f"the time limit ended before its XLA run could start "
-                                  f"({max(0.0, _time_left(deadline)):.1f} s left, {2 * reserve:.1f} s of them kept for "
-                                  f"pricing the baseline and the plan)")
-            warm["timeout"] = _time_left(deadline) - 2 * reserve
+                                  f"({max(0.0, _time_left(deadline)):.1f} s left, {LATER_PHASE_PRICINGS * reserve:.1f} s "
+                                  f"of them kept for pricing the baseline and the plan)")
+            warm["timeout"] = _time_left(deadline) - LATER_PHASE_PRICINGS * reserve
         t_base = time.monotonic()
         base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
             baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
