@@ -66,8 +66,13 @@ tok = jax.ShapeDtypeStruct((B, S), jnp.int32)
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 limit, deterministic = float(sys.argv[1]), sys.argv[2] == "det"
 t = time.monotonic()
-plan = auto_shard(train_step, params, tok, tok, mesh=mesh, memory_budget="4MiB", time_limit=limit,
-                  deterministic=deterministic, with_constraints=False)
+from hloshard.errors import SolveFailed
+try:
+    plan = auto_shard(train_step, params, tok, tok, mesh=mesh, memory_budget="4MiB", time_limit=limit,
+                      deterministic=deterministic, with_constraints=False)
+except SolveFailed as exc:   # wall-clock: the clock may end before a plan within the budget (no rescue past it)
+    print(json.dumps({"wall": time.monotonic() - t, "time": exc.report["time"], "failed": str(exc)}))
+    raise SystemExit(0)
 print(json.dumps({"wall": time.monotonic() - t, "time": plan.report["time"],
                   "guard": {k: v for k, v in plan.report.get("memory_guard", {}).items() if k != "note"},
                   "peak": plan.report["peak_memory_per_device"], "status": plan.report["status"],
@@ -91,18 +96,22 @@ def test_wall_clock_call_returns_within_its_limit():
     assert r["time"]["mode"] == "wall-clock"
     # the whole call, tracing, the XLA baseline and any re-solve included
     assert r["wall"] <= TIME_LIMIT + MARGIN, r
+    # where the seconds went (round 22): the phases account for the call's seconds, and the call says how far past
+    # its deadline it returned -- on a SolveFailed too (round 24: exc.report["time"])
+    phases, seconds = r["time"]["phases"], r["time"]["seconds"]
+    assert {"trace", "first_solve"} <= set(phases), phases
+    assert abs(sum(phases.values()) - seconds) <= max(1.0, 0.05 * seconds), r["time"]
+    assert r["time"]["past_deadline"] == pytest.approx(max(0.0, seconds - TIME_LIMIT), abs=0.05), r["time"]
+    if "failed" in r:   # the clock ended first: said, with deterministic mode named as the mode that may go on
+        assert "deterministic" in r["failed"], r["failed"]
+        return
+    assert {"first_guard", "report"} <= set(phases), phases
     # the budget kept: 4 MiB per device by the model (the plan is checked under XLA in BENCHMARKS.md)
     assert r["peak"] <= 4 * 2**20, r
     # the first solve's solver got at most its share of the limit
     assert r["time"]["first_solve_limit"] + r["time"]["guard_limit"] == pytest.approx(TIME_LIMIT)
     assert r["solver_time_limit"] is None or r["solver_time_limit"] <= TIME_LIMIT, r
-    # where the seconds went (round 22): the phases account for the call's seconds, and the call says how far past
-    # its deadline it returned and which rescues (work-budget re-solves past the clock) ran
-    phases, seconds = r["time"]["phases"], r["time"]["seconds"]
-    assert {"trace", "first_solve", "first_guard", "report"} <= set(phases), phases
-    assert abs(sum(phases.values()) - seconds) <= max(1.0, 0.05 * seconds), r["time"]
-    assert r["time"]["past_deadline"] == pytest.approx(max(0.0, seconds - TIME_LIMIT), abs=0.05), r["time"]
-    assert isinstance(r["time"]["rescues"], list)
+    assert r["time"]["rescues"] == []   # none past a wall-clock deadline (round 24)
 
 
 
