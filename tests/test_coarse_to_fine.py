@@ -605,3 +605,50 @@ def test_coarse_image_keeps_the_ties_of_a_follower_class():
     assert image is not None and fine.problem.aliases
     assert all(ok[image[u], image[v]] for u, v, ok in fine.problem.aliases)
     assert evaluate(fine.problem, image)[1]
+
+
+def test_coarse_fallback_prices_the_known_plans_and_keeps_the_cheapest(monkeypatch):
+    """When the fine build is not started, the coarse solve's plan is the answer only if no plan known without a
+    search costs less on the coarse graph (round 24, new user 23's finding 2: Swin's coarse plan, 31.66 M, was written
+    although the data-parallel plan it knew cost 25.3 M, and ``report["known_plans"]`` was empty).  The coarse
+    solve is made to return its replicated plan (as a short or loaded search may end); the caller's known plans are
+    asked for on the coarse graph, kept on it (``graph.known``: what auto_shard's report lists) and the cheapest
+    feasible one is written, with a warning naming both costs."""
+    import time
+
+    from hloshard.autoshard import coarse
+    from hloshard.autoshard.trivial import trivial_plans
+    from hloshard.solver.api import Solution
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    cm = coarse_mesh(mesh, m)
+    cgraph = build_graph(m, cm, "io", None)
+    rep = next(c for n, c in trivial_plans(cgraph) if n == "replicated")
+    good = list(solve_graph(cgraph, time_limit=2.0, deterministic=True).strategies)
+    rep_obj, good_obj = evaluate(cgraph.problem, rep)[0], evaluate(cgraph.problem, good)[0]
+    assert good_obj < rep_obj   # the case needs a known plan cheaper than the coarse solve's answer
+
+    def replicated_solve(graph, **kw):   # the coarse solve ends at the replicated plan
+        return Solution(strategies=list(rep), objective=int(rep_obj), bound=None, status="feasible", seconds=0.1)
+
+    monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (1e6, 99.0))
+    monkeypatch.setattr(coarse, "build_graph", lambda module, mesh_, *a, **k: cgraph)
+    monkeypatch.setattr("hloshard.autoshard.solve.solve_graph", replicated_solve)
+    asked = []
+
+    def known(graph):
+        asked.append(graph)
+        return [good]
+
+    res = solve_module(m, mesh, time_limit=20.0, deadline=time.monotonic() + 20.0, stop_build=True, apply=False,
+                       known=known)
+    assert res.graph is cgraph and asked == [cgraph] and cgraph.known == [good]
+    assert evaluate(cgraph.problem, res.choice)[0] == good_obj
+    assert any("known without a search" in w for w in res.warnings), res.warnings
+    # without known plans the coarse answer still never costs more than a trivial plan of the coarse graph
+    from hloshard.autoshard.solve import cheaper_known
+
+    cgraph.known = []
+    worse = cheaper_known(cgraph, rep)
+    assert worse is None or worse[2] < rep_obj

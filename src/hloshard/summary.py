@@ -134,12 +134,13 @@ def user_warning(w: str, report: dict) -> str:
         else:
             why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
         spu = (report.get("step_time") or {}).get("seconds_per_unit")
-        if spu:   # --device: the two objectives in seconds, as the cost line (new user 19: raw units beside ms)
-            return (f"the plan's objective, {format_seconds(report['objective'] * spu)}, is that of the module as "
-                    f"written (what `hloshard cost --device` says of it; the estimated step time above has its "
-                    f"communication and resharding, and its compute from the roofline of the written instructions); "
-                    f"the solver's own figure, {format_seconds(report['solver_objective'] * spu)}, "
-                    f"differs because {why}, and the written module is priced with the cheapest choice it allows")
+        if spu:   # --device: in seconds, as the cost line (new user 19: raw units beside ms)
+            # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
+            # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
+            return (f"the solver's own figure for this plan, {format_seconds(report['solver_objective'] * spu)}, "
+                    f"is not the written module's (the estimated step time above, what `hloshard cost --device` "
+                    f"says of it): it differs because {why}, and the written module is priced with the cheapest "
+                    f"choice it allows")
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
                 f"differs because {why}, and the written module is priced with the cheapest choice it allows")
@@ -176,6 +177,41 @@ def plan_rows(report: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def replicated_batch_inputs(paths: list, shapes: list, replicated: list, state: set, axes: dict) -> list[dict]:
+    """The inputs a plan leaves replicated although a mesh axis could split their leading dim:
+    ``report["replicated_inputs"]`` of :func:`hloshard.jax.auto_shard`.  ``paths`` / ``shapes`` (dims) /
+    ``replicated`` (bool): per argument leaf, in order; ``state``: the leaf numbers that are tied state (their
+    layout is the state's, not a batch's); ``axes``: mesh axis name -> size.  One row per leaf of rank >= 1
+    that is not state, replicated, whose leading dim some axis of size > 1 divides: ``{"input": path,
+    "shape": [dims], "axes": [names of the axes that divide it]}``.  A replicated batch costs nothing on one
+    host with fake devices, but with a real input pipeline every host feeds the whole batch to every device
+    (new user 23: keras-hub Llama3's tokens, labels and padding mask all ``P()``); a note, not a plan change."""
+    out = []
+    for i, (path, dims, rep) in enumerate(zip(paths, shapes, replicated)):
+        if not rep or i in state or not dims:
+            continue
+        fit = [a for a, n in axes.items() if n > 1 and dims[0] % n == 0]
+        if fit:
+            out.append({"input": path, "shape": [int(d) for d in dims], "axes": fit})
+    return out
+
+
+def replicated_inputs_row(report: dict) -> str | None:
+    """The summary's ``inputs`` row for ``report["replicated_inputs"]`` (:func:`replicated_batch_inputs`), or None."""
+    rows = report.get("replicated_inputs") or []
+    if not rows:
+        return None
+    named = ", ".join(f"{r['input']} {r['shape']}" for r in rows[:4]) + (f" and {len(rows) - 4} more" if len(rows) > 4
+                                                                         else "")
+    axes = sorted({a for r in rows for a in r["axes"]})
+    return (f"{len(rows)} input{'s' if len(rows) > 1 else ''} that {'are' if len(rows) > 1 else 'is'} not state "
+            f"enter{'' if len(rows) > 1 else 's'} replicated ({named}): every device receives the whole of "
+            f"{'them' if len(rows) > 1 else 'it'} (with a real input pipeline, every host feeds all of it), although "
+            f"the mesh's {'/'.join(repr(a) for a in axes)} axis divides the leading dim; the objective found "
+            f"that cheaper here; `jax.device_put` with a split spec keeps the batch split (then passed to "
+            f"`auto_shard` as a sharded argument, kept)")
+
+
 def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
@@ -206,6 +242,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t.add_row("status", status_in_words(report))
     for name, value in plan_rows(report):
         t.add_row(name, value)
+    if replicated_inputs_row(report):
+        t.add_row("inputs", replicated_inputs_row(report))
     if "nodes" in report:
         build = f"; build {report['seconds_build']:.1f} s" if "seconds_build" in report else ""
         t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges{build}")

@@ -57,6 +57,20 @@ RESCUE_ROUNDS = 2
 HELD_PLANS = 32
 
 
+#: what the phase after a first solve (auto_shard's memory guard, :func:`hloshard.jax.guard._guard`) prices before
+#: it can judge a plan: XLA's propagated baseline and the plan's written module, each about one re-pricing
+LATER_PHASE_PRICINGS = 2
+
+
+def later_phase_seconds(reprice: float) -> float:
+    """The least wall seconds the phase after a first solve needs to be of any use (``reprice``: the graph's
+    re-pricing reserve, ``graph.reprice_seconds``): :data:`LATER_PHASE_PRICINGS` re-pricings and the solver's
+    minimum.  The memory guard starts its XLA run only with this much left (it is cut at the deadline less the
+    pricings); a first solve whose ``solver_share`` would keep the guard less than this takes all the time instead
+    (:func:`_solve_module`)."""
+    return MIN_SOLVE_SECONDS + LATER_PHASE_PRICINGS * float(reprice)
+
+
 def rescue_work(seconds: float) -> float:
     """The work budget (deterministic ``time_limit``) of a rescue allotted ``seconds`` of the solver's time
     (wall-clock mode: ``(1 - FIRST_SOLVE_SHARE)`` of its limit): :func:`hloshard.solver.api.work_for_cpu`
@@ -258,7 +272,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                              solved=coarse)
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
-                                    fit=(time_limit, False, workers, seed, progress))
+                                    fit=(time_limit, False, workers, seed, progress), known=known,
+                                    deadline=deadline)
         graph = first.graph
     elif not built and not export_problem and (deterministic or deadline is not None):
         # under a work limit (coarse.deterministic_first): deterministic mode, and a deadline the build is
@@ -267,7 +282,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                                   deterministic=deterministic)
         if det.graph is None:
             return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
-                                    fit=(time_limit, deterministic, workers, seed, progress))
+                                    fit=(time_limit, deterministic, workers, seed, progress), known=known,
+                                    deadline=None if deterministic else deadline)
         graph = det.graph
     elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
@@ -297,6 +313,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if deadline is not None and not deterministic:
         left = deadline - t1 - reprice
         ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
+        if solver_share < 1 and left - ours < later_phase_seconds(reprice):
+            # a share the later phase cannot use (auto_shard's memory guard: its XLA run starts only with its
+            # pricings left) is the solver's (round 24, new user 23's finding 3: Llama3's build left 11 s, half of
+            # it was kept for a guard that needed 21 s, and the solver had its 0.5 s minimum at a 70% gap)
+            ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
@@ -335,8 +356,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # leave time for the re-solves with the communication buffers priced (_fit_buffers, below)
         first_limit = max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * time_limit)
     # a rescue's work budget: the solver's seconds it is allotted, at the measured CPU cost of a unit of work
-    # (solver.api.work_for_cpu; round 22's 4.8 units cost 30.5 CPU-s on Falcon's problem)
-    rescue = rescue_work((1.0 - FIRST_SOLVE_SHARE) * time_limit)
+    # (solver.api.work_for_cpu; round 22's 4.8 units cost 30.5 CPU-s on Falcon's problem).  None under a
+    # wall-clock ``deadline`` (the whole call's promise): a rescue runs past the clock (new user 23's Swin at
+    # memory_budget="60MiB", time_limit=120: 574.6 s, then SolveFailed), so it is deterministic mode's, the
+    # mode whose limit is work and not seconds
+    rescue = None if deadline is not None and not deterministic else rescue_work((1.0 - FIRST_SOLVE_SHARE) * time_limit)
     rescues_before = len(getattr(graph, "rescues", None) or [])
     try:
         sol = solve_graph(graph, time_limit=first_limit, workers=workers, seed=seed, deterministic=deterministic,
@@ -355,8 +379,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             before = max(0.0, deadline - t1)
             kept = (f"{reprice:.1f} s of them kept for re-pricing the plan" if reprice <= before else
                     f"less than the {reprice:.1f} s kept for re-pricing the plan: the solver got its minimum")
+            more = ("; no re-solve runs past a wall-clock deadline: a longer time limit, or deterministic mode "
+                    "(a work budget the machine's load does not shorten, which may run past the clock), may find "
+                    "one" if memory_budget is not None else "")
             exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; the time limit "
-                        f"of {given_limit:g} s, {before:.1f} s left before the deadline, {kept})",)
+                        f"of {given_limit:g} s, {before:.1f} s left before the deadline, {kept}){more}",)
             raise
         else:
             raise
@@ -451,8 +478,8 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     3. Else the search under the budget (:func:`_solve_module` on the same graph with the budget), hinted by
        that plan (the solver repairs it), with ``time_limit`` again in deterministic mode (a second work
        budget), the time left before the ``deadline`` in wall-clock mode.  When step 1's answer was the coarse
-       mesh's (the fine build stopped, :func:`_coarse_fallback`) and does not keep the limit, step 3 is the
-       budgeted call as it was (its own build).
+       mesh's (the fine build stopped, :func:`_coarse_fallback`), step 3 searches the coarse graph under the
+       budget (round 24; before, its own build, coarse and fine again, past the deadline).
     Not written when ``apply`` is False (the module is put back as it was, :class:`_Unwritten`)."""
     import time
 
@@ -460,21 +487,17 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     free_limit = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * float(time_limit))
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
                          pin_operands, False, False, deadline, on_overrun, stop_build, hint, known, None, False)
-    coarse = getattr(free.graph, "coarse_fallback", None) is not None
     result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
     if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build
         return result
     spent = time.monotonic() - t0
     rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, float(time_limit) - spent)
-    if coarse:   # a coarse mesh's plan: the budgeted call as it was, with its own build
-        out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
-                            pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known, None,
-                            local_moves)
-    else:
-        out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
-                            pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
-                            known, graph, local_moves)
+    # on the graph the plan was found on, for the budget (no build), hinted by the plan: a coarse mesh's graph too
+    # (round 24: it was built again, with a coarse build allowed past the deadline, and the fine build tried again)
+    out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
+                        pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
+                        known, graph, local_moves)
     out.graph.warnings.append(note)
     out.seconds_build += free.seconds_build
     out.seconds_solve = time.monotonic() - t0 - out.seconds_build
@@ -582,6 +605,8 @@ def _starved(graph: Graph, begin, rescue: float, workers: int, seed: int, progre
                               f"a plan {name} ({format_bytes(ev.peak_memory)} predicted, within "
                               f"the model's limit {format_bytes(int(limit))})")
         return Solution(strategies=list(choice), objective=int(obj), bound=None, status="feasible", seconds=0.0)
+    if rescue is None:   # no rescue past a wall-clock deadline (_solve_module)
+        return None
     t = time.monotonic()
     try:
         sol = solve_graph(graph, time_limit=rescue, workers=workers, seed=seed, deterministic=True,
@@ -768,19 +793,25 @@ def _over_points(graph: Graph, choice, ev: Evaluation, node_limit) -> list:
 
 
 def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, apply: bool, on_overrun,
-                     t0: float, fit=None) -> SolveResult:
+                     t0: float, fit=None, known=None, deadline: float | None = None) -> SolveResult:
     """The answer of :func:`solve_module` when the fine build passed the deadline: the coarse plan
-    (``first.fallback``, :func:`hloshard.autoshard.coarse.coarse_first`) written as it is, priced on the
-    coarse graph (not re-priced on the fine mesh without a budget: that would build the fine graph again),
-    with a warning.  Under a memory budget, a coarse plan whose peak with its communication buffers and
-    pins exceeds the model's limit is re-solved with them priced (:func:`_fit_buffers`, as the fine graph's
-    plan is; ``fit``: ``(time_limit, deterministic, workers, seed, progress)`` of the call), with a
-    work budget, not a clock, in both modes (the plan must not depend on the machine's load: round 19's CI
-    flake was the coarse fallback under load): in deterministic mode ``time_limit`` more (the coarse solve
-    had the whole of it), in wall-clock mode ``(1 - FIRST_SOLVE_SHARE) * time_limit`` (two of the solver's
-    minimum at least), past the deadline if need be (a plan that keeps the budget is worth seconds past the
-    limit; the call ends late and is not refused),
-    and the written module is priced (:func:`apply_solution`).  Measured: the 4 MiB decoder of
+    (``first.fallback``, :func:`hloshard.autoshard.coarse.coarse_first`) or, when cheaper on the coarse graph,
+    a plan known without a search (:func:`cheaper_known`: ``known(graph)`` of the caller, e.g.
+    :func:`hloshard.jax.known.known_plans`, and :func:`hloshard.autoshard.trivial.trivial_plans`, priced on the
+    coarse graph; ``graph.known`` keeps the caller's list, so its report lists them), written as it is,
+    priced on the coarse graph (not re-priced on the fine mesh without a budget: that would build the fine
+    graph again), with a warning.  (New user 23's Swin, ``auto_shard(time_limit=60)``: the fine build cut,
+    the coarse plan written at 31.66 M cost units, 20.57 MB of collectives by XLA, where the data-parallel
+    plan it knows costs 25.3 M, 15.01 MB by XLA, and ``report["known_plans"]`` was empty.)
+    Under a memory budget, a plan whose peak with its communication buffers and pins exceeds the model's
+    limit is re-solved with them priced (:func:`_fit_buffers`, as the fine graph's plan is; ``fit``:
+    ``(time_limit, deterministic, workers, seed, progress)`` of the call): in deterministic mode on a work
+    budget of ``time_limit`` more (the coarse solve had the whole of it; the mode whose limit is work, not
+    seconds); in wall-clock mode on the clock, until ``deadline`` less the re-pricing reserve
+    (:data:`REPRICE_SHARE` x the coarse build), else, without a ``deadline``, on a work budget of
+    ``(1 - FIRST_SOLVE_SHARE) * time_limit`` (two of the solver's minimum at least).  (Before round 24 the
+    wall-clock re-solve ran on that work budget past the deadline too: a time limit was not a limit, new
+    user 23's finding 1.)  The written module is priced (:func:`apply_solution`).  Measured: the 4 MiB decoder of
     tests/test_jax_time.py, deterministic ``time_limit=2`` (the fine build stopped by its work limit): the
     coarse plan's peak 4.19 MB against the limit's 3.78 MB; re-solved with a work budget of 0.4 of the limit
     it found nothing, of 1 a plan written at 2.8 MB."""
@@ -798,23 +829,41 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     if on_overrun is not None:
         on_overrun(msg)
     graph.coarse_fallback = msg
+    # the re-pricing reserve of a later search on this graph (a budget's, the memory guard's): its own build's
+    coarse_build = float(getattr(first, "seconds_coarse_build", 0.0) or 0.0) or float(getattr(cs, "seconds", 0.0) or 0.0)
+    graph.reprice_seconds = REPRICE_SHARE * coarse_build
+    held(graph)
+    graph.known = list(known(graph)) if known is not None else []
     sol = cs.solution
     choice = list(sol.strategies)
+    _hold(graph, choice)
     t1 = time.monotonic()
     # the builds (coarse, and the fine one that stopped); the coarse solve is the summary's solve phase
     build = max(0.0, (t1 - t0) - float(getattr(sol, "seconds", 0.0) or 0.0))
     # a budget holds the coarse plan as it holds the fine one (new user 15: a coarse plan at 116% of the
     # model's limit was written, exit 0)
-    ev = evaluate_choice(graph, choice)
     limit = getattr(graph, "model_limit", None) if memory_budget is not None else None
+    better = cheaper_known(graph, choice, limit)
+    if better is not None:   # the coarse search's plan costs more than a plan known without a search
+        name, kchoice, kobj, was = better
+        graph.warnings.append(
+            f"the coarse search's plan costs {was * graph.cost_scale:,.0f} on the coarse graph; {name}, known "
+            f"without a search, costs {kobj * graph.cost_scale:,.0f} there: it is the plan written")
+        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
+        choice = list(kchoice)
+    ev = evaluate_choice(graph, choice)
     out_of_time = False
     if limit is not None and ev.peak_memory > limit and fit is not None:
         time_limit, deterministic, workers, seed, progress = fit
-        # a work budget (no clock) in both modes: the rescue must not depend on the machine's load
-        work = float(time_limit) if deterministic else \
-            max(2 * MIN_SOLVE_SECONDS, (1.0 - FIRST_SOLVE_SHARE) * float(time_limit))
-        sol, choice, ev, spent, out_of_time = _fit_buffers(
-            graph, sol, choice, ev, limit, work, time.monotonic(), workers, seed, True, progress, memory_budget)
+        if deterministic or deadline is None:   # a work budget: no clock is read
+            work = float(time_limit) if deterministic else \
+                max(2 * MIN_SOLVE_SECONDS, (1.0 - FIRST_SOLVE_SHARE) * float(time_limit))
+            fitted = _fit_buffers(graph, sol, choice, ev, limit, work, time.monotonic(), workers, seed, True,
+                                  progress, memory_budget)
+        else:   # wall-clock: until the deadline, less the re-pricing of the written plan
+            fitted = _fit_buffers(graph, sol, choice, ev, limit, None, deadline - graph.reprice_seconds, workers, seed, False,
+                                  progress, memory_budget)
+        sol, choice, ev, spent, out_of_time = fitted
         sol = dataclasses.replace(sol, seconds=float(getattr(cs.solution, "seconds", 0.0) or 0.0) + spent)
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     result = SolveResult(graph, sol, choice, ev, build, 0.0)
@@ -825,6 +874,37 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
                        reevaluate=memory_budget is not None)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+def cheaper_known(graph: Graph, choice, limit: int | None = None):
+    """A plan known without a search that costs less than ``choice`` on ``graph.problem``: of the caller's
+    known plans (``graph.known``, e.g. :func:`hloshard.jax.known.known_plans`' replicated and data-parallel
+    plans) and :func:`hloshard.autoshard.trivial.trivial_plans` (replicated; data parallel over the data axis
+    and over all axes), the cheapest feasible one (:func:`hloshard.costgraph.evaluate`: finite, ties kept, the
+    problem's memory limit kept) that, under a ``limit`` (the model's limit, bytes per device), peaks within it
+    with its communication buffers (:func:`hloshard.autoshard.evaluate.evaluate_choice`).  Returns
+    ``(name, choice, objective, choice's objective)`` in the problem's integer units, or None when ``choice``
+    is feasible and costs no more than every such plan.  The rule that keeps a search's answer from costing
+    more than a plan it knows where the search did not start from them (the coarse fallback: its coarse
+    solve ran before the known plans were priced, :func:`_coarse_fallback`)."""
+    from ..costgraph import evaluate
+    from .trivial import trivial_plans
+
+    obj, ok = evaluate(graph.problem, choice)
+    plans = [(f"the plan known before the search ({k + 1} of {len(graph.known)})", c)
+             for k, c in enumerate(getattr(graph, "known", None) or [])]
+    plans += [(f"the {name} plan", c) for name, c in trivial_plans(graph)]
+    best = None
+    for name, c in plans:
+        if c is None or len(c) != graph.problem.num_nodes:
+            continue
+        o, f = evaluate(graph.problem, c)
+        if not f or (ok and o >= obj) or (best is not None and o >= best[2]):
+            continue
+        if limit is not None and evaluate_choice(graph, c).peak_memory > limit:
+            continue
+        best = (name, list(c), int(o), int(obj))
+    return best
 
 
 def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False, memory_budget: int | None = None,

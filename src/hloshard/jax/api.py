@@ -45,6 +45,7 @@ from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, mo
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
                     pin_operand, pin_steps, runner)
 from .known import known_plans
+from ..summary import replicated_batch_inputs
 from .state import STATE_MODES, donated_args, find_ties
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
@@ -343,6 +344,27 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
             "unties the state.")
 
 
+def _xla_seconds(deadline) -> float:
+    """The seconds an XLA run (a child process) may take before ``deadline`` (a ``time.monotonic()`` instant; None:
+    deterministic mode, no clock: 600 s, the runs' own time-out)."""
+    import time
+
+    return 600.0 if deadline is None else deadline - time.monotonic()
+
+
+def _propagate_within(module, dmesh, entry: dict, deadline) -> dict:
+    """XLA's propagation of ``entry`` (:func:`hloshard.jax.guard.entry_propagation`'s ``found``) cut at ``deadline``
+    (:func:`_xla_seconds`): not started with less than the solver's minimum left.  Raises InputError when it is
+    not started, times out or XLA fails (the guard's fallback then keeps its own completion)."""
+    from ..autoshard.solve import MIN_SOLVE_SECONDS
+    from ..errors import InputError
+
+    left = _xla_seconds(deadline)
+    if left < MIN_SOLVE_SECONDS:
+        raise InputError(f"the time limit ended before XLA's propagation ({max(0.0, left):.1f} s left)")
+    return entry_propagation(module, dmesh, entry, timeout=left)[1]
+
+
 def _start_child(num_devices: int):
     """The memory guard's XLA child (:func:`hloshard.xla_check.start_jax_child` of
     ``hloshard.partition_specs``), or None when it cannot be started (the guard then starts its own)."""
@@ -386,35 +408,33 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
     at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
     re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
-    not spend the guard's share), ending early enough to write the plan; the guard's XLA run (c, below) moves
-    the deadline of the phases after it by its seconds (``report["memory_guard"]["xla_seconds"]``); a
-    memory-guard re-solve that the time left cannot hold (the solver's minimum beside the re-pricing reserve)
-    is not started (the plan found before it is kept; ``report["memory_guard"]["note"]`` says so).
-    ``auto_shard`` therefore returns within
-    ``time_limit`` plus (a) the last phase that had started before the deadline, each at least
-    :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS` of solver time, (b) writing and re-pricing the plan
-    (one evaluation of the written module, for which the solve keeps back
-    :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's build time; the local moves, below, start
-    none of their re-solves or re-pricings past the deadline; under a ``memory_budget``, also the pricing of
-    the plan found without it as written, and of each known plan written when the plan's written module
-    exceeds the budget's limit) and (c) the XLA runs: the memory guard's sharding propagation (a child process
-    that ends once XLA has dumped it, 3-4 s at load 5-8, 7-17 s at load 10-17 on the models of BENCHMARKS.md;
-    with ``memory_guard``; once per guarded plan, so twice when a ``memory_budget`` binds, and once more when
-    the guard falls back to the data-parallel plan) and its pricing, and with ``with_constraints`` one more
-    propagation; and (d) under a ``memory_budget``, when the clock has ended (or starved a re-solve of any
-    plan) with no plan within the budget's limit and no plan an earlier search of the call found keeps it
-    (:func:`hloshard.autoshard.solve.held`: the plan found without the budget, the coarse plan, the guard's and
-    the Pareto step's re-solves; such a plan is written at once instead), at most
-    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget each (no clock: whether a plan
-    within the budget is found must not depend on the load; their wall seconds do, ``report["time"]
-    ["rescues"]``).  The phases outside the limit are not cut at the deadline because each is what a promise
-    rests on: XLA's propagation is the guard's baseline (cut, a loaded machine would turn the guard off), the
-    written module's price is the budget's (a plan is never returned on the solver's figure alone), and a
-    rescue is the budget's plan.  ``report["time"]["phases"]`` gives each phase's wall seconds (``trace``,
-    ``first_solve``, ``first_guard``; under a binding budget ``budget_check``, ``budget_solve``,
-    ``budget_guard``; ``write``, ``local_moves``, ``report``, ``constraints``) and ``["past_deadline"]`` how
-    far past the deadline the call returned.  Not promised: jax's tracing and lowering are not interrupted,
-    so a ``time_limit`` shorter than they take is overrun by them.  The plan can depend on the machine's load.
+    not spend the guard's share), ending early enough to write the plan; the XLA runs (the memory guard's
+    sharding propagation, its data-parallel fallback's, and with ``with_constraints`` the constraints' one: child
+    processes) run inside the limit: none is started with less than the solver's minimum left, each is cut at the
+    deadline (the guard is then off, or the constraints not listed, and a warning says so; round 24: before, they
+    moved the deadline by their seconds, 7-17 s each at load 10-17); a memory-guard re-solve that the time left
+    cannot hold (the solver's minimum beside the re-pricing reserve) is not started (the plan found before it is
+    kept; ``report["memory_guard"]["note"]`` says so).  Under a ``memory_budget`` the search under the budget gets
+    what the deadline leaves, on the graph the plan without it was found on (the coarse mesh's when the fine build
+    was cut: no build again), and no re-solve runs past the deadline: when the clock ends with no plan within the
+    budget's limit and no plan found or known keeps it (:func:`hloshard.autoshard.solve.held`), the call raises
+    :class:`~hloshard.errors.SolveFailed` naming deterministic mode, whose work budget is not shortened by the
+    machine's load and may run past the clock (round 24: before, up to
+    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget ran past the deadline: new user 23's
+    Swin at ``memory_budget="60MiB", time_limit=120`` returned SolveFailed after 574.6 s, 704.3 s at load 16 on
+    main).  ``auto_shard`` therefore returns within ``time_limit`` plus a margin that covers only (a) the solver's
+    minimum, :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`, of a solve started just before the deadline,
+    (b) the error of the re-pricing reserve (writing and re-pricing the plan, one evaluation of the written
+    module, for which the solves keep back :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's
+    build time; the local moves start none of their re-solves or re-pricings past the deadline) and (c) the
+    ``report`` phase (the report and the plan mapped onto ``fn``'s equations), seconds on the models of
+    BENCHMARKS.md (round 24, helper swin).  ``SolveFailed`` raised by the call carries ``exc.report["time"]``
+    (the phases' seconds, ``past_deadline``) and names the phases in its message.  ``report["time"]["phases"]``
+    gives each phase's wall seconds (``trace``, ``first_solve``, ``first_guard``; under a binding budget
+    ``budget_check``, ``budget_solve``, ``budget_guard``; ``write``, ``local_moves``, ``report``,
+    ``constraints``) and ``["past_deadline"]`` how far past the deadline the call returned.  Not promised: jax's
+    tracing and lowering are not interrupted, so a ``time_limit`` shorter than they take is overrun by them.  The
+    plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
     solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
     seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
@@ -553,7 +573,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
     from ..autoshard.coarse import work_limit
-    from ..autoshard.solve import FIRST_SOLVE_SHARE, apply_solution, improve_applied, unbudgeted_within
+    from ..autoshard.report import parameter_floor_check
+    from ..autoshard.solve import FIRST_SOLVE_SHARE, MIN_SOLVE_SECONDS, apply_solution, improve_applied, \
+        unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
@@ -644,6 +666,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         dmesh.keep_io_on_user_axes()
         if not dmesh.is_refined:   # device=: timed_mesh_from_options refined it already
             dmesh = refine_for_module(dmesh, module)
+        if budget is not None:   # a budget the parameters alone exceed: said before any build (new user 23, #7)
+            parameter_floor_check(module, dmesh.num_devices, budget)
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
         deadline = None if deterministic else started + float(time_limit)
@@ -673,20 +697,29 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             """The first solve and the memory guard (its Pareto step without a budget)."""
             t = time.monotonic()
             # (the search under the budget: the plan found without it was tried here already, unbudgeted_within)
-            r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_, time_limit=limit * first_limit
-                             / float(time_limit), seed=seed, deterministic=deterministic, apply=False,
-                             deadline=deadline_, stop_build=deadline_ is not None and graph is None,
-                             pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
-                             # wall-clock: the guard's share is of what the builds leave, not what they did not take
-                             solver_share=FIRST_SHARE if memory_guard and deadline_ is not None else 1.0,
-                             free_first=phase != "budget")
+            # wall-clock, the search under a budget: all the time the deadline leaves (round 24: a budget plan is the
+            # promise, its guard gets what the search leaves; with the guard's half kept, Swin's "60MiB" search had
+            # 2.5 s of solver and found nothing)
+            whole = phase == "budget" and deadline_ is not None
+            try:
+                r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
+                                 time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
+                                 deterministic=deterministic, apply=False,
+                                 deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                                 pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
+                                 # wall-clock: the guard's share is of what the builds leave, not what they did not take
+                                 solver_share=FIRST_SHARE if memory_guard and deadline_ is not None and not whole
+                                 else 1.0, free_first=phase != "budget")
+            except SolveFailed:
+                lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
+                raise
             kn = known.get(id(r.graph), [])
             g = None
             t = lap(f"{phase}_solve", t)
             if memory_guard:
                 r, g = guard_plan(r, module, dmesh, keep_shardings, limit - limit * first_limit / float(time_limit),
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
-                                  propagate=lambda entry: entry_propagation(module, dmesh, entry)[1],
+                                  propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
                                   write="keep" if budget is None else "restore")
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
@@ -715,15 +748,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             lap("budget_check", t)   # the plan found without the budget written and priced
             written = result is not None
             if result is None:
-                # wall-clock: what the deadline leaves, at least the share kept for it (the call may end late
-                # by that: a plan within the budget is worth it, as solve._coarse_fallback's rescue)
-                rest = float(time_limit) if deterministic else \
-                    max((1.0 - share) * float(time_limit), deadline - time.monotonic())
-                coarse = getattr(free.graph, "coarse_fallback", None) is not None   # a coarse mesh's graph
-                result, guard, kn = plan(rest, budget, graph=None if coarse else graph,
-                                         hint=None if coarse else list(free.choice), child=None,
-                                         deadline_=None if deadline is None else time.monotonic() + rest,
-                                         phase="budget")
+                # wall-clock: what the deadline leaves (round 24: no more; before, at least (1 - share) of the
+                # limit, past the deadline, and a coarse plan's graph was built again: new user 23's Swin at
+                # "60MiB", time_limit=120 took 574.6 s).  The graph the plan was found on (a coarse mesh's too:
+                # solve._coarse_fallback priced it under the budget), for the budget, hinted by the plan
+                rest = float(time_limit) if deterministic else deadline - time.monotonic()
+                result, guard, kn = plan(max(MIN_SOLVE_SECONDS, rest), budget, graph=graph, hint=list(free.choice),
+                                         child=None, deadline_=deadline, phase="budget")
                 first_known = kn or first_known
                 result.graph.warnings.append(note)
         # (a written module over the budget's limit falls back to a known plan that keeps it: the pins
@@ -747,14 +778,23 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # pairs as the deterministic build counts its work (coarse.work_limit)
         pair_limit = work_limit(moves_seconds(time_limit), dmesh) if deterministic else None
         move_stats: dict = {}
-        # (wall-clock: the guard's XLA run is outside the limit, "Time": the deadline moves by its seconds)
-        moved_by = float((guard or {}).get("xla_seconds", 0.0) or 0.0)
-        improve_applied(result, module, dmesh, deadline=None if deadline is None else deadline + moved_by,
+        # (wall-clock: the guard's XLA run is inside the limit since round 24, "Time": the deadline does not move)
+        improve_applied(result, module, dmesh, deadline=deadline,
                         peak_limit=held, pair_limit=pair_limit, stats=move_stats)
         t_moves = time.monotonic() - t_moves
         phases["local_moves"] = t_moves
         pins = list(result.operand_pins)
-    except SolveFailed:
+    except SolveFailed as exc:
+        # where the call's seconds went, on the exception (new user 23: a SolveFailed after 574.6 s said nothing of
+        # them): ``exc.report["time"]`` as a plan's report gives it, and the phases in the message
+        end = time.monotonic()
+        exc.report = {"time": {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                               "seconds": round(end - started, 3),
+                               "phases": {k: round(v, 3) for k, v in phases.items()},
+                               "past_deadline": None if deadline is None else round(max(0.0, end - deadline), 3)}}
+        said = ", ".join(f"{k} {v:.1f}" for k, v in exc.report["time"]["phases"].items())
+        exc.args = (f"{exc.args[0] if exc.args else exc} [auto_shard ran {end - started:.1f} s of its time_limit "
+                    f"{float(time_limit):g}: {said} s; exception.report['time']]",) + tuple(exc.args[1:])
         raise
     except HloshardError as exc:
         raise ValueError(str(exc)) from None
@@ -780,6 +820,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
     in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
     sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
+    # inputs that are not state, left replicated although a mesh axis divides their leading dim (new user 23, #5)
+    report["replicated_inputs"] = replicated_batch_inputs(
+        in_paths, [tuple(p.shape.dims) for p in params], [s.is_fully_replicated for s in in_sh],
+        {q for _j, q, *_rest in state_ties}, dict(zip(mesh.axis_names, (int(n) for n in mesh.devices.shape))))
     if mesh.devices.size > 1 and in_sh and _replicated_step(report, sharded_args):
         note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
                                     scale if device is not None else None)
@@ -860,7 +904,19 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     if with_constraints:
         from ..partition_specs import partition_specs
 
-        constraints = partition_specs(module, dmesh)["intermediates"]
+        # inside the time limit (round 24): not started past the deadline, cut at it ("Time")
+        left = _xla_seconds(deadline)
+        note = None
+        if left < MIN_SOLVE_SECONDS:
+            note = (f"the intermediates XLA's propagation leaves open (constraints) are not listed: the time limit "
+                    f"ended before its XLA run ({max(0.0, left):.1f} s left)")
+        else:
+            try:
+                constraints = partition_specs(module, dmesh, timeout=left)["intermediates"]
+            except HloshardError as exc:
+                note = f"the intermediates XLA's propagation leaves open (constraints) are not listed: {exc}"
+        if note:
+            report.setdefault("warnings", []).append(note)
         lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
     end = time.monotonic()
     report["time"]["seconds"] = round(end - started, 3)   # the whole call (noisy: load)

@@ -1,0 +1,28 @@
+"""The summary's ``inputs`` row (new user 23, finding 5): a plan that leaves a batch input replicated although a mesh
+axis divides its leading dim says so (a note, not a plan change); state leaves, split inputs, scalars and inputs no
+axis divides are not named."""
+
+from hloshard.summary import render_summary, replicated_batch_inputs, replicated_inputs_row
+
+
+def test_replicated_batch_inputs_names_only_the_splittable_inputs_that_are_not_state():
+    rows = replicated_batch_inputs(
+        ["[0]['w']", "[1]", "[2]", "[3]", "[4]", "[5]"],
+        [(256, 512), (16, 128), (16, 128), (), (7, 3), (16,)],
+        [True, True, False, True, True, True],
+        {0}, {"data": 2, "model": 4})
+    # [0] is state, [2] is split, [3] a scalar, [4]'s 7 no axis divides; [1] and [5] are named with the axes dividing them
+    assert [r["input"] for r in rows] == ["[1]", "[5]"]
+    assert rows[0] == {"input": "[1]", "shape": [16, 128], "axes": ["data", "model"]}
+
+
+def test_the_summary_prints_the_row_and_no_row_without_such_inputs():
+    report = {"mesh": {"shape": [2, 4]}, "objective": 1.0, "status": "optimal", "peak_memory_per_device": 1000,
+              "memory_budget": None,
+              "breakdown": {"compute": 1.0, "communication": 0.0, "resharding": 0.0},
+              "replicated_inputs": [{"input": "[1]", "shape": [16, 128], "axes": ["data"]}]}
+    row = replicated_inputs_row(report)
+    assert row.startswith("1 input that is not state enters replicated ([1] [16, 128])") and "'data'" in row
+    assert replicated_inputs_row({"replicated_inputs": []}) is None
+    text = render_summary(report, files=False, width=200)
+    assert "1 input that is not state enters replicated" in text, text
