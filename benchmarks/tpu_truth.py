@@ -36,7 +36,7 @@ Needs an interpreter with jax 0.10.2 and libtpu 0.0.42.* (run it with that venv'
 Usage::
 
     python benchmarks/tpu_truth.py [--time-limit 10] [--only NAME] [--unpinned] [--json out.json]
-    python benchmarks/tpu_truth.py --memory [--corpus] [--budgets] [--only NAME] [--modules DIR] [--json out.json]
+    python benchmarks/tpu_truth.py --memory [--corpus] [--budgets] [--tie-matching] [--only NAME] [--modules DIR] [--json out.json]
     python benchmarks/tpu_truth.py --heap-probes [--json out.json]
 """
 
@@ -256,15 +256,20 @@ def predicted_peak(text: str, name: str, spec: str) -> int:
     return int(evaluate_module(module, mesh).evaluation.peak_memory)
 
 
-def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | None = None):
-    """``solve --device tpu-v5e [--memory-budget B]`` (pins on): (written text, predicted peak), or
-    (None, the refusal's message).  Without ``budget`` no budget binds (the CLI's default, the device's
-    HBM, is not applied: the plan measured is the unconstrained one)."""
+def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | None = None, tie: bool = False):
+    """``solve --device tpu-v5e [--memory-budget B] [--tie matching]`` (pins on): (written text, predicted
+    peak), or (None, the refusal's message).  Without ``budget`` no budget binds (the CLI's default, the
+    device's HBM, is not applied: the plan measured is the unconstrained one).  ``tie``: every root output
+    tied to the entry parameter of its shape and dtype (``--tie matching``: a training step's updated state
+    leaves in its parameter's layout, as a loop runs it; ``hloshard.jax.auto_shard`` ties its state so)."""
     from hloshard.autoshard import solve_module
+    from hloshard.autoshard.aliases import matching_ties
     from hloshard.errors import SolveFailed
     from hloshard.hlo import parse_module, print_module
 
     module = parse_module(text, name)
+    if tie:
+        module.ties = list(getattr(module, "ties", None) or []) + list(matching_ties(module))
     given = budget
     mesh, budget = tpu_mesh(module, spec, budget)
     if given is None:
@@ -360,7 +365,7 @@ def memory_run(args) -> list[dict]:
         prop = (src / f"{n}.propagated.hlo").read_text()
         mesh_file = src / f"{n}.mesh"
         spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
-        written, spred = solve_tpu(pre, n, spec, args.time_limit)
+        written, spred = solve_tpu(pre, n, spec, args.time_limit, tie=getattr(args, "tie_matching", False))
         bound = heap_allowance(pre, n)
         rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, spec), "text": prop,
                      "fallback": pre, **bound})
@@ -447,7 +452,8 @@ def budget_run(args, rows) -> list[dict]:
         spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
         for share in (2.0, 1.6, 1.0, 0.8, 0.6, 0.4):
             b = int(r["tpu"] * share)
-            written, msg = solve_tpu(pre, r["name"], spec, min(args.time_limit, 5.0), b)
+            written, msg = solve_tpu(pre, r["name"], spec, min(args.time_limit, 5.0), b,
+                                     tie=getattr(args, "tie_matching", False))
             print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)
             out.append({"name": r["name"], "share": share, "budget": b, "text": written,
                         "predicted": msg if written else None, "refusal": None if written else msg})
@@ -557,6 +563,8 @@ def main(argv=None) -> int:
     ap.add_argument("--memory", action="store_true", help="predicted peak (--device tpu-v5e) vs memory_analysis()")
     ap.add_argument("--corpus", action="store_true", help="with --memory: also MaxText (8 chips)")
     ap.add_argument("--budgets", action="store_true", help="with --memory: budgets at 100/80/60/40%% of GSPMD's peak")
+    ap.add_argument("--tie-matching", action="store_true", help="with --memory: solve (and --budgets) with "
+                    "--tie matching (each root output in the layout of the parameter of its shape: a loop's plan)")
     ap.add_argument("--heap-probes", action="store_true", help="one-collective probes: libtpu's HBM heap of async "
                     "headers and its reported temp beside cost.tpu_layout.reported_temp_bytes")
     ap.add_argument("--modules", help="with --memory: the modules of this directory (NAME.pre.hlo, NAME.propagated.hlo, "
