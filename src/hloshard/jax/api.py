@@ -499,6 +499,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
+    "nearest_peak_bytes" / "nearest_cost" (the plan nearest that limit such a re-solve found, when below the
+    first plan's peak: the next step's limit is :func:`hloshard.jax.guard.band_limit` of it),
     "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 

@@ -513,6 +513,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             if closest is not None and int(closest[1].peak_memory) < plan_peak and (
                     nearest is None or closest[1].peak_memory < nearest[1].peak_memory):
                 nearest = closest
+                # reported: the band step's limit is band_limit of this peak; its plan costs no more (its hint)
+                guard["nearest_peak_bytes"] = int(closest[1].peak_memory)
+                guard["nearest_cost"] = float(closest[1].total)
     guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit, propagate)
