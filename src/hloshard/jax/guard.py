@@ -369,13 +369,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     the band and not the nearest plan's own peak (rounds 22-23): that peak is where one search happened to
     stop, and plans whose predicted peaks differ by less than the model's error are not told apart by XLA;
     asked for it exactly, a small change in prices swapped a 10.0 MiB plan of cost 6.31 M for a 9.4 MiB one
-    of cost 8.29 M on tests/test_jax_e2e.py's transformer train step (XLA: 5.01 -> 6.21 MB moved, against the
+    of cost 8.29 M (7.67 M after the local moves) on tests/test_jax_e2e.py's transformer train step (XLA: 5.01 -> 6.21 MB moved, against the
     manual plan's 5.11 MB; round 23's two reverted pricing fixes); within the band, cost decides, as it
     does for a first plan the guard keeps by the same rule against its baseline.  Keras-hub's 4-layer Gemma
     (deterministic, ``time_limit=10``, round 22): the strict re-solve's plan needs 145.5 MB with its buffers;
     before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
-    returned the 145.5 MB plan; now the second re-solve asks for 145.5 MB and returns it: 3 -> 2 re-solves,
-    the same plan.  The strict step is always tried first: a plan within the baseline is taken when found.
+    returned the 145.5 MB plan; asking the held plan's peak, the second re-solve returned it: 3 -> 2 re-solves,
+    the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
