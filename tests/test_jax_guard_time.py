@@ -151,6 +151,8 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     import dataclasses
     import types
 
+    import hloshard.autoshard as autoshard
+    import hloshard.costgraph as costgraph
     from hloshard.autoshard.solve import SolveResult
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
@@ -181,6 +183,23 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     assert len(calls) == 2 and info["applied"] and not info.get("held")
     assert result.choice == [2, 2] and result.evaluation.total == 6.0
     assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
+    # a band plan of the same cost as the held one and a higher peak: the held plan dominates it and is returned
+    calls.clear()
+    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+
+    def same_cost(module, dmesh, **kw):
+        calls.append(kw["memory_budget"])
+        if len(calls) == 1:
+            err = SolveFailed("the plans found need more with their communication buffers")
+            err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
+            raise err
+        return SolveResult(kw["graph"], Sol([2, 2], 70, "feasible"), [2, 2],
+                           types.SimpleNamespace(peak_memory=2_200_000, total=7.0), 0.0, 1.0)
+
+    monkeypatch.setattr(autoshard, "solve_module", same_cost)
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert len(calls) == 2 and info["applied"] and info["held"]
+    assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000
 
 
 def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(monkeypatch):
