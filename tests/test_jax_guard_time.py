@@ -183,7 +183,7 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     assert len(calls) == 2 and info["applied"] and not info.get("held")
     assert result.choice == [2, 2] and result.evaluation.total == 6.0
     assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
-    # a band plan of the same cost as the held one and a higher peak: the held plan dominates it and is returned
+    # a band plan of the same cost as the held one: the held plan is returned (the band buys cost, nothing else)
     calls.clear()
     monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
 

@@ -365,10 +365,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     is not above it; below the unguarded plan's peak), not halfway: the answer is likely there, a plan within it
     being known; it starts from the plan (its node memory keeps that limit), without the buffer-fitting
     rounds, and returns it when its own search finds nothing within (``guard["held"]``; that limit is then one
-    a re-solve found nothing within, ``guard["failed_limit_bytes"]``) or nothing cheaper (a plan of no lower cost
-    and a higher peak is dominated by it: held-out keras-hub qwen2_small, whose band step found a plan of the
-    same cost, 8,839,739, peaking at 11.25 MB by XLA against the held plan's 10.79 MB); the guard stops there
-    either way.  Why
+    a re-solve found nothing within, ``guard["failed_limit_bytes"]``) or nothing cheaper (the band buys cost
+    and nothing else: held-out keras-hub qwen2_small's band step found another plan of the same cost, 8,839,739,
+    and the same predicted peak, which XLA put at 11.25 MB against 10.79 MB); the guard stops there either way.  Why
     the band and not the nearest plan's own peak (rounds 22-23): that peak is where one search happened to
     stop, and plans whose predicted peaks differ by less than the model's error are not told apart by XLA;
     asked for it exactly, a small change in prices swapped a 10.0 MiB plan of cost 6.31 M for a 9.4 MiB one
@@ -501,9 +500,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                                    deadline=deadline,
                                    pin_operands=bool(getattr(result.graph, "pin_operands", False)),
                                    fit_buffers=step == len(RESOLVE_SHARES) - 1 and not held)
-            if held and guarded.evaluation.total >= nearest[1].total and \
-                    guarded.evaluation.peak_memory > nearest[1].peak_memory:
-                # the band's search found nothing cheaper: the held plan, as cheap and peaking lower, dominates
+            if held and guarded.evaluation.total >= nearest[1].total:
+                # the band's search found nothing cheaper: the held plan (the band buys cost, nothing else)
                 guarded = _held(result, nearest, step_graph)
                 guard["held"] = True
             break
