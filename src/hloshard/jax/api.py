@@ -482,7 +482,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     below the first plan's peak (with its buffers), the next step asks instead for the band above that plan's
     peak (:func:`hloshard.jax.guard.band_limit`: the memory model's measured over-estimate of XLA, below the
     first plan's peak: within it cost decides), starts from the plan and returns it when its own search finds
-    nothing within (``report["memory_guard"]["held"]``),
+    nothing within it or nothing cheaper (``report["memory_guard"]["held"]``),
     and the guard stops there; if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
