@@ -190,6 +190,7 @@ def run_model(name: str, bench: bool = False) -> dict:
             "data_parallel": rep, "constraints": len(res.constraints),
             "max_rel_err": err, "in_specs": specs, "solve_seconds": round(seconds, 2),
             "solver_status": res.report["status"], "predicted_peak": res.report["peak_memory_per_device"],
+            "guard": {k: v for k, v in (res.report.get("memory_guard") or {}).items() if k != "pareto"},
             "replicated_fits": rep["peak_bytes"] <= budget}
 
 

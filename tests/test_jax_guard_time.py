@@ -113,12 +113,93 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     assert calls[0][2] == [0, 1] and calls[1][2] == [1, 1]   # the second from the first's plan
     assert [fit for _, fit, _ in calls] == [False, False]
     assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000 <= info["limit_bytes"]
-    # the second step asks for the held plan's own peak (not halfway, 5,000,000: round 22), and its search finding
-    # nothing within that limit makes it one the Pareto step asks none below
-    assert result.solution.objective == 70 and info["limit_bytes"] == 2_000_000
-    assert info["failed_limit_bytes"] == 2_000_000
-    from hloshard.cost.memory import budget_for_model_limit
-    assert calls[1][0] == budget_for_model_limit(2_000_000, None) and "the peak of the plan nearest it" in info["note"]
+    # the second step asks for the band above the held plan's peak (not halfway, 5,000,000: round 22; not the
+    # peak itself: round 24), and its search finding nothing within that limit makes it one the Pareto step asks
+    # none below
+    from hloshard.cost.memory import budget_for_model_limit, xla_lower_bound
+    band = guard.band_limit(2_000_000, 9_000_000)
+    assert xla_lower_bound(band) <= 2_000_000 < xla_lower_bound(band + 1) and 2_000_000 < band < 5_000_000
+    assert result.solution.objective == 70 and info["limit_bytes"] == band
+    assert info["failed_limit_bytes"] == band
+    assert calls[1][0] == budget_for_model_limit(band, None) and "measured error above the plan nearest" in info["note"]
+
+
+def test_band_limit_is_the_models_over_estimate_above_the_nearest_plan_below_the_unguarded_peak():
+    """:func:`hloshard.jax.guard.band_limit`: the highest peak whose XLA lower bound (the model's measured worst
+    over-estimate, ``cost.memory.xla_lower_bound``) is at most the nearest plan's peak, strictly below the
+    unguarded plan's peak; the nearest peak itself when nothing lies between."""
+    from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, xla_lower_bound
+    from hloshard.jax import guard
+
+    for peak in (1, 1_000, 9_843_820, 10_499_180):
+        band = guard.band_limit(peak, 10 ** 9)
+        assert xla_lower_bound(band) <= peak < xla_lower_bound(band + 1)
+        assert abs(band - peak * XLA_CPU_OVERESTIMATE) <= XLA_CPU_OVERESTIMATE + 1
+    assert guard.band_limit(9_843_820, 10_000_000) == 9_999_999      # capped below the unguarded peak
+    assert guard.band_limit(9_843_820, 9_843_821) == 9_843_820
+    assert guard.band_limit(9_843_820, 9_000_000) == 9_843_820
+    # a TPU's bound subtracts the VMEM the model credited: the band is wider by it
+    tpu = guard.band_limit(100_000_000, 10 ** 10, "tpu-v5e")
+    assert xla_lower_bound(tpu, "tpu-v5e") <= 100_000_000 < xla_lower_bound(tpu + 1, "tpu-v5e")
+
+
+def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(monkeypatch):
+    """After a failed strict re-solve whose nearest plan peaks at 2,000,000 (cost 7.0), the next step, asked for
+    the band above it, finds a cheaper plan peaking higher but within the band (2,200,000, cost 6.0): that one is
+    the guard's answer, not the nearest plan (round 23: asked for the nearest plan's peak exactly, the guard wrote
+    a 9.4 MiB plan of cost 8.29 M where a 10.0 MiB one of cost 6.31 M had been written before a price change)."""
+    import dataclasses
+    import types
+
+    import hloshard.autoshard as autoshard
+    import hloshard.costgraph as costgraph
+    from hloshard.autoshard.solve import SolveResult
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    @dataclasses.dataclass
+    class Sol:
+        strategies: list
+        objective: int
+        status: str
+
+    calls = []
+
+    def solve(module, dmesh, **kw):
+        calls.append(kw["memory_budget"])
+        if len(calls) == 1:
+            err = SolveFailed("the plans found need more with their communication buffers")
+            err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
+            raise err
+        return SolveResult(kw["graph"], Sol([2, 2], 60, "feasible"), [2, 2],
+                           types.SimpleNamespace(peak_memory=2_200_000, total=6.0), 0.0, 1.0)
+
+    _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
+        pin_operands=False, problem=None, budget=budget, memory_budget=budget))
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
+                        types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert len(calls) == 2 and info["applied"] and not info.get("held")
+    assert result.choice == [2, 2] and result.evaluation.total == 6.0
+    assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
+    # a band plan of the same cost as the held one: the held plan is returned (the band buys cost, nothing else)
+    calls.clear()
+    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+
+    def same_cost(module, dmesh, **kw):
+        calls.append(kw["memory_budget"])
+        if len(calls) == 1:
+            err = SolveFailed("the plans found need more with their communication buffers")
+            err.closest = ([1, 1], types.SimpleNamespace(peak_memory=2_000_000, total=7.0))
+            raise err
+        return SolveResult(kw["graph"], Sol([2, 2], 70, "feasible"), [2, 2],
+                           types.SimpleNamespace(peak_memory=2_200_000, total=7.0), 0.0, 1.0)
+
+    monkeypatch.setattr(autoshard, "solve_module", same_cost)
+    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    assert len(calls) == 2 and info["applied"] and info["held"]
+    assert result.choice == [1, 1] and result.evaluation.peak_memory == 2_000_000
 
 
 def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(monkeypatch):

@@ -4,6 +4,7 @@ destination shards (hypothesis over random shardings, including non-mesh device 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -433,3 +434,58 @@ def test_plans_on_uneven_dims_for_gathers_and_slices(data):
     if data.draw(st.booleans()):
         src, dst = dst, src  # replicated -> anything is a local slice
     check_plan(f"f32[{dims[0]},{dims[1]}]", src, dst, mesh)
+
+
+# ------------------------------------------------------------------------------------------------
+# partially replicated -> fully tiled, GSPMD's order (round 23; the XLA side is in test_reshard_oracle.py)
+
+
+@pytest.mark.parametrize("mesh", [DeviceMesh.parse("2x2x2"), DeviceMesh.parse("2x4"), DeviceMesh.parse("4x2")],
+                         ids=["2x2x2", "2x4", "4x2"])
+def test_partial_to_tiled_slices_into_first_unsplit_dim(mesh):
+    # transformer_train_step 2x2x2 reshape.103: the replication goes into dim 1 (the first dim the source does
+    # not split), dim 2's tiles move to dim 0, and a permute fixes the order: 3 x the all-to-all's bytes in all
+    src = H.parse("{devices=[2,1,2,2]<=[8] last_tile_dim_replicate}")
+    dst = H.parse("{devices=[4,2,1]<=[2,2,2]T(0,2,1)}")
+    p = check_plan("f32[8,128,256]", src, dst, mesh)
+    assert [s.kind for s in p.steps] == ["dynamic-slice", "all-to-all", "collective-permute"]
+    assert p.steps[0].dims == (1,)
+    assert p.steps[1].dims == (2, 0) and p.steps[1].replica_groups == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert sorted(q for q in p.steps[2].source_target_pairs if q[0] != q[1]) == [(1, 2), (2, 1), (5, 6), (6, 5)]
+    assert [s.input_bytes for s in p.collectives] == [131_072, 131_072]   # XLA: f32[1,2,2,64,128], f32[1,2,64,256]
+    assert [s.bytes_per_device for s in p.collectives] == [65_536, 131_072]
+
+
+def test_partial_to_tiled_shifted_is_one_all_to_all_then_slice():
+    src = H.parse("{devices=[1,4,2]<=[4,2]T(1,0) last_tile_dim_replicate}")
+    dst = H.parse("{devices=[4,2]<=[4,2]T(1,0)}")
+    p = check_plan("f32[16,16]", src, dst, DeviceMesh.parse("4x2"))
+    assert [s.kind for s in p.steps] == ["all-to-all", "dynamic-slice"]
+    assert p.steps[0].replica_groups == [[0, 4, 1, 5], [2, 6, 3, 7]]   # XLA's groups
+
+
+def _orders():
+    out = [np.arange(8)]
+    for shp in [(2, 4), (4, 2), (2, 2, 2)]:
+        for perm in itertools.permutations(range(len(shp))):
+            if list(perm) != sorted(perm):
+                out.append(np.arange(8).reshape(shp).transpose(perm).ravel())
+    return out
+
+
+def test_partial_to_tiled_family_moves_the_right_data():
+    # every partially replicated 3-D source (replication 2 or 4) -> every fully tiled 3-D target, iota and transposed
+    # device orders (a deterministic sample of ~200), simulated device by device on 2x2x2
+    mesh = DeviceMesh.parse("2x2x2")
+    orders = _orders()
+    srcs = [H.tiled(o.reshape(t), last_tile_dim_replicate=True)
+            for t in _factorizations(8, 4) if t[-1] in (2, 4) for o in orders]
+    dsts = [H.tiled(o.reshape(t)) for t in _factorizations(8, 3) for o in orders]
+    pairs = [(s, d) for i, s in enumerate(srcs) for j, d in enumerate(dsts) if (7 * i + 3 * j) % 29 == 0]
+    assert len(pairs) > 180
+    kinds = set()
+    for s, d in pairs:
+        p = check_plan("f32[8,8,8]", s, d, mesh)
+        assert not p.conservative
+        kinds.add(tuple(x.kind for x in p.steps))
+    assert ("dynamic-slice", "all-to-all", "collective-permute") in kinds

@@ -499,8 +499,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     collective bytes within the baseline's memory.  If no plan is found under it (the communication
     buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
     (at most two more solves; ``limit_bytes`` is the one used); after a failed re-solve that found a plan
-    below the first plan's peak (with its buffers), the next step asks for that plan's peak instead, starts
-    from it and returns it when its own search finds nothing within (``report["memory_guard"]["held"]``),
+    below the first plan's peak (with its buffers), the next step asks instead for the band above that plan's
+    peak (:func:`hloshard.jax.guard.band_limit`: the memory model's measured over-estimate of XLA, below the
+    first plan's peak: within it cost decides), starts from the plan and returns it when its own search finds
+    nothing within it or nothing cheaper (``report["memory_guard"]["held"]``),
     and the guard stops there; if none is found, the first plan is kept
     and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
     for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
@@ -517,6 +519,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
+    "nearest_peak_bytes" / "nearest_cost" (the plan nearest that limit such a re-solve found, when below the
+    first plan's peak: the next step's limit is :func:`hloshard.jax.guard.band_limit` of it),
     "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).
 
