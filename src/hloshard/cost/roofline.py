@@ -404,18 +404,20 @@ def _kernels_reading(param, rule: FusionRule) -> list:
 def prefetched(param, rule: FusionRule) -> bool:
     """Whether the TPU compiler's memory-space assignment prefetches the entry parameter ``param`` into
     on-chip memory (``copy-start`` / ``copy-done`` to ``S(1)`` in its optimised program), under a rule
-    with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation of at most
-    :data:`PREFETCH_MAX_BYTES` that some kernel reads, unless every reader is a kernel that reads
-    nothing but parameters and constants (a kernel that can run first: there is no earlier kernel to
-    hide the copy behind, and the TPU programs read such a parameter from HBM directly; round 22: the
-    f32 AdamW update of four 64 MiB arrays, every kernel reading parameters only, prefetches none of
-    them -- the rule had said "one reader" and counted a copy for the moments read by two such kernels).  Read off the
-    optimised programs of the samples' GSPMD plans (``v5e:2x4``): 40 of the 45 parameters prefetched;
-    of the five that are not, three are read by the first kernel only (``conv_layer``'s input and bias,
-    ``moe_layer``'s first expert weight) and two were hidden behind earlier kernels in the TPU's own
-    schedule but not in this rule (``attention_6heads``: one of the q/k/v weights read by the first
-    kernel is prefetched, its cross-program prefetch; ``conv_layer``'s weight, the same).  Cached per
-    computation."""
+    with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation that some
+    kernel reads, when (a) some reader also reads an intermediate (it waits for an earlier kernel, behind
+    which the copy runs: round 22's rule), or (b) no reader is the program's first kernel
+    (:func:`_runs_first`): every reader reads parameters only, but some kernel runs before each of them.
+    A parameter read only by kernels that read parameters only, one of them the first, is read from HBM
+    (round 22: the f32 AdamW update of four 64 MiB arrays, one multi-output kernel, prefetches none of
+    them).  Whether the copy fits (:data:`PREFETCH_MAX_BYTES`) and is hidden in time
+    (:data:`MIN_OVERLAP_TO_ASYNC_COPY_RATIO`) is :func:`vmem_resident`'s, which depends on the plan.
+    Read off the optimised programs of the samples' GSPMD plans (``v5e:2x4``): the rule agrees with 76
+    of their 80 parameters (round 22's: 75); of the four it misses, two are ``attention_6heads``' wq and
+    wv (the TPU runs the q projection first, the module's order the v projection: the rule prefetches wq
+    where the TPU prefetches wv, of the same size), one is ``conv_layer``'s weight, which only the first
+    kernel reads (the TPU's one cross-program prefetch; which parameter it picks is not modelled), and one
+    ``embedding_lookup``'s ``s32[8,128]`` index array.  Cached per computation."""
     if param.opcode != "parameter" or not rule.prefetch_parameters or not param.shape.is_array:
         return False
     comp = param.parent
