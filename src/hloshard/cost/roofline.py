@@ -672,6 +672,13 @@ def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict
     step (``--xla_msa_max_cross_program_prefetches=1``; which parameter the TPU picks is not modelled)."""
     if not rule.prefetch_parameters:
         return frozenset()
+    if seconds_of is not None:     # the time test concerns parameters read only by parameter-only kernels
+        params = {id(b): b for i in instrs
+                  for t in [terms[id(i)] if terms is not None else hbm_terms(i, rule)] if t[0] == "kernel"
+                  for b in t[2] if b.opcode == "parameter"}
+        if not any(hbm_terms(b, rule) == ("prefetch", True)
+                   and all(_first_runnable(r, rule) for r in _kernels_reading(b, rule)) for b in params.values()):
+            seconds_of = None
     order: dict = {}
     hidden: dict = {}      # id(parameter) -> seconds of the kernels before its first reader that runs later
     elapsed = 0.0
@@ -718,16 +725,14 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
     out = Roofline()
     instrs = list(instrs)
     all_terms = {id(i): hbm_terms(i, fusion) for i in instrs}
-    resident = frozenset()
-    if fusion.prefetch_parameters:
-        base = {}     # each kernel's seconds as the objective prices it (no VMEM): what hides a prefetch
-        for instr in instrs:
-            if all_terms[id(instr)][0] == "kernel":
-                n = float(executions_of(instr))
-                f = float(flops_of(instr)) * n
-                b = hbm_total(instr, all_terms[id(instr)], size_of, fusion, tile_of) * n
-                base[id(instr)] = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)[0]
-        resident = vmem_resident(instrs, size_of, fusion, all_terms, lambda i: base.get(id(i), 0.0), hbm_bandwidth)
+    def base_seconds(instr) -> float:
+        """``instr``'s seconds as the objective prices it (no VMEM): what hides a prefetch."""
+        n = float(executions_of(instr))
+        f = float(flops_of(instr)) * n
+        b = hbm_total(instr, all_terms[id(instr)], size_of, fusion, tile_of) * n
+        return instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)[0]
+
+    resident = vmem_resident(instrs, size_of, fusion, all_terms, base_seconds, hbm_bandwidth)
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
