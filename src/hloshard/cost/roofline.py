@@ -665,7 +665,7 @@ def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict
     its first reader that does not run first (:func:`_runs_first`: the first kernel reads HBM) take at
     least :data:`MIN_OVERLAP_TO_ASYNC_COPY_RATIO` x its copy's time (its size at ``hbm_bandwidth``):
     memory-space assignment hides a prefetch behind earlier kernels or does not make it (the 3x3
-    convolution backwards of round 21 / 22: bf16 activations of 13-26 MB read by the filter-gradient
+    convolution backwards of round 21 / 22: bf16 activations of 6-26 MB read by the filter-gradient
     convolution after a small first kernel are read from HBM in the TPU's programs).  A parameter that
     some kernel reads beside an intermediate keeps round 22's rule: the copy overlaps the kernels that
     compute the intermediate, or is the program's cross-program prefetch, which overlaps the previous
