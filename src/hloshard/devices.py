@@ -101,7 +101,13 @@ class DeviceProfile:
     datasheets': the same compiler charges a large dot (8192^3, bf16 or f32) 197.0 TF/s on v5e and 918.0 on
     v6e (their datasheet peaks) but 394.0 TF/s on v5p, not 459 (``time_truth.py --chips``; BENCHMARKS.md
     "Round 23, helper seconds"); no sample's kernel is compute-bound on v5p, so this is not what puts the
-    v5p estimate above hloshard's (the copies of intermediates its v5p programs hold are)."""
+    v5p estimate above hloshard's (the copies of intermediates its v5p programs hold are).  Those copies
+    come with the v5p chip's two TensorCores (megacore; v5e and v6e chips have one): the TPU compiler
+    splits v5p kernels over both cores (``"megacore_config":{"megacore_split_dim":...}`` in the backend
+    configs of its optimised programs: 12 instructions of ``mlp_train_step``'s GSPMD plan on ``v5p:2x2x2``,
+    105 of ``fused_qkv_train_step``'s; none on ``v5e:2x4``, ``v6e:2x4`` or ``v4:2x2x2``), their results are
+    written to HBM, and memory-space assignment copies some back into VMEM (BENCHMARKS.md "Round 24, helper
+    seconds").  Which ones it copies is not modelled."""
 
     name: str
     description: str

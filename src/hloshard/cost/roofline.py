@@ -62,7 +62,7 @@ from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
                          online_softmax_dot, shared_join, sibling_key)
 
-__all__ = ["kernel_reads", "prefetched", "vmem_resident", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -287,7 +287,7 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
     if cache is None or cache[0] != stamp:
         cache = (stamp, _multi_output_table(comp, rule))
         comp._hloshard_multi_output = cache
-    return cache[1].get(id(instr), frozenset())
+    return cache[1][0].get(id(instr), frozenset())
 
 
 def _written_by_dot(b, kernel: dict, rule: FusionRule) -> bool:
@@ -299,8 +299,10 @@ def _written_by_dot(b, kernel: dict, rule: FusionRule) -> bool:
     return d is not None and rule.epilogue(d) is b
 
 
-def _multi_output_table(comp, rule: FusionRule) -> dict:
-    """``{id(kernel): ids of buffers it does not read}`` for :func:`multi_output_skips`."""
+def _kernel_levels(comp, rule: FusionRule) -> tuple[dict, dict]:
+    """``({id(instr): is a kernel}, {id(instr): level})`` of the instructions of ``comp``: the
+    :func:`multi_output_skips` cycle test's levels (0 when no kernel depends on the instruction, else the
+    largest over its users ``u`` of ``level(u)`` plus 1 when ``u`` is a kernel)."""
     instrs = list(comp.instructions)
     inside = {id(i) for i in instrs}
     kernel = {id(i): _materialised(i, rule) for i in instrs}
@@ -311,26 +313,49 @@ def _multi_output_table(comp, rule: FusionRule) -> dict:
             if id(u) in inside:
                 lv = max(lv, level.get(id(u), 0) + (1 if kernel[id(u)] else 0))
         level[id(i)] = lv
+    return kernel, level
+
+
+def _multi_output_table(comp, rule: FusionRule) -> tuple[dict, dict]:
+    """``({id(kernel): ids of buffers it does not read}, {id(kernel): id of its multi-output kernel's
+    first member})`` for :func:`multi_output_skips` and :func:`_first_kernels`: a kernel merged with a
+    producer it does not read back, or with an earlier sibling that read a common buffer, is one kernel
+    with it (a kernel merged with none is its own)."""
+    instrs = list(comp.instructions)
+    kernel, level = _kernel_levels(comp, rule)
     out: dict = {}
     seen: dict = {}
+    parent: dict = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
     for i in instrs:
         shape = _loop_shape(i)
         if shape is None or not kernel[id(i)]:
             continue
         reads = [b for b, _ in kernel_reads(i, rule)]
-        skip = {id(b) for b in reads
-                if b.parent is comp and b.shape.is_array and tuple(b.shape.dims) == shape
-                and level[id(b)] == level[id(i)] + 1
-                and ((kernel.get(id(b)) and b.opcode in ELEMENTWISE)
-                     or (i.opcode == "reduce" and _written_by_dot(b, kernel, rule)))}
+        merged = [b for b in reads
+                  if b.parent is comp and b.shape.is_array and tuple(b.shape.dims) == shape
+                  and level[id(b)] == level[id(i)] + 1
+                  and ((kernel.get(id(b)) and b.opcode in ELEMENTWISE)
+                       or (i.opcode == "reduce" and _written_by_dot(b, kernel, rule)))]
+        skip = {id(b) for b in merged}
+        for b in merged:
+            parent[find(id(i))] = find(id(b))
         if i.opcode in ELEMENTWISE:
-            before = seen.setdefault((shape, level[id(i)]), set())
-            ids = {id(b) for b in reads}
-            skip |= ids & before
-            before |= ids
+            before = seen.setdefault((shape, level[id(i)]), {})
+            common = {id(b) for b in reads} & before.keys()
+            skip |= common
+            for c in common:
+                parent[find(id(i))] = find(before[c])
+            for b in reads:
+                before.setdefault(id(b), id(i))
         if skip:
             out[id(i)] = frozenset(skip)
-    return out
+    return out, {k: find(k) for k in list(parent)}
 
 
 #: bytes ``HloCostAnalysis`` counts for one prefetch of a buffer into on-chip memory, in units of the
@@ -379,18 +404,20 @@ def _kernels_reading(param, rule: FusionRule) -> list:
 def prefetched(param, rule: FusionRule) -> bool:
     """Whether the TPU compiler's memory-space assignment prefetches the entry parameter ``param`` into
     on-chip memory (``copy-start`` / ``copy-done`` to ``S(1)`` in its optimised program), under a rule
-    with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation of at most
-    :data:`PREFETCH_MAX_BYTES` that some kernel reads, unless every reader is a kernel that reads
-    nothing but parameters and constants (a kernel that can run first: there is no earlier kernel to
-    hide the copy behind, and the TPU programs read such a parameter from HBM directly; round 22: the
-    f32 AdamW update of four 64 MiB arrays, every kernel reading parameters only, prefetches none of
-    them -- the rule had said "one reader" and counted a copy for the moments read by two such kernels).  Read off the
-    optimised programs of the samples' GSPMD plans (``v5e:2x4``): 40 of the 45 parameters prefetched;
-    of the five that are not, three are read by the first kernel only (``conv_layer``'s input and bias,
-    ``moe_layer``'s first expert weight) and two were hidden behind earlier kernels in the TPU's own
-    schedule but not in this rule (``attention_6heads``: one of the q/k/v weights read by the first
-    kernel is prefetched, its cross-program prefetch; ``conv_layer``'s weight, the same).  Cached per
-    computation."""
+    with :attr:`FusionRule.prefetch_parameters`: an array parameter of the entry computation that some
+    kernel reads, when (a) some reader also reads an intermediate (it waits for an earlier kernel, behind
+    which the copy runs: round 22's rule), or (b) no reader is the program's first kernel
+    (:func:`_runs_first`): every reader reads parameters only, but some kernel runs before each of them.
+    A parameter read only by kernels that read parameters only, one of them the first, is read from HBM
+    (round 22: the f32 AdamW update of four 64 MiB arrays, one multi-output kernel, prefetches none of
+    them).  Whether the copy fits (:data:`PREFETCH_MAX_BYTES`) and is hidden in time
+    (:data:`MIN_OVERLAP_TO_ASYNC_COPY_RATIO`) is :func:`vmem_resident`'s, which depends on the plan.
+    Read off the optimised programs of the samples' GSPMD plans (``v5e:2x4``): the rule agrees with 76
+    of their 80 parameters (round 22's: 75); of the four it misses, two are ``attention_6heads``' wq and
+    wv (the TPU runs the q projection first, the module's order the v projection: the rule prefetches wq
+    where the TPU prefetches wv, of the same size), one is ``conv_layer``'s weight, which only the first
+    kernel reads (the TPU's one cross-program prefetch; which parameter it picks is not modelled), and one
+    ``embedding_lookup``'s ``s32[8,128]`` index array.  Cached per computation."""
     if param.opcode != "parameter" or not rule.prefetch_parameters or not param.shape.is_array:
         return False
     comp = param.parent
@@ -403,7 +430,9 @@ def prefetched(param, rule: FusionRule) -> bool:
         comp._hloshard_prefetched = cache
     hit = cache[1].get(id(param))
     if hit is None:
-        hit = any(not _first_runnable(r, rule) for r in _kernels_reading(param, rule))
+        readers = _kernels_reading(param, rule)
+        hit = any(not _first_runnable(r, rule) for r in readers) or (
+            bool(readers) and not any(_runs_first(r, rule) for r in readers))
         cache[1][id(param)] = hit
     return hit
 
@@ -566,7 +595,55 @@ def _first_runnable(instr, rule: FusionRule) -> bool:
     return t[0] == "kernel" and all(b.opcode in ("parameter", "constant") for b in t[2])
 
 
-def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict | None = None) -> frozenset:
+def _runs_first(instr, rule: FusionRule) -> bool:
+    """Whether ``instr`` is the program's first kernel: a :func:`_first_runnable` kernel that is the first
+    kernel (:func:`hbm_terms` ``"kernel"``) in its computation's order, or an elementwise kernel that
+    multi-output fusion computes in the same kernel (one of its iteration space, :func:`_loop_shape`,
+    on the same level of :func:`_kernel_levels`: the siblings of :func:`multi_output_skips`).  No kernel
+    runs before it, so no prefetch copy can be hidden behind one: it reads its parameters from HBM.  A
+    later kernel that reads parameters only runs after the first and reads the parameters memory-space
+    assignment has prefetched meanwhile.  Read off the TPU compiler's optimised programs (libtpu
+    0.0.42.1, ``v5e:2x4``, the samples' GSPMD plans; BENCHMARKS.md round 24, helper seconds):
+    ``attention_6heads`` reads one q/k/v weight in its first kernel from HBM and prefetches the other
+    two, each read by a kernel that reads parameters only; ``moe_layer`` reads its first expert weight
+    from HBM (the first kernel) and prefetches the router's weight (the router's dot, later in the
+    order, reads parameters only); round 22's AdamW update (four arrays, one multi-output loop kernel)
+    prefetches none.  Cached per computation."""
+    if not _first_runnable(instr, rule) or instr.parent is None:
+        return False
+    comp = instr.parent
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, "_hloshard_first_kernel", None)
+    if cache is None or cache[0] != stamp:
+        cache = (stamp, _first_kernels(comp, rule))
+        comp._hloshard_first_kernel = cache
+    return id(instr) in cache[1]
+
+
+def _first_kernels(comp, rule: FusionRule) -> frozenset:
+    """Ids of the instructions of ``comp`` that :func:`_runs_first` names (before the first-runnable test)."""
+    first = next((i for i in comp.instructions if i.opcode != "parameter" and hbm_terms(i, rule)[0] == "kernel"),
+                 None)
+    if first is None:
+        return frozenset()
+    if not rule.multi_output_loops or _loop_shape(first) is None:
+        return frozenset({id(first)})
+    multi_output_skips(first, rule)   # fills the computation's table
+    group = comp._hloshard_multi_output[1][1]
+    root = group.get(id(first), id(first))
+    return frozenset({id(first)} | {k for k, r in group.items() if r == root})
+
+
+#: the least time the kernels before a prefetched buffer's reader must take, in units of the prefetch copy's
+#: own time, for memory-space assignment to start the copy early enough: the TPU compiler's
+#: ``--xla_msa_min_overlap_to_async_copy_ratio`` (1 in the flags libtpu 0.0.42.1 writes with its dumps,
+#: ``--xla_dump_to``: ``*.flagfile``; its preferred ratio, ``--xla_msa_preferred_overlap_to_async_copy_ratio``,
+#: is 2).  A copy that no earlier kernels can hide is not made: the reader reads HBM.
+MIN_OVERLAP_TO_ASYNC_COPY_RATIO = 1.0
+
+
+def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict | None = None,
+                  seconds_of: Callable | None = None, hbm_bandwidth: float | None = None) -> frozenset:
     """Ids of the entry parameters among ``instrs`` that the TPU holds in on-chip memory (VMEM) once their
     prefetch completes, under a rule with :attr:`FusionRule.prefetch_parameters` (else empty): the
     :func:`prefetched` ones, in the order of their first reader in ``instrs``, while their per-device sizes
@@ -580,22 +657,52 @@ def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict
     from HBM in 89.4 us, the prefetch copy 88.4 us, two reductions reading ``x`` from VMEM 12.1 and 12.5
     us (about 5.5 TB/s), and the 8192 x 4096 backward (``x`` 128 MiB: not prefetched) takes 2.84x the
     time of the 4096^2 one for 2x the bytes.  ``terms``: ``{id(instr): hbm_terms(instr, rule)}`` when the
-    caller has them."""
+    caller has them.
+
+    With ``seconds_of`` (instruction -> seconds of its kernel, all executions, no VMEM) and
+    ``hbm_bandwidth`` (bytes/s), a parameter read only by kernels that read parameters only (each could
+    start at once: nothing else they wait for hides the copy) is resident only when the kernels before
+    its first reader that does not run first (:func:`_runs_first`: the first kernel reads HBM) take at
+    least :data:`MIN_OVERLAP_TO_ASYNC_COPY_RATIO` x its copy's time (its size at ``hbm_bandwidth``):
+    memory-space assignment hides a prefetch behind earlier kernels or does not make it (the 3x3
+    convolution backwards of round 21 / 22: bf16 activations of 6-26 MB read by the filter-gradient
+    convolution after a small first kernel are read from HBM in the TPU's programs).  A parameter that
+    some kernel reads beside an intermediate keeps round 22's rule: the copy overlaps the kernels that
+    compute the intermediate, or is the program's cross-program prefetch, which overlaps the previous
+    step (``--xla_msa_max_cross_program_prefetches=1``; which parameter the TPU picks is not modelled)."""
     if not rule.prefetch_parameters:
         return frozenset()
+    if seconds_of is not None:     # the time test concerns parameters read only by parameter-only kernels
+        params = {id(b): b for i in instrs
+                  for t in [terms[id(i)] if terms is not None else hbm_terms(i, rule)] if t[0] == "kernel"
+                  for b in t[2] if b.opcode == "parameter"}
+        if not any(hbm_terms(b, rule) == ("prefetch", True)
+                   and all(_first_runnable(r, rule) for r in _kernels_reading(b, rule)) for b in params.values()):
+            seconds_of = None
     order: dict = {}
+    hidden: dict = {}      # id(parameter) -> seconds of the kernels before its first reader that runs later
+    elapsed = 0.0
     for k, instr in enumerate(instrs):
         t = terms[id(instr)] if terms is not None else hbm_terms(instr, rule)
         if t[0] == "kernel":
+            later = seconds_of is not None and not _runs_first(instr, rule)
             for b in t[2]:
                 if b.opcode == "parameter":
                     order.setdefault(id(b), (k, b))
+                    if later:
+                        hidden.setdefault(id(b), elapsed)
+            if seconds_of is not None:
+                elapsed += float(seconds_of(instr))
     out = set()
     used = 0.0
     for _, b in sorted(order.values(), key=lambda x: x[0]):
         if hbm_terms(b, rule) != ("prefetch", True):
             continue
         size = float(size_of(b))
+        if seconds_of is not None and hbm_bandwidth and \
+                all(_first_runnable(r, rule) for r in _kernels_reading(b, rule)) and \
+                hidden.get(id(b), 0.0) < MIN_OVERLAP_TO_ASYNC_COPY_RATIO * size / hbm_bandwidth:
+            continue
         if used + size <= PREFETCH_MAX_BYTES:
             used += size
             out.add(id(b))
@@ -618,7 +725,14 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
     out = Roofline()
     instrs = list(instrs)
     all_terms = {id(i): hbm_terms(i, fusion) for i in instrs}
-    resident = vmem_resident(instrs, size_of, fusion, all_terms)
+    def base_seconds(instr) -> float:
+        """``instr``'s seconds as the objective prices it (no VMEM): what hides a prefetch."""
+        n = float(executions_of(instr))
+        f = float(flops_of(instr)) * n
+        b = hbm_total(instr, all_terms[id(instr)], size_of, fusion, tile_of) * n
+        return instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)[0]
+
+    resident = vmem_resident(instrs, size_of, fusion, all_terms, base_seconds, hbm_bandwidth)
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
@@ -630,7 +744,7 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
                 vm = b - float(size_of(instr)) * n     # the copy's bytes beyond its one HBM read
             else:
                 b = 0.0                                 # does not fit beside the resident ones: not prefetched
-        elif terms[0] == "kernel" and resident and not _first_runnable(instr, fusion):
+        elif terms[0] == "kernel" and resident and not _runs_first(instr, fusion):
             vm = sum(float(size_of(o)) for o in terms[2] if id(o) in resident) * n
         sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth, vm)
         out.flops += f
