@@ -162,14 +162,14 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     from ..hlo.sharding import HloSharding
 
     state = {int(t.param) for t in getattr(module, "ties", None) or []}
+    batch = [p for p in module.entry.parameters
+             if p.parameter_number not in state and not p.shape.is_tuple and p.shape.dims]
+    if not batch:
+        return None
     ids = np.asarray(dmesh.device_ids, dtype=np.int64).ravel()
     n = int(ids.size)
-    entry = {}
-    for p in module.entry.parameters:
-        dims = p.shape.dims
-        if p.parameter_number in state or p.shape.is_tuple or not dims or n < 2 or dims[0] % n:
-            continue
-        entry[p.name] = HloSharding.tiled(ids.reshape((n,) + (1,) * (len(dims) - 1)))
+    entry = {p.name: HloSharding.tiled(ids.reshape((n,) + (1,) * (len(p.shape.dims) - 1)))
+             for p in batch if n > 1 and p.shape.dims[0] % n == 0}
     if not entry:
         return None
     root = module.entry.root
