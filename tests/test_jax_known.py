@@ -402,8 +402,8 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
 
 def test_data_parallel_entry_splits_the_batch_not_the_state():
     """The guard's second baseline with nothing sharded (issue 24, round 24): the batch (parameters 4, 5) split
-    along its leading dim over all 8 devices in mesh order, the tied weights and the outputs replicated; with
-    no tie known every parameter whose leading dim 8 divides is split."""
+    along its leading dim over all 8 devices in mesh order, the tied weights and the outputs replicated; none
+    without a tie (which arguments are the batch is then unknown) or without a batch argument."""
     from hloshard.jax.guard import data_parallel_entry
 
     module = _module()
@@ -416,8 +416,8 @@ def test_data_parallel_entry_splits_the_batch_not_the_state():
         sh = entry[params[q].name]
         assert sh.tile_assignment_dims == (8, 1) and list(sh.tile_assignment.ravel()) == list(range(8)), sh
     assert entry[root.name].is_tuple and all(e.is_replicated for e in entry[root.name].tuple_elements)
-    module.ties = []
-    assert {n for n in data_parallel_entry(module, mesh) if n != root.name} == {p.name for p in params.values()}
+    module.ties = []   # no state known: no batch known either
+    assert data_parallel_entry(module, mesh) is None
     module.ties = [Tie((q + 1,), q) for q in range(6) if q < 4] + [Tie((), 4), Tie((), 5)]   # no batch left
     assert data_parallel_entry(module, mesh) is None
 

@@ -458,8 +458,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       layouts.  (The replicated plan, the baseline before, bounds nothing: any plan that splits a weight
       peaks below it, and the solver, which minimises collective cost only, was free to trade peak for
       bytes: keras-hub ``gemma_small`` peaked at 13.48 MB by XLA against its expert's 12.46.)  And, the
-      lower of the two, without a ``memory_budget`` (a budget states the memory owed), the data-parallel plan: the batch (every argument that is not tied state, split
-      along its leading dim) over every device, state replicated, the intermediates left to XLA
+      lower of the two, for a step with tied state (which tells the batch from the state) solved without a
+      budget (a budget states the memory owed), the data-parallel plan: the batch (every argument that is
+      not tied state, split along its leading dim) over every device, state replicated, the intermediates
+      left to XLA
       (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
       child).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
       measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights

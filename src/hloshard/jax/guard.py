@@ -156,12 +156,17 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     entry parameter that is not tied state (``module.ties``) and whose leading dim the mesh's device count
     divides, split along that dim over every device in mesh order (``jax.jit`` with ``P(mesh.axis_names)`` on
     the batch); state and every other parameter replicated, the root's values replicated (tied state leaves
-    as it came).  None when no parameter splits so."""
+    as it came).  None when no parameter splits so, or when ``module`` has no tied state: then nothing says
+    which arguments are the batch (a forward function's weights would be split as well, a plan far below
+    data parallelism's memory: tests/test_jax_e2e.py's MoE layer, 5.5 MiB predicted against its
+    first plan's 18.6 MiB, re-solved into 925,696 bytes moved against the manual plan's 402,432, round 24)."""
     import numpy as np
 
     from ..hlo.sharding import HloSharding
 
     state = {int(t.param) for t in getattr(module, "ties", None) or []}
+    if not state:   # no state known: which arguments are the batch is not known either
+        return None
     batch = [p for p in module.entry.parameters
              if p.parameter_number not in state and not p.shape.is_tuple and p.shape.dims]
     if not batch:
@@ -193,11 +198,10 @@ def data_parallel_baseline(module, dmesh, child=None) -> dict | None:
     parameters, 8 devices) came back with its batch and every weight but one replicated, 0.93 MB moved at a
     40.20 MB peak by XLA, above the plan that splits only the batch over 2 devices (36.00 MB) and 4.03x its
     expert's 9.98 MB (round 23).  Splitting the batch over every device is the plan the user would otherwise
-    run on N devices (jax's first recipe): an unbudgeted plan must not peak above it either.  Not with a
-    ``memory_budget``: the budget states the memory the user is owed (the Pareto step's rule,
-    :func:`hloshard.autoshard.solve.pareto_step`); applied under one, tests/test_jax_e2e.py's MoE layer
-    (budget 17.6 MB) was re-solved within the data-parallel 5.5 MiB and moved 925,696 bytes per device
-    against the manual plan's 402,432 (round 24).  Raises as :func:`baseline_peak`."""
+    run on N devices (jax's first recipe): an unbudgeted plan must not peak above it either.  Not for a
+    solve under a ``memory_budget`` (:func:`_guard` reads ``result.graph.memory_budget``): the budget states
+    the memory the user is owed (the Pareto step's rule, :func:`hloshard.autoshard.solve.pareto_step`).
+    Raises as :func:`baseline_peak`."""
     entry = data_parallel_entry(module, dmesh)
     if entry is None:
         return None
