@@ -403,7 +403,8 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
 def test_data_parallel_entry_splits_the_batch_not_the_state():
     """The guard's second baseline with nothing sharded (issue 24, round 24): the batch (parameters 4, 5) split
     along its leading dim over all 8 devices in mesh order, the tied weights and the outputs replicated; none
-    without a tie (which arguments are the batch is then unknown) or without a batch argument."""
+    without a tie (which arguments are the batch is then unknown), without a batch argument, or when the
+    untied arguments outweigh the tied ones (weights, not a batch)."""
     from hloshard.jax.guard import data_parallel_entry
 
     module = _module()
@@ -419,6 +420,8 @@ def test_data_parallel_entry_splits_the_batch_not_the_state():
     module.ties = []   # no state known: no batch known either
     assert data_parallel_entry(module, mesh) is None
     module.ties = [Tie((q + 1,), q) for q in range(6) if q < 4] + [Tie((), 4), Tie((), 5)]   # no batch left
+    assert data_parallel_entry(module, mesh) is None
+    module.ties = [Tie((1,), 4)]   # the batch x tied (as a forward layer's output by shape): the weights outweigh it
     assert data_parallel_entry(module, mesh) is None
 
 

@@ -156,10 +156,15 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     entry parameter that is not tied state (``module.ties``) and whose leading dim the mesh's device count
     divides, split along that dim over every device in mesh order (``jax.jit`` with ``P(mesh.axis_names)`` on
     the batch); state and every other parameter replicated, the root's values replicated (tied state leaves
-    as it came).  None when no parameter splits so, or when ``module`` has no tied state: then nothing says
-    which arguments are the batch (a forward function's weights would be split as well, a plan far below
-    data parallelism's memory: tests/test_jax_e2e.py's MoE layer, 5.5 MiB predicted against its
-    first plan's 18.6 MiB, re-solved into 925,696 bytes moved against the manual plan's 402,432, round 24)."""
+    as it came).  None when no parameter splits so, when ``module`` has no tied state (nothing then says
+    which arguments are the batch), or when the untied arguments outweigh the tied state: data parallelism
+    keeps a training step's state (weights, optimizer state) whole and splits its batch, the smaller part;
+    where the untied part is the larger, it is weights (a forward layer whose output matches its input's
+    shape is tied by path, :func:`hloshard.jax.state.find_ties`), and splitting them is weight sharding, a
+    plan far below data parallelism's memory, not the user's default (tests/test_jax_e2e.py's MoE layer: its
+    input, 512 KB, tied to its output, 16 MB of expert weights untied; as a baseline, 5.5 MiB predicted
+    against the first plan's 18.6 MiB, re-solved into 925,696 bytes moved against the manual plan's
+    402,432, round 24)."""
     import numpy as np
 
     from ..hlo.sharding import HloSharding
@@ -169,7 +174,8 @@ def data_parallel_entry(module, dmesh) -> dict | None:
         return None
     batch = [p for p in module.entry.parameters
              if p.parameter_number not in state and not p.shape.is_tuple and p.shape.dims]
-    if not batch:
+    kept = sum(p.shape.byte_size for p in module.entry.parameters if p.parameter_number in state)
+    if not batch or sum(p.shape.byte_size for p in batch) > kept:
         return None
     ids = np.asarray(dmesh.device_ids, dtype=np.int64).ravel()
     n = int(ids.size)
