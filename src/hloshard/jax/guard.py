@@ -190,13 +190,13 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     return entry
 
 
-def data_parallel_baseline(module, dmesh, child=None) -> dict | None:
+def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0) -> dict | None:
     """The second baseline of a plan for a ``module`` nothing of which the user sharded: the peak of the
     data-parallel plan (:func:`data_parallel_entry`: the batch split over every device, state replicated)
     with the intermediates left to XLA, priced as :func:`baseline_peak` prices a baseline (GSPMD propagation
     from those entry shardings in a child process, the evaluation completing what XLA simplified away);
     :func:`baseline_peak`'s dict with ``"plan"`` :data:`DATA_PARALLEL_BASELINE`.  None when no argument
-    splits so.
+    splits so.  ``timeout``: seconds for XLA's child (:func:`baseline_peak`'s).
 
     Why (issue 24, round 24): with nothing sharded the guard's other baseline is the plan's own entry
     shardings with XLA's intermediates (``"gspmd_from_plan"``), which bounds the intermediates only: a plan
@@ -211,7 +211,7 @@ def data_parallel_baseline(module, dmesh, child=None) -> dict | None:
     entry = data_parallel_entry(module, dmesh)
     if entry is None:
         return None
-    base = baseline_peak(module, dmesh, entry=entry, **({} if child is None else {"child": child}))
+    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}))
     base["plan"] = DATA_PARALLEL_BASELINE
     return base
 
@@ -465,13 +465,20 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
             baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
                           **warm)
-        # nothing sharded and no budget: the plan also owes the memory of data parallelism
-        # (data_parallel_baseline; a user's budget states what memory is owed, as the Pareto step reads it)
-        dp_base = None if user_sharded(module) or getattr(result.graph, "memory_budget", None) is not None \
-            else data_parallel_baseline(module, dmesh)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
+    # nothing sharded and no budget: the plan also owes the memory of data parallelism (data_parallel_baseline;
+    # a user's budget states what memory is owed, as the Pareto step reads it); wall-clock mode: only while a
+    # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
+    dp_base, dp_note = None, None
+    if not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None and \
+            _time_left(deadline) > need:
+        try:
+            dp_base = data_parallel_baseline(module, dmesh, **({} if deadline is None else
+                                                               {"timeout": _time_left(deadline) - need}))
+        except (HloshardError, SolveFailed) as exc:
+            dp_note = f"the data-parallel baseline could not be priced ({exc})"
     plan_base_peak = base["peak_bytes"]
     if dp_base is not None and dp_base["peak_bytes"] < base["peak_bytes"]:
         base = dp_base
@@ -482,6 +489,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     if dp_base is not None:   # both baselines' peaks (predicted), the lower one is the limit
         guard["baseline_plan_peak_bytes"] = plan_base_peak
         guard["baseline_data_parallel_peak_bytes"] = dp_base["peak_bytes"]
+    if dp_note:
+        guard["data_parallel_note"] = dp_note
     if deadline is not None:
         # the baseline's XLA run and its pricing are outside the time limit (auto_shard's docstring, "Time"): the
         # re-solves' deadline moves by their seconds (keras-hub Falcon at time_limit=60, load 12: the run took
