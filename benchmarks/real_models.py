@@ -339,7 +339,7 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
         rep = res.report
         row.update(pred_peak=rep.get("peak_memory_per_device"), status=rep.get("status"), gap=rep.get("gap"),
                    objective=rep.get("objective"), solver_objective=rep.get("solver_objective"),
-                   budget=budget, guard=rep.get("memory_guard"))
+                   budget=budget, guard=rep.get("memory_guard"), known_plans=rep.get("known_plans"))
         try:
             from hloshard.xla_compare import predicted_collectives
 

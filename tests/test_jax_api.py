@@ -344,7 +344,8 @@ guard.baseline_peak = spy
 forced = None
 r = api.auto_shard(step, *plain, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
 params = sorted(r.module.entry.parameters, key=lambda p: p.parameter_number)
-out["plain"] = {"guard": r.report["memory_guard"], "entry": seen[-1],
+# the guard prices the plan's own entry first (then the data-parallel entry, jax.guard.data_parallel_baseline)
+out["plain"] = {"guard": r.report["memory_guard"], "entry": seen[0], "entries": len(seen),
                 "params": {p.name: str(p.sharding) for p in params},
                 "root": str(r.module.entry.root.sharding)}
 peak = r.report["memory_guard"]["plan_peak_bytes"]
@@ -378,6 +379,9 @@ def test_auto_shard_memory_guard_without_user_shardings():
     # the baseline is priced from the plan's own entry shardings (it splits the weights: not replicated)
     assert any("devices=" in s for s in plain["params"].values()), plain["params"]
     assert g["baseline"] == "gspmd_from_plan" and g["baseline_peak_bytes"] > 0, g
+    # a train step (the weights tied, outweighing the batch): the data-parallel baseline priced too, and higher
+    # here (the plan splits the weights), so the plan's own is the limit
+    assert plain["entries"] == 2 and g["baseline_data_parallel_peak_bytes"] > g["baseline_plan_peak_bytes"], g
     entry = plain["entry"]
     assert entry is not None and set(plain["params"]) <= set(entry), (entry, plain["params"])
     for name, sh in plain["params"].items():

@@ -398,3 +398,56 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     assert g.get("fallback") == "data-parallel", g
     assert out.choice == greedy.choice
 
+
+
+def test_data_parallel_entry_splits_the_batch_not_the_state():
+    """The guard's second baseline with nothing sharded (issue 24, round 24): the batch (parameters 4, 5) split
+    along its leading dim over all 8 devices in mesh order, the tied weights and the outputs replicated; none
+    without a tie (which arguments are the batch is then unknown), without a batch argument, or when the
+    untied arguments outweigh the tied ones (weights, not a batch)."""
+    from hloshard.jax.guard import data_parallel_entry
+
+    module = _module()
+    mesh = _mesh()
+    entry = data_parallel_entry(module, mesh)
+    params = {p.parameter_number: p for p in module.entry.parameters}
+    root = module.entry.root
+    assert set(entry) == {params[4].name, params[5].name, root.name}
+    for q in (4, 5):
+        sh = entry[params[q].name]
+        assert sh.tile_assignment_dims == (8, 1) and list(sh.tile_assignment.ravel()) == list(range(8)), sh
+    assert entry[root.name].is_tuple and all(e.is_replicated for e in entry[root.name].tuple_elements)
+    module.ties = []   # no state known: no batch known either
+    assert data_parallel_entry(module, mesh) is None
+    module.ties = [Tie((q + 1,), q) for q in range(6) if q < 4] + [Tie((), 4), Tie((), 5)]   # no batch left
+    assert data_parallel_entry(module, mesh) is None
+    module.ties = [Tie((1,), 4)]   # the batch x tied (as a forward layer's output by shape): the weights outweigh it
+    assert data_parallel_entry(module, mesh) is None
+
+
+def test_data_parallel_baseline_peaks_below_the_replicated_one():
+    """XLA's propagation from the data-parallel entry (a child process), priced by the memory model: the batch
+    split, the tied weights whole (in and out on every device: above the least node-memory peak, at least
+    twice the weights), the gradients all-reduced (cost above twice the replicated baseline's, which
+    prices compute alone); the module is left as it was.  On this MLP the weights dominate (2.2 MB against a
+    64-row batch), so the data-parallel peak, its gradients' all-reduce buffers in, is above the replicated
+    one (8.46 vs 7.09 MB predicted): the guard takes the lower of its two baselines, never this one alone."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.hlo import print_module
+    from hloshard.jax.guard import DATA_PARALLEL_BASELINE, baseline_peak, data_parallel_baseline
+    from hloshard.autoshard.report import minimum_peak
+
+    module = _module()
+    mesh = _mesh()
+    graph = build_graph(module, mesh, "io")
+    before = print_module(module)
+    rep = baseline_peak(module, mesh)
+    dp = data_parallel_baseline(module, mesh)
+    assert print_module(module) == before
+    assert dp["plan"] == DATA_PARALLEL_BASELINE and not dp["all_replicated"], dp
+    weights = sum(p.shape.byte_size for p in module.entry.parameters if p.parameter_number in STATE)
+    assert minimum_peak(graph.problem)[0] < dp["peak_bytes"], dp
+    assert dp["peak_bytes"] >= 2 * weights, dp   # the weights in and out, whole on every device
+    assert rep["collective_cost"] * 2 < dp["collective_cost"], (dp, rep)   # the gradients' all-reduces

@@ -477,7 +477,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       adds to the parameter layouts, and it must not cost memory against XLA's own choice for the same
       layouts.  (The replicated plan, the baseline before, bounds nothing: any plan that splits a weight
       peaks below it, and the solver, which minimises collective cost only, was free to trade peak for
-      bytes: keras-hub ``gemma_small`` peaked at 13.48 MB by XLA against its expert's 12.46.)  Both
+      bytes: keras-hub ``gemma_small`` peaked at 13.48 MB by XLA against its expert's 12.46.)  And, the
+      lower of the two, for a step with tied state (which tells the batch from the state) solved without a
+      budget (a budget states the memory owed), the data-parallel plan: the batch (every argument that is
+      not tied state, split along its leading dim) over every device, state replicated, the intermediates
+      left to XLA
+      (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
+      child).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
+      measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights
+      but one replicated, 40.20 MB by XLA against the expert's 9.98; round 24: 17.01 MB, the baseline
+      24.6 MB predicted).  Both
       figures are predictions, and the model's peak errs on both sides of XLA's
       (:mod:`hloshard.cost.memory`); a plan whose peak, read at the model's measured worst over-estimate
       (:func:`hloshard.cost.memory.xla_lower_bound`), is not above this baseline is kept, since a
@@ -515,7 +524,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "replicated", "baseline_all_replicated" (every entry
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "replicated",
+    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" (nothing sharded: both baselines'
+    predicted peaks; the lower is the baseline), "baseline_all_replicated" (every entry
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
