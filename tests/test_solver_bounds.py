@@ -397,3 +397,33 @@ def test_step_4a_sweeps_on_warm_and_its_bound_stays_a_proof(monkeypatch):
                 assert b["target"] != a["sweeps"]["bound"] + 1 or b["target"] == incumbent
         swept += sum(1 for r in recs if r.get("sweeps", {}).get("warm"))
     assert swept >= 4, swept
+
+
+def test_step_4a_prunes_its_swept_problem_again_and_hands_what_is_left_to_the_lp(monkeypatch):
+    """Step 4a's one target at the incumbent when the incumbent's pruning is too large for the LP
+    (``PRESOLVE_PRUNED_LIMIT`` set between what the first pruning leaves and what the swept dual's prunings
+    leave): the swept problem is pruned again by the swept dual (``prunings`` counted), what is left goes to
+    the presolve and the LP, and the bound stays at most the optimum, reaching it on some problems."""
+    import hloshard.solver.api as api
+    from hloshard.solver.bounds import reduced_cost_pruning
+
+    monkeypatch.setattr(api, "REPRUNE_EVERY", 1)
+    handed = reached = 0
+    for seed in range(12):
+        p = clique_problem(90 + seed, n=6, k=4)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        lower, dual = lower_bound(red, passes=1)
+        opt, _ = brute_force(p)
+        incumbent = opt + 1 - red.offset
+        _, pst = reduced_cost_pruning(red, dual, incumbent)
+        monkeypatch.setattr(api, "PRESOLVE_PRUNED_LIMIT", pst["edge_entries"][1] - 1)
+        stats: dict = {}
+        bound, _pos = api._pruned_bound(red, dual, incumbent, True, 5.0, None, stats, lower=lower)
+        assert bound is not None and lower <= bound <= opt, (seed, lower, bound, opt)
+        (rec,) = stats["prune"]["targets"]
+        assert rec["target"] == incumbent + red.offset and rec["sweeps"]["warm"]
+        if "presolved" in rec or "lp" in rec:
+            handed += 1
+            assert rec["sweeps"]["prunings"] >= 1 and rec["sweeps"]["left"] <= pst["edge_entries"][1] - 1
+        reached += bound == opt
+    assert handed >= 3 and reached >= 3, (handed, reached)

@@ -36,6 +36,11 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 
 BIG = float(INFINITY)
+#: a row minimum or node cost at least this is a strategy that is out (forbidden whole): the sweeps move no
+#: such amount into a potential, since ``BIG - BIG`` cancels to an error of +-128 (float64's spacing at 1e18),
+#: which a problem of small costs would take for a cost (the problems of :meth:`DualBound.restricted` forbid
+#: strategies and pairs by the reduced costs; presolved problems have none)
+DEAD = BIG / 2
 
 
 class _NodesEdges:
@@ -185,21 +190,32 @@ class DualBound:
             seq = nodes if forward else nodes[::-1]
             for i in seq:
                 h = self.theta[i].copy()
+                kill = None
                 for e, row in self.inc[i]:
                     r = self._minima(e, row)
+                    dead = r >= DEAD
+                    if dead.any():   # a row forbidden whole: its strategy is out, nothing BIG is moved
+                        r[dead] = 0.0
+                        kill = dead if kill is None else kill | dead
                     if row:
                         self.prow[e] += r
                     else:
                         self.pcol[e] += r
                     h += r
                 h = np.minimum(h, BIG)
+                if kill is not None:
+                    h[kill] = BIG
                 gam, later, earlier = plan[i]
                 out = later if forward else earlier
                 share = gam * h
+                out_ = h >= DEAD
+                if out_.any():   # a strategy that is out keeps BIG in the node and shares nothing
+                    share[out_] = 0.0
                 self.theta[i] = h - len(out) * share
                 for e, _row in self.inc[i]:
-                    self.emin[e] = 0.0   # each row (column) of M'_e at i now has minimum 0
-                low = min(float(share.min()), BIG) if share.size else 0.0
+                    self.emin[e] = 0.0   # each row (column) of M'_e at i now has minimum 0 (or is out)
+                live = share[~out_] if out_.any() else share
+                low = min(float(live.min()), BIG) if live.size else (BIG if share.size else 0.0)
                 for e, row in out:
                     if row:
                         self.prow[e] -= share
