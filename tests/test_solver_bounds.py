@@ -332,10 +332,9 @@ def test_the_target_after_a_proven_bound_keeps_the_plans_at_that_bound():
 def test_a_dual_carried_onto_its_pruned_problem_starts_where_it_stood_and_bounds_that_problem():
     """``DualBound.restricted`` (step 4a's warm sweeps): the dual of a clique problem after a few passes,
     carried onto the problem ``reduced_cost_pruning`` leaves at a target, starts at a value no lower than the
-    dual's own, and every value it proves as it is swept is at most the pruned problem's optimum (brute force
-    over the pruned problem), so ``min(target, its bound)`` is at most the optimum; the best of them is at
-    least the start (a pass can lower the value where a strategy is out: the edges' tracked minima of its
-    rows were above them, still a proof for the strategies left).  A problem of other shapes is refused."""
+    dual's own, never decreases as it is swept, and every value it proves is at most the pruned problem's
+    optimum (brute force over the pruned problem), so ``min(target, its bound)`` is at most the optimum.
+    A problem of other shapes is refused."""
     from hloshard.solver.bounds import reduced_cost_pruning
 
     raised = 0
@@ -359,6 +358,7 @@ def test_a_dual_carried_onto_its_pruned_problem_starts_where_it_stood_and_bounds
             for _ in range(6):
                 warm.sweep(1)
                 b = warm.proven()
+                assert b >= best - 1, (seed, target, b, best)
                 if pruned_opt is not None:
                     assert b <= pruned_opt, (seed, target, b, pruned_opt)
                 assert min(target, b) <= opt, (seed, target, b, opt)

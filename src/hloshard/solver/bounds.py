@@ -36,11 +36,6 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 
 BIG = float(INFINITY)
-#: a row minimum or node cost at least this is a strategy that is out (forbidden whole): the sweeps move no
-#: such amount into a potential, since ``BIG - BIG`` cancels to an error of +-128 (float64's spacing at 1e18),
-#: which a problem of small costs would take for a cost (the problems of :meth:`DualBound.restricted` forbid
-#: strategies and pairs by the reduced costs; presolved problems have none)
-DEAD = BIG / 2
 
 
 class _NodesEdges:
@@ -112,25 +107,33 @@ class DualBound:
             raise ValueError("restricted: a problem with other nodes or edges than the dual's")
         out = DualBound.__new__(DualBound)
         out.red = _NodesEdges(problem)
+        # a forbidden strategy or pair priced FORBID, not BIG: any solution using one costs more than every
+        # solution of finite entries (the sum of all their absolute values, ``scale``, bounds each), so the
+        # bounds of this cheaper problem bound ``problem`` below every such solution's cost, and the sweeps never
+        # subtract BIG from BIG (float64's spacing at 1e18 is 128: a problem of small costs took that error for
+        # a cost, and proved 182 where its optimum was 181)
+        costs = getattr(self, "costs_scale", self.scale)   # the finite costs' sum, kept along a chain of copies
+        forbid = 2.0 * costs + 1.0
+        out.costs_scale = costs
         out.theta = []
         for th, c in zip(self.theta, problem.node_costs):
             if len(c) != len(th):
                 raise ValueError("restricted: a node with another strategy count than the dual's")
-            out.theta.append(np.where(np.asarray(c) >= INFINITY, BIG, th))
+            out.theta.append(np.where(np.asarray(c) >= INFINITY, np.minimum(th, BIG) + forbid, th))
         out.extra = [x.copy() for x in self.extra]
         out.base, out.emin = [], np.empty(len(self.base))
         for e, m in enumerate(problem.edge_costs):
             if m.shape != self.base[e].shape:
                 raise ValueError("restricted: an edge matrix of another shape than the dual's")
-            f = np.minimum(m.astype(np.float64), BIG)
+            f = m.astype(np.float64)
+            f[m >= INFINITY] = forbid
             f.flags.writeable = False
             out.base.append(f)
         out.prow = [p.copy() for p in self.prow]
         out.pcol = [q.copy() for q in self.pcol]
         out.inc = self.inc
-        # the rounding margin of the problem the potentials were made on (its finite entries include the pruned
-        # problem's: never smaller than what the copy's own costs would give)
-        out.scale = self.scale
+        # the rounding margin: of values up to FORBID's size
+        out.scale = costs + 4.0 * forbid
         for e in range(len(out.base)):
             m = out.matrix(e)
             out.emin[e] = min(float(m.min()), BIG) if m.size else 0.0
@@ -190,32 +193,21 @@ class DualBound:
             seq = nodes if forward else nodes[::-1]
             for i in seq:
                 h = self.theta[i].copy()
-                kill = None
                 for e, row in self.inc[i]:
                     r = self._minima(e, row)
-                    dead = r >= DEAD
-                    if dead.any():   # a row forbidden whole: its strategy is out, nothing BIG is moved
-                        r[dead] = 0.0
-                        kill = dead if kill is None else kill | dead
                     if row:
                         self.prow[e] += r
                     else:
                         self.pcol[e] += r
                     h += r
                 h = np.minimum(h, BIG)
-                if kill is not None:
-                    h[kill] = BIG
                 gam, later, earlier = plan[i]
                 out = later if forward else earlier
                 share = gam * h
-                out_ = h >= DEAD
-                if out_.any():   # a strategy that is out keeps BIG in the node and shares nothing
-                    share[out_] = 0.0
                 self.theta[i] = h - len(out) * share
                 for e, _row in self.inc[i]:
-                    self.emin[e] = 0.0   # each row (column) of M'_e at i now has minimum 0 (or is out)
-                live = share[~out_] if out_.any() else share
-                low = min(float(live.min()), BIG) if live.size else (BIG if share.size else 0.0)
+                    self.emin[e] = 0.0   # each row (column) of M'_e at i now has minimum 0
+                low = min(float(share.min()), BIG) if share.size else 0.0
                 for e, row in out:
                     if row:
                         self.prow[e] -= share
