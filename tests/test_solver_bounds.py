@@ -327,3 +327,104 @@ def test_the_target_after_a_proven_bound_keeps_the_plans_at_that_bound():
             assert sols[tuple(int(x) for x in pos)] == opt == bound
             at_bound += 1
     assert follow_ups >= 3 and at_bound >= 3, (follow_ups, at_bound)
+
+
+def test_a_dual_carried_onto_its_pruned_problem_starts_where_it_stood_and_bounds_that_problem():
+    """``DualBound.restricted`` (step 4a's warm sweeps): the dual of a clique problem after a few passes,
+    carried onto the problem ``reduced_cost_pruning`` leaves at a target, starts at a value no lower than the
+    dual's own, never decreases as it is swept, and every value it proves is at most the pruned problem's
+    optimum (brute force over the pruned problem), so ``min(target, its bound)`` is at most the optimum.
+    A problem of other shapes is refused."""
+    from hloshard.solver.bounds import reduced_cost_pruning
+
+    raised = 0
+    for seed in range(10):
+        p = clique_problem(40 + seed, n=6, k=3)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        _, dual = lower_bound(red, passes=2)
+        sols = {}
+        for combo in itertools.product(*[range(len(c)) for c in red.costs]):
+            obj, ok = evaluate(p, red.expand(list(combo)))
+            if ok:
+                sols[combo] = obj - red.offset
+        opt = min(sols.values())
+        for target in (opt, opt + 3, opt + 10):
+            q, _st = reduced_cost_pruning(red, dual, target)
+            warm = dual.restricted(q)
+            start = warm.proven()
+            assert start >= dual.proven() - 1
+            pruned_opt = min((o for c, o in sols.items() if evaluate(q, list(c))[1]), default=None)
+            best = start
+            for _ in range(6):
+                warm.sweep(1)
+                b = warm.proven()
+                assert b >= best - 1, (seed, target, b, best)
+                if pruned_opt is not None:
+                    assert b <= pruned_opt, (seed, target, b, pruned_opt)
+                assert min(target, b) <= opt, (seed, target, b, opt)
+                best = max(best, b)
+            assert best >= start
+            raised += best > dual.proven()
+    assert raised >= 5, raised
+    bad = clique_problem(1, n=5, k=3)
+    with pytest.raises(ValueError, match="other"):
+        dual.restricted(bad)
+
+
+def test_step_4a_sweeps_on_warm_and_its_bound_stays_a_proof(monkeypatch):
+    """Step 4a with every pruned problem sent to the warm sweeps (``PRESOLVE_PRUNED_LIMIT`` 0, as a problem
+    far above the LP's size is): ``_converge_dual`` and ``_pruned_bound`` return bounds between the dual's
+    start and the optimum, the swept targets are marked, and the bisection after a reached swept target goes
+    halfway up (never to ``b + 1``)."""
+    import hloshard.solver.api as api
+
+    monkeypatch.setattr(api, "PRESOLVE_PRUNED_LIMIT", 0)
+    swept = 0
+    for seed in range(8):
+        p = clique_problem(70 + seed, n=6, k=3)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        lower, dual = lower_bound(red, passes=1)
+        opt, _ = brute_force(p)
+        stats: dict = {"bound": {}}
+        incumbent = opt + 4
+        cb = api._converge_dual(red, dual, incumbent, True, 2.0, None, stats)
+        assert lower <= cb <= opt, (lower, cb, opt)
+        assert stats["bound"]["converge"]["passes"] >= 1
+        bound, _pos = api._pruned_bound(red, dual, incumbent - red.offset, True, 2.0, None, stats, lower=cb)
+        assert bound is not None and bound <= opt, (bound, opt)
+        recs = stats["prune"]["targets"]
+        for a, b in zip(recs, recs[1:]):
+            if a.get("sweeps") and a["sweeps"]["bound"] >= a["target"] and b["target"] > a["target"]:
+                assert b["target"] != a["sweeps"]["bound"] + 1 or b["target"] == incumbent
+        swept += sum(1 for r in recs if r.get("sweeps", {}).get("warm"))
+    assert swept >= 4, swept
+
+
+def test_step_4a_prunes_its_swept_problem_again_and_hands_what_is_left_to_the_lp(monkeypatch):
+    """Step 4a's one target at the incumbent when the incumbent's pruning is too large for the LP
+    (``PRESOLVE_PRUNED_LIMIT`` set between what the first pruning leaves and what the swept dual's prunings
+    leave): the swept problem is pruned again by the swept dual (``prunings`` counted), what is left goes to
+    the presolve and the LP, and the bound stays at most the optimum, reaching it on some problems."""
+    import hloshard.solver.api as api
+    from hloshard.solver.bounds import reduced_cost_pruning
+
+    monkeypatch.setattr(api, "REPRUNE_EVERY", 1)
+    handed = reached = 0
+    for seed in range(12):
+        p = clique_problem(90 + seed, n=6, k=4)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        lower, dual = lower_bound(red, passes=1)
+        opt, _ = brute_force(p)
+        incumbent = opt + 1 - red.offset
+        _, pst = reduced_cost_pruning(red, dual, incumbent)
+        monkeypatch.setattr(api, "PRESOLVE_PRUNED_LIMIT", pst["edge_entries"][1] - 1)
+        stats: dict = {}
+        bound, _pos = api._pruned_bound(red, dual, incumbent, True, 5.0, None, stats, lower=lower)
+        assert bound is not None and lower <= bound <= opt, (seed, lower, bound, opt)
+        (rec,) = stats["prune"]["targets"]
+        assert rec["target"] == incumbent + red.offset and rec["sweeps"]["warm"]
+        if "presolved" in rec or "lp" in rec:
+            handed += 1
+            assert rec["sweeps"]["prunings"] >= 1 and rec["sweeps"]["left"] <= pst["edge_entries"][1] - 1
+        reached += bound == opt
+    assert handed >= 3 and reached >= 3, (handed, reached)

@@ -36,7 +36,10 @@ Pipeline (all phases share the budget ``time_limit``):
    rest presolved again (dead-end elimination included), and, when it fits, its LP relaxation
    tightened by cycle inequalities (:func:`~hloshard.solver.lp.separate_cycles`), else the dual
    sweeps, bound what is left; the bound is ``min(target, that bound)``, and the targets go by
-   bisection between the proven bound and the incumbent (:func:`_pruned_bound`).  decoder2 at 2x2x2:
+   bisection between the proven bound and the incumbent (:func:`_pruned_bound`); before it the dual is swept on,
+   warm (:func:`_converge_dual`), and when the incumbent's pruning leaves too much for the LP the incumbent is
+   the one target, its pruned problem swept warm and pruned again as the dual improves
+   (:func:`_swept_at_target`; keras-hub Gemma's refined 2x2x2 problem, deterministic 15 s: gap 7.1% -> 0.91%).  decoder2 at 2x2x2:
    148.6 strategies per node and 6.29 M edge entries before, 46.2 and 285,591 after pruning at the
    incumbent, where the plain LP is 1.41% under the plan; three rounds of cycle inequalities make the
    LP integral: the optimum, 0.66% below the plan the search had found, proven;
@@ -404,6 +407,13 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # the incumbent, presolved again; the LP of what is left when it is small enough
         if not exact and red.memory is None and best_obj is not None and dual is not None and not closed() \
                 and (det or deadline - time.monotonic() > 1.0):
+            # the dual first brought nearer its fixed point: what the pruning removes grows with it
+            cb = _converge_dual(red, dual, best_obj + red.offset, det, time_limit, deadline, stats)
+            if cb > bound:
+                bound = cb
+                _emit(progress, phase="bound", bound=bound, elapsed=elapsed())
+        if not exact and red.memory is None and best_obj is not None and dual is not None and not closed() \
+                and (det or deadline - time.monotonic() > 1.0):
             pb, ppos = _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=bound)
             if pb is not None and pb > bound:
                 bound = pb
@@ -738,6 +748,65 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     return max(best, trivial), decoded, dual
 
 
+#: the modelled CPU seconds of one dual sweep (pass) on the large problems of step 4a are ``SWEEP_EDGE_S *
+#: edges + edge entries / SWEEP_ENTRY_RATE`` (:func:`sweep_seconds`): every pass visits each edge matrix
+#: twice (row and column minima), a fixed numpy cost per visit plus one read of its entries.  Measured (CPU
+#: seconds per pass, mean of 6 after the first, presolved problems, 2-core machine at load 16-19): keras-hub
+#: Gemma's refined 2x2x2 problem (847 edges, 38,670,642 entries) 0.144, decoder2 at 2x2x2 (231, 6,286,601)
+#: 0.026, Gemma at 2x4 (664, 541,864) 0.012, contest B / G / A (280 / 351 / 452 edges, <= 46,009
+#: entries) 0.0066 / 0.0076 / 0.0072; both constants on the slow side of that fit.  The older
+#: ``SWEEP_NODE_S * nodes + work / SWEEP_RATE`` (which the exact path's pass counts keep) put the Gemma
+#: problem's pass at 0.98 s, 6.8x what it takes, and its bound got 2 passes where 5 s of limit buy 13
+SWEEP_EDGE_S = 2.5e-5
+SWEEP_ENTRY_RATE = 2.5e8
+#: step 4a: the share of the limit the dual sweeps get to go on from the bound phase's before any pruning
+#: (deterministic mode: modelled by :func:`sweep_seconds`; they stop earlier once they stall or prove the
+#: incumbent).  Reduced-cost pruning removes what the dual's reduced costs exceed the gap by, so a
+#: pruning of a dual far from its fixed point removes nearly nothing and its presolve costs more than
+#: passes: Gemma's refined problem, dual 7.1% under the incumbent after 2 passes, pruned at three targets
+#: 71,777 -> 71,644-71,717 strategies (~9 CPU-s for +0.6% of bound); after 64 passes (0.38% under it) the
+#: pruning at the incumbent leaves 284,484 entries whose LP is integral: the incumbent proven optimal
+CONVERGE_SHARE = 0.3
+
+
+def sweep_seconds(red) -> float:
+    """The modelled CPU seconds of one dual sweep over ``red`` (a reduced problem, or a pruned
+    :class:`~hloshard.costgraph.Problem` of the same edges: ``edge_costs``): :data:`SWEEP_EDGE_S` per edge
+    plus its entries at :data:`SWEEP_ENTRY_RATE` (measured, see there).  Sizes only: deterministic mode
+    stays independent of the load."""
+    mats = red.edge_costs
+    return SWEEP_EDGE_S * len(mats) + sum(int(m.size) for m in mats) / SWEEP_ENTRY_RATE
+
+
+def _converge_dual(red, dual, incumbent, det, time_limit, deadline, stats) -> int:
+    """Step 4a's first part: ``dual`` (the bound phase's :class:`~hloshard.solver.bounds.DualBound`, a
+    problem without memory terms) swept further, warm, so that the pruning after it removes what it can:
+    :data:`CONVERGE_SHARE` of the limit (deterministic mode: that many :func:`sweep_seconds`; wall-clock
+    mode: that share of the time, never past one second before ``deadline``), stopping once a step of 4
+    passes gains less than a tenth of ``GAP_LIMIT`` (stalled) or the bound is within ``GAP_LIMIT`` of
+    ``incumbent`` (offset included).  Returns the proven bound (offset included); records
+    ``stats["bound"]["converge"]`` (passes, bound)."""
+    per = sweep_seconds(red)
+    passes = int(CONVERGE_SHARE * time_limit / per) if det else MAX_SWEEPS
+    end = math.inf if det else min(deadline - 1.0, time.monotonic() + CONVERGE_SHARE * time_limit)
+    best = dual.proven() + int(red.offset)
+    done = 0
+    t = time.monotonic()
+    while done < passes and (det or time.monotonic() + 2 * per < end):
+        if incumbent - best <= GAP_LIMIT * abs(incumbent):
+            break
+        step = min(4, passes - done)
+        dual.sweep(step)
+        done += step
+        b = dual.proven() + int(red.offset)
+        stalled = b - best <= 0.1 * GAP_LIMIT * max(abs(b), 1)
+        best = max(best, b)
+        if stalled:
+            break
+    stats.setdefault("bound", {})["converge"] = {"passes": done, "bound": best, "seconds": round(time.monotonic() - t, 3)}
+    return best
+
+
 def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=None) -> tuple:
     """``(bound or None, positions or None)`` of step 4a: the reduced problem pruned by the reduced costs
     of ``dual`` (:func:`~hloshard.solver.bounds.reduced_cost_pruning`) against a *target* ``T`` (every
@@ -781,7 +850,27 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
     lo = -math.inf if lower is None else min(int(lower), incumbent)   # proven so far
     hi = incumbent     # the next target lies in (lo, hi]
     pos_out = None
+    # the incumbent's pruning first: when what it leaves is too large for the LP, no target below it would be
+    # bounded by an LP either in the time (each a pruning and a cold start), so one target, the incumbent, gets
+    # every target's sweeps, pruned again as the dual improves (:func:`_swept_at_target`)
+    q, pst = reduced_cost_pruning(red, dual, incumbent - int(red.offset))
+    if pst["edge_entries"][1] > PRESOLVE_PRUNED_LIMIT:
+        rec = _swept_at_target(red, dual, q, incumbent, det, time_limit, deadline,
+                               {"bound": None, "stats": dict(pst, target=incumbent)}, budget, share=TARGET_STEPS * BOUND_SHARE)
+        del q
+        st["targets"].append(rec["stats"])
+        if rec.get("positions") is not None:
+            pos_out = rec["positions"]
+            st["lp_integral"] = bool(rec.get("integral"))
+        st["seconds"] = round(time.monotonic() - t, 3)
+        if rec["bound"] is None and lo == -math.inf:
+            return None, pos_out
+        bound = min(incumbent, int(max(lo, rec["bound"] if rec["bound"] is not None else lo)))
+        st["bound"] = bound
+        return bound, pos_out
+    del q
     first = True
+    tried: set = set()
     lo_next = [None]   # the next target when the last step chose one
     for step in range(TARGET_STEPS):
         if hi - lo <= GAP_LIMIT * max(abs(hi), 1) and not first:
@@ -794,6 +883,9 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
         target = hi if last else (lo_next[0] if lo_next[0] is not None and lo < lo_next[0] <= hi else (lo + hi + 1) // 2)
         lo_next[0] = None
         first = False
+        if target in tried:   # the last step's target (``hi``) bounded already: it would give the same again
+            break
+        tried.add(target)
         rec = _bound_at_target(red, dual, target, det, time_limit, deadline, budget)
         st["targets"].append(rec["stats"])
         if rec.get("positions") is not None:
@@ -816,7 +908,7 @@ def _pruned_bound(red, dual, best_obj, det, time_limit, deadline, stats, lower=N
             # the solutions of cost T - 1 or less, so a target at the bound itself could never hold a plan
             # that reaches it (decoder2 at 2x4, deterministic: the LP at 5,011,246,768 proved that bound
             # and nothing below it, and the plan of that cost was pruned away)
-            lo_next[0] = min(math.ceil(b) + 1, hi) if int(b) > lo else (lo + hi + 1) // 2
+            lo_next[0] = min(math.ceil(b) + 1, hi) if int(b) > lo and not rec.get("swept") else (lo + hi + 1) // 2
         else:
             lo = max(lo, b)
             hi = target
@@ -849,11 +941,22 @@ DET_LP_ITERATIONS = 3000
 def _bound_at_target(red, dual, target, det, time_limit, deadline, budget=None) -> dict:
     """One target of :func:`_pruned_bound`: ``{"bound": lower bound of the pruned problem's optimum, offset
     included (``target`` or more when nothing below it is left; None when nothing was proven),
-    "positions": positions of ``red`` or None, "integral", "decided", "stats"}``."""
-    t = time.monotonic()
+    "positions": positions of ``red`` or None, "integral", "decided", "swept", "stats"}``."""
     q, pst = reduced_cost_pruning(red, dual, target - int(red.offset))
-    st = dict(pst, target=target)
-    out = {"bound": None, "stats": st}
+    out = {"bound": None, "stats": dict(pst, target=target)}
+    if pst["edge_entries"][1] > PRESOLVE_PRUNED_LIMIT:
+        # too much left for the LP after any presolve: the dual swept on, on the pruned costs
+        return _swept_at_target(red, dual, q, target, det, time_limit, deadline, out, budget)
+    return _lp_at_target(red, q, target, det, time_limit, deadline, out, budget, dual=dual)
+
+
+def _lp_at_target(red, q, target, det, time_limit, deadline, out, budget=None, dual=None) -> dict:
+    """The pruned problem ``q`` of a target (positions of ``red``) presolved again and bounded by its LP with
+    cycle inequalities (or decided by the presolve); when the presolved problem is still too large for the
+    LP, the warm sweeps of :func:`_swept_at_target` from ``dual`` (None: ``out`` as it is, nothing
+    proven).  ``out``: the target's record, updated and returned."""
+    t = time.monotonic()
+    st = out["stats"]
     try:
         r2 = presolve(q, deadline=None if det else max(t + 0.5, min(deadline, t + LP_SHARE * time_limit)),
                       dee_limit=FULL_MODEL_LIMIT)
@@ -873,25 +976,10 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline, budget=None) 
     lp_fits = size <= FULL_MODEL_LIMIT and (
         det or deadline - time.monotonic() >= max(1.0, 2 * lp_size(r2) / MODEL_BUILD_RATE))
     if not lp_fits:
-        # dual sweeps on the pruned problem (anytime: every value a bound), to a stall or the budget
-        work = size + r2.stats["strategies"]
-        passes = max(2, min(MAX_SWEEPS, int(BOUND_SHARE * time_limit / (SWEEP_NODE_S * r2.num_nodes + work / SWEEP_RATE)))) \
-            if det else MAX_SWEEPS
-        now = time.monotonic()   # wall-clock mode: what is left goes to LNS, which rarely improves on models this large
-        end = min(deadline, now + max(BOUND_SHARE * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
-        lb, d2 = lower_bound(r2, passes=1)
-        n_pass = 1
-        step = 4 if det else 2   # wall-clock mode: the clock read after every forward and backward pass
-        while n_pass < passes and (det or time.monotonic() < end) and lb + red.offset < target:
-            b2, d2 = lower_bound(r2, passes=step, dual=d2)
-            n_pass += step
-            stalled = b2 - lb <= 0.1 * GAP_LIMIT * max(abs(b2), 1)
-            lb = max(lb, b2)
-            if stalled:
-                break
-        st["sweeps"] = {"passes": n_pass, "bound": lb + red.offset}
-        out["bound"] = lb + int(red.offset)
-        return out
+        del r2
+        if dual is None:
+            return out
+        return _swept_at_target(red, dual, q, target, det, time_limit, deadline, out, budget)
     # the LP with cycle inequalities may use the time left (an integral optimum ends the search)
     lp_wall = 1e7 if det else max(0.2, deadline - time.monotonic())
     lpb, lpos, integral = lp_solve(r2, lp_wall, deterministic_limit=DET_LP * time_limit if det else None,
@@ -903,6 +991,87 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline, budget=None) 
         return out
     out.update(bound=lpb + int(red.offset), positions=r2.expand(lpos), integral=bool(integral))
     return out
+
+
+#: step 4a: a pruned problem with more finite edge entries than this is not presolved for the LP: its
+#: presolved matrices stay far above :data:`FULL_MODEL_LIMIT` (presolve counts whole matrices of the strategies
+#: left; Gemma's refined 2x2x2 problem pruned to 3.70 M / 7.53 M / 15.1 M finite entries presolved to 1.98 M /
+#: 12.1 M / 23.7 M, over the LP's limit, at 1.3-1.7 CPU-s each; pruned to 2.62 M and 1.88 M, to 284,484 and
+#: 117,807, whose LPs were integral) and the dual sweeps it goes to run on the pruned costs as they are
+PRESOLVE_PRUNED_LIMIT = 2 * FULL_MODEL_LIMIT
+
+
+def _swept_at_target(red, dual, q, target, det, time_limit, deadline, out, budget=None, share=None) -> dict:
+    """A target of step 4a whose pruned problem ``q`` is too large for the LP: ``dual`` carried onto ``q``
+    (:meth:`~hloshard.solver.bounds.DualBound.restricted`, warm: no pass is spent getting back to where
+    ``dual`` stood) and swept on ``q``'s costs, to a stall, to ``target`` or to the budget (``share``, default
+    :data:`BOUND_SHARE`, of the limit; deterministic mode in :func:`sweep_seconds`; wall-clock mode also
+    :data:`PRUNED_SWEEP_SHARE` of the time left when longer).  Every :data:`REPRUNE_EVERY` passes ``q`` is
+    pruned again against ``target`` by the swept dual's reduced costs (every solution cheaper than ``target``
+    is a solution of ``q``, so what no such solution uses can go), and when what is left has at most
+    :data:`PRESOLVE_PRUNED_LIMIT` finite entries it goes to the presolve and the LP as a small target's
+    pruned problem does (:func:`_lp_at_target`).  Any reparametrisation of ``q`` bounds ``q``'s optimum, so the
+    value is a bound of the pruned problem (``out["bound"]``, offset included); ``out["swept"]`` is set (the
+    bisection then goes halfway up from a reached target: a sweep stops at the target, where an LP's optimum
+    says how far above it the pruned problem is).  Records ``stats["sweeps"]`` (passes, bound, prunings)."""
+    st = out["stats"]
+    off = int(red.offset)
+    per = sweep_seconds(q)
+    share = BOUND_SHARE if share is None else share
+    passes = max(2, min(MAX_SWEEPS, int(share * time_limit / per))) if det else MAX_SWEEPS
+    now = time.monotonic()   # wall-clock mode: what is left goes to LNS, which rarely improves on models this large
+    end = math.inf if det else min(deadline, now + max(share * time_limit, PRUNED_SWEEP_SHARE * (deadline - now)))
+    d2 = dual.restricted(q)
+    lb = d2.proven()
+    n_pass = since = prunings = 0
+    step = 4 if det else 2   # wall-clock mode: the clock read after every forward and backward pass
+    while n_pass < passes and (det or time.monotonic() < end) and lb + off < target:
+        k = min(step, passes - n_pass)
+        d2.sweep(k)
+        n_pass += k
+        since += k
+        b2 = d2.proven()
+        stalled = b2 - lb <= 0.1 * GAP_LIMIT * max(abs(b2), 1)
+        lb = max(lb, b2)
+        if lb + off >= target:
+            break
+        if since >= REPRUNE_EVERY or stalled:
+            since = 0
+            prunings += 1
+            q, pst = reduced_cost_pruning(_Pruned(q), d2, target - off)
+            if pst["edge_entries"][1] <= PRESOLVE_PRUNED_LIMIT:
+                del d2
+                st["sweeps"] = {"passes": n_pass, "bound": lb + off, "warm": True, "prunings": prunings,
+                                "left": pst["edge_entries"][1]}
+                rec = _lp_at_target(red, q, target, det, time_limit, deadline, out, budget)
+                if rec["bound"] is None or rec["bound"] < lb + off:   # the sweeps' bound stands
+                    rec["bound"] = lb + off
+                return rec
+            d2 = d2.restricted(q)
+            if stalled:
+                break
+    st["sweeps"] = {"passes": n_pass, "bound": lb + off, "warm": True, "prunings": prunings}
+    out["bound"] = lb + off
+    out["swept"] = True
+    return out
+
+
+class _Pruned:
+    """A pruned :class:`~hloshard.costgraph.Problem` read as :func:`~hloshard.solver.bounds.reduced_cost_pruning`
+    reads a reduced problem (``costs``, ``edge_costs``, ``edges``, ``intervals``, ``num_nodes``, no memory),
+    to prune it again (:func:`_swept_at_target`)."""
+
+    memory = None
+
+    def __init__(self, problem: Problem):
+        self.costs, self.edge_costs = problem.node_costs, problem.edge_costs
+        self.edges, self.intervals = problem.edges, problem.intervals
+        self.num_nodes = len(problem.node_costs)
+
+
+#: step 4a's swept target: the passes between two prunings of its problem by the swept dual (a pruning
+#: costs about what 5-7 passes do on Gemma's refined problem: 0.6-0.9 CPU-s against 0.14 a pass)
+REPRUNE_EVERY = 8
 
 
 KINDS = ("ball", "tight", "exchange")  # LNS neighbourhood kinds (see _neighbourhood)
