@@ -5,6 +5,7 @@ build), not REPRICE_SHARE x its ``build_seconds`` (the fine build's): on new use
 (round 18, fine build 9.8 s, reserve 3.9 s, 17 s left) that left each re-solve the 0.5 s floor of solver
 and ``auto_shard`` returned the data-parallel fallback."""
 
+import dataclasses
 import time
 from pathlib import Path
 
@@ -14,6 +15,14 @@ from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
+
+
+@dataclasses.dataclass
+class Sol:
+    """A solver result as the guard reads it (the stubs' answer)."""
+    strategies: list
+    objective: int
+    status: str
 
 
 def _stub_guard(monkeypatch, solve, baseline=None, with_budget=None):
@@ -80,19 +89,12 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
     hint), and when its own search finds nothing within, that plan is the guard's answer: no third re-solve
     (keras-hub's 4-layer Gemma, round 22: the strict re-solve's plan needs 145.5 MB; before, a halfway step at
     143.2 MB failed and a third re-solve, held, returned that plan)."""
-    import dataclasses
     import types
 
     import hloshard.costgraph as costgraph
     from hloshard.autoshard.solve import SolveResult
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
-
-    @dataclasses.dataclass
-    class Sol:
-        strategies: list
-        objective: int
-        status: str
 
     calls = []
 
@@ -148,7 +150,6 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     the band above it, finds a cheaper plan peaking higher but within the band (2,200,000, cost 6.0): that one is
     the guard's answer, not the nearest plan (round 23: asked for the nearest plan's peak exactly, the guard wrote
     a 9.4 MiB plan of cost 8.29 M where a 10.0 MiB one of cost 6.31 M had been written before a price change)."""
-    import dataclasses
     import types
 
     import hloshard.autoshard as autoshard
@@ -156,12 +157,6 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     from hloshard.autoshard.solve import SolveResult
     from hloshard.errors import SolveFailed
     from hloshard.jax import guard
-
-    @dataclasses.dataclass
-    class Sol:
-        strategies: list
-        objective: int
-        status: str
 
     calls = []
 

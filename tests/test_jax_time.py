@@ -28,13 +28,8 @@ TIME_LIMIT = 10.0
 #: of the promise, not of speed)
 MARGIN = 20.0
 
-SCRIPT = r'''
-import os, sys, time, json
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
-import numpy as np, jax, jax.numpy as jnp
-from jax.sharding import Mesh
-from hloshard.jax import auto_shard
-
+#: the two scripts' model: a 2-layer transformer train step traced from shapes, on a 2x4 mesh
+MODEL = r'''
 V, D, H, F, L, B, S = 512, 128, 4, 512, 2, 8, 32
 
 def rms(x, g):
@@ -64,7 +59,16 @@ block = {"wq": f32(D, D), "wk": f32(D, D), "wv": f32(D, D), "wo": f32(D, D), "w1
 params = {"emb": f32(V, D), "out": f32(D, V), "blocks": [dict(block) for _ in range(L)]}
 tok = jax.ShapeDtypeStruct((B, S), jnp.int32)
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
-limit, deterministic = float(sys.argv[1]), sys.argv[2] == "det"
+'''
+
+SCRIPT = r'''
+import os, sys, time, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh
+from hloshard.jax import auto_shard
+
+''' + MODEL + r'''limit, deterministic = float(sys.argv[1]), sys.argv[2] == "det"
 t = time.monotonic()
 from hloshard.errors import SolveFailed
 try:
@@ -157,36 +161,7 @@ solve_mod.solve_graph = recording
 if scenario == "coarse":   # the fine build estimated past any deadline: the coarse mesh's plan is the answer
     coarse_mod.fine_build_estimate = lambda module, coarse, seconds, mesh: (1e6, 100.0)
 
-V, D, H, F, L, B, S = 512, 128, 4, 512, 2, 8, 32
-
-def rms(x, g):
-    return x * jax.lax.rsqrt(jnp.mean(x * x, -1, keepdims=True) + 1e-6) * g
-
-def forward(p, tok):
-    x = p["emb"][tok]
-    mask = jnp.tril(jnp.ones((S, S), bool))
-    for b in p["blocks"]:
-        h = rms(x, b["g1"])
-        q, k, v = ((h @ b[n]).reshape(B, S, H, D // H) for n in ("wq", "wk", "wv"))
-        a = jax.nn.softmax(jnp.where(mask, jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(D // H), -1e9), -1)
-        x = x + jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, S, D) @ b["wo"]
-        x = x + jax.nn.gelu(rms(x, b["g2"]) @ b["w1"]) @ b["w2"]
-    return x @ p["out"]
-
-def train_step(p, tok, tgt):
-    def loss(p):
-        lp = jax.nn.log_softmax(forward(p, tok))
-        return -jnp.mean(jnp.take_along_axis(lp, tgt[..., None], -1))
-    l, g = jax.value_and_grad(loss)(p)
-    return l, jax.tree_util.tree_map(lambda a, b: a - 0.1 * b, p, g)
-
-f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)
-block = {"wq": f32(D, D), "wk": f32(D, D), "wv": f32(D, D), "wo": f32(D, D), "w1": f32(D, F), "w2": f32(F, D),
-         "g1": f32(D), "g2": f32(D)}
-params = {"emb": f32(V, D), "out": f32(D, V), "blocks": [dict(block) for _ in range(L)]}
-tok = jax.ShapeDtypeStruct((B, S), jnp.int32)
-mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
-t = time.monotonic()
+''' + MODEL + r'''t = time.monotonic()
 out = {}
 try:
     plan = auto_shard(train_step, params, tok, tok, mesh=mesh, time_limit=limit,
