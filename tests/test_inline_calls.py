@@ -233,3 +233,47 @@ def test_explain_names_an_inlined_call_by_its_root_copy():
     m = parse_module(TUPLE_ROOT)
     with pytest.raises(InputError, match="c was a call, inlined as XLA inlines it; its result is the tuple of m, r"):
         explain_instruction(m, DeviceMesh.parse("8"), "c", alternatives=0)
+
+
+def test_inlined_ops_are_named_after_their_call_site():
+    """jax writes a callee's op_names relative to it (``max`` inside ``jit(relu)``); XLA's CallInliner
+    prefixes them with the call's (the compiled module reads ``jit(f)/jvp(hloshard_eqn7)/jit(relu)/max``),
+    so an inlined op names its ``hloshard_eqn`` equation (new user 24's CNN: every relu was unnamed).
+    Nested calls compose; an op or a call without an op_name is left as it is."""
+    from hloshard.jax.jaxpr import equation_of
+
+    text = """HloModule m
+inner.1 {
+  a.1 = f32[8,4]{1,0} parameter(0)
+  ROOT n.1 = f32[8,4]{1,0} negate(a.1), metadata={op_name="neg" source_line=3}
+}
+relu.1 {
+  a.2 = f32[8,4]{1,0} parameter(0)
+  c.1 = f32[] constant(0), metadata={op_name="max"}
+  b.1 = f32[8,4]{1,0} broadcast(c.1), dimensions={}
+  i.1 = f32[8,4]{1,0} call(a.2), to_apply=inner.1, metadata={op_name="jit(inner)"}
+  ROOT m.1 = f32[8,4]{1,0} maximum(i.1, b.1), metadata={op_name="max" stack_frame_id=3}
+}
+plain.1 {
+  a.3 = f32[8,4]{1,0} parameter(0)
+  ROOT e.1 = f32[8,4]{1,0} exponential(a.3), metadata={op_name="exp"}
+}
+ENTRY e {
+  x.1 = f32[8,4]{1,0} parameter(0)
+  r.1 = f32[8,4]{1,0} call(x.1), to_apply=relu.1, metadata={op_name="jit(f)/jvp(hloshard_eqn7)/jit(relu)"}
+  ROOT p.1 = f32[8,4]{1,0} call(r.1), to_apply=plain.1
+}
+"""
+    m = parse_module(text, "t")
+    inline_calls(m)
+    by = {i.name: i for i in m.entry.instructions}
+    assert by["m.1"].op_name == "jit(f)/jvp(hloshard_eqn7)/jit(relu)/max"
+    assert 'stack_frame_id=3' in str(by["m.1"].attrs["metadata"])
+    assert by["n.1"].op_name == "jit(f)/jvp(hloshard_eqn7)/jit(relu)/jit(inner)/neg"
+    assert 'source_line=3' in str(by["n.1"].attrs["metadata"])
+    assert "metadata" not in by["b.1"].attrs          # no op_name of its own: none invented
+    assert by["e.1"].op_name == "exp"                 # a call without an op_name prefixes nothing
+    assert equation_of(by["m.1"]) == equation_of(by["n.1"]) == (7,)
+    # the printed module parses back with the same names
+    again = {i.name: i for i in parse_module(print_module(m), "t2").entry.instructions}
+    assert again["m.1"].op_name == by["m.1"].op_name

@@ -14,6 +14,11 @@ What one inlined call becomes (XLA's ``CallInliner`` behaviour, our own code):
   computations -- reducers, while bodies, shared by the copies as XLA's ``CloneWithNewOperands``
   shares them) are kept; a copy's control predecessors are the copies of the original's, plus the
   call's own control predecessors;
+* a copy's ``op_name`` (metadata) is the call's ``op_name``, ``/``, then its own, when both have one: jax
+  writes a callee's ops with op_names relative to the callee (``max`` inside ``jit(relu)``) and XLA's
+  ``CallInliner`` prefixes them with the call site's (``jit(f)/jvp(hloshard_eqn177)/jit(relu)/max`` in
+  the compiled module); without it an inlined op named no ``hloshard_eqn`` equation and
+  ``hloshard.jax.auto_shard`` left that equation's output unconstrained (new user 24's CNN: every relu);
 * the call's users (and the caller's root, and instructions that named the call as a control
   predecessor) read the copy of the callee's root;
 * the call's ``sharding=`` goes to that root copy when the copy has none (XLA's
@@ -38,6 +43,9 @@ and computations reached from it through ``while`` / ``conditional`` / ``call`` 
 
 from __future__ import annotations
 
+import re
+
+from .attributes import Raw, quote, unquote
 from .callgraph import reverse_post_order
 from .ir import Computation, Instruction
 
@@ -136,6 +144,21 @@ def inline_calls(module) -> list[tuple[str, str]]:
     return done
 
 
+#: the ``op_name`` field of raw metadata text (a quoted string, escapes allowed)
+_OP_NAME = re.compile(r'(?<![\w])op_name="((?:[^"\\]|\\.)*)"')
+
+
+def _prefixed_metadata(raw, prefix: str):
+    """Raw metadata text with its ``op_name`` prefixed by ``prefix + "/"`` (XLA's ``CallInliner`` names an
+    inlined op after its call site so); None when the text has no ``op_name``."""
+    text = str(raw)
+    m = _OP_NAME.search(text)
+    if m is None:
+        return None
+    inner = unquote('"' + m.group(1) + '"')
+    return Raw(text[:m.start()] + "op_name=" + quote(f"{prefix}/{inner}") + text[m.end():])
+
+
 def _pick_name(name: str, comp: Computation, taken: set, live: bool) -> str:
     """``name``, or ``name.<k>`` for the smallest free k: unique in ``comp``, and among the surviving
     names ``taken`` when ``comp`` survives (then recorded there)."""
@@ -158,12 +181,17 @@ def _inline_one(call: Instruction, callee: Computation, taken: set, live: bool,
     for p in callee.parameters:
         mapping[id(p)] = call.operands[p.parameter_number]
     call_preds = list(call.attrs.get("control-predecessors", ()))
+    call_op = call.op_name if call.attrs.get("metadata") is not None else None
     copies: list[Instruction] = []
     for instr in callee.post_order([callee.root] if callee.root is not None else None):
         if instr.opcode == "parameter":
             continue
         attrs = dict(instr.attrs)
         preds = [mapping[id(p)] for p in attrs.pop("control-predecessors", ())] + call_preds
+        if call_op and attrs.get("metadata") is not None:
+            named = _prefixed_metadata(attrs["metadata"], call_op)
+            if named is not None:
+                attrs["metadata"] = named
         clone = Instruction(_pick_name(instr.name, comp, taken, live), instr.opcode, instr.shape,
                             [mapping[id(o)] for o in instr.operands], attrs, literal=instr.literal,
                             parameter_number=instr.parameter_number, line=instr.line, column=instr.column,
