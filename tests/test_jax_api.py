@@ -33,6 +33,7 @@ for label, call in [
     ("keep", lambda: auto_shard(f, w, x, mesh=mesh, keep_shardings="some")),
     ("budget", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget="tpu-v99")),
     ("budget_neg", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=-1)),
+    ("budget_bool", lambda: auto_shard(f, w, x, mesh=mesh, memory_budget=True)),   # not 1 byte (new user 24)
     ("device", lambda: auto_shard(f, w, x, mesh=mesh, device="nosuch")),
     ("time_neg", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=-1)),
     ("time_nan", lambda: auto_shard(f, w, x, mesh=mesh, time_limit=float("nan"))),
@@ -89,6 +90,7 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert out["keep"].startswith("ValueError") and "keep_shardings" in out["keep"]
     assert out["budget"].startswith("ValueError") and "tpu-v99" in out["budget"]
     assert out["budget_neg"].startswith("ValueError") and "positive" in out["budget_neg"], out["budget_neg"]
+    assert out["budget_bool"].startswith("ValueError") and "True" in out["budget_bool"], out["budget_bool"]
     assert out["device"].startswith("ValueError") and "nosuch" in out["device"]
     for label in ("time_neg", "time_nan", "time_str"):
         assert out[label].startswith("ValueError") and "time_limit" in out[label], out[label]

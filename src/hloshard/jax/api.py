@@ -611,6 +611,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             or not math.isfinite(time_limit) or time_limit <= 0:
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
     budget = None
+    if isinstance(memory_budget, bool):   # an int to Python: True was read as 1 byte (new user 24)
+        raise ValueError(f"memory_budget must be bytes per device (an int or a size such as '8GiB'), a device "
+                         f"name or None, got {memory_budget!r}")
     if memory_budget is not None:
         try:
             budget = int(memory_budget) if isinstance(memory_budget, (int, np.integer)) else \
