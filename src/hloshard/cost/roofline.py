@@ -163,6 +163,17 @@ def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
     return out
 
 
+def _per_computation(comp, rule, attr: str, build):
+    """``(stamp, table)`` kept on ``comp`` under ``attr``: ``build()``'s table, built again when the rule or the
+    computation (its instruction count, its root) changed since."""
+    stamp = (rule.name, len(comp.instructions), id(comp.root))
+    cache = getattr(comp, attr, None)
+    if cache is None or cache[0] != stamp:
+        cache = (stamp, build())
+        setattr(comp, attr, cache)
+    return cache
+
+
 def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     """Ids of the buffers of :func:`kernel_reads` of the reduce ``instr`` that an earlier reduce of the
     same :func:`hloshard.cost.tpu_fusion.sibling_key` in its computation also reads (one multi-output
@@ -184,11 +195,7 @@ def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     comp = instr.parent
     if key is None or comp is None:
         return frozenset()
-    stamp = (rule.name, len(comp.instructions), id(comp.root))
-    cache = getattr(comp, "_hloshard_sibling_reads", None)
-    if cache is None or cache[0] != stamp:
-        cache = (stamp, _sibling_table(comp, rule))
-        comp._hloshard_sibling_reads = cache
+    cache = _per_computation(comp, rule, "_hloshard_sibling_reads", lambda: _sibling_table(comp, rule))
     return cache[1].get(id(instr), frozenset())
 
 
@@ -282,11 +289,7 @@ def multi_output_skips(instr, rule: FusionRule) -> frozenset:
     if not rule.multi_output_loops or instr.parent is None or _loop_shape(instr) is None:
         return frozenset()
     comp = instr.parent
-    stamp = (rule.name, len(comp.instructions), id(comp.root))
-    cache = getattr(comp, "_hloshard_multi_output", None)
-    if cache is None or cache[0] != stamp:
-        cache = (stamp, _multi_output_table(comp, rule))
-        comp._hloshard_multi_output = cache
+    cache = _per_computation(comp, rule, "_hloshard_multi_output", lambda: _multi_output_table(comp, rule))
     return cache[1][0].get(id(instr), frozenset())
 
 
@@ -423,11 +426,7 @@ def prefetched(param, rule: FusionRule) -> bool:
     comp = param.parent
     if comp is None or not getattr(comp, "is_entry", False):
         return False
-    stamp = (rule.name, len(comp.instructions), id(comp.root))
-    cache = getattr(comp, "_hloshard_prefetched", None)
-    if cache is None or cache[0] != stamp:
-        cache = (stamp, {})
-        comp._hloshard_prefetched = cache
+    cache = _per_computation(comp, rule, "_hloshard_prefetched", lambda: {})
     hit = cache[1].get(id(param))
     if hit is None:
         readers = _kernels_reading(param, rule)
@@ -612,11 +611,7 @@ def _runs_first(instr, rule: FusionRule) -> bool:
     if not _first_runnable(instr, rule) or instr.parent is None:
         return False
     comp = instr.parent
-    stamp = (rule.name, len(comp.instructions), id(comp.root))
-    cache = getattr(comp, "_hloshard_first_kernel", None)
-    if cache is None or cache[0] != stamp:
-        cache = (stamp, _first_kernels(comp, rule))
-        comp._hloshard_first_kernel = cache
+    cache = _per_computation(comp, rule, "_hloshard_first_kernel", lambda: _first_kernels(comp, rule))
     return id(instr) in cache[1]
 
 
