@@ -619,14 +619,15 @@ def _starved(graph: Graph, begin, rescue: float, workers: int, seed: int, progre
     return sol if ok else None
 
 
-def cheapest_within(graph, limit: int, plans) -> tuple | None:
+def cheapest_within(graph, limit: int | None, plans) -> tuple | None:
     """The cheapest of ``plans`` (``(name, choice, evaluation or None)``: choices of ``graph.problem``;
     an evaluation already made, :func:`hloshard.autoshard.evaluate.evaluate_choice`, is reused) that is
     feasible on ``graph.problem`` (:func:`hloshard.costgraph.evaluate`) and whose evaluated peak
     (communication buffers included) is at most ``limit`` bytes per device, as ``(name, choice,
     evaluation, objective in the problem's integer units)``; None when none is.  Used where a search
     ended without a plan within a limit: the memory budget's (:mod:`hloshard.autoshard.solve`) and the
-    JAX memory guard's (:mod:`hloshard.jax.guard`)."""
+    JAX memory guard's (:mod:`hloshard.jax.guard`).  ``limit`` None: no peak is asked (nor evaluated;
+    the evaluation returned is then the one given, or None)."""
     from ..costgraph import evaluate
 
     best = None
@@ -636,9 +637,11 @@ def cheapest_within(graph, limit: int, plans) -> tuple | None:
         obj, ok = evaluate(graph.problem, c)
         if not ok or (best is not None and obj >= best[3]):
             continue
-        ev = ev if ev is not None else evaluate_choice(graph, c)
-        if ev.peak_memory <= limit:
-            best = (name, c, ev, obj)
+        if limit is not None:
+            ev = ev if ev is not None else evaluate_choice(graph, c)
+            if ev.peak_memory > limit:
+                continue
+        best = (name, c, ev, obj)
     return best
 
 
@@ -891,20 +894,14 @@ def cheaper_known(graph: Graph, choice, limit: int | None = None):
     from .trivial import trivial_plans
 
     obj, ok = evaluate(graph.problem, choice)
-    plans = [(f"the plan known before the search ({k + 1} of {len(graph.known)})", c)
-             for k, c in enumerate(getattr(graph, "known", None) or [])]
-    plans += [(f"the {name} plan", c) for name, c in trivial_plans(graph)]
-    best = None
-    for name, c in plans:
-        if c is None or len(c) != graph.problem.num_nodes:
-            continue
-        o, f = evaluate(graph.problem, c)
-        if not f or (ok and o >= obj) or (best is not None and o >= best[2]):
-            continue
-        if limit is not None and evaluate_choice(graph, c).peak_memory > limit:
-            continue
-        best = (name, list(c), int(o), int(obj))
-    return best
+    known = getattr(graph, "known", None) or []
+    plans = [(f"the plan known before the search ({k + 1} of {len(known)})", c, None) for k, c in enumerate(known)]
+    plans += [(f"the {name} plan", c, None) for name, c in trivial_plans(graph)]
+    best = cheapest_within(graph, limit, plans)
+    if best is None or (ok and best[3] >= obj):
+        return None
+    name, c, _, o = best
+    return name, list(c), int(o), int(obj)
 
 
 def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False, memory_budget: int | None = None,
