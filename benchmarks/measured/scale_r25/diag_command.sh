@@ -1,6 +1,7 @@
 # round 25 helper scale, diagnostic call: where the 48-layer rows' seconds and bytes go, branch vs main, side by side;
 # and the builds at the coarse and fine meshes (the fine-build estimate's data).
 # usage: bash tmp/scalehelper/diag_command.sh [small]
+# needs in tmp/scalehelper: src/ (this branch), prof.py, build_est.py (both here) and pin.py (benchmarks/measured/scale_r23/pin.py)
 set -u
 H=$PWD/tmp/scalehelper; OUTDIR=${OUT:-/tmp/scalehelper_out}; mkdir -p $OUTDIR
 SMALL=0; [ "${1:-}" = small ] && SMALL=1
