@@ -202,7 +202,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     parse and writes only the one it picks.
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
-    before the deadline minus REPRICE_SHARE x the 1-D mesh's build time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    before the deadline minus (REPRICE_SHARE + WRITE_SHARE) x the 1-D mesh's build time)``, at least
+    :data:`MIN_SOLVE_SECONDS`;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
     warning), and the message is added to the graph's warnings.
