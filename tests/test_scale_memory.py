@@ -10,9 +10,10 @@ the edges of repeated layers.  These tests check that
   forbidden entries;
 * the presolve's working graph keeps one matrix object for edges given one object, copies nothing that is
   already within ``INF``, and leaves the caller's arrays writeable;
-* :func:`hloshard.solver.bounds.reduced_cost_pruning` returns an edge's own matrix object when it prunes
-  nothing there, a pruned edge normalised (the presolve then makes no second copy of it) with every allowed
-  assignment priced as in the reduced problem, and keeps the optimum (brute force) when the target is above it.
+* :func:`hloshard.solver.bounds.reduced_cost_pruning` returns the reduced problem's own matrix objects and a
+  bool mask per pruned edge (round 25: the pruned problem's int64 matrix per edge and the carried dual's
+  float64 one were step 4a's peak), the carried dual shares its float matrices, and the compact problem of the
+  allowed strategies has exactly the allowed solutions at their costs and keeps the optimum (brute force).
 """
 
 from __future__ import annotations
@@ -87,44 +88,50 @@ def test_presolve_graph_shares_one_matrix_object_and_copies_nothing_within_inf()
         assert not mats[0].flags.writeable
 
 
-def test_pruning_keeps_unpruned_edges_shared_and_the_optimum():
+def test_pruning_holds_masks_over_shared_matrices_and_its_compact_problem_keeps_the_optimum():
+    """Step 4a without a copy of any edge matrix: :func:`reduced_cost_pruning` returns the reduced problem's
+    own matrix objects and a bool mask per pruned edge; the dual carried onto it reads the dual's shared float
+    matrices (one per distinct matrix, not one per edge) and prices what the masks forbid; the compact problem
+    (:meth:`Pruned.problem`, the allowed strategies only) has exactly the allowed solutions, at their costs in
+    the reduced problem (brute force both ways), and keeps the optimum when the target is one above it."""
     from tests.test_solver_bounds import clique_problem
 
-    pruned = 0
+    pruned = smaller = 0
     for seed in range(12):
         p = clique_problem(seed, n=5, k=3)
+        # repeated layers: every edge of one shape reads one matrix object
+        first = {}
+        p.edge_costs = [first.setdefault(m.shape, m) for m in p.edge_costs]
         opt, _ = brute_force(p)
         red = presolve(p, enabled=())
         _, dual = lower_bound(red, passes=4)
-        # a target far above every solution: nothing is pruned, every edge is its own matrix object
+        # a target far above every solution: nothing is pruned, no mask
         q, st = reduced_cost_pruning(red, dual, 10**12)
-        assert all(a is b for a, b in zip(q.edge_costs, red.edge_costs))
-        assert st["edge_entries"][0] == st["edge_entries"][1]
-        # a target one above the optimum: the pruned problem still holds an optimal solution
+        assert all(c is None for c in q.cut) and st["edge_entries"][0] == st["edge_entries"][1]
         q, st = reduced_cost_pruning(red, dual, opt - int(red.offset) + 1)
-        best, choice = brute_force(q)
-        assert best is not None and best + int(red.offset) == opt
-        assert evaluate(p, red.expand(choice))[0] == opt
-        # its pruned edges come normalised (minima moved into the node costs), so the presolve keeps them as
-        # they are; every pair it allows costs what it costs in the reduced problem
+        assert all(a is b for a, b in zip(q.edge_costs, red.edge_costs))     # the matrices themselves
+        assert all(c is None or (c.dtype == bool and c.shape == m.shape) for c, m in zip(q.cut, red.edge_costs))
+        pruned += sum(c is not None for c in q.cut)
+        # the dual carried onto it copies no matrix: as many float arrays as distinct matrices
+        warm = dual.restricted(q)
+        assert len({id(f) for f in warm.base}) == len({id(m) for m in red.edge_costs})
+        assert all(g is f or float(f.max()) >= float(INFINITY) for f, g in zip(dual.base, warm.base))
+        # the compact problem: its solutions are the allowed ones, at the reduced problem's costs
+        cq = q.problem()
+        smaller += sum(len(c) for c in cq.node_costs) < sum(len(c) for c in red.costs)
         plain = Problem("red", red.intervals, list(red.costs), [np.zeros(len(c), dtype=np.int64) for c in red.costs],
                         red.edges, list(red.edge_costs))
-        for m in q.edge_costs:
-            fin = m < INFINITY
-            rows = np.where(fin, m, INFINITY).min(axis=1)
-            cols = np.where(fin, m, INFINITY).min(axis=0)
-            assert not (rows[rows < INFINITY]).any() and not (cols[cols < INFINITY]).any()
-        allowed = 0
-        for combo in itertools.product(*[range(len(c)) for c in q.node_costs]):
-            obj, ok = evaluate(q, combo)
+        seen = set()
+        for combo in itertools.product(*[range(len(c)) for c in cq.node_costs]):
+            obj, ok = evaluate(cq, combo)
             if ok:
-                allowed += 1
-                assert obj == evaluate(plain, combo)[0]
-        assert allowed >= 1
-        # and the presolve of the pruned problem stores each of them as it is: no second per-edge copy
-        g = _Graph(q)
-        for (u, v), m, r in zip(q.edges.tolist(), q.edge_costs, red.edge_costs):
-            if m is not r and g.get(u, v) is not None:
-                assert np.shares_memory(g.get(u, v), m)
-        pruned += sum(a is not b for a, b in zip(q.edge_costs, red.edge_costs))
-    assert pruned > 0   # the pruned (normalised) path was taken
+                full = tuple(int(a) for a in q.positions(combo))
+                assert q.allows(full) and obj == evaluate(plain, full)[0]
+                seen.add(full)
+        for combo in itertools.product(*[range(len(c)) for c in red.costs]):
+            if q.allows(combo):
+                assert tuple(combo) in seen
+        best, choice = brute_force(cq)
+        assert best is not None and best + int(red.offset) == opt
+        assert evaluate(p, red.expand(q.positions(choice)))[0] == opt
+    assert pruned > 0 and smaller > 0   # the masked path and the compaction were taken

@@ -220,9 +220,18 @@ def test_reduced_cost_pruning_keeps_every_cheaper_solution():
         for incumbent in (opt, opt + 5, max(o for o, _ in sols) + 1):
             q, st = reduced_cost_pruning(red, dual, incumbent)
             assert st["strategies"][1] <= st["strategies"][0]
+            try:   # the problem of the allowed strategies only (what the presolve and the LP get)
+                cq = q.problem()
+            except Infeasible:
+                cq = None
             for obj, combo in sols:
                 if obj < incumbent:   # a cheaper solution: every choice and pair of it survives
-                    o2, ok = evaluate(q, list(combo))
+                    assert q.allows(combo), (incumbent, combo)
+                    # and is a solution of the compact problem, at the same cost, mapped back to itself
+                    assert cq is not None
+                    local = [int(np.searchsorted(ix, a)) for ix, a in zip(q._index, combo)]
+                    assert list(q.positions(local)) == list(combo)
+                    o2, ok = evaluate(cq, local)
                     assert ok and o2 == obj, (incumbent, combo)
         q, st = reduced_cost_pruning(red, dual, opt)
         pruned_some += st["strategies"][1] < st["strategies"][0] or st["edge_entries"][1] < st["edge_entries"][0]
@@ -353,7 +362,7 @@ def test_a_dual_carried_onto_its_pruned_problem_starts_where_it_stood_and_bounds
             warm = dual.restricted(q)
             start = warm.proven()
             assert start >= dual.proven() - 1
-            pruned_opt = min((o for c, o in sols.items() if evaluate(q, list(c))[1]), default=None)
+            pruned_opt = min((o for c, o in sols.items() if q.allows(c)), default=None)
             best = start
             for _ in range(6):
                 warm.sweep(1)

@@ -14,7 +14,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, coarse_first, coarse_start, deterministic_first
+from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, parameter_floor_check
@@ -202,7 +202,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     parse and writes only the one it picks.
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
-    before the deadline minus REPRICE_SHARE x the 1-D mesh's build time)``, at least :data:`MIN_SOLVE_SECONDS`;
+    before the deadline minus (REPRICE_SHARE + WRITE_SHARE) x the 1-D mesh's build time)``, at least
+    :data:`MIN_SOLVE_SECONDS`;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
     warning), and the message is added to the graph's warnings.
@@ -311,7 +312,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
-        left = deadline - t1 - reprice
+        # and the writing after it (coarse_first keeps WRITE_SHARE of the coarse build for it too): without it the
+        # 48-layer transformer at 2x2x2 ended at 60.02 s of 60 (device CPU, round 25: write 0.61 s, not kept)
+        write = WRITE_SHARE * one_d if reprice_reserve else 0.0
+        left = deadline - t1 - reprice - write
         ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
         if solver_share < 1 and left - ours < later_phase_seconds(reprice):
             # a share the later phase cannot use (auto_shard's memory guard: its XLA run starts only with its

@@ -951,14 +951,17 @@ def _bound_at_target(red, dual, target, det, time_limit, deadline, budget=None) 
 
 
 def _lp_at_target(red, q, target, det, time_limit, deadline, out, budget=None, dual=None) -> dict:
-    """The pruned problem ``q`` of a target (positions of ``red``) presolved again and bounded by its LP with
-    cycle inequalities (or decided by the presolve); when the presolved problem is still too large for the
-    LP, the warm sweeps of :func:`_swept_at_target` from ``dual`` (None: ``out`` as it is, nothing
-    proven).  ``out``: the target's record, updated and returned."""
+    """The pruned problem ``q`` of a target (a :class:`~hloshard.solver.bounds.Pruned` of ``red``), made a
+    problem of its allowed strategies only (:meth:`~hloshard.solver.bounds.Pruned.problem`), presolved again
+    and bounded by its LP with cycle inequalities (or decided by the presolve); positions are mapped back to
+    ``red``'s; when the presolved problem is still too large for the LP, the warm sweeps of
+    :func:`_swept_at_target` from ``dual`` (None: ``out`` as it is, nothing proven).  ``out``: the target's
+    record, updated and returned."""
     t = time.monotonic()
     st = out["stats"]
     try:
-        r2 = presolve(q, deadline=None if det else max(t + 0.5, min(deadline, t + LP_SHARE * time_limit)),
+        cq = q.problem()
+        r2 = presolve(cq, deadline=None if det else max(t + 0.5, min(deadline, t + LP_SHARE * time_limit)),
                       dee_limit=FULL_MODEL_LIMIT)
     except Infeasible:   # nothing cheaper than the target
         out["bound"] = target
@@ -967,10 +970,11 @@ def _lp_at_target(red, q, target, det, time_limit, deadline, out, budget=None, d
     st["presolved"] = {"nodes": r2.num_nodes, "strategies": r2.stats["strategies"], "edge_entries": size}
     if r2.num_nodes == 0:   # presolve decided it: its one solution is the pruned problem's optimum
         pos = r2.expand([])
-        obj, ok = evaluate(q, pos)
-        out.update(decided=True, positions=pos if ok else None, integral=ok,
+        obj, ok = evaluate(cq, pos)
+        out.update(decided=True, positions=q.positions(pos) if ok else None, integral=ok,
                    bound=obj + int(red.offset) if ok else target)
         return out
+    del cq
     # the LP's model is built in Python and GLOP's limit does not cover that: wall-clock mode runs it only
     # with twice the full model's build time left (MODEL_BUILD_RATE)
     lp_fits = size <= FULL_MODEL_LIMIT and (
@@ -989,7 +993,7 @@ def _lp_at_target(red, q, target, det, time_limit, deadline, out, budget=None, d
     st["seconds"] = round(time.monotonic() - t, 3)
     if lpb is None:
         return out
-    out.update(bound=lpb + int(red.offset), positions=r2.expand(lpos), integral=bool(integral))
+    out.update(bound=lpb + int(red.offset), positions=q.positions(r2.expand(lpos)), integral=bool(integral))
     return out
 
 
@@ -1038,7 +1042,7 @@ def _swept_at_target(red, dual, q, target, det, time_limit, deadline, out, budge
         if since >= REPRUNE_EVERY or stalled:
             since = 0
             prunings += 1
-            q, pst = reduced_cost_pruning(_Pruned(q), d2, target - off)
+            q, pst = reduced_cost_pruning(q, d2, target - off)
             if pst["edge_entries"][1] <= PRESOLVE_PRUNED_LIMIT:
                 del d2
                 st["sweeps"] = {"passes": n_pass, "bound": lb + off, "warm": True, "prunings": prunings,
@@ -1054,19 +1058,6 @@ def _swept_at_target(red, dual, q, target, det, time_limit, deadline, out, budge
     out["bound"] = lb + off
     out["swept"] = True
     return out
-
-
-class _Pruned:
-    """A pruned :class:`~hloshard.costgraph.Problem` read as :func:`~hloshard.solver.bounds.reduced_cost_pruning`
-    reads a reduced problem (``costs``, ``edge_costs``, ``edges``, ``intervals``, ``num_nodes``, no memory),
-    to prune it again (:func:`_swept_at_target`)."""
-
-    memory = None
-
-    def __init__(self, problem: Problem):
-        self.costs, self.edge_costs = problem.node_costs, problem.edge_costs
-        self.edges, self.intervals = problem.edges, problem.intervals
-        self.num_nodes = len(problem.node_costs)
 
 
 #: step 4a's swept target: the passes between two prunings of its problem by the swept dual (a pruning

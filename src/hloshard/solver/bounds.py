@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from ..costgraph import INFINITY, Problem
-from .presolve import _normalised
+from .presolve import Infeasible, _normalised
 
 BIG = float(INFINITY)
 
@@ -85,6 +85,9 @@ class DualBound:
         self.emin = np.array([mins[id(f)] for f in self.base], dtype=np.float64)
         self.prow = [np.zeros(m.shape[0]) for m in self.base]   # p_e: subtracted from row a
         self.pcol = [np.zeros(m.shape[1]) for m in self.base]   # q_e: subtracted from column b
+        # per edge the pairs a pruning forbade (:meth:`restricted`), priced ``forbid`` in ``base``'s place
+        self.cut = [None] * len(self.base)
+        self.forbid = BIG
         self.inc: list[list] = [[] for _ in range(n)]   # per node: (edge id, node is the row side)
         for e, (u, v) in enumerate(red.edges.tolist()):
             self.inc[u].append((e, True))
@@ -94,54 +97,57 @@ class DualBound:
         if node_extra is not None:
             self.set_extra(node_extra)
 
-    def restricted(self, problem: Problem) -> "DualBound":
-        """This reparametrisation carried onto ``problem``: :func:`reduced_cost_pruning`'s result, the same
-        nodes, strategies and edges with some entries raised to ``INFINITY`` (forbidden) and those edges'
-        minima moved into the node costs (``problem.moved``: the potentials take them too).  The row and
-        column potentials and the node shifts they imply are kept, so the copy's :meth:`value` is at least
-        this one's (every minimum is over the same entries, some of them raised) and its sweeps go on from
-        here instead of from zero (a fresh dual of Gemma's refined 2x2x2 problem needs ~30 passes, 0.14 CPU-s
-        each, to get back to where the dual it was pruned by stood).  Any reparametrisation of ``problem``
-        bounds ``problem``'s optimum (module docstring), so the copy's bounds are proofs for it.  The
-        problem's matrices are converted once per edge (no sharing: the pruning makes one array per edge).
-        Raises ValueError when ``problem``'s node or edge shapes differ from this dual's."""
-        if len(problem.node_costs) != len(self.theta) or len(problem.edge_costs) != len(self.base):
+    def restricted(self, pruned: "Pruned") -> "DualBound":
+        """This reparametrisation carried onto ``pruned`` (:func:`reduced_cost_pruning`'s result of this dual's
+        problem: the same nodes, strategies and edges, some strategies and strategy pairs forbidden).  The row
+        and column potentials and the node shifts they imply are kept, so the copy's :meth:`value` is at least
+        this one's (every minimum is over the same entries, some of them raised) and its sweeps go on from here
+        instead of from zero (a fresh dual of Gemma's refined 2x2x2 problem needs ~30 passes, 0.14 CPU-s each,
+        to get back to where the dual it was pruned by stood).  Any reparametrisation of a problem bounds its
+        optimum (module docstring), so the copy's bounds are proofs for ``pruned``.  Nothing per edge is
+        copied: the copy reads this dual's float matrices (one per distinct matrix, shared) and ``pruned``'s
+        masks (``cut``, one byte per pair of a pruned edge), pricing a forbidden pair ``forbid`` in its matrix
+        entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak).
+        Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
+        if len(pruned.node_costs) != len(self.theta) or len(pruned.edge_costs) != len(self.base):
             raise ValueError("restricted: a problem with other nodes or edges than the dual's")
         out = DualBound.__new__(DualBound)
-        out.red = _NodesEdges(problem)
+        out.red = _NodesEdges(pruned)
         # a forbidden strategy or pair priced FORBID, not BIG: any solution using one costs more than every
         # solution of finite entries (the sum of all their absolute values, ``scale``, bounds each), so the
-        # bounds of this cheaper problem bound ``problem`` below every such solution's cost, and the sweeps never
+        # bounds of this cheaper problem bound ``pruned`` below every such solution's cost, and the sweeps never
         # subtract BIG from BIG (float64's spacing at 1e18 is 128: a problem of small costs took that error for
-        # a cost, and proved 182 where its optimum was 181)
+        # a cost, and proved 182 where its optimum was 181).  Any finite price keeps the bounds proofs (the
+        # problem priced so costs no more than ``pruned`` anywhere); FORBID keeps them tight
         costs = getattr(self, "costs_scale", self.scale)   # the finite costs' sum, kept along a chain of copies
         forbid = 2.0 * costs + 1.0
         out.costs_scale = costs
+        out.forbid = forbid
         out.theta = []
-        for th, c in zip(self.theta, problem.node_costs):
+        for th, c in zip(self.theta, pruned.node_costs):
             if len(c) != len(th):
                 raise ValueError("restricted: a node with another strategy count than the dual's")
             out.theta.append(np.where(np.asarray(c) >= INFINITY, np.minimum(th, BIG) + forbid, th))
         out.extra = [x.copy() for x in self.extra]
-        out.base, out.emin = [], np.empty(len(self.base))
-        for e, m in enumerate(problem.edge_costs):
+        for e, m in enumerate(pruned.edge_costs):
             if m.shape != self.base[e].shape:
                 raise ValueError("restricted: an edge matrix of another shape than the dual's")
-            f = m.astype(np.float64)
-            f[m >= INFINITY] = forbid
-            f.flags.writeable = False
-            out.base.append(f)
+        # shared: the float matrices of the problem's distinct matrices, a forbidden (BIG) entry at FORBID
+        priced: dict = {}
+        out.base = []
+        for f in self.base:
+            hit = priced.get(id(f))
+            if hit is None:
+                g = f
+                if f.size and float(f.max()) >= BIG:
+                    g = np.where(f >= BIG, forbid, f)
+                    g.flags.writeable = False
+                hit = priced[id(f)] = g
+            out.base.append(hit)
+        out.cut = list(pruned.cut)
+        out.emin = np.empty(len(self.base))
         out.prow = [p.copy() for p in self.prow]
         out.pcol = [q.copy() for q in self.pcol]
-        # an edge :func:`reduced_cost_pruning` normalised moved its row minima ``r`` into ``u``'s node costs and
-        # its column minima ``c`` into ``v``'s: ``M_new = M - r - c``, ``c_u`` + ``r``.  The potentials take the
-        # same vectors (``p - r``, ``q - c``), so every reparametrised matrix and node vector is what it was: the
-        # same dual of the same objective (without this the copy lost what was moved: 184 -> 180 on a clique)
-        for e, (r, c) in (getattr(problem, "moved", None) or {}).items():
-            if r is not None:
-                out.prow[e] = out.prow[e] - r
-            if c is not None:
-                out.pcol[e] = out.pcol[e] - c
         out.inc = self.inc
         # the rounding margin: of values up to FORBID's size
         out.scale = costs + 4.0 * forbid
@@ -150,18 +156,33 @@ class DualBound:
             out.emin[e] = min(float(m.min()), BIG) if m.size else 0.0
         return out
 
+    def _priced(self, e: int) -> np.ndarray:
+        """Edge ``e``'s matrix as this dual prices it: ``base[e]`` with the pairs a pruning forbade at
+        ``forbid`` (a new array), or ``base[e]`` itself (read only) when none is."""
+        c = self.cut[e]
+        return self.base[e] if c is None else np.where(c, self.forbid, self.base[e])
+
     def matrix(self, e: int) -> np.ndarray:
         """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG)."""
-        m = self.base[e] - self.prow[e][:, None]
+        if self.cut[e] is None:
+            m = self.base[e] - self.prow[e][:, None]
+        else:
+            m = self._priced(e)
+            m -= self.prow[e][:, None]
         m -= self.pcol[e][None, :]
         return np.minimum(m, BIG, out=m)
 
     def _minima(self, e: int, row: bool) -> np.ndarray:
         """Row minima (``row``) or column minima of edge ``e``'s reparametrised matrix (at most BIG)."""
+        cut = self.cut[e] is not None
         if row:
-            r = (self.base[e] - self.pcol[e][None, :]).min(axis=1) - self.prow[e]
+            t = self._priced(e)
+            t = np.subtract(t, self.pcol[e][None, :], out=t if cut else None)
+            r = t.min(axis=1) - self.prow[e]
         else:
-            r = (self.base[e] - self.prow[e][:, None]).min(axis=0) - self.pcol[e]
+            t = self._priced(e)
+            t = np.subtract(t, self.prow[e][:, None], out=t if cut else None)
+            r = t.min(axis=0) - self.pcol[e]
         return np.minimum(r, BIG, out=r)
 
     def set_extra(self, extra) -> None:
@@ -239,10 +260,13 @@ class DualBound:
             for e, row in self.inc[i]:
                 j = int(edges[e, 1] if row else edges[e, 0])
                 if x[j] >= 0:
+                    cut = self.cut[e]
                     if row:
-                        c += np.minimum(self.base[e][:, x[j]] - self.prow[e] - self.pcol[e][x[j]], BIG)
+                        col = self.base[e][:, x[j]] if cut is None else np.where(cut[:, x[j]], self.forbid, self.base[e][:, x[j]])
+                        c += np.minimum(col - self.prow[e] - self.pcol[e][x[j]], BIG)
                     else:
-                        c += np.minimum(self.base[e][x[j], :] - self.prow[e][x[j]] - self.pcol[e], BIG)
+                        line = self.base[e][x[j], :] if cut is None else np.where(cut[x[j], :], self.forbid, self.base[e][x[j], :])
+                        c += np.minimum(line - self.prow[e][x[j]] - self.pcol[e], BIG)
             x[i] = int(np.argmin(c))
         return x
 
@@ -279,6 +303,119 @@ def lower_bound(red, ls=None, mu=None, passes: int = 8, dual: DualBound | None =
     return dual.proven(const) + int(red.offset), dual
 
 
+class Pruned:
+    """What :func:`reduced_cost_pruning` leaves of a reduced problem: its node costs with the forbidden
+    strategies at ``INFINITY`` (``node_costs``, also ``costs``; per node ``keep``, the strategies allowed), its
+    own edge matrices (``edge_costs``: the same objects, shared between the edges of repeated layers) and per
+    edge ``cut``, a bool mask of the pairs forbidden (None where none is).  A pruned edge costs one byte per
+    pair, not a copy of its matrix (48-layer transformer at 2x2x2: the pruned problem's int64 matrix per edge
+    and the dual's float64 one were step 4a's peak, ~1.2 GB each).  Every solution whose strategies and pairs
+    are allowed costs what it costs in the problem pruned.  Read as a reduced problem (``costs``,
+    ``edge_costs``, ``edges``, ``intervals``, ``num_nodes``, no ``memory``) by :func:`reduced_cost_pruning`, to
+    prune it again, and by :meth:`DualBound.restricted`; :meth:`problem` makes it a
+    :class:`~hloshard.costgraph.Problem` of the allowed strategies only (for the presolve and the LP), and
+    :meth:`positions` maps that problem's positions back."""
+
+    memory = None
+
+    def __init__(self, red, keep: list, cut: list):
+        base = red.base if isinstance(red, Pruned) else red
+        self.base = base   # the problem pruned: positions are its positions
+        self.keep, self.cut = keep, cut
+        self.costs = self.node_costs = [np.where(k, c, INFINITY).astype(np.int64, copy=False)
+                                        for k, c in zip(keep, base.costs)]
+        self.edge_costs, self.edges, self.intervals = base.edge_costs, base.edges, base.intervals
+        self.num_nodes = len(keep)
+        self._index = None
+
+    def allows(self, positions) -> bool:
+        """Whether the solution ``positions`` (one per node, positions of the problem pruned) uses only allowed
+        strategies and pairs (every pair also finite in its matrix)."""
+        x = [int(a) for a in positions]
+        if not all(bool(k[a]) for k, a in zip(self.keep, x)):
+            return False
+        for e, (u, v) in enumerate(self.edges.tolist()):
+            c = self.cut[e]
+            if (c is not None and c[x[u], x[v]]) or self.edge_costs[e][x[u], x[v]] >= INFINITY:
+                return False
+        return True
+
+    def problem(self) -> Problem:
+        """The pruned problem over its allowed strategies only: a :class:`~hloshard.costgraph.Problem` whose
+        node ``i`` has the strategies ``flatnonzero(keep[i])`` (less those with no allowed pair left on some
+        edge, dropped until none is: they are in no solution); an edge that forbids nothing keeps its matrix
+        object when both its nodes keep every strategy (else the slice, one per distinct matrix and kept
+        strategies); a pruned edge comes sliced with its forbidden pairs at ``INFINITY``, normalised as the
+        presolve stores it (row and column minima moved into the node costs: the same objective for every
+        allowed solution), so the presolve keeps it instead of making a second copy.  Its solutions map back
+        by :meth:`positions`.  Raises :class:`~hloshard.solver.presolve.Infeasible` when a node has no strategy
+        left (no solution is allowed)."""
+        keep = [k.copy() for k in self.keep]
+        edges = self.edges.tolist()
+        finite: dict = {}   # id of a matrix -> (matrix, whether every entry is finite)
+        for _ in range(len(keep)):   # to a fixed point (each round can only drop strategies)
+            changed = False
+            for e, (u, v) in enumerate(edges):
+                m, c = self.edge_costs[e], self.cut[e]
+                hit = finite.get(id(m))
+                if hit is None or hit[0] is not m:
+                    hit = finite[id(m)] = (m, bool((m < INFINITY).all()))
+                if c is None and hit[1]:
+                    continue
+                iu, iv = np.flatnonzero(keep[u]), np.flatnonzero(keep[v])
+                ok = m[np.ix_(iu, iv)] < INFINITY
+                if c is not None:
+                    ok &= ~c[np.ix_(iu, iv)]
+                ru, rv = ok.any(axis=1), ok.any(axis=0)
+                if not ru.all():
+                    keep[u][iu[~ru]] = False
+                    changed = True
+                if not rv.all():
+                    keep[v][iv[~rv]] = False
+                    changed = True
+            if not changed:
+                break
+        index = [np.flatnonzero(k) for k in keep]
+        for i, ix in enumerate(index):
+            if not len(ix):
+                raise Infeasible(f"node {i}: every strategy pruned")
+        costs = [c[ix] for c, ix in zip(self.base.costs, index)]
+        out = []
+        sliced: dict = {}
+        for e, (u, v) in enumerate(edges):
+            m, c = self.edge_costs[e], self.cut[e]
+            iu, iv = index[u], index[v]
+            whole = len(iu) == m.shape[0] and len(iv) == m.shape[1]
+            if c is None and whole:
+                out.append(m)
+                continue
+            if c is None:   # the same matrix and kept strategies (repeated layers): one slice
+                key = (id(m), iu.tobytes(), iv.tobytes())
+                hit = sliced.get(key)
+                if hit is None or hit[0] is not m:
+                    sub = m[np.ix_(iu, iv)]
+                    sub.flags.writeable = False
+                    hit = sliced[key] = (m, sub)
+                out.append(hit[1])
+                continue
+            sub = m[np.ix_(iu, iv)]
+            sub[c[np.ix_(iu, iv)]] = INFINITY
+            sub, r, cm = _normalised(sub)
+            if r is not None:
+                costs[u] = np.minimum(costs[u] + r, INFINITY)
+            if cm is not None:
+                costs[v] = np.minimum(costs[v] + cm, INFINITY)
+            # all zero once normalised (its forbidden pairs were on strategies dropped): a zero matrix
+            out.append(sub if sub is not None else np.zeros((len(iu), len(iv)), dtype=np.int64))
+        self._index = index
+        return Problem("pruned", self.intervals, costs, [np.zeros(len(c), dtype=np.int64) for c in costs],
+                       self.edges, out)
+
+    def positions(self, choice) -> np.ndarray:
+        """Positions of the problem pruned from positions ``choice`` of the last :meth:`problem`."""
+        return np.array([int(ix[int(k)]) for ix, k in zip(self._index, choice)], dtype=np.int64)
+
+
 def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
     """The reduced problem without the strategies and strategy pairs that no solution cheaper than
     ``incumbent`` can use, by the reduced costs of the reparametrisation ``dual`` (reduced-cost fixing,
@@ -294,16 +431,13 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
     and any lower bound ``L`` of the pruned problem proves ``min(incumbent, L)``.
 
     ``red``: a :class:`~hloshard.solver.presolve.Reduced` without a memory model (``red.memory`` None:
-    the pruned problem carries no usages); ``incumbent``: a solution's objective in ``red``'s units,
-    the presolve offset excluded.  Returns ``(problem, stats)``: a
-    :class:`~hloshard.costgraph.Problem` over ``red``'s nodes and strategies (node costs and edge
-    matrices of ``red``, pruned entries at ``INFINITY``; an edge with pruned entries normalised as the
-    presolve stores it, its row and column minima moved into the node costs, so every solution whose pairs
-    are all allowed costs what it costs in ``red``; an edge without keeps ``red``'s matrix object; its
-    solutions are positions of ``red``; its attribute ``moved``, ``{edge: (row minima or None, column minima or
-    None)}``, says what each normalised edge moved, for :meth:`DualBound.restricted`), and
-    ``{"strategies": [before, after], "edge_entries": [before, finite after]}``.  Raises ValueError
-    when ``red`` has a memory model."""
+    the pruned problem carries no usages), or a :class:`Pruned` (pruned again: what it forbade stays
+    forbidden; ``dual`` then a dual restricted to it, :meth:`DualBound.restricted`); ``incumbent``: a
+    solution's objective in ``red``'s units, the presolve offset excluded.  Returns ``(pruned, stats)``: a
+    :class:`Pruned` of ``red``'s nodes and strategies (masks over ``red``'s own matrices; its solutions are
+    positions of ``red``) and ``{"strategies": [before, after], "edge_entries": [before, finite after]}``
+    (finite after: the entries of the edges' matrices that are finite and not forbidden, over every strategy).
+    Raises ValueError when ``red`` has a memory model."""
 
     if red.memory is not None:
         raise ValueError("reduced_cost_pruning: a problem with memory constraints")
@@ -322,40 +456,41 @@ def reduced_cost_pruning(red, dual: DualBound, incumbent: int):
             rows[(e, row)] = rm - rm.min()
             r = r + rows[(e, row)]
         part.append(r)
-    costs = []
+    before_cut = red.cut if isinstance(red, Pruned) else [None] * len(red.edge_costs)
+    keep = []
     kept = 0
     for i in range(n):
-        keep = value + part[i] <= limit
-        kept += int(keep.sum())
-        costs.append(np.where(keep, red.costs[i], INFINITY).astype(np.int64))
-    edge_costs = []
+        k = value + part[i] <= limit
+        if isinstance(red, Pruned):
+            k &= red.keep[i]
+        kept += int(k.sum())
+        keep.append(k)
+    cuts = []
     finite = 0
-    moved = {}
+    counted: dict = {}   # id of a matrix -> (matrix, its finite entries)
     for e, ((u, v), m) in enumerate(zip(red.edges.tolist(), red.edge_costs)):
         mat = dual.matrix(e)
-        lb = (value + (part[u] - rows[(e, True)])[:, None] + (part[v] - rows[(e, False)])[None, :]
-              + (mat - mat.min()))
+        mat -= mat.min()
+        lb = (value + (part[u] - rows[(e, True)])[:, None]) + (part[v] - rows[(e, False)])[None, :]
+        lb += mat
+        del mat
         cut = lb > limit
-        if not cut.any():   # nothing pruned on this edge: the matrix itself (shared between edges, no copy)
-            finite += int((m < INFINITY).sum())
-            edge_costs.append(m)
+        del lb
+        old = before_cut[e]
+        if old is not None:
+            cut |= old
+        if not cut.any():   # nothing pruned on this edge: the matrix itself, no mask
+            hit = counted.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = counted[id(m)] = (m, int(np.count_nonzero(m < INFINITY)))
+            finite += hit[1]
+            cuts.append(None)
             continue
-        # pruned: normalised here as the presolve of the pruned problem would store it (its row and column
-        # minima moved into the node costs: the same objective for every allowed pair), so that presolve keeps
-        # this one per-edge array instead of making a second (24-layer transformer at 2x2x2, pruned at 1.005x
-        # the bound and presolved: 1,232 -> 1,079 MB); an edge with a pruned (INFINITY) entry is never all
-        # zero, so a matrix always comes back
-        out, r, c = _normalised(np.where(cut, INFINITY, m).astype(np.int64, copy=False))
-        moved[e] = (r, c)
-        if r is not None:
-            costs[u] = np.minimum(costs[u] + r, INFINITY)
-        if c is not None:
-            costs[v] = np.minimum(costs[v] + c, INFINITY)
-        finite += int((out < INFINITY).sum())
-        edge_costs.append(out)
-    problem = Problem("pruned", red.intervals, costs, [np.zeros(len(c), dtype=np.int64) for c in costs],
-                      red.edges, edge_costs)
-    problem.moved = moved   # read by DualBound.restricted (the potentials take what was moved)
+        fin = m < INFINITY
+        fin &= ~cut
+        finite += int(np.count_nonzero(fin))
+        cuts.append(cut)
+    pruned = Pruned(red, keep, cuts)
     before = int(sum(len(c) for c in red.costs))
-    return problem, {"strategies": [before, kept],
-                     "edge_entries": [int(sum(m.size for m in red.edge_costs)), finite]}
+    return pruned, {"strategies": [before, kept],
+                    "edge_entries": [int(sum(m.size for m in red.edge_costs)), finite]}
