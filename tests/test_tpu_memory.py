@@ -798,7 +798,8 @@ def test_regrouped_offsets_by_hand():
 
 
 def test_root_reads_table_offset_and_spill_slots_by_hand():
-    from hloshard.cost.tpu_heap import entry_output_arrays, root_reads_table_offset, spill_heap_slots
+    from hloshard.cost.tpu_heap import (SLOTS_PER_HALO, entry_output_arrays, root_reads_table_offset,
+                                        root_table_offsets, spill_heap_slots)
 
     # moe_layer's solve plan: x 2-way on the batch, the root 4-way on its minor dim as well: the offset along
     # the minor dim is a table read by the root's kernel, which cannot host it: it spills
@@ -810,9 +811,16 @@ def test_root_reads_table_offset_and_spill_slots_by_hand():
         calls.append(1)
         return {"a": ["dynamic-slice"], "l": ["all-gather"]}
 
-    # two parameters, one asynchronous collective (2 slots), the spilled offset: 5, within the bound
-    assert heap_slot_bound(m) >= 5
-    assert spill_heap_slots(m, 8, steps) == 2 + 2 * 1 + 1 and calls == [1]
+    # two parameters, one offset table (32 x (d % 4) along the minor dim), one asynchronous collective
+    # (2 slots), the spilled offset
+    assert root_table_offsets(m.entry.root, 8) == [tuple(32 * (d % 4) for d in range(8))]
+    assert spill_heap_slots(m, 8, steps) == 2 + 1 + 2 * 1 + 1 and calls == [1]
+    # the root's kernel takes in its elementwise producers: an operand they slice is read by it as well
+    # (held-out set 7's ln_mlp_bias_fwd solve plan: root add(add(x, dot), bias))
+    fused = parse_module(ROOT_SLICE.replace("ROOT a = %s", "a = %s\n  ROOT r = f32[8,32,128]{2,1,0} negate(a), "
+                                            "sharding={devices=[2,1,4]<=[8]}") % (("2,1,4",) * 4 + (
+        "f32[8,32,128]{2,1,0} add(x, l), sharding={devices=[2,1,4]<=[8]}",)), "fused")
+    assert root_reads_table_offset(fused.entry.root, 8)
     # cross_attention_fwd's: the root 8-way on the batch, its tile the partition id: partition-id - table
     # is computed in scalar memory before the root runs, the table's s32[1] hosted in the output
     m = _root_slice("8,1,1")
@@ -821,9 +829,14 @@ def test_root_reads_table_offset_and_spill_slots_by_hand():
     # two outputs: the offset finds an output buffer not yet written; no spill predicted
     m = _root_slice("2,1,4", tuple_root=True)
     assert entry_output_arrays(m) == 2 and spill_heap_slots(m, 8, steps) == 0
-    # the count is capped by the module's bound
+    # a regroup: one parameter, its two offset tables (96 x (d % 4) and 192 x ((d % 4) // 2) along the
+    # 384 elements), the spilled offset; not capped by the module's heap-slot bound (2 here): held-out
+    # set 7's split3_sum_fwd GSPMD plan has 16 slots for a bound of 9
     m = parse_module(REGROUP % ("2,1,4", "2,1,2,1,2", "2,1,2,1,2"), "regroup")
-    assert spill_heap_slots(m, 8, lambda: {}) == min(1 + 2 * 1 + 1, heap_slot_bound(m)) == heap_slot_bound(m)
+    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + 1 > heap_slot_bound(m)
+    # a slice off the tiles: its halo exchange priced as SLOTS_PER_HALO when the plan has no collective there
+    m = parse_module(SPLIT % (256, 256, 512, "2,1,4", "", 256, "2,1,4", ""), "split")
+    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + SLOTS_PER_HALO + 1
 
 
 def test_no_spill_heap_without_a_tpu_device_and_the_model_data_unchanged():
@@ -834,7 +847,7 @@ def test_no_spill_heap_without_a_tpu_device_and_the_model_data_unchanged():
     assert cpu.tpu_heap == 0 and cpu.reported_peak == cpu.peak_memory
     module = parse_module(text, "attention_6heads")
     tpu = evaluate_module(module, _tpu_mesh(module)[0]).evaluation
-    assert tpu.tpu_heap == header_heap_bound(14) and tpu.reported_peak == tpu.peak_memory + tpu.tpu_heap
+    assert tpu.tpu_heap == header_heap_bound(5 + 2 + 2 * 3 + 1) and tpu.reported_peak == tpu.peak_memory + tpu.tpu_heap
 
 
 def test_round25_reported_peak_within_15_percent_on_the_gspmd_samples():
