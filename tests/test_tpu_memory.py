@@ -862,3 +862,16 @@ def test_round25_reported_peak_within_15_percent_on_the_gspmd_samples():
         assert ev.peak_memory == r["data"], n
         assert abs(ev.reported_peak / r["tpu"] - 1) <= 0.15, (n, ev.reported_peak, r["tpu"])
         assert (ev.tpu_heap > 0) == (r["temp"] > 0), (n, ev.tpu_heap, r["temp"])
+
+
+def test_a_spilled_heap_beyond_the_bound_counts_against_a_budget_by_hand():
+    from hloshard.cost.memory import spilled_heap_excess
+
+    dev = TpuMemoryDevice("tpu-v5e", 9, True)
+    # within the module's bound the margin already covers it; beyond it, the slots past the bound
+    assert spilled_heap_excess(header_heap_bound(9), dev) == 0
+    assert spilled_heap_excess(header_heap_bound(14), dev) == header_heap_bound(14) - header_heap_bound(9) - GRANULE_BYTES
+    assert spilled_heap_excess(header_heap_bound(14), None) == 0 and spilled_heap_excess(0, dev) == 0
+    # the VMEM term of a module whose buffers do not fit it is not counted as heap allowance
+    big = TpuMemoryDevice("tpu-v5e", 9, False)
+    assert spilled_heap_excess(header_heap_bound(14), big) == spilled_heap_excess(header_heap_bound(14), dev)
