@@ -20,7 +20,8 @@ collective-permute counts its whole result, self-pairs included), the TPU buffer
 
 **Memory** (``--memory``, issue 25): per plan hloshard's predicted peak per device with ``--device
 tpu-v5e`` (the one liveness model with the TPU compiler's padded layouts and VMEM rule,
-:mod:`hloshard.cost.tpu_layout`) beside the TPU compiler's ``memory_analysis()`` (argument + output +
+:mod:`hloshard.cost.tpu_layout`, plus the heap a spilled partition-offset scalar makes libtpu report,
+:func:`hloshard.cost.tpu_heap.spill_heap_slots`: ``Evaluation.reported_peak``) beside the TPU compiler's ``memory_analysis()`` (argument + output +
 temp - alias).  The solve plan is then ``solve --device tpu-v5e`` (no budget);
 ``--modules DIR`` measures the modules of DIR (held-out cases: ``NAME.pre.hlo``, ``NAME.propagated.hlo``,
 ``NAME.mesh``) instead of the samples.  Each plan's row also gives libtpu's HBM temp heap (buffer
@@ -246,19 +247,22 @@ def tpu_mesh(module, spec: str, budget: int | None = None):
     return mesh, budget
 
 
-def predicted_peak(text: str, name: str, spec: str) -> int:
-    """hloshard's peak per device of the plan ``text`` carries, with ``--device tpu-v5e``."""
+def predicted_peak(text: str, name: str, spec: str) -> tuple[int, int]:
+    """hloshard's peak per device of the plan ``text`` carries, with ``--device tpu-v5e``: (what libtpu is
+    predicted to report, the model's HBM data alone) -- the two differ by the spilled-offset heap
+    (``Evaluation.tpu_heap``, :func:`hloshard.cost.tpu_heap.spill_heap_slots`, round 25)."""
     from hloshard.autoshard import evaluate_module
     from hloshard.hlo import parse_module
 
     module = parse_module(text, name)
     mesh, _ = tpu_mesh(module, spec)
-    return int(evaluate_module(module, mesh).evaluation.peak_memory)
+    ev = evaluate_module(module, mesh).evaluation
+    return ev.reported_peak, int(ev.peak_memory)
 
 
 def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | None = None, tie: bool = False):
     """``solve --device tpu-v5e [--memory-budget B] [--tie matching]`` (pins on): (written text, predicted
-    peak), or (None, the refusal's message).  Without ``budget`` no budget binds (the CLI's default, the
+    peak as libtpu is predicted to report it, the model's HBM data), or (None, the refusal's message, None).  Without ``budget`` no budget binds (the CLI's default, the
     device's HBM, is not applied: the plan measured is the unconstrained one).  ``tie``: every root output
     tied to the entry parameter of its shape and dtype (``--tie matching``: a training step's updated state
     leaves in its parameter's layout, as a loop runs it; ``hloshard.jax.auto_shard`` ties its state so)."""
@@ -279,9 +283,9 @@ def solve_tpu(text: str, name: str, spec: str, time_limit: float, budget: int | 
         res = solve_module(module, mesh, keep="io", memory_budget=budget, time_limit=time_limit, workers=1,
                            deterministic=True, pin_operands=True)
     except SolveFailed as exc:
-        return None, str(exc).splitlines()[0]
+        return None, str(exc).splitlines()[0], None
     ev = (res.written or res).evaluation
-    return print_module(module), int(ev.peak_memory)
+    return print_module(module), ev.reported_peak, int(ev.peak_memory)
 
 
 def heap_allowance(pre_text: str, name: str) -> dict:
@@ -303,12 +307,13 @@ def _envelope(r) -> int | None:
     from hloshard.cost.memory import budget_for_model_limit
     from hloshard.cost.tpu_heap import TpuMemoryDevice
 
-    if r.get("predicted") is None or r.get("heap_bound") is None:
+    data = r.get("data", r.get("predicted"))   # the model's data: what a budget's check compares
+    if data is None or r.get("heap_bound") is None:
         return None
     # the written plan's device (cost.tpu_heap.written_memory_device): the data margin dropped where the
     # plan's own temporaries fit the VMEM, as the budget's check of the written module reads it
     fits = r["fits_vmem"] or bool(r.get("written_fits"))
-    return budget_for_model_limit(r["predicted"], TpuMemoryDevice(DEVICE, r["heap_bound"], fits))
+    return budget_for_model_limit(data, TpuMemoryDevice(DEVICE, r["heap_bound"], fits))
 
 
 def _written_fits(text: str | None, name: str) -> bool | None:
@@ -365,12 +370,13 @@ def memory_run(args) -> list[dict]:
         prop = (src / f"{n}.propagated.hlo").read_text()
         mesh_file = src / f"{n}.mesh"
         spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
-        written, spred = solve_tpu(pre, n, spec, args.time_limit, tie=getattr(args, "tie_matching", False))
+        written, spred, sdata = solve_tpu(pre, n, spec, args.time_limit, tie=getattr(args, "tie_matching", False))
         bound = heap_allowance(pre, n)
-        rows.append({"name": n, "plan": "GSPMD", "predicted": predicted_peak(prop, n, spec), "text": prop,
+        gpred, gdata = predicted_peak(prop, n, spec)
+        rows.append({"name": n, "plan": "GSPMD", "predicted": gpred, "data": gdata, "text": prop,
                      "fallback": pre, **bound})
-        rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "text": written,
-                     "error": None if written else spred, **bound})
+        rows.append({"name": n, "plan": "solve", "predicted": spred if written else None, "data": sdata,
+                     "text": written, "error": None if written else spred, **bound})
         print(f"{n}: hloshard side {time.monotonic() - t0:.0f} s", file=sys.stderr)
     for r in rows:
         r["written_fits"] = _written_fits(r.get("text"), r["name"])
@@ -408,13 +414,13 @@ def maxtext_rows(args) -> list[dict]:
     bound = heap_allowance(text, "maxtext")
     g = {"name": "maxtext_train_step", "plan": "GSPMD", "predicted": None, **bound}
     if res.propagated:
-        g["predicted"] = predicted_peak(res.propagated, "maxtext", "8")
+        g["predicted"], g["data"] = predicted_peak(res.propagated, "maxtext", "8")
         g["written_fits"] = _written_fits(res.propagated, "maxtext")
     rec = compile_for_tpu([text], timeout=3600, propagate_outputs=True)[0]
     _take(g, rec)
     out.append(g)
-    written, spred = solve_tpu(text, "maxtext", "8", 60.0)
-    s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None,
+    written, spred, sdata = solve_tpu(text, "maxtext", "8", 60.0)
+    s = {"name": "maxtext_train_step", "plan": "solve", "predicted": spred if written else None, "data": sdata,
          "error": None if written else spred, **bound}
     if written:
         s["written_fits"] = _written_fits(written, "maxtext")
@@ -425,9 +431,9 @@ def maxtext_rows(args) -> list[dict]:
     from hloshard.devices import get_profile
 
     hbm = get_profile(DEVICE).hbm_bytes
-    written, spred = solve_tpu(text, "maxtext", "8", 60.0, hbm)
+    written, spred, sdata = solve_tpu(text, "maxtext", "8", 60.0, hbm)
     b = {"name": "maxtext_train_step", "plan": f"solve, budget {hbm / MB:,.0f} MB (HBM)",
-         "predicted": spred if written else None, "error": None if written else spred, "budget": hbm, **bound}
+         "predicted": spred if written else None, "data": sdata, "error": None if written else spred, "budget": hbm, **bound}
     if written:
         b["written_fits"] = _written_fits(written, "maxtext")
         rec = compile_for_tpu([written], timeout=3600)[0]
@@ -452,8 +458,8 @@ def budget_run(args, rows) -> list[dict]:
         spec = mesh_file.read_text().strip() if mesh_file.exists() else "2x4"
         for share in (2.0, 1.6, 1.0, 0.8, 0.6, 0.4):
             b = int(r["tpu"] * share)
-            written, msg = solve_tpu(pre, r["name"], spec, min(args.time_limit, 5.0), b,
-                                     tie=getattr(args, "tie_matching", False))
+            written, msg, _data = solve_tpu(pre, r["name"], spec, min(args.time_limit, 5.0), b,
+                                            tie=getattr(args, "tie_matching", False))
             print(f"{r['name']} {share:.0%}: {'accepted' if written else 'refused'}", file=sys.stderr)
             out.append({"name": r["name"], "share": share, "budget": b, "text": written,
                         "predicted": msg if written else None, "refusal": None if written else msg})
@@ -471,12 +477,12 @@ def memory_table(rows) -> str:
     heap), the temp :func:`hloshard.cost.tpu_layout.reported_temp_bytes` gives for that heap, and the
     predicted peak plus libtpu's temp over libtpu's peak (1.000: libtpu's figure is the model's HBM data
     plus its reported heap; module docstring of :mod:`hloshard.cost.tpu_layout`, "which heap is reported")."""
-    lines = ["| module | plan | predicted MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
+    lines = ["| module | plan | predicted MB | of which spilled heap MB | TPU compiler MB | ratio | TPU temp MB | HBM heap: slots, more than headers | "
              "offset scalars: in outputs, in the heap | heap's scalars replayed on libtpu's schedule | "
-             "temp by the heap rule MB | (predicted + TPU temp) / TPU | heap-slot bound (fits VMEM: module unsharded, "
+             "temp by the heap rule MB | (model data + TPU temp) / TPU | heap-slot bound (fits VMEM: module unsharded, "
              "written plan) | "
              "TPU / smallest budget accepting P |",
-             "|---|---|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---|---:|"]
     for r in rows:
         p, t = r.get("predicted"), r.get("tpu")
         ratio = "-" if not p or not t else f"{p / t:.3f}"
@@ -484,7 +490,8 @@ def memory_table(rows) -> str:
         heap = "-" if not h else f"{h['small_slots']}, {'yes' if h['other_values'] else 'no'}"
         scal = "-" if not h or "scalars_in_outputs" not in h else f"{h['scalars_in_outputs']}, {h['other_values']}"
         rule = "-" if r.get("rule_temp") is None else _f(r["rule_temp"] / MB) + ("" if r["rule_ok"] else " **differs**")
-        plus = "-" if not p or not t or not m else f"{(p + m['temp']) / t:.3f}"
+        d = r.get("data", p)
+        plus = "-" if not d or not t or not m else f"{(d + m['temp']) / t:.3f}"
         sp = r.get("spills")
         replay = "-" if not sp else ("same" if sp["libtpu"] == sp["replay"] else
                                      f"**differs**: libtpu {', '.join(sp['libtpu']) or 'none'}; "
@@ -494,7 +501,8 @@ def memory_table(rows) -> str:
         bound = "-" if r.get("heap_bound") is None else (f"{r['heap_bound']} ({'yes' if r['fits_vmem'] else 'no'}"
                                                         f"{'' if wf is None else ', written ' + ('yes' if wf else 'no')})")
         envr = "-" if not env or not t else f"{t / env:.3f}" + ("" if t <= env else " **OVER**")
-        lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {_f(t and t / MB)} | {ratio} | "
+        hp = "-" if not p or d is None else _f((p - d) / MB)
+        lines.append(f"| `{r['name']}` | {r['plan']} | {_f(p and p / MB)} | {hp} | {_f(t and t / MB)} | {ratio} | "
                      f"{_f(m and m['temp'] / MB)} | {heap} | {scal} | {replay} | {rule} | {plus} | {bound} | {envr} |")
     spilled = [r for r in rows if r.get("heap") and r.get("tpu_parts") and r["heap"]["other_values"]]
     kept = [r for r in rows if r.get("heap") and r.get("tpu_parts") and not r["heap"]["other_values"]]

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..cost.tpu_layout import hbm_peak, vmem_bytes
+from ..cost.tpu_heap import spill_heap_slots
+from ..cost.tpu_layout import hbm_peak, header_heap_bound, vmem_bytes
 from ..costgraph import INFINITY, Problem, evaluate
 from ..devices import whole_axis_alpha
 from ..hlo.partitioned import is_per_device_program
@@ -43,6 +44,19 @@ class Evaluation:
     #: what the graph's pairwise edges charge beyond ``resharding`` for reshardings XLA's cache serves
     #: (:mod:`.reshard_cache`): ``total + cached`` is the solver's problem objective of the choice
     cached: float = 0.0
+    #: bytes per device that libtpu's ``memory_analysis()`` is predicted to report beyond ``peak_memory``
+    #: for a written plan planned for a TPU (``mesh.memory_device``): its HBM temp heap when a
+    #: partition-offset scalar spills into it (:func:`hloshard.cost.tpu_heap.spill_heap_slots`, slots x
+    #: 32,256 B, :func:`hloshard.cost.tpu_layout.header_heap_bound`); 0 elsewhere and where none is
+    #: predicted.  Set by :func:`evaluate_module`; not part of ``peak_memory``, which a memory budget
+    #: checks against its model limit (that limit already leaves the heap's bound,
+    #: :func:`hloshard.cost.memory.model_limit`).
+    tpu_heap: int = 0
+
+    @property
+    def reported_peak(self) -> int:
+        """``peak_memory + tpu_heap``: the peak per device the TPU compiler is predicted to report (bytes)."""
+        return int(self.peak_memory) + int(self.tpu_heap)
 
     @property
     def total(self) -> float:
@@ -100,6 +114,22 @@ def peak_memory(problem: Problem, choice, graph: Graph | None = None) -> tuple[i
             fixed = int(sz[keep & (iv[:, 1] > iv[:, 0])].sum())
             return hbm_peak(fixed, temp, vmem_bytes(device)), t
     return peak_usage(ivs, sizes)
+
+
+def spilled_heap_bytes(module, graph: Graph, choice) -> int:
+    """What libtpu's ``memory_analysis()`` is predicted to add to the model's peak for ``module`` written
+    with ``choice`` on ``graph`` (bytes per device): :func:`hloshard.cost.tpu_layout.header_heap_bound` of
+    :func:`hloshard.cost.tpu_heap.spill_heap_slots` (its asynchronous collectives counted from
+    :func:`reshardings_of`, computed only where a spill is predicted); 0 unless the graph was built for a
+    TPU (``graph.memory_device``)."""
+    if getattr(graph, "memory_device", None) is None:
+        return 0
+
+    def steps() -> dict:
+        return {name: [s.get("kind") for r in lst for s in r["steps"]]
+                for name, lst in reshardings_of(graph, choice).items()}
+
+    return header_heap_bound(spill_heap_slots(module, graph.mesh.num_devices, steps))
 
 
 def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:
@@ -432,6 +462,7 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     if progress is not None:
         progress({"phase": "pricing"})
     ev = evaluate_choice(graph, choice)
+    ev.tpu_heap = spilled_heap_bytes(module, graph, choice)
     return CostResult(graph, choice, ev, unannotated, status, method, bound, t1 - t0, time.monotonic() - t1,
                       len(counted))
 

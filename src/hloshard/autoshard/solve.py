@@ -20,7 +20,7 @@ from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, parameter_floor_check
 from .search import solve_graph
 from .start import budget_start, fits
-from ..cost.memory import budget_for_model_limit, model_limit
+from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
 from ..cost.tpu_heap import written_memory_device
 from ..solver.api import work_for_cpu
 
@@ -1072,16 +1072,18 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         written = _moved(result, module, mesh, written, deadline, None)
     # the device for the written plan (a TPU's data margin dropped where its temporaries fit VMEM)
     device = None if memory_budget is None else written_memory_device(getattr(mesh, "memory_device", None), module)
-    if written is not None and memory_budget is not None and \
-            written.evaluation.peak_memory > model_limit(memory_budget, device):
+    # a predicted spilled heap beyond the margin's heap allowance counts against the limit (round 25)
+    need = None if written is None else \
+        written.evaluation.peak_memory + spilled_heap_excess(written.evaluation.tpu_heap, device)
+    if written is not None and memory_budget is not None and need > model_limit(memory_budget, device):
         # a budget is a promise about the written module: never report the solver's figure instead
         limit = model_limit(memory_budget, device)
         raise WrittenOverLimit(
             f"memory budget {format_bytes(memory_budget)} per device is not kept by the written "
-            f"module: it needs {format_bytes(written.evaluation.peak_memory)} per device in the memory "
+            f"module: it needs {format_bytes(need)} per device in the memory "
             f"model, above its limit for this budget ({format_bytes(limit)}, cost.memory.model_limit; the "
             f"solver's choice: {format_bytes(ev.peak_memory)}), and no plan known without a search keeps it "
-            f"when written", int(written.evaluation.peak_memory), int(ev.peak_memory), int(limit))
+            f"when written", int(need), int(ev.peak_memory), int(limit))
     if written is not None and memory_budget is not None and device is not getattr(mesh, "memory_device", None):
         result.written_model_limit = model_limit(memory_budget, device)   # the limit the written plan kept
     if ev.cached > 1e-9 * max(1.0, abs(ev.total)):

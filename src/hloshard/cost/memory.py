@@ -162,6 +162,19 @@ def _tpu_margin(device) -> tuple[Fraction, int]:
     return Fraction(str(XLA_TPU_UNDERESTIMATE)), heap + vmem_bytes(str(device))
 
 
+def spilled_heap_excess(heap_bytes: int, device) -> int:
+    """Bytes of a predicted spilled heap (``Evaluation.tpu_heap``: :func:`hloshard.cost.tpu_heap.
+    spill_heap_slots` x 32,256 B) beyond the heap allowance :func:`model_limit`'s margin already leaves for
+    ``device`` (:func:`_tpu_margin`: the module's heap-slot bound x 32,256 + 512 B); 0 off a TPU.  What the
+    check of a written module adds to its data peak so that a plan whose predicted heap outgrows the bound
+    (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured for a bound of 9, round 25) is not
+    accepted on the bound alone."""
+    if not _is_tpu(device) or heap_bytes <= 0:
+        return 0
+    return max(0, int(heap_bytes) - _tpu_margin(device)[1] + (0 if getattr(device, "temporaries_fit_vmem", False)
+                                                               else vmem_bytes(str(device))))
+
+
 def _is_tpu(device) -> bool:
     return device is not None and str(device).lower().startswith("tpu")
 

@@ -17,8 +17,13 @@ data margin dropped when the plan's per-device temporaries fit in half the VMEM,
 
 from __future__ import annotations
 
+import math
+from typing import Callable, Mapping, Sequence
+
+from ..errors import InputError
 from ..hlo.callgraph import reverse_post_order
 from ..hlo.inline import is_inlinable_call
+from ..hlo.reshape_dims import reshape_groups
 from ..hlo.shape import element_byte_size
 from .liveness import computation_peak_bytes, set_fusion_backend
 from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
@@ -207,3 +212,268 @@ def tpu_memory_device(name: str, module) -> str:
     return TpuMemoryDevice(name, heap_slot_bound(module), temporaries_fit_vmem(module, name))
 
 
+
+
+# --- the spilled offset scalar of a one-output program (round 25) -------------------------------------
+
+#: Resharding steps (:func:`hloshard.cost.reshard.plan`'s step kinds) that libtpu runs as an asynchronous
+#: collective: its start and the multi-output fusion it decomposes into each take one slot of the heap
+#: (libtpu's buffer assignment, round 25: ``async-collective-start`` + a ``kOutput`` / ``kCustom`` fusion per
+#: all-gather; all-to-all's decomposed fusions; a collective-permute's start and its select fusion).
+ASYNC_STEP_KINDS = frozenset({"all-gather", "all-to-all", "collective-permute"})
+
+#: Slots per asynchronous collective (:data:`ASYNC_STEP_KINDS`): its start and its fusion.
+SLOTS_PER_ASYNC_STEP = 2
+
+#: Slots of the halo exchange XLA's partitioner makes for a slice off its operand's tile boundaries
+#: (:func:`regroup_tables`) that the plan prices without a collective: a collective-permute from each
+#: neighbour (one start each) and the select fusion joining them (round 25: 7 permute starts and 2-4
+#: loop fusions for three such slices in ``transformer_block``'s and ``split3_sum_fwd``'s GSPMD plans).
+SLOTS_PER_HALO = 3
+
+
+def _tile_map(sharding, rank: int, dims: tuple[int, ...], devices: int) -> tuple[int, ...] | None:
+    """Per device ``0 .. devices-1``, its tile index along ``dims`` of an array of ``rank`` under
+    ``sharding`` (row-major over ``dims``; 0 everywhere when replicated along them), None when unknown
+    (no sharding, a tuple, manual or maximal, a rank or device count that does not match)."""
+    if sharding is None or sharding.is_tuple:
+        return None
+    if sharding.is_replicated:
+        return (0,) * devices
+    if not sharding.is_tiled or sharding.tiled_rank != rank:
+        return None
+    tiles = sharding.tile_dims
+    out = []
+    try:
+        for d in range(devices):
+            idx = sharding.tile_index(d)
+            k = 0
+            for dim in dims:
+                k = k * int(tiles[dim]) + int(idx[dim])
+            out.append(k)
+    except ValueError:
+        return None
+    return tuple(out)
+
+
+def _term(tile_map: tuple[int, ...]) -> str:
+    """How XLA's SPMD partitioner gets a per-partition offset from a tile map (round 25, read in libtpu's
+    final programs): ``"none"`` (not split: no term), ``"pid"`` (the tile is the partition id itself:
+    arithmetic on ``partition-id`` in scalar memory), else ``"table"`` (a ``dynamic-slice`` of a constant
+    ``s32[N]`` table by ``partition-id``: an ``s32[1]`` value in HBM; the table itself a prefetched
+    constant, one per distinct table: XLA's CSE)."""
+    if all(t == 0 for t in tile_map):
+        return "none"
+    if all(t == d for d, t in enumerate(tile_map)):
+        return "pid"
+    return "table"
+
+
+def _offset_terms(a, a_rank, b, b_rank, a_dims, b_dims, a_shape, b_shape, devices: int,
+                  moved: bool = False) -> tuple[list, int] | None:
+    """(the tables, the number of partition-id terms) of the offset a device needs to go from its tile of
+    ``a`` along ``a_dims`` to its tile of ``b`` along ``b_dims`` (shapes ``a_shape`` / ``b_shape``); a
+    table is the tuple of per-device offsets in elements.  None when unknown, or when the tiles are the
+    same and not ``moved`` (a slice off the tile boundaries moves data between devices with the same
+    maps)."""
+    ta = _tile_map(a, a_rank, a_dims, devices)
+    tb = _tile_map(b, b_rank, b_dims, devices)
+    if ta is None or tb is None or (ta == tb and not moved):
+        return None
+    tables, pids = [], 0
+    for tmap, sharding, dims, shape in ((ta, a, a_dims, a_shape), (tb, b, b_dims, b_shape)):
+        kind = _term(tmap)
+        if kind == "pid":
+            pids += 1
+        elif kind == "table":
+            tiles = math.prod(int(sharding.tile_dims[d]) for d in dims)
+            block = -(-math.prod(int(shape[d]) for d in dims) // tiles)
+            tables.append(tuple(block * t for t in tmap))
+    return tables, pids
+
+
+def regroup_tables(instr, devices: int) -> list:
+    """The offset tables (:func:`_offset_terms`) when XLA's SPMD partitioner computes ``instr`` -- a
+    ``reshape`` or ``slice`` whose operand is split along dims the instruction regroups -- with two
+    per-partition offsets in HBM live at once: both tile maps read from constant tables (:func:`_term`;
+    libtpu's final program: ``dynamic-slice(table_a, partition-id) - dynamic-slice(table_b,
+    partition-id)``, or a chain of table lookups feeding two compares; round 25 read them in the buffer
+    assignments of ``attention_6heads``' and ``transformer_block``'s GSPMD plans); else empty.
+    Regrouped: a reshape dim group split on both sides but not as one contiguous block per device with
+    the same count (``[8,64,384]`` 4-way on 384 -> ``[8,64,6,64]`` 2-way on the 6 heads), a slice of a
+    dim split in the operand and the result that does not cut at the operand's tile boundaries
+    (``[..,768]`` 4-way, 192 per device, sliced at 256 and 512).  ``devices``: the partitions.
+    Shardings read as written; an instruction without them: empty."""
+    if instr.opcode not in ("reshape", "slice") or len(instr.operands) != 1:
+        return []
+    op = instr.operands[0]
+    if op.shape.is_tuple or instr.shape.is_tuple or not op.shape.is_array:
+        return []
+    idims, odims = tuple(op.shape.dims), tuple(instr.shape.dims)
+    tin, tout = _tiles(op.sharding, len(idims)), _tiles(instr.sharding, len(odims))
+    if tin is None or tout is None:
+        return []
+    pairs = []
+    if instr.opcode == "slice":
+        ranges = getattr(instr.attr("slice"), "ranges", None)
+        if ranges is None or len(ranges) != len(idims):
+            return []
+        for d, (start, _limit, stride) in enumerate(ranges):
+            if tin[d] == 1 or tout[d] == 1:
+                continue
+            shard = -(-idims[d] // tin[d])
+            if stride != 1 or start % shard or -(-odims[d] // tout[d]) != shard:
+                pairs.append(((d,), (d,)))
+    else:
+        try:
+            groups = reshape_groups(idims, odims)
+        except InputError:   # a malformed reshape is the verifier's to report
+            return []
+        for g in groups:
+            if not g.in_dims or not g.out_dims:
+                continue
+            ti, to = tuple(tin[d] for d in g.in_dims), tuple(tout[d] for d in g.out_dims)
+            ki, ko = math.prod(ti), math.prod(to)
+            if ki == 1 or ko == 1:
+                continue
+            gi, go = tuple(idims[d] for d in g.in_dims), tuple(odims[d] for d in g.out_dims)
+            if ki == ko and _major_only(ti, gi) and _major_only(to, go):
+                continue
+            pairs.append((g.in_dims, g.out_dims))
+    for a_dims, b_dims in pairs:
+        terms = _offset_terms(op.sharding, len(idims), instr.sharding, len(odims), a_dims, b_dims, idims, odims,
+                              devices, moved=instr.opcode == "slice")
+        if terms is not None and len(terms[0]) >= 2 and terms[1] == 0:
+            return terms[0]
+    return []
+
+
+def regrouped_offsets(instr, devices: int) -> bool:
+    """True when :func:`regroup_tables` finds two table offsets live at once for ``instr``."""
+    return bool(regroup_tables(instr, devices))
+
+
+def _tiles(sharding, rank: int) -> tuple[int, ...] | None:
+    """Tiles per dim of ``sharding`` on an array of ``rank`` (1s when replicated), None when unknown."""
+    if sharding is None or sharding.is_tuple:
+        return None
+    if sharding.is_replicated:
+        return (1,) * rank
+    if not sharding.is_tiled or sharding.tiled_rank != rank:
+        return None
+    return tuple(int(t) for t in sharding.tile_dims)
+
+
+def _major_only(tiles: tuple[int, ...], dims: tuple[int, ...]) -> bool:
+    """A dim group split only along its major dim, evenly: each device holds one contiguous block."""
+    return all(t == 1 for t in tiles[1:]) and dims[0] % tiles[0] == 0
+
+
+#: Elementwise opcodes whose single-user producer of the root the TPU compiler fuses into the root's kernel
+#: (a loop fusion): what they slice locally, the root's kernel reads (:func:`root_table_offsets`).
+_FUSED_ELEMENTWISE = frozenset({"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "exponential",
+                                "log", "tanh", "logistic", "select", "convert", "abs", "sqrt", "rsqrt", "power",
+                                "compare", "and", "or", "not", "clamp", "copy"})
+
+
+def root_table_offsets(root, devices: int) -> list:
+    """The offset tables (:func:`_offset_terms`) the kernel writing the entry output ``root`` (an array
+    instruction, with the elementwise producers of its shape that only it reads, which the TPU compiler
+    fuses into it) reads itself: where that kernel slices an operand locally (its tile and the operand's
+    differ along a dim) with an offset made of table terms only -- no ``partition-id`` term, which would
+    move the offset into scalar memory before the kernel runs.  That ``s32[1]`` offset in HBM is read by
+    the kernel writing the output, which cannot host it in the buffer it writes (round 25: ``moe_layer``'s
+    and ``attention_6heads``' solve plans; ``cross_attention_fwd``'s, batch 2-way -> 8-way, offset
+    ``partition-id - table``, hosts it in the output).  Empty when there is none."""
+    if root.shape.is_tuple or not root.shape.is_array:
+        return []
+    dims = tuple(root.shape.dims)
+    rank = len(dims)
+    kernel, stack = [], [root]
+    while stack:
+        instr = stack.pop()
+        kernel.append(instr)
+        for op in instr.operands:
+            if op.opcode in _FUSED_ELEMENTWISE and len(op.users) == 1 and not op.shape.is_tuple and \
+                    tuple(op.shape.dims) == dims and op not in kernel:
+                stack.append(op)
+    found = []
+    for instr in kernel:
+        for op in instr.operands:
+            if op.shape.is_tuple or not op.shape.is_array or tuple(op.shape.dims) != dims or op in kernel:
+                continue
+            tables, pids = [], 0
+            for d in range(rank):
+                terms = _offset_terms(op.sharding, rank, instr.sharding, rank, (d,), (d,), dims, dims, devices)
+                if terms is not None:
+                    tables += terms[0]
+                    pids += terms[1]
+            if tables and not pids:
+                found += tables
+    return found
+
+
+def root_reads_table_offset(root, devices: int) -> bool:
+    """True when :func:`root_table_offsets` finds one."""
+    return bool(root_table_offsets(root, devices))
+
+
+def entry_output_arrays(module) -> int:
+    """The entry computation's output arrays (the root tuple's array leaves, or 1): libtpu's only HBM
+    buffers free to host a partition-offset scalar before they are written."""
+    root = module.entry.root
+    if root.shape.is_tuple:
+        return sum(1 for leaf in root.shape.leaves() if leaf.is_array and element_byte_size(leaf.element_type) > 0)
+    return 1
+
+
+def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mapping[str, Sequence[str]]]) -> int:
+    """The slots of libtpu's HBM temp heap when a partition-offset scalar of the written ``module`` spills
+    into it, 0 when none is predicted to (a count; :func:`hloshard.cost.tpu_layout.header_heap_bound`
+    turns it into the bytes ``memory_analysis()`` reports).  ``devices``: the partitions;
+    ``resharding_steps()``: instruction name -> the step kinds of the reshardings on its operands in the
+    evaluated plan (:func:`hloshard.autoshard.evaluate.reshardings_of`; called only where a spill is
+    predicted).
+
+    **When** (libtpu's buffer assignment, :mod:`hloshard.cost.tpu_layout`: an ``s32[1]`` offset goes into
+    an entry output's buffer not yet written, never into the buffer of the kernel that reads it, else
+    into the heap): predicted only for a program with one output array (one host), where an offset
+    spills when (a) the root's kernel reads it (:func:`root_reads_table_offset`: the output written finer
+    than an operand it slices locally, round 24's "output written finer than the parameter its writer
+    reads" with the offset's own form) or (b) two are live at once (:func:`regrouped_offsets`).  A
+    program with more outputs hosts them in the outputs written last: no spill predicted (its misses,
+    untied training-step plans, are left: BENCHMARKS.md rounds 24-25).
+
+    **How many slots** (the heap's tuple headers, read per kind in libtpu's buffer assignments of the
+    spilling plans, round 25): one per entry parameter (memory-space assignment's prefetch copy-start),
+    one per distinct offset table (:func:`_offset_terms`: its prefetch; identical tables are one constant
+    after XLA's CSE), :data:`SLOTS_PER_ASYNC_STEP` per asynchronous collective of the plan
+    (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), :data:`SLOTS_PER_HALO` per regrouped
+    slice the plan prices without a collective (the partitioner's halo exchange), and one for the
+    spilled offset.  Not counted: sorts' tuples and the loop fusions of a halo beyond its select (0-4
+    slots on the plans read).  Not bounded by :func:`heap_slot_bound`: held-out set 7's ``split3_sum_fwd``
+    GSPMD plan has 16 slots for a bound of 9 (a 3-way split of a 4-way dim: 7 collective-permutes).
+    Empirical: BENCHMARKS.md "Round 25, helper tpupeak" gives predicted / reported on the plans tuned on
+    (the samples and held-out set 7) and on held-out set 8.
+    """
+    if entry_output_arrays(module) != 1:
+        return 0
+    root = module.entry.root
+    while root.opcode == "tuple" and len(root.operands) == 1:
+        root = root.operands[0]
+    regrouped = {}
+    for comp in reverse_post_order(module):
+        for instr in comp.instructions:
+            tables = regroup_tables(instr, devices)
+            if tables:
+                regrouped[instr] = tables
+    at_root = root_table_offsets(root, devices)
+    if not regrouped and not at_root:
+        return 0
+    tables = set(at_root) | {t for ts in regrouped.values() for t in ts}
+    params = sum(1 for i in module.entry.instructions if i.opcode == "parameter")
+    resharding_steps = resharding_steps()
+    asyncs = sum(1 for kinds in resharding_steps.values() for k in kinds if k in ASYNC_STEP_KINDS)
+    halos = sum(1 for i in regrouped if i.opcode == "slice" and
+                not any(k in ASYNC_STEP_KINDS for k in resharding_steps.get(i.name) or ()))
+    return params + len(tables) + SLOTS_PER_ASYNC_STEP * asyncs + SLOTS_PER_HALO * halos + 1

@@ -92,7 +92,11 @@ the compiled entry computation (copy-starts, asynchronous collectives' starts, m
 collective-permute-starts, combined all-reduces, sorts, a loop; a slice-start two; in a loop body its
 multi-output fusions too) on the 17 sample plans that
 compile, bounds the slots per module (:func:`hloshard.cost.tpu_heap.heap_slot_bound`) and makes the
-budget's margin additive (:func:`hloshard.cost.memory.model_limit`).  One probe is not explained by the rule:
+budget's margin additive (:func:`hloshard.cost.memory.model_limit`).  Round 25 predicts the spill itself where
+it is structural -- a program with one output array, whose root kernel reads a table offset or which
+regroups a split dim through two table offsets at once -- and counts that heap
+(:func:`hloshard.cost.tpu_heap.spill_heap_slots`; ``Evaluation.tpu_heap`` / ``reported_peak`` of
+:mod:`hloshard.autoshard.evaluate`); ``peak_memory``, what a budget checks, stays the data alone.  One probe is not explained by the rule:
 a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
 exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
