@@ -30,12 +30,12 @@ from .autoshard.evaluate import evaluate_module, replicated_evaluation
 from .cost.collectives import collective_hbm_bytes
 from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from .cost.memory import bytes_per_device
-from .cost.roofline import RooflineRow, instruction_peak, roofline
+from .cost.roofline import RooflineRow, instruction_peak, roofline, take_bytes
 from .cost.steptime import step_time
-from .cost.tpu_fusion import fusion_rule
+from .cost.tpu_fusion import dot_dot_reader, fusion_rule
 from .cost.tpu_layout import padded_bytes_per_device
 from .hlo.partitioned import is_per_device_program
-from .strategy.base import COMPUTE_COST_PER_FLOP, windowed_dot_bytes
+from .strategy.base import COMPUTE_COST_PER_FLOP, split_epilogue_bytes, windowed_dot_bytes
 from .xla_compare import predicted_collectives
 
 __all__ = ["plan_timing", "plan_roofline", "plan_collective_hbm_bytes", "body_once"]
@@ -106,18 +106,24 @@ def plan_roofline(result, module, profile=None):
     # the TPU's windowed einsum of a reduce-scattered dot (cost.tpu_fusion.windowed_einsum_bytes):
     # re-reads and a layout copy, memory-bound, as the objective prices them (strategy.base)
     fusion = fusion_rule(profile)
-    if fusion.windowed_reduce_scatter:
-        for v, g in enumerate(graph.nodes):
-            if g.instr.opcode == "dot":
-                extra = windowed_dot_bytes(g.instr, g.strategies[int(choice[v])], g.ops(), graph.ctx.minfo, fusion)
-                if extra:
-                    n = float(graph.ctx.weight(g.instr))
-                    moved = extra * n
-                    roof.hbm_bytes += moved
-                    roof.seconds += moved / bandwidth
-                    roof.memory_bound_s += moved / bandwidth
-                    roof.rows.append(RooflineRow(g.instr.name, "windowed-einsum", n, 0.0, moved, moved / bandwidth,
-                                                 "memory"))
+    # and a dot whose partial sums the plan all-reduces: its epilogue as a kernel of its own
+    # (cost.tpu_fusion.reduced_epilogue_bytes), as the objective prices it (strategy.base.split_epilogue_bytes)
+    for v, g in enumerate(graph.nodes):
+        if g.instr.opcode not in ("dot", "convolution"):
+            continue
+        st = g.strategies[int(choice[v])]
+        for kind, extra in (("windowed-einsum", windowed_dot_bytes(g.instr, st, g.ops(), graph.ctx.minfo, fusion)),
+                            ("split-epilogue", split_epilogue_bytes(g.instr, st, graph.ctx.minfo, fusion,
+                                                                    size_of(g.instr)))):
+            if extra:
+                n = float(graph.ctx.weight(g.instr))
+                moved = extra * n
+                roof.hbm_bytes += moved
+                roof.seconds += moved / bandwidth
+                roof.memory_bound_s += moved / bandwidth
+                roof.rows.append(RooflineRow(g.instr.name, kind, n, 0.0, moved, moved / bandwidth, "memory"))
+    # the TPU's dot-dot fusion (cost.tpu_fusion.dot_dot_reader) where the plan puts no collective between
+    _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
@@ -127,6 +133,48 @@ def plan_roofline(result, module, profile=None):
         roof.seconds += moved / bandwidth
         roof.memory_bound_s += moved / bandwidth
     return roof, result, per_device
+
+
+def _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth) -> None:
+    """Take off ``roof`` the bytes of the hidden activations the TPU's dot-dot fusion keeps on chip
+    (:func:`hloshard.cost.tpu_fusion.dot_dot_reader`): the first dot's write and the second dot's read of
+    its result, each at the first dot's size per device, where the plan puts no collective between them --
+    the first dot's strategy all-reduces nothing, the chain keeps its output spec and the second dot's
+    strategy takes that operand at the same spec (no resharding edge)."""
+    if not fusion.dot_dot_fusion:
+        return
+
+    def chosen(instr):
+        try:
+            r = graph.ctx.resolve(instr, 0)
+        except (KeyError, AttributeError):
+            return None
+        if not isinstance(r, tuple):
+            return None
+        g, k = r
+        return g.strategies[int(choice[g.node])], k
+
+    for g in graph.nodes:
+        found = dot_dot_reader(g.instr, fusion) if g.instr.opcode == "dot" else None
+        if found is None:
+            continue
+        reader, chain = found
+        st = g.strategies[int(choice[g.node])]
+        mine, theirs = chosen(g.instr), chosen(reader)
+        if mine is None or theirs is None or mine[0] is not st \
+                or any(c.kind == "all-reduce" and c.mesh_axes for c in st.collectives):
+            continue
+        rst = theirs[0]
+        ops = [k for k, o in enumerate(reader.operands[:2]) if o is g.instr or id(o) in chain]
+        if len(ops) != 1 or ops[0] >= len(rst.inputs) or rst.inputs[ops[0]] != st.out:
+            continue
+        members = [chosen(u) for u in g.instr.parent.instructions if id(u) in chain]
+        if any(m is None or (m[0].out if m[1] is None else m[0].out[m[1]]) != st.out for m in members):
+            continue
+        n = float(graph.ctx.weight(g.instr))
+        hidden = float(size_of(g.instr)) * n
+        take_bytes(roof, g.instr, hidden, peak_of(g.instr), bandwidth)
+        take_bytes(roof, reader, hidden, peak_of(reader), bandwidth)
 
 
 def _pinned_after_build(result, module) -> bool:

@@ -63,7 +63,7 @@ from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv
                          online_softmax_dot, shared_join, sibling_key)
 
 __all__ = ["kernel_reads", "prefetched", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
-           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices"]
+           "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices", "take_bytes"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
 NO_TRAFFIC = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast", "after-all",
@@ -752,3 +752,28 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
             out.memory_bound_s += sec
         out.rows.append(RooflineRow(instr.name, instr.opcode, n, f, b, sec, bound, vm))
     return out
+
+
+def take_bytes(roof: Roofline, instr, saved: float, peak: float, hbm_bandwidth: float) -> float:
+    """Take ``saved`` bytes (all executions) off the row of ``instr`` in ``roof`` -- bytes a fusion the
+    plan allows keeps on chip (:func:`hloshard.cost.tpu_fusion.dot_dot_reader`) -- and re-price that row
+    by :func:`instruction_seconds` (its flops at ``peak`` FLOP/s, its bytes at ``hbm_bandwidth`` bytes/s,
+    its VMEM bytes as before), the totals with it.  A row is never taken below its VMEM bytes.  Returns
+    the bytes taken (0 when ``instr`` has no row)."""
+    for k, r in enumerate(roof.rows):
+        if r.name != instr.name or r.opcode != instr.opcode:
+            continue
+        take = min(float(saved), max(r.hbm_bytes - r.vmem_bytes, 0.0))
+        sec, bound = instruction_seconds(instr, r.flops, r.hbm_bytes - take, peak if r.flops else 1.0,
+                                         hbm_bandwidth, r.vmem_bytes)
+        for b, s in ((r.bound, -r.seconds), (bound, sec)):
+            if b == "compute":
+                roof.compute_bound_s += s
+            elif b == "memory":
+                roof.memory_bound_s += s
+        roof.seconds += sec - r.seconds
+        roof.hbm_bytes -= take
+        roof.rows[k] = RooflineRow(r.name, r.opcode, r.executions, r.flops, r.hbm_bytes - take, sec, bound,
+                                   r.vmem_bytes)
+        return take
+    return 0.0

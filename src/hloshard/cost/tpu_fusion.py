@@ -69,8 +69,8 @@ fusions holding a dot or convolution, ``kind=kLoop`` fusions with tuple results)
   / 2.00 / 2.53 MB.  A filter-gradient convolution (its window spans the input, ``f01b_i01o->01bf``) has
   no such floor: 1.65 / 7.41 / 14.75 MB at a batch of 2 / 8 / 16.
 
-Not modelled: the TPU's fusion of one dot into the next when both tiles stay on chip (seen on the
-samples' 256-wide MLP).  (Reduce epilogues of dots -- ``reduce-max`` of attention scores in the score
+The TPU's fusion of one dot into the next (its ``xla_tpu_dot_dot_fusion``): :func:`dot_dot_reader`
+below.  (Reduce epilogues of dots -- ``reduce-max`` of attention scores in the score
 dot's multi-output fusion -- are: :func:`hloshard.cost.roofline.multi_output_skips`.)  Padding to (8,128) tiles is the rule's :attr:`FusionRule.tiled_layout`: every
 buffer the roofline counts is sized as :func:`hloshard.cost.tpu_layout.padded_bytes_per_device` lays it
 out; the prefetch copies of entry parameters into on-chip memory (``copy-start`` / ``copy-done`` to
@@ -88,6 +88,36 @@ out; the prefetch copies of entry parameters into on-chip memory (``copy-start``
   operand is read n / 2 times instead of once; and the loop reads its operand in a layout with the
   contracting dimensions minor, made by a layout copy before the loop.  Read off the optimised programs
   of the 2-layer 256-chip solve plan (12 such loops) and of single-dot probes on ``v5e:2x4``.
+
+* **no output fusion across a plan's all-reduce** (:attr:`FusionRule.reduced_epilogue_kernel`,
+  :func:`reduced_epilogue_bytes`): the output fusion above joins a dot and its elementwise consumer
+  in the module as written; when the plan splits the dot's contraction, the partitioner puts the
+  all-reduce of its partial sums between the two, and the consumer (a residual add, a GELU's backward
+  region) becomes a kernel of its own that reads the all-reduced sum.  The dot's kernel writes its
+  partial result and the consumer's kernel reads the sum: two more buffers of the dot's per-device
+  result than the fused kernel moves.  Read off the optimised programs on ``v5e:2x4`` of
+  ``attention_6heads`` (GSPMD: ``fusion.9`` -> ``all-reduce`` -> ``add.3``), ``moe_layer`` (``fusion.20``
+  -> ``all-reduce`` -> ``add.4``) and ``transformer_block`` (both residual adds: ``fusion.68`` ->
+  ``all-reduce`` -> ``fusion.62``, ``fusion.7`` -> ``all-reduce.1`` -> ``add.29``); the plan's strategy
+  says whether it all-reduces, so the caller adds these bytes per strategy (the objective,
+  :func:`hloshard.strategy.base.split_epilogue_bytes`, and the report alike).
+
+* **dot-dot fusion** (:attr:`FusionRule.dot_dot_fusion`, :func:`dot_dot_reader`): an MLP's first dot,
+  whose result only the second dot reads -- through elementwise instructions of the same dimensions that
+  are fused into that read (a ReLU, a GELU), nothing reshaped or transposed between -- is computed
+  inside the second dot's kernel (``kind=kOutput`` fusions holding both: libtpu's
+  ``xla_tpu_dot_dot_fusion``): the hidden activation never reaches HBM, so the first dot's kernel writes
+  nothing and the second does not read it (the first dot's operands are read by the fused kernel, once
+  each, as before).  Only where the plan puts no collective between the two: the first dot's partial
+  sums not all-reduced and the second dot's operand not resharded (the caller checks the plan,
+  :func:`hloshard.timing.plan_roofline`).  Read off the optimised programs on ``v5e:2x4``:
+  ``moe_layer``'s expert einsums (``x . w1 -> max(., 0) -> w2``, GSPMD and solve plans: ``fusion.20``
+  holds both), ``transformer_block``'s GELU MLP (GSPMD ``fusion.7``, solve ``fusion.28``); not fused,
+  and not predicted: the q / k / v projections read by the attention dots through a head reshape, the
+  attention's ``p . v`` dot read by the output projection through a transpose.  Held out (round 22's
+  modules, looked at after the rule was written): ``ho_ln_mlp_fwd`` fused in both plans,
+  ``ho_mlp_bf16_train``'s backward ``dy . w2^T -> select -> dot`` fused in the solve plan and not in
+  GSPMD's, whose second dot all-gathers that operand.
 """
 
 from __future__ import annotations
@@ -104,7 +134,8 @@ __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", 
            "windowed_reread_operand", "windowed_einsum_bytes", "WINDOWED_EINSUM_MIN_OPERAND_BYTES",
            "CHEAP_FLOAT_OPS", "CHEAP_ON_TPU", "expensive_on_tpu", "output_region", "REGION_MAX",
            "moved_element_type", "DEFAULT_PRECISION_TYPE", "conv_output_relayout", "CONV_BATCH_TILE", "conv_batch_factor",
-           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES", "gathered_from"]
+           "one_hot_scatter", "online_softmax_dot", "ONLINE_SOFTMAX_LANES", "gathered_from",
+           "reduced_epilogue_bytes", "dot_dot_reader"]
 
 #: consumers the TPU compiler computes a fusible producer inside: the CPU's loop / reduce consumers and
 #: dots and convolutions (producer fusion into their operands)
@@ -607,7 +638,11 @@ class FusionRule:
     no kernel: the partitioner turns it into the resharding collective the plan already prices (its HBM
     bytes among the collectives') or into nothing -- the TPU's optimised programs hold no kernel for one (round
     22: ``solve``'s plan of a held-out layer-norm MLP, two pins gathering f32[256,1024] weights: two
-    all-gathers and no copy), where the roofline had charged each pin the gather's bytes a second time."""
+    all-gathers and no copy), where the roofline had charged each pin the gather's bytes a second time;
+    ``reduced_epilogue_kernel``: whether a dot / convolution whose partial sums the plan all-reduces
+    computes its elementwise consumer in a kernel of its own after the all-reduce rather than in its
+    output fusion (:func:`reduced_epilogue_bytes`); ``dot_dot_fusion``: whether a dot whose result only
+    another dot reads is computed inside that dot's kernel (:func:`dot_dot_reader`)."""
 
     name: str
     is_fused: Callable
@@ -623,6 +658,8 @@ class FusionRule:
     multi_output_loops: bool = False
     online_softmax: bool = False
     pins_free: bool = False
+    reduced_epilogue_kernel: bool = False
+    dot_dot_fusion: bool = False
 
 
 def _none(instr):
@@ -633,7 +670,8 @@ def _none(instr):
 CPU_FUSION = FusionRule("cpu", liveness.is_fused, _none, _none, False, True, False)
 #: the TPU compiler (module docstring)
 TPU_FUSION = FusionRule("tpu", is_fused, epilogue, absorbed_by, True, False, True, True, True, True, True,
-                        multi_output_loops=True, online_softmax=True, pins_free=True)
+                        multi_output_loops=True, online_softmax=True, pins_free=True, reduced_epilogue_kernel=True,
+                        dot_dot_fusion=True)
 
 
 def fusion_rule(profile) -> FusionRule:
@@ -694,6 +732,73 @@ def windowed_einsum_bytes(rule: FusionRule, group_size: int, reread: int | None,
     steps = n // 2 if n % 2 == 0 else n
     whole = lhs_bytes if reread == 0 else rhs_bytes
     return (steps - 1) * float(whole) + 2.0 * max(float(lhs_bytes), float(rhs_bytes))
+
+
+def reduced_epilogue_bytes(rule: FusionRule, instr, result_bytes: float) -> float:
+    """HBM bytes one device moves beyond the output-fused kernel of the dot / convolution ``instr`` when
+    the plan all-reduces its partial sums (module docstring, *no output fusion across a plan's
+    all-reduce*), for one execution: ``2 x result_bytes`` -- the dot's kernel writes its partial result,
+    the epilogue's kernel reads the all-reduced sum -- where ``instr`` has an epilogue under ``rule``
+    (:attr:`FusionRule.epilogue`: the roofline charged the dot's kernel with the epilogue's reads and
+    result, which stay), else 0; 0 under a rule without :attr:`FusionRule.reduced_epilogue_kernel`.
+    ``result_bytes``: ``instr``'s result per device, bytes (the shape of its all-reduced sum).  The
+    caller decides that the plan's strategy all-reduces (:func:`hloshard.strategy.base.split_epilogue_bytes`);
+    the all-reduce's own bytes are the collective's."""
+    if not rule.reduced_epilogue_kernel or instr.opcode not in OUTPUT_FUSING or rule.epilogue(instr) is None:
+        return 0.0
+    return 2.0 * float(result_bytes)
+
+
+def dot_dot_reader(instr, rule: FusionRule):
+    """``(reader, chain)`` when the TPU computes the dot ``instr`` inside the kernel of the dot ``reader``
+    (module docstring, *dot-dot fusion*), else None.  ``chain``: the elementwise instructions between
+    the two (ids), all fused into ``reader``'s read.  Conditions, read structurally (the plan's part --
+    no collective between -- is the caller's): ``rule.dot_dot_fusion``; ``instr`` is a ``dot`` with an
+    array result, not a root, without an epilogue (:attr:`FusionRule.epilogue`); the closure of its
+    users through forwarding instructions (:func:`hloshard.cost.liveness.effective_users`) and through
+    elementwise instructions of the same parent and the same dimensions that ``rule`` fuses holds exactly
+    one other user, a ``dot``, which takes ``instr`` or a chain member directly as an operand (no reshape
+    between: a reshape is forwarded by ``effective_users`` and then no operand matches); every other
+    operand of a chain member is a ``broadcast`` / ``constant`` / ``iota`` or has fewer elements than
+    ``instr`` (no second large buffer joins the chain).  Cached per computation."""
+    if not rule.dot_dot_fusion or instr.opcode != "dot":
+        return None
+    return _memo("dotdot", instr, _dot_dot_reader)
+
+
+def _dot_dot_reader(instr):
+    if instr.is_root or not instr.shape.is_array or TPU_FUSION.epilogue(instr) is not None:
+        return None
+    dims = tuple(instr.shape.dims)
+    size = _elements(instr)
+    chain: dict = {}
+    readers: dict = {}
+    stack = list(effective_users(instr))
+    while stack:
+        u = stack.pop()
+        if id(u) in chain or id(u) in readers:
+            continue
+        if u.opcode in ELEMENTWISE and _same_parent(u, instr) and u.shape.is_array \
+                and tuple(u.shape.dims) == dims and is_fused(u) and not u.is_root:
+            chain[id(u)] = u
+            if len(chain) > REGION_MAX:
+                return None
+            stack.extend(effective_users(u))
+        else:
+            readers[id(u)] = u
+    if len(readers) != 1:
+        return None
+    reader = next(iter(readers.values()))
+    inside = set(chain) | {id(instr)}
+    if reader.opcode != "dot" or not _same_parent(reader, instr) \
+            or not any(id(o) in inside for o in reader.operands[:2]):
+        return None
+    for u in chain.values():
+        for o in u.operands:
+            if id(o) not in inside and o.opcode not in ("broadcast", "constant", "iota") \
+                    and (not o.shape.is_array or _elements(o) >= size):
+                return None
+    return reader, frozenset(chain)
 
 
 #: the batch rows of one tile of a TPU convolution's activations: the sublanes of the (8, 128) tile

@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..cost.roofline import hbm_terms, hbm_total, kernel_reads
-from ..cost.tpu_fusion import CPU_FUSION, windowed_einsum_bytes, windowed_reread_operand
+from ..cost.tpu_fusion import CPU_FUSION, reduced_epilogue_bytes, windowed_einsum_bytes, windowed_reread_operand
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -610,7 +610,8 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     of the result it computes.  ``operands``: the group's operands (``StrategyGroup.ops()``);
     ``fusion``: the device's fusion rule (:attr:`hloshard.cost.roofline.RooflinePrices.fusion`; None:
     the CPU backend's); under the TPU's rule a dot strategy that scatters its partial sums also pays
-    the windowed einsum's extra reads (:func:`windowed_dot_bytes`).  ``terms``: ``instr``'s
+    the windowed einsum's extra reads (:func:`windowed_dot_bytes`), and one that all-reduces them its
+    epilogue's own kernel (:func:`split_epilogue_bytes`).  ``terms``: ``instr``'s
     :func:`hloshard.cost.roofline.hbm_terms` under ``fusion`` when the caller has them (None: computed
     here)."""
     direct = {id(o): k for k, o in enumerate(operands)}
@@ -640,7 +641,22 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
         terms = hbm_terms(instr, rule)
     total = hbm_total(instr, terms, size_of) if fusion is None else \
         hbm_total(instr, terms, size_of, fusion, lambda x: minfo.tile_dims(x.shape.dims, out) if x is instr and is_array(x.shape) else None)
-    return total + windowed_dot_bytes(instr, st, operands, minfo, fusion)
+    return total + windowed_dot_bytes(instr, st, operands, minfo, fusion) + split_epilogue_bytes(instr, st, minfo, fusion)
+
+
+def split_epilogue_bytes(instr, st: Strategy, minfo: MeshInfo, fusion=None, result_bytes: float | None = None) -> float:
+    """HBM bytes the dot / convolution ``instr`` moves under ``st`` beyond its output-fused kernel when
+    ``st`` all-reduces its partial sums (an all-reduce over mesh axes among ``st.collectives``): its
+    epilogue then runs as a kernel of its own after the all-reduce
+    (:func:`hloshard.cost.tpu_fusion.reduced_epilogue_bytes`, 2 x the result per device); 0 for any
+    other strategy or a ``fusion`` rule without it (None: the CPU's).  ``result_bytes``: the result's
+    bytes per device as the caller sizes it (None: its elements at ``st.out``)."""
+    if fusion is None or not fusion.reduced_epilogue_kernel \
+            or not any(c.kind == "all-reduce" and c.mesh_axes for c in st.collectives):
+        return 0.0
+    if result_bytes is None:
+        result_bytes = _leaf_bytes(minfo, instr.shape, st.out)
+    return reduced_epilogue_bytes(fusion, instr, result_bytes)
 
 
 def windowed_dot_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, fusion=None) -> float:
