@@ -30,8 +30,10 @@ def status_in_words(report: dict) -> str:
         return f"best found{took} (no bound: distance to the optimum unknown)"
     own = report.get("solver_objective")
     differs = own is not None and abs(own - report.get("objective", own)) > 1e-9 * max(1.0, abs(own))
+    source = report.get("bound_source")
     return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
-            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else ""))
+            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else "")
+            + (f"; the bound: {source}" if source else ""))
 
 
 def gap_percent(gap: float, floor: bool = False) -> str:
