@@ -583,9 +583,10 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
             raise
         stopped = exc
     mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-    serves = float(time_limit) / (solver_share if 0 < solver_share < 1 else 1.0)
-    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of the {serves:g} s of solving the graph "
-                    f"serves (--time-limit {float(time_limit):g}) {mode} (coarse.work_limit)",)
+    serves = "" if not 0 < solver_share < 1 else \
+        f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
+    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
+                    f"{mode} (coarse.work_limit)",)
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:
         return CoarseFirst(build_graph(module, mesh, keep, memory_budget), None)
