@@ -33,7 +33,8 @@ def status_in_words(report: dict) -> str:
     source = report.get("bound_source")
     return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
             + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else "")
-            + (f"; the bound: {source}" if source else ""))
+            + (f" (measured against {source}: the gap is an upper limit on the distance to the optimum, not "
+               f"the distance)" if source else ""))
 
 
 def gap_percent(gap: float, floor: bool = False) -> str:
