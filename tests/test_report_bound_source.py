@@ -53,3 +53,26 @@ def test_the_bound_is_named_by_its_value_not_by_its_presence():
     assert bound_source(Sol(), 4) is None
     report = {"status": "feasible", "gap": 0.57, "objective": 1.0, "solver_objective": 1.0, "seconds_solver": 8.0}
     assert status_in_words(report) == "best found in 8 s, within 57% of optimal"   # no source: as before
+
+
+def test_a_mesh_searched_as_given_names_its_unsearched_refinement():
+    """New user 24, finding 6: ``--mesh 2x4`` on the MoE layer cost 10% more than ``--mesh 2x2x2`` (the same devices;
+    axes priced alike), with no hint.  The summary says the refinement holds every plan of the given mesh and was
+    not searched -- and says nothing where it was searched (refined for the module, ``--mesh auto``) or where the
+    axes are priced apart (then the refinement's plans are not a superset at equal prices)."""
+    from hloshard.summary import refinement_note, render_summary
+
+    module = parse_file(ROOT / "samples" / "moe_layer.pre.hlo")
+    mesh = DeviceMesh.for_module(module, "2x4")
+    assert not mesh.is_refined   # the MoE layer's reshapes need no sub-axis: searched as given
+    res = solve_module(module, mesh, time_limit=0.3, workers=1, deterministic=True, apply=False, reevaluate=False)
+    report = build_report(res, mesh, "io", None)
+    note = refinement_note(report)
+    assert note is not None and "2x2x2" in note and "not searched" in note, note
+    assert "the mesh 2x4 was searched as given" in " ".join(render_summary(report).split())
+    assert refinement_note({**report, "mesh": {**report["mesh"], "source": "auto"}}) is None
+    assert refinement_note({**report, "mesh": {**report["mesh"], "beta": [1.0, 4.0]}}) is None
+    assert refinement_note({**report, "mesh": {**report["mesh"], "shape": [2, 3]}}) is None   # nothing to split
+    refined = DeviceMesh.for_module(parse_file(ROOT / "samples" / "transformer_train_step.pre.hlo"), "2x4")
+    if refined.is_refined:   # searched on its refinement already: no note
+        assert refinement_note({**report, "mesh": refined.to_json()}) is None

@@ -13,7 +13,7 @@ from .textout import abbreviate_tuple, mesh_words, print_table, report_console
 from .units import format_bytes
 
 __all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line", "margin_words",
-           "time_line", "step_time_line", "links_text", "user_warning"]
+           "time_line", "step_time_line", "links_text", "user_warning", "refinement_note"]
 
 
 def status_in_words(report: dict) -> str:
@@ -215,6 +215,44 @@ def replicated_inputs_row(report: dict) -> str | None:
             f"`auto_shard` as a sharded argument, kept)")
 
 
+def _split(n: int) -> tuple[int, int] | None:
+    """A mesh axis of ``n`` devices as two axes (smallest prime factor first), None for a prime ``n``."""
+    for p in range(2, int(n ** 0.5) + 1):
+        if n % p == 0:
+            return p, n // p
+    return None
+
+
+def refinement_note(report: dict) -> str | None:
+    """A note for a plan searched on the mesh as given when a refinement of it (a composite axis split in two:
+    2x4 -> 2x2x2, the same devices) holds every plan of the given mesh and more and was not searched, with all
+    axes priced alike (no ``--device``: the refinement's links are the given ones, so its plans can only be as
+    cheap or cheaper under the cost model).  None when the mesh was refined for the module already (the
+    refinement was searched), picked by ``--mesh auto`` (it compared meshes), priced per link, or has no
+    composite axis.  New user 24's MoE layer: ``--mesh 2x4`` 21,045,332 (12.2 MiB moved by XLA), ``--mesh
+    2x2x2`` 18,918,337 (11.0 MiB), no hint given."""
+    mesh = report.get("mesh")
+    if not isinstance(mesh, dict) or report.get("estimated_step_time_s") is not None or report.get("searched_mesh"):
+        return None
+    shape = [int(x) for x in mesh.get("shape", ())]
+    if list(mesh.get("user_shape") or shape) != shape or mesh.get("source") == "auto":
+        return None
+    a, b = mesh.get("alpha") or [], mesh.get("beta") or []
+    if len(set(a)) > 1 or len(set(b)) > 1:
+        return None
+    names = [repr(x) for x in mesh["axis_names"]] if mesh.get("axis_names") else [str(i) for i in range(len(shape))]
+    for i, n in enumerate(shape):
+        parts = _split(n)
+        if parts is None:
+            continue
+        fine = shape[:i] + list(parts) + shape[i + 1:]
+        return (f"the mesh {'x'.join(map(str, shape))} was searched as given: its refinement "
+                f"{'x'.join(map(str, fine))} (axis {names[i]} of {n} split {parts[0]}x{parts[1]}, the same devices "
+                f"and links) holds every plan of it and more, and was not searched; a mesh of that shape (`--mesh "
+                f"{'x'.join(map(str, fine))}`) or `--mesh auto` searches it and may find a cheaper plan")
+    return None
+
+
 def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
@@ -276,6 +314,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
         print_table(con, pt)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
         con.print(f"[cyan]note:[/cyan] {w}")
+    if refinement_note(report):
+        con.print(f"[cyan]note:[/cyan] {refinement_note(report)}")
     for w in report.get("warnings", ()):
         con.print(f"[yellow]warning:[/yellow] {user_warning(w, report)}")
 
