@@ -30,11 +30,13 @@ def status_in_words(report: dict) -> str:
         return f"best found{took} (no bound: distance to the optimum unknown)"
     own = report.get("solver_objective")
     differs = own is not None and abs(own - report.get("objective", own)) > 1e-9 * max(1.0, abs(own))
-    source = report.get("bound_source")
-    return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
-            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else "")
-            + (f" (measured against {source}: the gap is an upper limit on the distance to the optimum, not "
-               f"the distance)" if source else ""))
+    source = report.get("bound_source")   # what the bound is (report_json.bound_source): new user 24, finding 7
+    notes = [f"the solver's own figure, {own:,.2f}; the bound is on it"] if differs else []
+    if source:
+        notes.append(f"measured against {source}: the gap is an upper limit on the distance to the optimum, not "
+                     f"the distance")
+    return f"best found{took}, within {gap_percent(gap, floor=True)} of optimal" + (
+        f" ({'; '.join(notes)})" if notes else "")
 
 
 def gap_percent(gap: float, floor: bool = False) -> str:
