@@ -71,6 +71,8 @@ def test_a_mesh_searched_as_given_names_its_unsearched_refinement():
     assert note is not None and "2x2x2" in note and "not searched" in note, note
     assert "the mesh 2x4 was searched as given" in " ".join(render_summary(report).split())
     assert refinement_note({**report, "mesh": {**report["mesh"], "source": "auto"}}) is None
+    jax_note = refinement_note({**report, "mesh": {**report["mesh"], "source": "given"}})   # auto_shard's mesh
+    assert "2x2x2" in jax_note and "--mesh" not in jax_note, jax_note
     assert refinement_note({**report, "mesh": {**report["mesh"], "beta": [1.0, 4.0]}}) is None
     assert refinement_note({**report, "mesh": {**report["mesh"], "shape": [2, 3]}}) is None   # nothing to split
     refined = DeviceMesh.for_module(parse_file(ROOT / "samples" / "transformer_train_step.pre.hlo"), "2x4")

@@ -247,11 +247,13 @@ def refinement_note(report: dict) -> str | None:
         parts = _split(n)
         if parts is None:
             continue
-        fine = shape[:i] + list(parts) + shape[i + 1:]
-        return (f"the mesh {'x'.join(map(str, shape))} was searched as given: its refinement "
-                f"{'x'.join(map(str, fine))} (axis {names[i]} of {n} split {parts[0]}x{parts[1]}, the same devices "
-                f"and links) holds every plan of it and more, and was not searched; a mesh of that shape (`--mesh "
-                f"{'x'.join(map(str, fine))}`) or `--mesh auto` searches it and may find a cheaper plan")
+        fine = "x".join(map(str, shape[:i] + list(parts) + shape[i + 1:]))
+        # the Python API's mesh is the caller's jax Mesh ("given"): no CLI flag named there (new user 22, 7a)
+        how = ("a mesh of that shape searches it" if mesh.get("source") == "given" else
+               f"a mesh of that shape (`--mesh {fine}`) or `--mesh auto` searches it")
+        return (f"the mesh {'x'.join(map(str, shape))} was searched as given: its refinement {fine} (axis {names[i]} "
+                f"of {n} split {parts[0]}x{parts[1]}, the same devices and links) holds every plan of it and more, "
+                f"and was not searched; {how} and may find a cheaper plan")
     return None
 
 
