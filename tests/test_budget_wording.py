@@ -100,3 +100,51 @@ def test_a_budget_that_fails_names_the_budget_its_nearest_plan_needs():
     budget = budget_for_model_limit(need)
     assert accepted.group(1) == format_bytes(budget) and budget > 20 << 20
     assert model_limit(budget) >= need > model_limit(budget - 1)   # the least such budget
+
+
+#: a step whose peak is an intermediate (the parameter floor check, which runs first, does not refuse it)
+WIDE = """HloModule wide
+
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+
+ENTRY e {
+  a = f32[64,256]{1,0} parameter(0)
+  b = f32[64,256,16]{2,1,0} broadcast(a), dimensions={0,1}
+  c = f32[64,256,16]{2,1,0} exponential(b)
+  z = f32[] constant(0)
+  ROOT r = f32[64,256]{1,0} reduce(c, z), dimensions={2}, to_apply=add
+}
+"""
+
+
+def test_an_infeasible_budget_says_which_bound_is_proven():
+    """New user 24, finding 4: a budget the memory model refuses (its least peak above the model's limit for
+    the budget) but XLA's proven lower bound does not (the model's figure less its largest over-estimate is
+    below the budget) is not called "infeasible": the message says it is the model's verdict and states the
+    bound under XLA.  A budget below that bound is infeasible, proven."""
+    from hloshard.autoshard.build import build_graph
+    from hloshard.autoshard.report import minimum_memory_check, minimum_peak
+    from hloshard.cost.memory import xla_lower_bound
+    from hloshard.hlo.parser import parse_module
+
+    module = parse_module(WIDE, "<wide>")
+    mesh = DeviceMesh.parse("8")
+    peak = minimum_peak(build_graph(module, mesh, "io", None).problem)[0]
+    low = xla_lower_bound(peak)
+    assert low < peak
+    said = {}
+    for name, budget in (("model", peak), ("proven", low - 1)):
+        graph = build_graph(parse_module(WIDE, "<wide>"), mesh, "io", budget)
+        assert model_limit(budget) < peak   # the model refuses both
+        with pytest.raises(SolveFailed) as exc:
+            minimum_memory_check(graph, graph.problem.usage_limit)
+        said[name] = str(exc.value)
+        assert exc.value.status == "infeasible"
+        assert f"needs at least {low:,} bytes" in said[name] or f"need at least {low:,} bytes" in said[name]
+    assert "is infeasible" not in said["model"] and "not a proof under XLA" in said["model"], said["model"]
+    assert "below the budget" in said["model"], said["model"]
+    assert "is infeasible" in said["proven"] and "not a proof" not in said["proven"], said["proven"]

@@ -652,3 +652,31 @@ def test_coarse_fallback_prices_the_known_plans_and_keeps_the_cheapest(monkeypat
     cgraph.known = []
     worse = cheaper_known(cgraph, rep)
     assert worse is None or worse[2] < rep_obj
+
+
+def test_the_refined_build_is_allowed_the_solving_it_serves(monkeypatch):
+    """The rule for the refined graph within a limit (coarse.work_limit): its pairs at the measured build rate may
+    cost what the solving the graph serves is given -- a first solve that is ``solver_share`` of the caller's
+    limit (auto_shard's memory guard re-solves on the same graph) serves ``time_limit / solver_share``.  A graph
+    whose pairs lie between the two limits is built for the share and not without it (the coarse plan then,
+    said); both deterministic (the same plan twice)."""
+    from hloshard.autoshard import coarse
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    pairs = build_graph(m, mesh, work_limit=10 ** 12).resharding_pairs
+    # a rate at which 2 s allow 3/4 of the pairs: 4 s (2 s at a share of 0.5) allow 3/2 of them
+    monkeypatch.setattr(coarse, "PAIRS_PER_SECOND", max(1, int(0.75 * pairs / 2)))
+    assert coarse.work_limit(2, mesh) < pairs <= coarse.work_limit(2, mesh, solver_share=0.5)
+    assert coarse.work_limit(2, mesh, solver_share=1.0) == coarse.work_limit(2, mesh)
+    shared = [solve_module(_module(), mesh, time_limit=2, workers=1, deterministic=True, reevaluate=False,
+                           apply=False, solver_share=0.5) for _ in range(2)]
+    alone = solve_module(_module(), mesh, time_limit=2, workers=1, deterministic=True, reevaluate=False, apply=False)
+    for res in shared:
+        assert res.graph.mesh.shape == mesh.shape and res.graph.resharding_pairs == pairs
+        assert not [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert shared[0].choice == shared[1].choice and shared[0].objective == shared[1].objective
+    assert alone.graph.mesh.shape == coarse_mesh(mesh, _module()).shape
+    (msg,) = [w for w in alone.graph.warnings if "could not be built within the time limit" in w]
+    assert "per second of --time-limit 2 in deterministic mode" in msg
+

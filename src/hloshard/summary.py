@@ -13,7 +13,7 @@ from .textout import abbreviate_tuple, mesh_words, print_table, report_console
 from .units import format_bytes
 
 __all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line", "margin_words",
-           "time_line", "step_time_line", "links_text", "user_warning"]
+           "time_line", "step_time_line", "links_text", "user_warning", "refinement_note"]
 
 
 def status_in_words(report: dict) -> str:
@@ -30,8 +30,13 @@ def status_in_words(report: dict) -> str:
         return f"best found{took} (no bound: distance to the optimum unknown)"
     own = report.get("solver_objective")
     differs = own is not None and abs(own - report.get("objective", own)) > 1e-9 * max(1.0, abs(own))
-    return (f"best found{took}, within {gap_percent(gap, floor=True)} of optimal"
-            + (f" (the solver's own figure, {own:,.2f}; the bound is on it)" if differs else ""))
+    source = report.get("bound_source")   # what the bound is (report_json.bound_source): new user 24, finding 7
+    notes = [f"the solver's own figure, {own:,.2f}; the bound is on it"] if differs else []
+    if source:
+        notes.append(f"measured against {source}: the gap is an upper limit on the distance to the optimum, not "
+                     f"the distance")
+    return f"best found{took}, within {gap_percent(gap, floor=True)} of optimal" + (
+        f" ({'; '.join(notes)})" if notes else "")
 
 
 def gap_percent(gap: float, floor: bool = False) -> str:
@@ -212,6 +217,46 @@ def replicated_inputs_row(report: dict) -> str | None:
             f"`auto_shard` as a sharded argument, kept)")
 
 
+def _split(n: int) -> tuple[int, int] | None:
+    """A mesh axis of ``n`` devices as two axes (smallest prime factor first), None for a prime ``n``."""
+    for p in range(2, int(n ** 0.5) + 1):
+        if n % p == 0:
+            return p, n // p
+    return None
+
+
+def refinement_note(report: dict) -> str | None:
+    """A note for a plan searched on the mesh as given when a refinement of it (a composite axis split in two:
+    2x4 -> 2x2x2, the same devices) holds every plan of the given mesh and more and was not searched, with all
+    axes priced alike (no ``--device``: the refinement's links are the given ones, so its plans can only be as
+    cheap or cheaper under the cost model).  None when the mesh was refined for the module already (the
+    refinement was searched), picked by ``--mesh auto`` (it compared meshes), priced per link, or has no
+    composite axis.  New user 24's MoE layer: ``--mesh 2x4`` 21,045,332 (12.2 MiB moved by XLA), ``--mesh
+    2x2x2`` 18,918,337 (11.0 MiB), no hint given."""
+    mesh = report.get("mesh")
+    if not isinstance(mesh, dict) or report.get("estimated_step_time_s") is not None or report.get("searched_mesh"):
+        return None
+    shape = [int(x) for x in mesh.get("shape", ())]
+    if list(mesh.get("user_shape") or shape) != shape or mesh.get("source") == "auto":
+        return None
+    a, b = mesh.get("alpha") or [], mesh.get("beta") or []
+    if len(set(a)) > 1 or len(set(b)) > 1:
+        return None
+    names = [repr(x) for x in mesh["axis_names"]] if mesh.get("axis_names") else [str(i) for i in range(len(shape))]
+    for i, n in enumerate(shape):
+        parts = _split(n)
+        if parts is None:
+            continue
+        fine = "x".join(map(str, shape[:i] + list(parts) + shape[i + 1:]))
+        # the Python API's mesh is the caller's jax Mesh ("given"): no CLI flag named there (new user 22, 7a)
+        how = ("a mesh of that shape searches it" if mesh.get("source") == "given" else
+               f"a mesh of that shape (`--mesh {fine}`) or `--mesh auto` searches it")
+        return (f"the mesh {'x'.join(map(str, shape))} was searched as given: its refinement {fine} (axis {names[i]} "
+                f"of {n} split {parts[0]}x{parts[1]}, the same devices and links) holds every plan of it and more, "
+                f"and was not searched; {how} and may find a cheaper plan")
+    return None
+
+
 def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
@@ -273,6 +318,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
         print_table(con, pt)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
         con.print(f"[cyan]note:[/cyan] {w}")
+    if refinement_note(report):
+        con.print(f"[cyan]note:[/cyan] {refinement_note(report)}")
     for w in report.get("warnings", ()):
         con.print(f"[yellow]warning:[/yellow] {user_warning(w, report)}")
 

@@ -323,13 +323,17 @@ def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh:
     return float(coarse_seconds) * ratio, ratio
 
 
-#: deterministic mode's limit on the fine build (:func:`work_limit`), in resharding pairs per second of
-#: ``--time-limit``, on meshes of at most :data:`FEW_AXES` non-trivial axes: the fastest fine build measured
-#: (round 17, 2-core machine at load 7, cold caches, CPU seconds of the edge phase): fused_qkv_train_step at
-#: 2x2x2 468,385 pairs in 1.85 s (253 k/s); decoder2 at 2x2x2 524,494 in 2.59 s (202 k/s);
-#: transformer_train_step 428,086 in 1.85 s (231 k/s); the other samples 18-153 k/s.  So the limit binds
-#: only where even that rate would pass the time limit
-PAIRS_PER_SECOND = 250_000
+#: deterministic mode's limit on the fine build (:func:`work_limit`), in resharding pairs per second of the
+#: solving the graph serves, on meshes of at most :data:`FEW_AXES` non-trivial axes: the measured cost of a
+#: large build per pair, on the slow side.  Re-measured in round 25 (one cold process each, CPU seconds of the
+#: whole build, :func:`hloshard.autoshard.build.build_graph` without a limit, 2-core machine at load 7-11):
+#: keras-hub's 4-layer Gemma at 2x4 -> 2x2x2 2,698,357 pairs in 5.23 s (516 k/s); new user 23's Llama 3 at
+#: 2x4 -> 2x2x2 1,948,602 in 4.33 s (450 k/s); the samples at 2x2x2, whose builds are small enough that the
+#: strategies' fixed part weighs: fused_qkv_train_step 468,385 in 1.59 s (294 k/s), transformer_train_step
+#: 428,086 in 1.52 s (282 k/s), scan_mlp_train_step 93,720 in 0.50 s (187 k/s).  The builds of over a million
+#: pairs (the ones a limit decides) run at 450-516 k/s: the slower is the figure (round 17's 250 k/s, the
+#: fastest sample then, made Gemma's 5.2 s build look like 10.8 s and left it out at ``time_limit=10``)
+PAIRS_PER_SECOND = 450_000
 #: the most non-trivial mesh axes :data:`PAIRS_PER_SECOND` was measured on
 FEW_AXES = 3
 #: the same limit on meshes of more axes: a pair's plan takes one move per mesh axis it changes, so a pair
@@ -351,11 +355,18 @@ def pairs_per_second(mesh: DeviceMesh) -> int:
     return PAIRS_PER_SECOND if axes <= FEW_AXES else PAIRS_PER_SECOND_MANY_AXES
 
 
-def work_limit(time_limit: float, mesh: DeviceMesh) -> int:
+def work_limit(time_limit: float, mesh: DeviceMesh, solver_share: float = 1.0) -> int:
     """The most resharding pairs (:func:`hloshard.autoshard.build.build_graph`'s ``work_limit``) the fine
-    build on ``mesh`` may price in deterministic mode (and under ``solve``'s default limit) with
-    ``time_limit`` seconds: :func:`pairs_per_second` of ``mesh`` per second."""
-    return int(pairs_per_second(mesh) * max(0.0, float(time_limit)))
+    build on ``mesh`` may price in deterministic mode (and under ``solve``'s default limit) for a solve of
+    ``time_limit`` seconds (work units): :func:`pairs_per_second` of ``mesh`` per second of the solving the
+    graph serves, ``time_limit / solver_share``.  The rule: the refined graph is built when its build is
+    estimated to cost no more than the solving it serves, so that the call costs at most about twice its
+    solving.  ``solver_share`` < 1: the first solve is that share of a caller's whole limit and the later
+    phases solve on the same graph (``auto_shard``'s memory guard re-solves on it, ``FIRST_SHARE`` 0.5), so the
+    graph serves the whole limit (keras-hub's Gemma at ``time_limit=10``: 4.5 M pairs allowed for its 2.70 M, a
+    5.2 CPU-s build, where the first solve's 5 s allowed 2.25 M and the coarse plan was written)."""
+    share = float(solver_share) if solver_share and 0 < float(solver_share) < 1 else 1.0
+    return int(pairs_per_second(mesh) * max(0.0, float(time_limit)) / share)
 
 
 @dataclass
@@ -552,18 +563,19 @@ def _search_behind(sol) -> bool:
 
 
 def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                        seed: int, deterministic: bool = True) -> CoarseFirst:
+                        seed: int, deterministic: bool = True, solver_share: float = 1.0) -> CoarseFirst:
     """Deterministic mode's fine build (no clock is read; also ``solve``'s under its default time limit, whose
     build the clock does not stop, with ``deterministic`` False for the coarse solve: a 3-instruction rank-12
     module at 2x2x2x2 built for 90 s at 1 GB before, new user 17): when ``mesh`` has a coarse mesh
-    (:func:`coarse_mesh`), the fine graph is built under :func:`work_limit` of ``time_limit``, and when its
+    (:func:`coarse_mesh`), the fine graph is built under :func:`work_limit` of ``time_limit`` (and
+    ``solver_share``: the graph serves ``time_limit / solver_share`` of solving), and when its
     edge matrices hold more pairs than that (:class:`BuildStopped` before any is priced) the coarse graph is
     solved with the whole ``time_limit`` by ``solve`` (deterministic) and its plan is the answer
     (``fallback``, ``stopped`` naming the limit), as :func:`coarse_first` falls back in wall-clock mode.
     Without a coarse mesh, or when the coarse solve finds nothing, the fine graph is built without a limit
     (as before: there is nothing else to return).  Returns a :class:`CoarseFirst` whose ``start`` is None
     (the caller's coarse start follows the fine build as it did)."""
-    limit = work_limit(time_limit, mesh) if coarse_mesh(mesh, module) is not None else None
+    limit = work_limit(time_limit, mesh, solver_share) if coarse_mesh(mesh, module) is not None else None
     try:
         return CoarseFirst(build_graph(module, mesh, keep, memory_budget, work_limit=limit), None)
     except BuildStopped as exc:
@@ -571,8 +583,10 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
             raise
         stopped = exc
     mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g} {mode} "
-                    f"(coarse.work_limit)",)
+    serves = "" if not 0 < solver_share < 1 else \
+        f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
+    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
+                    f"{mode} (coarse.work_limit)",)
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:
         return CoarseFirst(build_graph(module, mesh, keep, memory_budget), None)

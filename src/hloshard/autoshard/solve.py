@@ -228,7 +228,9 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``fit_buffers`` False: a plan over the memory limit with its communication buffers is not re-solved with
     them priced (:func:`_fit_buffers`); the known plans are tried (:func:`_within_limit`), else SolveFailed
     (the memory guard's re-solves that a bisection step follows: :func:`hloshard.jax.guard._guard`).
-    ``solver_share`` (wall-clock mode, no ``memory_budget``): the solves get at most this share of what the
+    ``solver_share`` (no ``memory_budget``): in deterministic mode, the fine build's work limit is of
+    ``time_limit / solver_share`` (the later phase solves on the same graph:
+    :func:`hloshard.autoshard.coarse.work_limit`); in wall-clock mode, the solves get at most this share of what the
     ``deadline`` leaves them after the builds and the re-pricing reserve (still at most ``time_limit``), so that
     a later phase's share is not spent by slow builds (:func:`hloshard.jax.auto_shard`'s first solve with the
     memory guard after it: :data:`hloshard.jax.guard.FIRST_SHARE`; keras-hub Falcon at ``time_limit=60``, load
@@ -280,7 +282,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # under a work limit (coarse.deterministic_first): deterministic mode, and a deadline the build is
         # not stopped by (solve's default --time-limit), where a fine build of billions of pairs ran minutes
         det = deterministic_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed,
-                                  deterministic=deterministic)
+                                  deterministic=deterministic, solver_share=solver_share)
         if det.graph is None:
             return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, deterministic, workers, seed, progress), known=known,

@@ -726,8 +726,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  deadline=deadline_, stop_build=deadline_ is not None and graph is None,
                                  pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
                                  # wall-clock: the guard's share is of what the builds leave, not what they did not take
-                                 solver_share=FIRST_SHARE if memory_guard and deadline_ is not None and not whole
-                                 else 1.0, free_first=phase != "budget")
+                                 # (deterministic: the guard re-solves on the first solve's graph, which serves
+                                 # the whole limit: coarse.work_limit)
+                                 solver_share=FIRST_SHARE if memory_guard and not whole and (
+                                     deadline_ is not None or phase == "first") else 1.0,
+                                 free_first=phase != "budget")
             except SolveFailed:
                 lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
                 raise
