@@ -40,6 +40,7 @@ import math
 import warnings
 from typing import Any, Callable
 
+from ..interrupts import interruptible
 from .check import program
 from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
@@ -383,6 +384,7 @@ def _stop_child(child) -> None:
         child.communicate()
 
 
+@interruptible
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
@@ -576,7 +578,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
     a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
     shardings differ is dropped with a report warning; :class:`hloshard.errors.SolveFailed` when no
-    sharding fits the budget (its message names the liveness point and tensors).
+    sharding fits the budget (its message names the liveness point and tensors).  Ctrl-C (SIGINT) during the call
+    stops it promptly (a running CP-SAT search at once) and raises ``KeyboardInterrupt``, also where Python
+    would swallow it (jax's garbage-collector callback; :func:`hloshard.interrupts.interruptible`); the SIGINT
+    handler, wakeup descriptor and ``sys.unraisablehook`` are the caller's again afterwards.
     """
     import time
 
