@@ -64,8 +64,10 @@ print(json.dumps({"out": out, "after_signal": time.monotonic() - fired[0] if fir
 
 def _child(script: str, *args: str, **kw) -> subprocess.Popen:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    # a background job may inherit SIGINT ignored; a user's terminal does not
     return subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=ROOT, **kw)
+                            text=True, env=env, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL), **kw)
 
 
 def _last_json(out: str) -> dict:

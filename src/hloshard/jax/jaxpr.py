@@ -608,3 +608,70 @@ def _drop_leading(sharding, rank: int):
     except Exception:  # noqa: BLE001 - a form this rewrite does not handle: not pinned
         return None
 
+
+
+#: jaxpr primitives whose output element i depends on input element i alone (every non-literal input has the
+#: output's shape): a layout on the inputs is the output's layout, and XLA's propagation (Shardy's elementwise
+#: sharding rule: one factor per dim, shared by operands and result) carries it through unchanged
+ELEMENTWISE = frozenset({
+    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "clamp",
+    "convert_element_type", "copy", "copy_p", "cos", "cosh", "div", "eq", "erf", "erf_inv", "erfc", "exp", "exp2",
+    "expm1", "floor", "ge", "gt", "imag", "integer_pow", "is_finite", "le", "lgamma", "digamma", "log", "log1p",
+    "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter", "not", "or", "pow", "real", "reduce_precision",
+    "rem", "round", "rsqrt", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign",
+    "sin", "sinh", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "xor",
+})
+
+
+def _entries(spec, rank: int) -> tuple:
+    """A PartitionSpec as one entry per dim (trailing dims None), for comparing two layouts of one value."""
+    out = list(spec) + [None] * (rank - len(spec))
+    return tuple(tuple(e) if isinstance(e, list) else e for e in out[:rank])
+
+
+def carried_outputs(closed, eqns: dict, constraints: dict, operand_constraints: dict, in_sh: list) -> set:
+    """The output constraints (``(equation path, 0)`` keys of ``constraints``: equation path, output j ->
+    NamedSharding) that XLA's propagation reaches without them, from the constraints kept: an equation of
+    :data:`ELEMENTWISE` whose non-literal inputs (at least one; each of the output's shape) are all read in
+    the layout its output is constrained to -- an input's layout being the argument's sharding (``in_sh``, one
+    per ``closed.jaxpr`` invar), the operand constraint the equation reads it through (``operand_constraints``,
+    the last of its steps), or the output constraint of the equation that made it (kept, or itself carried:
+    a chain of elementwise equations in one layout keeps its first constraint only).  An input whose layout
+    is not known here (a constant, an output left unconstrained, a loop body's or an inlined call's input)
+    keeps the constraint.
+
+    Why: ``plan.fn`` constrains every equation's output, thousands on a real model (new user 24's BART:
+    2,754 output constraints; jax traces and lowers each, Shardy and the SPMD partitioner carry each), most of
+    them on an optimizer's elementwise update whose operands are already in that layout.  The CPU compiler's
+    bytes and peak of the step with them and without the carried ones are measured in BENCHMARKS.md
+    (round 25, helper jitfast).  Returns the set of keys to leave out."""
+    import jax.extend.core as jcore
+
+    made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
+    out: set = set()
+    for path in sorted(eqns):   # program order: a loop's or an inlined call's equations after it
+        eqn = eqns[path]
+        sh = constraints.get((path, 0))
+        if sh is not None and eqn.primitive.name in ELEMENTWISE and len(eqn.outvars) == 1:
+            shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
+            want = _entries(sh.spec, len(shape))
+            pins = {}
+            for i, s in operand_constraints.get(path, ()):
+                pins[i] = s   # the last step is the layout the equation reads
+            seen = 0
+            for i, v in enumerate(eqn.invars):
+                if isinstance(v, jcore.Literal):
+                    continue
+                have = pins.get(i, made.get(v))
+                if have is None or tuple(getattr(v.aval, "shape", ())) != shape \
+                        or _entries(have.spec, len(shape)) != want:
+                    break
+                seen += 1
+            else:
+                if seen:
+                    out.add((path, 0))
+        for j, v in enumerate(eqn.outvars):
+            s = constraints.get((path, j))
+            if s is not None:
+                made[v] = s
+    return out
