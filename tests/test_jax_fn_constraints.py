@@ -29,22 +29,27 @@ mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 S = lambda *p: NamedSharding(mesh, P(*p))
 
 def f(x, y, c):
-    a = x * y             # 0 mul: both inputs P('data') -> P('data'): carried
-    b = a + 1.0           # 1 add with a literal: carried (chain)
-    t = jnp.tanh(b)       # 2 tanh: P(None, 'model'), another layout than b's: kept
-    u = t * c             # 3 mul: c's layout unknown (no argument sharding given): kept
-    v = u @ y             # 4 dot_general: not elementwise: kept
-    w = jnp.exp(b)        # 5 exp: b carried P('data'), but the equation reads b through an operand pin: kept
-    return v, w
+    a = x * y             # 0 mul: inputs P('data'), its one reader the add, P('data'): carried
+    b = a + 1.0           # 1 add: a reader (the tanh) in another layout: kept
+    w = jnp.exp(b)        # 2 exp: input P('data'), no reader, a result sharded P('data'): carried
+    t = jnp.tanh(b)       # 3 tanh: P(None, 'model'), another layout than b's: kept
+    u = t * c             # 4 mul: c's layout unknown (no argument sharding given): kept
+    v = u @ y             # 5 dot_general: not elementwise: kept
+    g = jnp.cos(x)        # 6 cos: input P('data'), but the result it is leaves P('model'): kept
+    h = jnp.sin(x)        # 7 sin: input P('data'), read by the add through an operand pin: kept
+    k = h + x             # 8 add: P('data') ... its input h pinned to P('model') there: kept
+    return v, w, g, k
 
 x = jax.ShapeDtypeStruct((16, 16), jnp.float32)
 closed = jax.make_jaxpr(f)(x, x, x)
 eqns = equations(closed)
 names = [eqns[(k,)].primitive.name for k in range(len(closed.jaxpr.eqns))]
-cons = {((0,), 0): S("data"), ((1,), 0): S("data"), ((2,), 0): S(None, "model"), ((3,), 0): S(None, "model"),
-        ((4,), 0): S("data"), ((5,), 0): S("data")}
-opc = {(5,): [(0, S(None, "model"))]}
-got = carried_outputs(closed, eqns, cons, opc, [S("data"), S("data"), None])
+cons = {((0,), 0): S("data"), ((1,), 0): S("data"), ((2,), 0): S("data"), ((3,), 0): S(None, "model"),
+        ((4,), 0): S(None, "model"), ((5,), 0): S("data"), ((6,), 0): S("data"), ((7,), 0): S("data"),
+        ((8,), 0): S("data")}
+opc = {(8,): [(0, S("model"))]}
+got = carried_outputs(closed, eqns, cons, opc, [S("data"), S("data"), None],
+                      [S("data"), S("data"), S("model"), S("data")])
 print(json.dumps({"names": names, "carried": sorted(k[0][0] for k in got)}))
 '''
 
@@ -60,10 +65,11 @@ def _run(script: str, timeout: float = 600) -> dict:
 
 def test_carried_outputs_only_where_every_input_is_in_the_layout():
     r = _run(UNIT)
-    assert r["names"] == ["mul", "add", "tanh", "mul", "dot_general", "exp"], r
-    # mul (inputs in its layout) and the add after it (a chain, a literal operand); not the tanh (another layout),
-    # the mul with an input of unknown layout, the dot, or the exp whose input is pinned to another layout
-    assert r["carried"] == [0, 1], r
+    assert r["names"] == ["mul", "add", "exp", "tanh", "mul", "dot_general", "cos", "sin", "add"], r
+    # the mul (inputs and reader in its layout) and the exp (a result in its layout); not the add read in
+    # another layout, the tanh (another layout), the mul with an input of unknown layout, the dot, the cos whose
+    # result leaves in another layout, or the sin read through an operand pin to another layout
+    assert r["carried"] == [0, 2], r
 
 
 #: tests/test_jax_time.py's decoder, auto_shard's plan: plan.jit() against the program with every output

@@ -924,7 +924,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 continue
     # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
     # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
-    carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh)}
+    carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
     outputs = {k: v for k, v in pinned.items() if k not in carried}
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),

@@ -629,47 +629,79 @@ def _entries(spec, rank: int) -> tuple:
     return tuple(tuple(e) if isinstance(e, list) else e for e in out[:rank])
 
 
-def carried_outputs(closed, eqns: dict, constraints: dict, operand_constraints: dict, in_sh: list) -> set:
+def _consumers(jaxpr) -> dict:
+    """Var -> ``[(equation, input index)]`` of every equation of ``jaxpr`` that reads it (loops and calls as
+    the equations they are, not their bodies)."""
+    out: dict = {}
+    for eqn in jaxpr.eqns:
+        for i, v in enumerate(eqn.invars):
+            if hasattr(v, "aval") and not hasattr(v, "val"):
+                out.setdefault(v, []).append((eqn, i))
+    return out
+
+
+def carried_outputs(closed, eqns: dict, constraints: dict, operand_constraints: dict, in_sh: list,
+                    out_sh: list) -> set:
     """The output constraints (``(equation path, 0)`` keys of ``constraints``: equation path, output j ->
     NamedSharding) that XLA's propagation reaches without them, from the constraints kept: an equation of
-    :data:`ELEMENTWISE` whose non-literal inputs (at least one; each of the output's shape) are all read in
-    the layout its output is constrained to -- an input's layout being the argument's sharding (``in_sh``, one
-    per ``closed.jaxpr`` invar), the operand constraint the equation reads it through (``operand_constraints``,
-    the last of its steps), or the output constraint of the equation that made it (kept, or itself carried:
-    a chain of elementwise equations in one layout keeps its first constraint only).  An input whose layout
-    is not known here (a constant, an output left unconstrained, a loop body's or an inlined call's input)
-    keeps the constraint.
+    :data:`ELEMENTWISE` at the top level of ``closed`` whose output is inside a region of one layout --
+
+    * its non-literal inputs (at least one; each of the output's shape) are all read in the layout its output
+      is constrained to: an input's layout is the argument's sharding (``in_sh``, one per ``closed.jaxpr``
+      invar), the operand constraint the equation reads it through (``operand_constraints``, the last of its
+      steps), or the output constraint of the equation that made it (kept, or itself carried);
+    * every equation that reads the output is of :data:`ELEMENTWISE` too, reads it without an operand
+      constraint and has its output constrained to the same layout, and where the output is a result of
+      ``closed`` its sharding (``out_sh``, one per outvar) is that layout too.
+
+    Then no neighbour offers XLA's propagation another layout for the value.  Both conditions are needed: new
+    user 24's MoE plan compiled to 15.02 MB of collectives instead of 13.43 MB with the first alone (a value
+    whose reader pinned another layout took the reader's, and its inputs were resharded instead).  An input
+    whose layout is not known here (a constant, an output left unconstrained) keeps the constraint; loop bodies
+    and inlined calls are not looked into (their equations keep theirs).
 
     Why: ``plan.fn`` constrains every equation's output, thousands on a real model (new user 24's BART:
     2,754 output constraints; jax traces and lowers each, Shardy and the SPMD partitioner carry each), most of
     them on an optimizer's elementwise update whose operands are already in that layout.  The CPU compiler's
-    bytes and peak of the step with them and without the carried ones are measured in BENCHMARKS.md
-    (round 25, helper jitfast).  Returns the set of keys to leave out."""
+    bytes and peak with and without the ones left out are in BENCHMARKS.md (round 25, helper jitfast).
+    Returns the set of keys to leave out."""
     import jax.extend.core as jcore
 
-    made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
+    jaxpr = closed.jaxpr
+    made: dict = {v: sh for v, sh in zip(jaxpr.invars, in_sh)}
+    readers = _consumers(jaxpr)
+    path_of = {id(eqn): (k,) for k, eqn in enumerate(jaxpr.eqns)}
+    results: dict = {}
+    for v, sh in zip(jaxpr.outvars, out_sh):
+        if not isinstance(v, jcore.Literal):
+            results.setdefault(v, []).append(sh)
+
+    def same(a, b, rank: int) -> bool:
+        return a is not None and b is not None and _entries(a.spec, rank) == _entries(b.spec, rank)
+
     out: set = set()
-    for path in sorted(eqns):   # program order: a loop's or an inlined call's equations after it
-        eqn = eqns[path]
+    for k, eqn in enumerate(jaxpr.eqns):
+        path = (k,)
         sh = constraints.get((path, 0))
-        if sh is not None and eqn.primitive.name in ELEMENTWISE and len(eqn.outvars) == 1:
-            shape = tuple(getattr(eqn.outvars[0].aval, "shape", ()))
-            want = _entries(sh.spec, len(shape))
+        if sh is not None and eqns.get(path) is eqn and eqn.primitive.name in ELEMENTWISE and len(eqn.outvars) == 1:
+            v_out = eqn.outvars[0]
+            shape = tuple(getattr(v_out.aval, "shape", ()))
+            rank = len(shape)
             pins = {}
             for i, s in operand_constraints.get(path, ()):
                 pins[i] = s   # the last step is the layout the equation reads
-            seen = 0
-            for i, v in enumerate(eqn.invars):
-                if isinstance(v, jcore.Literal):
-                    continue
-                have = pins.get(i, made.get(v))
-                if have is None or tuple(getattr(v.aval, "shape", ())) != shape \
-                        or _entries(have.spec, len(shape)) != want:
+            inputs = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jcore.Literal)]
+            ok = bool(inputs) and all(tuple(getattr(v.aval, "shape", ())) == shape and
+                                      same(pins.get(i, made.get(v)), sh, rank) for i, v in inputs)
+            for user, i in readers.get(v_out, ()) if ok else ():
+                upath = path_of.get(id(user))
+                if user.primitive.name not in ELEMENTWISE or upath is None or \
+                        any(j == i for j, _ in operand_constraints.get(upath, ())) or \
+                        not same(constraints.get((upath, 0)), sh, rank):
+                    ok = False
                     break
-                seen += 1
-            else:
-                if seen:
-                    out.add((path, 0))
+            if ok and all(same(r, sh, rank) for r in results.get(v_out, ())):
+                out.add((path, 0))
         for j, v in enumerate(eqn.outvars):
             s = constraints.get((path, j))
             if s is not None:
