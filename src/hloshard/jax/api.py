@@ -63,8 +63,9 @@ class AutoShardResult:
     ``jax.jit(result.fn, in_shardings=..., out_shardings=...)``, which :meth:`jit` does); a result leaf
     tied to an argument leaf (``ties``) has that argument's sharding, so the step's outputs can be fed
     back as its next inputs without resharding.
-    ``fn``: ``fn`` with hloshard's plan as ``with_sharding_constraint`` (equation outputs and pinned
-    operands; same arguments and results); ``constraints``: the intermediate shardings XLA's
+    ``fn``: ``fn`` with hloshard's plan as ``with_sharding_constraint`` (equation outputs, but those XLA's
+    propagation reaches from the others, :attr:`outputs_left_to_xla`, and pinned operands; same arguments and
+    results); ``constraints``: the intermediate shardings XLA's
     propagation from the parameter / output shardings alone does not reach
     (:func:`hloshard.partition_specs.partition_specs` dicts: instruction, opcode, shape, sharding,
     partition_spec, xla_propagation, op_name, source); ``report``: the ``hloshard solve --report`` JSON
