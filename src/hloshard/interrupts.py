@@ -3,8 +3,8 @@ while a module imports.
 
 * :data:`STOP`: a ``threading.Event`` (or None) for the searches started in this context: once it is set,
   a running CP-SAT search stops at once and returns what it has, and a new one gets no time
-  (:mod:`hloshard.solver.cpsat` reads it; the CLI sets it on Ctrl-C,
-  :func:`hloshard.commands.common.stop_on_interrupt`).  It lives here, not in the solver package, so
+  (:mod:`hloshard.solver.cpsat` reads it; :func:`stop_on_interrupt` sets it on Ctrl-C, for the CLI and
+  ``auto_shard``).  It lives here, not in the solver package, so
   that setting it imports no OR-Tools (``hloshard fmt`` never does).
 * :func:`stop_on_interrupt`: Ctrl-C stops a running CP-SAT search at once and surfaces as ``KeyboardInterrupt``,
   also where Python swallows it (the CLI's commands; :func:`interruptible` wraps ``hloshard.jax.auto_shard``).
