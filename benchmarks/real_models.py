@@ -33,6 +33,10 @@ sharding (each would be resharded before the next step; must be 0). ``seconds``:
 ``auto_shard``. ``pred``: hloshard's own prediction for its plan (ring bytes of the collectives it
 predicts, :func:`hloshard.xla_compare.predicted_collectives`; peak of its liveness model).
 
+``compile_cpu_seconds``: CPU seconds of this process tracing, lowering and compiling the plan's step
+(``sharding_constraints``: the ``with_sharding_constraint``s it lowers to; auto plans: ``pins``, with
+``output_constraints`` / ``outputs_left_to_xla``, :func:`hloshard.jax.jaxpr.carried_outputs`).
+
 Each (model, plan) runs in a child process with a timeout, so one failure leaves a row saying why.
 hloshard (hence OR-Tools) is imported before keras-hub (which imports tensorflow): the other order
 crashes OR-Tools (a protobuf clash, google/or-tools#3230).
@@ -339,7 +343,8 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
         rep = res.report
         row.update(pred_peak=rep.get("peak_memory_per_device"), status=rep.get("status"), gap=rep.get("gap"),
                    objective=rep.get("objective"), solver_objective=rep.get("solver_objective"),
-                   budget=budget, guard=rep.get("memory_guard"), known_plans=rep.get("known_plans"))
+                   budget=budget, guard=rep.get("memory_guard"), known_plans=rep.get("known_plans"),
+                   pins=rep.get("pins"))
         try:
             from hloshard.xla_compare import predicted_collectives
 
@@ -355,8 +360,11 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     else:
         raise ValueError(f"unknown plan {plan!r} (known: {', '.join(PLANS)})")
 
+    c0 = time.process_time()   # the plan's compile: CPU seconds of tracing, lowering and XLA (round 25, jitfast)
     lowered = jax.jit(fn, in_shardings=in_sh, out_shardings=out_sh).lower(
         {k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
+    # the with_sharding_constraints XLA compiles (plan.fn's; none for a plan given as in/out shardings alone)
+    row["sharding_constraints"] = lowered.as_text().count("sdy.sharding_constraint")
     if ctx.get("stablehlo_dir"):   # for benchmarks/real_models_tpu.py (the TPU compiler, ahead of time);
         # with its locations, so the TPU's HLO keeps each instruction's op_name (hloshard_eqnN) for diagnosis
         stem = os.path.join(ctx["stablehlo_dir"], f"{ctx['model_name']}.{ctx.get('plan_label', plan)}")
@@ -364,6 +372,7 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
         if res is not None:   # and hloshard's written module (what `hloshard solve` writes)
             pathlib.Path(stem + ".solved.hlo").write_text(res.hlo_text)
     compiled, raw = _spmd_text(lowered)
+    row["compile_cpu_seconds"] = round(time.process_time() - c0, 2)   # noisy too, less than wall under load
     row.update(xla_figures(compiled, raw))
     if res is not None and ctx.get("written"):
         row["written_bytes"] = written_module_bytes(res.hlo_text, mesh.devices.size)

@@ -8,25 +8,23 @@ paths checked before the work starts, the stderr progress display, and Ctrl-C.
   long solve (:func:`hloshard.io.check_output_path`).
 * :func:`step` shows a rich spinner with a label on stderr while a step runs, only when stderr is a
   terminal (never in pipes, files or CI logs).
-* :func:`stop_on_interrupt` turns Ctrl-C into a stopped CP-SAT search: the signal is noticed by a
-  watcher thread even while the main thread is inside the solver's C++ code, which sets
-  :data:`hloshard.interrupts.STOP`; the search returns at once and the pending KeyboardInterrupt
-  surfaces in the main thread (the CLI prints ``interrupted`` and exits 130, writing nothing).
+* :func:`stop_on_interrupt` (:func:`hloshard.interrupts.stop_on_interrupt`, re-exported) turns Ctrl-C into a
+  stopped CP-SAT search: the signal is noticed by a watcher thread even while the main thread is inside the
+  solver's C++ code, which sets :data:`hloshard.interrupts.STOP`; the search returns at once and the pending
+  KeyboardInterrupt surfaces in the main thread (the CLI prints ``interrupted`` and exits 130, writing nothing).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
-import threading
 import time
 
 import click
 
 from .. import IMPORTED_AT
-from ..interrupts import STOP
+from ..interrupts import stop_on_interrupt  # noqa: F401 - the CLI's Ctrl-C (cli.py): one place, interrupts.py
 
 META_KEY = "hloshard.input"
 
@@ -121,63 +119,6 @@ class _Spinner:
 def start_step(label: str, enabled: bool) -> _Spinner:
     """Like :func:`step`, for code that cannot be indented under a ``with``: call ``.stop()``."""
     return _Spinner(label, enabled)
-
-
-@contextlib.contextmanager
-def stop_on_interrupt():
-    """Make Ctrl-C stop a running CP-SAT search at once (see the module docstring).
-
-    Outside the main thread (signals cannot be handled there) this does nothing. The previous
-    wakeup descriptor and SIGINT handler are restored on exit.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    event = threading.Event()
-    done = threading.Event()
-    r, w = os.pipe()
-    os.set_blocking(w, False)
-    try:
-        old_fd = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
-    except ValueError:  # not the main interpreter thread after all
-        os.close(r)
-        os.close(w)
-        yield
-        return
-    old_handler = signal.getsignal(signal.SIGINT)
-    if old_handler in (signal.SIG_IGN, None):
-        signal.set_wakeup_fd(old_fd)
-        os.close(r)
-        os.close(w)
-        yield
-        return
-    if old_handler is signal.SIG_DFL:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-    def watch():
-        while not done.is_set():
-            try:
-                data = os.read(r, 64)
-            except OSError:
-                return
-            if signal.SIGINT in data:
-                event.set()
-
-    watcher = threading.Thread(target=watch, name="hloshard-sigint", daemon=True)
-    watcher.start()
-    token = STOP.set(event)
-    try:
-        yield event
-    finally:
-        STOP.reset(token)
-        signal.set_wakeup_fd(old_fd)
-        done.set()
-        os.write(w, b"\0")  # wake the watcher
-        watcher.join(1.0)
-        os.close(r)
-        os.close(w)
-        if old_handler is signal.SIG_DFL:
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def xla_ready(module, filename: str) -> None:

@@ -19,7 +19,9 @@ Flow:
 5. Entry parameter / output shardings become ``NamedSharding(mesh, PartitionSpec)`` over the mesh's axis
    names (:func:`hloshard.sdy.dim_axes`).  :attr:`AutoShardResult.fn` re-evaluates the jaxpr with
    ``jax.lax.with_sharding_constraint`` (a) on each equation's outputs (the sharding of the last
-   instruction of that equation with the output's shape) and (b) on each operand the plan pins: the
+   instruction of that equation with the output's shape), except those XLA's propagation reaches from the
+   constraints kept (an elementwise equation whose inputs are read in its output's layout:
+   :func:`hloshard.jax.jaxpr.carried_outputs`; ``report["pins"]["outputs_left_to_xla"]``), and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
    body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
@@ -40,10 +42,11 @@ import math
 import warnings
 from typing import Any, Callable
 
+from ..interrupts import interruptible
 from .check import program
 from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
-from .jaxpr import (broadcast_operand_spec, broadcast_sources, equation_outputs, equations, loop_state_pins,
-                    pin_operand, pin_steps, runner)
+from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
+                    loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
 from ..summary import replicated_batch_inputs
 from .state import STATE_MODES, donated_args, find_ties
@@ -60,8 +63,9 @@ class AutoShardResult:
     ``jax.jit(result.fn, in_shardings=..., out_shardings=...)``, which :meth:`jit` does); a result leaf
     tied to an argument leaf (``ties``) has that argument's sharding, so the step's outputs can be fed
     back as its next inputs without resharding.
-    ``fn``: ``fn`` with hloshard's plan as ``with_sharding_constraint`` (equation outputs and pinned
-    operands; same arguments and results); ``constraints``: the intermediate shardings XLA's
+    ``fn``: ``fn`` with hloshard's plan as ``with_sharding_constraint`` (equation outputs, but those XLA's
+    propagation reaches from the others, :attr:`outputs_left_to_xla`, and pinned operands; same arguments and
+    results); ``constraints``: the intermediate shardings XLA's
     propagation from the parameter / output shardings alone does not reach
     (:func:`hloshard.partition_specs.partition_specs` dicts: instruction, opcode, shape, sharding,
     partition_spec, xla_propagation, op_name, source); ``report``: the ``hloshard solve --report`` JSON
@@ -93,6 +97,10 @@ class AutoShardResult:
     program: tuple | None = dataclasses.field(default=None, repr=False)
     #: the :class:`hloshard.mesh.DeviceMesh` the plan was priced on (the user's axes, refined for the module)
     device_mesh: Any = dataclasses.field(default=None, repr=False)
+    #: (equation path, output j) -> NamedSharding: the plan's equation-output layouts :attr:`fn` does not
+    #: constrain, since XLA's propagation reaches them from the constraints kept
+    #: (:func:`hloshard.jax.jaxpr.carried_outputs`); ``{**program[3], **outputs_left_to_xla}`` is every output
+    outputs_left_to_xla: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def hlo_text(self) -> str:
@@ -383,6 +391,7 @@ def _stop_child(child) -> None:
         child.communicate()
 
 
+@interruptible
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
@@ -576,7 +585,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
     a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
     shardings differ is dropped with a report warning; :class:`hloshard.errors.SolveFailed` when no
-    sharding fits the budget (its message names the liveness point and tensors).
+    sharding fits the budget (its message names the liveness point and tensors).  Ctrl-C (SIGINT) during the call
+    stops it promptly (a running CP-SAT search at once) and raises ``KeyboardInterrupt``, also where Python
+    would swallow it (jax's garbage-collector callback; :func:`hloshard.interrupts.interruptible`); the SIGINT
+    handler, wakeup descriptor and ``sys.unraisablehook`` are the caller's again afterwards.
     """
     import time
 
@@ -914,11 +926,16 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                 body_constraints.setdefault(path, []).append((i, NamedSharding(mesh, _spec(sh, rank, sdy_mesh))))
             except ValueError:
                 continue
+    # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
+    # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
+    carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
+    outputs = {k: v for k, v in pinned.items() if k not in carried}
     report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                       "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                       "loop_state_carried": sum(len(v) for v in body_constraints.values()),
-                      "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps}
-    constrained = program(closed, out_tree, pinned, operand_constraints, body_constraints)
+                      "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps,
+                      "output_constraints": len(outputs), "outputs_left_to_xla": len(carried)}
+    constrained = program(closed, out_tree, outputs, operand_constraints, body_constraints)
     constrained.__name__ = f"{name}_hloshard"
     t = lap("report", t_report)
     constraints = []
@@ -950,5 +967,5 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
                            ties=ties, pins=pin_rows, donate_argnums=donated, source_fn=fn,
-                           program=(closed, in_tree, out_tree, pinned, operand_constraints, body_constraints),
-                           device_mesh=dmesh)
+                           program=(closed, in_tree, out_tree, outputs, operand_constraints, body_constraints),
+                           device_mesh=dmesh, outputs_left_to_xla=carried)

@@ -608,3 +608,102 @@ def _drop_leading(sharding, rank: int):
     except Exception:  # noqa: BLE001 - a form this rewrite does not handle: not pinned
         return None
 
+
+
+#: jaxpr primitives whose output element i depends on input element i alone (every non-literal input has the
+#: output's shape): a layout on the inputs is the output's layout, and XLA's propagation (Shardy's elementwise
+#: sharding rule: one factor per dim, shared by operands and result) carries it through unchanged
+ELEMENTWISE = frozenset({
+    "abs", "acos", "acosh", "add", "and", "asin", "asinh", "atan", "atan2", "atanh", "cbrt", "ceil", "clamp",
+    "convert_element_type", "copy", "copy_p", "cos", "cosh", "div", "eq", "erf", "erf_inv", "erfc", "exp", "exp2",
+    "expm1", "floor", "ge", "gt", "imag", "integer_pow", "is_finite", "le", "lgamma", "digamma", "log", "log1p",
+    "logistic", "lt", "max", "min", "mul", "ne", "neg", "nextafter", "not", "or", "pow", "real", "reduce_precision",
+    "rem", "round", "rsqrt", "select_n", "shift_left", "shift_right_arithmetic", "shift_right_logical", "sign",
+    "sin", "sinh", "sqrt", "square", "stop_gradient", "sub", "tan", "tanh", "xor",
+})
+
+
+def _entries(spec, rank: int) -> tuple:
+    """A PartitionSpec as one entry per dim (trailing dims None), for comparing two layouts of one value."""
+    out = list(spec) + [None] * (rank - len(spec))
+    return tuple(tuple(e) if isinstance(e, list) else e for e in out[:rank])
+
+
+def _consumers(jaxpr) -> dict:
+    """Var -> ``[(equation, input index)]`` of every equation of ``jaxpr`` that reads it (loops and calls as
+    the equations they are, not their bodies)."""
+    out: dict = {}
+    for eqn in jaxpr.eqns:
+        for i, v in enumerate(eqn.invars):
+            if hasattr(v, "aval") and not hasattr(v, "val"):
+                out.setdefault(v, []).append((eqn, i))
+    return out
+
+
+def carried_outputs(closed, eqns: dict, constraints: dict, operand_constraints: dict, in_sh: list,
+                    out_sh: list) -> set:
+    """The output constraints (``(equation path, 0)`` keys of ``constraints``: equation path, output j ->
+    NamedSharding) that XLA's propagation reaches without them, from the constraints kept: an equation of
+    :data:`ELEMENTWISE` at the top level of ``closed`` whose output is inside a region of one layout --
+
+    * its non-literal inputs (at least one; each of the output's shape) are all read in the layout its output
+      is constrained to: an input's layout is the argument's sharding (``in_sh``, one per ``closed.jaxpr``
+      invar), the operand constraint the equation reads it through (``operand_constraints``, the last of its
+      steps), or the output constraint of the equation that made it (kept, or itself carried);
+    * every equation that reads the output is of :data:`ELEMENTWISE` too, reads it without an operand
+      constraint and has its output constrained to the same layout, and where the output is a result of
+      ``closed`` its sharding (``out_sh``, one per outvar) is that layout too.
+
+    Then no neighbour offers XLA's propagation another layout for the value.  Both conditions are needed: new
+    user 24's MoE plan compiled to 15.02 MB of collectives instead of 13.43 MB with the first alone (a value
+    whose reader pinned another layout took the reader's, and its inputs were resharded instead).  An input
+    whose layout is not known here (a constant, an output left unconstrained) keeps the constraint; loop bodies
+    and inlined calls are not looked into (their equations keep theirs).
+
+    Why: ``plan.fn`` constrains every equation's output, thousands on a real model (new user 24's BART:
+    2,754 output constraints; jax traces and lowers each, Shardy and the SPMD partitioner carry each), most of
+    them on an optimizer's elementwise update whose operands are already in that layout.  The CPU compiler's
+    bytes and peak with and without the ones left out are in BENCHMARKS.md (round 25, helper jitfast).
+    Returns the set of keys to leave out."""
+    import jax.extend.core as jcore
+
+    jaxpr = closed.jaxpr
+    made: dict = {v: sh for v, sh in zip(jaxpr.invars, in_sh)}
+    readers = _consumers(jaxpr)
+    path_of = {id(eqn): (k,) for k, eqn in enumerate(jaxpr.eqns)}
+    results: dict = {}
+    for v, sh in zip(jaxpr.outvars, out_sh):
+        if not isinstance(v, jcore.Literal):
+            results.setdefault(v, []).append(sh)
+
+    def same(a, b, rank: int) -> bool:
+        return a is not None and b is not None and _entries(a.spec, rank) == _entries(b.spec, rank)
+
+    out: set = set()
+    for k, eqn in enumerate(jaxpr.eqns):
+        path = (k,)
+        sh = constraints.get((path, 0))
+        if sh is not None and eqns.get(path) is eqn and eqn.primitive.name in ELEMENTWISE and len(eqn.outvars) == 1:
+            v_out = eqn.outvars[0]
+            shape = tuple(getattr(v_out.aval, "shape", ()))
+            rank = len(shape)
+            pins = {}
+            for i, s in operand_constraints.get(path, ()):
+                pins[i] = s   # the last step is the layout the equation reads
+            inputs = [(i, v) for i, v in enumerate(eqn.invars) if not isinstance(v, jcore.Literal)]
+            ok = bool(inputs) and all(tuple(getattr(v.aval, "shape", ())) == shape and
+                                      same(pins.get(i, made.get(v)), sh, rank) for i, v in inputs)
+            for user, i in readers.get(v_out, ()) if ok else ():
+                upath = path_of.get(id(user))
+                if user.primitive.name not in ELEMENTWISE or upath is None or \
+                        any(j == i for j, _ in operand_constraints.get(upath, ())) or \
+                        not same(constraints.get((upath, 0)), sh, rank):
+                    ok = False
+                    break
+            if ok and all(same(r, sh, rank) for r in results.get(v_out, ())):
+                out.add((path, 0))
+        for j, v in enumerate(eqn.outvars):
+            s = constraints.get((path, j))
+            if s is not None:
+                made[v] = s
+    return out
