@@ -521,3 +521,40 @@ def test_the_guard_returns_the_cheapest_plan_its_solves_found_within_its_limit(m
     plans[(2, 2)] = (260, 950_000, 26.0)
     result, info = guard.guard_plan(first(), module, types.SimpleNamespace(), "io", 8.0, 0, True)
     assert result.choice == [1, 1] and not info["cheapest"]["taken"]
+
+
+def test_with_no_plan_found_within_the_baseline_the_baseline_itself_is_returned(monkeypatch):
+    """No re-solve found a plan within the baseline's peak and no known plan keeps it: the guard returns the
+    baseline as a plan (its entry kept, every other node at the layout XLA's propagation gave it,
+    ``guard._baseline_plan``), not the unguarded plan that peaks above it (round 25: keras-hub's 4-layer Gemma
+    given its layout map).  Here on the MLP sample with "XLA's" layouts the solved plan's own: the baseline plan
+    takes each of them."""
+    import types
+
+    from hloshard.autoshard.apply import instruction_sharding
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    module = parse_file(str(SAMPLE))
+    mesh = DeviceMesh((2, 4))
+    first = solve_module(module, mesh, time_limit=2.0, deterministic=True, apply=False)
+    found = guard.plan_shardings(first, module)
+    base = {"plan": "gspmd", "peak_bytes": 1, "all_replicated": False, "found": found}
+    out, plan = guard._baseline_plan(first, base)
+    assert plan.name == "baseline" and plan.completion == "xla" and plan.feasible
+    graph = out.graph
+    named = [v for v, g in enumerate(graph.nodes) if g.instr.name in found and not g.multi]
+    assert named and all(instruction_sharding(graph, graph.nodes[v].instr, out.choice) == found[graph.nodes[v].instr.name]
+                         for v in named)
+    assert guard._baseline_plan(first, dict(base, plan=guard.DATA_PARALLEL_BASELINE)) is None
+    assert guard._baseline_plan(first, dict(base, found=None)) is None
+
+    # wired: every re-solve fails, no known plan: the baseline plan is returned, the note names it
+    def no_plan(module, dmesh, **kw):
+        raise SolveFailed("no plan within the limit")
+
+    _stub_guard(monkeypatch, no_plan, baseline=lambda *a, **k: dict(base))
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: found)
+    result, info = guard._guard(first, module, mesh, "io", 4.0, 0, True)
+    assert info["applied"] and info["fallback"] == "baseline" and result.choice == out.choice
+    assert "XLA propagates its entry shardings" in info["note"]

@@ -86,7 +86,7 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
 
 
 def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
-                  fill: dict | None = None) -> dict:
+                  fill: dict | None = None, with_found: bool = False) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
     what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
     outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
@@ -117,7 +117,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
 
     Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
     per device), "collective_cost": float (cost units), "all_replicated": bool (every entry sharding
-    replicated: the baseline is the replicated plan, whatever ``plan`` says)}``.  Raises
+    replicated: the baseline is the replicated plan, whatever ``plan`` says)}``; with ``with_found`` also
+    ``"found"``: the layouts priced (instruction name -> HloSharding: XLA's, the entry's, the fill's).  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
@@ -143,8 +144,11 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         for ins, sh in saved:
             ins.sharding = sh
         module.ties = ties
-    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
-            "all_replicated": all_replicated}
+    out = {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
+           "all_replicated": all_replicated}
+    if with_found:
+        out["found"] = found
+    return out
 
 
 #: :func:`data_parallel_baseline`'s ``"plan"``
@@ -275,6 +279,40 @@ def _fallback(result, plans, limit: int, propagate=None):
     return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), by_name[name]
 
 
+def _baseline_plan(result, base: dict):
+    """The guard's baseline as a plan of ``result.graph``, ``(a result like result, its KnownPlan named
+    "baseline", completion "xla")``: ``result``'s entry shardings kept and every other node at the layout
+    XLA's propagation gave it (``base["found"]``, :func:`baseline_peak`'s; completed where XLA names none,
+    :func:`hloshard.jax.known.propagated_choice`; no XLA run).  Only for a baseline of the plan's own entry
+    (``"gspmd"``: the user's shardings, which the plan keeps; ``"gspmd_from_plan"``), not all replicated;
+    None otherwise, or when that cannot be completed or is not feasible.  The guard's last answer when no
+    re-solve found a plan within the baseline's peak and no known plan keeps it (:func:`_guard`): the
+    baseline's peak is its own, so it keeps the guard's promise by definition, and given the user's
+    shardings it is the plan ``jax.jit`` would run with them (keras-hub's 4-layer Gemma given its layout map,
+    wall-clock ``time_limit=10``, round 25: with no re-solve started the unguarded plan went out, 176.39 MB
+    by XLA against the layout map's own 167.27 MB)."""
+    import dataclasses
+
+    from ..autoshard.evaluate import evaluate_choice
+    from ..costgraph import evaluate
+    from .known import KnownPlan, propagated_choice
+
+    found = base.get("found")
+    if not found or base.get("plan") not in ("gspmd", "gspmd_from_plan") or base.get("all_replicated"):
+        return None
+    choice = propagated_choice(result.graph, result.choice, found)
+    if choice is None:
+        return None
+    obj, ok = evaluate(result.graph.problem, choice)
+    if not ok:
+        return None
+    ev = evaluate_choice(result.graph, choice)
+    plan = KnownPlan("baseline", list(choice), int(obj), True, ev)
+    plan.completion = "xla"
+    sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
+    return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), plan
+
+
 def band_limit(peak: int, ceiling: int, device: str | None = None) -> int:
     """The limit (bytes per device, the model's own) of the guard's step after a failed re-solve whose plan
     nearest its limit peaks at ``peak``: the highest peak whose XLA lower bound
@@ -337,6 +375,19 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     work budget its re-solves and the step's solves did not spend (reported; not given to the local moves);
     wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A step that
     takes another plan puts the module back (the plan the guard kept was written, ``write="keep"``).
+
+    The last rule, with and without a budget (round 25): the plan returned is the cheapest plan known within the
+    guard's limit (:func:`cheapest_found`: of every plan the first solve, the guard's re-solves and the Pareto
+    step's solves found, :func:`hloshard.autoshard.solve.held`, and the known plans; the limit is the higher of
+    ``guard["limit_bytes"]`` and the predicted peak of the plan the guard and its step chose) unless that plan
+    costs within :data:`hloshard.autoshard.solve.PARETO_SHARE` of it: the Pareto step's tolerance (a plan whose
+    predicted cost is within it of the cheapest is not shown to move more bytes under XLA), so a lower peak the
+    step took within it stays.  ``guard["cheapest"]`` reports the cheapest plan, its cost and peak and whether
+    it was taken.  Why: the guard's re-solve within the baseline's peak and the Pareto step each searched for a
+    lower peak, and a cheaper plan one of them found was dropped because it did not lower the peak further:
+    tunix's Llama 3 (``llama3_small``, ``time_limit=10``, round 24): re-solved within the data-parallel
+    baseline (23.5 MiB) into a 28.4 M plan at 15.6 MiB while the Pareto step found an 11.7 M plan at 16.6 MiB
+    inside that limit (XLA: 21.10 MB moved at a 17.01 MB peak, against tunix's expert's 13.46 / 9.98 MB).
     Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
@@ -496,7 +547,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     rounds, and returns it when its own search finds nothing within (``guard["held"]``; that limit is then one
     a re-solve found nothing within, ``guard["failed_limit_bytes"]``) or nothing cheaper (the band buys cost
     and nothing else: held-out keras-hub qwen2_small's band step found another plan of the same cost, 8,839,739,
-    and the same predicted peak, which XLA put at 11.25 MB against 10.79 MB); the guard stops there either way.  Why
+    and the same predicted peak, which XLA put at 11.25 MB against 10.79 MB).  When the band step held the
+    nearest plan and a step's share of the budget is left (wall-clock: a re-solve's time), one more search
+    asks for the nearest plan's own peak, from it, and its plan is taken when cheaper than the held one
+    (``guard["exact_step"]``; ``guard["limit_bytes"]`` stays the band's, which both keep): two searches from
+    the same plan under nearby limits end on different plans, and within the band cost decides (the
+    qwen2_small plan above at 10.79 MB was the exact search's, round 23, 0.49 units cheaper).  The guard
+    stops there.  Why
     the band and not the nearest plan's own peak (rounds 22-23): that peak is where one search happened to
     stop, and plans whose predicted peaks differ by less than the model's error are not told apart by XLA;
     asked for it exactly, a small change in prices swapped a 10.0 MiB plan of cost 6.31 M for a 9.4 MiB one
@@ -511,7 +568,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
     baseline's peak is returned instead of the unguarded plan (``guard["fallback"]`` names it; the note says
-    so).  ``child``: the XLA child for the baseline, started
+    so), and when none keeps it, the baseline itself as a plan (:func:`_baseline_plan`, ``"baseline"``:
+    XLA's propagation of the plan's entry, the user's shardings when they sharded any; round 25).  ``child``: the XLA child for the baseline, started
     before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
@@ -561,8 +619,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                                   f"of them kept for pricing the baseline and the plan)")
             warm["timeout"] = _time_left(deadline) - LATER_PHASE_PRICINGS * reserve
         t_base = time.monotonic()
-        base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
+        base = baseline_peak(module, dmesh, with_found=True, **warm) if user_sharded(module) else \
             baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
+                          with_found=True,
                           **warm)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
@@ -704,6 +763,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     guard["resolves"] = len(tried) + exact   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit, propagate)
+        if back is None:   # none known keeps it: the baseline itself, the plan XLA makes of the same entry
+            back = _baseline_plan(result, base)
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
             back_result, plan = back
             guard.update(applied=True, fallback=plan.name)
