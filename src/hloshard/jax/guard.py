@@ -425,7 +425,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     return _cheapest_kept(first_graph, stepped, guard, known_plans, unwritten)
 
 
-def cheapest_found(graph, plan, limit: int, known_plans=()):
+def cheapest_found(graph, plan, limit: int, known_plans=(), below: float | None = None):
     """The cheapest plan of ``graph`` (the first solve's cost graph: its problem prices every plan of the
     graphs made from it for other limits, :func:`hloshard.autoshard.build.with_memory_budget`) known to the
     guard whose predicted peak (communication buffers included, bytes per device) is at most ``limit``:
@@ -436,16 +436,21 @@ def cheapest_found(graph, plan, limit: int, known_plans=()):
     :func:`hloshard.autoshard.trivial.trivial_plans` (replicated; data parallel over the data axis and over
     every axis).  As :func:`hloshard.autoshard.solve.cheapest_within` gives it, ``(name, choice, evaluation,
     objective in the problem's integer units)``: the one rule for "the cheapest known plan within a limit".
-    None when none keeps ``limit``.  Raises nothing."""
+    ``below`` (the problem's integer units): only plans of a lower objective are priced (``plan`` aside; a
+    peak costs an evaluation, up to a second on keras-hub's 4-layer Gemma).  None when none keeps ``limit``.
+    Raises nothing."""
     from ..autoshard.solve import cheapest_within, held
     from ..autoshard.trivial import trivial_plans
+    from ..costgraph import evaluate
 
-    plans = [("the guard's plan", list(plan.choice), plan.evaluation)]
-    plans += [(f"found by a search of the graph ({k + 1})", c, None) for k, c in enumerate(held(graph))]
+    plans = [(f"found by a search of the graph ({k + 1})", c, None) for k, c in enumerate(held(graph))]
     known = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible]
     plans += [(f"the {p.name} plan, known before the search", p.choice, p.evaluation) for p in known]
     plans += [(f"the {name} plan", c, None) for name, c in trivial_plans(graph)]
-    return cheapest_within(graph, int(limit), plans)
+    if below is not None:
+        plans = [q for q in plans if q[1] is not None and len(q[1]) == graph.problem.num_nodes
+                 and evaluate(graph.problem, q[1])[0] < below]
+    return cheapest_within(graph, int(limit), [("the guard's plan", list(plan.choice), plan.evaluation)] + plans)
 
 
 def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
@@ -456,12 +461,15 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
     (:func:`_held`), and ``guard["cheapest"]`` says so.  The module is put back when the plan kept written
     (``unwritten``, ``write="keep"``) is replaced.  Nothing when the guard had no baseline."""
     from ..autoshard.solve import PARETO_SHARE
+    from ..costgraph import evaluate
     from ..units import format_bytes
 
     if guard.get("baseline") is None:
         return result, guard
     limit = max(int(guard["limit_bytes"]), int(result.evaluation.peak_memory))
-    best = cheapest_found(graph, result, limit, known_plans)
+    # only a plan cheaper by more than the share can be taken: none dearer is priced
+    best = cheapest_found(graph, result, limit, known_plans,
+                          below=evaluate(graph.problem, result.choice)[0] / (1.0 + PARETO_SHARE))
     if best is None:
         return result, guard
     name, choice, ev, _ = best
