@@ -425,7 +425,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     return _cheapest_kept(first_graph, stepped, guard, known_plans, unwritten)
 
 
-def cheapest_found(graph, plan, limit: int, known_plans=(), below: float | None = None):
+def cheapest_found(graph, plan, limit: int, known_plans=(), margin: float = 1.0):
     """The cheapest plan of ``graph`` (the first solve's cost graph: its problem prices every plan of the
     graphs made from it for other limits, :func:`hloshard.autoshard.build.with_memory_budget`) known to the
     guard whose predicted peak (communication buffers included, bytes per device) is at most ``limit``:
@@ -436,9 +436,9 @@ def cheapest_found(graph, plan, limit: int, known_plans=(), below: float | None 
     :func:`hloshard.autoshard.trivial.trivial_plans` (replicated; data parallel over the data axis and over
     every axis).  As :func:`hloshard.autoshard.solve.cheapest_within` gives it, ``(name, choice, evaluation,
     objective in the problem's integer units)``: the one rule for "the cheapest known plan within a limit".
-    ``below`` (the problem's integer units): only plans of a lower objective are priced (``plan`` aside; a
-    peak costs an evaluation, up to a second on keras-hub's 4-layer Gemma).  None when none keeps ``limit``.
-    Raises nothing."""
+    ``margin`` (>= 1): only plans whose objective times it is below ``plan``'s are priced (a peak costs an
+    evaluation, up to a second on keras-hub's 4-layer Gemma); ``plan`` is the answer when none is.  None when
+    none keeps ``limit``.  Raises nothing."""
     from ..autoshard.solve import cheapest_within, held
     from ..autoshard.trivial import trivial_plans
     from ..costgraph import evaluate
@@ -447,7 +447,8 @@ def cheapest_found(graph, plan, limit: int, known_plans=(), below: float | None 
     known = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible]
     plans += [(f"the {p.name} plan, known before the search", p.choice, p.evaluation) for p in known]
     plans += [(f"the {name} plan", c, None) for name, c in trivial_plans(graph)]
-    if below is not None:
+    if plan.choice is not None and len(plan.choice) == graph.problem.num_nodes:
+        below = evaluate(graph.problem, plan.choice)[0] / float(margin)
         plans = [q for q in plans if q[1] is not None and len(q[1]) == graph.problem.num_nodes
                  and evaluate(graph.problem, q[1])[0] < below]
     return cheapest_within(graph, int(limit), [("the guard's plan", list(plan.choice), plan.evaluation)] + plans)
@@ -461,15 +462,13 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
     (:func:`_held`), and ``guard["cheapest"]`` says so.  The module is put back when the plan kept written
     (``unwritten``, ``write="keep"``) is replaced.  Nothing when the guard had no baseline."""
     from ..autoshard.solve import PARETO_SHARE
-    from ..costgraph import evaluate
     from ..units import format_bytes
 
     if guard.get("baseline") is None:
         return result, guard
     limit = max(int(guard["limit_bytes"]), int(result.evaluation.peak_memory))
     # only a plan cheaper by more than the share can be taken: none dearer is priced
-    best = cheapest_found(graph, result, limit, known_plans,
-                          below=evaluate(graph.problem, result.choice)[0] / (1.0 + PARETO_SHARE))
+    best = cheapest_found(graph, result, limit, known_plans, margin=1.0 + PARETO_SHARE)
     if best is None:
         return result, guard
     name, choice, ev, _ = best
