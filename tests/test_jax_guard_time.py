@@ -497,6 +497,7 @@ def test_the_guard_returns_the_cheapest_plan_its_solves_found_within_its_limit(m
 
     def pareto(result, budget, **kw):   # found a cheaper plan at a higher peak than the guard's: not taken
         graph.held_plans.append(pareto_plan[0])
+        graph.held_plans.append([3, 3])   # cheaper still, above the baseline's peak
         return result, {"applied": False, "tried": [{"limit_bytes": 1}]}
 
     _stub_guard(monkeypatch, solve)
