@@ -86,7 +86,7 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
 
 
 def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = None, child=None,
-                  fill: dict | None = None, with_found: bool = False) -> dict:
+                  fill: dict | None = None) -> dict:
     """The baseline a plan for ``module`` is meant to improve on, priced by hloshard's memory model:
     what XLA does with only the entry shardings (GSPMD propagation from the entry parameters' and
     outputs' shardings, :func:`hloshard.partition_specs.xla_propagate`), the plan
@@ -117,8 +117,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
 
     Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
     per device), "collective_cost": float (cost units), "all_replicated": bool (every entry sharding
-    replicated: the baseline is the replicated plan, whatever ``plan`` says)}``; with ``with_found`` also
-    ``"found"``: the layouts priced (instruction name -> HloSharding: XLA's, the entry's, the fill's).  Raises
+    replicated: the baseline is the replicated plan, whatever ``plan`` says), "found": the layouts priced
+    (instruction name -> HloSharding: XLA's, the entry's, the fill's; :func:`_guard`'s last fallback)}``.  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
@@ -144,11 +144,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
         for ins, sh in saved:
             ins.sharding = sh
         module.ties = ties
-    out = {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
-           "all_replicated": all_replicated}
-    if with_found:
-        out["found"] = found
-    return out
+    return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
+            "all_replicated": all_replicated, "found": found}
 
 
 #: :func:`data_parallel_baseline`'s ``"plan"``
@@ -632,9 +629,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                                   f"of them kept for pricing the baseline and the plan)")
             warm["timeout"] = _time_left(deadline) - LATER_PHASE_PRICINGS * reserve
         t_base = time.monotonic()
-        base = baseline_peak(module, dmesh, with_found=True, **warm) if user_sharded(module) else \
+        base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
             baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
-                          with_found=True,
                           **warm)
     except (HloshardError, SolveFailed) as exc:
         return result, {"baseline": None, "applied": False,
