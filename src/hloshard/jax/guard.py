@@ -117,7 +117,8 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
 
     Returns ``{"plan": "gspmd" | "gspmd_from_plan" | "replicated", "peak_bytes": int (predicted peak
     per device), "collective_cost": float (cost units), "all_replicated": bool (every entry sharding
-    replicated: the baseline is the replicated plan, whatever ``plan`` says)}``.  Raises
+    replicated: the baseline is the replicated plan, whatever ``plan`` says), "found": the layouts priced
+    (instruction name -> HloSharding: XLA's, the entry's, the fill's; :func:`_guard`'s last fallback)}``.  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
     from ..autoshard import evaluate_module
@@ -144,7 +145,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
             ins.sharding = sh
         module.ties = ties
     return {"plan": plan, "peak_bytes": int(ev.evaluation.peak_memory), "collective_cost": float(ev.total_cost),
-            "all_replicated": all_replicated}
+            "all_replicated": all_replicated, "found": found}
 
 
 #: :func:`data_parallel_baseline`'s ``"plan"``
@@ -275,6 +276,40 @@ def _fallback(result, plans, limit: int, propagate=None):
     return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), by_name[name]
 
 
+def _baseline_plan(result, base: dict):
+    """The guard's baseline as a plan of ``result.graph``, ``(a result like result, its KnownPlan named
+    "baseline", completion "xla")``: ``result``'s entry shardings kept and every other node at the layout
+    XLA's propagation gave it (``base["found"]``, :func:`baseline_peak`'s; completed where XLA names none,
+    :func:`hloshard.jax.known.propagated_choice`; no XLA run).  Only for a baseline of the plan's own entry
+    (``"gspmd"``: the user's shardings, which the plan keeps; ``"gspmd_from_plan"``), not all replicated;
+    None otherwise, or when that cannot be completed or is not feasible.  The guard's last answer when no
+    re-solve found a plan within the baseline's peak and no known plan keeps it (:func:`_guard`): the
+    baseline's peak is its own, so it keeps the guard's promise by definition, and given the user's
+    shardings it is the plan ``jax.jit`` would run with them (keras-hub's 4-layer Gemma given its layout map,
+    wall-clock ``time_limit=10``, round 25: with no re-solve started the unguarded plan went out, 176.39 MB
+    by XLA against the layout map's own 167.27 MB)."""
+    import dataclasses
+
+    from ..autoshard.evaluate import evaluate_choice
+    from ..costgraph import evaluate
+    from .known import KnownPlan, propagated_choice
+
+    found = base.get("found")
+    if not found or base.get("plan") not in ("gspmd", "gspmd_from_plan") or base.get("all_replicated"):
+        return None
+    choice = propagated_choice(result.graph, result.choice, found)
+    if choice is None:
+        return None
+    obj, ok = evaluate(result.graph.problem, choice)
+    if not ok:
+        return None
+    ev = evaluate_choice(result.graph, choice)
+    plan = KnownPlan("baseline", list(choice), int(obj), True, ev)
+    plan.completion = "xla"
+    sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
+    return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), plan
+
+
 def band_limit(peak: int, ceiling: int, device: str | None = None) -> int:
     """The limit (bytes per device, the model's own) of the guard's step after a failed re-solve whose plan
     nearest its limit peaks at ``peak``: the highest peak whose XLA lower bound
@@ -337,10 +372,27 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     work budget its re-solves and the step's solves did not spend (reported; not given to the local moves);
     wall-clock mode: the step's deadline moves by the guard's XLA run (``guard["xla_seconds"]``).  A step that
     takes another plan puts the module back (the plan the guard kept was written, ``write="keep"``).
+
+    The last rule, with and without a budget (round 25): the plan returned is the cheapest plan known within the
+    guard's limit (:func:`cheapest_found`: of every plan the first solve, the guard's re-solves and the Pareto
+    step's solves found, :func:`hloshard.autoshard.solve.held`, and the known plans; the limit is the higher of
+    the baseline's peak and the predicted peak of the plan the guard and its step chose, not the band's limit
+    above a held plan: a plan at the band's top is not one the guard vouched for; held-out keras-hub qwen2
+    given its layout map took a plan 10% cheaper at 80.9 MB predicted against the held 72.0 MB, and XLA's peak
+    rose 55.42 -> 63.03 MB) unless that plan
+    costs within :data:`hloshard.autoshard.solve.PARETO_SHARE` of it: the Pareto step's tolerance (a plan whose
+    predicted cost is within it of the cheapest is not shown to move more bytes under XLA), so a lower peak the
+    step took within it stays.  ``guard["cheapest"]`` reports the cheapest plan, its cost and peak and whether
+    it was taken.  Why: the guard's re-solve within the baseline's peak and the Pareto step each searched for a
+    lower peak, and a cheaper plan one of them found was dropped because it did not lower the peak further:
+    tunix's Llama 3 (``llama3_small``, ``time_limit=10``, round 24): re-solved within the data-parallel
+    baseline (23.5 MiB) into a 28.4 M plan at 15.6 MiB while the Pareto step found an 11.7 M plan at 16.6 MiB
+    inside that limit (XLA: 21.10 MB moved at a 17.01 MB peak, against tunix's expert's 13.46 / 9.98 MB).
     Arguments as :func:`_guard`'s."""
     from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
 
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+    first_graph = result.graph   # the first solve's (the user's budget kept): the plans' objectives and peaks
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate, write=write)
@@ -349,7 +401,7 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
-        return result, guard
+        return _cheapest_kept(first_graph, result, guard, known_plans, unwritten)
     if deterministic:   # one bisection step's share of the guard's budget, at most what its re-solves left
         budget = min(left, RESOLVE_SHARES[-1] * float(time_limit))
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
@@ -369,7 +421,77 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
             _unwrite(result, unwritten)
             stepped.written = None
             guard["written"] = False
-    return stepped, guard
+            unwritten = None
+    return _cheapest_kept(first_graph, stepped, guard, known_plans, unwritten)
+
+
+def cheapest_found(graph, plan, limit: int, known_plans=(), margin: float = 1.0):
+    """The cheapest plan of ``graph`` (the first solve's cost graph: its problem prices every plan of the
+    graphs made from it for other limits, :func:`hloshard.autoshard.build.with_memory_budget`) known to the
+    guard whose predicted peak (communication buffers included, bytes per device) is at most ``limit``:
+    of ``plan`` (a :class:`~hloshard.autoshard.SolveResult` of ``graph``'s problem, first), every plan the
+    searches of ``graph`` found (:func:`hloshard.autoshard.solve.held`: the first solve's start and plan, the
+    guard's re-solves, the band and exact steps, the Pareto step's solves), ``known_plans``
+    (:class:`hloshard.jax.known.KnownPlan`, the feasible ones and the greedy plans they refined) and
+    :func:`hloshard.autoshard.trivial.trivial_plans` (replicated; data parallel over the data axis and over
+    every axis).  As :func:`hloshard.autoshard.solve.cheapest_within` gives it, ``(name, choice, evaluation,
+    objective in the problem's integer units)``: the one rule for "the cheapest known plan within a limit".
+    ``margin`` (>= 1): only plans whose objective times it is below ``plan``'s are priced (a peak costs an
+    evaluation, up to a second on keras-hub's 4-layer Gemma); ``plan`` is the answer when none is.  None when
+    none keeps ``limit``.  Raises nothing."""
+    from ..autoshard.solve import cheapest_within, held
+    from ..autoshard.trivial import trivial_plans
+    from ..costgraph import evaluate
+
+    plans = [(f"found by a search of the graph ({k + 1})", c, None) for k, c in enumerate(held(graph))]
+    known = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible]
+    plans += [(f"the {p.name} plan, known before the search", p.choice, p.evaluation) for p in known]
+    plans += [(f"the {name} plan", c, None) for name, c in trivial_plans(graph)]
+    if plan.choice is not None and len(plan.choice) == graph.problem.num_nodes:
+        below = evaluate(graph.problem, plan.choice)[0] / float(margin)
+        plans = [q for q in plans if q[1] is not None and len(q[1]) == graph.problem.num_nodes
+                 and evaluate(graph.problem, q[1])[0] < below]
+    return cheapest_within(graph, int(limit), [("the guard's plan", list(plan.choice), plan.evaluation)] + plans)
+
+
+def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
+    """``(result, guard)`` after the guard's last rule (:func:`guard_plan`'s docstring): ``result`` (the plan
+    of the guard and its Pareto step) unless :func:`cheapest_found` within the guard's limit -- the higher of
+    the baseline's peak (``guard["baseline_peak_bytes"]``) and ``result``'s own predicted peak -- costs less
+    than ``result`` by more than
+    :data:`hloshard.autoshard.solve.PARETO_SHARE` of its own cost; then that plan, in ``result``'s graph
+    (:func:`_held`), and ``guard["cheapest"]`` says so.  The module is put back when the plan kept written
+    (``unwritten``, ``write="keep"``) is replaced.  Nothing when the guard had no baseline."""
+    from ..autoshard.solve import PARETO_SHARE
+    from ..units import format_bytes
+
+    if guard.get("baseline") is None:
+        return result, guard
+    # the baseline's peak, or the plan's own where the guard kept or held one above it (within the model's
+    # error band): not the band's limit, whose top no plan the guard vouched for reaches
+    limit = max(int(guard["baseline_peak_bytes"]), int(result.evaluation.peak_memory))
+    # only a plan cheaper by more than the share can be taken: none dearer is priced
+    best = cheapest_found(graph, result, limit, known_plans, margin=1.0 + PARETO_SHARE)
+    if best is None:
+        return result, guard
+    name, choice, ev, _ = best
+    cost = float(result.evaluation.total)
+    taken = [int(x) for x in choice] != [int(x) for x in result.choice] and \
+        (1.0 + PARETO_SHARE) * float(ev.total) < cost
+    guard["cheapest"] = {"name": name, "cost": round(float(ev.total), 6), "peak_bytes": int(ev.peak_memory),
+                         "limit_bytes": limit, "cost_before": round(cost, 6), "taken": bool(taken)}
+    if not taken:
+        return result, guard
+    if unwritten is not None:   # the plan kept written is taken out again (auto_shard writes the one returned)
+        _unwrite(result, unwritten)
+        guard["written"] = False
+    out = _held(result, (list(choice), ev), result.graph)
+    out.written = None
+    guard["plan_peak_bytes_after_cheapest"] = int(ev.peak_memory)
+    guard["note"] = (f"{guard.get('note') or 'memory guard'}; the cheapest plan known within the guard's limit "
+                     f"({format_bytes(limit)}), {name}, costs {float(ev.total):,.0f} against {cost:,.0f} "
+                     f"(more than {PARETO_SHARE:g} less): returned instead ({format_bytes(int(ev.peak_memory))})")
+    return out, guard
 
 
 def _written_peak(result, module, dmesh) -> tuple:
@@ -435,7 +557,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     rounds, and returns it when its own search finds nothing within (``guard["held"]``; that limit is then one
     a re-solve found nothing within, ``guard["failed_limit_bytes"]``) or nothing cheaper (the band buys cost
     and nothing else: held-out keras-hub qwen2_small's band step found another plan of the same cost, 8,839,739,
-    and the same predicted peak, which XLA put at 11.25 MB against 10.79 MB); the guard stops there either way.  Why
+    and the same predicted peak, which XLA put at 11.25 MB against 10.79 MB).  When the band step held the
+    nearest plan and a step's share of the budget is left (wall-clock: a re-solve's time), one more search
+    asks for the nearest plan's own peak, from it, and its plan is taken when cheaper than the held one
+    (``guard["exact_step"]``; ``guard["limit_bytes"]`` stays the band's, which both keep): two searches from
+    the same plan under nearby limits end on different plans, and within the band cost decides (the
+    qwen2_small plan above at 10.79 MB was the exact search's, round 23, 0.49 units cheaper).  The guard
+    stops there.  Why
     the band and not the nearest plan's own peak (rounds 22-23): that peak is where one search happened to
     stop, and plans whose predicted peaks differ by less than the model's error are not told apart by XLA;
     asked for it exactly, a small change in prices swapped a 10.0 MiB plan of cost 6.31 M for a 9.4 MiB one
@@ -450,7 +578,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
     baseline's peak is returned instead of the unguarded plan (``guard["fallback"]`` names it; the note says
-    so).  ``child``: the XLA child for the baseline, started
+    so), and when none keeps it, the baseline itself as a plan (:func:`_baseline_plan`, ``"baseline"``:
+    XLA's propagation of the plan's entry, the user's shardings when they sharded any; round 25).  ``child``: the XLA child for the baseline, started
     before (:func:`baseline_peak`).  ``propagate`` (entry shardings -> XLA's propagated layouts,
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
@@ -615,9 +744,36 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 # reported: the band step's limit is band_limit of this peak; its plan costs no more (its hint)
                 guard["nearest_peak_bytes"] = int(closest[1].peak_memory)
                 guard["nearest_cost"] = float(closest[1].total)
-    guard["resolves"] = len(tried)   # re-solves started (guard_plan: the Pareto step's work budget)
+    # the band step held the nearest plan (its search found nothing cheaper within the band, or nothing within
+    # it): while a step's time is left, one more search at the nearest plan's own peak, from it; its plan is taken
+    # when cheaper (both are within the band: cost decides there).  Held-out keras-hub qwen2_small, round 24: the
+    # band's search found nothing cheaper where this one had found a plan 0.49 units cheaper (XLA: 10.79 MB peak
+    # against the held plan's 11.25 MB)
+    exact = 0
+    if guard.get("held") and nearest is not None and len(tried) < len(RESOLVE_SHARES) and \
+            _time_left(deadline) >= need:
+        exact = 1
+        at = int(nearest[1].peak_memory)
+        try:
+            limit_budget = budget_for_model_limit(at, device)
+            found = solve_module(module, dmesh, keep=keep, memory_budget=limit_budget,
+                                 graph=with_memory_budget(result.graph, limit_budget),
+                                 time_limit=max(MIN_SOLVE_SECONDS, RESOLVE_SHARES[len(tried)] * budget), seed=seed,
+                                 deterministic=deterministic, apply=False, hint=nearest[0], deadline=deadline,
+                                 pin_operands=bool(getattr(result.graph, "pin_operands", False)), fit_buffers=False)
+            taken = found.evaluation.total < guarded.evaluation.total and \
+                int(found.evaluation.peak_memory) <= tried[-1]
+            guard["exact_step"] = {"limit_bytes": at, "peak_bytes": int(found.evaluation.peak_memory),
+                                   "cost": round(float(found.evaluation.total), 6), "taken": bool(taken)}
+            if taken:
+                guarded, guard["held"] = found, False
+        except SolveFailed as exc:
+            guard["exact_step"] = {"limit_bytes": at, "failed": str(exc)[:200]}
+    guard["resolves"] = len(tried) + exact   # re-solves started (guard_plan: the Pareto step's work budget)
     if guarded is None or int(guarded.evaluation.peak_memory) >= plan_peak:
         back = _fallback(result, known_plans, limit, propagate)
+        if back is None:   # none known keeps it: the baseline itself, the plan XLA makes of the same entry
+            back = _baseline_plan(result, base)
         if back is not None:   # a plan known before the search keeps the baseline's peak: that one
             back_result, plan = back
             guard.update(applied=True, fallback=plan.name)
