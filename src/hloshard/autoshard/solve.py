@@ -311,6 +311,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
         # guard's re-solves of new user 18's encoder-decoder (fine build 10.3 s) the 0.5 s floor of solver
         reprice = float(graph.reprice_seconds)
+        if REPRICE_SHARE > 0:   # and the writing reserve below is of the same 1-D build, not the fine one
+            one_d = reprice / REPRICE_SHARE
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
