@@ -35,7 +35,31 @@ HEAP_FREE_OPCODES = frozenset({"constant", "get-tuple-element", "tuple", "bitcas
                                "broadcast", "convert", "copy", "iota", "after-all", "partition-id", "replica-id"})
 
 
-def heap_slot_bound(module) -> int:
+#: Heap slots beyond its own that a ``slice`` cutting a dim (:func:`cuts_a_dim`) may make when a plan splits
+#: that dim off the slice's boundaries, which no plan-independent count of instructions sees: XLA's SPMD
+#: partitioner exchanges halos with the neighbouring tiles (``collective-permute``-starts, shared by the
+#: slices of one operand after CSE), selects by per-partition offset and limit tables (a prefetched
+#: constant each) and libtpu spills their ``s32[1]`` offsets and compares into the heap.  Read per slice
+#: in libtpu's buffer assignments (round 25; slices, permutes / tables / spilled scalars):
+#: ``split3_sum_fwd`` 3, 7 / 3 / 4; ``transformer_block`` 3, 7 / 3 / 4; ``glu_split_fwd`` 2, 4 / 4 / 7;
+#: ``qkv_split5_fwd`` 5, 11 / 7 / 11 -- at most 3 permutes, 2 tables and 4 spilled scalars per slice
+#: (``ceil`` of 7/3, 4/2, 7/2), 9 slots.  The slice's own slot is its select fusion.
+SLOTS_PER_CUTTING_SLICE = 3 + 2 + 4
+
+
+def cuts_a_dim(instr) -> bool:
+    """True when ``instr`` is a ``slice`` whose result is shorter than its operand along some dim (a
+    ``split``'s piece, ``x[:, a:b]``): a dim some plan may split off the slice's boundaries
+    (:data:`SLOTS_PER_CUTTING_SLICE`).  A slice that keeps every dim whole, or an unreadable one: False."""
+    if instr.opcode != "slice" or len(instr.operands) != 1:
+        return False
+    op = instr.operands[0]
+    if op.shape.is_tuple or instr.shape.is_tuple or not op.shape.is_array:
+        return False
+    return any(int(o) < int(i) for i, o in zip(op.shape.dims, instr.shape.dims))
+
+
+def heap_slot_bound(module, prefetches: bool = False) -> int:
     """An upper bound on the slots of libtpu's HBM temp heap for any plan of ``module`` (a
     :class:`hloshard.hlo.ir.Module`; a count, plan-independent): the instructions of the program as XLA
     compiles it after its ``CallInliner`` -- the computations reached from the entry through control flow
@@ -80,7 +104,9 @@ def heap_slot_bound(module) -> int:
                     (drop_parameters and instr.opcode == "parameter"):
                 continue
             else:
-                count += 1
+                count += 1 + (SLOTS_PER_CUTTING_SLICE if cuts_a_dim(instr) else 0)
+                if prefetches:
+                    count += _prefetch_slots(instr)
         memo[key] = count
         return count
 
@@ -92,6 +118,15 @@ def heap_slot_bound(module) -> int:
             if instr.opcode in ("while", "conditional") or (instr.opcode == "call" and not is_inlinable_call(instr)):
                 other.update(id(c) for c in instr.called_computations)
     return sum(inlined(comp, False) for comp in comps if id(comp) in other)
+
+
+def _prefetch_slots(instr) -> int:
+    """Copy-starts memory-space assignment may give ``instr`` when its buffers live in HBM: one prefetch
+    per array operand it reads (a copy into VMEM before the use) and one eviction of its own result (a copy
+    back to HBM); each an asynchronous copy whose start is a tuple header in the heap."""
+    reads = sum(1 for op in instr.operands if not op.shape.is_tuple and op.shape.is_array and
+                op.opcode not in ("constant", "iota"))
+    return reads + 1
 
 
 def temporaries_fit_vmem(module, device: str | None) -> bool:
@@ -209,7 +244,8 @@ def tpu_memory_device(name: str, module) -> str:
     if module is None:
         return name
     set_fusion_backend(module, "tpu")   # planned for a TPU: its memory model has no XLA CPU library fusion
-    return TpuMemoryDevice(name, heap_slot_bound(module), temporaries_fit_vmem(module, name))
+    fits = temporaries_fit_vmem(module, name)
+    return TpuMemoryDevice(name, heap_slot_bound(module, prefetches=not fits), fits)
 
 
 
