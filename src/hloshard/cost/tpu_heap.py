@@ -86,9 +86,40 @@ def heap_slot_bound(module, prefetches: bool = False) -> int:
     before anything is partitioned or fused (``scan_mlp_train_step``: 97 slots allowed, 49 after
     inlining; ``moe_layer`` 24 -> 20), and a callee called from several sites counted once although it is
     compiled at each; BENCHMARKS.md "Round 23, helper tpupin" re-checks every plan measured since round 20
-    against the inlined count.  An empirical bound, not a derivation: a module whose compiled program
-    makes more async operations per source instruction than these (e.g. a long collective-permute
-    pipeline per instruction) could exceed it."""
+    against the inlined count.  Round 25 found two regimes the plain count misses, now counted:
+
+    * a ``slice`` that cuts a dim (:func:`cuts_a_dim`: a ``split``'s pieces) takes
+      :data:`SLOTS_PER_CUTTING_SLICE` more: where a plan splits the dim off the slice's boundaries XLA's
+      partitioner exchanges halos (collective-permutes, offset tables, spilled offsets: held-out sets 7 / 8's
+      GSPMD plans ``split3_sum_fwd`` 16 slots, ``qkv_split5_fwd`` 29, ``glu_split_fwd`` 17 over plain counts of
+      9, 13, 13; now 36, 58, 31);
+    * with ``prefetches`` (what :func:`tpu_memory_device` asks when the module's buffers do not fit the VMEM,
+      :func:`temporaries_fit_vmem`), each instruction also takes :func:`_prefetch_slots` (memory-space
+      assignment's copy-starts between HBM and VMEM: held-out set 5's ``attn_block_train_step`` solve plan
+      158 slots over a plain count of 91, now 339; ``swiglu_train_step`` 68 over 38, now 138).
+
+    An empirical bound, not a derivation: a module whose compiled program makes more async operations per
+    source instruction than these (e.g. a long collective-permute pipeline per instruction) could exceed
+    it.  BENCHMARKS.md "Round 25, helper tpuheap": every plan measured in rounds 21-25 within it."""
+    def slots(instr) -> int:
+        out = 1 + (SLOTS_PER_CUTTING_SLICE if cuts_a_dim(instr) else 0)
+        return out + (_prefetch_slots(instr) if prefetches else 0)
+
+    return compiled_instruction_sum(module, slots)
+
+
+def cutting_slices(module) -> int:
+    """The slices that cut a dim (:func:`cuts_a_dim`) in ``module``'s program as XLA compiles it (counted as
+    :func:`heap_slot_bound` counts: after the ``CallInliner``, each computation reached through control
+    flow once)."""
+    return compiled_instruction_sum(module, lambda instr: int(cuts_a_dim(instr)))
+
+
+def compiled_instruction_sum(module, weight: Callable[[object], int]) -> int:
+    """The sum of ``weight(instr)`` over the computing instructions of ``module``'s program as XLA compiles
+    it after its ``CallInliner`` (:func:`heap_slot_bound`'s walk): the computations reached from the entry
+    through control flow (each once), every inlinable ``call`` replaced by its callee's instructions less
+    its parameters at each call site, less :data:`HEAP_FREE_OPCODES` and ``Sharding`` custom-calls."""
     memo: dict[int, int] = {}
 
     def inlined(comp, drop_parameters: bool) -> int:
@@ -104,9 +135,7 @@ def heap_slot_bound(module, prefetches: bool = False) -> int:
                     (drop_parameters and instr.opcode == "parameter"):
                 continue
             else:
-                count += 1 + (SLOTS_PER_CUTTING_SLICE if cuts_a_dim(instr) else 0)
-                if prefetches:
-                    count += _prefetch_slots(instr)
+                count += weight(instr)
         memo[key] = count
         return count
 
