@@ -113,7 +113,8 @@ XLA_CPU_OVERESTIMATE = 1.16
 #: plans measured before it, it broke on 3 of 6).  Held out for the additive form: round 23's set 5 (6 of 6
 #: within, the tightest at 0.999: a log-softmax whose 128 MiB logits tile libtpu kept whole in HBM; beyond the
 #: VMEM libtpu's heap outgrew :func:`hloshard.cost.tpu_heap.heap_slot_bound` on 4 of its 6 plans, which the
-#: VMEM term absorbed: BENCHMARKS.md).  The check of a written module drops the VMEM term and U where the written plan's own
+#: VMEM term absorbed: BENCHMARKS.md; since round 25 the bound counts memory-space assignment's copy-starts
+#: beyond the VMEM and covers them).  The check of a written module drops the VMEM term and U where the written plan's own
 #: temporaries fit the VMEM (:func:`hloshard.cost.tpu_heap.written_memory_device`).
 XLA_TPU_UNDERESTIMATE = 1.0
 
@@ -168,8 +169,8 @@ def spilled_heap_excess(heap_bytes: int, device) -> int:
     spill_heap_slots` x 32,256 B) beyond the heap allowance :func:`model_limit`'s margin already leaves for
     ``device`` (:func:`_tpu_margin`: the module's heap-slot bound x 32,256 + 512 B); 0 off a TPU.  What the
     check of a written module adds to its data peak so that a plan whose predicted heap outgrows the bound
-    (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured for a bound of 9, round 25) is not
-    accepted on the bound alone."""
+    is not accepted on the bound alone (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured
+    for round 21's bound of 9; round 25's bound, 36, counts its cutting slices)."""
     if not _is_tpu(device) or heap_bytes <= 0:
         return 0
     return max(0, int(heap_bytes) - _tpu_margin(device)[1] + (0 if getattr(device, "temporaries_fit_vmem", False)
