@@ -516,8 +516,9 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
     (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), :data:`SLOTS_PER_HALO` per regrouped
     slice the plan prices without a collective (the partitioner's halo exchange), and one for the
     spilled offset.  Not counted: sorts' tuples and the loop fusions of a halo beyond its select (0-4
-    slots on the plans read).  Not bounded by :func:`heap_slot_bound`: held-out set 7's ``split3_sum_fwd``
-    GSPMD plan has 16 slots for a bound of 9 (a 3-way split of a 4-way dim: 7 collective-permutes).
+    slots on the plans read).  Under-counts the halo of several slices of one operand (held-out set 8's
+    ``qkv_split5_fwd`` GSPMD plan: 20 predicted, 29 measured: XLA combines the permutes of the slices per
+    shift); :func:`heap_slot_bound` allows for them (:data:`SLOTS_PER_CUTTING_SLICE`).
     Empirical: BENCHMARKS.md "Round 25, helper tpupeak" gives predicted / reported on the plans tuned on
     (the samples and held-out set 7) and on held-out set 8.
     """
