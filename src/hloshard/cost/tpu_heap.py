@@ -255,15 +255,49 @@ class TpuMemoryDevice(str):
 
 def written_memory_device(device, module):
     """The memory device a budget's check of the written ``module`` reads: ``device`` (``mesh.memory_device``)
-    itself unless it is a :class:`TpuMemoryDevice` whose module's temporaries do not fit VMEM unsharded
-    and the written plan's do (:func:`written_temporaries_fit_vmem`): then the same heap allowance with
-    the data margin dropped (no VMEM term, U = 1, :func:`hloshard.cost.memory.model_limit`).  Never a larger margin
-    than ``device``'s, so a plan the solver kept within ``model_limit(budget, device)`` is kept here."""
-    if not isinstance(device, TpuMemoryDevice) or device.temporaries_fit_vmem or module is None:
+    itself unless it is a :class:`TpuMemoryDevice` whose allowance the written plan narrows:
+
+    * the module's temporaries do not fit VMEM unsharded and the written plan's do
+      (:func:`written_temporaries_fit_vmem`): the data margin dropped (no VMEM term, U = 1,
+      :func:`hloshard.cost.memory.model_limit`);
+    * the written plan splits no dim a ``slice`` cuts (:func:`written_heap_slot_bound`): no halo exchange
+      can be made, so the cutting slices' :data:`SLOTS_PER_CUTTING_SLICE` are not allowed for.
+
+    Never a larger margin than ``device``'s, so a plan the solver kept within ``model_limit(budget,
+    device)`` is kept here."""
+    if not isinstance(device, TpuMemoryDevice) or module is None:
         return device
-    if not written_temporaries_fit_vmem(module, str(device)):
+    fits = device.temporaries_fit_vmem or written_temporaries_fit_vmem(module, str(device))
+    slots = min(device.heap_slots, written_heap_slot_bound(module, prefetches=not device.temporaries_fit_vmem))
+    if (slots, fits) == (device.heap_slots, device.temporaries_fit_vmem):
         return device
-    return TpuMemoryDevice(str(device), device.heap_slots, True)
+    return TpuMemoryDevice(str(device), slots, fits)
+
+
+def splits_cut_dim(instr) -> bool:
+    """True when ``instr``, a slice cutting a dim (:func:`cuts_a_dim`), may make a halo exchange under its
+    written shardings: some cut dim is split (more than one tile) in the slice's or its operand's sharding,
+    or either sharding is unknown (none, a tuple, manual, maximal).  A cut dim whole on every device is
+    sliced locally."""
+    if not cuts_a_dim(instr):
+        return False
+    op = instr.operands[0]
+    idims, odims = tuple(op.shape.dims), tuple(instr.shape.dims)
+    tin, tout = _tiles(op.sharding, len(idims)), _tiles(instr.sharding, len(odims))
+    if tin is None or tout is None:
+        return True
+    return any(int(o) < int(i) and (tin[d] > 1 or tout[d] > 1) for d, (i, o) in enumerate(zip(idims, odims)))
+
+
+def written_heap_slot_bound(module, prefetches: bool = False) -> int:
+    """:func:`heap_slot_bound` of a *written* ``module`` (its shardings are the plan's): the cutting-slice
+    term only for the slices whose written shardings split a cut dim (:func:`splits_cut_dim`).  At most
+    :func:`heap_slot_bound` of the same module."""
+    def slots(instr) -> int:
+        out = 1 + (SLOTS_PER_CUTTING_SLICE if splits_cut_dim(instr) else 0)
+        return out + (_prefetch_slots(instr) if prefetches else 0)
+
+    return compiled_instruction_sum(module, slots)
 
 
 def tpu_memory_device(name: str, module) -> str:
