@@ -19,7 +19,8 @@ from hloshard.cli import main
 from hloshard.cost.memory import (budget_for_model_limit, heap_allowance, model_limit, tpu_reported_peak,
                                   tpu_reported_peak_line)
 from hloshard.cost.tpu_heap import (SLOTS_PER_CUTTING_SLICE, TpuMemoryDevice, compiled_instruction_sum,
-                                    cuts_a_dim, cutting_slices, heap_slot_bound, tpu_memory_device)
+                                    cuts_a_dim, cutting_slices, heap_slot_bound, splits_cut_dim, tpu_memory_device,
+                                    written_heap_slot_bound, written_memory_device)
 from hloshard.cost.tpu_layout import GRANULE_BYTES, SLOT_REPORTED_BYTES, vmem_bytes
 from hloshard.hlo import parse_module
 from tests.conftest import SAMPLES
@@ -134,3 +135,25 @@ def test_cost_reports_libtpus_reported_peak_with_a_tpu_device():
     plain = json.loads(runner.invoke(main, ["cost", path, "--mesh", "2x4", "--format", "json"]).output)
     assert "tpu_reported_peak_per_device" not in plain
     assert vmem_bytes("tpu-v5e") > 0
+
+
+def test_written_plan_allows_halo_slots_only_where_it_splits_a_cut_dim():
+    # the cut dim (1) whole on every device: sliced locally, no halo -- the written plan's allowance drops the
+    # 2 x 9 slots; split 4 ways on it (96 -> 24 per device, cut at 32: off the tiles): the module's allowance
+    split_rows = CUT.replace("parameter(0)", "parameter(0), sharding={devices=[8,1]<=[8]}").replace(
+        "slice(p), slice={[0:8], [0:32]}", "slice(p), slice={[0:8], [0:32]}, sharding={devices=[8,1]<=[8]}").replace(
+        "slice(p), slice={[0:8], [32:64]}", "slice(p), slice={[0:8], [32:64]}, sharding={devices=[8,1]<=[8]}")
+    local = parse_module(split_rows, "local")
+    by_name = {i.name: i for i in local.entry.instructions}
+    assert not splits_cut_dim(by_name["a"]) and not splits_cut_dim(by_name["b"])
+    assert written_heap_slot_bound(local) == 6 < heap_slot_bound(local) == 24
+    dev = tpu_memory_device("tpu-v5e", local)
+    mine = written_memory_device(dev, local)
+    assert (mine.heap_slots, mine.temporaries_fit_vmem) == (6, True)
+    assert model_limit(10 ** 6, mine) - model_limit(10 ** 6, dev) == 18 * SLOT_REPORTED_BYTES
+    halo = parse_module(split_rows.replace("devices=[8,1]<=[8]", "devices=[2,4]<=[8]"), "halo")
+    assert splits_cut_dim({i.name: i for i in halo.entry.instructions}["a"])
+    assert written_heap_slot_bound(halo) == 24 and written_memory_device(tpu_memory_device("tpu-v5e", halo), halo) \
+        .heap_slots == 24
+    # unannotated (the module before a plan): every cutting slice may make one
+    assert written_heap_slot_bound(parse_module(CUT, "bare")) == 24
