@@ -8,6 +8,7 @@ and tests render one text.
 
 from __future__ import annotations
 
+from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_table, report_console
 from .units import format_bytes
@@ -86,6 +87,8 @@ def memory_line(report: dict) -> str:
                      f"and uses {peak / limit:.0%} of that")
     else:
         line += "; no budget"
+    if tpu_reported_peak_line(report):   # planned for a TPU: libtpu's reported peak beside the data peak
+        line += "\n" + tpu_reported_peak_line(report)
     return line
 
 

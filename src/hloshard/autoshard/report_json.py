@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from ..cost.memory import tpu_reported_peak
 from .evaluate import top_edges
 from .tiebreak import real_part
 
@@ -85,6 +86,8 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
                       "resharding": round(ev.resharding, 6)},
         "peak_memory_per_device": int(ev.peak_memory),
         "peak_memory_at": eg.schedule[ev.peak_time].name if ev.peak_time < len(eg.schedule) else None,
+        # planned for a TPU: libtpu's reported peak (data + predicted spilled heap), which figure a budget checks
+        **tpu_reported_peak(ev.peak_memory, ev.tpu_heap, getattr(mesh, "memory_device", None)),
         "memory_budget": memory_budget,
         # the predicted peak a plan may have under the budget (the budget less the memory model's measured
         # under-estimate of XLA: hloshard.cost.memory.model_limit; the written plan's own where it is looser,

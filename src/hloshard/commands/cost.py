@@ -30,6 +30,7 @@ import sys
 
 import click
 
+from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
 from ..textout import print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
 from .options import device_option, mesh_options, timed_mesh_from_options
@@ -67,6 +68,8 @@ def cost_report(result, mesh, comparison=None) -> dict:
                       "resharding": round(ev.resharding, 6)},
         "peak_memory_per_device": int(ev.peak_memory),
         "peak_memory_at": g.schedule[ev.peak_time].name if ev.peak_time < len(g.schedule) else None,
+        # planned for a TPU: libtpu's reported peak (data + predicted spilled heap) and which figure a budget checks
+        **tpu_reported_peak(ev.peak_memory, ev.tpu_heap, getattr(mesh, "memory_device", None)),
         "mesh": mesh.to_json() if hasattr(mesh, "to_json") else str(mesh),
         "unannotated": result.unannotated,
         "instructions_counted": instruction_count(result),
@@ -310,6 +313,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
               f"{b['communication']:,.2f}, resharding {b['resharding']:,.2f})", *seconds]))
     con.print(f"peak memory per device {format_bytes(report['peak_memory_per_device'])}"
               f" at {report['peak_memory_at']}")
+    if tpu_reported_peak_line(report):
+        con.print(tpu_reported_peak_line(report))
     shown = result.graph.mesh if result.method == "per-device" else dmesh   # nothing refined for a per-device program
     con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes))  # issue 14
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"

@@ -15,6 +15,7 @@ from typing import Sequence
 
 from ..hlo.shape import Shape, element_byte_size
 from ..hlo.sharding import HloSharding
+from ..units import format_bytes
 from .tpu_layout import GRANULE_BYTES, SLOT_REPORTED_BYTES, vmem_bytes
 
 
@@ -112,7 +113,8 @@ XLA_CPU_OVERESTIMATE = 1.16
 #: plans measured before it, it broke on 3 of 6).  Held out for the additive form: round 23's set 5 (6 of 6
 #: within, the tightest at 0.999: a log-softmax whose 128 MiB logits tile libtpu kept whole in HBM; beyond the
 #: VMEM libtpu's heap outgrew :func:`hloshard.cost.tpu_heap.heap_slot_bound` on 4 of its 6 plans, which the
-#: VMEM term absorbed: BENCHMARKS.md).  The check of a written module drops the VMEM term and U where the written plan's own
+#: VMEM term absorbed: BENCHMARKS.md; since round 25 the bound counts memory-space assignment's copy-starts
+#: beyond the VMEM and covers them).  The check of a written module drops the VMEM term and U where the written plan's own
 #: temporaries fit the VMEM (:func:`hloshard.cost.tpu_heap.written_memory_device`).
 XLA_TPU_UNDERESTIMATE = 1.0
 
@@ -167,8 +169,8 @@ def spilled_heap_excess(heap_bytes: int, device) -> int:
     spill_heap_slots` x 32,256 B) beyond the heap allowance :func:`model_limit`'s margin already leaves for
     ``device`` (:func:`_tpu_margin`: the module's heap-slot bound x 32,256 + 512 B); 0 off a TPU.  What the
     check of a written module adds to its data peak so that a plan whose predicted heap outgrows the bound
-    (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured for a bound of 9, round 25) is not
-    accepted on the bound alone."""
+    is not accepted on the bound alone (held-out set 7's ``split3_sum_fwd`` GSPMD plan: 16 slots measured
+    for round 21's bound of 9; round 25's bound, 36, counts its cutting slices)."""
     if not _is_tpu(device) or heap_bytes <= 0:
         return 0
     return max(0, int(heap_bytes) - _tpu_margin(device)[1] + (0 if getattr(device, "temporaries_fit_vmem", False)
@@ -219,3 +221,49 @@ def budget_for_model_limit(limit: int, device: str | None = None) -> int:
     while best > 0 and model_limit(best - 1, device) >= limit:   # rounding: step down to the smallest
         best -= 1
     return best
+
+
+def heap_allowance(device) -> int:
+    """Bytes per device a memory budget on a TPU ``device`` leaves for libtpu's HBM temp heap: the
+    module's heap-slot bound (:func:`hloshard.cost.tpu_heap.heap_slot_bound`, carried on a
+    :class:`hloshard.cost.tpu_heap.TpuMemoryDevice`; ``XLA_TPU_HEADER_SLOTS`` for a plain profile name) x
+    32,256 B + one 512 B granule (:func:`_tpu_margin`, without the VMEM term); 0 off a TPU."""
+    if not _is_tpu(device):
+        return 0
+    return _tpu_margin(device)[1] - (0 if getattr(device, "temporaries_fit_vmem", False) else vmem_bytes(str(device)))
+
+
+def tpu_reported_peak(peak: int, heap: int, device) -> dict:
+    """The JSON keys a report gives a plan priced for a TPU ``device`` (``mesh.memory_device``); empty off a
+    TPU.  ``peak``: the model's peak of HBM data (bytes per device, ``Evaluation.peak_memory``); ``heap``: the
+    predicted spilled temp heap (``Evaluation.tpu_heap``, bytes).  Keys: ``tpu_reported_peak_per_device``
+    (``peak + heap``: what libtpu's ``memory_analysis()`` is predicted to report, argument + output + temp
+    less alias), ``tpu_heap_per_device`` (``heap``), ``tpu_heap_allowance_per_device`` (:func:`heap_allowance`)
+    and ``budget_checks`` (which figure a budget is held to, in words).  A budget checks the data peak against
+    :func:`model_limit` -- the budget less the heap allowance [and the VMEM] -- because the heap is a count
+    of 32,256 B slots libtpu reports as 0 or in full, bounded per module before any plan is chosen; a
+    predicted heap beyond the allowance is added to the data peak (:func:`spilled_heap_excess`)."""
+    if not _is_tpu(device):
+        return {}
+    heap = max(0, int(heap))
+    allowance = heap_allowance(device)
+    return {"tpu_reported_peak_per_device": int(peak) + heap, "tpu_heap_per_device": heap,
+            "tpu_heap_allowance_per_device": allowance,
+            "budget_checks": ("peak_memory_per_device (the HBM data) against the budget less "
+                              "tpu_heap_allowance_per_device" +
+                              ("" if getattr(device, "temporaries_fit_vmem", False) else " and the VMEM") +
+                              "; the predicted heap only where it exceeds that allowance")}
+
+
+def tpu_reported_peak_line(report: dict) -> str:
+    """One line for a text report from :func:`tpu_reported_peak`'s keys in ``report``; '' when absent."""
+    if "tpu_reported_peak_per_device" not in report:
+        return ""
+    heap, allowance = report["tpu_heap_per_device"], report["tpu_heap_allowance_per_device"]
+    spill = (f"{format_bytes(heap)} of temp heap: a partition-offset scalar predicted to spill"
+             if heap else "no temp heap predicted")
+    return (f"libtpu's memory_analysis() is predicted to report {format_bytes(report['tpu_reported_peak_per_device'])} "
+            f"per device (the data peak + {spill}); a memory budget checks the data peak, held to the budget less "
+            f"libtpu's heap allowance ({format_bytes(allowance)}: the module's heap-slot bound x 32,256 B, as the heap "
+            f"is a count of slots bounded before any plan is chosen)" +
+            ("" if heap <= allowance else ", plus the predicted heap beyond that allowance"))
