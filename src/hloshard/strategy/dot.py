@@ -287,15 +287,92 @@ def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
     return _no_contracting_split(strategies, pairs)
 
 
+def contracting_group(instr, actual, strategies, ctx, roles=None):
+    """Both operands share a contracting split (mesh axes C on matching contracting dims), and some other axis
+    splits both operands elsewhere (the tied embedding's gradient: the vocabulary of the logits' gradient and the
+    sequence, or the hidden dim, of the hidden states over ``data``, the batch of both over ``model``): XLA's
+    dot handler partitions on the shared contracting split (``PartitionDotGroupOnContracting``, openxla
+    spmd/dot_handler.cc, read), grouping the devices by C; inside a group the result is the written layout
+    with every output dim that carries a C axis left whole (a dim is grouped whole, not per axis), the operands'
+    free and batch dims follow that, their other splits are gathered; the partial sums are all-reduced over C
+    (:func:`_contracting_reduces`) and the result is resharded to the written layout afterwards.  Measured
+    (tests/test_dot_contracting_group.py, ``[8,32,1024] x [8,32,256]`` contracting both leading dims on 2x4, the
+    tied embedding's gradient of keras-hub llama, ``dot_general.84``): the result written with the vocabulary
+    over (``data``, ``model``): XLA gathers the lhs' vocabulary and the rhs' sequence and all-reduces the whole
+    f32[1024,256] over ``model`` (1.66 MiB), where keeping the lhs' vocabulary split (0.78 MiB) was priced.
+    Known gap: with the written layout partially replicated over part of C, XLA also collective-permutes the
+    result tile (llama's layout: 1.91 MiB by XLA, 1.66 priced), and with the written layout on part of C
+    alone XLA moves 16-23% less than this prices (two cases).  Without that conflict XLA keeps the free
+    splits (e.g. ``x^T dy`` with the features over ``data``: one all-reduce of the feature-split result), so
+    the rule does not apply there.  Returns that strategy (its output resharded to ``want`` when they
+    differ), or [] (``ctx`` None, no shared split, no such conflict)."""
+    from .base import Strategy, StrategyGroup, is_mesh_spec
+    from .registry import _resharded_outputs
+
+    if ctx is None or len(actual) < 2 or not strategies:
+        return []
+    lhs, rhs = actual[0], actual[1]
+    want = strategies[0].out
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs) and is_mesh_spec(want)):
+        return []
+    roles = roles if roles is not None else _roles(instr)
+    pairs = [(a, b) for kind, _, a, b in roles if kind == "c"]
+    shared = {ax for a, b in pairs for ax in lhs[a] if ax in rhs[b]}
+    if not shared or any(lhs[a] and rhs[b] and tuple(lhs[a]) != tuple(rhs[b]) for a, b in pairs):
+        return []   # a contracting dim split differently by both (e.g. another device order): not this rule
+    # the conflict this rule is measured on: an axis splits both operands off the shared contracting split (the
+    # lhs' free dim and the rhs' own contracting or free dim): they cannot both keep it
+    if not ({ax for d in lhs for ax in d} - shared) & ({ax for d in rhs for ax in d} - shared):
+        return []
+    minfo = ctx.minfo
+    reduced = tuple(() if any(ax in shared for ax in want[d]) else tuple(want[d]) for d in range(len(want)))
+    ls = [()] * len(lhs)
+    rs = [()] * len(rhs)
+    by_dim: dict = {}
+    for ri, (kind, od, ld, rd) in enumerate(roles):
+        if kind == "c":
+            la = tuple(ax for ax in lhs[ld] if ax in shared)
+            if la != tuple(ax for ax in rhs[rd] if ax in shared):
+                return []
+            ls[ld] = rs[rd] = la
+            if la:
+                by_dim[ri] = list(la)
+        elif kind in ("b", "l", "r"):
+            if ld is not None:
+                ls[ld] = reduced[od]
+            if rd is not None:
+                rs[rd] = reduced[od]
+        else:   # a convolution's spatial dim: not modelled here
+            return []
+    used = [ax for d in reduced for ax in d] + [ax for axes in by_dim.values() for ax in axes]
+    if len(used) != len(set(used)):
+        return []
+    ls, rs = tuple(ls), tuple(rs)
+    lsh, rsh = instr.operands[0].shape.dims, instr.operands[1].shape.dims
+    if not (minfo.fits(lsh, ls) and minfo.fits(rsh, rs) and minfo.fits(instr.shape.dims, reduced)):
+        return []
+    flops = minfo.padded_work(dot_flops(instr), ((lsh[ld], ls[ld]) if ld is not None else (rsh[rd], rs[rd])
+                                                 for _, _, ld, rd in roles))
+    mem = minfo.bytes_per_device(instr.shape, reduced)
+    comm, cols = _contracting_reduces(ctx.mesh, mem, by_dim)
+    st = Strategy(spec_name(reduced) + "|allreduce|group", reduced, (ls, rs) + (None,) * (len(instr.operands) - 2),
+                  compute=compute_cost(flops), comm=comm, memory=mem, collectives=cols)
+    if reduced == tuple(map(tuple, want)):
+        return [st]
+    return _resharded_outputs(StrategyGroup(instr, [st], leaf_shapes=(instr.shape,)), want, ctx, tie_break=0.0)
+
+
 @register_preference("dot")
 def dot_preference(instr, actual, strategies, ctx=None):
     """The strategies XLA's dot handler realizes from the operands' layouts ``actual`` (registry
     ``PREFERRED``; ``ctx``: the build context, for its mesh): the shared contracting split kept
+    in groups with the result resharded when an axis conflicts (:func:`contracting_group`), else kept
     (:func:`keeps_contracting`), else, with no contracting split in either operand, none made
     (:func:`no_new_contracting_split`), else a partly replicated operand's contracting split gathered
     (:func:`gathers_partial_contracting`)."""
     roles = _roles(instr)
-    return keeps_contracting(instr, actual, strategies, roles) or \
+    return contracting_group(instr, actual, strategies, ctx, roles) or \
+        keeps_contracting(instr, actual, strategies, roles) or \
         no_new_contracting_split(instr, actual, strategies, roles) or \
         (gathers_partial_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])
 
