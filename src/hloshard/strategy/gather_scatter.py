@@ -387,6 +387,54 @@ def _parallel_realized(instr, actual, want, ctx) -> list:
     return _resharded_outputs(StrategyGroup(instr, [st], leaf_shapes=(instr.shape,)), want, ctx, tie_break=0.0)
 
 
+def _regrouped_updates(instr, actual, keep, ctx) -> list:
+    """A fixed scatter whose operand is split on an indexed dim (slice size 1, e.g. an embedding table's rows)
+    over mesh axes T and whose updates come split over some of T on their window dims: XLA's scatter handler
+    partitions on the operand's indexed dims (``PartitionScatterTrivialSlicedOperandDimensions``, openxla
+    spmd/gather_scatter_handler.cc, read), grouping the devices by T; the updates must be whole along T within a
+    group, so XLA first permutes their tiles so that their split lies inside the groups (one collective-permute
+    of the updates' tile) and then gathers them there, where resharding the updates to the strategy's layout
+    directly would gather them only.  Only when some axis outside T is left replicated by the updates (the room
+    inside a group): with none, XLA gathers them without the permute (measured: table rows over both axes,
+    updates over one; rows over ``model``, updates over both).  So: the strategies of ``keep`` that take the operand as it comes and
+    updates with no T axis, each with that collective-permute added (its bytes: the updates' tile; its pairs, a
+    stand-in for XLA's permutation, shift the T coordinates by one).  Measured (tests/test_scatter_regroup.py:
+    BART's embedding gradient ``scatter-add.11``, new user 24, the table's rows over ``data`` and the updates'
+    hidden dim over ``data``: XLA a 512 KiB collective-permute and a 512 KiB all-gather, hloshard the all-gather
+    only).  Known gap: rows over ``data`` with the updates over both axes, XLA permutes too (128 KiB not
+    priced).  [] otherwise."""
+    from .base import Strategy, is_mesh_spec
+    from .registry import _same
+    from ..cost import collectives
+
+    op, upd = actual[0], actual[2]
+    if op is None or not (is_mesh_spec(op) and is_mesh_spec(upd)) or attr_ints(instr, "input_batching_dims"):
+        return []
+    indexed = set(attr_ints(instr, "inserted_window_dims")) & set(attr_ints(instr, "scatter_dims_to_operand_dims"))
+    t_axes = {a for d in indexed if d < len(op) for a in op[d]}
+    if not t_axes or not (spec_axes(upd) & t_axes):
+        return []
+    if all(a in t_axes or a in spec_axes(upd) for a in ctx.minfo.axes):
+        return []   # no axis inside the groups left free for the updates' split: XLA gathers them (measured)
+    import numpy as np
+
+    ids = np.asarray(ctx.mesh.device_ids)
+    pairs = []
+    for idx in np.ndindex(*ids.shape):
+        dst = tuple((i + 1) % ids.shape[a] if a in t_axes else i for a, i in enumerate(idx))
+        pairs.append((int(ids[idx]), int(ids[dst])))
+    nbytes = ctx.minfo.bytes_per_device(instr.operands[2].shape, upd)
+    cp_cost, cp = collectives.priced("collective-permute", ctx.mesh, nbytes, pairs=tuple(pairs))
+    out = []
+    for st in keep:
+        if len(st.inputs) != 3 or not is_mesh_spec(st.inputs[2]) or not _same(st.inputs[0], op) or \
+                spec_axes(st.inputs[2]) & t_axes:
+            continue
+        out.append(Strategy(st.name + "|regroup", st.out, st.inputs, compute=st.compute, comm=st.comm + cp_cost,
+                            memory=st.memory, collectives=tuple(st.collectives) + (cp,), flops=st.flops))
+    return out
+
+
 @register_preference("scatter")
 def scatter_preference(instr, actual, keep, ctx):
     """For a fixed scatter-add whose indices and updates come in exactly as one of :func:`handle_scatter`'s
@@ -406,6 +454,9 @@ def scatter_preference(instr, actual, keep, ctx):
     par = _parallel_realized(instr, actual, want, ctx) if actual[0] is not None else []
     if par:
         return par
+    regroup = _regrouped_updates(instr, actual, keep, ctx)
+    if regroup:
+        return regroup
     if not is_mesh_spec(want):
         return []
     used = {a for d in want for a in d}
