@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 
+from ..cost import collectives
 from ..cost.flops import dot_flops
 from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
 from .registry import register, register_backward, register_preference
@@ -80,8 +81,6 @@ def dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total,
 
 
 def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total, name_prefix, full, halo=None):
-    from ..cost import collectives
-
     minfo = ctx.minfo
     lhs, rhs = instr.operands[0], instr.operands[1]
     strategies = []
@@ -91,6 +90,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         ls = [[] for _ in range(lhs_rank)]
         rs = [[] for _ in range(rhs_rank)]
         caxes = []
+        by_dim: dict = {}   # contracting role -> its mesh axes (one all-reduce each: see _contracting_reduces)
         spatial = False
         for ax, ri in zip(minfo.axes, assign):
             if ri is None:
@@ -105,6 +105,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
                 rs[rd].append(ax)
             if kind == "c":
                 caxes.append(ax)
+                by_dim.setdefault(ri, []).append(ax)
         out_s = tuple(map(tuple, out))
         l_s = tuple(map(tuple, ls))
         r_s = tuple(map(tuple, rs))
@@ -126,8 +127,7 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
             continue
         comm, cols = 0.0, ()
         if caxes:
-            comm, col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
-            cols = (col,)
+            comm, cols = _contracting_reduces(ctx.mesh, mem, by_dim)
         if spatial:
             hc, hcols = halo(out_s, l_s)
             comm += hc
@@ -149,15 +149,43 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
                 if minfo.fits(instr.shape.dims, cand):
                     size = instr.shape.dims[d] // minfo.split(out_s[d])
                     if best is None or size > best[0]:
-                        best = (size, cand)
+                        best = (size, cand, d)
             if best is not None:
                 rs_out = best[1]
                 rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
-                # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice
+                # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice; when
+                # the scattered dim was split by no other axis, one all-reduce over every contracting axis
+                # even when they split several contracting dims (measured: tests/test_dot_contracting_reduces.py)
+                rs_comm, rs_cols = comm, cols
+                if not out_s[best[2]]:
+                    rs_comm, rs_col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
+                    rs_cols = (rs_col,)
                 strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|allreduce+slice", rs_out,
                                            (l_s, r_s) + extra, compute=compute_cost(flops),
-                                           comm=comm + SCATTER_TIE_BREAK, memory=rs_mem, collectives=cols))
+                                           comm=rs_comm + SCATTER_TIE_BREAK, memory=rs_mem,
+                                           collectives=rs_cols))
     return strategies
+
+
+def _contracting_reduces(mesh, nbytes, by_dim: dict) -> tuple[float, tuple]:
+    """``(comm, collectives)`` of the partial sums of a dot whose contracting dims are split: one all-reduce of
+    the per-device output (``nbytes``) over the mesh axes of each split contracting dim pair, in role order
+    (``by_dim``: role index -> axes, major -> minor).  Why one per dim: XLA's dot handler partitions one
+    contracting dim at a time (``PartitionDotGroupOnContracting``, openxla spmd/dot_handler.cc, recursing
+    into the per-group dot for the next dim), and each level all-reduces its own partial sums over its own
+    device groups.  (The all-reduce-then-slice variant whose scattered output dim no other axis splits is
+    reduced once over all the contracting axes, measured alike.)  Measured (``tests/test_dot_contracting_reduces.py``; jaxlib 0.10.2, raw partitioned
+    HLO, 2x2x2 mesh): ``[8,32,1024] x [8,32,256]`` contracting both leading dims, dim 0 over one axis and dim 1
+    over another: two all-reduces of the 1 MiB output over 2 devices each (2 x 1 MiB ring) where one over 4
+    (1.5 MiB ring) was priced; 30 of the 324 strategies of that dot and of a ``[64,512] x [512,256]`` one on
+    2x2x2 (2 of 64 on 2x4) differed from XLA's bytes this way, none after.  Returns ``(0.0, ())`` for no
+    split."""
+    comm, cols = 0.0, []
+    for ri in sorted(by_dim):
+        c, col = collectives.priced("all-reduce", mesh, nbytes, tuple(by_dim[ri]))
+        comm += c
+        cols.append(col)
+    return comm, tuple(cols)
 
 
 def _fits_padded(minfo, dims, spec) -> bool:
@@ -259,15 +287,92 @@ def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
     return _no_contracting_split(strategies, pairs)
 
 
+def contracting_group(instr, actual, strategies, ctx, roles=None):
+    """Both operands share a contracting split (mesh axes C on matching contracting dims), and some other axis
+    splits both operands elsewhere (the tied embedding's gradient: the vocabulary of the logits' gradient and the
+    sequence, or the hidden dim, of the hidden states over ``data``, the batch of both over ``model``): XLA's
+    dot handler partitions on the shared contracting split (``PartitionDotGroupOnContracting``, openxla
+    spmd/dot_handler.cc, read), grouping the devices by C; inside a group the result is the written layout
+    with every output dim that carries a C axis left whole (a dim is grouped whole, not per axis), the operands'
+    free and batch dims follow that, their other splits are gathered; the partial sums are all-reduced over C
+    (:func:`_contracting_reduces`) and the result is resharded to the written layout afterwards.  Measured
+    (tests/test_dot_contracting_group.py, ``[8,32,1024] x [8,32,256]`` contracting both leading dims on 2x4, the
+    tied embedding's gradient of keras-hub llama, ``dot_general.84``): the result written with the vocabulary
+    over (``data``, ``model``): XLA gathers the lhs' vocabulary and the rhs' sequence and all-reduces the whole
+    f32[1024,256] over ``model`` (1.66 MiB), where keeping the lhs' vocabulary split (0.78 MiB) was priced.
+    Known gap: with the written layout partially replicated over part of C, XLA also collective-permutes the
+    result tile (llama's layout: 1.91 MiB by XLA, 1.66 priced), and with the written layout on part of C
+    alone XLA moves 16-23% less than this prices (two cases).  Without that conflict XLA keeps the free
+    splits (e.g. ``x^T dy`` with the features over ``data``: one all-reduce of the feature-split result), so
+    the rule does not apply there.  Returns that strategy (its output resharded to ``want`` when they
+    differ), or [] (``ctx`` None, no shared split, no such conflict)."""
+    from .base import Strategy, StrategyGroup, is_mesh_spec
+    from .registry import _resharded_outputs
+
+    if ctx is None or len(actual) < 2 or not strategies:
+        return []
+    lhs, rhs = actual[0], actual[1]
+    want = strategies[0].out
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs) and is_mesh_spec(want)):
+        return []
+    roles = roles if roles is not None else _roles(instr)
+    pairs = [(a, b) for kind, _, a, b in roles if kind == "c"]
+    shared = {ax for a, b in pairs for ax in lhs[a] if ax in rhs[b]}
+    if not shared or any(lhs[a] and rhs[b] and tuple(lhs[a]) != tuple(rhs[b]) for a, b in pairs):
+        return []   # a contracting dim split differently by both (e.g. another device order): not this rule
+    # the conflict this rule is measured on: an axis splits both operands off the shared contracting split (the
+    # lhs' free dim and the rhs' own contracting or free dim): they cannot both keep it
+    if not ({ax for d in lhs for ax in d} - shared) & ({ax for d in rhs for ax in d} - shared):
+        return []
+    minfo = ctx.minfo
+    reduced = tuple(() if any(ax in shared for ax in want[d]) else tuple(want[d]) for d in range(len(want)))
+    ls = [()] * len(lhs)
+    rs = [()] * len(rhs)
+    by_dim: dict = {}
+    for ri, (kind, od, ld, rd) in enumerate(roles):
+        if kind == "c":
+            la = tuple(ax for ax in lhs[ld] if ax in shared)
+            if la != tuple(ax for ax in rhs[rd] if ax in shared):
+                return []
+            ls[ld] = rs[rd] = la
+            if la:
+                by_dim[ri] = list(la)
+        elif kind in ("b", "l", "r"):
+            if ld is not None:
+                ls[ld] = reduced[od]
+            if rd is not None:
+                rs[rd] = reduced[od]
+        else:   # a convolution's spatial dim: not modelled here
+            return []
+    used = [ax for d in reduced for ax in d] + [ax for axes in by_dim.values() for ax in axes]
+    if len(used) != len(set(used)):
+        return []
+    ls, rs = tuple(ls), tuple(rs)
+    lsh, rsh = instr.operands[0].shape.dims, instr.operands[1].shape.dims
+    if not (minfo.fits(lsh, ls) and minfo.fits(rsh, rs) and minfo.fits(instr.shape.dims, reduced)):
+        return []
+    flops = minfo.padded_work(dot_flops(instr), ((lsh[ld], ls[ld]) if ld is not None else (rsh[rd], rs[rd])
+                                                 for _, _, ld, rd in roles))
+    mem = minfo.bytes_per_device(instr.shape, reduced)
+    comm, cols = _contracting_reduces(ctx.mesh, mem, by_dim)
+    st = Strategy(spec_name(reduced) + "|allreduce|group", reduced, (ls, rs) + (None,) * (len(instr.operands) - 2),
+                  compute=compute_cost(flops), comm=comm, memory=mem, collectives=cols)
+    if reduced == tuple(map(tuple, want)):
+        return [st]
+    return _resharded_outputs(StrategyGroup(instr, [st], leaf_shapes=(instr.shape,)), want, ctx, tie_break=0.0)
+
+
 @register_preference("dot")
 def dot_preference(instr, actual, strategies, ctx=None):
     """The strategies XLA's dot handler realizes from the operands' layouts ``actual`` (registry
     ``PREFERRED``; ``ctx``: the build context, for its mesh): the shared contracting split kept
+    in groups with the result resharded when an axis conflicts (:func:`contracting_group`), else kept
     (:func:`keeps_contracting`), else, with no contracting split in either operand, none made
     (:func:`no_new_contracting_split`), else a partly replicated operand's contracting split gathered
     (:func:`gathers_partial_contracting`)."""
     roles = _roles(instr)
-    return keeps_contracting(instr, actual, strategies, roles) or \
+    return contracting_group(instr, actual, strategies, ctx, roles) or \
+        keeps_contracting(instr, actual, strategies, roles) or \
         no_new_contracting_split(instr, actual, strategies, roles) or \
         (gathers_partial_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])
 

@@ -31,7 +31,7 @@ destination in the planned layout, and XLA then moves nothing for it.
 
 from __future__ import annotations
 
-from .base import attr_ints, compute_cost, is_array, replicated_spec
+from .base import attr_ints, compute_cost, is_array, replicated_spec, spec_axes, spec_name
 from .elementwise import free_group
 from .registry import register, register_backward, register_preference
 
@@ -223,6 +223,218 @@ def backward_scatter(instr, out_spec, ctx):
     return _scatter_inputs(instr, out_spec)
 
 
+def _tiles(minfo, spec, dims) -> int:
+    """Devices a spec splits its dims ``dims`` over (1: none)."""
+    n = 1
+    for d in dims:
+        n *= minfo.split(spec[d])
+    return n
+
+
+def _axes_for_counts(minfo, axes, counts):
+    """Split ``axes`` (mesh axes, major -> minor) over dims needing ``counts`` devices each, in order: the axes
+    tuple per dim, or None when the counts do not fall on whole axes.  A dim of count 1 gets ()."""
+    out, rest = [], list(axes)
+    for c in counts:
+        got = []
+        while c > 1 and rest:
+            a = rest.pop(0)
+            n = minfo.split((a,))
+            if c % n:
+                return None
+            got.append(a)
+            c //= n
+        if c != 1:
+            return None
+        out.append(tuple(got))
+    return out
+
+
+def _parallel_axes(minfo, op, idx, ob, sb):
+    """XLA's common split of a scatter's operand batching dims ``ob`` and indices batching dims ``sb`` (the
+    parallel dims), from the layouts they come in: the mesh axes per parallel dim pair, or None when XLA's
+    parallel partitioning does not apply (``GatherScatterOperandsShardedAcrossParallelDims``, openxla
+    spmd/spmd_partitioner_util.cc, read): the indices replicated -> the operand's split; the operand replicated ->
+    the indices'; else the side splitting the parallel dims over fewer devices must be partially replicated and
+    reach the other's count on every parallel dim from its replicated axes (else None), and the operand then
+    takes the indices' (so adjusted) split.  Mesh-axis terms: the result is the split of the side with more
+    devices on the parallel dims (the indices' on a tie)."""
+    o, i = _tiles(minfo, op, ob), _tiles(minfo, idx, sb)
+    if o == 1 and i == 1:
+        return None
+    idx_used, op_used = spec_axes(idx), spec_axes(op)
+    if not idx_used:
+        return [op[d] for d in ob]
+    if not op_used:
+        return [idx[d] for d in sb]
+    if o != i:
+        small, big, sd, bd = (op, idx, ob, sb) if o < i else (idx, op, sb, ob)
+        if all(a in spec_axes(small) for a in minfo.axes):   # not partially replicated
+            return None
+        spare = minfo.split([a for a in minfo.axes if a not in spec_axes(small)])
+        need = 1
+        for d1, d2 in zip(sd, bd):
+            t, a = minfo.split(big[d2]), minfo.split(small[d1])
+            if t < a or t % a:
+                return None
+            need *= t // a
+        if spare % need:
+            return None
+        if o > i:
+            return [op[d] for d in ob]
+    return [idx[d] for d in sb]
+
+
+def parallel_scatter_layouts(instr, actual, minfo):
+    """The layouts XLA's scatter handler partitions a scatter with batching dims in (``input_batching_dims``:
+    ``take_along_axis``' backward), given the layouts ``actual`` its (operand, indices, updates) come in:
+    ``(operand, indices, updates)`` mesh specs, or None when this model does not say (no batching dims, a layout
+    that is not a mesh spec, window dims or non-batching index dims, which other partitioning methods serve).
+
+    XLA (openxla spmd/gather_scatter_handler.cc, read; jaxlib 0.10.2 measured) tries, in this order for such a
+    scatter: (1) index-parallel: operand and indices split alike on the parallel dims (:func:`_parallel_axes`);
+    (2) the operand split on its indexed dims (slice size 1, e.g. a vocabulary split): each group of those axes
+    scatters its own rows, the indices and updates replicated over that many devices (index dims replicated from
+    dim 0 up), and (1) inside the group, its remaining devices taken in mesh order; (3) everything replicated.
+    The operand is moved to that layout, indices and updates follow the parallel split, and the result is
+    resharded to the written layout afterwards.  Measured (tests/test_scatter_parallel_dims.py, ``[8,32,1024]``
+    logits' gradient on 2x4): operand batch over ``model`` and vocabulary over ``data``, indices batch over
+    ``data`` and sequence over ``model`` (keras-hub llama's ``scatter-add.10``): the operand all-to-all'd to
+    sequence over ``model`` and back (2 x 96 KiB), where resharding the indices alone was priced."""
+    from .base import is_mesh_spec
+
+    if len(instr.operands) != 3 or len(actual) != 3 or any(a is None or not is_mesh_spec(a) for a in actual):
+        return None
+    op, idx, upd = actual
+    ob = attr_ints(instr, "input_batching_dims")
+    sb = attr_ints(instr, "scatter_indices_batching_dims")
+    if not ob or len(ob) != len(sb) or attr_ints(instr, "update_window_dims"):
+        return None
+    ivd = instr.attrs.get("index_vector_dim")
+    irank = len(idx)
+    ivd = int(str(ivd)) if ivd is not None else irank
+    if any(instr.operands[1].shape.dims[d] != 1 for d in range(irank) if d != ivd and d not in sb):
+        return None   # an index passthrough dim of its own: another partitioning method may apply
+    indexed = [d for d in attr_ints(instr, "scatter_dims_to_operand_dims") if d not in ob]
+    par = _parallel_axes(minfo, op, idx, ob, sb)
+    new_op = list(op)
+    if par is None:
+        t_axes = [a for d in indexed for a in op[d]]
+        other = [a for d in range(len(op)) if d not in ob and d not in indexed for a in op[d]]
+        if t_axes and not other:
+            # (2): the indices give up ``len(T)`` devices from dim 0 up; inside the group (1) on tile counts
+            group = minfo.split(t_axes)
+            inner_idx = list(idx)
+            for d in range(irank):
+                while group > 1 and inner_idx[d]:
+                    a = inner_idx[d][0]
+                    n = minfo.split((a,))
+                    if group % n:
+                        return None
+                    inner_idx[d] = inner_idx[d][1:]
+                    group //= n
+            if group != 1:
+                return None
+            o = _tiles(minfo, op, ob)
+            i = _tiles(minfo, tuple(inner_idx), sb)
+            counts = [minfo.split(inner_idx[d]) for d in sb] if i >= o else [minfo.split(op[d]) for d in ob]
+            rest = [a for a in minfo.axes if a not in t_axes]
+            par = _axes_for_counts(minfo, rest, counts)
+            if par is None:
+                return None
+        elif not t_axes:
+            par = [()] * len(ob)
+            new_op = [()] * len(op)   # (3): everything replicated
+        else:
+            return None
+    for d, axes in zip(ob, par):
+        new_op[d] = tuple(axes)
+    flat = [a for d in new_op for a in d]
+    if len(flat) != len(set(flat)):
+        return None
+    new_idx = [()] * irank
+    new_upd = [()] * len(upd)
+    for sd, axes in zip(sb, par):
+        new_idx[sd] = tuple(axes)
+        ud = _update_scatter_dim(instr, sd)
+        if ud is None:
+            return None
+        new_upd[ud] = tuple(axes)
+    return tuple(new_op), tuple(new_idx), tuple(new_upd)
+
+
+def _parallel_realized(instr, actual, want, ctx) -> list:
+    """For a fixed scatter with batching dims whose operands come in layouts XLA partitions differently from
+    every strategy written with ``want`` (see :func:`parallel_scatter_layouts`): the one strategy computing in
+    XLA's layouts, its result resharded to ``want`` (``registry._resharded_outputs``: the output plan's
+    collectives); [] when the operands already share their parallel split or the model does not say."""
+    from .base import Strategy, StrategyGroup, is_mesh_spec
+    from .registry import _resharded_outputs, _same
+
+    lay = parallel_scatter_layouts(instr, actual, ctx.minfo)
+    if lay is None or not is_mesh_spec(want):
+        return []
+    op_s, idx_s, upd_s = lay
+    if all(_same(a, b) for a, b in zip(actual, lay)) and _same(op_s, want):
+        return []
+    minfo = ctx.minfo
+    upd = instr.operands[2]
+    st = Strategy(spec_name(op_s) + "|parallel", op_s, (op_s, idx_s, upd_s),
+                  compute=compute_cost(minfo.tile_volume(upd.shape.dims, upd_s)),
+                  memory=minfo.bytes_per_device(instr.shape, op_s))
+    if _same(op_s, want):
+        return [st]
+    return _resharded_outputs(StrategyGroup(instr, [st], leaf_shapes=(instr.shape,)), want, ctx, tie_break=0.0)
+
+
+def _regrouped_updates(instr, actual, keep, ctx) -> list:
+    """A fixed scatter whose operand is split on an indexed dim (slice size 1, e.g. an embedding table's rows)
+    over mesh axes T and whose updates come split over some of T on their window dims: XLA's scatter handler
+    partitions on the operand's indexed dims (``PartitionScatterTrivialSlicedOperandDimensions``, openxla
+    spmd/gather_scatter_handler.cc, read), grouping the devices by T; the updates must be whole along T within a
+    group, so XLA first permutes their tiles so that their split lies inside the groups (one collective-permute
+    of the updates' tile) and then gathers them there, where resharding the updates to the strategy's layout
+    directly would gather them only.  Only when some axis outside T is left replicated by the updates (the room
+    inside a group): with none, XLA gathers them without the permute (measured: table rows over both axes,
+    updates over one; rows over ``model``, updates over both).  So: the strategies of ``keep`` that take the operand as it comes and
+    updates with no T axis, each with that collective-permute added (its bytes: the updates' tile; its pairs, a
+    stand-in for XLA's permutation, shift the T coordinates by one).  Measured (tests/test_scatter_regroup.py:
+    BART's embedding gradient ``scatter-add.11``, new user 24, the table's rows over ``data`` and the updates'
+    hidden dim over ``data``: XLA a 512 KiB collective-permute and a 512 KiB all-gather, hloshard the all-gather
+    only).  Known gap: rows over ``data`` with the updates over both axes, XLA permutes too (128 KiB not
+    priced).  [] otherwise."""
+    from .base import Strategy, is_mesh_spec
+    from .registry import _same
+    from ..cost import collectives
+
+    op, upd = actual[0], actual[2]
+    if op is None or not (is_mesh_spec(op) and is_mesh_spec(upd)) or attr_ints(instr, "input_batching_dims"):
+        return []
+    indexed = set(attr_ints(instr, "inserted_window_dims")) & set(attr_ints(instr, "scatter_dims_to_operand_dims"))
+    t_axes = {a for d in indexed if d < len(op) for a in op[d]}
+    if not t_axes or not (spec_axes(upd) & t_axes):
+        return []
+    if all(a in t_axes or a in spec_axes(upd) for a in ctx.minfo.axes):
+        return []   # no axis inside the groups left free for the updates' split: XLA gathers them (measured)
+    import numpy as np
+
+    ids = np.asarray(ctx.mesh.device_ids)
+    pairs = []
+    for idx in np.ndindex(*ids.shape):
+        dst = tuple((i + 1) % ids.shape[a] if a in t_axes else i for a, i in enumerate(idx))
+        pairs.append((int(ids[idx]), int(ids[dst])))
+    nbytes = ctx.minfo.bytes_per_device(instr.operands[2].shape, upd)
+    cp_cost, cp = collectives.priced("collective-permute", ctx.mesh, nbytes, pairs=tuple(pairs))
+    out = []
+    for st in keep:
+        if len(st.inputs) != 3 or not is_mesh_spec(st.inputs[2]) or not _same(st.inputs[0], op) or \
+                spec_axes(st.inputs[2]) & t_axes:
+            continue
+        out.append(Strategy(st.name + "|regroup", st.out, st.inputs, compute=st.compute, comm=st.comm + cp_cost,
+                            memory=st.memory, collectives=tuple(st.collectives) + (cp,), flops=st.flops))
+    return out
+
+
 @register_preference("scatter")
 def scatter_preference(instr, actual, keep, ctx):
     """For a fixed scatter-add whose indices and updates come in exactly as one of :func:`handle_scatter`'s
@@ -239,6 +451,12 @@ def scatter_preference(instr, actual, keep, ctx):
     if not keep or len(actual) != 3 or actual[1] is None or actual[2] is None:
         return []
     want = keep[0].out
+    par = _parallel_realized(instr, actual, want, ctx) if actual[0] is not None else []
+    if par:
+        return par
+    regroup = _regrouped_updates(instr, actual, keep, ctx)
+    if regroup:
+        return regroup
     if not is_mesh_spec(want):
         return []
     used = {a for d in want for a in d}
