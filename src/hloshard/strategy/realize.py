@@ -57,7 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import TOKEN, LeafRef, is_array, is_mesh_spec
+from .base import TOKEN, LeafRef, is_array, is_mesh_spec, leaf_range, leaf_shapes
 
 #: ops whose partitioning XLA decides from its operands' layouts (measured: dot, convolution, and a
 #: scatter-add whose split updates XLA all-reduces into the table where the plan gathers them; a fusion
@@ -263,6 +263,63 @@ def insert_loop_state_pins(whiles) -> int:
                 continue
             _pin_between(body, g, users, ".sh", names)
             count += 1
+        count += _pin_captured_inits(w, captured)
+    return count
+
+
+def _pin_captured_inits(w, captured) -> int:
+    """Pin each captured loop invariant's init value (``w`` a ``while`` written without a sharding,
+    ``captured`` the indices of its invariant elements, :func:`hloshard.hlo.loops.invariant_elements`) in the layout the init tuple's written sharding
+    gives it: ``NAME.init.pin = custom-call(NAME), custom_call_target="Sharding"``, read by the init
+    ``tuple`` only, just before it.  Why: the cost graph prices the body's reads of a captured element
+    in the init's layout (:mod:`hloshard.strategy.control_flow`), but on the way in through StableHLO
+    XLA keeps neither the tuple's sharding nor that of a ``get-tuple-element`` of another while's result
+    or of a broadcast of a scalar constant, so GSPMD's propagation gives the captured value a layout of
+    its own (the loop's tuple sharding is unified with the body root's, body and condition parameters'
+    and the operand's, and a split layout wins a merge over ``{replicated}``) and the SPMD partitioner
+    reshards it at its users inside the body on every trip.  Measured (new user 25's scan LM, 2x4, the
+    solved module ``s.cli.hlo``, raw after-sharding-propagation HLO of jaxlib 0.10.2): the backward
+    loop's captured ``f32[6,4,64,256]`` stack (written ``{replicated}``) became split on dim 1 and was
+    all-gathered whole on each of 24 trips (18.9 MB, predicted 0); tests/test_loop_captured_pin.py.
+    With the pin the value reaches the loop in the planned layout: any resharding to it happens once,
+    before the loop.  An init that is an entry parameter with that very sharding (kept by XLA) or
+    already a ``Sharding`` custom-call in it is left alone.  Returns the pins added."""
+    from ..hlo.ir import Instruction
+
+    init = w.operands[0] if w.operands else None
+    sh = getattr(init, "sharding", None)
+    if init is None or init.opcode != "tuple" or sh is None or not sh.is_tuple or not captured:
+        return 0
+    leaves = leaf_shapes(w.shape)
+    if len(sh.tuple_elements) != len(leaves):
+        return 0
+    comp = init.parent
+    names = {i.name for i in comp.instructions}
+    entry = getattr(comp.parent, "entry", None)
+    ops = list(init.operands)
+    count = 0
+    for k, op in enumerate(ops):
+        rng = leaf_range(w.shape, k)
+        if len(rng) != 1 or k not in captured or not is_array(op.shape) or op.shape.is_tuple \
+                or not op.shape.dims:
+            continue
+        want = sh.tuple_elements[rng[0]]
+        have = op.sharding
+        if have is not None and have == want and (op.is_sharding_constraint or
+                                                   (op.opcode == "parameter" and comp is entry)):
+            continue
+        name, n = op.name + ".init.pin", 1
+        while name in names:
+            n += 1
+            name = f"{op.name}.init.pin{n}"
+        names.add(name)
+        cc = Instruction(name, "custom-call", op.shape, [op], attrs={"custom_call_target": "Sharding"})
+        cc.sharding = want
+        comp.add_instruction(cc, before=init)
+        ops[k] = cc
+        count += 1
+    if count:
+        init.set_operands(ops)
     return count
 
 
