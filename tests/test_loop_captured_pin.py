@@ -1,14 +1,15 @@
 """A captured loop invariant reaches XLA in the planned layout (realize's ``NAME.init.pin``).
 
-The module: a while of 6 trips whose body passes the stacked ``f32[6,8,256]`` element ``st`` through
+The module: a while of 4 trips whose body passes the stacked ``f32[6,8,256]`` element ``st`` through
 unchanged (a loop invariant, so the while is written without a sharding and StableHLO's while
 canonicalization captures the value from outside the loop) and reads layer ``i`` of it with a
 ``dynamic-slice`` in ``{replicated}``.  The init tuple is written ``{replicated}`` for ``st`` (the plan's
 layout) but its operand ``e`` is split on dim 1 over pairs: what XLA sees when the operand's written
 sharding is lost on the way in (a ``get-tuple-element`` of another while's result, a broadcast of a
-scalar constant: new user 25's scan LM, where the stack was all-gathered whole on each of 24 trips).
+scalar constant: new user 25's scan LM, where the stack was all-gathered whole on each of 24 trips).  The test
+reuses tests/test_handlers_control_flow.py's trip-count restorer (its loops run 4 trips too).
 XLA keeps no tuple sharding, so without a pin it captures ``e`` split and all-gathers the whole stack in
-the body on every trip (6 x 24 KiB ring bytes per device); with the pin
+the body on every trip (4 x 24 KiB ring bytes per device); with the pin
 (:func:`hloshard.strategy.realize.insert_loop_state_pins`) it all-gathers once, before the loop
 (f32[6,8,256] = 49152 B, (2-1)/2 of it = 24576 B), which is what hloshard predicts for the pinned module.
 """
@@ -34,7 +35,7 @@ def module_text(init_sharding: str = S) -> str:
         "HloModule captured, num_partitions=8", "",
         "cond {", L("cp", f"{STATE} parameter(0), sharding={TSH}"),
         L("ci", f"s32[] get-tuple-element(cp), index=0, sharding={R}"),
-        L("c6", f"s32[] constant(6), sharding={R}"),
+        L("c6", f"s32[] constant(4), sharding={R}"),
         "  ROOT " + L("lt", f"pred[] compare(ci, c6), direction=LT, sharding={R}").lstrip(), "}", "",
         "body {", L("p", f"{STATE} parameter(0), sharding={TSH}"),
         L("i", f"s32[] get-tuple-element(p), index=0, sharding={R}"),
@@ -54,7 +55,7 @@ def module_text(init_sharding: str = S) -> str:
         L("c0", f"s32[] constant(0), sharding={R}"),
         L("init", f"{STATE} tuple(c0, y, e), sharding={TSH}"),
         L("w", f"{STATE} while(init), condition=cond, body=body, "
-                 + 'backend_config={"known_trip_count":{"n":"6"}}'),
+                 + 'backend_config={"known_trip_count":{"n":"4"}}'),
         "  ROOT " + L("o", f"f32[8,256]{{1,0}} get-tuple-element(w), index=1, sharding={R}").lstrip(), "}", ""])
 
 
@@ -101,11 +102,14 @@ def test_xla_gathers_once_before_the_loop_as_predicted():
     from hloshard.mesh import DeviceMesh
     from tests.handler_harness import partition_only, predicted_collectives, summary, xla_collectives
 
-    before = xla_collectives(partition_only(module_text()))
+    from tests.test_handlers_control_flow import TRIPS, _with_trip_counts
+
+    assert TRIPS == 4
+    before = xla_collectives(_with_trip_counts(partition_only(module_text())))
     # unpinned: XLA gathers the whole captured stack inside the body (attributed to ``ds``), every trip
-    assert [c["kind"] for c in before if c["op_name"] == "ds"] == ["all-gather"]
+    assert summary([c for c in before if c["op_name"] == "ds"]) == [("all-gather", 2, 4 * 24576)]
     m, _ = _pinned(module_text())
-    after = xla_collectives(partition_only(print_module(m)))
+    after = xla_collectives(_with_trip_counts(partition_only(print_module(m))))
     assert summary(after) == [("all-gather", 2, 24576)]
     assert not [c for c in after if c["op_name"] in ("ds", "st", "r", "a")]
     pred = predicted_collectives(m, DeviceMesh.parse("2x4"))
