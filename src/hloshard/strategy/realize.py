@@ -240,8 +240,10 @@ def insert_loop_state_pins(whiles) -> int:
     a non-scalar array element that is not a captured loop invariant (:func:`hloshard.hlo.loops.invariant_elements`
     of a while written without a sharding) and has users besides the body root, insert
     ``NAME.sh = custom-call(NAME), custom_call_target="Sharding", sharding=<its sharding>`` and make those
-    users read it.  ``whiles``: the ``while`` instructions whose shardings are written (the IR after the
-    apply step).  Returns the custom-calls added.  Deterministic (the given order, then text order)."""
+    users read it.  And before a while written without a sharding, pin each captured invariant's init
+    value in the init tuple's layout for it (``NAME.init.pin``, :func:`_pin_captured_inits`).
+    ``whiles``: the ``while`` instructions whose shardings are written (the IR after the apply step).
+    Returns the custom-calls added (both kinds).  Deterministic (the given order, then text order)."""
     from ..hlo.loops import called, invariant_elements
 
     count = 0
