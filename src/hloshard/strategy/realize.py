@@ -30,7 +30,9 @@ resharded the carried value and back on every trip (all-to-alls on ``dot_general
 partitioner drops it, no data moved) with the planned layout after each such read, so the body reads the
 loop state as planned: measured, the solved module's XLA bytes then equal hloshard's prediction
 (640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
-loop (:mod:`hloshard.strategy.control_flow`) are left alone: their reads are the init's value.
+loop (:mod:`hloshard.strategy.control_flow`) get no read pins (their reads are the init's value); their
+init values are pinned instead, before the loop (``NAME.init.pin``: new user 25's scan LM, the same plan's
+XLA bytes 99.9 -> 39.8 MiB, BENCHMARKS.md round 25 "loop").
 
 Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
 ``with_sharding_constraint`` at the pinned points)::
