@@ -32,7 +32,7 @@ loop state as planned: measured, the solved module's XLA bytes then equal hlosha
 (640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
 loop (:mod:`hloshard.strategy.control_flow`) get no read pins (their reads are the init's value); their
 init values are pinned instead, before the loop (``NAME.init.pin``: new user 25's scan LM, the same plan's
-XLA bytes 99.9 -> 39.8 MiB, BENCHMARKS.md round 25 "loop").
+XLA bytes 104.8 -> 41.7 MB, predicted 27.1, BENCHMARKS.md round 25 "loop").
 
 Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
 ``with_sharding_constraint`` at the pinned points)::
