@@ -56,7 +56,8 @@ def apply_choice(graph: Graph, choice) -> int:
     Exception: a ``while`` whose body passes some loop-state elements through unchanged
     (:func:`hloshard.hlo.loops.invariant_elements`) gets no ``sharding=`` of its own (unless the user's
     is kept); its init tuple, body and condition parameters and body root carry the layout, and XLA's
-    propagation gives the loop the same.  Reason: on the way into XLA through StableHLO (jax, the
+    propagation gives the loop the same (the captured elements' init values are pinned in it,
+    :func:`hloshard.strategy.realize.insert_loop_state_pins`).  Reason: on the way into XLA through StableHLO (jax, the
     oracle, ``--xla``) the while canonicalization turns those elements into captured values but keeps
     the while's tuple sharding at full length, and jaxlib 0.10.2 then aborts compiling (RET_CHECK in
     hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has 36" on the MaxText train

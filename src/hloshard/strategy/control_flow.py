@@ -19,7 +19,15 @@
   after-spmd-partitioning HLO of jaxlib 0.10.2: an all-to-all of the whole f32[4,64,256] element per
   trip on the body's dynamic-slice, not one at the loop entry; tests/test_handlers_control_flow.py).
   A copy of the init in the loop's layout before the loop moves that resharding out of the loop (the
-  ``pin`` case of the same test); the solver reaches it by laying out the init's producer.
+  ``pin`` case of the same test); the solver reaches it by laying out the init's producer.  The
+  written module pins the init value of each captured element in the layout priced here
+  (``NAME.init.pin``, :func:`hloshard.strategy.realize.insert_loop_state_pins`): XLA keeps no tuple
+  sharding through StableHLO, nor that of a ``get-tuple-element`` of another while's result or of a
+  broadcast of a scalar constant, and GSPMD's propagation (the while's tuple sharding unified with its
+  operand's, body root's and parameters', a split layout winning a merge over ``{replicated}``) would
+  otherwise capture the value in a layout of its own and reshard it in the body on every trip
+  (new user 25's scan LM: a f32[6,4,64,256] stack all-gathered on each of 24 trips;
+  tests/test_loop_captured_pin.py).
 * call: the computation's parameters alias the call operands, the call's leaves alias the
   computation root: the callee is laid out as if inlined.
 * conditional: each branch's parameter aliases its operand; one node per output leaf (every layout)

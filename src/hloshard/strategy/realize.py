@@ -30,7 +30,9 @@ resharded the carried value and back on every trip (all-to-alls on ``dot_general
 partitioner drops it, no data moved) with the planned layout after each such read, so the body reads the
 loop state as planned: measured, the solved module's XLA bytes then equal hloshard's prediction
 (640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
-loop (:mod:`hloshard.strategy.control_flow`) are left alone: their reads are the init's value.
+loop (:mod:`hloshard.strategy.control_flow`) get no read pins (their reads are the init's value); their
+init values are pinned instead, before the loop (``NAME.init.pin``: new user 25's scan LM, the same plan's
+XLA bytes 104.8 -> 41.7 MB, predicted 27.1, BENCHMARKS.md round 25 "loop").
 
 Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
 ``with_sharding_constraint`` at the pinned points)::
@@ -57,7 +59,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .base import TOKEN, LeafRef, is_array, is_mesh_spec
+from .base import TOKEN, LeafRef, is_array, is_mesh_spec, leaf_range, leaf_shapes
 
 #: ops whose partitioning XLA decides from its operands' layouts (measured: dot, convolution, and a
 #: scatter-add whose split updates XLA all-reduces into the table where the plan gathers them; a fusion
@@ -240,8 +242,10 @@ def insert_loop_state_pins(whiles) -> int:
     a non-scalar array element that is not a captured loop invariant (:func:`hloshard.hlo.loops.invariant_elements`
     of a while written without a sharding) and has users besides the body root, insert
     ``NAME.sh = custom-call(NAME), custom_call_target="Sharding", sharding=<its sharding>`` and make those
-    users read it.  ``whiles``: the ``while`` instructions whose shardings are written (the IR after the
-    apply step).  Returns the custom-calls added.  Deterministic (the given order, then text order)."""
+    users read it.  And before a while written without a sharding, pin each captured invariant's init
+    value in the init tuple's layout for it (``NAME.init.pin``, :func:`_pin_captured_inits`).
+    ``whiles``: the ``while`` instructions whose shardings are written (the IR after the apply step).
+    Returns the custom-calls added (both kinds).  Deterministic (the given order, then text order)."""
     from ..hlo.loops import called, invariant_elements
 
     count = 0
@@ -263,6 +267,63 @@ def insert_loop_state_pins(whiles) -> int:
                 continue
             _pin_between(body, g, users, ".sh", names)
             count += 1
+        count += _pin_captured_inits(w, captured)
+    return count
+
+
+def _pin_captured_inits(w, captured) -> int:
+    """Pin each captured loop invariant's init value (``w`` a ``while`` written without a sharding,
+    ``captured`` the indices of its invariant elements, :func:`hloshard.hlo.loops.invariant_elements`) in the layout the init tuple's written sharding
+    gives it: ``NAME.init.pin = custom-call(NAME), custom_call_target="Sharding"``, read by the init
+    ``tuple`` only, just before it.  Why: the cost graph prices the body's reads of a captured element
+    in the init's layout (:mod:`hloshard.strategy.control_flow`), but on the way in through StableHLO
+    XLA keeps neither the tuple's sharding nor that of a ``get-tuple-element`` of another while's result
+    or of a broadcast of a scalar constant, so GSPMD's propagation gives the captured value a layout of
+    its own (the loop's tuple sharding is unified with the body root's, body and condition parameters'
+    and the operand's, and a split layout wins a merge over ``{replicated}``) and the SPMD partitioner
+    reshards it at its users inside the body on every trip.  Measured (new user 25's scan LM, 2x4, the
+    solved module ``s.cli.hlo``, raw after-sharding-propagation HLO of jaxlib 0.10.2): the backward
+    loop's captured ``f32[6,4,64,256]`` stack (written ``{replicated}``) became split on dim 1 and was
+    all-gathered whole on each of 24 trips (18.9 MB, predicted 0); tests/test_loop_captured_pin.py.
+    With the pin the value reaches the loop in the planned layout: any resharding to it happens once,
+    before the loop.  An init that is an entry parameter with that very sharding (kept by XLA) or
+    already a ``Sharding`` custom-call in it is left alone.  Returns the pins added."""
+    from ..hlo.ir import Instruction
+
+    init = w.operands[0] if w.operands else None
+    sh = getattr(init, "sharding", None)
+    if init is None or init.opcode != "tuple" or sh is None or not sh.is_tuple or not captured:
+        return 0
+    leaves = leaf_shapes(w.shape)
+    if len(sh.tuple_elements) != len(leaves):
+        return 0
+    comp = init.parent
+    names = {i.name for i in comp.instructions}
+    entry = getattr(comp.parent, "entry", None)
+    ops = list(init.operands)
+    count = 0
+    for k, op in enumerate(ops):
+        rng = leaf_range(w.shape, k)
+        if len(rng) != 1 or k not in captured or not is_array(op.shape) or op.shape.is_tuple \
+                or not op.shape.dims:
+            continue
+        want = sh.tuple_elements[rng[0]]
+        have = op.sharding
+        if have is not None and have == want and (op.is_sharding_constraint or
+                                                   (op.opcode == "parameter" and comp is entry)):
+            continue
+        name, n = op.name + ".init.pin", 1
+        while name in names:
+            n += 1
+            name = f"{op.name}.init.pin{n}"
+        names.add(name)
+        cc = Instruction(name, "custom-call", op.shape, [op], attrs={"custom_call_target": "Sharding"})
+        cc.sharding = want
+        comp.add_instruction(cc, before=init)
+        ops[k] = cc
+        count += 1
+    if count:
+        init.set_operands(ops)
     return count
 
 

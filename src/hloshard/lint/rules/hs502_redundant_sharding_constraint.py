@@ -39,6 +39,9 @@ class RedundantShardingConstraint(Rule):
     way into XLA through StableHLO the body parameter becomes block arguments and the read's own sharding
     is lost, so the constraint is what keeps the loop state's layout (``hloshard solve`` writes these as
     ``*.sh``, :func:`hloshard.strategy.realize.insert_loop_state_pins`; new user 19 saw 24 of them reported).
+    Nor on a value only a ``while``'s init tuple reads: XLA drops the tuple's sharding and that of, e.g., a
+    ``get-tuple-element`` of another loop's result, and would capture a loop invariant in whatever layout its
+    propagation gives it (``hloshard solve`` writes these as ``*.init.pin``, same function).
     """
 
     code = "HS502"
@@ -62,6 +65,9 @@ class RedundantShardingConstraint(Rule):
                 continue   # a scatter's zeros, pinned against XLA's broadcast merging (docstring)
             if _reads_loop_state(operand, context):
                 continue   # the loop state's layout survives StableHLO only through it (docstring)
+            if instr.users and all(u.opcode == "tuple" and u.users and
+                                   all(w.opcode == "while" for w in u.users) for u in instr.users):
+                continue   # a loop's init value: the tuple's sharding does not reach XLA (docstring)
             if operand.sharding == instr.sharding:
                 yield self.finding(context, instr,
                                    f"%{instr.name} constrains %{operand.name} to "
