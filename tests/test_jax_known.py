@@ -128,6 +128,10 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
         raise SolveFailed("no feasible solution (test)")
 
     monkeypatch.setattr(autoshard, "solve_module", refuse)
+    # the fallback step alone: the guard's last rule (cheapest_found over every plan the call knows) is
+    # checked below, where it may take a cheaper plan than the fallback's within the same limit
+    real_cheapest = guard.cheapest_found
+    monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)
     out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"], pareto=False)
     assert g["applied"] and g["fallback"] == "data-parallel", g
     assert out.choice == dp.choice and out.evaluation.peak_memory <= limit
@@ -137,6 +141,16 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
                                                                   "collective_cost": 0.0})
     out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"], pareto=False)
     assert not g["applied"] and out is first and "plan is kept" in g["note"]
+    # with the guard's last rule (round 25): the plan returned is never dearer than the fallback's, within the
+    # same limit (the baseline's peak)
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
+                                                                  "collective_cost": 0.0})
+    monkeypatch.setattr(guard, "cheapest_found", real_cheapest)
+    out2, g2 = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=holder["plans"], pareto=False)
+    assert g2["applied"] and out2.evaluation.peak_memory <= limit
+    assert out2.evaluation.total <= dp.evaluation.total + 1e-9
+    if out2.choice != dp.choice:
+        assert g2["cheapest"]["taken"] and g2["cheapest"]["peak_bytes"] <= limit, g2
 
 
 def test_data_parallel_completed_from_xla_layouts():
@@ -393,6 +407,8 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
                                                                   "collective_cost": 0.0})
     monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
+    # the fallback step alone (the guard's last rule, cheapest_found, is test_guard_falls_back_to_a_known_plan's)
+    monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)
     first.evaluation = dataclasses.replace(first.evaluation, peak_memory=limit + 10)
     out, g = guard.guard_plan(first, module, mesh, "io", 1.0, 0, True, known_plans=plans, pareto=False)
     assert g.get("fallback") == "data-parallel", g
