@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from .base import attr_ints, compute_cost, is_array, replicated_spec, spec_axes, spec_name
 from .elementwise import free_group
-from .registry import register, register_backward, register_preference
+from .registry import _resharded_outputs, _same, register, register_backward, register_preference
 
 
 def _gather_inputs(instr, out_spec):
@@ -369,7 +369,6 @@ def _parallel_realized(instr, actual, want, ctx) -> list:
     XLA's layouts, its result resharded to ``want`` (``registry._resharded_outputs``: the output plan's
     collectives); [] when the operands already share their parallel split or the model does not say."""
     from .base import Strategy, StrategyGroup, is_mesh_spec
-    from .registry import _resharded_outputs, _same
 
     lay = parallel_scatter_layouts(instr, actual, ctx.minfo)
     if lay is None or not is_mesh_spec(want):
@@ -404,7 +403,6 @@ def _regrouped_updates(instr, actual, keep, ctx) -> list:
     only).  Known gap: rows over ``data`` with the updates over both axes, XLA permutes too (128 KiB not
     priced).  [] otherwise."""
     from .base import Strategy, is_mesh_spec
-    from .registry import _same
     from ..cost import collectives
 
     op, upd = actual[0], actual[2]
@@ -446,7 +444,6 @@ def scatter_preference(instr, actual, keep, ctx):
     strategy with the written output, or [] (the other rules of ``registry._realized`` then apply)."""
     from ..cost import collectives
     from .base import Strategy, is_mesh_spec
-    from .registry import _same
 
     if not keep or len(actual) != 3 or actual[1] is None or actual[2] is None:
         return []
