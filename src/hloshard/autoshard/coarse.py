@@ -362,9 +362,11 @@ def work_limit(time_limit: float, mesh: DeviceMesh, solver_share: float = 1.0) -
     graph serves, ``time_limit / solver_share``.  The rule: the refined graph is built when its build is
     estimated to cost no more than the solving it serves, so that the call costs at most about twice its
     solving.  ``solver_share`` < 1: the first solve is that share of a caller's whole limit and the later
-    phases solve on the same graph (``auto_shard``'s memory guard re-solves on it, ``FIRST_SHARE`` 0.5), so the
-    graph serves the whole limit (keras-hub's Gemma at ``time_limit=10``: 4.5 M pairs allowed for its 2.70 M, a
-    5.2 CPU-s build, where the first solve's 5 s allowed 2.25 M and the coarse plan was written)."""
+    phases solve on the same graph, so the graph serves the whole limit.  ``auto_shard`` in deterministic mode
+    does not pass its share (round 25: sized for its whole limit, keras-hub's 4-layer Gemma at ``time_limit=10``
+    got its 2.70 M-pair refined graph, a 5.2 CPU-s build, but the first solve on it used 59 s for its 5 work units
+    and ended at a 27.8% gap, and the memory guard's re-solves found no plan within the baseline: auto_expert
+    peaked 1.05x the expert's by XLA; at its first solve's 5 s, 2.25 M pairs, the coarse plan is written, 0.97x)."""
     share = float(solver_share) if solver_share and 0 < float(solver_share) < 1 else 1.0
     return int(pairs_per_second(mesh) * max(0.0, float(time_limit)) / share)
 
