@@ -335,13 +335,11 @@ def _tile_map(sharding, rank: int, dims: tuple[int, ...], devices: int) -> tuple
     """Per device ``0 .. devices-1``, its tile index along ``dims`` of an array of ``rank`` under
     ``sharding`` (row-major over ``dims``; 0 everywhere when replicated along them), None when unknown
     (no sharding, a tuple, manual or maximal, a rank or device count that does not match)."""
-    if sharding is None or sharding.is_tuple:
+    tiles = _tiles(sharding, rank)   # the one validity check (None: unknown)
+    if tiles is None:
         return None
     if sharding.is_replicated:
         return (0,) * devices
-    if not sharding.is_tiled or sharding.tiled_rank != rank:
-        return None
-    tiles = sharding.tile_dims
     out = []
     try:
         for d in range(devices):
