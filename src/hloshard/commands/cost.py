@@ -33,7 +33,7 @@ import click
 from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
 from ..textout import print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
-from .options import device_option, mesh_options, timed_mesh_from_options
+from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
 from .progress import SolverProgress
 
 
@@ -229,9 +229,10 @@ Examples:
                    "cost graph and the search share this limit (a build that passes it: exit 3). Default: the "
                    "fast completion (greedy + local search + one message-passing round, no CP-SAT, "
                    "deterministic), with its gap to a proven lower bound in the summary.")
+@tie_option
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None,
-            complete="hloshard"):
+            complete="hloshard", ties=()):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
@@ -240,7 +241,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     its gap to a proven lower bound), with --time-limit by the full solver as solve would -- says how
     many and how in the summary and lists them under "unannotated" in --format json.  With --complete xla
     XLA's own propagation chooses them first (what jax.jit runs with the same shardings), and hloshard
-    only what XLA's propagation does not name.
+    only what XLA's propagation does not name.  --tie (as solve's) makes a training step's new state leave
+    in its parameter's layout in that choice, as a loop needs.
     """
     check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output)
@@ -254,6 +256,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
 
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
+    apply_ties(module, ties)   # --tie: what the completion chooses keeps state layouts (checked at the build)
     dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)
@@ -276,6 +279,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
             comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
+    report["ties"] = tie_words(ties)
     if by_xla is not None:
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .options import device_option, mesh_options, timed_mesh_from_options
+from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
 
 EXAMPLES = """\b
 Examples:
@@ -45,12 +45,15 @@ def _load(path: str, show: bool):
 @click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
               help="Choose what each module's annotations leave open with the full solver (CP-SAT), searching "
                    "at most this long per module. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
+@tie_option
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet):
+def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet,
+            ties=()):
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
-    `hloshard cost` prices them; B - A is reported (in seconds with --device)."""
+    `hloshard cost` prices them; B - A is reported (in seconds with --device). --tie (as solve's) applies to
+    both; a note says when A and B treat a training step's state differently."""
     from ..diff import diff_plans, render_text
     from ..io import write_text_atomic
     from .common import check_outputs, note_input, show_progress
@@ -62,9 +65,11 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress(quiet)
     module_a = _load(file_a, show)
+    apply_ties(module_a, ties)
     note_input(file_a, module_a)
     dmesh, scale, _ = timed_mesh_from_options(module_a, mesh, device_ids, alpha, beta, device)
     module_b = _load(file_b, show)
+    apply_ties(module_b, ties)
     note_input(file_b, module_b)
     mesh_b = timed_mesh_from_options(module_b, mesh, device_ids, alpha, beta, device)[0]
     if mesh_b.num_devices != dmesh.num_devices:
@@ -73,7 +78,7 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     with SolverProgress(show, time_limit) as progress:
         report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
                             progress=progress if show else None)
-    report["a"], report["b"] = file_a, file_b
+    report["a"], report["b"], report["ties"] = file_a, file_b, tie_words(ties)
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
         from ..diff import in_seconds
 
