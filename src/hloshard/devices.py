@@ -312,9 +312,9 @@ def load_profile(path: str) -> DeviceProfile:
         for k in peaks:
             key = _PEAK_ALIASES.get(str(k).lower(), str(k).lower())
             if key not in PEAK_KEYS:
-                bad.extend(_unknown_keys({k: None}, PEAK_KEYS, "[peak_tflops] "))
+                bad.extend(_unknown_keys({k: None}, PEAK_KEYS, "[peak_tflops]: "))
                 continue
-            value = _number(peaks, k, "[peak_tflops] ", bad)
+            value = _number(peaks, k, "[peak_tflops]: ", bad)
             if value is not None:
                 flops[key] = value * _T
     if "f32_matmul" in data:
@@ -330,13 +330,13 @@ def load_profile(path: str) -> DeviceProfile:
         if not isinstance(sect, dict):
             missing.append(f"[{cls}] with bandwidth_gbps and latency_us")
             continue
-        bad.extend(_unknown_keys(sect, _LINK_KEYS, f"[{cls}] "))
+        bad.extend(_unknown_keys(sect, _LINK_KEYS, f"[{cls}]: "))
         label = sect.get("name", "")
         if not isinstance(label, str) or ("name" in sect and not label.strip()):
-            bad.append(f"[{cls}] 'name' must be a non-empty string, got {label!r}")
+            bad.append(f"[{cls}]: 'name' must be a non-empty string, got {label!r}")
             label = ""
         missing.extend(f"[{cls}] '{k}'" for k in ("bandwidth_gbps", "latency_us") if k not in sect)
-        bw, lat = (_number(sect, k, f"[{cls}] ", bad) for k in ("bandwidth_gbps", "latency_us"))
+        bw, lat = (_number(sect, k, f"[{cls}]: ", bad) for k in ("bandwidth_gbps", "latency_us"))
         if bw is not None and lat is not None:
             links[cls] = LinkSpec(bw * _GB, lat * 1e-6, label.strip())
     dpn = _number(data, "devices_per_node", "", bad)
