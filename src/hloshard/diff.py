@@ -16,6 +16,8 @@ two modules do not share most instruction names or a shared instruction has two 
 
 from __future__ import annotations
 
+from rich.table import Table
+
 from .autoshard import evaluate_as_written, instruction_sharding
 from .autoshard.aliases import matching_pairs, module_ties
 from .autoshard.evaluate import counted_instructions
@@ -221,8 +223,6 @@ def _side(progress, side: str):
 
 def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B")) -> None:
     """Rich text rendering of :func:`diff_plans`' report."""
-    from rich.table import Table   # rich is imported when a report is printed, as summary.print_summary does
-
     a, b = names
     f = cost_formatter(report)
     unit = f" (seconds on {report['device']})" if report.get("units") == "seconds" else ""

@@ -8,6 +8,11 @@ and tests render one text.
 
 from __future__ import annotations
 
+import io
+
+from rich.table import Table
+from rich.text import Text
+
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_table, report_console
@@ -278,9 +283,6 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     the largest tensors at the peak, notes and warnings.  ``console``: a rich Console
     (:func:`hloshard.textout.report_console`; default: one on stderr, as ``solve`` prints it);
     ``files``: print the input / output lines."""
-    from rich.table import Table   # rich is imported when a summary is printed, not with the command
-    from rich.text import Text
-
     if console is None:
         console = report_console(stderr=True)
     con = console
@@ -341,8 +343,6 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
 def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:
     """:func:`print_summary`'s text as a string (plain, no colour or control codes; ``width``: the
     wrapping width, default :data:`hloshard.textout.TEXT_WIDTH`)."""
-    import io
-
     buf = io.StringIO()
     con = report_console(buf, terminal=False)
     if width:

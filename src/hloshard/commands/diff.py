@@ -9,7 +9,16 @@ import sys
 
 import click
 
+from ..diff import diff_plans, in_seconds, render_text
+from ..hlo.verify import verify_module
+from ..io import write_text_atomic
+from ..load import load_module
+from ..report_html import diff_report_html
+from ..textout import report_console
+from .common import check_outputs, note_input, show_progress, step
+from .cost import check_time_limit
 from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
+from .progress import SolverProgress
 
 EXAMPLES = """\b
 Examples:
@@ -20,10 +29,6 @@ Examples:
 
 
 def _load(path: str, show: bool):
-    from ..hlo.verify import verify_module
-    from ..load import load_module
-    from .common import note_input, step
-
     name = "<stdin>" if path == "-" else path
     note_input(path)
     with step(f"parsing {path}", show):
@@ -54,13 +59,6 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     communication, resharding, memory); the largest differences first. Both are priced as
     `hloshard cost` prices them; B - A is reported (in seconds with --device). --tie (as solve's) applies to
     both; a note says when A and B treat a training step's state differently."""
-    from ..diff import diff_plans, render_text
-    from ..io import write_text_atomic
-    from .common import check_outputs, note_input, show_progress
-
-    from .cost import check_time_limit
-    from .progress import SolverProgress
-
     check_time_limit(time_limit)
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress(quiet)
@@ -80,18 +78,12 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
                             progress=progress if show else None)
     report["a"], report["b"], report["ties"] = file_a, file_b, tie_words(ties)
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
-        from ..diff import in_seconds
-
         in_seconds(report, scale.seconds_per_unit, scale.profile.name)
     if html_file:
-        from ..report_html import diff_report_html
-
         write_text_atomic(html_file, diff_report_html(report))
     if fmt == "json":
         write_text_atomic(output, json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
-    from ..textout import report_console
-
     names = ("A", "B")
     buf = io.StringIO()
     buf.write(f"A = {file_a}\nB = {file_b}\n")
