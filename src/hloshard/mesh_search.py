@@ -333,6 +333,9 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
                                  f"beyond the time limit")
         else:
             run.append(i)
+    if cluster_i in run:   # the cluster's shape starts first after the head: its turn never comes too late
+        run.remove(cluster_i)
+        run.insert(0, cluster_i)
     jobs = _jobs(workers, len(run))
     # with forked processes, the candidate of the largest build is solved here (its graph kept), the others in
     # jobs - 1 lanes of forked processes: only theirs are rebuilt here when picked, so only theirs are reserved
