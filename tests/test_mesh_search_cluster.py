@@ -38,10 +38,10 @@ def test_the_cluster_shape_is_the_candidate_its_twins_are_the_same_as():
     assert by["4x4"].same_as is None and by["8x2"].same_as is None
 
 
-def test_the_cluster_shape_is_solved_unrefined_when_its_refinement_would_not_be_built(monkeypatch):
+def test_the_cluster_shape_is_not_skipped_for_its_build(monkeypatch):
     counts = mesh_search.layout_counts
 
-    def huge_when_refined_to_4_axes(module, mesh):   # the 2x2x2x2 build predicted far past any share
+    def huge_when_refined_to_4_axes(module, mesh):   # the 2x2x2x2 build predicted far past the limit
         out = counts(module, mesh)
         return [n * 10**7 for n in out] if mesh.ndim == 4 else out
 
@@ -49,6 +49,6 @@ def test_the_cluster_shape_is_solved_unrefined_when_its_refinement_would_not_be_
     search = search_meshes(parse_module(RESHAPE), "r.hlo", devices=16, time_limit=20, workers=1, device="h100-sxm")
     by = {t.label: t for t in search.trials}
     c = by[CLUSTER]
-    assert c.status not in ("same", "skipped") and c.objective is not None, (c.status, c.message)
-    assert c.mesh.shape == (2, 8) and "not refined to 2x2x2x2" in c.message
-    assert by["2x2x4"].status == "skipped" and by["2x4x2"].status == "skipped"
+    assert c.status not in ("same", "skipped"), (c.status, c.message)
+    assert by["2x2x4"].same_as == CLUSTER and by["2x4x2"].same_as == CLUSTER
+    assert by["8x2"].status != "skipped" or "build" in by["8x2"].message

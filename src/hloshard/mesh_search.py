@@ -213,10 +213,10 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
 
     With a device whose nodes ``n`` fills two or more of (:func:`cluster_shape`), the cluster's own shape
     (``2x8`` on 16 x h100-sxm, axes marked dcn / ici) is a candidate (labelled ``nodes x devices per node``)
-    that another candidate refined onto the same priced mesh is ``same as``, never the other way round, and
-    that is never skipped for its build estimate: when its refinement's build would pass the limit it is solved
-    on the shape as given, unrefined, and its twins are skipped (new user 25b, finding 10: 2x8 was dropped as
-    the same as 2x2x4, which was then skipped, and a nearly replicated 4x2x2 plan was written)."""
+    that another candidate refined onto the same priced mesh is ``same as``, never the other way round, that
+    starts first after the head and that is never skipped for its build estimate (its own solve stops a fine build
+    that would not fit and writes its coarse plan, coarse to fine) (new user 25b, finding 10: 2x8 was dropped as the
+    same as 2x2x4, which was then skipped, and a nearly replicated 4x2x2 plan was written)."""
     first = parse_module(module, filename) if isinstance(module, str) else module
     n = auto_device_count(first, devices)
     a, b = _single(alpha, "--alpha"), _single(beta, "--beta")
@@ -300,33 +300,9 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         if trials[head].result is not None and layouts[head] else None
     elapsed = time.monotonic() - start
     run = []
-    unrefined_note = None
-    # the cluster's shape is solved unrefined when its refinement's build alone would take more than its part of
-    # what is left (the candidates after the first share it, `workers` at a time): its coarse fallback otherwise
-    # writes the 1-D mesh's plan, every axis priced at the slow link (new user 25b's T5 on 16 x h100-sxm)
-    fair = (time_limit - elapsed) / max(1, math.ceil((len(distinct) - 1) / _jobs(workers, len(distinct) - 1)))
     for i in distinct[1:]:
         predicted = 0.0 if rate is None else rate * layouts[i]
-        over = not deterministic and rate is not None and elapsed + predicted > time_limit
-        if i == cluster_i and meshes[i][1].is_refined and not deterministic and rate is not None and predicted > fair:
-            # the cluster's shape is not skipped: solved as given, unrefined, and its twins (the same refined
-            # problem) skipped for the build they would need
-            refined = meshes[i][1]
-            mesh, scale = _timed_mesh(first, specs[i][1], device, ("dcn", "ici"), refine=False)
-            mesh.source = "auto"
-            mesh.with_policy(max_padding, memory_budget)
-            meshes[i] = (meshes[i][0], mesh)
-            trials[i].mesh, trials[i].scale = mesh, scale
-            layouts[i] = _build_work(layout_counts(first, mesh))
-            unrefined_note = (f"solved on {mesh} as given, not refined to {refined}: that build would take about "
-                              f"{predicted:.0f} s, more than its part of the time limit")
-            for t in trials:
-                if t.same_as == trials[i].label:
-                    t.status, t.same_as = "skipped", None
-                    t.message = (f"refined to {refined}, as {trials[i].label} is: building its cost graph would take "
-                                 f"about {predicted:.0f} s, more than its part of the time limit")
-            run.append(i)
-        elif over and i != cluster_i:
+        if i != cluster_i and not deterministic and rate is not None and elapsed + predicted > time_limit:
             trials[i].status = "skipped"
             trials[i].message = (f"building its cost graph would take about {predicted:.0f} s "
                                  f"({layouts[i] / layouts[head]:.0f}x the layouts of {meshes[head][0]}), "
@@ -339,7 +315,8 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     jobs = _jobs(workers, len(run))
     # with forked processes, the candidate of the largest build is solved here (its graph kept), the others in
     # jobs - 1 lanes of forked processes: only theirs are rebuilt here when picked, so only theirs are reserved
-    here = max(run, key=lambda i: (layouts[i], -i)) if jobs > 1 else None
+    # the cluster's shape is solved here: it may write its coarse plan, whose graph a rebuild would not give back
+    here = (cluster_i if cluster_i in run else max(run, key=lambda i: (layouts[i], -i))) if jobs > 1 else None
     if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
         reserve = 0.0
         deadline = None
@@ -355,9 +332,6 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
         for k, i in enumerate(run):
             share, end = schedule.next(len(run) - k)
             _record(trials[i], _solve_one(first, meshes[i][1], share, options, progress, deadline, end), first)
-    if unrefined_note is not None:   # said under the table, beside what its solve says
-        t = trials[cluster_i]
-        t.message = unrefined_note + (f"; {t.message}" if t.message else "")
     out = MeshSearch(n, trials)
     ok = [i for i, t in enumerate(out.trials) if t.objective is not None]
     if not ok:
@@ -390,12 +364,11 @@ def final_reserve(head_result, rebuild: float) -> float:
     return REPRICE_SHARE * float(head_result.seconds_build) + float(rebuild)
 
 
-def _timed_mesh(module, spec: str, device: str, marks=None, refine: bool = True):
+def _timed_mesh(module, spec: str, device: str, marks=None):
     """``(DeviceMesh, TimeScale)`` of the candidate ``spec`` priced on ``device`` (module docstring), as
     ``--mesh SPEC --device`` prices it (:func:`hloshard.mesh_setup.priced_mesh`: the links the default rule
-    gives the user's axes, or ``marks``; the device's roofline prices and memory model).  ``refine`` False: the
-    mesh as given (the cluster shape when its refinement's build would not fit)."""
-    return priced_mesh(module, spec, get_profile(device), None, marks, refine=refine)
+    gives the user's axes, or ``marks``; the device's roofline prices and memory model)."""
+    return priced_mesh(module, spec, get_profile(device), None, marks)
 
 
 def cluster_shape(n: int, device: str | None) -> tuple[int, int] | None:

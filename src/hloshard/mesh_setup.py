@@ -63,16 +63,15 @@ def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, al
     return dmesh, scale, budget
 
 
-def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None, marks=None, refine: bool = True):
+def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None, marks=None):
     """``(DeviceMesh, TimeScale)``: the mesh ``spec`` (no link marks: ``marks``, one per user axis, ``'ici'`` /
     ``'dcn'`` / None, say them) for ``module`` (:meth:`DeviceMesh.for_module`; without a module
     :meth:`DeviceMesh.parse`, whose matmul dtype is then bf16) priced on ``profile``: per user axis the alpha /
     beta of the link :func:`hloshard.devices.axis_links` gives it, a sub-axis the ring of its own size
     (:func:`hloshard.devices.ring_alphas`), compute by the device's roofline, memory as a TPU lays it out
     (``memory_device``), and a note per axis whose groups straddle nodes (:func:`straddle_notes`).  No policy
-    set and the module's shardings not checked (the caller's).  ``refine`` False: the mesh as given, not
-    refined for the module (``--mesh auto``'s cluster shape when its refinement's build would not fit).  Raises
-    UsageError for a bad mesh string and for a profile without the f32 peak the module's dots need."""
+    set and the module's shardings not checked (the caller's).  Raises UsageError for a bad mesh string and
+    for a profile without the f32 peak the module's dots need."""
     check_matmul_peaks(profile, module)
 
     def build(alpha=None, beta=None):
@@ -80,7 +79,7 @@ def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None
             if spec is None:
                 raise UsageError("the device mesh is unknown: pass --mesh (e.g. --mesh 2x4)")
             return DeviceMesh.parse(spec, device_ids, alpha, beta)
-        return DeviceMesh.for_module(module, spec, device_ids, alpha, beta, refine=refine)
+        return DeviceMesh.for_module(module, spec, device_ids, alpha, beta)
 
     first = build()
     shape = first.user_shape if getattr(first, "user_shape", None) else first.shape
