@@ -346,7 +346,8 @@ def load_profile(path: str) -> DeviceProfile:
     if eff is not None and eff > 1:
         bad.append(f"'hbm_efficiency' must be at most 1, got {data['hbm_efficiency']!r}")
     hbm, bandwidth = _number(data, "hbm_gib", "", bad), _number(data, "hbm_bandwidth_gbps", "", bad)
-    problems = ([f"missing {_listed(missing)}"] if missing else []) + bad
+    unknown = [b for b in bad if "unknown key" in b]   # a typo first: it often is the missing key
+    problems = unknown + ([f"missing {_listed(missing)}"] if missing else []) + [b for b in bad if b not in unknown]
     if problems:   # every problem in one message: fixing one no longer reveals the next (new user 25b, finding 7)
         raise UsageError(f"{path}: " + "; ".join(problems))
     name = str(data.get("name") or path.rsplit("/", 1)[-1].removesuffix(".toml"))
