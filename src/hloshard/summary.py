@@ -141,7 +141,8 @@ def step_time_line(timing: dict) -> str:
             f"{format_seconds(b['memory_bound_s'])} memory-bound], communication {format_seconds(b['communication_s'])}, "
             f"resharding {format_seconds(b['resharding_s'])}; no overlap; all hidden: {format_seconds(b['overlapped_step_time_s'])})"
             f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'} {peak_words(st)}; {timing['flops_per_device']:.4g} flops and "
-            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}"
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device"
+            f"\naxes {links_text(timing)}"
             + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 
