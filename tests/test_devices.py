@@ -230,3 +230,84 @@ ENTRY e {
     assert devices.whole_axis_alpha(devices.sub_axis_alpha(7.0, 8, 4), 8, 4) == pytest.approx(7.0)
     with pytest.raises(ValueError):
         devices.sub_axis_alpha(7.0, 8, 3)
+
+
+# ------------------------------------------------------------------ round 26 (new user 25b, findings 4 and 7)
+
+_GOOD = ("%sdevices_per_node = 8\nhbm_gib = 80\nhbm_bandwidth_gbps = 3350\n[peak_tflops]\nbf16 = 989.5\n"
+         "[ici]\nbandwidth_gbps = 450\nlatency_us = 2\n[dcn]\nbandwidth_gbps = 50\nlatency_us = 8\n")
+_F32_DOT = """HloModule m
+ENTRY e {
+  a = f32[64,64] parameter(0)
+  ROOT d = f32[64,64] dot(a, a), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_a_profile_missing_several_fields_names_all_of_them(tmp_path):
+    """bad1.toml: no hbm_bandwidth_gbps and no [dcn]; the error named the first only, fixing it revealed the next."""
+    f = tmp_path / "bad1.toml"
+    f.write_text("devices_per_node = 8\nhbm_gib = 80\n[peak_tflops]\nbf16 = 989.5\n[ici]\nbandwidth_gbps = 450\n")
+    with pytest.raises(UsageError) as e:
+        devices.get_profile(str(f))
+    msg = str(e.value)
+    assert "hbm_bandwidth_gbps" in msg and "[dcn]" in msg and "[ici] 'latency_us'" in msg, msg
+    f.write_text(_GOOD.replace("hbm_gib = 80", "hbm_gib = -80").replace("devices_per_node = 8", "devices_per_node = 0")
+                 % "")
+    with pytest.raises(UsageError, match=r"'devices_per_node' must be a positive number, got 0; 'hbm_gib' must"):
+        devices.get_profile(str(f))
+
+
+def test_f32_peak_default_and_peak_keys(tmp_path):
+    f = tmp_path / "p.toml"
+    f.write_text(_GOOD % "")                       # bf16 only: no f32 peak
+    assert devices.get_profile(str(f)).f32_matmul == ""
+    f.write_text(_GOOD.replace("bf16 = 989.5\n", "bf16 = 989.5\ntf32 = 494.5\n") % "")
+    assert devices.get_profile(str(f)).f32_matmul == "tf32"      # the only f32 format listed
+    f.write_text(_GOOD.replace("bf16 = 989.5\n", "bf16 = 989.5\ntf32 = 494.5\nf32 = 67\n") % "")
+    p = devices.get_profile(str(f))
+    assert p.f32_matmul == "fp32" and p.peak_flops["fp32"] == pytest.approx(67e12)   # HLO's name read as fp32
+    f.write_text(_GOOD.replace("bf16 = 989.5\n", "bf16 = 989.5\nbfloat16 = 3\n") % "")
+    with pytest.raises(UsageError, match=r"\[peak_tflops\]: unknown key 'bfloat16'"):
+        devices.get_profile(str(f))
+
+
+def test_no_f32_peak_for_f32_dots_is_an_error_that_says_what_to_add(tmp_path):
+    """bad2.toml: f32 dots were priced at the bf16 peak (MFU 0.35% where h100-sxm says 0.69%), silently."""
+    from hloshard.hlo import parse_module
+    from hloshard.mesh_setup import timed_mesh_from_options
+
+    m = parse_module(_F32_DOT)
+    assert devices.f32_matmul_count(m) == 1
+    f = tmp_path / "bad2.toml"
+    f.write_text(_GOOD % "")
+    with pytest.raises(UsageError, match=r"1 f32 dot/convolution but the profile gives no f32 peak.*tf32 = .*"
+                                         r"fp32 = .*f32_matmul = \"bf16\""):
+        timed_mesh_from_options(m, "2x4", None, None, None, str(f))
+    bf16 = parse_module(_F32_DOT.replace("f32", "bf16"))
+    timed_mesh_from_options(bf16, "2x4", None, None, None, str(f))   # no f32 dot: nothing to refuse
+    f.write_text(_GOOD % 'f32_matmul = "bf16"\n')                      # said on purpose (a TPU's passes)
+    _, ts, _ = timed_mesh_from_options(m, "2x4", None, None, None, str(f))
+    assert ts.peak_key == "bf16"
+    for name in devices.PROFILES:                                       # every built-in names its f32 peak
+        devices.check_matmul_peaks(devices.get_profile(name), m)
+
+
+def test_marks_on_unnamed_axes_and_spaces_are_read_by_one_rule():
+    """Finding 7: ``"data=2 :dcn,model=4"`` and ``2:dcnx4`` were accepted without documentation; now one splitter,
+    documented; the axes are split as DeviceMesh.parse splits them (``2X4:ICI`` no longer gave 1 mark for 2 axes)."""
+    s = devices.split_link_marks
+    assert s("data=2 :dcn,model=4") == ("data=2,model=4", ("dcn", None))
+    assert s("data=2: DCN ,model=4") == ("data=2,model=4", ("dcn", None))
+    assert s("2:dcnx4") == s("2:dcn x 4") == ("2x4", ("dcn", None))
+    assert s("2X4:ICI") == s("2*4:ici") == ("2x4", (None, "ici"))
+    with pytest.raises(UsageError, match=r"--mesh 2:nvlinkx4: unknown link mark ':nvlink'"):
+        s("2:nvlinkx4")
+
+
+def test_node_spans():
+    assert devices.node_spans((4, 2, 2), 0, 8) == (2, 2)      # axis 0's groups: 2 devices in each of 2 nodes
+    assert devices.node_spans((16,), 0, 8) == (2, 8)
+    assert devices.node_spans((2, 8), 0, 8) is None           # one device per node: a clean dcn axis
+    assert devices.node_spans((2, 8), 1, 8) is None           # inside a node
+    assert devices.node_spans((4, 4), 0, 8) == (2, 2)

@@ -129,3 +129,26 @@ def test_a_collective_whose_replica_groups_changed_is_named(tmp_path):
     text = run(["diff", a, b, "--mesh", "4x2", "--beta", "10,1"])
     assert text.exit_code == 0 and "sharded alike, largest changes first" in text.output
     assert "│ r " in text.output
+
+
+def test_diff_tie_and_the_note_on_state_layouts(tmp_path):
+    """New user 25b, finding 5: a blank step completed untied (A) against solve's tied plan (B) looked like the
+    solver lost; diff now says A and B treat the state differently, and ``--tie matching`` prices both tied."""
+    import re
+
+    text = re.sub(r", sharding=\{[^\n]*", "", (SAMPLES / "mlp_train_step.pre.hlo").read_text())
+    a, b = tmp_path / "blank.hlo", tmp_path / "tied.hlo"
+    a.write_text(text)
+    r = run(["solve", a, "--mesh", "2x4", "--tie", "matching", "--deterministic", "--time-limit", "10", "-o", b,
+             "--quiet"])
+    assert r.exit_code == 0, r.output
+    r = run(["diff", a, b, "--mesh", "2x4", "--format", "json"])
+    rep = json.loads(r.stdout)
+    assert rep["state"]["a"]["moved"] > 0 and rep["state"]["b"]["moved"] == 0, rep["state"]
+    assert "treat the training step's state differently" in rep["state_note"] and rep["ties"] == "untied"
+    text_out = run(["diff", a, b, "--mesh", "2x4"]).stdout
+    assert "note: A and B were priced with the same ties" in text_out
+    r = run(["diff", a, b, "--mesh", "2x4", "--format", "json", "--tie", "matching"])
+    rep = json.loads(r.stdout)
+    assert rep["state"]["a"]["moved"] == rep["state"]["b"]["moved"] == 0 and rep["state_note"] is None
+    assert rep["ties"] == "--tie matching" and rep["totals"]["total"]["change"] == pytest.approx(0, abs=1e-6)

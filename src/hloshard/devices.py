@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -51,7 +52,8 @@ from .units import DEVICE_ALIASES, DEVICE_MEMORY
 
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
-           "module_matmul_dtype", "LINK_NAMES", "sub_axis_alpha", "ring_alphas", "whole_axis_alpha"]
+           "module_matmul_dtype", "LINK_NAMES", "sub_axis_alpha", "ring_alphas", "whole_axis_alpha",
+           "check_matmul_peaks", "f32_matmul_count", "PEAK_KEYS", "node_spans"]
 
 #: The two link classes a mesh axis can cross.  The names are the mesh marks' syntax (``:ici`` /
 #: ``:dcn``) on every device: on a GPU ``ici`` means inside a node (NVLink) and ``dcn`` across nodes
@@ -227,28 +229,40 @@ def get_profile(name: str) -> DeviceProfile:
     raise UsageError(f"unknown device {name!r}: expected one of {', '.join(PROFILES)} or a .toml profile file")
 
 
-def _positive(data: Mapping, key: str, where: str) -> float:
-    if key not in data:
-        raise UsageError(f"{where}: missing '{key}'")
-    value = data[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{where}: '{key}' must be a positive number, got {value!r}")
-    return float(value)
-
-
 _PROFILE_KEYS = ("name", "devices_per_node", "hbm_gib", "hbm_bandwidth_gbps", "hbm_efficiency", "f32_matmul",
                  "peak_tflops", "ici", "dcn")
 _LINK_KEYS = ("bandwidth_gbps", "latency_us", "name")
+#: the dtype keys of ``[peak_tflops]`` (:attr:`DeviceProfile.peak_flops`); HLO's element type names are read as
+#: them (``f32 = 67`` is ``fp32``), so a profile can be written in either vocabulary
+PEAK_KEYS = ("bf16", "fp16", "fp32", "tf32", "fp8", "int8", "fp64")
+_PEAK_ALIASES = {"f16": "fp16", "f32": "fp32", "f64": "fp64", "f8": "fp8", "s8": "int8"}
+#: what a profile's required numbers are, for the error that names every missing one
+_REQUIRED = {"devices_per_node": "devices per node", "hbm_gib": "HBM per device, GiB",
+             "hbm_bandwidth_gbps": "HBM bandwidth, GB/s"}
 
 
-def _no_unknown_keys(data: Mapping, known: Sequence[str], where: str) -> None:
-    """UsageError naming the first key of ``data`` not in ``known`` (a typo in an optional key, e.g.
-    ``hbm_efficency``, would otherwise be ignored silently), with the closest known key."""
+def _unknown_keys(data: Mapping, known: Sequence[str], where: str) -> list[str]:
+    """One problem per key of ``data`` not in ``known`` (a typo in an optional key, e.g. ``hbm_efficency``,
+    would otherwise be ignored silently), each with the closest known key."""
+    out = []
     for key in data:
         if key not in known:
             near = difflib.get_close_matches(str(key), known, n=1)
             hint = f" (did you mean '{near[0]}'?)" if near else ""
-            raise UsageError(f"{where}: unknown key '{key}'{hint}; expected {', '.join(known)}")
+            out.append(f"{where}unknown key '{key}'{hint}; expected {', '.join(known)}")
+    return out
+
+
+def _number(data: Mapping, key: str, where: str, bad: list) -> float | None:
+    """``data[key]`` as a positive finite float, or None with the problem appended to ``bad`` (a missing
+    key is the caller's to say: None, nothing appended)."""
+    if key not in data:
+        return None
+    value = data[key]
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        bad.append(f"{where}'{key}' must be a positive number, got {value!r}")
+        return None
+    return float(value)
 
 
 def load_profile(path: str) -> DeviceProfile:
@@ -259,10 +273,10 @@ def load_profile(path: str) -> DeviceProfile:
         hbm_gib = 80                     # HBM per device, GiB
         hbm_bandwidth_gbps = 3350        # GB/s
         hbm_efficiency = 0.9             # optional; share of it a memory-bound kernel sustains (default 1)
-        f32_matmul = "tf32"              # optional; the peak_tflops key f32 dots run at (default
-                                         # "fp32", else bf16 as matmul_peak falls back)
-        [peak_tflops]                    # dense TFLOP/s per dtype; at least one
-        bf16 = 989.5
+        f32_matmul = "tf32"              # optional; the peak_tflops key f32 dots run at (default: fp32 when
+                                         # listed, else tf32 when listed, else none: see below)
+        [peak_tflops]                    # dense TFLOP/s per dtype (bf16 fp16 fp32 tf32 fp8 int8 fp64; HLO's
+        bf16 = 989.5                     # names f16 f32 f64 f8 s8 are read as those); at least one
         fp32 = 67
         [ici]                            # inside a node / slice: per device, per direction, one axis
         bandwidth_gbps = 450             # GB/s
@@ -274,8 +288,13 @@ def load_profile(path: str) -> DeviceProfile:
         latency_us = 8
         name = "RoCE"                    # optional (default: InfiniBand, DCN on a TPU)
 
+    A profile that lists neither ``fp32`` nor ``tf32`` and sets no ``f32_matmul`` has no f32 peak
+    (``f32_matmul`` is then ``""``): pricing a module with f32 dots on it is refused
+    (:func:`check_matmul_peaks`) rather than run at the bf16 peak, which would double their speed.
+
     Raises UsageError (file, what is wrong) for an unreadable file, a TOML syntax error (with its line
-    and column), a key not listed above (with the closest one) or a missing / non-positive number."""
+    and column); and, all of them named in one message, keys not listed above (each with the closest
+    one), missing numbers or sections and non-positive numbers."""
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -283,37 +302,96 @@ def load_profile(path: str) -> DeviceProfile:
         raise UsageError(f"cannot read device profile {path}: {e.strerror or e}") from None
     except tomllib.TOMLDecodeError as e:
         raise UsageError(f"{path}: invalid TOML: {e}") from None
-    _no_unknown_keys(data, _PROFILE_KEYS, path)
-    for cls in LINK_CLASSES:
-        if isinstance(data.get(cls), dict):
-            _no_unknown_keys(data[cls], _LINK_KEYS, f"{path} [{cls}]")
+    bad = _unknown_keys(data, _PROFILE_KEYS, "")
+    missing: list[str] = [f"'{k}' ({what})" for k, what in _REQUIRED.items() if k not in data]
     peaks = data.get("peak_tflops")
+    flops: dict[str, float] = {}
     if not isinstance(peaks, dict) or not peaks:
-        raise UsageError(f"{path}: missing [peak_tflops] with at least one dtype (e.g. bf16 = 989.5)")
-    flops = {str(k).lower(): _positive(peaks, k, f"{path} [peak_tflops]") * _T for k in peaks}
-    f32 = str(data.get("f32_matmul", "fp32")).lower()
-    if "f32_matmul" in data and f32 not in flops:
-        raise UsageError(f"{path}: f32_matmul = {f32!r} has no entry in [peak_tflops]")
+        missing.append("[peak_tflops] with at least one dtype (e.g. bf16 = 989.5)")
+    else:
+        for k in peaks:
+            key = _PEAK_ALIASES.get(str(k).lower(), str(k).lower())
+            if key not in PEAK_KEYS:
+                bad.extend(_unknown_keys({k: None}, PEAK_KEYS, "[peak_tflops]: "))
+                continue
+            value = _number(peaks, k, "[peak_tflops]: ", bad)
+            if value is not None:
+                flops[key] = value * _T
+    if "f32_matmul" in data:
+        f32 = _PEAK_ALIASES.get(str(data["f32_matmul"]).lower(), str(data["f32_matmul"]).lower())
+        if isinstance(peaks, dict) and peaks and f32 not in flops and not any(
+                "[peak_tflops]" in b for b in bad):
+            bad.append(f"f32_matmul = {f32!r} has no entry in [peak_tflops]")
+    else:   # the documented default: full f32 when listed, else TF32, else none (check_matmul_peaks refuses f32 dots)
+        f32 = "fp32" if "fp32" in flops else ("tf32" if "tf32" in flops else "")
     links = {}
     for cls in LINK_CLASSES:
         sect = data.get(cls)
         if not isinstance(sect, dict):
-            raise UsageError(f"{path}: missing [{cls}] with bandwidth_gbps and latency_us")
+            missing.append(f"[{cls}] with bandwidth_gbps and latency_us")
+            continue
+        bad.extend(_unknown_keys(sect, _LINK_KEYS, f"[{cls}]: "))
         label = sect.get("name", "")
         if not isinstance(label, str) or ("name" in sect and not label.strip()):
-            raise UsageError(f"{path} [{cls}]: 'name' must be a non-empty string, got {label!r}")
-        links[cls] = LinkSpec(_positive(sect, "bandwidth_gbps", f"{path} [{cls}]") * _GB,
-                              _positive(sect, "latency_us", f"{path} [{cls}]") * 1e-6, label.strip())
-    dpn = _positive(data, "devices_per_node", path)
-    if dpn != int(dpn):
-        raise UsageError(f"{path}: 'devices_per_node' must be an integer, got {data['devices_per_node']!r}")
-    eff = _positive(data, "hbm_efficiency", path) if "hbm_efficiency" in data else 1.0
-    if eff > 1:
-        raise UsageError(f"{path}: 'hbm_efficiency' must be at most 1, got {data['hbm_efficiency']!r}")
+            bad.append(f"[{cls}]: 'name' must be a non-empty string, got {label!r}")
+            label = ""
+        missing.extend(f"[{cls}] '{k}'" for k in ("bandwidth_gbps", "latency_us") if k not in sect)
+        bw, lat = (_number(sect, k, f"[{cls}]: ", bad) for k in ("bandwidth_gbps", "latency_us"))
+        if bw is not None and lat is not None:
+            links[cls] = LinkSpec(bw * _GB, lat * 1e-6, label.strip())
+    dpn = _number(data, "devices_per_node", "", bad)
+    if dpn is not None and dpn != int(dpn):
+        bad.append(f"'devices_per_node' must be an integer, got {data['devices_per_node']!r}")
+    eff = _number(data, "hbm_efficiency", "", bad) if "hbm_efficiency" in data else 1.0
+    if eff is not None and eff > 1:
+        bad.append(f"'hbm_efficiency' must be at most 1, got {data['hbm_efficiency']!r}")
+    hbm, bandwidth = _number(data, "hbm_gib", "", bad), _number(data, "hbm_bandwidth_gbps", "", bad)
+    unknown = [b for b in bad if "unknown key" in b]   # a typo first: it often is the missing key
+    problems = unknown + ([f"missing {_listed(missing)}"] if missing else []) + [b for b in bad if b not in unknown]
+    if problems:   # every problem in one message: fixing one no longer reveals the next (new user 25b, finding 7)
+        raise UsageError(f"{path}: " + "; ".join(problems))
     name = str(data.get("name") or path.rsplit("/", 1)[-1].removesuffix(".toml"))
-    return DeviceProfile(name, f"from {path}", flops, f32, int(_positive(data, "hbm_gib", path) * 2**30),
-                         _positive(data, "hbm_bandwidth_gbps", path) * _GB, links["ici"], links["dcn"],
-                         int(dpn), sources=(path,), hbm_efficiency=eff)
+    return DeviceProfile(name, f"from {path}", flops, f32, int(hbm * 2**30), bandwidth * _GB, links["ici"],
+                         links["dcn"], int(dpn), sources=(path,), hbm_efficiency=eff)
+
+
+def _listed(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def f32_matmul_count(module) -> int:
+    """How many dots and convolutions of ``module`` read f32 operands (the element type of the first operand,
+    as :func:`hloshard.cost.roofline.instruction_peak` picks a dot's peak)."""
+    n = 0
+    for instr in module.all_instructions():
+        if instr.opcode in ("dot", "convolution") and instr.operands:
+            shape = instr.operands[0].shape
+            n += shape.is_array and shape.element_type == "f32"
+    return n
+
+
+def check_matmul_peaks(profile: DeviceProfile, module) -> None:
+    """UsageError (exit 2) when ``module`` has f32 dots or convolutions and ``profile`` gives them no peak
+    (a TOML profile without ``fp32`` / ``tf32`` in ``[peak_tflops]`` and without ``f32_matmul``).
+
+    Why an error and not the bf16 fallback :func:`matmul_peak` makes for other dtypes: every other fallback
+    prices a dot no faster than its own peak would (fp8 or int8 at bf16), but f32 at the bf16 peak is 2x a
+    GPU's TF32 rate and 15x its full-f32 rate, so the step time, and MFU against the bf16 peak, would be
+    silently optimistic (new user 25b, finding 4: 0.35% against the bf16 peak where h100-sxm says 0.69% at
+    TF32).  The message says what to add; built-in profiles always name their f32 peak."""
+    if module is None or profile.f32_matmul in profile.peak_flops:
+        return
+    n = f32_matmul_count(module)
+    if n:
+        raise UsageError(
+            f"{profile.sources[0] if profile.sources else profile.name}: the module has {n:,} f32 "
+            f"dot{'s' if n > 1 else ''}/convolution{'s' if n > 1 else ''} but the profile gives no f32 peak "
+            f"(pricing them at its {matmul_peak(profile, 'bf16')[0]} peak would overstate their speed): add under "
+            f"[peak_tflops] `tf32 = ...` (a GPU: XLA runs f32 dots on TF32 tensor cores by default) or `fp32 = ...` "
+            f"(full-precision f32), or set `f32_matmul = \"bf16\"` when the device computes f32 dots as bf16 "
+            f"passes (a TPU)")
 
 
 def axis_links(shape: Sequence[int], devices_per_node: int,
@@ -340,6 +418,22 @@ def axis_links(shape: Sequence[int], devices_per_node: int,
             raise UsageError(f"unknown link mark {mark!r} on mesh axis {i}: expected ici or dcn")
         out[i] = mark or default
     return tuple(out)
+
+
+def node_spans(shape: Sequence[int], axis: int, devices_per_node: int) -> tuple[int, int] | None:
+    """``(nodes, per_node)`` when the groups of mesh axis ``axis`` (those of its devices that differ only along
+    it) straddle nodes with more than one member inside a node: each group holds ``per_node`` devices of each
+    of ``nodes`` nodes, devices numbered node by node (:func:`axis_links`' assumption).  None when the axis
+    lies inside a node, when every member is on a node of its own, or when the node size does not cut the axis
+    evenly.  ``4x2x2`` on 8-device nodes, axis 0: ``(2, 2)``; ``16``: ``(2, 8)``; ``2x8``, axis 0: None."""
+    inner = math.prod(int(n) for n in shape[axis + 1:])
+    size = int(shape[axis])
+    if inner >= devices_per_node or size * inner <= devices_per_node or devices_per_node % inner:
+        return None
+    per_node = devices_per_node // inner
+    if per_node < 2 or size % per_node:
+        return None
+    return size // per_node, per_node
 
 
 def matmul_peak(profile: DeviceProfile, dtype: str) -> tuple[str, float]:
@@ -437,13 +531,17 @@ def whole_axis_alpha(sub_alpha: float, size: int, sub_size: int) -> float:
 
 
 def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ...] | None]:
-    """``'data=16:dcn,model=8'`` -> ``('data=16,model=8', ('dcn', None))``; ``'2x4:ici'`` marks the last
-    axis of a ``x``-separated spec. Returns ``(spec, None)`` when no axis is marked. Raises UsageError
-    for a mark other than ``ici`` / ``dcn``."""
+    """``'data=16:dcn,model=8'`` -> ``('data=16,model=8', ('dcn', None))``; on an unnamed mesh a mark
+    follows its axis' size, ``'2:dcnx8'`` / ``'2:dcn x 8'`` -> ``('2x8', ('dcn', None))``, ``'2x4:ici'``
+    marks the last axis.  Marks are case-insensitive and spaces around ``:`` are ignored, as around
+    ``=`` / ``,`` / ``x`` (``'data=2 :dcn'``).  The axes are split as
+    :meth:`hloshard.mesh.DeviceMesh.parse` splits them (``,`` between named axes, else ``x`` / ``X`` /
+    ``*``).  Returns ``(spec, None)`` when no axis is marked. Raises UsageError for a mark other than
+    ``ici`` / ``dcn`` (the message echoes ``spec`` as given)."""
     if spec is None or ":" not in spec:
         return spec, None
-    sep = "," if "=" in spec else "x"
-    parts = spec.split(sep)
+    named = "=" in spec
+    parts = spec.split(",") if named else re.split(r"[xX*]", spec)
     clean, marks = [], []
     for part in parts:
         body, colon, mark = part.partition(":")
@@ -454,8 +552,8 @@ def split_link_marks(spec: str | None) -> tuple[str | None, tuple[str | None, ..
             marks.append(mark)
         else:
             marks.append(None)
-        clean.append(body)
-    return sep.join(clean), tuple(marks)
+        clean.append(body.strip())
+    return ("," if named else "x").join(clean), tuple(marks)
 
 
 def module_matmul_dtype(module) -> str:

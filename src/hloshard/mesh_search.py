@@ -44,11 +44,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import multiprocessing
+import os
+
+from .autoshard import solve_module
+from .autoshard.build import build_graph
 from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
 from .autoshard.coarse import CoarseSolve, map_choice
-from .cost.tpu_heap import tpu_memory_device
+from .autoshard.evaluate import evaluate_choice
+from .autoshard.solve import REPRICE_SHARE, SolveResult, apply_solution
+from .devices import get_profile
 from .errors import SolveFailed, UsageError
+from .hlo import parse_module
 from .mesh import DeviceMesh, _sharding_device_count, infer_mesh, module_named_mesh
+from .mesh_setup import priced_mesh
 
 __all__ = ["MeshTrial", "MeshSearch", "candidate_shapes", "auto_device_count", "search_meshes"]
 
@@ -200,10 +209,14 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     (:func:`hloshard.autoshard.solve.reevaluate_written`: what ``hloshard cost`` says of the output).
     Raises UsageError for a bad device count or per-axis alpha/beta, and SolveFailed (exit 3) when
     no candidate has a feasible solution (the message lists each mesh's reason); the module is then
-    unchanged but for :func:`hloshard.hlo.callgraph.flatten_call_graph`."""
-    from .autoshard.solve import apply_solution
-    from .hlo import parse_module
+    unchanged but for :func:`hloshard.hlo.callgraph.flatten_call_graph`.
 
+    With a device whose nodes ``n`` fills two or more of (:func:`cluster_shape`), the cluster's own shape
+    (``2x8`` on 16 x h100-sxm, axes marked dcn / ici) is a candidate (labelled ``nodes x devices per node``)
+    that another candidate refined onto the same priced mesh is ``same as``, never the other way round, that
+    starts first after the head and that is never skipped for its build estimate (its own solve stops a fine build
+    that would not fit and writes its coarse plan, coarse to fine) (new user 25b, finding 10: 2x8 was dropped as the
+    same as 2x2x4, which was then skipped, and a nearly replicated 4x2x2 plan was written)."""
     first = parse_module(module, filename) if isinstance(module, str) else module
     n = auto_device_count(first, devices)
     a, b = _single(alpha, "--alpha"), _single(beta, "--beta")
@@ -226,15 +239,27 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
             specs[shapes.index(label)] = entry
         else:
             specs.append(entry)
+    cluster = cluster_shape(n, device)
+    cluster_i = None
+    if cluster is not None:   # the cluster's own shape, its links marked: nodes x devices per node
+        label = "x".join(map(str, cluster))
+        entry = (f"{label} (nodes x devices per node)", label)
+        shapes = [sp for sp, _ in specs]
+        if label in shapes:
+            cluster_i = shapes.index(label)
+            specs[cluster_i] = entry
+        else:
+            cluster_i = len(specs)
+            specs.append(entry)
     meshes = []
-    for label, spec in specs:
+    for k, (label, spec) in enumerate(specs):
         ndim = spec.count("x") + 1 if "=" not in spec else spec.count(",") + 1
         if device is None:
             mesh = DeviceMesh.for_module(first, spec, None, None if a is None else [a] * ndim,
                                          None if b is None else [b] * ndim)
             scale = None
         else:
-            mesh, scale = _timed_mesh(first, spec, device)
+            mesh, scale = _timed_mesh(first, spec, device, ("dcn", "ici") if k == cluster_i else None)
         mesh.source = "auto"
         mesh.with_policy(max_padding, memory_budget)
         meshes.append((label, mesh, scale))
@@ -246,16 +271,18 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     start = time.monotonic()
     order = sorted(range(len(meshes)), key=lambda i: (work[i], i))
     distinct = []
-    for i in order:   # candidates refined onto the same internal mesh: the same problem, solved once
+    # candidates refined onto the same internal mesh with the same link costs: the same problem, solved once; the
+    # cluster's own shape first, so that it is the one solved and the others are the same as it
+    for i in ([cluster_i] if cluster_i is not None else []) + [i for i in order if i != cluster_i]:
         label, mesh = meshes[i]
         trial = trials[i] = MeshTrial(label, mesh, scale=scales[i])
-        twin = next((trials[j] for j in distinct if trials[j].mesh.shape == mesh.shape
-                     and (trials[j].mesh.device_ids == mesh.device_ids).all()), None)
+        twin = next((trials[j] for j in distinct if _same_problem(trials[j].mesh, mesh)), None)
         if twin is not None:
             trial.status, trial.same_as = "same", twin.label
             trial.message = f"refined to the same internal mesh {mesh} as {twin.label}"
         else:
             distinct.append(i)
+    distinct.sort(key=lambda i: (work[i], i))
     options = dict(keep=keep, memory_budget=memory_budget, workers=workers, seed=seed, deterministic=deterministic,
                    pin_operands=pin_operands)
     # the cheapest candidate first, in this process: its build measures the rate for the skip rule
@@ -275,17 +302,21 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     run = []
     for i in distinct[1:]:
         predicted = 0.0 if rate is None else rate * layouts[i]
-        if not deterministic and rate is not None and elapsed + predicted > time_limit:
+        if i != cluster_i and not deterministic and rate is not None and elapsed + predicted > time_limit:
             trials[i].status = "skipped"
             trials[i].message = (f"building its cost graph would take about {predicted:.0f} s "
                                  f"({layouts[i] / layouts[head]:.0f}x the layouts of {meshes[head][0]}), "
                                  f"beyond the time limit")
         else:
             run.append(i)
+    if cluster_i in run:   # the cluster's shape starts first after the head: its turn never comes too late
+        run.remove(cluster_i)
+        run.insert(0, cluster_i)
     jobs = _jobs(workers, len(run))
     # with forked processes, the candidate of the largest build is solved here (its graph kept), the others in
     # jobs - 1 lanes of forked processes: only theirs are rebuilt here when picked, so only theirs are reserved
-    here = max(run, key=lambda i: (layouts[i], -i)) if jobs > 1 else None
+    # the cluster's shape is solved here: it may write its coarse plan, whose graph a rebuild would not give back
+    here = (cluster_i if cluster_i in run else max(run, key=lambda i: (layouts[i], -i))) if jobs > 1 else None
     if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
         reserve = 0.0
         deadline = None
@@ -328,32 +359,38 @@ def final_reserve(head_result, rebuild: float) -> float:
     its 1-D build) and, when candidates are solved in forked processes, ``rebuild``: the picked one's
     cost graph built again here (the caller's estimate of the longest such build).  0 without a first
     result (nothing measured)."""
-    from .autoshard.solve import REPRICE_SHARE
-
     if head_result is None:
         return float(rebuild)
     return REPRICE_SHARE * float(head_result.seconds_build) + float(rebuild)
 
 
-def _timed_mesh(module, spec: str, device: str):
-    """``(DeviceMesh, TimeScale)`` of the candidate ``spec`` priced on ``device`` (module docstring):
-    the per-axis alpha / beta of :func:`hloshard.devices.time_scale` for the links the default rule
-    gives the user's axes, and the device's roofline prices."""
-    from .cost.roofline import RooflinePrices
-    from .devices import axis_links, get_profile, module_matmul_dtype, ring_alphas, time_scale
-    from .strategy.base import COMPUTE_COST_PER_FLOP
+def _timed_mesh(module, spec: str, device: str, marks=None):
+    """``(DeviceMesh, TimeScale)`` of the candidate ``spec`` priced on ``device`` (module docstring), as
+    ``--mesh SPEC --device`` prices it (:func:`hloshard.mesh_setup.priced_mesh`: the links the default rule
+    gives the user's axes, or ``marks``; the device's roofline prices and memory model)."""
+    return priced_mesh(module, spec, get_profile(device), None, marks)
 
-    profile = get_profile(device)
-    shape = DeviceMesh.for_module(module, spec, None, None, None).user_shape
-    scale = time_scale(profile, shape, axis_links(shape, profile.devices_per_node), module_matmul_dtype(module),
-                       COMPUTE_COST_PER_FLOP)
-    mesh = DeviceMesh.for_module(module, spec, None, list(scale.alpha), list(scale.beta))
-    mesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)
-    mesh.alpha = ring_alphas(scale.alpha, shape, mesh.sub_axes)   # a sub-axis: the ring of its own size
-    # memory as the TPU compiler lays it out, as mesh_setup.timed_mesh_from_options sets it for --mesh SPEC (a
-    # budget's margin under --mesh auto --device tpu-* was the CPU's: round 21, helper tpuheap)
-    mesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
-    return mesh, scale
+
+def cluster_shape(n: int, device: str | None) -> tuple[int, int] | None:
+    """The cluster's own shape for ``n`` devices of ``device``: ``(nodes, devices per node)`` when ``n`` fills
+    two or more whole nodes (16 x h100-sxm: ``(2, 8)``, its axes InfiniBand and NVLink), else None (no device,
+    one node or slice, or a partial node)."""
+    if device is None:
+        return None
+    per = int(get_profile(device).devices_per_node)
+    if per < 2 or n <= per or n % per:
+        return None
+    return n // per, per
+
+
+def _same_problem(a: DeviceMesh, b: DeviceMesh) -> bool:
+    """Whether two candidates are one problem: the same internal mesh (shape and device order) with the same
+    link costs (alpha / beta per internal axis: with a device, an axis' link follows the user's axes)."""
+    if a.shape != b.shape or not bool((a.device_ids == b.device_ids).all()):
+        return False
+    # the same latency reached through different user axes differs in the last bits (a sub-axis' share of a ring)
+    return all(math.isclose(x, y, rel_tol=1e-9) for x, y in zip(tuple(a.alpha) + tuple(a.beta),
+                                                                 tuple(b.alpha) + tuple(b.beta)))
 
 
 def _solve_one(module, mesh, share: float, options: dict, progress=None, deadline: float | None = None,
@@ -364,8 +401,6 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
     at a time.  ``end`` (wall-clock mode, :class:`_Schedule`): the instant this candidate's builds and solves
     end by (its coarse build, coarse solve, fine build and fine solve fit in it, as ``solve --time-limit``'s
     fit in the command's limit); default ``deadline``."""
-    from .autoshard import solve_module
-
     t0 = time.monotonic()
     if deadline is not None and t0 >= deadline:
         return {"status": "skipped", "seconds": 0.0,
@@ -412,9 +447,6 @@ def _record(trial: MeshTrial, outcome: dict, module) -> None:
 def _jobs(workers: int, tasks: int) -> int:
     """Candidates solved at once after the first: ``workers`` (the CPU budget the user gave) capped by
     the machine's CPUs and the number of candidates; 1 where processes cannot be forked."""
-    import multiprocessing
-    import os
-
     if tasks < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return 1
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -448,8 +480,6 @@ def _solve_in_parallel(module, meshes, run: list, here: int, schedule: "_Schedul
     forked candidate's graph is rebuilt here only when it is picked (:func:`_rebuild`); ``here`` is the
     candidate of the largest build, whose graph is kept (new user 22: 2x2x2's estimated rebuild, 25 s, was kept
     back from every candidate)."""
-    import multiprocessing
-
     others = [i for i in run if i != here]
     lanes = [others[k::jobs - 1] for k in range(jobs - 1)]
     _SHARED.update(module=module, meshes=meshes, options=options, schedule=schedule)
@@ -517,10 +547,6 @@ def _carried(head) -> Callable[[object], list]:
 def _rebuild(trial: MeshTrial, memory_budget, keep: str):
     """The SolveResult of a candidate solved in another process: its cost graph built again here (the
     build is deterministic, so the choice indexes the same strategies) and the choice evaluated on it."""
-    from .autoshard.build import build_graph
-    from .autoshard.evaluate import evaluate_choice
-    from .autoshard.solve import SolveResult
-
     outcome = trial.remote
     graph = build_graph(trial.module, trial.mesh, keep, memory_budget)
     choice = outcome["choice"]

@@ -1,48 +1,127 @@
 """The :class:`~hloshard.mesh.DeviceMesh` a command's options or ``auto_shard``'s arguments describe:
 ``--mesh`` / ``--device-ids`` / ``--alpha`` / ``--beta`` strings (:func:`mesh_from_options`), and with a
-device profile the per-axis link costs, roofline prices and HBM budget (:func:`timed_mesh_from_options`).
-The click options that collect the strings are :mod:`hloshard.commands.options`.
+device profile the per-axis link costs, roofline prices and HBM budget (:func:`timed_mesh_from_options`,
+whose mesh is :func:`priced_mesh`'s: the one rule ``--mesh SPEC --device`` and ``--mesh auto --device``'s
+candidates are priced by).  The click options that collect the strings are :mod:`hloshard.commands.options`.
+
+A ``--mesh`` string may mark axes with their link (``data=2:dcn,model=8``, on an unnamed mesh ``2:dcnx8``):
+:func:`hloshard.devices.split_link_marks` takes the marks off, :meth:`DeviceMesh.parse` reads the rest, and
+an error about the mesh string echoes it as the user wrote it, marks included (:func:`_parse_errors`).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from .autoshard.user_shardings import check_module_shardings
 from .cost.roofline import RooflinePrices
 from .cost.tpu_heap import tpu_memory_device
-from .devices import axis_links, get_profile, module_matmul_dtype, ring_alphas, split_link_marks, time_scale
+from .devices import (axis_links, check_matmul_peaks, get_profile, module_matmul_dtype, node_spans, ring_alphas,
+                      split_link_marks, time_scale)
 from .errors import UsageError
 from .mesh import DeviceMesh
 from .strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["mesh_from_options", "timed_mesh_from_options"]
+__all__ = ["mesh_from_options", "timed_mesh_from_options", "priced_mesh", "straddle_notes"]
+
+
+@contextmanager
+def _parse_errors(given: str | None, clean: str | None):
+    """Errors about the mesh string ``clean`` (``given`` without its link marks) said about ``given``, as the
+    user wrote it: ``invalid --mesh 'data=2:dcn,data=4': axis name listed twice`` (new user 25b, finding 7:
+    the echo dropped the marks)."""
+    try:
+        yield
+    except UsageError as exc:
+        if given is None or clean is None or given == clean or repr(clean) not in str(exc):
+            raise
+        raise UsageError(str(exc).replace(repr(clean), repr(given))) from None
 
 
 def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
                             beta: str | None, device: str | None, memory_budget: int | None = None,
                             max_padding: float | None = None, hbm_default: bool = True):
     """``(DeviceMesh, TimeScale | None, memory_budget)``: :func:`mesh_from_options`, and with ``device``
-    the per-axis alpha / beta of :func:`hloshard.devices.time_scale` (the module's matmul dtype picks
-    the peak) and the memory budget defaulted to the device's HBM (not with ``hbm_default`` False: the
-    user said ``--memory-budget none``). ``--alpha`` / ``--beta`` together
-    with ``--device`` is a UsageError, so are link marks (``:dcn``) without ``--device``."""
+    :func:`priced_mesh` (the per-axis alpha / beta of :func:`hloshard.devices.time_scale`, the module's
+    matmul dtype picking the peak) with the module's shardings checked on it and the memory budget defaulted
+    to the device's HBM (not with ``hbm_default`` False: the user said ``--memory-budget none``).
+    ``--alpha`` / ``--beta`` together with ``--device`` is a UsageError, so are link marks (``:dcn``)
+    without ``--device`` and a TOML profile without an f32 peak for a module with f32 dots
+    (:func:`hloshard.devices.check_matmul_peaks`)."""
     if device is None:
         return mesh_from_options(module, mesh, device_ids, alpha, beta, memory_budget, max_padding), None, memory_budget
     if alpha is not None or beta is not None:
         raise UsageError("--alpha / --beta and --device both set the link costs: pass one of them")
     profile = get_profile(device)
     spec, marks = split_link_marks(mesh)
-    shape_mesh = mesh_from_options(module, spec, device_ids, None, None) if module is not None \
-        else mesh_from_options(None, spec, device_ids, None, None)
-    shape = shape_mesh.user_shape if getattr(shape_mesh, "user_shape", None) else shape_mesh.shape
+    with _parse_errors(mesh, spec):
+        dmesh, scale = priced_mesh(module, spec, profile, device_ids, marks)
+    if module is not None:
+        check_module_shardings(module, dmesh)
+    budget = profile.hbm_bytes if memory_budget is None and hbm_default else memory_budget
+    dmesh.with_policy(max_padding, budget)
+    return dmesh, scale, budget
+
+
+def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None, marks=None):
+    """``(DeviceMesh, TimeScale)``: the mesh ``spec`` (no link marks: ``marks``, one per user axis, ``'ici'`` /
+    ``'dcn'`` / None, say them) for ``module`` (:meth:`DeviceMesh.for_module`; without a module
+    :meth:`DeviceMesh.parse`, whose matmul dtype is then bf16) priced on ``profile``: per user axis the alpha /
+    beta of the link :func:`hloshard.devices.axis_links` gives it, a sub-axis the ring of its own size
+    (:func:`hloshard.devices.ring_alphas`), compute by the device's roofline, memory as a TPU lays it out
+    (``memory_device``), and a note per axis whose groups straddle nodes (:func:`straddle_notes`).  No policy
+    set and the module's shardings not checked (the caller's).  Raises UsageError for a bad mesh string and
+    for a profile without the f32 peak the module's dots need."""
+    check_matmul_peaks(profile, module)
+
+    def build(alpha=None, beta=None):
+        if module is None:
+            if spec is None:
+                raise UsageError("the device mesh is unknown: pass --mesh (e.g. --mesh 2x4)")
+            return DeviceMesh.parse(spec, device_ids, alpha, beta)
+        return DeviceMesh.for_module(module, spec, device_ids, alpha, beta)
+
+    first = build()
+    shape = first.user_shape if getattr(first, "user_shape", None) else first.shape
     links = axis_links(shape, profile.devices_per_node, marks)
     dtype = module_matmul_dtype(module) if module is not None else "bf16"
     scale = time_scale(profile, shape, links, dtype, COMPUTE_COST_PER_FLOP)
-    budget = profile.hbm_bytes if memory_budget is None and hbm_default else memory_budget
-    dmesh = mesh_from_options(module, spec, device_ids, list(scale.alpha), list(scale.beta), budget, max_padding)
+    dmesh = build(list(scale.alpha), list(scale.beta))
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
     dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size
     # memory as the TPU compiler lays it out; the name carries the module's bound on libtpu's heap (the budget's margin)
     dmesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
-    return dmesh, scale, budget
+    names = getattr(dmesh, "user_names", None) or getattr(dmesh, "axis_names", None)
+    dmesh.notes.extend(straddle_notes(profile, shape, links, names))
+    return dmesh, scale
+
+
+def straddle_notes(profile, shape, links, names=None) -> list[str]:
+    """One note per mesh axis priced on the slow link (``dcn``) whose groups have members inside one node too
+    (:func:`hloshard.devices.node_spans`: ``4x2x2`` on 8-GPU nodes, axis 0's groups hold 2 devices of each of 2
+    nodes): the cost model prices such an axis' collectives wholly at the slow link (a flat ring), where NCCL or
+    a hierarchical collective would move part of the bytes inside the node (new user 25b, finding 10)."""
+    out = []
+    for i, (size, cls) in enumerate(zip(shape, links)):
+        span = node_spans(shape, i, profile.devices_per_node)
+        if cls != "dcn" or span is None:
+            continue
+        nodes, per_node = span
+        name = names[i] if names and i < len(names) else f"axis{i}"
+        out.append(f"mesh axis {name} ({size} devices) straddles nodes: each of its groups holds {per_node} devices "
+                   f"of each of {nodes} nodes ({profile.devices_per_node} devices per node); its collectives are "
+                   f"priced wholly at {profile.link_name('dcn')} (dcn), as one flat ring, none of their bytes on "
+                   f"{profile.link_name('ici')} inside a node; a mesh with an axis boundary at the node "
+                   f"({_node_shape(shape, i, profile.devices_per_node)}) "
+                   f"prices the in-node part on {profile.link_name('ici')}")
+    return out
+
+
+def _node_shape(shape, i: int, devices_per_node: int) -> str:
+    """``shape`` with axis ``i`` split at the node boundary (``4x2x2`` -> ``2x2x2x2``, ``16`` -> ``2x8``)."""
+    nodes, per_node = node_spans(shape, i, devices_per_node)
+    out = list(shape[:i]) + [nodes, per_node] + list(shape[i + 1:])
+    return "x".join(str(int(n)) for n in out)
 
 
 def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,
@@ -62,8 +141,6 @@ def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: s
     if mesh is not None and split_link_marks(mesh)[1] is not None:
         raise UsageError(f"--mesh {mesh}: link marks (:ici / :dcn) need --device (e.g. --device h100-sxm)")
     if module is not None:
-        from .autoshard.user_shardings import check_module_shardings  # lazy: keeps `--help` fast
-
         dmesh = DeviceMesh.for_module(module, mesh, device_ids, alpha, beta).with_policy(max_padding, memory_budget)
         check_module_shardings(module, dmesh)
         return dmesh

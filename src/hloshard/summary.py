@@ -8,13 +8,18 @@ and tests render one text.
 
 from __future__ import annotations
 
+import io
+
+from rich.table import Table
+from rich.text import Text
+
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_table, report_console
 from .units import format_bytes
 
 __all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line", "margin_words",
-           "time_line", "step_time_line", "links_text", "user_warning", "refinement_note"]
+           "time_line", "step_time_line", "peak_words", "links_text", "user_warning", "refinement_note"]
 
 
 def status_in_words(report: dict) -> str:
@@ -116,6 +121,17 @@ def links_text(timing: dict) -> str:
     return ", ".join(f"{a}: {names[a]} ({c})" if a in names else f"{a}: {c}" for a, c in st["axis_links"].items())
 
 
+def peak_words(step_time: dict) -> str:
+    """``of TF32 peak 494.5 TFLOP/s x 16``: the peak MFU is measured against (the report's ``step_time``:
+    ``peak_dtype``, the profile's dtype key the module's matmul dtype runs at, :func:`hloshard.devices.matmul_peak`;
+    ``peak_flops``; ``devices``), so an f32 model's MFU is read against the TF32 peak it was priced at, not the
+    bf16 one (new user 25b, finding 4).  '' when the report has no peak."""
+    peak, key = step_time.get("peak_flops"), step_time.get("peak_dtype")
+    if not peak or not key:
+        return ""
+    return f"of {str(key).upper()} peak {peak / 1e12:,.4g} TFLOP/s x {int(step_time.get('devices') or 1):,}"
+
+
 def step_time_line(timing: dict) -> str:
     """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
     st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
@@ -124,8 +140,9 @@ def step_time_line(timing: dict) -> str:
             f"(compute {format_seconds(b['compute_s'])} [{format_seconds(b['compute_bound_s'])} compute-bound, "
             f"{format_seconds(b['memory_bound_s'])} memory-bound], communication {format_seconds(b['communication_s'])}, "
             f"resharding {format_seconds(b['resharding_s'])}; no overlap; all hidden: {format_seconds(b['overlapped_step_time_s'])})"
-            f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'}; {timing['flops_per_device']:.4g} flops and "
-            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device; axes {links_text(timing)}"
+            f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'} {peak_words(st)}; {timing['flops_per_device']:.4g} flops and "
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device"
+            f"\naxes {links_text(timing)}"
             + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 
@@ -267,9 +284,6 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     the largest tensors at the peak, notes and warnings.  ``console``: a rich Console
     (:func:`hloshard.textout.report_console`; default: one on stderr, as ``solve`` prints it);
     ``files``: print the input / output lines."""
-    from rich.table import Table   # rich is imported when a summary is printed, not with the command
-    from rich.text import Text
-
     if console is None:
         console = report_console(stderr=True)
     con = console
@@ -330,8 +344,6 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
 def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:
     """:func:`print_summary`'s text as a string (plain, no colour or control codes; ``width``: the
     wrapping width, default :data:`hloshard.textout.TEXT_WIDTH`)."""
-    import io
-
     buf = io.StringIO()
     con = report_console(buf, terminal=False)
     if width:

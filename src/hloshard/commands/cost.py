@@ -26,23 +26,32 @@ bad input, and for ``--xla`` when jax is not installed.
 from __future__ import annotations
 
 import json
+import math
 import sys
+from io import StringIO
 
 import click
+from rich.table import Table
 
+from ..autoshard import evaluate_as_written, per_instruction_costs
 from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
+from ..cost.tpu_partitioner import tpu_partitioned_view
+from ..errors import UsageError
+from ..hlo.verify import verify_module
+from ..io import write_text_atomic
+from ..load import load_module
+from ..partition_specs import complete_with_xla
+from ..units import format_bytes
+from ..xla_compare import compare_module, predicted_collectives
 from ..textout import print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
-from .options import device_option, mesh_options, timed_mesh_from_options
+from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
 from .progress import SolverProgress
+from .timing import seconds_report   # --device: seconds; --xla: XLA's flops / bytes
 
 
 def check_time_limit(time_limit) -> None:
     """UsageError (exit 2) unless ``time_limit`` is None or a positive finite number of seconds."""
-    import math
-
-    from ..errors import UsageError
-
     if time_limit is not None and (not math.isfinite(time_limit) or time_limit <= 0):
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
 
@@ -50,9 +59,6 @@ def check_time_limit(time_limit) -> None:
 def cost_report(result, mesh, comparison=None) -> dict:
     """The ``--format json`` report of ``result`` (an ``evaluate_module`` CostResult); ``comparison``: the
     :class:`hloshard.xla_compare.Comparison` of ``--xla`` (adds XLA's figures), or None."""
-    from ..autoshard import per_instruction_costs
-    from ..xla_compare import predicted_collectives
-
     ev = result.evaluation
     g = result.graph
     predicted = predicted_collectives(result)
@@ -131,10 +137,6 @@ def render_comparison(con, comparison, top: int, memory_device: str | None = Non
     """Print predicted vs XLA collectives (rich console): totals, then the ``top`` instructions with the
     largest difference (kinds, ring bytes per device over all executions), then unmatched XLA collectives,
     then memory (:func:`render_memory`; ``memory_device``: the TPU whose layout the prediction follows)."""
-    from rich.table import Table
-
-    from ..units import format_bytes
-
     if comparison.xla_error:
         con.print(f"XLA could not partition the module: {comparison.xla_error}")
         return
@@ -167,8 +169,6 @@ def render_memory(con, comparison, memory_device: str | None = None) -> None:
     buffers at each side's peak.  XLA's figure is always its CPU backend's (what ``--xla`` compiles
     with); with ``memory_device`` (``--device tpu-*``) the prediction is the TPU layout's, and the line
     says the two are different backends."""
-    from ..units import format_bytes
-
     m = comparison.xla_memory
     if m is None or comparison.predicted_peak is None:
         return
@@ -229,9 +229,10 @@ Examples:
                    "cost graph and the search share this limit (a build that passes it: exit 3). Default: the "
                    "fast completion (greedy + local search + one message-passing round, no CP-SAT, "
                    "deterministic), with its gap to a proven lower bound in the summary.")
+@tie_option
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xla, time_limit, quiet, device=None,
-            complete="hloshard"):
+            complete="hloshard", ties=()):
     """Evaluate the shardings MODULE.hlo carries: total and per-instruction cost, reshardings, memory.
 
     Every written sharding is kept exactly. Instructions without a sharding are not an error: cost
@@ -240,20 +241,17 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     its gap to a proven lower bound), with --time-limit by the full solver as solve would -- says how
     many and how in the summary and lists them under "unannotated" in --format json.  With --complete xla
     XLA's own propagation chooses them first (what jax.jit runs with the same shardings), and hloshard
-    only what XLA's propagation does not name.
+    only what XLA's propagation does not name.  --tie (as solve's) makes a training step's new state leave
+    in its parameter's layout in that choice, as a loop needs.
     """
     check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output)
     note_input(module_file)
     show = show_progress(quiet)
     parsing = start_step(f"parsing {module_file}", show)
-    from ..autoshard import evaluate_as_written
-    from ..hlo.verify import verify_module
-    from ..io import write_text_atomic
-    from ..load import load_module
-
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
+    apply_ties(module, ties)   # --tie: what the completion chooses keeps state layouts (checked at the build)
     dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)
@@ -261,8 +259,6 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
         xla_ready(module, "<stdin>" if module_file == "-" else module_file)
     by_xla = None
     if complete == "xla":   # XLA's propagation written on what the module leaves open, then priced as written
-        from ..partition_specs import complete_with_xla
-
         open_before = sum(1 for i in module.entry.instructions if i.sharding is None and not i.shape.is_tuple)
         with step("XLA: propagating the written shardings (child process)", show):
             by_xla = complete_with_xla(module, dmesh.num_devices)
@@ -271,22 +267,17 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
                                  deterministic=False)
     comparison = None
     if use_xla:
-        from ..xla_compare import compare_module
-
         with step("partitioning the module with XLA (GSPMD) and matching its collectives", show):
             comparison = compare_module(module, dmesh, result)
     report = cost_report(result, dmesh, comparison)
+    report["ties"] = tie_words(ties)
     if by_xla is not None:
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before
-    from .timing import seconds_report  # --device: seconds; --xla: XLA's flops / bytes (commands.timing)
-
     timed_result, timed_module = result, module
     if scale is not None and scale.profile.backend == "tpu":
         # the TPU pipeline rewrites transposed dots before its partitioner (cost.tpu_partitioner): seconds
         # of the plan it partitions; the instructions and units above stay the written module's
-        from ..cost.tpu_partitioner import tpu_partitioned_view
-
         view, folded = tpu_partitioned_view(module)
         if folded:
             timed_module = view
@@ -299,12 +290,6 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if fmt == "json":
         write_text_atomic(output or "-", json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
-    from io import StringIO
-
-    from rich.table import Table
-
-    from ..units import format_bytes
-
     buf = StringIO()
     con = report_console(buf, terminal=output in (None, "-") and sys.stdout.isatty())
     b = report["breakdown"]

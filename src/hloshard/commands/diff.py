@@ -9,7 +9,16 @@ import sys
 
 import click
 
-from .options import device_option, mesh_options, timed_mesh_from_options
+from ..diff import diff_plans, in_seconds, render_text
+from ..hlo.verify import verify_module
+from ..io import write_text_atomic
+from ..load import load_module
+from ..report_html import diff_report_html
+from ..textout import report_console
+from .common import check_outputs, note_input, show_progress, step
+from .cost import check_time_limit
+from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
+from .progress import SolverProgress
 
 EXAMPLES = """\b
 Examples:
@@ -20,10 +29,6 @@ Examples:
 
 
 def _load(path: str, show: bool):
-    from ..hlo.verify import verify_module
-    from ..load import load_module
-    from .common import note_input, step
-
     name = "<stdin>" if path == "-" else path
     note_input(path)
     with step(f"parsing {path}", show):
@@ -45,26 +50,24 @@ def _load(path: str, show: bool):
 @click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
               help="Choose what each module's annotations leave open with the full solver (CP-SAT), searching "
                    "at most this long per module. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
+@tie_option
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet):
+def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet,
+            ties=()):
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
-    `hloshard cost` prices them; B - A is reported (in seconds with --device)."""
-    from ..diff import diff_plans, render_text
-    from ..io import write_text_atomic
-    from .common import check_outputs, note_input, show_progress
-
-    from .cost import check_time_limit
-    from .progress import SolverProgress
-
+    `hloshard cost` prices them; B - A is reported (in seconds with --device). --tie (as solve's) applies to
+    both; a note says when A and B treat a training step's state differently."""
     check_time_limit(time_limit)
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress(quiet)
     module_a = _load(file_a, show)
+    apply_ties(module_a, ties)
     note_input(file_a, module_a)
     dmesh, scale, _ = timed_mesh_from_options(module_a, mesh, device_ids, alpha, beta, device)
     module_b = _load(file_b, show)
+    apply_ties(module_b, ties)
     note_input(file_b, module_b)
     mesh_b = timed_mesh_from_options(module_b, mesh, device_ids, alpha, beta, device)[0]
     if mesh_b.num_devices != dmesh.num_devices:
@@ -73,20 +76,14 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     with SolverProgress(show, time_limit) as progress:
         report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
                             progress=progress if show else None)
-    report["a"], report["b"] = file_a, file_b
+    report["a"], report["b"], report["ties"] = file_a, file_b, tie_words(ties)
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
-        from ..diff import in_seconds
-
         in_seconds(report, scale.seconds_per_unit, scale.profile.name)
     if html_file:
-        from ..report_html import diff_report_html
-
         write_text_atomic(html_file, diff_report_html(report))
     if fmt == "json":
         write_text_atomic(output, json.dumps(report, indent=2, sort_keys=True) + "\n")
         return
-    from ..textout import report_console
-
     names = ("A", "B")
     buf = io.StringIO()
     buf.write(f"A = {file_a}\nB = {file_b}\n")

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import click
 
+from ..autoshard.aliases import matching_ties, parse_tie
 from ..errors import UsageError
 from ..mesh_setup import mesh_from_options, timed_mesh_from_options
 from ..units import parse_bytes
 
-__all__ = ["mesh_options", "space_options", "device_option", "mesh_from_options", "timed_mesh_from_options",
-           "ByteSize", "BYTE_SIZE"]
-
-
+__all__ = ["mesh_options", "space_options", "device_option", "tie_option", "apply_ties", "tie_words",
+           "mesh_from_options", "timed_mesh_from_options", "ByteSize", "BYTE_SIZE"]
 
 
 def mesh_options(func):
@@ -75,6 +74,49 @@ def device_option(func):
              "(mark axes with --mesh data=16:dcn,model=8: :ici inside a node or TPU slice, NVLink on a "
              "GPU; :dcn across them, InfiniBand on a GPU; unmarked: the innermost axes up to a node's "
              "devices are intra-node) and defaults --memory-budget to its HBM.")(func)
+
+
+def _tie_values(ctx, param, values):
+    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie`, ``--tie matching``
+    -> ``"matching"`` (expanded against the module by :func:`apply_ties`); anything else is the CLI's usage
+    error (``hloshard: error:``, exit 2)."""
+    return tuple("matching" if str(v).strip() == "matching" else parse_tie(v) for v in values or ())
+
+
+def tie_option(func):
+    """Click decorator: adds ``--tie OUTPUT_INDEX=PARAM_NUMBER|matching`` (repeatable; passed as ``ties``, a
+    tuple of :class:`hloshard.autoshard.aliases.Tie` and ``"matching"``), one option with one meaning for
+    ``solve``, ``cost`` and ``diff``: apply it with :func:`apply_ties`."""
+    return click.option(
+        "--tie", "ties", multiple=True, callback=_tie_values, metavar="OUTPUT_INDEX=PARAM_NUMBER|matching",
+        help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
+             "training step's state): it leaves in the sharding the parameter came in with, one decision "
+             "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2. "
+             "'matching': every top-level output with the shape and dtype of an entry parameter, each "
+             "paired with the first unpaired such parameter in order (jax flattens a step's state in and "
+             "out alike); pairs given explicitly take precedence.")(func)
+
+
+def apply_ties(module, ties) -> None:
+    """Add ``ties`` (:func:`tie_option`'s value) to ``module.ties`` (read when the cost graph is built,
+    :func:`hloshard.autoshard.aliases.module_ties`, and checked against the module there): ``"matching"``
+    becomes :func:`hloshard.autoshard.aliases.matching_ties` for the outputs no explicit pair names."""
+    if not ties:
+        return
+    given = [t for t in ties if t != "matching"]
+    if "matching" in ties:   # every output with a parameter's shape and dtype, paired in order
+        taken = {t.output for t in given}
+        given += [t for t in matching_ties(module) if t.output not in taken]
+    module.ties = list(getattr(module, "ties", None) or []) + given
+
+
+def tie_words(ties) -> str:
+    """How a module was priced, in words, for reports: ``untied``, ``--tie matching``, ``--tie 1=0 --tie 2=1``."""
+    if not ties:
+        return "untied"
+    return " ".join("--tie matching" if t == "matching" else
+                    f"--tie {','.join(map(str, t.output))}={','.join(map(str, (t.param,) + tuple(t.param_index)))}"
+                    for t in ties)
 
 
 class ByteSize(click.ParamType):

@@ -29,7 +29,7 @@ import click
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
 from .common import check_outputs, note_input, process_started, show_progress, start_step, step, xla_ready
-from .options import BYTE_SIZE, device_option, mesh_options, space_options, \
+from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
     timed_mesh_from_options
 from .progress import SolverProgress
 from ..summary import gap_percent, print_summary, status_in_words, user_warning
@@ -46,15 +46,6 @@ class _Budget(click.ParamType):
 
             return parse_memory_budget(value)   # a UsageError: the CLI's one error form, exit 2
         return BYTE_SIZE.convert(value, param, ctx)
-
-
-def _tie_option(ctx, param, values):
-    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie`, ``--tie matching``
-    -> ``"matching"`` (expanded against the module: :func:`hloshard.autoshard.aliases.matching_ties`);
-    anything else is the CLI's usage error (``hloshard: error:``, exit 2)."""
-    from ..autoshard.aliases import parse_tie
-
-    return tuple("matching" if str(v).strip() == "matching" else parse_tie(v) for v in values or ())
 
 
 def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
@@ -321,13 +312,7 @@ where one is proven) or no solution was found within the time limit (nothing wri
                    "out the plan (measured: no more bytes than GSPMD under XLA on every sample, CPU backend and "
                    "TPU compiler; the pins compute nothing). Without it XLA picks its own variant from the "
                    "operands' layouts.")
-@click.option("--tie", "ties", multiple=True, callback=_tie_option, metavar="OUTPUT_INDEX=PARAM_NUMBER|matching",
-              help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
-                   "training step's state): it leaves in the sharding the parameter came in with, one decision "
-                   "for both. Repeatable; input_output_alias pairs are tied already. A nested index: 1,0=2. "
-                   "'matching': every top-level output with the shape and dtype of an entry parameter, each "
-                   "paired with the first unpaired such parameter in order (jax flattens a step's state in and "
-                   "out alike); pairs given explicitly take precedence.")
+@tie_option
 @click.option("--local-moves/--no-local-moves", default=True, show_default=True,
               help="After the solve, re-solve the neighbourhood of every instruction that pays communication in "
                    "the written module (explain's kept re-solve) and keep the moves that lower hloshard cost of "
@@ -372,14 +357,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    if ties:   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
-        from ..autoshard.aliases import matching_ties
-
-        given = [t for t in ties if t != "matching"]
-        if "matching" in ties:   # every output with a parameter's shape and dtype, paired in order
-            taken = {t.output for t in given}
-            given += [t for t in matching_ties(module) if t.output not in taken]
-        module.ties = list(getattr(module, "ties", None) or []) + given
+    apply_ties(module, ties)   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
