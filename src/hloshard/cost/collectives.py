@@ -148,7 +148,7 @@ def link_levels(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
     devices)``; a group that does not factor so, or whose devices all fall in one level, is priced flat
     over that level alone (one level returned) or, if it does not factor, None.  Raises ValueError as
     :func:`axis_params` does."""
-    alpha_all, beta_all, n_all = axis_params(mesh, axes, group_size)
+    axis_params(mesh, axes, group_size)   # validates the axes and the group size
     if getattr(mesh, "roofline_prices", None) is None:
         return None
     big = [a for a in _axes(axes) if int(mesh.shape[a]) > 1]
@@ -209,8 +209,9 @@ def hierarchical_link_cost(kind: str, levels: Sequence[LinkLevel], nbytes: float
     section 5.3) and Tutel's 2D hierarchical all-to-all (intra-node then inter-node); XLA's SPMD
     partitioner emits the same decomposition itself when a plan reduces over ``model`` then ``data``
     (an HSDP gradient: an all-reduce in groups of 8, then one in groups of 2; new user 25b).  NCCL itself
-    runs multi-channel rings or trees over both levels (NVIDIA/nccl-tests#196: on two nodes its tree
-    exceeds the network bottleneck); the hierarchical form is the bandwidth-optimal schedule those reach.
+    runs multi-channel rings or trees over both levels instead (NVIDIA/nccl-tests#196: on two nodes its
+    tree can exceed the network bottleneck); this model prices the explicit hierarchical schedule of the
+    libraries above, not NCCL's choice.
     Raises ValueError for another kind."""
     b = float(nbytes)
     if kind == "all-reduce":
