@@ -148,10 +148,29 @@ def link_levels(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
     devices)``; a group that does not factor so, or whose devices all fall in one level, is priced flat
     over that level alone (one level returned) or, if it does not factor, None.  Raises ValueError as
     :func:`axis_params` does."""
-    axis_params(mesh, axes, group_size)   # validates the axes and the group size
     if getattr(mesh, "roofline_prices", None) is None:
         return None
-    big = [a for a in _axes(axes) if int(mesh.shape[a]) > 1]
+    ax = _axes(axes)
+    if len(ax) < 2:   # one axis, one link (the common case: no validation beyond the cost function's own)
+        return None
+    key = (id(mesh), ax, group_size)
+    hit = _LEVEL_CACHE.get(key)
+    if hit is not None and hit[0] is mesh and hit[1] is mesh.alpha and hit[2] is mesh.beta:
+        return hit[3]
+    levels = _link_levels(mesh, ax, group_size)
+    if len(_LEVEL_CACHE) > 4096:
+        _LEVEL_CACHE.clear()
+    _LEVEL_CACHE[key] = (mesh, mesh.alpha, mesh.beta, levels)   # keeps the mesh alive so its id is not reused
+    return levels
+
+
+_LEVEL_CACHE: dict = {}
+
+
+def _link_levels(mesh, ax: tuple, group_size: int | None) -> tuple[LinkLevel, ...] | None:
+    """:func:`link_levels` without its cache (``ax``: two or more axes, on a device-priced mesh)."""
+    axis_params(mesh, ax, group_size)   # validates the axes and the group size
+    big = [a for a in ax if int(mesh.shape[a]) > 1]
     if len({float(mesh.beta[a]) for a in big}) < 2:
         return None
     by_beta: dict[float, list[int]] = {}
