@@ -25,7 +25,11 @@ in cost units per byte (inverse bandwidth); every function returns cost units (f
 
 Several mesh axes at once (a tensor dim split over mesh axes 0 and 1, gathered in one collective):
 XLA's model defines this only for all-reduce (``AllReduceCost(B, d, d')``: alpha = max alpha,
-beta = max beta, n = product of the axis sizes); we apply the same rule to every collective.
+beta = max beta, n = product of the axis sizes); we apply the same rule to every collective, except
+on a device-priced mesh (``--device``) where the axes cross links of different prices (NVLink and
+InfiniBand, ICI and DCN): such a collective is priced as the **hierarchical algorithm**
+(:func:`link_levels`, :func:`hierarchical_link_cost`), one ring per link level, the slow level moving
+only the fast levels' shard.
 ``group_size`` (optional on every function): devices per replica group when the groups cover only a
 sub-axis of the named mesh axes (e.g. pairs along an axis of size 4); n is then the group size.
 
@@ -116,6 +120,161 @@ def axis_params(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
     return alpha, beta, n
 
 
+@dataclass(frozen=True)
+class LinkLevel:
+    """One level of a hierarchical collective: the mesh axes of one link price it spans.
+
+    ``alpha``: its ring's latency in cost units, ``(n - 1)`` steps of the level's per-step latency (the
+    largest ``alpha_axis / (size_axis - 1)`` of its axes: :func:`hloshard.devices.time_scale` makes that
+    the link's latency); ``beta``: cost units per byte of its link; ``n``: devices of the group along it;
+    ``axes``: the mesh axes."""
+
+    alpha: float
+    beta: float
+    n: int
+    axes: tuple = ()
+
+
+def link_levels(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tuple[LinkLevel, ...] | None:
+    """The link levels of one collective over ``axes`` of ``mesh``, fastest first, or None when the
+    collective is one flat ring (:func:`axis_params`).
+
+    Levels exist only on a mesh priced on a device (``mesh.roofline_prices`` set, ``--device``; the unit
+    model, with or without ``--alpha`` / ``--beta``, is always flat) when the axes of more than one
+    device that ``axes`` name carry different betas (links of different bandwidth: ``ici`` / ``dcn``).
+    Axes of one beta form one level: ``n`` = the product of their sizes, ``alpha`` = ``(n - 1)`` x the
+    largest per-step latency among them.  ``group_size`` (replica groups that cover part of the axes):
+    the group's devices are given to the levels slowest first, ``n = gcd(devices left, level's
+    devices)``; a group that does not factor so, or whose devices all fall in one level, is priced flat
+    over that level alone (one level returned) or, if it does not factor, None.  Raises ValueError as
+    :func:`axis_params` does."""
+    if getattr(mesh, "roofline_prices", None) is None:
+        return None
+    ax = _axes(axes)
+    if len(ax) < 2:   # one axis, one link (the common case: no validation beyond the cost function's own)
+        return None
+    key = (id(mesh), ax, group_size)
+    hit = _LEVEL_CACHE.get(key)
+    if hit is not None and hit[0] is mesh and hit[1] is mesh.alpha and hit[2] is mesh.beta:
+        return hit[3]
+    levels = _link_levels(mesh, ax, group_size)
+    if len(_LEVEL_CACHE) > 4096:
+        _LEVEL_CACHE.clear()
+    _LEVEL_CACHE[key] = (mesh, mesh.alpha, mesh.beta, levels)   # keeps the mesh alive so its id is not reused
+    return levels
+
+
+_LEVEL_CACHE: dict = {}
+
+
+def _link_levels(mesh, ax: tuple, group_size: int | None) -> tuple[LinkLevel, ...] | None:
+    """:func:`link_levels` without its cache (``ax``: two or more axes, on a device-priced mesh)."""
+    axis_params(mesh, ax, group_size)   # validates the axes and the group size
+    big = [a for a in ax if int(mesh.shape[a]) > 1]
+    if len({float(mesh.beta[a]) for a in big}) < 2:
+        return None
+    by_beta: dict[float, list[int]] = {}
+    for a in big:
+        by_beta.setdefault(float(mesh.beta[a]), []).append(a)
+    levels = []
+    for beta in sorted(by_beta):
+        ax = tuple(by_beta[beta])
+        n = math.prod(int(mesh.shape[a]) for a in ax)
+        step = max(float(mesh.alpha[a]) / (int(mesh.shape[a]) - 1) for a in ax)
+        levels.append([step, beta, n, ax])
+    total = math.prod(lv[2] for lv in levels)
+    if group_size is not None and int(group_size) != total:
+        left = int(group_size)
+        for lv in reversed(levels):   # slowest first: a partial group spans as much of the slow links as it can
+            lv[2] = math.gcd(left, lv[2])
+            left //= lv[2]
+        if left != 1:
+            return None
+        levels = [lv for lv in levels if lv[2] > 1]
+    return tuple(LinkLevel(step * (n - 1), beta, n, ax) for step, beta, n, ax in levels)
+
+
+def hierarchical_link_cost(kind: str, levels: Sequence[LinkLevel], nbytes: float) -> float:
+    """Link cost (cost units, no HBM term, no rounding) of one collective run level by level over
+    ``levels`` (:func:`link_levels`, fastest first; level ``i`` has ``alpha_i``, ``beta_i``, ``n_i``).
+
+    ``nbytes`` ``B`` as each cost function takes it; ``B_i = B / (n_0 ... n_{i-1})``: the bytes per device
+    a level handles once the faster levels have split them.
+
+    =====================  ==================================================================================
+    all-reduce             ``sum_{i<L} [2 alpha_i + beta_i 2(n_i-1)/n_i B_i] + alpha_L + beta_L 2(n_L-1)/n_L B_L``
+                           (reduce-scatter over each faster level, all-reduce of the ``1/(n_0...)`` shard
+                           over the slowest, all-gather back; ``L`` the slowest level)
+    all-gather (result B)  ``sum_i [alpha_i + beta_i (n_i-1)/n_i B_i]``: the slow levels gather the fast
+    reduce-scatter (in B)  levels' shards (``B_i``), the fast levels the rest
+    all-to-all (group B)   ``sum_i [alpha_i + beta_i (n_i-1)/n_i b n_i/2]``, ``b = B / n`` the per-device
+                           buffer: an all-to-all inside each level in turn, each moving the whole buffer
+                           (nothing is reduced), with :func:`all_to_all_cost`'s ``n/2`` factor per level
+    =====================  ==================================================================================
+
+    Each level is a ring: ``n_i - 1`` steps, so ``alpha_i`` latency (an all-reduce's reduce-scatter and
+    all-gather phases over a faster level each pay it; its slowest level pays it once, as a flat
+    all-reduce does).  Per device: every device of the group runs the slow level's step at once on its
+    own shard, over its own share of the slow link (a DGX H100 node has one 400 Gb/s NIC per GPU: the
+    profiles' ``dcn`` bandwidth is that per-GPU share), so the slow step moves ``1/n_0`` of the bytes at
+    the per-device bandwidth.
+
+    Sources: the hierarchical all-reduce of Mikami et al., "Massively Distributed SGD: ImageNet/ResNet-50
+    Training in a Flash" (2018, 2D-torus all-reduce: reduce-scatter in one dimension, all-reduce in the
+    other, all-gather back), Horovod's ``HOROVOD_HIERARCHICAL_ALLREDUCE`` (NCCL reduce-scatter in the node,
+    all-reduce across, NCCL all-gather in the node), Huawei HCCL's "Hierarchical Communication Principles"
+    (all-reduce: reduce-scatter in the server, all-reduce across servers, all-gather in the server;
+    all-gather / reduce-scatter one level after the other), DeepSpeed-MoE (Rajbhandari et al. 2022,
+    section 5.3) and Tutel's 2D hierarchical all-to-all (intra-node then inter-node); XLA's SPMD
+    partitioner emits the same decomposition itself when a plan reduces over ``model`` then ``data``
+    (an HSDP gradient: an all-reduce in groups of 8, then one in groups of 2; new user 25b).  NCCL itself
+    runs multi-channel rings or trees over both levels instead (NVIDIA/nccl-tests#196: on two nodes its
+    tree can exceed the network bottleneck); this model prices the explicit hierarchical schedule of the
+    libraries above, not NCCL's choice.
+    Raises ValueError for another kind."""
+    b = float(nbytes)
+    if kind == "all-reduce":
+        cost = 0.0
+        for i, lv in enumerate(levels):
+            frac = (lv.n - 1) / lv.n
+            if i == len(levels) - 1:
+                cost += lv.alpha + lv.beta * 2.0 * frac * b
+            else:
+                cost += 2.0 * lv.alpha + lv.beta * 2.0 * frac * b
+                b /= lv.n
+        return cost
+    if kind in ("all-gather", "reduce-scatter"):
+        cost = 0.0
+        for lv in levels:
+            cost += lv.alpha + lv.beta * (lv.n - 1) / lv.n * b
+            b /= lv.n
+        return cost
+    if kind == "all-to-all":
+        n = math.prod(lv.n for lv in levels)
+        per_device = b / n
+        return sum(lv.alpha + lv.beta * (lv.n - 1) / lv.n * per_device * lv.n / 2.0 for lv in levels)
+    raise ValueError(f"not a hierarchical collective kind: {kind!r}")
+
+
+def collective_latency(mesh: MeshLike, kind: str, axes: Axes, group_size: int | None = None) -> float:
+    """The latency (cost units) the cost function of ``kind`` charges one collective over ``axes``:
+    with link levels (:func:`link_levels`) the sum of each level's ``alpha`` (an all-reduce's faster
+    levels twice: :func:`hierarchical_link_cost`), else :func:`axis_params`' alpha (the largest of the
+    axes').  0.0 for no axes.  Raises ValueError for an out-of-range axis."""
+    if not _axes(axes):
+        return 0.0
+    levels = link_levels(mesh, axes, group_size)
+    if levels is None:
+        return axis_params(mesh, axes)[0]
+    if kind == "all-reduce":
+        return sum(lv.alpha for lv in levels) + sum(lv.alpha for lv in levels[:-1])
+    return sum(lv.alpha for lv in levels)
+
+
+def _level_total(levels: Sequence[LinkLevel]) -> int:
+    return math.prod(lv.n for lv in levels)
+
+
 def hbm_units_per_byte(mesh) -> float | None:
     """Cost units one byte of HBM traffic costs on ``mesh``'s device: ``1 / (sustained HBM bandwidth x
     seconds_per_unit)`` from ``mesh.roofline_prices`` (:class:`hloshard.cost.roofline.RooflinePrices`,
@@ -188,7 +347,11 @@ def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    link = alpha + beta * (n - 1) / n * b
+    levels = link_levels(mesh, axes, group_size)
+    if levels is None:
+        link = alpha + beta * (n - 1) / n * b
+    else:
+        link, n = hierarchical_link_cost("all-gather", levels, b), _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "all-gather", b, n)) + ALL_GATHER_TIE_BREAK
 
 
@@ -201,7 +364,12 @@ def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    return round_half_away(with_hbm(mesh, alpha + beta * 2 * (n - 1) / n * b, "all-reduce", b, n)) + ALL_REDUCE_TIE_BREAK
+    levels = link_levels(mesh, axes, group_size)
+    if levels is None:
+        link = alpha + beta * 2 * (n - 1) / n * b
+    else:
+        link, n = hierarchical_link_cost("all-reduce", levels, b), _level_total(levels)
+    return round_half_away(with_hbm(mesh, link, "all-reduce", b, n)) + ALL_REDUCE_TIE_BREAK
 
 
 def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int | None = None) -> float:
@@ -212,7 +380,12 @@ def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: i
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    return round_half_away(with_hbm(mesh, alpha + beta * (n - 1) / n * b, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
+    levels = link_levels(mesh, axes, group_size)
+    if levels is None:
+        link = alpha + beta * (n - 1) / n * b
+    else:
+        link, n = hierarchical_link_cost("reduce-scatter", levels, b), _level_total(levels)
+    return round_half_away(with_hbm(mesh, link, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
 
 
 def all_to_all_transposes(in_shape: Sequence[int], concat_dim: int, split_dim: int, k: int) -> tuple[int, list]:
@@ -260,8 +433,12 @@ def all_to_all_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     """
     alpha, beta, n = axis_params(mesh, axes, group_size)
     b = total_bytes(nbytes)
-    penalty = n / 2.0
-    link = alpha + beta * (n - 1) / n / n * b * penalty
+    levels = link_levels(mesh, axes, group_size)
+    if levels is None:
+        penalty = n / 2.0
+        link = alpha + beta * (n - 1) / n / n * b * penalty
+    else:
+        link, n = hierarchical_link_cost("all-to-all", levels, b), _level_total(levels)
     if hbm_bytes is not None:   # the buffer's own bytes per device, read and written: 2 B_device = 2 B/n
         b = float(hbm_bytes) / 2.0 * n
     cost = with_hbm(mesh, link, "all-to-all", b, n)
@@ -482,12 +659,13 @@ def _mesh_groups(mesh, axes: tuple) -> tuple:
 def latency_saving(mesh: MeshLike, col: PredictedCollective, share: float) -> float:
     """Cost units a collective ``col`` (a :class:`PredictedCollective` over mesh axes) saves when it
     pays only ``share`` (in [0, 1]) of its latency, the rest being paid by the collectives XLA's combiner
-    merges it with (:mod:`hloshard.cost.combiner`): ``alpha x (1 - share)``, alpha as every cost function
-    here takes it (:func:`axis_params`: the largest alpha of ``col.mesh_axes``).  0.0 for a collective
+    merges it with (:mod:`hloshard.cost.combiner`): ``latency x (1 - share)``, the latency its cost
+    function charges (:func:`collective_latency`: the largest alpha of ``col.mesh_axes``, or with link
+    levels the sum of the levels' ring latencies).  0.0 for a collective
     over no mesh axis.  Raises ValueError for a share outside [0, 1]."""
     if not 0.0 <= share <= 1.0:
         raise ValueError(f"latency share must be in [0, 1], got {share!r}")
     if not col.mesh_axes:
         return 0.0
-    alpha, _, _ = axis_params(mesh, col.mesh_axes)
-    return alpha * (1.0 - share)
+    gsize = int(col.group_size) if col.group_size and col.group_size > 1 else None
+    return collective_latency(mesh, col.kind, col.mesh_axes, gsize) * (1.0 - share)

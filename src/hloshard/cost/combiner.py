@@ -29,7 +29,9 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
   strategies price an all-reduce, reduce-scatter or all-gather of their own; in a computation that
   writes its collectives, a per-device program, only those: :func:`height_classes`) pays, for each such
   collective of ``B`` bytes per device, the fraction :func:`latency_share` ``= max(1 / min(k, 256),
-  min(1, B / T))`` of its latency (alpha), ``T`` = :data:`COMBINE_THRESHOLD_BYTES`.  Summed over the
+  min(1, B / T))`` of its latency, ``T`` = :data:`COMBINE_THRESHOLD_BYTES` (the latency its cost
+  function charges, :func:`hloshard.cost.collectives.collective_latency`: the axis' alpha, or for a
+  group over a fast and a slow link the sum of the levels' ring latencies).  Summed over the
   class this is at least ``max(1, sum B / T)``: the ``ceil(sum B / T)`` merged collectives the
   threshold leaves, to within one; the count limit is the ``min(k, 256)``.
 * *What it assumes.*  That the class's collectives share one key (the same mesh axes, kind and element
