@@ -61,11 +61,27 @@ def _leaf_node(instr, shape, sources, weights, ctx) -> StrategyGroup:
                          leaf_shapes=(shape,))
 
 
+def keeps_whole_state(instr) -> bool:
+    """Can ``solve`` write the ``while`` ``instr`` with the sharding of its whole state: every loop
+    invariant (:func:`hloshard.hlo.loops.invariant_elements`) is an array element (not a tuple or a
+    token), so that a ``Sharding`` custom-call at the body root can keep it in the loop state
+    (:func:`hloshard.strategy.realize.keep_invariants`)."""
+    if not instr.shape.is_tuple:
+        return False
+    elems = instr.shape.tuple_shapes
+    return all(k < len(elems) and is_array(elems[k]) and not elems[k].is_tuple
+               for k in loops.invariant_elements(instr))
+
+
 def _captured(instr, ctx) -> set:
     """Flat leaf indices of the loop state of ``instr`` that XLA captures from outside the loop: its
-    loop invariants when the while gets no sharding of its own (not user-fixed; ``autoshard.apply``
-    writes none then)."""
+    loop invariants when the while reaches XLA without a sharding of its own -- in a module priced as
+    given (``ctx.writes_loop_state`` False: ``cost``), or one ``solve`` cannot write whole
+    (:func:`keeps_whole_state`; ``autoshard.apply`` writes no sharding then).  None for a user-fixed
+    while."""
     if instr in ctx.fixed or not instr.shape.is_tuple:
+        return set()
+    if getattr(ctx, "writes_loop_state", False) and keeps_whole_state(instr):
         return set()
     return {l for k in loops.invariant_elements(instr) for l in leaf_range(instr.shape, k)}
 
