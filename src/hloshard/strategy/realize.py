@@ -29,10 +29,14 @@ resharded the carried value and back on every trip (all-to-alls on ``dot_general
 ``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` writes; GSPMD keeps it and the
 partitioner drops it, no data moved) with the planned layout after each such read, so the body reads the
 loop state as planned: measured, the solved module's XLA bytes then equal hloshard's prediction
-(640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
-loop (:mod:`hloshard.strategy.control_flow`) get no read pins (their reads are the init's value); their
-init values are pinned instead, before the loop (``NAME.init.pin``: new user 25's scan LM, the same plan's
-XLA bytes 104.8 -> 41.7 MB, predicted 27.1, BENCHMARKS.md round 25 "loop").
+(640 KiB, every instruction's collective kinds agree).  A loop invariant (an element the body passes
+through unchanged) is kept in the loop state by a ``Sharding`` custom-call at the body root
+(:func:`keep_invariants`, written by the apply step whether or not operands are pinned), so XLA neither
+captures it nor rejects the while's sharding; new user 25's scan LM then moves 24.1 MB under XLA against
+27.1 MB predicted (BENCHMARKS.md round 26 "loop").  Loop invariants XLA still captures from outside the
+loop (a while written without a sharding, :mod:`hloshard.strategy.control_flow`) get no read pins (their
+reads are the init's value); their init values are pinned instead, before the loop (``NAME.init.pin``:
+the scan LM's XLA bytes 104.8 -> 41.7 MB, round 25).
 
 Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
 ``with_sharding_constraint`` at the pinned points)::
