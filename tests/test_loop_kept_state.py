@@ -121,3 +121,17 @@ def test_xla_runs_the_solved_loop_as_priced():
     # the same module without the keep pin: jaxlib rejects the while's sharding
     with pytest.raises(xla_oracle.OracleError, match="leaf nodes while this sharding has"):
         partition_only(text.replace("tuple(i1, a, st.keep)", "tuple(i1, a, st)"))
+
+
+def test_unmatched_collectives_in_a_renamed_body_count_its_trips():
+    """XLA's partitioned module names while bodies its own way (``region_2.6_spmd``), so a collective
+    ``cost --xla`` cannot match to an instruction takes the execution count of its computation in XLA's
+    module itself: 4 for the body of this 4-trip loop (from its condition: the StableHLO round trip drops
+    ``known_trip_count``), 1 for the entry, nothing for a text that does not parse."""
+    from hloshard.xla_compare import _xla_execution_counts
+
+    text = module_text().replace('backend_config={"known_trip_count":{"n":"4"}}, ', "")
+    text = text.replace("body {", "region_0.1_spmd {").replace("body=body", "body=region_0.1_spmd")
+    counts = _xla_execution_counts(text)
+    assert counts["region_0.1_spmd"] == 4.0 and counts["main"] == 1.0
+    assert _xla_execution_counts("HloModule broken\nENTRY {") == {}
