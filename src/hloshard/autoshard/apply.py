@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from ..hlo.loops import invariant_elements
 from ..strategy.base import TOKEN, is_array, leaf_shapes
+from ..strategy.control_flow import keeps_whole_state
+from ..strategy.realize import keep_invariants
 from .graph import Graph
 
 
@@ -65,10 +68,6 @@ def apply_choice(graph: Graph, choice) -> int:
     gets no ``sharding=`` of its own (unless the user's is kept); the cost graph then prices its
     invariants as captured, in the init's layout, and their init values are pinned in it
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`)."""
-    from ..hlo.loops import invariant_elements
-    from ..strategy.control_flow import keeps_whole_state
-    from ..strategy.realize import keep_invariants
-
     count = 0
     kept = getattr(graph, "kept", {})
     whiles = []
