@@ -32,8 +32,8 @@ loop state as planned: measured, the solved module's XLA bytes then equal hlosha
 (640 KiB, every instruction's collective kinds agree).  A loop invariant (an element the body passes
 through unchanged) is kept in the loop state by a ``Sharding`` custom-call at the body root
 (:func:`keep_invariants`, written by the apply step whether or not operands are pinned), so XLA neither
-captures it nor rejects the while's sharding; new user 25's scan LM then moves 24.1 MB under XLA against
-27.1 MB predicted (BENCHMARKS.md round 26 "loop").  Loop invariants XLA still captures from outside the
+captures it nor rejects the while's sharding; new user 25's scan LM then moves under XLA what hloshard
+predicts, to the byte (27.08 MB; BENCHMARKS.md round 26 "loop").  Loop invariants XLA still captures from outside the
 loop (a while written without a sharding, :mod:`hloshard.strategy.control_flow`) get no read pins (their
 reads are the init's value); their init values are pinned instead, before the loop (``NAME.init.pin``:
 the scan LM's XLA bytes 104.8 -> 41.7 MB, round 25).
@@ -288,7 +288,8 @@ def keep_invariants(whiles) -> int:
     the while's sharding, and the SPMD partitioner drops the custom-call (no data moved; XLA's buffer
     assignment still sees a pass-through).  Without it (round 25: the while written without a sharding)
     GSPMD's propagation gave a captured stack a layout of its own: new user 25's scan LM, 2x4, 41.7 MB of
-    collectives under XLA against 27.1 MB predicted, 24.1 MB with these (BENCHMARKS.md round 26 "loop").
+    collectives under XLA against 27.1 MB predicted; with these 27.08 MB, the prediction to the byte
+    (BENCHMARKS.md round 26 "loop").
     Returns the custom-calls added.  Deterministic (the given order, then tuple order)."""
     from ..hlo.ir import Instruction
     from ..hlo.loops import called, invariant_elements
