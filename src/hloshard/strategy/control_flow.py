@@ -14,7 +14,7 @@
   ``Sharding`` custom-call (:func:`hloshard.strategy.realize.keep_invariants`), so StableHLO's while
   canonicalization does not capture it and XLA keeps the loop's layout for it (new user 25's scan LM,
   2x4: 27,075,600 B of collectives under XLA per trip, the prediction to the byte, kinds 100%; written
-  without a sharding, round 25: 41.7 MB by the counter of then, which counted such a body's collective once;
+  without a sharding, round 25: 41.7 MB, counted before unmatched body collectives counted their trips;
   tests/test_loop_kept_state.py).
   Exception, the invariants of a while that reaches XLA without a sharding of its own (``cost`` of a
   module as given, e.g. jax's export, and a loop ``solve`` cannot write whole, :func:`keeps_whole_state`):
