@@ -60,19 +60,22 @@ ENTRY %main (x: f32[16,32], w: f32[32,32]) -> f32[16,32] {
 """
 
 
-def test_a_while_with_loop_invariant_state_gets_no_own_sharding():
-    """The weight %w passes through the body unchanged (element 2): the while itself is written
-    without sharding=, its body parameter and root carry the layout.  (With the while's own tuple
-    sharding written, jaxlib 0.10.2 rejects this loop: "RET_CHECK failure (hlo_sharding.cc:747) ...
-    Shape (s32[], f32[16,32], f32[32,32]) has 3 leaf nodes while this sharding has 4", the MaxText
-    failure in small: StableHLO's while canonicalization captures %w and appends its sharding to the
-    unshortened tuple sharding.)"""
+def test_a_while_with_loop_invariant_state_keeps_it_in_the_loop_state():
+    """The weight %w passes through the body unchanged (element 2): the while is written with its
+    whole state's sharding and the body root reads %w through a ``Sharding`` custom-call
+    (``realize.keep_invariants``).  (With the while's own tuple sharding written and %w passed through
+    as such, jaxlib 0.10.2 rejects this loop: "RET_CHECK failure (hlo_sharding.cc:747) ... Shape
+    (s32[], f32[16,32], f32[32,32]) has 3 leaf nodes while this sharding has 4", the MaxText failure in
+    small: StableHLO's while canonicalization captures %w and appends its sharding to the unshortened
+    tuple sharding; through the custom-call nothing is captured.)"""
     module = parse_module(LOOP)
     solve_module(module, DeviceMesh.parse("8"), time_limit=5, deterministic=True)
     loop = module.entry.get("l")
-    assert invariant_elements(loop) == [2]
-    assert loop.sharding is None
+    assert invariant_elements(loop) == [] and invariant_elements(loop, through_pins=True) == [2]
+    assert loop.sharding is not None and len(loop.sharding.tuple_elements) == 3
     body = loop.attrs["body"]
+    keep = body.root.operands[2]
+    assert keep.is_sharding_constraint and keep.sharding == loop.sharding.tuple_elements[2]
     assert body.parameters[0].sharding is not None and body.root.sharding is not None
 
 

@@ -274,9 +274,11 @@ def test_unpinned_loop_state_read_is_not_what_was_written():
     assert sum(sum(v.values()) for k, v in xla.items() if k is None or k.endswith("_read")) == 2 * TRIPS * ROW
 
 
-def test_loop_invariant_stays_in_the_init_layout_when_solved():
-    """solve on the captured case without the body's annotations: the loop invariant is read in the
-    init's layout (its body reads are aliases of the captured value), the while gets no sharding, and
+def test_loop_invariant_is_kept_in_the_loop_state_when_solved():
+    """solve on the captured case without the body's annotations: the loop invariant is loop state the
+    solver lays out (here in the init's layout, which the body's reads then take), the while gets the
+    sharding of its whole state and the body root reads ``w`` through a ``Sharding`` custom-call
+    (``realize.keep_invariants``: StableHLO does not capture it then, tests/test_loop_kept_state.py), and
     ``hloshard cost`` of the written module is what the solver planned (no XLA needed)."""
     from hloshard.autoshard import evaluate_module, solve_module
     from hloshard.hlo.parser import parse_module
@@ -292,7 +294,10 @@ def test_loop_invariant_stays_in_the_init_layout_when_solved():
     res = solve_module(module, mesh, keep="io", time_limit=5, workers=1, deterministic=True)
     body = module.get_computation("body_s")
     assert body.get("w_s").sharding == HloSharding.parse(X)
-    assert module.entry.get("wl_s").sharding is None
+    wl = module.entry.get("wl_s")
+    assert wl.sharding is not None and wl.sharding.tuple_elements[1] == HloSharding.parse(X)
+    keep = body.root.operands[1]
+    assert keep.name == "w_s.keep" and keep.is_sharding_constraint and keep.operands[0] is body.get("w_s")
     assert abs(evaluate_module(module, mesh).total_cost - res.evaluation.total) < 1e-6 * max(1.0, res.evaluation.total)
 
 

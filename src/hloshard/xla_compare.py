@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cost.collectives import COLLECTIVE_KINDS, all_to_all_transposes, hbm_units_per_byte, ring_bytes
+from .hlo.loops import execution_counts
+from .hlo.parser import parse_module
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."
@@ -361,7 +363,9 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
     Returns (instruction name -> list of XLA CollectiveRecord, unmatched records).  Executions: the
     cost graph's weight of the matched instruction; an unmatched collective takes the weight of the
     instructions of the computation with the same name in ``module`` (XLA keeps computation names, adding
-    ``_spmd``), else 1.
+    ``_spmd``), else its computation's execution count in XLA's partitioned module itself
+    (:func:`_xla_execution_counts`: a while body the StableHLO round trip renamed, ``region_2.6_spmd``),
+    else 1.
     """
     ctx = result.graph.ctx
     comp_weight: dict = {}
@@ -369,6 +373,7 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
         comp_weight.setdefault(instr.parent.name, float(ctx.weight(instr)))
     matched: dict = {}
     unmatched = []
+    xla_counts = None
     for c in xla_result.collectives:
         instr = _tagged(c.op_name, tags)
         if instr is not None:
@@ -376,8 +381,31 @@ def xla_records(xla_result, tags: dict, module, result, num_partitions: int):
             matched.setdefault(instr.name, []).append(_record(c, num_partitions, w))
         else:
             comp = (c.computation or "").removesuffix("_spmd")
-            unmatched.append(_record(c, num_partitions, comp_weight.get(comp, 1.0)))
+            w = comp_weight.get(comp)
+            if w is None:
+                if xla_counts is None:
+                    xla_counts = _xla_execution_counts(xla_result.partitioned)
+                w = xla_counts.get(c.computation or "", 1.0)
+            unmatched.append(_record(c, num_partitions, w))
     return matched, unmatched
+
+
+def _xla_execution_counts(text: str | None) -> dict:
+    """Computation name -> how often it runs in XLA's partitioned module ``text``
+    (:func:`hloshard.hlo.loops.execution_counts`: each while body's trips from its condition, the StableHLO
+    round trip having dropped ``known_trip_count``); ``{}`` when the text does not parse or a loop's count
+    would be a guess."""
+    if not text:
+        return {}
+    try:
+        module = parse_module(text, "<xla partitioned>")
+        guessed: list = []
+        counts = execution_counts(module, guessed)
+    except Exception:  # noqa: BLE001 - a text our parser does not read: unmatched collectives count once
+        return {}
+    if guessed:
+        return {}
+    return {c.name: float(counts.get(id(c), 1.0)) for c in module.computations}
 
 
 def tags_in_metadata(module, like: dict | None = None) -> dict:

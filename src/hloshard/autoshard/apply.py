@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+from ..hlo.loops import invariant_elements
 from ..strategy.base import TOKEN, is_array, leaf_shapes
+from ..strategy.control_flow import keeps_whole_state
+from ..strategy.realize import keep_invariants
 from .graph import Graph
 
 
@@ -53,27 +56,32 @@ def apply_choice(graph: Graph, choice) -> int:
     """Write ``sharding=`` on every instruction of the processed computations; drop the stale
     ``xla.sdy.sharding`` frontend attribute of each re-annotated instruction.  Returns the count.
 
-    Exception: a ``while`` whose body passes some loop-state elements through unchanged
-    (:func:`hloshard.hlo.loops.invariant_elements`) gets no ``sharding=`` of its own (unless the user's
-    is kept); its init tuple, body and condition parameters and body root carry the layout, and XLA's
-    propagation gives the loop the same (the captured elements' init values are pinned in it,
-    :func:`hloshard.strategy.realize.insert_loop_state_pins`).  Reason: on the way into XLA through StableHLO (jax, the
-    oracle, ``--xla``) the while canonicalization turns those elements into captured values but keeps
-    the while's tuple sharding at full length, and jaxlib 0.10.2 then aborts compiling (RET_CHECK in
-    hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has 36" on the MaxText train
-    step, 22 state elements of which 14 invariant)."""
-    from ..hlo.loops import invariant_elements
-
+    A ``while`` whose body passes some loop-state elements through unchanged
+    (:func:`hloshard.hlo.loops.invariant_elements`) gets the sharding of its whole state, and the body
+    root reads each such element through a ``Sharding`` custom-call in the loop's layout
+    (:func:`hloshard.strategy.realize.keep_invariants`, also without operand pins): on the way into XLA
+    through StableHLO (jax, the oracle, ``--xla``) the while canonicalization would otherwise turn those
+    elements into captured values and keep the while's tuple sharding at full length, and jaxlib 0.10.2
+    aborts compiling (RET_CHECK in hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has
+    36" on the MaxText train step, 22 state elements of which 14 invariant).  Exception: a loop with an
+    invariant :func:`hloshard.strategy.control_flow.keeps_whole_state` cannot keep (a tuple or a token)
+    gets no ``sharding=`` of its own (unless the user's is kept); the cost graph then prices its
+    invariants as captured, in the init's layout, and their init values are pinned in it
+    (:func:`hloshard.strategy.realize.insert_loop_state_pins`)."""
     count = 0
     kept = getattr(graph, "kept", {})
+    whiles = []
     for instr in graph.schedule:
         sh = instruction_sharding(graph, instr, choice)
         old = kept.get(instr)
         if old is not None and _same_sharding(old, sh, instr.shape):
             sh = old  # a kept user sharding is written back exactly as the user wrote it
-        elif old is None and instr.opcode == "while" and invariant_elements(instr):
+        elif old is None and instr.opcode == "while" and invariant_elements(instr) and \
+                not keeps_whole_state(instr):
             sh = None
         instr.sharding = sh
+        if instr.opcode == "while":
+            whiles.append(instr)
         fa = instr.attrs.get("frontend_attributes")
         if fa:
             items = list(fa.items()) if isinstance(fa, dict) else list(fa)
@@ -84,5 +92,5 @@ def apply_choice(graph: Graph, choice) -> int:
                 else:
                     instr.set_attr("frontend_attributes", None)
         count += 1
+    keep_invariants(whiles)
     return count
-

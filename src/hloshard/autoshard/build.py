@@ -324,8 +324,11 @@ class BuildStopped(SolveFailed):
 
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
                 mesh_order_only: bool = False, deadline: float | None = None, share: bool = True,
-                work_limit: int | None = None) -> Graph:
+                work_limit: int | None = None, as_given: bool = False) -> Graph:
     """Build the cost graph of ``module`` on ``mesh`` (see module docstring).
+
+    ``as_given``: the graph prices the module as XLA gets it (``cost``), not a plan ``solve`` writes: a
+    ``while`` without a sharding has its loop invariants captured (:func:`hloshard.strategy.control_flow._captured`).
 
     ``mesh_order_only``: enumerate the axes of a dim in mesh order only, also on meshes of two axes
     (:attr:`hloshard.strategy.base.MeshInfo.any_order`; the coarse space of
@@ -354,6 +357,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     fixed = user_shardings(module, keep, mesh, comps)
     kept = dict(fixed)
     ctx = BuildContext(mesh, fixed)
+    ctx.writes_loop_state = not as_given
     ctx.exhaustive = True   # the full dot / convolution space whatever the module size
     if mesh_order_only:
         ctx.minfo.any_order = ctx.minfo.group_order = False

@@ -444,7 +444,8 @@ def evaluate_module(module, mesh, time_limit: float | None = None, seed: int = 0
     unannotated = [i.name for i in counted if i.sharding is None]
     # with a time limit the build shares it: past it, BuildStopped (exit 3) rather than an unbounded build
     # (a new user's 919-instruction module on a 4x4x4x4 mesh built for > 300 s under --time-limit 30)
-    graph = build_graph(module, mesh, keep="all", deadline=None if time_limit is None else t0 + time_limit)
+    graph = build_graph(module, mesh, keep="all", deadline=None if time_limit is None else t0 + time_limit,
+                        as_given=True)
     t1 = time.monotonic()
     done = None if time_limit is not None else complete_choice(graph, progress=progress, seed=seed)
     if done is not None:

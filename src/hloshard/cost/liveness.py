@@ -1172,8 +1172,10 @@ def fused_reads(instr) -> list:
 
 def _invariant_leaves(w) -> set:
     """Positions, among the array leaves of the ``while`` ``w``'s state, of the loop invariants
-    (:func:`hloshard.hlo.loops.invariant_elements`: the body passes them through unchanged)."""
-    inv = set(invariant_elements(w))
+    (:func:`hloshard.hlo.loops.invariant_elements`: the body passes them through unchanged, also through
+    a ``Sharding`` custom-call at its root, which the SPMD partitioner drops before buffers are assigned:
+    ``solve``'s :func:`hloshard.strategy.realize.keep_invariants`)."""
+    inv = set(invariant_elements(w, through_pins=True))
     if not inv or not w.shape.is_tuple:
         return set()
     out: set = set()

@@ -101,16 +101,30 @@ def _tuple_index(instr, param):
     return None
 
 
-def invariant_elements(instr) -> list[int]:
+def invariant_elements(instr, through_pins: bool = False) -> list[int]:
     """Indices ``k`` of the loop state of the ``while`` ``instr`` that the body passes through unchanged
     (its root's element ``k`` is ``get-tuple-element(parameter, k)``): loop invariants.  StableHLO's
-    while canonicalization turns them into values captured from outside the loop."""
+    while canonicalization turns them into values captured from outside the loop.
+
+    ``through_pins``: also an element whose root value is a ``Sharding`` custom-call of that read (what
+    ``solve`` writes to keep the element in the loop state, :func:`hloshard.strategy.realize.keep_invariants`):
+    the canonicalization does not capture it, but the SPMD partitioner drops the custom-call, so after
+    partitioning the body passes the buffer through as before (what XLA's buffer assignment and its
+    loop-invariant code motion see: the memory model and the trip count want this)."""
     body = called(instr, "body", 0)
     if body is None or not body.parameters or body.root is None or body.root.opcode != "tuple":
         return []
     param = body.parameters[0]
-    return [k for k, o in enumerate(body.root.operands) if _tuple_index(o, param) == k and o.opcode ==
-            "get-tuple-element"]
+    return [k for k, o in enumerate(body.root.operands) if _tuple_index(o, param) == k and (
+        o.opcode == "get-tuple-element" or (through_pins and o.is_sharding_constraint and
+                                            _pinned_read(o)))]
+
+
+def _pinned_read(instr) -> bool:
+    """``instr`` is a chain of ``Sharding`` custom-calls over a ``get-tuple-element``."""
+    while instr.is_sharding_constraint and len(instr.operands) == 1:
+        instr = instr.operands[0]
+    return instr.opcode == "get-tuple-element"
 
 
 def _known_trip_count(instr):
@@ -182,7 +196,7 @@ def trip_count(instr) -> TripCount:
     def element(tup, k):
         return tup.operands[k] if tup is not None and tup.opcode == "tuple" and k < len(tup.operands) else None
 
-    invariant = set(invariant_elements(instr))
+    invariant = set(invariant_elements(instr, through_pins=True))
 
     def invariant_bound(side):
         """The value of a loop-invariant tuple element used as the bound, else None."""

@@ -8,26 +8,27 @@
   ``known_trip_count`` backend config, else the induction variable's init, step and bound, else a
   guess of 100 iterations that ``solve`` and ``cost`` report as a warning).  The execution counts
   themselves are assigned by the graph builder (:func:`hloshard.hlo.loops.execution_counts`).
-  Exception, a loop invariant (an element the body passes through unchanged,
-  :func:`hloshard.hlo.loops.invariant_elements`) of a while without a sharding of its own (what
-  ``solve`` writes for such loops, ``autoshard.apply``): the leaf is not a node but the init's leaf
-  itself, so the body reads it in the init's layout and every body user that needs another layout
-  pays the resharding once per trip.  This is what XLA realizes: on the way in through StableHLO (jax,
-  the oracle, ``--xla``) the while canonicalization of the HLO -> StableHLO import turns such elements
-  into values captured from outside the loop, the body parameter's sharding goes with them, and the
-  SPMD partitioner reshards the captured value at its users inside the body on every iteration (raw
-  after-spmd-partitioning HLO of jaxlib 0.10.2: an all-to-all of the whole f32[4,64,256] element per
-  trip on the body's dynamic-slice, not one at the loop entry; tests/test_handlers_control_flow.py).
-  A copy of the init in the loop's layout before the loop moves that resharding out of the loop (the
-  ``pin`` case of the same test); the solver reaches it by laying out the init's producer.  The
-  written module pins the init value of each captured element in the layout priced here
-  (``NAME.init.pin``, :func:`hloshard.strategy.realize.insert_loop_state_pins`): XLA keeps no tuple
-  sharding through StableHLO, nor that of a ``get-tuple-element`` of another while's result or of a
-  broadcast of a scalar constant, and GSPMD's propagation (the while's tuple sharding unified with its
-  operand's, body root's and parameters', a split layout winning a merge over ``{replicated}``) would
-  otherwise capture the value in a layout of its own and reshard it in the body on every trip
-  (new user 25's scan LM: a f32[6,4,64,256] stack all-gathered on each of 24 trips;
-  tests/test_loop_captured_pin.py).
+  A loop invariant (an element the body passes through unchanged, :func:`hloshard.hlo.loops.invariant_elements`)
+  is loop state like any other in the graph of a plan ``solve`` writes (``ctx.writes_loop_state``): the
+  while is written with its whole state's sharding and the body root reads the element through a
+  ``Sharding`` custom-call (:func:`hloshard.strategy.realize.keep_invariants`), so StableHLO's while
+  canonicalization does not capture it and XLA keeps the loop's layout for it (new user 25's scan LM,
+  2x4: 27,075,600 B of collectives under XLA per trip, the prediction to the byte, kinds 100%; written
+  without a sharding, round 25: 41.7 MB, counted before unmatched body collectives counted their trips;
+  tests/test_loop_kept_state.py).
+  Exception, the invariants of a while that reaches XLA without a sharding of its own (``cost`` of a
+  module as given, e.g. jax's export, and a loop ``solve`` cannot write whole, :func:`keeps_whole_state`):
+  the leaf is not a node but the init's leaf itself, so the body reads it in the init's layout and every
+  body user that needs another layout pays the resharding once per trip.  This is what XLA realizes: on
+  the way in through StableHLO (jax, the oracle, ``--xla``) the while canonicalization of the HLO ->
+  StableHLO import turns such elements into values captured from outside the loop, the body parameter's
+  sharding goes with them, and the SPMD partitioner reshards the captured value at its users inside the
+  body on every iteration (raw after-spmd-partitioning HLO of jaxlib 0.10.2: an all-to-all of the whole
+  f32[4,64,256] element per trip on the body's dynamic-slice, not one at the loop entry;
+  tests/test_handlers_control_flow.py).  For such a loop ``solve`` pins the init value of each captured
+  element in the layout priced here (``NAME.init.pin``, :func:`hloshard.strategy.realize.insert_loop_state_pins`):
+  XLA keeps no tuple sharding through StableHLO, and GSPMD's propagation would otherwise capture the
+  value in a layout of its own (tests/test_loop_captured_pin.py).
 * call: the computation's parameters alias the call operands, the call's leaves alias the
   computation root: the callee is laid out as if inlined.
 * conditional: each branch's parameter aliases its operand; one node per output leaf (every layout)
@@ -61,11 +62,27 @@ def _leaf_node(instr, shape, sources, weights, ctx) -> StrategyGroup:
                          leaf_shapes=(shape,))
 
 
+def keeps_whole_state(instr) -> bool:
+    """Can ``solve`` write the ``while`` ``instr`` with the sharding of its whole state: every loop
+    invariant (:func:`hloshard.hlo.loops.invariant_elements`) is an array element (not a tuple or a
+    token), so that a ``Sharding`` custom-call at the body root can keep it in the loop state
+    (:func:`hloshard.strategy.realize.keep_invariants`)."""
+    if not instr.shape.is_tuple:
+        return False
+    elems = instr.shape.tuple_shapes
+    return all(k < len(elems) and is_array(elems[k]) and not elems[k].is_tuple
+               for k in loops.invariant_elements(instr))
+
+
 def _captured(instr, ctx) -> set:
     """Flat leaf indices of the loop state of ``instr`` that XLA captures from outside the loop: its
-    loop invariants when the while gets no sharding of its own (not user-fixed; ``autoshard.apply``
-    writes none then)."""
+    loop invariants when the while reaches XLA without a sharding of its own -- in a module priced as
+    given (``ctx.writes_loop_state`` False: ``cost``), or one ``solve`` cannot write whole
+    (:func:`keeps_whole_state`; ``autoshard.apply`` writes no sharding then).  None for a user-fixed
+    while."""
     if instr in ctx.fixed or not instr.shape.is_tuple:
+        return set()
+    if getattr(ctx, "writes_loop_state", False) and keeps_whole_state(instr):
         return set()
     return {l for k in loops.invariant_elements(instr) for l in leaf_range(instr.shape, k)}
 

@@ -29,10 +29,14 @@ resharded the carried value and back on every trip (all-to-alls on ``dot_general
 ``Sharding`` custom-call (what ``jax.lax.with_sharding_constraint`` writes; GSPMD keeps it and the
 partitioner drops it, no data moved) with the planned layout after each such read, so the body reads the
 loop state as planned: measured, the solved module's XLA bytes then equal hloshard's prediction
-(640 KiB, every instruction's collective kinds agree).  Loop invariants XLA captures from outside the
-loop (:mod:`hloshard.strategy.control_flow`) get no read pins (their reads are the init's value); their
-init values are pinned instead, before the loop (``NAME.init.pin``: new user 25's scan LM, the same plan's
-XLA bytes 104.8 -> 41.7 MB, predicted 27.1, BENCHMARKS.md round 25 "loop").
+(640 KiB, every instruction's collective kinds agree).  A loop invariant (an element the body passes
+through unchanged) is kept in the loop state by a ``Sharding`` custom-call at the body root
+(:func:`keep_invariants`, written by the apply step whether or not operands are pinned), so XLA neither
+captures it nor rejects the while's sharding; new user 25's scan LM then moves under XLA what hloshard
+predicts, to the byte (27.08 MB; BENCHMARKS.md round 26 "loop").  Loop invariants XLA still captures from outside the
+loop (a while written without a sharding, :mod:`hloshard.strategy.control_flow`) get no read pins (their
+reads are the init's value); their init values are pinned instead, before the loop (``NAME.init.pin``:
+the scan LM's XLA bytes 104.8 -> 41.7 MB, round 25).
 
 Public API (for the apply step, and for ``hloshard.jax``, which writes the same pins as
 ``with_sharding_constraint`` at the pinned points)::
@@ -42,6 +46,7 @@ Public API (for the apply step, and for ``hloshard.jax``, which writes the same 
                                                       #       sharding=HloSharding), deterministic order
     insert_pins(pins) -> int                          # add the Sharding custom-calls to the IR
     insert_loop_state_pins(whiles) -> int             # Sharding custom-calls after loop-state reads
+    keep_invariants(whiles) -> int                    # Sharding custom-calls on a body root's pass-throughs
     insert_transpose_pins(instructions) -> int        # Sharding custom-calls between a dot and its transposes
 
 The TPU compiler simplifies before it partitions (the CPU backend partitions first): its algebraic
@@ -262,13 +267,69 @@ def insert_loop_state_pins(whiles) -> int:
             if g.sharding is None or not is_array(g.shape) or not g.shape.dims or index is None or \
                     int(str(index)) in captured:   # a scalar (the induction variable) stays replicated
                 continue
-            users = [u for u in g.users if u is not body.root]
+            users = [u for u in g.users if u is not body.root and not _keeps(u, body)]
             if not users:
                 continue
             _pin_between(body, g, users, ".sh", names)
             count += 1
         count += _pin_captured_inits(w, captured)
     return count
+
+
+def keep_invariants(whiles) -> int:
+    """For each ``while`` of ``whiles`` written with a sharding (the apply step's output) whose body passes
+    loop-state elements through unchanged (:func:`hloshard.hlo.loops.invariant_elements`), make the body
+    root read each such element through ``NAME.keep = custom-call(NAME), custom_call_target="Sharding"``
+    in the root's layout for it.  Why: on the way in through StableHLO (jax, the oracle, ``--xla``) the
+    while canonicalization turns a pass-through element into a value captured from outside the loop but
+    keeps the while's tuple sharding at full length, and jaxlib 0.10.2 aborts compiling (RET_CHECK in
+    hlo_sharding.cc: "Shape ... has 22 leaf nodes while this sharding has 36", the MaxText train step);
+    through the custom-call the element is no longer passed through as such, stays in the loop state with
+    the while's sharding, and the SPMD partitioner drops the custom-call (no data moved; XLA's buffer
+    assignment still sees a pass-through).  Without it (round 25: the while written without a sharding)
+    GSPMD's propagation gave a captured stack a layout of its own: new user 25's scan LM, 2x4, 41.7 MB of
+    collectives under XLA against 27.1 MB predicted; with these 27.08 MB, the prediction to the byte
+    (BENCHMARKS.md round 26 "loop").
+    Returns the custom-calls added.  Deterministic (the given order, then tuple order)."""
+    from ..hlo.ir import Instruction
+    from ..hlo.loops import called, invariant_elements
+
+    count = 0
+    for w in whiles:
+        body = called(w, "body", 0)
+        if w.sharding is None or body is None or body.root is None or body.root.opcode != "tuple":
+            continue
+        inv = invariant_elements(w)
+        if not inv:
+            continue
+        root = body.root
+        sh = root.sharding if root.sharding is not None else w.sharding
+        leaves = leaf_shapes(w.shape)
+        names = {i.name for i in body.instructions}
+        ops = list(root.operands)
+        for k in inv:
+            g = ops[k]
+            rng = leaf_range(w.shape, k)
+            if len(rng) != 1 or not is_array(g.shape) or g.shape.is_tuple:
+                continue
+            elem = sh.tuple_elements[rng[0]] if sh.is_tuple and len(sh.tuple_elements) == len(leaves) else sh
+            name, n = g.name + ".keep", 1
+            while name in names:
+                n += 1
+                name = f"{g.name}.keep{n}"
+            names.add(name)
+            cc = Instruction(name, "custom-call", g.shape, [g], attrs={"custom_call_target": "Sharding"})
+            cc.sharding = elem
+            body.add_instruction(cc, before=root)
+            ops[k] = cc
+            count += 1
+        root.set_operands(ops)
+    return count
+
+
+def _keeps(instr, body) -> bool:
+    """``instr`` is a :func:`keep_invariants` pin of ``body``: a ``Sharding`` custom-call read by its root only."""
+    return instr.is_sharding_constraint and bool(instr.users) and all(u is body.root for u in instr.users)
 
 
 def _pin_captured_inits(w, captured) -> int:

@@ -79,6 +79,7 @@ class BuildContext:
         self.manual_comps: set = set()
         #: small modules get the exhaustive search space (e.g. dot strategies leaving a mesh axis idle)
         self.exhaustive = False
+        self.writes_loop_state = True   #: False: ``cost`` of a module as given (control_flow._captured)
         self.seq = 0
         #: set by the graph builder: visit(computation, weight) builds every instruction of a
         #: called computation (while body, call, conditional branch) after its parameters were aliased
