@@ -14,7 +14,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first
+from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, parameter_floor_check
@@ -60,6 +60,19 @@ HELD_PLANS = 32
 #: what the phase after a first solve (auto_shard's memory guard, :func:`hloshard.jax.guard._guard`) prices before
 #: it can judge a plan: XLA's propagated baseline and the plan's written module, each about one re-pricing
 LATER_PHASE_PRICINGS = 2
+
+
+def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
+    """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
+    measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
+    :func:`hloshard.autoshard.coarse.node_share`) plus its layout part once.  The re-pricing builds the written
+    module with its shardings fixed: it pays every node again (REPRICE_SHARE was measured on the 48-layer
+    transformer, whose builds are 99% nodes), and its local moves re-price the chosen plan's pairs once.  Measured:
+    Gemma3 at 2x2x2, ``--time-limit 120`` (new user 25, load ~15): build 21.1 s, re-price 20.4 s; this reserve 23.3 s
+    (node share 0.08), where 2.3 x the build was 48.5 s (70.7 s at ``--time-limit 60``: the solver got its 0.5 s
+    floor and the replicated start was written)."""
+    share = min(1.0, max(0.0, float(nodes)))
+    return float(build_seconds) * (REPRICE_SHARE * share + (1.0 - share))
 
 
 def later_phase_seconds(reprice: float) -> float:
@@ -306,6 +319,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
+    if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
+        # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
+        # cuts, e.g. Gemma3 at 2x2x2): the reserve of its node part, not REPRICE_SHARE x a build of pairs
+        reprice = reprice_reserve_seconds(build_seconds, node_share(module, mesh))
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory

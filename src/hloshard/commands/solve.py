@@ -350,6 +350,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     """
     from ..autoshard import solve_module
     from ..autoshard.report_json import build_report
+    from ..autoshard.report import written_replicated_note
     from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
@@ -481,6 +482,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost"] = None if input_cost is None else round(input_cost, 6)
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
+    # a plan that computes the whole step on every device is said so, as auto_shard says it (new user 25's 2x2x2 solve)
+    replicated = written_replicated_note(report, result.graph, module, result.graph.mesh.num_devices, device, scale)
+    if replicated:
+        report["warnings"].append(replicated)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
         from ..timing import plan_timing
 
