@@ -253,11 +253,15 @@ def written_replicated_note(report: dict, graph, module, num_devices: int, devic
         return None
     sharded = sum(1 for p in params if p.sharding is not None and not p.sharding.is_replicated)
     rep = dict(report)
-    if not rep.get("known_plans"):
-        replicated = next((c for name, c in trivial_plans(graph) if name == "replicated"), None)
-        if replicated is not None:
-            rep["known_plans"] = [{"name": "replicated", "objective": evaluate_choice(graph, replicated).total}]
     if not _replicated_step(rep, sharded):
-        return None
+        if not sharded or rep.get("known_plans") or rep.get("predicted_collective_bytes_per_device"):
+            return None
+        # some parameters split, nothing moved: whether they divide any priced flop (the replicated plan's cost)
+        replicated = next((c for name, c in trivial_plans(graph) if name == "replicated"), None)
+        if replicated is None:
+            return None
+        rep["known_plans"] = [{"name": "replicated", "objective": evaluate_choice(graph, replicated).total}]
+        if not _computes_replicated(rep):
+            return None
     ties = list(getattr(graph, "ties", None) or [])
     return _all_replicated_note(rep, ties, device, int(num_devices), sharded, len(params), scale, cli=True)
