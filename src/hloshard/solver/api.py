@@ -75,7 +75,11 @@ units, its Python cost whatever the problem's size.  No wall-clock deadline is k
 net that stopped a phase, killed the forked second search or skipped the merge once the clock passed
 it would make the answer depend on the load (it did: a 10-node problem's 1,000 Lagrangian rounds took
 20 s on a loaded machine, past the former 3x-the-limit + 10 s net, and the answer changed).  The run
-can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.  A phase
+can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.  On a problem without
+memory constraints too large for the LP and the full model (step 4a's regime) ``time_limit`` is CPU seconds:
+the phases get :func:`det_units` of it, the limit less the modelled fixed part (:func:`det_fixed_seconds`) over
+the measured CPU seconds per unit (:data:`DET_SEARCH_CPU_PER_UNIT`; round 26: keras-hub Gemma's refined problem
+took 28.3 CPU-s for 12 units before, 14.9 after), ``stats["det_units"]``; elsewhere the units are the limit.  A phase
 whose fixed part (building its model, CP-SAT's or GLOP's start, modelled from the reduced problem's size)
 alone exceeds its work budget is not started (:func:`_det_fits`: it would end without a result);
 ``stats["budget_skipped"]`` names those phases.
