@@ -65,14 +65,14 @@ LATER_PHASE_PRICINGS = 2
 def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
     measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
-    :func:`hloshard.autoshard.coarse.node_share`) plus its layout part once.  The re-pricing builds the written
-    module with its shardings fixed: it pays every node again (REPRICE_SHARE was measured on the 48-layer
-    transformer, whose builds are 99% nodes), and its local moves re-price the chosen plan's pairs once.  Measured:
-    Gemma3 at 2x2x2, ``--time-limit 120`` (new user 25, load ~15): build 21.1 s, re-price 20.4 s; this reserve 23.3 s
-    (node share 0.08), where 2.3 x the build was 48.5 s (70.7 s at ``--time-limit 60``: the solver got its 0.5 s
-    floor and the replicated start was written)."""
+    :func:`hloshard.autoshard.coarse.node_share`).  The re-pricing builds the written module with its shardings
+    fixed -- one layout per node, so it pays every node again but not the refined mesh's pairs -- which is what
+    REPRICE_SHARE was measured against (the 48-layer transformer's 1-D build, 99% nodes); the local moves after it
+    stop at the deadline by themselves.  Measured (new user 25, Gemma3 at 2x2x2, ``--time-limit 60``, load 23):
+    build 30.7 s, re-price 5.8 s; this reserve 5.6 s (node share 0.08), where 2.3 x the build was 70.7 s and the
+    solver got its 0.5 s floor (the replicated start written); round 26 at load 17: build 20.6 s, re-price 4.8 s."""
     share = min(1.0, max(0.0, float(nodes)))
-    return float(build_seconds) * (REPRICE_SHARE * share + (1.0 - share))
+    return float(build_seconds) * REPRICE_SHARE * share
 
 
 def later_phase_seconds(reprice: float) -> float:
@@ -321,7 +321,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
-        # cuts, e.g. Gemma3 at 2x2x2): the reserve of its node part, not REPRICE_SHARE x a build of pairs
+        # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
         reprice = reprice_reserve_seconds(build_seconds, node_share(module, mesh))
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
