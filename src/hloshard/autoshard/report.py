@@ -8,6 +8,7 @@ import numpy as np
 
 from ..cost.liveness import peak_usage
 from ..cost.memory import bytes_per_device, margin_names, model_limit, xla_lower_bound
+from ..cost.steptime import format_seconds
 from ..errors import SolveFailed
 from ..units import format_bytes
 from .graph import Graph
@@ -186,8 +187,6 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
     ``cli``: the remedies named as ``hloshard solve``'s flags (``--memory-budget``, ``--device``, ``--tie``) instead
     of ``auto_shard``'s arguments (new user 25: ``solve --mesh 2x2x2`` wrote the replicated plan, 129.8 MiB per
     device, with no word of it)."""
-    from ..cost.steptime import format_seconds
-
     objective = report.get("objective")
     timed = device is not None and scale is not None
     unit = "" if timed else " cost units"
@@ -235,33 +234,33 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
             "memory outweighs the collectives. " + remedy)
 
 
-def written_replicated_note(report: dict, graph, module, num_devices: int, device=None, scale=None) -> str | None:
+def written_replicated_note(report: dict, module, num_devices: int, replicated_cost=None, ties=(), device=None,
+                            scale=None) -> str | None:
     """``hloshard solve``'s warning when the written plan computes the whole step on every device
     (:func:`_replicated_step`, as ``auto_shard`` says it: every entry parameter of ``module`` replicated and no
-    collective predicted, ``report["predicted_collective_bytes_per_device"]``; or only parameters that divide no
-    priced flop split, :func:`_computes_replicated` against the replicated plan of ``graph``,
-    :func:`hloshard.autoshard.trivial.trivial_plans`, priced in cost units by
+    collective predicted, ``report["predicted_collective_bytes_per_device"]``; or, with parameters split and nothing
+    moved, the plan's compute equal to the replicated plan's, :func:`_computes_replicated`, whose cost units
+    ``replicated_cost()`` gives -- a callable, priced only then: the CLI's prices
+    :func:`hloshard.autoshard.trivial.trivial_plans`' replicated plan by
     :func:`hloshard.autoshard.evaluate.evaluate_choice`), in the CLI's words (:func:`_all_replicated_note`,
-    ``cli=True``); None otherwise or on one device.  ``report``: :func:`hloshard.autoshard.report_json.build_report`'s
-    (objective, breakdown, peak).  New user 25: ``solve gemma3.pre.hlo --mesh 2x2x2 --time-limit 60`` wrote the
-    replicated plan (129.8 MiB per device against 30.3 MiB at 4x2) and said nothing."""
-    from .evaluate import evaluate_choice
-    from .trivial import trivial_plans
-
-    params = [p for p in module.entry.parameters if p.shape.is_array or p.shape.is_tuple]
+    ``cli=True``; ``ties``: the tied output / parameter pairs); None otherwise or on one device.  ``report``:
+    :func:`hloshard.autoshard.report_json.build_report`'s (objective, breakdown, peak).  New user 25: ``solve
+    gemma3.pre.hlo --mesh 2x2x2 --time-limit 60`` wrote the replicated plan (129.8 MiB per device against 30.3 MiB
+    at 4x2) and said nothing."""
+    params = module.entry.parameters
     if num_devices <= 1 or not params:
         return None
     sharded = sum(1 for p in params if p.sharding is not None and not p.sharding.is_replicated)
     rep = dict(report)
     if not _replicated_step(rep, sharded):
-        if not sharded or rep.get("known_plans") or rep.get("predicted_collective_bytes_per_device"):
+        if not sharded or replicated_cost is None or rep.get("known_plans") \
+                or rep.get("predicted_collective_bytes_per_device"):
             return None
         # some parameters split, nothing moved: whether they divide any priced flop (the replicated plan's cost)
-        replicated = next((c for name, c in trivial_plans(graph) if name == "replicated"), None)
-        if replicated is None:
+        cost = replicated_cost()
+        if cost is None:
             return None
-        rep["known_plans"] = [{"name": "replicated", "objective": evaluate_choice(graph, replicated).total}]
+        rep["known_plans"] = [{"name": "replicated", "objective": float(cost)}]
         if not _computes_replicated(rep):
             return None
-    ties = list(getattr(graph, "ties", None) or [])
-    return _all_replicated_note(rep, ties, device, int(num_devices), sharded, len(params), scale, cli=True)
+    return _all_replicated_note(rep, list(ties), device, int(num_devices), sharded, len(params), scale, cli=True)

@@ -48,6 +48,16 @@ class _Budget(click.ParamType):
         return BYTE_SIZE.convert(value, param, ctx)
 
 
+def _replicated_cost(graph) -> float | None:
+    """The cost units of ``graph``'s replicated plan (:func:`hloshard.autoshard.trivial.trivial_plans`), priced as
+    the written module is (:func:`hloshard.autoshard.evaluate.evaluate_choice`); None when it has none."""
+    from ..autoshard.evaluate import evaluate_choice
+    from ..autoshard.trivial import trivial_plans
+
+    plan = dict(trivial_plans(graph)).get("replicated")
+    return None if plan is None else evaluate_choice(graph, plan).total
+
+
 def _tie_option(ctx, param, values):
     """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie`, ``--tie matching``
     -> ``"matching"`` (expanded against the module: :func:`hloshard.autoshard.aliases.matching_ties`);
@@ -483,7 +493,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
     # a plan that computes the whole step on every device is said so, as auto_shard says it (new user 25's 2x2x2 solve)
-    replicated = written_replicated_note(report, result.graph, module, result.graph.mesh.num_devices, device, scale)
+    replicated = written_replicated_note(report, module, result.graph.mesh.num_devices,
+                                         lambda: _replicated_cost(result.graph),
+                                         getattr(result.graph, "ties", None) or (), device, scale)
     if replicated:
         report["warnings"].append(replicated)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
