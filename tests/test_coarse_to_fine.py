@@ -442,19 +442,19 @@ def test_work_limit_counts_a_four_axis_pair_dearer():
 
 
 def test_fine_build_not_started_when_estimated_past_its_deadline(monkeypatch):
-    """coarse_first does not start a fine build that --mesh auto's estimate (the coarse build's seconds
-    times the layouts' ratio, coarse.fine_build_estimate) puts past its deadline: the coarse plan is the
-    answer and the reason states the estimate; the estimate of mlp_train_step at 2x2x2 is the layouts'
-    ratio (above 1: the refined mesh has more layouts)."""
+    """coarse_first does not start a fine build that its estimate (the coarse build's seconds times the ratio
+    of coarse.build_cost, coarse.fine_build_estimate) puts past its deadline: the coarse plan is the answer and
+    the reason states the estimate; the estimate of mlp_train_step at 2x2x2 is build_cost's ratio (above 1: the
+    refined mesh has more layouts)."""
     import time
 
-    from hloshard.autoshard.coarse import build_work, coarse_first, fine_build_estimate, layout_counts
+    from hloshard.autoshard.coarse import build_cost, coarse_first, fine_build_estimate
 
     m = _module()
     mesh = DeviceMesh.for_module(m, "2x2x2")
     cm = coarse_mesh(mesh, m)
     seconds, ratio = fine_build_estimate(m, cm, 2.0, mesh)
-    assert ratio == build_work(layout_counts(m, mesh)) / build_work(layout_counts(m, cm)) and ratio > 1
+    assert ratio == build_cost(m, mesh) / build_cost(m, cm) and ratio > 1
     assert seconds == pytest.approx(2.0 * ratio)
     from hloshard.autoshard import coarse
 
@@ -680,3 +680,98 @@ def test_the_refined_build_is_allowed_the_solving_it_serves(monkeypatch):
     (msg,) = [w for w in alone.graph.warnings if "could not be built within the time limit" in w]
     assert "per second of --time-limit 2 in deterministic mode" in msg
 
+
+
+def test_build_cost_counts_distinct_instructions_squared_layouts_and_every_node():
+    """coarse.build_cost: BUILD_NODE_PAIRS per array instruction plus, per distinct (opcode, dims, element type),
+    its layouts squared; two instructions alike add a node, not their pairs again (round 26: the layouts' sum put
+    Llama 3.1 8B's 2x2x2 build at 61 s where it took 8.2 s).  node_share is the nodes' part of it."""
+    from hloshard.autoshard import coarse
+    from hloshard.strategy.base import MeshInfo
+
+    m = _module("tiny_reshape")
+    mesh = DeviceMesh((8,), alpha=[1.0], beta=[1.0])
+    info = MeshInfo(mesh)
+    arrays = [i for i in m.all_instructions() if i.shape.is_array]
+    assert coarse.build_cost(m, mesh) == coarse.BUILD_NODE_PAIRS * len(arrays) + sum(
+        len(info.enumerate(i.shape.dims)) ** 2 for i in arrays)   # all distinct here
+    twice = parse_module(TINY_RESHAPE.replace("e = f32[8,64]{1,0} exponential(r)",
+                                              "e0 = f32[8,64]{1,0} exponential(r)\n  e = f32[8,64]{1,0} exponential(e0)"),
+                         "twice.hlo")
+    assert coarse.build_cost(twice, mesh) == coarse.build_cost(m, mesh) + coarse.BUILD_NODE_PAIRS
+    share = coarse.node_share(m, mesh)
+    assert share == pytest.approx(coarse.BUILD_NODE_PAIRS * len(arrays) / coarse.build_cost(m, mesh)) and 0 < share < 1
+
+
+def test_reprice_reserve_without_a_coarse_build_is_of_the_builds_node_part():
+    """Without a coarse build the re-pricing reserve is REPRICE_SHARE x the build's node part (new user 25: Gemma3
+    at 2x2x2 kept 2.3 x its 30.7 s build, 70.7 s, the re-pricing took 5.8 s, and the solver got 0.5 s)."""
+    from hloshard.autoshard.solve import REPRICE_SHARE, reprice_reserve_seconds
+
+    assert reprice_reserve_seconds(10.0, 1.0) == pytest.approx(REPRICE_SHARE * 10.0)
+    assert reprice_reserve_seconds(10.0, 0.0) == 0.0
+    assert reprice_reserve_seconds(30.7, 0.08) == pytest.approx(30.7 * REPRICE_SHARE * 0.08)
+
+
+class _Clock:
+    """time.monotonic with an offset that a stub solve advances (coarse_first reads the clock through ``time``)."""
+
+    def __init__(self):
+        import time
+
+        self._time, self.extra = time, 0.0
+
+    def monotonic(self):
+        return self._time.monotonic() + self.extra
+
+
+def test_coarse_solve_goes_on_when_the_fine_build_no_longer_fits_after_it(monkeypatch):
+    """When the fine build, estimated to fit before the coarse solve, no longer fits after it (that solve ran
+    past its share), the coarse plan is the answer and its search goes on from its plan with the time left,
+    instead of ending there (new user 25: Gemma3 from its layout map, --time-limit 60: the coarse solve got
+    0.5 s, the command ended at 17.4 s, 42.6 s unused)."""
+    from hloshard.autoshard import coarse
+
+    clock = _Clock()
+    monkeypatch.setattr(coarse, "time", clock)
+    monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (36.0, 5.0))
+    calls = []
+
+    def solve(graph, time_limit, workers, seed, deterministic, hint=None):
+        calls.append({"time_limit": time_limit, "hint": hint})
+        if len(calls) == 1:
+            clock.extra += 2 * time_limit   # the first search ran past its share
+        return solve_graph(graph, time_limit=0.5, workers=1, seed=seed, deterministic=True, hint=hint)
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    first = coarse.coarse_first(m, mesh, solve, "io", None, 40.0, 1, 0, deadline=clock.monotonic() + 40.0)
+    assert first.graph is None and first.fallback is not None and first.fallback.solution.strategies
+    assert "the coarse solve had the time instead" in str(first.stopped), str(first.stopped)
+    assert len(calls) == 2 and calls[1]["hint"] is not None
+    assert calls[0]["time_limit"] < 3.0 < 30.0 < calls[1]["time_limit"] <= 40.0 - 2 * calls[0]["time_limit"]
+
+
+def test_deterministic_refined_graph_given_up_when_its_solve_fixed_part_passes_its_share(monkeypatch):
+    """Deterministic mode: a refined graph whose solve's fixed part (coarse.fine_solve_fixed: its entries at
+    solver.api.DET_FIXED_RATE) is modelled past the fine solve's share of the limit is given up for the coarse
+    plan, with a warning that says so (round 26: keras-hub Gemma's refined graph cost 15.5 CPU-s for 3 units);
+    below it, the refined graph is solved.  fine_solve_fixed is 0 on a graph the LP path takes."""
+    from hloshard.autoshard import coarse
+    from hloshard.solver import api
+
+    m = _module()
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh)
+    assert coarse.fine_solve_fixed(graph) == 0.0
+    monkeypatch.setattr(coarse, "FULL_MODEL_LIMIT", 0)
+    fixed = coarse.fine_solve_fixed(graph)
+    assert fixed > 0 and fixed == pytest.approx(graph.solver_entries / api.DET_FIXED_RATE)
+    monkeypatch.setattr(coarse, "fine_solve_fixed", lambda g: 100.0)
+    res = solve_module(_module(), mesh, time_limit=2, workers=1, deterministic=True, reevaluate=False, apply=False)
+    assert res.graph.mesh.shape == coarse_mesh(mesh, m).shape
+    (msg,) = [w for w in res.graph.warnings if "could not be built within the time limit" in w]
+    assert "fixed part" in msg and "100.0 CPU seconds" in msg and "1.5 s of --time-limit 2" in msg, msg
+    monkeypatch.setattr(coarse, "fine_solve_fixed", lambda g: 1.4)
+    res = solve_module(_module(), mesh, time_limit=2, workers=1, deterministic=True, reevaluate=False, apply=False)
+    assert res.graph.mesh.shape == mesh.shape

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts
+from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
@@ -299,8 +300,9 @@ def layout_counts(module, mesh: DeviceMesh) -> list[int]:
 
 
 def build_work(counts: list[int]) -> int:
-    """What a measured build time is scaled by to estimate another mesh's build (``--mesh auto``'s skip
-    rule, :func:`hloshard.mesh_search.search_meshes`, and the fine build's, :func:`coarse_first`): the sum
+    """What a measured build time is scaled by to estimate another mesh's build in ``--mesh auto``'s skip
+    rule (:func:`hloshard.mesh_search.search_meshes`; the fine build's estimate reads :func:`build_cost` since round
+    26, which ``--mesh auto`` may take over: this sum was 0.4-9.3x the builds measured then): the sum
     over array instructions of the number of enumerated layouts (:func:`layout_counts`).  Since strategies
     and resharding tables are shared between structurally equal instructions (round 15), a build grows
     about linearly in the layouts, not in their squares (:func:`hloshard.mesh_search._work`, which orders
@@ -313,12 +315,46 @@ def build_work(counts: list[int]) -> int:
     return sum(counts)
 
 
+#: :func:`build_cost`'s weight of one array instruction, in layout pairs: what a build spends on every node
+#: (its group, its edges through the shared matrices and caches) beside the pairs of the distinct instructions.
+#: Fitted (round 26, BENCHMARKS.md "Round 26, helper fine"; device CPU, one core per build) on keras-hub's 4-layer
+#: Gemma at 2x4, the 48-layer transformer at 2x2x2 and 4x2 and Llama 3.1 8B at 2x2x2, 2x4 and 4x2 (log error rms
+#: least at 150); held out: Gemma3 at 2x4 and from its layout map, decoder2 at 2x2x2, MaxText at 2x2x2 and 2x4
+BUILD_NODE_PAIRS = 150
+
+
+def build_cost(module, mesh: DeviceMesh) -> float:
+    """A build's size on ``mesh`` in layout pairs, what :func:`fine_build_estimate` scales a measured build by:
+    :data:`BUILD_NODE_PAIRS` per array instruction plus, per distinct (opcode, dims, element type) of them, the
+    square of its enumerated layouts (``MeshInfo.enumerate``).  Why: strategy lists and resharding matrices are
+    built once per structurally equal instruction (:mod:`hloshard.strategy.sharing`) and a matrix holds source x
+    target layouts, so the build grows with the distinct instructions' squared layouts, while every node costs a
+    little whatever its layouts (Llama 3.1 8B's 22,088 nodes: its 1-D build 4.9 CPU-s, its 2x4 build 3.6).  The
+    layouts' plain sum (:func:`build_work`, round 16) put that build at 14.6x the 1-D one (61 s for 8.2 s at
+    2x2x2: the 1-D plan written) and keras-hub Gemma's at 5.1x where it took 7.4x."""
+    info = MeshInfo(mesh)
+    arrays = [instr for instr in module.all_instructions() if instr.shape.is_array]
+    distinct: dict = {}
+    for instr in arrays:
+        distinct.setdefault((instr.opcode, tuple(instr.shape.dims), instr.shape.element_type), instr)
+    return BUILD_NODE_PAIRS * len(arrays) + sum(len(info.enumerate(i.shape.dims)) ** 2 for i in distinct.values())
+
+
+def node_share(module, mesh: DeviceMesh) -> float:
+    """The share of a build on ``mesh`` that grows with the nodes, not with the layouts: :data:`BUILD_NODE_PAIRS`
+    x the array instructions over :func:`build_cost` (0.99 for the 48-layer transformer at 2x4, 0.08 for Gemma3 at
+    2x2x2).  What :func:`hloshard.autoshard.solve.reprice_reserve_seconds` splits a build's seconds by."""
+    cost = build_cost(module, mesh)
+    arrays = sum(1 for instr in module.all_instructions() if instr.shape.is_array)
+    return BUILD_NODE_PAIRS * arrays / cost if cost else 1.0
+
+
 def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh: DeviceMesh) -> tuple[float, float]:
     """``(seconds, ratio)``: the fine build on ``mesh`` estimated from the coarse build on ``coarse``
-    (``coarse_seconds`` wall seconds) by :func:`build_work`'s rule, ``ratio`` = the fine mesh's layouts
-    over the coarse mesh's (a 128-partition per-device program at 16x8: 216,727 / 8,133 = 26.6x;
-    decoder2 at 2x2x2: 33,660 / 10,521 = 3.2x)."""
-    a, b = build_work(layout_counts(module, coarse)), build_work(layout_counts(module, mesh))
+    (``coarse_seconds`` wall seconds): ``ratio`` = :func:`build_cost` on the fine mesh over the coarse mesh's.
+    Measured (round 26, device CPU; estimate / build): 0.49-1.47x on 11 builds of 6 modules, against 0.43-9.3x by
+    the layouts' sum before (:func:`build_work`).  Raises nothing; a mesh of no layouts gives ratio 1."""
+    a, b = build_cost(module, coarse), build_cost(module, mesh)
     ratio = b / a if a else 1.0
     return float(coarse_seconds) * ratio, ratio
 
@@ -353,6 +389,24 @@ def pairs_per_second(mesh: DeviceMesh) -> int:
     refined as 2x8x2x4, a 2x2x2x2 mesh)."""
     axes = sum(1 for n in mesh.shape if int(n) > 1)
     return PAIRS_PER_SECOND if axes <= FEW_AXES else PAIRS_PER_SECOND_MANY_AXES
+
+
+def fine_solve_fixed(graph) -> float:
+    """The modelled CPU seconds of the fixed part of a deterministic solve of ``graph`` (its solver problem's
+    edge-matrix entries at :data:`hloshard.solver.api.DET_FIXED_RATE`, :func:`hloshard.solver.api.det_fixed_seconds`;
+    the entries before the presolve, 1.1-1.2x those after it on the measured graphs), or 0.0 where the solver
+    would take the LP / full-model path (at most :data:`hloshard.solver.api.FULL_MODEL_LIMIT` entries), whose work
+    budget the measurements did not find under-counted.  :func:`deterministic_first` writes the coarse plan when
+    this passes the fine solve's share of the limit."""
+    problem = graph.solver_problem
+    entries = int(sum(int(m.size) for m in problem.edge_costs))
+    graph.solver_entries = entries
+    return det_fixed_seconds(entries) if entries > FULL_MODEL_LIMIT else 0.0
+
+
+def fine_solve_entries_note(fixed: float) -> str:
+    """Words for :func:`deterministic_first`'s message: the entries behind a modelled fixed part of ``fixed`` s."""
+    return f"{fixed * DET_FIXED_RATE / 1e6:,.1f} M edge-matrix entries at {DET_FIXED_RATE / 1e6:g} M per CPU second"
 
 
 def work_limit(time_limit: float, mesh: DeviceMesh, solver_share: float = 1.0) -> int:
@@ -485,8 +539,8 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
                        f"{reprice:.1f} s for the re-pricing, from the coarse build's seconds, and "
                        f"{2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and writing)")
     elif estimate > avail - 2 * FALLBACK_MIN_SECONDS:   # it would stop at its deadline: not started, its time kept
-        not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the layouts of the coarse "
-                       f"mesh's graph, built in {t1 - t0:.1f} s), more than the {avail - 2 * FALLBACK_MIN_SECONDS:.1f} s "
+        not_started = (f"the fine build is estimated at about {estimate:.0f} s ({ratio:.1f}x the size of the coarse "
+                       f"mesh's graph by coarse.build_cost, built in {t1 - t0:.1f} s), more than the {avail - 2 * FALLBACK_MIN_SECONDS:.1f} s "
                        f"it had (the time limit less {2 * FALLBACK_MIN_SECONDS + write:.1f} s kept for the two solves and "
                        f"writing and {reprice:.1f} s for the re-pricing)")
     # the coarse solve first (it is the answer when the fine mesh is not built, and the fine solve's
@@ -535,9 +589,25 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     fine_deadline = deadline - write - reprice - FALLBACK_MIN_SECONDS
     if not_started is None and t3 + estimate > fine_deadline:
         not_started = (f"after the coarse mesh's graph and solve ({t3 - t0:.1f} s) the fine build, estimated at about "
-                       f"{estimate:.0f} s ({ratio:.1f}x the layouts of the coarse mesh's graph), would not end in "
-                       f"the {max(0.0, fine_deadline - t3):.1f} s left before the re-pricing ({reprice:.1f} s) and "
-                       f"writing")
+                       f"{estimate:.0f} s ({ratio:.1f}x the size of the coarse mesh's graph by coarse.build_cost), would "
+                       f"not end in the {max(0.0, fine_deadline - t3):.1f} s left before the re-pricing ({reprice:.1f} s) "
+                       f"and writing; the coarse solve had the time instead")
+        if cs is not None:
+            # the coarse plan is the answer: its search goes on from its plan with the time the fine build and
+            # solve would have had (new user 25's Gemma3 from its layout map, --time-limit 60: the coarse solve's
+            # 0.5 s share was all it got, 42.6 s of the limit unused, a plan moving 1.9x the expert's bytes)
+            spent = t3 - t2
+            left = deadline - time.monotonic() - write
+            if solver_share < 1:   # its share of the solves' time, less what its first search spent
+                left = solver_share * (left - reprice + spent) - spent
+            left = min(left, float(time_limit) - spent)
+            if left >= FALLBACK_MIN_SECONDS:
+                try:
+                    more = solve(cgraph, time_limit=left, workers=workers, seed=seed, deterministic=False,
+                                 hint=list(cs.solution.strategies))
+                    cs = CoarseSolve(cgraph, more, cmesh, (t1 - t0) + (time.monotonic() - t2))
+                except SolveFailed:
+                    pass
     if not_started is not None:
         graph, stopped = None, BuildStopped("strategies", 0, 0, 0.0, reason=f"not started: {not_started}")
     else:
@@ -575,21 +645,40 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
     solved with the whole ``time_limit`` by ``solve`` (deterministic) and its plan is the answer
     (``fallback``, ``stopped`` naming the limit), as :func:`coarse_first` falls back in wall-clock mode.
     Without a coarse mesh, or when the coarse solve finds nothing, the fine graph is built without a limit
-    (as before: there is nothing else to return).  Returns a :class:`CoarseFirst` whose ``start`` is None
+    (as before: there is nothing else to return).  In deterministic mode without a memory budget the refined graph
+    built is also given up for the coarse plan when its solve's fixed part, :func:`fine_solve_fixed`, passes the
+    fine solve's share of ``time_limit`` (``1 -`` :data:`COARSE_SHARE`): its solve would cost more than the limit
+    whatever its work budget (round 26).  Returns a :class:`CoarseFirst` whose ``start`` is None
     (the caller's coarse start follows the fine build as it did)."""
     limit = work_limit(time_limit, mesh, solver_share) if coarse_mesh(mesh, module) is not None else None
     try:
-        return CoarseFirst(build_graph(module, mesh, keep, memory_budget, work_limit=limit), None)
+        graph = build_graph(module, mesh, keep, memory_budget, work_limit=limit)
+        stopped = None
     except BuildStopped as exc:
         if limit is None:
             raise
         stopped = exc
-    mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-    serves = "" if not 0 < solver_share < 1 else \
-        f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
-    stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
-                    f"{mode} (coarse.work_limit)",)
+    if stopped is None:
+        fixed = fine_solve_fixed(graph) if limit is not None and deterministic and memory_budget is None else 0.0
+        if fixed <= (1.0 - COARSE_SHARE) * float(time_limit):
+            return CoarseFirst(graph, None)
+        # its first solve alone would cost more than the limit: its fixed part (presolve, greedy, local search,
+        # the first Lagrangian rounds) is modelled past the fine solve's share (round 26: keras-hub Gemma's refined
+        # graph, 46 M entries, cost 15.5 CPU-s to solve for 3 units of a limit of 4)
+        fine = graph
+        stopped = BuildStopped("edges", 0, 0, 0.0, reason=(
+            f"built, but its solve's fixed part (presolve, greedy and local search over its "
+            f"{fine_solve_entries_note(fixed)}) is modelled at about {fixed:.1f} CPU seconds, more than the "
+            f"{(1.0 - COARSE_SHARE) * float(time_limit):.1f} s of --time-limit {float(time_limit):g} the fine solve "
+            f"gets in deterministic mode (coarse.fine_solve_fixed)"))
+    else:
+        fine = None
+        mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
+        serves = "" if not 0 < solver_share < 1 else \
+            f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
+        stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
+                        f"{mode} (coarse.work_limit)",)
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:
-        return CoarseFirst(build_graph(module, mesh, keep, memory_budget), None)
+        return CoarseFirst(fine if fine is not None else build_graph(module, mesh, keep, memory_budget), None)
     return CoarseFirst(None, None, fallback=cs, stopped=stopped)

@@ -14,7 +14,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first
+from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, parameter_floor_check
@@ -60,6 +60,19 @@ HELD_PLANS = 32
 #: what the phase after a first solve (auto_shard's memory guard, :func:`hloshard.jax.guard._guard`) prices before
 #: it can judge a plan: XLA's propagated baseline and the plan's written module, each about one re-pricing
 LATER_PHASE_PRICINGS = 2
+
+
+def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
+    """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
+    measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
+    :func:`hloshard.autoshard.coarse.node_share`).  The re-pricing builds the written module with its shardings
+    fixed -- one layout per node, so it pays every node again but not the refined mesh's pairs -- which is what
+    REPRICE_SHARE was measured against (the 48-layer transformer's 1-D build, 99% nodes); the local moves after it
+    stop at the deadline by themselves.  Measured (new user 25, Gemma3 at 2x2x2, ``--time-limit 60``, load 23):
+    build 30.7 s, re-price 5.8 s; this reserve 5.6 s (node share 0.08), where 2.3 x the build was 70.7 s and the
+    solver got its 0.5 s floor (the replicated start written); round 26 at load 17: build 20.6 s, re-price 4.8 s."""
+    share = min(1.0, max(0.0, float(nodes)))
+    return float(build_seconds) * REPRICE_SHARE * share
 
 
 def later_phase_seconds(reprice: float) -> float:
@@ -306,6 +319,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
+    if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
+        # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
+        # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
+        reprice = reprice_reserve_seconds(build_seconds, node_share(module, mesh))
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory

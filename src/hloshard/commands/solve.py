@@ -48,6 +48,16 @@ class _Budget(click.ParamType):
         return BYTE_SIZE.convert(value, param, ctx)
 
 
+def _replicated_cost(graph) -> float | None:
+    """The cost units of ``graph``'s replicated plan (:func:`hloshard.autoshard.trivial.trivial_plans`), priced as
+    the written module is (:func:`hloshard.autoshard.evaluate.evaluate_choice`); None when it has none."""
+    from ..autoshard.evaluate import evaluate_choice
+    from ..autoshard.trivial import trivial_plans
+
+    plan = dict(trivial_plans(graph)).get("replicated")
+    return None if plan is None else evaluate_choice(graph, plan).total
+
+
 def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
     """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
     order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
@@ -335,6 +345,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     """
     from ..autoshard import solve_module
     from ..autoshard.report_json import build_report
+    from ..autoshard.report import written_replicated_note
     from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module
     from ..hlo.verify import verify_module
@@ -459,6 +470,12 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["input_cost"] = None if input_cost is None else round(input_cost, 6)
     report["input_cost_note"] = input_note
     report["status_text"] = status_in_words(report)
+    # a plan that computes the whole step on every device is said so, as auto_shard says it (new user 25's 2x2x2 solve)
+    replicated = written_replicated_note(report, module, result.graph.mesh.num_devices,
+                                         lambda: _replicated_cost(result.graph),
+                                         getattr(result.graph, "ties", None) or (), device, scale)
+    if replicated:
+        report["warnings"].append(replicated)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
         from ..timing import plan_timing
 

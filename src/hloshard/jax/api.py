@@ -49,6 +49,7 @@ from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, 
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
 from ..summary import replicated_batch_inputs
+from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step  # noqa: F401 (one place: autoshard/report.py)
 from .state import STATE_MODES, donated_args, find_ties
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
@@ -341,85 +342,6 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
             out.append((i, sh))
         rows[:] = out
     return added
-
-
-def _computes_replicated(report: dict) -> bool:
-    """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
-    compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost
-    is its compute alone), so no flop is divided among the devices.  Catches the plan that shards only an
-    argument the step merely updates elementwise (keras-hub Mistral's unused ``reverse_embeddings``, split
-    8 ways for free while every other argument stayed replicated, new user round 16 finding 11)."""
-    rep = next((k for k in report.get("known_plans") or [] if k.get("name") == "replicated"), None)
-    compute = (report.get("breakdown") or {}).get("compute")
-    if rep is None or compute is None or report.get("predicted_collective_bytes_per_device"):
-        return False
-    return abs(float(compute) - float(rep["objective"])) <= 1e-9 * max(1.0, abs(float(rep["objective"])))
-
-
-def _replicated_step(report: dict, sharded_args: int) -> bool:
-    """Whether to say the plan computes the whole step on every device: every argument replicated and the
-    plan moves nothing (predicted), or :func:`_computes_replicated`.  Arguments replicated while the plan
-    moves bytes mean split intermediates (new user 23's Swin step: every argument replicated, 5.3e9 flops
-    per device against 4.2e10 unsharded, and the warning said each device computes all of it)."""
-    moves = bool(report.get("predicted_collective_bytes_per_device"))
-    return (not sharded_args and not moves) or _computes_replicated(report)
-
-
-def _all_replicated_note(report: dict, state_ties: list, device, num_devices: int, sharded_args: int = 0,
-                         num_args: int = 0, scale=None) -> str:
-    """What a plan that leaves every argument replicated means, why the objective can choose it, and what
-    changes the trade, with the figures to decide by (a new user's decoder LM, 2.1 MB of parameters on
-    2x4: replicated, with 8.8 MB of XLA temp memory per device where a hand-written Megatron plan had
-    1.0 MB, and nothing said why; keras-hub Mistral with nothing sharded, round 16: replicated at an
-    11.1 MB peak per device by XLA against 3.9 MB for Llama's expert layout, and the note in
-    ``report["warnings"]`` went unread, so :func:`auto_shard` also issues it as a ``UserWarning``).
-
-    Figures (all predicted, per device): the plan's objective and peak; the data-parallel plan
-    known before the search (``report["known_plans"]``: its objective and peak, when feasible); the
-    lowest-peak plan the Pareto step found and did not take (``report["memory_guard"]["pareto"]["tried"]``:
-    its peak and cost); the least peak any layout of a node reaches (``["pareto"]["floor_bytes"]``, a lower
-    bound).  ``sharded_args`` of ``num_args`` arguments split (:func:`_computes_replicated`).  ``scale``: the
-    device's :class:`hloshard.devices.TimeScale` (with ``device``), which turns the objective into seconds."""
-    from ..cost.steptime import format_seconds
-    from ..units import format_bytes
-
-    objective = report.get("objective")
-    timed = device is not None and scale is not None
-    unit = "" if timed else " cost units"
-
-    def num(x) -> str:   # with a device the objective is in the time scale's units: said in seconds
-        return format_seconds(scale.seconds(float(x))) if timed else f"{float(x):,.0f}"
-
-    peak = report.get("peak_memory_per_device")
-    figures = [f"objective {num(objective)}{unit}"] + ([f"peak {format_bytes(int(peak))} per device"] if peak else [])
-    dp = next((k for k in report.get("known_plans") or [] if k.get("name") == "data-parallel"), None)
-    alt = ""
-    if dp is not None and dp.get("feasible"):
-        alt = (f"; the data-parallel plan known before the search costs {num(dp['objective'])}{unit} at a "
-               f"{format_bytes(int(dp['peak_bytes']))} peak")
-    pareto = (report.get("memory_guard") or {}).get("pareto") or {}
-    lower = [t for t in pareto.get("tried") or [] if "peak_bytes" in t and not t.get("taken")]
-    if lower and objective:
-        t = min(lower, key=lambda t: t["peak_bytes"])
-        alt += (f"; a plan peaking at {format_bytes(int(t['peak_bytes']))} costs {num(t['cost'])} "
-                f"({float(t['cost']) / float(objective) - 1:+.0%}, above the Pareto step's "
-                f"{float(pareto.get('share', 0)):.0%} share)")
-    floor = pareto.get("floor_bytes")
-    if floor:
-        alt += f"; no plan peaks below {format_bytes(int(floor))} (every tensor at its smallest layout)"
-    why = (f"{len(state_ties)} state leaves are tied (each leaves in the layout it came in with), so a "
-           "sharded parameter pays its gradient's collective every step; " if state_ties else "")
-    args = "every argument stays replicated" if not sharded_args else (
-        f"{num_args - sharded_args} of {num_args} arguments stay replicated (the {sharded_args} "
-        "split divide no priced flop)")
-    return (f"the plan replicates the whole step: {args}, so each of the {num_devices} "
-            f"devices computes all of it ({', '.join(figures)}){alt}. It is the cheapest plan found by the "
-            f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
-            f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
-            "memory outweighs the collectives. Pass `memory_budget=` (bytes per device: the plan then shards "
-            "what it must to fit)" + ("" if device is not None else " or `device=` (flops and links priced in "
-                                      "seconds)") + " to trade collective bytes for memory or time; `state={}` "
-            "unties the state.")
 
 
 def _xla_seconds(deadline) -> float:

@@ -75,7 +75,11 @@ units, its Python cost whatever the problem's size.  No wall-clock deadline is k
 net that stopped a phase, killed the forked second search or skipped the merge once the clock passed
 it would make the answer depend on the load (it did: a 10-node problem's 1,000 Lagrangian rounds took
 20 s on a loaded machine, past the former 3x-the-limit + 10 s net, and the answer changed).  The run
-can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.  A phase
+can then take longer than ``time_limit`` on a loaded machine, and gives the same answer.  On a problem without
+memory constraints too large for the LP and the full model (step 4a's regime) ``time_limit`` is CPU seconds:
+the phases get :func:`det_units` of it, the limit less the modelled fixed part (:func:`det_fixed_seconds`) over
+the measured CPU seconds per unit (:data:`DET_SEARCH_CPU_PER_UNIT`; round 26: keras-hub Gemma's refined problem
+took 28.3 CPU-s for 12 units before, 14.9 after), ``stats["det_units"]``; elsewhere the units are the limit.  A phase
 whose fixed part (building its model, CP-SAT's or GLOP's start, modelled from the reduced problem's size)
 alone exceeds its work budget is not started (:func:`_det_fits`: it would end without a result);
 ``stats["budget_skipped"]`` names those phases.
@@ -181,6 +185,22 @@ DET_MERGE = 0.1      # deterministic mode: merge budget, deterministic seconds p
 #: CPU-s at 0.5-4.8 units) and s 0.4-1.3 CPU-s per unit beyond it; round 22's 4.8-unit rescue on Falcon took
 #: 30.5 CPU-s.  :func:`work_for_cpu` turns CPU seconds allotted into a work budget with it.
 DET_CPU_PER_UNIT = 2.0
+#: deterministic mode, a problem without memory constraints too large for the LP and the full model (more than
+#: :data:`FULL_MODEL_LIMIT` entries: step 4a's regime): the CPU seconds its fixed part costs per edge-matrix entry
+#: are ``1 / DET_FIXED_RATE`` -- the presolve, the greedy and its local searches and the first three Lagrangian
+#: rounds, which no work budget shortens.  Measured (round 26, BENCHMARKS.md "Round 26, helper fine"; device CPU,
+#: one core per solve, presolve + ``_trajectory`` CPU over the reduced problem's entries): keras-hub's 4-layer Gemma
+#: at 2x2x2 8.62 s / 42.7 M entries, Gemma3 at 2x4 5.56 / 24.4 M, at 2x2x2 3.89 / 22.4 M, from its layout map 6.13 /
+#: 23.5 M, the 48-layer transformer at 2x2x2 22.7 / 145.6 M and at 4x2 24.6 / 153.3 M, Llama 3.1 8B at 2x2x2 20.3 /
+#: 109.1 M, decoder2 at 2x2x2 2.4 / 6.3 M, MaxText at 2x2x2 2.15 / 3.9 M: 0.136-0.55 us per entry, median 0.20
+#: (the small ones pay a presolve of ~1-1.5 s whatever their size; the large ones, which the rule decides, 0.14-0.26)
+DET_FIXED_RATE = 5.0e6
+#: deterministic mode, the same problems: CPU seconds one unit of the (internal) work budget costs beyond the fixed
+#: part -- the dual sweeps, step 4a's pruned bounds and LP, CP-SAT and LNS each get a share of the units, and the
+#: shares sum past one.  Measured (same runs, 12 units, 16 for Gemma3 at 2x2x2 -- CPU of the solve less its fixed
+#: part, per unit): Gemma 1.64, Gemma3 2x4 1.45, 2x2x2 1.43, the 48-layer 2x2x2 1.39, 4x2 1.26, Llama 8B 2x2x2 1.91,
+#: decoder2 1.07 (Gemma3 from its layout map and MaxText ended early, proven): the median
+DET_SEARCH_CPU_PER_UNIT = 1.43
 GAP_LIMIT = 1e-4      # stop searching once (objective - bound) / objective is at most this (0.01%)
 #: most edge-matrix entries (plus strategies) of one LNS neighbourhood's model: a breadth-first ball of
 #: 51 nodes of decoder2 at 2x2x2 (~150 strategies per node) made a model that took 10.6 s to build and
@@ -288,6 +308,12 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     # 2-3. greedy + local search, then Lagrangian memory prices: one search, or two with other seeds
     # side by side (the portfolio), merged
     model_size = red.stats["edge_entries"] + (red.memory.num_terms if red.memory is not None else 0)
+    if det and red.memory is None and model_size > FULL_MODEL_LIMIT:
+        # the limit as CPU seconds: the fixed part's modelled seconds taken off, the rest in units at their cost
+        units = det_units(time_limit, red.stats["edge_entries"])
+        stats["det_units"] = {"time_limit": time_limit, "fixed_seconds": round(det_fixed_seconds(red.stats["edge_entries"]), 3),
+                              "units": round(units, 6)}
+        time_limit = units
     if det:
         rounds = max(3, min(1000, int(LAGRANGE_SHARE * time_limit * WORK_RATE / (work + ROUND_OVERHEAD))))
     else:
@@ -547,6 +573,27 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     finally:
         if lp_child is not None:  # an early return or an error: the LP child goes
             fork.cancel(lp_child)
+
+
+def det_fixed_seconds(entries: int) -> float:
+    """The modelled CPU seconds of the part of a deterministic solve that no work budget shortens (presolve,
+    greedy, local search, the first Lagrangian rounds), for a problem of ``entries`` edge-matrix entries without
+    memory constraints: ``entries /`` :data:`DET_FIXED_RATE` (measured, see there).  Used by :func:`solve_problem`
+    (:func:`det_units`) and, on a cost graph's solver problem before any solve, by
+    :func:`hloshard.autoshard.coarse.deterministic_first` (whether the refined graph's solve fits its share)."""
+    return float(entries) / DET_FIXED_RATE
+
+
+def det_units(time_limit: float, entries: int) -> float:
+    """The internal work budget (units) of a deterministic solve given ``time_limit`` seconds, on a problem of
+    ``entries`` edge-matrix entries too large for the LP and the full model and without memory constraints:
+    ``(time_limit - det_fixed_seconds(entries)) /`` :data:`DET_SEARCH_CPU_PER_UNIT`, at least 0.5 (the solver's
+    floor), so that the solve costs about ``time_limit`` CPU seconds on an idle core (before round 26 the units were
+    the seconds: keras-hub Gemma's refined problem took 15.5 CPU-s for 3 units and 28.3 for 12; the 48-layer
+    transformer at 2x2x2 29.7 and 39.3).  A function of the limit and the problem's size only: the answer stays
+    independent of the load.  When the fixed part alone passes the limit the solve costs that part (about
+    :func:`det_fixed_seconds`) and more than ``time_limit``: the caller decides whether to solve such a problem."""
+    return max(0.5, (float(time_limit) - det_fixed_seconds(entries)) / DET_SEARCH_CPU_PER_UNIT)
 
 
 def work_for_cpu(cpu_seconds: float, least: float = 0.0) -> float:
