@@ -805,8 +805,8 @@ def test_regrouped_offsets_by_hand():
 
 
 def test_root_reads_table_offset_and_spill_slots_by_hand():
-    from hloshard.cost.tpu_heap import (SLOTS_PER_HALO, entry_output_arrays, root_reads_table_offset,
-                                        root_table_offsets, spill_heap_slots)
+    from hloshard.cost.tpu_heap import (entry_output_arrays, halo_pairs, halo_slots, regroup_tables,
+                                        root_reads_table_offset, root_table_offsets, spill_heap_slots, unhosted_output_offsets)
 
     # moe_layer's solve plan: x 2-way on the batch, the root 4-way on its minor dim as well: the offset along
     # the minor dim is a table read by the root's kernel, which cannot host it: it spills
@@ -833,17 +833,29 @@ def test_root_reads_table_offset_and_spill_slots_by_hand():
     m = _root_slice("8,1,1")
     assert not root_reads_table_offset(m.entry.root, 8)
     assert spill_heap_slots(m, 8, steps) == 0 and calls == [1]   # nothing priced where none is predicted
-    # two outputs: the offset finds an output buffer not yet written; no spill predicted
+    # two outputs (round 26): ``a``'s kernel reads the table; the other output, ``l``, is read by ``a``
+    # (written before it): no output buffer is written after the offset's last read -- it spills
     m = _root_slice("2,1,4", tuple_root=True)
-    assert entry_output_arrays(m) == 2 and spill_heap_slots(m, 8, steps) == 0
+    assert entry_output_arrays(m) == 2 and unhosted_output_offsets(m, 8) == [tuple(32 * (d % 4) for d in range(8))]
+    assert spill_heap_slots(m, 8, steps) == 2 + 1 + 2 * 1 + 1
+    # an output whose kernel depends on ``a`` is written after it, whatever the schedule: it hosts the offset
+    hosted = parse_module(ROOT_SLICE.replace("ROOT a = %s", "a = %s\n  n = f32[8,32,128]{2,1,0} negate(a), "
+                                             "sharding={devices=[2,1,4]<=[8]}\n  ROOT o = (f32[8,32,128]{2,1,0}, "
+                                             "f32[8,32,128]{2,1,0}) tuple(a, n)") % (("2,1,4",) * 4 + (
+        "f32[8,32,128]{2,1,0} add(x, l), sharding={devices=[2,1,4]<=[8]}",)), "hosted")
+    assert unhosted_output_offsets(hosted, 8) == [] and spill_heap_slots(hosted, 8, steps) == 0
     # a regroup: one parameter, its two offset tables (96 x (d % 4) and 192 x ((d % 4) // 2) along the
     # 384 elements), the spilled offset; not capped by the module's heap-slot bound (2 here): held-out
     # set 7's split3_sum_fwd GSPMD plan has 16 slots for a bound of 9
     m = parse_module(REGROUP % ("2,1,4", "2,1,2,1,2", "2,1,2,1,2"), "regroup")
     assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + 1 > heap_slot_bound(m)
-    # a slice off the tiles: its halo exchange priced as SLOTS_PER_HALO when the plan has no collective there
+    # a slice off the tiles: its halo exchange priced (halo_slots) when the plan has no collective there
     m = parse_module(SPLIT % (256, 256, 512, "2,1,4", "", 256, "2,1,4", ""), "split")
-    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + SLOTS_PER_HALO + 1
+    halos = [i for i in m.entry.instructions if i.opcode == "slice" and regroup_tables(i, 8)]
+    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + halo_slots(halos, 8) + 1
+    # [256:512] of a 4-way 768 (192 per tile), 64 per result tile: result tile 0 ([256,320)) lies in operand
+    # tile 1, tile 3 ([448,512)) in tile 2; tiles 1 and 2 are their own: two permutes and the select
+    assert halo_pairs(halos, 8) == {("p", 2, 1, 0), ("p", 2, 2, 3)} and halo_slots(halos, 8) == 2 + 1
 
 
 def test_no_spill_heap_without_a_tpu_device_and_the_model_data_unchanged():

@@ -324,13 +324,6 @@ ASYNC_STEP_KINDS = frozenset({"all-gather", "all-to-all", "collective-permute"})
 #: Slots per asynchronous collective (:data:`ASYNC_STEP_KINDS`): its start and its fusion.
 SLOTS_PER_ASYNC_STEP = 2
 
-#: Slots of the halo exchange XLA's partitioner makes for a slice off its operand's tile boundaries
-#: (:func:`regroup_tables`) that the plan prices without a collective: a collective-permute from each
-#: neighbour (one start each) and the select fusion joining them (round 25: 7 permute starts and 2-4
-#: loop fusions for three such slices in ``transformer_block``'s and ``split3_sum_fwd``'s GSPMD plans).
-SLOTS_PER_HALO = 3
-
-
 def _tile_map(sharding, rank: int, dims: tuple[int, ...], devices: int) -> tuple[int, ...] | None:
     """Per device ``0 .. devices-1``, its tile index along ``dims`` of an array of ``rank`` under
     ``sharding`` (row-major over ``dims``; 0 everywhere when replicated along them), None when unknown
@@ -445,6 +438,49 @@ def regroup_tables(instr, devices: int) -> list:
     return []
 
 
+def halo_pairs(slices, devices: int) -> set:
+    """The collective-permutes of XLA's SPMD partitioner's halo exchange for ``slices`` (``slice``
+    instructions off their operand's tile boundaries, :func:`regroup_tables`): per operand and sliced dim,
+    the distinct (source tile, destination tile) pairs, source != destination, over all its slices -- a
+    device whose result tile of a slice needs elements of an operand tile other than its own receives
+    that tile's piece; the partitioner emits one permute per pair, shared by the slices of one operand
+    after CSE.  Read in the partitioned program of held-out set 8's ``qkv_split5_fwd`` GSPMD plan
+    (round 26): a 4-way ``[.., 1600]`` sliced into five 320-wide pieces 4-way: 11 collective-permutes,
+    11 of the 12 ordered pairs of the 4 tiles (this count: 12).  Returned as ``(operand name, dim,
+    source, destination)`` tuples; ``devices``: the partitions."""
+    pairs = set()
+    for instr in slices:
+        op = instr.operands[0]
+        idims, odims = tuple(op.shape.dims), tuple(instr.shape.dims)
+        tin, tout = _tiles(op.sharding, len(idims)), _tiles(instr.sharding, len(odims))
+        ranges = getattr(instr.attr("slice"), "ranges", None)
+        if tin is None or tout is None or ranges is None or len(ranges) != len(idims):
+            continue
+        for d, (start, limit, stride) in enumerate(ranges):
+            if tin[d] == 1 or stride != 1:
+                continue
+            ta = _tile_map(op.sharding, len(idims), (d,), devices)
+            tb = _tile_map(instr.sharding, len(odims), (d,), devices)
+            if ta is None or tb is None:
+                continue
+            b = -(-idims[d] // tin[d])
+            c = -(-odims[d] // tout[d])
+            for dev in range(devices):
+                lo = start + tb[dev] * c
+                hi = min(limit, lo + c)
+                for src in range(lo // b, (hi - 1) // b + 1) if hi > lo else ():
+                    if src != ta[dev]:
+                        pairs.add((op.name, d, src, ta[dev]))
+    return pairs
+
+
+def halo_slots(slices, devices: int) -> int:
+    """The heap slots of the halo exchange for ``slices`` (off-tile slices the plan prices without a
+    collective): a collective-permute-start per distinct pair (:func:`halo_pairs`) and the select fusion
+    joining each slice's pieces (one per slice)."""
+    return len(halo_pairs(slices, devices)) + len(slices)
+
+
 def regrouped_offsets(instr, devices: int) -> bool:
     """True when :func:`regroup_tables` finds two table offsets live at once for ``instr``."""
     return bool(regroup_tables(instr, devices))
@@ -524,6 +560,75 @@ def entry_output_arrays(module) -> int:
     return 1
 
 
+def entry_outputs(module) -> list:
+    """The instructions writing the entry computation's output arrays, in the root tuple's order (each
+    once; the root itself when it is an array): the buffers libtpu may host a partition-offset scalar in
+    before they are written (:func:`spill_heap_slots`)."""
+    root = module.entry.root
+    while root.opcode == "tuple" and len(root.operands) == 1:
+        root = root.operands[0]
+    if root.opcode != "tuple":
+        return [root] if not root.shape.is_tuple and root.shape.is_array else []
+    out, seen = [], set()
+    for op in root.operands:
+        if op.shape.is_tuple or not op.shape.is_array or element_byte_size(op.shape.element_type) <= 0 \
+                or id(op) in seen:
+            continue
+        seen.add(id(op))
+        out.append(op)
+    return out
+
+
+def _ancestors(instr) -> set[int]:
+    """``id`` of every instruction ``instr`` depends on through operands (in its computation)."""
+    seen: set[int] = set()
+    stack = list(instr.operands)
+    while stack:
+        op = stack.pop()
+        if id(op) in seen:
+            continue
+        seen.add(id(op))
+        stack.extend(op.operands)
+    return seen
+
+
+def unhosted_output_offsets(module, devices: int) -> list:
+    """The offset tables (:func:`_offset_terms`) read by the kernels writing entry outputs
+    (:func:`root_table_offsets` of each output of :func:`entry_outputs`) that no output buffer can host:
+    the ``s32[1]`` of one table (XLA's CSE makes one value per distinct table) is read by every output
+    kernel that slices with it, and libtpu hosts it only in an output buffer written after its last read
+    (round 20's placement rule, ``tests.tpu_oracle.offset_scalar_spills``).  An output is written after
+    all of them, whatever libtpu's schedule, only when its kernel depends on every reader; each host
+    takes one table.  A table left without one spills into the heap (:func:`spill_heap_slots`).
+
+    Read in libtpu's buffer assignment and final program of ``fused_qkv_train_step``'s solve plan
+    (17 outputs, round 26): four table offsets, three hosted in the ``f32[32]`` bias updates written
+    after their last reads; the fourth, ``dynamic-slice(table {0,0,0,0,128,128,128,128}, partition-id)``,
+    read first by the slices of the weights and last by the kernels writing the four weight updates
+    (``bitcast_subtract_fusion``: the update written finer than the weight it reads), the last kernels of
+    the program -- no output written after: spilled.  A one-output program has no host for what its
+    root's kernel reads (round 25's rule (a))."""
+    outs = entry_outputs(module)
+    reads: dict[tuple, list] = {}
+    for o in outs:
+        for t in dict.fromkeys(root_table_offsets(o, devices)):
+            reads.setdefault(t, []).append(o)
+    if not reads:
+        return []
+    anc = {id(o): _ancestors(o) for o in outs} if len(outs) > 1 else {}
+    taken: set[int] = set()
+    spilled = []
+    for t, readers in reads.items():
+        ids = {id(r) for r in readers}
+        host = next((o for o in outs if id(o) not in ids and id(o) not in taken and
+                     all(r in anc[id(o)] for r in ids)), None)
+        if host is None:
+            spilled.append(t)
+        else:
+            taken.add(id(host))
+    return spilled
+
+
 def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mapping[str, Sequence[str]]]) -> int:
     """The slots of libtpu's HBM temp heap when a partition-offset scalar of the written ``module`` spills
     into it, 0 when none is predicted to (a count; :func:`hloshard.cost.tpu_layout.header_heap_bound`
@@ -534,44 +639,46 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
 
     **When** (libtpu's buffer assignment, :mod:`hloshard.cost.tpu_layout`: an ``s32[1]`` offset goes into
     an entry output's buffer not yet written, never into the buffer of the kernel that reads it, else
-    into the heap): predicted only for a program with one output array (one host), where an offset
-    spills when (a) the root's kernel reads it (:func:`root_reads_table_offset`: the output written finer
-    than an operand it slices locally, round 24's "output written finer than the parameter its writer
-    reads" with the offset's own form) or (b) two are live at once (:func:`regrouped_offsets`).  A
-    program with more outputs hosts them in the outputs written last: no spill predicted (its misses,
-    untied training-step plans, are left: BENCHMARKS.md rounds 24-25).
+    into the heap): (a) an offset table read by the kernels writing entry outputs that no output written
+    after its last read can host (:func:`unhosted_output_offsets`: with one output, whenever the root's
+    kernel reads one, :func:`root_reads_table_offset` -- the output written finer than an operand it
+    slices locally; with several, round 26, when no other output's kernel depends on all its readers:
+    an untied training step whose weight updates are written finer than the weights); (b) in a program
+    with one output array, two offsets live at once (:func:`regrouped_offsets`; with more outputs not
+    predicted).  Not predicted: offsets and loop counters spilled inside a ``while`` body
+    (``scan_mlp_train_step``'s solve plan spills four such scalars; its entry-level table read by both
+    weight updates is what (a) sees, and libtpu hosted that one -- right heap, partly for another reason).
 
     **How many slots** (the heap's tuple headers, read per kind in libtpu's buffer assignments of the
     spilling plans, round 25): one per entry parameter (memory-space assignment's prefetch copy-start),
     one per distinct offset table (:func:`_offset_terms`: its prefetch; identical tables are one constant
     after XLA's CSE), :data:`SLOTS_PER_ASYNC_STEP` per asynchronous collective of the plan
-    (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), :data:`SLOTS_PER_HALO` per regrouped
-    slice the plan prices without a collective (the partitioner's halo exchange), and one for the
-    spilled offset.  Not counted: sorts' tuples and the loop fusions of a halo beyond its select (0-4
-    slots on the plans read).  Under-counts the halo of several slices of one operand (held-out set 8's
-    ``qkv_split5_fwd`` GSPMD plan: 20 predicted, 29 measured: XLA combines the permutes of the slices per
-    shift); :func:`heap_slot_bound` allows for them (:data:`SLOTS_PER_CUTTING_SLICE`).
-    Empirical: BENCHMARKS.md "Round 25, helper tpupeak" gives predicted / reported on the plans tuned on
-    (the samples and held-out set 7) and on held-out set 8.
+    (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), the halo exchange of the regrouped
+    slices the plan prices without a collective (:func:`halo_slots`: a permute per distinct tile pair of
+    each operand's slices, a select per slice; round 25 counted 3 per slice), and one for the spilled
+    offset.  Not counted: sorts' tuples, the loop fusions of a halo beyond its select, the further
+    offsets and compares of several off-tile slices (held-out set 8's ``qkv_split5_fwd``: 11 spilled
+    scalars), and a training step's multi-output fusions (``fused_qkv_train_step``'s solve plan: 13
+    ``kOutput`` and 9 ``kLoop`` tuple fusions, 4 collective-matmul ``kCustom``; 30 slots predicted, 51
+    measured).  :func:`heap_slot_bound` allows for all of them.
+    Empirical: BENCHMARKS.md "Round 25, helper tpupeak" and "Round 26, helper tpuspill" give predicted /
+    reported on the plans tuned on (the samples, held-out sets 7-9) and on held-out set 10.
     """
-    if entry_output_arrays(module) != 1:
-        return 0
-    root = module.entry.root
-    while root.opcode == "tuple" and len(root.operands) == 1:
-        root = root.operands[0]
+    outs = entry_outputs(module)
     regrouped = {}
-    for comp in reverse_post_order(module):
-        for instr in comp.instructions:
-            tables = regroup_tables(instr, devices)
-            if tables:
-                regrouped[instr] = tables
-    at_root = root_table_offsets(root, devices)
-    if not regrouped and not at_root:
+    if len(outs) == 1:   # (b): two offsets live at once outgrow one host; with more, not predicted
+        for comp in reverse_post_order(module):
+            for instr in comp.instructions:
+                tables = regroup_tables(instr, devices)
+                if tables:
+                    regrouped[instr] = tables
+    if not regrouped and not unhosted_output_offsets(module, devices):
         return 0
-    tables = set(at_root) | {t for ts in regrouped.values() for t in ts}
+    tables = {t for o in outs for t in root_table_offsets(o, devices)} | \
+        {t for ts in regrouped.values() for t in ts}
     params = sum(1 for i in module.entry.instructions if i.opcode == "parameter")
     resharding_steps = resharding_steps()
     asyncs = sum(1 for kinds in resharding_steps.values() for k in kinds if k in ASYNC_STEP_KINDS)
-    halos = sum(1 for i in regrouped if i.opcode == "slice" and
-                not any(k in ASYNC_STEP_KINDS for k in resharding_steps.get(i.name) or ()))
-    return params + len(tables) + SLOTS_PER_ASYNC_STEP * asyncs + SLOTS_PER_HALO * halos + 1
+    halos = [i for i in regrouped if i.opcode == "slice" and
+             not any(k in ASYNC_STEP_KINDS for k in resharding_steps.get(i.name) or ())]
+    return params + len(tables) + SLOTS_PER_ASYNC_STEP * asyncs + halo_slots(halos, devices) + 1
