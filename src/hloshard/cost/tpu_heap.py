@@ -26,7 +26,7 @@ from ..hlo.inline import is_inlinable_call
 from ..hlo.reshape_dims import reshape_groups
 from ..hlo.shape import element_byte_size
 from .liveness import computation_peak_bytes, set_fusion_backend
-from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
+from .tpu_layout import minor_pair, padded_bytes, padded_bytes_per_device, vmem_bytes
 
 #: Opcodes that never make a slot of libtpu's HBM temp heap by themselves (:func:`heap_slot_bound`): views,
 #: layout changes and constants the TPU compiler folds into a kernel or an allocation it already has
@@ -517,7 +517,12 @@ def root_table_offsets(root, devices: int) -> list:
     move the offset into scalar memory before the kernel runs.  That ``s32[1]`` offset in HBM is read by
     the kernel writing the output, which cannot host it in the buffer it writes (round 25: ``moe_layer``'s
     and ``attention_6heads``' solve plans; ``cross_attention_fwd``'s, batch 2-way -> 8-way, offset
-    ``partition-id - table``, hosts it in the output).  Empty when there is none."""
+    ``partition-id - table``, hosts it in the output).  An operand whose per-device tile the TPU lays out
+    with other minor dims than the root's (:func:`hloshard.cost.tpu_layout.minor_pair`) is sliced by a
+    kernel of its own and copied to the root's layout before the root's kernel runs, which then reads
+    no offset (round 26, libtpu's final programs: ``mlp_two_out_fwd``'s solve plan, ``f32[128,384]{1,0}``
+    sliced, copied to ``f32[128,96]{0,1}``; round 25's ``swiglu_fwd``; ``fused_qkv_train_step``'s
+    weight updates read their slices' copies).  Empty when there is none."""
     if root.shape.is_tuple or not root.shape.is_array:
         return []
     dims = tuple(root.shape.dims)
@@ -531,10 +536,13 @@ def root_table_offsets(root, devices: int) -> list:
                     tuple(op.shape.dims) == dims and op not in kernel:
                 stack.append(op)
     found = []
+    layout = _tile_layout(root.shape, root.sharding)
     for instr in kernel:
         for op in instr.operands:
             if op.shape.is_tuple or not op.shape.is_array or tuple(op.shape.dims) != dims or op in kernel:
                 continue
+            if _tile_layout(op.shape, op.sharding) != layout:
+                continue   # sliced by its own kernel before the layout copy the root's kernel reads
             tables, pids = [], 0
             for d in range(rank):
                 terms = _offset_terms(op.sharding, rank, instr.sharding, rank, (d,), (d,), dims, dims, devices)
@@ -544,6 +552,20 @@ def root_table_offsets(root, devices: int) -> list:
             if tables and not pids:
                 found += tables
     return found
+
+
+def _tile_layout(shape, sharding):
+    """The (minor, second-minor) dims of the TPU layout of ``shape``'s per-device tile under ``sharding``
+    (:func:`hloshard.cost.tpu_layout.minor_pair`); None below rank 2 or when the tile is unknown."""
+    dims = tuple(shape.dims)
+    if sharding is not None and sharding.is_tiled:
+        if sharding.tiled_rank != len(dims):
+            return None
+        dims = tuple(sharding.tile_shape(dims))
+    try:
+        return minor_pair(shape.element_type, dims)
+    except KeyError:
+        return None
 
 
 def root_reads_table_offset(root, devices: int) -> bool:
@@ -579,53 +601,47 @@ def entry_outputs(module) -> list:
     return out
 
 
-def _ancestors(instr) -> set[int]:
-    """``id`` of every instruction ``instr`` depends on through operands (in its computation)."""
-    seen: set[int] = set()
-    stack = list(instr.operands)
-    while stack:
-        op = stack.pop()
-        if id(op) in seen:
-            continue
-        seen.add(id(op))
-        stack.extend(op.operands)
-    return seen
-
-
 def unhosted_output_offsets(module, devices: int) -> list:
-    """The offset tables (:func:`_offset_terms`) read by the kernels writing entry outputs
-    (:func:`root_table_offsets` of each output of :func:`entry_outputs`) that no output buffer can host:
-    the ``s32[1]`` of one table (XLA's CSE makes one value per distinct table) is read by every output
-    kernel that slices with it, and libtpu hosts it only in an output buffer written after its last read
-    (round 20's placement rule, ``tests.tpu_oracle.offset_scalar_spills``).  An output is written after
-    all of them, whatever libtpu's schedule, only when its kernel depends on every reader; each host
-    takes one table.  A table left without one spills into the heap (:func:`spill_heap_slots`).
+    """The partition offsets read by the kernels writing entry outputs that no output buffer can host: per
+    offset the sorted tuple of its tables (:func:`root_table_offsets` of an output of
+    :func:`entry_outputs`; libtpu combines them into one ``s32[1]``, ``subtract(dynamic-slice(table_a),
+    dynamic-slice(table_b))``, and XLA's CSE makes one value per distinct offset).  That value is read
+    by every output kernel that slices with it; libtpu hosts it only in an output buffer written
+    after its last read (round 20's placement rule, ``tests.tpu_oracle.offset_scalar_spills``), one
+    value per buffer.  The order outputs are written in is taken from the written module's entry
+    computation (its instruction order: the schedule XLA starts from; libtpu's own scheduler may move
+    kernels, which this does not replay): each table, latest last read first, takes an untaken output
+    written after its last read; a table left without one spills into the heap (:func:`spill_heap_slots`).
 
-    Read in libtpu's buffer assignment and final program of ``fused_qkv_train_step``'s solve plan
-    (17 outputs, round 26): four table offsets, three hosted in the ``f32[32]`` bias updates written
-    after their last reads; the fourth, ``dynamic-slice(table {0,0,0,0,128,128,128,128}, partition-id)``,
-    read first by the slices of the weights and last by the kernels writing the four weight updates
-    (``bitcast_subtract_fusion``: the update written finer than the weight it reads), the last kernels of
-    the program -- no output written after: spilled.  A one-output program has no host for what its
-    root's kernel reads (round 25's rule (a))."""
+    Read in libtpu's buffer assignments and final programs (round 26): ``fused_qkv_train_step``'s solve
+    plan (17 outputs) holds four table offsets; three are hosted in the ``f32[32]`` bias updates written
+    after their last reads, the fourth, ``dynamic-slice(table {0,0,0,0,128,128,128,128}, partition-id)``,
+    is read last by the kernels writing weight updates (``bitcast_subtract_fusion``: the update written
+    finer than the weight it reads), the last kernels of the program: no output is written after it,
+    spilled (hloshard's order: the same table read by the last output, ``sub.117``).
+    ``transformer_train_step``'s GSPMD plan: the readers are followed by outputs that read none, hosted;
+    ``mlp_train_step``'s solve plan: three offsets (one the ``subtract`` of two tables) for three later
+    outputs (libtpu spilled the ``subtract`` and reported a temp of 0: the known exception of
+    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`).  A one-output program has no host for what its root's kernel reads
+    (round 25's rule (a)).  Misread where libtpu's schedule writes other outputs after the last reader
+    (``transformer_train_step``'s solve plan: the bias updates after the final combined all-reduce)."""
     outs = entry_outputs(module)
-    reads: dict[tuple, list] = {}
+    reads: dict[tuple, int] = {}
+    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    written = sorted(pos.get(id(o), len(pos)) for o in outs)
     for o in outs:
-        for t in dict.fromkeys(root_table_offsets(o, devices)):
-            reads.setdefault(t, []).append(o)
-    if not reads:
-        return []
-    anc = {id(o): _ancestors(o) for o in outs} if len(outs) > 1 else {}
-    taken: set[int] = set()
+        at = pos.get(id(o), len(pos))
+        tables = tuple(sorted(set(root_table_offsets(o, devices))))
+        if tables:   # one scalar per distinct offset: its tables' lookups combine into it (CSE'd)
+            reads[tables] = max(reads.get(tables, -1), at)
     spilled = []
-    for t, readers in reads.items():
-        ids = {id(r) for r in readers}
-        host = next((o for o in outs if id(o) not in ids and id(o) not in taken and
-                     all(r in anc[id(o)] for r in ids)), None)
+    taken: set[int] = set()
+    for t, last in sorted(reads.items(), key=lambda kv: -kv[1]):
+        host = next((w for w in written if w > last and w not in taken), None)
         if host is None:
             spilled.append(t)
         else:
-            taken.add(id(host))
+            taken.add(host)
     return spilled
 
 

@@ -228,6 +228,31 @@ def _padded_bytes(element_type: str, dims: tuple) -> int:
     return _granule(best)
 
 
+def minor_pair(element_type: str, dims: Sequence[int]) -> tuple[int, int] | None:
+    """The (minor, second-minor) dimensions of the layout the TPU compiler gives an array of ``dims``
+    (the per-device tile) of ``element_type``: the cheapest pair of :func:`padded_bytes`, ties to the
+    default row-major pair (last, second-last).  None below rank 2.  ``f32[128,96]`` -> (0, 1) (layout
+    ``{0,1}``: 96 rows of 128 lanes), ``f32[128,128]`` and ``f32[64,128]`` -> (1, 0).  Read in libtpu's
+    optimised programs: the entry outputs ``f32[128,96]{0,1}``, ``f32[128,192]{0,1}``, ``f32[128,64]{0,1}``,
+    ``f32[64,128]{1,0}`` of round 26's dumps.  Raises KeyError for an unknown element type."""
+    dims = tuple(int(d) for d in dims)
+    if len(dims) < 2:
+        return None
+    rank = len(dims)
+    order = [(rank - 1, rank - 2)] + [(m, s) for m in range(rank) for s in range(rank)
+                                      if m != s and (m, s) != (rank - 1, rank - 2)]
+    width = element_byte_size(str(element_type))
+    best, pick = None, None
+    total = math.prod(dims)
+    for m, s in order:
+        if dims[m] == 0 or dims[s] == 0:
+            return order[0]
+        size = total // (dims[m] * dims[s]) * _rows(dims[s], str(element_type)) * (-(-dims[m] // LANES) * LANES) * width
+        if best is None or size < best:
+            best, pick = size, (m, s)
+    return pick
+
+
 def padded_bytes_per_device(shape, sharding) -> int:
     """:func:`padded_bytes` of the per-device tile of ``shape`` (a :class:`hloshard.hlo.shape.Shape`) under
     ``sharding`` (an :class:`hloshard.hlo.sharding.HloSharding`, None: replicated; a tuple shape: the sum
