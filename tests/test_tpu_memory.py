@@ -836,7 +836,7 @@ def test_root_reads_table_offset_and_spill_slots_by_hand():
     # two outputs (round 26): ``a``'s kernel reads the table; the other output, ``l``, is read by ``a``
     # (written before it): no output buffer is written after the offset's last read -- it spills
     m = _root_slice("2,1,4", tuple_root=True)
-    assert entry_output_arrays(m) == 2 and unhosted_output_offsets(m, 8) == [tuple(32 * (d % 4) for d in range(8))]
+    assert entry_output_arrays(m) == 2 and unhosted_output_offsets(m, 8) == [(tuple(32 * (d % 4) for d in range(8)),)]
     assert spill_heap_slots(m, 8, steps) == 2 + 1 + 2 * 1 + 1
     # an output whose kernel depends on ``a`` is written after it, whatever the schedule: it hosts the offset
     hosted = parse_module(ROOT_SLICE.replace("ROOT a = %s", "a = %s\n  n = f32[8,32,128]{2,1,0} negate(a), "

@@ -601,39 +601,86 @@ def entry_outputs(module) -> list:
     return out
 
 
+def _local_offsets(instr, devices: int) -> list[tuple]:
+    """The partition offsets (each the sorted tuple of its tables, :func:`_offset_terms`) that XLA's SPMD
+    partitioner computes in HBM for ``instr`` slicing an operand of its own shape locally: per operand,
+    the tables of the dims where ``instr``'s tile is a table lookup (split, not by the partition id
+    itself), no term being ``partition-id`` arithmetic (scalar memory: no HBM value).  A dim the result
+    leaves whole is an all-gather, no offset.  Empty for tuples, parameters and unknown shardings."""
+    if instr.shape.is_tuple or not instr.shape.is_array or instr.opcode in ("parameter", "tuple"):
+        return []
+    dims = tuple(instr.shape.dims)
+    rank = len(dims)
+    out = []
+    for op in instr.operands:
+        if op.shape.is_tuple or not op.shape.is_array or tuple(op.shape.dims) != dims:
+            continue
+        tables, pids, sliced = [], 0, False
+        for d in range(rank):
+            terms = _offset_terms(op.sharding, rank, instr.sharding, rank, (d,), (d,), dims, dims, devices)
+            if terms is None:
+                continue
+            tables += terms[0]
+            pids += terms[1]
+            tb = _tile_map(instr.sharding, rank, (d,), devices)
+            sliced = sliced or (tb is not None and _term(tb) == "table")
+        if tables and not pids and sliced:
+            out.append(tuple(sorted(set(tables))))
+    return out
+
+
+def _written_at(module) -> list[int]:
+    """Positions in the entry computation's instruction order of the instructions writing its outputs."""
+    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    return [pos.get(id(o), len(pos)) for o in entry_outputs(module)]
+
+
+def offset_reads(module, devices: int) -> dict[tuple, float]:
+    """Every partition offset the written ``module``'s entry computation holds in HBM (the sorted tuple of
+    its tables -> the position of its last read in the entry's instruction order): those the kernels
+    writing entry outputs read themselves (:func:`root_table_offsets`; at the output's position) and
+    every local slice by a table (:func:`_local_offsets`; read by a kernel of its own, just before the
+    instruction's position)."""
+    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    reads: dict[tuple, float] = {}
+    for instr in module.entry.instructions:
+        for tables in _local_offsets(instr, devices):
+            reads[tables] = max(reads.get(tables, -1), pos[id(instr)] - 0.5)
+    for o in entry_outputs(module):
+        tables = tuple(sorted(set(root_table_offsets(o, devices))))
+        if tables:
+            reads[tables] = max(reads.get(tables, -1), pos.get(id(o), len(pos)))
+    return reads
+
+
 def unhosted_output_offsets(module, devices: int) -> list:
-    """The partition offsets read by the kernels writing entry outputs that no output buffer can host: per
-    offset the sorted tuple of its tables (:func:`root_table_offsets` of an output of
-    :func:`entry_outputs`; libtpu combines them into one ``s32[1]``, ``subtract(dynamic-slice(table_a),
-    dynamic-slice(table_b))``, and XLA's CSE makes one value per distinct offset).  That value is read
-    by every output kernel that slices with it; libtpu hosts it only in an output buffer written
-    after its last read (round 20's placement rule, ``tests.tpu_oracle.offset_scalar_spills``), one
-    value per buffer.  The order outputs are written in is taken from the written module's entry
-    computation (its instruction order: the schedule XLA starts from; libtpu's own scheduler may move
-    kernels, which this does not replay): each table, latest last read first, takes an untaken output
-    written after its last read; a table left without one spills into the heap (:func:`spill_heap_slots`).
+    """The partition offsets of :func:`offset_reads` (each the sorted tuple of its tables: libtpu combines
+    a difference of table lookups, ``subtract(dynamic-slice(table_a), dynamic-slice(table_b))``, into one
+    ``s32[1]``, and XLA's CSE makes one value per distinct offset) that no entry output's buffer can
+    host.  libtpu computes every such value at the start of the program (its final programs: the
+    ``dynamic-slice``s of the tables by ``partition-id`` first), so all are live at once until their last
+    reads, and it hosts one only in an output buffer written after its last read (round 20's placement
+    rule, ``tests.tpu_oracle.offset_scalar_spills``), one value per buffer.  The order outputs are written
+    in is the written module's entry order (the schedule XLA starts from; libtpu's own scheduler may
+    move kernels, which this does not replay): each offset, latest last read first, takes an untaken
+    output written after it; an offset left without one spills into the heap (:func:`spill_heap_slots`).
 
     Read in libtpu's buffer assignments and final programs (round 26): ``fused_qkv_train_step``'s solve
     plan (17 outputs) holds four table offsets; three are hosted in the ``f32[32]`` bias updates written
     after their last reads, the fourth, ``dynamic-slice(table {0,0,0,0,128,128,128,128}, partition-id)``,
     is read last by the kernels writing weight updates (``bitcast_subtract_fusion``: the update written
     finer than the weight it reads), the last kernels of the program: no output is written after it,
-    spilled (hloshard's order: the same table read by the last output, ``sub.117``).
+    spilled (hloshard's order: the same offset read by the last output, ``sub.117``).  Held-out set 8's
+    ``glu_split_fwd`` solve plan (one output): the root's slice of ``x`` (its own kernel, a layout copy)
+    and the pin of ``mul.1`` both hold an offset, one host: ``mul.1.pin``'s spilled.
     ``transformer_train_step``'s GSPMD plan: the readers are followed by outputs that read none, hosted;
     ``mlp_train_step``'s solve plan: three offsets (one the ``subtract`` of two tables) for three later
-    outputs (libtpu spilled the ``subtract`` and reported a temp of 0: the known exception of
-    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`).  A one-output program has no host for what its root's kernel reads
-    (round 25's rule (a)).  Misread where libtpu's schedule writes other outputs after the last reader
-    (``transformer_train_step``'s solve plan: the bias updates after the final combined all-reduce)."""
-    outs = entry_outputs(module)
-    reads: dict[tuple, int] = {}
-    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
-    written = sorted(pos.get(id(o), len(pos)) for o in outs)
-    for o in outs:
-        at = pos.get(id(o), len(pos))
-        tables = tuple(sorted(set(root_table_offsets(o, devices))))
-        if tables:   # one scalar per distinct offset: its tables' lookups combine into it (CSE'd)
-            reads[tables] = max(reads.get(tables, -1), at)
+    outputs (libtpu spilled the ``subtract`` and reported a temp of 0, the known exception of
+    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`: both say 0).  Misread where libtpu's schedule
+    writes other outputs after the last reader (``transformer_train_step``'s solve plan: its bias
+    updates after the final combined all-reduce, a spill predicted that libtpu avoids)."""
+    reads = offset_reads(module, devices)
+    written = sorted(_written_at(module))
     spilled = []
     taken: set[int] = set()
     for t, last in sorted(reads.items(), key=lambda kv: -kv[1]):
@@ -655,15 +702,16 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
 
     **When** (libtpu's buffer assignment, :mod:`hloshard.cost.tpu_layout`: an ``s32[1]`` offset goes into
     an entry output's buffer not yet written, never into the buffer of the kernel that reads it, else
-    into the heap): (a) an offset table read by the kernels writing entry outputs that no output written
-    after its last read can host (:func:`unhosted_output_offsets`: with one output, whenever the root's
+    into the heap): (a) a partition offset in HBM that no output written after its last read can host
+    (:func:`unhosted_output_offsets` over :func:`offset_reads`: with one output, whenever the root's
     kernel reads one, :func:`root_reads_table_offset` -- the output written finer than an operand it
-    slices locally; with several, round 26, when no other output's kernel depends on all its readers:
-    an untied training step whose weight updates are written finer than the weights); (b) in a program
-    with one output array, two offsets live at once (:func:`regrouped_offsets`; with more outputs not
-    predicted).  Not predicted: offsets and loop counters spilled inside a ``while`` body
-    (``scan_mlp_train_step``'s solve plan spills four such scalars; its entry-level table read by both
-    weight updates is what (a) sees, and libtpu hosted that one -- right heap, partly for another reason).
+    slices locally -- or two offsets are held anywhere; with several, round 26, when more offsets are
+    read late than outputs are written after them: an untied training step whose last weight updates
+    are written finer than the weights); (b) in a program with one output array, two offsets of one
+    regroup live at once (:func:`regrouped_offsets`; with more outputs not predicted).  Not predicted:
+    offsets and loop counters spilled inside a ``while`` body (``scan_mlp_train_step``'s solve plan
+    spills four such scalars; its entry-level offset read by the last weight update is what (a) sees,
+    and libtpu hosted that one -- the heap right, partly for another reason).
 
     **How many slots** (the heap's tuple headers, read per kind in libtpu's buffer assignments of the
     spilling plans, round 25): one per entry parameter (memory-space assignment's prefetch copy-start),
