@@ -313,7 +313,7 @@ def tpu_memory_device(name: str, module) -> str:
 
 
 
-# --- the spilled offset scalar of a one-output program (round 25) -------------------------------------
+# --- the spilled offset scalar (round 25: one-output programs; round 26: any number of outputs) --------
 
 #: Resharding steps (:func:`hloshard.cost.reshard.plan`'s step kinds) that libtpu runs as an asynchronous
 #: collective: its start and the multi-output fusion it decomposes into each take one slot of the heap

@@ -96,7 +96,11 @@ budget's margin additive (:func:`hloshard.cost.memory.model_limit`).  Round 25 p
 it is structural -- a program with one output array, whose root kernel reads a table offset or which
 regroups a split dim through two table offsets at once -- and counts that heap
 (:func:`hloshard.cost.tpu_heap.spill_heap_slots`; ``Evaluation.tpu_heap`` / ``reported_peak`` of
-:mod:`hloshard.autoshard.evaluate`); ``peak_memory``, what a budget checks, stays the data alone.  One probe is not explained by the rule:
+:mod:`hloshard.autoshard.evaluate`); round 26 for any number of outputs (every HBM offset takes an output
+buffer written after its last read, else spills: :func:`hloshard.cost.tpu_heap.unhosted_output_offsets`).
+``peak_memory``, what a budget checks, stays the data alone.  Every heap reported beside the data held a spilled ``dynamic-slice`` of
+a table; the heaps reported as 0 held only computed scalars (``subtract``, ``compare``, ``multiply``): 37 plans
+with scalars in the heap, round 26 (not used as a rule: which values spill is not followed that closely).  One probe is not explained by the rule:
 a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
 exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
