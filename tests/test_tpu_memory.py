@@ -27,7 +27,7 @@ from hloshard.cost.tpu_heap import (SLOTS_PER_CUTTING_SLICE, TpuMemoryDevice, cu
                                     temporaries_fit_vmem, tpu_memory_device,
                                     written_memory_device, written_temporaries_fit_vmem)
 from hloshard.cost.tpu_layout import (GRANULE_BYTES, HBM_ALIGN_BYTES, SLOT_REPORTED_BYTES, header_heap_bound,
-                                      padded_bytes, reported_temp_bytes, vmem_bytes)
+                                      minor_pair, padded_bytes, reported_temp_bytes, vmem_bytes)
 from hloshard.hlo import parse_module, print_module
 from hloshard.mesh import DeviceMesh
 from tests.conftest import SAMPLES, require_jax
@@ -805,8 +805,8 @@ def test_regrouped_offsets_by_hand():
 
 
 def test_root_reads_table_offset_and_spill_slots_by_hand():
-    from hloshard.cost.tpu_heap import (SLOTS_PER_HALO, entry_output_arrays, root_reads_table_offset,
-                                        root_table_offsets, spill_heap_slots)
+    from hloshard.cost.tpu_heap import (entry_output_arrays, halo_pairs, halo_slots, regroup_tables,
+                                        root_reads_table_offset, root_table_offsets, spill_heap_slots, unhosted_output_offsets)
 
     # moe_layer's solve plan: x 2-way on the batch, the root 4-way on its minor dim as well: the offset along
     # the minor dim is a table read by the root's kernel, which cannot host it: it spills
@@ -833,17 +833,29 @@ def test_root_reads_table_offset_and_spill_slots_by_hand():
     m = _root_slice("8,1,1")
     assert not root_reads_table_offset(m.entry.root, 8)
     assert spill_heap_slots(m, 8, steps) == 0 and calls == [1]   # nothing priced where none is predicted
-    # two outputs: the offset finds an output buffer not yet written; no spill predicted
+    # two outputs (round 26): ``a``'s kernel reads the table; the other output, ``l``, is read by ``a``
+    # (written before it): no output buffer is written after the offset's last read -- it spills
     m = _root_slice("2,1,4", tuple_root=True)
-    assert entry_output_arrays(m) == 2 and spill_heap_slots(m, 8, steps) == 0
+    assert entry_output_arrays(m) == 2 and unhosted_output_offsets(m, 8) == [(tuple(32 * (d % 4) for d in range(8)),)]
+    assert spill_heap_slots(m, 8, steps) == 2 + 1 + 2 * 1 + 1
+    # an output whose kernel depends on ``a`` is written after it, whatever the schedule: it hosts the offset
+    hosted = parse_module(ROOT_SLICE.replace("ROOT a = %s", "a = %s\n  n = f32[8,32,128]{2,1,0} negate(a), "
+                                             "sharding={devices=[2,1,4]<=[8]}\n  ROOT o = (f32[8,32,128]{2,1,0}, "
+                                             "f32[8,32,128]{2,1,0}) tuple(a, n)") % (("2,1,4",) * 4 + (
+        "f32[8,32,128]{2,1,0} add(x, l), sharding={devices=[2,1,4]<=[8]}",)), "hosted")
+    assert unhosted_output_offsets(hosted, 8) == [] and spill_heap_slots(hosted, 8, steps) == 0
     # a regroup: one parameter, its two offset tables (96 x (d % 4) and 192 x ((d % 4) // 2) along the
     # 384 elements), the spilled offset; not capped by the module's heap-slot bound (2 here): held-out
     # set 7's split3_sum_fwd GSPMD plan has 16 slots for a bound of 9
     m = parse_module(REGROUP % ("2,1,4", "2,1,2,1,2", "2,1,2,1,2"), "regroup")
     assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + 1 > heap_slot_bound(m)
-    # a slice off the tiles: its halo exchange priced as SLOTS_PER_HALO when the plan has no collective there
+    # a slice off the tiles: its halo exchange priced (halo_slots) when the plan has no collective there
     m = parse_module(SPLIT % (256, 256, 512, "2,1,4", "", 256, "2,1,4", ""), "split")
-    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + SLOTS_PER_HALO + 1
+    halos = [i for i in m.entry.instructions if i.opcode == "slice" and regroup_tables(i, 8)]
+    assert spill_heap_slots(m, 8, lambda: {}) == 1 + 2 + halo_slots(halos, 8) + 1
+    # [256:512] of a 4-way 768 (192 per tile), 64 per result tile: result tile 0 ([256,320)) lies in operand
+    # tile 1, tile 3 ([448,512)) in tile 2; tiles 1 and 2 are their own: two permutes and the select
+    assert halo_pairs(halos, 8) == {("p", 2, 1, 0), ("p", 2, 2, 3)} and halo_slots(halos, 8) == 2 + 1
 
 
 def test_no_spill_heap_without_a_tpu_device_and_the_model_data_unchanged():
@@ -869,6 +881,63 @@ def test_round25_reported_peak_within_15_percent_on_the_gspmd_samples():
         assert ev.peak_memory == r["data"], n
         assert abs(ev.reported_peak / r["tpu"] - 1) <= 0.15, (n, ev.reported_peak, r["tpu"])
         assert (ev.tpu_heap > 0) == (r["temp"] > 0), (n, ev.tpu_heap, r["temp"])
+
+
+ROUND26 = pathlib.Path(__file__).parent / "data" / "tpu_spill_round26.json.gz"
+
+
+def test_spills_of_written_solve_plans_against_libtpu_round26():
+    import gzip
+
+    # solve plans (``benchmarks/tpu_truth.py --memory``, main bfaf47e's plans) and libtpu 0.0.42.1's figures
+    # for them (v5e:2x4 ahead of time, measured round 26): multi-output training steps and forwards, offsets
+    # of pins and layout-copied slices
+    rows = {r["name"]: r for r in json.loads(gzip.open(ROUND26, "rt").read())}
+    assert len(rows) == 8
+    got = {}
+    for n, r in sorted(rows.items()):
+        module = parse_module(r["text"], n)
+        ev = evaluate_module(module, _tpu_mesh(module)[0]).evaluation
+        got[n] = ev
+        if n != "fused_qkv_train_step":
+            assert abs(ev.reported_peak / r["tpu"] - 1) <= 0.15, (n, ev.reported_peak, r["tpu"])
+            # a heap predicted where libtpu reports one (mlp_train_step: none predicted; libtpu spilled one
+            # scalar and reported 0, tpu_layout.reported_temp_bytes' known exception)
+            assert (ev.tpu_heap > 0) == (r["tpu_temp"] > 0), (n, ev.tpu_heap, r["tpu_temp"])
+    # fused_qkv_train_step: the spill of the offset its last weight updates read is predicted (0.562 before);
+    # its heap under-counted (multi-output fusions not counted: 30 slots of libtpu's 51)
+    fq, r = got["fused_qkv_train_step"], rows["fused_qkv_train_step"]
+    assert 0 < fq.tpu_heap < r["tpu_temp"] and fq.reported_peak / r["tpu"] > 0.8
+    # the same plans without the layout rule would read the sliced operand in the root's kernel:
+    # mlp_two_out_fwd's root f32[128,96] per device is laid out {0,1}, its operand x f32[128,384] {1,0}
+    assert minor_pair("f32", (128, 96)) == (0, 1) and minor_pair("f32", (128, 384)) == (1, 0)
+    assert minor_pair("f32", (128, 128)) == (1, 0) and minor_pair("f32", (64, 128)) == (1, 0)
+    assert minor_pair("f32", (256,)) is None
+
+
+def test_offsets_compete_for_the_outputs_written_after_them_by_hand():
+    from hloshard.cost.tpu_heap import offset_reads, unhosted_output_offsets
+
+    # two outputs, each written finer than x (2-way on the batch): the root's kernels read table offsets
+    # along the minor dim; ``a`` and ``b`` read the same one (32 x (d % 4): one value after CSE), ``b``
+    # written last: no output after it -- spilled
+    text = ROOT_SLICE.replace("ROOT a = %s", "a = %s\n  b = f32[8,32,128]{2,1,0} multiply(x, e), "
+                              "sharding={devices=[2,1,4]<=[8]}\n  ROOT o = (f32[8,32,128]{2,1,0}, "
+                              "f32[8,32,128]{2,1,0}) tuple(a, b)")
+    m = parse_module(text % (("2,1,4",) * 4 + ("f32[8,32,128]{2,1,0} add(x, l), sharding={devices=[2,1,4]<=[8]}",)),
+                     "two")
+    table = tuple(32 * (d % 4) for d in range(8))
+    assert offset_reads(m, 8) == {(table,): 6}   # b, the 7th instruction: its kernel reads it
+    assert unhosted_output_offsets(m, 8) == [(table,)]
+    # with a third output written after both, hosted
+    m3 = parse_module(text.replace("tuple(a, b)", "tuple(a, b, n)").replace(
+        "ROOT o = (f32[8,32,128]{2,1,0}, f32[8,32,128]{2,1,0})",
+        "n = f32[8,32,128]{2,1,0} negate(y), sharding={devices=[2,1,4]<=[8]}\n  ROOT o = (f32[8,32,128]{2,1,0}, "
+        "f32[8,32,128]{2,1,0}, f32[8,32,128]{2,1,0})") % (("2,1,4",) * 4 + (
+            "f32[8,32,128]{2,1,0} add(x, l), sharding={devices=[2,1,4]<=[8]}",)), "three")
+    assert unhosted_output_offsets(m3, 8) == []
+    # the root 8-way on the batch (its tile the partition id): partition-id arithmetic, no HBM offset
+    assert offset_reads(_root_slice("8,1,1"), 8) == {}
 
 
 def test_a_spilled_heap_beyond_the_bound_counts_against_a_budget_by_hand():

@@ -26,7 +26,7 @@ from ..hlo.inline import is_inlinable_call
 from ..hlo.reshape_dims import reshape_groups
 from ..hlo.shape import element_byte_size
 from .liveness import computation_peak_bytes, set_fusion_backend
-from .tpu_layout import padded_bytes, padded_bytes_per_device, vmem_bytes
+from .tpu_layout import minor_pair, padded_bytes, padded_bytes_per_device, vmem_bytes
 
 #: Opcodes that never make a slot of libtpu's HBM temp heap by themselves (:func:`heap_slot_bound`): views,
 #: layout changes and constants the TPU compiler folds into a kernel or an allocation it already has
@@ -313,7 +313,7 @@ def tpu_memory_device(name: str, module) -> str:
 
 
 
-# --- the spilled offset scalar of a one-output program (round 25) -------------------------------------
+# --- the spilled offset scalar (round 25: one-output programs; round 26: any number of outputs) --------
 
 #: Resharding steps (:func:`hloshard.cost.reshard.plan`'s step kinds) that libtpu runs as an asynchronous
 #: collective: its start and the multi-output fusion it decomposes into each take one slot of the heap
@@ -323,13 +323,6 @@ ASYNC_STEP_KINDS = frozenset({"all-gather", "all-to-all", "collective-permute"})
 
 #: Slots per asynchronous collective (:data:`ASYNC_STEP_KINDS`): its start and its fusion.
 SLOTS_PER_ASYNC_STEP = 2
-
-#: Slots of the halo exchange XLA's partitioner makes for a slice off its operand's tile boundaries
-#: (:func:`regroup_tables`) that the plan prices without a collective: a collective-permute from each
-#: neighbour (one start each) and the select fusion joining them (round 25: 7 permute starts and 2-4
-#: loop fusions for three such slices in ``transformer_block``'s and ``split3_sum_fwd``'s GSPMD plans).
-SLOTS_PER_HALO = 3
-
 
 def _tile_map(sharding, rank: int, dims: tuple[int, ...], devices: int) -> tuple[int, ...] | None:
     """Per device ``0 .. devices-1``, its tile index along ``dims`` of an array of ``rank`` under
@@ -445,6 +438,49 @@ def regroup_tables(instr, devices: int) -> list:
     return []
 
 
+def halo_pairs(slices, devices: int) -> set:
+    """The collective-permutes of XLA's SPMD partitioner's halo exchange for ``slices`` (``slice``
+    instructions off their operand's tile boundaries, :func:`regroup_tables`): per operand and sliced dim,
+    the distinct (source tile, destination tile) pairs, source != destination, over all its slices -- a
+    device whose result tile of a slice needs elements of an operand tile other than its own receives
+    that tile's piece; the partitioner emits one permute per pair, shared by the slices of one operand
+    after CSE.  Read in the partitioned program of held-out set 8's ``qkv_split5_fwd`` GSPMD plan
+    (round 26): a 4-way ``[.., 1600]`` sliced into five 320-wide pieces 4-way: 11 collective-permutes,
+    11 of the 12 ordered pairs of the 4 tiles (this count: 12).  Returned as ``(operand name, dim,
+    source, destination)`` tuples; ``devices``: the partitions."""
+    pairs = set()
+    for instr in slices:
+        op = instr.operands[0]
+        idims, odims = tuple(op.shape.dims), tuple(instr.shape.dims)
+        tin, tout = _tiles(op.sharding, len(idims)), _tiles(instr.sharding, len(odims))
+        ranges = getattr(instr.attr("slice"), "ranges", None)
+        if tin is None or tout is None or ranges is None or len(ranges) != len(idims):
+            continue
+        for d, (start, limit, stride) in enumerate(ranges):
+            if tin[d] == 1 or stride != 1:
+                continue
+            ta = _tile_map(op.sharding, len(idims), (d,), devices)
+            tb = _tile_map(instr.sharding, len(odims), (d,), devices)
+            if ta is None or tb is None:
+                continue
+            b = -(-idims[d] // tin[d])
+            c = -(-odims[d] // tout[d])
+            for dev in range(devices):
+                lo = start + tb[dev] * c
+                hi = min(limit, lo + c)
+                for src in range(lo // b, (hi - 1) // b + 1) if hi > lo else ():
+                    if src != ta[dev]:
+                        pairs.add((op.name, d, src, ta[dev]))
+    return pairs
+
+
+def halo_slots(slices, devices: int) -> int:
+    """The heap slots of the halo exchange for ``slices`` (off-tile slices the plan prices without a
+    collective): a collective-permute-start per distinct pair (:func:`halo_pairs`) and the select fusion
+    joining each slice's pieces (one per slice)."""
+    return len(halo_pairs(slices, devices)) + len(slices)
+
+
 def regrouped_offsets(instr, devices: int) -> bool:
     """True when :func:`regroup_tables` finds two table offsets live at once for ``instr``."""
     return bool(regroup_tables(instr, devices))
@@ -481,7 +517,12 @@ def root_table_offsets(root, devices: int) -> list:
     move the offset into scalar memory before the kernel runs.  That ``s32[1]`` offset in HBM is read by
     the kernel writing the output, which cannot host it in the buffer it writes (round 25: ``moe_layer``'s
     and ``attention_6heads``' solve plans; ``cross_attention_fwd``'s, batch 2-way -> 8-way, offset
-    ``partition-id - table``, hosts it in the output).  Empty when there is none."""
+    ``partition-id - table``, hosts it in the output).  An operand whose per-device tile the TPU lays out
+    with other minor dims than the root's (:func:`hloshard.cost.tpu_layout.minor_pair`) is sliced by a
+    kernel of its own and copied to the root's layout before the root's kernel runs, which then reads
+    no offset (round 26, libtpu's final programs: ``mlp_two_out_fwd``'s solve plan, ``f32[128,384]{1,0}``
+    sliced, copied to ``f32[128,96]{0,1}``; round 25's ``swiglu_fwd``; ``fused_qkv_train_step``'s
+    weight updates read their slices' copies).  Empty when there is none."""
     if root.shape.is_tuple or not root.shape.is_array:
         return []
     dims = tuple(root.shape.dims)
@@ -495,10 +536,13 @@ def root_table_offsets(root, devices: int) -> list:
                     tuple(op.shape.dims) == dims and op not in kernel:
                 stack.append(op)
     found = []
+    layout = _tile_layout(root.shape, root.sharding)
     for instr in kernel:
         for op in instr.operands:
             if op.shape.is_tuple or not op.shape.is_array or tuple(op.shape.dims) != dims or op in kernel:
                 continue
+            if _tile_layout(op.shape, op.sharding) != layout:
+                continue   # sliced by its own kernel before the layout copy the root's kernel reads
             tables, pids = [], 0
             for d in range(rank):
                 terms = _offset_terms(op.sharding, rank, instr.sharding, rank, (d,), (d,), dims, dims, devices)
@@ -508,6 +552,20 @@ def root_table_offsets(root, devices: int) -> list:
             if tables and not pids:
                 found += tables
     return found
+
+
+def _tile_layout(shape, sharding):
+    """The (minor, second-minor) dims of the TPU layout of ``shape``'s per-device tile under ``sharding``
+    (:func:`hloshard.cost.tpu_layout.minor_pair`); None below rank 2 or when the tile is unknown."""
+    dims = tuple(shape.dims)
+    if sharding is not None and sharding.is_tiled:
+        if sharding.tiled_rank != len(dims):
+            return None
+        dims = tuple(sharding.tile_shape(dims))
+    try:
+        return minor_pair(shape.element_type, dims)
+    except KeyError:
+        return None
 
 
 def root_reads_table_offset(root, devices: int) -> bool:
@@ -524,6 +582,116 @@ def entry_output_arrays(module) -> int:
     return 1
 
 
+def entry_outputs(module) -> list:
+    """The instructions writing the entry computation's output arrays, in the root tuple's order (each
+    once; the root itself when it is an array): the buffers libtpu may host a partition-offset scalar in
+    before they are written (:func:`spill_heap_slots`)."""
+    root = module.entry.root
+    while root.opcode == "tuple" and len(root.operands) == 1:
+        root = root.operands[0]
+    if root.opcode != "tuple":
+        return [root] if not root.shape.is_tuple and root.shape.is_array else []
+    out, seen = [], set()
+    for op in root.operands:
+        if op.shape.is_tuple or not op.shape.is_array or element_byte_size(op.shape.element_type) <= 0 \
+                or id(op) in seen:
+            continue
+        seen.add(id(op))
+        out.append(op)
+    return out
+
+
+def _local_offsets(instr, devices: int) -> list[tuple]:
+    """The partition offsets (each the sorted tuple of its tables, :func:`_offset_terms`) that XLA's SPMD
+    partitioner computes in HBM for ``instr`` slicing an operand of its own shape locally: per operand,
+    the tables of the dims where ``instr``'s tile is a table lookup (split, not by the partition id
+    itself), no term being ``partition-id`` arithmetic (scalar memory: no HBM value).  A dim the result
+    leaves whole is an all-gather, no offset.  Empty for tuples, parameters and unknown shardings."""
+    if instr.shape.is_tuple or not instr.shape.is_array or instr.opcode in ("parameter", "tuple"):
+        return []
+    dims = tuple(instr.shape.dims)
+    rank = len(dims)
+    out = []
+    for op in instr.operands:
+        if op.shape.is_tuple or not op.shape.is_array or tuple(op.shape.dims) != dims:
+            continue
+        tables, pids, sliced = [], 0, False
+        for d in range(rank):
+            terms = _offset_terms(op.sharding, rank, instr.sharding, rank, (d,), (d,), dims, dims, devices)
+            if terms is None:
+                continue
+            tables += terms[0]
+            pids += terms[1]
+            tb = _tile_map(instr.sharding, rank, (d,), devices)
+            sliced = sliced or (tb is not None and _term(tb) == "table")
+        if tables and not pids and sliced:
+            out.append(tuple(sorted(set(tables))))
+    return out
+
+
+def _written_at(module) -> list[int]:
+    """Positions in the entry computation's instruction order of the instructions writing its outputs."""
+    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    return [pos.get(id(o), len(pos)) for o in entry_outputs(module)]
+
+
+def offset_reads(module, devices: int) -> dict[tuple, float]:
+    """Every partition offset the written ``module``'s entry computation holds in HBM (the sorted tuple of
+    its tables -> the position of its last read in the entry's instruction order): those the kernels
+    writing entry outputs read themselves (:func:`root_table_offsets`; at the output's position) and
+    every local slice by a table (:func:`_local_offsets`; read by a kernel of its own, just before the
+    instruction's position)."""
+    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    reads: dict[tuple, float] = {}
+    for instr in module.entry.instructions:
+        for tables in _local_offsets(instr, devices):
+            reads[tables] = max(reads.get(tables, -1), pos[id(instr)] - 0.5)
+    for o in entry_outputs(module):
+        tables = tuple(sorted(set(root_table_offsets(o, devices))))
+        if tables:
+            reads[tables] = max(reads.get(tables, -1), pos.get(id(o), len(pos)))
+    return reads
+
+
+def unhosted_output_offsets(module, devices: int) -> list:
+    """The partition offsets of :func:`offset_reads` (each the sorted tuple of its tables: libtpu combines
+    a difference of table lookups, ``subtract(dynamic-slice(table_a), dynamic-slice(table_b))``, into one
+    ``s32[1]``, and XLA's CSE makes one value per distinct offset) that no entry output's buffer can
+    host.  libtpu computes every such value at the start of the program (its final programs: the
+    ``dynamic-slice``s of the tables by ``partition-id`` first), so all are live at once until their last
+    reads, and it hosts one only in an output buffer written after its last read (round 20's placement
+    rule, ``tests.tpu_oracle.offset_scalar_spills``), one value per buffer.  The order outputs are written
+    in is the written module's entry order (the schedule XLA starts from; libtpu's own scheduler may
+    move kernels, which this does not replay): each offset, latest last read first, takes an untaken
+    output written after it; an offset left without one spills into the heap (:func:`spill_heap_slots`).
+
+    Read in libtpu's buffer assignments and final programs (round 26): ``fused_qkv_train_step``'s solve
+    plan (17 outputs) holds four table offsets; three are hosted in the ``f32[32]`` bias updates written
+    after their last reads, the fourth, ``dynamic-slice(table {0,0,0,0,128,128,128,128}, partition-id)``,
+    is read last by the kernels writing weight updates (``bitcast_subtract_fusion``: the update written
+    finer than the weight it reads), the last kernels of the program: no output is written after it,
+    spilled (hloshard's order: the same offset read by the last output, ``sub.117``).  Held-out set 8's
+    ``glu_split_fwd`` solve plan (one output): the root's slice of ``x`` (its own kernel, a layout copy)
+    and the pin of ``mul.1`` both hold an offset, one host: ``mul.1.pin``'s spilled.
+    ``transformer_train_step``'s GSPMD plan: the readers are followed by outputs that read none, hosted;
+    ``mlp_train_step``'s solve plan: three offsets (one the ``subtract`` of two tables) for three later
+    outputs (libtpu spilled the ``subtract`` and reported a temp of 0, the known exception of
+    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`: both say 0).  Misread where libtpu's schedule
+    writes other outputs after the last reader (``transformer_train_step``'s solve plan: its bias
+    updates after the final combined all-reduce, a spill predicted that libtpu avoids)."""
+    reads = offset_reads(module, devices)
+    written = sorted(_written_at(module))
+    spilled = []
+    taken: set[int] = set()
+    for t, last in sorted(reads.items(), key=lambda kv: -kv[1]):
+        host = next((w for w in written if w > last and w not in taken), None)
+        if host is None:
+            spilled.append(t)
+        else:
+            taken.add(host)
+    return spilled
+
+
 def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mapping[str, Sequence[str]]]) -> int:
     """The slots of libtpu's HBM temp heap when a partition-offset scalar of the written ``module`` spills
     into it, 0 when none is predicted to (a count; :func:`hloshard.cost.tpu_layout.header_heap_bound`
@@ -534,44 +702,47 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
 
     **When** (libtpu's buffer assignment, :mod:`hloshard.cost.tpu_layout`: an ``s32[1]`` offset goes into
     an entry output's buffer not yet written, never into the buffer of the kernel that reads it, else
-    into the heap): predicted only for a program with one output array (one host), where an offset
-    spills when (a) the root's kernel reads it (:func:`root_reads_table_offset`: the output written finer
-    than an operand it slices locally, round 24's "output written finer than the parameter its writer
-    reads" with the offset's own form) or (b) two are live at once (:func:`regrouped_offsets`).  A
-    program with more outputs hosts them in the outputs written last: no spill predicted (its misses,
-    untied training-step plans, are left: BENCHMARKS.md rounds 24-25).
+    into the heap): (a) a partition offset in HBM that no output written after its last read can host
+    (:func:`unhosted_output_offsets` over :func:`offset_reads`: with one output, whenever the root's
+    kernel reads one, :func:`root_reads_table_offset` -- the output written finer than an operand it
+    slices locally -- or two offsets are held anywhere; with several, round 26, when more offsets are
+    read late than outputs are written after them: an untied training step whose last weight updates
+    are written finer than the weights); (b) in a program with one output array, two offsets of one
+    regroup live at once (:func:`regrouped_offsets`; with more outputs not predicted).  Not predicted:
+    offsets and loop counters spilled inside a ``while`` body (``scan_mlp_train_step``'s solve plan
+    spills four such scalars; its entry-level offset read by the last weight update is what (a) sees,
+    and libtpu hosted that one -- the heap right, partly for another reason).
 
     **How many slots** (the heap's tuple headers, read per kind in libtpu's buffer assignments of the
     spilling plans, round 25): one per entry parameter (memory-space assignment's prefetch copy-start),
     one per distinct offset table (:func:`_offset_terms`: its prefetch; identical tables are one constant
     after XLA's CSE), :data:`SLOTS_PER_ASYNC_STEP` per asynchronous collective of the plan
-    (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), :data:`SLOTS_PER_HALO` per regrouped
-    slice the plan prices without a collective (the partitioner's halo exchange), and one for the
-    spilled offset.  Not counted: sorts' tuples and the loop fusions of a halo beyond its select (0-4
-    slots on the plans read).  Under-counts the halo of several slices of one operand (held-out set 8's
-    ``qkv_split5_fwd`` GSPMD plan: 20 predicted, 29 measured: XLA combines the permutes of the slices per
-    shift); :func:`heap_slot_bound` allows for them (:data:`SLOTS_PER_CUTTING_SLICE`).
-    Empirical: BENCHMARKS.md "Round 25, helper tpupeak" gives predicted / reported on the plans tuned on
-    (the samples and held-out set 7) and on held-out set 8.
+    (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), the halo exchange of the regrouped
+    slices the plan prices without a collective (:func:`halo_slots`: a permute per distinct tile pair of
+    each operand's slices, a select per slice; round 25 counted 3 per slice), and one for the spilled
+    offset.  Not counted: sorts' tuples, the loop fusions of a halo beyond its select, the further
+    offsets and compares of several off-tile slices (held-out set 8's ``qkv_split5_fwd``: 11 spilled
+    scalars), and a training step's multi-output fusions (``fused_qkv_train_step``'s solve plan: 13
+    ``kOutput`` and 9 ``kLoop`` tuple fusions, 4 collective-matmul ``kCustom``; 30 slots predicted, 51
+    measured).  :func:`heap_slot_bound` allows for all of them.
+    Empirical: BENCHMARKS.md "Round 25, helper tpupeak" and "Round 26, helper tpuspill" give predicted /
+    reported on the plans tuned on (the samples, held-out sets 7-9) and on held-out set 10.
     """
-    if entry_output_arrays(module) != 1:
-        return 0
-    root = module.entry.root
-    while root.opcode == "tuple" and len(root.operands) == 1:
-        root = root.operands[0]
+    outs = entry_outputs(module)
     regrouped = {}
-    for comp in reverse_post_order(module):
-        for instr in comp.instructions:
-            tables = regroup_tables(instr, devices)
-            if tables:
-                regrouped[instr] = tables
-    at_root = root_table_offsets(root, devices)
-    if not regrouped and not at_root:
+    if len(outs) == 1:   # (b): two offsets live at once outgrow one host; with more, not predicted
+        for comp in reverse_post_order(module):
+            for instr in comp.instructions:
+                tables = regroup_tables(instr, devices)
+                if tables:
+                    regrouped[instr] = tables
+    if not regrouped and not unhosted_output_offsets(module, devices):
         return 0
-    tables = set(at_root) | {t for ts in regrouped.values() for t in ts}
+    tables = {t for o in outs for t in root_table_offsets(o, devices)} | \
+        {t for ts in regrouped.values() for t in ts}
     params = sum(1 for i in module.entry.instructions if i.opcode == "parameter")
     resharding_steps = resharding_steps()
     asyncs = sum(1 for kinds in resharding_steps.values() for k in kinds if k in ASYNC_STEP_KINDS)
-    halos = sum(1 for i in regrouped if i.opcode == "slice" and
-                not any(k in ASYNC_STEP_KINDS for k in resharding_steps.get(i.name) or ()))
-    return params + len(tables) + SLOTS_PER_ASYNC_STEP * asyncs + SLOTS_PER_HALO * halos + 1
+    halos = [i for i in regrouped if i.opcode == "slice" and
+             not any(k in ASYNC_STEP_KINDS for k in resharding_steps.get(i.name) or ())]
+    return params + len(tables) + SLOTS_PER_ASYNC_STEP * asyncs + halo_slots(halos, devices) + 1

@@ -96,7 +96,11 @@ budget's margin additive (:func:`hloshard.cost.memory.model_limit`).  Round 25 p
 it is structural -- a program with one output array, whose root kernel reads a table offset or which
 regroups a split dim through two table offsets at once -- and counts that heap
 (:func:`hloshard.cost.tpu_heap.spill_heap_slots`; ``Evaluation.tpu_heap`` / ``reported_peak`` of
-:mod:`hloshard.autoshard.evaluate`); ``peak_memory``, what a budget checks, stays the data alone.  One probe is not explained by the rule:
+:mod:`hloshard.autoshard.evaluate`); round 26 for any number of outputs (every HBM offset takes an output
+buffer written after its last read, else spills: :func:`hloshard.cost.tpu_heap.unhosted_output_offsets`).
+``peak_memory``, what a budget checks, stays the data alone.  Every heap reported beside the data held a spilled ``dynamic-slice`` of
+a table; the heaps reported as 0 held only computed scalars (``subtract``, ``compare``, ``multiply``): 37 plans
+with scalars in the heap, round 26 (not used as a rule: which values spill is not followed that closely).  One probe is not explained by the rule:
 a chain of f32[16384,16384] matmuls with all-gathers, whose temp is its heap plus 4 small slots plus
 exactly 128 MiB (the VMEM size; memory-space assignment put nothing in VMEM there).
 """
@@ -226,6 +230,31 @@ def _padded_bytes(element_type: str, dims: tuple) -> int:
             if best is None or size < best:
                 best = size
     return _granule(best)
+
+
+def minor_pair(element_type: str, dims: Sequence[int]) -> tuple[int, int] | None:
+    """The (minor, second-minor) dimensions of the layout the TPU compiler gives an array of ``dims``
+    (the per-device tile) of ``element_type``: the cheapest pair of :func:`padded_bytes`, ties to the
+    default row-major pair (last, second-last).  None below rank 2.  ``f32[128,96]`` -> (0, 1) (layout
+    ``{0,1}``: 96 rows of 128 lanes), ``f32[128,128]`` and ``f32[64,128]`` -> (1, 0).  Read in libtpu's
+    optimised programs: the entry outputs ``f32[128,96]{0,1}``, ``f32[128,192]{0,1}``, ``f32[128,64]{0,1}``,
+    ``f32[64,128]{1,0}`` of round 26's dumps.  Raises KeyError for an unknown element type."""
+    dims = tuple(int(d) for d in dims)
+    if len(dims) < 2:
+        return None
+    rank = len(dims)
+    order = [(rank - 1, rank - 2)] + [(m, s) for m in range(rank) for s in range(rank)
+                                      if m != s and (m, s) != (rank - 1, rank - 2)]
+    width = element_byte_size(str(element_type))
+    best, pick = None, None
+    total = math.prod(dims)
+    for m, s in order:
+        if dims[m] == 0 or dims[s] == 0:
+            return order[0]
+        size = total // (dims[m] * dims[s]) * _rows(dims[s], str(element_type)) * (-(-dims[m] // LANES) * LANES) * width
+        if best is None or size < best:
+            best, pick = size, (m, s)
+    return pick
 
 
 def padded_bytes_per_device(shape, sharding) -> int:
