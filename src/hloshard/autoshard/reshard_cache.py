@@ -42,6 +42,22 @@ def resharded_as_planned(instr) -> bool:
 _ELEMENTWISE = frozenset(ELEMENTWISE)
 
 
+def _replicates(minfo, inst, leaf, req) -> bool:
+    """True when ``req`` (a plan's requirement of leaf ``leaf`` of ``inst``) is the fully replicated
+    layout: whatever the user's handler (a dot, a gather, the default handler), XLA's partitioner makes a
+    replicated operand with ``PartitionedHlo::Replicate()`` or ``Reshard(Replicate())``, and both first
+    look in the value's reshard cache for any replicated entry (``cache_all_gather``, on by default): a
+    value all-gathered once is all-gathered once for every user that needs it whole (FSDP's weight, read
+    by the forward dot and by the backward's input-gradient dot)."""
+    shape = leaf_shapes(inst.shape)[leaf]
+    if not is_array(shape):
+        return False
+    try:
+        return bool(minfo.to_sharding(req, len(shape.dims)).is_replicated)
+    except (ValueError, TypeError, AttributeError):
+        return False
+
+
 @dataclass(frozen=True)
 class CachedReshard:
     """One operand leaf whose resharding XLA takes from its cache: the ``index``-th operand (leaf
@@ -78,9 +94,10 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     first: dict = {}
     out: list[CachedReshard] = []
-    planned = [v for v in order if resharded_as_planned(graph.nodes[v].instr)]
-    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, planned):
+    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
         if req is None:
+            continue
+        if not resharded_as_planned(g.instr) and not _replicates(minfo, inst, leaf, req):
             continue
         if inst not in ctx.groups:
             # an operand the graph was not built with: the module has since been written (its pins,
