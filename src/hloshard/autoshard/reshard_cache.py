@@ -22,8 +22,7 @@ from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
 from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
-from .build import chosen_operand_leaves
-from .graph import Graph
+from .graph import Graph, chosen_operand_leaves
 from .resharder import _key
 
 
@@ -76,10 +75,10 @@ class CachedReshard:
 
 def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     """The reshardings of ``choice`` (one strategy index per node of ``graph``) that XLA's partitioner
-    reuses instead of making again: every operand leaf of a user :func:`resharded_as_planned` whose
-    (computation of the user, producing node and leaf, source layout, required layout) equals that of an
-    earlier such operand leaf in its computation's instruction order (the same instruction reading one
-    value twice included).  Reshardings that move nothing (equal layouts, or
+    reuses instead of making again: every operand leaf of :func:`_cache_users` (a user
+    :func:`resharded_as_planned`, or any user that needs the value whole) whose (computation of the user,
+    producing node and leaf, source layout, required layout) equals that of an earlier one in its
+    computation's instruction order (the same instruction reading one value twice included).  Reshardings that move nothing (equal layouts, or
     manual ones) are not listed.  ``saved``: the plan's cost of that resharding
     (:func:`hloshard.cost.reshard.resharding_cost`) times the user's executions and operand weight;
     unplannable pairs are left out."""
@@ -88,31 +87,9 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     for e, contribs in enumerate(graph.edge_info):
         for inst, leaf, g, _w in contribs:
             edge_of.setdefault((id(inst), leaf, id(g)), e)
-    # the order XLA's partitioner visits the users in: each computation's instruction order (a topological
-    # order, jax's), so that the collective is attributed to the instruction XLA tags it with
-    text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
-    order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     first: dict = {}
     out: list[CachedReshard] = []
-    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
-        if req is None:
-            continue
-        if not resharded_as_planned(g.instr) and not _replicates(minfo, inst, leaf, req):
-            continue
-        if inst not in ctx.groups:
-            # an operand the graph was not built with: the module has since been written (its pins,
-            # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
-            continue
-        r = ctx.resolve(inst, leaf)
-        if r is TOKEN or r[0] is g:
-            continue
-        src = leaf_spec(graph, inst, leaf, choice)
-        if src is None or _key(src) == _key(req):
-            continue
-        if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
-                (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
-            continue
-        key = (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
+    for v, g, i, inst, leaf, req, weight, src, key in _cache_users(graph, choice):
         payer = first.get(key)
         if payer is None:
             first[key] = g.instr.name
@@ -131,3 +108,48 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
             continue
         out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight))
     return out
+
+
+def _cache_users(graph: Graph, choice):
+    """Yield ``(v, group, i, instr, leaf, required, weight, source spec, key)`` for every operand leaf of
+    ``choice`` that XLA's partitioner reshards through the value's cache, in the order it visits the users
+    (each computation's instruction order: a topological order, jax's, so that the collective is
+    attributed to the instruction XLA tags it with): a user :func:`resharded_as_planned`, or any user that
+    needs the value whole (:func:`_replicates`), whose layout differs from the value's (manual ones left
+    out).  ``key``: (computation of the user, producing node and leaf, source layout, required layout);
+    users with one key share one resharded value."""
+    ctx, minfo = graph.ctx, graph.ctx.minfo
+    text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
+    order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
+    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
+        if req is None:
+            continue
+        if not resharded_as_planned(g.instr) and not _replicates(minfo, inst, leaf, req):
+            continue
+        if inst not in ctx.groups:
+            # an operand the graph was not built with: the module has since been written (its pins,
+            # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
+            continue
+        r = ctx.resolve(inst, leaf)
+        if r is TOKEN or r[0] is g:
+            continue
+        src = leaf_spec(graph, inst, leaf, choice)
+        if src is None or _key(src) == _key(req):
+            continue
+        if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
+                (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
+            continue
+        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
+
+
+def shared_reshards(graph: Graph, choice) -> dict:
+    """``{(node, id(operand instruction), leaf): key}`` for the operand leaves of ``choice`` whose
+    resharded value XLA's cache shares with another user (the payer of :func:`cached_reshards` and the
+    users it serves; one key per shared value): the memory model prices one buffer per key, made at its
+    first user and live until its last (:func:`hloshard.autoshard.build.edge_buffers`,
+    :func:`hloshard.cost.liveness.one_buffer_per_reshard`), as XLA's buffer assignment keeps the one
+    collective's result for all its readers."""
+    users: dict = {}
+    for v, _g, _i, inst, leaf, _req, _w, _src, key in _cache_users(graph, choice):
+        users.setdefault(key, []).append((v, id(inst), leaf))
+    return {u: ("reshard-cache",) + key for key, lst in users.items() if len(lst) > 1 for u in lst}
