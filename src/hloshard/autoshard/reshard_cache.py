@@ -4,7 +4,11 @@ XLA's SPMD partitioner keeps, per partitioned value, the layouts it has already 
 (``PartitionedHlo::Reshard``'s ``reshard_cache``, all-gathers included: ``cache_all_gather``), so when
 several users in one computation need the same value in the same other layout -- a dot's operand pin and
 an elementwise user of the same activation, two identical multiplies jax traced twice, ``clamp(x, y, x)``
--- the collective is made once, for the first of them, and the others read its result.  The cost graph
+-- the collective is made once, for the first of them, and the others read its result.  A replicated
+copy is shared by every handler, dots included: ``PartitionedHlo::Replicate()`` and ``Reshard(Replicate())``
+both return any replicated entry of the cache (``cache_all_gather``), so an FSDP weight gathered for the
+forward dot is not gathered again for the backward's input-gradient dot (new user 25b's GPT-2 FSDP plan on
+16 devices: 152.12 MB predicted -> 125.58, XLA 98.18; ``tests/test_reuse_xla.py``).  The cost graph
 prices one resharding per edge (its matrices are pairwise, so the solver cannot see this); this module
 finds, for a chosen plan, the operand leaves whose resharding an earlier user's identical one serves, so
 that :func:`hloshard.autoshard.evaluate.evaluate_choice` (the objective of ``hloshard cost`` and of the
