@@ -45,6 +45,20 @@ def resharded_as_planned(instr) -> bool:
 _ELEMENTWISE = frozenset(ELEMENTWISE)
 
 
+def cache_layout(minfo, user, inst, leaf, req):
+    """The layout key under which XLA's partitioner looks up, in the cache of leaf ``leaf`` of ``inst``,
+    the resharding its user ``user`` needs to ``req`` (a spec): ``_key(req)`` when the user reshards
+    through the cache (:func:`resharded_as_planned`, or any user that needs the value whole,
+    :func:`_replicates`), else None (its resharding is its own).  The one rule behind
+    :func:`cached_reshards` (bytes), :func:`shared_reshards` (the evaluated memory) and the solver's
+    priced memory (:func:`hloshard.autoshard.edgememory.edge_memory_terms`)."""
+    if req is None:
+        return None
+    if resharded_as_planned(user) or _replicates(minfo, inst, leaf, req):
+        return _key(req)
+    return None
+
+
 def _replicates(minfo, inst, leaf, req) -> bool:
     """True when ``req`` (a plan's requirement of leaf ``leaf`` of ``inst``) is the fully replicated
     layout: whatever the user's handler (a dot, a gather, the default handler), XLA's partitioner makes a
@@ -126,9 +140,8 @@ def _cache_users(graph: Graph, choice):
     text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
     order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
-        if req is None:
-            continue
-        if not resharded_as_planned(g.instr) and not _replicates(minfo, inst, leaf, req):
+        layout = cache_layout(minfo, g.instr, inst, leaf, req)
+        if layout is None:
             continue
         if inst not in ctx.groups:
             # an operand the graph was not built with: the module has since been written (its pins,
@@ -143,7 +156,7 @@ def _cache_users(graph: Graph, choice):
         if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
                 (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
             continue
-        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
+        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), layout)
 
 
 def shared_reshards(graph: Graph, choice) -> dict:
