@@ -58,7 +58,8 @@ from ..strategy.registry import BuildContext
 from ..strategy.collectives import charged_collective
 from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
-from .graph import Graph
+from .graph import Graph, _operand_leaves, chosen_operand_leaves  # noqa: F401  (re-exported)
+from .reshard_cache import shared_reshards
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import PastDeadline, PastWorkLimit, _PairCount, _Resharder
 from .tiebreak import with_memory_tie_break
@@ -247,36 +248,6 @@ class _WorkCount:
                 pass
         except PastWorkLimit:
             raise _work_stopped(self.work_limit, "edges", 0, len(nodes)) from None
-
-
-def _operand_leaves(opref, inputs_entry):
-    """(instr, leaf, required spec) triples for one operand slot of a strategy."""
-    if isinstance(opref, LeafRef):
-        return [(opref.instr, opref.leaf, inputs_entry)]
-    if opref.shape.is_tuple:
-        shapes = leaf_shapes(opref.shape)
-        if inputs_entry is None:
-            return [(opref, l, None) for l in range(len(shapes))]
-        return [(opref, l, inputs_entry[l]) for l in range(len(shapes))]
-    return [(opref, 0, inputs_entry)]
-
-
-def chosen_operand_leaves(graph, choice, nodes=None):
-    """Yield ``(v, group, i, instr, leaf, required, weight)`` for every operand leaf of every node ``v`` of
-    ``graph`` (in ``nodes``' order, default all) under its chosen strategy ``choice[v]``: the ``i``-th operand
-    slot, the leaf ``leaf`` of ``instr`` it reads, the spec the strategy requires of it (None: no
-    requirement) and the slot's operand weight (``StrategyGroup.operand_weights``, default 1).  The one walk
-    of a plan's operand requirements (:func:`hloshard.autoshard.evaluate.reshardings_of`,
-    :func:`hloshard.autoshard.reshard_cache.cached_reshards`)."""
-    for v in (range(len(graph.nodes)) if nodes is None else nodes):
-        g = graph.nodes[v]
-        st = g.strategies[int(choice[v])]
-        ops = g.ops()
-        weights = g.operand_weights or [1.0] * len(ops)
-        for i, opref in enumerate(ops):
-            entry = st.inputs[i] if i < len(st.inputs) else None
-            for inst, leaf, req in _operand_leaves(opref, entry):
-                yield v, g, i, inst, leaf, req, weights[i]
 
 
 def _leaf_shape(instr, leaf):
@@ -646,7 +617,10 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
     solve writes with pins, the consumers that share a pin share that buffer, made where the operand is made
     (:func:`copy_start`) and read until the last of them (:func:`pin_key`), and a value only pins read ends
-    at them (:func:`pinned_only_credit`).  The IOPDDL form
+    at them (:func:`pinned_only_credit`); the users that XLA's reshard cache serves from one collective
+    (:func:`hloshard.autoshard.reshard_cache.shared_reshards`: one value to one layout, e.g. an FSDP weight
+    gathered for the forward and the backward dot) share one buffer, from the first user's copy to the
+    last user.  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
@@ -683,6 +657,8 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             copies.append((dot, b))
     resharded: list = []
     pinned: dict = {}
+    # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
+    shared = shared_reshards(graph, choice)
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -741,7 +717,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         sizes.append(-own)
             # where the copy is made: a pin solve writes, as soon as its operand exists (copy_start)
             key = pin_key(graph, g, inst, leaf, req)
-            resharded.append((key or len(resharded), copy_start(graph, inst, t, key is not None), end, b))
+            start = copy_start(graph, inst, t, key is not None)
+            cached = shared.get((g.node, id(inst), leaf)) if key is None else None
+            resharded.append((key or cached or len(resharded), start, end, b))
             if key is not None:
                 pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
     # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)

@@ -49,6 +49,7 @@ from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes,
                     relayout_point,
                     scratch_bytes)
 from .graph import Graph
+from .reshard_cache import cache_layout
 
 
 @dataclass
@@ -170,9 +171,13 @@ def edge_memory_terms(graph: Graph) -> list:
                                     dtype=np.int64)
                 shared = pin_key(graph, g, inst, leaf, None) is not None
                 lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
-                terms.append(Term((source, consumer), lo, end, copy, carrier=1,
-                                  share=(id(g.instr.parent), id(inst), leaf) if shared else None,
-                                  layout=(lambda j, reqs=reqs: repr(reqs()[j])) if shared else None))
+                if shared:
+                    share, layout = (id(g.instr.parent), id(inst), leaf), (lambda j, reqs=reqs: repr(reqs()[j]))
+                else:   # users XLA's reshard cache serves from one collective (build.edge_buffers)
+                    share = ("reshard-cache", id(g.instr.parent), sg.node, kk)
+                    layout = (lambda j, reqs=reqs, g=g, inst=inst, leaf=leaf, own=len(terms):
+                              cache_layout(minfo, g.instr, inst, leaf, reqs()[j]) or ("own", own))
+                terms.append(Term((source, consumer), lo, end, copy, carrier=1, share=share, layout=layout))
             readers = reshard_readers(g.instr)
             if any(x.opcode in ("dot", "convolution") for x in readers):
                 # the relayout copy after an all-gather along a dimension that is not the most major

@@ -224,12 +224,15 @@ class CostResult:
 
     @property
     def gap(self) -> float | None:
-        """(total - bound) / total, 0 when proven optimal, None without a bound."""
+        """(objective - bound) / objective, 0 when proven optimal, None without a bound.  The objective
+        is the problem's (``total + cached``: the pairwise edges charge every user's resharding, also
+        those XLA's reshard cache serves), the figure ``bound`` is a bound on; ``total`` itself may be
+        below ``bound`` (a plan whose FSDP weights are gathered once for several dots)."""
         if self.status == "optimal":
             return 0.0
         if self.bound is None:
             return None
-        t = self.evaluation.total
+        t = self.evaluation.total + self.evaluation.cached
         return 0.0 if t <= 0 else max(0.0, (t - self.bound) / t)
 
     def completion_words(self, with_time: bool = True) -> str:

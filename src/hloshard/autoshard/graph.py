@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..costgraph import Problem
+from ..strategy.base import LeafRef, leaf_shapes
 from ..strategy.registry import BuildContext
 
-__all__ = ["Graph"]
+__all__ = ["Graph", "chosen_operand_leaves"]
 
 
 @dataclass
@@ -37,3 +38,33 @@ class Graph:
     @property
     def cost_scale(self) -> float:
         return self.problem.cost_scale
+
+
+def _operand_leaves(opref, inputs_entry):
+    """(instr, leaf, required spec) triples for one operand slot of a strategy."""
+    if isinstance(opref, LeafRef):
+        return [(opref.instr, opref.leaf, inputs_entry)]
+    if opref.shape.is_tuple:
+        shapes = leaf_shapes(opref.shape)
+        if inputs_entry is None:
+            return [(opref, l, None) for l in range(len(shapes))]
+        return [(opref, l, inputs_entry[l]) for l in range(len(shapes))]
+    return [(opref, 0, inputs_entry)]
+
+
+def chosen_operand_leaves(graph, choice, nodes=None):
+    """Yield ``(v, group, i, instr, leaf, required, weight)`` for every operand leaf of every node ``v`` of
+    ``graph`` (in ``nodes``' order, default all) under its chosen strategy ``choice[v]``: the ``i``-th operand
+    slot, the leaf ``leaf`` of ``instr`` it reads, the spec the strategy requires of it (None: no
+    requirement) and the slot's operand weight (``StrategyGroup.operand_weights``, default 1).  The one walk
+    of a plan's operand requirements (:func:`hloshard.autoshard.evaluate.reshardings_of`,
+    :func:`hloshard.autoshard.reshard_cache.cached_reshards`, :func:`hloshard.autoshard.build.edge_buffers`)."""
+    for v in (range(len(graph.nodes)) if nodes is None else nodes):
+        g = graph.nodes[v]
+        st = g.strategies[int(choice[v])]
+        ops = g.ops()
+        weights = g.operand_weights or [1.0] * len(ops)
+        for i, opref in enumerate(ops):
+            entry = st.inputs[i] if i < len(st.inputs) else None
+            for inst, leaf, req in _operand_leaves(opref, entry):
+                yield v, g, i, inst, leaf, req, weights[i]

@@ -4,7 +4,11 @@ XLA's SPMD partitioner keeps, per partitioned value, the layouts it has already 
 (``PartitionedHlo::Reshard``'s ``reshard_cache``, all-gathers included: ``cache_all_gather``), so when
 several users in one computation need the same value in the same other layout -- a dot's operand pin and
 an elementwise user of the same activation, two identical multiplies jax traced twice, ``clamp(x, y, x)``
--- the collective is made once, for the first of them, and the others read its result.  The cost graph
+-- the collective is made once, for the first of them, and the others read its result.  A replicated
+copy is shared by every handler, dots included: ``PartitionedHlo::Replicate()`` and ``Reshard(Replicate())``
+both return any replicated entry of the cache (``cache_all_gather``), so an FSDP weight gathered for the
+forward dot is not gathered again for the backward's input-gradient dot (new user 25b's GPT-2 FSDP plan on
+16 devices: 152.12 MB predicted -> 125.58, XLA 98.18; ``tests/test_reuse_xla.py``).  The cost graph
 prices one resharding per edge (its matrices are pairwise, so the solver cannot see this); this module
 finds, for a chosen plan, the operand leaves whose resharding an earlier user's identical one serves, so
 that :func:`hloshard.autoshard.evaluate.evaluate_choice` (the objective of ``hloshard cost`` and of the
@@ -22,8 +26,7 @@ from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
 from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
-from .build import chosen_operand_leaves
-from .graph import Graph
+from .graph import Graph, chosen_operand_leaves
 from .resharder import _key
 
 
@@ -40,6 +43,36 @@ def resharded_as_planned(instr) -> bool:
 
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
+
+
+def cache_layout(minfo, user, inst, leaf, req):
+    """The layout key under which XLA's partitioner looks up, in the cache of leaf ``leaf`` of ``inst``,
+    the resharding its user ``user`` needs to ``req`` (a spec): ``_key(req)`` when the user reshards
+    through the cache (:func:`resharded_as_planned`, or any user that needs the value whole,
+    :func:`_replicates`), else None (its resharding is its own).  The one rule behind
+    :func:`cached_reshards` (bytes), :func:`shared_reshards` (the evaluated memory) and the solver's
+    priced memory (:func:`hloshard.autoshard.edgememory.edge_memory_terms`)."""
+    if req is None:
+        return None
+    if resharded_as_planned(user) or _replicates(minfo, inst, leaf, req):
+        return _key(req)
+    return None
+
+
+def _replicates(minfo, inst, leaf, req) -> bool:
+    """True when ``req`` (a plan's requirement of leaf ``leaf`` of ``inst``) is the fully replicated
+    layout: whatever the user's handler (a dot, a gather, the default handler), XLA's partitioner makes a
+    replicated operand with ``PartitionedHlo::Replicate()`` or ``Reshard(Replicate())``, and both first
+    look in the value's reshard cache for any replicated entry (``cache_all_gather``, on by default): a
+    value all-gathered once is all-gathered once for every user that needs it whole (FSDP's weight, read
+    by the forward dot and by the backward's input-gradient dot)."""
+    shape = leaf_shapes(inst.shape)[leaf]
+    if not is_array(shape):
+        return False
+    try:
+        return bool(minfo.to_sharding(req, len(shape.dims)).is_replicated)
+    except (ValueError, TypeError, AttributeError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -60,10 +93,10 @@ class CachedReshard:
 
 def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     """The reshardings of ``choice`` (one strategy index per node of ``graph``) that XLA's partitioner
-    reuses instead of making again: every operand leaf of a user :func:`resharded_as_planned` whose
-    (computation of the user, producing node and leaf, source layout, required layout) equals that of an
-    earlier such operand leaf in its computation's instruction order (the same instruction reading one
-    value twice included).  Reshardings that move nothing (equal layouts, or
+    reuses instead of making again: every operand leaf of :func:`_cache_users` (a user
+    :func:`resharded_as_planned`, or any user that needs the value whole) whose (computation of the user,
+    producing node and leaf, source layout, required layout) equals that of an earlier one in its
+    computation's instruction order (the same instruction reading one value twice included).  Reshardings that move nothing (equal layouts, or
     manual ones) are not listed.  ``saved``: the plan's cost of that resharding
     (:func:`hloshard.cost.reshard.resharding_cost`) times the user's executions and operand weight;
     unplannable pairs are left out."""
@@ -72,30 +105,9 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
     for e, contribs in enumerate(graph.edge_info):
         for inst, leaf, g, _w in contribs:
             edge_of.setdefault((id(inst), leaf, id(g)), e)
-    # the order XLA's partitioner visits the users in: each computation's instruction order (a topological
-    # order, jax's), so that the collective is attributed to the instruction XLA tags it with
-    text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
-    order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     first: dict = {}
     out: list[CachedReshard] = []
-    planned = [v for v in order if resharded_as_planned(graph.nodes[v].instr)]
-    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, planned):
-        if req is None:
-            continue
-        if inst not in ctx.groups:
-            # an operand the graph was not built with: the module has since been written (its pins,
-            # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
-            continue
-        r = ctx.resolve(inst, leaf)
-        if r is TOKEN or r[0] is g:
-            continue
-        src = leaf_spec(graph, inst, leaf, choice)
-        if src is None or _key(src) == _key(req):
-            continue
-        if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
-                (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
-            continue
-        key = (id(g.instr.parent), id(r[0]), r[1], _key(src), _key(req))
+    for v, g, i, inst, leaf, req, weight, src, key in _cache_users(graph, choice):
         payer = first.get(key)
         if payer is None:
             first[key] = g.instr.name
@@ -114,3 +126,47 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
             continue
         out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight))
     return out
+
+
+def _cache_users(graph: Graph, choice):
+    """Yield ``(v, group, i, instr, leaf, required, weight, source spec, key)`` for every operand leaf of
+    ``choice`` that XLA's partitioner reshards through the value's cache, in the order it visits the users
+    (each computation's instruction order: a topological order, jax's, so that the collective is
+    attributed to the instruction XLA tags it with): a user :func:`resharded_as_planned`, or any user that
+    needs the value whole (:func:`_replicates`), whose layout differs from the value's (manual ones left
+    out).  ``key``: (computation of the user, producing node and leaf, source layout, required layout);
+    users with one key share one resharded value."""
+    ctx, minfo = graph.ctx, graph.ctx.minfo
+    text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
+    order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
+    for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
+        layout = cache_layout(minfo, g.instr, inst, leaf, req)
+        if layout is None:
+            continue
+        if inst not in ctx.groups:
+            # an operand the graph was not built with: the module has since been written (its pins,
+            # solve.apply_solution's fallback prices earlier plans' memory on it); nothing cached
+            continue
+        r = ctx.resolve(inst, leaf)
+        if r is TOKEN or r[0] is g:
+            continue
+        src = leaf_spec(graph, inst, leaf, choice)
+        if src is None or _key(src) == _key(req):
+            continue
+        if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
+                (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
+            continue
+        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), layout)
+
+
+def shared_reshards(graph: Graph, choice) -> dict:
+    """``{(node, id(operand instruction), leaf): key}`` for the operand leaves of ``choice`` whose
+    resharded value XLA's cache shares with another user (the payer of :func:`cached_reshards` and the
+    users it serves; one key per shared value): the memory model prices one buffer per key, made at its
+    first user and live until its last (:func:`hloshard.autoshard.build.edge_buffers`,
+    :func:`hloshard.cost.liveness.one_buffer_per_reshard`), as XLA's buffer assignment keeps the one
+    collective's result for all its readers."""
+    users: dict = {}
+    for v, _g, _i, inst, leaf, _req, _w, _src, key in _cache_users(graph, choice):
+        users.setdefault(key, []).append((v, id(inst), leaf))
+    return {u: ("reshard-cache",) + key for key, lst in users.items() if len(lst) > 1 for u in lst}
