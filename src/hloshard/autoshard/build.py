@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
-from ..cost.liveness import (normalized_indices, buffer_intervals, in_place_user, is_fused, made_at_entry_start,
+from ..cost.liveness import (normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, set_fusion_backend,
@@ -137,12 +137,19 @@ def _cached_intervals(module, schedule, own, values, params, outputs, donated, g
     hit = getattr(module, "_hloshard_intervals", None)
     if hit is not None and hit[0] is schedule and hit[1] == key and hit[2].same_for(own) and \
             hit[3].same_for(values):
-        return dict(hit[4])
+        return _copy_intervals(hit[4])
     rec_own, rec_values = _Recorded(own), _Recorded(values)
     iv = buffer_intervals(schedule, rec_own, rec_values, parameters=key[0], outputs=key[1], donated=key[2],
                           gather_copies=key[4])
-    module._hloshard_intervals = (schedule, key, rec_own, rec_values, dict(iv))
+    module._hloshard_intervals = (schedule, key, rec_own, rec_values, _copy_intervals(iv))
     return iv
+
+
+def _copy_intervals(iv):
+    """A copy of :func:`hloshard.cost.liveness.buffer_intervals`' answer, its ``output_slots`` kept."""
+    out = BufferIntervals(iv)
+    out.output_slots = getattr(iv, "output_slots", ())
+    return out
 
 
 def processed_computations(module) -> list:
@@ -520,6 +527,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     graph.persistent = np.zeros(n, dtype=bool)
     for u in param_nodes + leaf_nodes(entry.root):
         graph.persistent[u] = True
+    # XLA CPU: the outputs' allocations a plan's communication buffers may still take (edge_buffers)
+    graph.output_slots = getattr(iv, "output_slots", ()) if memory_device is None else ()
     # XLA CPU's copies of a node's tile: f32 copies of bf16 loop invariants (cost.liveness.widened_invariants; not on a TPU):
     # (node whose tile is copied, lo, hi, factor), priced by edge_buffers and edgememory like a collective's
     graph.widened = []
@@ -658,6 +667,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     if table:
         ivs.append((0, max(len(graph.schedule), 1)))
         sizes.append(table)
+    first_comm = len(ivs)   # the temporaries below (cost.liveness.place_in_outputs)
     # XLA CPU's f32 copy of a bf16 loop invariant, over the loop (cost.liveness.widened_invariants)
     for u, lo, hi, factor in getattr(graph, "widened", ()):
         g = graph.nodes[u]
@@ -671,14 +681,24 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         if extra > 0 and t is not None:
             ivs.append((t, t + 1))
             sizes.append(extra)
-    # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals)
+    # XLA's DotDecomposer relayout copies of dot operands (hloshard.cost.liveness.relayout_intervals); the
+    # copy of an operand the plan reshards for the dot is made after the collective, at the dot, and it is
+    # the relayout copy after an all-gather (one loop fusion: _relayout_bytes is not added again)
+    moved = _resharded_operands(graph, choice)
+    decomposed = set()
     for dot, lo, hi, b in relayout_copies(graph, choice, ids):
+        ops = {id(o) for k in (0, 1) if k < len(dot.operands) for o in (dot.operands[k],)
+               if (id(dot), id(o)) in moved}
+        if ops:
+            decomposed.update((id(dot), o) for o in ops)
+            lo = max(lo, ids.get(id(dot), lo))
         ivs.append((lo, hi))
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
     resharded: list = []
     pinned: dict = {}
+    dead_at: dict = {}   # node -> the dot its value is dead at (read there only by a collective)
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -694,6 +714,15 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 b = int(minfo.bytes_per_device(_leaf_shape(inst, leaf), req))
             except (ValueError, TypeError, AttributeError):
                 continue
+            # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
+            # reshape or a copy reads the gathered layout directly)
+            readers = reshard_readers(g.instr)
+            dots = [graph.positions.get(u) for u in readers if u.opcode in ("dot", "convolution")]
+            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if dots else 0
+            copied = (id(g.instr), id(inst)) in decomposed   # the DotDecomposer copy above is this copy
+            # a dot's operand gathered and then copied: at the dot only the copy is live (the collective
+            # read the source, the copy read the collective's result, each before the dot runs)
+            relaid = bool(relayout or copied) and g.instr.opcode in ("dot", "convolution")
             src = graph.positions.get(inst)
             r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
             if r is not TOKEN and (is_fused(inst) or
@@ -701,14 +730,19 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or a
                 # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
                 sg = r[0]
-                ivs.append((src, t + 1))
+                ivs.append((src, max(src, t if relaid else t + 1)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
-            # the relayout copy: only a dot / convolution needs the default layout (a loop fusion, a
-            # reshape or a copy reads the gathered layout directly)
-            readers = reshard_readers(g.instr)
-            dots = [graph.positions.get(u) for u in readers if u.opcode in ("dot", "convolution")]
-            relayout = _relayout_bytes(graph, inst, leaf, choice, req) if dots else 0
-            if relayout:
+            elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and \
+                    all(u is g.instr or (ids.get(id(u)) is not None and ids[id(u)] < t) for u in inst.users):
+                # ... and the source itself, last read by that collective, is dead at the dot too
+                sg = r[0]
+                dead_at[sg.node] = t
+                lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
+                own = int(graph.problem.node_usages[sg.node][int(choice[sg.node])])
+                if own > 0 and lo_s < t and hi_s == t + 1:
+                    ivs.append((t, t + 1))
+                    sizes.append(-own)
+            if relayout and not copied:
                 # made just before the first dot that reads it (after a pin: the pin's reader, not the pin;
                 # the gathered buffer dies at the copy, which the pin's interval then stands for)
                 at = relayout_point(graph, g.instr, t)
@@ -735,6 +769,10 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                     if own > 0 and hi_s > t + 1 and hi_s <= end:
                         ivs.append((t + 1, hi_s))
                         sizes.append(-own)
+            if relaid:
+                # the collective's result is read by the relayout copy only, made at the consumer: the
+                # copy stands for it there (as for a written pin, relayout_point)
+                end = min(end, t)
             # where the copy is made: a pin solve writes, as soon as its operand exists (copy_start)
             key = pin_key(graph, g, inst, leaf, req)
             resharded.append((key or len(resharded), copy_start(graph, inst, t, key is not None), end, b))
@@ -748,7 +786,29 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     for lo, hi, b in pinned_only_credit(graph, choice, pinned):
         ivs.append((lo, hi))
         sizes.append(b)
+    # the communication buffers and copies XLA keeps in an output's allocation before the output is
+    # written (cost.liveness.place_in_outputs: the rule of the module's own temporaries)
+    slots = getattr(graph, "output_slots", ())
+    if slots:
+        placed = place_in_outputs(slots, ivs[first_comm:], sizes[first_comm:], dead_at)
+        for j, hit in enumerate(placed):
+            if hit:
+                sizes[first_comm + j] = 0
     return ivs, sizes
+
+
+def _resharded_operands(graph: Graph, choice) -> set:
+    """``{(id(consumer), id(operand))}``: the operands ``choice`` reshards for a dot or convolution
+    (an edge with a resharding cost and a layout the consumer's strategy requires)."""
+    out = set()
+    for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
+        if m[int(choice[u]), int(choice[v])] <= 0:
+            continue
+        for inst, leaf, g, _scale in contribs:
+            if g.instr.opcode in ("dot", "convolution") and \
+                    _required(g, g.strategies[int(choice[g.node])], inst, leaf) is not None:
+                out.add((id(g.instr), id(inst)))
+    return out
 
 
 def pinned_only_credit(graph: Graph, choice, pinned: dict) -> list:
