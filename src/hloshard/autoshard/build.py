@@ -651,7 +651,13 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     the operand is an entry parameter: :func:`hloshard.cost.liveness.made_at_entry_start`); in a plan that
     solve writes with pins, the consumers that share a pin share that buffer, made where the operand is made
     (:func:`copy_start`) and read until the last of them (:func:`pin_key`), and a value only pins read ends
-    at them (:func:`pinned_only_credit`).  The IOPDDL form
+    at them (:func:`pinned_only_credit`).  A dot's (or convolution's) operand that an all-gather
+    reshards and a copy relays out is copied once (the relayout after the gather and ``DotDecomposer``'s
+    transpose are one loop fusion in XLA CPU), that copy made at the dot; at the dot only the copy is
+    live: the gathered buffer, and the source when the collective was its last reader, are dead there
+    (round 26: keras-hub Llama's embedding gradient).  On XLA CPU these buffers take what the module's
+    temporaries left of the entry outputs' allocations before the outputs are written
+    (:func:`hloshard.cost.liveness.place_in_outputs`, ``graph.output_slots``).  The IOPDDL form
     has node memory only, so these are not in ``graph.problem``: the evaluation adds them to the peak
     (:func:`hloshard.autoshard.evaluate.peak_memory`) and a memory budget is checked against that.
     ``copies``: when a list, ``(instruction, bytes)`` is appended for each layout copy among them (the
