@@ -692,11 +692,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     # the relayout copy after an all-gather (one loop fusion: _relayout_bytes is not added again)
     moved = _resharded_operands(graph, choice)
     decomposed = set()
-    for dot, lo, hi, b in relayout_copies(graph, choice, ids):
-        ops = {id(o) for k in (0, 1) if k < len(dot.operands) for o in (dot.operands[k],)
-               if (id(dot), id(o)) in moved}
-        if ops:
-            decomposed.update((id(dot), o) for o in ops)
+    for dot, k, lo, hi, b in relayout_copies(graph, choice, ids):
+        if (id(dot), id(dot.operands[k])) in moved:
+            decomposed.add((id(dot), id(dot.operands[k])))
             lo = max(lo, ids.get(id(dot), lo))
         ivs.append((lo, hi))
         sizes.append(b)
@@ -874,9 +872,9 @@ def copy_start(graph: Graph, inst, t: int, pinned: bool) -> int:
 
 def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list:
     """The dot operand copies XLA's ``DotDecomposer`` makes under ``choice``
-    (:func:`hloshard.cost.liveness.relayout_intervals`): ``[(dot, lo, hi, bytes)]``, bytes per device of
-    the operand in the layout the dot's chosen strategy requires (copies of 0 bytes left out), each a
-    buffer over ``[lo, hi)`` of :func:`edge_buffers`."""
+    (:func:`hloshard.cost.liveness.relayout_intervals`): ``[(dot, k, lo, hi, bytes)]`` (``k``: the operand
+    number), bytes per device of the operand in the layout the dot's chosen strategy requires (copies of 0
+    bytes left out), each a buffer over ``[lo, hi)`` of :func:`edge_buffers`."""
     ids = positions if positions is not None else {id(i): t for i, t in graph.positions.items()}
     minfo = graph.ctx.minfo
     out = []
@@ -893,7 +891,7 @@ def relayout_copies(graph: Graph, choice, positions: dict | None = None) -> list
         except (ValueError, TypeError, AttributeError):
             b = 0
         if b > 0:
-            out.append((dot, lo, hi, b))
+            out.append((dot, k, lo, hi, b))
     return out
 
 
