@@ -673,12 +673,15 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     if table:
         ivs.append((0, max(len(graph.schedule), 1)))
         sizes.append(table)
-    first_comm = len(ivs)   # the temporaries below (cost.liveness.place_in_outputs)
     # XLA CPU's f32 copy of a bf16 loop invariant, over the loop (cost.liveness.widened_invariants)
     for u, lo, hi, factor in getattr(graph, "widened", ()):
         g = graph.nodes[u]
         ivs.append((lo, hi))
         sizes.append(factor * int(g.strategies[int(choice[u])].memory))
+    # the plan's own temporaries below may take an output's free allocation (cost.liveness.place_in_outputs;
+    # not the copies above: a scatter's destination copy is the scatter's in-place buffer, already placed
+    # with it, tests/test_memory_model.py's SCATTER_COPY)
+    first_comm = len(ivs)
     # the collectives of the chosen strategies: the buffer on the other side of each (an all-reduce's
     # partial sums beside its result, a reduce-scatter's input, an all-gathered operand) at the node
     for v, g in enumerate(graph.nodes):
@@ -726,7 +729,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             copied = (id(g.instr), id(inst)) in decomposed   # the DotDecomposer copy above is this copy
             # a dot's operand gathered and then copied: at the dot only the copy is live (the collective
             # read the source, the copy read the collective's result, each before the dot runs)
-            relaid = bool(relayout or copied) and g.instr.opcode in ("dot", "convolution")
+            # (not where solve writes a pin for the consumer: that pin is the buffer, pin_key)
+            relaid = bool(relayout or copied) and g.instr.opcode in ("dot", "convolution") and \
+                pin_key(graph, g, inst, leaf, req) is None
             src = graph.positions.get(inst)
             r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
             if r is not TOKEN and (is_fused(inst) or
