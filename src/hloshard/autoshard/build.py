@@ -741,7 +741,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 sg = r[0]
                 ivs.append((src, max(src, t if relaid else t + 1)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
-            elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and \
+            elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and r[0].node not in dead_at and \
                     all(u is g.instr or (ids.get(id(u)) is not None and ids[id(u)] < t) for u in inst.users):
                 # ... and the source itself, last read by that collective, is dead at the dot too
                 sg = r[0]
