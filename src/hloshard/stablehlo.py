@@ -25,6 +25,7 @@ import re
 import sys
 
 from .errors import HloSyntaxError
+from .xla_check import run_jax_child
 
 _DIAG = re.compile(r"^(?:-|<stdin>|\S*):(\d+):(\d+): error: (.*)$")
 _TIMEOUT = 300.0
@@ -36,7 +37,6 @@ def stablehlo_to_hlo(text: str, filename: str = "<string>") -> str:
     Raises InputError when jax/jaxlib are not installed (the ``xla`` extra) or the child dies, and
     HloSyntaxError (``filename:line:col: error: not StableHLO: ...``) when jaxlib rejects the text.
     """
-    from .xla_check import run_jax_child
 
     head = text.lstrip()[:64]
     if not head:
