@@ -35,6 +35,9 @@ from .sdy import NotExpressible, SdyMesh, dim_axes, module_sdy_mesh
 from .sdy_mesh import SDY_RESULT_TARGETS
 from .xla_check import compile_with_dump, run_jax_child
 
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
+
 __all__ = ["partition_specs", "spec_json", "xla_propagate", "source_location"]
 
 

@@ -27,6 +27,9 @@ import sys
 from .errors import HloSyntaxError
 from .xla_check import run_jax_child
 
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
+
 _DIAG = re.compile(r"^(?:-|<stdin>|\S*):(\d+):(\d+): error: (.*)$")
 _TIMEOUT = 300.0
 

@@ -42,6 +42,9 @@ from .cost.tpu_layout import padded_bytes
 from .errors import InputError
 from .xla_check import compile_with_dump, run_jax_child
 
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
+
 __all__ = ["XlaCost", "xla_cost", "tpu_cost"]
 
 
