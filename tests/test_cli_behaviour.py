@@ -173,7 +173,7 @@ def test_output_to_dev_stdout_is_written_in_place(tmp_path):
 # --------------------------------------------------------------------------- output paths first
 
 def test_unwritable_output_fails_before_the_solve(tmp_path, monkeypatch):
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
 
     def boom(*a, **k):
         raise AssertionError("the solve started although the output cannot be written")

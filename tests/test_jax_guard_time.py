@@ -29,7 +29,7 @@ def _stub_guard(monkeypatch, solve, baseline=None, with_budget=None):
     """The guard's collaborators replaced: ``solve`` for ``autoshard.solve_module``, ``with_budget`` for
     ``build.with_memory_budget`` (default: the graph itself), ``baseline`` for the XLA baseline (default: a
     GSPMD plan peaking at 1,000,000 bytes), and no entry layouts or plan shardings to read."""
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     import hloshard.autoshard.build as build
     from hloshard.jax import guard
 
@@ -157,7 +157,7 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     a 9.4 MiB plan of cost 8.29 M where a 10.0 MiB one of cost 6.31 M had been written before a price change)."""
     import types
 
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     import hloshard.costgraph as costgraph
     from hloshard.autoshard.solve import SolveResult
     from hloshard.errors import SolveFailed
@@ -290,7 +290,7 @@ def test_wall_clock_guard_runs_its_baseline_inside_the_limit_and_keeps_the_reser
     deadline does not move by its seconds (before round 24 it did: ``guard["xla_seconds"]`` past the limit)."""
     import types
 
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     from hloshard.jax import guard
 
     seen, timeouts = [], []
@@ -349,7 +349,7 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
     was."""
     import dataclasses
 
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     import hloshard.autoshard.solve as solve
     from hloshard.autoshard.solve import apply_solution
     from hloshard.cost.memory import xla_lower_bound
@@ -396,7 +396,7 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
 def test_guard_re_solves_a_plan_whose_written_module_peaks_above_and_puts_the_module_back(monkeypatch):
     """A written module above the baseline by more than the over-estimate: the module is put back as it was
     before the guard wrote the plan (pins dropped) before the re-solves, which search its graph."""
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     from hloshard.cost.memory import xla_lower_bound
     from hloshard.errors import SolveFailed
     from hloshard.hlo.printer import print_module

@@ -242,9 +242,9 @@ def test_report_written_on_timeout(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace
 
-    import hloshard.autoshard.search
+    import hloshard.solver
 
-    monkeypatch.setattr(hloshard.autoshard.search, "solve_problem",
+    monkeypatch.setattr(hloshard.solver, "solve_problem",
                         lambda *a, **k: SimpleNamespace(status="timeout", strategies=[], explanation=None))
     rep = tmp_path / "rep.json"
     r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--time-limit", "1",
@@ -367,7 +367,7 @@ def test_cost_says_it_chose_for_unannotated_instructions():
 def test_solve_survives_a_failed_re_evaluation(monkeypatch):
     """If re-evaluating the written module finds nothing in time, solve still succeeds with the
     solver's own objective and says so."""
-    import hloshard.autoshard.solve as autoshard
+    import hloshard.autoshard as autoshard
     import hloshard.autoshard.solve as autoshard_solve
     from hloshard.errors import SolveFailed
     from hloshard.mesh import DeviceMesh

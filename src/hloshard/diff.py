@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from rich.table import Table
 
-from .autoshard import instruction_sharding
-from .autoshard.evaluate import evaluate_as_written
+from .autoshard import evaluate_as_written, instruction_sharding
 from .autoshard.aliases import matching_pairs, module_ties
 from .autoshard.evaluate import counted_instructions
 from .cost.steptime import cost_formatter

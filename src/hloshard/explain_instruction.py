@@ -55,8 +55,7 @@ from .autoshard.local import freeable as _freeable
 from .autoshard.local import same_spec as _same_spec
 from .autoshard.local import spec_key as _spec_key
 from . import xla_compare
-from .autoshard import instruction_sharding, leaf_spec, processed_computations
-from .autoshard.evaluate import evaluate_as_written
+from .autoshard import evaluate_as_written, instruction_sharding, leaf_spec, processed_computations
 from .cost.reshard import plan
 from .explain_local import Pricing, SolveSpace, follower_breaks, rematerialized_moved, strategies_unlisted
 from .hlo import parse_module, print_module

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import multiprocessing
 import os
 
-from .autoshard.solve import solve_module
+from .autoshard import solve_module
 from .autoshard.build import build_graph
 from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
 from .autoshard.coarse import CoarseSolve, map_choice

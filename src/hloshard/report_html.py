@@ -15,8 +15,7 @@ import html
 import re
 
 from .textout import mesh_words
-from .autoshard import instruction_sharding
-from .autoshard.evaluate import reshardings_of
+from .autoshard import instruction_sharding, reshardings_of
 from .cost.memory import bytes_per_device
 from .cost.steptime import cost_formatter
 from .diff import COUNTED

@@ -256,7 +256,7 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
     nothing and are left out.  Executions: the cost graph's weight of the instruction (loop trips);
     a loop back-edge's extra weight is recovered from the edge cost over the plan cost.
     """
-    from .autoshard.evaluate import reshardings_of
+    from .autoshard import reshardings_of
 
     graph, choice = result.graph, result.choice
     ctx, mesh = graph.ctx, graph.mesh

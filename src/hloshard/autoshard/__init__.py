@@ -14,11 +14,7 @@ The steps, one file each:
 * :mod:`.report` -- infeasible-budget messages and solver node ids named by instruction;
 * :mod:`.tiebreak` -- memory as a tie-breaker in the solver's problem (never in a reported cost).
 
-The names below are re-exported (``from hloshard.autoshard import X``) from the steps that do not solve:
-:mod:`.evaluate`, :mod:`.search` and :mod:`.solve` are imported from their modules
-(``from hloshard.autoshard.solve import solve_module``), because they import the solver and with it
-OR-Tools, which a light command (``hloshard lint`` checks ``--tie`` and user shardings through
-:mod:`.aliases` and :mod:`.user_shardings`) must not load.
+Every name below is re-exported so that ``from hloshard.autoshard import X`` keeps working.
 """
 
 from ..cost.liveness import computation_order as _post_order  # noqa: F401  (the old private name)
@@ -28,13 +24,21 @@ from .build import (
     EXHAUSTIVE_LIMIT, Graph, _add_edge, _leaf_shape, _operand_leaves, _to_int, build_graph,
     choose_scale, processed_computations,
 )
+from .evaluate import (
+    CostResult, Evaluation, evaluate_as_written, evaluate_choice, evaluate_module, is_per_device_program, peak_memory,
+    per_instruction_costs, replicated_evaluation, reshardings_of, top_edges,
+)
+from ..solver.followers import merge_followers
 from .report import _failed, _name_nodes, infeasible_message, minimum_memory_check
 from .resharder import _key, _Resharder, _unique
+from .solve import SolveResult, solve_graph, solve_module
 from .tiebreak import real_part, with_memory_tie_break
 from .user_shardings import KEEP_MODES, _check_user_sharding, user_shardings
 
 __all__ = [
-    "EXHAUSTIVE_LIMIT", "KEEP_MODES", "Graph", "apply_choice", "build_graph", "choose_scale", "infeasible_message",
-    "instruction_sharding", "leaf_spec", "minimum_memory_check", "processed_computations", "real_part",
-    "user_shardings", "with_memory_tie_break",
+    "EXHAUSTIVE_LIMIT", "KEEP_MODES", "CostResult", "Evaluation", "Graph", "SolveResult", "apply_choice",
+    "build_graph", "choose_scale", "evaluate_as_written", "evaluate_choice", "evaluate_module", "infeasible_message",
+    "instruction_sharding", "is_per_device_program", "leaf_spec", "merge_followers", "minimum_memory_check", "peak_memory",
+    "per_instruction_costs", "processed_computations", "replicated_evaluation", "reshardings_of", "solve_graph", "solve_module",
+    "top_edges", "user_shardings", "with_memory_tie_break", "real_part",
 ]

@@ -43,7 +43,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from ..cost.reshard import autosharding_resharding_cost
-from ..solver.api import solve_problem
+from ..solver import solve_problem
 from ..strategy.base import LeafRef, StrategyGroup, TOKEN, is_array, is_mesh_spec, leaf_shapes
 from ..strategy.handlers import build_group
 from ..strategy.registry import BuildContext, _same

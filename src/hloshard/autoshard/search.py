@@ -9,7 +9,7 @@ from .graph import Graph
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
 from ..costgraph import evaluate
-from ..solver.api import solve_problem
+from ..solver import solve_problem
 from ..solver.followers import expand_choice
 from .trivial import cheapest_trivial
 

@@ -33,7 +33,7 @@ from io import StringIO
 import click
 from rich.table import Table
 
-from ..autoshard.evaluate import evaluate_as_written, per_instruction_costs
+from ..autoshard import evaluate_as_written, per_instruction_costs
 from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
 from ..cost.tpu_partitioner import tpu_partitioned_view
 from ..errors import UsageError

@@ -225,7 +225,7 @@ def _same_text(old, new) -> bool:
 def per_device_warning(module, module_file: str) -> str | None:
     """The warning ``solve`` gives for an input that XLA has already partitioned
     (:func:`hloshard.autoshard.is_per_device_program`), or None for a logical module."""
-    from ..autoshard.evaluate import is_per_device_program
+    from ..autoshard import is_per_device_program
 
     if not is_per_device_program(module):
         return None
@@ -239,8 +239,7 @@ def per_device_warning(module, module_file: str) -> str | None:
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
     a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit."""
-    from ..autoshard import processed_computations
-    from ..autoshard.evaluate import evaluate_module
+    from ..autoshard import evaluate_module, processed_computations
     from ..errors import HloshardError
 
     instrs = [i for c in processed_computations(module) for i in c.instructions]
@@ -334,7 +333,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     budget, status in words) goes to stderr, or with --format json the report JSON goes to stdout.
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
-    from ..autoshard.solve import solve_module
+    from ..autoshard import solve_module
     from ..autoshard.report_json import build_report
     from ..autoshard.evaluate import counted_instructions
     from ..hlo import print_module

@@ -18,7 +18,7 @@ from ..errors import SolveFailed, UsageError
 from .progress import SolverProgress
 from ..costgraph import load_problem
 from ..io import write_text_atomic
-from ..solver.api import solve_problem
+from ..solver import solve_problem
 from .common import check_outputs, note_input
 
 

@@ -142,7 +142,7 @@ class AutoShardResult:
         (``mesh['axis_0'=2,...] {'axis_0'}``) names mesh axes only -- read as all devices it added 13% to
         new user 21's count.  One compile, seconds to minutes.  Raises InputError (``hloshard.errors``)
         when jax cannot be imported or its child process fails as a whole."""
-        from ..autoshard.evaluate import evaluate_as_written
+        from ..autoshard import evaluate_as_written
         from ..hlo import parse_module
         from ..xla_compare import compare_module
 
@@ -667,7 +667,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     import numpy as np
     from jax.sharding import NamedSharding
 
-    from ..autoshard.solve import solve_module
+    from ..autoshard import solve_module
     from ..autoshard.aliases import Tie
     from ..autoshard.coarse import work_limit
     from ..autoshard.report import parameter_floor_check

@@ -121,7 +121,7 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     (instruction name -> HloSharding: XLA's, the entry's, the fill's; :func:`_guard`'s last fallback)}``.  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
-    from ..autoshard.evaluate import evaluate_module
+    from ..autoshard import evaluate_module
 
     plan, found = entry_propagation(module, dmesh, entry, timeout, child)
     all_replicated = all(sh.is_replicated for sh in found.values() if sh is not None)
@@ -596,7 +596,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     the kept plan's 71.3 MB / 132.8 MB."""
     import time
 
-    from ..autoshard.solve import solve_module
+    from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
