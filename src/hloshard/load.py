@@ -17,7 +17,7 @@ import dataclasses
 import time
 
 from .hlo import parse_module
-from .io import read_text
+from .io import is_stablehlo_path, read_text
 from .sdy_mesh import read_result_shardings
 from .stablehlo import mlir_signature, stablehlo_to_hlo
 
@@ -37,11 +37,6 @@ class SourceInfo:
     arg_paths: list = dataclasses.field(default_factory=list)
     result_paths: list = dataclasses.field(default_factory=list)
     convert_seconds: float = 0.0
-
-
-def is_stablehlo_path(path: str) -> bool:
-    """True for ``*.mlir`` (StableHLO text)."""
-    return str(path).lower().endswith(".mlir")
 
 
 def load_text(text: str, filename: str, stablehlo: bool = False):

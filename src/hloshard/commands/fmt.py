@@ -12,8 +12,7 @@ import click
 from ..errors import UsageError
 from ..hlo import parse_file, parse_module, print_module
 from ..hlo.verify import verify_module
-from ..io import read_text, write_text_atomic
-from ..load import is_stablehlo_path
+from ..io import is_stablehlo_path, read_text, write_text_atomic
 from .common import check_outputs, note_input
 
 
