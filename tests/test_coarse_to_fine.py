@@ -332,7 +332,7 @@ def test_kept_sharding_in_the_coarse_order_is_a_layout_of_the_graph_that_prices_
     it is priced as a mesh layout, not a raw sharding (decoder2's module solved at 2x2x2 cost 5,394,479
     by ``hloshard cost`` against the solver's 5,011,247 before)."""
     from hloshard.autoshard.build import kept_coarse_cuts, processed_computations
-    from hloshard.autoshard.user_shardings import user_shardings
+    from hloshard.strategy.user_shardings import user_shardings
     from hloshard.strategy.base import is_mesh_spec
 
     text = TINY_RESHAPE.replace("exponential(r)", "exponential(r), sharding={devices=[4,1,2]<=[4,2]T(1,0) "

@@ -242,9 +242,9 @@ def test_report_written_on_timeout(tmp_path, monkeypatch):
     import json
     from types import SimpleNamespace
 
-    import hloshard.solver
+    import hloshard.autoshard.search
 
-    monkeypatch.setattr(hloshard.solver, "solve_problem",
+    monkeypatch.setattr(hloshard.autoshard.search, "solve_problem",   # the name solve_graph calls
                         lambda *a, **k: SimpleNamespace(status="timeout", strategies=[], explanation=None))
     rep = tmp_path / "rep.json"
     r, out = _solve(tmp_path, SAMPLES / "mlp_train_step.pre.hlo", "--mesh", "2x4", "--time-limit", "1",

@@ -62,6 +62,13 @@ from .errors import InputError, UsageError
 from .hlo.ir import Computation, Instruction, Module
 from .hlo import replica_groups as _rg
 from .hlo.shape import Shape
+from .cost.liveness import computation_peak_bytes
+from .hlo.collective_checks import collective_problems as _problems
+from .hlo.loops import execution_counts as counts
+from .hlo.sharding import HloSharding
+from .strategy.collectives import existing_collective_cost
+from .strategy.registry import BuildContext
+from .units import format_bytes
 
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 #: version of the ``--format json`` report (:data:`REPORT_SCHEMA`)
@@ -140,8 +147,6 @@ class CombineReport:
                 "groups": [g.to_json() for g in self.groups]}
 
     def to_text(self) -> str:
-        from .units import format_bytes
-
         kinds = ", ".join(self.kinds)
         if not self.collectives_before:
             lines = [f"module {self.module}: nothing to combine: it has no {_either(self.kinds)} collective"]
@@ -293,7 +298,6 @@ def collective_problems(instr: Instruction, num_devices: int | None = None) -> l
     sizes are only checked for consistency. The verifier's coverage rule (groups naming every
     participant) is ``verify_module``'s, not combine's.
     """
-    from .hlo.collective_checks import collective_problems as _problems
 
     module = instr.parent.parent if instr.parent is not None else None
     p = (module.num_partitions if module is not None else None) or num_devices
@@ -366,7 +370,6 @@ def execution_counts(module: Module) -> dict[int, float]:
     computation reached from several sites the sum). Computations not reached that way (fusion bodies,
     reducers, ``async-start`` wrapped computations, dead code) are absent: their collectives are charged
     at the caller (``async-start``) or not at all."""
-    from .hlo.loops import execution_counts as counts
 
     return counts(module)
 
@@ -381,8 +384,6 @@ class _Pricing:
     execution count of the computation (:func:`execution_counts`). Cost units."""
 
     def __init__(self, module: Module, mesh):
-        from .strategy.registry import BuildContext
-
         self.ctx = BuildContext(mesh)
         self.weights = execution_counts(module)
 
@@ -392,7 +393,6 @@ class _Pricing:
 
     def cost(self, instr: Instruction, weight: float | None = None) -> float:
         """Weighted cost of ``instr`` (cost units); ``weight`` defaults to its computation's."""
-        from .strategy.collectives import existing_collective_cost
 
         w = self.weight(instr.parent) if weight is None else weight
         if w == 0.0:
@@ -506,7 +506,6 @@ def _combine_bucket(comp: Computation, members: list[Instruction], prio: dict[in
     docstring). The members lose every user and are renamed out of the way (their names go to the GTEs
     / tuples that replace them); they are appended to ``retired`` for one
     :meth:`~hloshard.hlo.ir.Computation.remove_instructions` per computation."""
-    from .hlo.sharding import HloSharding
 
     first = members[0]
     operands: list[Instruction] = []
@@ -615,7 +614,6 @@ def peak_live_bytes(comp: Computation) -> int:
     ``get-tuple-element`` / ``tuple`` / ``bitcast`` allocate nothing and keep what they forward alive;
     bytes per device from the sharding, the written shape for ``{manual}`` / unannotated values).
     Called computations are not included."""
-    from .cost.liveness import computation_peak_bytes
 
     return computation_peak_bytes(comp)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from .autoshard import evaluate_as_written, instruction_sharding
-from .autoshard.aliases import matching_pairs, module_ties
+from .strategy.ties import matching_pairs, module_ties
 from .autoshard.evaluate import counted_instructions
 from .cost.steptime import cost_formatter
 from .errors import InputError
@@ -148,9 +148,9 @@ def diff_plans(module_a, module_b, mesh, mesh_b=None, time_limit: float | None =
 
 def state_layouts(module, result) -> dict:
     """How ``module`` (priced as ``result``, a CostResult) treats a training step's state: ``ties`` (the ties it
-    was priced with: its ``input_output_alias`` pairs and ``--tie``'s, :func:`hloshard.autoshard.aliases.module_ties`),
+    was priced with: its ``input_output_alias`` pairs and ``--tie``'s, :func:`hloshard.strategy.ties.module_ties`),
     ``pairs`` (top-level outputs with the shape and dtype of an entry parameter, ``--tie matching``'s rule,
-    :func:`hloshard.autoshard.aliases.matching_pairs`) and ``moved`` (of those, the ones that leave in another layout
+    :func:`hloshard.strategy.ties.matching_pairs`) and ``moved`` (of those, the ones that leave in another layout
     than the parameter comes in, written or chosen by ``cost``: a loop reshards them before every next step, which
     no cost here counts)."""
     g, choice = result.graph, result.choice

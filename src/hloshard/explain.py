@@ -37,6 +37,8 @@ from .errors import InputError
 from .hlo.shape import Shape
 from .hlo.sharding import HloSharding
 from .units import counted, format_bytes
+from . import xla_check
+from .cost.collectives import total_ring_bytes
 
 SCHEMA_VERSION = 1
 
@@ -358,7 +360,6 @@ def xla_module_text(report: ExplainReport) -> str:
 def attach_xla(report: ExplainReport) -> None:
     """Run XLA's SPMD partitioner on :func:`xla_module_text` in a child process and record its
     collectives beside the plan's (``report.xla``). Raises InputError when jax is not installed."""
-    from . import xla_check
 
     if not xla_check.jax_available():
         raise InputError("--xla needs jax and jaxlib in this Python (pip install 'hloshard[xla]')")
@@ -431,7 +432,6 @@ def plan_ring_bytes(plan: ReshardPlan) -> float:
     """Ring bytes per device of a resharding plan's collectives
     (:func:`hloshard.cost.collectives.total_ring_bytes`, as lint HS401 reports them and as
     :mod:`hloshard.xla_compare` measures XLA's)."""
-    from .cost.collectives import total_ring_bytes
 
     return total_ring_bytes(plan.predicted_collectives())
 

@@ -43,10 +43,10 @@ from dataclasses import dataclass, field
 
 from .cost.liveness import peak_usage
 from .cost.steptime import cost_formatter
-from .errors import HloSyntaxError, InputError, UsageError
+from .errors import HloSyntaxError, HloshardError, InputError, UsageError
 from .hlo.inline import inline_calls
 from .textout import print_table
-from .units import counted
+from .units import counted, format_bytes
 
 # the neighbourhood, what may be freed in it and its kept re-solve: the solver side's (autoshard.local,
 # solve's post-solve improvement pass uses them too)
@@ -54,6 +54,14 @@ from .autoshard.local import MAX_FREE, LocalSearch, neighbourhood  # noqa: F401
 from .autoshard.local import freeable as _freeable
 from .autoshard.local import same_spec as _same_spec
 from .autoshard.local import spec_key as _spec_key
+from . import xla_compare
+from .autoshard import evaluate_as_written, instruction_sharding, leaf_spec, processed_computations
+from .cost.reshard import plan
+from .explain_local import Pricing, SolveSpace, follower_breaks, rematerialized_moved, strategies_unlisted
+from .hlo import parse_module, print_module
+from .hlo.attributes import parse_metadata
+from .hlo.sharding import HloSharding
+from .strategy.base import LeafRef, MeshInfo, StrategyGroup, is_mesh_spec, leaf_shapes
 
 #: most distinct output shardings re-solved as alternatives (beyond it the locally cheapest are kept)
 MAX_CANDIDATES = 24
@@ -212,7 +220,6 @@ def find_instruction(module, name: str, filename: str | None = None):
 
 def _nodes_of(graph, instr) -> list:
     """(node id, leaf index or None) of every cost-graph node ``instr`` owns."""
-    from .strategy.base import StrategyGroup
 
     g = graph.ctx.groups.get(instr)
     if g is None:
@@ -240,8 +247,6 @@ def _metadata(instr) -> dict:
     if raw is None:
         return {}
     try:
-        from .hlo.attributes import parse_metadata
-
         md = parse_metadata(raw if isinstance(raw, str) else str(raw))
     except Exception:  # noqa: BLE001 - metadata is informational; never fail the report on it
         return {}
@@ -256,7 +261,6 @@ def _metadata(instr) -> dict:
 
 def _requirements(group, st):
     """(operand instruction, leaf, required spec) for every operand leaf strategy ``st`` constrains."""
-    from .strategy.base import LeafRef, leaf_shapes
 
     out = []
     for i, opref in enumerate(group.ops()):
@@ -276,8 +280,6 @@ def _requirements(group, st):
 
 
 def _is_spec(x) -> bool:
-    from .strategy.base import is_mesh_spec
-
     return is_mesh_spec(x)
 
 
@@ -289,7 +291,6 @@ def _sharding_text(graph, spec, shape) -> str | None:
 
 def _plan_json(graph, shape, src, dst, weight: float) -> dict:
     """The resharding plan from ``src`` to ``dst`` (specs) with its steps (kind, replica groups, bytes)."""
-    from .cost.reshard import plan
 
     minfo = graph.ctx.minfo
     a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(dst, len(shape.dims))
@@ -315,8 +316,6 @@ def _edges_of(graph, node: int):
 
 
 def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
-    from .strategy.base import leaf_shapes
-
     g = graph.nodes[node]
     st = g.strategies[int(choice[node])]
     w = graph.ctx.weight(g.instr)
@@ -325,7 +324,6 @@ def _strategy_json(graph, instr, node, leaf, choice, ev) -> dict:
         shape = leaf_shapes(inst.shape)[lf]
         if not shape.is_array:
             continue
-        from .autoshard import leaf_spec
 
         src = leaf_spec(graph, inst, lf, choice)
         row = {"operand": inst.name, "leaf": lf, "shape": str(shape),
@@ -372,7 +370,6 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     ``time_limit`` / ``progress``: as :func:`hloshard.autoshard.evaluate_module` (None: its fast
     completion of what the annotations leave open; seconds: the full solver).
     """
-    from .autoshard import evaluate_as_written, processed_computations
 
     inline_calls(module)   # as build_graph does: a call's name then stands for its callee's root copy
     target = find_instruction(module, name, filename)
@@ -389,7 +386,6 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     given = evaluate_as_written(module, mesh, time_limit=time_limit, progress=progress, deterministic=False)
     g1, c1, ev1 = given.graph, given.choice, given.evaluation
     tnodes1 = _nodes_of(g1, target)
-    from .autoshard import instruction_sharding
 
     data = {
         "instruction": target.name, "opcode": target.opcode, "shape": str(target.shape),
@@ -419,7 +415,6 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         return Explanation(data, notes=notes, cost_result=given)
 
     # 2. the neighbourhood: re-built without its annotations over the as-given graph (explain_local)
-    from .explain_local import Pricing
 
     pricing = Pricing(g1, c1)
     if len(tnodes1) != 1 or not pricing.plain(target):
@@ -429,7 +424,6 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     free_instrs = [i for i in neighbourhood(target, allowed, radius)
                    if _freeable(i, target, module) and pricing.plain(i)]
     data["neighbourhood"] = [i.name for i in free_instrs]
-    from .explain_local import SolveSpace
 
     search = _Search(pricing, target, free_instrs, SolveSpace(module, mesh))
     if search.site is None:
@@ -450,8 +444,6 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
                                           "outside_solve_space": kept["outside_solve_space"]}
 
     def evaluate_alt(spec) -> dict:
-        from .strategy.base import leaf_shapes
-
         shape = leaf_shapes(target.shape)[0]
         row = {"sharding": _sharding_text(g1, spec, shape)}
         if not search.offers(spec):
@@ -588,7 +580,6 @@ class _Search(LocalSearch):
         ``solve`` does not build for the instruction) or "rematerialized"
         (:func:`hloshard.explain_local.rematerialized_moved`: a value its users rebuild, whose edges
         ``solve``'s graph prices and ``hloshard cost`` of the written module does not)."""
-        from .explain_local import follower_breaks, rematerialized_moved, strategies_unlisted
 
         if self.space is None:
             return []
@@ -617,8 +608,6 @@ class _Search(LocalSearch):
 def rewritten_module(module, target_name: str, row: dict):
     """A copy of ``module`` with the shardings an alternative ``row`` gives the instruction and the
     neighbours it moves written as annotations."""
-    from .hlo import parse_module, print_module
-    from .hlo.sharding import HloSharding
 
     copy = parse_module(print_module(module), "<alternative>")
     find_instruction(copy, target_name).sharding = HloSharding.parse(row["sharding"])
@@ -630,8 +619,6 @@ def rewritten_module(module, target_name: str, row: dict):
 def _verify(row: dict, module, mesh, target, given_total: float, time_limit: float) -> None:
     """``verified_total``: ``hloshard cost`` of the module rewritten with ``row``'s shardings;
     ``verified_change``: that minus the module as given (cost units)."""
-    from .autoshard import evaluate_as_written
-    from .errors import HloshardError
 
     try:
         total = evaluate_as_written(rewritten_module(module, target.name, row), mesh, time_limit=time_limit).total_cost
@@ -664,9 +651,6 @@ def _outside_words(rows: list) -> str:
 
 
 def _parse_why_not(text: str, target, mesh):
-    from .hlo.sharding import HloSharding
-    from .strategy.base import MeshInfo
-
     t = text.strip()
     if not t.startswith("{"):
         t = "{" + t + "}"
@@ -699,7 +683,6 @@ def attach_xla(expl: Explanation, module, num_partitions: int) -> None:
     ``op_name``; the prediction is ``predicted_collectives`` of the as-given choice (the strategy's
     collectives and the resharding steps on its operand edges).  Bytes: ring bytes per device.
     Raises InputError when jax is missing."""
-    from . import xla_compare
 
     text, tags = xla_compare.tag_module_text(module)
     res = xla_compare.run_xla([text], num_partitions)[0]
@@ -773,7 +756,6 @@ def render_text(expl: Explanation, console) -> None:
     """Rich text rendering of :class:`Explanation` on ``console``."""
     from rich.table import Table
 
-    from .units import format_bytes
 
     d = expl.data
     f = cost_formatter(d)   # cost units, or seconds with --device (in_seconds)

@@ -19,6 +19,10 @@ from __future__ import annotations
 # post-solve improvement pass uses it too); explain reads it from there
 from .autoshard.local import (ENUMERATE_LIMIT, MAX_CASCADE, PLAN_BUDGET, SOLVE_SECONDS, Pricing,  # noqa: F401
                               Site, edges_into)
+from .autoshard import build_graph
+from .autoshard.resharder import _key, _keys
+from .hlo import parse_module, print_module
+from .strategy.registry import rematerialized
 
 
 class SolveSpace:
@@ -33,9 +37,6 @@ class SolveSpace:
 
     def group(self, name: str):
         if self._groups is None:
-            from .autoshard import build_graph
-            from .hlo import parse_module, print_module
-
             copy = parse_module(print_module(self.module), "<solve space>")
             graph = build_graph(copy, self.mesh, keep="io")
             self._groups = {i.name: g for i, g in graph.ctx.groups.items()}
@@ -105,7 +106,6 @@ def strategies_unlisted(pricing, space: SolveSpace, site, pick) -> list:
     strategy differs from the as-given one (the as-given plan is priced the same way).  ``solve`` cannot
     choose that strategy; it may reach the same layouts another way (e.g. its output resharded on every
     user edge), priced per edge.  Returns ``[(instruction, strategy)]``."""
-    from .autoshard.resharder import _keys
 
     g, c = pricing.graph, pricing.choice
     out = []
@@ -133,7 +133,6 @@ def rematerialized_moved(pricing, plan: dict) -> list:
     require nothing of them (``strategy.registry._free_rematerialized``), so the change moves only their
     own compute; ``solve``'s graph keeps their edges to their users (it gives them their users' layout)
     and prices the plan's layout with those edges.  Returns the instructions in schedule order."""
-    from .strategy.registry import rematerialized
 
     g, c = pricing.graph, pricing.choice
     out = []
@@ -148,6 +147,5 @@ def rematerialized_moved(pricing, plan: dict) -> list:
 
 def _same(a, b) -> bool:
     """Two output specs are the same layout (``autoshard.resharder._key``)."""
-    from .autoshard.resharder import _key
 
     return _key(a) == _key(b)

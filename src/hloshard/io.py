@@ -17,6 +17,11 @@ from .errors import UsageError
 MAX_INPUT_BYTES = 512 * 2**20
 
 
+def is_stablehlo_path(path: str) -> bool:
+    """True for ``*.mlir`` (StableHLO text)."""
+    return str(path).lower().endswith(".mlir")
+
+
 def max_input_bytes() -> int:
     try:
         return int(os.environ.get("HLOSHARD_MAX_INPUT_BYTES", MAX_INPUT_BYTES))

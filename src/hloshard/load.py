@@ -16,6 +16,11 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from .hlo import parse_module
+from .io import is_stablehlo_path, read_text
+from .sdy_mesh import read_result_shardings
+from .stablehlo import mlir_signature, stablehlo_to_hlo
+
 __all__ = ["SourceInfo", "load_module", "load_text", "is_stablehlo_path"]
 
 
@@ -34,19 +39,10 @@ class SourceInfo:
     convert_seconds: float = 0.0
 
 
-def is_stablehlo_path(path: str) -> bool:
-    """True for ``*.mlir`` (StableHLO text)."""
-    return str(path).lower().endswith(".mlir")
-
-
 def load_text(text: str, filename: str, stablehlo: bool = False):
     """Parse ``text`` (HLO, or StableHLO when ``stablehlo``) into a Module with ``source_info``."""
-    from .hlo import parse_module
-    from .sdy_mesh import read_result_shardings
 
     if stablehlo:
-        from .stablehlo import mlir_signature, stablehlo_to_hlo
-
         sig = mlir_signature(text)
         began = time.monotonic()
         hlo = stablehlo_to_hlo(text, filename)
@@ -62,7 +58,6 @@ def load_text(text: str, filename: str, stablehlo: bool = False):
 
 def load_module(path: str):
     """Read and parse ``path`` (``-`` for stdin: HLO text) into a :class:`~hloshard.hlo.ir.Module`."""
-    from .io import read_text
 
     name = "<stdin>" if path == "-" else path
     return load_text(read_text(path), name, stablehlo=is_stablehlo_path(path))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .autoshard.user_shardings import check_module_shardings
+from .strategy.user_shardings import check_module_shardings
 from .cost.roofline import RooflinePrices
 from .cost.tpu_heap import tpu_memory_device
 from .devices import (axis_links, check_matmul_peaks, get_profile, module_matmul_dtype, node_spans, ring_alphas,
@@ -134,7 +134,7 @@ def mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: s
     mesh its shardings imply, else num_partitions; refined internally where user shardings need it;
     a num_partitions that differs from the mesh size is an error), and every sharding the module
     carries is checked on that mesh by the one validity rule
-    (:func:`hloshard.autoshard.user_shardings.check_module_shardings`: InputError, exit 2, at the
+    (:func:`hloshard.strategy.user_shardings.check_module_shardings`: InputError, exit 2, at the
     instruction). Without a module, ``--mesh`` is required. Raises UsageError with a message naming
     the flag.
     """

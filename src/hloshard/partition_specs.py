@@ -26,12 +26,22 @@ import re
 import sys
 import tempfile
 
+from .errors import InputError
+from .hlo import parse_module, print_module
+from .hlo.attributes import Raw, parse_metadata
+from .hlo.sharding import HloSharding
+from .io import write_text_atomic
+from .sdy import NotExpressible, SdyMesh, dim_axes, module_sdy_mesh
+from .sdy_mesh import SDY_RESULT_TARGETS
+from .xla_check import compile_with_dump, run_jax_child
+
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
+
 __all__ = ["partition_specs", "spec_json", "xla_propagate", "source_location"]
 
 
 def _mesh(module, dmesh):
-    from .sdy import SdyMesh, module_sdy_mesh
-
     m = module_sdy_mesh(module)
     if m is not None:
         return m
@@ -47,7 +57,6 @@ def _mesh(module, dmesh):
 def spec_json(sharding, rank: int, mesh) -> list | None:
     """The PartitionSpec of ``sharding`` as JSON (see the module docstring); None when it has no
     named-axis form (maximal, manual, a device order no axes produce)."""
-    from .sdy import NotExpressible, dim_axes
 
     try:
         dims = dim_axes(sharding, rank, mesh)
@@ -90,7 +99,6 @@ def _frames(module) -> tuple[dict, dict, dict]:
 def source_location(instr, frames=None) -> str | None:
     """``file:line`` of ``instr`` from its metadata (``source_file``/``source_line``, or the innermost
     frame of ``stack_frame_id``); None when the metadata has neither."""
-    from .hlo.attributes import parse_metadata
 
     raw = instr.attrs.get("metadata")
     if not raw:
@@ -112,8 +120,6 @@ def source_location(instr, frames=None) -> str | None:
 
 
 def _op_name(instr) -> str | None:
-    from .hlo.attributes import parse_metadata
-
     raw = instr.attrs.get("metadata")
     try:
         return parse_metadata(str(raw)).get("op_name") if raw else None
@@ -127,11 +133,6 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
     instruction of the propagated entry computation.  ``child``: a child started before
     (``hloshard.xla_check.start_jax_child("hloshard.partition_specs", num_devices)``) to run it in.
     Raises InputError when jax is missing or XLA rejects the module."""
-    from .errors import InputError
-    from .hlo import parse_module, print_module
-    from .hlo.attributes import Raw
-    from .sdy_mesh import SDY_RESULT_TARGETS
-    from .xla_check import run_jax_child
 
     # XLA renumbers instruction names on its HLO -> StableHLO -> HLO round trip but keeps
     # metadata op_name: send each instruction's name as its op_name and map back by it
@@ -203,7 +204,6 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     An entry root tuple left open takes its operands' shardings (``jax.jit``'s unspecified out_shardings: XLA
     propagates to the outputs).  Returns the names written, in text order.  Raises InputError when jax is
     missing or XLA rejects the module (:func:`xla_propagate`)."""
-    from .hlo.sharding import HloSharding
 
     entry = module.entry
     keep = {i.name for i in entry.instructions if i.sharding is not None}
@@ -280,7 +280,6 @@ def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.
 
 def write_partition_specs(path: str, module, dmesh) -> None:
     """Write :func:`partition_specs` as JSON to ``path`` (atomically)."""
-    from .io import write_text_atomic
 
     write_text_atomic(path, json.dumps(partition_specs(module, dmesh), indent=2) + "\n")
 
@@ -303,7 +302,6 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
 
     import jax.extend.backend
 
-    from .xla_check import compile_with_dump
 
     # jax and its CPU backend first: a child started ahead of its request (xla_check.start_jax_child) is
     # then ready when the request comes

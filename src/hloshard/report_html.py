@@ -15,6 +15,12 @@ import html
 import re
 
 from .textout import mesh_words
+from .autoshard import instruction_sharding, reshardings_of
+from .cost.memory import bytes_per_device
+from .cost.steptime import cost_formatter
+from .diff import COUNTED
+from .explain_instruction import describe_strategy, location_text, source_text
+from .units import format_bytes
 
 COLORS = {"compute": "#4e79a7", "communication": "#f28e2b", "resharding": "#e15759"}
 KINDS = ("compute", "communication", "resharding")
@@ -46,8 +52,6 @@ def _num(x, digits: int = 2) -> str:
 
 
 def _bytes(n) -> str:
-    from .units import format_bytes
-
     return format_bytes(int(n))
 
 
@@ -177,8 +181,6 @@ def cost_groups(graph, choice, ev, limit: int = 30):
 def top_collectives(graph, choice, limit: int = 15) -> list[dict]:
     """The most expensive collectives of a priced choice: the resharding steps on edges (planner) and
     the strategies' own collectives (``Strategy.collectives``), by cost then bytes."""
-    from .autoshard import reshardings_of
-    from .explain_instruction import describe_strategy
 
     rows = []
     for name, items in reshardings_of(graph, choice).items():
@@ -202,9 +204,6 @@ def top_collectives(graph, choice, limit: int = 15) -> list[dict]:
 
 
 def parameter_rows(graph, choice) -> list:
-    from .autoshard import instruction_sharding
-    from .cost.memory import bytes_per_device
-
     out = []
     for p in graph.module.entry.parameters:
         sh = instruction_sharding(graph, p, choice)
@@ -264,8 +263,6 @@ def solve_report_html(report: dict, result) -> str:
 
 def explain_report_html(data: dict) -> str:
     """The ``explain --html`` page from :meth:`hloshard.explain_instruction.Explanation.to_json`."""
-    from .cost.steptime import cost_formatter
-    from .explain_instruction import location_text, source_text
 
     f = cost_formatter(data)   # cost units, or seconds with --device
     unit = f" (seconds on {data['device']})" if data.get("units") == "seconds" else ""
@@ -297,8 +294,6 @@ def explain_report_html(data: dict) -> str:
 
 def diff_report_html(report: dict) -> str:
     """The ``diff --html`` page from :func:`hloshard.diff.diff_plans`' report."""
-    from .cost.steptime import cost_formatter
-    from .diff import COUNTED
 
     f = cost_formatter(report)
     t = report["totals"]

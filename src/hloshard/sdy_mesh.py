@@ -28,6 +28,7 @@ import numpy as np
 from .errors import InputError
 from .hlo.attributes import decode_attr
 from .stablehlo import bracketed
+from .hlo.sharding import HloSharding
 
 __all__ = ["SdyMesh", "module_meshes", "module_sdy_mesh", "module_mesh", "parse_mesh", "SDY_SHARDING", "SDY_MESHES",
            "SDY_RESULT_TARGETS", "sharding_from_sdy", "read_result_shardings"]
@@ -178,7 +179,6 @@ def sharding_from_sdy(text: str, rank: int, meshes: dict):
     mesh's other axes replicated (``last_tile_dim_replicate``), open dims (``?``) unsharded.  None when
     the text is not one value over a known mesh of whole axes (sub-axes ``"x":(1)2``, several values,
     a dim count other than ``rank``): the caller then leaves the instruction unannotated."""
-    from .hlo.sharding import HloSharding
 
     values = _VALUE.findall(text or "")
     if len(values) != 1:

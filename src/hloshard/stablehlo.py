@@ -25,6 +25,10 @@ import re
 import sys
 
 from .errors import HloSyntaxError
+from .xla_check import run_jax_child
+
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
 
 _DIAG = re.compile(r"^(?:-|<stdin>|\S*):(\d+):(\d+): error: (.*)$")
 _TIMEOUT = 300.0
@@ -36,7 +40,6 @@ def stablehlo_to_hlo(text: str, filename: str = "<string>") -> str:
     Raises InputError when jax/jaxlib are not installed (the ``xla`` extra) or the child dies, and
     HloSyntaxError (``filename:line:col: error: not StableHLO: ...``) when jaxlib rejects the text.
     """
-    from .xla_check import run_jax_child
 
     head = text.lstrip()[:64]
     if not head:

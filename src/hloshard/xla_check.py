@@ -35,6 +35,9 @@ import numpy as np
 
 from .errors import InputError
 
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
+
 COLLECTIVE_OPCODES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute",
                       "all-gather-start", "all-reduce-start", "collective-permute-start",
                       "collective-broadcast", "ragged-all-to-all")

@@ -40,6 +40,10 @@ import sys
 
 from .cost.tpu_layout import padded_bytes
 from .errors import InputError
+from .xla_check import compile_with_dump, run_jax_child
+
+# jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
+# inside the functions that need them, never at module level (tests/test_import_contracts.py).
 
 __all__ = ["XlaCost", "xla_cost", "tpu_cost"]
 
@@ -165,7 +169,6 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
             if topology:
                 exe = _compile_tpu(text, n, topology)
             else:
-                from .xla_check import compile_with_dump
 
                 with tempfile.TemporaryDirectory(prefix="hloshard-xla-cost-") as dump:
                     exe = compile_with_dump(text, n, dump, "NO-PASS-MATCHES^")
@@ -187,7 +190,6 @@ def _to_costs(data: dict) -> list[XlaCost]:
 def xla_cost(texts: list[str], num_partitions: int, timeout: float = 900.0) -> list[XlaCost]:
     """XLA CPU's ``cost_analysis()`` of each HLO text compiled for ``num_partitions`` devices (one child
     for all).  Raises InputError when jax is missing or the child dies."""
-    from .xla_check import run_jax_child
 
     if not texts:
         return []

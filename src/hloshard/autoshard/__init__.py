@@ -33,7 +33,7 @@ from .report import _failed, _name_nodes, infeasible_message, minimum_memory_che
 from .resharder import _key, _Resharder, _unique
 from .solve import SolveResult, solve_graph, solve_module
 from .tiebreak import real_part, with_memory_tie_break
-from .user_shardings import KEEP_MODES, _check_user_sharding, user_shardings
+from ..strategy.user_shardings import KEEP_MODES, _check_user_sharding, user_shardings
 
 __all__ = [
     "EXHAUSTIVE_LIMIT", "KEEP_MODES", "CostResult", "Evaluation", "Graph", "SolveResult", "apply_choice",

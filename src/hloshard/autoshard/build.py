@@ -63,7 +63,7 @@ from .reshard_cache import shared_reshards
 from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import PastDeadline, PastWorkLimit, _PairCount, _Resharder
 from .tiebreak import with_memory_tie_break
-from .user_shardings import user_shardings
+from ..strategy.user_shardings import user_shardings
 
 
 #: formerly the module size (instructions) up to which dot / convolution strategies that leave a mesh

@@ -42,6 +42,14 @@ from collections import deque
 import numpy as np
 
 from ..costgraph import INFINITY, Problem
+from ..cost.reshard import autosharding_resharding_cost
+from ..solver import solve_problem
+from ..strategy.base import LeafRef, StrategyGroup, TOKEN, is_array, is_mesh_spec, leaf_shapes
+from ..strategy.handlers import build_group
+from ..strategy.registry import BuildContext, _same
+from .build import in_edges, processed_computations
+from .evaluate import evaluate_module
+from .resharder import _Resharder, _key
 
 #: most entries of one table the exact elimination (:func:`eliminate`) forms before the small CP-SAT model
 #: is used instead (a memory bound: 2**20 float64 entries are 8 MiB; not tuned on any module)
@@ -63,8 +71,6 @@ class Pricing:
     from each node's group to the groups that read it (found once, structurally)."""
 
     def __init__(self, graph, choice, resharders=None):
-        from .resharder import _Resharder
-
         self.graph = graph
         self.choice = [int(c) for c in choice]
         # ``resharders``: the (exact, ranking) pair of an earlier Pricing of the same module and mesh, whose
@@ -82,7 +88,6 @@ class Pricing:
     def plain(self, instr) -> bool:
         """An array instruction with one cost-graph node of its own (no tuple, loop state, manual
         region or control flow): the instructions :class:`Site` can re-build."""
-        from ..strategy.base import StrategyGroup, is_array
 
         g = self.graph.ctx.groups.get(instr)
         return (isinstance(g, StrategyGroup) and g.operands is None and not g.multi and g.node >= 0
@@ -93,8 +98,6 @@ class Pricing:
         """The as-given groups with an operand leaf owned by ``group`` (users, and through tuple /
         get-tuple-element / loop aliases the groups further on)."""
         if self._readers is None:
-            from ..strategy.base import TOKEN
-
             ctx = self.graph.ctx
             out: dict = {}
             for d in self.graph.nodes:
@@ -115,8 +118,6 @@ class Pricing:
         """What a re-built group of ``instr`` depends on: its kept sharding and, per operand leaf, the
         outputs of the strategies of the group that owns it (handlers read nothing else of them; the
         followee tie-break ``seq`` is the as-given one)."""
-        from .resharder import _key
-        from ..strategy.base import TOKEN, leaf_shapes
 
         ops = []
         for op in instr.operands:
@@ -133,7 +134,6 @@ class Pricing:
     def edges(self, group, ctx, resh) -> list:
         """:func:`edges_into` ``group``, memoised on the group and the groups its operand leaves resolve
         to (groups are never changed once built)."""
-        from ..strategy.base import TOKEN
 
         srcs = []
         for inst, leaf in _operand_leaf_refs(group):
@@ -157,7 +157,6 @@ class Pricing:
 
     def context(self, fixed: dict):
         """A build context with the as-given groups and ``fixed`` as the kept user shardings."""
-        from ..strategy.registry import BuildContext
 
         g = self.graph.ctx
         ctx = BuildContext(self.graph.mesh, fixed)
@@ -210,9 +209,6 @@ def _budget_resharder(ctx, budget: int):
     auto-sharding's own estimate (:func:`hloshard.cost.reshard.autosharding_resharding_cost`, about 6x
     cheaper; the planner where the estimate cannot price a pair).  For the neighbourhood re-solve, which
     only ranks moves: every figure explain reports is priced with the planner."""
-    from .resharder import _key, _Resharder
-    from ..cost.reshard import autosharding_resharding_cost
-    from ..strategy.base import is_mesh_spec
 
     class _Budget(_Resharder):
         planned = 0
@@ -257,7 +253,6 @@ def _separable(m):
 
 def _operand_leaf_refs(group) -> list:
     """(instruction, leaf) of every operand leaf of ``group``."""
-    from ..strategy.base import LeafRef, leaf_shapes
 
     out = []
     for opref in group.ops():
@@ -275,7 +270,6 @@ def edges_into(group, ctx, resh) -> list:
     (cost units, times the executions and the operand's edge weight) from each source strategy's
     output to what each of ``group``'s strategies requires; diagonal for a follower.  The edges of
     :func:`hloshard.autoshard.build_graph`, for one group (before parallel edges are summed)."""
-    from .build import in_edges
 
     return [(src, m) for _inst, _leaf, src, _follow, m, _scale in in_edges(group, ctx, resh)]
 
@@ -376,9 +370,6 @@ class Site:
         is exceeded or a re-built group is not a plain node."""
         import heapq
 
-        from .resharder import _key
-        from ..strategy.base import StrategyGroup
-        from ..strategy.handlers import build_group
 
         ctx = pricing.context(fixed)
         old = pricing.graph.ctx.groups
@@ -451,7 +442,6 @@ class Site:
                 if j is not None:
                     self.unary_edges[j] = self.unary_edges[j] + m[:, c[d.node]]
         # alias constraints: the same sharding on both sides
-        from .resharder import _key
 
         old_node = {p.graph.ctx.groups[i].node: k for k, i in enumerate(self.instrs)}
         for v, k in old_node.items():
@@ -535,8 +525,6 @@ class Site:
         return pick
 
     def _cpsat(self, unary, pairs: dict, cost_scale: float):
-        from ..solver import solve_problem
-
         def to_int(a):
             a = np.asarray(a, dtype=np.float64)
             out = np.full(a.shape, INFINITY, dtype=np.int64)
@@ -612,14 +600,12 @@ def freeable(instr, target, module, pins: bool = True) -> bool:
 def same_spec(a, b) -> bool:
     """Two output specs are the same layout (mesh specs by value, raw shardings by text): the
     registry's own comparison (``strategy.registry._same``)."""
-    from ..strategy.registry import _same
 
     return _same(a, b)
 
 
 def spec_key(spec):
     """A hashable key of an output spec (:func:`same_spec` classes)."""
-    from ..strategy.base import is_mesh_spec
 
     return spec if is_mesh_spec(spec) or spec is None else ("raw", str(spec))
 
@@ -756,7 +742,6 @@ def _frame(pricing, instrs) -> set:
 def _strategy_changes(before, after) -> set:
     """Ids of the instructions whose as-given strategy (output spec, compute, communication) differs
     between two :func:`hloshard.autoshard.evaluate_module` results of the same module object."""
-    from .resharder import _key
 
     def at(res):
         out = {}
@@ -831,8 +816,6 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     sharding text, new sharding text)])``."""
     import time
 
-    from .build import processed_computations
-    from .evaluate import evaluate_module
 
     kept: list = []
     stats = {"rounds": 0, "candidates": 0, "priced": 0, "evaluations": 0} if stats is None else stats

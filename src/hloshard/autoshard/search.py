@@ -8,6 +8,10 @@ from __future__ import annotations
 from .graph import Graph
 from .report import _failed, _name_nodes, minimum_memory_check
 from .tiebreak import real_part
+from ..costgraph import evaluate
+from ..solver import solve_problem
+from ..solver.followers import expand_choice
+from .trivial import cheapest_trivial
 
 __all__ = ["solve_graph"]
 
@@ -22,9 +26,6 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     :func:`hloshard.autoshard.trivial.trivial_plans` (replicated, data parallel) that keeps the memory
     limit.  Raises SolveFailed (exit 3) when the memory budget is
     infeasible (naming the liveness point and tensors) or when no solution is found in time."""
-    from ..costgraph import evaluate
-    from ..solver import solve_problem
-    from ..solver.followers import expand_choice
 
     if graph.problem.usage_limit is not None:
         minimum_memory_check(graph, graph.problem.usage_limit)
@@ -74,7 +75,6 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
 
 def _cheapest_trivial(graph: Graph):
     """:func:`hloshard.autoshard.trivial.cheapest_trivial` of ``graph`` without a memory limit, else None."""
-    from .trivial import cheapest_trivial
 
     return None if graph.problem.usage_limit is not None else cheapest_trivial(graph)
 
@@ -86,7 +86,6 @@ def _no_worse_than_trivial(graph: Graph, sol, best) -> None:
     Without a memory limit only (a trivial plan is then always feasible; under a budget the memory
     model's buffers decide, :mod:`hloshard.autoshard.solve`), and only under a plan the solver found (a
     solve that found none stays a timeout, exit 3).  The solver's search is not changed."""
-    from ..costgraph import evaluate
 
     if best is None or sol.status in ("infeasible", "timeout") or not sol.strategies:
         return   # no plan found in time stays a timeout (exit 3): the floor is under plans, not instead of them

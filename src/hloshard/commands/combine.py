@@ -13,7 +13,12 @@ import json
 
 import click
 
-from .options import BYTE_SIZE, mesh_options
+from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from ..combine import combine_module, parse_kinds
+from ..errors import UsageError
+from ..hlo import parse_file, print_module
+from ..io import is_stdout, write_text_atomic
+from .common import check_outputs, note_input
 
 
 @click.command("combine", epilog="""\b
@@ -46,11 +51,6 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     empty replica group, groups of different sizes, an id named twice, or an id at or above
     replica_count (when above 1), num_partitions x replica_count, or the --mesh size.
     """
-    from ..combine import combine_module, parse_kinds
-    from ..errors import UsageError
-    from ..hlo import parse_file, print_module
-    from ..io import is_stdout, write_text_atomic
-    from .common import check_outputs, note_input
 
     if fmt == "json" and not report_only and is_stdout(output):
         raise UsageError("--format json writes the report JSON on stdout: give -o FILE for the combined module "
@@ -63,8 +63,6 @@ def command(file, kinds, bucket_bytes, output, fmt, report_only, mesh, device_id
     note_input(file, module)
     dev_mesh = None
     if mesh is not None or (module.num_partitions or 0) > 1:
-        from .options import mesh_from_options
-
         dev_mesh = mesh_from_options(module, mesh, device_ids, alpha, beta)
     elif device_ids is not None or alpha is not None or beta is not None:
         raise UsageError("--device-ids / --alpha / --beta need --mesh (the module states no num_partitions)")

@@ -25,6 +25,10 @@ import click
 
 from .. import IMPORTED_AT
 from ..interrupts import stop_on_interrupt  # noqa: F401 - the CLI's Ctrl-C (cli.py): one place, interrupts.py
+from ..errors import UsageError
+from ..hlo.partitioned import is_per_device_program
+from ..io import check_output_path, same_file
+from ..xla_check import require_jax
 
 META_KEY = "hloshard.input"
 
@@ -63,8 +67,6 @@ def check_outputs(inputs=(), **paths) -> None:
     for each path that is given (keyword = what the file is, used in the message), and a UsageError
     (exit 2) when one of them names the same file as one of ``inputs``: a result never silently
     replaces the module it was computed from (``fmt`` alone formats in place)."""
-    from ..errors import UsageError
-    from ..io import check_output_path, same_file
 
     given = []
     for what, path in paths.items():
@@ -126,9 +128,6 @@ def xla_ready(module, filename: str) -> None:
     (:func:`hloshard.xla_check.require_jax`), and ``module`` is not already a per-device program
     (:func:`hloshard.hlo.partitioned.is_per_device_program`: XLA's SPMD partitioner does not partition one
     again, it fails inside with a RET_CHECK).  Raises UsageError (exit 2) naming the file."""
-    from ..errors import UsageError
-    from ..hlo.partitioned import is_per_device_program
-    from ..xla_check import require_jax
 
     if is_per_device_program(module):
         raise UsageError("--xla partitions the module with XLA's SPMD partitioner, and this module is already "

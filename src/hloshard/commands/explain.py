@@ -11,6 +11,15 @@ import sys
 import click
 
 from .options import device_option, mesh_options, timed_mesh_from_options
+from ..explain_instruction import attach_xla, explain_instruction, in_seconds, render_text
+from ..hlo.verify import verify_module
+from ..io import write_text_atomic
+from ..load import load_module
+from ..report_html import explain_report_html
+from ..textout import report_console
+from .common import check_outputs, note_input, show_progress, step, xla_ready
+from .cost import check_time_limit
+from .progress import SolverProgress
 
 EXAMPLES = """\b
 Examples:
@@ -50,14 +59,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
     compute / communication / resharding cost, memory per device), the collectives it causes, its
     source location, and the best alternative shardings with the change of the module's TOTAL cost
     each would bring when its neighbourhood is re-solved (in seconds with --device)."""
-    from ..explain_instruction import attach_xla, explain_instruction, render_text
-    from ..load import load_module
-    from ..hlo.verify import verify_module
-    from ..io import write_text_atomic
-    from .common import check_outputs, note_input, show_progress, step, xla_ready
 
-    from .cost import check_time_limit
-    from .progress import SolverProgress
 
     check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output, html_report=html_file)
@@ -76,20 +78,16 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
                                    radius=radius, filename=name, verify=verify, time_limit=time_limit,
                                    progress=_then_alternatives(progress) if show else None)
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
-        from ..explain_instruction import in_seconds
 
         in_seconds(expl, scale.seconds_per_unit, scale.profile.name)
     if use_xla:
         with step("XLA: partitioning the module (child process)", show):
             attach_xla(expl, module, dmesh.num_devices)
     if html_file:
-        from ..report_html import explain_report_html
-
         write_text_atomic(html_file, explain_report_html(expl.to_json()))
     if fmt == "json":
         write_text_atomic(output, json.dumps(expl.to_json(), indent=2, sort_keys=True) + "\n")
         return
-    from ..textout import report_console
 
     buf = io.StringIO()
     render_text(expl, report_console(buf, terminal=output == "-" and sys.stdout.isatty()))

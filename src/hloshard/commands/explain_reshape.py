@@ -20,13 +20,17 @@ import sys
 
 import click
 
-from .options import mesh_options
+from .options import mesh_from_options, mesh_options
+from ..errors import HloSyntaxError, InputError, UsageError
+from ..explain import attach_xla, explain_reshape, render_text, report_to_json
+from ..hlo.shape import parse_shape
+from ..hlo.sharding import HloSharding
+from ..io import write_text_atomic
+from ..load import load_module
+from .common import check_outputs, note_input
 
 
 def _parse_shape_opt(text: str, flag: str):
-    from ..errors import HloSyntaxError, UsageError
-    from ..hlo.shape import parse_shape
-
     try:
         return parse_shape(text)
     except HloSyntaxError as exc:
@@ -34,9 +38,6 @@ def _parse_shape_opt(text: str, flag: str):
 
 
 def _parse_sharding_opt(text: str, flag: str):
-    from ..errors import HloSyntaxError, UsageError
-    from ..hlo.sharding import HloSharding
-
     t = text.strip()
     if not t.startswith("{"):
         t = "{" + t + "}"
@@ -79,11 +80,6 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
 
     The JSON schema is documented in docs/explain-reshape.md.
     """
-    from ..errors import InputError, UsageError
-    from ..explain import attach_xla, explain_reshape, render_text, report_to_json
-    from ..io import write_text_atomic
-    from .common import check_outputs, note_input
-    from .options import mesh_from_options
 
     check_outputs(inputs=(module_file,), output=output)
     if module_file is not None:
@@ -97,7 +93,6 @@ def command(module_file, instruction, operand, operand_sharding, shape, sharding
                              f"from the module)")
         if not instruction:
             raise UsageError("MODULE.hlo needs --instruction NAME (the reshape to explain)")
-        from ..load import load_module
 
         module = load_module(module_file)  # HLO text or StableHLO .mlir
         name = instruction.lstrip("%")

@@ -9,6 +9,12 @@ from __future__ import annotations
 
 import click
 
+from ..errors import UsageError
+from ..hlo import parse_file, parse_module, print_module
+from ..hlo.verify import verify_module
+from ..io import is_stablehlo_path, read_text, write_text_atomic
+from .common import check_outputs, note_input
+
 
 @click.command("fmt", epilog="""\b
 Examples:
@@ -38,12 +44,6 @@ def command(file: str, output: str, check: bool) -> None:
     XLA's own dumps differ slightly (operand shapes, blank lines), so they
     take one fmt pass before --check passes.
     """
-    from ..errors import UsageError
-    from ..hlo import parse_file, print_module
-    from ..hlo.verify import verify_module
-    from ..io import read_text, write_text_atomic
-    from ..load import is_stablehlo_path
-    from .common import check_outputs, note_input
 
     note_input(file)
     if is_stablehlo_path(file):   # solve / cost read StableHLO through jaxlib; fmt prints HLO text only
@@ -54,7 +54,6 @@ def command(file: str, output: str, check: bool) -> None:
     name = "<stdin>" if file == "-" else file
     if check:
         text = read_text(file)
-        from ..hlo import parse_module
 
         module = parse_module(text, name)
         verify_module(module, name)   # the one validity rule: what solve / cost / lint refuse, fmt refuses

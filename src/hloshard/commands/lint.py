@@ -15,6 +15,11 @@ from ..hlo.attributes import MAX_DEVICES
 from ..io import write_text_atomic
 from .common import check_outputs
 from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from ..lint.config import load_config
+from ..lint.context import LintOptions
+from ..lint.engine import collect_paths, lint_paths
+from ..lint.registry import all_rules, get_rule, select_rules
+from ..lint.reporters import render
 
 _FORMATS = ("text", "json", "sarif", "github")
 _SEVERITIES = ("error", "warning", "info")
@@ -42,16 +47,12 @@ def plain_text(rst: str) -> str:
 
 
 def _explain(code: str) -> str:
-    from ..lint.registry import get_rule
-
     rule = get_rule(code)
     head = f"{rule.code} {rule.name} ({rule.severity}; {', '.join(rule.groups)})"
     return f"{head}\n{'=' * len(head)}\n\n{plain_text(rule.explanation())}\n"
 
 
 def _list_rules() -> str:
-    from ..lint.registry import all_rules
-
     rules = all_rules()
     width = max(len(r.name) for r in rules)
     lines = [f"{r.code}  {r.name:<{width}}  {r.severity:<7}  {plain_text(r.summary())}" for r in rules]
@@ -93,11 +94,6 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
     instruction:  /* hloshard: ignore[HS201] */
     Exit status: 0 clean, 1 findings at or above --fail-on, 2 usage error or unreadable input.
     """
-    from ..lint.config import load_config
-    from ..lint.context import LintOptions
-    from ..lint.engine import collect_paths, lint_paths
-    from ..lint.registry import select_rules
-    from ..lint.reporters import render
 
     if explain:
         write_text_atomic(output, _explain(explain))

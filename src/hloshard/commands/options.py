@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from ..autoshard.aliases import matching_ties, parse_tie
+from ..strategy.ties import matching_ties, parse_tie
 from ..errors import UsageError
 from ..mesh_setup import mesh_from_options, timed_mesh_from_options
 from ..units import parse_bytes
@@ -77,7 +77,7 @@ def device_option(func):
 
 
 def _tie_values(ctx, param, values):
-    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.autoshard.aliases.Tie`, ``--tie matching``
+    """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.strategy.ties.Tie`, ``--tie matching``
     -> ``"matching"`` (expanded against the module by :func:`apply_ties`); anything else is the CLI's usage
     error (``hloshard: error:``, exit 2)."""
     return tuple("matching" if str(v).strip() == "matching" else parse_tie(v) for v in values or ())
@@ -85,7 +85,7 @@ def _tie_values(ctx, param, values):
 
 def tie_option(func):
     """Click decorator: adds ``--tie OUTPUT_INDEX=PARAM_NUMBER|matching`` (repeatable; passed as ``ties``, a
-    tuple of :class:`hloshard.autoshard.aliases.Tie` and ``"matching"``), one option with one meaning for
+    tuple of :class:`hloshard.strategy.ties.Tie` and ``"matching"``), one option with one meaning for
     ``solve``, ``cost`` and ``diff``: apply it with :func:`apply_ties`."""
     return click.option(
         "--tie", "ties", multiple=True, callback=_tie_values, metavar="OUTPUT_INDEX=PARAM_NUMBER|matching",
@@ -99,8 +99,8 @@ def tie_option(func):
 
 def apply_ties(module, ties) -> None:
     """Add ``ties`` (:func:`tie_option`'s value) to ``module.ties`` (read when the cost graph is built,
-    :func:`hloshard.autoshard.aliases.module_ties`, and checked against the module there): ``"matching"``
-    becomes :func:`hloshard.autoshard.aliases.matching_ties` for the outputs no explicit pair names."""
+    :func:`hloshard.strategy.ties.module_ties`, and checked against the module there): ``"matching"``
+    becomes :func:`hloshard.strategy.ties.matching_ties` for the outputs no explicit pair names."""
     if not ties:
         return
     given = [t for t in ties if t != "matching"]

@@ -16,6 +16,10 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from .progress import SolverProgress
+from ..costgraph import load_problem
+from ..io import write_text_atomic
+from ..solver import solve_problem
+from .common import check_outputs, note_input
 
 
 def _format_int(v):
@@ -55,13 +59,9 @@ def command(problem_file, time_limit, workers, seed, deterministic, output, quie
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if workers < 1:
         raise UsageError("--workers must be at least 1")
-    from ..costgraph import load_problem
-    from ..io import write_text_atomic
-    from .common import check_outputs, note_input
 
     check_outputs(output=output)
     note_input(problem_file)
-    from ..solver import solve_problem
 
     problem = load_problem(problem_file)
     show = not quiet and sys.stderr.isatty()

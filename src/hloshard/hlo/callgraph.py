@@ -15,6 +15,7 @@ are not cloned: they are priced with their caller and never carry shardings of t
 from __future__ import annotations
 
 from .ir import Computation, Instruction
+from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS
 
 #: the opcodes whose called computations run as program parts (cloned per call site)
 CONTROL_FLOW_OPCODES = ("while", "call", "conditional")
@@ -22,7 +23,6 @@ CONTROL_FLOW_OPCODES = ("while", "call", "conditional")
 
 def _sites(instr) -> list[tuple[str, int | None, Computation]]:
     """(attribute key, list index or None, computation) for each computation ``instr`` calls."""
-    from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS
 
     out = []
     for k, v in instr.attrs.items():

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Iterator, Sequence
 
-from .attributes import COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, ReplicaGroups
-from .shape import Shape
+from .attributes import AttrError, COMPUTATION_KEYS, COMPUTATION_LIST_KEYS, ReplicaGroups, parse_metadata
+from .shape import Shape, parse_shape
+from .literal import parse_literal
 
 # Printing order of the attributes every opcode may carry (XLA's printer puts them last, in this order).
 _GENERIC_ORDER = ("sharding", "frontend_attributes", "control-predecessors", "statistics",
@@ -152,7 +153,6 @@ class Instruction:
         v = self.attrs.get("metadata")
         if v is None:
             return None
-        from .attributes import AttrError, parse_metadata
 
         try:
             return parse_metadata(str(v)).get("op_name")
@@ -189,7 +189,6 @@ class Instruction:
         Raises :class:`~hloshard.hlo.literal.LiteralError` when the literal does not fit the shape."""
         if self.literal is None:
             return None
-        from .literal import parse_literal
 
         return parse_literal(self.literal, self.shape)
 
@@ -431,7 +430,6 @@ class Module:
     def entry_computation_layout(self) -> tuple[list[Shape], Shape] | None:
         """``entry_computation_layout={(p0, p1)->result}`` as (parameter shapes, result shape); None
         when absent. Raises HloSyntaxError when the text is malformed."""
-        from .shape import parse_shape
 
         text = self.attrs.get("entry_computation_layout")
         if not text:

@@ -19,6 +19,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .attributes import ReplicaGroups
+
 #: The four collective group modes of XLA (``CollectiveOpGroupMode``), by the ids groups name.
 MODES = ("cross_replica", "cross_replica_and_partition", "cross_partition", "flattened_id")
 
@@ -142,7 +144,6 @@ def replica_group_problems(replica_groups, bound: int | None = None, limit: int 
     """:func:`check_groups` of a :class:`~hloshard.hlo.attributes.ReplicaGroups` (any form; the iota
     form is judged from ``[G,S]`` without expansion) or a list of lists of ids, as sentences
     (:func:`describe`); ``[]`` when valid."""
-    from .attributes import ReplicaGroups
 
     if isinstance(replica_groups, ReplicaGroups):
         shape = replica_groups.iota_shape

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from ..hlo.attributes import MAX_DEVICES
 from ..units import parse_bytes
 from .rule import SEVERITIES
+from ..mesh import DeviceMesh
 
 KEYS = ("select", "ignore", "fail-on", "reshard-threshold", "num-partitions", "mesh")
 
@@ -110,7 +111,6 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
         elif key == "mesh":
             if not isinstance(value, str):
                 raise UsageError(f"{file}: [tool.hloshard.lint] mesh must be a string like \"2x4\"")
-            from ..mesh import DeviceMesh
 
             _checked(DeviceMesh.parse, value, key, file)
             out["mesh"] = value

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Iterator
 from .shapes import leaf_shapes, sharding_arity  # noqa: F401  (re-exported)
 from .source import ShardingSite, SourceScan
 from .validity import problems_by_code
+from hloshard.errors import HloshardError
+from hloshard.mesh import DeviceMesh
 
 if TYPE_CHECKING:  # pragma: no cover
     from hloshard.hlo.ir import Computation, Instruction, Module
@@ -209,8 +211,6 @@ class LintContext:
         """The DeviceMesh for the cost rules: ``--mesh``, else num_partitions (options or header)
         as a 1-D mesh, else the module's consistent device count as a 1-D mesh; None when none
         of these is known or the mesh cannot be built."""
-        from hloshard.errors import HloshardError
-        from hloshard.mesh import DeviceMesh
 
         o = self.options
         spec = o.mesh

@@ -20,6 +20,8 @@ from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
 from .source import sanitize, scan
+from ..hlo import parse_module
+from .rules.hs001_syntax_error import SyntaxErrorRule
 
 #: file name suffixes linted when a directory is given
 LINT_SUFFIXES = (".hlo", ".txt")
@@ -56,8 +58,6 @@ def failing(findings: Iterable[Finding], fail_on: str) -> bool:
 
 
 def _parse(text: str, path: str):
-    from ..hlo import parse_module
-
     try:
         return parse_module(text, path), None
     except HloSyntaxError as exc:
@@ -189,7 +189,6 @@ def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Find
     """The HS001 finding for a file that is not UTF-8 text (binary, UTF-16, Latin-1 ...): at the
     line and column of the first byte that does not decode (line 1, column 1 for a UTF-16 byte-order
     mark or most binary files)."""
-    from .rules.hs001_syntax_error import SyntaxErrorRule
 
     line_start = data.rfind(b"\n", 0, exc.start) + 1
     line = data.count(b"\n", 0, exc.start) + 1

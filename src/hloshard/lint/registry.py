@@ -10,6 +10,7 @@ from functools import lru_cache
 
 from ..errors import UsageError
 from .rule import SEVERITIES, Rule
+from . import rules as package
 
 _CODE = re.compile(r"^HS\d{3}$")
 _NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -22,7 +23,6 @@ def all_rules() -> tuple[type[Rule], ...]:
     Raises RuntimeError (a programming error, not user input) when two rules share a code or name,
     or when a rule's metadata is malformed.
     """
-    from . import rules as package
 
     found: list[type[Rule]] = []
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):

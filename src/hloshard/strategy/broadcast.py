@@ -10,6 +10,7 @@ from __future__ import annotations
 from .base import is_array, is_mesh_spec
 from .elementwise import free_group
 from .registry import register, register_backward
+from ..hlo.sharding import HloSharding
 
 
 def _operand_spec(instr, out_spec):
@@ -45,7 +46,6 @@ def _raw_operand_spec(instr, sh, ctx):
     non-tiled or manual ``sh``."""
     import numpy as np
 
-    from ..hlo.sharding import HloSharding
 
     dims = list(instr.dimensions or [])
     op = instr.operands[0]

@@ -56,9 +56,10 @@ from __future__ import annotations
 
 import math
 
-from .base import is_array, leaf_shapes, replicated_spec
-from .elementwise import follow_group
-from .registry import register, replicated_group
+from .base import Strategy, int_list, is_array, is_mesh_spec, leaf_shapes, replicated_spec
+from .elementwise import follow_group, free_group
+from .registry import _fixed_specs, _same, register, replicated_group
+from ..cost import collectives as cc
 
 #: collectives the cost model prices (HLO opcode of the synchronous form)
 COSTED_KINDS = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "ragged-all-to-all",
@@ -216,7 +217,6 @@ def existing_collective(instr, ctx, in_specs=None, out_spec=None) -> tuple:
     :class:`hloshard.cost.collectives.PredictedCollective` (one, or none when nothing is charged;
     a collective-broadcast is predicted as the all-gather it is priced as; variadic forms as one
     collective over the summed bytes)."""
-    from ..cost import collectives as cc
 
     found = charged_collective(instr)
     if found is None:
@@ -279,7 +279,6 @@ def _pairs(op) -> list[tuple[int, int]]:
 
             m = re.search(r'_xla_send_recv_source_target_pairs="([^"]*)"', str(fa))
             raw = m.group(1) if m else None
-    from .base import int_list
 
     flat = int_list(raw) or []
     return [(flat[i], flat[i + 1]) for i in range(0, len(flat) - 1, 2)]
@@ -287,7 +286,6 @@ def _pairs(op) -> list[tuple[int, int]]:
 
 def _manual_layout(spec):
     """A raw HloSharding spec of a manual-region value (``{manual}`` or partially manual), else None."""
-    from .base import is_mesh_spec
 
     return None if spec is None or is_mesh_spec(spec) else spec
 
@@ -345,8 +343,6 @@ def partitioned_elementwise(instr) -> bool:
 def handle_shape_preserving(instr, ctx):
     """:func:`partitioned_elementwise` collectives keep the layout (every layout when the operand's is
     pinned, else the operand's layouts); everything else is replicated (:func:`handle_other`)."""
-    from .base import is_mesh_spec
-    from .elementwise import free_group
 
     if not partitioned_elementwise(instr):
         return handle_other(instr, ctx)
@@ -401,8 +397,6 @@ def _user_strategy(instr, ctx, rep):
     """The strategy a kept user sharding selects: XLA computes the collective on replicated operands and
     keeps the user's layout of the result (a local slice), so the operands stay replicated and the cost
     is the replicated one (``rep.comm``); memory is the user layout's.  None when it equals ``rep``."""
-    from .base import Strategy
-    from .registry import _fixed_specs, _same
 
     try:
         specs = _fixed_specs(instr, ctx)

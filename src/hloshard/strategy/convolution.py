@@ -17,6 +17,7 @@ from ..cost.flops import convolution_flops
 from .base import StrategyGroup, is_array
 from .dot import dot_strategies, keeps_contracting
 from .registry import register, register_backward, register_preference
+from .slicing import halo_exchange
 
 
 def parse_dim_labels(text):
@@ -48,7 +49,6 @@ def _spatial_halo(instr, labels, ctx):
     the input and the output alike: XLA's windowed-input halo exchange (collective-permutes,
     :func:`hloshard.strategy.slicing.window_halo`, measured in tests/test_handlers_convolution.py), or
     None when the window has input dilation or reversal (then spatial dims stay unsplit)."""
-    from .slicing import halo_exchange
 
     win = getattr(instr.attrs.get("window"), "dims", None)
     lhs_l, _, out_l = labels

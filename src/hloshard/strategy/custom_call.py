@@ -19,9 +19,12 @@ manual regions.
 
 from __future__ import annotations
 
-from .base import COMPUTE_COST_PER_FLOP, Strategy, StrategyGroup, is_array, leaf_shapes
+from .base import COMPUTE_COST_PER_FLOP, Strategy, StrategyGroup, is_array, is_mesh_spec, leaf_shapes, replicated_spec
 from .elementwise import follow_group, free_group
 from .registry import register, register_backward, register_result_flops, replicated_group
+from ..cost import collectives
+from ..hlo.shape import element_byte_size
+from ..hlo.sharding import HloSharding
 
 IDENTITY_TARGETS = {"Sharding", "xla.sdy.FuncResultSharding", "xla.sdy.ShardingGroup", "xla.sdy.GlobalToLocalShape",
                     "xla.sdy.LocalToGlobalShape"}
@@ -58,7 +61,6 @@ def is_manual_instruction(instr, ctx) -> bool:
 
 def manual_group(instr, ctx) -> StrategyGroup:
     """One strategy: keep the instruction's (manual) sharding; no operand requirements."""
-    from ..hlo.sharding import HloSharding
 
     leaves = leaf_shapes(instr.shape)
     sh = instr.sharding
@@ -87,8 +89,6 @@ def handle_custom_call(instr, ctx):
         g.strategies[0].inputs = (req,) + (None,) * (len(instr.operands) - 1)
         return g
     if t == "SPMDShardToFullShape":
-        from ..hlo.sharding import HloSharding
-
         sh = instr.sharding or HloSharding.replicated()
         spec = ctx.minfo.from_sharding(sh, len(instr.shape.dims))
         st = Strategy("shard-to-full", spec, tuple(None for _ in instr.operands),
@@ -128,8 +128,6 @@ def topk_group(instr, ctx):
     all-gather of the candidate values and of their indices along that dim over its mesh axes, and a
     final local top-k (the result's k dim unsplit).  With the sort dim unsplit XLA does not partition it:
     everything replicated.  None when the shapes are not (values, indices) of the operand's batch shape."""
-    from ..cost import collectives
-    from .base import Strategy, StrategyGroup, is_mesh_spec, replicated_spec
     import math
 
     if len(instr.operands) != 1 or not instr.shape.is_tuple or len(instr.shape.tuple_shapes) != 2:
@@ -172,8 +170,6 @@ def topk_group(instr, ctx):
 
 
 def element_size(shape) -> float:
-    from ..hlo.shape import element_byte_size
-
     return element_byte_size(shape.element_type)
 
 

@@ -24,8 +24,8 @@ import itertools
 
 from ..cost import collectives
 from ..cost.flops import dot_flops
-from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, spec_name
-from .registry import register, register_backward, register_preference
+from .base import Strategy, StrategyGroup, attr_ints, compute_cost, is_array, is_mesh_spec, spec_name
+from .registry import _resharded_outputs, register, register_backward, register_preference
 
 
 #: added to the all-reduce-then-slice variant: for equal bytes XLA realizes a split output directly
@@ -216,7 +216,6 @@ def keeps_contracting(instr, actual, strategies, roles=None):
     contracting dims to produce the result directly; measured, tests/test_handlers_dot.py): the
     strategies whose operand layouts keep those mesh axes on the contracting dims.  [] when the operands
     share no contracting split."""
-    from .base import is_mesh_spec
 
     lhs, rhs = actual[0], actual[1]
     if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
@@ -244,7 +243,6 @@ def no_new_contracting_split(instr, actual, strategies, roles=None):
     replicated result: XLA gathers both operands, 65,536 + 393,216 B, where an all-to-all into a
     contracting split and an all-reduce would move less).  The strategies that split no contracting
     dim; [] when an operand already splits one (:func:`keeps_contracting` decides those) or none exists."""
-    from .base import is_mesh_spec
 
     lhs, rhs = actual[0], actual[1]
     if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
@@ -256,8 +254,6 @@ def no_new_contracting_split(instr, actual, strategies, roles=None):
 
 
 def _no_contracting_split(strategies, pairs) -> list:
-    from .base import is_mesh_spec
-
     return [st for st in strategies if is_mesh_spec(st.inputs[0]) and is_mesh_spec(st.inputs[1])
             and not any(st.inputs[0][a] or st.inputs[1][b] for a, b in pairs)]
 
@@ -270,7 +266,6 @@ def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
     gathered where an all-reduce of 24,576 B would do; with the splitting operand tiled over every
     axis, ``lhs_contract_only_d0`` and ``TT`` rows, XLA slices and all-reduces).  The strategies that
     split no contracting dim; [] otherwise."""
-    from .base import is_mesh_spec
 
     lhs, rhs = actual[0], actual[1]
     if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
@@ -306,8 +301,6 @@ def contracting_group(instr, actual, strategies, ctx, roles=None):
     splits (e.g. ``x^T dy`` with the features over ``data``: one all-reduce of the feature-split result), so
     the rule does not apply there.  Returns that strategy (its output resharded to ``want`` when they
     differ), or [] (``ctx`` None, no shared split, no such conflict)."""
-    from .base import Strategy, StrategyGroup, is_mesh_spec
-    from .registry import _resharded_outputs
 
     if ctx is None or len(actual) < 2 or not strategies:
         return []

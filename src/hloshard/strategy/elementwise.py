@@ -11,8 +11,13 @@ Compute: one flop per output element on each device.
 
 from __future__ import annotations
 
-from .base import Strategy, StrategyGroup, elementwise_strategy, is_array, replicated_spec, spec_name
+from .base import (
+    Strategy, StrategyGroup, compute_cost, elementwise_strategy, is_array, is_mesh_spec, leaf_shapes, replicated_spec,
+    spec_name,
+)
 from .registry import register, register_backward, register_same_layout_computes
+from .reshape import backward_reshape, handle_reshape
+from .tuple_ops import alias_leaves
 
 UNARY = ("abs ceil floor cos sin tan exponential exponential-minus-one log log-plus-one logistic negate not popcnt "
          "round-nearest-afz round-nearest-even rsqrt sqrt cbrt sign tanh erf is-finite real imag copy convert "
@@ -101,7 +106,6 @@ def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: f
                     for d in minfo.tile_dims(s.dims, o):
                         n *= d
                     elems += n
-            from .base import compute_cost
             st = Strategy(f"follow{p}", out, tuple(inputs), compute=compute_cost(elems * flops_per_element),
                           comm=comm, memory=mem)
         else:
@@ -147,15 +151,10 @@ def _copy_is_removed(instr) -> bool:
 def handle_elementwise(instr, ctx):
     if not is_array(instr.shape):
         if instr.opcode in ("copy", "domain") and instr.operands and instr.shape.is_tuple:
-            from .tuple_ops import alias_leaves
-            from .base import leaf_shapes
-
             return alias_leaves(instr, instr.operands[0], range(len(leaf_shapes(instr.shape))))
         return None
     if instr.opcode == "bitcast" and (not instr.operands or
                                       tuple(instr.operands[0].shape.dims) != tuple(instr.shape.dims)):
-        from .reshape import handle_reshape
-
         return handle_reshape(instr, ctx)
     if instr.opcode == "add-dependency":
         i = 0
@@ -179,8 +178,6 @@ def handle_elementwise(instr, ctx):
 @register_backward(*ELEMENTWISE, "bitcast", "copy")
 def backward_elementwise(instr, out_spec, ctx):
     if instr.opcode == "bitcast" and tuple(instr.operands[0].shape.dims) != tuple(instr.shape.dims):
-        from .reshape import backward_reshape
-
         return backward_reshape(instr, out_spec, ctx)
     return same_dims_inputs(instr, out_spec)
 
@@ -206,7 +203,6 @@ def handle_bitcast_convert(instr, ctx):
     trailing dim stays whole; measured, tests/test_handlers_elementwise.py); follows its operand."""
     if not is_array(instr.shape) or len(instr.operands) != 1 or not is_array(instr.operands[0].shape):
         return None
-    from .base import is_mesh_spec
 
     rank_in = len(instr.operands[0].shape.dims)
     r = ctx.resolve(instr.operands[0], 0)

@@ -18,9 +18,14 @@ a fusion: jaxlib 0.10.2 fails its verifier on one, so the figures here follow th
 
 from __future__ import annotations
 
-from .base import COMPUTE_COST_PER_FLOP, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
+from .base import (
+    COMPUTE_COST_PER_FLOP, Strategy, StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec,
+    spec_name,
+)
 from .registry import BACKWARD, register
 from .control_flow import called
+from .convolution import conv_roles
+from .dot import _roles, dot_dims, dot_strategies
 
 _CONFLICT = object()
 
@@ -93,9 +98,6 @@ def _contraction_group(instr, comp, found, ctx):
     """Strategies of a fusion computing a dot / convolution: the contraction's own strategies (its
     roles, flops, all-reduce) with its lhs / rhs layouts required of the fusion operands that feed them;
     the other operands get the layout the result pushes back to them (replicated when none)."""
-    from .base import StrategyGroup, Strategy
-    from .convolution import conv_roles
-    from .dot import _roles, dot_dims, dot_strategies
     import math
 
     op, params = found
@@ -153,7 +155,6 @@ def handle_fusion(instr, ctx):
             return g
     minfo = ctx.minfo
     strategies = []
-    from .base import StrategyGroup
 
     for spec in minfo.enumerate(instr.shape.dims):
         params = push_back(comp, spec, ctx)

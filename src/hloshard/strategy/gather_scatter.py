@@ -31,9 +31,12 @@ destination in the planned layout, and XLA then moves nothing for it.
 
 from __future__ import annotations
 
-from .base import attr_ints, compute_cost, is_array, replicated_spec, spec_axes, spec_name
+from .base import (
+    Strategy, StrategyGroup, attr_ints, compute_cost, is_array, is_mesh_spec, replicated_spec, spec_axes, spec_name,
+)
 from .elementwise import free_group
 from .registry import _resharded_outputs, _same, register, register_backward, register_preference
+from ..cost import collectives
 
 
 def _gather_inputs(instr, out_spec):
@@ -85,8 +88,6 @@ def handle_gather(instr, ctx):
     all-reduce of the output tile over those axes sums the pieces (measured, tests/test_handlers_gather.py)."""
     from itertools import combinations
 
-    from ..cost import collectives
-    from .base import Strategy, spec_axes
 
     if not is_array(instr.shape) or len(instr.operands) != 2:
         return None
@@ -177,8 +178,6 @@ def handle_scatter(instr, ctx):
     assembles it instead (measured there too: take_along_axis' backward into a replicated result)."""
     from itertools import combinations
 
-    from ..cost import collectives
-    from .base import Strategy
 
     if not is_array(instr.shape) or len(instr.operands) != 3:
         return None
@@ -301,7 +300,6 @@ def parallel_scatter_layouts(instr, actual, minfo):
     logits' gradient on 2x4): operand batch over ``model`` and vocabulary over ``data``, indices batch over
     ``data`` and sequence over ``model`` (keras-hub llama's ``scatter-add.10``): the operand all-to-all'd to
     sequence over ``model`` and back (2 x 96 KiB), where resharding the indices alone was priced."""
-    from .base import is_mesh_spec
 
     if len(instr.operands) != 3 or len(actual) != 3 or any(a is None or not is_mesh_spec(a) for a in actual):
         return None
@@ -368,7 +366,6 @@ def _parallel_realized(instr, actual, want, ctx) -> list:
     every strategy written with ``want`` (see :func:`parallel_scatter_layouts`): the one strategy computing in
     XLA's layouts, its result resharded to ``want`` (``registry._resharded_outputs``: the output plan's
     collectives); [] when the operands already share their parallel split or the model does not say."""
-    from .base import Strategy, StrategyGroup, is_mesh_spec
 
     lay = parallel_scatter_layouts(instr, actual, ctx.minfo)
     if lay is None or not is_mesh_spec(want):
@@ -402,8 +399,6 @@ def _regrouped_updates(instr, actual, keep, ctx) -> list:
     hidden dim over ``data``: XLA a 512 KiB collective-permute and a 512 KiB all-gather, hloshard the all-gather
     only).  Known gap: rows over ``data`` with the updates over both axes, XLA permutes too (128 KiB not
     priced).  [] otherwise."""
-    from .base import Strategy, is_mesh_spec
-    from ..cost import collectives
 
     op, upd = actual[0], actual[2]
     if op is None or not (is_mesh_spec(op) and is_mesh_spec(upd)) or attr_ints(instr, "input_batching_dims"):
@@ -442,8 +437,6 @@ def scatter_preference(instr, actual, keep, ctx):
     hand Megatron layout: the embedding gradient, table split on the vocabulary over ``model``, tokens on the
     batch over ``data``: XLA all-reduces each ``model`` quarter of the table over ``data``).  Returns that
     strategy with the written output, or [] (the other rules of ``registry._realized`` then apply)."""
-    from ..cost import collectives
-    from .base import Strategy, is_mesh_spec
 
     if not keep or len(actual) != 3 or actual[1] is None or actual[2] is None:
         return []

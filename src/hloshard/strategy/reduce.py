@@ -18,6 +18,9 @@ from .base import (
 )
 from .elementwise import free_group
 from .registry import RESHARDS_OUTPUT, register, register_backward
+from ..cost import collectives
+from ..cost.collectives import PredictedCollective
+from ..hlo.sharding import HloSharding
 
 # XLA SPMD partitioner, reduce handler: the local reduce (and the all-reduce of a split reduced dim)
 # runs in the operand's own layout, and only its result is resharded to the written layout (a result
@@ -27,8 +30,6 @@ RESHARDS_OUTPUT.add("reduce")
 
 
 def _reduce_transform(instr, ctx, spec):
-    from ..cost import collectives
-
     minfo = ctx.minfo
     n = len(instr.operands) // 2
     data = instr.operands[0]
@@ -79,9 +80,6 @@ def _raw_reduce(instr, ctx, sh):
     tests/test_handlers_reduce.py "r_order", "r_partial_rep", "argmax_raw")."""
     import numpy as np
 
-    from ..cost import collectives
-    from ..cost.collectives import PredictedCollective
-    from ..hlo.sharding import HloSharding
 
     data = instr.operands[0]
     rank = len(data.shape.dims)

@@ -33,6 +33,7 @@ import math
 from ..cost import reshape as reshape_cost
 from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
 from .registry import PREFERRED, register, register_backward, register_result_flops
+from ..cost.reshard import plan
 
 #: name prefix of the strategies that reshape locally in the forward layout and reshard the result
 FORWARD = "fwd:"
@@ -230,7 +231,6 @@ def forward_resharded(instr, out_spec, operand_specs, ctx) -> list:
     """Step (2) strategies for the written ``out_spec``: per operand layout whose splits all carry over
     (forward layout ``F``), the reshape local in ``F`` and the result resharded ``F -> out_spec``
     (``cost.reshard.plan``: its cost in ``comm``, its steps in ``collectives``)."""
-    from ..cost.reshard import plan
 
     minfo = ctx.minfo
     shape = instr.shape

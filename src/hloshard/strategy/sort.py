@@ -12,6 +12,7 @@ import math
 
 from .base import Strategy, StrategyGroup, compute_cost, is_array, is_mesh_spec, leaf_shapes, replicated_spec, unshard_dims
 from .registry import register, register_backward
+from ..cost import collectives
 
 
 def _moved_split(instr, spec, dim, ctx):
@@ -19,7 +20,6 @@ def _moved_split(instr, spec, dim, ctx):
     split: XLA moves it there with an all-to-all per operand, sorts locally and moves it back with an
     all-to-all per result (measured, tests/test_handlers_sort.py); ``(0.0, ())`` otherwise (the sort
     dim is then required unsplit: the all-gather is on the operand edges)."""
-    from ..cost import collectives
 
     axes = spec[dim]
     if not axes:

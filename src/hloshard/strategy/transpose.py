@@ -12,6 +12,7 @@ from __future__ import annotations
 from .base import inverse_permute, is_array, is_mesh_spec, permute, replicated_spec
 from .elementwise import elementwise_strategy, follow_group, free_group
 from .registry import register, register_backward, register_result_flops
+from ..hlo.sharding import HloSharding
 
 
 def permute_raw(sh, perm, ctx):
@@ -20,7 +21,6 @@ def permute_raw(sh, perm, ctx):
     last), as a mesh spec when the mesh can express it; None for a non-tiled or manual ``sh``."""
     import numpy as np
 
-    from ..hlo.sharding import HloSharding
 
     if sh is None or not getattr(sh, "is_tiled", False) or sh.has_manual_subgroup or sh.tiled_rank != len(perm):
         return None

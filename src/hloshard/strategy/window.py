@@ -15,6 +15,8 @@ import re
 
 from .base import Strategy, StrategyGroup, compute_cost, is_array, is_mesh_spec, leaf_shapes, replicated_spec, unshard_dims
 from .registry import register, register_backward
+from ..cost import collectives
+from .slicing import _dim_pairs, window_halo
 
 
 def window_dims(instr) -> tuple[list[int], int]:
@@ -88,8 +90,6 @@ def _grown_halos(ctx, shape, spec, dims):
     tests/test_handlers_window.py "w_both", "w_2d_valid").  Per dim the permutes of
     :func:`hloshard.strategy.slicing.window_halo` (as :func:`~hloshard.strategy.slicing.halo_exchange`
     prices them) on the widened tile."""
-    from ..cost import collectives
-    from .slicing import _dim_pairs, window_halo
 
     minfo = ctx.minfo
     rank = len(shape.dims)
@@ -127,8 +127,6 @@ def _sas_halo_fn(instr, ctx):
     1..k-1, right over 0..k-2; a halo wider than a shard comes from further neighbours too), the source
     then widened to ``max(l - f)`` windows and the operand to ``(max(l - f) - 1) stride + size``
     (measured, tests/test_handlers_window.py "sas", "sas_halo")."""
-    from ..cost import collectives
-    from .slicing import _dim_pairs
 
     win = getattr(instr.attrs.get("window"), "dims", None)
     op, src = instr.operands[0], instr.operands[1]

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from ..rule import Rule
+from ...hlo.verify import verify_problems
 
 
 class VerifierError(Rule):
@@ -39,7 +40,6 @@ class VerifierError(Rule):
     def evaluate(self, context):
         if context.module is None:
             return
-        from ...hlo.verify import verify_problems
 
         for instr, code, message in verify_problems(context.module, context.num_partitions):
             if code == self.code:

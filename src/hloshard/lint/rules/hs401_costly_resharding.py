@@ -4,6 +4,10 @@ import numpy as np
 
 from ...units import format_bytes
 from ..rule import Rule
+from ...cost import reshape as rs, reshard
+from ...cost.collectives import total_ring_bytes
+from ...errors import HloshardError
+from ...hlo.sharding import HloSharding
 
 #: element-wise opcodes: the user needs each operand sharded exactly like its result
 ELEMENTWISE = frozenset({
@@ -33,7 +37,6 @@ def _usable(sharding) -> bool:
 def _transposed(sharding, perm):
     """The sharding of transpose(x, dimensions=perm)'s operand when the result has ``sharding``:
     result dim i is operand dim perm[i], so operand tile axis j is result tile axis perm^-1(j)."""
-    from ...hlo.sharding import HloSharding
 
     if sharding.kind != "tiled":
         return sharding
@@ -49,7 +52,6 @@ def _transposed(sharding, perm):
 
 def _forward_transposed(sharding, perm):
     """Result sharding of transpose(x, perm) when x has ``sharding`` (no communication)."""
-    from ...hlo.sharding import HloSharding
 
     if sharding.kind != "tiled":
         return sharding
@@ -63,7 +65,6 @@ def _broadcast_operand(sharding, dims, out_rank):
     """The operand sharding a broadcast with result ``sharding`` needs (XLA removes the broadcast
     dims from the result sharding: their tiling becomes replication). ``dims[i]`` is the result dim
     of operand dim i. None for manual / unreduced subgroups."""
-    from ...hlo.sharding import HloSharding
 
     if sharding.kind != "tiled":
         return sharding
@@ -81,7 +82,6 @@ def _broadcast_operand(sharding, dims, out_rank):
 def _broadcast_result(sharding, dims, out_rank):
     """The result sharding a broadcast gets from its operand's ``sharding`` with no communication
     (operand tiling on the mapped dims, 1 elsewhere, replication kept)."""
-    from ...hlo.sharding import HloSharding
 
     if sharding.kind != "tiled":
         return sharding
@@ -105,8 +105,6 @@ def _cheapest_reshape_output(in_shape, out_shape, src, current, mesh, limit: int
     ``("edge", sharding, plan)`` -- or None when none beats ``current``."""
     import itertools
 
-    from ...cost import reshape as rs
-    from ...errors import HloshardError
 
     axes = [a for a, n in enumerate(mesh.shape) if n > 1]
     rank = len(out_shape.dims)
@@ -136,14 +134,11 @@ def _cheapest_reshape_output(in_shape, out_shape, src, current, mesh, limit: int
 def _bytes(plan) -> float:
     """Ring bytes per device of a plan's collectives: :func:`hloshard.cost.collectives.total_ring_bytes`,
     the one count explain-reshape reports too (and what XLA's partitioned HLO is measured in)."""
-    from ...cost.collectives import total_ring_bytes
 
     return total_ring_bytes(plan.predicted_collectives())
 
 
 def _describe(step) -> str:
-    from ...cost.collectives import total_ring_bytes
-
     where = f" dim {','.join(map(str, step.dims))}" if step.dims else ""
     group = f" in groups of {step.group_size}" if step.group_size else ""
     axes = f" (mesh axis {','.join(map(str, step.mesh_axes))})" if step.mesh_axes and step.exact_mesh_axes else ""
@@ -239,9 +234,6 @@ class CostlyResharding(Rule):
 
     @staticmethod
     def _plan(shape, src, dst, mesh):
-        from ...cost import reshard
-        from ...errors import HloshardError
-
         try:
             return reshard.plan(shape, src, dst, mesh)
         except (HloshardError, ValueError):
@@ -252,7 +244,6 @@ class CostlyResharding(Rule):
         """(sharding the user needs for the operand, a user sharding that needs no communication --
         or a function computing it lazily) or None when this rule does not model the user's opcode.
         ``memo`` caches the inference across edges with the same shapes and shardings."""
-        from ...errors import HloshardError
 
         out = user.sharding
         op = user.opcode
@@ -285,10 +276,6 @@ class CostlyResharding(Rule):
                     memo[key] = None
             return memo[key]
         if op == "reshape":
-            try:
-                from ...cost import reshape as rs
-            except ImportError:  # pragma: no cover - layer not available
-                return None
             in_shape, out_shape, src = operand.shape, user.shape, operand.sharding
             key = ("reshape", tuple(in_shape.dims), tuple(out_shape.dims), out)
             if key not in memo:

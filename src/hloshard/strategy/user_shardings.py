@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..sdy_mesh import SDY_RESULT_TARGETS
-from ..strategy.base import leaf_shapes
+from .base import leaf_shapes
 from ..units import counted
 
 
