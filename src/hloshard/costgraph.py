@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .errors import InputError
+from .cost.liveness import usage_profile
+from .io import max_input_bytes, read_limited, write_bytes_atomic
 
 #: Any cost >= INFINITY marks a forbidden choice (the IOPDDL / XLA convention, ``kInfinityInt``).
 INFINITY = 10**18
@@ -209,7 +211,6 @@ def load_problem(path: str) -> Problem:
     Raises InputError for an unreadable, non-JSON or malformed file (one clear line).
     Memory: the JSON text is parsed once and every list is turned into an int64 array right away.
     """
-    from .io import max_input_bytes, read_limited
 
     try:
         with open(path, "rb") as fh:
@@ -266,7 +267,6 @@ def save_problem(problem: Problem, path: str) -> None:
 
     Written atomically (temporary file, then rename). Raises UsageError when not writable.
     """
-    from .io import write_bytes_atomic
 
     data = json.dumps(problem_to_json(problem), separators=(",", ":")).encode()
     if path.endswith(".gz"):
@@ -311,7 +311,6 @@ def live_usage_profile(problem: Problem, strategies) -> tuple[np.ndarray, np.nda
     the total usage (bytes per device) of the nodes live at ``times[k]``
     (:func:`hloshard.cost.liveness.usage_profile` of the chosen usages).
     """
-    from .cost.liveness import usage_profile
 
     s = np.asarray(strategies, dtype=np.int64)
     use = np.fromiter((u[k] for u, k in zip(problem.node_usages, s)), dtype=np.int64, count=len(s))

@@ -49,6 +49,15 @@ from typing import Any
 from .cost.collectives import COLLECTIVE_KINDS, all_to_all_transposes, hbm_units_per_byte, ring_bytes
 from .hlo.loops import execution_counts
 from .hlo.parser import parse_module
+from . import xla_check
+from .autoshard import reshardings_of
+from .hlo import print_module
+from .hlo.attributes import Raw
+from .hlo.inline import inline_calls
+from .hlo.shape import parse_shape
+from .peak import peak_tensors
+from .sdy_mesh import SDY_RESULT_TARGETS
+from .xla_memory import xla_memory
 
 #: op_name prefix of the tags written into the text sent to XLA
 TAG_PREFIX = "hloshard."
@@ -258,7 +267,6 @@ def predicted_collectives(result) -> dict[str, list[CollectiveRecord]]:
     nothing and are left out.  Executions: the cost graph's weight of the instruction (loop trips);
     a loop back-edge's extra weight is recovered from the edge cost over the plan cost.
     """
-    from .autoshard import reshardings_of
 
     graph, choice = result.graph, result.choice
     ctx, mesh = graph.ctx, graph.mesh
@@ -306,10 +314,6 @@ def tag_module_text(module) -> tuple[str, dict]:
     before partitioning): the instructions tagged are those the pricing keeps, so a collective XLA makes
     inside an inlined callee maps back to the instruction hloshard priced (and its loop trips); the module's
     own metadata is put back before returning."""
-    from .hlo import print_module
-    from .hlo.attributes import Raw
-    from .hlo.inline import inline_calls
-    from .sdy_mesh import SDY_RESULT_TARGETS
 
     inline_calls(module)
     tags: dict = {}
@@ -338,7 +342,6 @@ def xla_nbytes(collective, num_partitions: int) -> tuple[float, int]:
     ``B``: result bytes per device (tuple results: the sum of the leaves), times ``n`` for a
     reduce-scatter (its operand is ``n`` times its result); ``n``: size of the first replica group, or
     every partition when ``replica_groups`` is empty."""
-    from .hlo.shape import parse_shape
 
     shape = parse_shape(collective.shape)
     n = len(collective.replica_groups[0]) if collective.replica_groups else int(num_partitions)
@@ -464,7 +467,6 @@ def run_xla(texts: list[str], num_partitions: int, propagated: bool = False, tim
             crash_as_error: bool = False) -> list:
     """:func:`hloshard.xla_check.spmd_collectives` after checking that jax is importable.
     Raises InputError naming the ``xla`` extra when it is not."""
-    from . import xla_check
 
     xla_check.require_jax()
     return xla_check.spmd_collectives(texts, num_partitions, timeout=timeout, propagated=propagated,
@@ -484,7 +486,6 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
     if xla is None:
         text, tags = tag_module_text(module)
         res = run_xla([text], mesh.num_devices)[0]
-        from .xla_memory import xla_memory
 
         mem = xla_memory([text], mesh.num_devices)[0]
     else:
@@ -504,7 +505,6 @@ def compare_module(module, mesh, evaluation, xla=None) -> Comparison:
         recs = matched[name]
         opcode = next((i.opcode for i in tags.values() if i.name == name), "?")
         rows.append(InstructionComparison(name, opcode, recs[0].executions, [], recs))
-    from .peak import peak_tensors
 
     ev = evaluation.evaluation
     return Comparison(module.name, mesh.num_devices, rows, unmatched, res.error, res.compile_error,

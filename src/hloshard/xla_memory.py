@@ -35,6 +35,8 @@ import re
 import sys
 from typing import Any
 
+from .xla_check import compile_with_dump, run_jax_child
+
 __all__ = ["XlaMemory", "xla_memory", "parse_buffer_assignment", "peak_buffers"]
 
 
@@ -165,7 +167,6 @@ def _child_main() -> int:  # pragma: no cover - runs in the subprocess
     import shutil
     import tempfile
 
-    from .xla_check import compile_with_dump
 
     request = json.load(sys.stdin)
     n = int(request["num_partitions"])
@@ -226,7 +227,6 @@ def xla_memory(texts: list[str], num_partitions: int, timeout: float = 900.0, k:
     ``i.partitioned.txt.gz`` (after spmd-partitioning) and ``i.propagated.txt.gz`` (after
     sharding-propagation) -- the files :attr:`XlaMemory.dumps` lists.  Raises InputError when jax is
     missing or the child dies."""
-    from .xla_check import run_jax_child
 
     if not texts:
         return []

@@ -8,6 +8,7 @@ from ..strategy.base import TOKEN, is_array, leaf_shapes
 from ..strategy.control_flow import keeps_whole_state
 from ..strategy.realize import keep_invariants
 from .graph import Graph
+from ..hlo.sharding import HloSharding
 
 
 def leaf_spec(graph: Graph, instr, leaf: int, choice):
@@ -23,7 +24,6 @@ def leaf_spec(graph: Graph, instr, leaf: int, choice):
 
 def instruction_sharding(graph: Graph, instr, choice):
     """The HloSharding the choice gives ``instr`` (a tuple sharding for tuple shapes)."""
-    from ..hlo.sharding import HloSharding
 
     minfo = graph.ctx.minfo
     leaves = leaf_shapes(instr.shape)

@@ -28,6 +28,7 @@ from .reshard_cache import cached_reshards
 from .resharder import _key
 from .search import solve_graph
 from .tiebreak import real_part
+from ..cost.reshard import plan
 
 
 @dataclass
@@ -155,7 +156,6 @@ def reshardings_of(graph: Graph, choice) -> dict:
     """Instruction name -> list of implicit reshardings on its operand edges (plan steps included); a
     resharding XLA takes from its cache (an earlier user's identical one: :mod:`.reshard_cache`) is not
     listed."""
-    from ..cost.reshard import plan
 
     minfo = graph.ctx.minfo
     cached = {(c.node, c.index, id(c.operand), c.leaf) for c in cached_reshards(graph, choice)}

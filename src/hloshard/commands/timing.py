@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from ..timing import body_once, plan_roofline, plan_timing
 from ..summary import step_time_line
+from ..xla_compare import tag_module_text
+from ..xla_cost import xla_cost
 
 __all__ = ["xla_cost_fields", "xla_cost_line", "seconds_report"]
 
@@ -15,7 +17,6 @@ def xla_cost_fields(roof, module_text: str, num_devices: int) -> dict:
     compiled for ``num_devices`` partitions (:func:`hloshard.xla_cost.xla_cost`) beside the roofline's
     (``roof``: :func:`plan_roofline`'s): ``{"xla_cost": {"flops_per_device", "xla_flops_per_device",
     "hbm_bytes_per_device", "xla_bytes_accessed_per_device", "xla_cost_error"}}``."""
-    from ..xla_cost import xla_cost
 
     x = xla_cost([module_text], num_devices)[0]
     flops_once, bytes_once = body_once(roof)
@@ -54,8 +55,6 @@ def seconds_report(report: dict, result, module, mesh, scale, use_xla: bool, tim
         report.update(plan_timing(t_result, t_module, scale))
         lines.append(step_time_line(report))
     if use_xla:
-        from ..xla_compare import tag_module_text   # the text XLA's partitioner takes (Shardy constraints as GSPMD's)
-
         roof = plan_roofline(result, module, None if scale is None else scale.profile)[0]
         report.update(xla_cost_fields(roof, tag_module_text(module)[0], int(mesh.num_devices)))
         lines.append(xla_cost_line(report))

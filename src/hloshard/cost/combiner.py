@@ -65,6 +65,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from .collectives import latency_saving
+from .reshard import plan
+
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
            "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency", "independent_values",
            "edge_savings"]
@@ -158,7 +161,6 @@ def share_latency(group, mesh, cache: dict) -> None:
     ``alpha x (1 - latency_share)`` each (:func:`hloshard.cost.collectives.latency_saving`).  The
     strategies are replaced by copies.  ``cache``: a dict kept for one build (id(computation) ->
     :func:`height_classes`).  Without a device, or for a class of one, nothing changes."""
-    from .collectives import latency_saving
 
     if getattr(mesh, "roofline_prices", None) is None:
         return
@@ -225,8 +227,6 @@ def edge_savings(mesh, shape, srcs: list, dsts: list, to_sharding, members: int,
     of one, no collective)."""
     import numpy as np
 
-    from .collectives import latency_saving
-    from .reshard import plan
 
     if getattr(mesh, "roofline_prices", None) is None or members <= 1 or not shape.is_array:
         return None

@@ -449,7 +449,6 @@ def computation_peak_bytes(comp, order: Sequence | None = None, size_of: Callabl
     fusion and in-place reuse as XLA's CPU backend does).  ``size_of(instr)`` defaults to
     :func:`hloshard.cost.memory.bytes_per_device` of the instruction's sharding (its written shape when
     that fails, e.g. ``{manual}``).  Called computations are not included."""
-    from .memory import bytes_per_device
 
     order = list(comp.instructions if order is None else order)
 

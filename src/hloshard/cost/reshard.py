@@ -71,6 +71,7 @@ from ..hlo.shape import Shape, parse_shape
 from ..hlo.sharding import HloSharding
 from . import collectives as C
 from .memory import tile_bytes
+from ..mesh import ShardingMeshMismatch
 
 #: GSPMD's last resort replicates fully and slices (measured); False keeps the dims it can.
 FULL_REPLICATE_FALLBACK = True
@@ -1809,7 +1810,6 @@ def autosharding_resharding_cost(shape: Shape | str, src: HloSharding, dst: HloS
 
     if src.kind != "tiled" or dst.kind not in ("tiled", "replicated"):
         return overestimate()
-    from ..mesh import ShardingMeshMismatch
 
     try:
         s_axes = mesh.sharding_to_axes(src, rank)

@@ -128,6 +128,7 @@ from typing import Callable
 from ..hlo.attributes import AttrError, parse_dim_labels
 from . import liveness
 from .liveness import EXPENSIVE, ELEMENTWISE, FUSIBLE_PRODUCERS, FUSING_CONSUMERS, effective_users
+from ..hlo.shape import ELEMENT_BITS
 
 __all__ = ["FusionRule", "CPU_FUSION", "TPU_FUSION", "fusion_rule", "is_fused", "epilogue", "absorbed_by",
            "shared_join", "sibling_key", "SLICES", "TPU_FUSING_CONSUMERS", "OUTPUT_FUSING",
@@ -868,7 +869,6 @@ def _narrow_read(u, element_type: str) -> str | None:
     """The element type narrower than ``element_type`` that the consumer ``u`` reads its operand at, or
     None: a ``convert`` to a narrower type (its result's type); an ``f32`` operand of a dot /
     convolution at DEFAULT precision (:data:`DEFAULT_PRECISION_TYPE`)."""
-    from ..hlo.shape import ELEMENT_BITS
 
     width = ELEMENT_BITS.get(element_type, 0)
     if u.opcode == "convert" and u.shape.is_array:

@@ -35,6 +35,7 @@ import numpy as np
 
 from ..costgraph import INFINITY, Problem
 from .presolve import Infeasible, _normalised
+from .heuristic import point_penalties
 
 BIG = float(INFINITY)
 
@@ -289,7 +290,6 @@ def lower_bound(red, ls=None, mu=None, passes: int = 8, dual: DualBound | None =
     one of the problem without memory limits (still a valid bound).  ``passes``: star-update sweeps.
     ``dual``: a :class:`DualBound` to continue from (warm start).  Returns ``(bound, dual)``.
     """
-    from .heuristic import point_penalties
 
     if dual is None:
         dual = DualBound(red)

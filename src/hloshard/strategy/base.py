@@ -37,6 +37,8 @@ from typing import Iterable, Sequence
 
 from ..cost.roofline import hbm_terms, hbm_total, kernel_reads
 from ..cost.tpu_fusion import CPU_FUSION, reduced_epilogue_bytes, windowed_einsum_bytes, windowed_reread_operand
+from ..hlo.shape import element_byte_size
+from ..hlo.sharding import HloSharding
 
 #: cost units per flop per device (see module docstring)
 COMPUTE_COST_PER_FLOP = 1.0 / 512.0
@@ -221,8 +223,6 @@ def is_array(shape) -> bool:
 
 
 def element_bytes(shape) -> float:
-    from ..hlo.shape import element_byte_size
-
     return element_byte_size(shape.element_type)
 
 
@@ -465,8 +465,6 @@ class MeshInfo:
         hit = self._sharding_cache.get(spec)
         if hit is None:
             if not spec_axes(spec):
-                from ..hlo.sharding import HloSharding
-
                 hit = HloSharding.replicated()
             else:
                 hit = self.mesh.axes_to_sharding(spec)

@@ -40,7 +40,8 @@ from __future__ import annotations
 from ..hlo import loops
 from ..hlo.loops import DEFAULT_TRIP_COUNT, called  # noqa: F401  (re-exported)
 from .base import TOKEN, LeafRef, Strategy, StrategyGroup, TupleGroup, is_array, leaf_range, leaf_shapes, spec_name
-from .registry import DROPPED_ANNOTATION, register
+from .registry import DROPPED_ANNOTATION, apply_fixed, register
+from ..hlo.sharding import HloSharding
 
 def trip_count(instr) -> int:
     """Iterations of a while loop as an int (:func:`hloshard.hlo.loops.trip_count`, which also says
@@ -94,7 +95,6 @@ def _release_captured(comp, init, leaves, ctx) -> None:
     body / condition parameter reading it, the captured value itself in StableHLO, pins nothing
     anyway: ``tuple_ops.annotation_dropped``.)  XLA reshards at the element's users instead
     (measured, tests/test_handlers_control_flow.py)."""
-    from ..hlo.sharding import HloSharding
 
     root = comp.root
     sh = ctx.fixed.get(root)
@@ -130,8 +130,6 @@ def handle_while(instr, ctx):
         children.append(_leaf_node(instr, s, [LeafRef(init, l), LeafRef(body.root, l)], [1.0, float(trips)], ctx))
     group = TupleGroup(instr, children)
     if instr in ctx.fixed:
-        from .registry import apply_fixed
-
         group = apply_fixed(group, instr, ctx)
         ctx.fixed.pop(instr)  # applied here, before the body is built
     ctx.set_group(instr, group)

@@ -65,6 +65,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import TOKEN, LeafRef, is_array, is_mesh_spec, leaf_range, leaf_shapes
+from ..cost.reshard import plan
+from ..hlo.ir import Instruction
+from ..hlo.loops import called, invariant_elements
+from ..hlo.sharding import HloSharding
+from .registry import rematerialized
 
 #: ops whose partitioning XLA decides from its operands' layouts (measured: dot, convolution, and a
 #: scatter-add whose split updates XLA all-reduces into the table where the plan gathers them; a fusion
@@ -146,8 +151,6 @@ def replicated_stop(shape, src, dst, mesh):
     local dynamic-slice): the same collectives and bytes, and no warning.  Measured on new user 17's GNN
     (a dim-0 split over ``model`` pinned to a dim-1 split over ``data``): one warning before, none after,
     XLA's bytes unchanged (BENCHMARKS.md, "Pins through the replicated layout")."""
-    from ..cost.reshard import plan   # the one resharding planner
-    from ..hlo.sharding import HloSharding
 
     if not isinstance(src, HloSharding) or not isinstance(dst, HloSharding) or src.is_replicated \
             or dst.is_replicated:
@@ -176,7 +179,6 @@ def scatter_into_scalar_broadcast(instr, k: int, op) -> bool:
     backward scatters pin them ``[4,1,2]``): XLA scattered in ``[4,1,2]`` and all-gathered each result
     over the replicated axis (128 KiB per device each, 3.93 MiB in all where hloshard predicted 3.6); a
     pin in the planned layout keeps it (XLA re-broadcasts the scalar there: nothing moves)."""
-    from .registry import rematerialized   # the cost graph's "rebuilt in any layout" (a constant too)
 
     if instr.opcode != "scatter" or k >= (len(instr.operands) - 1) // 2:
         return False
@@ -191,7 +193,6 @@ def insert_pins(pins) -> int:
     and the TPU compiler, which rejects a sharded ``copy`` on its way through StableHLO) reshards the
     operand to it and the partitioner then drops it, so it computes nothing.  Returns the pins added.
     Deterministic (the order of ``pins``)."""
-    from ..hlo.ir import Instruction
 
     made: dict = {}
     readers: dict = {}
@@ -251,7 +252,6 @@ def insert_loop_state_pins(whiles) -> int:
     value in the init tuple's layout for it (``NAME.init.pin``, :func:`_pin_captured_inits`).
     ``whiles``: the ``while`` instructions whose shardings are written (the IR after the apply step).
     Returns the custom-calls added (both kinds).  Deterministic (the given order, then text order)."""
-    from ..hlo.loops import called, invariant_elements
 
     count = 0
     for w in whiles:
@@ -291,8 +291,6 @@ def keep_invariants(whiles) -> int:
     collectives under XLA against 27.1 MB predicted; with these 27.08 MB, the prediction to the byte
     (BENCHMARKS.md round 26 "loop").
     Returns the custom-calls added.  Deterministic (the given order, then tuple order)."""
-    from ..hlo.ir import Instruction
-    from ..hlo.loops import called, invariant_elements
 
     count = 0
     for w in whiles:
@@ -349,7 +347,6 @@ def _pin_captured_inits(w, captured) -> int:
     With the pin the value reaches the loop in the planned layout: any resharding to it happens once,
     before the loop.  An init that is an entry parameter with that very sharding (kept by XLA) or
     already a ``Sharding`` custom-call in it is left alone.  Returns the pins added."""
-    from ..hlo.ir import Instruction
 
     init = w.operands[0] if w.operands else None
     sh = getattr(init, "sharding", None)
@@ -392,7 +389,6 @@ def _pin_between(comp, src, users, suffix: str, names: set):
     """Insert ``<src.name><suffix> = custom-call(src), custom_call_target="Sharding"`` carrying ``src``'s
     sharding into ``comp`` before the first of ``users`` and make ``users`` read it; the name gets a
     number when taken (``names``: the names in use, updated).  Returns the custom-call."""
-    from ..hlo.ir import Instruction
 
     name, k = src.name + suffix, 1
     while name in names:

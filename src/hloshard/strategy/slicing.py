@@ -16,6 +16,7 @@ from __future__ import annotations
 from .base import is_array, is_mesh_spec, replicated_spec, unshard_dims
 from .elementwise import follow_group, free_group
 from .registry import register, register_backward, register_result_flops, result_flops
+from ..cost import collectives
 
 
 def _changed_dims(instr):
@@ -147,7 +148,6 @@ def halo_exchange(ctx, shape, spec, dim_windows):
     result split alike): for each ``(dim, result size, offset, stride, window size)`` of
     ``dim_windows`` on a split dim, the collective-permutes of :func:`window_halo`, each moving that many
     elements of the operand tile along the dim.  Shared by slice, pad, reduce-window and convolution."""
-    from ..cost import collectives
 
     minfo = ctx.minfo
     if not is_mesh_spec(spec):
@@ -230,7 +230,6 @@ def concat_comm(instr, spec, ctx):
     operand, concatenates locally and moves the split back with an all-to-all of the result (measured,
     tests/test_handlers_slicing.py).  ``None`` when no other dim can take the split (then the dim is
     gathered: the operands are required unsplit on it)."""
-    from ..cost import collectives
 
     minfo = ctx.minfo
     d = (instr.dimensions or [0])[0]
@@ -345,8 +344,6 @@ def _mirror_pairs(mesh, axes):
 
 @register("reverse")
 def handle_reverse(instr, ctx):
-    from ..cost import collectives
-
     if not is_array(instr.shape):
         return None
     rank = len(instr.shape.dims)
