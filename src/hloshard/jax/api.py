@@ -44,7 +44,8 @@ from typing import Any, Callable
 
 from ..interrupts import interruptible
 from .check import program
-from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
+from .guard import (FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds,
+                    start_entry_propagation, user_sharded)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -713,6 +714,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # round 18, started before tracing: keras-hub's 4-layer Gemma at time_limit 10 and load 5.5 built in 3.7 s
     # instead of 2.0 s and its first solve had 0.36 s of solver instead of 1.69 s)
     warm = _start_child(int(mesh.devices.size)) if memory_guard and deterministic else None
+    pending = None   # the user-sharded baseline's XLA propagation, started beside the first solve (below)
     try:
         leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
@@ -768,6 +770,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             dmesh = refine_for_module(dmesh, module)
         if budget is not None:   # a budget the parameters alone exceed: said before any build (new user 23, #7)
             parameter_floor_check(module, dmesh.num_devices, budget)
+        # the user's shardings: the memory guard's baseline entry is known now, so XLA's propagation of it starts
+        # here, in a child, beside the first solve, and the guard reads it (round 26: started after the first solve,
+        # wall-clock, it got the ~1 s the deadline left, timed out, and the guard was off: keras-hub's 4-layer Gemma
+        # given its layout map, 1.05x the layout map's peak by XLA).  Deterministic mode: in the child started
+        # before tracing
+        if memory_guard and user_sharded(module):
+            try:
+                pending = start_entry_propagation(module, dmesh, child=warm)
+            except OSError:   # no child: the guard starts its own run when it needs one
+                pending = None
+            if pending is not None:
+                warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
         deadline = None if deterministic else started + float(time_limit)
@@ -790,6 +804,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             return now
     except BaseException:
         _stop_child(warm)
+        if pending is not None:
+            pending.cancel()
         raise
 
     try:
@@ -827,7 +843,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
                                   propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
-                                  write="keep" if budget is None else "restore")
+                                  write="keep" if budget is None else "restore", pending=pending)
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
@@ -906,6 +922,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     finally:
         _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
+        if pending is not None:   # the guard did not read it (off, or the call failed before it)
+            pending.cancel()
     t_report = time.monotonic()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
