@@ -471,13 +471,13 @@ def test_data_parallel_baseline_peaks_below_the_replicated_one():
 
 def test_fsdp_entry_splits_the_state_along_its_leading_divisible_dim_and_the_batch():
     """The guard's third baseline with nothing sharded (issue 24, round 26): the batch as data parallelism splits it,
-    and each tied weight along the first dim the device count divides, over all 8 devices in mesh order; the root's
+    and each tied weight along the largest dim the device count divides, over all 8 devices in mesh order; the root's
     tied values leave in their weights' layouts (the loss replicated).  None where data parallelism's entry is None
-    (no state known), and a dim 8 does not divide is skipped for the next (fsdp_dim)."""
+    (no state known); a dim 8 does not divide is never split (fsdp_dim)."""
     from hloshard.jax.guard import data_parallel_entry, fsdp_dim, fsdp_entry
 
-    assert fsdp_dim((512, 1024), 8) == 0 and fsdp_dim((6, 1024), 8) == 1 and fsdp_dim((6, 7), 8) is None
-    assert fsdp_dim((4, 8), 8) == 1 and fsdp_dim((64,), 1) is None
+    assert fsdp_dim((512, 1024), 8) == 1 and fsdp_dim((1024, 6), 8) == 0 and fsdp_dim((6, 7), 8) is None
+    assert fsdp_dim((4, 8), 8) == 1 and fsdp_dim((64,), 1) is None and fsdp_dim((256, 8, 256), 8) == 0
     module = _module()
     mesh = _mesh()
     entry = fsdp_entry(module, mesh)
