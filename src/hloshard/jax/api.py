@@ -563,7 +563,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       not tied state, split along its leading dim) over every device, state replicated, the intermediates
       left to XLA
       (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
-      child).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
+      child), and the fully sharded data-parallel plan: the same batch, each state argument split along its
+      largest dim over every device (:func:`hloshard.jax.guard.fsdp_baseline`, ``"gspmd_from_fsdp"``; one more;
+      the lowest of the baselines is the limit, :func:`hloshard.jax.guard.choose_baseline`).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
       measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights
       but one replicated, 40.20 MB by XLA against the expert's 9.98; round 24: 17.01 MB, the baseline
       24.6 MB predicted).  Both
@@ -604,9 +606,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "replicated",
-    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" (nothing sharded: both baselines'
-    predicted peaks; the lower is the baseline), "baseline_all_replicated" (every entry
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "replicated",
+    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" (nothing
+    sharded: the baselines' predicted peaks; the lowest is the baseline), "baseline_started_early" (the user's
+    shardings: XLA's propagation of them ran beside the first solve), "baseline_all_replicated" (every entry
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
