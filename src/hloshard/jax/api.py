@@ -779,8 +779,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # here, in a child, beside the first solve, and the guard reads it (round 26: started after the first solve,
         # wall-clock, it got the ~1 s the deadline left, timed out, and the guard was off: keras-hub's 4-layer Gemma
         # given its layout map, 1.05x the layout map's peak by XLA).  Deterministic mode: in the child started
-        # before tracing
-        if memory_guard and user_sharded(module):
+        # before tracing.  Wall-clock: not when tracing left less than the solver's minimum before the deadline (the
+        # guard cannot read it then, and its text and child would take the coarse build's seconds: keras-hub's
+        # 4-layer Gemma at time_limit=10, load 17, round 26: the coarse build then stopped, BuildStopped)
+        if memory_guard and user_sharded(module) and \
+                (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             try:
                 pending = start_entry_propagation(module, dmesh, child=warm)
             except OSError:   # no child: the guard starts its own run when it needs one
