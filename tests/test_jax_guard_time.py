@@ -650,10 +650,11 @@ def test_auto_shard_starts_the_user_sharded_baseline_before_the_first_solve():
     assert got["early"] and got["baseline"] == "gspmd" and got["same"], got
 
 
-def test_a_plan_within_the_models_error_above_the_fsdp_baseline_is_re_solved(monkeypatch):
+def test_a_plan_within_the_models_error_above_the_fsdp_baseline_is_kept_as_against_the_others(monkeypatch):
     """The model-error allowance (a plan whose peak read at the model's worst over-estimate is within the baseline
-    is kept) holds against the plan's own entry with XLA's intermediates, not against the FSDP baseline: its peak is
-    the bar (round 26, tunix's Llama 3: kept by the allowance, 15.16 MB by XLA against FSDP's 12.85 MB)."""
+    is kept) holds against the FSDP baseline as against the plan's own entry (round 26: without it, held-out
+    mistral_small moved 8.6% more bytes, tests/test_jax_e2e.py's transformer more than its manual plan); a plan
+    beyond it is re-solved within FSDP's peak."""
     import types
 
     from hloshard.cost.memory import xla_lower_bound
@@ -667,22 +668,18 @@ def test_a_plan_within_the_models_error_above_the_fsdp_baseline_is_re_solved(mon
         raise SolveFailed("nothing within")
 
     limit = 10_000_000
-    peak = limit + 1
-    assert xla_lower_bound(peak) <= limit   # within the allowance
     _stub_guard(monkeypatch, no_plan, baseline=lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": 2 * limit})
     monkeypatch.setattr(guard, "data_parallel_baseline", lambda *a, **k: None)
+    monkeypatch.setattr(guard, "fsdp_baseline", lambda *a, **k: {"plan": guard.FSDP_BASELINE, "peak_bytes": limit})
+    monkeypatch.setattr(guard, "_fallback", lambda *a, **k: None)
+    monkeypatch.setattr(guard, "_baseline_plan", lambda *a, **k: None)
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
-    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=peak, total=1.0), choice=[0],
-                                  graph=types.SimpleNamespace(pin_operands=False, memory_budget=None),
-                                  solution=None)
-    for plan in (guard.FSDP_BASELINE, "gspmd_from_plan"):
+    far = next(p for p in range(limit, 4 * limit, limit // 100) if xla_lower_bound(p) > limit)
+    for peak, resolved in ((limit + 1, False), (far, True)):
         calls.clear()
-        monkeypatch.setattr(guard, "fsdp_baseline", lambda *a, **k: {"plan": plan, "peak_bytes": limit})
-        monkeypatch.setattr(guard, "_fallback", lambda *a, **k: None)
-        monkeypatch.setattr(guard, "_baseline_plan", lambda *a, **k: None)
+        first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=peak, total=1.0), choice=[0],
+                                      graph=types.SimpleNamespace(pin_operands=False, memory_budget=None),
+                                      solution=None)
         _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 1.0, 0, True)
-        assert info["baseline"] == plan and info["limit_bytes"] == limit, info
-        if plan == guard.FSDP_BASELINE:
-            assert calls, info   # re-solved within FSDP's peak
-        else:
-            assert not calls and "by less than the memory model's measured over-estimate" in info["note"], info
+        assert info["baseline"] == guard.FSDP_BASELINE and info["baseline_peak_bytes"] == limit, info
+        assert bool(calls) == resolved, (peak, info)
