@@ -851,7 +851,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
                                   propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
-                                  write="keep" if budget is None else "restore", pending=pending)
+                                  write="keep" if budget is None else "restore", pending=pending,
+                                  fsdp=budget is None)
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 

@@ -495,7 +495,7 @@ def _held(result, nearest, graph):
 
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
                deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None,
-               write: str | None = None, pending=None):
+               write: str | None = None, pending=None, fsdp: bool = True):
     """``(result, guard)``: :func:`_guard` (the memory guard), then, without a memory budget and with
     ``pareto``, :func:`hloshard.autoshard.solve.pareto_step` on its plan (auto_shard's docstring, "Pareto
     step"), its figures in ``guard["pareto"]``.  The step's time: in deterministic mode one bisection step's
@@ -541,7 +541,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     first_graph = result.graph   # the first solve's (the user's budget kept): the plans' objectives and peaks
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
-                           known_plans=known_plans, child=child, propagate=propagate, write=write, pending=pending)
+                           known_plans=known_plans, child=child, propagate=propagate, write=write, pending=pending,
+                           fsdp=fsdp)
     unwritten = guard.pop("_unwritten", None)   # the plan kept stays written (write="keep")
     left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
@@ -680,7 +681,7 @@ def _kept(result, guard: dict, unwritten, write):
 
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
            deadline: float | None = None, known_plans=(), child=None, propagate=None, write: str | None = None,
-           pending=None):
+           pending=None, fsdp: bool = True):
     """``(result, guard)``: :func:`hloshard.jax.auto_shard`'s memory guard (its docstring) applied to the
     unguarded ``result`` of :func:`hloshard.autoshard.solve_module` (not yet applied to ``module``).
     ``time_limit``: the guard's budget (a work budget with ``deterministic``; with a ``deadline`` the
@@ -729,7 +730,11 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     XLA's propagation of the plan's entry, the user's shardings when they sharded any; round 25).  ``child``: the XLA child for the baseline, started
     before (:func:`baseline_peak`); ``pending``: with the user's shardings, their XLA propagation started before
     (:func:`start_entry_propagation`, :func:`hloshard.jax.auto_shard` starts it beside its first solve), read here
-    instead of a run started now.  ``propagate`` (entry shardings -> XLA's propagated layouts,
+    instead of a run started now.  ``fsdp``: price the FSDP baseline (:func:`fsdp_baseline`) where the
+    data-parallel one applies; :func:`hloshard.jax.auto_shard` passes False when the user gave a ``memory_budget``
+    (the budget states the memory owed, as for the plan searched under it; round 26: priced for the plan found
+    without the budget, it bound tests/test_jax_e2e.py's transformer under its budget into 6.27 MB moved against
+    the manual plan's 5.11).  ``propagate`` (entry shardings -> XLA's propagated layouts,
     :func:`entry_propagation`): that fallback's data-parallel plan is the cheaper of its greedy completion
     and XLA's propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`; one more XLA run,
     outside the time limit as the baseline's is).  ``write`` (``"keep"`` or ``"restore"``; None: the solver's
@@ -793,7 +798,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
     others, notes = [], {}
     if not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None:
-        for key, price in (("data_parallel", data_parallel_baseline), ("fsdp", fsdp_baseline)):
+        for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()):
             if _time_left(deadline) <= need:
                 break
             try:
