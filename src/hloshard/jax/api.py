@@ -576,7 +576,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       at a predicted excess of 10% raised XLA's peak, 132.8 -> 136.0 MB, and the bytes, 72.9 -> 79.8 MB,
       BENCHMARKS.md "helper peak, round 11"); against the FSDP baseline too (round 26: without it tunix's Llama 3
       went from 6.93 / 15.16 to 7.44 / 11.70 MB moved / peak by XLA, but held-out mistral_small moved 8.6% more
-      bytes and tests/test_jax_e2e.py's transformer more than its manual plan).
+      bytes for a 19% lower peak).  The FSDP baseline is not priced when a ``memory_budget`` is given (the budget
+      states the memory owed).
 
     The plan's peak is its written module's, pins included (:func:`hloshard.autoshard.solve.apply_solution`,
     what ``hloshard cost`` says of it): the baseline's own model, the one the over-estimate was measured on;

@@ -840,7 +840,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # plan's 58.6 MiB predicted, helper guard2, round 18)
     # (also against the FSDP baseline, round 26: without the allowance there, tunix's Llama 3 at time_limit=10 was
     # re-solved from 6.93 / 15.16 MB by XLA into 7.44 / 11.70, but held-out mistral_small moved 8.6% more bytes for
-    # a 19% lower peak and tests/test_jax_e2e.py's transformer 6.27 MB where the manual plan moves 5.11: taken back)
+    # a 19% lower peak: taken back)
     if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE) and not base.get("all_replicated") and \
             xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
