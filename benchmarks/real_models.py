@@ -92,7 +92,7 @@ EXPERT_LAYOUT_FROM = {"mistral": "llama"}
 CONFIGS["gemma_tiny"] = ("gemma", dict(vocabulary_size=512, num_layers=1, num_query_heads=8, num_key_value_heads=4,
                                        hidden_dim=128, intermediate_dim=256, head_dim=16), 8, 32)
 QUICK = ["gemma_small", "llama_small", "qwen2_small"]
-PLANS = ["expert", "replicated", "auto", "auto_budget", "auto_expert"]
+PLANS = ["expert", "replicated", "fsdp", "auto", "auto_budget", "auto_expert"]
 LEARNING_RATE = 1e-2
 
 
@@ -325,6 +325,20 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
     elif plan == "replicated":
         psh = {k: named(P()) for k in paths}
         fn, in_sh, out_sh = step, (psh, data_sh), (named(P()), psh)
+    elif plan == "fsdp":
+        # the memory guard's FSDP baseline as jax.jit runs it (hloshard.jax.guard.fsdp_entry: one rule for the
+        # dim, fsdp_dim): every weight and the batch split over every device, the intermediates left to XLA
+        from hloshard.jax.guard import fsdp_dim
+
+        every = tuple(mesh.axis_names)
+        n = int(mesh.devices.size)
+
+        def fsdp_spec(shape, dim):
+            return P(*([None] * dim + [every])) if dim is not None else P()
+
+        psh = {k: named(fsdp_spec(params[k].shape, fsdp_dim(params[k].shape, n))) for k in paths}
+        dsh = {k: named(fsdp_spec(v.shape, 0 if v.ndim and v.shape[0] % n == 0 else None)) for k, v in data.items()}
+        fn, in_sh, out_sh = step, (psh, dsh), (named(P()), psh)
     elif plan in ("auto", "auto_budget", "auto_expert"):
         if plan == "auto_expert":
             args = ({k: abstract(v, named(experts[k])) for k, v in params.items()},

@@ -67,7 +67,7 @@ CONFIGS: dict[str, tuple[dict, int, int]] = {
     "llama3_tiny": (dict(num_layers=1, vocab_size=512, embed_dim=128, hidden_dim=256, num_heads=8, head_dim=16,
                          num_kv_heads=4, rope_theta=500_000, norm_eps=1e-5), 8, 32),
 }
-PLANS = ["expert", "expert_params", "replicated", "auto", "auto_budget", "auto_expert"]
+PLANS = ["expert", "expert_params", "replicated", "fsdp", "auto", "auto_budget", "auto_expert"]
 WEIGHT_STD = 0.02
 
 

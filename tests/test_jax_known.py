@@ -467,3 +467,63 @@ def test_data_parallel_baseline_peaks_below_the_replicated_one():
     assert minimum_peak(graph.problem)[0] < dp["peak_bytes"], dp
     assert dp["peak_bytes"] >= 2 * weights, dp   # the weights in and out, whole on every device
     assert rep["collective_cost"] * 2 < dp["collective_cost"], (dp, rep)   # the gradients' all-reduces
+
+
+def test_fsdp_entry_splits_the_state_along_its_leading_divisible_dim_and_the_batch():
+    """The guard's third baseline with nothing sharded (issue 24, round 26): the batch as data parallelism splits it,
+    and each tied weight along the largest dim the device count divides, over all 8 devices in mesh order; the root's
+    tied values leave in their weights' layouts (the loss replicated).  None where data parallelism's entry is None
+    (no state known); a dim 8 does not divide is never split (fsdp_dim)."""
+    from hloshard.jax.guard import data_parallel_entry, fsdp_dim, fsdp_entry
+
+    assert fsdp_dim((512, 1024), 8) == 1 and fsdp_dim((1024, 6), 8) == 0 and fsdp_dim((6, 7), 8) is None
+    assert fsdp_dim((4, 8), 8) == 1 and fsdp_dim((64,), 1) is None and fsdp_dim((256, 8, 256), 8) == 0
+    module = _module()
+    mesh = _mesh()
+    entry = fsdp_entry(module, mesh)
+    dp = data_parallel_entry(module, mesh)
+    params = {p.parameter_number: p for p in module.entry.parameters}
+    root = module.entry.root
+    for q in (4, 5):   # the batch: as data parallelism splits it
+        assert entry[params[q].name] == dp[params[q].name]
+    for q in STATE:
+        sh, dims = entry[params[q].name], params[q].shape.dims
+        want = [1] * len(dims)
+        want[fsdp_dim(dims, 8)] = 8
+        assert tuple(sh.tile_assignment_dims) == tuple(want) and list(sh.tile_assignment.ravel()) == list(range(8)), \
+            (q, sh)
+    outs = entry[root.name].tuple_elements
+    assert outs[0].is_replicated   # the loss
+    for q in STATE:   # the tied outputs (Tie((q + 1,), q)) in their weights' layouts
+        assert outs[q + 1] == entry[params[q].name], q
+    module.ties = []
+    assert fsdp_entry(module, mesh) is None
+
+
+def test_the_guard_takes_the_lowest_baseline_of_the_plan_data_parallel_and_fsdp(monkeypatch):
+    """choose_baseline, the one rule: of the baselines priced (the plan's own entry, data parallelism, FSDP) the
+    guard's limit is the lowest peak; every one's peak is reported.  Stubs: no XLA."""
+    import types
+
+    from hloshard.jax import guard
+
+    assert guard.choose_baseline([{"peak_bytes": 5}, {"peak_bytes": 3}, {"peak_bytes": 3, "x": 1}]) == \
+        {"peak_bytes": 3}
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": 9_000_000})
+    monkeypatch.setattr(guard, "data_parallel_baseline",
+                        lambda *a, **k: {"plan": guard.DATA_PARALLEL_BASELINE, "peak_bytes": 7_000_000})
+    monkeypatch.setattr(guard, "fsdp_baseline", lambda *a, **k: {"plan": guard.FSDP_BASELINE, "peak_bytes": 4_000_000})
+    monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
+    monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=3_000_000, total=1.0), choice=[0],
+                                  graph=types.SimpleNamespace(pin_operands=False, memory_budget=None))
+    out, g = guard._guard(first, module, types.SimpleNamespace(), "io", 1.0, 0, True)
+    assert out is first and not g["applied"]   # 3 MB within the lowest, FSDP's 4 MB
+    assert g["baseline"] == guard.FSDP_BASELINE and g["limit_bytes"] == 4_000_000, g
+    assert (g["baseline_plan_peak_bytes"], g["baseline_data_parallel_peak_bytes"], g["baseline_fsdp_peak_bytes"]) \
+        == (9_000_000, 7_000_000, 4_000_000), g
+    # under a user's budget neither data parallelism nor FSDP is priced (the budget states the memory owed)
+    first.graph.memory_budget = 1 << 30
+    _, g = guard._guard(first, module, types.SimpleNamespace(), "io", 1.0, 0, True)
+    assert g["baseline"] == "gspmd_from_plan" and "baseline_fsdp_peak_bytes" not in g, g

@@ -23,8 +23,10 @@ import glob
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
+import threading
 
 from .errors import InputError
 from .hlo import parse_module, print_module
@@ -33,7 +35,7 @@ from .hlo.sharding import HloSharding
 from .io import write_text_atomic
 from .sdy import NotExpressible, SdyMesh, dim_axes, module_sdy_mesh
 from .sdy_mesh import SDY_RESULT_TARGETS
-from .xla_check import compile_with_dump, run_jax_child
+from .xla_check import compile_with_dump, run_jax_child, start_jax_child
 
 # jax / jaxlib are optional (the ``jax`` extra): the CLI must run without them, so they are imported
 # inside the functions that need them, never at module level (tests/test_import_contracts.py).
@@ -133,6 +135,76 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
     instruction of the propagated entry computation.  ``child``: a child started before
     (``hloshard.xla_check.start_jax_child("hloshard.partition_specs", num_devices)``) to run it in.
     Raises InputError when jax is missing or XLA rejects the module."""
+    text, dims = _propagation_text(module, keep)
+    # the dump folder is the parent's: the child ends by os._exit as soon as the propagation's dump is
+    # written, while its compile may still be writing more, so only here, after it has exited, can the
+    # folder be removed (the child removing it raced with those writes: 1,748 folders left in /tmp)
+    with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
+        data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices, "dump": dump},
+                             num_devices, timeout, what="XLA sharding propagation", flag="--partition-specs",
+                             child=child)
+    return _read_propagation(data, dims)
+
+
+class PendingPropagation:
+    """:func:`xla_propagate` started now and read later (:meth:`result`): the module's text is made at once (the
+    module may change afterwards), the child (``child``, or one started here) is given it in a thread, so XLA
+    propagates beside the caller's own work.  :func:`hloshard.jax.auto_shard` starts the memory guard's baseline
+    so, beside its first solve, when the user's shardings (the baseline's entry) are known at the call's start.
+    Raises InputError from :meth:`result` as :func:`xla_propagate` does, and on a time-out."""
+
+    def __init__(self, module, num_devices: int, keep=(), child=None):
+        text, self._dims = _propagation_text(module, keep)
+        self._child = child if child is not None else start_jax_child("hloshard.partition_specs", num_devices)
+        self._dump = tempfile.mkdtemp(prefix="hloshard-prop-")
+        self._out: dict = {}
+        payload = {"text": text, "n": num_devices, "dump": self._dump}
+
+        def run():
+            try:
+                self._out["data"] = run_jax_child("hloshard.partition_specs", payload, num_devices, 86400.0,
+                                                  what="XLA sharding propagation", flag="--partition-specs",
+                                                  child=self._child)
+            except BaseException as exc:   # noqa: BLE001 - handed to result()
+                self._out["error"] = exc
+            finally:   # the child has ended (xla_propagate's reason to remove the folder only now)
+                shutil.rmtree(self._dump, ignore_errors=True)
+
+        self._thread = threading.Thread(target=run, name="hloshard-propagation", daemon=True)
+        self._thread.start()
+
+    def done(self) -> bool:
+        """Whether XLA's child has answered (or failed)."""
+        return not self._thread.is_alive()
+
+    def result(self, timeout: float) -> dict:
+        """:func:`xla_propagate`'s answer, waiting at most ``timeout`` seconds more for it (the same answer on every
+        call).  Raises InputError when the child failed, or timed out (it is then ended)."""
+        if "found" in self._out:
+            return self._out["found"]
+        self._thread.join(max(0.0, float(timeout)))
+        if self._thread.is_alive():
+            self.cancel()
+            raise InputError(f"XLA sharding propagation timed out after {max(0.0, float(timeout)):.0f} s more")
+        if "error" in self._out:
+            err = self._out["error"]
+            raise err if isinstance(err, InputError) else InputError(f"XLA sharding propagation failed: {err}")
+        self._out["found"] = _read_propagation(self._out["data"], self._dims)
+        return self._out["found"]
+
+    def cancel(self) -> None:
+        """End XLA's child when it is still running (nothing is read afterwards)."""
+        if self._child.poll() is None:
+            self._child.kill()
+        self._thread.join(5.0)
+        if "found" not in self._out and "data" not in self._out:
+            self._out.setdefault("error", RuntimeError("cancelled"))
+
+
+def _propagation_text(module, keep=()) -> tuple:
+    """``(text, dims)``: ``module`` printed for XLA's propagation (:func:`xla_propagate`: every sharding but the
+    entry's and ``keep``'s dropped, each instruction's name sent as its op_name; ``module`` left as it was) and
+    instruction name -> dims of its entry instructions (:func:`_read_propagation`'s map back)."""
 
     # XLA renumbers instruction names on its HLO -> StableHLO -> HLO round trip but keeps
     # metadata op_name: send each instruction's name as its op_name and map back by it
@@ -174,19 +246,17 @@ def xla_propagate(module, num_devices: int, timeout: float = 300.0, keep=(), chi
             instr.sharding = sh
         for instr, md in meta.items():
             instr.set_attr("metadata", md)
-    # the dump folder is the parent's: the child ends by os._exit as soon as the propagation's dump is
-    # written, while its compile may still be writing more, so only here, after it has exited, can the
-    # folder be removed (the child removing it raced with those writes: 1,748 folders left in /tmp)
-    with tempfile.TemporaryDirectory(prefix="hloshard-prop-") as dump:
-        data = run_jax_child("hloshard.partition_specs", {"text": text, "n": num_devices, "dump": dump},
-                             num_devices, timeout, what="XLA sharding propagation", flag="--partition-specs",
-                             child=child)
+    return text, {i.name: i.shape.dims for i in module.entry.instructions}
+
+
+def _read_propagation(data: dict, dims: dict) -> dict:
+    """The child's answer (:func:`_child_main`'s JSON) as :func:`xla_propagate` returns it.  Raises InputError
+    when XLA failed."""
     if data.get("error"):
         raise InputError(f"XLA sharding propagation failed: {data['error']}")
     prop = parse_module(data["text"], "<xla propagation>")
     # several instructions can carry one op_name (a call is inlined into its body plus a tuple /
     # get-tuple-element): take the last one with the instruction's own dims
-    dims = {i.name: i.shape.dims for i in module.entry.instructions}
     out = {}
     for ins in prop.entry.instructions:
         name = _op_name(ins)

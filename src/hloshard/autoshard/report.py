@@ -72,6 +72,28 @@ def _failed(message: str, status: str) -> SolveFailed:
 
 
 
+def live_tensors(graph: Graph, rows, most: int = 5) -> str:
+    """``rows`` (``(node of graph, bytes per device)``, largest first) in words, one entry per instruction, at
+    most ``most`` instructions: ``"dot.3 (1.9 KiB), while.43 (2 leaves, 2.0 MiB)"`` (a while loop's leaves are
+    nodes of one instruction: new user 19 saw "while.43 (1.0 MiB), while.43 (1.0 MiB)"); an entry parameter
+    with a source path (``module.source_info.arg_paths``: the jax argument path auto_shard lowered it from, a
+    StableHLO argument's) names it: ``"args_0_.1 = [0][0] (1.9 KiB)"``.  The one formatter of the tensors an
+    out-of-memory message names (:func:`infeasible_message`, :func:`_name_nodes`)."""
+    info = getattr(graph.module, "source_info", None)
+    paths = list(getattr(info, "arg_paths", None) or [])
+    by_name: dict = {}
+    label: dict = {}
+    for v, b in rows:
+        instr = graph.nodes[v].instr
+        name = instr.name
+        if name in by_name or len(by_name) < most:
+            by_name.setdefault(name, []).append(int(b))
+            n = instr.parameter_number if instr.opcode == "parameter" else None
+            label[name] = f"{name} = {paths[n]}" if n is not None and n < len(paths) and paths[n] else name
+    return ", ".join(f"{label[n]} ({format_bytes(b[0])})" if len(b) == 1 else
+                     f"{label[n]} ({len(b)} leaves, {format_bytes(sum(b))})" for n, b in by_name.items())
+
+
 def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
     p = graph.problem
     live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
@@ -79,13 +101,7 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     instr = graph.schedule[t] if t < len(graph.schedule) else None
     # the largest, one entry per instruction (a while loop's leaves are nodes of one instruction: new user
     # 19 saw "while.43 (1.0 MiB), while.43 (1.0 MiB)")
-    by_name: dict = {}
-    for v in live:
-        name = graph.nodes[v].instr.name
-        if name in by_name or len(by_name) < 5:
-            by_name.setdefault(name, []).append(int(usage[v]))
-    names = ", ".join(f"{n} ({format_bytes(b[0])})" if len(b) == 1 else
-                      f"{n} ({len(b)} leaves, {format_bytes(sum(b))})" for n, b in by_name.items())
+    names = live_tensors(graph, [(v, int(usage[v])) for v in live])
     at = f"at liveness point {t} ({instr.name})" if instr is not None else f"at liveness point {t}"
     device = getattr(graph, "memory_device", None)
     keep = getattr(graph, "persistent", None)   # entry parameters and outputs (a TPU keeps them in HBM)
@@ -129,11 +145,22 @@ def _name_nodes(graph: Graph, msg: str, sol) -> str:
         v = first.get(int(node))
         return None if v is None else graph.nodes[v].instr.name
 
-    parts = [msg]
     t = detail.get("time")
+    nodes = detail.get("nodes") or []
+    if t is not None and detail.get("limit") is not None and detail.get("minimum_usage") is not None and nodes \
+            and all(isinstance(e, dict) and "minimum_usage" in e for e in nodes):
+        # the solver's memory explanation (solver ids, raw bytes) in the words of infeasible_message: the
+        # instruction at the liveness point and the largest live tensors by name (new user 25, finding 9a)
+        at = f"at liveness point {int(t)}" + (f" ({graph.schedule[int(t)].name})"
+                                               if 0 <= int(t) < len(graph.schedule) else "")
+        rows = [(first[int(e["node"])], int(e["minimum_usage"])) for e in nodes if int(e["node"]) in first]
+        return (f"memory limit {format_bytes(int(detail['limit']))} per device (the solver's, in the memory model's "
+                f"bytes) cannot be met {at}: the tensors live there need at least "
+                f"{format_bytes(int(detail['minimum_usage']))} even at their smallest layouts; largest: "
+                f"{live_tensors(graph, rows)}")
+    parts = [msg]
     if t is not None and 0 <= int(t) < len(graph.schedule):
         parts.append(f"liveness point {int(t)} is at {graph.schedule[int(t)].name}")
-    nodes = detail.get("nodes") or []
     names = []
     for entry in list(nodes)[:6]:
         node = entry.get("node") if isinstance(entry, dict) else entry

@@ -44,7 +44,8 @@ from typing import Any, Callable
 
 from ..interrupts import interruptible
 from .check import program
-from .guard import FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds
+from .guard import (FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds,
+                    start_entry_propagation, user_sharded)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -484,7 +485,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       not tied state, split along its leading dim) over every device, state replicated, the intermediates
       left to XLA
       (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
-      child).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
+      child), and the fully sharded data-parallel plan: the same batch, each state argument split along its
+      largest dim over every device (:func:`hloshard.jax.guard.fsdp_baseline`, ``"gspmd_from_fsdp"``; one more;
+      the lowest of the baselines is the limit, :func:`hloshard.jax.guard.choose_baseline`).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
       measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights
       but one replicated, 40.20 MB by XLA against the expert's 9.98; round 24: 17.01 MB, the baseline
       24.6 MB predicted).  Both
@@ -493,7 +496,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       (:func:`hloshard.cost.memory.xla_lower_bound`), is not above this baseline is kept, since a
       smaller excess is no evidence that XLA's peak is higher (on keras-hub's 4-layer Gemma, re-solving
       at a predicted excess of 10% raised XLA's peak, 132.8 -> 136.0 MB, and the bytes, 72.9 -> 79.8 MB,
-      BENCHMARKS.md "helper peak, round 11").
+      BENCHMARKS.md "helper peak, round 11"); against the FSDP baseline too (round 26: without it tunix's Llama 3
+      went from 6.93 / 15.16 to 7.44 / 11.70 MB moved / peak by XLA, but held-out mistral_small moved 8.6% more
+      bytes for a 19% lower peak).  The FSDP baseline is not priced when a ``memory_budget`` is given (the budget
+      states the memory owed).
 
     The plan's peak is its written module's, pins included (:func:`hloshard.autoshard.solve.apply_solution`,
     what ``hloshard cost`` says of it): the baseline's own model, the one the over-estimate was measured on;
@@ -525,9 +531,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "replicated",
-    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" (nothing sharded: both baselines'
-    predicted peaks; the lower is the baseline), "baseline_all_replicated" (every entry
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "replicated",
+    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" (nothing
+    sharded: the baselines' predicted peaks; the lowest is the baseline), "baseline_started_early" (the user's
+    shardings: XLA's propagation of them ran beside the first solve), "baseline_all_replicated" (every entry
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
@@ -635,6 +642,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # round 18, started before tracing: keras-hub's 4-layer Gemma at time_limit 10 and load 5.5 built in 3.7 s
     # instead of 2.0 s and its first solve had 0.36 s of solver instead of 1.69 s)
     warm = _start_child(int(mesh.devices.size)) if memory_guard and deterministic else None
+    pending = None   # the user-sharded baseline's XLA propagation, started beside the first solve (below)
     try:
         leaves, in_tree = jax.tree_util.tree_flatten(example_args)
 
@@ -690,6 +698,21 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             dmesh = refine_for_module(dmesh, module)
         if budget is not None:   # a budget the parameters alone exceed: said before any build (new user 23, #7)
             parameter_floor_check(module, dmesh.num_devices, budget)
+        # the user's shardings: the memory guard's baseline entry is known now, so XLA's propagation of it starts
+        # here, in a child, beside the first solve, and the guard reads it (round 26: started after the first solve,
+        # wall-clock, it got the ~1 s the deadline left, timed out, and the guard was off: keras-hub's 4-layer Gemma
+        # given its layout map, 1.05x the layout map's peak by XLA).  Deterministic mode: in the child started
+        # before tracing.  Wall-clock: not when tracing left less than the solver's minimum before the deadline (the
+        # guard cannot read it then, and its text and child would take the coarse build's seconds: keras-hub's
+        # 4-layer Gemma at time_limit=10, load 17, round 26: the coarse build then stopped, BuildStopped)
+        if memory_guard and user_sharded(module) and \
+                (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
+            try:
+                pending = start_entry_propagation(module, dmesh, child=warm)
+            except OSError:   # no child: the guard starts its own run when it needs one
+                pending = None
+            if pending is not None:
+                warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
         deadline = None if deterministic else started + float(time_limit)
@@ -712,6 +735,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             return now
     except BaseException:
         _stop_child(warm)
+        if pending is not None:
+            pending.cancel()
         raise
 
     try:
@@ -749,7 +774,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                   seed, deterministic, deadline=deadline_, known_plans=kn, child=child,
                                   propagate=lambda entry: _propagate_within(module, dmesh, entry, deadline_),
                                   # the plan judged by its written module; kept written when nothing writes after
-                                  write="keep" if budget is None else "restore")
+                                  write="keep" if budget is None else "restore", pending=pending,
+                                  fsdp=budget is None)
                 lap(f"{phase}_guard", t)   # XLA's propagation (baseline; a fallback's), re-solves, Pareto step
             return r, g, kn
 
@@ -828,6 +854,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     finally:
         _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
+        if pending is not None:   # the guard did not read it (off, or the call failed before it)
+            pending.cancel()
     t_report = time.monotonic()
     report = build_report(result, dmesh, keep_shardings, budget)
     if device is not None:
