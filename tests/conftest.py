@@ -87,3 +87,24 @@ def oracle():
     from tests import xla_oracle
 
     return xla_oracle
+
+
+def predicted_beside_xla(head: str, cases: dict, devices: str = "8") -> dict:
+    """``{case: hloshard.xla_compare.Comparison}``: each module ``head + body + "}"`` of ``cases`` (name -> the
+    entry computation's body) priced by hloshard (:func:`hloshard.autoshard.evaluate_module` on the mesh
+    ``devices``) beside XLA's collectives of the same module, XLA run once for all (one child process).  An
+    oracle helper: fails (CI) or skips without jax (:func:`require_jax`)."""
+    require_jax()
+    from hloshard.autoshard import evaluate_module
+    from hloshard.hlo import parse_module
+    from hloshard.mesh import DeviceMesh
+    from hloshard.xla_compare import compare_module, run_xla, tag_module_text
+
+    modules = {k: parse_module(head + body + "}\n", f"<{k}>") for k, body in cases.items()}
+    tagged = {k: tag_module_text(m) for k, m in modules.items()}
+    results = dict(zip(tagged, run_xla([t for t, _ in tagged.values()], int(devices))))
+    out = {}
+    for k, m in modules.items():
+        mesh = DeviceMesh.for_module(m, devices)
+        out[k] = compare_module(m, mesh, evaluate_module(m, mesh), xla=(results[k], tagged[k][1]))
+    return out

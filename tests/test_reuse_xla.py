@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import require_jax
+from tests.conftest import predicted_beside_xla, require_jax
 
 pytestmark = [pytest.mark.oracle]
 
@@ -56,20 +56,7 @@ BEFORE = {"forward_and_backward_dot": 229376, "dot_and_elementwise": 229376}
 @pytest.fixture(scope="module")
 def compared():
     """``{case: Comparison}``: hloshard's prediction beside XLA's collectives, XLA run once (one child)."""
-    require_jax()
-    from hloshard.autoshard import evaluate_module
-    from hloshard.hlo import parse_module
-    from hloshard.mesh import DeviceMesh
-    from hloshard.xla_compare import compare_module, run_xla, tag_module_text
-
-    modules = {k: parse_module(_HEAD + body + "}\n", f"<{k}>") for k, body in CASES.items()}
-    tagged = {k: tag_module_text(m) for k, m in modules.items()}
-    results = dict(zip(tagged, run_xla([t for t, _ in tagged.values()], 8)))
-    out = {}
-    for k, m in modules.items():
-        mesh = DeviceMesh.for_module(m, "8")
-        out[k] = compare_module(m, mesh, evaluate_module(m, mesh), xla=(results[k], tagged[k][1]))
-    return out
+    return predicted_beside_xla(_HEAD, CASES)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

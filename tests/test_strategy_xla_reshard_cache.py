@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import require_jax
+from tests.conftest import predicted_beside_xla
 
 pytestmark = [pytest.mark.oracle]
 
@@ -101,20 +101,7 @@ BEFORE = {"two_users_one_layout": 7168, "same_layout_replicated": 57344, "compar
 def compared():
     """``{case: Comparison}``: hloshard's prediction of each written module beside XLA's collectives,
     XLA run once for all cases (one child process)."""
-    require_jax()
-    from hloshard.autoshard import evaluate_module
-    from hloshard.hlo import parse_module
-    from hloshard.mesh import DeviceMesh
-    from hloshard.xla_compare import compare_module, run_xla, tag_module_text
-
-    modules = {k: parse_module(_HEAD + body + "}\n", f"<{k}>") for k, body in CASES.items()}
-    tagged = {k: tag_module_text(m) for k, m in modules.items()}
-    results = dict(zip(tagged, run_xla([t for t, _ in tagged.values()], 8)))
-    out = {}
-    for k, m in modules.items():
-        mesh = DeviceMesh.for_module(m, "8")
-        out[k] = compare_module(m, mesh, evaluate_module(m, mesh), xla=(results[k], tagged[k][1]))
-    return out
+    return predicted_beside_xla(_HEAD, CASES)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

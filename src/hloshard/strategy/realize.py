@@ -276,6 +276,21 @@ def insert_loop_state_pins(whiles) -> int:
     return count
 
 
+def _sharding_pin(comp, op, suffix: str, sharding, names: set, before):
+    """A ``Sharding`` custom-call of ``op`` named ``op.name + suffix`` (``suffix2``, ``suffix3``... when taken;
+    ``names``: the names in use, the new one added), carrying ``sharding``, added to ``comp`` before ``before``.
+    Returns the custom-call (a pin the SPMD partitioner keeps: XLA's ``Sharding`` custom-call target)."""
+    name, n = op.name + suffix, 1
+    while name in names:
+        n += 1
+        name = f"{op.name}{suffix}{n}"
+    names.add(name)
+    cc = Instruction(name, "custom-call", op.shape, [op], attrs={"custom_call_target": "Sharding"})
+    cc.sharding = sharding
+    comp.add_instruction(cc, before=before)
+    return cc
+
+
 def keep_invariants(whiles) -> int:
     """For each ``while`` of ``whiles`` written with a sharding (the apply step's output) whose body passes
     loop-state elements through unchanged (:func:`hloshard.hlo.loops.invariant_elements`), make the body
@@ -311,15 +326,7 @@ def keep_invariants(whiles) -> int:
             if len(rng) != 1 or not is_array(g.shape) or g.shape.is_tuple:
                 continue
             elem = sh.tuple_elements[rng[0]] if sh.is_tuple and len(sh.tuple_elements) == len(leaves) else sh
-            name, n = g.name + ".keep", 1
-            while name in names:
-                n += 1
-                name = f"{g.name}.keep{n}"
-            names.add(name)
-            cc = Instruction(name, "custom-call", g.shape, [g], attrs={"custom_call_target": "Sharding"})
-            cc.sharding = elem
-            body.add_instruction(cc, before=root)
-            ops[k] = cc
+            ops[k] = _sharding_pin(body, g, ".keep", elem, names, before=root)
             count += 1
         root.set_operands(ops)
     return count
@@ -370,15 +377,7 @@ def _pin_captured_inits(w, captured) -> int:
         if have is not None and have == want and (op.is_sharding_constraint or
                                                    (op.opcode == "parameter" and comp is entry)):
             continue
-        name, n = op.name + ".init.pin", 1
-        while name in names:
-            n += 1
-            name = f"{op.name}.init.pin{n}"
-        names.add(name)
-        cc = Instruction(name, "custom-call", op.shape, [op], attrs={"custom_call_target": "Sharding"})
-        cc.sharding = want
-        comp.add_instruction(cc, before=init)
-        ops[k] = cc
+        ops[k] = _sharding_pin(comp, op, ".init.pin", want, names, before=init)
         count += 1
     if count:
         init.set_operands(ops)
