@@ -388,15 +388,7 @@ def _pin_between(comp, src, users, suffix: str, names: set):
     """Insert ``<src.name><suffix> = custom-call(src), custom_call_target="Sharding"`` carrying ``src``'s
     sharding into ``comp`` before the first of ``users`` and make ``users`` read it; the name gets a
     number when taken (``names``: the names in use, updated).  Returns the custom-call."""
-
-    name, k = src.name + suffix, 1
-    while name in names:
-        k += 1
-        name = f"{src.name}{suffix}{k}"
-    names.add(name)
-    cc = Instruction(name, "custom-call", src.shape, [src], attrs={"custom_call_target": "Sharding"})
-    cc.sharding = src.sharding
-    comp.add_instruction(cc, before=_first_user(comp, src, users[0]))
+    cc = _sharding_pin(comp, src, suffix, src.sharding, names, before=_first_user(comp, src, users[0]))
     for u in users:
         u.set_operands([cc if o is src else o for o in u.operands])
     return cc
