@@ -94,6 +94,7 @@ link, the whole axis as :func:`hloshard.cost.collectives.link_levels` prices lev
     dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size
     # an axis whose groups span nodes: the links inside it (NVLink within a node, InfiniBand between), per sub-axis too
     dmesh.apply_levels([axis_pieces(profile, scale, shape, i) for i in range(len(shape))])
+    dmesh = _cut_at_nodes(dmesh)
     # memory as the TPU compiler lays it out; the name carries the module's bound on libtpu's heap (the budget's margin)
     dmesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
     names = getattr(dmesh, "user_names", None) or getattr(dmesh, "axis_names", None)
@@ -101,12 +102,29 @@ link, the whole axis as :func:`hloshard.cost.collectives.link_levels` prices lev
     return dmesh, scale
 
 
+def _cut_at_nodes(dmesh):
+    """``dmesh`` refined so that no axis spans a node boundary: an axis with link levels inside it
+    (``axis_levels``, an axis whose groups span nodes) split into one sub-axis per level, major (across
+    nodes) first (``16`` on 8-GPU nodes -> sub-axes ``(1)2`` on InfiniBand and ``(2)8`` on NVLink).  A plan
+    may then keep a collective inside a node (tensor parallelism over the in-node sub-axis) or span both
+    (the whole axis, priced by :func:`hloshard.cost.collectives.link_levels` over the two sub-axes), as on
+    the user's own ``2x8``; the written shardings stay shardings of the user's mesh.  ``dmesh`` itself when
+    no axis spans nodes."""
+    if dmesh.axis_levels is None:
+        return dmesh
+    shape = []
+    for k, size in enumerate(dmesh.shape):
+        pieces = dmesh.axis_levels[k]
+        shape.extend([int(p.size) for p in reversed(pieces)] if pieces else [int(size)])
+    return dmesh.refine(shape)
+
+
 def straddle_notes(profile, shape, links, names=None) -> list[str]:
     """One note per mesh axis priced on the slow link (``dcn``) whose groups have members inside one node too
     (:func:`hloshard.devices.node_spans`: ``4x2x2`` on 8-GPU nodes, axis 0's groups hold 2 devices of each of 2
     nodes): its collectives are priced by the links inside the axis (:func:`hloshard.devices.axis_pieces`; a
     ring through the nodes or level by level, :func:`hloshard.cost.collectives.link_levels`), and the note
-    names the mesh with an axis boundary at the node, on which a plan may also use the in-node part alone
+    names the mesh with the axis boundary at the node that :func:`priced_mesh` refines it to internally
     (new user 25b, finding 10)."""
     out = []
     for i, (size, cls) in enumerate(zip(shape, links)):
@@ -118,9 +136,9 @@ def straddle_notes(profile, shape, links, names=None) -> list[str]:
         out.append(f"mesh axis {name} ({size} devices) straddles nodes: each of its groups holds {per_node} devices "
                    f"of each of {nodes} nodes ({profile.devices_per_node} devices per node); its collectives are "
                    f"priced as a ring through the nodes ({profile.link_name('ici')} inside a node, "
-                   f"{profile.link_name('dcn')} between) or level by level, whichever is faster; a mesh with an "
-                   f"axis boundary at the node ({_node_shape(shape, i, profile.devices_per_node)}) also lets a "
-                   f"plan use the in-node part of the axis alone")
+                   f"{profile.link_name('dcn')} between) or level by level, whichever is faster, and the axis is "
+                   f"split at the node boundary internally ({_node_shape(shape, i, profile.devices_per_node)}), "
+                   f"so that a plan may keep a collective inside a node")
     return out
 
 
