@@ -147,8 +147,8 @@ def link_levels(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
     one of them carries levels inside it (``mesh.axis_levels``: an axis whose devices span nodes,
     ``--mesh 16`` on 8-GPU nodes, :meth:`hloshard.mesh.DeviceMesh.apply_levels`).  The pieces of one beta
     (whole axes, or an axis' inner levels) form one level: ``n`` = the product of their sizes, ``alpha`` =
-    ``(n - 1)`` x the largest per-step latency among them.  Levels are priced by :func:`level_schedule`.  ``group_size`` (replica groups that cover part of the axes):
-    the group's devices are given to the levels slowest first, ``n = gcd(devices left, level's
+    ``(n - 1)`` x the largest per-step latency among them.  Levels are priced by :func:`level_schedule`.
+    ``group_size`` (replica groups that cover part of the axes): the group's devices are given to the levels slowest first, ``n = gcd(devices left, level's
     devices)``; a group that does not factor so, or whose devices all fall in one level, is priced flat
     over that level alone (one level returned) or, if it does not factor, None.  Raises ValueError as
     :func:`axis_params` does."""
@@ -327,10 +327,11 @@ def level_schedule(kind: str, levels: Sequence[LinkLevel], nbytes: float) -> tup
     size, the algorithm its own model predicts fastest (NCCL: ``getAlgoInfo`` over ``ncclTopoTuneModel``'s
     ring and tree times, ``src/graph/tuning.cc``); the level-by-level schedule sends across the slow link the
     bytes NCCL's tree does on two nodes (one shard per device, nccl-tests#196) and is what XLA writes itself
-    for a gradient reduced over ``model`` then ``data``.  The ring wins for large buffers on two nodes of 8
-    GPUs (a 4 MiB all-reduce: 55.66 against 62.80 us of link time on ``h100-sxm``), the levels where the
-    fast level's bytes are a small share (few devices per node, many nodes).  Raises ValueError for an
-    unknown kind."""
+    for a gradient reduced over ``model`` then ``data``.  On ``h100-sxm`` the ring wins a 4 MiB all-reduce over
+    two nodes of 8 (55.66 against 62.80 us of link time: the same latency, the slow link's bytes spread over 8
+    NICs), the levels win an all-gather of the same size (7 NVLink latencies, not 14) and groups with few
+    devices per node (``4x4``'s outer axis: 2 NICs per node pace the ring).  Raises ValueError for an unknown
+    kind."""
     hier = hierarchical_link_cost(kind, levels, nbytes)
     if kind == "all-to-all":
         return hier, _hierarchical_latency(kind, levels), "levels"
