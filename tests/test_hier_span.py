@@ -121,3 +121,24 @@ def test_the_unit_model_has_no_levels_and_no_split():
     assert dm.shape == (16,) and dm.axis_levels is None and dm.user_levels is None
     f = DeviceMesh.parse("2x4", alpha="1,3", beta="0.01,1").flattened()
     assert (f.shape, f.alpha, f.beta, f.axis_levels) == ((8,), (3.0,), (1.0,), None)
+
+
+def test_a_tpu_keeps_the_level_by_level_schedule():
+    """On a TPU no ring through slices: an all-reduce over ``2:dcn x 64`` (two slices of 64 chips) on tpu-v5e is
+    the levels' reduce-scatter in the slice, all-reduce of the 1/64 shard across, all-gather back, though a ring
+    paced by ICI (64 chips' DCN shares, 64 x 3.125 = 200 GB/s, outrun ICI's 100) would be cheaper."""
+    from hloshard.devices import get_profile
+    p = get_profile("tpu-v5e")
+    dm, scale, _ = timed_mesh_from_options(None, "2:dcn x 64", None, None, None, "tpu-v5e")
+    spu = scale.seconds_per_unit
+    ici, dcn = p.ici, p.dcn
+    levels = (2 * 63 / 64 * B / ici.bandwidth + 2 * 63 * ici.latency
+              + 2 * (1 / 2) * (B / 64) / dcn.bandwidth + dcn.latency)
+    ring = 2 * 127 / 128 * B / min(ici.bandwidth, 64 * dcn.bandwidth) + 2 * 63 * ici.latency + dcn.latency
+    assert ring < levels
+    lv = C.link_levels(dm, (0, 1))
+    assert C.ring_link_cost("all-reduce", lv, B)[0] * spu == pytest.approx(ring)
+    hbm = 2 * B / p.sustained_hbm_bandwidth
+    got = _seconds(C.all_reduce_cost(dm, B, (0, 1)), spu, C.ALL_REDUCE_TIE_BREAK)
+    assert got == pytest.approx(levels + hbm, abs=spu)
+    assert not C.ring_schedules(dm) and C.ring_schedules(_mesh("data=2:dcn,model=8")[0])

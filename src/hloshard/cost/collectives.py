@@ -28,10 +28,10 @@ XLA's model defines this only for all-reduce (``AllReduceCost(B, d, d')``: alpha
 beta = max beta, n = product of the axis sizes); we apply the same rule to every collective, except
 on a device-priced mesh (``--device``) where the axes cross links of different prices (NVLink and
 InfiniBand, ICI and DCN), or over one axis whose devices span nodes (``--mesh 16`` on 8-GPU nodes): such a
-collective is priced over its link levels (:func:`link_levels`) as the faster of a ring through the levels
-(:func:`ring_link_cost`: NCCL's ring, paced by its slowest link) and the level-by-level schedule
-(:func:`hierarchical_link_cost`: one ring per level, the slow level moving only the fast levels' shard),
-:func:`level_schedule`.
+collective is priced over its link levels (:func:`link_levels`): on a GPU as the faster of a ring through the
+levels (:func:`ring_link_cost`: NCCL's ring, paced by its slowest link) and the level-by-level schedule
+(:func:`hierarchical_link_cost`: one ring per level, the slow level moving only the fast levels' shard), on a
+TPU as the latter (:func:`level_schedule`, :func:`ring_schedules`).
 ``group_size`` (optional on every function): devices per replica group when the groups cover only a
 sub-axis of the named mesh axes (e.g. pairs along an axis of size 4); n is then the group size.
 
@@ -319,11 +319,12 @@ def _hierarchical_latency(kind: str, levels: Sequence[LinkLevel]) -> float:
     return sum(lv.alpha for lv in levels)
 
 
-def level_schedule(kind: str, levels: Sequence[LinkLevel], nbytes: float) -> tuple[float, float, str]:
-    """``(link cost, latency, schedule)`` of one collective over link ``levels`` (:func:`link_levels`): the
-    faster of the ring through the levels (:func:`ring_link_cost`, ``'ring'``) and the level-by-level schedule
-    (:func:`hierarchical_link_cost`, ``'levels'``) for an all-reduce, all-gather or reduce-scatter; the
-    level-by-level one for an all-to-all (``'levels'``).  The collective library picks, per collective and
+def level_schedule(kind: str, levels: Sequence[LinkLevel], nbytes: float,
+                   ring: bool = True) -> tuple[float, float, str]:
+    """``(link cost, latency, schedule)`` of one collective over link ``levels`` (:func:`link_levels`): with
+    ``ring`` (a GPU: :func:`ring_schedules`) the faster of the ring through the levels (:func:`ring_link_cost`,
+    ``'ring'``) and the level-by-level schedule (:func:`hierarchical_link_cost`, ``'levels'``) for an
+    all-reduce, all-gather or reduce-scatter; else, and for an all-to-all, the level-by-level one.  The collective library picks, per collective and
     size, the algorithm its own model predicts fastest (NCCL: ``getAlgoInfo`` over ``ncclTopoTuneModel``'s
     ring and tree times, ``src/graph/tuning.cc``); the level-by-level schedule sends across the slow link the
     bytes NCCL's tree does on two nodes (one shard per device, nccl-tests#196) and is what XLA writes itself
@@ -333,12 +334,23 @@ def level_schedule(kind: str, levels: Sequence[LinkLevel], nbytes: float) -> tup
     devices per node (``4x4``'s outer axis: 2 NICs per node pace the ring).  Raises ValueError for an unknown
     kind."""
     hier = hierarchical_link_cost(kind, levels, nbytes)
-    if kind == "all-to-all":
+    if kind == "all-to-all" or not ring:
         return hier, _hierarchical_latency(kind, levels), "levels"
     ring, ring_latency = ring_link_cost(kind, levels, nbytes)
     if ring < hier:
         return ring, ring_latency, "ring"
     return hier, _hierarchical_latency(kind, levels), "levels"
+
+
+def ring_schedules(mesh) -> bool:
+    """Whether a collective over several links of ``mesh`` may run as one ring through them
+    (:func:`level_schedule`): on a GPU (``mesh.roofline_prices.profile.backend == 'gpu'``), where NCCL runs
+    one collective over the whole group and picks ring or tree by its own model; not on a TPU, whose
+    collectives across slices (DCN) no ring through the slices is documented for: they keep the
+    level-by-level schedule XLA's partitioner itself writes (an HSDP gradient's two all-reduces), so the TPU
+    estimates of a multi-slice mesh stay round 26's."""
+    prices = getattr(mesh, "roofline_prices", None)
+    return prices is not None and getattr(prices.profile, "backend", "gpu") == "gpu"
 
 
 def collective_latency(mesh: MeshLike, kind: str, axes: Axes, group_size: int | None = None,
@@ -355,7 +367,7 @@ def collective_latency(mesh: MeshLike, kind: str, axes: Axes, group_size: int | 
         return axis_params(mesh, axes)[0]
     if nbytes is None:
         return _hierarchical_latency(kind, levels)
-    return level_schedule(kind, levels, float(nbytes))[1]
+    return level_schedule(kind, levels, float(nbytes), ring_schedules(mesh))[1]
 
 
 def _level_total(levels: Sequence[LinkLevel]) -> int:
@@ -438,7 +450,7 @@ def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     if levels is None:
         link = alpha + beta * (n - 1) / n * b
     else:
-        link, n = level_schedule("all-gather", levels, b)[0], _level_total(levels)
+        link, n = level_schedule("all-gather", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "all-gather", b, n)) + ALL_GATHER_TIE_BREAK
 
 
@@ -455,7 +467,7 @@ def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     if levels is None:
         link = alpha + beta * 2 * (n - 1) / n * b
     else:
-        link, n = level_schedule("all-reduce", levels, b)[0], _level_total(levels)
+        link, n = level_schedule("all-reduce", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "all-reduce", b, n)) + ALL_REDUCE_TIE_BREAK
 
 
@@ -471,7 +483,7 @@ def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: i
     if levels is None:
         link = alpha + beta * (n - 1) / n * b
     else:
-        link, n = level_schedule("reduce-scatter", levels, b)[0], _level_total(levels)
+        link, n = level_schedule("reduce-scatter", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
 
 
