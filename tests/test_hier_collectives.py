@@ -1,6 +1,7 @@
 """Hierarchical collectives (issue 27): a collective whose replica groups span a fast (NVLink / ICI) and a
-slow (InfiniBand / DCN) mesh axis is priced level by level (``cost.collectives.link_levels``,
-``hierarchical_link_cost``), checked here against the arithmetic of the README's "Device profiles" lines
+slow (InfiniBand / DCN) mesh axis is priced over its link levels (``cost.collectives.link_levels``) as the
+faster of a ring through the nodes (``ring_link_cost``) and the level-by-level schedule
+(``hierarchical_link_cost``), ``level_schedule``; checked here against the arithmetic of the README's "Device profiles" lines
 with the h100-sxm profile's numbers (450 GB/s and 2 us per NVLink step, 50 GB/s and 8 us per InfiniBand
 step per GPU, 3.35 TB/s HBM); the unit model (no ``--device``) keeps XLA's flat formulas."""
 
@@ -52,20 +53,42 @@ def test_levels_of_a_two_node_group(two_nodes):
     assert part[0].alpha * spu == pytest.approx(NV_LAT)
 
 
-def test_all_reduce_is_reduce_scatter_in_node_all_reduce_across_all_gather_in_node(two_nodes):
+def test_all_reduce_levels_schedule_is_reduce_scatter_in_node_all_reduce_across_all_gather_in_node(two_nodes):
     mesh, spu = two_nodes
+    levels = C.link_levels(mesh, (0, 1))
     link = 2 * (7 / 8 * B / NV + 7 * NV_LAT) + (2 * (1 / 2) * (B / 8) / IB + IB_LAT)
+    assert C.hierarchical_link_cost("all-reduce", levels, B) * spu == pytest.approx(link)
+    assert link * 1e6 == pytest.approx(62.80, abs=0.01)   # + 2.50 us HBM = round 26's 65.30 us
+
+
+def test_all_reduce_ring_through_the_nodes_is_paced_by_the_nodes_nics(two_nodes):
+    """NCCL's ring over 2 nodes of 8: 8 rings (channels) leave each node, one per GPU's NIC, so the boundary
+    passes 8 x 50 = 400 GB/s against NVLink's 450 per GPU; 14 NVLink hops and 1 InfiniBand hop of latency."""
+    mesh, spu = two_nodes
+    levels = C.link_levels(mesh, (0, 1))
+    link = 2 * 15 / 16 * B / min(NV, 8 * IB) + 14 * NV_LAT + IB_LAT
+    ring, latency = C.ring_link_cost("all-reduce", levels, B)
+    assert ring * spu == pytest.approx(link) and latency * spu == pytest.approx(14 * NV_LAT + IB_LAT)
+    assert link * 1e6 == pytest.approx(55.66, abs=0.01)
     hbm = 2 * B / HBM
     got = _seconds(C.all_reduce_cost(mesh, B, (0, 1)), spu, C.ALL_REDUCE_TIE_BREAK)
-    assert got == pytest.approx(link + hbm, abs=spu)
-    assert got * 1e6 == pytest.approx(65.30, abs=0.01)   # new user 25b's ar2.hlo: 173.79 us flat at IB before
-    flat_ib = 2 * 15 / 16 * B / IB                          # what one flat ring at the slow link moves
+    assert got == pytest.approx(link + hbm, abs=spu)          # the faster schedule: the ring
+    assert got * 1e6 == pytest.approx(58.16, abs=0.01)    # new user 25b's ar2.hlo: 173.79 flat, 65.30 in round 26
+    assert C.level_schedule("all-reduce", levels, B)[2] == "ring"
+    # an all-reduce's ring pays the levels' latency (14 + 1 hops = 2 x 7 + 1) and fewer bytes per second: the
+    # ring at every size here; an all-gather's ring pays 14 NVLink hops against the levels' 7: the levels
+    assert C.level_schedule("all-reduce", levels, 4096)[2] == "ring"
+    assert C.level_schedule("all-gather", levels, B)[2] == "levels"
+    flat_ib = 2 * 15 / 16 * B / IB
     assert got < flat_ib / 2
 
 
 def test_all_gather_slow_step_moves_the_fast_levels_shard(two_nodes):
     mesh, spu = two_nodes
     link = (1 / 2 * (B / 8) / IB + IB_LAT) + (7 / 8 * B / NV + 7 * NV_LAT)
+    ring = 15 / 16 * B / (8 * IB) + 14 * NV_LAT + IB_LAT     # 45.83 us: more latency than the levels' 35.40
+    assert C.ring_link_cost("all-gather", C.link_levels(mesh, (0, 1)), B)[0] * spu == pytest.approx(ring)
+    assert link < ring
     hbm = (B / 16 + B) / HBM
     got = _seconds(C.all_gather_cost(mesh, B, (0, 1)), spu, C.ALL_GATHER_TIE_BREAK)
     assert got == pytest.approx(link + hbm, abs=spu)
@@ -102,7 +125,11 @@ def test_latency_the_combiner_shares_is_the_levels_latency(two_nodes):
     assert C.collective_latency(mesh, "all-reduce", (0, 1)) * spu == pytest.approx(2 * 7 * NV_LAT + IB_LAT)
     assert C.collective_latency(mesh, "all-gather", (0, 1)) * spu == pytest.approx(7 * NV_LAT + IB_LAT)
     assert C.collective_latency(mesh, "all-reduce", (1,)) * spu == pytest.approx(7 * NV_LAT)
+    # with the bytes: the latency of the schedule the cost function picks (a 4 MiB all-reduce: the ring's)
+    assert C.collective_latency(mesh, "all-reduce", (0, 1), nbytes=B) * spu == pytest.approx(14 * NV_LAT + IB_LAT)
     col = C.PredictedCollective("all-reduce", (0, 1), 16, B)
+    assert C.latency_saving(mesh, col, 0.25) * spu == pytest.approx(0.75 * (14 * NV_LAT + IB_LAT))
+    col = C.PredictedCollective("all-reduce", (0, 1), 16, 4096)
     assert C.latency_saving(mesh, col, 0.25) * spu == pytest.approx(0.75 * (2 * 7 * NV_LAT + IB_LAT))
 
 
@@ -134,5 +161,5 @@ ENTRY e {
                                   "--format", "json"])
     assert r.exit_code == 0, r.output
     comm = json.loads(r.stdout)["step_time"]["breakdown_s"]["communication_s"]
-    want = 2 * (7 / 8 * B / NV + 7 * NV_LAT) + (B / 8 / IB + IB_LAT) + 2 * B / HBM
+    want = 2 * 15 / 16 * B / (8 * IB) + 14 * NV_LAT + IB_LAT + 2 * B / HBM     # the ring (58.16 us)
     assert comm == pytest.approx(want, rel=1e-4)

@@ -53,7 +53,8 @@ from .units import DEVICE_ALIASES, DEVICE_MEMORY
 __all__ = ["LinkSpec", "DeviceProfile", "PROFILES", "get_profile", "load_profile", "axis_links",
            "matmul_peak", "TimeScale", "time_scale", "LINK_CLASSES", "split_link_marks",
            "module_matmul_dtype", "LINK_NAMES", "sub_axis_alpha", "ring_alphas", "whole_axis_alpha",
-           "check_matmul_peaks", "f32_matmul_count", "PEAK_KEYS", "node_spans"]
+           "check_matmul_peaks", "f32_matmul_count", "PEAK_KEYS", "node_spans", "LinkPiece", "axis_pieces",
+           "sub_axis_pieces", "pieces_ring_latency"]
 
 #: The two link classes a mesh axis can cross.  The names are the mesh marks' syntax (``:ici`` /
 #: ``:dcn``) on every device: on a GPU ``ici`` means inside a node (NVLink) and ``dcn`` across nodes
@@ -434,6 +435,85 @@ def node_spans(shape: Sequence[int], axis: int, devices_per_node: int) -> tuple[
     if per_node < 2 or size % per_node:
         return None
     return size // per_node, per_node
+
+
+@dataclass(frozen=True)
+class LinkPiece:
+    """One link level inside one mesh axis (or sub-axis): ``size`` consecutive positions along the axis that
+    a ring crosses on one link class, ``step``: the link's latency per ring step in cost units, ``beta``: its
+    cost units per byte, ``link``: ``'ici'`` / ``'dcn'``.  An axis' pieces are listed minor (innermost, the
+    devices numbered next to each other) first; their sizes multiply to the axis size."""
+
+    size: int
+    step: float
+    beta: float
+    link: str = ""
+
+
+def axis_pieces(profile: "DeviceProfile", scale: "TimeScale", shape: Sequence[int], axis: int
+                ) -> tuple[LinkPiece, ...] | None:
+    """The link levels inside user mesh axis ``axis`` of ``shape`` priced by ``scale`` on ``profile``:
+    ``(LinkPiece(per_node, ici), LinkPiece(nodes, dcn))`` when the axis is priced ``dcn`` and its groups hold
+    ``per_node`` devices of each of ``nodes`` nodes (:func:`node_spans`: ``16`` or ``4x4``'s outer axis on
+    8-GPU nodes), else None (the axis is one link: its alpha / beta say it all).  Steps and betas in the
+    cost units of ``scale`` (:func:`time_scale`)."""
+    if scale.links[axis] != "dcn":
+        return None
+    span = node_spans(shape, axis, profile.devices_per_node)
+    if span is None:
+        return None
+    nodes, per_node = span
+    unit = scale.seconds_per_unit
+    pieces = []
+    for size, cls in ((per_node, "ici"), (nodes, "dcn")):
+        link = profile.link(cls)
+        pieces.append(LinkPiece(size, link.latency / unit, 1.0 / (link.bandwidth * unit), cls))
+    return tuple(pieces)
+
+
+def sub_axis_pieces(pieces: Sequence[LinkPiece], pre_size: int, sub_size: int) -> tuple[LinkPiece, ...] | None:
+    """The link levels of sub-axis ``(pre_size)sub_size`` (:class:`hloshard.mesh.SubAxis`: the ``sub_size``
+    devices of stride ``axis_size / (pre_size * sub_size)``) of an axis whose levels are ``pieces`` (minor
+    first): the part of each level the sub-axis' positions cover, levels of size 1 dropped; None when the
+    sub-axis does not cut the levels at their boundaries (its devices would not be numbered level by level).
+    ``16 = (8 ici, 2 dcn)``: sub-axis ``(1)2`` (the major 2) is ``(2 dcn)``, ``(2)8`` is ``(8 ici)``, the
+    whole axis both.  A sub-axis inherits no link from its parent: each part is priced at the link its own
+    devices cross (round 26's coarse fallback priced every sub-axis of a straddling axis at the slow link)."""
+    total = math.prod(int(p.size) for p in pieces)
+    sub_size, pre_size = int(sub_size), int(pre_size)
+    if sub_size < 1 or pre_size < 1 or total % (sub_size * pre_size):
+        raise ValueError(f"sub-axis ({pre_size}){sub_size} does not fit an axis of {total} devices")
+    lo = total // (pre_size * sub_size)     # the sub-axis covers strides [lo, lo * sub_size)
+    hi = lo * sub_size
+    out = []
+    start = 1
+    for p in pieces:
+        end = start * int(p.size)
+        a, b = max(start, lo), min(end, hi)
+        if a < b:
+            if a % start or end % b or b % a:   # cuts a level off its boundaries
+                return None
+            out.append(LinkPiece(b // a, p.step, p.beta, p.link))
+        start = end
+    if math.prod(p.size for p in out) != sub_size:
+        return None
+    return tuple(p for p in out if p.size > 1) or (LinkPiece(1, pieces[0].step, pieces[0].beta, pieces[0].link),)
+
+
+def pieces_ring_latency(pieces: Sequence[LinkPiece]) -> float:
+    """The latency (cost units) of one pass of a ring through ``pieces`` (minor first; ``n`` = the product
+    of their sizes): ``sum_i (n_i - 1) * (n_{i+1} ... n_last) * step_i``, the ``n - 1`` hops of a chunk
+    around the ring, of which ``(n_i - 1) x`` the number of blocks of level ``i`` cross level ``i``'s link
+    (two nodes of 8: 14 NVLink hops and 1 InfiniBand hop).  One level: :func:`time_scale`'s
+    ``(n - 1) x latency``.  Source: NCCL's ring latency model (``src/graph/tuning.cc``,
+    ``ncclTopoTuneModel``: ``(nsteps - nInterSteps) x intraLat + nInterSteps x interLat`` with
+    ``nInterSteps = nNodes - 1`` for all-gather / reduce-scatter)."""
+    lat = 0.0
+    outer = math.prod(int(p.size) for p in pieces)
+    for p in pieces:
+        outer //= int(p.size)
+        lat += (int(p.size) - 1) * outer * float(p.step)
+    return lat
 
 
 def matmul_peak(profile: DeviceProfile, dtype: str) -> tuple[str, float]:

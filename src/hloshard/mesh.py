@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from .devices import sub_axis_alpha
+from .devices import LinkPiece, pieces_ring_latency, sub_axis_alpha, sub_axis_pieces
 from .errors import InputError, UsageError
 from .hlo.reshape_dims import reshape_groups
 from .hlo.sharding import HloSharding
@@ -113,7 +113,7 @@ class DeviceMesh:
 
     __slots__ = ("shape", "device_ids", "alpha", "beta", "axis_names", "sub_axes", "user_shape", "user_names",
                  "source", "notes", "max_padding", "memory_budget", "divisible_io", "whole_axes_io", "roofline_prices",
-                 "memory_device",
+                 "memory_device", "axis_levels", "user_levels",
                  "_is_iota", "_coords", "_map_cache", "_build_cache")
 
     def __init__(self, shape: Sequence[int], device_ids=None, alpha: Sequence[float] | None = None,
@@ -187,6 +187,11 @@ class DeviceMesh:
         self.roofline_prices = None
         #: the TPU device profile whose compiler the memory model follows (``--device tpu-*``), else None
         self.memory_device = None
+        #: per axis, the link levels inside it (:class:`hloshard.devices.LinkPiece`, minor first) when its
+        #: devices cross more than one link (an axis that spans nodes, priced on a device), else None;
+        #: ``user_levels`` the same per axis of the user's mesh (:meth:`apply_levels`)
+        self.axis_levels = None
+        self.user_levels = None
         self._is_iota = bool(np.array_equal(ids.ravel(), np.arange(n)))
         self._coords = None
         self._map_cache = {}
@@ -406,7 +411,69 @@ class DeviceMesh:
         out.whole_axes_io = self.whole_axes_io
         out.roofline_prices = self.roofline_prices
         out.memory_device = getattr(self, "memory_device", None)
+        if self.user_levels is not None:   # each sub-axis priced at the links its own devices cross
+            out.apply_levels(self.user_levels)
         return out
+
+    def apply_levels(self, user_levels) -> "DeviceMesh":
+        """Price each axis of this mesh by the link levels of the user axis it is part of: ``user_levels``,
+        per axis of ``user_shape``, None (one link: the axis keeps its alpha / beta) or its
+        :class:`hloshard.devices.LinkPiece` levels, minor first (:func:`hloshard.devices.axis_pieces`: an axis
+        that spans nodes).  Each (sub-)axis takes the part of its user axis' levels its devices cover
+        (:func:`hloshard.devices.sub_axis_pieces`): one level, that link's beta and ``(size - 1)`` of its
+        step latencies as alpha; several, ``axis_levels[k]`` set (the collective cost functions price the
+        levels, :func:`hloshard.cost.collectives.link_levels`), beta the slowest level's (the flat fallback)
+        and alpha the latency of a ring through the levels (:func:`hloshard.devices.pieces_ring_latency`); a
+        sub-axis that cuts a level off its boundary keeps its alpha / beta.  Sets ``user_levels`` (carried by
+        :meth:`refine`).  Returns ``self``.  Raises ValueError for a list of the wrong length."""
+        user_levels = tuple(None if lv is None else tuple(lv) for lv in user_levels)
+        if len(user_levels) != len(self.user_shape):
+            raise ValueError(f"{len(user_levels)} level lists for a user mesh of {len(self.user_shape)} axes")
+        if all(lv is None for lv in user_levels):
+            return self
+        alpha, beta, levels = list(self.alpha), list(self.beta), [None] * self.ndim
+        for k, sub in enumerate(self.sub_axes):
+            pieces = user_levels[sub.user_axis]
+            if pieces is None:
+                continue
+            part = sub_axis_pieces(pieces, sub.pre_size, sub.size)
+            if part is None:
+                continue
+            beta[k] = max(p.beta for p in part)
+            alpha[k] = pieces_ring_latency(part)
+            if len(part) > 1:
+                levels[k] = part
+        self.alpha, self.beta = tuple(alpha), tuple(beta)
+        self.axis_levels = tuple(levels) if any(lv is not None for lv in levels) else None
+        self.user_levels = user_levels
+        return self
+
+    def flattened(self) -> "DeviceMesh":
+        """The 1-D mesh of this mesh's devices in the same order, priced as one axis: alpha and beta the
+        largest of this mesh's (XLA's rule for a collective over several axes); on a device-priced mesh
+        (``roofline_prices`` set) whose axes cross links of different betas, nested fast inside slow (the
+        minor axes the fast ones), the one axis carries those links as levels (:meth:`apply_levels`), so that
+        a refinement of it (the coarse mesh of :mod:`hloshard.autoshard.coarse`) prices each sub-axis at the
+        links its devices cross, not every sub-axis at the slowest.  Policy and device carry-overs are the
+        caller's."""
+        base = DeviceMesh((self.num_devices,), self.device_ids.ravel(), [max(self.alpha)], [max(self.beta)])
+        if self.roofline_prices is None:
+            return base
+        pieces: list = []
+        for k in reversed(range(self.ndim)):   # minor first
+            size = int(self.shape[k])
+            if size == 1:
+                continue
+            own = self.axis_levels[k] if self.axis_levels is not None else None
+            for p in own or (LinkPiece(size, float(self.alpha[k]) / (size - 1), float(self.beta[k])),):
+                if pieces and pieces[-1].beta == p.beta:
+                    last = pieces.pop()
+                    p = LinkPiece(last.size * p.size, max(last.step, p.step), p.beta, p.link or last.link)
+                pieces.append(p)
+        if len(pieces) < 2 or any(a.beta > b.beta for a, b in zip(pieces, pieces[1:])):
+            return base
+        base.roofline_prices = self.roofline_prices
+        return base.apply_levels((tuple(pieces),))
 
     @property
     def is_refined(self) -> bool:
@@ -474,7 +541,7 @@ class DeviceMesh:
         return f"DeviceMesh({self}{ids}, alpha={list(self.alpha)}, beta={list(self.beta)})"
 
     def _key(self):
-        return (self.shape, self.device_ids.tobytes(), self.alpha, self.beta)
+        return (self.shape, self.device_ids.tobytes(), self.alpha, self.beta, self.axis_levels)
 
     def __eq__(self, other):
         if not isinstance(other, DeviceMesh):

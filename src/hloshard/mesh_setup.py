@@ -16,8 +16,8 @@ from contextlib import contextmanager
 from .strategy.user_shardings import check_module_shardings
 from .cost.roofline import RooflinePrices
 from .cost.tpu_heap import tpu_memory_device
-from .devices import (axis_links, check_matmul_peaks, get_profile, module_matmul_dtype, node_spans, ring_alphas,
-                      split_link_marks, time_scale)
+from .devices import (axis_links, axis_pieces, check_matmul_peaks, get_profile, module_matmul_dtype, node_spans,
+                      ring_alphas, split_link_marks, time_scale)
 from .errors import UsageError
 from .mesh import DeviceMesh
 from .strategy.base import COMPUTE_COST_PER_FLOP
@@ -69,7 +69,10 @@ def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None
     :meth:`DeviceMesh.parse`, whose matmul dtype is then bf16) priced on ``profile``: per user axis the alpha /
     beta of the link :func:`hloshard.devices.axis_links` gives it, a sub-axis the ring of its own size
     (:func:`hloshard.devices.ring_alphas`), compute by the device's roofline, memory as a TPU lays it out
-    (``memory_device``), and a note per axis whose groups straddle nodes (:func:`straddle_notes`).  No policy
+    (``memory_device``), an axis whose groups straddle nodes priced by the links inside it
+(:func:`hloshard.devices.axis_pieces`, :meth:`DeviceMesh.apply_levels`: its sub-axes inside a node at the fast
+link, the whole axis as :func:`hloshard.cost.collectives.link_levels` prices levels) and a note per such axis
+(:func:`straddle_notes`).  No policy
     set and the module's shardings not checked (the caller's).  Raises UsageError for a bad mesh string and
     for a profile without the f32 peak the module's dots need."""
     check_matmul_peaks(profile, module)
@@ -89,6 +92,9 @@ def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None
     dmesh = build(list(scale.alpha), list(scale.beta))
     dmesh.roofline_prices = RooflinePrices(profile, scale.seconds_per_unit)   # compute = roofline in the objective
     dmesh.alpha = ring_alphas(scale.alpha, shape, dmesh.sub_axes)   # a sub-axis: the ring of its own size
+    # an axis whose groups span nodes: the links inside it (NVLink within a node, InfiniBand between), per sub-axis too
+    dmesh.apply_levels([axis_pieces(profile, scale, shape, i) for i in range(len(shape))])
+    dmesh = _cut_at_nodes(dmesh)
     # memory as the TPU compiler lays it out; the name carries the module's bound on libtpu's heap (the budget's margin)
     dmesh.memory_device = tpu_memory_device(profile.name, module) if profile.backend == "tpu" else None
     names = getattr(dmesh, "user_names", None) or getattr(dmesh, "axis_names", None)
@@ -96,11 +102,30 @@ def priced_mesh(module, spec: str | None, profile, device_ids: str | None = None
     return dmesh, scale
 
 
+def _cut_at_nodes(dmesh):
+    """``dmesh`` refined so that no axis spans a node boundary: an axis with link levels inside it
+    (``axis_levels``, an axis whose groups span nodes) split into one sub-axis per level, major (across
+    nodes) first (``16`` on 8-GPU nodes -> sub-axes ``(1)2`` on InfiniBand and ``(2)8`` on NVLink).  A plan
+    may then keep a collective inside a node (tensor parallelism over the in-node sub-axis) or span both
+    (the whole axis, priced by :func:`hloshard.cost.collectives.link_levels` over the two sub-axes), as on
+    the user's own ``2x8``; the written shardings stay shardings of the user's mesh.  ``dmesh`` itself when
+    no axis spans nodes."""
+    if dmesh.axis_levels is None:
+        return dmesh
+    shape = []
+    for k, size in enumerate(dmesh.shape):
+        pieces = dmesh.axis_levels[k]
+        shape.extend([int(p.size) for p in reversed(pieces)] if pieces else [int(size)])
+    return dmesh.refine(shape)
+
+
 def straddle_notes(profile, shape, links, names=None) -> list[str]:
     """One note per mesh axis priced on the slow link (``dcn``) whose groups have members inside one node too
     (:func:`hloshard.devices.node_spans`: ``4x2x2`` on 8-GPU nodes, axis 0's groups hold 2 devices of each of 2
-    nodes): the cost model prices such an axis' collectives wholly at the slow link (a flat ring), where NCCL or
-    a hierarchical collective would move part of the bytes inside the node (new user 25b, finding 10)."""
+    nodes): its collectives are priced by the links inside the axis (:func:`hloshard.devices.axis_pieces`; a
+    ring through the nodes or level by level, :func:`hloshard.cost.collectives.link_levels`), and the note
+    names the mesh with the axis boundary at the node that :func:`priced_mesh` refines it to internally
+    (new user 25b, finding 10)."""
     out = []
     for i, (size, cls) in enumerate(zip(shape, links)):
         span = node_spans(shape, i, profile.devices_per_node)
@@ -110,10 +135,10 @@ def straddle_notes(profile, shape, links, names=None) -> list[str]:
         name = names[i] if names and i < len(names) else f"axis{i}"
         out.append(f"mesh axis {name} ({size} devices) straddles nodes: each of its groups holds {per_node} devices "
                    f"of each of {nodes} nodes ({profile.devices_per_node} devices per node); its collectives are "
-                   f"priced wholly at {profile.link_name('dcn')} (dcn), as one flat ring, none of their bytes on "
-                   f"{profile.link_name('ici')} inside a node; a mesh with an axis boundary at the node "
-                   f"({_node_shape(shape, i, profile.devices_per_node)}) "
-                   f"prices the in-node part on {profile.link_name('ici')}")
+                   f"priced as a ring through the nodes ({profile.link_name('ici')} inside a node, "
+                   f"{profile.link_name('dcn')} between) or level by level, whichever is faster, and the axis is "
+                   f"split at the node boundary internally ({_node_shape(shape, i, profile.devices_per_node)}), "
+                   f"so that a plan may keep a collective inside a node")
     return out
 
 

@@ -80,13 +80,14 @@ def coarse_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     """The 1-D mesh of ``mesh``'s devices in the same order, refined at the cuts of
     :func:`hloshard.mesh.coarse_cuts` (so that each of its sub-axes is a product of consecutive fine
     axes), with the fine mesh's largest alpha and beta (what a collective over several of its axes is
-    priced with) and its uneven-split policy.  When that is not coarser (the same cuts as ``mesh``: the
+    priced with; on a device each sub-axis at the links its devices cross, :meth:`DeviceMesh.flattened`)
+    and its uneven-split policy.  When that is not coarser (the same cuts as ``mesh``: the
     module's reshapes need every cut), the user's mesh of two or more axes unrefined
     (:func:`unrefined_mesh`); None when neither is coarser."""
     cuts = coarse_cuts(mesh, module)
     if cuts is None:
         return unrefined_mesh(mesh)
-    base = DeviceMesh((mesh.num_devices,), mesh.device_ids.ravel(), [max(mesh.alpha)], [max(mesh.beta)])
+    base = mesh.flattened()   # on a device, its sub-axes priced at the links their own devices cross
     base.source = mesh.source
     coarse = base.refine(_shape_of(cuts))
     coarse.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))

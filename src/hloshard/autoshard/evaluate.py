@@ -420,6 +420,8 @@ def user_mesh(mesh):
     user.divisible_io = getattr(mesh, "divisible_io", False)
     user.roofline_prices = mesh.roofline_prices
     user.memory_device = getattr(mesh, "memory_device", None)
+    if mesh.user_levels is not None:   # an axis spanning nodes keeps the links inside it
+        user.apply_levels(mesh.user_levels)
     return user
 
 

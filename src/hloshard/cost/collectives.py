@@ -27,9 +27,11 @@ Several mesh axes at once (a tensor dim split over mesh axes 0 and 1, gathered i
 XLA's model defines this only for all-reduce (``AllReduceCost(B, d, d')``: alpha = max alpha,
 beta = max beta, n = product of the axis sizes); we apply the same rule to every collective, except
 on a device-priced mesh (``--device``) where the axes cross links of different prices (NVLink and
-InfiniBand, ICI and DCN): such a collective is priced as the **hierarchical algorithm**
-(:func:`link_levels`, :func:`hierarchical_link_cost`), one ring per link level, the slow level moving
-only the fast levels' shard.
+InfiniBand, ICI and DCN), or over one axis whose devices span nodes (``--mesh 16`` on 8-GPU nodes): such a
+collective is priced over its link levels (:func:`link_levels`): on a GPU as the faster of a ring through the
+levels (:func:`ring_link_cost`: NCCL's ring, paced by its slowest link) and the level-by-level schedule
+(:func:`hierarchical_link_cost`: one ring per level, the slow level moving only the fast levels' shard), on a
+TPU as the latter (:func:`level_schedule`, :func:`ring_schedules`).
 ``group_size`` (optional on every function): devices per replica group when the groups cover only a
 sub-axis of the named mesh axes (e.g. pairs along an axis of size 4); n is then the group size.
 
@@ -141,18 +143,22 @@ def link_levels(mesh: MeshLike, axes: Axes, group_size: int | None = None) -> tu
 
     Levels exist only on a mesh priced on a device (``mesh.roofline_prices`` set, ``--device``; the unit
     model, with or without ``--alpha`` / ``--beta``, is always flat) when the axes of more than one
-    device that ``axes`` name carry different betas (links of different bandwidth: ``ici`` / ``dcn``).
-    Axes of one beta form one level: ``n`` = the product of their sizes, ``alpha`` = ``(n - 1)`` x the
-    largest per-step latency among them.  ``group_size`` (replica groups that cover part of the axes):
-    the group's devices are given to the levels slowest first, ``n = gcd(devices left, level's
+    device that ``axes`` name carry different betas (links of different bandwidth: ``ici`` / ``dcn``), or
+    one of them carries levels inside it (``mesh.axis_levels``: an axis whose devices span nodes,
+    ``--mesh 16`` on 8-GPU nodes, :meth:`hloshard.mesh.DeviceMesh.apply_levels`).  The pieces of one beta
+    (whole axes, or an axis' inner levels) form one level: ``n`` = the product of their sizes, ``alpha`` =
+    ``(n - 1)`` x the largest per-step latency among them.  Levels are priced by :func:`level_schedule`.
+    ``group_size`` (replica groups that cover part of the axes): the group's devices are given to the levels slowest first, ``n = gcd(devices left, level's
     devices)``; a group that does not factor so, or whose devices all fall in one level, is priced flat
     over that level alone (one level returned) or, if it does not factor, None.  Raises ValueError as
     :func:`axis_params` does."""
     if getattr(mesh, "roofline_prices", None) is None:
         return None
     ax = _axes(axes)
-    if len(ax) < 2:   # one axis, one link (the common case: no validation beyond the cost function's own)
-        return None
+    if len(ax) < 2:   # one axis: one link unless levels run inside it (the common case: no validation here)
+        inside = getattr(mesh, "axis_levels", None)
+        if inside is None or not ax or not 0 <= ax[0] < len(inside) or inside[ax[0]] is None:
+            return None
     key = (id(mesh), ax, group_size)
     hit = _LEVEL_CACHE.get(key)
     if hit is not None and hit[0] is mesh and hit[1] is mesh.alpha and hit[2] is mesh.beta:
@@ -170,18 +176,28 @@ _LEVEL_CACHE: dict = {}
 def _link_levels(mesh, ax: tuple, group_size: int | None) -> tuple[LinkLevel, ...] | None:
     """:func:`link_levels` without its cache (``ax``: two or more axes, on a device-priced mesh)."""
     axis_params(mesh, ax, group_size)   # validates the axes and the group size
-    big = [a for a in ax if int(mesh.shape[a]) > 1]
-    if len({float(mesh.beta[a]) for a in big}) < 2:
+    inside = getattr(mesh, "axis_levels", None)
+    pieces = []   # (axis, size, step, beta): each axis' own levels (an axis spanning nodes has two), else the axis
+    for a in ax:
+        size = int(mesh.shape[a])
+        if size <= 1:
+            continue
+        own = inside[a] if inside is not None else None
+        if own:
+            pieces.extend((a, int(p.size), float(p.step), float(p.beta)) for p in own if int(p.size) > 1)
+        else:
+            pieces.append((a, size, float(mesh.alpha[a]) / (size - 1), float(mesh.beta[a])))
+    if len({p[3] for p in pieces}) < 2:
         return None
-    by_beta: dict[float, list[int]] = {}
-    for a in big:
-        by_beta.setdefault(float(mesh.beta[a]), []).append(a)
+    by_beta: dict[float, list] = {}
+    for p in pieces:
+        by_beta.setdefault(p[3], []).append(p)
     levels = []
     for beta in sorted(by_beta):
-        ax = tuple(by_beta[beta])
-        n = math.prod(int(mesh.shape[a]) for a in ax)
-        step = max(float(mesh.alpha[a]) / (int(mesh.shape[a]) - 1) for a in ax)
-        levels.append([step, beta, n, ax])
+        group = by_beta[beta]
+        n = math.prod(p[1] for p in group)
+        step = max(p[2] for p in group)
+        levels.append([step, beta, n, tuple(dict.fromkeys(p[0] for p in group))])
     total = math.prod(lv[2] for lv in levels)
     if group_size is not None and int(group_size) != total:
         left = int(group_size)
@@ -256,19 +272,102 @@ def hierarchical_link_cost(kind: str, levels: Sequence[LinkLevel], nbytes: float
     raise ValueError(f"not a hierarchical collective kind: {kind!r}")
 
 
-def collective_latency(mesh: MeshLike, kind: str, axes: Axes, group_size: int | None = None) -> float:
+def ring_link_cost(kind: str, levels: Sequence[LinkLevel], nbytes: float) -> tuple[float, float]:
+    """``(link cost, latency)`` in cost units (no HBM term, no rounding) of one collective run as a single
+    ring through ``levels`` (:func:`link_levels`, fastest = innermost first; ``n = n_0 n_1 ...``): what NCCL
+    runs for one all-reduce / all-gather / reduce-scatter over a group that spans nodes (each ring enters
+    and leaves a node once per channel, through NVLink inside it and a NIC between).
+
+    ``nbytes`` ``B`` as each cost function takes it.  With ``f`` = ``2(n-1)/n`` (all-reduce) or ``(n-1)/n``
+    (all-gather, reduce-scatter):
+
+    * bandwidth ``f B max_i(beta_i / (n_0 ... n_{i-1}))``: every byte crosses every link of the ring, and the
+      ring's steps are pipelined, so the slowest link sets the pace; a level-``i`` boundary is crossed by as
+      many rings (channels) as a level-``i`` block has devices, each through its own device's share of the
+      link (one NIC per GPU on DGX H100: two nodes of 8 cross at 8 x 50 GB/s = 400 GB/s, against NVLink's
+      450 GB/s per GPU).  Source: NCCL's ring bandwidth (``src/graph/tuning.cc``, ``ncclTopoTuneModel``:
+      bus bandwidth = channels x per-channel speed, algorithm bandwidth = bus bandwidth x n / nsteps) and
+      nccl-tests' ``doc/PERFORMANCE.md`` (bus bandwidth ``B x 2(n-1)/n / t`` for all-reduce, ``(n-1)/n`` for
+      all-gather / reduce-scatter, bounded by the slowest link of the ring);
+    * latency: one pass of the ring, ``sum_i alpha_i (n_{i+1} ... n_last)`` (``alpha_i = (n_i - 1)`` step
+      latencies of level ``i``; :func:`hloshard.devices.pieces_ring_latency`): the ``n - 1`` hops of a chunk,
+      ``(n_last - 1)`` of them across the slowest boundary (two nodes of 8: 14 NVLink hops, 1 InfiniBand); NCCL's
+      ``(nsteps - nInterSteps) x intraLat + nInterSteps x interLat``, counted once for an all-reduce as the
+      flat formula counts ``(n - 1)`` (:func:`hloshard.devices.time_scale`).
+
+    One level: the flat ring of :func:`axis_params`.  Raises ValueError for another kind (an all-to-all is
+    no ring: :func:`hierarchical_link_cost`)."""
+    if kind == "all-reduce":
+        factor = 2.0
+    elif kind in ("all-gather", "reduce-scatter"):
+        factor = 1.0
+    else:
+        raise ValueError(f"not a ring collective kind: {kind!r}")
+    n = math.prod(lv.n for lv in levels)
+    latency, per_byte, below, above = 0.0, 0.0, 1, n
+    for lv in levels:
+        above //= lv.n
+        latency += lv.alpha * above
+        per_byte = max(per_byte, lv.beta / below)
+        below *= lv.n
+    return latency + factor * (n - 1) / n * float(nbytes) * per_byte, latency
+
+
+def _hierarchical_latency(kind: str, levels: Sequence[LinkLevel]) -> float:
+    if kind == "all-reduce":
+        return sum(lv.alpha for lv in levels) + sum(lv.alpha for lv in levels[:-1])
+    return sum(lv.alpha for lv in levels)
+
+
+def level_schedule(kind: str, levels: Sequence[LinkLevel], nbytes: float,
+                   ring: bool = True) -> tuple[float, float, str]:
+    """``(link cost, latency, schedule)`` of one collective over link ``levels`` (:func:`link_levels`): with
+    ``ring`` (a GPU: :func:`ring_schedules`) the faster of the ring through the levels (:func:`ring_link_cost`,
+    ``'ring'``) and the level-by-level schedule (:func:`hierarchical_link_cost`, ``'levels'``) for an
+    all-reduce, all-gather or reduce-scatter; else, and for an all-to-all, the level-by-level one.  The collective library picks, per collective and
+    size, the algorithm its own model predicts fastest (NCCL: ``getAlgoInfo`` over ``ncclTopoTuneModel``'s
+    ring and tree times, ``src/graph/tuning.cc``); the level-by-level schedule sends across the slow link the
+    bytes NCCL's tree does on two nodes (one shard per device, nccl-tests#196) and is what XLA writes itself
+    for a gradient reduced over ``model`` then ``data``.  On ``h100-sxm`` the ring wins a 4 MiB all-reduce over
+    two nodes of 8 (55.66 against 62.80 us of link time: the same latency, the slow link's bytes spread over 8
+    NICs), the levels win an all-gather of the same size (7 NVLink latencies, not 14) and groups with few
+    devices per node (``4x4``'s outer axis: 2 NICs per node pace the ring).  Raises ValueError for an unknown
+    kind."""
+    hier = hierarchical_link_cost(kind, levels, nbytes)
+    if kind == "all-to-all" or not ring:
+        return hier, _hierarchical_latency(kind, levels), "levels"
+    ring, ring_latency = ring_link_cost(kind, levels, nbytes)
+    if ring < hier:
+        return ring, ring_latency, "ring"
+    return hier, _hierarchical_latency(kind, levels), "levels"
+
+
+def ring_schedules(mesh) -> bool:
+    """Whether a collective over several links of ``mesh`` may run as one ring through them
+    (:func:`level_schedule`): on a GPU (``mesh.roofline_prices.profile.backend == 'gpu'``), where NCCL runs
+    one collective over the whole group and picks ring or tree by its own model; not on a TPU, whose
+    collectives across slices (DCN) no ring through the slices is documented for: they keep the
+    level-by-level schedule XLA's partitioner itself writes (an HSDP gradient's two all-reduces), so the TPU
+    estimates of a multi-slice mesh stay round 26's."""
+    prices = getattr(mesh, "roofline_prices", None)
+    return prices is not None and getattr(prices.profile, "backend", "gpu") == "gpu"
+
+
+def collective_latency(mesh: MeshLike, kind: str, axes: Axes, group_size: int | None = None,
+                       nbytes: float | None = None) -> float:
     """The latency (cost units) the cost function of ``kind`` charges one collective over ``axes``:
-    with link levels (:func:`link_levels`) the sum of each level's ``alpha`` (an all-reduce's faster
-    levels twice: :func:`hierarchical_link_cost`), else :func:`axis_params`' alpha (the largest of the
-    axes').  0.0 for no axes.  Raises ValueError for an out-of-range axis."""
+    with link levels (:func:`link_levels`) that of the schedule :func:`level_schedule` picks for ``nbytes``
+    (the bytes as the cost function takes them; without them, the level-by-level schedule's: the sum of
+    each level's ``alpha``, an all-reduce's faster levels twice), else :func:`axis_params`' alpha (the
+    largest of the axes').  0.0 for no axes.  Raises ValueError for an out-of-range axis."""
     if not _axes(axes):
         return 0.0
     levels = link_levels(mesh, axes, group_size)
     if levels is None:
         return axis_params(mesh, axes)[0]
-    if kind == "all-reduce":
-        return sum(lv.alpha for lv in levels) + sum(lv.alpha for lv in levels[:-1])
-    return sum(lv.alpha for lv in levels)
+    if nbytes is None:
+        return _hierarchical_latency(kind, levels)
+    return level_schedule(kind, levels, float(nbytes), ring_schedules(mesh))[1]
 
 
 def _level_total(levels: Sequence[LinkLevel]) -> int:
@@ -351,7 +450,7 @@ def all_gather_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     if levels is None:
         link = alpha + beta * (n - 1) / n * b
     else:
-        link, n = hierarchical_link_cost("all-gather", levels, b), _level_total(levels)
+        link, n = level_schedule("all-gather", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "all-gather", b, n)) + ALL_GATHER_TIE_BREAK
 
 
@@ -368,7 +467,7 @@ def all_reduce_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: int |
     if levels is None:
         link = alpha + beta * 2 * (n - 1) / n * b
     else:
-        link, n = hierarchical_link_cost("all-reduce", levels, b), _level_total(levels)
+        link, n = level_schedule("all-reduce", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "all-reduce", b, n)) + ALL_REDUCE_TIE_BREAK
 
 
@@ -384,7 +483,7 @@ def reduce_scatter_cost(mesh: MeshLike, nbytes: Bytes, axes: Axes, group_size: i
     if levels is None:
         link = alpha + beta * (n - 1) / n * b
     else:
-        link, n = hierarchical_link_cost("reduce-scatter", levels, b), _level_total(levels)
+        link, n = level_schedule("reduce-scatter", levels, b, ring_schedules(mesh))[0], _level_total(levels)
     return round_half_away(with_hbm(mesh, link, "reduce-scatter", b, n)) + REDUCE_SCATTER_TIE_BREAK
 
 
@@ -668,4 +767,4 @@ def latency_saving(mesh: MeshLike, col: PredictedCollective, share: float) -> fl
     if not col.mesh_axes:
         return 0.0
     gsize = int(col.group_size) if col.group_size and col.group_size > 1 else None
-    return collective_latency(mesh, col.kind, col.mesh_axes, gsize) * (1.0 - share)
+    return collective_latency(mesh, col.kind, col.mesh_axes, gsize, col.nbytes) * (1.0 - share)

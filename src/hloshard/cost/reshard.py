@@ -1308,7 +1308,8 @@ def _mesh_key(mesh) -> tuple:
     ids = np.asarray(mesh.device_ids)
     return (tuple(int(s) for s in mesh.shape), tuple(int(d) for d in ids.ravel()),
             tuple(float(a) for a in mesh.alpha), tuple(float(b) for b in mesh.beta),
-            C.hbm_units_per_byte(mesh))   # a device's HBM term (collectives.with_hbm) or None
+            C.hbm_units_per_byte(mesh),   # a device's HBM term (collectives.with_hbm) or None
+            getattr(mesh, "axis_levels", None))   # links inside an axis that spans nodes (collectives.link_levels)
 
 
 def _mesh_token(mesh) -> int:
