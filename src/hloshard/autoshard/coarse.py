@@ -294,25 +294,9 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
 def layout_counts(module, mesh: DeviceMesh) -> list[int]:
     """The number of enumerated layouts (``MeshInfo.enumerate``) of each array instruction of
     ``module`` on ``mesh``, in instruction order: what ``--mesh auto``'s candidate order
-    (:func:`hloshard.mesh_search._work`) and the build estimate (:func:`build_work`) are made of."""
+    (:func:`hloshard.mesh_search._work`) is made of."""
     info = MeshInfo(mesh)
     return [len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array]
-
-
-def build_work(counts: list[int]) -> int:
-    """What a measured build time is scaled by to estimate another mesh's build in ``--mesh auto``'s skip
-    rule (:func:`hloshard.mesh_search.search_meshes`; the fine build's estimate reads :func:`build_cost` since round
-    26, which ``--mesh auto`` may take over: this sum was 0.4-9.3x the builds measured then): the sum
-    over array instructions of the number of enumerated layouts (:func:`layout_counts`).  Since strategies
-    and resharding tables are shared between structurally equal instructions (round 15), a build grows
-    about linearly in the layouts, not in their squares (:func:`hloshard.mesh_search._work`, which orders
-    the candidates): measured in one process each (round 16, new user 16's U-Net): 1-D 8 -> 2x2x2 build
-    0.23 -> 6.8 s (29.7x), layouts 2,024 -> 46,346 (22.9x), squared 5,990 -> 5,246,114 (876x, the skip said
-    "about 324 s" and left out a mesh that builds in 10 s); 2x4 -> 2x2x2 on the same module 12.4x, layouts
-    4.3x, squared 22x; transformer_train_step 7.5x / 3.2x / 12.8x; moe_layer 21x / 3.8x / 16.9x.  So it can
-    under-estimate: a build that then passes the deadline stops there; an over-estimate instead loses a
-    mesh."""
-    return sum(counts)
 
 
 #: :func:`build_cost`'s weight of one array instruction, in layout pairs: what a build spends on every node
@@ -324,13 +308,14 @@ BUILD_NODE_PAIRS = 150
 
 
 def build_cost(module, mesh: DeviceMesh) -> float:
-    """A build's size on ``mesh`` in layout pairs, what :func:`fine_build_estimate` scales a measured build by:
+    """A build's size on ``mesh`` in layout pairs, what :func:`fine_build_estimate` and ``--mesh auto``'s skip rule
+    (:func:`hloshard.mesh_search.search_meshes`) scale a measured build by:
     :data:`BUILD_NODE_PAIRS` per array instruction plus, per distinct (opcode, dims, element type) of them, the
     square of its enumerated layouts (``MeshInfo.enumerate``).  Why: strategy lists and resharding matrices are
     built once per structurally equal instruction (:mod:`hloshard.strategy.sharing`) and a matrix holds source x
     target layouts, so the build grows with the distinct instructions' squared layouts, while every node costs a
     little whatever its layouts (Llama 3.1 8B's 22,088 nodes: its 1-D build 4.9 CPU-s, its 2x4 build 3.6).  The
-    layouts' plain sum (:func:`build_work`, round 16) put that build at 14.6x the 1-D one (61 s for 8.2 s at
+    layouts' plain sum (round 16's estimate, ``--mesh auto``'s skip rule until round 27) put that build at 14.6x the 1-D one (61 s for 8.2 s at
     2x2x2: the 1-D plan written) and keras-hub Gemma's at 5.1x where it took 7.4x."""
     info = MeshInfo(mesh)
     arrays = [instr for instr in module.all_instructions() if instr.shape.is_array]
@@ -353,7 +338,7 @@ def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh:
     """``(seconds, ratio)``: the fine build on ``mesh`` estimated from the coarse build on ``coarse``
     (``coarse_seconds`` wall seconds): ``ratio`` = :func:`build_cost` on the fine mesh over the coarse mesh's.
     Measured (round 26, device CPU; estimate / build): 0.49-1.47x on 11 builds of 6 modules, against 0.43-9.3x by
-    the layouts' sum before (:func:`build_work`).  Raises nothing; a mesh of no layouts gives ratio 1."""
+    the layouts' sum before (round 16's).  Raises nothing; a mesh of no layouts gives ratio 1."""
     a, b = build_cost(module, coarse), build_cost(module, mesh)
     ratio = b / a if a else 1.0
     return float(coarse_seconds) * ratio, ratio
@@ -528,7 +513,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     now = time.monotonic()
     # the time for the coarse solve, the fine build and the fine solve
     avail = deadline - now - write - reprice
-    # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule), when it could start
+    # the fine build estimated from the coarse one (build_cost, as --mesh auto's skip rule), when it could start
     estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if avail > 0 else (0.0, 1.0)
     now = time.monotonic()
     avail = deadline - now - write - reprice
