@@ -389,6 +389,45 @@ def fine_solve_fixed(graph) -> float:
     return det_fixed_seconds(entries) if entries > FULL_MODEL_LIMIT else 0.0
 
 
+def solve_entries_estimate(module, mesh: DeviceMesh) -> int:
+    """The edge-matrix entries of the solver problem a build of ``module`` on ``mesh`` would make, estimated before
+    building anything (no strategy made, no clock read): the sum over every array instruction and each of its array
+    operands of (operand layouts x instruction layouts), the layouts a
+    :class:`~hloshard.strategy.base.MeshInfo` enumerates as the build's does (the coarse mesh's two orders added,
+    :func:`hloshard.mesh.coarse_cuts`).  An edge matrix holds source x target strategies and, unlike a resharding
+    matrix (:func:`build_cost`), one is made per edge, shared or not.  On the low side: a dot's strategies outnumber
+    its output's layouts (a contracting split adds partial sums), while merged followers and all-zero matrices drop
+    edges (:func:`hloshard.solver.followers.merge_followers`).  Measured (round 27, one build each, the solver
+    problem's entries, followers merged, before presolve; BENCHMARKS.md "Round 27, helper search"): estimate / entries
+    0.51-0.95 on 12 problems of 9 modules (keras-hub Gemma 4L at 2x4 0.67, Llama 3.1 8B at 2x2x2 0.92, the 48-layer
+    transformer at 2x2x2 0.73 and 4x2 0.88, attention_6heads at 2x2x2 0.51), and 1.30 on one, MaxText at 2x2x2
+    (followers merge 22.1 M entries to 7.3 M there): so a build it rules out (:func:`deterministic_first`) is one the
+    check after the build rules out too, except where that check would pass by less than 1.3x.  Raises nothing."""
+    info = MeshInfo(mesh)
+    cuts = coarse_cuts(mesh, module)
+    if cuts is not None:
+        info.add_coarse_order(cuts)
+    memo: dict = {}
+
+    def layouts(instr) -> int:
+        dims = tuple(instr.shape.dims)
+        n = memo.get(dims)
+        if n is None:
+            n = memo[dims] = len(info.enumerate(dims))
+        return n
+
+    pairs = 0
+    for instr in module.all_instructions():
+        if not instr.shape.is_array:
+            continue
+        mine = None
+        for op in instr.operands:
+            if op.shape.is_array:
+                mine = layouts(instr) if mine is None else mine
+                pairs += layouts(op) * mine
+    return int(pairs)
+
+
 def fine_solve_entries_note(fixed: float) -> str:
     """Words for :func:`deterministic_first`'s message: the entries behind a modelled fixed part of ``fixed`` s."""
     return f"{fixed * DET_FIXED_RATE / 1e6:,.1f} M edge-matrix entries at {DET_FIXED_RATE / 1e6:g} M per CPU second"
@@ -633,36 +672,50 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
     (as before: there is nothing else to return).  In deterministic mode without a memory budget the refined graph
     built is also given up for the coarse plan when its solve's fixed part, :func:`fine_solve_fixed`, passes the
     fine solve's share of ``time_limit`` (``1 -`` :data:`COARSE_SHARE`): its solve would cost more than the limit
-    whatever its work budget (round 26).  Returns a :class:`CoarseFirst` whose ``start`` is None
-    (the caller's coarse start follows the fine build as it did)."""
+    whatever its work budget (round 26); and, before any build, when :func:`solve_entries_estimate` (low on 12 of 13)
+    already puts that fixed part past the share (round 27: the build is not made to be given up).  Returns a
+    :class:`CoarseFirst` whose ``start`` is None (the caller's coarse start follows the fine build as it did)."""
     limit = work_limit(time_limit, mesh, solver_share) if coarse_mesh(mesh, module) is not None else None
-    try:
-        graph = build_graph(module, mesh, keep, memory_budget, work_limit=limit)
-        stopped = None
-    except BuildStopped as exc:
-        if limit is None:
-            raise
-        stopped = exc
-    if stopped is None:
-        fixed = fine_solve_fixed(graph) if limit is not None and deterministic and memory_budget is None else 0.0
-        if fixed <= (1.0 - COARSE_SHARE) * float(time_limit):
-            return CoarseFirst(graph, None)
-        # its first solve alone would cost more than the limit: its fixed part (presolve, greedy, local search,
-        # the first Lagrangian rounds) is modelled past the fine solve's share (round 26: keras-hub Gemma's refined
-        # graph, 46 M entries, cost 15.5 CPU-s to solve for 3 units of a limit of 4)
-        fine = graph
+    share = (1.0 - COARSE_SHARE) * float(time_limit)   # the fine solve's, after the coarse start's
+    checked = limit is not None and deterministic and memory_budget is None
+    predicted = det_fixed_seconds(solve_entries_estimate(module, mesh)) if checked else 0.0
+    fine = None
+    if predicted > det_fixed_seconds(FULL_MODEL_LIMIT) and predicted > share:
+        # the check after the build (below), made before it from the module alone: the refined graph would be built
+        # and then given up (round 26: keras-hub Gemma at time_limit 15, a 6.2 CPU-s build for nothing).  The
+        # estimate is on the low side on 12 of 13 measured problems (MaxText 1.3x), so a graph it rules out is
+        # nearly always one the check after the build would rule out
         stopped = BuildStopped("edges", 0, 0, 0.0, reason=(
-            f"built, but its solve's fixed part (presolve, greedy and local search over its "
-            f"{fine_solve_entries_note(fixed)}) is modelled at about {fixed:.1f} CPU seconds, more than the "
-            f"{(1.0 - COARSE_SHARE) * float(time_limit):.1f} s of --time-limit {float(time_limit):g} the fine solve "
-            f"gets in deterministic mode (coarse.fine_solve_fixed)"))
+            f"not built: its solve's fixed part (presolve, greedy and local search over about "
+            f"{fine_solve_entries_note(predicted)}, estimated from the module before any build) is modelled at about "
+            f"{predicted:.1f} CPU seconds, more than the {share:.1f} s of --time-limit {float(time_limit):g} the fine "
+            f"solve gets in deterministic mode (coarse.solve_entries_estimate)"))
     else:
-        fine = None
-        mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-        serves = "" if not 0 < solver_share < 1 else \
-            f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
-        stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
-                        f"{mode} (coarse.work_limit)",)
+        try:
+            graph = build_graph(module, mesh, keep, memory_budget, work_limit=limit)
+            stopped = None
+        except BuildStopped as exc:
+            if limit is None:
+                raise
+            stopped = exc
+            mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
+            serves = "" if not 0 < solver_share < 1 else \
+                f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
+            stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}"
+                            f"{serves} {mode} (coarse.work_limit)",)
+        if stopped is None:
+            fixed = fine_solve_fixed(graph) if checked else 0.0
+            if fixed <= share:
+                return CoarseFirst(graph, None)
+            # its first solve alone would cost more than the limit: its fixed part (presolve, greedy, local search,
+            # the first Lagrangian rounds) is modelled past the fine solve's share (round 26: keras-hub Gemma's
+            # refined graph, 46 M entries, cost 15.5 CPU-s to solve for 3 units of a limit of 4)
+            fine = graph
+            stopped = BuildStopped("edges", 0, 0, 0.0, reason=(
+                f"built, but its solve's fixed part (presolve, greedy and local search over its "
+                f"{fine_solve_entries_note(fixed)}) is modelled at about {fixed:.1f} CPU seconds, more than the "
+                f"{share:.1f} s of --time-limit {float(time_limit):g} the fine solve gets in deterministic mode "
+                f"(coarse.fine_solve_fixed)"))
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:
         return CoarseFirst(fine if fine is not None else build_graph(module, mesh, keep, memory_budget), None)
