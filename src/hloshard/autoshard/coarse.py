@@ -398,11 +398,12 @@ def solve_entries_estimate(module, mesh: DeviceMesh) -> int:
     matrix (:func:`build_cost`), one is made per edge, shared or not.  On the low side: a dot's strategies outnumber
     its output's layouts (a contracting split adds partial sums), while merged followers and all-zero matrices drop
     edges (:func:`hloshard.solver.followers.merge_followers`).  Measured (round 27, one build each, the solver
-    problem's entries, followers merged, before presolve; BENCHMARKS.md "Round 27, helper search"): estimate / entries
-    0.51-0.95 on 12 problems of 9 modules (keras-hub Gemma 4L at 2x4 0.67, Llama 3.1 8B at 2x2x2 0.92, the 48-layer
-    transformer at 2x2x2 0.73 and 4x2 0.88, attention_6heads at 2x2x2 0.51), and 1.30 on one, MaxText at 2x2x2
-    (followers merge 22.1 M entries to 7.3 M there): so a build it rules out (:func:`deterministic_first`) is one the
-    check after the build rules out too, except where that check would pass by less than 1.3x.  Raises nothing."""
+    problem's entries, followers merged, before presolve; ``benchmarks/measured/search_r27/entries.jsonl``; nothing
+    fitted): estimate / entries 0.44-0.95 on 12 problems of 10 modules (keras-hub Gemma 4L at 2x4 0.67, Llama 3.1 8B
+    at 2x2x2 0.92, the 48-layer transformer at 2x2x2 0.73 and 4x2 0.88, attention_6heads at 2x2x2 0.46), and 1.30 on
+    one, MaxText at 2x2x2 (its followers merge 22.1 M entries to 7.3 M): so a build it rules out
+    (:func:`deterministic_first`) is one the check after the build rules out too, except where that check would
+    pass by less than 1.3x.  Raises nothing."""
     info = MeshInfo(mesh)
     cuts = coarse_cuts(mesh, module)
     if cuts is not None:
