@@ -12,7 +12,7 @@ known start (:func:`_carried`: mapped by :func:`hloshard.autoshard.coarse.map_ch
 whose solve has no time to improve on it reports that plan, not a trivial one: new user 22's CLIP at
 2x4 / 4x2 / 2x2x2 ranked by the replicated plan) and, in wall-clock mode, their coarse solve where it is
 their coarse mesh (``solve_module(coarse=)``; not built or solved again).  A remaining candidate whose
-predicted build time (the rate measured on the first build times its size) would exceed the time
+predicted build time (the rate measured on the first build times its size by :func:`hloshard.autoshard.coarse.build_cost`, the fine build's estimate) would exceed the time
 limit is skipped and reported as such, and so is one not started before the limit ends (each candidate
 gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, each
 given its part when it starts (:class:`_Schedule`: one that ends early leaves its time to the next), and
