@@ -12,7 +12,7 @@ known start (:func:`_carried`: mapped by :func:`hloshard.autoshard.coarse.map_ch
 whose solve has no time to improve on it reports that plan, not a trivial one: new user 22's CLIP at
 2x4 / 4x2 / 2x2x2 ranked by the replicated plan) and, in wall-clock mode, their coarse solve where it is
 their coarse mesh (``solve_module(coarse=)``; not built or solved again).  A remaining candidate whose
-predicted build time (the rate measured on the first build times its size) would exceed the time
+predicted build time (the rate measured on the first build times its size by :func:`hloshard.autoshard.coarse.build_cost`, the fine build's estimate) would exceed the time
 limit is skipped and reported as such, and so is one not started before the limit ends (each candidate
 gets at least 1 s: 4,096 devices have 67 candidates); the others share what is left of the limit, each
 given its part when it starts (:class:`_Schedule`: one that ends early leaves its time to the next), and
@@ -49,7 +49,7 @@ import os
 
 from .autoshard import solve_module
 from .autoshard.build import build_graph
-from .autoshard.coarse import build_work as _build_work, layout_counts  # the one build estimate
+from .autoshard.coarse import build_cost, layout_counts  # the one build estimate
 from .autoshard.coarse import CoarseSolve, map_choice
 from .autoshard.evaluate import evaluate_choice
 from .autoshard.solve import REPRICE_SHARE, SolveResult, apply_solution
@@ -295,17 +295,21 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
             done = trials[head].result
             options["coarse"] = CoarseSolve(done.graph, done.solution, meshes[head][1], trials[head].seconds,
                                             done.seconds_build)
-    layouts = [_build_work(c) for c in counts]
-    rate = trials[head].result.seconds_build / layouts[head] \
-        if trials[head].result is not None and layouts[head] else None
+    # the builds' sizes by the fine build's estimate (coarse.build_cost, round 27; the layouts' sum before: 0.4-9.3x
+    # the measured builds, Llama 3.1 8B's 2x2x2 build put at 14.6x its 1-D build when it took 1.6x), scaled by the
+    # head's measured build
+    sizes = [build_cost(first, mesh) for _, mesh in meshes]
+    rate = trials[head].result.seconds_build / sizes[head] \
+        if trials[head].result is not None and sizes[head] else None
     elapsed = time.monotonic() - start
     run = []
     for i in distinct[1:]:
-        predicted = 0.0 if rate is None else rate * layouts[i]
+        predicted = 0.0 if rate is None else rate * sizes[i]
         if i != cluster_i and not deterministic and rate is not None and elapsed + predicted > time_limit:
             trials[i].status = "skipped"
             trials[i].message = (f"building its cost graph would take about {predicted:.0f} s "
-                                 f"({layouts[i] / layouts[head]:.0f}x the layouts of {meshes[head][0]}), "
+                                 f"({sizes[i] / sizes[head]:.1f}x the size of {meshes[head][0]}'s by "
+                                 f"coarse.build_cost), "
                                  f"beyond the time limit")
         else:
             run.append(i)
@@ -316,12 +320,12 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     # with forked processes, the candidate of the largest build is solved here (its graph kept), the others in
     # jobs - 1 lanes of forked processes: only theirs are rebuilt here when picked, so only theirs are reserved
     # the cluster's shape is solved here: it may write its coarse plan, whose graph a rebuild would not give back
-    here = (cluster_i if cluster_i in run else max(run, key=lambda i: (layouts[i], -i))) if jobs > 1 else None
+    here = (cluster_i if cluster_i in run else max(run, key=lambda i: (sizes[i], -i))) if jobs > 1 else None
     if deterministic:   # reproducible: no decision on measured time; every candidate gets an equal share
         reserve = 0.0
         deadline = None
     else:
-        longest = max((rate * layouts[i] for i in run if i != here), default=0.0) if rate is not None else 0.0
+        longest = max((rate * sizes[i] for i in run if i != here), default=0.0) if rate is not None else 0.0
         reserve = final_reserve(trials[head].result, longest if jobs > 1 else 0.0)
         # candidates not started by then are skipped; the picked one's writing and re-pricing come after it
         deadline = start + float(time_limit) - reserve

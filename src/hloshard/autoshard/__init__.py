@@ -31,12 +31,12 @@ from .evaluate import (
 from ..solver.followers import merge_followers
 from .report import _failed, _name_nodes, infeasible_message, minimum_memory_check
 from .resharder import _key, _Resharder, _unique
-from .solve import SolveResult, solve_graph, solve_module
+from .solve import SolveResult, collect_less, solve_graph, solve_module
 from .tiebreak import real_part, with_memory_tie_break
 from ..strategy.user_shardings import KEEP_MODES, _check_user_sharding, user_shardings
 
 __all__ = [
-    "EXHAUSTIVE_LIMIT", "KEEP_MODES", "CostResult", "Evaluation", "Graph", "SolveResult", "apply_choice",
+    "EXHAUSTIVE_LIMIT", "KEEP_MODES", "CostResult", "Evaluation", "Graph", "SolveResult", "apply_choice", "collect_less",
     "build_graph", "choose_scale", "evaluate_as_written", "evaluate_choice", "evaluate_module", "infeasible_message",
     "instruction_sharding", "is_per_device_program", "leaf_spec", "merge_followers", "minimum_memory_check", "peak_memory",
     "per_instruction_costs", "processed_computations", "replicated_evaluation", "reshardings_of", "solve_graph", "solve_module",

@@ -295,25 +295,9 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
 def layout_counts(module, mesh: DeviceMesh) -> list[int]:
     """The number of enumerated layouts (``MeshInfo.enumerate``) of each array instruction of
     ``module`` on ``mesh``, in instruction order: what ``--mesh auto``'s candidate order
-    (:func:`hloshard.mesh_search._work`) and the build estimate (:func:`build_work`) are made of."""
+    (:func:`hloshard.mesh_search._work`) is made of."""
     info = MeshInfo(mesh)
     return [len(info.enumerate(instr.shape.dims)) for instr in module.all_instructions() if instr.shape.is_array]
-
-
-def build_work(counts: list[int]) -> int:
-    """What a measured build time is scaled by to estimate another mesh's build in ``--mesh auto``'s skip
-    rule (:func:`hloshard.mesh_search.search_meshes`; the fine build's estimate reads :func:`build_cost` since round
-    26, which ``--mesh auto`` may take over: this sum was 0.4-9.3x the builds measured then): the sum
-    over array instructions of the number of enumerated layouts (:func:`layout_counts`).  Since strategies
-    and resharding tables are shared between structurally equal instructions (round 15), a build grows
-    about linearly in the layouts, not in their squares (:func:`hloshard.mesh_search._work`, which orders
-    the candidates): measured in one process each (round 16, new user 16's U-Net): 1-D 8 -> 2x2x2 build
-    0.23 -> 6.8 s (29.7x), layouts 2,024 -> 46,346 (22.9x), squared 5,990 -> 5,246,114 (876x, the skip said
-    "about 324 s" and left out a mesh that builds in 10 s); 2x4 -> 2x2x2 on the same module 12.4x, layouts
-    4.3x, squared 22x; transformer_train_step 7.5x / 3.2x / 12.8x; moe_layer 21x / 3.8x / 16.9x.  So it can
-    under-estimate: a build that then passes the deadline stops there; an over-estimate instead loses a
-    mesh."""
-    return sum(counts)
 
 
 #: :func:`build_cost`'s weight of one array instruction, in layout pairs: what a build spends on every node
@@ -325,13 +309,14 @@ BUILD_NODE_PAIRS = 150
 
 
 def build_cost(module, mesh: DeviceMesh) -> float:
-    """A build's size on ``mesh`` in layout pairs, what :func:`fine_build_estimate` scales a measured build by:
+    """A build's size on ``mesh`` in layout pairs, what :func:`fine_build_estimate` and ``--mesh auto``'s skip rule
+    (:func:`hloshard.mesh_search.search_meshes`) scale a measured build by:
     :data:`BUILD_NODE_PAIRS` per array instruction plus, per distinct (opcode, dims, element type) of them, the
     square of its enumerated layouts (``MeshInfo.enumerate``).  Why: strategy lists and resharding matrices are
     built once per structurally equal instruction (:mod:`hloshard.strategy.sharing`) and a matrix holds source x
     target layouts, so the build grows with the distinct instructions' squared layouts, while every node costs a
     little whatever its layouts (Llama 3.1 8B's 22,088 nodes: its 1-D build 4.9 CPU-s, its 2x4 build 3.6).  The
-    layouts' plain sum (:func:`build_work`, round 16) put that build at 14.6x the 1-D one (61 s for 8.2 s at
+    layouts' plain sum (round 16's estimate, ``--mesh auto``'s skip rule until round 27) put that build at 14.6x the 1-D one (61 s for 8.2 s at
     2x2x2: the 1-D plan written) and keras-hub Gemma's at 5.1x where it took 7.4x."""
     info = MeshInfo(mesh)
     arrays = [instr for instr in module.all_instructions() if instr.shape.is_array]
@@ -354,7 +339,7 @@ def fine_build_estimate(module, coarse: DeviceMesh, coarse_seconds: float, mesh:
     """``(seconds, ratio)``: the fine build on ``mesh`` estimated from the coarse build on ``coarse``
     (``coarse_seconds`` wall seconds): ``ratio`` = :func:`build_cost` on the fine mesh over the coarse mesh's.
     Measured (round 26, device CPU; estimate / build): 0.49-1.47x on 11 builds of 6 modules, against 0.43-9.3x by
-    the layouts' sum before (:func:`build_work`).  Raises nothing; a mesh of no layouts gives ratio 1."""
+    the layouts' sum before (round 16's).  Raises nothing; a mesh of no layouts gives ratio 1."""
     a, b = build_cost(module, coarse), build_cost(module, mesh)
     ratio = b / a if a else 1.0
     return float(coarse_seconds) * ratio, ratio
@@ -403,6 +388,46 @@ def fine_solve_fixed(graph) -> float:
     entries = int(sum(int(m.size) for m in problem.edge_costs))
     graph.solver_entries = entries
     return det_fixed_seconds(entries) if entries > FULL_MODEL_LIMIT else 0.0
+
+
+def solve_entries_estimate(module, mesh: DeviceMesh) -> int:
+    """The edge-matrix entries of the solver problem a build of ``module`` on ``mesh`` would make, estimated before
+    building anything (no strategy made, no clock read): the sum over every array instruction and each of its array
+    operands of (operand layouts x instruction layouts), the layouts a
+    :class:`~hloshard.strategy.base.MeshInfo` enumerates as the build's does (the coarse mesh's two orders added,
+    :func:`hloshard.mesh.coarse_cuts`).  An edge matrix holds source x target strategies and, unlike a resharding
+    matrix (:func:`build_cost`), one is made per edge, shared or not.  On the low side: a dot's strategies outnumber
+    its output's layouts (a contracting split adds partial sums), while merged followers and all-zero matrices drop
+    edges (:func:`hloshard.solver.followers.merge_followers`).  Measured (round 27, one build each, the solver
+    problem's entries, followers merged, before presolve; ``benchmarks/measured/search_r27/entries.jsonl``; nothing
+    fitted): estimate / entries 0.44-0.95 on 12 problems of 10 modules (keras-hub Gemma 4L at 2x4 0.67, Llama 3.1 8B
+    at 2x2x2 0.92, the 48-layer transformer at 2x2x2 0.73 and 4x2 0.88, attention_6heads at 2x2x2 0.46), and 1.30 on
+    one, MaxText at 2x2x2 (its followers merge 22.1 M entries to 7.3 M): so a build it rules out
+    (:func:`deterministic_first`) is one the check after the build rules out too, except where that check would
+    pass by less than 1.3x.  Raises nothing."""
+    info = MeshInfo(mesh)
+    cuts = coarse_cuts(mesh, module)
+    if cuts is not None:
+        info.add_coarse_order(cuts)
+    memo: dict = {}
+
+    def layouts(instr) -> int:
+        dims = tuple(instr.shape.dims)
+        n = memo.get(dims)
+        if n is None:
+            n = memo[dims] = len(info.enumerate(dims))
+        return n
+
+    pairs = 0
+    for instr in module.all_instructions():
+        if not instr.shape.is_array:
+            continue
+        mine = None
+        for op in instr.operands:
+            if op.shape.is_array:
+                mine = layouts(instr) if mine is None else mine
+                pairs += layouts(op) * mine
+    return int(pairs)
 
 
 def fine_solve_entries_note(fixed: float) -> str:
@@ -529,7 +554,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     now = time.monotonic()
     # the time for the coarse solve, the fine build and the fine solve
     avail = deadline - now - write - reprice
-    # the fine build estimated from the coarse one (build_work: --mesh auto's skip rule), when it could start
+    # the fine build estimated from the coarse one (build_cost, as --mesh auto's skip rule), when it could start
     estimate, ratio = fine_build_estimate(module, cmesh, t1 - t0, mesh) if avail > 0 else (0.0, 1.0)
     now = time.monotonic()
     avail = deadline - now - write - reprice
@@ -649,36 +674,50 @@ def deterministic_first(module, mesh: DeviceMesh, solve, keep: str, memory_budge
     (as before: there is nothing else to return).  In deterministic mode without a memory budget the refined graph
     built is also given up for the coarse plan when its solve's fixed part, :func:`fine_solve_fixed`, passes the
     fine solve's share of ``time_limit`` (``1 -`` :data:`COARSE_SHARE`): its solve would cost more than the limit
-    whatever its work budget (round 26).  Returns a :class:`CoarseFirst` whose ``start`` is None
-    (the caller's coarse start follows the fine build as it did)."""
+    whatever its work budget (round 26); and, before any build, when :func:`solve_entries_estimate` (low on 12 of 13)
+    already puts that fixed part past the share (round 27: the build is not made to be given up).  Returns a
+    :class:`CoarseFirst` whose ``start`` is None (the caller's coarse start follows the fine build as it did)."""
     limit = work_limit(time_limit, mesh, solver_share) if coarse_mesh(mesh, module) is not None else None
-    try:
-        graph = build_graph(module, mesh, keep, memory_budget, work_limit=limit)
-        stopped = None
-    except BuildStopped as exc:
-        if limit is None:
-            raise
-        stopped = exc
-    if stopped is None:
-        fixed = fine_solve_fixed(graph) if limit is not None and deterministic and memory_budget is None else 0.0
-        if fixed <= (1.0 - COARSE_SHARE) * float(time_limit):
-            return CoarseFirst(graph, None)
-        # its first solve alone would cost more than the limit: its fixed part (presolve, greedy, local search,
-        # the first Lagrangian rounds) is modelled past the fine solve's share (round 26: keras-hub Gemma's refined
-        # graph, 46 M entries, cost 15.5 CPU-s to solve for 3 units of a limit of 4)
-        fine = graph
+    share = (1.0 - COARSE_SHARE) * float(time_limit)   # the fine solve's, after the coarse start's
+    checked = limit is not None and deterministic and memory_budget is None
+    predicted = det_fixed_seconds(solve_entries_estimate(module, mesh)) if checked else 0.0
+    fine = None
+    if predicted > det_fixed_seconds(FULL_MODEL_LIMIT) and predicted > share:
+        # the check after the build (below), made before it from the module alone: the refined graph would be built
+        # and then given up (round 26: keras-hub Gemma at time_limit 15, a 6.2 CPU-s build for nothing).  The
+        # estimate is on the low side on 12 of 13 measured problems (MaxText 1.3x), so a graph it rules out is
+        # nearly always one the check after the build would rule out
         stopped = BuildStopped("edges", 0, 0, 0.0, reason=(
-            f"built, but its solve's fixed part (presolve, greedy and local search over its "
-            f"{fine_solve_entries_note(fixed)}) is modelled at about {fixed:.1f} CPU seconds, more than the "
-            f"{(1.0 - COARSE_SHARE) * float(time_limit):.1f} s of --time-limit {float(time_limit):g} the fine solve "
-            f"gets in deterministic mode (coarse.fine_solve_fixed)"))
+            f"not built: its solve's fixed part (presolve, greedy and local search over about "
+            f"{fine_solve_entries_note(predicted)}, estimated from the module before any build) is modelled at about "
+            f"{predicted:.1f} CPU seconds, more than the {share:.1f} s of --time-limit {float(time_limit):g} the fine "
+            f"solve gets in deterministic mode (coarse.solve_entries_estimate)"))
     else:
-        fine = None
-        mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
-        serves = "" if not 0 < solver_share < 1 else \
-            f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
-        stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}{serves} "
-                        f"{mode} (coarse.work_limit)",)
+        try:
+            graph = build_graph(module, mesh, keep, memory_budget, work_limit=limit)
+            stopped = None
+        except BuildStopped as exc:
+            if limit is None:
+                raise
+            stopped = exc
+            mode = "in deterministic mode" if deterministic else "(the default limit, which does not stop a build)"
+            serves = "" if not 0 < solver_share < 1 else \
+                f" over the solve's share {float(solver_share):g} (the later phases solve on the same graph)"
+            stopped.args = (f"{stopped}: {pairs_per_second(mesh):,} per second of --time-limit {float(time_limit):g}"
+                            f"{serves} {mode} (coarse.work_limit)",)
+        if stopped is None:
+            fixed = fine_solve_fixed(graph) if checked else 0.0
+            if fixed <= share:
+                return CoarseFirst(graph, None)
+            # its first solve alone would cost more than the limit: its fixed part (presolve, greedy, local search,
+            # the first Lagrangian rounds) is modelled past the fine solve's share (round 26: keras-hub Gemma's
+            # refined graph, 46 M entries, cost 15.5 CPU-s to solve for 3 units of a limit of 4)
+            fine = graph
+            stopped = BuildStopped("edges", 0, 0, 0.0, reason=(
+                f"built, but its solve's fixed part (presolve, greedy and local search over its "
+                f"{fine_solve_entries_note(fixed)}) is modelled at about {fixed:.1f} CPU seconds, more than the "
+                f"{share:.1f} s of --time-limit {float(time_limit):g} the fine solve gets in deterministic mode "
+                f"(coarse.fine_solve_fixed)"))
     cs = coarse_solve(module, mesh, solve, keep, memory_budget, time_limit, workers, seed, deterministic)
     if cs is None:
         return CoarseFirst(fine if fine is not None else build_graph(module, mesh, keep, memory_budget), None)

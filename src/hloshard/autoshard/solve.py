@@ -4,7 +4,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 from dataclasses import dataclass
 
 import numpy as np
@@ -193,6 +195,34 @@ class WrittenOverLimit(SolveFailed):
         self.written, self.solver, self.limit = written, solver, limit
 
 
+#: the garbage collector's thresholds while a module is solved (:func:`fewer_collections`; CPython's defaults are
+#: (700, 10, 10)): a build and a solve allocate millions of objects that live to the end, so the default young
+#: threshold runs the collector hundreds of times over them for nothing.  Measured (round 27, the 48-layer
+#: transformer's build at 2x4, CPU-s, load ~12): the collector 0.53 of a 2.61 s build at the defaults, 0.13 of 2.23 s
+#: at (50,000, 20, 100); the objects freed at the end are the same (the collector still runs, less often)
+GC_THRESHOLDS = (50_000, 20, 100)
+
+
+def collect_less() -> None:
+    """Raise the garbage collector's thresholds to at least :data:`GC_THRESHOLDS` for the rest of the process: for
+    a command that solves and exits (``hloshard solve``, whose pricing of the input and re-pricing of the plan
+    build graphs outside :func:`solve_module`).  A library call uses :func:`fewer_collections`."""
+    gc.set_threshold(*(max(int(a), int(b)) for a, b in zip(gc.get_threshold(), GC_THRESHOLDS)))
+
+
+@contextlib.contextmanager
+def fewer_collections():
+    """Run the block with the garbage collector's thresholds raised to at least :data:`GC_THRESHOLDS`, and put the
+    caller's back after it (nested uses keep the outer one's).  Changes no result: only how often unreachable
+    cycles are looked for."""
+    old = gc.get_threshold()
+    gc.set_threshold(*(max(int(a), int(b)) for a, b in zip(old, GC_THRESHOLDS)))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
 def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
                  workers: int = 2, seed: int = 0, deterministic: bool = False, progress=None,
                  export_problem: str | None = None, pin_operands: bool = False,
@@ -260,13 +290,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     if memory_budget is not None and graph is None:
         parameter_floor_check(module, mesh.num_devices, memory_budget)
-    if memory_budget is not None and graph is None and not export_problem and free_first:
-        return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
-                                 progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                                 known, local_moves)
-    return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
-                         export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                         known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse)
+    with fewer_collections():
+        if memory_budget is not None and graph is None and not export_problem and free_first:
+            return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
+                                     progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build,
+                                     hint, known, local_moves)
+        return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
+                             export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
+                             known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,

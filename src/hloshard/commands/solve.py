@@ -343,7 +343,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     budget, status in words) goes to stderr, or with --format json the report JSON goes to stdout.
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
-    from ..autoshard import solve_module
+    from ..autoshard import collect_less, solve_module
     from ..autoshard.report_json import build_report
     from ..autoshard.report import written_replicated_note
     from ..autoshard.evaluate import counted_instructions
@@ -356,6 +356,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
 
     started = process_started()   # --time-limit covers the whole command (wall clock), from here
     entered = time.monotonic()
+    collect_less()   # the collector run less often over the graphs' millions of objects (autoshard.solve)
     if not math.isfinite(time_limit) or time_limit <= 0:
         raise UsageError(f"--time-limit must be a positive finite number of seconds, got {time_limit}")
     if fmt == "json" and is_stdout(output):
