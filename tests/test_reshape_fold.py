@@ -16,7 +16,7 @@ import pytest
 from hloshard.autoshard import solve_module
 from hloshard.hlo import parse_module, print_module
 from hloshard.mesh import DeviceMesh
-from hloshard.strategy.reshape import folded_value
+from hloshard.strategy.reshape import folded_value, folds_onto_tuple
 from tests.conftest import require_jax
 
 S = "{devices=[4,2]<=[2,4]T(1,0) last_tile_dim_replicate}"
@@ -104,6 +104,81 @@ def test_xla_rejects_a_sharding_exactly_on_what_folded_value_names():
     # and without the sharding on x every one compiles
     res = xla_oracle.compile_many([_module_text(CASES[n][0], None) for n in names], 8, timeout=600)
     assert [n for n, (ok, _) in zip(names, res) if not ok] == []
+
+
+#: x folds onto a block argument (a while body's state element; an entry parameter) or onto a single-result op
+OTHER_PRODUCERS = {
+    "while_body_state": """HloModule m, entry_computation_layout={(f32[512]{0})->f32[512]{0}}
+
+body {
+  a = (s32[], f32[512]{0}) parameter(0), sharding={{replicated}, %(S)s}
+  i = s32[] get-tuple-element(a), index=0, sharding={replicated}
+  one = s32[] constant(1), sharding={replicated}
+  i2 = s32[] add(i, one), sharding={replicated}
+  v = f32[512]{0} get-tuple-element(a), index=1, sharding=%(S)s
+  x = f32[512]{0} reshape(v), sharding={devices=[8]<=[8]}
+  y = f32[512]{0} negate(x), sharding=%(S)s
+  ROOT t = (s32[], f32[512]{0}) tuple(i2, y), sharding={{replicated}, %(S)s}
+}
+
+cond {
+  a = (s32[], f32[512]{0}) parameter(0), sharding={{replicated}, %(S)s}
+  i = s32[] get-tuple-element(a), index=0, sharding={replicated}
+  n = s32[] constant(4), sharding={replicated}
+  ROOT c = pred[] compare(i, n), direction=LT, sharding={replicated}
+}
+
+ENTRY e {
+  p0 = f32[512]{0} parameter(0), sharding=%(S)s
+  z = s32[] constant(0), sharding={replicated}
+  t = (s32[], f32[512]{0}) tuple(z, p0), sharding={{replicated}, %(S)s}
+  w = (s32[], f32[512]{0}) while(t), condition=cond, body=body, sharding={{replicated}, %(S)s}
+  ROOT r = f32[512]{0} get-tuple-element(w), index=1, sharding=%(S)s
+}
+""",
+    "entry_parameter": """HloModule m, entry_computation_layout={(f32[512]{0})->f32[64,512]{1,0}}
+
+ENTRY e {
+  p0 = f32[512]{0} parameter(0), sharding=%(S)s
+  x = f32[512]{0} reshape(p0), sharding={devices=[8]<=[8]}
+  ROOT o = f32[64,512]{1,0} broadcast(x), dimensions={1}, sharding={devices=[2,4]<=[8]}
+}
+""",
+    "single_result_op": """HloModule m, entry_computation_layout={(f32[512]{0})->f32[64,512]{1,0}}
+
+ENTRY e {
+  p0 = f32[512]{0} parameter(0), sharding={replicated}
+  g = f32[512]{0} negate(p0), sharding=%(S)s
+  x = f32[512]{0} reshape(g), sharding={devices=[8]<=[8]}
+  ROOT o = f32[64,512]{1,0} broadcast(x), dimensions={1}, sharding={devices=[2,4]<=[8]}
+}
+""",
+}
+
+
+def _x(text):
+    m = parse_module(text)
+    return next(i for c in m.computations for i in c.instructions if i.name == "x")
+
+
+def test_folds_onto_tuple_only_for_an_instructions_tuple():
+    assert folds_onto_tuple(parse_module(_module_text(CASES["remat_chain"][0], None)).entry.get("x"))
+    assert not folds_onto_tuple(parse_module(_module_text(CASES["copy"][0], None)).entry.get("x"))
+    for name, text in OTHER_PRODUCERS.items():
+        x = _x(text % {"S": S})
+        assert folded_value(x) is not None, name
+        assert not folds_onto_tuple(x), name
+
+
+@pytest.mark.oracle
+def test_xla_compiles_a_folded_sharding_on_other_producers():
+    """A block argument or a single-result producer takes the folded op's sharding without complaint (the
+    writer keeps writing those)."""
+    require_jax()
+    from tests import xla_oracle
+
+    res = xla_oracle.compile_many([t % {"S": S} for t in OTHER_PRODUCERS.values()], 8, timeout=600)
+    assert [(n, m[:200]) for n, (ok, m) in zip(OTHER_PRODUCERS, res) if not ok] == []
 
 
 REMAT_BODY = """HloModule remat, entry_computation_layout={(f32[64,256]{1,0}, f32[256,512]{1,0}, f32[512]{0})->f32[64,512]{1,0}}

@@ -7,7 +7,7 @@ from ..hlo.loops import invariant_elements
 from ..strategy.base import TOKEN, is_array, leaf_shapes
 from ..strategy.control_flow import keeps_whole_state
 from ..strategy.realize import keep_invariants
-from ..strategy.reshape import folded_value
+from ..strategy.reshape import folds_onto_tuple
 from .graph import Graph
 from ..hlo.sharding import HloSharding
 
@@ -70,11 +70,11 @@ def apply_choice(graph: Graph, choice) -> int:
     invariants as captured, in the init's layout, and their init values are pinned in it
     (:func:`hloshard.strategy.realize.insert_loop_state_pins`).
 
-    An instruction XLA's StableHLO -> HLO translation removes (:func:`hloshard.strategy.reshape.folded_value`:
-    an identity reshape, a reshape chain back to its start's type, ...) is written without a sharding
-    (unless the user's is kept, or it is a computation's root): XLA would put its sharding on the
-    producer of the value it folds to, re-laying that producer out, and on an element of a tuple-shaped
-    producer (an opt-barrier) reject the module."""
+    An instruction XLA's StableHLO -> HLO translation removes onto an element of a tuple-shaped producer
+    (:func:`hloshard.strategy.reshape.folds_onto_tuple`: an identity reshape, a reshape chain back to its
+    start's type, ... of an opt-barrier's element) is written without a sharding (unless the user's is
+    kept, or it is a computation's root): XLA would put its array sharding on the tuple and reject the
+    module (round 26's held-out remat MLP)."""
     count = 0
     kept = getattr(graph, "kept", {})
     whiles = []
@@ -86,8 +86,8 @@ def apply_choice(graph: Graph, choice) -> int:
         elif old is None and instr.opcode == "while" and invariant_elements(instr) and \
                 not keeps_whole_state(instr):
             sh = None
-        elif old is None and not instr.is_root and folded_value(instr) is not None:
-            sh = None  # XLA removes it on the way in; its sharding would replace its producer's
+        elif old is None and not instr.is_root and folds_onto_tuple(instr):
+            sh = None  # XLA removes it on the way in and would put its sharding on a tuple (rejected)
         instr.sharding = sh
         if instr.opcode == "while":
             whiles.append(instr)

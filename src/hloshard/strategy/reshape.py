@@ -360,8 +360,8 @@ def folded_value(instr):
     ``instr`` is removed when it passes its operand through unchanged (:func:`_identity_operand`; the
     value returned is that operand, through further pass-through ops) or when it is reshape-like
     (:func:`_reshape_like`) and its chain of reshape-like and pass-through ops starts at a value of its
-    own type (returned).  A sharding written on ``instr`` would land on that value's producer, so the
-    writer leaves ``instr`` without one (:func:`hloshard.autoshard.apply.apply_choice`)."""
+    own type (returned).  A sharding written on ``instr`` lands on that value's producer
+    (:func:`folds_onto_tuple`)."""
     if not is_array(instr.shape) or not instr.operands:
         return None
     src = _identity_operand(instr)
@@ -380,6 +380,23 @@ def folded_value(instr):
             break
         v = nxt
     return v if _same_type(v, instr) else None
+
+
+def folds_onto_tuple(instr) -> bool:
+    """True when XLA would reject a sharding written on ``instr``: it is removed (:func:`folded_value`) and the
+    value it folds to is an element of a tuple an instruction makes (an opt-barrier, a while, a variadic
+    reduce or sort, a call: one multi-result op in MLIR), whose tuple sharding the array sharding would
+    replace.  An element of a parameter's tuple (a while body's state) is a block argument there: nothing
+    is replaced and XLA compiles it (measured, tests/test_reshape_fold.py).  On a single-result producer
+    the sharding replaces the producer's own (measured: a ``negate`` written ``{devices=[4,2]...}`` read
+    through an identity reshape written ``{devices=[8]...}`` was computed split 8 ways): valid, so it is
+    written."""
+    v = folded_value(instr)
+    if v is None or v.opcode != "get-tuple-element":
+        return False
+    while v.opcode == "get-tuple-element" and v.operands:
+        v = v.operands[0]
+    return v.opcode != "parameter"
 
 
 @register("reshape", "dynamic-reshape")
