@@ -73,8 +73,10 @@ def apply_choice(graph: Graph, choice) -> int:
     An instruction XLA's StableHLO -> HLO translation removes onto an element of a tuple-shaped producer
     (:func:`hloshard.strategy.reshape.folds_onto_tuple`: an identity reshape, a reshape chain back to its
     start's type, ... of an opt-barrier's element) is written without a sharding (unless the user's is
-    kept, or it is a computation's root): XLA would put its array sharding on the tuple and reject the
-    module (round 26's held-out remat MLP)."""
+    kept, or it is a computation's root): XLA would put its array sharding on every element of the tuple,
+    rejecting the module where their ranks differ (round 26's held-out remat MLP) and re-laying the tuple
+    out where they agree (the MoE layer's topk indices: written replicated, split by a folded reshape's
+    sharding)."""
     count = 0
     kept = getattr(graph, "kept", {})
     whiles = []
@@ -87,7 +89,7 @@ def apply_choice(graph: Graph, choice) -> int:
                 not keeps_whole_state(instr):
             sh = None
         elif old is None and not instr.is_root and folds_onto_tuple(instr):
-            sh = None  # XLA removes it on the way in and would put its sharding on a tuple (rejected)
+            sh = None  # XLA removes it on the way in and would put its sharding on a whole tuple
         instr.sharding = sh
         if instr.opcode == "while":
             whiles.append(instr)

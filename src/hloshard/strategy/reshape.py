@@ -383,14 +383,16 @@ def folded_value(instr):
 
 
 def folds_onto_tuple(instr) -> bool:
-    """True when XLA would reject a sharding written on ``instr``: it is removed (:func:`folded_value`) and the
-    value it folds to is an element of a tuple an instruction makes (an opt-barrier, a while, a variadic
-    reduce or sort, a call: one multi-result op in MLIR), whose tuple sharding the array sharding would
-    replace.  An element of a parameter's tuple (a while body's state) is a block argument there: nothing
-    is replaced and XLA compiles it (measured, tests/test_reshape_fold.py).  On a single-result producer
-    the sharding replaces the producer's own (measured: a ``negate`` written ``{devices=[4,2]...}`` read
-    through an identity reshape written ``{devices=[8]...}`` was computed split 8 ways): valid, so it is
-    written."""
+    """True when a sharding written on ``instr`` would replace a tuple's: ``instr`` is removed
+    (:func:`folded_value`) and the value it folds to is an element of a tuple an instruction makes (one
+    multi-result op in MLIR: an opt-barrier, a while, a sort, a topk, a variadic reduce, a call).  The array
+    sharding then becomes every element's: XLA rejects it where an element's rank differs (round 26's remat
+    MLP: an opt-barrier of ``f32[64,256]`` and ``f32[512]``; a while's ``s32[]`` counter), and re-lays every
+    element out where the ranks agree (measured: a sort and a topk of equal-rank elements compile).  An
+    element of a parameter's tuple (a while body's state) is a block argument there: nothing is replaced.
+    On a single-result producer the sharding replaces the producer's own (measured: a ``negate`` written
+    ``{devices=[4,2]...}`` read through an identity reshape written ``{devices=[8]...}`` was computed split 8
+    ways): valid, and the writer leaves it (tests/test_reshape_fold.py)."""
     v = folded_value(instr)
     if v is None or v.opcode != "get-tuple-element":
         return False
