@@ -10,6 +10,7 @@ import pytest
 from hloshard.autoshard import solve_module
 from hloshard.hlo import parse_file, print_module
 from hloshard.mesh import DeviceMesh
+from hloshard.strategy.reshape import folds_onto_tuple
 from tests.conftest import SAMPLES, require_jax
 
 NAMES = ["mlp_train_step", "transformer_block", "transformer_train_step", "conv_layer", "attention_6heads",
@@ -36,7 +37,8 @@ XLA_WORSE: dict = {}   # transformer_train_step was here (17.32 vs 16.53 MB) unt
 def test_solve_sample_keeps_user_shardings(name):
     module, res, text = solved(name)
     assert res.solution.status in ("optimal", "feasible")
-    assert all(i.sharding is not None for i in module.entry.instructions)
+    # every instruction written, but a fold onto a tuple element (XLA would put its sharding on the tuple)
+    assert all(i.sharding is not None or folds_onto_tuple(i) for i in module.entry.instructions)
     # the user's entry parameter shardings survive (--keep-shardings io)
     pre = parse_file(str(SAMPLES / f"{name}.pre.hlo"))
     for p_old, p_new in zip(pre.entry.parameters, module.entry.parameters):

@@ -30,6 +30,14 @@ def status_in_words(report: dict) -> str:
         return f"proven optimal{took}"
     gap = report.get("gap")
     if report.get("searched_mesh"):   # the coarse fallback (hloshard.autoshard.report_json)
+        mesh = report.get("mesh") if isinstance(report.get("mesh"), dict) else {}
+        user = "x".join(map(str, mesh.get("user_shape") or ()))
+        fine = "x".join(map(str, mesh.get("shape") or ()))
+        if user and report["searched_mesh"] == user and fine and fine != user:
+            # the coarse mesh is the user's own, unrefined: the space not searched is its internal refinement
+            # (new user 25, finding 8: "on the coarse mesh 2x4 (the given mesh's ... not searched)" for --mesh 2x4)
+            return (f"best found{took} on the mesh {user} as given (its refinement {fine}, the same devices, which "
+                    f"holds every plan of it and more, was not searched: distance to the optimum unknown)")
         return (f"best found{took} on the coarse mesh {report['searched_mesh']} (the given mesh's strategy "
                 f"space was not searched: distance to its optimum unknown)")
     if gap is None:

@@ -7,6 +7,7 @@ from ..hlo.loops import invariant_elements
 from ..strategy.base import TOKEN, is_array, leaf_shapes
 from ..strategy.control_flow import keeps_whole_state
 from ..strategy.realize import keep_invariants
+from ..strategy.reshape import folds_onto_tuple
 from .graph import Graph
 from ..hlo.sharding import HloSharding
 
@@ -67,7 +68,15 @@ def apply_choice(graph: Graph, choice) -> int:
     invariant :func:`hloshard.strategy.control_flow.keeps_whole_state` cannot keep (a tuple or a token)
     gets no ``sharding=`` of its own (unless the user's is kept); the cost graph then prices its
     invariants as captured, in the init's layout, and their init values are pinned in it
-    (:func:`hloshard.strategy.realize.insert_loop_state_pins`)."""
+    (:func:`hloshard.strategy.realize.insert_loop_state_pins`).
+
+    An instruction XLA's StableHLO -> HLO translation removes onto an element of a tuple-shaped producer
+    (:func:`hloshard.strategy.reshape.folds_onto_tuple`: an identity reshape, a reshape chain back to its
+    start's type, ... of an opt-barrier's element) is written without a sharding (unless the user's is
+    kept, or it is a computation's root): XLA would put its array sharding on every element of the tuple,
+    rejecting the module where their ranks differ (round 26's held-out remat MLP) and re-laying the tuple
+    out where they agree (the MoE layer's topk indices: written replicated, split by a folded reshape's
+    sharding)."""
     count = 0
     kept = getattr(graph, "kept", {})
     whiles = []
@@ -79,6 +88,8 @@ def apply_choice(graph: Graph, choice) -> int:
         elif old is None and instr.opcode == "while" and invariant_elements(instr) and \
                 not keeps_whole_state(instr):
             sh = None
+        elif old is None and not instr.is_root and folds_onto_tuple(instr):
+            sh = None  # XLA removes it on the way in and would put its sharding on a whole tuple
         instr.sharding = sh
         if instr.opcode == "while":
             whiles.append(instr)

@@ -64,6 +64,11 @@ HELD_PLANS = 32
 LATER_PHASE_PRICINGS = 2
 
 
+def _seconds(s: float) -> str:
+    """Seconds as a user reads them in a message: ``1``, ``20.7``, ``90``, ``1,200`` (never ``20.6779``)."""
+    return f"{float(s):,.1f}".rstrip("0").rstrip(".")
+
+
 def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
     measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
@@ -438,8 +443,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             more = ("; no re-solve runs past a wall-clock deadline: a longer time limit, or deterministic mode "
                     "(a work budget the machine's load does not shorten, which may run past the clock), may find "
                     "one" if memory_budget is not None else "")
+            # rounded: a budget's search after the unbudgeted one has a share of the user's limit, which
+            # _unbudgeted_first names (new user 25, finding 4: "the time limit of 20.6779 s" for 90 s given)
             exc.args = (f"no feasible solution found in the solver's {solver_limit:.1f} s ({spent}; the time limit "
-                        f"of {given_limit:g} s, {before:.1f} s left before the deadline, {kept}){more}",)
+                        f"of {_seconds(given_limit)} s, {before:.1f} s left before the deadline, {kept}){more}",)
             raise
         else:
             raise
@@ -551,9 +558,16 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     rest = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, float(time_limit) - spent)
     # on the graph the plan was found on, for the budget (no build), hinted by the plan: a coarse mesh's graph too
     # (round 24: it was built again, with a coarse build allowed past the deadline, and the fine build tried again)
-    out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
-                        pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
-                        known, graph, local_moves)
+    try:
+        out = _solve_module(module, mesh, keep, memory_budget, rest, workers, seed, deterministic, progress, None,
+                            pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, list(free.choice),
+                            known, graph, local_moves)
+    except SolveFailed as exc:   # its limit is what the search without the budget left: said so, not as the user's
+        share = f"the time limit of {_seconds(rest)} s"
+        if rest != time_limit and exc.args and isinstance(exc.args[0], str) and share in exc.args[0]:
+            exc.args = (exc.args[0].replace(share, f"the {_seconds(rest)} s the search without the budget left of "
+                                                   f"the time limit of {_seconds(time_limit)} s"),) + exc.args[1:]
+        raise
     out.graph.warnings.append(note)
     out.seconds_build += free.seconds_build
     out.seconds_solve = time.monotonic() - t0 - out.seconds_build
@@ -883,7 +897,8 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     msg = (f"the cost graph for mesh {'x'.join(map(str, mesh.user_shape))}{refined} could not be built within "
            f"the time limit ({first.stopped}); the plan written is the coarse mesh's "
            f"({'x'.join(map(str, cs.mesh.shape))}, the same devices), whose cost and gap are those of the coarse "
-           f"strategy space; `hloshard cost` of the output prices it on the given mesh")
+           f"strategy space; its cost and memory are the written module's on the given mesh, as `hloshard cost` "
+           f"prices the output")
     graph.warnings.append(msg)
     if on_overrun is not None:
         on_overrun(msg)
@@ -927,10 +942,11 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     result = SolveResult(graph, sol, choice, ev, build, 0.0)
     if apply:
-        # priced as written only under a budget (a promise about the written module; its fallback,
-        # apply_solution): with every sharding written the fine mesh's build is small
-        apply_solution(result, module, mesh if memory_budget is not None else cs.mesh, pin_operands, memory_budget,
-                       reevaluate=memory_budget is not None)
+        # priced as written, on the given mesh as `hloshard cost` prices the output: the report describes the
+        # written module (cost, peak, collectives), not the coarse graph's choice (new user 25, finding 8:
+        # Gemma3's summary said 31.3 MiB where `cost` of the output says 23.6 MiB); with every sharding written
+        # the fine mesh's build is small
+        apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate=True)
     result.seconds_solve = time.monotonic() - t1
     return result
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..cost import reshape as reshape_cost
 from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
 from .registry import PREFERRED, register, register_backward, register_result_flops
@@ -261,6 +263,142 @@ def _prefer_direct(instr, actual, keep):
 
 PREFERRED["reshape"] = _prefer_direct
 PREFERRED["dynamic-reshape"] = _prefer_direct
+
+
+# ---------------------------------------------------------------------------------------------------
+# what XLA folds away on the way in
+#
+# Every HLO text hloshard writes reaches XLA through StableHLO (``jax.extend.mlir.hlo_to_stablehlo``,
+# then ``compile``: jax, the oracle, the TPU compiler ahead of time).  On the way back to HLO,
+# ``xla/hlo/translate/stablehlo.cc`` (``StablehloToMhlo``) runs MLIR's canonicalizer on the MHLO
+# module before ``ConvertMlirHloToHlo``: an op whose result equals an existing value is removed and its
+# readers read that value -- and the op's ``mhlo.sharding`` is put on the value's defining op in place
+# of its own.  On a single-result producer that silently re-lays the producer out; on a multi-result
+# one (an HLO tuple: opt-barrier, while, variadic reduce / sort, call, conditional, a tuple custom-call)
+# the array sharding becomes a tuple sharding of copies and XLA rejects the module ("Number of tile
+# assignment dimensions (excluding subgroups) is different than the input rank", round 26's held-out
+# remat MLP: ``add.23 = f32[512] reshape(add.22)``, the chain reshape -> identity broadcast -> reshape
+# of an opt-barrier element).  Measured with jaxlib 0.10.2 (tests/test_reshape_fold.py), per op on an
+# opt-barrier element: removed -- reshape, convert, broadcast and transpose to the operand's own type
+# (identity dimensions), a full slice, ``x + 0`` / ``0 + x`` / ``x - 0`` / ``x * 1`` / ``1 * x`` with a
+# broadcast scalar constant, and a reshape whose chain of reshapes (a broadcast that only adds size-1
+# dims and a transpose that only moves size-1 dims are reshapes there) starts at a value of its own
+# type; kept -- copy, a one-operand concatenate, a zero pad, a full dynamic-slice, ``select(true, ..)``,
+# ``maximum(x, x)``, a reshape chain through a real transpose.
+# ---------------------------------------------------------------------------------------------------
+
+def _same_type(a, b) -> bool:
+    sa, sb = a.shape, b.shape
+    return (is_array(sa) and is_array(sb) and sa.element_type == sb.element_type
+            and tuple(sa.dims) == tuple(sb.dims) and not any(sa.dynamic or ()) and not any(sb.dynamic or ()))
+
+
+def _splat_scalar(instr):
+    """The value of a broadcast scalar constant (or a one-element constant), else None."""
+    c = instr.operands[0] if instr.opcode == "broadcast" and instr.operands else instr
+    if c.opcode != "constant" or c.shape.is_tuple or c.shape.num_elements != 1:
+        return None
+    try:
+        return float(np.asarray(c.literal_value()).reshape(-1)[0])
+    except Exception:  # noqa: BLE001 - a literal we cannot read is not known to be 0 or 1
+        return None
+
+
+def _identity_operand(instr):
+    """The operand an op passes through unchanged (same type), or None (the list in the comment above)."""
+    ops = instr.operands
+    if not ops or not is_array(instr.shape):
+        return None
+    opc = instr.opcode
+    if opc in ("add", "subtract", "multiply") and len(ops) == 2:
+        unit = 1.0 if opc == "multiply" else 0.0
+        order = (0, 1) if opc == "subtract" else (0, 1, 1, 0)
+        for i in range(0, len(order), 2):
+            x, c = ops[order[i]], ops[order[i + 1]]
+            if _same_type(x, instr) and _splat_scalar(c) == unit:
+                return x
+        return None
+    op = ops[0]
+    if len(ops) != 1 or not _same_type(op, instr):
+        return None
+    rank = len(instr.shape.dims)
+    if opc in ("reshape", "convert"):
+        return op
+    if opc in ("broadcast", "transpose") and list(instr.dimensions or []) == list(range(rank)):
+        return op
+    if opc == "slice":
+        ranges = getattr(instr.attrs.get("slice"), "ranges", None)
+        if ranges and all(r == (0, d, 1) for r, d in zip(ranges, instr.shape.dims)):
+            return op
+    return None
+
+
+def _reshape_like(instr) -> bool:
+    """A reshape for MHLO's canonicalizer: a reshape, a broadcast that only adds size-1 dims, a transpose
+    that only moves size-1 dims."""
+    if not instr.operands or not is_array(instr.shape) or not is_array(instr.operands[0].shape):
+        return False
+    if instr.opcode == "reshape":
+        return True
+    src, dst = tuple(instr.operands[0].shape.dims), tuple(instr.shape.dims)
+    if instr.shape.element_type != instr.operands[0].shape.element_type:
+        return False
+    dims = list(instr.dimensions or [])
+    if instr.opcode == "broadcast":
+        return math.prod(src) == math.prod(dst) and dims == sorted(dims) and len(dims) == len(src) and \
+            all(src[k] == dst[d] for k, d in enumerate(dims))
+    if instr.opcode == "transpose" and len(dims) == len(src):
+        moved = [d for d in dims if src[d] != 1]
+        return moved == sorted(moved)
+    return False
+
+
+def folded_value(instr):
+    """The value XLA's StableHLO -> HLO translation replaces ``instr`` by (the section comment above:
+    MHLO canonicalization in ``xla/hlo/translate/stablehlo.cc``), or None when ``instr`` stays.
+
+    ``instr`` is removed when it passes its operand through unchanged (:func:`_identity_operand`; the
+    value returned is that operand, through further pass-through ops) or when it is reshape-like
+    (:func:`_reshape_like`) and its chain of reshape-like and pass-through ops starts at a value of its
+    own type (returned).  A sharding written on ``instr`` lands on that value's producer
+    (:func:`folds_onto_tuple`)."""
+    if not is_array(instr.shape) or not instr.operands:
+        return None
+    src = _identity_operand(instr)
+    if src is not None:       # removed; what it reads may itself be a pass-through
+        while (nxt := _identity_operand(src)) is not None:
+            src = nxt
+        return src
+    if not _reshape_like(instr):
+        return None
+    v = instr.operands[0]
+    while True:
+        nxt = _identity_operand(v)
+        if nxt is None and _reshape_like(v):
+            nxt = v.operands[0]
+        if nxt is None:
+            break
+        v = nxt
+    return v if _same_type(v, instr) else None
+
+
+def folds_onto_tuple(instr) -> bool:
+    """True when a sharding written on ``instr`` would replace a tuple's: ``instr`` is removed
+    (:func:`folded_value`) and the value it folds to is an element of a tuple an instruction makes (one
+    multi-result op in MLIR: an opt-barrier, a while, a sort, a topk, a variadic reduce, a call).  The array
+    sharding then becomes every element's: XLA rejects it where an element's rank differs (round 26's remat
+    MLP: an opt-barrier of ``f32[64,256]`` and ``f32[512]``; a while's ``s32[]`` counter), and re-lays every
+    element out where the ranks agree (measured: a sort and a topk of equal-rank elements compile).  An
+    element of a parameter's tuple (a while body's state) is a block argument there: nothing is replaced.
+    On a single-result producer the sharding replaces the producer's own (measured: a ``negate`` written
+    ``{devices=[4,2]...}`` read through an identity reshape written ``{devices=[8]...}`` was computed split 8
+    ways): valid, and the writer leaves it (tests/test_reshape_fold.py)."""
+    v = folded_value(instr)
+    if v is None or v.opcode != "get-tuple-element":
+        return False
+    while v.opcode == "get-tuple-element" and v.operands:
+        v = v.operands[0]
+    return v.opcode != "parameter"
 
 
 @register("reshape", "dynamic-reshape")
