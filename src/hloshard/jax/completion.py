@@ -225,12 +225,15 @@ def completion_baseline(result, module, dmesh, keep: str, entry: dict | None, ti
     ``{"plan": COMPLETION_BASELINE, "peak_bytes": int, "collective_cost": float (cost units), "all_replicated":
     False, "known": the KnownPlan, "tried": complete_entry's rows, "written_peak_bytes": int}``.
 
-    ``peak_bytes`` (bytes per device, predicted) is the higher of the plan's two figures the guard reads: its
-    evaluation on the graph (what a re-solve's limit and the guard's fallback, which may return this plan, read)
-    and its written module's (``module`` with the plan written and its pins, priced by
-    :func:`hloshard.autoshard.evaluate_module`, as the guard judges a plan; ``module`` is put back).  So a plan
-    the guard keeps within it keeps both, and the plan itself is always within it.  None where
-    :func:`complete_entry` is (or ``entry`` is None).  ``time_limit``: :func:`complete_entry`'s."""
+    ``peak_bytes`` (bytes per device, predicted) is the plan's written module's peak (``module`` with the plan
+    written and its pins, priced by :func:`hloshard.autoshard.evaluate_module`; ``module`` is put back): the
+    figure the guard judges a plan by (:func:`hloshard.jax.guard._written_peak`) and the other baselines' model
+    (a module with shardings written, priced by ``evaluate_module``).  Its evaluation on the graph, with the
+    communication buffers of every resharding edge, is ``graph_peak_bytes``; it can be far above (tunix's
+    ``llama3_small``: 13.43 MB by the graph, 11.31 MB written, 11.16 MB by XLA, round 27).  ``known``, the plan
+    the guard's fallback may return, carries the written peak as its evaluation's, so the fallback, which weighs
+    plans by their evaluations, finds it within the limit it sets.  None where :func:`complete_entry` is (or
+    ``entry`` is None).  ``time_limit``: :func:`complete_entry`'s."""
     from ..autoshard.solve import _Unwritten, apply_solution
 
     if entry is None:
@@ -251,6 +254,12 @@ def completion_baseline(result, module, dmesh, keep: str, entry: dict | None, ti
     finally:
         state.restore()
         result.graph.warnings[:] = warnings
-    return {"plan": COMPLETION_BASELINE, "peak_bytes": max(int(plan.evaluation.peak_memory), written_peak),
-            "collective_cost": float(plan.evaluation.total), "all_replicated": False, "known": plan,
-            "tried": done.tried, "written_peak_bytes": written_peak, "lowest_peak_bytes": int(done.lowest_peak)}
+    graph_peak = int(plan.evaluation.peak_memory)
+    # the plan as the guard's fallback weighs it (hloshard.autoshard.solve.cheapest_within reads its evaluation's
+    # peak): at its written module's peak, the figure the guard judges a plan by and this baseline's
+    judged = KnownPlan(plan.name, plan.choice, plan.objective, plan.feasible,
+                       dataclasses.replace(plan.evaluation, peak_memory=written_peak))
+    judged.completion = plan.completion
+    return {"plan": COMPLETION_BASELINE, "peak_bytes": written_peak,
+            "collective_cost": float(plan.evaluation.total), "all_replicated": False, "known": judged,
+            "tried": done.tried, "graph_peak_bytes": graph_peak, "lowest_peak_bytes": int(done.lowest_peak)}
