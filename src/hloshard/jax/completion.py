@@ -232,9 +232,11 @@ def completion_baseline(result, module, dmesh, keep: str, entry: dict | None, ti
     communication buffers of every resharding edge, is ``graph_peak_bytes``; it can be far above (tunix's
     ``llama3_small``: 13.43 MB by the graph, 11.31 MB written, 11.16 MB by XLA, round 27).  ``known``, the plan
     the guard's fallback may return, carries the written peak as its evaluation's, so the fallback, which weighs
-    plans by their evaluations, finds it within the limit it sets.  None where :func:`complete_entry` is (or
+    plans by their evaluations, finds it within the limit it sets; the guard's first re-solve asks for the graph's
+    figure, starting from the plan, which is added to the graph's held plans (:func:`hloshard.autoshard.solve.held`:
+    a search that ends over that limit returns the cheapest held plan within it).  None where :func:`complete_entry` is (or
     ``entry`` is None).  ``time_limit``: :func:`complete_entry`'s."""
-    from ..autoshard.solve import _Unwritten, apply_solution
+    from ..autoshard.solve import _hold, _Unwritten, apply_solution
 
     if entry is None:
         return None
@@ -255,6 +257,7 @@ def completion_baseline(result, module, dmesh, keep: str, entry: dict | None, ti
         state.restore()
         result.graph.warnings[:] = warnings
     graph_peak = int(plan.evaluation.peak_memory)
+    _hold(result.graph, plan.choice)   # a plan the guard's re-solves know within its own peak (solve.held)
     # the plan as the guard's fallback weighs it (hloshard.autoshard.solve.cheapest_within reads its evaluation's
     # peak): at its written module's peak, the figure the guard judges a plan by and this baseline's
     judged = KnownPlan(plan.name, plan.choice, plan.objective, plan.feasible,
