@@ -183,7 +183,7 @@ def test_the_guards_resolve_starts_from_the_completion_and_keeps_its_peak(monkey
     monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
     seen = []
     real = completion.completion_baseline
-    monkeypatch.setattr(completion, "completion_baseline", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    monkeypatch.setattr(guard, "completion_baseline", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
     big = types.SimpleNamespace(peak_memory=high // 2, total=first.evaluation.total)
     out, g = guard._guard(dataclasses.replace(first, evaluation=big), module, mesh, "io", 4.0, 0, True)
     assert g["baseline"] == COMPLETION_BASELINE and g["applied"], g

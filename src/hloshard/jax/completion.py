@@ -20,6 +20,7 @@ import numpy as np
 from ..autoshard.build import _budgeted, with_memory_budget
 from ..autoshard.evaluate import evaluate_choice
 from ..autoshard.report import minimum_peak
+from ..autoshard.solve import MIN_SOLVE_SECONDS, _hold, _Unwritten, apply_solution, solve_module
 from ..autoshard.trivial import complete_plan
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
 from ..costgraph import INFINITY, evaluate
@@ -153,8 +154,6 @@ def complete_entry(graph, module, mesh, keep: str, entry: dict, time_limit: floa
     left (the last all of it), at least :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`.  None when the
     entry cannot be pinned on ``graph`` (:func:`pinned_allowed`), the greedy start cannot be completed, or no
     solve finds a feasible plan.  Raises nothing else (a solve that fails is a row of ``tried``)."""
-    from ..autoshard.solve import MIN_SOLVE_SECONDS, solve_module
-
     allowed = pinned_allowed(graph, entry)
     if allowed is None:
         return None
@@ -236,8 +235,6 @@ def completion_baseline(result, module, dmesh, keep: str, entry: dict | None, ti
     figure, starting from the plan, which is added to the graph's held plans (:func:`hloshard.autoshard.solve.held`:
     a search that ends over that limit returns the cheapest held plan within it).  None where :func:`complete_entry` is (or
     ``entry`` is None).  ``time_limit``: :func:`complete_entry`'s."""
-    from ..autoshard.solve import _hold, _Unwritten, apply_solution
-
     if entry is None:
         return None
     done = complete_entry(result.graph, module, dmesh, keep, entry, time_limit, seed=seed, deterministic=deterministic)

@@ -7,6 +7,8 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 
 from __future__ import annotations
 
+from .completion import COMPLETION_BASELINE, completion_baseline, completion_seconds
+
 
 def user_sharded(module) -> bool:
     """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
@@ -762,7 +764,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
     from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
-    from .completion import COMPLETION_BASELINE, completion_baseline, completion_seconds
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
