@@ -158,9 +158,15 @@ def test_the_guard_takes_the_completion_when_it_peaks_lowest_and_returns_it_when
     assert int(out.evaluation.peak_memory) <= g["limit_bytes"]
     got = choice_entry(out.graph, out.choice, module)
     assert all(_same(got[n], sh) for n, sh in fsdp_entry(module, mesh).items())
-    # under a user's budget the completion is not priced (as FSDP: the budget states the memory owed)
+    # a budgeted call's plan found without its budget (fsdp=False): FSDP is not priced, the completion is, so a
+    # budget that does not bind leaves the plan a call without it writes; the search under the budget: neither
+    from hloshard.autoshard.build import with_memory_budget
+
     _, g2 = guard._guard(unguarded, module, mesh, "io", 4.0, 0, True, fsdp=False)
-    assert "baseline_fsdp_completion_peak_bytes" not in g2 and g2["baseline"] != COMPLETION_BASELINE, g2
+    assert g2["baseline"] == COMPLETION_BASELINE and "baseline_fsdp_peak_bytes" not in g2, g2
+    budgeted = __import__("dataclasses").replace(unguarded, graph=with_memory_budget(first.graph, 1 << 30))
+    _, g3 = guard._guard(budgeted, module, mesh, "io", 4.0, 0, True, fsdp=False)
+    assert "baseline_fsdp_completion_peak_bytes" not in g3 and g3["baseline"] != COMPLETION_BASELINE, g3
 
 
 def test_the_guards_resolve_starts_from_the_completion_and_keeps_its_peak(monkeypatch):

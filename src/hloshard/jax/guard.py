@@ -807,11 +807,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     others, notes = [], {}
     if not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None:
         # hloshard's own completion of the FSDP entry (jax/completion.py, round 27): a plan of this graph, so also
-        # a fallback that keeps the limit it sets
+        # a fallback that keeps the limit it sets; priced also for the plan a budgeted call finds without its budget
+        # (``fsdp`` False), so that a budget that does not bind leaves the plan a call without it writes
         complete = lambda m, d, timeout=None: completion_baseline(  # noqa: E731
             result, m, d, keep, fsdp_entry(m, d), completion_seconds(time_limit, timeout), seed, deterministic)
         for key, price in (("data_parallel", data_parallel_baseline),) + (
-                (("fsdp", fsdp_baseline), ("fsdp_completion", complete)) if fsdp else ()):
+                (("fsdp", fsdp_baseline),) if fsdp else ()) + (("fsdp_completion", complete),):
             if _time_left(deadline) <= need:
                 break
             try:
