@@ -28,8 +28,8 @@ from ..errors import SolveFailed
 from ..strategy.base import TOKEN, is_array, leaf_shapes
 from .known import KnownPlan
 
-__all__ = ["COMPLETION_BASELINE", "COMPLETION_SHARE", "COMPLETION_STEPS", "completion_seconds", "pinned_allowed", "pinned_graph", "complete_entry",
-           "completion_baseline"]
+__all__ = ["COMPLETION_BASELINE", "COMPLETION_SHARE", "COMPLETION_STEPS", "Completion", "completion_seconds",
+           "pinned_allowed", "pinned_graph", "complete_entry", "completion_baseline"]
 
 #: :func:`completion_baseline`'s ``"plan"`` (``report["memory_guard"]["baseline"]`` when it is the limit)
 COMPLETION_BASELINE = "fsdp_completion"
