@@ -7,6 +7,8 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 
 from __future__ import annotations
 
+from .completion import COMPLETION_BASELINE, completion_baseline, completion_seconds
+
 
 def user_sharded(module) -> bool:
     """Whether an entry parameter of ``module`` carries a sharding that is not replicated (an argument
@@ -354,10 +356,16 @@ def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0) -> dict | N
 
 def choose_baseline(bases: list) -> dict:
     """The guard's baseline of those priced (:func:`baseline_peak` dicts: the user's or the plan's own entry
-    first, then :func:`data_parallel_baseline`'s and :func:`fsdp_baseline`'s where they apply): the one that
-    peaks lowest (predicted), the first of equals.  The one rule for "which baseline": each is a plan the user
-    gets without a search (``jax.jit`` of the same entry, jax's data-parallel and fully sharded recipes), so a
-    plan hloshard searched for must peak no higher than any of them.  Raises ValueError for an empty list."""
+    first, then :func:`data_parallel_baseline`'s, :func:`fsdp_baseline`'s and
+    :func:`hloshard.jax.completion.completion_baseline`'s where they apply): the one that peaks lowest
+    (predicted), the first of equals.  The one rule for "which baseline": the limit is the lowest peak among the
+    baselines the guard can vouch for, i.e. each a plan that exists and that the guard can name: ``jax.jit`` of
+    an entry with XLA's intermediates (the same entry, jax's data-parallel and fully sharded recipes: the plans
+    the user gets without a search) or a plan of the guard's own cost graph (hloshard's completion of the FSDP
+    entry, round 27: the guard can return it, so its peak is one the guard keeps by construction).  A baseline
+    that could not be priced (an XLA run cut at the deadline, an entry the graph cannot express) is not in the
+    list.  A plan hloshard searched for must peak no higher than any of them (within the memory model's
+    measured error, :func:`_guard`).  Raises ValueError for an empty list."""
     if not bases:
         raise ValueError("no baseline priced")
     return min(bases, key=lambda b: int(b["peak_bytes"]))
@@ -798,7 +806,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
     others, notes = [], {}
     if not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None:
-        for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()):
+        # hloshard's own completion of the FSDP entry (jax/completion.py, round 27): a plan of this graph, so also
+        # a fallback that keeps the limit it sets; priced also for the plan a budgeted call finds without its budget
+        # (``fsdp`` False), so that a budget that does not bind leaves the plan a call without it writes
+        complete = lambda m, d, timeout=None: completion_baseline(  # noqa: E731
+            result, m, d, keep, fsdp_entry(m, d), completion_seconds(time_limit, timeout), seed, deterministic)
+        for key, price in (("data_parallel", data_parallel_baseline),) + (
+                (("fsdp", fsdp_baseline),) if fsdp else ()) + (("fsdp_completion", complete),):
             if _time_left(deadline) <= need:
                 break
             try:
@@ -810,6 +824,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 others.append((key, got))
     plan_base = base
     base = choose_baseline([base] + [b for _, b in others])
+    known_plans = list(known_plans) + [b["known"] for _, b in others if b.get("known") is not None]
     limit = base["peak_bytes"]
     guard = {"baseline": base["plan"], "baseline_all_replicated": bool(base.get("all_replicated")),
              "baseline_peak_bytes": limit, "limit_bytes": limit,
@@ -841,7 +856,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # (also against the FSDP baseline, round 26: without the allowance there, tunix's Llama 3 at time_limit=10 was
     # re-solved from 6.93 / 15.16 MB by XLA into 7.44 / 11.70, but held-out mistral_small moved 8.6% more bytes for
     # a 19% lower peak: taken back)
-    if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE) and not base.get("all_replicated") and \
+    if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE, COMPLETION_BASELINE) and not base.get("all_replicated") and \
             xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
@@ -858,8 +873,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
     # One time budget for all of them (RESOLVE_SHARES of time_limit), each started from the plan before it
     guarded, tried, reason = None, [], None
-    lo, hi = limit, plan_peak
-    hint = list(result.choice)
+    # a baseline that is a plan of this graph (hloshard's completion, jax/completion.py): the first re-solve asks for
+    # that plan's own peak on the graph (the limit is its written module's, the figure a plan is judged by; the
+    # graph's, with every resharding edge's buffers, is higher: tunix llama3_small 13.43 vs 11.31 MB, round 27) and
+    # starts from it, so a plan within the limit is known to the search (solve.held)
+    lo, hi = max(limit, int(base.get("graph_peak_bytes", limit))), plan_peak
+    hint = list(base["known"].choice) if base.get("known") is not None else list(result.choice)
     # the plan nearest its limit that a failed re-solve found, ``(choice, evaluation)``, while it is below the
     # unguarded plan's peak: a later step whose limit holds it starts from it and returns it when its own search
     # finds nothing within (_held)
@@ -969,7 +988,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
              f"({format_bytes(int(nearest[1].peak_memory))})" if nearest is not None
              and tried[-1] == band_limit(int(nearest[1].peak_memory), plan_peak, device)
              else "halfway to the unguarded peak")
-    within = "within it" if tried[-1] == limit else (
+    within = "within it" if tried[-1] == max(limit, int(base.get("graph_peak_bytes", limit))) else (
         f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
