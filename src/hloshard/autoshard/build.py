@@ -721,8 +721,10 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 ivs.append((src, max(src, t if relaid else t + 1)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and r[0].node not in dead_at and \
+                    not _persistent(graph, r[0].node) and \
                     all(u is g.instr or (ids.get(id(u)) is not None and ids[id(u)] < t) for u in inst.users):
-                # ... and the source itself, last read by that collective, is dead at the dot too
+                # ... and the source itself, last read by that collective, is dead at the dot too (not an entry
+                # parameter: its argument buffer lives throughout; tests/test_memory_model.py's GATHER_COPY)
                 sg = r[0]
                 dead_at[sg.node] = t
                 lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
@@ -785,6 +787,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             if hit:
                 sizes[first_comm + j] = 0
     return ivs, sizes
+
+
+def _persistent(graph: Graph, node: int) -> bool:
+    """Whether ``node`` is an entry parameter or output (``graph.persistent``: live the whole program)."""
+    persistent = getattr(graph, "persistent", None)
+    return persistent is not None and node < len(persistent) and bool(persistent[node])
 
 
 def _resharded_operands(graph: Graph, choice) -> set:
