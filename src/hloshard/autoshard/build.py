@@ -724,7 +724,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                     not _persistent(graph, r[0].node) and \
                     all(u is g.instr or (ids.get(id(u)) is not None and ids[id(u)] < t) for u in inst.users):
                 # ... and the source itself, last read by that collective, is dead at the dot too (not an entry
-                # parameter: its argument buffer lives throughout; tests/test_memory_model.py's GATHER_COPY)
+                # parameter: its argument buffer lives throughout; tests/test_memory_model.py's GATHERED_DOT_COPY)
                 sg = r[0]
                 dead_at[sg.node] = t
                 lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
