@@ -798,6 +798,39 @@ def test_gathered_operand_live_with_its_copy_is_xlas(tmp_path):
     assert got[0].total == _peak(tmp_path, GATHERED_DOT_COPY)
 
 
+# A dot contracting its batch-split dims (partial sums [1024,256], 1 MiB, all-reduced) whose replicated result a
+# transpose writes into the output last: XLA CPU keeps the partial sums in the output's allocation (jaxlib 0.10.2:
+# ynn_fusion in allocation 0 with the transpose), the all-reduce's result is the temp.  XLA 2,752,512 = x 524,288 +
+# r 131,072 + o 1,048,576 + the all-reduce 1,048,576.  The model (cost.liveness.place_in_outputs): the partial sums
+# in the output's allocation (main: beside it, 4,325,376); at the dot it also holds x's DotDecomposer copy (524,288),
+# which XLA frees before the all-reduce (one schedule point stands for the dot and its all-reduce).
+PARTIAL_SUMS_IN_OUTPUT = """HloModule partial_sums_in_output, num_partitions=8
+
+ENTRY main {
+  x = f32[8,128,1024] parameter(0), sharding={devices=[8,1,1]<=[8]}
+  r = f32[8,128,256] parameter(1), sharding={devices=[8,1,1]<=[8]}
+  d = f32[1024,256] dot(x, r), lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}, sharding={replicated}
+  ROOT o = f32[256,1024]{0,1} transpose(d), dimensions={1,0}, sharding={replicated}
+}
+"""
+
+
+def test_partial_sums_in_the_outputs_allocation(tmp_path):
+    assert _peak(tmp_path, PARTIAL_SUMS_IN_OUTPUT) == 524288 + 131072 + 1048576 + 1048576 + 524288
+
+
+def test_partial_sums_in_the_outputs_allocation_beside_xla(tmp_path):
+    """PARTIAL_SUMS_IN_OUTPUT by XLA: the figure above less x's copy, which XLA frees before the all-reduce."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    got = xla_memory([PARTIAL_SUMS_IN_OUTPUT], 8)
+    assert got[0].error is None
+    assert got[0].total == _peak(tmp_path, PARTIAL_SUMS_IN_OUTPUT) - 524288 == 2752512
+
+
 def test_place_in_outputs():
     """A plan's buffers go into what the module's temporaries left of an output's allocation, largest
     first; a temporary dead earlier than its interval says frees its place from there."""
