@@ -92,7 +92,10 @@ def edge_memory_terms(graph: Graph) -> list:
     tuple's pointer table (the same for every plan, :func:`constant_bytes`) and the credits for a source
     tile a resharded fused consumer frees early and for a value only solve's pins read
     (:func:`hloshard.autoshard.build.pinned_only_credit`) (negative buffers: leaving them out over-states a
-    plan's memory, never under-states it).  A copy solve writes as a pin starts where its operand is made
+    plan's memory, never under-states it); nor are the evaluation's one copy of a gathered dot operand, the
+    gathered buffer and its source dead at that copy, and the buffers it places in the outputs' free
+    allocations (:func:`hloshard.cost.liveness.place_in_outputs`, round 26): each only lowers the
+    evaluated peak, so the terms over-state it there too.  A copy solve writes as a pin starts where its operand is made
     (:func:`hloshard.autoshard.build.copy_start`), as the evaluation prices it.  Cheap: bytes are computed when a term is priced."""
     terms: list = []
     minfo = graph.ctx.minfo

@@ -1354,6 +1354,14 @@ def fused_readers(users) -> list:
     return out
 
 
+class BufferIntervals(dict):
+    """:func:`buffer_intervals`' answer: key -> ``(lo, hi)``, and ``output_slots``, the entry outputs'
+    allocations after the module's temporaries were placed in them (:func:`_temps_in_outputs`;
+    :func:`place_in_outputs` places a plan's communication buffers in what is left)."""
+
+    output_slots: tuple = ()
+
+
 def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]],
                      values: Callable[[object], Sequence[Hashable]], parameters: Iterable[Hashable] = (),
                      outputs: Iterable[Hashable] = (), donated: Iterable[Hashable] = (),
@@ -1547,7 +1555,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
                                      if raw[k][1] > raw[k][0] or k == keep)
     # an output's operand that found no output allocation above stays in the temp heap
     in_heap = {min(in_temp[r], key=lambda k: (raw[k], str(k))) for r in in_temp}
-    _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own, values)
+    slots = _temps_in_outputs(order, iv, written_from, protected | in_heap, donated_set, definer, own, values)
     for k in donated:   # output in a parameter's buffer: no memory of its own
         if k in iv and k not in set(params):
             iv[k] = (iv[k][0], iv[k][0])
@@ -1592,7 +1600,9 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
                 iv[v] = (lo, lo)
             else:
                 iv[v] = (lo, max(lo, min(hi, end + 1)))
-    return iv
+    out = BufferIntervals(iv)
+    out.output_slots = slots
+    return out
 
 
 def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set, defined_at: dict) -> None:
@@ -1798,9 +1808,12 @@ def _output_bytes(order: Sequence, values: Callable) -> dict:
 
 
 def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: set, donated: set,
-                      definer: dict, own: Callable, values: Callable) -> None:
+                      definer: dict, own: Callable, values: Callable) -> tuple:
     """Temporaries XLA keeps in an entry output's allocation before that output is written: their
-    intervals in ``iv`` are set empty (the output's bytes are counted over the whole run).
+    intervals in ``iv`` are set empty (the output's bytes are counted over the whole run).  Returns
+    ``(allocations, placed)``: each output allocation as ``(bytes per device, (lo, hi) of its output)``
+    (oldest first) and each temporary placed as ``(lo, hi, bytes, key)``, for a plan's own buffers
+    (:func:`place_in_outputs`).
 
     XLA's ``BufferAssigner::AssignBuffersForComputations`` (jaxlib 0.10.2, ``buffer_assignment.cc``)
     takes the buffers largest first (live-out first among equals, then by post-order position) and
@@ -1831,9 +1844,9 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
         if size:
             allocs.append((size, post.get(id(definer.get(k)), big), n, k))
     if not allocs:
-        return
+        return (), ()
     allocs.sort(key=lambda a: (-a[0], a[1], a[2]))
-    occupied = [[(written_from[a[3]], big)] for a in allocs]
+    slots = [(a[0], [(written_from[a[3]], big)]) for a in allocs]
     temps = []
     for k, (lo, hi) in iv.items():
         if hi > lo and k not in protected and k in definer:
@@ -1841,14 +1854,63 @@ def _temps_in_outputs(order: Sequence, iv: dict, written_from: dict, protected: 
             if size:
                 temps.append((-size, post.get(id(definer[k]), big), lo, hi, k))
     temps.sort(key=lambda c: c[:4])
+    placed = []
     for negb, _, lo, hi, k in temps:
-        for a in range(len(allocs) - 1, -1, -1):   # the newest allocation first
-            if -negb > allocs[a][0]:
-                continue
-            if all(hi <= s or e <= lo for s, e in occupied[a]):
-                occupied[a].append((lo, hi))
-                iv[k] = (lo, lo)
-                break
+        if _place(slots, -negb, lo, hi):
+            iv[k] = (lo, lo)
+            placed.append((lo, hi, -negb, k))
+    return tuple((size, occ[0]) for size, occ in slots), tuple(placed)
+
+
+def _place(slots: list, size: int, lo: int, hi: int) -> bool:
+    """Put a temporary of ``size`` bytes per device live over ``[lo, hi)`` into the first allocation of
+    ``slots`` (``[(bytes, [occupied (lo, hi)])]``, oldest first) that it fits, trying the newest first
+    (XLA's ``BufferAssigner``: :func:`_temps_in_outputs`); True when placed (its interval then occupies
+    that allocation)."""
+    for a in range(len(slots) - 1, -1, -1):   # the newest allocation first
+        if size > slots[a][0]:
+            continue
+        if all(hi <= s or e <= lo for s, e in slots[a][1]):
+            slots[a][1].append((lo, hi))
+            return True
+    return False
+
+
+def place_in_outputs(slots, intervals: Sequence, sizes: Sequence, dead: dict | None = None) -> list:
+    """Which of the buffers ``intervals`` / ``sizes`` (half-open schedule intervals, bytes per device; a
+    plan's communication buffers and layout copies, :func:`hloshard.autoshard.build.edge_buffers`) XLA
+    keeps in an entry output's allocation before that output is written: one boolean per buffer.
+
+    ``slots``: :attr:`BufferIntervals.output_slots`, each output allocation with its output's interval
+    and the module's own temporaries :func:`_temps_in_outputs` put there; ``dead``: key -> the point a
+    placed temporary is dead at, earlier than its interval says (a dot's operand the plan gathers and
+    copies: only the copy is live at the dot), its place free from there.  The rule of
+    :func:`_temps_in_outputs` (XLA's ``BufferAssigner::AssignBuffersForComputations``: largest first,
+    then the earliest, each on the newest allocation it fits by bytes per device and overlaps nothing
+    already there), in what the module's temporaries left: those are placed when the intervals are
+    built, before a plan's buffers exist, and keep their places (XLA takes both kinds in one size
+    order: a larger buffer of the plan may take a smaller temporary's place there, which this does not
+    model).  Measured: keras-hub Llama's written module (round 23's ``auto_expert`` plan) keeps the
+    embedding gradient's ``[8192,512]`` partial sums (16 MiB per device, the dot's all-reduce operand) in
+    the allocation of the replicated gradient output its transpose writes later; so does
+    ``tests/test_memory_model.py``'s ``DOT_GATHER_REDUCE``.  Buffers of size <= 0 or empty intervals
+    are never placed."""
+    placed = [False] * len(sizes)
+    if not slots or not slots[0]:
+        return placed
+    allocs, temps = slots
+    dead = dead or {}
+    work = [(size, [start]) for size, start in allocs]
+    for lo, hi, b, key in temps:
+        end = dead.get(key)
+        if end is not None and lo < end and hi == end + 1:
+            hi = end
+        _place(work, b, lo, hi)
+    order = sorted((i for i in range(len(sizes)) if sizes[i] > 0 and intervals[i][1] > intervals[i][0]),
+                   key=lambda i: (-int(sizes[i]), int(intervals[i][0]), int(intervals[i][1]), i))
+    for i in order:
+        placed[i] = _place(work, int(sizes[i]), int(intervals[i][0]), int(intervals[i][1]))
+    return placed
 
 
 #: element types whose loop invariants XLA's CPU backend holds in f32 for the loop (module docstring, *While
