@@ -125,8 +125,27 @@ def unannotated_line(result, after_xla: bool = False) -> str:
                 f"values XLA simplifies away before it propagates, called computations); cost chose theirs, the "
                 f"cheapest consistent it found: {result.completion_words()}")
     return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
-            f"cheapest consistent it found: {result.completion_words()}. XLA's own propagation of the same "
-            f"annotations can choose differently and move more (--xla shows what it does, --complete xla prices it)")
+            f"cheapest consistent it found: {result.completion_words()}")   # XLA's view: xla_propagation_note
+
+
+def xla_propagation_note(module, result) -> str:
+    """The note ``cost`` gives (summary line; ``completion.xla_propagation_note`` in --format json, beside
+    ``completion.open_to_xla``, the count) when ``module`` writes a sharded (tiled) layout somewhere and leaves
+    instructions open that hloshard's completion chose: XLA's GSPMD propagation (what ``jax.jit`` runs with the
+    same shardings) would shard those from the written ones, and may choose otherwise and move more (new user
+    27 F3: an MoE expert plan predicted at 38.62 MB where XLA moves 105.98 MB; ``--complete xla`` prices
+    105.98).  '' when nothing is open, nothing written is tiled, or for a per-device program.  Changes no
+    figure."""
+    un = result.unannotated
+    if not un or result.method == "per-device":
+        return ""
+    if not any(i.sharding is not None and (i.sharding.is_tiled or
+                                           (i.sharding.is_tuple and any(e.is_tiled for e in i.sharding.tuple_elements)))
+               for c in module.computations for i in c.instructions):
+        return ""
+    return (f"{len(un):,} instructions left open were completed by hloshard, not by XLA's propagation from the "
+            f"written shardings (what jax.jit runs): XLA may shard them otherwise and move more -- "
+            f"--complete xla prices XLA's choice, --xla shows what it does")
 
 
 def _mb(x: float) -> float:
@@ -274,6 +293,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if by_xla is not None:
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before
+    note = "" if by_xla is not None else xla_propagation_note(module, result)
+    if note:   # F3 of new user 27: the JSON reader gets the summary's hint too
+        report["completion"]["open_to_xla"] = len(result.unannotated)
+        report["completion"]["xla_propagation_note"] = note
     timed_result, timed_module = result, module
     if scale is not None and scale.profile.backend == "tpu":
         # the TPU pipeline rewrites transposed dots before its partitioner (cost.tpu_partitioner): seconds
@@ -310,6 +333,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     line = unannotated_line(result, after_xla=by_xla is not None)
     if line:
         con.print(line)
+    if note:
+        con.print(f"note: {note}")
     elif result.method != "fixed":
         con.print(f"the annotations leave some strategies open (e.g. all-reduce vs all-gather around a dot); "
                   f"{result.completion_words()}")
