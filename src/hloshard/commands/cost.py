@@ -13,7 +13,9 @@ opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted
 ``peak_memory_per_device``, ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
 collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``unannotated`` (names),
 ``instructions_counted`` (what the instruction counts count) and ``completion`` (how the open choices
-were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``).
+were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``; and,
+when the module writes a sharded layout and leaves instructions open, ``open_to_xla`` and
+``xla_propagation_note``: :func:`xla_propagation_note`).
 
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
