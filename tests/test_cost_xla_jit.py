@@ -53,6 +53,7 @@ def test_complete_xla_then_xla_partitions_what_jax_jit_runs(oracle, tmp_path):
     # them), so XLA's partitioner reuses one all-gather of a value two former callees read (the token ids'
     # s32[8,16,1], for take's gather and its transpose's scatter) where jax.jit's compile, inlining the
     # calls itself, makes one per call (448 B here)
+    assert rep["xla_inlined_calls"] == 11   # said in the output (JSON here; a note line in text)
     assert set(ours) == set(jit) and not ours - jit, (ours - jit, jit - ours)
     assert all(k[0] == "all-gather" for k in jit - ours) and sum((jit - ours).values()) <= 1, jit - ours
     # instructions of jax's callees (here _take's clamp, 'lt.2') were completed by XLA's propagation too
