@@ -13,13 +13,16 @@ opcode, sharding, cost, reshardings, ``predicted_bytes_per_device``, ``predicted
 ``peak_memory_per_device``, ``predicted_bytes_per_device`` (ring-formula bytes of the predicted
 collectives, independent of alpha/beta; :mod:`hloshard.xla_compare`), ``unannotated`` (names),
 ``instructions_counted`` (what the instruction counts count) and ``completion`` (how the open choices
-were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``).
+were made: ``method`` fixed | exact | heuristic | solver, ``status``, ``bound``, ``gap``, ``description``; and,
+when the module writes a sharded layout and leaves instructions open, ``open_to_xla`` and
+``xla_propagation_note``: :func:`xla_propagation_note`).
 
 ``--xla`` also partitions the module with XLA's SPMD partitioner (GSPMD, jax in a child process; the
 ``xla`` extra) and puts XLA's collectives beside the prediction, per instruction and in total: JSON keys
 ``xla_bytes_per_device``, ``xla_collectives``, ``kinds_agree`` and ``groups_agree`` per instruction, and
-at the top ``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives``, ``xla_error``
-and ``xla_compile_error``.  Exit 2 on
+at the top ``xla_bytes_per_device``, ``kind_agreement``, ``xla_unmatched_collectives``, ``xla_error``,
+``xla_compile_error`` and ``xla_inlined_calls`` (the module's ``call``s XLA got inlined: jax.jit partitions
+each callee apart, the one difference from what it runs for the same shardings; README "cost").  Exit 2 on
 bad input, and for ``--xla`` when jax is not installed.
 """
 
@@ -130,8 +133,27 @@ def unannotated_line(result, after_xla: bool = False) -> str:
                 f"values XLA simplifies away before it propagates, called computations); cost chose theirs, the "
                 f"cheapest consistent it found: {result.completion_words()}")
     return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
-            f"cheapest consistent it found: {result.completion_words()}. XLA's own propagation of the same "
-            f"annotations can choose differently and move more (--xla shows what it does, --complete xla prices it)")
+            f"cheapest consistent it found: {result.completion_words()}")   # XLA's view: xla_propagation_note
+
+
+def xla_propagation_note(module, result) -> str:
+    """The note ``cost`` gives (summary line; ``completion.xla_propagation_note`` in --format json, beside
+    ``completion.open_to_xla``, the count) when ``module`` writes a sharded (tiled) layout somewhere and leaves
+    instructions open that hloshard's completion chose: XLA's GSPMD propagation (what ``jax.jit`` runs with the
+    same shardings) would shard those from the written ones, and may choose otherwise and move more (new user
+    27 F3: an MoE expert plan predicted at 38.62 MB where XLA moves 105.98 MB; ``--complete xla`` prices
+    105.98).  '' when nothing is open, nothing written is tiled, or for a per-device program.  Changes no
+    figure."""
+    un = result.unannotated
+    if not un or result.method == "per-device":
+        return ""
+    if not any(i.sharding is not None and (i.sharding.is_tiled or
+                                           (i.sharding.is_tuple and any(e.is_tiled for e in i.sharding.tuple_elements)))
+               for c in module.computations for i in c.instructions):
+        return ""
+    return (f"{len(un):,} instructions left open were completed by hloshard, not by XLA's propagation from the "
+            f"written shardings (what jax.jit runs): XLA may shard them otherwise and move more -- "
+            f"--complete xla prices XLA's choice, --xla shows what it does")
 
 
 def _mb(x: float) -> float:
@@ -279,6 +301,13 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if by_xla is not None:
         report["completion"]["xla_propagated"] = by_xla
         report["completion"]["xla_open_before"] = open_before
+    inlined = len(getattr(module, "inlined_calls", None) or {})
+    if comparison is not None:   # the one way --xla's module differs from what jax.jit partitions
+        report["xla_inlined_calls"] = inlined
+    note = "" if by_xla is not None else xla_propagation_note(module, result)
+    if note:   # F3 of new user 27: the JSON reader gets the summary's hint too
+        report["completion"]["open_to_xla"] = len(result.unannotated)
+        report["completion"]["xla_propagation_note"] = note
     timed_result, timed_module = result, module
     if scale is not None and scale.profile.backend == "tpu":
         # the TPU pipeline rewrites transposed dots before its partitioner (cost.tpu_partitioner): seconds
@@ -315,6 +344,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     line = unannotated_line(result, after_xla=by_xla is not None)
     if line:
         con.print(line)
+    if note:
+        con.print(f"note: {note}")
     elif result.method != "fixed":
         con.print(f"the annotations leave some strategies open (e.g. all-reduce vs all-gather around a dot); "
                   f"{result.completion_words()}")
@@ -332,4 +363,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     print_table(con, t)
     if comparison is not None:
         render_comparison(con, comparison, top, getattr(dmesh, "memory_device", None))
+        if inlined:
+            con.print(f"note: XLA partitioned the module with its {inlined:,} call(s) inlined, as hloshard prices it; "
+                      f"jax.jit partitions each called computation apart, so a value two callees reshard alike is "
+                      f"resharded once here and may be once per call there (448 B of 840,567 on a tied-embedding step)")
     write_text_atomic(output or "-", buf.getvalue())
