@@ -741,8 +741,11 @@ def test_start_baselines_starts_what_is_known_before_the_first_solve(monkeypatch
     started.clear()
     assert set(guard.start_baselines(module, mesh, fsdp=False, child=warm)) == {"data_parallel"}
     started.clear()
+    assert guard.start_baselines(module, mesh, child=warm, others=False) == {} and started == []   # wall-clock
     module.entry.parameters[0].sharding = HloSharding.tiled(__import__("numpy").arange(8).reshape(8, 1))
     assert set(guard.start_baselines(module, mesh, child=warm)) == {"user"} and started == [(None, warm)]
+    started.clear()
+    assert set(guard.start_baselines(module, mesh, child=warm, others=False)) == {"user"}
 
     def no_child(*a, **k):
         raise OSError("no fork")

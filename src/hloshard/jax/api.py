@@ -546,10 +546,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     first plan's peak: the next step's limit is :func:`hloshard.jax.guard.band_limit` of it),
     "applied", "note"}``; the XLA run costs one child process that
     ends once XLA has dumped the propagated module (none when the baseline is all replicated).  The propagations
-    whose entry is known once ``fn`` is traced (the user's shardings; nothing sharded, the data-parallel and FSDP
-    entries) start then, each in a child of its own (:func:`hloshard.jax.guard.start_baselines`), beside the
-    cost-graph build and the first solve, on the module with its library calls inlined as the build inlines them
-    (wall-clock mode: not when tracing left less than the solver's minimum).
+    whose entry is known once ``fn`` is traced (the user's shardings; nothing sharded, in deterministic mode, the
+    data-parallel and FSDP entries) start then, each in a child of its own (:func:`hloshard.jax.guard.start_baselines`),
+    beside the cost-graph build and the first solve, on the module with its library calls inlined as the build
+    inlines them (wall-clock mode: not when tracing left less than the solver's minimum).
 
     **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
     cost alone, so a plan can hold far more memory than a plan of nearly the same cost (tunix's Llama 3:
@@ -728,10 +728,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # now are of the program the guard prices, loops or not.
         # Round 27 too: the data-parallel and FSDP baselines' entries (nothing sharded) are known here as well: their
         # propagations start now, each in a child of its own, and the warm child is left to the plan's own baseline
-        # (guard.start_baselines)
+        # (guard.start_baselines); deterministic mode only, as the warm child (above: why not in wall-clock mode)
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
-            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm) or None
+            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm, others=deterministic) or None
             if pending is not None and "user" in pending:
                 warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic

@@ -361,15 +361,19 @@ def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0, pending=Non
 ENTRY_BASELINES = (("data_parallel", data_parallel_entry), ("fsdp", fsdp_entry))
 
 
-def start_baselines(module, dmesh, fsdp: bool = True, child=None) -> dict:
+def start_baselines(module, dmesh, fsdp: bool = True, child=None, others: bool = True) -> dict:
     """XLA's propagations of the guard's baselines whose entry shardings are known before the first solve, each
     started now in a child process (:func:`start_entry_propagation`) and read by :func:`_guard` (its ``pending``):
     key -> :class:`hloshard.partition_specs.PendingPropagation`.  With the user's shardings (:func:`user_sharded`)
     ``{"user": ...}`` (their propagation, the guard's only baseline then; in ``child`` when given, one started
-    before, :func:`hloshard.xla_check.start_jax_child`); without, ``"data_parallel"`` (:func:`data_parallel_entry`)
-    and, with ``fsdp``, ``"fsdp"`` (:func:`fsdp_entry`), each where its entry exists, in a child of its own
-    (``child`` is then left to the plan's own baseline, known only after the first solve).  Empty when none
-    applies.  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
+    before, :func:`hloshard.xla_check.start_jax_child`); without, and with ``others``, ``"data_parallel"``
+    (:func:`data_parallel_entry`) and, with ``fsdp``, ``"fsdp"`` (:func:`fsdp_entry`), each where its entry exists,
+    in a child of its own (``child`` is then left to the plan's own baseline, known only after the first solve).
+    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in deterministic mode only: in
+    wall-clock mode a child's CPU is taken from the build's and the first solve's seconds on a 2-core machine --
+    round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s instead of 2.0 s beside one, its first
+    solve had 0.36 s of solver instead of 1.69 s -- while the guard reaches those baselines only when a re-solve's
+    time is left.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
     solve, 33.1 s of keras-hub's 4-layer Gemma's 55.0 s (deterministic, ``time_limit=10``, load 6-9) while this
     process spent 19.7 CPU-s in all; started here their jax start and XLA run go beside the cost-graph build and
     the first solve.  ``module`` is left as it was.  Raises nothing: a child that cannot be started is left out
@@ -381,7 +385,7 @@ def start_baselines(module, dmesh, fsdp: bool = True, child=None) -> dict:
             if got is not None:
                 started["user"] = got
             return started
-        for key, make in ENTRY_BASELINES:
+        for key, make in ENTRY_BASELINES if others else ():
             if key == "fsdp" and not fsdp:
                 continue
             entry = make(module, dmesh)
