@@ -345,13 +345,18 @@ def measure_plan(ctx: dict, plan: str, budget: int | None, time_limit: float, di
                     {k: abstract(v, data_sh[k]) for k, v in data.items()})
         else:
             args = ({k: abstract(v) for k, v in params.items()}, {k: abstract(v) for k, v in data.items()})
-        t0, c0 = time.monotonic(), time.process_time()
+        t0, c0, k0 = time.monotonic(), time.process_time(), os.times()
         res = auto_shard(step, *args, mesh=mesh, memory_budget=budget if plan == "auto_budget" else None,
                          keep_shardings="io", time_limit=time_limit, with_constraints=False,
                          deterministic=ctx.get("deterministic", True))
         row["seconds"] = round(time.monotonic() - t0, 1)
         # this process's CPU seconds in the call (less noisy than wall under load; child processes not counted)
         row["cpu_seconds"] = round(time.process_time() - c0, 1)
+        # the CPU seconds of its XLA children (ended and reaped inside the call; round 27)
+        k1 = os.times()
+        row["children_cpu_seconds"] = round(k1.children_user + k1.children_system - k0.children_user
+                                            - k0.children_system, 1)
+        row["load"] = os.getloadavg()[0]   # the 1-minute load average as the call ended
         row["time"] = res.report.get("time")
         fn, in_sh, out_sh = res.fn, res.in_shardings, res.out_shardings
         rep = res.report

@@ -601,28 +601,43 @@ from hloshard.partition_specs import PendingPropagation, xla_propagate
 from hloshard.hlo.parser import parse_file
 
 events = []
-start, solve, base = api.start_entry_propagation, autoshard.solve_module, guard.baseline_peak
-def started(*a, **k):
-    events.append("propagation started"); return start(*a, **k)
+from hloshard.hlo.inline import is_inlinable_call
+
+events, calls = [], []
+start, solve, base = guard.start_entry_propagation, autoshard.solve_module, guard.baseline_peak
+def started(module, *a, **k):
+    # the module handed to XLA has its library calls inlined, as the build and the guard's pricing see it
+    calls.append(sum(1 for c in module.computations for i in c.instructions if is_inlinable_call(i)))
+    events.append("propagation started"); return start(module, *a, **k)
 def solved(*a, **k):
     events.append("solve"); return solve(*a, **k)
 def based(*a, **k):
     events.append("baseline read" if k.get("pending") is not None else "baseline run"); return base(*a, **k)
-api.start_entry_propagation, autoshard.solve_module, guard.baseline_peak = started, solved, based
+guard.start_entry_propagation, autoshard.solve_module, guard.baseline_peak = started, solved, based
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 def step(w, x):
-    loss = lambda w: jnp.mean(jnp.tanh(x @ w) ** 2)
+    loss = lambda w: jnp.mean(jax.nn.relu(x @ w) ** 2)
     return w - 0.1 * jax.grad(loss)(w)
-w = jax.ShapeDtypeStruct((256, 512), jnp.float32, sharding=NamedSharding(mesh, P(None, "model")))
-x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=NamedSharding(mesh, P("data")))
-plan = api.auto_shard(step, w, x, mesh=mesh, time_limit=4, deterministic=True, with_constraints=False)
-g = plan.report["memory_guard"]
+def looped(w, x):   # the same in a while loop (round 26 kept its early propagation off)
+    def body(c):
+        i, h = c
+        return i + 1, h + jax.nn.relu(h @ w) @ w.T
+    return jax.lax.while_loop(lambda c: c[0] < 2, body, (0, x))[1]
+out = {}
+for label, fn, ws, xs in (("loop", looped, P(None, "model"), P("data")), ("nothing", step, None, None)):
+    events.clear(); calls.clear()
+    sh = lambda spec: None if spec is None else NamedSharding(mesh, spec)
+    w = jax.ShapeDtypeStruct((256, 512) if fn is step else (256, 256), jnp.float32, sharding=sh(ws))
+    x = jax.ShapeDtypeStruct((64, 256), jnp.float32, sharding=sh(xs))
+    plan = api.auto_shard(fn, w, x, mesh=mesh, time_limit=4, deterministic=True, with_constraints=False)
+    g = plan.report["memory_guard"]
+    out[label] = {"events": list(events), "calls": list(calls), "early": g.get("baseline_started_early"),
+                  "others_early": g.get("baselines_started_early"), "baseline": g.get("baseline")}
 # the same propagation, started and read, as xla_propagate answers it
 module = parse_file(SAMPLE)
-same = PendingPropagation(module, 8).result(120) == xla_propagate(module, 8, timeout=120)
-print(json.dumps({"events": events, "early": g.get("baseline_started_early"), "baseline": g.get("baseline"),
-                  "same": same}))
+out["same"] = PendingPropagation(module, 8).result(120) == xla_propagate(module, 8, timeout=120)
+print(json.dumps(out))
 '''
 
 
@@ -630,7 +645,9 @@ def test_auto_shard_starts_the_user_sharded_baseline_before_the_first_solve():
     """Round 26 (keras-hub's 4-layer Gemma given its layout map, wall-clock time_limit=10: the guard's XLA run,
     started after the first solve, timed out and the guard was off): with user shardings XLA's propagation of the
     baseline's entry starts before the first solve and the guard reads it; a started-then-read propagation answers
-    as xla_propagate does."""
+    as xla_propagate does.  Round 27: also for a step with a while loop (its library calls inlined first, as the
+    guard prices it), and with nothing sharded the data-parallel and FSDP propagations start before the first
+    solve too."""
     import json
     import os
     import subprocess
@@ -644,10 +661,20 @@ def test_auto_shard_starts_the_user_sharded_baseline_before_the_first_solve():
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    events = got["events"]
-    assert events[0] == "propagation started" and events[1] == "solve", events
-    assert "baseline read" in events and "baseline run" not in events, events
-    assert got["early"] and got["baseline"] == "gspmd" and got["same"], got
+    assert got["same"], got
+    r = got["loop"]   # round 27: a step with a while loop too (its calls inlined first)
+    events = r["events"]
+    assert events[0] == "propagation started" and events[1] == "solve", r
+    assert "baseline read" in events and "baseline run" not in events, r
+    assert r["early"] and r["baseline"] == "gspmd" and r["calls"] == [0], r
+    # nothing sharded (round 27): the data-parallel and FSDP propagations start before the first solve, the plan's
+    # own after it, and all three are read
+    r = got["nothing"]
+    events = r["events"]
+    assert events[:3] == ["propagation started", "propagation started", "solve"], r
+    assert events.count("propagation started") == 3 and events.count("baseline read") == 3, r
+    assert "baseline run" not in events and r["others_early"] == ["data_parallel", "fsdp"], r
+    assert r["calls"] == [0, 0, 0], r
 
 
 def test_a_plan_within_the_models_error_above_the_fsdp_baseline_is_kept_as_against_the_others(monkeypatch):
@@ -686,3 +713,85 @@ def test_a_plan_within_the_models_error_above_the_fsdp_baseline_is_kept_as_again
     calls.clear()
     _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 1.0, 0, True, fsdp=False)
     assert info["baseline"] == "gspmd_from_plan" and "baseline_fsdp_peak_bytes" not in info, info
+
+
+def test_start_baselines_starts_what_is_known_before_the_first_solve(monkeypatch):
+    """Round 27: the baselines whose entry is known once the step is traced start then
+    (:func:`hloshard.jax.guard.start_baselines`): nothing sharded, the data-parallel and FSDP entries, each in a
+    child of its own (the warm child is left to the plan's own baseline); with ``fsdp=False`` (a memory budget) the
+    data-parallel one alone; with the user's shardings theirs, in the child given; a child that cannot start is
+    left out, nothing raised."""
+    from hloshard.jax import guard
+    from hloshard.hlo.sharding import HloSharding
+    from tests.test_jax_known import _mesh, _module
+
+    started = []
+
+    def start(module, dmesh, entry=None, child=None):
+        started.append((entry, child))
+        return ("pending", len(started))
+
+    monkeypatch.setattr(guard, "start_entry_propagation", start)
+    module, mesh = _module(), _mesh()
+    warm = object()
+    got = guard.start_baselines(module, mesh, child=warm)
+    assert set(got) == {"data_parallel", "fsdp"}, got
+    assert [e for e, _ in started] == [guard.data_parallel_entry(module, mesh), guard.fsdp_entry(module, mesh)]
+    assert all(c is None for _, c in started)
+    started.clear()
+    assert set(guard.start_baselines(module, mesh, fsdp=False, child=warm)) == {"data_parallel"}
+    started.clear()
+    assert guard.start_baselines(module, mesh, child=warm, others=False) == {} and started == []   # wall-clock
+    module.entry.parameters[0].sharding = HloSharding.tiled(__import__("numpy").arange(8).reshape(8, 1))
+    assert set(guard.start_baselines(module, mesh, child=warm)) == {"user"} and started == [(None, warm)]
+    started.clear()
+    assert set(guard.start_baselines(module, mesh, child=warm, others=False)) == {"user"}
+
+    def no_child(*a, **k):
+        raise OSError("no fork")
+
+    monkeypatch.setattr(guard, "start_entry_propagation", no_child)
+    assert guard.start_baselines(module, mesh) == {}
+
+
+def test_the_guard_reads_the_early_baselines_while_the_plans_own_runs(monkeypatch):
+    """Round 27: with the data-parallel and FSDP propagations started before the first solve (``pending`` a dict,
+    :func:`hloshard.jax.guard.start_baselines`), the guard starts the plan's own propagation first, prices the
+    other two from theirs while it runs, then reads it: every baseline read, none run again; the report names the
+    early ones.  Without them (``pending`` None) the order is round 26's: the plan's baseline, then the others run."""
+    import types
+
+    from hloshard.jax import guard
+
+    events = []
+
+    def start(module, dmesh, entry=None, child=None):
+        events.append("plan started")
+        return "own"
+
+    def baseline(*a, **k):
+        events.append(("plan", k.get("pending")))
+        return {"plan": "gspmd_from_plan", "peak_bytes": 1_000_000}
+
+    def other(key, peak):
+        def price(module, dmesh, **k):
+            events.append((key, k.get("pending")))
+            return {"plan": key, "peak_bytes": peak}
+        return price
+
+    _stub_guard(monkeypatch, lambda *a, **k: None, baseline=baseline)
+    monkeypatch.setattr(guard, "start_entry_propagation", start)
+    monkeypatch.setattr(guard, "data_parallel_baseline", other("data_parallel", 3_000_000))
+    monkeypatch.setattr(guard, "fsdp_baseline", other("fsdp", 2_000_000))
+    module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
+    first = types.SimpleNamespace(evaluation=types.SimpleNamespace(peak_memory=900_000), choice=[0],
+                                  graph=types.SimpleNamespace(pin_operands=False, memory_budget=None))
+    _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, True, child="warm",
+                           pending={"data_parallel": "dp", "fsdp": "fs"})
+    assert events == ["plan started", ("data_parallel", "dp"), ("fsdp", "fs"), ("plan", "own")], events
+    assert info["baselines_started_early"] == ["data_parallel", "fsdp"], info
+    assert info["baseline_data_parallel_peak_bytes"] == 3_000_000 and info["baseline_peak_bytes"] == 1_000_000
+    events.clear()
+    _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, True, child="warm")
+    assert events == [("plan", None), ("data_parallel", None), ("fsdp", None)], events
+    assert "baselines_started_early" not in info

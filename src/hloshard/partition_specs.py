@@ -302,11 +302,12 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     return written
 
 
-def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.0) -> dict:
+def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.0, child=None) -> dict:
     """The ``--partition-specs`` JSON of a solved ``module`` on ``dmesh`` (a DeviceMesh):
     ``{"mesh": {"axes": [...], "sizes": [...]}, "parameters": [...], "outputs": [...],
     "intermediates": [...]}``; see the module docstring. ``propagate=False`` leaves out the
-    intermediates (no XLA run); ``timeout``: seconds the XLA run may take (InputError past them)."""
+    intermediates (no XLA run); ``timeout``: seconds the XLA run may take (InputError past them); ``child``: the
+    XLA child to run it in, started before (:func:`xla_propagate`'s)."""
     mesh = _mesh(module, dmesh)
     info = getattr(module, "source_info", None)
     arg_paths = list(getattr(info, "arg_paths", []) or [])
@@ -334,7 +335,7 @@ def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.
     out = {"mesh": {"name": mesh.name, "axes": list(mesh.names), "sizes": list(mesh.sizes)},
            "parameters": params, "outputs": outputs}
     if propagate:
-        xla = xla_propagate(module, dmesh.num_devices, timeout=timeout)
+        xla = xla_propagate(module, dmesh.num_devices, timeout=timeout, child=child)
         frames = _frames(module)
         inter, absent = [], 0
         for ins in entry.instructions:

@@ -44,8 +44,8 @@ from typing import Any, Callable
 
 from ..interrupts import interruptible
 from .check import program
-from .guard import (FIRST_SHARE, baseline_peak, entry_propagation, guard_plan, moves_seconds,
-                    start_entry_propagation, user_sharded)
+from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, guard_plan, moves_seconds,
+                    start_baselines, user_sharded)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -385,10 +385,6 @@ def _stop_child(child) -> None:
 
 
 
-def _has_while(module) -> bool:
-    """Whether any computation of ``module`` has a ``while`` instruction (a loop whose state solve may write whole)."""
-    return any(i.opcode == "while" for c in module.computations for i in c.instructions)
-
 @interruptible
 def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str = "io",
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
@@ -439,7 +435,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     (the phases' seconds, ``past_deadline``) and names the phases in its message.  ``report["time"]["phases"]``
     gives each phase's wall seconds (``trace``, ``first_solve``, ``first_guard``; under a binding budget
     ``budget_check``, ``budget_solve``, ``budget_guard``; ``write``, ``local_moves``, ``report``,
-    ``constraints``) and ``["past_deadline"]`` how far past the deadline the call returned.  Not promised: jax's
+    ``constraints``), ``["phases_cpu"]`` this process's CPU seconds in each (the XLA children's not counted) and
+    ``["past_deadline"]`` how far past the deadline the call returned.  Not promised: jax's
     tracing and lowering are not interrupted, so a ``time_limit`` shorter than they take is overrun by them.  The
     plan can depend on the machine's load.
     Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
@@ -539,14 +536,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "replicated",
     "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" (nothing
     sharded: the baselines' predicted peaks; the lowest is the baseline), "baseline_started_early" (the user's
-    shardings: XLA's propagation of them ran beside the first solve), "baseline_all_replicated" (every entry
+    shardings: XLA's propagation of them ran beside the first solve), "baselines_started_early" (nothing sharded:
+    the data-parallel / FSDP baselines whose propagations started once the step was traced and were read; the
+    plan's own, known only after the first solve, runs while they are priced), "baseline_all_replicated" (every entry
     sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
     even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
     the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
     "nearest_peak_bytes" / "nearest_cost" (the plan nearest that limit such a re-solve found, when below the
     first plan's peak: the next step's limit is :func:`hloshard.jax.guard.band_limit` of it),
     "applied", "note"}``; the XLA run costs one child process that
-    ends once XLA has dumped the propagated module (none when the baseline is all replicated).
+    ends once XLA has dumped the propagated module (none when the baseline is all replicated).  The propagations
+    whose entry is known once ``fn`` is traced (the user's shardings; nothing sharded, in deterministic mode, the
+    data-parallel and FSDP entries) start then, each in a child of its own (:func:`hloshard.jax.guard.start_baselines`),
+    beside the cost-graph build and the first solve, on the module with its library calls inlined as the build
+    inlines them (wall-clock mode: not when tracing left less than the solver's minimum).
 
     **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
     cost alone, so a plan can hold far more memory than a plan of nearly the same cost (tunix's Llama 3:
@@ -597,6 +600,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     import time
 
     started = time.monotonic()   # the time limit covers the call from here (module docstring, "Time")
+    cpu_started = time.process_time()
     import jax
     import numpy as np
     from jax.sharding import NamedSharding
@@ -610,6 +614,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
+    from ..hlo.inline import inline_calls
     from ..load import SourceInfo
     from ..mesh import DeviceMesh, refine_for_module
     from ..peak import peak_tensors_of
@@ -715,13 +720,19 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # tests/test_jax_e2e.py's two loop tests moved 917,504 B by XLA against 589,824 predicted, and XLA
         # rematerialised a loop-state constraint; the guard's baseline run after the first solve, as before round 26,
         # passes them)
-        if memory_guard and user_sharded(module) and not _has_while(module) and \
-                (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
-            try:
-                pending = start_entry_propagation(module, dmesh, child=warm)
-            except OSError:   # no child: the guard starts its own run when it needs one
-                pending = None
-            if pending is not None:
+        # Round 27: that was the module as traced, whose library calls (jax.nn.relu's ``call``) the build inlines
+        # before the guard runs (build_graph: XLA's CallInliner): XLA propagated through a loop body's call
+        # otherwise than through the same ops inlined, and the baseline peaked at 2,023,428 B where the inlined
+        # module's peaks at 5,980,164 B (the while test's; the guard then re-solved into a plan XLA disagreed
+        # with).  The calls are inlined here, as the build would (it then finds none), so the propagations started
+        # now are of the program the guard prices, loops or not.
+        # Round 27 too: the data-parallel and FSDP baselines' entries (nothing sharded) are known here as well: their
+        # propagations start now, each in a child of its own, and the warm child is left to the plan's own baseline
+        # (guard.start_baselines); deterministic mode only, as the warm child (above: why not in wall-clock mode)
+        if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
+            inline_calls(module)
+            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm, others=deterministic) or None
+            if pending is not None and "user" in pending:
                 warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
         # mode, one work budget shared by the first solve and the guard's re-solves
@@ -738,17 +749,24 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # where the call's wall seconds went (report["time"]["phases"]): the docstring's "Time" names what the
         # limit covers; these say, per run, how far each phase ran and which ran past the deadline
         phases: dict = {"trace": time.monotonic() - started}
+        # this process's CPU seconds per phase beside them (report["time"]["phases_cpu"]; the XLA children's not
+        # counted): what a phase spent waiting shows as wall above CPU
+        phases_cpu: dict = {"trace": time.process_time() - cpu_started}
+        cpu_mark = [time.process_time()]
 
         def lap(name: str, since: float) -> float:
-            now = time.monotonic()
+            now, cpu = time.monotonic(), time.process_time()
             phases[name] = phases.get(name, 0.0) + (now - since)
+            phases_cpu[name] = phases_cpu.get(name, 0.0) + (cpu - cpu_mark[0])
+            cpu_mark[0] = cpu
             return now
     except BaseException:
         _stop_child(warm)
-        if pending is not None:
-            pending.cancel()
+        cancel_baselines(pending)
         raise
 
+    late = None   # the constraints' XLA child (with_constraints), started beside the local moves
+    failed = True
     try:
         def plan(limit, budget_, graph=None, hint=None, deadline_=deadline, child=warm, phase="first"):
             """The first solve and the memory guard (its Pareto step without a budget)."""
@@ -842,12 +860,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # pairs as the deterministic build counts its work (coarse.work_limit)
         pair_limit = work_limit(moves_seconds(time_limit), dmesh) if deterministic else None
         move_stats: dict = {}
+        # the constraints' XLA run (with_constraints, after the report) in a child started now: its jax start (2-4 s
+        # wall) runs beside the local moves, which keep one core (round 27)
+        if with_constraints and _xla_seconds(deadline) > MIN_SOLVE_SECONDS:
+            late = _start_child(int(mesh.devices.size))
         # (wall-clock: the guard's XLA run is inside the limit since round 24, "Time": the deadline does not move)
         improve_applied(result, module, dmesh, deadline=deadline,
                         peak_limit=held, pair_limit=pair_limit, stats=move_stats)
-        t_moves = time.monotonic() - t_moves
-        phases["local_moves"] = t_moves
+        lap("local_moves", t_moves)
+        t_moves = phases["local_moves"]
         pins = list(result.operand_pins)
+        failed = False
     except SolveFailed as exc:
         # where the call's seconds went, on the exception (new user 23: a SolveFailed after 574.6 s said nothing of
         # them): ``exc.report["time"]`` as a plan's report gives it, and the phases in the message
@@ -864,136 +887,141 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(str(exc)) from None
     finally:
         _stop_child(warm)   # not used (a replicated baseline, the guard off) or not finished
-        if pending is not None:   # the guard did not read it (off, or the call failed before it)
-            pending.cancel()
-    t_report = time.monotonic()
-    report = build_report(result, dmesh, keep_shardings, budget)
-    if device is not None:
-        from ..timing import plan_timing
-        report.update(plan_timing(result.written or result, module, scale))
-    report["peak_tensors"] = peak_tensors_of(result)
-    # the plans known before the search (hloshard.jax.known) on the first solve's graph
-    report["known_plans"] = [p.row() for p in first_known]
-    if guard is not None:
-        report["memory_guard"] = guard
-        if guard.get("note"):
-            report.setdefault("warnings", []).append(guard["note"])
-    # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
-    report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
+        cancel_baselines(pending)   # those the guard did not read (off, or the call failed before it)
+        if failed:   # the constraints' child (below) is not reached
+            _stop_child(late)
+    try:
+        t_report = time.monotonic()
+        report = build_report(result, dmesh, keep_shardings, budget)
+        if device is not None:
+            from ..timing import plan_timing
+            report.update(plan_timing(result.written or result, module, scale))
+        report["peak_tensors"] = peak_tensors_of(result)
+        # the plans known before the search (hloshard.jax.known) on the first solve's graph
+        report["known_plans"] = [p.row() for p in first_known]
+        if guard is not None:
+            report["memory_guard"] = guard
+            if guard.get("note"):
+                report.setdefault("warnings", []).append(guard["note"])
+        # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
+        report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
 
-    params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
-    if len(params) != len(leaves):
-        raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
-    in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
-    sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
-    # inputs that are not state, left replicated although a mesh axis divides their leading dim (new user 23, #5)
-    report["replicated_inputs"] = replicated_batch_inputs(
-        in_paths, [tuple(p.shape.dims) for p in params], [s.is_fully_replicated for s in in_sh],
-        {q for _j, q, *_rest in state_ties}, dict(zip(mesh.axis_names, (int(n) for n in mesh.devices.shape))))
-    if mesh.devices.size > 1 and in_sh and _replicated_step(report, sharded_args):
-        note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
-                                    scale if device is not None else None)
-        report.setdefault("warnings", []).append(note)
-        warnings.warn(note, UserWarning, stacklevel=2)
-    root = module.entry.root
-    if root.shape.is_tuple:
-        outs = list(root.sharding.tuple_elements) if root.sharding.is_tuple else [root.sharding] * len(out_leaves)
-        shapes = list(root.shape.tuple_shapes)
-    else:
-        outs, shapes = [root.sharding], [root.shape]
-    if len(outs) != len(out_leaves):
-        raise ValueError(f"the lowered function has {len(outs)} outputs for {len(out_leaves)} result leaves")
-    out_sh = [NamedSharding(mesh, _spec(s, len(shp.dims), sdy_mesh)) for s, shp in zip(outs, shapes)]
-    ties = []
-    for j, q, mode, don, source in state_ties:
-        same = out_sh[j].spec == in_sh[q].spec
-        if same:
-            out_sh[j] = in_sh[q]    # the very object: the output feeds the next step as it is
-        ties.append({"output": out_paths[j], "input": in_paths[q], "mode": mode, "donated": don, "source": source,
-                     "same_sharding": bool(same)})
-    report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
-                      "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
-                      if memory_guard else 0.0}
-    # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
-    report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
-                             "peak_limit": held, "pair_limit": pair_limit,
-                             "pairs_priced": move_stats.get("pairs"),
-                             "candidates": move_stats.get("candidates"),
-                             "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
-                             "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
-    report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
-                                                           and not t["same_sharding"])}
-
-    eqns = equations(closed)
-    cut_meshes: dict = {}   # the meshes of sub-axis constraints (_sub_axis_sharding), shared
-    pinned = {}
-    for key, instr in equation_outputs(module, eqns).items():
-        if instr.sharding is None:
-            continue
-        try:
-            pinned[key] = _constraint(instr.sharding, len(instr.shape.dims), mesh, sdy_mesh, cut_meshes)
-        except ValueError:  # a sub-axis sharding: left to XLA's propagation
-            continue
-    operand_constraints: dict = {}
-    pin_rows = []
-    for pin, operand in pins:
-        at = pin_operand(pin, operand, eqns)
-        steps = []
-        if at is not None:
-            try:   # through the pin's stop first (Pin.via, the written module's NAME.full.pin), then to the pin
-                steps = [_constraint(s, len(operand.shape.dims), mesh, sdy_mesh, cut_meshes)
-                         for s in pin_steps(pin)]
-            except ValueError:
-                at = None
-        if at is not None:
-            operand_constraints.setdefault(at[0], []).extend((at[1], sh) for sh in steps)
-        pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
-                         "equation": None if at is None else "_".join(map(str, at[0])),
-                         "input": None if at is None else at[1]})
-    carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
-        if pin_operands else 0
-    meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
-    body_constraints: dict = {}
-    for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
-        for i, sh, rank in rows:
-            try:
-                body_constraints.setdefault(path, []).append((i, _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)))
-            except ValueError:
-                continue
-    # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
-    # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
-    carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
-    outputs = {k: v for k, v in pinned.items() if k not in carried}
-    report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
-                      "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
-                      "loop_state_carried": sum(len(v) for v in body_constraints.values()),
-                      "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps,
-                      "output_constraints": len(outputs), "outputs_left_to_xla": len(carried)}
-    constrained = program(closed, out_tree, outputs, operand_constraints, body_constraints)
-    constrained.__name__ = f"{name}_hloshard"
-    t = lap("report", t_report)
-    constraints = []
-    if with_constraints:
-        from ..partition_specs import partition_specs
-
-        # inside the time limit (round 24): not started past the deadline, cut at it ("Time")
-        left = _xla_seconds(deadline)
-        note = None
-        if left < MIN_SOLVE_SECONDS:
-            note = (f"the intermediates XLA's propagation leaves open (constraints) are not listed: the time limit "
-                    f"ended before its XLA run ({max(0.0, left):.1f} s left)")
-        else:
-            try:
-                constraints = partition_specs(module, dmesh, timeout=left)["intermediates"]
-            except HloshardError as exc:
-                note = f"the intermediates XLA's propagation leaves open (constraints) are not listed: {exc}"
-        if note:
+        params = sorted(module.entry.parameters, key=lambda p: p.parameter_number)
+        if len(params) != len(leaves):
+            raise ValueError(f"the lowered function has {len(params)} parameters for {len(leaves)} argument leaves")
+        in_sh = [NamedSharding(mesh, _spec(p.sharding, len(p.shape.dims), sdy_mesh)) for p in params]
+        sharded_args = sum(1 for s in in_sh if not s.is_fully_replicated)
+        # inputs that are not state, left replicated although a mesh axis divides their leading dim (new user 23, #5)
+        report["replicated_inputs"] = replicated_batch_inputs(
+            in_paths, [tuple(p.shape.dims) for p in params], [s.is_fully_replicated for s in in_sh],
+            {q for _j, q, *_rest in state_ties}, dict(zip(mesh.axis_names, (int(n) for n in mesh.devices.shape))))
+        if mesh.devices.size > 1 and in_sh and _replicated_step(report, sharded_args):
+            note = _all_replicated_note(report, state_ties, device, int(mesh.devices.size), sharded_args, len(in_sh),
+                                        scale if device is not None else None)
             report.setdefault("warnings", []).append(note)
-        lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
+            warnings.warn(note, UserWarning, stacklevel=2)
+        root = module.entry.root
+        if root.shape.is_tuple:
+            outs = list(root.sharding.tuple_elements) if root.sharding.is_tuple else [root.sharding] * len(out_leaves)
+            shapes = list(root.shape.tuple_shapes)
+        else:
+            outs, shapes = [root.sharding], [root.shape]
+        if len(outs) != len(out_leaves):
+            raise ValueError(f"the lowered function has {len(outs)} outputs for {len(out_leaves)} result leaves")
+        out_sh = [NamedSharding(mesh, _spec(s, len(shp.dims), sdy_mesh)) for s, shp in zip(outs, shapes)]
+        ties = []
+        for j, q, mode, don, source in state_ties:
+            same = out_sh[j].spec == in_sh[q].spec
+            if same:
+                out_sh[j] = in_sh[q]    # the very object: the output feeds the next step as it is
+            ties.append({"output": out_paths[j], "input": in_paths[q], "mode": mode, "donated": don, "source": source,
+                         "same_sharding": bool(same)})
+        report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                          "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
+                          if memory_guard else 0.0}
+        # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
+        report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
+                                 "peak_limit": held, "pair_limit": pair_limit,
+                                 "pairs_priced": move_stats.get("pairs"),
+                                 "candidates": move_stats.get("candidates"),
+                                 "cost_before": None if unmoved is None else round(float(unmoved.total_cost), 6),
+                                 "peak_before": None if unmoved is None else int(unmoved.evaluation.peak_memory)}
+        report["ties"] = {"tied": len(ties), "mismatches": sum(1 for t in ties if t["mode"] == "tie"
+                                                               and not t["same_sharding"])}
+
+        eqns = equations(closed)
+        cut_meshes: dict = {}   # the meshes of sub-axis constraints (_sub_axis_sharding), shared
+        pinned = {}
+        for key, instr in equation_outputs(module, eqns).items():
+            if instr.sharding is None:
+                continue
+            try:
+                pinned[key] = _constraint(instr.sharding, len(instr.shape.dims), mesh, sdy_mesh, cut_meshes)
+            except ValueError:  # a sub-axis sharding: left to XLA's propagation
+                continue
+        operand_constraints: dict = {}
+        pin_rows = []
+        for pin, operand in pins:
+            at = pin_operand(pin, operand, eqns)
+            steps = []
+            if at is not None:
+                try:   # through the pin's stop first (Pin.via, the written module's NAME.full.pin), then to the pin
+                    steps = [_constraint(s, len(operand.shape.dims), mesh, sdy_mesh, cut_meshes)
+                             for s in pin_steps(pin)]
+                except ValueError:
+                    at = None
+            if at is not None:
+                operand_constraints.setdefault(at[0], []).extend((at[1], sh) for sh in steps)
+            pin_rows.append({"instruction": pin.user.name, "operand": operand.name, "sharding": str(pin.sharding),
+                             "equation": None if at is None else "_".join(map(str, at[0])),
+                             "input": None if at is None else at[1]})
+        carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
+            if pin_operands else 0
+        meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
+        body_constraints: dict = {}
+        for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
+            for i, sh, rank in rows:
+                try:
+                    body_constraints.setdefault(path, []).append((i, _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)))
+                except ValueError:
+                    continue
+        # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
+        # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
+        carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
+        outputs = {k: v for k, v in pinned.items() if k not in carried}
+        report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
+                          "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
+                          "loop_state_carried": sum(len(v) for v in body_constraints.values()),
+                          "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps,
+                          "output_constraints": len(outputs), "outputs_left_to_xla": len(carried)}
+        constrained = program(closed, out_tree, outputs, operand_constraints, body_constraints)
+        constrained.__name__ = f"{name}_hloshard"
+        t = lap("report", t_report)
+        constraints = []
+        if with_constraints:
+            from ..partition_specs import partition_specs
+
+            # inside the time limit (round 24): not started past the deadline, cut at it ("Time")
+            left = _xla_seconds(deadline)
+            note = None
+            if left < MIN_SOLVE_SECONDS:
+                note = (f"the intermediates XLA's propagation leaves open (constraints) are not listed: the time limit "
+                        f"ended before its XLA run ({max(0.0, left):.1f} s left)")
+            else:
+                try:
+                    constraints = partition_specs(module, dmesh, timeout=left, child=late)["intermediates"]
+                except HloshardError as exc:
+                    note = f"the intermediates XLA's propagation leaves open (constraints) are not listed: {exc}"
+            if note:
+                report.setdefault("warnings", []).append(note)
+            lap("constraints", t)   # XLA's propagation from the plan's entry shardings (a child process)
+    finally:   # the constraints' child when it was not used (no time left, an error, Ctrl-C)
+        _stop_child(late)
     end = time.monotonic()
     report["time"]["seconds"] = round(end - started, 3)   # the whole call (noisy: load)
     # wall seconds per phase (noisy: load), and how far past the deadline the call returned (wall-clock mode)
     report["time"]["phases"] = {k: round(v, 3) for k, v in phases.items()}
+    report["time"]["phases_cpu"] = {k: round(v, 3) for k, v in phases_cpu.items()}
     report["time"]["past_deadline"] = None if deadline is None else round(max(0.0, end - deadline), 3)
     # re-solves on a work budget past the clock under a memory budget (autoshard.solve._fit_buffers' rescues)
     report["time"]["rescues"] = list(getattr(result.graph, "rescues", None) or [])

@@ -237,13 +237,14 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     return entry
 
 
-def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0) -> dict | None:
+def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0, pending=None) -> dict | None:
     """The second baseline of a plan for a ``module`` nothing of which the user sharded: the peak of the
     data-parallel plan (:func:`data_parallel_entry`: the batch split over every device, state replicated)
     with the intermediates left to XLA, priced as :func:`baseline_peak` prices a baseline (GSPMD propagation
     from those entry shardings in a child process, the evaluation completing what XLA simplified away);
     :func:`baseline_peak`'s dict with ``"plan"`` :data:`DATA_PARALLEL_BASELINE`.  None when no argument
-    splits so.  ``timeout``: seconds for XLA's child (:func:`baseline_peak`'s).
+    splits so.  ``timeout``: seconds for XLA's child (:func:`baseline_peak`'s); ``pending``: its propagation
+    started before (:func:`start_baselines`), read within ``timeout``.
 
     Why (issue 24, round 24): with nothing sharded the guard's other baseline is the plan's own entry
     shardings with XLA's intermediates (``"gspmd_from_plan"``), which bounds the intermediates only: a plan
@@ -258,7 +259,8 @@ def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0) ->
     entry = data_parallel_entry(module, dmesh)
     if entry is None:
         return None
-    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}))
+    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}),
+                         **({} if pending is None else {"pending": pending}))
     base["plan"] = DATA_PARALLEL_BASELINE
     return base
 
@@ -330,14 +332,14 @@ def fsdp_entry(module, dmesh) -> dict | None:
     return entry
 
 
-def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0) -> dict | None:
+def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0, pending=None) -> dict | None:
     """The third baseline of a plan for a ``module`` nothing of which the user sharded: the peak of the fully
     sharded data-parallel plan (:func:`fsdp_entry`: the batch split over every device as data parallelism splits
     it, each state parameter split along its largest divisible dim (:func:`fsdp_dim`) over every device too) with the
     intermediates left to XLA, priced as :func:`baseline_peak` prices a baseline (GSPMD propagation from those
     entry shardings in a child process, the evaluation completing what XLA simplified away);
     :func:`baseline_peak`'s dict with ``"plan"`` :data:`FSDP_BASELINE`.  None when :func:`fsdp_entry` is.
-    ``timeout``: seconds for XLA's child.
+    ``timeout``: seconds for XLA's child; ``pending``: its propagation started before (:func:`start_baselines`).
 
     Why (issue 24, round 26): data parallelism keeps every device's copy of the state whole, so its peak is no
     bar for a step whose state outweighs its activations; the expert a user would otherwise follow shards the
@@ -349,9 +351,65 @@ def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0) -> dict | N
     entry = fsdp_entry(module, dmesh)
     if entry is None:
         return None
-    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}))
+    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}),
+                         **({} if pending is None else {"pending": pending}))
     base["plan"] = FSDP_BASELINE
     return base
+
+
+#: the baselines whose entry is known when :func:`hloshard.jax.auto_shard` has traced the step, before any solve
+#: (:func:`start_baselines`): key -> its entry maker; ``"user"`` is the user's shardings (:func:`baseline_peak`
+#: with ``entry`` None)
+ENTRY_BASELINES = (("data_parallel", data_parallel_entry), ("fsdp", fsdp_entry))
+
+
+def start_baselines(module, dmesh, fsdp: bool = True, child=None, others: bool = True) -> dict:
+    """XLA's propagations of the guard's baselines whose entry shardings are known before the first solve, each
+    started now in a child process (:func:`start_entry_propagation`) and read by :func:`_guard` (its ``pending``):
+    key -> :class:`hloshard.partition_specs.PendingPropagation`.  With the user's shardings (:func:`user_sharded`)
+    ``{"user": ...}`` (their propagation, the guard's only baseline then; in ``child`` when given, one started
+    before, :func:`hloshard.xla_check.start_jax_child`); without, and with ``others``, ``"data_parallel"``
+    (:func:`data_parallel_entry`) and, with ``fsdp``, ``"fsdp"`` (:func:`fsdp_entry`), each where its entry exists,
+    in a child of its own (``child`` is then left to the plan's own baseline, known only after the first solve).
+    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in deterministic mode only: in
+    wall-clock mode a child's CPU is taken from the build's and the first solve's seconds on a 2-core machine --
+    round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s instead of 2.0 s beside one, its first
+    solve had 0.36 s of solver instead of 1.69 s -- while the guard reaches those baselines only when a re-solve's
+    time is left.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
+    solve, 33.1 s of keras-hub's 4-layer Gemma's 55.0 s (deterministic, ``time_limit=10``, load 6-9) while this
+    process spent 19.7 CPU-s in all; started here their jax start and XLA run go beside the cost-graph build and
+    the first solve.  ``module`` is left as it was.  Raises nothing: a child that cannot be started is left out
+    (the guard then runs that propagation itself)."""
+    started: dict = {}
+    try:
+        if user_sharded(module):
+            got = start_entry_propagation(module, dmesh, child=child)
+            if got is not None:
+                started["user"] = got
+            return started
+        for key, make in ENTRY_BASELINES if others else ():
+            if key == "fsdp" and not fsdp:
+                continue
+            entry = make(module, dmesh)
+            if entry is not None:
+                got = start_entry_propagation(module, dmesh, entry=entry)
+                if got is not None:
+                    started[key] = got
+    except OSError:   # no child: the guard runs what is missing itself
+        pass
+    except BaseException:
+        cancel_baselines(started)
+        raise
+    return started
+
+
+def cancel_baselines(pending) -> None:
+    """End every propagation :func:`start_baselines` started (a dict of them, one, or None) that is still running."""
+    if pending is None:
+        return
+    for got in (pending.values() if isinstance(pending, dict) else [pending]):
+        if got is not None:
+            got.cancel()
 
 
 def choose_baseline(bases: list) -> dict:
@@ -687,6 +745,33 @@ def _kept(result, guard: dict, unwritten, write):
     return result, guard
 
 
+def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict, complete=None) -> tuple:
+    """``(others, notes)`` of :func:`_guard`: the data-parallel and (with ``fsdp``) FSDP baselines priced
+    (:func:`data_parallel_baseline`, :func:`fsdp_baseline`: ``[(key, baseline dict)]`` of those that apply), each
+    reading its propagation from ``early`` where :func:`start_baselines` started it, then ``complete`` (hloshard's
+    own completion of the FSDP entry, :mod:`hloshard.jax.completion`; ``complete(module, dmesh, timeout=None)``)
+    when given; ``notes``: key -> why one could not be priced.  Wall-clock mode (``deadline``): only while a re-solve's time (``need`` seconds) is left, its XLA
+    run (or the read of the one started early) cut there."""
+    from ..errors import HloshardError, SolveFailed
+
+    others, notes = [], {}
+    for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()) \
+            + ((("fsdp_completion", complete),) if complete is not None else ()):
+        if _time_left(deadline) <= need:
+            break
+        kw = {} if deadline is None else {"timeout": _time_left(deadline) - need}
+        if early.get(key) is not None:   # (the completion is never started early)
+            kw["pending"] = early[key]
+        try:
+            got = price(module, dmesh, **kw)
+        except (HloshardError, SolveFailed) as exc:
+            notes[key] = f"the {key.replace('_', '-')} baseline could not be priced ({exc})"
+            continue
+        if got is not None:
+            others.append((key, got))
+    return others, notes
+
+
 def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
            deadline: float | None = None, known_plans=(), child=None, propagate=None, write: str | None = None,
            pending=None, fsdp: bool = True):
@@ -773,6 +858,16 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # beside that reserve left, none is started (its solver would get the minimum whatever its share)
     reserve = 0.0 if deadline is None else float(getattr(result.graph, "reprice_seconds", 0.0) or 0.0)
     need = MIN_SOLVE_SECONDS + reserve
+    # the propagations started before the first solve (start_baselines: key -> PendingPropagation; one alone is
+    # the user's, as round 26 passed it)
+    early = dict(pending) if isinstance(pending, dict) else {} if pending is None else {"user": pending}
+    prices_others = not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None
+    # hloshard's own completion of the FSDP entry (jax/completion.py, round 27): a plan of this graph, so also
+    # a fallback that keeps the limit it sets; priced also for the plan a budgeted call finds without its budget
+    # (``fsdp`` False), so that a budget that does not bind leaves the plan a call without it writes
+    complete = lambda m, d, timeout=None: completion_baseline(  # noqa: E731
+        result, m, d, keep, fsdp_entry(m, d), completion_seconds(time_limit, timeout), seed, deterministic)
+    others, notes, own = [], {}, None
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
         # intermediates (auto_shard's docstring, "Memory guard": why not the replicated plan)
@@ -786,42 +881,46 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             # after the run: the baseline priced and the plan's written module priced, each about a re-pricing
             # (the graph's reserve); new user 23's Swin at time_limit=60, load 17: run and pricing 31.6 s, 23.3 s late
             if _time_left(deadline) < later_phase_seconds(reserve):
-                what = "its XLA run could start" if pending is None or not user_sharded(module) else \
+                what = "its XLA run could start" if early.get("user") is None or not user_sharded(module) else \
                     "the baseline could be read"
                 raise SolveFailed(f"the time limit ended before {what} "
                                   f"({max(0.0, _time_left(deadline)):.1f} s left, {LATER_PHASE_PRICINGS * reserve:.1f} s "
                                   f"of them kept for pricing the baseline and the plan)")
             warm["timeout"] = _time_left(deadline) - LATER_PHASE_PRICINGS * reserve
         t_base = time.monotonic()
-        if pending is not None and user_sharded(module):   # started beside the first solve: read here
-            warm["pending"] = pending
-        base = baseline_peak(module, dmesh, **warm) if user_sharded(module) else \
-            baseline_peak(module, dmesh, entry=plan_entry(result, module), fill=plan_shardings(result, module),
-                          **warm)
+        sharded = user_sharded(module)
+        if sharded:
+            if early.get("user") is not None:   # started beside the first solve: read here
+                warm["pending"] = early["user"]
+            base = baseline_peak(module, dmesh, **warm)
+        else:
+            entry = plan_entry(result, module)
+            if prices_others and any(early.get(k) is not None for k, _ in ENTRY_BASELINES):
+                # the others' propagations were started before the first solve (start_baselines): the plan's own
+                # starts now (in the child started for it) and runs while theirs are read and priced here
+                try:
+                    own = start_entry_propagation(module, dmesh, entry=entry, child=warm.get("child"))
+                except OSError:
+                    own = None
+                if own is not None:
+                    warm.pop("child", None)
+                    warm["pending"] = own
+                others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early, complete)
+                if deadline is not None:   # what the deadline leaves now, as above
+                    warm["timeout"] = max(0.0, _time_left(deadline) - LATER_PHASE_PRICINGS * reserve)
+            base = baseline_peak(module, dmesh, entry=entry, fill=plan_shardings(result, module), **warm)
     except (HloshardError, SolveFailed) as exc:
+        cancel_baselines(own)
         return result, {"baseline": None, "applied": False,
                         "note": f"memory guard off: the baseline could not be priced ({exc})"}
+    except BaseException:   # Ctrl-C (auto_shard raises KeyboardInterrupt): no XLA child left running
+        cancel_baselines(own)
+        raise
     # nothing sharded and no budget: the plan also owes the memory of data parallelism (data_parallel_baseline;
     # a user's budget states what memory is owed, as the Pareto step reads it); wall-clock mode: only while a
     # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
-    others, notes = [], {}
-    if not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None:
-        # hloshard's own completion of the FSDP entry (jax/completion.py, round 27): a plan of this graph, so also
-        # a fallback that keeps the limit it sets; priced also for the plan a budgeted call finds without its budget
-        # (``fsdp`` False), so that a budget that does not bind leaves the plan a call without it writes
-        complete = lambda m, d, timeout=None: completion_baseline(  # noqa: E731
-            result, m, d, keep, fsdp_entry(m, d), completion_seconds(time_limit, timeout), seed, deterministic)
-        for key, price in (("data_parallel", data_parallel_baseline),) + (
-                (("fsdp", fsdp_baseline),) if fsdp else ()) + (("fsdp_completion", complete),):
-            if _time_left(deadline) <= need:
-                break
-            try:
-                got = price(module, dmesh, **({} if deadline is None else {"timeout": _time_left(deadline) - need}))
-            except (HloshardError, SolveFailed) as exc:
-                notes[key] = f"the {key.replace('_', '-')} baseline could not be priced ({exc})"
-                continue
-            if got is not None:
-                others.append((key, got))
+    if prices_others and own is None and not others and not notes:
+        others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early, complete)
     plan_base = base
     base = choose_baseline([base] + [b for _, b in others])
     known_plans = list(known_plans) + [b["known"] for _, b in others if b.get("known") is not None]
@@ -835,8 +934,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             guard[f"baseline_{key}_peak_bytes"] = b["peak_bytes"]
     for key, note in notes.items():
         guard[f"{key}_note"] = note
-    if pending is not None and user_sharded(module):   # its XLA run started beside the first solve (api.py)
+    if early.get("user") is not None and sharded:   # its XLA run started beside the first solve (api.py)
         guard["baseline_started_early"] = True
+    # the others' XLA runs started before the first solve (start_baselines) and read here
+    read_early = [k for k, _ in ENTRY_BASELINES if early.get(k) is not None and any(k == o for o, _ in others)]
+    if read_early:
+        guard["baselines_started_early"] = read_early
     if deadline is not None:
         # the baseline's XLA run and its pricing are inside the time limit since round 24 (auto_shard's docstring,
         # "Time"): the deadline does not move; guard["xla_seconds"] says what they took
