@@ -42,10 +42,11 @@ import math
 import warnings
 from typing import Any, Callable
 
+from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, guard_plan, moves_seconds,
-                    start_baselines, user_sharded)
+                    start_baselines)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -614,7 +615,6 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
     from ..hlo import parse_module
-    from ..hlo.inline import inline_calls
     from ..load import SourceInfo
     from ..mesh import DeviceMesh, refine_for_module
     from ..peak import peak_tensors_of

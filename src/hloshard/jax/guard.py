@@ -7,6 +7,7 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 
 from __future__ import annotations
 
+from ..errors import HloshardError, SolveFailed
 from .completion import COMPLETION_BASELINE, completion_baseline, completion_seconds
 
 
@@ -752,7 +753,6 @@ def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: di
     own completion of the FSDP entry, :mod:`hloshard.jax.completion`; ``complete(module, dmesh, timeout=None)``)
     when given; ``notes``: key -> why one could not be priced.  Wall-clock mode (``deadline``): only while a re-solve's time (``need`` seconds) is left, its XLA
     run (or the read of the one started early) cut there."""
-    from ..errors import HloshardError, SolveFailed
 
     others, notes = [], {}
     for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()) \
@@ -847,7 +847,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
-    from ..errors import HloshardError, SolveFailed
     from ..units import format_bytes
 
     device = getattr(dmesh, "memory_device", None)
