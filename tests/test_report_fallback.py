@@ -22,18 +22,7 @@ from hloshard.mesh import DeviceMesh
 from hloshard.summary import render_summary, status_in_words
 from hloshard.xla_compare import predicted_collective_bytes
 from tests.conftest import SAMPLES
-
-#: a reshape merging 2x2x2 into 8: ``--mesh 2x4`` is refined to 2x2x2 for it, and its coarse mesh is 2x4 itself
-TINY_RESHAPE = """HloModule tiny_reshape, entry_computation_layout={(f32[2,2,2,64]{3,2,1,0}, f32[64,32]{1,0})->f32[8,32]{1,0}}
-
-ENTRY main {
-  p0 = f32[2,2,2,64]{3,2,1,0} parameter(0)
-  p1 = f32[64,32]{1,0} parameter(1)
-  r = f32[8,64]{1,0} reshape(p0)
-  e = f32[8,64]{1,0} exponential(r)
-  ROOT d = f32[8,32]{1,0} dot(e, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-"""
+from tests.test_coarse_to_fine import TINY_RESHAPE   # 2x2x2 merged into 8: --mesh 2x4 refined, its coarse mesh 2x4
 
 
 def _fallback(monkeypatch, module, mesh_text: str):
