@@ -13,6 +13,7 @@ from hloshard.cost.flops import attention_flops, matmul_flops
 from hloshard.cost.roofline import hbm_bytes, roofline
 from hloshard.devices import get_profile
 from hloshard.hlo import parse_module
+from hloshard.timing import axis_link_name
 
 PER_DEVICE = """HloModule pd, num_partitions=8
 
@@ -242,3 +243,15 @@ def test_cost_xla_flops_and_bytes_beside_xla_cpu(sample):
     assert c["xla_cost_error"] is None
     assert c["flops_per_device"] == pytest.approx(c["xla_flops_per_device"], rel=0.05)
     assert 0.6 < c["hbm_bytes_per_device"] / c["xla_bytes_accessed_per_device"] < 1.25
+
+
+def test_an_axis_spanning_nodes_is_named_by_both_its_links():
+    """`--mesh 16` on 8-GPU nodes: one axis whose groups hold 8 devices of each of 2 nodes is named by both link
+    levels it is priced by (round 27); 4x4's outer axis holds 2 of each of 2 nodes; an axis marked `dcn` whose
+    members are each on a node of their own, and an inner axis, keep one name."""
+    h100 = get_profile("h100-sxm")
+    assert axis_link_name(h100, (16,), 0, "dcn") == "NVLink x8 inside a node, InfiniBand across 2 nodes"
+    assert axis_link_name(h100, (4, 4), 0, "dcn") == "NVLink x2 inside a node, InfiniBand across 2 nodes"
+    assert axis_link_name(h100, (4, 4), 1, "ici") == "NVLink"
+    assert axis_link_name(h100, (2, 8), 0, "dcn") == "InfiniBand"
+    assert axis_link_name(get_profile("tpu-v5e"), (2, 4), 1, "ici") == "ICI"

@@ -32,6 +32,7 @@ from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from .cost.memory import bytes_per_device
 from .cost.roofline import RooflineRow, instruction_peak, roofline, take_bytes
 from .cost.steptime import step_time
+from .devices import node_spans
 from .cost.tpu_fusion import dot_dot_reader, fusion_rule
 from .cost.tpu_layout import padded_bytes_per_device
 from .hlo.partitioned import is_per_device_program
@@ -213,6 +214,18 @@ def body_once(roof) -> tuple[float, float]:
     return flops, hbm + roof.collective_bytes_once + roof.relayout_bytes_once
 
 
+def axis_link_name(profile, shape, axis: int, link: str) -> str:
+    """How the summary names mesh axis ``axis`` of the user's mesh ``shape``'s link ``link`` (``'ici'`` /
+    ``'dcn'``): the device's name for it (:meth:`hloshard.devices.DeviceProfile.link_name`: ``InfiniBand``), or,
+    for an axis whose groups straddle nodes (:func:`hloshard.devices.node_spans`: ``--mesh 16`` on 8-GPU nodes,
+    priced by its link levels), both levels: ``NVLink x8 inside a node, InfiniBand across 2 nodes``."""
+    span = node_spans(shape, axis, profile.devices_per_node) if link == "dcn" and axis < len(shape) else None
+    if span is None:
+        return profile.link_name(link)
+    nodes, per_node = span
+    return f"{profile.link_name('ici')} x{per_node} inside a node, {profile.link_name('dcn')} across {nodes} nodes"
+
+
 def plan_timing(result, module, scale) -> dict:
     """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
     re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
@@ -228,6 +241,7 @@ def plan_timing(result, module, scale) -> dict:
         mf *= devices
     st = step_time(scale, ev.compute, ev.communication, ev.resharding, mf, devices, COMPUTE_COST_PER_FLOP,
                    roofline=roof)
+    user_shape = tuple(int(n) for n in (getattr(graph.mesh, "user_shape", None) or graph.mesh.shape))
     names = next((list(n) for n in (getattr(graph.mesh, "user_names", None), getattr(graph.mesh, "axis_names", None))
                   if n and len(n) == len(scale.links)), [f"axis{i}" for i in range(len(scale.links))])
     breakdown = {"compute_s": st.compute_s, "compute_bound_s": roof.compute_bound_s,
@@ -246,7 +260,8 @@ def plan_timing(result, module, scale) -> dict:
                       "hbm_bandwidth": profile.hbm_bandwidth, "devices": devices, "model_flops": mf,
                       "per_device_program": per_device,
                       "axis_links": dict(zip(map(str, names), scale.links)),
-                      "axis_link_names": {str(a): profile.link_name(c) for a, c in zip(names, scale.links)},
+                      "axis_link_names": {str(a): axis_link_name(profile, user_shape, i, c)
+                                          for i, (a, c) in enumerate(zip(names, scale.links))},
                       "overlap_model": "estimated_step_time_s: no overlap (compute + communication + "
                                        "resharding); overlapped_step_time_s: every collective hidden",
                       "breakdown_s": breakdown},
