@@ -383,11 +383,7 @@ def test_auto_shard_memory_guard_without_user_shardings():
     g = plain["guard"]
     # the baseline is priced from the plan's own entry shardings (it splits the weights: not replicated)
     assert any("devices=" in s for s in plain["params"].values()), plain["params"]
-    # (round 27: the lowest of the baselines may be hloshard's completion of the FSDP entry, a plan of the graph;
-    # the plan's own entry is priced all the same)
-    assert g["baseline"] in ("gspmd_from_plan", "fsdp_completion") and g["baseline_plan_peak_bytes"] > 0, g
-    assert g["baseline_peak_bytes"] == min(v for k, v in g.items() if k.startswith("baseline_")
-                                           and k.endswith("_peak_bytes") and k != "baseline_peak_bytes"), g
+    assert g["baseline"] == "gspmd_from_plan" and g["baseline_peak_bytes"] > 0, g
     # a train step (the weights tied, outweighing the batch): the data-parallel and FSDP baselines priced too
     # (round 26), and higher here, so the plan's own is the limit (guard.choose_baseline: the lowest)
     assert plain["entries"] == 3 and g["baseline_data_parallel_peak_bytes"] > g["baseline_plan_peak_bytes"], g
@@ -401,9 +397,7 @@ def test_auto_shard_memory_guard_without_user_shardings():
         f = out[label]
         assert f["entry"], f
         gf = f["guard"]
-        # (the XLA baselines forced; hloshard's completion of the FSDP entry, round 27, is not XLA's: the lower)
-        want = min(f["forced"], gf.get("baseline_fsdp_completion_peak_bytes", f["forced"]))
-        assert gf["baseline_peak_bytes"] == want and gf["plan_peak_bytes"] > gf["limit_bytes"], gf
+        assert gf["baseline_peak_bytes"] == f["forced"] and gf["plan_peak_bytes"] > gf["limit_bytes"], gf
         if gf["applied"]:   # re-solved within the limit (the written module's pins may add a little)
             assert f["peak"] < gf["plan_peak_bytes"], f
         else:
@@ -415,9 +409,7 @@ def test_auto_shard_memory_guard_without_user_shardings():
     from hloshard.cost.memory import xla_lower_bound
 
     p = g["pareto"]
-    # (no solve when the guard's plan is already at the floor's limit: round 27, re-solved within hloshard's
-    # completion of the FSDP entry, 4.55 MB against a 4.03 MB floor)
-    assert p["floor_bytes"] > 0 and (p["tried"] or "no room" in (p["note"] or "")), p
+    assert p["tried"] and p["floor_bytes"] > 0, p
     if p["applied"]:
         taken = [t for t in p["tried"] if t.get("taken")]
         assert taken and g["plan_peak_bytes_after_pareto"] == taken[-1]["peak_bytes"], g

@@ -128,9 +128,6 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
         raise SolveFailed("no feasible solution (test)")
 
     monkeypatch.setattr(autoshard, "solve_module", refuse)
-    # the known plans' fallback against this baseline alone: hloshard's completion of the FSDP entry (round 27, a
-    # plan of the graph peaking below the data-parallel one here) is tests/test_jax_completion.py's
-    monkeypatch.setattr("hloshard.jax.guard.completion_baseline", lambda *a, **k: None)
     # the fallback step alone: the guard's last rule (cheapest_found over every plan the call knows) is
     # checked below, where it may take a cheaper plan than the fallback's within the same limit
     real_cheapest = guard.cheapest_found
@@ -410,7 +407,6 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
                                                                   "collective_cost": 0.0})
     monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
-    monkeypatch.setattr("hloshard.jax.guard.completion_baseline", lambda *a, **k: None)   # (as above)
     # the fallback step alone (the guard's last rule, cheapest_found, is test_guard_falls_back_to_a_known_plan's)
     monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)
     first.evaluation = dataclasses.replace(first.evaluation, peak_memory=limit + 10)

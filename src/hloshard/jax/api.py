@@ -489,12 +489,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
       left to XLA
       (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
       child), and the fully sharded data-parallel plan: the same batch, each state argument split along its
-      largest dim over every device (:func:`hloshard.jax.guard.fsdp_baseline`, ``"gspmd_from_fsdp"``; one more),
-      and hloshard's own completion of that FSDP entry (round 27, :mod:`hloshard.jax.completion`,
-      ``"fsdp_completion"``: the entry pinned on the first solve's graph, the intermediates chosen by the solver,
-      lowest peak first, then cost; priced by its written module, and a plan the guard can return; tunix's
-      Llama 3: 8.11 / 15.56 -> 11.25 / 11.16 MB moved / peak by XLA, held-out mistral_small 6.96 / 15.18 -> 8.24 /
-      11.78); the lowest of the baselines is the limit, :func:`hloshard.jax.guard.choose_baseline`).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
+      largest dim over every device (:func:`hloshard.jax.guard.fsdp_baseline`, ``"gspmd_from_fsdp"``; one more;
+      the lowest of the baselines is the limit, :func:`hloshard.jax.guard.choose_baseline`).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
       measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights
       but one replicated, 40.20 MB by XLA against the expert's 9.98; round 24: 17.01 MB, the baseline
       24.6 MB predicted).  Both
@@ -538,10 +534,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
     limit, as the baseline's).
     ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "fsdp_completion"
-    | "replicated",
-    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" /
-    "baseline_fsdp_completion_peak_bytes" (nothing
+    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "replicated",
+    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" (nothing
     sharded: the baselines' predicted peaks; the lowest is the baseline), "baseline_started_early" (the user's
     shardings: XLA's propagation of them ran beside the first solve), "baselines_started_early" (nothing sharded:
     the data-parallel / FSDP baselines whose propagations started once the step was traced and were read; the

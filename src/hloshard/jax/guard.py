@@ -8,7 +8,6 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 from __future__ import annotations
 
 from ..errors import HloshardError, SolveFailed
-from .completion import COMPLETION_BASELINE, completion_baseline, completion_seconds
 
 
 def user_sharded(module) -> bool:
@@ -415,16 +414,10 @@ def cancel_baselines(pending) -> None:
 
 def choose_baseline(bases: list) -> dict:
     """The guard's baseline of those priced (:func:`baseline_peak` dicts: the user's or the plan's own entry
-    first, then :func:`data_parallel_baseline`'s, :func:`fsdp_baseline`'s and
-    :func:`hloshard.jax.completion.completion_baseline`'s where they apply): the one that peaks lowest
-    (predicted), the first of equals.  The one rule for "which baseline": the limit is the lowest peak among the
-    baselines the guard can vouch for, i.e. each a plan that exists and that the guard can name: ``jax.jit`` of
-    an entry with XLA's intermediates (the same entry, jax's data-parallel and fully sharded recipes: the plans
-    the user gets without a search) or a plan of the guard's own cost graph (hloshard's completion of the FSDP
-    entry, round 27: the guard can return it, so its peak is one the guard keeps by construction).  A baseline
-    that could not be priced (an XLA run cut at the deadline, an entry the graph cannot express) is not in the
-    list.  A plan hloshard searched for must peak no higher than any of them (within the memory model's
-    measured error, :func:`_guard`).  Raises ValueError for an empty list."""
+    first, then :func:`data_parallel_baseline`'s and :func:`fsdp_baseline`'s where they apply): the one that
+    peaks lowest (predicted), the first of equals.  The one rule for "which baseline": each is a plan the user
+    gets without a search (``jax.jit`` of the same entry, jax's data-parallel and fully sharded recipes), so a
+    plan hloshard searched for must peak no higher than any of them.  Raises ValueError for an empty list."""
     if not bases:
         raise ValueError("no baseline priced")
     return min(bases, key=lambda b: int(b["peak_bytes"]))
@@ -746,21 +739,19 @@ def _kept(result, guard: dict, unwritten, write):
     return result, guard
 
 
-def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict, complete=None) -> tuple:
+def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict) -> tuple:
     """``(others, notes)`` of :func:`_guard`: the data-parallel and (with ``fsdp``) FSDP baselines priced
     (:func:`data_parallel_baseline`, :func:`fsdp_baseline`: ``[(key, baseline dict)]`` of those that apply), each
-    reading its propagation from ``early`` where :func:`start_baselines` started it, then ``complete`` (hloshard's
-    own completion of the FSDP entry, :mod:`hloshard.jax.completion`; ``complete(module, dmesh, timeout=None)``)
-    when given; ``notes``: key -> why one could not be priced.  Wall-clock mode (``deadline``): only while a re-solve's time (``need`` seconds) is left, its XLA
+    reading its propagation from ``early`` where :func:`start_baselines` started it; ``notes``: key -> why one could
+    not be priced.  Wall-clock mode (``deadline``): only while a re-solve's time (``need`` seconds) is left, its XLA
     run (or the read of the one started early) cut there."""
 
     others, notes = [], {}
-    for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()) \
-            + ((("fsdp_completion", complete),) if complete is not None else ()):
+    for key, price in (("data_parallel", data_parallel_baseline),) + ((("fsdp", fsdp_baseline),) if fsdp else ()):
         if _time_left(deadline) <= need:
             break
         kw = {} if deadline is None else {"timeout": _time_left(deadline) - need}
-        if early.get(key) is not None:   # (the completion is never started early)
+        if early.get(key) is not None:
             kw["pending"] = early[key]
         try:
             got = price(module, dmesh, **kw)
@@ -861,11 +852,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # the user's, as round 26 passed it)
     early = dict(pending) if isinstance(pending, dict) else {} if pending is None else {"user": pending}
     prices_others = not user_sharded(module) and getattr(result.graph, "memory_budget", None) is None
-    # hloshard's own completion of the FSDP entry (jax/completion.py, round 27): a plan of this graph, so also
-    # a fallback that keeps the limit it sets; priced also for the plan a budgeted call finds without its budget
-    # (``fsdp`` False), so that a budget that does not bind leaves the plan a call without it writes
-    complete = lambda m, d, timeout=None: completion_baseline(  # noqa: E731
-        result, m, d, keep, fsdp_entry(m, d), completion_seconds(time_limit, timeout), seed, deterministic)
     others, notes, own = [], {}, None
     try:
         # the user's shardings when there are any; else the plan's own entry shardings with XLA's
@@ -904,7 +890,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 if own is not None:
                     warm.pop("child", None)
                     warm["pending"] = own
-                others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early, complete)
+                others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early)
                 if deadline is not None:   # what the deadline leaves now, as above
                     warm["timeout"] = max(0.0, _time_left(deadline) - LATER_PHASE_PRICINGS * reserve)
             base = baseline_peak(module, dmesh, entry=entry, fill=plan_shardings(result, module), **warm)
@@ -919,10 +905,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # a user's budget states what memory is owed, as the Pareto step reads it); wall-clock mode: only while a
     # re-solve's time is left, its XLA run cut there; one that fails leaves the plan's own baseline
     if prices_others and own is None and not others and not notes:
-        others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early, complete)
+        others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early)
     plan_base = base
     base = choose_baseline([base] + [b for _, b in others])
-    known_plans = list(known_plans) + [b["known"] for _, b in others if b.get("known") is not None]
     limit = base["peak_bytes"]
     guard = {"baseline": base["plan"], "baseline_all_replicated": bool(base.get("all_replicated")),
              "baseline_peak_bytes": limit, "limit_bytes": limit,
@@ -958,7 +943,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # (also against the FSDP baseline, round 26: without the allowance there, tunix's Llama 3 at time_limit=10 was
     # re-solved from 6.93 / 15.16 MB by XLA into 7.44 / 11.70, but held-out mistral_small moved 8.6% more bytes for
     # a 19% lower peak: taken back)
-    if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE, COMPLETION_BASELINE) and not base.get("all_replicated") and \
+    if base["plan"] in ("gspmd_from_plan", DATA_PARALLEL_BASELINE, FSDP_BASELINE) and not base.get("all_replicated") and \
             xla_lower_bound(judged, device) <= limit:
         # the baseline is the plan's own parameters with XLA's intermediates: re-solve only when the plan
         # peaks above it even read at the model's measured worst over-estimate (auto_shard's docstring)
@@ -975,12 +960,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # the peak of the plan nearest the limit a failed re-solve found: held, the last step).
     # One time budget for all of them (RESOLVE_SHARES of time_limit), each started from the plan before it
     guarded, tried, reason = None, [], None
-    # a baseline that is a plan of this graph (hloshard's completion, jax/completion.py): the first re-solve asks for
-    # that plan's own peak on the graph (the limit is its written module's, the figure a plan is judged by; the
-    # graph's, with every resharding edge's buffers, is higher: tunix llama3_small 13.43 vs 11.31 MB, round 27) and
-    # starts from it, so a plan within the limit is known to the search (solve.held)
-    lo, hi = max(limit, int(base.get("graph_peak_bytes", limit))), plan_peak
-    hint = list(base["known"].choice) if base.get("known") is not None else list(result.choice)
+    lo, hi = limit, plan_peak
+    hint = list(result.choice)
     # the plan nearest its limit that a failed re-solve found, ``(choice, evaluation)``, while it is below the
     # unguarded plan's peak: a later step whose limit holds it starts from it and returns it when its own search
     # finds nothing within (_held)
@@ -1090,7 +1071,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
              f"({format_bytes(int(nearest[1].peak_memory))})" if nearest is not None
              and tried[-1] == band_limit(int(nearest[1].peak_memory), plan_peak, device)
              else "halfway to the unguarded peak")
-    within = "within it" if tried[-1] == max(limit, int(base.get("graph_peak_bytes", limit))) else (
+    within = "within it" if tried[-1] == limit else (
         f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
