@@ -237,6 +237,17 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     return entry
 
 
+def _entry_baseline(module, dmesh, entry, plan: str, child, timeout: float, pending) -> dict | None:
+    """:func:`baseline_peak` of the entry shardings ``entry`` (None: None) named ``plan``: the one body of
+    :func:`data_parallel_baseline` and :func:`fsdp_baseline`."""
+    if entry is None:
+        return None
+    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}),
+                         **({} if pending is None else {"pending": pending}))
+    base["plan"] = plan
+    return base
+
+
 def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0, pending=None) -> dict | None:
     """The second baseline of a plan for a ``module`` nothing of which the user sharded: the peak of the
     data-parallel plan (:func:`data_parallel_entry`: the batch split over every device, state replicated)
@@ -256,13 +267,7 @@ def data_parallel_baseline(module, dmesh, child=None, timeout: float = 600.0, pe
     solve under a ``memory_budget`` (:func:`_guard` reads ``result.graph.memory_budget``): the budget states
     the memory the user is owed (the Pareto step's rule, :func:`hloshard.autoshard.solve.pareto_step`).
     Raises as :func:`baseline_peak`."""
-    entry = data_parallel_entry(module, dmesh)
-    if entry is None:
-        return None
-    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}),
-                         **({} if pending is None else {"pending": pending}))
-    base["plan"] = DATA_PARALLEL_BASELINE
-    return base
+    return _entry_baseline(module, dmesh, data_parallel_entry(module, dmesh), DATA_PARALLEL_BASELINE, child, timeout, pending)
 
 
 #: :func:`fsdp_baseline`'s ``"plan"``
@@ -348,13 +353,7 @@ def fsdp_baseline(module, dmesh, child=None, timeout: float = 600.0, pending=Non
     allowed it, round 25).  FSDP is jax's and PyTorch's second recipe after data parallelism: the plan a user
     gets without a search by splitting every array over every device.  :func:`_guard` takes the lowest of the
     baselines it prices (the one rule, :func:`choose_baseline`).  Raises as :func:`baseline_peak`."""
-    entry = fsdp_entry(module, dmesh)
-    if entry is None:
-        return None
-    base = baseline_peak(module, dmesh, timeout=timeout, entry=entry, **({} if child is None else {"child": child}),
-                         **({} if pending is None else {"pending": pending}))
-    base["plan"] = FSDP_BASELINE
-    return base
+    return _entry_baseline(module, dmesh, fsdp_entry(module, dmesh), FSDP_BASELINE, child, timeout, pending)
 
 
 #: the baselines whose entry is known when :func:`hloshard.jax.auto_shard` has traced the step, before any solve
