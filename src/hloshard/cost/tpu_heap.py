@@ -642,9 +642,10 @@ def schedule_depths(module, collectives: Mapping[str, int]) -> dict[int, float]:
     it (``collectives``: instruction name -> how many: its strategy's own -- a dot's or reduce's partial
     sums -- and the reshardings of its operands, pins included).
 
-    XLA's latency-hiding scheduler lists the program bottom-up and, among the instructions ready, takes
-    the one of greatest depth first (``kGraphDepth`` in ``DefaultSchedulerCore::ScheduleCandidate``;
-    depths from the latency estimator): the deeper an instruction, the later it runs.  Read in libtpu's
+    XLA's latency-hiding scheduler lists the program bottom-up and, among the instructions ready, prefers
+    the deeper (its graph nodes' depths: the longest latency path from the top, from the latency
+    estimator; ``DefaultSchedulerCore::ScheduleCandidate``'s depth rules): the deeper an instruction, the
+    later it runs.  Read in libtpu's
     final programs (round 28): ``transformer_train_step``'s solve plan writes its weight updates (steps
     1150-1191 of 1293) before its bias and layer-norm updates (1261-1291), which wait for the layer-norm
     gradients of the first layer -- the gradient of its input, behind the collective matmuls of the q, k,
