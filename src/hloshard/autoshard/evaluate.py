@@ -127,9 +127,13 @@ def spilled_heap_bytes(module, graph: Graph, choice) -> int:
     if getattr(graph, "memory_device", None) is None:
         return 0
 
-    def steps() -> dict:
-        return {name: [s.get("kind") for r in lst for s in r["steps"]]
-                for name, lst in reshardings_of(graph, choice).items()}
+    memo: dict = {}
+
+    def steps() -> dict:   # computed once: both callbacks read it
+        if "steps" not in memo:
+            memo["steps"] = {name: [s.get("kind") for r in lst for s in r["steps"]]
+                             for name, lst in reshardings_of(graph, choice).items()}
+        return memo["steps"]
 
     def collectives() -> dict:   # per instruction: its strategy's collectives + its operands' resharding steps
         out: dict = {}
