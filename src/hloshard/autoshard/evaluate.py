@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..cost.collectives import COLLECTIVE_KINDS
 from ..cost.liveness import peak_usage
 from ..cost.tpu_heap import spill_heap_slots
 from ..cost.tpu_layout import hbm_peak, header_heap_bound, vmem_bytes
@@ -126,11 +127,27 @@ def spilled_heap_bytes(module, graph: Graph, choice) -> int:
     if getattr(graph, "memory_device", None) is None:
         return 0
 
-    def steps() -> dict:
-        return {name: [s.get("kind") for r in lst for s in r["steps"]]
-                for name, lst in reshardings_of(graph, choice).items()}
+    memo: dict = {}
 
-    return header_heap_bound(spill_heap_slots(module, graph.mesh.num_devices, steps))
+    def steps() -> dict:   # computed once: both callbacks read it
+        if "steps" not in memo:
+            memo["steps"] = {name: [s.get("kind") for r in lst for s in r["steps"]]
+                             for name, lst in reshardings_of(graph, choice).items()}
+        return memo["steps"]
+
+    def collectives() -> dict:   # per instruction: its strategy's collectives + its operands' resharding steps
+        out: dict = {}
+        for v, g in enumerate(graph.nodes):
+            k = len(g.strategies[int(choice[v])].collectives or ())
+            if k:
+                out[g.instr.name] = out.get(g.instr.name, 0) + k
+        for name, kinds in steps().items():
+            k = sum(1 for kind in kinds if kind in COLLECTIVE_KINDS)
+            if k:
+                out[name] = out.get(name, 0) + k
+        return out
+
+    return header_heap_bound(spill_heap_slots(module, graph.mesh.num_devices, steps, collectives))
 
 
 def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:

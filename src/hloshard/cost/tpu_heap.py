@@ -629,19 +629,77 @@ def _local_offsets(instr, devices: int) -> list[tuple]:
     return out
 
 
-def _written_at(module) -> list[int]:
-    """Positions in the entry computation's instruction order of the instructions writing its outputs."""
-    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
-    return [pos.get(id(o), len(pos)) for o in entry_outputs(module)]
+#: The latency the scheduler puts between a collective's start and its done, in units of one instruction
+#: (XLA's ``ApproximateLatencyEstimator``: ``kHighLatency = 5000`` between an async start and its done,
+#: ``kLowLatency = 1`` on every other edge; ``latency_hiding_scheduler.h``).  :func:`schedule_depths`.
+COLLECTIVE_LATENCY = 5000.0
 
 
-def offset_reads(module, devices: int) -> dict[tuple, float]:
+def schedule_depths(module, collectives: Mapping[str, int]) -> dict[int, float]:
+    """Where libtpu's scheduler puts each instruction of ``module``'s entry computation, as its depth: the
+    longest latency path to it from the computation's sources (``id(instr)`` -> depth), every instruction
+    one unit after its latest operand plus :data:`COLLECTIVE_LATENCY` per collective the plan makes on
+    it (``collectives``: instruction name -> how many: its strategy's own -- a dot's or reduce's partial
+    sums -- and the reshardings of its operands, pins included).
+
+    XLA's latency-hiding scheduler lists the program bottom-up and, among the instructions ready, prefers
+    the deeper (its graph nodes' depths: the longest latency path from the top, from the latency
+    estimator; ``DefaultSchedulerCore::ScheduleCandidate``'s depth rules): the deeper an instruction, the
+    later it runs.  Read in libtpu's
+    final programs (round 28): ``transformer_train_step``'s solve plan writes its weight updates (steps
+    1150-1191 of 1293) before its bias and layer-norm updates (1261-1291), which wait for the layer-norm
+    gradients of the first layer -- the gradient of its input, behind the collective matmuls of the q, k,
+    v weights -- and the combined all-reduce (``all-reduce.80``) that follows them; the written module's
+    order (jax's, outputs in the root's order) has them the other way round.  ``fused_qkv_train_step``'s
+    (no layer norm): the bias updates first (373-401), the weight updates last (408-428), the fused qkv
+    weight's behind the all-to-all of its gradient's pin (``concatenate.3.pin``).  Unit depths alone put
+    that weight update one step before the bias updates: the collectives' latency orders them.  Not
+    modelled: the estimator's node costs, the scheduler's memory-pressure and async rules before depth,
+    and the collectives the combiners merge (a combined all-reduce waits for its last member)."""
+    depth: dict[int, float] = {}
+    for instr in module.entry.instructions:
+        stack = [instr]
+        while stack:
+            x = stack[-1]
+            if id(x) in depth:
+                stack.pop()
+                continue
+            todo = [o for o in x.operands if id(o) not in depth]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            depth[id(x)] = 1.0 + COLLECTIVE_LATENCY * collectives.get(x.name, 0) + \
+                max((depth[id(o)] for o in x.operands), default=-1.0)
+    return depth
+
+
+def _entry_positions(module, collectives: Mapping[str, int] | None) -> dict[int, float]:
+    """``id(instr)`` -> its place in the entry's schedule: :func:`schedule_depths` when the plan's
+    ``collectives`` are given (equal depths in the written instruction order: the scheduler's last rule
+    keeps the order it was given; the fraction added stays under a quarter of a unit, so a read just
+    before an instruction, ``- 0.5``, stays before it), else the written instruction order."""
+    order = module.entry.instructions
+    if collectives is not None:
+        depth = schedule_depths(module, collectives)
+        return {id(instr): depth[id(instr)] + 0.25 * k / (len(order) + 1) for k, instr in enumerate(order)}
+    return {id(instr): float(k) for k, instr in enumerate(order)}
+
+
+def _written_at(module, collectives: Mapping[str, int] | None = None) -> list[float]:
+    """Places in the entry's schedule (:func:`_entry_positions`) of the instructions writing its outputs."""
+    pos = _entry_positions(module, collectives)
+    return [pos.get(id(o), float(len(pos))) for o in entry_outputs(module)]
+
+
+def offset_reads(module, devices: int, collectives: Mapping[str, int] | None = None) -> dict[tuple, float]:
     """Every partition offset the written ``module``'s entry computation holds in HBM (the sorted tuple of
-    its tables -> the position of its last read in the entry's instruction order): those the kernels
-    writing entry outputs read themselves (:func:`root_table_offsets`; at the output's position) and
+    its tables -> the place of its last read in the entry's schedule, :func:`_entry_positions`: the
+    instruction order, or with the plan's ``collectives`` libtpu's scheduler's depths): those the kernels
+    writing entry outputs read themselves (:func:`root_table_offsets`; at the output's place) and
     every local slice by a table (:func:`_local_offsets`; read by a kernel of its own, just before the
-    instruction's position)."""
-    pos = {id(instr): k for k, instr in enumerate(module.entry.instructions)}
+    instruction's place)."""
+    pos = _entry_positions(module, collectives)
     reads: dict[tuple, float] = {}
     for instr in module.entry.instructions:
         for tables in _local_offsets(instr, devices):
@@ -649,11 +707,11 @@ def offset_reads(module, devices: int) -> dict[tuple, float]:
     for o in entry_outputs(module):
         tables = tuple(sorted(set(root_table_offsets(o, devices))))
         if tables:
-            reads[tables] = max(reads.get(tables, -1), pos.get(id(o), len(pos)))
+            reads[tables] = max(reads.get(tables, -1), pos.get(id(o), float(len(pos))))
     return reads
 
 
-def unhosted_output_offsets(module, devices: int) -> list:
+def unhosted_output_offsets(module, devices: int, collectives: Mapping[str, int] | None = None) -> list:
     """The partition offsets of :func:`offset_reads` (each the sorted tuple of its tables: libtpu combines
     a difference of table lookups, ``subtract(dynamic-slice(table_a), dynamic-slice(table_b))``, into one
     ``s32[1]``, and XLA's CSE makes one value per distinct offset) that no entry output's buffer can
@@ -661,9 +719,10 @@ def unhosted_output_offsets(module, devices: int) -> list:
     ``dynamic-slice``s of the tables by ``partition-id`` first), so all are live at once until their last
     reads, and it hosts one only in an output buffer written after its last read (round 20's placement
     rule, ``tests.tpu_oracle.offset_scalar_spills``), one value per buffer.  The order outputs are written
-    in is the written module's entry order (the schedule XLA starts from; libtpu's own scheduler may
-    move kernels, which this does not replay): each offset, latest last read first, takes an untaken
-    output written after it; an offset left without one spills into the heap (:func:`spill_heap_slots`).
+    in: with the plan's ``collectives`` (instruction name -> count, :func:`schedule_depths`) libtpu's
+    scheduler's, by depth (round 28); without them the written module's entry order (the order XLA
+    starts from).  Each offset, latest last read first, takes an untaken output written after it; an
+    offset left without one spills into the heap (:func:`spill_heap_slots`).
 
     Read in libtpu's buffer assignments and final programs (round 26): ``fused_qkv_train_step``'s solve
     plan (17 outputs) holds four table offsets; three are hosted in the ``f32[32]`` bias updates written
@@ -676,11 +735,12 @@ def unhosted_output_offsets(module, devices: int) -> list:
     ``transformer_train_step``'s GSPMD plan: the readers are followed by outputs that read none, hosted;
     ``mlp_train_step``'s solve plan: three offsets (one the ``subtract`` of two tables) for three later
     outputs (libtpu spilled the ``subtract`` and reported a temp of 0, the known exception of
-    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`: both say 0).  Misread where libtpu's schedule
-    writes other outputs after the last reader (``transformer_train_step``'s solve plan: its bias
-    updates after the final combined all-reduce, a spill predicted that libtpu avoids)."""
-    reads = offset_reads(module, devices)
-    written = sorted(_written_at(module))
+    :func:`hloshard.cost.tpu_layout.reported_temp_bytes`: both say 0).  In the written order
+    ``transformer_train_step``'s solve plan spilled (its last weight update reads an offset and no
+    output follows it); in libtpu's schedule its bias and layer-norm updates follow the weight updates
+    and host all five offsets: round 28's depths (:func:`schedule_depths`) order them so."""
+    reads = offset_reads(module, devices, collectives)
+    written = sorted(_written_at(module, collectives))
     spilled = []
     taken: set[int] = set()
     for t, last in sorted(reads.items(), key=lambda kv: -kv[1]):
@@ -692,13 +752,17 @@ def unhosted_output_offsets(module, devices: int) -> list:
     return spilled
 
 
-def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mapping[str, Sequence[str]]]) -> int:
+def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mapping[str, Sequence[str]]],
+                     collectives: Callable[[], Mapping[str, int]] | None = None) -> int:
     """The slots of libtpu's HBM temp heap when a partition-offset scalar of the written ``module`` spills
     into it, 0 when none is predicted to (a count; :func:`hloshard.cost.tpu_layout.header_heap_bound`
     turns it into the bytes ``memory_analysis()`` reports).  ``devices``: the partitions;
     ``resharding_steps()``: instruction name -> the step kinds of the reshardings on its operands in the
     evaluated plan (:func:`hloshard.autoshard.evaluate.reshardings_of`; called only where a spill is
-    predicted).
+    predicted); ``collectives()``: instruction name -> the collectives the plan makes on it (its
+    strategy's and its operands' reshardings), the latencies of libtpu's schedule
+    (:func:`schedule_depths`; called only for a program with several outputs and an offset in HBM; None:
+    the written order).
 
     **When** (libtpu's buffer assignment, :mod:`hloshard.cost.tpu_layout`: an ``s32[1]`` offset goes into
     an entry output's buffer not yet written, never into the buffer of the kernel that reads it, else
@@ -708,7 +772,13 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
     slices locally -- or two offsets are held anywhere; with several, round 26, when more offsets are
     read late than outputs are written after them: an untied training step whose last weight updates
     are written finer than the weights); (b) in a program with one output array, two offsets of one
-    regroup live at once (:func:`regrouped_offsets`; with more outputs not predicted).  Not predicted:
+    regroup live at once (:func:`regrouped_offsets`; with more outputs not predicted).  With several
+    outputs and libtpu's schedule (``collectives`` given), a spill of differences of two tables only
+    (``subtract`` scalars) is reported as 0: libtpu's ``memory_analysis()`` reported a temp on every plan
+    whose heap held a spilled ``dynamic-slice`` of one table and 0 on every plan whose heap held only
+    ``subtract`` / ``compare`` / ``multiply`` scalars (round 26: 37 plans, samples and held-out sets 7-10,
+    no exception; ``mlp_train_step``'s and set 10's ``mlp_bias_train_step``'s solve plans spill one
+    ``subtract`` each and report 0).  Not predicted:
     offsets and loop counters spilled inside a ``while`` body (``scan_mlp_train_step``'s solve plan
     spills four such scalars; its entry-level offset read by the last weight update is what (a) sees,
     and libtpu hosted that one -- the heap right, partly for another reason).
@@ -736,8 +806,12 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
                 tables = regroup_tables(instr, devices)
                 if tables:
                     regrouped[instr] = tables
-    if not regrouped and not unhosted_output_offsets(module, devices):
-        return 0
+    if not regrouped:
+        order = collectives() if collectives is not None and len(outs) > 1 and offset_reads(module, devices) \
+            else None
+        spilled = unhosted_output_offsets(module, devices, order)
+        if not spilled or order is not None and all(len(t) > 1 for t in spilled):
+            return 0   # none spills, or only differences of two tables: reported as 0 (docstring)
     tables = {t for o in outs for t in root_table_offsets(o, devices)} | \
         {t for ts in regrouped.values() for t in ts}
     params = sum(1 for i in module.entry.instructions if i.opcode == "parameter")
