@@ -84,7 +84,7 @@ from .collectives import latency_saving
 from .reshard import plan
 
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
-           "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency", "independent_values",
+           "MEMBER_OPCODES", "carries_collective", "height_classes", "latency_share", "share_latency", "independent_values",
            "edge_savings"]
 
 #: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
@@ -109,6 +109,25 @@ BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
 })
 
 
+def carries_collective(instr) -> bool:
+    """Whether ``instr`` (an :class:`hloshard.hlo.ir.Instruction`) may carry a collective of its own:
+    its opcode is in :data:`BARRIER_OPCODES`, except a ``reduce`` whose reduced dimensions all have extent 1
+    (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh axis
+    can shard a dimension of extent 1, so no partial sum is left for an all-reduce, and XLA's
+    ``AlgebraicSimplifier`` (``HandleReduce``: a reduce whose reduced dimensions are all degenerate is a
+    reshape of its operand) removes it before the collective combiners run.  Counting it as a barrier
+    put a bias gradient's all-reduce one height above the weight gradients' (round 27: GPT-2's 69
+    gradient all-reduces in height classes of 69, 25 and 2 where XLA's CPU pipeline merges them into one
+    variadic all-reduce)."""
+    if instr.opcode not in BARRIER_OPCODES:
+        return False
+    if instr.opcode == "reduce" and instr.operands and instr.operands[0].shape.is_array:
+        extents = instr.operands[0].shape.dims
+        if all(0 <= int(d) < len(extents) and int(extents[int(d)]) == 1 for d in instr.dimensions or ()):
+            return False
+    return True
+
+
 def height_classes(computation, written_only: bool | None = None) -> dict:
     """``{id(instruction): k}`` for the members of ``computation`` (an
     :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height (module docstring),
@@ -129,13 +148,13 @@ def height_classes(computation, written_only: bool | None = None) -> dict:
         h = 0
         for u in instr.users:
             if id(u) in inside:
-                h = max(h, height[id(u)] + (1 if u.opcode in BARRIER_OPCODES else 0))
+                h = max(h, height[id(u)] + (1 if carries_collective(u) else 0))
         height[id(instr)] = h
     count: dict[int, int] = {}
     for instr in instrs:
-        if instr.opcode in members:
+        if instr.opcode in members and carries_collective(instr):
             count[height[id(instr)]] = count.get(height[id(instr)], 0) + 1
-    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members}
+    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members and carries_collective(i)}
 
 
 def _topological(instrs: list, inside: set) -> list:
@@ -209,7 +228,7 @@ def independent_values(computation) -> tuple[frozenset, int]:
     inside = {id(i) for i in instrs}
     free: set = set()
     for instr in _topological(instrs, inside):
-        if instr.opcode in BARRIER_OPCODES:
+        if carries_collective(instr):
             continue
         if all(id(o) in free for o in instr.operands if id(o) in inside):
             free.add(id(instr))

@@ -1,0 +1,114 @@
+"""The combiner's height classes skip a ``reduce`` over dimensions of extent 1 (``cost.combiner.carries_collective``):
+it sums nothing, so it carries no collective and XLA's algebraic simplifier makes it a reshape before the
+combiners run.  A bias gradient written as ``reduce(dz) -> reshape [1, n] -> reduce`` (what jax emits for
+``jnp.sum`` of a ``[1, 1, n]`` value: GPT-2's 24 bias gradients, round 27) must sit in the weight gradients'
+class; XLA's CPU pipeline merges all of them into one variadic all-reduce (oracle test, tests/xla_oracle.py)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from hloshard.cost.combiner import carries_collective, height_classes, independent_values, latency_share
+from hloshard.hlo import parse_module
+from tests import xla_oracle as xo
+from tests.conftest import require_jax
+
+LAYERS = 3
+BATCH, WIDTH = 64, 32
+
+
+def biased_step(batch: int = BATCH, width: int = WIDTH, layers: int = LAYERS, degenerate: bool = True) -> str:
+    """HLO of one SGD step of a ``layers``-deep ReLU MLP with biases (loss = sum(h_L ** 2) / 2), input
+    split over the batch on 8 devices, weights and biases replicated.  Each bias gradient is
+    ``reduce(dz, dims={0}) -> reshape [1, width] -> reduce(dims={0})`` when ``degenerate`` (a sum over a
+    dimension of extent 1), else the first reduce alone."""
+    f, w, b = f"f32[{batch},{width}]", f"f32[{width},{width}]", f"f32[{width}]"
+    lines = [f"  x = {f} parameter(0), sharding={{devices=[8,1]<=[8]}}", "  zero = f32[] constant(0)",
+             f"  zeros = {f} broadcast(zero), dimensions={{}}", "  lr = f32[] constant(0.01)",
+             f"  lrw = {w} broadcast(lr), dimensions={{}}", f"  lrb = {b} broadcast(lr), dimensions={{}}"]
+    h, p = "x", 1
+    for i in range(layers):
+        lines += [f"  w{i} = {w} parameter({p}), sharding={{replicated}}",
+                  f"  b{i} = {b} parameter({p + 1}), sharding={{replicated}}",
+                  f"  y{i} = {f} dot({h}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}",
+                  f"  bb{i} = {f} broadcast(b{i}), dimensions={{1}}",
+                  f"  z{i} = {f} add(y{i}, bb{i})",
+                  f"  h{i} = {f} maximum(z{i}, zeros)"]
+        h, p = f"h{i}", p + 2
+    dh = h
+    for i in reversed(range(layers)):
+        prev = "x" if i == 0 else f"h{i - 1}"
+        lines += [f"  m{i} = pred[{batch},{width}] compare(z{i}, zeros), direction=GT",
+                  f"  dz{i} = {f} select(m{i}, {dh}, zeros)",
+                  f"  dw{i} = {w} dot({prev}, dz{i}), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}",
+                  f"  sw{i} = {w} multiply(lrw, dw{i})",
+                  f"  nw{i} = {w} subtract(w{i}, sw{i})",
+                  f"  db{i} = {b} reduce(dz{i}, zero), dimensions={{0}}, to_apply=%add"]
+        g = f"db{i}"
+        if degenerate:
+            lines += [f"  r{i} = f32[1,{width}] reshape(db{i})",
+                      f"  dd{i} = {b} reduce(r{i}, zero), dimensions={{0}}, to_apply=%add"]
+            g = f"dd{i}"
+        lines += [f"  sb{i} = {b} multiply(lrb, {g})", f"  nb{i} = {b} subtract(b{i}, sb{i})"]
+        if i:
+            lines.append(f"  dh{i - 1} = {f} dot(dz{i}, w{i}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}")
+            dh = f"dh{i - 1}"
+    outs = [n for i in range(layers) for n in (f"nw{i}", f"nb{i}")]
+    shapes = ", ".join([w, b] * layers)
+    lines.append(f"  ROOT out = ({shapes}) tuple({', '.join(outs)})")
+    head = "HloModule biased, num_partitions=8\n\n%add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n" \
+           " ROOT s = f32[] add(a, b) }\n\n"
+    return head + "ENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+def _by_name(text: str):
+    comp = parse_module(text).entry
+    return comp, {i.name: i for i in comp.instructions}
+
+
+def test_a_reduce_over_extent_one_carries_no_collective():
+    comp, by = _by_name(biased_step())
+    assert not carries_collective(by["dd0"])        # reduce over the [1, n] reshape's extent-1 dimension
+    assert carries_collective(by["db0"])            # the batch sum: an all-reduce under data parallelism
+    assert carries_collective(by["dw0"]) and not carries_collective(by["nw0"])
+    assert id(by["dd0"]) not in height_classes(comp)  # not a member either
+
+
+def test_bias_and_weight_gradients_share_one_class():
+    comp, by = _by_name(biased_step())
+    k = height_classes(comp)
+    grads = [f"{n}{i}" for i in range(LAYERS) for n in ("dw", "db")]
+    assert {k[id(by[g])] for g in grads} == {2 * LAYERS}
+    # the same step without the extent-1 reduce: the classes are the same
+    comp2, by2 = _by_name(biased_step(degenerate=False))
+    k2 = height_classes(comp2)
+    assert {k2[id(by2[g])] for g in grads} == {2 * LAYERS}
+
+
+def test_independent_values_pass_through_an_extent_one_reduce():
+    """A value computed from parameters by a reshape and an extent-1 reduce stays collective-free."""
+    text = ("HloModule m, num_partitions=8\n\n%add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+            " ROOT s = f32[] add(a, b) }\n\nENTRY e {\n  p = f32[1,64,32] parameter(0)\n  z = f32[] constant(0)\n"
+            "  r = f32[64,32] reduce(p, z), dimensions={0}, to_apply=%add\n"
+            "  s = f32[32] reduce(r, z), dimensions={0}, to_apply=%add\n"
+            "  q = f32[32,32] parameter(1)\n  ROOT d = f32[64,32] dot(r, q), lhs_contracting_dims={1}, "
+            "rhs_contracting_dims={0}\n}\n")
+    comp, by = _by_name(text)
+    free, _ = independent_values(comp)
+    assert id(by["r"]) in free and id(by["s"]) not in free and id(by["d"]) not in free
+
+
+@pytest.mark.oracle
+def test_xla_merges_bias_and_weight_gradients_into_one_all_reduce():
+    require_jax()
+    text = biased_step()
+    raw, final = xo.spmd_partition(text, 8, with_final=True)
+    assert len(re.findall(r" all-reduce(?:-start)?\(", raw)) == 2 * LAYERS   # dw_i and db_i each
+    assert len(re.findall(r" all-reduce(?:-start)?\(", final)) == 1          # one variadic all-reduce
+    comp, by = _by_name(text)
+    k = height_classes(comp)
+    paid = sum(latency_share(4 * (WIDTH * WIDTH if g.startswith("dw") else WIDTH), k[id(by[g])])
+               for g in (f"{n}{i}" for i in range(LAYERS) for n in ("dw", "db")))
+    assert paid == pytest.approx(1.0)
