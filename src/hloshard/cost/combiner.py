@@ -65,12 +65,15 @@ weight-gradient all-reduces, 39.27 MiB, merged into one variadic all-reduce: the
 above 30 MiB; 3 small loss all-reduces apart).  The GPU pipeline (``gpu_compiler.cc``, "post-fusion
 optimization") runs ``AllGatherCombiner``, ``AllReduceCombiner`` and ``ReduceScatterCombiner`` with the
 thresholds above, so there the 74 parameter all-gathers (45.3 MiB, gathering dims 0 and 1) merge into a few.
-hloshard predicts 72 all-gathers and 72 all-reduces for that plan and charges them 4.52 and 6.14 latencies
+hloshard predicts 72 all-gathers and 72 all-reduces for that plan and charges them 4.52 and 6.52 latencies
 (the GPU's rule: the all-gathers' shares ~1.5 for 68 of them plus 4 that are not on independent values; the
-gradients fall in height classes of 69, 25 and 2 members -- a bias gradient's reduce followed by a second
-reduce sits one height higher -- where XLA merges them into one).  So the shares follow the GPU pipeline to
-within ~2 latencies on this step; on the CPU, which keeps all-gathers apart, they under-charge 70 latencies
-(no device profile prices the CPU).
+67 gradient all-reduces one height class of 69 members paying 1.52 -- 39.27 MiB is 1.3 thresholds, the GPU
+pass's 30 MiB would make two collectives, the CPU's one -- and 5 forward all-reduces in the called
+computations, dependent, one each, where XLA's program has 4 of them apart).  Round 27 charged 6.14 for
+the wrong reason: the gradients fell in classes of 69, 25 and 2 (a bias gradient's ``reduce`` followed by a
+reduce over the extent-1 dimension of a ``[1, 1, n]`` reshape sat one height higher; round 28:
+:func:`carries_collective`) and two dependent forward all-reduces shared a class.  On the CPU, which keeps
+all-gathers apart, the all-gather shares under-charge 70 latencies (no device profile prices the CPU).
 
 Applies only to device-priced meshes (``--device``: ``mesh.roofline_prices`` set); the unit model is
 XLA's auto-sharding formulas, which charge every collective its alpha, and stays exactly as it was.
