@@ -112,3 +112,33 @@ def test_xla_merges_bias_and_weight_gradients_into_one_all_reduce():
     paid = sum(latency_share(4 * (WIDTH * WIDTH if g.startswith("dw") else WIDTH), k[id(by[g])])
                for g in (f"{n}{i}" for i in range(LAYERS) for n in ("dw", "db")))
     assert paid == pytest.approx(1.0)
+
+
+def _pinned(text: str, sharding: str) -> str:
+    """``biased_step``'s text with each weight gradient ``dw_i`` written with the sharding ``{replicated}``
+    and read by the optimizer through a ``Sharding`` custom-call pin ``dw_i.tpin`` with ``sharding``
+    (what ``hloshard solve`` writes after a weight-gradient dot)."""
+    w = f"f32[{WIDTH},{WIDTH}]"
+    for i in range(LAYERS):
+        text = text.replace(f"rhs_contracting_dims={{0}}\n  sw{i} = {w} multiply(lrw, dw{i})",
+                            f"rhs_contracting_dims={{0}}, sharding={{replicated}}\n"
+                            f"  dw{i}.tpin = {w} custom-call(dw{i}), custom_call_target=\"Sharding\", sharding={sharding}\n"
+                            f"  sw{i} = {w} multiply(lrw, dw{i}.tpin)")
+    return text
+
+
+def test_a_pin_in_its_operands_layout_carries_no_collective():
+    """A ``Sharding`` pin whose operand is written with the same sharding is a copy to XLA's partitioner: the
+    pinned weight gradients stay in the bias gradients' class.  A pin to another layout may reshard (an
+    all-gather or a slice on the edge), so it stays a barrier and the weight gradients sit above it."""
+    text = _pinned(biased_step(), "{replicated}")
+    assert text.count(".tpin = ") == LAYERS
+    comp, by = _by_name(text)
+    assert not carries_collective(by["dw0.tpin"])
+    k = height_classes(comp)
+    assert {k[id(by[f"{n}{i}"])] for i in range(LAYERS) for n in ("dw", "db")} == {2 * LAYERS}
+    comp, by = _by_name(_pinned(biased_step(), "{devices=[8,1]<=[8]}"))
+    assert carries_collective(by["dw0.tpin"])
+    k = height_classes(comp)
+    assert {k[id(by[f"db{i}"])] for i in range(LAYERS)} == {LAYERS}
+    assert {k[id(by[f"dw{i}"])] for i in range(LAYERS)} == {LAYERS}   # two classes of 3, not one of 6

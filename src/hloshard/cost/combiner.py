@@ -114,15 +114,25 @@ BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
 
 def carries_collective(instr) -> bool:
     """Whether ``instr`` (an :class:`hloshard.hlo.ir.Instruction`) may carry a collective of its own:
-    its opcode is in :data:`BARRIER_OPCODES`, except a ``reduce`` whose reduced dimensions all have extent 1
-    (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh axis
+    its opcode is in :data:`BARRIER_OPCODES`, except
+
+    * a ``Sharding`` custom-call whose one operand carries the same written sharding (a pin ``hloshard
+      solve`` writes on a value in the layout its producer already has, ``name.tpin``): XLA's SPMD
+      partitioner reshards the operand to the custom-call's sharding, which here is no move at all, so
+      it is a copy and carries no collective;
+    * a ``reduce`` whose reduced dimensions all have extent 1
+      (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh axis
     can shard a dimension of extent 1, so no partial sum is left for an all-reduce, and XLA's
     ``AlgebraicSimplifier`` (``HandleReduce``: a reduce whose reduced dimensions are all degenerate is a
     reshape of its operand) removes it before the collective combiners run.  Counting it as a barrier
     put a bias gradient's all-reduce one height above the weight gradients' (round 27: GPT-2's 69
     gradient all-reduces in height classes of 69, 25 and 2 where XLA's CPU pipeline merges them into one
-    variadic all-reduce)."""
+    variadic all-reduce); counting the pins put the weight gradients of a written module that pins them
+    (``cost`` of solve's output) one height above the unpinned bias gradients."""
     if instr.opcode not in BARRIER_OPCODES:
+        return False
+    if (instr.is_sharding_constraint and instr.sharding is not None and len(instr.operands) == 1
+            and instr.operands[0].sharding == instr.sharding):
         return False
     if instr.opcode == "reduce" and instr.operands and instr.operands[0].shape.is_array:
         extents = instr.operands[0].shape.dims
