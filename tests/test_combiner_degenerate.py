@@ -142,3 +142,28 @@ def test_a_pin_in_its_operands_layout_carries_no_collective():
     k = height_classes(comp)
     assert {k[id(by[f"db{i}"])] for i in range(LAYERS)} == {LAYERS}
     assert {k[id(by[f"dw{i}"])] for i in range(LAYERS)} == {LAYERS}   # two classes of 3, not one of 6
+
+
+def _per_device(groups_b: str) -> str:
+    """A per-device program with two independent all-reduces, ``a`` over {{0..3},{4..7}} and ``b`` over
+    ``groups_b``, and a third ``c`` over ``a``'s groups that depends on ``a``."""
+    return ("HloModule pd, num_partitions=8\n\n%add { x = f32[] parameter(0)\n y = f32[] parameter(1)\n"
+            " ROOT s = f32[] add(x, y) }\n\nENTRY e {\n  p = f32[64,32] parameter(0)\n  q = f32[64,32] parameter(1)\n"
+            "  a = f32[64,32] all-reduce(p), channel_id=1, replica_groups={{0,1,2,3},{4,5,6,7}}, "
+            "use_global_device_ids=true, to_apply=%add\n"
+            f"  b = f32[64,32] all-reduce(q), channel_id=2, replica_groups={groups_b}, use_global_device_ids=true, "
+            "to_apply=%add\n"
+            "  c = f32[64,32] all-reduce(a), channel_id=3, replica_groups={{0,1,2,3},{4,5,6,7}}, "
+            "use_global_device_ids=true, to_apply=%add\n"
+            "  ROOT t = (f32[64,32], f32[64,32]) tuple(b, c)\n}\n")
+
+
+def test_written_collectives_combine_only_with_their_key():
+    """In a program that writes its collectives the class is (height, XLA's combiner key): two independent
+    all-reduces share a class only over the same replica groups (listed in any order)."""
+    comp, by = _by_name(_per_device("{{4,5,6,7},{0,1,2,3}}"))
+    k = height_classes(comp)
+    assert (k[id(by["a"])], k[id(by["b"])], k[id(by["c"])]) == (1, 2, 2)   # heights 1, 0, 0: {a}, {b, c}
+    comp, by = _by_name(_per_device("{{0,1,2,3,4,5,6,7}}"))
+    k = height_classes(comp)
+    assert (k[id(by["a"])], k[id(by["b"])], k[id(by["c"])]) == (1, 1, 1)   # b over all 8: a key of its own

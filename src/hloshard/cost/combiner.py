@@ -87,7 +87,7 @@ from .collectives import latency_saving
 from .reshard import plan
 
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
-           "MEMBER_OPCODES", "carries_collective", "height_classes", "latency_share", "share_latency", "independent_values",
+           "MEMBER_OPCODES", "carries_collective", "combine_key", "height_classes", "latency_share", "share_latency", "independent_values",
            "edge_savings"]
 
 #: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
@@ -163,11 +163,31 @@ def height_classes(computation, written_only: bool | None = None) -> dict:
             if id(u) in inside:
                 h = max(h, height[id(u)] + (1 if carries_collective(u) else 0))
         height[id(instr)] = h
-    count: dict[int, int] = {}
+    count: dict = {}
     for instr in instrs:
         if instr.opcode in members and carries_collective(instr):
-            count[height[id(instr)]] = count.get(height[id(instr)], 0) + 1
-    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members and carries_collective(i)}
+            key = (height[id(instr)], combine_key(instr) if written_only else None)
+            count[key] = count.get(key, 0) + 1
+    return {id(i): count[(height[id(i)], combine_key(i) if written_only else None)]
+            for i in instrs if i.opcode in members and carries_collective(i)}
+
+
+def combine_key(instr) -> tuple:
+    """What XLA's combiners require two written collectives to share before merging them
+    (``all_reduce_key.cc`` / ``all_gather_combiner.cc`` / ``reduce_scatter_combiner.cc``'s key functions,
+    read, not copied): the opcode, the replica groups (as device sets), ``channel_id`` present or not,
+    ``use_global_device_ids``, the element types of the operands, the reduction computation's root opcode
+    (all-reduce, reduce-scatter) and the gathered / scattered dimension (all-gather, reduce-scatter).
+    A per-device program's all-reduces over the data axis and over all devices are two keys, never one
+    collective (fused_qkv_train_step's gradients: 15 + 2 operands in XLA CPU's program, round 28)."""
+    groups = instr.replica_groups
+    groups = None if groups is None else tuple(sorted(tuple(sorted(g)) for g in groups))
+    types = tuple(o.shape.element_type for o in instr.operands if o.shape.is_array)
+    reducer = tuple(c.root.opcode for c in instr.called_computations if c.root is not None)
+    dims = instr.dimensions if instr.opcode in ("all-gather", "reduce-scatter") else None
+    glob = str(instr.attrs.get("use_global_device_ids", "")).lower() == "true"
+    return (instr.opcode, groups, "channel_id" in instr.attrs, glob, types, reducer,
+            None if dims is None else tuple(dims))
 
 
 def _topological(instrs: list, inside: set) -> list:
