@@ -38,7 +38,9 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
 * *What it assumes.*  That the class's collectives share one key (the same mesh axes, kind and element
   type: true of a data-parallel gradient set, where every member all-reduces over the batch axes);
   members that choose no collective, or different axes, make the share too small (an optimistic
-  latency).  Bandwidth (beta) and HBM terms are unchanged: combining saves latency only.
+  latency).  In a program that writes its collectives (a per-device program, a manual region) the class
+  is the height and XLA's combiner key (:func:`combine_key`), which the text gives.  Bandwidth (beta)
+  and HBM terms are unchanged: combining saves latency only.
 
 **Resharding edges from independent values** (:func:`independent_values`, :func:`edge_savings`): the
 all-gathers a resharding edge carries (``cost/reshard.plan``'s steps; an FSDP-style plan's gathering of
@@ -178,8 +180,11 @@ def combine_key(instr) -> tuple:
     read, not copied): the opcode, the replica groups (as device sets), ``channel_id`` present or not,
     ``use_global_device_ids``, the element types of the operands, the reduction computation's root opcode
     (all-reduce, reduce-scatter) and the gathered / scattered dimension (all-gather, reduce-scatter).
-    A per-device program's all-reduces over the data axis and over all devices are two keys, never one
-    collective (fused_qkv_train_step's gradients: 15 + 2 operands in XLA CPU's program, round 28)."""
+    All-reduces over the data axis and over all devices are two keys, never one collective (XLA CPU's
+    program of fused_qkv_train_step's solved plan merges its 17 gradient all-reduces into two, of 15 and
+    2 operands, by their replica groups; round 28).  Only a program that writes its collectives has a key
+    to read: in a logical module the axes are the strategy's, so its classes stay the heights alone (a
+    share too small where a class's collectives take different axes)."""
     groups = instr.replica_groups
     groups = None if groups is None else tuple(sorted(tuple(sorted(g)) for g in groups))
     types = tuple(o.shape.element_type for o in instr.operands if o.shape.is_array)
