@@ -19,7 +19,8 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
 **The node-separable approximation** (the cost graph prices each instruction's strategy alone):
 
 * *Height classes.*  In one computation, an instruction's height is 0 when no instruction that may
-  carry a collective (:data:`BARRIER_OPCODES`) depends on it, else 1 + the largest height of such an
+  carry a collective (:func:`carries_collective`: :data:`BARRIER_OPCODES` less a reduce over extent-1
+  dimensions and a pin in its operand's layout) depends on it, else 1 + the largest height of such an
   instruction among its users' descendants (computed in reverse topological order:
   ``height(i) = max over users u of height(u) + [u is a barrier]``).  Two barriers of the same height are
   independent (if ``a`` reached ``b``, ``height(a) >= height(b) + 1``), so XLA may merge the
