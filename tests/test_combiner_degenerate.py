@@ -122,7 +122,8 @@ def _pinned(text: str, sharding: str) -> str:
     for i in range(LAYERS):
         text = text.replace(f"rhs_contracting_dims={{0}}\n  sw{i} = {w} multiply(lrw, dw{i})",
                             f"rhs_contracting_dims={{0}}, sharding={{replicated}}\n"
-                            f"  dw{i}.tpin = {w} custom-call(dw{i}), custom_call_target=\"Sharding\", sharding={sharding}\n"
+                            f"  dw{i}.tpin = {w} custom-call(dw{i}), custom_call_target=\"Sharding\", "
+                            f"sharding={sharding}\n"
                             f"  sw{i} = {w} multiply(lrw, dw{i}.tpin)")
     return text
 

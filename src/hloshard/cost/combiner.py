@@ -90,8 +90,8 @@ from .collectives import latency_saving
 from .reshard import plan
 
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
-           "MEMBER_OPCODES", "carries_collective", "combine_key", "height_classes", "latency_share", "share_latency", "independent_values",
-           "edge_savings"]
+           "MEMBER_OPCODES", "carries_collective", "combine_key", "height_classes", "latency_share",
+           "share_latency", "independent_values", "edge_savings"]
 
 #: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
 COMBINE_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
@@ -124,14 +124,16 @@ def carries_collective(instr) -> bool:
       partitioner reshards the operand to the custom-call's sharding, which here is no move at all, so
       it is a copy and carries no collective;
     * a ``reduce`` whose reduced dimensions all have extent 1
-      (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh axis
-    can shard a dimension of extent 1, so no partial sum is left for an all-reduce, and XLA's
-    ``AlgebraicSimplifier`` (``HandleReduce``: a reduce whose reduced dimensions are all degenerate is a
-    reshape of its operand) removes it before the collective combiners run.  Counting it as a barrier
-    put a bias gradient's all-reduce one height above the weight gradients' (round 27: GPT-2's 69
-    gradient all-reduces in height classes of 69, 25 and 2 where XLA's CPU pipeline merges them into one
-    variadic all-reduce); counting the pins put the weight gradients of a written module that pins them
-    (``cost`` of solve's output) one height above the unpinned bias gradients."""
+      (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh
+      axis can shard a dimension of extent 1, so no partial sum is left for an all-reduce, and XLA's
+      ``AlgebraicSimplifier`` (``HandleReduce``: a reduce whose reduced dimensions are all degenerate is
+      a reshape of its operand) removes it before the collective combiners run.
+
+    Counting such a reduce as a barrier put a bias gradient's all-reduce one height above the weight
+    gradients' (round 27: GPT-2's 69 gradient all-reduces in height classes of 69, 25 and 2 where XLA's
+    CPU pipeline merges them into one variadic all-reduce); counting the pins put the weight gradients
+    of a written module that pins them (``cost`` of solve's output) one height above the unpinned bias
+    gradients."""
     if instr.opcode not in BARRIER_OPCODES:
         return False
     if (instr.is_sharding_constraint and instr.sharding is not None and len(instr.operands) == 1
