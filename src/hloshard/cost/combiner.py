@@ -19,7 +19,8 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
 **The node-separable approximation** (the cost graph prices each instruction's strategy alone):
 
 * *Height classes.*  In one computation, an instruction's height is 0 when no instruction that may
-  carry a collective (:data:`BARRIER_OPCODES`) depends on it, else 1 + the largest height of such an
+  carry a collective (:func:`carries_collective`: :data:`BARRIER_OPCODES` less a reduce over extent-1
+  dimensions and a pin in its operand's layout) depends on it, else 1 + the largest height of such an
   instruction among its users' descendants (computed in reverse topological order:
   ``height(i) = max over users u of height(u) + [u is a barrier]``).  Two barriers of the same height are
   independent (if ``a`` reached ``b``, ``height(a) >= height(b) + 1``), so XLA may merge the
@@ -38,7 +39,9 @@ data-parallel train step's gradient all-reduces are therefore **one** collective
 * *What it assumes.*  That the class's collectives share one key (the same mesh axes, kind and element
   type: true of a data-parallel gradient set, where every member all-reduces over the batch axes);
   members that choose no collective, or different axes, make the share too small (an optimistic
-  latency).  Bandwidth (beta) and HBM terms are unchanged: combining saves latency only.
+  latency).  In a program that writes its collectives (a per-device program, a manual region) the class
+  is the height and XLA's combiner key (:func:`combine_key`), which the text gives.  Bandwidth (beta)
+  and HBM terms are unchanged: combining saves latency only.
 
 **Resharding edges from independent values** (:func:`independent_values`, :func:`edge_savings`): the
 all-gathers a resharding edge carries (``cost/reshard.plan``'s steps; an FSDP-style plan's gathering of
@@ -65,12 +68,15 @@ weight-gradient all-reduces, 39.27 MiB, merged into one variadic all-reduce: the
 above 30 MiB; 3 small loss all-reduces apart).  The GPU pipeline (``gpu_compiler.cc``, "post-fusion
 optimization") runs ``AllGatherCombiner``, ``AllReduceCombiner`` and ``ReduceScatterCombiner`` with the
 thresholds above, so there the 74 parameter all-gathers (45.3 MiB, gathering dims 0 and 1) merge into a few.
-hloshard predicts 72 all-gathers and 72 all-reduces for that plan and charges them 4.52 and 6.14 latencies
+hloshard predicts 72 all-gathers and 72 all-reduces for that plan and charges them 4.52 and 6.52 latencies
 (the GPU's rule: the all-gathers' shares ~1.5 for 68 of them plus 4 that are not on independent values; the
-gradients fall in height classes of 69, 25 and 2 members -- a bias gradient's reduce followed by a second
-reduce sits one height higher -- where XLA merges them into one).  So the shares follow the GPU pipeline to
-within ~2 latencies on this step; on the CPU, which keeps all-gathers apart, they under-charge 70 latencies
-(no device profile prices the CPU).
+67 gradient all-reduces one height class of 69 members paying 1.52 -- 39.27 MiB is 1.3 thresholds, the GPU
+pass's 30 MiB would make two collectives, the CPU's one -- and 5 forward all-reduces in the called
+computations, dependent, one each, where XLA's program has 4 of them apart).  Round 27 charged 6.14 for
+the wrong reason: the gradients fell in classes of 69, 25 and 2 (a bias gradient's ``reduce`` followed by a
+reduce over the extent-1 dimension of a ``[1, 1, n]`` reshape sat one height higher; round 28:
+:func:`carries_collective`) and two dependent forward all-reduces shared a class.  On the CPU, which keeps
+all-gathers apart, the all-gather shares under-charge 70 latencies (no device profile prices the CPU).
 
 Applies only to device-priced meshes (``--device``: ``mesh.roofline_prices`` set); the unit model is
 XLA's auto-sharding formulas, which charge every collective its alpha, and stays exactly as it was.
@@ -84,8 +90,8 @@ from .collectives import latency_saving
 from .reshard import plan
 
 __all__ = ["COMBINE_THRESHOLD_BYTES", "COMBINE_THRESHOLD_COUNT", "COMBINABLE_KINDS", "BARRIER_OPCODES",
-           "MEMBER_OPCODES", "height_classes", "latency_share", "share_latency", "independent_values",
-           "edge_savings"]
+           "MEMBER_OPCODES", "carries_collective", "combine_key", "height_classes", "latency_share",
+           "share_latency", "independent_values", "edge_savings"]
 
 #: XLA's ``kDefaultAllReduceCombineThreshold`` (= the all-gather and reduce-scatter defaults), bytes
 COMBINE_THRESHOLD_BYTES = 30 * 1024 * 1024 + 7
@@ -109,6 +115,37 @@ BARRIER_OPCODES = MEMBER_OPCODES | frozenset({
 })
 
 
+def carries_collective(instr) -> bool:
+    """Whether ``instr`` (an :class:`hloshard.hlo.ir.Instruction`) may carry a collective of its own:
+    its opcode is in :data:`BARRIER_OPCODES`, except
+
+    * a ``Sharding`` custom-call whose one operand carries the same written sharding (a pin ``hloshard
+      solve`` writes on a value in the layout its producer already has, ``name.tpin``): XLA's SPMD
+      partitioner reshards the operand to the custom-call's sharding, which here is no move at all, so
+      it is a copy and carries no collective;
+    * a ``reduce`` whose reduced dimensions all have extent 1
+      (``jnp.sum`` of a ``[1,1,n]`` reshape of a bias gradient).  Such a reduce sums nothing: no mesh
+      axis can shard a dimension of extent 1, so no partial sum is left for an all-reduce, and XLA's
+      ``AlgebraicSimplifier`` (``HandleReduce``: a reduce whose reduced dimensions are all degenerate is
+      a reshape of its operand) removes it before the collective combiners run.
+
+    Counting such a reduce as a barrier put a bias gradient's all-reduce one height above the weight
+    gradients' (round 27: GPT-2's 69 gradient all-reduces in height classes of 69, 25 and 2 where XLA's
+    CPU pipeline merges them into one variadic all-reduce); counting the pins put the weight gradients
+    of a written module that pins them (``cost`` of solve's output) one height above the unpinned bias
+    gradients."""
+    if instr.opcode not in BARRIER_OPCODES:
+        return False
+    if (instr.is_sharding_constraint and instr.sharding is not None and len(instr.operands) == 1
+            and instr.operands[0].sharding == instr.sharding):
+        return False
+    if instr.opcode == "reduce" and instr.operands and instr.operands[0].shape.is_array:
+        extents = instr.operands[0].shape.dims
+        if all(0 <= int(d) < len(extents) and int(extents[int(d)]) == 1 for d in instr.dimensions or ()):
+            return False
+    return True
+
+
 def height_classes(computation, written_only: bool | None = None) -> dict:
     """``{id(instruction): k}`` for the members of ``computation`` (an
     :class:`hloshard.hlo.ir.Computation`): ``k`` = the members of the same height (module docstring),
@@ -129,13 +166,36 @@ def height_classes(computation, written_only: bool | None = None) -> dict:
         h = 0
         for u in instr.users:
             if id(u) in inside:
-                h = max(h, height[id(u)] + (1 if u.opcode in BARRIER_OPCODES else 0))
+                h = max(h, height[id(u)] + (1 if carries_collective(u) else 0))
         height[id(instr)] = h
-    count: dict[int, int] = {}
+    count: dict = {}
     for instr in instrs:
-        if instr.opcode in members:
-            count[height[id(instr)]] = count.get(height[id(instr)], 0) + 1
-    return {id(i): count[height[id(i)]] for i in instrs if i.opcode in members}
+        if instr.opcode in members and carries_collective(instr):
+            key = (height[id(instr)], combine_key(instr) if written_only else None)
+            count[key] = count.get(key, 0) + 1
+    return {id(i): count[(height[id(i)], combine_key(i) if written_only else None)]
+            for i in instrs if i.opcode in members and carries_collective(i)}
+
+
+def combine_key(instr) -> tuple:
+    """What XLA's combiners require two written collectives to share before merging them
+    (``all_reduce_key.cc`` / ``all_gather_combiner.cc`` / ``reduce_scatter_combiner.cc``'s key functions,
+    read, not copied): the opcode, the replica groups (as device sets), ``channel_id`` present or not,
+    ``use_global_device_ids``, the element types of the operands, the reduction computation's root opcode
+    (all-reduce, reduce-scatter) and the gathered / scattered dimension (all-gather, reduce-scatter).
+    All-reduces over the data axis and over all devices are two keys, never one collective (XLA CPU's
+    program of fused_qkv_train_step's solved plan merges its 17 gradient all-reduces into two, of 15 and
+    2 operands, by their replica groups; round 28).  Only a program that writes its collectives has a key
+    to read: in a logical module the axes are the strategy's, so its classes stay the heights alone (a
+    share too small where a class's collectives take different axes)."""
+    groups = instr.replica_groups
+    groups = None if groups is None else tuple(sorted(tuple(sorted(g)) for g in groups))
+    types = tuple(o.shape.element_type for o in instr.operands if o.shape.is_array)
+    reducer = tuple(c.root.opcode for c in instr.called_computations if c.root is not None)
+    dims = instr.dimensions if instr.opcode in ("all-gather", "reduce-scatter") else None
+    glob = str(instr.attrs.get("use_global_device_ids", "")).lower() == "true"
+    return (instr.opcode, groups, "channel_id" in instr.attrs, glob, types, reducer,
+            None if dims is None else tuple(dims))
 
 
 def _topological(instrs: list, inside: set) -> list:
@@ -209,7 +269,7 @@ def independent_values(computation) -> tuple[frozenset, int]:
     inside = {id(i) for i in instrs}
     free: set = set()
     for instr in _topological(instrs, inside):
-        if instr.opcode in BARRIER_OPCODES:
+        if carries_collective(instr):
             continue
         if all(id(o) in free for o in instr.operands if id(o) in inside):
             free.add(id(instr))
