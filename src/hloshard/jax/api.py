@@ -45,8 +45,8 @@ from typing import Any, Callable
 from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import program
-from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, guard_plan, moves_seconds,
-                    start_baselines)
+from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
+                    moves_seconds, start_baselines)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -728,10 +728,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # now are of the program the guard prices, loops or not.
         # Round 27 too: the data-parallel and FSDP baselines' entries (nothing sharded) are known here as well: their
         # propagations start now, each in a child of its own, and the warm child is left to the plan's own baseline
-        # (guard.start_baselines); deterministic mode only, as the warm child (above: why not in wall-clock mode)
+        # (guard.start_baselines).  Round 28: in wall-clock mode too (before, deterministic mode only, as the warm
+        # child): after the first solve the guard ran them one after the other, 16.2 s of XLA children for BERT's
+        # step at time_limit=60 (load 6), and at load 8-20 the deadline left them none: the guard was off in every
+        # call of new user 27's (finding 1); started here they run beside the build
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
-            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm, others=deterministic) or None
+            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm) or None
             if pending is not None and "user" in pending:
                 warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
@@ -776,11 +779,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # promise, its guard gets what the search leaves; with the guard's half kept, Swin's "60MiB" search had
             # 2.5 s of solver and found nothing)
             whole = phase == "budget" and deadline_ is not None
+            # wall-clock with the guard: the first solve ends by its own deadline, the guard's time kept before the
+            # call's (guard.first_solve_deadline; round 28, new user 27's finding 1: the builds took the guard's share)
+            solve_by = first_solve_deadline(deadline_, time.monotonic()) \
+                if memory_guard and not whole and deadline_ is not None else deadline_
             try:
                 r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
                                  time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
                                  deterministic=deterministic, apply=False,
-                                 deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                                 deadline=solve_by, stop_build=deadline_ is not None and graph is None,
                                  pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
                                  # wall-clock: the guard's share is of what the builds leave, not what they did not take
                                  # (deterministic: not passed, so the refined graph is sized for the first solve's
@@ -788,8 +795,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  # got its 2.70 M-pair refined graph at time_limit=10, and the first solve on it
                                  # ended at a 27.8% gap after 59 s, the guard's re-solves found nothing within
                                  # the baseline, auto_expert peaked 1.05x the expert's by XLA in 107 s; round 25)
-                                 solver_share=FIRST_SHARE if memory_guard and not whole and deadline_ is not None
-                                 else 1.0,
+                                 # (wall-clock: its own deadline keeps the guard's time, solve_by; before round 28
+                                 # a share of what the builds left, solver_share=FIRST_SHARE, which slow builds
+                                 # spent: BERT's 47.6 s of 60 at load 8-20)
+                                 solver_share=1.0,
                                  free_first=phase != "budget")
             except SolveFailed:
                 lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
@@ -903,6 +912,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             report["memory_guard"] = guard
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
+            if guard.get("off"):   # round 28: never an unguarded plan silently (guard._guard_off)
+                warnings.warn(guard["note"], UserWarning, stacklevel=2)
         # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
         report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
 
