@@ -409,10 +409,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     the call's seconds).  Wall-clock mode (``deterministic=False``, the default, as ``hloshard solve``):
     one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
     and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
-    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
-    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
-    re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
-    not spend the guard's share), ending early enough to write the plan; the XLA runs (the memory guard's
+    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); with the memory guard the first
+    solve -- its builds, its solver and its re-pricing reserve -- ends by
+    :func:`hloshard.jax.guard.first_solve_deadline`, :data:`hloshard.jax.guard.FIRST_SHARE` of what the deadline
+    leaves after tracing, the rest being the guard's (round 28: before, only its solver was held to that share of
+    what the builds left, and slow builds spent the guard's share: new user 27's four calls at ``time_limit=60``,
+    load 8-20, all returned with the guard off); the guard's baselines whose entry is known after tracing (the
+    user's; nothing sharded, the data-parallel and FSDP ones) start then, in child processes beside the first
+    solve.  The guard's rule when its time runs short: the baselines read in time are its baselines (the lowest
+    of them is the limit, the plan's own left out and named in ``report["memory_guard"]["plan_note"]``); with
+    none read the guard is off (``report["memory_guard"]["off"]``, a ``UserWarning``) and the plan returned is
+    the lowest-peak plan the call priced (the plan found or a known plan, predicted), never an unguarded plan
+    silently; the XLA runs (the memory guard's
     sharding propagation, its data-parallel fallback's, and with ``with_constraints`` the constraints' one: child
     processes) run inside the limit: none is started with less than the solver's minimum left, each is cut at the
     deadline (the guard is then off, or the constraints not listed, and a warning says so; round 24: before, they
@@ -912,7 +920,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             report["memory_guard"] = guard
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
-            if guard.get("off"):   # round 28: never an unguarded plan silently (guard._guard_off)
+            if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
                 warnings.warn(guard["note"], UserWarning, stacklevel=2)
         # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
         report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)

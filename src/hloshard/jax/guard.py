@@ -370,11 +370,12 @@ def start_baselines(module, dmesh, fsdp: bool = True, child=None, others: bool =
     before, :func:`hloshard.xla_check.start_jax_child`); without, and with ``others``, ``"data_parallel"``
     (:func:`data_parallel_entry`) and, with ``fsdp``, ``"fsdp"`` (:func:`fsdp_entry`), each where its entry exists,
     in a child of its own (``child`` is then left to the plan's own baseline, known only after the first solve).
-    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in deterministic mode only: in
-    wall-clock mode a child's CPU is taken from the build's and the first solve's seconds on a 2-core machine --
-    round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s instead of 2.0 s beside one, its first
-    solve had 0.36 s of solver instead of 1.69 s -- while the guard reaches those baselines only when a re-solve's
-    time is left.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
+    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in both modes since round 28; before,
+    in deterministic mode only, since in wall-clock mode a child's CPU is taken from the build's and the first
+    solve's seconds on a 2-core machine -- round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s
+    instead of 2.0 s beside one -- but run after the first solve, one after the other, they took the seconds the
+    guard had: BERT's step at ``time_limit=60``, 16.2 s of XLA children at load 6, and at load 8-20 the guard was
+    off in every call of new user 27's, finding 1.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
     solve, 33.1 s of keras-hub's 4-layer Gemma's 55.0 s (deterministic, ``time_limit=10``, load 6-9) while this
     process spent 19.7 CPU-s in all; started here their jax start and XLA run go beside the cost-graph build and
     the first solve.  ``module`` is left as it was.  Raises nothing: a child that cannot be started is left out
@@ -760,21 +761,30 @@ def _guard_off(result, known_plans, why: str) -> tuple:
     """``(result, guard)`` when the guard has no baseline (``why``: none could be priced, e.g. the time limit ended
     before XLA's run): the plan returned is the lowest-peak plan the call has priced -- ``result`` (the plan found) or
     a feasible known plan (:class:`hloshard.jax.known.KnownPlan`, and the greedy plan it refined) whose predicted
-    peak is lower, the first of equals -- and ``guard["off"]`` is True (:func:`hloshard.jax.auto_shard` warns; never
-    an unguarded plan silently).  Why (round 28, new user 27's finding 1): BERT's step at ``time_limit=60`` under load
+    peak is lower, the first of equals -- and ``guard["off"]`` and ``guard["unguarded"]`` are True
+    (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Why (round 28, new user 27's finding 1): BERT's step at ``time_limit=60`` under load
     came back with the guard off and only a report line said so; XLA put its plan at 108.1 MB against the user's
     FSDP plan's 74.2 MB."""
+    return _lowest_priced(result, known_plans, {"baseline": None, "applied": False, "off": True,
+                                                "note": f"memory guard off: {why}"})
+
+
+def _lowest_priced(result, known_plans, guard: dict) -> tuple:
+    """``(plan, guard)`` where the guard cannot vouch for a plan within its limit (:func:`_guard_off`: no baseline;
+    :func:`_guard`: none found or known within it): ``result`` or the feasible known plan (and the greedy plan it
+    refined) that peaks lower (predicted, the first of equals), ``guard["unguarded"]`` set (auto_shard warns) and
+    ``guard["note"]`` extended with which was returned."""
     import dataclasses
 
     from ..units import format_bytes
 
-    guard = {"baseline": None, "applied": False, "off": True, "note": f"memory guard off: {why}"}
+    guard["unguarded"] = True
     peak = int(result.evaluation.peak_memory)
     plans = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
              and getattr(q, "evaluation", None) is not None and q.choice is not None]
     best = min(plans, key=lambda q: int(q.evaluation.peak_memory), default=None)
     if best is None or int(best.evaluation.peak_memory) >= peak:
-        guard["note"] += (f"; the plan found is returned: it peaks lowest of the plans priced "
+        guard["note"] += (f"; the unguarded plan is kept: it peaks lowest of the plans priced "
                           f"({format_bytes(peak)} per device, predicted)")
         return result, guard
     sol = dataclasses.replace(result.solution, strategies=list(best.choice), objective=int(best.objective),
@@ -1126,6 +1136,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
                          f"found within it ({reason}); the unguarded plan is kept")
+        # round 28: not silently (auto_shard warns on ``unguarded``); which plan then is the limit rules' (_fallback,
+        # _baseline_plan above), not the time's
+        guard["unguarded"] = True
         return result, guard
     # never costlier than a known plan within the same limit (the re-solve starts from the plan before it,
     # not from them: started from them, keras-hub gemma_small given the expert's shardings ended on a plan
