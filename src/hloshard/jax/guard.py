@@ -375,7 +375,8 @@ def start_baselines(module, dmesh, fsdp: bool = True, child=None, others: bool =
     solve's seconds on a 2-core machine -- round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s
     instead of 2.0 s beside one -- but run after the first solve, one after the other, they took the seconds the
     guard had: BERT's step at ``time_limit=60``, 16.2 s of XLA children at load 6, and at load 8-20 the guard was
-    off in every call of new user 27's, finding 1.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
+    off in every call of new user 27's, finding 1.)  Why (round 27, issue 24): the guard ran its three XLA children
+    one after the other after the first
     solve, 33.1 s of keras-hub's 4-layer Gemma's 55.0 s (deterministic, ``time_limit=10``, load 6-9) while this
     process spent 19.7 CPU-s in all; started here their jax start and XLA run go beside the cost-graph build and
     the first solve.  ``module`` is left as it was.  Raises nothing: a child that cannot be started is left out
@@ -428,6 +429,8 @@ def choose_baseline(bases: list) -> dict:
 #: tuned: it keeps round 12's ratio (the first solve and the guard's re-solves had ``time_limit`` each,
 #: ``2 x time_limit`` in all) within one ``time_limit``.  Without the guard the first solve gets all of it.
 FIRST_SHARE = 0.5
+
+
 def first_solve_deadline(deadline: float, now: float) -> float:
     """Wall-clock mode: the instant (``time.monotonic()``) by which :func:`hloshard.jax.auto_shard`'s first solve --
     its cost-graph builds, its solver and its re-pricing reserve -- must end so that the memory guard keeps its
@@ -762,9 +765,9 @@ def _guard_off(result, known_plans, why: str) -> tuple:
     before XLA's run): the plan returned is the lowest-peak plan the call has priced -- ``result`` (the plan found) or
     a feasible known plan (:class:`hloshard.jax.known.KnownPlan`, and the greedy plan it refined) whose predicted
     peak is lower, the first of equals -- and ``guard["off"]`` and ``guard["unguarded"]`` are True
-    (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Why (round 28, new user 27's finding 1): BERT's step at ``time_limit=60`` under load
-    came back with the guard off and only a report line said so; XLA put its plan at 108.1 MB against the user's
-    FSDP plan's 74.2 MB."""
+    (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Why (round 28, new user 27's
+    finding 1): BERT's step at ``time_limit=60`` under load came back with the guard off and only a report line
+    said so; XLA put its plan at 108.1 MB against the user's FSDP plan's 74.2 MB."""
     return _lowest_priced(result, known_plans, {"baseline": None, "applied": False, "off": True,
                                                 "note": f"memory guard off: {why}"})
 
