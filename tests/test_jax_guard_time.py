@@ -992,3 +992,16 @@ def test_the_guard_keeps_back_the_repricing_it_measured_not_the_estimate(monkeyp
     assert info["reprice_seconds"]["estimated"] == 3.0 and info["reprice_seconds"]["measured"] < 1.0, info
     assert abs(graph.reprice_seconds - info["reprice_seconds"]["measured"]) < 1e-3
     assert info["unguarded"], info   # nothing found within, nothing known: kept, flagged
+
+
+def test_the_guards_share_is_kept_only_where_it_holds_an_xla_run_as_long_as_the_tracing():
+    """Round 28: auto_shard keeps the guard's share before the first solve (and starts the baselines' children
+    beside it) only where that share is at least the seconds jax took to trace the step (the estimate of one XLA run
+    of the module known before any build); keras-hub's 4-layer Gemma at time_limit=10, load 9, traced in 6.7 s and
+    had 3.3 s left: the first solve then keeps all of it, as before."""
+    from hloshard.jax import guard
+
+    assert guard.guard_share_holds(100.0, 40.0, 3.0)            # 30 s kept >= 3 s traced (BERT at 60 s)
+    assert not guard.guard_share_holds(10.0, 6.7, 6.7)          # 1.65 s kept < 6.7 s traced (Gemma at 10 s)
+    assert guard.guard_share_holds(10.0, 0.0, 5.0) and not guard.guard_share_holds(10.0, 0.0, 5.01)
+    assert not guard.guard_share_holds(10.0, 12.0, 0.1)          # past the deadline

@@ -46,7 +46,7 @@ from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
-                    moves_seconds, start_baselines)
+                    guard_share_holds, moves_seconds, start_baselines)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -749,9 +749,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # child): after the first solve the guard ran them one after the other, 16.2 s of XLA children for BERT's
         # step at time_limit=60 (load 6), and at load 8-20 the deadline left them none: the guard was off in every
         # call of new user 27's (finding 1); started here they run beside the build
+        # Wall-clock: only where the guard's share of the time left (guard.first_solve_deadline) can hold an XLA run
+        # of the module, estimated by the seconds jax took to trace and lower it here (guard.guard_share_holds);
+        # else the first solve keeps all of the time, as before, and no child takes the build's CPU (keras-hub's
+        # 4-layer Gemma at time_limit=10: 6.7 s of tracing at load 9, round 28)
+        traced = time.monotonic() - started
+        keep_share = memory_guard and not deterministic and guard_share_holds(started + float(time_limit),
+                                                                              time.monotonic(), traced)
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
-            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm) or None
+            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm,
+                                      others=deterministic or keep_share) or None
             if pending is not None and "user" in pending:
                 warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
@@ -799,7 +807,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # wall-clock with the guard: the first solve ends by its own deadline, the guard's time kept before the
             # call's (guard.first_solve_deadline; round 28, new user 27's finding 1: the builds took the guard's share)
             solve_by = first_solve_deadline(deadline_, time.monotonic()) \
-                if memory_guard and not whole and deadline_ is not None else deadline_
+                if keep_share and not whole and deadline_ is not None else deadline_
             try:
                 r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
                                  time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
@@ -814,8 +822,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  # the baseline, auto_expert peaked 1.05x the expert's by XLA in 107 s; round 25)
                                  # (wall-clock: its own deadline keeps the guard's time, solve_by; before round 28
                                  # a share of what the builds left, solver_share=FIRST_SHARE, which slow builds
-                                 # spent: BERT's 47.6 s of 60 at load 8-20)
-                                 solver_share=1.0,
+                                 # spent: BERT's 47.6 s of 60 at load 8-20; without keep_share, as before)
+                                 solver_share=FIRST_SHARE if memory_guard and not keep_share and not whole
+                                 and deadline_ is not None else 1.0,
                                  free_first=phase != "budget")
             except SolveFailed:
                 lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])

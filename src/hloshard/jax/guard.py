@@ -449,6 +449,18 @@ def first_solve_deadline(deadline: float, now: float) -> float:
     return float(deadline) - (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
 
 
+def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
+    """Whether the memory guard's share of a wall-clock call (what :func:`first_solve_deadline` keeps of what
+    ``deadline`` leaves at ``now``) can hold an XLA run of the module: at least ``traced``, the seconds jax took to
+    trace and lower the step in this process -- the same program through jax on this machine at this load, the
+    estimate known before any build.  An XLA child's propagation took 2-3x that on new user 27's BERT and MoE (load
+    6-11: ~6-8 s against 2.1-3.0 s of tracing), so the estimate errs towards keeping the share.  Where it does not
+    hold, :func:`hloshard.jax.auto_shard` keeps no share and starts no child beside the first solve (keras-hub's
+    4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left).  Raises nothing."""
+    share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
+    return share >= float(traced)
+
+
 #: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
 #: each bisection step a quarter.  The split is the bound's, not tuned: the first re-solve is the one that
 #: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
