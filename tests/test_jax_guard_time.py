@@ -1001,7 +1001,13 @@ def test_the_guards_share_is_kept_only_where_it_holds_an_xla_run_as_long_as_the_
     had 3.3 s left: the first solve then keeps all of it, as before."""
     from hloshard.jax import guard
 
-    assert guard.guard_share_holds(100.0, 40.0, 3.0)            # 30 s kept >= 3 s traced (BERT at 60 s)
-    assert not guard.guard_share_holds(10.0, 6.7, 6.7)          # 1.65 s kept < 6.7 s traced (Gemma at 10 s)
-    assert guard.guard_share_holds(10.0, 0.0, 5.0) and not guard.guard_share_holds(10.0, 0.0, 5.01)
+    from hloshard.autoshard.solve import later_phase_seconds
+
+    assert guard.guard_share_holds(100.0, 40.0, 3.0)            # 30 s kept >= 9.5 s (BERT at 60 s)
+    assert not guard.guard_share_holds(10.0, 6.7, 6.7)          # 1.65 s kept (Gemma at 10 s)
+    assert not guard.guard_share_holds(20.0, 3.9, 3.9)          # 8.05 s kept < 12.2 s (BERT at 20 s, load 10)
+    # the least phase (the solver's minimum, two pricings) and an XLA run, each pricing and the run ~ the tracing
+    t = 1.5
+    assert later_phase_seconds(t) + t == 5.0
+    assert guard.guard_share_holds(10.0, 0.0, t) and not guard.guard_share_holds(10.0, 0.0, t + 0.01)
     assert not guard.guard_share_holds(10.0, 12.0, 0.1)          # past the deadline

@@ -451,14 +451,22 @@ def first_solve_deadline(deadline: float, now: float) -> float:
 
 def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
     """Whether the memory guard's share of a wall-clock call (what :func:`first_solve_deadline` keeps of what
-    ``deadline`` leaves at ``now``) can hold an XLA run of the module: at least ``traced``, the seconds jax took to
-    trace and lower the step in this process -- the same program through jax on this machine at this load, the
-    estimate known before any build.  An XLA child's propagation took 2-3x that on new user 27's BERT and MoE (load
-    6-11: ~6-8 s against 2.1-3.0 s of tracing), so the estimate errs towards keeping the share.  Where it does not
-    hold, :func:`hloshard.jax.auto_shard` keeps no share and starts no child beside the first solve (keras-hub's
-    4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left).  Raises nothing."""
+    ``deadline`` leaves at ``now``) can hold the guard's least phase
+    (:func:`hloshard.autoshard.solve.later_phase_seconds`: the solver's minimum and
+    :data:`~hloshard.autoshard.solve.LATER_PHASE_PRICINGS` pricings) and an XLA run of the module before it, each
+    pricing and the XLA run estimated by ``traced``, the seconds jax took to trace and lower the step in this
+    process -- the same program through jax on this machine at this load, the one figure of the module's cost known
+    before any build.  Measured beside it (new user 27's models, load 10-12, round 28): a re-pricing 3.6 s against
+    3.6 s of tracing (BERT), 2.9 s against 5.4 s (MoE); an XLA child's propagation about 2-3x the tracing, of which
+    the early children (:func:`start_baselines`) run beside the first solve.  Where it does not hold,
+    :func:`hloshard.jax.auto_shard` keeps no share and starts no child beside the first solve, as before round 28
+    (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
+    ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
+    first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
+    from ..autoshard.solve import later_phase_seconds
+
     share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
-    return share >= float(traced)
+    return share >= later_phase_seconds(traced) + float(traced)
 
 
 #: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
