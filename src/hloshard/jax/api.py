@@ -974,6 +974,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             ties.append({"output": out_paths[j], "input": in_paths[q], "mode": mode, "donated": don, "source": source,
                          "same_sharding": bool(same)})
         report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                          # wall-clock: whether the guard's share was kept before the first solve (guard_share_holds)
+                          # and the seconds of tracing it was judged by (round 28)
+                          "guard_share_kept": bool(keep_share), "traced_seconds": round(traced, 3),
                           "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
                           if memory_guard else 0.0}
         # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
