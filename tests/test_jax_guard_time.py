@@ -795,3 +795,219 @@ def test_the_guard_reads_the_early_baselines_while_the_plans_own_runs(monkeypatc
     _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, True, child="warm")
     assert events == [("plan", None), ("data_parallel", None), ("fsdp", None)], events
     assert "baselines_started_early" not in info
+
+
+def test_first_solve_deadline_keeps_the_guards_share_before_the_builds():
+    """Round 28 (new user 27, finding 1): in wall-clock mode the first solve -- builds included -- ends by
+    :func:`hloshard.jax.guard.first_solve_deadline`: FIRST_SHARE of what the call's deadline leaves after tracing;
+    before, only its solver was held to that share of what the builds left, and BERT's builds took 47.6 s of 60."""
+    from hloshard.jax import guard
+
+    assert guard.first_solve_deadline(100.0, 40.0) == 100.0 - (1.0 - guard.FIRST_SHARE) * 60.0 == 70.0
+    assert guard.first_solve_deadline(100.0, 99.0) == 99.5
+    assert guard.first_solve_deadline(100.0, 120.0) == 100.0   # past the deadline: nothing kept
+
+
+def _early_others(monkeypatch, own):
+    """_guard's collaborators for a step nothing of which is sharded, the data-parallel (3,000,000 B) and FSDP
+    (2,000,000 B) propagations started early; ``own`` stands for the plan's own baseline_peak.  Returns the events."""
+    from hloshard.jax import guard
+
+    events = []
+
+    def other(key, peak):
+        def price(module, dmesh, **k):
+            events.append((key, k.get("pending")))
+            return {"plan": key, "peak_bytes": peak}
+        return price
+
+    def start(module, dmesh, entry=None, child=None):
+        events.append("plan started")
+        return types_ns(cancel=lambda: events.append("plan cancelled"))
+
+    _stub_guard(monkeypatch, lambda *a, **k: None, baseline=own)
+    monkeypatch.setattr(guard, "start_entry_propagation", start)
+    monkeypatch.setattr(guard, "data_parallel_baseline", other(guard.DATA_PARALLEL_BASELINE, 3_000_000))
+    monkeypatch.setattr(guard, "fsdp_baseline", other(guard.FSDP_BASELINE, 2_000_000))
+    return events
+
+
+def types_ns(**kw):
+    import types
+
+    return types.SimpleNamespace(**kw)
+
+
+def test_wall_clock_guard_without_time_for_its_own_xla_run_reads_the_early_baselines(monkeypatch):
+    """Round 28: the time left cannot hold the plan's own XLA run and its pricings (``later_phase_seconds``) but
+    holds a pricing: the baselines started before the first solve are read and the guard keeps the lowest of them
+    (FSDP here), the plan's own is not started and the report says why; before, the guard was off (new user 27)."""
+    from hloshard.autoshard.solve import later_phase_seconds
+    from hloshard.jax import guard
+
+    events = _early_others(monkeypatch, lambda *a, **k: pytest_fail("the plan's own baseline was run"))
+    module = types_ns(entry=types_ns(parameters=[]))
+    first = types_ns(evaluation=types_ns(peak_memory=900_000), choice=[0],
+                     graph=types_ns(pin_operands=False, memory_budget=None, reprice_seconds=5.0))
+    left = 7.0
+    assert later_phase_seconds(5.0) > left > 0.5 + 5.0
+    _, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=time.monotonic() + left,
+                           pending={"data_parallel": "dp", "fsdp": "fs"})
+    assert info["baseline"] == guard.FSDP_BASELINE and info["baseline_peak_bytes"] == 2_000_000, info
+    assert not info.get("off") and "plan started" not in events, (info, events)
+    assert "could not be priced" in info["plan_note"] and info["baseline_plan_peak_bytes"] is None
+    assert [e[0] for e in events] == [guard.DATA_PARALLEL_BASELINE, guard.FSDP_BASELINE]
+
+
+def test_a_failed_own_baseline_leaves_the_early_ones(monkeypatch):
+    """Round 28: the plan's own XLA run fails (here: times out) while the early baselines were priced: the guard
+    keeps the lowest of those and cancels the plan's run; with none priced it is off."""
+    from hloshard.errors import InputError
+    from hloshard.jax import guard
+
+    def own(*a, **k):
+        raise InputError("XLA's propagation timed out")
+
+    events = _early_others(monkeypatch, own)
+    module = types_ns(entry=types_ns(parameters=[]))
+    first = types_ns(evaluation=types_ns(peak_memory=900_000), choice=[0],
+                     graph=types_ns(pin_operands=False, memory_budget=None, reprice_seconds=0.1))
+    _, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=time.monotonic() + 60.0,
+                           pending={"data_parallel": "dp", "fsdp": "fs"})
+    assert info["baseline"] == guard.FSDP_BASELINE and not info.get("off"), info
+    assert events[0] == "plan started" and events[-1] == "plan cancelled", events
+    assert "timed out" in info["plan_note"]
+
+
+def test_the_guard_off_returns_the_lowest_peak_plan_priced_and_says_so(monkeypatch):
+    """Round 28 (new user 27, finding 1): with no baseline priced (the time limit ended before any XLA run) the plan
+    returned is the lowest-peak plan the call priced -- a known plan below the plan found -- and ``guard["off"]``
+    is set (auto_shard warns); with none lower the plan found is returned, also flagged."""
+    from hloshard.autoshard.solve import SolveResult
+    from hloshard.jax import guard
+
+    _stub_guard(monkeypatch, lambda *a, **k: pytest_fail("no re-solve without a baseline"))
+    module = types_ns(entry=types_ns(parameters=[]))
+    first = SolveResult(types_ns(pin_operands=False, memory_budget=None, reprice_seconds=1.0),
+                        Sol([0, 1], 50, "optimal"), [0, 1], types_ns(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
+    low = types_ns(name="data-parallel", choice=[1, 1], objective=70, feasible=True, greedy=None,
+                   evaluation=types_ns(peak_memory=4_000_000, total=7.0))
+    high = types_ns(name="replicated", choice=[2, 2], objective=90, feasible=True, greedy=None,
+                    evaluation=types_ns(peak_memory=20_000_000, total=0.0))
+    past = time.monotonic() - 1.0
+    result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past,
+                                known_plans=[high, low])
+    assert info["off"] and info["baseline"] is None and info["fallback"] == "data-parallel", info
+    assert result.choice == [1, 1] and result.evaluation.peak_memory == 4_000_000
+    assert "memory guard off" in info["note"] and "peaks lower than the plan found" in info["note"]
+    result, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=past, known_plans=[high])
+    assert info["off"] and info["unguarded"] and result is first and "unguarded plan is kept" in info["note"], info
+
+
+def pytest_fail(msg):
+    import pytest
+
+    pytest.fail(msg)
+
+
+def test_wall_clock_auto_shard_starts_every_baseline_early_and_ends_the_first_solve_by_its_deadline(monkeypatch):
+    """Round 28: in wall-clock mode auto_shard starts the data-parallel and FSDP propagations after tracing (before,
+    deterministic mode only) and hands the first solve ``first_solve_deadline`` (before: the call's deadline and a
+    solver share the builds could spend)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    from jax.sharding import Mesh
+
+    import hloshard.autoshard as autoshard
+    from hloshard.jax import api, guard
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def start(module, dmesh, fsdp=True, child=None, others=True):
+        seen["others"] = others
+        return {}
+
+    def solve(module, dmesh, **kw):
+        seen["deadline"], seen["share"], seen["at"] = kw["deadline"], kw["solver_share"], time.monotonic()
+        raise Stop()
+
+    monkeypatch.setattr(api, "start_baselines", start)
+    monkeypatch.setattr(autoshard, "solve_module", solve)
+    mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
+
+    def step(w, x):
+        return w - 0.1 * jax.grad(lambda w: jnp.mean((x @ w) ** 2))(w)
+
+    w = jax.ShapeDtypeStruct((8, 8), jnp.float32)
+    x = jax.ShapeDtypeStruct((4, 8), jnp.float32)
+    t0 = time.monotonic()
+    try:
+        api.auto_shard(step, w, x, mesh=mesh, time_limit=30.0, with_constraints=False)
+    except Stop:
+        pass
+    assert seen["others"] is True and seen["share"] == 1.0, seen
+    call_deadline = t0 + 30.0
+    # FIRST_SHARE of what the deadline left when the solve was called (give or take the call's own start)
+    expect = guard.first_solve_deadline(call_deadline, seen["at"])
+    assert abs(seen["deadline"] - expect) < 1.0 and seen["deadline"] < call_deadline - 10.0, (seen, expect)
+
+
+def test_the_guard_keeps_back_the_repricing_it_measured_not_the_estimate(monkeypatch):
+    """Round 28: a re-solve keeps back the re-pricing of its plan; the guard has just made one (the plan written and
+    its module priced, ``_written_peak``), so where that took less than the graph's estimate (REPRICE_SHARE x the 1-D
+    build: 14.8 s kept on new user 27's MoE at load 10 for a re-pricing of 2.2 s) the measured seconds are kept
+    instead, and a re-solve starts where the estimate left none.  Here the baseline's XLA run leaves 3 s, the
+    estimate 3 s (+ the solver's 0.5 s minimum): on main no re-solve started."""
+    from hloshard.errors import SolveFailed
+    from hloshard.jax import guard
+
+    calls = []
+
+    def no_plan(module, dmesh, **kw):
+        calls.append(kw["graph"].reprice_seconds)
+        raise SolveFailed("nothing within")
+
+    def slow_baseline(*a, **k):
+        time.sleep(4.0)
+        return {"plan": "gspmd", "peak_bytes": 1_000_000}
+
+    _stub_guard(monkeypatch, no_plan, baseline=slow_baseline)
+    monkeypatch.setattr(guard, "_written_peak", lambda result, module, dmesh: (None, 9_000_000))
+    monkeypatch.setattr(guard, "_fallback", lambda *a, **k: None)
+    monkeypatch.setattr(guard, "_baseline_plan", lambda *a, **k: None)
+    sharded = types_ns(sharding=types_ns(is_replicated=False))
+    module = types_ns(entry=types_ns(parameters=[sharded]))
+    graph = types_ns(pin_operands=False, memory_budget=None, reprice_seconds=3.0)
+    first = types_ns(evaluation=types_ns(peak_memory=9_000_000, total=1.0), choice=[0], graph=graph, solution=None)
+    _, info = guard._guard(first, module, types_ns(), "io", 5.0, 0, False, deadline=time.monotonic() + 7.0,
+                           write="keep")
+    assert calls and all(r < 1.0 for r in calls), (calls, info)
+    assert info["reprice_seconds"]["estimated"] == 3.0 and info["reprice_seconds"]["measured"] < 1.0, info
+    assert abs(graph.reprice_seconds - info["reprice_seconds"]["measured"]) < 1e-3
+    assert info["unguarded"], info   # nothing found within, nothing known: kept, flagged
+
+
+def test_the_guards_share_is_kept_only_where_it_holds_an_xla_run_as_long_as_the_tracing():
+    """Round 28: auto_shard keeps the guard's share before the first solve (and starts the baselines' children
+    beside it) only where that share is at least the seconds jax took to trace the step (the estimate of one XLA run
+    of the module known before any build); keras-hub's 4-layer Gemma at time_limit=10, load 9, traced in 6.7 s and
+    had 3.3 s left: the first solve then keeps all of it, as before."""
+    from hloshard.jax import guard
+
+    from hloshard.autoshard.solve import later_phase_seconds
+
+    assert guard.guard_share_holds(100.0, 40.0, 3.0)            # 30 s kept >= 9.5 s (BERT at 60 s)
+    assert not guard.guard_share_holds(10.0, 6.7, 6.7)          # 1.65 s kept (Gemma at 10 s)
+    assert not guard.guard_share_holds(20.0, 3.9, 3.9)          # 8.05 s kept < 12.2 s (BERT at 20 s, load 10)
+    # the least phase (the solver's minimum, two pricings) and an XLA run, each pricing and the run ~ the tracing
+    t = 1.5
+    assert later_phase_seconds(t) + t == 5.0
+    assert guard.guard_share_holds(10.0, 0.0, t) and not guard.guard_share_holds(10.0, 0.0, t + 0.01)
+    assert not guard.guard_share_holds(10.0, 12.0, 0.1)          # past the deadline

@@ -45,8 +45,8 @@ from typing import Any, Callable
 from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import program
-from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, guard_plan, moves_seconds,
-                    start_baselines)
+from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
+                    guard_share_holds, moves_seconds, start_baselines)
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
@@ -294,9 +294,18 @@ def _broadcast_constraints(module, eqns: dict, operand_constraints: dict, mesh, 
             continue
         try:
             out_spec = _padded(_spec(b.sharding, len(b.shape.dims), sdy_mesh), len(b.shape.dims))
-            have = _padded(_spec(src.sharding, len(src.shape.dims), sdy_mesh), len(src.shape.dims))
-        except ValueError:   # a sub-axis layout: left to XLA
+        except ValueError:   # the broadcast's own layout needs sub-axes: left to XLA
             continue
+        try:
+            have = _padded(_spec(src.sharding, len(src.shape.dims), sdy_mesh), len(src.shape.dims))
+        except ValueError:
+            # the input's layout needs sub-axes (its constraint is on a cut mesh, _sub_axis_sharding): it is not the
+            # layout the broadcast needs of it, which a PartitionSpec over the user's axes says (round 28, new user
+            # 27's finding 5: the MoE's dispatch mask ``mul`` of f32[16,128,8,1] by f32[16,128,1,40], its input
+            # split [4,2] over sub-axes and the plan's broadcast replicated: before, no constraint, and XLA
+            # broadcast in the input's layout and all-gathered f32[16,128,8,40] -- 4.59 of the 3.79 MB plan.jit()
+            # moved above the written module's 44.73 MB)
+            have = None
         want = broadcast_operand_spec(out_spec, b.dimensions or [], b.operands[0].shape.dims, src.shape.dims)
         if want is None or want == have:
             continue
@@ -409,10 +418,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     the call's seconds).  Wall-clock mode (``deterministic=False``, the default, as ``hloshard solve``):
     one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
     and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
-    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); the first solve's solver gets
-    at most :data:`hloshard.jax.guard.FIRST_SHARE` of ``time_limit`` and of what its builds and the
-    re-pricing reserve leave before the deadline (``solve_module(solver_share=)``: slow tracing or builds do
-    not spend the guard's share), ending early enough to write the plan; the XLA runs (the memory guard's
+    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); with the memory guard the first
+    solve -- its builds, its solver and its re-pricing reserve -- ends by
+    :func:`hloshard.jax.guard.first_solve_deadline`, :data:`hloshard.jax.guard.FIRST_SHARE` of what the deadline
+    leaves after tracing, the rest being the guard's (round 28: before, only its solver was held to that share of
+    what the builds left, and slow builds spent the guard's share: new user 27's four calls at ``time_limit=60``,
+    load 8-20, all returned with the guard off); the guard's baselines whose entry is known after tracing (the
+    user's; nothing sharded, the data-parallel and FSDP ones) start then, in child processes beside the first
+    solve.  The guard's rule when its time runs short: the baselines read in time are its baselines (the lowest
+    of them is the limit, the plan's own left out and named in ``report["memory_guard"]["plan_note"]``); with
+    none read the guard is off (``report["memory_guard"]["off"]``, a ``UserWarning``) and the plan returned is
+    the lowest-peak plan the call priced (the plan found or a known plan, predicted), never an unguarded plan
+    silently; the XLA runs (the memory guard's
     sharding propagation, its data-parallel fallback's, and with ``with_constraints`` the constraints' one: child
     processes) run inside the limit: none is started with less than the solver's minimum left, each is cut at the
     deadline (the guard is then off, or the constraints not listed, and a warning says so; round 24: before, they
@@ -728,10 +745,21 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # now are of the program the guard prices, loops or not.
         # Round 27 too: the data-parallel and FSDP baselines' entries (nothing sharded) are known here as well: their
         # propagations start now, each in a child of its own, and the warm child is left to the plan's own baseline
-        # (guard.start_baselines); deterministic mode only, as the warm child (above: why not in wall-clock mode)
+        # (guard.start_baselines).  Round 28: in wall-clock mode too (before, deterministic mode only, as the warm
+        # child): after the first solve the guard ran them one after the other, 16.2 s of XLA children for BERT's
+        # step at time_limit=60 (load 6), and at load 8-20 the deadline left them none: the guard was off in every
+        # call of new user 27's (finding 1); started here they run beside the build
+        # Wall-clock: only where the guard's share of the time left (guard.first_solve_deadline) can hold an XLA run
+        # of the module, estimated by the seconds jax took to trace and lower it here (guard.guard_share_holds);
+        # else the first solve keeps all of the time, as before, and no child takes the build's CPU (keras-hub's
+        # 4-layer Gemma at time_limit=10: 6.7 s of tracing at load 9, round 28)
+        traced = time.monotonic() - started
+        keep_share = memory_guard and not deterministic and guard_share_holds(started + float(time_limit),
+                                                                              time.monotonic(), traced)
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
-            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm, others=deterministic) or None
+            pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm,
+                                      others=deterministic or keep_share) or None
             if pending is not None and "user" in pending:
                 warm = None   # the pending propagation owns it
         # one time budget (docstring, "Time"): wall-clock mode, one deadline every phase checks; deterministic
@@ -776,11 +804,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # promise, its guard gets what the search leaves; with the guard's half kept, Swin's "60MiB" search had
             # 2.5 s of solver and found nothing)
             whole = phase == "budget" and deadline_ is not None
+            # wall-clock with the guard: the first solve ends by its own deadline, the guard's time kept before the
+            # call's (guard.first_solve_deadline; round 28, new user 27's finding 1: the builds took the guard's share)
+            solve_by = first_solve_deadline(deadline_, time.monotonic()) \
+                if keep_share and not whole and deadline_ is not None else deadline_
             try:
                 r = solve_module(module, dmesh, keep=keep_shardings, memory_budget=budget_,
                                  time_limit=limit if whole else limit * first_limit / float(time_limit), seed=seed,
                                  deterministic=deterministic, apply=False,
-                                 deadline=deadline_, stop_build=deadline_ is not None and graph is None,
+                                 deadline=solve_by, stop_build=deadline_ is not None and graph is None,
                                  pin_operands=pin_operands, known=known_choices, graph=graph, hint=hint,
                                  # wall-clock: the guard's share is of what the builds leave, not what they did not take
                                  # (deterministic: not passed, so the refined graph is sized for the first solve's
@@ -788,8 +820,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  # got its 2.70 M-pair refined graph at time_limit=10, and the first solve on it
                                  # ended at a 27.8% gap after 59 s, the guard's re-solves found nothing within
                                  # the baseline, auto_expert peaked 1.05x the expert's by XLA in 107 s; round 25)
-                                 solver_share=FIRST_SHARE if memory_guard and not whole and deadline_ is not None
-                                 else 1.0,
+                                 # (wall-clock: its own deadline keeps the guard's time, solve_by; before round 28
+                                 # a share of what the builds left, solver_share=FIRST_SHARE, which slow builds
+                                 # spent: BERT's 47.6 s of 60 at load 8-20; without keep_share, as before)
+                                 solver_share=FIRST_SHARE if memory_guard and not keep_share and not whole
+                                 and deadline_ is not None else 1.0,
                                  free_first=phase != "budget")
             except SolveFailed:
                 lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
@@ -903,6 +938,8 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             report["memory_guard"] = guard
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
+            if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
+                warnings.warn(guard["note"], UserWarning, stacklevel=2)
         # the collectives the plan predicts, ring bytes per device (as xla_compare / cost --xla count them)
         report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
 
@@ -937,6 +974,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             ties.append({"output": out_paths[j], "input": in_paths[q], "mode": mode, "donated": don, "source": source,
                          "same_sharding": bool(same)})
         report["time"] = {"time_limit": float(time_limit), "mode": "work" if deterministic else "wall-clock",
+                          # wall-clock: whether the guard's share was kept before the first solve (guard_share_holds)
+                          # and the seconds of tracing it was judged by (round 28)
+                          "guard_share_kept": bool(keep_share), "traced_seconds": round(traced, 3),
                           "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
                           if memory_guard else 0.0}
         # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)

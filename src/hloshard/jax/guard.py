@@ -370,11 +370,13 @@ def start_baselines(module, dmesh, fsdp: bool = True, child=None, others: bool =
     before, :func:`hloshard.xla_check.start_jax_child`); without, and with ``others``, ``"data_parallel"``
     (:func:`data_parallel_entry`) and, with ``fsdp``, ``"fsdp"`` (:func:`fsdp_entry`), each where its entry exists,
     in a child of its own (``child`` is then left to the plan's own baseline, known only after the first solve).
-    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in deterministic mode only: in
-    wall-clock mode a child's CPU is taken from the build's and the first solve's seconds on a 2-core machine --
-    round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s instead of 2.0 s beside one, its first
-    solve had 0.36 s of solver instead of 1.69 s -- while the guard reaches those baselines only when a re-solve's
-    time is left.)  Why (round 27, issue 24): the guard ran its three XLA children one after the other after the first
+    Empty when none applies.  (:func:`hloshard.jax.auto_shard` passes ``others`` in both modes since round 28; before,
+    in deterministic mode only, since in wall-clock mode a child's CPU is taken from the build's and the first
+    solve's seconds on a 2-core machine -- round 18: keras-hub's 4-layer Gemma at ``time_limit=10`` built in 3.7 s
+    instead of 2.0 s beside one -- but run after the first solve, one after the other, they took the seconds the
+    guard had: BERT's step at ``time_limit=60``, 16.2 s of XLA children at load 6, and at load 8-20 the guard was
+    off in every call of new user 27's, finding 1.)  Why (round 27, issue 24): the guard ran its three XLA children
+    one after the other after the first
     solve, 33.1 s of keras-hub's 4-layer Gemma's 55.0 s (deterministic, ``time_limit=10``, load 6-9) while this
     process spent 19.7 CPU-s in all; started here their jax start and XLA run go beside the cost-graph build and
     the first solve.  ``module`` is left as it was.  Raises nothing: a child that cannot be started is left out
@@ -427,6 +429,46 @@ def choose_baseline(bases: list) -> dict:
 #: tuned: it keeps round 12's ratio (the first solve and the guard's re-solves had ``time_limit`` each,
 #: ``2 x time_limit`` in all) within one ``time_limit``.  Without the guard the first solve gets all of it.
 FIRST_SHARE = 0.5
+
+
+def first_solve_deadline(deadline: float, now: float) -> float:
+    """Wall-clock mode: the instant (``time.monotonic()``) by which :func:`hloshard.jax.auto_shard`'s first solve --
+    its cost-graph builds, its solver and its re-pricing reserve -- must end so that the memory guard keeps its
+    share of the call: :data:`FIRST_SHARE` of what the call's ``deadline`` leaves at ``now`` (after jax's tracing)
+    is the first solve's, the rest the guard's (its XLA baselines, their pricing, its re-solves, the Pareto step).
+    The split is :data:`FIRST_SHARE`'s, not a tuned figure; what changed (round 28) is that it bounds the builds as
+    well as the solver: before, the first solve's solver got that share of what its builds left
+    (``solve_module(solver_share=)``) and the builds none, so slow builds spent the guard's share, and a share left
+    smaller than the guard's least phase went to the solver too (new user 27's finding 1: BERT's and the MoE's first
+    solves took 47.6 and 53.4 s of ``time_limit=60`` at load 8-20 and every call returned with the guard off; XLA put
+    BERT's plan at 108.1 MB against the user's FSDP plan's 74.2 MB).  The guard's baselines whose entry is known
+    after tracing (:func:`start_baselines`) run in children beside the first solve, so what the guard's share must
+    hold is the plan's own propagation and the pricings; where it cannot hold those, the baselines read early are
+    the guard's (:func:`_guard`), and with none the plan returned is the lowest-peak plan priced
+    (:func:`_guard_off`).  Raises nothing."""
+    return float(deadline) - (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
+
+
+def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
+    """Whether the memory guard's share of a wall-clock call (what :func:`first_solve_deadline` keeps of what
+    ``deadline`` leaves at ``now``) can hold the guard's least phase
+    (:func:`hloshard.autoshard.solve.later_phase_seconds`: the solver's minimum and
+    :data:`~hloshard.autoshard.solve.LATER_PHASE_PRICINGS` pricings) and an XLA run of the module before it, each
+    pricing and the XLA run estimated by ``traced``, the seconds jax took to trace and lower the step in this
+    process -- the same program through jax on this machine at this load, the one figure of the module's cost known
+    before any build.  Measured beside it (new user 27's models, load 10-12, round 28): a re-pricing 3.6 s against
+    3.6 s of tracing (BERT), 2.9 s against 5.4 s (MoE); an XLA child's propagation about 2-3x the tracing, of which
+    the early children (:func:`start_baselines`) run beside the first solve.  Where it does not hold,
+    :func:`hloshard.jax.auto_shard` keeps no share and starts no child beside the first solve, as before round 28
+    (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
+    ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
+    first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
+    from ..autoshard.solve import later_phase_seconds
+
+    share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
+    return share >= later_phase_seconds(traced) + float(traced)
+
+
 #: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
 #: each bisection step a quarter.  The split is the bound's, not tuned: the first re-solve is the one that
 #: usually answers, the bisection steps are rarer (on the held-out keras-hub llama_small it re-solves once
@@ -738,6 +780,47 @@ def _kept(result, guard: dict, unwritten, write):
     return result, guard
 
 
+def _guard_off(result, known_plans, why: str) -> tuple:
+    """``(result, guard)`` when the guard has no baseline (``why``: none could be priced, e.g. the time limit ended
+    before XLA's run): the plan returned is the lowest-peak plan the call has priced -- ``result`` (the plan found) or
+    a feasible known plan (:class:`hloshard.jax.known.KnownPlan`, and the greedy plan it refined) whose predicted
+    peak is lower, the first of equals -- and ``guard["off"]`` and ``guard["unguarded"]`` are True
+    (:func:`hloshard.jax.auto_shard` warns; never an unguarded plan silently).  Why (round 28, new user 27's
+    finding 1): BERT's step at ``time_limit=60`` under load came back with the guard off and only a report line
+    said so; XLA put its plan at 108.1 MB against the user's FSDP plan's 74.2 MB."""
+    return _lowest_priced(result, known_plans, {"baseline": None, "applied": False, "off": True,
+                                                "note": f"memory guard off: {why}"})
+
+
+def _lowest_priced(result, known_plans, guard: dict) -> tuple:
+    """``(plan, guard)`` where the guard cannot vouch for a plan within its limit (:func:`_guard_off`: no baseline;
+    :func:`_guard`: none found or known within it): ``result`` or the feasible known plan (and the greedy plan it
+    refined) that peaks lower (predicted, the first of equals), ``guard["unguarded"]`` set (auto_shard warns) and
+    ``guard["note"]`` extended with which was returned."""
+    import dataclasses
+
+    from ..units import format_bytes
+
+    guard["unguarded"] = True
+    peak = int(result.evaluation.peak_memory)
+    plans = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
+             and getattr(q, "evaluation", None) is not None and q.choice is not None]
+    best = min(plans, key=lambda q: int(q.evaluation.peak_memory), default=None)
+    if best is None or int(best.evaluation.peak_memory) >= peak:
+        guard["note"] += (f"; the unguarded plan is kept: it peaks lowest of the plans priced "
+                          f"({format_bytes(peak)} per device, predicted)")
+        return result, guard
+    sol = dataclasses.replace(result.solution, strategies=list(best.choice), objective=int(best.objective),
+                              status="feasible")
+    out = dataclasses.replace(result, solution=sol, choice=list(best.choice), evaluation=best.evaluation)
+    out.written = None
+    guard.update(fallback=best.name, plan_peak_bytes=peak)
+    guard["note"] += (f"; the {best.name} plan, known before the search, peaks lower than the plan found "
+                      f"({format_bytes(int(best.evaluation.peak_memory))} against {format_bytes(peak)} per device, "
+                      f"predicted): returned instead")
+    return out, guard
+
+
 def _other_baselines(module, dmesh, deadline, need: float, fsdp: bool, early: dict) -> tuple:
     """``(others, notes)`` of :func:`_guard`: the data-parallel and (with ``fsdp``) FSDP baselines priced
     (:func:`data_parallel_baseline`, :func:`fsdp_baseline`: ``[(key, baseline dict)]`` of those that apply), each
@@ -861,15 +944,23 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         # entry shardings; the user's baseline (gspmd) stays the evaluation's cheapest completion, not the
         # plan's (filled, keras-hub gemma_small's given the expert's shardings rose 1.2%, round 14)
         warm = {} if child is None else {"child": child}   # (a caller's stand-in may take no child)
+        # the data-parallel / FSDP propagations started before the first solve (start_baselines): read and priced
+        # here even where the plan's own baseline cannot be (round 28)
+        early_others = prices_others and any(early.get(k) is not None for k, _ in ENTRY_BASELINES)
+        skip_own = None   # why the plan's own baseline is not run (wall-clock: no time for its XLA run)
         if deadline is not None:   # round 24: inside the time limit (a limit is a limit, new user 23's finding 1)
             # after the run: the baseline priced and the plan's written module priced, each about a re-pricing
             # (the graph's reserve); new user 23's Swin at time_limit=60, load 17: run and pricing 31.6 s, 23.3 s late
             if _time_left(deadline) < later_phase_seconds(reserve):
                 what = "its XLA run could start" if early.get("user") is None or not user_sharded(module) else \
                     "the baseline could be read"
-                raise SolveFailed(f"the time limit ended before {what} "
-                                  f"({max(0.0, _time_left(deadline)):.1f} s left, {LATER_PHASE_PRICINGS * reserve:.1f} s "
-                                  f"of them kept for pricing the baseline and the plan)")
+                why = (f"the time limit ended before {what} ({max(0.0, _time_left(deadline)):.1f} s left, "
+                       f"{LATER_PHASE_PRICINGS * reserve:.1f} s of them kept for pricing the baseline and the plan)")
+                # round 28: the baselines started early are read while a pricing's time is left (the guard keeps the
+                # lowest of those it prices); without them the guard is off
+                if not early_others or _time_left(deadline) <= need:
+                    raise SolveFailed(why)
+                skip_own = why
             warm["timeout"] = _time_left(deadline) - LATER_PHASE_PRICINGS * reserve
         t_base = time.monotonic()
         sharded = user_sharded(module)
@@ -879,11 +970,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             base = baseline_peak(module, dmesh, **warm)
         else:
             entry = plan_entry(result, module)
-            if prices_others and any(early.get(k) is not None for k, _ in ENTRY_BASELINES):
+            if early_others:
                 # the others' propagations were started before the first solve (start_baselines): the plan's own
                 # starts now (in the child started for it) and runs while theirs are read and priced here
                 try:
-                    own = start_entry_propagation(module, dmesh, entry=entry, child=warm.get("child"))
+                    own = None if skip_own else start_entry_propagation(module, dmesh, entry=entry,
+                                                                         child=warm.get("child"))
                 except OSError:
                     own = None
                 if own is not None:
@@ -892,11 +984,21 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early)
                 if deadline is not None:   # what the deadline leaves now, as above
                     warm["timeout"] = max(0.0, _time_left(deadline) - LATER_PHASE_PRICINGS * reserve)
-            base = baseline_peak(module, dmesh, entry=entry, fill=plan_shardings(result, module), **warm)
+            try:
+                if skip_own:
+                    raise SolveFailed(skip_own)
+                base = baseline_peak(module, dmesh, entry=entry, fill=plan_shardings(result, module), **warm)
+            except (HloshardError, SolveFailed) as exc:
+                # round 28: with another baseline priced the guard keeps the lowest of those (choose_baseline's
+                # rule over the ones it has), the plan's own left out and named; none priced: the guard is off
+                if not others:
+                    raise
+                cancel_baselines(own)
+                notes["plan"] = f"the plan's own baseline could not be priced ({exc})"
+                base = None
     except (HloshardError, SolveFailed) as exc:
         cancel_baselines(own)
-        return result, {"baseline": None, "applied": False,
-                        "note": f"memory guard off: the baseline could not be priced ({exc})"}
+        return _guard_off(result, known_plans, f"the baseline could not be priced ({exc})")
     except BaseException:   # Ctrl-C (auto_shard raises KeyboardInterrupt): no XLA child left running
         cancel_baselines(own)
         raise
@@ -906,13 +1008,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     if prices_others and own is None and not others and not notes:
         others, notes = _other_baselines(module, dmesh, deadline, need, fsdp, early)
     plan_base = base
-    base = choose_baseline([base] + [b for _, b in others])
+    base = choose_baseline(([] if base is None else [base]) + [b for _, b in others])
     limit = base["peak_bytes"]
     guard = {"baseline": base["plan"], "baseline_all_replicated": bool(base.get("all_replicated")),
              "baseline_peak_bytes": limit, "limit_bytes": limit,
              "plan_peak_bytes": plan_peak, "applied": False, "note": None}
     if others:   # every baseline's peak (predicted); choose_baseline's is the limit
-        guard["baseline_plan_peak_bytes"] = plan_base["peak_bytes"]
+        guard["baseline_plan_peak_bytes"] = None if plan_base is None else plan_base["peak_bytes"]
         for key, b in others:
             guard[f"baseline_{key}_peak_bytes"] = b["peak_bytes"]
     for key, note in notes.items():
@@ -931,8 +1033,21 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # were measured on (cost.memory); the solver's graph figure is the bisection's below
     judged = plan_peak
     if write is not None:
+        t_written = time.monotonic()
         unwritten, judged = _written_peak(result, module, dmesh)
         guard["plan_written_peak_bytes"] = judged
+        if deadline is not None:
+            # round 28: the re-pricing a re-solve's plan needs (the re-solves and the Pareto step keep it back,
+            # graph.reprice_seconds) is the one just made -- the plan written and its module priced, on this machine
+            # at this load -- where it took less than the estimate from the 1-D build (REPRICE_SHARE x that build):
+            # new user 27's MoE at time_limit=60, load 10, kept 14.8 s for a re-pricing that took 2.2 s, and the guard's
+            # re-solve had 1.1 s of solver and found nothing within the FSDP baseline (BERT: 15.6 s kept, no re-solve)
+            took = time.monotonic() - t_written
+            if took < reserve:
+                guard["reprice_seconds"] = {"estimated": round(reserve, 3), "measured": round(took, 3)}
+                reserve = took
+                need = MIN_SOLVE_SECONDS + reserve
+                result.graph.reprice_seconds = reserve
     if judged <= limit:
         return _kept(result, guard, unwritten, write)
     # (not when the plan's entry shardings are all replicated: the baseline is then the replicated plan, the
@@ -1057,6 +1172,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                          f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
                          f"found within it ({reason}); the unguarded plan is kept")
+        # round 28: not silently (auto_shard warns on ``unguarded``); which plan then is the limit rules' (_fallback,
+        # _baseline_plan above), not the time's
+        guard["unguarded"] = True
         return result, guard
     # never costlier than a known plan within the same limit (the re-solve starts from the plan before it,
     # not from them: started from them, keras-hub gemma_small given the expert's shardings ended on a plan
