@@ -8,6 +8,7 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 from __future__ import annotations
 
 from ..errors import HloshardError, SolveFailed
+from ..units import format_bytes
 
 
 def user_sharded(module) -> bool:
@@ -711,7 +712,6 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
     (:func:`_held`), and ``guard["cheapest"]`` says so.  The module is put back when the plan kept written
     (``unwritten``, ``write="keep"``) is replaced.  Nothing when the guard had no baseline."""
     from ..autoshard.solve import PARETO_SHARE
-    from ..units import format_bytes
 
     if guard.get("baseline") is None:
         return result, guard
@@ -799,7 +799,6 @@ def _lowest_priced(result, known_plans, guard: dict) -> tuple:
     ``guard["note"]`` extended with which was returned."""
     import dataclasses
 
-    from ..units import format_bytes
 
     guard["unguarded"] = True
     peak = int(result.evaluation.peak_memory)
@@ -920,7 +919,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
     from ..cost.memory import budget_for_model_limit, xla_lower_bound
-    from ..units import format_bytes
 
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
