@@ -660,10 +660,11 @@ def _trajectory(red, ls, plan, progress):
         # single-node and tree moves to their local optimum whatever the clock (what makes the first plan,
         # module docstring; its pair sweeps, 1-3 s on decoder2 at 2x4 under load, go to the bound and the LP
         # instead).  A hint the coarse solve found in a starved share can be far above it (new user 27's MoE
-        # at 2x4, default limit, load 23: the mapped coarse plan 104.4 M kept, the greedy start 65.0 M after
-        # 0.37 CPU-s of these moves)
+        # at 2x4, default limit, load 10: the mapped coarse plan 104.4 M kept, the greedy start 65.0 M after
+        # 0.37 CPU-s of these moves).  On a large problem (LARGE_NODES) the moves stop at the heuristic's
+        # deadline: the greedy plan is still compared with the hint
         ls.greedy()
-        ls.improve(math.inf, pairs=False)
+        ls.improve(heur_deadline if big else math.inf, pairs=False)
         if ls.feasible():
             best, best_obj = ls.s.copy(), ls.objective()
             starts["greedy"] = int(best_obj + red.offset)
