@@ -194,6 +194,25 @@ def test_without_stop_build_the_deadline_does_not_stop_the_build():
     assert not any("could not be built" in w for w in res.graph.warnings)
 
 
+def test_default_limit_starved_solve_keeps_the_cheapest_start_and_names_it():
+    """solve's default limit (a deadline, no stop_build) with the clock spent before the solve (a loaded machine,
+    new user 27 finding 4): the fine solve gets its minimum, makes the greedy start beside the coarse plan
+    (wall-clock mode with a hint) and its answer is never costlier than the mapped coarse plan; the result says
+    which plan it is."""
+    import time
+
+    m = _module("scan_mlp_train_step.pre.hlo")   # left to the search by presolve (24 nodes)
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.01, reevaluate=False,
+                       apply=False)
+    start = res.graph.coarse
+    assert start is not None and start.choice is not None
+    assert res.evaluation.total <= start.mapped_objective * (1 + 1e-9)
+    starts = res.solution.stats["starts"]
+    assert {"greedy", "hint", "kept", "first"} <= set(starts) and starts["first"] <= min(starts["greedy"], starts["hint"])
+    assert res.plan_source and ("coarse mesh's plan" in res.plan_source or "greedy start" in res.plan_source)
+
+
 def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
     """`hloshard solve --mesh 2x2x2 --time-limit 0.5`: the refined build cannot fit (the interpreter's
     start alone takes most of it), so the coarse plan is written, exit 0, a warning before and in the
