@@ -85,6 +85,7 @@ def test_plan_source_names_the_plan_written():
     assert plan_source({"starts": starts, "hint_kept": True}, 150) == "hint"
     assert plan_source({"starts": starts, "trivial": {"plan": "replicated", "taken": True}}, 90) == "trivial"
     assert plan_source({}, 90) == "search"
+    assert plan_source({"presolve": {"nodes": 0}}, 90) == "exact"
 
     class Sol:
         stats = {"source": "greedy", "starts": starts}

@@ -81,7 +81,7 @@ def plan_source(stats: dict, found) -> str:
     :func:`hloshard.autoshard.trivial.trivial_plans`, the search found nothing cheaper), ``"hint"`` (the start
     it was given, kept: the search ended above it), ``"greedy"`` / ``"hint_local"`` (the greedy start / the
     hint after local search, which no later phase improved: :func:`hloshard.solver.api.solve_problem`'s
-    ``stats["starts"]``, wall-clock mode with a hint) or ``"search"`` (a later phase's plan, or a run without
+    ``stats["starts"]``, wall-clock mode with a hint), ``"exact"`` (presolve's exact reductions chose every node) or ``"search"`` (a later phase's plan, or a run without
     both starts).  ``stats``: the Solution's stats after the hint and trivial checks; ``found``: the
     solver's objective before them (the solver problem's integer units, as ``stats["starts"]``)."""
     trivial = stats.get("trivial")
@@ -89,6 +89,8 @@ def plan_source(stats: dict, found) -> str:
         return "trivial"
     if stats.get("hint_kept"):
         return "hint"
+    if (stats.get("presolve") or {}).get("nodes") == 0:
+        return "exact"
     starts = stats.get("starts") or {}
     if starts.get("first") is not None and found is not None and int(found) >= int(starts["first"]):
         return "greedy" if starts.get("kept") == "greedy" else "hint_local"

@@ -505,6 +505,7 @@ def plan_source_words(sol, begun: str | None, start=None) -> str | None:
     trivial = st.get("trivial") or {}
     return {"trivial": f"the {trivial.get('plan', 'trivial')} plan (the search found nothing cheaper)",
             "hint": f"{hint}, kept (the search found nothing cheaper)",
+            "exact": "the optimum of the presolve's exact reductions (every choice made by them)",
             "hint_local": f"{hint}, after local search (no later phase found a cheaper plan)",
             "greedy": "the greedy start after local search (cheaper than "
                       + (hint if begun else "the other starts") + "; no later phase found a cheaper plan)",
