@@ -663,8 +663,13 @@ def _trajectory(red, ls, plan, progress):
         # at 2x4, default limit, load 10: the mapped coarse plan 104.4 M kept, the greedy start 65.0 M after
         # 0.37 CPU-s of these moves).  On a large problem (LARGE_NODES) the moves stop at the heuristic's
         # deadline: the greedy plan is still compared with the hint
+        # The tree moves draw forests from the search's generator: put back as it was, so that the search from the
+        # hint follows the path it followed without this start (decoder2 at 2x4: its proof took 10.4 s of solver
+        # without, 20.7 s with the generator advanced, the same optimum)
+        rng0 = ls.rng.bit_generator.state
         ls.greedy()
         ls.improve(heur_deadline if big else math.inf, pairs=False)
+        ls.rng.bit_generator.state = rng0
         if ls.feasible():
             best, best_obj = ls.s.copy(), ls.objective()
             starts["greedy"] = int(best_obj + red.offset)
