@@ -194,6 +194,26 @@ def test_without_stop_build_the_deadline_does_not_stop_the_build():
     assert not any("could not be built" in w for w in res.graph.warnings)
 
 
+def test_default_limit_starved_solve_keeps_the_cheapest_start_and_names_it():
+    """solve's default limit (a deadline, no stop_build) with the clock spent before the solve (a loaded machine,
+    new user 27 finding 4), from a given start (an earlier solve's plan, where the coarse plan would be): the fine
+    solve gets its minimum, makes the greedy start beside it (wall-clock mode with a hint) and its answer is never
+    costlier than either; the result says which plan it is."""
+    import time
+
+    m = _module("transformer_block.pre.hlo")   # left to the search by presolve
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh, "io", None)
+    first = solve_module(m, mesh, time_limit=1, workers=1, deterministic=True, reevaluate=False, apply=False,
+                         graph=graph)
+    res = solve_module(m, mesh, time_limit=2, workers=1, deadline=time.monotonic() + 0.01, reevaluate=False,
+                       apply=False, graph=graph, hint=list(first.choice))
+    starts = res.solution.stats["starts"]
+    assert {"greedy", "hint", "kept", "first"} <= set(starts) and starts["first"] <= min(starts["greedy"], starts["hint"])
+    assert res.evaluation.total <= first.evaluation.total * (1 + 1e-9)
+    assert res.plan_source and any(w in res.plan_source for w in ("greedy start", "the plan it was given", "search"))
+
+
 def test_cli_explicit_time_limit_writes_the_coarse_plan_and_says_so(tmp_path):
     """`hloshard solve --mesh 2x2x2 --time-limit 0.5`: the refined build cannot fit (the interpreter's
     start alone takes most of it), so the coarse plan is written, exit 0, a warning before and in the

@@ -310,6 +310,8 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t.add_row("cost", cost_line(report))
     t.add_row("memory", memory_line(report))
     t.add_row("status", status_in_words(report))
+    if report.get("plan_source"):   # which plan the solver's answer is (hloshard.autoshard.solve.plan_source_words)
+        t.add_row("plan", report["plan_source"])
     for name, value in plan_rows(report):
         t.add_row(name, value)
     if replicated_inputs_row(report):

@@ -52,6 +52,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         time_limit = max(0.5, float(time_limit) - (time.monotonic() - t0))
     sol = solve_problem(graph.solver_problem, time_limit=time_limit, workers=workers, seed=seed,
                         deterministic=deterministic, hint=shint, progress=report)
+    found = sol.objective
     if shint is not None and -1 not in shint:   # the incumbent: the search may end above its hint
         h_obj, h_ok = evaluate(graph.solver_problem, shint)
         if h_ok and (not sol.strategies or sol.objective is None or h_obj < sol.objective):
@@ -64,6 +65,8 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     if sol.strategies:
         sol.strategies = expand_choice(graph.classes, sol.strategies)   # ties merged through a mapping
     _no_worse_than_trivial(graph, sol, floor)
+    if isinstance(sol.stats, dict) and sol.strategies:
+        sol.stats["source"] = plan_source(sol.stats, found)
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
         msg = _name_nodes(graph, msg, sol)
@@ -71,6 +74,27 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
     if sol.status == "timeout" or not sol.strategies:
         raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
     return sol
+
+
+def plan_source(stats: dict, found) -> str:
+    """Where :func:`solve_graph`'s plan came from, one of: ``"trivial"`` (a plan of
+    :func:`hloshard.autoshard.trivial.trivial_plans`, the search found nothing cheaper), ``"hint"`` (the start
+    it was given, kept: the search ended above it), ``"greedy"`` / ``"hint_local"`` (the greedy start / the
+    hint after local search, which no later phase improved: :func:`hloshard.solver.api.solve_problem`'s
+    ``stats["starts"]``, wall-clock mode with a hint), ``"exact"`` (presolve's exact reductions chose every node) or ``"search"`` (a later phase's plan, or a run without
+    both starts).  ``stats``: the Solution's stats after the hint and trivial checks; ``found``: the
+    solver's objective before them (the solver problem's integer units, as ``stats["starts"]``)."""
+    trivial = stats.get("trivial")
+    if isinstance(trivial, dict) and trivial.get("taken"):
+        return "trivial"
+    if stats.get("hint_kept"):
+        return "hint"
+    if (stats.get("presolve") or {}).get("nodes") == 0:
+        return "exact"
+    starts = stats.get("starts") or {}
+    if starts.get("first") is not None and found is not None and int(found) >= int(starts["first"]):
+        return "greedy" if starts.get("kept") == "greedy" else "hint_local"
+    return "search"
 
 
 def _cheapest_trivial(graph: Graph):

@@ -154,6 +154,8 @@ class SolveResult:
     #: the model's limit the written module was held to when it is looser than ``graph.model_limit``: on a
     #: TPU, the written plan's temporaries fit VMEM (:func:`hloshard.cost.tpu_heap.written_memory_device`)
     written_model_limit: int | None = None
+    #: where the plan came from, in words (:func:`plan_source_words`; None: not recorded)
+    plan_source: str | None = None
 
     @property
     def objective(self) -> float:
@@ -406,9 +408,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
     begin = hint if start is None else start.choice
+    begun = None if begin is None else ("coarse" if start is not None else "given")   # what the hint is
     graph.known = list(known(graph)) if known is not None else []
     if graph.known:
-        begin = cheapest_start(graph.problem, [begin] + graph.known)
+        picked = cheapest_start(graph.problem, [begin] + graph.known)
+        begun = begun if picked is begin else "known"
+        begin = picked
     if memory_budget is not None and not fits(graph, begin):   # a start that keeps the limit (.start)
         begin = budget_start(graph) or begin
     t_solve = time.monotonic()
@@ -470,12 +475,43 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
-    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit)
+    result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit,
+                         plan_source=plan_source_words(sol, begun, start) if list(sol.strategies) == list(choice) else None)
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate, local_moves=local_moves,
                        deadline=None if deterministic else deadline)
     result.seconds_solve = time.monotonic() - t1
     return result
+
+
+#: :func:`hloshard.autoshard.search.plan_source`'s hint, per what the hint was (``begun`` of :func:`_solve_module`)
+_HINTS = {"coarse": "the coarse mesh's plan mapped onto this mesh", "given": "the plan it was given to start from",
+          "known": "a plan known before the search"}
+
+
+def plan_source_words(sol, begun: str | None, start=None) -> str | None:
+    """Which plan the solver's answer ``sol`` (a Solution of :func:`hloshard.autoshard.search.solve_graph`) is, in
+    words: the search's own, the greedy start, the hint (``begun``: ``"coarse"``, ``"given"``, ``"known"`` or None)
+    kept or after local search, or a trivial plan; with the coarse ``start`` (a CoarseStart) its mapped cost. So the
+    report says whether the run's cheapest known plan was written rather than something the search found (new user
+    27, finding 4).  None when the solve recorded no source (a plan replaced after it: the memory limit's fallbacks)."""
+    st = getattr(sol, "stats", None) or {}
+    code = st.get("source")
+    if code is None:
+        return None
+    hint = _HINTS.get(begun, "the start it was given")
+    if begun == "coarse" and start is not None and start.mapped_objective is not None:
+        hint += f" (mesh {'x'.join(map(str, start.mesh.shape))}, {start.mapped_objective:,.2f} on this mesh)"
+    trivial = st.get("trivial") or {}
+    return {"trivial": f"the {trivial.get('plan', 'trivial')} plan (the search found nothing cheaper)",
+            "hint": f"{hint}, kept (the search found nothing cheaper)",
+            "exact": "the optimum of the presolve's exact reductions (every choice made by them)",
+            "hint_local": f"{hint}, after local search (no later phase found a cheaper plan)",
+            "greedy": "the greedy start after local search (cheaper than "
+                      + (hint if begun else "the other starts") + "; no later phase found a cheaper plan)",
+            "search": "the search's"
+                      + (f" (from {'the greedy start' if (st.get('starts') or {}).get('kept') == 'greedy' else hint})"
+                         if st.get("starts") else "")}.get(code)
 
 
 def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memory_budget: int,
@@ -940,7 +976,10 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
         sol, choice, ev, spent, out_of_time = fitted
         sol = dataclasses.replace(sol, seconds=float(getattr(cs.solution, "seconds", 0.0) or 0.0) + spent)
     sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
-    result = SolveResult(graph, sol, choice, ev, build, 0.0)
+    result = SolveResult(graph, sol, choice, ev, build, 0.0, plan_source=(
+        f"{name}, known without a search, on the coarse mesh {'x'.join(map(str, graph.mesh.shape))}"
+        if better is not None else f"the coarse mesh's plan ({'x'.join(map(str, graph.mesh.shape))}; this mesh's "
+                                   f"graph was not built)"))
     if apply:
         # priced as written, on the given mesh as `hloshard cost` prices the output: the report describes the
         # written module (cost, peak, collectives), not the coarse graph's choice (new user 25, finding 8:

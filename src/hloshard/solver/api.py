@@ -367,6 +367,8 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
             if child is not None:
                 fork.cancel(child)
         best, best_obj, mu, lag_info = mine
+        if "starts" in lag_info:
+            stats["starts"] = lag_info.pop("starts")
         stats["lagrange"] = {"rounds_limit": rounds, "seconds": round(elapsed(), 3), **lag_info}
         if portfolio:
             best, best_obj, mu = _merge_searches(red, ls, mine, other, stats, progress, plan, workers, seed)
@@ -647,18 +649,41 @@ def _trajectory(red, ls, plan, progress):
     hp = red.reduce_choice(hint) if hint is not None else None
     hp = hp if hp is not None and ls.feasible(hp) else None
     best, best_obj = None, None
+    starts: dict = {}
     if hp is None or det:
-        # wall-clock mode with a feasible hint: no greedy start, its local search (pair sweeps: 1-3 s
-        # on decoder2 at 2x4 under load) goes to the bound and the LP instead
         ls.greedy()
         ls.improve(heur_deadline, pairs=not big, max_pair_sweeps=pair_sweeps)
         if ls.feasible():
             best, best_obj = ls.s.copy(), ls.objective()
+    else:
+        # wall-clock mode with a feasible hint: the greedy start too, as deterministic mode runs it, with
+        # single-node and tree moves to their local optimum whatever the clock (what makes the first plan,
+        # module docstring; its pair sweeps, 1-3 s on decoder2 at 2x4 under load, go to the bound and the LP
+        # instead).  A hint the coarse solve found in a starved share can be far above it (new user 27's MoE
+        # at 2x4, default limit, load 10: the mapped coarse plan 104.4 M kept, the greedy start 65.0 M after
+        # 0.37 CPU-s of these moves).  On a large problem (LARGE_NODES) the moves stop at the heuristic's
+        # deadline: the greedy plan is still compared with the hint
+        # The tree moves draw forests from the search's generator: put back as it was, so that the search from the
+        # hint follows the path it followed without this start (decoder2 at 2x4: its proof took 10.4 s of solver
+        # without, 20.7 s with the generator advanced, the same optimum)
+        rng0 = ls.rng.bit_generator.state
+        ls.greedy()
+        ls.improve(heur_deadline if big else math.inf, pairs=False)
+        ls.rng.bit_generator.state = rng0
+        if ls.feasible():
+            best, best_obj = ls.s.copy(), ls.objective()
+            starts["greedy"] = int(best_obj + red.offset)
     if hp is not None:
         ls.set_solution(hp)
+        starts["hint"] = int(ls.objective() + red.offset)
         ls.improve(heur_deadline, max_pair_sweeps=pair_sweeps)
         if best_obj is None or ls.objective() < best_obj:
             best, best_obj = ls.s.copy(), ls.objective()
+            starts["kept"] = "hint"
+        elif "greedy" in starts:
+            starts["kept"] = "greedy"
+        if best_obj is not None and "kept" in starts:   # the first plan, before the Lagrangian rounds
+            starts["first"] = int(best_obj + red.offset)
 
     def pen_progress(o):
         _emit(progress, phase="lagrange", objective=o + red.offset, elapsed=time.monotonic() - t0)
@@ -679,6 +704,8 @@ def _trajectory(red, ls, plan, progress):
                                    info=lag_info, stall_seconds=stall)
     if po is not None and (best_obj is None or po < best_obj):
         best, best_obj = ps, po
+    if starts:   # which start the first plan came from (solve_problem's stats["starts"])
+        lag_info["starts"] = starts
     return best, best_obj, mu, lag_info
 
 
