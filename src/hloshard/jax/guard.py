@@ -515,6 +515,34 @@ def _baseline_plan(result, base: dict):
     return dataclasses.replace(result, solution=sol, choice=list(choice), evaluation=ev), plan
 
 
+def baseline_start(result, base: dict, plan_peak: int):
+    """The plan the guard's re-solves start from and hold when the baseline is the user's shardings
+    (``base["plan"] == "gspmd"``: XLA's propagation from the parameter shardings the plan keeps): the baseline as
+    a plan of ``result.graph`` (:func:`_baseline_plan`), ``(choice, evaluation)`` with its peak in the graph's own
+    figure (bytes per device, communication buffers included: the figure the re-solves' limits and plans are
+    compared in), or None when it cannot be made a plan of the graph, or when it does not peak below
+    ``plan_peak`` (the unguarded plan's graph peak: nothing to hold then).
+
+    Why (issue 24, round 28): the baseline's peak is priced on the module with XLA's layouts written
+    (:func:`baseline_peak`), the re-solves' plans on the graph, whose figure prices every resharding edge's
+    buffers; on tunix's Llama 3 given its expert's parameter shardings (``llama3_small``, deterministic,
+    ``time_limit=10``) the baseline is 9,149,348 B, the same layouts as a plan of the graph 11,064,500 B
+    (10,103,972 B written): no plan of the graph was found within 9,149,348 B, and the band step then took a plan
+    the graph puts at 14,185,908 B (13,156,788 B written; XLA 13.96 MB against jax.jit's own 12.16 MB from the
+    same parameters).  Choosing the intermediates must never do worse than XLA's own propagation from the same
+    parameters, on peak as on bytes: the baseline's own plan is in hand, so the limit is its peak in the graph's
+    figure and a re-solve started from it returns it or a cheaper plan within that peak, never one above it."""
+    if base.get("plan") != "gspmd":
+        return None
+    back = _baseline_plan(result, base)
+    if back is None:
+        return None
+    plan = back[1]
+    if int(plan.evaluation.peak_memory) >= int(plan_peak):
+        return None
+    return list(plan.choice), plan.evaluation
+
+
 def band_limit(peak: int, ceiling: int, device: str | None = None) -> int:
     """The limit (bytes per device, the model's own) of the guard's step after a failed re-solve whose plan
     nearest its limit peaks at ``peak``: the highest peak whose XLA lower bound
@@ -965,6 +993,13 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # unguarded plan's peak: a later step whose limit holds it starts from it and returns it when its own search
     # finds nothing within (_held)
     nearest = None
+    # the user's shardings: their baseline as a plan of the graph is held from the start (baseline_start), and the
+    # first re-solve asks for its graph peak, not below it
+    start = baseline_start(result, base, plan_peak)
+    if start is not None:
+        nearest, lo = start, max(lo, int(start[1].peak_memory))
+        guard["baseline_plan_graph_peak_bytes"] = int(start[1].peak_memory)
+        guard["baseline_plan_cost"] = float(start[1].total)
     # wall-clock mode: the guard's budget is what the deadline leaves (the first solve's unused share
     # included: it ends early once its plan is proven); deterministic mode: ``time_limit`` of work
     budget = float(time_limit) if deadline is None else _time_left(deadline)
@@ -1019,7 +1054,7 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # against the held plan's 11.25 MB)
     exact = 0
     if guard.get("held") and nearest is not None and len(tried) < len(RESOLVE_SHARES) and \
-            _time_left(deadline) >= need:
+            int(nearest[1].peak_memory) < tried[-1] and _time_left(deadline) >= need:
         exact = 1
         at = int(nearest[1].peak_memory)
         try:
@@ -1072,6 +1107,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
              else "halfway to the unguarded peak")
     within = "within it" if tried[-1] == limit else (
         f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
+    if start is not None and tried[-1] == int(start[1].peak_memory):   # baseline_start: the limit is its plan's peak
+        within = (f"within the baseline's own plan's peak as the cost graph prices it "
+                  f"({format_bytes(tried[-1])}, every resharding's buffers included), starting from that plan" +
+                  ("; none cheaper found: the baseline's plan kept" if guard.get("held") else ""))
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
                      f"device, above the {base['plan']} baseline's {format_bytes(limit)} (both predicted); "
                      f"re-solved {within}: {format_bytes(int(guarded.evaluation.peak_memory))}")
