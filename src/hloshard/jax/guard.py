@@ -832,7 +832,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     (deterministic, ``time_limit=10``, round 22): the strict re-solve's plan needs 145.5 MB with its buffers;
     before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
     returned the 145.5 MB plan; asking the held plan's peak, the second re-solve returned it: 3 -> 2 re-solves,
-    the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.
+    the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.  With the user's shardings
+    the strict step asks for the baseline's own plan's graph peak (:func:`baseline_start`: XLA's layouts as a plan of
+    the graph), holding that plan from the start: the guard returns it or a cheaper plan within it.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
