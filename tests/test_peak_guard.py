@@ -91,8 +91,10 @@ def test_guard_never_returns_a_plan_above_the_baselines_own(monkeypatch):
     assert list(out.choice) == own, g
     assert int(out.evaluation.peak_memory) == own_peak <= g["limit_bytes"] == own_peak, g
     assert g["baseline_plan_graph_peak_bytes"] == own_peak
-    # the first re-solve asked for the baseline's plan's peak, started from that plan
-    assert calls[0][0] >= own_peak and calls[0][1] == own, calls
+    # the strict step first (the baseline's own figure, from the unguarded plan), then the baseline's plan's peak,
+    # started from that plan
+    assert calls[0][0] < own_peak and calls[0][1] == list(first.choice), calls
+    assert calls[1][0] >= own_peak and calls[1][1] == own, calls
     assert all(limit < int(above.evaluation.peak_memory) for limit, _ in calls), calls
     assert "baseline's own plan" in g["note"], g["note"]
 

@@ -833,8 +833,9 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     before, a halfway step at 143.2 MB failed (its plan 162.0 MB) and a third re-solve, held at 154.6 MB,
     returned the 145.5 MB plan; asking the held plan's peak, the second re-solve returned it: 3 -> 2 re-solves,
     the same plan (since round 23 that plan is kept without a re-solve: its written module's peak).  The strict step is always tried first: a plan within the baseline is taken when found.  With the user's shardings
-    the strict step asks for the baseline's own plan's graph peak (:func:`baseline_start`: XLA's layouts as a plan of
-    the graph), holding that plan from the start: the guard returns it or a cheaper plan within it.
+    the baseline's own plan (:func:`baseline_start`: XLA's layouts as a plan of the graph) is the nearest plan from
+    the start, and no step after the strict one asks for more than its graph peak: the guard returns a plan within
+    the baseline, or that plan, or a cheaper one within its peak.
     ``known_plans``: the known plans of ``result.graph`` (:func:`hloshard.jax.known.known_plans`): a
     re-solve's plan costlier than one of them within its limit is replaced by it (``guard["known_plan"]``
     names it); when no re-solve could start or none found a plan, the cheapest of them within the
@@ -995,11 +996,11 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     # unguarded plan's peak: a later step whose limit holds it starts from it and returns it when its own search
     # finds nothing within (_held)
     nearest = None
-    # the user's shardings: their baseline as a plan of the graph is held from the start (baseline_start), and the
-    # first re-solve asks for its graph peak, not below it
+    # the user's shardings: their baseline as a plan of the graph is the nearest plan from the start
+    # (baseline_start): after the strict step, no step asks for more than its graph peak
     start = baseline_start(result, base, plan_peak)
     if start is not None:
-        nearest, lo = start, max(lo, int(start[1].peak_memory))
+        nearest = start
         guard["baseline_plan_graph_peak_bytes"] = int(start[1].peak_memory)
         guard["baseline_plan_cost"] = float(start[1].total)
     # wall-clock mode: the guard's budget is what the deadline leaves (the first solve's unused share
@@ -1016,6 +1017,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
         # answer is likely there) and starts from it; else halfway
         at = lo if not tried else band_limit(int(nearest[1].peak_memory), plan_peak, device) \
             if nearest is not None else (lo + hi) // 2
+        if tried and start is not None:   # never above the baseline's own plan (baseline_start)
+            at = min(at, int(start[1].peak_memory))
         tried.append(at)
         held = nearest is not None and int(nearest[1].peak_memory) <= at
         try:
@@ -1109,8 +1112,8 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
              else "halfway to the unguarded peak")
     within = "within it" if tried[-1] == limit else (
         f"none within it ({reason}); within {format_bytes(tried[-1])}, {where}")
-    if start is not None and tried[-1] == int(start[1].peak_memory):   # baseline_start: the limit is its plan's peak
-        within = (f"within the baseline's own plan's peak as the cost graph prices it "
+    if start is not None and len(tried) > 1 and tried[-1] == int(start[1].peak_memory):   # baseline_start's limit
+        within = (f"none within it ({reason}); within the baseline's own plan's peak as the cost graph prices it "
                   f"({format_bytes(tried[-1])}, every resharding's buffers included), starting from that plan" +
                   ("; none cheaper found: the baseline's plan kept" if guard.get("held") else ""))
     guard["note"] = (f"memory guard: the plan found first peaks at {format_bytes(plan_peak)} per "
