@@ -8,6 +8,8 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 from __future__ import annotations
 
 from ..errors import HloshardError, SolveFailed
+from ..cost.memory import budget_for_model_limit, xla_lower_bound
+from ..units import format_bytes
 
 
 def user_sharded(module) -> bool:
@@ -555,9 +557,6 @@ def _below_baseline(guarded, start, module, dmesh, device, guard: dict):
     (this round's first try) took keras-hub's 4-layer Gemma given its layout map from 161.71 to 182.58 MB by XLA:
     its baseline plan is written at 146,545,980 B against the band plan's 148.77 MB, within the bounds, and
     XLA's 182.58 MB is 1.246x that prediction (outside XLA_CPU_UNDERESTIMATE: a misprediction left open)."""
-    from ..cost.memory import budget_for_model_limit, xla_lower_bound
-    from ..units import format_bytes
-
     if start is None or guarded is None:
         return guarded
     choice, ev = start
