@@ -95,10 +95,11 @@ def test_a_budget_that_fails_names_the_budget_its_nearest_plan_needs():
         solve_module(module, mesh, memory_budget=20 << 20, time_limit=4.0, deterministic=True, apply=False)
     msg = str(info.value)
     need = int(re.search(r"the plans found need ([\d,]+) bytes", msg).group(1).replace(",", ""))
-    accepted = re.search(r"nearest plan found is accepted from a budget of ([\d.]+ [KMG]iB)", msg)
+    accepted = re.search(r"nearest plan found is accepted from a budget of ([\d.]+ [KMG]iB) \(([\d,]+) bytes\)", msg)
     assert accepted, msg
     budget = budget_for_model_limit(need)
     assert accepted.group(1) == format_bytes(budget) and budget > 20 << 20
+    assert int(accepted.group(2).replace(",", "")) == budget   # exact: new user 28 read 2.0 MiB against 2.0 MiB
     assert model_limit(budget) >= need > model_limit(budget - 1)   # the least such budget
 
 

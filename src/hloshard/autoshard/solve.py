@@ -640,12 +640,14 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
     if rescued:   # the rescues ran and found none within the limit either
         more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
                  f"within it either, and no plan an earlier search found or known without one keeps it")
-    err = _failed(f"memory budget {format_bytes(memory_budget)} per device: the plans found need "
+    need = _accepting(graph, ev.peak_memory)   # both in bytes too: rounded, 2.0 MiB and 2.0 MiB read as equal
+    err = _failed(f"memory budget {format_bytes(memory_budget)} ({int(memory_budget):,} bytes) per device: the plans "
+                  f"found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
                   f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
                   f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist; the "
-                  f"nearest plan found is accepted from a budget of {format_bytes(_accepting(graph, ev.peak_memory))}",
+                  f"nearest plan found is accepted from a budget of {format_bytes(need)} ({need:,} bytes)",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
