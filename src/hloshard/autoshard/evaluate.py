@@ -155,14 +155,13 @@ def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:
 def reshardings_of(graph: Graph, choice) -> dict:
     """Instruction name -> list of implicit reshardings on its operand edges (plan steps included); a
     resharding XLA takes from its cache (an earlier user's identical one: :mod:`.reshard_cache`) is not
-    listed, and one whose first steps the cache serves lists the rest."""
+    listed."""
 
     minfo = graph.ctx.minfo
-    cached = {(c.node, c.index, id(c.operand), c.leaf): c.steps for c in cached_reshards(graph, choice)}
+    cached = {(c.node, c.index, id(c.operand), c.leaf) for c in cached_reshards(graph, choice)}
     out: dict = {}
     for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice):
-        served = cached.get((v, i, id(inst), leaf), 0)
-        if req is None or (v, i, id(inst), leaf) in cached and served is None:
+        if req is None or (v, i, id(inst), leaf) in cached:
             continue
         r = graph.ctx.resolve(inst, leaf)
         if r is TOKEN or r[0] is g:
@@ -181,8 +180,8 @@ def reshardings_of(graph: Graph, choice) -> dict:
         w = graph.ctx.weight(g.instr) * weight
         try:
             pl = plan(shape, a, b, graph.mesh)
-            steps = [s.to_json() for s in pl.steps[served:]]   # the first ``served``: an earlier user's (cache)
-            cost = float(sum(s.cost for s in pl.steps[served:])) if served else float(pl.total_cost)
+            steps = [s.to_json() for s in pl.steps]
+            cost = float(pl.total_cost)
         except Exception as exc:  # noqa: BLE001
             steps = [{"kind": "unplannable", "reason": str(exc)}]
             cost = 0.0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..cost.reshard import plan, resharding_cost
+from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
 from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
@@ -36,14 +36,10 @@ def resharded_as_planned(instr) -> bool:
     elementwise op (``HandleElementwise``: to its own layout) and a ``Sharding`` custom-call (solve's
     operand pins, ``with_sharding_constraint``).  Other handlers reshard to layouts of their own (e.g. a
     ``dynamic-update-slice`` to its operand's layout partly replicated), which the plan's requirement
-    need not equal: their reshardings are not taken as shared.  A ``dot`` too: its handler reshards each
-    operand with ``PartitionedHlo::Reshard`` to the layout its chosen partitioning needs, which the dot
-    strategies (:mod:`hloshard.strategy.dot`, their preferences) model, so two dots reading one value in one
-    layout share the collective (measured: new user 28's F4, Mixtral's expert dots ``dot_general.76`` / ``.77``
-    read ``reshape.134`` gathered over ``model`` once, tagged with ``.77``; tests/test_dot_reshard_cache.py)."""
+    need not equal: their reshardings are not taken as shared."""
     if instr.opcode == "custom-call":
         return instr.custom_call_target == "Sharding"
-    return instr.opcode in _ELEMENTWISE or instr.opcode == "dot"
+    return instr.opcode in _ELEMENTWISE
 
 
 _ELEMENTWISE = frozenset(ELEMENTWISE)
@@ -93,10 +89,6 @@ class CachedReshard:
     edge: int
     served_by: str
     saved: float
-    #: how many leading steps of its resharding plan the cache serves (None: all of it, the same layout as
-    #: ``served_by``'s; k: an earlier user's plan passed through the layout after step k-1 of this one, so
-    #: only the steps after it are made: :func:`cached_reshards`)
-    steps: int | None = None
 
 
 def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
@@ -114,36 +106,14 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
         for inst, leaf, g, _w in contribs:
             edge_of.setdefault((id(inst), leaf, id(g)), e)
     first: dict = {}
-    made: dict = {}   # (computation, node, leaf, source layout) -> {layout after a step made: its maker}
     out: list[CachedReshard] = []
     for v, g, i, inst, leaf, req, weight, src, key in _cache_users(graph, choice):
         payer = first.get(key)
-        e = edge_of.get((id(inst), leaf, id(g)))
-        shape = leaf_shapes(inst.shape)[leaf]   # as the edges price it (build.in_edges)
         if payer is None:
             first[key] = g.instr.name
-            if e is None or not is_array(shape):
-                continue
-            # a later user in another layout whose plan passes through a layout this one made reads it from
-            # the cache and makes only the rest (measured: tests/test_dot_reshard_cache.py, two dots, the
-            # second needing the first one's gathered value gathered further: one all-gather each, not two)
-            pl = _plan(shape, src, req, minfo, graph.mesh)
-            if pl is None:
-                continue
-            avail = made.setdefault(key[:4], {})
-            served = [k for k, st in enumerate(pl.steps) if st.sharding_after is not None
-                      and str(st.sharding_after) in avail]
-            if served:
-                k = served[-1]
-                saved = float(sum(st.cost for st in pl.steps[:k + 1]))
-                if saved > 0.0:
-                    maker = avail[str(pl.steps[k].sharding_after)]
-                    out.append(CachedReshard(v, i, inst, leaf, e, maker, saved * ctx.weight(g.instr) * weight,
-                                             steps=k + 1))
-            for st in pl.steps:
-                if st.sharding_after is not None:
-                    avail.setdefault(str(st.sharding_after), g.instr.name)
             continue
+        e = edge_of.get((id(inst), leaf, id(g)))
+        shape = leaf_shapes(inst.shape)[leaf]   # as the edges price it (build.in_edges)
         if e is None or not is_array(shape):
             continue
         rank = len(shape.dims)
@@ -156,16 +126,6 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
             continue
         out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight))
     return out
-
-
-def _plan(shape, src, req, minfo, mesh):
-    """The resharding plan of ``shape`` from spec ``src`` to spec ``req`` (:func:`hloshard.cost.reshard.plan`),
-    None when not plannable."""
-    rank = len(shape.dims)
-    try:
-        return plan(shape, minfo.to_sharding(src, rank), minfo.to_sharding(req, rank), mesh)
-    except Exception:  # noqa: BLE001 - not plannable: nothing shared
-        return None
 
 
 def _cache_users(graph: Graph, choice):
