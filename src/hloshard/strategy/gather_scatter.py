@@ -137,8 +137,10 @@ def gather_preference(instr, actual, keep, ctx):
     index (non-offset) dim into more parts than that layout does while the layout puts free axes on offset dims,
     XLA gathers with those axes on the first such index dim, all-to-alls the tile to that layout and all-gathers the pred mask (the
     result's index dims, one byte each) over them: priced so.
+    A window dim the table also splits (a full slice: Mixtral's table with its hidden dim over ``data`` under
+    ``cost --complete xla``) stays split on its result offset dim, outside ``F`` (measured alike).
     ``actual``: the operands' layouts; ``ctx``: the build context.  [] when the rule does not apply (the
-    table splits a non-indexed dim, or no indexed dim; the written layout is producible with the table as
+    table splits a dim it cannot pass through, or no indexed dim; the written layout is producible with the table as
     it is: :func:`~hloshard.strategy.registry._realized` finds that exact strategy first)."""
     if ctx is None or len(actual) != 2 or not keep:
         return []
@@ -147,32 +149,45 @@ def gather_preference(instr, actual, keep, ctx):
     if not (is_mesh_spec(table) and is_mesh_spec(want)):
         return []
     indexed = _indexed_dims(instr)
-    if not indexed or any(table[d] for d in range(len(table)) if d not in indexed):
+    if not indexed:
         return []
+    offset_dims = attr_ints(instr, "offset_dims")
+    window = [d for d in range(len(table)) if d not in attr_ints(instr, "collapsed_slice_dims")
+              and d not in attr_ints(instr, "operand_batching_dims")]
+    sizes = attr_ints(instr, "slice_sizes")
+    pinned = {}   # result offset dim -> the table's axes on its window dim (a full slice: passed through)
+    for d in range(len(table)):
+        if d in indexed or not table[d]:
+            continue
+        if d not in window or len(window) != len(offset_dims) or d >= len(sizes) or \
+                sizes[d] != instr.operands[0].shape.dims[d]:
+            return []   # a split the table cannot keep through the gather: not this rule
+        pinned[offset_dims[window.index(d)]] = tuple(table[d])
     on_table = tuple(ax for d in indexed for ax in table[d])
     if not on_table:
         return []
     minfo = ctx.minfo
     rank = len(want)
-    left = [a for a in minfo.axes if a not in on_table]   # the table's free axes, major -> minor
-    layout = [()] * rank
-    for d in reversed([d for d in range(rank) if want[d]]):   # minor dims first, each up to its written parts
-        taken = []
+    kept = set(on_table) | {ax for axes in pinned.values() for ax in axes}
+    left = [a for a in minfo.axes if a not in kept]   # the table's free axes, major -> minor
+    layout = [pinned.get(d, ()) for d in range(rank)]
+    for d in reversed([d for d in range(rank) if want[d] and d not in pinned]):   # minor dims first, each up to
+        taken = []                                                               # its written parts
         while left and minfo.split(taken + [left[-1]]) <= minfo.split(want[d]):
             taken.insert(0, left.pop())
         layout[d] = tuple(taken)
     layout = tuple(layout)
     if not minfo.fits(instr.shape.dims, layout):
         return []
-    offset = set(attr_ints(instr, "offset_dims"))
+    offset = set(offset_dims)
     short = [d for d in range(rank) if d not in offset and minfo.split(layout[d]) < minfo.split(want[d])]
-    moved = tuple(ax for d in sorted(offset) if d < rank for ax in layout[d])
+    moved = tuple(ax for d in sorted(offset) if d < rank and d not in pinned for ax in layout[d])
     gathered = None
     if moved and short:
         # the layout leaves an index dim with fewer parts than ``want`` gives it while it puts free axes on offset
         # dims: XLA gathers with those axes on the first such index dim instead, moves them to the offset dims
         # (an all-to-all of the tile) and all-gathers the pred mask of the index dims over them (measured alike)
-        gathered = tuple(() if d in offset else tuple(layout[d]) + (moved if d == short[0] else ())
+        gathered = tuple(pinned.get(d, ()) if d in offset else tuple(layout[d]) + (moved if d == short[0] else ())
                          for d in range(rank))
         if not minfo.fits(instr.shape.dims, gathered):
             return []
