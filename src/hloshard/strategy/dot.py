@@ -21,6 +21,7 @@ Compute: 2 * (product of all batch, free and contracting sizes) / devices splitt
 from __future__ import annotations
 
 import itertools
+import math
 
 from ..cost import collectives
 from ..cost.flops import dot_flops
@@ -258,6 +259,32 @@ def _no_contracting_split(strategies, pairs) -> list:
             and not any(st.inputs[0][a] or st.inputs[1][b] for a, b in pairs)]
 
 
+def gathers_mismatched_contracting(instr, actual, strategies, mesh, roles=None):
+    """Both operands split one contracting dim pair into different numbers of parts (``mesh``: the device
+    mesh, for the axis sizes; e.g. the lhs over every
+    device, the rhs over ``data`` only and replicated over the rest): XLA's dot handler finds no common
+    contracting partitioning to keep (neither the base case, which needs equal splits, nor the contracting
+    grouping, which needs equal partition counts on the grouped dims: openxla spmd/dot_handler.cc, read) and
+    gathers both operands' contracting splits, computing the contraction whole -- never slicing the less
+    split operand to match and all-reducing the partial sums, even where that would move far less
+    (measured, tests/test_dot_mismatched_contracting.py: Mixtral's router-weight gradient ``dot_general.100``,
+    lhs f32[512,8] over all 8 devices, rhs f32[512,128] over ``data``: XLA all-gathers both, 145,408 B,
+    where 4,096 B was priced).  Equal part counts in another device order are permuted and kept
+    (tests/test_handlers_dot.py ``lhs_other_order``: :func:`keeps_contracting`).  The strategies that split no
+    contracting dim; [] when no contracting pair is split by both operands into different numbers of parts."""
+
+    lhs, rhs = actual[0], actual[1]
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+        return []
+    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    def parts(axes):
+        return math.prod(mesh.shape[ax] for ax in axes)
+
+    if not any(lhs[a] and rhs[b] and parts(lhs[a]) != parts(rhs[b]) for a, b in pairs):
+        return []
+    return _no_contracting_split(strategies, pairs)
+
+
 def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
     """One operand splits a contracting dim, the other none, and the splitting operand is partly
     replicated (some mesh axis of size > 1 on none of its dims): XLA's dot handler gathers that
@@ -359,12 +386,14 @@ def contracting_group(instr, actual, strategies, ctx, roles=None):
 def dot_preference(instr, actual, strategies, ctx=None):
     """The strategies XLA's dot handler realizes from the operands' layouts ``actual`` (registry
     ``PREFERRED``; ``ctx``: the build context, for its mesh): the shared contracting split kept
-    in groups with the result resharded when an axis conflicts (:func:`contracting_group`), else kept
+    in groups with the result resharded when an axis conflicts (:func:`contracting_group`), else, split into
+    different numbers of parts by the two operands, gathered (:func:`gathers_mismatched_contracting`), else kept
     (:func:`keeps_contracting`), else, with no contracting split in either operand, none made
     (:func:`no_new_contracting_split`), else a partly replicated operand's contracting split gathered
     (:func:`gathers_partial_contracting`)."""
     roles = _roles(instr)
     return contracting_group(instr, actual, strategies, ctx, roles) or \
+        (gathers_mismatched_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else []) or \
         keeps_contracting(instr, actual, strategies, roles) or \
         no_new_contracting_split(instr, actual, strategies, roles) or \
         (gathers_partial_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])

@@ -31,12 +31,16 @@ destination in the planned layout, and XLA then moves nothing for it.
 
 from __future__ import annotations
 
+import math
+
 from .base import (
-    Strategy, StrategyGroup, attr_ints, compute_cost, is_array, is_mesh_spec, replicated_spec, spec_axes, spec_name,
+    Strategy, StrategyGroup, attr_ints, compute_cost, elementwise_strategy, is_array, is_mesh_spec, replicated_spec,
+    spec_axes, spec_name,
 )
 from .elementwise import free_group
 from .registry import _resharded_outputs, _same, register, register_backward, register_preference
 from ..cost import collectives
+from ..cost.reshard import plan
 
 
 def _gather_inputs(instr, out_spec):
@@ -113,6 +117,105 @@ def handle_gather(instr, ctx):
                                           compute=st.compute, comm=comm, memory=st.memory, collectives=(col,)))
     g.strategies.extend(extra)
     return g
+
+
+@register_preference("gather")
+def gather_preference(instr, actual, keep, ctx):
+    """The gather XLA's partitioner realizes when its table (operand 0) is split on indexed dims only, over mesh
+    axes ``A`` (an embedding table split over its vocabulary), and the written result ``want`` (every strategy of
+    ``keep`` produces it) does not come out of that table layout as it is: XLA keeps the table split (the
+    masked local gather of the rows each device holds, ``PartitionGatherTrivialSlicedOperandDimensions`` of
+    openxla spmd/gather_scatter_handler.cc, read), computes the result with the table's free axes ``F`` (the
+    non-trivial mesh axes not in ``A``) on the dims ``want`` splits, minor dims first, each taking the minor
+    free axes left while their parts stay within the dim's written parts (replicated when ``want`` splits none;
+    an offset dim so split slices the table's window locally), all-reduces that tile over ``A``, and reshards it to ``want``
+    (:func:`~hloshard.strategy.registry._resharded_outputs`), rather than re-splitting the table to the axes
+    ``want`` leaves idle.  Measured (tests/test_gather_kept_table.py; raw after-spmd-partitioning HLO, 8
+    devices, jaxlib 0.10.2): Mixtral's token-embedding lookup ``gather.1`` of new user 28's F4 / F7, table
+    f32[1024,128] over ``model``, result over (``data``, ``model``'s minor half): XLA all-reduces f32[8,64,64]
+    over 4 and reshards it (collective-permute); the table re-split was priced.  When ``want`` also splits an
+    index (non-offset) dim into more parts than that layout does while the layout puts free axes on offset dims,
+    XLA gathers with those axes on the first such index dim, all-to-alls the tile to that layout and all-gathers the pred mask (the
+    result's index dims, one byte each) over them: priced so.
+    A window dim the table also splits (a full slice: Mixtral's table with its hidden dim over ``data`` under
+    ``cost --complete xla``) stays split on its result offset dim, outside ``F`` (measured alike).
+    ``actual``: the operands' layouts; ``ctx``: the build context.  [] when the rule does not apply (the
+    table splits a dim it cannot pass through, or no indexed dim; the written layout is producible with the table as
+    it is: :func:`~hloshard.strategy.registry._realized` finds that exact strategy first)."""
+    if ctx is None or len(actual) != 2 or not keep:
+        return []
+    table, idx = actual
+    want = keep[0].out
+    if not (is_mesh_spec(table) and is_mesh_spec(want)):
+        return []
+    indexed = _indexed_dims(instr)
+    if not indexed:
+        return []
+    offset_dims = attr_ints(instr, "offset_dims")
+    window = [d for d in range(len(table)) if d not in attr_ints(instr, "collapsed_slice_dims")
+              and d not in attr_ints(instr, "operand_batching_dims")]
+    sizes = attr_ints(instr, "slice_sizes")
+    pinned = {}   # result offset dim -> the table's axes on its window dim (a full slice: passed through)
+    for d in range(len(table)):
+        if d in indexed or not table[d]:
+            continue
+        if d not in window or len(window) != len(offset_dims) or d >= len(sizes) or \
+                sizes[d] != instr.operands[0].shape.dims[d]:
+            return []   # a split the table cannot keep through the gather: not this rule
+        pinned[offset_dims[window.index(d)]] = tuple(table[d])
+    on_table = tuple(ax for d in indexed for ax in table[d])
+    if not on_table:
+        return []
+    minfo = ctx.minfo
+    rank = len(want)
+    kept = set(on_table) | {ax for axes in pinned.values() for ax in axes}
+    left = [a for a in minfo.axes if a not in kept]   # the table's free axes, major -> minor
+    layout = [pinned.get(d, ()) for d in range(rank)]
+    for d in reversed([d for d in range(rank) if want[d] and d not in pinned]):   # minor dims first, each up to
+        taken = []                                                               # its written parts
+        while left and minfo.split(taken + [left[-1]]) <= minfo.split(want[d]):
+            taken.insert(0, left.pop())
+        layout[d] = tuple(taken)
+    layout = tuple(layout)
+    if not minfo.fits(instr.shape.dims, layout):
+        return []
+    offset = set(offset_dims)
+    short = [d for d in range(rank) if d not in offset and minfo.split(layout[d]) < minfo.split(want[d])]
+    moved = tuple(ax for d in sorted(offset) if d < rank and d not in pinned for ax in layout[d])
+    gathered = None
+    if moved and short:
+        # the layout leaves an index dim with fewer parts than ``want`` gives it while it puts free axes on offset
+        # dims: XLA gathers with those axes on the first such index dim instead, moves them to the offset dims
+        # (an all-to-all of the tile) and all-gathers the pred mask of the index dims over them (measured alike)
+        gathered = tuple(pinned.get(d, ()) if d in offset else tuple(layout[d]) + (moved if d == short[0] else ())
+                         for d in range(rank))
+        if not minfo.fits(instr.shape.dims, gathered):
+            return []
+    inputs = _gather_inputs(instr, gathered or layout)   # the operands read in the layout the gather runs in
+    if inputs is None:
+        return []
+    ospec, ispec = inputs
+    ospec = tuple(table[d] if d in indexed else ospec[d] for d in range(len(ospec)))
+    st = elementwise_strategy(spec_name(layout) + "|rows-kept", layout, (ospec, ispec), instr.shape, minfo)
+    comm, col = collectives.priced("all-reduce", ctx.mesh, st.memory, on_table)
+    cols = (col,)
+    if gathered is not None:
+        try:
+            move = plan(instr.shape, minfo.to_sharding(gathered, rank), minfo.to_sharding(layout, rank), ctx.mesh)
+        except Exception:  # noqa: BLE001 - not plannable: the rule does not apply
+            return []
+        kept = [ax for d in range(rank) if d not in offset for ax in gathered[d] if ax not in moved]
+        mask = math.prod(instr.shape.dims[d] for d in range(rank) if d not in offset) / minfo.split(kept)
+        mc, mcol = collectives.priced("all-gather", ctx.mesh, mask, moved)   # pred: one byte per element
+        comm += float(move.total_cost) + mc
+        cols = tuple(move.predicted_collectives()) + (mcol, col)
+    st = Strategy(st.name, layout, st.inputs, compute=st.compute, comm=comm, memory=st.memory, collectives=cols)
+    if _same(layout, want):
+        return [st]
+    return _resharded_outputs(StrategyGroup(instr, [st], leaf_shapes=(instr.shape,)), want, ctx, tie_break=0.0)
+
+
+gather_preference.takes_ctx = True
 
 
 @register_backward("gather")
