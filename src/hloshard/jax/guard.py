@@ -7,6 +7,9 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
 from ..units import format_bytes
@@ -497,8 +500,6 @@ def moves_seconds(time_limit: float) -> float:
 
 def _time_left(deadline) -> float:
     """Seconds before ``deadline`` (a ``time.monotonic()`` instant; None: no clock, infinite)."""
-    import time
-
     return float("inf") if deadline is None else deadline - time.monotonic()
 
 
@@ -506,8 +507,6 @@ def _fallback(result, plans, limit: int, propagate=None):
     """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
     and peaks at most ``limit`` bytes per device (predicted; :func:`hloshard.autoshard.solve.cheapest_within`),
     as ``(a result like result, with its graph and the solver's bound, the plan)``; None when none does."""
-    import dataclasses
-
     from ..autoshard.solve import cheapest_within
     from .known import xla_refined
 
@@ -537,8 +536,6 @@ def _baseline_plan(result, base: dict):
     shardings it is the plan ``jax.jit`` would run with them (keras-hub's 4-layer Gemma given its layout map,
     wall-clock ``time_limit=10``, round 25: with no re-solve started the unguarded plan went out, 176.39 MB
     by XLA against the layout map's own 167.27 MB)."""
-    import dataclasses
-
     from ..autoshard.evaluate import evaluate_choice
     from ..costgraph import evaluate
     from .known import KnownPlan, propagated_choice
@@ -650,8 +647,6 @@ def _held(result, nearest, graph):
     evaluation)`` of ``graph`` (``result.graph`` with a guard step's limit,
     :func:`hloshard.autoshard.build.with_memory_budget`) instead, its solver objective from
     :func:`hloshard.costgraph.evaluate`."""
-    import dataclasses
-
     from ..costgraph import evaluate
 
     choice, ev = nearest
@@ -862,9 +857,6 @@ def _lowest_priced(result, known_plans, guard: dict) -> tuple:
     :func:`_guard`: none found or known within it): ``result`` or the feasible known plan (and the greedy plan it
     refined) that peaks lower (predicted, the first of equals), ``guard["unguarded"]`` set (auto_shard warns) and
     ``guard["note"]`` extended with which was returned."""
-    import dataclasses
-
-
     guard["unguarded"] = True
     peak = int(result.evaluation.peak_memory)
     plans = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
@@ -979,8 +971,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     graph, 135.8 MB written, baseline 120.6 MB (XLA: 132.8 MB, baseline 130.7 MB): kept by the band; judged by
     the graph it was re-solved twice (5.5 s of CPU) into a plan XLA put at 81.8 MB moved / 135.0 MB against
     the kept plan's 71.3 MB / 132.8 MB."""
-    import time
-
     from ..autoshard import solve_module
     from ..autoshard.build import with_memory_budget
     from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
