@@ -16,6 +16,26 @@ the model small (modules of at most ``autoshard.EXHAUSTIVE_LIMIT`` instructions 
 model is small anyway).  Only layouts where every split dim divides evenly are kept.
 Compute: 2 * (product of all batch, free and contracting sizes) / devices splitting them, in flops
 (``base.COMPUTE_COST_PER_FLOP``).  Memory: per-device output bytes.
+
+How XLA's SPMD dot handler chooses, for operands and a result whose layouts are fixed (openxla
+``xla/service/spmd/dot_handler.cc`` at 0df7454, read; what :func:`dot_preference` models for written dots):
+``PartitionDot`` tries, in order, (1) ``PartitionBaseCase`` without resharding to find a match, (2) the three
+grouping methods -- on batch dims, on non-contracting dims an operand and the result split alike, on contracting
+dims both operands split alike -- ordered by an estimated (memory, communication) cost of each
+(``DotPartitionMethodsOrderedByCost`` / ``EvaluatePartitionCost``); each groups the devices, reshards the other
+operand to the groups and recurses into the per-group dot, (3) removing the result's partial replication, (4)
+``PartitionBaseCase`` allowed to reshard; all of it first requiring the operands' device groups to match, then not;
+(5) the default: both operands replicated, the result resharded.  ``PartitionBaseCase`` keeps, in order: matching
+batch splits; a windowed einsum (off by default); the result batch-split with one operand resharded; a contracting
+split both operands share over every device (the smaller operand resharded to match, the partial sums
+all-reduced); an operand's non-contracting split the result has over every device (the other operand
+replicated); when allowed to reshard, a result split over every device on batch or one side's non-contracting
+dims (the operands resharded to it, the other side replicated); and last ``should_partition_contracting_dim``,
+the handler's one size comparison: with the result replicated, one operand split on its contracting dims over
+every device and the other operand replicated, the other is sliced to match and the partial sums all-reduced only
+when the split operand has more elements than the result ("the cost of all-gather ... vs all-reduce on the
+output"); otherwise nothing matches and, in that group, both operands are gathered
+(:func:`one_sided_contracting`, measured in tests/test_dot_contracting_rule.py).
 """
 
 from __future__ import annotations
