@@ -86,7 +86,7 @@ GATHERS_OPERAND = [
     ("lhs_rows_small", [("f32[8,512]", M0), ("f32[512,2048]", R)], DOT, R, "f32[8,2048]"),
     # only lhs splits the contracting dim, on 'model', replicated over 'data' (partly replicated): XLA
     # gathers it (3/4 * f32[64,4096]) rather than slicing rhs and all-reducing (24576)
-    # (strategy.dot.gathers_partial_contracting)
+    # (strategy.dot.one_sided_contracting)
     ("contract_partial_rep", [("f32[64,4096]", M1), ("f32[4096,64]", R)], DOT, R, "f32[64,64]"),
     ("contract_partial_d0", [("f32[64,4096]", M1), ("f32[4096,64]", R)], DOT, D0, "f32[64,64]"),
     # the same on 'data' (2), replicated over 'model': gathered over 2 (1/2 * f32[64,4096])

@@ -16,6 +16,26 @@ the model small (modules of at most ``autoshard.EXHAUSTIVE_LIMIT`` instructions 
 model is small anyway).  Only layouts where every split dim divides evenly are kept.
 Compute: 2 * (product of all batch, free and contracting sizes) / devices splitting them, in flops
 (``base.COMPUTE_COST_PER_FLOP``).  Memory: per-device output bytes.
+
+How XLA's SPMD dot handler chooses, for operands and a result whose layouts are fixed (openxla
+``xla/service/spmd/dot_handler.cc`` at 0df7454, read; what :func:`dot_preference` models for written dots):
+``PartitionDot`` tries, in order, (1) ``PartitionBaseCase`` without resharding to find a match, (2) the three
+grouping methods -- on batch dims, on non-contracting dims an operand and the result split alike, on contracting
+dims both operands split alike -- ordered by an estimated (memory, communication) cost of each
+(``DotPartitionMethodsOrderedByCost`` / ``EvaluatePartitionCost``); each groups the devices, reshards the other
+operand to the groups and recurses into the per-group dot, (3) removing the result's partial replication, (4)
+``PartitionBaseCase`` allowed to reshard; all of it first requiring the operands' device groups to match, then not;
+(5) the default: both operands replicated, the result resharded.  ``PartitionBaseCase`` keeps, in order: matching
+batch splits; a windowed einsum (off by default); the result batch-split with one operand resharded; a contracting
+split both operands share over every device (the smaller operand resharded to match, the partial sums
+all-reduced); an operand's non-contracting split the result has over every device (the other operand
+replicated); when allowed to reshard, a result split over every device on batch or one side's non-contracting
+dims (the operands resharded to it, the other side replicated); and last ``should_partition_contracting_dim``,
+the handler's one size comparison: with the result replicated, one operand split on its contracting dims over
+every device and the other operand replicated, the other is sliced to match and the partial sums all-reduced only
+when the split operand has more elements than the result ("the cost of all-gather ... vs all-reduce on the
+output"); otherwise nothing matches and, in that group, both operands are gathered
+(:func:`one_sided_contracting`, measured in tests/test_dot_contracting_rule.py).
 """
 
 from __future__ import annotations
@@ -285,27 +305,64 @@ def gathers_mismatched_contracting(instr, actual, strategies, mesh, roles=None):
     return _no_contracting_split(strategies, pairs)
 
 
-def gathers_partial_contracting(instr, actual, strategies, mesh, roles=None):
-    """One operand splits a contracting dim, the other none, and the splitting operand is partly
-    replicated (some mesh axis of size > 1 on none of its dims): XLA's dot handler gathers that
-    operand's contracting split rather than slicing the other operand to match and all-reducing
-    (measured, tests/test_handlers_dot.py ``GATHERS_OPERAND``: ``contract_partial_rep``, 786,432 B
-    gathered where an all-reduce of 24,576 B would do; with the splitting operand tiled over every
-    axis, ``lhs_contract_only_d0`` and ``TT`` rows, XLA slices and all-reduces).  The strategies that
-    split no contracting dim; [] otherwise."""
+def one_sided_contracting(instr, actual, strategies, mesh, roles=None):
+    """One operand (X) splits a contracting dim, the other (Y) none: XLA's dot handler keeps X's contracting
+    split (slicing Y, all-reducing the partial sums) only in one case, and otherwise gathers X's contracting split
+    (``mesh``: the device mesh).  The rule (openxla ``spmd/dot_handler.cc``, read: ``PartitionDot`` groups the
+    devices on batch or non-contracting dims that an operand and the result split alike
+    (``PartitionDotGroupOnBatchDims`` / ``...OnNonContractingDims``) and partitions the per-group dot;
+    ``PartitionBaseCase``'s ``should_partition_contracting_dim`` re-splits the other operand to match only when,
+    within that group, (a) X's contracting dims are split over every device of the group, (b) Y is replicated,
+    (c) the result is replicated, and (d) X has more elements than the result ("we compare the cost of
+    all-gather on RHS vs all-reduce on the output"); every other case falls through to the default action,
+    both operands replicated within the group and the result resharded.  Here the group axes are those that
+    split a batch or free dim of the written result and the same dim of an operand, with the per-group element
+    counts of (d) divided by them.  Measured (tests/test_dot_contracting_rule.py, 8 cases both sides of each
+    condition; jaxlib 0.10.2): keras-hub Gemma's tied-embedding gradient ``dot_general.164`` (lhs
+    f32[16,128,8192] batch/``data`` + vocab/``model``, rhs f32[16,128,512] hidden/``data``, result vocab/
+    ``model``): Y is split within the ``model`` group, so XLA all-gathers both operands over ``data``
+    (8,388,608 + 2,097,152 B), where an all-to-all of the rhs and an all-reduce (5,242,880 B) was priced; with
+    the rhs replicated XLA all-reduces; lhs f32[48,32] over 8, rhs replicated: (d) fails (1,536 < 2,048
+    elements), XLA gathers the lhs (5,376 B) rather than all-reducing (14,336).  Returns the strategies keeping
+    X's layout as it is (rule holds) or the ones splitting no contracting dim (otherwise); [] when not exactly
+    one operand splits a contracting dim, or no strategy fits."""
 
     lhs, rhs = actual[0], actual[1]
-    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)):
+    if not (is_mesh_spec(lhs) and is_mesh_spec(rhs)) or not strategies:
         return []
-    pairs = [(a, b) for kind, _, a, b in (roles if roles is not None else _roles(instr)) if kind == "c"]
+    want = strategies[0].out
+    if not is_mesh_spec(want):
+        return []
+    roles = roles if roles is not None else _roles(instr)
+    pairs = [(a, b) for kind, _, a, b in roles if kind == "c"]
     on_l = any(lhs[a] for a, _ in pairs)
     on_r = any(rhs[b] for _, b in pairs)
     if on_l == on_r:
         return []
-    spec = lhs if on_l else rhs
-    used = {ax for dim in spec for ax in dim}
-    if all(ax in used for ax, size in enumerate(mesh.shape) if size > 1):
-        return []
+    xi = 0 if on_l else 1
+    x, y = (lhs, rhs) if on_l else (rhs, lhs)
+    # the group: axes splitting a result dim and the same dim of an operand
+    group = set()
+    for kind, od, ld, rd in roles:
+        if od is None:
+            continue
+        for ax in want[od]:
+            if (ld is not None and ax in lhs[ld]) or (rd is not None and ax in rhs[rd]):
+                group.add(ax)
+    rest = {ax for ax, size in enumerate(mesh.shape) if size > 1} - group
+    x_contract = {ax for a, b in pairs for ax in (lhs[a] if on_l else rhs[b])}
+    x_elsewhere = {ax for d in x for ax in d} - x_contract
+
+    def per_group(shape, spec):
+        split = math.prod(mesh.shape[ax] for d in spec for ax in d if ax in group)
+        return math.prod(shape.dims) / split
+
+    keeps = (x_contract == rest and not (x_elsewhere & rest)
+             and not any(ax in rest for d in y for ax in d)
+             and not any(ax in rest for d in want for ax in d)
+             and per_group(instr.operands[xi].shape, x) > per_group(instr.shape, want))
+    if keeps:
+        return [st for st in strategies if is_mesh_spec(st.inputs[xi]) and tuple(map(tuple, st.inputs[xi])) == tuple(map(tuple, x))]
     return _no_contracting_split(strategies, pairs)
 
 
@@ -389,14 +446,14 @@ def dot_preference(instr, actual, strategies, ctx=None):
     in groups with the result resharded when an axis conflicts (:func:`contracting_group`), else, split into
     different numbers of parts by the two operands, gathered (:func:`gathers_mismatched_contracting`), else kept
     (:func:`keeps_contracting`), else, with no contracting split in either operand, none made
-    (:func:`no_new_contracting_split`), else a partly replicated operand's contracting split gathered
-    (:func:`gathers_partial_contracting`)."""
+    (:func:`no_new_contracting_split`), else, with one operand alone splitting a contracting dim, XLA's
+    all-reduce-or-gather rule (:func:`one_sided_contracting`)."""
     roles = _roles(instr)
     return contracting_group(instr, actual, strategies, ctx, roles) or \
         (gathers_mismatched_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else []) or \
         keeps_contracting(instr, actual, strategies, roles) or \
         no_new_contracting_split(instr, actual, strategies, roles) or \
-        (gathers_partial_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])
+        (one_sided_contracting(instr, actual, strategies, ctx.mesh, roles) if ctx is not None else [])
 
 
 dot_preference.takes_ctx = True
