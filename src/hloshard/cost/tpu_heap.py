@@ -823,13 +823,27 @@ def spill_heap_slots(module, devices: int, resharding_steps: Callable[[], Mappin
     (:data:`ASYNC_STEP_KINDS`, counted from ``resharding_steps``), the halo exchange of the regrouped
     slices the plan prices without a collective (:func:`halo_slots`: a permute per distinct tile pair of
     each operand's slices, a select per slice; round 25 counted 3 per slice), and one for the spilled
-    offset.  Not counted: sorts' tuples, the loop fusions of a halo beyond its select, the further
-    offsets and compares of several off-tile slices (held-out set 8's ``qkv_split5_fwd``: 11 spilled
-    scalars), and a training step's multi-output fusions (``fused_qkv_train_step``'s solve plan: 13
-    ``kOutput`` and 9 ``kLoop`` tuple fusions, 4 collective-matmul ``kCustom``; 30 slots predicted, 51
-    measured).  :func:`heap_slot_bound` allows for all of them.
+    offset.  With several outputs (a training step) and the plan's ``partial_sums()`` (instruction name ->
+    ``(kind, mesh axes, scattered)`` per all-reduce / reduce-scatter its strategy makes; round 29) also:
+    every distinct table of :func:`offset_reads` (each a prefetched constant, not only the roots'), one
+    per multi-output kernel of the TPU fusion rule (:func:`hloshard.cost.roofline.multi_output_kernels`:
+    ``kLoop`` / ``kOutput`` fusions with tuple results) and one per combined gradient collective
+    (:func:`combined_collective_slots`).  Read in libtpu's buffer assignment of ``fused_qkv_train_step``'s
+    solve plan (51 headers: 18 parameter and 4 table prefetches, 3 async collective starts and 9
+    collective-matmul fusions, 9 ``kLoop`` and 4 ``kOutput`` tuple fusions, a ``kCustom``
+    ``all-reduce-scatter`` of the 8 weight gradients, 2 combined all-reduces, the spilled scalar;
+    round 28 counted 30, now 49) and of held-out set 11's spilling solve plans.  Programs with one
+    output keep round 25's count (``attention_6heads``' solve plan: its score dot writes no tuple with
+    the ``reduce-max`` the fusion rule gives it, 17 slots measured and counted without it).  Not counted:
+    sorts' tuples, the loop fusions of a halo beyond its select, the further offsets and compares of
+    several off-tile slices (held-out set 8's ``qkv_split5_fwd``: 11 spilled scalars), the collective
+    matmuls' fusions beyond one per async collective, and the multi-output kernels the fusion rule does
+    not see (a dot writing the bias gradient ``reduce`` of its result beside its ``convert``: 3 such
+    ``kOutput`` fusions in set 11's ``attn_ln_bias_train_step``).  :func:`heap_slot_bound` allows for all
+    of them.
     Empirical: BENCHMARKS.md "Round 25, helper tpupeak" and "Round 26, helper tpuspill" give predicted /
-    reported on the plans tuned on (the samples, held-out sets 7-9) and on held-out set 10.
+    reported on the plans tuned on (the samples, held-out sets 7-9) and on held-out set 10; "Round 29,
+    helper tpu" the kernel terms on the samples, sets 7-11 and held-out set 12.
     """
     outs = entry_outputs(module)
     regrouped = {}
