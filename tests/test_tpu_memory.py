@@ -905,9 +905,10 @@ def test_spills_of_written_solve_plans_against_libtpu_round26():
             # of two tables spills, a ``subtract``, reported as 0 -- round 28's rule, tpu_heap.spill_heap_slots)
             assert (ev.tpu_heap > 0) == (r["tpu_temp"] > 0), (n, ev.tpu_heap, r["tpu_temp"])
     # fused_qkv_train_step: the spill of the offset its last weight updates read is predicted (0.562 before);
-    # its heap under-counted (multi-output fusions not counted: 30 slots of libtpu's 51)
+    # its heap: 49 slots of libtpu's 51 since round 29 counts the multi-output kernels and combined gradient
+    # collectives (30 before, 0.819)
     fq, r = got["fused_qkv_train_step"], rows["fused_qkv_train_step"]
-    assert 0 < fq.tpu_heap < r["tpu_temp"] and fq.reported_peak / r["tpu"] > 0.8
+    assert 0 < fq.tpu_heap < r["tpu_temp"] and abs(fq.reported_peak / r["tpu"] - 1) <= 0.15
     # the same plans without the layout rule would read the sliced operand in the root's kernel:
     # mlp_two_out_fwd's root f32[128,96] per device is laid out {0,1}, its operand x f32[128,384] {1,0}
     assert minor_pair("f32", (128, 96)) == (0, 1) and minor_pair("f32", (128, 384)) == (1, 0)

@@ -147,7 +147,19 @@ def spilled_heap_bytes(module, graph: Graph, choice) -> int:
                 out[name] = out.get(name, 0) + k
         return out
 
-    return header_heap_bound(spill_heap_slots(module, graph.mesh.num_devices, steps, collectives))
+    def partial_sums() -> dict:   # per instruction: its strategy's all-reduces / reduce-scatters
+        out: dict = {}
+        for v, g in enumerate(graph.nodes):
+            st = g.strategies[int(choice[v])]
+            split = {a for d in st.out if type(d) is tuple for a in d if type(a) is int} \
+                if is_mesh_spec(st.out) else set()
+            for c in st.collectives or ():
+                if c.kind in ("all-reduce", "reduce-scatter"):
+                    out.setdefault(g.instr.name, []).append((c.kind, tuple(c.mesh_axes),
+                                                             bool(split & set(c.mesh_axes))))
+        return out
+
+    return header_heap_bound(spill_heap_slots(module, graph.mesh.num_devices, steps, collectives, partial_sums))
 
 
 def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:

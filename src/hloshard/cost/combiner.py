@@ -159,15 +159,7 @@ def height_classes(computation, written_only: bool | None = None) -> dict:
     if written_only is None:
         written_only = any(i.opcode in COMBINABLE_KINDS for i in instrs)
     members = frozenset(COMBINABLE_KINDS) if written_only else MEMBER_OPCODES
-    inside = {id(i) for i in instrs}
-    order = _topological(instrs, inside)
-    height: dict[int, int] = {}
-    for instr in reversed(order):
-        h = 0
-        for u in instr.users:
-            if id(u) in inside:
-                h = max(h, height[id(u)] + (1 if carries_collective(u) else 0))
-        height[id(instr)] = h
+    height = collective_heights(computation)
     count: dict = {}
     for instr in instrs:
         if instr.opcode in members and carries_collective(instr):
@@ -175,6 +167,24 @@ def height_classes(computation, written_only: bool | None = None) -> dict:
             count[key] = count.get(key, 0) + 1
     return {id(i): count[(height[id(i)], combine_key(i) if written_only else None)]
             for i in instrs if i.opcode in members and carries_collective(i)}
+
+
+def collective_heights(computation) -> dict[int, int]:
+    """``{id(instruction): height}`` for every instruction of ``computation`` (module docstring: 0 when
+    no instruction that may carry a collective, :func:`carries_collective`, depends on it, else 1 + the
+    largest height of such an instruction among its users' descendants; users outside the computation
+    are ignored).  Two barriers of one height are independent, so XLA's combiners may merge their
+    collectives; the class of height 0 is a training step's gradients.  O(instructions + edges)."""
+    instrs = list(computation.instructions)
+    inside = {id(i) for i in instrs}
+    height: dict[int, int] = {}
+    for instr in reversed(_topological(instrs, inside)):
+        h = 0
+        for u in instr.users:
+            if id(u) in inside:
+                h = max(h, height[id(u)] + (1 if carries_collective(u) else 0))
+        height[id(instr)] = h
+    return height
 
 
 def combine_key(instr) -> tuple:

@@ -196,13 +196,14 @@ def read_by_earlier_sibling(instr, rule: FusionRule) -> frozenset:
     if key is None or comp is None:
         return frozenset()
     cache = _per_computation(comp, rule, "_hloshard_sibling_reads", lambda: _sibling_table(comp, rule))
-    return cache[1].get(id(instr), frozenset())
+    return cache[1][0].get(id(instr), frozenset())
 
 
-def _sibling_table(comp, rule: FusionRule) -> dict:
-    """``{id(reduce): ids of buffers an earlier independent sibling reads}`` for
-    :func:`read_by_earlier_sibling`.  Each keyed reduce kernel gets a bit; ``upstream[id(i)]``: the bits
-    of the keyed reduces ``i`` depends on (an int used as a bit set, in one topological pass)."""
+def _sibling_table(comp, rule: FusionRule) -> tuple[dict, dict]:
+    """``({id(reduce): ids of buffers an earlier independent sibling reads}, {id(reduce): id of the first
+    such sibling})`` for :func:`read_by_earlier_sibling` and :func:`multi_output_kernels`.  Each keyed
+    reduce kernel gets a bit; ``upstream[id(i)]``: the bits of the keyed reduces ``i`` depends on (an
+    int used as a bit set, in one topological pass)."""
     instrs = list(comp.instructions)
     inside = {id(i) for i in instrs}
     bit: dict = {}
@@ -210,7 +211,7 @@ def _sibling_table(comp, rule: FusionRule) -> dict:
         if sibling_key(i) is not None and not (rule.is_fused(i) and not shared_join(i, rule)):
             bit[id(i)] = 1 << len(bit)
     if len(bit) < 2:
-        return {}
+        return {}, {}
     upstream: dict = {}
     for i in _topological(instrs, inside):
         up = 0
@@ -220,18 +221,55 @@ def _sibling_table(comp, rule: FusionRule) -> dict:
         upstream[id(i)] = up
     seen: dict = {}
     shared: dict = {}
+    partner: dict = {}
     for i in instrs:
         if id(i) not in bit:
             continue
         reads = {id(b) for b, _ in kernel_reads(i, rule)}
         group = seen.setdefault(sibling_key(i), [])
         before: set = set()
-        for b, r in group:
+        for b, r, j in group:
             if not upstream[id(i)] & b:
+                if reads & r and id(i) not in partner:
+                    partner[id(i)] = j
                 before |= r
         shared[id(i)] = frozenset(reads & before)
-        group.append((bit[id(i)], reads))
-    return shared
+        group.append((bit[id(i)], reads, id(i)))
+    return shared, partner
+
+
+def multi_output_kernels(comp, rule: FusionRule) -> int:
+    """How many kernels of ``comp`` (an :class:`hloshard.hlo.ir.Computation`) write a tuple under ``rule``:
+    the multi-output fusions its fusion model makes -- an elementwise kernel computed in a consumer's
+    kernel or merged with a sibling (:func:`multi_output_skips`), a reduction of a dot's result computed in
+    the dot's kernel, reductions of one operand over the same dimensions run as one kernel
+    (:func:`read_by_earlier_sibling`) -- each group of two or more members one kernel (a count; 0 under a
+    rule with neither multi-output loops nor sibling reductions).  libtpu gives each such kernel a
+    512 B tuple header in its HBM heap (:func:`hloshard.cost.tpu_heap.spill_heap_slots`): ``kLoop`` /
+    ``kOutput`` fusions with tuple results in its optimised programs (``multiply_reduce_fusion``,
+    ``fusion.236 = (f32[4,8,64], f32[4,8,64,64])``, a score dot writing its ``reduce-max``; round 29)."""
+    parent: dict = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    def union(a, b):
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[ra] = rb
+
+    if rule.multi_output_loops:
+        _, first = _per_computation(comp, rule, "_hloshard_multi_output", lambda: _multi_output_table(comp, rule))[1]
+        for k, root in first.items():
+            if k != root:
+                union(k, root)
+    if rule.sibling_reduces:
+        _, partners = _per_computation(comp, rule, "_hloshard_sibling_reads", lambda: _sibling_table(comp, rule))[1]
+        for k, j in partners.items():
+            union(k, j)
+    return len({find(k) for k in parent})
 
 
 def _materialised(instr, rule: FusionRule) -> bool:
