@@ -182,6 +182,7 @@ import numpy as np
 
 from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
+from ..hlo.shape import element_byte_size
 from .memory import bytes_per_device
 
 #: answers of :func:`is_fused` and :func:`effective_users` while a :func:`_memoizing` call runs (None outside)
@@ -1404,6 +1405,8 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
                    not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
         elif gather_copies and i.opcode == "scatter" and copied_destination(i, pos) is not None:
             ops = [o for o in ops if o is not i.operands[0]]   # it updates its copy of the destination
+        elif gather_copies and i.opcode == "select-and-scatter" and i.operands:   # XLA CPU's expansion reads
+            ops = [o for o in ops if o is not i.operands[0]]   # its operand at the reduce-window, where it is made
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
 
@@ -1416,6 +1419,13 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         for k in own(i):
             iv.setdefault(k, (t, t))
             definer.setdefault(k, i)
+    if gather_copies:   # XLA CPU: a select-and-scatter's result is the broadcast its expansion makes where the
+        for i in order:  # operand is (:func:`select_and_scatter_expansions`)
+            lo = _expansion_start(i, pos)
+            if lo is not None and id(i) not in fused:
+                for k in own(i):
+                    if k in iv and iv[k][0] > lo:
+                        iv[k] = (lo, iv[k][1])
     defined_at = {k: iv[k][0] for k in iv}   # where each value is first written (outputs: before (0, T))
     for k in params:
         iv[k] = (0, T)
@@ -2459,6 +2469,77 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
         if lo < t:
             out.append((sc, lo, t))
     return out
+
+
+def _made_at(instr, positions: dict):
+    """The instruction whose schedule position makes ``instr``'s buffer: ``instr`` through forwarding
+    instructions and fused producers (a fused value is made where its own source is); None when that is
+    not scheduled (a constant)."""
+    src = instr
+    while (_forwards(src) or is_fused(src)) and src.operands and _kind(src) != "constant":
+        src = src.operands[0]
+    return src if id(src) in positions else None
+
+
+def _expansion_start(sas, positions: dict) -> int | None:
+    """The schedule position where XLA CPU's expansion of the ``select-and-scatter`` ``sas`` starts (where
+    its operand 0 is made, :func:`select_and_scatter_expansions`); None for another instruction, or one
+    whose operand is not made before it in its computation."""
+    if sas.opcode != "select-and-scatter" or id(sas) not in positions or len(sas.operands) < 2 \
+            or not sas.shape.is_array or not sas.operands[1].shape.is_array:
+        return None
+    src = _made_at(sas.operands[0], positions)
+    if src is None or src.parent is not sas.parent or positions[id(src)] >= positions[id(sas)]:
+        return None
+    return positions[id(src)]
+
+
+def select_and_scatter_expansions(order: Sequence, positions: dict | None = None) -> list:
+    """The buffers of XLA's CPU expansion of each ``select-and-scatter``, as ``[(instr, lo, hi, factor)]``:
+    ``factor`` times ``instr``'s tile (the select-and-scatter's own, the operand's shape, or its source's,
+    operand 1, the window output's shape) live over ``[lo, hi)``.
+
+    XLA's CPU compiler runs ``SelectAndScatterExpander``: a select-and-scatter of operand ``O`` (shape
+    ``S``, rank ``r``) and source ``W`` becomes ``r`` ``iota`` arrays ``s32[S]`` (one per dim: each a loop
+    fusion of its own, ``wrapped_iota``), a variadic ``reduce-window`` of ``O`` and the iotas that selects
+    each window's element and its ``r`` indices (outputs ``W`` and ``r x s32[W]``), the indices
+    concatenated into ``s32[|W|, r]``, and a ``scatter`` of the source into a ``broadcast`` of the init
+    value ``S`` (``wrapped_broadcast``, updated in place: the result).  The reduce-window reads only
+    ``O``, so the scheduler runs it (iotas before it) as soon as ``O`` exists, in a training step's
+    forward pass; the broadcast, made from a constant, is live from then to the scatter, as is the index
+    array, and ``O`` is not read after the reduce-window (:func:`buffer_intervals` with
+    ``gather_copies``: the select-and-scatter does not read its operand 0).  So, with ``lo`` the position
+    where ``O`` is made and ``t`` the select-and-scatter's: the destination (1 tile of the result) over
+    ``[lo, t)``; the iotas (``r * 4 / bytes(element)`` tiles of the result) and the reduce-window's
+    outputs (``1 + r * 4 / bytes(element)`` tiles of the source) at ``[lo, lo + 1)``; the index array
+    (``r * 4 / bytes(element)`` tiles of the source) over ``[lo + 1, t + 1)``.  Read in XLA's buffer
+    assignment of keras-hub ResNet's train step (new user 28, 2x4, max-pool 3x3 stride 2 of
+    ``f32[16,18,18,64]``: four ``wrapped_iota`` and ``wrapped_broadcast.1`` of 165,888 B, the
+    ``maximum_pad_fusion`` operand, live at XLA's peak at the reduce-window in the forward, the
+    ``concatenate_bitcast_fusion`` ``s32[8192,4]`` from there to the ``wrapped_scatter``).
+    ``order``: the program schedule; ``positions``: ``id(instruction)`` -> position (built from ``order``
+    when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for sas in order:
+        lo = _expansion_start(sas, pos)
+        if lo is None:
+            continue
+        t = pos[id(sas)]
+        rank = sas.shape.rank
+        out.append((sas, lo, lo + 1, _ratio(rank * 4, sas.shape.element_type)))   # the iotas
+        w = sas.operands[1]
+        out.append((w, lo, lo + 1, 1 + _ratio(rank * 4, w.shape.element_type)))   # the reduce-window's outputs
+        if lo + 1 < t + 1:
+            out.append((w, lo + 1, t + 1, _ratio(rank * 4, w.shape.element_type)))   # the index array
+    return out
+
+
+def _ratio(nbytes: int, element_type: str):
+    """``nbytes`` per element over the bytes of one ``element_type`` element (an int where exact)."""
+    eb = element_byte_size(element_type)
+    r = nbytes / eb
+    return int(r) if r == int(r) else r
 
 
 def _attr_ints(instr, key: str) -> list:
