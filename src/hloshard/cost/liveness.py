@@ -1950,6 +1950,18 @@ def _element_source(instr, k: int):
     return instr, tuple(path), entry_param
 
 
+def _passed_to_root(instr, root) -> bool:
+    """``instr`` is the loop body's ``root`` or a ``Sharding`` custom-call only the root reads (through more
+    of them): ``solve``'s pin keeping a loop invariant in the state (:func:`hloshard.strategy.realize.
+    keep_invariants`), which the SPMD partitioner drops -- a pass-through, not a read of the element."""
+    seen = 0
+    while instr is not root and seen < 64:
+        if not instr.is_sharding_constraint or len(instr.users) != 1:
+            return False
+        instr, seen = instr.users[0], seen + 1
+    return instr is root
+
+
 def widened_invariants(order: Sequence, entry=None, positions: dict | None = None) -> list:
     """The f32 copies XLA's CPU backend makes of the bf16 loop invariants of each ``while`` (module
     docstring, *While loops*), as ``[(while, leaf, lo, hi, factor)]``: the invariant is flat leaf ``leaf`` of
@@ -1979,12 +1991,12 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
         t = pos.get(id(w))
         if body is None or t is None or not body.parameters:
             continue
-        inv = set(invariant_elements(w))
+        inv = set(invariant_elements(w, through_pins=True))
         if not inv:
             continue
         read: set = set()
         for u in body.parameters[0].users:
-            if u.opcode == "get-tuple-element" and any(x is not body.root for x in u.users):
+            if u.opcode == "get-tuple-element" and any(not _passed_to_root(x, body.root) for x in u.users):
                 read.add(int(str(u.attrs.get("index"))))
         ends = [pos[id(i)] for c in called_in_order(w) for i in c.instructions if id(i) in pos]
         hi = max([t] + ends) + 1
