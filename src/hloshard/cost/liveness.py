@@ -95,7 +95,8 @@ more (and pads to tiles); that is not modelled here.
   reads is held as an **f32 copy** for the loop (:func:`widened_invariants`: XLA's CPU compiler
   computes bf16 in f32 -- float normalization -- and ``WhileLoopInvariantCodeMotion`` hoists the
   invariant's convert out of the loop; the copy is made as soon as its source is, by the breadth-first
-  scheduler, and the bf16 source dies there unless it is an entry parameter).  Measured on hand scans
+  scheduler, and the bf16 source dies there unless it is an entry parameter; an invariant ``solve`` passes
+  to the body's root through a keep pin is one too, :func:`_passed_to_root`).  Measured on hand scans
   (f16 and f32: no copy) and MaxText's backward loop (six f32 copies of its bf16 activation stacks,
   2.89 GB per device); the copy's bytes depend on the plan, so
   :func:`hloshard.autoshard.build.edge_buffers` adds them like a communication buffer.  Not on a TPU.
@@ -123,7 +124,12 @@ more (and pads to tiles); that is not modelled here.
   no elementwise result is computed in place on it; a scatter whose destination is read after it gets
   a copy of it made as soon as the destination is (:func:`scatter_destination_copies`); a gather or
   scatter with batching dims reads an index array with one ``iota`` column per batching dim, made as
-  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).
+  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).  A
+  ``select-and-scatter`` (a max-pool's gradient) is expanded (:func:`select_and_scatter_expansions`: XLA
+  CPU's ``SelectAndScatterExpander``): ``rank`` s32 ``iota`` arrays of the operand's shape and a variadic
+  ``reduce-window`` run where the operand is made (the forward), the selected indices live from there to
+  a ``scatter`` into a broadcast of the init value, the result, which is made there too; the operand is
+  not read at the select-and-scatter.
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -1378,7 +1384,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     no memory of their own; ``gather_copies``: a ``reduce`` reads the transposed copy of a gather
     (:func:`gather_copy_readers`), not the gather's buffer, and a ``scatter`` its copy of a shared
     destination (:func:`copied_destination`) (the caller prices the copies: :func:`relayout_intervals`,
-    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
+    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend), and a
+    ``select-and-scatter``'s result is live from where its operand is made, the operand not read there
+    (:func:`select_and_scatter_expansions`, whose other buffers the caller prices).  Every key of ``own``
     gets an interval."""
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
         forget_shardings(comp)
@@ -2519,12 +2527,13 @@ def select_and_scatter_expansions(order: Sequence, positions: dict | None = None
     value ``S`` (``wrapped_broadcast``, updated in place: the result).  The reduce-window reads only
     ``O``, so the scheduler runs it (iotas before it) as soon as ``O`` exists, in a training step's
     forward pass; the broadcast, made from a constant, is live from then to the scatter, as is the index
-    array, and ``O`` is not read after the reduce-window (:func:`buffer_intervals` with
-    ``gather_copies``: the select-and-scatter does not read its operand 0).  So, with ``lo`` the position
-    where ``O`` is made and ``t`` the select-and-scatter's: the destination (1 tile of the result) over
-    ``[lo, t)``; the iotas (``r * 4 / bytes(element)`` tiles of the result) and the reduce-window's
-    outputs (``1 + r * 4 / bytes(element)`` tiles of the source) at ``[lo, lo + 1)``; the index array
-    (``r * 4 / bytes(element)`` tiles of the source) over ``[lo + 1, t + 1)``.  Read in XLA's buffer
+    array, and ``O`` is not read after the reduce-window.  So, with ``lo`` the position where ``O`` is
+    made and ``t`` the select-and-scatter's: the iotas (``r * 4 / bytes(element)`` tiles of the result) and
+    the reduce-window's outputs (``1 + r * 4 / bytes(element)`` tiles of the source) at ``[lo, lo + 1)``;
+    the index array (``r * 4 / bytes(element)`` tiles of the source) over ``[lo + 1, t + 1)``.  Not listed
+    here: the destination broadcast is the select-and-scatter's own buffer, which :func:`buffer_intervals`
+    (with ``gather_copies``, XLA CPU) starts at ``lo``, and there the select-and-scatter does not read its
+    operand 0.  The reduce-window's tuple pointer table (8 B per output) is not counted.  Read in XLA's buffer
     assignment of keras-hub ResNet's train step (new user 28, 2x4, max-pool 3x3 stride 2 of
     ``f32[16,18,18,64]``: four ``wrapped_iota`` and ``wrapped_broadcast.1`` of 165,888 B, the
     ``maximum_pad_fusion`` operand, live at XLA's peak at the reduce-window in the forward, the
