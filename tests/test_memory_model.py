@@ -1129,6 +1129,47 @@ def test_select_and_scatter_expansion_is_xlas():
     assert [m.total for m in got] == [peak + 40 for _, peak in SELECT_AND_SCATTER.values()]
 
 
+#: an SGD-style update read by the root through jax's out_shardings marker (``xla.sdy.FuncResultSharding``, a
+#: Shardy-mode export), the root tuple carrying its own shardings: by hand, w + g 8 MiB (arguments) and the
+#: updated weight 4 MiB written into its output, the tuple's 8 B: 12,582,920.  Main's model counted the update
+#: beside the output leaf: 16,777,224.
+RESULT_SHARDING = """HloModule result_sharding, num_partitions=8
+
+ENTRY main {
+  w = f32[1024,1024] parameter(0), sharding={replicated}
+  g = f32[1024,1024] parameter(1), sharding={replicated}
+  lr = f32[] constant(0.1)
+  b = f32[1024,1024] broadcast(lr), dimensions={}, sharding={replicated}
+  m = f32[1024,1024] multiply(g, b), sharding={replicated}
+  u = f32[1024,1024] subtract(w, m), sharding={replicated}
+  r = f32[1024,1024] custom-call(u), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true, sharding={replicated}
+  ROOT t = (f32[1024,1024]) tuple(r), sharding={{replicated}}
+}
+"""
+
+
+def test_root_tuple_shares_through_result_sharding(tmp_path):
+    """The root tuple's leaf is the buffer of the value jax's result-sharding marker forwards."""
+    assert _peak(tmp_path, RESULT_SHARDING) == 12582920
+
+
+@pytest.mark.oracle
+def test_root_tuple_shares_through_result_sharding_is_xlas():
+    """XLA's partitioner rejects an ``xla.sdy`` marker with Shardy off (GSPMD), so XLA measures the same program
+    without it (the marker is an identity): arguments 8 MiB + output 4 MiB, no temp; its one-leaf output tuple
+    has no 8 B pointer table (the model's 8 B)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    plain = "\n".join(line for line in RESULT_SHARDING.splitlines()
+                      if not line.lstrip().startswith("r = ")).replace("tuple(r)", "tuple(u)")
+    got = xla_memory([plain], 8)[0]
+    assert got.error is None and (got.argument, got.output, got.temp) == (8388608, 4194304, 0)
+    assert got.total == 12582920 - 8
+
+
 def test_zero_scatter_destination_is_folded():
     """The zeros a scatter-add folded into an add starts from are no buffer; a non-zero start, or a
     scatter whose result is not added, keeps its destination."""
