@@ -82,7 +82,9 @@ more (and pads to tiles); that is not modelled here.
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
-  still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
+  still read); a root tuple holding its own leaves takes over the buffers of its operands read last there,
+  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`).
+  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
   init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
   one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
   accumulators or residual stacks) is taken over by the first leaf only, the others are copies
