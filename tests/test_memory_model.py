@@ -647,6 +647,59 @@ ENTRY main {{
 #: had the 2 MiB index value instead of the two 8 MiB arrays: 16,793,616 (0.616)
 BATCHED_INDICES = _batched_indices("batched_indices", 4, 8, 128)
 
+def _select_and_scatter(name: str, sharding: str) -> str:
+    """A max-pool 3x3 stride 2 of a padded ReLU ``f32[16,34,34,64]`` (the forward's ``reduce-window``) and
+    its gradient's ``select-and-scatter`` of ``exp(pool) * w``, every instruction in ``sharding`` (a
+    ResNet's stem, new user 28's F2).  XLA's CPU compiler expands the select-and-scatter
+    (``SelectAndScatterExpander``: :func:`hloshard.cost.liveness.select_and_scatter_expansions`)."""
+    root = "" if sharding == "{replicated}" else f", sharding={{{sharding}, {sharding}}}"
+    return f"""HloModule {name}, num_partitions=8
+
+maxf {{
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, c)
+}}
+
+addf {{
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT s = f32[] add(a, c)
+}}
+
+gef {{
+  a = f32[] parameter(0)
+  c = f32[] parameter(1)
+  ROOT g = pred[] compare(a, c), direction=GE
+}}
+
+ENTRY main {{
+  p = f32[16,32,32,64] parameter(0), sharding={sharding}
+  w = f32[16,16,16,64] parameter(1), sharding={sharding}
+  z = f32[] constant(0)
+  zb = f32[16,32,32,64] broadcast(z), dimensions={{}}, sharding={sharding}
+  r = f32[16,32,32,64] maximum(p, zb), sharding={sharding}
+  x = f32[16,34,34,64] pad(r, z), padding=0_0x1_1x1_1x0_0, sharding={sharding}
+  ninf = f32[] constant(-inf)
+  y = f32[16,16,16,64] reduce-window(x, ninf), window={{size=1x3x3x1 stride=1x2x2x1}}, to_apply=maxf, sharding={sharding}
+  e = f32[16,16,16,64] exponential(y), sharding={sharding}
+  g = f32[16,16,16,64] multiply(e, w), sharding={sharding}
+  s = f32[16,34,34,64] select-and-scatter(x, g, z), window={{size=1x3x3x1 stride=1x2x2x1}}, select=gef, scatter=addf, sharding={sharding}
+  ROOT t = (f32[16,16,16,64], f32[16,34,34,64]) tuple(y, s){root}
+}}
+"""
+
+
+#: By hand, replicated: arguments p 4,194,304 + w 1,048,576; outputs y 1,048,576 + s 4,734,976 + the tuple's
+#: 16 B; at the padded operand ``x`` (where XLA runs the expansion's reduce-window, in the forward): x
+#: 4,734,976, the result's broadcast already made (it is the output s, counted), four ``s32`` iotas of x's
+#: shape 18,939,904 and the reduce-window's five outputs of the window shape (f32 + 4 x s32) 5,242,880:
+#: 39,944,208.  Split 8 ways on the batch: every array / 8, the tuple's 16 B kept: 4,993,040.  XLA (8 CPU
+#: devices): 40 B more each, the variadic reduce-window's pointer table (5 leaves x 8 B), which the model
+#: does not count.  Main's model had no expansion: 16,810,000 replicated (0.42 of XLA's).
+SELECT_AND_SCATTER = {"replicated": (_select_and_scatter("sas", "{replicated}"), 39944208),
+                      "split": (_select_and_scatter("sas_split", "{devices=[8,1,1,1]<=[8]}"), 4993040)}
+
 CASES = {"fused_chain": (FUSED_CHAIN, 12288), "temp_in_output": (TEMP_IN_OUTPUT, 16384), "expensive_two_users": (EXPENSIVE_TWO_USERS, 16400),
          "donated": (DONATED, 12304), "in_place": (IN_PLACE, 528388), "dot_all_reduce": (DOT_ALL_REDUCE, 2368),
          "globally_unfusible": (GLOBALLY_UNFUSIBLE, 20480), "dot_transpose": (DOT_TRANSPOSE, 147472),
@@ -1029,6 +1082,94 @@ def test_batched_gather_and_scatter_read_normalized_indices():
         ("w", 4), ("w2", 3)]
 
 
+@pytest.mark.parametrize("case", sorted(SELECT_AND_SCATTER))
+def test_select_and_scatter_expansion_by_hand(tmp_path, case):
+    """XLA CPU's select-and-scatter expansion: the peak at the operand's definition (above)."""
+    text, peak = SELECT_AND_SCATTER[case]
+    assert _peak(tmp_path, text) == peak
+
+
+def test_select_and_scatter_expansion_buffers():
+    """The expansion's buffers start where the operand is made (``x``), the iotas and the reduce-window's
+    outputs there only, the index array to the select-and-scatter; the operand is read last by the
+    forward's reduce-window and the result (the broadcast updated in place) is made with the operand."""
+    from hloshard.cost.liveness import buffer_intervals, select_and_scatter_expansions
+
+    m = parse_module(SELECT_AND_SCATTER["replicated"][0])
+    order = program_schedule(m)
+    pos = {i.name: t for t, i in enumerate(order)}
+    got = [(v.name, lo, hi, f) for v, lo, hi, f in select_and_scatter_expansions(order)]
+    x, s = pos["x"], pos["s"]
+    assert got == [("s", x, x + 1, 4), ("g", x, x + 1, 5), ("g", x + 1, s + 1, 4)]
+    by = {i.name: i for i in order}
+
+    def own(i):
+        return (i.name,) if i.shape.is_array else ()
+
+    iv = buffer_intervals(order, own, own, gather_copies=True)
+    assert iv["x"] == (x, pos["y"] + 1)        # not read by the select-and-scatter
+    assert iv["s"] == (x, s + 1)               # made where the operand is
+    iv = buffer_intervals(order, own, own)     # not XLA CPU: the select-and-scatter reads its operand
+    assert iv["x"] == (x, s + 1) and iv["s"] == (s, s + 1)
+    assert by["s"].opcode == "select-and-scatter"
+    # no select-and-scatter, no expansion
+    assert select_and_scatter_expansions(program_schedule(parse_module(CASES["fused_chain"][0]))) == []
+
+
+@pytest.mark.oracle
+def test_select_and_scatter_expansion_is_xlas():
+    """XLA's memory_analysis() of the two modules: the hand figures plus the reduce-window's 40 B pointer table."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    got = xla_memory([t for t, _ in SELECT_AND_SCATTER.values()], 8)
+    assert [m.error for m in got] == [None, None]
+    assert [m.total for m in got] == [peak + 40 for _, peak in SELECT_AND_SCATTER.values()]
+
+
+#: an SGD-style update read by the root through jax's out_shardings marker (``xla.sdy.FuncResultSharding``, a
+#: Shardy-mode export), the root tuple carrying its own shardings: by hand, w + g 8 MiB (arguments) and the
+#: updated weight 4 MiB written into its output, the tuple's 8 B: 12,582,920.  Main's model counted the update
+#: beside the output leaf: 16,777,224.
+RESULT_SHARDING = """HloModule result_sharding, num_partitions=8
+
+ENTRY main {
+  w = f32[1024,1024] parameter(0), sharding={replicated}
+  g = f32[1024,1024] parameter(1), sharding={replicated}
+  lr = f32[] constant(0.1)
+  b = f32[1024,1024] broadcast(lr), dimensions={}, sharding={replicated}
+  m = f32[1024,1024] multiply(g, b), sharding={replicated}
+  u = f32[1024,1024] subtract(w, m), sharding={replicated}
+  r = f32[1024,1024] custom-call(u), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true, sharding={replicated}
+  ROOT t = (f32[1024,1024]) tuple(r), sharding={{replicated}}
+}
+"""
+
+
+def test_root_tuple_shares_through_result_sharding(tmp_path):
+    """The root tuple's leaf is the buffer of the value jax's result-sharding marker forwards."""
+    assert _peak(tmp_path, RESULT_SHARDING) == 12582920
+
+
+@pytest.mark.oracle
+def test_root_tuple_shares_through_result_sharding_is_xlas():
+    """XLA's partitioner rejects an ``xla.sdy`` marker with Shardy off (GSPMD), so XLA measures the same program
+    without it (the marker is an identity): arguments 8 MiB + output 4 MiB, no temp; its one-leaf output tuple
+    has no 8 B pointer table (the model's 8 B)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    plain = "\n".join(line for line in RESULT_SHARDING.splitlines()
+                      if not line.lstrip().startswith("r = ")).replace("tuple(r)", "tuple(u)")
+    got = xla_memory([plain], 8)[0]
+    assert got.error is None and (got.argument, got.output, got.temp) == (8388608, 4194304, 0)
+    assert got.total == 12582920 - 8
+
+
 def test_zero_scatter_destination_is_folded():
     """The zeros a scatter-add folded into an add starts from are no buffer; a non-zero start, or a
     scatter whose result is not added, keeps its destination."""
@@ -1335,6 +1476,39 @@ def test_widened_invariant_one_copy_per_value():
     assert [(w.name, leaf, lo, factor) for w, leaf, lo, _, factor in got] == [("l", 2, 0, 2)]
     assert got[0][3] > pos["l2"]
     assert widened_invariants(program_schedule(parse_module(_scan_module("param", "f32"), "f")), None) == []
+
+
+def _keep_pinned(text: str) -> str:
+    """``text`` (:func:`_scan_module`) with the body's invariant passed to its root through a ``Sharding``
+    custom-call, the pin ``solve`` writes to keep it in the loop state (``strategy.realize.keep_invariants``)."""
+    return text.replace("  ROOT t = (s32[], f32[1024], bf16[8,1024]) tuple(j, n, xs)",
+                        "  xk = bf16[8,1024] custom-call(xs), custom_call_target=\"Sharding\", sharding={replicated}\n"
+                        "  ROOT t = (s32[], f32[1024], bf16[8,1024]) tuple(j, n, xk)")
+
+
+def test_widened_invariant_through_a_keep_pin(tmp_path):
+    """A bf16 invariant that the body passes to its root through solve's keep pin (which the SPMD
+    partitioner drops) is still a loop invariant the body reads: its f32 copy is counted as without the pin
+    (MaxText's solve plan, round 29: six such copies, 1.44 GB per device, were missed, 0.910 of XLA's peak),
+    and the pin is no read of its own."""
+    from hloshard.cost.liveness import widened_invariants
+
+    plain = _scan_module("made", "bf16")
+    pinned = _keep_pinned(plain)
+    assert pinned != plain and 'custom_call_target="Sharding"' in pinned
+    got = {}
+    for name, text in (("plain", plain), ("pinned", pinned)):
+        m = parse_module(text, name)
+        got[name] = [(w.name, leaf, factor) for w, leaf, _, _, factor in widened_invariants(program_schedule(m), m.entry)]
+    assert got["pinned"] == got["plain"] == [("l", 2, 1)]
+    assert _peak(tmp_path, pinned) == _peak(tmp_path, plain) == LOOP_CASES["bf16_invariant_made"][1]
+    # the body passes the invariant through the pin only (no other read): nothing to widen
+    unread = pinned.replace("dynamic-slice(xs, i, z)", "dynamic-slice(xz, i, z)") \
+        .replace("  s = bf16[1,1024]", "  z3 = bf16[] constant(1)\n  xz = bf16[8,1024] broadcast(z3), dimensions={}\n"
+                 "  s = bf16[1,1024]")
+    assert "dynamic-slice(xz" in unread
+    m = parse_module(unread, "unread")
+    assert widened_invariants(program_schedule(m), m.entry) == []
 
 
 def test_one_buffer_per_reshard():

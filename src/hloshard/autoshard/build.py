@@ -47,7 +47,7 @@ from ..hlo.shape import Shape
 from ..cost.liveness import (normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
-                             resharded_by_tuple, scatter_destination_copies, set_fusion_backend,
+                             resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_fusion_backend,
                              widened_invariants, written_layouts, fusion_backend)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.inline import inline_calls
@@ -522,6 +522,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             r = ctx.resolve(ix, 0) if ix in ctx.groups else TOKEN
             if r is not TOKEN:
                 graph.widened.append((r[0].node, ilo, ihi, factor))
+        # and XLA CPU's expansion of a select-and-scatter (cost.liveness.select_and_scatter_expansions)
+        for x, xlo, xhi, factor in select_and_scatter_expansions(schedule):
+            r = ctx.resolve(x, 0) if x in ctx.groups else TOKEN
+            if r is not TOKEN:
+                graph.widened.append((r[0].node, xlo, xhi, factor))
     _budgeted(graph, memory_budget)
     return graph
 

@@ -82,7 +82,9 @@ more (and pads to tiles); that is not modelled here.
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
   updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
-  still read).  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
+  still read); a root tuple holding its own leaves takes over the buffers of its operands read last there,
+  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`).
+  The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
   init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
   one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
   accumulators or residual stacks) is taken over by the first leaf only, the others are copies
@@ -95,7 +97,8 @@ more (and pads to tiles); that is not modelled here.
   reads is held as an **f32 copy** for the loop (:func:`widened_invariants`: XLA's CPU compiler
   computes bf16 in f32 -- float normalization -- and ``WhileLoopInvariantCodeMotion`` hoists the
   invariant's convert out of the loop; the copy is made as soon as its source is, by the breadth-first
-  scheduler, and the bf16 source dies there unless it is an entry parameter).  Measured on hand scans
+  scheduler, and the bf16 source dies there unless it is an entry parameter; an invariant ``solve`` passes
+  to the body's root through a keep pin is one too, :func:`_passed_to_root`).  Measured on hand scans
   (f16 and f32: no copy) and MaxText's backward loop (six f32 copies of its bf16 activation stacks,
   2.89 GB per device); the copy's bytes depend on the plan, so
   :func:`hloshard.autoshard.build.edge_buffers` adds them like a communication buffer.  Not on a TPU.
@@ -123,7 +126,12 @@ more (and pads to tiles); that is not modelled here.
   no elementwise result is computed in place on it; a scatter whose destination is read after it gets
   a copy of it made as soon as the destination is (:func:`scatter_destination_copies`); a gather or
   scatter with batching dims reads an index array with one ``iota`` column per batching dim, made as
-  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).
+  soon as the index value is (:func:`normalized_indices`: XLA's ``BatchedGatherScatterNormalizer``).  A
+  ``select-and-scatter`` (a max-pool's gradient) is expanded (:func:`select_and_scatter_expansions`: XLA
+  CPU's ``SelectAndScatterExpander``): ``rank`` s32 ``iota`` arrays of the operand's shape and a variadic
+  ``reduce-window`` run where the operand is made (the forward), the selected indices live from there to
+  a ``scatter`` into a broadcast of the init value, the result, which is made there too; the operand is
+  not read at the select-and-scatter.
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
@@ -182,6 +190,7 @@ import numpy as np
 
 from ..hlo.loops import called, invariant_elements
 from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
+from ..hlo.shape import element_byte_size
 from .memory import bytes_per_device
 
 #: answers of :func:`is_fused` and :func:`effective_users` while a :func:`_memoizing` call runs (None outside)
@@ -1377,7 +1386,9 @@ def buffer_intervals(order: Sequence, own: Callable[[object], Sequence[Hashable]
     no memory of their own; ``gather_copies``: a ``reduce`` reads the transposed copy of a gather
     (:func:`gather_copy_readers`), not the gather's buffer, and a ``scatter`` its copy of a shared
     destination (:func:`copied_destination`) (the caller prices the copies: :func:`relayout_intervals`,
-    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend).  Every key of ``own``
+    :func:`scatter_destination_copies`, as the cost graph does for XLA's CPU backend), and a
+    ``select-and-scatter``'s result is live from where its operand is made, the operand not read there
+    (:func:`select_and_scatter_expansions`, whose other buffers the caller prices).  Every key of ``own``
     gets an interval."""
     for comp in {id(i.parent): i.parent for i in order if i.parent is not None}.values():
         forget_shardings(comp)
@@ -1404,6 +1415,8 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
                    not any(r is i for r in (gather_copy_readers(o) or ((),))[0])]
         elif gather_copies and i.opcode == "scatter" and copied_destination(i, pos) is not None:
             ops = [o for o in ops if o is not i.operands[0]]   # it updates its copy of the destination
+        elif gather_copies and i.opcode == "select-and-scatter" and i.operands:   # XLA CPU's expansion reads
+            ops = [o for o in ops if o is not i.operands[0]]   # its operand at the reduce-window, where it is made
         reads_of[id(i)] = ops
         return [k for o in ops for k in values(o)]
 
@@ -1416,6 +1429,13 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         for k in own(i):
             iv.setdefault(k, (t, t))
             definer.setdefault(k, i)
+    if gather_copies:   # XLA CPU: a select-and-scatter's result is the broadcast its expansion makes where the
+        for i in order:  # operand is (:func:`select_and_scatter_expansions`)
+            lo = _expansion_start(i, pos)
+            if lo is not None and id(i) not in fused:
+                for k in own(i):
+                    if k in iv and iv[k][0] > lo:
+                        iv[k] = (lo, iv[k][1])
     defined_at = {k: iv[k][0] for k in iv}   # where each value is first written (outputs: before (0, T))
     for k in params:
         iv[k] = (0, T)
@@ -1490,7 +1510,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
                     _state_copy_at_init(iv, raw, a, c, param_set, defined_at)
             continue
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
-            srcs = [k for o in i.operands for k in values(o)]
+            srcs = [k for o in i.operands for k in values(_forwarded_source(o, fused))]
             if len(srcs) == len(mine):
                 for a, c in zip(srcs, mine):
                     if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
@@ -1603,6 +1623,19 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     out = BufferIntervals(iv)
     out.output_slots = slots
     return out
+
+
+def _forwarded_source(instr, fused: set):
+    """``instr`` through the forwarding instructions that have no buffer (``fused``: ids; a pin in its
+    operand's layout, jax's ``xla.sdy.FuncResultSharding`` on an output): the value whose buffer it is.  A
+    root tuple holding its own leaves shares that buffer, not the forwarding instruction's empty one (new
+    user 28's ResNet hand plan: each updated weight and momentum read by the root through jax's result
+    sharding was counted beside the output leaf, 1.29x XLA's peak)."""
+    for _ in range(64):
+        if id(instr) not in fused or not _forwards(instr) or not instr.operands:
+            break
+        instr = instr.operands[0]
+    return instr
 
 
 def _state_copy_at_init(iv: dict, raw: dict, a, c, params: set, defined_at: dict) -> None:
@@ -1940,6 +1973,18 @@ def _element_source(instr, k: int):
     return instr, tuple(path), entry_param
 
 
+def _passed_to_root(instr, root) -> bool:
+    """``instr`` is the loop body's ``root`` or a ``Sharding`` custom-call only the root reads (through more
+    of them): ``solve``'s pin keeping a loop invariant in the state (:func:`hloshard.strategy.realize.
+    keep_invariants`), which the SPMD partitioner drops -- a pass-through, not a read of the element."""
+    seen = 0
+    while instr is not root and seen < 64:
+        if not instr.is_sharding_constraint or len(instr.users) != 1:
+            return False
+        instr, seen = instr.users[0], seen + 1
+    return instr is root
+
+
 def widened_invariants(order: Sequence, entry=None, positions: dict | None = None) -> list:
     """The f32 copies XLA's CPU backend makes of the bf16 loop invariants of each ``while`` (module
     docstring, *While loops*), as ``[(while, leaf, lo, hi, factor)]``: the invariant is flat leaf ``leaf`` of
@@ -1969,12 +2014,12 @@ def widened_invariants(order: Sequence, entry=None, positions: dict | None = Non
         t = pos.get(id(w))
         if body is None or t is None or not body.parameters:
             continue
-        inv = set(invariant_elements(w))
+        inv = set(invariant_elements(w, through_pins=True))
         if not inv:
             continue
         read: set = set()
         for u in body.parameters[0].users:
-            if u.opcode == "get-tuple-element" and any(x is not body.root for x in u.users):
+            if u.opcode == "get-tuple-element" and any(not _passed_to_root(x, body.root) for x in u.users):
                 read.add(int(str(u.attrs.get("index"))))
         ends = [pos[id(i)] for c in called_in_order(w) for i in c.instructions if id(i) in pos]
         hi = max([t] + ends) + 1
@@ -2459,6 +2504,78 @@ def scatter_destination_copies(order: Sequence, positions: dict | None = None) -
         if lo < t:
             out.append((sc, lo, t))
     return out
+
+
+def _made_at(instr, positions: dict):
+    """The instruction whose schedule position makes ``instr``'s buffer: ``instr`` through forwarding
+    instructions and fused producers (a fused value is made where its own source is); None when that is
+    not scheduled (a constant)."""
+    src = instr
+    while (_forwards(src) or is_fused(src)) and src.operands and _kind(src) != "constant":
+        src = src.operands[0]
+    return src if id(src) in positions else None
+
+
+def _expansion_start(sas, positions: dict) -> int | None:
+    """The schedule position where XLA CPU's expansion of the ``select-and-scatter`` ``sas`` starts (where
+    its operand 0 is made, :func:`select_and_scatter_expansions`); None for another instruction, or one
+    whose operand is not made before it in its computation."""
+    if sas.opcode != "select-and-scatter" or id(sas) not in positions or len(sas.operands) < 2 \
+            or not sas.shape.is_array or not sas.operands[1].shape.is_array:
+        return None
+    src = _made_at(sas.operands[0], positions)
+    if src is None or src.parent is not sas.parent or positions[id(src)] >= positions[id(sas)]:
+        return None
+    return positions[id(src)]
+
+
+def select_and_scatter_expansions(order: Sequence, positions: dict | None = None) -> list:
+    """The buffers of XLA's CPU expansion of each ``select-and-scatter``, as ``[(instr, lo, hi, factor)]``:
+    ``factor`` times ``instr``'s tile (the select-and-scatter's own, the operand's shape, or its source's,
+    operand 1, the window output's shape) live over ``[lo, hi)``.
+
+    XLA's CPU compiler runs ``SelectAndScatterExpander``: a select-and-scatter of operand ``O`` (shape
+    ``S``, rank ``r``) and source ``W`` becomes ``r`` ``iota`` arrays ``s32[S]`` (one per dim: each a loop
+    fusion of its own, ``wrapped_iota``), a variadic ``reduce-window`` of ``O`` and the iotas that selects
+    each window's element and its ``r`` indices (outputs ``W`` and ``r x s32[W]``), the indices
+    concatenated into ``s32[|W|, r]``, and a ``scatter`` of the source into a ``broadcast`` of the init
+    value ``S`` (``wrapped_broadcast``, updated in place: the result).  The reduce-window reads only
+    ``O``, so the scheduler runs it (iotas before it) as soon as ``O`` exists, in a training step's
+    forward pass; the broadcast, made from a constant, is live from then to the scatter, as is the index
+    array, and ``O`` is not read after the reduce-window.  So, with ``lo`` the position where ``O`` is
+    made and ``t`` the select-and-scatter's: the iotas (``r * 4 / bytes(element)`` tiles of the result) and
+    the reduce-window's outputs (``1 + r * 4 / bytes(element)`` tiles of the source) at ``[lo, lo + 1)``;
+    the index array (``r * 4 / bytes(element)`` tiles of the source) over ``[lo + 1, t + 1)``.  Not listed
+    here: the destination broadcast is the select-and-scatter's own buffer, which :func:`buffer_intervals`
+    (with ``gather_copies``, XLA CPU) starts at ``lo``, and there the select-and-scatter does not read its
+    operand 0.  The reduce-window's tuple pointer table (8 B per output) is not counted.  Read in XLA's buffer
+    assignment of keras-hub ResNet's train step (new user 28, 2x4, max-pool 3x3 stride 2 of
+    ``f32[16,18,18,64]``: four ``wrapped_iota`` and ``wrapped_broadcast.1`` of 165,888 B, the
+    ``maximum_pad_fusion`` operand, live at XLA's peak at the reduce-window in the forward, the
+    ``concatenate_bitcast_fusion`` ``s32[8192,4]`` from there to the ``wrapped_scatter``).
+    ``order``: the program schedule; ``positions``: ``id(instruction)`` -> position (built from ``order``
+    when None)."""
+    pos = positions if positions is not None else {id(i): t for t, i in enumerate(order)}
+    out: list = []
+    for sas in order:
+        lo = _expansion_start(sas, pos)
+        if lo is None:
+            continue
+        t = pos[id(sas)]
+        rank = sas.shape.rank
+        out.append((sas, lo, lo + 1, _ratio(rank * 4, sas.shape.element_type)))   # the iotas
+        w = sas.operands[1]
+        out.append((w, lo, lo + 1, 1 + _ratio(rank * 4, w.shape.element_type)))   # the reduce-window's outputs
+        if lo + 1 < t + 1:
+            out.append((w, lo + 1, t + 1, _ratio(rank * 4, w.shape.element_type)))   # the index array
+    return out
+
+
+def _ratio(nbytes: int, element_type: str):
+    """``nbytes`` per element over the bytes of one ``element_type`` element (an int where exact)."""
+    eb = element_byte_size(element_type)
+    r = nbytes / eb
+    return int(r) if r == int(r) else r
 
 
 def _attr_ints(instr, key: str) -> list:
