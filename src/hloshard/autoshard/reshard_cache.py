@@ -70,16 +70,17 @@ def dot_top_level_layout(graph: Graph, g, v, i, src, req, choice):
     The rule (openxla ``spmd/dot_handler.cc``, read): ``PartitionDotGroupOnNonContractingDims`` may group on
     an operand's non-contracting dims when their partition count equals the result's on the same dims
     (``may_group_on_{lhs,rhs}_non_contracting``); with both possible, it matches the lhs when
-    ``lhs_parts * bytes(rhs tile) < rhs_parts * bytes(lhs tile)`` (``LhsIsBestMatchForNonContracting
-    Partitioning``).  The *other* operand is resharded, at the top level, to its layout with the group's
+    ``lhs_parts * bytes(rhs tile) < rhs_parts * bytes(lhs tile)`` (per-device tile bytes;
+    ``LhsIsBestMatchForNonContractingPartitioning``).  The *other* operand is resharded, at the top level, to its layout with the group's
     devices replicated; everything resharded after that is inside the device groups
     (``CreatePerGroupPartitioningState``: ``reshard_cache->groupd_caches[<device groups>]``, a cache of its
     own per grouping), which this rule does not share.  Kept narrow: no split batch dim (batch grouping
     comes first), axis specs only, the matched operand's non-contracting dims split over the same mesh axes as
     the result's (XLA's first pass requires matching device groups), and the other operand's resharding
-    removes the group's axes and then, in the groups, at most gathers further.  Measured: tests/test_reshard_cache_groups.py (a dot's other-operand
-    gather shared with an elementwise user; the same gather inside a dot's data groups not shared), new
-    user 28's F4 (Mixtral's expert and router dots reading ``reshape.134`` / ``.143``)."""
+    removes the group's axes and then, in the groups, at most gathers further.  Measured:
+    tests/test_reshard_cache_groups.py (a dot's other-operand gather shared with an elementwise user; the
+    same gather inside a dot's data groups not shared), new user 28's F4 (Mixtral's expert and router dots
+    reading ``reshape.134`` / ``.143``)."""
     instr = g.instr
     if instr.opcode != "dot" or i > 1 or len(instr.operands) < 2:
         return None
