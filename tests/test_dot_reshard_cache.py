@@ -1,16 +1,14 @@
-"""KNOWN GAP, measured and left open (round 28, helper written): two dots reading one value in one other layout.
-XLA's dot handler reshards an operand with ``PartitionedHlo::Reshard``, whose cache makes the collective once for
-both; ``autoshard.reshard_cache`` shares only elementwise users', Sharding pins' and replicated reshardings, so
-hloshard prices it per dot.  A rule taking every dot into the cache (tried this round) priced these modules exactly
-but was wrong on Mixtral's hand plan the other way (XLA does not share ``dot_general.102`` / ``.112`` / ``.93``'s,
-dots it partitions in device groups) and broke ``explain``'s exactness (its local re-pricing has no cache:
-``tests/test_explain_alternatives.py``), so it was not kept; the two cases below are strict xfails until a rule
-matches both.  New user 28's F4: Mixtral's expert dots ``dot_general.76`` / ``.77``
-(and the router's ``.97`` / ``.99`` / ``.100``) read ``reshape.134`` (tokens over ``data``, hidden over ``model``)
-and contract the hidden dim: XLA gathers it over ``model`` once (98,304 B, tagged with the first dot), where
-hloshard priced one gather per dot.  Measured by XLA (GSPMD, 8 fake CPU devices) beside ``hloshard cost`` of the
-same module: the second dot reading it in a layout one step past the first's (the cache serves that step), and a
-control (an unrelated second layout: two collectives)."""
+"""Two dots reading one value in one other layout (new user 28's F4): XLA's dot handler, grouping a dot on one
+operand's non-contracting dims, reshards the *other* operand at the top level -- through the value's own reshard
+cache -- to its layout with the group's devices replicated, and makes the rest inside the device groups
+(``autoshard.reshard_cache.dot_top_level_layout``).  Mixtral's expert dots ``dot_general.76`` / ``.77`` (and the
+router's ``.97`` / ``.99`` / ``.100``) read ``reshape.134`` (tokens over ``data``, hidden over ``model``) and
+contract the hidden dim: XLA gathers it over ``model`` once (98,304 B, tagged with the first dot), where
+hloshard priced one gather per dot until round 29.  Measured by XLA (GSPMD, 8 fake CPU devices) beside
+``hloshard cost`` of the same module: the second dot reading it in a layout one step past the first's (the
+cache serves the top-level step, the rest is made in the groups), and a control (an unrelated second layout:
+two collectives).  Round 28 (helper written) measured these as strict xfails; round 29 (helper f4) made them
+hold."""
 
 from __future__ import annotations
 
@@ -64,8 +62,7 @@ def compared():
     return predicted_beside_xla(_HEAD, CASES)
 
 
-_GAP = pytest.mark.xfail(strict=True, reason="known gap: dots' reshardings are not shared through the cache")
-_CASES = [pytest.param(c, marks=_GAP) if c != "dot_and_other_layout" else c for c in sorted(CASES)]
+_CASES = sorted(CASES)
 
 
 @pytest.mark.parametrize("case", _CASES)

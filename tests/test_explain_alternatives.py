@@ -2,7 +2,11 @@
 alternative's sharding and the neighbours it moves, written to a file and priced by `hloshard cost`
 (a full build and solve of the written text), costs the module as given plus the reported
 ``total_change``.  Explain itself never evaluates a written module: it re-prices a few re-built
-strategy groups over the as-given graph (hloshard.explain_local), so this is an independent check."""
+strategy groups over the as-given graph (hloshard.explain_local), so this is an independent check.  Both
+sides are taken before XLA's reshard cache (``cost``'s ``completion.cached_resharding``: one collective for
+several users of a value, :mod:`hloshard.autoshard.reshard_cache`), which explain's local re-pricing does not
+see (round 29: a dot's top-level resharding shared with another dot moved mlp ``mul.14``'s third alternative by
+24,576; ``--verify``'s ``verified_change`` includes it)."""
 
 from __future__ import annotations
 
@@ -35,8 +39,9 @@ def test_reported_change_is_hloshard_cost_of_the_written_module(tmp_path, sample
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     given = d["module_cost"]["total"]
-    cost0 = json.loads(run(["cost", path, "--mesh", "2x4", "--format", "json"]).stdout)["total_cost"]
-    assert given == pytest.approx(cost0, rel=1e-12)
+    c0 = json.loads(run(["cost", path, "--mesh", "2x4", "--format", "json"]).stdout)
+    assert given == pytest.approx(c0["total_cost"], rel=1e-12)
+    cost0 = c0["total_cost"] + c0["completion"]["cached_resharding"]
     assert len(d["alternatives"]) == 5
     for k, alt in enumerate(d["alternatives"]):
         out = tmp_path / f"alt{k}.hlo"
@@ -49,4 +54,5 @@ def test_reported_change_is_hloshard_cost_of_the_written_module(tmp_path, sample
         for c in alt["changed"]:
             assert rows[c["instruction"]]["sharding"] == c["to"]
         # float sums in a different order: rounding only
-        assert cost["total_cost"] - cost0 == pytest.approx(alt["total_change"], rel=1e-9, abs=1e-6 * max(1.0, cost0))
+        pairwise = cost["total_cost"] + cost["completion"]["cached_resharding"]
+        assert pairwise - cost0 == pytest.approx(alt["total_change"], rel=1e-9, abs=1e-6 * max(1.0, cost0))

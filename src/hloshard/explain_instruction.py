@@ -501,7 +501,9 @@ class _Search(LocalSearch):
     as-given choice; the shardings that solve gives, and the target's sharding alone, are then each
     priced as ``hloshard cost`` prices the module written with them (:class:`hloshard.autoshard.local.LocalSearch`:
     the changed instructions and their users re-built with the new annotations) and the cheaper is
-    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module.
+    reported.  ``total change`` is therefore the change of ``hloshard cost`` of a real module, before XLA's
+    reshard cache (``cost``'s ``completion.cached_resharding``), which this local re-pricing does not see
+    (``--verify``'s ``verified_change`` includes it).
     ``space``: the groups ``solve`` builds for the module (:class:`hloshard.explain_local.SolveSpace`);
     a reported plan cheaper than the module gets ``outside_solve_space``: where it leaves solve's space
     (:meth:`_breaks`; empty for a plan that is not cheaper, or when ``space`` is None)."""

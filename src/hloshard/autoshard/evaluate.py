@@ -184,18 +184,19 @@ def top_edges(graph: Graph, choice, ev: Evaluation, k: int = 10) -> list[dict]:
 def reshardings_of(graph: Graph, choice) -> dict:
     """Instruction name -> list of implicit reshardings on its operand edges (plan steps included); a
     resharding XLA takes from its cache (an earlier user's identical one: :mod:`.reshard_cache`) is not
-    listed."""
+    listed, and one the cache serves part-way (``CachedReshard.rest``) lists the rest, from that layout."""
 
     minfo = graph.ctx.minfo
-    cached = {(c.node, c.index, id(c.operand), c.leaf) for c in cached_reshards(graph, choice)}
+    cached = {(c.node, c.index, id(c.operand), c.leaf): c.rest for c in cached_reshards(graph, choice)}
     out: dict = {}
     for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice):
-        if req is None or (v, i, id(inst), leaf) in cached:
+        k = (v, i, id(inst), leaf)
+        if req is None or k in cached and cached[k] is None:
             continue
         r = graph.ctx.resolve(inst, leaf)
         if r is TOKEN or r[0] is g:
             continue
-        src = leaf_spec(graph, inst, leaf, choice)
+        src = cached.get(k) or leaf_spec(graph, inst, leaf, choice)
         shape = moved_leaf_shape(graph.mesh, g.instr, inst, leaf)
         if src is None or not is_array(shape):
             continue

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..cost.reshard import resharding_cost
 from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes
+from ..strategy.dot import dot_dims
 from ..strategy.elementwise import ELEMENTWISE
 from .apply import leaf_spec
 from .graph import Graph, chosen_operand_leaves
@@ -59,6 +60,71 @@ def cache_layout(minfo, user, inst, leaf, req):
     return None
 
 
+def dot_top_level_layout(graph: Graph, g, v, i, src, req, choice):
+    """The layout (an axis spec) to which XLA's dot handler reshards operand ``i`` of dot node ``v`` (from
+    ``src`` toward ``req``, axis specs) at the top level, through the value's own reshard cache -- shared
+    with every other top-level user of the value in that layout (an elementwise user, another such dot) --
+    or None (no top-level resharding this rule knows).  When it is not ``req`` itself, the rest (from it to
+    ``req``) is made inside the dot's device groups, unshared.
+
+    The rule (openxla ``spmd/dot_handler.cc``, read): ``PartitionDotGroupOnNonContractingDims`` may group on
+    an operand's non-contracting dims when their partition count equals the result's on the same dims
+    (``may_group_on_{lhs,rhs}_non_contracting``); with both possible, it matches the lhs when
+    ``lhs_parts * bytes(rhs tile) < rhs_parts * bytes(lhs tile)`` (per-device tile bytes;
+    ``LhsIsBestMatchForNonContractingPartitioning``).  The *other* operand is resharded, at the top level, to its layout with the group's
+    devices replicated; everything resharded after that is inside the device groups
+    (``CreatePerGroupPartitioningState``: ``reshard_cache->groupd_caches[<device groups>]``, a cache of its
+    own per grouping), which this rule does not share.  Kept narrow: no split batch dim (batch grouping
+    comes first), axis specs only, the matched operand's non-contracting dims split over the same mesh axes as
+    the result's (XLA's first pass requires matching device groups), and the other operand's resharding
+    removes the group's axes and then, in the groups, at most gathers further.  Measured:
+    tests/test_reshard_cache_groups.py (a dot's other-operand gather shared with an elementwise user; the
+    same gather inside a dot's data groups not shared), new user 28's F4 (Mixtral's expert and router dots
+    reading ``reshape.134`` / ``.143``)."""
+    instr = g.instr
+    if instr.opcode != "dot" or i > 1 or len(instr.operands) < 2:
+        return None
+    out = g.strategies[int(choice[v])].out
+    lhs, rhs = instr.operands[0], instr.operands[1]
+    if not (is_array(lhs.shape) and is_array(rhs.shape)):
+        return None
+    specs = (leaf_spec(graph, lhs, 0, choice), leaf_spec(graph, rhs, 0, choice))
+    if not all(is_mesh_spec(s) for s in (out, src, req) + specs):
+        return None
+    minfo = graph.ctx.minfo
+    lb, _rb, _lc, _rc, lf, rf = dot_dims(instr)
+    if any(out[d] for d in range(len(lb))):
+        return None
+    out_free = ([len(lb) + k for k in range(len(lf))], [len(lb) + len(lf) + k for k in range(len(rf))])
+    free = (lf, rf)
+
+    def parts(spec, dims):
+        n = 1
+        for d in dims:
+            n *= minfo.split(spec[d])
+        return n
+
+    may = [parts(specs[k], free[k]) == parts(out, out_free[k]) > 1 for k in (0, 1)]
+    if not any(may):
+        return None
+    tile = [minfo.bytes_per_device(op.shape, s) for op, s in zip((lhs, rhs), specs)]
+    lhs_matching = may[0] and (not may[1] or parts(specs[0], lf) * tile[1] < parts(specs[1], rf) * tile[0])
+    m = 0 if lhs_matching else 1
+    if i != 1 - m:
+        return None
+    if any(tuple(specs[m][d]) != tuple(out[o]) for d, o in zip(free[m], out_free[m])):
+        return None
+    group = {a for d in free[m] for a in specs[m][d]}
+    top = tuple(tuple(a for a in ax if a not in group) for ax in src)
+    if top == tuple(tuple(ax) for ax in src):
+        return None
+    # the rest, inside the groups, only replicates further (gathers): XLA's in-group resharding of the
+    # measured cases; anything else is left to the plan as a whole
+    if any(not set(r) <= set(t) for r, t in zip(req, top)):
+        return None
+    return top
+
+
 def _replicates(minfo, inst, leaf, req) -> bool:
     """True when ``req`` (a plan's requirement of leaf ``leaf`` of ``inst``) is the fully replicated
     layout: whatever the user's handler (a dot, a gather, the default handler), XLA's partitioner makes a
@@ -89,6 +155,9 @@ class CachedReshard:
     edge: int
     served_by: str
     saved: float
+    #: None: the whole resharding is served; else the layout (a spec) the cache serves it in, from which
+    #: the user still reshards to its requirement (a dot's other operand: :func:`dot_top_level_layout`)
+    rest: object = None
 
 
 def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
@@ -107,7 +176,7 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
             edge_of.setdefault((id(inst), leaf, id(g)), e)
     first: dict = {}
     out: list[CachedReshard] = []
-    for v, g, i, inst, leaf, req, weight, src, key in _cache_users(graph, choice):
+    for v, g, i, inst, leaf, req, weight, src, key, via in _cache_users(graph, choice):
         payer = first.get(key)
         if payer is None:
             first[key] = g.instr.name
@@ -117,31 +186,38 @@ def cached_reshards(graph: Graph, choice) -> list[CachedReshard]:
         if e is None or not is_array(shape):
             continue
         rank = len(shape.dims)
+        partial = _key(via) != _key(req)
         try:
             cost = float(resharding_cost(shape, minfo.to_sharding(src, rank), minfo.to_sharding(req, rank),
                                          graph.mesh))
+            if partial:   # the cache serves the top-level part; the rest is made in the dot's groups
+                cost -= float(resharding_cost(shape, minfo.to_sharding(via, rank), minfo.to_sharding(req, rank),
+                                              graph.mesh))
         except Exception:  # noqa: BLE001 - not plannable: the graph priced it otherwise, keep it
             continue
         if cost <= 0.0:
             continue
-        out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight))
+        out.append(CachedReshard(v, i, inst, leaf, e, payer, cost * ctx.weight(g.instr) * weight,
+                                 via if partial else None))
     return out
 
 
 def _cache_users(graph: Graph, choice):
-    """Yield ``(v, group, i, instr, leaf, required, weight, source spec, key)`` for every operand leaf of
+    """Yield ``(v, group, i, instr, leaf, required, weight, source spec, key, via)`` for every operand leaf of
     ``choice`` that XLA's partitioner reshards through the value's cache, in the order it visits the users
     (each computation's instruction order: a topological order, jax's, so that the collective is
     attributed to the instruction XLA tags it with): a user :func:`resharded_as_planned`, or any user that
     needs the value whole (:func:`_replicates`), whose layout differs from the value's (manual ones left
     out).  ``key``: (computation of the user, producing node and leaf, source layout, required layout);
-    users with one key share one resharded value."""
+    users with one key share one resharded value.  ``via``: the layout the user reads from the cache --
+    ``required`` itself, or for a dot's other operand the top-level layout of :func:`dot_top_level_layout`
+    (the rest is made inside the dot's device groups)."""
     ctx, minfo = graph.ctx, graph.ctx.minfo
     text = {id(i): k for comp in graph.computations for k, i in enumerate(comp.instructions)}
     order = sorted(range(len(graph.nodes)), key=lambda v: (text.get(id(graph.nodes[v].instr), -1), v))
     for v, g, i, inst, leaf, req, weight in chosen_operand_leaves(graph, choice, order):
         layout = cache_layout(minfo, g.instr, inst, leaf, req)
-        if layout is None:
+        if layout is None and (req is None or g.instr.opcode != "dot"):
             continue
         if inst not in ctx.groups:
             # an operand the graph was not built with: the module has since been written (its pins,
@@ -153,10 +229,16 @@ def _cache_users(graph: Graph, choice):
         src = leaf_spec(graph, inst, leaf, choice)
         if src is None or _key(src) == _key(req):
             continue
+        via = req
+        top = dot_top_level_layout(graph, g, v, i, src, req, choice) if g.instr.opcode == "dot" else None
+        if top is not None:   # a dot's other operand: its top-level layout first (a replicated one too)
+            via, layout = top, _key(top)
+        elif layout is None:
+            continue
         if (not is_mesh_spec(src) and getattr(src, "is_manual", False)) or \
                 (not is_mesh_spec(req) and getattr(req, "is_manual", False)):
             continue
-        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), layout)
+        yield v, g, i, inst, leaf, req, weight, src, (id(g.instr.parent), id(r[0]), r[1], _key(src), layout), via
 
 
 def shared_reshards(graph: Graph, choice) -> dict:
@@ -167,6 +249,11 @@ def shared_reshards(graph: Graph, choice) -> dict:
     :func:`hloshard.cost.liveness.one_buffer_per_reshard`), as XLA's buffer assignment keeps the one
     collective's result for all its readers."""
     users: dict = {}
-    for v, _g, _i, inst, leaf, _req, _w, _src, key in _cache_users(graph, choice):
-        users.setdefault(key, []).append((v, id(inst), leaf))
+    minfo = graph.ctx.minfo
+    for v, g, _i, inst, leaf, req, _w, _src, key, via in _cache_users(graph, choice):
+        # a dot's other operand (:func:`dot_top_level_layout`) shares the collective, not the priced buffer:
+        # measured on new user 28's F4 (Mixtral's hand plan), one buffer from the forward expert dot to the
+        # backward's moved the predicted peak away from XLA's (ratio 1.026 -> 1.040), so it keeps its own
+        if _key(via) == _key(req) and cache_layout(minfo, g.instr, inst, leaf, req) is not None:
+            users.setdefault(key, []).append((v, id(inst), leaf))
     return {u: ("reshard-cache",) + key for key, lst in users.items() if len(lst) > 1 for u in lst}
