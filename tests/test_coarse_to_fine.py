@@ -900,14 +900,21 @@ def test_ladder_solves_the_rung_from_the_1d_plan_and_starts_from_the_cheaper_ima
 
 def test_coarse_share_swaps_when_the_fine_solve_cannot_pass_its_fixed_part():
     """coarse.coarse_share: COARSE_SHARE while the fine solve's fixed part (fine_solve_fixed x the build's wall per
-    CPU second) fits in the fine share of the limit, 1 - COARSE_SHARE when it does not."""
-    from hloshard.autoshard.coarse import COARSE_SHARE, coarse_share, fine_solve_fixed
+    CPU second) fits in the fine share of the limit; 1 - COARSE_SHARE when it does not and the coarse solve's own
+    (its estimated fixed part at the same load plus its build, scaled from the fine build by build_cost) fits in the
+    swapped share; COARSE_SHARE again when neither fits."""
+    from hloshard.autoshard.coarse import COARSE_SHARE, build_cost, coarse_mesh, coarse_share, fine_solve_fixed
 
     m = _module("transformer_train_step.pre.hlo")
-    graph = build_graph(m, DeviceMesh.for_module(m, "2x2x2"), "io", None)
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh, "io", None)
     fixed = fine_solve_fixed(graph)
     assert fixed > 0   # past the full-model path: a fixed part to model
     fits = fixed / (1 - COARSE_SHARE)
-    assert coarse_share(graph, 2 * fits, 1.0) == COARSE_SHARE
-    assert coarse_share(graph, 0.5 * fits, 1.0) == 1 - COARSE_SHARE
-    assert coarse_share(graph, 2 * fits, 4.0) == 1 - COARSE_SHARE   # the same limit under 4x the load
+    assert coarse_share(graph, 2 * fits, 1.0, m, 1.0) == COARSE_SHARE
+    assert coarse_share(graph, 0.5 * fits, 1.0, m, 0.0) == 1 - COARSE_SHARE
+    assert coarse_share(graph, 2 * fits, 4.0, m, 0.0) == 1 - COARSE_SHARE   # the same limit under 4x the load
+    # a fine build so slow that the coarse build, scaled from it, passes the swapped share too: not swapped
+    scale = build_cost(m, coarse_mesh(mesh, m)) / build_cost(m, mesh)
+    slow = 2 * (1 - COARSE_SHARE) * 0.5 * fits / scale
+    assert coarse_share(graph, 0.5 * fits, 1.0, m, slow) == COARSE_SHARE

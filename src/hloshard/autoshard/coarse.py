@@ -394,19 +394,33 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
     return out
 
 
-def coarse_share(graph, time_limit: float, wall_per_cpu: float) -> float:
+def coarse_share(graph, time_limit: float, wall_per_cpu: float, module=None, build_seconds: float = 0.0) -> float:
     """The coarse start's share of the solver's ``time_limit`` (wall seconds) in wall-clock mode:
     :data:`COARSE_SHARE`, or ``1 -`` :data:`COARSE_SHARE` when the fine solve could not get past its fixed part in
-    its share -- :func:`fine_solve_fixed` (modelled CPU seconds of presolve, greedy, local search and the first
-    Lagrangian round) times ``wall_per_cpu`` (the fine build's wall over CPU seconds: the machine's load as this
-    process sees it) above ``(1 - COARSE_SHARE) x time_limit``.  Then the fine solve's answer is its greedy start
-    after local moves or the coarse plan, whichever is cheaper (:func:`hloshard.solver.api._trajectory`), and the
-    coarse plan is worth the time (new user 27's MoE at 2x4, default limit, load 10: the fine problem's 7.6 CPU-s
-    fixed part ran 15-20 s wall in its first TRW-S round, the coarse solve's 8 s share ended at 62.26 M, where
-    ``--mesh 8`` -- the same 4x2 space with the whole solver time -- found 57.63 M).  The fine solve keeps the
-    smaller share for its presolve and starts.  Raises nothing."""
-    fixed = fine_solve_fixed(graph) * max(1.0, float(wall_per_cpu))
-    return 1.0 - COARSE_SHARE if fixed > (1.0 - COARSE_SHARE) * float(time_limit) else COARSE_SHARE
+    its share but the coarse solve can in the swapped one.  The fine solve's fixed part is :func:`fine_solve_fixed`
+    of ``graph`` (modelled CPU seconds of presolve, greedy, local search and the first Lagrangian round), the coarse
+    solve's the same model of :func:`solve_entries_estimate` on the coarse mesh of ``module`` (before its build; 0
+    on the full-model path), both times ``wall_per_cpu`` (the fine build's wall over CPU seconds: the machine's load
+    as this process sees it), the coarse one plus its build, still to come (the fine build's ``build_seconds`` scaled
+    by :func:`build_cost`, as :func:`fine_build_estimate` scales the other way).  Swapped, the fine solve's answer is its greedy start after local moves or the coarse
+    plan, whichever is cheaper (:func:`hloshard.solver.api._trajectory`), and the coarse plan is worth the time (new
+    user 27's MoE at 2x4, default limit, load 10: the fine problem's 7.6 CPU-s fixed part ran 15-20 s wall in its
+    first TRW-S round, the coarse solve's 8 s share ended at 62.26 M, where ``--mesh 8`` -- the same 4x2 space with
+    the whole solver time -- found 57.63 M).  Not swapped when the coarse solve could not pass its own fixed part
+    either (load 16, a 3 s solver limit: the coarse 4x2 solve given 75% ended at the replicated plan, 134.5 M, and
+    the fine solve's 25% at it too, where its 75% made the greedy start, 69.2 M).  Raises nothing."""
+    ratio = max(1.0, float(wall_per_cpu))
+    swapped = (1.0 - COARSE_SHARE) * float(time_limit)
+    if fine_solve_fixed(graph) * ratio <= swapped:
+        return COARSE_SHARE
+    cmesh = None if module is None else coarse_mesh(graph.mesh, module)
+    if cmesh is None:
+        return COARSE_SHARE
+    entries = solve_entries_estimate(module, cmesh)
+    coarse_fixed = det_fixed_seconds(entries) if entries > FULL_MODEL_LIMIT else 0.0
+    fine_cost = build_cost(module, graph.mesh)
+    coarse_build = float(build_seconds) * build_cost(module, cmesh) / fine_cost if fine_cost else 0.0
+    return 1.0 - COARSE_SHARE if coarse_fixed * ratio + coarse_build <= swapped else COARSE_SHARE
 
 
 def layout_counts(module, mesh: DeviceMesh) -> list[int]:

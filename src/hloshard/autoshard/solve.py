@@ -405,7 +405,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         if not deterministic and deadline is not None and not built:
             # wall-clock mode: the shares swap when the fine solve could not pass its fixed part in its own
             # (coarse.coarse_share), at the load the fine build saw (its wall over CPU seconds)
-            share = coarse_share(graph, time_limit, (t1 - t0) / max(1e-3, time.process_time() - cpu0))
+            share = coarse_share(graph, time_limit, (t1 - t0) / max(1e-3, time.process_time() - cpu0), module, t1 - t0)
         start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic,
                              share=share)
     graph.coarse = start
