@@ -33,6 +33,7 @@ from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
+from .search import solver_choice
 from .start import budget_start
 from .trivial import choose_allowed, complete_plan, follower_classes
 
@@ -353,7 +354,9 @@ def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
 
 def map_start(cs: CoarseSolve, graph) -> CoarseStart:
     """The coarse plan of ``cs`` mapped onto the fine ``graph`` (:func:`map_choice`), as a
-    :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping).  On a ladder (``cs.below``
+    :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping).  An image that breaks a tie
+    of ``graph.problem`` but is a feasible plan of its solver's problem is kept as the start (``mapped_objective``
+    None: a hint for the solver only, never held or compared as a plan).  On a ladder (``cs.below``
     set) each rung's plan is mapped and the one of least cost on the fine graph is the start (a rung's plan can
     miss fine strategies, e.g. a split over its merged axis in reversed order, and is then completed greedily)."""
     t0 = time.monotonic()
@@ -367,14 +370,24 @@ def map_start(cs: CoarseSolve, graph) -> CoarseStart:
             obj, feasible = evaluate(graph.problem, choice)
             if feasible:
                 mapped = evaluate_choice(graph, choice).total
-            else:
+            elif not _solver_feasible(graph, choice):
                 choice = None
-        if best is None or (mapped is not None and (best[3] is None or mapped < best[3])):
+        if best is None or (mapped is not None and (best[3] is None or mapped < best[3])) or (
+                best[0] is None and choice is not None):
             best = (choice, rung, evaluate_choice(cgraph, cchoice).total, mapped, unmatched)
         rung = rung.below
     choice, rung, objective, mapped, unmatched = best
     return CoarseStart(choice, rung.mesh, objective, mapped, unmatched,
                        cs.seconds + time.monotonic() - t0, sum(len(g.strategies) for g in rung.graph.nodes))
+
+
+def _solver_feasible(graph, choice) -> bool:
+    """Whether ``choice`` (of ``graph.problem``) is a feasible plan of the solver's problem, on its merged nodes
+    (:func:`hloshard.autoshard.search.solver_choice`): a starved coarse plan mapped with many nodes completed greedily
+    can break ties on the fine problem and still be a start for its solver (BERT at 2x2x2, default limit, load 14: the
+    1-D plan of a 0.4 s solve mapped with 152 nodes completed and ties broken, so the fine solve had no start)."""
+    shint = solver_choice(graph, choice)
+    return -1 not in shint and bool(evaluate(graph.solver_problem, shint)[1])
 
 
 def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,

@@ -410,7 +410,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                              share=share)
     graph.coarse = start
     held(graph)   # created here, before any graph is made from this one for another limit (they share it)
-    if start is not None:
+    if start is not None and start.mapped_objective is not None:   # (a solver-only start is no plan to hold)
         _hold(graph, start.choice)
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= share * time_limit if deterministic else min(start.seconds, share * time_limit)
