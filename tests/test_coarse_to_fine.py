@@ -895,7 +895,7 @@ def test_ladder_solves_the_rung_from_the_1d_plan_and_starts_from_the_cheaper_ima
         choice, _ = map_choice(rung.graph, list(rung.solution.strategies), graph)
         if choice is not None and evaluate(graph.problem, choice)[1]:
             costs.append(evaluate_choice(graph, choice).total)
-    assert start.choice is not None and start.mapped_objective == min(costs)
+    assert start.choice is not None and start.mapped_objective == min(costs)   # (both images feasible here)
 
 
 def test_coarse_share_swaps_when_the_fine_solve_cannot_pass_its_fixed_part():

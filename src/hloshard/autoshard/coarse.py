@@ -357,28 +357,42 @@ def map_start(cs: CoarseSolve, graph) -> CoarseStart:
     :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping).  An image that breaks a tie
     of ``graph.problem`` but is a feasible plan of its solver's problem is kept as the start (``mapped_objective``
     None: a hint for the solver only, never held or compared as a plan).  On a ladder (``cs.below``
-    set) each rung's plan is mapped and the one of least cost on the fine graph is the start (a rung's plan can
-    miss fine strategies, e.g. a split over its merged axis in reversed order, and is then completed greedily)."""
+    set) each rung's plan is mapped and the image of least cost on the solver's problem (what the fine search starts
+    from) is the start (a rung's plan can miss fine strategies, e.g. a split over its merged axis in reversed order,
+    and is then completed greedily, which can break a tie: BERT at 2x2x2, load 13, the 2x4 rung's 36.8 M plan was
+    passed over for the 1-D plan's feasible image, 40.5 M, when only feasible images counted)."""
     t0 = time.monotonic()
-    best = None
+    best, key = None, None
     rung = cs
     while rung is not None:
         cgraph, cchoice = rung.graph, list(rung.solution.strategies)
         choice, unmatched = map_choice(cgraph, cchoice, graph)
-        mapped = None
+        mapped, solver_obj = None, None
         if choice is not None:
             obj, feasible = evaluate(graph.problem, choice)
             if feasible:
                 mapped = evaluate_choice(graph, choice).total
-            elif not _solver_feasible(graph, choice):
+            solver_obj = _solver_objective(graph, choice)
+            if solver_obj is None and not feasible:
                 choice = None
-        if best is None or (mapped is not None and (best[3] is None or mapped < best[3])) or (
-                best[0] is None and choice is not None):
-            best = (choice, rung, evaluate_choice(cgraph, cchoice).total, mapped, unmatched)
+        # the cheapest image on the solver's problem (what the fine search starts from), any image before none
+        k = (choice is None, float("inf") if solver_obj is None else solver_obj)
+        if best is None or k < key:
+            best, key = (choice, rung, evaluate_choice(cgraph, cchoice).total, mapped, unmatched), k
         rung = rung.below
     choice, rung, objective, mapped, unmatched = best
     return CoarseStart(choice, rung.mesh, objective, mapped, unmatched,
                        cs.seconds + time.monotonic() - t0, sum(len(g.strategies) for g in rung.graph.nodes))
+
+
+def _solver_objective(graph, choice):
+    """``choice``'s objective on the solver's problem (:func:`_solver_feasible`'s merged nodes; integer units with
+    the tie-break), None when it is not a feasible plan there."""
+    shint = solver_choice(graph, choice)
+    if -1 in shint:
+        return None
+    obj, ok = evaluate(graph.solver_problem, shint)
+    return obj if ok else None
 
 
 def _solver_feasible(graph, choice) -> bool:
@@ -386,8 +400,7 @@ def _solver_feasible(graph, choice) -> bool:
     (:func:`hloshard.autoshard.search.solver_choice`): a starved coarse plan mapped with many nodes completed greedily
     can break ties on the fine problem and still be a start for its solver (BERT at 2x2x2, default limit, load 14: the
     1-D plan of a 0.4 s solve mapped with 152 nodes completed and ties broken, so the fine solve had no start)."""
-    shint = solver_choice(graph, choice)
-    return -1 not in shint and bool(evaluate(graph.solver_problem, shint)[1])
+    return _solver_objective(graph, choice) is not None
 
 
 def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,
