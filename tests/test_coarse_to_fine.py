@@ -843,3 +843,112 @@ def test_deterministic_refined_build_ruled_out_before_it_is_built(monkeypatch):
     built.clear()
     first = coarse.deterministic_first(_module(name), mesh, None, "io", None, 10, 1, 0)
     assert built == [tuple(mesh.shape)] and first.graph is not None and first.fallback is None
+
+
+#: two dots and an elementwise op, no reshape: its 1-D mesh of 8 is not refined, so a 2x2x2 solve has a middle rung
+TINY_MLP = """HloModule tiny_mlp, entry_computation_layout={(f32[64,128]{1,0}, f32[128,256]{1,0}, f32[256,128]{1,0})->f32[64,128]{1,0}}
+
+ENTRY main {
+  x = f32[64,128]{1,0} parameter(0)
+  w1 = f32[128,256]{1,0} parameter(1)
+  w2 = f32[256,128]{1,0} parameter(2)
+  h = f32[64,256]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  a = f32[64,256]{1,0} tanh(h)
+  ROOT y = f32[64,128]{1,0} dot(a, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_rung_mesh_lies_strictly_between_the_coarse_mesh_and_the_fine_one():
+    """The coarse ladder's middle rung (coarse.rung_mesh): at 2x2x2 the user's mesh with its two minor axes merged
+    (2x4), its cuts strictly between the 1-D mesh's and the fine mesh's; none for a two-axis mesh, nor where the
+    module refines the merged mesh to the fine cuts (the rung would be the fine space again)."""
+    from hloshard.autoshard.coarse import rung_mesh
+    from hloshard.mesh import coarse_cuts
+
+    m = parse_module(TINY_MLP, "tiny_mlp.hlo")
+    fine = DeviceMesh.for_module(m, "2x2x2", alpha="1,2,3", beta="4,5,6")
+    rung = rung_mesh(fine, m)
+    assert rung is not None and rung.num_devices == 8 and rung.user_shape == (2, 4)
+    assert set(coarse_cuts(fine, m)) < _cuts(rung.shape) < _cuts(fine.shape)
+    assert rung.alpha[-1] == 3 and rung.beta[-1] == 6 and rung.alpha[0] == 1   # the merged axis at its dearest
+    assert rung_mesh(DeviceMesh.for_module(m, "2x4"), m) is None
+    assert rung_mesh(DeviceMesh.for_module(_module("tiny_reshape"), "2x2x2"), _module("tiny_reshape")) is None
+
+
+def test_ladder_solves_the_rung_from_the_1d_plan_and_starts_from_the_cheaper_image():
+    """coarse_solve(ladder=True): the 1-D plan, mapped onto the rung, is the rung solve's hint, so the rung's plan
+    costs no more than that image; map_start keeps the cheaper of the two rungs' images on the fine graph."""
+    from hloshard.autoshard.coarse import coarse_solve, map_start
+
+    m = parse_module(TINY_MLP, "tiny_mlp.hlo")
+    fine = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, fine, "io", None)
+    cs = coarse_solve(m, fine, solve_graph, "io", None, 4.0, 1, 0, True, ladder=True)
+    assert cs is not None and cs.below is not None and cs.mesh.user_shape == (2, 4) and cs.below.mesh.shape == (8,)
+    image, _ = map_choice(cs.below.graph, list(cs.below.solution.strategies), cs.graph)
+    assert image is not None and evaluate(cs.graph.problem, image)[1]
+    assert evaluate(cs.graph.problem, list(cs.solution.strategies))[0] <= evaluate(cs.graph.problem, image)[0]
+    start = map_start(cs, graph)
+    costs = []
+    for rung in (cs, cs.below):
+        choice, _ = map_choice(rung.graph, list(rung.solution.strategies), graph)
+        if choice is not None and evaluate(graph.problem, choice)[1]:
+            costs.append(evaluate_choice(graph, choice).total)
+    assert start.choice is not None and start.mapped_objective == min(costs)   # (both images feasible here)
+
+
+def test_coarse_share_swaps_when_the_fine_solve_cannot_pass_its_fixed_part():
+    """coarse.coarse_share: COARSE_SHARE while the fine solve's fixed part (fine_solve_fixed x the build's wall per
+    CPU second) fits in the fine share of the limit; 1 - COARSE_SHARE when it does not and the coarse solve's own
+    (its estimated fixed part at the same load plus its build, scaled from the fine build by build_cost) fits in the
+    swapped share; COARSE_SHARE again when neither fits."""
+    from hloshard.autoshard.coarse import COARSE_SHARE, build_cost, coarse_mesh, coarse_share, fine_solve_fixed
+
+    m = _module("transformer_train_step.pre.hlo")
+    mesh = DeviceMesh.for_module(m, "2x2x2")
+    graph = build_graph(m, mesh, "io", None)
+    fixed = fine_solve_fixed(graph)
+    assert fixed > 0   # past the full-model path: a fixed part to model
+    fits = fixed / (1 - COARSE_SHARE)
+    assert coarse_share(graph, 2 * fits, 1.0, m, 1.0) == COARSE_SHARE
+    assert coarse_share(graph, 0.5 * fits, 1.0, m, 0.0) == 1 - COARSE_SHARE
+    assert coarse_share(graph, 2 * fits, 4.0, m, 0.0) == 1 - COARSE_SHARE   # the same limit under 4x the load
+    # a fine build so slow that the coarse build, scaled from it, passes the swapped share too: not swapped
+    scale = build_cost(m, coarse_mesh(mesh, m)) / build_cost(m, mesh)
+    slow = 2 * (1 - COARSE_SHARE) * 0.5 * fits / scale
+    assert coarse_share(graph, 0.5 * fits, 1.0, m, slow) == COARSE_SHARE
+
+
+def test_an_image_that_breaks_a_tie_is_still_a_start_for_the_solver():
+    """coarse._solver_feasible / search.solver_choice: a plan of the fine problem whose tied output leaves in
+    another layout than its parameter allows is infeasible there (the tie) but, on the solver's merged nodes (the
+    pair is one node, read from its kept member), a feasible plan: map_start keeps such an image as the start
+    (BERT at 2x2x2 under load: a starved 1-D plan mapped with ties broken left the fine solve without a start)."""
+    from hloshard.autoshard.coarse import _solver_feasible
+    from hloshard.autoshard.search import solver_choice
+    from hloshard.commands.options import apply_ties
+
+    m = _module("mlp_train_step.pre.hlo")
+    apply_ties(m, ("matching",))
+    graph = build_graph(m, DeviceMesh.for_module(m, "2x2x2"), "io", None)
+    choice = list(solve_graph(graph, time_limit=2, workers=1, deterministic=True).strategies)
+    assert evaluate(graph.problem, choice)[1] and _solver_feasible(graph, choice)
+    u, v, allowed = graph.problem.aliases[0]
+    assert graph.classes[u] == graph.classes[v]   # one solver node
+    read = solver_choice(graph, choice)
+    # the member the solver does not read moved to a strategy the tie does not allow with the other's
+    other = v if allowed.shape[0] == len(graph.nodes[u].strategies) else u
+    if other == v:
+        q = next(k for k in range(allowed.shape[1]) if not allowed[choice[u], k])
+    else:
+        q = next(k for k in range(allowed.shape[0]) if not allowed[k, choice[v]])
+    broken = list(choice)
+    broken[other] = q
+    if solver_choice(graph, broken) != read:   # that member is the one read: break the pair from the other side
+        other = u if other == v else v
+        broken = list(choice)
+        broken[other] = next(k for k in range(len(graph.nodes[other].strategies))
+                             if not evaluate(graph.problem, choice[:other] + [k] + choice[other + 1:])[1])
+    assert solver_choice(graph, broken) == read
+    assert not evaluate(graph.problem, broken)[1] and _solver_feasible(graph, broken)

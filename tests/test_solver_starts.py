@@ -120,3 +120,34 @@ def test_search_from_the_hint_follows_its_own_path_beside_the_greedy_start():
         starts = info["starts"]
         # the hint's own local optimum, as the reference reached it from the same generator state
         assert min(starts["greedy"], ref.objective() + red.offset) == starts["first"]
+
+
+def test_hint_with_a_dominated_strategy_is_repaired_onto_a_surviving_one_and_kept_a_start():
+    """Round 28: a hint using a strategy presolve's dominance removed was dropped as a start (reduce_choice None).
+    The centre node's strategy 3 is strategy 0 plus 7 on the node and on every incident edge row: dominated, removed; the
+    hint (the greedy start's plan with that node moved to 3) is repaired onto a surviving strategy no costlier given
+    its neighbours, and stays a start."""
+    p = grid(seed=11)
+    c = 24   # the centre of the 7x7 grid: four edges, not eliminated as a leaf or in series
+    p.node_costs[c][3] = p.node_costs[c][0] + 7
+    for (u, v), m in zip(p.edges.tolist(), p.edge_costs):
+        if u == c:
+            m[3, :] = m[0, :] + 7
+        elif v == c:
+            m[:, 3] = m[:, 0] + 7
+    red = presolve(p)
+    k0 = [i for i in range(red.num_nodes) if int(red.orig[i]) == c]
+    assert k0 and 3 not in set(int(x) for x in red.strat[k0[0]])   # removed by dominance
+    ref = LocalSearch(red, seed=0)
+    ref.greedy()
+    ref.improve(float("inf"), pairs=False)
+    hint = [int(x) for x in red.expand(ref.s.copy())]
+    hint[c] = 3
+    hint_obj, ok = evaluate(p, hint)
+    assert ok and red.reduce_choice(hint) is None   # the plain mapping drops it
+    positions, repaired = red.repair_choice(hint)
+    assert repaired == 1
+    fixed_obj, ok = evaluate(p, red.expand(positions))
+    assert ok and fixed_obj <= hint_obj - 7   # at least as cheap as the dominating strategy 0
+    _best, _obj, _mu, info = _trajectory(red, LocalSearch(red, seed=0), _starved_plan(hint), None)
+    assert info["starts"]["repaired"] == 1 and info["starts"]["hint"] == fixed_obj

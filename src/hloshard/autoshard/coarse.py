@@ -28,17 +28,22 @@ from dataclasses import dataclass
 
 from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
-from ..mesh import DeviceMesh, coarse_cuts
+from ..mesh import DeviceMesh, coarse_cuts, refine_for_module
 from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
+from .search import solver_choice
 from .start import budget_start
 from .trivial import choose_allowed, complete_plan, follower_classes
 
 #: share of the time limit the coarse solve may use (it stops earlier once proven within the solver's
-#: gap limit; decoder2: 2.4 s); the fine solve gets the rest
+#: gap limit; decoder2: 2.4 s); the fine solve gets the rest.  In wall-clock mode the shares swap when the fine
+#: solve could not get past its fixed part in its share (:func:`coarse_share`)
 COARSE_SHARE = 0.25
+#: of a coarse ladder's solve time (:func:`rung_mesh`), the share of its first rung (the 1-D mesh); the rung above
+#: gets what that solve leaves (a proven 1-D plan ends early: BERT's at 8 is optimal in seconds)
+LADDER_FIRST_SHARE = 0.5
 
 
 @dataclass
@@ -59,6 +64,8 @@ class CoarseStart:
     unmatched: int
     seconds: float
     strategies: int
+    #: the share of the solver's time limit its solves were given (:func:`coarse_share`)
+    share: float = COARSE_SHARE
 
 
 def _cuts(shape) -> set:
@@ -228,6 +235,8 @@ class CoarseSolve:
     seconds: float
     #: wall seconds of the coarse graph's build alone (None: not measured apart; ``seconds`` then stands for it)
     seconds_build: float | None = None
+    #: the rung below on a coarse ladder (:func:`rung_mesh`): the 1-D mesh's solve whose plan started this one
+    below: "CoarseSolve | None" = None
 
 
 def same_space(a: DeviceMesh, b: DeviceMesh) -> bool:
@@ -243,53 +252,201 @@ def same_space(a: DeviceMesh, b: DeviceMesh) -> bool:
         "max_padding", "memory_budget", "divisible_io", "whole_axes_io", "roofline_prices", "memory_device"))
 
 
+def rung_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
+    """The middle rung of a coarse ladder for ``mesh`` (1-D mesh -> this -> ``mesh``): the user's mesh of
+    ``mesh`` with its two minor non-trivial axes merged into one (``2x2x2`` -> ``2x4``, ``2x2x4`` -> ``2x8``), the
+    same devices in the same order, refined for ``module`` (:func:`hloshard.mesh.refine_for_module`) only at cuts
+    ``mesh`` has too, priced as :func:`coarse_mesh` prices a merged axis (the largest alpha and beta of the axes
+    merged; the others keep theirs) and with ``mesh``'s policies.  None unless its cuts lie strictly between the
+    coarse mesh's (:func:`hloshard.mesh.coarse_cuts`) and ``mesh``'s: a user mesh of fewer than three non-trivial
+    axes, a mesh whose coarse mesh is its unrefined user mesh, or a rung the module's refinement makes as fine as
+    ``mesh`` (new user 27's MoE: ``--mesh 2x4`` is refined to 2x2x2, so the 2x4 rung of its 2x2x2 solve would be
+    the fine space again).  Why: a plan of the ``2x4`` mesh is a plan of ``2x2x2`` (its 4-axis split over the two
+    minor axes, major to minor), but the 1-D plan alone was the 2x2x2 solve's start (round 28: BERT at 2x2x2 wrote
+    36.27 M against 35.38 M at 2x4, within the same limit)."""
+    user = tuple(int(n) for n in mesh.user_shape)
+    big = [a for a, n in enumerate(user) if n > 1]
+    low = coarse_cuts(mesh, module)
+    if len(big) < 3 or low is None:
+        return None
+    base = user_mesh_of(mesh)
+    if base is None:
+        return None
+    i, j = big[-2], big[-1]   # merged: j's devices minor inside i's (the flat order is kept)
+    shape = [n for a, n in enumerate(user) if a != j]
+    shape[i] = user[i] * user[j]
+    keep_axes = [a for a in range(len(user)) if a != j]
+    alpha = [max(base.alpha[i], base.alpha[j]) if a == i else base.alpha[a] for a in keep_axes]
+    beta = [max(base.beta[i], base.beta[j]) if a == i else base.beta[a] for a in keep_axes]
+    merged = DeviceMesh(tuple(shape), mesh.device_ids.ravel(), alpha, beta)
+    fine = _cuts(mesh.shape)
+    cuts = _cuts(refine_for_module(merged, module).shape) & fine
+    if not (set(low) < cuts < fine):
+        return None
+    # per axis of the merged mesh, its sub-axis sizes major first, at the kept cuts
+    sizes, stride = [], mesh.num_devices
+    for size in merged.shape:
+        lo = stride // size
+        inner = sorted(c for c in cuts if lo <= c <= stride)
+        sizes.extend([1] if size == 1 else [b // a for a, b in reversed(list(zip(inner, inner[1:])))])
+        stride = lo
+    out = merged.refine(sizes)
+    out.source = mesh.source
+    out.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
+    out.whole_axes_io = getattr(mesh, "whole_axes_io", None)
+    out.roofline_prices = mesh.roofline_prices
+    out.memory_device = getattr(mesh, "memory_device", None)
+    return out
+
+
+def user_mesh_of(mesh: DeviceMesh) -> DeviceMesh | None:
+    """``mesh``'s user mesh (:func:`hloshard.autoshard.evaluate.user_mesh`), or None when its user axes cannot be
+    told apart (a sub-axis list that does not cover them)."""
+    out = user_mesh(mesh)
+    return out if tuple(out.shape) == tuple(mesh.user_shape) else None
+
+
 def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deterministic: bool) -> CoarseSolve | None:
+                 seed: int, deterministic: bool, ladder: bool = False) -> CoarseSolve | None:
     """Build the coarse graph of ``module`` for the fine ``mesh`` (:func:`coarse_mesh`) and solve it
     with ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.search.solve_graph`).  None when there is
-    no coarser mesh, the coarse graph cannot be built or its solve finds nothing."""
+    no coarser mesh, the coarse graph cannot be built or its solve finds nothing.
+
+    With ``ladder`` and a middle rung (:func:`rung_mesh`): the 1-D solve gets :data:`LADDER_FIRST_SHARE` of
+    ``time_limit`` (in wall-clock mode it may end earlier, proven), then the rung's graph is built and solved with
+    the rest, starting from the 1-D plan mapped onto it (:func:`map_choice`; hint and incumbent of
+    :func:`hloshard.autoshard.search.solve_graph`); the result is the rung's solve with ``below`` the 1-D one
+    (:func:`map_start` maps both and keeps the cheaper on the fine graph).  A rung that cannot be built or solved
+    leaves the 1-D solve as the result."""
     cmesh = coarse_mesh(mesh, module)
     if cmesh is None:
         return None
+    rmesh = rung_mesh(mesh, module) if ladder else None
     t0 = time.monotonic()
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
         cgraph = build_graph(module, cmesh, keep, memory_budget)
     except HloshardError:
         return None
+    first = time_limit if rmesh is None else LADDER_FIRST_SHARE * time_limit
+    t1 = time.monotonic()
     try:
-        sol = solve(cgraph, time_limit=time_limit, workers=workers, seed=seed, deterministic=deterministic)
+        sol = solve(cgraph, time_limit=first, workers=workers, seed=seed, deterministic=deterministic)
     except SolveFailed:
         return None
-    return CoarseSolve(cgraph, sol, cmesh, time.monotonic() - t0)
+    cs = CoarseSolve(cgraph, sol, cmesh, time.monotonic() - t0)
+    if rmesh is None:
+        return cs
+    spent = time.monotonic() - t1
+    try:
+        rgraph = build_graph(module, rmesh, keep, memory_budget)
+    except HloshardError:
+        return cs
+    hint, _ = map_choice(cgraph, list(sol.strategies), rgraph)
+    if hint is not None and not evaluate(rgraph.problem, hint)[1]:
+        hint = None
+    rest = time_limit - first if deterministic else max(time_limit - first, time_limit - spent)
+    try:
+        rsol = solve(rgraph, time_limit=rest, workers=workers, seed=seed, deterministic=deterministic, hint=hint)
+    except SolveFailed:
+        return cs
+    return CoarseSolve(rgraph, rsol, rmesh, time.monotonic() - t0, below=cs)
 
 
 def map_start(cs: CoarseSolve, graph) -> CoarseStart:
     """The coarse plan of ``cs`` mapped onto the fine ``graph`` (:func:`map_choice`), as a
-    :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping)."""
+    :class:`CoarseStart` (``seconds``: the coarse build and solve plus the mapping).  An image that breaks a tie
+    of ``graph.problem`` but is a feasible plan of its solver's problem is kept as the start (``mapped_objective``
+    None: a hint for the solver only, never held or compared as a plan).  On a ladder (``cs.below``
+    set) each rung's plan is mapped and the image of least cost on the solver's problem (what the fine search starts
+    from) is the start (a rung's plan can miss fine strategies, e.g. a split over its merged axis in reversed order,
+    and is then completed greedily, which can break a tie: BERT at 2x2x2, load 13, the 2x4 rung's 36.8 M plan was
+    passed over for the 1-D plan's feasible image, 40.5 M, when only feasible images counted)."""
     t0 = time.monotonic()
-    cgraph, cchoice = cs.graph, list(cs.solution.strategies)
-    choice, unmatched = map_choice(cgraph, cchoice, graph)
-    mapped = None
-    if choice is not None:
-        obj, feasible = evaluate(graph.problem, choice)
-        if feasible:
-            mapped = evaluate_choice(graph, choice).total
-        else:
-            choice = None
-    return CoarseStart(choice, cs.mesh, evaluate_choice(cgraph, cchoice).total, mapped, unmatched,
-                       cs.seconds + time.monotonic() - t0, sum(len(g.strategies) for g in cgraph.nodes))
+    best, key = None, None
+    rung = cs
+    while rung is not None:
+        cgraph, cchoice = rung.graph, list(rung.solution.strategies)
+        choice, unmatched = map_choice(cgraph, cchoice, graph)
+        mapped, solver_obj = None, None
+        if choice is not None:
+            obj, feasible = evaluate(graph.problem, choice)
+            if feasible:
+                mapped = evaluate_choice(graph, choice).total
+            solver_obj = _solver_objective(graph, choice)
+            if solver_obj is None and not feasible:
+                choice = None
+        # the cheapest image on the solver's problem (what the fine search starts from), any image before none
+        k = (choice is None, float("inf") if solver_obj is None else solver_obj)
+        if best is None or k < key:
+            best, key = (choice, rung, evaluate_choice(cgraph, cchoice).total, mapped, unmatched), k
+        rung = rung.below
+    choice, rung, objective, mapped, unmatched = best
+    return CoarseStart(choice, rung.mesh, objective, mapped, unmatched,
+                       cs.seconds + time.monotonic() - t0, sum(len(g.strategies) for g in rung.graph.nodes))
+
+
+def _solver_objective(graph, choice):
+    """``choice``'s objective on the solver's problem (:func:`_solver_feasible`'s merged nodes; integer units with
+    the tie-break), None when it is not a feasible plan there."""
+    shint = solver_choice(graph, choice)
+    if -1 in shint:
+        return None
+    obj, ok = evaluate(graph.solver_problem, shint)
+    return obj if ok else None
+
+
+def _solver_feasible(graph, choice) -> bool:
+    """Whether ``choice`` (of ``graph.problem``) is a feasible plan of the solver's problem, on its merged nodes
+    (:func:`hloshard.autoshard.search.solver_choice`): a starved coarse plan mapped with many nodes completed greedily
+    can break ties on the fine problem and still be a start for its solver (BERT at 2x2x2, default limit, load 14: the
+    1-D plan of a 0.4 s solve mapped with 152 nodes completed and ties broken, so the fine solve had no start)."""
+    return _solver_objective(graph, choice) is not None
 
 
 def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,
-                 deterministic: bool) -> CoarseStart | None:
+                 deterministic: bool, share: float = COARSE_SHARE) -> CoarseStart | None:
     """Solve ``module`` on the coarse mesh of ``graph.mesh`` (:func:`coarse_mesh`) with
-    :data:`COARSE_SHARE` of ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.solve.solve_graph`,
-    passed in: that module calls this one) and map the plan onto ``graph`` (:func:`map_choice`).
+    ``share`` (:data:`COARSE_SHARE`; :func:`coarse_share` in wall-clock mode) of ``time_limit`` by ``solve``
+    (:func:`hloshard.autoshard.solve.solve_graph`, passed in: that module calls this one), up a coarse ladder
+    where ``graph.mesh`` has a middle rung (:func:`rung_mesh`), and map the plan onto ``graph`` (:func:`map_choice`).
     None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
     nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
-    cs = coarse_solve(module, graph.mesh, solve, keep, memory_budget, COARSE_SHARE * time_limit,
-                      workers, seed, deterministic)
-    return None if cs is None else map_start(cs, graph)
+    cs = coarse_solve(module, graph.mesh, solve, keep, memory_budget, share * time_limit,
+                      workers, seed, deterministic, ladder=True)
+    if cs is None:
+        return None
+    out = map_start(cs, graph)
+    out.share = share
+    return out
+
+
+def coarse_share(graph, time_limit: float, wall_per_cpu: float, module=None, build_seconds: float = 0.0) -> float:
+    """The coarse start's share of the solver's ``time_limit`` (wall seconds) in wall-clock mode:
+    :data:`COARSE_SHARE`, or ``1 -`` :data:`COARSE_SHARE` when the fine solve could not get past its fixed part in
+    its share but the coarse solve can in the swapped one.  The fine solve's fixed part is :func:`fine_solve_fixed`
+    of ``graph`` (modelled CPU seconds of presolve, greedy, local search and the first Lagrangian round), the coarse
+    solve's the same model of :func:`solve_entries_estimate` on the coarse mesh of ``module`` (before its build; 0
+    on the full-model path), both times ``wall_per_cpu`` (the fine build's wall over CPU seconds: the machine's load
+    as this process sees it), the coarse one plus its build, still to come (the fine build's ``build_seconds`` scaled
+    by :func:`build_cost`, as :func:`fine_build_estimate` scales the other way).  Swapped, the fine solve's answer is its greedy start after local moves or the coarse
+    plan, whichever is cheaper (:func:`hloshard.solver.api._trajectory`), and the coarse plan is worth the time (new
+    user 27's MoE at 2x4, default limit, load 10: the fine problem's 7.6 CPU-s fixed part ran 15-20 s wall in its
+    first TRW-S round, the coarse solve's 8 s share ended at 62.26 M, where ``--mesh 8`` -- the same 4x2 space with
+    the whole solver time -- found 57.63 M).  Not swapped when the coarse solve could not pass its own fixed part
+    either (load 16, a 3 s solver limit: the coarse 4x2 solve given 75% ended at the replicated plan, 134.5 M, and
+    the fine solve's 25% at it too, where its 75% made the greedy start, 69.2 M).  Raises nothing."""
+    ratio = max(1.0, float(wall_per_cpu))
+    swapped = (1.0 - COARSE_SHARE) * float(time_limit)
+    if fine_solve_fixed(graph) * ratio <= swapped:
+        return COARSE_SHARE
+    cmesh = None if module is None else coarse_mesh(graph.mesh, module)
+    if cmesh is None:
+        return COARSE_SHARE
+    entries = solve_entries_estimate(module, cmesh)
+    coarse_fixed = det_fixed_seconds(entries) if entries > FULL_MODEL_LIMIT else 0.0
+    fine_cost = build_cost(module, graph.mesh)
+    coarse_build = float(build_seconds) * build_cost(module, cmesh) / fine_cost if fine_cost else 0.0
+    return 1.0 - COARSE_SHARE if coarse_fixed * ratio + coarse_build <= swapped else COARSE_SHARE
 
 
 def layout_counts(module, mesh: DeviceMesh) -> list[int]:

@@ -16,6 +16,18 @@ from .trivial import cheapest_trivial
 __all__ = ["solve_graph"]
 
 
+def solver_choice(graph: Graph, choice) -> list:
+    """``choice`` (one strategy per node of ``graph.problem``) on the solver's follower- and tie-merged nodes
+    (``graph.solver_problem``): each class takes its kept node's strategy (-1 for a class without one).  A choice
+    that breaks a tie on ``graph.problem`` can be a feasible plan there: the tied pair is one solver node."""
+    maps = getattr(graph.classes, "maps", None) or {}
+    out = [-1] * graph.solver_problem.num_nodes
+    for v, c in enumerate(graph.classes):
+        if out[c] < 0 and v not in maps:
+            out[c] = int(choice[v])
+    return out
+
+
 def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: int = 0, deterministic: bool = False,
                 progress=None, hint=None):
     """Solve ``graph.solver_problem`` (memory tie-break, followers merged unless a memory budget is set)
@@ -35,13 +47,7 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         def report(event: dict):   # integer cost units without the tie-break, and the scale to cost units
             progress({**event, **{key: real_part(event.get(key), k) for key in ("objective", "bound")
                                   if event.get(key) is not None}, "cost_scale": graph.cost_scale})
-    shint = None
-    if hint is not None:   # the hint on the solver's (follower- and tie-merged) nodes: from each class's kept node
-        maps = getattr(graph.classes, "maps", None) or {}
-        shint = [-1] * graph.solver_problem.num_nodes
-        for v, c in enumerate(graph.classes):
-            if shint[c] < 0 and v not in maps:
-                shint[c] = int(hint[v])
+    shint = None if hint is None else solver_choice(graph, hint)
     # the trivial plans first: their seconds come out of the solver's (wall-clock mode; deterministic:
     # the work budget is the limit as given, the search unchanged)
     import time

@@ -16,7 +16,7 @@ from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_start, deterministic_first, node_share
+from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, parameter_floor_check
@@ -318,6 +318,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     import time
 
     t0 = time.monotonic()
+    cpu0 = time.process_time()
     first = None
     built = graph is not None   # built before: its build's seconds for the re-pricing reserve
     if not built and stop_build and deadline is not None and not deterministic and not export_problem:
@@ -395,18 +396,24 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     counts = graph.problem.strategy_counts
     if hint is not None and (len(hint) != len(counts) or any(not 0 <= int(h) < int(c) for h, c in zip(hint, counts))):
         hint = None   # not a choice of this graph
+    share = COARSE_SHARE
     if first is not None:   # solved before the fine build, its time already spent
         start = first.start
     elif hint is not None:
         start = None
     else:
-        start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic)
+        if not deterministic and deadline is not None and not built:
+            # wall-clock mode: the shares swap when the fine solve could not pass its fixed part in its own
+            # (coarse.coarse_share), at the load the fine build saw (its wall over CPU seconds)
+            share = coarse_share(graph, time_limit, (t1 - t0) / max(1e-3, time.process_time() - cpu0), module, t1 - t0)
+        start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic,
+                             share=share)
     graph.coarse = start
     held(graph)   # created here, before any graph is made from this one for another limit (they share it)
-    if start is not None:
+    if start is not None and start.mapped_objective is not None:   # (a solver-only start is no plan to hold)
         _hold(graph, start.choice)
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
-        time_limit -= COARSE_SHARE * time_limit if deterministic else min(start.seconds, COARSE_SHARE * time_limit)
+        time_limit -= share * time_limit if deterministic else min(start.seconds, share * time_limit)
     begin = hint if start is None else start.choice
     begun = None if begin is None else ("coarse" if start is not None else "given")   # what the hint is
     graph.known = list(known(graph)) if known is not None else []
@@ -501,7 +508,8 @@ def plan_source_words(sol, begun: str | None, start=None) -> str | None:
         return None
     hint = _HINTS.get(begun, "the start it was given")
     if begun == "coarse" and start is not None and start.mapped_objective is not None:
-        hint += f" (mesh {'x'.join(map(str, start.mesh.shape))}, {start.mapped_objective:,.2f} on this mesh)"
+        given = "" if start.share == COARSE_SHARE else f", its solve given {start.share:.0%} of the solver's time"
+        hint += f" (mesh {'x'.join(map(str, start.mesh.shape))}{given}, {start.mapped_objective:,.2f} on this mesh)"
     trivial = st.get("trivial") or {}
     return {"trivial": f"the {trivial.get('plan', 'trivial')} plan (the search found nothing cheaper)",
             "hint": f"{hint}, kept (the search found nothing cheaper)",

@@ -239,6 +239,43 @@ class Reduced:
             out[i] = pos
         return out
 
+    def repair_choice(self, strategies) -> tuple[np.ndarray, int]:
+        """Reduced positions of an original solution whose strategies presolve may have removed: ``(positions,
+        repaired)``.  A node whose strategy survived keeps it; one whose strategy was removed (a dominated
+        strategy, :func:`_dominated_rows` / :func:`_dominated`) takes, in node order, the reduced strategy of
+        least node cost plus edge cost to the neighbours already placed (those that kept theirs, and the
+        repaired ones before it), so that a plan using a dominated strategy is still a start: its node takes
+        the strategy that dominated it or one no costlier given its neighbours (round 28: the replicated plan
+        of transformer_block was dropped as a hint).  ``repaired`` counts the nodes re-chosen.  The result may
+        break a memory limit; the caller checks feasibility.  Raises nothing for a solution of the original
+        problem's length."""
+        s = np.asarray(strategies, dtype=np.int64)
+        out = np.full(self.num_nodes, -1, dtype=np.int64)
+        missing = []
+        for i in range(self.num_nodes):
+            pos = np.searchsorted(self.strat[i], s[self.orig[i]])
+            if pos >= len(self.strat[i]) or self.strat[i][pos] != s[self.orig[i]]:
+                missing.append(i)
+            else:
+                out[i] = pos
+        if not missing:
+            return out, 0
+        inc = self.incidence()
+        edges = self.edges
+        for i in missing:
+            tot = np.asarray(self.costs[i], dtype=np.float64).copy()
+            for e in inc[i]:
+                u, v = int(edges[e, 0]), int(edges[e, 1])
+                m = self.edge_costs[e]
+                if m is None:
+                    continue
+                if u == i and out[v] >= 0:
+                    tot += np.asarray(m[:, out[v]], dtype=np.float64)
+                elif v == i and out[u] >= 0:
+                    tot += np.asarray(m[out[u], :], dtype=np.float64)
+            out[i] = int(np.argmin(tot))
+        return out, len(missing)
+
 
 def _add(a, b):
     """Saturating int64 addition (inputs <= INFINITY)."""
