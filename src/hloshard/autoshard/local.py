@@ -782,8 +782,8 @@ def improve_written(module, mesh, written, deadline: float | None = None, rounds
     (``strategy.registry._realized``).  Round 19 kept them, because a dot whose operand split a free dim
     its result did not was priced computing a quarter of its columns and gathering the result, where
     XLA gathers the operand (fused_qkv: -294,912.80 predicted, the same flops and bytes under XLA);
-    round 20 prices XLA's gather (``strategy.dot.no_new_contracting_split``,
-    ``gathers_partial_contracting``): fused_qkv finds nothing with the pins freed, transformer_block
+    round 20 prices XLA's gather (``strategy.dot.no_new_contracting_split``; round 29's
+    ``one_sided_contracting`` took over round 20's ``gathers_partial_contracting``): fused_qkv finds nothing with the pins freed, transformer_block
     -98,304.00 (-3.9%; XLA flops per device 272.1 -> 221.8 M, the same 1,966,080 collective bytes),
     held-out decoder2 -105,525.53 more (XLA collective bytes 5,199,366 -> 5,052,294).
 
