@@ -479,7 +479,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget, rescue=rescue, rescues=first_rescues)
         solver_seconds += spent
-    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
+    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time, deterministic)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit,
@@ -621,7 +621,8 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     return out
 
 
-def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out_of_time: bool = False):
+def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out_of_time: bool = False,
+                  deterministic: bool = False):
     """``(sol, choice, ev)`` kept when the evaluated peak ``ev.peak_memory`` is within ``limit`` (the
     model's limit for ``memory_budget``; None: no budget); else the cheapest plan known without a search
     or found by an earlier search of the graph under a looser limit or none (:func:`held`) that keeps it
@@ -641,9 +642,14 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         graph.warnings.append(msg)
         sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
         return sol, list(kchoice), kev
-    more = (" and the time limit ended before a re-solve with them priced could end (a longer time limit, or "
-            "deterministic mode's work budget, which the machine's load does not shorten, may find one)"
-            if out_of_time else "")
+    if not out_of_time:
+        more = ""
+    elif deterministic:   # new user 29 F2: the advice named the mode the call was already in
+        more = (" and the work budget (deterministic mode's time limit) ended before a re-solve with them priced "
+                "could end (a larger time limit may find one)")
+    else:
+        more = (" and the time limit ended before a re-solve with them priced could end (a longer time limit, or "
+                "deterministic mode's work budget, which the machine's load does not shorten, may find one)")
     rescued = list(getattr(graph, "rescues", None) or [])
     if rescued:   # the rescues ran and found none within the limit either
         more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
@@ -985,7 +991,8 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
                                   progress, memory_budget)
         sol, choice, ev, spent, out_of_time = fitted
         sol = dataclasses.replace(sol, seconds=float(getattr(cs.solution, "seconds", 0.0) or 0.0) + spent)
-    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time)
+    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time,
+                                    bool(fit is not None and fit[1]))
     result = SolveResult(graph, sol, choice, ev, build, 0.0, plan_source=(
         f"{name}, known without a search, on the coarse mesh {'x'.join(map(str, graph.mesh.shape))}"
         if better is not None else f"the coarse mesh's plan ({'x'.join(map(str, graph.mesh.shape))}; this mesh's "
