@@ -271,7 +271,10 @@ def loss(w, x):
 
 step = jax.value_and_grad(loss)
 args = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32))
-res = auto_shard(step, *args, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False)
+# memory_guard=False: which instruction an equation output is pinned to does not depend on the plan the guard
+# keeps (and the guard's XLA children cost more than the rest of the script)
+res = auto_shard(step, *args, mesh=mesh, time_limit=5, deterministic=True, with_constraints=False,
+                 memory_guard=False)
 closed = jax.make_jaxpr(step)(*args)
 eqns = equations(closed)
 pins = equation_outputs(res.module, eqns)
