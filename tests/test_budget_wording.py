@@ -62,7 +62,8 @@ def f(w, x):
     return jnp.tanh(x @ w)
 
 plan = auto_shard(f, jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((64, 256), jnp.float32),
-                  mesh=mesh, device="tpu-v5e", time_limit=5, deterministic=True, with_constraints=False)
+                  mesh=mesh, device="tpu-v5e", time_limit=5, deterministic=True, with_constraints=False,
+                  memory_guard=False)   # the summary's words do not depend on the guard (nor need its XLA children)
 print("RESULT", json.dumps({"summary": plan.summary(), "budget": plan.report.get("memory_budget"),
                             "limit": plan.report.get("memory_model_limit")}))
 '''

@@ -26,7 +26,9 @@ def step(params, x):
 params = {"w": jnp.ones((16, 32), jnp.float32) * 0.01, "gamma": jnp.full((32,), 0.1)}
 x = jnp.ones((8, 16), jnp.float32)
 assert params["gamma"].weak_type and not params["w"].weak_type
-plan = auto_shard(step, params, x, mesh=mesh, time_limit=5, deterministic=True)
+# memory_guard=False: the guard (its XLA children) decides nothing checked here -- plan.fn's result types and
+# the jitted loop compiling once are the same code for every plan
+plan = auto_shard(step, params, x, mesh=mesh, time_limit=5, deterministic=True, memory_guard=False)
 want = jax.eval_shape(step, params, x)
 got = jax.eval_shape(plan.fn, params, x)
 print("weak", want["gamma"].weak_type, got["gamma"].weak_type, got["w"].weak_type)

@@ -32,7 +32,10 @@ def step(p, x, y):
 f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)
 params = {"w1": f32(256, 1024), "w2": f32(1024, 256)}
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
-plan = auto_shard(step, params, f32(64, 256), f32(64, 256), mesh=mesh, time_limit=10, deterministic=True)
+# memory_guard=False: how plan.xla() counts does not depend on which plan the guard keeps (its XLA children
+# were a third of this script's CPU seconds: 13.6 -> 8.9, the same figures; round 29, helper suite)
+plan = auto_shard(step, params, f32(64, 256), f32(64, 256), mesh=mesh, time_limit=10, deterministic=True,
+                  memory_guard=False)
 c = plan.xla()
 # what plan.jit() compiles to, counted by the tests' own independent counter (after SPMD partitioning)
 args = (params, f32(64, 256), f32(64, 256))

@@ -30,36 +30,61 @@ def _bound(message: str) -> int | None:
     return int(m.group(1).replace(",", "")) if m else None
 
 
-@pytest.mark.oracle
-@pytest.mark.parametrize("name", CASES)
-def test_budget_is_kept_under_xla(tmp_path, name):
+@pytest.fixture(scope="module")
+def budget_runs(tmp_path_factory) -> dict:
+    """Per case: XLA's peak of GSPMD's plan (``gspmd``), and per share the budget, ``solve``'s exit code and
+    output, whether it wrote its module and XLA's memory of what it wrote.  XLA runs twice for the three cases
+    (one child for GSPMD's plans, one for every module hloshard wrote), not twice per case."""
     from tests.conftest import require_jax
 
     require_jax()
     from hloshard.xla_memory import xla_memory
 
-    pre = SAMPLES / f"{name}.pre.hlo"
-    gspmd = xla_memory([(SAMPLES / f"{name}.propagated.hlo").read_text()], 8)[0]
+    tmp = tmp_path_factory.mktemp("budget")
+    gspmd = dict(zip(CASES, xla_memory([(SAMPLES / f"{n}.propagated.hlo").read_text() for n in CASES], 8)))
+    runs: dict = {}
+    written = []
+    for name in CASES:
+        runs[name] = {"gspmd": gspmd[name], "solves": []}
+        if gspmd[name].error is not None:
+            continue
+        for share in SHARES:
+            budget = int(gspmd[name].total * share)
+            out = tmp / f"{name}.{int(share * 100)}.hlo"
+            r = CliRunner().invoke(main, ["solve", str(SAMPLES / f"{name}.pre.hlo"), "--mesh", "2x4", "--memory-budget",
+                                          str(budget), "--deterministic", "--time-limit", "2", "--workers", "1",
+                                          "-o", str(out)])
+            run = {"budget": budget, "exit_code": r.exit_code, "output": r.output, "wrote": out.exists(), "xla": None}
+            if r.exit_code == 0 and out.exists():
+                written.append((run, out.read_text()))
+            runs[name]["solves"].append(run)
+    for (run, _), m in zip(written, xla_memory([t for _, t in written], 8) if written else []):
+        run["xla"] = m
+    return runs
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("name", CASES)
+def test_budget_is_kept_under_xla(budget_runs, name):
+    gspmd = budget_runs[name]["gspmd"]
     assert gspmd.error is None, gspmd.error
     peak = gspmd.total
     accepted, refused = [], []
-    for share in SHARES:
-        budget = int(peak * share)
-        out = tmp_path / f"{name}.{int(share * 100)}.hlo"
-        r = CliRunner().invoke(main, ["solve", str(pre), "--mesh", "2x4", "--memory-budget", str(budget),
-                                      "--deterministic", "--time-limit", "2", "--workers", "1", "-o", str(out)])
-        assert r.exit_code in (0, 3), r.output
-        if r.exit_code == 0:
-            accepted.append((budget, out.read_text()))
+    for run in budget_runs[name]["solves"]:
+        budget = run["budget"]
+        assert run["exit_code"] in (0, 3), run["output"]
+        if run["exit_code"] == 0:
+            accepted.append((budget, run["xla"]))
         else:
-            assert not out.exists(), "a refused budget writes no output"
-            bound = _bound(r.output)
+            assert not run["wrote"], "a refused budget writes no output"
+            bound = _bound(run["output"])
             # a refusal that says the budget is infeasible states its bound (read here, or this test checks nothing)
-            assert bound is not None or "is infeasible" not in r.output, r.output
+            assert bound is not None or "is infeasible" not in run["output"], run["output"]
             refused.append((budget, bound))
-    measured = xla_memory([t for _, t in accepted], 8) if accepted else []
-    for (budget, _), m in zip(accepted, measured):
-        assert m.error is None, m.error
+    assert len(accepted) + len(refused) == len(SHARES), budget_runs[name]
+    measured = [m for _, m in accepted]
+    for budget, m in accepted:
+        assert m is not None and m.error is None, m
         assert m.total <= budget, (f"{name}: budget {budget} accepted but XLA needs {m.total} "
                                    f"(argument {m.argument}, output {m.output}, temp {m.temp}, alias {m.alias})")
     smallest = min([m.total for m in measured] + [peak])   # GSPMD's plan exists too
