@@ -1015,6 +1015,19 @@ def coarse_cuts(mesh: DeviceMesh, module) -> set[int] | None:
     return None if cuts == fine else cuts
 
 
+def sub_axis_sizes(shape: Sequence[int], cuts: set[int]) -> list[int]:
+    """Per axis of a mesh of ``shape`` (major first, size-1 axes kept as 1), the sizes of its sub-axes
+    major first, split at ``cuts`` (device-count strides that include every axis boundary); the argument
+    of :meth:`DeviceMesh.refine`.  E.g. shape ``(2, 4)``, cuts ``{1, 2, 4, 8}`` -> ``[2, 2, 2]``."""
+    sizes, stride = [], math.prod(shape)
+    for size in shape:
+        lo = stride // size
+        inner = sorted(c for c in cuts if lo <= c <= stride)
+        sizes.extend([1] if size == 1 else [b // a for a, b in reversed(list(zip(inner, inner[1:])))])
+        stride = lo
+    return sizes
+
+
 def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
     """``mesh`` refined so that every tiled user sharding of ``module`` maps onto whole axes and every
     reshape can carry its split onto sub-axes (:func:`sharding_cuts`, :func:`_reshape_cuts`);
@@ -1041,14 +1054,7 @@ def refine_for_module(mesh: DeviceMesh, module) -> DeviceMesh:
     if cuts == base:
         mesh.notes.extend(notes)
         return mesh
-    # per user axis (size-1 axes kept), its sub-axis sizes major first
-    shape, stride = [], n
-    for size in mesh.shape:
-        lo = stride // size
-        inner = sorted(c for c in cuts if lo <= c <= stride)
-        shape.extend([1] if size == 1 else [b // a for a, b in reversed(list(zip(inner, inner[1:])))])
-        stride = lo
-    out = mesh.refine(shape)
+    out = mesh.refine(sub_axis_sizes(mesh.shape, cuts))
     def listing(names):
         names = sorted(names)
         return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")

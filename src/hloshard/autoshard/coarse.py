@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
-from ..mesh import DeviceMesh, coarse_cuts, refine_for_module
+from ..mesh import DeviceMesh, coarse_cuts, refine_for_module, sub_axis_sizes
 from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
@@ -283,14 +283,7 @@ def rung_mesh(mesh: DeviceMesh, module) -> DeviceMesh | None:
     cuts = _cuts(refine_for_module(merged, module).shape) & fine
     if not (set(low) < cuts < fine):
         return None
-    # per axis of the merged mesh, its sub-axis sizes major first, at the kept cuts
-    sizes, stride = [], mesh.num_devices
-    for size in merged.shape:
-        lo = stride // size
-        inner = sorted(c for c in cuts if lo <= c <= stride)
-        sizes.extend([1] if size == 1 else [b // a for a, b in reversed(list(zip(inner, inner[1:])))])
-        stride = lo
-    out = merged.refine(sizes)
+    out = merged.refine(sub_axis_sizes(merged.shape, cuts))   # the merged mesh's sub-axes at the kept cuts
     out.source = mesh.source
     out.with_policy(mesh.max_padding, mesh.memory_budget, getattr(mesh, "divisible_io", False))
     out.whole_axes_io = getattr(mesh, "whole_axes_io", None)
