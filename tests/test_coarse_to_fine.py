@@ -921,11 +921,11 @@ def test_coarse_share_swaps_when_the_fine_solve_cannot_pass_its_fixed_part():
 
 
 def test_an_image_that_breaks_a_tie_is_still_a_start_for_the_solver():
-    """coarse._solver_feasible / search.solver_choice: a plan of the fine problem whose tied output leaves in
+    """coarse._solver_objective / search.solver_choice: a plan of the fine problem whose tied output leaves in
     another layout than its parameter allows is infeasible there (the tie) but, on the solver's merged nodes (the
     pair is one node, read from its kept member), a feasible plan: map_start keeps such an image as the start
     (BERT at 2x2x2 under load: a starved 1-D plan mapped with ties broken left the fine solve without a start)."""
-    from hloshard.autoshard.coarse import _solver_feasible
+    from hloshard.autoshard.coarse import _solver_objective
     from hloshard.autoshard.search import solver_choice
     from hloshard.commands.options import apply_ties
 
@@ -933,7 +933,7 @@ def test_an_image_that_breaks_a_tie_is_still_a_start_for_the_solver():
     apply_ties(m, ("matching",))
     graph = build_graph(m, DeviceMesh.for_module(m, "2x2x2"), "io", None)
     choice = list(solve_graph(graph, time_limit=2, workers=1, deterministic=True).strategies)
-    assert evaluate(graph.problem, choice)[1] and _solver_feasible(graph, choice)
+    assert evaluate(graph.problem, choice)[1] and _solver_objective(graph, choice) is not None
     u, v, allowed = graph.problem.aliases[0]
     assert graph.classes[u] == graph.classes[v]   # one solver node
     read = solver_choice(graph, choice)
@@ -951,4 +951,4 @@ def test_an_image_that_breaks_a_tie_is_still_a_start_for_the_solver():
         broken[other] = next(k for k in range(len(graph.nodes[other].strategies))
                              if not evaluate(graph.problem, choice[:other] + [k] + choice[other + 1:])[1])
     assert solver_choice(graph, broken) == read
-    assert not evaluate(graph.problem, broken)[1] and _solver_feasible(graph, broken)
+    assert not evaluate(graph.problem, broken)[1] and _solver_objective(graph, broken) is not None

@@ -379,21 +379,16 @@ def map_start(cs: CoarseSolve, graph) -> CoarseStart:
 
 
 def _solver_objective(graph, choice):
-    """``choice``'s objective on the solver's problem (:func:`_solver_feasible`'s merged nodes; integer units with
-    the tie-break), None when it is not a feasible plan there."""
+    """``choice``'s (a plan of ``graph.problem``) objective on the solver's problem, on its merged nodes
+    (:func:`hloshard.autoshard.search.solver_choice`; integer units with the tie-break), None when it is not a
+    feasible plan there: a starved coarse plan mapped with many nodes completed greedily can break ties on the fine
+    problem and still be a start for its solver (BERT at 2x2x2, default limit, load 14: the 1-D plan of a 0.4 s
+    solve mapped with 152 nodes completed and ties broken, so the fine solve had no start)."""
     shint = solver_choice(graph, choice)
     if -1 in shint:
         return None
     obj, ok = evaluate(graph.solver_problem, shint)
     return obj if ok else None
-
-
-def _solver_feasible(graph, choice) -> bool:
-    """Whether ``choice`` (of ``graph.problem``) is a feasible plan of the solver's problem, on its merged nodes
-    (:func:`hloshard.autoshard.search.solver_choice`): a starved coarse plan mapped with many nodes completed greedily
-    can break ties on the fine problem and still be a start for its solver (BERT at 2x2x2, default limit, load 14: the
-    1-D plan of a 0.4 s solve mapped with 152 nodes completed and ties broken, so the fine solve had no start)."""
-    return _solver_objective(graph, choice) is not None
 
 
 def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: float, workers: int, seed: int,

@@ -646,12 +646,9 @@ def _trajectory(red, ls, plan, progress):
         return inf if det else min(deadline, d)
 
     heur_deadline = wall(max(t0 + 0.5 * time_limit, time.monotonic() + 0.15 * time_limit))
-    hp = red.reduce_choice(hint) if hint is not None else None
-    repaired = 0
-    if hint is not None and hp is None:
-        # a hint using strategies presolve removed (dominated ones): each such node takes the surviving strategy
-        # cheapest beside its neighbours' (Reduced.repair_choice), so the hint is still a start
-        hp, repaired = red.repair_choice(hint)
+    # a hint using strategies presolve removed (dominated ones): each such node takes the surviving strategy
+    # cheapest beside its neighbours' (Reduced.repair_choice), so the hint is still a start
+    hp, repaired = red.repair_choice(hint) if hint is not None else (None, 0)
     hp = hp if hp is not None and ls.feasible(hp) else None
     best, best_obj = None, None
     starts: dict = {}

@@ -228,16 +228,24 @@ class Reduced:
             cached = self._incidence = ne
         return cached
 
-    def reduce_choice(self, strategies) -> np.ndarray | None:
-        """Reduced positions of an original solution, or None when it uses a removed strategy."""
+    def _positions(self, strategies) -> tuple[np.ndarray, list[int]]:
+        """Reduced positions of an original solution (-1 where its strategy was removed) and the reduced nodes
+        whose strategy was removed."""
         s = np.asarray(strategies, dtype=np.int64)
-        out = np.empty(self.num_nodes, dtype=np.int64)
+        out = np.full(self.num_nodes, -1, dtype=np.int64)
+        missing = []
         for i in range(self.num_nodes):
             pos = np.searchsorted(self.strat[i], s[self.orig[i]])
             if pos >= len(self.strat[i]) or self.strat[i][pos] != s[self.orig[i]]:
-                return None
-            out[i] = pos
-        return out
+                missing.append(i)
+            else:
+                out[i] = pos
+        return out, missing
+
+    def reduce_choice(self, strategies) -> np.ndarray | None:
+        """Reduced positions of an original solution, or None when it uses a removed strategy."""
+        out, missing = self._positions(strategies)
+        return None if missing else out
 
     def repair_choice(self, strategies) -> tuple[np.ndarray, int]:
         """Reduced positions of an original solution whose strategies presolve may have removed: ``(positions,
@@ -249,15 +257,7 @@ class Reduced:
         of transformer_block was dropped as a hint).  ``repaired`` counts the nodes re-chosen.  The result may
         break a memory limit; the caller checks feasibility.  Raises nothing for a solution of the original
         problem's length."""
-        s = np.asarray(strategies, dtype=np.int64)
-        out = np.full(self.num_nodes, -1, dtype=np.int64)
-        missing = []
-        for i in range(self.num_nodes):
-            pos = np.searchsorted(self.strat[i], s[self.orig[i]])
-            if pos >= len(self.strat[i]) or self.strat[i][pos] != s[self.orig[i]]:
-                missing.append(i)
-            else:
-                out[i] = pos
+        out, missing = self._positions(strategies)
         if not missing:
             return out, 0
         inc = self.incidence()
