@@ -16,7 +16,7 @@ from hloshard.mesh import DeviceMesh
 from tests.conftest import ROOT
 
 MLP = ROOT / "samples" / "mlp_train_step.pre.hlo"
-PHASES = ["start", "parse", "price input", "build", "solve", "re-price", "write"]
+PHASES = ["start", "parse", "price input", "build", "coarse start", "solve", "re-price", "other", "write"]
 
 
 def _module():
