@@ -395,7 +395,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if built and deadline is not None and not deterministic and reprice_reserve:
         measured = measured_reserve(graph)
         if measured is not None:   # a re-pricing of this graph's module was made: what it took, not an estimate
-            reprice = measured
+            reprice = graph.reprice_seconds = measured
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
