@@ -177,3 +177,16 @@ def test_a_budget_out_of_time_says_where_the_time_went():
         assert clock in str(exc) and "time limit ended" in str(exc)
     else:
         raise AssertionError("no plan keeps a 1-byte limit")
+
+
+def test_no_coarse_start_when_the_build_left_no_time(monkeypatch):
+    # round 30: with the deadline spent by the build, the coarse mesh's build and solve (a hint to a 0.5 s solve)
+    # would only run past it (keras-hub Whisper at the default limit, load 22: 10-16 s late)
+    import hloshard.autoshard.solve as solve_mod
+
+    called = []
+    monkeypatch.setattr(solve_mod, "coarse_start", lambda *a, **k: called.append(1))
+    res = solve_module(_module(), DeviceMesh.parse("2x4"), time_limit=60.0, deadline=time.monotonic())
+    assert not called and res.seconds_coarse == 0.0
+    assert any("no coarse mesh's plan was built" in w for w in res.warnings)
+    assert res.solution.status in ("optimal", "feasible")

@@ -376,6 +376,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         graph.build_seconds = t1 - t0
     build_seconds = float(getattr(graph, "build_seconds", t1 - t0))   # what the re-pricing reserve is of
     solver_limit = None
+    starved = False   # wall-clock mode: the builds left the solver less than its minimum
     given_limit = time_limit
     # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
     # graph built before, ``graph=``: its own build)
@@ -410,6 +411,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             # it was kept for a guard that needed 21 s, and the solver had its 0.5 s minimum at a 70% gap)
             ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
+        starved = left < MIN_SOLVE_SECONDS
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -429,6 +431,13 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         start = first.start
     elif hint is not None:
         start = None
+    elif starved:
+        # wall-clock mode, the builds left the solver no more than its minimum: no coarse start, whose build and
+        # solve would run past the deadline (round 30: keras-hub Whisper at the default limit, load 22: 10-16 s
+        # after the deadline had passed, for a hint to a 0.5 s solve)
+        start = None
+        graph.warnings.append("no coarse mesh's plan was built as the solver's start: the time limit had no time "
+                              "left for it")
     else:
         if not deterministic and deadline is not None and not built:
             # wall-clock mode: the shares swap when the fine solve could not pass its fixed part in its own
