@@ -276,10 +276,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
     before the deadline minus (REPRICE_SHARE + WRITE_SHARE) x the 1-D mesh's build time)``, at least
-    :data:`MIN_SOLVE_SECONDS`;
+    :data:`MIN_SOLVE_SECONDS`, less what the coarse start after the fine build takes (its build and solve; none
+    when the builds left no more than that minimum); a search on a graph whose written module was priced before
+    keeps :func:`measured_reserve` instead of the estimate;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
-    warning), and the message is added to the graph's warnings.
+    warning), and the message is added to the graph's warnings.  Not promised in wall-clock mode: a build the
+    clock does not stop (no ``stop_build``) that outlasts the deadline, the solver's fixed part (presolve and model
+    building run to their end past its time limit), and a re-pricing slower than its reserve end the call late.
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
