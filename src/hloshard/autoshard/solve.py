@@ -600,6 +600,9 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
     result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
                          free.seconds_build, free.seconds_solve, solver_time_limit=free.solver_time_limit)
+    import time
+
+    t_price = time.monotonic()
     unwritten = _Unwritten(module)
     warnings = list(graph.warnings)
     _write(result, module, pin_operands)
@@ -608,6 +611,7 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
         over = None
     except WrittenOverLimit as exc:
         over = exc
+    result.seconds_reprice = time.monotonic() - t_price   # (the phase table's re-pricing when it is the answer)
     if over is None and result.written is not None:
         # a note, not a warning: nothing is wrong (and --device's HBM default budget would say it on every
         # run); the summary's memory line gives the budget's use
