@@ -441,7 +441,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # after the deadline had passed, for a hint to a 0.5 s solve)
         start = None
         graph.warnings.append("no coarse mesh's plan was built as the solver's start: the time limit had no time "
-                              "left for it")
+                              "left for it (its build and solve would end the call late; a longer time limit lets "
+                              "it run, and its plan is often cheaper than what the solver's minimum finds)")
     else:
         if not deterministic and deadline is not None and not built:
             # wall-clock mode: the shares swap when the fine solve could not pass its fixed part in its own
