@@ -84,7 +84,7 @@ def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
 
 #: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
 #: of the seconds that re-pricing took (:func:`measured_reserve`): a margin for the machine's load changing between
-#: the two (the 1-minute load moved by up to 15% within one call in round 30's runs at load 13-17; repeated
+#: the two (the 1-minute load moved by up to 18% within one call in round 30's runs at load 13-18; repeated
 #: re-pricings of decoder2's written module at one load: 1.18-1.24 s).  A policy, not fitted to a model.
 REPRICE_MARGIN = 1.5
 
