@@ -327,6 +327,14 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     (:func:`hloshard.hlo.callgraph.flatten_call_graph`, the module changes).  Raises InputError for shardings that do not fit, UsageError for a bad ``keep``.
     """
     warnings: list = []
+    # wall seconds of the build's parts (graph.build_phases): what a later build of the same module repeats
+    clock = [time.monotonic()]
+    phases: dict = {}
+
+    def lap(name: str) -> None:
+        now = time.monotonic()
+        phases[name] = phases.get(name, 0.0) + (now - clock[0])
+        clock[0] = now
     # the compiler whose fusion the memory model follows: XLA CPU's, or a TPU's (cost.liveness.set_fusion_backend)
     set_fusion_backend(module, "cpu" if getattr(mesh, "memory_device", None) is None else "tpu")
     inline_calls(module)   # XLA's CallInliner: calls are gone before partitioning, fusion and memory
@@ -352,9 +360,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     # computations they call before those are built); execution counts from hlo.loops
     # the memory model's time axis (XLA CPU's breadth-first order); strategies built and nodes numbered
     # in post order
+    lap("prepare")
     schedule, numbering = program_orders(module)
     counts = execution_counts(module, warnings)
     positions = {instr: t for t, instr in enumerate(schedule)}
+    lap("orders")
     ctx.visit = lambda comp, weight: None
     started = time.monotonic() if deadline is not None else None
     sharing = GroupSharing(ctx)
@@ -385,6 +395,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
 
     if work is not None:   # counted before any is priced (a pair of a 4-axis mesh can cost 0.5 ms)
         work.finish(module, nodes)
+    lap("strategies")
     resh = _Resharder(ctx, deadline)
     edges: dict = {}
     info: dict = {}
@@ -411,6 +422,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     for u, v, m, contribution in paid:
         _add_edge(edges, info, u, v, m, contribution)
 
+    lap("edges")
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
     # its last read; entry parameters live throughout, outputs to the end -------------------------------
     n = len(nodes)
@@ -438,6 +450,7 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     lo = np.array([iv[v][0] for v in range(n)], dtype=np.int64)
     hi = np.array([iv[v][1] for v in range(n)], dtype=np.int64)
     no_buffer = hi <= lo   # fused or in place: no memory of its own under any strategy
+    lap("liveness")
 
     # --- integer problem ----------------------------------------------------------------------------
     # nodes sharing a strategy list (strategy.sharing) and an execution count share one read-only cost
@@ -528,6 +541,8 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             if r is not TOKEN:
                 graph.widened.append((r[0].node, xlo, xhi, factor))
     _budgeted(graph, memory_budget)
+    lap("problem")
+    graph.build_phases = phases
     return graph
 
 

@@ -82,6 +82,24 @@ def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
     return float(build_seconds) * REPRICE_SHARE * share
 
 
+#: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
+#: of the seconds that re-pricing took (:func:`measured_reserve`): a margin for the machine's load changing between
+#: the two (the 1-minute load moved by up to 18% within one call in round 30's runs at load 13-18; repeated
+#: re-pricings of decoder2's written module at one load: 1.18-1.24 s).  A policy, not fitted to a model.
+REPRICE_MARGIN = 1.5
+
+
+def measured_reserve(graph) -> float | None:
+    """The re-pricing reserve (wall seconds) from what a re-pricing of ``graph``'s module really took
+    (``graph.reprice_measured``: the longest :func:`reevaluate_written` made on it, the written module's
+    :func:`~hloshard.autoshard.evaluate.evaluate_module`, its cost-graph build with every sharding fixed):
+    :data:`REPRICE_MARGIN` x that, or None when none was made.  Another plan's written module has the same
+    instructions and its pins; its pricing costs about the same (round 30, load 13-17: decoder2 1.2 s, Whisper
+    2.9 s, while the estimate from the 1-D build kept 2.4 and 6.3 s)."""
+    took = getattr(graph, "reprice_measured", None)
+    return None if took is None else REPRICE_MARGIN * float(took)
+
+
 def later_phase_seconds(reprice: float) -> float:
     """The least wall seconds the phase after a first solve needs to be of any use (``reprice``: the graph's
     re-pricing reserve, ``graph.reprice_seconds``): :data:`LATER_PHASE_PRICINGS` re-pricings and the solver's
@@ -156,6 +174,11 @@ class SolveResult:
     written_model_limit: int | None = None
     #: where the plan came from, in words (:func:`plan_source_words`; None: not recorded)
     plan_source: str | None = None
+    #: wall seconds of the coarse mesh's build and solve after the fine build (:func:`hloshard.autoshard.coarse.coarse_start`;
+    #: 0.0: none ran after it) and of writing and pricing the plan (:func:`apply_solution`: the pins, the re-pricing of the
+    #: written module and the local moves after it) -- ``solve``'s phase table (``seconds_phases``) gives them apart
+    seconds_coarse: float = 0.0
+    seconds_reprice: float = 0.0
 
     @property
     def objective(self) -> float:
@@ -253,10 +276,14 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``deadline``: a ``time.monotonic()`` instant by which the whole call should end (``hloshard solve``'s
     ``--time-limit`` covers the command): the solver then gets ``min(time_limit, what the build left
     before the deadline minus (REPRICE_SHARE + WRITE_SHARE) x the 1-D mesh's build time)``, at least
-    :data:`MIN_SOLVE_SECONDS`;
+    :data:`MIN_SOLVE_SECONDS`, less what the coarse start after the fine build takes (its build and solve; none
+    when the builds left no more than that minimum); a search on a graph whose written module was priced before
+    keeps :func:`measured_reserve` instead of the estimate;
     ignored with ``deterministic`` (the limit is then a work budget).  When the build leaves less than
     that floor, ``on_overrun(message)`` is called at once, before the solve (the CLI prints it as a
-    warning), and the message is added to the graph's warnings.
+    warning), and the message is added to the graph's warnings.  Not promised in wall-clock mode: a build the
+    clock does not stop (no ``stop_build``) that outlasts the deadline, the solver's fixed part (presolve and model
+    building run to their end past its time limit), and a re-pricing slower than its reserve end the call late.
     ``stop_build`` (with a ``deadline``, not deterministic, no ``export_problem``; ``--time-limit`` given):
     coarse to fine in that order (:func:`hloshard.autoshard.coarse.coarse_first`): when the fine build
     would pass the deadline it stops and the coarse plan is the answer, with a warning that says so.
@@ -353,6 +380,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         graph.build_seconds = t1 - t0
     build_seconds = float(getattr(graph, "build_seconds", t1 - t0))   # what the re-pricing reserve is of
     solver_limit = None
+    starved = False   # wall-clock mode: the builds left the solver less than its minimum
     given_limit = time_limit
     # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
     # graph built before, ``graph=``: its own build)
@@ -369,6 +397,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         reprice = float(graph.reprice_seconds)
         if REPRICE_SHARE > 0:   # and the writing reserve below is of the same 1-D build, not the fine one
             one_d = reprice / REPRICE_SHARE
+    if built and deadline is not None and not deterministic and reprice_reserve:
+        measured = measured_reserve(graph)
+        if measured is not None:   # a re-pricing of this graph's module was made: what it took, not an estimate
+            reprice = graph.reprice_seconds = measured
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
@@ -383,6 +415,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             # it was kept for a guard that needed 21 s, and the solver had its 0.5 s minimum at a 70% gap)
             ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
+        starved = left < MIN_SOLVE_SECONDS
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -397,23 +430,40 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if hint is not None and (len(hint) != len(counts) or any(not 0 <= int(h) < int(c) for h, c in zip(hint, counts))):
         hint = None   # not a choice of this graph
     share = COARSE_SHARE
+    seconds_coarse = 0.0
     if first is not None:   # solved before the fine build, its time already spent
         start = first.start
     elif hint is not None:
         start = None
+    elif starved:
+        # wall-clock mode, the builds left the solver no more than its minimum: no coarse start, whose build and
+        # solve would run past the deadline (round 30: keras-hub Whisper at the default limit, load 22: 10-16 s
+        # after the deadline had passed, for a hint to a 0.5 s solve)
+        start = None
+        graph.warnings.append("no coarse mesh's plan was built as the solver's start: the time limit had no time "
+                              "left for it (its build and solve would end the call late; a longer time limit lets "
+                              "it run, and its plan is often cheaper than what the solver's minimum finds)")
     else:
         if not deterministic and deadline is not None and not built:
             # wall-clock mode: the shares swap when the fine solve could not pass its fixed part in its own
             # (coarse.coarse_share), at the load the fine build saw (its wall over CPU seconds)
             share = coarse_share(graph, time_limit, (t1 - t0) / max(1e-3, time.process_time() - cpu0), module, t1 - t0)
+        t_coarse = time.monotonic()
         start = coarse_start(module, graph, solve_graph, keep, memory_budget, time_limit, workers, seed, deterministic,
                              share=share)
+        seconds_coarse = time.monotonic() - t_coarse
     graph.coarse = start
     held(graph)   # created here, before any graph is made from this one for another limit (they share it)
     if start is not None and start.mapped_objective is not None:   # (a solver-only start is no plan to hold)
         _hold(graph, start.choice)
     if start is not None and first is None:   # its solve's share of the limit (deterministic mode: the share it was given)
         time_limit -= share * time_limit if deterministic else min(start.seconds, share * time_limit)
+    if solver_limit is not None and seconds_coarse > 0:
+        # wall-clock mode: the solver's limit was set at the fine build's end (t1); the coarse start's build, its
+        # mapping and pricing are seconds of that limit too, not only its solve's (start.seconds): the first solve
+        # gets what is really left of it (new user 29 F4: solve at the default limit ended 16.5 s late, the coarse
+        # start's seconds counted in the phase table's re-pricing)
+        time_limit = max(MIN_SOLVE_SECONDS, min(time_limit, t1 + solver_limit - time.monotonic()))
     begin = hint if start is None else start.choice
     begun = None if begin is None else ("coarse" if start is not None else "given")   # what the hint is
     graph.known = list(known(graph)) if known is not None else []
@@ -479,11 +529,23 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             graph, sol, choice, ev, limit, time_limit - first_limit if deterministic else None, solve_end, workers, seed,
             deterministic, progress, memory_budget, rescue=rescue, rescues=first_rescues)
         solver_seconds += spent
-    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time, deterministic)
+    clock = None
+    if out_of_time and deadline is not None and not deterministic:
+        # which phase gave up and why, in the error when no plan keeps the budget (new user 29 F2: every budget
+        # failed with 10-16 s of 60 unused, the message said only that "the time limit ended")
+        measured = getattr(graph, "reprice_measured", None)
+        how = (f"{REPRICE_MARGIN:g} x the {measured:.1f} s its last re-pricing took" if measured is not None
+               and abs(reprice - REPRICE_MARGIN * float(measured)) < 1e-9 else "estimated from the cost graph's build")
+        clock = (f"the re-solves with the buffers priced stopped {max(0.0, deadline - time.monotonic()):.1f} s before "
+                 f"the deadline, of which {reprice:.1f} s are kept for re-pricing the written plan ({how}) and a "
+                 f"re-solve needs at least {MIN_SOLVE_SECONDS:g} s")
+    sol, choice, ev = _within_limit(graph, sol, choice, ev, limit, memory_budget, out_of_time, deterministic,
+                                    clock=clock)
     if solver_seconds != float(sol.seconds or 0.0):   # every solve's time is the solver's (the report's phases)
         sol = dataclasses.replace(sol, seconds=solver_seconds)
     result = SolveResult(graph, sol, choice, ev, t1 - t0, 0.0, solver_time_limit=solver_limit,
                          plan_source=plan_source_words(sol, begun, start) if list(sol.strategies) == list(choice) else None)
+    result.seconds_coarse = seconds_coarse
     if apply:
         apply_solution(result, module, mesh, pin_operands, memory_budget, reevaluate, local_moves=local_moves,
                        deadline=None if deterministic else deadline)
@@ -539,6 +601,9 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
     result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
                          free.seconds_build, free.seconds_solve, solver_time_limit=free.solver_time_limit)
+    import time
+
+    t_price = time.monotonic()
     unwritten = _Unwritten(module)
     warnings = list(graph.warnings)
     _write(result, module, pin_operands)
@@ -547,6 +612,7 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
         over = None
     except WrittenOverLimit as exc:
         over = exc
+    result.seconds_reprice = time.monotonic() - t_price   # (the phase table's re-pricing when it is the answer)
     if over is None and result.written is not None:
         # a note, not a warning: nothing is wrong (and --device's HBM default budget would say it on every
         # run); the summary's memory line gives the budget's use
@@ -622,13 +688,14 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
 
 
 def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out_of_time: bool = False,
-                  deterministic: bool = False):
+                  deterministic: bool = False, clock: str | None = None):
     """``(sol, choice, ev)`` kept when the evaluated peak ``ev.peak_memory`` is within ``limit`` (the
     model's limit for ``memory_budget``; None: no budget); else the cheapest plan known without a search
     or found by an earlier search of the graph under a looser limit or none (:func:`held`) that keeps it
     (:func:`_known_within`, a warning says so); else raises SolveFailed (``infeasible``, exit 3) naming both
     figures.  The one rule for a budgeted plan's memory, for the fine graph's plan and for the coarse
-    fallback's (:func:`_coarse_fallback`)."""
+    fallback's (:func:`_coarse_fallback`).  ``clock`` (wall-clock mode, out of time): where the time went, in
+    words, added to the error."""
     if limit is None or ev.peak_memory <= limit:
         return sol, choice, ev
     known_fit = _known_within(graph, limit, exclude=choice)
@@ -648,8 +715,10 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         more = (" and the work budget (deterministic mode's time limit) ended before a re-solve with them priced "
                 "could end (a larger time limit may find one)")
     else:
-        more = (" and the time limit ended before a re-solve with them priced could end (a longer time limit, or "
-                "deterministic mode's work budget, which the machine's load does not shorten, may find one)")
+        more = (" and the time limit ended before a re-solve with them priced could end"
+                + (f" ({clock})" if clock else "")
+                + " (a longer time limit, or deterministic mode's work budget, which the machine's load does not "
+                  "shorten, may find one)")
     rescued = list(getattr(graph, "rescues", None) or [])
     if rescued:   # the rescues ran and found none within the limit either
         more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
@@ -1046,15 +1115,21 @@ def apply_solution(result: SolveResult, module, mesh, pin_operands: bool = False
     (:class:`_Unwritten`) and the cheapest plan known without a search whose *written* module keeps the
     limit is written instead (:func:`_written_within`; a warning names both figures); only when none does
     is SolveFailed raised (exit 3).  Returns ``result``."""
+    import time
+
+    t0 = time.monotonic()
     unwritten = _Unwritten(module) if reevaluate and memory_budget is not None else None
     _write(result, module, pin_operands)
-    if reevaluate:
-        try:
-            reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves, deadline=deadline)
-        except WrittenOverLimit as over:
-            if unwritten is None or not _written_within(result, module, mesh, pin_operands, memory_budget,
-                                                        unwritten, over):
-                raise
+    try:
+        if reevaluate:
+            try:
+                reevaluate_written(result, module, mesh, memory_budget, local_moves=local_moves, deadline=deadline)
+            except WrittenOverLimit as over:
+                if unwritten is None or not _written_within(result, module, mesh, pin_operands, memory_budget,
+                                                            unwritten, over):
+                    raise
+    finally:
+        result.seconds_reprice += time.monotonic() - t0
     return result
 
 
@@ -1185,12 +1260,18 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     # is all-reduced or its operand all-gathered); ``hloshard cost`` of the output takes the cheapest
     # choice consistent with the written shardings, which can beat a time-limited solve.  Evaluate the
     # written module the same way so the reported objective is exactly what ``cost`` says of the output.
+    import time
+
+    t_price = time.monotonic()
     try:
         written = evaluate_module(module, mesh)
     except SolveFailed:  # the re-evaluation found nothing in its own time limit: report the solver's choice
         written = None
         graph.warnings.append("the written shardings could not be re-evaluated in time; the objective is the "
                               "solver's own and hloshard cost of the output may be lower")
+    # what a re-pricing of this module really costs, on this machine at this load: the reserve of a later search
+    # on this graph (:func:`measured_reserve`; a budget's search after the plan found without it)
+    graph.reprice_measured = max(float(getattr(graph, "reprice_measured", 0.0) or 0.0), time.monotonic() - t_price)
     result.local_moves = []
     if written is not None and local_moves and memory_budget is None:   # a budget's peak is not re-checked there
         written = _moved(result, module, mesh, written, deadline, None)

@@ -61,18 +61,26 @@ def _replicated_cost(graph) -> float | None:
 def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
     """Wall seconds of each phase of ``solve`` (``phases``: phase -> the monotonic instant it ended, in
     order): ``start`` (interpreter start and imports), ``parse`` (reading, checking, the mesh), ``price
-    input`` (``hloshard cost`` of the input as given), ``build`` (the cost graph), ``solve`` (the
-    solver), ``re-price`` (applying the choice and pricing the written module), ``write`` (the ``--xla``
+    input`` (``hloshard cost`` of the input as given), ``build`` (the cost graph), ``coarse start`` (the coarse
+    mesh's build and solve after the fine build, :func:`hloshard.autoshard.coarse.coarse_start`; 0 when none ran
+    there), ``solve`` (the solver), ``re-price`` (writing the plan and pricing the written module, its local moves
+    included: :func:`hloshard.autoshard.solve.apply_solution`), ``other`` (the rest of the solve: plans known
+    without a search priced, the memory budget's steps between its solves), ``write`` (the ``--xla``
     comparison when asked, printing the module and the reports), and ``total``.  With ``--mesh auto`` the candidates' builds and
-    solves are one ``search`` phase."""
+    solves are one ``search`` phase.  (Before round 30 ``re-price`` held the coarse start and the rest too: new user
+    29's F4 read 22.1 s of re-pricing where the re-pricing itself was a part of it.)"""
     out: dict = {}
     prev = started
     for name, end in phases.items():
         if name == "solve" and not auto:
             solver = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+            coarse = float(getattr(result, "seconds_coarse", 0.0) or 0.0)
+            reprice = float(getattr(result, "seconds_reprice", 0.0) or 0.0)
             out["build"] = round(result.seconds_build, 3)
+            out["coarse start"] = round(coarse, 3)
             out["solve"] = round(solver, 3)
-            out["re-price"] = round(max(0.0, end - prev - result.seconds_build - solver), 3)
+            out["re-price"] = round(reprice, 3)
+            out["other"] = round(max(0.0, end - prev - result.seconds_build - solver - coarse - reprice), 3)
         else:
             out["search" if name == "solve" else name] = round(max(0.0, end - prev), 3)
         prev = end
