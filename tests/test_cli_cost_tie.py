@@ -5,6 +5,7 @@ state layouts with ``--tie matching`` (in = out), and leaves some in another lay
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
@@ -66,3 +67,23 @@ def test_cost_with_a_profile_without_an_f32_peak_exits_2(tmp_path):
     r = CliRunner().invoke(main, ["cost", str(MLP), "--mesh", "2x4", "--device", str(f)])
     assert r.exit_code == 2 and "Traceback" not in r.output and r.stdout == ""
     assert "no f32 peak" in r.output and "tf32 = ..." in r.output
+
+
+def test_explain_takes_the_tie_and_totals_as_cost(tmp_path):
+    # round 30, new user 30 F11: explain had no --tie, so a training step's module total was priced untied while
+    # cost / diff / solve tie it
+    path = blank_mlp(tmp_path)
+    args = ["--mesh", "2x4", "--format", "json", "--tie", "matching"]
+    cost = CliRunner().invoke(main, ["cost", str(path)] + args)
+    tied = CliRunner().invoke(main, ["explain", str(path), "--instruction", "dot_general.5", "--quiet"] + args)
+    untied = CliRunner().invoke(main, ["explain", str(path), "--instruction", "dot_general.5", "--quiet",
+                                       "--mesh", "2x4", "--format", "json"])
+    assert cost.exit_code == tied.exit_code == untied.exit_code == 0, (cost.output, tied.output, untied.output)
+    c, t, u = json.loads(cost.stdout), json.loads(tied.stdout), json.loads(untied.stdout)
+    # explain's total is cost's less what XLA's reshard cache shares (none on this step)
+    assert c["completion"]["cached_resharding"] == 0.0
+    assert t["module_cost"]["total"] == pytest.approx(c["total_cost"], rel=1e-9)
+    assert u["module_cost"]["total"] != pytest.approx(t["module_cost"]["total"], rel=1e-6)
+    bad = CliRunner().invoke(main, ["explain", str(path), "--instruction", "dot_general.5", "--mesh", "2x4",
+                                    "--tie", "9=0"])
+    assert bad.exit_code == 2 and "Traceback" not in bad.output, bad.output

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .options import device_option, mesh_options, timed_mesh_from_options
+from .options import apply_ties, device_option, mesh_options, tie_option, timed_mesh_from_options
 from ..explain_instruction import attach_xla, explain_instruction, in_seconds, render_text
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
@@ -53,13 +53,15 @@ Examples:
               help="Choose what the module's annotations leave open with the full solver (CP-SAT), searching at "
                    "most this long. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
 @click.option("--quiet", is_flag=True, help="No progress display.")
+@tie_option
 def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alternatives, why_not, radius, verify, use_xla,
-            fmt, output, html_file, time_limit, quiet):
+            fmt, output, html_file, time_limit, quiet, ties=()):
     """Explain the sharding of one instruction: the strategy behind it (operand shardings it needs,
     compute / communication / resharding cost, memory per device), the collectives it causes, its
     source location, and the best alternative shardings with the change of the module's TOTAL cost
-    each would bring when its neighbourhood is re-solved (in seconds with --device)."""
-
+    each would bring when its neighbourhood is re-solved (in seconds with --device).  --tie (as solve's,
+    cost's and diff's) prices a training step's new state in the layout its parameter came in with, so the
+    module's total is the one `hloshard cost --tie ...` gives."""
 
     check_time_limit(time_limit)
     check_outputs(inputs=(module_file,), output=output, html_report=html_file)
@@ -70,6 +72,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
         module = load_module(module_file)  # HLO text or StableHLO .mlir; jax's Shardy out_shardings read
         verify_module(module, name)
     note_input(module_file, module)
+    apply_ties(module, ties)   # --tie: checked against the module when its cost graph is built
     if use_xla:
         xla_ready(module, name)
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
