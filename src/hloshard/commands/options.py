@@ -86,7 +86,7 @@ def _tie_values(ctx, param, values):
 def tie_option(func):
     """Click decorator: adds ``--tie OUTPUT_INDEX=PARAM_NUMBER|matching`` (repeatable; passed as ``ties``, a
     tuple of :class:`hloshard.strategy.ties.Tie` and ``"matching"``), one option with one meaning for
-    ``solve``, ``cost`` and ``diff``: apply it with :func:`apply_ties`."""
+    ``solve``, ``cost``, ``diff`` and ``explain``: apply it with :func:`apply_ties`."""
     return click.option(
         "--tie", "ties", multiple=True, callback=_tie_values, metavar="OUTPUT_INDEX=PARAM_NUMBER|matching",
         help="Output element OUTPUT_INDEX of the root tuple is the next value of parameter PARAM_NUMBER (a "
