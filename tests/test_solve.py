@@ -143,6 +143,10 @@ def test_budget_below_the_parameters_refused_before_any_build(monkeypatch):
         _solve(BUDGET, DeviceMesh.parse("2x4"), memory_budget=133119)
     assert exc.value.status == "infeasible"
     assert "needs at least 133,120 bytes" in str(exc.value) and "entry parameters alone" in str(exc.value)
+    assert "without a unit" in str(exc.value)   # a budget under 1 MiB: the reminder that a bare size is bytes
+    with pytest.raises(SolveFailed) as exc:     # (new user 30 F10: --memory-budget 12 meant 12 GiB)
+        _solve(BUDGET, DeviceMesh.parse("1"), memory_budget=2**20 + 1)   # not below 1 MiB: no reminder
+    assert "without a unit" not in str(exc.value)
 
 
 def test_cli_infeasible_budget_exits_3_and_writes_nothing(tmp_path):

@@ -46,7 +46,15 @@ def parameter_floor_check(module, num_devices: int, budget: int) -> None:
     raise _failed(f"memory budget {format_bytes(budget)} per device is infeasible: under XLA every plan needs at "
                   f"least {floor:,} bytes ({format_bytes(floor)}) per device for the entry parameters alone "
                   f"({format_bytes(total)} however they are split over {num_devices} devices, held for the whole "
-                  "step; XLA's memory_analysis() counts them in its peak)", "infeasible")
+                  "step; XLA's memory_analysis() counts them in its peak)" + _unit_hint(budget), "infeasible")
+
+
+def _unit_hint(budget: int) -> str:
+    """For a budget under 1 MiB, which no real step fits: the reminder that a size without a unit is in bytes
+    (new user 30 F10: ``--memory-budget 12`` meant 12 GiB and read as 12 bytes); else ''."""
+    if budget >= 2**20:
+        return ""
+    return f"; a size without a unit is in bytes: {budget} means {budget:,} B, {budget}GiB means {budget} GiB"
 
 
 def minimum_peak(problem) -> tuple[int, int, np.ndarray]:
