@@ -106,7 +106,7 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "cost_scale": g.cost_scale,
         "objective_int": sol.objective,
         # which plan the solver's answer is (the search's, the greedy start, the coarse mesh's plan, a trivial plan)
-        "plan_source": getattr(result, "plan_source", None),
+        "plan_source": getattr(result, "source", None),
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }

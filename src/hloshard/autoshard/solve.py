@@ -179,6 +179,27 @@ class SolveResult:
     #: written module and the local moves after it) -- ``solve``'s phase table (``seconds_phases``) gives them apart
     seconds_coarse: float = 0.0
     seconds_reprice: float = 0.0
+    #: the choice ``plan_source`` describes (set from ``choice`` when the result is made; a result copied with
+    #: another plan, e.g. by the memory guard's or a budget's fallback, keeps the old one: :attr:`source` then
+    #: says the plan was replaced instead of naming the solver's answer)
+    plan_source_choice: tuple | None = None
+
+    def __post_init__(self):
+        if self.plan_source is not None and self.plan_source_choice is None:
+            self.plan_source_choice = tuple(int(x) for x in self.choice)
+
+    @property
+    def source(self) -> str | None:
+        """Where the plan in ``choice`` came from, in words: ``plan_source`` while ``choice`` is the plan it was
+        recorded for; a fixed sentence when a later rule replaced the plan (the memory guard's fallbacks, a budget's
+        written-module fallback: their notes and warnings name the plan); None when nothing was recorded.  (New user
+        30 F13: a summary said "the search's (from the greedy start)" above a warning that the greedy plan, known
+        without a search, was written.)"""
+        if self.plan_source is None:
+            return None
+        if tuple(int(x) for x in self.choice) != self.plan_source_choice:
+            return "another plan than the search's answer, put in its place after it (the notes and warnings say which)"
+        return self.plan_source
 
     @property
     def objective(self) -> float:
