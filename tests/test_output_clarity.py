@@ -167,7 +167,11 @@ def test_root_tuple_row_is_abbreviated_not_thousands_wide():
     short = abbreviate_tuple(shape)
     assert len(short) <= 100 and short.startswith("(f32[1,64]{1,0}, ") and short.endswith("... 39 elements)")
     sharding = "{" + ", ".join(["{devices=[2,1,4]<=[8] last_tile_dim_replicate}"] * 20) + "}"
-    assert abbreviate_tuple(sharding).endswith("... 20 elements}")
+    assert abbreviate_tuple(sharding).endswith("... 20 elements, 0 replicated}")
+    # three replicated first elements do not read as "every output replicated" (new user 30 F13)
+    mixed = "{" + ", ".join(["{replicated}"] * 3 + ["{devices=[2,1,4]<=[8] last_tile_dim_replicate}"] * 17) + "}"
+    assert abbreviate_tuple(mixed).startswith("{{replicated}, {replicated}")
+    assert abbreviate_tuple(mixed).endswith("... 20 elements, 3 replicated}")
     assert tuple_elements(sharding) == ["{devices=[2,1,4]<=[8] last_tile_dim_replicate}"] * 20
     single = "{devices=[2,1,4]<=[8] last_tile_dim_replicate}"
     assert tuple_elements(single) is None and abbreviate_tuple(single, 10) == single
