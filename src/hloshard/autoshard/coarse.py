@@ -326,19 +326,23 @@ def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     ``charged`` (wall-clock mode only; :func:`coarse_start`'s): ``time_limit`` is the wall seconds of the whole
     coarse start, builds and mapping included: each solve gets what is left of it after the builds made so far and
     :data:`MAP_SHARE` x the coarse build's seconds per plan still to be mapped (one per rung), at least
-    :data:`COARSE_MIN_SOLVE`.  Deterministic mode never charges (its limits are work, not seconds)."""
+    :data:`COARSE_MIN_SOLVE`; a build that would leave less than that is stopped (no coarse graph: None; a rung's:
+    the 1-D solve is the result).  Deterministic mode never charges (its limits are work, not seconds)."""
     cmesh = coarse_mesh(mesh, module)
     if cmesh is None:
         return None
     rmesh = rung_mesh(mesh, module) if ladder else None
+    charge = charged and not deterministic
+    maps = 1 if rmesh is None else 2   # the plans map_start maps onto the fine graph
     t0 = time.monotonic()
+    # charged: a coarse build that would leave no room for its solve's minimum and its mappings is stopped (no
+    # start: the fine solve keeps the time; the 48-layer transformer at 4x2, load 15: a 0.66 s share, a 5.6 s build)
+    stop = t0 + max(0.0, time_limit - COARSE_MIN_SOLVE) / (1.0 + MAP_SHARE * maps) if charge else None
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-        cgraph = build_graph(module, cmesh, keep, memory_budget)
+        cgraph = build_graph(module, cmesh, keep, memory_budget, deadline=stop)
     except HloshardError:
         return None
     t1 = time.monotonic()
-    charge = charged and not deterministic
-    maps = 1 if rmesh is None else 2   # the plans map_start maps onto the fine graph
     # charged: the solves get the share less the coarse build and the mappings still to come
     budget = max(COARSE_MIN_SOLVE, time_limit - (t1 - t0) * (1.0 + MAP_SHARE * maps)) if charge else time_limit
     first = budget if rmesh is None else max(COARSE_MIN_SOLVE, LADDER_FIRST_SHARE * budget) if charge \
@@ -351,8 +355,9 @@ def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     if rmesh is None:
         return cs
     spent = time.monotonic() - t1
-    try:
-        rgraph = build_graph(module, rmesh, keep, memory_budget)
+    try:   # charged: stopped where it would leave the rung's solve less than its minimum
+        rgraph = build_graph(module, rmesh, keep, memory_budget, deadline=None if not charge else
+                             t0 + time_limit - COARSE_MIN_SOLVE - MAP_SHARE * maps * (t1 - t0))
     except HloshardError:
         return cs
     hint, _ = map_choice(cgraph, list(sol.strategies), rgraph)
