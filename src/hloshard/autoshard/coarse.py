@@ -51,7 +51,7 @@ LADDER_FIRST_SHARE = 0.5
 #: 48-layer transformer at 4x2 3.84 / 3.98 and 5.24 / 4.92, decoder2 at 2x2x2 0.60 / 0.67, at 2x4 0.62 / 1.01.
 #: Before round 30 neither the coarse build nor the mapping was charged: the coarse solve got the whole share and
 #: the fine solve started that much later than its limit assumed (the 48-layer transformer at 4x2, load 14: the
-#: coarse start took 10.25 s of a 1.94 s share, the command's end moved 8.3 s towards the limit).
+#: coarse start took 10.25 s where 1.94 s were taken off the fine solve: 8.3 s outside every reserve).
 MAP_SHARE = 1.0
 #: the least seconds a charged coarse solve gets (the solver's own floor, ``solve_problem``)
 COARSE_MIN_SOLVE = 0.5
