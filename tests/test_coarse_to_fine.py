@@ -952,3 +952,46 @@ def test_an_image_that_breaks_a_tie_is_still_a_start_for_the_solver():
                              if not evaluate(graph.problem, choice[:other] + [k] + choice[other + 1:])[1])
     assert solver_choice(graph, broken) == read
     assert not evaluate(graph.problem, broken)[1] and _solver_objective(graph, broken) is not None
+
+
+def test_charged_coarse_start_pays_its_build_and_mapping_from_its_share(monkeypatch):
+    """coarse_solve(charged=True), coarse_start's call in wall-clock mode: the coarse solve gets the share less the
+    coarse build's seconds and MAP_SHARE x them for the mapping (so the whole start fits what the caller takes off
+    the fine solve's limit); a build that would leave less than the solver's minimum is stopped (no start); in
+    deterministic mode nothing is charged (its limits are work)."""
+    import time as _time
+
+    from hloshard.autoshard import coarse
+    from hloshard.autoshard.coarse import COARSE_MIN_SOLVE, MAP_SHARE, coarse_solve
+
+    m = _module()
+    fine = DeviceMesh.for_module(m, "2x2x2")
+    assert coarse.rung_mesh(fine, m) is None   # one plan mapped
+    built, limits = [], []
+    real_build = coarse.build_graph
+
+    def timed_build(*a, **k):
+        t = _time.monotonic()
+        try:
+            return real_build(*a, **k)
+        finally:
+            built.append(_time.monotonic() - t)
+
+    def recording_solve(graph, time_limit, **k):
+        limits.append(time_limit)
+        return solve_graph(graph, time_limit=time_limit, **k)
+
+    monkeypatch.setattr(coarse, "build_graph", timed_build)
+    cs = coarse_solve(m, fine, recording_solve, "io", None, 30.0, 1, 0, False, charged=True)
+    assert cs is not None and len(built) == 1 and len(limits) == 1
+    assert limits[0] == pytest.approx(30.0 - built[0] * (1 + MAP_SHARE), abs=0.05)
+    assert limits[0] < 30.0 - built[0]
+    # uncharged (deterministic_first's fallback) and deterministic: the whole time_limit is the solve's
+    limits.clear()
+    coarse_solve(m, fine, recording_solve, "io", None, 3.0, 1, 0, True, charged=True)
+    coarse_solve(m, fine, recording_solve, "io", None, 30.0, 1, 0, False)
+    assert limits == [3.0, 30.0]
+    # a share that cannot hold the solver's minimum: the build is stopped at once, nothing is solved
+    limits.clear()
+    assert coarse_solve(m, fine, recording_solve, "io", None, COARSE_MIN_SOLVE, 1, 0, False, charged=True) is None
+    assert limits == []

@@ -356,3 +356,30 @@ def test_nothing_is_started_past_the_deadline(monkeypatch):
     assert "skipped" not in full.stats["bound"] and full.stats["bound"]["passes"] >= 1
     assert full.status == "optimal" and sol.bound <= full.objective <= sol.objective
     assert api.past({"det": True, "deadline": 0.0}, [0]) is False   # deterministic mode reads no clock
+
+
+def test_wall_clock_cpsat_limit_keeps_back_its_modelled_load_time(monkeypatch):
+    """Wall-clock mode: CP-SAT's own limit leaves out model_size / MODEL_BUILD_RATE seconds (its loading and
+    presolve, which do not stop on time, overran a 26.3 s limit by 12.4 s on transformer_block at 2x2x2), so
+    that the solve ends by its deadline; deterministic mode's limit is its work budget and is not changed."""
+    from hloshard.solver import api, cpsat
+
+    p = random_problem(4, n=20, memory=True, follow=False)   # one that reaches the full model
+    limits = []
+    real = cpsat.solve
+
+    def recording(mdl, time_limit, *a, **k):
+        limits.append(time_limit)
+        return real(mdl, time_limit, *a, **k)
+
+    monkeypatch.setattr(cpsat, "solve", recording)
+    sol = solve_problem(p, time_limit=5, workers=1, seed=0)
+    assert sol.status == "optimal" and len(limits) == 1
+    free = limits.pop()
+    # a build rate at which the model is modelled to take 1.5 s: CP-SAT's limit is that much shorter
+    entries = presolve(p).stats["edge_entries"]   # the reduced problem's, what the full model holds
+    assert entries > 0
+    monkeypatch.setattr(api, "MODEL_BUILD_RATE", entries / 1.5)
+    sol2 = solve_problem(p, time_limit=5, workers=1, seed=0)
+    assert sol2.objective == sol.objective and len(limits) == 1
+    assert limits[0] < free - 1.0

@@ -44,6 +44,17 @@ COARSE_SHARE = 0.25
 #: of a coarse ladder's solve time (:func:`rung_mesh`), the share of its first rung (the 1-D mesh); the rung above
 #: gets what that solve leaves (a proven 1-D plan ends early: BERT's at 8 is optimal in seconds)
 LADDER_FIRST_SHARE = 0.5
+#: Wall-clock mode: the seconds :func:`map_start` takes to map one rung's plan onto the fine graph, kept inside the
+#: coarse start's share (:func:`coarse_start`), as a multiple of the coarse build's seconds: both walk every
+#: instruction once (the build its strategies on the coarse mesh, the mapping its fine strategies' keys and one
+#: pricing of the image).  Measured (wall seconds map / coarse build, default limit, 2 cores at load 14-19): the
+#: 48-layer transformer at 4x2 3.84 / 3.98 and 5.24 / 4.92, decoder2 at 2x2x2 0.60 / 0.67, at 2x4 0.62 / 1.01.
+#: Before round 30 neither the coarse build nor the mapping was charged: the coarse solve got the whole share and
+#: the fine solve started that much later than its limit assumed (the 48-layer transformer at 4x2, load 14: the
+#: coarse start took 10.25 s where 1.94 s were taken off the fine solve: 8.3 s outside every reserve).
+MAP_SHARE = 1.0
+#: the least seconds a charged coarse solve gets (the solver's own floor, ``solve_problem``)
+COARSE_MIN_SOLVE = 0.5
 
 
 @dataclass
@@ -300,7 +311,7 @@ def user_mesh_of(mesh: DeviceMesh) -> DeviceMesh | None:
 
 
 def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time_limit: float, workers: int,
-                 seed: int, deterministic: bool, ladder: bool = False) -> CoarseSolve | None:
+                 seed: int, deterministic: bool, ladder: bool = False, charged: bool = False) -> CoarseSolve | None:
     """Build the coarse graph of ``module`` for the fine ``mesh`` (:func:`coarse_mesh`) and solve it
     with ``time_limit`` by ``solve`` (:func:`hloshard.autoshard.search.solve_graph`).  None when there is
     no coarser mesh, the coarse graph cannot be built or its solve finds nothing.
@@ -310,18 +321,32 @@ def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     the rest, starting from the 1-D plan mapped onto it (:func:`map_choice`; hint and incumbent of
     :func:`hloshard.autoshard.search.solve_graph`); the result is the rung's solve with ``below`` the 1-D one
     (:func:`map_start` maps both and keeps the cheaper on the fine graph).  A rung that cannot be built or solved
-    leaves the 1-D solve as the result."""
+    leaves the 1-D solve as the result.
+
+    ``charged`` (wall-clock mode only; :func:`coarse_start`'s): ``time_limit`` is the wall seconds of the whole
+    coarse start, builds and mapping included: each solve gets what is left of it after the builds made so far and
+    :data:`MAP_SHARE` x the coarse build's seconds per plan still to be mapped (one per rung), at least
+    :data:`COARSE_MIN_SOLVE`; a build that would leave less than that is stopped (no coarse graph: None; a rung's:
+    the 1-D solve is the result).  Deterministic mode never charges (its limits are work, not seconds)."""
     cmesh = coarse_mesh(mesh, module)
     if cmesh is None:
         return None
     rmesh = rung_mesh(mesh, module) if ladder else None
+    charge = charged and not deterministic
+    maps = 1 if rmesh is None else 2   # the plans map_start maps onto the fine graph
     t0 = time.monotonic()
+    # charged: a coarse build that would leave no room for its solve's minimum and its mappings is stopped (no
+    # start: the fine solve keeps the time; the 48-layer transformer at 4x2, load 15: a 0.66 s share, a 5.6 s build)
+    stop = t0 + max(0.0, time_limit - COARSE_MIN_SOLVE) / (1.0 + MAP_SHARE * maps) if charge else None
     try:   # a start only: a module the coarse mesh cannot take is solved on the fine mesh alone
-        cgraph = build_graph(module, cmesh, keep, memory_budget)
+        cgraph = build_graph(module, cmesh, keep, memory_budget, deadline=stop)
     except HloshardError:
         return None
-    first = time_limit if rmesh is None else LADDER_FIRST_SHARE * time_limit
     t1 = time.monotonic()
+    # charged: the solves get the share less the coarse build and the mappings still to come
+    budget = max(COARSE_MIN_SOLVE, time_limit - (t1 - t0) * (1.0 + MAP_SHARE * maps)) if charge else time_limit
+    first = budget if rmesh is None else max(COARSE_MIN_SOLVE, LADDER_FIRST_SHARE * budget) if charge \
+        else LADDER_FIRST_SHARE * time_limit
     try:
         sol = solve(cgraph, time_limit=first, workers=workers, seed=seed, deterministic=deterministic)
     except SolveFailed:
@@ -330,14 +355,18 @@ def coarse_solve(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
     if rmesh is None:
         return cs
     spent = time.monotonic() - t1
-    try:
-        rgraph = build_graph(module, rmesh, keep, memory_budget)
+    try:   # charged: stopped where it would leave the rung's solve less than its minimum
+        rgraph = build_graph(module, rmesh, keep, memory_budget, deadline=None if not charge else
+                             t0 + time_limit - COARSE_MIN_SOLVE - MAP_SHARE * maps * (t1 - t0))
     except HloshardError:
         return cs
     hint, _ = map_choice(cgraph, list(sol.strategies), rgraph)
     if hint is not None and not evaluate(rgraph.problem, hint)[1]:
         hint = None
-    rest = time_limit - first if deterministic else max(time_limit - first, time_limit - spent)
+    if charge:   # what the share leaves after the two builds, the 1-D solve and the two mappings
+        rest = max(COARSE_MIN_SOLVE, time_limit - (time.monotonic() - t0) - MAP_SHARE * maps * (t1 - t0))
+    else:
+        rest = time_limit - first if deterministic else max(time_limit - first, time_limit - spent)
     try:
         rsol = solve(rgraph, time_limit=rest, workers=workers, seed=seed, deterministic=deterministic, hint=hint)
     except SolveFailed:
@@ -398,9 +427,11 @@ def coarse_start(module, graph, solve, keep: str, memory_budget, time_limit: flo
     (:func:`hloshard.autoshard.solve.solve_graph`, passed in: that module calls this one), up a coarse ladder
     where ``graph.mesh`` has a middle rung (:func:`rung_mesh`), and map the plan onto ``graph`` (:func:`map_choice`).
     None when there is no coarser mesh, the coarse graph cannot be built or the coarse solve finds
-    nothing (the fine solve then starts as it always did).  Raises nothing of its own."""
+    nothing (the fine solve then starts as it always did).  In wall-clock mode the share is the whole start's wall
+    seconds (``coarse_solve``'s ``charged``: its builds and the mapping are paid from it, as the caller subtracts at
+    most the share from the fine solve's limit).  Raises nothing of its own."""
     cs = coarse_solve(module, graph.mesh, solve, keep, memory_budget, share * time_limit,
-                      workers, seed, deterministic, ladder=True)
+                      workers, seed, deterministic, ladder=True, charged=True)
     if cs is None:
         return None
     out = map_start(cs, graph)
