@@ -58,7 +58,7 @@ def start(path: pathlib.Path, mesh: str, limit: float, cores: set[int], workdir:
     """Start one solve pinned to ``cores``; returns the child and its row (filled by :func:`finish`)."""
     name = f"{path.stem}.{mesh}"
     out, report = workdir / f"{name}.solved.hlo", workdir / f"{name}.report.json"
-    cmd = [sys.executable, "-m", "hloshard.cli", "solve", str(path), "--mesh", mesh, "--time-limit", str(limit),
+    cmd = [sys.executable, "-m", "hloshard", "solve", str(path), "--mesh", mesh, "--time-limit", str(limit),
            "-o", str(out), "--report", str(report), "--quiet", *extra]
     log = open(workdir / f"{name}.stderr", "wb")
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log, cwd=ROOT,

@@ -100,7 +100,8 @@ def test_a_sigint_while_modules_import_is_held_then_raised():
 def test_fmt_imports_no_solver():
     """``hloshard fmt`` (and every command that solves nothing) imports no OR-Tools: the Ctrl-C stop event
     lives in ``hloshard.interrupts``, not in the solver package (it took ``fmt`` 1.3 s to start)."""
-    code = ("import sys\nfrom hloshard.entry import main\nsys.argv = ['hloshard', 'fmt', sys.argv[1]]\n"
+    # (the CLI's main, not the console script's: that one ends the process with os._exit once the command is done)
+    code = ("import sys\nimport hloshard.entry\nfrom hloshard.cli import main\nsys.argv = ['hloshard', 'fmt', sys.argv[1]]\n"
             "try:\n    main()\nexcept SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('ortools', 'hloshard.solver'))))")
     p = subprocess.run([sys.executable, "-c", code, str(MLP_PRE)], capture_output=True, text=True, env=_env(),

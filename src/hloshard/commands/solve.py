@@ -28,7 +28,8 @@ import click
 
 from ..errors import SolveFailed, UsageError
 from ..units import format_bytes
-from .common import check_outputs, note_input, process_started, show_progress, start_step, step, xla_ready
+from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
+                     xla_ready)
 from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
     timed_mesh_from_options
 from .progress import SolverProgress
@@ -516,6 +517,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if html is not None:
         write_text_atomic(html_file, html)
     write_text_atomic(output or "-", out_text)
+    hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
     if fmt == "json":
         click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
