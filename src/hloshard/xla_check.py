@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -393,8 +394,9 @@ def start_jax_child(module: str, num_devices: int) -> subprocess.Popen:
     the payload comes -- its start (1.8 s of CPU, 4.3 s wall at load 6 on the 2-core machine, round 14) runs
     beside the caller's own work.  The caller ends it (``kill``) when it gives it no payload.  With
     ``HLOSHARD_XLA_FORKSERVER=1`` the process is a fork of a warm server (:func:`child_argv`)."""
-    return subprocess.Popen(child_argv(["-m", module]), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_child_env(num_devices))
+    env = _child_env(num_devices)
+    return subprocess.Popen(child_argv(["-m", module], env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _child_env(num_devices: int) -> dict:
@@ -417,8 +419,9 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
     """
     try:
         if child is None:
-            proc = subprocess.run(child_argv(["-m", module]), input=json.dumps(payload), capture_output=True,
-                                  text=True, timeout=timeout, env=_child_env(num_devices))
+            env = _child_env(num_devices)
+            proc = subprocess.run(child_argv(["-m", module], env), input=json.dumps(payload), capture_output=True,
+                                  text=True, timeout=timeout, env=env)
         else:
             try:
                 out, err = child.communicate(json.dumps(payload), timeout=timeout)
@@ -462,7 +465,7 @@ FORKSERVER_IDLE_S = 120.0
 #: what the fork server imports before its first fork (hloshard's jax-child modules and their imports)
 _WARM_MODULES = ("numpy", "jax", "jax.extend", "jax.extend.backend", "jax.extend.mlir", "jax._src.lib",
                  "hloshard.xla_check", "hloshard.xla_cost", "hloshard.xla_memory", "hloshard.partition_specs",
-                 "hloshard.stablehlo", "ctypes", "runpy", "types", "traceback")
+                 "hloshard.stablehlo", "ctypes", "runpy", "types", "traceback", "warnings")
 
 # the proxy: stdlib only, run with ``python -S``; argv: SOCKET, then the arguments ``python`` would get
 _PROXY = r"""
@@ -501,17 +504,20 @@ os._exit(code)
 """
 
 
-def _forkserver_path() -> str:
-    """The fork server's socket for this interpreter, PYTHONPATH, source tree and user."""
+def _forkserver_path(env: dict) -> str:
+    """The fork server's socket for this interpreter, source tree, user and the child environment ``env``'s
+    PYTHONPATH and jax settings (``JAX_*``, ``TF_CPP_MIN_LOG_LEVEL``: read when jax is imported)."""
     import hashlib
     import pathlib
     import tempfile
 
     here = pathlib.Path(__file__).resolve().parent
     h = hashlib.sha256()
-    for part in (os.path.realpath(_python()), _python(), os.environ.get("PYTHONPATH", ""), str(here),
-                 os.environ.get("JAX_PLATFORMS", "")):
+    for part in (os.path.realpath(_python()), _python(), str(here)):
         h.update(part.encode() + b"\0")
+    for k in sorted(env):
+        if k == "PYTHONPATH" or k.startswith("JAX_") or k == "TF_CPP_MIN_LOG_LEVEL":
+            h.update(f"{k}={env[k]}\0".encode())
     for f in sorted(here.rglob("*.py")):
         h.update(f"{f}:{f.stat().st_mtime_ns}\0".encode())
     folder = os.path.join(tempfile.gettempdir(), f"hloshard-xla-{os.getuid()}")
@@ -539,24 +545,24 @@ def _forkserver_alive(path: str) -> bool:
     return False
 
 
-def child_argv(args: list[str]) -> list[str]:
-    """The argv of a child running ``python ARGS`` (``["-m", module]`` or ``["-c", code, ...]``): that, or with
-    ``HLOSHARD_XLA_FORKSERVER=1`` the fork server's proxy for it (the server started first when none is alive;
-    the child is then the plain one until it listens).  Its output, exit status and signals are those of
-    ``python ARGS``.  Raises nothing."""
-    if os.environ.get(FORKSERVER_ENV) != "1":
+def child_argv(args: list[str], env: dict | None = None) -> list[str]:
+    """The argv of a child running ``python ARGS`` (``["-m", module]`` or ``["-c", code, ...]``) in the
+    environment ``env`` (None: this process's): that, or with ``HLOSHARD_XLA_FORKSERVER=1`` in ``env`` the
+    fork server's proxy for it (the server started first when none is alive; the child is then the plain one
+    until it listens).  Its output, exit status and signals are those of ``python ARGS``.  Raises nothing."""
+    env = os.environ if env is None else env
+    if env.get(FORKSERVER_ENV) != "1":
         return [_python(), *args]
     try:
-        path = _forkserver_path()
-        if not _forkserver_alive(path) and _FORKSERVER_STARTED.get(path, 0) < 3:
-            _FORKSERVER_STARTED[path] = _FORKSERVER_STARTED.get(path, 0) + 1
-            env = _child_env(1)
-            env.pop("XLA_FLAGS", None)
-            env.pop(FORKSERVER_ENV, None)
+        path = _forkserver_path(env)
+        now = time.monotonic()
+        if not _forkserver_alive(path) and now - _FORKSERVER_STARTED.get(path, -1e9) > 10.0:
+            _FORKSERVER_STARTED[path] = now   # (one start per 10 s: a server that cannot start is not retried at once)
+            server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV)}
             subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
                               "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, env=env, cwd="/")
+                             start_new_session=True, env=server_env, cwd="/")
     except OSError:
         return [_python(), *args]
     return [_python(), "-S", "-c", _PROXY, path, *args]
@@ -696,6 +702,7 @@ def _forkserver_worker(request: dict, fds: list[int], lock: int) -> None:  # pra
     import signal
     import traceback
     import types
+    import warnings
 
     os.close(lock)
     signal.set_wakeup_fd(-1)
@@ -717,6 +724,9 @@ def _forkserver_worker(request: dict, fds: list[int], lock: int) -> None:  # pra
     os.chdir(request["cwd"])
     args = request["args"]
     code = 0
+    # runpy's warning that the module was imported before it runs as __main__ (the server imported it)
+    warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package",
+                            category=RuntimeWarning)
     try:
         if args[0] == "-m":
             sys.argv = [args[1], *args[2:]]
