@@ -516,13 +516,24 @@ def _forkserver_path(env: dict) -> str:
     for part in (os.path.realpath(_python()), _python(), str(here)):
         h.update(part.encode() + b"\0")
     for k in sorted(env):
-        if k == "PYTHONPATH" or k.startswith("JAX_") or k == "TF_CPP_MIN_LOG_LEVEL":
+        if k.startswith("JAX_") or k == "TF_CPP_MIN_LOG_LEVEL":
             h.update(f"{k}={env[k]}\0".encode())
+    h.update(f"PYTHONPATH={_python_path(env)}\0".encode())
     for f in sorted(here.rglob("*.py")):
         h.update(f"{f}:{f.stat().st_mtime_ns}\0".encode())
     folder = os.path.join(tempfile.gettempdir(), f"hloshard-xla-{os.getuid()}")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, h.hexdigest()[:20] + ".sock")
+
+
+def _python_path(env: dict) -> str:
+    """``env``'s PYTHONPATH without empty entries (the current folder, which is also ``sys.path[0]`` of every
+    ``python -c`` / ``-m`` child) and repeats (a later one finds nothing the first did not)."""
+    seen: list[str] = []
+    for part in env.get("PYTHONPATH", "").split(os.pathsep):
+        if part and part not in seen:
+            seen.append(part)
+    return os.pathsep.join(seen)
 
 
 _FORKSERVER_STARTED: dict = {}
@@ -558,7 +569,9 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
         now = time.monotonic()
         if not _forkserver_alive(path) and now - _FORKSERVER_STARTED.get(path, -1e9) > 10.0:
             _FORKSERVER_STARTED[path] = now   # (one start per 10 s: a server that cannot start is not retried at once)
-            server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV)}
+            server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV, "PYTHONPATH")}
+            if _python_path(env):
+                server_env["PYTHONPATH"] = _python_path(env)
             subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
                               "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
