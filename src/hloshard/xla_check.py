@@ -471,8 +471,24 @@ _WARM_MODULES = ("numpy", "jax", "jax.extend", "jax.extend.backend", "jax.extend
 _PROXY = r"""
 import json, os, signal, socket, struct, sys
 path, args = sys.argv[1], sys.argv[2:]
+worker, pending = None, []
+def forward(sig, frame):
+    if worker is None:
+        pending.append(sig)   # before the worker exists: given to it once it does
+        return
+    try:
+        os.kill(worker, sig)
+    except OSError:
+        pass
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 def plain():
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    for sig in pending:
+        os.kill(os.getpid(), sig)
     os.execv(sys.executable, [sys.executable] + args)
+for sig in SIGNALS:
+    signal.signal(sig, forward)
 try:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.connect(path)
@@ -486,13 +502,8 @@ except OSError:
 if not line.startswith(b"pid "):
     plain()
 worker = int(line.split()[1])
-def forward(sig, frame):
-    try:
-        os.kill(worker, sig)
-    except OSError:
-        pass
-for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
-    signal.signal(sig, forward)
+for sig in pending:
+    forward(sig, None)
 line = f.readline()
 if not line.startswith(b"exit "):
     os._exit(70)
