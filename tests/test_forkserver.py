@@ -53,17 +53,25 @@ def _run(env: dict, args: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.oracle
-def test_a_forked_child_is_the_plain_child(served, tmp_path):
+@pytest.mark.parametrize("form", ["-c", "script"])
+def test_a_forked_child_is_the_plain_child(served, tmp_path, form):
+    code = "import json, sys\nprint(sys.path[0])\n" + PROBE
+    script = tmp_path / "probe.py"
+    script.write_text(code)
+    run_in = tmp_path / "cwd"
+    run_in.mkdir()
     outs = {}
     for on in (False, True):
         env = dict(served, **{FORKSERVER_ENV: "1" if on else "0"}, PROBE="x y",
                    XLA_FLAGS="--xla_force_host_platform_device_count=4")
-        p = _run(env, ["-c", "import json\n" + PROBE, "a", "b c"], cwd=tmp_path)
+        p = _run(env, (["-c", code] if form == "-c" else [str(script)]) + ["a", "b c"], cwd=run_in)
         out, err = p.communicate(timeout=300)
-        pid, cwd, argv, probe, devices = json.loads(out)
+        first, probe = out.splitlines()
+        pid, cwd, argv, probe, devices = json.loads(probe)
         assert (pid == p.pid) is (not on)   # a fork of the server, not the process the caller started
-        outs[on] = (p.returncode, cwd, argv, probe, devices, err.strip().splitlines()[-1])
-    assert outs[True] == outs[False] == (3, str(tmp_path), ["a", "b c"], "x y", 4, "to stderr")
+        outs[on] = (p.returncode, first, cwd, argv, probe, devices, err.strip().splitlines()[-1])
+    path0 = "" if form == "-c" else str(tmp_path)
+    assert outs[True] == outs[False] == (3, path0, str(run_in), ["a", "b c"], "x y", 4, "to stderr")
 
 
 @pytest.mark.oracle

@@ -568,7 +568,8 @@ def _forkserver_alive(path: str) -> bool:
 
 
 def child_argv(args: list[str], env: dict | None = None) -> list[str]:
-    """The argv of a child running ``python ARGS`` (``["-m", module]`` or ``["-c", code, ...]``) in the
+    """The argv of a child running ``python ARGS`` (``["-m", module, ...]``, ``["-c", code, ...]`` or
+    ``[script, ...]``) in the
     environment ``env`` (None: this process's): that, or with ``HLOSHARD_XLA_FORKSERVER=1`` in ``env`` the
     fork server's proxy for it (the server started first when none is alive; the child is then the plain one
     until it listens).  Its output, exit status and signals are those of ``python ARGS``.  Raises nothing."""
@@ -760,6 +761,10 @@ def _forkserver_worker(request: dict, fds: list[int], lock: int) -> None:  # pra
             main = types.ModuleType("__main__")
             sys.modules["__main__"] = main
             exec(compile(args[1], "<string>", "exec"), main.__dict__)
+        elif not args[0].startswith("-"):   # a script file: its folder first on the path, not the current one
+            sys.argv = list(args)
+            sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+            runpy.run_path(args[0], run_name="__main__")
         else:
             raise SystemExit(f"fork server: unsupported arguments {args[:1]}")
     except SystemExit as exc:
