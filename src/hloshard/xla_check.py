@@ -595,8 +595,8 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
 
 def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S) -> int:  # pragma: no cover - the server
     """The fork server on the Unix socket ``path`` (see the section's comment): exits 0 at once when another
-    holds ``path``'s lock, 1 when jax cannot be imported or this module's file is not ``expected`` (the caller's), else after
-    ``idle`` seconds without a child."""
+    holds ``path``'s lock, 1 when jax cannot be imported or this module's file is not ``expected`` (the
+    caller's), else 0 after ``idle`` seconds without a child."""
     import fcntl
     import importlib
     import select
