@@ -453,7 +453,8 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
 # fork, after ``XLA_FLAGS`` is set there: each fork sees its own device count).  The process the caller
 # holds is a small proxy (``python -S``, stdlib only) that hands its stdin / stdout / stderr to the
 # server, which forks a worker onto them; the proxy exits with the worker's status (a signal as that
-# signal) and a proxy killed ends its worker.  When no server answers, the proxy execs the plain
+# signal) and a proxy killed ends its worker.  While the server is starting (its lock held, its socket not yet
+# there) the proxy waits for it rather than import jax itself; when no server answers, the proxy execs the plain
 # ``python -m MODULE`` (or ``-c CODE``) itself: the child is the same program either way.  The server
 # ends after :data:`FORKSERVER_IDLE_S` seconds without a child; it is one per interpreter, PYTHONPATH,
 # source tree (the mtimes of hloshard's files: an edited file means a new server) and user.
@@ -469,7 +470,7 @@ _WARM_MODULES = ("numpy", "jax", "jax.extend", "jax.extend.backend", "jax.extend
 
 # the proxy: stdlib only, run with ``python -S``; argv: SOCKET, then the arguments ``python`` would get
 _PROXY = r"""
-import json, os, signal, socket, struct, sys
+import json, os, signal, socket, struct, sys, time
 path, args = sys.argv[1], sys.argv[2:]
 worker, pending = None, []
 def forward(sig, frame):
@@ -489,9 +490,31 @@ def plain():
     os.execv(sys.executable, [sys.executable] + args)
 for sig in SIGNALS:
     signal.signal(sig, forward)
-try:
+def starting():   # the server's lock is held: it is up, or importing jax (this child waits rather than import it too)
+    import fcntl
+    try:
+        fd = os.open(path + ".lock", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+deadline = time.monotonic() + 120
+while True:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    s.connect(path)
+    try:
+        s.connect(path)
+        break
+    except OSError:
+        s.close()
+        if time.monotonic() > deadline or not starting():
+            plain()
+        time.sleep(0.05)
+try:
     msg = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     socket.send_fds(s, [struct.pack("!Q", len(msg))], [0, 1, 2])
     s.sendall(msg)
@@ -584,10 +607,13 @@ def child_argv(args: list[str], env: dict | None = None) -> list[str]:
             server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV, "PYTHONPATH")}
             if _python_path(env):
                 server_env["PYTHONPATH"] = _python_path(env)
-            subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
-                              "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
-                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             start_new_session=True, env=server_env, cwd="/")
+            server = subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
+                                       "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True, env=server_env, cwd="/")
+            # until it holds its lock (a Python start, ~0.05 s), so that this child's proxy waits for it
+            while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 2.0:
+                time.sleep(0.01)
     except OSError:
         return [_python(), *args]
     return [_python(), "-S", "-c", _PROXY, path, *args]
@@ -606,10 +632,14 @@ def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S) -
     import time
 
     lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return 0
+    for attempt in range(10):   # a caller's or proxy's look at the lock holds it for microseconds
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if attempt == 9:
+                return 0
+            time.sleep(0.02)
     for name in _WARM_MODULES:
         try:
             importlib.import_module(name)
