@@ -89,7 +89,8 @@ def test_signals_reach_and_end_a_forked_child(served):
     aborted = _run(served, ["-c", "import os; os.abort()"])
     aborted.communicate(timeout=300)
     assert aborted.returncode == -signal.SIGABRT
-    sleeper = ("import time\nprint('up', flush=True)\ntry:\n    time.sleep(60)\n"
+    # 'up' is printed inside the try: SIGINT may arrive while print is still returning
+    sleeper = ("import time\ntry:\n    print('up', flush=True)\n    time.sleep(60)\n"
                "except KeyboardInterrupt:\n    print('interrupted')\n    raise SystemExit(5)\n")
     p = _run(served, ["-c", sleeper])
     assert p.stdout.readline() == "up\n"
