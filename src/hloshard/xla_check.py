@@ -16,6 +16,8 @@ Public API::
     spmd_collectives(texts, num_partitions, propagated=False) -> list[XlaResult]
     parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
     expand_replica_groups(text) -> list[list[int]]
+    child_argv(args, env=None) -> list[str]          # argv of every jax child: plain, or through the opt-in
+                                                     # fork server (HLOSHARD_XLA_FORKSERVER=1; section below)
 
 Raises :class:`hloshard.errors.InputError` when jax is missing or the child fails as a whole;
 a per-module compile error is reported in ``XlaResult.error``.
