@@ -17,9 +17,14 @@ import pathlib
 
 import pytest
 
+from hloshard.xla_check import FORKSERVER_ENV, child_argv
 from tests.shared_dir import ROOT, SHARED
 
 SAMPLES = ROOT / "samples"
+
+# jax children through the fork server (hloshard.xla_check.child_argv): jax imported once per run, not once per
+# child -- inherited by every child the tests start; HLOSHARD_XLA_FORKSERVER=0 runs them plain
+os.environ.setdefault(FORKSERVER_ENV, "1")
 
 
 def _in_ci() -> bool:
@@ -66,7 +71,7 @@ def run_python_child(script: str, timeout: float = 300) -> str:
     import sys
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=timeout)
+    proc = subprocess.run(child_argv(["-c", script], env), capture_output=True, text=True, env=env, timeout=timeout)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout
 

@@ -28,6 +28,7 @@ import os
 import subprocess
 import sys
 from typing import Sequence
+from hloshard.xla_check import child_argv
 
 _TYPES = ("f32", "bf16", "f16")
 
@@ -190,7 +191,7 @@ def jax_fsdp_module(widths: Sequence[int] = (16, 24, 32, 40, 16), timeout: float
         raise ValueError("need at least two widths, each a multiple of 8")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu",
                TF_CPP_MIN_LOG_LEVEL="3")
-    proc = subprocess.run([sys.executable, "-c", _JAX_SCRIPT, ",".join(map(str, widths))], capture_output=True,
+    proc = subprocess.run(child_argv(["-c", _JAX_SCRIPT, ",".join(map(str, widths))], env), capture_output=True,
                           text=True, env=env, timeout=timeout)
     if proc.returncode != 0 or not proc.stdout.startswith("HloModule"):
         raise RuntimeError(f"jax shard_map FSDP generation failed: {proc.stderr[-2000:]}")

@@ -7,7 +7,8 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
+
+from hloshard.xla_check import child_argv
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -18,7 +19,7 @@ def child_rows(script, model: str, plans: list, env_extra: dict | None = None, t
     PYTHONPATH; asserts the child succeeded and measured every plan without an error."""
     env = dict(os.environ, **(env_extra or {}))
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    p = subprocess.run([sys.executable, str(script), "--child", model, ",".join(plans), "--time-limit", str(time_limit), *extra],
+    p = subprocess.run(child_argv([str(script), "--child", model, ",".join(plans), "--time-limit", str(time_limit), *extra], env),
                        capture_output=True, text=True, timeout=900, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     out = {}

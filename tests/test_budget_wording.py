@@ -11,7 +11,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from hloshard.mesh import DeviceMesh
 from hloshard.summary import memory_line
 from hloshard.units import format_bytes
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 GIB = 1 << 30
 
@@ -73,7 +73,7 @@ print("RESULT", json.dumps({"summary": plan.summary(), "budget": plan.report.get
 def test_auto_shard_with_a_device_names_no_cli_flag():
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(next(ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT"))[len("RESULT"):])
     summary = out["summary"]

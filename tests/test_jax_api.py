@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 SCRIPT = r'''
 import os
@@ -82,7 +83,7 @@ print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
 def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
     assert out["devices"].startswith("ValueError") and "4 devices" in out["devices"] and "8" in out["devices"]
@@ -218,7 +219,7 @@ def test_auto_shard_ties_the_state():
 
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", STATE_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(child_argv(["-c", STATE_SCRIPT], env), capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     path = out["path"]
@@ -305,7 +306,7 @@ def test_equation_outputs_match_index_and_type():
 
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", PINS_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(child_argv(["-c", PINS_SCRIPT], env), capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["types"] == ["f32", "pred", "bf16", "s32", "u8"]
@@ -386,7 +387,7 @@ def test_auto_shard_memory_guard_without_user_shardings():
 
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", GUARD_SCRIPT], capture_output=True, text=True, env=env, timeout=900)
+    proc = subprocess.run(child_argv(["-c", GUARD_SCRIPT], env), capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     plain = out["plain"]
@@ -545,7 +546,7 @@ def test_sub_axis_layouts_are_constrained_on_a_cut_mesh():
     # devices cut at the halves: every layout must be the HloSharding's own, device for device.
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    p = subprocess.run([sys.executable, "-c", SUB_AXES], capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run(child_argv(["-c", SUB_AXES], env), capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-2000:]
     lines = p.stdout.splitlines()
     layouts = [ln for ln in lines if ln.startswith("layout ")]

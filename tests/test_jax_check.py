@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 SCRIPT = r'''
 import os, json, dataclasses
@@ -78,7 +78,7 @@ print(json.dumps(out))
 def test_check_tells_a_wrong_plan_from_rounding():
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300, env=env)
+    p = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 0, p.stderr[-3000:]
     out = json.loads(p.stdout.strip().splitlines()[-1])
     right = out["right"]

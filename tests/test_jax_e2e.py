@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT, SHARED, require_jax, require_shared
+from hloshard.xla_check import child_argv
 
 MODELS = ["mlp_train_step", "transformer_train_step", "moe_layer"]
 #: models where XLA measures hloshard's plan worse than the manual one (BENCHMARKS.md "JAX end to end");
@@ -74,7 +74,7 @@ def e2e() -> dict:
         scripts.insert(0, ("decoder2", DECODER_SCRIPT, [str(DECODER)]))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", RUNNER], input=json.dumps({"models": MODELS, "scripts": scripts}),
+    proc = subprocess.run(child_argv(["-c", RUNNER], env), input=json.dumps({"models": MODELS, "scripts": scripts}),
                           capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

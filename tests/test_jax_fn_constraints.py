@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT, require_jax
 from tests.test_jax_time import MODEL
+from hloshard.xla_check import child_argv
 
 pytestmark = [pytest.mark.oracle]
 
@@ -57,7 +57,7 @@ print(json.dumps({"names": names, "carried": sorted(k[0][0] for k in got)}))
 def _run(script: str, timeout: float = 600) -> dict:
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT,
+    p = subprocess.run(child_argv(["-c", script], env), capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=timeout)
     assert p.returncode == 0, p.stderr[-3000:]
     return json.loads(p.stdout.strip().splitlines()[-1])

@@ -13,6 +13,7 @@ from hloshard.autoshard.build import build_graph
 from hloshard.autoshard.solve import MIN_SOLVE_SECONDS, REPRICE_SHARE, solve_module
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
+from hloshard.xla_check import child_argv
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 
@@ -657,7 +658,7 @@ def test_auto_shard_starts_the_user_sharded_baseline_before_the_first_solve():
 
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    out = subprocess.run([sys.executable, "-c", f"SAMPLE = {str(SAMPLE)!r}\n" + ORDER], capture_output=True,
+    out = subprocess.run(child_argv(["-c", f"SAMPLE = {str(SAMPLE)!r}\n" + ORDER], env), capture_output=True,
                          text=True, env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])

@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 SCRIPT = r'''
 import os
@@ -42,7 +42,7 @@ except SolveFailed as exc:
 def test_auto_shard_out_of_memory_names_instructions_and_argument_paths():
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=300)
+    out = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     msg = out.stdout.split("MSG ", 1)[-1]
     assert "NO ERROR" not in out.stdout, out.stdout

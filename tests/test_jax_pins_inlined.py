@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 SCRIPT = r'''
 import json
@@ -64,7 +64,7 @@ def relu_run() -> dict:
     require_jax()
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT)] + [env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600,
+    proc = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, timeout=600,
                           cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 
 import pytest
 
 from tests.conftest import ROOT, require_jax
+from hloshard.xla_check import child_argv
 
 SCRIPT = r'''
 import os, json, glob, tempfile
@@ -56,7 +56,7 @@ pytestmark = [pytest.mark.oracle]
 def test_plan_xla_gives_xla_figures_beside_the_prediction():
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
-    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, cwd=ROOT,
+    p = subprocess.run(child_argv(["-c", SCRIPT], env), capture_output=True, text=True, env=env, cwd=ROOT,
                        timeout=900)
     assert p.returncode == 0, p.stderr[-3000:]
     r = json.loads(p.stdout.strip().splitlines()[-1])

@@ -18,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from hloshard.cli import main
+from hloshard.xla_check import child_argv
 
 SAMPLES = pathlib.Path(__file__).resolve().parent.parent / "samples"
 CASES = ["mlp_train_step", "conv_layer", "attention_6heads"]
@@ -149,7 +150,7 @@ def test_auto_shard_memory_guard(tmp_path):
 
     require_jax()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    proc = subprocess.run([sys.executable, "-c", GUARD_SCRIPT], capture_output=True, text=True, env=env, timeout=600)
+    proc = subprocess.run(child_argv(["-c", GUARD_SCRIPT], env), capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     g = out["expert"]["guard"]

@@ -18,7 +18,6 @@ import math
 import os
 import random
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -29,6 +28,7 @@ from hloshard.hlo.sharding import HloSharding
 from hloshard.mesh import DeviceMesh
 from tests.conftest import require_jax
 from tests.test_sharding import NORMALIZED
+from hloshard.xla_check import child_argv
 
 P = HloSharding.parse
 
@@ -274,7 +274,7 @@ def test_axes_to_sharding_matches_jax_named_sharding():
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
     env["JAX_PLATFORMS"] = "cpu"
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    proc = subprocess.run([sys.executable, "-c", _JAX_SCRIPT], input=json.dumps(cases), capture_output=True,
+    proc = subprocess.run(child_argv(["-c", _JAX_SCRIPT], env), input=json.dumps(cases), capture_output=True,
                           text=True, env=env, timeout=300)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("@@JAX@@")]
     assert lines, proc.stderr[-2000:]

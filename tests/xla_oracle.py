@@ -37,12 +37,13 @@ import os
 import queue
 import re
 import subprocess
-import sys
 import tempfile
 import threading
 from typing import Any, Sequence
 
 import numpy as np
+
+from hloshard.xla_check import child_argv
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -305,7 +306,7 @@ class _Server:
 
     def _start(self, env: dict[str, str]) -> None:
         self.err = tempfile.TemporaryFile(mode="w+", encoding="utf-8", errors="replace")
-        self.proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen(child_argv(["-c", _CHILD], env), stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
         self.env, self.pid, self.served = env, os.getpid(), 0
         self.lines: queue.Queue = queue.Queue()

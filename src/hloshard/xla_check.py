@@ -16,6 +16,8 @@ Public API::
     spmd_collectives(texts, num_partitions, propagated=False) -> list[XlaResult]
     parse_collectives(hlo_text) -> list[XlaCollective]   # pure text scan, no jax
     expand_replica_groups(text) -> list[list[int]]
+    child_argv(args, env=None) -> list[str]          # argv of every jax child: plain, or through the opt-in
+                                                     # fork server (HLOSHARD_XLA_FORKSERVER=1; section below)
 
 Raises :class:`hloshard.errors.InputError` when jax is missing or the child fails as a whole;
 a per-module compile error is reported in ``XlaResult.error``.
@@ -29,6 +31,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from typing import Any
 
 import numpy as np
@@ -391,9 +394,11 @@ def start_jax_child(module: str, num_devices: int) -> subprocess.Popen:
     """Start ``python -m MODULE`` now, for :func:`run_jax_child` to give it its payload later (``child=``):
     a child that imports jax before it reads its stdin (``hloshard.partition_specs``) is then ready when
     the payload comes -- its start (1.8 s of CPU, 4.3 s wall at load 6 on the 2-core machine, round 14) runs
-    beside the caller's own work.  The caller ends it (``kill``) when it gives it no payload."""
-    return subprocess.Popen([_python(), "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=_child_env(num_devices))
+    beside the caller's own work.  The caller ends it (``kill``) when it gives it no payload.  With
+    ``HLOSHARD_XLA_FORKSERVER=1`` the process is a fork of a warm server (:func:`child_argv`)."""
+    env = _child_env(num_devices)
+    return subprocess.Popen(child_argv(["-m", module], env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _child_env(num_devices: int) -> dict:
@@ -416,8 +421,9 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
     """
     try:
         if child is None:
-            proc = subprocess.run([_python(), "-m", module], input=json.dumps(payload), capture_output=True,
-                                  text=True, timeout=timeout, env=_child_env(num_devices))
+            env = _child_env(num_devices)
+            proc = subprocess.run(child_argv(["-m", module], env), input=json.dumps(payload), capture_output=True,
+                                  text=True, timeout=timeout, env=env)
         else:
             try:
                 out, err = child.communicate(json.dumps(payload), timeout=timeout)
@@ -436,6 +442,383 @@ def run_jax_child(module: str, payload: dict, num_devices: int, timeout: float, 
                                      else f"exit code {proc.returncode}")
         raise InputError(f"{what} failed: {msg}")
     return json.loads(proc.stdout)
+
+
+# --------------------------------------------------------------------------------------------
+# the fork server: jax imported once, each child a fork of it (opt-in, HLOSHARD_XLA_FORKSERVER=1)
+#
+# Every jax child of this package (and a script run through :func:`child_argv`) starts a fresh Python that
+# imports jax: ~1.3 CPU s (import jax, 2-core machine, round 30) plus ~0.4 s for hloshard's XLA modules
+# (PYTHONDONTWRITEBYTECODE=1: compiled from source each time), while the work of a test-sized child is often
+# less.  With ``HLOSHARD_XLA_FORKSERVER=1`` such a child is instead a fork of a server process that has
+# imported jax and those modules once and not started any backend (jax's backends are created in the
+# fork, after ``XLA_FLAGS`` is set there: each fork sees its own device count).  The process the caller
+# holds is a small proxy (``python -S``, stdlib only) that hands its stdin / stdout / stderr to the
+# server, which forks a worker onto them; the proxy exits with the worker's status (a signal as that
+# signal) and a proxy killed ends its worker.  While the server is starting (its lock held, its socket not yet
+# there) the proxy waits for it rather than import jax itself; when no server answers, the proxy execs the plain
+# ``python -m MODULE`` (or ``-c CODE``) itself: the child is the same program either way.  The server
+# ends after :data:`FORKSERVER_IDLE_S` seconds without a child; it is one per interpreter, PYTHONPATH,
+# source tree (the mtimes of hloshard's files: an edited file means a new server) and user.
+
+#: environment variable that routes jax children through the fork server when "1"
+FORKSERVER_ENV = "HLOSHARD_XLA_FORKSERVER"
+#: seconds the fork server waits without any child before it exits
+FORKSERVER_IDLE_S = 120.0
+#: what the fork server imports before its first fork (hloshard's jax-child modules and their imports)
+_WARM_MODULES = ("numpy", "jax", "jax.extend", "jax.extend.backend", "jax.extend.mlir", "jax._src.lib",
+                 "hloshard.xla_check", "hloshard.xla_cost", "hloshard.xla_memory", "hloshard.partition_specs",
+                 "hloshard.stablehlo", "ctypes", "runpy", "types", "traceback", "warnings")
+
+# the proxy: stdlib only, run with ``python -S``; argv: SOCKET, then the arguments ``python`` would get
+_PROXY = r"""
+import json, os, signal, socket, struct, sys, time
+path, args = sys.argv[1], sys.argv[2:]
+worker, pending = None, []
+def forward(sig, frame):
+    if worker is None:
+        pending.append(sig)   # before the worker exists: given to it once it does
+        return
+    try:
+        os.kill(worker, sig)
+    except OSError:
+        pass
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
+def plain():
+    for sig in SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
+    for sig in pending:
+        os.kill(os.getpid(), sig)
+    os.execv(sys.executable, [sys.executable] + args)
+for sig in SIGNALS:
+    signal.signal(sig, forward)
+def starting():   # the server's lock is held: it is up, or importing jax (this child waits rather than import it too)
+    import fcntl
+    try:
+        fd = os.open(path + ".lock", os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+deadline = time.monotonic() + 120
+while True:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(path)
+        break
+    except OSError:
+        s.close()
+        if time.monotonic() > deadline or not starting():
+            plain()
+        time.sleep(0.05)
+try:
+    msg = json.dumps({"args": args, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    socket.send_fds(s, [struct.pack("!Q", len(msg))], [0, 1, 2])
+    s.sendall(msg)
+    f = s.makefile("rb")
+    line = f.readline()
+except OSError:
+    plain()
+if not line.startswith(b"pid "):
+    plain()
+worker = int(line.split()[1])
+for sig in pending:
+    forward(sig, None)
+line = f.readline()
+if not line.startswith(b"exit "):
+    os._exit(70)
+code = int(line.split()[1])
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+os._exit(code)
+"""
+
+
+def _forkserver_path(env: dict) -> str:
+    """The fork server's socket for this interpreter, source tree, user and the child environment ``env``'s
+    PYTHONPATH and jax settings (``JAX_*``, ``TF_CPP_MIN_LOG_LEVEL``: read when jax is imported)."""
+    import hashlib
+    import pathlib
+    import tempfile
+
+    here = pathlib.Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for part in (os.path.realpath(_python()), _python(), str(here)):
+        h.update(part.encode() + b"\0")
+    for k in sorted(env):
+        if k.startswith("JAX_") or k == "TF_CPP_MIN_LOG_LEVEL":
+            h.update(f"{k}={env[k]}\0".encode())
+    h.update(f"PYTHONPATH={_python_path(env)}\0".encode())
+    for f in sorted(here.rglob("*.py")):
+        h.update(f"{f}:{f.stat().st_mtime_ns}\0".encode())
+    folder = os.path.join(tempfile.gettempdir(), f"hloshard-xla-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, h.hexdigest()[:20] + ".sock")
+
+
+def _python_path(env: dict) -> str:
+    """``env``'s PYTHONPATH without empty entries (the current folder, which is also ``sys.path[0]`` of every
+    ``python -c`` / ``-m`` child) and repeats (a later one finds nothing the first did not)."""
+    seen: list[str] = []
+    for part in env.get("PYTHONPATH", "").split(os.pathsep):
+        if part and part not in seen:
+            seen.append(part)
+    return os.pathsep.join(seen)
+
+
+_FORKSERVER_STARTED: dict = {}
+
+
+def _forkserver_alive(path: str) -> bool:
+    """Whether a fork server holds ``path``'s lock (it holds it for its whole life)."""
+    import fcntl
+
+    try:
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True   # cannot tell: the proxy falls back by itself
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)   # releases the lock when it was taken
+    return False
+
+
+def child_argv(args: list[str], env: dict | None = None) -> list[str]:
+    """The argv of a child running ``python ARGS`` (``["-m", module, ...]``, ``["-c", code, ...]`` or
+    ``[script, ...]``) in the
+    environment ``env`` (None: this process's): that, or with ``HLOSHARD_XLA_FORKSERVER=1`` in ``env`` the
+    fork server's proxy for it (the server started first when none is alive; the child is then the plain one
+    until it listens).  Its output, exit status and signals are those of ``python ARGS``.  Raises nothing."""
+    env = os.environ if env is None else env
+    if env.get(FORKSERVER_ENV) != "1":
+        return [_python(), *args]
+    try:
+        path = _forkserver_path(env)
+        now = time.monotonic()
+        if not _forkserver_alive(path) and now - _FORKSERVER_STARTED.get(path, -1e9) > 10.0:
+            _FORKSERVER_STARTED[path] = now   # (one start per 10 s: a server that cannot start is not retried at once)
+            server_env = {k: v for k, v in env.items() if k not in ("XLA_FLAGS", FORKSERVER_ENV, "PYTHONPATH")}
+            if _python_path(env):
+                server_env["PYTHONPATH"] = _python_path(env)
+            server = subprocess.Popen([_python(), "-c", "import sys; from hloshard.xla_check import forkserver_main; "
+                                       "sys.exit(forkserver_main(sys.argv[1], sys.argv[2]))", path, __file__],
+                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                      start_new_session=True, env=server_env, cwd="/")
+            # until it holds its lock (a Python start, ~0.05 s), so that this child's proxy waits for it
+            while server.poll() is None and not _forkserver_alive(path) and time.monotonic() - now < 2.0:
+                time.sleep(0.01)
+    except OSError:
+        return [_python(), *args]
+    return [_python(), "-S", "-c", _PROXY, path, *args]
+
+
+def forkserver_main(path: str, expected: str, idle: float = FORKSERVER_IDLE_S) -> int:  # pragma: no cover - the server
+    """The fork server on the Unix socket ``path`` (see the section's comment): exits 0 at once when another
+    holds ``path``'s lock, 1 when jax cannot be imported or this module's file is not ``expected`` (the
+    caller's), else 0 after ``idle`` seconds without a child."""
+    import fcntl
+    import importlib
+    import select
+    import signal
+    import socket
+    import struct
+    import time
+
+    lock = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    for attempt in range(10):   # a caller's or proxy's look at the lock holds it for microseconds
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if attempt == 9:
+                return 0
+            time.sleep(0.02)
+    for name in _WARM_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return 1   # no jax here: every proxy falls back to the plain child
+    if os.path.realpath(__file__) != os.path.realpath(expected):
+        return 1       # another hloshard than the caller's (the socket is keyed on the caller's tree)
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(path)
+    srv.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    conns: dict = {}   # connection -> worker pid
+    pids: dict = {}    # worker pid -> connection
+    last = time.monotonic()
+    while True:
+        ready, _, _ = select.select([srv, wake_r, *conns], [], [], 5.0)
+        if wake_r in ready:
+            try:
+                while os.read(wake_r, 512):
+                    pass
+            except BlockingIOError:
+                pass
+        if srv in ready:
+            conn, _ = srv.accept()
+            fds = []
+            try:
+                head, fds, _, _ = socket.recv_fds(conn, 8, 3)
+                size = struct.unpack("!Q", head)[0] if len(head) == 8 and len(fds) == 3 else -1
+                buf = b""
+                while 0 <= size and len(buf) < size:
+                    more = conn.recv(size - len(buf))
+                    if not more:
+                        break
+                    buf += more
+                if size < 0 or len(buf) != size:
+                    raise OSError("short request")
+                request = json.loads(buf)
+            except (OSError, ValueError):
+                conn.close()
+                for fd in fds:
+                    os.close(fd)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    srv.close()
+                    for c in conns:
+                        c.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    conn.close()
+                    _forkserver_worker(request, fds, lock)
+                finally:
+                    os._exit(70)
+            for fd in fds:
+                os.close(fd)
+            try:
+                conn.sendall(f"pid {pid}\n".encode())
+            except OSError:
+                os.kill(pid, signal.SIGKILL)
+            conns[conn] = pid
+            pids[pid] = conn
+        for conn in [c for c in ready if c in conns]:
+            try:
+                gone = not conn.recv(64)
+            except OSError:
+                gone = True
+            if gone:   # the proxy ended (killed by its caller): so does its worker
+                try:
+                    os.kill(conns[conn], signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        while pids:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            conn = pids.pop(pid, None)
+            if conn is None:
+                continue
+            del conns[conn]
+            code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+            try:
+                conn.sendall(f"exit {code}\n".encode())
+            except OSError:
+                pass
+            conn.close()
+        if pids:
+            last = time.monotonic()
+        elif time.monotonic() - last > idle:
+            break
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    return 0
+
+
+def _forkserver_worker(request: dict, fds: list[int], lock: int) -> None:  # pragma: no cover - a fork
+    """One child in a fork of the server: the proxy's stdin / stdout / stderr, environment and folder, then
+    ``python ARGS`` run as ``__main__``; exits with its status."""
+    import ctypes
+    import io
+    import runpy
+    import signal
+    import traceback
+    import types
+    import warnings
+
+    os.close(lock)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:   # the worker dies with the server (Linux)
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+        os.close(fd)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), line_buffering=False)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), line_buffering=True,
+                                  errors="backslashreplace")
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    args = request["args"]
+    code = 0
+    # runpy's warning that the module was imported before it runs as __main__ (the server imported it)
+    warnings.filterwarnings("ignore", message=".*found in sys.modules after import of package",
+                            category=RuntimeWarning)
+    try:
+        if args[0] == "-m":
+            sys.argv = [args[1], *args[2:]]
+            runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        elif args[0] == "-c":
+            sys.argv = ["-c", *args[2:]]
+            main = types.ModuleType("__main__")
+            sys.modules["__main__"] = main
+            exec(compile(args[1], "<string>", "exec"), main.__dict__)
+        elif not args[0].startswith("-"):   # a script file: its folder first on the path, not the current one
+            sys.argv = list(args)
+            sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
+            runpy.run_path(args[0], run_name="__main__")
+        else:
+            raise SystemExit(f"fork server: unsupported arguments {args[:1]}")
+    except SystemExit as exc:
+        if exc.code is None:
+            code = 0
+        elif isinstance(exc.code, int):
+            code = exc.code
+        else:
+            print(exc.code, file=sys.stderr)
+            code = 1
+    except KeyboardInterrupt:
+        traceback.print_exc()
+        code = 130
+    except BaseException:  # noqa: BLE001 - as python prints an uncaught exception
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 if __name__ == "__main__":  # pragma: no cover
