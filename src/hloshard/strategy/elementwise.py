@@ -118,10 +118,20 @@ def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: f
 
 
 def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
-    """Enumerate every layout of the (array) output; ``inputs_for(spec)`` gives the operand specs."""
+    """Enumerate every layout of the (array) output; ``inputs_for(spec)`` gives the operand specs.
+    While ``instr``'s own fixed layout is built (``ctx.only_out``, :func:`hloshard.strategy.handlers.build_group`)
+    only the strategy of that layout (none for a layout outside the enumeration): what
+    :func:`hloshard.strategy.registry.apply_fixed` keeps of the whole list, as every caller's further
+    steps act strategy by strategy and keep each one's output; ``ctx.only_out_used`` says so."""
     minfo = ctx.minfo
     strategies = []
+    only = getattr(ctx, "only_out", None)
+    only = only if only is not None and only[0] is instr else None
+    if only is not None:
+        ctx.only_out_used = True
     for spec in minfo.enumerate(instr.shape.dims):
+        if only is not None and not (is_mesh_spec(only[1]) and spec == only[1]):
+            continue
         inputs = inputs_for(spec)
         if inputs is None:
             continue
