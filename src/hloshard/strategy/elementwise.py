@@ -15,7 +15,7 @@ from .base import (
     Strategy, StrategyGroup, compute_cost, elementwise_strategy, is_array, is_mesh_spec, leaf_shapes, replicated_spec,
     spec_name,
 )
-from .registry import register, register_backward, register_same_layout_computes
+from .registry import ALL_OUTPUTS, only_output, register, register_backward, register_same_layout_computes
 from .reshape import backward_reshape, handle_reshape
 from .tuple_ops import alias_leaves
 
@@ -125,12 +125,9 @@ def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
     steps act strategy by strategy and keep each one's output; ``ctx.only_out_used`` says so."""
     minfo = ctx.minfo
     strategies = []
-    only = getattr(ctx, "only_out", None)
-    only = only if only is not None and only[0] is instr else None
-    if only is not None:
-        ctx.only_out_used = True
+    want = only_output(instr, ctx)
     for spec in minfo.enumerate(instr.shape.dims):
-        if only is not None and not (is_mesh_spec(only[1]) and spec == only[1]):
+        if want is not ALL_OUTPUTS and not (is_mesh_spec(want) and spec == want):
             continue
         inputs = inputs_for(spec)
         if inputs is None:

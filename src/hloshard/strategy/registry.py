@@ -138,6 +138,26 @@ class BuildContext:
         return self.weights.get(instr, 1.0)
 
 
+#: :func:`only_output`'s answer when every output layout is to be built
+ALL_OUTPUTS = object()
+
+
+def only_output(instr, ctx):
+    """The one output layout a handler building ``instr``'s group needs to produce strategies for
+    (``ctx.only_out``: ``instr`` is being built with a fixed single-array sharding, of which
+    :func:`apply_fixed` keeps only the strategies producing that layout), else :data:`ALL_OUTPUTS`.
+    A handler that uses the answer to skip other layouts must keep its strategies' order, and must
+    be one whose strategies of the fixed layout do not depend on the skipped ones; asking records
+    (``ctx.only_out_used``) that the group may be partial (:func:`apply_fixed` rebuilds the whole space
+    where a step reads other layouts).  The answer may be a raw HloSharding, which no axis-tuple
+    layout equals."""
+    only = getattr(ctx, "only_out", None)
+    if only is None or only[0] is not instr:
+        return ALL_OUTPUTS
+    ctx.only_out_used = True
+    return only[1]
+
+
 def _spec_key(spec):
     return spec if is_mesh_spec(spec) else ("raw", str(spec))
 
