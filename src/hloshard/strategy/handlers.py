@@ -45,19 +45,19 @@ def build_group(instr, ctx: BuildContext):
             _visit_manual_callees(instr, group, ctx)
     else:
         fn = HANDLERS.get(instr.opcode)
-        dropped = DROPPED_ANNOTATION.get(instr.opcode)
-        fixed = instr in ctx.fixed and not (dropped is not None and dropped(instr))
         full = None
         if fn is None:
             group = None
-        elif fixed:
+        elif _is_fixed(instr, ctx):
             group, full = _build_fixed(fn, instr, ctx)
         else:
             group = fn(instr, ctx)
         if group is None:
             group = replicated_group(instr, ctx)
-        if fixed:
+        if _is_fixed(instr, ctx):   # asked again: a handler may apply the sharding itself (a while loop's)
             group = apply_fixed(group, instr, ctx, full=full)
+        elif full is not None:      # (no handler that builds a partial group does: kept exact regardless)
+            group = full()
         _free_rematerialized(group, instr, ctx)
         price_roofline(group, ctx.minfo)   # --device: compute = roofline (flops vs HBM bytes)
         share_latency(group, ctx.mesh, vars(ctx).setdefault("latency_classes", {}))   # --device: XLA's combiners
@@ -76,15 +76,22 @@ def _build_fixed(fn, instr, ctx: BuildContext):
     :func:`hloshard.strategy.registry._resharded_outputs`)."""
     if instr.shape.is_tuple or not is_array(instr.shape):
         return fn(instr, ctx), None
-    ctx.only_out = (instr, _fixed_specs(instr, ctx)[0])
-    ctx.only_out_used = False
+    saved = ctx.only_out, ctx.only_out_used   # a handler may build other instructions (called computations)
+    ctx.only_out, ctx.only_out_used = (instr, _fixed_specs(instr, ctx)[0]), False
     try:
         group = fn(instr, ctx)
+        used = ctx.only_out_used
     finally:
-        ctx.only_out = None
-    if not ctx.only_out_used:
+        ctx.only_out, ctx.only_out_used = saved
+    if not used:
         return group, None
     return group, lambda: fn(instr, ctx)
+
+
+def _is_fixed(instr, ctx: BuildContext) -> bool:
+    """``instr`` keeps a user sharding (``ctx.fixed``) that XLA sees (not a dropped annotation)."""
+    dropped = DROPPED_ANNOTATION.get(instr.opcode)
+    return instr in ctx.fixed and not (dropped is not None and dropped(instr))
 
 
 def _visit_manual_callees(instr, group, ctx) -> None:
