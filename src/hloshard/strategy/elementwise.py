@@ -15,7 +15,7 @@ from .base import (
     Strategy, StrategyGroup, compute_cost, elementwise_strategy, is_array, is_mesh_spec, leaf_shapes, replicated_spec,
     spec_name,
 )
-from .registry import register, register_backward, register_same_layout_computes
+from .registry import ALL_OUTPUTS, only_output, register, register_backward, register_same_layout_computes
 from .reshape import backward_reshape, handle_reshape
 from .tuple_ops import alias_leaves
 
@@ -118,10 +118,17 @@ def follow_group(instr, ctx, operand_index: int, transform, flops_per_element: f
 
 
 def free_group(instr, ctx, inputs_for, flops_per_element: float = 1.0):
-    """Enumerate every layout of the (array) output; ``inputs_for(spec)`` gives the operand specs."""
+    """Enumerate every layout of the (array) output; ``inputs_for(spec)`` gives the operand specs.
+    While ``instr``'s own fixed layout is built (``ctx.only_out``, :func:`hloshard.strategy.handlers.build_group`)
+    only the strategy of that layout (none for a layout outside the enumeration): what
+    :func:`hloshard.strategy.registry.apply_fixed` keeps of the whole list, as every caller's further
+    steps act strategy by strategy and keep each one's output; ``ctx.only_out_used`` says so."""
     minfo = ctx.minfo
     strategies = []
+    want = only_output(instr, ctx)
     for spec in minfo.enumerate(instr.shape.dims):
+        if want is not ALL_OUTPUTS and not (is_mesh_spec(want) and spec == want):
+            continue
         inputs = inputs_for(spec)
         if inputs is None:
             continue

@@ -13,14 +13,15 @@ from . import (  # noqa: F401  (imported for their registrations)
     broadcast, collectives, control_flow, convolution, custom_call, dot, elementwise, fusion, gather_scatter,
     parameter, reduce, reshape, slicing, sort, transpose, tuple_ops, window,
 )
-from .base import leaf_shapes
+from .base import is_array, leaf_shapes
 from .collectives import charge_manual_collective
 from .base import price_roofline
 from ..cost.combiner import share_latency
 from .control_flow import called, trip_count
 from .custom_call import is_manual_instruction, manual_group
 from .registry import (
-    DROPPED_ANNOTATION, HANDLERS, BuildContext, _check_nonempty, _free_rematerialized, apply_fixed, replicated_group,
+    DROPPED_ANNOTATION, HANDLERS, BuildContext, _check_nonempty, _free_rematerialized, apply_fixed, _fixed_specs,
+    replicated_group,
 )
 from .tuple_ops import alias_leaves
 
@@ -44,18 +45,53 @@ def build_group(instr, ctx: BuildContext):
             _visit_manual_callees(instr, group, ctx)
     else:
         fn = HANDLERS.get(instr.opcode)
-        group = fn(instr, ctx) if fn is not None else None
+        full = None
+        if fn is None:
+            group = None
+        elif _is_fixed(instr, ctx):
+            group, full = _build_fixed(fn, instr, ctx)
+        else:
+            group = fn(instr, ctx)
         if group is None:
             group = replicated_group(instr, ctx)
-        dropped = DROPPED_ANNOTATION.get(instr.opcode)
-        if instr in ctx.fixed and not (dropped is not None and dropped(instr)):
-            group = apply_fixed(group, instr, ctx)
+        if _is_fixed(instr, ctx):   # asked again: a handler may apply the sharding itself (a while loop's)
+            group = apply_fixed(group, instr, ctx, full=full)
+        elif full is not None:      # (no handler that builds a partial group does: kept exact regardless)
+            group = full()
         _free_rematerialized(group, instr, ctx)
         price_roofline(group, ctx.minfo)   # --device: compute = roofline (flops vs HBM bytes)
         share_latency(group, ctx.mesh, vars(ctx).setdefault("latency_classes", {}))   # --device: XLA's combiners
     _check_nonempty(group, instr, ctx)
     ctx.set_group(instr, group)
     return group
+
+
+def _build_fixed(fn, instr, ctx: BuildContext):
+    """(group, full) of a fixed instruction: its handler's group, told the one output layout the user
+    fixes (:attr:`BuildContext.only_out`, for a single-array result) so that an enumeration of every
+    output layout (:func:`hloshard.strategy.elementwise.free_group`) builds only the strategies
+    :func:`apply_fixed` would keep -- the same strategies, in the same order, with the same costs.
+    ``full``: None when the handler built its whole space; else a function that builds it (for the
+    one step of :func:`apply_fixed` that reads strategies of other layouts:
+    :func:`hloshard.strategy.registry._resharded_outputs`)."""
+    if instr.shape.is_tuple or not is_array(instr.shape):
+        return fn(instr, ctx), None
+    saved = ctx.only_out, ctx.only_out_used   # a handler may build other instructions (called computations)
+    ctx.only_out, ctx.only_out_used = (instr, _fixed_specs(instr, ctx)[0]), False
+    try:
+        group = fn(instr, ctx)
+        used = ctx.only_out_used
+    finally:
+        ctx.only_out, ctx.only_out_used = saved
+    if not used:
+        return group, None
+    return group, lambda: fn(instr, ctx)
+
+
+def _is_fixed(instr, ctx: BuildContext) -> bool:
+    """``instr`` keeps a user sharding (``ctx.fixed``) that XLA sees (not a dropped annotation)."""
+    dropped = DROPPED_ANNOTATION.get(instr.opcode)
+    return instr in ctx.fixed and not (dropped is not None and dropped(instr))
 
 
 def _visit_manual_callees(instr, group, ctx) -> None:

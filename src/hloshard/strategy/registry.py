@@ -84,6 +84,11 @@ class BuildContext:
         #: set by the graph builder: visit(computation, weight) builds every instruction of a
         #: called computation (while body, call, conditional branch) after its parameters were aliased
         self.visit = None
+        #: (instruction, Spec) while a fixed instruction's handler runs (handlers.build_group): the one
+        #: output layout :func:`apply_fixed` keeps, so that an enumeration of output layouts may build
+        #: only the strategies producing it; ``only_out_used`` is set True by one that did
+        self.only_out = None
+        self.only_out_used = False
 
     # --- leaf resolution ------------------------------------------------------------------
     def resolve(self, instr, leaf: int = 0):
@@ -131,6 +136,26 @@ class BuildContext:
 
     def weight(self, instr) -> float:
         return self.weights.get(instr, 1.0)
+
+
+#: :func:`only_output`'s answer when every output layout is to be built
+ALL_OUTPUTS = object()
+
+
+def only_output(instr, ctx):
+    """The one output layout a handler building ``instr``'s group needs to produce strategies for
+    (``ctx.only_out``: ``instr`` is being built with a fixed single-array sharding, of which
+    :func:`apply_fixed` keeps only the strategies producing that layout), else :data:`ALL_OUTPUTS`.
+    A handler that uses the answer to skip other layouts must keep its strategies' order, and must
+    be one whose strategies of the fixed layout do not depend on the skipped ones; asking records
+    (``ctx.only_out_used``) that the group may be partial (:func:`apply_fixed` rebuilds the whole space
+    where a step reads other layouts).  The answer may be a raw HloSharding, which no axis-tuple
+    layout equals."""
+    only = getattr(ctx, "only_out", None)
+    if only is None or only[0] is not instr:
+        return ALL_OUTPUTS
+    ctx.only_out_used = True
+    return only[1]
 
 
 def _spec_key(spec):
@@ -202,8 +227,12 @@ def _generate_for_output(instr, out_spec, ctx: BuildContext) -> Strategy:
     return elementwise_strategy("user", out_spec, inputs, instr.shape, ctx.minfo, flops)
 
 
-def apply_fixed(group, instr, ctx: BuildContext):
-    """Restrict ``group`` to the user sharding of ``instr`` (trim, else generate a matching strategy)."""
+def apply_fixed(group, instr, ctx: BuildContext, full=None):
+    """Restrict ``group`` to the user sharding of ``instr`` (trim, else generate a matching strategy).
+    ``full``: None when ``group`` holds the handler's whole strategy space; else a function returning
+    the group with the whole space, where ``group`` was built with only the strategies producing the
+    fixed layout (``BuildContext.only_out``); called only when a step reads the others
+    (:func:`_resharded_outputs`)."""
     specs = _fixed_specs(instr, ctx)
     if isinstance(group, TupleGroup):
         children = []
@@ -221,10 +250,10 @@ def apply_fixed(group, instr, ctx: BuildContext):
             children.append(g)
         group.children = children
         return group
-    return _trim(group, specs, ctx)
+    return _trim(group, specs, ctx, full=full)
 
 
-def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None) -> StrategyGroup:
+def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None, full=None) -> StrategyGroup:
     want = tuple(specs) if group.multi else specs[0]
     keep = []
     for st in group.strategies:
@@ -250,7 +279,7 @@ def _trim(group: StrategyGroup, specs: list, ctx: BuildContext, leaf_shape=None)
         else:
             keep = [_generate_for_output(group.instr, want, ctx)]
     if not group.multi and group.operands is None:
-        keep = _realized(group, keep, want, ctx)
+        keep = _realized(group, keep, want, ctx, full)
     group.strategies = keep
     group.follow = None
     group.fixed = True
@@ -296,7 +325,7 @@ def register_preference(*opcodes: str):
     return deco
 
 
-def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list:
+def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext, full=None) -> list:
     """The strategies of a user-fixed node XLA's partitioner can realize, given the operands' layouts
     when they are known (every operand's node has one strategy, as under ``hloshard cost``).
 
@@ -305,8 +334,19 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
     (:data:`PREFERRED`, e.g. a dot keeping the contracting split both operands have); for the ops of
     :data:`RESHARDS_OUTPUT`, strategies that compute with the operands as they are and reshard their
     result (:func:`_resharded_outputs`); else
-    ``keep`` (the cheapest wins: XLA reshards the operands).  With an operand layout still open, ``keep`` unchanged."""
+    ``keep`` (the cheapest wins: XLA reshards the operands).  With an operand layout still open, ``keep`` unchanged.
+    ``full``: see :func:`apply_fixed` (the whole space, for :func:`_resharded_outputs`)."""
     instr = group.instr
+    if full is not None:
+        whole = []
+
+        def source():   # the handler's whole space, built at most once
+            if not whole:
+                whole.append(full())
+            return whole[0]
+    else:
+        def source():
+            return group
     actual = _operand_specs(instr, ctx)
     if actual is None:
         return keep
@@ -323,11 +363,11 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext) -> list
         return free
     if instr.opcode in SAME_LAYOUT_COMPUTES and _one_operand_layout(instr, actual):
         # XLA computes in the operands' common layout and reshards the one result (not each operand)
-        exact = _exact(_resharded_outputs(group, want, ctx, tie_break=0.0), actual)
+        exact = _exact(_resharded_outputs(source(), want, ctx, tie_break=0.0), actual)
         return exact or keep
     if instr.opcode not in RESHARDS_OUTPUT:
         return keep
-    exact = _exact(_resharded_outputs(group, want, ctx), actual)
+    exact = _exact(_resharded_outputs(source(), want, ctx), actual)
     return exact or keep
 
 

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..cost import reshape as reshape_cost
 from .base import StrategyGroup, elementwise_strategy, is_array, is_mesh_spec, replicated_spec, spec_name
-from .registry import PREFERRED, register, register_backward, register_result_flops
+from .registry import ALL_OUTPUTS, PREFERRED, only_output, register, register_backward, register_result_flops
 from ..cost.reshard import plan
 
 #: name prefix of the strategies that reshape locally in the forward layout and reshard the result
@@ -421,7 +421,10 @@ def handle_reshape(instr, ctx):
                 cands.append(out)
     strategies = []
     extra = (None,) * (len(instr.operands) - 1)
+    want = only_output(instr, ctx)   # a fixed reshape: only its written layout's strategy (same order)
     for spec in cands:
+        if want is not ALL_OUTPUTS and not (is_mesh_spec(want) and spec == want):
+            continue
         req = required_operand_spec(instr, spec, ctx)
         strategies.append(elementwise_strategy(spec_name(spec), spec, (req,) + extra, instr.shape, minfo, 0.0))
     fixed = ctx.fixed.get(instr) if hasattr(ctx.fixed, "get") else None
