@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from hloshard.cli import main
 from hloshard.cost.liveness import (breadth_first_order, dot_transposed_operands, fused_reads, is_fused, program_schedule,
                                     duplicated_into_loops, folded_zero_destination, relayout_intervals, relayout_key, transposed_reads,
-                                    written_transposed)
+                                    tuple_resharded_leaves, written_transposed)
 from hloshard.cost.memory import XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
 from hloshard.hlo import parse_module
 from hloshard.xla_memory import parse_buffer_assignment, peak_buffers
@@ -1554,3 +1554,44 @@ def test_gather_and_scatter_copies_follow_xlas_passes():
     pos = {i.name: t for t, i in enumerate(order)}
     assert [(s.name, lo, hi) for s, lo, hi in scatter_destination_copies(order)] == [
         ("sa", pos["zb"] + 1, pos["sa"])]
+
+
+#: a root tuple whose written leaf shardings reshard what it reads (``ROOT_RESHARD``, 8 devices): the dot ``d`` is
+#: row-split and needs ``p1`` whole (a 4 MiB all-gather of the row-split parameter, at the dot), the root wants
+#: ``d`` replicated (4 MiB, written by the all-gather XLA's partitioner makes for the root) and ``e`` column-split
+#: (an all-to-all).  XLA keeps the dot's gathered ``p1`` in ``d``'s output allocation, which is first written at
+#: the root: arguments 1 MiB + outputs 4.5 MiB + the tiles of ``d`` and ``e`` (1 MiB) = 6,815,744 (+ 16 B, the
+#: tuple's pointers).  Main's model had the output written where ``d`` is made and counted the gathered
+#: ``p1`` beside it: 10,485,776.
+ROOT_RESHARD = """HloModule root_reshard, num_partitions=8
+
+ENTRY main {
+  p0 = f32[1024,1024]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
+  p1 = f32[1024,1024]{1,0} parameter(1), sharding={devices=[8,1]<=[8]}
+  d = f32[1024,1024]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[8,1]<=[8]}
+  e = f32[1024,1024]{1,0} exponential(d), sharding={devices=[8,1]<=[8]}
+  ROOT t = (f32[1024,1024]{1,0}, f32[1024,1024]{1,0}) tuple(d, e), sharding={{replicated}, {devices=[1,8]<=[8]}}
+}
+"""
+
+
+def test_root_tuple_reshard_writes_the_output_at_the_root(tmp_path):
+    """A root leaf the root reshards into is written at the root: its allocation holds a temporary before."""
+    root = parse_module(ROOT_RESHARD).entry.root
+    assert tuple_resharded_leaves(root) == frozenset({0, 1})
+    plain = parse_module(RESULT_SHARDING.replace("tuple(r)", "tuple(u)")).entry.root
+    assert tuple_resharded_leaves(plain) == frozenset()
+    assert _peak(tmp_path, ROOT_RESHARD) == 6815760
+
+
+@pytest.mark.oracle
+def test_root_tuple_reshard_is_xlas():
+    """XLA (CPU, 8 devices): 6,815,824 B, the model's 6,815,760 within 64 B (XLA's all-to-all pieces)."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    from hloshard.xla_memory import xla_memory
+
+    got = xla_memory([ROOT_RESHARD], 8)[0]
+    assert got.error is None and (got.argument, got.output) == (1048576, 4718608)
+    assert abs(got.total - 6815760) <= 128

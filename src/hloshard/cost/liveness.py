@@ -1486,6 +1486,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         """``k`` (and every view of it) is read last at ``t``."""
         return raw.get(k, (0, 0))[1] == t + 1 and view_end.get(find(k), 0) <= t + 1
 
+    written_at_tuple: set = set()   # root-tuple leaves written by a resharding collective (the tuple's own point)
     for t, i in enumerate(order):
         if id(i) in fused:
             continue
@@ -1512,9 +1513,12 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
             srcs = [k for o in i.operands for k in values(_forwarded_source(o, fused))]
             if len(srcs) == len(mine):
-                for a, c in zip(srcs, mine):
+                moved = tuple_resharded_leaves(i, fused)
+                for n, (a, c) in enumerate(zip(srcs, mine)):
                     if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
                         share(a, c)
+                        if n in moved:
+                            written_at_tuple.add(c)
             continue
         if op in ("call", "conditional"):
             # the callee's root values are made in the caller's result buffer
@@ -1570,7 +1574,9 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
         iv[keep] = (0, T) if keep in protected else (lo, hi)
-        if keep in written_from:   # an output computed in place: its allocation holds the chain from its start
+        if keep in written_from and not (members & written_at_tuple):
+            # an output computed in place: its allocation holds the chain from its start (not a leaf the
+            # root reshards into: the collective writes the allocation at the tuple, :func:`tuple_resharded_leaves`)
             written_from[keep] = min(defined_at.get(k, T) for k in members
                                      if raw[k][1] > raw[k][0] or k == keep)
     # an output's operand that found no output allocation above stays in the temp heap
@@ -1623,6 +1629,40 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     out = BufferIntervals(iv)
     out.output_slots = slots
     return out
+
+
+def tuple_resharded_leaves(tup, fused: set = frozenset()) -> frozenset:
+    """Operand positions ``n`` of the ``tuple`` instruction ``tup`` whose written leaf sharding lays the
+    array out differently from the operand it reads (through forwarding instructions, ``fused``: ids of the
+    instructions with no buffer, :func:`_forwarded_source`): the root's leaf is the operand resharded.
+
+    XLA's SPMD partitioner reshards such an operand for the root (``SpmdPartitioningVisitor::HandleTuple``
+    reads each operand in the leaf's sharding: an all-gather, all-to-all or local slice of the operand's
+    tile), and buffer assignment puts the collective's result in the entry output's allocation, so the
+    output allocation is first written at the tuple, not where the operand is made: until then it is
+    free for temporaries (XLA's ``BufferAssigner``, :func:`_temps_in_outputs`; measured, 8 CPU devices:
+    a row-split dot read by a replicated root leaf, the dot's all-gathered operand kept in that leaf's
+    allocation, ``tests/test_memory_model.py`` ``ROOT_RESHARD``).  Empty where shardings are not written
+    (the cost graph before a plan) or a leaf is not an array."""
+    sh = getattr(tup, "sharding", None)
+    if sh is None or not tup.shape.is_tuple:
+        return frozenset()
+    out = set()
+    for n, o in enumerate(tup.operands):
+        if not o.shape.is_array:
+            continue
+        try:
+            leaf = sh.leaf(n)
+        except (IndexError, AttributeError):
+            continue
+        src = _sharding_of(_forwarded_source(o, fused))
+        if leaf is None or leaf.is_tuple or src is None:
+            continue
+        if not (leaf.is_replicated or (leaf.is_tiled and not leaf.has_manual_subgroup)):
+            continue
+        if leaf != src and not (leaf.is_replicated and src.is_replicated):
+            out.add(n)
+    return frozenset(out)
 
 
 def _forwarded_source(instr, fused: set):
