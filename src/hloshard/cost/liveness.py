@@ -1207,8 +1207,8 @@ def _relaid_in_copy(instr) -> bool:
     the input-gradient dot and its transpose for the embedding's gradient, with the scatter and the
     exponential live until both (4 buffers of 8 MiB at XLA's peak; the model had 2); BENCHMARKS.md round
     20 memtruth."""
-    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE:
-        return False
+    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE or communicating_pin(instr):
+        return False   # (a pin that communicates is a collective: no fusion takes it in)
     for u in effective_users(instr):
         if u.opcode == "dot" and any(_through_forwards(u.operands[k]) is instr for k in dot_transposed_operands(u)):
             return True
@@ -2311,12 +2311,41 @@ def dot_transposed_operands(instr) -> list:
             continue
         src = _through_forwards(instr.operands[k])
         readers = effective_users(src)
-        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr:
+        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr and \
+                not _gathered_in_default_layout(src):
             continue
         if written_transposed(src):
             continue
         out.append(k)
     return out
+
+
+def _gathered_in_default_layout(src) -> bool:
+    """True when ``src`` is a :func:`communicating_pin` that gathers only along its leading tiled
+    dimensions (every dimension before the first one gathered is one tile per device): XLA's partitioner
+    makes it an ``all-gather`` whose result has the default (row-major) layout, which the CPU layout
+    assignment gives a collective and no consumer's layout reaches back through, so a ``DotDecomposer``
+    transpose of it is a copy beside the gathered buffer, also when that dot is its only reader
+    (:func:`dot_transposed_operands`; measured, 8 CPU devices, ``tests/test_memory_model.py``
+    ``PIN_GATHER_DOT``: the gathered ``[16,128,512]`` and its ``copy_bitcast_fusion`` ``[512,2048]`` live
+    together at the dot; keras-hub Gemma's written ``auto_expert`` plan: the logits' gradient gathered
+    over the batch for the embedding's gradient dot, 2 x 16 MiB at XLA's peak).  A pin that gathers a
+    later dimension is copied for that gather already (the copy after the all-gather,
+    :func:`hloshard.autoshard.build._relayout_bytes`, one loop fusion with the transpose): False."""
+    if not communicating_pin(src) or not src.shape.is_array:
+        return False
+    have, need = _sharding_of(src.operands[0]), _sharding_of(src)
+    if have is None or need is None:
+        return False
+    dims = [int(d) for d in src.shape.dims]
+    try:
+        a, b = have.tile_shape(dims), need.tile_shape(dims)
+    except ValueError:
+        return False
+    gathered = [d for d in range(len(dims)) if int(b[d]) > int(a[d])]
+    if not gathered:
+        return False
+    return all(int(x) == 1 for x in b[:min(gathered)])
 
 
 def _decomposed_dot(instr) -> bool:
