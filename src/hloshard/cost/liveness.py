@@ -1534,6 +1534,13 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
             continue   # shared above
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
+        elif op == "scatter" and i.shape.is_array and len(i.operands) == 3:
+            # a scatter updates its destination (through a pin in its layout) in place where the destination
+            # is read last: XLA's HloDataflowAnalysis::GetInPlaceInputOutputPairs, one buffer for its alias
+            # analysis (keras-hub Mistral's written auto plan: the embedding gradient's zero destination is
+            # XLA's ``wrapped_broadcast.1`` in the updated embedding's output allocation, from the forward on)
+            d = _forwarded_source(i.operands[0], fused)
+            cands = [d] if id(d) not in fused else []
         elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
