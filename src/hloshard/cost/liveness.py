@@ -80,10 +80,14 @@ more (and pads to tiles); that is not modelled here.
   checked against XLA's buffer assignment: not applied).
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
-  updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
+  and ``scatter`` update their operand 0 (through a pin in its layout) in place where it is read last
+  (XLA's ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``: a scatter-add's zero destination is then the
+  allocation of the output the update is written to, from where the zeros are made); a ``while`` takes over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read); a root tuple holding its own leaves takes over the buffers of its operands read last there,
-  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`).
+  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`);
+  a leaf whose written sharding reshards its operand (:func:`tuple_resharded_leaves`) is written by the
+  partitioner's collective at the root, so its output allocation is free for temporaries until then.
   The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
   init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
   one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
@@ -152,7 +156,9 @@ more (and pads to tiles); that is not modelled here.
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
   last read there, whatever its readers (:func:`communicating_pin`: a collective is never fused into an
   elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
-  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such
+  elementwise readers like a ``dynamic-slice``.  A pin that all-gathers along its leading tiled dimensions
+  is in the default layout, so a dot that transposes it (``DotDecomposer``) copies it beside it, also as its
+  only reader (:func:`_gathered_in_default_layout`).  An expensive producer (:data:`EXPENSIVE`) read by such
   a slice keeps its buffer (XLA's CPU fuser does not take it into the slice's fusion; a cheap one it
   does).  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
