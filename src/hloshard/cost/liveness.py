@@ -2344,8 +2344,11 @@ def _gathered_in_default_layout(src) -> bool:
     together at the dot; keras-hub Gemma's written ``auto_expert`` plan: the logits' gradient gathered
     over the batch for the embedding's gradient dot, 2 x 16 MiB at XLA's peak).  A pin that gathers a
     later dimension is copied for that gather already (the copy after the all-gather,
-    :func:`hloshard.autoshard.build._relayout_bytes`, one loop fusion with the transpose): False."""
-    if not communicating_pin(src) or not src.shape.is_array:
+    :func:`hloshard.autoshard.build._relayout_bytes`, one loop fusion with the transpose): False.  Only for
+    a module planned for XLA CPU (:func:`set_fusion_backend`): the TPU compiler's layout assignment was not
+    measured for it."""
+    if not communicating_pin(src) or not src.shape.is_array or \
+            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":   # (measured on XLA CPU only)
         return False
     have, need = _sharding_of(src.operands[0]), _sharding_of(src)
     if have is None or need is None:
