@@ -82,7 +82,8 @@ more (and pads to tiles); that is not modelled here.
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
   and ``scatter`` update their operand 0 (through a pin in its layout) in place where it is read last
   (XLA's ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``: a scatter-add's zero destination is then the
-  allocation of the output the update is written to, from where the zeros are made); a ``while`` takes over its init values' buffers; a while body's
+  allocation of the output the update is written to, from where the zeros are made); a ``while`` takes
+  over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read); a root tuple holding its own leaves takes over the buffers of its operands read last there,
   through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`);
@@ -2335,7 +2336,7 @@ def dot_transposed_operands(instr) -> list:
 
 def _gathered_in_default_layout(src) -> bool:
     """True when ``src`` is a :func:`communicating_pin` that gathers only along its leading tiled
-    dimensions (every dimension before the first one gathered is one tile per device): XLA's partitioner
+    dimensions (every dimension before the first one gathered has extent 1 per device): XLA's partitioner
     makes it an ``all-gather`` whose result has the default (row-major) layout, which the CPU layout
     assignment gives a collective and no consumer's layout reaches back through, so a ``DotDecomposer``
     transpose of it is a copy beside the gathered buffer, also when that dot is its only reader
