@@ -80,10 +80,15 @@ more (and pads to tiles); that is not modelled here.
   checked against XLA's buffer assignment: not applied).
 * *In place* (XLA's buffer assignment, ``CanShareOperandBufferWithUser``): an elementwise result
   reuses the buffer of an operand of the same shape that it reads last; ``dynamic-update-slice``
-  updates its operand 0 in place; a ``while`` takes over its init values' buffers; a while body's
+  and ``scatter`` update their operand 0 (through a pin in its layout) in place where it is read last
+  (XLA's ``HloDataflowAnalysis::GetInPlaceInputOutputPairs``: a scatter-add's zero destination is then the
+  allocation of the output the update is written to, from where the zeros are made); a ``while`` takes
+  over its init values' buffers; a while body's
   root values are written into the loop state (they add memory only while the old state element is
   still read); a root tuple holding its own leaves takes over the buffers of its operands read last there,
-  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`).
+  through forwarding operands (jax's ``xla.sdy.FuncResultSharding`` markers, :func:`_forwarded_source`);
+  a leaf whose written sharding reshards its operand (:func:`tuple_resharded_leaves`) is written by the
+  partitioner's collective at the root, so its output allocation is free for temporaries until then.
   The operand's interval then ends where the reuse starts.  A ``while`` state leaf whose
   init the loop does not take over is a copy made as soon as the init exists (:func:`_state_copy_at_init`);
   one init value of several updated leaves of one loop (one zero broadcast, ``HloCSE``'d, for several
@@ -152,7 +157,9 @@ more (and pads to tiles); that is not modelled here.
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
   last read there, whatever its readers (:func:`communicating_pin`: a collective is never fused into an
   elementwise reader, nor computed in place); a pin that is a local slice of its operand fuses into
-  elementwise readers like a ``dynamic-slice``.  An expensive producer (:data:`EXPENSIVE`) read by such
+  elementwise readers like a ``dynamic-slice``.  A pin that all-gathers along its leading tiled dimensions
+  is in the default layout, so a dot that transposes it (``DotDecomposer``) copies it beside it, also as its
+  only reader (:func:`_gathered_in_default_layout`).  An expensive producer (:data:`EXPENSIVE`) read by such
   a slice keeps its buffer (XLA's CPU fuser does not take it into the slice's fusion; a cheap one it
   does).  A pin in its operand's layout still forwards.
 * *Compiled modules* (:func:`is_scheduled`: ``is_scheduled=true``, the text of ``compiled.as_text()`` or an
@@ -1207,8 +1214,8 @@ def _relaid_in_copy(instr) -> bool:
     the input-gradient dot and its transpose for the embedding's gradient, with the scatter and the
     exponential live until both (4 buffers of 8 MiB at XLA's peak; the model had 2); BENCHMARKS.md round
     20 memtruth."""
-    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE:
-        return False
+    if _kind(instr) not in ELEMENTWISE or _kind(instr) in EXPENSIVE or communicating_pin(instr):
+        return False   # (a pin that communicates is a collective: no fusion takes it in)
     for u in effective_users(instr):
         if u.opcode == "dot" and any(_through_forwards(u.operands[k]) is instr for k in dot_transposed_operands(u)):
             return True
@@ -1486,6 +1493,7 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         """``k`` (and every view of it) is read last at ``t``."""
         return raw.get(k, (0, 0))[1] == t + 1 and view_end.get(find(k), 0) <= t + 1
 
+    written_at_tuple: set = set()   # root-tuple leaves written by a resharding collective (the tuple's own point)
     for t, i in enumerate(order):
         if id(i) in fused:
             continue
@@ -1512,9 +1520,12 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         if op == "tuple":   # a tuple holding its own (pinned) leaves: a copy of its operands, in place
             srcs = [k for o in i.operands for k in values(_forwarded_source(o, fused))]
             if len(srcs) == len(mine):
-                for a, c in zip(srcs, mine):
+                moved = tuple_resharded_leaves(i, fused)
+                for n, (a, c) in enumerate(zip(srcs, mine)):
                     if raw.get(a, (0, 0))[1] == t + 1 and a not in protected:
                         share(a, c)
+                        if n in moved:
+                            written_at_tuple.add(c)
             continue
         if op in ("call", "conditional"):
             # the callee's root values are made in the caller's result buffer
@@ -1530,6 +1541,13 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
             continue   # shared above
         if op == "dynamic-update-slice":
             cands = [i.operands[0]] if not is_fused(i.operands[0]) else []
+        elif op == "scatter" and i.shape.is_array and len(i.operands) == 3:
+            # a scatter updates its destination (through a pin in its layout) in place where the destination
+            # is read last: XLA's HloDataflowAnalysis::GetInPlaceInputOutputPairs, one buffer for its alias
+            # analysis (keras-hub Mistral's written auto plan: the embedding gradient's zero destination is
+            # XLA's ``wrapped_broadcast.1`` in the updated embedding's output allocation, from the forward on)
+            d = _forwarded_source(i.operands[0], fused)
+            cands = [d] if id(d) not in fused else []
         elif op == "fusion":   # a compiled module's fusion (:func:`fusion_in_place_operands`)
             # (not on a leaf of a tuple that is one value here: a variadic collective's one node)
             cands = [o for o in (i.operands[n] for n in fusion_in_place_operands(i))
@@ -1570,7 +1588,9 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
         lo = min(raw[k][0] for k in members if raw[k][1] > raw[k][0])
         hi = max(raw[k][1] for k in members)
         iv[keep] = (0, T) if keep in protected else (lo, hi)
-        if keep in written_from:   # an output computed in place: its allocation holds the chain from its start
+        if keep in written_from and not (members & written_at_tuple):
+            # an output computed in place: its allocation holds the chain from its start (not a leaf the
+            # root reshards into: the collective writes the allocation at the tuple, :func:`tuple_resharded_leaves`)
             written_from[keep] = min(defined_at.get(k, T) for k in members
                                      if raw[k][1] > raw[k][0] or k == keep)
     # an output's operand that found no output allocation above stays in the temp heap
@@ -1623,6 +1643,40 @@ def _buffer_intervals(order, own, values, parameters, outputs, donated, gather_c
     out = BufferIntervals(iv)
     out.output_slots = slots
     return out
+
+
+def tuple_resharded_leaves(tup, fused: set = frozenset()) -> frozenset:
+    """Operand positions ``n`` of the ``tuple`` instruction ``tup`` whose written leaf sharding lays the
+    array out differently from the operand it reads (through forwarding instructions, ``fused``: ids of the
+    instructions with no buffer, :func:`_forwarded_source`): the root's leaf is the operand resharded.
+
+    XLA's SPMD partitioner reshards such an operand for the root (``SpmdPartitioningVisitor::HandleTuple``
+    reads each operand in the leaf's sharding: an all-gather, all-to-all or local slice of the operand's
+    tile), and buffer assignment puts the collective's result in the entry output's allocation, so the
+    output allocation is first written at the tuple, not where the operand is made: until then it is
+    free for temporaries (XLA's ``BufferAssigner``, :func:`_temps_in_outputs`; measured, 8 CPU devices:
+    a row-split dot read by a replicated root leaf, the dot's all-gathered operand kept in that leaf's
+    allocation, ``tests/test_memory_model.py`` ``ROOT_RESHARD``).  Empty where shardings are not written
+    (the cost graph before a plan) or a leaf is not an array."""
+    sh = getattr(tup, "sharding", None)
+    if sh is None or not tup.shape.is_tuple:
+        return frozenset()
+    out = set()
+    for n, o in enumerate(tup.operands):
+        if not o.shape.is_array:
+            continue
+        try:
+            leaf = sh.leaf(n)
+        except (IndexError, AttributeError):
+            continue
+        src = _sharding_of(_forwarded_source(o, fused))
+        if leaf is None or leaf.is_tuple or src is None:
+            continue
+        if not (leaf.is_replicated or (leaf.is_tiled and not leaf.has_manual_subgroup)):
+            continue
+        if leaf != src and not (leaf.is_replicated and src.is_replicated):
+            out.add(n)
+    return frozenset(out)
 
 
 def _forwarded_source(instr, fused: set):
@@ -2271,12 +2325,44 @@ def dot_transposed_operands(instr) -> list:
             continue
         src = _through_forwards(instr.operands[k])
         readers = effective_users(src)
-        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr:
+        if src.opcode != "parameter" and len(readers) == 1 and readers[0] is instr and \
+                not _gathered_in_default_layout(src):
             continue
         if written_transposed(src):
             continue
         out.append(k)
     return out
+
+
+def _gathered_in_default_layout(src) -> bool:
+    """True when ``src`` is a :func:`communicating_pin` that gathers only along its leading tiled
+    dimensions (every dimension before the first one gathered has extent 1 per device): XLA's partitioner
+    makes it an ``all-gather`` whose result has the default (row-major) layout, which the CPU layout
+    assignment gives a collective and no consumer's layout reaches back through, so a ``DotDecomposer``
+    transpose of it is a copy beside the gathered buffer, also when that dot is its only reader
+    (:func:`dot_transposed_operands`; measured, 8 CPU devices, ``tests/test_memory_model.py``
+    ``PIN_GATHER_DOT``: the gathered ``[16,128,512]`` and its ``copy_bitcast_fusion`` ``[512,2048]`` live
+    together at the dot; keras-hub Gemma's written ``auto_expert`` plan: the logits' gradient gathered
+    over the batch for the embedding's gradient dot, 2 x 16 MiB at XLA's peak).  A pin that gathers a
+    later dimension is copied for that gather already (the copy after the all-gather,
+    :func:`hloshard.autoshard.build._relayout_bytes`, one loop fusion with the transpose): False.  Only for
+    a module planned for XLA CPU (:func:`set_fusion_backend`): the TPU compiler's layout assignment was not
+    measured for it."""
+    if not communicating_pin(src) or not src.shape.is_array or \
+            fusion_backend(getattr(src.parent, "parent", None)) != "cpu":   # (measured on XLA CPU only)
+        return False
+    have, need = _sharding_of(src.operands[0]), _sharding_of(src)
+    if have is None or need is None:
+        return False
+    dims = [int(d) for d in src.shape.dims]
+    try:
+        a, b = have.tile_shape(dims), need.tile_shape(dims)
+    except ValueError:
+        return False
+    gathered = [d for d in range(len(dims)) if int(b[d]) > int(a[d])]
+    if not gathered:
+        return False
+    return all(int(x) == 1 for x in b[:min(gathered)])
 
 
 def _decomposed_dot(instr) -> bool:
