@@ -263,12 +263,15 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     # of vm: the copies a megacore TPU's memory-space assignment makes of shared results (timing's
     # msa-copy rows, roofline.shared_intermediates), the buffers' bytes once each
     msa = sum(r.hbm_bytes for r in roof.rows if r.opcode == "msa-copy")
+    msa_once = sum(r.hbm_bytes / r.executions for r in roof.rows if r.opcode == "msa-copy" and r.executions > 0)
+    bw = scale.profile.sustained_hbm_bandwidth
+    pre_once = pre - (msa - msa_once) / bw   # a loop body's copies once, as the estimate counts the body
     return {"flops": t["flops_per_device"], "bytes": t["hbm_bytes_per_device"], "compute_s": b["compute_s"],
             "flops_once": flops_once, "bytes_once": bytes_once,
             "comm_s": b["communication_s"] + b["resharding_s"], "step_s": t["estimated_step_time_s"],
             "collective_hbm_s": coll, "vmem_s": vm, "gather_tile_s": gt,
-            "msa_copy_bytes": msa / PREFETCH_COPY_FACTOR, "msa_copy_s": msa / scale.profile.sustained_hbm_bandwidth, "tpu_like_s": b["compute_s"] + coll + pre,
-            "tpu_like_once_s": roofline_seconds_once(roof) + coll_once + pre, "folded_transposes": len(folded)}
+            "msa_copy_bytes": msa_once / PREFETCH_COPY_FACTOR, "msa_copy_s": msa_once / bw, "tpu_like_s": b["compute_s"] + coll + pre,
+            "tpu_like_once_s": roofline_seconds_once(roof) + coll_once + pre_once, "folded_transposes": len(folded)}
 
 
 def vmem_seconds(roof, profile) -> float:

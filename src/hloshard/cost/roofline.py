@@ -502,7 +502,7 @@ def shared_intermediates(instrs: Iterable, rule: FusionRule) -> list:
         head = terms[1]
         if head.opcode in COLLECTIVE_OPCODES or not head.shape.is_array:
             continue
-        if len(_kernels_reading(head, rule)) >= 2:
+        if len({id(r) for r in _kernels_reading(head, rule)}) >= 2:   # one kernel reached by two paths: one reader
             out.append((instr, head))
     return out
 
