@@ -110,7 +110,8 @@ class DeviceProfile:
     configs of its optimised programs: 12 instructions of ``mlp_train_step``'s GSPMD plan on ``v5p:2x2x2``,
     105 of ``fused_qkv_train_step``'s; none on ``v5e:2x4``, ``v6e:2x4`` or ``v4:2x2x2``), their results are
     written to HBM, and memory-space assignment copies some back into VMEM (BENCHMARKS.md "Round 24, helper
-    seconds").  Which ones it copies is not modelled."""
+    seconds").  ``megacore``: the chip is such a one (``tpu-v5p``); the report's roofline then counts the
+    copies of the results several kernels read (:func:`hloshard.cost.roofline.shared_intermediates`)."""
 
     name: str
     description: str
@@ -123,6 +124,7 @@ class DeviceProfile:
     devices_per_node: int
     sources: tuple[str, ...] = field(default=())
     hbm_efficiency: float = 1.0
+    megacore: bool = False
 
     @property
     def sustained_hbm_bandwidth(self) -> float:
@@ -205,7 +207,8 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         2765 * _GB,
         ici=LinkSpec(2 * 100 * _GB, 1e-6), dcn=LinkSpec(6.25 * _GB, 10e-6), devices_per_node=8960,
         sources=(_GCP.format(v="v5p") + ": 1,200 GB/s bidirectional ICI per chip over 6 ports (100 GB/s "
-                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT, _TPUC), hbm_efficiency=0.85),
+                 "per port and direction; a torus axis has 2 ports); DCN 50 Gb/s per chip", _LAT, _TPUC), hbm_efficiency=0.85,
+        megacore=True),
     DeviceProfile(
         "tpu-v6e", "Cloud TPU v6e (Trillium) chip, 2D torus ICI inside a slice (up to 256 chips), DCN across",
         {"bf16": 918 * _T, "int8": 1836 * _T, "fp32": 918 * _T}, "bf16", DEVICE_MEMORY["tpu-v6e"], 1638 * _GB,

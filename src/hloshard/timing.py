@@ -30,7 +30,8 @@ from .autoshard.evaluate import evaluate_module, replicated_evaluation
 from .cost.collectives import collective_hbm_bytes
 from .cost.flops import FUSED_ATTENTION_TARGETS, attention_flops, model_flops
 from .cost.memory import bytes_per_device
-from .cost.roofline import RooflineRow, instruction_peak, roofline, take_bytes
+from .cost.roofline import (PREFETCH_COPY_FACTOR, PREFETCH_MAX_BYTES, RooflineRow, instruction_peak, roofline,
+                             shared_intermediates, take_bytes)
 from .cost.steptime import step_time
 from .devices import node_spans
 from .cost.tpu_fusion import dot_dot_reader, fusion_rule
@@ -125,6 +126,8 @@ def plan_roofline(result, module, profile=None):
                 roof.rows.append(RooflineRow(g.instr.name, kind, n, 0.0, moved, moved / bandwidth, "memory"))
     # the TPU's dot-dot fusion (cost.tpu_fusion.dot_dot_reader) where the plan puts no collective between
     _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth)
+    if profile is not None and getattr(profile, "megacore", False):
+        _megacore_copies(graph, fusion, roof, size_of)
     for instr, b in copies:
         moved = 2.0 * b
         roof.relayout_bytes_once += moved
@@ -134,6 +137,26 @@ def plan_roofline(result, module, profile=None):
         roof.seconds += moved / bandwidth
         roof.memory_bound_s += moved / bandwidth
     return roof, result, per_device
+
+
+def _megacore_copies(graph, fusion, roof, size_of) -> None:
+    """Add to ``roof`` the copies memory-space assignment makes on a megacore TPU of each result several
+    kernels read (:func:`hloshard.cost.roofline.shared_intermediates`): one row per copy (opcode
+    ``'msa-copy'``), :data:`hloshard.cost.roofline.PREFETCH_COPY_FACTOR` x the buffer's per-device size
+    per execution, as ``HloCostAnalysis`` counts them, in ``hbm_bytes`` and ``vmem_bytes`` and given no
+    seconds (an asynchronous DMA beside the kernels: the step time does not change, the TPU compiler's
+    estimate and bytes accessed do).  A buffer above
+    :data:`hloshard.cost.roofline.PREFETCH_MAX_BYTES` is not copied (it does not fit beside the kernels'
+    own VMEM)."""
+    for instr, head in shared_intermediates(graph.schedule, fusion):
+        size = float(size_of(head))
+        if size > PREFETCH_MAX_BYTES:
+            continue
+        n = float(graph.ctx.weight(instr))
+        moved = PREFETCH_COPY_FACTOR * size * n
+        roof.hbm_bytes += moved
+        roof.vmem_bytes += moved
+        roof.rows.append(RooflineRow(head.name, "msa-copy", n, 0.0, moved, 0.0, "none", moved))
 
 
 def _dot_dot_fusions(graph, choice, fusion, roof, size_of, peak_of, bandwidth) -> None:

@@ -62,7 +62,7 @@ from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
                          online_softmax_dot, shared_join, sibling_key)
 
-__all__ = ["kernel_reads", "prefetched", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "shared_intermediates", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices", "take_bytes"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -472,6 +472,39 @@ def prefetched(param, rule: FusionRule) -> bool:
             bool(readers) and not any(_runs_first(r, rule) for r in readers))
         cache[1][id(param)] = hit
     return hit
+
+
+def shared_intermediates(instrs: Iterable, rule: FusionRule) -> list:
+    """``(kernel, buffer)`` for every kernel among ``instrs`` (a materialised instruction under ``rule``,
+    :func:`hbm_terms` ``'kernel'``; collectives excluded) whose result buffer (its epilogue's, when a dot
+    writes its consumer's: the ``head`` of its terms) two or more kernels read (:func:`_kernels_reading`,
+    through the fused ones; the entry's output tuple counts as one reader), in ``instrs``' order.
+
+    What memory-space assignment copies back into on-chip memory on a megacore TPU
+    (:attr:`hloshard.devices.DeviceProfile.megacore`, v5p): the compiler splits each kernel over the
+    chip's two TensorCores, writes a result that several kernels read to HBM and, before its readers run,
+    copies it into VMEM (``copy-start`` / ``copy-done`` to ``S(1)``, the ``Pre_memory_space_assignment``
+    pipeline's memory-space-assignment pass); ``HloCostAnalysis`` counts each copy
+    :data:`PREFETCH_COPY_FACTOR` x its padded size, as a parameter's prefetch.  Read off libtpu 0.0.42.1's
+    optimised programs of the samples' GSPMD plans on ``v5p:2x2x2`` (BENCHMARKS.md "steptime, round 30"):
+    of the intermediate values read by two or more instructions, 14.3 MB are copied in this way, 10.4 MB
+    are written to VMEM directly, 0.01 MB read from HBM; of those read by one, 8.1 MB are copied, 10.6 MB
+    written to VMEM and 65.8 MB read from HBM in place.  On ``v5e:2x4`` / ``v6e:2x4`` (one TensorCore) no
+    intermediate is copied.  The share written to VMEM directly, and the single-reader values copied (the
+    outputs of the TPU's multi-output kernels and combined all-reduces), are not modelled."""
+    out = []
+    for instr in instrs:
+        if instr.opcode in COLLECTIVE_OPCODES:
+            continue
+        terms = hbm_terms(instr, rule)
+        if terms[0] != "kernel":
+            continue
+        head = terms[1]
+        if head.opcode in COLLECTIVE_OPCODES or not head.shape.is_array:
+            continue
+        if len({id(r) for r in _kernels_reading(head, rule)}) >= 2:   # one kernel reached by two paths: one reader
+            out.append((instr, head))
+    return out
 
 
 def hbm_bytes(instr, size_of: Callable, rule: FusionRule = CPU_FUSION, tile_of: Callable | None = None) -> float:
