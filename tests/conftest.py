@@ -68,7 +68,6 @@ def run_python_child(script: str, timeout: float = 300) -> str:
     """Run ``script`` with ``python -c`` in a child process that imports this checkout's ``src`` (a jax
     program whose XLA flags must be set before jax loads); assert it exits 0 and return its stdout."""
     import subprocess
-    import sys
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run(child_argv(["-c", script], env), capture_output=True, text=True, env=env, timeout=timeout)

@@ -652,7 +652,6 @@ def test_auto_shard_starts_the_user_sharded_baseline_before_the_first_solve():
     import json
     import os
     import subprocess
-    import sys
 
     from tests.conftest import ROOT, require_jax
 

@@ -144,7 +144,6 @@ def test_auto_shard_memory_guard(tmp_path):
     import json
     import os
     import subprocess
-    import sys
 
     from tests.conftest import ROOT, require_jax
 
