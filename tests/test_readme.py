@@ -122,3 +122,23 @@ def test_bundled_problem_is_what_the_readme_export_writes(tmp_path):
     assert same, (f"the bundled problem is stale: re-run the README's export command and copy its output to "
                   f"{bundled.name} (lengths {len(got)} vs {len(want)}, first difference at byte {at}: "
                   f"{got[max(0, at - 40):at + 40]!r} vs {want[max(0, at - 40):at + 40]!r})")
+
+
+def test_readme_figures_of_the_propagated_solve_are_what_it_prints(tmp_path):
+    """The figures the README quotes for solving ``samples/mlp_train_step.propagated.hlo`` are the ones the command
+    prints (the fresh-clone check of round 30 found them two rounds stale: nothing compared them)."""
+    from click.testing import CliRunner
+
+    from hloshard.cli import main
+
+    m = re.search(r"solving `samples/mlp_train_step\.propagated\.hlo` prints `([0-9,.]+) \.\.\. vs ([0-9,.]+)\s+"
+                  r"for the input as given \((-[0-9.]+%)\)`, with a warning that local moves changed (\d+) "
+                  r"annotations of the written module\s+\(`its cost ([0-9,.]+) -> ([0-9,.]+)`\)", README)
+    assert m, "the README's sentence on the propagated solve changed: update this test with it"
+    r = CliRunner().invoke(main, ["solve", str(ROOT / "samples" / "mlp_train_step.propagated.hlo"), "--mesh", "2x4",
+                                  "-o", str(tmp_path / "out.hlo")])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.output.split())
+    cost, given, change, moved, before, after = m.groups()
+    assert f"cost {cost} " in text and f"vs {given} for the input as given ({change})" in text, text[:800]
+    assert f"local moves changed {moved} annotations" in text and f"its cost {before} -> {after}" in text
