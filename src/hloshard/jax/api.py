@@ -165,8 +165,13 @@ class AutoShardResult:
         widened, the plan's constraints where they were), whose disagreement tells a plan that computes
         another function (``verdict`` ``"wrong"``: above :data:`hloshard.jax.check.F64_TOL`) from float
         rounding the step amplifies (``"rounding"``), and the unsharded float32 step against the float64
-        one (the model's own rounding floor).  Costs two compiles, four with ``float64``.  Raises
-        ValueError for arguments not shaped as the example arguments or a bad ``rtol``."""
+        one (the model's own rounding floor).  Costs two compiles, four with ``float64``.  One step of an
+        adaptive optimizer (Adam, Adafactor) hides the gradients' errors: its first update is
+        ``lr * m / (sqrt(v) + eps)``, about ``lr * sign(g)``, so most leaves agree to rounding whatever the
+        gradients' error and only leaves whose gradient is near zero disagree (new user 30, F14: GPT-2's
+        attention key bias, whose gradient is zero under softmax); check a gradient-returning step, or compare
+        a few steps' losses.  Raises ValueError for arguments not shaped as the example arguments or a bad
+        ``rtol``."""
         from .check import check_plan
 
         return check_plan(self, args, rtol, float64)
