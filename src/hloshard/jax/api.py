@@ -393,10 +393,18 @@ def _start_child(num_devices: int):
 
 
 def _stop_child(child) -> None:
-    """End the guard's XLA child (:func:`_start_child`) when it is still running (given no payload)."""
-    if child is not None and child.poll() is None:
+    """End the guard's XLA child (:func:`_start_child`) when it is still running (given no payload), and close its
+    pipes whether it ran or not (a child that had ended by itself left them open: new user 30's F13, a
+    ``ResourceWarning: unclosed file`` from an ``auto_shard`` call)."""
+    if child is None:
+        return
+    if child.poll() is None:
         child.kill()
         child.communicate()
+    for stream in (child.stdin, child.stdout, child.stderr):
+        if stream is not None and not stream.closed:
+            stream.close()
+    child.wait()
 
 
 
