@@ -44,6 +44,7 @@ from ..hlo.verify import verify_module
 from ..io import write_text_atomic
 from ..load import load_module
 from ..partition_specs import complete_with_xla
+from ..sdy_mesh import module_meshes
 from ..units import format_bytes
 from ..xla_compare import compare_module, predicted_collectives
 from ..textout import print_table, report_console
@@ -51,6 +52,14 @@ from .common import check_outputs, note_input, show_progress, start_step, step, 
 from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
 from .progress import SolverProgress
 from .timing import seconds_report   # --device: seconds; --xla: XLA's flops / bytes
+
+#: ``cost --xla`` of a Shardy-mode export (the module names ``xla.sdy.meshes``): which partitioner XLA's figures are
+#: (new user 30, F2: keras-hub GPT-2 with its layout map moved 14.78 MB per device by GSPMD, 28.40 MB by Shardy)
+SHARDY_NOTE = ("XLA's figures are GSPMD's, the partitioner that carries out written sharding= annotations; this module "
+               "is a Shardy-mode jax export (xla.sdy.meshes), and jax.jit of the same layouts partitions with Shardy "
+               "by default, which can move other bytes (keras-hub GPT-2 with its layout map: 14.78 MB per device by "
+               "GSPMD, 28.40 MB by Shardy); jax.config.update('jax_use_shardy_partitioner', False) compiles as "
+               "measured here")
 
 
 def check_time_limit(time_limit) -> None:
@@ -304,6 +313,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     inlined = len(getattr(module, "inlined_calls", None) or {})
     if comparison is not None:   # the one way --xla's module differs from what jax.jit partitions
         report["xla_inlined_calls"] = inlined
+        if module_meshes(module):   # a Shardy-mode export: jax.jit's own partitioner is another one
+            report["xla_partitioner_note"] = SHARDY_NOTE
     note = "" if by_xla is not None else xla_propagation_note(module, result)
     if note:   # F3 of new user 27: the JSON reader gets the summary's hint too
         report["completion"]["open_to_xla"] = len(result.unannotated)
@@ -363,6 +374,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     print_table(con, t)
     if comparison is not None:
         render_comparison(con, comparison, top, getattr(dmesh, "memory_device", None))
+        if report.get("xla_partitioner_note"):
+            con.print(f"note: {report['xla_partitioner_note']}")
         if inlined:
             con.print(f"note: XLA partitioned the module with its {inlined:,} call(s) inlined, as hloshard prices it; "
                       f"jax.jit partitions each called computation apart, so a value two callees reshard alike is "
