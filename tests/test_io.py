@@ -60,6 +60,11 @@ def test_read_text_errors(tmp_path):
     bad.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(UsageError, match="not UTF-8"):
         read_text(str(bad))
+    # file:line:col of the first byte that does not decode, as lint's HS001 gives it (round 30's fresh-clone check:
+    # "byte 12" alone)
+    bad.write_bytes(b"HloModule m\n  caf\xc3\xa9 \xff")   # the invalid byte after "  caf\u00e9 " on line 2
+    with pytest.raises(UsageError, match=r"bad\.hlo:2:8: not UTF-8 text \(byte 20: invalid start byte\)"):
+        read_text(str(bad))
 
 
 def test_input_larger_than_the_limit_is_a_usage_error(tmp_path, monkeypatch):

@@ -55,6 +55,16 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
         raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
 
 
+def undecodable_position(data: bytes, exc: UnicodeDecodeError) -> tuple[int, int]:
+    """``(line, column)``, 1-based, of the first byte of ``data`` that does not decode as UTF-8 (``exc``: the
+    decode's error): the one position :func:`read_text`'s error and ``lint``'s HS001 finding give (line 1, column 1
+    for a UTF-16 byte-order mark or most binary files; columns count the characters before it on its line)."""
+    line_start = data.rfind(b"\n", 0, exc.start) + 1
+    line = data.count(b"\n", 0, exc.start) + 1
+    column = len(data[line_start:exc.start].decode("utf-8", errors="replace")) + 1
+    return line, column
+
+
 def read_text(path: str) -> str:
     """Read a UTF-8 text file; ``-`` reads standard input. Line endings are normalised to ``\\n``.
 
@@ -65,7 +75,8 @@ def read_text(path: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UsageError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        line, column = undecodable_position(data, exc)   # file:line:col, as lint's HS001 places it
+        raise UsageError(f"{path}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 

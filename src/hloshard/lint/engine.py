@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import HloSyntaxError, UsageError
-from ..io import read_limited
+from ..io import read_limited, undecodable_position
 from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
@@ -190,9 +190,7 @@ def undecodable_finding(path: str, data: bytes, exc: UnicodeDecodeError) -> Find
     line and column of the first byte that does not decode (line 1, column 1 for a UTF-16 byte-order
     mark or most binary files)."""
 
-    line_start = data.rfind(b"\n", 0, exc.start) + 1
-    line = data.count(b"\n", 0, exc.start) + 1
-    column = len(data[line_start:exc.start].decode("utf-8", errors="replace")) + 1
+    line, column = undecodable_position(data, exc)
     message = f"not UTF-8 text (byte {exc.start}: {exc.reason}); HLO text files are UTF-8"
     rule = SyntaxErrorRule
     return Finding(path, line, column, rule.code, rule.name, rule.severity, message, key="not-utf-8")
