@@ -96,3 +96,16 @@ def test_layout_numbers_without_commas_are_syntax_errors(layout):
     text = f"HloModule m\n\nENTRY e {{\n  ROOT p = f32[2,2]{layout} parameter(0)\n}}\n"
     with pytest.raises(HloSyntaxError, match="malformed layout"):
         parse_module(text)
+
+
+def test_control_characters_are_not_echoed_raw():
+    """The error's context line shows a control character (NUL, ESC) as '?', one column, the caret under it (round
+    30's fresh-clone check: a file of NULs had 200 raw NUL bytes written to the terminal)."""
+    for junk in ("\x00\x00\x00", "\x1b[2J"):
+        text = f"HloModule m\n\nENTRY e {{\n  p = f32[4] parameter(0)\n  {junk}x\n}}\n"
+        with pytest.raises(HloSyntaxError) as exc:
+            parse_module(text, "c.hlo")
+        shown = str(exc.value)
+        assert "\x00" not in shown and "\x1b" not in shown, repr(shown)
+        context, caret = shown.splitlines()[1:3]
+        assert context.strip().startswith("?") and context[len(caret.rstrip()) - 1] == "?", (context, caret)
