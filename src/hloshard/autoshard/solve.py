@@ -418,10 +418,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         reprice = float(graph.reprice_seconds)
         if REPRICE_SHARE > 0:   # and the writing reserve below is of the same 1-D build, not the fine one
             one_d = reprice / REPRICE_SHARE
+    reserve_measured = False   # the reserve is measured_reserve's (the error below says which it was)
     if built and deadline is not None and not deterministic and reprice_reserve:
         measured = measured_reserve(graph)
         if measured is not None:   # a re-pricing of this graph's module was made: what it took, not an estimate
             reprice = graph.reprice_seconds = measured
+            reserve_measured = True
     if not built:   # kept by the later phases of a caller (hloshard.jax.guard.guard_plan's Pareto step)
         graph.reprice_seconds = reprice
     if deadline is not None and not deterministic:
@@ -554,9 +556,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     if out_of_time and deadline is not None and not deterministic:
         # which phase gave up and why, in the error when no plan keeps the budget (new user 29 F2: every budget
         # failed with 10-16 s of 60 unused, the message said only that "the time limit ended")
-        measured = getattr(graph, "reprice_measured", None)
-        how = (f"{REPRICE_MARGIN:g} x the {measured:.1f} s its last re-pricing took" if measured is not None
-               and abs(reprice - REPRICE_MARGIN * float(measured)) < 1e-9 else "estimated from the cost graph's build")
+        how = (f"{REPRICE_MARGIN:g} x the {float(graph.reprice_measured):.1f} s its last re-pricing took"
+               if reserve_measured else "estimated from the cost graph's build")
         clock = (f"the re-solves with the buffers priced stopped {max(0.0, deadline - time.monotonic()):.1f} s before "
                  f"the deadline, of which {reprice:.1f} s are kept for re-pricing the written plan ({how}) and a "
                  f"re-solve needs at least {MIN_SOLVE_SECONDS:g} s")
