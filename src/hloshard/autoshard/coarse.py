@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..costgraph import aliases_kept, evaluate
 from ..errors import HloshardError, SolveFailed
 from ..mesh import DeviceMesh, coarse_cuts, refine_for_module, sub_axis_sizes
-from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, det_fixed_seconds
+from ..solver.api import DET_FIXED_RATE, FULL_MODEL_LIMIT, MIN_TIME_LIMIT, det_fixed_seconds
 from ..strategy.base import MeshInfo, StrategyGroup
 from .build import BuildStopped, build_graph
 from .evaluate import evaluate_choice, user_mesh
@@ -54,7 +54,7 @@ LADDER_FIRST_SHARE = 0.5
 #: coarse start took 10.25 s where 1.94 s were taken off the fine solve: 8.3 s outside every reserve).
 MAP_SHARE = 1.0
 #: the least seconds a charged coarse solve gets (the solver's own floor, ``solve_problem``)
-COARSE_MIN_SOLVE = 0.5
+COARSE_MIN_SOLVE = MIN_TIME_LIMIT
 
 
 @dataclass

@@ -24,7 +24,7 @@ from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
 from ..cost.tpu_heap import written_memory_device
-from ..solver.api import work_for_cpu
+from ..solver.api import MIN_TIME_LIMIT, work_for_cpu
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
 #: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
@@ -38,7 +38,7 @@ from ..solver.api import work_for_cpu
 #: 0.1, the 2-layer decoder 0.05, transformer_train_step 0.35, scan_mlp_train_step 0.55 of the build.
 REPRICE_SHARE = 2.3
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
-MIN_SOLVE_SECONDS = 0.5
+MIN_SOLVE_SECONDS = MIN_TIME_LIMIT
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
 #: kept for the re-solves with the communication buffers priced (:func:`_fit_buffers`), which the first
 #: solve's problem does not hold (they all end when the solver's time does: never a full limit each).  A split,

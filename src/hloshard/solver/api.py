@@ -255,6 +255,11 @@ def _emit(progress, **event):
         progress(event)
 
 
+#: the least seconds :func:`solve_problem` searches, whatever ``time_limit`` it is given (its floor; the
+#: callers' minimum solve, ``autoshard.solve.MIN_SOLVE_SECONDS`` and ``autoshard.coarse.COARSE_MIN_SOLVE``, is this)
+MIN_TIME_LIMIT = 0.5
+
+
 def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, seed: int = 0,
                   deterministic: bool = False, hint=None, progress=None) -> Solution:
     """Choose one strategy per node minimising node + edge costs under the memory limit.
@@ -268,7 +273,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     Never raises for an infeasible problem: returns status 'infeasible' with an explanation.
     """
     t0 = time.monotonic()
-    time_limit = max(0.5, float(time_limit))
+    time_limit = max(MIN_TIME_LIMIT, float(time_limit))
     det = bool(deterministic)
     if det:
         deadline = float("inf")  # no clock in deterministic mode (module docstring, "Budgets")
