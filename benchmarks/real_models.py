@@ -59,6 +59,7 @@ import pathlib
 import subprocess
 import sys
 import time
+import traceback
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 MB = 1e6
@@ -297,6 +298,7 @@ def child(name: str, plans: list[str], budget: int | None, time_limit: float, di
             row = measure_plan(ctx, plan, b, time_limit,
                                os.path.join(diff_dir, f"{name}.{plan}.json") if diff_dir else None)
         except Exception as exc:  # noqa: BLE001 - one plan's failure is its row
+            traceback.print_exc()
             row = {"plan": plan, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
         row.update(model=name, batch=batch, seq=seq, params=int(sum(v.size for v in ctx["params"].values())))
         done[plan] = row

@@ -7,9 +7,11 @@ it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
+from ..autoshard.solve import _Unwritten
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
 from ..units import format_bytes
@@ -655,6 +657,27 @@ def _held(result, nearest, graph):
     return dataclasses.replace(result, graph=graph, solution=sol, choice=list(choice), evaluation=ev)
 
 
+@contextlib.contextmanager
+def _graph_view(unwritten):
+    """Within: the module as it was before the plan the guard kept was written into it (``unwritten``, from
+    :func:`_written_peak`; nothing to do when None), so that plans of the cost graph can be priced
+    (:func:`hloshard.autoshard.evaluate.evaluate_choice` reads each instruction's operands, and the graph knows
+    the instructions it was built from, not the operand pins a written plan inserts); after: the written module
+    again, as it was (``_Unwritten`` snapshots of both states; no plan is written twice).  Why: keras-hub's
+    4-layer Gemma, ``time_limit=15`` in wall-clock mode at a low load (round 31): the Pareto step priced a plan
+    whose dot read a written pin and raised ``KeyError: <Instruction args_20_.1.pin ...>`` out of
+    ``auto_shard``."""
+    if unwritten is None:
+        yield
+        return
+    written = _Unwritten(unwritten[0].module)
+    unwritten[0].restore()
+    try:
+        yield
+    finally:
+        written.restore()
+
+
 def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, deterministic: bool,
                deadline: float | None = None, known_plans=(), child=None, pareto: bool = True, propagate=None,
                write: str | None = None, pending=None, fsdp: bool = True):
@@ -719,8 +742,9 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
         budget = min(_time_left(deadline), max(MIN_SOLVE_SECONDS, first_seconds))
     # the share is of the plan the guard returns (pareto_step's default): a first plan it rejected for its peak is
     # no plan to measure against
-    stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
-                                searched_within=guard.get("failed_limit_bytes"))
+    with _graph_view(unwritten):   # the step prices plans of the graph: the module as the graph was built on
+        stepped, info = pareto_step(result, budget, seed=seed, deterministic=deterministic, deadline=deadline,
+                                    searched_within=guard.get("failed_limit_bytes"))
     guard["pareto"] = info
     if deterministic and info.get("tried"):   # the step's solves spent its work
         guard["work_left"] = 0.0
@@ -779,7 +803,8 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
     # error band): not the band's limit, whose top no plan the guard vouched for reaches
     limit = max(int(guard["baseline_peak_bytes"]), int(result.evaluation.peak_memory))
     # only a plan cheaper by more than the share can be taken: none dearer is priced
-    best = cheapest_found(graph, result, limit, known_plans, margin=1.0 + PARETO_SHARE)
+    with _graph_view(unwritten):
+        best = cheapest_found(graph, result, limit, known_plans, margin=1.0 + PARETO_SHARE)
     if best is None:
         return result, guard
     name, choice, ev, _ = best
@@ -809,7 +834,7 @@ def _written_peak(result, module, dmesh) -> tuple:
     cost`` says of it); ``unwritten`` (:class:`hloshard.autoshard.solve._Unwritten` with the graph's warnings
     before) puts the module back (:func:`_unwrite`).  The solver's own figure when the written module could
     not be priced."""
-    from ..autoshard.solve import _Unwritten, apply_solution
+    from ..autoshard.solve import apply_solution
 
     unwritten = (_Unwritten(module), list(result.graph.warnings))
     apply_solution(result, module, dmesh, pin_operands=bool(getattr(result.graph, "pin_operands", False)))
