@@ -479,8 +479,8 @@ def prefetched(param, rule: FusionRule) -> bool:
 #: ``convolution`` with its output fusion, the optimised program's ``kind=kOutput`` fusions) and a kernel
 #: that only moves data between layouts or types (``copy``, ``transpose``, ``convert``).  A loop kernel
 #: (elementwise, broadcast, reduce: ``kind=kLoop``) writes its result into VMEM (``S(1)``) directly and
-#: no copy is made.  Read off libtpu 0.0.42.1's optimised programs of the samples' GSPMD and solve plans on
-#: ``v5p:2x2x2`` (round 31), the results of 4 KiB or more that a kernel other than the next reads (the
+#: no copy is made.  Read off libtpu 0.0.42.1's optimised programs of the eight samples' GSPMD and solve
+#: plans on ``v5p:2x2x2`` (round 31; MaxText not included), the results of 4 KiB or more that a kernel other than the next reads (the
 #: program's outputs and collectives' results left out): ``kOutput`` fusions 154 of 172 copied (43.5 of
 #: 48.8 MB), ``copy`` 51 of 54, ``convert`` 8 of 15, ``kLoop`` fusions 0 of 91 (21.5 MB, all in ``S(1)``).
 MSA_COPIED_KERNELS = MATMUL_OPCODES | frozenset({"copy", "transpose", "convert"})
