@@ -72,3 +72,44 @@ def test_v5p_counts_the_copy_as_bytes_without_seconds_and_v5e_does_not():
     assert with_copies.vmem_bytes - without.vmem_bytes == copies[0].hbm_bytes
     assert with_copies.seconds == without.seconds          # the step time does not change
     assert not [r for r in _roof(get_profile("tpu-v5e")).rows if r.opcode == "msa-copy"]
+
+
+
+#: ``r`` (a loop kernel: a reduce of the dot ``d``) is read by three kernels (the broadcast and exponential
+#: fuse into ``s`` and ``e``; the output tuple), ``d`` by two
+LOOP_SHARED = """HloModule loopshared, num_partitions=8
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+ENTRY e {
+  x = f32[64,256] parameter(0)
+  w = f32[256,256] parameter(1)
+  v = f32[256,128] parameter(2)
+  d = f32[64,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0)
+  r = f32[64] reduce(d, c), dimensions={1}, to_apply=add
+  r2 = f32[64,256] broadcast(r), dimensions={0}
+  m = f32[64,256] exponential(r2)
+  s = f32[64] reduce(m, c), dimensions={1}, to_apply=add
+  e = f32[64,128] dot(m, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  f = f32[256,128] dot(d, e), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  ROOT o = (f32[64], f32[64], f32[256,128]) tuple(r, s, f)
+}
+"""
+
+
+def test_a_loop_kernels_shared_result_is_not_copied_a_dots_is():
+    # round 31: a loop kernel writes its result into VMEM directly (kind=kLoop, S(1)); a matmul's result
+    # is written to HBM and copied before its later reader
+    from hloshard.cost.roofline import _kernels_reading, hbm_terms
+
+    module = parse_module(LOOP_SHARED)
+    entry = {i.name: i for i in module.entry.instructions}
+    named = [i.name for i, _ in shared_intermediates(module.entry.instructions, TPU_FUSION)]
+    assert hbm_terms(entry["r"], TPU_FUSION)[0] == "kernel"
+    assert len({id(k) for k in _kernels_reading(entry["r"], TPU_FUSION)}) >= 2
+    assert named == ["d"]

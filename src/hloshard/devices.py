@@ -111,7 +111,8 @@ class DeviceProfile:
     105 of ``fused_qkv_train_step``'s; none on ``v5e:2x4``, ``v6e:2x4`` or ``v4:2x2x2``), their results are
     written to HBM, and memory-space assignment copies some back into VMEM (BENCHMARKS.md "Round 24, helper
     seconds").  ``megacore``: the chip is such a one (``tpu-v5p``); the report's roofline then counts the
-    copies of the results several kernels read (:func:`hloshard.cost.roofline.shared_intermediates`)."""
+    copies of the matmuls' and layout copies' results several kernels read
+    (:func:`hloshard.cost.roofline.shared_intermediates`; a loop kernel's result is written to VMEM directly)."""
 
     name: str
     description: str

@@ -62,7 +62,7 @@ from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
                          online_softmax_dot, shared_join, sibling_key)
 
-__all__ = ["kernel_reads", "prefetched", "shared_intermediates", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "shared_intermediates", "MSA_COPIED_KERNELS", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices", "take_bytes"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -474,27 +474,40 @@ def prefetched(param, rule: FusionRule) -> bool:
     return hit
 
 
+#: the kernels whose result the TPU compiler writes to HBM on a megacore chip, for memory-space assignment
+#: to copy into VMEM before a later reader (:func:`shared_intermediates`): a matmul (a ``dot`` /
+#: ``convolution`` with its output fusion, the optimised program's ``kind=kOutput`` fusions) and a kernel
+#: that only moves data between layouts or types (``copy``, ``transpose``, ``convert``).  A loop kernel
+#: (elementwise, broadcast, reduce: ``kind=kLoop``) writes its result into VMEM (``S(1)``) directly and
+#: no copy is made.  Read off libtpu 0.0.42.1's optimised programs of the eight samples' GSPMD and solve
+#: plans on ``v5p:2x2x2`` (round 31; MaxText not included), the results of 4 KiB or more that a kernel other than the next reads (the
+#: program's outputs and collectives' results left out): ``kOutput`` fusions 154 of 172 copied (43.5 of
+#: 48.8 MB), ``copy`` 51 of 54, ``convert`` 8 of 15, ``kLoop`` fusions 0 of 91 (21.5 MB, all in ``S(1)``).
+MSA_COPIED_KERNELS = MATMUL_OPCODES | frozenset({"copy", "transpose", "convert"})
+
+
 def shared_intermediates(instrs: Iterable, rule: FusionRule) -> list:
     """``(kernel, buffer)`` for every kernel among ``instrs`` (a materialised instruction under ``rule``,
-    :func:`hbm_terms` ``'kernel'``; collectives excluded) whose result buffer (its epilogue's, when a dot
-    writes its consumer's: the ``head`` of its terms) two or more kernels read (:func:`_kernels_reading`,
-    through the fused ones; the entry's output tuple counts as one reader), in ``instrs``' order.
+    :func:`hbm_terms` ``'kernel'``; collectives excluded) of an opcode in :data:`MSA_COPIED_KERNELS`
+    whose result buffer (its epilogue's, when a dot writes its consumer's: the ``head`` of its terms)
+    two or more kernels read (:func:`_kernels_reading`, through the fused ones; the entry's output tuple
+    counts as one reader), in ``instrs``' order.
 
     What memory-space assignment copies back into on-chip memory on a megacore TPU
     (:attr:`hloshard.devices.DeviceProfile.megacore`, v5p): the compiler splits each kernel over the
-    chip's two TensorCores, writes a result that several kernels read to HBM and, before its readers run,
-    copies it into VMEM (``copy-start`` / ``copy-done`` to ``S(1)``, the ``Pre_memory_space_assignment``
-    pipeline's memory-space-assignment pass); ``HloCostAnalysis`` counts each copy
-    :data:`PREFETCH_COPY_FACTOR` x its padded size, as a parameter's prefetch.  Read off libtpu 0.0.42.1's
-    optimised programs of the samples' GSPMD plans on ``v5p:2x2x2`` (BENCHMARKS.md "steptime, round 30"):
-    of the intermediate values read by two or more instructions, 14.3 MB are copied in this way, 10.4 MB
-    are written to VMEM directly, 0.01 MB read from HBM; of those read by one, 8.1 MB are copied, 10.6 MB
-    written to VMEM and 65.8 MB read from HBM in place.  On ``v5e:2x4`` / ``v6e:2x4`` (one TensorCore) no
-    intermediate is copied.  The share written to VMEM directly, and the single-reader values copied (the
-    outputs of the TPU's multi-output kernels and combined all-reduces), are not modelled."""
+    chip's two TensorCores, writes a matmul's or a layout copy's result that several kernels read to HBM
+    and, before a later reader runs, copies it into VMEM (``copy-start`` / ``copy-done`` to ``S(1)``, the
+    ``Pre_memory_space_assignment`` pipeline's memory-space-assignment pass); ``HloCostAnalysis`` counts
+    each copy :data:`PREFETCH_COPY_FACTOR` x its padded size, as a parameter's prefetch.  A loop kernel's
+    result is written to VMEM directly and not copied (:data:`MSA_COPIED_KERNELS`, round 31; round 30's
+    rule copied every shared result and over-predicted the copies of solve's plans 1.3-1.7x).  On
+    ``v5e:2x4`` / ``v6e:2x4`` (one TensorCore) no intermediate is copied.  Not modelled: a result one
+    kernel reads that is copied all the same (a reader that does not run next: 107 of 152 such results,
+    12.0 MB, in the samples' programs, where counting them all over-predicts moe_layer's copies 17x).
+    Raises nothing."""
     out = []
     for instr in instrs:
-        if instr.opcode in COLLECTIVE_OPCODES:
+        if instr.opcode in COLLECTIVE_OPCODES or instr.opcode not in MSA_COPIED_KERNELS:
             continue
         terms = hbm_terms(instr, rule)
         if terms[0] != "kernel":
