@@ -42,7 +42,7 @@ class _Budget(click.ParamType):
     def convert(self, value, param, ctx):
         if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
             return None
-        if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-80gb, ...)
+        if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-sxm, ...: units.DEVICE_MEMORY)
             from ..units import parse_memory_budget
 
             return parse_memory_budget(value)   # a UsageError: the CLI's one error form, exit 2
@@ -302,8 +302,8 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
-              help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
-                   "or 'none' (default: no budget).")
+              help="Bytes per device (e.g. 64MiB), a device name (the names --device takes, tpu-v5e, h100-sxm, "
+                   "...: its HBM size) or 'none' (default: no budget; with --device, that device's HBM).")
 @click.option("--time-limit", type=float, default=60.0, show_default=True,
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "

@@ -1,0 +1,101 @@
+"""The CLI as new user 30 and the fresh-clone check of round 30 met it (round 31, helper cli): one message for a
+missing file in every command, one table of device names for --device and --memory-budget, the summary's wording
+(mesh source, plurals, a figure never wrapped away from its unit), diff --complete xla."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from hloshard.cli import main
+from tests.conftest import ROOT
+
+SAMPLES = ROOT / "samples"
+MLP_PRE = SAMPLES / "mlp_train_step.pre.hlo"
+
+
+def run(args, **kw):
+    return CliRunner().invoke(main, [str(a) for a in args], **kw)
+
+
+# --------------------------------------------------------------------------- 1. one missing-file message
+
+# every command that reads a file, with what else it needs to get as far as reading it
+READERS = [
+    ["solve", "{f}", "--mesh", "2x4"],
+    ["cost", "{f}", "--mesh", "2x4"],
+    ["explain", "{f}", "--mesh", "2x4", "--instruction", "x"],
+    ["diff", "{f}", str(MLP_PRE), "--mesh", "2x4"],
+    ["explain-reshape", "{f}", "--mesh", "2x4", "--instruction", "x"],
+    ["lint", "{f}"],
+    ["combine", "{f}"],
+    ["fmt", "{f}"],
+    ["solve-problem", "{f}"],
+]
+
+
+@pytest.mark.parametrize("args", READERS, ids=lambda a: a[0])
+def test_a_missing_file_gets_one_message_in_every_command(args, tmp_path, monkeypatch):
+    """solve / fmt said ``cannot read: No such file or directory``, lint ``no such file or directory``
+    (fresh-clone check, round 30): one function (hloshard.io.cannot_read), one message, exit 2."""
+    monkeypatch.chdir(tmp_path)
+    r = run([a.format(f="nope.hlo") for a in args])
+    assert r.exit_code == 2, r.output
+    assert r.stderr == "hloshard: error: nope.hlo: cannot read: No such file or directory\n", r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["fmt", "lint"])
+def test_a_dangling_link_is_named_alike(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d.hlo").symlink_to(tmp_path / "gone.hlo")
+    r = run([command, "d.hlo"])
+    assert r.exit_code == 2
+    assert r.stderr == (f"hloshard: error: d.hlo: cannot read: No such file or directory (a symbolic link to "
+                        f"{tmp_path / 'gone.hlo'}, which does not exist)\n")
+
+
+# --------------------------------------------------------------------------- 2. one table of device names
+
+def _listed(message: str) -> list[str]:
+    """The device names an error lists, in its order."""
+    inner = re.search(r"(?:one of|device name \()\s*([a-z0-9, .-]+?)(?: or a \.toml|;|\))", message)
+    assert inner, message
+    return [n.strip() for n in inner.group(1).split(",")]
+
+
+def test_device_and_memory_budget_list_the_same_names():
+    """--memory-budget listed h100-80gb, h200-141gb, v100-16gb ... where --device lists h100-sxm, h200 ...
+    (new user 30, fresh-clone check): both now read one table and list its names in one order."""
+    from hloshard import devices
+    from hloshard.units import DEVICE_MEMORY, PROFILE_NAMES
+
+    dev = run(["cost", MLP_PRE, "--mesh", "2x4", "--device", "tpu-v9"])
+    mem = run(["solve", MLP_PRE, "--mesh", "2x4", "--memory-budget", "nan"])
+    assert dev.exit_code == 2 and mem.exit_code == 2
+    assert _listed(dev.stderr) == _listed(mem.stderr) == list(devices.PROFILES) == list(PROFILE_NAMES)
+    # every profile's HBM is the table's figure, and every name either option takes is a budget
+    for name, profile in devices.PROFILES.items():
+        assert DEVICE_MEMORY[name] == profile.hbm_bytes
+    assert list(DEVICE_MEMORY)[:len(PROFILE_NAMES)] == list(PROFILE_NAMES)
+
+
+@pytest.mark.parametrize("old,new", [("h100-80gb", "h100-sxm"), ("h200-141gb", "h200"), ("b200-180gb", "b200")])
+def test_older_spellings_still_read_by_both(old, new):
+    from hloshard.devices import get_profile
+    from hloshard.units import parse_memory_budget
+
+    assert get_profile(old) is get_profile(new)
+    assert parse_memory_budget(old) == parse_memory_budget(new) == get_profile(new).hbm_bytes
+
+
+@pytest.mark.parametrize("text,words", [
+    ("12XB", "unknown unit 'XB'; expected B, KiB, MiB, GiB, TiB, PiB"),
+    ("99999999999999999999999PiB", "8 EiB or more"),
+])
+def test_a_size_with_a_unit_is_answered_as_a_size(text, words):
+    """``--memory-budget 9999...PiB`` was told "expected an integer or a size like 64MiB" (it is one)."""
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--memory-budget", text])
+    assert r.exit_code == 2 and words in r.stderr, r.stderr
