@@ -99,3 +99,49 @@ def test_a_size_with_a_unit_is_answered_as_a_size(text, words):
     """``--memory-budget 9999...PiB`` was told "expected an integer or a size like 64MiB" (it is one)."""
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "--memory-budget", text])
     assert r.exit_code == 2 and words in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- 3. the summary's wording
+
+def test_mesh_source_plurals_and_alignment_of_the_summary(tmp_path):
+    """``mesh 2x4 from inferred`` (no --mesh), ``graph 1 nodes``, ``input``/``output`` values 4 columns left of
+    the other rows and a centred title (53 spaces in a file): fresh-clone check, round 30."""
+    one = tmp_path / "one.hlo"
+    one.write_text("HloModule one, num_partitions=8\n\nENTRY e {\n"
+                   "  ROOT p = f32[8,16] parameter(0), sharding={devices=[8,1]<=[8]}\n}\n")
+    r = run(["solve", one, "-o", tmp_path / "out.hlo"])
+    assert r.exit_code == 0, r.output
+    lines = r.stderr.splitlines()
+    assert lines[0] == "hloshard solve"
+    labels = ("input", "output", "mesh", "changed", "cost", "memory", "status", "plan", "graph", "time")
+    rows = {ln.split()[0]: ln for ln in lines[1:] if ln.split() and ln.split()[0] in labels}
+    assert {"input", "output", "mesh", "graph", "changed"} <= set(rows), lines
+    assert re.match(r"graph +1 node, 0 edges", rows["graph"]), rows["graph"]
+    assert re.match(r"changed +\d+ of 1 instruction got", rows["changed"]), rows["changed"]
+    assert rows["mesh"].split(None, 1)[1].startswith("8 from the module's num_partitions"), rows["mesh"]
+    column = {k: len(v) - len(v.split(None, 1)[1]) for k, v in rows.items()}
+    assert len(set(column.values())) == 1, column   # input, output and the table's rows: one value column
+
+    r = run(["solve", MLP_PRE, "-o", tmp_path / "mlp.hlo"])
+    assert "mesh         2x4 inferred from the module's shardings," in r.stderr, r.stderr
+
+
+def test_a_figure_is_never_wrapped_away_from_its_unit():
+    """A warning wrapped at 120 columns in a file split "1.5" / "MiB" (fresh-clone check, round 30):
+    textwrap wraps it, each figure held to its unit; the words and spaces are the same."""
+    import io
+
+    from hloshard.textout import print_labelled, report_console
+
+    text = ("the written module peaks at 1.4 MiB per device (as hloshard cost evaluates it); the solver's own "
+            "figure is 1.5 MiB, 22 GB/s, 60 s, 12 % and 3 TFLOP/s [data] {devices=[2,4]<=[8]}")
+    for width in range(60, 125):
+        buf = io.StringIO()
+        con = report_console(buf, terminal=False)
+        con.width = width
+        print_labelled(con, "warning:", text, "yellow")   # as the summary prints its warnings
+        warning = buf.getvalue()
+        assert all(len(ln) <= width for ln in warning.splitlines()), (width, warning)
+        assert " ".join(warning.split()) == "warning: " + text, (width, warning)   # no word lost, no markup read
+        for figure in ("1.4 MiB", "1.5 MiB", "22 GB/s", "60 s", "12 %", "3 TFLOP/s"):
+            assert figure in warning, (width, figure, warning)

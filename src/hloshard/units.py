@@ -55,9 +55,9 @@ def parse_bytes(text: str) -> int:
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 device``, ``8 devices``: ``n`` with the noun in singular or plural (``plural`` when the
+    """``1 device``, ``8 devices``, ``1,024 nodes``: ``n`` (thousands separated) with the noun in singular or plural (``plural`` when the
     plural is not ``noun + 's'``), for messages."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def format_bytes(n: float) -> str:
