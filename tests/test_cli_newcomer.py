@@ -145,3 +145,74 @@ def test_a_figure_is_never_wrapped_away_from_its_unit():
         assert " ".join(warning.split()) == "warning: " + text, (width, warning)   # no word lost, no markup read
         for figure in ("1.4 MiB", "1.5 MiB", "22 GB/s", "60 s", "12 %", "3 TFLOP/s"):
             assert figure in warning, (width, figure, warning)
+
+
+def test_stdin_is_named_alike_when_it_is_not_utf8():
+    r = run(["fmt", "-"], input=b"\xff\xfe junk")
+    # as a parse error names it (it said "-:1:1"): fresh-clone check, round 30
+    assert r.exit_code == 2 and r.stderr == "<stdin>:1:1: error: not UTF-8 text (byte 0: invalid start byte)\n"
+
+
+# --------------------------------------------------------------------------- 5. --partition-specs in the limit
+
+class _Child:
+    """Stands for the XLA child (no jax here): what solve does with it is recorded."""
+
+    def __init__(self):
+        self.killed = False
+
+    def poll(self):
+        return 0 if self.killed else None
+
+    def kill(self):
+        self.killed = True
+
+    def wait(self):
+        return 0
+
+
+def test_partition_specs_child_starts_before_the_solve_and_its_seconds_are_reserved(monkeypatch, tmp_path):
+    """New user 30 F7: ``solve --partition-specs --time-limit 60`` ran 102.4 s, 48.7 s of it writing (a jax child
+    started after the solve, then XLA's propagation), and no reserve counted it.  The child now starts when the
+    parse ends (jax imports beside the solve) and the solve's deadline keeps ``partition_specs_reserve`` of the
+    start phase for it; a command that ends without giving the child its module ends the child."""
+    import hloshard.autoshard as autoshard
+    from hloshard.commands import solve as cmd
+
+    children = []
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: children.append((module, n, _Child())) or
+                        children[-1][2])
+    monkeypatch.setattr(cmd, "partition_specs_reserve", lambda start: 10_000.0)
+    deadlines = []
+
+    class Stop(Exception):
+        pass
+
+    def solve_stub(*args, **kw):
+        deadlines.append(kw["deadline"])
+        raise Stop
+
+    monkeypatch.setattr(autoshard, "solve_module", solve_stub)
+    for specs in ([], ["--partition-specs", tmp_path / "specs.json"]):
+        r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "x.hlo", "--time-limit", "30", *specs])
+        assert isinstance(r.exception, Stop), r.output
+    plain, with_specs = deadlines
+    assert 10_000.0 - 5 < plain - with_specs < 10_000.0 + 5   # the reserve, less the two parses' difference
+    [(module, n, child)] = children
+    assert (module, n) == ("hloshard.partition_specs", 8) and child.killed   # no module given: ended
+
+
+def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp_path):
+    from hloshard.commands import solve as cmd
+
+    started, given = [], []
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: started.append(_Child()) or started[-1])
+    monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child))
+    report = tmp_path / "r.json"
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "x.hlo", "--partition-specs", tmp_path / "s.json",
+             "--report", report, "--quiet"])
+    assert r.exit_code == 0, r.output
+    assert given == started and len(started) == 1
+    import json
+    phases = json.loads(report.read_text())["seconds_phases"]
+    assert phases["partition specs"] >= 0 and "write" in phases   # its own phase in the time line

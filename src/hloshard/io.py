@@ -100,7 +100,8 @@ def read_text(path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, column = undecodable_position(data, exc)   # file:line:col, as lint's HS001 places it
-        raise UsageError(f"{path}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        shown = "<stdin>" if path == "-" else path   # as the parser names standard input (fresh-clone check 30)
+        raise UsageError(f"{shown}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 

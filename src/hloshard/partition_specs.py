@@ -358,10 +358,12 @@ def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.
     return out
 
 
-def write_partition_specs(path: str, module, dmesh) -> None:
-    """Write :func:`partition_specs` as JSON to ``path`` (atomically)."""
+def write_partition_specs(path: str, module, dmesh, child=None) -> None:
+    """Write :func:`partition_specs` as JSON to ``path`` (atomically); ``child``: the XLA child started before
+    (``start_jax_child("hloshard.partition_specs", n)``: ``solve`` starts it when its parse ends, so jax imports
+    beside the solve)."""
 
-    write_text_atomic(path, json.dumps(partition_specs(module, dmesh), indent=2) + "\n")
+    write_text_atomic(path, json.dumps(partition_specs(module, dmesh, child=child), indent=2) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -269,7 +269,8 @@ Examples:
 @mesh_options
 @device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=str, default=None, help="Write the report here.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write the report here (default: standard output).")
 @click.option("--top", type=click.IntRange(0), default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "

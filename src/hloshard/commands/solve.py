@@ -27,7 +27,9 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
+from ..partition_specs import write_partition_specs
 from ..units import format_bytes
+from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
 from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
@@ -87,6 +89,27 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
         prev = end
     out["total"] = round(prev - started, 3)
     return out
+
+
+#: ``--partition-specs``'s reserve, in seconds per second of the command's own ``start`` phase (the interpreter's
+#: start and hloshard's imports, measured in the same run, so the reserve scales with the machine's load as the
+#: child's jax start and XLA's compile do): the propagation's wall seconds after the solve, its child started at
+#: the parse's end, over the start phase, the largest measured (BENCHMARKS.md, "CLI, round 31").
+PARTITION_SPECS_SHARE = 2.5
+
+
+def partition_specs_reserve(start_seconds: float) -> float:
+    """Seconds kept before ``--time-limit`` for ``--partition-specs``'s XLA propagation after the solve:
+    :data:`PARTITION_SPECS_SHARE` x ``start_seconds`` (the command's start phase)."""
+    return PARTITION_SPECS_SHARE * max(0.0, float(start_seconds))
+
+
+def _end_child(child) -> None:
+    """End the --partition-specs child when the command ends without giving it its module (an error, exit 3,
+    Ctrl-C): it waits on its stdin otherwise."""
+    if child.poll() is None:
+        child.kill()
+        child.wait()
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -291,20 +314,20 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @mesh_options
 @device_option
 @space_options
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
               help="Write the annotated HLO here (default: stdout; required with --format json).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: a summary on stderr; json: the report JSON on stdout (then -o is required).")
-@click.option("--report", "report_file", type=str, default=None,
+@click.option("--report", "report_file", type=str, default=None, metavar="FILE",
               help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here.")
-@click.option("--html", "html_file", type=str, default=None,
+@click.option("--html", "html_file", type=str, default=None, metavar="FILE",
               help="Write a self-contained HTML report (summary, cost by computation, collectives, parameters).")
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
               help="Bytes per device (e.g. 64MiB), a device name (the names --device takes, tpu-v5e, h100-sxm, "
                    "...: its HBM size) or 'none' (default: no budget; with --device, that device's HBM).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
+@click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
                    "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
@@ -318,7 +341,7 @@ where one is proven) or no solution was found within the time limit (nothing wri
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
                    "takes longer instead of answering differently (no wall-clock limit then).")
-@click.option("--export-problem", type=str, default=None,
+@click.option("--export-problem", type=str, default=None, metavar="FILE",
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
@@ -411,6 +434,15 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     # input's conversion (a jaxlib child, seconds under load) is spent, not reserved a second time
     converted = getattr(getattr(module, "source_info", None), "convert_seconds", 0.0)
     deadline = None if deterministic else started + time_limit - max(0.0, t0 - entered - converted)
+    spec_child = None
+    if partition_specs_file and dmesh is not None:
+        # --partition-specs runs XLA's propagation after the solve, in a jax child: started now, so its start and
+        # jax's import run beside the solve, and its seconds kept out of the solve's (new user 30 F7: the write
+        # phase took 48.7 s of a 102.4 s run with --time-limit 60, and nothing counted it)
+        spec_child = start_jax_child("hloshard.partition_specs", dmesh.num_devices)
+        click.get_current_context().call_on_close(lambda: _end_child(spec_child))
+        if deadline is not None:
+            deadline -= partition_specs_reserve(entered - started)
     # an explicit --time-limit also stops a refined build that would pass it (the coarse plan is written)
     limit_given = click.get_current_context().get_parameter_source("time_limit") != \
         click.core.ParameterSource.DEFAULT
@@ -500,16 +532,15 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         report["xla"] = comparison.to_json()
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
-    if partition_specs_file:
-        from ..partition_specs import write_partition_specs
-
-        write_partition_specs(partition_specs_file, module, dmesh)
     html = None
     if html_file:
         from ..report_html import solve_report_html
 
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
+    if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
+        write_partition_specs(partition_specs_file, module, dmesh, child=spec_child)
+        phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
     if report_file:
