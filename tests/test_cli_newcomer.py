@@ -180,7 +180,7 @@ def test_partition_specs_child_starts_before_the_solve_and_its_seconds_are_reser
     from hloshard.commands import solve as cmd
 
     children = []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: children.append((module, n, _Child())) or
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n, nice=0: children.append((module, n, _Child())) or
                         children[-1][2])
     monkeypatch.setattr(cmd, "partition_specs_reserve", lambda start: 10_000.0)
     deadlines = []
@@ -206,7 +206,7 @@ def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp
     from hloshard.commands import solve as cmd
 
     started, given = [], []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: started.append(_Child()) or started[-1])
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n, nice=0: started.append(_Child()) or started[-1])
     monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child))
     report = tmp_path / "r.json"
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "x.hlo", "--partition-specs", tmp_path / "s.json",

@@ -92,10 +92,19 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
 
 
 #: ``--partition-specs``'s reserve, in seconds per second of the command's own ``start`` phase (the interpreter's
-#: start and hloshard's imports, measured in the same run, so the reserve scales with the machine's load as the
-#: child's jax start and XLA's compile do): the propagation's wall seconds after the solve, its child started at
-#: the parse's end, over the start phase, the largest measured (BENCHMARKS.md, "CLI, round 31").
-PARTITION_SPECS_SHARE = 2.5
+#: start and hloshard's imports, measured in the same run, so the reserve scales with the machine's load): XLA's
+#: propagation once its child is ready.  The child starts when the parse ends and imports jax beside the build and
+#: the solve, so only the propagation after the solve is reserved (reserving the child's start too, 2.5 x, cost
+#: GPT-2's 25 s solve its search: 28.9 M instead of 17.6 M); measured, the propagation after a solve that outlasted
+#: the child's start over the start phase: the samples at most 1.08 (transformer_train_step), new user 30's GPT-2
+#: and ViT (held out) at most 1.01 (BENCHMARKS.md, "CLI, round 31").  A solve shorter than the child's start
+#: waits for it past the limit, as for the interpreter's own start (README).
+PARTITION_SPECS_SHARE = 1.1
+
+#: the niceness the --partition-specs child starts at: its start runs beside the build and the solve, which it
+#: slowed at normal priority (GPT-2's build 4.3-5.6 s against 2.5 s, load 33, and the re-pricing reserve taken
+#: from the build's seconds with it); the solve's processes come first.
+SPEC_CHILD_NICE = 10
 
 
 def partition_specs_reserve(start_seconds: float) -> float:
@@ -439,7 +448,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         # --partition-specs runs XLA's propagation after the solve, in a jax child: started now, so its start and
         # jax's import run beside the solve, and its seconds kept out of the solve's (new user 30 F7: the write
         # phase took 48.7 s of a 102.4 s run with --time-limit 60, and nothing counted it)
-        spec_child = start_jax_child("hloshard.partition_specs", dmesh.num_devices)
+        spec_child = start_jax_child("hloshard.partition_specs", dmesh.num_devices, nice=SPEC_CHILD_NICE)
         click.get_current_context().call_on_close(lambda: _end_child(spec_child))
         if deadline is not None:
             deadline -= partition_specs_reserve(entered - started)
