@@ -216,3 +216,22 @@ def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp
     import json
     phases = json.loads(report.read_text())["seconds_phases"]
     assert phases["partition specs"] >= 0 and "write" in phases   # its own phase in the time line
+
+
+# --------------------------------------------------------------------------- F16: lint of a jax export
+
+def test_lint_of_a_sparsely_annotated_module_says_what_it_did_not_check(tmp_path):
+    """New user 30, F16: lint of a jax export (parameters and outputs annotated) said only "All checks passed".
+    The report is unchanged; a note on stderr says how few instructions carry a sharding and what prices the rest;
+    a module annotated throughout gets none."""
+    r = run(["lint", MLP_PRE])
+    assert r.exit_code == 0 and r.stdout == "All checks passed (1 file).\n", r.output
+    assert r.stderr.startswith(f"note: {MLP_PRE}: 6 of ") and "--complete xla --xla" in r.stderr, r.stderr
+    r = run(["lint", SAMPLES / "mlp_train_step.propagated.hlo"])
+    assert r.exit_code == 0 and r.stderr == "", r.stderr
+    many = []
+    for i in range(6):   # more files than are named one by one: one note counts them
+        many.append(tmp_path / f"m{i}.hlo")
+        many[-1].write_text(MLP_PRE.read_text())
+    r = run(["lint", *many])
+    assert r.stderr.count("note:") == 1 and r.stderr.startswith("note: 6 files write a sharding"), r.stderr

@@ -60,10 +60,10 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
-    `hloshard cost` prices them; B - A is reported (in seconds with --device). --tie (as solve's) applies to
-    both; a note says when A and B treat a training step's state differently.  --complete xla (as cost's):
-    what a module leaves open is completed by XLA's propagation, as jax.jit runs it, before it is priced (a
-    hand-written plan against a solved one: new user 30, F12)."""
+    `hloshard cost` prices them; each change is B's figure less A's (in seconds with --device). --tie (as
+    solve's) applies to both; a note says when A and B treat a training step's state differently.  --complete
+    xla (as cost's): what a module leaves open is completed by XLA's propagation, as jax.jit runs it, before it
+    is priced (a hand-written plan, e.g. a jax export, against a solved one)."""
     check_time_limit(time_limit)
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress(quiet)
