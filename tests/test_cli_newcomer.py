@@ -207,15 +207,21 @@ def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp
 
     started, given = [], []
     monkeypatch.setattr(cmd, "start_jax_child", lambda module, n, nice=0: started.append(_Child()) or started[-1])
-    monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child))
+    monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child) or
+                        {"parameters": [{"index": 0, "path": None}, {"index": 1, "path": None}]})
     report = tmp_path / "r.json"
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "x.hlo", "--partition-specs", tmp_path / "s.json",
              "--report", report, "--quiet"])
     assert r.exit_code == 0, r.output
     assert given == started and len(started) == 1
     import json
-    phases = json.loads(report.read_text())["seconds_phases"]
+    written = json.loads(report.read_text())
+    phases = written["seconds_phases"]
     assert phases["partition specs"] >= 0 and "write" in phases   # its own phase in the time line
+    # F13: every path null (no source locations in the input): a warning says why and what to do
+    assert any("no parameter has a JAX path" in w and "debug_info=True" in w for w in written["warnings"])
+    from hloshard.partition_specs import unnamed_paths_note
+    assert unnamed_paths_note({"parameters": [{"path": None}, {"path": "params['w']"}]}) is None
 
 
 # --------------------------------------------------------------------------- F16: lint of a jax export

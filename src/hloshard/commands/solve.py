@@ -27,7 +27,7 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
-from ..partition_specs import write_partition_specs
+from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
@@ -548,7 +548,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
     if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
-        write_partition_specs(partition_specs_file, module, dmesh, child=spec_child)
+        unnamed = unnamed_paths_note(write_partition_specs(partition_specs_file, module, dmesh, child=spec_child))
+        if unnamed:
+            report["warnings"].append(unnamed)
         phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
