@@ -598,6 +598,7 @@ def plan_source_words(sol, begun: str | None, start=None) -> str | None:
     return {"trivial": f"the {trivial.get('plan', 'trivial')} plan (the search found nothing cheaper)",
             "hint": f"{hint}, kept (the search found nothing cheaper)",
             "exact": "the optimum of the presolve's exact reductions (every choice made by them)",
+            "known_within": f"{st.get('known_within')}: the search's plans were over the memory limit",
             "hint_local": f"{hint}, after local search (no later phase found a cheaper plan)",
             "greedy": "the greedy start after local search (cheaper than "
                       + (hint if begun else "the other starts") + "; no later phase found a cheaper plan)",
@@ -729,7 +730,10 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
                f"({format_bytes(int(limit))}){' in time' if out_of_time else ''}; the plan written is "
                f"{what} ({format_bytes(kev.peak_memory)} predicted)")
         graph.warnings.append(msg)
-        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
+        # the plan line names this plan, not the search's whose stats the solution kept (new user 30 F13: "plan
+        # the search's (from the greedy start)" above a warning that the greedy plan was written)
+        stats = {**(getattr(sol, "stats", None) or {}), "source": "known_within", "known_within": what}
+        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible", stats=stats)
         return sol, list(kchoice), kev
     if not out_of_time:
         more = ""
