@@ -171,25 +171,33 @@ class _Child:
         return 0
 
 
-def test_partition_specs_child_starts_before_the_solve_and_its_seconds_are_reserved(monkeypatch, tmp_path):
+def test_partition_specs_child_starts_with_the_search_and_its_seconds_are_reserved(monkeypatch, tmp_path):
     """New user 30 F7: ``solve --partition-specs --time-limit 60`` ran 102.4 s, 48.7 s of it writing (a jax child
-    started after the solve, then XLA's propagation), and no reserve counted it.  The child now starts when the
-    parse ends (jax imports beside the solve) and the solve's deadline keeps ``partition_specs_reserve`` of the
-    start phase for it; a command that ends without giving the child its module ends the child."""
+    started after the solve, then XLA's propagation), and no reserve counted it.  The child now starts at the
+    first event of a solver (the cost graph built: not beside the build, whose seconds size the re-pricing
+    reserve), the solve's deadline keeps ``partition_specs_reserve`` of the start phase for the propagation, and
+    a command that ends without giving the child its module ends the child."""
     import hloshard.autoshard as autoshard
     from hloshard.commands import solve as cmd
 
     children = []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n, nice=0: children.append((module, n, _Child())) or
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: children.append((module, n, _Child())) or
                         children[-1][2])
     monkeypatch.setattr(cmd, "partition_specs_reserve", lambda start: 10_000.0)
-    deadlines = []
+    deadlines, started_at = [], []
 
     class Stop(Exception):
         pass
 
     def solve_stub(*args, **kw):
         deadlines.append(kw["deadline"])
+        progress = kw["progress"]
+        if progress is not None:
+            progress({"phase": "building"})
+            started_at.append(len(children))   # not yet: the build
+            progress({"phase": "greedy", "objective": 1.0})
+            progress({"phase": "cpsat", "objective": 1.0})
+            started_at.append(len(children))   # once, at the first solver event
         raise Stop
 
     monkeypatch.setattr(autoshard, "solve_module", solve_stub)
@@ -198,6 +206,7 @@ def test_partition_specs_child_starts_before_the_solve_and_its_seconds_are_reser
         assert isinstance(r.exception, Stop), r.output
     plain, with_specs = deadlines
     assert 10_000.0 - 5 < plain - with_specs < 10_000.0 + 5   # the reserve, less the two parses' difference
+    assert started_at == [0, 1]
     [(module, n, child)] = children
     assert (module, n) == ("hloshard.partition_specs", 8) and child.killed   # no module given: ended
 
@@ -206,7 +215,7 @@ def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp
     from hloshard.commands import solve as cmd
 
     started, given = [], []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n, nice=0: started.append(_Child()) or started[-1])
+    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: started.append(_Child()) or started[-1])
     monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child) or
                         {"parameters": [{"index": 0, "path": None}, {"index": 1, "path": None}]})
     report = tmp_path / "r.json"

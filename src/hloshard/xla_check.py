@@ -390,18 +390,15 @@ def _spmd_batch(texts: list[str], num_partitions: int, timeout: float, propagate
     return out
 
 
-def start_jax_child(module: str, num_devices: int, nice: int = 0) -> subprocess.Popen:
+def start_jax_child(module: str, num_devices: int) -> subprocess.Popen:
     """Start ``python -m MODULE`` now, for :func:`run_jax_child` to give it its payload later (``child=``):
     a child that imports jax before it reads its stdin (``hloshard.partition_specs``) is then ready when
     the payload comes -- its start (1.8 s of CPU, 4.3 s wall at load 6 on the 2-core machine, round 14) runs
     beside the caller's own work.  The caller ends it (``kill``) when it gives it no payload.  With
-    ``HLOSHARD_XLA_FORKSERVER=1`` the process is a fork of a warm server (:func:`child_argv`).  ``nice``: added to
-    the child's niceness (``solve --partition-specs`` starts it at 10, so that its start takes no CPU from the
-    build and the solve it runs beside)."""
+    ``HLOSHARD_XLA_FORKSERVER=1`` the process is a fork of a warm server (:func:`child_argv`)."""
     env = _child_env(num_devices)
     return subprocess.Popen(child_argv(["-m", module], env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env,
-                            preexec_fn=(lambda: os.nice(nice)) if nice else None)
+                            stderr=subprocess.PIPE, text=True, env=env)
 
 
 def _child_env(num_devices: int) -> dict:

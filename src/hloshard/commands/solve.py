@@ -93,18 +93,44 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
 
 #: ``--partition-specs``'s reserve, in seconds per second of the command's own ``start`` phase (the interpreter's
 #: start and hloshard's imports, measured in the same run, so the reserve scales with the machine's load): XLA's
-#: propagation once its child is ready.  The child starts when the parse ends and imports jax beside the build and
-#: the solve, so only the propagation after the solve is reserved (reserving the child's start too, 2.5 x, cost
+#: propagation once its child is ready.  The child starts with the search (:class:`_ChildAtSolve`) and imports jax
+#: beside it, so only the propagation after the solve is reserved (reserving the child's start too, 2.5 x, cost
 #: GPT-2's 25 s solve its search: 28.9 M instead of 17.6 M); measured, the propagation after a solve that outlasted
 #: the child's start over the start phase: the samples at most 1.08 (transformer_train_step), new user 30's GPT-2
 #: and ViT (held out) at most 1.01 (BENCHMARKS.md, "CLI, round 31").  A solve shorter than the child's start
 #: waits for it past the limit, as for the interpreter's own start (README).
 PARTITION_SPECS_SHARE = 1.1
 
-#: the niceness the --partition-specs child starts at: its start runs beside the build and the solve, which it
-#: slowed at normal priority (GPT-2's build 4.3-5.6 s against 2.5 s, load 33, and the re-pricing reserve taken
-#: from the build's seconds with it); the solve's processes come first.
-SPEC_CHILD_NICE = 10
+class _ChildAtSolve:
+    """``solve_module``'s progress callback under ``--partition-specs``: the XLA child (``start()``) is started at
+    the first event of a solver -- the cost graph is built then -- so its start (jax's import, a CPU-second or more)
+    runs beside the search, not beside the build: started when the parse ended it slowed GPT-2's build 2x at load
+    33, and the re-pricing reserve, a share of the build's seconds, then starved the search (BENCHMARKS.md, "CLI,
+    round 31").  Every event also goes to ``inner`` (the live display, or None)."""
+
+    def __init__(self, start):
+        self.child = None
+        self.inner = None
+        self._start = start
+
+    def __call__(self, event):
+        if self.child is None and not (isinstance(event, dict) and event.get("phase") in ("building", "pricing")):
+            self.child = self._start()
+        if self.inner is not None:
+            self.inner(event)
+
+    def end(self) -> None:
+        if self.child is not None:
+            _end_child(self.child)
+
+
+def _progress(at_solve, display):
+    """The progress callback solve_module gets: ``at_solve`` (a :class:`_ChildAtSolve`, or None) around
+    ``display``."""
+    if at_solve is None:
+        return display
+    at_solve.inner = display
+    return at_solve
 
 
 def partition_specs_reserve(start_seconds: float) -> float:
@@ -443,13 +469,14 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     # input's conversion (a jaxlib child, seconds under load) is spent, not reserved a second time
     converted = getattr(getattr(module, "source_info", None), "convert_seconds", 0.0)
     deadline = None if deterministic else started + time_limit - max(0.0, t0 - entered - converted)
-    spec_child = None
+    at_solve = None
     if partition_specs_file and dmesh is not None:
-        # --partition-specs runs XLA's propagation after the solve, in a jax child: started now, so its start and
-        # jax's import run beside the solve, and its seconds kept out of the solve's (new user 30 F7: the write
-        # phase took 48.7 s of a 102.4 s run with --time-limit 60, and nothing counted it)
-        spec_child = start_jax_child("hloshard.partition_specs", dmesh.num_devices, nice=SPEC_CHILD_NICE)
-        click.get_current_context().call_on_close(lambda: _end_child(spec_child))
+        # --partition-specs runs XLA's propagation after the solve, in a jax child: started when the search starts
+        # (_ChildAtSolve), so its start and jax's import run beside the search, and the propagation's seconds kept
+        # out of the solve's (new user 30 F7: the write phase took 48.7 s of a 102.4 s run with --time-limit 60,
+        # and nothing counted it)
+        at_solve = _ChildAtSolve(lambda: start_jax_child("hloshard.partition_specs", dmesh.num_devices))
+        click.get_current_context().call_on_close(at_solve.end)
         if deadline is not None:
             deadline -= partition_specs_reserve(entered - started)
     # an explicit --time-limit also stops a refined build that would pass it (the coarse plan is written)
@@ -489,7 +516,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
-                                      deterministic=deterministic, progress=progress if show else None,
+                                      deterministic=deterministic, progress=_progress(at_solve, progress if show else None),
                                       export_problem=export_problem, pin_operands=pin_operands,
                                       deadline=deadline, on_overrun=overrun, stop_build=limit_given,
                                       local_moves=local_moves)
@@ -548,7 +575,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
     if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
-        unnamed = unnamed_paths_note(write_partition_specs(partition_specs_file, module, dmesh, child=spec_child))
+        unnamed = unnamed_paths_note(write_partition_specs(partition_specs_file, module, dmesh,
+                                                              child=at_solve.child if at_solve else None))
         if unnamed:
             report["warnings"].append(unnamed)
         phases["partition specs"] = time.monotonic()
