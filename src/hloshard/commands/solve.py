@@ -101,6 +101,7 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
 #: waits for it past the limit, as for the interpreter's own start (README).
 PARTITION_SPECS_SHARE = 1.1
 
+
 class _ChildAtSolve:
     """``solve_module``'s progress callback under ``--partition-specs``: the XLA child (``start()``) is started at
     the first event of a solver -- the cost graph is built then -- so its start (jax's import, a CPU-second or more)
@@ -516,7 +517,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
-                                      deterministic=deterministic, progress=_progress(at_solve, progress if show else None),
+                                      deterministic=deterministic,
+                                      progress=_progress(at_solve, progress if show else None),
                                       export_problem=export_problem, pin_operands=pin_operands,
                                       deadline=deadline, on_overrun=overrun, stop_build=limit_given,
                                       local_moves=local_moves)
