@@ -25,8 +25,7 @@ EXAMPLES = """\b
 Examples:
   hloshard diff model.propagated.hlo model.solved.hlo --mesh 2x4
   hloshard diff a.hlo b.hlo --mesh 2x4 --format json | jq '.differences[:3]'
-  hloshard diff a.hlo b.hlo --mesh 2x4 --top 50 --html diff.html
-  hloshard diff expert.pre.hlo solved.hlo --mesh 2x4 --tie matching --complete xla   # A as jax.jit runs it
+  hloshard diff expert.pre.hlo solved.hlo --mesh 2x4 --complete xla --html diff.html   # A as jax.jit runs it
 """
 
 
