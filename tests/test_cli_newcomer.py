@@ -250,3 +250,24 @@ def test_lint_of_a_sparsely_annotated_module_says_what_it_did_not_check(tmp_path
         many[-1].write_text(MLP_PRE.read_text())
     r = run(["lint", *many])
     assert r.stderr.count("note:") == 1 and r.stderr.startswith("note: 6 files write a sharding"), r.stderr
+
+
+# --------------------------------------------------------------------------- a closed stdout keeps the summary
+
+def test_a_closed_stdout_keeps_the_summary_and_says_so():
+    """Fresh-clone check, round 30: ``solve ... | true`` exited 1 with an empty stderr (the summary lost, click's
+    EPIPE rule).  Now the summary is printed, then one line says the module was not written; exit 1 as before."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "hloshard.cli", "solve", str(MLP_PRE), "--mesh", "2x4"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()   # the reader is gone before the first write, as `| true` leaves it
+    err = proc.stderr.read()
+    assert proc.wait(timeout=600) == 1, err
+    assert err.startswith("hloshard solve\n") and "\ncost " in err, err
+    assert err.endswith("hloshard: error: standard output was closed before the module was written to it (a pipe "
+                        "whose reader left); give -o FILE to keep it\n"), err
+    assert "Traceback" not in err

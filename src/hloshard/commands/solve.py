@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 
 import click
 
 from ..errors import SolveFailed, UsageError
+from ..io import write_text_atomic
 from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes
 from ..xla_check import start_jax_child
@@ -146,6 +148,23 @@ def _end_child(child) -> None:
     if child.poll() is None:
         child.kill()
         child.wait()
+
+
+def _write_product(path: str, text: str) -> bool:
+    """Write the annotated module (``io.write_text_atomic``); True when ``path`` is standard output and it was
+    closed before the write (``| true``: the reader left).  Standard output is then pointed at /dev/null, so that
+    the summary still goes to stderr and the interpreter's last flush fails on nothing; the command ends with
+    exit 1 and one line (fresh-clone check, round 30: the exit status was 1 and stderr empty, the summary lost)."""
+    try:
+        write_text_atomic(path, text)
+    except BrokenPipeError:
+        if path != "-":
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return True
+    return False
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -588,7 +607,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
-    write_text_atomic(output or "-", out_text)
+    closed = _write_product(output or "-", out_text)
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
     if fmt == "json":
         click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
@@ -607,4 +626,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
 
             render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
                               getattr(dmesh, "memory_device", None))
+    if closed:   # the summary above was still printed (fresh-clone check 30: `| true` lost it)
+        click.echo("hloshard: error: standard output was closed before the module was written to it (a pipe whose "
+                   "reader left); give -o FILE to keep it", err=True)
+        click.get_current_context().exit(1)
 
