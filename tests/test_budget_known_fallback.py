@@ -53,3 +53,8 @@ def test_solve_writes_a_known_plan_when_the_search_ends_over_the_limit(monkeypat
                                     graph=graph)
     assert result.evaluation.peak_memory <= result.graph.model_limit
     assert any("known without a search" in w for w in result.graph.warnings)
+    # the plan line names the plan written, not the search's (new user 30 F13: both lines, contradicting)
+    words = result.source
+    assert words and "known without a search" in words and "the search's plans were over the memory limit" in words, \
+        words
+    assert not words.startswith("the search's")

@@ -102,6 +102,11 @@ def test_a_budget_that_fails_names_the_budget_its_nearest_plan_needs():
     assert accepted.group(1) == format_bytes(budget) and budget > 20 << 20
     assert int(accepted.group(2).replace(",", "")) == budget   # exact: new user 28 read 2.0 MiB against 2.0 MiB
     assert model_limit(budget) >= need > model_limit(budget - 1)   # the least such budget
+    # new user 30 F10: a GPT-2 budget 3% above a peak XLA measured was refused; the margin is named with its size
+    # and why a peak XLA measured under the budget is not enough
+    gap = (20 << 20) - model_limit(20 << 20)
+    assert f"the budget less {gap / (20 << 20):.1%} ({gap:,} bytes) kept for the model's largest measured " in msg, msg
+    assert "so a budget only a few percent above a peak XLA measured can fail" in msg
 
 
 #: a step whose peak is an intermediate (the parameter floor check, which runs first, does not refuse it)

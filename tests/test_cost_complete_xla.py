@@ -58,3 +58,32 @@ def test_complete_xla_refuses_a_per_device_program(tmp_path):
     path.write_text(PER_DEVICE)
     r = CliRunner().invoke(main, ["cost", str(path), "--mesh", "4x2", "--complete", "xla"])
     assert r.exit_code == 2 and "already a per-device program" in r.output, r.output
+
+
+@pytest.mark.oracle
+def test_diff_complete_xla_prices_a_as_cost_complete_xla_does(oracle, tmp_path):
+    """``diff --complete xla`` (new user 30, F12: diff priced a hand-written plan with hloshard's completion, a
+    plan nobody runs): A's open instructions take XLA's propagation through the function ``cost --complete xla``
+    uses (commands.cost.xla_completion), so A's total is ``cost --complete xla``'s to the unit; a solved B has
+    nothing open and runs no XLA."""
+    solved = tmp_path / "solved.hlo"
+    r = CliRunner().invoke(main, ["solve", MLP, "--mesh", "2x4", "-o", str(solved), "--quiet"])
+    assert r.exit_code == 0, r.output
+    runs = {}
+    for how in ("hloshard", "xla"):
+        out = tmp_path / f"diff_{how}.json"
+        r = CliRunner().invoke(main, ["diff", MLP, str(solved), "--mesh", "2x4", "--complete", how, "--format", "json",
+                                      "-o", str(out), "--quiet"])
+        assert r.exit_code == 0, r.output
+        runs[how] = json.loads(out.read_text())
+    out = tmp_path / "cost_xla.json"
+    r = CliRunner().invoke(main, ["cost", MLP, "--mesh", "2x4", "--complete", "xla", "--format", "json", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    cost_xla = json.loads(out.read_text())
+    mine, xla = runs["hloshard"], runs["xla"]
+    assert xla["complete"] == "xla" and mine["complete"] == "hloshard" and "xla_completion" not in mine
+    assert xla["xla_completion"]["a"]["xla_propagated"] == len(cost_xla["completion"]["xla_propagated"])
+    assert xla["xla_completion"]["b"] == {"xla_propagated": 0, "xla_open_before": 0}
+    assert xla["totals"]["total"]["a"] == pytest.approx(cost_xla["total_cost"], rel=1e-9)
+    assert xla["totals"]["total"]["a"] > mine["totals"]["total"]["a"]   # XLA's layouts cost more than the optimum
+    assert xla["totals"]["total"]["b"] == pytest.approx(mine["totals"]["total"]["b"], rel=1e-9)

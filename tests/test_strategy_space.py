@@ -115,7 +115,7 @@ def test_mesh_precedence_named_inferred_num_partitions():
     shardy = parse_module((SAMPLES / "mlp_train_step.shardy.pre.hlo").read_text())
     mesh = DeviceMesh.for_module(shardy)
     assert mesh.shape == (2, 4) and mesh.axis_names == ("data", "model") and mesh.source == "module mesh"
-    assert mesh.describe().startswith("2x4 (data=2, model=4) from module mesh")
+    assert mesh.describe().startswith("2x4 (data=2, model=4) from the module's mesh")
     # --mesh wins over the module's mesh, and says so when it is another mesh (new user 22)
     given = DeviceMesh.for_module(shardy, "8")
     assert given.user_shape == (8,)

@@ -33,7 +33,7 @@ import numpy as np
 
 from .errors import InputError
 from .cost.liveness import usage_profile
-from .io import max_input_bytes, read_limited, write_bytes_atomic
+from .io import cannot_read, max_input_bytes, read_limited, write_bytes_atomic
 
 #: Any cost >= INFINITY marks a forbidden choice (the IOPDDL / XLA convention, ``kInfinityInt``).
 INFINITY = 10**18
@@ -216,7 +216,7 @@ def load_problem(path: str) -> Problem:
         with open(path, "rb") as fh:
             raw = read_limited(fh, path)
     except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+        raise InputError(cannot_read(path, exc)) from None
     if raw[:2] == b"\x1f\x8b":
         try:    # decompressed size capped too: a gzip bomb is an input error, not an out-of-memory
             with gzip.GzipFile(fileobj=io.BytesIO(raw)) as gz:

@@ -23,7 +23,7 @@ from .strategy.ties import matching_pairs, module_ties
 from .autoshard.evaluate import counted_instructions
 from .cost.steptime import cost_formatter
 from .errors import InputError
-from .textout import print_table
+from .textout import print_labelled, print_table
 from .units import format_bytes
 
 KINDS = ("compute", "communication", "resharding")
@@ -238,8 +238,14 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
     print_table(console, t)
     console.print(f"{report['differing']:,} of {report['instructions']:,} instructions are sharded differently "
                   f"({COUNTED})")
+    for key, side in (("a", a), ("b", b)):   # --complete xla (commands.diff): who chose what each side left open
+        done = (report.get("xla_completion") or {}).get(key)
+        if done:
+            console.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the "
+                          f"shardings of {done['xla_propagated']:,} of the {done['xla_open_before']:,} entry "
+                          f"instructions {side} left open")
     if report.get("state_note"):
-        console.print(f"note: {report['state_note']}")
+        print_labelled(console, "note:", report['state_note'])
     rows = report["differences"][:max(0, top)]
     if rows:
         d = Table(title="largest differences first", header_style="bold", title_justify="left")

@@ -41,6 +41,30 @@ def read_limited(fh, name: str, limit: int | None = None) -> bytes:
     return data
 
 
+def unreadable_reason(path: str, exc: OSError | None = None) -> str:
+    """Why ``path`` cannot be read, in the one wording every command gives (``solve``, ``fmt``, ``cost``,
+    ``lint``...): ``cannot read: REASON``, REASON the system's (``No such file or directory``, ``Is a
+    directory``, ``Permission denied``); a dangling symbolic link is named as one (``... (a symbolic link to
+    TARGET, which does not exist)``).  ``exc``: the error opening it raised; None asks the file system
+    (``os.stat``).  :func:`cannot_read` puts the path in front."""
+    if exc is None:
+        try:
+            os.stat(path)
+            exc = OSError(errno.EIO, os.strerror(errno.EIO))
+        except OSError as found:
+            exc = found
+    reason = exc.strerror or str(exc)
+    if exc.errno == errno.ENOENT and os.path.islink(path):
+        reason += f" (a symbolic link to {os.readlink(path)}, which does not exist)"
+    return f"cannot read: {reason}"
+
+
+def cannot_read(path: str, exc: OSError | None = None) -> str:
+    """``PATH: cannot read: REASON`` (:func:`unreadable_reason`): the message of a UsageError (exit 2) the CLI
+    prints as ``hloshard: error: PATH: cannot read: No such file or directory``."""
+    return f"{path}: {unreadable_reason(path, exc)}"
+
+
 def read_bytes(path: str, limit: int | None = None) -> bytes:
     """Read a file (``-``: standard input) as bytes, at most ``limit`` bytes (see :func:`read_limited`).
 
@@ -52,7 +76,7 @@ def read_bytes(path: str, limit: int | None = None) -> bytes:
         with open(path, "rb") as fh:
             return read_limited(fh, path, limit)
     except OSError as exc:
-        raise UsageError(f"{path}: cannot read: {exc.strerror}") from None
+        raise UsageError(cannot_read(path, exc)) from None
 
 
 def undecodable_position(data: bytes, exc: UnicodeDecodeError) -> tuple[int, int]:
@@ -76,7 +100,8 @@ def read_text(path: str) -> str:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line, column = undecodable_position(data, exc)   # file:line:col, as lint's HS001 places it
-        raise UsageError(f"{path}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        shown = "<stdin>" if path == "-" else path   # as the parser names standard input (fresh-clone check 30)
+        raise UsageError(f"{shown}:{line}:{column}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 

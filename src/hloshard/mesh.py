@@ -101,6 +101,18 @@ def _parse_list(text: str, what: str, conv, mesh_desc: str | None = None) -> lis
     return out
 
 
+#: ``DeviceMesh.source`` in words, for :meth:`DeviceMesh.describe` (the summaries' mesh line): where the mesh came
+#: from.  The JSON reports keep the field's value.
+MESH_SOURCE_WORDS = {
+    "given": "",
+    "--mesh": "from --mesh",
+    "module mesh": "from the module's mesh (xla.sdy.meshes)",
+    "inferred": "inferred from the module's shardings",
+    "num_partitions": "from the module's num_partitions",
+    "auto": "picked by --mesh auto",
+}
+
+
 class DeviceMesh:
     """A logical device mesh.
 
@@ -495,7 +507,10 @@ class DeviceMesh:
         user = "x".join(map(str, self.user_shape))
         if self.user_names:
             user += " (" + ", ".join(f"{a}={n}" for a, n in zip(self.user_names, self.user_shape)) + ")"
-        text = user if self.source == "given" else f"{user} from {self.source}"   # "given": built by a caller
+        # "given": built by a caller (auto_shard's jax Mesh), no words; the others in words, not the field's
+        # value ("2x4 from inferred" read oddly: fresh-clone check, round 30)
+        words = MESH_SOURCE_WORDS.get(self.source, f"from {self.source}")
+        text = f"{user} {words}" if words else user
         if self.is_refined:
             text += (f", refined internally to {self} "
                      f"[{', '.join(self.axis_label(a) for a in range(self.ndim))}]")

@@ -358,10 +358,27 @@ def partition_specs(module, dmesh, propagate: bool = True, timeout: float = 300.
     return out
 
 
-def write_partition_specs(path: str, module, dmesh) -> None:
-    """Write :func:`partition_specs` as JSON to ``path`` (atomically)."""
+def write_partition_specs(path: str, module, dmesh, child=None) -> dict:
+    """Write :func:`partition_specs` as JSON to ``path`` (atomically); ``child``: the XLA child started before
+    (``start_jax_child("hloshard.partition_specs", n)``: ``solve`` starts it when its parse ends, so jax imports
+    beside the solve)."""
 
-    write_text_atomic(path, json.dumps(partition_specs(module, dmesh), indent=2) + "\n")
+    specs = partition_specs(module, dmesh, child=child)
+    write_text_atomic(path, json.dumps(specs, indent=2) + "\n")
+    return specs
+
+
+def unnamed_paths_note(specs: dict) -> str | None:
+    """A warning when no entry parameter of ``specs`` (:func:`partition_specs`) has a JAX path: the input carries
+    no source locations (jax's StableHLO printed without ``debug_info=True``, or its HLO text), so a user cannot
+    tell which leaf each spec is for but by the instruction name (new user 30, F13: every ``path`` was null and
+    nothing said why).  None when one has a path, or there are no parameters."""
+    params = specs.get("parameters") or []
+    if not params or any(p.get("path") for p in params):
+        return None
+    return ("--partition-specs: no parameter has a JAX path (`path` is null): the input carries no source "
+            "locations; export it with `lowered.as_text(debug_info=True)` (StableHLO) to have them, or match the "
+            "leaves by `instruction`")
 
 
 # ------------------------------------------------------------------------------------------------

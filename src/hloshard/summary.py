@@ -15,8 +15,8 @@ from rich.text import Text
 
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
-from .textout import abbreviate_tuple, mesh_words, print_table, report_console
-from .units import format_bytes
+from .textout import abbreviate_tuple, mesh_words, print_labelled, print_table, report_console
+from .units import counted, format_bytes
 
 __all__ = ["print_summary", "render_summary", "plan_rows", "status_in_words", "gap_percent", "cost_line", "memory_line", "margin_words",
            "time_line", "step_time_line", "peak_words", "links_text", "user_warning", "refinement_note"]
@@ -295,17 +295,13 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     if console is None:
         console = report_console(stderr=True)
     con = console
-    con.print(title, style="italic", justify="center")
-    if files:   # file paths are printed whole, never wrapped or cut (a user copies them)
-        for item in ("input", "output"):
-            con.print(Text.assemble((f"{item:<9}", "bold"), report.get(item) or "-"), soft_wrap=True)
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
     t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
     ch = report.get("changed")
     if ch is not None:
-        t.add_row("changed", f"{ch['changed']:,} of {ch['instructions']:,} instructions got a different sharding"
+        t.add_row("changed", f"{ch['changed']:,} of {counted(ch['instructions'], 'instruction')} got a different sharding"
                              f" ({ch['unannotated']:,} of them had none)")
     t.add_row("cost", cost_line(report))
     t.add_row("memory", memory_line(report))
@@ -318,9 +314,16 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
         t.add_row("inputs", replicated_inputs_row(report))
     if "nodes" in report:
         build = f"; build {report['seconds_build']:.1f} s" if "seconds_build" in report else ""
-        t.add_row("graph", f"{report['nodes']:,} nodes, {report['edges']:,} edges{build}")
+        t.add_row("graph", f"{counted(report['nodes'], 'node')}, {counted(report['edges'], 'edge')}{build}")
     if time_line(report):
         t.add_row("time", time_line(report))
+    # the title at the left (centred, a file or pipe got 53 spaces before it), then the file lines with their
+    # values in the table's value column (they started 4 columns left of it: fresh-clone check, round 30)
+    con.print(title, style="italic", soft_wrap=True)
+    if files:   # file paths are printed whole, never wrapped or cut (a user copies them)
+        label = max([len(c) for c in t.columns[0].cells] + [len("output")]) + 2   # rich's padding: 1 + 1
+        for item in ("input", "output"):
+            con.print(Text.assemble((f"{item:<{label}}", "bold"), report.get(item) or "-"), soft_wrap=True)
     print_table(con, t)
     if report.get("top_edges"):
         e = Table(title="most expensive resharding edges", header_style="bold")
@@ -343,12 +346,13 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
                        format_bytes(row["bytes_per_device"]),
                        f"{row['share']:.0%}")
         print_table(con, pt)
+    # a figure is never wrapped away from its unit (textout.print_labelled)
     for w in (report["mesh"].get("notes", []) if isinstance(report["mesh"], dict) else []):
-        con.print(f"[cyan]note:[/cyan] {w}")
+        print_labelled(con, "note:", w, "cyan")
     if refinement_note(report):
-        con.print(f"[cyan]note:[/cyan] {refinement_note(report)}")
+        print_labelled(con, "note:", refinement_note(report), "cyan")
     for w in report.get("warnings", ()):
-        con.print(f"[yellow]warning:[/yellow] {user_warning(w, report)}")
+        print_labelled(con, "warning:", user_warning(w, report), "yellow")
 
 
 def render_summary(report: dict, title: str = "hloshard solve", files: bool = True, width: int | None = None) -> str:

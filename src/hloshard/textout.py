@@ -63,6 +63,39 @@ class _NoTrailingSpaces:
         return getattr(self._stream, name)
 
 
+# a figure and the unit after it: the space between them never breaks a line (fresh-clone check, round 30: a
+# warning wrapped at 120 columns split "1.5" / "MiB", and a grep for "1.5 MiB" found nothing)
+_FIGURE_UNIT = re.compile(r"(?<=\d) (?=(?:[KMGTPE]i?B|[kMGTP]B|B|bytes|TFLOP/s|[GT]B/s|ms|us|µs|ns|s|%)(?![\w/]))")
+_GLUE = "\u00a0"   # textwrap splits at ASCII whitespace only, so a no-break space holds the pair together
+
+
+def wrap_keeping_units(text: str, width: int, indent: str = "") -> str:
+    """``text`` wrapped to ``width`` columns by :mod:`textwrap` (no word broken, no break at a hyphen: a sharding,
+    a path or a flag stays whole), never between a figure and its unit (``1.5 MiB``, ``60 s``, ``-3.8%``);
+    each line of ``text`` is wrapped on its own, and ``indent`` (e.g. ``"warning: "``) stands before the first
+    line.  Plain text in, plain text out (the same characters: the pairs are held by a no-break space only
+    while wrapping)."""
+    import textwrap
+
+    out = []
+    for i, line in enumerate(text.split("\n")):
+        glued = _FIGURE_UNIT.sub(_GLUE, line)
+        wrapped = textwrap.fill(glued, width=max(20, width), initial_indent=indent if i == 0 else "",
+                                break_long_words=False, break_on_hyphens=False) or (indent if i == 0 else "")
+        out.append(wrapped.replace(_GLUE, " "))
+    return "\n".join(out)
+
+
+def print_labelled(console, label: str, text: str, style: str | None = None) -> None:
+    """Print ``label text`` (``warning: ...``, ``note: ...``) on ``console``, wrapped by
+    :func:`wrap_keeping_units` to the console's width (a terminal's, or :data:`TEXT_WIDTH` in a pipe or a
+    file), ``label`` in ``style``; ``text`` is plain (a ``[...]`` in it is printed, not read as rich markup)."""
+    from rich.text import Text
+
+    body = wrap_keeping_units(text, console.width, indent=f"{label} ")[len(label):]
+    console.print(Text.assemble((label, style or ""), body), soft_wrap=True)
+
+
 def tuple_elements(text: str) -> list[str] | None:
     """The top-level elements of a tuple written as ``(a, b, ...)`` (an HLO tuple shape) or ``{a, b, ...}``
     (a tuple HloSharding), split at the commas outside any bracket; None when ``text`` is not one."""

@@ -12,6 +12,7 @@ _UNITS = {
     "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
     "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
     "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
+    "pib": 2**50, "eib": 2**60, "pb": 10**15, "eb": 10**18, "p": 2**50, "e": 2**60,
 }
 _RE = re.compile(r"^\s*((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -39,7 +40,10 @@ def parse_bytes(text: str) -> int:
     if m and m.group(2).lower() in ("", "b") and float(m.group(1)) != int(float(m.group(1))):
         raise UsageError(f"invalid byte size {text!r}: a fraction of a byte; give a whole number of bytes "
                          f"or a unit (e.g. {m.group(1)}GiB)")
-    if not m or m.group(2).lower() not in _UNITS:
+    if m and m.group(2).lower() not in _UNITS:   # a number with a unit we do not know: say which units we do
+        raise UsageError(f"invalid byte size {text!r}: unknown unit {m.group(2)!r}; expected B, KiB, MiB, GiB, TiB, "
+                         f"PiB (powers of 2) or kB, MB, GB, TB, PB (powers of 10)")
+    if not m:
         raise UsageError(expected)
     value = float(m.group(1)) * _UNITS[m.group(2).lower()]
     if value >= 2**63:
@@ -51,9 +55,9 @@ def parse_bytes(text: str) -> int:
 
 
 def counted(n: int, noun: str, plural: str | None = None) -> str:
-    """``1 device``, ``8 devices``: ``n`` with the noun in singular or plural (``plural`` when the
+    """``1 device``, ``8 devices``, ``1,024 nodes``: ``n`` (thousands separated) with the noun in singular or plural (``plural`` when the
     plural is not ``noun + 's'``), for messages."""
-    return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
 
 
 def format_bytes(n: float) -> str:
@@ -67,40 +71,66 @@ def format_bytes(n: float) -> str:
     raise AssertionError("unreachable: the last unit returns")
 
 
-#: Published HBM capacity per chip (TPU) or per GPU, in bytes, for ``--memory-budget NAME``. Sources are
-#: listed in the README ("Memory budgets by device"). HBM stacks come in binary sizes, so "80 GB" parts
-#: hold 80 GiB; XLA and the runtime reserve part of it, so a budget a little below the device size is safer.
-DEVICE_MEMORY = {
-    "tpu-v2": 16 * 2**30,
-    "tpu-v3": 32 * 2**30,
+class _DeviceTable(dict):
+    """A dict of device name -> HBM bytes whose lookup ``table[name]`` also takes a short or older name of
+    :data:`DEVICE_ALIASES` (``h100-80gb`` -> ``h100-sxm``); iterating it gives the listed names only."""
+
+    def __missing__(self, key):
+        name = DEVICE_ALIASES.get(str(key).lower())
+        if name is None or name not in self:
+            raise KeyError(key)
+        return self[name]
+
+
+#: The one table of device names, for ``--device`` and ``--memory-budget`` alike (new user 30: the two took
+#: different sets, ``h100-80gb`` for one and ``h100-sxm`` for the other): the published HBM capacity per chip
+#: (TPU) or per GPU, in bytes.  The names of the device profiles (:data:`hloshard.devices.PROFILES`, which
+#: ``--device`` takes; :data:`PROFILE_NAMES`) come first, spelled as there, then parts with no time profile
+#: that a memory budget may still name.  Sources are listed in the README ("Memory budgets by device"). HBM
+#: stacks come in binary sizes, so "80 GB" parts hold 80 GiB; XLA and the runtime reserve part of it, so a
+#: budget a little below the device size is safer.
+DEVICE_MEMORY = _DeviceTable({
+    "h100-sxm": 80 * 2**30,
+    "h200": 141 * 2**30,
+    "a100-80gb": 80 * 2**30,
+    "b200": 180 * 2**30,
     "tpu-v4": 32 * 2**30,
     "tpu-v5e": 16 * 2**30,
     "tpu-v5p": 95 * 2**30,
     "tpu-v6e": 32 * 2**30,
+    # memory only (no --device profile)
+    "tpu-v2": 16 * 2**30,
+    "tpu-v3": 32 * 2**30,
     "v100-16gb": 16 * 2**30,
     "v100-32gb": 32 * 2**30,
     "a100-40gb": 40 * 2**30,
-    "a100-80gb": 80 * 2**30,
-    "h100-80gb": 80 * 2**30,
     "h100-94gb": 94 * 2**30,
-    "h200-141gb": 141 * 2**30,
-    "b200-180gb": 180 * 2**30,
-}
-# the device profiles' names (hloshard.devices.PROFILES) name the same parts
-DEVICE_MEMORY.update({"h100-sxm": DEVICE_MEMORY["h100-80gb"], "h200": DEVICE_MEMORY["h200-141gb"],
-                      "b200": DEVICE_MEMORY["b200-180gb"]})
+})
+
+#: The names of :data:`DEVICE_MEMORY` that have a device profile (``--device``), in the profiles' order.
+PROFILE_NAMES = ("h100-sxm", "h200", "a100-80gb", "b200", "tpu-v4", "tpu-v5e", "tpu-v5p", "tpu-v6e")
+
+#: Short and older names of devices, for ``--device`` and ``--memory-budget`` alike
+#: (:func:`hloshard.devices.get_profile`, :func:`parse_memory_budget`); older spellings of a profile's part
+#: (``h100-80gb``, ``h200-141gb``, ``b200-180gb``) are still read, the listed name is the profile's.
+DEVICE_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "b200-180gb": "b200",
+                  "a100": "a100-80gb", "v4": "tpu-v4", "v5e": "tpu-v5e", "v5p": "tpu-v5p", "v6e": "tpu-v6e"}
 
 
-#: Short names of devices, for ``--device`` and ``--memory-budget`` alike (:func:`hloshard.devices.get_profile`).
-DEVICE_ALIASES = {"h100": "h100-sxm", "h100-80gb": "h100-sxm", "h200-141gb": "h200", "a100": "a100-80gb",
-                  "v4": "tpu-v4", "v5e": "tpu-v5e", "v5p": "tpu-v5p", "v6e": "tpu-v6e"}
+def device_names_words() -> str:
+    """The device names in words, for an error that lists them: the profiles' names as ``--device``'s error
+    lists them (``h100-sxm, h200, ..., tpu-v6e``), then the memory-only ones."""
+    memory_only = [n for n in DEVICE_MEMORY if n not in PROFILE_NAMES]
+    return f"{', '.join(PROFILE_NAMES)}; for a memory budget only also {', '.join(memory_only)}"
 
 
 def parse_memory_budget(text: str) -> int:
-    """A memory budget per device: a device name from :data:`DEVICE_MEMORY` (``tpu-v5e``,
-    ``h100-80gb``; case-insensitive; or a short name of :data:`DEVICE_ALIASES`, ``h100``, ``v5e``) or a byte size as :func:`parse_bytes` reads it. Returns bytes.
+    """A memory budget per device: a device name from :data:`DEVICE_MEMORY` (``tpu-v5e``, ``h100-sxm``: the
+    names ``--device`` takes, and a few memory-only parts; case-insensitive; or a short or older name of
+    :data:`DEVICE_ALIASES`, ``h100``, ``v5e``, ``h100-80gb``) or a byte size as :func:`parse_bytes` reads it.
+    Returns bytes.
 
-    Raises UsageError naming the known devices when it is neither.
+    Raises UsageError naming the known devices (:func:`device_names_words`) when it is neither.
     """
     key = str(text).strip().lower()
     key = key if key in DEVICE_MEMORY else DEVICE_ALIASES.get(key, key)
@@ -112,4 +142,4 @@ def parse_memory_budget(text: str) -> int:
         if re.match(r"\s*[-+]?[0-9.]", str(text)):   # a size, out of range or malformed: parse_bytes says which
             raise UsageError(f"invalid memory budget {text!r}: {str(exc).split(': ', 1)[-1]}") from None
         raise UsageError(f"invalid memory budget {text!r}: expected a byte size like 64MiB or a device name "
-                         f"({', '.join(DEVICE_MEMORY)})") from None
+                         f"({device_names_words()})") from None

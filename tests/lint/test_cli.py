@@ -55,7 +55,7 @@ def test_unreadable_input_exits_2_but_lints_the_rest(files):
     assert result.exit_code == 2
     data = json.loads(result.stdout)
     assert [d["code"] for d in data] == ["HS103"]
-    assert "missing.hlo: no such file or directory" in result.stderr
+    assert "hloshard: error: missing.hlo: cannot read: No such file or directory\n" in result.stderr
 
 
 def test_syntax_error_file_is_a_finding_and_other_files_are_linted(files):
@@ -155,7 +155,8 @@ def test_unreadable_only_prints_no_success_line(files):
     result = run(["dangling.hlo"])
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr == f"hloshard: error: dangling.hlo: dangling symbolic link (to {files / 'nowhere.hlo'})\n"
+    assert result.stderr == (f"hloshard: error: dangling.hlo: cannot read: No such file or directory (a symbolic link to "
+                             f"{files / 'nowhere.hlo'}, which does not exist)\n")
 
 
 @pytest.mark.parametrize("data,line,column,byte", [
@@ -204,7 +205,7 @@ def test_sarif_reports_unreadable_inputs_as_notifications(files):
     assert [n["level"] for n in notes] == ["error"] * 3
     assert [n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for n in notes] == [
         "dangling.hlo", "missing.hlo", "emptydir"]
-    assert notes[1]["message"]["text"] == "missing.hlo: no such file or directory"
+    assert notes[1]["message"]["text"] == "missing.hlo: cannot read: No such file or directory"
     clean = json.loads(run(["clean.hlo", "--format", "sarif"]).stdout)
     jsonschema.validate(clean, schema)
     assert clean["runs"][0]["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]

@@ -130,7 +130,7 @@ def test_collect_paths_recurses_sorted_and_skips_hidden(tmp_path):
         (tmp_path / p).write_text("x")
     files, missing = collect_paths([str(tmp_path), str(tmp_path / "missing.hlo")])
     assert [f[len(str(tmp_path)) + 1:] for f in files] == ["a.txt", "z/b.hlo"]
-    assert missing == [(str(tmp_path / "missing.hlo"), "no such file or directory")]
+    assert missing == [(str(tmp_path / "missing.hlo"), "cannot read: No such file or directory")]
 
 
 def test_lint_is_deterministic_across_processes(tmp_path):

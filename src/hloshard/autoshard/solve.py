@@ -598,6 +598,7 @@ def plan_source_words(sol, begun: str | None, start=None) -> str | None:
     return {"trivial": f"the {trivial.get('plan', 'trivial')} plan (the search found nothing cheaper)",
             "hint": f"{hint}, kept (the search found nothing cheaper)",
             "exact": "the optimum of the presolve's exact reductions (every choice made by them)",
+            "known_within": f"{st.get('known_within')}: the search's plans were over the memory limit",
             "hint_local": f"{hint}, after local search (no later phase found a cheaper plan)",
             "greedy": "the greedy start after local search (cheaper than "
                       + (hint if begun else "the other starts") + "; no later phase found a cheaper plan)",
@@ -729,7 +730,10 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
                f"({format_bytes(int(limit))}){' in time' if out_of_time else ''}; the plan written is "
                f"{what} ({format_bytes(kev.peak_memory)} predicted)")
         graph.warnings.append(msg)
-        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible")
+        # the plan line names this plan, not the search's whose stats the solution kept (new user 30 F13: "plan
+        # the search's (from the greedy start)" above a warning that the greedy plan was written)
+        stats = {**(getattr(sol, "stats", None) or {}), "source": "known_within", "known_within": what}
+        sol = dataclasses.replace(sol, strategies=list(kchoice), objective=int(kobj), status="feasible", stats=stats)
         return sol, list(kchoice), kev
     if not out_of_time:
         more = ""
@@ -750,14 +754,25 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
                   f"found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
-                  f"{format_bytes(int(limit))}: the budget less the model's measured under-estimate of XLA, "
-                  f"cost.memory.model_limit){more}; this states no lower bound: a plan that fits may exist; the "
-                  f"nearest plan found is accepted from a budget of {format_bytes(need)} ({need:,} bytes)",
+                  f"{format_bytes(int(limit))}: the budget less {_margin_words(memory_budget, limit)} kept for the "
+                  f"model's largest measured under-estimate of XLA's peak, cost.memory.model_limit){more}; this "
+                  f"states no lower bound: a plan that fits may exist; the nearest plan found is accepted from a "
+                  f"budget of {format_bytes(need)} ({need:,} bytes) (a plan is accepted by its predicted peak "
+                  f"and that margin: one that XLA runs within the budget is refused when its prediction is above "
+                  f"the limit, so a budget only a few percent above a peak XLA measured can fail)",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
     err.closest = (list(choice), ev)
     raise err
+
+
+def _margin_words(budget: int, limit: int) -> str:
+    """The margin between a memory budget and its model limit in words, ``9.9% (2,570,930 bytes)``: new user 30
+    (F10) saw a GPT-2 budget 3% above a peak XLA had measured for a plan hloshard itself returned refused, and
+    the message named the margin without its size."""
+    gap = int(budget) - int(limit)
+    return f"{gap / max(1, int(budget)):.1%} ({gap:,} bytes)"
 
 
 def _accepting(graph: Graph, peak: int) -> int:

@@ -40,16 +40,18 @@ from ..autoshard import evaluate_as_written, per_instruction_costs
 from ..cost.memory import tpu_reported_peak, tpu_reported_peak_line
 from ..cost.tpu_partitioner import tpu_partitioned_view
 from ..errors import UsageError
+from ..hlo.inline import inline_calls
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
 from ..load import load_module
 from ..partition_specs import complete_with_xla
 from ..sdy_mesh import module_meshes
-from ..units import format_bytes
+from ..units import counted, format_bytes
 from ..xla_compare import compare_module, predicted_collectives
-from ..textout import print_table, report_console
+from ..textout import print_labelled, print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
-from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
+from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
+                      timed_mesh_from_options)
 from .progress import SolverProgress
 from .timing import seconds_report   # --device: seconds; --xla: XLA's flops / bytes
 
@@ -127,6 +129,22 @@ def instruction_count(result) -> int:
     return result.instructions
 
 
+def xla_completion(module, filename: str, num_devices: int, show: bool) -> tuple[list, int]:
+    """``--complete xla``, one function for ``cost`` and ``diff``: XLA's GSPMD propagation (a jax child) written,
+    in place, on the entry instructions ``module`` leaves open, every written sharding kept
+    (:func:`hloshard.partition_specs.complete_with_xla`; its calls inlined first).  Returns ``(names written,
+    entry instructions open before)``.  Raises UsageError (exit 2) when jax is missing or the module is
+    already a per-device program (:func:`hloshard.commands.common.xla_ready`), InputError when XLA rejects it."""
+    xla_ready(module, filename)
+    inline_calls(module)   # as complete_with_xla does first: a callee's instructions are entry ones, open or not
+    open_before = sum(1 for i in module.entry.instructions if i.sharding is None and not i.shape.is_tuple)
+    root = module.entry.root
+    if not open_before and (root.sharding is not None or root.opcode != "tuple"):
+        return [], 0   # nothing open (a solved module): no XLA run
+    with step(f"XLA: propagating the written shardings of {filename} (child process)", show):
+        return complete_with_xla(module, num_devices), open_before
+
+
 def unannotated_line(result, after_xla: bool = False) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
     '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
@@ -141,8 +159,9 @@ def unannotated_line(result, after_xla: bool = False) -> str:
         return (f"{len(un):,} of {n:,} instructions got no sharding from XLA's propagation either ({shown}: tuples, "
                 f"values XLA simplifies away before it propagates, called computations); cost chose theirs, the "
                 f"cheapest consistent it found: {result.completion_words()}")
-    return (f"{len(un):,} of {n:,} instructions carried no sharding ({shown}); cost chose their shardings, the "
-            f"cheapest consistent it found: {result.completion_words()}")   # XLA's view: xla_propagation_note
+    return (f"{len(un):,} of {counted(n, 'instruction')} carried no sharding ({shown}); cost chose "
+            f"{'its sharding' if len(un) == 1 else 'their shardings'}, the cheapest consistent it found: "
+            f"{result.completion_words()}")   # XLA's view: xla_propagation_note
 
 
 def xla_propagation_note(module, result) -> str:
@@ -160,7 +179,7 @@ def xla_propagation_note(module, result) -> str:
                                            (i.sharding.is_tuple and any(e.is_tiled for e in i.sharding.tuple_elements)))
                for c in module.computations for i in c.instructions):
         return ""
-    return (f"{len(un):,} instructions left open were completed by hloshard, not by XLA's propagation from the "
+    return (f"{counted(len(un), 'instruction')} left open {'was' if len(un) == 1 else 'were'} completed by hloshard, not by XLA's propagation from the "
             f"written shardings (what jax.jit runs): XLA may shard them otherwise and move more -- "
             f"--complete xla prices XLA's choice, --xla shows what it does")
 
@@ -177,8 +196,8 @@ def render_comparison(con, comparison, top: int, memory_device: str | None = Non
         con.print(f"XLA could not partition the module: {comparison.xla_error}")
         return
     if comparison.xla_compile_error:
-        con.print(f"note: XLA partitioned the module, then a later compile pass failed: "
-                  f"{comparison.xla_compile_error}")
+        print_labelled(con, "note:", f"XLA partitioned the module, then a later compile pass failed: "
+                                     f"{comparison.xla_compile_error}")
     agree = comparison.kind_agreement
     con.print(f"collective bytes per device: predicted {format_bytes(int(comparison.predicted_bytes))}, "
               f"XLA {format_bytes(int(comparison.xla_bytes))}; collective kinds agree on "
@@ -250,16 +269,13 @@ Examples:
 @mesh_options
 @device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("-o", "--output", type=str, default=None, help="Write the report here.")
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
+              help="Write the report here (default: standard output).")
 @click.option("--top", type=click.IntRange(0), default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")
-@click.option("--complete", "complete", type=click.Choice(["hloshard", "xla"]), default="hloshard",
-              show_default=True,
-              help="Who chooses the shardings of unannotated instructions: hloshard (the cheapest it finds) or "
-                   "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs: prices a "
-                   "hand-written plan as XLA carries it out; needs the xla extra).")
+@complete_option
 @click.option("--time-limit", "time_limit", type=float, default=None, metavar="SECONDS",
               help="Choose what the annotations leave open with the full solver (CP-SAT); building the "
                    "cost graph and the search share this limit (a build that passes it: exit 3). Default: the "
@@ -291,13 +307,12 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)
-    if use_xla or complete == "xla":
+    if use_xla:
         xla_ready(module, "<stdin>" if module_file == "-" else module_file)
     by_xla = None
     if complete == "xla":   # XLA's propagation written on what the module leaves open, then priced as written
-        open_before = sum(1 for i in module.entry.instructions if i.sharding is None and not i.shape.is_tuple)
-        with step("XLA: propagating the written shardings (child process)", show):
-            by_xla = complete_with_xla(module, dmesh.num_devices)
+        by_xla, open_before = xla_completion(module, "<stdin>" if module_file == "-" else module_file,
+                                             dmesh.num_devices, show)
     with SolverProgress(show, time_limit) as progress:
         result = evaluate_as_written(module, dmesh, time_limit=time_limit, progress=progress if show else None,
                                  deterministic=False)
@@ -356,7 +371,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if line:
         con.print(line)
     if note:
-        con.print(f"note: {note}")
+        print_labelled(con, "note:", note)
     elif result.method != "fixed":
         con.print(f"the annotations leave some strategies open (e.g. all-reduce vs all-gather around a dot); "
                   f"{result.completion_words()}")
@@ -375,9 +390,9 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if comparison is not None:
         render_comparison(con, comparison, top, getattr(dmesh, "memory_device", None))
         if report.get("xla_partitioner_note"):
-            con.print(f"note: {report['xla_partitioner_note']}")
+            print_labelled(con, "note:", report['xla_partitioner_note'])
         if inlined:
-            con.print(f"note: XLA partitioned the module with its {inlined:,} call(s) inlined, as hloshard prices it; "
-                      f"jax.jit partitions each called computation apart, so a value two callees reshard alike is "
+            print_labelled(con, "note:", f"XLA partitioned the module with its {inlined:,} call(s) inlined, as "
+                      f"hloshard prices it; jax.jit partitions each called computation apart, so a value two callees reshard alike is "
                       f"resharded once here and may be once per call there (448 B of 840,567 on a tied-embedding step)")
     write_text_atomic(output or "-", buf.getvalue())

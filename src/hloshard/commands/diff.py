@@ -16,15 +16,16 @@ from ..load import load_module
 from ..report_html import diff_report_html
 from ..textout import report_console
 from .common import check_outputs, note_input, show_progress, step
-from .cost import check_time_limit
-from .options import apply_ties, device_option, mesh_options, tie_option, tie_words, timed_mesh_from_options
+from .cost import check_time_limit, xla_completion
+from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
+                      timed_mesh_from_options)
 from .progress import SolverProgress
 
 EXAMPLES = """\b
 Examples:
   hloshard diff model.propagated.hlo model.solved.hlo --mesh 2x4
   hloshard diff a.hlo b.hlo --mesh 2x4 --format json | jq '.differences[:3]'
-  hloshard diff a.hlo b.hlo --mesh 2x4 --top 50 --html diff.html
+  hloshard diff expert.pre.hlo solved.hlo --mesh 2x4 --complete xla --html diff.html   # A as jax.jit runs it
 """
 
 
@@ -51,14 +52,17 @@ def _load(path: str, show: bool):
               help="Choose what each module's annotations leave open with the full solver (CP-SAT), searching "
                    "at most this long per module. Default: the fast completion `hloshard cost` uses (no CP-SAT).")
 @tie_option
+@complete_option
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, output, html_file, time_limit, quiet,
-            ties=()):
+            ties=(), complete="hloshard"):
     """Compare two sharding plans of the same module (e.g. XLA's propagation and hloshard's solve):
     per instruction sharded differently, the cost difference it causes; totals by kind (compute,
     communication, resharding, memory); the largest differences first. Both are priced as
-    `hloshard cost` prices them; B - A is reported (in seconds with --device). --tie (as solve's) applies to
-    both; a note says when A and B treat a training step's state differently."""
+    `hloshard cost` prices them; each change is B's figure less A's (in seconds with --device). --tie (as
+    solve's) applies to both; a note says when A and B treat a training step's state differently.  --complete
+    xla (as cost's): what a module leaves open is completed by XLA's propagation, as jax.jit runs it, before it
+    is priced (a hand-written plan, e.g. a jax export, against a solved one)."""
     check_time_limit(time_limit)
     check_outputs(inputs=(file_a, file_b), output=output, html_report=html_file)
     show = show_progress(quiet)
@@ -72,11 +76,20 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
     mesh_b = timed_mesh_from_options(module_b, mesh, device_ids, alpha, beta, device)[0]
     if mesh_b.num_devices != dmesh.num_devices:
         raise click.UsageError(f"{file_a} is for {dmesh.num_devices} devices but {file_b} for {mesh_b.num_devices}")
+    completed = {}
+    if complete == "xla":   # each side's open instructions chosen by XLA's propagation (as cost --complete xla)
+        for side, path, mod, m in (("a", file_a, module_a, dmesh), ("b", file_b, module_b, mesh_b)):
+            note_input(path, mod)
+            written, open_before = xla_completion(mod, "<stdin>" if path == "-" else path, m.num_devices, show)
+            completed[side] = {"xla_propagated": len(written), "xla_open_before": open_before}
     note_input(file_b, None)
     with SolverProgress(show, time_limit) as progress:
         report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
                             progress=progress if show else None)
     report["a"], report["b"], report["ties"] = file_a, file_b, tie_words(ties)
+    report["complete"] = complete
+    if completed:
+        report["xla_completion"] = completed
     if scale is not None:   # --device: every cost in seconds (the device's time model, as solve / cost)
         in_seconds(report, scale.seconds_per_unit, scale.profile.name)
     if html_file:

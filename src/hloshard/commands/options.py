@@ -76,6 +76,17 @@ def device_option(func):
              "devices are intra-node) and defaults --memory-budget to its HBM.")(func)
 
 
+def complete_option(func):
+    """Click decorator: adds ``--complete hloshard|xla`` (passed as ``complete``), one option with one meaning
+    for ``cost`` and ``diff``: who chooses the shardings of the instructions a module leaves open (applied by
+    :func:`hloshard.commands.cost.xla_completion`)."""
+    return click.option(
+        "--complete", "complete", type=click.Choice(["hloshard", "xla"]), default="hloshard", show_default=True,
+        help="Who chooses the shardings of unannotated instructions: hloshard (the cheapest it finds) or "
+             "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs: prices a "
+             "hand-written plan as XLA carries it out; needs the xla extra).")(func)
+
+
 def _tie_values(ctx, param, values):
     """``--tie OUTPUT_INDEX=PARAM_NUMBER`` -> :class:`hloshard.strategy.ties.Tie`, ``--tie matching``
     -> ``"matching"`` (expanded against the module by :func:`apply_ties`); anything else is the CLI's usage

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 
 import click
 
 from ..errors import SolveFailed, UsageError
+from ..io import write_text_atomic
+from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes
+from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
 from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
@@ -42,7 +46,7 @@ class _Budget(click.ParamType):
     def convert(self, value, param, ctx):
         if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
             return None
-        if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-80gb, ...)
+        if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-sxm, ...: units.DEVICE_MEMORY)
             from ..units import parse_memory_budget
 
             return parse_memory_budget(value)   # a UsageError: the CLI's one error form, exit 2
@@ -87,6 +91,80 @@ def _phase_seconds(started: float, phases: dict, result, auto: bool) -> dict:
         prev = end
     out["total"] = round(prev - started, 3)
     return out
+
+
+#: ``--partition-specs``'s reserve, in seconds per second of the command's own ``start`` phase (the interpreter's
+#: start and hloshard's imports, measured in the same run, so the reserve scales with the machine's load): XLA's
+#: propagation once its child is ready.  The child starts with the search (:class:`_ChildAtSolve`) and imports jax
+#: beside it, so only the propagation after the solve is reserved (reserving the child's start too, 2.5 x, cost
+#: GPT-2's 25 s solve its search: 28.9 M instead of 17.6 M); measured, the propagation after a solve that outlasted
+#: the child's start over the start phase: the samples at most 1.08 (transformer_train_step), new user 30's GPT-2
+#: and ViT (held out) at most 1.01 (BENCHMARKS.md, "CLI, round 31").  A solve shorter than the child's start
+#: waits for it past the limit, as for the interpreter's own start (README).
+PARTITION_SPECS_SHARE = 1.1
+
+
+class _ChildAtSolve:
+    """``solve_module``'s progress callback under ``--partition-specs``: the XLA child (``start()``) is started at
+    the first event of a solver -- the cost graph is built then -- so its start (jax's import, a CPU-second or more)
+    runs beside the search, not beside the build: started when the parse ended it slowed GPT-2's build 2x at load
+    33, and the re-pricing reserve, a share of the build's seconds, then starved the search (BENCHMARKS.md, "CLI,
+    round 31").  Every event also goes to ``inner`` (the live display, or None)."""
+
+    def __init__(self, start):
+        self.child = None
+        self.inner = None
+        self._start = start
+
+    def __call__(self, event):
+        if self.child is None and not (isinstance(event, dict) and event.get("phase") in ("building", "pricing")):
+            self.child = self._start()
+        if self.inner is not None:
+            self.inner(event)
+
+    def end(self) -> None:
+        if self.child is not None:
+            _end_child(self.child)
+
+
+def _progress(at_solve, display):
+    """The progress callback solve_module gets: ``at_solve`` (a :class:`_ChildAtSolve`, or None) around
+    ``display``."""
+    if at_solve is None:
+        return display
+    at_solve.inner = display
+    return at_solve
+
+
+def partition_specs_reserve(start_seconds: float) -> float:
+    """Seconds kept before ``--time-limit`` for ``--partition-specs``'s XLA propagation after the solve:
+    :data:`PARTITION_SPECS_SHARE` x ``start_seconds`` (the command's start phase)."""
+    return PARTITION_SPECS_SHARE * max(0.0, float(start_seconds))
+
+
+def _end_child(child) -> None:
+    """End the --partition-specs child when the command ends without giving it its module (an error, exit 3,
+    Ctrl-C): it waits on its stdin otherwise."""
+    if child.poll() is None:
+        child.kill()
+        child.wait()
+
+
+def _write_product(path: str, text: str) -> bool:
+    """Write the annotated module (``io.write_text_atomic``); True when ``path`` is standard output and it was
+    closed before the write (``| true``: the reader left).  Standard output is then pointed at /dev/null, so that
+    the summary still goes to stderr and the interpreter's last flush fails on nothing; the command ends with
+    exit 1 and one line (fresh-clone check, round 30: the exit status was 1 and stderr empty, the summary lost)."""
+    try:
+        write_text_atomic(path, text)
+    except BrokenPipeError:
+        if path != "-":
+            raise
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return True
+    return False
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -291,20 +369,20 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @mesh_options
 @device_option
 @space_options
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
               help="Write the annotated HLO here (default: stdout; required with --format json).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="text: a summary on stderr; json: the report JSON on stdout (then -o is required).")
-@click.option("--report", "report_file", type=str, default=None,
+@click.option("--report", "report_file", type=str, default=None, metavar="FILE",
               help="Write the report JSON (status, objective, bound, gap, seconds, breakdown, peak memory) here.")
-@click.option("--html", "html_file", type=str, default=None,
+@click.option("--html", "html_file", type=str, default=None, metavar="FILE",
               help="Write a self-contained HTML report (summary, cost by computation, collectives, parameters).")
 @click.option("--keep-shardings", "keep", type=click.Choice(["all", "io", "none"]), default="io", show_default=True,
               help="User shardings kept as they are: all, entry parameters/outputs and Sharding custom-calls (io), none.")
 @click.option("--memory-budget", "memory_budget", type=_Budget(), default=None,
-              help="Bytes per device (e.g. 64MiB), a device name (tpu-v5e, h100-80gb, ...: its HBM size) "
-                   "or 'none' (default: no budget).")
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
+              help="Bytes per device (e.g. 64MiB), a device name (the names --device takes, tpu-v5e, h100-sxm, "
+                   "...: its HBM size) or 'none' (default: no budget; with --device, that device's HBM).")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
                    "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
@@ -318,7 +396,7 @@ where one is proven) or no solution was found within the time limit (nothing wri
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
                    "takes longer instead of answering differently (no wall-clock limit then).")
-@click.option("--export-problem", type=str, default=None,
+@click.option("--export-problem", type=str, default=None, metavar="FILE",
               help="Also write the cost graph as an IOPDDL problem (.json or .json.gz).")
 @click.option("--partition-specs", "partition_specs_file", type=click.Path(dir_okay=False), default=None,
               help="Also write the JAX PartitionSpecs of entry parameters and outputs, and the intermediate "
@@ -411,6 +489,16 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     # input's conversion (a jaxlib child, seconds under load) is spent, not reserved a second time
     converted = getattr(getattr(module, "source_info", None), "convert_seconds", 0.0)
     deadline = None if deterministic else started + time_limit - max(0.0, t0 - entered - converted)
+    at_solve = None
+    if partition_specs_file and dmesh is not None:
+        # --partition-specs runs XLA's propagation after the solve, in a jax child: started when the search starts
+        # (_ChildAtSolve), so its start and jax's import run beside the search, and the propagation's seconds kept
+        # out of the solve's (new user 30 F7: the write phase took 48.7 s of a 102.4 s run with --time-limit 60,
+        # and nothing counted it)
+        at_solve = _ChildAtSolve(lambda: start_jax_child("hloshard.partition_specs", dmesh.num_devices))
+        click.get_current_context().call_on_close(at_solve.end)
+        if deadline is not None:
+            deadline -= partition_specs_reserve(entered - started)
     # an explicit --time-limit also stops a refined build that would pass it (the coarse plan is written)
     limit_given = click.get_current_context().get_parameter_source("time_limit") != \
         click.core.ParameterSource.DEFAULT
@@ -448,7 +536,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             else:
                 result = solve_module(module, dmesh, keep=keep, memory_budget=memory_budget,
                                       time_limit=time_limit, workers=workers, seed=seed,
-                                      deterministic=deterministic, progress=progress if show else None,
+                                      deterministic=deterministic,
+                                      progress=_progress(at_solve, progress if show else None),
                                       export_problem=export_problem, pin_operands=pin_operands,
                                       deadline=deadline, on_overrun=overrun, stop_build=limit_given,
                                       local_moves=local_moves)
@@ -500,23 +589,25 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         report["xla"] = comparison.to_json()
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
-    if partition_specs_file:
-        from ..partition_specs import write_partition_specs
-
-        write_partition_specs(partition_specs_file, module, dmesh)
     html = None
     if html_file:
         from ..report_html import solve_report_html
 
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
+    if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
+        unnamed = unnamed_paths_note(write_partition_specs(partition_specs_file, module, dmesh,
+                                                              child=at_solve.child if at_solve else None))
+        if unnamed:
+            report["warnings"].append(unnamed)
+        phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
-    write_text_atomic(output or "-", out_text)
+    closed = _write_product(output or "-", out_text)
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
     if fmt == "json":
         click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
@@ -535,4 +626,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
 
             render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
                               getattr(dmesh, "memory_device", None))
+    if closed:   # the summary above was still printed (fresh-clone check 30: `| true` lost it)
+        click.echo("hloshard: error: standard output was closed before the module was written to it (a pipe whose "
+                   "reader left); give -o FILE to keep it", err=True)
+        click.get_current_context().exit(1)
 

@@ -32,7 +32,7 @@ Examples:
   hloshard solve model.pre.hlo --mesh 2x4 -o out.hlo --export-problem p.json && hloshard solve-problem p.json
 """)
 @click.argument("problem_file", metavar="PROBLEM.json[.gz]", type=str)
-@click.option("--time-limit", type=float, default=60.0, show_default=True,
+@click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Seconds for the whole command, loading included. Without --deterministic this is "
                    "wall-clock time and the result can depend on the machine's load (a busy machine "
                    "searches less in the same time).")
@@ -44,7 +44,7 @@ Examples:
                    "the machine load: the limit becomes a work budget (counted rounds and sweeps, CP-SAT "
                    "deterministic time), so a loaded machine takes longer instead of answering "
                    "differently (no wall-clock limit then). The output then has no 'seconds'.")
-@click.option("-o", "--output", type=str, default=None,
+@click.option("-o", "--output", type=str, default=None, metavar="FILE",
               help="Write the solution JSON here (default: stdout).")
 @click.option("--quiet", is_flag=True, help="No progress display and no summary on stderr.")
 def command(problem_file, time_limit, workers, seed, deterministic, output, quiet):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pathlib
 
 from ..errors import UsageError
+from ..io import cannot_read
 from ..hlo.attributes import MAX_DEVICES
 from ..units import parse_bytes
 from .rule import SEVERITIES
@@ -79,7 +80,7 @@ def load_config(start: str | pathlib.Path | None = None, path: str | pathlib.Pat
         with open(file, "rb") as fh:
             data = tomllib.load(fh)
     except OSError as exc:
-        raise UsageError(f"{file}: cannot read: {exc.strerror}") from None
+        raise UsageError(cannot_read(str(file), exc)) from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{file}: invalid TOML: {exc}") from None
     except UnicodeDecodeError as exc:

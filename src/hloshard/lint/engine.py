@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import HloSyntaxError, UsageError
-from ..io import read_limited, undecodable_position
+from ..io import read_limited, undecodable_position, unreadable_reason
 from .context import LintContext, LintOptions
 from .registry import select_rules
 from .rule import SEVERITY_RANK, Finding, Rule
@@ -167,10 +167,8 @@ def _collect(paths: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
             files.extend(sorted(found))
         elif os.path.exists(p):
             files.append(p)
-        elif os.path.islink(p):
-            problems.append((p, f"dangling symbolic link (to {os.readlink(p)})"))
-        else:
-            problems.append((p, "no such file or directory"))
+        else:   # missing, or a dangling link: the message every command gives (hloshard.io.cannot_read)
+            problems.append((p, unreadable_reason(p)))
     # keep the first occurrence of each file
     unique = list(dict.fromkeys(files))
     return unique, problems
@@ -214,7 +212,7 @@ def lint_paths(paths: Sequence[str], options: LintOptions | None = None, *,
         try:
             data = _read(path)
         except OSError as exc:
-            result.add_unreadable(path, f"cannot read: {exc.strerror or exc}")
+            result.add_unreadable(path, unreadable_reason(path, exc))
             continue
         except UsageError as exc:
             result.add_unreadable(path, str(exc).split(": ", 1)[-1])
