@@ -2297,6 +2297,43 @@ def made_at_entry_start(instr, entry) -> bool:
     return False
 
 
+def early_reshard(consumer, operand) -> bool:
+    """True when the collective that reshards ``operand`` for ``consumer`` runs as soon as ``operand``
+    exists (module docstring, *Communication buffers*): XLA's SPMD partitioner makes it an instruction that
+    reads ``operand`` alone, and XLA CPU's breadth-first scheduler (``BFSMemoryScheduler``) runs an
+    instruction as soon as everything it reads has run -- so the resharded buffer lives from ``operand``'s
+    definition to ``consumer``, and ``operand`` is last read there.  Read in XLA's schedule of the ViT
+    expert plan (new user 30; BENCHMARKS.md, round 31 memvit): each MLP's GELU output ``f32[8,65,384]`` is
+    all-gathered over the batch (``all-gather.69``, ``f32[16,65,384]``) right after the forward makes it, for
+    the backward's weight-gradient dot; three such buffers are live at XLA's peak.  The same rule as a
+    written :func:`resharding_pin`.  Not for a ``tuple`` consumer (a resharded root leaf is written at the
+    root, :func:`tuple_resharded_leaves`) nor for control flow (a loop's state: :func:`_state_copy_at_init`)."""
+    if consumer.opcode in ("tuple",) + CONTROL_FLOW_OPCODES or is_scheduled(consumer.parent):
+        return False
+    return operand.parent is consumer.parent
+
+
+def slice_fused_into_readers(instr) -> bool:
+    """True when XLA CPU computes a local slice of ``instr``'s result inside the loop fusions of its readers,
+    so that the buffer kept is the unsliced result (module docstring, *Sliced results*): every reader
+    (:func:`effective_users`, forwarding copies and reshapes looked through) is an elementwise op of the same
+    computation.  The partitioner writes an instruction whose strategy all-reduces its partial sums and then
+    keeps a part of them (a dot's contracting split under an output split: ``all-reduce`` then
+    ``dynamic-slice``, :func:`hloshard.autoshard.build.sliced_reduce_bytes`); XLA CPU runs no
+    ``ReduceScatterCreator``, and the loop fuser takes the ``dynamic-slice`` (loop-fusible) into each
+    elementwise reader, which then reads the all-reduce's whole result.  Read in XLA's buffer assignment of
+    the ViT expert plan (new user 30; BENCHMARKS.md, round 31 memvit): five attention / MLP output
+    projections ``f32[8,65,384]`` (``all-reduce.2`` ...) live from the forward to the backward, read by
+    the residual stream's loop fusions through ``partition-id`` slices, where the model had the
+    ``[8,65,96]`` slice.  False for a compiled module, a root, and any reader that is not elementwise
+    (a dot reads a ``dynamic-slice`` fusion of its own: the result dies there, the slice is the buffer)."""
+    if is_scheduled(instr.parent) or instr.is_root or not instr.users:
+        return False
+    readers = effective_users(instr)
+    return bool(readers) and all(_kind(u) in ELEMENTWISE and u.parent is instr.parent and not u.is_root
+                                 for u in readers)
+
+
 def dot_transposed_operands(instr) -> list:
     """Operand numbers of the ``dot`` ``instr`` whose relayout XLA materialises as a copy of the operand
     beside it while the dot runs (a buffer of the operand's size at the dot).
@@ -2491,6 +2528,12 @@ def _through_forwards(o):
     while _forwards(o) and o.operands:
         o = o.operands[0]
     return o
+
+
+def unforwarded(instr):
+    """The value ``instr`` forwards (through forwarding copies and reshapes, :func:`_forwards`): the
+    instruction whose buffer a reader of ``instr`` reads."""
+    return _through_forwards(instr)
 
 
 def _added_into(sc) -> bool:
