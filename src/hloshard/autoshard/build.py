@@ -759,7 +759,13 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
             early = cpu and early_reshard(g.instr, inst) and src is not None and src < t
             by_tuple = r is not TOKEN and resharded_by_tuple(g.instr, inst, graph.problem.intervals[r[0].node])
-            if r is not TOKEN and (is_fused(inst) or by_tuple):
+            # XLA CPU's all-to-all: the operand sliced into pieces (the pieces sent), the result in pieces that
+            # the consumer's fusion reads (a buffer beside the consumer's own result), a fusible producer
+            # computed inside the slices (a2a_staging)
+            staging = a2a_staging(graph, inst, leaf, choice, req) if cpu else 0
+            if staging and early and not by_tuple and r is not TOKEN and is_fused(inst):
+                pass   # fused into the slicing fusions: not made
+            elif r is not TOKEN and (is_fused(inst) or by_tuple):
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or a
                 # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then);
                 # read by the collective only, made right after it (early_reshard)
@@ -789,7 +795,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 if copies is not None:
                     copies.append((g.instr, relayout))
             fused = is_fused(g.instr)
-            if not fused and in_place_user(g.instr, inst):
+            if staging:
+                at = t if g.instr.opcode == "tuple" else \
+                    copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, req) is not None, early=early)
+                ivs.append((at, at + 1))
+                sizes.append(staging)
+            if not fused and in_place_user(g.instr, inst) and not (staging and g.instr.opcode != "tuple"):
                 if early and g.instr.opcode != "tuple":   # the resharded buffer waits for its consumer
                     start = copy_start(graph, inst, t, False, early=True)
                     if start < t:
@@ -976,6 +987,37 @@ def relayout_point(graph: Graph, consumer, t: int) -> int:
         return t
     dots = [graph.positions.get(u) for u in reshard_readers(consumer) if u.opcode in ("dot", "convolution")]
     return min([x for x in dots if x is not None and x > t] or [t + 1]) - 1
+
+
+def _reshard_steps(graph: Graph, inst, leaf, choice, req) -> list:
+    """The steps of the resharding of ``inst``'s leaf ``leaf`` from its chosen layout into ``req``
+    (:func:`hloshard.cost.reshard.plan`); [] when nothing moves or the planner cannot plan the pair."""
+    r = graph.ctx.resolve(inst, leaf)
+    if r is TOKEN:
+        return []
+    sg, k = r
+    st = sg.strategies[int(choice[sg.node])]
+    src = st.out if k is None else st.out[k]
+    shape = _leaf_shape(inst, leaf)
+    minfo = graph.ctx.minfo
+    try:
+        a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
+        return list(plan(shape, a, b, graph.mesh).steps)
+    except Exception:  # noqa: BLE001 - a pair the planner cannot plan is priced by the resharder, not here
+        return []
+
+
+def a2a_staging(graph: Graph, inst, leaf, choice, req) -> int:
+    """Bytes per device of XLA CPU's input pieces of the all-to-all in the resharding of ``inst``'s leaf into
+    ``req`` (0 without one): the pieces a device sends, ``(n - 1) / n`` of its tile
+    (``ReshardStep.bytes_sent``), sliced out of the operand beside the all-to-all's result.  Measured with
+    XLA CPU (jaxlib 0.10.2, 8 devices; ``tests/test_memory_model.py``'s ``A2A_*``): an ``f32[1024,1024]``
+    row-split ``subtract`` read column-split by an ``exponential`` (or by the root tuple) is 7 slices of
+    64 KiB (``bitcast_slice_fusion``, the subtract computed inside them), the 8 pieces of the
+    ``all-to-all`` (64 KiB each) and the ``copy_bitcast_fusion`` that writes the consumer; over 2 of 8
+    devices, 1 slice and 2 pieces of 1 MiB.  The largest step when there are several."""
+    return max([int(s.bytes_sent) for s in _reshard_steps(graph, inst, leaf, choice, req)
+                if s.kind == "all-to-all"] or [0])
 
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:
