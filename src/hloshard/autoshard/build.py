@@ -772,8 +772,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 sg = r[0]
                 ivs.append((src, src + 1 if early and not by_tuple else max(src, t if relaid else t + 1)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
-            elif early:
-                pass   # the source's last read is the collective's: early_reshard_credit below
             elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and r[0].node not in dead_at and \
                     not _persistent(graph, r[0].node) and \
                     all(u is g.instr or (ids.get(id(u)) is not None and ids[id(u)] < t) for u in inst.users):
@@ -783,7 +781,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 dead_at[sg.node] = t
                 lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
                 own = int(graph.problem.node_usages[sg.node][int(choice[sg.node])])
-                if own > 0 and lo_s < t and hi_s == t + 1:
+                if own > 0 and lo_s < t and hi_s == t + 1 and not early:   # early: pinned_only_credit's
                     ivs.append((t, t + 1))
                     sizes.append(-own)
             if relayout and not copied:

@@ -2330,8 +2330,8 @@ def slice_fused_into_readers(instr) -> bool:
     if is_scheduled(instr.parent) or instr.is_root or not instr.users:
         return False
     readers = effective_users(instr)
-    return bool(readers) and all(_kind(u) in ELEMENTWISE and u.parent is instr.parent and not u.is_root
-                                 for u in readers)
+    return bool(readers) and all(_kind(u) in ELEMENTWISE and _kind(u) != "copy" and u.parent is instr.parent
+                                 and not u.is_root for u in readers)
 
 
 def dot_transposed_operands(instr) -> list:
