@@ -793,9 +793,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 if copies is not None:
                     copies.append((g.instr, relayout))
             fused = is_fused(g.instr)
-            if staging:
-                at = t if g.instr.opcode == "tuple" else \
-                    copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, req) is not None, early=early)
+            if staging and g.instr.opcode != "tuple":
+                # (not into a root leaf: XLA runs the root's collectives one after another, an earlier leaf's
+                # source dead at a later one's all-to-all, which one schedule point cannot tell apart; the
+                # hand module ROOT_RESHARD is XLA's to 64 B without the pieces, a lone all-to-all leaf ("v3",
+                # round 30) is 0.820 of XLA without them: left)
+                at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, req) is not None, early=early)
                 ivs.append((at, at + 1))
                 sizes.append(staging)
             if not fused and in_place_user(g.instr, inst) and not (staging and g.instr.opcode != "tuple"):

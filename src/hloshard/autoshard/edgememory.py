@@ -166,9 +166,9 @@ def edge_memory_terms(graph: Graph) -> list:
                                 cache[key] = a2a_staging(graph, inst, leaf, _Pick(sg.node, i), q)
                             use[n] = cache[key]
                     return use
-                at = t if g.instr.opcode == "tuple" else copy_start(
-                    graph, inst, t, pin_key(graph, g, inst, leaf, None) is not None, early=early)
-                terms.append(Term((source, consumer), at, at + 1, pieces, carrier=1))
+                if g.instr.opcode != "tuple":   # (build.edge_buffers: not into a root leaf)
+                    at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, None) is not None, early=early)
+                    terms.append(Term((source, consumer), at, at + 1, pieces, carrier=1))
             if src_pos is not None and (is_fused(inst) or
                                         resharded_by_tuple(g.instr, inst, graph.problem.intervals[sg.node])):
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or
