@@ -801,7 +801,10 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, req) is not None, early=early)
                 ivs.append((at, at + 1))
                 sizes.append(staging)
-            if not fused and in_place_user(g.instr, inst) and not (staging and g.instr.opcode != "tuple"):
+            # (an all-to-all's pieces are read by the consumer's fusion, which writes a buffer of its own -- not in
+            # place; a written pin is the pieces itself)
+            if not fused and in_place_user(g.instr, inst) and \
+                    not (staging and g.instr.opcode != "tuple" and not communicating_pin(g.instr)):
                 if early and g.instr.opcode != "tuple":   # the resharded buffer waits for its consumer
                     start = copy_start(graph, inst, t, False, early=True)
                     if start < t:
