@@ -808,8 +808,8 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 if early and g.instr.opcode != "tuple":   # the resharded buffer waits for its consumer
                     start = copy_start(graph, inst, t, False, early=True)
                     if start < t:
-                        ivs.append((start, t))
-                        sizes.append(b)
+                        cached = shared.get((g.node, id(inst), leaf))
+                        resharded.append((cached or len(resharded), start, t, b))
                         pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
                 continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1

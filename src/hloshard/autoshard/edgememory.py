@@ -192,9 +192,11 @@ def edge_memory_terms(graph: Graph) -> list:
                                     dtype=np.int64)
                 shared = pin_key(graph, g, inst, leaf, None) is not None
                 lo = copy_start(graph, inst, t, shared, early=early)   # a pin / XLA CPU: as soon as its operand is
-                # in place on XLA CPU: the resharded buffer waits for its consumer (early), and beside it at the
-                # consumer where an all-to-all's pieces are read by the consumer's fusion (build.edge_buffers;
-                # an over-statement at the consumer otherwise, which the terms allow)
+                if not fused and in_place_user(g.instr, inst):
+                    # in place on XLA CPU: the resharded buffer waits for its consumer (early), which then computes
+                    # on it (build.edge_buffers); an all-to-all's pieces beside the consumer's result are not
+                    # carried here (an under-statement of its tile at the consumer)
+                    end = t
                 if shared:
                     share, layout = (id(g.instr.parent), id(inst), leaf), (lambda j, reqs=reqs: repr(reqs()[j]))
                 else:   # users XLA's reshard cache serves from one collective (build.edge_buffers)
