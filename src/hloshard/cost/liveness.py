@@ -139,7 +139,12 @@ more (and pads to tiles); that is not modelled here.
   not read at the select-and-scatter.
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
-  node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
+  node memory only).  On XLA CPU every resharding collective the partitioner makes for a consumer reads
+  its operand alone, so the breadth-first scheduler runs it right after the operand (:func:`early_reshard`):
+  the resharded buffer lives from there to the consumer, the operand is last read there (round 31: the
+  ViT's GELU outputs gathered over the batch in the forward for the backward's weight gradients); an
+  all-to-all's input pieces live beside its result pieces there
+  (:func:`hloshard.autoshard.build.a2a_staging`).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
   scheduler (``HloMemoryScheduler`` on the partitioned, scheduled module) places the resharding of an
   entry parameter -- a collective whose operand is the parameter, through bitcasts and copies -- at the
   start of the entry computation, so its buffer lives from there to its last reader, not from its
@@ -152,6 +157,12 @@ more (and pads to tiles); that is not modelled here.
   partitioner also reuses a value's resharding to one sharding (``PartitionedHlo::Reshard``'s cache);
   applied to every consumer of an unpinned module it moved keras-hub ``gemma_small``'s guard baseline
   from 1.042 to 1.100 of XLA's peak (round 13): not applied there.
+* *Sliced results* (:func:`slice_fused_into_readers`): a strategy that all-reduces and then keeps a slice
+  (``|allreduce+slice``, or a ``>user`` output sliced from an all-reduced layout) keeps the all-reduce's
+  whole result on XLA CPU where every reader is elementwise: no ``ReduceScatterCreator`` runs there, and the
+  loop fuser takes the ``dynamic-slice`` into each reader (:func:`hloshard.autoshard.build.sliced_reduce_bytes`
+  sizes the node).  Not modelled: such a result read in place by an elementwise op of its own shape (the
+  in-place rule takes the logical shapes; XLA's buffers differ in size there).
 * *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
   differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
