@@ -894,8 +894,10 @@ def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False)
     pin: the written pins are its last readers, made as soon as it exists (:func:`copy_start`), so its
     buffer ends there, not at its last consumer (how ``hloshard cost`` prices the written module,
     :func:`hloshard.cost.liveness.resharding_pin`); the credit is its tile from one point after its
-    definition to the end of its node's interval.  Not for an entry parameter, a root, a value XLA would
-    fuse (made for the collective only) or a leaf of a tuple-valued node."""
+    definition to the end of its node's interval.  Not for an entry parameter, a root, an entry output, a value
+    XLA would fuse (made for the collective only) or a leaf of a tuple-valued node.  ``others`` (XLA CPU's
+    early collectives, :func:`copy_start`): ``pinned`` also holds consumers read through such a collective, and
+    a value some users read directly is credited from one point after the last of those reads."""
     out = []
     entry = graph.module.entry
     ids = {id(i): t for i, t in graph.positions.items()} if others else None
@@ -942,8 +944,11 @@ def copy_start(graph: Graph, inst, t: int, pinned: bool, early: bool = False) ->
     with ``pinned`` (the consumer reads the copy through a pin solve writes, :func:`pin_key`) the point
     ``inst`` is defined at, since a pin whose layout differs from its operand's is XLA's collective, run
     by the breadth-first scheduler as soon as its operand exists (:func:`hloshard.cost.liveness.resharding_pin`:
-    how ``hloshard cost`` prices the written pin); else ``t``, where XLA's partitioner reshards for the
-    consumer.  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
+    how ``hloshard cost`` prices the written pin); with ``early`` (XLA CPU, :func:`hloshard.cost.liveness.early_reshard`:
+    the partitioner's collective for the consumer, run by the same scheduler right after its operand) the point
+    after ``inst``'s, where the operand's own buffer is credited when the collective was its last reader
+    (:func:`pinned_only_credit` with ``others``); else ``t``, where XLA's partitioner reshards for the
+    consumer (the TPU's scheduler).  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
     consumers (11.5 MiB peak) and the written module needed 14.0 MiB."""
     if made_at_entry_start(inst, graph.module.entry):
         return 0
