@@ -144,9 +144,7 @@ more (and pads to tiles); that is not modelled here.
   the resharded buffer lives from there to the consumer, the operand is last read there (round 31: the
   ViT's GELU outputs gathered over the batch in the forward for the backward's weight gradients); an
   all-to-all's input pieces live beside its result pieces there
-  (:func:`hloshard.autoshard.build.a2a_staging`); the entry's gradient all-reduces are one combined
-  all-reduce (XLA's ``AllReduceCombiner``), their partial sums live until the last of them
-  (:func:`hloshard.autoshard.build.combined_all_reduces`; not in the solver's terms).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
+  (:func:`hloshard.autoshard.build.a2a_staging`).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
   scheduler (``HloMemoryScheduler`` on the partitioned, scheduled module) places the resharding of an
   entry parameter -- a collective whose operand is the parameter, through bitcasts and copies -- at the
   start of the entry computation, so its buffer lives from there to its last reader, not from its
