@@ -37,7 +37,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, is_mesh_spec, leaf_shapes
-from ..cost.combiner import MEMBER_OPCODES, carries_collective, collective_heights, edge_savings, independent_values
+from ..cost.combiner import edge_savings, independent_values
 from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
@@ -849,11 +849,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             resharded.append((key or cached or len(resharded), start, end, b))
             if key is not None or early:
                 pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
-    # XLA CPU's AllReduceCombiner: the entry's gradient all-reduces (height 0) are one variadic all-reduce
-    if cpu:
-        for lo, hi, b in combined_all_reduces(graph, choice):
-            ivs.append((lo, hi))
-            sizes.append(b)
     # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
     for lo, hi, b in one_buffer_per_reshard(resharded):
         ivs.append((lo, hi))
@@ -871,49 +866,6 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             if hit:
                 sizes[first_comm + j] = 0
     return ivs, sizes
-
-
-def combined_all_reduces(graph: Graph, choice) -> list:
-    """``(lo, hi, bytes)`` buffers of XLA CPU's combined gradient all-reduce under ``choice``: the entry
-    computation's members of collective height 0 (:func:`hloshard.cost.combiner.collective_heights`: no
-    instruction that may carry a collective depends on them -- a training step's weight and bias gradients) whose
-    chosen strategy all-reduces are one variadic all-reduce (XLA's ``AllReduceCombiner``, which the CPU pipeline
-    runs: GPT-2's 69 gradient all-reduces are one, round 27), run by the breadth-first scheduler when the last of
-    them is made.  Each member's partial sums (its all-reduce's bytes) then live from the member to that point,
-    beside every result made there; its result (the node's tile) is not made before it (a credit over
-    ``[t, last)``).  Read in XLA's buffer assignment of new user 30's ViT auto plan A: ``all-reduce.40``'s operands
-    (twelve 2.36 MB weight gradients, three 1.77 MB qkv gradients, ...) live from their dots to it and its results
-    after it, 2 x the gradients at XLA's peak.  Empty with fewer than two such members."""
-    entry = graph.module.entry
-    if entry is None:
-        return []
-    heights = collective_heights(entry)
-    members = []
-    for v, g in enumerate(graph.nodes):
-        instr = g.instr
-        if instr.parent is not entry or g.multi or instr.opcode not in MEMBER_OPCODES or \
-                heights.get(id(instr)) != 0 or not carries_collective(instr):
-            continue
-        st = g.strategies[int(choice[v])]
-        partial = sum(int(c.nbytes) for c in st.collectives if c.kind == "all-reduce")
-        t = graph.positions.get(instr)
-        if partial > 0 and t is not None:
-            members.append((v, int(t), partial))
-    if len(members) < 2:
-        return []
-    last = max(t for _, t, _ in members)
-    out = []
-    for v, t, partial in members:
-        if t >= last:
-            continue
-        out.append((t + 1, last + 1, partial))   # the partial sums wait for the combined all-reduce
-        lo_v, hi_v = (int(x) for x in graph.problem.intervals[v])
-        own = int(graph.problem.node_usages[v][int(choice[v])])
-        if own > 0 and lo_v <= t < hi_v and not _persistent(graph, v):
-            out.append((t, min(hi_v, last), -own))   # the result is made there ...
-            if hi_v <= last:   # ... and read after it (the model's schedule ran its readers before)
-                out.append((last, last + 1, own))
-    return out
 
 
 def _persistent(graph: Graph, node: int) -> bool:
