@@ -244,7 +244,9 @@ def time_one(text: str, profile: bool = True) -> dict:
     ``calls`` calls each waited for (``block_until_ready``); ``pipelined_s``: the same number of calls
     queued back to back, one wait at the end, per call; ``device_s``: the profiler's ``XLA Modules`` time per
     call when the platform's trace has a device plane (TPU), else None; the compiler's ``cost_analysis()``
-    (``flops``, ``bytes_accessed``, ``transcendentals``, ``optimal_seconds``) and memory stats (bytes).
+    (``flops``, ``bytes_accessed``, ``transcendentals``, ``optimal_seconds``), ``concat_bitcasts`` (the
+    optimised program's ``ConcatBitcast`` custom-calls, each counted -1 s in ``optimal_seconds``) and memory
+    stats (bytes).
     Raises whatever the compile or the run raises."""
     import jax
 
@@ -288,6 +290,11 @@ def time_one(text: str, profile: bool = True) -> dict:
     ca = dict((ca[0] if ca else {}) if isinstance(ca, (list, tuple)) else (ca or {}))
     row.update(flops=ca.get("flops"), bytes_accessed=ca.get("bytes accessed"),
                transcendentals=ca.get("transcendentals"), optimal_seconds=ca.get("optimal_seconds"))
+    try:   # libtpu's optimal_seconds counts -1 per ConcatBitcast custom-call (hloshard.xla_cost.XlaCost)
+        row["concat_bitcasts"] = sum(m.to_string().count('custom_call_target="ConcatBitcast"')
+                                     for m in exe.hlo_modules())
+    except Exception as e:  # noqa: BLE001
+        row["concat_bitcasts_error"] = f"{type(e).__name__}: {e}"[:300]
     try:
         ms = exe.get_compiled_memory_stats()
         row.update(argument_bytes=int(ms.argument_size_in_bytes), output_bytes=int(ms.output_size_in_bytes),
@@ -373,7 +380,9 @@ def _cost_fields(doc: dict) -> dict:
     st = doc.get("step_time") or {}
     pick = lambda k: doc.get(k, st.get(k))  # noqa: E731
     return {"seconds": pick("estimated_step_time_s"), "flops": pick("flops_per_device"),
-            "hbm_bytes": pick("hbm_bytes_per_device"), "breakdown_s": st.get("breakdown_s") or doc.get("breakdown_s")}
+            "hbm_bytes": pick("hbm_bytes_per_device"), "breakdown_s": st.get("breakdown_s") or doc.get("breakdown_s"),
+            "peak_flops": st.get("peak_flops"), "peak_dtype": st.get("peak_dtype"),
+            "hbm_bandwidth": st.get("hbm_bandwidth")}
 
 
 def predict(mod_dir: pathlib.Path, tpu_python: str | None, device: str = "tpu-v5e",
@@ -419,6 +428,11 @@ def join(predicted: dict, measured: dict, modules: dict | None = None) -> list[d
                            h.get("error") and "hloshard: " + h["error"], a.get("error") and "aot: " + a["error"],
                            not m and "not run on the chip", not p and "not predicted") if w]
         hs, aot = h.get("seconds"), a.get("estimate_seconds", a.get("optimal_seconds"))
+        chip_opt = m.get("optimal_seconds")
+        if chip_opt is not None and "concat_bitcasts" in m:   # libtpu's -1 per ConcatBitcast added back
+            chip_opt += m["concat_bitcasts"]
+        elif chip_opt is not None and chip_opt < 0:   # a negative sentinel whose count was not recorded: unknown
+            chip_opt = None
         bd = h.get("breakdown_s") or {}
         cb, mb = bd.get("compute_bound_s"), bd.get("memory_bound_s")
         ratio = lambda x, y: (x / y) if (x is not None and y) else None  # noqa: E731
@@ -427,7 +441,7 @@ def join(predicted: dict, measured: dict, modules: dict | None = None) -> list[d
             "name": name, "kind": (modules.get(name) or {}).get("kind"), "measured_s": meas,
             "median_s": m.get("median_s"), "spread": ratio((m["p90_s"] - m["p10_s"]) if "p90_s" in m else None,
                                                            m.get("median_s")),
-            "hloshard_s": hs, "aot_s": aot, "chip_opt_s": m.get("optimal_seconds"),
+            "hloshard_s": hs, "aot_s": aot, "chip_opt_s": chip_opt,
             "hloshard_ratio": ratio(hs, meas), "aot_ratio": ratio(aot, meas),
             "flops_ratio": ratio(h.get("flops"), flops),
             "tflops": ratio(flops, meas) and ratio(flops, meas) / 1e12,
