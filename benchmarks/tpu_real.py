@@ -10,8 +10,9 @@ of the step-time model is checked):
 * **hloshard**: ``hloshard cost FILE --mesh 1 --device tpu-v5e --format json`` (``estimated_step_time_s``
   and its breakdown, :mod:`hloshard.timing`);
 * **TPU AOT**: libtpu's own cost model, ``cost_analysis()['optimal_seconds']`` of the same text compiled
-  ahead of time for ``v5e:1x1`` (:func:`hloshard.xla_cost.tpu_cost`), and the ``optimal_seconds`` the
-  chip's own compile reports (``--device-run`` records it: the two should agree).
+  ahead of time for one chip of ``v5e:2x2`` (libtpu refuses ``v5e:1x1``; :func:`hloshard.xla_cost.tpu_cost`),
+  and the ``optimal_seconds`` the chip's own compile reports (``--device-run`` records it, with its
+  ``ConcatBitcast`` count: libtpu counts -1 s for each).
 
 What differs from ``benchmarks/tpu_measured.py`` (whose helpers this reuses: the one-chip compile of an
 HLO text, the entry parameters, the profiler's device time): the chip runs the HLO *text* hloshard reads
@@ -26,7 +27,8 @@ Modes::
 
     # here (jax on CPU): write the modules, DIR/NAME.hlo (and DIR/modules.json: what each one is)
     python benchmarks/tpu_real.py --write tmp/tpureal
-    # on the TPU machine (jax, jaxlib, libtpu, numpy only): compile, run, time -> OUT (JSON)
+    # on the TPU machine (jax, jaxlib, libtpu, numpy only): compile, run, time -> OUT (JSON); 172 s for the
+    # 22 modules on a v5e chip (13 cores), compiles included
     python benchmarks/tpu_real.py --device-run tmp/tpureal $OUT/tpu_real.json [--budget-s 200]
     # here: hloshard's estimate and libtpu-AOT's for each module -> DIR/predicted.json
     python benchmarks/tpu_real.py --predict tmp/tpureal --tpu-python /work/venv-pins/bin/python
@@ -386,15 +388,19 @@ def _cost_fields(doc: dict) -> dict:
 
 
 def predict(mod_dir: pathlib.Path, tpu_python: str | None, device: str = "tpu-v5e",
-            topology: str = "v5e:1x1") -> dict:
-    """``mod_dir/predicted.json``: per module, hloshard's estimate (:func:`hloshard_estimate`) and, with
-    ``tpu_python`` (an interpreter with libtpu), the TPU compiler's ahead-of-time ``cost_analysis()`` for
-    ``topology`` (:func:`hloshard.xla_cost.tpu_cost`, one partition)."""
+            topology: str = "v5e:2x2", reuse: bool = False) -> dict:
+    """``mod_dir/predicted.json``: per module, hloshard's estimate (:func:`hloshard_estimate`; with ``reuse``,
+    the one an earlier ``predicted.json`` holds) and, with ``tpu_python`` (an interpreter with libtpu), the TPU
+    compiler's ahead-of-time ``cost_analysis()`` for the first chip of ``topology``
+    (:func:`hloshard.xla_cost.tpu_cost`, one partition; libtpu 0.0.42.1 refuses ``v5e:1x1``: "not divisible by
+    the given (or default) chips_per_host_bounds 2x2x1", so the smallest v5e topology it takes is used)."""
     from hloshard.errors import InputError
     from hloshard.xla_cost import tpu_cost
 
     names = sorted(f.stem for f in mod_dir.glob("*.hlo"))
-    rows = {n: {"hloshard": hloshard_estimate(mod_dir / f"{n}.hlo", device)} for n in names}
+    old = json.loads((mod_dir / "predicted.json").read_text())["rows"] if reuse else {}
+    rows = {n: {"hloshard": (old.get(n) or {}).get("hloshard") or hloshard_estimate(mod_dir / f"{n}.hlo", device)}
+            for n in names}
     if tpu_python:
         try:
             costs = tpu_cost([(mod_dir / f"{n}.hlo").read_text() for n in names], 1, topology, tpu_python)
@@ -488,6 +494,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-profile", action="store_true", help="device run: no profiler trace (wall times only)")
     ap.add_argument("--tpu-python", help="predict: an interpreter with libtpu for the ahead-of-time analysis")
     ap.add_argument("--device", default="tpu-v5e", help="predict: hloshard's device profile (default tpu-v5e)")
+    ap.add_argument("--topology", default="v5e:2x2", help="predict: libtpu's topology (its first chip is used)")
+    ap.add_argument("--reuse-hloshard", action="store_true", help="predict: keep DIR/predicted.json's hloshard rows")
     ap.add_argument("--json", metavar="OUT", help="join: also write the joined rows as JSON")
     ns = ap.parse_args(argv)
     if ns.write:
@@ -500,7 +508,7 @@ def main(argv=None) -> int:
         device_run(pathlib.Path(ns.device_run[0]), pathlib.Path(ns.device_run[1]), ns.budget_s, ns.only,
                    not ns.no_profile)
     elif ns.predict:
-        predict(pathlib.Path(ns.predict), ns.tpu_python, ns.device)
+        predict(pathlib.Path(ns.predict), ns.tpu_python, ns.device, ns.topology, ns.reuse_hloshard)
     else:
         pred, meas = (json.loads(pathlib.Path(p).read_text()) for p in ns.join)
         mpath = pathlib.Path(ns.join[0]).parent / "modules.json"
