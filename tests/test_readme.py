@@ -142,3 +142,37 @@ def test_readme_figures_of_the_propagated_solve_are_what_it_prints(tmp_path):
     cost, given, change, moved, before, after = m.groups()
     assert f"cost {cost} " in text and f"vs {given} for the input as given ({change})" in text, text[:800]
     assert f"local moves changed {moved} annotations" in text and f"its cost {before} -> {after}" in text
+
+
+def test_readme_quick_start_summary_is_what_solve_prints(tmp_path):
+    """The summary block the README shows for its first ``solve`` is the one the command prints, line by line,
+    but for the load-dependent seconds (``status``, ``graph``'s build, ``time``) and the paths (the fresh-clone
+    check of round 31: nothing compared this block, and its peak tensor had gone stale)."""
+    from click.testing import CliRunner
+
+    from hloshard.cli import main
+
+    m = re.search(r"The summary says what a user needs first:\n\n```\n(hloshard solve\n.*?)```", README, re.S)
+    assert m, "the README's summary block moved: update this test with it"
+    labels = ("mesh", "changed", "cost", "memory", "plan", "collectives", "graph")
+
+    def lines(text: str) -> list:
+        out, last = [], None
+        for line in text.splitlines():
+            head = line.split(" ", 1)[0]
+            if head in labels or (line.startswith("             ") and last in labels):
+                last = head if head in labels else last
+                out.append(" ".join(line.split("; build")[0].split()))
+            elif head:
+                last = head
+        return out
+
+    r = CliRunner().invoke(main, ["solve", str(ROOT / "samples" / "mlp_train_step.pre.hlo"), "--mesh", "2x4",
+                                  "-o", str(tmp_path / "mlp.solved.hlo"), "--report", str(tmp_path / "r.json")])
+    assert r.exit_code == 0, r.output
+    peak = re.search(r"\(`peak_memory_per_device` ([0-9,]+) in the `--report` JSON\)", README)
+    assert peak, "the README's sentence on the report's peak changed: update this test with it"
+    assert f"{json.loads((tmp_path / 'r.json').read_text())['peak_memory_per_device']:,}" == peak.group(1)
+    want = lines(m.group(1))
+    assert len(want) >= len(labels)
+    assert lines(r.output)[:len(want)] == want

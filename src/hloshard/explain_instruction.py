@@ -431,9 +431,13 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
         return Explanation(data, notes=notes, cost_result=given)
     cur_spec = search.given_spec[target]
     if given.unannotated:
+        # "fixed": the annotations around them leave one choice each (completion_words' sentence reads as a
+        # clause of its own, not after "were": fresh-clone check 31)
+        how = ("fixed by the annotations around them, nothing left to choose" if given.method == "fixed"
+               else given.completion_words(with_time=False))
         notes.append(f"{len(given.unannotated):,} of the module's {counted(given.instructions, 'instruction')} "
                      f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding (their shardings were "
-                     f"{given.completion_words(with_time=False)}); "
+                     f"{how}); "
                      f"hloshard cost of a module written with an alternative chooses them again and may be "
                      f"lower than the change shown (an upper bound)")
 
