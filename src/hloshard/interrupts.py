@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 
-__all__ = ["STOP", "held_interrupts", "interruptible", "stop_on_interrupt"]
+__all__ = ["STOP", "held_interrupts", "ignore_interrupts_from_here", "interruptible", "stop_on_interrupt"]
 
 #: seconds the watcher waits before it sends SIGINT again after a ``KeyboardInterrupt`` was swallowed
 #: (printed as "Exception ignored" by Python): time for the swallowing context (a garbage-collector callback,
@@ -36,6 +36,22 @@ __all__ = ["STOP", "held_interrupts", "interruptible", "stop_on_interrupt"]
 REDELIVER_SECONDS = 0.05
 
 STOP: contextvars.ContextVar = contextvars.ContextVar("hloshard_cpsat_stop", default=None)
+
+#: set by :func:`ignore_interrupts_from_here`: SIGINT stays ignored to the process's end
+_IGNORING = threading.Event()
+
+
+def ignore_interrupts_from_here() -> None:
+    """From here to the process's end SIGINT is ignored (main thread only; elsewhere nothing): a command that
+    has begun writing what it was asked for (``solve``'s ``--report``, ``--html``, ``-o``) finishes, prints its
+    summary and exits 0.  Why: a Ctrl-C after the first write used to print ``interrupted`` and exit 130 with
+    the files written (the fresh-clone check of round 31: 4 of 4 SIGINTs sent when ``-o``'s file appeared),
+    breaking "130: nothing written" -- a Makefile would keep a target it thinks failed.
+    :func:`stop_on_interrupt` leaves the handler ignored when its block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    _IGNORING.set()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @contextlib.contextmanager
@@ -142,7 +158,7 @@ def stop_on_interrupt():
         watcher.join(1.0)
         os.close(r)
         os.close(w)
-        if old_handler is signal.SIG_DFL:
+        if old_handler is signal.SIG_DFL and not _IGNORING.is_set():
             signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

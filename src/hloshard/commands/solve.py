@@ -28,6 +28,7 @@ import time
 import click
 
 from ..errors import SolveFailed, UsageError
+from ..interrupts import ignore_interrupts_from_here
 from ..io import write_text_atomic
 from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes
@@ -603,6 +604,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
+    ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no "interrupted" exit 130
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
