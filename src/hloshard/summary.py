@@ -9,6 +9,7 @@ and tests render one text.
 from __future__ import annotations
 
 import io
+import re
 
 from rich.table import Table
 from rich.text import Text
@@ -156,7 +157,15 @@ def step_time_line(timing: dict) -> str:
 
 
 def user_warning(w: str, report: dict) -> str:
-    """Say what the solver-vs-written difference means for the user (until the two figures agree)."""
+    """Say what the solver-vs-written difference means for the user (until the two figures agree); with
+    ``--device`` (``report["step_time"]["seconds_per_unit"]``) its figures in seconds, as the cost line's (the
+    fresh-clone check of round 31: the reshard-cache warning gave cost units beside the next one's µs)."""
+    spu = (report.get("step_time") or {}).get("seconds_per_unit")
+    cached = re.match(r"the solver's own figure, ([0-9,.]+), pays ([0-9,.]+) for (.*)\Z", w, re.S)
+    if cached and spu:
+        own, paid = (float(x.replace(",", "")) * spu for x in cached.groups()[:2])
+        return (f"the solver's own figure, {format_seconds(own)}, pays {format_seconds(paid)} for "
+                f"{cached.group(3)}")
     if w.startswith("the solver's choice costs"):
         internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
         written = report.get("written_mesh")
@@ -166,7 +175,6 @@ def user_warning(w: str, report: dict) -> str:
                    f"not pin every choice")
         else:
             why = "a sharding does not pin every choice (e.g. all-reduce vs all-gather around a dot)"
-        spu = (report.get("step_time") or {}).get("seconds_per_unit")
         if spu:   # --device: in seconds, as the cost line (new user 19: raw units beside ms)
             # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
             # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
