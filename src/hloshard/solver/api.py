@@ -56,8 +56,9 @@ Pipeline (all phases share the budget ``time_limit``):
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
-   (its bound is used when higher); in wall-clock mode only with ``model_size /``
-   :data:`MODEL_BUILD_RATE` seconds left (building the model and CP-SAT's presolve overrun short limits);
+   (its bound is used when higher); in wall-clock mode only with three times ``model_size /``
+   :data:`MODEL_BUILD_RATE` seconds left at the load the solve has seen (:func:`full_model_worth`: building the
+   model and CP-SAT's presolve overrun short limits);
 6. large-neighbourhood search: CP-SAT on subgraphs while the budget lasts; the neighbourhood kinds
    (:data:`KINDS`: breadth-first balls, the nodes live at a tight liveness point, memory exchanges
    around a node held back by memory) are drawn in proportion to their success so far.
@@ -86,8 +87,9 @@ alone exceeds its work budget is not started (:func:`_det_fits`: it would end wi
 
 In wall-clock mode a phase whose first pass alone can take seconds and which only searches on from the
 incumbent or tightens the bound (the dual sweeps and their rounding, the LP beside the search, CP-SAT,
-LNS) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then the
-cheapest one (:func:`_trivial_bound`).  What makes the first plan always runs: the presolve, the greedy,
+LNS) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then the dual's
+after the passes its share of the limit pays for in modelled CPU seconds (:func:`late_passes`), or the cheapest one
+(:func:`_trivial_bound`) when one pass is modelled past that share.  What makes the first plan always runs: the presolve, the greedy,
 the first Lagrangian round and the repeated-structure proposal (the 48-layer transformer at 2x2x2,
 ``--time-limit 60``, load 9-10: 399.5 M written without the proposal, 284.4 M with it), and the trivial
 plans of :func:`hloshard.autoshard.search.solve_graph`.
