@@ -275,9 +275,9 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     Never raises for an infeasible problem: returns status 'infeasible' with an explanation.
     """
     t0 = time.monotonic()
-    cpu0 = time.process_time()
     time_limit = max(MIN_TIME_LIMIT, float(time_limit))
     det = bool(deterministic)
+    cpu0 = None if det else time.process_time()   # wall-clock mode: the load as this solve sees it (step 5)
     if det:
         deadline = float("inf")  # no clock in deterministic mode (module docstring, "Budgets")
     else:
