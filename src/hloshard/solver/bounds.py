@@ -113,8 +113,9 @@ class DualBound:
         optimum (module docstring), so the copy's bounds are proofs for ``pruned``.  Nothing per edge is
         copied: the copy reads this dual's float matrices (one per distinct matrix, shared) and ``pruned``'s
         masks (``cut``, one byte per pair of a pruned edge), pricing a forbidden pair ``forbid`` in its matrix
-        entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak).
-        Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
+        entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak); the
+        priced matrices of pruned edges it makes are kept only within :data:`PRICED_KEEP` times the bytes of the
+        distinct matrices (:meth:`_priced`).  Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
         if len(pruned.node_costs) != len(self.theta) or len(pruned.edge_costs) != len(self.base):
             raise ValueError("restricted: a problem with other nodes or edges than the dual's")
         out = DualBound.__new__(DualBound)
