@@ -1,7 +1,7 @@
 #!/bin/sh
 # alternate main / branch ladders at the same load: pair.sh OUTDIR MODULES MESHES
 out=$1; mods=$2; meshes=$3; mkdir -p $out
-for tree in main branch main branch; do
+for tree in ${TREES:-main branch main branch}; do
   if [ $tree = main ]; then pp=/tmp/srch31/mainsnap/src; else pp=/work/wt/search/src; fi
   i=$(ls $out | grep -c "^$tree") 
   echo "$tree $i start $(uptime)" >> $out/log
