@@ -56,8 +56,9 @@ Pipeline (all phases share the budget ``time_limit``):
    the 3-layer transformer sample, where the LP is tight and proves the incumbent optimal; on
    contest instance G the LP optimum with the memory rows is integral, i.e. an optimal solution);
 5. CP-SAT on the whole reduced model when it is small enough, hinted with the best solution so far
-   (its bound is used when higher); in wall-clock mode only with ``model_size /``
-   :data:`MODEL_BUILD_RATE` seconds left (building the model and CP-SAT's presolve overrun short limits);
+   (its bound is used when higher); in wall-clock mode only with three times ``model_size /``
+   :data:`MODEL_BUILD_RATE` seconds left at the load the solve has seen (:func:`full_model_worth`: building the
+   model and CP-SAT's presolve overrun short limits);
 6. large-neighbourhood search: CP-SAT on subgraphs while the budget lasts; the neighbourhood kinds
    (:data:`KINDS`: breadth-first balls, the nodes live at a tight liveness point, memory exchanges
    around a node held back by memory) are drawn in proportion to their success so far.
@@ -86,8 +87,9 @@ alone exceeds its work budget is not started (:func:`_det_fits`: it would end wi
 
 In wall-clock mode a phase whose first pass alone can take seconds and which only searches on from the
 incumbent or tightens the bound (the dual sweeps and their rounding, the LP beside the search, CP-SAT,
-LNS) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then the
-cheapest one (:func:`_trivial_bound`).  What makes the first plan always runs: the presolve, the greedy,
+LNS) is not started once the deadline has passed with an incumbent (:func:`past`); the bound is then the dual's
+after the passes its share of the limit pays for in modelled CPU seconds (:func:`late_passes`), or the cheapest one
+(:func:`_trivial_bound`) when one pass is modelled past that share.  What makes the first plan always runs: the presolve, the greedy,
 the first Lagrangian round and the repeated-structure proposal (the 48-layer transformer at 2x2x2,
 ``--time-limit 60``, load 9-10: 399.5 M written without the proposal, 284.4 M with it), and the trivial
 plans of :func:`hloshard.autoshard.search.solve_graph`.
@@ -275,6 +277,7 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
     t0 = time.monotonic()
     time_limit = max(MIN_TIME_LIMIT, float(time_limit))
     det = bool(deterministic)
+    cpu0 = None if det else time.process_time()   # wall-clock mode: the load as this solve sees it (step 5)
     if det:
         deadline = float("inf")  # no clock in deterministic mode (module docstring, "Budgets")
     else:
@@ -418,7 +421,16 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
 
         target = None if best_obj is None else best_obj + red.offset
         share = EXACT_BOUND_SHARE if exact else BOUND_SHARE
-        if past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
+        late = past(plan, best) and late_passes(red, time_limit)
+        if late:
+            # past the deadline, but the dual's passes are cheap next to the limit: its share in modelled CPU
+            # seconds, no rounding (late_passes)
+            bound, decoded, dual = _bound(red, ls, mu, det, time_limit, work,
+                                          time.monotonic() + BOUND_SHARE * time_limit, stats, target,
+                                          max_passes=late)
+            decoded = None
+            stats["bound"]["late"] = True
+        elif past(plan, best):   # the cheap bound only: every node's cheapest strategy (a dual pass is seconds)
             bound, decoded, dual = _trivial_bound(red), None, None
             stats["bound"] = {"passes": 0, "trivial": bound, "skipped": "past the deadline"}
         else:
@@ -522,7 +534,14 @@ def solve_problem(problem: Problem, time_limit: float = 60.0, workers: int = 2, 
         # 5. CP-SAT on the whole reduced problem
         cp_status = "unknown"
         remaining = deadline - time.monotonic()
-        if remaining > max(0.2, model_size / MODEL_BUILD_RATE) and exact and full_fits and not closed():
+        build = remaining > max(0.2, model_size / MODEL_BUILD_RATE) and exact and full_fits and not closed()
+        if build and not det and not full_model_worth(model_size, remaining,
+                                                       elapsed() / max(1e-3, time.process_time() - cpu0)):
+            # wall-clock mode: its build and loading at the load this solve has seen would take the time
+            build = False
+            stats["model"] = {"skipped": "its build and loading would take the time left",
+                              "seconds_left": round(remaining, 3)}
+        if build:
             t_model = time.monotonic()
             mdl = cpsat.build_model(red)
             stats["model"] = {"variables": mdl.num_vars, "constraints": len(mdl.model.proto.constraints),
@@ -619,6 +638,19 @@ def work_for_cpu(cpu_seconds: float, least: float = 0.0) -> float:
     memory budget's rescues, :func:`hloshard.autoshard.solve._fit_buffers`) gives it for the seconds it
     allots; the answer depends on that figure only, never on the machine's load."""
     return max(float(least), float(cpu_seconds) / DET_CPU_PER_UNIT)
+
+
+def full_model_worth(model_size: int, remaining: float, wall_per_cpu: float) -> bool:
+    """Wall-clock mode: whether the full CP-SAT model (step 5) is built with ``remaining`` seconds left: its build
+    (``model_size /`` :data:`MODEL_BUILD_RATE` CPU seconds, times ``wall_per_cpu``, this solve's wall seconds per
+    CPU second so far: the machine's load as the solve sees it, at least 1), CP-SAT's loading and presolve, which
+    take about as long again (kept back from its limit, :data:`MODEL_BUILD_RATE`), and at least as long again to
+    search: three times the build.  Before round 31 the test was one modelled build at no load: transformer_block
+    at 2x2x2 (727,997 variables, 19 nodes), ``--time-limit 30`` at load 19: the model built in 9 s, CP-SAT ran
+    19.4 s at deterministic time 0.0 (never past its loading), the solve took 34.4 s of its 30, for nothing; the
+    dual bound had the plan within 0.034% at 4.9 s.  Raises nothing."""
+    fixed = float(model_size) / MODEL_BUILD_RATE * max(1.0, float(wall_per_cpu))
+    return float(remaining) > 3.0 * fixed
 
 
 def _det_fits(fixed_s: float, budget: float) -> bool:
@@ -727,6 +759,21 @@ def _trajectory(red, ls, plan, progress):
     return best, best_obj, mu, lag_info
 
 
+def late_passes(red, time_limit: float) -> int:
+    """Wall-clock mode, a solve past its deadline with an incumbent (:func:`past`): the dual passes its bound still
+    gets, ``BOUND_SHARE x time_limit`` of modelled CPU seconds (:func:`sweep_seconds` a pass, at most
+    :data:`MAX_SWEEPS`), 0 when one pass alone is modelled past that share (the trivial bound then, as before).  The
+    bound phase's own share of the limit, paid late: before round 31 a late solve reported the trivial bound,
+    every node's cheapest strategy, whatever a pass cost.  Measured (round 31, CPU seconds, presolved problems):
+    transformer_train_step at 2x2x2 (248 nodes, 9.7 M entries) a pass 0.03 CPU-s, modelled 0.044; 16 passes bound
+    it 2.3% under the plan the 30 s ladder wrote, 32 passes 1.7%, where the trivial bound it reported was 65% under
+    it (fine solve 6 s after a 17.9 s build, load 20).  Sizes and the limit only; raises nothing."""
+    per = sweep_seconds(red)
+    if per <= 0:
+        return MAX_SWEEPS
+    return min(MAX_SWEEPS, int(BOUND_SHARE * float(time_limit) / per))
+
+
 def past(plan, best) -> bool:
     """Wall-clock mode: whether the deadline has passed with an incumbent (``best`` not None), so that
     the phases that only bound it more tightly or search on from it are not started (the limit is a
@@ -785,7 +832,8 @@ def _trivial_bound(red) -> int:
     return red.offset + sum(int(c.min()) for c in red.costs)
 
 
-def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None) -> tuple:
+def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, polish=None,
+           max_passes: int | None = None) -> tuple:
     """``(bound, decoded, dual)``: the best proven lower bound of the cheap ones: the presolve offset plus every node's cheapest
     strategy (edge matrices are normalised to minimum 0), and the dual bound of
     :func:`~hloshard.solver.bounds.lower_bound` with the memory prices ``mu`` and, evaluated on the
@@ -799,12 +847,17 @@ def _bound(red, ls, mu, det, time_limit, work, deadline, stats, target=None, pol
     ``polish`` (given when the full model follows): ``polish(decoded) -> incumbent objective``, called
     every :data:`DECODE_EVERY` passes with the dual's current rounding (it keeps the best solution);
     its result becomes the ``target``.  The sweeps then get up to :data:`MAX_SWEEPS` passes, in
-    deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit."""
+    deterministic mode as many as :data:`SWEEP_RATE` allows in :data:`EXACT_BOUND_SHARE` of the limit.
+
+    ``max_passes``: at most this many passes whatever the mode (:func:`late_passes`, the bound of a solve past its
+    deadline)."""
     trivial = _trivial_bound(red)
     t = time.monotonic()
     share = BOUND_SHARE if polish is None else EXACT_BOUND_SHARE
     passes = max(2, min(MAX_SWEEPS, int(share * time_limit / (SWEEP_NODE_S * red.num_nodes + work / SWEEP_RATE)))) \
         if det else MAX_SWEEPS
+    if max_passes is not None:
+        passes = max(1, min(passes, int(max_passes)))
     # without ``polish`` the rounding is taken where it always was (deterministic mode: after the
     # passes WORK_RATE allowed, the search's path on the large contest instances unchanged); the
     # sweeps after it only raise the bound

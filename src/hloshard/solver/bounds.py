@@ -38,6 +38,11 @@ from .presolve import Infeasible, _normalised
 from .heuristic import point_penalties
 
 BIG = float(INFINITY)
+#: :meth:`DualBound._priced`: the priced copies of a dual's pruned edges it keeps, at most this many times the bytes of
+#: its distinct problem matrices (the dual then holds at most twice what it held before; a chain of restricted duals
+#: frees each copy's as the next replaces it).  Not tuned: the bound's memory may double, no more (48-layer
+#: transformer at 2x2x2: per-edge float copies, ~1.2 GB, were step 4a's peak, which is why none was kept before)
+PRICED_KEEP = 1.0
 
 
 class _NodesEdges:
@@ -108,8 +113,9 @@ class DualBound:
         optimum (module docstring), so the copy's bounds are proofs for ``pruned``.  Nothing per edge is
         copied: the copy reads this dual's float matrices (one per distinct matrix, shared) and ``pruned``'s
         masks (``cut``, one byte per pair of a pruned edge), pricing a forbidden pair ``forbid`` in its matrix
-        entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak).
-        Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
+        entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak); the
+        priced matrices of pruned edges it makes are kept only within :data:`PRICED_KEEP` times the bytes of the
+        distinct matrices (:meth:`_priced`).  Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
         if len(pruned.node_costs) != len(self.theta) or len(pruned.edge_costs) != len(self.base):
             raise ValueError("restricted: a problem with other nodes or edges than the dual's")
         out = DualBound.__new__(DualBound)
@@ -158,32 +164,42 @@ class DualBound:
         return out
 
     def _priced(self, e: int) -> np.ndarray:
-        """Edge ``e``'s matrix as this dual prices it: ``base[e]`` with the pairs a pruning forbade at
-        ``forbid`` (a new array), or ``base[e]`` itself (read only) when none is."""
+        """Edge ``e``'s matrix as this dual prices it, read only: ``base[e]`` itself when no pair of it is forbidden,
+        else ``base[e]`` with the pairs a pruning forbade at ``forbid``, made once per edge and kept while the kept
+        copies stay within the bytes of the dual's distinct ``base`` matrices (:data:`PRICED_KEEP` times them; past
+        that a new array each call, as before round 31).  Every sweep reads each pruned edge twice, and remaking the
+        copy was a third of a sweep's CPU on decoder2's pruned 2x2x2 problem (round 31, ``np.where`` 1.4 of 4.4
+        CPU-s of sweeps in a deterministic ``--time-limit 10`` solve); the values are the same either way."""
         c = self.cut[e]
-        return self.base[e] if c is None else np.where(c, self.forbid, self.base[e])
+        if c is None:
+            return self.base[e]
+        kept = self.__dict__.get("_kept")
+        if kept is None:
+            distinct = {id(f): f.nbytes for f in self.base}
+            kept = self._kept = {}
+            self._kept_left = PRICED_KEEP * float(sum(distinct.values()))
+        hit = kept.get(e)
+        if hit is not None:
+            return hit
+        m = np.where(c, self.forbid, self.base[e])
+        m.flags.writeable = False
+        if m.nbytes <= self._kept_left:
+            kept[e] = m
+            self._kept_left -= m.nbytes
+        return m
 
     def matrix(self, e: int) -> np.ndarray:
         """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG)."""
-        if self.cut[e] is None:
-            m = self.base[e] - self.prow[e][:, None]
-        else:
-            m = self._priced(e)
-            m -= self.prow[e][:, None]
+        m = self._priced(e) - self.prow[e][:, None]
         m -= self.pcol[e][None, :]
         return np.minimum(m, BIG, out=m)
 
     def _minima(self, e: int, row: bool) -> np.ndarray:
         """Row minima (``row``) or column minima of edge ``e``'s reparametrised matrix (at most BIG)."""
-        cut = self.cut[e] is not None
         if row:
-            t = self._priced(e)
-            t = np.subtract(t, self.pcol[e][None, :], out=t if cut else None)
-            r = t.min(axis=1) - self.prow[e]
+            r = np.subtract(self._priced(e), self.pcol[e][None, :]).min(axis=1) - self.prow[e]
         else:
-            t = self._priced(e)
-            t = np.subtract(t, self.prow[e][:, None], out=t if cut else None)
-            r = t.min(axis=0) - self.pcol[e]
+            r = np.subtract(self._priced(e), self.prow[e][:, None]).min(axis=0) - self.pcol[e]
         return np.minimum(r, BIG, out=r)
 
     def set_extra(self, extra) -> None:
