@@ -186,7 +186,8 @@ def describe_strategy(st, mesh) -> str:
     elif "|updates@" in name:
         parts.append("updates split, the result combined")
     elif "|rows@" in name:
-        parts.append("rows of the table split")
+        parts.append("rows of the table split" + (", then each device keeps its slice of the sum"
+                                                  if name.endswith("+slice") else ""))
     return ", ".join(parts)
 
 

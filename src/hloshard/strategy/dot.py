@@ -4,8 +4,8 @@ Every non-trivial mesh axis is assigned to one role or to none (replicated along
 a batch dim (split in both operands and the output), an lhs free dim (lhs + output), an rhs free
 dim (rhs + output) or a contracting dim (both operands; the partial sums need an all-reduce over
 that axis of the per-device output bytes).  Several axes on one dim give the flattened-mesh
-splits.  For each strategy with split contracting dims a scattered variant is added as well: the
-contracting axes also split the largest output dim that divides evenly.  GSPMD's raw partitioner
+splits.  For each strategy with split contracting dims scattered variants are added as well: the
+contracting axes also split an output dim that divides evenly, one variant per such dim (:func:`_sliced_variants`).  GSPMD's raw partitioner
 output realizes it as an all-reduce of the unscattered partial sums followed by a local dynamic-slice
 (measured with jaxlib 0.10.2: no reduce-scatter is formed by the partitioner; later backend passes may
 combine the two), so it is priced as that all-reduce (plus a tie-break: see ``SCATTER_TIE_BREAK``).
@@ -161,31 +161,58 @@ def _dot_strategies(instr, ctx, roles, out_rank, lhs_rank, rhs_rank, flops_total
         strategies.append(Strategy(name, out_s, (l_s, r_s) + extra, compute=compute_cost(flops), comm=comm, memory=mem,
                                    collectives=cols))
         if caxes and not spatial:
-            # reduce-scatter variant: scatter the partial sums over the largest output dim that divides
-            best = None
-            for d in range(out_rank):
-                cand = list(out_s)
-                cand[d] = tuple(out_s[d]) + tuple(caxes)
-                cand = tuple(cand)
-                if minfo.fits(instr.shape.dims, cand):
-                    size = instr.shape.dims[d] // minfo.split(out_s[d])
-                    if best is None or size > best[0]:
-                        best = (size, cand, d)
-            if best is not None:
-                rs_out = best[1]
-                rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
-                # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice; when
-                # the scattered dim was split by no other axis, one all-reduce over every contracting axis
-                # even when they split several contracting dims (measured: tests/test_dot_contracting_reduces.py)
-                rs_comm, rs_cols = comm, cols
-                if not out_s[best[2]]:
-                    rs_comm, rs_col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
-                    rs_cols = (rs_col,)
-                strategies.append(Strategy(name_prefix + spec_name(rs_out) + "|allreduce+slice", rs_out,
-                                           (l_s, r_s) + extra, compute=compute_cost(flops),
-                                           comm=rs_comm + SCATTER_TIE_BREAK, memory=rs_mem,
-                                           collectives=rs_cols))
+            strategies.extend(_sliced_variants(ctx, instr, out_s, l_s, r_s, extra, caxes, comm, cols, mem, flops,
+                                               name_prefix, seen))
     return strategies
+
+
+def _sliced_variants(ctx, instr, out_s, l_s, r_s, extra, caxes, comm, cols, mem, flops, name_prefix, seen) -> list:
+    """The all-reduce-then-slice variants of a strategy whose contracting dims are split over mesh axes ``caxes``
+    (``out_s`` / ``l_s`` / ``r_s``: its output and operand layouts; ``comm`` / ``cols``: its partial sums'
+    all-reduces, :func:`_contracting_reduces`; ``mem``: its per-device output bytes; ``flops``: its per-device
+    work): one per output dim ``d`` on which ``caxes`` (appended after the axes ``out_s`` already has there) split
+    the output evenly, the operands read exactly as the strategy reads them.  The rule (openxla
+    ``xla/service/spmd/dot_handler.cc``, read: when no partitioning method produces the written result tile from
+    the operands as they are, ``PartitionDot`` partitions in the operands' layouts -- a contracting split both
+    share, ``PartitionBaseCase``'s all-reduced partial sums -- and the result is then resharded to the written
+    layout, a local ``dynamic-slice`` of the all-reduced whole tile when the written layout only adds splits):
+    the comm is the all-reduce of the unsliced partial sums, and those sums (``mem`` bytes per device) are live
+    beside the sliced result (``Strategy.collectives``' bytes, :func:`hloshard.autoshard.build.scratch_bytes`).
+    Round 31 offers every such output dim when ``out_s`` is replicated (every non-trivial mesh axis splits a
+    contracting dim: the partial sums are whole tiles), else the largest only, as before (one variant per strategy
+    keeps the dot's strategy count near the unsliced one: 186 -> 308 strategies for every dim on the FSDP dot
+    below, 186 -> 200 this way, on its 2x2x2 refined mesh).  The FSDP layouts XLA propagates for a
+    vocabulary-contracting gradient (``[B,S,V] x [D,V] -> [B,S,D]``, both operands split on V over every device,
+    the result on B) are the batch-split slice, not the largest dim (issue 24, tunix Llama 3's ``dot_general.77``).
+    Each is priced ``SCATTER_TIE_BREAK`` above its bytes.  ``seen``: the (output, lhs, rhs) keys already built, updated.
+    Shapes: ``out_s`` has one axis tuple per output dim.  Raises nothing; [] when no dim divides."""
+    minfo = ctx.minfo
+    cands = []
+    every = not any(out_s)   # the output dims to slice: all of them when the result is computed whole, else
+    for d in range(len(out_s)):   # the largest (the one dim before round 31: the strategy count stays bounded)
+        cand = list(out_s)
+        cand[d] = tuple(out_s[d]) + tuple(caxes)
+        cand = tuple(cand)
+        if minfo.fits(instr.shape.dims, cand):
+            cands.append((-(instr.shape.dims[d] // minfo.split(out_s[d])), d, cand))
+    out = []
+    for _, d, rs_out in sorted(cands)[:None if every else 1]:   # the largest scattered dim first
+        key = (rs_out, l_s, r_s)
+        if key in seen:
+            continue
+        seen.add(key)
+        rs_mem = minfo.bytes_per_device(instr.shape, rs_out)
+        # GSPMD's raw output: all-reduce of the unscattered partial sums, then a local slice; when the scattered
+        # dim was split by no other axis, one all-reduce over every contracting axis even when they split
+        # several contracting dims (measured: tests/test_dot_contracting_reduces.py)
+        rs_comm, rs_cols = comm, cols
+        if not out_s[d]:
+            rs_comm, rs_col = collectives.priced("all-reduce", ctx.mesh, mem, tuple(caxes))
+            rs_cols = (rs_col,)
+        out.append(Strategy(name_prefix + spec_name(rs_out) + "|allreduce+slice", rs_out, (l_s, r_s) + extra,
+                            compute=compute_cost(flops), comm=rs_comm + SCATTER_TIE_BREAK, memory=rs_mem,
+                            collectives=rs_cols))
+    return out
 
 
 def _contracting_reduces(mesh, nbytes, by_dim: dict) -> tuple[float, tuple]:

@@ -113,10 +113,43 @@ def handle_gather(instr, ctx):
                     new = list(ospec)
                     new[c] = tuple(axes)
                     comm, col = collectives.priced("all-reduce", ctx.mesh, st.memory, tuple(axes))
-                    extra.append(Strategy(st.name + f"|rows@{''.join(map(str, axes))}", st.out, (tuple(new), ispec),
-                                          compute=st.compute, comm=comm, memory=st.memory, collectives=(col,)))
+                    rows = Strategy(st.name + f"|rows@{''.join(map(str, axes))}", st.out, (tuple(new), ispec),
+                                    compute=st.compute, comm=comm, memory=st.memory, collectives=(col,))
+                    extra.append(rows)
+                    if not any(st.out) and len(axes) == len(minfo.axes):
+                        extra.extend(_sliced_rows(instr, rows, axes, minfo))
     g.strategies.extend(extra)
     return g
+
+
+#: added to a sliced rows variant (:func:`_sliced_rows`): for equal bytes XLA produces a split result directly;
+#: the value of the dot's all-reduce-then-slice variant (``dot.SCATTER_TIE_BREAK``, which this module cannot import)
+SLICED_ROWS_TIE_BREAK = 0.2
+
+
+def _sliced_rows(instr, rows, axes, minfo) -> list:
+    """The index-parallel strategy ``rows`` (the table's indexed dim split over mesh axes ``axes``, every
+    non-trivial axis, the result replicated: masked local gathers and an all-reduce of the whole result) with its
+    all-reduced result then sliced locally to a result dim ``d`` split over ``axes``: one strategy per result
+    dim that ``axes`` split evenly, the operands read as ``rows`` reads them (indices replicated).  The rule
+    (openxla ``xla/service/spmd/gather_scatter_handler.cc``, read: ``PartitionGatherTrivialSlicedOperandDimensions``
+    keeps a table split on its sliced dims and all-reduces the masked result; the partitioner then reshards that
+    result to the written layout, a ``dynamic-slice`` when the written layout only adds splits: what
+    :func:`gather_preference` prices for a written gather).  The FSDP layouts XLA propagates for an embedding
+    lookup (table ``[V,D]`` over every device on V, result ``[B,S,D]`` on B; issue 24, tunix Llama 3's ``gather.1``)
+    are this strategy; without it the search graph offered only the table gathered whole.  Priced as ``rows``
+    (the all-reduce of the unsliced result, whose bytes stay live beside the slice:
+    :func:`hloshard.autoshard.build.scratch_bytes` reads ``Strategy.collectives``) plus
+    :data:`SLICED_ROWS_TIE_BREAK`; memory: the sliced result's bytes per device.  Raises nothing."""
+    out = []
+    for d in range(len(rows.out)):
+        spec = tuple(tuple(axes) if k == d else () for k in range(len(rows.out)))
+        if not minfo.fits(instr.shape.dims, spec):
+            continue
+        out.append(Strategy(spec_name(spec) + "|" + rows.name.split("|", 1)[1] + "+slice", spec, rows.inputs,
+                            compute=rows.compute, comm=rows.comm + SLICED_ROWS_TIE_BREAK,
+                            memory=minfo.bytes_per_device(instr.shape, spec), collectives=rows.collectives))
+    return out
 
 
 @register_preference("gather")

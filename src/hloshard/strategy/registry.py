@@ -355,7 +355,11 @@ def _realized(group: StrategyGroup, keep: list, want, ctx: BuildContext, full=No
         return exact
     pref = PREFERRED.get(instr.opcode)
     if pref is not None:
-        chosen = pref(instr, actual, keep, ctx) if getattr(pref, "takes_ctx", False) else pref(instr, actual, keep)
+        # a sliced variant (partial sums reduced whole, then sliced: ``*+slice``) is XLA's realization only with the
+        # operands exactly in its layouts (found above); a handler's preference never re-splits the operands into it
+        # (tests/test_handlers_dot.py ``contract_then_slice``: XLA reduces over the operands' own contracting axes)
+        unsliced = [st for st in keep if not st.name.endswith("+slice")] or keep
+        chosen = pref(instr, actual, unsliced, ctx) if getattr(pref, "takes_ctx", False) else pref(instr, actual, unsliced)
         if chosen:
             return chosen
     free = [st for st in keep if not st.name.endswith("|allreduce+slice") and _free_edges(instr, st, actual, ctx)]
