@@ -40,7 +40,7 @@ class _Domains:
     (``(u, v)`` with ``u < v``) left out of the constraints (the follow edges, whose forbidden pairs are
     what :func:`follow_conflicts` decides on)."""
 
-    def __init__(self, problem: Problem, find, soft=frozenset()):
+    def __init__(self, problem: Problem, find, soft=frozenset(), why: dict | None = None):
         self.find = find
         self.ok = {v: np.asarray(c) < INFINITY for v, c in enumerate(problem.node_costs)}
         hard = [(int(u), int(v), np.asarray(a, dtype=bool)) for u, v, a in problem.aliases]
@@ -51,12 +51,19 @@ class _Domains:
             if m.size and m.max() >= INFINITY:
                 hard.append((u, v, m < INFINITY))
         self.hard = hard
+        self.num_aliases = len(problem.aliases)   # hard[k] is an alias for k below it, an edge above
+        self.why = why   # a dict: class -> the constraint that last narrowed it, filled (None: not kept)
+        self.emptied = None   # (class, constraint) where a class was left no strategy
         self.of: dict = {}   # class root -> ids of the hard constraints on its members
         for k, (u, v, _a) in enumerate(hard):
             self.of.setdefault(find(u), []).append(k)
             if find(v) != find(u):
                 self.of.setdefault(find(v), []).append(k)
-        self.consistent = self._propagate(range(len(hard)), self.ok, find)
+        bare = next((v for v, m in self.ok.items() if not m.any()), None)   # no finite strategy of its own
+        if bare is not None:
+            self.emptied, self.consistent = (bare, None), False
+        else:
+            self.consistent = self._propagate(range(len(hard)), self.ok, find)
 
     def _propagate(self, seeds, ok: dict, find, extra: tuple = ()) -> bool:
         """Narrow ``ok`` (class root -> mask, changed in place) from the constraints ``seeds`` on; ``find``:
@@ -78,7 +85,10 @@ class _Domains:
                     continue
                 ok[c] = mask
                 if not mask.any():
+                    self.emptied = (c, k)
                     return False
+                if self.why is not None:
+                    self.why[c] = k
                 more = extra[1] if extra and c == extra[0] else ()
                 for j in (*self.of.get(c, ()), *more):
                     if j not in queued:
@@ -138,6 +148,43 @@ def allowed_strategies(problem: Problem) -> list:
     all False: ``problem`` is infeasible."""
     d = _Domains(problem, lambda v: v)
     return [d.ok[v] for v in range(problem.num_nodes)]
+
+
+def forbidden_chains(problem: Problem, most: int = 8):
+    """Why ``problem`` has no feasible choice, where arc consistency (:class:`_Domains`) shows it: None when
+    it leaves every node a strategy; else ``(node, chains)``: the node left none and the two chains of
+    constraints that met there, each a list of ``(node, constraint)`` from the node where the narrowing began
+    (its own node costs; constraint None) towards ``node``, ``constraint`` the one that narrowed that step's
+    node, ``(u, v, "alias" | "edge")`` -- the second chain narrowed ``node`` first, the first emptied it (a
+    chain may be ``[]``: ``node``'s own costs).  At most ``most`` steps per chain, nearest ``node`` kept."""
+    why: dict = {}
+    d = _Domains(problem, lambda v: v, why=why)
+    if d.consistent:
+        return None
+    node, last = d.emptied
+
+    def chain(start: int, k) -> list:
+        """From ``start``, reached through constraint ``k`` (None: ``start`` itself), back to an origin."""
+        steps, seen, cur = [], set(), k
+        while cur is not None and len(steps) < most:
+            u, v, _a = d.hard[cur]
+            kind = "alias" if cur < d.num_aliases else "edge"
+            here = start if not steps else steps[-1][2]
+            other = v if u == here else u
+            steps.append((here, (u, v, kind), other))
+            if other in seen:
+                break
+            seen.add(other)
+            cur = why.get(other)
+        out = [(other, None) for _here, _c, other in steps[-1:]]
+        for here, c, _other in reversed(steps):
+            out.append((here, c))
+        return out
+
+    first = chain(node, last) if last is not None else [(node, None)]
+    before = why.get(node)
+    second = chain(node, before) if before is not None else [(node, None)]
+    return node, [first, second]
 
 
 def follow_conflicts(problem: Problem, follows) -> list:
