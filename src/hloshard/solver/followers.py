@@ -104,15 +104,16 @@ class _Domains:
         if not both.any():
             return False
         mine, theirs = self.of.get(keep, []), self.of.get(gone, [])
-        if both.sum() == ok[keep].sum() == ok[gone].sum():
-            # nothing narrowed: only a constraint between the two classes (now within one) can close a strategy
-            small, other = (mine, gone) if len(mine) <= len(theirs) else (theirs, keep)
-            find = self.find
-            seeds = [k for k in small if other in (find(self.hard[k][0]), find(self.hard[k][1]))]
-        else:
-            seeds = mine + theirs
+        find = self.find
+        n = int(both.sum())
+        # to re-check: the constraints of a class whose mask narrows, and those between the two (now within one)
+        small, other = (mine, gone) if len(mine) <= len(theirs) else (theirs, keep)
+        seeds = [k for k in small if other in (find(self.hard[k][0]), find(self.hard[k][1]))]
+        if n < int(ok[keep].sum()):
+            seeds += mine
+        if n < int(ok[gone].sum()):
+            seeds += theirs
         if seeds:
-            find = self.find
 
             def joined(x: int) -> int:
                 r = find(x)
@@ -125,9 +126,8 @@ class _Domains:
             ok.update(trial)
         ok[keep] = both if not seeds else ok[keep]
         ok.pop(gone, None)
-        if theirs:
-            had = set(mine)
-            self.of[keep] = mine + [k for k in self.of.pop(gone) if k not in had]
+        if theirs:   # (a constraint between the two is then listed twice: the propagation queues it once)
+            self.of.setdefault(keep, []).extend(self.of.pop(gone))
         return True
 
 
