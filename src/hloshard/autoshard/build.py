@@ -60,7 +60,7 @@ from ..strategy.realize import PINNED_OPS
 from .aliases import _add_aliases, pay_edges, tie_merges
 from .graph import Graph, _operand_leaves, chosen_operand_leaves  # noqa: F401  (re-exported)
 from .reshard_cache import shared_reshards
-from ..solver.followers import merge_followers  # the one follower merge (solver/followers.py)
+from ..solver.followers import follow_conflicts, merge_followers  # the one follower merge (solver/followers.py)
 from .resharder import PastDeadline, PastWorkLimit, _PairCount, _Resharder
 from .tiebreak import with_memory_tie_break
 from ..strategy.user_shardings import user_shardings
@@ -397,30 +397,37 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         work.finish(module, nodes)
     lap("strategies")
     resh = _Resharder(ctx, deadline)
-    edges: dict = {}
-    info: dict = {}
-    follows: list = []
-    for v, g in enumerate(nodes):
-        if deadline is not None and time.monotonic() > deadline:
-            raise BuildStopped("edges", v, len(nodes), time.monotonic() - started)
+
+    def edge_pass(unfollow=frozenset()):
+        """The edges (summed per node pair), their contributions and the follow pairs; ``unfollow``: nodes
+        whose follow edge is priced in full, as any other edge (:func:`in_edges`)."""
+        edges: dict = {}
+        info: dict = {}
+        follows: list = []
+        for v, g in enumerate(nodes):
+            if deadline is not None and time.monotonic() > deadline:
+                raise BuildStopped("edges", v, len(nodes), time.monotonic() - started)
+            try:
+                made = list(in_edges(g, ctx, resh, unfollow=v in unfollow))
+            except PastDeadline:
+                raise BuildStopped("edges", v, len(nodes), time.monotonic() - started) from None
+            for inst, leaf, src, follow, m, scale in made:
+                u = src.node
+                if not follow and not np.any(m):
+                    continue
+                if follow:
+                    follows.append((u, v))
+                _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
+        # ties in "pay" mode: the resharding of an output back to its parameter's layout (autoshard.aliases)
         try:
-            made = list(in_edges(g, ctx, resh))
+            paid = list(pay_edges(module, ctx, resh))
         except PastDeadline:
-            raise BuildStopped("edges", v, len(nodes), time.monotonic() - started) from None
-        for inst, leaf, src, follow, m, scale in made:
-            u = src.node
-            if not follow and not np.any(m):
-                continue
-            if follow:
-                follows.append((u, v))
-            _add_edge(edges, info, u, v, m, (inst, leaf, g, scale))
-    # ties in "pay" mode: the resharding of an output back to its parameter's layout (autoshard.aliases)
-    try:
-        paid = list(pay_edges(module, ctx, resh))
-    except PastDeadline:
-        raise BuildStopped("edges", len(nodes), len(nodes), time.monotonic() - started) from None
-    for u, v, m, contribution in paid:
-        _add_edge(edges, info, u, v, m, contribution)
+            raise BuildStopped("edges", len(nodes), len(nodes), time.monotonic() - started) from None
+        for u, v, m, contribution in paid:
+            _add_edge(edges, info, u, v, m, contribution)
+        return edges, info, follows
+
+    edges, info, follows = edge_pass()
 
     lap("edges")
     # --- liveness (hloshard.cost.liveness): a node is defined where its owner is scheduled and live to
@@ -468,15 +475,6 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
         fcosts.append(hit[1])
     if getattr(mesh, "divisible_io", False) or getattr(mesh, "whole_axes_io", None) is not None:
         _divisible_io(nodes, fcosts, param_nodes + leaf_nodes(entry.root), ctx.minfo, kept)
-    edge_keys = sorted(edges)
-    edge_float = [edges[k] for k in edge_keys]
-    finite_max = 0.0
-    for arr in fcosts + edge_float:
-        f = arr[np.isfinite(arr)]
-        if f.size:
-            finite_max = max(finite_max, float(np.abs(f).max()))
-    scale = choose_scale(finite_max)
-    node_costs = _shared_ints(fcosts, scale)
     # --device tpu-*: each buffer as the TPU compiler lays it out (cost/tpu_layout: padded tiles)
     memory_device = getattr(mesh, "memory_device", None)
     usages: dict = {}
@@ -490,20 +488,42 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
             arr.flags.writeable = False
             hit = usages[key] = (g.strategies, arr)
         node_usages.append(hit[1])
-    # equal float matrices are one object (the resharder's scaled matrices): one integer array each
-    edge_costs = _shared_ints(edge_float, scale)
-    problem = Problem(
-        name=name or module.name,
-        intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
-        node_costs=node_costs, node_usages=node_usages,
-        edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
-        edge_costs=edge_costs,
-        usage_limit=_usage_limit(memory_budget, memory_device),
-        cost_scale=scale,
-    )
+
+    def integer_problem(edges: dict, aliases: list):
+        """The problem of the node costs and usages with ``edges``: (problem, edge keys, float matrices)."""
+        edge_keys = sorted(edges)
+        edge_float = [edges[k] for k in edge_keys]
+        finite_max = 0.0
+        for arr in fcosts + edge_float:
+            f = arr[np.isfinite(arr)]
+            if f.size:
+                finite_max = max(finite_max, float(np.abs(f).max()))
+        scale = choose_scale(finite_max)
+        # equal float matrices are one object (the resharder's scaled matrices): one integer array each
+        problem = Problem(
+            name=name or module.name,
+            intervals=np.stack([lo, hi], axis=1) if n else np.zeros((0, 2), dtype=np.int64),
+            node_costs=_shared_ints(fcosts, scale), node_usages=node_usages,
+            edges=np.array(edge_keys, dtype=np.int64).reshape(-1, 2),
+            edge_costs=_shared_ints(edge_float, scale),
+            usage_limit=_usage_limit(memory_budget, memory_device),
+            cost_scale=scale, aliases=aliases,
+        )
+        return problem, edge_keys, edge_float
+
+    problem, edge_keys, edge_float = integer_problem(edges, [])
     graph = Graph(module, mesh, ctx, nodes, problem, [info[k] for k in edge_keys], edge_float, positions, schedule,
                   comps, warnings)
     _add_aliases(graph)
+    # a follow edge allows one strategy index for both ends (in_edges): where the kept shardings and the ties
+    # leave no index for a follower chain (one shared followee, two tied outputs kept apart), its edges that
+    # cannot hold are priced in full, as any other edge (solver.followers.follow_conflicts)
+    cut = follow_conflicts(problem, follows)
+    if cut:
+        edges, info, follows = edge_pass(frozenset(v for _u, v in cut))
+        problem, edge_keys, edge_float = integer_problem(edges, problem.aliases)
+        graph.problem, graph.edge_info, graph.edge_float = problem, [info[k] for k in edge_keys], edge_float
+        graph.cut_follows = cut
     graph.follows = follows
     # strategy groups given a shared list by signature / built by their handler (strategy.sharing)
     graph.shared_groups = {"shared": sharing.hits, "built": sharing.built, "interned": sharing.interned}
@@ -1029,11 +1049,13 @@ def _array_leaf_index(shape, index: tuple) -> int | None:
     return None
 
 
-def in_edges(g, ctx, resh):
+def in_edges(g, ctx, resh, unfollow: bool = False):
     """The resharding edges into group ``g``, one per array operand leaf that some strategy constrains:
     yields ``(operand instruction, leaf, source group, follow, matrix, scale)``, the matrix (source
     strategies x ``g``'s strategies, cost units) already multiplied by ``scale`` = ``g``'s executions
-    times the operand's edge weight; ``follow``: ``g`` follows that operand (a diagonal matrix).
+    times the operand's edge weight; ``follow``: ``g`` follows that operand (a diagonal matrix: the other
+    pairs forbidden; ``unfollow``: priced in full and not a follow, where :func:`build_graph` found that
+    the kept shardings and ties cannot keep it, :func:`hloshard.solver.followers.follow_conflicts`).
     With a device-priced mesh, an edge from a value independent of every collective of its computation
     (a parameter, or computed from parameters without one) is priced with its all-gathers sharing
     latency as XLA's combiners merge them (:func:`_combined`, :mod:`hloshard.cost.combiner`).
@@ -1066,7 +1088,7 @@ def in_edges(g, ctx, resh):
                 continue
             srcs = resh.specs(src.strategies, ("out", k))
             follow = (g.follow is not None and g.follow[0] is inst and g.follow[1] == leaf
-                      and len(srcs) == len(reqs))
+                      and len(srcs) == len(reqs) and not unfollow)
             scale = w * weights[i]
             m = resh.scaled(shape, srcs, reqs, scale, diagonal_only=follow)
             yield inst, leaf, src, follow, _combined(ctx, resh, inst, shape, srcs, reqs, m, scale), scale

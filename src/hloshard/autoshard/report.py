@@ -9,7 +9,9 @@ import numpy as np
 from ..cost.liveness import peak_usage
 from ..cost.memory import bytes_per_device, margin_names, model_limit, xla_lower_bound
 from ..cost.steptime import format_seconds
+from ..costgraph import INFINITY
 from ..errors import SolveFailed
+from ..solver.followers import forbidden_chains
 from ..units import format_bytes
 from .graph import Graph
 
@@ -180,6 +182,80 @@ def _name_nodes(graph: Graph, msg: str, sol) -> str:
     if detail.get("node") is not None and name(detail["node"]):
         parts.append(f"node {int(detail['node'])} is {name(detail['node'])}")
     return "; ".join(parts)
+
+
+#: where a tie came from (:class:`hloshard.strategy.ties.Tie` ``source``), in the words of the option that made it
+_TIE_SOURCES = {"state": "auto_shard's state=", "path": "state found by pytree path", "donate": "donated",
+                "--tie": "--tie", "input_output_alias": "the module's input_output_alias"}
+
+
+def conflict_message(graph: Graph) -> str | None:
+    """The constraints that leave some value of ``graph`` no layout, in the user's terms, when arc consistency
+    over ``graph.problem`` shows them (:func:`hloshard.solver.followers.forbidden_chains`): the two chains
+    that meet at that value -- each from where it began (a sharding kept as given, an argument or output that
+    must split evenly, an instruction's own layouts) through ties (output and parameter, with their jax paths
+    where ``module.source_info`` has them), follows (one layout for both) and forbidden layout pairs --, and
+    what can be changed: the kept shardings and the ties on them.  None when arc consistency finds no such
+    value (the solver's own message is then the one to give)."""
+    found = forbidden_chains(graph.problem)
+    if found is None:
+        return None
+    node, chains = found
+    info = getattr(graph.module, "source_info", None)
+    args = list(getattr(info, "arg_paths", None) or [])
+    results = list(getattr(info, "result_paths", None) or [])
+    kept = getattr(graph, "kept", None) or {}
+    follows = {(int(a), int(b)) for a, b in getattr(graph, "follows", ())}
+    ties = {frozenset((t.output_node, t.param_node)): t for t in getattr(graph, "ties", ())}
+    changeable: list = []
+
+    def label(v: int) -> str:
+        instr = graph.nodes[v].instr
+        if instr.opcode == "parameter" and instr.parent is graph.module.entry:
+            n = instr.parameter_number
+            path = f" = {args[n]}" if n < len(args) and args[n] else ""
+            return f"parameter {n} ({instr.name}{path})"
+        return instr.name
+
+    def origin(v: int) -> str:
+        instr = graph.nodes[v].instr
+        if instr in kept:
+            changeable.append(f"the kept sharding of {label(v)}")
+            return f"{label(v)} is kept as given, {kept[instr]}"
+        if (np.asarray(graph.problem.node_costs[v]) >= INFINITY).any() and graph.persistent is not None \
+                and graph.persistent[v]:
+            return f"{label(v)} is an entry argument or output: it takes only layouts that split its dims evenly"
+        return f"{label(v)} has only some layouts"
+
+    def step(prev: int, v: int, c) -> str:
+        u, w, kind = c
+        if kind == "alias":
+            t = ties.get(frozenset((u, w)))
+            if t is None:
+                return f"{label(v)} shares one sharding with {label(prev)} (shard_as)"
+            idx = ",".join(map(str, t.tie.output))
+            rp = f" = {results[t.output_leaf]}" if t.output_leaf < len(results) and results[t.output_leaf] else ""
+            what = f"output {{{idx}}} ({graph.nodes[t.output_node].instr.name}{rp})"
+            changeable.append(f"the tie of {what} to parameter {t.param} ({_TIE_SOURCES.get(t.tie.source, t.tie.source)})")
+            return f"{what} is tied to {label(t.param_node)}: it leaves in the layout the parameter came in with"
+        if (u, w) in follows or (w, u) in follows:
+            a, b = (u, w) if (u, w) in follows else (w, u)
+            return f"{label(b)} follows {label(a)} (one layout for both)"
+        return f"{label(v)} reads or is read by {label(prev)} in only some layouts"
+
+    parts = []
+    for ch in chains:
+        words = [origin(ch[0][0])]
+        for (prev, _c), (v, c) in zip(ch, ch[1:]):
+            words.append(step(prev, v, c))
+        parts.append("; ".join(words))
+    named = list(dict.fromkeys(changeable))
+    what = ", ".join(named[:-1]) + " or " + named[-1] if len(named) > 1 else named[0] if named else "the shardings named"
+    return (f"no plan keeps every kept sharding and tie: {label(node)} can take no layout -- "
+            + " -- against -- ".join(parts)
+            + f".  To let a plan through, change one of: {what} (auto_shard: an argument passed without a "
+              "NamedSharding or keep_shardings='none', a state leaf left out of state= or state_mode='pay'; "
+              "solve: --keep-shardings none, or without that --tie)")
 
 
 def _computes_replicated(report: dict) -> bool:

@@ -6,7 +6,7 @@ choice consistent with the written shardings) and :mod:`.solve` (which re-export
 from __future__ import annotations
 
 from .graph import Graph
-from .report import _failed, _name_nodes, minimum_memory_check
+from .report import _failed, _name_nodes, conflict_message, minimum_memory_check
 from .tiebreak import real_part
 from ..costgraph import evaluate
 from ..solver import solve_problem
@@ -75,7 +75,8 @@ def solve_graph(graph: Graph, time_limit: float = 60.0, workers: int = 2, seed: 
         sol.stats["source"] = plan_source(sol.stats, found)
     if sol.status == "infeasible":
         msg = sol.explanation or "no feasible sharding"
-        msg = _name_nodes(graph, msg, sol)
+        # the kept shardings and ties that leave a value no layout, in the user's terms, else the solver's words
+        msg = (conflict_message(graph) if graph.problem.usage_limit is None else None) or _name_nodes(graph, msg, sol)
         raise _failed(f"no feasible solution: {msg}", "infeasible")
     if sol.status == "timeout" or not sol.strategies:
         raise _failed(f"no feasible solution found within the time limit ({time_limit:g} s)", "timeout")
