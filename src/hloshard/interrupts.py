@@ -37,21 +37,19 @@ REDELIVER_SECONDS = 0.05
 
 STOP: contextvars.ContextVar = contextvars.ContextVar("hloshard_cpsat_stop", default=None)
 
-#: set by :func:`ignore_interrupts_from_here`: SIGINT stays ignored to the process's end
-_IGNORING = threading.Event()
-
-
-def ignore_interrupts_from_here() -> None:
-    """From here to the process's end SIGINT is ignored (main thread only; elsewhere nothing): a command that
-    has begun writing what it was asked for (``solve``'s ``--report``, ``--html``, ``-o``) finishes, prints its
-    summary and exits 0.  Why: a Ctrl-C after the first write used to print ``interrupted`` and exit 130 with
-    the files written (the fresh-clone check of round 31: 4 of 4 SIGINTs sent when ``-o``'s file appeared),
-    breaking "130: nothing written" -- a Makefile would keep a target it thinks failed.
-    :func:`stop_on_interrupt` leaves the handler ignored when its block ends."""
+def ignore_interrupts_from_here():
+    """From here SIGINT is ignored (main thread only; elsewhere nothing happens and None is returned): a command
+    that has begun writing what it was asked for (``solve``'s ``--report``, ``--html``, ``-o``) finishes, prints its
+    summary and exits 0.  Returns the handler to put back when the command ends (``solve`` hands it to its click
+    context's close, so that a caller running the CLI in-process gets its own handler back).  Why: a Ctrl-C after
+    the first write used to print ``interrupted`` and exit 130 with the files written (the fresh-clone check of
+    round 31: 4 of 4 SIGINTs sent when ``-o``'s file appeared), breaking "130: nothing written" -- a Makefile would
+    keep a target it thinks failed."""
     if threading.current_thread() is not threading.main_thread():
-        return
-    _IGNORING.set()
+        return None
+    previous = signal.getsignal(signal.SIGINT)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return previous
 
 
 @contextlib.contextmanager
@@ -158,7 +156,7 @@ def stop_on_interrupt():
         watcher.join(1.0)
         os.close(r)
         os.close(w)
-        if old_handler is signal.SIG_DFL and not _IGNORING.is_set():
+        if old_handler is signal.SIG_DFL:
             signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 

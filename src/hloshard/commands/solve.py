@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import sys
 import time
 
@@ -604,7 +605,9 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
-    ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no "interrupted" exit 130
+    previous = ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no exit 130
+    if previous is not None:   # put back when the command ends (an in-process caller's handler)
+        click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
