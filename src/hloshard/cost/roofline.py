@@ -921,17 +921,19 @@ def take_bytes(roof: Roofline, instr, saved: float, peak: float, hbm_bandwidth: 
     by :func:`instruction_seconds` (its flops at ``peak`` FLOP/s, its bytes at ``hbm_bandwidth`` bytes/s,
     its VMEM bytes as before), the totals with it.  A row is never taken below its VMEM bytes, except
     under a roofline that prices on-chip bytes (``roof.vmem_bandwidth``: its kernels' results in VMEM,
-    :func:`vmem_intermediates`), where what the HBM part does not cover is taken off the VMEM bytes.
+    :func:`vmem_intermediates`), where the bytes are taken off the on-chip ones first (the hidden value
+    is such a result) and the rest off the HBM ones.
     Returns the bytes taken (0 when ``instr`` has no row)."""
     for k, r in enumerate(roof.rows):
         if r.name != instr.name or r.opcode != instr.opcode:
             continue
-        take = min(float(saved), max(r.hbm_bytes - r.vmem_bytes, 0.0))
         vm = r.vmem_bytes
-        if roof.vmem_bandwidth:   # the rest from the on-chip bytes: the fused kernel does not even write VMEM
-            rest = min(float(saved) - take, vm)
-            take, vm = take + rest, vm - rest
-            roof.vmem_bytes -= rest
+        take = 0.0
+        if roof.vmem_bandwidth:   # the hidden value is a kernel's result kept on chip: its on-chip bytes first
+            take = min(float(saved), vm)
+            vm -= take
+            roof.vmem_bytes -= take
+        take += min(float(saved) - take, max(r.hbm_bytes - r.vmem_bytes, 0.0))
         sec, bound = instruction_seconds(instr, r.flops, r.hbm_bytes - take, peak if r.flops else 1.0,
                                          hbm_bandwidth, vm, roof.vmem_bandwidth)
         if roof.kernel_overhead and r.executions:   # the kernel still runs
