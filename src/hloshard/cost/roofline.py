@@ -6,7 +6,11 @@ For one instruction executed once on one device::
     seconds = max(flops / peak, hbm_bytes / hbm_bandwidth)
 
 (the roofline model: Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
-for multicore architectures", CACM 52(4), 2009).  ``flops``: the flops of the instruction's shard (the
+for multicore architectures", CACM 52(4), 2009).  With a profile that measures its on-chip memory
+(``tpu-v5e``: :attr:`hloshard.devices.DeviceProfile.vmem_bandwidth`), the report's roofline has a third side
+and an overhead: the kernels' results the chip keeps in VMEM (:func:`vmem_intermediates`) are read and
+written at the VMEM bandwidth, not HBM's, ``seconds = max(flops / peak, HBM bytes / HBM bandwidth, VMEM bytes
+/ VMEM bandwidth) + kernel overhead`` (round 32); the solver's objective keeps the two-sided form.  ``flops``: the flops of the instruction's shard (the
 cost model's compute of the chosen strategy, :data:`hloshard.strategy.base.COMPUTE_COST_PER_FLOP` units
 per flop); ``peak``: the device's dense FLOP/s for a dot / convolution / fused-attention call of the
 instruction's element type (:func:`hloshard.devices.matmul_peak`), else its vector peak (the ``fp32``
