@@ -833,8 +833,8 @@ def vmem_intermediates(instrs: list, size_of: Callable, rule: FusionRule, terms:
     profile per kernel shows the effect: the kernels of the narrow (d=256) transformer touch 39 MB of HBM and 1.3
     GB of VMEM; hloshard's roofline, counting all of it at HBM bandwidth, put that program at 2.99x the chip's
     time.  Not modelled: the asynchronous evictions' and prefetches' HBM traffic (the waits on them and on the
-    asynchronous slices are 0-28% of the 17 timed steps' device time, most in the narrowest, d=128), and which results memory-space assignment leaves in HBM
-    when VMEM is full (the 128 MiB results of a d=1024 transformer's attention: above ``limit``)."""
+    asynchronous slices are 0-28% of the 17 timed steps' device time, most in the narrowest, d=128), and which
+    results memory-space assignment leaves in HBM when VMEM is full (the 128 MiB results of a d=1024 transformer's attention: above ``limit``)."""
     out = set()
     for instr in instrs:
         t = terms[id(instr)]
