@@ -35,6 +35,12 @@ Modes::
     # here: the join: measured beside both predictions, a table (and --json OUT for the joined rows)
     python benchmarks/tpu_real.py --join tmp/tpureal/predicted.json benchmarks/measured/tpu_real/tpu_real.json
 
+Round 32 (per kernel)::
+
+    python benchmarks/tpu_real.py --write tmp/held --held          # the held-out programs (jax on CPU)
+    python benchmarks/tpu_real.py --device-run DIR $OUT/k.json --per-kernel   # + each kernel's row
+    python benchmarks/tpu_real.py --kernels benchmarks/measured/tpu_real/perkernel_v5e_r32.json [--names a,b]
+
 ``--device-run`` also runs on jax's CPU backend (``JAX_PLATFORMS=cpu``): the same code path but the
 platform, which is how it is tested without a chip.
 """
@@ -105,9 +111,8 @@ def _functions() -> dict:
     return out
 
 
-def _mlp(jax, jnp, dt):
+def _mlp(jax, jnp, dt, width=4096, batch=2048, layers=4):
     S = jax.ShapeDtypeStruct
-    width, batch, layers = 4096, 2048, 4
 
     def loss(ws, x, y):
         h = x
@@ -122,9 +127,8 @@ def _mlp(jax, jnp, dt):
     return step, [[S((width, width), dt) for _ in range(layers)], S((batch, width), dt), S((batch, width), dt)]
 
 
-def _transformer(jax, jnp, dt):
+def _transformer(jax, jnp, dt, d=1024, f=4096, heads=16, batch=8, seq=512, layers=4):
     S = jax.ShapeDtypeStruct
-    d, f, heads, batch, seq, layers = 1024, 4096, 16, 8, 512, 4
 
     def ln(x, g, b):
         x32 = x.astype(jnp.float32)
@@ -158,6 +162,31 @@ def _transformer(jax, jnp, dt):
     return step, [[dict(layer) for _ in range(layers)], S((batch, seq, d), dt), S((batch, seq, d), dt)]
 
 
+#: the held-out programs of round 32 (``--write --held``): transformer train steps (d, f, heads, batch, seq,
+#: layers, dtype) and MLP train steps (width, batch, layers, dtype) of other widths than the tuned-on ones,
+#: named before the per-kernel rule (``hloshard.cost.roofline.vmem_intermediates``) was built
+HELD_TRANSFORMERS = ((256, 1024, 8, 32, 128, 4, "f32"), (512, 2048, 8, 8, 256, 4, "f32"),
+                     (384, 1536, 6, 16, 128, 6, "bf16"), (768, 3072, 12, 8, 256, 4, "bf16"),
+                     (1024, 4096, 16, 4, 256, 2, "f32"), (128, 512, 4, 16, 256, 8, "f32"))
+HELD_MLPS = ((1024, 512, 6, "f32"), (2048, 1024, 4, "bf16"))
+
+
+def _held_functions() -> dict:
+    """``{name: (fn, args, 'heldout', note)}`` for :data:`HELD_TRANSFORMERS` and :data:`HELD_MLPS`."""
+    import jax
+    import jax.numpy as jnp
+
+    dts = {"f32": jnp.float32, "bf16": jnp.bfloat16}
+    out = {}
+    for d, f, h, b, sq, n, t in HELD_TRANSFORMERS:
+        out[f"ho_tf_d{d}_b{b}_s{sq}_l{n}_{t}"] = _transformer(jax, jnp, dts[t], d, f, h, b, sq, n) + (
+            "heldout", f"{n}-layer pre-LN transformer d={d} f={f} {h} heads, batch {b} x seq {sq}, SGD, {t}")
+    for w, b, n, t in HELD_MLPS:
+        out[f"ho_mlp_w{w}_b{b}_l{n}_{t}"] = _mlp(jax, jnp, dts[t], w, b, n) + (
+            "heldout", f"{n}-layer MLP {w} wide, batch {b}, SGD, {t}")
+    return out
+
+
 def _convnet(jax, jnp, dt):
     S = jax.ShapeDtypeStruct
     batch, hw, c, layers = 32, 64, 128, 3
@@ -184,10 +213,11 @@ def _strip(text: str) -> str:
     return "\n".join(tm._strip_attr(line, "metadata") for line in tm.local_program(text).splitlines()) + "\n"
 
 
-def write_modules(out: pathlib.Path, layers=(12, 48), samples: pathlib.Path | None = None) -> dict:
+def write_modules(out: pathlib.Path, layers=(12, 48), samples: pathlib.Path | None = None, held: bool = False) -> dict:
     """Write ``out/NAME.hlo`` for every module and ``out/modules.json`` (``{name: {kind, note, bytes}}``).
     Needs jax (CPU) with 8 devices for the sample transformer (its specs name a 2x4 mesh; the shardings
-    are stripped).  Returns the modules.json dict."""
+    are stripped).  ``held``: the held-out programs of :func:`_held_functions` only.  Returns the
+    modules.json dict."""
     import jax
 
     jax.config.update("jax_use_shardy_partitioner", False)
@@ -200,6 +230,11 @@ def write_modules(out: pathlib.Path, layers=(12, 48), samples: pathlib.Path | No
         meta[name] = {"kind": kind, "note": note, "bytes": len(text)}
         print("wrote", out / f"{name}.hlo", len(text), "bytes", flush=True)
 
+    if held:
+        for name, (fn, args, kind, note) in _held_functions().items():
+            put(name, jax.jit(fn).lower(*args).as_text(dialect="hlo"), kind, note)
+        (out / "modules.json").write_text(json.dumps(meta, indent=1, sort_keys=True))
+        return meta
     for name, (fn, args, kind, note) in _functions().items():
         put(name, jax.jit(fn).lower(*args).as_text(dialect="hlo"), kind, note)
     scripts = pathlib.Path(__file__).resolve().parent.parent / "scripts"
@@ -240,7 +275,7 @@ def _inputs(text: str, dev, seed: int = 0) -> list:
             for t, dims in tm._entry_params(text)]
 
 
-def time_one(text: str, profile: bool = True) -> dict:
+def time_one(text: str, profile: bool = True, per_kernel: bool = False) -> dict:
     """Compile ``text`` for this process's first device (one partition), run it on random inputs and time
     it.  Returns ``compile_s``; ``median_s`` / ``min_s`` / ``max_s`` / ``p10_s`` / ``p90_s`` / ``stdev_s`` of
     ``calls`` calls each waited for (``block_until_ready``); ``pipelined_s``: the same number of calls
@@ -283,9 +318,12 @@ def time_one(text: str, profile: bool = True) -> dict:
                stdev_s=statistics.pstdev(ts), pipelined_s=pipelined, device_s=None)
     if profile:
         try:
-            lines = tm.device_profile(call).get("lines") or {}
+            prof = tm.device_profile(call)
+            lines = prof.get("lines") or {}
             if "XLA Modules" in lines:
                 row["device_s"] = lines["XLA Modules"][1]
+            if per_kernel:   # each kernel's device time and bytes by memory space (kernel_rows)
+                row["kernels"] = kernel_rows(prof.get("ops") or {})
         except Exception as e:  # noqa: BLE001 - the wall times stand without it
             row["profile_error"] = f"{type(e).__name__}: {e}"[:300]
     ca = exe.cost_analysis()
@@ -309,7 +347,7 @@ def time_one(text: str, profile: bool = True) -> dict:
 
 
 def device_run(mod_dir: pathlib.Path, out: pathlib.Path, budget_s: float = BUDGET_S, only=None,
-               profile: bool = True) -> dict:
+               profile: bool = True, per_kernel: bool = False) -> dict:
     """Time every ``mod_dir/*.hlo`` on this process's first device (calibration modules first); write
     ``out`` (JSON ``{"meta": ..., "rows": {name: row}}``, :func:`time_one`'s rows, or ``{"error": ...}`` for a
     module that failed, ``{"skipped": "budget"}`` past ``budget_s`` seconds) after every module, so what
@@ -341,7 +379,7 @@ def device_run(mod_dir: pathlib.Path, out: pathlib.Path, budget_s: float = BUDGE
             data["rows"][name] = {"skipped": "budget"}
             continue
         try:
-            row = time_one((mod_dir / f"{name}.hlo").read_text(), profile=profile)
+            row = time_one((mod_dir / f"{name}.hlo").read_text(), profile=profile, per_kernel=per_kernel)
         except Exception as e:  # noqa: BLE001 - one module that fails on the chip does not lose the others
             row = {"error": f"{type(e).__name__}: {e}"[:400]}
         data["rows"][name] = row
@@ -352,6 +390,98 @@ def device_run(mod_dir: pathlib.Path, out: pathlib.Path, budget_s: float = BUDGE
     data["meta"]["elapsed_s"] = time.perf_counter() - start
     out.write_text(json.dumps(data, indent=1, sort_keys=True))
     return data
+
+
+# -------------------------------------------------------------------------------------------------
+# per kernel: the profiler's op line, each op's memory spaces (round 32)
+
+#: element sizes of the profiler's op texts (bytes)
+_ELEM = {"f32": 4, "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "pred": 1, "s8": 1, "u8": 1, "f64": 8, "s64": 8}
+#: ops of the profiler's ``XLA Ops`` line that are no kernel: asynchronous copies and slices (their
+#: starts and the waits on them), the ConcatBitcast custom-call, aliases
+_NOT_KERNELS = ("copy-start", "copy-done", "async-start", "async-done", "slice-start", "slice-done",
+                "custom-call", "bitcast", "get-tuple-element", "tuple", "parameter", "constant")
+
+
+def _arrays(text: str) -> list:
+    """``[(bytes, in_vmem)]`` of every array shape in ``text`` (``f32[8,128]{1,0:T(8,128)S(1)}``: a layout
+    with ``S(1)`` is on-chip memory, VMEM)."""
+    import re
+
+    out = []
+    for t, dims, layout in re.findall(r"(\w+)\[([\d,]*)\]\{([^}]*)\}", text):
+        n = 1
+        for x in dims.split(","):
+            if x:
+                n *= int(x)
+        out.append((_ELEM.get(t, 4) * n, "S(1)" in layout))
+    return out
+
+
+def kernel_rows(ops: dict) -> list:
+    """``[[name, op, seconds, hbm_bytes, vmem_bytes]]`` of the kernels in a profile's op line (``ops``:
+    ``{event text: seconds per call}``, :func:`tpu_measured.device_profile`; the TPU's event text is the
+    optimised instruction with its operands' shapes): ``op`` the opcode, ``opcode:kind`` for a fusion;
+    the bytes of its result and operands by memory space (``S(1)`` in a layout: VMEM, else HBM), each
+    counted once per appearance.  Ops that are no kernel (:data:`_NOT_KERNELS`) are left out."""
+    import re
+
+    rows = []
+    for ev, sec in ops.items():
+        m = re.match(r"%([\w.\-]+) = (.*?) ([a-z][\w\-]*)\((.*)$", ev)
+        if m is None or m.group(3) in _NOT_KERNELS:
+            continue
+        name, shape, op, rest = m.groups()
+        kind = re.search(r"kind=(k\w+)", rest)
+        depth, i = 1, 0
+        while i < len(rest) and depth:
+            depth += {"(": 1, ")": -1}.get(rest[i], 0)
+            i += 1
+        arrs = _arrays(shape) + _arrays(rest[:i - 1])
+        rows.append([name, op + (":" + kind.group(1) if kind else ""), float(sec),
+                     sum(b for b, v in arrs if not v), sum(b for b, v in arrs if v)])
+    return rows
+
+
+def fit_loop_kernels(kernels: list, hbm_floor: float = 1e4) -> dict:
+    """Least squares ``seconds = overhead + vmem_bytes / bandwidth`` over the loop kernels of ``kernels``
+    (:func:`kernel_rows` rows: ``kLoop`` fusions, ``reduce``) that touch under ``hbm_floor`` bytes of HBM:
+    ``{"overhead_s", "vmem_bandwidth", "kernels", "rms_s"}``.  Raises ValueError with fewer than two."""
+    import numpy as np
+
+    pts = [(r[4], r[2]) for r in kernels if r[1] in ("fusion:kLoop", "reduce") and r[3] < hbm_floor]
+    if len(pts) < 2:
+        raise ValueError(f"{len(pts)} loop kernels without HBM traffic: need two or more")
+    x, y = np.array(pts, dtype=float).T
+    a = np.c_[np.ones_like(x), x]
+    c = np.linalg.lstsq(a, y, rcond=None)[0]
+    return {"overhead_s": float(c[0]), "vmem_bandwidth": float(1.0 / c[1]), "kernels": len(pts),
+            "rms_s": float(np.sqrt(np.mean((a @ c - y) ** 2)))}
+
+
+def kernels_summary(measured: dict, names=None) -> str:
+    """Per module of a ``--device-run --per-kernel`` JSON (``measured``; ``names``: these modules only): the
+    kernels' seconds and bytes by op and memory space, then :func:`fit_loop_kernels` over them all."""
+    lines, every = [], []
+    for name, row in sorted(measured["rows"].items()):
+        if "kernels" not in row or (names and name not in names):
+            continue
+        ks = row["kernels"]
+        every.extend(ks)
+        agg: dict = {}
+        for k in ks:
+            a = agg.setdefault(k[1], [0, 0.0, 0.0, 0.0])
+            a[0] += 1
+            a[1] += k[2]
+            a[2] += k[3]
+            a[3] += k[4]
+        lines.append(f"{name}: device {row.get('device_s', 0) * 1e6:.1f} us")
+        for op, (n, sec, h, v) in sorted(agg.items(), key=lambda x: -x[1][1])[:6]:
+            lines.append(f"  {op:20} {n:5} kernels {sec * 1e6:9.1f} us  HBM {h / 1e6:9.2f} MB  VMEM {v / 1e6:9.2f} MB")
+    fit = fit_loop_kernels(every)
+    lines.append(f"loop kernels without HBM traffic: {fit['kernels']}; seconds = {fit['overhead_s'] * 1e6:.3f} us + "
+                 f"VMEM bytes / {fit['vmem_bandwidth'] / 1e12:.2f} TB/s (rms {fit['rms_s'] * 1e6:.2f} us)")
+    return "\n".join(lines)
 
 
 # -------------------------------------------------------------------------------------------------
@@ -489,6 +619,10 @@ def main(argv=None) -> int:
     g.add_argument("--device-run", nargs=2, metavar=("DIR", "OUT"), help="time DIR/*.hlo on this machine's chip")
     g.add_argument("--predict", metavar="DIR", help="hloshard's and libtpu-AOT's predictions -> DIR/predicted.json")
     g.add_argument("--join", nargs=2, metavar=("PREDICTED", "MEASURED"), help="the table of both beside measured")
+    g.add_argument("--kernels", metavar="MEASURED", help="a --per-kernel run: kernels by memory space, the loop-kernel fit")
+    ap.add_argument("--held", action="store_true", help="write: the held-out programs of round 32 only")
+    ap.add_argument("--per-kernel", action="store_true", help="device run: each kernel's time and bytes by memory space")
+    ap.add_argument("--names", help="kernels: these modules only (comma-separated)")
     ap.add_argument("--budget-s", type=float, default=BUDGET_S, help="device run: no new module after this")
     ap.add_argument("--only", action="append", help="device run: modules whose name contains this (repeatable)")
     ap.add_argument("--no-profile", action="store_true", help="device run: no profiler trace (wall times only)")
@@ -503,10 +637,13 @@ def main(argv=None) -> int:
         flags = os.environ.get("XLA_FLAGS", "")
         if "device_count" not in flags:
             os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
-        write_modules(pathlib.Path(ns.write))
+        write_modules(pathlib.Path(ns.write), held=ns.held)
     elif ns.device_run:
         device_run(pathlib.Path(ns.device_run[0]), pathlib.Path(ns.device_run[1]), ns.budget_s, ns.only,
-                   not ns.no_profile)
+                   not ns.no_profile, ns.per_kernel)
+    elif ns.kernels:
+        print(kernels_summary(json.loads(pathlib.Path(ns.kernels).read_text()),
+                              ns.names.split(",") if ns.names else None))
     elif ns.predict:
         predict(pathlib.Path(ns.predict), ns.tpu_python, ns.device, ns.topology, ns.reuse_hloshard)
     else:

@@ -40,11 +40,16 @@ RESPLIT = dict(X="{devices=[8,1]<=[8]}", W1="{devices=[1,8]<=[8]}", W2=REP, H="{
                R="{devices=[8,1]<=[8]}")
 
 
-def _plan(sh):
+def _plan(sh, hbm_only=False):
+    """``(module, roofline)`` of the plan ``sh`` on 8 v5e chips; ``hbm_only``: every byte at HBM bandwidth
+    (the profile's on-chip terms, round 32's VMEM-resident results and kernel overhead, left out)."""
+    import dataclasses
     module = parse_module(MLP.format(**sh))
     mesh, scale, _ = timed_mesh_from_options(module, "8", None, None, None, "tpu-v5e")
     res = evaluate_module(module, mesh)
-    roof = plan_roofline(res, module, scale.profile)[0]
+    profile = dataclasses.replace(scale.profile, vmem_bandwidth=None, kernel_overhead_s=0.0) if hbm_only \
+        else scale.profile
+    roof = plan_roofline(res, module, profile)[0]
     return module, roof
 
 
@@ -100,13 +105,13 @@ def test_dot_dot_reader_rejects(change):
     assert dot_dot_reader(ins["h"], TPU_FUSION) is None
 
 
-def _rows_without_dot_dot(monkeypatch, sh):
+def _rows_without_dot_dot(monkeypatch, sh, hbm_only=False):
     import dataclasses
     import hloshard.timing as timing
     off = dataclasses.replace(TPU_FUSION, dot_dot_fusion=False)
     monkeypatch.setattr(timing, "fusion_rule", lambda profile: off)
     try:
-        return {r.name: r for r in _plan(sh)[1].rows if r.opcode == "dot"}
+        return {r.name: r for r in _plan(sh, hbm_only)[1].rows if r.opcode == "dot"}
     finally:
         monkeypatch.undo()
 
@@ -119,7 +124,12 @@ def test_the_plan_decides_whether_the_hidden_stays_on_chip(monkeypatch, sh, take
     before = _rows_without_dot_dot(monkeypatch, sh)
     assert before["h"].hbm_bytes - rows["h"].hbm_bytes == pytest.approx(taken)   # h not written
     assert before["y"].hbm_bytes - rows["y"].hbm_bytes == pytest.approx(taken)   # nor read by y
-    assert rows["h"].seconds < before["h"].seconds if fused else rows["h"].seconds == before["h"].seconds
+    # every byte at HBM bandwidth, the fused kernel is the faster; with v5e's on-chip terms (round 32) the
+    # hidden value was on chip already, and the kernel is no slower for not writing it
+    hbm = {r.name: r for r in _plan(sh, hbm_only=True)[1].rows if r.opcode == "dot"}
+    hbm_before = _rows_without_dot_dot(monkeypatch, sh, hbm_only=True)
+    assert hbm["h"].seconds < hbm_before["h"].seconds if fused else hbm["h"].seconds == hbm_before["h"].seconds
+    assert rows["h"].seconds <= before["h"].seconds
 
 
 def _fusions_with_two_dots(text: str) -> int:

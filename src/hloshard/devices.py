@@ -112,7 +112,17 @@ class DeviceProfile:
     written to HBM, and memory-space assignment copies some back into VMEM (BENCHMARKS.md "Round 24, helper
     seconds").  ``megacore``: the chip is such a one (``tpu-v5p``); the report's roofline then counts the
     copies of the matmuls' and layout copies' results several kernels read
-    (:func:`hloshard.cost.roofline.shared_intermediates`; a loop kernel's result is written to VMEM directly)."""
+    (:func:`hloshard.cost.roofline.shared_intermediates`; a loop kernel's result is written to VMEM directly).
+
+    ``vmem_bandwidth`` (bytes/s) and ``kernel_overhead_s`` (seconds per kernel execution), measured, for
+    the report's roofline only (the solver's objective does not use them): on a chip whose kernels keep
+    their results in on-chip memory (:func:`hloshard.cost.roofline.vmem_intermediates`), the rate at which
+    a kernel reads and writes those bytes, and what every kernel costs beyond its roofline.  ``tpu-v5e``'s
+    are read off the chip's profile per kernel (one v5e chip, libtpu 0.0.42.1, BENCHMARKS.md
+    "VMEM-resident intermediates", round 32): the 455 loop kernels (``kLoop`` fusions, reductions) that
+    touch no HBM in the nine programs the figures were read off take 0.18 us + their on-chip bytes at
+    3.55 TB/s (least squares; the 513 of eight held-out programs: 0.24 us + 4.34 TB/s); None / 0 (the
+    defaults): every byte at HBM bandwidth, no overhead."""
 
     name: str
     description: str
@@ -126,6 +136,8 @@ class DeviceProfile:
     sources: tuple[str, ...] = field(default=())
     hbm_efficiency: float = 1.0
     megacore: bool = False
+    vmem_bandwidth: float | None = None
+    kernel_overhead_s: float = 0.0
 
     @property
     def sustained_hbm_bandwidth(self) -> float:
@@ -163,6 +175,8 @@ _GCP = "Google Cloud TPU documentation, system architecture of TPU {v} (cloud.go
 _LAT = "link latencies are order-of-magnitude estimates (about 1-2 us per NVLink/ICI ring step, 5-10 us per IB/DCN step), not datasheet figures"
 
 _TPUC = "HBM efficiency: the TPU compiler's cost model (libtpu 0.0.42 ahead of time), measured by single-op probes"
+_V5E_KERNELS = ("on-chip (VMEM) bandwidth 3.55 TB/s and 0.18 us per kernel: measured, least squares over the 455 "
+                "loop kernels that touch no HBM in the per-kernel profile of nine programs on one v5e chip (round 32)")
 _H100_FLOPS = {"fp64": 67 * _T, "fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989.5 * _T,
                "fp16": 989.5 * _T, "fp8": 1979 * _T, "int8": 1979 * _T}
 
@@ -201,7 +215,8 @@ PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (
         {"bf16": 197 * _T, "int8": 394 * _T, "fp32": 197 * _T}, "bf16", DEVICE_MEMORY["tpu-v5e"], 819 * _GB,
         ici=LinkSpec(2 * 50 * _GB, 1e-6), dcn=LinkSpec(3.125 * _GB, 10e-6), devices_per_node=256,
         sources=(_GCP.format(v="v5e") + ": 400 GB/s bidirectional ICI per chip over 4 ports (50 GB/s per "
-                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT, _TPUC), hbm_efficiency=0.90),
+                 "port and direction; a torus axis has 2 ports); 2 x 100 Gb/s NIC per 8-chip host", _LAT, _TPUC,
+                 _V5E_KERNELS), hbm_efficiency=0.90, vmem_bandwidth=3.55e12, kernel_overhead_s=0.18e-6),
     DeviceProfile(
         "tpu-v5p", "Cloud TPU v5p chip (2 TensorCores), 3D torus ICI inside a slice, DCN across slices",
         {"bf16": 459 * _T, "fp8": 459 * _T, "int8": 918 * _T, "fp32": 459 * _T}, "bf16", DEVICE_MEMORY["tpu-v5p"],

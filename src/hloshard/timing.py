@@ -94,7 +94,9 @@ def plan_roofline(result, module, profile=None):
 
     roof = roofline(graph.schedule, flops_of=flops_of, size_of=size_of, executions_of=graph.ctx.weight,
                     peak_of=peak_of, hbm_bandwidth=1.0 if profile is None else profile.sustained_hbm_bandwidth,
-                    fusion=fusion_rule(profile), tile_of=tile_of)
+                    fusion=fusion_rule(profile), tile_of=tile_of,
+                    vmem_bandwidth=None if profile is None else getattr(profile, "vmem_bandwidth", None),
+                    kernel_overhead=0.0 if profile is None else getattr(profile, "kernel_overhead_s", 0.0))
     if not per_device:   # a per-device program's collectives are instructions: already rows of the roofline
         roof.collective_bytes = plan_collective_hbm_bytes(result)
         roof.hbm_bytes += roof.collective_bytes

@@ -6,7 +6,11 @@ For one instruction executed once on one device::
     seconds = max(flops / peak, hbm_bytes / hbm_bandwidth)
 
 (the roofline model: Williams, Waterman and Patterson, "Roofline: an insightful visual performance model
-for multicore architectures", CACM 52(4), 2009).  ``flops``: the flops of the instruction's shard (the
+for multicore architectures", CACM 52(4), 2009).  With a profile that measures its on-chip memory
+(``tpu-v5e``: :attr:`hloshard.devices.DeviceProfile.vmem_bandwidth`), the report's roofline has a third side
+and an overhead: the kernels' results the chip keeps in VMEM (:func:`vmem_intermediates`) are read and
+written at the VMEM bandwidth, not HBM's, ``seconds = max(flops / peak, HBM bytes / HBM bandwidth, VMEM bytes
+/ VMEM bandwidth) + kernel overhead`` (round 32); the solver's objective keeps the two-sided form.  ``flops``: the flops of the instruction's shard (the
 cost model's compute of the chosen strategy, :data:`hloshard.strategy.base.COMPUTE_COST_PER_FLOP` units
 per flop); ``peak``: the device's dense FLOP/s for a dot / convolution / fused-attention call of the
 instruction's element type (:func:`hloshard.devices.matmul_peak`), else its vector peak (the ``fp32``
@@ -62,7 +66,7 @@ from .liveness import ELEMENTWISE, effective_users
 from .tpu_fusion import (CPU_FUSION, SLICES, FusionRule, conv_batch_factor, conv_output_relayout, fusion_rule,
                          online_softmax_dot, shared_join, sibling_key)
 
-__all__ = ["kernel_reads", "prefetched", "shared_intermediates", "MSA_COPIED_KERNELS", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
+__all__ = ["kernel_reads", "prefetched", "shared_intermediates", "vmem_intermediates", "MSA_COPIED_KERNELS", "vmem_resident", "MIN_OVERLAP_TO_ASYNC_COPY_RATIO", "hbm_terms", "hbm_total", "PREFETCH_COPY_FACTOR", "NO_TRAFFIC", "SLICES", "COLLECTIVE_OPCODES", "MATMUL_OPCODES", "RooflineRow", "Roofline", "hbm_bytes",
            "roofline", "instruction_seconds", "instruction_peak", "RooflinePrices", "take_bytes"]
 
 #: opcodes that move no data of their own (aliases, control flow, async tails)
@@ -123,6 +127,8 @@ class Roofline:
     compute_bound_s: float = 0.0
     memory_bound_s: float = 0.0
     rows: list = field(default_factory=list)
+    vmem_bandwidth: float | None = None
+    kernel_overhead: float = 0.0
 
 
 def kernel_reads(instr, rule: FusionRule = CPU_FUSION) -> list:
@@ -600,7 +606,7 @@ def hbm_total(instr, terms: tuple, size_of: Callable, rule: FusionRule = CPU_FUS
 
 
 def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwidth: float,
-                        vmem: float = 0.0) -> tuple[float, str]:
+                        vmem: float = 0.0, vmem_bandwidth: float | None = None) -> tuple[float, str]:
     """``(seconds, bound)`` of ``instr`` doing ``flops`` and moving ``hbm`` bytes through HBM on one device:
     ``max(flops / peak, hbm / hbm_bandwidth)`` (module docstring), ``bound`` ``'compute'`` /
     ``'memory'``; a collective is ``(0, 'communication')`` (its time is priced as communication),
@@ -620,11 +626,19 @@ def instruction_seconds(instr, flops: float, hbm: float, peak: float, hbm_bandwi
     ``vmem``: bytes of ``hbm`` that do not cross HBM (:func:`vmem_resident`, the report's roofline gives
     them): ``hbm - vmem`` is what takes HBM seconds; for a ``parameter`` given ``vmem`` that is its
     prefetch copy's one HBM read (the kernels then read it from on-chip memory, each read in its own
-    row's ``vmem``).  Without it (the solver's objective) a parameter takes no seconds, as above."""
+    row's ``vmem``).  Without it (the solver's objective) a parameter takes no seconds, as above.
+
+    ``vmem_bandwidth`` (bytes/s; a profile's measured
+    :attr:`hloshard.devices.DeviceProfile.vmem_bandwidth`, None: on-chip bytes take no time): a kernel's
+    ``vmem`` bytes take ``vmem / vmem_bandwidth`` seconds, a third side of the roofline,
+    ``max(flops / peak, (hbm - vmem) / hbm_bandwidth, vmem / vmem_bandwidth)``; a parameter's row (its
+    prefetch copy, an asynchronous DMA) takes none."""
     if instr.opcode in COLLECTIVE_OPCODES:
         return 0.0, "communication"
     tc = flops / peak if flops else 0.0
     tm = 0.0 if instr.opcode == "parameter" and not vmem else max(hbm - vmem, 0.0) / hbm_bandwidth
+    if vmem_bandwidth and vmem and instr.opcode != "parameter":
+        tm = max(tm, min(vmem, hbm) / vmem_bandwidth)
     sec = max(tc, tm)
     return sec, ("none" if sec == 0 else ("compute" if tc >= tm else "memory"))
 
@@ -788,9 +802,56 @@ def vmem_resident(instrs: list, size_of: Callable, rule: FusionRule, terms: dict
     return frozenset(out)
 
 
+def _program_output(buf) -> bool:
+    """Whether ``buf`` is a result of its computation: its root, or read by the root (a tuple of results),
+    directly or through instructions that forward its buffer (:func:`hloshard.cost.liveness.effective_users`)."""
+    comp = buf.parent
+    root = getattr(comp, "root", None) if comp is not None else None
+    if root is None:
+        return False
+    if buf is root:
+        return True
+    return any(u is root or u.is_root for u in effective_users(buf))
+
+
+def vmem_intermediates(instrs: list, size_of: Callable, rule: FusionRule, terms: dict, limit: float) -> frozenset:
+    """Ids of the kernel results among ``instrs`` that a single-TensorCore TPU keeps in on-chip memory
+    (VMEM, ``S(1)``): the result buffer (:func:`hbm_terms`' head) of every kernel (``'kernel'`` terms, not a
+    collective, not an in-place ``dynamic-update-slice``) that is not a result of its computation
+    (:func:`_program_output`: a program output or a loop's state stays in HBM) and whose per-device size
+    (``size_of``, bytes) is at most ``limit`` (bytes: what fits in VMEM beside the kernel's own scoped
+    memory, :data:`PREFETCH_MAX_BYTES`).  ``terms``: ``{id(instr): hbm_terms(instr, rule)}``.
+
+    The rule is the TPU compiler's memory-space assignment as its optimised programs show it on one v5e chip
+    (libtpu 0.0.42.1, BENCHMARKS.md "VMEM-resident intermediates", round 32): the kernels of a step write their
+    results into ``S(1)`` -- ``kLoop`` and ``kOutput`` fusions alike: of the entry kernels' results of 256 KiB to
+    64 MiB that are not program outputs, 511 of 545 in the nine programs the rule was read off, 555 of 576 in
+    eight held-out ones; every program output in HBM (298 of 298), every result over 64 MiB too (8 of 8, a
+    transformer's 128 MiB attention scores) -- and the next kernels read them from VMEM; a result a much
+    later kernel reads (an activation kept for the backward pass) is evicted to HBM and prefetched back by
+    asynchronous copies (``copy-start`` / ``copy-done``) beside the kernels.  The chip's
+    profile per kernel shows the effect: the kernels of the narrow (d=256) transformer touch 39 MB of HBM and 1.3
+    GB of VMEM; hloshard's roofline, counting all of it at HBM bandwidth, put that program at 2.99x the chip's
+    time.  Not modelled: the asynchronous evictions' and prefetches' HBM traffic (the waits on them and on the
+    asynchronous slices are 0-28% of the 17 timed steps' device time, most in the narrowest, d=128), and which
+    results memory-space assignment leaves in HBM when VMEM is full (the 128 MiB results of a d=1024 transformer's attention: above ``limit``)."""
+    out = set()
+    for instr in instrs:
+        t = terms[id(instr)]
+        if t[0] != "kernel" or instr.opcode in COLLECTIVE_OPCODES or instr.opcode == "dynamic-update-slice":
+            continue
+        head = t[1]
+        if head.opcode in COLLECTIVE_OPCODES or not head.shape.is_array or _program_output(head):
+            continue
+        if float(size_of(head)) <= limit:
+            out.add(id(head))
+    return frozenset(out)
+
+
 def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executions_of: Callable,
              peak_of: Callable, hbm_bandwidth: float, fusion: FusionRule = CPU_FUSION,
-             tile_of: Callable | None = None) -> Roofline:
+             tile_of: Callable | None = None, vmem_bandwidth: float | None = None,
+             kernel_overhead: float = 0.0) -> Roofline:
     """:class:`Roofline` of ``instrs`` (each counted once, in order).
 
     ``flops_of(instr)``: flops per device of one execution; ``size_of(instr)``: bytes per device of its
@@ -799,9 +860,18 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
     (:func:`hloshard.cost.tpu_fusion.fusion_rule`); ``tile_of(instr)``: the per-device dims of its result
     (:func:`hbm_bytes`; None: not known).  Entry parameters held in on-chip memory (:func:`vmem_resident`)
     are read by later kernels without HBM seconds (:attr:`RooflineRow.vmem_bytes`); a prefetched parameter
-    that does not fit beside them is not prefetched (its copy's bytes 0).  Raises ZeroDivisionError for a
-    non-positive peak or bandwidth."""
+    that does not fit beside them is not prefetched (its copy's bytes 0).
+
+    ``vmem_bandwidth`` (bytes/s; a device profile's measured
+    :attr:`hloshard.devices.DeviceProfile.vmem_bandwidth`, None: off): the kernels' results that stay in
+    on-chip memory (:func:`vmem_intermediates`) are written and read there -- their bytes are the rows'
+    ``vmem_bytes`` -- and every kernel's on-chip bytes take ``vmem / vmem_bandwidth`` seconds
+    (:func:`instruction_seconds`); ``kernel_overhead`` (seconds): what each execution of a kernel costs
+    beyond its roofline (:attr:`hloshard.devices.DeviceProfile.kernel_overhead_s`), added to its row.
+    Both off (the defaults), the roofline is the one the solver's objective prices.  Raises
+    ZeroDivisionError for a non-positive peak or bandwidth."""
     out = Roofline()
+    out.vmem_bandwidth, out.kernel_overhead = vmem_bandwidth, float(kernel_overhead)
     instrs = list(instrs)
     all_terms = {id(i): hbm_terms(i, fusion) for i in instrs}
     def base_seconds(instr) -> float:
@@ -812,6 +882,8 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
         return instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth)[0]
 
     resident = vmem_resident(instrs, size_of, fusion, all_terms, base_seconds, hbm_bandwidth)
+    on_chip = vmem_intermediates(instrs, size_of, fusion, all_terms, PREFETCH_MAX_BYTES) \
+        if vmem_bandwidth and fusion.prefetch_parameters else frozenset()
     for instr in instrs:
         n = float(executions_of(instr))
         f = float(flops_of(instr)) * n
@@ -825,7 +897,16 @@ def roofline(instrs: Iterable, *, flops_of: Callable, size_of: Callable, executi
                 b = 0.0                                 # does not fit beside the resident ones: not prefetched
         elif terms[0] == "kernel" and resident and not _runs_first(instr, fusion):
             vm = sum(float(size_of(o)) for o in terms[2] if id(o) in resident) * n
-        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth, vm)
+        if terms[0] == "kernel" and on_chip and instr.opcode not in COLLECTIVE_OPCODES:
+            inside = sum(float(size_of(o)) for o in terms[2] if id(o) in on_chip and id(o) not in resident)
+            if id(terms[1]) in on_chip:
+                inside += float(size_of(terms[1]))
+            vm = min(vm + inside * n, b)
+        sec, bound = instruction_seconds(instr, f, b, peak_of(instr) if f else 1.0, hbm_bandwidth, vm,
+                                         vmem_bandwidth)
+        if kernel_overhead and terms[0] == "kernel" and instr.opcode not in COLLECTIVE_OPCODES:
+            sec += kernel_overhead * n
+            bound = bound if bound != "none" else "memory"
         out.flops += f
         out.hbm_bytes += b
         out.vmem_bytes += vm
@@ -842,14 +923,26 @@ def take_bytes(roof: Roofline, instr, saved: float, peak: float, hbm_bandwidth: 
     """Take ``saved`` bytes (all executions) off the row of ``instr`` in ``roof`` -- bytes a fusion the
     plan allows keeps on chip (:func:`hloshard.cost.tpu_fusion.dot_dot_reader`) -- and re-price that row
     by :func:`instruction_seconds` (its flops at ``peak`` FLOP/s, its bytes at ``hbm_bandwidth`` bytes/s,
-    its VMEM bytes as before), the totals with it.  A row is never taken below its VMEM bytes.  Returns
-    the bytes taken (0 when ``instr`` has no row)."""
+    its VMEM bytes as before), the totals with it.  A row is never taken below its VMEM bytes, except
+    under a roofline that prices on-chip bytes (``roof.vmem_bandwidth``: its kernels' results in VMEM,
+    :func:`vmem_intermediates`), where the bytes are taken off the on-chip ones first (the hidden value
+    is such a result) and the rest off the HBM ones.
+    Returns the bytes taken (0 when ``instr`` has no row)."""
     for k, r in enumerate(roof.rows):
         if r.name != instr.name or r.opcode != instr.opcode:
             continue
-        take = min(float(saved), max(r.hbm_bytes - r.vmem_bytes, 0.0))
+        vm = r.vmem_bytes
+        take = 0.0
+        if roof.vmem_bandwidth:   # the hidden value is a kernel's result kept on chip: its on-chip bytes first
+            take = min(float(saved), vm)
+            vm -= take
+            roof.vmem_bytes -= take
+        take += min(float(saved) - take, max(r.hbm_bytes - r.vmem_bytes, 0.0))
         sec, bound = instruction_seconds(instr, r.flops, r.hbm_bytes - take, peak if r.flops else 1.0,
-                                         hbm_bandwidth, r.vmem_bytes)
+                                         hbm_bandwidth, vm, roof.vmem_bandwidth)
+        if roof.kernel_overhead and r.executions:   # the kernel still runs
+            sec += roof.kernel_overhead * r.executions
+            bound = bound if bound != "none" else "memory"
         for b, s in ((r.bound, -r.seconds), (bound, sec)):
             if b == "compute":
                 roof.compute_bound_s += s
@@ -857,7 +950,6 @@ def take_bytes(roof: Roofline, instr, saved: float, peak: float, hbm_bandwidth: 
                 roof.memory_bound_s += s
         roof.seconds += sec - r.seconds
         roof.hbm_bytes -= take
-        roof.rows[k] = RooflineRow(r.name, r.opcode, r.executions, r.flops, r.hbm_bytes - take, sec, bound,
-                                   r.vmem_bytes)
+        roof.rows[k] = RooflineRow(r.name, r.opcode, r.executions, r.flops, r.hbm_bytes - take, sec, bound, vm)
         return take
     return 0.0

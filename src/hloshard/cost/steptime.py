@@ -19,7 +19,9 @@ model); ``exposed_communication_s`` is the difference. MFU = model flops / (step
 devices), with the matmul peak of the profile for the module's dtype (``TimeScale.peak_flops``).
 
 Compute: with a roofline (:mod:`hloshard.cost.roofline`, ``roofline_s``) the sum over instructions of
-max(flops / peak, HBM bytes / HBM bandwidth); without one, the cost model's compute (flops per device at
+max(flops / peak, HBM bytes / HBM bandwidth) (on ``tpu-v5e`` also the on-chip bytes of the results the chip
+keeps in VMEM at its VMEM bandwidth, and a per-kernel overhead: :func:`hloshard.cost.roofline.roofline`);
+without one, the cost model's compute (flops per device at
 the matmul peak: the roofline's compute side only). ``compute_flops_s`` is always the latter (with a
 roofline: its flops at the matmul peak, as the cost model's compute includes the HBM side when the
 mesh carries the device's roofline prices).
