@@ -50,6 +50,7 @@ from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagat
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
+from .layout import layout_text
 from ..summary import replicated_batch_inputs
 from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step  # noqa: F401 (one place: autoshard/report.py)
 from .state import STATE_MODES, donated_args, find_ties
@@ -112,6 +113,16 @@ class AutoShardResult:
         from ..hlo import print_module
 
         return print_module(self.module)
+
+    def hlo_text_with(self, in_shardings, out_shardings=None) -> str:
+        """:attr:`hlo_text`'s module -- the same instructions under the same names -- laid out by another layout
+        (``in_shardings`` / ``out_shardings`` as ``jax.jit`` takes them; None leaves a value to XLA), the plan's
+        annotations and pins taken off (:func:`hloshard.jax.layout.layout_text`), for ``hloshard diff``: two
+        lowerings of one function number their instructions differently, so a ``jax.jit`` export of your layout
+        cannot be diffed against :attr:`hlo_text`, this text can (``hloshard diff mine.hlo plan.hlo --mesh
+        data=2,model=4 --complete xla``: your layout as ``jax.jit`` completes it, against the plan, per
+        instruction).  Raises ValueError for shardings that do not fit the function's arguments or results."""
+        return layout_text(self, in_shardings, out_shardings)
 
     def jit(self, **kwargs):
         """``jax.jit(self.fn, in_shardings=self.in_shardings, out_shardings=self.out_shardings,
