@@ -30,3 +30,11 @@ def test_repeatable_options_and_flags_still_repeat():
     r = CliRunner().invoke(main, ["cost", MLP, "--mesh", "2x4", "--tie", "1=0", "--tie", "2=1", "--quiet", "--quiet"])
     assert r.exit_code == 0, r.output
     assert "total cost" in r.output
+
+
+def test_an_options_own_parse_error_points_at_the_commands_help():
+    """``--mesh`` with no value: click's error names no context, and the pointer named the group's help
+    (``see `hloshard --help```), which does not list ``--mesh``; now the command's."""
+    r = CliRunner().invoke(main, ["cost", MLP, "--mesh"])
+    assert r.exit_code == 2 and "requires an argument" in r.output
+    assert r.output.rstrip().endswith("cost --help`)"), r.output

@@ -92,6 +92,8 @@ class LazyGroup(click.Group):
             # click's own checks of an option (a range, a choice, a missing argument): the one style of
             # every other error, naming the help to read, instead of click's usage block
             where = exc.ctx.command_path if exc.ctx is not None else ctx.command_path
+            if exc.ctx in (None, ctx) and ctx.invoked_subcommand:   # an option's own parse error names no context:
+                where = f"{ctx.command_path} {ctx.invoked_subcommand}"   # the help to read is the command's
             click.echo(f"hloshard: error: {exc.format_message()} (see `{where} --help`)", err=True)
             ctx.exit(exc.exit_code)
         except RecursionError:
