@@ -66,12 +66,16 @@ def gap_percent(gap: float, floor: bool = False) -> str:
 
 
 def time_line(report: dict) -> str | None:
-    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
+    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase.  Under
+    ``--deterministic`` (``report["deterministic"]``) the limit is a work budget, and the line says so (new user 31,
+    F18: "198.3 s in all (--time-limit 10 s)" read as a limit overrun by 188 s)."""
     ph = report.get("seconds_phases")
     if not ph:
         return None
     parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
-    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
+    limit = f"--time-limit {report.get('time_limit', 0):g} s" + (
+        " of work under --deterministic, not of wall time" if report.get("deterministic") else "")
+    return f"{ph['total']:.1f} s in all ({limit}): {parts}"
 
 
 def cost_line(report: dict) -> str:
