@@ -74,6 +74,8 @@ def spec_sharding(sharding, rank: int, dmesh: DeviceMesh, axis_names, what: str)
         raise ValueError(f"{what}: {spec} names {len(spec)} dims, the value has {rank}")
     dims = []
     for entry in tuple(spec) + (None,) * (rank - len(spec)):
+        if entry is not None and not isinstance(entry, (str, tuple, list)):   # e.g. PartitionSpec.UNCONSTRAINED
+            raise ValueError(f"{what}: {spec} gives a dim {entry!r}: name mesh axes, or None for a whole dim")
         names = () if entry is None else (entry,) if isinstance(entry, str) else tuple(entry)
         axes = []
         for n in names:
