@@ -26,3 +26,14 @@ def test_the_summary_prints_the_row_and_no_row_without_such_inputs():
     assert replicated_inputs_row({"replicated_inputs": []}) is None
     text = render_summary(report, files=False, width=200)
     assert "1 input that is not state enters replicated" in text, text
+
+
+def test_the_time_line_says_a_deterministic_limit_is_work_not_wall_time():
+    """New user 31, F18: ``--deterministic --time-limit 10`` printed "198.3 s in all (--time-limit 10 s)", read as a
+    limit overrun; the limit is a work budget there, and the line now says so (wall-clock mode unchanged)."""
+    from hloshard.summary import time_line
+
+    report = {"seconds_phases": {"total": 198.3, "build": 11.5, "solve": 74.5}, "time_limit": 10}
+    assert time_line(report) == "198.3 s in all (--time-limit 10 s): build 11.5, solve 74.5"
+    assert time_line({**report, "deterministic": True}) == (
+        "198.3 s in all (--time-limit 10 s of work under --deterministic, not of wall time): build 11.5, solve 74.5")

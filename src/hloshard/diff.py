@@ -31,17 +31,24 @@ KINDS = ("compute", "communication", "resharding")
 COUNTED = "instructions both modules have, matched by name, per-call-site copies of called computations included"
 
 
+#: what to do when two modules are not plans of one module (said after the refusal; new user 31, F19)
+ONE_MODULE = ("two lowerings of one function number their instructions differently: write one layout onto the "
+              "other's module (an auto_shard plan: plan.hlo_text_with(in_shardings, out_shardings) against "
+              "plan.hlo_text; hloshard's plan of yours: hloshard solve A.hlo -o B.hlo)")
+
+
 def _same_module(shapes_a: dict, shapes_b: dict, error) -> None:
     """Raise ``error`` unless two modules (instruction name -> shape text) are plans of one module: at
-    least half of the larger one's names shared, and every shared name of the same shape."""
+    least half of the larger one's names shared, and every shared name of the same shape; the message says
+    how to make two plans of one module (:data:`ONE_MODULE`)."""
     shared = [n for n in shapes_a if n in shapes_b]
     if len(shared) < 0.5 * max(len(shapes_a), len(shapes_b)):
         raise error(f"the two modules share only {len(shared)} of {max(len(shapes_a), len(shapes_b))} instruction "
-                    f"names: they are not two plans of one module")
+                    f"names: they are not two plans of one module; {ONE_MODULE}")
     for n in shared:
         if shapes_a[n] != shapes_b[n]:
             raise error(f"{n} has shape {shapes_a[n]} in the first module but {shapes_b[n]} in the second: "
-                        f"they are not two plans of one module")
+                        f"they are not two plans of one module; {ONE_MODULE}")
 
 
 #: how many instructions sharded alike whose cost changed :func:`diff_plans` lists
@@ -240,7 +247,9 @@ def render_text(report: dict, console, top: int = 20, names: tuple = ("A", "B"))
                   f"({COUNTED})")
     for key, side in (("a", a), ("b", b)):   # --complete xla (commands.diff): who chose what each side left open
         done = (report.get("xla_completion") or {}).get(key)
-        if done:
+        if done and not done["xla_open_before"]:   # nothing to complete: XLA was not run on it
+            console.print(f"{side} leaves no entry instruction open: nothing for XLA's propagation to choose")
+        elif done:
             console.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the "
                           f"shardings of {done['xla_propagated']:,} of the {done['xla_open_before']:,} entry "
                           f"instructions {side} left open")

@@ -30,6 +30,11 @@ from .hlo.sharding import HloSharding
 from .sdy_mesh import module_sdy_mesh
 from .units import counted
 
+#: A mesh axis name as a mesh string names it (``data`` in ``data=2,model=4``): a letter or ``_``, then letters,
+#: digits, ``_``, ``.`` or ``-`` (a regular expression; :meth:`DeviceMesh.parse`, and
+#: :func:`hloshard.mesh_setup.named_mesh_spec` for the axis names of ``auto_shard``'s jax Mesh).
+AXIS_NAME = r"[A-Za-z_][\w.\-]*"
+
 #: Largest device count a mesh may have (hloshard builds per-device tables of this size).
 MAX_MESH_DEVICES = 65536
 
@@ -232,7 +237,7 @@ class DeviceMesh:
         text = str(spec).strip()
         names = None
         if "=" in text:
-            m = re.fullmatch(r"\s*[A-Za-z_][\w.\-]*\s*=\s*[0-9]+(\s*,\s*[A-Za-z_][\w.\-]*\s*=\s*[0-9]+)*\s*", text)
+            m = re.fullmatch(rf"\s*{AXIS_NAME}\s*=\s*[0-9]+(\s*,\s*{AXIS_NAME}\s*=\s*[0-9]+)*\s*", text)
             if not m:
                 raise UsageError(f"invalid --mesh {spec!r}: expected named axes NAME=SIZE separated by ',', "
                                  f"e.g. data=2,model=4")

@@ -11,18 +11,20 @@ an error about the mesh string echoes it as the user wrote it, marks included (:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from contextlib import contextmanager
 
 from .strategy.user_shardings import check_module_shardings
 from .cost.roofline import RooflinePrices
 from .cost.tpu_heap import tpu_memory_device
-from .devices import (axis_links, axis_pieces, check_matmul_peaks, get_profile, module_matmul_dtype, node_spans,
-                      ring_alphas, split_link_marks, time_scale)
+from .devices import (LINK_CLASSES, axis_links, axis_pieces, check_matmul_peaks, get_profile, module_matmul_dtype,
+                      node_spans, ring_alphas, split_link_marks, time_scale)
 from .errors import UsageError
-from .mesh import DeviceMesh
+from .mesh import AXIS_NAME, DeviceMesh
 from .strategy.base import COMPUTE_COST_PER_FLOP
 
-__all__ = ["mesh_from_options", "timed_mesh_from_options", "priced_mesh", "straddle_notes"]
+__all__ = ["mesh_from_options", "timed_mesh_from_options", "priced_mesh", "straddle_notes", "named_mesh_spec"]
 
 
 @contextmanager
@@ -36,6 +38,51 @@ def _parse_errors(given: str | None, clean: str | None):
         if given is None or clean is None or given == clean or repr(clean) not in str(exc):
             raise
         raise UsageError(str(exc).replace(repr(clean), repr(given))) from None
+
+
+def named_mesh_spec(names, sizes, links=None, device=None) -> str:
+    """The mesh string of a mesh given by its axes -- ``auto_shard``'s jax ``Mesh``: ``names`` its ``axis_names``,
+    ``sizes`` its ``devices.shape`` -- with the link of each axis ``links`` names marked as ``--mesh`` marks it
+    (``names=("data", "model")``, ``sizes=(2, 4)``, ``links={"data": "dcn"}`` -> ``'data=2:dcn,model=4'``), read
+    by the one mesh parser (:func:`timed_mesh_from_options`: :func:`hloshard.devices.split_link_marks`, then
+    :meth:`DeviceMesh.parse`).  ``links``: a mapping axis name -> ``'ici'`` (inside a node or TPU slice: NVLink on a
+    GPU) or ``'dcn'`` (across them: InfiniBand on a GPU), any case; an axis it does not name follows the device's
+    rule (:func:`hloshard.devices.axis_links`: the innermost axes up to a node's devices inside a node).  ``device``:
+    the device profile the links are priced on (``auto_shard(device=)``): links without one are an error, as
+    ``--mesh data=2:dcn`` without ``--device`` is (:func:`mesh_from_options`), since nothing else prices a link.
+
+    Raises ValueError, naming the argument (the Python API's error; new user 31, F14: ``auto_shard`` had no way to
+    mark an axis, and an axis named ``"data:dcn"`` raised the CLI's error about ``--mesh``): ``links`` not a
+    mapping, an axis it names that the mesh lacks, a link other than ici / dcn, links without ``device``, an axis
+    name the mesh string cannot carry (:data:`hloshard.mesh.AXIS_NAME`; a name with a ``:`` mark in it is told to
+    use ``links``)."""
+    names, sizes = [str(n) for n in names], [int(s) for s in sizes]
+    for n in names:
+        if re.fullmatch(AXIS_NAME, n):
+            continue
+        base, colon, mark = n.partition(":")
+        if colon and re.fullmatch(AXIS_NAME, base.strip()) and mark.strip().lower() in LINK_CLASSES:
+            raise ValueError(f"mesh axis name {n!r} carries a link mark: name the axis {base.strip()!r} and pass "
+                             f"links={{{base.strip()!r}: {mark.strip().lower()!r}}} with device=")
+        raise ValueError(f"mesh axis name {n!r} cannot name an axis of a plan: a letter or '_' first, then letters, "
+                         f"digits, '_', '.' or '-'")
+    marks = [None] * len(names)
+    if links is not None:
+        if not isinstance(links, Mapping):
+            raise ValueError(f"links must map mesh axis names to 'ici' or 'dcn' (e.g. links={{'data': 'dcn'}}), got "
+                             f"{type(links).__name__}")
+        for axis, link in links.items():
+            if axis not in names:
+                raise ValueError(f"links names {axis!r}, which is not an axis of the mesh ({', '.join(names)})")
+            cls = link.strip().lower() if isinstance(link, str) else None
+            if cls not in LINK_CLASSES:
+                raise ValueError(f"links[{axis!r}] must be 'ici' (inside a node or TPU slice) or 'dcn' (across "
+                                 f"them), got {link!r}")
+            marks[names.index(axis)] = cls
+        if links and device is None:
+            raise ValueError("links says which link each mesh axis crosses, which only a device profile prices: "
+                             "pass device= too (e.g. device='h100-sxm')")
+    return ",".join(f"{n}={s}" + (f":{m}" if m else "") for n, s, m in zip(names, sizes, marks))
 
 
 def timed_mesh_from_options(module, mesh: str | None, device_ids: str | None, alpha: str | None,

@@ -9,11 +9,11 @@ and tests render one text.
 from __future__ import annotations
 
 import io
-import re
 
 from rich.table import Table
 from rich.text import Text
 
+from .autoshard.report import reshard_cache_warning
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_labelled, print_table, report_console
@@ -66,12 +66,16 @@ def gap_percent(gap: float, floor: bool = False) -> str:
 
 
 def time_line(report: dict) -> str | None:
-    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase."""
+    """The summary's ``time`` line: the whole command's wall seconds against the limit, then each phase.  Under
+    ``--deterministic`` (``report["deterministic"]``) the limit is a work budget, and the line says so (new user 31,
+    F18: "198.3 s in all (--time-limit 10 s)" read as a limit overrun by 188 s)."""
     ph = report.get("seconds_phases")
     if not ph:
         return None
     parts = ", ".join(f"{k} {v:.1f}" for k, v in ph.items() if k != "total")
-    return f"{ph['total']:.1f} s in all (--time-limit {report.get('time_limit', 0):g} s): {parts}"
+    limit = f"--time-limit {report.get('time_limit', 0):g} s" + (
+        " of work under --deterministic, not of wall time" if report.get("deterministic") else "")
+    return f"{ph['total']:.1f} s in all ({limit}): {parts}"
 
 
 def cost_line(report: dict) -> str:
@@ -159,13 +163,14 @@ def step_time_line(timing: dict) -> str:
 def user_warning(w: str, report: dict) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree); with
     ``--device`` (``report["step_time"]["seconds_per_unit"]``) its figures in seconds, as the cost line's (the
-    fresh-clone check of round 31: the reshard-cache warning gave cost units beside the next one's µs)."""
+    fresh-clone check of round 31: the reshard-cache warning gave cost units beside the next one's µs).  The
+    reshard-cache warning is said again from the figures the report carries beside it (``solver_objective``,
+    ``reshard_cache_cost``: :func:`hloshard.autoshard.report.reshard_cache_warning`, one text for both), never
+    read back out of its words; a warning whose figures are not the report's is given as it is."""
     spu = (report.get("step_time") or {}).get("seconds_per_unit")
-    cached = re.match(r"the solver's own figure, ([0-9,.]+), pays ([0-9,.]+) for (.*)\Z", w, re.S)
-    if cached and spu:
-        own, paid = (float(x.replace(",", "")) * spu for x in cached.groups()[:2])
-        return (f"the solver's own figure, {format_seconds(own)}, pays {format_seconds(paid)} for "
-                f"{cached.group(3)}")
+    paid = report.get("reshard_cache_cost")
+    if spu and paid and w == reshard_cache_warning(report["solver_objective"], paid):
+        return reshard_cache_warning(report["solver_objective"], paid, spu)
     if w.startswith("the solver's choice costs"):
         internal = report["mesh"].get("shape") if isinstance(report["mesh"], dict) else None
         written = report.get("written_mesh")

@@ -258,6 +258,25 @@ def conflict_message(graph: Graph) -> str | None:
               "solve: --keep-shardings none, or without that --tie)")
 
 
+def reshard_cache_warning(own: float, paid: float, seconds_per_unit: float | None = None) -> str:
+    """The warning of a plan whose solver figure pays for reshardings XLA's reshard cache serves: ``own`` the
+    solver's own figure of the plan (cost units: ``Evaluation.total + Evaluation.cached``, the report's
+    ``solver_objective``), ``paid`` the part of it those repeats cost (``Evaluation.cached``, the report's
+    ``reshard_cache_cost``; :mod:`hloshard.autoshard.reshard_cache`).  Both in cost units, each rounded to 6
+    decimals first (as the report carries them, so the text made from the report's figures is the text
+    made from the solve's); with ``seconds_per_unit`` (``--device``) the same sentence in seconds
+    (:func:`hloshard.cost.steptime.format_seconds`).  One text for :func:`hloshard.autoshard.solve.
+    reevaluate_written`, which adds it, and :func:`hloshard.summary.user_warning`, which says it in seconds
+    from the report's figures (round 32: it read them back out of this text)."""
+    own, paid = round(float(own), 6), round(float(paid), 6)
+    if seconds_per_unit:
+        a, b = format_seconds(own * seconds_per_unit), format_seconds(paid * seconds_per_unit)
+    else:
+        a, b = f"{own:,.2f}", f"{paid:,.2f}"
+    return (f"the solver's own figure, {a}, pays {b} for reshardings that XLA's partitioner makes once and reuses "
+            f"(one value needed in one layout by several users: its reshard cache); the plan's cost counts each once")
+
+
 def _computes_replicated(report: dict) -> bool:
     """Whether the plan computes the whole step on every device: it moves nothing (predicted) and its
     compute term is the replicated plan's objective (``report["known_plans"]``: the replicated plan's cost

@@ -70,6 +70,9 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "searched_mesh": "x".join(map(str, g.mesh.shape)) if coarse else None,
         "objective": round(ev.total, 6),
         "solver_objective": round(result.solver_objective, 6),
+        # the part of solver_objective the pairwise edges charge for reshardings XLA's reshard cache serves (an
+        # earlier user's identical one): the figures of that warning, beside it (autoshard.report.reshard_cache_warning)
+        "reshard_cache_cost": round(result.evaluation.cached, 6),
         "bound": None if bound is None else round(bound, 6),
         # the bound and gap are of the solver's own figure; the written module's (objective) can differ
         "bound_of": "solver_objective",

@@ -19,7 +19,7 @@ from .build import Graph, build_graph, edge_buffers
 from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed, parameter_floor_check
+from .report import _failed, parameter_floor_check, reshard_cache_warning
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
@@ -1329,9 +1329,7 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
     if written is not None and memory_budget is not None and device is not getattr(mesh, "memory_device", None):
         result.written_model_limit = model_limit(memory_budget, device)   # the limit the written plan kept
     if ev.cached > 1e-9 * max(1.0, abs(ev.total)):
-        graph.warnings.append(f"the solver's own figure, {ev.total + ev.cached:,.2f}, pays {ev.cached:,.2f} for "
-                              f"reshardings that XLA's partitioner makes once and reuses (one value needed in one "
-                              f"layout by several users: its reshard cache); the plan's cost counts each once")
+        graph.warnings.append(reshard_cache_warning(ev.total + ev.cached, ev.cached))
     if written is not None:
         if abs(written.total_cost - ev.total) > 1e-9 * max(1.0, abs(ev.total)):
             graph.warnings.append(f"the solver's choice costs {ev.total:,.2f}; the written shardings cost "

@@ -47,7 +47,7 @@ from ..load import load_module
 from ..partition_specs import complete_with_xla
 from ..sdy_mesh import module_meshes
 from ..units import counted, format_bytes
-from ..xla_compare import compare_module, predicted_collectives
+from ..xla_compare import UNTAGGED, compare_module, predicted_collectives
 from ..textout import print_labelled, print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
 from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
@@ -213,10 +213,32 @@ def render_comparison(con, comparison, top: int, memory_device: str | None = Non
     print_table(con, t)
     if len(rows) > top:
         con.print(f"({len(rows) - top} more instructions with collectives: --top or --format json)")
-    for r in comparison.unmatched:
-        con.print(f"unmatched XLA collective: {r.kind} {r.shape} in {r.computation} "
-                  f"({format_bytes(int(r.total_bytes))})")
+    for line in untagged_lines(comparison):
+        print_labelled(con, "note:", line)
     render_memory(con, comparison, memory_device)
+
+
+def untagged_lines(comparison) -> list[str]:
+    """What the text report says of XLA's collectives that carried no instruction's tag: how many were placed on
+    the instruction of their computation that predicts them (:func:`hloshard.xla_compare.place_untagged`), and
+    the others, alike ones counted together, as collectives no instruction predicts -- both inside XLA's total
+    above.  (New user 31, F11: one "unmatched XLA collective" line per collective, beside totals that agreed.)"""
+    placed = sum(1 for i in comparison.instructions for r in i.xla if r.source == UNTAGGED)
+    lines = []
+    if placed:
+        lines.append(f"{counted(placed, 'XLA collective')} carried no instruction's tag (XLA made "
+                     f"{'it' if placed == 1 else 'them'} without one) and {'was' if placed == 1 else 'were'} "
+                     f"matched to the instruction of {'its' if placed == 1 else 'their'} computation that predicts "
+                     f"one of that kind, group size and bytes (a loop's to its while)")
+    alike: dict = {}
+    for r in comparison.unmatched:
+        alike.setdefault((r.kind, r.shape, r.computation, float(r.total_bytes)), []).append(r)
+    for (kind, shape, comp, total), rs in alike.items():
+        each = f"{format_bytes(int(total))}{' each' if len(rs) > 1 else ''}"
+        lines.append(f"{'' if len(rs) == 1 else f'{len(rs)} x '}XLA {kind} {shape} in {comp} ({each}, in XLA's "
+                     f"total above): no instruction predicts {'it' if len(rs) == 1 else 'them'} and "
+                     f"{'it carries' if len(rs) == 1 else 'they carry'} no instruction's tag")
+    return lines
 
 
 def render_memory(con, comparison, memory_device: str | None = None) -> None:

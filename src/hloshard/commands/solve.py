@@ -605,6 +605,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
+    report["deterministic"] = deterministic   # the limit a work budget: the summary's time line says so
     previous = ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no exit 130
     if previous is not None:   # put back when the command ends (an in-process caller's handler)
         click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))

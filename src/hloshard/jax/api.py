@@ -50,6 +50,7 @@ from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagat
 from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
                     loop_state_pins, pin_operand, pin_steps, runner)
 from .known import known_plans
+from .layout import layout_text
 from ..summary import replicated_batch_inputs
 from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step  # noqa: F401 (one place: autoshard/report.py)
 from .state import STATE_MODES, donated_args, find_ties
@@ -112,6 +113,16 @@ class AutoShardResult:
         from ..hlo import print_module
 
         return print_module(self.module)
+
+    def hlo_text_with(self, in_shardings, out_shardings=None) -> str:
+        """:attr:`hlo_text`'s module -- the same instructions under the same names -- laid out by another layout
+        (``in_shardings`` / ``out_shardings`` as ``jax.jit`` takes them; None leaves a value to XLA), the plan's
+        annotations and pins taken off (:func:`hloshard.jax.layout.layout_text`), for ``hloshard diff``: two
+        lowerings of one function number their instructions differently, so a ``jax.jit`` export of your layout
+        cannot be diffed against :attr:`hlo_text`, this text can (``hloshard diff mine.hlo plan.hlo --mesh
+        data=2,model=4 --complete xla``: your layout as ``jax.jit`` completes it, against the plan, per
+        instruction).  Raises ValueError for shardings that do not fit the function's arguments or results."""
+        return layout_text(self, in_shardings, out_shardings)
 
     def jit(self, **kwargs):
         """``jax.jit(self.fn, in_shardings=self.in_shardings, out_shardings=self.out_shardings,
@@ -413,7 +424,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                time_limit: float = 60.0, seed: int = 0, deterministic: bool = False,
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
                state_mode: str = "tie", pin_operands: bool = True,
-               device: str | None = None, memory_guard: bool = True) -> AutoShardResult:
+               device: str | None = None, memory_guard: bool = True, links=None) -> AutoShardResult:
     """Choose shardings for ``fn(*example_args)`` on ``mesh`` (a ``jax.sharding.Mesh``).
 
     ``example_args``: arrays or ``jax.ShapeDtypeStruct`` pytrees (only shapes and dtypes are used;
@@ -425,7 +436,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     search runs under the budget, hinted by it (deterministic mode: a second work budget). ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
     XLA's sharding propagation from the chosen parameter / output shardings (a child process) to list the
     intermediate shardings it does not reach (``constraints``, as ``hloshard solve --partition-specs``
-    writes them).
+    writes them).  ``device``: a device profile (``"h100-sxm"``, ``"tpu-v5e"``, ... or a TOML file, as ``hloshard
+    solve --device``): the plan is priced in seconds on its links and roofline, and ``memory_budget`` defaults to
+    its HBM.  ``links`` (with ``device``): which link each mesh axis crosses, a mapping axis name -> ``"ici"``
+    (inside a node or TPU slice: NVLink on a GPU) or ``"dcn"`` (across them: InfiniBand on a GPU), e.g.
+    ``links={"data": "dcn"}`` for two 4-GPU nodes on ``Mesh(devices.reshape(2, 4), ("data", "model"))``, as the
+    CLI's ``--mesh data=2:dcn,model=4``; an axis it leaves out follows the device's rule (the innermost axes up to a
+    node's devices inside a node: on 8-GPU nodes both axes of a 2x4 mesh are NVLink).  ``report["step_time"]
+    ["axis_links"]`` gives each axis' link (:func:`hloshard.mesh_setup.named_mesh_spec`; a bad axis name or link
+    is a ValueError).
 
     **Time** (one budget, ``time_limit`` seconds, for every phase; ``report["time"]`` gives the split and
     the call's seconds).  Wall-clock mode (``deterministic=False``, the default, as ``hloshard solve``):
@@ -647,6 +666,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..hlo import parse_module
     from ..load import SourceInfo
     from ..mesh import DeviceMesh, refine_for_module
+    from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
     from ..peak import peak_tensors_of
     from ..sdy import SdyMesh
     from ..units import parse_memory_budget
@@ -658,6 +678,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         raise ValueError(f"state_mode must be one of {', '.join(STATE_MODES)}, got {state_mode!r}")
     if not isinstance(mesh, jax.sharding.Mesh):
         raise ValueError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
+    # the mesh string of the user's axes, links marked (``links``: axis -> 'ici' / 'dcn', as --mesh data=2:dcn):
+    # the one mesh parser reads it (mesh_setup.named_mesh_spec: ValueError for a bad name or link, new user 31 F14)
+    mesh_spec = named_mesh_spec(mesh.axis_names, mesh.devices.shape, links, device)
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float, np.integer, np.floating)) \
             or not math.isfinite(time_limit) or time_limit <= 0:
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
@@ -717,15 +740,13 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         module.ties = [Tie((j,) if tuple_root else (), q, (), mode, don, source)
                        for j, q, mode, don, source in state_ties]
         # the user's axis names and device order, so reports and constraints speak of "data" / "model"
-        dmesh = DeviceMesh.parse(",".join(f"{n}={int(s)}" for n, s in zip(mesh.axis_names, mesh.devices.shape)),
+        dmesh = DeviceMesh.parse(named_mesh_spec(mesh.axis_names, mesh.devices.shape),
                                  device_ids=",".join(str(d.id) for d in mesh.devices.flat))
         sdy_mesh = SdyMesh("mesh", tuple(mesh.axis_names), tuple(int(s) for s in mesh.devices.shape))
         if device is not None:  # ``device``: a profile name / TOML path, as ``--device`` (hloshard.timing)
-            from ..mesh_setup import timed_mesh_from_options
             try:
-                dmesh, scale, budget = timed_mesh_from_options(module, ",".join(f"{n}={int(s)}" for n, s in zip(
-                    mesh.axis_names, mesh.devices.shape)), ",".join(str(d.id) for d in mesh.devices.flat), None, None,
-                    device, budget)
+                dmesh, scale, budget = timed_mesh_from_options(
+                    module, mesh_spec, ",".join(str(d.id) for d in mesh.devices.flat), None, None, device, budget)
             except HloshardError as exc:   # e.g. an unknown device: a bad argument, as a bad memory_budget
                 raise ValueError(str(exc)) from None
             dmesh.source = "given"   # the caller's jax Mesh, not the CLI's --mesh (DeviceMesh.describe)
