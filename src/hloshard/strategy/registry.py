@@ -518,9 +518,10 @@ def read_anywhere(op) -> bool:
     parameter, new user 31 F20) otherwise forces them all into one layout or charges a resharding
     XLA never does; the GN-ResNet ``solve`` keeping the user's layout was "proven optimal" at
     30,142,065 units where XLA's own completion of the same layout costs 15,445,215 (BENCHMARKS.md,
-    "Loop bodies and shared broadcasts").  One reader: False (its edge is free to satisfy and gives the
-    value its reader's layout)."""
-    return rematerialized(op) and len({id(u) for u in op.users}) > 1
+    "Loop bodies and shared broadcasts").  Counted in operand slots (a tuple holding it twice, a while's
+    init of two stacked results, reads it twice).  One read: False (its edge is free to satisfy and gives
+    the value its reader's layout)."""
+    return rematerialized(op) and sum(u.operands.count(op) for u in {id(u): u for u in op.users}.values()) > 1
 
 
 def _free_rematerialized(group, instr, ctx) -> None:
