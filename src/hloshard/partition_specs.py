@@ -32,6 +32,7 @@ from .cost.liveness import program_schedule
 from .errors import InputError
 from .hlo import parse_module, print_module
 from .hlo.attributes import Raw, parse_metadata
+from .hlo import loops
 from .hlo.inline import inline_calls
 from .hlo.sharding import HloSharding
 from .io import write_text_atomic
@@ -256,7 +257,50 @@ def _propagation_text(module, keep=(), nested: bool = False) -> tuple:
             instr.sharding = sh
         for instr, md in meta.items():
             instr.set_attr("metadata", md)
-    return text, {i.name: i.shape.dims for i in list(module.entry.instructions) + inner}
+    dims = {i.name: i.shape.dims for i in list(module.entry.instructions) + inner}
+    for w in (list(module.entry.instructions) + inner) if nested else ():
+        if w.opcode == "while" and _flat_state(w):   # the loop state read back by its body root's values
+            passed = set(loops.invariant_elements(w))
+            body = loops.called(w, "body", 0)
+            dims[w.name] = _WhileState(tuple(None if k in passed else o.name for k, o in enumerate(body.root.operands)))
+    return text, dims
+
+
+class _WhileState(tuple):
+    """A ``while``'s entry in :func:`_propagation_text`'s map: per loop-state element the name of the body
+    root's value for it (None: a loop invariant, passed through)."""
+
+
+def _flat_state(w) -> bool:
+    """The ``while`` ``w``'s state is a tuple of arrays (no nested tuple or token) that its body's root
+    ``tuple`` returns element by element."""
+    body = loops.called(w, "body", 0)
+    return w.shape.is_tuple and all(t.is_array for t in w.shape.tuple_shapes) and \
+        body is not None and body.root is not None and body.root.opcode == "tuple" and \
+        len(body.root.operands) == len(w.shape.tuple_shapes)
+
+
+def _loop_state(ins, state: "_WhileState"):
+    """XLA's propagated sharding of each loop-state element of the original ``while`` (``state``: its
+    :class:`_WhileState`) from ``ins``, the propagated ``while`` of the same op_name, or None where it cannot
+    be told.  The StableHLO round trip may reorder the elements (loop invariants it captured come back
+    elsewhere): an element the body changes is matched by the op_name of the body root's value for it; a
+    loop invariant is left None (its layout is the init value's, :func:`complete_with_xla`)."""
+    body = loops.called(ins, "body", 0)
+    sh = ins.sharding
+    if body is None or body.root is None or body.root.opcode != "tuple" or sh is None or not sh.is_tuple \
+            or len(sh.tuple_elements) != len(body.root.operands):
+        return None
+    where: dict = {}
+    for j, o in enumerate(body.root.operands):
+        name = _op_name(o)
+        if name is not None:
+            where[name] = j if name not in where else -1   # -1: ambiguous
+    out = []
+    for name in state:
+        j = where.get(name, -1) if name is not None else -1
+        out.append(sh.tuple_elements[j] if j >= 0 else None)
+    return out
 
 
 def called_instructions(module) -> list:
@@ -279,7 +323,9 @@ def _read_propagation(data: dict, dims: dict, nested: bool = False) -> dict:
     inner = [i for c in prop.computations if c is not prop.entry for i in c.instructions] if nested else []
     for ins in inner + list(prop.entry.instructions):   # the entry's last: its op's own name wins over a copy
         name = _op_name(ins)
-        if name in dims and ins.shape.dims == dims[name] and not ins.shape.is_tuple:
+        if isinstance(dims.get(name), _WhileState) and ins.opcode == "while":
+            out[name] = _loop_state(ins, dims[name])   # a list: per loop-state element, or None
+        elif name in dims and ins.shape.dims == dims[name] and not ins.shape.is_tuple:
             out[name] = ins.sharding
     return out
 
@@ -292,9 +338,11 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     conditional (:func:`called_instructions`: a ``lax.scan`` body, whose instructions XLA's propagation
     shards from the loop's operands and the body's own constraints; left to hloshard, new user 31 F15's
     GN-ResNet was priced at 9.63 MB where XLA moves 12.90 MB, kinds agreeing 32%).
-    Tuple-shaped instructions (a ``while`` and its body's parameter and root: the loop state's layout is
-    chosen by hloshard to suit the body XLA sharded, since a ``while`` written with a sharding of its own
-    is not what XLA got) and those XLA's propagation does not name (simplified away before it propagates:
+    Tuple-shaped instructions (a ``while``, its body's parameter and root) are not written: the loop state
+    XLA's propagation chose for an element the body changes is recorded as ``module.xla_loop_states``
+    (while name -> per element HloSharding or None, :func:`_loop_state`), which the pricing holds that
+    element to (:func:`hloshard.strategy.control_flow.handle_while`), a loop invariant being captured
+    in its init value's layout as for any while written without a sharding.  Those XLA's propagation does not name (simplified away before it propagates:
     CSE'd broadcasts and constants, a loop invariant StableHLO captures) stay unannotated, for hloshard
     to complete.  An entry root tuple left open takes its operands' shardings (``jax.jit``'s unspecified
     out_shardings: XLA propagates to the outputs).  Returns the names written, in text order.  Raises
@@ -312,10 +360,16 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     keep = {i.name for i in entry.instructions if i.sharding is not None}
     found = xla_propagate(module, num_devices, timeout=timeout, keep=keep, nested=True)
     written = []
-    for ins in called_instructions(module) + list(entry.instructions):
+    order = called_instructions(module) + list(entry.instructions)
+    for ins in order:
         if ins.sharding is None and not ins.shape.is_tuple and found.get(ins.name) is not None:
             ins.sharding = found[ins.name]
             written.append(ins.name)
+    # the loop state XLA's propagation chose, for the pricing only: a while written with a sharding of its
+    # own is not what XLA got (and jaxlib's StableHLO import rejects a full-length tuple sharding once it
+    # has captured the loop invariants: RET_CHECK leaf_count == tuple_elements_.size())
+    module.xla_loop_states = {ins.name: found[ins.name] for ins in order
+                              if ins.opcode == "while" and ins.sharding is None and isinstance(found.get(ins.name), list)}
     root = entry.root
     if root.sharding is None and root.opcode == "tuple" and root.operands and \
             all(op.sharding is not None and not op.shape.is_tuple for op in root.operands):

@@ -130,6 +130,31 @@ def _rebuilt_init(init, leaf: int, ctx) -> bool:
     return rematerialized(src) and (read_anywhere(src) or len(r[0].strategies) == 1)
 
 
+def _hold_propagated(instr, children, ctx) -> None:
+    """A while priced as given (``cost``) whose loop state XLA's propagation chose (``hloshard cost --complete
+    xla``: ``module.xla_loop_states``, :func:`hloshard.partition_specs.complete_with_xla`): each loop-state
+    leaf node keeps only that layout, as XLA partitions the loop -- chosen freely, the cheapest layout for the
+    body XLA sharded was another (new user 31 F15's backward scan: an activation carried split on the batch
+    alone, 983,040 B of all-gathers predicted at the while where XLA keeps the init's layout and moves
+    nothing there).  Nothing changes for a user-fixed while, a leaf with no recorded layout, or ``solve``'s
+    graph."""
+    states = getattr(getattr(instr.parent, "parent", None), "xla_loop_states", None)
+    want = states.get(instr.name) if states and not getattr(ctx, "writes_loop_state", False) else None
+    if want is None or instr in ctx.fixed or len(want) != len(children):
+        return
+    for l, g in enumerate(children):
+        if not isinstance(g, StrategyGroup) or want[l] is None:
+            continue
+        spec = ctx.minfo.from_sharding(want[l], len(g.leaf_shapes[0].dims))
+        same = [st for st in g.strategies if st.out == spec]
+        if same:
+            g.strategies = same[:1]
+        else:
+            st = g.strategies[0]
+            g.strategies = [Strategy(spec_name(spec), spec, tuple(None if i is None else spec for i in st.inputs),
+                                     memory=ctx.minfo.bytes_per_device(g.leaf_shapes[0], spec))]
+
+
 @register("while")
 def handle_while(instr, ctx):
     body = called(instr, "body", 0)
@@ -148,6 +173,7 @@ def handle_while(instr, ctx):
             continue
         children.append(_leaf_node(instr, s, [LeafRef(init, l), LeafRef(body.root, l)], [1.0, float(trips)], ctx,
                                    free=(0,) if _rebuilt_init(init, l, ctx) else ()))
+    _hold_propagated(instr, children, ctx)
     group = TupleGroup(instr, children)
     if instr in ctx.fixed:
         group = apply_fixed(group, instr, ctx)
