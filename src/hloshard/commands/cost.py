@@ -131,9 +131,9 @@ def instruction_count(result) -> int:
 
 def xla_completion(module, filename: str, num_devices: int, show: bool) -> tuple[list, int]:
     """``--complete xla``, one function for ``cost`` and ``diff``: XLA's GSPMD propagation (a jax child) written,
-    in place, on the entry instructions ``module`` leaves open, every written sharding kept
-    (:func:`hloshard.partition_specs.complete_with_xla`; its calls inlined first).  Returns ``(names written,
-    entry instructions open before)``.  Raises UsageError (exit 2) when jax is missing or the module is
+    in place, on the instructions ``module`` leaves open in its entry and loop bodies, every written sharding
+    kept (:func:`hloshard.partition_specs.complete_with_xla`; its calls inlined first).  Returns ``(names
+    written, those instructions open before)``.  Raises UsageError (exit 2) when jax is missing or the module is
     already a per-device program (:func:`hloshard.commands.common.xla_ready`), InputError when XLA rejects it."""
     xla_ready(module, filename)
     inline_calls(module)   # as complete_with_xla does first: a callee's instructions are entry ones, open or not
