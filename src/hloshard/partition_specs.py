@@ -30,9 +30,8 @@ import threading
 
 from .cost.liveness import program_schedule
 from .errors import InputError
-from .hlo import parse_module, print_module
+from .hlo import loops, parse_module, print_module
 from .hlo.attributes import Raw, parse_metadata
-from .hlo import loops
 from .hlo.inline import inline_calls
 from .hlo.sharding import HloSharding
 from .io import write_text_atomic
@@ -262,7 +261,8 @@ def _propagation_text(module, keep=(), nested: bool = False) -> tuple:
         if w.opcode == "while" and _flat_state(w):   # the loop state read back by its body root's values
             passed = set(loops.invariant_elements(w))
             body = loops.called(w, "body", 0)
-            dims[w.name] = _WhileState(tuple(None if k in passed else o.name for k, o in enumerate(body.root.operands)))
+            dims[w.name] = _WhileState(tuple(None if k in passed else o.name
+                                             for k, o in enumerate(body.root.operands)))
     return text, dims
 
 
@@ -342,11 +342,12 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     XLA's propagation chose for an element the body changes is recorded as ``module.xla_loop_states``
     (while name -> per element HloSharding or None, :func:`_loop_state`), which the pricing holds that
     element to (:func:`hloshard.strategy.control_flow.handle_while`), a loop invariant being captured
-    in its init value's layout as for any while written without a sharding.  Those XLA's propagation does not name (simplified away before it propagates:
-    CSE'd broadcasts and constants, a loop invariant StableHLO captures) stay unannotated, for hloshard
-    to complete.  An entry root tuple left open takes its operands' shardings (``jax.jit``'s unspecified
-    out_shardings: XLA propagates to the outputs).  Returns the names written, in text order.  Raises
-    InputError when jax is missing or XLA rejects the module.
+    in its init value's layout as for any while written without a sharding.  Those XLA's propagation does
+    not name (simplified away before it propagates: CSE'd broadcasts and constants, a loop invariant
+    StableHLO captures) stay unannotated, for hloshard to complete.  An entry root tuple left open takes
+    its operands' shardings (``jax.jit``'s unspecified out_shardings: XLA propagates to the outputs).
+    Returns the names written, in text order (callees first, the entry last).  Raises InputError when jax
+    is missing or XLA rejects the module.
 
     The module's ``call``s are inlined first (:func:`hloshard.hlo.inline.inline_calls`, in place, as every
     pricing and ``--xla``'s text inline them): the instructions of a called computation (jax's ``_where``,
@@ -368,8 +369,8 @@ def complete_with_xla(module, num_devices: int, timeout: float = 300.0) -> list:
     # the loop state XLA's propagation chose, for the pricing only: a while written with a sharding of its
     # own is not what XLA got (and jaxlib's StableHLO import rejects a full-length tuple sharding once it
     # has captured the loop invariants: RET_CHECK leaf_count == tuple_elements_.size())
-    module.xla_loop_states = {ins.name: found[ins.name] for ins in order
-                              if ins.opcode == "while" and ins.sharding is None and isinstance(found.get(ins.name), list)}
+    module.xla_loop_states = {ins.name: found[ins.name] for ins in order if ins.opcode == "while"
+                              and ins.sharding is None and isinstance(found.get(ins.name), list)}
     root = entry.root
     if root.sharding is None and root.opcode == "tuple" and root.operands and \
             all(op.sharding is not None and not op.shape.is_tuple for op in root.operands):
