@@ -87,3 +87,26 @@ def test_diff_complete_xla_prices_a_as_cost_complete_xla_does(oracle, tmp_path):
     assert xla["totals"]["total"]["a"] == pytest.approx(cost_xla["total_cost"], rel=1e-9)
     assert xla["totals"]["total"]["a"] > mine["totals"]["total"]["a"]   # XLA's layouts cost more than the optimum
     assert xla["totals"]["total"]["b"] == pytest.approx(mine["totals"]["total"]["b"], rel=1e-9)
+
+
+SCAN_MLP = str(ROOT / "samples" / "scan_mlp_train_step.pre.hlo")
+
+
+@pytest.mark.oracle
+def test_complete_xla_completes_loop_bodies(oracle, tmp_path):
+    """A ``lax.scan`` train step: XLA's propagation is read back inside the while bodies too
+    (``partition_specs.complete_with_xla``: body instructions named, the loop state XLA chose held in the
+    pricing), so the prediction is what XLA partitions (round 32: 1,441,796 B = 1,441,796 B, kinds 100%;
+    round 31, bodies left to hloshard: 786,436 B predicted, kinds 60%; new user 31 F15)."""
+    from hloshard.hlo.parser import parse_file
+    from hloshard.partition_specs import called_instructions
+
+    out = tmp_path / "cx.json"
+    r = CliRunner().invoke(main, ["cost", SCAN_MLP, "--mesh", "2x4", "--complete", "xla", "--xla", "--format", "json",
+                                  "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    rep = json.loads(out.read_text())
+    body = {i.name for i in called_instructions(parse_file(SCAN_MLP))}
+    assert len(body & set(rep["completion"]["xla_propagated"])) >= 20
+    assert rep["xla_bytes_per_device"] > 0
+    assert rep["predicted_bytes_per_device"] == pytest.approx(rep["xla_bytes_per_device"], rel=0.02)

@@ -44,7 +44,7 @@ from ..hlo.inline import inline_calls
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
 from ..load import load_module
-from ..partition_specs import complete_with_xla
+from ..partition_specs import called_instructions, complete_with_xla
 from ..sdy_mesh import module_meshes
 from ..units import counted, format_bytes
 from ..xla_compare import UNTAGGED, compare_module, predicted_collectives
@@ -131,13 +131,14 @@ def instruction_count(result) -> int:
 
 def xla_completion(module, filename: str, num_devices: int, show: bool) -> tuple[list, int]:
     """``--complete xla``, one function for ``cost`` and ``diff``: XLA's GSPMD propagation (a jax child) written,
-    in place, on the entry instructions ``module`` leaves open, every written sharding kept
-    (:func:`hloshard.partition_specs.complete_with_xla`; its calls inlined first).  Returns ``(names written,
-    entry instructions open before)``.  Raises UsageError (exit 2) when jax is missing or the module is
+    in place, on the instructions ``module`` leaves open in its entry and loop bodies, every written sharding
+    kept (:func:`hloshard.partition_specs.complete_with_xla`; its calls inlined first).  Returns ``(names
+    written, those instructions open before)``.  Raises UsageError (exit 2) when jax is missing or the module is
     already a per-device program (:func:`hloshard.commands.common.xla_ready`), InputError when XLA rejects it."""
     xla_ready(module, filename)
     inline_calls(module)   # as complete_with_xla does first: a callee's instructions are entry ones, open or not
-    open_before = sum(1 for i in module.entry.instructions if i.sharding is None and not i.shape.is_tuple)
+    open_before = sum(1 for i in called_instructions(module) + list(module.entry.instructions)   # loop bodies too
+                      if i.sharding is None and not i.shape.is_tuple)
     root = module.entry.root
     if not open_before and (root.sharding is not None or root.opcode != "tuple"):
         return [], 0   # nothing open (a solved module): no XLA run
@@ -388,7 +389,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
               f" (ring formulas, loop trips included)")
     if by_xla is not None:
         con.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the shardings of "
-                  f"{len(by_xla):,} of the {open_before:,} entry instructions the module left open")
+                  f"{len(by_xla):,} of the {open_before:,} instructions the module left open (entry and loop bodies)")
     line = unannotated_line(result, after_xla=by_xla is not None)
     if line:
         con.print(line)

@@ -3,7 +3,9 @@
 The op follows one operand (XLA's "following"): strategy ``p`` has the followed operand's layout
 ``p`` as output and requires it of every operand of the same shape; scalar operands (clamp bounds,
 select predicate of rank 0) are required replicated.  The followed operand is the one whose node
-has the most strategies (a node pinned to one layout is followed only when every operand is);
+has the most strategies (a node pinned to one layout is followed only when every operand is; a
+scalar broadcast or constant that several instructions read never is: XLA rebuilds it per reader,
+``registry.read_anywhere``);
 ties go to the operand produced last (closest in the schedule, like XLA's depth priority).
 When no operand offers more than one layout the op enumerates its own layouts instead.
 Compute: one flop per output element on each device.
@@ -15,7 +17,9 @@ from .base import (
     Strategy, StrategyGroup, compute_cost, elementwise_strategy, is_array, is_mesh_spec, leaf_shapes, replicated_spec,
     spec_name,
 )
-from .registry import ALL_OUTPUTS, only_output, register, register_backward, register_same_layout_computes
+from .registry import (
+    ALL_OUTPUTS, only_output, read_anywhere, register, register_backward, register_same_layout_computes,
+)
 from .reshape import backward_reshape, handle_reshape
 from .tuple_ops import alias_leaves
 
@@ -53,8 +57,8 @@ def choose_followee(instr, ctx, candidates=None):
     idx = candidates if candidates is not None else range(len(instr.operands))
     for i in idx:
         op = instr.operands[i]
-        if not is_array(op.shape) or tuple(op.shape.dims) != tuple(instr.shape.dims):
-            continue
+        if not is_array(op.shape) or tuple(op.shape.dims) != tuple(instr.shape.dims) or read_anywhere(op):
+            continue   # (a value XLA rebuilds per reader ties no reader's layout: registry.read_anywhere)
         r = ctx.resolve(op, 0)
         if not isinstance(r, tuple):
             continue

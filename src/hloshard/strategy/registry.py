@@ -508,11 +508,28 @@ def rematerialized(op) -> bool:
         and not op.operands[0].shape.dims
 
 
+def read_anywhere(op) -> bool:
+    """A :func:`rematerialized` value that two or more instructions read: XLA rebuilds it for each
+    reader in that reader's layout (measured, :func:`rematerialized`), so no reader's layout is tied to
+    its own or to another reader's.  The cost graph drops those readers' requirements on it
+    (:func:`_free_rematerialized`) and no elementwise reader follows it
+    (:func:`hloshard.strategy.elementwise.choose_followee`).  Why: a scalar broadcast that jax's CSE
+    shares between updates of differently split tensors (Adam's ``b2 * v`` of a model's every
+    parameter, new user 31 F20) otherwise forces them all into one layout or charges a resharding
+    XLA never does; the GN-ResNet ``solve`` keeping the user's layout was "proven optimal" at
+    30,142,065 units where XLA's own completion of the same layout costs 15,445,215 (BENCHMARKS.md,
+    "Loop bodies and shared broadcasts").  Counted in operand slots (a tuple holding it twice, a while's
+    init of two stacked results, reads it twice).  One read: False (its edge is free to satisfy and gives
+    the value its reader's layout)."""
+    return rematerialized(op) and sum(u.operands.count(op) for u in {id(u): u for u in op.users}.values()) > 1
+
+
 def _free_rematerialized(group, instr, ctx) -> None:
     """Drop the operand requirements on rematerialized operands whose layout is already pinned (one
-    strategy, e.g. a written sharding under ``hloshard cost``): XLA rebuilds them for this user, so no
-    resharding edge.  A broadcast whose layout is still open keeps its edges, so that the solver gives it
-    its users' layout (for free) instead of an arbitrary one."""
+    strategy, e.g. a written sharding under ``hloshard cost``) or that several instructions read
+    (:func:`read_anywhere`): XLA rebuilds them for this user, so no resharding edge.  A broadcast that
+    only this instruction reads and whose layout is still open keeps its edge, so that the solver gives
+    it its user's layout (for free) instead of an arbitrary one."""
     if not isinstance(group, StrategyGroup) or group.operands is not None:
         return
 
@@ -520,7 +537,7 @@ def _free_rematerialized(group, instr, ctx) -> None:
         r = ctx.resolve(op, 0) if op in ctx.groups else None
         return isinstance(r, tuple) and len(r[0].strategies) == 1
 
-    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op) and pinned(op)]
+    idx = [k for k, op in enumerate(instr.operands) if rematerialized(op) and (read_anywhere(op) or pinned(op))]
     if not idx:
         return
     for st in group.strategies:

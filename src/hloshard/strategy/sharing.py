@@ -12,7 +12,8 @@ The signature (:meth:`GroupSharing.signature`) holds everything a shareable hand
 shape, attributes (called computations by a structural fingerprint, metadata left out), literal, the
 user sharding the instruction must keep (``ctx.fixed``, compared semantically), and per operand its
 position of first occurrence, opcode, shape, whether XLA rematerialises it
-(:func:`hloshard.strategy.registry.rematerialized`), and for each array leaf the identity of the
+(:func:`hloshard.strategy.registry.rematerialized`) and whether several instructions read it
+(:func:`~hloshard.strategy.registry.read_anywhere`), and for each array leaf the identity of the
 strategy list of the node that owns it (with its leaf index, ``fixed`` and ``multi``), and the order
 in which those nodes were built (the elementwise handler breaks a tie between operands by it).  Only the
 handlers in :data:`SHAREABLE_MODULES` are shared (they read nothing else of the module and change
@@ -32,7 +33,7 @@ from ..hlo.ir import Computation
 from .base import TOKEN, StrategyGroup, is_array, leaf_shapes
 from .custom_call import is_manual_instruction
 from .handlers import build_group
-from .registry import HANDLERS, rematerialized
+from .registry import HANDLERS, read_anywhere, rematerialized
 
 #: handler modules whose groups depend only on the signature (see the module docstring)
 SHAREABLE_MODULES = frozenset(f"hloshard.strategy.{m}" for m in (
@@ -121,7 +122,8 @@ class GroupSharing:
                     g, leaf = r
                     leaves.append((id(g.strategies), leaf, g.fixed, g.multi))
                     seqs.append(g.seq)
-            ops.append((first.setdefault(id(op), k), op.opcode, op.shape, rematerialized(op), tuple(leaves)))
+            ops.append((first.setdefault(id(op), k), op.opcode, op.shape, rematerialized(op), read_anywhere(op),
+                        tuple(leaves)))
         order = tuple(sorted(seqs).index(q) for q in seqs)
         try:
             attrs = self._attrs(instr.attrs)
