@@ -52,6 +52,25 @@ def bound_source(sol, tie_break: int = 1) -> str | None:
     return None
 
 
+def reprice_reserve(graph) -> dict | None:
+    """The re-pricing reserve of ``graph``'s solve (wall seconds; None when none was computed): ``kept`` (what the
+    solve kept before its deadline, :func:`hloshard.autoshard.solve._solve_module`), ``estimate`` and ``probe`` (the
+    estimate from a build and, where it decided against the fine build or starved the solver, the phase measured
+    instead: :class:`hloshard.autoshard.solve.ReserveProbe`, :func:`hloshard.autoshard.solve.measured_reprice`; None
+    when not measured) and ``repriced`` (the longest re-pricing of a written module made on the graph,
+    ``graph.reprice_measured``: the phase the reserve was for).  Wall seconds depend on the machine's load."""
+    kept = getattr(graph, "reprice_seconds", None)
+    if kept is None:
+        return None
+    probe = getattr(graph, "reprice_probe", None) or {}
+    done = getattr(graph, "reprice_measured", None)
+
+    def r(x):
+        return None if x is None else round(float(x), 3)
+    return {"kept": r(kept), "estimate": r(probe.get("estimate")), "probe": r(probe.get("measured")),
+            "repriced": r(done)}
+
+
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
     """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
     g, sol = result.graph, result.solution
@@ -107,6 +126,8 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "objective_int": sol.objective,
         # which plan the solver's answer is (the search's, the greedy start, the coarse mesh's plan, a trivial plan)
         "plan_source": getattr(result, "source", None),
+        # the re-pricing reserve the deadline kept, beside the phase it is kept for (issue 24/26, round 32)
+        "reprice_reserve": reprice_reserve(g),
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }
