@@ -99,6 +99,24 @@ def certain_refusal(graph: Graph, memory_budget: int) -> None:
     minimum_memory_check(probe, limit)
 
 
+#: :func:`cannot_bind`'s bound on any plan's predicted peak, as a multiple of the bytes of every array value of the
+#: module unsharded: every value live at once, and as many bytes again for the communication buffers and operand pins
+#: beside them (each reshards or copies a value, at most its size per device).  A bound by construction, not a
+#: fitted figure; a TPU's tile padding (cost.tpu_layout) is not in it, so a small-array module may pass it.
+PEAK_BOUND_FACTOR = 2
+
+
+def cannot_bind(module, memory_budget: int, device=None) -> bool:
+    """Whether no plan of ``module`` can peak above the model's limit for ``memory_budget`` (bytes per device;
+    :func:`hloshard.cost.memory.model_limit` on ``device``): :data:`PEAK_BOUND_FACTOR` x the bytes of every array
+    instruction of every computation, unsharded (loop bodies once: their values are reused per trip) is within it.
+    The search without the budget then needs no share kept for a search under it (:func:`_unbudgeted_first`; a
+    device's HBM as the default budget of ``solve --device``).  Only a time split reads it: a wrong answer moves
+    seconds between the two searches, never the plan's promise (its written module is still held to the limit)."""
+    total = sum(i.shape.byte_size for c in module.computations for i in c.instructions if i.shape.is_array)
+    return PEAK_BOUND_FACTOR * total <= model_limit(int(memory_budget), device)
+
+
 def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
     measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
@@ -814,7 +832,10 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     # wall-clock: the search without the budget ends by a deadline of its own, UNBUDGETED_SHARE of the time the call
     # has, as auto_shard's does; the rest is the budget's search's (new user 31 F13: with the whole deadline its
     # coarse and fine solves each took about half, 106 s of 120, and the budget's search had 4.6 s and exit 3)
-    free_deadline = deadline if deterministic or deadline is None else \
+    # -- unless no plan can pass the budget (a device's HBM taken as the budget, --device: the plan found without it
+    # is the answer, and halving its time only made it worse: T5 at --device tpu-v5e, 913 us instead of 826 us)
+    free_deadline = deadline if deterministic or deadline is None or \
+        cannot_bind(module, memory_budget, getattr(mesh, "memory_device", None)) else \
         t0 + UNBUDGETED_SHARE * max(0.0, deadline - t0)
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
                          pin_operands, False, False, free_deadline, on_overrun, stop_build, hint, known, None, False,
