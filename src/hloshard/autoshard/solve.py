@@ -494,6 +494,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                              reprice_share=probe if probe is not None else 0.0, solver_share=solver_share,
                              solved=coarse)
         if first.graph is None:
+            if probe is not None and probe.estimate is not None and first.fallback is not None:
+                first.fallback.graph.reprice_probe = {"estimate": probe.estimate, "measured": probe.measured}
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress), known=known,
                                     deadline=deadline, later_budget=later_budget)
@@ -558,7 +560,8 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # 48-layer transformer at 2x2x2 ended at 60.02 s of 60 (device CPU, round 25: write 0.61 s, not kept)
         write = WRITE_SHARE * one_d if reprice_reserve else 0.0
         left = deadline - t1 - reprice - write
-        if left < MIN_SOLVE_SECONDS <= deadline - t1 - write and reprice_reserve and not built and probe is None:
+        if left < MIN_SOLVE_SECONDS <= deadline - t1 - write and reprice_reserve and not built and \
+                (probe is None or probe.measured is None):
             # the estimated reserve alone starves the solver: the phase it predicts is measured instead, with the plan
             # known without a search it would write (new user 31 F7: the blank T5 step at the defaults, a 35.3 s build
             # left 15.9 s, all of it kept for a re-pricing estimated at 29.9 s; the replicated plan was written)
