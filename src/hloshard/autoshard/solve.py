@@ -530,11 +530,13 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
+    nodes = None   # the build's node share where no coarse build was measured (wall-clock; the reserves are of it)
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
         # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
-        reprice = reprice_reserve_seconds(build_seconds, node_share(module, mesh))
+        nodes = node_share(module, mesh)
+        reprice = reprice_reserve_seconds(build_seconds, nodes)
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
@@ -559,23 +561,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # and the writing after it (coarse_first keeps WRITE_SHARE of the coarse build for it too): without it the
         # 48-layer transformer at 2x2x2 ended at 60.02 s of 60 (device CPU, round 25: write 0.61 s, not kept)
         write = WRITE_SHARE * one_d if reprice_reserve else 0.0
+        if nodes is not None:
+            # no coarse build: WRITE_SHARE x the build's node part, as the re-pricing reserve above (WRITE_SHARE is of
+            # a 1-D build; new user 31 F7, T5 at 2x2x2 refined, load 23: 8.4 s kept for a write of 1.0 s, on top of
+            # the re-pricing's, and the solver got its 0.5 s minimum)
+            write *= min(1.0, max(0.0, nodes))
         left = deadline - t1 - reprice - write
-        if left < MIN_SOLVE_SECONDS <= deadline - t1 - write and reprice_reserve and not built and \
-                (probe is None or probe.measured is None):
-            # the estimated reserve alone starves the solver: the phase it predicts is measured instead, with the plan
-            # known without a search it would write (new user 31 F7: the blank T5 step at the defaults, a 35.3 s build
-            # left 15.9 s, all of it kept for a re-pricing estimated at 29.9 s; the replicated plan was written)
-            took = measured_reprice(module, mesh, graph, pin_operands)
-            if took is not None:
-                graph.warnings.append(
-                    f"the re-pricing of the plan, estimated at {reprice:.1f} s from the build, left the solver less than "
-                    f"its minimum: measured instead by pricing a plan known without a search ({took:.1f} s), "
-                    f"{REPRICE_MARGIN:g} x that is kept")
-                graph.reprice_probe = {"estimate": reprice, "measured": took}
-                reprice = REPRICE_MARGIN * took
-                graph.reprice_seconds = reprice
-                t1 = time.monotonic()   # (the measurement's seconds are the build's side of the split)
-                left = deadline - t1 - reprice - write
         ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
         if solver_share < 1 and left - ours < later_phase_seconds(reprice):
             # a share the later phase cannot use (auto_shard's memory guard: its XLA run starts only with its
