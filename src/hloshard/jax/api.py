@@ -640,7 +640,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard.aliases import Tie
     from ..autoshard.coarse import work_limit
     from ..autoshard.report import parameter_floor_check
-    from ..autoshard.solve import MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, improve_applied, \
+    from ..autoshard.solve import MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, \
         unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
@@ -869,8 +869,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # (autoshard.solve.unbudgeted_within, the rule solve --memory-budget keeps): written when its written
             # module keeps the budget's limit, so a budget that does not bind never changes the plan; else the search
             # under the budget, hinted by it, on the same graph (deterministic: the work budget again;
-            # wall-clock: UNBUDGETED_SHARE of the time first, the share solve --memory-budget gives it too)
-            share = 1.0 if deterministic else UNBUDGETED_SHARE
+            # wall-clock: UNBUDGETED_SHARE of the time first, the share solve --memory-budget gives it too; all of
+            # it where no plan can pass the budget, device='s HBM default: autoshard.solve.cannot_bind)
+            share = 1.0 if deterministic or cannot_bind(module, budget, getattr(dmesh, "memory_device", None)) \
+                else UNBUDGETED_SHARE
             free, guard, first_known = plan(share * float(time_limit), None,
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             # written and priced here when it keeps the limit (apply=True): apply_solution below would write and
