@@ -55,7 +55,7 @@ def bound_source(sol, tie_break: int = 1) -> str | None:
 def reprice_reserve(graph) -> dict | None:
     """The re-pricing reserve of ``graph``'s solve (wall seconds; None when none was computed): ``kept`` (what the
     solve kept before its deadline, :func:`hloshard.autoshard.solve._solve_module`), ``estimate`` and ``probe`` (the
-    estimate from a build and, where it decided against the fine build or starved the solver, the phase measured
+    estimate from a build and, where it decided against the fine build, the phase measured
     instead: :class:`hloshard.autoshard.solve.ReserveProbe`, :func:`hloshard.autoshard.solve.measured_reprice`; None
     when not measured) and ``repriced`` (the longest re-pricing of a written module made on the graph,
     ``graph.reprice_measured``: the phase the reserve was for).  Wall seconds depend on the machine's load."""
