@@ -726,9 +726,7 @@ def coarse_first(module, mesh: DeviceMesh, solve, keep: str, memory_budget, time
         return CoarseFirst(graph, None, seconds_fine_build=time.monotonic() - t1)
     write = WRITE_SHARE * (t1 - t0)
     # what the fine plan's re-pricing will need is kept back too
-    # (a callable ``reprice_share(coarse graph, its build's seconds) -> seconds``: the caller's reserve, which may
-    # measure a re-pricing: hloshard.autoshard.solve.ReserveProbe)
-    reprice = reprice_share(cgraph, t1 - t0) if callable(reprice_share) else max(0.0, float(reprice_share)) * (t1 - t0)
+    reprice = max(0.0, float(reprice_share)) * (t1 - t0)
     now = time.monotonic()
     # the time for the coarse solve, the fine build and the fine solve
     avail = deadline - now - write - reprice

@@ -12,18 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..cost.liveness import usage_profile
-from ..errors import HloshardError, SolveFailed
+from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
 from .build import Graph, build_graph, edge_buffers
-from .coarse import (COARSE_SHARE, FALLBACK_MIN_SECONDS, WRITE_SHARE, coarse_first, coarse_share, coarse_start,
-                     deterministic_first, fine_build_estimate, node_share)
+from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
 from .report import _failed, minimum_memory_check, parameter_floor_check
 from .search import solve_graph
 from .start import budget_start, fits
-from .trivial import trivial_plans
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
 from ..cost.tpu_heap import written_memory_device
 from ..cost.tpu_layout import solver_limit as node_limit_for
@@ -146,68 +144,6 @@ def measured_reserve(graph) -> float | None:
     2.9 s, while the estimate from the 1-D build kept 2.4 and 6.3 s)."""
     took = getattr(graph, "reprice_measured", None)
     return None if took is None else REPRICE_MARGIN * float(took)
-
-
-def measured_reprice(module, mesh, graph, pin_operands: bool) -> float | None:
-    """Wall seconds of the phase the re-pricing reserve is kept for, measured: a plan known without a search
-    (:func:`hloshard.autoshard.trivial.trivial_plans` of ``graph``, the last: data parallel over all axes where
-    there is one, with its reshardings and, with ``pin_operands``, its pins; else the replicated plan) written into
-    ``module`` and its written module priced on ``mesh`` (:func:`~hloshard.autoshard.evaluate.evaluate_module`, what
-    :func:`reevaluate_written` runs), then the module put back as it was (:class:`_Unwritten`; ``graph``'s pin
-    counts too).  None when ``graph`` has no such plan or the pricing fails.  Measured (round 32, one process each,
-    2-core machine at load 17, after the coarse build as :class:`ReserveProbe` runs it; the replicated plan's
-    pricing / a searched plan's first re-pricing with its pins / a second one): T5 1.59 / 3.44 / 2.32 s, the
-    GN-ResNet 1.33 / 1.62 / 0.72 s, GPT-2 1.30 / 1.86 / 1.29 s; :data:`REPRICE_SHARE` x the coarse build: 3.9,
-    1.6 and 3.4 s (new user 31 F10, T5 with ``--device tpu-v5e`` at load 28: 131.3 s estimated, 28.3 s measured)."""
-    import time
-    from types import SimpleNamespace
-
-    plans = [c for _, c in trivial_plans(graph) if c is not None and len(c) == graph.problem.num_nodes]
-    if not plans:
-        return None
-    unwritten = _Unwritten(module)
-    counts = (getattr(graph, "pins", None), getattr(graph, "loop_pins", None))
-    probe = SimpleNamespace(graph=graph, choice=list(plans[-1]), operand_pins=[])
-    t = time.monotonic()
-    try:
-        _write(probe, module, pin_operands)
-        evaluate_module(module, mesh)
-        return time.monotonic() - t
-    except HloshardError:
-        return None
-    finally:
-        unwritten.restore()
-        graph.pins, graph.loop_pins = counts
-
-
-class ReserveProbe:
-    """The re-pricing reserve :func:`hloshard.autoshard.coarse.coarse_first` keeps (its ``reprice_share``, called
-    with the coarse graph and its build's wall seconds): :data:`REPRICE_SHARE` x that build, the estimate, except
-    where that estimate alone decides against the fine build -- the fine build (:func:`~hloshard.autoshard.coarse.
-    fine_build_estimate`) and the two solves' minimum fit what the deadline leaves without the reserve but not with
-    it -- where the phase it predicts is measured instead (:func:`measured_reprice`) and the reserve is
-    :data:`REPRICE_MARGIN` x that, as for a graph whose written module was priced (:func:`measured_reserve`).  So
-    the fine mesh is not skipped on an estimate the run can refute (new user 31 F10: T5 at ``--time-limit 120``
-    with ``--device tpu-v5e``, 131.3 s estimated from a 57.1 s coarse build, 28.3 s measured, the fine mesh skipped
-    with 42.3 s left).  ``estimate`` / ``measured``: the seconds of the last call (``measured`` None: not measured)."""
-
-    def __init__(self, module, mesh, deadline: float, pin_operands: bool):
-        self.module, self.mesh, self.deadline, self.pin_operands = module, mesh, deadline, pin_operands
-        self.estimate, self.measured = None, None
-
-    def __call__(self, cgraph, coarse_seconds: float) -> float:
-        import time
-
-        self.estimate = REPRICE_SHARE * float(coarse_seconds)
-        room = self.deadline - time.monotonic() - WRITE_SHARE * float(coarse_seconds) - 2 * FALLBACK_MIN_SECONDS
-        fine = fine_build_estimate(self.module, cgraph.mesh, coarse_seconds, self.mesh)[0]
-        if fine + self.estimate <= room or fine >= room:
-            return self.estimate   # the estimate decides nothing: the fine build fits with it, or not even without
-        took = measured_reprice(self.module, self.mesh, cgraph, self.pin_operands)
-        if took is None:
-            return self.estimate
-        self.measured = took
-        return REPRICE_MARGIN * took
 
 
 def later_phase_seconds(reprice: float) -> float:
@@ -486,16 +422,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     t0 = time.monotonic()
     cpu0 = time.process_time()
     first = None
-    probe = None   # wall-clock coarse to fine: the re-pricing reserve, measured where its estimate decides (ReserveProbe)
     built = graph is not None   # built before: its build's seconds for the re-pricing reserve
     if not built and stop_build and deadline is not None and not deterministic and not export_problem:
-        probe = ReserveProbe(module, mesh, deadline, pin_operands) if reprice_reserve else None
         first = coarse_first(module, mesh, solve_graph, keep, memory_budget, time_limit, workers, seed, deadline,
-                             reprice_share=probe if probe is not None else 0.0, solver_share=solver_share,
+                             reprice_share=REPRICE_SHARE if reprice_reserve else 0.0, solver_share=solver_share,
                              solved=coarse)
         if first.graph is None:
-            if probe is not None and probe.estimate is not None and first.fallback is not None:
-                first.fallback.graph.reprice_probe = {"estimate": probe.estimate, "measured": probe.measured}
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress), known=known,
                                     deadline=deadline, later_budget=later_budget)
@@ -544,11 +476,6 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         reprice = float(graph.reprice_seconds)
         if REPRICE_SHARE > 0:   # and the writing reserve below is of the same 1-D build, not the fine one
             one_d = reprice / REPRICE_SHARE
-    if probe is not None and probe.estimate is not None:   # (the report sets the reserve beside what it predicts)
-        graph.reprice_probe = {"estimate": probe.estimate, "measured": probe.measured}
-    if probe is not None and probe.measured is not None:
-        # the phase measured before the fine build (ReserveProbe): that measurement, not the estimate it refuted
-        reprice = REPRICE_MARGIN * probe.measured
     reserve_measured = False   # the reserve is measured_reserve's (the error below says which it was)
     if built and deadline is not None and not deterministic and reprice_reserve:
         measured = measured_reserve(graph)
