@@ -52,6 +52,19 @@ def bound_source(sol, tie_break: int = 1) -> str | None:
     return None
 
 
+def reprice_reserve(graph) -> dict | None:
+    """The re-pricing reserve of ``graph``'s solve beside the phase it is kept for (wall seconds; None when no
+    reserve was computed): ``kept`` (what the solve kept before its deadline, :func:`hloshard.autoshard.solve.
+    _solve_module`: an estimate from a build, or 1.5 x a re-pricing measured before) and ``repriced`` (the longest
+    re-pricing of a written module made on the graph, ``graph.reprice_measured``; None when none was made).  Wall
+    seconds depend on the machine's load (round 32: T5 with ``--device tpu-v5e``, 163.3 s kept, 39.7 s re-priced)."""
+    kept = getattr(graph, "reprice_seconds", None)
+    if kept is None:
+        return None
+    done = getattr(graph, "reprice_measured", None)
+    return {"kept": round(float(kept), 3), "repriced": None if done is None else round(float(done), 3)}
+
+
 def build_report(result, mesh, keep: str, memory_budget) -> dict:
     """The ``--report`` JSON (cost units; memory in bytes per device; seconds wall time)."""
     g, sol = result.graph, result.solution
@@ -110,6 +123,8 @@ def build_report(result, mesh, keep: str, memory_budget) -> dict:
         "objective_int": sol.objective,
         # which plan the solver's answer is (the search's, the greedy start, the coarse mesh's plan, a trivial plan)
         "plan_source": getattr(result, "source", None),
+        # the re-pricing reserve the deadline kept, beside the phase it is kept for (issue 24/26, round 32)
+        "reprice_reserve": reprice_reserve(g),
         "top_edges": top_edges(eg, echoice, ev),
         "warnings": list(g.warnings),
     }

@@ -19,11 +19,12 @@ from .build import Graph, build_graph, edge_buffers
 from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed, parameter_floor_check, reshard_cache_warning
+from .report import _failed, minimum_memory_check, parameter_floor_check, reshard_cache_warning
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
 from ..cost.tpu_heap import written_memory_device
+from ..cost.tpu_layout import solver_limit as node_limit_for
 from ..solver.api import MIN_TIME_LIMIT, work_for_cpu
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
@@ -44,6 +45,15 @@ MIN_SOLVE_SECONDS = MIN_TIME_LIMIT
 #: solve's problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
 #: not a measured figure: without it a first solve that used the whole limit left no time to re-solve.
 FIRST_SOLVE_SHARE = 0.6
+#: Under a memory budget (wall-clock mode), the share of the time the call has that the search without the budget
+#: gets (:func:`_unbudgeted_first`, ``solve --memory-budget``; :func:`hloshard.jax.auto_shard`'s first solve with its
+#: memory guard): it ends by a deadline of its own, that share of the call's, and the search under the budget gets
+#: the rest.  A split, not a measured figure (auto_shard gave that search FIRST_SOLVE_SHARE from round 24); the budget is
+#: the user's question, so the search without it must not spend its time (new user 31 F13: CLI T5 at
+#: ``--memory-budget 48MiB --time-limit 120``: 106 s of 120 without the budget, 4.6 s for it, exit 3): an even
+#: split, so that the search under the budget, which also pays the re-pricing of the plan found without it, never
+#: has less than the one before it (auto_shard gave that one 0.6 until round 32).
+UNBUDGETED_SHARE = 0.5
 #: The most re-solves :func:`_fit_buffers` makes with the communication buffers priced (a bound on the
 #: loop, not a tuned figure; each round's re-solve gets half the time left).
 FIT_ROUNDS = 8
@@ -67,6 +77,42 @@ LATER_PHASE_PRICINGS = 2
 def _seconds(s: float) -> str:
     """Seconds as a user reads them in a message: ``1``, ``20.7``, ``90``, ``1,200`` (never ``20.6779``)."""
     return f"{float(s):,.1f}".rstrip("0").rstrip(".")
+
+
+def certain_refusal(graph: Graph, memory_budget: int) -> None:
+    """Raise SolveFailed (``infeasible``, exit 3) when a search of ``graph`` (built without a budget) under
+    ``memory_budget`` (bytes per device) must refuse it: every tensor at its smallest layout still exceeds the
+    solver's limit for the budget (:func:`hloshard.autoshard.build.with_memory_budget`'s ``usage_limit``: the
+    model's limit, :func:`hloshard.cost.memory.model_limit`, with a TPU's VMEM credit) at some liveness point --
+    :func:`hloshard.autoshard.report.minimum_memory_check`, the check :func:`solve_graph` makes first under a
+    budget, so the message is the one that search would give.  Costs one pass over the liveness intervals (no
+    copy of the solver's problem).  Returns None when a plan within the limit may exist."""
+    import copy
+
+    device = getattr(graph, "memory_device", None)
+    limit = node_limit_for(model_limit(int(memory_budget), device), device)
+    probe = copy.copy(graph)   # only what the check and its message read: the problem's limit and the budget
+    probe.problem = dataclasses.replace(graph.problem, usage_limit=limit)
+    probe.memory_budget = int(memory_budget)
+    minimum_memory_check(probe, limit)
+
+
+#: :func:`cannot_bind`'s bound on any plan's predicted peak, as a multiple of the bytes of every array value of the
+#: module unsharded: every value live at once, and as many bytes again for the communication buffers and operand pins
+#: beside them (each reshards or copies a value, at most its size per device).  A bound by construction, not a
+#: fitted figure; a TPU's tile padding (cost.tpu_layout) is not in it, so a small-array module may pass it.
+PEAK_BOUND_FACTOR = 2
+
+
+def cannot_bind(module, memory_budget: int, device=None) -> bool:
+    """Whether no plan of ``module`` can peak above the model's limit for ``memory_budget`` (bytes per device;
+    :func:`hloshard.cost.memory.model_limit` on ``device``): :data:`PEAK_BOUND_FACTOR` x the bytes of every array
+    instruction of every computation, unsharded (loop bodies once: their values are reused per trip) is within it.
+    The search without the budget then needs no share kept for a search under it (:func:`_unbudgeted_first`; a
+    device's HBM as the default budget of ``solve --device``).  Only a time split reads it: a wrong answer moves
+    seconds between the two searches, never the plan's promise (its written module is still held to the limit)."""
+    total = sum(i.shape.byte_size for c in module.computations for i in c.instructions if i.shape.is_array)
+    return PEAK_BOUND_FACTOR * total <= model_limit(int(memory_budget), device)
 
 
 def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
@@ -280,7 +326,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  reevaluate: bool = True, apply: bool = True, deadline: float | None = None,
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
                  local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0,
-                 free_first: bool = True, reprice_reserve: bool = True, coarse=None) -> SolveResult:
+                 free_first: bool = True, reprice_reserve: bool = True, coarse=None,
+                 later_budget: int | None = None) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -337,6 +384,12 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     ``--mesh auto`` candidate: the search keeps one for the plan it picks, :func:`hloshard.mesh_search.final_reserve`).
     ``coarse`` (with ``stop_build``, no ``memory_budget``): a :class:`hloshard.autoshard.coarse.CoarseSolve` solved
     before, used as the coarse plan when its mesh is this one's coarse mesh (``coarse_first(solved=)``).
+    ``later_budget`` (bytes per device; no ``memory_budget``): the memory budget a later search on the graph built
+    here is held to (the search under the budget after this one without it: :func:`_unbudgeted_first`,
+    :func:`hloshard.jax.auto_shard`); when even the smallest layout of every tensor exceeds its model limit at some
+    liveness point (:func:`certain_refusal`, the solver's own first check) SolveFailed (``infeasible``) is raised
+    right after the build, before any solve: that search's refusal is certain, and the time the limit gives is not
+    spent first on a plan the budget cannot take (new user 31, F6: the GN-ResNet's 18 MiB refused after 59.9 s of 60).
     Under a ``memory_budget`` (no ``graph`` given, no ``export_problem``) the plan found without the budget
     is a candidate (:func:`_unbudgeted_first`): when its written module keeps the model's limit it is the
     answer, so a budget that does not bind never changes the plan.  ``free_first`` False: not that candidate
@@ -352,7 +405,8 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                                      hint, known, local_moves)
         return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                              export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
-                             known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse)
+                             known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse,
+                             later_budget)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -361,7 +415,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
                   fit_buffers: bool = True, solver_share: float = 1.0, reprice_reserve: bool = True,
-                  coarse=None) -> SolveResult:
+                  coarse=None, later_budget: int | None = None) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -376,7 +430,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         if first.graph is None:
             return _coarse_fallback(first, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, False, workers, seed, progress), known=known,
-                                    deadline=deadline)
+                                    deadline=deadline, later_budget=later_budget)
         graph = first.graph
     elif not built and not export_problem and (deterministic or deadline is not None):
         # under a work limit (coarse.deterministic_first): deterministic mode, and a deadline the build is
@@ -386,10 +440,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         if det.graph is None:
             return _coarse_fallback(det, module, mesh, pin_operands, memory_budget, apply, on_overrun, t0,
                                     fit=(time_limit, deterministic, workers, seed, progress), known=known,
-                                    deadline=None if deterministic else deadline)
+                                    deadline=None if deterministic else deadline, later_budget=later_budget)
         graph = det.graph
     elif not built:
         graph = build_graph(module, mesh, keep, memory_budget)
+    if later_budget is not None and memory_budget is None and not export_problem:
+        certain_refusal(graph, later_budget)   # before any solve: the later search's refusal is certain
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
     graph.pin_operands = bool(pin_operands)
     if export_problem:
@@ -406,11 +462,13 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # the re-pricing reserve: REPRICE_SHARE x the 1-D mesh's build (the coarse build, else the build; a
     # graph built before, ``graph=``: its own build)
     one_d = first.seconds_coarse_build if first is not None and first.seconds_coarse_build > 0 else build_seconds
+    nodes = None   # the build's node share where no coarse build was measured (wall-clock; the reserves are of it)
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
         # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
-        reprice = reprice_reserve_seconds(build_seconds, node_share(module, mesh))
+        nodes = node_share(module, mesh)
+        reprice = reprice_reserve_seconds(build_seconds, nodes)
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
@@ -430,6 +488,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # and the writing after it (coarse_first keeps WRITE_SHARE of the coarse build for it too): without it the
         # 48-layer transformer at 2x2x2 ended at 60.02 s of 60 (device CPU, round 25: write 0.61 s, not kept)
         write = WRITE_SHARE * one_d if reprice_reserve else 0.0
+        if nodes is not None:
+            # no coarse build: WRITE_SHARE x the build's node part, as the re-pricing reserve above (WRITE_SHARE is of
+            # a 1-D build; new user 31 F7, T5 at 2x2x2 refined, load 23: 8.4 s kept for a write of 1.0 s, on top of
+            # the re-pricing's, and the solver got its 0.5 s minimum)
+            write *= min(1.0, max(0.0, nodes))
         left = deadline - t1 - reprice - write
         ours = left if solver_share >= 1 else solver_share * left   # (a later phase's share kept)
         if solver_share < 1 and left - ours < later_phase_seconds(reprice):
@@ -442,7 +505,11 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
-            msg = (f"building the cost graph took {t1 - t0:.1f} s and left {max(0.0, deadline - t1):.1f} s of the "
+            # a graph built before (a budget's search after the one without it) took no build here: the time went to
+            # the searches before (new user 31 F13: "building the cost graph took 0.0 s and left 0.0 s")
+            spent = ("the cost graph was built before, and the searches before this one" if built else
+                     f"building the cost graph took {t1 - t0:.1f} s and")
+            msg = (f"{spent} left {max(0.0, deadline - t1):.1f} s of the "
                    f"time limit{after}: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
             graph.warnings.append(msg)
             if on_overrun is not None:
@@ -662,8 +729,10 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     the budget only when that plan's written module exceeds the model's limit for it.
 
     1. The solve a call without the budget makes (its build, coarse start, known plans and hint; deterministic
-       mode: the same work budget ``time_limit``, so the same plan; wall-clock mode: :data:`FIRST_SOLVE_SHARE`
-       of ``time_limit``, the rest kept for step 3), not written.
+       mode: the same work budget ``time_limit``, so the same plan; wall-clock mode: :data:`UNBUDGETED_SHARE`
+       of ``time_limit`` per solve and a ``deadline`` of its own, that share of the time the call has, the rest
+       kept for step 3), not written.  Right after its build, a budget whose refusal is certain
+       (:func:`certain_refusal`) is refused (exit 3) before any solve.
     2. That plan is written and its written module priced (:func:`reevaluate_written`, the pins priced as XLA
        runs them): within the model's limit for the budget (:func:`hloshard.cost.memory.model_limit`) it is
        the answer, on the graph for the budget (:func:`hloshard.autoshard.build.with_memory_budget`: no new
@@ -680,9 +749,18 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
     import time
 
     t0 = time.monotonic()
-    free_limit = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, FIRST_SOLVE_SHARE * float(time_limit))
+    free_limit = float(time_limit) if deterministic else max(MIN_SOLVE_SECONDS, UNBUDGETED_SHARE * float(time_limit))
+    # wall-clock: the search without the budget ends by a deadline of its own, UNBUDGETED_SHARE of the time the call
+    # has, as auto_shard's does; the rest is the budget's search's (new user 31 F13: with the whole deadline its
+    # coarse and fine solves each took about half, 106 s of 120, and the budget's search had 4.6 s and exit 3)
+    # -- unless no plan can pass the budget (a device's HBM taken as the budget, --device: the plan found without it
+    # is the answer, and halving its time can only cost: T5 at --device tpu-v5e, its coarse solve 5.4 s instead of 77.5)
+    free_deadline = deadline if deterministic or deadline is None or \
+        cannot_bind(module, memory_budget, getattr(mesh, "memory_device", None)) else \
+        t0 + UNBUDGETED_SHARE * max(0.0, deadline - t0)
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
-                         pin_operands, False, False, deadline, on_overrun, stop_build, hint, known, None, False)
+                         pin_operands, False, False, free_deadline, on_overrun, stop_build, hint, known, None, False,
+                         later_budget=memory_budget)
     result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
     if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build
@@ -1024,7 +1102,8 @@ def _over_points(graph: Graph, choice, ev: Evaluation, node_limit) -> list:
 
 
 def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, apply: bool, on_overrun,
-                     t0: float, fit=None, known=None, deadline: float | None = None) -> SolveResult:
+                     t0: float, fit=None, known=None, deadline: float | None = None,
+                     later_budget: int | None = None) -> SolveResult:
     """The answer of :func:`solve_module` when the fine build passed the deadline: the coarse plan
     (``first.fallback``, :func:`hloshard.autoshard.coarse.coarse_first`) or, when cheaper on the coarse graph,
     a plan known without a search (:func:`cheaper_known`: ``known(graph)`` of the caller, e.g.
@@ -1045,11 +1124,14 @@ def _coarse_fallback(first, module, mesh, pin_operands: bool, memory_budget, app
     user 23's finding 1.)  The written module is priced (:func:`apply_solution`).  Measured: the 4 MiB decoder of
     tests/test_jax_time.py, deterministic ``time_limit=2`` (the fine build stopped by its work limit): the
     coarse plan's peak 4.19 MB against the limit's 3.78 MB; re-solved with a work budget of 0.4 of the limit
-    it found nothing, of 1 a plan written at 2.8 MB."""
+    it found nothing, of 1 a plan written at 2.8 MB.  ``later_budget``: as :func:`solve_module`'s, checked on
+    the coarse graph (the graph the later search runs on) before the plan is written and priced."""
     import time
 
     cs = first.fallback
     graph = cs.graph
+    if later_budget is not None and memory_budget is None:
+        certain_refusal(graph, later_budget)   # the later search is on this graph: its refusal is certain
     graph.pin_operands = bool(pin_operands)   # its pins priced as written (build.copy_start), as the fine graph's
     refined = f" (refined internally to {'x'.join(map(str, mesh.shape))})" if mesh.is_refined else ""
     msg = (f"the cost graph for mesh {'x'.join(map(str, mesh.user_shape))}{refined} could not be built within "

@@ -659,7 +659,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     from ..autoshard.aliases import Tie
     from ..autoshard.coarse import work_limit
     from ..autoshard.report import parameter_floor_check
-    from ..autoshard.solve import FIRST_SOLVE_SHARE, MIN_SOLVE_SECONDS, apply_solution, improve_applied, \
+    from ..autoshard.solve import MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, \
         unbudgeted_within
     from ..autoshard.report_json import build_report
     from ..errors import HloshardError, SolveFailed
@@ -859,7 +859,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                  # spent: BERT's 47.6 s of 60 at load 8-20; without keep_share, as before)
                                  solver_share=FIRST_SHARE if memory_guard and not keep_share and not whole
                                  and deadline_ is not None else 1.0,
-                                 free_first=phase != "budget")
+                                 free_first=phase != "budget",
+                                 # the budget's refusal, when certain, said right after the build (new user 31 F6)
+                                 later_budget=budget if budget_ is None else None)
             except SolveFailed:
                 lap(f"{phase}_solve", t)   # where the seconds went, on the exception too (report["time"])
                 raise
@@ -888,8 +890,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
             # (autoshard.solve.unbudgeted_within, the rule solve --memory-budget keeps): written when its written
             # module keeps the budget's limit, so a budget that does not bind never changes the plan; else the search
             # under the budget, hinted by it, on the same graph (deterministic: the work budget again;
-            # wall-clock: FIRST_SOLVE_SHARE of the time first)
-            share = 1.0 if deterministic else FIRST_SOLVE_SHARE
+            # wall-clock: UNBUDGETED_SHARE of the time first, the share solve --memory-budget gives it too; all of
+            # it where no plan can pass the budget, device='s HBM default: autoshard.solve.cannot_bind)
+            share = 1.0 if deterministic or cannot_bind(module, budget, getattr(dmesh, "memory_device", None)) \
+                else UNBUDGETED_SHARE
             free, guard, first_known = plan(share * float(time_limit), None,
                                             deadline_=None if deadline is None else started + share * float(time_limit))
             # written and priced here when it keeps the limit (apply=True): apply_solution below would write and
