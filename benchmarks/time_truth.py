@@ -250,7 +250,7 @@ def hloshard_side(text: str, mesh: str, device: str = "tpu-v5e") -> dict:
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, None, None, None, device)
     folded = []
     if scale.profile.backend == "tpu":   # what the TPU's partitioner is given (cost.tpu_partitioner)
-        module, folded = tpu_partitioned_view(module)
+        module, folded = tpu_partitioned_view(module, scale.profile.name)
     res = evaluate_module(module, dmesh)
     t = plan_timing(res, module, scale)
     b = t["step_time"]["breakdown_s"]

@@ -361,7 +361,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if scale is not None and scale.profile.backend == "tpu":
         # the TPU pipeline rewrites transposed dots before its partitioner (cost.tpu_partitioner): seconds
         # of the plan it partitions; the instructions and units above stay the written module's
-        view, folded = tpu_partitioned_view(module)
+        view, folded = tpu_partitioned_view(module, scale.profile.name)
         if folded:
             timed_module = view
             timed_result = evaluate_as_written(view, dmesh, time_limit=time_limit, deterministic=False)

@@ -19,6 +19,12 @@ partitioner runs, and one of those rewrites changes what the partitioner moves:
   all-to-alls ``f32[4,256,64]`` over ``model`` (1,835,008 + 196,608 ring bytes) -- 18 such dots, all
   of the 15.9 MB of ring bytes by which the TPU's partitioned program exceeds the CPU's (16.53 MB).
 
+* **on v6e, a dot's computed operand goes first** (:func:`operand_swaps`, :data:`COMPUTED_FIRST_CHIPS`):
+  ``dot(w, h)`` with ``w`` read straight from memory and ``h`` computed becomes ``dot(h, w)``, again under
+  the written tile dims; a transposed dot whose computed operand is first is not folded there.  Counted
+  on libtpu 0.0.42.1's dumps of 37 plans (788 dots): the dots v6e's ``simplification-1`` rewrites, 79,
+  and v5e's, 90, are the ones these two rules name, file by file.
+
 :func:`folded_transposes` finds the pairs; :func:`tpu_partitioned_view` returns a copy of the module
 with the two shardings as the TPU's partitioner sees them (the dot: its written layout transposed;
 the transpose: the dot's written layout), which ``evaluate_module`` then prices as written -- the
@@ -32,7 +38,21 @@ from __future__ import annotations
 import numpy as np
 
 from ..hlo import parse_module, print_module
+from ..hlo.opcodes import ELEMENTWISE_BINARY, ELEMENTWISE_TERNARY, ELEMENTWISE_UNARY
 from ..hlo.sharding import HloSharding
+
+#: the TPU chips whose algebraic simplifier puts a dot's computed operand first (:func:`operand_swaps`):
+#: read off libtpu 0.0.42.1's ``simplification-1.after_algsimp`` dumps, compiled ahead of time for
+#: ``v6e:2x4`` and ``v5e:2x4`` (BENCHMARKS.md round 32, helper tpurows): ``dot(w, h)`` with ``w`` a
+#: parameter and ``h`` the result of a dot, a reduce or a dynamic-slice is rewritten ``dot(h, w)`` on v6e
+#: and kept on v5e; the same module with the operands the other way round is kept on both.
+COMPUTED_FIRST_CHIPS = frozenset({"tpu-v6e"})
+
+#: what a value may pass through and still be read straight from memory (:func:`_read_only`): the
+#: elementwise opcodes (fused into the dot's operand read), a type conversion, a bitcast, and the
+#: ``Sharding`` custom-call that only annotates.
+_PASS_THROUGH = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_TERNARY | frozenset(
+    {"convert", "bitcast", "bitcast-convert", "reduce-precision"})
 
 
 def _ints(instr, key: str) -> list[int]:
@@ -82,6 +102,67 @@ def folded_transposes(module) -> list[tuple]:
     return out
 
 
+def _read_only(x, depth: int = 0) -> bool:
+    """Whether ``x`` is a value that reads only parameters: a parameter (of any computation: a loop
+    body's state too), a constant, an iota, a ``get-tuple-element`` of such a value, or an elementwise
+    op / conversion / bitcast / ``Sharding`` annotation of such values (:data:`_PASS_THROUGH`).  A dot, a
+    reduce, a slice, a reshape, a broadcast of a non-constant or anything else computes it."""
+    if depth > 64:
+        return False
+    op = x.opcode
+    if op in ("parameter", "constant", "iota"):
+        return True
+    if op == "get-tuple-element" or (op == "custom-call" and x.custom_call_target == "Sharding") or \
+            op in _PASS_THROUGH:
+        return bool(x.operands) and all(_read_only(o, depth + 1) for o in x.operands)
+    return False
+
+
+def _swap_dims(dot) -> list[int] | None:
+    """For ``dot(a, b)`` (result dims: batch, a's non-contracting, b's non-contracting), the permutation
+    ``perm`` such that ``dot(b, a)``'s result dim i holds the original result's dim ``q[i]``, given as
+    its inverse (``transposed_layout(sh, perm)`` lays the original dims out as ``dot(b, a)`` under
+    ``sh``).  None when the dot's dims are not given as two operands' batch / contracting lists."""
+    if dot.opcode != "dot" or len(dot.operands) != 2:
+        return None
+    lb, lc = _ints(dot, "lhs_batch_dims"), _ints(dot, "lhs_contracting_dims")
+    rb, rc = _ints(dot, "rhs_batch_dims"), _ints(dot, "rhs_contracting_dims")
+    lrank, rrank = len(dot.operands[0].shape.dims), len(dot.operands[1].shape.dims)
+    nb, na, nr = len(lb), lrank - len(lb) - len(lc), rrank - len(rb) - len(rc)
+    if nb != len(rb) or na + nr == 0 or nb + na + nr != len(dot.shape.dims):
+        return None
+    q = list(range(nb)) + [nb + na + i for i in range(nr)] + [nb + i for i in range(na)]
+    inv = [0] * len(q)
+    for k, j in enumerate(q):
+        inv[j] = k
+    return inv
+
+
+def operand_swaps(module) -> list:
+    """The dots of ``module`` that a :data:`COMPUTED_FIRST_CHIPS` chip's algebraic simplifier rewrites
+    as ``dot(b, a)`` (a transpose back to the written dims after it): ``dot(a, b)`` whose ``a`` reads
+    only parameters (:func:`_read_only`: a weight, a loop's carried value) and whose ``b`` is computed
+    (a dot, a reduce, a dynamic-slice ...), written with a tiled sharding.  As with
+    :func:`folded_transposes`, the rewritten dot keeps the written sharding's tile dims, which now fall
+    on ``dot(b, a)``'s dims: b's non-contracting dims take the tiles written for a's.  Read off libtpu
+    0.0.42.1's dumps (``simplification-1.after_algsimp``, ``v6e:2x4`` beside ``v5e:2x4``; BENCHMARKS.md
+    round 32, helper tpurows): moe_layer's ``dot(w2, relu(x w1))`` and scan_mlp's three loop-body dots
+    whose weight is a dynamic-slice of the stacked weights; hand modules: a parameter first and a dot /
+    reduce / dynamic-slice second is swapped on v6e, kept on v5e; both operands read-only, both computed,
+    or the computed one first: kept on both."""
+    out = []
+    for comp in module.computations:
+        for d in comp.instructions:
+            if d.opcode != "dot" or len(d.operands) != 2 or _swap_dims(d) is None:
+                continue
+            s = d.sharding
+            if s is None or not getattr(s, "is_tiled", False) or s.has_manual_subgroup:
+                continue
+            if _read_only(d.operands[0]) and not _read_only(d.operands[1]):
+                out.append(d)
+    return out
+
+
 def transposed_layout(sh: HloSharding, perm: list[int]) -> HloSharding:
     """``sh`` (a tiled HloSharding of rank ``len(perm)``) with its data tile dims permuted by ``perm``
     (dim i takes ``sh``'s dim ``perm[i]``; replica / subgroup dims kept last): the layout a transpose by
@@ -92,15 +173,25 @@ def transposed_layout(sh: HloSharding, perm: list[int]) -> HloSharding:
                              last_tile_dims=sh.subgroup_types)
 
 
-def tpu_partitioned_view(module):
+def tpu_partitioned_view(module, device: str | None = None):
     """A copy of ``module`` with the shardings the TPU's SPMD partitioner is given for each of
     :func:`folded_transposes`' pairs: the dot takes its written layout transposed by the transpose's
     permutation (the rewritten dot computes the transposed result under the old dot's tile dims), the
     transpose takes the dot's written layout (the rewritten dot replaces it; its readers reshard from
-    that).  Returns ``(copy, pairs)`` with ``pairs`` the ``(dot name, transpose name)`` rewritten;
+    that).  ``device``: the profile's name; on a :data:`COMPUTED_FIRST_CHIPS` chip a pair whose dot has
+    its computed operand first and a read-only one second is not folded (the simplifier keeps the
+    computed operand first), and each of :func:`operand_swaps`' dots takes its written layout laid out
+    as ``dot(b, a)`` (:func:`_swap_dims`), its readers resharding from that.  Returns ``(copy, pairs)``
+    with ``pairs`` the ``(dot name, transpose name)`` rewritten (``(dot name, "")`` for a swap);
     ``(module, [])`` itself when there is none.  ``module`` is not changed."""
     pairs = folded_transposes(module)
-    if not pairs:
+    swaps = []
+    if device in COMPUTED_FIRST_CHIPS:
+        pairs = [(d, t) for d, t in pairs
+                 if not (_read_only(d.operands[1]) and not _read_only(d.operands[0]))]
+        folded = {id(d) for d, _ in pairs}
+        swaps = [d for d in operand_swaps(module) if id(d) not in folded]
+    if not pairs and not swaps:
         return module, []
     names = [(d.name, t.name) for d, t in pairs]
     copy = parse_module(print_module(module))
@@ -111,4 +202,8 @@ def tpu_partitioned_view(module):
         perm = list(t.dimensions or [])
         d.sharding = transposed_layout(written, perm)
         t.sharding = written
+    for d0 in swaps:
+        d = by_name[d0.name]
+        d.sharding = transposed_layout(d.sharding, _swap_dims(d))
+        names.append((d.name, ""))
     return copy, names
