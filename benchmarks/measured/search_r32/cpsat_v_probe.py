@@ -15,15 +15,15 @@ if pos is not None:
     m.hint(pos)
 s = cp_model.CpSolver()
 s.parameters.max_deterministic_time = float(sys.argv[2])
-s.parameters.max_time_in_seconds = 900
+s.parameters.max_time_in_seconds = float(sys.argv[4]) if len(sys.argv) > 4 else 900
 s.parameters.num_workers = 2
 v = sys.argv[3]
 if v == 'lbtree':
-    s.parameters.subsolvers[:] = ['lb_tree_search', 'max_lp']
+    s.parameters.subsolvers.extend(['lb_tree_search', 'max_lp'])
 elif v == 'maxlp':
-    s.parameters.subsolvers[:] = ['max_lp', 'core']
+    s.parameters.subsolvers.extend(['max_lp', 'core'])
 elif v == 'lbtree_lns':
-    s.parameters.subsolvers[:] = ['lb_tree_search', 'default_lp']
+    s.parameters.subsolvers.extend(['lb_tree_search', 'default_lp'])
 t = time.monotonic(); c = time.process_time()
 st = s.Solve(m.model)
 print(json.dumps({'variant': v, 'hint': pos is not None, 'status': s.StatusName(st), 'obj': s.ObjectiveValue() * m.scale + red.offset,

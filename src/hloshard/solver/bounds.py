@@ -43,6 +43,10 @@ BIG = float(INFINITY)
 #: frees each copy's as the next replaces it).  Not tuned: the bound's memory may double, no more (48-layer
 #: transformer at 2x2x2: per-edge float copies, ~1.2 GB, were step 4a's peak, which is why none was kept before)
 PRICED_KEEP = 1.0
+#: :meth:`DualBound._block`: a pruned edge's sweeps read the block of its rows and columns not wholly forbidden only
+#: when that skips at least this many entries (and half the matrix); below it, numpy's cost per call (~5-10 us, the
+#: time it reads ~10^4 floats) is more than the block saves.  Not tuned on a case: the order of that per-call cost
+BLOCK_MIN_SAVED = 4096
 
 
 class _NodesEdges:
@@ -178,11 +182,15 @@ class DualBound:
         minimum after the potentials is a scalar, ``forbid - max(pcol)`` (``forbid - max(prow)``), exactly as a
         minimum over the whole row of ``forbid - pcol`` rounds (float subtraction from a constant is monotone);
         ``rows`` / ``cols``: the indices of the others, ``block``: ``base[e]`` on those rows and columns with its
-        forbidden pairs at ``forbid``; ``far_rows`` / ``far_cols``: boolean masks of the far ones.  So a sweep reads
-        the entries a pruning left, not the whole matrix: decoder2's 2x2x2 problem pruned 1% under its incumbent
-        keeps 236,446 of 6,286,601 entries (round 31: a restricted pass cost what a full one does), with the same
-        minima to the bit (:meth:`_minima`).  Blocks are kept while they stay within :data:`PRICED_KEEP` times the
-        bytes of the dual's distinct ``base`` matrices (past that, one made per call)."""
+        forbidden pairs at ``forbid``; ``far_rows`` / ``far_cols``: boolean masks of the far ones, or None where
+        none is.  So a sweep reads the entries a pruning left, not the whole matrix: decoder2's 2x2x2 problem pruned
+        1% over its converged bound keeps 236,140 of 6,286,601 entries (round 31: a restricted pass cost what a
+        full one does), with the same minima to the bit (:meth:`_minima`).  Where the far lines save fewer than
+        half the entries, or fewer than :data:`BLOCK_MIN_SAVED`, the block is the whole priced matrix (``rows`` and
+        ``cols`` None): a block's extra numpy calls cost more than the entries they skip (keras-hub Gemma's 2x4
+        problem, 535 pruned edges of ~800 entries: 0.0193 CPU-s a pass with blocks everywhere against 0.0120).
+        Blocks are kept while they stay within :data:`PRICED_KEEP` times the bytes of the dual's distinct ``base``
+        matrices (past that, one made per call)."""
         kept = self.__dict__.get("_kept")
         if kept is None:
             distinct = {id(f): f.nbytes for f in self.base}
@@ -194,11 +202,17 @@ class DualBound:
         c = self.cut[e]
         far_rows = c.all(axis=1)
         far_cols = c.all(axis=0)
-        rows, cols = np.flatnonzero(~far_rows), np.flatnonzero(~far_cols)
-        ix = np.ix_(rows, cols)
-        block = np.where(c[ix], self.forbid, self.base[e][ix])
+        nr, nc = int(c.shape[0] - far_rows.sum()), int(c.shape[1] - far_cols.sum())
+        saved = c.size - nr * nc
+        if saved < max(BLOCK_MIN_SAVED, c.size / 2):
+            block = np.where(c, self.forbid, self.base[e])
+            out = (None, None, block, None, None)
+        else:
+            rows, cols = np.flatnonzero(~far_rows), np.flatnonzero(~far_cols)
+            ix = np.ix_(rows, cols)
+            block = np.where(c[ix], self.forbid, self.base[e][ix])
+            out = (rows, cols, block, far_rows if nr < c.shape[0] else None, far_cols if nc < c.shape[1] else None)
         block.flags.writeable = False
-        out = (rows, cols, block, far_rows, far_cols)
         if block.nbytes <= self._kept_left:
             kept[e] = out
             self._kept_left -= block.nbytes
@@ -212,6 +226,10 @@ class DualBound:
             return np.minimum(m, BIG, out=m)
         rows, cols, block, _, _ = self._block(e)
         p, q = self.prow[e], self.pcol[e]
+        if rows is None:
+            m = block - p[:, None]
+            m -= q[None, :]
+            return np.minimum(m, BIG, out=m)
         m = np.subtract(self.forbid, p)[:, None] - q[None, :]   # every entry priced forbid, as _priced's are
         if len(rows) and len(cols):
             sub = block - p[rows][:, None]
@@ -223,29 +241,32 @@ class DualBound:
         """Row minima (``row``) or column minima of edge ``e``'s reparametrised matrix (at most BIG); a pruned edge's
         from its :meth:`_block`, the same values as over its whole priced matrix."""
         if self.cut[e] is None:
-            if row:
-                r = np.subtract(self.base[e], self.pcol[e][None, :]).min(axis=1) - self.prow[e]
-            else:
-                r = np.subtract(self.base[e], self.prow[e][:, None]).min(axis=0) - self.pcol[e]
-            return np.minimum(r, BIG, out=r)
-        rows, cols, block, far_rows, far_cols = self._block(e)
-        if row:
-            mine, other, keep, far_other, far_mine = self.prow[e], self.pcol[e], rows, far_cols, far_rows
-            axis, sub = 1, np.subtract(block, other[cols][None, :]) if len(cols) else None
+            m, keep = self.base[e], None
         else:
-            mine, other, keep, far_other, far_mine = self.pcol[e], self.prow[e], cols, far_rows, far_cols
-            axis, sub = 0, np.subtract(block, other[rows][:, None]) if len(rows) else None
+            rows, cols, m, far_rows, far_cols = self._block(e)
+            keep = rows
+        if keep is None:   # the whole matrix
+            if row:
+                r = np.subtract(m, self.pcol[e][None, :]).min(axis=1) - self.prow[e]
+            else:
+                r = np.subtract(m, self.prow[e][:, None]).min(axis=0) - self.pcol[e]
+            return np.minimum(r, BIG, out=r)
+        if row:
+            mine, other, keep, across, far_other, far_mine = self.prow[e], self.pcol[e], rows, cols, far_cols, far_rows
+            low = np.subtract(m, other[across][None, :]).min(axis=1) if len(across) else None
+        else:
+            mine, other, keep, across, far_other, far_mine = self.pcol[e], self.prow[e], cols, rows, far_rows, far_cols
+            low = np.subtract(m, other[across][:, None]).min(axis=0) if len(across) else None
         # a far line: every entry forbid - other; a kept line: its block's minimum and, when some line across is
         # far, that line's entry (forbid - other there), whichever is less
-        r = np.full(len(mine), np.subtract(self.forbid, other.max()) if len(other) else self.forbid)
-        if len(keep):
-            if sub is not None and sub.size:
-                low = sub.min(axis=axis)
-                if far_other.any():
-                    low = np.minimum(low, np.subtract(self.forbid, other[far_other].max()))
-            else:
-                low = np.full(len(keep), np.subtract(self.forbid, other.max()) if len(other) else self.forbid)
-            r[keep] = low
+        if far_other is not None and low is not None:
+            low = np.minimum(low, np.subtract(self.forbid, other[far_other].max()))
+        if far_mine is None and low is not None:
+            r = low
+        else:
+            r = np.full(len(mine), np.subtract(self.forbid, other.max()))
+            if low is not None:
+                r[keep] = low
         r -= mine
         return np.minimum(r, BIG, out=r)
 
