@@ -38,10 +38,11 @@ from .presolve import Infeasible, _normalised
 from .heuristic import point_penalties
 
 BIG = float(INFINITY)
-#: :meth:`DualBound._priced`: the priced copies of a dual's pruned edges it keeps, at most this many times the bytes of
+#: :meth:`DualBound._block`: the priced blocks of a dual's pruned edges it keeps, at most this many times the bytes of
 #: its distinct problem matrices (the dual then holds at most twice what it held before; a chain of restricted duals
-#: frees each copy's as the next replaces it).  Not tuned: the bound's memory may double, no more (48-layer
-#: transformer at 2x2x2: per-edge float copies, ~1.2 GB, were step 4a's peak, which is why none was kept before)
+#: frees each block as the next replaces it).  Not tuned: the bound's memory may double, no more (48-layer
+#: transformer at 2x2x2: per-edge float copies, ~1.2 GB, were step 4a's peak, which is why none was kept before).
+#: Since round 32 a block holds only the rows and columns its pruning did not wholly forbid, so more of them fit
 PRICED_KEEP = 1.0
 #: :meth:`DualBound._block`: a pruned edge's sweeps read the block of its rows and columns not wholly forbidden only
 #: when that skips at least this many entries (and half the matrix); below it, numpy's cost per call (~5-10 us, the
@@ -118,8 +119,8 @@ class DualBound:
         copied: the copy reads this dual's float matrices (one per distinct matrix, shared) and ``pruned``'s
         masks (``cut``, one byte per pair of a pruned edge), pricing a forbidden pair ``forbid`` in its matrix
         entry's place (48-layer transformer at 2x2x2: a float64 copy per edge, ~1.2 GB, was step 4a's peak); the
-        priced matrices of pruned edges it makes are kept only within :data:`PRICED_KEEP` times the bytes of the
-        distinct matrices (:meth:`_priced`).  Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
+        priced blocks of pruned edges it makes are kept only within :data:`PRICED_KEEP` times the bytes of the
+        distinct matrices (:meth:`_block`).  Raises ValueError when ``pruned``'s node or edge shapes differ from this dual's."""
         if len(pruned.node_costs) != len(self.theta) or len(pruned.edge_costs) != len(self.base):
             raise ValueError("restricted: a problem with other nodes or edges than the dual's")
         out = DualBound.__new__(DualBound)
@@ -166,15 +167,6 @@ class DualBound:
             m = out.matrix(e)
             out.emin[e] = min(float(m.min()), BIG) if m.size else 0.0
         return out
-
-    def _priced(self, e: int) -> np.ndarray:
-        """Edge ``e``'s whole matrix as this dual prices it, read only: ``base[e]`` itself when no pair of it is
-        forbidden, else a new array, ``base[e]`` with the pairs a pruning forbade at ``forbid``.  The sweeps do not
-        read it (:meth:`_block`); :meth:`matrix` makes the reparametrised matrix without it."""
-        c = self.cut[e]
-        if c is None:
-            return self.base[e]
-        return np.where(c, self.forbid, self.base[e])
 
     def _block(self, e: int) -> tuple:
         """A pruned edge ``e``'s matrix as its sweeps read it: ``(rows, cols, block, far_rows, far_cols)``.  A row
@@ -230,7 +222,7 @@ class DualBound:
             m = block - p[:, None]
             m -= q[None, :]
             return np.minimum(m, BIG, out=m)
-        m = np.subtract(self.forbid, p)[:, None] - q[None, :]   # every entry priced forbid, as _priced's are
+        m = np.subtract(self.forbid, p)[:, None] - q[None, :]   # every entry priced forbid, then the block's
         if len(rows) and len(cols):
             sub = block - p[rows][:, None]
             sub -= q[cols][None, :]
