@@ -211,22 +211,12 @@ class DualBound:
         return out
 
     def matrix(self, e: int) -> np.ndarray:
-        """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG)."""
-        if self.cut[e] is None:
-            m = self.base[e] - self.prow[e][:, None]
-            m -= self.pcol[e][None, :]
-            return np.minimum(m, BIG, out=m)
-        rows, cols, block, _, _ = self._block(e)
-        p, q = self.prow[e], self.pcol[e]
-        if rows is None:
-            m = block - p[:, None]
-            m -= q[None, :]
-            return np.minimum(m, BIG, out=m)
-        m = np.subtract(self.forbid, p)[:, None] - q[None, :]   # every entry priced forbid, then the block's
-        if len(rows) and len(cols):
-            sub = block - p[rows][:, None]
-            sub -= q[cols][None, :]
-            m[np.ix_(rows, cols)] = sub
+        """Edge ``e``'s reparametrised matrix ``M_e - p_e - q_e`` (a new float array, at most BIG); a pruned edge's
+        forbidden pairs priced ``forbid`` (the entries :meth:`_block`'s minima stand for)."""
+        c = self.cut[e]
+        m = self.base[e] - self.prow[e][:, None] if c is None else \
+            np.where(c, self.forbid, self.base[e]) - self.prow[e][:, None]
+        m -= self.pcol[e][None, :]
         return np.minimum(m, BIG, out=m)
 
     def _minima(self, e: int, row: bool) -> np.ndarray:
