@@ -164,9 +164,33 @@ class DualBound:
         # the rounding margin: of values up to FORBID's size
         out.scale = costs + 4.0 * forbid
         for e in range(len(out.base)):
-            m = out.matrix(e)
-            out.emin[e] = min(float(m.min()), BIG) if m.size else 0.0
+            out.emin[e] = out._least(e)
         return out
+
+    def _least(self, e: int) -> float:
+        """``min(M'_e)`` as ``min(float(matrix(e).min()), BIG)`` computes it (0.0 for an empty matrix), to the bit, from
+        a pruned edge's :meth:`_block` without its whole matrix: a far row's (column's) entries are ``forbid - p - q``,
+        least where ``p`` and ``q`` are largest (both subtractions are monotone)."""
+        if not self.base[e].size:
+            return 0.0
+        if self.cut[e] is None:
+            return min(float(self.matrix(e).min()), BIG)
+        rows, cols, block, far_rows, far_cols = self._block(e)
+        p, q = self.prow[e], self.pcol[e]
+        if rows is None:
+            m = block - p[:, None]
+            m -= q[None, :]
+            return min(float(m.min()), BIG)
+        low = BIG
+        if len(rows) and len(cols):
+            m = block - p[rows][:, None]
+            m -= q[cols][None, :]
+            low = min(low, float(m.min()))
+        if far_rows is not None:
+            low = min(low, float(np.subtract(self.forbid, p[far_rows].max()) - q.max()))
+        if far_cols is not None:
+            low = min(low, float(np.subtract(self.forbid, p.max()) - q[far_cols].max()))
+        return low
 
     def _block(self, e: int) -> tuple:
         """A pruned edge ``e``'s matrix as its sweeps read it: ``(rows, cols, block, far_rows, far_cols)``.  A row
