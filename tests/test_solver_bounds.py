@@ -481,7 +481,7 @@ def test_a_restricted_duals_sweeps_read_only_what_the_pruning_left_and_move_as_o
             for row in (True, False):
                 assert np.array_equal(a._minima(e, row), b._minima(e, row))
 
-    far = smaller = 0
+    far = smaller = far_least = 0
     for seed in range(8):
         p = clique_problem(70 + seed, n=7, k=5)
         red = presolve(p, enabled=frozenset({"fix"}))
@@ -501,6 +501,7 @@ def test_a_restricted_duals_sweeps_read_only_what_the_pruning_left_and_move_as_o
         new2, old2 = new.restricted(q2), old.restricted(q2)
         old2.__class__ = WholeMatrices
         old2.emin = np.array([min(float(old2.matrix(e).min()), BIG) for e in range(len(old2.base))])
+        same(new2, old2)
         for _ in range(3):
             new2.sweep(1)
             old2.sweep(1)
@@ -509,4 +510,21 @@ def test_a_restricted_duals_sweeps_read_only_what_the_pruning_left_and_move_as_o
             if c is not None:
                 far += int(c.all(axis=1).any() or c.all(axis=0).any())
                 smaller += new2._block(e)[2].size < c.size
+        # potentials of any size (a far line's entries can then be an edge's least): the least entry and the minima
+        rng = np.random.default_rng(seed)
+        for x, y in ((new, old), (new2, old2)):
+            for e, c in enumerate(x.cut):
+                if c is None:
+                    continue
+                x.prow[e] = y.prow[e] = rng.uniform(-4.0, 4.0, len(x.prow[e])) * x.forbid
+                x.pcol[e] = y.pcol[e] = rng.uniform(-4.0, 4.0, len(x.pcol[e])) * x.forbid
+                whole = min(float(y.matrix(e).min()), BIG)
+                assert x._least(e) == whole
+                for row in (True, False):
+                    assert np.array_equal(x._minima(e, row), y._minima(e, row))
+                rows, cols, block = x._block(e)[:3]
+                if rows is not None and len(rows) and len(cols) and (len(rows) < c.shape[0] or len(cols) < c.shape[1]):
+                    inner = (block - x.prow[e][rows][:, None]) - x.pcol[e][cols][None, :]
+                    far_least += whole < float(inner.min())
     assert far >= 3 and (smaller >= 3) == (min_saved == 0), (far, smaller)
+    assert far_least >= 3 or min_saved != 0, far_least
