@@ -437,3 +437,94 @@ def test_step_4a_prunes_its_swept_problem_again_and_hands_what_is_left_to_the_lp
             assert rec["sweeps"]["prunings"] >= 1 and rec["sweeps"]["left"] <= pst["edge_entries"][1] - 1
         reached += bound == opt
     assert handed >= 3 and reached >= 3, (handed, reached)
+
+
+@pytest.mark.parametrize("min_saved", [0, None])
+def test_a_restricted_duals_sweeps_read_only_what_the_pruning_left_and_move_as_over_the_whole_matrices(monkeypatch, min_saved):
+    """``DualBound._block`` (round 32): a restricted dual's sweeps read each pruned edge's entries on the rows and
+    columns not wholly forbidden, the wholly forbidden ones as one scalar each; its potentials, node costs, bound and
+    reparametrised matrices must be, to the bit, those of the same sweeps over the whole matrices with every
+    forbidden pair priced ``forbid`` (the definition, written out here as round 31 computed it).  On clique problems
+    pruned tight enough that whole rows and columns go (checked: some do, and some blocks are smaller than their
+    matrix); a chain of two restrictions as step 4a makes them.  ``BLOCK_MIN_SAVED`` 0: every pruned edge read as a
+    block (these matrices are small); default: as whole priced matrices."""
+    import hloshard.solver.bounds as bounds
+    from hloshard.solver.bounds import BIG, reduced_cost_pruning
+
+    if min_saved is not None:
+        monkeypatch.setattr(bounds, "BLOCK_MIN_SAVED", min_saved)
+
+    class WholeMatrices(DualBound):   # the sweeps of round 31: every pruned matrix whole, forbidden pairs priced
+        def _whole(self, e):
+            c = self.cut[e]
+            return self.base[e] if c is None else np.where(c, self.forbid, self.base[e])
+
+        def matrix(self, e):
+            m = self._whole(e) - self.prow[e][:, None]
+            m -= self.pcol[e][None, :]
+            return np.minimum(m, BIG, out=m)
+
+        def _minima(self, e, row):
+            if row:
+                r = np.subtract(self._whole(e), self.pcol[e][None, :]).min(axis=1) - self.prow[e]
+            else:
+                r = np.subtract(self._whole(e), self.prow[e][:, None]).min(axis=0) - self.pcol[e]
+            return np.minimum(r, BIG, out=r)
+
+    def same(a, b):
+        assert all(np.array_equal(x, y) for x, y in zip(a.theta, b.theta))
+        assert all(np.array_equal(x, y) for x, y in zip(a.prow, b.prow))
+        assert all(np.array_equal(x, y) for x, y in zip(a.pcol, b.pcol))
+        assert np.array_equal(a.emin, b.emin) and a.value() == b.value()
+        for e in range(len(a.base)):
+            assert np.array_equal(a.matrix(e), b.matrix(e))
+            for row in (True, False):
+                assert np.array_equal(a._minima(e, row), b._minima(e, row))
+
+    far = smaller = far_least = 0
+    for seed in range(8):
+        p = clique_problem(70 + seed, n=7, k=5)
+        red = presolve(p, enabled=frozenset({"fix"}))
+        _, dual = lower_bound(red, passes=3)
+        target = int(dual.proven()) + 4 + seed   # a few units above the bound: most strategies and pairs go
+        q, _st = reduced_cost_pruning(red, dual, target)
+        new = dual.restricted(q)
+        old = dual.restricted(q)
+        old.__class__ = WholeMatrices
+        old.emin = np.array([min(float(old.matrix(e).min()), BIG) for e in range(len(old.base))])   # round 31's
+        same(new, old)
+        for _ in range(3):
+            new.sweep(2)
+            old.sweep(2)
+            same(new, old)
+        q2, _st = reduced_cost_pruning(q, new, target)
+        new2, old2 = new.restricted(q2), old.restricted(q2)
+        old2.__class__ = WholeMatrices
+        old2.emin = np.array([min(float(old2.matrix(e).min()), BIG) for e in range(len(old2.base))])
+        same(new2, old2)
+        for _ in range(3):
+            new2.sweep(1)
+            old2.sweep(1)
+            same(new2, old2)
+        for e, c in enumerate(new2.cut):
+            if c is not None:
+                far += int(c.all(axis=1).any() or c.all(axis=0).any())
+                smaller += new2._block(e)[2].size < c.size
+        # potentials of any size (a far line's entries can then be an edge's least): the least entry and the minima
+        rng = np.random.default_rng(seed)
+        for x, y in ((new, old), (new2, old2)):
+            for e, c in enumerate(x.cut):
+                if c is None:
+                    continue
+                x.prow[e] = y.prow[e] = rng.uniform(-4.0, 4.0, len(x.prow[e])) * x.forbid
+                x.pcol[e] = y.pcol[e] = rng.uniform(-4.0, 4.0, len(x.pcol[e])) * x.forbid
+                whole = min(float(y.matrix(e).min()), BIG)
+                assert x._least(e) == whole
+                for row in (True, False):
+                    assert np.array_equal(x._minima(e, row), y._minima(e, row))
+                rows, cols, block = x._block(e)[:3]
+                if rows is not None and len(rows) and len(cols) and (len(rows) < c.shape[0] or len(cols) < c.shape[1]):
+                    inner = (block - x.prow[e][rows][:, None]) - x.pcol[e][cols][None, :]
+                    far_least += whole < float(inner.min())
+    assert far >= 3 and (smaller >= 3) == (min_saved == 0), (far, smaller)
+    assert far_least >= 3 or min_saved != 0, far_least
