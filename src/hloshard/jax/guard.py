@@ -1291,10 +1291,23 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             guard.update(applied=True, fallback=plan.name)
             how = (" (its intermediates as XLA propagates its entry shardings, not the greedy completion of "
                    "the known plans' row)" if getattr(plan, "completion", None) == "xla" else "")
+            got = format_bytes(int(back_result.evaluation.peak_memory))
+            if plan.name == "baseline":
+                # two figures of one plan (new user 31's F4: "above the baseline's 34.6 MiB ... keeps it (39.0 MiB)"):
+                # the baseline's peak is its written module's, the plan returned is priced in the graph's figure
+                keeps = (f"is returned instead: the baseline's own layouts as a plan of the graph{how}, "
+                         f"{got} in the graph's figure (which counts the step's outputs where they are computed; "
+                         f"the baseline's {format_bytes(limit)} is the same layouts written and priced), objective "
+                         f"{back_result.evaluation.total:,.0f} against {result.evaluation.total:,.0f}")
+                guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device in the graph's "
+                                 f"figure, above the {base['plan']} baseline's {format_bytes(limit)} (its written "
+                                 f"module's figure), and no plan was found within it ({reason}); the baseline's plan "
+                                 f"{keeps}")
+                return back_result, guard
             guard["note"] = (f"memory guard: the plan peaks at {format_bytes(plan_peak)} per device, above the "
                              f"{base['plan']} baseline's {format_bytes(limit)} (both predicted), and no plan was "
                              f"found within it ({reason}); the {plan.name} plan, known before the search{how}, "
-                             f"keeps it ({format_bytes(int(back_result.evaluation.peak_memory))}, objective "
+                             f"keeps it ({got}, objective "
                              f"{back_result.evaluation.total:,.0f} against {result.evaluation.total:,.0f}): "
                              f"returned instead")
             return back_result, guard
