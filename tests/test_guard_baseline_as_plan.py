@@ -89,10 +89,8 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_asked_at_its_own_gra
     monkeypatch.setattr(autoshard, "solve_module", search)
     monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: types.SimpleNamespace(
         pin_operands=False, problem=None, budget=budget, memory_budget=budget))
-    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": 9_000_000})
-    monkeypatch.setattr(guard, "data_parallel_baseline", lambda *a, **k: None)
-    monkeypatch.setattr(guard, "fsdp_baseline", lambda *a, **k: {"plan": guard.FSDP_BASELINE,
-                                                                  "peak_bytes": 2_000_000})
+    monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 2_000_000})
+    monkeypatch.setattr(guard, "user_sharded", lambda module: True)
     monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
     monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
     monkeypatch.setattr(guard, "_fallback", lambda *a, **k: None)
@@ -103,7 +101,7 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_asked_at_its_own_gra
     first = SolveResult(types.SimpleNamespace(pin_operands=False, memory_budget=None), Sol([0, 1], 50, "optimal"),
                         [0, 1], types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
-    assert info["baseline"] == guard.FSDP_BASELINE
+    assert info["baseline"] == "gspmd"
     assert len(calls) == 2 and info["resolves"] == 2 and "exact_step" not in info, info
     assert calls[0] == (budget_for_model_limit(2_000_000, None), [0, 1])
     assert calls[1] == (budget_for_model_limit(2_500_000, None), [2, 2])   # its own peak, from it
@@ -111,9 +109,20 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_asked_at_its_own_gra
     assert info["limit_bytes"] == 2_500_000 and info["baseline_as_plan"]["asked"]
     assert "as a plan of the graph" in info["note"]
 
-    # no baseline plan: the band above the search's nearest plan (3,000,000), from the search's plan
-    calls.clear()
-    monkeypatch.setattr(guard, "baseline_as_plan", lambda result, base: None)
-    result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+    # no baseline plan, or a baseline other than the user's shardings (FSDP here): the band above the search's
+    # nearest plan (3,000,000), from the search's plan
     band = guard.band_limit(3_000_000, 9_000_000)
-    assert calls[1] == (budget_for_model_limit(band, None), [1, 1]) and "baseline_as_plan" not in info
+    for none, kind in ((True, "gspmd"), (False, guard.FSDP_BASELINE)):
+        calls.clear()
+        if none:
+            monkeypatch.setattr(guard, "baseline_as_plan", lambda result, base: None)
+        else:
+            monkeypatch.setattr(guard, "baseline_as_plan", lambda result, base: ([2, 2], own_ev))
+            monkeypatch.setattr(guard, "user_sharded", lambda module: False)
+            monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan",
+                                                                          "peak_bytes": 9_000_000})
+            monkeypatch.setattr(guard, "data_parallel_baseline", lambda *a, **k: None)
+            monkeypatch.setattr(guard, "fsdp_baseline", lambda *a, **k: {"plan": kind, "peak_bytes": 2_000_000})
+        result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
+        assert info["baseline"] == kind
+        assert calls[1] == (budget_for_model_limit(band, None), [1, 1]) and "baseline_as_plan" not in info
