@@ -11,10 +11,13 @@ import contextlib
 import dataclasses
 import time
 
+from ..autoshard.evaluate import evaluate_choice
 from ..autoshard.solve import _Unwritten
+from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
 from ..units import format_bytes
+from .known import entry_choice, propagated_choice
 
 
 def user_sharded(module) -> bool:
@@ -574,10 +577,6 @@ def baseline_as_plan(result, base: dict):
     helper dotslice), and given tunix's weights, 9,020,324 B against 10,802,356 B; no re-solve found a plan within
     the written figure, and the band above the search's nearest plan returned plans XLA peaks 14.57 and 12.28 MB
     at, above both baselines' own XLA peaks."""
-    from ..autoshard.evaluate import evaluate_choice
-    from ..costgraph import evaluate
-    from .known import entry_choice, propagated_choice
-
     kind = base.get("plan")
     if kind in ("gspmd", "gspmd_from_plan"):
         back = _baseline_plan(result, base)
