@@ -144,8 +144,12 @@ class AutoShardResult:
 
     def xla(self):
         """XLA's figures for this plan beside hloshard's prediction, as ``hloshard cost --xla`` gives them for
-        :attr:`hlo_text`: the written module (what :meth:`jit` runs: new user 21's Falcon step compiled both
-        ways moved the same bytes) partitioned by XLA's SPMD partitioner (GSPMD, jax in a child process), its
+        :attr:`hlo_text`: the written module (the plan :meth:`jit` carries out through :attr:`fn`'s constraints: new
+        user 21's Falcon step compiled both ways moved the same bytes) partitioned by XLA's SPMD partitioner (GSPMD,
+        jax in a child process).  :meth:`jit` compiles with jax's default partitioner (Shardy on jax 0.10.2), which
+        completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
+        on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
+        ``plan.jit()``, F3); compile ``plan.jit().lower(*args).compile()`` for the figure of the program run.  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per

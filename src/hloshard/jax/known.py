@@ -129,6 +129,28 @@ def propagated_choice(graph, choice, found: dict) -> list | None:
     return complete_plan(graph.problem, allowed, getattr(graph, "follows", ()))
 
 
+def entry_choice(graph, choice, found: dict) -> list:
+    """``choice`` (one strategy index per node of ``graph``) with each entry node (:func:`entry_nodes`: the
+    entry parameters' and the values the root returns) whose instruction ``found`` names a layout for
+    (instruction name -> HloSharding, e.g. a baseline's entry shardings and XLA's propagation from them,
+    :func:`hloshard.jax.guard.entry_propagation`) at the first of its strategies with that output layout; an
+    entry node with none keeps ``choice``'s.  The start :func:`propagated_choice` keeps at the entry, for a
+    baseline whose entry shardings are not a plan's own (the data-parallel and FSDP baselines)."""
+    minfo = graph.ctx.minfo
+    out = [int(x) for x in choice]
+    for v in entry_nodes(graph):
+        g = graph.nodes[v]
+        want = found.get(g.instr.name)
+        if g.multi or want is None or g.instr.shape.is_tuple:
+            continue
+        rank = len(g.instr.shape.dims)
+        for q, st in enumerate(g.strategies):
+            if st.out is not None and minfo.to_sharding(st.out, rank) == want:
+                out[v] = q
+                break
+    return out
+
+
 def known_plans(graph, state_params=(), propagate=None, fast: bool = True) -> list[KnownPlan]:
     """The plans of ``graph`` (a :class:`hloshard.autoshard.build.Graph`) known without a search:
 
