@@ -13,6 +13,7 @@ from hloshard.autoshard.trivial import trivial_plans
 from hloshard.costgraph import evaluate
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
+from tests.patching import setattr_everywhere
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 BUDGET = 8 << 20   # data parallel over both axes fits its limit (5.9 of 6.6 MB predicted)
@@ -43,7 +44,7 @@ def test_solve_writes_a_known_plan_when_the_search_ends_over_the_limit(monkeypat
             ev.peak_memory = 10 * BUDGET
         return ev
 
-    monkeypatch.setattr(solve_mod, "evaluate_choice", over_first)
+    setattr_everywhere(monkeypatch, solve_mod, "evaluate_choice", over_first)
     monkeypatch.setattr(solve_mod, "_fit_buffers",
                         lambda graph, sol, choice, ev, *a, **k: (sol, choice, ev, 0.0, True))
     # the search under the budget (a graph built for it: solve_module's unbudgeted plan, which keeps this

@@ -24,6 +24,7 @@ from hloshard.errors import SolveFailed
 from hloshard.hlo import parse_module, print_module
 from hloshard.load import load_module
 from hloshard.mesh import DeviceMesh
+from tests.patching import setattr_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
 SCAN = ROOT / "samples" / "scan_mlp_train_step.pre.hlo"
@@ -106,7 +107,7 @@ def test_a_known_plan_whose_written_module_keeps_the_limit_is_written(solved, fl
 def test_no_known_plan_keeps_it_then_exit_3(solved, monkeypatch):
     """When no known plan's written module keeps the limit either, SolveFailed (exit 3) names both figures."""
     m, mesh, r = _fresh(solved)
-    monkeypatch.setattr("hloshard.autoshard.trivial.trivial_plans", lambda graph: [])
+    setattr_everywhere(monkeypatch, "hloshard.autoshard.trivial.trivial_plans", lambda graph: [])
     monkeypatch.setattr(solve_mod, "budget_start", lambda graph: None)
     monkeypatch.setattr(r.graph, "known", [], raising=False)
     with pytest.raises(SolveFailed) as exc:

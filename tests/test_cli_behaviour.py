@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import COMMANDS, main
 from tests.conftest import ROOT
+from tests.patching import setattr_everywhere
 
 SAMPLES = ROOT / "samples"
 MLP_PRE = SAMPLES / "mlp_train_step.pre.hlo"
@@ -136,7 +137,7 @@ def test_solve_json_still_prints_warnings_on_stderr(tmp_path, monkeypatch):
         rep["warnings"] = rep["warnings"] + ["a test warning"]
         return rep
 
-    monkeypatch.setattr(cmd, "build_report", with_warning)
+    setattr_everywhere(monkeypatch, cmd, "build_report", with_warning)
     out = tmp_path / "m.hlo"
     r = run(["solve", MLP_PRE, "--mesh", "2x4", "--format", "json", "--deterministic", "--time-limit", "5", "-o", out])
     assert r.exit_code == 0, r.output
@@ -186,7 +187,7 @@ def test_unwritable_output_fails_before_the_solve(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("the solve started although the output cannot be written")
 
-    monkeypatch.setattr(autoshard, "solve_module", boom)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", boom)
     ro = tmp_path / "ro"
     ro.mkdir()
     for path, reason in ((tmp_path / "missing" / "x.hlo", "No such file or directory"),

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from hloshard.cli import main
 from tests.conftest import ROOT
+from tests.patching import setattr_everywhere
 
 SAMPLES = ROOT / "samples"
 MLP_PRE = SAMPLES / "mlp_train_step.pre.hlo"
@@ -181,7 +182,7 @@ def test_partition_specs_child_starts_with_the_search_and_its_seconds_are_reserv
     from hloshard.commands import solve as cmd
 
     children = []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: children.append((module, n, _Child())) or
+    setattr_everywhere(monkeypatch, cmd, "start_jax_child", lambda module, n: children.append((module, n, _Child())) or
                         children[-1][2])
     monkeypatch.setattr(cmd, "partition_specs_reserve", lambda start: 10_000.0)
     deadlines, started_at = [], []
@@ -200,7 +201,7 @@ def test_partition_specs_child_starts_with_the_search_and_its_seconds_are_reserv
             started_at.append(len(children))   # once, at the first solver event
         raise Stop
 
-    monkeypatch.setattr(autoshard, "solve_module", solve_stub)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", solve_stub)
     for specs in ([], ["--partition-specs", tmp_path / "specs.json"]):
         r = run(["solve", MLP_PRE, "--mesh", "2x4", "-o", tmp_path / "x.hlo", "--time-limit", "30", *specs])
         assert isinstance(r.exception, Stop), r.output
@@ -215,7 +216,7 @@ def test_partition_specs_are_written_by_the_child_started_early(monkeypatch, tmp
     from hloshard.commands import solve as cmd
 
     started, given = [], []
-    monkeypatch.setattr(cmd, "start_jax_child", lambda module, n: started.append(_Child()) or started[-1])
+    setattr_everywhere(monkeypatch, cmd, "start_jax_child", lambda module, n: started.append(_Child()) or started[-1])
     monkeypatch.setattr(cmd, "write_partition_specs", lambda path, module, dmesh, child=None: given.append(child) or
                         {"parameters": [{"index": 0, "path": None}, {"index": 1, "path": None}]})
     report = tmp_path / "r.json"

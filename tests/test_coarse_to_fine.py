@@ -13,6 +13,7 @@ from hloshard.costgraph import evaluate
 from hloshard.hlo.parser import parse_module
 from hloshard.load import load_module
 from hloshard.mesh import DeviceMesh
+from tests.patching import setattr_everywhere
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 SAMPLE = SAMPLES / "mlp_train_step.pre.hlo"
@@ -654,7 +655,7 @@ def test_coarse_fallback_prices_the_known_plans_and_keeps_the_cheapest(monkeypat
         return Solution(strategies=list(rep), objective=int(rep_obj), bound=None, status="feasible", seconds=0.1)
 
     monkeypatch.setattr(coarse, "fine_build_estimate", lambda *a: (1e6, 99.0))
-    monkeypatch.setattr(coarse, "build_graph", lambda module, mesh_, *a, **k: cgraph)
+    setattr_everywhere(monkeypatch, coarse, "build_graph", lambda module, mesh_, *a, **k: cgraph)
     monkeypatch.setattr("hloshard.autoshard.solve.solve_graph", replicated_solve)
     asked = []
 
@@ -831,7 +832,7 @@ def test_deterministic_refined_build_ruled_out_before_it_is_built(monkeypatch):
         built.append(tuple(m.shape))
         return real(module, m, *args, **kwargs)
 
-    monkeypatch.setattr(coarse, "build_graph", recording)
+    setattr_everywhere(monkeypatch, coarse, "build_graph", recording)
     fixed = coarse.det_fixed_seconds(coarse.solve_entries_estimate(_module(name), mesh))
     assert 1.0 < fixed < 7.5   # so: past the share of time_limit 1 (0.75 s), within that of 10 (7.5 s)
     res = solve_module(_module(name), mesh, time_limit=1, workers=1, deterministic=True, reevaluate=False,
@@ -981,7 +982,7 @@ def test_charged_coarse_start_pays_its_build_and_mapping_from_its_share(monkeypa
         limits.append(time_limit)
         return solve_graph(graph, time_limit=time_limit, **k)
 
-    monkeypatch.setattr(coarse, "build_graph", timed_build)
+    setattr_everywhere(monkeypatch, coarse, "build_graph", timed_build)
     cs = coarse_solve(m, fine, recording_solve, "io", None, 30.0, 1, 0, False, charged=True)
     assert cs is not None and len(built) == 1 and len(limits) == 1
     assert limits[0] == pytest.approx(30.0 - built[0] * (1 + MAP_SHARE), abs=0.05)

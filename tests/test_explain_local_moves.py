@@ -10,6 +10,7 @@ from hloshard.autoshard import evaluate_module
 from hloshard.autoshard.local import improve_written, paid_nodes
 from hloshard.hlo import parse_module
 from hloshard.mesh import DeviceMesh
+from tests.patching import setattr_everywhere
 
 MESH = DeviceMesh.parse("4")
 
@@ -111,7 +112,7 @@ def test_elimination_is_the_brute_force_minimum():
     assert eliminate(unary, pairs, 1 << 20) is None
 
 
-def test_kept_annotations_and_the_cli_default():
+def test_kept_annotations_and_the_cli_default(monkeypatch):
     """solve keeps what --keep keeps: with keep='all' the detour's x stays (the pass would move it,
     above); and `solve` runs the pass unless --no-local-moves."""
     from click.testing import CliRunner
@@ -136,12 +137,9 @@ def test_kept_annotations_and_the_cli_default():
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "detour.hlo"
         path.write_text(DETOUR)
-        local.improve_written = spy
-        try:
-            for extra, n in (([], 1), (["--no-local-moves"], 1), (["--local-moves"], 2)):
-                r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "4", "--deterministic", "--time-limit", "5",
-                                              "-o", str(Path(d) / "out.hlo"), "--quiet", *extra])
-                assert r.exit_code == 0, r.output
-                assert len(calls) == n
-        finally:
-            local.improve_written = real
+        setattr_everywhere(monkeypatch, local, "improve_written", spy)
+        for extra, n in (([], 1), (["--no-local-moves"], 1), (["--local-moves"], 2)):
+            r = CliRunner().invoke(main, ["solve", str(path), "--mesh", "4", "--deterministic", "--time-limit", "5",
+                                          "-o", str(Path(d) / "out.hlo"), "--quiet", *extra])
+            assert r.exit_code == 0, r.output
+            assert len(calls) == n

@@ -12,6 +12,7 @@ from hloshard.autoshard.apply import instruction_sharding
 from hloshard.autoshard.solve import SolveResult, solve_module
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
+from tests.patching import setattr_everywhere
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 
@@ -87,8 +88,8 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_reported_beside_the_
         priced.append(base["plan"])
         return [2, 2], types.SimpleNamespace(peak_memory=2_500_000, total=8.0)
 
-    monkeypatch.setattr(autoshard, "solve_module", search)
-    monkeypatch.setattr(build, "with_memory_budget", lambda graph, budget: types.SimpleNamespace(
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", search)
+    setattr_everywhere(monkeypatch, build, "with_memory_budget", lambda graph, budget: types.SimpleNamespace(
         pin_operands=False, problem=None, budget=budget, memory_budget=budget))
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": 2_000_000})
     monkeypatch.setattr(guard, "user_sharded", lambda module: True)
@@ -96,7 +97,7 @@ def test_after_a_failed_strict_resolve_the_baseline_plan_is_reported_beside_the_
     monkeypatch.setattr(guard, "plan_shardings", lambda *a: {})
     monkeypatch.setattr(guard, "_fallback", lambda *a, **k: None)
     monkeypatch.setattr(guard, "_baseline_plan", lambda *a, **k: None)
-    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (80, True))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (80, True))
     monkeypatch.setattr(guard, "baseline_as_plan", as_plan)
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False, memory_budget=None), Sol([0, 1], 50, "optimal"),

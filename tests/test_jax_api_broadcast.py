@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import require_jax
+from tests.patching import setattr_everywhere
 
 
 def test_a_broadcast_source_on_sub_axes_is_constrained_to_the_broadcasts_layout(monkeypatch):
@@ -34,7 +35,7 @@ def test_a_broadcast_source_on_sub_axes_is_constrained_to_the_broadcasts_layout(
     op = dims(shape=dims(dims=(16, 128, 8)))
     b = dims(sharding=HloSharding.replicated(), shape=dims(dims=(16, 128, 8, 40)), dimensions=[0, 1, 2], operands=[op])
     path = (147,)
-    monkeypatch.setattr(api, "broadcast_sources", lambda module, eqns: [(path, 0, b, src)])
+    setattr_everywhere(monkeypatch, api, "broadcast_sources", lambda module, eqns: [(path, 0, b, src)])
     got: dict = {}
     assert api._broadcast_constraints(None, {}, got, mesh, sdy) == 1
     [(i, sh)] = got[path]
@@ -42,6 +43,6 @@ def test_a_broadcast_source_on_sub_axes_is_constrained_to_the_broadcasts_layout(
     # a broadcast that keeps the input's layout needs no constraint; nor one whose own layout needs sub-axes
     same = dims(sharding=split, shape=dims(dims=(16, 128, 8, 1)), dimensions=[0, 1, 2, 3],
                 operands=[dims(shape=dims(dims=(16, 128, 8, 1)))])
-    monkeypatch.setattr(api, "broadcast_sources", lambda module, eqns: [(path, 0, same, src)])
+    setattr_everywhere(monkeypatch, api, "broadcast_sources", lambda module, eqns: [(path, 0, same, src)])
     got = {}
     assert api._broadcast_constraints(None, {}, got, mesh, sdy) == 0 and got == {}

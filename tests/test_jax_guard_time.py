@@ -14,6 +14,7 @@ from hloshard.autoshard.solve import MIN_SOLVE_SECONDS, REPRICE_SHARE, solve_mod
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
 from hloshard.xla_check import child_argv
+from tests.patching import setattr_everywhere
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
 
@@ -34,8 +35,8 @@ def _stub_guard(monkeypatch, solve, baseline=None, with_budget=None):
     import hloshard.autoshard.build as build
     from hloshard.jax import guard
 
-    monkeypatch.setattr(autoshard, "solve_module", solve)
-    monkeypatch.setattr(build, "with_memory_budget", with_budget or (lambda graph, budget: graph))
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", solve)
+    setattr_everywhere(monkeypatch, build, "with_memory_budget", with_budget or (lambda graph, budget: graph))
     monkeypatch.setattr(guard, "baseline_peak",
                         baseline or (lambda *a, **k: {"plan": "gspmd", "peak_bytes": 1_000_000}))
     monkeypatch.setattr(guard, "plan_entry", lambda *a: {})
@@ -110,7 +111,7 @@ def test_guard_step_holding_a_failed_resolves_plan_starts_from_it_and_returns_it
 
     _stub_guard(monkeypatch, no_plan, with_budget=lambda graph, budget: types.SimpleNamespace(
         pin_operands=False, problem=None, budget=budget))
-    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
@@ -186,7 +187,7 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
     assert 2_000_000 < 2_200_000 <= info["limit_bytes"] == guard.band_limit(2_000_000, 9_000_000)
     # a band plan of the same cost as the held one: the held plan is returned (the band buys cost, nothing else)
     calls.clear()
-    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
 
     def same_cost(module, dmesh, **kw):
         calls.append(kw["memory_budget"])
@@ -197,7 +198,7 @@ def test_the_step_after_a_failed_resolve_takes_a_cheaper_plan_within_the_band(mo
         return SolveResult(kw["graph"], Sol([2, 2], 70, "feasible"), [2, 2],
                            types.SimpleNamespace(peak_memory=2_200_000, total=7.0), 0.0, 1.0)
 
-    monkeypatch.setattr(autoshard, "solve_module", same_cost)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", same_cost)
     result, info = guard._guard(first, module, types.SimpleNamespace(), "io", 10.0, 0, True)
     # the exact step (round 25) finds that plan again: not cheaper, the held plan stays
     assert len(calls) == 3 and info["applied"] and info["held"] and not info["exact_step"]["taken"]
@@ -222,7 +223,7 @@ def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(mo
 
     _stub_guard(monkeypatch, no_plan)
     asked = []
-    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+    setattr_everywhere(monkeypatch, solve, "pareto_step", lambda result, budget, **kw: (
         asked.append(budget) or result, {"applied": False, "tried": []}))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
 
@@ -240,7 +241,7 @@ def test_the_guard_reports_what_it_leaves_and_the_local_moves_get_their_share(mo
     # the Pareto step asked one bisection step's share of the guard's budget, not all it left (round 23)
     assert asked[-1] == guard.RESOLVE_SHARES[-1] * 8.0 < 8.0
     # a Pareto step that solved spent it
-    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **kw: (
+    setattr_everywhere(monkeypatch, solve, "pareto_step", lambda result, budget, **kw: (
         result, {"applied": False, "tried": [{"limit_bytes": 1}]}))
     _, info = guard.guard_plan(first(500_000), module, types.SimpleNamespace(), "io", 8.0, 0, True)
     assert info["work_left"] == 0.0
@@ -321,7 +322,7 @@ def test_wall_clock_guard_runs_its_baseline_inside_the_limit_and_keeps_the_reser
         seen.append(kw["deadline"])
         raise SolveFailed("nothing within")
 
-    monkeypatch.setattr(autoshard, "solve_module", fails)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", fails)
     first.graph.reprice_seconds = 0.1
     deadline = time.monotonic() + 5.0
     _, info = guard._guard(first, module, types.SimpleNamespace(), "io", 5.0, 0, False, deadline=deadline)
@@ -369,11 +370,11 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
     res.evaluation = dataclasses.replace(res.evaluation, peak_memory=4 * written)
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": base,
                                                                    "all_replicated": False})
-    monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-solved")))
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(AssertionError("re-solved")))
     # the Pareto step prices plans of the graph: it sees the module the graph was built on, not the pins written
     # (round 31: keras-hub's Gemma raised KeyError on a written pin in the step's evaluation)
     seen = []
-    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **k: (
+    setattr_everywhere(monkeypatch, solve, "pareto_step", lambda result, budget, **k: (
         seen.append(print_module(module)), (result, {"applied": False, "tried": []}))[1])
     out, info = guard.guard_plan(res, module, mesh, "io", 4.0, 0, True, write="keep")
     assert seen == [before]
@@ -386,7 +387,7 @@ def test_guard_judges_the_written_module_and_keeps_the_plan_written(monkeypatch)
     # a Pareto step that takes another plan: the module is put back (auto_shard writes the step's plan)
     module, mesh, res, before = _solved_mlp()
     res.evaluation = dataclasses.replace(res.evaluation, peak_memory=4 * written)
-    monkeypatch.setattr(solve, "pareto_step", lambda result, budget, **k: (
+    setattr_everywhere(monkeypatch, solve, "pareto_step", lambda result, budget, **k: (
         dataclasses.replace(result), {"applied": True, "tried": [{"limit_bytes": 1}]}))
     out, info = guard.guard_plan(res, module, mesh, "io", 4.0, 0, True, write="keep")
     assert out is not res and not info["written"] and out.written is None and print_module(module) == before
@@ -415,7 +416,7 @@ def test_guard_re_solves_a_plan_whose_written_module_peaks_above_and_puts_the_mo
         seen.append(print_module(m))
         raise SolveFailed("no plan within the limit")
 
-    monkeypatch.setattr(autoshard, "solve_module", no_plan)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", no_plan)
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd_from_plan", "peak_bytes": 1000,
                                                                    "all_replicated": False})
     out, info = guard._guard(res, module, mesh, "io", 4.0, 0, True, write="keep")
@@ -454,7 +455,7 @@ def test_when_the_band_holds_the_nearest_plan_the_exact_step_may_find_a_cheaper_
     import hloshard.costgraph as costgraph
     _stub_guard(monkeypatch, solve, with_budget=lambda graph, budget: types.SimpleNamespace(
         pin_operands=False, problem=None, budget=budget, memory_budget=budget))
-    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (70, True))
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (70, True))
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
     first = SolveResult(types.SimpleNamespace(pin_operands=False), Sol([0, 1], 50, "optimal"), [0, 1],
                         types.SimpleNamespace(peak_memory=9_000_000, total=5.0), 1.0, 1.0)
@@ -508,10 +509,10 @@ def test_the_guard_returns_the_cheapest_plan_its_solves_found_within_its_limit(m
 
     _stub_guard(monkeypatch, solve)
     monkeypatch.setattr(guard, "cheapest_found", real_cheapest_found)
-    monkeypatch.setattr(solve_mod, "pareto_step", pareto)
-    monkeypatch.setattr(costgraph, "evaluate", lambda problem, choice: (plans[tuple(choice)][0], True))
-    monkeypatch.setattr(solve_mod, "evaluate_choice", lambda g, c: ev(c))
-    monkeypatch.setattr("hloshard.autoshard.trivial.trivial_plans", lambda g: [])
+    setattr_everywhere(monkeypatch, solve_mod, "pareto_step", pareto)
+    setattr_everywhere(monkeypatch, costgraph, "evaluate", lambda problem, choice: (plans[tuple(choice)][0], True))
+    setattr_everywhere(monkeypatch, solve_mod, "evaluate_choice", lambda g, c: ev(c))
+    setattr_everywhere(monkeypatch, "hloshard.autoshard.trivial.trivial_plans", lambda g: [])
     module = types.SimpleNamespace(entry=types.SimpleNamespace(parameters=[]))
 
     def first():
@@ -620,6 +621,7 @@ def solved(*a, **k):
 def based(*a, **k):
     events.append("baseline read" if k.get("pending") is not None else "baseline run"); return base(*a, **k)
 guard.start_entry_propagation, autoshard.solve_module, guard.baseline_peak = started, solved, based
+api.solve_module = guard.solve_module = solved   # bound in both at module level (round 32)
 
 mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
 def step(w, x):
@@ -944,7 +946,7 @@ def test_wall_clock_auto_shard_starts_every_baseline_early_and_ends_the_first_so
         raise Stop()
 
     monkeypatch.setattr(api, "start_baselines", start)
-    monkeypatch.setattr(autoshard, "solve_module", solve)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", solve)
     mesh = Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("data", "model"))
 
     def step(w, x):

@@ -21,6 +21,7 @@ from hloshard.jax.known import known_plans
 from hloshard.mesh import DeviceMesh
 from hloshard.strategy.base import spec_axes
 from tests.conftest import ROOT
+from tests.patching import setattr_everywhere
 
 STATE = (0, 1, 2, 3)   # the weights; parameters 4 and 5 are the batch
 
@@ -127,7 +128,7 @@ def test_guard_falls_back_to_a_known_plan(monkeypatch):
     def refuse(*a, **k):
         raise SolveFailed("no feasible solution (test)")
 
-    monkeypatch.setattr(autoshard, "solve_module", refuse)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", refuse)
     # the fallback step alone: the guard's last rule (cheapest_found over every plan the call knows) is
     # checked below, where it may take a cheaper plan than the fallback's within the same limit
     real_cheapest = guard.cheapest_found
@@ -318,7 +319,7 @@ def test_pareto_step_keeps_the_repricing_reserve(monkeypatch):
                     searched_within=k.get("searched_within"), result=result)
         return result, {"applied": False}
 
-    monkeypatch.setattr(solve, "pareto_step", step)
+    setattr_everywhere(monkeypatch, solve, "pareto_step", step)
     deadline = time.monotonic() + 100.0
     guard.guard_plan(first, module, _mesh(), "io", 1.0, 0, False, deadline=deadline)
     assert seen["deadline"] == pytest.approx(deadline - 7.0)
@@ -406,7 +407,7 @@ def test_fallback_weighs_the_greedy_plan_a_fast_one_refined(monkeypatch):
     plans = [p for p in holder["plans"] if p.name != "replicated"]
     monkeypatch.setattr(guard, "baseline_peak", lambda *a, **k: {"plan": "gspmd", "peak_bytes": limit,
                                                                   "collective_cost": 0.0})
-    monkeypatch.setattr(autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", lambda *a, **k: (_ for _ in ()).throw(SolveFailed("test")))
     # the fallback step alone (the guard's last rule, cheapest_found, is test_guard_falls_back_to_a_known_plan's)
     monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)
     first.evaluation = dataclasses.replace(first.evaluation, peak_memory=limit + 10)

@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 import hloshard.commands.solve as solve_cmd
 from hloshard.cli import main
+from tests.patching import setattr_everywhere
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,7 +23,7 @@ def test_ctrl_c_after_the_first_write_finishes_the_command(tmp_path, monkeypatch
         sent.append(path)
         signal.raise_signal(signal.SIGINT)
 
-    monkeypatch.setattr(solve_cmd, "write_text_atomic", write_then_ctrl_c)
+    setattr_everywhere(monkeypatch, solve_cmd, "write_text_atomic", write_then_ctrl_c)
     before = signal.getsignal(signal.SIGINT)
     try:
         r = CliRunner().invoke(main, ["solve", str(ROOT / "samples" / "mlp_train_step.pre.hlo"), "--mesh", "2x4",

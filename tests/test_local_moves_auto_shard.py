@@ -15,6 +15,7 @@ from hloshard.hlo.sharding import HloSharding
 from hloshard.strategy.realize import Pin, as_written, insert_pins
 
 from tests.test_explain_local_moves import DETOUR, MESH   # the detour module: one definition
+from tests.patching import setattr_everywhere
 
 ROWS, COLS = "{devices=[4,1]<=[4]}", "{devices=[1,4]<=[4]}"
 
@@ -87,7 +88,7 @@ def test_improve_applied_holds_the_callers_limit_and_the_budgets(monkeypatch):
         seen.append(k["peak_limit"])
         return real(*a, **k)
 
-    monkeypatch.setattr(local, "improve_written", spy)
+    setattr_everywhere(monkeypatch, local, "improve_written", spy)
     module = parse_module(DETOUR)
     result = solve_module(module, MESH, keep="io", time_limit=5.0, deterministic=True, pin_operands=True)
     peak = int(result.written.evaluation.peak_memory)

@@ -11,6 +11,7 @@ solve with no time), a fake clock for the schedule, counted builds for the coars
 import pytest
 
 from hloshard.hlo import parse_module
+from tests.patching import setattr_everywhere
 
 SAMPLE = "samples/transformer_train_step.pre.hlo"
 
@@ -192,7 +193,7 @@ def test_a_solved_coarse_problem_is_not_built_or_solved_again(monkeypatch):
         solves.append(tuple(graph.mesh.shape))
         return solve_graph(graph, **kwargs)
 
-    monkeypatch.setattr(coarse, "build_graph", counted_build)
+    setattr_everywhere(monkeypatch, coarse, "build_graph", counted_build)
     first = coarse.coarse_first(module, fine, counted_solve, "io", None, 20.0, 1, 0,
                                 deadline=time.monotonic() + 60.0, solved=solved)
     assert built == [tuple(fine.shape)] and solves == []

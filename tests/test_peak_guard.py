@@ -15,6 +15,7 @@ from hloshard.autoshard.apply import instruction_sharding
 from hloshard.autoshard.evaluate import evaluate_choice
 from hloshard.jax.known import propagated_choice
 from tests.test_jax_known import _first_with_known
+from tests.patching import setattr_everywhere
 
 
 def _layouts(graph, module, choice) -> dict:
@@ -84,7 +85,7 @@ def test_guard_never_returns_a_plan_above_the_baselines_own(monkeypatch):
         err.closest = (list(above.choice), above.evaluation)
         raise err
 
-    monkeypatch.setattr(autoshard, "solve_module", search)
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", search)
     monkeypatch.setattr(guard, "cheapest_found", lambda *a, **k: None)   # the guard's re-solves alone
     out, g = guard.guard_plan(first, module, mesh, "io", 2.0, 0, True, known_plans=known, pareto=False)
     assert g["applied"] and g.get("baseline_plan_kept"), g

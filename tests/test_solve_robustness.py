@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from hloshard.cli import main
 from hloshard.hlo import parse_file
 from tests.conftest import SAMPLES, require_jax
+from tests.patching import setattr_everywhere
 
 SHARDY = ["mlp_train_step", "transformer_block", "transformer_train_step", "conv_layer"]
 
@@ -375,7 +376,7 @@ def test_solve_survives_a_failed_re_evaluation(monkeypatch):
     def fail(*a, **k):
         raise SolveFailed("no feasible solution found within the time limit (30 s)")
 
-    monkeypatch.setattr(autoshard_solve, "evaluate_module", fail)
+    setattr_everywhere(monkeypatch, autoshard_solve, "evaluate_module", fail)
     module = parse_file(str(SAMPLES / "mlp_train_step.pre.hlo"))
     res = autoshard.solve_module(module, DeviceMesh.parse("2x4"), time_limit=2, deterministic=True)
     assert res.written is None and res.objective == res.solver_objective

@@ -14,6 +14,7 @@ from hloshard.autoshard.solve import MIN_SOLVE_SECONDS, REPRICE_SHARE
 from hloshard.hlo import parse_module
 from hloshard.mesh import DeviceMesh
 from tests.conftest import ROOT
+from tests.patching import setattr_everywhere
 
 MLP = ROOT / "samples" / "mlp_train_step.pre.hlo"
 PHASES = ["start", "parse", "price input", "build", "coarse start", "solve", "re-price", "other", "write"]
@@ -148,7 +149,7 @@ def test_a_budget_search_keeps_the_measured_repricing(monkeypatch):
             budgeted.append((getattr(graph, "reprice_measured", None), graph.reprice_seconds))
         return real_solve(graph, *a, **k)
 
-    monkeypatch.setattr(solve_mod, "evaluate_module", slow_pricing)
+    setattr_everywhere(monkeypatch, solve_mod, "evaluate_module", slow_pricing)
     monkeypatch.setattr(solve_mod, "solve_graph", recorded)
     module, mesh = _module(), DeviceMesh.parse("2x4")
     free = solve_module(_module(), mesh, time_limit=5.0, deterministic=True, apply=False)

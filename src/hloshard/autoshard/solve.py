@@ -15,17 +15,21 @@ from ..cost.liveness import usage_profile
 from ..errors import SolveFailed
 from ..units import format_bytes
 from .apply import apply_choice
-from .build import Graph, build_graph, edge_buffers
+from .build import Graph, build_graph, edge_buffers, with_memory_budget
 from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed, minimum_memory_check, parameter_floor_check, reshard_cache_warning
+from .report import _failed, minimum_memory_check, minimum_peak, parameter_floor_check, reshard_cache_warning
 from .search import solve_graph
 from .start import budget_start, fits
-from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess
+from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess, xla_lower_bound
 from ..cost.tpu_heap import written_memory_device
 from ..cost.tpu_layout import solver_limit as node_limit_for
-from ..solver.api import MIN_TIME_LIMIT, work_for_cpu
+from ..solver.api import MIN_TIME_LIMIT, Solution, work_for_cpu
+from ..costgraph import evaluate, save_problem
+from ..strategy.realize import as_written, insert_loop_state_pins, insert_pins, insert_transpose_pins, operand_pins
+from .local import improve_written
+from .trivial import trivial_plans
 
 #: With a ``deadline``, the time kept back after the solve for applying the plan and re-pricing the
 #: written module, as a multiple of the seconds of a build of the module on the 1-D mesh of its devices
@@ -449,8 +453,6 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     # the copies the written pins share are priced as one buffer (build.pin_key): the solve prices what it writes
     graph.pin_operands = bool(pin_operands)
     if export_problem:
-        from ..costgraph import save_problem
-
         save_problem(graph.problem, export_problem)
     t1 = time.monotonic()
     if not built:
@@ -685,8 +687,6 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
     the model's limit for ``memory_budget`` (bytes per device; ``graph.budget_note`` says the budget does not bind;
     written into ``module`` when ``apply``, else the module is put back: :func:`apply_solution` writes and
     prices it again, since a price refers to the pin instructions written), else None and ``note`` says why (the module put back as it was)."""
-    from .build import with_memory_budget
-
     graph = with_memory_budget(free.graph, memory_budget)
     graph.unbudgeted = free.graph   # the graph the known plans were made on (hloshard.jax.api reads them there)
     result = SolveResult(graph, free.solution, list(free.choice), evaluate_choice(graph, free.choice),
@@ -869,8 +869,6 @@ def _known_within(graph: Graph, limit: int, exclude=None):
     the limit).  A new
     user's T5 with ``memory_budget="12MiB"`` failed or passed by the machine's load: the search's plans
     needed 9,898,820 B against a 9,830,400 B limit when the time ended (round 14, finding 4)."""
-    from .trivial import trivial_plans
-
     plans = [(f"known ({k + 1})", c, None) for k, c in enumerate(getattr(graph, "known", None) or [])]
     if graph.problem.usage_limit is not None:   # the budget's start (start.budget_start), cached on the graph
         plans.append(("greedy", budget_start(graph), None))
@@ -899,9 +897,6 @@ def _starved(graph: Graph, begin, rescue: float, workers: int, seed: int, progre
     (no clock, as :func:`_fit_buffers`' rescues; hinted by ``begin``), else None (the caller raises).  A
     Solution of ``graph.problem``."""
     import time
-
-    from ..costgraph import evaluate
-    from ..solver.api import Solution
 
     limit = getattr(graph, "model_limit", None) or graph.problem.usage_limit
     fit = _held_within(graph, limit) if limit is not None else None
@@ -934,8 +929,6 @@ def cheapest_within(graph, limit: int | None, plans) -> tuple | None:
     ended without a plan within a limit: the memory budget's (:mod:`hloshard.autoshard.solve`) and the
     JAX memory guard's (:mod:`hloshard.jax.guard`).  ``limit`` None: no peak is asked (nor evaluated;
     the evaluation returned is then the one given, or None)."""
-    from ..costgraph import evaluate
-
     best = None
     for name, c, ev in plans:
         if c is None or len(c) != graph.problem.num_nodes:
@@ -955,8 +948,6 @@ def cheapest_start(problem, choices):
     """Of ``choices`` (each one strategy index per node of ``problem``, or None), the feasible one of least
     objective (:func:`hloshard.costgraph.evaluate`: finite costs, aliases kept, the memory limit kept); the
     first not-None one when none is feasible (the solver repairs it), None when all are None."""
-    from ..costgraph import evaluate
-
     best, first = None, None
     for c in choices:
         if c is None or len(c) != problem.num_nodes:
@@ -1206,9 +1197,6 @@ def cheaper_known(graph: Graph, choice, limit: int | None = None):
     is feasible and costs no more than every such plan.  The rule that keeps a search's answer from costing
     more than a plan it knows where the search did not start from them (the coarse fallback: its coarse
     solve ran before the known plans were priced, :func:`_coarse_fallback`)."""
-    from ..costgraph import evaluate
-    from .trivial import trivial_plans
-
     obj, ok = evaluate(graph.problem, choice)
     known = getattr(graph, "known", None) or []
     plans = [(f"the plan known before the search ({k + 1} of {len(known)})", c, None) for k, c in enumerate(known)]
@@ -1261,8 +1249,6 @@ def _write(result: SolveResult, module, pin_operands: bool) -> None:
     # the plan: pin each operand the chosen strategy reshards with a Sharding custom-call in the planned
     # layout, so XLA does the planned resharding (hloshard.strategy.realize; measured there and in
     # tests/test_realize_oracle.py)
-    from ..strategy.realize import insert_loop_state_pins, insert_pins, insert_transpose_pins, operand_pins
-
     pins = operand_pins(graph.nodes, choice, graph.ctx) if pin_operands else []
     result.operand_pins = [(p, p.user.operands[p.index]) for p in pins]
     graph.pins = insert_pins(pins) if pin_operands else 0
@@ -1307,9 +1293,6 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
     module as it was (``unwritten``) and priced as written (:func:`reevaluate_written`); the first whose written
     module keeps the limit replaces ``result``'s solution, choice, evaluation and written figures, with a
     warning naming both peaks.  False (``module`` then holds the plan of ``over``, priced) when none keeps it."""
-    from ..costgraph import evaluate
-    from .trivial import trivial_plans
-
     graph = result.graph
     first = list(result.choice)
     # not the budget's greedy start: its written module is one the memory model is not measured on, and it
@@ -1433,8 +1416,6 @@ def _moved(result: SolveResult, module, mesh, written, deadline, peak_limit, pai
     (:func:`hloshard.autoshard.local.improve_written`: ``deadline``, ``peak_limit``, ``pair_limit``, ``stats``
     as there; the kept user shardings, ``graph.ctx.fixed``, stay); ``result.local_moves`` set, a warning when
     any was made."""
-    from .local import improve_written
-
     before = written.total_cost
     written, result.local_moves = improve_written(module, mesh, written, deadline=deadline, peak_limit=peak_limit,
                                                   keep_ids={id(i) for i in result.graph.ctx.fixed},
@@ -1463,8 +1444,6 @@ def improve_applied(result: SolveResult, module, mesh, deadline: float | None = 
     ``result.operand_pins`` is re-read from the module (:func:`hloshard.strategy.realize.as_written`).
     Sets ``result.written`` and ``result.local_moves``; :func:`hloshard.jax.auto_shard` calls it.
     Returns ``result`` (unchanged when it has no written price)."""
-    from ..strategy.realize import as_written
-
     if result.written is None:
         return result
     before = int(result.written.evaluation.peak_memory)
@@ -1544,10 +1523,6 @@ def pareto_step(result: SolveResult, time_limit: float, best_cost: float | None 
     "cost", "taken", "seconds" (the solver's wall seconds)} or {"limit_bytes", "failed"}], "note"}`` (peaks
     predicted, bytes per device; costs in cost units)."""
     import time
-
-    from ..cost.memory import budget_for_model_limit, xla_lower_bound
-    from .build import with_memory_budget
-    from .report import minimum_peak
 
     graph = result.graph
     ev0 = result.evaluation

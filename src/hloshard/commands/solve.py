@@ -28,11 +28,11 @@ import time
 
 import click
 
-from ..errors import SolveFailed, UsageError
+from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
-from ..io import write_text_atomic
+from ..io import is_stdout, write_text_atomic
 from ..partition_specs import unnamed_paths_note, write_partition_specs
-from ..units import format_bytes
+from ..units import format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
@@ -40,6 +40,25 @@ from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_o
     timed_mesh_from_options
 from .progress import SolverProgress
 from ..summary import gap_percent, print_summary, status_in_words, user_warning
+from ..autoshard import collect_less, evaluate_module, is_per_device_program, processed_computations, solve_module
+from ..autoshard.aliases import matching_pairs, module_ties
+from ..autoshard.evaluate import counted_instructions, evaluate_choice
+from ..autoshard.report import written_replicated_note
+from ..autoshard.report_json import build_report
+from ..autoshard.trivial import trivial_plans
+from ..cost.steptime import format_seconds
+from ..devices import get_profile
+from ..hlo import print_module
+from ..hlo.verify import verify_module
+from ..load import load_module
+from ..mesh_search import search_meshes
+from ..peak import peak_tensors_of
+from ..report_html import solve_report_html
+from ..sdy import annotate_module
+from ..textout import print_table, report_console
+from ..timing import plan_timing
+from ..xla_compare import compare_module, predicted_collective_bytes
+from .cost import render_comparison
 
 
 class _Budget(click.ParamType):
@@ -49,8 +68,6 @@ class _Budget(click.ParamType):
         if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
             return None
         if isinstance(value, str):  # a byte size or a device name (tpu-v5e, h100-sxm, ...: units.DEVICE_MEMORY)
-            from ..units import parse_memory_budget
-
             return parse_memory_budget(value)   # a UsageError: the CLI's one error form, exit 2
         return BYTE_SIZE.convert(value, param, ctx)
 
@@ -58,9 +75,6 @@ class _Budget(click.ParamType):
 def _replicated_cost(graph) -> float | None:
     """The cost units of ``graph``'s replicated plan (:func:`hloshard.autoshard.trivial.trivial_plans`), priced as
     the written module is (:func:`hloshard.autoshard.evaluate.evaluate_choice`); None when it has none."""
-    from ..autoshard.evaluate import evaluate_choice
-    from ..autoshard.trivial import trivial_plans
-
     plan = dict(trivial_plans(graph)).get("replicated")
     return None if plan is None else evaluate_choice(graph, plan).total
 
@@ -200,8 +214,6 @@ def untied_state_note(module) -> str | None:
     layout than it comes in, so a loop would reshard them before every next step, which no cost counts.
     None otherwise.  A new user's T5 train step came back with its parameters in replicated and its new
     parameters out split (round 14, finding 6); ``hloshard.jax.auto_shard`` ties them by itself."""
-    from ..autoshard.aliases import matching_pairs, module_ties
-
     if module_ties(module):
         return None
     root = module.entry.root
@@ -234,11 +246,7 @@ def print_mesh_search(search) -> None:
     """The ``--mesh auto`` table on stderr: mesh, status, cost, memory per device, gap, seconds."""
     from rich.table import Table
 
-    from ..textout import print_table, report_console
-
     t = Table(title=f"--mesh auto: {search.num_devices} devices", header_style="bold")
-    from ..cost.steptime import format_seconds
-
     timed = search.seconds_per_unit is not None   # --device: the objective as a step time
     for col, just in (("mesh", "left"), ("internal", "left"), ("status", "left"),
                       ("objective (s)" if timed else "cost", "right"),
@@ -324,8 +332,6 @@ def _same_text(old, new) -> bool:
 def per_device_warning(module, module_file: str) -> str | None:
     """The warning ``solve`` gives for an input that XLA has already partitioned
     (:func:`hloshard.autoshard.is_per_device_program`), or None for a logical module."""
-    from ..autoshard import is_per_device_program
-
     if not is_per_device_program(module):
         return None
     name = "<stdin>" if module_file == "-" else module_file
@@ -338,9 +344,6 @@ def per_device_warning(module, module_file: str) -> str | None:
 def price_input(module, mesh, time_limit: float):
     """``hloshard cost`` of the input as given, or (None, why not) when it cannot be priced quickly:
     a mostly unannotated input (the price would be a full solve) or one whose annotations do not fit."""
-    from ..autoshard import evaluate_module, processed_computations
-    from ..errors import HloshardError
-
     instrs = [i for c in processed_computations(module) for i in c.instructions]
     annotated = sum(1 for i in instrs if i.sharding is not None)
     if not instrs or annotated < 0.5 * len(instrs):
@@ -432,17 +435,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     budget, status in words) goes to stderr, or with --format json the report JSON goes to stdout.
     Ctrl-C stops the search: "interrupted", nothing written, exit 130.
     """
-    from ..autoshard import collect_less, solve_module
-    from ..autoshard.report_json import build_report
-    from ..autoshard.report import written_replicated_note
-    from ..autoshard.evaluate import counted_instructions
-    from ..hlo import print_module
-    from ..hlo.verify import verify_module
-    from ..io import is_stdout, write_text_atomic
-    from ..load import load_module
-    from ..peak import peak_tensors_of
-    from ..sdy import annotate_module
-
     started = process_started()   # --time-limit covers the whole command (wall clock), from here
     entered = time.monotonic()
     collect_less()   # the collector run less often over the graphs' millions of objects (autoshard.solve)
@@ -471,8 +463,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     hbm_default = not (memory_budget is None and click.get_current_context().get_parameter_source(
         "memory_budget") not in (None, click.core.ParameterSource.DEFAULT))
     if auto and device is not None and memory_budget is None and hbm_default:   # as timed_mesh_from_options does
-        from ..devices import get_profile
-
         memory_budget = get_profile(device).hbm_bytes
     dmesh, scale, memory_budget = (None, None, memory_budget) if auto else timed_mesh_from_options(
         module, mesh, device_ids, alpha, beta, device, memory_budget, max_padding, hbm_default)
@@ -525,8 +515,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     try:
         with SolverProgress(show, time_limit) as progress:
             if auto:
-                from ..mesh_search import search_meshes
-
                 search_limit = time_limit if deadline is None else max(0.5, deadline - time.monotonic())
                 search = search_meshes(module, "<stdin>" if module_file == "-" else module_file,
                                        devices, alpha, beta, keep=keep, memory_budget=memory_budget,
@@ -562,8 +550,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report["peak_tensors"] = peak_tensors_of(result)  # which tensors dominate peak memory (hloshard.peak)
     # ring bytes per device of the written plan's collectives, the figure to hold beside XLA's count (as in
     # auto_shard's report; new user 20 looked for it in solve's)
-    from ..xla_compare import predicted_collective_bytes
-
     report["predicted_collective_bytes_per_device"] = predicted_collective_bytes(result)
     report["input"] = "<stdin>" if module_file == "-" else module_file
     report["output"] = "<stdout>" if output in (None, "-") else output
@@ -578,23 +564,17 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if replicated:
         report["warnings"].append(replicated)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
-        from ..timing import plan_timing
-
         report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):
         report["mesh"]["axis_names"] = list(dmesh.axis_names)
     comparison = None
     if use_xla:  # the GSPMD shardings as solve wrote them, before the Shardy attributes are added
-        from ..xla_compare import compare_module
-
         comparison = compare_module(module, dmesh, result.written or result)
         report["xla"] = comparison.to_json()
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     html = None
     if html_file:
-        from ..report_html import solve_report_html
-
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
     if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
@@ -627,8 +607,6 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         print_summary(report)
         if comparison is not None:
             from rich.console import Console
-
-            from .cost import render_comparison
 
             render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
                               getattr(dmesh, "memory_device", None))

@@ -44,16 +44,35 @@ from typing import Any, Callable
 
 from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
-from .check import program
+from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
                     guard_share_holds, moves_seconds, start_baselines)
-from .jaxpr import (broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations,
-                    loop_state_pins, pin_operand, pin_steps, runner)
+from .jaxpr import (
+    broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_state_pins,
+    meet_spec, pin_operand, pin_steps, runner)
 from .known import known_plans
 from .layout import layout_text
-from ..summary import replicated_batch_inputs
-from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step  # noqa: F401 (one place: autoshard/report.py)
+from ..summary import render_summary, replicated_batch_inputs
+from ..autoshard.report import _all_replicated_note, _computes_replicated, _replicated_step, parameter_floor_check
 from .state import STATE_MODES, donated_args, find_ties
+from ..autoshard import evaluate_as_written, solve_module
+from ..autoshard.aliases import Tie
+from ..autoshard.coarse import work_limit
+from ..autoshard.report_json import build_report
+from ..autoshard.solve import (
+    MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, unbudgeted_within)
+from ..errors import HloshardError, InputError, SolveFailed
+from ..hlo import parse_module, print_module
+from ..load import SourceInfo
+from ..mesh import DeviceMesh, refine_for_module
+from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
+from ..partition_specs import partition_specs
+from ..peak import peak_tensors_of
+from ..sdy import NotExpressible, SdyMesh, dim_axes
+from ..timing import plan_timing
+from ..units import parse_memory_budget
+from ..xla_check import start_jax_child
+from ..xla_compare import compare_module, predicted_collective_bytes
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
 
@@ -110,8 +129,6 @@ class AutoShardResult:
     def hlo_text(self) -> str:
         """The annotated HLO module's text (shardings and operand pins written), as ``hloshard solve``
         writes it."""
-        from ..hlo import print_module
-
         return print_module(self.module)
 
     def hlo_text_with(self, in_shardings, out_shardings=None) -> str:
@@ -138,8 +155,6 @@ class AutoShardResult:
         ``device=``), memory per device against the budget, the solver's status, the dearest resharding
         edges, the largest tensors at the peak, notes and warnings.  Plain text, ``width`` columns
         (default :data:`hloshard.textout.TEXT_WIDTH`)."""
-        from ..summary import render_summary
-
         return render_summary(self.report, title="hloshard.jax.auto_shard", files=False, width=width)
 
     def xla(self):
@@ -160,10 +175,6 @@ class AutoShardResult:
         (``mesh['axis_0'=2,...] {'axis_0'}``) names mesh axes only -- read as all devices it added 13% to
         new user 21's count.  One compile, seconds to minutes.  Raises InputError (``hloshard.errors``)
         when jax cannot be imported or its child process fails as a whole."""
-        from ..autoshard import evaluate_as_written
-        from ..hlo import parse_module
-        from ..xla_compare import compare_module
-
         module = parse_module(self.hlo_text, "<auto_shard plan>")
         evaluation = evaluate_as_written(module, self.device_mesh, deterministic=True)
         return compare_module(module, self.device_mesh, evaluation)
@@ -187,8 +198,6 @@ class AutoShardResult:
         attention key bias, whose gradient is zero under softmax); check a gradient-returning step, or compare
         a few steps' losses.  Raises ValueError for arguments not shaped as the example arguments or a bad
         ``rtol``."""
-        from .check import check_plan
-
         return check_plan(self, args, rtol, float64)
 
 
@@ -209,8 +218,6 @@ def _spec(sharding, rank: int, sdy_mesh):
     """HloSharding -> PartitionSpec over the mesh axis names (None: replicated dim). Raises
     ValueError when it needs Shardy sub-axes (no PartitionSpec form) or has no named-axis form."""
     from jax.sharding import PartitionSpec
-
-    from ..sdy import NotExpressible, dim_axes
 
     try:
         dims = dim_axes(sharding, rank, sdy_mesh)
@@ -242,8 +249,6 @@ def _sub_axis_sharding(sharding, rank: int, mesh, sdy_mesh, meshes: dict):
     Raises ValueError for a sharding with no named-axis form."""
     import numpy as np
     from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-    from ..sdy import NotExpressible, dim_axes
 
     try:
         dims = dim_axes(sharding, rank, sdy_mesh)
@@ -345,8 +350,6 @@ def _meet_steps(closed, eqns: dict, pinned: dict, operand_constraints: dict, in_
     module has the same pair, and XLA replicates it there too).  Returns how many were added."""
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from .jaxpr import meet_spec
-
     made: dict = {v: sh for v, sh in zip(closed.jaxpr.invars, in_sh)}
     for (path, j), sh in pinned.items():
         eqn = eqns.get(path)
@@ -387,9 +390,6 @@ def _propagate_within(module, dmesh, entry: dict, deadline) -> dict:
     """XLA's propagation of ``entry`` (:func:`hloshard.jax.guard.entry_propagation`'s ``found``) cut at ``deadline``
     (:func:`_xla_seconds`): not started with less than the solver's minimum left.  Raises InputError when it is
     not started, times out or XLA fails (the guard's fallback then keeps its own completion)."""
-    from ..autoshard.solve import MIN_SOLVE_SECONDS
-    from ..errors import InputError
-
     left = _xla_seconds(deadline)
     if left < MIN_SOLVE_SECONDS:
         raise InputError(f"the time limit ended before XLA's propagation ({max(0.0, left):.1f} s left)")
@@ -399,8 +399,6 @@ def _propagate_within(module, dmesh, entry: dict, deadline) -> dict:
 def _start_child(num_devices: int):
     """The memory guard's XLA child (:func:`hloshard.xla_check.start_jax_child` of
     ``hloshard.partition_specs``), or None when it cannot be started (the guard then starts its own)."""
-    from ..xla_check import start_jax_child
-
     try:
         return start_jax_child("hloshard.partition_specs", num_devices)
     except OSError:
@@ -658,23 +656,6 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     import jax
     import numpy as np
     from jax.sharding import NamedSharding
-
-    from ..autoshard import solve_module
-    from ..autoshard.aliases import Tie
-    from ..autoshard.coarse import work_limit
-    from ..autoshard.report import parameter_floor_check
-    from ..autoshard.solve import MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, \
-        unbudgeted_within
-    from ..autoshard.report_json import build_report
-    from ..errors import HloshardError, SolveFailed
-    from ..hlo import parse_module
-    from ..load import SourceInfo
-    from ..mesh import DeviceMesh, refine_for_module
-    from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
-    from ..peak import peak_tensors_of
-    from ..sdy import SdyMesh
-    from ..units import parse_memory_budget
-    from ..xla_compare import predicted_collective_bytes
 
     if keep_shardings not in ("io", "all", "none"):
         raise ValueError(f"keep_shardings must be 'io', 'all' or 'none', got {keep_shardings!r}")
@@ -971,7 +952,6 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         t_report = time.monotonic()
         report = build_report(result, dmesh, keep_shardings, budget)
         if device is not None:
-            from ..timing import plan_timing
             report.update(plan_timing(result.written or result, module, scale))
         report["peak_tensors"] = peak_tensors_of(result)
         # the plans known before the search (hloshard.jax.known) on the first solve's graph
@@ -1081,8 +1061,6 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         t = lap("report", t_report)
         constraints = []
         if with_constraints:
-            from ..partition_specs import partition_specs
-
             # inside the time limit (round 24): not started past the deadline, cut at it ("Time")
             left = _xla_seconds(deadline)
             note = None

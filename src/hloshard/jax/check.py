@@ -20,6 +20,7 @@ time, its constants with it, and 33 leaves of a right plan were "wrong" at 1e-8 
 """
 
 from __future__ import annotations
+from .jaxpr import NotPromotable, runner
 
 import dataclasses
 
@@ -157,8 +158,6 @@ def program(closed, out_tree, constraints=None, operand_constraints=None, body_c
     ``promote``: in float64 (the runner's docstring; trace it under ``jax.enable_x64(True)``)."""
     import jax
 
-    from .jaxpr import runner
-
     run = runner(closed, constraints, operand_constraints, body_constraints, promote=promote)
 
     def fn(*args):
@@ -272,8 +271,6 @@ def check_plan(result, args: tuple, rtol: float, float64) -> CheckReport:
     got64 = want64 = None
     note = None
     if float64:
-        from .jaxpr import NotPromotable
-
         # the reference: the user's function traced anew (not the plan's program), in the x64 mode the
         # plan's was traced in (x64 above), then widened.  Traced under x64 instead, a function with a float
         # -> int step (a new user's T5: relative-position buckets) differed from the widened plan by 0.23,

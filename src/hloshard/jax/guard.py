@@ -12,12 +12,20 @@ import dataclasses
 import time
 
 from ..autoshard.evaluate import evaluate_choice
-from ..autoshard.solve import _Unwritten
+from ..autoshard.solve import (
+    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, _Unwritten, apply_solution, cheapest_within, held,
+    later_phase_seconds, pareto_step)
 from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
 from ..units import format_bytes
-from .known import entry_choice, propagated_choice
+from .known import KnownPlan, choice_entry, entry_choice, propagated_choice, xla_refined
+from ..autoshard import evaluate_module, solve_module
+from ..autoshard.apply import instruction_sharding
+from ..autoshard.build import with_memory_budget
+from ..autoshard.trivial import trivial_plans
+from ..hlo.sharding import HloSharding
+from ..partition_specs import PendingPropagation, xla_propagate
 
 
 def user_sharded(module) -> bool:
@@ -30,16 +38,12 @@ def plan_entry(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (a :class:`~hloshard.autoshard.SolveResult`
     built from ``module``, not yet applied) gives each entry parameter and the entry root: the
     ``in_shardings`` / ``out_shardings`` :func:`hloshard.jax.auto_shard` hands to ``jax.jit``."""
-    from .known import choice_entry
-
     return choice_entry(result.graph, result.choice, module)
 
 
 def plan_shardings(result, module) -> dict:
     """Instruction name -> HloSharding the plan ``result`` (not yet applied) gives each array instruction of
     ``module``'s entry computation (:func:`baseline_peak`'s ``fill``)."""
-    from ..autoshard.apply import instruction_sharding
-
     scheduled = set(result.graph.schedule)
     return {i.name: instruction_sharding(result.graph, i, result.choice) for i in module.entry.instructions
             if i in scheduled and not i.shape.is_tuple}
@@ -48,8 +52,6 @@ def plan_shardings(result, module) -> dict:
 def _entry_given(module, entry: dict | None) -> tuple:
     """``(given, root_sh, xla_needed)`` of :func:`entry_propagation`: instruction name -> HloSharding of the entry
     parameters and the root that XLA's propagation starts from, the root's, and whether any is not replicated."""
-    from ..hlo.sharding import HloSharding
-
     entry_comp = module.entry
     params = {p.parameter_number: p for p in entry_comp.parameters}
     root = entry_comp.root
@@ -81,8 +83,6 @@ def start_entry_propagation(module, dmesh, entry: dict | None = None, child=None
     after the first solve, got the ~1 s the deadline left (keras-hub's 4-layer Gemma given its layout map,
     wall-clock ``time_limit=10``, round 25): it timed out, the guard was off, and the plan peaked 1.05x the
     layout map's by XLA.  ``module`` is left as it was.  Raises OSError when the child cannot be started."""
-    from ..partition_specs import PendingPropagation
-
     given, _root_sh, needed = _entry_given(module, entry)
     if not needed:
         return None
@@ -110,9 +110,6 @@ def entry_propagation(module, dmesh, entry: dict | None = None, timeout: float =
     ``pending``: the same propagation started before (:func:`start_entry_propagation` of the same ``entry``),
     read here, ``timeout`` being the seconds more it may take.  ``module`` is left as it was.  Raises InputError
     when jax is missing or XLA rejects the module."""
-    from ..hlo.sharding import HloSharding
-    from ..partition_specs import xla_propagate
-
     entry_comp = module.entry
     params = {p.parameter_number: p for p in entry_comp.parameters}
     root = entry_comp.root
@@ -177,8 +174,6 @@ def baseline_peak(module, dmesh, timeout: float = 600.0, entry: dict | None = No
     (instruction name -> HloSharding: XLA's, the entry's, the fill's; :func:`_guard`'s last fallback)}``.  Raises
     InputError when jax is missing or XLA rejects the module, SolveFailed when the propagated shardings
     cannot be priced."""
-    from ..autoshard import evaluate_module
-
     plan, found = entry_propagation(module, dmesh, entry, timeout, child, pending=pending)
     all_replicated = all(sh.is_replicated for sh in found.values() if sh is not None)
     if fill and not all_replicated:   # what XLA simplified away before propagating: no layout of its own
@@ -223,8 +218,6 @@ def data_parallel_entry(module, dmesh) -> dict | None:
     against the first plan's 18.6 MiB, re-solved into 925,696 bytes moved against the manual plan's
     402,432, round 24)."""
     import numpy as np
-
-    from ..hlo.sharding import HloSharding
 
     state = {int(t.param) for t in getattr(module, "ties", None) or []}
     if not state:   # no state known: which arguments are the batch is not known either
@@ -309,8 +302,6 @@ def fsdp_entry(module, dmesh) -> dict | None:
     :func:`data_parallel_entry` is None (no state known, no batch that splits, or the untied arguments outweigh
     the state), or where no state parameter splits (the plan is then the data-parallel one)."""
     import numpy as np
-
-    from ..hlo.sharding import HloSharding
 
     entry = data_parallel_entry(module, dmesh)
     if entry is None:
@@ -473,8 +464,6 @@ def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
     (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
     ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
     first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
-    from ..autoshard.solve import later_phase_seconds
-
     share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
     return share >= later_phase_seconds(traced) + float(traced)
 
@@ -512,9 +501,6 @@ def _fallback(result, plans, limit: int, propagate=None):
     """The cheapest of ``plans`` (:class:`hloshard.jax.known.KnownPlan` of ``result.graph``) that is feasible
     and peaks at most ``limit`` bytes per device (predicted; :func:`hloshard.autoshard.solve.cheapest_within`),
     as ``(a result like result, with its graph and the solver's bound, the plan)``; None when none does."""
-    from ..autoshard.solve import cheapest_within
-    from .known import xla_refined
-
     if propagate is not None:   # the data-parallel plan as XLA completes its entry shardings, when cheaper
         plans = [xla_refined(result.graph, p, propagate) if p.name == "data-parallel" else p for p in plans]
     # a plan refined for its cost keeps the one it refined (:func:`hloshard.jax.known.fast_refined`): that can
@@ -541,10 +527,6 @@ def _baseline_plan(result, base: dict):
     shardings it is the plan ``jax.jit`` would run with them (keras-hub's 4-layer Gemma given its layout map,
     wall-clock ``time_limit=10``, round 25: with no re-solve started the unguarded plan went out, 176.39 MB
     by XLA against the layout map's own 167.27 MB)."""
-    from ..autoshard.evaluate import evaluate_choice
-    from ..costgraph import evaluate
-    from .known import KnownPlan, propagated_choice
-
     found = base.get("found")
     if not found or base.get("plan") not in ("gspmd", "gspmd_from_plan") or base.get("all_replicated"):
         return None
@@ -665,8 +647,6 @@ def band_limit(peak: int, ceiling: int, device: str | None = None) -> int:
     step must lower it).  A plan within it is no evidence of a higher peak by XLA than that nearest plan (the
     rule the guard keeps a first plan by against its baseline), so within it cost decides.  Raises nothing;
     ``peak`` itself when ``ceiling <= peak``."""
-    from ..cost.memory import xla_lower_bound
-
     peak, ceiling = int(peak), int(ceiling)
     if ceiling <= peak + 1:
         return peak
@@ -684,8 +664,6 @@ def _held(result, nearest, graph):
     evaluation)`` of ``graph`` (``result.graph`` with a guard step's limit,
     :func:`hloshard.autoshard.build.with_memory_budget`) instead, its solver objective from
     :func:`hloshard.costgraph.evaluate`."""
-    from ..costgraph import evaluate
-
     choice, ev = nearest
     obj, _ = evaluate(graph.problem, choice)
     sol = dataclasses.replace(result.solution, strategies=list(choice), objective=int(obj), status="feasible")
@@ -755,8 +733,6 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     baseline (23.5 MiB) into a 28.4 M plan at 15.6 MiB while the Pareto step found an 11.7 M plan at 16.6 MiB
     inside that limit (XLA: 21.10 MB moved at a 17.01 MB peak, against tunix's expert's 13.46 / 9.98 MB).
     Arguments as :func:`_guard`'s."""
-    from ..autoshard.solve import MIN_SOLVE_SECONDS, pareto_step
-
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
     first_graph = result.graph   # the first solve's (the user's budget kept): the plans' objectives and peaks
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
@@ -807,10 +783,6 @@ def cheapest_found(graph, plan, limit: int, known_plans=(), margin: float = 1.0)
     ``margin`` (>= 1): only plans whose objective times it is below ``plan``'s are priced (a peak costs an
     evaluation, up to a second on keras-hub's 4-layer Gemma); ``plan`` is the answer when none is.  None when
     none keeps ``limit``.  Raises nothing."""
-    from ..autoshard.solve import cheapest_within, held
-    from ..autoshard.trivial import trivial_plans
-    from ..costgraph import evaluate
-
     plans = [(f"found by a search of the graph ({k + 1})", c, None) for k, c in enumerate(held(graph))]
     known = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible]
     plans += [(f"the {p.name} plan, known before the search", p.choice, p.evaluation) for p in known]
@@ -830,8 +802,6 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
     :data:`hloshard.autoshard.solve.PARETO_SHARE` of its own cost; then that plan, in ``result``'s graph
     (:func:`_held`), and ``guard["cheapest"]`` says so.  The module is put back when the plan kept written
     (``unwritten``, ``write="keep"``) is replaced.  Nothing when the guard had no baseline."""
-    from ..autoshard.solve import PARETO_SHARE
-
     if guard.get("baseline") is None:
         return result, guard
     # the baseline's peak, or the plan's own where the guard kept or held one above it (within the model's
@@ -869,8 +839,6 @@ def _written_peak(result, module, dmesh) -> tuple:
     cost`` says of it); ``unwritten`` (:class:`hloshard.autoshard.solve._Unwritten` with the graph's warnings
     before) puts the module back (:func:`_unwrite`).  The solver's own figure when the written module could
     not be priced."""
-    from ..autoshard.solve import apply_solution
-
     unwritten = (_Unwritten(module), list(result.graph.warnings))
     apply_solution(result, module, dmesh, pin_operands=bool(getattr(result.graph, "pin_operands", False)))
     written = result.written
@@ -1031,11 +999,6 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
     graph, 135.8 MB written, baseline 120.6 MB (XLA: 132.8 MB, baseline 130.7 MB): kept by the band; judged by
     the graph it was re-solved twice (5.5 s of CPU) into a plan XLA put at 81.8 MB moved / 135.0 MB against
     the kept plan's 71.3 MB / 132.8 MB."""
-    from ..autoshard import solve_module
-    from ..autoshard.build import with_memory_budget
-    from ..autoshard.solve import LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, later_phase_seconds
-    from ..cost.memory import budget_for_model_limit, xla_lower_bound
-
     device = getattr(dmesh, "memory_device", None)
     plan_peak = int(result.evaluation.peak_memory)
     unwritten = None   # with ``write``: the module as it was before the plan was written into it

@@ -5,6 +5,9 @@ back to equations, and turning the plan's operand pins and loop-state pins into 
 """
 
 from __future__ import annotations
+from ..hlo.attributes import parse_metadata
+from ..hlo.loops import called
+from ..hlo.sharding import HloSharding
 
 import re
 
@@ -251,8 +254,6 @@ def equation_of(instr):
     user 20's Perceiver Shardy then gave that transpose another layout than the plan's and XLA
     all-gathered 12.6 MB per device more than the written module (BENCHMARKS.md, "Round 20, helper
     jaxpins")."""
-    from ..hlo.attributes import parse_metadata
-
     raw = instr.attrs.get("metadata")
     if not raw:
         return None
@@ -493,8 +494,6 @@ def loop_state_pins(module, eqns: dict) -> dict:
     scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
     checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
     without the stacked dim (only when that dim is not split); ys buffers have no body input."""
-    from ..hlo.loops import called
-
     out: dict = {}
     for w in module.all_instructions():
         if w.opcode != "while" or not w.shape.is_tuple:
@@ -601,8 +600,6 @@ def _drop_leading(sharding, rank: int):
     """The sharding of one slice along dim 0 of an array of rank ``rank`` sharded ``sharding``: the tile
     assignment without its first dim, which must be 1 (not split); None otherwise (or for a form without
     a tile assignment)."""
-    from ..hlo.sharding import HloSharding
-
     if sharding.is_replicated:
         return sharding
     text = str(sharding)

@@ -15,6 +15,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..autoshard.trivial import complete_plan, follower_classes
+from ..autoshard.apply import instruction_sharding
+from ..autoshard.build import _budgeted
+from ..autoshard.evaluate import complete_choice, evaluate_choice
+from ..costgraph import INFINITY, evaluate
+from ..errors import HloshardError
+from ..strategy.base import TOKEN, is_array, is_mesh_spec, leaf_shapes, spec_axes
 
 __all__ = ["known_plans", "KnownPlan"]
 
@@ -53,16 +59,12 @@ def _split_devices(minfo, spec) -> int:
 
 
 def _replicated(minfo, st) -> bool:
-    from ..strategy.base import is_mesh_spec, spec_axes
-
     out = st.out
     return is_mesh_spec(out) and not spec_axes(out)
 
 
 def _leading_split(minfo, st) -> int:
     """Devices ``st`` splits its output's leading dim over when that is the only dim split (else 0)."""
-    from ..strategy.base import is_mesh_spec
-
     out = st.out
     if not is_mesh_spec(out) or not out or any(out[1:]) or not out[0]:
         return 0
@@ -73,8 +75,6 @@ def choice_entry(graph, choice, module) -> dict:
     """Instruction name -> HloSharding a choice of ``graph`` (one strategy index per node of the graph
     built from ``module``) gives each entry parameter and the entry root: the ``in_shardings`` /
     ``out_shardings`` it hands to ``jax.jit`` (:func:`hloshard.jax.guard.plan_entry` of a plan)."""
-    from ..autoshard.apply import instruction_sharding
-
     scheduled = set(graph.schedule)
     return {i.name: instruction_sharding(graph, i, choice)
             for i in list(module.entry.parameters) + [module.entry.root] if i in scheduled}
@@ -176,9 +176,6 @@ def known_plans(graph, state_params=(), propagate=None, fast: bool = True) -> li
 
     Each is evaluated on ``graph.problem`` (:class:`KnownPlan`); a plan :func:`complete_plan` cannot
     finish is left out.  Costs one pass over the nodes and edges per plan, with ``propagate`` one XLA run."""
-    from ..autoshard.evaluate import evaluate_choice
-    from ..costgraph import evaluate
-
     minfo = graph.ctx.minfo
     entry = graph.module.entry
     params = set(id(p) for p in entry.parameters)
@@ -219,8 +216,6 @@ def known_plans(graph, state_params=(), propagate=None, fast: bool = True) -> li
 def entry_nodes(graph) -> list:
     """The nodes of ``graph`` whose layouts are the entry shardings ``jax.jit`` is handed: the entry
     parameters' and the values the entry root returns (:func:`choice_entry`), in node order."""
-    from ..strategy.base import TOKEN, is_array, leaf_shapes
-
     entry = graph.module.entry
     ctx = graph.ctx
     out = set()
@@ -248,10 +243,6 @@ def fast_refined(graph, plan: KnownPlan) -> KnownPlan:
     import copy
     import dataclasses
 
-    from ..autoshard.build import _budgeted
-    from ..autoshard.evaluate import complete_choice, evaluate_choice
-    from ..costgraph import INFINITY, evaluate
-
     costs = list(graph.problem.node_costs)
     for v in entry_nodes(graph):
         c = np.full(len(costs[v]), INFINITY, dtype=np.int64)
@@ -277,10 +268,6 @@ def xla_refined(graph, plan: KnownPlan, propagate) -> KnownPlan:
     objective and feasible, the plan of the same entry shardings completed from XLA's propagation of them
     (:func:`propagated_choice`; ``propagate`` as :func:`known_plans` takes it; ``completion`` ``"xla"``).
     A propagation that fails (``HloshardError``) or cannot be completed leaves ``plan``.  One XLA run."""
-    from ..autoshard.evaluate import evaluate_choice
-    from ..costgraph import evaluate
-    from ..errors import HloshardError
-
     if plan.completion == "xla":
         return plan
     try:
