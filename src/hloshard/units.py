@@ -124,20 +124,31 @@ def device_names_words() -> str:
     return f"{', '.join(PROFILE_NAMES)}; for a memory budget only also {', '.join(memory_only)}"
 
 
+class GivenBytes(int):
+    """Bytes read from a size written with a unit or a device name (``400KiB``, ``tpu-v5e``): an ``int`` that
+    remembers it was not a bare number, so that a message can tell a unitless budget (``12``: 12 bytes, new
+    user 30 F10) from a small one given with its unit (fresh-clone check 32: ``400KiB`` was told what
+    ``409600GiB`` means)."""
+
+    unit_given = True
+
+
 def parse_memory_budget(text: str) -> int:
     """A memory budget per device: a device name from :data:`DEVICE_MEMORY` (``tpu-v5e``, ``h100-sxm``: the
     names ``--device`` takes, and a few memory-only parts; case-insensitive; or a short or older name of
     :data:`DEVICE_ALIASES`, ``h100``, ``v5e``, ``h100-80gb``) or a byte size as :func:`parse_bytes` reads it.
     Returns bytes.
 
+    Returns a :class:`GivenBytes` when the text names a unit or a device, a plain ``int`` for a bare number.
     Raises UsageError naming the known devices (:func:`device_names_words`) when it is neither.
     """
     key = str(text).strip().lower()
     key = key if key in DEVICE_MEMORY else DEVICE_ALIASES.get(key, key)
     if key in DEVICE_MEMORY:
-        return DEVICE_MEMORY[key]
+        return GivenBytes(DEVICE_MEMORY[key])
     try:
-        return parse_bytes(text)
+        size = parse_bytes(text)
+        return size if re.fullmatch(r"\s*\+?[0-9_]+\s*", str(text)) else GivenBytes(size)
     except UsageError as exc:
         if re.match(r"\s*[-+]?[0-9.]", str(text)):   # a size, out of range or malformed: parse_bytes says which
             raise UsageError(f"invalid memory budget {text!r}: {str(exc).split(': ', 1)[-1]}") from None

@@ -53,8 +53,9 @@ def parameter_floor_check(module, num_devices: int, budget: int) -> None:
 
 def _unit_hint(budget: int) -> str:
     """For a budget under 1 MiB, which no real step fits: the reminder that a size without a unit is in bytes
-    (new user 30 F10: ``--memory-budget 12`` meant 12 GiB and read as 12 bytes); else ''."""
-    if budget >= 2**20:
+    (new user 30 F10: ``--memory-budget 12`` meant 12 GiB and read as 12 bytes); else '' (also for a budget
+    given with its unit, :class:`hloshard.units.GivenBytes`)."""
+    if budget >= 2**20 or getattr(budget, "unit_given", False):   # units.GivenBytes: a unit was written
         return ""
     return f"; a size without a unit is in bytes: {budget} means {budget:,} B, {budget}GiB means {budget} GiB"
 
