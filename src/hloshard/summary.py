@@ -145,6 +145,14 @@ def peak_words(step_time: dict) -> str:
     return f"of {str(key).upper()} peak {peak / 1e12:,.4g} TFLOP/s x {int(step_time.get('devices') or 1):,}"
 
 
+def on_chip_words(timing: dict) -> str:
+    """`` (N of them kept on chip)`` when the roofline keeps some of the bytes accessed in on-chip memory
+    (``timing["on_chip_bytes_per_device"]``: on ``tpu-v5e`` the kernels' results, read and written at the VMEM
+    bandwidth), else ''."""
+    on_chip = timing.get("on_chip_bytes_per_device") or 0
+    return f" ({on_chip:.4g} of them kept on chip, VMEM)" if on_chip > 0 else ""
+
+
 def step_time_line(timing: dict) -> str:
     """The summary's cost line with a device: step time, breakdown, MFU, the axes' links."""
     st, b = timing["step_time"], timing["step_time"]["breakdown_s"]
@@ -154,8 +162,8 @@ def step_time_line(timing: dict) -> str:
             f"{format_seconds(b['memory_bound_s'])} memory-bound], communication {format_seconds(b['communication_s'])}, "
             f"resharding {format_seconds(b['resharding_s'])}; no overlap; all hidden: {format_seconds(b['overlapped_step_time_s'])})"
             f"\nMFU {'-' if mfu is None else f'{mfu:.1%}'} {peak_words(st)}; {timing['flops_per_device']:.4g} flops and "
-            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device"
-            f"\naxes {links_text(timing)}"
+            f"{timing['hbm_bytes_per_device']:.4g} HBM bytes per device" + on_chip_words(timing)
+            + f"\naxes {links_text(timing)}"
             + ("\nthe module is already a per-device program: priced whole on every device, its collectives on "
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 

@@ -254,7 +254,9 @@ def axis_link_name(profile, shape, axis: int, link: str) -> str:
 def plan_timing(result, module, scale) -> dict:
     """Report fields of the plan ``result`` (an ``evaluate_module`` CostResult, or the written
     re-evaluation of a solve) of ``module`` priced on ``scale`` (:class:`hloshard.devices.TimeScale`):
-    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device``, ``mfu`` and
+    ``estimated_step_time_s``, ``flops_per_device``, ``hbm_bytes_per_device`` (bytes accessed, as XLA's
+    ``cost_analysis()`` counts them) and ``on_chip_bytes_per_device`` (those of them the roofline keeps in
+    VMEM), ``mfu`` and
     ``step_time`` (the breakdown in seconds, device, peak, link class per mesh axis, the per-kind
     roofline split). Raises nothing for a well-formed result."""
     profile = scale.profile
@@ -278,6 +280,9 @@ def plan_timing(result, module, scale) -> dict:
         "estimated_step_time_s": st.estimated_step_time_s,
         "flops_per_device": st.flops_per_device,
         "hbm_bytes_per_device": st.hbm_bytes_per_device,
+        # of them, the bytes the roofline keeps in on-chip memory (VMEM: prefetched parameters, and on tpu-v5e
+        # the kernels' results, cost.roofline.vmem_intermediates), read and written there, not through HBM
+        "on_chip_bytes_per_device": float(roof.vmem_bytes),
         "mfu": st.mfu,
         "step_time": {"device": profile.name, "peak_flops": st.peak_flops, "peak_dtype": st.peak_dtype,
                       # the report's cost-unit figures (objective, breakdown) in seconds: x this
