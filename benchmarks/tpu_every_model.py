@@ -22,7 +22,7 @@ never hidden).  Exit 2 on bad input (no such sample / directory), 0 otherwise.
 
 Run with an interpreter that has jax 0.10.2, libtpu 0.0.42.* and hloshard's dependencies::
 
-    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_every_model.py OUTDIR [--samples a,b] [--device tpu-v5e] [--json out.json]
+    ALLOW_MULTIPLE_LIBTPU_LOAD=1 python benchmarks/tpu_every_model.py OUTDIR [--samples a,b] [--device tpu-v5e] [--json out.json] [--timeout S]
 """
 
 from __future__ import annotations
@@ -77,6 +77,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None, help="solve with --device DEVICE (e.g. tpu-v5e; default: none)")
     ap.add_argument("--json", default=None, help="write the rows here")
     ap.add_argument("--hlo-out", action="store_true", help="keep each plan's TPU partitioned / final HLO in OUT")
+    ap.add_argument("--timeout", type=float, default=1800.0,
+                    help="seconds for the one compile child (all modules; on a loaded machine 600 s is not enough)")
     args = ap.parse_args(argv)
     from tests.tpu_oracle import compile_for_tpu, tpu_available
 
@@ -99,7 +101,7 @@ def main(argv=None) -> int:
             texts.append(p.read_text())
             keys.append((n, plan))
     t0 = time.monotonic()
-    recs = compile_for_tpu(texts, topology=args.topology)
+    recs = compile_for_tpu(texts, topology=args.topology, timeout=args.timeout)
     print(f"{len(texts)} modules compiled for {args.topology} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
     rows = []
     for (n, plan), rec in zip(keys, recs):
