@@ -42,10 +42,10 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, reshard_readers,
+from ..cost.liveness import (early_reshard, effective_users, in_place_user, is_fused, read_until, reshard_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
+from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, a2a_staging, copy_start, pin_key,
                     relayout_point,
                     scratch_bytes)
 from .graph import Graph
@@ -151,6 +151,24 @@ def edge_memory_terms(graph: Graph) -> list:
             mat = (lambda m=m, c=consumer, v=v: np.asarray(m if c == v else m.T))   # source x consumer
             reqs = (lambda g=g, inst=inst, leaf=leaf: [_required(g, st, inst, leaf) for st in g.strategies])
             src_pos = graph.positions.get(inst)
+            # XLA CPU: the collective right after its operand (cost.liveness.early_reshard, build.edge_buffers)
+            early = device is None and early_reshard(g.instr, inst) and src_pos is not None and src_pos < t
+            if device is None:
+                # XLA CPU's all-to-all input pieces (build.a2a_staging), at the collective
+                def pieces(i, j, sg=sg, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
+                    moved = mat()[i] > 0
+                    cache: dict = {}
+                    use = np.zeros(len(moved), dtype=np.int64)
+                    for n, q in enumerate(reqs()):
+                        if moved[n] and q is not None:
+                            key = repr(q)
+                            if key not in cache:
+                                cache[key] = a2a_staging(graph, inst, leaf, _Pick(sg.node, i), q)
+                            use[n] = cache[key]
+                    return use
+                if g.instr.opcode != "tuple":   # (build.edge_buffers: not into a root leaf)
+                    at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, None) is not None, early=early)
+                    terms.append(Term((source, consumer), at, at + 1, pieces, carrier=1))
             if src_pos is not None and (is_fused(inst) or
                                         resharded_by_tuple(g.instr, inst, graph.problem.intervals[sg.node])):
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or
@@ -166,14 +184,19 @@ def edge_memory_terms(graph: Graph) -> list:
             if fused:   # read where the fused consumer's readers run
                 last = read_until(g.instr, ids)
                 end = max(end, (last if last is not None else t) + 1)
-            if fused or not in_place_user(g.instr, inst):
+            if fused or not in_place_user(g.instr, inst) or (device is None and g.instr.opcode != "tuple"):
                 def copy(i, j, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
                     shape = _leaf_shape(inst, leaf)
                     moved = mat()[i] > 0
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
                 shared = pin_key(graph, g, inst, leaf, None) is not None
-                lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
+                lo = copy_start(graph, inst, t, shared, early=early)   # a pin / XLA CPU: as soon as its operand is
+                if not fused and in_place_user(g.instr, inst):
+                    # in place on XLA CPU: the resharded buffer waits for its consumer (early), which then computes
+                    # on it (build.edge_buffers); an all-to-all's pieces beside the consumer's result are not
+                    # carried here (an under-statement of its tile at the consumer)
+                    end = t
                 if shared:
                     share, layout = (id(g.instr.parent), id(inst), leaf), (lambda j, reqs=reqs: repr(reqs()[j]))
                 else:   # users XLA's reshard cache serves from one collective (build.edge_buffers)
