@@ -743,6 +743,8 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             copies.append((dot, b))
     resharded: list = []
     pinned: dict = {}
+    read_early: set = set()   # values a partitioner's collective reads at the point after theirs (early_reshard)
+    extended: list = []       # (point, bytes): an operand live at its early collective's point for that reason
     # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
     shared = shared_reshards(graph, choice)
     dead_at: dict = {}   # node -> the dot its value is dead at (read there only by a collective)
@@ -790,7 +792,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then);
                 # read by the collective only, made right after it (early_reshard)
                 sg = r[0]
+                # (early: the collective runs at min(t, src + 1), copy_start, and reads it there: XLA's buffer
+                # assignment holds the operand and the collective's result together at the collective,
+                # tests/test_solve_robustness.py's neg_exp: negate 512 B beside its 4,096 B all-gather)
                 ivs.append((src, src + 1 if early and not by_tuple else max(src, t if relaid else t + 1)))
+                if early and not by_tuple:
+                    extended.append((min(t, src + 1), int(sg.strategies[int(choice[sg.node])].memory)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and r[0].node not in dead_at and \
                     not _persistent(graph, r[0].node) and \
@@ -831,6 +838,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         cached = shared.get((g.node, id(inst), leaf))
                         resharded.append((cached or len(resharded), start, t, b))
                         pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
+                        read_early.add(id(inst))
                 continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1
             if fused:   # read where the fused consumer's readers run
@@ -869,13 +877,26 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             resharded.append((key or cached or len(resharded), start, end, b))
             if key is not None or early:
                 pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
+            if early and key is None and not staging:
+                read_early.add(id(inst))
     # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
     for lo, hi, b in one_buffer_per_reshard(resharded):
         ivs.append((lo, hi))
         sizes.append(b)
     # a value every reader of which reads through a pin is last read by the pins (cost.liveness.resharding_pin)
-    for lo, hi, b in pinned_only_credit(graph, choice, pinned, others=cpu):
+    for lo, hi, b in pinned_only_credit(graph, choice, pinned, others=cpu, read_early=read_early,
+                                        extended=extended):
         ivs.append((lo, hi))
+        sizes.append(b)
+    # an early collective's operand, live at the collective (copy_start): XLA's buffer assignment holds the
+    # operand and the collective's result together there (tests/test_solve_robustness.py's neg_exp: the
+    # 512 B negate beside its 4,096 B all-gather).  The point also stands for the instruction the schedule
+    # has there, after the collective, where the operand may be dead: the sum over-states the larger of
+    # the two instants by at most the smaller of the operand and what is born there (attention_6heads'
+    # GSPMD plan, 1.050 of XLA: XLA relays each projection out and gathers it before the next projection
+    # exists).  Placeable in an output's free allocation, as XLA may hold it there
+    for at, b in extended:
+        ivs.append((at, at + 1))
         sizes.append(b)
     # the communication buffers and copies XLA keeps in an output's allocation before the output is
     # written (cost.liveness.place_in_outputs: the rule of the module's own temporaries)
@@ -908,7 +929,8 @@ def _resharded_operands(graph: Graph, choice) -> set:
     return out
 
 
-def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False) -> list:
+def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False,
+                       read_early: set | frozenset = frozenset(), extended: list | None = None) -> list:
     """``(lo, hi, -bytes)`` for each value of ``pinned`` (``id(instr) -> (instr, leaf, ids of the consumers
     that read it through a pin solve writes)``, :func:`edge_buffers`) that every user reads through such a
     pin: the written pins are its last readers, made as soon as it exists (:func:`copy_start`), so its
@@ -917,7 +939,14 @@ def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False)
     definition to the end of its node's interval.  Not for an entry parameter, a root, an entry output, a value
     XLA would fuse (made for the collective only) or a leaf of a tuple-valued node.  ``others`` (XLA CPU's
     early collectives, :func:`copy_start`): ``pinned`` also holds consumers read through such a collective, and
-    a value some users read directly is credited from one point after the last of those reads."""
+    a value some users read directly is credited from one point after the last of those reads; a value in
+    ``read_early`` (ids: read by such a collective, which runs one point after the value's own,
+    :func:`copy_start`) is live at that point too -- XLA's buffer assignment holds a collective's operand and
+    its result together at the collective (``neg_exp`` of tests/test_solve_robustness.py: the 512 B negate
+    beside its 4,096 B all-gather, 5,120 B in all) -- so it is appended to ``extended`` (a list) as
+    ``(point, bytes)`` when its credit starts at that point, which :func:`edge_buffers` keeps as a buffer.
+    Not for the operand of an all-to-all (:func:`a2a_staging`): XLA CPU slices the pieces it sends out of
+    the operand first, which is then dead at the all-to-all (hand module ``A2A_EXP``)."""
     out = []
     entry = graph.module.entry
     ids = {id(i): t for i, t in graph.positions.items()} if others else None
@@ -942,6 +971,8 @@ def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False)
             start = max(start, int(at) + 1)
         if own > 0 and hi_s > start:
             out.append((start, hi_s, -own))
+            if id(inst) in read_early and start == int(src) + 1 and extended is not None:
+                extended.append((start, own))   # live at its collective, one point after its own
     return out
 
 
