@@ -741,10 +741,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
+    own_end = len(ivs)   # [first_comm, own_end): the nodes' own collectives and the dots' relayout copies
     resharded: list = []
     pinned: dict = {}
     read_early: set = set()   # values a partitioner's collective reads at the point after theirs (early_reshard)
     extended: list = []       # (point, bytes): an operand live at its early collective's point for that reason
+    results_at: set = set()   # nodes whose result, at that point, is an early collective's (in place)
     # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
     shared = shared_reshards(graph, choice)
     dead_at: dict = {}   # node -> the dot its value is dead at (read there only by a collective)
@@ -839,6 +841,8 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                         resharded.append((cached or len(resharded), start, t, b))
                         pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
                         read_early.add(id(inst))
+                    else:   # the consumer runs at the collective's point: its result is the collective's
+                        results_at.add(g.node)
                 continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1
             if fused:   # read where the fused consumer's readers run
@@ -891,10 +895,9 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     # an early collective's operand, live at the collective (copy_start): XLA's buffer assignment holds the
     # operand and the collective's result together there (tests/test_solve_robustness.py's neg_exp: the
     # 512 B negate beside its 4,096 B all-gather).  The point also stands for the instruction the schedule
-    # has there, after the collective, where the operand may be dead: the sum over-states the larger of
-    # the two instants by at most the smaller of the operand and what is born there (attention_6heads'
-    # GSPMD plan, 1.050 of XLA: XLA relays each projection out and gathers it before the next projection
-    # exists).  Placeable in an output's free allocation, as XLA may hold it there
+    # has there, after the collective, where the operand may be dead (early_collective_overlap).  Placeable
+    # in an output's free allocation, as XLA may hold it there
+    first_ext = len(ivs)
     for at, b in extended:
         ivs.append((at, at + 1))
         sizes.append(b)
@@ -906,7 +909,53 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         for j, hit in enumerate(placed):
             if hit:
                 sizes[first_comm + j] = 0
+    kept = [(lo, b) for (lo, _hi), b in zip(ivs[first_ext:first_ext + len(extended)],
+                                             sizes[first_ext:first_ext + len(extended)]) if b > 0]
+    born = [(lo, b) for (lo, _hi), b in zip(ivs[first_comm:own_end], sizes[first_comm:own_end]) if b > 0]
+    for at, b in early_collective_overlap(graph, choice, kept, results_at, born):
+        ivs.append((at, at + 1))
+        sizes.append(b)
     return ivs, sizes
+
+
+def early_collective_overlap(graph: Graph, choice, extended: list, results_at: set, buffers: list = ()) -> list:
+    """``(point, -bytes)``: corrections for the operands :func:`edge_buffers` keeps live at their early
+    collective's point (``extended``: ``(point, bytes)``, each a buffer of its own at ``[point, point + 1)``
+    not placed in an output's allocation; XLA CPU, :func:`copy_start` with ``early``).  XLA runs the
+    collective between the operand's instruction and the one the schedule has at that point: at the
+    collective the operand and its result are live (``neg_exp`` of tests/test_solve_robustness.py:
+    512 + 4,096 + 512 B); at the next instruction its output is born and the operand may be dead
+    (tests/test_memory_model.py's ``DOT_GATHER_REDUCE_TILE``: the add gathered for the dot is dead at the
+    dot, whose 1 MiB partial sums are born there).  Both instants hold what spans the point and the
+    collective's result, so the point holds that plus ``max(operands, born)``, not their sum: the
+    correction is ``-min(operands, born)``, ``born`` the bytes of the choice's nodes whose interval starts at
+    the point, less ``results_at`` (consumers in place on the collective's result, which is theirs), and of
+    ``buffers`` (``(start, bytes)``: the consumers' own, a chosen strategy's collective operands and the dots'
+    relayout copies, as placed) starting there.  The resharded buffers born there are left out of ``born`` (a
+    smaller correction: never below either instant).  Not modelled: XLA's schedule may run several instructions between the two (the
+    ``attention_6heads`` GSPMD plan: three projections, then their relayout copies, then three all-gathers;
+    1.050 of XLA with the operand at the point, where the projection born there is itself an operand)."""
+    if not extended:
+        return []
+    ops: dict = {}
+    for at, b in extended:
+        ops[int(at)] = ops.get(int(at), 0) + int(b)
+    born = dict.fromkeys(ops, 0)
+    p = graph.problem
+    for v in range(p.num_nodes):
+        lo, hi = int(p.intervals[v][0]), int(p.intervals[v][1])
+        if lo in born and hi > lo and v not in results_at:
+            born[lo] += int(p.node_usages[v][int(choice[v])])
+    for lo, b in buffers:
+        if int(lo) in born:
+            born[int(lo)] += int(b)
+    out = []
+    for at, b in sorted(ops.items()):
+        corr = min(b, born[at])
+        if corr > 0:
+            out.append((at, -corr))
+    return out
+
 
 
 def _persistent(graph: Graph, node: int) -> bool:
