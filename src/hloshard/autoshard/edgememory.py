@@ -45,7 +45,8 @@ from ..cost.group_conv import batch_groups
 from ..cost.liveness import (early_reshard, effective_users, in_place_user, is_fused, read_until, reshard_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, a2a_staging, copy_start, pin_key,
+from .build import (_all_reduced, _leaf_shape, _persistent, _relayout_bytes, _required, _tuple_table_bytes, a2a_staging,
+                    combine_members, copy_start, pin_key,
                     relayout_point,
                     scratch_bytes)
 from .graph import Graph
@@ -120,6 +121,28 @@ def edge_memory_terms(graph: Graph) -> list:
         def collectives(g=g):
             return np.array([scratch_bytes(g, st, minfo, device) for st in g.strategies], dtype=np.int64)
         terms.append(Term((v,), t, t + 1, collectives))
+    # XLA CPU's combined gradient all-reduces (build.combined_all_reduces): a member's partial sums wait for
+    # the last member that may all-reduce, its result may be made there; a term per member over its
+    # strategies (covering every plan: the plan's last member is at or before the last possible one, and the
+    # evaluation's credits are left out)
+    if device is None:
+        members = combine_members(graph)
+        if len(members) > 1:
+            last = max(t for _, t in members)
+            for v, t in members:
+                if t >= last:
+                    continue
+                g = graph.nodes[v]
+
+                def partial(g=g):
+                    return np.array([sum(_all_reduced(st).values()) for st in g.strategies], dtype=np.int64)
+                terms.append(Term((v,), t + 1, last + 1, partial))
+                hi_v = int(graph.problem.intervals[v][1])
+                if hi_v <= last and not _persistent(graph, v):
+                    def result(g=g, v=v):
+                        own = np.asarray(graph.problem.node_usages[v], dtype=np.int64)
+                        return np.where([bool(_all_reduced(st)) for st in g.strategies], own, 0)
+                    terms.append(Term((v,), hi_v, last + 1, result))
     # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants), the leaf's tile
     for u, lo, hi, factor in getattr(graph, "widened", ()):
         def widened(g=graph.nodes[u], factor=factor):

@@ -77,7 +77,7 @@ def total_bytes(shape: Shape, sharding: HloSharding | None) -> int:
 #: ``solve`` plan once solve wrote keep pins (1.099): round 29's rules (:func:`hloshard.cost.liveness.
 #: select_and_scatter_expansions`, keep-pinned :func:`hloshard.cost.liveness.widened_invariants`) put them at
 #: 0.982, 0.963 and 1.011; a 2.5 MiB budget on that ResNet, broken before (XLA +2.5% over it), is kept (92.5%).
-XLA_CPU_UNDERESTIMATE = 1.11
+XLA_CPU_UNDERESTIMATE = 1.13
 
 #: Largest ``predicted peak / XLA peak`` measured on the same plans, rounded up (``attention_6heads``'
 #: GSPMD plan, 1.150; round 12: 1.100): a plan the model puts at P bytes needs at least
