@@ -1127,17 +1127,17 @@ def copy_start(graph: Graph, inst, t: int, pinned: bool, early: bool = False) ->
     by the breadth-first scheduler as soon as its operand exists (:func:`hloshard.cost.liveness.resharding_pin`:
     how ``hloshard cost`` prices the written pin); with ``early`` (XLA CPU, :func:`hloshard.cost.liveness.early_reshard`:
     the partitioner's collective for the consumer, run by the same scheduler right after its operand) the point
-    after ``inst``'s, where the operand's own buffer is credited when the collective was its last reader
-    (:func:`pinned_only_credit` with ``others``); else ``t``, where XLA's partitioner reshards for the
+    after ``inst``'s (at most ``t``), where the collective reads the operand, live there beside its result
+    (:func:`edge_buffers`' extended operands, :func:`early_collective_overlap`) and credited after it when the
+    collective was its last reader (:func:`pinned_only_credit` with ``others``); else ``t``, where XLA's partitioner reshards for the
     consumer (the TPU's scheduler).  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
     consumers (11.5 MiB peak) and the written module needed 14.0 MiB."""
     if made_at_entry_start(inst, graph.module.entry):
         return 0
     src = graph.positions.get(inst) if pinned or early else None
     if src is not None and early and not pinned:
-        # the partitioner's collective (cost.liveness.early_reshard): the point after its operand's, where
-        # the operand's own buffer is credited when the collective was its last reader (pinned_only_credit;
-        # XLA's attention_6heads GSPMD plan: each projection's tile dies at its all-gather)
+        # the partitioner's collective (cost.liveness.early_reshard): the point after its operand's, where the
+        # collective reads it (edge_buffers keeps it live there; pinned_only_credit frees it after)
         return min(t, int(src) + 1)
     return t if src is None else min(t, int(src))
 

@@ -141,8 +141,11 @@ more (and pads to tiles); that is not modelled here.
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
   node memory only).  On XLA CPU every resharding collective the partitioner makes for a consumer reads
   its operand alone, so the breadth-first scheduler runs it right after the operand (:func:`early_reshard`):
-  the resharded buffer lives from there to the consumer, the operand is last read there (round 31: the
-  ViT's GELU outputs gathered over the batch in the forward for the backward's weight gradients); an
+  the resharded buffer lives from there to the consumer, and the operand is live there beside it, where it
+  may be last read (round 31: the ViT's GELU outputs gathered over the batch in the forward for the
+  backward's weight gradients; round 32: ``neg_exp`` of tests/test_solve_robustness.py, XLA's negate and its
+  all-gather live together; one schedule point stands for the collective and the instruction after it,
+  :func:`hloshard.autoshard.build.early_collective_overlap`); an
   all-to-all's input pieces live beside its result pieces there
   (:func:`hloshard.autoshard.build.a2a_staging`).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
   scheduler (``HloMemoryScheduler`` on the partitioned, scheduled module) places the resharding of an
@@ -2313,7 +2316,8 @@ def early_reshard(consumer, operand) -> bool:
     exists (module docstring, *Communication buffers*): XLA's SPMD partitioner makes it an instruction that
     reads ``operand`` alone, and XLA CPU's breadth-first scheduler (``BFSMemoryScheduler``) runs an
     instruction as soon as everything it reads has run -- so the resharded buffer lives from ``operand``'s
-    definition to ``consumer``, and ``operand`` is last read there.  Read in XLA's schedule of the ViT
+    definition to ``consumer``, and ``operand`` is read there (live beside the collective's result: XLA's
+    buffer assignment of ``neg_exp``, tests/test_solve_robustness.py).  Read in XLA's schedule of the ViT
     expert plan (new user 30; BENCHMARKS.md, round 31 memvit): each MLP's GELU output ``f32[8,65,384]`` is
     all-gathered over the batch (``all-gather.69``, ``f32[16,65,384]``) right after the forward makes it, for
     the backward's weight-gradient dot; three such buffers are live at XLA's peak.  The same rule as a
