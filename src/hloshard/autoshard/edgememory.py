@@ -96,7 +96,12 @@ def edge_memory_terms(graph: Graph) -> list:
     plan's memory, never under-states it); nor are the evaluation's one copy of a gathered dot operand, the
     gathered buffer and its source dead at that copy, and the buffers it places in the outputs' free
     allocations (:func:`hloshard.cost.liveness.place_in_outputs`, round 26): each only lowers the
-    evaluated peak, so the terms over-state it there too.  A copy solve writes as a pin starts where its operand is made
+    evaluated peak, so the terms over-state it there too.  XLA CPU's combined gradient all-reduce
+    (:func:`hloshard.autoshard.build.combined_all_reduces`): per possible member a term of its partial sums from
+    one point after it, and one of its result from the end of its node's interval (when it ends there), to the
+    last possible member -- the plan's last member is never later, so they cover it; they over-state a
+    plan whose last member is earlier, and the result from the member on (the evaluation credits it until the
+    combined all-reduce).  A copy solve writes as a pin starts where its operand is made
     (:func:`hloshard.autoshard.build.copy_start`), as the evaluation prices it.  Cheap: bytes are computed when a term is priced."""
     terms: list = []
     minfo = graph.ctx.minfo
