@@ -969,7 +969,11 @@ def combine_members(graph: Graph) -> list:
     replica group (:func:`combined_all_reduces`): entry instructions of collective height 0
     (:func:`hloshard.cost.combiner.collective_heights`: nothing that may carry a collective depends on them --
     a training step's gradients) of a member opcode (:data:`hloshard.cost.combiner.MEMBER_OPCODES`), one node
-    each (not tuple-valued), with a strategy that all-reduces, and their schedule points."""
+    each (not tuple-valued), with a strategy that all-reduces, and their schedule points.  Cached on the graph
+    (every evaluation of a plan reads it)."""
+    hit = getattr(graph, "_combine_members", None)
+    if hit is not None:
+        return hit
     entry = graph.module.entry
     if entry is None:
         return []
@@ -987,6 +991,7 @@ def combine_members(graph: Graph) -> list:
             heights = collective_heights(entry)
         if heights.get(id(instr)) == 0 and carries_collective(instr):
             out.append((v, int(t)))
+    graph._combine_members = out
     return out
 
 
