@@ -27,13 +27,14 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import InputError
 from .cost.liveness import usage_profile
-from .io import cannot_read, max_input_bytes, read_limited, write_bytes_atomic
+from .io import cannot_read, max_input_bytes, read_limited, write_chunks_atomic
 
 #: Any cost >= INFINITY marks a forbidden choice (the IOPDDL / XLA convention, ``kInfinityInt``).
 INFINITY = 10**18
@@ -262,16 +263,53 @@ def problem_to_json(problem: Problem) -> dict:
     return {"problem": p}
 
 
+def problem_json_chunks(problem: Problem):
+    """The text of ``json.dumps(problem_to_json(problem), separators=(",", ":"))``, byte for byte, as a stream
+    of ``str`` pieces of at most one array each: a problem of millions of strategies is written without its
+    Python-list form (the 48-layer transformer's graph at 2x2x2 took more than 10 GB that way, round 32)."""
+    d = lambda x: json.dumps(x, separators=(",", ":"))   # noqa: E731 -- the one formatting, as problem_to_json's
+    yield '{"problem":{"name":' + d(problem.name) + ',"nodes":{"intervals":' + d(problem.intervals.tolist())
+    for key, arrays in (("costs", problem.node_costs), ("usages", problem.node_usages)):
+        yield ',"' + key + '":['
+        for k, a in enumerate(arrays):
+            yield ("," if k else "") + d(a.tolist())
+        yield "]"
+    yield '},"edges":{"nodes":' + d(problem.edges.tolist()) + ',"costs":['
+    for k, c in enumerate(problem.edge_costs):
+        yield ("," if k else "") + d(c.reshape(-1).tolist())
+    yield "]}"
+    if problem.usage_limit is not None:
+        yield ',"usage_limit":' + d(int(problem.usage_limit))
+    if problem.cost_scale != 1.0:
+        yield ',"cost_scale":' + d(problem.cost_scale)
+    if problem.aliases:
+        yield ',"aliases":['
+        for k, (u, v, a) in enumerate(problem.aliases):
+            yield ("," if k else "") + d({"nodes": [int(u), int(v)], "allowed": np.argwhere(a).tolist()})
+        yield "]"
+    yield "}}"
+
+
+def _gzipped(chunks):
+    """``chunks`` (bytes) gzip-compressed as a stream: level 9, no file name, modification time 0 (byte-identical
+    output for identical problems)."""
+    z = zlib.compressobj(9, zlib.DEFLATED, 31)   # wbits 31: a gzip header (mtime 0) and trailer
+    for c in chunks:
+        out = z.compress(c)
+        if out:
+            yield out
+    yield z.flush()
+
+
 def save_problem(problem: Problem, path: str) -> None:
-    """Write ``problem`` as IOPDDL JSON to ``path``; gzip-compressed when it ends in ``.gz``.
+    """Write ``problem`` as IOPDDL JSON to ``path`` (:func:`problem_to_json`'s document); gzip-compressed when
+    it ends in ``.gz``.  Streamed (:func:`problem_json_chunks`): memory beyond the problem's own arrays is one
+    array's text at a time.
 
     Written atomically (temporary file, then rename). Raises UsageError when not writable.
     """
-
-    data = json.dumps(problem_to_json(problem), separators=(",", ":")).encode()
-    if path.endswith(".gz"):
-        data = gzip.compress(data, mtime=0)     # mtime=0: byte-identical output for identical problems
-    write_bytes_atomic(path, data)
+    data = (c.encode() for c in problem_json_chunks(problem))
+    write_chunks_atomic(path, _gzipped(data) if path.endswith(".gz") else data)
 
 
 def liveness_points(intervals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -204,7 +204,13 @@ def write_text_atomic(path: str, text: str) -> None:
 
 
 def write_bytes_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file in the same directory, then rename);
+    """Write ``data`` to ``path`` atomically: :func:`write_chunks_atomic` of the one chunk."""
+    write_chunks_atomic(path, (data,))
+
+
+def write_chunks_atomic(path: str, chunks) -> None:
+    """Write the bytes of ``chunks`` (an iterable of ``bytes``, consumed once: a large output need never be
+    held whole, e.g. :func:`hloshard.costgraph.save_problem`) to ``path`` atomically (temp file in the same directory, then rename);
     ``-`` writes to standard output. Never leaves a partial file behind. A symbolic link is followed
     (its target is replaced, the link kept); the file keeps the permissions of the one it replaces, or
     gets the usual umask-based ones when new.
@@ -215,7 +221,8 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     Raises UsageError when the path is a directory or cannot be written (the system's reason).
     """
     if path == "-":
-        sys.stdout.buffer.write(data)
+        for data in chunks:
+            sys.stdout.buffer.write(data)
         sys.stdout.flush()
         return
     real = os.path.realpath(path)
@@ -224,7 +231,8 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
     if _is_direct(path):
         try:
             with open(path, "ab") as fh:
-                fh.write(data)
+                for data in chunks:
+                    fh.write(data)
         except OSError as exc:
             raise UsageError(f"{path}: cannot write: {exc.strerror or exc}", filename=path) from None
         return
@@ -236,7 +244,8 @@ def write_bytes_atomic(path: str, data: bytes) -> None:
         raise UsageError(f"{path}: cannot write: {_reason(exc, directory)}", filename=path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            for data in chunks:
+                fh.write(data)
         os.chmod(tmp, mode)
         os.replace(tmp, real)
     except BaseException as exc:
