@@ -41,7 +41,9 @@ def test_fast_default_says_what_it_did_and_its_gap():
 
 
 def test_fast_heuristic_on_a_module_presolve_does_not_finish():
-    rep = _cost(SAMPLES / "transformer_block.pre.hlo")
+    # attention_6heads: presolve leaves choices open (transformer_block's closes since round 32: its shared
+    # scalar broadcasts tie no reader's layout, and presolve finishes there)
+    rep = _cost(SAMPLES / "attention_6heads.pre.hlo")
     c = rep["completion"]
     assert c["method"] == "heuristic"
     assert "greedy + local search + one message-passing round" in c["description"]
@@ -60,11 +62,11 @@ def test_fast_default_against_the_full_solver():
 
 def test_fast_default_is_deterministic():
     """The JSON reports carry no wall time and the completion reads no clock: byte-identical reruns."""
-    big = SAMPLES / "transformer_block.pre.hlo"   # the heuristics run here (presolve does not finish)
+    big = SAMPLES / "attention_6heads.pre.hlo"   # the heuristics run here (presolve does not finish)
     assert _run("cost", big, "--mesh", "2x4", "--format", "json") == \
         _run("cost", big, "--mesh", "2x4", "--format", "json")
-    assert _run("diff", big, PROP.with_name("transformer_block.propagated.hlo"), "--mesh", "2x4", "--format",
-                "json") == _run("diff", big, PROP.with_name("transformer_block.propagated.hlo"), "--mesh", "2x4",
+    assert _run("diff", big, PROP.with_name("attention_6heads.propagated.hlo"), "--mesh", "2x4", "--format",
+                "json") == _run("diff", big, PROP.with_name("attention_6heads.propagated.hlo"), "--mesh", "2x4",
                                 "--format", "json")
 
 
