@@ -21,14 +21,7 @@ MODELS = ["mlp_train_step", "transformer_train_step", "moe_layer"]
 #: strict, so the mark must go when the plan is fixed
 #: (transformer_train_step was here until issue 11's solver: XLA now measures 3,738,628 B/device for
 #: hloshard's plan vs 5,111,812 for Megatron's, it was 5,442,564)
-XLA_WORSE: dict = {
-    "transformer_train_step": (
-        "round 32: with the XLA-CPU liveness rules re-applied (early collectives, the combined gradient all-reduce; "
-        "margin 1.13) the guard's baseline is priced 8,295,536 B (XLA 8,603,924; it was 7,697,516), its band wider "
-        "(limit 11,418,836 B, was 10,430,549), and the plan it keeps costs less in the objective (nearest 7.07 M "
-        "units, was 7.61 M) but moves 5,734,404 B by XLA against Megatron's 5,111,812 (was 5,013,508): the "
-        "objective's trade, not yet XLA's"),
-}
+XLA_WORSE: dict = {}
 
 #: the child that runs every scenario of this file in one process (one jax / hloshard / OR-Tools start
 #: instead of four): the models of ``tests/jax_e2e_models.py``, then each script below as ``__main__`` with
