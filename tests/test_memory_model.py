@@ -1307,7 +1307,7 @@ def test_sliced_operand():
 
 
 def test_margin_arithmetic_is_exact():
-    assert model_limit(round(600 * 1024 * XLA_CPU_UNDERESTIMATE)) == 600 * 1024   # (the float product: round)
+    assert model_limit(int(600 * 1024 * XLA_CPU_UNDERESTIMATE)) == 600 * 1024
     assert xla_lower_bound(int(1000 * XLA_CPU_OVERESTIMATE)) == 1000
     assert model_limit(1000) < 1000 < int(1000 * XLA_CPU_UNDERESTIMATE)
 
@@ -1659,94 +1659,3 @@ def test_round30_peaks_are_xlas():
     assert [m.error for m in got] == [None] * len(names)
     for n, m in zip(names, got):
         assert abs(m.total - ROUND30[n][1]) <= ROUND30[n][2], (n, m.total)
-
-
-#: round 31 (issue 25, helper memvit): XLA CPU's all-to-all reshards its operand through pieces
-#: (``A2A_EXP``, 8 devices): ``u`` row-split (512 KiB per device) read column-split by an exponential.  XLA slices
-#: the 7 pieces a device sends out of ``u`` (64 KiB each, the subtract computed inside the slices), the all-to-all
-#: writes 8 pieces (512 KiB) and ``copy_bitcast_fusion`` writes the exponential (the output) from them.  By hand:
-#: arguments 1 MiB + output 512 KiB + pieces 512 KiB + sent pieces 7/8 x 512 KiB = 2,555,904, + 8 B (the tuple's
-#: pointer); XLA 2,555,968.  Main's model (the subtract made, the exponential in place on the resharded buffer):
-#: 2,097,160.  Over 2 of 8 devices (``A2A_HALF``, 2 MiB tiles): 1 piece sent, by hand 4 + 2 + 2 + 1 MiB + 8 B;
-#: XLA 9,437,248; main 8,388,616.
-A2A_EXP = """HloModule a2a_exp, num_partitions=8
-
-ENTRY main {
-  p0 = f32[1024,1024]{1,0} parameter(0), sharding={devices=[8,1]<=[8]}
-  g = f32[1024,1024]{1,0} parameter(1), sharding={devices=[8,1]<=[8]}
-  u = f32[1024,1024]{1,0} subtract(p0, g), sharding={devices=[8,1]<=[8]}
-  e = f32[1024,1024]{1,0} exponential(u), sharding={devices=[1,8]<=[8]}
-  ROOT t = (f32[1024,1024]{1,0}) tuple(e), sharding={{devices=[1,8]<=[8]}}
-}
-"""
-A2A_HALF = A2A_EXP.replace("a2a_exp", "a2a_half").replace(
-    "{devices=[8,1]<=[8]}", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}").replace(
-    "{devices=[1,8]<=[8]}", "{devices=[1,2,4]<=[8] last_tile_dim_replicate}")
-
-#: a dot whose contraction is split 8 ways and whose result is written column-split (``SLICED_REDUCE``): GSPMD
-#: all-reduces the whole ``[256,1024]`` partial sums (1 MiB) and slices its columns; XLA CPU runs no
-#: ReduceScatterCreator and fuses the slice into the add / convert that reads it, so the all-reduce's whole result
-#: is the buffer the readers read.  By hand: arguments 786,432 + output 65,536 + partial sums 1 MiB + all-reduce
-#: 1 MiB = 2,949,120 (XLA 2,949,124: the partition id).  Main's model (the 128 KiB slice as the dot's buffer):
-#: 2,031,616.
-SLICED_REDUCE = """HloModule sliced_reduce, num_partitions=8
-
-ENTRY main {
-  x = f32[256,1024]{1,0} parameter(0), sharding={devices=[1,8]<=[8]}
-  w = f32[1024,1024]{1,0} parameter(1), sharding={devices=[8,1]<=[8]}
-  r = f32[256,1024]{1,0} parameter(2), sharding={devices=[1,8]<=[8]}
-  d = f32[256,1024]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={devices=[1,8]<=[8]}
-  a = f32[256,1024]{1,0} add(d, r), sharding={devices=[1,8]<=[8]}
-  ROOT c = bf16[256,1024]{1,0} convert(a), sharding={devices=[1,8]<=[8]}
-}
-"""
-
-#: round 32: an early collective's operand and result live together at the collective (XLA CPU's schedule: negate,
-#: all-gather, exponential; live ranges negate 1-2, all-gather 2-3).  ``NEG_EXP``, tests/test_solve_robustness.py's
-#: module as solve writes it: p 512 + n 512 + the gathered n 4,096 (the exponential in place on it, the output) =
-#: 5,120, XLA's figure to the byte (helper memvit's rule without the operand there: 4,608).
-NEG_EXP = """HloModule neg_exp, num_partitions=8
-
-ENTRY main {
-  p = f32[64,16] parameter(0), sharding={devices=[8,1]<=[8]}
-  n = f32[64,16] negate(p), sharding={devices=[8,1]<=[8]}
-  ROOT e = f32[64,16] exponential(n), sharding={replicated}
-}
-"""
-
-#: round 31's hand modules (and round 32's): (text, the model's peak by hand, XLA's figure's distance allowed)
-ROUND31 = {"a2a_exp": (A2A_EXP, 2555912, 64), "a2a_half": (A2A_HALF, 9437192, 64),
-           "sliced_reduce": (SLICED_REDUCE, 2949120, 8), "neg_exp": (NEG_EXP, 5120, 0)}
-
-
-@pytest.mark.parametrize("case", sorted(ROUND31))
-def test_round31_peaks_by_hand(tmp_path, case):
-    text, peak, _ = ROUND31[case]
-    assert _peak(tmp_path, text) == peak
-
-
-def test_sliced_result_needs_elementwise_readers():
-    """The sliced all-reduce rule reads the readers: elementwise ones fuse the slice, a pin (a copy) does not."""
-    from hloshard.cost.liveness import slice_fused_into_readers
-
-    d = next(i for i in parse_module(SLICED_REDUCE).entry.instructions if i.name == "d")
-    assert slice_fused_into_readers(d)
-    pinned = SLICED_REDUCE.replace("add(d, r)", "add(q, r)").replace(
-        "  a = ", '  q = f32[256,1024]{1,0} custom-call(d), custom_call_target="Sharding", sharding={replicated}\n  a = ')
-    d = next(i for i in parse_module(pinned).entry.instructions if i.name == "d")
-    assert not slice_fused_into_readers(d)
-
-
-@pytest.mark.oracle
-def test_round31_peaks_are_xlas():
-    """The three modules above by XLA's memory_analysis() (one child): the model's peak within the slack."""
-    from tests.conftest import require_jax
-
-    require_jax()
-    from hloshard.xla_memory import xla_memory
-
-    names = sorted(ROUND31)
-    got = xla_memory([ROUND31[n][0] for n in names], 8)
-    assert [m.error for m in got] == [None] * len(names)
-    for n, m in zip(names, got):
-        assert abs(m.total - ROUND31[n][1]) <= ROUND31[n][2], (n, m.total)

@@ -99,7 +99,7 @@ def test_tight_memory_budget_forces_sharding_of_a_large_parameter():
     assert m.entry.get("w").sharding.is_replicated        # cheapest without a budget
     # a budget B is kept with the model's measured under-estimate as margin: the model's limit is
     # B / XLA_CPU_UNDERESTIMATE (hloshard.cost.memory.model_limit); 768 KiB -> 600 KiB
-    budget = round(600 * 1024 * XLA_CPU_UNDERESTIMATE)   # 1.13 x 614,400 is 694,271.99... in floats
+    budget = int(600 * 1024 * XLA_CPU_UNDERESTIMATE)
     assert model_limit(budget) == 600 * 1024
     # with the operand pins the CLI writes by default: without them XLA all-gathers w (below), and the written
     # module, priced as XLA partitions it (a dot whose only contracting split is a partly replicated operand's

@@ -37,8 +37,7 @@ import numpy as np
 from ..costgraph import INFINITY, Problem
 from ..errors import SolveFailed
 from ..strategy.base import TOKEN, LeafRef, StrategyGroup, is_array, is_mesh_spec, leaf_shapes
-from ..cost.combiner import (MEMBER_OPCODES, carries_collective, collective_heights, edge_savings,
-                             independent_values)
+from ..cost.combiner import edge_savings, independent_values
 from ..cost.group_conv import expansion_bytes
 from ..cost.memory import model_limit
 from ..cost.tpu_layout import solver_limit, strategy_bytes
@@ -49,8 +48,7 @@ from ..cost.liveness import (normalized_indices, BufferIntervals, buffer_interva
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_fusion_backend,
-                             widened_invariants, written_layouts, fusion_backend, slice_fused_into_readers,
-                             early_reshard, relayout_key, unforwarded)
+                             widened_invariants, written_layouts, fusion_backend)
 from ..hlo.callgraph import flatten_call_graph
 from ..hlo.inline import inline_calls
 from ..hlo.loops import execution_counts
@@ -482,13 +480,11 @@ def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None
     usages: dict = {}
     node_usages = []
     for v, g in enumerate(nodes):
-        # XLA CPU: a sliced all-reduce's whole result is the buffer where the slice fuses into the readers
-        sliced = memory_device is None and not g.multi and not no_buffer[v] and slice_fused_into_readers(g.instr)
-        key = (id(g.strategies), bool(no_buffer[v]), g.multi, g.leaf_shapes or (g.instr.shape,), sliced)
+        key = (id(g.strategies), bool(no_buffer[v]), g.multi, g.leaf_shapes or (g.instr.shape,))
         hit = usages.get(key)
         if hit is None:
             arr = np.zeros(len(g.strategies), dtype=np.int64) if no_buffer[v] else \
-                np.array([_usage(g, s, ctx.minfo, memory_device, sliced) for s in g.strategies], dtype=np.int64)
+                np.array([_usage(g, s, ctx.minfo, memory_device) for s in g.strategies], dtype=np.int64)
             arr.flags.writeable = False
             hit = usages[key] = (g.strategies, arr)
         node_usages.append(hit[1])
@@ -643,31 +639,16 @@ def with_memory_budget(graph: Graph, memory_budget: int | None) -> Graph:
 
 
 
-def _usage(g, s, minfo, memory_device, sliced: bool = False) -> int:
+def _usage(g, s, minfo, memory_device) -> int:
     """Bytes per device of node ``g``'s value under strategy ``s``: ``s.memory`` (the unpadded tile),
-    or with a TPU device the padded tiles of :func:`hloshard.cost.tpu_layout.strategy_bytes`.  ``sliced``
-    (XLA CPU, :func:`hloshard.cost.liveness.slice_fused_into_readers`): a strategy that slices its all-reduced
-    result keeps the whole all-reduce result (:func:`sliced_reduce_bytes`)."""
+    or with a TPU device the padded tiles of :func:`hloshard.cost.tpu_layout.strategy_bytes`."""
     if memory_device is None:
-        return max(int(s.memory), sliced_reduce_bytes(s)) if sliced else int(s.memory)
+        return int(s.memory)
     shapes = g.leaf_shapes or (g.instr.shape,)
     outs = s.out if g.multi else (s.out,)
     if len(shapes) != len(outs):
         return int(s.memory)
     return strategy_bytes(shapes, outs, minfo.tile_dims)
-
-
-def sliced_reduce_bytes(st) -> int:
-    """Bytes per device of the all-reduce result strategy ``st`` slices its output from, or 0: its last
-    collective (``Strategy.collectives``, in the order the partitioner makes them) is an ``all-reduce`` of
-    more bytes than the strategy's tile, so nothing but a local ``dynamic-slice`` follows it (a dot's
-    ``|allreduce+slice`` strategy, or one computed in its own layout and sliced to a written one,
-    ``>user``: XLA SPMD partitioner, dot handler then ``PartitionedHlo::Reshard``'s local slice)."""
-    cols = getattr(st, "collectives", ())
-    if not cols:
-        return 0
-    last = cols[-1]
-    return int(last.nbytes) if last.kind == "all-reduce" and int(last.nbytes) > int(st.memory) else 0
 
 
 def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list, list]:
@@ -732,29 +713,19 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
     # the relayout copy after an all-gather (one loop fusion: _relayout_bytes is not added again)
     moved = _resharded_operands(graph, choice)
     decomposed = set()
-    served: dict = {}   # (value, relayout key) -> where the copy of a gathered operand is made
     for dot, k, lo, hi, b in relayout_copies(graph, choice, ids):
         if (id(dot), id(dot.operands[k])) in moved:
             decomposed.add((id(dot), id(dot.operands[k])))
             lo = max(lo, ids.get(id(dot), lo))
-            served[(id(unforwarded(dot.operands[k])), relayout_key(dot, k))] = lo
         ivs.append((lo, hi))
         sizes.append(b)
         if copies is not None:
             copies.append((dot, b))
-    own_end = len(ivs)   # [first_comm, own_end): the nodes' own collectives and the dots' relayout copies
     resharded: list = []
     pinned: dict = {}
-    read_early: set = set()   # values a partitioner's collective reads at the point after theirs (early_reshard)
-    extended: list = []       # (point, bytes): an operand live at its early collective's point for that reason
-    results_at: set = set()   # nodes whose result, at that point, is an early collective's (in place)
     # one value resharded to one layout for several users is one buffer, first user to last (reshard_cache)
     shared = shared_reshards(graph, choice)
     dead_at: dict = {}   # node -> the dot its value is dead at (read there only by a collective)
-    # XLA CPU's breadth-first scheduler runs every resharding collective as soon as its operand exists
-    # (cost.liveness.early_reshard); on a TPU the latency-hiding scheduler places it (cost.tpu_heap)
-    cpu = getattr(graph, "memory_device", None) is None
-    entry = graph.module.entry
     for (u, v), m, contribs in zip(graph.problem.edges, graph.edge_float, graph.edge_info):
         if m[int(choice[u]), int(choice[v])] <= 0:
             continue
@@ -782,25 +753,12 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 pin_key(graph, g, inst, leaf, req) is None
             src = graph.positions.get(inst)
             r = graph.ctx.resolve(inst, leaf) if src is not None else TOKEN
-            early = cpu and early_reshard(g.instr, inst) and src is not None and src < t
-            by_tuple = r is not TOKEN and resharded_by_tuple(g.instr, inst, graph.problem.intervals[r[0].node])
-            # XLA CPU's all-to-all: the operand sliced into pieces (the pieces sent), the result in pieces that
-            # the consumer's fusion reads (a buffer beside the consumer's own result), a fusible producer
-            # computed inside the slices (a2a_staging)
-            staging = a2a_staging(graph, inst, leaf, choice, req) if cpu else 0
-            if staging and early and not by_tuple and r is not TOKEN and is_fused(inst):
-                pass   # fused into the slicing fusions: not made
-            elif r is not TOKEN and (is_fused(inst) or by_tuple):
+            if r is not TOKEN and (is_fused(inst) or
+                                   resharded_by_tuple(g.instr, inst, graph.problem.intervals[r[0].node])):
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or a
-                # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then);
-                # read by the collective only, made right after it (early_reshard)
+                # root tuple's resharded leaf: the source's tile, taken over by the tuple, lives until then)
                 sg = r[0]
-                # (early: the collective runs at min(t, src + 1), copy_start, and reads it there: XLA's buffer
-                # assignment holds the operand and the collective's result together at the collective,
-                # tests/test_solve_robustness.py's neg_exp: negate 512 B beside its 4,096 B all-gather)
-                ivs.append((src, src + 1 if early and not by_tuple else max(src, t if relaid else t + 1)))
-                if early and not by_tuple:
-                    extended.append((min(t, src + 1), int(sg.strategies[int(choice[sg.node])].memory)))
+                ivs.append((src, max(src, t if relaid else t + 1)))
                 sizes.append(int(sg.strategies[int(choice[sg.node])].memory))
             elif relaid and r is not TOKEN and r[1] is None and not inst.is_root and r[0].node not in dead_at and \
                     not _persistent(graph, r[0].node) and \
@@ -811,7 +769,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 dead_at[sg.node] = t
                 lo_s, hi_s = (int(x) for x in graph.problem.intervals[sg.node])
                 own = int(graph.problem.node_usages[sg.node][int(choice[sg.node])])
-                if own > 0 and lo_s < t and hi_s == t + 1 and not early:   # early: pinned_only_credit's
+                if own > 0 and lo_s < t and hi_s == t + 1:
                     ivs.append((t, t + 1))
                     sizes.append(-own)
             if relayout and not copied:
@@ -823,27 +781,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
                 if copies is not None:
                     copies.append((g.instr, relayout))
             fused = is_fused(g.instr)
-            if staging and g.instr.opcode != "tuple":
-                # (not into a root leaf: XLA runs the root's collectives one after another, an earlier leaf's
-                # source dead at a later one's all-to-all, which one schedule point cannot tell apart; the
-                # hand module ROOT_RESHARD is XLA's to 64 B without the pieces, a lone all-to-all leaf ("v3",
-                # round 30) is 0.820 of XLA without them: left)
-                at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, req) is not None, early=early)
-                ivs.append((at, at + 1))
-                sizes.append(staging)
-            # (an all-to-all's pieces are read by the consumer's fusion, which writes a buffer of its own -- not in
-            # place; a written pin is the pieces itself)
-            if not fused and in_place_user(g.instr, inst) and \
-                    not (staging and g.instr.opcode != "tuple" and not communicating_pin(g.instr)):
-                if early and g.instr.opcode != "tuple":   # the resharded buffer waits for its consumer
-                    start = copy_start(graph, inst, t, False, early=True)
-                    if start < t:
-                        cached = shared.get((g.node, id(inst), leaf))
-                        resharded.append((cached or len(resharded), start, t, b))
-                        pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
-                        read_early.add(id(inst))
-                    else:   # the consumer runs at the collective's point: its result is the collective's
-                        results_at.add(g.node)
+            if not fused and in_place_user(g.instr, inst):
                 continue   # the consumer computes in place on the resharded buffer: it is the result
             end = t + 1
             if fused:   # read where the fused consumer's readers run
@@ -866,46 +804,19 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
             # ended it at the copy, and tests/test_jax_e2e.py's transformer baseline, whose XLA peak is at such
             # a copy, was put 8% under XLA: 7,435,372 B against 8,078,996, which moved the guard's plans)
             # where the copy is made: a pin solve writes, as soon as its operand exists (copy_start)
-            if g.instr.opcode == "dot" and (id(g.instr), id(inst)) not in decomposed:
-                # a later dot reading the copy an earlier one made of the gathered value (one DotDecomposer
-                # copy per value and order, cost.liveness.relayout_intervals): the gathered buffer is read
-                # by that copy only (XLA's buffer assignment of the ViT expert plan: an FSDP qkv kernel's
-                # all-gather lives to its copy, the copy to the backward dot)
-                made = [served.get((id(unforwarded(inst)), relayout_key(g.instr, j)))
-                        for j, o in enumerate(g.instr.operands[:2]) if o is inst]
-                made = [x for x in made if x is not None and x < t]
-                if made:
-                    end = min(made) + 1
             key = pin_key(graph, g, inst, leaf, req)
-            start = copy_start(graph, inst, t, key is not None, early=early)
+            start = copy_start(graph, inst, t, key is not None)
             cached = shared.get((g.node, id(inst), leaf)) if key is None else None
             resharded.append((key or cached or len(resharded), start, end, b))
-            if key is not None or early:
+            if key is not None:
                 pinned.setdefault(id(inst), (inst, leaf, set()))[2].add(id(g.instr))
-            if early and key is None and not staging:
-                read_early.add(id(inst))
-    # XLA CPU's AllReduceCombiner: the entry's gradient all-reduces of one replica group are one all-reduce
-    if cpu:
-        for lo, hi, b in combined_all_reduces(graph, choice):
-            ivs.append((lo, hi))
-            sizes.append(b)
     # the copies solve's pins will share: one buffer per value and layout (cost.liveness.one_buffer_per_reshard)
     for lo, hi, b in one_buffer_per_reshard(resharded):
         ivs.append((lo, hi))
         sizes.append(b)
     # a value every reader of which reads through a pin is last read by the pins (cost.liveness.resharding_pin)
-    for lo, hi, b in pinned_only_credit(graph, choice, pinned, others=cpu, read_early=read_early,
-                                        extended=extended):
+    for lo, hi, b in pinned_only_credit(graph, choice, pinned):
         ivs.append((lo, hi))
-        sizes.append(b)
-    # an early collective's operand, live at the collective (copy_start): XLA's buffer assignment holds the
-    # operand and the collective's result together there (tests/test_solve_robustness.py's neg_exp: the
-    # 512 B negate beside its 4,096 B all-gather).  The point also stands for the instruction the schedule
-    # has there, after the collective, where the operand may be dead (early_collective_overlap).  Placeable
-    # in an output's free allocation, as XLA may hold it there
-    first_ext = len(ivs)
-    for at, b in extended:
-        ivs.append((at, at + 1))
         sizes.append(b)
     # the communication buffers and copies XLA keeps in an output's allocation before the output is
     # written (cost.liveness.place_in_outputs: the rule of the module's own temporaries)
@@ -915,133 +826,7 @@ def edge_buffers(graph: Graph, choice, copies: list | None = None) -> tuple[list
         for j, hit in enumerate(placed):
             if hit:
                 sizes[first_comm + j] = 0
-    kept = [(lo, b) for (lo, _hi), b in zip(ivs[first_ext:first_ext + len(extended)],
-                                             sizes[first_ext:first_ext + len(extended)]) if b > 0]
-    born = [(lo, b) for (lo, _hi), b in zip(ivs[first_comm:own_end], sizes[first_comm:own_end]) if b > 0]
-    for at, b in early_collective_overlap(graph, choice, kept, results_at, born):
-        ivs.append((at, at + 1))
-        sizes.append(b)
     return ivs, sizes
-
-
-def early_collective_overlap(graph: Graph, choice, extended: list, results_at: set, buffers: list = ()) -> list:
-    """``(point, -bytes)``: corrections for the operands :func:`edge_buffers` keeps live at their early
-    collective's point (``extended``: ``(point, bytes)``, each a buffer of its own at ``[point, point + 1)``
-    not placed in an output's allocation; XLA CPU, :func:`copy_start` with ``early``).  XLA runs the
-    collective between the operand's instruction and the one the schedule has at that point: at the
-    collective the operand and its result are live (``neg_exp`` of tests/test_solve_robustness.py:
-    512 + 4,096 + 512 B); at the next instruction its output is born and the operand may be dead
-    (tests/test_memory_model.py's ``DOT_GATHER_REDUCE_TILE``: the add gathered for the dot is dead at the
-    dot, whose 1 MiB partial sums are born there).  Both instants hold what spans the point and the
-    collective's result, so the point holds that plus ``max(operands, born)``, not their sum: the
-    correction is ``-min(operands, born)``, ``born`` the bytes of the choice's nodes whose interval starts at
-    the point, less ``results_at`` (consumers in place on the collective's result, which is theirs), and of
-    ``buffers`` (``(start, bytes)``: the consumers' own, a chosen strategy's collective operands and the dots'
-    relayout copies, as placed) starting there.  The resharded buffers born there are left out of ``born`` (a
-    smaller correction: never below either instant).  Not modelled: XLA's schedule may run several instructions between the two (the
-    ``attention_6heads`` GSPMD plan: three projections, then their relayout copies, then three all-gathers;
-    1.050 of XLA with the operand at the point, where the projection born there is itself an operand)."""
-    if not extended:
-        return []
-    ops: dict = {}
-    for at, b in extended:
-        ops[int(at)] = ops.get(int(at), 0) + int(b)
-    born = dict.fromkeys(ops, 0)
-    p = graph.problem
-    for v in range(p.num_nodes):
-        lo, hi = int(p.intervals[v][0]), int(p.intervals[v][1])
-        if lo in born and hi > lo and v not in results_at:
-            born[lo] += int(p.node_usages[v][int(choice[v])])
-    for lo, b in buffers:
-        if int(lo) in born:
-            born[int(lo)] += int(b)
-    out = []
-    for at, b in sorted(ops.items()):
-        corr = min(b, born[at])
-        if corr > 0:
-            out.append((at, -corr))
-    return out
-
-
-
-def combine_members(graph: Graph) -> list:
-    """``[(node, point)]``: the nodes whose all-reduces XLA CPU's ``AllReduceCombiner`` may merge into one per
-    replica group (:func:`combined_all_reduces`): entry instructions of collective height 0
-    (:func:`hloshard.cost.combiner.collective_heights`: nothing that may carry a collective depends on them --
-    a training step's gradients) of a member opcode (:data:`hloshard.cost.combiner.MEMBER_OPCODES`), one node
-    each (not tuple-valued), with a strategy that all-reduces, and their schedule points.  Cached on the graph
-    (every evaluation of a plan reads it)."""
-    hit = getattr(graph, "_combine_members", None)
-    if hit is not None:
-        return hit
-    entry = graph.module.entry
-    if entry is None:
-        return []
-    heights = None
-    out = []
-    for v, g in enumerate(graph.nodes):
-        instr = g.instr
-        if instr.parent is not entry or g.multi or instr.opcode not in MEMBER_OPCODES:
-            continue
-        t = graph.positions.get(instr)
-        if t is None or not any(c.kind == "all-reduce" and int(c.nbytes) > 0 for st in g.strategies
-                                for c in st.collectives):
-            continue
-        if heights is None:
-            heights = collective_heights(entry)
-        if heights.get(id(instr)) == 0 and carries_collective(instr):
-            out.append((v, int(t)))
-    graph._combine_members = out
-    return out
-
-
-def _all_reduced(st) -> dict:
-    """``{mesh axes: bytes}``: the all-reduces of strategy ``st`` by replica group (its mesh axes)."""
-    out: dict = {}
-    for c in st.collectives:
-        if c.kind == "all-reduce" and int(c.nbytes) > 0:
-            key = tuple(c.mesh_axes or ())
-            out[key] = out.get(key, 0) + int(c.nbytes)
-    return out
-
-
-def combined_all_reduces(graph: Graph, choice) -> list:
-    """``(lo, hi, bytes)`` buffers of XLA CPU's combined gradient all-reduces under ``choice``.  XLA's
-    ``AllReduceCombiner`` (run by the CPU pipeline; keys read in ``all_reduce_key.cc``: one replica group)
-    merges the all-reduces of independent instructions into one variadic all-reduce, which the breadth-first
-    scheduler runs when the last of them is made: GPT-2's 69 gradient all-reduces are one (round 27), new user
-    30's ViT auto plan A's ``all-reduce.40`` holds twelve 2.36 MB weight gradients' partial sums and their
-    results at XLA's peak.  Members (:func:`combine_members`) whose chosen strategy all-reduces over one set of
-    mesh axes, two or more, are one all-reduce at the last of them, ``L``: each member's partial sums (its
-    all-reduce's bytes) live from one point after the member to ``L`` (at the member's own point they are its
-    collective's other side, :func:`scratch_bytes`), and its result (the node's tile) is not made before
-    ``L``: credited from the member's point to ``L`` and, where the model's schedule ran its readers before
-    ``L``, live at ``L`` (not for an entry output or parameter: its allocation is live throughout).  The
-    solver's terms carry the partial sums and the results over every possible member's point
-    (:func:`hloshard.autoshard.edgememory.edge_memory_terms`)."""
-    groups: dict = {}
-    for v, t in combine_members(graph):
-        for key, b in _all_reduced(graph.nodes[v].strategies[int(choice[v])]).items():
-            groups.setdefault(key, []).append((v, t, b))
-    last_of: dict = {}
-    out = []
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        last = max(t for _, t, _ in members)
-        for v, t, b in members:
-            if t < last:
-                out.append((t + 1, last + 1, b))   # the partial sums wait for the combined all-reduce
-                last_of[v] = max(last_of.get(v, t), last)
-    for v, last in sorted(last_of.items()):
-        t = int(graph.positions[graph.nodes[v].instr])
-        lo_v, hi_v = (int(x) for x in graph.problem.intervals[v])
-        own = int(graph.problem.node_usages[v][int(choice[v])])
-        if own > 0 and lo_v <= t < hi_v and not _persistent(graph, v):
-            out.append((t, min(hi_v, last), -own))   # the result is made at the combined all-reduce ...
-            if hi_v <= last:   # ... and read after it (the model's schedule ran its readers before)
-                out.append((last, last + 1, own))
-    return out
 
 
 def _persistent(graph: Graph, node: int) -> bool:
@@ -1064,50 +849,30 @@ def _resharded_operands(graph: Graph, choice) -> set:
     return out
 
 
-def pinned_only_credit(graph: Graph, choice, pinned: dict, others: bool = False,
-                       read_early: set | frozenset = frozenset(), extended: list | None = None) -> list:
+def pinned_only_credit(graph: Graph, choice, pinned: dict) -> list:
     """``(lo, hi, -bytes)`` for each value of ``pinned`` (``id(instr) -> (instr, leaf, ids of the consumers
     that read it through a pin solve writes)``, :func:`edge_buffers`) that every user reads through such a
     pin: the written pins are its last readers, made as soon as it exists (:func:`copy_start`), so its
     buffer ends there, not at its last consumer (how ``hloshard cost`` prices the written module,
     :func:`hloshard.cost.liveness.resharding_pin`); the credit is its tile from one point after its
-    definition to the end of its node's interval.  Not for an entry parameter, a root, an entry output, a value
-    XLA would fuse (made for the collective only) or a leaf of a tuple-valued node.  ``others`` (XLA CPU's
-    early collectives, :func:`copy_start`): ``pinned`` also holds consumers read through such a collective, and
-    a value some users read directly is credited from one point after the last of those reads; a value in
-    ``read_early`` (ids: read by such a collective, which runs one point after the value's own,
-    :func:`copy_start`) is live at that point too -- XLA's buffer assignment holds a collective's operand and
-    its result together at the collective (``neg_exp`` of tests/test_solve_robustness.py: the 512 B negate
-    beside its 4,096 B all-gather, 5,120 B in all) -- so it is appended to ``extended`` (a list) as
-    ``(point, bytes)`` when its credit starts at that point, which :func:`edge_buffers` keeps as a buffer.
-    Not for the operand of an all-to-all (:func:`a2a_staging`): XLA CPU slices the pieces it sends out of
-    the operand first, which is then dead at the all-to-all (hand module ``A2A_EXP``)."""
+    definition to the end of its node's interval.  Not for an entry parameter, a root, a value XLA would
+    fuse (made for the collective only) or a leaf of a tuple-valued node."""
     out = []
     entry = graph.module.entry
-    ids = {id(i): t for i, t in graph.positions.items()} if others else None
     for inst, leaf, readers in pinned.values():
         src = graph.positions.get(inst)
-        direct = [u for u in inst.users if id(u) not in readers]
         if src is None or inst.is_root or made_at_entry_start(inst, entry) or is_fused(inst) or \
-                (direct and not others):
+                any(id(u) not in readers for u in inst.users):
             continue
         r = graph.ctx.resolve(inst, leaf)
-        if r is TOKEN or r[1] is not None or _persistent(graph, r[0].node):
+        if r is TOKEN or r[1] is not None:
             continue
         v = r[0].node
         lo_s, hi_s = (int(x) for x in graph.problem.intervals[v])
         own = int(graph.problem.node_usages[v][int(choice[v])])
         start = max(lo_s, int(src) + 1)
-        for u in direct:   # ``others``: the users reading it directly keep it to their last read
-            at = read_until(u, ids) if is_fused(u) else ids.get(id(u))
-            if at is None:
-                start = hi_s   # unknown: no credit
-                break
-            start = max(start, int(at) + 1)
         if own > 0 and hi_s > start:
             out.append((start, hi_s, -own))
-            if id(inst) in read_early and start == int(src) + 1 and extended is not None:
-                extended.append((start, own))   # live at its collective, one point after its own
     return out
 
 
@@ -1124,26 +889,18 @@ def pin_key(graph: Graph, g, inst, leaf, req):
     return (id(g.instr.parent), id(inst), leaf, repr(req))
 
 
-def copy_start(graph: Graph, inst, t: int, pinned: bool, early: bool = False) -> int:
+def copy_start(graph: Graph, inst, t: int, pinned: bool) -> int:
     """The schedule point where the copy of ``inst``'s value in a consumer's layout is made, the consumer
     at point ``t``: 0 when ``inst`` is an entry parameter (:func:`hloshard.cost.liveness.made_at_entry_start`);
     with ``pinned`` (the consumer reads the copy through a pin solve writes, :func:`pin_key`) the point
     ``inst`` is defined at, since a pin whose layout differs from its operand's is XLA's collective, run
     by the breadth-first scheduler as soon as its operand exists (:func:`hloshard.cost.liveness.resharding_pin`:
-    how ``hloshard cost`` prices the written pin); with ``early`` (XLA CPU, :func:`hloshard.cost.liveness.early_reshard`:
-    the partitioner's collective for the consumer, run by the same scheduler right after its operand) the point
-    after ``inst``'s (at most ``t``), where the collective reads the operand, live there beside its result
-    (:func:`edge_buffers`' extended operands, :func:`early_collective_overlap`) and credited after it when the
-    collective was its last reader (:func:`pinned_only_credit` with ``others``); else ``t``, where XLA's partitioner reshards for the
-    consumer (the TPU's scheduler).  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
+    how ``hloshard cost`` prices the written pin); else ``t``, where XLA's partitioner reshards for the
+    consumer.  Round 19's budget start of the encoder-decoder: the solver priced its pins at the
     consumers (11.5 MiB peak) and the written module needed 14.0 MiB."""
     if made_at_entry_start(inst, graph.module.entry):
         return 0
-    src = graph.positions.get(inst) if pinned or early else None
-    if src is not None and early and not pinned:
-        # the partitioner's collective (cost.liveness.early_reshard): the point after its operand's, where the
-        # collective reads it (edge_buffers keeps it live there; pinned_only_credit frees it after)
-        return min(t, int(src) + 1)
+    src = graph.positions.get(inst) if pinned else None
     return t if src is None else min(t, int(src))
 
 
@@ -1182,37 +939,6 @@ def relayout_point(graph: Graph, consumer, t: int) -> int:
         return t
     dots = [graph.positions.get(u) for u in reshard_readers(consumer) if u.opcode in ("dot", "convolution")]
     return min([x for x in dots if x is not None and x > t] or [t + 1]) - 1
-
-
-def _reshard_steps(graph: Graph, inst, leaf, choice, req) -> list:
-    """The steps of the resharding of ``inst``'s leaf ``leaf`` from its chosen layout into ``req``
-    (:func:`hloshard.cost.reshard.plan`); [] when nothing moves or the planner cannot plan the pair."""
-    r = graph.ctx.resolve(inst, leaf)
-    if r is TOKEN:
-        return []
-    sg, k = r
-    st = sg.strategies[int(choice[sg.node])]
-    src = st.out if k is None else st.out[k]
-    shape = _leaf_shape(inst, leaf)
-    minfo = graph.ctx.minfo
-    try:
-        a, b = minfo.to_sharding(src, len(shape.dims)), minfo.to_sharding(req, len(shape.dims))
-        return list(plan(shape, a, b, graph.mesh).steps)
-    except Exception:  # noqa: BLE001 - a pair the planner cannot plan is priced by the resharder, not here
-        return []
-
-
-def a2a_staging(graph: Graph, inst, leaf, choice, req) -> int:
-    """Bytes per device of XLA CPU's input pieces of the all-to-all in the resharding of ``inst``'s leaf into
-    ``req`` (0 without one): the pieces a device sends, ``(n - 1) / n`` of its tile
-    (``ReshardStep.bytes_sent``), sliced out of the operand beside the all-to-all's result.  Measured with
-    XLA CPU (jaxlib 0.10.2, 8 devices; ``tests/test_memory_model.py``'s ``A2A_*``): an ``f32[1024,1024]``
-    row-split ``subtract`` read column-split by an ``exponential`` (or by the root tuple) is 7 slices of
-    64 KiB (``bitcast_slice_fusion``, the subtract computed inside them), the 8 pieces of the
-    ``all-to-all`` (64 KiB each) and the ``copy_bitcast_fusion`` that writes the consumer; over 2 of 8
-    devices, 1 slice and 2 pieces of 1 MiB.  The largest step when there are several."""
-    return max([int(s.bytes_sent) for s in _reshard_steps(graph, inst, leaf, choice, req)
-                if s.kind == "all-to-all"] or [0])
 
 
 def _relayout_bytes(graph: Graph, inst, leaf, choice, req) -> int:

@@ -42,11 +42,10 @@ import numpy as np
 
 from ..costgraph import Problem
 from ..cost.group_conv import batch_groups
-from ..cost.liveness import (early_reshard, effective_users, in_place_user, is_fused, read_until, reshard_readers,
+from ..cost.liveness import (effective_users, in_place_user, is_fused, read_until, reshard_readers,
                              relayout_intervals, resharded_by_tuple)
 from ..strategy.base import TOKEN
-from .build import (_all_reduced, _leaf_shape, _persistent, _relayout_bytes, _required, _tuple_table_bytes, a2a_staging,
-                    combine_members, copy_start, pin_key,
+from .build import (_leaf_shape, _relayout_bytes, _required, _tuple_table_bytes, copy_start, pin_key,
                     relayout_point,
                     scratch_bytes)
 from .graph import Graph
@@ -96,12 +95,7 @@ def edge_memory_terms(graph: Graph) -> list:
     plan's memory, never under-states it); nor are the evaluation's one copy of a gathered dot operand, the
     gathered buffer and its source dead at that copy, and the buffers it places in the outputs' free
     allocations (:func:`hloshard.cost.liveness.place_in_outputs`, round 26): each only lowers the
-    evaluated peak, so the terms over-state it there too.  XLA CPU's combined gradient all-reduce
-    (:func:`hloshard.autoshard.build.combined_all_reduces`): per possible member a term of its partial sums from
-    one point after it, and one of its result from the end of its node's interval (when it ends there), to the
-    last possible member -- the plan's last member is never later, so they cover it; they over-state a
-    plan whose last member is earlier, and the result from the member on (the evaluation credits it until the
-    combined all-reduce).  A copy solve writes as a pin starts where its operand is made
+    evaluated peak, so the terms over-state it there too.  A copy solve writes as a pin starts where its operand is made
     (:func:`hloshard.autoshard.build.copy_start`), as the evaluation prices it.  Cheap: bytes are computed when a term is priced."""
     terms: list = []
     minfo = graph.ctx.minfo
@@ -126,28 +120,6 @@ def edge_memory_terms(graph: Graph) -> list:
         def collectives(g=g):
             return np.array([scratch_bytes(g, st, minfo, device) for st in g.strategies], dtype=np.int64)
         terms.append(Term((v,), t, t + 1, collectives))
-    # XLA CPU's combined gradient all-reduces (build.combined_all_reduces): a member's partial sums wait for
-    # the last member that may all-reduce, its result may be made there; a term per member over its
-    # strategies (covering every plan: the plan's last member is at or before the last possible one, and the
-    # evaluation's credits are left out)
-    if device is None:
-        members = combine_members(graph)
-        if len(members) > 1:
-            last = max(t for _, t in members)
-            for v, t in members:
-                if t >= last:
-                    continue
-                g = graph.nodes[v]
-
-                def partial(g=g):
-                    return np.array([sum(_all_reduced(st).values()) for st in g.strategies], dtype=np.int64)
-                terms.append(Term((v,), t + 1, last + 1, partial))
-                hi_v = int(graph.problem.intervals[v][1])
-                if hi_v <= last and not _persistent(graph, v):
-                    def result(g=g, v=v):
-                        own = np.asarray(graph.problem.node_usages[v], dtype=np.int64)
-                        return np.where([bool(_all_reduced(st)) for st in g.strategies], own, 0)
-                    terms.append(Term((v,), hi_v, last + 1, result))
     # XLA CPU's f32 copies of bf16 loop invariants (cost.liveness.widened_invariants), the leaf's tile
     for u, lo, hi, factor in getattr(graph, "widened", ()):
         def widened(g=graph.nodes[u], factor=factor):
@@ -179,24 +151,6 @@ def edge_memory_terms(graph: Graph) -> list:
             mat = (lambda m=m, c=consumer, v=v: np.asarray(m if c == v else m.T))   # source x consumer
             reqs = (lambda g=g, inst=inst, leaf=leaf: [_required(g, st, inst, leaf) for st in g.strategies])
             src_pos = graph.positions.get(inst)
-            # XLA CPU: the collective right after its operand (cost.liveness.early_reshard, build.edge_buffers)
-            early = device is None and early_reshard(g.instr, inst) and src_pos is not None and src_pos < t
-            if device is None:
-                # XLA CPU's all-to-all input pieces (build.a2a_staging), at the collective
-                def pieces(i, j, sg=sg, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
-                    moved = mat()[i] > 0
-                    cache: dict = {}
-                    use = np.zeros(len(moved), dtype=np.int64)
-                    for n, q in enumerate(reqs()):
-                        if moved[n] and q is not None:
-                            key = repr(q)
-                            if key not in cache:
-                                cache[key] = a2a_staging(graph, inst, leaf, _Pick(sg.node, i), q)
-                            use[n] = cache[key]
-                    return use
-                if g.instr.opcode != "tuple":   # (build.edge_buffers: not into a root leaf)
-                    at = copy_start(graph, inst, t, pin_key(graph, g, inst, leaf, None) is not None, early=early)
-                    terms.append(Term((source, consumer), at, at + 1, pieces, carrier=1))
             if src_pos is not None and (is_fused(inst) or
                                         resharded_by_tuple(g.instr, inst, graph.problem.intervals[sg.node])):
                 # a collective between producer and consumer: XLA cannot fuse the producer, it is made (or
@@ -212,19 +166,14 @@ def edge_memory_terms(graph: Graph) -> list:
             if fused:   # read where the fused consumer's readers run
                 last = read_until(g.instr, ids)
                 end = max(end, (last if last is not None else t) + 1)
-            if fused or not in_place_user(g.instr, inst) or (device is None and g.instr.opcode != "tuple"):
+            if fused or not in_place_user(g.instr, inst):
                 def copy(i, j, inst=inst, leaf=leaf, mat=mat, reqs=reqs):
                     shape = _leaf_shape(inst, leaf)
                     moved = mat()[i] > 0
                     return np.array([bytes_of(shape, q) if moved[n] else 0 for n, q in enumerate(reqs())],
                                     dtype=np.int64)
                 shared = pin_key(graph, g, inst, leaf, None) is not None
-                lo = copy_start(graph, inst, t, shared, early=early)   # a pin / XLA CPU: as soon as its operand is
-                if not fused and in_place_user(g.instr, inst):
-                    # in place on XLA CPU: the resharded buffer waits for its consumer (early), which then computes
-                    # on it (build.edge_buffers); an all-to-all's pieces beside the consumer's result are not
-                    # carried here (an under-statement of its tile at the consumer)
-                    end = t
+                lo = copy_start(graph, inst, t, shared)   # a written pin: made as soon as its operand is
                 if shared:
                     share, layout = (id(g.instr.parent), id(inst), leaf), (lambda j, reqs=reqs: repr(reqs()[j]))
                 else:   # users XLA's reshard cache serves from one collective (build.edge_buffers)

@@ -139,15 +139,7 @@ more (and pads to tiles); that is not modelled here.
   not read at the select-and-scatter.
 * *Communication buffers* depend on the chosen plan, not on the module alone, so they are not here:
   :func:`hloshard.autoshard.build.edge_buffers` adds them to a plan's peak (the IOPDDL cost graph has
-  node memory only).  On XLA CPU every resharding collective the partitioner makes for a consumer reads
-  its operand alone, so the breadth-first scheduler runs it right after the operand (:func:`early_reshard`):
-  the resharded buffer lives from there to the consumer, and the operand is live there beside it, where it
-  may be last read (round 31: the ViT's GELU outputs gathered over the batch in the forward for the
-  backward's weight gradients; round 32: ``neg_exp`` of tests/test_solve_robustness.py, XLA's negate and its
-  all-gather live together; one schedule point stands for the collective and the instruction after it,
-  :func:`hloshard.autoshard.build.early_collective_overlap`); an
-  all-to-all's input pieces live beside its result pieces there
-  (:func:`hloshard.autoshard.build.a2a_staging`).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
+  node memory only).  One scheduling rule is here, :func:`made_at_entry_start`: XLA's CPU memory
   scheduler (``HloMemoryScheduler`` on the partitioned, scheduled module) places the resharding of an
   entry parameter -- a collective whose operand is the parameter, through bitcasts and copies -- at the
   start of the entry computation, so its buffer lives from there to its last reader, not from its
@@ -160,12 +152,6 @@ more (and pads to tiles); that is not modelled here.
   partitioner also reuses a value's resharding to one sharding (``PartitionedHlo::Reshard``'s cache);
   applied to every consumer of an unpinned module it moved keras-hub ``gemma_small``'s guard baseline
   from 1.042 to 1.100 of XLA's peak (round 13): not applied there.
-* *Sliced results* (:func:`slice_fused_into_readers`): a strategy that all-reduces and then keeps a slice
-  (``|allreduce+slice``, or a ``>user`` output sliced from an all-reduced layout) keeps the all-reduce's
-  whole result on XLA CPU where every reader is elementwise: no ``ReduceScatterCreator`` runs there, and the
-  loop fuser takes the ``dynamic-slice`` into each reader (:func:`hloshard.autoshard.build.sliced_reduce_bytes`
-  sizes the node).  Not modelled: such a result read in place by an elementwise op of its own shape (the
-  in-place rule takes the logical shapes; XLA's buffers differ in size there).
 * *Resharding pins* (:func:`resharding_pin`): a written ``copy`` / ``Sharding`` custom call whose sharding
   differs from its operand's is XLA's collective (or slice), made by the breadth-first scheduler as soon
   as its operand exists: a buffer of its own (the pin's layout) from there to its last reader, the operand
@@ -2311,47 +2297,6 @@ def made_at_entry_start(instr, entry) -> bool:
     return False
 
 
-def early_reshard(consumer, operand) -> bool:
-    """True when the collective that reshards ``operand`` for ``consumer`` runs as soon as ``operand``
-    exists (module docstring, *Communication buffers*): XLA's SPMD partitioner makes it an instruction that
-    reads ``operand`` alone, and XLA CPU's breadth-first scheduler (``BFSMemoryScheduler``) runs an
-    instruction as soon as everything it reads has run -- so the resharded buffer lives from ``operand``'s
-    definition to ``consumer``, and ``operand`` is read there (live beside the collective's result: XLA's
-    buffer assignment of ``neg_exp``, tests/test_solve_robustness.py).  Read in XLA's schedule of the ViT
-    expert plan (new user 30; BENCHMARKS.md, round 31 memvit): each MLP's GELU output ``f32[8,65,384]`` is
-    all-gathered over the batch (``all-gather.69``, ``f32[16,65,384]``) right after the forward makes it, for
-    the backward's weight-gradient dot; three such buffers are live at XLA's peak.  The same rule as a
-    written :func:`resharding_pin`.  Not for a ``tuple`` consumer (a resharded root leaf is written at the
-    root, :func:`tuple_resharded_leaves`), for control flow (a loop's state: :func:`_state_copy_at_init`) nor for a
-    written :func:`resharding_pin` (it is the collective, an instruction of its own that its operand and its result
-    are both live at: keras-hub qwen2_small's written ``auto_expert`` plan, 0.941 of XLA with it, 1.013 without)."""
-    if consumer.opcode in ("tuple",) + CONTROL_FLOW_OPCODES or is_scheduled(consumer.parent) or \
-            resharding_pin(consumer):   # a written pin is the collective: its own interval (resharding_pin)
-        return False
-    return operand.parent is consumer.parent
-
-
-def slice_fused_into_readers(instr) -> bool:
-    """True when XLA CPU computes a local slice of ``instr``'s result inside the loop fusions of its readers,
-    so that the buffer kept is the unsliced result (module docstring, *Sliced results*): every reader
-    (:func:`effective_users`, forwarding copies and reshapes looked through) is an elementwise op of the same
-    computation.  The partitioner writes an instruction whose strategy all-reduces its partial sums and then
-    keeps a part of them (a dot's contracting split under an output split: ``all-reduce`` then
-    ``dynamic-slice``, :func:`hloshard.autoshard.build.sliced_reduce_bytes`); XLA CPU runs no
-    ``ReduceScatterCreator``, and the loop fuser takes the ``dynamic-slice`` (loop-fusible) into each
-    elementwise reader, which then reads the all-reduce's whole result.  Read in XLA's buffer assignment of
-    the ViT expert plan (new user 30; BENCHMARKS.md, round 31 memvit): five attention / MLP output
-    projections ``f32[8,65,384]`` (``all-reduce.2`` ...) live from the forward to the backward, read by
-    the residual stream's loop fusions through ``partition-id`` slices, where the model had the
-    ``[8,65,96]`` slice.  False for a compiled module, a root, and any reader that is not elementwise
-    (a dot reads a ``dynamic-slice`` fusion of its own: the result dies there, the slice is the buffer)."""
-    if is_scheduled(instr.parent) or instr.is_root or not instr.users:
-        return False
-    readers = effective_users(instr)
-    return bool(readers) and all(_kind(u) in ELEMENTWISE and _kind(u) != "copy" and u.parent is instr.parent
-                                 and not u.is_root for u in readers)
-
-
 def dot_transposed_operands(instr) -> list:
     """Operand numbers of the ``dot`` ``instr`` whose relayout XLA materialises as a copy of the operand
     beside it while the dot runs (a buffer of the operand's size at the dot).
@@ -2546,12 +2491,6 @@ def _through_forwards(o):
     while _forwards(o) and o.operands:
         o = o.operands[0]
     return o
-
-
-def unforwarded(instr):
-    """The value ``instr`` forwards (through forwarding copies and reshapes, :func:`_forwards`): the
-    instruction whose buffer a reader of ``instr`` reads."""
-    return _through_forwards(instr)
 
 
 def _added_into(sc) -> bool:

@@ -77,14 +77,7 @@ def total_bytes(shape: Shape, sharding: HloSharding | None) -> int:
 #: ``solve`` plan once solve wrote keep pins (1.099): round 29's rules (:func:`hloshard.cost.liveness.
 #: select_and_scatter_expansions`, keep-pinned :func:`hloshard.cost.liveness.widened_invariants`) put them at
 #: 0.982, 0.963 and 1.011; a 2.5 MiB budget on that ResNet, broken before (XLA +2.5% over it), is kept (92.5%).
-#: Round 32 (helper memory, BENCHMARKS.md "helper memory, round 32"): ``scan_mlp_train_step``'s plans written with
-#: their pins under a budget (mesh 2x4, deterministic, 2 s) are 1.1126-1.1288 of the model (round 31's main plan at
-#: 2,687,260 B -- 80% of GSPMD's XLA peak -- 2,716,132 / 2,441,252, helper memvit; round 32's at 2,720,000 / 2,687,260 /
-#: 2,600,000: 2,687,460 / 2,392,100, 2,679,268 / 2,375,716, 2,589,220 / 2,293,796): at 1.11 the 2,687,260 B
-#: budget was accepted and broken by 200 B.  The miss: XLA slices the scan's weights into the loop state's
-#: layout (two 256 KiB ``bitcast_dynamic-slice_fusion`` buffers live over the forward loop) where the model reads
-#: the loop invariant in its parameter's buffer; not modelled yet, so the margin is 1.13.
-XLA_CPU_UNDERESTIMATE = 1.13
+XLA_CPU_UNDERESTIMATE = 1.11
 
 #: Largest ``predicted peak / XLA peak`` measured on the same plans, rounded up (``attention_6heads``'
 #: GSPMD plan, 1.150; round 12: 1.100): a plan the model puts at P bytes needs at least
