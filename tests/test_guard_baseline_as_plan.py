@@ -6,23 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
-from pathlib import Path
 
 from hloshard.autoshard.apply import instruction_sharding
 from hloshard.autoshard.solve import SolveResult, solve_module
 from hloshard.hlo.parser import parse_file
 from hloshard.mesh import DeviceMesh
 from tests.patching import setattr_everywhere
-
-SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
-
-
-@dataclasses.dataclass
-class Sol:
-    """A solver result as the guard reads it (the stubs' answer)."""
-    strategies: list
-    objective: int
-    status: str
+from tests.test_jax_guard_time import SAMPLE, Sol   # the guard's stub solver result, one place
 
 
 def test_an_fsdp_baseline_is_a_plan_of_the_graph_with_its_entry_and_xlas_layouts():
