@@ -26,6 +26,12 @@ instruction annotated, operand pins as ``Sharding`` custom-calls), compiled with
 * ``HBM MB``: the TPU buffer assignment's whole HBM (memory space 0) per device, from its memory-usage
   report: arguments, outputs and the preallocated temporary buffer, as laid out (what the compiler keeps
   in on-chip VMEM is not in it);
+* ``heap MB (slots)``: what of that HBM is libtpu's temp heap (the buffer assignment's color-0
+  ``preallocated-temp`` allocation, :func:`tests.tpu_oracle.compile_for_tpu`'s ``hbm_heap``): its bytes and its
+  async tuple headers (one 16 KiB-aligned slot each, :mod:`hloshard.cost.tpu_layout`), with ``+N values`` where it
+  holds N values that are not headers (spilled scalars, data temporaries beyond the VMEM); the JSON row keeps the
+  whole record (``hbm_heap``) and ``hbm_beyond_io`` = HBM - (argument + output - alias), what a memory budget on a
+  TPU must leave room for beyond the model's entry parameters and outputs;
 * ``TPU us``: the TPU cost model's ``optimal_seconds`` ("-" where it gives a negative value, no estimate);
 * with ``--cpu-json``: the CPU backend's figures for the same plan (``comm_bytes``, ``peak_bytes`` of the
   benchmark's JSON) beside them.
@@ -92,7 +98,10 @@ def figures(rec: dict) -> dict:
     secs = rec["cost"].get("optimal_seconds")
     row = {"compiles": True, "peak_bytes": m["argument"] + m["output"] + m["temp"] - m["alias"], "memory": m,
            "hbm_bytes": rec.get("hbm_bytes"), "flops": rec["cost"].get("flops"),
-           "optimal_seconds": secs if secs is not None and secs >= 0 else None}   # < 0: the model has no estimate
+           "optimal_seconds": secs if secs is not None and secs >= 0 else None,   # < 0: the model has no estimate
+           "hbm_heap": rec.get("hbm_heap"),
+           "hbm_beyond_io": None if rec.get("hbm_bytes") is None else
+           int(rec["hbm_bytes"]) - (m["argument"] + m["output"] - m["alias"])}
     if rec["partitioned"]:
         counted = collective_bytes(with_trip_counts(rec["partitioned"]))
         row["raw_bytes"] = float(sum(c["bytes"] for c in counted))
@@ -142,14 +151,22 @@ def _mb(x) -> str:
     return "-" if x is None else f"{x / MB:.2f}"
 
 
+def heap_cell(heap: dict | None) -> str:
+    """The ``heap MB (slots)`` cell of a row's ``hbm_heap`` record (module docstring); '-' without one."""
+    if not heap:
+        return "-"
+    extra = f" +{heap['other_values']} values" if heap.get("other_values") else ""
+    return f"{heap['bytes'] / MB:.2f} ({heap['headers']}{extra})"
+
+
 def table(rows: list[dict]) -> str:
-    head = ("| model | plan | TPU raw MB | TPU final MB | TPU peak MB | TPU HBM MB | TPU us | CPU bytes MB "
-            "| CPU peak MB | vs expert on TPU (final bytes, HBM) |")
-    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    head = ("| model | plan | TPU raw MB | TPU final MB | TPU peak MB | TPU HBM MB | heap MB (slots) | TPU us "
+            "| CPU bytes MB | CPU peak MB | vs expert on TPU (final bytes, HBM) |")
+    out = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     expert = {r["model"]: r for r in rows if r["plan"] == "expert" and r.get("compiles")}
     for r in rows:
         if not r.get("compiles"):
-            out.append(f"| {r['model']} | {r['plan']} | does not compile: {r.get('error')} |" + " |" * 7)
+            out.append(f"| {r['model']} | {r['plan']} | does not compile: {r.get('error')} |" + " |" * 8)
             continue
         e = expert.get(r["model"])
         vs = "-"
@@ -158,7 +175,8 @@ def table(rows: list[dict]) -> str:
                 f"{r['hbm_bytes'] / e['hbm_bytes']:.2f}x" if r.get("hbm_bytes") and e.get("hbm_bytes") else "-")
         us = r.get("optimal_seconds")
         out.append(f"| {r['model']} | {r['plan']} | {_mb(r.get('raw_bytes'))} | {_mb(r.get('final_bytes'))} | "
-                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('hbm_bytes'))} | {'-' if us is None else f'{us * 1e6:.1f}'} | "
+                   f"{_mb(r['peak_bytes'])} | {_mb(r.get('hbm_bytes'))} | {heap_cell(r.get('hbm_heap'))} | "
+                   f"{'-' if us is None else f'{us * 1e6:.1f}'} | "
                    f"{_mb(r.get('cpu_comm_bytes'))} | {_mb(r.get('cpu_peak_bytes'))} | {vs} |")
     return "\n".join(out)
 

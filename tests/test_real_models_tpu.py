@@ -85,3 +85,21 @@ def test_stablehlo_with_shardy_shardings_compiles_for_tpu():
     assert rec["memory"]["argument"] == 256 * 128 * 4 and rec["memory"]["output"] == 256 * 512 * 4, rec["memory"]
     # the buffer assignment's HBM holds at least both (its report read from the dump)
     assert rec["hbm_bytes"] is not None and rec["hbm_bytes"] >= 256 * 128 * 4 + 256 * 512 * 4, rec
+    # the row keeps libtpu's temp heap and what HBM holds beyond the arguments and outputs (round 33: a budget
+    # on a TPU must leave room for it); on this one-gather program the heap holds async headers only
+    row = real_models_tpu.figures(rec)
+    heap = row["hbm_heap"]
+    assert heap is not None and heap["bytes"] >= 0 and heap["other_values"] == 0, heap
+    assert row["hbm_beyond_io"] == rec["hbm_bytes"] - 256 * 128 * 4 - 256 * 512 * 4 >= heap["bytes"], row
+
+
+def test_heap_cell_names_the_headers_and_any_other_values():
+    assert real_models_tpu.heap_cell(None) == "-"
+    # 134 headers in 16 KiB slots: (134 - 1) * 16 KiB + 512 B (qwen2_small's expert plan, round 33)
+    assert real_models_tpu.heap_cell({"bytes": 2179584, "headers": 134, "other_values": 0}) == "2.18 (134)"
+    assert real_models_tpu.heap_cell({"bytes": 20807680, "headers": 200, "other_values": 3}) == "20.81 (200 +3 values)"
+    rows = [{"model": "m", "plan": "expert", "compiles": True, "peak_bytes": 10 ** 6, "hbm_bytes": 4 * 10 ** 6,
+             "hbm_heap": {"bytes": 2179584, "headers": 134, "other_values": 0}, "final_bytes": 1.0}]
+    lines = real_models_tpu.table(rows).splitlines()
+    assert len({ln.count("|") for ln in lines}) == 1, lines     # every line has the header's columns
+    assert "| 2.18 (134) |" in lines[-1], lines[-1]
