@@ -22,6 +22,7 @@ import click
 from . import __version__
 from .errors import HloshardError, UsageError, format_error, locate_in_module
 from .interrupts import held_interrupts
+from .io import STDOUT_CLOSED, stdout_closed, stdout_to_devnull
 
 #: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
@@ -96,6 +97,16 @@ class LazyGroup(click.Group):
                 where = f"{ctx.command_path} {ctx.invoked_subcommand}"   # the help to read is the command's
             click.echo(f"hloshard: error: {exc.format_message()} (see `{where} --help`)", err=True)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # standard output's reader left (`| true`, `| head` done reading): one line and exit 1, as `solve`
+            # says it for its module (fresh-clone check 32: `fmt | true`, `lint | true`, `solve --format json -o F |
+            # true` exited 1 with nothing on stderr); a child process's pipe is not standard output: re-raised
+            if not stdout_closed():
+                raise
+            stdout_to_devnull()
+            click.echo("hloshard: error: " + STDOUT_CLOSED.format(
+                what="the output", keep="give -o FILE to keep it"), err=True)
+            ctx.exit(1)
         except RecursionError:
             click.echo("hloshard: error: input nested too deeply", err=True)
             ctx.exit(2)

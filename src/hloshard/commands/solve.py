@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -30,7 +29,7 @@ import click
 
 from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
-from ..io import is_stdout, write_text_atomic
+from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
@@ -176,9 +175,21 @@ def _write_product(path: str, text: str) -> bool:
     except BrokenPipeError:
         if path != "-":
             raise
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        stdout_to_devnull()
+        return True
+    return False
+
+
+def _echo_json(text: str) -> bool:
+    """Print ``text`` (``--format json``'s report, the product on stdout) and flush; True when standard output was
+    closed before it was all written (``| true``, ``| head``): standard output is then pointed at /dev/null
+    (:func:`hloshard.io.stdout_to_devnull`) and the caller writes none of its files (fresh-clone check 32: the module
+    was written, exit 1, stderr empty)."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_to_devnull()
         return True
     return False
 
@@ -593,14 +604,20 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     previous = ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no exit 130
     if previous is not None:   # put back when the command ends (an in-process caller's handler)
         click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
+    if fmt == "json" and _echo_json(json.dumps(_public(report, deterministic), indent=2, sort_keys=True)):
+        # the product (the report on stdout) could not be given: no file is written, as on any other failure
+        hold_until_exit(module, result, search)
+        click.echo("hloshard: error: " + STDOUT_CLOSED.format(
+            what="the report JSON", keep="nothing was written; give --report FILE instead of --format json to keep "
+                                          "it"), err=True)
+        click.get_current_context().exit(1)
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
     closed = _write_product(output or "-", out_text)
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
-    if fmt == "json":
-        click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
+    if fmt == "json":   # (the report was printed on stdout above, before any file was written)
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
             for w in report["warnings"]:
                 if w not in said:
@@ -615,7 +632,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
                               getattr(dmesh, "memory_device", None))
     if closed:   # the summary above was still printed (fresh-clone check 30: `| true` lost it)
-        click.echo("hloshard: error: standard output was closed before the module was written to it (a pipe whose "
-                   "reader left); give -o FILE to keep it", err=True)
+        click.echo("hloshard: error: " + STDOUT_CLOSED.format(what="the module", keep="give -o FILE to keep it"),
+                   err=True)
         click.get_current_context().exit(1)
 
