@@ -120,12 +120,24 @@ def refuse_repeated_options(cmd: click.Command, name: str, parent: click.Context
     that takes one value more than once: click keeps the last silently, so ``--mesh 2x4 --mesh 4x2`` priced
     the plan on 4x2 without a word (new user 31, F12).  Options meant to repeat (``--tie``, ``multiple``), flags
     and counters are not checked; an argument list click cannot parse is left to the command's own parse, which
-    says what is wrong with it."""
+    says what is wrong with it.  Also refused: an option whose value is another option of ``cmd`` (``--mesh -o
+    out.hlo``: the mesh forgotten, click took ``-o`` as it and blamed ``out.hlo``, fresh-clone check 32)."""
     sub = click.Context(cmd, info_name=name, parent=parent, resilient_parsing=True)
     try:
         _opts, _rest, order = cmd.make_parser(sub).parse_args(args=list(args))
     except click.UsageError:
         return
+    names = {opt for p in cmd.params if isinstance(p, click.Option) for opt in (*p.opts, *p.secondary_opts)}
+    for param in order:   # a value forgotten before the next option: click took that option as the value
+        if isinstance(param, click.Option) and not (param.is_flag or param.count):
+            values = _opts.get(param.name)
+            for value in (values if isinstance(values, (list, tuple)) else [values]):
+                if isinstance(value, str) and value in names:
+                    flag = max(param.opts, key=len)
+                    raise click.UsageError(
+                        f"{flag} needs a value, but the next argument is the option {value}: give the value right "
+                        f"after {flag}" + (" (e.g. --mesh 2x4)" if flag == "--mesh" else ""),
+                        ctx=click.Context(cmd, info_name=name, parent=parent))
     seen: dict = {}
     for param in order:
         if isinstance(param, click.Option) and not (param.multiple or param.count or param.is_flag):
