@@ -119,17 +119,29 @@ def cannot_bind(module, memory_budget: int, device=None) -> bool:
     return PEAK_BOUND_FACTOR * total <= model_limit(int(memory_budget), device)
 
 
+#: The seconds of re-pricing a written module over the node part of the build of its cost graph (the build's seconds
+#: x :func:`hloshard.autoshard.coarse.node_share`), where no 1-D (coarse) build was measured apart: the re-pricing
+#: builds the written module with its shardings fixed (one layout per node since round 30's fast path), so it pays
+#: every node again but not the mesh's pairs.  Measured (round 33, CPU seconds of one process, ``--tie matching``, a
+#: plan with its pins written; BENCHMARKS.md "The CLI's default run on a real model"), at 2x4: new user 32's SigLIP
+#: 1.01, its LSTM 0.97, new user 31's T5 0.87 and GN-ResNet 0.87 (the figure: 1.0); held out, the samples
+#: transformer_train_step 1.11, fused_qkv_train_step 0.94, scan_mlp_train_step 0.83, mlp_train_step 0.78,
+#: transformer_block 0.62, moe_layer 0.71.  Before: :data:`REPRICE_SHARE` (2.3, a 1-D build's multiple) of the node
+#: part, 2.1-3.7x the re-pricing measured (new user 32 F4: SigLIP 37.1 s kept for a 20.0 s re-pricing, and the solver
+#: got its 0.5 s floor: the replicated plan written)
+REPRICE_NODE_SHARE = 1.0
+
+
 def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
-    measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
-    :func:`hloshard.autoshard.coarse.node_share`).  The re-pricing builds the written module with its shardings
-    fixed -- one layout per node, so it pays every node again but not the refined mesh's pairs -- which is what
-    REPRICE_SHARE was measured against (the 48-layer transformer's 1-D build, 99% nodes); the local moves after it
-    stop at the deadline by themselves.  Measured (new user 25, Gemma3 at 2x2x2, ``--time-limit 60``, load 23):
-    build 30.7 s, re-price 5.8 s; this reserve 5.6 s (node share 0.08), where 2.3 x the build was 70.7 s and the
-    solver got its 0.5 s floor (the replicated start written); round 26 at load 17: build 20.6 s, re-price 4.8 s."""
+    measured apart: :data:`REPRICE_MARGIN` (the margin a measured re-pricing is kept with, :func:`measured_reserve`)
+    x :data:`REPRICE_NODE_SHARE` x the build's node part (``nodes``: its share,
+    :func:`hloshard.autoshard.coarse.node_share`); the local moves after the re-pricing stop at the deadline by
+    themselves.  Earlier figures (wall, before round 30's faster re-pricing): new user 25's Gemma3 at 2x2x2,
+    ``--time-limit 60``, load 23: build 30.7 s, node share 0.08, re-price 5.8 s; round 26 at load 17: build 20.6 s,
+    re-price 4.8 s."""
     share = min(1.0, max(0.0, float(nodes)))
-    return float(build_seconds) * REPRICE_SHARE * share
+    return float(build_seconds) * REPRICE_MARGIN * REPRICE_NODE_SHARE * share
 
 
 #: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
