@@ -44,6 +44,14 @@ from .trivial import trivial_plans
 REPRICE_SHARE = 2.3
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = MIN_TIME_LIMIT
+#: ``solve_module(starved_floor=)``'s figure, ``hloshard solve``'s under its default time limit (whose build the clock
+#: does not stop, so the command ends late already): when the builds leave the solver less than its minimum, it gets
+#: this multiple of the build's seconds instead of :data:`MIN_SOLVE_SECONDS` -- a search as long as the build of its
+#: graph took, at the load the build saw.  A policy, not a fitted figure; what it buys (round 33, new user 32's SigLIP
+#: at 2x4, load 22: build 11.4 s; the fine solve with no start at 0.5 s ended at the replicated plan, 42.1 M, at 5 s
+#: 30.5 M, at 10 s 23.7 M, where 51 s of an idle machine found 23.2 M; F4 at the default limit wrote the replicated
+#: plan, 216.6 MiB per device, after a 0.5 s solve): BENCHMARKS.md, "The CLI's default run on a real model"
+STARVED_SOLVE_SHARE = 1.0
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
 #: kept for the re-solves with the communication buffers priced (:func:`_fit_buffers`), which the first
 #: solve's problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
@@ -343,7 +351,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
                  local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0,
                  free_first: bool = True, reprice_reserve: bool = True, coarse=None,
-                 later_budget: int | None = None) -> SolveResult:
+                 later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -411,6 +419,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     answer, so a budget that does not bind never changes the plan.  ``free_first`` False: not that candidate
     (a caller that tried it already: :func:`hloshard.jax.auto_shard`'s search under the budget after the coarse
     mesh's fallback, which solved the module without the budget a second time before round 22).
+    ``starved_floor`` (wall-clock mode with a ``deadline``, no ``memory_budget``, a graph built here): when the builds
+    leave the solver less than :data:`MIN_SOLVE_SECONDS`, it gets ``starved_floor`` x the build's seconds instead (the
+    call ends that much later; the warning says so): ``hloshard solve``'s default limit passes
+    :data:`STARVED_SOLVE_SHARE`, where a 0.5 s solve of a large module writes the replicated plan; 0: the minimum.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     if memory_budget is not None and graph is None:
         parameter_floor_check(module, mesh.num_devices, memory_budget)
@@ -418,11 +430,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if memory_budget is not None and graph is None and not export_problem and free_first:
             return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
                                      progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build,
-                                     hint, known, local_moves)
+                                     hint, known, local_moves, starved_floor=starved_floor)
         return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                              export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
                              known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse,
-                             later_budget)
+                             later_budget, starved_floor=starved_floor)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -431,7 +443,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
                   fit_buffers: bool = True, solver_share: float = 1.0, reprice_reserve: bool = True,
-                  coarse=None, later_budget: int | None = None) -> SolveResult:
+                  coarse=None, later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -516,6 +528,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         starved = left < MIN_SOLVE_SECONDS
+        # the default limit's floor (starved_floor): a search as long as the build took, not the 0.5 s minimum
+        floor = float(starved_floor) * build_seconds if starved and not built and memory_budget is None else 0.0
+        if floor > MIN_SOLVE_SECONDS:
+            solver_limit = min(float(time_limit), floor)
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -523,8 +539,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             # the searches before (new user 31 F13: "building the cost graph took 0.0 s and left 0.0 s")
             spent = ("the cost graph was built before, and the searches before this one" if built else
                      f"building the cost graph took {t1 - t0:.1f} s and")
-            msg = (f"{spent} left {max(0.0, deadline - t1):.1f} s of the "
-                   f"time limit{after}: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            gets = (f"the solver gets {solver_limit:.1f} s, as long as the build took (under the default time limit; "
+                    f"its minimum {MIN_SOLVE_SECONDS:g} s writes the replicated plan of a model this size), and the "
+                    f"command ends late by about that; an explicit --time-limit keeps to the clock"
+                    if floor > MIN_SOLVE_SECONDS else
+                    f"the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            msg = f"{spent} left {max(0.0, deadline - t1):.1f} s of the time limit{after}: {gets}"
             graph.warnings.append(msg)
             if on_overrun is not None:
                 on_overrun(msg)
@@ -736,9 +756,11 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
 
 def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, workers, seed, deterministic, progress,
                       pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known,
-                      local_moves) -> SolveResult:
+                      local_moves, *, starved_floor: float = 0.0) -> SolveResult:
     """:func:`solve_module` under a ``memory_budget``: the plan found without it first, then a search under
-    the budget only when that plan's written module exceeds the model's limit for it.
+    the budget only when that plan's written module exceeds the model's limit for it (``starved_floor``: as
+    :func:`solve_module`'s, for the search without the budget where no plan can pass the budget, :func:`cannot_bind`:
+    its plan is then the answer).
 
     1. The solve a call without the budget makes (its build, coarse start, known plans and hint; deterministic
        mode: the same work budget ``time_limit``, so the same plan; wall-clock mode: :data:`UNBUDGETED_SHARE`
@@ -772,7 +794,8 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
         t0 + UNBUDGETED_SHARE * max(0.0, deadline - t0)
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
                          pin_operands, False, False, free_deadline, on_overrun, stop_build, hint, known, None, False,
-                         later_budget=memory_budget)
+                         later_budget=memory_budget,
+                         starved_floor=starved_floor if free_deadline is deadline else 0.0)
     result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
     if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build
