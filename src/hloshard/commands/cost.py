@@ -348,7 +348,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     note_input(module_file, module)
     if use_xla:
         xla_ready(module, "<stdin>" if module_file == "-" else module_file)
-    by_xla = None
+    by_xla, open_before = None, None
     if complete == "xla":   # XLA's propagation written on what the module leaves open, then priced as written
         by_xla, open_before = xla_completion(module, "<stdin>" if module_file == "-" else module_file,
                                              dmesh.num_devices, show)
