@@ -738,6 +738,8 @@ def test_reprice_reserve_without_a_coarse_build_is_of_the_builds_node_part():
     assert reprice_reserve_seconds(10.0, 3.0) == pytest.approx(15.0)   # a share is at most the whole build
     kept = reprice_reserve_seconds(17.5, 0.923)
     assert 20.0 <= kept <= 25.0   # F4's measured 20.0 s covered, not 37.1 s kept
+    # on a device (F7 at round 33's load: build 28.0 s, re-pricing 13.9 s, 38.8 s kept by the node part x 1.5)
+    assert 13.9 <= reprice_reserve_seconds(28.0, 0.923, priced=True) < 38.8
 
 
 class _Clock:

@@ -138,18 +138,24 @@ def cannot_bind(module, memory_budget: int, device=None) -> bool:
 #: part, 2.1-3.7x the re-pricing measured (new user 32 F4: SigLIP 37.1 s kept for a 20.0 s re-pricing, and the solver
 #: got its 0.5 s floor: the replicated plan written)
 REPRICE_NODE_SHARE = 1.0
+#: The same on a mesh priced on a device (``--device``, ``auto_shard(device=)``): its build prices every strategy of
+#: every node on the roofline (HBM bytes per strategy), the re-pricing one layout per node, so the re-pricing is a
+#: smaller part of the build's node share.  Measured (round 33, as above, with the device): SigLIP on h100-sxm at
+#: ``data=2:dcn,model=4`` 0.54 (wall, the CLI's F7 run), the LSTM there 0.53, T5 on tpu-v5e at 2x4 0.56 (round 32's
+#: reserve 163.3 s kept for 39.7 s with 2.3); held out, tpu-v5e at 2x4: transformer_train_step 0.66, GN-ResNet 0.38
+REPRICE_NODE_SHARE_PRICED = 0.6
 
 
-def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
+def reprice_reserve_seconds(build_seconds: float, nodes: float, priced: bool = False) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
     measured apart: :data:`REPRICE_MARGIN` (the margin a measured re-pricing is kept with, :func:`measured_reserve`)
-    x :data:`REPRICE_NODE_SHARE` x the build's node part (``nodes``: its share,
-    :func:`hloshard.autoshard.coarse.node_share`); the local moves after the re-pricing stop at the deadline by
-    themselves.  Earlier figures (wall, before round 30's faster re-pricing): new user 25's Gemma3 at 2x2x2,
+    x :data:`REPRICE_NODE_SHARE` (``priced``, a mesh priced on a device: :data:`REPRICE_NODE_SHARE_PRICED`) x the
+    build's node part (``nodes``: its share, :func:`hloshard.autoshard.coarse.node_share`); the local moves after
+    the re-pricing stop at the deadline by themselves.  Earlier figures (wall, before round 30's faster re-pricing): new user 25's Gemma3 at 2x2x2,
     ``--time-limit 60``, load 23: build 30.7 s, node share 0.08, re-price 5.8 s; round 26 at load 17: build 20.6 s,
     re-price 4.8 s."""
     share = min(1.0, max(0.0, float(nodes)))
-    return float(build_seconds) * REPRICE_MARGIN * REPRICE_NODE_SHARE * share
+    return float(build_seconds) * REPRICE_MARGIN * (REPRICE_NODE_SHARE_PRICED if priced else REPRICE_NODE_SHARE) * share
 
 
 #: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
@@ -494,7 +500,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
         # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
         nodes = node_share(module, mesh)
-        reprice = reprice_reserve_seconds(build_seconds, nodes)
+        reprice = reprice_reserve_seconds(build_seconds, nodes, getattr(mesh, "roofline_prices", None) is not None)
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
