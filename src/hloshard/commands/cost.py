@@ -146,6 +146,15 @@ def xla_completion(module, filename: str, num_devices: int, show: bool) -> tuple
         return complete_with_xla(module, num_devices), open_before
 
 
+def named_counts(module, written) -> tuple[int, int]:
+    """``(arrays, tuples)``: of ``written`` (the names :func:`xla_completion` wrote XLA's shardings on, in ``module``),
+    the array instructions -- counted on the base of its ``open_before``, which leaves tuples out -- and the
+    tuple-shaped ones XLA's propagation named too (``cost``'s line and ``diff``'s JSON count alike)."""
+    tuples = {i.name for c in module.computations for i in c.instructions if i.shape.is_tuple}
+    n_tuples = sum(1 for n in written if n in tuples)
+    return len(written) - n_tuples, n_tuples
+
+
 def unannotated_line(result, after_xla: bool = False, module=None, open_before: int | None = None) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
     '' when every one carried one (instructions counted as :func:`instruction_count` counts them).  With
@@ -404,11 +413,10 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     if by_xla is not None:
-        kinds = {i.name: i.shape.is_tuple for c in module.computations for i in c.instructions}
-        arrays = sum(1 for n in by_xla if not kinds.get(n, False))   # a tuple XLA named is not in open_before
+        arrays, tuples = named_counts(module, by_xla)   # a tuple XLA named is not in open_before
         con.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the shardings of "
                   f"{arrays:,} of the {open_before:,} array instructions the module left open (entry and loop "
-                  f"bodies)" + (f", and of {counted(len(by_xla) - arrays, 'tuple')}" if len(by_xla) > arrays else ""))
+                  f"bodies)" + (f", and of {counted(tuples, 'tuple')}" if tuples else ""))
     line = unannotated_line(result, after_xla=by_xla is not None, module=module, open_before=open_before)
     if line:
         con.print(line)
