@@ -545,9 +545,9 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             # the searches before (new user 31 F13: "building the cost graph took 0.0 s and left 0.0 s")
             spent = ("the cost graph was built before, and the searches before this one" if built else
                      f"building the cost graph took {t1 - t0:.1f} s and")
-            gets = (f"the solver gets {solver_limit:.1f} s, as long as the build took (under the default time limit; "
-                    f"its minimum {MIN_SOLVE_SECONDS:g} s writes the replicated plan of a model this size), and the "
-                    f"command ends late by about that; an explicit --time-limit keeps to the clock"
+            gets = (f"the solver gets {solver_limit:.1f} s, as long as the build took (the default time limit: a "
+                    f"search of its minimum {MIN_SOLVE_SECONDS:g} s can end at the replicated plan), and the command "
+                    f"ends late by about that; an explicit --time-limit keeps to the clock"
                     if floor > MIN_SOLVE_SECONDS else
                     f"the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
             msg = f"{spent} left {max(0.0, deadline - t1):.1f} s of the time limit{after}: {gets}"
