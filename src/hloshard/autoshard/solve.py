@@ -151,11 +151,14 @@ def reprice_reserve_seconds(build_seconds: float, nodes: float, priced: bool = F
     measured apart: :data:`REPRICE_MARGIN` (the margin a measured re-pricing is kept with, :func:`measured_reserve`)
     x :data:`REPRICE_NODE_SHARE` (``priced``, a mesh priced on a device: :data:`REPRICE_NODE_SHARE_PRICED`) x the
     build's node part (``nodes``: its share, :func:`hloshard.autoshard.coarse.node_share`); the local moves after
-    the re-pricing stop at the deadline by themselves.  Earlier figures (wall, before round 30's faster re-pricing): new user 25's Gemma3 at 2x2x2,
-    ``--time-limit 60``, load 23: build 30.7 s, node share 0.08, re-price 5.8 s; round 26 at load 17: build 20.6 s,
-    re-price 4.8 s."""
+    the re-pricing stop at the deadline by themselves.  Earlier figures (wall, before round 30's faster
+    re-pricing): new user 25's Gemma3 at 2x2x2, ``--time-limit 60``, load 23: build 30.7 s, node share 0.08,
+    re-price 5.8 s; round 26 at load 17: build 20.6 s, re-price 4.8 s.  The wall ratio moves with the load between
+    the build and the re-pricing: 0.56-2.81 x the node part on ten runs of one module (BENCHMARKS.md, round 33), so
+    the call can end late by the shortfall."""
     share = min(1.0, max(0.0, float(nodes)))
-    return float(build_seconds) * REPRICE_MARGIN * (REPRICE_NODE_SHARE_PRICED if priced else REPRICE_NODE_SHARE) * share
+    per_node = REPRICE_NODE_SHARE_PRICED if priced else REPRICE_NODE_SHARE
+    return float(build_seconds) * REPRICE_MARGIN * per_node * share
 
 
 #: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
@@ -498,7 +501,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
-        # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
+        # cuts, e.g. Gemma3 at 2x2x2, or solve's default limit): of its node part, not of a build that is mostly pairs
         nodes = node_share(module, mesh)
         reprice = reprice_reserve_seconds(build_seconds, nodes, getattr(mesh, "roofline_prices", None) is not None)
     if built and getattr(graph, "reprice_seconds", None) is not None:

@@ -423,9 +423,9 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
-                   "When the build alone takes longer, a warning says so at once, the solver gets as long as the build took "
-                   "(0.5 s with an explicit --time-limit) and the command ends late; given explicitly on a mesh refined or of several axes, the coarser mesh's "
-                   "graph is built first and, when the full graph would not be built in time, its plan is "
+                   "When the build alone takes longer, a warning says so at once, the solver gets as long as the "
+                   "build took (0.5 s with an explicit --time-limit) and the command ends late; given explicitly on "
+                   "a mesh refined or of several axes, the coarser mesh's graph is built first and, when the full graph would not be built in time, its plan is "
                    "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
