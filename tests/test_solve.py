@@ -178,6 +178,7 @@ def test_cli_report_and_determinism(tmp_path):
     for key in ("status", "objective", "bound", "gap", "breakdown", "peak_memory_per_device"):
         assert key in report
     assert not any(k.startswith("seconds") for k in report)
+    assert "seconds_phases" in report["timing_left_out"]   # says where the seconds went (new user 32 F10)
     assert set(report["breakdown"]) == {"compute", "communication", "resharding"}
     assert report["objective"] == pytest.approx(sum(report["breakdown"].values()), rel=1e-9)
     text = outs[0].decode()

@@ -22,6 +22,7 @@ import click
 from . import __version__
 from .errors import HloshardError, UsageError, format_error, locate_in_module
 from .interrupts import held_interrupts
+from .io import STDOUT_CLOSED, stdout_closed, stdout_to_devnull
 
 #: command name -> (module under hloshard.commands, one-line help), in the order ``--help`` lists them
 COMMANDS = {
@@ -96,6 +97,16 @@ class LazyGroup(click.Group):
                 where = f"{ctx.command_path} {ctx.invoked_subcommand}"   # the help to read is the command's
             click.echo(f"hloshard: error: {exc.format_message()} (see `{where} --help`)", err=True)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # standard output's reader left (`| true`, `| head` done reading): one line and exit 1, as `solve`
+            # says it for its module (fresh-clone check 32: `fmt | true`, `lint | true`, `solve --format json -o F |
+            # true` exited 1 with nothing on stderr); a child process's pipe is not standard output: re-raised
+            if not stdout_closed():
+                raise
+            stdout_to_devnull()
+            click.echo("hloshard: error: " + STDOUT_CLOSED.format(
+                what="the output", keep="give -o FILE to keep it"), err=True)
+            ctx.exit(1)
         except RecursionError:
             click.echo("hloshard: error: input nested too deeply", err=True)
             ctx.exit(2)
@@ -109,12 +120,24 @@ def refuse_repeated_options(cmd: click.Command, name: str, parent: click.Context
     that takes one value more than once: click keeps the last silently, so ``--mesh 2x4 --mesh 4x2`` priced
     the plan on 4x2 without a word (new user 31, F12).  Options meant to repeat (``--tie``, ``multiple``), flags
     and counters are not checked; an argument list click cannot parse is left to the command's own parse, which
-    says what is wrong with it."""
+    says what is wrong with it.  Also refused: an option whose value is another option of ``cmd`` (``--mesh -o
+    out.hlo``: the mesh forgotten, click took ``-o`` as it and blamed ``out.hlo``, fresh-clone check 32)."""
     sub = click.Context(cmd, info_name=name, parent=parent, resilient_parsing=True)
     try:
         _opts, _rest, order = cmd.make_parser(sub).parse_args(args=list(args))
     except click.UsageError:
         return
+    names = {opt for p in cmd.params if isinstance(p, click.Option) for opt in (*p.opts, *p.secondary_opts)}
+    for param in order:   # a value forgotten before the next option: click took that option as the value
+        if isinstance(param, click.Option) and not (param.is_flag or param.count):
+            values = _opts.get(param.name)
+            for value in (values if isinstance(values, (list, tuple)) else [values]):
+                if isinstance(value, str) and value in names:
+                    flag = max(param.opts, key=len)
+                    raise click.UsageError(
+                        f"{flag} needs a value, but the next argument is the option {value}: give the value right "
+                        f"after {flag}" + (" (e.g. --mesh 2x4)" if flag == "--mesh" else ""),
+                        ctx=click.Context(cmd, info_name=name, parent=parent))
     seen: dict = {}
     for param in order:
         if isinstance(param, click.Option) and not (param.multiple or param.count or param.is_flag):

@@ -193,6 +193,41 @@ def _reason(exc: OSError, directory: str) -> str:
     return reason
 
 
+#: the one line a command prints on stderr when its standard output was closed before its product was written
+#: (``| true``, ``| head`` once the reader left), before it exits 1: never a traceback, never silence
+STDOUT_CLOSED = ("standard output was closed before {what} was written to it (a pipe whose reader left); "
+                 "{keep}")
+
+
+def stdout_closed() -> bool:
+    """Whether standard output is a pipe whose reader has left (``poll`` reports an error on its write end, as Linux
+    and macOS do for a pipe with no reader): what tells a ``BrokenPipeError`` of standard output from one of a child
+    process's pipe.  False when it cannot tell (no descriptor, no ``poll``)."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) and not stat.S_ISSOCK(os.fstat(fd).st_mode):
+            return False
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _fd, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def stdout_to_devnull() -> None:
+    """Point standard output (its file descriptor) at /dev/null after a write to it failed because the reader of its
+    pipe left (``BrokenPipeError``), so that the interpreter's last flush fails on nothing (Python's own advice for
+    SIGPIPE: otherwise an "Exception ignored ... BrokenPipeError" is printed at exit).  Raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):   # no stdout descriptor at all (an in-process caller's StringIO)
+        pass
+
+
 def write_text_atomic(path: str, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically; ``-`` writes to standard output.
     See :func:`write_bytes_atomic` for the guarantees and errors."""

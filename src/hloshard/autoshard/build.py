@@ -44,7 +44,7 @@ from ..cost.tpu_layout import solver_limit, strategy_bytes
 from ..cost.reshard import plan
 from ..cost.tpu_fusion import TPU_FUSION, moved_element_type
 from ..hlo.shape import Shape
-from ..cost.liveness import (normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
+from ..cost.liveness import (_memoizing, normalized_indices, BufferIntervals, buffer_intervals, place_in_outputs, in_place_user, is_fused, made_at_entry_start,
                              communicating_pin, reshard_readers,
                              one_buffer_per_reshard, program_schedule, read_until, relayout_intervals,
                              resharded_by_tuple, scatter_destination_copies, select_and_scatter_expansions, set_fusion_backend,
@@ -300,6 +300,7 @@ class BuildStopped(SolveFailed):
         self.phase, self.done, self.total, self.seconds = phase, done, total, seconds
 
 
+@_memoizing   # fusion answers (is_fused, effective_users) kept for the build: its shardings and users do not change
 def build_graph(module, mesh, keep: str = "io", memory_budget: int | None = None, name: str | None = None,
                 mesh_order_only: bool = False, deadline: float | None = None, share: bool = True,
                 work_limit: int | None = None, as_given: bool = False) -> Graph:

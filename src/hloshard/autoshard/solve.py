@@ -44,6 +44,14 @@ from .trivial import trivial_plans
 REPRICE_SHARE = 2.3
 #: the least time the solver gets, whatever the deadline (``solve_problem``'s own floor)
 MIN_SOLVE_SECONDS = MIN_TIME_LIMIT
+#: ``solve_module(starved_floor=)``'s figure, ``hloshard solve``'s under its default time limit (whose build the clock
+#: does not stop, so the command ends late already): when the builds leave the solver less than its minimum, it gets
+#: this multiple of the build's seconds instead of :data:`MIN_SOLVE_SECONDS` -- a search as long as the build of its
+#: graph took, at the load the build saw.  A policy, not a fitted figure; what it buys (round 33, new user 32's SigLIP
+#: at 2x4, load 22: build 11.4 s; the fine solve with no start at 0.5 s ended at the replicated plan, 42.1 M, at 5 s
+#: 30.5 M, at 10 s 23.7 M, where 51 s of an idle machine found 23.2 M; F4 at the default limit wrote the replicated
+#: plan, 216.6 MiB per device, after a 0.5 s solve): BENCHMARKS.md, "The CLI's default run on a real model"
+STARVED_SOLVE_SHARE = 1.0
 #: Under a memory budget (wall-clock mode), the first solve's share of the solver's time; the rest is
 #: kept for the re-solves with the communication buffers priced (:func:`_fit_buffers`), which the first
 #: solve's problem does not hold (they all end when the solver's time does: never a full limit each).  A split,
@@ -119,17 +127,38 @@ def cannot_bind(module, memory_budget: int, device=None) -> bool:
     return PEAK_BOUND_FACTOR * total <= model_limit(int(memory_budget), device)
 
 
-def reprice_reserve_seconds(build_seconds: float, nodes: float) -> float:
+#: The seconds of re-pricing a written module over the node part of the build of its cost graph (the build's seconds
+#: x :func:`hloshard.autoshard.coarse.node_share`), where no 1-D (coarse) build was measured apart: the re-pricing
+#: builds the written module with its shardings fixed (one layout per node since round 30's fast path), so it pays
+#: every node again but not the mesh's pairs.  Measured (round 33, CPU seconds of one process, ``--tie matching``, a
+#: plan with its pins written; BENCHMARKS.md "The CLI's default run on a real model"), at 2x4: new user 32's SigLIP
+#: 1.01, its LSTM 0.97, new user 31's T5 0.87 and GN-ResNet 0.87 (the figure: 1.0); held out, the samples
+#: transformer_train_step 1.11, fused_qkv_train_step 0.94, scan_mlp_train_step 0.83, mlp_train_step 0.78,
+#: transformer_block 0.62, moe_layer 0.71.  Before: :data:`REPRICE_SHARE` (2.3, a 1-D build's multiple) of the node
+#: part, 2.1-3.7x the re-pricing measured (new user 32 F4: SigLIP 37.1 s kept for a 20.0 s re-pricing, and the solver
+#: got its 0.5 s floor: the replicated plan written)
+REPRICE_NODE_SHARE = 1.0
+#: The same on a mesh priced on a device (``--device``, ``auto_shard(device=)``): its build prices every strategy of
+#: every node on the roofline (HBM bytes per strategy), the re-pricing one layout per node, so the re-pricing is a
+#: smaller part of the build's node share.  Measured (round 33, as above, with the device): SigLIP on h100-sxm at
+#: ``data=2:dcn,model=4`` 0.54 (wall, the CLI's F7 run), the LSTM there 0.53, T5 on tpu-v5e at 2x4 0.56 (round 32's
+#: reserve 163.3 s kept for 39.7 s with 2.3); held out, tpu-v5e at 2x4: transformer_train_step 0.66, GN-ResNet 0.38
+REPRICE_NODE_SHARE_PRICED = 0.6
+
+
+def reprice_reserve_seconds(build_seconds: float, nodes: float, priced: bool = False) -> float:
     """The re-pricing reserve (wall seconds) after a build of ``build_seconds`` when no 1-D (coarse) build was
-    measured apart: :data:`REPRICE_SHARE` x the build's node part (``nodes``: its share,
-    :func:`hloshard.autoshard.coarse.node_share`).  The re-pricing builds the written module with its shardings
-    fixed -- one layout per node, so it pays every node again but not the refined mesh's pairs -- which is what
-    REPRICE_SHARE was measured against (the 48-layer transformer's 1-D build, 99% nodes); the local moves after it
-    stop at the deadline by themselves.  Measured (new user 25, Gemma3 at 2x2x2, ``--time-limit 60``, load 23):
-    build 30.7 s, re-price 5.8 s; this reserve 5.6 s (node share 0.08), where 2.3 x the build was 70.7 s and the
-    solver got its 0.5 s floor (the replicated start written); round 26 at load 17: build 20.6 s, re-price 4.8 s."""
+    measured apart: :data:`REPRICE_MARGIN` (the margin a measured re-pricing is kept with, :func:`measured_reserve`)
+    x :data:`REPRICE_NODE_SHARE` (``priced``, a mesh priced on a device: :data:`REPRICE_NODE_SHARE_PRICED`) x the
+    build's node part (``nodes``: its share, :func:`hloshard.autoshard.coarse.node_share`); the local moves after
+    the re-pricing stop at the deadline by themselves.  Earlier figures (wall, before round 30's faster
+    re-pricing): new user 25's Gemma3 at 2x2x2, ``--time-limit 60``, load 23: build 30.7 s, node share 0.08,
+    re-price 5.8 s; round 26 at load 17: build 20.6 s, re-price 4.8 s.  The wall ratio moves with the load between
+    the build and the re-pricing: 0.56-2.81 x the node part on ten runs of one module (BENCHMARKS.md, round 33), so
+    the call can end late by the shortfall."""
     share = min(1.0, max(0.0, float(nodes)))
-    return float(build_seconds) * REPRICE_SHARE * share
+    per_node = REPRICE_NODE_SHARE_PRICED if priced else REPRICE_NODE_SHARE
+    return float(build_seconds) * REPRICE_MARGIN * per_node * share
 
 
 #: The re-pricing reserve of a search on a graph whose module was already written and priced once, as a multiple
@@ -331,7 +360,7 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
                  on_overrun=None, stop_build: bool = False, hint=None, known=None, graph=None,
                  local_moves: bool = False, fit_buffers: bool = True, solver_share: float = 1.0,
                  free_first: bool = True, reprice_reserve: bool = True, coarse=None,
-                 later_budget: int | None = None) -> SolveResult:
+                 later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
     """Choose shardings for ``module`` and apply them (the IR is modified in place).
 
     ``pin_operands``: also insert, before each dot / convolution / gather / scatter operand the chosen
@@ -399,6 +428,10 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
     answer, so a budget that does not bind never changes the plan.  ``free_first`` False: not that candidate
     (a caller that tried it already: :func:`hloshard.jax.auto_shard`'s search under the budget after the coarse
     mesh's fallback, which solved the module without the budget a second time before round 22).
+    ``starved_floor`` (wall-clock mode with a ``deadline``, no ``memory_budget``, a graph built here): when the builds
+    leave the solver less than :data:`MIN_SOLVE_SECONDS`, it gets ``starved_floor`` x the build's seconds instead (the
+    call ends that much later; the warning says so): ``hloshard solve``'s default limit passes
+    :data:`STARVED_SOLVE_SHARE`, where a 0.5 s solve of a large module writes the replicated plan; 0: the minimum.
     Raises SolveFailed (exit 3) when no feasible solution exists or none was found in time."""
     if memory_budget is not None and graph is None:
         parameter_floor_check(module, mesh.num_devices, memory_budget)
@@ -406,11 +439,11 @@ def solve_module(module, mesh, keep: str = "io", memory_budget: int | None = Non
         if memory_budget is not None and graph is None and not export_problem and free_first:
             return _unbudgeted_first(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic,
                                      progress, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build,
-                                     hint, known, local_moves)
+                                     hint, known, local_moves, starved_floor=starved_floor)
         return _solve_module(module, mesh, keep, memory_budget, time_limit, workers, seed, deterministic, progress,
                              export_problem, pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint,
                              known, graph, local_moves, fit_buffers, solver_share, reprice_reserve, coarse,
-                             later_budget)
+                             later_budget, starved_floor=starved_floor)
 
 
 def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = None, time_limit: float = 60.0,
@@ -419,7 +452,7 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
                   apply: bool = True, deadline: float | None = None, on_overrun=None, stop_build: bool = False,
                   hint=None, known=None, graph=None, local_moves: bool = False,
                   fit_buffers: bool = True, solver_share: float = 1.0, reprice_reserve: bool = True,
-                  coarse=None, later_budget: int | None = None) -> SolveResult:
+                  coarse=None, later_budget: int | None = None, *, starved_floor: float = 0.0) -> SolveResult:
     """:func:`solve_module` with the budget as the search's limit from the start (its arguments, in order)."""
     import time
 
@@ -468,9 +501,9 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
     reprice = (REPRICE_SHARE if reprice_reserve else 0.0) * one_d
     if reprice_reserve and one_d is build_seconds and not built and deadline is not None and not deterministic:
         # no coarse build measured (no coarser mesh: the build is the one of the 1-D mesh refined at the module's
-        # cuts, e.g. Gemma3 at 2x2x2): REPRICE_SHARE x its node part, not x a build that is mostly pairs
+        # cuts, e.g. Gemma3 at 2x2x2, or solve's default limit): of its node part, not of a build that is mostly pairs
         nodes = node_share(module, mesh)
-        reprice = reprice_reserve_seconds(build_seconds, nodes)
+        reprice = reprice_reserve_seconds(build_seconds, nodes, getattr(mesh, "roofline_prices", None) is not None)
     if built and getattr(graph, "reprice_seconds", None) is not None:
         # a graph built before keeps the reserve its own solve computed (from its 1-D build, the coarse one
         # under coarse to fine): its ``build_seconds`` are the fine build's, 2.3x of which left the memory
@@ -504,6 +537,10 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             ours = left
         solver_limit = min(float(time_limit), max(MIN_SOLVE_SECONDS, ours))
         starved = left < MIN_SOLVE_SECONDS
+        # the default limit's floor (starved_floor): a search as long as the build took, not the 0.5 s minimum
+        floor = float(starved_floor) * build_seconds if starved and not built and memory_budget is None else 0.0
+        if floor > MIN_SOLVE_SECONDS:
+            solver_limit = min(float(time_limit), floor)
         if left < MIN_SOLVE_SECONDS:
             after = (f", less than the re-pricing of its plan is estimated to need ({reprice:.1f} s)"
                      if deadline - t1 >= MIN_SOLVE_SECONDS else "")
@@ -511,8 +548,12 @@ def _solve_module(module, mesh, keep: str = "io", memory_budget: int | None = No
             # the searches before (new user 31 F13: "building the cost graph took 0.0 s and left 0.0 s")
             spent = ("the cost graph was built before, and the searches before this one" if built else
                      f"building the cost graph took {t1 - t0:.1f} s and")
-            msg = (f"{spent} left {max(0.0, deadline - t1):.1f} s of the "
-                   f"time limit{after}: the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            gets = (f"the solver gets {solver_limit:.1f} s, as long as the build took (the default time limit: a "
+                    f"search of its minimum {MIN_SOLVE_SECONDS:g} s can end at the replicated plan), and the command "
+                    f"ends late by about that; an explicit --time-limit keeps to the clock"
+                    if floor > MIN_SOLVE_SECONDS else
+                    f"the solver gets its minimum {MIN_SOLVE_SECONDS:g} s and the command ends late")
+            msg = f"{spent} left {max(0.0, deadline - t1):.1f} s of the time limit{after}: {gets}"
             graph.warnings.append(msg)
             if on_overrun is not None:
                 on_overrun(msg)
@@ -724,9 +765,11 @@ def unbudgeted_within(free: SolveResult, module, mesh, pin_operands: bool, memor
 
 def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, workers, seed, deterministic, progress,
                       pin_operands, reevaluate, apply, deadline, on_overrun, stop_build, hint, known,
-                      local_moves) -> SolveResult:
+                      local_moves, *, starved_floor: float = 0.0) -> SolveResult:
     """:func:`solve_module` under a ``memory_budget``: the plan found without it first, then a search under
-    the budget only when that plan's written module exceeds the model's limit for it.
+    the budget only when that plan's written module exceeds the model's limit for it (``starved_floor``: as
+    :func:`solve_module`'s, for the search without the budget where no plan can pass the budget, :func:`cannot_bind`:
+    its plan is then the answer).
 
     1. The solve a call without the budget makes (its build, coarse start, known plans and hint; deterministic
        mode: the same work budget ``time_limit``, so the same plan; wall-clock mode: :data:`UNBUDGETED_SHARE`
@@ -760,7 +803,8 @@ def _unbudgeted_first(module, mesh, keep, memory_budget: int, time_limit, worker
         t0 + UNBUDGETED_SHARE * max(0.0, deadline - t0)
     free = _solve_module(module, mesh, keep, None, free_limit, workers, seed, deterministic, progress, None,
                          pin_operands, False, False, free_deadline, on_overrun, stop_build, hint, known, None, False,
-                         later_budget=memory_budget)
+                         later_budget=memory_budget,
+                         starved_floor=starved_floor if free_deadline is deadline else 0.0)
     result, graph, note = unbudgeted_within(free, module, mesh, pin_operands, memory_budget, apply)
     if result is not None:
         result.seconds_solve = time.monotonic() - t0 - result.seconds_build

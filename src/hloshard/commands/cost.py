@@ -146,9 +146,23 @@ def xla_completion(module, filename: str, num_devices: int, show: bool) -> tuple
         return complete_with_xla(module, num_devices), open_before
 
 
-def unannotated_line(result, after_xla: bool = False) -> str:
+def named_counts(module, written) -> tuple[int, int]:
+    """``(arrays, tuples)``: of ``written`` (the names :func:`xla_completion` wrote XLA's shardings on, in ``module``),
+    the array instructions -- counted on the base of its ``open_before``, which leaves tuples out -- and the
+    tuple-shaped ones XLA's propagation named too (``cost``'s line and ``diff``'s JSON count alike)."""
+    tuples = {i.name for c in module.computations for i in c.instructions if i.shape.is_tuple}
+    n_tuples = sum(1 for n in written if n in tuples)
+    return len(written) - n_tuples, n_tuples
+
+
+def unannotated_line(result, after_xla: bool = False, module=None, open_before: int | None = None) -> str:
     """``723 of 723 instructions carried no sharding (...); cost chose their shardings, ...: <how>``, or
-    '' when every one carried one (instructions counted as :func:`instruction_count` counts them)."""
+    '' when every one carried one (instructions counted as :func:`instruction_count` counts them).  With
+    ``after_xla`` (``--complete xla``; ``module`` the completed module, ``open_before`` the array instructions it left
+    open before XLA's propagation, :func:`xla_completion`'s count): what is still open, on the line before's base --
+    the array instructions of those ``open_before`` XLA named no sharding for, and apart the tuple-shaped ones (never
+    in that count: a tuple takes its elements'), so that the two lines add up (fresh-clone check 32: "63 of the 138
+    ... left open" then "86 of 153 instructions got no sharding", 153 being every instruction, tuples included)."""
     un = result.unannotated
     if result.method == "per-device":
         return f"{len(un):,} of {instruction_count(result):,} instructions carried no sharding; {result.completion_words()}"
@@ -156,6 +170,17 @@ def unannotated_line(result, after_xla: bool = False) -> str:
         return ""
     n = instruction_count(result)
     shown = ", ".join(un[:5]) + (", ..." if len(un) > 5 else "")
+    if after_xla and module is not None and open_before is not None:
+        # --complete xla: what is left is what XLA's propagation does not name, counted as the line before counts
+        names = {i.name: i for c in module.computations for i in c.instructions}
+        tuples = [u for u in un if u in names and names[u].shape.is_tuple]
+        arrays = [u for u in un if u not in set(tuples)]
+        shown = ", ".join(arrays[:5]) + (", ..." if len(arrays) > 5 else "")
+        also = f" (and {counted(len(tuples), 'tuple-shaped instruction')}, which take their elements' shardings)" \
+            if tuples else ""
+        return (f"{len(arrays):,} of those {open_before:,} got no sharding from XLA's propagation either"
+                + (f" ({shown}: values XLA simplifies away before it propagates, called computations)" if arrays else "")
+                + f"{also}; cost chose theirs, the cheapest consistent it found: {result.completion_words()}")
     if after_xla:   # --complete xla: what is left is what XLA's propagation does not name
         return (f"{len(un):,} of {n:,} instructions got no sharding from XLA's propagation either ({shown}: tuples, "
                 f"values XLA simplifies away before it propagates, called computations); cost chose theirs, the "
@@ -332,7 +357,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     note_input(module_file, module)
     if use_xla:
         xla_ready(module, "<stdin>" if module_file == "-" else module_file)
-    by_xla = None
+    by_xla, open_before = None, None
     if complete == "xla":   # XLA's propagation written on what the module leaves open, then priced as written
         by_xla, open_before = xla_completion(module, "<stdin>" if module_file == "-" else module_file,
                                              dmesh.num_devices, show)
@@ -388,13 +413,18 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     if by_xla is not None:
+        arrays, tuples = named_counts(module, by_xla)   # a tuple XLA named is not in open_before
         con.print(f"XLA's propagation (GSPMD, from the written shardings, as jax.jit runs it) chose the shardings of "
-                  f"{len(by_xla):,} of the {open_before:,} instructions the module left open (entry and loop bodies)")
-    line = unannotated_line(result, after_xla=by_xla is not None)
+                  f"{arrays:,} of the {open_before:,} array instructions the module left open (entry and loop "
+                  f"bodies)" + (f", and of {counted(tuples, 'tuple')}" if tuples else ""))
+    line = unannotated_line(result, after_xla=by_xla is not None, module=module, open_before=open_before)
     if line:
         con.print(line)
     if note:
         print_labelled(con, "note:", note)
+    elif result.method != "fixed" and line:   # the line above gave the completion's words (fresh-clone check 32)
+        con.print("the annotations also leave some strategies open (e.g. all-reduce vs all-gather around a dot): "
+                  "chosen the same way")
     elif result.method != "fixed":
         con.print(f"the annotations leave some strategies open (e.g. all-reduce vs all-gather around a dot); "
                   f"{result.completion_words()}")

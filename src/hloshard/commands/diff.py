@@ -16,7 +16,7 @@ from ..load import load_module
 from ..report_html import diff_report_html
 from ..textout import report_console
 from .common import check_outputs, note_input, show_progress, step
-from .cost import check_time_limit, xla_completion
+from .cost import check_time_limit, named_counts, xla_completion
 from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
                       timed_mesh_from_options)
 from .progress import SolverProgress
@@ -81,7 +81,8 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
         for side, path, mod, m in (("a", file_a, module_a, dmesh), ("b", file_b, module_b, mesh_b)):
             note_input(path, mod)
             written, open_before = xla_completion(mod, "<stdin>" if path == "-" else path, m.num_devices, show)
-            completed[side] = {"xla_propagated": len(written), "xla_open_before": open_before}
+            arrays, tuples = named_counts(mod, written)   # on xla_open_before's base (arrays), as cost counts
+            completed[side] = {"xla_propagated": arrays, "xla_propagated_tuples": tuples, "xla_open_before": open_before}
     note_input(file_b, None)
     with SolverProgress(show, time_limit) as progress:
         report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import signal
 import sys
 import time
@@ -30,7 +29,7 @@ import click
 
 from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
-from ..io import is_stdout, write_text_atomic
+from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import unnamed_paths_note, write_partition_specs
 from ..units import format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
@@ -45,6 +44,7 @@ from ..autoshard.aliases import matching_pairs, module_ties
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
 from ..autoshard.report import written_replicated_note
 from ..autoshard.report_json import build_report
+from ..autoshard.solve import STARVED_SOLVE_SHARE
 from ..autoshard.trivial import trivial_plans
 from ..cost.steptime import format_seconds
 from ..devices import get_profile
@@ -176,15 +176,41 @@ def _write_product(path: str, text: str) -> bool:
     except BrokenPipeError:
         if path != "-":
             raise
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        stdout_to_devnull()
+        return True
+    return False
+
+
+def state_partitions(module, devices: int) -> None:
+    """Write XLA's module header field ``num_partitions=devices`` into ``module`` (the device count of the mesh the plan
+    was solved for) where the header states none or 1, so that the written module says what it is for: ``cost``,
+    ``lint``, ``explain`` and XLA read the device count from it, also for a plan that shards nothing (new user 32 F5:
+    ``cost`` of a replicated ``solve`` output asked for ``--mesh`` again).  A count already stated is the mesh's (the
+    mesh is refused otherwise, :meth:`hloshard.mesh.DeviceMesh.for_module`).  Nothing for one device."""
+    if int(devices) > 1 and (module.num_partitions or 1) == 1:
+        module.attrs["num_partitions"] = str(int(devices))
+
+
+def _echo_json(text: str) -> bool:
+    """Print ``text`` (``--format json``'s report, the product on stdout) and flush; True when standard output was
+    closed before it was all written (``| true``, ``| head``): standard output is then pointed at /dev/null
+    (:func:`hloshard.io.stdout_to_devnull`) and the caller writes none of its files (fresh-clone check 32: the module
+    was written, exit 1, stderr empty)."""
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        stdout_to_devnull()
         return True
     return False
 
 
 #: report fields in wall seconds that do not start with ``seconds`` (left out under --deterministic)
 WALL_CLOCK_FIELDS = ("reprice_reserve",)
+#: the ``timing_left_out`` field of a --deterministic report: why it has no ``seconds*`` field and where they are
+DETERMINISTIC_SECONDS = ("--deterministic: the wall-clock fields (seconds, seconds_build, seconds_solve, seconds_solver, "
+                         "seconds_phases, reprice_reserve) are left out so that the report is byte-identical run to "
+                         "run; the summary's time line on stderr gives each phase's seconds of this run")
 
 
 def _public(report: dict, deterministic: bool) -> dict:
@@ -192,6 +218,9 @@ def _public(report: dict, deterministic: bool) -> dict:
     if not deterministic:
         return report
     out = {k: v for k, v in report.items() if not k.startswith("seconds") and k not in WALL_CLOCK_FIELDS}
+    # said where they went (new user 32 F10 looked for them in a --deterministic --memory-budget run's report and
+    # read their absence as the budget's path dropping them): one constant sentence, so the bytes stay the same
+    out["timing_left_out"] = DETERMINISTIC_SECONDS
     if "status_text" in out:
         out["status_text"] = status_in_words(out)
     return out
@@ -394,9 +423,9 @@ where one is proven) or no solution was found within the time limit (nothing wri
 @click.option("--time-limit", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="Wall-clock seconds for the whole command, from the process's start (parsing, building the cost "
                    "graph, solving, re-pricing and writing the result): the solver gets what the build leaves. "
-                   "When the build alone takes longer, a warning says so at once, the solver gets 0.5 s and the "
-                   "command ends late; given explicitly on a mesh refined or of several axes, the coarser mesh's "
-                   "graph is built first and, when the full graph would not be built in time, its plan is "
+                   "When the build alone takes longer, a warning says so at once, the solver gets as long as the "
+                   "build took (0.5 s with an explicit --time-limit) and the command ends late; given explicitly on "
+                   "a mesh refined or of several axes, the coarser mesh's graph is built first and, when the full graph would not be built in time, its plan is "
                    "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
 @click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
@@ -534,7 +563,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       progress=_progress(at_solve, progress if show else None),
                                       export_problem=export_problem, pin_operands=pin_operands,
                                       deadline=deadline, on_overrun=overrun, stop_build=limit_given,
-                                      local_moves=local_moves)
+                                      local_moves=local_moves,
+                                      # the default limit, which ends late already: a starved search as long as
+                                      # the build, not 0.5 s (new user 32 F4: the replicated plan written)
+                                      starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
     except SolveFailed as exc:
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
@@ -575,6 +607,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if use_xla:  # the GSPMD shardings as solve wrote them, before the Shardy attributes are added
         comparison = compare_module(module, dmesh, result.written or result)
         report["xla"] = comparison.to_json()
+    state_partitions(module, dmesh.num_devices)   # the header says the devices the plan is for (new user 32 F5)
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     html = None
@@ -593,14 +626,20 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     previous = ignore_interrupts_from_here()   # the writes begin: a Ctrl-C from here on leaves no exit 130
     if previous is not None:   # put back when the command ends (an in-process caller's handler)
         click.get_current_context().call_on_close(lambda: signal.signal(signal.SIGINT, previous))
+    if fmt == "json" and _echo_json(json.dumps(_public(report, deterministic), indent=2, sort_keys=True)):
+        # the product (the report on stdout) could not be given: no file is written, as on any other failure
+        hold_until_exit(module, result, search)
+        click.echo("hloshard: error: " + STDOUT_CLOSED.format(
+            what="the report JSON", keep="nothing was written; give --report FILE instead of --format json to keep "
+                                          "it"), err=True)
+        click.get_current_context().exit(1)
     if report_file:
         write_text_atomic(report_file, json.dumps(_public(report, deterministic), indent=2, sort_keys=True) + "\n")
     if html is not None:
         write_text_atomic(html_file, html)
     closed = _write_product(output or "-", out_text)
     hold_until_exit(module, result, search)   # freed by the process's end, not one by one (commands.common)
-    if fmt == "json":
-        click.echo(json.dumps(_public(report, deterministic), indent=2, sort_keys=True))
+    if fmt == "json":   # (the report was printed on stdout above, before any file was written)
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
             for w in report["warnings"]:
                 if w not in said:
@@ -615,7 +654,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
             render_comparison(Console(stderr=True, width=None if sys.stderr.isatty() else 120), comparison, 15,
                               getattr(dmesh, "memory_device", None))
     if closed:   # the summary above was still printed (fresh-clone check 30: `| true` lost it)
-        click.echo("hloshard: error: standard output was closed before the module was written to it (a pipe whose "
-                   "reader left); give -o FILE to keep it", err=True)
+        click.echo("hloshard: error: " + STDOUT_CLOSED.format(what="the module", keep="give -o FILE to keep it"),
+                   err=True)
         click.get_current_context().exit(1)
 

@@ -427,227 +427,99 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                with_constraints: bool = True, donate_argnums=(), donate_argnames=(), state=None,
                state_mode: str = "tie", pin_operands: bool = True,
                device: str | None = None, memory_guard: bool = True, links=None) -> AutoShardResult:
-    """Choose shardings for ``fn(*example_args)`` on ``mesh`` (a ``jax.sharding.Mesh``).
+    """Choose shardings for ``fn(*example_args)`` on ``mesh``; return them as jax shardings.
 
-    ``example_args``: arrays or ``jax.ShapeDtypeStruct`` pytrees (only shapes and dtypes are used;
-    a leaf with a ``NamedSharding`` keeps it under ``keep_shardings="io"`` or ``"all"``, ``"none"``
-    lets hloshard change it). ``memory_budget``: bytes per device, a size string (``"64MiB"``) or a
-    device name (``"tpu-v5e"``, ``"h100-80gb"``; :data:`hloshard.units.DEVICE_MEMORY`), None for no
-    budget; the plan a call without it writes (first solve, memory guard and Pareto step) is written when its
-    written module keeps the budget's limit (:func:`hloshard.autoshard.solve.unbudgeted_within`), else the
-    search runs under the budget, hinted by it (deterministic mode: a second work budget). ``time_limit``: seconds for the whole call (below, "Time"). ``with_constraints``: also run
-    XLA's sharding propagation from the chosen parameter / output shardings (a child process) to list the
-    intermediate shardings it does not reach (``constraints``, as ``hloshard solve --partition-specs``
-    writes them).  ``device``: a device profile (``"h100-sxm"``, ``"tpu-v5e"``, ... or a TOML file, as ``hloshard
-    solve --device``): the plan is priced in seconds on its links and roofline, and ``memory_budget`` defaults to
-    its HBM.  ``links`` (with ``device``): which link each mesh axis crosses, a mapping axis name -> ``"ici"``
-    (inside a node or TPU slice: NVLink on a GPU) or ``"dcn"`` (across them: InfiniBand on a GPU), e.g.
-    ``links={"data": "dcn"}`` for two 4-GPU nodes on ``Mesh(devices.reshape(2, 4), ("data", "model"))``, as the
-    CLI's ``--mesh data=2:dcn,model=4``; an axis it leaves out follows the device's rule (the innermost axes up to a
-    node's devices inside a node: on 8-GPU nodes both axes of a 2x4 mesh are NVLink).  ``report["step_time"]
-    ["axis_links"]`` gives each axis' link (:func:`hloshard.mesh_setup.named_mesh_spec`; a bad axis name or link
-    is a ValueError).
+    ``fn`` is traced once with ``example_args``, lowered to HLO, priced on the mesh (collective bytes per
+    device, the compute each device repeats, memory per device) and solved; the plan comes back as
+    ``NamedSharding`` pytrees for ``jax.jit`` and as ``fn`` with the plan's sharding constraints inside::
 
-    **Time** (one budget, ``time_limit`` seconds, for every phase; ``report["time"]`` gives the split and
-    the call's seconds).  Wall-clock mode (``deterministic=False``, the default, as ``hloshard solve``):
-    one deadline, ``time_limit`` seconds after the call starts, that every phase checks -- jax's tracing
-    and lowering count against it; the cost-graph build stops at it and the coarse mesh's plan is the
-    answer, with a warning (:func:`hloshard.autoshard.coarse.coarse_first`); with the memory guard the first
-    solve -- its builds, its solver and its re-pricing reserve -- ends by
-    :func:`hloshard.jax.guard.first_solve_deadline`, :data:`hloshard.jax.guard.FIRST_SHARE` of what the deadline
-    leaves after tracing, the rest being the guard's (round 28: before, only its solver was held to that share of
-    what the builds left, and slow builds spent the guard's share: new user 27's four calls at ``time_limit=60``,
-    load 8-20, all returned with the guard off); the guard's baselines whose entry is known after tracing (the
-    user's; nothing sharded, the data-parallel and FSDP ones) start then, in child processes beside the first
-    solve.  The guard's rule when its time runs short: the baselines read in time are its baselines (the lowest
-    of them is the limit, the plan's own left out and named in ``report["memory_guard"]["plan_note"]``); with
-    none read the guard is off (``report["memory_guard"]["off"]``, a ``UserWarning``) and the plan returned is
-    the lowest-peak plan the call priced (the plan found or a known plan, predicted), never an unguarded plan
-    silently; the XLA runs (the memory guard's
-    sharding propagation, its data-parallel fallback's, and with ``with_constraints`` the constraints' one: child
-    processes) run inside the limit: none is started with less than the solver's minimum left, each is cut at the
-    deadline (the guard is then off, or the constraints not listed, and a warning says so; round 24: before, they
-    moved the deadline by their seconds, 7-17 s each at load 10-17); a memory-guard re-solve that the time left
-    cannot hold (the solver's minimum beside the re-pricing reserve) is not started (the plan found before it is
-    kept; ``report["memory_guard"]["note"]`` says so).  Under a ``memory_budget`` the search under the budget gets
-    what the deadline leaves, on the graph the plan without it was found on (the coarse mesh's when the fine build
-    was cut: no build again), and no re-solve runs past the deadline: when the clock ends with no plan within the
-    budget's limit and no plan found or known keeps it (:func:`hloshard.autoshard.solve.held`), the call raises
-    :class:`~hloshard.errors.SolveFailed` naming deterministic mode, whose work budget is not shortened by the
-    machine's load and may run past the clock (round 24: before, up to
-    :data:`hloshard.autoshard.solve.RESCUE_ROUNDS` re-solves on a work budget ran past the deadline: new user 23's
-    Swin at ``memory_budget="60MiB", time_limit=120`` returned SolveFailed after 574.6 s, 704.3 s at load 16 on
-    main).  ``auto_shard`` therefore returns within ``time_limit`` plus a margin that covers only (a) the solver's
-    minimum, :data:`hloshard.autoshard.solve.MIN_SOLVE_SECONDS`, of a solve started just before the deadline,
-    (b) the error of the re-pricing reserve (writing and re-pricing the plan, one evaluation of the written
-    module, for which the solves keep back :data:`hloshard.autoshard.solve.REPRICE_SHARE` times the 1-D mesh's
-    build time; the local moves start none of their re-solves or re-pricings past the deadline) and (c) the
-    ``report`` phase (the report and the plan mapped onto ``fn``'s equations), seconds on the models of
-    BENCHMARKS.md (round 24, helper swin).  ``SolveFailed`` raised by the call carries ``exc.report["time"]``
-    (the phases' seconds, ``past_deadline``) and names the phases in its message.  ``report["time"]["phases"]``
-    gives each phase's wall seconds (``trace``, ``first_solve``, ``first_guard``; under a binding budget
-    ``budget_check``, ``budget_solve``, ``budget_guard``; ``write``, ``local_moves``, ``report``,
-    ``constraints``), ``["phases_cpu"]`` this process's CPU seconds in each (the XLA children's not counted) and
-    ``["past_deadline"]`` how far past the deadline the call returned.  Not promised: jax's
-    tracing and lowering are not interrupted, so a ``time_limit`` shorter than they take is overrun by them.  The
-    plan can depend on the machine's load.
-    Deterministic mode (``deterministic=True``): the same plan on every run; ``time_limit`` is then the
-    solver's *work* budget (CP-SAT's deterministic time and the solver's counted work, calibrated to
-    seconds on an idle 2-core machine, :mod:`hloshard.solver.api` "Budgets"), shared by every solve: the
-    first solve :data:`~hloshard.jax.guard.FIRST_SHARE` (its coarse solve and, under a memory limit, its
-    re-solves with the communication buffers priced inside it), the guard's re-solves the rest; the local
-    moves :data:`~hloshard.jax.guard.MOVES_SHARE` of ``time_limit`` (not what the guard leaves: round 23)
-    (:func:`hloshard.jax.guard.moves_seconds`, counted in resharding pairs as the deterministic build counts
-    its work).  It does
-    not promise wall-clock seconds: those grow with the machine's load and the parts that are not solver
-    work (tracing, cost-graph builds, XLA's run, re-pricing) are not budgeted.
+        plan = auto_shard(step, params, x, y, mesh=Mesh(devices.reshape(2, 4), ("data", "model")))
+        step_sharded = plan.jit()          # jax.jit(plan.fn, in_shardings=..., out_shardings=...)
 
-    **State** (a training step is a loop): a result leaf that is the next value of an argument leaf
-    (parameters, optimizer state, counters, RNG keys) leaves in the sharding it came in with
-    (``state_mode="tie"``: one decision in the cost graph) or the objective pays the resharding back
-    to the argument's layout once per step (``"pay"``).  Which leaves: ``state`` None finds them by
-    pytree path, shape and dtype (the whole result or a top-level element of it shaped like a
-    positional argument: ``return loss, new_params``); a dict ``{result path: argument path}`` (or
-    ``{result path: (argument path, mode)}``) names them (jax key paths such as ``"[1]['w']"`` /
-    ``"[0]['w']"``, or flat leaf numbers; ``{}``: no state); ``donate_argnums`` / ``donate_argnames``
-    (as ``jax.jit`` takes them; :meth:`AutoShardResult.jit` passes them on) tie every donated leaf
-    not tied yet to the first result leaf of its shape and dtype, and mark the tie donated.
-    ``pin_operands``: write the operand pins (:mod:`hloshard.strategy.realize`) and carry them into
-    ``fn`` as sharding constraints (False: equation outputs only).
+    Args:
+        fn: the function to shard (a training step, a forward pass).
+        *example_args: arrays or ``jax.ShapeDtypeStruct`` pytrees as ``fn`` takes them; only shapes and dtypes
+            are read.  A leaf already sharded on ``mesh`` (a ``NamedSharding``) keeps its sharding unless
+            ``keep_shardings="none"``.
+        mesh: a ``jax.sharding.Mesh``; the plan names its axes.
+        memory_budget: the most bytes per device the plan may need: an int, a size string (``"64MiB"``) or a
+            device name (``"tpu-v5e"``, ``"h100-80gb"``: its HBM); None (default): no budget.  The plan found
+            without the budget is returned when it keeps the budget; otherwise the search runs under it.
+        keep_shardings: ``"io"`` (default): the shardings the arguments come with are kept; ``"all"``: also the
+            ``with_sharding_constraint`` s inside ``fn``; ``"none"``: every sharding is chosen.
+        time_limit: seconds for the whole call, tracing included (default 60; see *Time*).
+        seed: the solver's random seed.
+        deterministic: the same plan on every run; ``time_limit`` is then a budget of solver work, not of
+            wall seconds (see *Time*).
+        with_constraints: also list, in ``plan.constraints``, the intermediate shardings XLA's own propagation
+            does not reach from the plan's argument and result shardings (one XLA run in a child process).
+        donate_argnums, donate_argnames: as ``jax.jit`` takes them; a donated argument is state (below) and
+            ``plan.jit()`` donates it.
+        state: which results are the next value of which arguments (a training step's parameters, optimizer
+            state, counters, RNG keys).  None (default): matched by pytree path, shape and dtype (``return loss,
+            new_params``); a dict ``{result path: argument path}`` names them (jax key paths such as
+            ``"[1]['w']"``, or flat leaf numbers; ``{result path: (argument path, mode)}`` sets the mode per
+            pair); ``{}``: no state.
+        state_mode: ``"tie"`` (default): a state result leaves in the sharding its argument came in with, so the
+            next step needs no resharding; ``"pay"``: it may leave otherwise, and the plan pays the resharding back
+            once per step.
+        pin_operands: carry the plan's operand layouts into ``plan.fn`` as sharding constraints, so that XLA
+            runs the plan that was priced (default True; False: equation outputs only).
+        device: a device profile (``"h100-sxm"``, ``"tpu-v5e"``, ... or a TOML file, as ``hloshard solve
+            --device``): the plan is priced in seconds of its links and roofline, and ``memory_budget``
+            defaults to its HBM.
+        memory_guard: never return a plan whose predicted peak is above that of a plan XLA would make itself
+            from the same argument shardings (default True; see *Memory guard*).
+        links: with ``device``, the link each mesh axis crosses: ``"ici"`` (inside a node or TPU slice;
+            NVLink on a GPU) or ``"dcn"`` (across them), e.g. ``{"data": "dcn"}`` for two 4-GPU nodes on a
+            ``("data", "model")`` mesh of shape (2, 4); an axis left out follows the device's rule.
+            ``report["step_time"]["axis_links"]`` says which link each axis got.
 
-    **Known plans** (:mod:`hloshard.jax.known`): the replicated plan and the data-parallel plan (each
-    argument that is not state split along its leading dim) are built on the cost graph before the search;
-    the first solve starts from the cheapest of them and the coarse plan, so its answer is never costlier
-    (in the solver's objective) than any of them, however short or loaded its search.
-    ``report["known_plans"]``: their objective (cost units), predicted peak and feasibility.
+    Returns:
+        :class:`AutoShardResult` ``plan``: ``plan.in_shardings`` / ``plan.out_shardings`` (``NamedSharding``
+        pytrees shaped as ``example_args`` and as ``fn``'s result), ``plan.jit(**kwargs)`` (``jax.jit`` of
+        ``plan.fn`` with them), ``plan.fn`` (``fn`` with the plan's constraints), ``plan.xla()`` (XLA's
+        collective bytes and peak memory per device for the plan, beside the prediction), ``plan.check(*args)``
+        (the sharded step against the unsharded one), ``plan.summary()`` (the plan in words),
+        ``plan.hlo_text`` (the module as ``hloshard solve`` writes it) and ``plan.report`` (a dict: objective in
+        cost units, predicted collective bytes and peak memory per device in bytes, ``"time"``, ``"warnings"``,
+        ``"memory_guard"``, ``"known_plans"``, ``"local_moves"``).
 
-    **Memory guard** (``memory_guard``, on by default, with or without ``memory_budget``): a plan must
-    not peak above the baseline it is meant to improve on, priced by the same memory model
-    (:func:`baseline_peak`, GSPMD propagation in a child process):
+    Raises:
+        ValueError: before any search, for a bad argument: ``mesh`` not a jax Mesh or of another device count
+            than ``fn``'s sharded arguments, ``fn`` that does not trace with ``example_args``, a bad
+            ``memory_budget``, ``time_limit``, ``keep_shardings``, ``state``, ``state_mode``, ``donate_argnums``,
+            ``device`` or ``links``.  (A tie whose kept shardings differ is dropped with a report warning.)
+        hloshard.errors.SolveFailed: no plan keeps ``memory_budget`` (the message names the liveness point, the
+            tensors and the budget that would pass) or none was found in the time; ``exc.report["time"]`` gives
+            the phases' seconds.
+        KeyboardInterrupt: Ctrl-C stops the call promptly (a running search at once); the caller's SIGINT
+            handler is in place again afterwards.
 
-    * some argument sharded by the user: what XLA does with only the user's shardings (GSPMD propagation
-      from the kept argument shardings, tied state leaving as it came) -- the plan the user had;
-    * nothing sharded: the plan's own parameter and output shardings with the intermediates left to XLA
-      (GSPMD propagation from them; ``"gspmd_from_plan"``) -- ``jax.jit(fn, in_shardings=...,
-      out_shardings=...)`` without hloshard's constraints.  Choosing the intermediates is what the solver
-      adds to the parameter layouts, and it must not cost memory against XLA's own choice for the same
-      layouts.  (The replicated plan, the baseline before, bounds nothing: any plan that splits a weight
-      peaks below it, and the solver, which minimises collective cost only, was free to trade peak for
-      bytes: keras-hub ``gemma_small`` peaked at 13.48 MB by XLA against its expert's 12.46.)  And, the
-      lower of the two, for a step with tied state (which tells the batch from the state) solved without a
-      budget (a budget states the memory owed), the data-parallel plan: the batch (every argument that is
-      not tied state, split along its leading dim) over every device, state replicated, the intermediates
-      left to XLA
-      (:func:`hloshard.jax.guard.data_parallel_baseline`, ``"gspmd_from_data_parallel"``; one more XLA
-      child), and the fully sharded data-parallel plan: the same batch, each state argument split along its
-      largest dim over every device (:func:`hloshard.jax.guard.fsdp_baseline`, ``"gspmd_from_fsdp"``; one more;
-      the lowest of the baselines is the limit, :func:`hloshard.jax.guard.choose_baseline`).  The plan's own entry bounds only its intermediates: a plan that replicates its arguments is
-      measured against itself (tunix's Llama 3 at ``time_limit=10``, round 23: the batch and all weights
-      but one replicated, 40.20 MB by XLA against the expert's 9.98; round 24: 17.01 MB, the baseline
-      24.6 MB predicted).  Both
-      figures are predictions, and the model's peak errs on both sides of XLA's
-      (:mod:`hloshard.cost.memory`); a plan whose peak, read at the model's measured worst over-estimate
-      (:func:`hloshard.cost.memory.xla_lower_bound`), is not above this baseline is kept, since a
-      smaller excess is no evidence that XLA's peak is higher (on keras-hub's 4-layer Gemma, re-solving
-      at a predicted excess of 10% raised XLA's peak, 132.8 -> 136.0 MB, and the bytes, 72.9 -> 79.8 MB,
-      BENCHMARKS.md "helper peak, round 11"); against the FSDP baseline too (round 26: without it tunix's Llama 3
-      went from 6.93 / 15.16 to 7.44 / 11.70 MB moved / peak by XLA, but held-out mistral_small moved 8.6% more
-      bytes for a 19% lower peak).  The FSDP baseline is not priced when a ``memory_budget`` is given (the budget
-      states the memory owed).
+    *Time*: ``time_limit`` covers the call from its start: jax's tracing, the cost-graph builds, the solves, the
+    memory guard's XLA runs and writing the plan share one deadline.  When a build would pass it, the plan of
+    the 1-D mesh of the same devices is returned (a warning says so).  The call can still end late by what
+    the clock does not stop: jax's tracing, the solver's minimum (0.5 s) and the re-pricing of the written
+    plan.  ``report["time"]`` gives each phase's wall and CPU seconds and ``past_deadline``.  On a loaded
+    machine the plan can depend on the load; ``deterministic=True`` makes ``time_limit`` a budget of solver
+    work (calibrated to seconds of an idle 2-core machine), the plan the same on every run, and the wall time
+    unbounded (builds, tracing and XLA runs are not in the budget).
 
-    The plan's peak is its written module's, pins included (:func:`hloshard.autoshard.solve.apply_solution`,
-    what ``hloshard cost`` says of it): the baseline's own model, the one the over-estimate was measured on;
-    the solver's graph figure can be far from it (keras-hub's 4-layer Gemma, round 23: 165.9 MB by the graph,
-    135.8 MB written, 132.8 MB by XLA), and judged by it the guard re-solved twice into a plan XLA put at
-    81.8 MB moved / 135.0 MB peak instead of 71.3 / 132.8 (``report["memory_guard"]["plan_written_peak_bytes"]``).
-    A plan kept stays written (``["written"]``; the Pareto step, below, puts the module back when it takes
-    another).
-    When the plan found first peaks above the baseline's predicted peak, the search is repeated with that
-    peak as an implicit memory limit in the model's own bytes (it enters the solver as the budget
-    :func:`hloshard.cost.memory.budget_for_model_limit` of it, so ``model_limit`` is the baseline's peak
-    exactly; with a ``memory_budget`` it is below the budget's limit): the solver then only trades
-    collective bytes within the baseline's memory.  If no plan is found under it (the communication
-    buffers are outside the solver's node memory), the limit is bisected towards the first plan's peak
-    (at most two more solves; ``limit_bytes`` is the one used); after a failed re-solve that found a plan
-    below the first plan's peak (with its buffers), the next step asks instead for the band above that plan's
-    peak (:func:`hloshard.jax.guard.band_limit`: the memory model's measured over-estimate of XLA, below the
-    first plan's peak: within it cost decides), starts from the plan and returns it when its own search finds
-    nothing within it or nothing cheaper (``report["memory_guard"]["held"]``),
-    and the guard stops there; if none is found, the first plan is kept
-    and a warning says so.  The re-solves share the guard's part of ``time_limit`` ("Time"; half of it
-    for the first, a quarter for each bisection step: :data:`hloshard.jax.guard.RESOLVE_SHARES`), each
-    started from the plan found before it (its hint; no coarse solve), its answer replaced by a known plan
-    (below) within the same limit that costs less; each takes the first solve's cost graph with its limit
-    (:func:`hloshard.autoshard.build.with_memory_budget`: no new build).  When none can start (the time has
-    ended) or none finds a plan, the cheapest known plan within the baseline's peak is returned instead of
-    the unguarded plan (``report["memory_guard"]["fallback"]`` names it), else the unguarded plan is kept;
-    the data-parallel plan is then the cheaper of its completion (:mod:`hloshard.jax.known`) and XLA's
-    propagation of its entry shardings (:func:`hloshard.jax.known.xla_refined`, one more XLA run outside the
-    limit, as the baseline's).
-    ``report["memory_guard"]``:
-    ``{"baseline": "gspmd" | "gspmd_from_plan" | "gspmd_from_data_parallel" | "gspmd_from_fsdp" | "replicated",
-    "baseline_plan_peak_bytes" / "baseline_data_parallel_peak_bytes" / "baseline_fsdp_peak_bytes" (nothing
-    sharded: the baselines' predicted peaks; the lowest is the baseline), "baseline_started_early" (the user's
-    shardings: XLA's propagation of them ran beside the first solve), "baselines_started_early" (nothing sharded:
-    the data-parallel / FSDP baselines whose propagations started once the step was traced and were read; the
-    plan's own, known only after the first solve, runs while they are priced), "baseline_all_replicated" (every entry
-    sharding of the baseline replicated: a plan that splits no argument is then re-solved under its peak
-    even within the model's over-estimate), "baseline_peak_bytes", "limit_bytes", "plan_peak_bytes" (before
-    the guard), "failed_limit_bytes" (the highest limit a re-solve found nothing within, when one did),
-    "nearest_peak_bytes" / "nearest_cost" (the plan nearest that limit such a re-solve found, when below the
-    first plan's peak: the next step's limit is :func:`hloshard.jax.guard.band_limit` of it),
-    "applied", "note"}``; the XLA run costs one child process that
-    ends once XLA has dumped the propagated module (none when the baseline is all replicated).  The propagations
-    whose entry is known once ``fn`` is traced (the user's shardings; nothing sharded, in deterministic mode, the
-    data-parallel and FSDP entries) start then, each in a child of its own (:func:`hloshard.jax.guard.start_baselines`),
-    beside the cost-graph build and the first solve, on the module with its library calls inlined as the build
-    inlines them (wall-clock mode: not when tracing left less than the solver's minimum).
+    *State*: a tied state leaf is one decision for the argument and the result; ``report["ties"]`` lists them.
 
-    **Pareto step** (without ``memory_budget``; with ``memory_guard``): the solver minimises collective
-    cost alone, so a plan can hold far more memory than a plan of nearly the same cost (tunix's Llama 3:
-    the plan peaked 1.41x tunix's own at half its bytes, round 15).  After the guard, the plan is re-solved
-    under a memory limit (:func:`hloshard.autoshard.solve.pareto_step`): first XLA auto-sharding's default
-    budget (its memory lower bound, every tensor at its smallest layout, times ``memory_budget_ratio``
-    1.1), then halfway between that and the plan's peak; the lower-peak plan is kept only if its predicted
-    cost is within :data:`hloshard.autoshard.solve.PARETO_SHARE` (10%: the tolerance within which
-    hloshard's predicted collective bytes promise XLA's) of the plan the guard returns (not of a first plan
-    the guard rejected for its peak), or if it is cheaper at no higher predicted peak, and no limit is asked at
-    or below one a guard re-solve has just found nothing within (``report["memory_guard"]["failed_limit_bytes"]``).  Its time: of the
-    guard's work budget one bisection step's share, at most what the re-solves left (deterministic); at most
-    the first solve's own solver seconds and
-    ending before the deadline by the re-pricing's reserve, as the solves do (wall-clock).
-    ``report["memory_guard"]["pareto"]``: the limits tried, each plan's predicted peak and cost, whether one
-    was taken.  With a ``memory_budget`` the step is made for the plan found without it (the candidate a
-    budget that does not bind leaves unchanged); a search under the budget makes none (the budget states the
-    trade).
-    ``hloshard solve`` makes no Pareto step (its objective is the written module's cost, which
-    ``--deterministic`` keeps byte-identical).
+    *Memory guard*: the plan's predicted peak (its written module's, as ``hloshard cost`` prices it) is held to
+    a baseline priced by the same memory model: XLA's own propagation from the user's argument shardings, or,
+    with nothing sharded, from the plan's own argument shardings and from the data-parallel and fully sharded
+    data-parallel entries (the lowest).  A plan above it is searched again under that peak; when the time is
+    too short for the baseline the guard is off, ``report["memory_guard"]["off"]`` and a ``UserWarning`` say
+    so.  ``report["memory_guard"]`` gives the baselines, the limit and what was applied.
 
-    **Local moves** (as ``hloshard solve`` runs them after its solve): the written module, pins included, is
-    lowered by :func:`hloshard.autoshard.local.improve_written` (around each instruction that pays
-    communication, its neighbourhood re-solved and the moves priced exactly as ``hloshard cost`` prices the
-    module written with them), through :func:`hloshard.autoshard.solve.improve_applied`: a round of moves is
-    kept only when the re-priced module costs less and its predicted peak stays within the memory guard's
-    baseline peak (``report["memory_guard"]["baseline_peak_bytes"]``; the written plan's own peak when that is
-    higher, when a Pareto step took a lower-peak plan, when the baseline is all replicated, or without the
-    guard) and the budget's model limit; entry
-    parameters, the root and kept shardings never move (the tied state keeps its layouts).  Wall-clock mode:
-    no move is started past the call's deadline; deterministic mode: one re-solve per node at most, and
-    none once the moves have priced ``pair_limit`` resharding pairs (the work "Time" gives them; the
-    candidates are then taken by what they pay, highest first).
-    ``report["local_moves"]``: ``{"changed": annotations changed, "seconds", "peak_limit" (the guard's baseline
-    peak passed, bytes per device, or None), "pair_limit" (deterministic mode), "pairs_priced", "candidates"
-    (neighbourhood re-solves), "cost_before", "peak_before" (the written module's before the moves:
-    cost units, bytes per device)}``; the report's figures are the moved module's.
-
-    Raises ValueError naming the problem: a mesh whose device count differs from the function's
-    (an argument sharded on another device count), ``fn`` that does not trace with these arguments,
-    a bad ``memory_budget`` / ``time_limit`` / ``keep_shardings`` / ``state`` / ``donate_argnums``; a tie whose kept
-    shardings differ is dropped with a report warning; :class:`hloshard.errors.SolveFailed` when no
-    sharding fits the budget (its message names the liveness point and tensors).  Ctrl-C (SIGINT) during the call
-    stops it promptly (a running CP-SAT search at once) and raises ``KeyboardInterrupt``, also where Python
-    would swallow it (jax's garbage-collector callback; :func:`hloshard.interrupts.interruptible`); the SIGINT
-    handler, wakeup descriptor and ``sys.unraisablehook`` are the caller's again afterwards.
+    The replicated and data-parallel plans are priced before the search and the search starts from the
+    cheapest of them, so the plan is never costlier than they are by the objective (``report["known_plans"]``).
+    Without a ``memory_budget`` a plan within 10% of the cost at a lower peak is preferred (the Pareto step,
+    ``report["memory_guard"]["pareto"]``); the written plan is then improved by local moves
+    (``report["local_moves"]``).  How each phase shares the time and what it measured: ARCHITECTURE.md,
+    "auto_shard's phases".
     """
     import time
 
