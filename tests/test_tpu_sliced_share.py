@@ -133,3 +133,35 @@ def test_solve_on_v5e_keeps_the_convolution_off_a_small_batch():
     conv = next(i for c in module.computations for i in c.instructions if i.opcode == "convolution")
     tile = conv.sharding.tile_shape(conv.shape.dims)
     assert tile[0] >= 8, (conv.sharding, tile)
+
+
+def _solved_moe(device):
+    from hloshard.autoshard import solve_module
+    from hloshard.hlo import print_module
+    from hloshard.load import load_module
+    from hloshard.mesh_setup import timed_mesh_from_options
+
+    module = load_module(str(ROOT / "samples" / "moe_layer.pre.hlo"))
+    dmesh, _, _ = timed_mesh_from_options(module, "2x4", None, None, None, device)
+    solve_module(module, dmesh, keep="io", time_limit=10, deterministic=True, pin_operands=True)
+    return print_module(module)
+
+
+def test_topk_keeps_the_batch_split_on_a_tpu_only():
+    """On a TPU the router's top-k is a local sort of the batch shard (libtpu's GSPMD programs: no
+    collective before it), so ``solve --device tpu-v5p`` no longer gathers ``x`` to compute the router
+    replicated (rounds 31-32's plan: ``x.1.pin`` replicated, 1.69 us by libtpu against GSPMD's 1.13 us);
+    the CPU's partitioner all-gathers a topk's operand, and without a device the topk stays replicated."""
+    from hloshard.autoshard import evaluate_module
+    from hloshard.mesh_setup import timed_mesh_from_options
+
+    text = _solved_moe("tpu-v5p")
+    topk = next(l for l in text.splitlines() if " topk(" in l)
+    assert "devices=[2,1,1,4]" in topk and "x.1.pin" not in text, topk
+    m = parse_module(MOE.read_text())
+    for device, split in (("tpu-v5e", True), (None, False)):
+        dmesh, _, _ = timed_mesh_from_options(m, "2x4", None, None, None, device)
+        res = evaluate_module(m, dmesh)
+        (v, g), = [(v, g) for v, g in enumerate(res.graph.nodes) if g.instr.opcode == "topk"]
+        out = g.strategies[int(res.choice[v])].out[0]
+        assert any(out) == split, (device, out)
