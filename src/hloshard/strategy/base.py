@@ -36,7 +36,8 @@ from functools import lru_cache
 from typing import Iterable, Sequence
 
 from ..cost.roofline import hbm_terms, hbm_total, kernel_reads
-from ..cost.tpu_fusion import CPU_FUSION, reduced_epilogue_bytes, windowed_einsum_bytes, windowed_reread_operand
+from ..cost.tpu_layout import padded_bytes
+from ..cost.tpu_fusion import CPU_FUSION, partition_slice_bytes, reduced_epilogue_bytes, windowed_einsum_bytes, windowed_reread_operand
 from ..hlo.shape import element_byte_size
 from ..hlo.sharding import HloSharding
 
@@ -582,18 +583,36 @@ def elementwise_strategy(name, out_spec, inputs, shape, minfo: MeshInfo, flops_p
 # ---------------------------------------------------------------------------------------------
 
 
-def _leaf_bytes(minfo: MeshInfo, shape, spec) -> float:
+def _leaf_bytes(minfo: MeshInfo, shape, spec, tiled: bool = False) -> float:
     """Bytes per device of ``shape`` under ``spec`` (a Spec or HloSharding; for a tuple shape a tuple
-    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape."""
+    of them, one per leaf); the whole size where ``spec`` is None or does not fit the shape.
+
+    ``tiled`` (a fusion rule with :attr:`hloshard.cost.tpu_fusion.FusionRule.tiled_layout`, ``--device
+    tpu-*``): a split saves no more than its share of the padded buffer, ``max(tile bytes, whole bytes x
+    padded(tile) / padded(whole))`` (:func:`hloshard.cost.tpu_layout.padded_bytes`: the TPU compiler's
+    (8, 128) tiles): splitting an f32 ``[8,32,128]`` 2 x 4 ways on its first and last dims leaves
+    ``[4,32,32]`` tiles that the TPU still lays out at 128 lanes (libtpu 0.0.42.1, ``v5e:2x4``,
+    ``moe_layer``'s solved plan: its output ``f32[4,32,32]{2,1,0:T(8,128)}``, the same 64 KiB as GSPMD's
+    ``f32[4,32,128]``), so such a split saves half, not seven eighths.  An unsplit buffer keeps its
+    elements' bytes (round 13: pricing the padding itself in the objective led the convolution sample to
+    a batch split the TPU re-lays out, BENCHMARKS.md), so only the saving of a split is bounded."""
     if shape.is_tuple:
         leaves = leaf_shapes(shape)
         specs = spec if isinstance(spec, tuple) and len(spec) == len(leaves) else (None,) * len(leaves)
-        return float(sum(_leaf_bytes(minfo, s, p) for s, p in zip(leaves, specs)))
+        return float(sum(_leaf_bytes(minfo, s, p, tiled) for s, p in zip(leaves, specs)))
     if not is_array(shape):
         return 0.0
     if spec is None or (is_mesh_spec(spec) and len(spec) != len(shape.dims)):
         return float(math.ceil(math.prod(shape.dims) * element_bytes(shape)))
-    return float(minfo.bytes_per_device(shape, spec))
+    mine = float(minfo.bytes_per_device(shape, spec))
+    if not tiled:
+        return mine
+    whole_padded = padded_bytes(shape.element_type, shape.dims)
+    if not whole_padded:
+        return mine
+    whole = math.ceil(math.prod(shape.dims) * element_bytes(shape))
+    tile = padded_bytes(shape.element_type, minfo.tile_dims(shape.dims, spec))
+    return max(mine, whole * tile / whole_padded)
 
 
 def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, origin: dict,
@@ -614,24 +633,29 @@ def strategy_hbm_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     here)."""
     direct = {id(o): k for k, o in enumerate(operands)}
     out = st.out
+    # a convolution's buffers keep their elements' bytes: the TPU's convolution emitters lay them out their
+    # own way (the batch among the tiled dims), which the (8, 128) share does not describe (conv_layer on
+    # v5e:2x4: under the share the solver split the batch to 2 rows per device, and the TPU compiler padded,
+    # copied and re-laid it out, 43.75 us against 23.75 us for the plan priced by elements; round 13 the same)
+    tiled = fusion is not None and fusion.tiled_layout and instr.opcode != "convolution"
 
     def spec_of(k):
         return st.inputs[k] if k is not None and k < len(st.inputs) else None
 
     def size_of(x) -> float:
         if x is instr:
-            return _leaf_bytes(minfo, x.shape, out)
+            return _leaf_bytes(minfo, x.shape, out, tiled)
         k = direct.get(id(x))
         if spec_of(k) is not None:
-            return _leaf_bytes(minfo, x.shape, spec_of(k))
+            return _leaf_bytes(minfo, x.shape, spec_of(k), tiled)
         k = origin.get(id(x), k)
-        whole = _leaf_bytes(minfo, x.shape, None)
+        whole = _leaf_bytes(minfo, x.shape, None, tiled)
         spec = spec_of(k)
         if spec is None:
-            mine, total = _leaf_bytes(minfo, instr.shape, out), _leaf_bytes(minfo, instr.shape, None)
+            mine, total = _leaf_bytes(minfo, instr.shape, out, tiled), _leaf_bytes(minfo, instr.shape, None, tiled)
         else:
             o = operands[k]
-            mine, total = _leaf_bytes(minfo, o.shape, spec), _leaf_bytes(minfo, o.shape, None)
+            mine, total = _leaf_bytes(minfo, o.shape, spec, tiled), _leaf_bytes(minfo, o.shape, None, tiled)
         return whole * (mine / total if total else 1.0)
 
     rule = CPU_FUSION if fusion is None else fusion
@@ -653,8 +677,26 @@ def split_epilogue_bytes(instr, st: Strategy, minfo: MeshInfo, fusion=None, resu
             or not any(c.kind == "all-reduce" and c.mesh_axes for c in st.collectives):
         return 0.0
     if result_bytes is None:
-        result_bytes = _leaf_bytes(minfo, instr.shape, st.out)
-    return reduced_epilogue_bytes(fusion, instr, result_bytes)
+        result_bytes = _leaf_bytes(minfo, instr.shape, st.out, fusion.tiled_layout and instr.opcode != "convolution")
+    return reduced_epilogue_bytes(fusion, instr, result_bytes) + _sliced_share_bytes(instr, st, minfo, fusion)
+
+
+def _sliced_share_bytes(instr, st: Strategy, minfo: MeshInfo, fusion) -> float:
+    """The TPU's slice of a partition's share after an all-reduce (:func:`hloshard.cost.tpu_fusion.partition_slice_bytes`):
+    where ``st`` all-reduces partial sums over mesh axes that also split its result and no windowed einsum
+    scatters them (:func:`windowed_dot_bytes`), the partitioner all-reduces the whole result and each
+    partition slices its share at an offset computed from ``partition-id`` (libtpu's ``moe_layer`` solved
+    plan: ``all-reduce`` of ``f32[4,32,128]``, then ``dynamic-slice_add_fusion`` to ``f32[4,32,32]``); 0
+    otherwise."""
+    if not is_mesh_spec(st.out):
+        return 0.0
+    axes = set().union(*(set(c.mesh_axes) for c in st.collectives if c.kind == "all-reduce" and c.mesh_axes))
+    scattered = [d for d, spec in enumerate(st.out) if axes & set(spec)]
+    if not scattered:
+        return 0.0
+    if windowed_dot_bytes(instr, st, instr.operands, minfo, fusion) > 0:
+        return 0.0
+    return partition_slice_bytes(fusion)
 
 
 def windowed_dot_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo, fusion=None) -> float:
@@ -672,8 +714,8 @@ def windowed_dot_bytes(instr, st: Strategy, operands: Sequence, minfo: MeshInfo,
     reread = windowed_reread_operand(instr, scattered)
     if reread is None:
         return 0.0
-    lhs = _leaf_bytes(minfo, operands[0].shape, st.inputs[0])
-    rhs = _leaf_bytes(minfo, operands[1].shape, st.inputs[1])
+    lhs = _leaf_bytes(minfo, operands[0].shape, st.inputs[0], fusion.tiled_layout)
+    rhs = _leaf_bytes(minfo, operands[1].shape, st.inputs[1], fusion.tiled_layout)
     return windowed_einsum_bytes(fusion, reduce[0].group_size, reread, lhs, rhs)
 
 

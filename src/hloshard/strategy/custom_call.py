@@ -169,6 +169,46 @@ def topk_group(instr, ctx):
     return StrategyGroup(instr, strategies, follow=follow, multi=True, leaf_shapes=(vals, idxs))
 
 
+@register("topk")
+def handle_topk(instr, ctx):
+    """The ``topk`` instruction (``lax.top_k``: ``(values, indices)`` over the operand's last dim) on a TPU
+    (``--device tpu-*``: the mesh's roofline prices name a ``tpu`` profile): the TPU compiler computes it
+    as a sort of the operand's shard (its optimised programs of ``moe_layer``'s GSPMD plan, libtpu 0.0.42.1,
+    ``v5e:2x4`` and ``v5p:2x2x2``: ``sort`` of ``f32[4,32,8]``, the router logits split 2 ways on the batch,
+    and no collective before it), so a layout of the operand whose last dim is unsplit is kept, locally,
+    for both results; a split last dim is required unsplit (the all-gather on the operand's edge).  Compute:
+    2 per element of the operand's shard, as :func:`topk_group` prices it.  Without a TPU device None (the
+    replicated group: XLA's CPU partitioner all-gathers the operand and computes the whole ``topk`` on
+    every device -- the same GSPMD plan on 8 CPU devices: ``all-gather`` of ``f32[8,32,8]``, then
+    ``topk``), so the unit model and other devices are unchanged."""
+    import math
+
+    prices = ctx.minfo.roofline_prices
+    if prices is None or getattr(prices.profile, "backend", None) != "tpu":
+        return None
+    if len(instr.operands) != 1 or not instr.shape.is_tuple or len(instr.shape.tuple_shapes) != 2:
+        return None
+    op = instr.operands[0]
+    vals, idxs = instr.shape.tuple_shapes
+    rank = len(op.shape.dims)
+    if not is_array(op.shape) or rank == 0 or tuple(vals.dims[:-1]) != tuple(op.shape.dims[:-1]):
+        return None
+    minfo = ctx.minfo
+    r = ctx.resolve(op, 0)
+    specs = ctx.leaf_specs(op, 0) if isinstance(r, tuple) else []
+    seen, strategies = set(), []
+    for spec in list(specs) + [replicated_spec(rank)]:
+        spec = tuple(spec[:-1]) + ((),) if is_mesh_spec(spec) and len(spec) == rank else replicated_spec(rank)
+        if spec in seen:
+            continue
+        seen.add(spec)
+        mem = minfo.bytes_per_device(vals, spec) + minfo.bytes_per_device(idxs, spec)
+        elems = math.prod(minfo.tile_dims(op.shape.dims, spec))
+        strategies.append(Strategy(f"topk-local{len(strategies)}", (spec, spec), (spec,),
+                                   compute=elems * 2 * COMPUTE_COST_PER_FLOP, memory=mem))
+    return StrategyGroup(instr, strategies, multi=True, leaf_shapes=(vals, idxs))
+
+
 def element_size(shape) -> float:
     return element_byte_size(shape.element_type)
 
