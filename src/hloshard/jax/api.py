@@ -24,7 +24,8 @@ Flow:
    :func:`hloshard.jax.jaxpr.carried_outputs`; ``report["pins"]["outputs_left_to_xla"]``), and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
-   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
+   body starts and its outputs where it ends, and on the loop's operands, in the loop state's layouts
+   (:func:`hloshard.jax.jaxpr.loop_layouts`), and (d) on an
    equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
    layout the plan's broadcast needs of it where the plan reshards it before broadcasting
    (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), and (e) before
@@ -48,7 +49,7 @@ from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
                     guard_share_holds, moves_seconds, start_baselines)
 from .jaxpr import (
-    broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_state_pins,
+    broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_layouts,
     meet_spec, pin_operand, pin_steps, runner)
 from .known import known_plans
 from .layout import layout_text
@@ -1040,13 +1041,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
             if pin_operands else 0
         meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
-        body_constraints: dict = {}
-        for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
-            for i, sh, rank in rows:
-                try:
-                    body_constraints.setdefault(path, []).append((i, _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)))
-                except ValueError:
-                    continue
+        body_constraints: dict = {}   # the loops' state in the plan's layouts (jaxpr.loop_layouts; issue 24, r33)
+        loop_operands = 0
+        for path, rows in loop_layouts(module, eqns).items():
+            for side, key in (("operand", "operands"), ("in", "inputs"), ("out", "outputs")):
+                for i, sh, rank in rows[key]:
+                    try:
+                        c = _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)
+                    except ValueError:
+                        continue
+                    if side == "operand":
+                        operand_constraints.setdefault(path, []).append((i, c))
+                        loop_operands += 1
+                    else:
+                        body_constraints.setdefault(path, []).append((side, i, c))
         # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
         # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
         carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
@@ -1054,6 +1062,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                           "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                           "loop_state_carried": sum(len(v) for v in body_constraints.values()),
+                          "loop_operands": loop_operands,
                           "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps,
                           "output_constraints": len(outputs), "outputs_left_to_xla": len(carried)}
         constrained = program(closed, out_tree, outputs, operand_constraints, body_constraints)
