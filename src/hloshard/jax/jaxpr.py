@@ -658,6 +658,44 @@ def loop_layouts(module, eqns: dict) -> dict:
                 rows["inputs"].append((row["input"], inner, inner_rank))
             if "output" in row:
                 rows["outputs"].append((row["output"], inner, inner_rank))
+    for b in module.all_instructions():   # checkpoint regions: their inputs as the optimization barrier holds them
+        path = equation_of(b) if b.opcode == "opt-barrier" else None
+        eqn = eqns.get(path) if path is not None else None
+        if eqn is None or _region_key(eqn) is None or b.sharding is None or not b.sharding.is_tuple:
+            continue
+        rows = out.setdefault(path, {"operands": [], "inputs": [], "outputs": []})
+        rows["inputs"].extend(region_barrier_inputs(eqn, b))
+    return out
+
+
+def region_barrier_inputs(eqn, barrier) -> list:
+    """``[(body input i, HloSharding, rank)]`` of a ``jax.checkpoint`` region ``eqn`` differentiated with
+    ``prevent_cse`` (jax lowers it behind an optimization barrier over the inputs ``prevent_cse`` names, in
+    their order: ``jax._src.ad_checkpoint._remat_lowering``): the layouts ``barrier`` (that ``opt-barrier``
+    instruction of the plan's module) holds them in, as the body reads them; ``[]`` when the barrier's
+    elements do not match those inputs by shape.
+
+    Why: the body's inputs are the barrier's results, which ``jax.jit``'s propagation otherwise lays out from
+    their readers: on new user 32's scan repro Shardy gave the barrier's copy of the recurrent weight the
+    layout of one of its two readers and all-to-all'ed it into the other's on every trip (1.6 MB of the 2.3
+    MB ``plan.jit()`` moved; the plan keeps it replicated and slices it locally twice)."""
+    prevent = eqn.params.get("prevent_cse", True)
+    n = len(eqn.invars)
+    prevent = (bool(prevent),) * n if isinstance(prevent, bool) else tuple(bool(x) for x in prevent)
+    if len(prevent) != n or not eqn.params.get("differentiated", False):
+        return []
+    through = [i for i in range(n) if prevent[i]]
+    shapes = list(barrier.shape.tuple_shapes) if barrier.shape.is_tuple else []
+    elements = list(barrier.sharding.tuple_elements)
+    if len(shapes) != len(through) or len(elements) != len(through):
+        return []
+    out = []
+    for k, i in enumerate(through):
+        aval, s, sh = eqn.invars[i].aval, shapes[k], elements[k]
+        if s.is_tuple or tuple(s.dims) != tuple(getattr(aval, "shape", ())):
+            return []
+        if not sh.is_tuple and (sh.is_replicated or sh.is_tiled) and not sh.is_manual:
+            out.append((i, sh, len(s.dims)))
     return out
 
 
