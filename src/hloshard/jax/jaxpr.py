@@ -570,6 +570,8 @@ def loop_state(eqn, w) -> dict:
     buffers, its outputs and the layouts its operands enter in to XLA, and an ``xs`` element was matched one
     index off when the scan had ``ys`` (consts were assumed last): on new user 32's scan repro ``plan.jit()``
     moved 1.8-12 MB where the priced module moves 0.4-0.6 MB (issue 24, round 33)."""
+    import jax.extend.core as jcore
+
     body_hlo = called(w, "body", 0)
     if not w.shape.is_tuple or body_hlo is None or not body_hlo.parameters:
         return {}
@@ -588,32 +590,64 @@ def loop_state(eqn, w) -> dict:
     p = eqn.params
     nc, ncarry, length = int(p.get("num_consts", 0)), int(p.get("num_carry", 0)), int(p.get("length", 0))
     nxs, nys = len(eqn.invars) - nc - ncarry, len(eqn.outvars) - ncarry
-    if len(shapes) != 1 + ncarry + nys + nxs + nc or shapes[0].is_tuple or tuple(shapes[0].dims):
+    if len(shapes) < 1 + ncarry + nys or shapes[0].is_tuple or tuple(shapes[0].dims):
         return {}
 
+    def kind(aval) -> tuple:
+        return tuple(getattr(aval, "shape", ())), hlo_element_type(getattr(aval, "dtype", ""))
+
     def fits(t, aval) -> bool:
-        s = shapes[t]
-        return not s.is_tuple and tuple(s.dims) == tuple(getattr(aval, "shape", ())) and \
-            hlo_element_type(getattr(aval, "dtype", "")) in (None, s.element_type)
+        s, (dims, et) = shapes[t], kind(aval)
+        return not s.is_tuple and tuple(s.dims) == dims and et in (None, s.element_type)
 
     head = [({"operand": nc + c, "input": nc + c, "output": c}, eqn.invars[nc + c].aval) for c in range(ncarry)]
     head += [({"output": ncarry + j, "stacked": True}, eqn.outvars[ncarry + j].aval) for j in range(nys)]
     if not all(fits(1 + k, aval) for k, (_, aval) in enumerate(head)):
         return {}
     out = {1 + k: row for k, (row, _) in enumerate(head)}
-    xs = [({"operand": nc + ncarry + k, "input": nc + ncarry + k, "stacked": True}, eqn.invars[nc + ncarry + k].aval)
-          for k in range(nxs)]
-    consts = [({"operand": k, "input": k}, eqn.invars[k].aval) for k in range(nc)]
+    seen: set = set()
+
+    def captured(k):   # an operand the body captures: a variable, once (jax captures a repeated one once)
+        v = eqn.invars[k]
+        if isinstance(v, jcore.Literal) or id(v) in seen:
+            return False
+        seen.add(id(v))
+        return True
+
+    xs = [({"operand": k, "input": k, "stacked": True}, eqn.invars[k].aval)
+          for k in range(nc + ncarry, len(eqn.invars)) if captured(k)]
+    consts = [({"operand": k, "input": k}, eqn.invars[k].aval) for k in range(nc) if captured(k)]
     start = 1 + ncarry + nys
     maps = []
     for order in (xs + consts, consts + xs):
-        if all(fits(start + k, aval) for k, (_, aval) in enumerate(order)):
-            m = {start + k: row for k, (row, _) in enumerate(order)}
-            if m not in maps:
-                maps.append(m)
+        m = _in_order(order, list(range(start, len(shapes))), fits, kind)
+        if m is not None and m not in maps:
+            maps.append(m)
     if len(maps) == 1:
         out.update(maps[0])
     return out
+
+
+def _in_order(cands: list, slots: list, fits, kind) -> dict | None:
+    """``slot -> row``: ``cands`` (``(row, aval)``, in order) laid onto ``slots`` (HLO loop-state indices, in
+    order) as a subsequence, each slot the next candidate that ``fits`` it; a candidate may be left out (jax
+    lowers a constant it knows -- a scalar of a ``jvp`` -- inside the body, not as loop state) only when no
+    candidate of its ``kind`` is laid (else which of them is left out is not known); None when a slot stays
+    empty or that rule breaks."""
+    out, left, j = {}, [], 0
+    for t in slots:
+        while j < len(cands) and not fits(t, cands[j][1]):
+            left.append(cands[j])
+            j += 1
+        if j == len(cands):
+            return None
+        out[t] = cands[j]
+        j += 1
+    left += cands[j:]
+    laid = {kind(aval) for _, aval in out.values()}
+    if any(kind(aval) in laid for _, aval in left):
+        return None
+    return {t: row for t, (row, _) in out.items()}
 
 
 def loop_layouts(module, eqns: dict) -> dict:
