@@ -165,7 +165,8 @@ class AutoShardResult:
         jax in a child process).  :meth:`jit` compiles with jax's default partitioner (Shardy on jax 0.10.2), which
         completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
         on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
-        ``plan.jit()``, F3); compile ``plan.jit().lower(*args).compile()`` for the figure of the program run.  Its
+        ``plan.jit()``, F3), so the comparison's ``jit_bytes`` is that program's figure (:meth:`jit_bytes`, one more
+        compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per

@@ -344,6 +344,11 @@ def equation_outputs(module, eqns: dict) -> dict:
     sharding whose op_name names that equation (innermost ``hloshard_eqn``) and whose dims and element
     type are the output's:
 
+    * a ``scan`` / ``while`` equation's output j: the ``get-tuple-element`` of its ``while`` whose loop-state
+      index :func:`loop_state` maps to output j (the HLO tuple starts with the loop counter: index j is another
+      output's, or none -- round 32 pinned a scan's ``ys`` outputs one index off); a ``jax.checkpoint`` region's
+      outputs: none (they are its body's outputs, constrained there; its optimization barrier's
+      ``get-tuple-element``s carry the region's name and its inputs' shapes);
     * one output: the last such instruction;
     * several (a call lowered to a tuple, ``split``, ``unstack``, ...): the ``get-tuple-element`` with
       ``index=j`` when there is one; else, when the equation's outputs of that dims and type are
