@@ -77,7 +77,8 @@ loss_want, want_w = jax.jit(step)(w, xs)
 print(json.dumps({"xla": sum(c["bytes"] for c in collective_bytes(raw)), "whiles": raw.count(" while("),
                   "predicted": plan.report["predicted_collective_bytes_per_device"], "jit_bytes": plan.jit_bytes(),
                   "pins": plan.report["pins"],
-                  "bare": {"xla": bare.xla_bytes, "jit": bare.jit_bytes, "warned": warned}, "in_specs": [str(s.spec) for s in plan.in_shardings],
+                  "bare": {"xla": bare.xla_bytes, "jit": bare.jit_bytes, "warned": warned, "jit_peak": bare.jit_peak,
+                           "xla_peak": bare.xla_memory.total if bare.xla_memory is not None else None}, "in_specs": [str(s.spec) for s in plan.in_shardings],
                   "constraints": regions(jax.make_jaxpr(plan.fn)(w, xs).jaxpr, "outside", {}),
                   "err": float(np.linalg.norm(np.asarray(new_w) - np.asarray(want_w)) / np.linalg.norm(np.asarray(want_w)))}))
 '''
@@ -106,4 +107,5 @@ def test_plan_jit_of_a_checkpointed_scan_moves_the_predicted_bytes(scan_run):
     # plan.xla() shows when plan.jit() is not the priced program: without the constraints it differs and warns
     bare = r["bare"]
     assert bare["xla"] == r["predicted"] and bare["jit"] > 1.1 * bare["xla"] + 1e5 and len(bare["warned"]) == 1, r
+    assert bare["jit_peak"] > 0 and bare["xla_peak"] > 0, r   # both programs' memory_analysis() beside each other
     assert "Involuntary full rematerialization" not in scan_run["stderr"]

@@ -165,8 +165,8 @@ class AutoShardResult:
         jax in a child process).  :meth:`jit` compiles with jax's default partitioner (Shardy on jax 0.10.2), which
         completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
         on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
-        ``plan.jit()``, F3), so the comparison's ``jit_bytes`` is that program's figure (:meth:`jit_bytes`, one more
-        compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
+        ``plan.jit()``, F3), so the comparison's ``jit_bytes`` / ``jit_peak`` are that program's figures
+        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per
@@ -180,22 +180,20 @@ class AutoShardResult:
         module = parse_module(self.hlo_text, "<auto_shard plan>")
         evaluation = evaluate_as_written(module, self.device_mesh, deterministic=True)
         comparison = compare_module(module, self.device_mesh, evaluation)
-        comparison.jit_bytes = self.jit_bytes() if self.program is not None else None
+        compiled = self._jit_compiled() if self.program is not None else None
+        comparison.jit_bytes = None if compiled is None else self.jit_bytes(compiled)
+        comparison.jit_peak = None if compiled is None else _peak_of(compiled)
         if comparison.jit_bytes is not None and not comparison.xla_error and \
                 abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
-            warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the written "
-                          f"module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs is not the "
-                          f"plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with plan.hlo_text)",
-                          stacklevel=2)
+            warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
+                          f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs is "
+                          f"not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with "
+                          f"plan.hlo_text)", stacklevel=2)
         return comparison
 
-    def jit_bytes(self) -> float:
-        """Ring bytes of collectives per device (the formulas of :meth:`xla`, a ``while`` body's once per trip) of
-        the program :meth:`jit` runs, compiled here, in this process, with jax's partitioner as configured (Shardy
-        by default on jax 0.10.2) on abstract arguments shaped and sharded as :attr:`in_shardings`.  :meth:`xla`
-        sets it as ``jit_bytes`` on its comparison and warns when it differs from the written module's by more
-        than 10% and 0.1 MB: on a loop the two parted before round 33 (new user 32: 436 MB against 29 MB, issue
-        24).  One compile; raises what ``jax.jit(...).lower(...).compile()`` raises."""
+    def _jit_compiled(self):
+        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
+        as configured)."""
         import jax
 
         closed, in_tree = self.program[0], self.program[1]
@@ -203,7 +201,18 @@ class AutoShardResult:
         args = in_tree.unflatten([jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh,
                                                        weak_type=bool(getattr(a, "weak_type", False)))
                                   for a, sh in zip(closed.in_avals, flat_sh)])
-        text = self.jit().lower(*args).compile().as_text()
+        return self.jit().lower(*args).compile()
+
+    def jit_bytes(self, compiled=None) -> float:
+        """Ring bytes of collectives per device (the formulas of :meth:`xla`, a ``while`` body's once per trip) of
+        the program :meth:`jit` runs, compiled here, in this process, with jax's partitioner as configured (Shardy
+        by default on jax 0.10.2) on abstract arguments shaped and sharded as :attr:`in_shardings` (or ``compiled``,
+        that compile done before).  :meth:`xla` sets it as ``jit_bytes`` on its comparison (and ``jit_peak``: that
+        program's ``memory_analysis()`` argument + output + temp - alias bytes per device) and warns when it differs
+        from the written module's by more than 10% and 0.1 MB: on a loop the two parted before round 33 (new user
+        32: 436 MB against 29 MB, issue 24).  One compile; raises what ``jax.jit(...).lower(...).compile()``
+        raises."""
+        text = (compiled if compiled is not None else self._jit_compiled()).as_text()
         counts = _xla_execution_counts(text)
         n = self.device_mesh.num_devices
         return float(sum(xla_ring_bytes(c, n) * counts.get(c.computation, 1.0) for c in parse_collectives(text)))
@@ -228,6 +237,15 @@ class AutoShardResult:
         a few steps' losses.  Raises ValueError for arguments not shaped as the example arguments or a bad
         ``rtol``."""
         return check_plan(self, args, rtol, float64)
+
+
+def _peak_of(compiled) -> int | None:
+    """``memory_analysis()`` argument + output + temp - alias bytes per device of a compiled jax program, None when
+    the backend gives none."""
+    m = compiled.memory_analysis()
+    if m is None:
+        return None
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
 def _is_sharded(leaf, mesh) -> bool:
