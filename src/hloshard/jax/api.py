@@ -24,7 +24,8 @@ Flow:
    :func:`hloshard.jax.jaxpr.carried_outputs`; ``report["pins"]["outputs_left_to_xla"]``), and (b) on each operand the plan pins: the
    equation's input value in the pinned layout, seen by that equation only (what the CLI's pin copy /
    ``Sharding`` custom-call does), and (c) on a loop body's inputs (``scan``, ``while_loop``) where the
-   body starts, for the loop-state pins (:func:`hloshard.jax.jaxpr.loop_state_pins`), and (d) on an
+   body starts and its outputs where it ends, and on the loop's operands, in the loop state's layouts
+   (:func:`hloshard.jax.jaxpr.loop_layouts`), and (d) on an
    equation's input that the equation broadcasts (jax's ``mul`` of ``[B,S,H]`` by ``[B,S,1]``), in the
    layout the plan's broadcast needs of it where the plan reshards it before broadcasting
    (:func:`hloshard.jax.jaxpr.broadcast_sources`; ``report["pins"]["broadcast_sources"]``), and (e) before
@@ -48,7 +49,7 @@ from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
                     guard_share_holds, moves_seconds, start_baselines)
 from .jaxpr import (
-    broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_state_pins,
+    broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_layouts,
     meet_spec, pin_operand, pin_steps, runner)
 from .known import known_plans
 from .layout import layout_text
@@ -71,8 +72,8 @@ from ..peak import peak_tensors_of
 from ..sdy import NotExpressible, SdyMesh, dim_axes
 from ..timing import plan_timing
 from ..units import parse_memory_budget
-from ..xla_check import start_jax_child
-from ..xla_compare import compare_module, predicted_collective_bytes
+from ..xla_check import parse_collectives, start_jax_child
+from ..xla_compare import _xla_execution_counts, compare_module, predicted_collective_bytes, xla_ring_bytes
 
 __all__ = ["AutoShardResult", "auto_shard", "baseline_peak"]
 
@@ -164,7 +165,8 @@ class AutoShardResult:
         jax in a child process).  :meth:`jit` compiles with jax's default partitioner (Shardy on jax 0.10.2), which
         completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
         on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
-        ``plan.jit()``, F3); compile ``plan.jit().lower(*args).compile()`` for the figure of the program run.  Its
+        ``plan.jit()``, F3), so the comparison's ``jit_bytes`` / ``jit_peak`` are that program's figures
+        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per
@@ -177,7 +179,43 @@ class AutoShardResult:
         when jax cannot be imported or its child process fails as a whole."""
         module = parse_module(self.hlo_text, "<auto_shard plan>")
         evaluation = evaluate_as_written(module, self.device_mesh, deterministic=True)
-        return compare_module(module, self.device_mesh, evaluation)
+        comparison = compare_module(module, self.device_mesh, evaluation)
+        compiled = self._jit_compiled() if self.program is not None else None
+        comparison.jit_bytes = None if compiled is None else self.jit_bytes(compiled)
+        comparison.jit_peak = None if compiled is None else _peak_of(compiled)
+        if comparison.jit_bytes is not None and not comparison.xla_error and \
+                abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
+            warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
+                          f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs is "
+                          f"not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with "
+                          f"plan.hlo_text)", stacklevel=2)
+        return comparison
+
+    def _jit_compiled(self):
+        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
+        as configured)."""
+        import jax
+
+        closed, in_tree = self.program[0], self.program[1]
+        flat_sh = jax.tree_util.tree_leaves(self.in_shardings)
+        args = in_tree.unflatten([jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh,
+                                                       weak_type=bool(getattr(a, "weak_type", False)))
+                                  for a, sh in zip(closed.in_avals, flat_sh)])
+        return self.jit().lower(*args).compile()
+
+    def jit_bytes(self, compiled=None) -> float:
+        """Ring bytes of collectives per device (the formulas of :meth:`xla`, a ``while`` body's once per trip) of
+        the program :meth:`jit` runs, compiled here, in this process, with jax's partitioner as configured (Shardy
+        by default on jax 0.10.2) on abstract arguments shaped and sharded as :attr:`in_shardings` (or ``compiled``,
+        that compile done before).  :meth:`xla` sets it as ``jit_bytes`` on its comparison (and ``jit_peak``: that
+        program's ``memory_analysis()`` argument + output + temp - alias bytes per device) and warns when it differs
+        from the written module's by more than 10% and 0.1 MB: on a loop the two parted before round 33 (new user
+        32: 436 MB against 29 MB, issue 24).  One compile; raises what ``jax.jit(...).lower(...).compile()``
+        raises."""
+        text = (compiled if compiled is not None else self._jit_compiled()).as_text()
+        counts = _xla_execution_counts(text)
+        n = self.device_mesh.num_devices
+        return float(sum(xla_ring_bytes(c, n) * counts.get(c.computation, 1.0) for c in parse_collectives(text)))
 
     def check(self, *args, rtol: float = 1e-4, float64: bool | None = None):
         """Do the numbers match?  Runs one step of the plan (:attr:`fn` under :attr:`in_shardings` /
@@ -199,6 +237,15 @@ class AutoShardResult:
         a few steps' losses.  Raises ValueError for arguments not shaped as the example arguments or a bad
         ``rtol``."""
         return check_plan(self, args, rtol, float64)
+
+
+def _peak_of(compiled) -> int | None:
+    """``memory_analysis()`` argument + output + temp - alias bytes per device of a compiled jax program, None when
+    the backend gives none."""
+    m = compiled.memory_analysis()
+    if m is None:
+        return None
+    return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
 def _is_sharded(leaf, mesh) -> bool:
@@ -912,13 +959,20 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         carried_broadcasts = _broadcast_constraints(module, eqns, operand_constraints, mesh, sdy_mesh) \
             if pin_operands else 0
         meet_steps = _meet_steps(closed, eqns, pinned, operand_constraints, in_sh, mesh)
-        body_constraints: dict = {}
-        for path, rows in (loop_state_pins(module, eqns) if pin_operands else {}).items():
-            for i, sh, rank in rows:
-                try:
-                    body_constraints.setdefault(path, []).append((i, _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)))
-                except ValueError:
-                    continue
+        body_constraints: dict = {}   # the loops' state in the plan's layouts (jaxpr.loop_layouts; issue 24, r33)
+        loop_operands = 0
+        for path, rows in loop_layouts(module, eqns).items():
+            for side, key in (("operand", "operands"), ("in", "inputs"), ("out", "outputs")):
+                for i, sh, rank in rows[key]:
+                    try:
+                        c = _constraint(sh, rank, mesh, sdy_mesh, cut_meshes)
+                    except ValueError:
+                        continue
+                    if side == "operand":
+                        operand_constraints.setdefault(path, []).append((i, c))
+                        loop_operands += 1
+                    else:
+                        body_constraints.setdefault(path, []).append((side, i, c))
         # the output constraints XLA's propagation reaches from the others (an elementwise equation whose inputs
         # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
         carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
@@ -926,6 +980,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
                           "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                           "loop_state_carried": sum(len(v) for v in body_constraints.values()),
+                          "loop_operands": loop_operands,
                           "broadcast_sources": carried_broadcasts, "meet_steps": meet_steps,
                           "output_constraints": len(outputs), "outputs_left_to_xla": len(carried)}
         constrained = program(closed, out_tree, outputs, operand_constraints, body_constraints)

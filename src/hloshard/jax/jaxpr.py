@@ -50,9 +50,42 @@ def _loop_with_body(eqn) -> bool:
     return _loop_body_key(eqn) is not None
 
 
+#: primitives of a region jax's lowering inlines into the enclosing computation (``jax.checkpoint`` /
+#: ``jax.remat``: ``remat2`` in jax 0.10.2, lowered as its body under the name ``checkpoint``, behind an
+#: optimization barrier once differentiated) -> the parameter holding the body (an open Jaxpr, no constants)
+_REGIONS = {"remat2": "jaxpr", "checkpoint": "jaxpr"}
+
+
+def _region_key(eqn) -> str | None:
+    """The parameter of a region equation (:data:`_REGIONS`) whose body :func:`runner` evaluates equation by
+    equation (equation ``i`` of the body of equation ``k`` is ``hloshard_eqn{k}_{i}``, as a loop's), None for
+    any other equation or a body with constants.
+
+    Why: the equations of a ``jax.checkpoint`` region inside a ``scan`` body (the per-step weight gradient of a
+    remat'd RNN cell) were one equation to :func:`runner`, so ``plan.fn`` constrained none of them and XLA
+    all-reduced the gradient on every trip: new user 32's LSTM, 436 MB by ``plan.jit()`` against 33.3 MB
+    predicted (F1, F18; issue 24, round 33)."""
+    key = _REGIONS.get(eqn.primitive.name)
+    body = eqn.params.get(key) if key is not None else None
+    if body is None or type(body).__name__ != "Jaxpr" or getattr(body, "constvars", None):
+        return None
+    return key
+
+
+def _inner(eqn):
+    """The body :func:`runner` evaluates equation by equation inside ``eqn`` (a Jaxpr: a loop's body or a
+    region's, :func:`_loop_body_key`, :func:`_region_key`), or None."""
+    key = _loop_body_key(eqn)
+    if key is not None:
+        return eqn.params[key].jaxpr
+    key = _region_key(eqn)
+    return None if key is None else eqn.params[key]
+
+
 def equations(closed) -> dict:
     """Equation path (tuple of indices, see the module docstring) -> jaxpr equation, inlined ``jit``
-    calls expanded (the call itself is not listed), ``scan`` bodies too (the scan is listed)."""
+    calls expanded (the call itself is not listed), ``scan`` / ``while`` bodies and ``jax.checkpoint``
+    regions too (the loop / region equation is listed, :func:`_inner`)."""
     out: dict = {}
 
     def walk(jaxpr, prefix):
@@ -62,8 +95,9 @@ def equations(closed) -> dict:
                 walk(eqn.params["jaxpr"].jaxpr, path)
             else:
                 out[path] = eqn
-                if _loop_with_body(eqn):
-                    walk(eqn.params[_loop_body_key(eqn)].jaxpr, path)
+                inner = _inner(eqn)
+                if inner is not None:
+                    walk(inner, path)
 
     walk(closed.jaxpr, ())
     return out
@@ -111,8 +145,10 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
     ``named_scope(_scope(path))``, nested ``jit`` calls inline (:func:`_inline`);
     ``constraints[(path, j)]`` (a Sharding) constrains output j of that equation,
     ``operand_constraints[path]``: ``[(i, Sharding)]`` constrains input i as that equation reads it;
-    ``body_constraints[path]``: ``[(i, Sharding)]`` constrains input i of that loop's body where the
-    body starts (the loop state as each trip reads it).
+    ``body_constraints[path]``: ``[(side, i, Sharding)]`` constrains, with ``side`` ``"in"``, input i of that
+    loop's body where the body starts (the loop state as each trip reads it; ``(i, Sharding)`` means the same),
+    with ``"out"``, output i of the body where it ends (the state as each trip writes it, a ``ys`` slice).
+    ``jax.checkpoint`` regions are evaluated equation by equation as loop bodies are (:func:`_region_key`).
 
     ``promote``: evaluate the same program in float64 -- every float32 / bfloat16 / float16 argument,
     constant, literal and dtype parameter (``convert_element_type``'s ``new_dtype``, ``dot_general``'s
@@ -175,8 +211,11 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
         if promote:
             consts = [_wide_value(c) for c in consts]
             args = [_wide_value(a) for a in args]
-        for i, sh in body_constraints.get(prefix, ()) if prefix and own else ():
-            args[i] = jax.lax.with_sharding_constraint(args[i], sh)
+        body_rows = [r if len(r) == 3 else ("in",) + tuple(r) for r in body_constraints.get(prefix, ())] \
+            if prefix and own else []
+        for side, i, sh in body_rows:
+            if side == "in":
+                args[i] = jax.lax.with_sharding_constraint(args[i], sh)
 
         def read(v):
             if isinstance(v, jcore.Literal):
@@ -207,14 +246,24 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
             else:
                 params = eqn.params
                 body_key = _loop_body_key(eqn) if own else None
+                region_key = _region_key(eqn) if own and body_key is None else None
                 if promote:
-                    params = wide_params(eqn if body_key is None else _without(eqn, body_key), path)
-                    params.update({body_key: eqn.params[body_key]} if body_key else {})
+                    own_key = body_key or region_key   # re-traced below, not here
+                    params = wide_params(eqn if own_key is None else _without(eqn, own_key), path)
+                    params.update({own_key: eqn.params[own_key]} if own_key else {})
                 if body_key is not None:   # the body re-traced equation by equation, named and constrained too
                     body = params[body_key]
                     params = dict(params, **{body_key: jax.make_jaxpr(
                         lambda *a, _b=body, _p=path: evaluate(_b.jaxpr, _b.consts, a, _p))(
                             *[wide_aval(v.aval) if promote else v.aval for v in body.jaxpr.invars])})
+                if region_key is not None:   # a checkpoint region's body the same way (as an open Jaxpr)
+                    region = eqn.params[region_key]
+                    retraced = jax.make_jaxpr(lambda *a, _r=region, _p=path: evaluate(_r, [], a, _p))(
+                        *[wide_aval(v.aval) if promote else v.aval for v in region.invars])
+                    if retraced.consts:   # a region's body takes no constants: kept as it was (promote: widened)
+                        params = wide_params(eqn, path) if promote else eqn.params
+                    else:
+                        params = dict(params, **{region_key: retraced.jaxpr})
                 stack = siu.current_name_stack() + eqn.source_info.name_stack
                 with siu.user_context(eqn.source_info.traceback, name_stack=stack), \
                         jax.named_scope(_scope(path)), eqn.ctx.manager:
@@ -226,7 +275,11 @@ def runner(closed, constraints: dict | None = None, operand_constraints: dict | 
                     continue
                 sh = constraints.get((path, j)) if own else None
                 env[v] = jax.lax.with_sharding_constraint(o, sh) if sh is not None else o
-        return [read(v) for v in jaxpr.outvars]
+        results = [read(v) for v in jaxpr.outvars]
+        for side, j, sh in body_rows:
+            if side == "out":
+                results[j] = jax.lax.with_sharding_constraint(results[j], sh)
+        return results
 
     def run(*args):
         return evaluate(closed.jaxpr, closed.consts, args, ())
@@ -291,6 +344,11 @@ def equation_outputs(module, eqns: dict) -> dict:
     sharding whose op_name names that equation (innermost ``hloshard_eqn``) and whose dims and element
     type are the output's:
 
+    * a ``scan`` / ``while`` equation's output j: the ``get-tuple-element`` of its ``while`` whose loop-state
+      index :func:`loop_state` maps to output j (the HLO tuple starts with the loop counter: index j is another
+      output's, or none -- round 32 pinned a scan's ``ys`` outputs one index off); a ``jax.checkpoint`` region's
+      outputs: none (they are its body's outputs, constrained there; its optimization barrier's
+      ``get-tuple-element``s carry the region's name and its inputs' shapes);
     * one output: the last such instruction;
     * several (a call lowered to a tuple, ``split``, ``unstack``, ...): the ``get-tuple-element`` with
       ``index=j`` when there is one; else, when the equation's outputs of that dims and type are
@@ -306,9 +364,10 @@ def equation_outputs(module, eqns: dict) -> dict:
         if path is not None:
             by_eqn.setdefault(path, []).append(instr)
     out = {}
+    states: dict = {}   # while instruction -> loop_state of its equation
     for path, eqn in eqns.items():
         cands = by_eqn.get(path, [])
-        if not cands:
+        if not cands or _region_key(eqn) is not None:   # a region's outputs are its body's (constrained there)
             continue
         kinds = [(tuple(getattr(v.aval, "shape", ())), hlo_element_type(getattr(v.aval, "dtype", "")))
                  for v in eqn.outvars]
@@ -316,6 +375,18 @@ def equation_outputs(module, eqns: dict) -> dict:
         def fits(instr, kind):
             return tuple(instr.shape.dims) == kind[0] and kind[1] in (None, instr.shape.element_type)
 
+        if _loop_with_body(eqn):   # output j: the loop state's element loop_state maps to it, not index j
+            for instr in cands:
+                w = instr.operands[0] if instr.opcode == "get-tuple-element" and instr.operands else None
+                if w is None or w.opcode != "while":
+                    continue
+                if id(w) not in states:
+                    states[id(w)] = loop_state(eqn, w)
+                row = states[id(w)].get(int(str(instr.attrs.get("index"))), {})
+                j = row.get("output")
+                if j is not None and j < len(kinds) and fits(instr, kinds[j]):
+                    out[(path, j)] = instr
+            continue
         for j, kind in enumerate(kinds):
             hits = [i for i in cands if fits(i, kind)]
             if len(kinds) == 1:
@@ -486,62 +557,185 @@ def meet_spec(have, want, rank: int):
     return out
 
 
-def loop_state_pins(module, eqns: dict) -> dict:
-    """Loop equation path -> ``[(body input i, HloSharding, rank)]``: the loop-state pins
-    (:func:`hloshard.strategy.realize.insert_loop_state_pins`, ``Sharding`` custom-calls after a body's
-    reads of its loop state) of each ``while`` a ``scan`` or ``while`` equation lowered to, as
-    constraints on the loop body's inputs (a ``while`` equation's: :func:`_while_body_inputs`).  jax's
-    scan loop state is ``(counter, carry..., ys buffers..., consts and xs...)``: a carry element is body input ``num_consts + c``; a stacked ``xs`` array (the tuple's last elements,
-    checked by shape: ``(length,) + body input shape``) is the body's slice of it, pinned in the layout
-    without the stacked dim (only when that dim is not split); ys buffers have no body input."""
+def loop_state(eqn, w) -> dict:
+    """Where each element of the loop state of ``w`` (the HLO ``while`` a ``scan`` or ``while`` equation
+    ``eqn`` lowered to) is in the equation: HLO tuple index t -> a dict with ``operand`` (the equation's input
+    that enters the loop there), ``input`` (the body's input that reads it), ``output`` (the body's output
+    that writes it, which is the equation's output of that index) and ``stacked`` (a scan's ``xs`` / ``ys``
+    buffer ``(length,) + body shape``: the body reads or writes one slice along dim 0), the keys that apply;
+    ``{}`` when the state cannot be matched with the equation by shape and element type.
+
+    jax 0.10.2 lowers ``scan`` (``jax._src.lax.control_flow.loops._scan_impl``) as a ``while`` over
+    ``(counter, carry..., ys buffers...)`` whose body captures the ``xs`` arrays and the consts; captured
+    values come last in the HLO loop state (:func:`_while_body_inputs`), ``xs`` first (the body reads them
+    first); both orders of ``xs`` and consts are tried, one taken only when it alone fits (or both give the
+    same map).  A ``while`` equation: :func:`_while_body_inputs`.
+
+    Why the whole state: the loop-state pins alone (read pins of the written module) left a scan's ``ys``
+    buffers, its outputs and the layouts its operands enter in to XLA, and an ``xs`` element was matched one
+    index off when the scan had ``ys`` (consts were assumed last): on new user 32's scan repro ``plan.jit()``
+    moved 1.8-12 MB where the priced module moves 0.4-0.6 MB (issue 24, round 33)."""
+    import jax.extend.core as jcore
+
+    body_hlo = called(w, "body", 0)
+    if not w.shape.is_tuple or body_hlo is None or not body_hlo.parameters:
+        return {}
+    shapes = list(w.shape.tuple_shapes)
+    if eqn.primitive.name == "while":
+        nbody, ncond = int(eqn.params.get("body_nconsts", 0)), int(eqn.params.get("cond_nconsts", 0))
+        out = {}
+        for t, b in _while_body_inputs(eqn, w, body_hlo).items():
+            row = {"operand": ncond + b, "input": b}
+            if b >= nbody:
+                row["output"] = b - nbody
+            out[t] = row
+        return out
+    if eqn.primitive.name != "scan":
+        return {}
+    p = eqn.params
+    nc, ncarry, length = int(p.get("num_consts", 0)), int(p.get("num_carry", 0)), int(p.get("length", 0))
+    nxs, nys = len(eqn.invars) - nc - ncarry, len(eqn.outvars) - ncarry
+    if len(shapes) < 1 + ncarry + nys or shapes[0].is_tuple or tuple(shapes[0].dims):
+        return {}
+
+    def kind(aval) -> tuple:
+        return tuple(getattr(aval, "shape", ())), hlo_element_type(getattr(aval, "dtype", ""))
+
+    def fits(t, aval) -> bool:
+        s, (dims, et) = shapes[t], kind(aval)
+        return not s.is_tuple and tuple(s.dims) == dims and et in (None, s.element_type)
+
+    head = [({"operand": nc + c, "input": nc + c, "output": c}, eqn.invars[nc + c].aval) for c in range(ncarry)]
+    head += [({"output": ncarry + j, "stacked": True}, eqn.outvars[ncarry + j].aval) for j in range(nys)]
+    if not all(fits(1 + k, aval) for k, (_, aval) in enumerate(head)):
+        return {}
+    out = {1 + k: row for k, (row, _) in enumerate(head)}
+    seen: set = set()
+
+    def captured(k):   # an operand the body captures: a variable, once (jax captures a repeated one once)
+        v = eqn.invars[k]
+        if isinstance(v, jcore.Literal) or id(v) in seen:
+            return False
+        seen.add(id(v))
+        return True
+
+    xs = [({"operand": k, "input": k, "stacked": True}, eqn.invars[k].aval)
+          for k in range(nc + ncarry, len(eqn.invars)) if captured(k)]
+    consts = [({"operand": k, "input": k}, eqn.invars[k].aval) for k in range(nc) if captured(k)]
+    start = 1 + ncarry + nys
+    maps = []
+    for order in (xs + consts, consts + xs):
+        m = _in_order(order, list(range(start, len(shapes))), fits, kind)
+        if m is not None and m not in maps:
+            maps.append(m)
+    if len(maps) == 1:
+        out.update(maps[0])
+    return out
+
+
+def _in_order(cands: list, slots: list, fits, kind) -> dict | None:
+    """``slot -> row``: ``cands`` (``(row, aval)``, in order) laid onto ``slots`` (HLO loop-state indices, in
+    order) as a subsequence, each slot the next candidate that ``fits`` it; a candidate may be left out (jax
+    lowers a constant it knows -- a scalar of a ``jvp`` -- inside the body, not as loop state) only when no
+    candidate of its ``kind`` is laid (else which of them is left out is not known); None when a slot stays
+    empty or that rule breaks."""
+    out, left, j = {}, [], 0
+    for t in slots:
+        while j < len(cands) and not fits(t, cands[j][1]):
+            left.append(cands[j])
+            j += 1
+        if j == len(cands):
+            return None
+        out[t] = cands[j]
+        j += 1
+    left += cands[j:]
+    laid = {kind(aval) for _, aval in out.values()}
+    if any(kind(aval) in laid for _, aval in left):
+        return None
+    return {t: row for t, (row, _) in out.items()}
+
+
+def loop_layouts(module, eqns: dict) -> dict:
+    """Loop equation path -> ``{"operands": [...], "inputs": [...], "outputs": [...]}``, each a list of
+    ``(index, HloSharding, rank)``: the plan's loop-state layouts (the ``while`` instruction's tuple sharding,
+    one element per loop-state element, :func:`loop_state`) as constraints on the equation's operands where it
+    reads them (the layout the state enters the loop in: a scan's ``xs`` whole), on the body's inputs where
+    the body starts and on the body's outputs where it ends (a scan's ``xs`` / ``ys`` as the body's slice: the
+    layout without the stacked dim, only when that dim is not split, :func:`_drop_leading`).  The counter
+    (a scalar) and elements whose sharding is not a plain array sharding get none.
+
+    So ``plan.fn`` carries out the loop as the written module does: its state pins
+    (:func:`hloshard.strategy.realize.insert_loop_state_pins`), and the loop's sharding, which the SPMD
+    partitioner keeps for the whole state -- ``jax.jit`` otherwise lets Shardy / GSPMD choose the ``ys``
+    buffers' and the captured ``xs``' layouts inside the loop (new user 32, F3/F8: whole stacked sequences
+    resharded on every trip)."""
     out: dict = {}
     for w in module.all_instructions():
-        if w.opcode != "while" or not w.shape.is_tuple:
+        if w.opcode != "while" or not w.shape.is_tuple or w.sharding is None or not w.sharding.is_tuple:
             continue
         path = equation_of(w)
         eqn = eqns.get(path) if path is not None else None
         if eqn is None or not _loop_with_body(eqn):
             continue
-        body = called(w, "body", 0)
-        if body is None or not body.parameters:
+        elements = list(w.sharding.tuple_elements)
+        shapes = list(w.shape.tuple_shapes)
+        if len(elements) != len(shapes):
             continue
-        if eqn.primitive.name == "while":
-            inputs = _while_body_inputs(eqn, w, body)
-            for cc, g in _state_read_pins(body):
-                i = inputs.get(int(str(g.attrs.get("index"))))
-                if i is not None and not cc.sharding.is_tuple:
-                    out.setdefault(path, []).append((i, cc.sharding, len(g.shape.dims)))
+        rows = out.setdefault(path, {"operands": [], "inputs": [], "outputs": []})
+        for t, row in sorted(loop_state(eqn, w).items()):
+            sh, s = elements[t], shapes[t]
+            if sh.is_tuple or s.is_tuple or not (sh.is_replicated or sh.is_tiled) or sh.is_manual:
+                continue
+            rank = len(s.dims)
+            if "operand" in row:
+                rows["operands"].append((row["operand"], sh, rank))
+            inner = _drop_leading(sh, rank) if row.get("stacked") else sh
+            if inner is None:
+                continue
+            inner_rank = rank - 1 if row.get("stacked") else rank
+            if "input" in row:
+                rows["inputs"].append((row["input"], inner, inner_rank))
+            if "output" in row:
+                rows["outputs"].append((row["output"], inner, inner_rank))
+    for b in module.all_instructions():   # checkpoint regions: their inputs as the optimization barrier holds them
+        path = equation_of(b) if b.opcode == "opt-barrier" else None
+        eqn = eqns.get(path) if path is not None else None
+        if eqn is None or _region_key(eqn) is None or b.sharding is None or not b.sharding.is_tuple:
             continue
-        invars = eqn.params["jaxpr"].jaxpr.invars
-        nc, ncarry = int(eqn.params.get("num_consts", 0)), int(eqn.params.get("num_carry", 0))
-        nxs = len(invars) - nc - ncarry
-        n = len(w.shape.tuple_shapes)
-        length = int(eqn.params.get("length", 0))
-        for cc, g in _state_read_pins(body):
-            t = int(str(g.attrs.get("index")))
-            dims = tuple(g.shape.dims)
-            if 1 <= t <= ncarry and tuple(getattr(invars[nc + t - 1].aval, "shape", ())) == dims:
-                out.setdefault(path, []).append((nc + t - 1, cc.sharding, len(dims)))
-            elif t >= n - nxs:
-                i = nc + ncarry + (t - (n - nxs))
-                inner = tuple(getattr(invars[i].aval, "shape", ()))
-                if dims == (length,) + inner and not cc.sharding.is_tuple:
-                    sliced = _drop_leading(cc.sharding, len(dims))
-                    if sliced is not None:
-                        out.setdefault(path, []).append((i, sliced, len(inner)))
+        rows = out.setdefault(path, {"operands": [], "inputs": [], "outputs": []})
+        rows["inputs"].extend(region_barrier_inputs(eqn, b))
     return out
 
 
-def _state_read_pins(body):
-    """``(pin, read)`` for each sharding constraint (a ``Sharding`` custom-call with a sharding) of a loop
-    ``body`` whose operand is a ``get-tuple-element`` of the body's parameter (a read of the loop
-    state), in text order."""
-    for cc in body.instructions:
-        if not cc.is_sharding_constraint or not cc.operands or cc.sharding is None:
-            continue
-        g = cc.operands[0]
-        if g.opcode == "get-tuple-element" and g.operands and g.operands[0] is body.parameters[0]:
-            yield cc, g
+def region_barrier_inputs(eqn, barrier) -> list:
+    """``[(body input i, HloSharding, rank)]`` of a ``jax.checkpoint`` region ``eqn`` differentiated with
+    ``prevent_cse`` (jax lowers it behind an optimization barrier over the inputs ``prevent_cse`` names, in
+    their order: ``jax._src.ad_checkpoint._remat_lowering``): the layouts ``barrier`` (that ``opt-barrier``
+    instruction of the plan's module) holds them in, as the body reads them; ``[]`` when the barrier's
+    elements do not match those inputs by shape.
+
+    Why: the body's inputs are the barrier's results, which ``jax.jit``'s propagation otherwise lays out from
+    their readers: on new user 32's scan repro Shardy gave the barrier's copy of the recurrent weight the
+    layout of one of its two readers and all-to-all'ed it into the other's on every trip (1.6 MB of the 2.3
+    MB ``plan.jit()`` moved; the plan keeps it replicated and slices it locally twice)."""
+    prevent = eqn.params.get("prevent_cse", True)
+    n = len(eqn.invars)
+    prevent = (bool(prevent),) * n if isinstance(prevent, bool) else tuple(bool(x) for x in prevent)
+    if len(prevent) != n or not eqn.params.get("differentiated", False):
+        return []
+    through = [i for i in range(n) if prevent[i]]
+    shapes = list(barrier.shape.tuple_shapes) if barrier.shape.is_tuple else []
+    elements = list(barrier.sharding.tuple_elements)
+    if len(shapes) != len(through) or len(elements) != len(through):
+        return []
+    out = []
+    for k, i in enumerate(through):
+        aval, s, sh = eqn.invars[i].aval, shapes[k], elements[k]
+        if s.is_tuple or tuple(s.dims) != tuple(getattr(aval, "shape", ())):
+            return []
+        if not sh.is_tuple and (sh.is_replicated or sh.is_tiled) and not sh.is_manual:
+            out.append((i, sh, len(s.dims)))
+    return out
 
 
 def _while_body_inputs(eqn, w, body) -> dict:
