@@ -46,7 +46,7 @@ from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
-                    guard_share_holds, moves_seconds, start_baselines)
+                    guard_share_holds, guard_summary, moves_seconds, start_baselines)
 from .jaxpr import (
     broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_state_pins,
     meet_spec, pin_operand, pin_steps, runner)
@@ -958,6 +958,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         report["known_plans"] = [p.row() for p in first_known]
         if guard is not None:
             report["memory_guard"] = guard
+            guard["summary"] = guard_summary(guard)   # the summary's "memory guard" row (summary.plan_rows)
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
             if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)

@@ -1,0 +1,130 @@
+"""Issue 24, round 33 (new user 32's F3 / F9): given your own shardings (``keep_shardings="io"``), the plan
+``auto_shard`` returns is never worse than your layout -- XLA's propagation of your shardings, as a plan of the cost
+graph -- on the predicted figures (:data:`hloshard.jax.guard.YOUR_LAYOUT_RULE`): with the memory guard off, a plan
+known before the search that peaks lower but costs more than your layout is no longer returned; and the summary says
+when nothing checked the plan's peak, and which figure to check.  The MLP sample carries Megatron-style shardings
+(the "user's"); "XLA's propagation" is the layouts of a plan solved from them (no XLA child: a stand-in read as the
+pending propagation is read)."""
+
+import dataclasses
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from hloshard.autoshard.solve import solve_module
+from hloshard.hlo.parser import parse_file
+from hloshard.mesh import DeviceMesh
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "mlp_train_step.pre.hlo"
+
+
+class _Answered:
+    """A propagation started beside the first solve that has answered (as
+    :class:`hloshard.partition_specs.PendingPropagation` reads)."""
+
+    def __init__(self, found):
+        self.found, self.waits = found, []
+
+    def done(self):
+        return True
+
+    def result(self, timeout):
+        self.waits.append(timeout)
+        return dict(self.found)
+
+    def cancel(self):
+        pass
+
+
+@pytest.fixture(scope="module")
+def solved():
+    from hloshard.jax import guard
+
+    module = parse_file(str(SAMPLE))
+    mesh = DeviceMesh((2, 4))
+    first = solve_module(module, mesh, keep="io", time_limit=2.0, deterministic=True, apply=False)
+    assert guard.user_sharded(module)
+    return module, mesh, first, guard.plan_shardings(first, module)
+
+
+def _dearer_lower(first, factor=3.0):
+    """A known plan (the data-parallel row's name) that peaks lower than every other plan but costs ``factor``
+    times the plan found: what the guard-off rule before round 33 returned (the lowest peak priced)."""
+    from hloshard.jax.known import KnownPlan
+
+    ev = types.SimpleNamespace(peak_memory=1, total=factor * float(first.evaluation.total) + 1.0)
+    return KnownPlan("data-parallel", list(first.choice), int(first.solution.objective), True, ev)
+
+
+def test_guard_off_with_your_layout_known_returns_no_plan_worse_than_it(solved):
+    """The guard off (its time ended before it could read the baseline): the data-parallel row peaks lowest but
+    costs 3x your layout, so it is not returned; the plan found keeps both figures of your layout and is.  Fails
+    before round 33 (the lowest-peak plan came back)."""
+    from hloshard.jax import guard
+
+    module, mesh, first, found = solved
+    low = _dearer_lower(first)
+    pending = _Answered(found)
+    out, info = guard.guard_plan(first, module, mesh, "io", 4.0, 0, False, deadline=time.monotonic() - 1.0,
+                                 known_plans=[low], pending={"user": pending}, pareto=False, write="keep")
+    # your layout is the plan found's layouts here: its figures are the plan found's
+    assert float(out.evaluation.total) <= float(first.evaluation.total) + 1e-6, (out.evaluation.total, info)
+    yours = info["your_layout"]
+    assert info["off"] and info["unguarded"], info
+    assert pending.waits == [0.0]   # answered already: read whatever the time
+    assert float(out.evaluation.total) <= yours["cost"] + 1e-6, (out.evaluation.total, yours)
+    assert int(out.evaluation.peak_memory) <= yours["peak_bytes"], (out.evaluation.peak_memory, yours)
+    assert yours["taken"] == "the plan found" and yours["peak_compared"], yours
+    assert list(out.choice) == list(first.choice) and out.evaluation is first.evaluation
+    assert "than your layout" in info["note"]
+    summary = guard.guard_summary(info)
+    assert summary.startswith("OFF: nothing checked this plan's peak") and "memory_analysis()" in summary
+
+
+def test_guard_off_returns_your_layout_when_no_plan_priced_keeps_both_figures(solved):
+    """The plan found costs more than your layout (here its figure doubled) and the known plan too: your layout
+    itself comes back, as a plan of the graph (its own choice and figures)."""
+    from hloshard.jax import guard
+
+    module, mesh, first, found = solved
+    dear = dataclasses.replace(first, evaluation=types.SimpleNamespace(
+        total=2.0 * float(first.evaluation.total) + 1.0, peak_memory=int(first.evaluation.peak_memory)))
+    low = _dearer_lower(first)
+    yours = guard.layouts_as_plan(first, guard.entry_propagation(module, mesh, None, pending=_Answered(found))[1])
+    assert yours is not None
+    out, info = guard.guard_plan(dear, module, mesh, "io", 4.0, 0, False, deadline=time.monotonic() - 1.0,
+                                 known_plans=[low], pending={"user": _Answered(found)}, pareto=False, write="keep")
+    assert info["your_layout"]["taken"] == "your layout", info
+    assert list(out.choice) == yours[0]
+    assert float(out.evaluation.total) == pytest.approx(float(yours[1].total))
+    assert int(out.evaluation.peak_memory) == int(yours[1].peak_memory)
+    assert "your layout returned instead" in info["note"]
+    assert "your layout returned" in guard.guard_summary(info)
+
+
+def test_without_your_layout_the_guard_off_rule_is_unchanged_and_says_why(solved):
+    """No propagation started (nothing to read): the rule has no bar, the lowest-peak plan stays the guard-off
+    answer, and the report says why your layout was not compared."""
+    from hloshard.jax import guard
+
+    module, mesh, first, _found = solved
+    low = _dearer_lower(first)
+    out, info = guard.guard_plan(first, module, mesh, "io", 4.0, 0, False, deadline=time.monotonic() - 1.0,
+                                 known_plans=[low], pending=None, pareto=False, write="keep")
+    assert "your_layout" not in info and info["your_layout_note"] == "its XLA propagation was not started", info
+    assert info["fallback"] == "data-parallel" and out.evaluation is low.evaluation
+
+
+def test_the_summary_has_a_memory_guard_row_that_says_unchecked():
+    """auto_shard's summary prints the guard's row (report["memory_guard"]["summary"]) among the plan rows."""
+    from hloshard.jax.guard import guard_summary
+    from hloshard.summary import plan_rows
+
+    off = {"baseline": None, "applied": False, "off": True, "unguarded": True, "note": "memory guard off: ..."}
+    rows = dict(plan_rows({"memory_guard": dict(off, summary=guard_summary(off))}))
+    assert rows["memory guard"].startswith("OFF: nothing checked this plan's peak")
+    kept = {"baseline": "gspmd", "baseline_peak_bytes": 2 ** 20, "applied": False}
+    assert guard_summary(kept).startswith("checked: the plan's peak is within the gspmd baseline's 1.0 MiB")
+    assert "memory guard" not in dict(plan_rows({"memory_guard": {"baseline": None}}))
