@@ -13,7 +13,7 @@ import time
 
 from ..autoshard.evaluate import evaluate_choice
 from ..autoshard.solve import (
-    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, _Unwritten, apply_solution, cheapest_within, held,
+    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, REPRICE_SHARE, _Unwritten, apply_solution, cheapest_within, held,
     later_phase_seconds, pareto_step)
 from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
@@ -854,8 +854,9 @@ def user_layout(result, module, dmesh, pending=None, deadline: float | None = No
     graph's figures), read from ``pending`` (the propagation :func:`start_baselines` started beside the first solve,
     :class:`hloshard.partition_specs.PendingPropagation`); ``plan`` None and ``why`` a sentence when it cannot be
     had: not started, failed, cut or not done in the time.  Wall-clock mode (``deadline``): an answer already in is
-    read whatever the time; one still running is waited for until ``deadline`` less ``reserve`` (the graph's
-    re-pricing reserve: the evaluation that makes it a plan), not past it.  Deterministic mode: at most 600 s, the
+    read whatever the time; one still running is waited for until ``deadline`` less one 1-D build's seconds
+    (``reserve``, the graph's re-pricing reserve, over :data:`hloshard.autoshard.solve.REPRICE_SHARE`: the order of
+    the one evaluation of the graph that makes it a plan), not past it.  Deterministic mode: at most 600 s, the
     runs' own time-out.  For the memory guard off (:func:`_guard`): the guard's own read of it is what timed out or
     had no time left for its pricing (new user 32's F3 / F9: LSTM and SigLIP given their layouts at load 17-25),
     and this reads it without pricing its written module.  Raises nothing."""
@@ -865,8 +866,8 @@ def user_layout(result, module, dmesh, pending=None, deadline: float | None = No
         wait = 600.0
     elif hasattr(pending, "done") and pending.done():
         wait = 0.0
-    else:
-        wait = max(0.0, _time_left(deadline) - float(reserve))
+    else:   # the evaluation after it is about one 1-D build (the reserve is REPRICE_SHARE of that build)
+        wait = max(0.0, _time_left(deadline) - float(reserve) / REPRICE_SHARE)
     try:
         _, found = entry_propagation(module, dmesh, None, timeout=wait, pending=pending)
     except HloshardError as exc:
