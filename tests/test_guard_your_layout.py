@@ -128,3 +128,15 @@ def test_the_summary_has_a_memory_guard_row_that_says_unchecked():
     kept = {"baseline": "gspmd", "baseline_peak_bytes": 2 ** 20, "applied": False}
     assert guard_summary(kept).startswith("checked: the plan's peak is within the gspmd baseline's 1.0 MiB")
     assert "memory guard" not in dict(plan_rows({"memory_guard": {"baseline": None}}))
+
+
+def test_the_off_row_says_when_the_guards_share_could_not_hold_it():
+    """New user 32's F2 (SigLIP at time_limit=60, 10.7 s of tracing at load 14): the guard's share, 24.7 s, was below
+    the 32.5 s it was estimated to need, so the first solve took the time and the guard was off; the row says so."""
+    from hloshard.jax.guard import guard_share_figures, guard_share_holds, guard_summary
+
+    share, need = guard_share_figures(60.0, 10.66, 10.66)
+    assert share == pytest.approx(24.67) and need > share and not guard_share_holds(60.0, 10.66, 10.66)
+    row = guard_summary({"baseline": None, "off": True, "unguarded": True},
+                        {"kept": False, "share_seconds": share, "needed_seconds": need, "traced_seconds": 10.66})
+    assert f"its share, {share:.1f} s, was below the {need:.1f} s" in row and "10.7 s of tracing" in row

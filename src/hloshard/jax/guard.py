@@ -464,8 +464,21 @@ def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
     (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
     ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
     first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
+    share, need = guard_share_figures(deadline, now, traced)
+    return share >= need
+
+
+def guard_share_figures(deadline: float, now: float, traced: float) -> tuple:
+    """``(share, need)`` in seconds: what :func:`first_solve_deadline` keeps for the memory guard of what ``deadline``
+    leaves at ``now``, and what :func:`guard_share_holds` estimates the guard's least phase and an XLA run need from
+    ``traced`` (the seconds of tracing); the share is kept where ``share >= need``.  ``report["time"]["guard_share"]``
+    gives both, so a call whose first solve ran past its nominal half (new user 32's F2: SigLIP at ``time_limit=60``,
+    10.7 s of tracing at load 14: 24.7 s of share against 32.5 s needed; at 180 s, 26.0 s of tracing: 77.0 against
+    78.5) says why: with the share not kept, the first solve's builds run to the call's deadline (its solver gets
+    :data:`FIRST_SHARE` of what they leave) and the data-parallel / FSDP baselines are not started early, so the guard
+    is off unless the first solve ends early.  Raises nothing."""
     share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
-    return share >= later_phase_seconds(traced) + float(traced)
+    return share, later_phase_seconds(traced) + float(traced)
 
 
 #: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
@@ -949,13 +962,15 @@ CHECK_PEAK = ("check XLA's peak per device before training with it -- plan.xla()
               "longer time_limit or deterministic=True lets the guard run")
 
 
-def guard_summary(guard: dict) -> str:
+def guard_summary(guard: dict, share: dict | None = None) -> str:
     """The summary's ``memory guard`` row (``report["memory_guard"]["summary"]``, printed by
     :func:`hloshard.summary.plan_rows`): whether the plan's peak was checked against a baseline, in a few words, and,
     when it was not (``guard["off"]``, ``guard["unguarded"]``), that it was not and which figure to check (XLA's
     peak per device, :data:`CHECK_PEAK`).  Why (new user 32's F2, F15): the SigLIP plan came back at 1.9x the
     user's peak with the guard off, which only a ``UserWarning`` and the last of four warning paragraphs said, and a
-    14-line note did not tell whether a plan was guarded.  Raises nothing."""
+    14-line note did not tell whether a plan was guarded.  ``share`` (wall-clock mode: ``kept``, ``share_seconds``,
+    ``needed_seconds``, ``traced_seconds``, :func:`guard_share_figures`): with the guard off, whether its share of the
+    time could hold it.  Raises nothing."""
     fmt = lambda b: format_bytes(int(b)) if b is not None else "?"
     yours = guard.get("your_layout") or {}
     said = ""
@@ -965,7 +980,11 @@ def guard_summary(guard: dict) -> str:
         said = ("; no costlier than your layout" + (" and no higher-peaked" if yours.get("peak_compared") else "")
                 + " (predicted)")
     if guard.get("off"):
-        return f"OFF: nothing checked this plan's peak (no baseline priced in the time){said}; {CHECK_PEAK}"
+        why = "no baseline priced in the time"
+        if share and not share.get("kept"):
+            why += (f"; its share, {share['share_seconds']:.1f} s, was below the {share['needed_seconds']:.1f} s an XLA "
+                    f"run and two pricings were estimated to need from the {share['traced_seconds']:.1f} s of tracing")
+        return f"OFF: nothing checked this plan's peak ({why}){said}; {CHECK_PEAK}"
     base, limit = guard.get("baseline"), guard.get("baseline_peak_bytes")
     if guard.get("unguarded"):
         return (f"UNGUARDED: the plan peaks above the {base} baseline's {fmt(limit)} (predicted) and no plan was found "
