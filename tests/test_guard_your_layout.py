@@ -140,3 +140,62 @@ def test_the_off_row_says_when_the_guards_share_could_not_hold_it():
     row = guard_summary({"baseline": None, "off": True, "unguarded": True},
                         {"kept": False, "share_seconds": share, "needed_seconds": need, "traced_seconds": 10.66})
     assert f"its share, {share:.1f} s, was below the {need:.1f} s" in row and "10.7 s of tracing" in row
+
+
+AS_GIVEN = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import numpy as np, jax, jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from hloshard.jax import api
+
+real = api.guard_plan
+FORCE = []
+def forced(*a, **k):   # the guard's answer marked as _no_worse_than_yours marks your layout returned
+    r, g = real(*a, **k)
+    if FORCE:
+        g["your_layout"] = dict(g.get("your_layout") or {}, taken="your layout")
+    return r, g
+api.guard_plan = forced
+
+mesh = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "model"))
+def step(w1, w2, x):
+    def loss(w1, w2):
+        return jnp.mean(jnp.tanh(x @ w1) @ w2)
+    l, (g1, g2) = jax.value_and_grad(loss, argnums=(0, 1))(w1, w2)
+    return l, w1 - 0.1 * g1, w2 - 0.1 * g2
+given = (NamedSharding(mesh, P(None, "model")), NamedSharding(mesh, P("model", None)), NamedSharding(mesh, P("data")))
+args = [jax.ShapeDtypeStruct(s, jnp.float32, sharding=sh) for s, sh in zip([(64, 256), (256, 64), (32, 64)], given)]
+rows = []
+for force in (False, True):
+    FORCE[:] = [1] if force else []
+    plan = api.auto_shard(step, *args, mesh=mesh, time_limit=2, deterministic=True, with_constraints=False)
+    eqns = jax.make_jaxpr(plan.fn)(*args).jaxpr.eqns
+    rows.append({"constraints": sum(1 for e in eqns if "sharding_constraint" in str(e.primitive)),
+                 "as_given": plan.report["pins"]["your_layout_as_given"],
+                 "in": [tuple(s.spec) for s in plan.in_shardings]})
+print(json.dumps(rows))
+'''
+
+
+def test_your_layout_returned_is_your_function_under_your_shardings():
+    """auto_shard's wiring: when the rule returns your layout, ``fn`` carries no constraint of hloshard's (``plan.jit()``
+    is ``jax.jit`` of your function with your shardings, the program your layout is), and
+    ``report["pins"]["your_layout_as_given"]`` says so; otherwise the plan's constraints are there.  (The marking is
+    forced in the second call: when the guard is off is a matter of the machine's load.)"""
+    import json
+    import os
+    import subprocess
+
+    from tests.conftest import ROOT, require_jax
+    from hloshard.xla_check import child_argv
+
+    require_jax()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    out = subprocess.run(child_argv(["-c", AS_GIVEN], env), capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    plain, given = json.loads(out.stdout.strip().splitlines()[-1])
+    for got in (plain, given):
+        assert got["in"] == [[None, "model"], ["model"], ["data"]], got
+    assert not plain["as_given"] and plain["constraints"] > 0, plain
+    assert given["as_given"] and given["constraints"] == 0, given
