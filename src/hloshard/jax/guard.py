@@ -13,8 +13,8 @@ import time
 
 from ..autoshard.evaluate import evaluate_choice
 from ..autoshard.solve import (
-    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, REPRICE_SHARE, _Unwritten, apply_solution, cheapest_within, held,
-    later_phase_seconds, pareto_step)
+    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, REPRICE_SHARE, _Unwritten, apply_solution, cheapest_within,
+    held, later_phase_seconds, pareto_step)
 from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
