@@ -982,11 +982,12 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
     if guard.get("off"):
         why = "no baseline priced in the time"
         if share and not share.get("kept"):
-            why += (f"; its share, {share['share_seconds']:.1f} s, was below the {share['needed_seconds']:.1f} s an XLA "
-                    f"run and two pricings were estimated to need from the {share['traced_seconds']:.1f} s of tracing")
+            why += (f"; its share, {share['share_seconds']:.1f} s, was below the {share['needed_seconds']:.1f} s "
+                    f"an XLA run and two pricings were estimated to need from the {share['traced_seconds']:.1f} s of "
+                    f"tracing")
         if yours.get("taken") == "your layout":   # its peak is what jax.jit makes of your shardings: nothing to check
-            return (f"OFF ({why}): your layout is returned -- XLA's propagation of your shardings, as jax.jit runs them "
-                    f"-- since every plan priced was worse than it on predicted bytes or peak")
+            return (f"OFF ({why}): your layout is returned -- XLA's propagation of your shardings, as jax.jit runs "
+                    f"them -- since every plan priced was worse than it on predicted bytes or peak")
         return f"OFF: nothing checked this plan's peak ({why}){said}; {CHECK_PEAK}"
     base, limit = guard.get("baseline"), guard.get("baseline_peak_bytes")
     if guard.get("unguarded"):
