@@ -179,8 +179,8 @@ print(json.dumps(rows))
 
 
 def test_your_layout_returned_is_your_function_under_your_shardings():
-    """auto_shard's wiring: when the rule returns your layout, ``fn`` carries no constraint of hloshard's (``plan.jit()``
-    is ``jax.jit`` of your function with your shardings, the program your layout is), and
+    """auto_shard's wiring: when the rule returns your layout, ``fn`` carries no constraint of hloshard's
+    (``plan.jit()`` is ``jax.jit`` of your function with your shardings, the program your layout is), and
     ``report["pins"]["your_layout_as_given"]`` says so; otherwise the plan's constraints are there.  (The marking is
     forced in the second call: when the guard is off is a matter of the machine's load.)"""
     import json
