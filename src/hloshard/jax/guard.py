@@ -974,7 +974,11 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
     fmt = lambda b: format_bytes(int(b)) if b is not None else "?"
     yours = guard.get("your_layout") or {}
     said = ""
-    if yours.get("taken"):
+    rendering = ("plan.jit() runs your own jax.jit program of it; the cost and collectives above are hloshard's "
+                 "rendering of it")
+    if yours.get("taken") == "your layout":
+        said = f"; your layout returned: the plans priced were worse than it (predicted); {rendering}"
+    elif yours.get("taken"):
         said = f"; {yours['taken']} returned: the plan found was worse than your layout (predicted)"
     elif yours:
         said = ("; no costlier than your layout" + (" and no higher-peaked" if yours.get("peak_compared") else "")
@@ -987,7 +991,7 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
                     f"tracing")
         if yours.get("taken") == "your layout":   # its peak is what jax.jit makes of your shardings: nothing to check
             return (f"OFF ({why}): your layout is returned -- XLA's propagation of your shardings, as jax.jit runs "
-                    f"them -- since every plan priced was worse than it on predicted bytes or peak")
+                    f"them -- since every plan priced was worse than it on predicted bytes or peak; {rendering}")
         return f"OFF: nothing checked this plan's peak ({why}){said}; {CHECK_PEAK}"
     base, limit = guard.get("baseline"), guard.get("baseline_peak_bytes")
     if guard.get("unguarded"):
