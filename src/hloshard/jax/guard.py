@@ -2,7 +2,8 @@
 is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, read back by
 :func:`entry_propagation` and priced by hloshard's memory model), the re-solve when the plan peaks above
 it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
-:func:`hloshard.autoshard.solve.pareto_step`).
+:func:`hloshard.autoshard.solve.pareto_step`); given your shardings, the rule that the plan returned is no worse than
+your layout (:data:`YOUR_LAYOUT_RULE`, :func:`_no_worse_than_yours`); the summary's row (:func:`guard_summary`).
 """
 
 from __future__ import annotations
