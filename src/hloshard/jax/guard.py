@@ -929,7 +929,8 @@ def _no_worse_than_yours(first, result, guard: dict, known_plans, yours, unwritt
         return float(e.total) <= cost * (1.0 + 1e-9) + 1e-9 and (not off or int(e.peak_memory) <= peak)
 
     row = {"cost": round(cost, 6), "peak_bytes": peak, "plan_cost": round(float(result.evaluation.total), 6),
-           "plan_peak_bytes": int(result.evaluation.peak_memory), "peak_compared": off, "taken": None}
+           "plan_peak_bytes": int(result.evaluation.peak_memory), "peak_compared": off, "taken": None,
+           "rule": YOUR_LAYOUT_RULE}
     guard["your_layout"] = row
     if keeps(result.evaluation):
         return result, guard
@@ -980,7 +981,7 @@ def guard_summary(guard: dict, share: dict | None = None) -> str:
     if yours.get("taken") == "your layout":
         said = f"; your layout returned: the plans priced were worse than it (predicted); {rendering}"
     elif yours.get("taken"):
-        said = f"; {yours['taken']} returned: the plan found was worse than your layout (predicted)"
+        said = f"; {yours['taken']} returned in place of a plan worse than your layout (predicted)"
     elif yours:
         said = ("; no costlier than your layout" + (" and no higher-peaked" if yours.get("peak_compared") else "")
                 + " (predicted)")
