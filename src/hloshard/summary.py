@@ -224,6 +224,9 @@ def plan_rows(report: dict) -> list[tuple[str, str]]:
 
         rows.append(("known plans", "; ".join(said(p) for p in known)
                      + " (cost, predicted peak per device; the search starts from the cheapest)"))
+    guard = report.get("memory_guard")
+    if isinstance(guard, dict) and guard.get("summary"):   # whether the peak was checked (hloshard.jax.guard)
+        rows.append(("memory guard", guard["summary"]))
     ties = report.get("ties")
     if isinstance(ties, dict) and "tied" in ties:
         rows.append(("state", f"{ties['tied']:,} results leave in the layout their argument came in "

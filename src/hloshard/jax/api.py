@@ -47,7 +47,7 @@ from ..hlo.inline import inline_calls
 from ..interrupts import interruptible
 from .check import check_plan, program
 from .guard import (FIRST_SHARE, baseline_peak, cancel_baselines, entry_propagation, first_solve_deadline, guard_plan,
-                    guard_share_holds, moves_seconds, start_baselines)
+                    guard_share_figures, guard_summary, moves_seconds, start_baselines)
 from .jaxpr import (
     broadcast_operand_spec, broadcast_sources, carried_outputs, equation_outputs, equations, loop_layouts,
     meet_spec, pin_operand, pin_steps, runner)
@@ -692,8 +692,9 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # else the first solve keeps all of the time, as before, and no child takes the build's CPU (keras-hub's
         # 4-layer Gemma at time_limit=10: 6.7 s of tracing at load 9, round 28)
         traced = time.monotonic() - started
-        keep_share = memory_guard and not deterministic and guard_share_holds(started + float(time_limit),
-                                                                              time.monotonic(), traced)
+        # (guard.guard_share_holds' rule, the figures kept for report["time"]["guard_share"])
+        share_figures = guard_share_figures(started + float(time_limit), time.monotonic(), traced)
+        keep_share = memory_guard and not deterministic and share_figures[0] >= share_figures[1]
         if memory_guard and (deterministic or started + float(time_limit) - time.monotonic() > MIN_SOLVE_SECONDS):
             inline_calls(module)
             pending = start_baselines(module, dmesh, fsdp=budget is None, child=warm,
@@ -877,6 +878,10 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         report["known_plans"] = [p.row() for p in first_known]
         if guard is not None:
             report["memory_guard"] = guard
+            # the summary's "memory guard" row (summary.plan_rows); wall-clock: the share the guard was kept
+            guard["summary"] = guard_summary(guard, None if deterministic or not memory_guard else
+                                             {"kept": bool(keep_share), "share_seconds": share_figures[0],
+                                              "needed_seconds": share_figures[1], "traced_seconds": traced})
             if guard.get("note"):
                 report.setdefault("warnings", []).append(guard["note"])
             if guard.get("unguarded"):   # round 28: never an unguarded plan silently (guard._lowest_priced)
@@ -920,6 +925,15 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                           "guard_share_kept": bool(keep_share), "traced_seconds": round(traced, 3),
                           "first_solve_limit": first_limit, "guard_limit": float(time_limit) - first_limit
                           if memory_guard else 0.0}
+        if memory_guard and not deterministic:
+            # the guard's share against what it was estimated to need (guard.guard_share_figures): why the first solve
+            # was or was not bounded by its half (first_solve_limit is then its solver's nominal limit only) and
+            # why the data-parallel / FSDP baselines did or did not start early (new user 32's F2)
+            report["time"]["guard_share"] = {
+                "share_seconds": round(share_figures[0], 3), "needed_seconds": round(share_figures[1], 3),
+                "kept": bool(keep_share),
+                "first_solve_bounded_by": "its half of the time left" if keep_share else
+                "the call's deadline (builds), its solver by half of what the builds left"}
         # the post-solve local moves (autoshard.solve.improve_applied): annotations changed, wall seconds (noisy)
         report["local_moves"] = {"changed": len(result.local_moves or []), "seconds": round(t_moves, 3),
                                  "peak_limit": held, "pair_limit": pair_limit,
@@ -977,7 +991,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         # are in its output's layout): left out of fn (jaxpr.carried_outputs; BENCHMARKS.md round 25, jitfast)
         carried = {k: pinned[k] for k in carried_outputs(closed, eqns, pinned, operand_constraints, in_sh, out_sh)}
         outputs = {k: v for k, v in pinned.items() if k not in carried}
-        report["pins"] = {"operand_pins": len(pin_rows), "carried": sum(1 for r in pin_rows if r["equation"]),
+        # your layout returned (guard._no_worse_than_yours, the guard off): fn is your function under your shardings
+        # with no constraint of hloshard's -- the program jax.jit runs with them, which the plan of the graph only
+        # renders (new user 32's LSTM: that rendering, plan.xla(), 145.1 MB / 45.7 MB by XLA against jax.jit's
+        # 175.7 / 37.3 under GSPMD): "no worse than your layout" is then your layout itself
+        as_given = ((guard or {}).get("your_layout") or {}).get("taken") == "your layout"
+        if as_given:
+            operand_constraints, body_constraints, outputs = {}, {}, {}
+            carried, carried_broadcasts, meet_steps = dict(pinned), 0, 0
+            for row in pin_rows:
+                row["equation"] = row["input"] = None
+        report["pins"] = {"your_layout_as_given": as_given, "operand_pins": len(pin_rows),
+                          "carried": sum(1 for r in pin_rows if r["equation"]),
                           "loop_state_pins": int(getattr(result.graph, "loop_pins", 0) or 0),
                           "loop_state_carried": sum(len(v) for v in body_constraints.values()),
                           "loop_operands": loop_operands,

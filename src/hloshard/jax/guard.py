@@ -2,7 +2,8 @@
 is meant to improve on (:func:`baseline_peak`: XLA's GSPMD propagation from entry shardings, read back by
 :func:`entry_propagation` and priced by hloshard's memory model), the re-solve when the plan peaks above
 it, and, without a budget, the Pareto step after it (:func:`guard_plan`,
-:func:`hloshard.autoshard.solve.pareto_step`).
+:func:`hloshard.autoshard.solve.pareto_step`); given your shardings, the rule that the plan returned is no worse than
+your layout (:data:`YOUR_LAYOUT_RULE`, :func:`_no_worse_than_yours`); the summary's row (:func:`guard_summary`).
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ import time
 
 from ..autoshard.evaluate import evaluate_choice
 from ..autoshard.solve import (
-    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, _Unwritten, apply_solution, cheapest_within, held,
-    later_phase_seconds, pareto_step)
+    LATER_PHASE_PRICINGS, MIN_SOLVE_SECONDS, PARETO_SHARE, REPRICE_SHARE, _Unwritten, apply_solution, cheapest_within,
+    held, later_phase_seconds, pareto_step)
 from ..costgraph import evaluate
 from ..errors import HloshardError, SolveFailed
 from ..cost.memory import budget_for_model_limit, xla_lower_bound
@@ -464,8 +465,21 @@ def guard_share_holds(deadline: float, now: float, traced: float) -> bool:
     (keras-hub's 4-layer Gemma at ``time_limit=10``, load 9: 6.7 s of tracing, 3.3 s left; BERT at
     ``time_limit=20``, load 10: 3.9 s of tracing, 8.1 s kept -- the guard then had 3.2 s and was off anyway, and the
     first solve's halved window had cost the plan 97.6 -> 155.1 MB of XLA peak).  Raises nothing."""
+    share, need = guard_share_figures(deadline, now, traced)
+    return share >= need
+
+
+def guard_share_figures(deadline: float, now: float, traced: float) -> tuple:
+    """``(share, need)`` in seconds: what :func:`first_solve_deadline` keeps for the memory guard of what ``deadline``
+    leaves at ``now``, and what :func:`guard_share_holds` estimates the guard's least phase and an XLA run need from
+    ``traced`` (the seconds of tracing); the share is kept where ``share >= need``.  ``report["time"]["guard_share"]``
+    gives both, so a call whose first solve ran past its nominal half (new user 32's F2: SigLIP at ``time_limit=60``,
+    10.7 s of tracing at load 14: 24.7 s of share against 32.5 s needed; at 180 s, 26.0 s of tracing: 77.0 against
+    78.5) says why: with the share not kept, the first solve's builds run to the call's deadline (its solver gets
+    :data:`FIRST_SHARE` of what they leave) and the data-parallel / FSDP baselines are not started early, so the guard
+    is off unless the first solve ends early.  Raises nothing."""
     share = (1.0 - FIRST_SHARE) * max(0.0, float(deadline) - float(now))
-    return share >= later_phase_seconds(traced) + float(traced)
+    return share, later_phase_seconds(traced) + float(traced)
 
 
 #: the guard's re-solves share the guard's budget: the first (within the baseline's peak) gets half of it,
@@ -568,6 +582,17 @@ def baseline_as_plan(result, base: dict):
     found = base.get("found")
     if kind not in (DATA_PARALLEL_BASELINE, FSDP_BASELINE) or not found or base.get("all_replicated"):
         return None
+    return layouts_as_plan(result, found)
+
+
+def layouts_as_plan(result, found: dict):
+    """Entry shardings and XLA's propagated layouts (``found``: instruction name -> HloSharding, as
+    :func:`entry_propagation` reads them) as a plan of ``result.graph``: ``(choice, evaluation)``, the entry nodes at
+    ``found``'s layouts (:func:`hloshard.jax.known.entry_choice`), every other node at XLA's layout, completed where
+    XLA names none (:func:`hloshard.jax.known.propagated_choice`); its cost (cost units) and peak (bytes per device,
+    communication buffers included) in the graph's own figures, those every plan of the graph is compared in.  No
+    XLA run, no build: one evaluation of the graph.  None when it cannot be completed into a feasible plan.  The one
+    body of :func:`baseline_as_plan` (the data-parallel / FSDP baselines) and :func:`user_layout` (your layout)."""
     graph = result.graph
     choice = propagated_choice(graph, entry_choice(graph, result.choice, found), found)
     if choice is None or not evaluate(graph.problem, choice)[1]:
@@ -734,17 +759,20 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
     inside that limit (XLA: 21.10 MB moved at a 17.01 MB peak, against tunix's expert's 13.46 / 9.98 MB).
     Arguments as :func:`_guard`'s."""
     first_seconds = float(getattr(result.solution, "seconds", 0.0) or 0.0)
+    first = result   # the plan the first solve found (a candidate of the rule against your layout, guard off)
     first_graph = result.graph   # the first solve's (the user's budget kept): the plans' objectives and peaks
     user_budget = getattr(result.graph, "memory_budget", None)   # the guard's graph drops it (an implicit limit)
     result, guard = _guard(result, module, dmesh, keep, time_limit, seed, deterministic, deadline=deadline,
                            known_plans=known_plans, child=child, propagate=propagate, write=write, pending=pending,
                            fsdp=fsdp)
     unwritten = guard.pop("_unwritten", None)   # the plan kept stays written (write="keep")
+    yours = guard.pop("_user_plan", None)   # your layout as a plan of the graph (user_layout), when known
     left = float(time_limit) * (1.0 - sum(RESOLVE_SHARES[:guard.get("resolves", 0)]))
     if deterministic:   # the work the re-solves left (moves_seconds: the local moves' share)
         guard["work_left"] = left
     if not pareto or user_budget is not None:
-        return _cheapest_kept(first_graph, result, guard, known_plans, unwritten)
+        return _no_worse_than_yours(first, *_cheapest_kept(first_graph, result, guard, known_plans, unwritten),
+                                    known_plans, yours, unwritten)
     if deterministic:   # one bisection step's share of the guard's budget, at most what its re-solves left
         budget = min(left, RESOLVE_SHARES[-1] * float(time_limit))
     else:   # the plan is re-priced after the step: its reserve is kept back, as the solves keep it
@@ -766,7 +794,8 @@ def guard_plan(result, module, dmesh, keep: str, time_limit: float, seed: int, d
             stepped.written = None
             guard["written"] = False
             unwritten = None
-    return _cheapest_kept(first_graph, stepped, guard, known_plans, unwritten)
+    return _no_worse_than_yours(first, *_cheapest_kept(first_graph, stepped, guard, known_plans, unwritten),
+                                known_plans, yours, unwritten)
 
 
 def cheapest_found(graph, plan, limit: int, known_plans=(), margin: float = 1.0):
@@ -830,6 +859,151 @@ def _cheapest_kept(graph, result, guard: dict, known_plans, unwritten):
                      f"({format_bytes(limit)}), {name}, costs {float(ev.total):,.0f} against {cost:,.0f} "
                      f"(more than {PARETO_SHARE:g} less): returned instead ({format_bytes(int(ev.peak_memory))})")
     return out, guard
+
+
+def user_layout(result, module, dmesh, pending=None, deadline: float | None = None, reserve: float = 0.0) -> tuple:
+    """``(plan, why)``: your layout -- the entry shardings you gave (``module``'s parameters, :func:`user_sharded`)
+    with the intermediates XLA's propagation gives them, the plan ``jax.jit`` runs with your shardings -- as a plan of
+    ``result.graph`` (:func:`layouts_as_plan`: ``(choice, evaluation)``, cost units and bytes per device in the
+    graph's figures), read from ``pending`` (the propagation :func:`start_baselines` started beside the first solve,
+    :class:`hloshard.partition_specs.PendingPropagation`); ``plan`` None and ``why`` a sentence when it cannot be
+    had: not started, failed, cut or not done in the time.  Wall-clock mode (``deadline``): an answer already in is
+    read whatever the time; one still running is waited for until ``deadline`` less one 1-D build's seconds
+    (``reserve``, the graph's re-pricing reserve, over :data:`hloshard.autoshard.solve.REPRICE_SHARE`: the order of
+    the one evaluation of the graph that makes it a plan), not past it.  Deterministic mode: at most 600 s, the
+    runs' own time-out.  For the memory guard off (:func:`_guard`): the guard's own read of it is what timed out or
+    had no time left for its pricing (new user 32's F3 / F9: LSTM and SigLIP given their layouts at load 17-25),
+    and this reads it without pricing its written module.  Raises nothing."""
+    if pending is None:
+        return None, "its XLA propagation was not started"
+    if deadline is None:
+        wait = 600.0
+    elif hasattr(pending, "done") and pending.done():
+        wait = 0.0
+    else:   # the evaluation after it is about one 1-D build (the reserve is REPRICE_SHARE of that build)
+        wait = max(0.0, _time_left(deadline) - float(reserve) / REPRICE_SHARE)
+    try:
+        _, found = entry_propagation(module, dmesh, None, timeout=wait, pending=pending)
+    except HloshardError as exc:
+        return None, f"XLA's propagation of your shardings could not be read ({exc})"
+    plan = layouts_as_plan(result, found)
+    return (plan, None) if plan is not None else (None, "XLA's layouts from your shardings are no plan of the graph")
+
+
+#: the rule against your layout (:func:`_no_worse_than_yours`) as ``report["memory_guard"]["your_layout"]["rule"]``
+#: says it
+YOUR_LAYOUT_RULE = ("a plan returned with your shardings kept costs no more than your layout (XLA's propagation of "
+                    "your shardings, as a plan of the graph) and, with the memory guard off, peaks no higher (both "
+                    "predicted, the graph's figures; with the guard on, its baseline is your layout and its peak "
+                    "verdict stands); else the cheapest plan priced that keeps both, else your layout")
+
+
+def _no_worse_than_yours(first, result, guard: dict, known_plans, yours, unwritten):
+    """``(result, guard)`` after the rule against your layout (:data:`YOUR_LAYOUT_RULE`; issue 24, round 33): with
+    your layout known as a plan of the graph (``yours``: ``(choice, evaluation)``, :func:`user_layout` /
+    :func:`layouts_as_plan` of the guard's ``"gspmd"`` baseline), the plan returned must cost no more than it
+    (``evaluation.total``, cost units) and, when the guard had no baseline (``guard["off"]``: nothing checked the
+    plan's peak), peak no higher (``evaluation.peak_memory``, graph figure).  Otherwise the cheapest of the plans
+    priced that keeps both -- with the guard off: ``first`` (the plan the first solve found) and the feasible
+    ``known_plans`` (and the greedy plans they refined); with it on: none, the guard's peak verdict being its own --
+    else your layout itself (``_held``: its choice in ``first``'s graph).  ``guard["your_layout"]`` reports your
+    layout's figures, the plan's, and what was taken.  The module is put back when a plan kept written
+    (``unwritten``, ``guard["written"]``) is replaced.
+
+    Why (new user 32's F3 / F9): given their own layouts (``keep_shardings="io"``) at load 17-25 the guard could not
+    read its baseline in the time, and the guard-off rule (the lowest-peak plan priced, :func:`_lowest_priced`)
+    returned the data-parallel plan -- your entry with its intermediates chosen greedily, 4.5x the plan found's cost
+    on the LSTM -- which XLA put at +29% bytes / +18% peak (LSTM) and +52% bytes (SigLIP) against the user's own
+    layout, which was known (its propagation had been started beside the first solve) and is what ``jax.jit`` does
+    with the shardings given.  The guard's own verdict on the peak (written modules, within the memory model's
+    measured error, :func:`_below_baseline`) is not replaced by the strict graph-figure comparison: holding the
+    baseline's plan against it took keras-hub's 4-layer Gemma given its layout map from 161.71 to 182.58 MB by XLA
+    (round 28)."""
+    if yours is None:
+        return result, guard
+    choice, ev = yours
+    cost, peak = float(ev.total), int(ev.peak_memory)
+    off = guard.get("baseline") is None
+
+    def keeps(e) -> bool:
+        return float(e.total) <= cost * (1.0 + 1e-9) + 1e-9 and (not off or int(e.peak_memory) <= peak)
+
+    row = {"cost": round(cost, 6), "peak_bytes": peak, "plan_cost": round(float(result.evaluation.total), 6),
+           "plan_peak_bytes": int(result.evaluation.peak_memory), "peak_compared": off, "taken": None,
+           "rule": YOUR_LAYOUT_RULE}
+    guard["your_layout"] = row
+    if keeps(result.evaluation):
+        return result, guard
+    candidates = []
+    if off:
+        known = [q for p in known_plans for q in (p, getattr(p, "greedy", None)) if q is not None and q.feasible
+                 and getattr(q, "evaluation", None) is not None and q.choice is not None]
+        candidates = [("the plan found", first.choice, first.evaluation)] + [
+            (f"the {q.name} plan, known before the search", q.choice, q.evaluation) for q in known]
+    best = min((c for c in candidates if c[1] is not None and keeps(c[2])), key=lambda c: float(c[2].total),
+               default=None)
+    name, pick = (best[0], (list(best[1]), best[2])) if best is not None else ("your layout", (list(choice), ev))
+    if unwritten is not None and guard.get("written"):   # the plan kept written is taken out (auto_shard writes)
+        _unwrite(result, unwritten)
+        guard["written"] = False
+    out = _held(first, pick, first.graph)
+    out.written = None
+    row["taken"] = name
+    worse = "costs more" if float(result.evaluation.total) > cost * (1.0 + 1e-9) + 1e-9 else "peaks higher"
+    guard["note"] = (f"{guard.get('note') or 'memory guard'}; that plan {worse} than your layout (XLA's propagation "
+                     f"of your shardings: {float(ev.total):,.0f} at {format_bytes(peak)}, against "
+                     f"{float(result.evaluation.total):,.0f} at {format_bytes(int(result.evaluation.peak_memory))}; "
+                     f"cost, predicted peak per device): {name} returned instead "
+                     f"({float(pick[1].total):,.0f} at {format_bytes(int(pick[1].peak_memory))})")
+    return out, guard
+
+
+#: what the summary's "memory guard" row tells the user to check when nothing checked the plan's peak
+CHECK_PEAK = ("check XLA's peak per device before training with it -- plan.xla().memory_json(), or memory_analysis() "
+              "of plan.jit().lower(*args).compile() -- against your own layout's or jax.jit's data-parallel plan's; a "
+              "longer time_limit or deterministic=True lets the guard run")
+
+
+def guard_summary(guard: dict, share: dict | None = None) -> str:
+    """The summary's ``memory guard`` row (``report["memory_guard"]["summary"]``, printed by
+    :func:`hloshard.summary.plan_rows`): whether the plan's peak was checked against a baseline, in a few words, and,
+    when it was not (``guard["off"]``, ``guard["unguarded"]``), that it was not and which figure to check (XLA's
+    peak per device, :data:`CHECK_PEAK`).  Why (new user 32's F2, F15): the SigLIP plan came back at 1.9x the
+    user's peak with the guard off, which only a ``UserWarning`` and the last of four warning paragraphs said, and a
+    14-line note did not tell whether a plan was guarded.  ``share`` (wall-clock mode: ``kept``, ``share_seconds``,
+    ``needed_seconds``, ``traced_seconds``, :func:`guard_share_figures`): with the guard off, whether its share of the
+    time could hold it.  Raises nothing."""
+    fmt = lambda b: format_bytes(int(b)) if b is not None else "?"
+    yours = guard.get("your_layout") or {}
+    said = ""
+    rendering = ("plan.jit() runs your own jax.jit program of it; the cost and collectives above are hloshard's "
+                 "rendering of it")
+    if yours.get("taken") == "your layout":
+        said = f"; your layout returned: the plans priced were worse than it (predicted); {rendering}"
+    elif yours.get("taken"):
+        said = f"; {yours['taken']} returned in place of a plan worse than your layout (predicted)"
+    elif yours:
+        said = ("; no costlier than your layout" + (" and no higher-peaked" if yours.get("peak_compared") else "")
+                + " (predicted)")
+    if guard.get("off"):
+        why = "no baseline priced in the time"
+        if share and not share.get("kept"):
+            why += (f"; its share, {share['share_seconds']:.1f} s, was below the {share['needed_seconds']:.1f} s "
+                    f"an XLA run and two pricings were estimated to need from the {share['traced_seconds']:.1f} s of "
+                    f"tracing")
+        if yours.get("taken") == "your layout":   # its peak is what jax.jit makes of your shardings: nothing to check
+            return (f"OFF ({why}): your layout is returned -- XLA's propagation of your shardings, as jax.jit runs "
+                    f"them -- since every plan priced was worse than it on predicted bytes or peak; {rendering}")
+        return f"OFF: nothing checked this plan's peak ({why}){said}; {CHECK_PEAK}"
+    base, limit = guard.get("baseline"), guard.get("baseline_peak_bytes")
+    if guard.get("unguarded"):
+        return (f"UNGUARDED: the plan peaks above the {base} baseline's {fmt(limit)} (predicted) and no plan was found "
+                f"within it{said}; {CHECK_PEAK}")
+    if guard.get("applied"):
+        how = f"the {guard['fallback']} plan returned" if guard.get("fallback") else "re-solved"
+        return f"applied: {how} within the {base} baseline's {fmt(guard.get('limit_bytes'))} (predicted){said}"
+    return (f"checked: the plan's peak is within the {base} baseline's {fmt(limit)} (predicted, within the memory "
+            f"model's measured error){said}")
 
 
 def _written_peak(result, module, dmesh) -> tuple:
@@ -1075,7 +1249,12 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
                 base = None
     except (HloshardError, SolveFailed) as exc:
         cancel_baselines(own)
-        return _guard_off(result, known_plans, f"the baseline could not be priced ({exc})")
+        off = _guard_off(result, known_plans, f"the baseline could not be priced ({exc})")
+        if user_sharded(module):   # your layout, read without its pricing: the rule against it (guard_plan)
+            off[1]["_user_plan"], why = user_layout(result, module, dmesh, early.get("user"), deadline, reserve)
+            if why:
+                off[1]["your_layout_note"] = why
+        return off
     except BaseException:   # Ctrl-C (auto_shard raises KeyboardInterrupt): no XLA child left running
         cancel_baselines(own)
         raise
@@ -1096,6 +1275,10 @@ def _guard(result, module, dmesh, keep: str, time_limit: float, seed: int, deter
             guard[f"baseline_{key}_peak_bytes"] = b["peak_bytes"]
     for key, note in notes.items():
         guard[f"{key}_note"] = note
+    if base["plan"] == "gspmd" and base.get("found") and not base.get("all_replicated"):
+        # your shardings: your layout as a plan of the graph, the bar the plan returned must not cost more than
+        # (guard_plan's last rule, _no_worse_than_yours)
+        guard["_user_plan"] = layouts_as_plan(result, base["found"])
     if early.get("user") is not None and sharded:   # its XLA run started beside the first solve (api.py)
         guard["baseline_started_early"] = True
     # the others' XLA runs started before the first solve (start_baselines) and read here
