@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from hloshard.hlo import parse_module
 from hloshard.mesh import DeviceMesh
-from hloshard.partition_specs import partition_specs
+from hloshard.partition_specs import loops_note, partition_specs
 
 TEXT = """HloModule loop
 
@@ -56,3 +56,12 @@ def test_a_module_without_loops_lists_none():
 """
     ps = partition_specs(parse_module(text, "<flat>"), DeviceMesh.parse("data=2,model=4"), propagate=False)
     assert ps["loops"] == []
+
+
+def test_solve_warns_that_in_out_specs_cannot_reach_loop_bodies():
+    ps = partition_specs(parse_module(TEXT, "<loop>"), DeviceMesh.parse("data=2,model=4"), propagate=False)
+    note = loops_note(ps)
+    assert note is not None and "1 loop " in note and "5 sharded instructions" in note
+    assert "with_sharding_constraint" in note
+    assert loops_note({"loops": [dict(ps["loops"][0], body_sharded=0)]}) is None   # nothing sharded inside
+    assert loops_note({"loops": []}) is None

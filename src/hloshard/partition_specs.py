@@ -499,6 +499,22 @@ def unnamed_paths_note(specs: dict) -> str | None:
             "leaves by `instruction`")
 
 
+
+def loops_note(specs: dict) -> str | None:
+    """A warning when ``specs`` (:func:`partition_specs`) lists loops whose bodies the plan shards: ``jax.jit``'s
+    in/out shardings cannot reach inside a loop body, so the plan is carried out there only by constraints written
+    in the scanned function (:func:`loop_specs`; new user 32's F17).  None when no loop body holds a sharded
+    instruction."""
+    held = [lp for lp in specs.get("loops") or [] if lp.get("body_sharded")]
+    if not held:
+        return None
+    n = sum(lp["body_sharded"] for lp in held)
+    return (f"--partition-specs: {len(held)} loop{'s' if len(held) != 1 else ''} (their bodies hold {n:,} sharded "
+            f"instruction{'s' if n != 1 else ''}; `loops` in the file): jax.jit's in/out shardings cannot reach "
+            "inside a loop body, so jitting with these specs alone does not carry out the plan there; write "
+            "with_sharding_constraint inside the scanned function (the file's `loops[].state`), or use "
+            "hloshard.jax.auto_shard, whose plan.fn writes them")
+
 # ------------------------------------------------------------------------------------------------
 # the child process (jax imported only there)
 

@@ -30,7 +30,7 @@ import click
 from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
-from ..partition_specs import unnamed_paths_note, write_partition_specs
+from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
 from ..units import format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
@@ -615,10 +615,11 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         html = solve_report_html(report, result)
     phases["write"] = time.monotonic()   # printing the module and the reports; the file writes follow
     if partition_specs_file:   # XLA's propagation in the child started at the parse's end (new user 30 F7)
-        unnamed = unnamed_paths_note(write_partition_specs(partition_specs_file, module, dmesh,
-                                                              child=at_solve.child if at_solve else None))
-        if unnamed:
-            report["warnings"].append(unnamed)
+        specs = write_partition_specs(partition_specs_file, module, dmesh,
+                                      child=at_solve.child if at_solve else None)
+        for note in (unnamed_paths_note(specs), loops_note(specs)):
+            if note:
+                report["warnings"].append(note)
         phases["partition specs"] = time.monotonic()
     report["seconds_phases"] = _phase_seconds(started, phases, result, search is not None)
     report["time_limit"] = time_limit
