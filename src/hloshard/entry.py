@@ -22,6 +22,7 @@ import os
 import sys
 
 from .interrupts import held_interrupts
+from .io import whole_writes_to_stdout
 
 
 def main() -> None:
@@ -32,6 +33,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
+    whole_writes_to_stdout()   # a reader that leaves mid-write is seen (exit 1), not a silently cut output
     try:
         cli_main()
         code = 0
