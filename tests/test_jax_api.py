@@ -432,6 +432,8 @@ def test_auto_shard_memory_guard_without_user_shardings():
     assert out["forced_budget"]["guard"].get("pareto") == out["forced"]["guard"].get("pareto"), out
     # ... and its local moves: the very module (autoshard.solve.improve_applied on both paths)
     assert out["forced_budget"]["hlo"] == out["forced"]["hlo"]
+    # plan.hlo_text states the devices it is for, as solve's output does (fresh-clone check 33)
+    assert out["forced"]["hlo"].splitlines()[0].endswith("num_partitions=8"), out["forced"]["hlo"].splitlines()[0]
     # the local moves lower the cost and stay within the guard's limit (or the written peak)
     for label in ("forced", "forced_budget"):
         f, mv = out[label], out[label]["moves"]

@@ -181,16 +181,6 @@ def _write_product(path: str, text: str) -> bool:
     return False
 
 
-def state_partitions(module, devices: int) -> None:
-    """Write XLA's module header field ``num_partitions=devices`` into ``module`` (the device count of the mesh the plan
-    was solved for) where the header states none or 1, so that the written module says what it is for: ``cost``,
-    ``lint``, ``explain`` and XLA read the device count from it, also for a plan that shards nothing (new user 32 F5:
-    ``cost`` of a replicated ``solve`` output asked for ``--mesh`` again).  A count already stated is the mesh's (the
-    mesh is refused otherwise, :meth:`hloshard.mesh.DeviceMesh.for_module`).  Nothing for one device."""
-    if int(devices) > 1 and (module.num_partitions or 1) == 1:
-        module.attrs["num_partitions"] = str(int(devices))
-
-
 def _echo_json(text: str) -> bool:
     """Print ``text`` (``--format json``'s report, the product on stdout) and flush; True when standard output was
     closed before it was all written (``| true``, ``| head``): standard output is then pointed at /dev/null
@@ -607,7 +597,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     if use_xla:  # the GSPMD shardings as solve wrote them, before the Shardy attributes are added
         comparison = compare_module(module, dmesh, result.written or result)
         report["xla"] = comparison.to_json()
-    state_partitions(module, dmesh.num_devices)   # the header says the devices the plan is for (new user 32 F5)
+    module.state_partitions(dmesh.num_devices)   # the header says the devices the plan is for (new user 32 F5)
     annotate_module(module)  # Shardy-mode input: xla.sdy.sharding beside every sharding= (hloshard.sdy)
     out_text = print_module(module)
     html = None

@@ -418,6 +418,15 @@ class Module:
     def num_partitions(self) -> int | None:
         return self._int_attr("num_partitions")
 
+    def state_partitions(self, devices: int) -> None:
+        """Write XLA's module header field ``num_partitions=devices`` (the device count of the mesh a plan was
+        solved for) where the header states none or 1, so that a written plan says what it is for: ``cost``,
+        ``lint``, ``explain`` and XLA read the device count from it, also for a plan that shards nothing (new
+        user 32 F5).  A count already stated is the mesh's (a mesh of another count is refused,
+        :meth:`hloshard.mesh.DeviceMesh.for_module`).  Nothing for one device."""
+        if int(devices) > 1 and (self.num_partitions or 1) == 1:
+            self.attrs["num_partitions"] = str(int(devices))
+
     @property
     def num_replicas(self) -> int | None:
         return self._int_attr("replica_count")

@@ -1037,6 +1037,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     report["time"]["past_deadline"] = None if deadline is None else round(max(0.0, end - deadline), 3)
     # re-solves on a work budget past the clock under a memory budget (autoshard.solve._fit_buffers' rescues)
     report["time"]["rescues"] = list(getattr(result.graph, "rescues", None) or [])
+    module.state_partitions(dmesh.num_devices)   # hlo_text states its devices, as solve's output does
     return AutoShardResult(in_shardings=tuple(jax.tree_util.tree_unflatten(in_tree, in_sh)),
                            out_shardings=jax.tree_util.tree_unflatten(out_tree, out_sh), fn=constrained,
                            constraints=constraints, report=report, module=module, solve_result=result,
