@@ -4,7 +4,10 @@ The candidates are every ordered factorization of N devices into 1 to 3 axes of 
 ``2x4``, ``4x2``, ``2x2x2``), plus the module's own mesh (its Shardy mesh, else the mesh its user
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
 command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
-internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on the one
+internal mesh are solved once, as the twin whose solve has a coarser space to start from where one has
+(:func:`hloshard.autoshard.coarse.coarse_mesh`: 2x4 refined to 2x2x2 starts from 2x4 unrefined, the 1-D mesh refined
+onto the same 2x2x2 from nothing), and a search whose candidates are all one problem gives it the whole limit in
+wall-clock mode (it is then solved as ``solve --mesh <it> --time-limit`` solves it). They are solved with :func:`hloshard.autoshard.solve_module` on the one
 module, without writing anything into it (``apply=False``; only the picked candidate's choice is
 written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
 is solved first, in this process, with ``time_limit / candidates``; its plan is every later candidate's
