@@ -4,7 +4,10 @@ The candidates are every ordered factorization of N devices into 1 to 3 axes of 
 ``2x4``, ``4x2``, ``2x2x2``), plus the module's own mesh (its Shardy mesh, else the mesh its user
 shardings imply) when that is not one of them. Each candidate is refined for the module as every
 command's mesh is (:meth:`hloshard.mesh.DeviceMesh.for_module`); candidates refined onto the same
-internal mesh are solved once. They are solved with :func:`hloshard.autoshard.solve_module` on the one
+internal mesh are solved once, as the twin whose solve has a coarser space to start from where one has
+(:func:`hloshard.autoshard.coarse.coarse_mesh`: 2x4 refined to 2x2x2 starts from 2x4 unrefined, the 1-D mesh refined
+onto the same 2x2x2 from nothing), and a search whose candidates are all one problem gives it the whole limit in
+wall-clock mode (it is then solved as ``solve --mesh <it> --time-limit`` solves it). They are solved with :func:`hloshard.autoshard.solve_module` on the one
 module, without writing anything into it (``apply=False``; only the picked candidate's choice is
 written, :func:`hloshard.autoshard.solve.apply_solution`). The cheapest strategy space (:func:`_work`)
 is solved first, in this process, with ``time_limit / candidates``; its plan is every later candidate's
@@ -50,7 +53,7 @@ import os
 from .autoshard import solve_module
 from .autoshard.build import build_graph
 from .autoshard.coarse import build_cost, layout_counts  # the one build estimate
-from .autoshard.coarse import CoarseSolve, map_choice
+from .autoshard.coarse import CoarseSolve, coarse_mesh, map_choice
 from .autoshard.evaluate import evaluate_choice
 from .autoshard.solve import REPRICE_SHARE, SolveResult, apply_solution
 from .devices import get_profile
@@ -273,11 +276,29 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     distinct = []
     # candidates refined onto the same internal mesh with the same link costs: the same problem, solved once; the
     # cluster's own shape first, so that it is the one solved and the others are the same as it
+    coarser: dict = {}   # candidate -> whether its solve has a coarser space to start from (coarse.coarse_mesh)
+
+    def has_coarser(i: int) -> bool:
+        if i not in coarser:
+            coarser[i] = coarse_mesh(meshes[i][1], first) is not None
+        return coarser[i]
+
     for i in ([cluster_i] if cluster_i is not None else []) + [i for i in order if i != cluster_i]:
         label, mesh = meshes[i]
         trial = trials[i] = MeshTrial(label, mesh, scale=scales[i])
-        twin = next((trials[j] for j in distinct if _same_problem(trials[j].mesh, mesh)), None)
-        if twin is not None:
+        k = next((k for k, j in enumerate(distinct) if _same_problem(trials[j].mesh, mesh)), None)
+        if k is not None and distinct[k] != cluster_i and not has_coarser(distinct[k]) and has_coarser(i):
+            # coarse to fine among twins (new user 33 F4): a candidate whose solve starts from a coarser space (its
+            # user mesh unrefined: 2x4 refined to 2x2x2 starts from the plan of 2x4 itself) stands for twins that
+            # have none (the 1-D mesh refined onto the same 2x2x2): NeoX's 8, 2x4, 4x2 and 2x2x2 were all solved
+            # as 8, on the refined graph alone, 22% above what `--mesh 2x4` writes from its coarse plan
+            j, distinct[k] = distinct[k], i
+            for t in [trials[j]] + [t for t in trials if t is not None and t.same_as == trials[j].label]:
+                t.status, t.same_as = "same", label
+                t.message = f"refined to the same internal mesh {mesh} as {label}"
+            continue
+        if k is not None:
+            twin = trials[distinct[k]]
             trial.status, trial.same_as = "same", twin.label
             trial.message = f"refined to the same internal mesh {mesh} as {twin.label}"
         else:
@@ -288,7 +309,15 @@ def search_meshes(module, filename: str, devices: int | None = None, alpha=None,
     # the cheapest candidate first, in this process: its build measures the rate for the skip rule
     head = distinct[0]
     share = max(1.0, float(time_limit) / len(order))
-    _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
+    if len(distinct) == 1 and not deterministic:
+        # every candidate is the same problem (NeoX: 8, 2x4, 4x2, 2x2x2 all refined to one 2x2x2): it is solved as
+        # `solve --mesh <it> --time-limit T` solves it, the whole limit its deadline (coarse to fine, the fine build
+        # stopped where it would not fit, the re-pricing reserve kept), not with 1/4 of it and the rest unused
+        end = start + float(time_limit)
+        _record(trials[head], _solve_one(first, meshes[head][1], float(time_limit), options, progress, end, end,
+                                         reprice=True), first)
+    else:
+        _record(trials[head], _solve_one(first, meshes[head][1], share, options, progress), first)
     if trials[head].result is not None:   # coarse to fine across the candidates: the head's plan is a start of each
         options["known"] = _carried(trials[head].result)
         if not deterministic and memory_budget is None:   # and, where it is their coarse mesh, their coarse solve
@@ -398,13 +427,14 @@ def _same_problem(a: DeviceMesh, b: DeviceMesh) -> bool:
 
 
 def _solve_one(module, mesh, share: float, options: dict, progress=None, deadline: float | None = None,
-               end: float | None = None) -> dict:
+               end: float | None = None, reprice: bool = False) -> dict:
     """Solve one candidate without writing into ``module``: a dict with the solve result or the failure.
     ``deadline`` (a ``time.monotonic()`` instant, wall-clock mode): a candidate not started by then is
     skipped (status ``"skipped"``), so the search's candidates cannot run past the limit one floor share
     at a time.  ``end`` (wall-clock mode, :class:`_Schedule`): the instant this candidate's builds and solves
     end by (its coarse build, coarse solve, fine build and fine solve fit in it, as ``solve --time-limit``'s
-    fit in the command's limit); default ``deadline``."""
+    fit in the command's limit); default ``deadline``.  ``reprice``: the candidate keeps its own re-pricing reserve
+    before ``end`` (the only distinct candidate: the search keeps no :func:`final_reserve` after it)."""
     t0 = time.monotonic()
     if deadline is not None and t0 >= deadline:
         return {"status": "skipped", "seconds": 0.0,
@@ -419,7 +449,7 @@ def _solve_one(module, mesh, share: float, options: dict, progress=None, deadlin
         # unbudgeted first step re-prices its written plan (solve._unbudgeted_first), and solves its own coarse mesh
         timed = dict(deadline=end, stop_build=True) if end is not None else {}
         result = solve_module(module, mesh, time_limit=share, progress=progress, reevaluate=False, apply=False,
-                              reprice_reserve=False,
+                              reprice_reserve=bool(reprice),
                               **timed, **options)
     except SolveFailed as exc:
         return {"status": getattr(exc, "status", "infeasible"), "message": str(exc),
