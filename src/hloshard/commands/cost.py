@@ -351,7 +351,7 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     parsing = start_step(f"parsing {module_file}", show)
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    apply_ties(module, ties)   # --tie: what the completion chooses keeps state layouts (checked at the build)
+    apply_ties(module, ties)   # --tie: what the completion chooses keeps state layouts (checked here, before any work)
     dmesh, scale, _budget = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)
     parsing.stop()
     note_input(module_file, module)

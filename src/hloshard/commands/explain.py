@@ -72,7 +72,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
         module = load_module(module_file)  # HLO text or StableHLO .mlir; jax's Shardy out_shardings read
         verify_module(module, name)
     note_input(module_file, module)
-    apply_ties(module, ties)   # --tie: checked against the module when its cost graph is built
+    apply_ties(module, ties)   # --tie: checked against the module here, before any work
     if use_xla:
         xla_ready(module, name)
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)

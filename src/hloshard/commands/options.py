@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import click
 
-from ..strategy.ties import matching_ties, parse_tie
+from ..strategy.ties import check_ties, matching_ties, parse_tie
 from ..errors import UsageError
 from ..mesh_setup import mesh_from_options, timed_mesh_from_options
 from ..units import parse_bytes
@@ -110,8 +110,10 @@ def tie_option(func):
 
 def apply_ties(module, ties) -> None:
     """Add ``ties`` (:func:`tie_option`'s value) to ``module.ties`` (read when the cost graph is built,
-    :func:`hloshard.strategy.ties.module_ties`, and checked against the module there): ``"matching"``
-    becomes :func:`hloshard.strategy.ties.matching_ties` for the outputs no explicit pair names."""
+    :func:`hloshard.strategy.ties.module_ties`) and check every tie of the module against it at once
+    (:func:`hloshard.strategy.ties.check_ties`: UsageError, exit 2, for a tie naming nothing or tying different
+    shapes): ``"matching"`` becomes :func:`hloshard.strategy.ties.matching_ties` for the outputs no explicit pair
+    names."""
     if not ties:
         return
     given = [t for t in ties if t != "matching"]
@@ -119,6 +121,9 @@ def apply_ties(module, ties) -> None:
         taken = {t.output for t in given}
         given += [t for t in matching_ties(module) if t.output not in taken]
     module.ties = list(getattr(module, "ties", None) or []) + given
+    # checked against the parsed module at once, before any work (new user 33 F11: `--tie 1=5` tying different
+    # shapes was found only after the cost graph's build, 85-119 s, or not at all when the build ran out of time)
+    check_ties(module)
 
 
 def tie_words(ties) -> str:

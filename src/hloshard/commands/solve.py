@@ -473,7 +473,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    apply_ties(module, ties)   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
+    apply_ties(module, ties)   # --tie: checked against the module here, before any work (strategy.ties.check_ties)
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
