@@ -77,3 +77,24 @@ def test_solve_output_with_a_folded_reshape_lints_clean(tmp_path):
     r = run(["lint", out])
     assert r.exit_code == 0 and "HS501" not in r.output, r.output
     assert "All checks passed" in r.output
+
+
+# --------------------------------------------------------------------------- F14: the plan row names the replacement
+
+def test_the_plan_row_names_what_replaced_the_search_answer():
+    """New user 33 F14: the summary said the plan was "put in its place after it (the notes and warnings say which)"
+    while only ``report["memory_guard"]["pareto"]["note"]`` named it.  The row now names it from the report, and
+    never promises a note that does not exist."""
+    from hloshard.autoshard.solve import REPLACED_SOURCE
+    from hloshard.summary import plan_words
+
+    assert "notes and warnings" not in REPLACED_SOURCE
+    note = "Pareto step: peak 59.3 MiB -> 49.6 MiB per device (predicted) at cost 22,838,760"
+    report = {"plan_source": REPLACED_SOURCE,
+              "memory_guard": {"pareto": {"applied": True, "note": note}, "cheapest": {"taken": False}}}
+    assert plan_words(report) == f"{REPLACED_SOURCE}: the memory guard's {note}"
+    report["memory_guard"]["fallback"] = "data-parallel"   # an earlier rule; the Pareto step ran last
+    assert plan_words(report).endswith(note)
+    report["memory_guard"]["your_layout"] = {"taken": "your layout"}
+    assert "your layout, returned by the memory guard" in plan_words(report)
+    assert plan_words({"plan_source": REPLACED_SOURCE}) == REPLACED_SOURCE   # nothing names it: nothing promised

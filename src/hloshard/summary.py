@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .autoshard.report import reshard_cache_warning
+from .autoshard.solve import REPLACED_SOURCE
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_labelled, print_table, report_console
@@ -309,6 +310,46 @@ def refinement_note(report: dict) -> str | None:
     return None
 
 
+def replacement_words(report: dict) -> str | None:
+    """What put another plan in the place of the search's answer, in words, read from the report's
+    ``memory_guard`` (:mod:`hloshard.jax.guard`: the rules run in this order, the last that took a plan is named):
+    your layout (``your_layout.taken``), the cheapest plan within the guard's limit (``cheapest.taken``), the Pareto
+    step (``pareto.applied``, its note), a fallback (``fallback``, ``known_plan``), else the note's last clause that
+    returned a plan.  None when the report names none.  New user 33 F14: the summary said "the notes and warnings
+    say which" above notes and warnings of which none did; the Pareto step was in the report only."""
+    g = report.get("memory_guard")
+    if not isinstance(g, dict):
+        return None
+    yours = g.get("your_layout") or {}
+    if yours.get("taken"):
+        return f"{yours['taken']}, returned by the memory guard in place of a plan worse than your layout (predicted)"
+    cheapest = g.get("cheapest") or {}
+    if cheapest.get("taken"):
+        return (f"the cheapest plan known within the memory guard's limit, {cheapest.get('name')} (cost "
+                f"{float(cheapest.get('cost') or 0):,.0f} against the found plan's "
+                f"{float(cheapest.get('cost_before') or 0):,.0f})")
+    pareto = g.get("pareto") or {}
+    if pareto.get("applied") and pareto.get("note"):
+        return f"the memory guard's {pareto['note']}"
+    if g.get("known_plan"):
+        return f"the {g['known_plan']} plan, known without a search, by the memory guard"
+    if g.get("fallback"):
+        return f"the {g['fallback']} plan, the memory guard's fallback"
+    clauses = [c for c in str(g.get("note") or "").split("; ") if "instead" in c]
+    if clauses:
+        return f"the memory guard: {clauses[-1]}"
+    return None
+
+
+def plan_words(report: dict) -> str | None:
+    """The summary's ``plan`` row: ``report["plan_source"]``, and when a rule after the search replaced the plan
+    (:data:`hloshard.autoshard.solve.REPLACED_SOURCE` alone) what did it (:func:`replacement_words`)."""
+    source = report.get("plan_source")
+    if source == REPLACED_SOURCE and replacement_words(report):
+        return f"{source}: {replacement_words(report)}"
+    return source
+
+
 def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
@@ -331,7 +372,7 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t.add_row("memory", memory_line(report))
     t.add_row("status", status_in_words(report))
     if report.get("plan_source"):   # which plan the solver's answer is (hloshard.autoshard.solve.plan_source_words)
-        t.add_row("plan", report["plan_source"])
+        t.add_row("plan", plan_words(report))
     for name, value in plan_rows(report):
         t.add_row(name, value)
     if replicated_inputs_row(report):

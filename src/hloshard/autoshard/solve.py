@@ -226,6 +226,11 @@ def _hold(graph: Graph, choice) -> None:
         plans.append(c)
 
 
+#: ``SolveResult.source`` of a plan that a later rule put in the place of the solver's answer (what follows it, when
+#: anything does, names the rule: ``replaced_by``, or the summary's :func:`hloshard.summary.replacement_words`)
+REPLACED_SOURCE = "another plan than the search's answer, put in its place after it"
+
+
 @dataclass
 class SolveResult:
     """What :func:`solve_module` returns: the graph, the solver's Solution (integer units), the choice
@@ -262,6 +267,10 @@ class SolveResult:
     #: another plan, e.g. by the memory guard's or a budget's fallback, keeps the old one: :attr:`source` then
     #: says the plan was replaced instead of naming the solver's answer)
     plan_source_choice: tuple | None = None
+    #: what put another plan in the place of the solver's answer, in words, when the rule that did it said so (a
+    #: budget's written-module fallback, :func:`_written_within`); None otherwise (the summary then reads it from
+    #: the report: :func:`hloshard.summary.replacement_words`)
+    replaced_by: str | None = None
 
     def __post_init__(self):
         if self.plan_source is not None and self.plan_source_choice is None:
@@ -270,14 +279,15 @@ class SolveResult:
     @property
     def source(self) -> str | None:
         """Where the plan in ``choice`` came from, in words: ``plan_source`` while ``choice`` is the plan it was
-        recorded for; a fixed sentence when a later rule replaced the plan (the memory guard's fallbacks, a budget's
-        written-module fallback: their notes and warnings name the plan); None when nothing was recorded.  (New user
-        30 F13: a summary said "the search's (from the greedy start)" above a warning that the greedy plan, known
-        without a search, was written.)"""
+        recorded for; :data:`REPLACED_SOURCE` when a later rule replaced the plan (the memory guard's fallbacks, a
+        budget's written-module fallback), followed by ``replaced_by`` when that rule named it; None when nothing was
+        recorded.  (New user 30 F13: a summary said "the search's (from the greedy start)" above a warning that the
+        greedy plan, known without a search, was written; new user 33 F14: "the notes and warnings say which" where
+        none did -- the guard's Pareto step is named in its report only, which the summary now reads.)"""
         if self.plan_source is None:
             return None
         if tuple(int(x) for x in self.choice) != self.plan_source_choice:
-            return "another plan than the search's answer, put in its place after it (the notes and warnings say which)"
+            return REPLACED_SOURCE + (f": {self.replaced_by}" if self.replaced_by else "")
         return self.plan_source
 
     @property
@@ -1381,6 +1391,8 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
             f"runs them), above the model's limit for the memory budget ({b(limit)}), although the solver's "
             f"graph priced it at {b(over.solver)}; the plan written is {what} "
             f"whose written module needs {b(result.written.evaluation.peak_memory)}")
+        result.replaced_by = (f"{what.rstrip(',')}, whose written module keeps the memory budget's limit where the "
+                              f"solver's did not (the warning below)")
         return True
     # none keeps it: the solver's plan written again, as the error describes it
     unwritten.restore()
