@@ -98,3 +98,43 @@ def test_the_plan_row_names_what_replaced_the_search_answer():
     report["memory_guard"]["your_layout"] = {"taken": "your layout"}
     assert "your layout, returned by the memory guard" in plan_words(report)
     assert plan_words({"plan_source": REPLACED_SOURCE}) == REPLACED_SOURCE   # nothing names it: nothing promised
+
+
+# --------------------------------------------------------------------------- F20 / F21: what a budget's limit is made of
+
+def test_a_tpu_refusal_names_the_heap_allowance_not_the_xla_margin():
+    """New user 33 F21: ``--device tpu-v5e --memory-budget 40MiB`` was refused as "0 bytes: the budget less 100.0%
+    kept for the model's largest measured under-estimate of XLA's peak"; the limit is the budget less libtpu's heap
+    allowance for the module (and the VMEM where its temporaries may not fit it), which is what is said now."""
+    from hloshard.autoshard.report import limit_words
+    from hloshard.cost.memory import heap_allowance, model_limit
+    from hloshard.cost.tpu_heap import TpuMemoryDevice
+    from hloshard.units import format_bytes
+
+    device = TpuMemoryDevice("tpu-v5e", 4460, False)   # the Mixer's 3,000-instruction module: a large heap bound
+    budget = 40 << 20
+    assert model_limit(budget, device) == 0
+    words = limit_words(budget, 0, device)
+    assert "under-estimate" not in words and "100.0%" not in words
+    assert f"libtpu's heap allowance for this module, {format_bytes(heap_allowance(device))}" in words
+    assert "4,460 slots" in words and "and the VMEM" in words and "that leaves nothing of this budget" in words
+    fits = TpuMemoryDevice("tpu-v5e", 100, True)
+    words = limit_words(budget, model_limit(budget, fits), fits)
+    assert "VMEM" not in words and "leaves nothing" not in words and "100 slots" in words
+
+
+def test_a_cpu_refusal_says_both_margins():
+    """New user 33 F20: a NeoX budget of 36 MiB refused though hloshard's own plan runs at 34.74 MB under XLA -- the
+    model over-estimates that model by 12% and the under-estimate margin is taken off the budget on top.  The
+    refusal says what its limit is made of (the budget / XLA_CPU_UNDERESTIMATE) and the lowest peak XLA may run the
+    nearest plan at (XLA_CPU_OVERESTIMATE)."""
+    from hloshard.autoshard.report import limit_words, over_words
+    from hloshard.cost.memory import XLA_CPU_UNDERESTIMATE, model_limit, xla_lower_bound
+    from hloshard.units import format_bytes
+
+    budget, need = 36 << 20, 37_537_956
+    words = limit_words(budget, model_limit(budget), None)
+    assert f"the budget / XLA_CPU_UNDERESTIMATE = {XLA_CPU_UNDERESTIMATE}" in words
+    low = over_words(need, None)
+    assert f"at as little as {format_bytes(xla_lower_bound(need))}" in low and "the two margins add" in low
+    assert over_words(need, "tpu-v5e") == ""

@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..cost.memory import bytes_per_device, margin_names, model_limit, xla_lower_bound
+from ..cost.memory import (XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, XLA_TPU_UNDERESTIMATE, bytes_per_device,
+                           heap_allowance, margin_names, model_limit, xla_lower_bound)
+from ..cost.tpu_layout import vmem_bytes
 from ..cost.steptime import format_seconds
 from ..costgraph import INFINITY
 from ..errors import SolveFailed
@@ -105,6 +107,60 @@ def live_tensors(graph: Graph, rows, most: int = 5) -> str:
                      f"{label[n]} ({len(b)} leaves, {format_bytes(sum(b))})" for n, b in by_name.items())
 
 
+def limit_words(budget: int, limit: int, device=None) -> str:
+    """What the model's limit for a memory ``budget`` is made of (:func:`hloshard.cost.memory.model_limit`, bytes
+    per device; ``device``: the graph's memory device), in words for a refusal.  Off a TPU: the budget less the
+    margin for the memory model's largest measured under-estimate of XLA's peak (``XLA_CPU_UNDERESTIMATE``), with
+    its size (:func:`margin_words`).  On a TPU: the budget less libtpu's heap allowance for this module
+    (:func:`hloshard.cost.memory.heap_allowance`: its heap-slot bound x 32,256 B + 512 B) and, when the module's
+    temporaries may not fit the VMEM, the VMEM (:func:`hloshard.cost.tpu_layout.vmem_bytes`), and what is left.
+    New user 33 F21: a 40 MiB TPU budget was refused as "0 bytes: the budget less 100.0% kept for the model's
+    largest measured under-estimate", where the real reason was a 137 MiB heap allowance."""
+    budget, limit = int(budget), int(limit)
+    if device is None or not str(device).lower().startswith("tpu"):
+        return (f"the budget less {margin_words(budget, limit)} kept for the model's largest measured "
+                f"under-estimate of XLA's peak, cost.memory.model_limit: the budget / XLA_CPU_UNDERESTIMATE = "
+                f"{XLA_CPU_UNDERESTIMATE}")
+    allowance = heap_allowance(device)
+    slots = getattr(device, "heap_slots", None)
+    what = (f"libtpu's heap allowance for this module, {format_bytes(allowance)} ({allowance:,} bytes: "
+            + (f"its heap-slot bound, {int(slots):,} slots," if slots is not None else
+               "the largest heap-slot bound measured,")
+            + " x 32,256 B + 512 B, cost.tpu_heap.heap_slot_bound)")
+    vmem = 0 if getattr(device, "temporaries_fit_vmem", False) else vmem_bytes(str(device))
+    if vmem:
+        what += (f" and the VMEM, {format_bytes(vmem)} (the module's temporaries may not fit it, so the model's "
+                 f"VMEM credit is taken back)")
+    if XLA_TPU_UNDERESTIMATE != 1.0 and vmem:
+        what += f", over XLA_TPU_UNDERESTIMATE = {XLA_TPU_UNDERESTIMATE}"
+    tail = ("; that leaves nothing of this budget: no plan of this module is accepted below "
+            f"{format_bytes(allowance + vmem)}" if limit <= 0 else "")
+    return f"the budget less {what}{tail}"
+
+
+def over_words(peak: int, device=None) -> str:
+    """``; under XLA the nearest plan, P predicted, peaks at no less than L (...)``: the lower bound the memory
+    model's largest measured over-estimate gives (:func:`hloshard.cost.memory.xla_lower_bound`), so that a
+    refusal says both margins (new user 33 F20: a NeoX budget of 36 MiB refused while hloshard's own plan runs at
+    34.74 MB under XLA: the model over-estimates that model by 12%, and the under-estimate margin is taken off the
+    budget on top).  '' on a TPU (its bound is of the data alone)."""
+    if device is not None and str(device).lower().startswith("tpu"):
+        return ""
+    low = xla_lower_bound(int(peak), device)
+    return (f"; the two margins add: the model may also over-estimate, by up to {XLA_CPU_OVERESTIMATE}x measured "
+            f"(XLA_CPU_OVERESTIMATE), so XLA may run the nearest plan, {format_bytes(int(peak))} predicted, at as "
+            f"little as {format_bytes(low)} -- `hloshard cost --xla` of a plan written without the budget says "
+            f"what XLA makes of it")
+
+
+def margin_words(budget: int, limit: int) -> str:
+    """The margin between a memory budget and its model limit in words, ``9.9% (2,570,930 bytes)``: new user 30
+    (F10) saw a GPT-2 budget 3% above a peak XLA had measured for a plan hloshard itself returned refused, and
+    the message named the margin without its size."""
+    gap = int(budget) - int(limit)
+    return f"{gap / max(1, int(budget)):.1%} ({gap:,} bytes)"
+
+
 def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
     p = graph.problem
     live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
@@ -129,7 +185,7 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     low = xla_lower_bound(total, device, fixed)
     model = (f"{at} the live tensors need at least {format_bytes(total)} per device in the memory model even when "
              f"sharded as far as possible, above its limit for this budget ({format_bytes(model_limit(budget, device))}: "
-             f"the budget less the model's largest measured under-estimate of XLA, cost.memory.{under}{gpu})")
+             f"{limit_words(budget, model_limit(budget, device), device)}{gpu})")
     xla = (f"under XLA every plan needs at least {low:,} bytes ({format_bytes(low)}) per device (the model's "
            f"figure less its largest measured over-estimate, {over})")
     if low > budget:   # proven under XLA too: no plan fits, whatever the model's margin

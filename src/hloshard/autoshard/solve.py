@@ -19,7 +19,8 @@ from .build import Graph, build_graph, edge_buffers, with_memory_budget
 from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed, minimum_memory_check, minimum_peak, parameter_floor_check, reshard_cache_warning
+from .report import (_failed, limit_words, minimum_memory_check, minimum_peak, over_words, parameter_floor_check,
+                     reshard_cache_warning)
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess, xla_lower_bound
@@ -882,29 +883,22 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
                  f"within it either, and no plan an earlier search found or known without one keeps it")
     need = _accepting(graph, ev.peak_memory)   # both in bytes too: rounded, 2.0 MiB and 2.0 MiB read as equal
+    device = getattr(graph, "memory_device", None)   # what the limit is made of depends on it (limit_words)
     err = _failed(f"memory budget {format_bytes(memory_budget)} ({int(memory_budget):,} bytes) per device: the plans "
                   f"found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
-                  f"{format_bytes(int(limit))}: the budget less {_margin_words(memory_budget, limit)} kept for the "
-                  f"model's largest measured under-estimate of XLA's peak, cost.memory.model_limit){more}; this "
+                  f"{format_bytes(int(limit))}: {limit_words(memory_budget, limit, device)}){more}; this "
                   f"states no lower bound: a plan that fits may exist; the nearest plan found is accepted from a "
                   f"budget of {format_bytes(need)} ({need:,} bytes) (a plan is accepted by its predicted peak "
                   f"and that margin: one that XLA runs within the budget is refused when its prediction is above "
-                  f"the limit, so a budget only a few percent above a peak XLA measured can fail)",
+                  f"the limit, so a budget only a few percent above a peak XLA measured can fail"
+                  f"{over_words(ev.peak_memory, device)})",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
     err.closest = (list(choice), ev)
     raise err
-
-
-def _margin_words(budget: int, limit: int) -> str:
-    """The margin between a memory budget and its model limit in words, ``9.9% (2,570,930 bytes)``: new user 30
-    (F10) saw a GPT-2 budget 3% above a peak XLA had measured for a plan hloshard itself returned refused, and
-    the message named the margin without its size."""
-    gap = int(budget) - int(limit)
-    return f"{gap / max(1, int(budget)):.1%} ({gap:,} bytes)"
 
 
 def _accepting(graph: Graph, peak: int) -> int:
