@@ -138,3 +138,67 @@ def test_a_cpu_refusal_says_both_margins():
     low = over_words(need, None)
     assert f"at as little as {format_bytes(xla_lower_bound(need))}" in low and "the two margins add" in low
     assert over_words(need, "tpu-v5e") == ""
+
+
+# --------------------------------------------------------------------------- fresh-clone check 33, item 3
+
+TINY = """HloModule tiny
+
+ENTRY main {
+  a = f32[2] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT c = f32[2] add(a, b)
+}
+"""
+
+
+def test_a_cost_0_plan_proven_optimal_is_not_told_it_may_improve(tmp_path):
+    """fresh33 item 3: ``solve tiny.hlo --mesh 8`` reported "proven optimal" and cost 0.00, then a note that the
+    refinement 2x4 "may find a cheaper plan" and a warning ending "or a larger --time-limit (the search may have
+    ended at its start)"."""
+    src = tmp_path / "tiny.hlo"
+    src.write_text(TINY)
+    r = run(["solve", src, "--mesh", "8", "-o", tmp_path / "o.hlo"])
+    assert r.exit_code == 0, r.output
+    assert "proven optimal" in r.stderr
+    flat = " ".join(r.stderr.split())
+    assert "may find a cheaper plan" not in flat and "larger --time-limit" not in flat, flat
+    assert "the plan replicates the whole step" in flat   # the warning itself stays: it says what the plan is
+
+
+def test_a_json_run_warning_points_at_the_report_not_above():
+    """fresh33 item 3: with ``--format json`` no summary is printed, yet the warning said "(the estimated step time
+    above, ...)"."""
+    from hloshard.summary import user_warning
+
+    report = {"solver_objective": 100.0, "objective": 98.0, "estimated_step_time_s": 1.5e-5,
+              "step_time": {"seconds_per_unit": 1e-7}, "mesh": {"shape": [2, 4]}}
+    w = "the solver's choice costs 100.00 but the written module 98.00"
+    assert "the estimated step time above" in user_warning(w, report)
+    said = user_warning(w, report, summary=False)
+    assert "above" not in said and "15.00 us, the report's estimated_step_time_s" in said, said
+
+
+def test_a_non_integer_seed_is_called_what_it_is():
+    """fresh33 item 3: click said ``'abc' is not a valid integer range``."""
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--seed", "abc"])
+    assert r.exit_code == 2
+    assert "'abc' is not a valid integer." in r.stderr and "integer range" not in r.stderr, r.stderr
+
+
+def test_diff_of_two_unrelated_modules_names_both(tmp_path):
+    """fresh33 item 3: the refusal named only B (the last file read)."""
+    other = SAMPLES / "transformer_block.pre.hlo"
+    r = run(["diff", MLP_PRE, other, "--mesh", "2x4"])
+    assert r.exit_code == 2, r.output
+    assert r.stderr.startswith(f"hloshard: error: {MLP_PRE} and {other}: the two modules share only "), r.stderr
+
+
+def test_explain_names_the_objective_apart_from_cost_step_time():
+    """fresh33 item 3: ``explain --device`` said ``module cost ... resharding 0.00 us`` where ``cost --device`` says
+    ``estimated step time ... resharding 30.47 us``: one word, two figures.  explain's figure is the objective."""
+    r = run(["explain", SAMPLES / "mlp_train_step.propagated.hlo", "--mesh", "2x4", "--device", "tpu-v5e",
+             "--instruction", "gt.1"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "module objective " in flat and "(the objective's compute " in flat and "module cost" not in flat

@@ -169,13 +169,16 @@ def step_time_line(timing: dict) -> str:
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 
 
-def user_warning(w: str, report: dict) -> str:
+def user_warning(w: str, report: dict, summary: bool = True) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree); with
     ``--device`` (``report["step_time"]["seconds_per_unit"]``) its figures in seconds, as the cost line's (the
     fresh-clone check of round 31: the reshard-cache warning gave cost units beside the next one's µs).  The
     reshard-cache warning is said again from the figures the report carries beside it (``solver_objective``,
     ``reshard_cache_cost``: :func:`hloshard.autoshard.report.reshard_cache_warning`, one text for both), never
-    read back out of its words; a warning whose figures are not the report's is given as it is."""
+    read back out of its words; a warning whose figures are not the report's is given as it is.  ``summary``: the
+    warning is printed under the summary (its step time is "above"); False with ``--format json``, where no summary
+    is printed and the step time is the report's ``estimated_step_time_s`` (fresh-clone check 33: "the estimated
+    step time above" with nothing above)."""
     spu = (report.get("step_time") or {}).get("seconds_per_unit")
     paid = report.get("reshard_cache_cost")
     if spu and paid and w == reshard_cache_warning(report["solver_objective"], paid):
@@ -193,9 +196,13 @@ def user_warning(w: str, report: dict) -> str:
             # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
             # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
             return (f"the solver's own figure for this plan, {format_seconds(report['solver_objective'] * spu)}, "
-                    f"is not the written module's (the estimated step time above, what `hloshard cost --device` "
-                    f"says of it): it differs because {why}, and the written module is priced with the cheapest "
-                    f"choice it allows")
+                    f"is not the written module's ("
+                    + ("the estimated step time above" if summary else
+                       f"its estimated step time, {format_seconds(report['estimated_step_time_s'])}, the report's "
+                       f"estimated_step_time_s" if report.get("estimated_step_time_s") is not None else
+                       "its estimated step time in the report")
+                    + f", what `hloshard cost --device` says of it): it differs because {why}, and the written "
+                      f"module is priced with the cheapest choice it allows")
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
                 f"differs because {why}, and the written module is priced with the cheapest choice it allows")
@@ -288,6 +295,10 @@ def refinement_note(report: dict) -> str | None:
     2x2x2`` 18,918,337 (11.0 MiB), no hint given."""
     mesh = report.get("mesh")
     if not isinstance(mesh, dict) or report.get("estimated_step_time_s") is not None or report.get("searched_mesh"):
+        return None
+    # proven optimal below one cost unit (a byte moved): no refinement saves anything worth a run (fresh-clone check
+    # 33: a one-add module, "cost 0.00" and "proven optimal", was told the refinement "may find a cheaper plan")
+    if report.get("status") == "optimal" and float(report.get("objective") or 0.0) < 1.0:
         return None
     shape = [int(x) for x in mesh.get("shape", ())]
     if list(mesh.get("user_shape") or shape) != shape or mesh.get("source") == "auto":

@@ -406,10 +406,13 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
     if cli:
         why = (f"{len(state_ties)} outputs are tied to their parameters (--tie), so a sharded parameter pays its "
                "gradient's collective every step; " if state_ties else "")
+        # a plan proven optimal is not one the search ended at its start (fresh-clone check 33: a cost-0 plan
+        # "proven optimal in 0.2 s" was told a larger --time-limit might help)
+        proven = report.get("status") == "optimal"
         remedy = ("Pass --memory-budget (bytes per device: the plan then shards what it must to fit)"
                   + ("" if device is not None else " or --device (flops and links priced in seconds)")
-                  + " to trade collective bytes for memory or time, or a larger --time-limit (the search may "
-                  "have ended at its start).")
+                  + " to trade collective bytes for memory or time"
+                  + ("." if proven else ", or a larger --time-limit (the search may have ended at its start)."))
     else:
         remedy = ("Pass `memory_budget=` (bytes per device: the plan then shards what it must to fit)"
                   + ("" if device is not None else " or `device=` (flops and links priced in seconds)")

@@ -50,7 +50,7 @@ from ..units import counted, format_bytes
 from ..xla_compare import UNTAGGED, compare_module, predicted_collectives
 from ..textout import print_labelled, print_table, report_console
 from .common import check_outputs, note_input, show_progress, start_step, step, xla_ready
-from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
+from .options import (Integer, apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
                       timed_mesh_from_options)
 from .progress import SolverProgress
 from .timing import seconds_report   # --device: seconds; --xla: XLA's flops / bytes
@@ -319,7 +319,7 @@ Examples:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("-o", "--output", type=str, default=None, metavar="FILE",
               help="Write the report here (default: standard output).")
-@click.option("--top", type=click.IntRange(0), default=15, show_default=True, help="Instructions listed in the text table.")
+@click.option("--top", type=Integer(0), default=15, show_default=True, help="Instructions listed in the text table.")
 @click.option("--xla", "use_xla", is_flag=True,
               help="Also partition the module with XLA (needs the xla extra) and show its collectives beside "
                    "the predicted ones.")

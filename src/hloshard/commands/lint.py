@@ -16,7 +16,7 @@ from ..hlo.attributes import MAX_DEVICES
 from ..io import read_text, write_text_atomic
 from ..units import counted
 from .common import check_outputs
-from .options import BYTE_SIZE, mesh_from_options, mesh_options
+from .options import BYTE_SIZE, Integer, mesh_from_options, mesh_options
 from ..lint.config import load_config
 from ..lint.context import LintOptions
 from ..lint.engine import collect_paths, lint_paths
@@ -109,7 +109,7 @@ Examples:
               help="Output format.")
 @click.option("--fail-on", type=click.Choice(_SEVERITIES), default=None,
               help="Exit 1 when a finding has this severity or a worse one. Default: error.")
-@click.option("--num-partitions", type=click.IntRange(min=1, max=MAX_DEVICES), default=None,
+@click.option("--num-partitions", type=Integer(min=1, max=MAX_DEVICES), default=None,
               help="Partitions every tiled sharding must cover (overrides the HloModule header).")
 @mesh_options
 @click.option("--reshard-threshold", type=BYTE_SIZE, default=None, metavar="BYTES",

@@ -16,7 +16,7 @@ from ..errors import UsageError
 from ..mesh_setup import mesh_from_options, timed_mesh_from_options
 from ..units import parse_bytes
 
-__all__ = ["mesh_options", "space_options", "device_option", "tie_option", "apply_ties", "tie_words",
+__all__ = ["mesh_options", "space_options", "device_option", "tie_option", "apply_ties", "tie_words", "Integer",
            "mesh_from_options", "timed_mesh_from_options", "ByteSize", "BYTE_SIZE"]
 
 
@@ -55,7 +55,7 @@ def space_options(func):
                           "by at most this fraction of its size (default 0.5); user shardings are always "
                           "kept, and under --memory-budget uneven splits that use more devices than any "
                           "even one are considered too."),
-        click.option("--devices", "devices", type=click.IntRange(min=1), default=None, metavar="N",
+        click.option("--devices", "devices", type=Integer(min=1), default=None, metavar="N",
                      help="Device count for --mesh auto (default: num_partitions, else the user "
                           "shardings' device count)."),
     ]
@@ -133,6 +133,14 @@ def tie_words(ties) -> str:
     return " ".join("--tie matching" if t == "matching" else
                     f"--tie {','.join(map(str, t.output))}={','.join(map(str, (t.param,) + tuple(t.param_index)))}"
                     for t in ties)
+
+
+class Integer(click.IntRange):
+    """``click.IntRange`` that calls a non-integer what it is: ``'abc' is not a valid integer`` (click's own type
+    said ``'abc' is not a valid integer range``: fresh-clone check 33, ``--seed abc``); out of range as click says
+    it (``0<=x<=2147483647``)."""
+
+    name = "integer"
 
 
 class ByteSize(click.ParamType):

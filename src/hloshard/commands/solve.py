@@ -35,7 +35,7 @@ from ..units import format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
-from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
+from .options import BYTE_SIZE, Integer, apply_ties, device_option, mesh_options, space_options, tie_option, \
     timed_mesh_from_options
 from .progress import SolverProgress
 from ..summary import gap_percent, print_summary, status_in_words, user_warning
@@ -418,8 +418,8 @@ where one is proven) or no solution was found within the time limit (nothing wri
                    "a mesh refined or of several axes, the coarser mesh's graph is built first and, when the full graph would not be built in time, its plan is "
                    "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
-@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
+@click.option("--workers", type=Integer(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
+@click.option("--seed", type=Integer(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
@@ -634,7 +634,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
             for w in report["warnings"]:
                 if w not in said:
-                    click.echo(f"warning: {user_warning(w, report)}", err=True)
+                    click.echo(f"warning: {user_warning(w, report, summary=False)}", err=True)
     elif not quiet:
         if search is not None:
             print_mesh_search(search)
