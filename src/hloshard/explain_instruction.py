@@ -434,13 +434,14 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     if given.unannotated:
         # "fixed": the annotations around them leave one choice each (completion_words' sentence reads as a
         # clause of its own, not after "were": fresh-clone check 31)
-        how = ("fixed by the annotations around them, nothing left to choose" if given.method == "fixed"
-               else given.completion_words(with_time=False))
+        one = len(given.unannotated) == 1   # one instruction: "its sharding was" (fresh-clone check 33)
+        how = (f"fixed by the annotations around {'it' if one else 'them'}, nothing left to choose"
+               if given.method == "fixed" else given.completion_words(with_time=False))
         notes.append(f"{len(given.unannotated):,} of the module's {counted(given.instructions, 'instruction')} "
-                     f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding (their shardings were "
+                     f"{'carries' if one else 'carry'} no sharding ({'its sharding was' if one else 'their shardings were'} "
                      f"{how}); "
-                     f"hloshard cost of a module written with an alternative chooses them again and may be "
-                     f"lower than the change shown (an upper bound)")
+                     f"hloshard cost of a module written with an alternative chooses {'it' if one else 'them'} again "
+                     f"and may be lower than the change shown (an upper bound)")
 
     kept = search.best(cur_spec)
     if kept is not None:

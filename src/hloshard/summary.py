@@ -99,16 +99,25 @@ def memory_line(report: dict) -> str:
     line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
     budget = report.get("memory_budget")
     if budget:
-        line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
+        line += f"; budget {format_bytes(budget)}, the predicted peak is {share_words(peak / budget)} of it"
         limit = report.get("memory_model_limit")
         if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
             line += (f"; the plan was held to {format_bytes(limit)} predicted ({margin_words(report, budget, limit)}) "
-                     f"and uses {peak / limit:.0%} of that")
+                     f"and uses {share_words(peak / limit)} of that")
     else:
         line += "; no budget"
     if tpu_reported_peak_line(report):   # planned for a TPU: libtpu's reported peak beside the data peak
         line += "\n" + tpu_reported_peak_line(report)
     return line
+
+
+def share_words(x: float) -> str:
+    """A share as a percentage that never reads 0% for a share above 0: ``41%``; below 1%, two decimals (``0.01%``),
+    or ``under 0.01%`` (fresh-clone check 33: "the predicted peak is 0% of it" of an 80 GiB budget)."""
+    x = float(x)
+    if x <= 0 or x >= 0.01:
+        return f"{x:.0%}"
+    return f"{x:.2%}" if x >= 0.0001 else "under 0.01%"
 
 
 def margin_words(report: dict, budget: int, limit: int) -> str:

@@ -1453,8 +1453,8 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         peak = int(written.evaluation.peak_memory)
         if peak != int(ev.peak_memory):
             a, b = format_bytes(peak), format_bytes(int(ev.peak_memory))
-            if a == b:   # the rounded figures read equal: give the bytes
-                a, b = f"{peak:,} bytes", f"{int(ev.peak_memory):,} bytes"
+            if a == b:   # the rounded figures read equal: the bytes beside them (one unit either way: fresh33)
+                a, b = f"{a} ({peak:,} bytes)", f"{b} ({int(ev.peak_memory):,} bytes)"
             graph.warnings.append(f"the written module peaks at {a} per device (as hloshard cost "
                                   f"evaluates it); the solver's own figure is {b}")
     result.written = written

@@ -205,8 +205,9 @@ def xla_propagation_note(module, result) -> str:
                                            (i.sharding.is_tuple and any(e.is_tiled for e in i.sharding.tuple_elements)))
                for c in module.computations for i in c.instructions):
         return ""
-    return (f"{counted(len(un), 'instruction')} left open {'was' if len(un) == 1 else 'were'} completed by hloshard, not by XLA's propagation from the "
-            f"written shardings (what jax.jit runs): XLA may shard them otherwise and move more -- "
+    one = len(un) == 1   # "XLA may shard it otherwise" for one (fresh-clone check 33)
+    return (f"{counted(len(un), 'instruction')} left open {'was' if one else 'were'} completed by hloshard, not by XLA's propagation from the "
+            f"written shardings (what jax.jit runs): XLA may shard {'it' if one else 'them'} otherwise and move more -- "
             f"--complete xla prices XLA's choice, --xla shows what it does")
 
 

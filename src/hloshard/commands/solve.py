@@ -31,7 +31,7 @@ from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
-from ..units import format_bytes, parse_memory_budget
+from ..units import budget_device_note, format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
@@ -528,6 +528,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     per_device_note = per_device_warning(module, module_file)
     if per_device_note:
         overrun(per_device_note)
+    # a budget named after another device than the one priced (fresh-clone check 33: accepted silently)
+    budget_note = budget_device_note(memory_budget, device, get_profile(device).name if device is not None else None)
+    if budget_note:
+        overrun(budget_note)
     with step("pricing the input as given", show):
         if auto:
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
@@ -567,6 +571,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report = build_report(result, dmesh, keep, memory_budget)
     if per_device_note:
         report["warnings"].insert(0, per_device_note)
+    if budget_note:
+        report["warnings"].insert(0, budget_note)
     state_note = untied_state_note(module)
     if state_note:
         report["warnings"].append(state_note)
