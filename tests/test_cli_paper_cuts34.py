@@ -202,3 +202,62 @@ def test_explain_names_the_objective_apart_from_cost_step_time():
     assert r.exit_code == 0, r.output
     flat = " ".join(r.output.split())
     assert "module objective " in flat and "(the objective's compute " in flat and "module cost" not in flat
+
+
+# --------------------------------------------------------------------------- fresh-clone check 33, item 4
+
+def test_a_budget_of_another_device_is_warned(tmp_path):
+    """``--device h100-sxm --memory-budget tpu-v5e`` held an H100 plan to 16.0 GiB, silently; and the share of an
+    80 GiB budget read "0% of it"."""
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--device", "h100-sxm", "--memory-budget", "tpu-v5e",
+             "--time-limit", "10", "-o", tmp_path / "o.hlo"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stderr.split())
+    assert "warning: --memory-budget tpu-v5e is that device's HBM (16.0 GiB), but the plan is priced for h100-sxm" \
+        in flat, flat
+    assert " 0% of it" not in flat and "the predicted peak is 0.01% of it" in flat, flat
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--device", "h100", "--memory-budget", "h100-80gb",
+             "--time-limit", "10", "-o", tmp_path / "o.hlo"])   # aliases of the same device: nothing to say
+    assert r.exit_code == 0 and "is that device's HBM" not in r.stderr, r.stderr
+
+
+def test_the_mesh_line_gives_alpha_and_beta_units_with_a_device(tmp_path):
+    """fresh33 item 4: ``alpha 7.72656e+06,5.79492e+06, beta 19.3164,2.14627`` had no unit under ``--device``: said
+    as the latency and bandwidth they stand for (h100-sxm: InfiniBand 8 us / 50 GB/s, NVLink 6 us / 450 GB/s)."""
+    r = run(["solve", MLP_PRE, "--mesh", "data=2:dcn,model=4", "--device", "h100-sxm", "--time-limit", "10",
+             "-o", tmp_path / "o.hlo"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.stderr.split())
+    assert "per axis latency 8 us,6 us and bandwidth 50 GB/s,450 GB/s (alpha, beta)" in flat, flat
+
+
+def test_lint_and_solve_point_at_the_same_column(tmp_path):
+    """fresh33 item 4: a misspelt sharding attribute was at 41:40 for lint (the ``sharding=``) and 41:71 for solve
+    (the word): one validity rule, one position -- the parser's."""
+    text = MLP_PRE.read_text().splitlines()
+    row = next(i for i, line in enumerate(text) if "parameter(" in line and "sharding={" not in line)
+    text[row] += ", sharding={devices=[2,1,4]<=[8] last_tile_dim_replicat}"
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("\n".join(text) + "\n")
+    col = text[row].index("last_tile_dim_replicat") + 1
+    solved = run(["solve", bad, "--mesh", "2x4", "-o", tmp_path / "o.hlo"])
+    linted = run(["lint", bad])
+    assert solved.exit_code == 2 and linted.exit_code == 1, (solved.output, linted.output)
+    assert f"bad.hlo:{row + 1}:{col}: error: sharding: unknown sharding attribute" in solved.stderr, solved.stderr
+    assert f"bad.hlo:{row + 1}:{col}: HS001 sharding: unknown sharding attribute" in linted.stdout, linted.stdout
+    # and no advice to price a file that does not load (fresh33: lint's note on an unparsable file)
+    assert "--complete xla" not in linted.stderr, linted.stderr
+
+
+def test_lint_gives_no_propagation_advice_for_xla_compiled_text(tmp_path):
+    """New user 33 F15: XLA's compiled per-device text (``compiled.as_text()``, ``is_scheduled=true``) was told that
+    ``cost --complete xla --xla`` prices what XLA's propagation adds: a partitioned program has nothing left to
+    propagate.  A pre-partitioning export with a few shardings still gets the note."""
+    body = ["  p{0} = f32[8]{{0}} parameter({0}){1}".format(i, ", sharding={replicated}" if i == 0 else "")
+            for i in range(4)]
+    module = "\n".join(["ENTRY main {"] + body + ["  ROOT t = (f32[8]{0}, f32[8]{0}) tuple(p0, p1)", "}", ""])
+    compiled, export = tmp_path / "compiled.hlo", tmp_path / "export.hlo"
+    compiled.write_text("HloModule jit_step, is_scheduled=true, num_partitions=8\n\n" + module)
+    export.write_text("HloModule jit_step, num_partitions=8\n\n" + module)
+    r = run(["lint", compiled, export])
+    assert "export.hlo: 1 of" in r.stderr and "compiled.hlo" not in r.stderr, r.stderr

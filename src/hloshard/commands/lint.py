@@ -34,20 +34,26 @@ _SHARDED = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=.*\bsharding=\{", re.M)
 SPARSE_NAMED = 5
 
 
-def sparse_notes(files, share: float = 0.5) -> list[str]:
+#: XLA's compiled text (``compiled.as_text()``): a scheduled, partitioned program, with nothing left to propagate
+_SCHEDULED = re.compile(r"^\s*HloModule\b[^\n]*\bis_scheduled=true\b")
+
+
+def sparse_notes(files, share: float = 0.5, unparsable=()) -> list[str]:
     """Notes (stderr, not part of the report) for the linted files that write a sharding on fewer than ``share``
     of their instructions but on some, as a jax export does (its parameters and outputs): lint checks the
     shardings written, so "All checks passed" says nothing of the layouts XLA's propagation will give the rest
     (new user 30, F16: a GPT-2 export linted clean while ``cost`` listed 256-768 KiB collectives XLA inserts).
     Counted on the text (instruction lines, and those with ``sharding={``); a file that cannot be read is
-    skipped."""
+    skipped, and so are ``unparsable`` files (an HS001 finding: ``cost`` would refuse them, and the count is of a
+    text that does not parse) and XLA's compiled per-device text (``is_scheduled=true``: partitioned already, it
+    has nothing left for XLA's propagation; new user 33 F15, fresh-clone check 33)."""
     sparse = []
     for path in files:
         try:
             text = read_text(path) if path != "-" else None
         except UsageError:
             continue
-        if text is None:
+        if text is None or path in unparsable or _SCHEDULED.match(text):
             continue
         total, sharded = len(_INSTRUCTION.findall(text)), len(_SHARDED.findall(text))
         if total and 0 < sharded < share * total:
@@ -164,7 +170,7 @@ def command(paths, select, ignore, fmt, fail_on, num_partitions, mesh, device_id
                                          unreadable=result.unreadable_inputs))
     for message in result.unreadable:
         click.echo(f"hloshard: error: {message}", err=True)
-    for note in sparse_notes(result.files):
+    for note in sparse_notes(result.files, unparsable={f.path for f in result.findings if f.code == "HS001"}):
         click.echo(f"note: {note}", err=True)
     code = result.exit_code(options.fail_on)
     if code:
