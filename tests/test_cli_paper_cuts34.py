@@ -261,3 +261,21 @@ def test_lint_gives_no_propagation_advice_for_xla_compiled_text(tmp_path):
     export.write_text("HloModule jit_step, num_partitions=8\n\n" + module)
     r = run(["lint", compiled, export])
     assert "export.hlo: 1 of" in r.stderr and "compiled.hlo" not in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- F6: which partitioner --complete xla is
+
+@pytest.mark.oracle
+def test_complete_xla_of_a_shardy_export_names_gspmd_and_what_jax_jit_runs():
+    """New user 33 F6: ``cost --complete xla --xla`` of a Shardy-mode export said "XLA's propagation (GSPMD ..., as
+    jax.jit runs it)" and "XLA 11.8 MiB" -- GSPMD's figure, while jax.jit (Shardy by default) moved 28.6 MB.  The
+    completion line and the headline now say GSPMD and that jax.jit's default for the module is Shardy."""
+    from tests.conftest import require_jax
+
+    require_jax()
+    r = run(["cost", SAMPLES / "mlp_train_step.shardy.pre.hlo", "--mesh", "2x4", "--complete", "xla", "--xla"])
+    assert r.exit_code == 0, r.output
+    flat = " ".join(r.output.split())
+    assert "as jax.jit runs it" not in flat, flat
+    assert "what jax.jit runs with jax_use_shardy_partitioner=False; this is a Shardy-mode export" in flat, flat
+    assert "by GSPMD (jax.jit's default for this Shardy-mode export, Shardy, is not measured here" in flat, flat

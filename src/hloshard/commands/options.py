@@ -83,8 +83,9 @@ def complete_option(func):
     return click.option(
         "--complete", "complete", type=click.Choice(["hloshard", "xla"]), default="hloshard", show_default=True,
         help="Who chooses the shardings of unannotated instructions: hloshard (the cheapest it finds) or "
-             "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs: prices a "
-             "hand-written plan as XLA carries it out; needs the xla extra).")(func)
+             "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs under GSPMD: prices a "
+             "hand-written plan as XLA carries it out; a Shardy-mode export, which jax.jit partitions with "
+             "Shardy by default, can move other bytes there; needs the xla extra).")(func)
 
 
 def _tie_values(ctx, param, values):
