@@ -42,7 +42,7 @@ from ..summary import gap_percent, print_summary, status_in_words, user_warning
 from ..autoshard import collect_less, evaluate_module, is_per_device_program, processed_computations, solve_module
 from ..autoshard.aliases import matching_pairs, module_ties
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
-from ..autoshard.report import written_replicated_note
+from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
 from ..autoshard.solve import STARVED_SOLVE_SHARE
 from ..autoshard.trivial import trivial_plans
@@ -595,6 +595,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                          getattr(result.graph, "ties", None) or (), device, scale)
     if replicated:
         report["warnings"].append(replicated)
+    else:   # every parameter replicated although data moves: said with its memory cost (new user 33 F7)
+        params_note = replicated_parameters_note(report, module, result.graph.mesh.num_devices, device)
+        if params_note:
+            report["warnings"].append(params_note)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
         report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):
