@@ -306,3 +306,22 @@ def test_every_parameter_replicated_is_said_with_its_memory_cost():
     assert replicated_parameters_note(dict(report, predicted_collective_bytes_per_device=0), module, 8) is None
     params[0].sharding = None   # a parameter not replicated (left open): nothing to say
     assert replicated_parameters_note(report, module, 8, "h100-sxm") is None
+
+
+# --------------------------------------------------------------------------- F13: where a short limit went
+
+def test_a_build_that_passes_its_deadline_says_what_went_before_it(monkeypatch, tmp_path):
+    """New user 33 F13: ``--mesh 3x3 --time-limit 5`` at load 20 exited 3 with "building the cost graph passed its
+    deadline after 0.0 s": the interpreter's start had used the limit, and the message read as the graph's fault.
+    The refusal now says what the limit went to before the build."""
+    from hloshard.autoshard.build import BuildStopped
+
+    def stopped(*a, **k):
+        raise BuildStopped("strategies", 1, 1891, 0.0)
+
+    setattr_everywhere(monkeypatch, autoshard, "solve_module", stopped)
+    r = run(["solve", MLP_PRE, "--mesh", "2x4", "--time-limit", "5", "-o", tmp_path / "o.hlo"])
+    assert r.exit_code == 3, r.output
+    flat = " ".join(r.stderr.split())
+    assert "passed its deadline after 0.0 s (strategies: 1 of 1891 done); of the --time-limit 5 s, " in flat, flat
+    assert "went before the build (the interpreter's start and hloshard's imports " in flat

@@ -41,6 +41,7 @@ from .progress import SolverProgress
 from ..summary import gap_percent, print_summary, status_in_words, user_warning
 from ..autoshard import collect_less, evaluate_module, is_per_device_program, processed_computations, solve_module
 from ..autoshard.aliases import matching_pairs, module_ties
+from ..autoshard.build import BuildStopped
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
 from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
@@ -562,6 +563,14 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       # the build, not 0.5 s (new user 32 F4: the replicated plan written)
                                       starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
     except SolveFailed as exc:
+        if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
+            # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
+            # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
+            before = t0 - started
+            exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
+                        f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
+                        f"checking the module {t0 - entered:.1f} s, pricing the input as given "
+                        f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
