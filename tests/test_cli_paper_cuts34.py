@@ -325,3 +325,17 @@ def test_a_build_that_passes_its_deadline_says_what_went_before_it(monkeypatch, 
     flat = " ".join(r.stderr.split())
     assert "passed its deadline after 0.0 s (strategies: 1 of 1891 done); of the --time-limit 5 s, " in flat, flat
     assert "went before the build (the interpreter's start and hloshard's imports " in flat
+
+
+def test_a_named_refinement_is_printed_not_eaten_as_markup():
+    """New user 33's NeoX summaries read "refined internally to 2x2x2  (see the note)": the axis labels of a named
+    mesh's refinement, ``[data, model:(1)2, model:(2)2]``, were taken by rich for a markup tag and dropped."""
+    from hloshard.summary import render_summary
+
+    report = {"mesh": {"shape": [2, 2, 2], "user_shape": [2, 4], "axis_names": ["data", "model"]},
+              "mesh_description": "2x4 (data=2, model=4) from --mesh, refined internally to 2x2x2 "
+                                  "[data, model:(1)2, model:(2)2]",
+              "breakdown": {"compute": 1.0, "communication": 0.0, "resharding": 0.0}, "objective": 1.0,
+              "peak_memory_per_device": 1024, "status": "optimal", "warnings": []}
+    text = render_summary(report, files=False, width=400)
+    assert "refined internally to 2x2x2 [data, model:(1)2, model:(2)2] (see the note)" in text, text

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -383,7 +384,9 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
+    # escaped: a named mesh's refinement "[data, model:(1)2, ...]" read as a rich markup tag and vanished, leaving
+    # "refined internally to 2x2x2  (see the note)" (new user 33's NeoX summaries)
+    t.add_row("mesh", escape(mesh_words(report)))   # the user's mesh and the internal refinement (hloshard.textout)
     ch = report.get("changed")
     if ch is not None:
         t.add_row("changed", f"{ch['changed']:,} of {counted(ch['instructions'], 'instruction')} got a different sharding"
@@ -392,7 +395,7 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t.add_row("memory", memory_line(report))
     t.add_row("status", status_in_words(report))
     if report.get("plan_source"):   # which plan the solver's answer is (hloshard.autoshard.solve.plan_source_words)
-        t.add_row("plan", plan_words(report))
+        t.add_row("plan", escape(plan_words(report)))
     for name, value in plan_rows(report):
         t.add_row(name, value)
     if replicated_inputs_row(report):

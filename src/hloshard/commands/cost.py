@@ -415,7 +415,8 @@ def command(module_file, mesh, device_ids, alpha, beta, fmt, output, top, use_xl
     if tpu_reported_peak_line(report):
         con.print(tpu_reported_peak_line(report))
     shown = result.graph.mesh if result.method == "per-device" else dmesh   # nothing refined for a per-device program
-    con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes))  # issue 14
+    con.print(f"mesh {shown.describe()}" + "".join(f"\nnote: {n}" for n in shown.notes),   # issue 14
+              markup=False)   # a named refinement "[data, model:(1)2]" is text, not a rich tag (new user 33)
     con.print(f"predicted collective bytes per device {format_bytes(int(report['predicted_bytes_per_device']))}"
               f" (ring formulas, loop trips included)")
     if by_xla is not None:
