@@ -339,3 +339,12 @@ def test_a_named_refinement_is_printed_not_eaten_as_markup():
               "peak_memory_per_device": 1024, "status": "optimal", "warnings": []}
     text = render_summary(report, files=False, width=400)
     assert "refined internally to 2x2x2 [data, model:(1)2, model:(2)2] (see the note)" in text, text
+
+
+def test_the_inputs_row_does_not_call_every_leading_dim_a_batch():
+    """fresh33 item 3: a time-major ``lax.scan`` step's xs ``[6, 32, 256]`` (T, B, H) was told "a split spec keeps
+    the batch split" -- its leading dim is the scan's time axis."""
+    from hloshard.summary import replicated_inputs_row
+
+    row = replicated_inputs_row({"replicated_inputs": [{"input": "xs", "shape": [6, 32, 256], "axes": ["data"]}]})
+    assert "keeps the batch split" not in row and "if that dim is the batch (not, e.g., a scan's time axis)" in row

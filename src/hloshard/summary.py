@@ -283,7 +283,8 @@ def replicated_inputs_row(report: dict) -> str | None:
             f"enter{'' if len(rows) > 1 else 's'} replicated ({named}): every device receives the whole of "
             f"{'them' if len(rows) > 1 else 'it'} (with a real input pipeline, every host feeds all of it), although "
             f"the mesh's {'/'.join(repr(a) for a in axes)} axis divides the leading dim; the objective found "
-            f"that cheaper here; `jax.device_put` with a split spec keeps the batch split (then passed to "
+            f"that cheaper here; if that dim is the batch (not, e.g., a scan's time axis), `jax.device_put` with a "
+            f"split spec keeps it split (then passed to "
             f"`auto_shard` as a sharded argument, kept)")
 
 
