@@ -434,13 +434,14 @@ def explain_instruction(module, mesh, name: str, alternatives: int = 5, why_not:
     if given.unannotated:
         # "fixed": the annotations around them leave one choice each (completion_words' sentence reads as a
         # clause of its own, not after "were": fresh-clone check 31)
-        how = ("fixed by the annotations around them, nothing left to choose" if given.method == "fixed"
-               else given.completion_words(with_time=False))
+        one = len(given.unannotated) == 1   # one instruction: "its sharding was" (fresh-clone check 33)
+        how = (f"fixed by the annotations around {'it' if one else 'them'}, nothing left to choose"
+               if given.method == "fixed" else given.completion_words(with_time=False))
         notes.append(f"{len(given.unannotated):,} of the module's {counted(given.instructions, 'instruction')} "
-                     f"{'carries' if len(given.unannotated) == 1 else 'carry'} no sharding (their shardings were "
+                     f"{'carries' if one else 'carry'} no sharding ({'its sharding was' if one else 'their shardings were'} "
                      f"{how}); "
-                     f"hloshard cost of a module written with an alternative chooses them again and may be "
-                     f"lower than the change shown (an upper bound)")
+                     f"hloshard cost of a module written with an alternative chooses {'it' if one else 'them'} again "
+                     f"and may be lower than the change shown (an upper bound)")
 
     kept = search.best(cur_spec)
     if kept is not None:
@@ -781,10 +782,16 @@ def render_text(expl: Explanation, console) -> None:
         if d["sharding_used"] and d["sharding_used"] != d["sharding"]:
             console.print(f"  priced as {d['sharding_used']}")
     mc = d["module_cost"]
+    timed = d.get("units") == "seconds"
+    # with a device the objective's parts are named apart from `cost`'s step time, whose breakdown uses the same
+    # words for other figures (fresh-clone check 33: "resharding 0.00 us" here, "resharding 30.47 us" in `cost`)
     console.print(("  (costs in seconds on " + d["device"] + ": the solver's objective, `cost`'s total_cost; `cost`'s "
                    "estimated step time is the plan's roofline, which also counts layout copies and a per-device "
-                   "program's collectives as HBM traffic)\n" if d.get("units") == "seconds" else "") +
-                  f"  module cost {f(mc['total'])} (compute {f(mc['compute'])}, communication "
+                   "program's collectives as HBM traffic, so its compute and resharding differ from the "
+                   "objective's)\n" if timed else "") +
+                  f"  module {'objective' if timed else 'cost'} {f(mc['total'])} ("
+                  + ("the objective's " if timed else "") +
+                  f"compute {f(mc['compute'])}, communication "
                   f"{f(mc['communication'])}, resharding {f(mc['resharding'])}); peak memory "
                   f"{format_bytes(d['peak_memory_per_device'])} per device")
     for n in d["nodes"]:

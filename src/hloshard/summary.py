@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import io
 
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from .autoshard.report import reshard_cache_warning
+from .autoshard.solve import REPLACED_SOURCE
 from .cost.memory import tpu_reported_peak_line
 from .cost.steptime import format_seconds
 from .textout import abbreviate_tuple, mesh_words, print_labelled, print_table, report_console
@@ -98,16 +100,25 @@ def memory_line(report: dict) -> str:
     line = f"{format_bytes(peak)} per device at the peak ({report.get('peak_memory_at') or '-'})"
     budget = report.get("memory_budget")
     if budget:
-        line += f"; budget {format_bytes(budget)}, the predicted peak is {peak / budget:.0%} of it"
+        line += f"; budget {format_bytes(budget)}, the predicted peak is {share_words(peak / budget)} of it"
         limit = report.get("memory_model_limit")
         if limit:   # what the plan is held to: the budget less the model's measured under-estimate of XLA
             line += (f"; the plan was held to {format_bytes(limit)} predicted ({margin_words(report, budget, limit)}) "
-                     f"and uses {peak / limit:.0%} of that")
+                     f"and uses {share_words(peak / limit)} of that")
     else:
         line += "; no budget"
     if tpu_reported_peak_line(report):   # planned for a TPU: libtpu's reported peak beside the data peak
         line += "\n" + tpu_reported_peak_line(report)
     return line
+
+
+def share_words(x: float) -> str:
+    """A share as a percentage that never reads 0% for a share above 0: ``41%``; below 1%, two decimals (``0.01%``),
+    or ``under 0.01%`` (fresh-clone check 33: "the predicted peak is 0% of it" of an 80 GiB budget)."""
+    x = float(x)
+    if x <= 0 or x >= 0.01:
+        return f"{x:.0%}"
+    return f"{x:.2%}" if x >= 0.0001 else "under 0.01%"
 
 
 def margin_words(report: dict, budget: int, limit: int) -> str:
@@ -168,13 +179,16 @@ def step_time_line(timing: dict) -> str:
                "the links their replica groups cross" if st.get("per_device_program") else ""))
 
 
-def user_warning(w: str, report: dict) -> str:
+def user_warning(w: str, report: dict, summary: bool = True) -> str:
     """Say what the solver-vs-written difference means for the user (until the two figures agree); with
     ``--device`` (``report["step_time"]["seconds_per_unit"]``) its figures in seconds, as the cost line's (the
     fresh-clone check of round 31: the reshard-cache warning gave cost units beside the next one's µs).  The
     reshard-cache warning is said again from the figures the report carries beside it (``solver_objective``,
     ``reshard_cache_cost``: :func:`hloshard.autoshard.report.reshard_cache_warning`, one text for both), never
-    read back out of its words; a warning whose figures are not the report's is given as it is."""
+    read back out of its words; a warning whose figures are not the report's is given as it is.  ``summary``: the
+    warning is printed under the summary (its step time is "above"); False with ``--format json``, where no summary
+    is printed and the step time is the report's ``estimated_step_time_s`` (fresh-clone check 33: "the estimated
+    step time above" with nothing above)."""
     spu = (report.get("step_time") or {}).get("seconds_per_unit")
     paid = report.get("reshard_cache_cost")
     if spu and paid and w == reshard_cache_warning(report["solver_objective"], paid):
@@ -192,9 +206,13 @@ def user_warning(w: str, report: dict) -> str:
             # one step time for the plan, the estimated step time above (new user 23, finding 4: this warning gave the
             # written objective in seconds as a second step time, 1.095 ms beside the summary's 1.085 ms)
             return (f"the solver's own figure for this plan, {format_seconds(report['solver_objective'] * spu)}, "
-                    f"is not the written module's (the estimated step time above, what `hloshard cost --device` "
-                    f"says of it): it differs because {why}, and the written module is priced with the cheapest "
-                    f"choice it allows")
+                    f"is not the written module's ("
+                    + ("the estimated step time above" if summary else
+                       f"its estimated step time, {format_seconds(report['estimated_step_time_s'])}, the report's "
+                       f"estimated_step_time_s" if report.get("estimated_step_time_s") is not None else
+                       "its estimated step time in the report")
+                    + f", what `hloshard cost --device` says of it): it differs because {why}, and the written "
+                      f"module is priced with the cheapest choice it allows")
         return (f"the reported cost {report['objective']:,.2f} is that of the module as written (what "
                 f"`hloshard cost` says of it); the solver's own figure, {report['solver_objective']:,.2f}, "
                 f"differs because {why}, and the written module is priced with the cheapest choice it allows")
@@ -265,7 +283,8 @@ def replicated_inputs_row(report: dict) -> str | None:
             f"enter{'' if len(rows) > 1 else 's'} replicated ({named}): every device receives the whole of "
             f"{'them' if len(rows) > 1 else 'it'} (with a real input pipeline, every host feeds all of it), although "
             f"the mesh's {'/'.join(repr(a) for a in axes)} axis divides the leading dim; the objective found "
-            f"that cheaper here; `jax.device_put` with a split spec keeps the batch split (then passed to "
+            f"that cheaper here; if that dim is the batch (not, e.g., a scan's time axis), `jax.device_put` with a "
+            f"split spec keeps it split (then passed to "
             f"`auto_shard` as a sharded argument, kept)")
 
 
@@ -288,6 +307,10 @@ def refinement_note(report: dict) -> str | None:
     mesh = report.get("mesh")
     if not isinstance(mesh, dict) or report.get("estimated_step_time_s") is not None or report.get("searched_mesh"):
         return None
+    # proven optimal below one cost unit (a byte moved): no refinement saves anything worth a run (fresh-clone check
+    # 33: a one-add module, "cost 0.00" and "proven optimal", was told the refinement "may find a cheaper plan")
+    if report.get("status") == "optimal" and float(report.get("objective") or 0.0) < 1.0:
+        return None
     shape = [int(x) for x in mesh.get("shape", ())]
     if list(mesh.get("user_shape") or shape) != shape or mesh.get("source") == "auto":
         return None
@@ -309,6 +332,46 @@ def refinement_note(report: dict) -> str | None:
     return None
 
 
+def replacement_words(report: dict) -> str | None:
+    """What put another plan in the place of the search's answer, in words, read from the report's
+    ``memory_guard`` (:mod:`hloshard.jax.guard`: the rules run in this order, the last that took a plan is named):
+    your layout (``your_layout.taken``), the cheapest plan within the guard's limit (``cheapest.taken``), the Pareto
+    step (``pareto.applied``, its note), a fallback (``fallback``, ``known_plan``), else the note's last clause that
+    returned a plan.  None when the report names none.  New user 33 F14: the summary said "the notes and warnings
+    say which" above notes and warnings of which none did; the Pareto step was in the report only."""
+    g = report.get("memory_guard")
+    if not isinstance(g, dict):
+        return None
+    yours = g.get("your_layout") or {}
+    if yours.get("taken"):
+        return f"{yours['taken']}, returned by the memory guard in place of a plan worse than your layout (predicted)"
+    cheapest = g.get("cheapest") or {}
+    if cheapest.get("taken"):
+        return (f"the cheapest plan known within the memory guard's limit, {cheapest.get('name')} (cost "
+                f"{float(cheapest.get('cost') or 0):,.0f} against the found plan's "
+                f"{float(cheapest.get('cost_before') or 0):,.0f})")
+    pareto = g.get("pareto") or {}
+    if pareto.get("applied") and pareto.get("note"):
+        return f"the memory guard's {pareto['note']}"
+    if g.get("known_plan"):
+        return f"the {g['known_plan']} plan, known without a search, by the memory guard"
+    if g.get("fallback"):
+        return f"the {g['fallback']} plan, the memory guard's fallback"
+    clauses = [c for c in str(g.get("note") or "").split("; ") if "instead" in c]
+    if clauses:
+        return f"the memory guard: {clauses[-1]}"
+    return None
+
+
+def plan_words(report: dict) -> str | None:
+    """The summary's ``plan`` row: ``report["plan_source"]``, and when a rule after the search replaced the plan
+    (:data:`hloshard.autoshard.solve.REPLACED_SOURCE` alone) what did it (:func:`replacement_words`)."""
+    source = report.get("plan_source")
+    if source == REPLACED_SOURCE and replacement_words(report):
+        return f"{source}: {replacement_words(report)}"
+    return source
+
+
 def print_summary(report: dict, console=None, title: str = "hloshard solve", files: bool = True) -> None:
     """The text summary of a solve report (``hloshard solve``'s ``--report`` JSON, or
     ``hloshard.jax.auto_shard``'s ``report``): what a user needs first (files, mesh, what changed, cost
@@ -322,7 +385,9 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t = Table(show_header=False, box=None, pad_edge=False)
     t.add_column("item", style="bold")
     t.add_column("value")
-    t.add_row("mesh", mesh_words(report))   # the user's mesh and the internal refinement (hloshard.textout)
+    # escaped: a named mesh's refinement "[data, model:(1)2, ...]" read as a rich markup tag and vanished, leaving
+    # "refined internally to 2x2x2  (see the note)" (new user 33's NeoX summaries)
+    t.add_row("mesh", escape(mesh_words(report)))   # the user's mesh and the internal refinement (hloshard.textout)
     ch = report.get("changed")
     if ch is not None:
         t.add_row("changed", f"{ch['changed']:,} of {counted(ch['instructions'], 'instruction')} got a different sharding"
@@ -331,7 +396,7 @@ def print_summary(report: dict, console=None, title: str = "hloshard solve", fil
     t.add_row("memory", memory_line(report))
     t.add_row("status", status_in_words(report))
     if report.get("plan_source"):   # which plan the solver's answer is (hloshard.autoshard.solve.plan_source_words)
-        t.add_row("plan", report["plan_source"])
+        t.add_row("plan", escape(plan_words(report)))
     for name, value in plan_rows(report):
         t.add_row(name, value)
     if replicated_inputs_row(report):

@@ -155,6 +155,14 @@ def print_table(console, table) -> None:
         console.width = old
 
 
+def _seconds_words(x: float) -> str:
+    """``8 us``, ``1.5 ms``, ``2 s``: a latency for the mesh line (4 significant digits)."""
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(x) >= scale:
+            return f"{x / scale:.4g} {unit}"
+    return f"{x * 1e9:.4g} ns"
+
+
 def mesh_words(report: dict) -> str:
     """The mesh line of a report (``solve``'s summary and HTML page): the user's mesh (names, sizes,
     where it came from), then the internal refinement the cost graph uses when there is one, and
@@ -175,7 +183,14 @@ def mesh_words(report: dict) -> str:
     elif refined:
         text = text.replace(", refined internally", "; refined internally") + " (see the note)"
     a, b = mesh.get("alpha"), mesh.get("beta")
-    if a is not None and b is not None:
+    spu = (report.get("step_time") or {}).get("seconds_per_unit")
+    if a is not None and b is not None and spu:
+        # --device: alpha / beta are cost units of the device's time scale; said as the latency and bandwidth they
+        # stand for (fresh-clone check 33: "alpha 7.72656e+06,5.79492e+06, beta 19.3164,2.14627" had no unit)
+        lat = ",".join(_seconds_words(x * spu) for x in a)
+        bw = ",".join(f"{1.0 / (x * spu) / 1e9:,.4g} GB/s" if x > 0 else "-" for x in b)
+        text += f", {'per internal axis' if refined else 'per axis'} latency {lat} and bandwidth {bw} (alpha, beta)"
+    elif a is not None and b is not None:
         text += f", alpha {','.join(f'{x:g}' for x in a)}, beta {','.join(f'{x:g}' for x in b)}"
         if refined:
             text += " per internal axis"

@@ -124,6 +124,25 @@ def device_names_words() -> str:
     return f"{', '.join(PROFILE_NAMES)}; for a memory budget only also {', '.join(memory_only)}"
 
 
+def budget_device_note(budget, device: str | None, device_name: str | None = None) -> str | None:
+    """A warning when a memory ``budget`` given as a device's name (``--memory-budget tpu-v5e``: a
+    :func:`parse_memory_budget` result whose ``device`` is set) is another device's HBM than the one the plan is
+    priced for (``--device``; ``device_name``: its profile's name when known, e.g. from a TOML file), else None.
+    Fresh-clone check 33: ``--device h100-sxm --memory-budget tpu-v5e`` held an H100 plan to 16.0 GiB, silently."""
+    given = getattr(budget, "device", None)
+    if given is None or device is None:
+        return None
+    key = str(device_name or device).strip().lower()
+    key = key if key in DEVICE_MEMORY else DEVICE_ALIASES.get(key, key)
+    if key == given:
+        return None
+    own = DEVICE_MEMORY.get(key)
+    return (f"--memory-budget {given} is that device's HBM ({format_bytes(int(budget))}), but the plan is priced for "
+            f"{device_name or device}" + (f" ({format_bytes(own)} of HBM)" if own else "")
+            + f": the plan is held to {given}'s memory; --memory-budget {device_name or device} (or a byte size) holds "
+              f"it to the device it runs on")
+
+
 class GivenBytes(int):
     """Bytes read from a size written with a unit or a device name (``400KiB``, ``tpu-v5e``): an ``int`` that
     remembers it was not a bare number, so that a message can tell a unitless budget (``12``: 12 bytes, new
@@ -145,7 +164,9 @@ def parse_memory_budget(text: str) -> int:
     key = str(text).strip().lower()
     key = key if key in DEVICE_MEMORY else DEVICE_ALIASES.get(key, key)
     if key in DEVICE_MEMORY:
-        return GivenBytes(DEVICE_MEMORY[key])
+        out = GivenBytes(DEVICE_MEMORY[key])
+        out.device = key   # the device it is the HBM of (budget_device_note)
+        return out
     try:
         size = parse_bytes(text)
         return size if re.fullmatch(r"\s*\+?[0-9_]+\s*", str(text)) else GivenBytes(size)

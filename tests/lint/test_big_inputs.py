@@ -49,7 +49,7 @@ def test_ten_million_device_iota_is_fast_and_small(tmp_path, header):
                          "  ROOT p = f32[16] parameter(0), sharding={devices=[10000000]<=[10000000]}\n}\n")
     assert out["maxrss_mb"] < 300, out   # memory, not time: expanding the list would need gigabytes
     codes = [c for c, _ in out["findings"]]
-    assert codes[0] == "HS001"
+    assert "HS001" in codes   # where the parser points inside the sharding: after the findings at its sharding=
     if "num_partitions" in header:
         assert "HS101" in codes and "HS104" in codes
         hs104 = dict(out["findings"])["HS104"]

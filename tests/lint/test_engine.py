@@ -170,7 +170,10 @@ ENTRY e {
         ("HS202", 3), ("HS103", 4), ("HS202", 5), ("HS202", 6), ("HS501", 7)]
 
 
-def test_a_sharding_the_parser_rejects_is_hs001_at_the_sharding_and_the_rest_is_linted():
+def test_a_sharding_the_parser_rejects_is_hs001_where_the_parser_points_and_the_rest_is_linted():
+    """HS001 of a rejected sharding is where the parser points in it -- where ``solve`` and ``cost`` report the same
+    error (fresh-clone check 33: lint said 41:40, the ``sharding=``, and solve 41:71, the misspelt word); the other
+    rules' findings on it stay at its ``sharding=``."""
     text = """HloModule m, num_partitions=2
 ENTRY e {
   a = f32[8] parameter(0), sharding={devices=[1]0}
@@ -178,13 +181,13 @@ ENTRY e {
 }
 """
     findings = lint_text(text, "x.hlo", LintOptions())
-    assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 28), ("HS101", 3, 28), ("HS202", 4, 33)]
-    assert "more than one device" in findings[0].message
-    assert "holds 1 device id but num_partitions=2" in findings[1].message
+    assert [(f.code, f.line, f.column) for f in findings] == [("HS101", 3, 28), ("HS001", 3, 49), ("HS202", 4, 33)]
+    assert "more than one device" in findings[1].message
+    assert "holds 1 device id but num_partitions=2" in findings[0].message
     # a real syntax error elsewhere is its own HS001 (and the IR rules cannot run)
     broken = text.replace("parameter(1)", "parameter(1")
     assert [(f.code, f.line) for f in lint_text(broken, "x.hlo", LintOptions())] == [
-        ("HS001", 3), ("HS101", 3), ("HS001", 4)]
+        ("HS101", 3), ("HS001", 3), ("HS001", 4)]
 
 
 def test_repeated_rejected_sharding_is_reported_at_every_use():
@@ -196,7 +199,7 @@ ENTRY e {
 }
 """
     findings = lint_text(text, "x.hlo", LintOptions(select=("HS001",)))
-    assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 28), ("HS001", 4, 28)]
+    assert [(f.code, f.line, f.column) for f in findings] == [("HS001", 3, 49), ("HS001", 4, 49)]
 
 
 def test_iota_forms_xla_rejects_are_hs102():

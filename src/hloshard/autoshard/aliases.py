@@ -27,72 +27,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import InputError, UsageError
-from ..strategy.base import TOKEN, is_array, leaf_range, leaf_shapes
+from ..errors import InputError
+from ..strategy.base import TOKEN, is_array, leaf_shapes
 from .resharder import _key
 from .graph import Graph
 from ..strategy.ties import (  # noqa: F401  (re-exported: the tie set the graph is built from)
-    TIE_MODES, Tie, TiedPair, matching_pairs, matching_ties, module_ties, parse_tie,
+    TIE_MODES, Tie, TiedPair, _flat_leaf, check_tie, matching_pairs, matching_ties, module_ties, parse_tie,
 )
-
-
-def _flat_leaf(shape, index: tuple) -> int:
-    """Flat leaf index of a ShapeIndex in a (nested) tuple shape."""
-    flat = 0
-    cur = shape
-    for i in index:
-        r = leaf_range(cur, i)
-        flat += r.start
-        cur = cur.tuple_shapes[i]
-    return flat
-
-
-def _sub_leaves(shape, index: tuple, what: str) -> tuple[int, list]:
-    """(first flat leaf, the leaf shapes) of the sub-shape at ``index``; UsageError when it does not exist."""
-    cur = shape
-    for i in index:
-        if not cur.is_tuple or not 0 <= i < len(cur.tuple_shapes):
-            # the shape in a few words: a train step's root tuple has hundreds of elements (new user 20:
-            # 5,000 characters of tuple in one error line)
-            where = (f"a tuple of {len(cur.tuple_shapes)} elements (valid indices 0..{len(cur.tuple_shapes) - 1})"
-                     if cur.is_tuple else f"the array {cur}, which has no elements to index")
-            text = str(shape)
-            whole = f" of {text}" if len(text) <= 120 else ""
-            raise UsageError(f"{what}: index {{{','.join(map(str, index))}}} does not exist: at that level the shape "
-                             f"is {where}{whole if cur is shape else ''}")
-        cur = cur.tuple_shapes[i]
-    return _flat_leaf(shape, index), leaf_shapes(cur)
 
 
 def _tied_leaves(module, ctx):
     """For every tie of :func:`module_ties`, each tied array leaf: ``(tie, output leaf, param leaf,
     (output group, key), (param group, key))``.  Raises InputError (an ``input_output_alias`` naming
-    nothing) or UsageError (a ``--tie`` / ``state`` tie naming nothing, different shapes, a bad mode)."""
+    nothing) or UsageError (a ``--tie`` / ``state`` tie naming nothing, different shapes, a bad mode):
+    :func:`hloshard.strategy.ties.check_tie`, the one rule the commands apply before the build."""
     entry = module.entry
     params = {p.parameter_number: p for p in entry.parameters}
     for tie in module_ties(module):
-        alias = tie.source == "input_output_alias"
-        err = InputError if alias else UsageError
-        what = (f"--tie {','.join(map(str, tie.output))}={','.join(map(str, (tie.param,) + tuple(tie.param_index)))}"
-                if tie.source == "--tie" else
-                f"{tie.source} {{{','.join(map(str, tie.output))}}} <-> parameter {tie.param} "
-                f"{{{','.join(map(str, tie.param_index))}}}")
-        if tie.mode not in TIE_MODES:
-            raise UsageError(f"{what}: mode {tie.mode!r} is not one of {', '.join(TIE_MODES)}")
-        param = params.get(tie.param)
-        if param is None:
-            raise err(f"{what}: parameter {tie.param} does not exist" if alias else
-                      f"{what}: the entry computation has no parameter {tie.param} (parameters 0-{len(params) - 1})")
-        try:
-            ol0, oleaves = _sub_leaves(entry.root.shape, tie.output, f"{what}: output")
-            pl0, pleaves = _sub_leaves(param.shape, tie.param_index, f"{what}: parameter {tie.param}")
-        except UsageError as exc:
-            raise err(str(exc)) from None
-        same = len(oleaves) == len(pleaves) and all(
-            a.element_type == b.element_type and tuple(a.dims) == tuple(b.dims) for a, b in zip(oleaves, pleaves))
-        if not same and not alias:   # XLA's verifier judges an alias itself: the leaves that agree are paired
-            raise UsageError(f"{what}: the output is {_shape_text(oleaves)} but the parameter is "
-                                 f"{_shape_text(pleaves)}: a tie needs the same shape and type")
+        ol0, oleaves, pl0, pleaves = check_tie(module, tie)
+        param = params[tie.param]
         for k, (so, sp) in enumerate(zip(oleaves, pleaves)):
             if not (is_array(so) and is_array(sp)) or tuple(so.dims) != tuple(sp.dims):
                 continue
@@ -100,10 +53,6 @@ def _tied_leaves(module, ctx):
             if ro is TOKEN or rp is TOKEN:
                 continue
             yield tie, ol0 + k, pl0 + k, ro, rp
-
-
-def _shape_text(leaves) -> str:
-    return str(leaves[0]) if len(leaves) == 1 else "(" + ", ".join(map(str, leaves)) + ")"
 
 
 def pay_edges(module, ctx, resh):

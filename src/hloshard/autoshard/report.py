@@ -7,7 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..cost.liveness import peak_usage
-from ..cost.memory import bytes_per_device, margin_names, model_limit, xla_lower_bound
+from ..cost.memory import (XLA_CPU_OVERESTIMATE, XLA_CPU_UNDERESTIMATE, XLA_TPU_UNDERESTIMATE, bytes_per_device,
+                           heap_allowance, margin_names, model_limit, xla_lower_bound)
+from ..cost.tpu_layout import vmem_bytes
 from ..cost.steptime import format_seconds
 from ..costgraph import INFINITY
 from ..errors import SolveFailed
@@ -105,6 +107,60 @@ def live_tensors(graph: Graph, rows, most: int = 5) -> str:
                      f"{label[n]} ({len(b)} leaves, {format_bytes(sum(b))})" for n, b in by_name.items())
 
 
+def limit_words(budget: int, limit: int, device=None) -> str:
+    """What the model's limit for a memory ``budget`` is made of (:func:`hloshard.cost.memory.model_limit`, bytes
+    per device; ``device``: the graph's memory device), in words for a refusal.  Off a TPU: the budget less the
+    margin for the memory model's largest measured under-estimate of XLA's peak (``XLA_CPU_UNDERESTIMATE``), with
+    its size (:func:`margin_words`).  On a TPU: the budget less libtpu's heap allowance for this module
+    (:func:`hloshard.cost.memory.heap_allowance`: its heap-slot bound x 32,256 B + 512 B) and, when the module's
+    temporaries may not fit the VMEM, the VMEM (:func:`hloshard.cost.tpu_layout.vmem_bytes`), and what is left.
+    New user 33 F21: a 40 MiB TPU budget was refused as "0 bytes: the budget less 100.0% kept for the model's
+    largest measured under-estimate", where the real reason was a 137 MiB heap allowance."""
+    budget, limit = int(budget), int(limit)
+    if device is None or not str(device).lower().startswith("tpu"):
+        return (f"the budget less {margin_words(budget, limit)} kept for the model's largest measured "
+                f"under-estimate of XLA's peak, cost.memory.model_limit: the budget / XLA_CPU_UNDERESTIMATE = "
+                f"{XLA_CPU_UNDERESTIMATE}")
+    allowance = heap_allowance(device)
+    slots = getattr(device, "heap_slots", None)
+    what = (f"libtpu's heap allowance for this module, {format_bytes(allowance)} ({allowance:,} bytes: "
+            + (f"its heap-slot bound, {int(slots):,} slots," if slots is not None else
+               "the largest heap-slot bound measured,")
+            + " x 32,256 B + 512 B, cost.tpu_heap.heap_slot_bound)")
+    vmem = 0 if getattr(device, "temporaries_fit_vmem", False) else vmem_bytes(str(device))
+    if vmem:
+        what += (f" and the VMEM, {format_bytes(vmem)} (the module's temporaries may not fit it, so the model's "
+                 f"VMEM credit is taken back)")
+    if XLA_TPU_UNDERESTIMATE != 1.0 and vmem:
+        what += f", over XLA_TPU_UNDERESTIMATE = {XLA_TPU_UNDERESTIMATE}"
+    tail = ("; that leaves nothing of this budget: no plan of this module is accepted below "
+            f"{format_bytes(allowance + vmem)}" if limit <= 0 else "")
+    return f"the budget less {what}{tail}"
+
+
+def over_words(peak: int, device=None) -> str:
+    """``; under XLA the nearest plan, P predicted, peaks at no less than L (...)``: the lower bound the memory
+    model's largest measured over-estimate gives (:func:`hloshard.cost.memory.xla_lower_bound`), so that a
+    refusal says both margins (new user 33 F20: a NeoX budget of 36 MiB refused while hloshard's own plan runs at
+    34.74 MB under XLA: the model over-estimates that model by 12%, and the under-estimate margin is taken off the
+    budget on top).  '' on a TPU (its bound is of the data alone)."""
+    if device is not None and str(device).lower().startswith("tpu"):
+        return ""
+    low = xla_lower_bound(int(peak), device)
+    return (f"; the two margins add: the model may also over-estimate, by up to {XLA_CPU_OVERESTIMATE}x measured "
+            f"(XLA_CPU_OVERESTIMATE), so XLA may run the nearest plan, {format_bytes(int(peak))} predicted, at as "
+            f"little as {format_bytes(low)} -- `hloshard cost --xla` of a plan written without the budget says "
+            f"what XLA makes of it")
+
+
+def margin_words(budget: int, limit: int) -> str:
+    """The margin between a memory budget and its model limit in words, ``9.9% (2,570,930 bytes)``: new user 30
+    (F10) saw a GPT-2 budget 3% above a peak XLA had measured for a plan hloshard itself returned refused, and
+    the message named the margin without its size."""
+    gap = int(budget) - int(limit)
+    return f"{gap / max(1, int(budget)):.1%} ({gap:,} bytes)"
+
+
 def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> str:
     p = graph.problem
     live = [v for v in range(p.num_nodes) if p.intervals[v, 0] <= t < p.intervals[v, 1]]
@@ -129,7 +185,7 @@ def infeasible_message(graph: Graph, t: int, usage, budget: int, total: int) -> 
     low = xla_lower_bound(total, device, fixed)
     model = (f"{at} the live tensors need at least {format_bytes(total)} per device in the memory model even when "
              f"sharded as far as possible, above its limit for this budget ({format_bytes(model_limit(budget, device))}: "
-             f"the budget less the model's largest measured under-estimate of XLA, cost.memory.{under}{gpu})")
+             f"{limit_words(budget, model_limit(budget, device), device)}{gpu})")
     xla = (f"under XLA every plan needs at least {low:,} bytes ({format_bytes(low)}) per device (the model's "
            f"figure less its largest measured over-estimate, {over})")
     if low > budget:   # proven under XLA too: no plan fits, whatever the model's margin
@@ -350,10 +406,13 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
     if cli:
         why = (f"{len(state_ties)} outputs are tied to their parameters (--tie), so a sharded parameter pays its "
                "gradient's collective every step; " if state_ties else "")
+        # a plan proven optimal is not one the search ended at its start (fresh-clone check 33: a cost-0 plan
+        # "proven optimal in 0.2 s" was told a larger --time-limit might help)
+        proven = report.get("status") == "optimal"
         remedy = ("Pass --memory-budget (bytes per device: the plan then shards what it must to fit)"
                   + ("" if device is not None else " or --device (flops and links priced in seconds)")
-                  + " to trade collective bytes for memory or time, or a larger --time-limit (the search may "
-                  "have ended at its start).")
+                  + " to trade collective bytes for memory or time"
+                  + ("." if proven else ", or a larger --time-limit (the search may have ended at its start)."))
     else:
         remedy = ("Pass `memory_budget=` (bytes per device: the plan then shards what it must to fit)"
                   + ("" if device is not None else " or `device=` (flops and links priced in seconds)")
@@ -363,6 +422,35 @@ def _all_replicated_note(report: dict, state_ties: list, device, num_devices: in
             f"objective ({'seconds' if device is not None else 'collective bytes, a flop priced at 1/512 byte'}, "
             f"the devices' redundant compute included): {why}sharding pays off when the model's compute or "
             "memory outweighs the collectives. " + remedy)
+
+
+def replicated_parameters_note(report: dict, module, num_devices: int, device=None) -> str | None:
+    """``hloshard solve``'s warning when every entry parameter of rank >= 1 (the batch among them) enters
+    replicated while the plan still moves data (so :func:`written_replicated_note` does not speak): what it costs in
+    memory -- the parameters' bytes per device, their share of the peak, what they would hold split over the
+    devices -- and that the objective chose it for its cost, memory being free to it below the budget (with
+    ``device`` the budget defaults to the device's HBM).  None otherwise.  New user 33 F7: ``--mesh
+    data=2:dcn,model=4 --device h100-sxm`` replicated all 84 parameters of a NeoX train step, 2.2x the memory of
+    the plain plan for 4.6% less modelled time (the gradient all-reduce over the slow dcn axis saved), and the
+    summary did not say so."""
+    if num_devices <= 1 or report.get("predicted_collective_bytes_per_device") in (None, 0):
+        return None
+    params = [p for p in module.entry.parameters if p.shape.is_array and p.shape.rank >= 1]
+    if not params or any(p.sharding is None or not p.sharding.is_replicated for p in params):
+        return None
+    held = sum(int(p.shape.byte_size) for p in params)
+    peak = int(report.get("peak_memory_per_device") or 0)
+    budget = report.get("memory_budget")
+    share = f", {held / peak:.0%} of the {format_bytes(peak)} peak" if peak else ""
+    why = ("the estimated step time" if device is not None else "the objective (collective bytes and compute)")
+    room = (f"; memory costs it nothing below the budget ({format_bytes(int(budget))}"
+            + (f", {device}'s HBM unless --memory-budget says otherwise" if device is not None else "") + ")"
+            if budget else "; no memory budget was given, so memory costs it nothing")
+    return (f"all {len(params)} entry parameters (the batch among them) enter replicated: {format_bytes(held)} per "
+            f"device{share}, where split over the {num_devices} devices they would hold about "
+            f"{format_bytes(held // num_devices)}. The plan is the cheapest found by {why}{room}: a "
+            f"--memory-budget below {format_bytes(peak) if peak else 'the peak'} trades "
+            f"{'step time' if device is not None else 'cost'} for memory")
 
 
 def written_replicated_note(report: dict, module, num_devices: int, replicated_cost=None, ties=(), device=None,

@@ -19,7 +19,8 @@ from .build import Graph, build_graph, edge_buffers, with_memory_budget
 from .coarse import COARSE_SHARE, WRITE_SHARE, coarse_first, coarse_share, coarse_start, deterministic_first, node_share
 from .edgememory import edge_memory_terms, priced_problem, terms_at
 from .evaluate import CostResult, Evaluation, evaluate_choice, evaluate_module
-from .report import _failed, minimum_memory_check, minimum_peak, parameter_floor_check, reshard_cache_warning
+from .report import (_failed, limit_words, minimum_memory_check, minimum_peak, over_words, parameter_floor_check,
+                     reshard_cache_warning)
 from .search import solve_graph
 from .start import budget_start, fits
 from ..cost.memory import budget_for_model_limit, model_limit, spilled_heap_excess, xla_lower_bound
@@ -226,6 +227,11 @@ def _hold(graph: Graph, choice) -> None:
         plans.append(c)
 
 
+#: ``SolveResult.source`` of a plan that a later rule put in the place of the solver's answer (what follows it, when
+#: anything does, names the rule: ``replaced_by``, or the summary's :func:`hloshard.summary.replacement_words`)
+REPLACED_SOURCE = "another plan than the search's answer, put in its place after it"
+
+
 @dataclass
 class SolveResult:
     """What :func:`solve_module` returns: the graph, the solver's Solution (integer units), the choice
@@ -262,6 +268,10 @@ class SolveResult:
     #: another plan, e.g. by the memory guard's or a budget's fallback, keeps the old one: :attr:`source` then
     #: says the plan was replaced instead of naming the solver's answer)
     plan_source_choice: tuple | None = None
+    #: what put another plan in the place of the solver's answer, in words, when the rule that did it said so (a
+    #: budget's written-module fallback, :func:`_written_within`); None otherwise (the summary then reads it from
+    #: the report: :func:`hloshard.summary.replacement_words`)
+    replaced_by: str | None = None
 
     def __post_init__(self):
         if self.plan_source is not None and self.plan_source_choice is None:
@@ -270,14 +280,15 @@ class SolveResult:
     @property
     def source(self) -> str | None:
         """Where the plan in ``choice`` came from, in words: ``plan_source`` while ``choice`` is the plan it was
-        recorded for; a fixed sentence when a later rule replaced the plan (the memory guard's fallbacks, a budget's
-        written-module fallback: their notes and warnings name the plan); None when nothing was recorded.  (New user
-        30 F13: a summary said "the search's (from the greedy start)" above a warning that the greedy plan, known
-        without a search, was written.)"""
+        recorded for; :data:`REPLACED_SOURCE` when a later rule replaced the plan (the memory guard's fallbacks, a
+        budget's written-module fallback), followed by ``replaced_by`` when that rule named it; None when nothing was
+        recorded.  (New user 30 F13: a summary said "the search's (from the greedy start)" above a warning that the
+        greedy plan, known without a search, was written; new user 33 F14: "the notes and warnings say which" where
+        none did -- the guard's Pareto step is named in its report only, which the summary now reads.)"""
         if self.plan_source is None:
             return None
         if tuple(int(x) for x in self.choice) != self.plan_source_choice:
-            return "another plan than the search's answer, put in its place after it (the notes and warnings say which)"
+            return REPLACED_SOURCE + (f": {self.replaced_by}" if self.replaced_by else "")
         return self.plan_source
 
     @property
@@ -872,29 +883,22 @@ def _within_limit(graph: Graph, sol, choice: list, ev, limit, memory_budget, out
         more += (f"; {len(rescued)} re-solve(s) on a work budget after the clock ({sum(rescued):.1f} s) found none "
                  f"within it either, and no plan an earlier search found or known without one keeps it")
     need = _accepting(graph, ev.peak_memory)   # both in bytes too: rounded, 2.0 MiB and 2.0 MiB read as equal
+    device = getattr(graph, "memory_device", None)   # what the limit is made of depends on it (limit_words)
     err = _failed(f"memory budget {format_bytes(memory_budget)} ({int(memory_budget):,} bytes) per device: the plans "
                   f"found need "
                   f"{ev.peak_memory:,} bytes ({format_bytes(ev.peak_memory)}) per device with their "
                   f"communication buffers, above the model's limit for this budget ({int(limit):,} bytes, "
-                  f"{format_bytes(int(limit))}: the budget less {_margin_words(memory_budget, limit)} kept for the "
-                  f"model's largest measured under-estimate of XLA's peak, cost.memory.model_limit){more}; this "
+                  f"{format_bytes(int(limit))}: {limit_words(memory_budget, limit, device)}){more}; this "
                   f"states no lower bound: a plan that fits may exist; the nearest plan found is accepted from a "
                   f"budget of {format_bytes(need)} ({need:,} bytes) (a plan is accepted by its predicted peak "
                   f"and that margin: one that XLA runs within the budget is refused when its prediction is above "
-                  f"the limit, so a budget only a few percent above a peak XLA measured can fail)",
+                  f"the limit, so a budget only a few percent above a peak XLA measured can fail"
+                  f"{over_words(ev.peak_memory, device)})",
                   "infeasible")
     # the plan nearest the limit, ``(choice, evaluation)``: the memory guard's next, higher limit may hold it
     # (hloshard.jax.guard._guard)
     err.closest = (list(choice), ev)
     raise err
-
-
-def _margin_words(budget: int, limit: int) -> str:
-    """The margin between a memory budget and its model limit in words, ``9.9% (2,570,930 bytes)``: new user 30
-    (F10) saw a GPT-2 budget 3% above a peak XLA had measured for a plan hloshard itself returned refused, and
-    the message named the margin without its size."""
-    gap = int(budget) - int(limit)
-    return f"{gap / max(1, int(budget)):.1%} ({gap:,} bytes)"
 
 
 def _accepting(graph: Graph, peak: int) -> int:
@@ -1381,6 +1385,8 @@ def _written_within(result: SolveResult, module, mesh, pin_operands: bool, memor
             f"runs them), above the model's limit for the memory budget ({b(limit)}), although the solver's "
             f"graph priced it at {b(over.solver)}; the plan written is {what} "
             f"whose written module needs {b(result.written.evaluation.peak_memory)}")
+        result.replaced_by = (f"{what.rstrip(',')}, whose written module keeps the memory budget's limit where the "
+                              f"solver's did not (the warning below)")
         return True
     # none keeps it: the solver's plan written again, as the error describes it
     unwritten.restore()
@@ -1447,8 +1453,8 @@ def reevaluate_written(result: SolveResult, module, mesh, memory_budget: int | N
         peak = int(written.evaluation.peak_memory)
         if peak != int(ev.peak_memory):
             a, b = format_bytes(peak), format_bytes(int(ev.peak_memory))
-            if a == b:   # the rounded figures read equal: give the bytes
-                a, b = f"{peak:,} bytes", f"{int(ev.peak_memory):,} bytes"
+            if a == b:   # the rounded figures read equal: the bytes beside them (one unit either way: fresh33)
+                a, b = f"{a} ({peak:,} bytes)", f"{b} ({int(ev.peak_memory):,} bytes)"
             graph.warnings.append(f"the written module peaks at {a} per device (as hloshard cost "
                                   f"evaluates it); the solver's own figure is {b}")
     result.written = written

@@ -9,7 +9,8 @@ import sys
 
 import click
 
-from ..diff import diff_plans, in_seconds, render_text
+from ..diff import ONE_MODULE, diff_plans, in_seconds, render_text
+from ..errors import InputError
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
 from ..load import load_module
@@ -17,7 +18,7 @@ from ..report_html import diff_report_html
 from ..textout import report_console
 from .common import check_outputs, note_input, show_progress, step
 from .cost import check_time_limit, named_counts, xla_completion
-from .options import (apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
+from .options import (Integer, apply_ties, complete_option, device_option, mesh_options, tie_option, tie_words,
                       timed_mesh_from_options)
 from .progress import SolverProgress
 
@@ -44,7 +45,7 @@ def _load(path: str, show: bool):
 @mesh_options
 @device_option
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--top", type=click.IntRange(0), default=20, show_default=True, help="differences listed in the text table")
+@click.option("--top", type=Integer(0), default=20, show_default=True, help="differences listed in the text table")
 @click.option("-o", "--output", default="-", show_default=True, metavar="OUT",
               help="where to write the report ('-' = standard output)")
 @click.option("--html", "html_file", default=None, metavar="FILE", help="also write the report as HTML")
@@ -85,8 +86,13 @@ def command(file_a, file_b, mesh, device_ids, alpha, beta, device, fmt, top, out
             completed[side] = {"xla_propagated": arrays, "xla_propagated_tuples": tuples, "xla_open_before": open_before}
     note_input(file_b, None)
     with SolverProgress(show, time_limit) as progress:
-        report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
-                            progress=progress if show else None)
+        try:
+            report = diff_plans(module_a, module_b, dmesh, mesh_b, time_limit=time_limit,
+                                progress=progress if show else None)
+        except InputError as exc:   # not two plans of one module: about both files, not B's alone (fresh33)
+            if ONE_MODULE in str(exc):
+                exc.locate(" and ".join("<stdin>" if f == "-" else f for f in (file_a, file_b)))
+            raise
     report["a"], report["b"], report["ties"] = file_a, file_b, tie_words(ties)
     report["complete"] = complete
     if completed:

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from .options import apply_ties, device_option, mesh_options, tie_option, timed_mesh_from_options
+from .options import Integer, apply_ties, device_option, mesh_options, tie_option, timed_mesh_from_options
 from ..explain_instruction import attach_xla, explain_instruction, in_seconds, render_text
 from ..hlo.verify import verify_module
 from ..io import write_text_atomic
@@ -34,11 +34,11 @@ Examples:
 @click.option("--instruction", "instruction", required=True, metavar="NAME", help="the instruction to explain")
 @mesh_options
 @device_option
-@click.option("--alternatives", type=click.IntRange(0, 1000), default=5, show_default=True,
+@click.option("--alternatives", type=Integer(0, 1000), default=5, show_default=True,
               help="how many alternative shardings to list (best total cost change first)")
 @click.option("--why-not", "why_not", metavar="SHARDING", default=None,
               help="also evaluate this sharding, e.g. '{devices=[1,8]<=[8]}'")
-@click.option("--radius", type=click.IntRange(0, 10), default=2, show_default=True,
+@click.option("--radius", type=Integer(0, 10), default=2, show_default=True,
               help="operand/user steps around the instruction re-solved for each alternative")
 @click.option("--verify", is_flag=True,
               help="also price each listed alternative as `hloshard cost` prices the module rewritten with its "
@@ -72,7 +72,7 @@ def command(module_file, instruction, mesh, device_ids, alpha, beta, device, alt
         module = load_module(module_file)  # HLO text or StableHLO .mlir; jax's Shardy out_shardings read
         verify_module(module, name)
     note_input(module_file, module)
-    apply_ties(module, ties)   # --tie: checked against the module when its cost graph is built
+    apply_ties(module, ties)   # --tie: checked against the module here, before any work
     if use_xla:
         xla_ready(module, name)
     dmesh, scale, _ = timed_mesh_from_options(module, mesh, device_ids, alpha, beta, device)

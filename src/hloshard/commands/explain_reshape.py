@@ -20,7 +20,7 @@ import sys
 
 import click
 
-from .options import mesh_from_options, mesh_options
+from .options import Integer, mesh_from_options, mesh_options
 from ..errors import HloSyntaxError, InputError, UsageError
 from ..explain import attach_xla, explain_reshape, render_text, report_to_json
 from ..hlo.shape import parse_shape
@@ -62,7 +62,7 @@ Examples:
               help="reshape output sharding (without it: the best output shardings are listed)")
 @mesh_options
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-@click.option("--alternatives", "max_alternatives", type=click.IntRange(0, 1000), default=5, show_default=True,
+@click.option("--alternatives", "max_alternatives", type=Integer(0, 1000), default=5, show_default=True,
               help="how many alternative output shardings to list")
 @click.option("--xla", "use_xla", is_flag=True,
               help="also partition the module with XLA (needs jax) and show what it inserts beside the plan")

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import click
 
-from ..strategy.ties import matching_ties, parse_tie
+from ..strategy.ties import check_ties, matching_ties, parse_tie
 from ..errors import UsageError
 from ..mesh_setup import mesh_from_options, timed_mesh_from_options
 from ..units import parse_bytes
 
-__all__ = ["mesh_options", "space_options", "device_option", "tie_option", "apply_ties", "tie_words",
+__all__ = ["mesh_options", "space_options", "device_option", "tie_option", "apply_ties", "tie_words", "Integer",
            "mesh_from_options", "timed_mesh_from_options", "ByteSize", "BYTE_SIZE"]
 
 
@@ -55,7 +55,7 @@ def space_options(func):
                           "by at most this fraction of its size (default 0.5); user shardings are always "
                           "kept, and under --memory-budget uneven splits that use more devices than any "
                           "even one are considered too."),
-        click.option("--devices", "devices", type=click.IntRange(min=1), default=None, metavar="N",
+        click.option("--devices", "devices", type=Integer(min=1), default=None, metavar="N",
                      help="Device count for --mesh auto (default: num_partitions, else the user "
                           "shardings' device count)."),
     ]
@@ -83,8 +83,9 @@ def complete_option(func):
     return click.option(
         "--complete", "complete", type=click.Choice(["hloshard", "xla"]), default="hloshard", show_default=True,
         help="Who chooses the shardings of unannotated instructions: hloshard (the cheapest it finds) or "
-             "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs: prices a "
-             "hand-written plan as XLA carries it out; needs the xla extra).")(func)
+             "xla (XLA's GSPMD propagation from the written shardings, what jax.jit runs under GSPMD: prices a "
+             "hand-written plan as XLA carries it out; a Shardy-mode export, which jax.jit partitions with "
+             "Shardy by default, can move other bytes there; needs the xla extra).")(func)
 
 
 def _tie_values(ctx, param, values):
@@ -110,8 +111,10 @@ def tie_option(func):
 
 def apply_ties(module, ties) -> None:
     """Add ``ties`` (:func:`tie_option`'s value) to ``module.ties`` (read when the cost graph is built,
-    :func:`hloshard.strategy.ties.module_ties`, and checked against the module there): ``"matching"``
-    becomes :func:`hloshard.strategy.ties.matching_ties` for the outputs no explicit pair names."""
+    :func:`hloshard.strategy.ties.module_ties`) and check every tie of the module against it at once
+    (:func:`hloshard.strategy.ties.check_ties`: UsageError, exit 2, for a tie naming nothing or tying different
+    shapes): ``"matching"`` becomes :func:`hloshard.strategy.ties.matching_ties` for the outputs no explicit pair
+    names."""
     if not ties:
         return
     given = [t for t in ties if t != "matching"]
@@ -119,6 +122,9 @@ def apply_ties(module, ties) -> None:
         taken = {t.output for t in given}
         given += [t for t in matching_ties(module) if t.output not in taken]
     module.ties = list(getattr(module, "ties", None) or []) + given
+    # checked against the parsed module at once, before any work (new user 33 F11: `--tie 1=5` tying different
+    # shapes was found only after the cost graph's build, 85-119 s, or not at all when the build ran out of time)
+    check_ties(module)
 
 
 def tie_words(ties) -> str:
@@ -128,6 +134,14 @@ def tie_words(ties) -> str:
     return " ".join("--tie matching" if t == "matching" else
                     f"--tie {','.join(map(str, t.output))}={','.join(map(str, (t.param,) + tuple(t.param_index)))}"
                     for t in ties)
+
+
+class Integer(click.IntRange):
+    """``click.IntRange`` that calls a non-integer what it is: ``'abc' is not a valid integer`` (click's own type
+    said ``'abc' is not a valid integer range``: fresh-clone check 33, ``--seed abc``); out of range as click says
+    it (``0<=x<=2147483647``)."""
+
+    name = "integer"
 
 
 class ByteSize(click.ParamType):

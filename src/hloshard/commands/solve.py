@@ -31,18 +31,19 @@ from ..errors import HloshardError, SolveFailed, UsageError
 from ..interrupts import ignore_interrupts_from_here
 from ..io import STDOUT_CLOSED, is_stdout, stdout_to_devnull, write_text_atomic
 from ..partition_specs import loops_note, unnamed_paths_note, write_partition_specs
-from ..units import format_bytes, parse_memory_budget
+from ..units import budget_device_note, format_bytes, parse_memory_budget
 from ..xla_check import start_jax_child
 from .common import (check_outputs, hold_until_exit, note_input, process_started, show_progress, start_step, step,
                      xla_ready)
-from .options import BYTE_SIZE, apply_ties, device_option, mesh_options, space_options, tie_option, \
+from .options import BYTE_SIZE, Integer, apply_ties, device_option, mesh_options, space_options, tie_option, \
     timed_mesh_from_options
 from .progress import SolverProgress
 from ..summary import gap_percent, print_summary, status_in_words, user_warning
 from ..autoshard import collect_less, evaluate_module, is_per_device_program, processed_computations, solve_module
 from ..autoshard.aliases import matching_pairs, module_ties
+from ..autoshard.build import BuildStopped
 from ..autoshard.evaluate import counted_instructions, evaluate_choice
-from ..autoshard.report import written_replicated_note
+from ..autoshard.report import replicated_parameters_note, written_replicated_note
 from ..autoshard.report_json import build_report
 from ..autoshard.solve import STARVED_SOLVE_SHARE
 from ..autoshard.trivial import trivial_plans
@@ -418,8 +419,8 @@ where one is proven) or no solution was found within the time limit (nothing wri
                    "a mesh refined or of several axes, the coarser mesh's graph is built first and, when the full graph would not be built in time, its plan is "
                    "written instead (a warning says so). The summary's 'time' line gives each phase. The result can depend on the "
                    "machine's load. With --deterministic it is the solver's work budget only.")
-@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
+@click.option("--workers", type=Integer(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with --mesh auto also how many candidate meshes are solved at once (forked processes, after the first).")
+@click.option("--seed", type=Integer(0, 2**31 - 1), default=0, show_default=True, help="Random seed.")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and limit, whatever the load: the "
                    "limit becomes a work budget (counted rounds, CP-SAT deterministic time); a loaded machine "
@@ -473,7 +474,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     parsing = start_step(f"parsing {module_file}", show_progress(quiet))
     module = load_module(module_file)  # HLO text or StableHLO .mlir
     verify_module(module, "<stdin>" if module_file == "-" else module_file)
-    apply_ties(module, ties)   # --tie: checked against the module when the cost graph is built (autoshard.aliases)
+    apply_ties(module, ties)   # --tie: checked against the module here, before any work (strategy.ties.check_ties)
     auto = mesh is not None and mesh.strip().lower() == "auto"
     if auto and device_ids is not None:
         raise UsageError("--device-ids cannot be used with --mesh auto (each candidate mesh uses 0..N-1)")
@@ -528,6 +529,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     per_device_note = per_device_warning(module, module_file)
     if per_device_note:
         overrun(per_device_note)
+    # a budget named after another device than the one priced (fresh-clone check 33: accepted silently)
+    budget_note = budget_device_note(memory_budget, device, get_profile(device).name if device is not None else None)
+    if budget_note:
+        overrun(budget_note)
     with step("pricing the input as given", show):
         if auto:
             input_cost, input_note = None, "with --mesh auto the input as given is not priced"
@@ -558,6 +563,14 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                       # the build, not 0.5 s (new user 32 F4: the replicated plan written)
                                       starved_floor=0.0 if limit_given else STARVED_SOLVE_SHARE)
     except SolveFailed as exc:
+        if isinstance(exc, BuildStopped) and not deterministic and exc.args and isinstance(exc.args[0], str):
+            # what the limit went to before the build (new user 33 F13: `--time-limit 5` at load 20, "passed its
+            # deadline after 0.0 s" read as the graph's fault when the interpreter's start had used the 5 s)
+            before = t0 - started
+            exc.args = (f"{exc.args[0]}; of the --time-limit {time_limit:g} s, {before:.1f} s went before the build "
+                        f"(the interpreter's start and hloshard's imports {entered - started:.1f} s, reading and "
+                        f"checking the module {t0 - entered:.1f} s, pricing the input as given "
+                        f"{phases['price input'] - t0:.1f} s)",) + exc.args[1:]
         if report_file:
             write_text_atomic(report_file, json.dumps(failure_report(exc, dmesh or "auto", keep, memory_budget,
                                                                      time.monotonic() - t0),
@@ -567,6 +580,8 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
     report = build_report(result, dmesh, keep, memory_budget)
     if per_device_note:
         report["warnings"].insert(0, per_device_note)
+    if budget_note:
+        report["warnings"].insert(0, budget_note)
     state_note = untied_state_note(module)
     if state_note:
         report["warnings"].append(state_note)
@@ -589,6 +604,10 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
                                          getattr(result.graph, "ties", None) or (), device, scale)
     if replicated:
         report["warnings"].append(replicated)
+    else:   # every parameter replicated although data moves: said with its memory cost (new user 33 F7)
+        params_note = replicated_parameters_note(report, module, result.graph.mesh.num_devices, device)
+        if params_note:
+            report["warnings"].append(params_note)
     if scale is not None:  # --device: the step time in seconds (hloshard.commands.timing)
         report.update(plan_timing(result.written or result, module, scale))
     if getattr(dmesh, "axis_names", None):
@@ -634,7 +653,7 @@ def command(module_file, mesh, device_ids, alpha, beta, max_padding, devices, ou
         if not quiet:   # warnings go to stderr in every format (the JSON has them too)
             for w in report["warnings"]:
                 if w not in said:
-                    click.echo(f"warning: {user_warning(w, report)}", err=True)
+                    click.echo(f"warning: {user_warning(w, report, summary=False)}", err=True)
     elif not quiet:
         if search is not None:
             print_mesh_search(search)

@@ -20,6 +20,7 @@ from ..costgraph import load_problem
 from ..io import write_text_atomic
 from ..solver import solve_problem
 from .common import check_outputs, note_input
+from .options import Integer
 
 
 def _format_int(v):
@@ -36,8 +37,8 @@ Examples:
               help="Seconds for the whole command, loading included. Without --deterministic this is "
                    "wall-clock time and the result can depend on the machine's load (a busy machine "
                    "searches less in the same time).")
-@click.option("--workers", type=click.IntRange(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with 2 or more, large memory-bound problems also run a second search (seed + 1) in a forked process beside the first, and the two are merged.")
-@click.option("--seed", type=click.IntRange(0, 2**31 - 1), default=0, show_default=True,
+@click.option("--workers", type=Integer(1, 256), default=2, show_default=True, help="CP-SAT worker threads (1 to 256); with 2 or more, large memory-bound problems also run a second search (seed + 1) in a forked process beside the first, and the two are merged.")
+@click.option("--seed", type=Integer(0, 2**31 - 1), default=0, show_default=True,
               help="Random seed (CP-SAT and LNS).")
 @click.option("--deterministic", is_flag=True,
               help="Byte-identical output for the same input, seed, workers and --time-limit, whatever "

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from ...hlo.loops import invariant_elements
+from ...strategy.reshape import folds_onto_tuple
 from ..rule import Rule
 
 #: share of annotated instructions above which the unannotated rest is reported
@@ -25,7 +26,11 @@ class PartiallyAnnotated(Rule):
     body passes through unchanged, :func:`hloshard.hlo.loops.invariant_elements`): ``hloshard solve``
     leaves such a loop unannotated on purpose, since the HLO -> StableHLO import turns its invariants
     into values captured from outside the loop and a sharding on the while would not reach them
-    (:mod:`hloshard.strategy.control_flow`; new user 19 saw six of these reported on solve's output).
+    (:mod:`hloshard.strategy.control_flow`; new user 19 saw six of these reported on solve's output).  Nor an
+    instruction XLA's StableHLO -> HLO translation folds onto an element of a tuple a multi-result op makes (an
+    identity reshape of an opt-barrier's element, :func:`hloshard.strategy.reshape.folds_onto_tuple`): a sharding
+    on it would land on the whole tuple, so ``hloshard solve`` writes none there on purpose (new user 33 F15: 36
+    such reshapes inside ``jax.checkpoint`` blocks reported on solve's own output).
 
     **Bad**::
 
@@ -53,7 +58,8 @@ class PartiallyAnnotated(Rule):
         for comp in context.partitioned_computations:
             instrs = [i for i in comp.instructions if not _scalar_constant(i)]
             missing = [i for i in instrs if i.sharding is None
-                       and not (i.opcode == "while" and invariant_elements(i))]
+                       and not (i.opcode == "while" and invariant_elements(i))
+                       and not (not i.is_root and folds_onto_tuple(i))]
             annotated = len(instrs) - len(missing)
             if not missing or annotated <= MOSTLY * len(instrs):
                 continue
