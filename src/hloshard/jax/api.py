@@ -67,7 +67,7 @@ from ..hlo import parse_module, print_module
 from ..load import SourceInfo
 from ..mesh import DeviceMesh, refine_for_module
 from ..mesh_setup import named_mesh_spec, timed_mesh_from_options
-from ..partition_specs import partition_specs
+from ..partition_specs import complete_with_xla, partition_specs
 from ..peak import peak_tensors_of
 from ..sdy import NotExpressible, SdyMesh, dim_axes
 from ..timing import plan_timing
@@ -166,7 +166,11 @@ class AutoShardResult:
         completes what :attr:`fn` leaves open (:attr:`outputs_left_to_xla`, the instructions inside one equation)
         on its own: the two can differ (new user 31's T5 given its layout: 25.38 MB here, 30.17 MB in
         ``plan.jit()``, F3), so the comparison's ``jit_bytes`` / ``jit_peak`` are that program's figures
-        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned about.  Its
+        (:meth:`jit_bytes`, one more compile, in this process), and a difference of more than 10% and 0.1 MB is warned
+        about.  When the memory guard returned your layout as given (:attr:`your_layout_as_given`: :meth:`jit` is
+        ``jax.jit`` of your function under your shardings), the module priced and partitioned is that program --
+        :attr:`hlo_text`'s instructions under your shardings, completed by XLA's propagation (:meth:`_xla_module`,
+        one more XLA run) -- not :attr:`hlo_text`, hloshard's rendering of your layout (new user 33's F22).  Its
         collectives matched to the instructions that make them, in ring bytes per device (all-gather
         (n-1)/n x result bytes, reduce-scatter (n-1)/n x operand, all-reduce 2(n-1)/n, all-to-all (n-1)/n,
         a ``while`` body's once per trip; n the replica group's size), and XLA's ``memory_analysis()`` per
@@ -177,7 +181,7 @@ class AutoShardResult:
         (``mesh['axis_0'=2,...] {'axis_0'}``) names mesh axes only -- read as all devices it added 13% to
         new user 21's count.  One compile, seconds to minutes.  Raises InputError (``hloshard.errors``)
         when jax cannot be imported or its child process fails as a whole."""
-        module = parse_module(self.hlo_text, "<auto_shard plan>")
+        module = self._xla_module()
         evaluation = evaluate_as_written(module, self.device_mesh, deterministic=True)
         comparison = compare_module(module, self.device_mesh, evaluation)
         compiled = self._jit_compiled() if self.program is not None else None
@@ -190,6 +194,29 @@ class AutoShardResult:
                           f"not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with "
                           f"plan.hlo_text)", stacklevel=2)
         return comparison
+
+    @property
+    def your_layout_as_given(self) -> bool:
+        """Whether the memory guard returned your layout itself (``report["pins"]["your_layout_as_given"]``:
+        :func:`hloshard.jax.guard._no_worse_than_yours` took "your layout"): :attr:`fn` is then your function with no
+        constraint of hloshard's, and :meth:`jit` is ``jax.jit`` of it under your shardings."""
+        return bool((self.report.get("pins") or {}).get("your_layout_as_given"))
+
+    def _xla_module(self):
+        """The module :meth:`xla` prices and partitions: the program :meth:`jit` runs.  A plan of hloshard's:
+        :attr:`hlo_text` (the constraints of :attr:`fn` carry it out).  Your layout returned as given
+        (:attr:`your_layout_as_given`): :attr:`hlo_text`'s instructions under :attr:`in_shardings` /
+        :attr:`out_shardings` alone (:func:`hloshard.jax.layout.layout_text`), completed by XLA's own propagation
+        (:func:`hloshard.partition_specs.complete_with_xla`, a jax child: ``cost --complete xla``), which is
+        ``jax.jit``'s program of your shardings -- not :attr:`hlo_text`, hloshard's rendering of that layout, which
+        partitions into another program (new user 33's F22: the Mixer given its layout, 18.10 MB by XLA for the
+        rendering where ``plan.jit()`` moves 20.82 MB).  Raises InputError when jax's child fails."""
+        if not self.your_layout_as_given or self.program is None:
+            return parse_module(self.hlo_text, "<auto_shard plan>")
+        module = parse_module(layout_text(self, self.in_shardings, self.out_shardings),
+                              "<auto_shard plan: your layout>")
+        complete_with_xla(module, self.device_mesh.num_devices)
+        return module
 
     def _jit_compiled(self):
         """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
