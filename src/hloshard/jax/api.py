@@ -62,6 +62,7 @@ from ..autoshard.coarse import work_limit
 from ..autoshard.report_json import build_report
 from ..autoshard.solve import (
     MIN_SOLVE_SECONDS, UNBUDGETED_SHARE, apply_solution, cannot_bind, improve_applied, unbudgeted_within)
+from ..devices import get_profile
 from ..errors import HloshardError, InputError, SolveFailed
 from ..hlo import parse_module, print_module
 from ..load import SourceInfo
@@ -275,16 +276,30 @@ def _peak_of(compiled) -> int | None:
     return int(m.argument_size_in_bytes + m.output_size_in_bytes + m.temp_size_in_bytes - m.alias_size_in_bytes)
 
 
-def _is_sharded(leaf, mesh) -> bool:
+def _is_sharded(leaf, mesh, path: str = "") -> bool:
+    """Whether example argument ``leaf`` (at ``path``, a jax key path) comes sharded (a ``NamedSharding``) on ``mesh``.
+    Raises ValueError, before any tracing, for a leaf on a mesh of another device count, or split (not fully
+    replicated) on another mesh than ``mesh`` -- other axis names, sizes or device order: its layout names axes
+    ``mesh`` does not have, and ``jax.jit`` refuses arguments on two meshes (new user 33's F17: such a leaf ended
+    in a "no feasible solution" about even splits after the whole build)."""
+    import numpy as np
     from jax.sharding import NamedSharding
 
     sh = getattr(leaf, "sharding", None)
     if not isinstance(sh, NamedSharding):
         return False
+    what = f"example argument {path}" if path else "an example argument"
     if sh.mesh.devices.size != mesh.devices.size:
-        raise ValueError(f"an example argument is sharded over {sh.mesh.devices.size} devices "
+        raise ValueError(f"{what} is sharded over {sh.mesh.devices.size} devices "
                          f"({dict(sh.mesh.shape)}) but the mesh has {mesh.devices.size} "
                          f"({dict(mesh.shape)}): the mesh's device count must match the function's")
+    same = tuple(sh.mesh.axis_names) == tuple(mesh.axis_names) and \
+        tuple(np.shape(sh.mesh.devices)) == tuple(np.shape(mesh.devices)) and \
+        [d.id for d in np.asarray(sh.mesh.devices).flat] == [d.id for d in np.asarray(mesh.devices).flat]
+    if not same and not sh.is_fully_replicated:
+        raise ValueError(f"{what} is sharded ({sh.spec}) on a mesh with axes {dict(sh.mesh.shape)}, not on `mesh` "
+                         f"({dict(mesh.shape)}, its devices in the same order): put it on `mesh` "
+                         f"(jax.device_put(x, NamedSharding(mesh, spec))) or pass it unsharded")
     return True
 
 
@@ -612,6 +627,11 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     # the mesh string of the user's axes, links marked (``links``: axis -> 'ici' / 'dcn', as --mesh data=2:dcn):
     # the one mesh parser reads it (mesh_setup.named_mesh_spec: ValueError for a bad name or link, new user 31 F14)
     mesh_spec = named_mesh_spec(mesh.axis_names, mesh.devices.shape, links, device)
+    if device is not None:   # an unknown profile said before tracing, not after it (new user 33's F12: 17.5 s)
+        try:
+            get_profile(device)
+        except HloshardError as exc:
+            raise ValueError(str(exc)) from None
     if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float, np.integer, np.floating)) \
             or not math.isfinite(time_limit) or time_limit <= 0:
         raise ValueError(f"time_limit must be a positive finite number of seconds, got {time_limit!r}")
@@ -639,17 +659,18 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
     pending = None   # the user-sharded baseline's XLA propagation, started beside the first solve (below)
     try:
         leaves, in_tree = jax.tree_util.tree_flatten(example_args)
+        leaf_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
 
-        def abstract(leaf):
+        def abstract(leaf, path):
             shape, dtype = np.shape(leaf), getattr(leaf, "dtype", None) or np.asarray(leaf).dtype
             # a weakly typed leaf (jnp.full(n, 0.1), a Python scalar) stays weak, as jax.jit traces it: a
             # strong trace would hand back strong outputs and the next step would compile again
             weak = bool(getattr(leaf, "weak_type", False)) or type(leaf) in (int, float, complex)
-            if _is_sharded(leaf, mesh):
+            if _is_sharded(leaf, mesh, path):
                 return jax.ShapeDtypeStruct(shape, dtype, sharding=leaf.sharding, weak_type=weak)
             return jax.ShapeDtypeStruct(shape, dtype, weak_type=weak)
 
-        flat_abstract = [abstract(x) for x in leaves]
+        flat_abstract = [abstract(x, q) for x, q in zip(leaves, leaf_paths)]
         abstract_args = jax.tree_util.tree_unflatten(in_tree, flat_abstract)
         name = getattr(fn, "__name__", "fn")
         try:
@@ -664,7 +685,7 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         opts = xc.hlo.HloPrintOptions()
         opts.print_metadata = True
         module = parse_module(lowered.compiler_ir("hlo").get_hlo_module().to_string(opts), f"<{name}>")
-        in_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(example_args)[0]]
+        in_paths = leaf_paths
         out_paths = [jax.tree_util.keystr(k) for k, _ in jax.tree_util.tree_flatten_with_path(out_struct)[0]]
         module.source_info = SourceInfo("jax", module.name, in_paths, out_paths)
         tuple_root = module.entry.root.shape.is_tuple
