@@ -81,6 +81,23 @@ with warnings.catch_warnings(record=True) as caught:
 print("tinywarn", sum(1 for w in caught if issubclass(w.category, UserWarning) and "replicates the whole step" in str(w.message)))
 print("tiny", ",".join(str(s.spec) for s in tiny.in_shardings) + "|" +
       " ".join(w for w in tiny.report.get("warnings", []) if "stays replicated" in w))
+
+# tracing alone uses the time limit up: the error says so and how to fix it (new user 33: "building the cost graph
+# passed its deadline after 0.0 s" after 21 s of tracing at time_limit=10).  The coarse build's grace past the
+# deadline (at least 10 s) is taken off here, so a 2 s trace stands for a 21 s one
+import time
+import hloshard.autoshard.coarse as coarse
+from hloshard.errors import SolveFailed
+grace, coarse.COARSE_BUILD_MIN_GRACE = coarse.COARSE_BUILD_MIN_GRACE, 0.0
+def slow(w, x):
+    time.sleep(2.0)
+    return jnp.tanh(x @ w)
+try:
+    auto_shard(slow, w, x, mesh=mesh, time_limit=0.5)
+    print("slowtrace NO ERROR")
+except SolveFailed as exc:
+    print("slowtrace", str(exc).replace("\n", " "))
+coarse.COARSE_BUILD_MIN_GRACE = grace
 '''
 
 
@@ -114,6 +131,9 @@ def test_auto_shard_bad_input_is_a_value_error(tmp_path):
     assert "the plan replicates the whole step" in note and "each of the 8 devices computes all of it" in note, note
     assert "peak" in note and "device=" in note, note
     assert out["tinywarn"] == "1", out["tinywarn"]
+    slow = out["slowtrace"]
+    assert slow.startswith("tracing and lowering slow took") and "time_limit=0.5" in slow, slow
+    assert "raise time_limit" in slow and "deterministic=True" in slow, slow
 
 
 def test_cli_does_not_import_jax():

@@ -578,10 +578,12 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
         ValueError: before any search, for a bad argument: ``mesh`` not a jax Mesh or of another device count
             than ``fn``'s sharded arguments, ``fn`` that does not trace with ``example_args``, a bad
             ``memory_budget``, ``time_limit``, ``keep_shardings``, ``state``, ``state_mode``, ``donate_argnums``,
-            ``device`` or ``links``.  (A tie whose kept shardings differ is dropped with a report warning.)
+            ``device`` or ``links``, an argument split on another mesh than ``mesh`` (all but ``state`` said
+            before tracing).  (A tie whose kept shardings differ is dropped with a report warning.)
         hloshard.errors.SolveFailed: no plan keeps ``memory_budget`` (the message names the liveness point, the
-            tensors and the budget that would pass) or none was found in the time; ``exc.report["time"]`` gives
-            the phases' seconds.
+            tensors and the budget that would pass) or none was found in the time (when tracing alone used
+            ``time_limit`` up, the message says so first, with the tracing's seconds); ``exc.report["time"]``
+            gives the phases' seconds.
         KeyboardInterrupt: Ctrl-C stops the call promptly (a running search at once); the caller's SIGINT
             handler is in place again afterwards.
 
@@ -906,6 +908,17 @@ def auto_shard(fn, *example_args, mesh, memory_budget=None, keep_shardings: str 
                                "phases": {k: round(v, 3) for k, v in phases.items()},
                                "past_deadline": None if deadline is None else round(max(0.0, end - deadline), 3)}}
         said = ", ".join(f"{k} {v:.1f}" for k, v in exc.report["time"]["phases"].items())
+        traced_s = phases.get("trace", 0.0)
+        if deadline is not None and getattr(exc, "status", None) == "timeout" and \
+                traced_s >= float(time_limit) - MIN_SOLVE_SECONDS:
+            # tracing alone used the limit up, and the build that followed stopped at once (new user 33: "building
+            # the cost graph passed its deadline after 0.0 s" after 21.0 s of tracing at time_limit=10): the cause
+            # and the remedy first, the build's own words after them
+            exc.args = (f"tracing and lowering {name} took {traced_s:.1f} s of time_limit={float(time_limit):g}, "
+                        f"which leaves no time to build the cost graph and search: raise time_limit well above "
+                        f"{traced_s:.0f} s (the build and the search come after tracing), or pass "
+                        f"deterministic=True (a budget of solver work; tracing and builds are not counted in "
+                        f"it). ({exc.args[0] if exc.args else exc})",) + tuple(exc.args[1:])
         exc.args = (f"{exc.args[0] if exc.args else exc} [auto_shard ran {end - started:.1f} s of its time_limit "
                     f"{float(time_limit):g}: {said} s; exception.report['time']]",) + tuple(exc.args[1:])
         raise
