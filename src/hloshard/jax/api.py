@@ -206,22 +206,27 @@ class AutoShardResult:
     def _xla_module(self):
         """The module :meth:`xla` prices and partitions: the program :meth:`jit` runs.  A plan of hloshard's:
         :attr:`hlo_text` (the constraints of :attr:`fn` carry it out).  Your layout returned as given
-        (:attr:`your_layout_as_given`): :attr:`hlo_text`'s instructions under :attr:`in_shardings` /
-        :attr:`out_shardings` alone (:func:`hloshard.jax.layout.layout_text`), completed by XLA's own propagation
-        (:func:`hloshard.partition_specs.complete_with_xla`, a jax child: ``cost --complete xla``), which is
-        ``jax.jit``'s program of your shardings -- not :attr:`hlo_text`, hloshard's rendering of that layout, which
-        partitions into another program (new user 33's F22: the Mixer given its layout, 18.10 MB by XLA for the
-        rendering where ``plan.jit()`` moves 20.82 MB).  Raises InputError when jax's child fails."""
+        (:attr:`your_layout_as_given`): the module jax lowers for :meth:`jit` (:meth:`_jit_lowered`: :attr:`fn`, which
+        is then your function, under :attr:`in_shardings` / :attr:`out_shardings`), completed by XLA's own
+        propagation (:func:`hloshard.partition_specs.complete_with_xla`, a jax child: ``cost --complete xla``) --
+        ``jax.jit``'s program of your shardings as GSPMD partitions it -- not :attr:`hlo_text`, hloshard's rendering
+        of that layout, which partitions into another program (new user 33's F22: the Mixer given its layout, 18.10
+        MB by XLA for the rendering where ``plan.jit()`` moves 20.82 MB), nor :attr:`hlo_text`'s instructions under
+        your shardings (:func:`hloshard.jax.layout.layout_text`: 18.89 MB on that Mixer, its module not the one jax
+        lowers for :meth:`jit`).  Raises InputError when jax's child fails."""
         if not self.your_layout_as_given or self.program is None:
             return parse_module(self.hlo_text, "<auto_shard plan>")
-        module = parse_module(layout_text(self, self.in_shardings, self.out_shardings),
-                              "<auto_shard plan: your layout>")
+        from jax._src.lib import xla_client as xc
+
+        opts = xc.hlo.HloPrintOptions()
+        opts.print_metadata = True
+        text = self._jit_lowered().compiler_ir("hlo").get_hlo_module().to_string(opts)
+        module = parse_module(text, "<auto_shard plan: your layout, as plan.jit() lowers it>")
         complete_with_xla(module, self.device_mesh.num_devices)
         return module
 
-    def _jit_compiled(self):
-        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
-        as configured)."""
+    def _jit_lowered(self):
+        """:meth:`jit` lowered on abstract arguments shaped and sharded as :attr:`in_shardings`."""
         import jax
 
         closed, in_tree = self.program[0], self.program[1]
@@ -229,7 +234,12 @@ class AutoShardResult:
         args = in_tree.unflatten([jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sh,
                                                        weak_type=bool(getattr(a, "weak_type", False)))
                                   for a, sh in zip(closed.in_avals, flat_sh)])
-        return self.jit().lower(*args).compile()
+        return self.jit().lower(*args)
+
+    def _jit_compiled(self):
+        """:meth:`jit` compiled on abstract arguments shaped and sharded as :attr:`in_shardings` (jax's partitioner
+        as configured)."""
+        return self._jit_lowered().compile()
 
     def jit_bytes(self, compiled=None) -> float:
         """Ring bytes of collectives per device (the formulas of :meth:`xla`, a ``while`` body's once per trip) of
