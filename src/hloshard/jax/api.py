@@ -190,10 +190,17 @@ class AutoShardResult:
         comparison.jit_peak = None if compiled is None else _peak_of(compiled)
         if comparison.jit_bytes is not None and not comparison.xla_error and \
                 abs(comparison.jit_bytes - comparison.xla_bytes) > max(0.1 * comparison.xla_bytes, 1e5):
-            warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
-                          f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs is "
-                          f"not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') with "
-                          f"plan.hlo_text)", stacklevel=2)
+            if self.your_layout_as_given:   # the same module both times: the partitioners differ
+                warnings.warn(f"plan.jit() (your layout, returned as given) compiles to {comparison.jit_bytes:,.0f} B "
+                              f"of collectives per device with jax's partitioner as configured, and to "
+                              f"{comparison.xla_bytes:,.0f} B with GSPMD (plan.xla()): the two partitioners propagate "
+                              f"your shardings differently (jax.config.update('jax_use_shardy_partitioner', ...) "
+                              f"chooses which one jax runs)", stacklevel=2)
+            else:
+                warnings.warn(f"plan.jit() compiles to {comparison.jit_bytes:,.0f} B of collectives per device, the "
+                              f"written module (plan.hlo_text) to {comparison.xla_bytes:,.0f} B: the program jax runs "
+                              f"is not the plan priced here (compare plan.jit().lower(*args).as_text(dialect='hlo') "
+                              f"with plan.hlo_text)", stacklevel=2)
         return comparison
 
     @property
